@@ -1,0 +1,140 @@
+"""BGW cost against gamma: secure covariance through the mpyc backend, MPyC's stock path and plaintext numpy.
+
+    sqm bench bgw-cost --rows 20000 --cols 60 --parties 2 --json bgw.json --plot bgw.png
+
+``--parties`` counts the clients; the job runs 1 + parties MPyC processes (the server is party 0).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+from tqdm import tqdm
+
+from mpc.launch import run_parties
+from mpc.stock import StockGram
+from sqm.mechanism import SQM
+from sqm.polynomial import covariance
+from sqm.vertical import VerticalData
+
+
+def make_data(rows: int, cols: int, seed: int = 0) -> np.ndarray:
+    X = np.random.default_rng(seed).normal(size=(rows, cols))
+    return X / np.linalg.norm(X, axis=1).max()
+
+
+def stock_gram_seconds(X: np.ndarray, parties: int, gamma: float) -> tuple[float, np.ndarray]:
+    """MPyC's stock np_matmul on secure integer arrays (quantized data, no noise), end to end."""
+    from sqm.quantize import stochastic_round
+
+    data = VerticalData.split(X, parties)
+    blocks = [stochastic_round(b, gamma, seed=j) for j, b in enumerate(data.blocks)]
+    bits = int(2 * np.ceil(np.log2(gamma + 1)) + np.ceil(np.log2(X.shape[0] + 1)) + 4)
+    programs = [StockGram(None, data.col_counts, X.shape[0], bits)]
+    programs += [StockGram(b.astype(object), data.col_counts, X.shape[0], bits) for b in blocks]
+    t0 = time.perf_counter()
+    res = run_parties(programs)
+    secs = time.perf_counter() - t0
+    G = np.array([[int(v) for v in row] for row in res[0]["result"]], dtype=object)
+    ref = np.hstack(blocks).astype(object)
+    return secs, G, ref.T.dot(ref)
+
+
+def run(rows=20000, cols=60, parties=2, gammas=None, epsilon=1.0, delta=1e-5, stock_rows=None,
+        stock_cols=None, seed=0, progress=True) -> dict:
+    gammas = gammas or [2.0 ** k for k in range(6, 17)]
+    X = make_data(rows, cols, seed)
+    data = VerticalData.split(X, parties)
+    t0 = time.perf_counter()
+    exact = X.T @ X
+    plain_s = time.perf_counter() - t0
+    out_rows = []
+    for gamma in tqdm(gammas, desc="bgw-cost", disable=not progress):
+        res = SQM(covariance(cols), gamma, epsilon=epsilon, delta=delta, backend="mpyc", seed=seed).run(data)
+        est = res.estimate.reshape(cols, cols)
+        out_rows.append(dict(gamma=gamma, field_bits=res.field_bits,
+                             bytes_per_party=[int(b) for b in res.bytes_sent],
+                             seconds=res.seconds, rel_error=float(np.linalg.norm(est - exact) / np.linalg.norm(exact))))
+    report = dict(shape=[rows, cols], parties=parties + 1, clients=parties, plaintext_seconds=plain_s,
+                  rows=out_rows)
+    if stock_rows:
+        sX = X[:stock_rows, :stock_cols or cols]
+        secs, G, ref = stock_gram_seconds(sX, parties, gammas[0])
+        # the fast path on the same shape and gamma, same run, for the speed-up figure
+        fast = SQM(covariance(sX.shape[1]), gammas[0], mu=1.0, backend="mpyc", seed=seed).run(
+            VerticalData.split(sX, parties))
+        report.update(stock_seconds=secs, stock_shape=list(sX.shape), stock_identical=bool((G == ref).all()),
+                      fast_seconds_at_stock_shape=fast.seconds, speedup=secs / fast.seconds)
+    else:
+        report.update(stock_seconds=None, stock_shape=None)
+    return report
+
+
+def print_table(rep: dict) -> None:
+    print(f"secure covariance {rep['shape'][0]} x {rep['shape'][1]}, {rep['parties']} MPyC parties "
+          f"({rep['clients']} clients); plaintext numpy X^T X: {rep['plaintext_seconds'] * 1e3:.1f} ms")
+    print(f"{'gamma':>8} {'field bits':>10} {'bytes/party (max)':>18} {'seconds':>8} {'rel error':>10}")
+    for r in rep["rows"]:
+        print(f"{r['gamma']:>8.0f} {r['field_bits']:>10} {max(r['bytes_per_party']):>18,} "
+              f"{r['seconds']:>8.2f} {r['rel_error']:>10.3e}")
+    if rep.get("stock_seconds"):
+        print(f"MPyC stock np_matmul at {rep['stock_shape']}: {rep['stock_seconds']:.2f} s "
+              f"(identical: {rep['stock_identical']}); fast path {rep['fast_seconds_at_stock_shape']:.2f} s; "
+              f"speed-up {rep['speedup']:.1f}x")
+
+
+def plot(rep: dict, path: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    g = [r["gamma"] for r in rep["rows"]]
+    fig, ax = plt.subplots(1, 3, figsize=(13, 3.6))
+    ax[0].semilogx(g, [r["seconds"] for r in rep["rows"]], "o-", base=2)
+    ax[0].axhline(rep["plaintext_seconds"], ls="--", c="gray", label="plaintext numpy")
+    ax[0].set(xlabel="gamma", ylabel="seconds", title="wall time"); ax[0].legend()
+    ax[1].semilogx(g, [max(r["bytes_per_party"]) / 2 ** 20 for r in rep["rows"]], "o-", base=2)
+    ax[1].set(xlabel="gamma", ylabel="MiB", title="bytes sent (max party)")
+    ax[2].loglog(g, [r["rel_error"] for r in rep["rows"]], "o-", base=2)
+    ax[2].set(xlabel="gamma", ylabel="relative Frobenius error", title="error at epsilon=1")
+    fig.tight_layout(); fig.savefig(path, dpi=120)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="sqm bench bgw-cost", description=__doc__.splitlines()[0])
+    add_arguments(ap)
+    return cli(ap.parse_args(argv))
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--rows", type=int, default=20000, help="records (default 20000)")
+    ap.add_argument("--cols", type=int, default=60, help="columns (default 60)")
+    ap.add_argument("--parties", type=int, default=2, help="clients; MPyC parties = clients + 1 (default 2)")
+    ap.add_argument("--gammas", default=",".join(str(2 ** k) for k in range(6, 17)),
+                    help="comma list of gamma values (default 2^6..2^16)")
+    ap.add_argument("--epsilon", type=float, default=1.0, help="server-observed epsilon (default 1)")
+    ap.add_argument("--delta", type=float, default=1e-5, help="delta (default 1e-5)")
+    ap.add_argument("--stock-rows", type=int, default=2000,
+                    help="rows for MPyC's stock np_matmul comparison (0 to skip; default 2000)")
+    ap.add_argument("--stock-cols", type=int, default=None, help="columns for the stock comparison (default --cols)")
+    ap.add_argument("--json", help="write the figures to this JSON file")
+    ap.add_argument("--plot", help="write a PNG plot to this file")
+
+
+def cli(args) -> int:
+    gammas = [float(g) for g in args.gammas.split(",") if g.strip()]
+    rep = run(args.rows, args.cols, args.parties, gammas, args.epsilon, args.delta,
+              args.stock_rows or None, args.stock_cols)
+    print_table(rep)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rep, f, indent=2)
+    if args.plot:
+        plot(rep, args.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

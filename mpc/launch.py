@@ -1,0 +1,100 @@
+"""Start all parties of a job as separate OS processes on this machine (loopback TCP) and collect results."""
+from __future__ import annotations
+
+import os
+import pickle
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+_ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+class MPCError(RuntimeError):
+    """A party failed or refused; no result was released."""
+
+
+def free_ports(n: int) -> list[int]:
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def party_name(i: int) -> str:
+    return "server (party 0)" if i == 0 else f"client {i} (party {i})"
+
+
+def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float = 30.0,
+                extra_args: list[str] | None = None, on_start=None) -> list[dict]:
+    """Run ``programs[i]`` as party ``i`` in its own process; return each party's result record.
+
+    If any party fails, the others are stopped (they also stop by themselves on losing the connection)
+    and :class:`MPCError` names the failed party and its message.
+    """
+    M = len(programs)
+    if M < 2:
+        raise ValueError(f"a job needs a server and at least one client; got {M} parties")
+    addrs = ",".join(f"127.0.0.1:{p}" for p in free_ports(M))
+    env = dict(os.environ)
+    # children import what the parent can (programs are pickled by reference to their classes)
+    path = [_ROOT] + [p for p in sys.path if p and os.path.isdir(p)]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(path + [env.get("PYTHONPATH", "")]))
+    with tempfile.TemporaryDirectory(prefix="sqm-job-") as tmp:
+        procs, results = [], []
+        for i, prog in enumerate(programs):
+            pf = os.path.join(tmp, f"party{i}.program")
+            with open(pf, "wb") as f:
+                pickle.dump(prog, f, protocol=5)
+            rf = os.path.join(tmp, f"party{i}.result")
+            results.append(rf)
+            cmd = [sys.executable, "-m", "mpc.party", "--program", pf, "--index", str(i), "--parties", addrs,
+                   "--result", rf, "--timeout", str(timeout), "--connect-timeout", str(connect_timeout)]
+            procs.append(subprocess.Popen(cmd + (extra_args or []), env=env, stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True))
+        if on_start is not None:
+            on_start(procs)
+        failed = _wait(procs, timeout + connect_timeout + 30)
+        errors = {i: procs[i].stderr.read().strip() for i in range(M)}
+        if failed:
+            first = failed[0]
+            msgs = "; ".join(f"{party_name(i)} exited {procs[i].returncode}: "
+                             f"{errors[i].splitlines()[-1] if errors[i] else '(no message)'}"
+                             for i in failed)
+            raise MPCError(f"MPC job failed, no result released: {msgs}") from None
+        out = []
+        for rf in results:
+            with open(rf, "rb") as f:
+                out.append(pickle.load(f))
+        return out
+
+
+def _wait(procs, deadline_s: float) -> list[int]:
+    """Wait for all; on the first failure give the others 30 s to notice, then kill them."""
+    start = time.monotonic()
+    failed_at = None
+    while True:
+        codes = [p.poll() for p in procs]
+        bad = [i for i, c in enumerate(codes) if c not in (None, 0)]
+        if bad and failed_at is None:
+            failed_at = time.monotonic()
+        if all(c is not None for c in codes):
+            return [i for i, c in enumerate(codes) if c != 0]
+        now = time.monotonic()
+        if (failed_at is not None and now - failed_at > 30) or now - start > deadline_s:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+            for p in procs:
+                p.wait()
+            return [i for i, p in enumerate(procs) if p.returncode != 0]
+        time.sleep(0.02)

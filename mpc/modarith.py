@@ -1,0 +1,144 @@
+"""Exact vectorized arithmetic modulo a prime p < 2^62 on int64 arrays with entries in [0, p).
+
+Products use the extended-precision quotient trick: q = round(a b / p) in 80-bit long double (64-bit
+mantissa) is off by at most one, and r = a b - q p computed with wrapping 64-bit integers is exact modulo
+2^64 and lies in (-p, 2p), so one correction gives a b mod p exactly.  Matrix products split operands into
+limbs of w bits and run on float64 BLAS, with w and the row chunk chosen so that every float64 partial sum
+is an integer below 2^53 (hence exact).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .field import MAX_FAST_BITS
+
+_LD = np.longdouble
+if np.finfo(_LD).nmant < 63:  # pragma: no cover - platforms without 80/128-bit long double
+    raise ImportError("mpc.modarith needs a long double with >= 64-bit mantissa")
+
+
+def _check_p(p: int) -> None:
+    if not 2 <= p < (1 << MAX_FAST_BITS):
+        raise ValueError(f"modulus must lie in [2, 2^{MAX_FAST_BITS}), got {p}")
+
+
+def add_mod(a, b, p: int) -> np.ndarray:
+    s = np.add(a, b, dtype=np.int64)
+    return np.where(s >= p, s - p, s)
+
+
+def sub_mod(a, b, p: int) -> np.ndarray:
+    d = np.subtract(a, b, dtype=np.int64)
+    return np.where(d < 0, d + p, d)
+
+
+def neg_mod(a, p: int) -> np.ndarray:
+    a = np.asarray(a, dtype=np.int64)
+    return np.where(a == 0, 0, p - a)
+
+
+def mul_mod(a, b, p: int) -> np.ndarray:
+    """Elementwise a * b mod p (broadcasting), exact for p < 2^62."""
+    _check_p(p)
+    a = np.asarray(a, dtype=np.int64)
+    b = np.asarray(b, dtype=np.int64)
+    q = np.floor(a.astype(_LD) * b.astype(_LD) / _LD(p)).astype(np.int64)
+    with np.errstate(over="ignore"):
+        r = (a.astype(np.uint64) * b.astype(np.uint64) - q.astype(np.uint64) * np.uint64(p)).astype(np.int64)
+    r = np.where(r < 0, r + p, r)
+    return np.where(r >= p, r - p, r)
+
+
+def small_mul_mod(a, s: int, p: int) -> np.ndarray:
+    """a * s mod p for a small non-negative integer s with s * p < 2^63 (plain int64 arithmetic)."""
+    if not 0 <= s or s * p >= (1 << 63):
+        return mul_mod(a, s % p, p)
+    return np.asarray(a, dtype=np.int64) * np.int64(s) % p
+
+
+def scalar_mul_mod(a, s: int, p: int) -> np.ndarray:
+    """a * s mod p for a Python integer s of any size."""
+    s = int(s) % p
+    if s * p < (1 << 63):
+        return small_mul_mod(a, s, p)
+    return mul_mod(a, np.int64(s), p)
+
+
+def sum_mod(a, axis, p: int) -> np.ndarray:
+    """Exact sum mod p along ``axis`` (31-bit halves summed in int64, safe up to 2^32 terms)."""
+    a = np.asarray(a, dtype=np.int64)
+    lo = (a & ((1 << 31) - 1)).sum(axis=axis, dtype=np.int64) % p
+    hi = (a >> 31).sum(axis=axis, dtype=np.int64) % p
+    return add_mod(lo, scalar_mul_mod(hi, 1 << 31, p), p)
+
+
+def _limb_plan(bits: int, inner: int) -> tuple[int, int, int]:
+    """(limb width w, number of limbs L, inner chunk) with L * chunk * (2^w - 1)^2 < 2^53.
+
+    The fewest limbs whose exact chunk still holds min(inner, 8192) terms: float64 sums of up to L limb
+    products over a chunk are then integers below 2^53, hence exact.
+    """
+    for L in range(1, 9):
+        w = -(-bits // L)
+        chunk = ((1 << 53) - 1) // (L * ((1 << w) - 1) ** 2)
+        if chunk >= min(inner, 8192):
+            return w, L, max(1, min(inner, chunk))
+    raise ValueError("no exact limb plan")  # pragma: no cover
+
+
+def _limb(A: np.ndarray, w: int, u: int) -> np.ndarray:
+    return ((A >> (w * u)) & ((1 << w) - 1)).astype(np.float64)
+
+
+def _shift_sum(partials: list[np.ndarray], w: int, p: int) -> np.ndarray:
+    """sum_s partials[s] * 2^(w s) mod p, partials exact float64 integers < 2^53."""
+    out = None
+    for s, P in enumerate(partials):
+        term = scalar_mul_mod(np.rint(P).astype(np.int64) % p, pow(2, w * s, p), p)
+        out = term if out is None else add_mod(out, term, p)
+    return out
+
+
+def matmul_mod(A, B, p: int) -> np.ndarray:
+    """Exact (A @ B) mod p for int64 A (m x k), B (k x n) in [0, p); a 1-D B gives a vector."""
+    _check_p(p)
+    A = np.asarray(A, dtype=np.int64)
+    B = np.asarray(B, dtype=np.int64)
+    vec = B.ndim == 1
+    if vec:
+        B = B[:, None]
+    m, k = A.shape
+    if B.shape[0] != k:
+        raise ValueError(f"shapes {A.shape} and {B.shape} do not align")
+    n = B.shape[1]
+    w, L, chunk = _limb_plan(p.bit_length(), k)
+    out = np.zeros((m, n), dtype=np.int64)
+    for s0 in range(0, k, chunk):
+        a = A[:, s0:s0 + chunk]
+        bcat = np.concatenate([_limb(B[s0:s0 + chunk], w, v) for v in range(L)], axis=1)  # c x L n
+        partials = [np.zeros((m, n)) for _ in range(2 * L - 1)]
+        for u in range(L):
+            prod = _limb(a, w, u) @ bcat
+            for v in range(L):
+                partials[u + v] += prod[:, v * n:(v + 1) * n]
+        out = add_mod(out, _shift_sum(partials, w, p), p)
+    return out[:, 0] if vec else out
+
+
+def gram_mod(S, p: int) -> np.ndarray:
+    """Exact S^T S mod p for int64 S (m x n) in [0, p): one symmetric BLAS product per row chunk."""
+    _check_p(p)
+    S = np.asarray(S, dtype=np.int64)
+    m, n = S.shape
+    w, L, chunk = _limb_plan(p.bit_length(), m)
+    out = np.zeros((n, n), dtype=np.int64)
+    for s0 in range(0, m, chunk):
+        part = S[s0:s0 + chunk]
+        cat = np.concatenate([_limb(part, w, u) for u in range(L)], axis=1)  # c x L n
+        G = cat.T @ cat  # (L n) x (L n), all limb pairs
+        partials = [np.zeros((n, n)) for _ in range(2 * L - 1)]
+        for u in range(L):
+            for v in range(L):
+                partials[u + v] += G[u * n:(u + 1) * n, v * n:(v + 1) * n]
+        out = add_mod(out, _shift_sum(partials, w, p), p)
+    return out

@@ -1,0 +1,154 @@
+"""One MPyC party process: ``python -m mpc.party --program FILE --index I --parties H0:P0,H1:P1,...``.
+
+The program file holds only what this party may see: the public job and, for a client, its own input
+program.  Party 0 is the server.  On a lost peer or a refused job the process prints a message naming the
+problem and exits non-zero (3: refused, 4: lost party, 5: timeout, 1: other error); nothing is released.
+For deployments across hosts add ``--ssl`` (MPyC's TLS: keys and certificates in ``.config/``, see README).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import pickle
+import sys
+import time
+
+EXIT_REFUSED, EXIT_LOST, EXIT_TIMEOUT = 3, 4, 5
+
+
+class PartyLost(RuntimeError):
+    pass
+
+
+class PartyProgram:
+    """A picklable program run by a party: ``await program.run(ctx)`` returns this party's result."""
+
+    async def run(self, ctx):  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class EvaluateJob(PartyProgram):
+    """Evaluate one :class:`mpc.backend.Job` (public part) with this party's input program (None at the server)."""
+
+    def __init__(self, job, client=None, outputs_to_clients: bool = False):
+        self.job, self.client, self.outputs_to_clients = job, client, outputs_to_clients
+
+    async def run(self, ctx):
+        my_input = self.client() if self.client is not None else None
+        return await ctx.evaluate(self.job, my_input, self.outputs_to_clients)
+
+
+def _install_loss_detection(state: dict) -> None:
+    """A peer whose connection drops before the job is done fails every pending and future receive."""
+    from mpyc import asyncoro
+
+    orig_receive = asyncoro.MessageExchanger.receive
+
+    def fail(fut, peer):
+        if not fut.done():
+            fut.set_exception(PartyLost(f"lost party {peer} ({'server' if peer == 0 else f'client {peer}'})"))
+
+    def connection_lost(self, exc):
+        peer = self.peer_pid
+        if not state["done"]:
+            state["lost"].add(peer)
+            for fut in list(self.buffers.values()):
+                if isinstance(fut, asyncio.Future):
+                    fail(fut, peer)
+            return
+        self.runtime.unset_protocol(peer)
+
+    def receive(self, pc):
+        if self.peer_pid in state["lost"]:
+            fut = asyncio.Future(loop=self.runtime._loop)
+            fail(fut, self.peer_pid)
+            return fut
+        return orig_receive(self, pc)
+
+    asyncoro.MessageExchanger.connection_lost = connection_lost
+    asyncoro.MessageExchanger.receive = receive
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m mpc.party", description=__doc__.splitlines()[0])
+    ap.add_argument("--program", required=True, help="pickled PartyProgram for this party")
+    ap.add_argument("--index", type=int, required=True, help="this party's index (0 = server)")
+    ap.add_argument("--parties", required=True, help="comma-separated host:port of all parties, in index order")
+    ap.add_argument("--result", help="where to write this party's result (pickle)")
+    ap.add_argument("--ssl", action="store_true", help="TLS between parties (MPyC --ssl; keys in .config/)")
+    ap.add_argument("--connect-timeout", type=float, default=30.0, help="seconds to wait for all parties")
+    ap.add_argument("--timeout", type=float, default=3600.0, help="seconds before the whole job is abandoned")
+    args = ap.parse_args(argv)
+    addrs = [a.strip() for a in args.parties.split(",") if a.strip()]
+    if len(addrs) < 2:
+        print("mpc.party: error: need at least 2 parties (a server and a client)", file=sys.stderr)
+        return EXIT_REFUSED
+    if len(set(addrs)) != len(addrs):
+        print(f"mpc.party: error: duplicate party addresses in {addrs}", file=sys.stderr)
+        return EXIT_REFUSED
+    if not 0 <= args.index < len(addrs):
+        print(f"mpc.party: error: index {args.index} out of range for {len(addrs)} parties", file=sys.stderr)
+        return EXIT_REFUSED
+    with open(args.program, "rb") as f:
+        program = pickle.load(f)
+
+    mpyc_argv = [sys.argv[0]]
+    for a in addrs:
+        mpyc_argv += ["-P", a]
+    mpyc_argv += ["-I", str(args.index), "--no-log", "--no-prss"]
+    if args.ssl:
+        mpyc_argv.append("--ssl")
+    sys.argv = mpyc_argv
+    from mpyc.runtime import mpc  # noqa: E402  (MPyC reads sys.argv at import)
+
+    from .protocol import PartyContext, ProtocolError
+
+    state = {"done": False, "lost": set()}
+    _install_loss_detection(state)
+    who = "server" if args.index == 0 else f"client {args.index}"
+    stats = {}
+
+    async def run():
+        try:
+            await asyncio.wait_for(mpc.start(), args.connect_timeout)
+        except asyncio.TimeoutError:
+            raise TimeoutError(f"not all {len(addrs)} parties connected within {args.connect_timeout:g} s "
+                               f"({', '.join(addrs)})") from None
+        t0 = time.perf_counter()
+        result = await asyncio.wait_for(program.run(PartyContext(mpc)), args.timeout)
+        stats["seconds"] = time.perf_counter() - t0
+        stats["bytes_sent"] = sum(p.protocol.nbytes_sent for p in mpc.parties
+                                  if p.pid != mpc.pid and p.protocol is not None)
+        state["done"] = True
+        try:  # the result is complete: a peer that leaves during the closing barrier cannot spoil it
+            await asyncio.wait_for(mpc.shutdown(), 10.0)
+        except asyncio.TimeoutError:
+            pass
+        return result
+
+    code = 0
+    try:
+        result = mpc.run(run())
+        if args.result:
+            with open(args.result + ".tmp", "wb") as f:
+                pickle.dump({"result": result, **stats}, f, protocol=5)
+            os.replace(args.result + ".tmp", args.result)
+    except PartyLost as e:
+        print(f"mpc.party {who}: {e}; job aborted, nothing released", file=sys.stderr)
+        code = EXIT_LOST
+    except ProtocolError as e:
+        print(f"mpc.party {who}: {e}", file=sys.stderr)
+        code = EXIT_REFUSED
+    except (TimeoutError, asyncio.TimeoutError) as e:
+        print(f"mpc.party {who}: timeout: {e or 'job did not finish in time'}", file=sys.stderr)
+        code = EXIT_TIMEOUT
+    except Exception as e:  # noqa: BLE001
+        print(f"mpc.party {who}: {type(e).__name__}: {e}", file=sys.stderr)
+        code = 1
+    sys.stdout.flush(), sys.stderr.flush()
+    os._exit(code)  # do not wait on sockets of lost peers
+
+
+if __name__ == "__main__":
+    sys.exit(main())

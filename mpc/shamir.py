@@ -1,0 +1,59 @@
+"""Vectorized Shamir secret sharing over F_p (p < 2^62) for M parties at evaluation points 1..M."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import modarith
+
+
+def default_threshold(n_parties: int) -> int:
+    """t = floor((M - 1) / 2): honest majority, and M >= 2t + 1 so products can be degree-reduced."""
+    return (n_parties - 1) // 2
+
+
+def share(secret, n_parties: int, t: int, p: int, rng: np.random.Generator) -> np.ndarray:
+    """Shares of shape (n_parties, *secret.shape): share i is f(i + 1) for a random degree-t f with f(0) = secret."""
+    secret = np.asarray(secret, dtype=np.int64)
+    if not 0 <= t < n_parties:
+        raise ValueError(f"threshold {t} must lie in [0, {n_parties})")
+    coefs = [rng.integers(0, p, size=secret.shape, dtype=np.int64) for _ in range(t)]
+    out = np.empty((n_parties,) + secret.shape, dtype=np.int64)
+    for i in range(n_parties):
+        x = i + 1
+        acc = np.zeros(secret.shape, dtype=np.int64)
+        for c in reversed(coefs):  # Horner: ((c_t x + c_{t-1}) x + ...) x + secret
+            acc = modarith.small_mul_mod(modarith.add_mod(acc, c, p), x, p)
+        out[i] = modarith.add_mod(acc, secret, p)
+    return out
+
+
+def lagrange_at_zero(points, p: int) -> list[int]:
+    """Coefficients l_i with f(0) = sum_i l_i f(points[i]) for any f of degree < len(points)."""
+    pts = [int(x) % p for x in points]
+    if len(set(pts)) != len(pts) or 0 in pts:
+        raise ValueError("evaluation points must be distinct and non-zero mod p")
+    out = []
+    for i, xi in enumerate(pts):
+        num, den = 1, 1
+        for j, xj in enumerate(pts):
+            if j != i:
+                num = num * xj % p
+                den = den * (xj - xi) % p
+        out.append(num * pow(den, -1, p) % p)
+    return out
+
+
+def reconstruct(shares, points, p: int) -> np.ndarray:
+    """f(0) from shares (len(points), ...) at ``points``; needs more points than the degree."""
+    shares = np.asarray(shares, dtype=np.int64)
+    lam = lagrange_at_zero(points, p)
+    acc = np.zeros(shares.shape[1:], dtype=np.int64)
+    for l_i, s in zip(lam, shares):
+        acc = modarith.add_mod(acc, modarith.scalar_mul_mod(s, l_i, p), p)
+    return acc
+
+
+def combine_subshares(subshares, points, p: int) -> np.ndarray:
+    """BGW degree reduction at one receiver: sub-shares from every sender i of its degree-2t share,
+    combined with the Lagrange coefficients of all senders' points.  Requires M >= 2t + 1."""
+    return reconstruct(subshares, points, p)

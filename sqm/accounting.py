@@ -1,0 +1,188 @@
+"""Privacy accounting for SQM in Rényi DP, converted to (epsilon, delta) with dp-accounting.
+
+Formulas (SQM paper, Bao et al.):
+- Lemma 2 / Eq. 3: for aggregate noise Sk(mu) on an integer function with sensitivities (Delta1, Delta2),
+  tau(alpha) = alpha Delta2^2 / (4 mu) + min(((2 alpha - 1) Delta2^2 + 6 Delta1) / (16 mu^2), 3 Delta1 / (4 mu)).
+- Eq. 12 (server-observed, add/remove one record): the same bound.
+- Eq. 13 (client-observed, replace one record, the client knows its own share Sk(mu / n)): the bound with
+  doubled sensitivities and noise mu (n - 1) / n.
+- Eq. 20 / 23: Poisson subsampling at rate q over R rounds (integer alpha >= 2).
+- Eq. 21: client-observed over R rounds, no subsampling benefit (a client knows the batch).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from dp_accounting.rdp.rdp_privacy_accountant import compute_epsilon
+from scipy.special import gammaln, ive, logsumexp
+
+DEFAULT_ORDERS = tuple(list(range(2, 65)) + [80, 96, 128, 160, 192, 256, 384, 512, 768, 1024])
+
+
+def _check_pos(v, name):
+    if not (np.all(np.isfinite(v)) and np.all(np.asarray(v) > 0)):
+        raise ValueError(f"{name} must be > 0, got {v!r}")
+
+
+def _check_sens(l1, l2):
+    _check_pos(l1, "the L1 sensitivity l1")
+    _check_pos(l2, "the L2 sensitivity l2")
+
+
+def l1_from_l2(l2: float, dim: int) -> float:
+    """Delta1 = min(Delta2^2, sqrt(d) Delta2) for integer-valued d-dimensional functions."""
+    return float(min(l2 * l2, math.sqrt(dim) * l2))
+
+
+def skellam_rdp(alpha, l1: float, l2: float, mu: float):
+    """Lemma 2: RDP of order alpha > 1 for aggregate noise Sk(mu) (vectorized over alpha)."""
+    _check_sens(l1, l2)
+    _check_pos(mu, "mu")
+    a = np.asarray(alpha, dtype=np.float64)
+    if np.any(a <= 1):
+        raise ValueError(f"RDP orders must be > 1, got {alpha!r}")
+    val = a * l2 ** 2 / (4 * mu) + np.minimum(((2 * a - 1) * l2 ** 2 + 6 * l1) / (16 * mu ** 2), 3 * l1 / (4 * mu))
+    return float(val) if np.ndim(val) == 0 else val
+
+
+def server_rdp(alpha, l1: float, l2: float, mu: float):
+    """Eq. 12: server-observed RDP (add/remove one record; the server sees Sk(mu))."""
+    return skellam_rdp(alpha, l1, l2, mu)
+
+
+def client_rdp(alpha, l1: float, l2: float, mu: float, n_parties: int):
+    """Eq. 13: client-observed RDP = skellam_rdp(alpha, 2 l1, 2 l2, mu (n - 1) / n)."""
+    if int(n_parties) != n_parties or n_parties < 2:
+        raise ValueError(f"client-observed privacy needs n_parties >= 2 (a lone client knows all the noise), "
+                         f"got {n_parties!r}")
+    _check_pos(mu, "mu")
+    return skellam_rdp(alpha, 2 * l1, 2 * l2, mu * (n_parties - 1) / n_parties)
+
+
+def client_rdp_rounds(alpha, l1, l2, mu, n_parties, rounds: int):
+    """Eq. 21: R rounds of client-observed RDP (clients know which records were sampled)."""
+    _check_rounds(rounds)
+    return rounds * client_rdp(alpha, l1, l2, mu, n_parties)
+
+
+def _check_rounds(rounds):
+    if int(rounds) != rounds or rounds < 1:
+        raise ValueError(f"rounds must be an integer >= 1, got {rounds!r}")
+
+
+def _check_q(q):
+    if not (np.isfinite(q) and 0 < q <= 1):
+        raise ValueError(f"sampling rate q must lie in (0, 1], got {q!r}")
+
+
+def subsampled_rdp(alpha, q: float, rounds: int, l1: float, l2: float, mu: float):
+    """Eq. 20 with tau_l of Eq. 23: Poisson subsampling at rate q, R rounds, integer alpha >= 2."""
+    _check_q(q)
+    _check_rounds(rounds)
+    alphas = np.atleast_1d(np.asarray(alpha))
+    if np.any(alphas != np.round(alphas)) or np.any(alphas < 2):
+        raise ValueError(f"subsampled RDP needs integer orders >= 2, got {alpha!r}")
+    out = []
+    for a in alphas.astype(int):
+        if q == 1:
+            out.append(rounds * skellam_rdp(a, l1, l2, mu))
+            continue
+        ls = np.arange(2, a + 1)
+        tau = np.asarray(skellam_rdp(ls.astype(float), l1, l2, mu))
+        log_binom = gammaln(a + 1) - gammaln(ls + 1) - gammaln(a - ls + 1)
+        terms = log_binom + (a - ls) * math.log1p(-q) + ls * math.log(q) + (ls - 1) * tau
+        first = (a - 1) * math.log1p(-q) + math.log(a * q - q + 1)
+        out.append(rounds / (a - 1) * float(logsumexp(np.r_[first, terms])))
+    return out[0] if np.ndim(alpha) == 0 else np.array(out)
+
+
+def epsilon(orders, rdp_values, delta: float) -> float:
+    """(epsilon, delta) from an RDP curve, through dp-accounting's compute_epsilon."""
+    return epsilon_and_order(orders, rdp_values, delta)[0]
+
+
+def epsilon_and_order(orders, rdp_values, delta: float) -> tuple[float, float]:
+    if not 0 < delta < 1:
+        raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
+    eps, order = compute_epsilon(np.asarray(orders, float), np.asarray(rdp_values, float), delta)
+    return float(eps), float(order)
+
+
+def server_epsilon(mu, delta, l1, l2, q=1.0, rounds=1, orders=DEFAULT_ORDERS) -> float:
+    rdp = subsampled_rdp(np.asarray(orders), q, rounds, l1, l2, mu)
+    return epsilon(orders, rdp, delta)
+
+
+def client_epsilon(mu, delta, l1, l2, n_parties, rounds=1, orders=DEFAULT_ORDERS) -> float:
+    rdp = client_rdp_rounds(np.asarray(orders, float), l1, l2, mu, n_parties, rounds)
+    return epsilon(orders, rdp, delta)
+
+
+def privacy_report(mu, delta, l1, l2, q=1.0, rounds=1, n_parties=None, orders=DEFAULT_ORDERS):
+    """(server-observed epsilon, client-observed epsilon or None) at ``delta`` for noise mu."""
+    _check_pos(mu, "mu")
+    eps_s = server_epsilon(mu, delta, l1, l2, q, rounds, orders)
+    eps_c = None if n_parties is None or n_parties < 2 else client_epsilon(mu, delta, l1, l2, n_parties, rounds, orders)
+    return eps_s, eps_c
+
+
+@dataclass(frozen=True)
+class Calibration:
+    mu: float
+    epsilon_server: float
+    epsilon_client: float | None
+    delta: float
+    target_epsilon: float
+
+
+def calibrate_mu(target_epsilon: float, delta: float, l1: float, l2: float, q: float = 1.0, rounds: int = 1,
+                 n_parties: int | None = None, orders=DEFAULT_ORDERS, rtol: float = 1e-6) -> Calibration:
+    """The smallest mu (to relative precision ``rtol``) whose server-observed epsilon meets the target.
+
+    Bisection on log mu; the upper end of the final bracket is returned, so the target is always met.
+    """
+    if not (np.isfinite(target_epsilon) and target_epsilon > 0):
+        raise ValueError(f"target epsilon must be > 0, got {target_epsilon!r}")
+    if not 0 < delta < 1:
+        raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
+    _check_sens(l1, l2)
+    _check_q(q)
+    _check_rounds(rounds)
+
+    def eps(mu):
+        return server_epsilon(mu, delta, l1, l2, q, rounds, orders)
+
+    lo = hi = max(l2 * l2, 1e-12)
+    while eps(hi) > target_epsilon:
+        lo, hi = hi, hi * 4
+    while eps(lo) <= target_epsilon:
+        lo, hi = lo / 4, lo
+        if lo < 1e-300:
+            break
+    while hi / lo > 1 + rtol:
+        mid = math.sqrt(lo * hi)
+        if eps(mid) <= target_epsilon:
+            hi = mid
+        else:
+            lo = mid
+    eps_s, eps_c = privacy_report(hi, delta, l1, l2, q, rounds, n_parties, orders)
+    return Calibration(mu=hi, epsilon_server=eps_s, epsilon_client=eps_c, delta=delta, target_epsilon=target_epsilon)
+
+
+def exact_skellam_renyi(alpha: float, shift: int, mu: float) -> float:
+    """Exact D_alpha(Sk(mu) + shift || Sk(mu)) from the Skellam pmf P(k) = exp(-2mu) I_|k|(2mu) = ive(|k|, 2mu).
+
+    Reference for tests.  Sums over |k| <= |shift| + 40 sqrt(2 mu) + 200 in log space.
+    """
+    shift = int(shift)
+    if shift == 0:
+        return 0.0
+    K = abs(shift) + int(40 * math.sqrt(2 * mu)) + 200
+    k = np.arange(-K, K + 1)
+    with np.errstate(divide="ignore"):
+        logp = np.log(ive(np.abs(k), 2 * mu))
+        logq = np.log(ive(np.abs(k - shift), 2 * mu))
+    ok = np.isfinite(logp) & np.isfinite(logq)
+    return float(logsumexp(alpha * logq[ok] + (1 - alpha) * logp[ok]) / (alpha - 1))

@@ -1,0 +1,108 @@
+"""Vertically partitioned data: each party holds a block of columns of the same records."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .validation import check_finite, check_positive
+
+
+def party_norm_bounds(row_norm_bound: float, col_counts, party_bounds=None) -> np.ndarray:
+    """Per-party sub-row bounds c_j with sum c_j^2 = c^2 (default: c_j proportional to sqrt(columns))."""
+    check_positive(row_norm_bound, "row_norm_bound")
+    counts = np.asarray(col_counts, dtype=np.float64)
+    if party_bounds is None:
+        return row_norm_bound * np.sqrt(counts / counts.sum())
+    b = np.asarray(party_bounds, dtype=np.float64)
+    if b.shape != counts.shape or np.any(~np.isfinite(b)) or np.any(b <= 0):
+        raise ValueError(f"party_bounds must be {counts.size} positive numbers, got {party_bounds!r}")
+    if np.sum(b ** 2) > row_norm_bound ** 2 * (1 + 1e-12):
+        raise ValueError(f"party bounds {b.tolist()} have sum of squares {np.sum(b ** 2):.6g} > c^2 = "
+                         f"{row_norm_bound ** 2:.6g}: whole rows would not satisfy ||x|| <= c")
+    return b
+
+
+def clip_rows(block: np.ndarray, bound: float) -> tuple[np.ndarray, int]:
+    """Scale down every row of ``block`` whose L2 norm exceeds ``bound``; return (clipped, count)."""
+    norms = np.linalg.norm(block, axis=1)
+    over = norms > bound
+    if not np.any(over):
+        return block, 0
+    out = block.copy()
+    out[over] *= (bound / norms[over])[:, None]
+    # guard against float rounding leaving a norm a hair above the bound
+    still = np.linalg.norm(out, axis=1) > bound
+    out[still] *= np.nextafter(1.0, 0.0)
+    return out, int(over.sum())
+
+
+@dataclass
+class VerticalData:
+    """Columns of the same ``m`` records split among parties (party j holds ``blocks[j]``)."""
+
+    blocks: list[np.ndarray]
+    names: list[str] = field(default_factory=list)
+
+    def __post_init__(self):
+        if len(self.blocks) < 1:
+            raise ValueError("vertical data needs at least one party")
+        blocks = []
+        for j, b in enumerate(self.blocks):
+            b = np.asarray(b, dtype=np.float64)
+            if b.ndim != 2:
+                raise ValueError(f"party {j + 1}'s block must be 2-D (records x columns), got shape {b.shape}")
+            if b.shape[1] == 0:
+                raise ValueError(f"party {j + 1} holds no columns")
+            check_finite(b, f"party {j + 1}'s data")
+            blocks.append(b)
+        rows = [b.shape[0] for b in blocks]
+        if len(set(rows)) != 1:
+            raise ValueError(f"parties hold different record counts: {rows}")
+        if rows[0] == 0:
+            raise ValueError("the data has no records")
+        self.blocks = blocks
+        if not self.names:
+            self.names = [f"client{j + 1}" for j in range(len(blocks))]
+
+    @classmethod
+    def split(cls, X, n_parties: int) -> "VerticalData":
+        """Split the columns of ``X`` into ``n_parties`` contiguous, near-equal blocks."""
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2:
+            raise ValueError(f"data must be 2-D, got shape {X.shape}")
+        if not 1 <= n_parties <= X.shape[1]:
+            raise ValueError(f"cannot split {X.shape[1]} columns among {n_parties} parties")
+        return cls([np.ascontiguousarray(b) for b in np.array_split(X, n_parties, axis=1)])
+
+    @property
+    def n_parties(self) -> int:
+        return len(self.blocks)
+
+    @property
+    def n_records(self) -> int:
+        return self.blocks[0].shape[0]
+
+    @property
+    def col_counts(self) -> list[int]:
+        return [b.shape[1] for b in self.blocks]
+
+    @property
+    def n_cols(self) -> int:
+        return sum(self.col_counts)
+
+    def owner(self) -> np.ndarray:
+        """Index of the party holding each column."""
+        return np.repeat(np.arange(self.n_parties), self.col_counts)
+
+    def to_matrix(self) -> np.ndarray:
+        return np.hstack(self.blocks)
+
+    def clip(self, row_norm_bound: float, party_bounds=None) -> tuple["VerticalData", list[int]]:
+        """Per-party clipping so whole rows satisfy ||x||_2 <= c; returns the data and clip counts per party."""
+        bounds = party_norm_bounds(row_norm_bound, self.col_counts, party_bounds)
+        clipped, counts = [], []
+        for b, c in zip(self.blocks, bounds):
+            cb, k = clip_rows(b, c)
+            clipped.append(cb), counts.append(k)
+        return VerticalData(clipped, list(self.names)), counts

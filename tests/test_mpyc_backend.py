@@ -1,0 +1,110 @@
+"""End-to-end: real MPyC party processes over loopback give bit for bit what the plain simulation gives."""
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+from mpc.backend import Job, PlainBackend
+from mpc.field import FieldTooSmall
+from mpc.launch import MPCError, run_parties
+from mpc.mpyc_backend import MPyCBackend, public_job
+from mpc.party import EvaluateJob
+from mpc.program import SumProgram
+from mpc.secure_sum import SumClient, secure_sum
+from sqm.mechanism import SQM
+from sqm.polynomial import Polynomial, covariance, logreg_gradient
+from sqm.vertical import VerticalData
+
+
+def data(m, n, parties, seed=0):
+    X = np.random.default_rng(seed).normal(size=(m, n))
+    X /= np.linalg.norm(X, axis=1).max()
+    return VerticalData.split(X, parties)
+
+
+@pytest.mark.parametrize("clients", [2, 4])  # 3 and 5 MPyC parties (server + clients)
+def test_covariance_mpyc_equals_plain(clients):
+    d = data(60, 8, clients, seed=clients)
+    kw = dict(mu=50.0, seed=11)
+    plain = SQM(covariance(8), 1024.0, backend="plain", **kw).run(d)
+    secure = SQM(covariance(8), 1024.0, backend="mpyc", **kw).run(d)
+    assert list(secure.raw) == list(plain.raw)
+    assert secure.backend == "mpyc" and len(secure.bytes_sent) == clients + 1
+    assert all(b > 0 for b in secure.bytes_sent)
+
+
+def test_general_polynomial_mpyc_equals_plain():
+    # degrees 0..3 in one program: constant, linear, inner-product and a degree-3 product (extra reshare)
+    p = Polynomial.from_exponents([[2.0, -0.5, 3.0], [1.0, 1.25]],
+                                  [[[2, 0, 1], [0, 1, 0], [0, 0, 0]], [[1, 1, 0], [0, 0, 3]]])
+    d = data(25, 3, 3, seed=5)
+    kw = dict(mu=20.0, seed=4, row_norm_bound=1.0)
+    plain = SQM(p, 64.0, backend="plain", **kw).run(d)
+    secure = SQM(p, 64.0, backend="mpyc", **kw).run(d)
+    assert list(secure.raw) == list(plain.raw)
+
+
+def test_logreg_gradient_mpyc_equals_plain():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(40, 6)); X /= np.linalg.norm(X, axis=1, keepdims=True) * 1.1
+    y = (rng.random(40) < 0.5).astype(float)
+    d = VerticalData([X[:, :3], np.c_[X[:, 3:], y]])
+    g = logreg_gradient(rng.normal(size=6) * 0.2)
+    kw = dict(mu=30.0, seed=9, row_norm_bound=2.0)
+    assert list(SQM(g, 512.0, backend="mpyc", **kw).run(d).raw) == list(SQM(g, 512.0, **kw).run(d).raw)
+
+
+def test_secure_sum():
+    arrays = [np.arange(10) * (j + 1) - 7 for j in range(3)]
+    res = secure_sum(arrays, bound=1000, backend="mpyc")
+    assert list(res.values) == list(np.sum(arrays, axis=0))
+    assert list(secure_sum(arrays, bound=1000, backend="plain").values) == list(np.sum(arrays, axis=0))
+
+
+def test_overflowing_job_is_refused_before_start():
+    job = Job(program=SumProgram.gram_program(2), clients=[SumClient(np.zeros(4, np.int64))] * 2,
+              col_bounds=[2 ** 40, 2 ** 40], n_records=10)
+    with pytest.raises(FieldTooSmall, match=r"needs a \d+-bit field"):
+        MPyCBackend().run(job)
+
+
+def test_mismatched_record_counts_refused():
+    from sqm.client import QuantizingClient
+
+    clients = [QuantizingClient(np.zeros((5, 1)), 16.0, 1.0, 0.0, 4, 1),
+               QuantizingClient(np.zeros((6, 1)), 16.0, 1.0, 0.0, 4, 2)]
+    job = Job(program=SumProgram.gram_program(2), clients=clients, col_bounds=[16, 16], n_records=6,
+              var_owner=[0, 1])
+    with pytest.raises(MPCError, match="clients disagree on record count"):
+        MPyCBackend().run(job)
+
+
+class SlowClient:
+    """A client program that stalls, so the test can kill its process mid-job."""
+
+    def __call__(self):
+        time.sleep(60)
+        return np.zeros((3, 1), np.int64), np.zeros(1, np.int64)
+
+
+def test_killed_party_makes_the_others_exit_naming_it():
+    from sqm.client import QuantizingClient
+
+    job = Job(program=SumProgram.gram_program(2), col_bounds=[16, 16], n_records=3, var_owner=[0, 1],
+              clients=[QuantizingClient(np.zeros((3, 1)), 16.0, 1.0, 0.0, 4, 1), SlowClient()])
+    pub = public_job(job)
+    programs = [EvaluateJob(pub), EvaluateJob(pub, job.clients[0]), EvaluateJob(pub, job.clients[1])]
+
+    def kill_client_2(procs):
+        time.sleep(2.0)  # connected and waiting on client 2's shares
+        os.kill(procs[2].pid, signal.SIGKILL)
+
+    t0 = time.monotonic()
+    with pytest.raises(MPCError) as err:
+        run_parties(programs, on_start=kill_client_2)
+    assert time.monotonic() - t0 < 30
+    msg = str(err.value)
+    assert "lost party 2" in msg
+    assert "server (party 0) exited 4" in msg and "client 1 (party 1) exited 4" in msg
