@@ -1,38 +1,43 @@
-"""The ``sqm`` command."""
+"""The ``sqm`` command.
+
+Each application registers its own subcommand from its own module (a ``register(subparsers)`` function),
+and each benchmark under ``bench/`` is reached as ``sqm bench NAME`` (its module's ``add_arguments`` and
+``cli``), so adding one touches only its module and the two tables below.
+"""
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
 import sqm
 
+# subcommand modules: each defines register(subparsers)
+COMMANDS = ["apps.demo", "apps.pca", "apps.logreg", "apps.pbm_vfl", "apps.hdp_vfl"]
 
-def _demo(args) -> int:
-    import numpy as np
+# sqm bench NAME -> module defining add_arguments(parser) and cli(args) -> int
+BENCHMARKS = {
+    "bgw-cost": "bench.bgw_cost",
+    "pca-utility": "bench.pca_utility",
+    "lr-utility": "bench.lr_utility",
+    "lr-gamma": "bench.lr_gamma",
+    "lr-cost": "bench.lr_cost",
+    "pbm-vfl": "bench.pbm_vfl",
+    "hdp-vfl": "bench.hdp_vfl",
+}
 
-    from apps.datasets import load_bundled, scale_rows
-    from sqm.mechanism import SQM
-    from sqm.polynomial import covariance
-    from sqm.vertical import VerticalData
 
-    X, _ = load_bundled(args.dataset)
-    X = scale_rows(X, 1.0)
-    data = VerticalData.split(X, args.parties)
-    mech = SQM(covariance(X.shape[1]), args.gamma, epsilon=args.epsilon, delta=args.delta,
-               backend=args.backend, seed=args.seed)
-    res = mech.run(data)
-    exact = X.T @ X
-    noisy = res.estimate.reshape(exact.shape)
-    rel = np.linalg.norm(noisy - exact) / np.linalg.norm(exact)
-    r = res.report
-    print(f"SQM covariance of {args.dataset} ({X.shape[0]} x {X.shape[1]}), {args.parties} clients, "
-          f"backend {res.backend}")
-    print(f"  gamma {args.gamma:g}  mu {r.mu:.4g}  L2 sensitivity {r.l2_sensitivity:.4g}")
-    print(f"  server-observed epsilon {r.epsilon_server:.4f}  client-observed epsilon "
-          f"{r.epsilon_client if r.epsilon_client is None else round(r.epsilon_client, 4)}  delta {r.delta:g}")
-    print(f"  relative Frobenius error vs exact X^T X: {rel:.3e}")
-    print(f"  time {res.seconds:.2f} s, bytes sent {sum(res.bytes_sent)}")
-    return 0
+def _available(modules):
+    for name in modules:
+        try:
+            yield name, importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name != name:  # the module exists but one of its imports is missing: a real error
+                raise
+
+
+def _bench(args) -> int:
+    return int(args.bench_cli(args) or 0)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,19 +47,18 @@ def build_parser() -> argparse.ArgumentParser:
                     "Quantization Mechanism (SQM) over a BGW secret-sharing runtime (MPyC).")
     p.add_argument("--version", action="version", version=f"sqm {sqm.__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-
-    d = sub.add_parser("demo", help="noisy covariance of a bundled dataset through SQM, with its error",
-                       description="Split a bundled dataset's columns among clients, compute the noisy "
-                                   "covariance X^T X through SQM and print its error against the exact one.")
-    d.add_argument("--dataset", default="digits", help="scikit-learn bundled dataset (default: digits)")
-    d.add_argument("--parties", type=int, default=3, help="number of clients holding column blocks (default: 3)")
-    d.add_argument("--gamma", type=float, default=4096.0, help="quantization scale gamma >= 1 (default: 4096)")
-    d.add_argument("--epsilon", type=float, default=1.0, help="server-observed epsilon target (default: 1)")
-    d.add_argument("--delta", type=float, default=1e-5, help="delta (default: 1e-5)")
-    d.add_argument("--backend", default="plain", choices=["plain", "mpyc"],
-                   help="'mpyc': real party processes over loopback; 'plain': exact one-process simulation")
-    d.add_argument("--seed", type=int, default=None, help="seed for reproducible runs (default: OS entropy)")
-    d.set_defaults(func=_demo)
+    for _, mod in _available(COMMANDS):
+        mod.register(sub)
+    b = sub.add_parser("bench", help="measured benchmarks (figures printed and written as JSON)",
+                       description="Benchmarks: each prints a table and writes JSON (--json) and plots (--plot).")
+    bsub = b.add_subparsers(dest="bench", metavar="NAME")
+    for name, mod in _available(BENCHMARKS.values()):
+        key = next(k for k, v in BENCHMARKS.items() if v == name)
+        doc = (mod.__doc__ or key).strip().splitlines()[0]
+        bp = bsub.add_parser(key, help=doc, description=doc)
+        mod.add_arguments(bp)
+        bp.set_defaults(func=_bench, bench_cli=mod.cli)
+    b.set_defaults(func=lambda a: (b.print_help(), 0)[1])
     return p
 
 

@@ -2,7 +2,9 @@
 
 A job has one server (party 0, no data, the only receiver of the result) and ``n`` clients.  Client ``j``
 is described by a picklable callable returning ``(block, addend)``: its integer columns (records x its
-variables, int64) and an integer vector added to the output.  In the MPyC backend each client calls its
+variables, int64) and an integer vector added to the output; with ``Job.align_ids`` it returns
+``(block, addend, ids_digest)`` and the clients check among themselves that their records are the same
+records in the same order before anything is shared.  In the MPyC backend each client calls its
 own callable in its own process, so nothing but shares ever leaves it; the plain backend calls them all
 in one process.  Given the same callables (same seeds), every backend returns the same integers.
 """
@@ -27,6 +29,7 @@ class Job:
     n_records: int  # public upper bound on the record count
     addend_bound: int = 0  # public: |sum of the clients' addends| <= addend_bound (except w.p. < 2^-64)
     var_owner: Sequence[int] | None = None  # client index owning each variable (in client order)
+    align_ids: bool = False  # clients return (block, addend, ids_digest); digests must agree before sharing
 
     def result_bound(self) -> int:
         return self.program.output_bound(self.col_bounds, self.n_records) + int(self.addend_bound)
@@ -56,7 +59,11 @@ def check_client_inputs(job: Job, inputs: list[tuple[np.ndarray, np.ndarray]]) -
     """Validate the clients' integer blocks and addends against the program; return the blocks."""
     blocks = []
     counts = set()
-    for j, (block, addend) in enumerate(inputs):
+    if job.align_ids:
+        digests = {bytes(inp[2]) if len(inp) > 2 else None for inp in inputs}
+        if len(digests) != 1 or None in digests:
+            raise ValueError("clients' record ids differ (or are in a different order): refused")
+    for j, (block, addend, *_) in enumerate(inputs):
         block = np.asarray(block)
         if block.ndim != 2:
             raise ValueError(f"client {j + 1} produced a block of shape {block.shape}, expected 2-D")
@@ -88,7 +95,7 @@ class PlainBackend(Backend):
         blocks = check_client_inputs(job, inputs)
         X = np.hstack(blocks) if blocks else np.zeros((0, 0), np.int64)
         y = job.program.evaluate(X)
-        for _, addend in inputs:
+        for _, addend, *_ in inputs:
             y = y + np.asarray(addend).astype(object)
         return JobResult(values=y, backend=self.name, seconds=time.perf_counter() - t0,
                          bytes_sent=[0] * (len(job.clients) + 1))

@@ -142,14 +142,16 @@ class PartyContext:
         owner = list(job.var_owner) if job.var_owner is not None else None
         await self.agree((prog.n_vars, prog.n_out, prog.gram, prog.monomials, prog.rows.tobytes(),
                           prog.cols.tobytes(), tuple(int(c) for c in prog.coefs), col_bounds, owner,
-                          int(job.n_records), int(job.addend_bound), p, self.M, self.t))
+                          int(job.n_records), int(job.addend_bound), bool(job.align_ids), p, self.M, self.t))
         n_rows = int(job.n_records)
         needs_count = any(len(m) == 0 for m in prog.monomials)
         # ---- input phase ----
         if self.is_server:
             await self.check_clients(None, "record count")
+            if job.align_ids:
+                await self.check_clients(None, "record ids")
         else:
-            block, addend = my_input
+            block, addend, *rest = my_input
             block = np.asarray(block)
             addend = np.asarray(addend)
             problem = None
@@ -164,6 +166,9 @@ class PartyContext:
                 problem = f"client {self.pid}'s addend has shape {addend.shape}, expected ({prog.n_out},)"
             await self.check_clients(block.shape[0] if problem is None else ("bad", self.pid, problem),
                                      "record count" if problem is None else problem)
+            if job.align_ids:  # digests of the id columns, compared among clients only
+                await self.check_clients(bytes(rest[0]) if rest else None,
+                                         "record ids (different ids or a different order)")
             m = block.shape[0]
             padded = np.zeros((n_rows, block.shape[1]), dtype=np.int64)
             padded[:m] = block

@@ -108,3 +108,29 @@ def test_killed_party_makes_the_others_exit_naming_it():
     msg = str(err.value)
     assert "lost party 2" in msg
     assert "server (party 0) exited 4" in msg and "client 1 (party 1) exited 4" in msg
+
+
+class IdClient:
+    """A client whose records carry ids: returns (block, addend, digest of its id column)."""
+
+    def __init__(self, block, ids):
+        self.block, self.ids = block, ids
+
+    def __call__(self):
+        import hashlib
+
+        digest = hashlib.sha256(np.asarray(self.ids, np.int64).tobytes()).digest()
+        return self.block, np.zeros(4, np.int64), digest
+
+
+@pytest.mark.parametrize("backend", ["plain", "mpyc"])
+def test_misaligned_ids_refused_and_aligned_ids_run(backend):
+    ones = np.ones((3, 1), np.int64)
+    job = Job(program=SumProgram.gram_program(2), col_bounds=[1, 1], n_records=3, var_owner=[0, 1], align_ids=True,
+              clients=[IdClient(ones, [1, 2, 3]), IdClient(ones, [1, 3, 2])])
+    error = ValueError if backend == "plain" else MPCError
+    with pytest.raises(error, match="record ids"):
+        (PlainBackend() if backend == "plain" else MPyCBackend()).run(job)
+    job.clients[1] = IdClient(ones, [1, 2, 3])
+    res = (PlainBackend() if backend == "plain" else MPyCBackend()).run(job)
+    assert list(res.values) == [3, 3, 3, 3]
