@@ -42,6 +42,7 @@ class JobResult:
     seconds: float
     bytes_sent: list[int] = field(default_factory=list)  # per party, party 0 (server) first
     field_bits: int | None = None
+    max_rss_bytes: list[int] = field(default_factory=list)  # peak resident memory per party process
 
     @property
     def total_bytes(self) -> int:

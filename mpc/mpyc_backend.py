@@ -33,7 +33,8 @@ class MPyCBackend(Backend):
         programs += [EvaluateJob(pub, c, self.outputs_to_clients) for c in job.clients]
         res = run_parties(programs, timeout=self.timeout)
         return JobResult(values=res[0]["result"], backend=self.name, seconds=time.perf_counter() - t0,
-                         bytes_sent=[int(r.get("bytes_sent", 0)) for r in res], field_bits=p.bit_length())
+                         bytes_sent=[int(r.get("bytes_sent", 0)) for r in res], field_bits=p.bit_length(),
+                         max_rss_bytes=[int(r.get("max_rss_bytes", 0)) for r in res])
 
 
 register_backend("mpyc", MPyCBackend)

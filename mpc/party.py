@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import os
 import pickle
+import resource
 import sys
 import time
 
@@ -118,6 +119,7 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         result = await asyncio.wait_for(program.run(PartyContext(mpc)), args.timeout)
         stats["seconds"] = time.perf_counter() - t0
+        stats["max_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
         stats["bytes_sent"] = sum(p.protocol.nbytes_sent for p in mpc.parties
                                   if p.pid != mpc.pid and p.protocol is not None)
         state["done"] = True

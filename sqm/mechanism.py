@@ -55,6 +55,7 @@ class SQMResult:
     bytes_sent: list[int] = field(default_factory=list)
     field_bits: int | None = None
     backend: str = "plain"
+    max_rss_bytes: list[int] = field(default_factory=list)
 
 
 class SQM:
@@ -145,7 +146,7 @@ class SQM:
         estimate = np.array([float(v) for v in res.values]) / comp.scale
         return SQMResult(estimate=estimate, raw=res.values, scale=comp.scale, report=report, clipped=clipped,
                          seconds=time.perf_counter() - t0, bytes_sent=res.bytes_sent, field_bits=res.field_bits,
-                         backend=res.backend)
+                         backend=res.backend, max_rss_bytes=res.max_rss_bytes)
 
     def job(self, comp: CompensatedPolynomial, clients, col_real_bounds, n_records: int, mu: float,
             owner=None) -> Job:
