@@ -55,3 +55,32 @@ def test_skellam_tail_bound_is_a_bound():
     assert k < 60 * np.sqrt(2 * mu)  # and not absurdly loose
     assert skellam_tail_bound(0, 5) == 0
     assert skellam_tail_bound(4 * mu, d) > k
+
+
+@pytest.mark.parametrize("lam", [12.5, 57.3])
+def test_poisson_offset_matches_the_poisson_pmf(lam):
+    # the large-mean sampler, run where the exact pmf is easy to tabulate: chi-square at a fixed seed
+    from scipy import stats
+
+    from sqm.skellam import poisson_offset
+
+    x = poisson_offset(lam, 200_000, np.random.default_rng(1)) + int(np.floor(lam))
+    ks = np.arange(0, int(lam + 8 * np.sqrt(lam)))
+    obs = np.array([(x == k).sum() for k in ks])
+    exp = stats.poisson.pmf(ks, lam) * x.size
+    keep = exp > 5
+    assert stats.chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum()).pvalue > 1e-3
+
+
+def test_skellam_with_huge_mu_is_exact_in_the_low_bits():
+    # numpy's Poisson at lam = 1e19 returns multiples of 2^10; ours keeps every residue and the right law
+    from scipy import stats
+
+    mu = 1e19
+    z = skellam(mu, 200_000, np.random.default_rng(2))
+    assert z.dtype == np.int64
+    sd = np.sqrt(2 * mu)
+    assert abs(z.mean()) < 5 * sd / np.sqrt(z.size)
+    assert abs(z.astype(float).var() / (2 * mu) - 1) < 0.02  # sd of the estimate ~ 0.0032
+    assert stats.kstest(z / sd, "norm").pvalue > 1e-3  # Sk(mu) is Gaussian to within 1e-9 here
+    assert np.unique(z % 1024).size == 1024
