@@ -1,0 +1,248 @@
+"""HDP-VFL's two parties (Wang et al., Algorithm 1): their local state, their steps, and the two-process program.
+
+The active party holds the labels and its feature columns, the passive party its feature columns of the same
+records.  Each step of Algorithm 1:
+
+1. passive: ``Sec[IR_B] = X_B[s] w_B + N(0, sigma_passive^2 I)`` -> active;
+2. active: ``IR_A = (sigmoid(y (X_A[s] w_A + Sec[IR_B])) - 1) y`` (the logistic loss's derivative in theta),
+   ``Sec[IR_A] = IR_A + N(0, sigma_active^2 I)`` -> passive;
+3. active: ``g_A = IR_A^T X_A[s] / b``; passive: ``g_B = Sec[IR_A]^T X_B[s] / b``;
+4. both: ``w <- w - lr (g + l2 w)``, then ``w <- w / max(1, ||w|| / k)``.
+
+The mini-batches: each epoch the active party draws a permutation of the records and sends it to the passive
+party (record indices are public: both parties know the common entities after entity resolution); the epoch is
+cut into ``r = n // b`` batches of exactly ``b`` records (the ``n - r b`` left over that epoch are skipped), so
+every record is used at most once per epoch and every batch has size ``b``, as the sensitivity lemmas assume.
+
+Runtime roles: in the two-process run, party 0 of the ``mpc`` runtime is the ACTIVE party and party 1 the
+PASSIVE party (the runtime names party 0 "server"; HDP-VFL has no server and uses no secret sharing: the
+messages are the differentially private outputs themselves).  The same :class:`ActiveParty` and
+:class:`PassiveParty` objects, called in the same order and each drawing from its own seeded generator, run
+the in-process simulation, so both give bit-for-bit the same model for the same seeds.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from scipy.special import expit
+
+from mpc.party import PartyProgram
+from sqm.rng import make_rng
+from sqm.vertical import clip_rows
+
+ACTIVE, PASSIVE = 0, 1  # runtime party ids
+
+
+@dataclass(frozen=True)
+class HDPConfig:
+    """The public parameters both parties agree on before anything is exchanged."""
+
+    n_records: int
+    active_features: int
+    passive_features: int
+    batch_size: int  # effective b (<= n_records)
+    epochs: int
+    k: float  # weight norm bound
+    l2: float  # lambda
+    learning_rate: float
+    sigma_active: float  # noise on Sec[IR_A] (Lemma 4's sensitivity)
+    sigma_passive: float  # noise on Sec[IR_B] (Lemma 3's sensitivity)
+
+    @property
+    def batches_per_epoch(self) -> int:
+        return self.n_records // self.batch_size
+
+    @property
+    def iterations(self) -> int:
+        return self.epochs * self.batches_per_epoch
+
+    def row_bounds(self) -> tuple[float, float]:
+        """Per-party sub-row norm bounds c_A, c_B with c_A^2 + c_B^2 = 1, so whole rows have ||x|| <= 1."""
+        d = self.active_features + self.passive_features
+        return math.sqrt(self.active_features / d), math.sqrt(self.passive_features / d)
+
+    def public(self) -> tuple:
+        return tuple(sorted(asdict(self).items()))
+
+
+def check_labels(y) -> np.ndarray:
+    """Labels as float +-1; {0, 1} is converted (0 -> -1); anything else is refused."""
+    y = np.asarray(y)
+    if y.ndim != 1:
+        raise ValueError(f"labels must be a 1-D array, got shape {y.shape}")
+    if y.size == 0:
+        raise ValueError("labels are empty")
+    try:
+        yf = y.astype(np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"labels must be numbers in {{-1, +1}} or {{0, 1}}, got dtype {y.dtype}") from None
+    vals = set(np.unique(yf).tolist())
+    if vals <= {-1.0, 1.0}:
+        return yf
+    if vals <= {0.0, 1.0}:
+        return 2.0 * yf - 1.0
+    shown = sorted(vals)[:6]
+    raise ValueError(f"labels must lie in {{-1, +1}} or {{0, 1}}; got values {shown}"
+                     f"{' ...' if len(vals) > 6 else ''}")
+
+
+def _check_block(X, name: str, features: int | None = None) -> np.ndarray:
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2:
+        raise ValueError(f"{name} must be 2-D (records x features), got shape {X.shape}")
+    if X.shape[1] == 0:
+        raise ValueError(f"{name} holds no features")
+    if not np.all(np.isfinite(X)):
+        raise ValueError(f"{name} contains NaN or infinite values")
+    if features is not None and X.shape[1] != features:
+        raise ValueError(f"{name} has {X.shape[1]} features; the agreed configuration says {features}")
+    return X
+
+
+def _project(w: np.ndarray, k: float) -> np.ndarray:
+    """Algorithm 1 line 12: w / max(1, ||w|| / k)."""
+    return w / max(1.0, float(np.linalg.norm(w)) / k)
+
+
+class _Party:
+    def __init__(self, cfg: HDPConfig, X, bound: float, name: str, features: int, seed):
+        X = _check_block(X, f"{name}'s features", features)
+        self.cfg = cfg
+        # Algorithm 1 line 2: rows normalized; each party scales its own sub-rows to norm <= its bound
+        self.X, self.clipped = clip_rows(X, bound)
+        self.rng = make_rng(seed)
+        self.w = np.zeros(X.shape[1])
+
+    def _update(self, g: np.ndarray) -> None:
+        c = self.cfg
+        self.w = _project(self.w - c.learning_rate * (g + c.l2 * self.w), c.k)
+
+
+class ActiveParty(_Party):
+    """Labels and the active features; draws the batch order and the noise on its intermediate results."""
+
+    def __init__(self, cfg: HDPConfig, X_active, y, seed=None):
+        y = check_labels(y)
+        super().__init__(cfg, X_active, cfg.row_bounds()[0], "active party", cfg.active_features, seed)
+        if y.shape[0] != self.X.shape[0]:
+            raise ValueError(f"active party holds {self.X.shape[0]} feature rows but {y.shape[0]} labels")
+        self.y = y
+
+    def permutation(self) -> np.ndarray:
+        return self.rng.permutation(self.X.shape[0])
+
+    def step(self, idx: np.ndarray, sec_ir_passive: np.ndarray) -> np.ndarray:
+        """Algorithm 1 lines 8, 9, 11, 12 at the active party; returns Sec[IR_A] for the passive party."""
+        Xs, ys = self.X[idx], self.y[idx]
+        theta = Xs @ self.w + sec_ir_passive
+        ir = (expit(ys * theta) - 1.0) * ys
+        sec = ir + self.rng.normal(0.0, self.cfg.sigma_active, ir.shape[0])
+        self._update(ir @ Xs / idx.shape[0])
+        return sec
+
+
+class PassiveParty(_Party):
+    """The passive features; draws the noise on its intermediate results."""
+
+    def __init__(self, cfg: HDPConfig, X_passive, seed=None):
+        super().__init__(cfg, X_passive, cfg.row_bounds()[1], "passive party", cfg.passive_features, seed)
+
+    def intermediate(self, idx: np.ndarray) -> np.ndarray:
+        """Algorithm 1 line 7: Sec[IR_B] for the active party."""
+        ir = self.X[idx] @ self.w
+        return ir + self.rng.normal(0.0, self.cfg.sigma_passive, ir.shape[0])
+
+    def update(self, idx: np.ndarray, sec_ir_active: np.ndarray) -> None:
+        """Algorithm 1 lines 10, 11, 12 at the passive party."""
+        self._update(sec_ir_active @ self.X[idx] / idx.shape[0])
+
+
+def batches(cfg: HDPConfig, perm: np.ndarray):
+    b = cfg.batch_size
+    for j in range(cfg.batches_per_epoch):
+        yield perm[j * b:(j + 1) * b]
+
+
+def record_count_problem(n_active: int, n_passive: int, n_config: int) -> str | None:
+    if n_active != n_passive:
+        return (f"the active party holds {n_active} records and the passive party {n_passive}: records are "
+                f"not aligned; refused before any intermediate result was sent")
+    if n_active != n_config:
+        return f"the parties hold {n_active} records, the agreed configuration says {n_config}; refused"
+    return None
+
+
+def train_in_process(cfg: HDPConfig, active: ActiveParty, passive: PassiveParty, progress=None):
+    """Both parties in this process (a simulation for sweeps): same calls, same order as the two processes."""
+    problem = record_count_problem(active.X.shape[0], passive.X.shape[0], cfg.n_records)
+    if problem:
+        raise ValueError(problem)
+    for _ in range(cfg.epochs):
+        perm = active.permutation()
+        for idx in batches(cfg, perm):
+            sec_b = passive.intermediate(idx)
+            sec_a = active.step(idx, sec_b)
+            passive.update(idx, sec_a)
+        if progress is not None:
+            progress.update(1)
+    return active.w.copy(), passive.w.copy()
+
+
+class HDPParty(PartyProgram):
+    """One party of HDP-VFL as a separate process: party 0 = active (labels), party 1 = passive."""
+
+    def __init__(self, role: int, cfg: HDPConfig, X, y=None, seed=None):
+        if role not in (ACTIVE, PASSIVE):
+            raise ValueError(f"role must be {ACTIVE} (active) or {PASSIVE} (passive), got {role!r}")
+        self.role, self.cfg, self.X, self.y, self.seed = role, cfg, X, y, seed
+
+    async def run(self, ctx):
+        from mpc.protocol import ProtocolError
+
+        if ctx.M != 2:
+            raise ProtocolError(f"HDP-VFL runs with exactly 2 parties (active, passive), got {ctx.M}")
+        if ctx.pid != self.role:
+            raise ProtocolError(f"party {ctx.pid} was given the program of party {self.role}")
+        cfg = self.cfg
+        other = PASSIVE if self.role == ACTIVE else ACTIVE
+        await ctx.agree(cfg.public(), "HDP-VFL")
+        # record counts: each party sends its count; both check the same pair, so both refuse together
+        n_mine = int(np.shape(self.X)[0]) if np.ndim(self.X) == 2 else -1
+        got = await ctx.send_recv({other: n_mine}, [other])
+        counts = (n_mine, got[0]) if self.role == ACTIVE else (got[0], n_mine)
+        problem = record_count_problem(*counts, cfg.n_records)
+        if problem:
+            raise ProtocolError(problem)
+        if self.role == ACTIVE:
+            me = ActiveParty(cfg, self.X, self.y, self.seed)
+            for _ in range(cfg.epochs):
+                perm = me.permutation()
+                await ctx.send_recv({PASSIVE: perm}, [])
+                for idx in batches(cfg, perm):
+                    (sec_b,) = await ctx.send_recv({}, [PASSIVE])
+                    sec_b = _check_message(sec_b, idx.shape[0], "Sec[IR_B]")
+                    sec_a = me.step(idx, sec_b)
+                    await ctx.send_recv({PASSIVE: sec_a}, [])
+        else:
+            me = PassiveParty(cfg, self.X, self.seed)
+            for _ in range(cfg.epochs):
+                (perm,) = await ctx.send_recv({}, [ACTIVE])
+                perm = np.asarray(perm)
+                if sorted(perm.tolist()) != list(range(cfg.n_records)):
+                    raise ProtocolError("the active party's batch order is not a permutation of the records")
+                for idx in batches(cfg, perm):
+                    await ctx.send_recv({ACTIVE: me.intermediate(idx)}, [])
+                    (sec_a,) = await ctx.send_recv({}, [ACTIVE])
+                    me.update(idx, _check_message(sec_a, idx.shape[0], "Sec[IR_A]"))
+        return {"role": "active" if self.role == ACTIVE else "passive", "w": me.w.copy(), "clipped": me.clipped}
+
+
+def _check_message(v, size: int, what: str) -> np.ndarray:
+    from mpc.protocol import ProtocolError
+
+    v = np.asarray(v, dtype=np.float64)
+    if v.shape != (size,) or not np.all(np.isfinite(v)):
+        raise ProtocolError(f"received a malformed {what}: shape {v.shape}, expected ({size},) finite values")
+    return v
