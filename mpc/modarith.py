@@ -23,13 +23,15 @@ def _check_p(p: int) -> None:
 
 
 def add_mod(a, b, p: int) -> np.ndarray:
-    s = np.add(a, b, dtype=np.int64)
-    return np.where(s >= p, s - p, s)
+    s = np.asarray(np.add(a, b, dtype=np.int64))
+    np.subtract(s, p, out=s, where=s >= p)  # in place: no temporaries on large share arrays
+    return s
 
 
 def sub_mod(a, b, p: int) -> np.ndarray:
-    d = np.subtract(a, b, dtype=np.int64)
-    return np.where(d < 0, d + p, d)
+    d = np.asarray(np.subtract(a, b, dtype=np.int64))
+    np.add(d, p, out=d, where=d < 0)
+    return d
 
 
 def neg_mod(a, p: int) -> np.ndarray:

@@ -1,0 +1,109 @@
+"""The int64 share arithmetic equals exact Python-integer arithmetic modulo p; Shamir sharing round-trips."""
+import numpy as np
+import pytest
+
+from mpc import modarith, shamir
+from mpc.field import FieldTooSmall, from_signed, prime_below, prime_for_bound, to_signed
+
+PRIMES = [prime_below(k) for k in (8, 31, 40, 53, 61, 62)]
+
+
+def _edge_values(p, rng, shape):
+    """Random field elements with a third of them next to p (p-1, p-2, ...) and some 0, 1."""
+    a = rng.integers(0, p, size=shape, dtype=np.int64)
+    mask = rng.random(shape)
+    a[mask < 0.3] = p - 1 - rng.integers(0, 3, size=int((mask < 0.3).sum()))
+    a[(mask >= 0.3) & (mask < 0.35)] = 0
+    a[(mask >= 0.35) & (mask < 0.4)] = 1
+    return a
+
+
+def _exact(a):
+    return np.array(a, dtype=object)
+
+
+@pytest.mark.parametrize("p", PRIMES)
+def test_elementwise_ops_match_python_integers(p):
+    rng = np.random.default_rng(p % 1000)
+    a, b = _edge_values(p, rng, 4000), _edge_values(p, rng, 4000)
+    A, B = _exact(a), _exact(b)
+    assert list(modarith.mul_mod(a, b, p)) == list((A * B) % p)
+    assert list(modarith.add_mod(a, b, p)) == list((A + B) % p)
+    assert list(modarith.sub_mod(a, b, p)) == list((A - B) % p)
+    assert list(modarith.neg_mod(a, p)) == list((-A) % p)
+    s = int(rng.integers(0, 2**62)) * 7919 + 3  # a scalar far above p
+    assert list(modarith.scalar_mul_mod(a, s, p)) == list((A * s) % p)
+    assert int(modarith.sum_mod(a, 0, p)) == int(A.sum() % p)
+
+
+@pytest.mark.parametrize("p", PRIMES)
+def test_matrix_products_match_python_integers(p):
+    rng = np.random.default_rng(p % 997)
+    A = _edge_values(p, rng, (37, 23))
+    B = _edge_values(p, rng, (23, 11))
+    exact = (_exact(A).dot(_exact(B))) % p
+    assert (modarith.matmul_mod(A, B, p).astype(object) == exact).all()
+    assert (modarith.matmul_mod(A, B[:, 0], p).astype(object) == exact[:, 0]).all()
+    S = _edge_values(p, rng, (301, 9))
+    G = (_exact(S).T.dot(_exact(S))) % p
+    assert (modarith.gram_mod(S, p).astype(object) == G).all()
+
+
+def test_gram_over_many_row_chunks_is_exact():
+    # enough rows that the limb plan splits the inner dimension into several exact chunks
+    p = prime_below(61)
+    w, L, chunk = modarith._limb_plan(p.bit_length(), 10**6)
+    rows = 3 * chunk + 5
+    S = np.full((rows, 2), p - 1, dtype=np.int64)
+    S[::7, 1] = p - 2
+    exact = (_exact(S).T.dot(_exact(S))) % p
+    assert (modarith.gram_mod(S, p).astype(object) == exact).all()
+
+
+def test_modulus_out_of_range_is_refused():
+    with pytest.raises(ValueError, match="modulus"):
+        modarith.mul_mod(np.array([1]), np.array([1]), 2**62 + 1)
+
+
+@pytest.mark.parametrize("M", [3, 5, 7])
+def test_shamir_round_trip_and_threshold(M):
+    p = prime_below(61)
+    t = shamir.default_threshold(M)
+    rng = np.random.default_rng(M)
+    secret = _edge_values(p, rng, (4, 5))
+    sh = shamir.share(secret, M, t, p, rng)
+    pts = list(range(1, M + 1))
+    assert (shamir.reconstruct(sh, pts, p) == secret).all()
+    sub = rng.choice(M, size=t + 1, replace=False)  # any t + 1 parties reconstruct
+    assert (shamir.reconstruct(sh[sub], [pts[i] for i in sub], p) == secret).all()
+    # t shares alone are uniformly random: a fresh sharing of another secret has the same marginal law;
+    # check that t shares of a fixed secret take many values (no leak of the secret in a single share)
+    many = np.stack([shamir.share(np.zeros(1, np.int64), M, t, p, rng)[0, 0] for _ in range(50)])
+    assert np.unique(many).size == 50
+
+
+@pytest.mark.parametrize("M", [3, 5])
+def test_product_of_shares_and_degree_reduction(M):
+    p = prime_below(53)
+    t = shamir.default_threshold(M)
+    rng = np.random.default_rng(10 + M)
+    x, y = _edge_values(p, rng, 8), _edge_values(p, rng, 8)
+    sx, sy = shamir.share(x, M, t, p, rng), shamir.share(y, M, t, p, rng)
+    prod = np.stack([modarith.mul_mod(sx[i], sy[i], p) for i in range(M)])  # degree 2t
+    pts = list(range(1, M + 1))
+    assert list(shamir.reconstruct(prod, pts, p)) == list((_exact(x) * _exact(y)) % p)
+    # BGW resharing: every party shares its degree-2t share, each combines its sub-shares
+    subs = np.stack([shamir.share(prod[i], M, t, p, rng) for i in range(M)])  # sender, receiver, ...
+    reduced = np.stack([shamir.combine_subshares(subs[:, j], pts, p) for j in range(M)])
+    assert list(shamir.reconstruct(reduced[: t + 1], pts[: t + 1], p)) == list((_exact(x) * _exact(y)) % p)
+
+
+def test_field_choice_and_signed_encoding():
+    p = prime_for_bound(10**12, 5)
+    assert p > 2 * 10**12 + 1
+    vals = np.array([-(10**12), -1, 0, 1, 10**12], dtype=object)
+    assert list(to_signed(from_signed(vals, p), p)) == list(vals)
+    with pytest.raises(FieldTooSmall, match="62-bit limit"):
+        prime_for_bound(2**61, 3)
+    with pytest.raises(ValueError, match="out of range"):
+        from_signed(np.array([p], dtype=object), p)
