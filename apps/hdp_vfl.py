@@ -74,7 +74,8 @@ def analytic_multiplier(epsilon: float, delta: float) -> float:
     """The smallest sigma / Delta for which the Gaussian mechanism is (epsilon, delta)-DP (Balle & Wang 2018)."""
     from dp_accounting.gaussian_mechanism import get_sigma_gaussian
 
-    return float(get_sigma_gaussian(epsilon, delta))
+    with np.errstate(divide="ignore"):  # dp-accounting's search probes log(0) at huge epsilon; harmless
+        return float(get_sigma_gaussian(epsilon, delta))
 
 
 def gaussian_sigma(l2_sensitivity: float, epsilon: float, delta: float, calibration: str = "classic") -> float:
