@@ -49,6 +49,7 @@ class HDPConfig:
     learning_rate: float
     sigma_active: float  # noise on Sec[IR_A] (Lemma 4's sensitivity)
     sigma_passive: float  # noise on Sec[IR_B] (Lemma 3's sensitivity)
+    intercept: float = 0.0  # value u of a constant column the active party prepends (0: no intercept)
 
     @property
     def batches_per_epoch(self) -> int:
@@ -59,9 +60,11 @@ class HDPConfig:
         return self.epochs * self.batches_per_epoch
 
     def row_bounds(self) -> tuple[float, float]:
-        """Per-party sub-row norm bounds c_A, c_B with c_A^2 + c_B^2 = 1, so whole rows have ||x|| <= 1."""
+        """Bounds c_A, c_B on the parties' feature sub-rows with u^2 + c_A^2 + c_B^2 = 1 (u: the intercept
+        column's value), split in proportion to the column counts, so whole rows have ||x|| <= 1."""
         d = self.active_features + self.passive_features
-        return math.sqrt(self.active_features / d), math.sqrt(self.passive_features / d)
+        r = math.sqrt(1.0 - self.intercept ** 2)
+        return r * math.sqrt(self.active_features / d), r * math.sqrt(self.passive_features / d)
 
     def public(self) -> tuple:
         return tuple(sorted(asdict(self).items()))
@@ -129,6 +132,9 @@ class ActiveParty(_Party):
         if y.shape[0] != self.X.shape[0]:
             raise ValueError(f"active party holds {self.X.shape[0]} feature rows but {y.shape[0]} labels")
         self.y = y
+        if cfg.intercept:  # the intercept is the active party's weight on a constant column
+            self.X = np.hstack([np.full((self.X.shape[0], 1), cfg.intercept), self.X])
+            self.w = np.zeros(self.X.shape[1])
 
     def permutation(self) -> np.ndarray:
         return self.rng.permutation(self.X.shape[0])

@@ -122,7 +122,9 @@ class HDPLogisticRegression:
 
     ``fit(X, y)`` gives the first ``active_features`` columns of X (default: half, rounded down, at least 1) and
     the labels to the active party and the rest to the passive party; ``fit_parties(X_active, y, X_passive)``
-    takes the two blocks directly.  ``backend="mpyc"`` runs the parties as two OS processes exchanging the noisy
+    takes the two blocks directly.  Each party clips its feature sub-rows to c_A, c_B with
+    u^2 + c_A^2 + c_B^2 = 1 (Algorithm 1 line 2, done locally), where u = ``intercept`` is the value of a constant
+    column the active party prepends (its weight, clipped with the others to k, gives ``intercept_``).  ``backend="mpyc"`` runs the parties as two OS processes exchanging the noisy
     intermediate results over the mpc runtime's TCP channels (party 0 = active, party 1 = passive);
     ``backend="plain"`` runs both in this process (a simulation that gives the same model for the same seed).
     ``seed=None`` draws every party's randomness from OS entropy.
@@ -130,13 +132,17 @@ class HDPLogisticRegression:
 
     def __init__(self, epsilon: float = 1.0, delta: float = 0.01, epochs: int = 10, batch_size: int = 3200,
                  k: float = 1.0, l2: float = 0.001, learning_rate: float = 0.5, calibration: str = "classic",
-                 backend: str = "plain", seed=None, active_features: int | None = None, progress: bool = False):
+                 backend: str = "plain", seed=None, active_features: int | None = None, intercept: float = 0.5,
+                 progress: bool = False):
         _check_params(epsilon, delta, epochs, batch_size, k, l2, learning_rate, calibration)
+        if not (isinstance(intercept, (int, float, np.integer, np.floating)) and 0 <= intercept < 1):
+            raise ValueError(f"intercept (the constant column's value u) must lie in [0, 1), got {intercept!r}")
         if backend not in ("plain", "mpyc"):
             raise ValueError(f"backend must be 'plain' or 'mpyc', got {backend!r}")
         self.epsilon, self.delta, self.epochs, self.batch_size = epsilon, delta, epochs, batch_size
         self.k, self.l2, self.learning_rate, self.calibration = k, l2, learning_rate, calibration
         self.backend, self.seed, self.active_features, self.progress = backend, seed, active_features, progress
+        self.intercept = float(intercept)
 
     # ----- configuration ---------------------------------------------------------------------------
     def config(self, n_records: int, active_features: int, passive_features: int) -> HDPConfig:
@@ -151,7 +157,8 @@ class HDPLogisticRegression:
                          batch_size=b, epochs=self.epochs, k=float(self.k), l2=float(self.l2),
                          learning_rate=float(self.learning_rate),
                          sigma_active=gaussian_sigma(dA, self.epsilon, self.delta, self.calibration),
-                         sigma_passive=gaussian_sigma(dB, self.epsilon, self.delta, self.calibration))
+                         sigma_passive=gaussian_sigma(dB, self.epsilon, self.delta, self.calibration),
+                         intercept=self.intercept)
 
     def privacy(self, cfg: HDPConfig) -> dict:
         dA = active_sensitivity(cfg.epochs, cfg.iterations, cfg.learning_rate, cfg.batch_size, cfg.k, **LOGISTIC)
@@ -211,7 +218,11 @@ class HDPLogisticRegression:
             self.bytes_sent_ = [int(r.get("bytes_sent", 0)) for r in res]
         self.seconds_ = time.perf_counter() - t0
         self.config_ = cfg
-        self.coef_active_, self.coef_passive_ = np.asarray(wA), np.asarray(wB)
+        wA, wB = np.asarray(wA), np.asarray(wB)
+        self.weights_active_, self.weights_passive_ = wA, wB  # as trained (active: intercept weight first)
+        lead = 1 if cfg.intercept else 0
+        self.intercept_ = float(cfg.intercept * wA[0]) if lead else 0.0
+        self.coef_active_, self.coef_passive_ = wA[lead:], wB
         self.coef_ = np.concatenate([self.coef_active_, self.coef_passive_])
         self.privacy_ = self.privacy(cfg)
         return self
@@ -228,7 +239,7 @@ class HDPLogisticRegression:
         return np.hstack([clip_rows(X[:, :a], cA)[0], clip_rows(X[:, a:], cB)[0]])
 
     def decision_function(self, X) -> np.ndarray:
-        return self._rows(X) @ self.coef_
+        return self._rows(X) @ self.coef_ + self.intercept_
 
     def predict(self, X) -> np.ndarray:
         """Labels in {-1, +1}."""
@@ -241,47 +252,79 @@ class HDPLogisticRegression:
 
 # ----- the `sqm hdp-vfl` command ----------------------------------------------------------------------------
 DATASETS = ("breast_cancer", "credit_default", "adult")
-DEFAULT_DATA = {"credit_default": "/work/shared/data/credit-default/UCI_Credit_Card.csv",
-                "adult": "/work/shared/data/adult"}
+def _shared(*parts):
+    from apps.datasets import SHARED_DATA
+    import os
+
+    return os.path.join(SHARED_DATA, *parts)
 
 
-def load_dataset(name: str, path: str | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(X, y) with y in {0, 1}: breast cancer (scikit-learn), credit default or adult income (files)."""
+DEFAULT_DATA = {"credit_default": ("credit-default", "UCI_Credit_Card.csv"), "adult": ("adult",)}
+
+
+def load_dataset(name: str, path: str | None = None):
+    """Raw data of a dataset: ``(X, y)`` or, for adult (which ships a test file), ``(X, y, X_test, y_test)``;
+    labels in {0, 1}.  Breast cancer from scikit-learn; credit default and adult from ``path`` (default
+    ``../shared/data/...``) through apps.datasets' loaders."""
     from apps import datasets
 
     if name == "breast_cancer":
-        X, y = datasets.load_bundled("breast_cancer")
-        return X, y
+        return datasets.load_bundled("breast_cancer")
     if name == "credit_default":
-        if not hasattr(datasets, "load_credit_default"):
-            raise ValueError("apps.datasets.load_credit_default is not available in this checkout")
-        return datasets.load_credit_default(path or DEFAULT_DATA[name])
+        return datasets.load_credit_default(path or _shared(*DEFAULT_DATA[name]))
     if name == "adult":
-        if not hasattr(datasets, "load_adult"):
-            raise ValueError("apps.datasets.load_adult is not available in this checkout")
-        return datasets.load_adult(path or DEFAULT_DATA[name])
+        return datasets.load_adult(path or _shared(*DEFAULT_DATA[name]))
     raise ValueError(f"unknown dataset {name!r}; choose one of {DATASETS}")
 
 
-def prepare(X, y, test_size: float = 0.2, seed: int = 0):
-    """Stratified train/test split; features standardized with the training set's means and deviations (the
-    experiments' preprocessing, not part of the private protocol); labels in {0, 1}."""
+def paper_active_features(name: str) -> int:
+    """The active party's share of the columns, following the paper's Table 1 split of the raw attributes:
+    breast cancer 10 of 30 features; credit default the columns of X1..X13 (13 of 23 attributes); adult the
+    columns of its first 6 attributes (age .. marital-status; fnlwgt is not encoded), the passive party the
+    other 8."""
+    from apps import datasets
+
+    if name == "breast_cancer":
+        return 10
+    if name == "credit_default":
+        return datasets.credit_feature_names().index("X14")
+    if name == "adult":
+        first = set(datasets.ADULT_COLUMNS[:6])
+        return sum(1 for f in datasets.adult_feature_names() if f.split("=")[0] in first)
+    raise ValueError(f"unknown dataset {name!r}; choose one of {DATASETS}")
+
+
+def prepare(data, test_size: float = 0.2, seed: int = 0, standardize: bool = True):
+    """Train/test split (stratified, unless the dataset ships a test set) with labels in {0, 1}; features
+    optionally standardized with the training set's means and deviations (the experiments' preprocessing, done
+    before the protocol and not covered by its privacy accounting; without it the unit-norm rows of the adult
+    and credit encodings leave the weight-bounded model at the majority class)."""
     from sklearn.model_selection import train_test_split
 
-    X = np.asarray(X, np.float64)
-    y = np.asarray(y)
-    vals = np.unique(y)
-    if len(vals) != 2:
-        raise ValueError(f"binary labels needed, got {len(vals)} classes")
-    y01 = (y == vals.max()).astype(np.int64)
-    Xtr, Xte, ytr, yte = train_test_split(X, y01, test_size=test_size, random_state=seed, stratify=y01)
-    mu, sd = Xtr.mean(0), Xtr.std(0)
-    sd[sd == 0] = 1.0
-    return (Xtr - mu) / sd, (Xte - mu) / sd, ytr, yte
+    if len(data) == 4:
+        Xtr, ytr, Xte, yte = (np.asarray(v) for v in data)
+    else:
+        X, y = (np.asarray(v) for v in data)
+        if len(np.unique(y)) != 2:
+            raise ValueError(f"binary labels needed, got {len(np.unique(y))} classes")
+        y = (y == y.max()).astype(np.int64)
+        Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=test_size, random_state=seed, stratify=y)
+    Xtr, Xte = np.asarray(Xtr, np.float64), np.asarray(Xte, np.float64)
+    if standardize:
+        mu, sd = Xtr.mean(0), Xtr.std(0)
+        sd[sd == 0] = 1.0
+        Xtr, Xte = (Xtr - mu) / sd, (Xte - mu) / sd
+    return Xtr, Xte, np.asarray(ytr, np.int64), np.asarray(yte, np.int64)
+
+
+def load_split(name: str, path: str | None = None, test_size: float = 0.2, seed: int = 0,
+               standardize: bool = True):
+    """(X_train, X_test, y_train, y_test, active_features) for a dataset, prepared as in the experiments."""
+    return (*prepare(load_dataset(name, path), test_size, seed, standardize), paper_active_features(name))
 
 
 def reference_accuracies(Xtr, Xte, ytr, yte, active_features: int, l2: float, epochs: int, batch_size: int,
-                         k: float, learning_rate: float, seed=None) -> dict:
+                         k: float, learning_rate: float, seed=None, intercept: float = 0.5) -> dict:
     """The paper's reference methods on the same split: single-party and centralized (scikit-learn, l2 with
     C = 1 / (n lambda)), and non-private VFL (Algorithm 1 without noise)."""
     from sklearn.linear_model import LogisticRegression
@@ -290,7 +333,7 @@ def reference_accuracies(Xtr, Xte, ytr, yte, active_features: int, l2: float, ep
     single = LogisticRegression(C=C, max_iter=5000).fit(Xtr[:, :active_features], ytr)
     central = LogisticRegression(C=C, max_iter=5000).fit(Xtr, ytr)
     vfl = HDPLogisticRegression(math.inf, 0.01, epochs, batch_size, k, l2, learning_rate, seed=seed,
-                                active_features=active_features).fit(Xtr, ytr)
+                                active_features=active_features, intercept=intercept).fit(Xtr, ytr)
     return {"single_party": float(single.score(Xte[:, :active_features], yte)),
             "centralized": float(central.score(Xte, yte)),
             "nonprivate_vfl": vfl.score(Xte, yte)}
@@ -319,25 +362,24 @@ def sqm_accuracy(Xtr, Xte, ytr, yte, epsilon: float, delta: float, args) -> dict
 
 
 def run(args) -> int:
-    X, y = load_dataset(args.dataset, args.data)
-    Xtr, Xte, ytr, yte = prepare(X, y, args.test_size, args.split_seed)
+    Xtr, Xte, ytr, yte, a = load_split(args.dataset, args.data, args.test_size, args.split_seed)
     d = Xtr.shape[1]
-    a = args.active_features or max(1, d // 2)
+    a = args.active_features or a
     model = HDPLogisticRegression(args.epsilon, args.delta, args.epochs, args.batch_size, args.k, args.l2,
                                   args.learning_rate, args.calibration, args.backend, args.seed, a,
-                                  progress=not args.quiet)
+                                  args.intercept, progress=not args.quiet)
     model.fit(Xtr, ytr)
     hdp = {"accuracy": model.score(Xte, yte), "backend": args.backend, "seconds": model.seconds_,
            "bytes_sent": model.bytes_sent_, "privacy": model.privacy_}
     refs = reference_accuracies(Xtr, Xte, ytr, yte, a, args.l2, args.epochs, args.batch_size, args.k,
-                                args.learning_rate, args.seed)
+                                args.learning_rate, args.seed, args.intercept)
     sqm_res = sqm_accuracy(Xtr, Xte, ytr, yte, args.epsilon, args.delta, args) if not args.no_sqm else \
         {"accuracy": None, "message": "skipped (--no-sqm)"}
     p = model.privacy_
     print(f"{args.dataset}: {Xtr.shape[0]} training / {Xte.shape[0]} test records, {a} active + {d - a} passive "
           f"features; epsilon {args.epsilon:g}, delta {args.delta:g}")
     print(f"HDP-VFL ({args.backend}): e={args.epochs} b={p['batch_size']} T={p['iterations']} k={args.k:g} "
-          f"lambda={args.l2:g} lr={args.learning_rate:g}; sensitivities active {p['sensitivity_active']:.4g}, "
+          f"lambda={args.l2:g} lr={args.learning_rate:g} u={args.intercept:g}; sensitivities active {p['sensitivity_active']:.4g}, "
           f"passive {p['sensitivity_passive']:.4g}; sigma active {p['sigma_active']:.4g}, passive "
           f"{p['sigma_passive']:.4g} ({p['sigma_rule']})")
     print(f"  test accuracy")
@@ -367,7 +409,9 @@ def register(sub) -> None:
                                    "results.  Prints test accuracy beside single-party, centralized and "
                                    "non-private VFL references and SQM-LR at the same (epsilon, delta).  " + GUARANTEE)
     p.add_argument("--dataset", default="breast_cancer", choices=DATASETS, help="dataset (default: breast_cancer)")
-    p.add_argument("--data", default=None, help="file/folder of credit_default or adult (default: /work/shared/data/...)")
+    p.add_argument("--data", default=None,
+                   help="UCI_Credit_Card.csv for credit_default, the folder of adult.data/adult.test for adult "
+                        "(default: ../shared/data/...)")
     p.add_argument("--epsilon", type=float, default=1.0, help="per-party epsilon (default: 1)")
     p.add_argument("--delta", type=float, default=0.01, help="delta (default: 0.01, as in the paper)")
     p.add_argument("--epochs", type=int, default=10, help="epochs e (default: 10)")
@@ -380,7 +424,12 @@ def register(sub) -> None:
                    help="'classic' (default): the paper's sqrt(2 ln(1.25/delta))/epsilon, lifted to the exact "
                         "minimum where it falls below it (epsilon >= 1); 'analytic': exact analytic Gaussian")
     p.add_argument("--active-features", type=int, default=None,
-                   help="number of leading columns held by the active party (default: half)")
+                   help="number of leading columns held by the active party (default: the paper's split: "
+                        "breast cancer 10 of 30, credit X1..X13, adult its first 6 attributes)")
+    p.add_argument("--intercept", type=float, default=0.5,
+                   help="value u in [0, 1) of a constant column the active party prepends (its weight is the "
+                        "intercept; the features share the remaining row norm sqrt(1 - u^2)); 0: none "
+                        "(default: 0.5)")
     p.add_argument("--backend", default="mpyc", choices=["plain", "mpyc"],
                    help="'mpyc' (default): two party processes over loopback TCP; 'plain': one-process simulation")
     p.add_argument("--seed", type=int, default=None, help="seed for reproducible runs (default: OS entropy)")

@@ -8,15 +8,14 @@ from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
 from scipy.stats import norm
 
 from apps.hdp_party import ACTIVE, PASSIVE, HDPParty, PassiveParty, check_labels
-from apps.hdp_vfl import (HDPLogisticRegression, active_sensitivity, gaussian_sigma, load_dataset,
-                          passive_sensitivity, prepare)
+from apps.hdp_vfl import HDPLogisticRegression, active_sensitivity, gaussian_sigma, load_split, passive_sensitivity
 from mpc.launch import MPCError, run_parties
 
 
 @pytest.fixture(scope="module")
 def breast():
-    X, y = load_dataset("breast_cancer")
-    return prepare(X, y, 0.2, 0)
+    Xtr, Xte, ytr, yte, _ = load_split("breast_cancer", test_size=0.2, seed=0)
+    return Xtr, Xte, ytr, yte
 
 
 # ----- Lemmas 3 and 4 -------------------------------------------------------------------------------------
@@ -101,6 +100,22 @@ def test_epsilon_one_reaches_papers_accuracy_on_breast_cancer(breast):
     assert np.mean(tiny) < np.mean(accs) - 0.05
 
 
+def test_rows_and_intercept_respect_the_norm_bounds(breast):
+    Xtr, Xte, ytr, _ = breast
+    for u in (0.0, 0.5):
+        m = HDPLogisticRegression(epsilon=1.0, intercept=u, seed=3, active_features=10).fit(Xtr, ytr)
+        cA, cB = m.config_.row_bounds()
+        assert u ** 2 + cA ** 2 + cB ** 2 == pytest.approx(1.0)
+        rows = m._rows(Xte)
+        assert np.max(np.linalg.norm(rows[:, :10], axis=1)) <= cA * (1 + 1e-12)
+        assert np.max(np.linalg.norm(rows[:, 10:], axis=1)) <= cB * (1 + 1e-12)
+        assert m.weights_active_.shape == (10 + (u > 0),) and m.coef_.shape == (30,)
+        assert m.intercept_ == pytest.approx(u * m.weights_active_[0] if u else 0.0)
+        full = np.hstack([np.full((len(Xte), 1), u), rows]) if u else rows
+        w = np.concatenate([m.weights_active_, m.weights_passive_])
+        assert np.allclose(m.decision_function(Xte), full @ w)
+
+
 def test_weights_respect_bound_and_seeds(breast):
     Xtr, _, ytr, _ = breast
     m = HDPLogisticRegression(epsilon=0.1, k=0.3, seed=1).fit(Xtr, ytr)
@@ -144,7 +159,8 @@ def test_bad_labels_refused(labels):
                                      (dict(epsilon=0), "epsilon"), (dict(delta=1.0), "delta"),
                                      (dict(epochs=0), "epochs"), (dict(batch_size=0), "batch_size"),
                                      (dict(l2=-1.0), "l2"), (dict(learning_rate=100.0), "exceeds"),
-                                     (dict(calibration="rdp"), "calibration"), (dict(backend="gpu"), "backend")])
+                                     (dict(calibration="rdp"), "calibration"), (dict(backend="gpu"), "backend"),
+                                     (dict(intercept=1.0), "intercept"), (dict(intercept=-0.1), "intercept")])
 def test_bad_parameters_refused(kw, msg):
     with pytest.raises(ValueError, match=msg):
         HDPLogisticRegression(**kw)
