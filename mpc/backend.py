@@ -49,6 +49,19 @@ class JobResult:
         return int(sum(self.bytes_sent))
 
 
+@dataclass
+class FixedClient:
+    """A client whose input is a given integer block and addend (None: zeros of length ``n_out``)."""
+
+    block: np.ndarray
+    n_out: int
+    addend: np.ndarray | None = None
+
+    def __call__(self):
+        add = np.zeros(self.n_out, dtype=np.int64) if self.addend is None else np.asarray(self.addend)
+        return np.asarray(self.block), add
+
+
 class Backend:
     name = "abstract"
 
