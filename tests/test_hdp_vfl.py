@@ -206,3 +206,17 @@ def test_cli_writes_json(tmp_path, capsys):
     assert {"single_party", "centralized", "nonprivate_vfl"} <= set(rep)
     text = capsys.readouterr().out
     assert "different guarantee" in text and "HDP-VFL" in text
+
+
+def test_bench_reduced_run_structure_and_trend():
+    from bench.hdp_vfl import run
+
+    rep = run(["breast_cancer"], [0.001, 10.0], repeats=2, fig2=True, verify_mpyc=False, progress=False)
+    rows = rep["figure1"]["breast_cancer"]["rows"]
+    assert [r["epsilon"] for r in rows] == [0.001, 10.0]
+    assert rows[1]["accuracy_mean"] > rows[0]["accuracy_mean"]  # more budget, better model (fixed seeds)
+    # classic sigma at 0.001 is 3107 Delta, the lifted one at 10 is 0.350 Delta (exact minimum)
+    assert rows[0]["sigma_active"] / rows[1]["sigma_active"] == pytest.approx(3107.51146 / 0.3500967, rel=1e-4)
+    assert [(c["epochs"], c["k"]) for c in rep["figure2"]] == [(5, 1.0), (10, 1.0), (15, 1.0), (10, 0.1), (10, 0.5)]
+    # Figure 2's e=10, k=1 curve is Figure 1's breast-cancer curve: same seeds, same models
+    assert rep["figure2"][1]["rows"][0]["accuracies"] == rows[0]["accuracies"]
