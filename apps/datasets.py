@@ -22,3 +22,49 @@ def load_bundled(name: str) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"unknown bundled dataset {name!r}; choose one of {sorted(loaders)}")
     d = loaders[name]()
     return np.asarray(d.data, np.float64), np.asarray(d.target)
+
+
+# ----- phishing websites (PBM-VFL appendix set) ------------------------------------------------------------
+
+def load_phishing(path=None) -> tuple[np.ndarray, np.ndarray]:
+    """(X, y) of the UCI Phishing Websites data: 11,055 records x 30 features in {-1, 0, 1}.
+
+    ``path``: ``phishing.csv`` (header row, 31 columns, ``Result`` last), ``Training_Dataset.arff``, or the
+    folder holding either (default ``../shared/data/phishing/``).  Labels: ``Result`` 1 -> 1, -1 -> 0.
+    """
+    import os
+
+    if path is None:
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data", "phishing")
+    path = os.path.normpath(str(path))
+    if os.path.isdir(path):
+        for name in ("phishing.csv", "Training_Dataset.arff"):
+            if os.path.isfile(os.path.join(path, name)):
+                path = os.path.join(path, name)
+                break
+    if not os.path.isfile(path):
+        raise ValueError(f"phishing data not found at {path}: fetch the UCI Phishing Websites data "
+                         f"(UCI id 327 / OpenML 4534, see shared/data/phishing/SOURCE.md) and put phishing.csv "
+                         f"there; nothing is downloaded at run time")
+    rows = []
+    with open(path) as f:
+        in_data = not path.endswith(".arff")
+        for line in f:
+            line = line.strip()
+            if not line or line.startswith("%"):
+                continue
+            if not in_data:
+                in_data = line.lower().startswith("@data")
+                continue
+            if line[0].isalpha():  # the CSV header
+                continue
+            rows.append(line.split(","))
+    try:
+        A = np.array(rows, dtype=np.float64)
+    except ValueError:
+        raise ValueError(f"{path}: non-numeric or ragged rows") from None
+    if A.ndim != 2 or A.shape[1] != 31:
+        raise ValueError(f"{path}: expected 31 columns (30 features + Result), got shape {A.shape}")
+    if not np.all(np.isin(A, (-1.0, 0.0, 1.0))) or not np.all(np.isin(A[:, -1], (-1.0, 1.0))):
+        raise ValueError(f"{path}: features must lie in {{-1, 0, 1}} and Result in {{-1, 1}}")
+    return A[:, :30], (A[:, 30] == 1).astype(np.int64)
