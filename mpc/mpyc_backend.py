@@ -20,9 +20,10 @@ class MPyCBackend(Backend):
 
     name = "mpyc"
 
-    def __init__(self, timeout: float = 3600.0, outputs_to_clients: bool = False):
+    def __init__(self, timeout: float = 3600.0, outputs_to_clients: bool = False, ssl_dir: str | None = None):
         self.timeout = timeout
         self.outputs_to_clients = outputs_to_clients
+        self.ssl_dir = ssl_dir  # keys from python -m mpc.certs: TLS between all parties
 
     def run(self, job: Job) -> JobResult:
         t0 = time.perf_counter()
@@ -31,7 +32,7 @@ class MPyCBackend(Backend):
         pub = public_job(job)
         programs = [EvaluateJob(pub, None, self.outputs_to_clients)]
         programs += [EvaluateJob(pub, c, self.outputs_to_clients) for c in job.clients]
-        res = run_parties(programs, timeout=self.timeout)
+        res = run_parties(programs, timeout=self.timeout, ssl_dir=self.ssl_dir)
         return JobResult(values=res[0]["result"], backend=self.name, seconds=time.perf_counter() - t0,
                          bytes_sent=[int(r.get("bytes_sent", 0)) for r in res], field_bits=p.bit_length(),
                          max_rss_bytes=[int(r.get("max_rss_bytes", 0)) for r in res])

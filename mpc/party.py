@@ -77,7 +77,10 @@ def main(argv=None) -> int:
     ap.add_argument("--index", type=int, required=True, help="this party's index (0 = server)")
     ap.add_argument("--parties", required=True, help="comma-separated host:port of all parties, in index order")
     ap.add_argument("--result", help="where to write this party's result (pickle)")
-    ap.add_argument("--ssl", action="store_true", help="TLS between parties (MPyC --ssl; keys in .config/)")
+    ap.add_argument("--ssl", action="store_true",
+                    help="mutually authenticated TLS between parties (MPyC --ssl); see python -m mpc.certs")
+    ap.add_argument("--ssl-dir", default=".config",
+                    help="folder holding mpyc_ca.crt, party_I.crt and party_I.key (default: .config)")
     ap.add_argument("--connect-timeout", type=float, default=30.0, help="seconds to wait for all parties")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds before the whole job is abandoned")
     args = ap.parse_args(argv)
@@ -93,6 +96,22 @@ def main(argv=None) -> int:
         return EXIT_REFUSED
     with open(args.program, "rb") as f:
         program = pickle.load(f)
+    if args.result:
+        args.result = os.path.abspath(args.result)
+    if args.ssl:
+        ssl_dir = os.path.abspath(args.ssl_dir)
+        need = ["mpyc_ca.crt", f"party_{args.index}.crt", f"party_{args.index}.key"]
+        missing = [n for n in need if not os.path.isfile(os.path.join(ssl_dir, n))]
+        if missing:
+            print(f"mpc.party: error: --ssl needs {', '.join(missing)} in {ssl_dir} (make them with "
+                  f"python -m mpc.certs)", file=sys.stderr)
+            return EXIT_REFUSED
+        if os.path.basename(ssl_dir) != ".config" or os.path.dirname(ssl_dir) != os.getcwd():
+            # MPyC reads its keys from ./.config: run from a private folder whose .config is ssl_dir
+            import tempfile
+            home = tempfile.mkdtemp(prefix="mpc-party-")
+            os.symlink(ssl_dir, os.path.join(home, ".config"))
+            os.chdir(home)
 
     mpyc_argv = [sys.argv[0]]
     for a in addrs:

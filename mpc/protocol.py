@@ -143,6 +143,10 @@ class PartyContext:
         await self.agree((prog.n_vars, prog.n_out, prog.gram, prog.monomials, prog.rows.tobytes(),
                           prog.cols.tobytes(), tuple(int(c) for c in prog.coefs), col_bounds, owner,
                           int(job.n_records), int(job.addend_bound), bool(job.align_ids), p, self.M, self.t))
+        if owner is not None and sorted(set(owner)) != list(range(self.M - 1)) and prog.n_vars:
+            raise ProtocolError(f"party {self.pid}: the job's columns belong to clients "
+                                f"{sorted(set(o + 1 for o in owner))} but {self.M - 1} clients joined; refused "
+                                f"before any share was sent")
         n_rows = int(job.n_records)
         needs_count = any(len(m) == 0 for m in prog.monomials)
         # ---- input phase ----

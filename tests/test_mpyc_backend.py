@@ -82,29 +82,38 @@ def test_mismatched_record_counts_refused():
 
 
 class SlowClient:
-    """A client program that stalls, so the test can kill its process mid-job."""
+    """A client program that marks that it runs (all parties connected), then stalls so the test can kill it."""
+
+    def __init__(self, marker):
+        self.marker = marker
 
     def __call__(self):
+        open(self.marker, "w").close()
         time.sleep(60)
         return np.zeros((3, 1), np.int64), np.zeros(1, np.int64)
 
 
-def test_killed_party_makes_the_others_exit_naming_it():
+def test_killed_party_makes_the_others_exit_naming_it(tmp_path):
     from sqm.client import QuantizingClient
 
+    marker = tmp_path / "client2-running"
     job = Job(program=SumProgram.gram_program(2), col_bounds=[16, 16], n_records=3, var_owner=[0, 1],
-              clients=[QuantizingClient(np.zeros((3, 1)), 16.0, 1.0, 0.0, 4, 1), SlowClient()])
+              clients=[QuantizingClient(np.zeros((3, 1)), 16.0, 1.0, 0.0, 4, 1), SlowClient(str(marker))])
     pub = public_job(job)
     programs = [EvaluateJob(pub), EvaluateJob(pub, job.clients[0]), EvaluateJob(pub, job.clients[1])]
+    killed = {}
 
     def kill_client_2(procs):
-        time.sleep(2.0)  # connected and waiting on client 2's shares
+        deadline = time.monotonic() + 60
+        while not marker.exists() and time.monotonic() < deadline:  # connected, inside the job
+            time.sleep(0.05)
+        time.sleep(0.5)  # the others are now waiting on client 2's shares
         os.kill(procs[2].pid, signal.SIGKILL)
+        killed["at"] = time.monotonic()
 
-    t0 = time.monotonic()
     with pytest.raises(MPCError) as err:
         run_parties(programs, on_start=kill_client_2)
-    assert time.monotonic() - t0 < 30
+    assert time.monotonic() - killed["at"] < 30
     msg = str(err.value)
     assert "lost party 2" in msg
     assert "server (party 0) exited 4" in msg and "client 1 (party 1) exited 4" in msg
