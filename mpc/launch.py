@@ -35,8 +35,12 @@ def party_name(i: int) -> str:
 
 
 def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float = 30.0,
-                extra_args: list[str] | None = None, on_start=None) -> list[dict]:
+                extra_args: list[str] | None = None, on_start=None, addresses=None,
+                ssl_dir: str | None = None) -> list[dict]:
     """Run ``programs[i]`` as party ``i`` in its own process; return each party's result record.
+
+    ``ssl_dir``: a folder made by ``python -m mpc.certs``: every connection runs over mutually
+    authenticated TLS.
 
     If any party fails, the others are stopped (they also stop by themselves on losing the connection)
     and :class:`MPCError` names the failed party and its message.
@@ -44,7 +48,12 @@ def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float 
     M = len(programs)
     if M < 2:
         raise ValueError(f"a job needs a server and at least one client; got {M} parties")
-    addrs = ",".join(f"127.0.0.1:{p}" for p in free_ports(M))
+    if addresses is not None:  # e.g. from a job file; default: free loopback ports
+        if len(addresses) != M:
+            raise ValueError(f"{len(addresses)} party addresses for {M} parties")
+        addrs = ",".join(str(a).strip() for a in addresses)
+    else:
+        addrs = ",".join(f"127.0.0.1:{p}" for p in free_ports(M))
     env = dict(os.environ)
     # children import what the parent can (programs are pickled by reference to their classes)
     path = [_ROOT] + [p for p in sys.path if p and os.path.isdir(p)]
@@ -59,6 +68,8 @@ def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float 
             results.append(rf)
             cmd = [sys.executable, "-m", "mpc.party", "--program", pf, "--index", str(i), "--parties", addrs,
                    "--result", rf, "--timeout", str(timeout), "--connect-timeout", str(connect_timeout)]
+            if ssl_dir is not None:
+                cmd += ["--ssl", "--ssl-dir", os.path.abspath(ssl_dir)]
             procs.append(subprocess.Popen(cmd + (extra_args or []), env=env, stdout=subprocess.PIPE,
                                           stderr=subprocess.PIPE, text=True))
         if on_start is not None:
