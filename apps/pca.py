@@ -1,0 +1,549 @@
+"""Multi-party PCA with SQM (section 5.1 of the SQM paper), its baselines and the ``sqm pca`` command.
+
+- :class:`SQMPCA`: the clients quantize their columns at scale gamma, add Skellam noise shares, and the
+  BGW runtime computes the noisy ``X^T X`` (the covariance polynomial, coefficients 1, no pre-processing);
+  the server rescales by 1 / gamma^2 and takes the top-k eigenvectors of its symmetric part.
+- :func:`central_dp_pca`: "Analyze Gauss" (Dwork, Talwar, Thakurta, Zhang 2014), a trusted curator adds
+  Gaussian noise to ``X^T X`` calibrated by the same RDP-to-(epsilon, delta) conversion SQM uses.
+- :func:`local_dp_pca`: the VFL local-DP baseline (section 3.3 / Algorithm 4): each party perturbs its
+  own column block with Gaussian noise; the server computes the covariance of the noisy matrix.
+- :func:`nonprivate_pca`: the optimum.
+
+Utility (the paper's): ``||X V||_F^2`` for the found orthonormal d x k basis V, and its ratio to the
+non-private optimum (the sum of the top-k eigenvalues of ``X^T X``; the ratio is <= 1 by Ky Fan's theorem).
+PCA here is uncentered, as in the paper (centering would need the column means, another release).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+
+from sqm.accounting import DEFAULT_ORDERS
+from sqm.rng import spawn_seeds
+from sqm.vertical import VerticalData, clip_rows, party_norm_bounds
+
+# ----- linear algebra and utility -------------------------------------------------------------------------
+
+
+def check_components(k, n_cols: int) -> int:
+    """k must be an integer in 1..n_cols."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) and not (isinstance(k, float) and k.is_integer()):
+        raise ValueError(f"the number of components must be an integer, got {k!r}")
+    k = int(k)
+    if k < 1:
+        raise ValueError(f"the number of components must be >= 1, got {k}")
+    if k > n_cols:
+        raise ValueError(f"cannot find {k} components in data with {n_cols} columns (need k <= columns)")
+    return k
+
+
+def top_eigen(C: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(eigenvalues, d x k eigenvectors) of the symmetric part of ``C``, largest first.
+
+    Signs are fixed (the largest-magnitude entry of each vector is positive) so results are reproducible.
+    """
+    C = np.asarray(C, dtype=np.float64)
+    if C.ndim != 2 or C.shape[0] != C.shape[1]:
+        raise ValueError(f"need a square matrix, got shape {C.shape}")
+    if not np.all(np.isfinite(C)):
+        raise ValueError("the matrix contains NaN or infinite values")
+    d = C.shape[0]
+    k = check_components(k, d)
+    S = (C + C.T) / 2.0
+    w, V = scipy.linalg.eigh(S, subset_by_index=[d - k, d - 1])
+    w, V = w[::-1], V[:, ::-1]
+    idx = np.argmax(np.abs(V), axis=0)
+    signs = np.sign(V[idx, np.arange(k)])
+    signs[signs == 0] = 1.0
+    return w.copy(), np.ascontiguousarray(V * signs)
+
+
+def pca_utility(X: np.ndarray, V: np.ndarray) -> float:
+    """The paper's utility ||X V||_F^2 of the subspace spanned by the orthonormal columns of V."""
+    X = np.asarray(X, dtype=np.float64)
+    V = np.asarray(V, dtype=np.float64)
+    if V.ndim != 2 or V.shape[0] != X.shape[1]:
+        raise ValueError(f"basis of shape {V.shape} does not fit data with {X.shape[1]} columns")
+    return float(np.sum((X @ V) ** 2))
+
+
+def optimal_utility(X: np.ndarray, k: int) -> float:
+    """max ||X V||_F^2 over orthonormal d x k V: the sum of the top-k eigenvalues of X^T X."""
+    X = np.asarray(X, dtype=np.float64)
+    w, _ = top_eigen(X.T @ X, k)
+    return float(np.sum(w))
+
+
+def utility_ratio(X: np.ndarray, V: np.ndarray) -> float:
+    """||X V||_F^2 over its non-private optimum at the same k (<= 1)."""
+    return pca_utility(X, V) / optimal_utility(X, V.shape[1])
+
+
+def nonprivate_pca(X: np.ndarray, k: int) -> np.ndarray:
+    """The optimal d x k basis: top-k eigenvectors of X^T X (uncentered PCA)."""
+    X = _as_matrix(X)
+    return top_eigen(X.T @ X, k)[1]
+
+
+def _as_matrix(X) -> np.ndarray:
+    if isinstance(X, VerticalData):
+        return X.to_matrix()
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2:
+        raise ValueError(f"data must be 2-D (records x columns), got shape {X.shape}")
+    if not np.all(np.isfinite(X)):
+        raise ValueError("data contains NaN or infinite values")
+    return X
+
+
+def _as_vertical(data) -> VerticalData:
+    if isinstance(data, VerticalData):
+        return data
+    if isinstance(data, (list, tuple)):
+        return VerticalData(list(data))
+    raise ValueError("fit needs vertically partitioned data: a VerticalData (e.g. VerticalData.split(X, n)) "
+                     "or a list of the parties' column blocks")
+
+
+# ----- Gaussian calibration (same RDP -> (epsilon, delta) conversion as SQM) --------------------------------
+
+
+def gaussian_epsilon(sigma: float, delta: float, l2_sensitivity: float, orders=DEFAULT_ORDERS) -> float:
+    """(epsilon at delta) of the Gaussian mechanism with noise sigma and L2 sensitivity ``l2_sensitivity``.
+
+    dp-accounting's RDP accountant (RDP alpha * Delta^2 / (2 sigma^2), Mironov 2017) on the same orders and
+    with the same conversion (``compute_epsilon``) that :mod:`sqm.accounting` uses for SQM.
+    """
+    from dp_accounting import GaussianDpEvent
+    from dp_accounting.rdp import RdpAccountant
+
+    acc = RdpAccountant(orders=[float(a) for a in orders])
+    acc.compose(GaussianDpEvent(noise_multiplier=float(sigma) / float(l2_sensitivity)))
+    return float(acc.get_epsilon(delta))
+
+
+def gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float, orders=DEFAULT_ORDERS,
+                   rtol: float = 1e-6) -> float:
+    """The smallest sigma (to relative precision ``rtol``) meeting (epsilon, delta); bisection on log sigma.
+
+    The upper end of the final bracket is returned, so the target is always met.
+    """
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"epsilon must be > 0, got {epsilon!r}")
+    if not 0 < delta < 1:
+        raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
+    if not (math.isfinite(l2_sensitivity) and l2_sensitivity > 0):
+        raise ValueError(f"the L2 sensitivity must be > 0, got {l2_sensitivity!r}")
+    # epsilon is decreasing in z = sigma / Delta; bracket z then bisect
+    lo = hi = 1.0
+    eps = lambda z: gaussian_epsilon(z, delta, 1.0, orders)  # noqa: E731
+    while eps(hi) > epsilon:
+        lo, hi = hi, hi * 2
+    while eps(lo) <= epsilon and lo > 1e-9:
+        lo, hi = lo / 2, lo
+    while hi / lo > 1 + rtol:
+        mid = math.sqrt(lo * hi)
+        if eps(mid) <= epsilon:
+            hi = mid
+        else:
+            lo = mid
+    return hi * float(l2_sensitivity)
+
+
+# ----- baselines --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class BaselineResult:
+    components: np.ndarray  # d x k
+    sigma: float
+    epsilon: float  # achieved epsilon at delta (<= the target)
+    delta: float
+    clipped: int
+    seconds: float
+
+
+def central_dp_pca(X, k: int, epsilon: float, delta: float, row_norm_bound: float = 1.0,
+                   seed=None) -> BaselineResult:
+    """Analyze Gauss: a trusted curator releases the top-k eigenvectors of X^T X + E.
+
+    Noise: E = (G + G^T) / 2 with G a d x d matrix of iid N(0, sigma^2).  This is the Gaussian mechanism on
+    the full d x d matrix vec(X^T X) -- adding or removing a row x with ||x|| <= c changes it by x x^T, whose
+    Frobenius (= L2) norm is ||x||^2 <= c^2 -- followed by taking the symmetric part (post-processing).  So
+    sigma is calibrated to L2 sensitivity c^2.  E is symmetric, with variance sigma^2 on the diagonal and
+    sigma^2 / 2 off it; DTTZ's variant (iid N(0, sigma^2) on the upper triangle, mirrored) is also private at
+    this sigma but adds twice the off-diagonal variance.  Ours is the same noise SQM ends up with after its
+    symmetrization (Skellam of variance 2 mu per entry), so the comparison isolates quantization and
+    distribution.  Rows above the bound are scaled down to norm c first (the curator holds whole rows).
+    """
+    t0 = time.perf_counter()
+    X = _as_matrix(X)
+    k = check_components(k, X.shape[1])
+    c = float(row_norm_bound)
+    Xc, clipped = clip_rows(X, c)
+    sigma = gaussian_sigma(epsilon, delta, c * c)
+    rng = np.random.default_rng(seed)
+    d = X.shape[1]
+    noisy = Xc.T @ Xc + sigma * rng.standard_normal((d, d))
+    V = top_eigen(noisy, k)[1]
+    return BaselineResult(V, sigma, gaussian_epsilon(sigma, delta, c * c), delta, clipped,
+                          time.perf_counter() - t0)
+
+
+def local_dp_pca(data, k: int, epsilon: float, delta: float, row_norm_bound: float = 1.0, seed=None,
+                 party_bounds=None) -> BaselineResult:
+    """VFL local-DP baseline (Algorithm 4): each party releases its block plus iid N(0, sigma^2) noise.
+
+    Each party first scales its sub-rows to its bound c_j (sum_j c_j^2 = c^2, as for SQM), so whole rows
+    have ||x|| <= c.  Neighbouring datasets differ in one record; as record ids are public in VFL, a removed
+    record is a row of zeros in the released m x d matrix, so the released matrix changes by x in one row:
+    L2 sensitivity ||x|| <= c (this is Lemma 14's server-observed bound; a client-observed replacement
+    would double it).  The concatenation of the parties' independent Gaussian noise is one Gaussian
+    mechanism on the whole matrix, so sigma is calibrated to sensitivity c with the same RDP conversion as
+    SQM.  The server's X~^T X~ and its eigenvectors are post-processing.
+    """
+    t0 = time.perf_counter()
+    data = data if isinstance(data, VerticalData) else VerticalData.split(_as_matrix(data), 1)
+    k = check_components(k, data.n_cols)
+    c = float(row_norm_bound)
+    bounds = party_norm_bounds(c, data.col_counts, party_bounds)
+    sigma = gaussian_sigma(epsilon, delta, c)
+    noisy, clipped = [], 0
+    for block, b, s in zip(data.blocks, bounds, spawn_seeds(seed, data.n_parties)):
+        cb, n = clip_rows(block, float(b))
+        clipped += n
+        noisy.append(cb + sigma * np.random.default_rng(s).standard_normal(cb.shape))
+    Xt = np.hstack(noisy)
+    V = top_eigen(Xt.T @ Xt, k)[1]
+    return BaselineResult(V, sigma, gaussian_epsilon(sigma, delta, c), delta, clipped, time.perf_counter() - t0)
+
+
+# ----- SQM-PCA ---------------------------------------------------------------------------------------------
+
+
+def components_from_covariance(raw_estimate: np.ndarray, n_cols: int, k: int, n_records: int):
+    """Server post-processing: (noisy covariance, eigenvalues / m, d x k basis) from SQM's rescaled estimate."""
+    C = np.asarray(raw_estimate, dtype=np.float64).reshape(n_cols, n_cols)
+    w, V = top_eigen(C, k)
+    return (C + C.T) / 2.0, w / float(n_records), V
+
+
+class SQMPCA:
+    """Differentially private PCA over vertically partitioned data with SQM, scikit-learn style.
+
+    Parameters: ``n_components`` (k), ``epsilon`` (server-observed, at ``delta``), ``gamma`` (quantization
+    scale), ``row_norm_bound`` (c: every record's L2 norm; each party clips its sub-rows to
+    c_j = c sqrt(n_j / n) unless ``party_bounds`` gives them), ``backend`` ('mpyc': real party processes;
+    'plain': the exact one-process simulation), ``seed`` (None: OS entropy).
+
+    After :meth:`fit`: ``components_`` (k x d, rows orthonormal, sklearn's layout), ``explained_variance_``
+    (top-k eigenvalues of the noisy X^T X divided by the record count), ``covariance_`` (the noisy X^T X,
+    symmetric part), ``report_`` (the :class:`sqm.mechanism.PrivacyReport`: ``epsilon_server``,
+    ``epsilon_client``, ``delta``, ``mu``, sensitivities), ``seconds_``, ``bytes_sent_`` (per party, server
+    first), ``clipped_`` (rows clipped per party).  PCA is uncentered, as in the paper.
+    """
+
+    def __init__(self, n_components: int = 5, epsilon: float = 1.0, delta: float = 1e-5, gamma: float = 4096.0,
+                 row_norm_bound: float = 1.0, backend="mpyc", seed=None, party_bounds=None,
+                 backend_options=None):
+        self.n_components = n_components
+        self.epsilon = epsilon
+        self.delta = delta
+        self.gamma = gamma
+        self.row_norm_bound = row_norm_bound
+        self.backend = backend
+        self.seed = seed
+        self.party_bounds = party_bounds
+        self.backend_options = backend_options
+
+    def mechanism(self, n_cols: int):
+        from sqm.mechanism import SQM
+        from sqm.polynomial import covariance
+
+        return SQM(covariance(n_cols), self.gamma, epsilon=self.epsilon, delta=self.delta,
+                   row_norm_bound=self.row_norm_bound, party_bounds=self.party_bounds, backend=self.backend,
+                   seed=self.seed, backend_options=self.backend_options)
+
+    def fit(self, data, y=None) -> "SQMPCA":
+        data = _as_vertical(data)
+        k = check_components(self.n_components, data.n_cols)
+        res = self.mechanism(data.n_cols).run(data)
+        self.covariance_, self.explained_variance_, V = components_from_covariance(
+            res.estimate, data.n_cols, k, data.n_records)
+        self.components_ = np.ascontiguousarray(V.T)
+        self.n_features_in_ = data.n_cols
+        self.report_ = res.report
+        self.seconds_ = res.seconds
+        self.bytes_sent_ = list(res.bytes_sent)
+        self.clipped_ = list(res.clipped)
+        self.backend_ = res.backend
+        self.raw_ = res.raw
+        return self
+
+    def _check_fitted(self):
+        if not hasattr(self, "components_"):
+            raise ValueError("this SQMPCA is not fitted yet: call fit first")
+
+    def transform(self, X) -> np.ndarray:
+        """Project records onto the components: X V (records x k)."""
+        self._check_fitted()
+        X = _as_matrix(X)
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"data has {X.shape[1]} columns, the model was fitted on {self.n_features_in_}")
+        return X @ self.components_.T
+
+    def fit_transform(self, data, y=None) -> np.ndarray:
+        return self.fit(data).transform(_as_matrix(_as_vertical(data)))
+
+    def utility(self, X) -> float:
+        """||X V||_F^2 on ``X``."""
+        self._check_fitted()
+        return pca_utility(_as_matrix(X), self.components_.T)
+
+    def utility_ratio(self, X) -> float:
+        self._check_fitted()
+        return utility_ratio(_as_matrix(X), self.components_.T)
+
+
+# ----- real multi-party jobs from a job file (each party reads only its own CSV) ----------------------------
+
+
+class PCAJobTask:
+    """The SQM-PCA task for :mod:`apps.jobfile`: every party builds the same public job from the clients'
+    column and record counts; each client feeds its own file through :class:`apps.jobfile.CSVClient` (its
+    per-party clipping, quantization and noise share, with an id digest so the clients refuse misaligned
+    records); the server receives the noisy X^T X and computes the components.
+
+    With ``seed`` set (tests), the result equals ``SQMPCA(..., seed=seed).fit`` on the same columns bit for
+    bit; with ``seed=None`` each party draws its own randomness from OS entropy.
+    """
+
+    def __init__(self, n_components: int, epsilon: float, delta: float = 1e-5, gamma: float = 4096.0,
+                 row_norm_bound: float = 1.0, party_bounds=None, seed=None):
+        self.est = SQMPCA(n_components, epsilon, delta, gamma, row_norm_bound, backend="plain", seed=seed,
+                          party_bounds=party_bounds)
+        self.est.mechanism(1)  # check the parameters now, before any party starts
+
+    def public(self):
+        e = self.est
+        pb = None if e.party_bounds is None else tuple(float(b) for b in e.party_bounds)
+        return ("pca", int(e.n_components), float(e.epsilon), float(e.delta), float(e.gamma),
+                float(e.row_norm_bound), pb, repr(e.seed))
+
+    async def run(self, ctx, table, meta) -> dict:
+        import dataclasses
+
+        from mpc.protocol import ProtocolError
+        from sqm.compensation import compensate
+
+        from .jobfile import CSVClient
+
+        e = self.est
+        d = int(sum(meta.col_counts))
+        try:
+            k = check_components(e.n_components, d)
+        except ValueError as err:
+            raise ProtocolError(f"refused before any share was sent: {err}") from None
+        mech = e.mechanism(d)
+        shape = VerticalData([np.zeros((1, c)) for c in meta.col_counts])  # counts only: plan() needs the shape
+        _, report = mech.plan(shape)
+        n = meta.n_parties
+        seeds = spawn_seeds(e.seed, n + 1)  # the same children SQM.run hands out
+        comp = compensate(mech.polynomial, mech.gamma, np.random.default_rng(seeds[0]), mech.preprocess)
+        bounds = party_norm_bounds(mech.row_norm_bound, meta.col_counts, e.party_bounds)
+        owner = shape.owner()
+        job = dataclasses.replace(mech.job(comp, [], bounds[owner], meta.n_records, report.mu, owner),
+                                  align_ids=True)
+        client, my_input = None, None
+        if table is not None:
+            j = ctx.pid - 1
+            client = CSVClient(table.file, mech.gamma, float(bounds[j]), report.mu / n, d * d, seeds[j + 1],
+                               table=table)
+            my_input = client()
+        raw = await ctx.evaluate(job, my_input)
+        if not ctx.is_server:
+            return {"clipped": int(client.clipped), "rows": table.n_rows, "cols": table.n_cols}
+        estimate = np.array([float(v) for v in raw]) / comp.scale
+        _, ev, V = components_from_covariance(estimate, d, k, meta.n_records)
+        return {"components": np.ascontiguousarray(V.T), "explained_variance": ev, "report": report.as_dict(),
+                "raw": raw}
+
+
+# ----- comparison of the four methods (the `sqm pca` table) ------------------------------------------------
+
+
+def compare(X, n_parties: int, k: int, epsilon: float, delta: float, gamma: float, row_norm_bound: float = 1.0,
+            backend: str = "mpyc", runs: int = 1, seed=None, progress: bool = True) -> dict:
+    """Utility of SQM, central DP, local DP and non-private PCA on ``X`` split among ``n_parties``, averaged."""
+    from tqdm import tqdm
+
+    X = _as_matrix(X)
+    k = check_components(k, X.shape[1])
+    if int(runs) != runs or runs < 1:
+        raise ValueError(f"runs must be an integer >= 1, got {runs!r}")
+    data = VerticalData.split(X, n_parties)
+    # Utilities are measured on X itself (the paper's ||X V||_F^2 on the input data).  SQM and the local
+    # baseline clip sub-rows per party inside (each party enforces its own bound; on digits and CiteSeer
+    # this costs < 1e-4 of the optimum); the central curator clips whole rows only.
+    opt = optimal_utility(X, k)
+    t0 = time.perf_counter()
+    Vn = nonprivate_pca(X, k)
+    nonpriv_s = time.perf_counter() - t0
+    u = {"sqm": [], "central": [], "local": []}
+    secs = {"sqm": [], "central": [], "local": []}
+    bytes_sent, rep, clipped, central, local = [], None, None, None, None
+    for s in tqdm(spawn_seeds(seed, runs), desc=f"pca runs ({backend})", disable=not progress or runs == 1):
+        s_sqm, s_c, s_l = s.spawn(3)
+        m = SQMPCA(k, epsilon, delta, gamma, row_norm_bound, backend=backend, seed=s_sqm).fit(data)
+        u["sqm"].append(m.utility(X)), secs["sqm"].append(m.seconds_)
+        bytes_sent.append(m.bytes_sent_)
+        rep, clipped = m.report_, m.clipped_
+        central = central_dp_pca(X, k, epsilon, delta, row_norm_bound, seed=s_c)
+        u["central"].append(pca_utility(X, central.components)), secs["central"].append(central.seconds)
+        local = local_dp_pca(data, k, epsilon, delta, row_norm_bound, seed=s_l)
+        u["local"].append(pca_utility(X, local.components)), secs["local"].append(local.seconds)
+
+    def summary(name, extra):
+        vals = np.array(u[name])
+        return {"utility": float(vals.mean()), "utility_ratio": float(vals.mean() / opt),
+                "utility_std": float(vals.std()), "utilities": vals.tolist(),
+                "seconds": float(np.mean(secs[name])), **extra}
+
+    per_party = np.mean(np.array(bytes_sent, dtype=np.float64), axis=0)
+    return {
+        "shape": list(X.shape), "parties": n_parties, "components": k, "runs": int(runs), "backend": backend,
+        "row_norm_bound": row_norm_bound,
+        "sqm": summary("sqm", {"epsilon_server": rep.epsilon_server, "epsilon_client": rep.epsilon_client,
+                               "mu": rep.mu, "l2_sensitivity": rep.l2_sensitivity, "clipped": clipped}),
+        "central": summary("central", {"sigma": central.sigma, "epsilon": central.epsilon}),
+        "local": summary("local", {"sigma": local.sigma, "epsilon": local.epsilon}),
+        "nonprivate": {"utility": opt, "utility_ratio": 1.0, "seconds": nonpriv_s,
+                       "check_utility": pca_utility(X, Vn)},
+        "epsilon_server": rep.epsilon_server, "epsilon_client": rep.epsilon_client, "delta": delta,
+        "gamma": gamma, "seconds": float(np.mean(secs["sqm"])), "bytes_sent": float(per_party.sum()),
+        "bytes_sent_per_party": per_party.tolist(),
+    }
+
+
+def print_table(r: dict, dataset: str = "") -> None:
+    eps_c = r["epsilon_client"]
+    print(f"PCA of {dataset} {r['shape'][0]} x {r['shape'][1]}, {r['parties']} clients, k = {r['components']}, "
+          f"epsilon {r['sqm']['epsilon_server']:.4g}, delta {r['delta']:g}, gamma {r['gamma']:g}, "
+          f"{r['runs']} run(s)")
+    print(f"{'method':<22} {'utility':>10} {'ratio':>7} {'eps server':>10} {'eps client':>10} {'seconds':>8} "
+          f"{'bytes':>12}")
+    rows = [(f"SQM ({r['backend']})", r["sqm"], f"{r['epsilon_server']:.4f}",
+             "-" if eps_c is None else f"{eps_c:.4f}", f"{r['bytes_sent']:,.0f}"),
+            ("central DP (Gauss)", r["central"], f"{r['central']['epsilon']:.4f}", "-", "-"),
+            ("local DP (VFL base)", r["local"], f"{r['local']['epsilon']:.4f}", "-", "-"),
+            ("non-private", r["nonprivate"], "inf", "-", "-")]
+    for name, m, es, ec, b in rows:
+        print(f"{name:<22} {m['utility']:>10.4f} {m['utility_ratio']:>7.4f} {es:>10} {ec:>10} "
+              f"{m['seconds']:>8.3f} {b:>12}")
+    if r["backend"] == "plain":
+        print("(plain backend: exact one-process SIMULATION of the parties; bytes are not measured)")
+
+
+# ----- the `sqm pca` command --------------------------------------------------------------------------------
+
+
+def _run_cli(args) -> int:
+    import json
+
+    if args.job:
+        return _run_job(args)
+    from .datasets import load_dataset, scale_rows
+
+    X, _ = load_dataset(args.dataset, args.data)
+    X = scale_rows(X, args.row_norm_bound)
+    r = compare(X, args.parties, args.components, args.epsilon, args.delta, args.gamma, args.row_norm_bound,
+                args.backend, args.runs, args.seed, progress=not args.quiet)
+    r["dataset"] = args.dataset
+    print_table(r, args.dataset)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(r, f, indent=2)
+    return 0
+
+
+def _run_job(args) -> int:
+    import json
+
+    from .jobfile import load_job, run_local, run_one
+
+    spec = load_job(args.job)
+    task = PCAJobTask(args.components, args.epsilon, args.delta, args.gamma, args.row_norm_bound, seed=args.seed)
+    if args.index is None:
+        recs = run_local(spec, task, timeout=args.timeout)
+    else:
+        recs = [None] * len(spec.parties)
+        recs[args.index] = run_one(spec, args.index, task, timeout=args.timeout, ssl=args.ssl)
+    out = {"job": spec.path, "delta": args.delta, "gamma": args.gamma}
+    for i, rec in enumerate(recs):
+        if rec is None:
+            continue
+        res = rec["result"]
+        if i == 0:
+            rep = res["report"]
+            print(f"server: {len(res['components'])} components of {res['n_records']} records x "
+                  f"{sum(res['col_counts'])} columns (clients' columns {res['col_counts']})")
+            print(f"  server-observed epsilon {rep['epsilon_server']:.4f}, client-observed epsilon "
+                  f"{'-' if rep['epsilon_client'] is None else format(rep['epsilon_client'], '.4f')}, "
+                  f"delta {rep['delta']:g}, gamma {rep['gamma']:g}, mu {rep['mu']:.4g}")
+            print("  explained variance (per record): " + ", ".join(f"{v:.4g}" for v in res["explained_variance"]))
+            print(f"  time {rec.get('seconds', 0):.2f} s, bytes sent by the server {rec.get('bytes_sent', 0):,}")
+            out.update(components=np.asarray(res["components"]).tolist(),
+                       explained_variance=np.asarray(res["explained_variance"]).tolist(),
+                       epsilon_server=rep["epsilon_server"], epsilon_client=rep["epsilon_client"], report=rep,
+                       seconds=rec.get("seconds"))
+        else:
+            print(f"client {i} ({res.get('file')}): {res['rows']} records x {res['cols']} columns, clipped "
+                  f"{res['clipped']} row(s) to its bound (known to this party only)")
+            out.setdefault("clients", {})[str(i)] = {"clipped": res["clipped"], "rows": res["rows"],
+                                                     "cols": res["cols"]}
+        out.setdefault("bytes_sent", {})[str(i)] = int(rec.get("bytes_sent", 0))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=2)
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "pca", help="differentially private PCA over vertically partitioned data (SQM vs central/local DP)",
+        description="Private PCA with SQM: the clients' noisy X^T X is computed by real MPyC party processes and "
+                    "the server takes its top-k eigenvectors.  Without --job: split a dataset's columns among "
+                    "--parties clients on this machine and compare SQM with central DP (Analyze Gauss), the "
+                    "local-DP VFL baseline and non-private PCA.  With --job: a real multi-party job in which "
+                    "each party reads only its own CSV file.")
+    p.add_argument("--dataset", default="digits",
+                   help="digits (default), breast_cancer, iris, wine, diabetes (scikit-learn bundled) or citeseer")
+    p.add_argument("--data", default=None,
+                   help="path of a real dataset's file or folder (citeseer: default ../shared/data/citeseer/)")
+    p.add_argument("--parties", type=int, default=3, help="clients holding column blocks (default 3)")
+    p.add_argument("--components", "-k", type=int, default=5, help="principal components k (default 5)")
+    p.add_argument("--epsilon", type=float, default=1.0, help="server-observed epsilon target (default 1)")
+    p.add_argument("--delta", type=float, default=1e-5, help="delta (default 1e-5)")
+    p.add_argument("--gamma", type=float, default=4096.0, help="quantization scale gamma >= 1 (default 4096)")
+    p.add_argument("--row-norm-bound", type=float, default=1.0,
+                   help="c: rows are scaled so the largest norm is c, and each party clips its sub-rows to "
+                        "c sqrt(its columns / all columns) (default 1)")
+    p.add_argument("--backend", default="mpyc", choices=["mpyc", "plain"],
+                   help="'mpyc' (default): real MPyC party processes over loopback; 'plain': the exact "
+                        "one-process simulation (for sweeps)")
+    p.add_argument("--runs", type=int, default=1, help="average utilities over this many runs (default 1)")
+    p.add_argument("--seed", type=int, default=None, help="seed for reproducible runs (default: OS entropy)")
+    p.add_argument("--json", default=None, help="write the results to this JSON file")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--job", default=None,
+                   help="job file (JSON: parties' addresses, party 0 the server, and each client's CSV); "
+                        "see apps/jobfile.py")
+    p.add_argument("--index", type=int, default=None,
+                   help="with --job: start only this party (0 = server) here; omitted: all parties locally")
+    p.add_argument("--timeout", type=float, default=3600.0, help="with --job: seconds before a job is abandoned")
+    p.add_argument("--ssl", action="store_true", help="with --job --index: TLS between hosts (MPyC --ssl)")
+    p.set_defaults(func=_run_cli)
