@@ -425,12 +425,13 @@ def _check_blocks(blocks_train, blocks_test, y_train, y_test):
 
 
 def train_vfl(blocks_train, blocks_test, y_train, y_test, cfg: VFLConfig, backend: str = "plain", seed=None,
-              batch_seeds=None, progress: bool = False, desc: str | None = None) -> TrainResult:
+              batch_seeds=None, progress: bool = False, desc: str | None = None, threads: int = 1) -> TrainResult:
     """Train PBM-VFL (or a baseline) on vertically split data; return the test metrics by epoch and costs.
 
     ``seed``: root seed (OS entropy when None) for every party's model initialisation and noise, and the
     public batch order.  ``batch_seeds``: override each party's batch seed (server first) -- for tests of
-    parties that disagree on the mini-batches.
+    parties that disagree on the mini-batches.  ``threads``: torch CPU threads per party (1 by default: the
+    models are small, and one thread makes the in-process run bit-identical to the party processes').
     """
     cfg.validate()
     _check_blocks(blocks_train, blocks_test, y_train, y_test)
@@ -454,9 +455,13 @@ def train_vfl(blocks_train, blocks_test, y_train, y_test, cfg: VFLConfig, backen
         server = ServerParty(cfg, M, y_train, y_test, seeds[0], bseeds[0])
         clients = [ClientParty(cfg, M, blocks_train[j], blocks_test[j], seeds[j + 1], bseeds[j + 1])
                    for j in range(M)]
+        torch = _torch()
+        old_threads = torch.get_num_threads()
+        torch.set_num_threads(threads)
         try:
             out = asyncio.run(train_loop(cfg, PlainIO(cfg, M), server, clients, n_train, n_test, on_epoch))
         finally:
+            torch.set_num_threads(old_threads)
             bar.close()
         bytes_sent, detail, clipped = None, {}, out["clipped"]
     elif backend == "mpyc":
@@ -465,10 +470,11 @@ def train_vfl(blocks_train, blocks_test, y_train, y_test, cfg: VFLConfig, backen
         from mpc.launch import run_parties
 
         programs = [PBMVFLProgram(cfg, M, n_train, n_test, seeds[0], bseeds[0],
-                                  y_train=np.asarray(y_train), y_test=np.asarray(y_test))]
+                                  y_train=np.asarray(y_train), y_test=np.asarray(y_test), threads=threads)]
         programs += [PBMVFLProgram(cfg, M, n_train, n_test, seeds[j + 1], bseeds[j + 1],
                                    X_train=np.asarray(blocks_train[j], np.float32),
-                                   X_test=np.asarray(blocks_test[j], np.float32)) for j in range(M)]
+                                   X_test=np.asarray(blocks_test[j], np.float32), threads=threads)
+                     for j in range(M)]
         res = run_parties(programs)
         out = res[0]["result"]
         bytes_sent = int(sum(r.get("bytes_sent", 0) for r in res))
