@@ -26,6 +26,12 @@ take max(classic, analytic): the paper's value wherever it is valid, lifted to t
 non-private VFL reference (no noise).
 The lemmas also assume eta <= 2 / (beta + gamma) (Lemma 2), with beta = 0.25 + l2 and gamma = l2 for the
 logistic loss on ||x|| <= 1: larger learning rates are refused.
+
+Rows (Algorithm 1 line 2) are bounded party by party, so no party needs the other's columns: the active party
+prepends a constant column of value u (``intercept``, default 0.5; its weight is the model's intercept) and
+each party clips its feature sub-rows to c_A, c_B with u^2 + c_A^2 + c_B^2 = 1 (split by column counts), so
+every whole row has ||x|| <= 1.  Weights start at 0 and are projected to ||w_A||, ||w_B|| <= k after each step.
+Runtime roles: party 0 = active, party 1 = passive (see :mod:`apps.hdp_party`).
 """
 from __future__ import annotations
 
@@ -174,7 +180,9 @@ class HDPLogisticRegression:
                     calibration=self.calibration, sigma_rule=note,
                     sensitivity_active=dA, sensitivity_passive=dB,
                     sigma_active=cfg.sigma_active, sigma_passive=cfg.sigma_passive,
-                    iterations=cfg.iterations, batch_size=cfg.batch_size, epochs=cfg.epochs, k=cfg.k)
+                    iterations=cfg.iterations, batch_size=cfg.batch_size, epochs=cfg.epochs, k=cfg.k,
+                    learning_rate=cfg.learning_rate, l2=cfg.l2, intercept=cfg.intercept,
+                    row_bounds=list(cfg.row_bounds()))
 
     # ----- training --------------------------------------------------------------------------------
     def fit(self, X, y):
@@ -334,7 +342,9 @@ def reference_accuracies(Xtr, Xte, ytr, yte, active_features: int, l2: float, ep
     central = LogisticRegression(C=C, max_iter=5000).fit(Xtr, ytr)
     vfl = HDPLogisticRegression(math.inf, 0.01, epochs, batch_size, k, l2, learning_rate, seed=seed,
                                 active_features=active_features, intercept=intercept).fit(Xtr, ytr)
-    return {"single_party": float(single.score(Xte[:, :active_features], yte)),
+    majority = int(np.mean(ytr) >= 0.5)
+    return {"majority_class": float(np.mean(np.asarray(yte) == majority)),
+            "single_party": float(single.score(Xte[:, :active_features], yte)),
             "centralized": float(central.score(Xte, yte)),
             "nonprivate_vfl": vfl.score(Xte, yte)}
 
@@ -399,6 +409,7 @@ def run(args) -> int:
     print(f"  {'single party (active only)':<28} {refs['single_party']:.4f}")
     print(f"  {'centralized non-private':<28} {refs['centralized']:.4f}")
     print(f"  {'non-private VFL':<28} {refs['nonprivate_vfl']:.4f}")
+    print(f"  {'majority class':<28} {refs['majority_class']:.4f}")
     print("Note: " + GUARANTEE)
     if args.json:
         out = {"dataset": args.dataset, "train_records": int(Xtr.shape[0]), "test_records": int(Xte.shape[0]),

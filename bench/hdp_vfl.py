@@ -109,12 +109,14 @@ def print_table(rep: dict) -> None:
     print(f"HDP-VFL (Figure 1): b={s['batch_size']} (or n), lambda={s['l2']}, e={s['epochs']}, k={s['k']}, "
           f"delta={s['delta']}, lr={s['learning_rate']}, u={s['intercept']}, calibration {s['calibration']}; "
           f"mean of {s['repeats']} seeds")
-    head = f"{'dataset':<15}" + "".join(f"{e:>8g}" for e in eps) + f"{'single':>8}{'central':>8}{'np-VFL':>8}"
+    head = (f"{'dataset':<15}" + "".join(f"{e:>8g}" for e in eps)
+            + f"{'single':>8}{'central':>8}{'np-VFL':>8}{'major.':>8}")
     print(head)
     for name, f in rep["figure1"].items():
         r = f["references"]
         print(f"{name:<15}" + "".join(f"{row['accuracy_mean']:>8.3f}" for row in f["rows"])
-              + f"{r['single_party']:>8.3f}{r['centralized']:>8.3f}{r['nonprivate_vfl']:>8.3f}")
+              + f"{r['single_party']:>8.3f}{r['centralized']:>8.3f}{r['nonprivate_vfl']:>8.3f}"
+              + f"{r['majority_class']:>8.3f}")
     if rep["figure2"]:
         print("Figure 2 (breast cancer):")
         print(f"{'setting':<15}" + "".join(f"{e:>8g}" for e in eps))
@@ -146,8 +148,9 @@ def plot(rep: dict, path: str) -> None:
         e = [r["epsilon"] for r in f["rows"]]
         ax[i].errorbar(e, [r["accuracy_mean"] for r in f["rows"]], yerr=[r["accuracy_std"] for r in f["rows"]],
                        fmt="o-", label="HDP-VFL", capsize=2)
-        for key, style in (("single_party", ":"), ("centralized", "--"), ("nonprivate_vfl", "-.")):
-            ax[i].axhline(f["references"][key], ls=style, c="gray", label=key.replace("_", " "))
+        for key, style, c in (("single_party", ":", "gray"), ("centralized", "--", "gray"),
+                              ("nonprivate_vfl", "-.", "gray"), ("majority_class", ":", "red")):
+            ax[i].axhline(f["references"][key], ls=style, c=c, label=key.replace("_", " "))
         ax[i].set(xscale="log", xlabel="epsilon", ylabel="test accuracy", title=name, ylim=(0.3, 1.0))
     ax[0].legend(fontsize=7)
     if rep["figure2"]:

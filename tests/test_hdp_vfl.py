@@ -203,7 +203,7 @@ def test_cli_writes_json(tmp_path, capsys):
     assert args.func(args) == 0
     rep = json.loads(out.read_text())
     assert 0.5 < rep["hdp"]["accuracy"] <= 1 and rep["sqm"]["accuracy"] is None
-    assert {"single_party", "centralized", "nonprivate_vfl"} <= set(rep)
+    assert {"single_party", "centralized", "nonprivate_vfl", "majority_class"} <= set(rep)
     text = capsys.readouterr().out
     assert "different guarantee" in text and "HDP-VFL" in text
 
