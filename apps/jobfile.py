@@ -363,7 +363,8 @@ def party_program(spec: JobSpec, index: int, task: JobTask) -> JobParty:
     return JobParty(index, spec.parties[index].file, spec.id_column, task)
 
 
-def run_local(spec: JobSpec, task: JobTask, timeout: float = 3600.0, connect_timeout: float = 30.0) -> list[dict]:
+def run_local(spec: JobSpec, task: JobTask, timeout: float = 3600.0, connect_timeout: float = 30.0,
+              ssl_dir: str | None = None) -> list[dict]:
     """Start every party of the job on this machine (one process each, at the job file's addresses).
 
     Returns each party's result record (``result``, ``bytes_sent``, ``seconds``...), server first.  A party's
@@ -377,14 +378,16 @@ def run_local(spec: JobSpec, task: JobTask, timeout: float = 3600.0, connect_tim
             raise ValueError(f"client {j}'s party file {p.file} does not exist: put its CSV there or fix the "
                              f"path in {spec.path or 'the job file'}")
     programs = [party_program(spec, i, task) for i in range(len(spec.parties))]
-    return run_parties(programs, timeout=timeout, connect_timeout=connect_timeout, addresses=spec.addresses)
+    return run_parties(programs, timeout=timeout, connect_timeout=connect_timeout, addresses=spec.addresses,
+                       ssl_dir=ssl_dir)
 
 
 def run_one(spec: JobSpec, index: int, task: JobTask, timeout: float = 3600.0,
-            connect_timeout: float = 300.0, ssl: bool = False) -> dict:
+            connect_timeout: float = 300.0, ssl_dir: str | None = None) -> dict:
     """Run party ``index`` only, in a child ``python -m mpc.party`` process (other hosts run the others).
 
     Its messages go to this terminal; returns its result record.  Raises MPCError if it fails.
+    ``ssl_dir``: this party's keys from ``python -m mpc.certs`` (mutually authenticated TLS between hosts).
     """
     from mpc.launch import MPCError, party_name
 
@@ -398,7 +401,9 @@ def run_one(spec: JobSpec, index: int, task: JobTask, timeout: float = 3600.0,
             pickle.dump(prog, f, protocol=5)
         cmd = [sys.executable, "-m", "mpc.party", "--program", pf, "--index", str(index),
                "--parties", ",".join(spec.addresses), "--result", rf, "--timeout", str(timeout),
-               "--connect-timeout", str(connect_timeout)] + (["--ssl"] if ssl else [])
+               "--connect-timeout", str(connect_timeout)]
+        if ssl_dir is not None:
+            cmd += ["--ssl", "--ssl-dir", os.path.abspath(ssl_dir)]
         code = subprocess.call(cmd, env=env)
         if code != 0 or not os.path.exists(rf):
             raise MPCError(f"{party_name(index)} exited {code}; no result released (see its message above)")

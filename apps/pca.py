@@ -167,6 +167,12 @@ class BaselineResult:
     seconds: float
 
 
+def symmetric_gaussian(d: int, sigma: float, seed=None) -> np.ndarray:
+    """(G + G^T) / 2 for G with iid N(0, sigma^2) entries: variance sigma^2 on the diagonal, sigma^2 / 2 off it."""
+    G = sigma * np.random.default_rng(seed).standard_normal((d, d))
+    return (G + G.T) / 2.0
+
+
 def central_dp_pca(X, k: int, epsilon: float, delta: float, row_norm_bound: float = 1.0,
                    seed=None) -> BaselineResult:
     """Analyze Gauss: a trusted curator releases the top-k eigenvectors of X^T X + E.
@@ -186,9 +192,7 @@ def central_dp_pca(X, k: int, epsilon: float, delta: float, row_norm_bound: floa
     c = float(row_norm_bound)
     Xc, clipped = clip_rows(X, c)
     sigma = gaussian_sigma(epsilon, delta, c * c)
-    rng = np.random.default_rng(seed)
-    d = X.shape[1]
-    noisy = Xc.T @ Xc + sigma * rng.standard_normal((d, d))
+    noisy = Xc.T @ Xc + symmetric_gaussian(X.shape[1], sigma, seed)
     V = top_eigen(noisy, k)[1]
     return BaselineResult(V, sigma, gaussian_epsilon(sigma, delta, c * c), delta, clipped,
                           time.perf_counter() - t0)
@@ -478,10 +482,10 @@ def _run_job(args) -> int:
     spec = load_job(args.job)
     task = PCAJobTask(args.components, args.epsilon, args.delta, args.gamma, args.row_norm_bound, seed=args.seed)
     if args.index is None:
-        recs = run_local(spec, task, timeout=args.timeout)
+        recs = run_local(spec, task, timeout=args.timeout, ssl_dir=args.ssl_dir)
     else:
         recs = [None] * len(spec.parties)
-        recs[args.index] = run_one(spec, args.index, task, timeout=args.timeout, ssl=args.ssl)
+        recs[args.index] = run_one(spec, args.index, task, timeout=args.timeout, ssl_dir=args.ssl_dir)
     out = {"job": spec.path, "delta": args.delta, "gamma": args.gamma}
     for i, rec in enumerate(recs):
         if rec is None:
@@ -545,5 +549,7 @@ def register(sub) -> None:
     p.add_argument("--index", type=int, default=None,
                    help="with --job: start only this party (0 = server) here; omitted: all parties locally")
     p.add_argument("--timeout", type=float, default=3600.0, help="with --job: seconds before a job is abandoned")
-    p.add_argument("--ssl", action="store_true", help="with --job --index: TLS between hosts (MPyC --ssl)")
+    p.add_argument("--ssl-dir", default=None,
+                   help="with --job: mutually authenticated TLS between parties, keys from this folder "
+                        "(made by python -m mpc.certs); default: no TLS (loopback tests only)")
     p.set_defaults(func=_run_cli)
