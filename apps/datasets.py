@@ -24,6 +24,52 @@ def load_bundled(name: str) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(d.data, np.float64), np.asarray(d.target)
 
 
+# ----- CiteSeer (PCA) and a loader by name -----------------------------------------------------------------
+
+import os as _os  # noqa: E402
+
+# the project's read-only data folder (../shared/data next to the repository)
+SHARED_DATA = _os.path.normpath(_os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "..", "..", "shared", "data"))
+
+
+def load_citeseer(path=None) -> tuple[np.ndarray, np.ndarray]:
+    """CiteSeer (Planetoid) binary word features of the graph's largest connected component: (X, labels).
+
+    ``path``: ``citeseer_planetoid.npz`` or the folder holding it (default ``../shared/data/citeseer/``).
+    The largest connected component of the citation graph has 2,120 nodes, 10 of them without any word;
+    dropping those gives the paper's 2,110 x 3,703 matrix (rows in node order).
+    """
+    import os
+
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    path = os.path.join(SHARED_DATA, "citeseer") if path is None else str(path)
+    if os.path.isdir(path):
+        path = os.path.join(path, "citeseer_planetoid.npz")
+    if not os.path.isfile(path):
+        raise ValueError(f"CiteSeer not found at {path}: fetch the Planetoid files (github.com/kimiyoung/planetoid, "
+                         f"data/ind.citeseer.*), assemble citeseer_planetoid.npz as described in "
+                         f"shared/data/citeseer/SOURCE.md and put it there; nothing is downloaded at run time")
+    with np.load(path, allow_pickle=False) as d:
+        F, E, labels = d["features"], d["edges"], d["labels"]
+    n = F.shape[0]
+    A = coo_matrix((np.ones(len(E)), (E[:, 0], E[:, 1])), shape=(n, n))
+    _, comp = connected_components(A, directed=False)
+    keep = comp == np.argmax(np.bincount(comp))
+    keep &= np.asarray(F.sum(axis=1)).ravel() > 0
+    idx = np.flatnonzero(keep)
+    return np.asarray(F[idx], np.float64), np.asarray(labels[idx])
+
+
+def load_dataset(name: str, path=None) -> tuple[np.ndarray, np.ndarray]:
+    """(X, y) by name: a scikit-learn bundled set (digits, breast_cancer, iris, wine, diabetes), or 'citeseer'
+    (from ``path``, default ``../shared/data/citeseer/``).  Rows are not rescaled (see :func:`scale_rows`)."""
+    if name == "citeseer":
+        return load_citeseer(path)
+    return load_bundled(name)
+
+
 # ----- phishing websites (PBM-VFL appendix set) ------------------------------------------------------------
 
 def load_phishing(path=None) -> tuple[np.ndarray, np.ndarray]:
