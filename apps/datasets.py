@@ -24,6 +24,162 @@ def load_bundled(name: str) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(d.data, np.float64), np.asarray(d.target)
 
 
+# ----- logistic-regression data sets (UCI files, encoding fixed from public metadata) -----------------------
+# Nothing here is fitted on the (private) records: categories come from adult.names, numeric columns are
+# mapped to [0, 1] (or [-1, 1]) with documented public ranges and clipped there, and every row is divided by
+# sqrt(number of original attributes), so ||x||_2 <= 1 holds for every record by construction.
+
+ADULT_CATEGORIES = {  # adult.names, in its order; '?' (missing) encodes as all zeros
+    "workclass": ["Private", "Self-emp-not-inc", "Self-emp-inc", "Federal-gov", "Local-gov", "State-gov",
+                  "Without-pay", "Never-worked"],
+    "education": ["Bachelors", "Some-college", "11th", "HS-grad", "Prof-school", "Assoc-acdm", "Assoc-voc",
+                  "9th", "7th-8th", "12th", "Masters", "1st-4th", "10th", "Doctorate", "5th-6th", "Preschool"],
+    "marital-status": ["Married-civ-spouse", "Divorced", "Never-married", "Separated", "Widowed",
+                       "Married-spouse-absent", "Married-AF-spouse"],
+    "occupation": ["Tech-support", "Craft-repair", "Other-service", "Sales", "Exec-managerial", "Prof-specialty",
+                   "Handlers-cleaners", "Machine-op-inspct", "Adm-clerical", "Farming-fishing",
+                   "Transport-moving", "Priv-house-serv", "Protective-serv", "Armed-Forces"],
+    "relationship": ["Wife", "Own-child", "Husband", "Not-in-family", "Other-relative", "Unmarried"],
+    "race": ["White", "Asian-Pac-Islander", "Amer-Indian-Eskimo", "Other", "Black"],
+    "sex": ["Female", "Male"],
+    "native-country": ["United-States", "Cambodia", "England", "Puerto-Rico", "Canada", "Germany",
+                       "Outlying-US(Guam-USVI-etc)", "India", "Japan", "Greece", "South", "China", "Cuba", "Iran",
+                       "Honduras", "Philippines", "Italy", "Poland", "Jamaica", "Vietnam", "Mexico", "Portugal",
+                       "Ireland", "France", "Dominican-Republic", "Laos", "Ecuador", "Taiwan", "Haiti",
+                       "Columbia", "Hungary", "Guatemala", "Nicaragua", "Scotland", "Thailand", "Yugoslavia",
+                       "El-Salvador", "Trinadad&Tobago", "Peru", "Hong", "Holand-Netherlands"],
+}
+ADULT_COLUMNS = ["age", "workclass", "fnlwgt", "education", "education-num", "marital-status", "occupation",
+                 "relationship", "race", "sex", "capital-gain", "capital-loss", "hours-per-week", "native-country",
+                 "income"]
+# public ranges (UCI/Census documentation: ages 17-90, education-num 1-16, capital gain top-coded at 99999,
+# hours 1-99); capital gain/loss are log1p-scaled.  fnlwgt (a survey sampling weight) is dropped, as is usual.
+ADULT_NUMERIC = {"age": (0.0, 100.0, False), "education-num": (0.0, 16.0, False),
+                 "capital-gain": (0.0, 99999.0, True), "capital-loss": (0.0, 4356.0, True),
+                 "hours-per-week": (0.0, 100.0, False)}
+
+
+def _missing(path, what: str, where: str):
+    import os
+
+    if not os.path.exists(path):
+        raise ValueError(f"{what} not found at {path}: fetch it ({where}) and put it there "
+                         f"(see /work/shared/data/*/SOURCE.md); nothing is downloaded at run time")
+
+
+def _scale01(v: np.ndarray, lo: float, hi: float, log: bool) -> np.ndarray:
+    if log:
+        v, lo, hi = np.log1p(np.maximum(v, 0.0)), np.log1p(lo), np.log1p(hi)
+    return np.clip((v - lo) / (hi - lo), 0.0, 1.0)
+
+
+def adult_feature_names() -> list[str]:
+    names = []
+    for col in ADULT_COLUMNS[:-1]:
+        if col in ADULT_NUMERIC:
+            names.append(col)
+        elif col in ADULT_CATEGORIES:
+            names += [f"{col}={c}" for c in ADULT_CATEGORIES[col]]
+    return names
+
+
+def encode_adult(rows: list[list[str]]) -> tuple[np.ndarray, np.ndarray]:
+    """One-hot / public-range encoding of parsed adult rows (15 fields); labels '>50K' -> 1, '<=50K' -> 0."""
+    groups = [c for c in ADULT_COLUMNS[:-1] if c in ADULT_NUMERIC or c in ADULT_CATEGORIES]
+    X = np.zeros((len(rows), len(adult_feature_names())))
+    y = np.zeros(len(rows), dtype=np.int64)
+    for i, r in enumerate(rows):
+        if len(r) != 15:
+            raise ValueError(f"adult row {i + 1} has {len(r)} fields, expected 15")
+        pos = 0
+        for col in groups:
+            v = r[ADULT_COLUMNS.index(col)]
+            if col in ADULT_NUMERIC:
+                lo, hi, log = ADULT_NUMERIC[col]
+                X[i, pos] = _scale01(np.array(float(v)), lo, hi, log)
+                pos += 1
+            else:
+                cats = ADULT_CATEGORIES[col]
+                if v in cats:
+                    X[i, pos + cats.index(v)] = 1.0
+                pos += len(cats)
+        lab = r[14].rstrip(".")  # the test file's labels end with a period
+        if lab not in (">50K", "<=50K"):
+            raise ValueError(f"adult row {i + 1}: unknown income label {r[14]!r}")
+        y[i] = int(lab == ">50K")
+    return X / np.sqrt(len(groups)), y
+
+
+def _read_adult(path) -> list[list[str]]:
+    rows = []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line or line.startswith("|"):
+                continue
+            rows.append([t.strip() for t in line.split(",")])
+    return rows
+
+
+def load_adult(directory) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(X_train, y_train, X_test, y_test) from the UCI adult.data / adult.test files in ``directory``.
+
+    5 numeric columns scaled to [0, 1] by public ranges + 8 categoricals one-hot over adult.names' categories
+    (103 features), rows divided by sqrt(13): ||x||_2 <= 1 always.  Labels in {0, 1} (1: income > 50K).
+    """
+    import os
+
+    tr, te = os.path.join(directory, "adult.data"), os.path.join(directory, "adult.test")
+    for p in (tr, te):
+        _missing(p, os.path.basename(p), "UCI Adult, https://archive.ics.uci.edu/dataset/2/adult")
+    Xtr, ytr = encode_adult(_read_adult(tr))
+    Xte, yte = encode_adult(_read_adult(te))
+    return Xtr, ytr, Xte, yte
+
+
+# credit default (Yeh & Lien 2009): categories and ranges from the UCI variable description
+CREDIT_CATEGORIES = {"X2": [1, 2], "X3": [1, 2, 3, 4], "X4": [1, 2, 3]}  # sex; education; marriage (else zeros)
+CREDIT_MONEY_TOP = 1e6  # NT$: amounts are symmetric-log scaled against log1p(1e6) and clipped to [-1, 1]
+
+
+def credit_feature_names() -> list[str]:
+    names = ["X1"]
+    for c in ("X2", "X3", "X4"):
+        names += [f"{c}={v}" for v in CREDIT_CATEGORIES[c]]
+    return names + ["X5"] + [f"X{k}" for k in range(6, 24)]
+
+
+def load_credit_default(path) -> tuple[np.ndarray, np.ndarray]:
+    """(X, y) from UCI_Credit_Card.csv (header ID,X1..X23,Y); y = default next month in {0, 1}.
+
+    X1 (limit) log-scaled on [1e4, 1e6]; X2-X4 one-hot over the documented codes; X5 age / 100; X6-X11
+    repayment status (-2..9) mapped to [0, 1]; X12-X23 amounts symmetric-log scaled; rows divided by
+    sqrt(23): ||x||_2 <= 1 always.  No train/test split is given: split it yourself.
+    """
+    _missing(path, "UCI_Credit_Card.csv", "UCI Default of Credit Card Clients, "
+             "https://archive.ics.uci.edu/dataset/350")
+    raw = np.genfromtxt(path, delimiter=",", names=True, dtype=np.float64)
+    need = ["X%d" % k for k in range(1, 24)] + ["Y"]
+    missing = [c for c in need if c not in raw.dtype.names]
+    if missing:
+        raise ValueError(f"{path}: missing columns {missing}")
+    col = {c: np.asarray(raw[c], np.float64) for c in need}
+    if any(not np.all(np.isfinite(v)) for v in col.values()):
+        raise ValueError(f"{path}: missing or non-numeric values")
+    parts = [np.clip((np.log(np.maximum(col["X1"], 1.0)) - np.log(1e4)) / (np.log(1e6) - np.log(1e4)), 0, 1)]
+    for c in ("X2", "X3", "X4"):
+        parts += [(col[c] == v).astype(np.float64) for v in CREDIT_CATEGORIES[c]]
+    parts.append(np.clip(col["X5"] / 100.0, 0, 1))
+    parts += [np.clip((col[f"X{k}"] + 2.0) / 11.0, 0, 1) for k in range(6, 12)]
+    top = np.log1p(CREDIT_MONEY_TOP)
+    parts += [np.clip(np.sign(col[f"X{k}"]) * np.log1p(np.abs(col[f"X{k}"])) / top, -1, 1) for k in range(12, 24)]
+    X = np.column_stack(parts) / np.sqrt(23.0)
+    y = col["Y"]
+    if not np.all((y == 0) | (y == 1)):
+        raise ValueError(f"{path}: labels Y must be 0 or 1")
+    return X, y.astype(np.int64)
+
+
 # ----- CiteSeer (PCA) and a loader by name -----------------------------------------------------------------
 
 import os as _os  # noqa: E402

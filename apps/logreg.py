@@ -1,0 +1,487 @@
+"""Private logistic regression on vertically partitioned data: SQM-LR (Section 5.2 of the SQM paper) and its
+baselines (DPSGD with Opacus, VFL local DP, non-private scikit-learn and the noiseless Taylor gradient).
+
+    sqm logreg --dataset breast_cancer --parties 3 --epsilon 1 --delta 1e-5 --gamma 8192
+
+The protocol's steps live in :mod:`apps.lr_party` (shared by the plain simulation and the MPyC parties).
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+
+import numpy as np
+
+from sqm import accounting
+from sqm.rng import spawn_seeds
+from sqm.sensitivity import logreg_sensitivity
+from sqm.validation import check_delta, check_epsilon, check_gamma
+from sqm.vertical import VerticalData, party_norm_bounds
+
+from . import lr_party
+from .lr_party import LRPlan, batch_cap, logistic_loss
+
+PAPER_EPOCHS = {0.5: 2, 1.0: 5, 2.0: 8, 4.0: 10, 8.0: 10}  # Section 6.2
+
+
+def paper_epochs(epsilon: float) -> int:
+    """The paper's epochs for epsilon in {0.5, 1, 2, 4, 8}; the nearest listed epsilon otherwise."""
+    key = min(PAPER_EPOCHS, key=lambda e: abs(math.log(e) - math.log(epsilon)))
+    return PAPER_EPOCHS[key]
+
+
+def check_labels(y, n: int | None = None) -> np.ndarray:
+    if y is None:
+        raise ValueError("labels are missing: one client (the label party) must hold the label column")
+    y = np.asarray(y)
+    if y.ndim != 1:
+        raise ValueError(f"labels must be a 1-D array, got shape {y.shape}")
+    if n is not None and y.shape[0] != n:
+        raise ValueError(f"{y.shape[0]} labels for {n} records")
+    yf = y.astype(np.float64)
+    if not np.all(np.isfinite(yf)) or not np.all((yf == 0) | (yf == 1)):
+        bad = sorted(set(np.unique(y[~((yf == 0) | (yf == 1))]).tolist()))[:5]
+        raise ValueError(f"labels must be 0 or 1; found {bad}")
+    return yf
+
+
+def check_schedule(q: float, epochs, learning_rate: float) -> None:
+    if not (isinstance(q, (int, float, np.floating)) and math.isfinite(q) and 0 < q <= 1):
+        raise ValueError(f"sampling rate q must lie in (0, 1], got {q!r}")
+    if isinstance(epochs, bool) or int(epochs) != epochs or epochs < 1:
+        raise ValueError(f"epochs must be an integer >= 1, got {epochs!r}")
+    if not (math.isfinite(learning_rate) and learning_rate > 0):
+        raise ValueError(f"learning_rate must be > 0, got {learning_rate!r}")
+
+
+def steps(q: float, epochs: int) -> int:
+    """Rounds R = epochs * round(1/q) (one epoch is 1/q Poisson-sampled batches)."""
+    return int(epochs) * max(1, int(round(1.0 / q)))
+
+
+def _progress(total: int, desc: str, enabled: bool):
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, desc=desc, disable=not enabled, leave=False)
+    state = {"n": 0}
+
+    def cb(i: int, loss: float):
+        bar.update(i - state["n"])
+        state["n"] = i
+        bar.set_postfix(loss=f"{loss:.4f}")
+    return bar, cb
+
+
+class SQMLogisticRegression:
+    """Logistic regression trained with SQM on vertically partitioned data (scikit-learn style).
+
+    ``fit(X, y)``: ``X`` is a ``VerticalData`` of feature blocks (client j holds ``X.blocks[j]``) or a matrix
+    split into ``n_parties`` contiguous column blocks; ``y`` (in {0, 1}) is held by client ``label_party``
+    (0-based, default the last).  Each client's feature sub-rows are clipped to its bound c_j (sum c_j^2 = 1,
+    so ||x||_2 <= 1; counted in ``report_['clipped']``); the weights are projected onto ||w||_2 <= W.
+    mu is calibrated before training for the server-observed (epsilon, delta) over R = epochs * round(1/q)
+    Poisson-subsampled rounds (Eq. 20) with the proven sensitivity of :func:`sqm.sensitivity.logreg_sensitivity`;
+    the report also gives the client-observed epsilon (Eq. 21).  ``noise=False`` trains without noise (for
+    tests and the approximation's cost; epsilon is then infinite).  ``seed=None``: OS entropy.
+    """
+
+    def __init__(self, epsilon: float = 1.0, delta: float = 1e-5, gamma: float = 8192.0,
+                 sampling_rate: float = 0.001, epochs: int | None = None, learning_rate: float = 1.0,
+                 backend: str = "mpyc", n_parties: int = 3, label_party: int | None = None,
+                 weight_bound: float = 1.0, party_bounds=None, noise: bool = True, seed=None,
+                 progress: bool = False, eval_every: int | None = None):
+        check_epsilon(epsilon)
+        check_delta(delta)
+        check_gamma(gamma)
+        epochs = paper_epochs(epsilon) if epochs is None else epochs
+        check_schedule(sampling_rate, epochs, learning_rate)
+        if backend not in ("plain", "mpyc"):
+            raise ValueError(f"backend must be 'plain' or 'mpyc', got {backend!r}")
+        if not (math.isfinite(weight_bound) and weight_bound > 0):
+            raise ValueError(f"weight_bound must be > 0, got {weight_bound!r}")
+        self.epsilon, self.delta, self.gamma = float(epsilon), float(delta), float(gamma)
+        self.sampling_rate, self.epochs, self.learning_rate = float(sampling_rate), int(epochs), float(learning_rate)
+        self.backend, self.n_parties, self.label_party = backend, int(n_parties), label_party
+        self.weight_bound, self.party_bounds, self.noise = float(weight_bound), party_bounds, bool(noise)
+        self.seed, self.progress, self.eval_every = seed, progress, eval_every
+
+    # ----- planning ------------------------------------------------------------------------------------
+    def _data(self, X, y) -> tuple[list[np.ndarray], np.ndarray, int]:
+        data = X if isinstance(X, VerticalData) else VerticalData.split(X, self.n_parties)
+        y = check_labels(y, data.n_records)
+        label = data.n_parties - 1 if self.label_party is None else self.label_party
+        if isinstance(label, bool) or int(label) != label or not 0 <= label < data.n_parties:
+            raise ValueError(f"label party {label!r} is missing: the clients are 0..{data.n_parties - 1}")
+        blocks = [np.hstack([b, y[:, None]]) if j == label else b for j, b in enumerate(data.blocks)]
+        return blocks, data.col_counts, int(label)
+
+    def plan(self, n_records: int, col_counts, label_party: int) -> tuple[LRPlan, dict]:
+        """Public plan and privacy report, before any randomness is drawn."""
+        n = len(col_counts)
+        q, R = self.sampling_rate, steps(self.sampling_rate, self.epochs)
+        b_max, overflow = batch_cap(n_records, q, R)
+        if overflow >= self.delta / 2:
+            raise ValueError(f"batch-overflow probability {overflow:.3g} is not small against delta")
+        bounds = party_norm_bounds(1.0, col_counts, self.party_bounds)
+        d = int(sum(col_counts))
+        sens = logreg_sensitivity(self.gamma, d, 1.0, self.weight_bound, bounds, col_counts)
+        if self.noise:
+            cal = accounting.calibrate_mu(self.epsilon, self.delta - overflow, sens.l1, sens.l2, q=q, rounds=R,
+                                          n_parties=n if n >= 2 else None)
+            mu, eps_s, eps_c = cal.mu, cal.epsilon_server, cal.epsilon_client
+        else:
+            mu, eps_s, eps_c = 0.0, math.inf, math.inf
+        plan = LRPlan(n_records=int(n_records), col_counts=tuple(int(c) for c in col_counts),
+                      label_party=label_party, gamma=self.gamma, mu=float(mu), q=q, rounds=R, b_max=b_max,
+                      learning_rate=self.learning_rate, weight_bound=self.weight_bound,
+                      party_bounds=tuple(float(b) for b in bounds))
+        report = dict(epsilon_server=eps_s, epsilon_client=eps_c, delta=self.delta, mu=float(mu),
+                      gamma=self.gamma, l2_sensitivity=sens.l2, l1_sensitivity=sens.l1, sampling_rate=q,
+                      rounds=R, epochs=self.epochs, n_parties=n, b_max=b_max, batch_overflow_probability=overflow,
+                      noise_approximated=bool(mu / n > lr_party.SKELLAM_EXACT_MAX) if n else False)
+        return plan, report
+
+    # ----- training ------------------------------------------------------------------------------------
+    def fit(self, X, y, eval_set=None) -> "SQMLogisticRegression":
+        """Train; ``eval_set=(X, y)`` (held by the server, e.g. a public validation set) drives the running
+        loss shown on the progress bar (nothing else is computed from it)."""
+        blocks, counts, label = self._data(X, y)
+        plan, report = self.plan(blocks[0].shape[0], counts, label)
+        if eval_set is not None:
+            ex = np.asarray(eval_set[0], np.float64)
+            if ex.ndim != 2 or ex.shape[1] != plan.d:
+                raise ValueError(f"eval_set features must have {plan.d} columns, got shape {ex.shape}")
+            eval_set = (ex, check_labels(eval_set[1], ex.shape[0]))
+        seeds = spawn_seeds(self.seed, plan.n_parties + 1)  # 0: the server's; j: client j's own
+        every = self.eval_every or max(1, plan.rounds // 100)
+        bar, cb = _progress(plan.rounds, f"SQM-LR ({self.backend})", self.progress)
+        train = lr_party.train_mpyc if self.backend == "mpyc" else lr_party.train_plain
+        try:
+            res = train(blocks, plan, seeds, eval_set, cb if self.progress else None, every)
+        finally:
+            bar.close()
+        self.coef_ = res.weights
+        self.plan_ = plan
+        report.update(clipped=res.clipped, batches_truncated=res.truncated, seconds=res.seconds,
+                      bytes_sent=res.bytes_sent, backend=res.backend)
+        self.report_ = report
+        return self
+
+    def decision_function(self, X) -> np.ndarray:
+        X = X.to_matrix() if isinstance(X, VerticalData) else np.asarray(X, np.float64)
+        if X.ndim != 2 or X.shape[1] != self.coef_.shape[0]:
+            raise ValueError(f"X must have {self.coef_.shape[0]} columns, got shape {X.shape}")
+        return X @ self.coef_
+
+    def predict_proba(self, X) -> np.ndarray:
+        p = 1.0 / (1.0 + np.exp(-self.decision_function(X)))
+        return np.column_stack([1 - p, p])
+
+    def predict(self, X) -> np.ndarray:
+        return (self.decision_function(X) > 0).astype(np.int64)
+
+    def score(self, X, y) -> float:
+        return float(np.mean(self.predict(X) == check_labels(y)))
+
+
+# ----- baselines -------------------------------------------------------------------------------------------
+def taylor_fit(X, y, q: float, epochs: int, learning_rate: float, weight_bound: float = 1.0, seed=None
+               ) -> np.ndarray:
+    """The same Taylor gradient (Eq. 19), sampling, step and projection in float64, without noise or
+    quantization: the cost of the approximation alone."""
+    check_schedule(q, epochs, learning_rate)
+    X = np.asarray(X, np.float64)
+    y = check_labels(y, X.shape[0])
+    rng = np.random.default_rng(seed)
+    N, d = X.shape
+    w = np.zeros(d)
+    for _ in range(steps(q, epochs)):
+        idx = np.flatnonzero(rng.random(N) < q)
+        B = X[idx]
+        w = lr_party.project(w - learning_rate * (B.T @ (0.5 + B @ w / 4 - y[idx])) / (q * N), weight_bound)
+    return w
+
+
+def dpsgd_fit(X, y, epsilon: float, delta: float, q: float, epochs: int, learning_rate: float,
+              weight_bound: float | None = 1.0, max_grad_norm: float = 1.0, seed=None) -> tuple[np.ndarray, float]:
+    """Centralized DPSGD (Opacus): logistic loss, Poisson sampling at rate q, R = epochs * round(1/q) steps,
+    per-example clipping at ``max_grad_norm`` (||x|| <= 1 makes the gradient norm <= 1 anyway), noise
+    multiplier from Opacus' RDP accountant for (epsilon, delta); optional projection ||w|| <= W after each
+    step (as SQM).  Returns (weights, epsilon spent by the RDP accountant)."""
+    import warnings
+
+    import torch
+    from opacus import PrivacyEngine
+    from opacus.accountants.utils import get_noise_multiplier
+    from opacus.data_loader import DPDataLoader
+
+    check_epsilon(epsilon)
+    check_delta(delta)
+    check_schedule(q, epochs, learning_rate)
+    X = np.asarray(X, np.float32)
+    y = check_labels(y, X.shape[0]).astype(np.float32)
+    R = steps(q, epochs)
+    sigma = get_noise_multiplier(target_epsilon=epsilon, target_delta=delta, sample_rate=q, steps=R,
+                                 accountant="rdp")
+    gen = torch.Generator().manual_seed(int(np.random.default_rng(seed).integers(2 ** 62)))
+    ds = torch.utils.data.TensorDataset(torch.from_numpy(X), torch.from_numpy(y))
+    loader = DPDataLoader(ds, sample_rate=q, generator=gen)
+    model = torch.nn.Linear(X.shape[1], 1, bias=False)
+    torch.nn.init.zeros_(model.weight)
+    opt = torch.optim.SGD(model.parameters(), lr=learning_rate)
+    engine = PrivacyEngine(accountant="rdp", secure_mode=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model, opt, loader = engine.make_private(module=model, optimizer=opt, data_loader=loader,
+                                                 noise_multiplier=sigma, max_grad_norm=max_grad_norm,
+                                                 poisson_sampling=False, noise_generator=gen)
+        loss_fn = torch.nn.BCEWithLogitsLoss()
+        done = 0
+        while done < R:
+            for xb, yb in loader:
+                opt.zero_grad()
+                if len(xb):
+                    loss_fn(model(xb).squeeze(1), yb).backward()
+                else:  # an empty Poisson batch: noise only
+                    for p in model.parameters():
+                        p.grad_sample = torch.zeros((0, *p.shape))
+                opt.step()
+                if weight_bound is not None:
+                    with torch.no_grad():
+                        wt = model._module.weight if hasattr(model, "_module") else model.weight
+                        nrm = float(wt.norm())
+                        if nrm > weight_bound:
+                            wt.mul_(weight_bound / nrm)
+                done += 1
+                if done >= R:
+                    break
+        eps = float(engine.get_epsilon(delta))
+    wt = model._module.weight if hasattr(model, "_module") else model.weight
+    return wt.detach().numpy().astype(np.float64).reshape(-1), eps
+
+
+def gaussian_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
+    """Smallest noise std (to 1e-9 relative) of ONE Gaussian release with L2 sensitivity ``sensitivity`` that is
+    (epsilon, delta)-DP, by the exact analytic condition of Balle & Wang (2018, Thm. 8):
+    delta(sigma) = Phi(D/(2 sigma) - eps sigma/D) - e^eps Phi(-D/(2 sigma) - eps sigma/D) <= delta.
+    (dp-accounting's PLD calibration gives the same figure but takes minutes at small epsilon.)"""
+    from scipy.stats import norm
+
+    check_epsilon(epsilon)
+    check_delta(delta)
+
+    def dlt(s):
+        a, b = sensitivity / (2 * s), epsilon * s / sensitivity
+        return norm.cdf(a - b) - math.exp(epsilon) * norm.cdf(-a - b)
+
+    lo, hi = 1e-6 * sensitivity, sensitivity
+    while dlt(hi) > delta:
+        hi *= 2
+    while hi / lo > 1 + 1e-9:
+        mid = math.sqrt(lo * hi)
+        lo, hi = (lo, mid) if dlt(mid) <= delta else (mid, hi)
+    return hi
+
+
+def local_dp_fit(X, y, epsilon: float, delta: float, seed=None):
+    """VFL local-DP baseline: each party adds N(0, sigma^2) to its own columns (the label party to its label
+    too), sigma for one Gaussian release of a whole record (features in the unit ball differ by <= 2, the
+    label by <= 1: L2 sensitivity sqrt(5)); a logistic regression is trained to convergence on the perturbed
+    data (perturbed labels thresholded at 1/2).  Returns (fitted scikit-learn model, sigma)."""
+    from sklearn.linear_model import LogisticRegression
+
+    X = np.asarray(X, np.float64)
+    y = check_labels(y, X.shape[0])
+    sigma = gaussian_sigma(epsilon, delta, math.sqrt(5.0))
+    rng = np.random.default_rng(seed)
+    Xn = X + rng.normal(0, sigma, X.shape)
+    yn = (y + rng.normal(0, sigma, y.shape) > 0.5).astype(np.int64)
+    if len(np.unique(yn)) < 2:
+        yn[0] = 1 - yn[0]
+    return LogisticRegression(max_iter=2000, fit_intercept=False).fit(Xn, yn), sigma
+
+
+def nonprivate_fit(X, y):
+    from sklearn.linear_model import LogisticRegression
+
+    return LogisticRegression(max_iter=5000, fit_intercept=False).fit(np.asarray(X, np.float64), check_labels(y))
+
+
+def accuracy(w, X, y) -> float:
+    return float(np.mean(((np.asarray(X) @ w) > 0) == (np.asarray(y) == 1)))
+
+
+# ----- datasets --------------------------------------------------------------------------------------------
+DATASETS = ("breast_cancer", "adult", "credit_default")
+DEFAULT_Q = {"breast_cancer": 0.05, "adult": 0.001, "credit_default": 0.001}
+
+
+def load_dataset(name: str, data_dir: str | None = None, seed: int = 0):
+    """(X_train, y_train, X_test, y_test) with ||x||_2 <= 1 for every row.
+
+    breast_cancer (scikit-learn's bundled copy, a public demo set): stratified 75/25 split, standardized
+    with the training split's statistics, clipped to +-3 and divided by 3 sqrt(d).  adult: the UCI train/test
+    files; credit_default: a fixed stratified 75/25 split; both encoded from public metadata only
+    (apps.datasets.load_adult / load_credit_default).
+    """
+    import os
+
+    from sklearn.model_selection import train_test_split
+
+    from .datasets import load_adult, load_bundled, load_credit_default
+
+    if name == "breast_cancer":
+        X, y = load_bundled("breast_cancer")
+        Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.25, stratify=y, random_state=seed)
+        mu, sd = Xtr.mean(0), Xtr.std(0)
+        sd[sd == 0] = 1
+        f = lambda A: np.clip((A - mu) / sd, -3, 3) / (3 * math.sqrt(A.shape[1]))  # noqa: E731
+        return f(Xtr), ytr, f(Xte), yte
+    if name == "adult":
+        return load_adult(data_dir or "/work/shared/data/adult")
+    if name == "credit_default":
+        path = data_dir or "/work/shared/data/credit-default"
+        if os.path.isdir(path):
+            path = os.path.join(path, "UCI_Credit_Card.csv")
+        X, y = load_credit_default(path)
+        Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.25, stratify=y, random_state=seed)
+        return Xtr, ytr, Xte, yte
+    raise ValueError(f"unknown dataset {name!r}; choose one of {DATASETS}")
+
+
+# ----- one comparison --------------------------------------------------------------------------------------
+def compare(Xtr, ytr, Xte, yte, *, epsilon, delta, gamma, q, epochs, learning_rate, parties, backend, seed,
+            weight_bound=1.0, methods=("sqm", "dpsgd", "local", "nonprivate", "taylor"), progress=False) -> dict:
+    """Test accuracy and accounting of SQM and each baseline for one seed (an int or None)."""
+    rng = np.random.default_rng(seed)
+    sub = [int(s) for s in rng.integers(0, 2 ** 62, size=4)] if seed is not None else [None] * 4
+    out = {}
+    if "sqm" in methods:
+        m = SQMLogisticRegression(epsilon, delta, gamma, q, epochs, learning_rate, backend, parties,
+                                  weight_bound=weight_bound, seed=sub[0], progress=progress)
+        t0 = time.perf_counter()
+        m.fit(Xtr, ytr, eval_set=(Xte, yte) if progress else None)
+        r = m.report_
+        out["sqm"] = dict(accuracy=m.score(Xte, yte), test_loss=logistic_loss(m.coef_, Xte, yte),
+                          epsilon_server=r["epsilon_server"], epsilon_client=r["epsilon_client"], delta=delta,
+                          gamma=gamma, seconds=time.perf_counter() - t0, training_seconds=r["seconds"],
+                          bytes_sent=int(sum(r["bytes_sent"])), mu=r["mu"], l2_sensitivity=r["l2_sensitivity"],
+                          clipped=r["clipped"], batches_truncated=r["batches_truncated"], b_max=r["b_max"],
+                          rounds=r["rounds"], backend=r["backend"], noise_approximated=r["noise_approximated"])
+    if "dpsgd" in methods:
+        t0 = time.perf_counter()
+        w, eps = dpsgd_fit(Xtr, ytr, epsilon, delta, q, epochs, learning_rate, weight_bound, seed=sub[1])
+        out["dpsgd"] = dict(accuracy=accuracy(w, Xte, yte), epsilon_server=eps, epsilon_client=eps, delta=delta,
+                            gamma=None, seconds=time.perf_counter() - t0, bytes_sent=0)
+    if "local" in methods:
+        t0 = time.perf_counter()
+        mdl, sigma = local_dp_fit(Xtr, ytr, epsilon, delta, seed=sub[2])
+        out["local"] = dict(accuracy=float(mdl.score(Xte, yte)), epsilon_server=epsilon, epsilon_client=epsilon,
+                            delta=delta, gamma=None, seconds=time.perf_counter() - t0, bytes_sent=0, sigma=sigma)
+    if "nonprivate" in methods:
+        t0 = time.perf_counter()
+        mdl = nonprivate_fit(Xtr, ytr)
+        out["nonprivate"] = dict(accuracy=float(mdl.score(Xte, yte)), epsilon_server=math.inf,
+                                 epsilon_client=math.inf, delta=0.0, gamma=None,
+                                 seconds=time.perf_counter() - t0, bytes_sent=0)
+    if "taylor" in methods:
+        t0 = time.perf_counter()
+        w = taylor_fit(Xtr, ytr, q, epochs, learning_rate, weight_bound, seed=sub[3])
+        out["taylor"] = dict(accuracy=accuracy(w, Xte, yte), epsilon_server=math.inf, epsilon_client=math.inf,
+                             delta=0.0, gamma=None, seconds=time.perf_counter() - t0, bytes_sent=0)
+    return out
+
+
+def _mean(runs: list[dict]) -> dict:
+    out = {}
+    for key in runs[0]:
+        vals = [r[key] for r in runs]
+        out[key] = dict(runs[0][key])
+        out[key]["accuracy"] = float(np.mean([v["accuracy"] for v in vals]))
+        out[key]["accuracy_std"] = float(np.std([v["accuracy"] for v in vals]))
+        out[key]["seconds"] = float(np.mean([v["seconds"] for v in vals]))
+        out[key]["runs"] = len(vals)
+    return out
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float) and math.isinf(v):
+        return "inf"
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def run(args) -> int:
+    if args.runs < 1:
+        raise ValueError(f"--runs must be >= 1, got {args.runs}")
+    if args.job:
+        raise ValueError("--job (per-party files) is not available for logreg yet: see the README")
+    Xtr, ytr, Xte, yte = load_dataset(args.dataset, args.data_dir)
+    q = args.q if args.q is not None else DEFAULT_Q[args.dataset]
+    epochs = args.epochs if args.epochs is not None else paper_epochs(args.epsilon)
+    methods = ("sqm",) if args.no_baselines else ("sqm", "dpsgd", "local", "nonprivate", "taylor")
+    runs = []
+    for r in range(args.runs):
+        seed = None if args.seed is None else args.seed + r
+        runs.append(compare(Xtr, ytr, Xte, yte, epsilon=args.epsilon, delta=args.delta, gamma=args.gamma, q=q,
+                            epochs=epochs, learning_rate=args.lr, parties=args.parties, backend=args.backend,
+                            seed=seed, weight_bound=args.weight_bound, methods=methods,
+                            progress=not args.no_progress))
+    res = _mean(runs)
+    s = res["sqm"]
+    print(f"logistic regression on {args.dataset}: {Xtr.shape[0]} train / {Xte.shape[0]} test records, "
+          f"{Xtr.shape[1]} features, {args.parties} clients (+ server), backend {s['backend']}, {args.runs} run(s)")
+    print(f"  q {q:g}  epochs {epochs}  rounds {s['rounds']}  batch cap {s['b_max']}  lr {args.lr:g}  "
+          f"||w|| <= {args.weight_bound:g}  gamma {args.gamma:g}  mu {s['mu']:.4g}"
+          + ("  (noise shares: rounded Gaussian, see README)" if s["noise_approximated"] else ""))
+    print(f"  clipped records per client {s['clipped']}  batches truncated {s['batches_truncated']}")
+    print(f"{'method':>11} {'accuracy':>9} {'eps server':>11} {'eps client':>11} {'delta':>8} {'seconds':>8} "
+          f"{'bytes':>12}")
+    for k in ("sqm", "dpsgd", "local", "taylor", "nonprivate"):
+        if k in res:
+            v = res[k]
+            print(f"{k:>11} {v['accuracy']:>9.4f} {_fmt(v['epsilon_server']):>11} {_fmt(v['epsilon_client']):>11} "
+                  f"{_fmt(v['delta']):>8} {v['seconds']:>8.2f} {v['bytes_sent']:>12,}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(dataset=args.dataset, q=q, epochs=epochs, parties=args.parties, **res,
+                           per_run=runs), f, indent=2, default=lambda o: None)
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("logreg", help="private logistic regression (SQM) with DPSGD, local-DP and "
+                                      "non-private baselines",
+                       description="Train logistic regression on vertically partitioned data with SQM "
+                                   "(real MPyC party processes by default) and compare with DPSGD (Opacus), "
+                                   "VFL local DP and non-private training at the same (epsilon, delta).")
+    p.add_argument("--dataset", default="breast_cancer", choices=DATASETS,
+                   help="breast_cancer (scikit-learn, default), adult (UCI files), credit_default (UCI file)")
+    p.add_argument("--data-dir", default=None,
+                   help="directory (adult) or CSV file / directory (credit_default); default "
+                        "/work/shared/data/{adult,credit-default}")
+    p.add_argument("--parties", type=int, default=3, help="clients holding column blocks (default 3); the "
+                                                          "last holds the label")
+    p.add_argument("--epsilon", type=float, default=1.0, help="server-observed epsilon target (default 1)")
+    p.add_argument("--delta", type=float, default=1e-5, help="delta (default 1e-5)")
+    p.add_argument("--gamma", type=float, default=8192.0, help="quantization scale gamma (default 8192 = 2^13)")
+    p.add_argument("--q", type=float, default=None,
+                   help="Poisson sampling rate (default 0.05 for breast_cancer, 0.001 otherwise, as the paper)")
+    p.add_argument("--epochs", type=int, default=None,
+                   help="epochs (default: the paper's 2, 5, 8, 10, 10 for epsilon 0.5, 1, 2, 4, 8)")
+    p.add_argument("--lr", type=float, default=1.0, help="learning rate (default 1)")
+    p.add_argument("--weight-bound", type=float, default=1.0,
+                   help="project ||w||_2 <= W after each step (default 1, the paper's; it enters the "
+                        "sensitivity)")
+    p.add_argument("--backend", default="mpyc", choices=["plain", "mpyc"],
+                   help="'mpyc' (default): real MPyC party processes over loopback; 'plain': exact "
+                        "one-process simulation")
+    p.add_argument("--runs", type=int, default=1, help="independent runs to average (default 1)")
+    p.add_argument("--seed", type=int, default=None, help="seed for reproducible runs (default: OS entropy)")
+    p.add_argument("--no-baselines", action="store_true", help="train SQM only")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--job", default=None, help="per-party job file (not yet available for logreg)")
+    p.add_argument("--json", default=None, help="write the figures to this JSON file")
+    p.set_defaults(func=run)

@@ -1,0 +1,453 @@
+"""SQM logistic regression (Section 5.2): the per-iteration steps, the plain simulation and the MPyC party
+program.  Both share every step, so they compute bit for bit the same weights for the same seeds.
+
+Parties: the server (party 0, no data) and n clients; client ``label_party`` holds the label column as the
+last column of its block.  Variables of the gradient polynomial (Eq. 19) are the clients' columns in client
+order, so the label sits at ``label_index``; the d outputs are the feature coordinates in that order.
+
+Per iteration:
+1. the server stochastically rounds the coefficients of Eq. 19 (1/2 at scale gamma^2, w_k/4 and -1 at
+   scale gamma: Algorithm 3, lines 1-3) and sends them to every client (public);
+2. the clients draw the batch from randomness they share and the server does not know (Poisson sampling
+   at rate q over the N records), pad it with zero rows to the public size ``b_max`` (a zero row adds
+   nothing: every monomial of Eq. 19 has degree >= 1); each client quantizes its columns of the batch rows
+   at scale gamma and draws its Skellam share Sk(mu / n) of the d outputs;
+3. BGW evaluates sum_batch f_hat(x_hat) + sum_j Z_j on shares; only the server learns it;
+4. the server divides by gamma^3, steps w <- w - lr * g / (q N) and projects ||w||_2 <= W.
+
+Batch-size cap: the batch size is Binomial(N, q); ``b_max`` is the smallest size with
+R * P(Binomial(N, q) > b_max) <= 2^-40 over the R rounds.  If a batch is nevertheless larger, the clients
+keep a uniformly random subset of b_max of its records (shared randomness) and count the event (the count
+stays with the clients).  The output differs from the untruncated mechanism's only on that event, so the
+run is (epsilon, delta + R P(overflow))-DP; mu is calibrated at delta minus that probability, so the total
+is the requested delta.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.stats import binom
+
+from mpc.backend import Job
+from mpc.party import PartyProgram
+from mpc.program import SumProgram
+from sqm.quantize import stochastic_round
+from sqm.skellam import skellam, skellam_tail_bound
+from sqm.vertical import clip_rows
+
+OVERFLOW_LOG2 = -40.0  # total probability over all rounds that a Poisson batch exceeds b_max
+
+
+def batch_cap(n_records: int, q: float, rounds: int, log2_failure: float = OVERFLOW_LOG2) -> tuple[int, float]:
+    """(b_max, total overflow probability): smallest b_max with rounds * P(Bin(N, q) > b_max) <= 2^log2_failure."""
+    target = 2.0 ** log2_failure / rounds
+    lo, hi = 0, int(n_records)
+    while lo < hi:  # binom.sf is decreasing in b
+        mid = (lo + hi) // 2
+        if binom.sf(mid, n_records, q) <= target:
+            hi = mid
+        else:
+            lo = mid + 1
+    return max(lo, 1), float(rounds * binom.sf(lo, n_records, q))
+
+
+@dataclass(frozen=True)
+class LRPlan:
+    """Public parameters of one training run (every party holds the same plan)."""
+
+    n_records: int
+    col_counts: tuple[int, ...]  # feature columns per client (the label party's label not counted)
+    label_party: int  # 0-based client index holding the label
+    gamma: float
+    mu: float  # aggregate Skellam parameter (0: noise off, for tests and the noiseless reference)
+    q: float
+    rounds: int
+    b_max: int
+    learning_rate: float
+    weight_bound: float
+    party_bounds: tuple[float, ...]  # per-client bound on the norm of its feature sub-row
+
+    @property
+    def n_parties(self) -> int:
+        return len(self.col_counts)
+
+    @property
+    def d(self) -> int:
+        return int(sum(self.col_counts))
+
+    @property
+    def block_widths(self) -> list[int]:
+        return [c + (1 if j == self.label_party else 0) for j, c in enumerate(self.col_counts)]
+
+    @property
+    def label_index(self) -> int:
+        return int(sum(self.col_counts[: self.label_party + 1]))
+
+    @property
+    def feats(self) -> np.ndarray:
+        return np.array([j for j in range(self.d + 1) if j != self.label_index], dtype=np.int64)
+
+    @property
+    def var_owner(self) -> list[int]:
+        return [j for j, w in enumerate(self.block_widths) for _ in range(w)]
+
+    @property
+    def scale(self) -> float:
+        return float(self.gamma) ** 3
+
+    def col_bounds(self) -> list[int]:
+        """Public bounds on |x_hat|: ceil(gamma c_p) for party p's features, ceil(gamma) for the label."""
+        out = []
+        for j, c in enumerate(self.col_counts):
+            out += [math.ceil(self.gamma * self.party_bounds[j])] * c
+            if j == self.label_party:
+                out.append(math.ceil(self.gamma))
+        return out
+
+    def result_bound(self) -> int:
+        """Proven bound on max_t |y_t| for any coefficients the server can send (||w||_inf <= W):
+        |a_half| <= ceil(gamma^2/2), |a_k| <= ceil(gamma W / 4), |a_y| <= ceil(gamma), summed over b_max rows,
+        plus the Skellam tail bound (the field is sized with it)."""
+        b = self.col_bounds()
+        bf = [b[j] for j in self.feats]
+        by = b[self.label_index]
+        a_half = math.ceil(self.gamma ** 2 / 2)
+        a_k = math.ceil(self.gamma * self.weight_bound / 4)
+        a_y = math.ceil(self.gamma)
+        per_row = max(bt * (a_half + a_k * sum(bf) + a_y * by) for bt in bf)
+        return int(self.b_max * per_row + self.addend_bound())
+
+    def addend_bound(self) -> int:
+        """Skellam Chernoff tail bound (it also bounds the Gaussian of the same variance: cosh s - 1 >= s^2/2),
+        plus n for the roundings of the Gaussian shares."""
+        return int(skellam_tail_bound(self.mu, self.d)) + self.n_parties if self.mu > 0 else 0
+
+
+# ----- the server's coefficients ---------------------------------------------------------------------------
+def coefficient_template(w: np.ndarray) -> np.ndarray:
+    """Real coefficients of Eq. 19 in :func:`sqm.polynomial.logreg_gradient`'s term order, (d, d + 2)."""
+    d = w.shape[0]
+    C = np.empty((d, d + 2))
+    C[:, 0] = 0.5
+    C[:, 1:d + 1] = w[None, :] / 4.0
+    C[:, d + 1] = -1.0
+    return C
+
+
+def compensated_coefficients(w, gamma: float, rng: np.random.Generator) -> np.ndarray:
+    """Algorithm 3 lines 1-3 for Eq. 19, vectorized: int64, bit-identical (same generator draws) to
+    ``sqm.compensation.compensate(logreg_gradient(w), gamma, rng).int_coefs`` (tested)."""
+    w = np.asarray(w, np.float64)
+    C = coefficient_template(w)
+    scales = np.full(C.shape, float(gamma))
+    scales[:, 0] = float(gamma) ** 2  # degree-1 term: gamma^(1 + 2 - 1)
+    scaled = (C * scales).reshape(-1)
+    if not np.all(np.isfinite(scaled)) or np.max(np.abs(scaled)) >= 2.0 ** 62:
+        raise ValueError("scaled coefficients overflow: gamma is too large")
+    low = np.floor(scaled)
+    up = rng.random(scaled.shape) < (scaled - low)
+    return low.astype(np.int64) + up.astype(np.int64)
+
+
+@functools.lru_cache(maxsize=8)
+def _template_program(d: int, label_index: int) -> SumProgram:
+    feats = [j for j in range(d + 1) if j != label_index]
+    term_vars, term_out = [], []
+    for t, j in enumerate(feats):
+        term_vars.append((j,)), term_out.append(t)
+        for k in feats:
+            term_vars.append(tuple(sorted((k, j)))), term_out.append(t)
+        term_vars.append(tuple(sorted((label_index, j)))), term_out.append(t)
+    prog = SumProgram.from_terms(d + 1, d, term_vars, term_out, [1] * len(term_vars))
+    # every (output, monomial) pair is distinct, so from_terms kept the terms in order, one each
+    assert len(prog.coefs) == len(term_vars) and np.all(prog.rows == np.repeat(np.arange(d), d + 2))
+    return prog
+
+
+def gradient_program(plan: LRPlan, int_coefs: np.ndarray) -> SumProgram:
+    """The compensated Eq. 19 program with these integer coefficients (zero coefficients kept as terms)."""
+    tmpl = _template_program(plan.d, plan.label_index)
+    coefs = np.empty(len(int_coefs), dtype=object)
+    coefs[:] = [int(c) for c in np.asarray(int_coefs).tolist()]
+    return dataclasses.replace(tmpl, coefs=coefs)
+
+
+@dataclass
+class LRJob(Job):
+    """A gradient job whose field is sized by the plan's proven bound (computed once, not per iteration)."""
+
+    bound: int = 0
+
+    def result_bound(self) -> int:
+        return int(self.bound)
+
+
+def gradient_job(plan: LRPlan, int_coefs: np.ndarray, bound: int | None = None) -> LRJob:
+    return LRJob(program=gradient_program(plan, int_coefs), clients=[], col_bounds=plan.col_bounds(),
+                 n_records=plan.b_max, addend_bound=plan.addend_bound(), var_owner=plan.var_owner,
+                 bound=plan.result_bound() if bound is None else bound)
+
+
+def evaluate_gradient(plan: LRPlan, int_coefs: np.ndarray, X_hat: np.ndarray) -> np.ndarray:
+    """Exact sum over rows of the compensated gradient (what BGW computes), int64 vectorized when provably
+    safe (|result| < 2^62), else with Python integers.  Returns an object array of Python ints."""
+    if plan.result_bound() >= 2 ** 62:
+        return gradient_program(plan, int_coefs).evaluate(X_hat)
+    d = plan.d
+    C = np.asarray(int_coefs, np.int64).reshape(d, d + 2)
+    F = X_hat[:, plan.feats].astype(np.int64)
+    yv = X_hat[:, plan.label_index].astype(np.int64)
+    G = _int_gram(F)
+    g = C[:, 0] * F.sum(0) + (C[:, 1:d + 1] * G).sum(1) + C[:, d + 1] * (yv @ F)
+    out = np.empty(d, dtype=object)
+    out[:] = [int(v) for v in g.tolist()]
+    return out
+
+
+def _int_gram(F: np.ndarray) -> np.ndarray:
+    """F^T F exactly in int64 (float64 BLAS is exact while every partial sum stays below 2^53)."""
+    amax = int(np.max(np.abs(F))) if F.size else 0
+    if amax == 0:
+        return np.zeros((F.shape[1], F.shape[1]), np.int64)
+    if F.shape[0] * amax * amax < 2 ** 53:
+        Ff = F.astype(np.float64)
+        return (Ff.T @ Ff).astype(np.int64)
+    return F.T @ F
+
+
+# ----- the clients' steps ----------------------------------------------------------------------------------
+def client_seed_contribution(rng: np.random.Generator) -> list[int]:
+    """128 bits from a client's own generator towards the clients' shared sampling seed."""
+    return [int(v) for v in rng.integers(0, 2 ** 32, size=4, dtype=np.uint64)]
+
+
+def shared_sampler(contributions: list[list[int]]) -> np.random.Generator:
+    """The clients' shared generator (the server never sees the contributions)."""
+    return np.random.default_rng(np.random.SeedSequence([v for c in contributions for v in c]))
+
+
+def sample_batch(shared: np.random.Generator, n_records: int, q: float, b_max: int) -> tuple[np.ndarray, bool]:
+    """Poisson sampling at rate q; if more than b_max records are drawn, a uniform subset of b_max is kept."""
+    idx = np.flatnonzero(shared.random(n_records) < q)
+    if idx.size > b_max:
+        return np.sort(shared.choice(idx, size=b_max, replace=False)), True
+    return idx, False
+
+
+def client_input(block: np.ndarray, idx: np.ndarray, plan: LRPlan, rng: np.random.Generator
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """(quantized batch rows padded with zero rows to b_max, this client's Skellam share of the d outputs)."""
+    x_hat = stochastic_round(block[idx], plan.gamma, rng)
+    padded = np.zeros((plan.b_max, block.shape[1]), dtype=np.int64)
+    padded[: x_hat.shape[0]] = x_hat
+    return padded, noise_share(plan.mu / plan.n_parties, plan.d, rng)
+
+
+SKELLAM_EXACT_MAX = 2.0 ** 60  # numpy's Poisson sampler refuses lam above ~9.2e18 (int64)
+
+
+def noise_share(mu_share: float, size: int, rng: np.random.Generator) -> np.ndarray:
+    """This client's noise share: Sk(mu_share) exactly (sqm.skellam) while numpy's Poisson sampler can draw
+    it; above SKELLAM_EXACT_MAX (gamma = 2^13 at epsilon ~ 1 needs mu/n ~ 1e22) the share is drawn as
+    round(N(0, 2 mu_share)), the Gaussian of the same variance, rounded: APPROXIMATION, see the README
+    (Skellam(m) has excess kurtosis 1/(2m), so at m > 1e18 the two are indistinguishable in practice, but the
+    accounting is that of the Skellam).  Returned as an object array of Python ints."""
+    if mu_share <= SKELLAM_EXACT_MAX:
+        return skellam(mu_share, size, rng).astype(object)
+    z = np.rint(rng.normal(0.0, math.sqrt(2.0 * mu_share), size))
+    out = np.empty(size, dtype=object)
+    out[:] = [int(v) for v in z.tolist()]
+    return out
+
+
+# ----- the server's step -----------------------------------------------------------------------------------
+def to_float(values) -> np.ndarray:
+    return np.array([float(int(v)) for v in values], dtype=np.float64)
+
+
+def server_update(w: np.ndarray, noisy_sum: np.ndarray, plan: LRPlan) -> np.ndarray:
+    """w - lr * (noisy gradient sum / gamma^3) / (q N), projected onto ||w||_2 <= W."""
+    g = to_float(noisy_sum) / plan.scale
+    w = w - plan.learning_rate * g / (plan.q * plan.n_records)
+    return project(w, plan.weight_bound)
+
+
+def project(w: np.ndarray, bound: float) -> np.ndarray:
+    """Clip ||w||_2 <= bound (a float-rounding excess is removed too: the sensitivity bound relies on it)."""
+    nrm = float(np.linalg.norm(w))
+    if nrm <= bound:
+        return w
+    w = w * (bound / nrm)
+    while float(np.linalg.norm(w)) > bound:
+        w = w * np.nextafter(1.0, 0.0)
+    return w
+
+
+def logistic_loss(w: np.ndarray, X: np.ndarray, y: np.ndarray) -> float:
+    u = X @ w
+    return float(np.mean(np.logaddexp(0.0, u) - y * u))
+
+
+# ----- whole runs ------------------------------------------------------------------------------------------
+def prepare_block(block: np.ndarray, j: int, plan: LRPlan) -> tuple[np.ndarray, int]:
+    """Client j's block with its feature sub-rows clipped to its bound (the label column untouched)."""
+    block = np.asarray(block, np.float64)
+    if block.shape != (plan.n_records, plan.block_widths[j]):
+        raise ValueError(f"client {j + 1} holds a block of shape {block.shape}, the plan expects "
+                         f"({plan.n_records}, {plan.block_widths[j]})")
+    feats, clipped = clip_rows(block[:, :plan.col_counts[j]], plan.party_bounds[j])
+    if j == plan.label_party:
+        return np.hstack([feats, block[:, -1:]]), clipped
+    return feats, clipped
+
+
+@dataclass
+class TrainResult:
+    weights: np.ndarray
+    clipped: list[int]  # records clipped per client
+    truncated: int  # batches that exceeded b_max (known to the clients only)
+    seconds: float  # training loop, at the server
+    bytes_sent: list[int] = field(default_factory=list)  # per party, server first (0 in the simulation)
+    backend: str = "plain"
+
+
+class _Eval:
+    """Running loss on an evaluation set the server (the analyst) holds, every ``every`` iterations."""
+
+    def __init__(self, eval_set, every: int, callback):
+        self.X, self.y = eval_set if eval_set is not None else (None, None)
+        self.every, self.callback = max(1, int(every)), callback
+
+    def __call__(self, it: int, w: np.ndarray, rounds: int) -> None:
+        if self.callback is None or ((it + 1) % self.every and it + 1 != rounds):
+            return
+        loss = logistic_loss(w, self.X, self.y) if self.X is not None else float("nan")
+        self.callback(it + 1, loss)
+
+
+def train_plain(blocks, plan: LRPlan, seeds, eval_set=None, callback=None, every: int = 50) -> TrainResult:
+    """SIMULATION of the parties in one process: the same steps, the same generators, the same integers."""
+    t0 = time.perf_counter()
+    server_rng = np.random.default_rng(seeds[0])
+    rngs = [np.random.default_rng(s) for s in seeds[1:]]
+    prepared = [prepare_block(b, j, plan) for j, b in enumerate(blocks)]
+    blocks = [b for b, _ in prepared]
+    shared = shared_sampler([client_seed_contribution(r) for r in rngs])
+    report = _Eval(eval_set, every, callback)
+    w = np.zeros(plan.d)
+    truncated = 0
+    for it in range(plan.rounds):
+        ints = compensated_coefficients(w, plan.gamma, server_rng)
+        idx, tr = sample_batch(shared, plan.n_records, plan.q, plan.b_max)
+        truncated += tr
+        inputs = [client_input(b, idx, plan, r) for b, r in zip(blocks, rngs)]
+        y = evaluate_gradient(plan, ints, np.hstack([x for x, _ in inputs]))
+        for _, z in inputs:
+            y = y + z
+        w = server_update(w, y, plan)
+        report(it, w, plan.rounds)
+    return TrainResult(w, [c for _, c in prepared], truncated, time.perf_counter() - t0,
+                       [0] * (plan.n_parties + 1), "plain")
+
+
+class LRParty(PartyProgram):
+    """One party of a whole training run in ONE set of MPyC processes (R secure evaluations).
+
+    Every party makes the same sequence of exchanges: one seed exchange among the clients (the server takes
+    part with nothing to send or receive), a record-count check, then per round a broadcast of the
+    coefficients and one secure evaluation.
+    """
+
+    def __init__(self, plan: LRPlan, seed, block=None, eval_set=None, progress_path=None, every: int = 50):
+        self.plan, self.seed, self.block = plan, seed, block
+        self.eval_set, self.progress_path, self.every = eval_set, progress_path, every
+
+    async def run(self, ctx):
+        plan = self.plan
+        if ctx.M != plan.n_parties + 1:
+            raise ValueError(f"the plan has {plan.n_parties} clients but {ctx.M - 1} client processes run")
+        rng = np.random.default_rng(self.seed)
+        if ctx.is_server:
+            await ctx.send_recv({}, [])
+            await ctx.check_clients(None, "record count")
+            progress = open(self.progress_path, "w", buffering=1) if self.progress_path else None
+            report = _Eval(self.eval_set, self.every,
+                           (lambda i, loss: progress.write(f"{i} {loss!r}\n")) if progress else None)
+        else:
+            block, clipped = prepare_block(self.block, ctx.pid - 1, plan)
+            mine = client_seed_contribution(rng)
+            got = await ctx.send_recv({c: mine for c in ctx.clients}, ctx.clients)
+            shared = shared_sampler(got)
+            await ctx.check_clients(block.shape[0], "record count")
+        bound = plan.result_bound()
+        small = bound < 2 ** 62 and plan.gamma ** 2 < 2 ** 30
+        w = np.zeros(plan.d)
+        truncated = 0
+        t0 = time.perf_counter()
+        for it in range(plan.rounds):
+            ints = None
+            if ctx.is_server:
+                ints = compensated_coefficients(w, plan.gamma, rng)
+                ints = ints.astype(np.int32) if small else ints
+            ints = await ctx.broadcast(ints, 0)
+            job = gradient_job(plan, ints, bound)
+            if ctx.is_server:
+                res = await ctx.evaluate(job, None)
+                w = server_update(w, res, plan)
+                report(it, w, plan.rounds)
+            else:
+                idx, tr = sample_batch(shared, plan.n_records, plan.q, plan.b_max)
+                truncated += tr
+                await ctx.evaluate(job, client_input(block, idx, plan, rng))
+        seconds = time.perf_counter() - t0
+        if ctx.is_server:
+            if progress:
+                progress.close()
+            return {"weights": w, "seconds": seconds}
+        return {"clipped": clipped, "truncated": truncated, "seconds": seconds}
+
+
+def train_mpyc(blocks, plan: LRPlan, seeds, eval_set=None, callback=None, every: int = 50,
+               timeout: float = 3600.0) -> TrainResult:
+    """Real MPyC party processes (1 server + n clients over loopback TCP); each client sees only its block."""
+    import os
+    import tempfile
+    import threading
+
+    from mpc.launch import run_parties
+
+    with tempfile.TemporaryDirectory(prefix="sqm-lr-") as tmp:
+        path = os.path.join(tmp, "progress")
+        programs = [LRParty(plan, seeds[0], None, eval_set, path if callback else None, every)]
+        programs += [LRParty(plan, s, np.asarray(b, np.float64)) for s, b in zip(seeds[1:], blocks)]
+        stop = threading.Event()
+
+        def tail():
+            pos, last = 0, False
+            while not last:
+                last = stop.wait(0.2)
+                if os.path.exists(path):
+                    with open(path) as f:
+                        f.seek(pos)
+                        for line in f.readlines():
+                            if line.endswith("\n"):
+                                i, loss = line.split()
+                                callback(int(i), float(loss))
+                                pos += len(line)
+        th = threading.Thread(target=tail, daemon=True)
+        if callback:
+            th.start()
+        try:
+            res = run_parties(programs, timeout=timeout)
+        finally:
+            stop.set()
+            if callback:
+                th.join()
+    return TrainResult(np.asarray(res[0]["result"]["weights"]), [int(r["result"]["clipped"]) for r in res[1:]],
+                       int(res[1]["result"]["truncated"]), float(res[0]["result"]["seconds"]),
+                       [int(r.get("bytes_sent", 0)) for r in res], "mpyc")

@@ -1,0 +1,174 @@
+"""SQM logistic regression: exact agreement of the real parties with the simulation, the gradient against
+the Taylor gradient, accuracy against scikit-learn, calibration, bad input, clipping, baselines' accounting."""
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import binom
+
+from apps import lr_party
+from apps.logreg import (SQMLogisticRegression, compare, dpsgd_fit, gaussian_sigma, load_dataset,
+                         taylor_fit)
+from apps.lr_party import (LRPlan, batch_cap, compensated_coefficients, evaluate_gradient, gradient_job,
+                           gradient_program)
+from sqm import accounting
+from sqm.compensation import compensate
+from sqm.polynomial import logreg_gradient
+from sqm.quantize import stochastic_round
+
+
+def small_plan(col_counts=(2, 3, 2), label_party=1, gamma=64.0, b_max=9, mu=0.0, W=1.0):
+    bounds = np.sqrt(np.asarray(col_counts) / sum(col_counts))
+    return LRPlan(n_records=30, col_counts=tuple(col_counts), label_party=label_party, gamma=gamma, mu=mu, q=0.1,
+                  rounds=10, b_max=b_max, learning_rate=1.0, weight_bound=W, party_bounds=tuple(bounds))
+
+
+def random_w(d, rng, norm=1.0):
+    w = rng.normal(size=d)
+    return w * norm / np.linalg.norm(w)
+
+
+def test_coefficients_bit_identical_to_compensate():
+    plan = small_plan()
+    rng = np.random.default_rng(3)
+    w = random_w(plan.d, rng)
+    fast = compensated_coefficients(w, plan.gamma, np.random.default_rng(11))
+    ref = compensate(logreg_gradient(w, plan.label_index), plan.gamma, np.random.default_rng(11))
+    assert ref.scale == plan.scale
+    assert fast.tolist() == list(ref.int_coefs)
+
+
+def test_gradient_evaluation_equals_compensated_program():
+    plan = small_plan()
+    rng = np.random.default_rng(4)
+    w = random_w(plan.d, rng)
+    ints = compensated_coefficients(w, plan.gamma, rng)
+    bounds = np.array(plan.col_bounds())
+    X_hat = rng.integers(-bounds, bounds + 1, size=(plan.b_max, plan.d + 1))
+    X_hat[:, plan.label_index] = rng.integers(0, 2, plan.b_max) * int(plan.gamma)
+    ref = compensate(logreg_gradient(w, plan.label_index), plan.gamma, np.random.default_rng(0))
+    ref_prog = ref.polynomial.program(tuple(int(c) for c in ints))
+    assert evaluate_gradient(plan, ints, X_hat).tolist() == ref_prog.evaluate(X_hat).tolist()
+    assert gradient_program(plan, ints).evaluate(X_hat).tolist() == ref_prog.evaluate(X_hat).tolist()
+
+
+def test_plan_bound_covers_program_bound():
+    plan = small_plan(mu=50.0)
+    rng = np.random.default_rng(5)
+    for _ in range(5):
+        ints = compensated_coefficients(random_w(plan.d, rng), plan.gamma, rng)
+        job = gradient_job(plan, ints)
+        generic = job.program.output_bound(job.col_bounds, job.n_records) + job.addend_bound
+        assert plan.result_bound() >= generic
+
+
+def test_noiseless_gradient_equals_taylor_gradient():
+    rng = np.random.default_rng(6)
+    plan = small_plan(gamma=2.0 ** 20, b_max=25)
+    X = rng.normal(size=(25, plan.d))
+    X /= 1.5 * np.linalg.norm(X, axis=1, keepdims=True)
+    y = rng.integers(0, 2, 25).astype(float)
+    full = np.insert(X, plan.label_index, y, axis=1)
+    w = random_w(plan.d, rng)
+    exact = logreg_gradient(w, plan.label_index).evaluate(full)
+    ints = compensated_coefficients(w, plan.gamma, rng)
+    got = lr_party.to_float(evaluate_gradient(plan, ints, stochastic_round(full, plan.gamma, rng))) / plan.scale
+    assert np.max(np.abs(got - exact)) < 1e-4 * max(1.0, np.max(np.abs(exact)))
+
+
+def test_mpyc_and_plain_agree_exactly():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(40, 6)) * 0.3
+    X[0] *= 10  # violates the norm bound: clipped, counted alike
+    y = (X[:, 0] + X[:, 1] > 0).astype(int)
+    models = [SQMLogisticRegression(4.0, 1e-5, 256, 0.25, 1, 1.0, be, 3, seed=7).fit(X, y)
+              for be in ("plain", "mpyc")]
+    assert models[0].report_["backend"] == "plain" and models[1].report_["backend"] == "mpyc"
+    assert np.array_equal(models[0].coef_, models[1].coef_)
+    assert models[0].report_["clipped"] == models[1].report_["clipped"]
+    assert models[1].report_["bytes_sent"][0] > 0
+    # and a different seed gives different weights (the comparison above can fail)
+    other = SQMLogisticRegression(4.0, 1e-5, 256, 0.25, 1, 1.0, "plain", 3, seed=8).fit(X, y)
+    assert not np.array_equal(other.coef_, models[0].coef_)
+
+
+def test_breast_cancer_accuracy_within_3_points_of_sklearn():
+    Xtr, ytr, Xte, yte = load_dataset("breast_cancer")
+    res = compare(Xtr, ytr, Xte, yte, epsilon=8.0, delta=1e-5, gamma=8192.0, q=0.05, epochs=10,
+                  learning_rate=1.0, parties=3, backend="plain", seed=0, methods=("sqm", "nonprivate"))
+    assert res["nonprivate"]["accuracy"] > 0.88
+    assert res["sqm"]["accuracy"] >= res["nonprivate"]["accuracy"] - 0.03
+
+
+def test_calibration_meets_target_epsilon():
+    Xtr, ytr, _, _ = load_dataset("breast_cancer")
+    m = SQMLogisticRegression(1.0, 1e-5, 1024.0, 0.05, 2, backend="plain", seed=0)
+    plan, rep = m.plan(Xtr.shape[0], [10, 10, 10], 2)
+    assert rep["rounds"] == 40 and plan.mu > 0
+    eps = accounting.server_epsilon(plan.mu, 1e-5 - rep["batch_overflow_probability"], rep["l1_sensitivity"],
+                                    rep["l2_sensitivity"], q=0.05, rounds=40)
+    assert 0.99 <= eps <= 1.0
+    assert rep["epsilon_server"] <= 1.0
+    eps_c = accounting.client_epsilon(plan.mu, 1e-5 - rep["batch_overflow_probability"], rep["l1_sensitivity"],
+                                      rep["l2_sensitivity"], 3, rounds=40)
+    assert rep["epsilon_client"] == pytest.approx(eps_c) and eps_c > 1.0
+
+
+def test_batch_cap_failure_probability():
+    b, p = batch_cap(30000, 0.001, 5000)
+    assert 5000 * binom.sf(b, 30000, 0.001) <= 2.0 ** -40
+    assert p <= 2.0 ** -40
+    assert 5000 * binom.sf(b - 1, 30000, 0.001) > 2.0 ** -40
+
+
+@pytest.mark.parametrize("kwargs, y, match", [
+    ({}, "bad-labels", "labels must be 0 or 1"),
+    ({"label_party": 5}, None, "label party 5 is missing"),
+    ({}, "none", "labels are missing"),
+])
+def test_bad_data_raises(kwargs, y, match):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(20, 6)) * 0.2
+    labels = {"bad-labels": np.r_[np.zeros(10), 2 * np.ones(10)], "none": None}.get(y, np.r_[np.zeros(10), np.ones(10)])
+    with pytest.raises(ValueError, match=match):
+        SQMLogisticRegression(1.0, backend="plain", sampling_rate=0.5, epochs=1, **kwargs).fit(X, labels)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"sampling_rate": 0.0}, "sampling rate q"), ({"sampling_rate": 1.5}, "sampling rate q"),
+    ({"epochs": 0}, "epochs"), ({"epsilon": -1.0}, "epsilon"), ({"backend": "gpu"}, "backend"),
+])
+def test_bad_parameters_raise(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        SQMLogisticRegression(**{"epsilon": 1.0, **kwargs})
+
+
+def test_clipping_counted_per_party():
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(30, 6)) * 0.1
+    X[:4, :2] = 5.0  # party 0's sub-rows of 4 records exceed sqrt(2/6)
+    X[10, 4:] = 3.0  # one record of party 2
+    y = rng.integers(0, 2, 30)
+    m = SQMLogisticRegression(2.0, backend="plain", sampling_rate=0.5, epochs=1, seed=0).fit(X, y)
+    assert m.report_["clipped"] == [4, 0, 1]
+
+
+def test_local_dp_sigma_meets_epsilon():
+    import dp_accounting
+    from dp_accounting.pld import pld_privacy_accountant
+
+    s = gaussian_sigma(1.0, 1e-5, 2.0)
+    acc = pld_privacy_accountant.PLDAccountant()
+    acc.compose(dp_accounting.GaussianDpEvent(s / 2.0))
+    assert acc.get_epsilon(1e-5) <= 1.0 + 1e-6
+    acc = pld_privacy_accountant.PLDAccountant()
+    acc.compose(dp_accounting.GaussianDpEvent(0.98 * s / 2.0))
+    assert acc.get_epsilon(1e-5) > 1.0
+
+
+def test_dpsgd_and_taylor_baselines_run_and_account():
+    Xtr, ytr, Xte, yte = load_dataset("breast_cancer")
+    w, eps = dpsgd_fit(Xtr, ytr, 2.0, 1e-5, 0.05, 2, 1.0, seed=0)
+    assert eps <= 2.0 + 1e-6 and np.linalg.norm(w) <= 1.0 + 1e-6
+    wt = taylor_fit(Xtr, ytr, 0.05, 5, 1.0, seed=0)
+    assert np.mean((Xte @ wt > 0) == yte) > 0.85
