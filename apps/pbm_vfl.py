@@ -37,7 +37,26 @@ from sqm import pbm
 from sqm.rng import spawn_seeds
 
 METHODS = ("pbm", "npq", "ldp")
+SECURE_SUMS = ("bgw", "masked")
 FLOAT_BITS = 32
+
+
+def mask_bits(b: int, M: int) -> int:
+    """k with 2^k > b M: the masked sum's modulus (a sum of M values in [0, b] is recovered exactly)."""
+    return int(b * M).bit_length()
+
+
+def _mask_dtype(k: int):
+    return np.uint8 if k <= 8 else np.uint16 if k <= 16 else np.uint32 if k <= 32 else np.uint64
+
+
+def _prg(key: bytes, counter: int, size: int, k: int) -> np.ndarray:
+    """``size`` pseudo-random k-bit integers from SHAKE-256(key || counter) (a cryptographic XOF)."""
+    import hashlib as _hl
+
+    dt = np.dtype(_mask_dtype(k))
+    raw = _hl.shake_256(key + int(counter).to_bytes(8, "little")).digest(size * dt.itemsize)
+    return (np.frombuffer(raw, dtype=dt).astype(np.int64)) & ((1 << k) - 1)
 
 
 @dataclass
@@ -280,9 +299,33 @@ class PartyIO:
 
     name = "mpyc"
 
-    def __init__(self, ctx, cfg: VFLConfig, M: int):
-        self.ctx, self.cfg, self.M = ctx, cfg, M
+    def __init__(self, ctx, cfg: VFLConfig, M: int, secure_sum: str = "bgw"):
+        if secure_sum not in SECURE_SUMS:
+            raise ValueError(f"secure sum must be one of {SECURE_SUMS}, got {secure_sum!r}")
+        self.ctx, self.cfg, self.M, self.mode = ctx, cfg, M, secure_sum
         self.bytes = {"sum": 0, "grad": 0, "control": 0}
+        self.k = mask_bits(cfg.b, M)
+        self.keys: dict = {}
+        self.counter = 0
+
+    async def setup(self, seed: np.random.SeedSequence | None) -> None:
+        """Masked sums: each pair of clients agrees on a 32-byte key (sent client to client; the server
+        only forwards nothing and sees nothing).  Every party makes this one exchange."""
+        if self.mode != "masked":
+            return
+        b0 = self._sent()
+        pid, clients = self.ctx.pid, self.ctx.clients
+        if self.ctx.is_server:
+            await self.ctx.send_recv({}, [])
+        else:
+            # an independent stream derived without touching the party's own seed sequence
+            ss = np.random.SeedSequence(seed.entropy, spawn_key=tuple(seed.spawn_key) + (0x6D61736B,))
+            rng = np.random.default_rng(ss)
+            mine = {j: rng.bytes(32) for j in clients if j > pid}
+            lower = [j for j in clients if j < pid]
+            got = await self.ctx.send_recv(mine, lower)
+            self.keys = {**mine, **dict(zip(lower, got))}
+        self.bytes["control"] += self._sent() - b0
 
     def _sent(self) -> int:
         rt = self.ctx.rt
@@ -298,12 +341,42 @@ class PartyIO:
         from mpc.secure_sum import sum_job
 
         b0 = self._sent()
+        if self.mode == "masked":
+            res = await self._masked_sum(msgs, size)
+            self.bytes["sum"] += self._sent() - b0
+            return res
         job = sum_job([], size, self.cfg.b * self.M)
         my_input = None if self.ctx.is_server else (np.zeros((0, 0), np.int64),
                                                      np.asarray(msgs[0], np.int64).reshape(-1))
         res = await self.ctx.evaluate(job, my_input)
         self.bytes["sum"] += self._sent() - b0
         return res
+
+    async def _masked_sum(self, msgs: list, size: int):
+        """Protocol 0 (Bonawitz et al.): y_m = q_m + sum_{m'>m} u_{m,m'} - sum_{m'<m} u_{m',m} mod 2^k, with
+        2^k > b M; the masks cancel in the server's sum, which is the exact sum of the q_m.  Each value
+        travels in ceil(k / 8) bytes."""
+        self.counter += 1
+        mod = 1 << self.k
+        dtype = _mask_dtype(self.k)
+        if self.ctx.is_server:
+            got = await self.ctx.send_recv({}, self.ctx.clients)
+            tot = np.zeros(size, dtype=np.int64)
+            for g in got:
+                g = np.asarray(g)
+                if g.shape != (size,):
+                    raise ValueError(f"a client sent {g.shape} masked values, expected ({size},)")
+                tot += g.astype(np.int64)
+            return tot % mod
+        v = np.asarray(msgs[0], np.int64).reshape(-1)
+        if v.size != size:
+            raise ValueError(f"client {self.ctx.pid} holds {v.size} values, the batch needs {size}")
+        y = v.copy()
+        for j, key in self.keys.items():
+            u = _prg(key, self.counter, size, self.k)
+            y += u if j > self.ctx.pid else -u
+        await self.ctx.send_recv({0: (y % mod).astype(dtype)}, [])
+        return None
 
     async def to_clients(self, grad, n_clients: int) -> list:
         b0 = self._sent()
@@ -366,8 +439,10 @@ class PBMVFLProgram(PartyProgram):
     """One party of PBM-VFL training in a long-lived MPyC process (party 0: server; j >= 1: client j)."""
 
     def __init__(self, cfg: VFLConfig, M: int, n_train: int, n_test: int, seed, batch_seed: int,
-                 X_train=None, X_test=None, y_train=None, y_test=None, threads: int = 1):
+                 X_train=None, X_test=None, y_train=None, y_test=None, threads: int = 1,
+                 secure_sum: str = "bgw"):
         self.cfg, self.M, self.n_train, self.n_test = cfg, M, n_train, n_test
+        self.secure_sum = secure_sum
         self.seed, self.batch_seed = seed, batch_seed
         self.X_train, self.X_test, self.y_train, self.y_test = X_train, X_test, y_train, y_test
         self.threads = threads
@@ -377,7 +452,8 @@ class PBMVFLProgram(PartyProgram):
         torch.set_num_threads(self.threads)
         if ctx.M != self.M + 1:
             raise ValueError(f"program built for {self.M} clients, runtime has {ctx.M - 1}")
-        io = PartyIO(ctx, self.cfg, self.M)
+        io = PartyIO(ctx, self.cfg, self.M, getattr(self, "secure_sum", "bgw"))
+        await io.setup(self.seed)
         if ctx.is_server:
             server = ServerParty(self.cfg, self.M, self.y_train, self.y_test, self.seed, self.batch_seed)
             return await train_loop(self.cfg, io, server, [], self.n_train, self.n_test)
@@ -425,14 +501,19 @@ def _check_blocks(blocks_train, blocks_test, y_train, y_test):
 
 
 def train_vfl(blocks_train, blocks_test, y_train, y_test, cfg: VFLConfig, backend: str = "plain", seed=None,
-              batch_seeds=None, progress: bool = False, desc: str | None = None, threads: int = 1) -> TrainResult:
+              batch_seeds=None, progress: bool = False, desc: str | None = None, threads: int = 1,
+              secure_sum: str = "bgw") -> TrainResult:
     """Train PBM-VFL (or a baseline) on vertically split data; return the test metrics by epoch and costs.
 
     ``seed``: root seed (OS entropy when None) for every party's model initialisation and noise, and the
     public batch order.  ``batch_seeds``: override each party's batch seed (server first) -- for tests of
     parties that disagree on the mini-batches.  ``threads``: torch CPU threads per party (1 by default: the
     models are small, and one thread makes the in-process run bit-identical to the party processes').
+    ``secure_sum`` (mpyc backend): 'bgw' (Shamir shares through ``ctx.evaluate``) or 'masked' (the paper's
+    Protocol 0, pairwise masks modulo 2^k with 2^k > b M: ceil(k / 8) bytes per value).
     """
+    if secure_sum not in SECURE_SUMS:
+        raise ValueError(f"secure sum must be one of {SECURE_SUMS}, got {secure_sum!r}")
     cfg.validate()
     _check_blocks(blocks_train, blocks_test, y_train, y_test)
     M = len(blocks_train)
@@ -470,11 +551,12 @@ def train_vfl(blocks_train, blocks_test, y_train, y_test, cfg: VFLConfig, backen
         from mpc.launch import run_parties
 
         programs = [PBMVFLProgram(cfg, M, n_train, n_test, seeds[0], bseeds[0],
-                                  y_train=np.asarray(y_train), y_test=np.asarray(y_test), threads=threads)]
+                                  y_train=np.asarray(y_train), y_test=np.asarray(y_test), threads=threads,
+                                  secure_sum=secure_sum)]
         programs += [PBMVFLProgram(cfg, M, n_train, n_test, seeds[j + 1], bseeds[j + 1],
                                    X_train=np.asarray(blocks_train[j], np.float32),
-                                   X_test=np.asarray(blocks_test[j], np.float32), threads=threads)
-                     for j in range(M)]
+                                   X_test=np.asarray(blocks_test[j], np.float32), threads=threads,
+                                   secure_sum=secure_sum) for j in range(M)]
         res = run_parties(programs)
         out = res[0]["result"]
         bytes_sent = int(sum(r.get("bytes_sent", 0) for r in res))
@@ -545,8 +627,17 @@ def default_device() -> str:
         return "cpu"
 
 
+def check_device(device: str) -> str:
+    import torch
+
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} requested but torch sees no CUDA GPU; use --device cpu")
+    torch.device(device)  # raises on a malformed name
+    return device
+
+
 def run(args) -> int:
-    device = args.device or default_device()
+    device = check_device(args.device or default_device())
     btr, bte, ytr, yte, n_classes = load_split(args.dataset, args.parties, args.data, split_seed=args.split_seed)
     base = VFLConfig(method="pbm", b=args.b, beta=args.beta, epochs=args.epochs, batch_size=args.batch_size,
                      lr=args.lr, embedding_size=args.embedding_size, hidden=args.hidden,
@@ -560,14 +651,16 @@ def run(args) -> int:
     print(f"PBM-VFL on {args.dataset}: {len(ytr)} train / {len(yte)} test records, {M} clients "
           f"({', '.join(str(b.shape[1]) for b in btr)} features), P = {args.embedding_size}, b = {args.b}, "
           f"beta = {args.beta}, batch {args.batch_size}, {args.epochs} epochs, {args.optimizer} lr {args.lr}, "
-          f"device {device}, backend {args.backend}")
+          f"device {device}, backend {args.backend}"
+          + (f" ({'BGW secure sum' if args.secure_sum == 'bgw' else 'pairwise-masked sum mod 2^k'})"
+             if args.backend == "mpyc" else ""))
     results = {}
     methods = [("pbm", args.backend, s_pbm)] + ([] if args.no_baselines else
                                                 [("npq", "plain", s_npq), ("ldp", "plain", s_ldp)])
     for method, backend, s in methods:
         cfg = replace(base, method=method)
         r = train_vfl(btr, bte, ytr, yte, cfg, backend=backend, seed=s, progress=True,
-                      desc=f"{method} ({backend})")
+                      desc=f"{method} ({backend})", secure_sum=args.secure_sum)
         results[method] = r
         accs = " ".join(f"{m['test_accuracy']:.3f}" for m in r.history)
         print(f"  {method.upper():4s} test accuracy by epoch: {accs}")
@@ -586,7 +679,8 @@ def run(args) -> int:
     if r.bytes_sent is not None:
         d = r.bytes_detail
         print(f"  measured by the runtime (all parties, incl. test evaluation): {r.bytes_sent} bytes "
-              f"(secure sums {d['sum']}, gradients {d['grad']}, batch checks {d['control']})")
+              f"(secure sums {d['sum']}, gradients {d['grad']}, batch checks and setup {d['control']}); "
+              f"training sums + gradients = {8 * (d['sum'] + d['grad']) / r.bits_model:.2f} x the model")
     else:
         print("  measured bytes: n/a (plain backend is a one-process simulation; use --backend mpyc)")
     print(f"  time {r.seconds:.2f} s, {1e3 * r.iter_seconds / max(r.iterations, 1):.2f} ms per iteration, "
@@ -633,7 +727,8 @@ def add_training_arguments(p) -> None:
 
 def register(sub) -> None:
     p = sub.add_parser("pbm-vfl", help="PBM-VFL: split neural training with Poisson-Binomial-quantized embeddings",
-                       description=__doc__.split("\n\n")[0].split(": ", 1)[1] + " Compares PBM-VFL with NPQ "
+                       description="Split neural training with Poisson-Binomial-quantized embeddings "
+                                   "(PBM-VFL, Algorithm 2) on the secure-sum primitive.  Compares PBM-VFL with NPQ "
                                    "(no privacy, no quantization) and LDP (local Gaussian noise), prints "
                                    "feature and sample epsilon and communication.")
     p.add_argument("--dataset", default="digits", choices=["digits", "phishing"], help="dataset (default: digits)")
@@ -648,6 +743,9 @@ def register(sub) -> None:
     p.add_argument("--backend", default="plain", choices=["plain", "mpyc"],
                    help="PBM-VFL secure sums: 'plain' (default) one-process simulation; 'mpyc' one real MPyC "
                         "process per party over loopback (baselines always run in one process)")
+    p.add_argument("--secure-sum", default="bgw", choices=list(SECURE_SUMS),
+                   help="with --backend mpyc: 'bgw' (default) Shamir-shared sum on the mpc runtime; 'masked' the "
+                        "paper's Protocol 0, pairwise SHAKE-256 masks modulo 2^k > b M (k bits per value)")
     p.add_argument("--split-seed", type=int, default=0, help="public train/test split seed (default: 0)")
     p.add_argument("--no-baselines", action="store_true", help="skip the NPQ and LDP baselines")
     p.add_argument("--json", default=None, help="write results as JSON to FILE")

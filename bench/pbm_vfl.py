@@ -5,9 +5,10 @@
                                                # 5 and 10 parties, 100 epochs, 3 runs
 
 The sweep runs the plain backend (one-process SIMULATION of the same algorithm, same code path; tests prove
-it releases the same sums as the MPyC party processes).  ``--mpyc-epochs`` adds a short run with one real
-MPyC process per party to record the time per iteration, the share spent in the secure sum and the bytes
-the runtime sent, next to the paper's cost model T B M P (log2(b M) + 32) bits.
+it releases the same sums as the MPyC party processes).  ``--mpyc-epochs`` adds two short runs with one real
+MPyC process per party (BGW secure sum, and the paper's Protocol 0 pairwise-masked sum) to record the time
+per iteration, the share spent in the secure sum and the bytes the runtime sent, next to the paper's cost
+model T B M P (log2(b M) + 32) bits.
 
 Train AUPRC is the AUPRC of the server's predictions on each epoch's mini-batches (post-processing of
 released sums: no extra privacy cost); test metrics go through each method's release mechanism.
@@ -51,7 +52,7 @@ def _summary(r, M, P, b) -> dict:
                 sum_share=r.sum_seconds / max(r.iter_seconds, 1e-12), bits_model=r.bits_model)
 
 
-def run(parties=(5, 10), bs=(16, 64), betas=(0.1, 0.25), epochs=8, repeats=1, hidden=256, lr=0.01,
+def run(parties=(5, 10), bs=(16, 64), betas=(0.1, 0.25), epochs=6, repeats=1, hidden=256, lr=0.01,
         optimizer="sgd", data=None, seed=0, mpyc_epochs=1, progress=True) -> dict:
     from apps.pbm_vfl import VFLConfig, train_vfl, load_split
 
@@ -94,8 +95,9 @@ def run(parties=(5, 10), bs=(16, 64), betas=(0.1, 0.25), epochs=8, repeats=1, hi
     bar.close()
     out["checks"] = _checks(out["runs"], epochs)
     if mpyc_epochs:
-        out["mpyc"] = _mpyc_timing(splits.get(5) or load_split("phishing", 5, data), mpyc_epochs, hidden, lr,
-                                   optimizer, seed)
+        split5 = splits.get(5) or load_split("phishing", 5, data)
+        out["mpyc"] = [_mpyc_timing(split5, mpyc_epochs, hidden, lr, optimizer, seed, mode)
+                       for mode in ("bgw", "masked")]
     return out
 
 
@@ -129,15 +131,16 @@ def _checks(runs, epochs) -> dict:
     return checks
 
 
-def _mpyc_timing(split, epochs, hidden, lr, optimizer, seed) -> dict:
+def _mpyc_timing(split, epochs, hidden, lr, optimizer, seed, secure_sum="bgw") -> dict:
     from apps.pbm_vfl import VFLConfig, train_vfl
 
     btr, bte, ytr, yte, nc = split
     cfg = VFLConfig(method="pbm", b=64, beta=0.25, epochs=epochs, batch_size=100, lr=lr, embedding_size=16,
                     hidden=hidden, optimizer=optimizer, n_classes=nc)
-    r = train_vfl(btr, bte, ytr, yte, cfg, "mpyc", seed=[seed, 99])
+    r = train_vfl(btr, bte, ytr, yte, cfg, "mpyc", seed=[seed, 99], secure_sum=secure_sum)
     train_bytes = r.bytes_detail["sum"] + r.bytes_detail["grad"]
-    return dict(parties=len(btr), b=64, beta=0.25, epochs=epochs, iterations=r.iterations,
+    return dict(secure_sum=secure_sum, parties=len(btr), b=64, beta=0.25, epochs=epochs, iterations=r.iterations,
+                test_auprc=r.auprc,
                 ms_per_iteration=1e3 * r.iter_seconds / r.iterations,
                 secure_sum_share=r.sum_seconds / r.iter_seconds, seconds_total=r.seconds,
                 bytes_sent=r.bytes_sent, bytes_detail=r.bytes_detail, bits_model=r.bits_model,
@@ -178,9 +181,9 @@ def print_report(out) -> None:
     print(f"epochs to 0.9 within a factor 2 of Table 3 (5 parties): {sum(1 for x in ev if x['ok'])} yes, "
           f"{sum(1 for x in ev if x['ok'] is False)} no, {sum(1 for x in ev if x['ok'] is None)} undecided "
           f"(run shorter than twice the paper's epochs)")
-    if "mpyc" in out:
-        m = out["mpyc"]
-        print(f"mpyc ({m['parties']} clients + server, b=64, beta=0.25, {m['epochs']} epoch(s), {m['iterations']} "
+    for m in out.get("mpyc", []):
+        print(f"mpyc, {m['secure_sum']} sum ({m['parties']} clients + server, b=64, beta=0.25, {m['epochs']} "
+              f"epoch(s), {m['iterations']} "
               f"iterations): {m['ms_per_iteration']:.1f} ms per iteration, {100 * m['secure_sum_share']:.1f}% in the "
               f"secure sum; bytes sent {m['bytes_sent']} (secure sums {m['bytes_detail']['sum']}, gradients "
               f"{m['bytes_detail']['grad']}); model {m['bits_model'] / 8:.4g} bytes -> measured/model "
@@ -193,14 +196,14 @@ def add_arguments(p) -> None:
     p.add_argument("--parties", default=None, help="comma-separated client counts (default: 5,10)")
     p.add_argument("--b", default=None, help="comma-separated b values (default: 16,64; --full: 8,16,32,64)")
     p.add_argument("--beta", default=None, help="comma-separated beta values (default: 0.1,0.25; --full: all four)")
-    p.add_argument("--epochs", type=int, default=None, help="epochs per run (default: 8; --full: 100)")
+    p.add_argument("--epochs", type=int, default=None, help="epochs per run (default: 6; --full: 100)")
     p.add_argument("--repeats", type=int, default=None, help="runs averaged per setting (default: 1; --full: 3)")
     p.add_argument("--hidden", type=int, default=256, help="hidden width of the party MLPs (default: 256)")
     p.add_argument("--lr", type=float, default=0.01, help="learning rate (default: 0.01, the paper's)")
     p.add_argument("--optimizer", default="sgd", choices=["sgd", "adam"], help="optimizer (default: sgd)")
     p.add_argument("--mpyc-epochs", type=int, default=1,
-                   help="epochs of a real MPyC run (5 clients, b=64, beta=0.25) for time and bytes; 0 skips "
-                        "(default: 1)")
+                   help="epochs of two real MPyC runs (5 clients, b=64, beta=0.25; BGW sum and Protocol 0 masked "
+                        "sum) for time per iteration, secure-sum share and bytes; 0 skips (default: 1)")
     p.add_argument("--data", default=None, help="phishing CSV/ARFF or its folder (default: ../shared/data/phishing)")
     p.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
     p.add_argument("--json", default=None, help="write the figures as JSON to FILE")
@@ -219,7 +222,7 @@ def cli(args) -> int:
     full = args.full
     out = run(parties=_ints(args.parties, (5, 10)), bs=_ints(args.b, (8, 16, 32, 64) if full else (16, 64)),
               betas=_floats(args.beta, (0.1, 0.15, 0.2, 0.25) if full else (0.1, 0.25)),
-              epochs=args.epochs or (100 if full else 8), repeats=args.repeats or (3 if full else 1),
+              epochs=args.epochs or (100 if full else 6), repeats=args.repeats or (3 if full else 1),
               hidden=args.hidden, lr=args.lr, optimizer=args.optimizer, data=args.data, seed=args.seed,
               mpyc_epochs=args.mpyc_epochs)
     print_report(out)
