@@ -674,8 +674,8 @@ def run(args) -> int:
           f"sample epsilon {rep.epsilon_sample:.4g} (one release: {rep.epsilon_sample_per_release:.4g})")
     print(f"  LDP baseline: Gaussian sigma {ldp_sigma(args.b, args.beta, M):.4g} per client coordinate")
     print(f"communication of PBM-VFL training ({r.iterations} iterations, {r.records} record-uses): "
-          f"model T B M P (log2(bM) + 32) = {r.bits_model:.4g} bits ({r.bits_model / 8e6:.4g} MB); "
-          f"NPQ model {results['npq'].bits_model if 'npq' in results else float('nan'):.4g} bits")
+          f"model T B M P (log2(bM) + 32) = {r.bits_model:.4g} bits ({r.bits_model / 8e6:.4g} MB)"
+          + (f"; NPQ model {results['npq'].bits_model:.4g} bits" if "npq" in results else ""))
     if r.bytes_sent is not None:
         d = r.bytes_detail
         print(f"  measured by the runtime (all parties, incl. test evaluation): {r.bytes_sent} bytes "
