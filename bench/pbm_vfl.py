@@ -17,9 +17,6 @@ Table 3's communication column is in units of 1e9 bits (its 'GB' matches T B M P
 from __future__ import annotations
 
 import json
-import math
-import time
-from dataclasses import replace
 
 import numpy as np
 from tqdm import tqdm

@@ -170,15 +170,13 @@ def _feature_rdp_cached(orders: tuple, b: int, beta: float, M: int) -> tuple:
         return tuple(cap)
     grid = _k_grid(n_other, kmax)
     lam = 1.0 - 2.0 * beta
-    logw_all = binom.logpmf(np.arange(n_other + 1), n_other, lam) if lam > 0 else None
+    logw_all = binom.logpmf(np.arange(n_other + 1), n_other, lam)  # lam >= 1/2 for beta <= 1/4
     pd_hi = [binom.pmf(np.arange(d + 1), d, hi) for d in range(b + 1)]
     pd_lo = [binom.pmf(np.arange(d + 1), d, lo) for d in range(b + 1)]
     terms = []  # per grid point: log W_j + log G(k_j), for every order
     last_logG = None
     for j, k in enumerate(grid):
         upper = grid[j + 1] if j + 1 < len(grid) else n_other + 1
-        if logw_all is None:  # beta = 1/2 is excluded; lam > 0 always for beta <= 1/4
-            raise AssertionError("unreachable")
         logW = logsumexp(logw_all[k:upper])
         fk = binom.pmf(np.arange(k + 1), k, 0.5)
         fk = fk / fk.max()
