@@ -34,6 +34,7 @@ import numpy as np
 from scipy.stats import binom
 
 from mpc.backend import Job
+from mpc.field import prime_for_bound
 from mpc.party import PartyProgram
 from mpc.program import SumProgram
 from sqm.quantize import stochastic_round
@@ -332,6 +333,13 @@ class _Eval:
 
 def train_plain(blocks, plan: LRPlan, seeds, eval_set=None, callback=None, every: int = 50) -> TrainResult:
     """SIMULATION of the parties in one process: the same steps, the same generators, the same integers."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1, user_api="blas"):  # small products: BLAS threads only add overhead
+        return _train_plain(blocks, plan, seeds, eval_set, callback, every)
+
+
+def _train_plain(blocks, plan, seeds, eval_set, callback, every) -> TrainResult:
     t0 = time.perf_counter()
     server_rng = np.random.default_rng(seeds[0])
     rngs = [np.random.default_rng(s) for s in seeds[1:]]
@@ -363,9 +371,13 @@ class LRParty(PartyProgram):
     coefficients and one secure evaluation.
     """
 
-    def __init__(self, plan: LRPlan, seed, block=None, eval_set=None, progress_path=None, every: int = 50):
+    def __init__(self, plan: LRPlan, seed, block=None, eval_set=None, progress_path=None, every: int = 50,
+                 evaluator: str = "fast"):
+        if evaluator not in ("fast", "generic"):
+            raise ValueError(f"evaluator must be 'fast' or 'generic', got {evaluator!r}")
         self.plan, self.seed, self.block = plan, seed, block
         self.eval_set, self.progress_path, self.every = eval_set, progress_path, every
+        self.evaluator = evaluator
 
     async def run(self, ctx):
         plan = self.plan
@@ -384,7 +396,9 @@ class LRParty(PartyProgram):
             got = await ctx.send_recv({c: mine for c in ctx.clients}, ctx.clients)
             shared = shared_sampler(got)
             await ctx.check_clients(block.shape[0], "record count")
+        await ctx.agree(dataclasses.astuple(plan), "logistic-regression plan")
         bound = plan.result_bound()
+        p = prime_for_bound(bound, ctx.M)
         small = bound < 2 ** 62 and plan.gamma ** 2 < 2 ** 30
         w = np.zeros(plan.d)
         truncated = 0
@@ -395,15 +409,18 @@ class LRParty(PartyProgram):
                 ints = compensated_coefficients(w, plan.gamma, rng)
                 ints = ints.astype(np.int32) if small else ints
             ints = await ctx.broadcast(ints, 0)
-            job = gradient_job(plan, ints, bound)
-            if ctx.is_server:
-                res = await ctx.evaluate(job, None)
-                w = server_update(w, res, plan)
-                report(it, w, plan.rounds)
-            else:
+            my_input = None
+            if not ctx.is_server:
                 idx, tr = sample_batch(shared, plan.n_records, plan.q, plan.b_max)
                 truncated += tr
-                await ctx.evaluate(job, client_input(block, idx, plan, rng))
+                my_input = client_input(block, idx, plan, rng)
+            if self.evaluator == "generic":  # the runtime's general polynomial evaluation (reference)
+                res = await ctx.evaluate(gradient_job(plan, ints, bound), my_input)
+            else:
+                res = await secure_gradient(ctx, plan, ints, my_input, p)
+            if ctx.is_server:
+                w = server_update(w, res, plan)
+                report(it, w, plan.rounds)
         seconds = time.perf_counter() - t0
         if ctx.is_server:
             if progress:
@@ -412,8 +429,69 @@ class LRParty(PartyProgram):
         return {"clipped": clipped, "truncated": truncated, "seconds": seconds}
 
 
+def small_matmul_mod(S: np.ndarray, B: np.ndarray, p: int) -> np.ndarray:
+    """(S @ B) mod p, exactly, for field elements S (int64 in [0, p)) and a public matrix B of small signed
+    integers: S is cut into w-bit limbs so every limb product sum is an exact float64 integer, and the limb
+    results are combined by Horner's rule mod p in int64 (acc * 2^w + Q stays below 2^63)."""
+    from mpc import modarith
+
+    bits = int(p).bit_length()
+    bmax = int(np.max(np.abs(B))) if B.size else 0
+    w = min(62 - bits, 16)
+    if w < 4 or (2 ** w) * max(bmax, 1) * max(S.shape[1], 1) >= 2 ** 53:
+        from mpc.field import from_signed
+        return modarith.matmul_mod(S, from_signed(B, p), p)
+    Bf = B.astype(np.float64)
+    acc = np.zeros((S.shape[0], B.shape[1]), dtype=np.int64)
+    mask = (1 << w) - 1
+    for u in reversed(range(-(-bits // w))):
+        Q = (((S >> (w * u)) & mask).astype(np.float64) @ Bf).astype(np.int64)
+        acc = (acc * (1 << w) + Q) % p
+    return acc
+
+
+async def secure_gradient(ctx, plan: LRPlan, int_coefs, my_input, p: int):
+    """BGW evaluation of the compensated Eq. 19 gradient sum plus the clients' noise, specialised to its
+    structure (what ``ctx.evaluate`` computes for the general program, without its per-monomial loops):
+
+        y_t = a_half_t sum_i F_it + sum_i F_it (sum_k A_tk F_ik - a_y_t Y_i) + sum_j Z_jt
+
+    1. each client Shamir-shares (degree t) its padded quantized block and its noise share;
+    2. locally: column sums and P = F A^T (public A: linear, degree t), then the elementwise product
+       F * (P - Y a_y) summed over the rows (degree 2t), plus the linear terms and the noise;
+    3. one degree reduction (resharing), then the shares go to the server only, which reconstructs.
+    Returns the signed integer result (object array) at the server, None at the clients.
+    """
+    from mpc import modarith, shamir
+    from mpc.field import from_signed, to_signed
+
+    d = plan.d
+    C = np.asarray(int_coefs, np.int64).reshape(d, d + 2)
+    if ctx.is_server:
+        outgoing = {}
+    else:
+        block, addend = my_input
+        payload = [from_signed(block, p), from_signed(np.asarray(addend, dtype=object), p)]
+        shares = [shamir.share(x, ctx.M, ctx.t, p, ctx.rng) for x in payload]
+        outgoing = {j: [sh[j] for sh in shares] for j in range(ctx.M)}
+    got = await ctx.send_recv(outgoing, ctx.clients)
+    S = np.hstack([g[0] for g in got])
+    z = got[0][1]
+    for g in got[1:]:
+        z = modarith.add_mod(z, g[1], p)
+    F = S[:, plan.feats]
+    lin = modarith.mul_mod(modarith.sum_mod(F, 0, p), from_signed(C[:, 0], p), p)
+    B = np.vstack([C[:, 1:d + 1].T, C[:, d + 1][None, :]])  # [F, Y] @ B = F A^T + Y a_y^T (signed, small)
+    P = small_matmul_mod(np.hstack([F, S[:, [plan.label_index]]]), B, p)
+    quad = modarith.sum_mod(modarith.mul_mod(F, P, p), 0, p)
+    y = modarith.add_mod(modarith.add_mod(lin, quad, p), z, p)
+    y = await ctx.reshare(y, p)
+    res = await ctx.open_to(y, p, [0])
+    return None if res is None else to_signed(res, p).astype(object)
+
+
 def train_mpyc(blocks, plan: LRPlan, seeds, eval_set=None, callback=None, every: int = 50,
-               timeout: float = 3600.0) -> TrainResult:
+               timeout: float = 3600.0, evaluator: str = "fast") -> TrainResult:
     """Real MPyC party processes (1 server + n clients over loopback TCP); each client sees only its block."""
     import os
     import tempfile
@@ -423,8 +501,9 @@ def train_mpyc(blocks, plan: LRPlan, seeds, eval_set=None, callback=None, every:
 
     with tempfile.TemporaryDirectory(prefix="sqm-lr-") as tmp:
         path = os.path.join(tmp, "progress")
-        programs = [LRParty(plan, seeds[0], None, eval_set, path if callback else None, every)]
-        programs += [LRParty(plan, s, np.asarray(b, np.float64)) for s, b in zip(seeds[1:], blocks)]
+        programs = [LRParty(plan, seeds[0], None, eval_set, path if callback else None, every, evaluator)]
+        programs += [LRParty(plan, s, np.asarray(b, np.float64), evaluator=evaluator)
+                     for s, b in zip(seeds[1:], blocks)]
         stop = threading.Event()
 
         def tail():
@@ -442,9 +521,15 @@ def train_mpyc(blocks, plan: LRPlan, seeds, eval_set=None, callback=None, every:
         th = threading.Thread(target=tail, daemon=True)
         if callback:
             th.start()
+        saved = os.environ.get("OPENBLAS_NUM_THREADS")
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"  # small BLAS products: threads only add overhead (50x here)
         try:
             res = run_parties(programs, timeout=timeout)
         finally:
+            if saved is None:
+                os.environ.pop("OPENBLAS_NUM_THREADS", None)
+            else:
+                os.environ["OPENBLAS_NUM_THREADS"] = saved
             stop.set()
             if callback:
                 th.join()

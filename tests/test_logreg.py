@@ -172,3 +172,32 @@ def test_dpsgd_and_taylor_baselines_run_and_account():
     assert eps <= 2.0 + 1e-6 and np.linalg.norm(w) <= 1.0 + 1e-6
     wt = taylor_fit(Xtr, ytr, 0.05, 5, 1.0, seed=0)
     assert np.mean((Xte @ wt > 0) == yte) > 0.85
+
+
+def test_fast_and_generic_secure_evaluation_agree_with_simulation():
+    """The specialised BGW gradient and the runtime's general ctx.evaluate give the simulation's weights."""
+    from sqm.rng import spawn_seeds
+
+    rng = np.random.default_rng(9)
+    plan = small_plan(mu=1e4, b_max=12)
+    plan = LRPlan(**{**plan.__dict__, "rounds": 4, "q": 0.2})
+    X = rng.normal(size=(30, plan.d)) * 0.2
+    y = rng.integers(0, 2, 30).astype(float)
+    cuts = np.cumsum(plan.col_counts)[:-1]
+    blocks = np.split(X, cuts, axis=1)
+    blocks[plan.label_party] = np.hstack([blocks[plan.label_party], y[:, None]])
+    seeds = spawn_seeds(21, plan.n_parties + 1)
+    sim = lr_party.train_plain(blocks, plan, seeds)
+    for evaluator in ("fast", "generic"):
+        real = lr_party.train_mpyc(blocks, plan, seeds, evaluator=evaluator)
+        assert np.array_equal(real.weights, sim.weights), evaluator
+
+
+def test_small_matmul_mod_exact():
+    rng = np.random.default_rng(10)
+    for bits in (20, 40, 51, 58):
+        p = int(next(q for q in range(2 ** bits - 1, 2 ** bits - 2000, -2) if all(q % f for f in range(3, 1500, 2))))
+        S = rng.integers(0, p, size=(17, 23))
+        B = rng.integers(-5000, 5000, size=(23, 9))
+        ref = (S.astype(object) @ B.astype(object)) % p
+        assert lr_party.small_matmul_mod(S, B, p).astype(object).tolist() == ref.tolist()
