@@ -145,6 +145,24 @@ def sample_rdp(alpha, b: int, beta: float, M: int):
     return M * b * bernoulli_rdp(alpha, beta)
 
 
+def theorem62_sample_rdp(alpha, b: int, beta: float, M: int):
+    """The paper's route to sample privacy (Theorem 6.2's induction with Mironov's weak triangle inequality,
+    D_a(P, Q) <= (a - 1/2)/(a - 1) D_2a(P, R) + D_(2a-1)(R, Q)), fed with the sound per-party bound
+    :func:`feature_rdp` instead of C0 P b beta^2 a / M.  Per coordinate.  Never below :func:`sample_rdp`,
+    which is the exact worst case; kept for comparison with the paper."""
+    check_params(b, beta)
+    _check_parties(M)
+    a = _orders(alpha)
+
+    def S(order, m):
+        if m == 1:
+            return feature_rdp(order, b, beta, M)
+        return (order - 0.5) / (order - 1) * feature_rdp(2 * order, b, beta, M) + S(2 * order - 1, m - 1)
+
+    val = S(a, M)
+    return float(val[0]) if np.ndim(alpha) == 0 else val
+
+
 def _k_grid(n: int, kmax: int) -> list[int]:
     """0..16 densely, then geometric (ratio ~1.06), capped at kmax (the bound is non-increasing in k)."""
     top = min(n, kmax)

@@ -113,3 +113,10 @@ def test_privacy_report_composes_over_uses():
         pbm.privacy_report(16, 0.15, 4, 16, uses=0, delta=1e-5)
     with pytest.raises(ValueError, match="delta"):
         pbm.privacy_report(16, 0.15, 4, 16, uses=1, delta=0.0)
+
+
+def test_theorem62_route_is_never_below_the_exact_sample_worst_case():
+    """The paper's induction (weak triangle inequality) fed with our feature bound vs the exact worst case."""
+    a = np.array([1.5, 2.0, 4.0, 16.0])
+    for b, M, beta in ((2, 2, 0.25), (3, 3, 0.1), (8, 2, 0.2)):
+        assert np.all(pbm.theorem62_sample_rdp(a, b, beta, M) >= pbm.sample_rdp(a, b, beta, M) - 1e-12)
