@@ -40,7 +40,8 @@ Sample privacy of one released coordinate (one record changes: all M parties' va
 over the corners (E_a(Bern(p), Bern(p')) is jointly convex in (p, p'), so its maximum over the box is at a
 corner), independence (composition of the parties' coins, whose sum is post-processing) and (S), the
 worst case is EXACTLY M b r_a: all parties moving from +C to -C attain it.  This replaces Theorem 6.2's
-S_M(alpha) and its unspecified constant C0 by the exact worst case.
+S_M(alpha) and its unspecified constant C0 by the exact worst case; :func:`theorem62_sample_rdp` follows the
+paper's induction (weak triangle inequality) with the sound per-party bound, for comparison (never smaller).
 
 An embedding of P coordinates adds P times the per-coordinate RDP (independent coordinates).  Over
 training, each record is released ``uses`` times (one per epoch with per-epoch shuffling, i.e. the paper's
