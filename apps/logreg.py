@@ -413,11 +413,103 @@ def _fmt(v) -> str:
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
+# ----- real multi-party jobs from a job file (each party reads only its own CSV) ----------------------------
+class LRJobTask:
+    """The SQM-LR task for :mod:`apps.jobfile`: the label party's CSV holds the label column
+    ``label_column`` (0/1) besides its features; every party builds the same public plan from the clients'
+    column and record counts, the clients compare record-id digests among themselves, and the run is
+    :func:`apps.lr_party.train_party`.  The server's result is the weights (in the clients' column order,
+    the label excluded) and the privacy report; each client's clip count stays with that client."""
+
+    def __init__(self, epsilon: float, delta: float = 1e-5, gamma: float = 8192.0, q: float = 0.001,
+                 epochs: int | None = None, learning_rate: float = 1.0, weight_bound: float = 1.0,
+                 label_column: str = "label", label_party: int | None = None, seed=None):
+        self.estimator = SQMLogisticRegression(epsilon, delta, gamma, q, epochs, learning_rate, "mpyc",
+                                               weight_bound=weight_bound, label_party=label_party, seed=seed)
+        self.label_column, self.label_party, self.seed = label_column, label_party, seed
+
+    def public(self):
+        e = self.estimator
+        return ("sqm-logreg", e.epsilon, e.delta, e.gamma, e.sampling_rate, e.epochs, e.learning_rate,
+                e.weight_bound, self.label_column, self.label_party)
+
+    async def run(self, ctx, table, meta) -> dict:
+        n = meta.n_parties
+        label = n - 1 if self.label_party is None else int(self.label_party)
+        if not 0 <= label < n:
+            raise ValueError(f"label party {label} is missing: the job has clients 0..{n - 1}")
+        counts = list(meta.col_counts)
+        counts[label] -= 1
+        if counts[label] < 1:
+            raise ValueError(f"client {label + 1} (the label party) needs feature columns besides the label")
+        plan, report = self.estimator.plan(meta.n_records, counts, label)
+        block = None
+        if table is not None:
+            j = ctx.pid - 1
+            cols = list(table.columns)
+            if j == label:
+                if self.label_column not in cols:
+                    raise ValueError(f"{table.file}: the label party's file has no label column "
+                                     f"'{self.label_column}'")
+                k = cols.index(self.label_column)
+                y = check_labels(table.block[:, k])
+                block = np.hstack([np.delete(table.block, k, axis=1), y[:, None]])
+            else:
+                block = table.block
+        seeds = spawn_seeds(self.seed, n + 1)
+        res = await lr_party.train_party(ctx, plan, seeds[ctx.pid], block, check_ids=True,
+                                         ids_digest=None if table is None else table.ids_digest)
+        if ctx.is_server:
+            res["report"] = report
+        return res
+
+
+def _run_job(args) -> int:
+    from .jobfile import load_job, run_local, run_one
+
+    spec = load_job(args.job)
+    task = LRJobTask(args.epsilon, args.delta, args.gamma, args.q if args.q is not None else 0.001, args.epochs,
+                     args.lr, args.weight_bound, args.label_column, args.label_party, seed=args.seed)
+    if args.index is None:
+        recs = run_local(spec, task, timeout=args.timeout, ssl_dir=args.ssl_dir)
+    else:
+        recs = [None] * len(spec.parties)
+        recs[args.index] = run_one(spec, args.index, task, timeout=args.timeout, ssl_dir=args.ssl_dir)
+    out = {"job": spec.path}
+    for i, rec in enumerate(recs):
+        if rec is None:
+            continue
+        res = rec["result"]
+        if i == 0:
+            rep = res["report"]
+            w = np.asarray(res["weights"])
+            print(f"server: logistic-regression weights over {w.shape[0]} features of {res['n_records']} records "
+                  f"(clients' columns {res['col_counts']}, label included at client "
+                  f"{rep['n_parties'] if args.label_party is None else args.label_party + 1})")
+            print(f"  server-observed epsilon {rep['epsilon_server']:.4f}, client-observed epsilon "
+                  f"{rep['epsilon_client']:.4g}, delta {rep['delta']:g}, gamma {rep['gamma']:g}, mu {rep['mu']:.4g}, "
+                  f"{rep['rounds']} rounds, batch cap {rep['b_max']}")
+            print(f"  ||w|| = {np.linalg.norm(w):.4f}; time {rec.get('seconds', 0):.2f} s, bytes sent by the "
+                  f"server {rec.get('bytes_sent', 0):,}")
+            out.update(weights=w.tolist(), epsilon_server=rep["epsilon_server"],
+                       epsilon_client=rep["epsilon_client"], delta=rep["delta"], gamma=rep["gamma"], report=rep,
+                       seconds=rec.get("seconds"))
+        else:
+            print(f"client {i} ({res.get('file')}): clipped {res['clipped']} record(s) to its bound, "
+                  f"{res['truncated']} batch(es) truncated (known to the clients only)")
+            out.setdefault("clients", {})[str(i)] = {"clipped": res["clipped"], "truncated": res["truncated"]}
+        out.setdefault("bytes_sent", {})[str(i)] = int(rec.get("bytes_sent", 0))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=2, default=lambda o: None)
+    return 0
+
+
 def run(args) -> int:
+    if args.job:
+        return _run_job(args)
     if args.runs < 1:
         raise ValueError(f"--runs must be >= 1, got {args.runs}")
-    if args.job:
-        raise ValueError("--job (per-party files) is not available for logreg yet: see the README")
     Xtr, ytr, Xte, yte = load_dataset(args.dataset, args.data_dir)
     q = args.q if args.q is not None else DEFAULT_Q[args.dataset]
     epochs = args.epochs if args.epochs is not None else paper_epochs(args.epsilon)
@@ -482,6 +574,18 @@ def register(sub) -> None:
     p.add_argument("--seed", type=int, default=None, help="seed for reproducible runs (default: OS entropy)")
     p.add_argument("--no-baselines", action="store_true", help="train SQM only")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--job", default=None, help="per-party job file (not yet available for logreg)")
+    p.add_argument("--job", default=None,
+                   help="job file (JSON: parties' addresses, party 0 the server, and each client's CSV; see "
+                        "apps/jobfile.py): a real multi-party run in which each party reads only its own file; "
+                        "the label party's CSV holds the --label-column")
+    p.add_argument("--index", type=int, default=None,
+                   help="with --job: start only this party (0 = server) here; omitted: all parties locally")
+    p.add_argument("--label-column", default="label", help="with --job: the label column's name (default label)")
+    p.add_argument("--label-party", type=int, default=None,
+                   help="with --job: 0-based client index holding the label (default the last client)")
+    p.add_argument("--timeout", type=float, default=3600.0, help="with --job: seconds before a job is abandoned")
+    p.add_argument("--ssl-dir", default=None,
+                   help="with --job: mutually authenticated TLS between parties, keys from this folder "
+                        "(made by python -m mpc.certs); default: no TLS (loopback tests only)")
     p.add_argument("--json", default=None, help="write the figures to this JSON file")
     p.set_defaults(func=run)

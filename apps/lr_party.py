@@ -380,53 +380,63 @@ class LRParty(PartyProgram):
         self.evaluator = evaluator
 
     async def run(self, ctx):
-        plan = self.plan
-        if ctx.M != plan.n_parties + 1:
-            raise ValueError(f"the plan has {plan.n_parties} clients but {ctx.M - 1} client processes run")
-        rng = np.random.default_rng(self.seed)
+        return await train_party(ctx, self.plan, self.seed, self.block, self.eval_set, self.progress_path,
+                                 self.every, self.evaluator)
+
+
+async def train_party(ctx, plan: LRPlan, seed, block=None, eval_set=None, progress_path=None, every: int = 50,
+                      evaluator: str = "fast", ids_digest: bytes | None = None, check_ids: bool = False) -> dict:
+    """This party's whole training run (see :class:`LRParty`); with ``check_ids`` the clients also compare
+    the digests of their record ids among themselves (the server learns only pass/fail)."""
+    if ctx.M != plan.n_parties + 1:
+        raise ValueError(f"the plan has {plan.n_parties} clients but {ctx.M - 1} client processes run")
+    rng = np.random.default_rng(seed)
+    if ctx.is_server:
+        await ctx.send_recv({}, [])
+        await ctx.check_clients(None, "record count")
+        if check_ids:
+            await ctx.check_clients(None, "record ids")
+        progress = open(progress_path, "w", buffering=1) if progress_path else None
+        report = _Eval(eval_set, every, (lambda i, loss: progress.write(f"{i} {loss!r}\n")) if progress else None)
+    else:
+        block, clipped = prepare_block(block, ctx.pid - 1, plan)
+        mine = client_seed_contribution(rng)
+        got = await ctx.send_recv({c: mine for c in ctx.clients}, ctx.clients)
+        shared = shared_sampler(got)
+        await ctx.check_clients(block.shape[0], "record count")
+        if check_ids:
+            await ctx.check_clients(ids_digest, "record ids (different ids or a different order)")
+    await ctx.agree(dataclasses.astuple(plan), "logistic-regression plan")
+    bound = plan.result_bound()
+    p = prime_for_bound(bound, ctx.M)
+    small = bound < 2 ** 62 and plan.gamma ** 2 < 2 ** 30
+    w = np.zeros(plan.d)
+    truncated = 0
+    t0 = time.perf_counter()
+    for it in range(plan.rounds):
+        ints = None
         if ctx.is_server:
-            await ctx.send_recv({}, [])
-            await ctx.check_clients(None, "record count")
-            progress = open(self.progress_path, "w", buffering=1) if self.progress_path else None
-            report = _Eval(self.eval_set, self.every,
-                           (lambda i, loss: progress.write(f"{i} {loss!r}\n")) if progress else None)
+            ints = compensated_coefficients(w, plan.gamma, rng)
+            ints = ints.astype(np.int32) if small else ints
+        ints = await ctx.broadcast(ints, 0)
+        my_input = None
+        if not ctx.is_server:
+            idx, tr = sample_batch(shared, plan.n_records, plan.q, plan.b_max)
+            truncated += tr
+            my_input = client_input(block, idx, plan, rng)
+        if evaluator == "generic":  # the runtime's general polynomial evaluation (reference)
+            res = await ctx.evaluate(gradient_job(plan, ints, bound), my_input)
         else:
-            block, clipped = prepare_block(self.block, ctx.pid - 1, plan)
-            mine = client_seed_contribution(rng)
-            got = await ctx.send_recv({c: mine for c in ctx.clients}, ctx.clients)
-            shared = shared_sampler(got)
-            await ctx.check_clients(block.shape[0], "record count")
-        await ctx.agree(dataclasses.astuple(plan), "logistic-regression plan")
-        bound = plan.result_bound()
-        p = prime_for_bound(bound, ctx.M)
-        small = bound < 2 ** 62 and plan.gamma ** 2 < 2 ** 30
-        w = np.zeros(plan.d)
-        truncated = 0
-        t0 = time.perf_counter()
-        for it in range(plan.rounds):
-            ints = None
-            if ctx.is_server:
-                ints = compensated_coefficients(w, plan.gamma, rng)
-                ints = ints.astype(np.int32) if small else ints
-            ints = await ctx.broadcast(ints, 0)
-            my_input = None
-            if not ctx.is_server:
-                idx, tr = sample_batch(shared, plan.n_records, plan.q, plan.b_max)
-                truncated += tr
-                my_input = client_input(block, idx, plan, rng)
-            if self.evaluator == "generic":  # the runtime's general polynomial evaluation (reference)
-                res = await ctx.evaluate(gradient_job(plan, ints, bound), my_input)
-            else:
-                res = await secure_gradient(ctx, plan, ints, my_input, p)
-            if ctx.is_server:
-                w = server_update(w, res, plan)
-                report(it, w, plan.rounds)
-        seconds = time.perf_counter() - t0
+            res = await secure_gradient(ctx, plan, ints, my_input, p)
         if ctx.is_server:
-            if progress:
-                progress.close()
-            return {"weights": w, "seconds": seconds}
-        return {"clipped": clipped, "truncated": truncated, "seconds": seconds}
+            w = server_update(w, res, plan)
+            report(it, w, plan.rounds)
+    seconds = time.perf_counter() - t0
+    if ctx.is_server:
+        if progress:
+            progress.close()
+        return {"weights": w, "seconds": seconds}
+    return {"clipped": clipped, "truncated": truncated, "seconds": seconds}
 
 
 def small_matmul_mod(S: np.ndarray, B: np.ndarray, p: int) -> np.ndarray:

@@ -201,3 +201,25 @@ def test_small_matmul_mod_exact():
         B = rng.integers(-5000, 5000, size=(23, 9))
         ref = (S.astype(object) @ B.astype(object)) % p
         assert lr_party.small_matmul_mod(S, B, p).astype(object).tolist() == ref.tolist()
+
+
+def test_job_file_mode_equals_simulation(tmp_path):
+    """Each party reads only its own CSV (the label party's holds the label column); same weights as the
+    simulation for the same seed; a label party without the label column is refused."""
+    from apps.jobfile import load_job, run_local, write_party_csvs
+    from apps.logreg import LRJobTask
+    from mpc.launch import MPCError
+    from sqm.vertical import VerticalData
+
+    rng = np.random.default_rng(12)
+    X = rng.normal(size=(40, 6)) * 0.25
+    y = (X[:, 0] - X[:, 5] > 0).astype(float)
+    job = write_party_csvs(np.hstack([X, y[:, None]]), tmp_path, col_counts=[2, 2, 3])
+    task = LRJobTask(4.0, 1e-5, 256.0, 0.25, 1, 1.0, label_column="x6", seed=5)
+    recs = run_local(load_job(job), task, timeout=120)
+    sim = SQMLogisticRegression(4.0, 1e-5, 256.0, 0.25, 1, 1.0, "plain", seed=5).fit(
+        VerticalData([X[:, :2], X[:, 2:4], X[:, 4:]]), y)
+    assert np.array_equal(np.asarray(recs[0]["result"]["weights"]), sim.coef_)
+    assert recs[0]["result"]["report"]["epsilon_server"] <= 4.0
+    with pytest.raises(MPCError, match="label"):
+        run_local(load_job(job), LRJobTask(4.0, 1e-5, 256.0, 0.25, 1, 1.0, label_column="y", seed=5), timeout=60)
