@@ -184,3 +184,14 @@ def test_load_job_checks(tmp_path):
     assert spec.n_clients == 2 and spec.parties[2].file == str(tmp_path / "b.csv")
     with pytest.raises(ValueError, match="out of range"):
         party_program(spec, 3, PCAJobTask(**TASK))
+
+
+def test_job_file_over_mutually_authenticated_tls(tmp_path):
+    from mpc.certs import make_certificates
+
+    make_certificates(str(tmp_path / "keys"), 3)
+    X = make_X(seed=3)
+    spec = write(tmp_path / "job", X, parties=2)
+    recs = run_local(spec, PCAJobTask(**TASK), ssl_dir=str(tmp_path / "keys"))
+    ref = SQMPCA(backend="plain", **TASK).fit(VerticalData.split(X, 2))
+    assert np.array_equal(recs[0]["result"]["components"], ref.components_)

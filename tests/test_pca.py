@@ -131,3 +131,35 @@ def test_bad_input():
     with pytest.raises(ValueError, match="delta"):
         central_dp_pca(X, 2, 1.0, 1.5)
     assert check_components(np.int64(3), 6) == 3
+
+
+def test_cli_plain_json(tmp_path):
+    import json
+
+    from apps.cli import main
+
+    out = tmp_path / "pca.json"
+    assert main(["pca", "--dataset", "iris", "--parties", "2", "--components", "2", "--backend", "plain",
+                 "--runs", "2", "--seed", "1", "--quiet", "--json", str(out)]) == 0
+    r = json.loads(out.read_text())
+    for key in ("sqm", "central", "local", "nonprivate"):
+        assert 0 < r[key]["utility_ratio"] <= 1 + 1e-12 and r[key]["utility"] > 0
+    assert r["nonprivate"]["utility_ratio"] == 1.0
+    assert r["epsilon_server"] <= 1 + 1e-9 and r["epsilon_client"] > r["epsilon_server"]
+    assert r["delta"] == 1e-5 and r["gamma"] == 4096 and r["runs"] == 2 and len(r["sqm"]["utilities"]) == 2
+    assert main(["pca", "--dataset", "iris", "--components", "5", "--backend", "plain", "--quiet"]) == 2  # k > 4
+
+
+def test_bench_sweep_and_target_check():
+    from bench.pca_utility import check_target, sweep
+
+    X = scale_rows(load_bundled("iris")[0], 1.0)
+    r = sweep("iris", X, 2, [1.0], [64.0, 4096.0], [1, 2, 3], runs=2, seed=0, progress=False)
+    assert r["nonprivate"] == pytest.approx(r["optimum"], rel=1e-12)
+    for vals in [r["central"]["1.0"], r["local"]["1.0"], *r["sqm"]["1.0"].values()]:
+        assert all(0 < v <= o * (1 + 1e-12) for v, o in zip(vals, r["optimum"]))
+    fake = {"ks": [1, 2], "central": {"1": [10.0, 20.0]}, "local": {"1": [1.0, 2.0]},
+            "sqm": {"1": {"64": [5.0, 5.0], "1024": [9.95, 19.7], "4096": [10.0, 20.5]}}}
+    t = check_target(fake)
+    assert not t["holds"] and t["misses"] == [{"epsilon": 1.0, "gamma": 1024.0, "k": 2, "ratio": 19.7 / 20}]
+    assert t["max_local_over_min_sqm_central"] == pytest.approx(0.4)  # vs the worst gamma (2^6) too
