@@ -68,11 +68,16 @@ def main(argv=None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
+    from mpc.launch import MPCError
+
     try:
         return int(args.func(args) or 0)
     except ValueError as e:
         print(f"sqm: error: {e}", file=sys.stderr)
         return 2
+    except MPCError as e:  # a party refused or was lost: nothing was released
+        print(f"sqm: {e}", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":
