@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 
 import numpy as np
@@ -314,6 +315,8 @@ def accuracy(w, X, y) -> float:
 
 # ----- datasets --------------------------------------------------------------------------------------------
 DATASETS = ("breast_cancer", "adult", "credit_default")
+# the project's read-only data folder: ../shared/data next to the repository
+SHARED_DATA = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data"))
 DEFAULT_Q = {"breast_cancer": 0.05, "adult": 0.001, "credit_default": 0.001}
 
 
@@ -325,8 +328,6 @@ def load_dataset(name: str, data_dir: str | None = None, seed: int = 0):
     files; credit_default: a fixed stratified 75/25 split; both encoded from public metadata only
     (apps.datasets.load_adult / load_credit_default).
     """
-    import os
-
     from sklearn.model_selection import train_test_split
 
     from .datasets import load_adult, load_bundled, load_credit_default
@@ -339,9 +340,9 @@ def load_dataset(name: str, data_dir: str | None = None, seed: int = 0):
         f = lambda A: np.clip((A - mu) / sd, -3, 3) / (3 * math.sqrt(A.shape[1]))  # noqa: E731
         return f(Xtr), ytr, f(Xte), yte
     if name == "adult":
-        return load_adult(data_dir or "/work/shared/data/adult")
+        return load_adult(data_dir or os.path.join(SHARED_DATA, "adult"))
     if name == "credit_default":
-        path = data_dir or "/work/shared/data/credit-default"
+        path = data_dir or os.path.join(SHARED_DATA, "credit-default")
         if os.path.isdir(path):
             path = os.path.join(path, "UCI_Credit_Card.csv")
         X, y = load_credit_default(path)
@@ -553,7 +554,7 @@ def register(sub) -> None:
                    help="breast_cancer (scikit-learn, default), adult (UCI files), credit_default (UCI file)")
     p.add_argument("--data-dir", default=None,
                    help="directory (adult) or CSV file / directory (credit_default); default "
-                        "/work/shared/data/{adult,credit-default}")
+                        "../shared/data/{adult,credit-default} next to the repository")
     p.add_argument("--parties", type=int, default=3, help="clients holding column blocks (default 3); the "
                                                           "last holds the label")
     p.add_argument("--epsilon", type=float, default=1.0, help="server-observed epsilon target (default 1)")

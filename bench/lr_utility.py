@@ -5,8 +5,9 @@ DPSGD, VFL local DP; non-private references).
     sqm bench lr-utility --runs 20 --json lr_utility.json --plot lr_utility.png   # the paper's grid
 
 epsilon in {0.5, 1, 2, 4, 8}, delta 1e-5, gamma in {2^10, 2^13}, the paper's epochs per epsilon
-(2, 5, 8, 10, 10), q = 0.001, 3 clients, ||w|| <= 8 and learning rate 0.5 for SQM and DPSGD alike.  Target: at gamma = 2^13 and epsilon >= 1, SQM within 1.5 accuracy
-points of DPSGD on adult income; local DP clearly below.  ``--backend mpyc`` runs SQM in real party processes
+(2, 5, 8, 10, 10), q = 0.001, 3 clients, ||w|| <= 8 and learning rate 0.5 for SQM and DPSGD alike.
+Target: at gamma = 2^13 and epsilon >= 1, SQM within 1.5 accuracy points of DPSGD on adult income; local DP
+clearly below.  ``--backend mpyc`` runs SQM in real party processes
 (slow for sweeps; the plain simulation computes the same weights for the same seeds).
 """
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """SQM logistic regression: exact agreement of the real parties with the simulation, the gradient against
 the Taylor gradient, accuracy against scikit-learn, calibration, bad input, clipping, baselines' accounting."""
-import math
 
 import numpy as np
 import pytest
