@@ -249,15 +249,17 @@ def client_input(block: np.ndarray, idx: np.ndarray, plan: LRPlan, rng: np.rando
     return padded, noise_share(plan.mu / plan.n_parties, plan.d, rng)
 
 
-SKELLAM_EXACT_MAX = 2.0 ** 60  # numpy's Poisson sampler refuses lam above ~9.2e18 (int64)
+SKELLAM_EXACT_MAX = 2.0 ** 40
+# numpy's Poisson sampler computes in float64: at lam >= ~2^53 its draws lie on a lattice (lam = 1e17: all
+# multiples of 16; 1e18: of 128), so a Skellam share drawn that way would leave the sum's low bits un-noised.
 
 
 def noise_share(mu_share: float, size: int, rng: np.random.Generator) -> np.ndarray:
-    """This client's noise share: Sk(mu_share) exactly (sqm.skellam) while numpy's Poisson sampler can draw
-    it; above SKELLAM_EXACT_MAX (gamma = 2^13 at epsilon ~ 1 needs mu/n ~ 1e22) the share is drawn as
-    round(N(0, 2 mu_share)), the Gaussian of the same variance, rounded: APPROXIMATION, see the README
-    (Skellam(m) has excess kurtosis 1/(2m), so at m > 1e18 the two are indistinguishable in practice, but the
-    accounting is that of the Skellam).  Returned as an object array of Python ints."""
+    """This client's noise share: Sk(mu_share) from numpy's Poisson sampler while mu_share <= 2^40 (fine-grained
+    there); above (gamma = 2^13 at epsilon ~ 1 needs mu/n ~ 1e22) the share is drawn as round(N(0, 2 mu_share)),
+    the Gaussian of the same variance, rounded.  APPROXIMATION, flagged in the report and the README: the
+    accounting is that of the Skellam (Skellam(m) has excess kurtosis 1/(2m); no proven bound on the total
+    variation is used here).  Returned as an object array of Python ints."""
     if mu_share <= SKELLAM_EXACT_MAX:
         return skellam(mu_share, size, rng).astype(object)
     z = np.rint(rng.normal(0.0, math.sqrt(2.0 * mu_share), size))

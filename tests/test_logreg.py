@@ -222,3 +222,15 @@ def test_job_file_mode_equals_simulation(tmp_path):
     assert recs[0]["result"]["report"]["epsilon_server"] <= 4.0
     with pytest.raises(MPCError, match="label"):
         run_local(load_job(job), LRJobTask(4.0, 1e-5, 256.0, 0.25, 1, 1.0, label_column="y", seed=5), timeout=60)
+
+
+def test_noise_share_large_mu_is_fine_grained_with_the_skellam_variance():
+    rng = np.random.default_rng(13)
+    mu = 1e20  # above numpy's fine-grained Poisson range: rounded Gaussian of variance 2 mu
+    z = np.array(lr_party.noise_share(mu, 20000, rng), dtype=np.float64)
+    assert abs(np.var(z) / (2 * mu) - 1) < 0.05
+    residues = np.array([int(v) % 16 for v in lr_party.noise_share(mu, 20000, rng)])
+    assert abs(np.mean(residues == 0) - 1 / 16) < 0.01  # numpy's Poisson at this lam gives only multiples
+    small = lr_party.noise_share(50.0, 5, np.random.default_rng(1))
+    from sqm.skellam import skellam
+    assert small.tolist() == skellam(50.0, 5, np.random.default_rng(1)).tolist()
