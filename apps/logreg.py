@@ -356,17 +356,54 @@ def load_dataset(name: str, data_dir: str | None = None, seed: int = 0):
 
 
 # ----- one comparison --------------------------------------------------------------------------------------
+def attribute_groups(name: str, d: int) -> list[str]:
+    """The original attribute of each encoded column (public metadata): one-hot columns share a group."""
+    from .datasets import adult_feature_names, credit_feature_names
+
+    names = {"adult": adult_feature_names, "credit_default": credit_feature_names}.get(name)
+    groups = [n.split("=")[0] for n in names()] if names else [f"x{j}" for j in range(d)]
+    if len(groups) != d:
+        raise ValueError(f"{name}: {len(groups)} encoded columns in the metadata, the data has {d}")
+    return groups
+
+
+def public_split(groups: list[str], n_parties: int) -> tuple[list[int], np.ndarray]:
+    """Column counts that cut only between attributes (as equal as possible) and the per-party norm bounds
+    c_j = sqrt(attributes of party j / all attributes).  With rows encoded as sum over attributes of at most
+    1 / (number of attributes) in squared norm (apps.datasets' encoders, breast_cancer's scaling), no
+    sub-row ever exceeds its bound: nothing is clipped, and the bounds come from public metadata only."""
+    d = len(groups)
+    starts = [j for j in range(d) if j == 0 or groups[j] != groups[j - 1]] + [d]
+    if n_parties > len(starts) - 1:
+        raise ValueError(f"cannot split {len(starts) - 1} attributes among {n_parties} parties")
+    cuts = [0]
+    for k in range(1, n_parties):
+        target = k * d / n_parties
+        options = [b for b in starts[1:-1] if b > cuts[-1] and len([x for x in starts if x > b]) >= n_parties - k]
+        cuts.append(min(options, key=lambda b: abs(b - target)))
+    cuts.append(d)
+    counts = [b - a for a, b in zip(cuts[:-1], cuts[1:])]
+    n_attr = [len({groups[j] for j in range(a, b)}) for a, b in zip(cuts[:-1], cuts[1:])]
+    return counts, np.sqrt(np.asarray(n_attr, np.float64) / sum(n_attr))
+
+
 def compare(Xtr, ytr, Xte, yte, *, epsilon, delta, gamma, q, epochs, learning_rate, parties, backend, seed,
-            weight_bound=1.0, methods=("sqm", "dpsgd", "local", "nonprivate", "taylor"), progress=False) -> dict:
-    """Test accuracy and accounting of SQM and each baseline for one seed (an int or None)."""
+            weight_bound=1.0, methods=("sqm", "dpsgd", "local", "nonprivate", "taylor"), progress=False,
+            groups=None) -> dict:
+    """Test accuracy and accounting of SQM and each baseline for one seed (an int or None).  ``groups`` (the
+    attribute of each column) makes the parties' split and norm bounds follow attributes (:func:`public_split`)."""
     rng = np.random.default_rng(seed)
     sub = [int(s) for s in rng.integers(0, 2 ** 62, size=4)] if seed is not None else [None] * 4
     out = {}
     if "sqm" in methods:
+        bounds, data = None, Xtr
+        if groups is not None:
+            counts, bounds = public_split(groups, parties)
+            data = VerticalData(np.split(np.asarray(Xtr, np.float64), np.cumsum(counts)[:-1], axis=1))
         m = SQMLogisticRegression(epsilon, delta, gamma, q, epochs, learning_rate, backend, parties,
-                                  weight_bound=weight_bound, seed=sub[0], progress=progress)
+                                  weight_bound=weight_bound, party_bounds=bounds, seed=sub[0], progress=progress)
         t0 = time.perf_counter()
-        m.fit(Xtr, ytr, eval_set=(Xte, yte) if progress else None)
+        m.fit(data, ytr, eval_set=(Xte, yte) if progress else None)
         r = m.report_
         out["sqm"] = dict(accuracy=m.score(Xte, yte), test_loss=logistic_loss(m.coef_, Xte, yte),
                           epsilon_server=r["epsilon_server"], epsilon_client=r["epsilon_client"], delta=delta,
@@ -529,6 +566,7 @@ def run(args) -> int:
         runs.append(compare(Xtr, ytr, Xte, yte, epsilon=args.epsilon, delta=args.delta, gamma=args.gamma, q=q,
                             epochs=epochs, learning_rate=lr, parties=args.parties, backend=args.backend,
                             seed=seed, weight_bound=W, methods=methods,
+                            groups=attribute_groups(args.dataset, Xtr.shape[1]),
                             progress=not args.no_progress))
     res = _mean(runs)
     s = res["sqm"]

@@ -18,7 +18,7 @@ import json
 import numpy as np
 from tqdm import tqdm
 
-from apps.logreg import DATASETS, DEFAULT_Q, compare, load_dataset, paper_epochs
+from apps.logreg import DATASETS, DEFAULT_Q, attribute_groups, compare, load_dataset, paper_epochs
 
 
 def run(dataset="adult", data_dir=None, epsilons=(0.5, 1, 2, 4, 8), gammas=(1024, 8192), runs=1,
@@ -26,6 +26,7 @@ def run(dataset="adult", data_dir=None, epsilons=(0.5, 1, 2, 4, 8), gammas=(1024
         progress=True) -> dict:
     Xtr, ytr, Xte, yte = load_dataset(dataset, data_dir)
     q = DEFAULT_Q[dataset] if q is None else q
+    groups = attribute_groups(dataset, Xtr.shape[1])
     cells = {}
     jobs = [(e, r) for e in epsilons for r in range(runs)]
     refs = []
@@ -37,7 +38,7 @@ def run(dataset="adult", data_dir=None, epsilons=(0.5, 1, 2, 4, 8), gammas=(1024
         cells.setdefault((e, "dpsgd"), []).append(base["dpsgd"])
         cells.setdefault((e, "local"), []).append(base["local"])
         for g in gammas:
-            res = compare(Xtr, ytr, Xte, yte, gamma=g, seed=s, methods=("sqm",), **common)
+            res = compare(Xtr, ytr, Xte, yte, gamma=g, seed=s, methods=("sqm",), groups=groups, **common)
             cells.setdefault((e, f"sqm-{g}"), []).append(res["sqm"])
         if e == epsilons[0]:
             refs.append(compare(Xtr, ytr, Xte, yte, gamma=gammas[0], seed=s, methods=("nonprivate", "taylor"),

@@ -234,3 +234,13 @@ def test_noise_share_large_mu_is_fine_grained_with_the_skellam_variance():
     small = lr_party.noise_share(50.0, 5, np.random.default_rng(1))
     from sqm.skellam import skellam
     assert small.tolist() == skellam(50.0, 5, np.random.default_rng(1)).tolist()
+
+
+def test_public_split_never_clips_adult():
+    from apps.logreg import attribute_groups, public_split
+
+    Xtr, ytr, _, _ = load_dataset("adult")
+    counts, bounds = public_split(attribute_groups("adult", Xtr.shape[1]), 3)
+    assert sum(counts) == Xtr.shape[1] and abs(np.sum(bounds ** 2) - 1) < 1e-12
+    blocks = np.split(Xtr, np.cumsum(counts)[:-1], axis=1)
+    assert all(np.all(np.linalg.norm(b, axis=1) <= c + 1e-12) for b, c in zip(blocks, bounds))
