@@ -58,6 +58,11 @@ def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float 
     # children import what the parent can (programs are pickled by reference to their classes)
     path = [_ROOT] + [p for p in sys.path if p and os.path.isdir(p)]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(path + [env.get("PYTHONPATH", "")]))
+    # the M parties share this machine's cores: BLAS threads beyond a party's share only spin against each
+    # other (a 20,000 x 120 Gram product took 0.43 s with 2 threads per party, 0.023 s with 1)
+    threads = str(max(1, (os.cpu_count() or 1) // M))
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env.setdefault(var, threads)
     with tempfile.TemporaryDirectory(prefix="sqm-job-") as tmp:
         procs, results = [], []
         for i, prog in enumerate(programs):
