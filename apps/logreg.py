@@ -139,8 +139,7 @@ class SQMLogisticRegression:
                       party_bounds=tuple(float(b) for b in bounds))
         report = dict(epsilon_server=eps_s, epsilon_client=eps_c, delta=self.delta, mu=float(mu),
                       gamma=self.gamma, l2_sensitivity=sens.l2, l1_sensitivity=sens.l1, sampling_rate=q,
-                      rounds=R, epochs=self.epochs, n_parties=n, b_max=b_max, batch_overflow_probability=overflow,
-                      noise_approximated=bool(mu / n > lr_party.SKELLAM_EXACT_MAX) if n else False)
+                      rounds=R, epochs=self.epochs, n_parties=n, b_max=b_max, batch_overflow_probability=overflow)
         return plan, report
 
     # ----- training ------------------------------------------------------------------------------------
@@ -410,7 +409,7 @@ def compare(Xtr, ytr, Xte, yte, *, epsilon, delta, gamma, q, epochs, learning_ra
                           gamma=gamma, seconds=time.perf_counter() - t0, training_seconds=r["seconds"],
                           bytes_sent=int(sum(r["bytes_sent"])), mu=r["mu"], l2_sensitivity=r["l2_sensitivity"],
                           clipped=r["clipped"], batches_truncated=r["batches_truncated"], b_max=r["b_max"],
-                          rounds=r["rounds"], backend=r["backend"], noise_approximated=r["noise_approximated"])
+                          rounds=r["rounds"], backend=r["backend"])
     if "dpsgd" in methods:
         t0 = time.perf_counter()
         w, eps = dpsgd_fit(Xtr, ytr, epsilon, delta, q, epochs, learning_rate, weight_bound, seed=sub[1])
@@ -573,8 +572,7 @@ def run(args) -> int:
     print(f"logistic regression on {args.dataset}: {Xtr.shape[0]} train / {Xte.shape[0]} test records, "
           f"{Xtr.shape[1]} features, {args.parties} clients (+ server), backend {s['backend']}, {args.runs} run(s)")
     print(f"  q {q:g}  epochs {epochs}  rounds {s['rounds']}  batch cap {s['b_max']}  lr {lr:g}  "
-          f"||w|| <= {W:g}  gamma {args.gamma:g}  mu {s['mu']:.4g}"
-          + ("  (noise shares: rounded Gaussian, see README)" if s["noise_approximated"] else ""))
+          f"||w|| <= {W:g}  gamma {args.gamma:g}  mu {s['mu']:.4g}")
     print(f"  clipped records per client {s['clipped']}  batches truncated {s['batches_truncated']}")
     print(f"{'method':>11} {'accuracy':>9} {'eps server':>11} {'eps client':>11} {'delta':>8} {'seconds':>8} "
           f"{'bytes':>12}")

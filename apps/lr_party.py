@@ -249,23 +249,11 @@ def client_input(block: np.ndarray, idx: np.ndarray, plan: LRPlan, rng: np.rando
     return padded, noise_share(plan.mu / plan.n_parties, plan.d, rng)
 
 
-SKELLAM_EXACT_MAX = 2.0 ** 40
-# numpy's Poisson sampler computes in float64: at lam >= ~2^53 its draws lie on a lattice (lam = 1e17: all
-# multiples of 16; 1e18: of 128), so a Skellam share drawn that way would leave the sum's low bits un-noised.
-
-
 def noise_share(mu_share: float, size: int, rng: np.random.Generator) -> np.ndarray:
-    """This client's noise share: Sk(mu_share) from numpy's Poisson sampler while mu_share <= 2^40 (fine-grained
-    there); above (gamma = 2^13 at epsilon ~ 1 needs mu/n ~ 1e22) the share is drawn as round(N(0, 2 mu_share)),
-    the Gaussian of the same variance, rounded.  APPROXIMATION, flagged in the report and the README: the
-    accounting is that of the Skellam (Skellam(m) has excess kurtosis 1/(2m); no proven bound on the total
-    variation is used here).  Returned as an object array of Python ints."""
-    if mu_share <= SKELLAM_EXACT_MAX:
-        return skellam(mu_share, size, rng).astype(object)
-    z = np.rint(rng.normal(0.0, math.sqrt(2.0 * mu_share), size))
-    out = np.empty(size, dtype=object)
-    out[:] = [int(v) for v in z.tolist()]
-    return out
+    """This client's noise share Sk(mu_share), exact for any mu_share (:func:`sqm.skellam.skellam` draws each
+    Poisson as its integer offset from floor(mu) above 2^40, so gamma = 2^13, mu/n ~ 1e22 is exact too).
+    Returned as an object array of Python ints."""
+    return skellam(mu_share, size, rng).astype(object)
 
 
 # ----- the server's step -----------------------------------------------------------------------------------

@@ -226,7 +226,7 @@ def test_job_file_mode_equals_simulation(tmp_path):
 
 def test_noise_share_large_mu_is_fine_grained_with_the_skellam_variance():
     rng = np.random.default_rng(13)
-    mu = 1e20  # above numpy's fine-grained Poisson range: rounded Gaussian of variance 2 mu
+    mu = 1e20  # far above numpy's fine-grained Poisson range: still an exact Skellam share
     z = np.array(lr_party.noise_share(mu, 20000, rng), dtype=np.float64)
     assert abs(np.var(z) / (2 * mu) - 1) < 0.05
     residues = np.array([int(v) % 16 for v in lr_party.noise_share(mu, 20000, rng)])
