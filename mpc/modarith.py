@@ -77,19 +77,31 @@ def sum_mod(a, axis, p: int) -> np.ndarray:
 def _limb_plan(bits: int, inner: int) -> tuple[int, int, int]:
     """(limb width w, number of limbs L, inner chunk) with L * chunk * (2^w - 1)^2 < 2^53.
 
-    The fewest limbs whose exact chunk still holds min(inner, 8192) terms: float64 sums of up to L limb
-    products over a chunk are then integers below 2^53, hence exact.
+    The fewest limbs whose exact chunk still holds min(inner, 2048) terms: float64 sums of up to L limb
+    products over a chunk are then integers below 2^53, hence exact.  Fewer limbs means L^2 fewer BLAS
+    products; chunks of a few thousand rows also keep each chunk's limbs in cache.
     """
     for L in range(1, 9):
         w = -(-bits // L)
         chunk = ((1 << 53) - 1) // (L * ((1 << w) - 1) ** 2)
-        if chunk >= min(inner, 8192):
-            return w, L, max(1, min(inner, chunk))
+        if chunk >= min(inner, 2048):
+            return w, L, max(1, min(inner, chunk, 16384))
     raise ValueError("no exact limb plan")  # pragma: no cover
 
 
 def _limb(A: np.ndarray, w: int, u: int) -> np.ndarray:
     return ((A >> (w * u)) & ((1 << w) - 1)).astype(np.float64)
+
+
+def _limbs_into(A: np.ndarray, w: int, L: int, out: np.ndarray) -> np.ndarray:
+    """The L limbs of A side by side in ``out`` (rows x L cols), float64, without temporaries."""
+    rows, cols = A.shape
+    buf = np.empty((rows, cols), dtype=np.int64)
+    for u in range(L):
+        np.right_shift(A, w * u, out=buf)
+        np.bitwise_and(buf, (1 << w) - 1, out=buf)
+        out[:rows, u * cols:(u + 1) * cols] = buf
+    return out[:rows]
 
 
 def _shift_sum(partials: list[np.ndarray], w: int, p: int) -> np.ndarray:
@@ -134,9 +146,9 @@ def gram_mod(S, p: int) -> np.ndarray:
     m, n = S.shape
     w, L, chunk = _limb_plan(p.bit_length(), m)
     out = np.zeros((n, n), dtype=np.int64)
+    buf = np.empty((min(chunk, m), L * n), dtype=np.float64)
     for s0 in range(0, m, chunk):
-        part = S[s0:s0 + chunk]
-        cat = np.concatenate([_limb(part, w, u) for u in range(L)], axis=1)  # c x L n
+        cat = _limbs_into(S[s0:s0 + chunk], w, L, buf)  # c x L n
         G = cat.T @ cat  # (L n) x (L n), all limb pairs
         partials = [np.zeros((n, n)) for _ in range(2 * L - 1)]
         for u in range(L):

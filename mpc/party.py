@@ -136,8 +136,10 @@ def main(argv=None) -> int:
             raise TimeoutError(f"not all {len(addrs)} parties connected within {args.connect_timeout:g} s "
                                f"({', '.join(addrs)})") from None
         t0 = time.perf_counter()
-        result = await asyncio.wait_for(program.run(PartyContext(mpc)), args.timeout)
+        ctx = PartyContext(mpc)
+        result = await asyncio.wait_for(program.run(ctx), args.timeout)
         stats["seconds"] = time.perf_counter() - t0
+        stats["phases"] = dict(ctx.phases)
         stats["max_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
         stats["bytes_sent"] = sum(p.protocol.nbytes_sent for p in mpc.parties
                                   if p.pid != mpc.pid and p.protocol is not None)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import pickle
+import time
 
 import numpy as np
 from mpyc import asyncoro
@@ -70,11 +71,18 @@ class PartyContext:
         self.t = rt.threshold
         self.clients = list(range(1, self.M))
         self.rng = rng or np.random.default_rng()  # share randomness: OS entropy
+        self.phases: dict[str, float] = {}  # seconds spent per protocol phase, summed over evaluations
+        self._clock = time.perf_counter()
         self.points = list(range(1, self.M + 1))
 
     @property
     def is_server(self) -> bool:
         return self.pid == 0
+
+    def _lap(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.phases[phase] = self.phases.get(phase, 0.0) + now - self._clock
+        self._clock = now
 
     # ----- plain messages --------------------------------------------------------------------------
     async def send_recv(self, outgoing: dict, senders: list) -> list:
@@ -149,6 +157,7 @@ class PartyContext:
                                 f"before any share was sent")
         n_rows = int(job.n_records)
         needs_count = any(len(m) == 0 for m in prog.monomials)
+        self._lap("agree")
         # ---- input phase ----
         if self.is_server:
             await self.check_clients(None, "record count")
@@ -179,9 +188,12 @@ class PartyContext:
             payload = [from_signed(padded, p), from_signed(addend.astype(object), p)]
             if needs_count:
                 payload.append(from_signed(np.array([m if self.pid == 1 else 0], dtype=object), p))
+            self._lap("client checks")
             shares = [shamir.share(x, self.M, self.t, p, self.rng) for x in payload]
+            self._lap("share inputs (local)")
             outgoing = {j: [s[j] for s in shares] for j in range(self.M)}
         got = await self.send_recv(outgoing if not self.is_server else {}, self.clients)
+        self._lap("exchange input shares")
         S = np.hstack([g[0] for g in got]) if prog.n_vars else np.zeros((n_rows, 0), np.int64)
         z = got[0][1]
         for g in got[1:]:
@@ -195,9 +207,12 @@ class PartyContext:
         y, degree2 = await self._outputs(prog, S, count, p)
         y = modarith.add_mod(y, z, p)
         if degree2:
+            self._lap("local moments")
             y = await self.reshare(y, p)
+            self._lap("degree reduction")
         receivers = [0] + (self.clients if outputs_to_clients else [])
         res = await self.open_to(y, p, receivers)
+        self._lap("open result")
         return None if res is None else to_signed(res, p).astype(object)
 
     async def _outputs(self, prog, S: np.ndarray, count, p: int) -> tuple[np.ndarray, bool]:
