@@ -43,6 +43,8 @@ class JobResult:
     bytes_sent: list[int] = field(default_factory=list)  # per party, party 0 (server) first
     field_bits: int | None = None
     max_rss_bytes: list[int] = field(default_factory=list)  # peak resident memory per party process
+    party_seconds: list[float] = field(default_factory=list)  # time inside the protocol, per party
+    phases: list[dict] = field(default_factory=list)  # seconds per protocol phase, per party
 
     @property
     def total_bytes(self) -> int:

@@ -35,7 +35,9 @@ class MPyCBackend(Backend):
         res = run_parties(programs, timeout=self.timeout, ssl_dir=self.ssl_dir)
         return JobResult(values=res[0]["result"], backend=self.name, seconds=time.perf_counter() - t0,
                          bytes_sent=[int(r.get("bytes_sent", 0)) for r in res], field_bits=p.bit_length(),
-                         max_rss_bytes=[int(r.get("max_rss_bytes", 0)) for r in res])
+                         max_rss_bytes=[int(r.get("max_rss_bytes", 0)) for r in res],
+                         party_seconds=[float(r.get("seconds", 0.0)) for r in res],
+                         phases=[dict(r.get("phases", {})) for r in res])
 
 
 register_backend("mpyc", MPyCBackend)
