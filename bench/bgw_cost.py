@@ -75,7 +75,8 @@ def run(rows=20000, cols=60, parties=2, gammas=None, epsilon=1.0, delta=1e-5, st
         est = res.estimate.reshape(cols, cols)
         out_rows.append(dict(gamma=gamma, field_bits=res.field_bits,
                              bytes_per_party=[int(b) for b in res.bytes_sent],
-                             seconds=res.seconds, rel_error=float(np.linalg.norm(est - exact) / np.linalg.norm(exact))))
+                             seconds=res.seconds, rel_error=float(np.linalg.norm(est - exact) / np.linalg.norm(exact)),
+                             max_rss_bytes=[int(b) for b in res.max_rss_bytes]))
     report = dict(shape=[rows, cols], parties=parties + 1, clients=parties, plaintext_seconds=plain_s,
                   rows=out_rows)
     if stock_rows:
@@ -89,10 +90,11 @@ def run(rows=20000, cols=60, parties=2, gammas=None, epsilon=1.0, delta=1e-5, st
 def print_table(rep: dict) -> None:
     print(f"secure covariance {rep['shape'][0]} x {rep['shape'][1]}, {rep['parties']} MPyC parties "
           f"({rep['clients']} clients); plaintext numpy X^T X: {rep['plaintext_seconds'] * 1e3:.1f} ms")
-    print(f"{'gamma':>8} {'field bits':>10} {'bytes/party (max)':>18} {'seconds':>8} {'rel error':>10}")
+    print(f"{'gamma':>8} {'field bits':>10} {'bytes/party (max)':>18} {'seconds':>8} {'rel error':>10} "
+          f"{'peak RSS/party (max)':>21}")
     for r in rep["rows"]:
         print(f"{r['gamma']:>8.0f} {r['field_bits']:>10} {max(r['bytes_per_party']):>18,} "
-              f"{r['seconds']:>8.2f} {r['rel_error']:>10.3e}")
+              f"{r['seconds']:>8.2f} {r['rel_error']:>10.3e} {max(r['max_rss_bytes']) / 2 ** 30:>17.2f} GiB")
     if rep.get("stock_seconds"):
         print(f"same quantized {rep['stock_shape'][0]} x {rep['stock_shape'][1]} X^T X, no noise, end to end: "
               f"MPyC stock np_matmul {rep['stock_seconds']:.2f} s, fast path {rep['fast_seconds_at_stock_shape']:.2f} s, "

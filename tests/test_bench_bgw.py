@@ -14,7 +14,7 @@ def test_bgw_cost_report_and_stock_comparison(tmp_path):
     assert rep["stock_identical"] and rep["fast_identical"]  # both equal the exact integers
     assert [r["gamma"] for r in rep["rows"]] == [64.0, 4096.0]
     for r in rep["rows"]:
-        assert set(r) >= {"gamma", "field_bits", "bytes_per_party", "seconds", "rel_error"}
+        assert set(r) >= {"gamma", "field_bits", "bytes_per_party", "seconds", "rel_error", "max_rss_bytes"}
         assert len(r["bytes_per_party"]) == 3 and min(r["bytes_per_party"]) > 0
     assert rep["rows"][1]["field_bits"] > rep["rows"][0]["field_bits"]  # the field grows with gamma
     assert (tmp_path / "bgw.png").stat().st_size > 0
