@@ -7,11 +7,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 import numpy as np
 from tqdm import tqdm
+
+from bench.common import finish
 
 from mpc.backend import FixedClient, Job
 from mpc.launch import run_parties
@@ -121,11 +122,6 @@ def plot(rep: dict, path: str) -> None:
     fig.tight_layout(); fig.savefig(path, dpi=120)
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="sqm bench bgw-cost", description=__doc__.splitlines()[0])
-    add_arguments(ap)
-    return cli(ap.parse_args(argv))
-
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--rows", type=int, default=20000, help="records (default 20000)")
@@ -146,14 +142,4 @@ def cli(args) -> int:
     gammas = [float(g) for g in args.gammas.split(",") if g.strip()]
     rep = run(args.rows, args.cols, args.parties, gammas, args.epsilon, args.delta,
               args.stock_rows or None, args.stock_cols)
-    print_table(rep)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rep, f, indent=2)
-    if args.plot:
-        plot(rep, args.plot)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    return finish(rep, args, print_table, plot)

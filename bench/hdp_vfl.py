@@ -15,12 +15,13 @@ that the models are identical.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import time
 
 import numpy as np
 from tqdm import tqdm
+
+from bench.common import finish
 
 from apps.hdp_vfl import (CALIBRATIONS, DATASETS, GUARANTEE, HDPLogisticRegression, load_split,
                           reference_accuracies)
@@ -204,20 +205,4 @@ def cli(args) -> int:
     rep = run(names, eps, repeats, args.seed, args.split_seed, args.learning_rate, args.intercept,
               args.calibration, not args.no_fig2, not args.no_verify_mpyc,
               {"credit_default": args.credit_data, "adult": args.adult_data}, not args.quiet)
-    print_table(rep)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rep, f, indent=2)
-    if args.plot:
-        plot(rep, args.plot)
-    return 0
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="sqm bench hdp-vfl", description=__doc__.splitlines()[0])
-    add_arguments(ap)
-    return cli(ap.parse_args(argv))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    return finish(rep, args, print_table, plot)

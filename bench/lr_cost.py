@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 
 import numpy as np
 
@@ -20,6 +19,7 @@ from apps.logreg import SQMLogisticRegression, steps
 from apps.lr_party import batch_cap
 from sqm.rng import spawn_seeds
 from sqm.vertical import VerticalData
+from bench.common import finish
 
 
 def rate_for_cap(n_records: int, cap: int, epochs: int) -> float:
@@ -84,17 +84,4 @@ def cli(args) -> int:
     if "plain_ms_per_iteration" in rep:
         print(f"  plain simulation: {rep['plain_ms_per_iteration']:.2f} ms/iteration; identical weights: "
               f"{rep['plain_identical']}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rep, f, indent=2)
-    return 0
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="sqm bench lr-cost", description=__doc__.splitlines()[0])
-    add_arguments(ap)
-    return cli(ap.parse_args(argv))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    return finish(rep, args)

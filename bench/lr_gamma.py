@@ -12,11 +12,11 @@ Analytic only: no training, finishes in seconds.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 
 from sqm import accounting
 from sqm.sensitivity import l1_from_l2, logreg_l2_paper, logreg_sensitivity
+from bench.common import finish
 
 
 def run(gammas=None, epsilon=1.0, delta=1e-5, d=800, q=0.001, epochs=5) -> dict:
@@ -82,20 +82,4 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 def cli(args) -> int:
     gammas = [int(float(g)) for g in args.gammas.split(",") if g.strip()]
     rep = run(gammas, args.epsilon, args.delta, args.d, args.q, args.epochs)
-    print_table(rep)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rep, f, indent=2)
-    if args.plot:
-        plot(rep, args.plot)
-    return 0
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="sqm bench lr-gamma", description=__doc__.splitlines()[0])
-    add_arguments(ap)
-    return cli(ap.parse_args(argv))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    return finish(rep, args, print_table, plot)

@@ -13,10 +13,11 @@ clearly below.  ``--backend mpyc`` runs SQM in real party processes
 from __future__ import annotations
 
 import argparse
-import json
 
 import numpy as np
 from tqdm import tqdm
+
+from bench.common import finish
 
 from apps.logreg import DATASETS, DEFAULT_Q, attribute_groups, compare, load_dataset, paper_epochs
 
@@ -132,20 +133,4 @@ def cli(args) -> int:
     rep = run(args.dataset, args.data_dir, [float(e) for e in args.epsilons.split(",")],
               [int(float(g)) for g in args.gammas.split(",")], args.runs, args.delta, args.q, args.parties,
               args.lr, args.weight_bound, args.backend, args.seed)
-    print_table(rep)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rep, f, indent=2)
-    if args.plot:
-        plot(rep, args.plot)
-    return 0
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="sqm bench lr-utility", description=__doc__.splitlines()[0])
-    add_arguments(ap)
-    return cli(ap.parse_args(argv))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    return finish(rep, args, print_table, plot)

@@ -13,7 +13,6 @@ The target checked: for gamma >= 2^10, SQM's mean utility is at least 99% of cen
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 import numpy as np
@@ -23,6 +22,7 @@ from apps.datasets import load_dataset, scale_rows
 from apps.pca import SQMPCA, central_dp_pca, local_dp_pca, nonprivate_pca, pca_utility, top_eigen
 from sqm.rng import spawn_seeds
 from sqm.vertical import VerticalData
+from bench.common import finish
 
 PAPER_EPSILONS = [0.5, 1.0, 2.0, 4.0, 8.0]
 PAPER_GAMMAS = [2.0 ** e for e in (6, 8, 10, 12, 14)]
@@ -184,19 +184,5 @@ def cli(args) -> int:
         r = sweep(name, X, args.parties, epsilons, gammas, ks, runs, args.delta, args.seed, not args.quiet)
         rep["results"][name] = r
         print_table(name, r)
-        if args.json:  # after each dataset, so a long run keeps what it has
-            with open(args.json, "w") as f:
-                json.dump(rep, f, indent=1)
-    if args.plot:
-        plot(rep, args.plot)
-    return 0
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="sqm bench pca-utility", description=__doc__.splitlines()[0])
-    add_arguments(ap)
-    return cli(ap.parse_args(argv))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+        finish(rep, args, indent=1)  # JSON after each dataset, so a long run keeps what it has
+    return finish(rep, args, plot=plot, indent=1)
