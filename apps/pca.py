@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
-from sqm.accounting import DEFAULT_ORDERS
+from sqm.accounting import DEFAULT_ORDERS, smallest_meeting
 from sqm.rng import spawn_seeds
 from sqm.vertical import VerticalData, clip_rows, party_norm_bounds
 
@@ -138,20 +138,10 @@ def gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float, orders=D
         raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
     if not (math.isfinite(l2_sensitivity) and l2_sensitivity > 0):
         raise ValueError(f"the L2 sensitivity must be > 0, got {l2_sensitivity!r}")
-    # epsilon is decreasing in z = sigma / Delta; bracket z then bisect
-    lo = hi = 1.0
-    eps = lambda z: gaussian_epsilon(z, delta, 1.0, orders)  # noqa: E731
-    while eps(hi) > epsilon:
-        lo, hi = hi, hi * 2
-    while eps(lo) <= epsilon and lo > 1e-9:
-        lo, hi = lo / 2, lo
-    while hi / lo > 1 + rtol:
-        mid = math.sqrt(lo * hi)
-        if eps(mid) <= epsilon:
-            hi = mid
-        else:
-            lo = mid
-    return hi * float(l2_sensitivity)
+    # epsilon is decreasing in z = sigma / Delta
+    z = smallest_meeting(lambda z: gaussian_epsilon(z, delta, 1.0, orders), epsilon, start=1.0, factor=2.0,
+                         rtol=rtol, floor=1e-9)
+    return z * float(l2_sensitivity)
 
 
 # ----- baselines --------------------------------------------------------------------------------------------

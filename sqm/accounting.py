@@ -128,6 +128,27 @@ def privacy_report(mu, delta, l1, l2, q=1.0, rounds=1, n_parties=None, orders=DE
     return eps_s, eps_c
 
 
+def smallest_meeting(eps, target: float, start: float = 1.0, factor: float = 2.0, rtol: float = 1e-6,
+                     floor: float = 1e-300) -> float:
+    """The smallest x > 0 (to relative precision ``rtol``) with ``eps(x) <= target``, for ``eps`` decreasing in x
+    (a noise scale).  Brackets by powers of ``factor`` from ``start``, then bisects on log x; the upper end of
+    the final bracket is returned, so the target is always met."""
+    lo = hi = float(start)
+    while eps(hi) > target:
+        lo, hi = hi, hi * factor
+    while eps(lo) <= target:
+        lo, hi = lo / factor, lo
+        if lo < floor:
+            break
+    while hi / lo > 1 + rtol:
+        mid = math.sqrt(lo * hi)
+        if eps(mid) <= target:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
 @dataclass(frozen=True)
 class Calibration:
     mu: float
@@ -151,22 +172,8 @@ def calibrate_mu(target_epsilon: float, delta: float, l1: float, l2: float, q: f
     _check_q(q)
     _check_rounds(rounds)
 
-    def eps(mu):
-        return server_epsilon(mu, delta, l1, l2, q, rounds, orders)
-
-    lo = hi = max(l2 * l2, 1e-12)
-    while eps(hi) > target_epsilon:
-        lo, hi = hi, hi * 4
-    while eps(lo) <= target_epsilon:
-        lo, hi = lo / 4, lo
-        if lo < 1e-300:
-            break
-    while hi / lo > 1 + rtol:
-        mid = math.sqrt(lo * hi)
-        if eps(mid) <= target_epsilon:
-            hi = mid
-        else:
-            lo = mid
+    hi = smallest_meeting(lambda mu: server_epsilon(mu, delta, l1, l2, q, rounds, orders), target_epsilon,
+                          start=max(l2 * l2, 1e-12), factor=4.0, rtol=rtol)
     eps_s, eps_c = privacy_report(hi, delta, l1, l2, q, rounds, n_parties, orders)
     return Calibration(mu=hi, epsilon_server=eps_s, epsilon_client=eps_c, delta=delta, target_epsilon=target_epsilon)
 
