@@ -33,16 +33,13 @@ import json
 import os
 import pickle
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from mpc.party import PartyProgram
 
-_ROOT = str(Path(__file__).resolve().parent.parent)
 
 # ----- job files --------------------------------------------------------------------------------------------
 
@@ -382,6 +379,16 @@ def run_local(spec: JobSpec, task: JobTask, timeout: float = 3600.0, connect_tim
                        ssl_dir=ssl_dir)
 
 
+def run_job(spec: JobSpec, task: JobTask, index: int | None = None, timeout: float = 3600.0,
+            ssl_dir: str | None = None) -> list[dict | None]:
+    """Every party on this machine (``index`` None), or only party ``index`` (its record; None elsewhere)."""
+    if index is None:
+        return run_local(spec, task, timeout=timeout, ssl_dir=ssl_dir)
+    recs: list[dict | None] = [None] * len(spec.parties)
+    recs[index] = run_one(spec, index, task, timeout=timeout, ssl_dir=ssl_dir)
+    return recs
+
+
 def run_one(spec: JobSpec, index: int, task: JobTask, timeout: float = 3600.0,
             connect_timeout: float = 300.0, ssl_dir: str | None = None) -> dict:
     """Run party ``index`` only, in a child ``python -m mpc.party`` process (other hosts run the others).
@@ -389,22 +396,15 @@ def run_one(spec: JobSpec, index: int, task: JobTask, timeout: float = 3600.0,
     Its messages go to this terminal; returns its result record.  Raises MPCError if it fails.
     ``ssl_dir``: this party's keys from ``python -m mpc.certs`` (mutually authenticated TLS between hosts).
     """
-    from mpc.launch import MPCError, party_name
+    from mpc.launch import MPCError, party_command, party_env, party_name
 
     prog = party_program(spec, index, task)
-    env = dict(os.environ)
-    path = [_ROOT] + [p for p in sys.path if p and os.path.isdir(p)]
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(path + [env.get("PYTHONPATH", "")]))
     with tempfile.TemporaryDirectory(prefix="sqm-party-") as tmp:
         pf, rf = os.path.join(tmp, "program"), os.path.join(tmp, "result")
         with open(pf, "wb") as f:
             pickle.dump(prog, f, protocol=5)
-        cmd = [sys.executable, "-m", "mpc.party", "--program", pf, "--index", str(index),
-               "--parties", ",".join(spec.addresses), "--result", rf, "--timeout", str(timeout),
-               "--connect-timeout", str(connect_timeout)]
-        if ssl_dir is not None:
-            cmd += ["--ssl", "--ssl-dir", os.path.abspath(ssl_dir)]
-        code = subprocess.call(cmd, env=env)
+        cmd = party_command(pf, index, ",".join(spec.addresses), rf, timeout, connect_timeout, ssl_dir)
+        code = subprocess.call(cmd, env=party_env())
         if code != 0 or not os.path.exists(rf):
             raise MPCError(f"{party_name(index)} exited {code}; no result released (see its message above)")
         with open(rf, "rb") as f:

@@ -506,18 +506,14 @@ class LRJobTask:
 
 
 def _run_job(args) -> int:
-    from .jobfile import load_job, run_local, run_one
+    from .jobfile import load_job, run_job
 
     spec = load_job(args.job)
     task = LRJobTask(args.epsilon, args.delta, args.gamma, args.q if args.q is not None else 0.001, args.epochs,
                      args.lr if args.lr is not None else 1.0,
                      args.weight_bound if args.weight_bound is not None else 1.0, args.label_column,
                      args.label_party, seed=args.seed)
-    if args.index is None:
-        recs = run_local(spec, task, timeout=args.timeout, ssl_dir=args.ssl_dir)
-    else:
-        recs = [None] * len(spec.parties)
-        recs[args.index] = run_one(spec, args.index, task, timeout=args.timeout, ssl_dir=args.ssl_dir)
+    recs = run_job(spec, task, args.index, timeout=args.timeout, ssl_dir=args.ssl_dir)
     out = {"job": spec.path}
     for i, rec in enumerate(recs):
         if rec is None:

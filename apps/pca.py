@@ -467,23 +467,11 @@ def _run_cli(args) -> int:
 def _run_job(args) -> int:
     import json
 
-    from .jobfile import load_job, run_local, run_one
-
-    import sys
-
-    from mpc.launch import MPCError
+    from .jobfile import load_job, run_job
 
     spec = load_job(args.job)
     task = PCAJobTask(args.components, args.epsilon, args.delta, args.gamma, args.row_norm_bound, seed=args.seed)
-    try:
-        if args.index is None:
-            recs = run_local(spec, task, timeout=args.timeout, ssl_dir=args.ssl_dir)
-        else:
-            recs = [None] * len(spec.parties)
-            recs[args.index] = run_one(spec, args.index, task, timeout=args.timeout, ssl_dir=args.ssl_dir)
-    except MPCError as e:
-        print(f"sqm pca: {e}", file=sys.stderr)
-        return 3
+    recs = run_job(spec, task, args.index, timeout=args.timeout, ssl_dir=args.ssl_dir)  # MPCError: sqm exits 3
     out = {"job": spec.path, "delta": args.delta, "gamma": args.gamma}
     for i, rec in enumerate(recs):
         if rec is None:

@@ -34,6 +34,30 @@ def party_name(i: int) -> str:
     return "server (party 0)" if i == 0 else f"client {i} (party {i})"
 
 
+def party_env(local_parties: int = 1) -> dict:
+    """Environment for a ``python -m mpc.party`` child: it imports what this process can (programs are
+    pickled by reference to their classes), and ``local_parties`` parties sharing this machine's cores get
+    an equal share of BLAS threads each (unless the caller set them)."""
+    env = dict(os.environ)
+    path = [_ROOT] + [p for p in sys.path if p and os.path.isdir(p)]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(path + [env.get("PYTHONPATH", "")]))
+    threads = str(max(1, (os.cpu_count() or 1) // max(1, local_parties)))
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env.setdefault(var, threads)
+    return env
+
+
+def party_command(program_file: str, index: int, addresses: str, result_file: str, timeout: float,
+                  connect_timeout: float, ssl_dir: str | None = None) -> list[str]:
+    """The command line starting party ``index`` (``addresses``: comma-separated host:port of all parties)."""
+    cmd = [sys.executable, "-m", "mpc.party", "--program", program_file, "--index", str(index),
+           "--parties", addresses, "--result", result_file, "--timeout", str(timeout),
+           "--connect-timeout", str(connect_timeout)]
+    if ssl_dir is not None:
+        cmd += ["--ssl", "--ssl-dir", os.path.abspath(ssl_dir)]
+    return cmd
+
+
 def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float = 30.0,
                 extra_args: list[str] | None = None, on_start=None, addresses=None,
                 ssl_dir: str | None = None) -> list[dict]:
@@ -54,15 +78,9 @@ def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float 
         addrs = ",".join(str(a).strip() for a in addresses)
     else:
         addrs = ",".join(f"127.0.0.1:{p}" for p in free_ports(M))
-    env = dict(os.environ)
-    # children import what the parent can (programs are pickled by reference to their classes)
-    path = [_ROOT] + [p for p in sys.path if p and os.path.isdir(p)]
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(path + [env.get("PYTHONPATH", "")]))
     # the M parties share this machine's cores: BLAS threads beyond a party's share only spin against each
     # other (a 20,000 x 120 Gram product took 0.43 s with 2 threads per party, 0.023 s with 1)
-    threads = str(max(1, (os.cpu_count() or 1) // M))
-    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        env.setdefault(var, threads)
+    env = party_env(local_parties=M)
     with tempfile.TemporaryDirectory(prefix="sqm-job-") as tmp:
         procs, results = [], []
         for i, prog in enumerate(programs):
@@ -71,10 +89,7 @@ def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float 
                 pickle.dump(prog, f, protocol=5)
             rf = os.path.join(tmp, f"party{i}.result")
             results.append(rf)
-            cmd = [sys.executable, "-m", "mpc.party", "--program", pf, "--index", str(i), "--parties", addrs,
-                   "--result", rf, "--timeout", str(timeout), "--connect-timeout", str(connect_timeout)]
-            if ssl_dir is not None:
-                cmd += ["--ssl", "--ssl-dir", os.path.abspath(ssl_dir)]
+            cmd = party_command(pf, i, addrs, rf, timeout, connect_timeout, ssl_dir)
             procs.append(subprocess.Popen(cmd + (extra_args or []), env=env, stdout=subprocess.PIPE,
                                           stderr=subprocess.PIPE, text=True))
         if on_start is not None:
