@@ -64,7 +64,7 @@ def _missing(path, what: str, where: str):
 
     if not os.path.exists(path):
         raise ValueError(f"{what} not found at {path}: fetch it ({where}) and put it there "
-                         f"(see /work/shared/data/*/SOURCE.md); nothing is downloaded at run time")
+                         f"(see SOURCE.md in the matching folder of shared/data/); nothing is downloaded at run time")
 
 
 def _scale01(v: np.ndarray, lo: float, hi: float, log: bool) -> np.ndarray:
