@@ -21,8 +21,8 @@ Noise: sigma = Delta * c(epsilon, delta) for each party's whole IR sequence (one
 for epsilon < 1; at epsilon >= 1 the paper still uses it, but there it can fall BELOW the noise any
 (epsilon, delta) guarantee needs (e.g. epsilon = 10, delta = 0.01: 0.311 against the exact minimum 0.350), so we
 take max(classic, analytic): the paper's value wherever it is valid, lifted to the exact minimum elsewhere.
-``calibration="analytic"``: the analytic Gaussian mechanism (Balle & Wang 2018, via dp-accounting's
-``get_sigma_gaussian``), the smallest sigma for (epsilon, delta) at any epsilon.  ``epsilon=inf`` trains the
+``calibration="analytic"``: the analytic Gaussian mechanism (Balle & Wang 2018, exact condition solved by
+``sqm.accounting.analytic_gaussian_sigma``), the smallest sigma for (epsilon, delta) at any epsilon.  ``epsilon=inf`` trains the
 non-private VFL reference (no noise).
 The lemmas also assume eta <= 2 / (beta + gamma) (Lemma 2), with beta = 0.25 + l2 and gamma = l2 for the
 logistic loss on ||x|| <= 1: larger learning rates are refused.
@@ -43,6 +43,7 @@ import numpy as np
 
 from apps.hdp_party import (ACTIVE, PASSIVE, ActiveParty, HDPConfig, HDPParty, PassiveParty, _check_block,
                             check_labels, record_count_problem, train_in_process)
+from sqm.accounting import analytic_gaussian_sigma
 from sqm.rng import spawn_seeds
 
 # logistic loss constants (paper section 4.2)
@@ -78,10 +79,7 @@ def classic_multiplier(epsilon: float, delta: float) -> float:
 
 def analytic_multiplier(epsilon: float, delta: float) -> float:
     """The smallest sigma / Delta for which the Gaussian mechanism is (epsilon, delta)-DP (Balle & Wang 2018)."""
-    from dp_accounting.gaussian_mechanism import get_sigma_gaussian
-
-    with np.errstate(divide="ignore"):  # dp-accounting's search probes log(0) at huge epsilon; harmless
-        return float(get_sigma_gaussian(epsilon, delta))
+    return analytic_gaussian_sigma(epsilon, delta, 1.0)
 
 
 def gaussian_sigma(l2_sensitivity: float, epsilon: float, delta: float, calibration: str = "classic") -> float:

@@ -262,26 +262,11 @@ def dpsgd_fit(X, y, epsilon: float, delta: float, q: float, epochs: int, learnin
 
 
 def gaussian_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
-    """Smallest noise std (to 1e-9 relative) of ONE Gaussian release with L2 sensitivity ``sensitivity`` that is
-    (epsilon, delta)-DP, by the exact analytic condition of Balle & Wang (2018, Thm. 8):
-    delta(sigma) = Phi(D/(2 sigma) - eps sigma/D) - e^eps Phi(-D/(2 sigma) - eps sigma/D) <= delta.
-    (dp-accounting's PLD calibration gives the same figure but takes minutes at small epsilon.)"""
-    from scipy.stats import norm
-
+    """Smallest noise std of ONE Gaussian release with L2 sensitivity ``sensitivity`` that is (epsilon, delta)-DP
+    (the exact analytic condition: :func:`sqm.accounting.analytic_gaussian_sigma`)."""
     check_epsilon(epsilon)
     check_delta(delta)
-
-    def dlt(s):
-        a, b = sensitivity / (2 * s), epsilon * s / sensitivity
-        return norm.cdf(a - b) - math.exp(epsilon) * norm.cdf(-a - b)
-
-    lo, hi = 1e-6 * sensitivity, sensitivity
-    while dlt(hi) > delta:
-        hi *= 2
-    while hi / lo > 1 + 1e-9:
-        mid = math.sqrt(lo * hi)
-        lo, hi = (lo, mid) if dlt(mid) <= delta else (mid, hi)
-    return hi
+    return accounting.analytic_gaussian_sigma(epsilon, delta, sensitivity)
 
 
 def local_dp_fit(X, y, epsilon: float, delta: float, seed=None):

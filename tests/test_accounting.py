@@ -94,3 +94,15 @@ def test_calibration_round_trip(q, rounds):
 def test_bad_inputs_raise(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+@pytest.mark.parametrize("eps, delta", [(0.01, 1e-5), (1.0, 1e-5), (8.0, 0.01), (100.0, 1e-5)])
+def test_analytic_gaussian_sigma_is_the_smallest_that_meets_the_target(eps, delta):
+    from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
+
+    from sqm.accounting import analytic_gaussian_sigma
+
+    s = analytic_gaussian_sigma(eps, delta, 3.0)
+    assert get_epsilon_gaussian(s / 3.0, delta) <= eps * (1 + 1e-12)  # met (never a hair below the minimum)
+    assert get_epsilon_gaussian(0.999 * s / 3.0, delta) > eps  # and minimal
+    assert analytic_gaussian_sigma(1e12, 0.01) == pytest.approx(1 / math.sqrt(2e12), rel=1e-3)  # huge epsilon
