@@ -521,15 +521,9 @@ def train_mpyc(blocks, plan: LRPlan, seeds, eval_set=None, callback=None, every:
         th = threading.Thread(target=tail, daemon=True)
         if callback:
             th.start()
-        saved = os.environ.get("OPENBLAS_NUM_THREADS")
-        os.environ["OPENBLAS_NUM_THREADS"] = "1"  # small BLAS products: threads only add overhead (50x here)
-        try:
-            res = run_parties(programs, timeout=timeout)
+        try:  # small BLAS products: threads only add overhead (50x here)
+            res = run_parties(programs, timeout=timeout, blas_threads=1)
         finally:
-            if saved is None:
-                os.environ.pop("OPENBLAS_NUM_THREADS", None)
-            else:
-                os.environ["OPENBLAS_NUM_THREADS"] = saved
             stop.set()
             if callback:
                 th.join()
