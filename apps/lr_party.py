@@ -429,27 +429,6 @@ async def train_party(ctx, plan: LRPlan, seed, block=None, eval_set=None, progre
     return {"clipped": clipped, "truncated": truncated, "seconds": seconds}
 
 
-def small_matmul_mod(S: np.ndarray, B: np.ndarray, p: int) -> np.ndarray:
-    """(S @ B) mod p, exactly, for field elements S (int64 in [0, p)) and a public matrix B of small signed
-    integers: S is cut into w-bit limbs so every limb product sum is an exact float64 integer, and the limb
-    results are combined by Horner's rule mod p in int64 (acc * 2^w + Q stays below 2^63)."""
-    from mpc import modarith
-
-    bits = int(p).bit_length()
-    bmax = int(np.max(np.abs(B))) if B.size else 0
-    w = min(62 - bits, 16)
-    if w < 4 or (2 ** w) * max(bmax, 1) * max(S.shape[1], 1) >= 2 ** 53:
-        from mpc.field import from_signed
-        return modarith.matmul_mod(S, from_signed(B, p), p)
-    Bf = B.astype(np.float64)
-    acc = np.zeros((S.shape[0], B.shape[1]), dtype=np.int64)
-    mask = (1 << w) - 1
-    for u in reversed(range(-(-bits // w))):
-        Q = (((S >> (w * u)) & mask).astype(np.float64) @ Bf).astype(np.int64)
-        acc = (acc * (1 << w) + Q) % p
-    return acc
-
-
 async def secure_gradient(ctx, plan: LRPlan, int_coefs, my_input, p: int):
     """BGW evaluation of the compensated Eq. 19 gradient sum plus the clients' noise, specialised to its
     structure (what ``ctx.evaluate`` computes for the general program, without its per-monomial loops):
@@ -482,7 +461,7 @@ async def secure_gradient(ctx, plan: LRPlan, int_coefs, my_input, p: int):
     F = S[:, plan.feats]
     lin = modarith.mul_mod(modarith.sum_mod(F, 0, p), from_signed(C[:, 0], p), p)
     B = np.vstack([C[:, 1:d + 1].T, C[:, d + 1][None, :]])  # [F, Y] @ B = F A^T + Y a_y^T (signed, small)
-    P = small_matmul_mod(np.hstack([F, S[:, [plan.label_index]]]), B, p)
+    P = modarith.matmul_small_mod(np.hstack([F, S[:, [plan.label_index]]]), B, p)
     quad = modarith.sum_mod(modarith.mul_mod(F, P, p), 0, p)
     y = modarith.add_mod(modarith.add_mod(lin, quad, p), z, p)
     y = await ctx.reshare(y, p)

@@ -89,10 +89,6 @@ def _limb_plan(bits: int, inner: int) -> tuple[int, int, int]:
     raise ValueError("no exact limb plan")  # pragma: no cover
 
 
-def _limb(A: np.ndarray, w: int, u: int) -> np.ndarray:
-    return ((A >> (w * u)) & ((1 << w) - 1)).astype(np.float64)
-
-
 def _limbs_into(A: np.ndarray, w: int, L: int, out: np.ndarray) -> np.ndarray:
     """The L limbs of A side by side in ``out`` (rows x L cols), float64, without temporaries."""
     rows, cols = A.shape
@@ -127,16 +123,44 @@ def matmul_mod(A, B, p: int) -> np.ndarray:
     n = B.shape[1]
     w, L, chunk = _limb_plan(p.bit_length(), k)
     out = np.zeros((m, n), dtype=np.int64)
+    c = min(chunk, k)
+    abuf, bbuf = np.empty((m, L * c), dtype=np.float64), np.empty((c, L * n), dtype=np.float64)
     for s0 in range(0, k, chunk):
         a = A[:, s0:s0 + chunk]
-        bcat = np.concatenate([_limb(B[s0:s0 + chunk], w, v) for v in range(L)], axis=1)  # c x L n
+        acat = _limbs_into(a, w, L, abuf)  # m x L c
+        bcat = _limbs_into(B[s0:s0 + chunk], w, L, bbuf)  # c x L n
+        cc = a.shape[1]
         partials = [np.zeros((m, n)) for _ in range(2 * L - 1)]
         for u in range(L):
-            prod = _limb(a, w, u) @ bcat
+            prod = acat[:, u * cc:(u + 1) * cc] @ bcat
             for v in range(L):
                 partials[u + v] += prod[:, v * n:(v + 1) * n]
         out = add_mod(out, _shift_sum(partials, w, p), p)
     return out[:, 0] if vec else out
+
+
+def matmul_small_mod(S, B, p: int) -> np.ndarray:
+    """(S @ B) mod p, exactly, for field elements S (int64 in [0, p)) and a public matrix B of small signed
+    integers: only S is cut into w-bit limbs, every limb product sum is an exact float64 integer, and the limb
+    results are combined by Horner's rule mod p in int64 (acc * 2^w + Q stays below 2^63).  Falls back to
+    :func:`matmul_mod` when B's entries are too large for that."""
+    _check_p(p)
+    S = np.asarray(S, dtype=np.int64)
+    B = np.asarray(B, dtype=np.int64)
+    bits = int(p).bit_length()
+    bmax = int(np.max(np.abs(B))) if B.size else 0
+    w = min(62 - bits, 16)
+    if w < 4 or (2 ** w) * max(bmax, 1) * max(S.shape[1], 1) >= 2 ** 53:
+        from .field import from_signed
+
+        return matmul_mod(S, from_signed(B, p), p)
+    Bf = B.astype(np.float64)
+    acc = np.zeros((S.shape[0], B.shape[1]), dtype=np.int64)
+    mask = (1 << w) - 1
+    for u in reversed(range(-(-bits // w))):
+        Q = (((S >> (w * u)) & mask).astype(np.float64) @ Bf).astype(np.int64)
+        acc = (acc * (1 << w) + Q) % p
+    return acc
 
 
 def gram_mod(S, p: int) -> np.ndarray:

@@ -192,16 +192,6 @@ def test_fast_and_generic_secure_evaluation_agree_with_simulation():
         assert np.array_equal(real.weights, sim.weights), evaluator
 
 
-def test_small_matmul_mod_exact():
-    rng = np.random.default_rng(10)
-    for bits in (20, 40, 51, 58):
-        p = int(next(q for q in range(2 ** bits - 1, 2 ** bits - 2000, -2) if all(q % f for f in range(3, 1500, 2))))
-        S = rng.integers(0, p, size=(17, 23))
-        B = rng.integers(-5000, 5000, size=(23, 9))
-        ref = (S.astype(object) @ B.astype(object)) % p
-        assert lr_party.small_matmul_mod(S, B, p).astype(object).tolist() == ref.tolist()
-
-
 def test_job_file_mode_equals_simulation(tmp_path):
     """Each party reads only its own CSV (the label party's holds the label column); same weights as the
     simulation for the same seed; a label party without the label column is refused."""

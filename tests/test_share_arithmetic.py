@@ -58,6 +58,31 @@ def test_gram_over_many_row_chunks_is_exact():
     S[::7, 1] = p - 2
     exact = (_exact(S).T.dot(_exact(S))) % p
     assert (modarith.gram_mod(S, p).astype(object) == exact).all()
+    A = np.full((3, rows), p - 1, dtype=np.int64)  # the same for a matrix product over many inner chunks
+    A[1, ::5] = p - 3
+    assert (modarith.matmul_mod(A, S, p).astype(object) == (_exact(A).dot(_exact(S))) % p).all()
+
+
+def test_small_public_matrix_product_is_exact():
+    rng = np.random.default_rng(7)
+    for bits in (31, 45, 61):
+        p = prime_below(bits)
+        S = _edge_values(p, rng, (50, 9))
+        B = rng.integers(-300, 300, size=(9, 4))
+        ref = (_exact(S).dot(_exact(B))) % p
+        assert (modarith.matmul_small_mod(S, B, p).astype(object) == ref).all()
+    with pytest.raises(ValueError, match="out of range"):  # the fallback keeps the field's range check
+        modarith.matmul_small_mod(np.ones((2, 2), np.int64), np.array([[2 ** 40, 0], [0, 1]]), prime_below(31))
+
+
+def test_small_matmul_mod_exact():
+    rng = np.random.default_rng(10)
+    for bits in (20, 40, 51, 58):
+        p = int(next(q for q in range(2 ** bits - 1, 2 ** bits - 2000, -2) if all(q % f for f in range(3, 1500, 2))))
+        S = rng.integers(0, p, size=(17, 23))
+        B = rng.integers(-5000, 5000, size=(23, 9))
+        ref = (S.astype(object) @ B.astype(object)) % p
+        assert modarith.matmul_small_mod(S, B, p).astype(object).tolist() == ref.tolist()
 
 
 def test_modulus_out_of_range_is_refused():
