@@ -441,23 +441,16 @@ async def secure_gradient(ctx, plan: LRPlan, int_coefs, my_input, p: int):
     3. one degree reduction (resharing), then the shares go to the server only, which reconstructs.
     Returns the signed integer result (object array) at the server, None at the clients.
     """
-    from mpc import modarith, shamir
+    from mpc import modarith
     from mpc.field import from_signed, to_signed
 
     d = plan.d
     C = np.asarray(int_coefs, np.int64).reshape(d, d + 2)
-    if ctx.is_server:
-        outgoing = {}
-    else:
+    payload = None
+    if not ctx.is_server:
         block, addend = my_input
         payload = [from_signed(block, p), from_signed(np.asarray(addend, dtype=object), p)]
-        shares = [shamir.share(x, ctx.M, ctx.t, p, ctx.rng) for x in payload]
-        outgoing = {j: [sh[j] for sh in shares] for j in range(ctx.M)}
-    got = await ctx.send_recv(outgoing, ctx.clients)
-    S = np.hstack([g[0] for g in got])
-    z = got[0][1]
-    for g in got[1:]:
-        z = modarith.add_mod(z, g[1], p)
+    S, (z,) = await ctx.input_shares(payload, p)
     F = S[:, plan.feats]
     lin = modarith.mul_mod(modarith.sum_mod(F, 0, p), from_signed(C[:, 0], p), p)
     B = np.vstack([C[:, 1:d + 1].T, C[:, d + 1][None, :]])  # [F, Y] @ B = F A^T + Y a_y^T (signed, small)

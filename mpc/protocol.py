@@ -122,6 +122,25 @@ class PartyContext:
             raise ProtocolError(f"party {self.pid}: refused before any share was sent: {bad[0]}")
 
     # ----- sharing ---------------------------------------------------------------------------------
+    async def input_shares(self, payload, p: int) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Each client Shamir-shares (degree t) its field arrays ``payload = [block, *summands]`` with every
+        party (the server passes None).  Returns, at every party, its shares of the clients' blocks side by
+        side (records x all columns) and, for each summand, its share of the clients' sum."""
+        outgoing = {}
+        if not self.is_server:
+            shares = [shamir.share(x, self.M, self.t, p, self.rng) for x in payload]
+            self._lap("share inputs (local)")
+            outgoing = {j: [s[j] for s in shares] for j in range(self.M)}
+        got = await self.send_recv(outgoing, self.clients)
+        self._lap("exchange input shares")
+        sums = []
+        for k in range(1, len(got[0])):
+            acc = got[0][k]
+            for g in got[1:]:
+                acc = modarith.add_mod(acc, g[k], p)
+            sums.append(acc)
+        return np.hstack([g[0] for g in got]), sums
+
     async def reshare(self, y2t: np.ndarray, p: int) -> np.ndarray:
         """Degree reduction: share my degree-2t share with fresh degree-t polynomials, combine (Lagrange)."""
         sub = shamir.share(y2t, self.M, self.t, p, self.rng)
@@ -189,20 +208,8 @@ class PartyContext:
             if needs_count:
                 payload.append(from_signed(np.array([m if self.pid == 1 else 0], dtype=object), p))
             self._lap("client checks")
-            shares = [shamir.share(x, self.M, self.t, p, self.rng) for x in payload]
-            self._lap("share inputs (local)")
-            outgoing = {j: [s[j] for s in shares] for j in range(self.M)}
-        got = await self.send_recv(outgoing if not self.is_server else {}, self.clients)
-        self._lap("exchange input shares")
-        S = np.hstack([g[0] for g in got]) if prog.n_vars else np.zeros((n_rows, 0), np.int64)
-        z = got[0][1]
-        for g in got[1:]:
-            z = modarith.add_mod(z, g[1], p)
-        count = None
-        if needs_count:
-            count = got[0][2]
-            for g in got[1:]:
-                count = modarith.add_mod(count, g[2], p)
+        S, sums = await self.input_shares(None if self.is_server else payload, p)
+        z, count = sums[0], (sums[1] if needs_count else None)
         # ---- local moments ----
         y, degree2 = await self._outputs(prog, S, count, p)
         y = modarith.add_mod(y, z, p)
