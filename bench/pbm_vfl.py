@@ -16,10 +16,10 @@ Table 3's communication column is in units of 1e9 bits (its 'GB' matches T B M P
 """
 from __future__ import annotations
 
-import json
-
 import numpy as np
 from tqdm import tqdm
+
+from bench.common import finish
 
 # Table 3 (5 clients): epochs to train AUPRC 0.9; None = never (inf)
 TABLE3_EPOCHS = {(8, 0.1): None, (8, 0.15): 86, (8, 0.2): 41, (8, 0.25): 23,
@@ -222,30 +222,27 @@ def cli(args) -> int:
               epochs=args.epochs or (100 if full else 6), repeats=args.repeats or (3 if full else 1),
               hidden=args.hidden, lr=args.lr, optimizer=args.optimizer, data=args.data, seed=args.seed,
               mpyc_epochs=args.mpyc_epochs)
-    print_report(out)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1)
-        print(f"wrote {args.json}")
-    if args.plot:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+    return finish(out, args, print_report, plot, indent=1)
 
-        parties = sorted({r["parties"] for r in out["runs"]})
-        fig, axes = plt.subplots(1, len(parties), figsize=(6 * len(parties), 4), squeeze=False)
-        for ax, M in zip(axes[0], parties):
-            for r in out["runs"]:
-                if r["parties"] != M:
-                    continue
-                lab = "NPQ" if r["method"] == "npq" else f"{r['method'].upper()} b={r['b']} beta={r['beta']}"
-                ax.plot(range(1, len(r["auprc_by_epoch"]) + 1), r["auprc_by_epoch"], label=lab,
-                        linestyle="--" if r["method"] == "ldp" else "-")
-            ax.set_title(f"phishing, {M} parties")
-            ax.set_xlabel("epoch")
-            ax.set_ylabel("test AUPRC")
-            ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(args.plot, dpi=120)
-        print(f"wrote {args.plot}")
-    return 0
+
+def plot(out: dict, path: str) -> None:
+    """Test AUPRC by epoch, one panel per party count."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    parties = sorted({r["parties"] for r in out["runs"]})
+    fig, axes = plt.subplots(1, len(parties), figsize=(6 * len(parties), 4), squeeze=False)
+    for ax, M in zip(axes[0], parties):
+        for r in out["runs"]:
+            if r["parties"] != M:
+                continue
+            lab = "NPQ" if r["method"] == "npq" else f"{r['method'].upper()} b={r['b']} beta={r['beta']}"
+            ax.plot(range(1, len(r["auprc_by_epoch"]) + 1), r["auprc_by_epoch"], label=lab,
+                    linestyle="--" if r["method"] == "ldp" else "-")
+        ax.set_title(f"phishing, {M} parties")
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("test AUPRC")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
