@@ -205,6 +205,7 @@ class HDPParty(PartyProgram):
         self.role, self.cfg, self.X, self.y, self.seed = role, cfg, X, y, seed
 
     async def run(self, ctx):
+        from mpc import wire
         from mpc.protocol import ProtocolError
 
         if ctx.M != 2:
@@ -216,7 +217,7 @@ class HDPParty(PartyProgram):
         await ctx.agree(cfg.public(), "HDP-VFL")
         # record counts: each party sends its count; both check the same pair, so both refuse together
         n_mine = int(np.shape(self.X)[0]) if np.ndim(self.X) == 2 else -1
-        got = await ctx.send_recv({other: n_mine}, [other])
+        got = await ctx.send_recv({other: n_mine}, [other], wire.value(int, "a record count"), "record count")
         counts = (n_mine, got[0]) if self.role == ACTIVE else (got[0], n_mine)
         problem = record_count_problem(*counts, cfg.n_records)
         if problem:
@@ -225,22 +226,22 @@ class HDPParty(PartyProgram):
             me = ActiveParty(cfg, self.X, self.y, self.seed)
             for _ in range(cfg.epochs):
                 perm = me.permutation()
-                await ctx.send_recv({PASSIVE: perm}, [])
+                await ctx.send_recv({PASSIVE: perm}, [], None, "batch order")
                 for idx in batches(cfg, perm):
-                    (sec_b,) = await ctx.send_recv({}, [PASSIVE])
+                    (sec_b,) = await ctx.send_recv({}, [PASSIVE], wire.array(np.float64, (idx.shape[0],), what="Sec[IR_B]"), "Sec[IR_B]")
                     sec_b = _check_message(sec_b, idx.shape[0], "Sec[IR_B]")
                     sec_a = me.step(idx, sec_b)
-                    await ctx.send_recv({PASSIVE: sec_a}, [])
+                    await ctx.send_recv({PASSIVE: sec_a}, [], None, "Sec[IR_A]")
         else:
             me = PassiveParty(cfg, self.X, self.seed)
             for _ in range(cfg.epochs):
-                (perm,) = await ctx.send_recv({}, [ACTIVE])
+                (perm,) = await ctx.send_recv({}, [ACTIVE], wire.array(np.int64, (cfg.n_records,), 0, cfg.n_records - 1, "a batch order"), "batch order")
                 perm = np.asarray(perm)
                 if sorted(perm.tolist()) != list(range(cfg.n_records)):
                     raise ProtocolError("the active party's batch order is not a permutation of the records")
                 for idx in batches(cfg, perm):
-                    await ctx.send_recv({ACTIVE: me.intermediate(idx)}, [])
-                    (sec_a,) = await ctx.send_recv({}, [ACTIVE])
+                    await ctx.send_recv({ACTIVE: me.intermediate(idx)}, [], None, "Sec[IR_B]")
+                    (sec_a,) = await ctx.send_recv({}, [ACTIVE], wire.array(np.float64, (idx.shape[0],), what="Sec[IR_A]"), "Sec[IR_A]")
                     me.update(idx, _check_message(sec_a, idx.shape[0], "Sec[IR_A]"))
         return {"role": "active" if self.role == ACTIVE else "passive", "w": me.w.copy(), "clipped": me.clipped}
 

@@ -322,6 +322,7 @@ class JobParty(PartyProgram):
         self.index, self.file, self.id_column, self.task = index, file, id_column, task
 
     async def run(self, ctx):
+        from mpc import wire
         from mpc.protocol import ProtocolError
 
         if ctx.pid != self.index:
@@ -335,7 +336,8 @@ class JobParty(PartyProgram):
             except (ValueError, OSError) as e:
                 mine = {"error": str(e)}
         out = {p: mine for p in range(ctx.M)} if not ctx.is_server else {}
-        got = await ctx.send_recv(out, ctx.clients)
+        got = await ctx.send_recv(out, ctx.clients, wire.value(dict, "the client's schema or its refusal", _schema_ok),
+                                  "client schemas")
         errors = [f"client {j}: {g['error']}" for j, g in zip(ctx.clients, got) if "error" in g]
         if errors:
             raise ProtocolError("refused before any share was sent: " + "; ".join(errors))
@@ -350,6 +352,13 @@ class JobParty(PartyProgram):
         if table is not None:
             result.setdefault("file", table.file)
         return result
+
+
+def _schema_ok(g) -> bool:
+    """A client's schema message: {"cols": int >= 1, "rows": int >= 1} or {"error": short text}."""
+    if set(g) == {"error"}:
+        return isinstance(g["error"], str) and len(g["error"]) < 2000
+    return set(g) == {"cols", "rows"} and all(type(g[k]) is int and g[k] >= 1 for k in ("cols", "rows"))
 
 
 def party_program(spec: JobSpec, index: int, task: JobTask) -> JobParty:

@@ -227,6 +227,10 @@ def client_seed_contribution(rng: np.random.Generator) -> list[int]:
     return [int(v) for v in rng.integers(0, 2 ** 32, size=4, dtype=np.uint64)]
 
 
+def _seed_words(v) -> bool:
+    return len(v) == 4 and all(type(x) is int and 0 <= x < 2 ** 32 for x in v)
+
+
 def shared_sampler(contributions: list[list[int]]) -> np.random.Generator:
     """The clients' shared generator (the server never sees the contributions)."""
     return np.random.default_rng(np.random.SeedSequence([v for c in contributions for v in c]))
@@ -378,28 +382,33 @@ async def train_party(ctx, plan: LRPlan, seed, block=None, eval_set=None, progre
                       evaluator: str = "fast", ids_digest: bytes | None = None, check_ids: bool = False) -> dict:
     """This party's whole training run (see :class:`LRParty`); with ``check_ids`` the clients also compare
     the digests of their record ids among themselves (the server learns only pass/fail)."""
+    from mpc import wire
+
     if ctx.M != plan.n_parties + 1:
         raise ValueError(f"the plan has {plan.n_parties} clients but {ctx.M - 1} client processes run")
     rng = np.random.default_rng(seed)
     if ctx.is_server:
-        await ctx.send_recv({}, [])
-        await ctx.check_clients(None, "record count")
+        await ctx.send_recv({}, [], None, "clients' sampling seed")
+        await ctx.check_clients(None, "record count", None)
         if check_ids:
-            await ctx.check_clients(None, "record ids")
+            await ctx.check_clients(None, "record ids", None)
         progress = open(progress_path, "w", buffering=1) if progress_path else None
         report = _Eval(eval_set, every, (lambda i, loss: progress.write(f"{i} {loss!r}\n")) if progress else None)
     else:
         block, clipped = prepare_block(block, ctx.pid - 1, plan)
         mine = client_seed_contribution(rng)
-        got = await ctx.send_recv({c: mine for c in ctx.clients}, ctx.clients)
+        got = await ctx.send_recv({c: mine for c in ctx.clients}, ctx.clients,
+                                  wire.value(list, "4 words of seed", _seed_words), "clients' sampling seed")
         shared = shared_sampler(got)
-        await ctx.check_clients(block.shape[0], "record count")
+        await ctx.check_clients(int(block.shape[0]), "record count", wire.value(int, "a record count"))
         if check_ids:
-            await ctx.check_clients(ids_digest, "record ids (different ids or a different order)")
+            await ctx.check_clients(bytes(ids_digest), "record ids (different ids or a different order)",
+                                    wire.digest(32))
     await ctx.agree(dataclasses.astuple(plan), "logistic-regression plan")
     bound = plan.result_bound()
     p = prime_for_bound(bound, ctx.M)
     small = bound < 2 ** 62 and plan.gamma ** 2 < 2 ** 30
+    ints_dtype = np.int32 if small else np.int64
     w = np.zeros(plan.d)
     truncated = 0
     t0 = time.perf_counter()
@@ -408,7 +417,8 @@ async def train_party(ctx, plan: LRPlan, seed, block=None, eval_set=None, progre
         if ctx.is_server:
             ints = compensated_coefficients(w, plan.gamma, rng)
             ints = ints.astype(np.int32) if small else ints
-        ints = await ctx.broadcast(ints, 0)
+        ints = await ctx.broadcast(ints, wire.array(ints_dtype, (plan.d * (plan.d + 2),), what="coefficients"),
+                                   0, step="coefficients")
         my_input = None
         if not ctx.is_server:
             idx, tr = sample_batch(shared, plan.n_records, plan.q, plan.b_max)
@@ -450,7 +460,7 @@ async def secure_gradient(ctx, plan: LRPlan, int_coefs, my_input, p: int):
     if not ctx.is_server:
         block, addend = my_input
         payload = [from_signed(block, p), from_signed(np.asarray(addend, dtype=object), p)]
-    S, (z,) = await ctx.input_shares(payload, p)
+    S, (z,) = await ctx.input_shares(payload, p, plan.block_widths, plan.b_max, [(d,)])
     F = S[:, plan.feats]
     lin = modarith.mul_mod(modarith.sum_mod(F, 0, p), from_signed(C[:, 0], p), p)
     B = np.vstack([C[:, 1:d + 1].T, C[:, d + 1][None, :]])  # [F, Y] @ B = F A^T + Y a_y^T (signed, small)

@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
+from mpc import wire
 from mpc.party import PartyProgram
 from sqm import pbm
 from sqm.rng import spawn_seeds
@@ -307,6 +308,7 @@ class PartyIO:
         self.k = mask_bits(cfg.b, M)
         self.keys: dict = {}
         self.counter = 0
+        self.grad_check = wire.array(np.float32, (None, cfg.embedding_size), what="embedding gradient")
 
     async def setup(self, seed: np.random.SeedSequence | None) -> None:
         """Masked sums: each pair of clients agrees on a 32-byte key (sent client to client; the server
@@ -316,14 +318,14 @@ class PartyIO:
         b0 = self._sent()
         pid, clients = self.ctx.pid, self.ctx.clients
         if self.ctx.is_server:
-            await self.ctx.send_recv({}, [])
+            await self.ctx.send_recv({}, [], None, "pairwise mask keys")
         else:
             # an independent stream derived without touching the party's own seed sequence
             ss = np.random.SeedSequence(seed.entropy, spawn_key=tuple(seed.spawn_key) + (0x6D61736B,))
             rng = np.random.default_rng(ss)
             mine = {j: rng.bytes(32) for j in clients if j > pid}
             lower = [j for j in clients if j < pid]
-            got = await self.ctx.send_recv(mine, lower)
+            got = await self.ctx.send_recv(mine, lower, wire.digest(32), "pairwise mask keys")
             self.keys = {**mine, **dict(zip(lower, got))}
         self.bytes["control"] += self._sent() - b0
 
@@ -360,7 +362,8 @@ class PartyIO:
         mod = 1 << self.k
         dtype = _mask_dtype(self.k)
         if self.ctx.is_server:
-            got = await self.ctx.send_recv({}, self.ctx.clients)
+            got = await self.ctx.send_recv({}, self.ctx.clients, wire.array(dtype, (size,), what="masked values"),
+                                           "masked sum")
             tot = np.zeros(size, dtype=np.int64)
             for g in got:
                 g = np.asarray(g)
@@ -375,16 +378,16 @@ class PartyIO:
         for j, key in self.keys.items():
             u = _prg(key, self.counter, size, self.k)
             y += u if j > self.ctx.pid else -u
-        await self.ctx.send_recv({0: (y % mod).astype(dtype)}, [])
+        await self.ctx.send_recv({0: (y % mod).astype(dtype)}, [], None, "masked sum")
         return None
 
     async def to_clients(self, grad, n_clients: int) -> list:
         b0 = self._sent()
         if self.ctx.is_server:
-            await self.ctx.send_recv({c: grad for c in self.ctx.clients}, [])
+            await self.ctx.send_recv({c: grad for c in self.ctx.clients}, [], None, "embedding gradient")
             out = []
         else:
-            out = await self.ctx.send_recv({}, [0])
+            out = await self.ctx.send_recv({}, [0], self.grad_check, "embedding gradient")
         self.bytes["grad"] += self._sent() - b0
         return out
 

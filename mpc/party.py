@@ -44,6 +44,9 @@ def _install_loss_detection(state: dict) -> None:
     """A peer whose connection drops before the job is done fails every pending and future receive."""
     from mpyc import asyncoro
 
+    from . import wire
+    from .protocol import ABORT_PC, PartyAborted, party_label
+
     orig_receive = asyncoro.MessageExchanger.receive
 
     def fail(fut, peer):
@@ -61,14 +64,38 @@ def _install_loss_detection(state: dict) -> None:
         self.runtime.unset_protocol(peer)
 
     def receive(self, pc):
+        if state["aborted"] is not None:
+            fut = asyncio.Future(loop=self.runtime._loop)
+            fut.set_exception(PartyAborted(state["aborted"]))
+            return fut
         if self.peer_pid in state["lost"]:
             fut = asyncio.Future(loop=self.runtime._loop)
             fail(fut, self.peer_pid)
             return fut
         return orig_receive(self, pc)
 
+    def data_received(self, data):
+        orig_data_received(self, data)
+        notice = self.buffers.pop(ABORT_PC, None)
+        if notice is None or state["aborted"] is not None:
+            return
+        try:
+            reason = wire.decode(notice)["abort"]
+            reason = "".join(c if c.isprintable() else "?" for c in str(reason))[:500]
+        except Exception:  # noqa: BLE001  (a malformed notice is still an abort)
+            reason = "(an unreadable abort notice)"
+        state["aborted"] = f"{party_label(self.peer_pid).capitalize()} aborted the job: {reason}"
+        for peer in self.runtime.parties:  # every pending receive fails: the job is over
+            proto = peer.protocol
+            if proto is not None and not isinstance(proto, asyncio.Future):
+                for fut in list(proto.buffers.values()):
+                    if isinstance(fut, asyncio.Future) and not fut.done():
+                        fut.set_exception(PartyAborted(state["aborted"]))
+
+    orig_data_received = asyncoro.MessageExchanger.data_received
     asyncoro.MessageExchanger.connection_lost = connection_lost
     asyncoro.MessageExchanger.receive = receive
+    asyncoro.MessageExchanger.data_received = data_received
 
 
 async def _start(mpc, retry_s: float = 0.02) -> None:
@@ -140,9 +167,9 @@ def main(argv=None) -> int:
     sys.argv = mpyc_argv
     from mpyc.runtime import mpc  # noqa: E402  (MPyC reads sys.argv at import)
 
-    from .protocol import PartyContext, ProtocolError
+    from .protocol import PartyAborted, PartyContext, ProtocolError
 
-    state = {"done": False, "lost": set()}
+    state = {"done": False, "lost": set(), "aborted": None}
     _install_loss_detection(state)
     who = "server" if args.index == 0 else f"client {args.index}"
     stats = {}
@@ -155,7 +182,16 @@ def main(argv=None) -> int:
                                f"({', '.join(addrs)})") from None
         t0 = time.perf_counter()
         ctx = PartyContext(mpc)
-        result = await asyncio.wait_for(program.run(ctx), args.timeout)
+        try:
+            result = await asyncio.wait_for(program.run(ctx), args.timeout)
+        except (PartyLost, PartyAborted):
+            raise
+        except ProtocolError as e:  # tell the others why, so every party names the cause
+            await ctx.abort(f"{who} refused: {e}")
+            raise
+        except Exception as e:  # noqa: BLE001  (the type only: a message may hold this party's data)
+            await ctx.abort(f"{who} failed ({type(e).__name__})")
+            raise
         stats["seconds"] = time.perf_counter() - t0
         stats["phases"] = dict(ctx.phases)
         stats["max_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
@@ -163,8 +199,8 @@ def main(argv=None) -> int:
                                   if p.pid != mpc.pid and p.protocol is not None)
         state["done"] = True
         try:  # the result is complete: a peer that leaves during the closing barrier cannot spoil it
-            await asyncio.wait_for(mpc.shutdown(), 10.0)
-        except asyncio.TimeoutError:
+            await asyncio.wait_for(ctx.close(), 10.0)
+        except (asyncio.TimeoutError, PartyLost, ProtocolError):
             pass
         return result
 

@@ -22,14 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import pickle
 import time
 
 import numpy as np
 from mpyc import asyncoro
 
-from . import modarith, shamir
+from . import modarith, shamir, wire
 from .field import from_signed, prime_for_bound, to_signed
+from .randomness import secure_generator
 
 
 class ProtocolError(RuntimeError):
@@ -57,8 +57,39 @@ async def _done(value):
     return value
 
 
-def _dumps(obj) -> bytes:
-    return pickle.dumps(obj, protocol=5)
+ABORT_PC = -(1 << 62)  # the message label of an abort notice (MPyC labels are non-negative program counters)
+
+
+def party_label(pid: int) -> str:
+    return "the server (party 0)" if pid == 0 else f"client {pid}"
+
+
+class PartyAborted(ProtocolError):
+    """Another party aborted the job and said why (its notice is a frame holding one short string)."""
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.shape == b.shape and bool(np.all(a == b))
+    return type(a) is type(b) and a == b
+
+
+def _list_of(validators, what: str):
+    """A list of exactly ``len(validators)`` items, item k checked by ``validators[k]``."""
+    def check(x):
+        if not isinstance(x, list) or len(x) != len(validators):
+            raise wire.WireError(f"expected {what}: a list of {len(validators)} arrays")
+        return [v(item) for v, item in zip(validators, x)]
+    return check
+
+
+def _short_text(x) -> bool:
+    return not isinstance(x, str) or len(x) < 1000
+
+
+def public_digest(public) -> str:
+    """SHA-256 of a public parameter tree in the wire encoding (typed, so equal digests mean equal values)."""
+    return hashlib.sha256(wire.encode(public)).hexdigest()
 
 
 class PartyContext:
@@ -70,7 +101,7 @@ class PartyContext:
         self.M = len(rt.parties)
         self.t = rt.threshold
         self.clients = list(range(1, self.M))
-        self.rng = rng or np.random.default_rng()  # share randomness: OS entropy
+        self.rng = rng or secure_generator()  # share randomness: AES-CTR keyed from OS entropy
         self.phases: dict[str, float] = {}  # seconds spent per protocol phase, summed over evaluations
         self._clock = time.perf_counter()
         self.points = list(range(1, self.M + 1))
@@ -85,53 +116,105 @@ class PartyContext:
         self._clock = now
 
     # ----- plain messages --------------------------------------------------------------------------
-    async def send_recv(self, outgoing: dict, senders: list) -> list:
-        got = await _exchange({k: _dumps(v) for k, v in outgoing.items()}, list(senders))
-        return [pickle.loads(g) for g in got]
+    async def send_recv(self, outgoing: dict, senders, expect, step: str = "message") -> list:
+        """Send ``outgoing[pid]`` to each pid and receive one message from each of ``senders``.
 
-    async def broadcast(self, obj, sender: int = 0, receivers=None) -> object:
+        Every message is a typed frame (:mod:`mpc.wire`), never a pickle.  ``expect`` checks what arrives:
+        one validator for every sender, or a dict sender -> validator.  A malformed or unexpected frame
+        raises :class:`ProtocolError` naming the sender and the step (the party then aborts the job)."""
+        senders = list(senders)
+        got = await _exchange({k: wire.encode(v) for k, v in outgoing.items()}, senders)
+        out = []
+        for s, g in zip(senders, got):
+            check = expect.get(s) if isinstance(expect, dict) else expect
+            try:
+                if check is None:
+                    raise wire.WireError("no message was expected from this party")
+                out.append(check(wire.decode(g)))
+            except wire.WireError as e:
+                raise ProtocolError(f"party {self.pid}: malformed message from {party_label(s)} at step "
+                                    f"'{step}': {e}; job aborted, nothing released") from None
+        return out
+
+    async def broadcast(self, obj, expect, sender: int = 0, receivers=None, step: str = "broadcast") -> object:
         """``sender`` sends a public object to ``receivers`` (default: everyone); returns it everywhere."""
         receivers = list(range(self.M)) if receivers is None else list(receivers)
         out = {r: obj for r in receivers} if self.pid == sender else {}
         senders = [sender] if self.pid in receivers else []
-        got = await self.send_recv(out, senders)
+        got = await self.send_recv(out, senders, expect, step)
         return got[0] if got else None
 
     async def agree(self, public, what: str = "job") -> None:
         """Every party checks that every other party runs the same public parameters."""
-        digest = hashlib.sha256(_dumps(public)).hexdigest()
-        got = await self.send_recv({p: digest for p in range(self.M)}, range(self.M))
+        digest = public_digest(public)
+        got = await self.send_recv({p: digest for p in range(self.M)}, range(self.M),
+                                   wire.value(str, "a hex digest", lambda s: len(s) == 64), f"agree on {what}")
         bad = [p for p, d in enumerate(got) if d != digest]
         if bad:
             raise ProtocolError(f"party {self.pid}: parties {bad} run a different {what} configuration; refused")
 
-    async def check_clients(self, value, what: str) -> None:
+    async def check_clients(self, value, what: str, expect) -> None:
         """Clients compare a private value among themselves; the server learns only pass/fail."""
         # Every party makes the same sequence of exchanges: MPyC labels messages by a program counter that
         # each exchange advances, so a party skipping one would wait on messages labelled for another.
+        verdict_ok = wire.value(str, "a verdict", lambda s: len(s) < 1000)
         if self.is_server:
-            await self.send_recv({}, [])
-            verdicts = await self.send_recv({}, self.clients)
+            await self.send_recv({}, [], None, f"compare {what}")
+            verdicts = await self.send_recv({}, self.clients, verdict_ok, f"verdict on {what}")
         else:
-            others = await self.send_recv({c: value for c in self.clients}, self.clients)
-            ok = all(o == value for o in others)
+            others = await self.send_recv({c: value for c in self.clients}, self.clients, expect, f"compare {what}")
+            ok = all(_same(o, value) for o in others)
             verdict = "ok" if ok else f"clients disagree on {what}"
-            verdicts = await self.send_recv({p: verdict for p in range(self.M)}, self.clients)
+            verdicts = await self.send_recv({p: verdict for p in range(self.M)}, self.clients, verdict_ok,
+                                            f"verdict on {what}")
         bad = [v for v in verdicts if v != "ok"]
         if bad:
             raise ProtocolError(f"party {self.pid}: refused before any share was sent: {bad[0]}")
 
+    async def abort(self, reason: str) -> None:
+        """Tell every connected peer that this party aborts the job, and why (no data in ``reason``)."""
+        frame = wire.encode({"abort": str(reason)[:500]})
+        for peer in self.rt.parties:
+            if peer.pid != self.pid and peer.protocol is not None and not isinstance(peer.protocol, asyncio.Future):
+                try:
+                    peer.protocol.send(ABORT_PC, frame)
+                except Exception:  # noqa: BLE001  (a closed connection: that peer is gone anyway)
+                    pass
+        await asyncio.sleep(0.05)  # let the transports flush before the process exits
+
+    async def close(self) -> None:
+        """Closing barrier, then close the connections (MPyC's own shutdown unpickles what peers send)."""
+        await self.send_recv({p: None for p in range(self.M)}, range(self.M), wire.nothing, "closing barrier")
+        rt = self.rt
+        rt.parties[self.pid].protocol = asyncio.Future()
+        for peer in rt.parties[self.pid + 1:]:
+            peer.protocol.close_connection()
+        await rt.parties[self.pid].protocol
+
     # ----- sharing ---------------------------------------------------------------------------------
-    async def input_shares(self, payload, p: int) -> tuple[np.ndarray, list[np.ndarray]]:
+    async def input_shares(self, payload, p: int, widths=None, rows: int | None = None, summands=()
+                           ) -> tuple[np.ndarray, list[np.ndarray]]:
         """Each client Shamir-shares (degree t) its field arrays ``payload = [block, *summands]`` with every
         party (the server passes None).  Returns, at every party, its shares of the clients' blocks side by
-        side (records x all columns) and, for each summand, its share of the clients' sum."""
+        side (records x all columns) and, for each summand, its share of the clients' sum.
+
+        What arrives is checked: client j's block share must be int64 of shape (``rows``, ``widths[j-1]``)
+        and each summand share of the shape in ``summands``, every entry in [0, p) (None: any length)."""
+        if self.t < 1:
+            raise ProtocolError(f"party {self.pid}: a job with {self.M - 1} client(s) has threshold t = 0, so "
+                                f"every party's share would be a client's data in the clear; at least two "
+                                f"clients are needed; refused")
         outgoing = {}
         if not self.is_server:
             shares = [shamir.share(x, self.M, self.t, p, self.rng) for x in payload]
             self._lap("share inputs (local)")
             outgoing = {j: [s[j] for s in shares] for j in range(self.M)}
-        got = await self.send_recv(outgoing, self.clients)
+        expect = {}
+        for k, c in enumerate(self.clients):
+            parts = [wire.shares((rows, None if widths is None else widths[k]), p)]
+            parts += [wire.shares(tuple(s), p) for s in summands]
+            expect[c] = _list_of(parts, "input shares")
+        got = await self.send_recv(outgoing, self.clients, expect, "input shares")
         self._lap("exchange input shares")
         sums = []
         for k in range(1, len(got[0])):
@@ -144,13 +227,15 @@ class PartyContext:
     async def reshare(self, y2t: np.ndarray, p: int) -> np.ndarray:
         """Degree reduction: share my degree-2t share with fresh degree-t polynomials, combine (Lagrange)."""
         sub = shamir.share(y2t, self.M, self.t, p, self.rng)
-        got = await self.send_recv({j: sub[j] for j in range(self.M)}, range(self.M))
+        got = await self.send_recv({j: sub[j] for j in range(self.M)}, range(self.M),
+                                   wire.shares(y2t.shape, p), "degree reduction")
         return shamir.combine_subshares(np.stack(got), self.points, p)
 
     async def open_to(self, share: np.ndarray, p: int, receivers) -> np.ndarray | None:
         """Send my degree-t shares to ``receivers``; they reconstruct (with all M points) and decode."""
         receivers = list(receivers)
-        got = await self.send_recv({r: share for r in receivers}, range(self.M) if self.pid in receivers else [])
+        got = await self.send_recv({r: share for r in receivers}, range(self.M) if self.pid in receivers else [],
+                                   wire.shares(share.shape, p), "open result")
         if self.pid not in receivers:
             return None
         return shamir.reconstruct(np.stack(got), self.points, p)
@@ -179,9 +264,9 @@ class PartyContext:
         self._lap("agree")
         # ---- input phase ----
         if self.is_server:
-            await self.check_clients(None, "record count")
+            await self.check_clients(None, "record count", None)
             if job.align_ids:
-                await self.check_clients(None, "record ids")
+                await self.check_clients(None, "record ids", None)
         else:
             block, addend, *rest = my_input
             block = np.asarray(block)
@@ -196,11 +281,12 @@ class PartyContext:
                 problem = f"client {self.pid}'s integer data exceeds the public column bounds"
             elif addend.shape != (prog.n_out,):
                 problem = f"client {self.pid}'s addend has shape {addend.shape}, expected ({prog.n_out},)"
-            await self.check_clients(block.shape[0] if problem is None else ("bad", self.pid, problem),
-                                     "record count" if problem is None else problem)
-            if job.align_ids:  # digests of the id columns, compared among clients only
-                await self.check_clients(bytes(rest[0]) if rest else None,
-                                         "record ids (different ids or a different order)")
+            await self.check_clients(int(block.shape[0]) if problem is None else problem,
+                                     "record count" if problem is None else problem,
+                                     wire.value((int, str), "a record count or a refusal", _short_text))
+            if job.align_ids:  # keyed digests of the id columns, compared among clients only
+                await self.check_clients(bytes(rest[0]) if rest else b"", "record ids (different ids or a "
+                                         "different order)", wire.one_of(wire.digest(32), wire.digest(0)))
             m = block.shape[0]
             padded = np.zeros((n_rows, block.shape[1]), dtype=np.int64)
             padded[:m] = block
@@ -208,7 +294,9 @@ class PartyContext:
             if needs_count:
                 payload.append(from_signed(np.array([m if self.pid == 1 else 0], dtype=object), p))
             self._lap("client checks")
-        S, sums = await self.input_shares(None if self.is_server else payload, p)
+        widths = None if owner is None else [owner.count(j) for j in range(self.M - 1)]
+        summands = [(prog.n_out,)] + ([(1,)] if needs_count else [])
+        S, sums = await self.input_shares(None if self.is_server else payload, p, widths, n_rows, summands)
         z, count = sums[0], (sums[1] if needs_count else None)
         # ---- local moments ----
         y, degree2 = await self._outputs(prog, S, count, p)
