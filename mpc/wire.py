@@ -176,8 +176,8 @@ def array(dtype, shape=None, lo=None, hi=None, what: str = "array", finite: bool
             raise WireError(f"expected {what} of dtype {dt}, got {x.dtype}")
         if shape is not None and (x.ndim != len(shape) or any(
                 s is not None and int(s) != n for s, n in zip(shape, x.shape))):
-            want = tuple("*" if s is None else int(s) for s in shape)
-            raise WireError(f"expected {what} of shape {want}, got {x.shape}")
+            want = ", ".join("*" if s is None else str(int(s)) for s in shape)
+            raise WireError(f"expected {what} of shape ({want}), got {x.shape}")
         if x.size:
             if dt.kind == "f" and finite and not np.all(np.isfinite(x)):
                 raise WireError(f"{what} holds NaN or infinite values")
