@@ -4,6 +4,10 @@ The program file holds only what this party may see: the public job and, for a c
 program.  Party 0 is the server.  On a lost peer or a refused job the process prints a message naming the
 problem and exits non-zero (3: refused, 4: lost party, 5: timeout, 1: other error); nothing is released.
 For deployments across hosts add ``--ssl`` (MPyC's TLS: keys and certificates in ``.config/``, see README).
+
+The program file is a pickle read from this party's own disk, never from the network: it must be written by
+this party's own operator (``sqm ... --job --index I`` writes it on the party's host).  Everything peers send
+is a typed frame (:mod:`mpc.wire`), checked at each step and never unpickled.
 """
 from __future__ import annotations
 
@@ -128,7 +132,15 @@ def main(argv=None) -> int:
                     help="folder holding mpyc_ca.crt, party_I.crt and party_I.key (default: .config)")
     ap.add_argument("--connect-timeout", type=float, default=30.0, help="seconds to wait for all parties")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds before the whole job is abandoned")
+    ap.add_argument("--insecure-pcg64-shares", action="store_true",
+                    help="BENCHMARK ONLY (sqm bench bgw-cost --compare-rng): draw Shamir coefficients from numpy's "
+                         "PCG64, a statistical generator whose outputs reveal its state, instead of AES-CTR keyed "
+                         "from OS entropy; never use it between parties that do not trust each other")
     args = ap.parse_args(argv)
+    if args.insecure_pcg64_shares:
+        print(f"mpc.party: WARNING: party {args.index} draws its share randomness from PCG64 "
+              f"(--insecure-pcg64-shares, benchmark only): its shares are not cryptographically hidden",
+              file=sys.stderr)
     addrs = [a.strip() for a in args.parties.split(",") if a.strip()]
     if len(addrs) < 2:
         print("mpc.party: error: need at least 2 parties (a server and a client)", file=sys.stderr)
@@ -181,7 +193,11 @@ def main(argv=None) -> int:
             raise TimeoutError(f"not all {len(addrs)} parties connected within {args.connect_timeout:g} s "
                                f"({', '.join(addrs)})") from None
         t0 = time.perf_counter()
-        ctx = PartyContext(mpc)
+        share_rng = None  # default: AES-CTR keyed from OS entropy (mpc.randomness)
+        if args.insecure_pcg64_shares:
+            import numpy as np
+            share_rng = np.random.default_rng()
+        ctx = PartyContext(mpc, rng=share_rng)
         try:
             result = await asyncio.wait_for(program.run(ctx), args.timeout)
         except (PartyLost, PartyAborted):

@@ -1,4 +1,9 @@
-"""MPyC's stock path, for comparison in benchmarks: secure integer arrays and ``mpc.np_matmul``."""
+"""MPyC's stock path, for comparison in benchmarks only: secure integer arrays and ``mpc.np_matmul``.
+
+Benchmark reference, not a deployment path: MPyC's stock ``input`` of secure arrays pickles the shares it
+sends and unpickles what peers send (``mpyc.runtime``), which a malicious peer can exploit.  The framework's
+own runtime (:mod:`mpc.protocol`) sends typed frames only (:mod:`mpc.wire`).
+"""
 from __future__ import annotations
 
 import numpy as np
