@@ -210,3 +210,37 @@ def test_malformed_frame_aborts_every_party_naming_the_sender(tmp_path, mode):
         assert part.startswith("3:") and "malformed message from client 2 at step 'input shares'" in part, part
     assert "client 2 (party 2) exited 3" in msg and "aborted the job" in msg.split("client 2 (party 2)")[1]
     assert not os.path.exists(marker)
+
+
+def test_server_holds_nothing_that_determines_a_clients_randomness(monkeypatch):
+    """The issue's attack: a server that regenerates the clients' noise from what it holds.  In a real run the
+    server holds its program file and the messages above; its program is byte-identical across two runs
+    whose clients drew different noise, so no function of it yields their noise.  With a seed (a local
+    experiment) the server's program still holds no seed: each client holds only its own derived seed."""
+    import mpc.mpyc_backend as mb
+    from sqm.mechanism import SQM
+    from sqm.polynomial import covariance
+    from sqm.vertical import VerticalData
+
+    held = []
+    real = mb.run_parties
+
+    def spy(programs, **kw):
+        held.append([pickle.dumps(p) for p in programs])
+        return real(programs, **kw)
+    monkeypatch.setattr(mb, "run_parties", spy)
+    X = np.random.default_rng(1).normal(size=(30, 4))
+    X /= np.linalg.norm(X, axis=1).max()
+    data = VerticalData.split(X, 2)
+    runs = [SQM(covariance(4), 256.0, mu=1e4, backend="mpyc").run(data).raw for _ in range(2)]
+    assert held[0][0] == held[1][0]  # the server's program: identical bytes
+    assert list(runs[0]) != list(runs[1])  # the clients' noise: fresh in each run
+    seeded = SQM(covariance(4), 256.0, mu=1e4, backend="mpyc", seed=12345).run(data)
+    server, clients = held[2][0], held[2][1:]
+    assert server == held[0][0]  # no seed, nothing derived from one
+    client_seeds = [pickle.loads(c).client.seed for c in clients]
+    assert all(s is not None for s in client_seeds)
+    for s in client_seeds:
+        ent = s.entropy if hasattr(s, "entropy") else s
+        assert ent != 12345 and str(ent).encode() not in server
+    assert list(seeded.raw) == list(SQM(covariance(4), 256.0, mu=1e4, backend="plain", seed=12345).run(data).raw)
