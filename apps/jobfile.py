@@ -7,32 +7,47 @@ A job file (JSON) lists the parties in index order; party 0 is the server (no da
                  {"address": "10.0.0.2:11365", "file": "bank.csv"},
                  {"address": "10.0.0.3:11365", "file": "insurer.csv"}]}
 
-A party file is a CSV with a header: the id column plus that party's feature columns (numbers).  Relative
-file paths are taken relative to the job file.  On each host, ``sqm pca --job job.json --index I`` starts
-party I (``--index`` omitted: all parties on this machine, over the addresses in the file).
+A party file is a CSV with a header: the id column plus that party's feature columns (numbers).  File
+paths in a job file are relative to the job file and must stay inside its folder (absolute paths, ``..``
+and symlinks leading out are refused, naming the party); an operator may point its own party at a file
+anywhere with ``--data-file PATH`` on its own command line.  On each host, ``sqm pca --job job.json
+--index I`` starts party I (``--index`` omitted: all parties on this machine, over the addresses in the
+file).  A job needs at least two clients (one client would mean threshold t = 0: the server's share would
+be that client's data).
+
+Seeds never leave a party: no seed is part of the public parameters or of any message.  ``--seed`` is
+refused in job mode unless ``--insecure-reproducible`` is given (:func:`seed_policy`); then each party
+derives its own seed from the seed on its own command line (``sqm.rng.spawn_seeds``, entry I for party I).
 
 What a party does (:class:`JobParty`, run inside ``python -m mpc.party``):
 
 1. all parties check that they run the same task with the same public parameters;
 2. each client loads ONLY its own file (the program it is given names no other party's file) and checks
    it: the file exists, has records and feature columns, numbers only, no NaN or infinity, no repeated ids;
-3. the clients tell everyone their column and record counts (public schema) or their problem; on any
-   problem every party refuses, naming the client, before any share is sent;
-4. the task (e.g. :class:`apps.pca.PCAJobTask`) builds the public :class:`mpc.backend.Job` from the counts
+3. the clients tell everyone their column and record counts (public schema) or a short category of their
+   problem (never a cell value, a header or a path: the full detail is printed at that party only); on
+   any problem every party refuses, naming the client, before any share is sent;
+4. the clients agree a fresh key among themselves (:func:`clients_key`: each sends 32 random bytes to the
+   other clients only) and each keys an HMAC-SHA256 digest of its id column with it
+   (:func:`keyed_ids_digest`), so a digest is useless to anyone without the key and differs from job to job;
+5. the task (e.g. :class:`apps.pca.PCAJobTask`) builds the public :class:`mpc.backend.Job` from the counts
    and evaluates it; the client's input comes from :class:`CSVClient`, which clips the party's sub-rows to
    its bound, counts the clipped rows (reported to that party only: the count is data-dependent and is
-   not released to the server), and returns ``(block, addend, sha256 of the id column)``, so that with
-   ``Job.align_ids`` the clients compare id digests among themselves (ids are never sent) and refuse
-   misaligned records before any share is sent.
+   not released to the server), and returns ``(block, addend, keyed id digest)``, so that with
+   ``Job.align_ids`` the clients compare id digests among themselves (ids are never sent; the server
+   learns only pass/fail) and refuse misaligned records before any share is sent.
 """
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
+import hmac
 import json
 import os
 import pickle
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass, field
 
@@ -65,6 +80,16 @@ class JobSpec:
     def addresses(self) -> list[str]:
         return [p.address for p in self.parties]
 
+    def with_file(self, index: int, path) -> "JobSpec":
+        """This job with client ``index``'s file replaced by ``path`` (its operator's own ``--data-file``:
+        any path on that party's machine, absolute or relative to the working folder)."""
+        if index is None or not 1 <= index <= self.n_clients:
+            raise ValueError(f"--data-file replaces one client's file: give --index 1..{self.n_clients} "
+                             f"(the server, party 0, holds no data)")
+        parties = list(self.parties)
+        parties[index] = dataclasses.replace(parties[index], file=os.path.abspath(str(path)))
+        return dataclasses.replace(self, parties=tuple(parties))
+
 
 def _check_address(a, i) -> str:
     if not isinstance(a, str) or a.count(":") != 1:
@@ -73,6 +98,25 @@ def _check_address(a, i) -> str:
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError(f"job file: party {i} has an invalid address {a!r} (need host:port, port 1..65535)")
     return a
+
+
+def _confined(f: str, base: str, i: int, path) -> str:
+    """Client ``i``'s file ``f`` from the job file, as a path inside the job file's folder ``base``.
+
+    Absolute paths and paths that lead out of the folder (``..``, or a symlink resolving elsewhere) are
+    refused: a job file written by someone else must not make a party read (and report on) an arbitrary
+    file of its machine.  Nothing is opened here."""
+    hint = (f"party files in a job file must lie in the job file's folder {base}; the operator of client "
+            f"{i} may give any path for its own file on its own command line (--data-file PATH with --index {i})")
+    if os.path.isabs(f):
+        raise ValueError(f"job file {path}: client {i}'s file is an absolute path, refused: {hint}")
+    full = os.path.join(base, f)
+    real_base = os.path.realpath(base)
+    real = os.path.realpath(full)
+    if os.path.commonpath([real, real_base]) != real_base:
+        raise ValueError(f"job file {path}: client {i}'s file {f!r} resolves outside the job file's folder, "
+                         f"refused: {hint}")
+    return full
 
 
 def load_job(path) -> JobSpec:
@@ -88,8 +132,9 @@ def load_job(path) -> JobSpec:
     if not isinstance(raw, dict) or not isinstance(raw.get("parties"), list):
         raise ValueError(f"job file {path} needs a 'parties' list (party 0 the server, then the clients)")
     entries = raw["parties"]
-    if len(entries) < 2:
-        raise ValueError(f"job file {path}: need a server and at least one client, got {len(entries)} parties")
+    from mpc.launch import require_two_clients
+
+    require_two_clients(max(0, len(entries) - 1), f"job file {path}: ")
     base = os.path.dirname(os.path.abspath(path))
     parties = []
     for i, e in enumerate(entries):
@@ -102,7 +147,7 @@ def load_job(path) -> JobSpec:
         if i > 0:
             if not isinstance(f, str) or not f:
                 raise ValueError(f"job file {path}: client {i} needs a 'file' (its CSV)")
-            f = f if os.path.isabs(f) else os.path.join(base, f)
+            f = _confined(f, base, i, path)
         parties.append(PartySpec(addr, f, str(e.get("name") or ("server" if i == 0 else f"client{i}"))))
     addrs = [p.address for p in parties]
     if len(set(addrs)) != len(addrs):
@@ -120,8 +165,11 @@ def write_job(path, addresses, files, id_column: str = "id") -> str:
                          f"{len(files)} clients")
     base = os.path.dirname(os.path.abspath(path))
     parties = [{"address": addresses[0]}]
-    for a, f in zip(addresses[1:], files):
+    for j, (a, f) in enumerate(zip(addresses[1:], files), start=1):
         rel = os.path.relpath(os.path.abspath(f), base)
+        if rel == os.pardir or rel.startswith(os.pardir + os.sep):
+            raise ValueError(f"client {j}'s file {f} lies outside the job file's folder {base}: load_job "
+                             f"would refuse it (put it there, or have its operator pass --data-file)")
         parties.append({"address": a, "file": rel})
     with open(path, "w") as fh:
         json.dump({"id_column": id_column, "parties": parties}, fh, indent=2)
@@ -172,12 +220,22 @@ def write_party_csvs(X, directory, n_parties: int | None = None, col_counts=None
 # ----- one party's file -------------------------------------------------------------------------------------
 
 
+class PartyFileError(ValueError):
+    """A party's file is unusable.  ``str(e)``: the full detail (path, line, column), for that party's own
+    operator; ``e.public``: a short category naming no path, header or value, the only part sent to peers."""
+
+    def __init__(self, detail: str, public: str):
+        super().__init__(detail)
+        self.public = public
+
+
 @dataclass
 class PartyTable:
     file: str
     columns: list[str]
     block: np.ndarray  # records x columns, float64
-    ids_digest: bytes = field(repr=False)
+    ids: list[str] = field(repr=False)
+    ids_digest: bytes | None = field(default=None, repr=False)  # keyed, set once the clients agreed a key
 
     @property
     def n_rows(self) -> int:
@@ -188,9 +246,13 @@ class PartyTable:
         return self.block.shape[1]
 
 
-def ids_digest(ids) -> bytes:
-    """sha256 over the ids in order (length-prefixed UTF-8), so equal digests mean equal, equally ordered ids."""
-    h = hashlib.sha256()
+def keyed_ids_digest(key: bytes, ids) -> bytes:
+    """HMAC-SHA256 under ``key`` of the ids in order (each length-prefixed UTF-8), so equal digests mean
+    equal, equally ordered ids; without the key a digest tells nothing (no enumeration of likely ids), and
+    a fresh key per job makes the same id list unlinkable across jobs."""
+    if not isinstance(key, bytes) or len(key) < 16:
+        raise ValueError("an id digest key must be at least 16 bytes")
+    h = hmac.new(key, digestmod=hashlib.sha256)
     for i in ids:
         b = str(i).strip().encode()
         h.update(len(b).to_bytes(8, "big"))
@@ -199,52 +261,63 @@ def ids_digest(ids) -> bytes:
 
 
 def read_party_csv(path, id_column: str = "id") -> PartyTable:
-    """Load and check one party's CSV.  Errors name the file and column but never a record's values."""
+    """Load and check one party's CSV.  Errors (:class:`PartyFileError`) name the file, line and column but
+    never a record's values; their ``public`` part, for peers, names neither file nor column."""
     path = str(path)
     if not os.path.exists(path):
-        raise ValueError(f"party file {path} does not exist: put this party's CSV (an '{id_column}' column "
-                         f"plus its feature columns) there, or fix the path in the job file")
+        raise PartyFileError(f"party file {path} does not exist: put this party's CSV (an '{id_column}' "
+                             f"column plus its feature columns) there, or fix the path in the job file",
+                             "its party file does not exist")
     if not os.path.isfile(path):
-        raise ValueError(f"party file {path} is not a file")
+        raise PartyFileError(f"party file {path} is not a file", "its party file is not a regular file")
     with open(path, newline="") as fh:
         rows = list(csv.reader(fh))
     rows = [r for r in rows if r and any(c.strip() for c in r)]
     if not rows:
-        raise ValueError(f"party file {path} is empty (no header, no records)")
+        raise PartyFileError(f"party file {path} is empty (no header, no records)", "its party file is empty")
     header = [h.strip() for h in rows[0]]
-    if id_column not in header:
-        raise ValueError(f"party file {path} has no id column '{id_column}' (header: {header[:8]})")
+    if id_column not in header:  # the first line may be a record: never echo it
+        raise PartyFileError(f"party file {path} has no id column '{id_column}' in its first line "
+                             f"({len(header)} fields): it needs a header line naming the id column and the "
+                             f"feature columns", f"its file has no id column '{id_column}' in a header line")
     if len(set(header)) != len(header):
-        raise ValueError(f"party file {path} repeats a column name in its header")
+        raise PartyFileError(f"party file {path} repeats a column name in its header",
+                             "its file repeats a column name in its header")
     id_at = header.index(id_column)
     feat_at = [j for j in range(len(header)) if j != id_at]
     columns = [header[j] for j in feat_at]
     if not columns:
-        raise ValueError(f"party file {path} holds no feature columns (only '{id_column}'): an empty party")
+        raise PartyFileError(f"party file {path} holds no feature columns (only '{id_column}'): an empty party",
+                             f"its file holds no feature columns (only '{id_column}'): an empty party")
     body = rows[1:]
     if not body:
-        raise ValueError(f"party file {path} holds no records: an empty party")
+        raise PartyFileError(f"party file {path} holds no records: an empty party",
+                             "its file holds no records: an empty party")
     block = np.empty((len(body), len(columns)), dtype=np.float64)
     ids = []
     for r, row in enumerate(body):
         if len(row) != len(header):
-            raise ValueError(f"party file {path}, line {r + 2}: {len(row)} fields, the header has {len(header)}")
+            raise PartyFileError(f"party file {path}, line {r + 2}: {len(row)} fields, the header has "
+                                 f"{len(header)}", "its file has a line whose field count differs from the header's")
         ids.append(row[id_at].strip())
         for t, j in enumerate(feat_at):
             try:
                 block[r, t] = float(row[j])
             except ValueError:
-                raise ValueError(f"party file {path}, line {r + 2}: column '{columns[t]}' is not a number") from None
+                raise PartyFileError(f"party file {path}, line {r + 2}: column '{columns[t]}' is not a number",
+                                     "its file has a value that is not a number") from None
     bad = ~np.isfinite(block)
     if bad.any():
         cols = [columns[t] for t in np.flatnonzero(bad.any(axis=0))]
-        raise ValueError(f"party file {path} contains {int(bad.sum())} NaN or infinite value(s) "
-                         f"(columns {cols[:5]}{' ...' if len(cols) > 5 else ''}): clean or impute them first")
+        raise PartyFileError(f"party file {path} contains {int(bad.sum())} NaN or infinite value(s) "
+                             f"(columns {cols[:5]}{' ...' if len(cols) > 5 else ''}): clean or impute them first",
+                             "its file contains NaN or infinite values")
     if any(not i for i in ids):
-        raise ValueError(f"party file {path} has an empty '{id_column}' value")
+        raise PartyFileError(f"party file {path} has an empty '{id_column}' value",
+                             f"its file has an empty '{id_column}' value")
     if len(set(ids)) != len(ids):
-        raise ValueError(f"party file {path} repeats ids in column '{id_column}'")
-    return PartyTable(path, columns, block, ids_digest(ids))
+        raise PartyFileError(f"party file {path} repeats ids in column '{id_column}'", "its file repeats ids")
+    return PartyTable(path, columns, block, ids)
 
 
 # ----- a client's input, computed in its own process --------------------------------------------------------
@@ -257,7 +330,8 @@ class CSVClient:
     Loads its own CSV (unless ``table`` is given), clips its sub-rows to ``clip_bound`` (the count is kept in
     ``self.clipped``), quantizes at scale gamma, draws its Skellam share Sk(``noise_mu``) of ``n_out``
     outputs with its own ``seed`` (exactly as :class:`sqm.client.QuantizingClient`, so a seeded job equals
-    the plain simulation bit for bit) and returns ``(x_hat, noise, ids_digest)``.
+    the plain simulation bit for bit) and returns ``(x_hat, noise, ids_digest)``, the digest keyed by the
+    clients' job key (:class:`JobParty` sets it on the table before the task runs).
     """
 
     file: str | None
@@ -281,6 +355,8 @@ class CSVClient:
 
         t = self.load()
         _, self.clipped = clip_rows(t.block, self.clip_bound)
+        if t.ids_digest is None:
+            raise ValueError("the id digest is keyed per job: the clients agree its key first (JobParty.run)")
         x_hat, z = QuantizingClient(t.block, self.gamma, self.clip_bound, self.noise_mu, self.n_out, self.seed)()
         return x_hat, z, t.ids_digest
 
@@ -303,16 +379,77 @@ class JobMeta:
 class JobTask:
     """What a job computes.  Implementations are picklable and define:
 
-    - ``public()``: the public parameters every party must agree on (compared by hash first);
+    - ``public()``: the public parameters every party must agree on (compared by hash first); never a seed
+      or anything derived from one;
     - ``async run(ctx, table, meta)``: this party's part (``table`` is its :class:`PartyTable`, None at the
-      server), making the same sequence of exchanges at every party; returns this party's result dict.
+      server), making the same sequence of exchanges at every party; returns this party's result dict;
+    - optionally ``seed`` (None: OS entropy; else the seed from this party's own command line, a labelled
+      insecure experiment, see :func:`seed_policy`).
     """
+
+    seed = None
 
     def public(self):  # pragma: no cover - interface
         raise NotImplementedError
 
     async def run(self, ctx, table, meta: JobMeta) -> dict:  # pragma: no cover - interface
         raise NotImplementedError
+
+
+INSECURE_WARNING = ("WARNING: --insecure-reproducible: every party's randomness (Skellam noise, rounding, "
+                    "shares' keys) is derived from --seed {seed}; whoever knows the seed can regenerate every "
+                    "party's noise and remove it, so the result is NOT differentially private against them. "
+                    "For reproducible experiments only (JSON: \"secure_mode\": false).")
+
+
+def seed_policy(seed, insecure_reproducible: bool = False, warn: bool = True) -> bool:
+    """``secure_mode`` of a job-mode run (``sqm pca --job``, ``sqm logreg --job``): True without a seed.
+
+    A seed in job mode is refused (ValueError naming ``--insecure-reproducible``) unless the user opts in;
+    with the opt-in a WARNING line goes to stderr (``warn``) and the run is recorded as ``secure_mode``
+    false.  The seed itself is never sent: each party derives its own seed from the one on its own command
+    line (``sqm.rng.spawn_seeds(seed, M)[index]``)."""
+    if seed is None:
+        return True
+    if not insecure_reproducible:
+        raise ValueError(f"--seed {seed} is refused in job mode: whoever knows a seed can regenerate every "
+                         f"party's noise, so the server could remove it.  Leave --seed out (each party draws "
+                         f"its own randomness from OS entropy), or pass --insecure-reproducible for a "
+                         f"reproducible experiment whose result is not private against anyone knowing the seed")
+    if warn:
+        print(INSECURE_WARNING.format(seed=seed), file=sys.stderr)
+    return False
+
+
+def key_contribution(task, pid: int) -> bytes:
+    """Party ``pid``'s 32-byte contribution to the clients' job key: OS entropy, or (a seeded insecure
+    experiment) bytes of this party's own AES-CTR stream, derived from its own seed under its own label."""
+    from mpc.randomness import derive_seed, fresh_bytes, secure_generator
+    from sqm.rng import spawn_seeds
+
+    seed = getattr(task, "seed", None)
+    if seed is None:
+        return fresh_bytes(32)
+    mine = spawn_seeds(seed, pid + 1)[pid]
+    root = int.from_bytes(mine.generate_state(8, np.uint32).astype("<u4").tobytes(), "little")
+    return secure_generator(derive_seed(root, "sqm-jobfile id-digest key")).bytes(32)
+
+
+async def clients_key(ctx, contribution: bytes | None) -> bytes | None:
+    """A fresh 32-byte key known to the clients only: each client sends its 32-byte ``contribution`` to the
+    other clients (never to the server); key = SHA-256 of the contributions in client order.  The server
+    takes part in the exchange with nothing to send or receive (every party makes the same sequence of
+    exchanges) and gets None.  One honest client's random contribution makes the key unpredictable."""
+    from mpc import wire
+
+    if ctx.is_server:
+        await ctx.send_recv({}, [], None, "clients' job key")
+        return None
+    if not isinstance(contribution, bytes) or len(contribution) != 32:
+        raise ValueError("a client's key contribution must be 32 bytes")
+    got = await ctx.send_recv({c: contribution for c in ctx.clients}, ctx.clients, wire.digest(32),
+                              "clients' job key")
+    return hashlib.sha256(b"".join(got)).digest()
 
 
 class JobParty(PartyProgram):
@@ -330,28 +467,41 @@ class JobParty(PartyProgram):
         await ctx.agree(("sqm-jobfile", self.id_column, self.task.public()), "task")
         table, mine = None, None
         if not ctx.is_server:
-            try:
-                table = read_party_csv(self.file, self.id_column)
-                mine = {"cols": table.n_cols, "rows": table.n_rows}
-            except (ValueError, OSError) as e:
-                mine = {"error": str(e)}
+            table, mine = load_own_file(self.file, self.id_column, ctx.pid)
         out = {p: mine for p in range(ctx.M)} if not ctx.is_server else {}
         got = await ctx.send_recv(out, ctx.clients, wire.value(dict, "the client's schema or its refusal", _schema_ok),
                                   "client schemas")
         errors = [f"client {j}: {g['error']}" for j, g in zip(ctx.clients, got) if "error" in g]
-        if errors:
+        if errors:  # only the clients' short categories: this message also goes to every peer
             raise ProtocolError("refused before any share was sent: " + "; ".join(errors))
         rows = sorted({g["rows"] for g in got})
         if len(rows) > 1:
             counts = {j: g["rows"] for j, g in zip(ctx.clients, got)}
             raise ProtocolError(f"refused before any share was sent: clients hold different record counts {counts}")
         meta = JobMeta(tuple(int(g["cols"]) for g in got), int(rows[0]))
+        key = await clients_key(ctx, None if ctx.is_server else key_contribution(self.task, ctx.pid))
+        if table is not None:
+            table.ids_digest = keyed_ids_digest(key, table.ids)
         result = await self.task.run(ctx, table, meta)
         result.setdefault("col_counts", list(meta.col_counts))
         result.setdefault("n_records", meta.n_records)
         if table is not None:
             result.setdefault("file", table.file)
         return result
+
+
+def load_own_file(file, id_column: str, pid: int) -> tuple[PartyTable | None, dict]:
+    """A client's table and the schema message it sends every party: ``{"cols", "rows"}``, or
+    ``{"error": short category}`` naming no path, header or value (the full detail is printed here only)."""
+    try:
+        table = read_party_csv(file, id_column)
+    except PartyFileError as e:
+        print(f"client {pid}: {e}", file=sys.stderr)
+        return None, {"error": e.public}
+    except OSError as e:
+        print(f"client {pid}: party file {file} could not be read: {e}", file=sys.stderr)
+        return None, {"error": "its party file could not be read"}
+    return table, {"cols": table.n_cols, "rows": table.n_rows}
 
 
 def _schema_ok(g) -> bool:
@@ -385,12 +535,19 @@ def run_local(spec: JobSpec, task: JobTask, timeout: float = 3600.0, connect_tim
                              f"path in {spec.path or 'the job file'}")
     programs = [party_program(spec, i, task) for i in range(len(spec.parties))]
     return run_parties(programs, timeout=timeout, connect_timeout=connect_timeout, addresses=spec.addresses,
-                       ssl_dir=ssl_dir)
+                       ssl_dir=ssl_dir, min_clients=2)
 
 
 def run_job(spec: JobSpec, task: JobTask, index: int | None = None, timeout: float = 3600.0,
-            ssl_dir: str | None = None) -> list[dict | None]:
-    """Every party on this machine (``index`` None), or only party ``index`` (its record; None elsewhere)."""
+            ssl_dir: str | None = None, data_file: str | None = None) -> list[dict | None]:
+    """Every party on this machine (``index`` None), or only party ``index`` (its record; None elsewhere).
+
+    ``data_file``: client ``index``'s own file, any path on this machine (its operator's ``--data-file``),
+    replacing the job file's entry for that party only."""
+    if data_file is not None:
+        if index is None:
+            raise ValueError("--data-file replaces one client's file: give that client's --index too")
+        spec = spec.with_file(index, data_file)
     if index is None:
         return run_local(spec, task, timeout=timeout, ssl_dir=ssl_dir)
     recs: list[dict | None] = [None] * len(spec.parties)

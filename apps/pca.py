@@ -23,7 +23,7 @@ import numpy as np
 import scipy.linalg
 
 from sqm.accounting import DEFAULT_ORDERS, smallest_meeting
-from sqm.rng import spawn_seeds
+from sqm.rng import make_rng, spawn_seeds
 from sqm.vertical import VerticalData, clip_rows, party_norm_bounds
 
 # ----- linear algebra and utility -------------------------------------------------------------------------
@@ -312,21 +312,32 @@ class PCAJobTask:
     per-party clipping, quantization and noise share, with an id digest so the clients refuse misaligned
     records); the server receives the noisy X^T X and computes the components.
 
-    With ``seed`` set (tests), the result equals ``SQMPCA(..., seed=seed).fit`` on the same columns bit for
-    bit; with ``seed=None`` each party draws its own randomness from OS entropy.
+    With ``seed=None`` (the default, ``secure_mode``) each party draws its own randomness from OS entropy.
+    A ``seed`` needs ``insecure_reproducible=True`` (see :func:`apps.jobfile.seed_policy`): it is never sent
+    nor part of :meth:`public`; party i takes entry i of ``spawn_seeds(seed, M)`` from its own copy, so a
+    run whose parties were all given the same seed equals ``SQMPCA(..., seed=seed).fit`` on the same
+    columns bit for bit (tests), and anyone who knows that seed can regenerate every party's noise.
     """
 
     def __init__(self, n_components: int, epsilon: float, delta: float = 1e-5, gamma: float = 4096.0,
-                 row_norm_bound: float = 1.0, party_bounds=None, seed=None):
+                 row_norm_bound: float = 1.0, party_bounds=None, seed=None, insecure_reproducible: bool = False):
+        from .jobfile import seed_policy
+
+        self.secure_mode = seed_policy(seed, insecure_reproducible, warn=False)
         self.est = SQMPCA(n_components, epsilon, delta, gamma, row_norm_bound, backend="plain", seed=seed,
                           party_bounds=party_bounds)
         self.est.mechanism(1)  # check the parameters now, before any party starts
+
+    @property
+    def seed(self):
+        """This party's own seed from its own command line (None: OS entropy); never sent."""
+        return self.est.seed
 
     def public(self):
         e = self.est
         pb = None if e.party_bounds is None else tuple(float(b) for b in e.party_bounds)
         return ("pca", int(e.n_components), float(e.epsilon), float(e.delta), float(e.gamma),
-                float(e.row_norm_bound), pb, repr(e.seed))
+                float(e.row_norm_bound), pb)
 
     async def run(self, ctx, table, meta) -> dict:
         import dataclasses
@@ -346,8 +357,9 @@ class PCAJobTask:
         shape = VerticalData([np.zeros((1, c)) for c in meta.col_counts])  # counts only: plan() needs the shape
         _, report = mech.plan(shape)
         n = meta.n_parties
-        seeds = spawn_seeds(e.seed, n + 1)  # the same children SQM.run hands out
-        comp = compensate(mech.polynomial, mech.gamma, np.random.default_rng(seeds[0]), mech.preprocess)
+        my_seed = spawn_seeds(e.seed, n + 1)[ctx.pid]  # from this party's own seed only (SQM.run's entry)
+        comp = compensate(mech.polynomial, mech.gamma, make_rng(my_seed if ctx.is_server else None),
+                          mech.preprocess)  # the server's rounding of the (public) coefficients
         bounds = party_norm_bounds(mech.row_norm_bound, meta.col_counts, e.party_bounds)
         owner = shape.owner()
         job = dataclasses.replace(mech.job(comp, [], bounds[owner], meta.n_records, report.mu, owner),
@@ -355,7 +367,7 @@ class PCAJobTask:
         client, my_input = None, None
         if table is not None:
             j = ctx.pid - 1
-            client = CSVClient(table.file, mech.gamma, float(bounds[j]), report.mu / n, d * d, seeds[j + 1],
+            client = CSVClient(table.file, mech.gamma, float(bounds[j]), report.mu / n, d * d, my_seed,
                                table=table)
             my_input = client()
         raw = await ctx.evaluate(job, my_input)
@@ -420,6 +432,7 @@ def compare(X, n_parties: int, k: int, epsilon: float, delta: float, gamma: floa
         "epsilon_server": rep.epsilon_server, "epsilon_client": rep.epsilon_client, "delta": delta,
         "gamma": gamma, "seconds": float(np.mean(secs["sqm"])), "bytes_sent": float(per_party.sum()),
         "bytes_sent_per_party": per_party.tolist(),
+        "secure_mode": seed is None,  # seeded: every party's noise follows from the seed (experiments only)
     }
 
 
@@ -450,6 +463,8 @@ def _run_cli(args) -> int:
 
     if args.job:
         return _run_job(args)
+    if args.data_file is not None:
+        raise ValueError("--data-file replaces one client's file of a job: use it with --job and --index")
     from .datasets import load_dataset, scale_rows
 
     X, _ = load_dataset(args.dataset, args.data)
@@ -458,6 +473,9 @@ def _run_cli(args) -> int:
                 args.backend, args.runs, args.seed, progress=not args.quiet)
     r["dataset"] = args.dataset
     print_table(r, args.dataset)
+    if not r["secure_mode"]:
+        print(f"secure_mode: false (--seed {args.seed}: a reproducible local experiment; whoever knows the seed "
+              f"can regenerate every party's noise)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(r, f, indent=2)
@@ -467,12 +485,17 @@ def _run_cli(args) -> int:
 def _run_job(args) -> int:
     import json
 
-    from .jobfile import load_job, run_job
+    from .jobfile import load_job, run_job, seed_policy
 
+    secure_mode = seed_policy(args.seed, args.insecure_reproducible)  # a seed without the opt-in: refused
     spec = load_job(args.job)
-    task = PCAJobTask(args.components, args.epsilon, args.delta, args.gamma, args.row_norm_bound, seed=args.seed)
-    recs = run_job(spec, task, args.index, timeout=args.timeout, ssl_dir=args.ssl_dir)  # MPCError: sqm exits 3
-    out = {"job": spec.path, "delta": args.delta, "gamma": args.gamma}
+    task = PCAJobTask(args.components, args.epsilon, args.delta, args.gamma, args.row_norm_bound, seed=args.seed,
+                      insecure_reproducible=args.insecure_reproducible)
+    recs = run_job(spec, task, args.index, timeout=args.timeout, ssl_dir=args.ssl_dir,
+                   data_file=args.data_file)  # MPCError: sqm exits 3
+    if not secure_mode:
+        print("secure_mode: false (--insecure-reproducible: every party's noise can be regenerated from the seed)")
+    out = {"job": spec.path, "delta": args.delta, "gamma": args.gamma, "secure_mode": secure_mode}
     for i, rec in enumerate(recs):
         if rec is None:
             continue
@@ -526,7 +549,13 @@ def register(sub) -> None:
                    help="'mpyc' (default): real MPyC party processes over loopback; 'plain': the exact "
                         "one-process simulation (for sweeps)")
     p.add_argument("--runs", type=int, default=1, help="average utilities over this many runs (default 1)")
-    p.add_argument("--seed", type=int, default=None, help="seed for reproducible runs (default: OS entropy)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed for reproducible experiments (default: OS entropy); recorded as secure_mode false. "
+                        "With --job it is refused unless --insecure-reproducible is given")
+    p.add_argument("--insecure-reproducible", action="store_true",
+                   help="with --job and --seed: allow a seeded job (each party derives its own seed from the "
+                        "seed on its own command line; nothing is sent).  INSECURE: whoever knows the seed can "
+                        "regenerate every party's noise; for reproducible experiments only")
     p.add_argument("--json", default=None, help="write the results to this JSON file")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--job", default=None,
@@ -534,6 +563,9 @@ def register(sub) -> None:
                         "see apps/jobfile.py")
     p.add_argument("--index", type=int, default=None,
                    help="with --job: start only this party (0 = server) here; omitted: all parties locally")
+    p.add_argument("--data-file", default=None,
+                   help="with --job and --index I (a client): this party's own CSV, any path on this machine, "
+                        "instead of the job file's entry (job files may only name files in their own folder)")
     p.add_argument("--timeout", type=float, default=3600.0, help="with --job: seconds before a job is abandoned")
     p.add_argument("--ssl-dir", default=None,
                    help="with --job: mutually authenticated TLS between parties, keys from this folder "

@@ -34,6 +34,17 @@ def party_name(i: int) -> str:
     return "server (party 0)" if i == 0 else f"client {i} (party {i})"
 
 
+def require_two_clients(n_clients: int, where: str = "") -> None:
+    """Refuse a secret-sharing job with fewer than two clients, before any party process starts.
+
+    With M = n + 1 parties the Shamir threshold is t = (M - 1) // 2; one client gives t = 0, a degree-0
+    "sharing" in which every party's share, the server's included, is the client's data itself."""
+    if n_clients < 2:
+        raise ValueError(f"{where}a secret-sharing job needs at least two clients, got {n_clients}: with one "
+                         f"client the threshold is t = 0 and the server's share would be the client's data "
+                         f"in the clear; refused")
+
+
 def party_env(local_parties: int = 1, blas_threads: int | None = None) -> dict:
     """Environment for a ``python -m mpc.party`` child: it imports what this process can (programs are
     pickled by reference to their classes), and ``local_parties`` parties sharing this machine's cores get
@@ -63,11 +74,13 @@ def party_command(program_file: str, index: int, addresses: str, result_file: st
 
 def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float = 30.0,
                 extra_args: list[str] | None = None, on_start=None, addresses=None,
-                ssl_dir: str | None = None, blas_threads: int | None = None) -> list[dict]:
+                ssl_dir: str | None = None, blas_threads: int | None = None, min_clients: int = 1) -> list[dict]:
     """Run ``programs[i]`` as party ``i`` in its own process; return each party's result record.
 
     ``ssl_dir``: a folder made by ``python -m mpc.certs``: every connection runs over mutually
     authenticated TLS.  ``blas_threads``: BLAS threads per party (default: this machine's cores / M).
+    ``min_clients``: 2 for a job that Shamir-shares client data (refused before any process starts, see
+    :func:`require_two_clients`); 1 only for protocols without shares (HDP-VFL's two parties).
 
     If any party fails, the others are stopped (they also stop by themselves on losing the connection)
     and :class:`MPCError` names the failed party and its message.
@@ -75,6 +88,8 @@ def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float 
     M = len(programs)
     if M < 2:
         raise ValueError(f"a job needs a server and at least one client; got {M} parties")
+    if min_clients >= 2:
+        require_two_clients(M - 1)
     if addresses is not None:  # e.g. from a job file; default: free loopback ports
         if len(addresses) != M:
             raise ValueError(f"{len(addresses)} party addresses for {M} parties")

@@ -6,7 +6,7 @@ import time
 
 from .backend import Backend, Job, JobResult, register_backend
 from .field import prime_for_bound
-from .launch import run_parties
+from .launch import require_two_clients, run_parties
 from .party import EvaluateJob
 
 
@@ -27,6 +27,7 @@ class MPyCBackend(Backend):
 
     def run(self, job: Job) -> JobResult:
         t0 = time.perf_counter()
+        require_two_clients(len(job.clients))  # t = 0 with one client: refused before any process starts
         M = len(job.clients) + 1
         p = prime_for_bound(job.result_bound(), M)  # refuse an overflowing job before starting anyone
         pub = public_job(job)

@@ -7,8 +7,8 @@ import threading
 import numpy as np
 import pytest
 
-from apps.jobfile import (load_job, party_program, read_party_csv, run_local, run_one, write_job,
-                          write_party_csvs)
+from apps.jobfile import (keyed_ids_digest, load_job, party_program, read_party_csv, run_job, run_local, run_one,
+                          write_job, write_party_csvs)
 from apps.pca import SQMPCA, PCAJobTask
 from mpc.launch import MPCError, free_ports, run_parties
 from sqm.vertical import VerticalData
@@ -24,12 +24,13 @@ def write(tmp_path, X, parties=2, **kw):
 
 
 TASK = dict(n_components=2, epsilon=1.0, delta=1e-5, gamma=1024.0, seed=5)
+JOB_TASK = dict(TASK, insecure_reproducible=True)  # seeded (tests compare with the plain simulation)
 
 
 def test_job_file_parties_equal_the_plain_simulation_bit_for_bit(tmp_path):
     X = make_X()
     spec = write(tmp_path, X, parties=2)
-    recs = run_local(spec, PCAJobTask(**TASK))
+    recs = run_local(spec, PCAJobTask(**JOB_TASK))
     server = recs[0]["result"]
     ref = SQMPCA(backend="plain", **TASK).fit(VerticalData.split(X, 2))
     assert list(server["raw"]) == list(ref.raw_)
@@ -42,7 +43,7 @@ def test_job_file_parties_equal_the_plain_simulation_bit_for_bit(tmp_path):
 
 def test_each_party_program_names_only_its_own_file(tmp_path):
     spec = write(tmp_path, make_X(), parties=3)
-    task = PCAJobTask(**TASK)
+    task = PCAJobTask(**JOB_TASK)
     files = [p.file for p in spec.parties[1:]]
     for i in range(4):
         blob = pickle.dumps(party_program(spec, i, task))
@@ -53,12 +54,18 @@ def test_each_party_program_names_only_its_own_file(tmp_path):
 def test_one_party_per_invocation(tmp_path):
     """``sqm pca --job J --index I`` style: each party started on its own (as on separate hosts)."""
     X = make_X(seed=1)
-    spec = write(tmp_path, X, parties=2)
-    task = PCAJobTask(**TASK)
+    spec = write(tmp_path / "job", X, parties=2)
+    task = PCAJobTask(**JOB_TASK)
+    own = tmp_path / "elsewhere" / "mine.csv"  # client 2's operator keeps its file outside the job folder
+    own.parent.mkdir()
+    os.replace(spec.parties[2].file, own)
     out = {}
 
     def go(i):
-        out[i] = run_one(spec, i, task, timeout=120, connect_timeout=60)
+        if i == 2:  # its own --data-file (an absolute path on its own command line)
+            out[i] = run_job(spec, task, 2, timeout=120, data_file=str(own))[2]
+        else:
+            out[i] = run_one(spec, i, task, timeout=120, connect_timeout=60)
 
     threads = [threading.Thread(target=go, args=(i,)) for i in range(3)]
     for t in threads:
@@ -68,6 +75,7 @@ def test_one_party_per_invocation(tmp_path):
     ref = SQMPCA(backend="plain", **TASK).fit(VerticalData.split(X, 2))
     assert np.array_equal(out[0]["result"]["components"], ref.components_)
     assert out[1]["result"]["rows"] == 30 and out[2]["result"]["cols"] == 3
+    assert out[2]["result"]["file"] == str(own)
 
 
 def test_cli_job_mode_writes_json(tmp_path):
@@ -82,6 +90,7 @@ def test_cli_job_mode_writes_json(tmp_path):
     np.testing.assert_allclose(V @ V.T, np.eye(2), atol=1e-10)
     assert r["epsilon_server"] <= 1.0 + 1e-9 and r["epsilon_client"] > r["epsilon_server"]
     assert set(r["clients"]) == {"1", "2"}
+    assert r["secure_mode"] is True  # no seed: every party's randomness from OS entropy
 
 
 def _rewrite_ids(path, ids):
@@ -101,7 +110,7 @@ def test_misaligned_ids_refused(tmp_path, how):
         ids[7] = 1000
     _rewrite_ids(spec.parties[2].file, ids)
     with pytest.raises(MPCError, match="record ids"):
-        run_local(spec, PCAJobTask(**TASK))
+        run_local(spec, PCAJobTask(**JOB_TASK))
 
 
 def test_nan_in_a_party_file_refused_before_sharing(tmp_path):
@@ -113,7 +122,7 @@ def test_nan_in_a_party_file_refused_before_sharing(tmp_path):
     lines[5] = ",".join(parts)
     open(f, "w").write("\n".join(lines) + "\n")
     with pytest.raises(MPCError) as err:
-        run_local(spec, PCAJobTask(**TASK))
+        run_local(spec, PCAJobTask(**JOB_TASK))
     msg = str(err.value)
     assert "refused before any share was sent" in msg and "client 2" in msg and "NaN" in msg
     assert "exited 3" in msg  # refused (not crashed) at every party
@@ -123,11 +132,12 @@ def test_missing_party_file(tmp_path):
     spec = write(tmp_path, make_X(), parties=2)
     os.remove(spec.parties[1].file)
     with pytest.raises(ValueError, match="does not exist"):  # the launcher's check, before starting anyone
-        run_local(spec, PCAJobTask(**TASK))
+        run_local(spec, PCAJobTask(**JOB_TASK))
     # a party on another host whose file is missing: its own process refuses, naming it, for everyone
-    programs = [party_program(spec, i, PCAJobTask(**TASK)) for i in range(3)]
-    with pytest.raises(MPCError, match="client 1: party file .* does not exist"):
+    programs = [party_program(spec, i, PCAJobTask(**JOB_TASK)) for i in range(3)]
+    with pytest.raises(MPCError, match="client 1: its party file does not exist") as err:
         run_parties(programs, timeout=60)
+    assert spec.parties[1].file not in str(err.value)  # peers are not told where a party keeps its data
 
 
 def test_empty_party_and_too_many_components(tmp_path):
@@ -135,10 +145,10 @@ def test_empty_party_and_too_many_components(tmp_path):
     f = spec.parties[1].file
     open(f, "w").write("id\n" + "\n".join(str(i) for i in range(30)) + "\n")  # ids only, no columns
     with pytest.raises(MPCError, match="empty party"):
-        run_local(spec, PCAJobTask(**TASK))
+        run_local(spec, PCAJobTask(**JOB_TASK))
     spec = write(tmp_path / "b", make_X(), parties=2)
     with pytest.raises(MPCError, match="cannot find 7 components"):
-        run_local(spec, PCAJobTask(**{**TASK, "n_components": 7}))
+        run_local(spec, PCAJobTask(**{**JOB_TASK, "n_components": 7}))
 
 
 def test_read_party_csv_checks(tmp_path):
@@ -148,7 +158,13 @@ def test_read_party_csv_checks(tmp_path):
     assert t.columns == ["a", "b"] and t.block.tolist() == [[0.5, 0.25], [1e-3, -2.0]]
     q = tmp_path / "q.csv"
     q.write_text("b,id,a\n0.25,1,0.5\n-2,2,1e-3\n")  # the same ids in another column position
-    assert read_party_csv(q).ids_digest == t.ids_digest
+    key, other = bytes(range(32)), bytes(range(1, 33))
+    assert keyed_ids_digest(key, read_party_csv(q).ids) == keyed_ids_digest(key, t.ids)
+    assert keyed_ids_digest(other, t.ids) != keyed_ids_digest(key, t.ids)  # keyed: no digest without the key
+    assert keyed_ids_digest(key, ["2", "1"]) != keyed_ids_digest(key, t.ids)  # order matters
+    assert keyed_ids_digest(key, ["1", "2"]) == keyed_ids_digest(key, t.ids)
+    assert keyed_ids_digest(key, ["12"]) != keyed_ids_digest(key, ["1", "2"])  # length-prefixed
+    assert t.ids_digest is None  # no unkeyed digest is ever made
     cases = {"id,a\n1,x\n": "not a number", "id,a\n1,1\n1,2\n": "repeats ids", "a,b\n1,2\n": "no id column",
              "id,a\n": "no records", "id,a\n1,inf\n": "NaN or infinite", "id,a\n1,2,3\n": "fields",
              "": "empty"}
@@ -168,11 +184,16 @@ def test_load_job_checks(tmp_path):
         load_job(j)
     bad = {
         "{": "not valid JSON",
-        json.dumps({"parties": [{"address": "127.0.0.1:5000"}]}): "at least one client",
-        json.dumps({"parties": [{"address": "h:1"}, {"address": "nohost", "file": "a.csv"}]}): "host:port",
-        json.dumps({"parties": [{"address": "h:1", "file": "s.csv"}, {"address": "h:2", "file": "a"}]}): "server",
-        json.dumps({"parties": [{"address": "h:1"}, {"address": "h:2"}]}): "needs a 'file'",
-        json.dumps({"parties": [{"address": "h:1"}, {"address": "h:1", "file": "a.csv"}]}): "duplicate",
+        json.dumps({"parties": [{"address": "127.0.0.1:5000"}]}): "at least two clients, got 0",
+        json.dumps({"parties": [{"address": "h:1"}, {"address": "h:2", "file": "a.csv"}]}): "t = 0",
+        json.dumps({"parties": [{"address": "h:1"}, {"address": "nohost", "file": "a.csv"},
+                                {"address": "h:3", "file": "b.csv"}]}): "host:port",
+        json.dumps({"parties": [{"address": "h:1", "file": "s.csv"}, {"address": "h:2", "file": "a"},
+                                {"address": "h:3", "file": "b.csv"}]}): "server",
+        json.dumps({"parties": [{"address": "h:1"}, {"address": "h:2"}, {"address": "h:3", "file": "b"}]}):
+            "needs a 'file'",
+        json.dumps({"parties": [{"address": "h:1"}, {"address": "h:1", "file": "a.csv"},
+                                {"address": "h:3", "file": "b.csv"}]}): "duplicate",
     }
     for text, msg in bad.items():
         j.write_text(text)
@@ -183,7 +204,7 @@ def test_load_job_checks(tmp_path):
     spec = load_job(j)
     assert spec.n_clients == 2 and spec.parties[2].file == str(tmp_path / "b.csv")
     with pytest.raises(ValueError, match="out of range"):
-        party_program(spec, 3, PCAJobTask(**TASK))
+        party_program(spec, 3, PCAJobTask(**JOB_TASK))
 
 
 def test_job_file_over_mutually_authenticated_tls(tmp_path):
@@ -192,6 +213,177 @@ def test_job_file_over_mutually_authenticated_tls(tmp_path):
     make_certificates(str(tmp_path / "keys"), 3)
     X = make_X(seed=3)
     spec = write(tmp_path / "job", X, parties=2)
-    recs = run_local(spec, PCAJobTask(**TASK), ssl_dir=str(tmp_path / "keys"))
+    recs = run_local(spec, PCAJobTask(**JOB_TASK), ssl_dir=str(tmp_path / "keys"))
     ref = SQMPCA(backend="plain", **TASK).fit(VerticalData.split(X, 2))
     assert np.array_equal(recs[0]["result"]["components"], ref.components_)
+
+
+# ----- issue 11: seeds stay with their party, keyed id digests, no file content to peers, confined paths -----
+
+
+def test_public_parameters_hold_no_seed_and_a_seed_needs_the_opt_in():
+    plain = PCAJobTask(**{**TASK, "seed": None})
+    assert plain.secure_mode and plain.seed is None
+    seeded = [PCAJobTask(**{**JOB_TASK, "seed": s}) for s in (5, 6)]
+    assert all(not t.secure_mode for t in seeded)
+    assert seeded[0].public() == seeded[1].public() == plain.public()  # the seed is no public parameter
+    with pytest.raises(ValueError, match="--insecure-reproducible"):
+        PCAJobTask(**TASK)  # a seed without the opt-in
+
+
+def test_each_party_uses_only_the_seed_on_its_own_command_line(tmp_path):
+    """Parties given different seeds still agree (no seed is compared or sent), and client j's noise and
+    rounding come from entry j of spawn_seeds(ITS seed), bit for bit."""
+    from sqm.client import QuantizingClient
+    from sqm.rng import spawn_seeds
+    from sqm.vertical import party_norm_bounds
+
+    X = make_X(seed=4)
+    spec = write(tmp_path, X, parties=2)
+    seeds = [100, 101, 102]
+    programs = [party_program(spec, i, PCAJobTask(**{**JOB_TASK, "seed": seeds[i]})) for i in range(3)]
+    recs = run_parties(programs, timeout=120, addresses=spec.addresses)
+    server = recs[0]["result"]
+    mu = server["report"]["mu"]
+    bounds = party_norm_bounds(1.0, [3, 3])
+    parts = [QuantizingClient(X[:, 3 * (j - 1):3 * j], 1024.0, float(bounds[j - 1]), mu / 2, 36,
+                              spawn_seeds(seeds[j], 3)[j])() for j in (1, 2)]
+    Xh = np.hstack([p[0] for p in parts]).astype(object)
+    expect = (Xh.T @ Xh).reshape(-1) + parts[0][1].astype(object) + parts[1][1].astype(object)
+    assert [int(v) for v in server["raw"]] == [int(v) for v in expect]
+
+
+class DigestTask:
+    """A job-file task returning each client's keyed id digest to that client only (test of the key)."""
+
+    seed = None
+
+    def public(self):
+        return ("digest-test",)
+
+    async def run(self, ctx, table, meta):
+        return {} if table is None else {"digest": table.ids_digest}
+
+
+def test_id_digests_are_keyed_fresh_per_job(tmp_path):
+    spec = write(tmp_path, make_X(), parties=2)
+    jobs = [run_local(spec, DigestTask(), timeout=120) for _ in range(2)]
+    for recs in jobs:
+        d1, d2 = recs[1]["result"]["digest"], recs[2]["result"]["digest"]
+        assert isinstance(d1, bytes) and len(d1) == 32 and d1 == d2  # equal ids, one job: equal digests
+        assert "digest" not in recs[0]["result"]  # the server holds no digest
+    assert jobs[0][1]["result"]["digest"] != jobs[1][1]["result"]["digest"]  # same ids, two jobs: unlinkable
+    ids = read_party_csv(spec.parties[1].file).ids
+    import hashlib
+
+    unkeyed = hashlib.sha256(b"".join(len(i.encode()).to_bytes(8, "big") + i.encode() for i in ids)).digest()
+    assert unkeyed not in (jobs[0][1]["result"]["digest"], jobs[1][1]["result"]["digest"])
+
+
+SECRETS = ["7.123456789", "secretA", "4242.5", "secretvalue", "31337"]
+BAD_FILES = {  # each holds some of SECRETS in its cells
+    "first line is a record": "7.123456789,secretA\n8,4242.5\n",
+    "no id column": "key,a\n31337,4242.5\n",
+    "not a number": "id,a\n31337,secretvalue\n",
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_FILES))
+def test_refusal_sent_to_peers_names_no_cell_value(tmp_path, capsys, case):
+    from apps.jobfile import load_own_file
+    from mpc import wire
+
+    f = tmp_path / "p.csv"
+    f.write_text(BAD_FILES[case])
+    table, msg = load_own_file(str(f), "id", 2)
+    assert table is None and set(msg) == {"error"}
+    sent = wire.encode(msg)  # the bytes every peer receives
+    assert not any(s.encode() in sent for s in SECRETS + ["key", str(tmp_path)])
+    local = capsys.readouterr().err  # the full detail stays at the party itself
+    assert "client 2" in local and str(f) in local
+
+
+def test_headerless_file_refused_without_sending_its_first_record(tmp_path):
+    spec = write(tmp_path, make_X(), parties=2)
+    with open(spec.parties[2].file, "w") as fh:
+        fh.write(BAD_FILES["first line is a record"])
+    with pytest.raises(MPCError) as err:
+        run_local(spec, PCAJobTask(**JOB_TASK), timeout=120)
+    msg = str(err.value)  # every party's last word, the server's included
+    assert "client 2: its file has no id column 'id'" in msg and "server (party 0) exited 3" in msg
+    assert not any(s in msg for s in SECRETS)
+
+
+def test_job_file_paths_confined_to_its_folder(tmp_path, monkeypatch):
+    import builtins
+
+    job_dir = tmp_path / "job"
+    (job_dir / "sub").mkdir(parents=True)
+    (tmp_path / "outside.csv").write_text("id,a\n1,2\n")
+    os.symlink(tmp_path / "outside.csv", job_dir / "link.csv")
+    os.symlink(tmp_path, job_dir / "up")
+    opened = []
+    real_open = builtins.open
+    monkeypatch.setattr(builtins, "open", lambda f, *a, **k: (opened.append(str(f)), real_open(f, *a, **k))[1])
+    j = job_dir / "job.json"
+
+    def job(first):
+        j.write_text(json.dumps({"parties": [{"address": "h:1"}, {"address": "h:2", "file": first},
+                                             {"address": "h:3", "file": "b.csv"}]}))
+        return load_job(j)
+
+    for bad, msg in [("../../../../etc/passwd", "resolves outside"), ("/etc/passwd", "absolute path"),
+                     ("link.csv", "resolves outside"), ("up/outside.csv", "resolves outside"),
+                     ("sub/../../outside.csv", "resolves outside")]:
+        with pytest.raises(ValueError, match=f"client 1's file .*{msg}.*--data-file") as err:
+            job(bad)
+        assert "passwd" not in "".join(opened) and "outside.csv" not in "".join(opened)  # nothing was read
+        assert "root:" not in str(err.value)
+    spec = job("sub/../a.csv")  # inside the folder: fine
+    assert spec.parties[1].file == os.path.join(str(job_dir), "sub/../a.csv")
+    # an operator's own file anywhere, on its own command line, for its own party only
+    mine = spec.with_file(1, tmp_path / "outside.csv")
+    assert mine.parties[1].file == str(tmp_path / "outside.csv") and mine.parties[2] == spec.parties[2]
+    with pytest.raises(ValueError, match="--index 1..2"):
+        spec.with_file(0, tmp_path / "outside.csv")
+    with pytest.raises(ValueError, match="--index"):
+        run_job(spec, PCAJobTask(**JOB_TASK), None, data_file=str(tmp_path / "outside.csv"))
+    with pytest.raises(ValueError, match="outside the job file's folder"):
+        write_job(j, ["h:1", "h:2", "h:3"], [tmp_path / "outside.csv", job_dir / "b.csv"])
+
+
+def test_fewer_than_two_clients_refused_before_any_process_starts(monkeypatch):
+    import subprocess
+
+    from mpc.mpyc_backend import MPyCBackend
+    from mpc.party import EvaluateJob
+    from mpc.secure_sum import SumClient, sum_job
+
+    def no_process(*a, **k):
+        raise AssertionError("a party process was started")
+
+    monkeypatch.setattr(subprocess, "Popen", no_process)
+    with pytest.raises(ValueError, match="at least two clients, got 1: .*t = 0 .*server's share"):
+        run_parties([EvaluateJob(None), EvaluateJob(None)], min_clients=2)
+    with pytest.raises(ValueError, match="at least two clients, got 1: .*t = 0"):
+        MPyCBackend().run(sum_job([SumClient(np.array([1, 2]))], 2, 10))
+    with pytest.raises(ValueError, match="at least two clients, got 1: .*t = 0"):
+        SQMPCA(2, 1.0, backend="mpyc").fit(VerticalData.split(make_X(), 1))
+
+
+def test_cli_seed_in_job_mode_needs_the_opt_in(tmp_path, capsys):
+    from apps.cli import main
+
+    spec = write(tmp_path, make_X(seed=2), parties=2)
+    out = tmp_path / "out.json"
+    args = ["pca", "--job", spec.path, "--components", "2", "--gamma", "1024", "--json", str(out), "--seed", "1"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "--insecure-reproducible" in err and not out.exists()
+    assert main(args + ["--insecure-reproducible"]) == 0
+    cap = capsys.readouterr()
+    assert "WARNING" in cap.err and "regenerate every party's noise" in cap.err
+    r = json.loads(out.read_text())
+    assert r["secure_mode"] is False and np.array(r["components"]).shape == (2, 6)
+    assert main(["pca", "--job", spec.path, "--data-file", str(out)]) == 2  # --data-file needs --index
+    assert "--index" in capsys.readouterr().err

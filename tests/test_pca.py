@@ -163,3 +163,17 @@ def test_bench_sweep_and_target_check():
     t = check_target(fake)
     assert not t["holds"] and t["misses"] == [{"epsilon": 1.0, "gamma": 1024.0, "k": 2, "ratio": 19.7 / 20}]
     assert t["max_local_over_min_sqm_central"] == pytest.approx(0.4)  # vs the worst gamma (2^6) too
+
+
+def test_local_comparison_records_secure_mode():
+    """A seeded local run is a labelled experiment (secure_mode false); unseeded runs draw from OS entropy."""
+    from apps.pca import compare
+
+    X = spectrum_data(40, 6, seed=5)
+    seeded = compare(X, 2, 2, 1.0, 1e-5, 1024.0, backend="plain", seed=1, progress=False)
+    again = compare(X, 2, 2, 1.0, 1e-5, 1024.0, backend="plain", seed=1, progress=False)
+    fresh = compare(X, 2, 2, 1.0, 1e-5, 1024.0, backend="plain", progress=False)
+    assert seeded["secure_mode"] is False and fresh["secure_mode"] is True
+    assert seeded["sqm"]["utilities"] == again["sqm"]["utilities"]  # reproducible: that is what the seed buys
+    with pytest.raises(ValueError, match="at least two clients"):
+        compare(X, 1, 2, 1.0, 1e-5, 1024.0, backend="mpyc", seed=1, progress=False)
