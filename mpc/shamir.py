@@ -17,6 +17,9 @@ def share(secret, n_parties: int, t: int, p: int, rng: np.random.Generator) -> n
     f is evaluated at 0..t by Horner's rule, then walked to the points 1..M by forward differences
     (f(x + 1) = f(x) + Delta f(x), Delta^k f(x + 1) = Delta^k f(x) + Delta^(k+1) f(x), Delta^t f constant):
     t modular additions per party instead of t modular multiplications.
+
+    ``rng`` draws the t random coefficients, uniform in [0, p): the shares hide the secret only if it is a
+    cryptographic generator (:func:`mpc.randomness.secure_generator`, what every party uses).
     """
     secret = np.asarray(secret, dtype=np.int64)
     if not 0 <= t < n_parties:

@@ -19,7 +19,7 @@ from . import accounting
 from .client import QuantizingClient
 from .compensation import CompensatedPolynomial, compensate, needs_preprocessing
 from .polynomial import CovariancePolynomial, Polynomial
-from .rng import spawn_seeds
+from .rng import make_rng, spawn_seeds
 from .sensitivity import Sensitivity, covariance_sensitivity, general_sensitivity
 from .skellam import skellam_tail_bound
 from .validation import check_delta, check_epsilon, check_gamma, check_mu
@@ -63,7 +63,8 @@ class SQM:
 
     Give either ``mu`` or a target ``epsilon`` (server-observed, at ``delta``) to calibrate it.  ``q`` and
     ``rounds`` only affect accounting (a caller running many subsampled rounds, e.g. logistic regression).
-    ``seed=None`` draws every random bit from OS entropy.
+    ``seed=None`` keys every party's AES-CTR stream from fresh OS entropy; a seed (experiments only) is
+    turned into per-party seeds by :func:`sqm.rng.spawn_seeds`, none of which reveals another's.
     """
 
     def __init__(self, polynomial: Polynomial, gamma: float, *, epsilon: float | None = None,
@@ -135,8 +136,8 @@ class SQM:
         t0 = time.perf_counter()
         _, report = self.plan(data)
         n = data.n_parties
-        seeds = spawn_seeds(self.seed, n + 1)  # seeds[0]: the server's coefficient rounding
-        comp = compensate(self.polynomial, self.gamma, np.random.default_rng(seeds[0]), self.preprocess)
+        seeds = spawn_seeds(self.seed, n + 1)  # seeds[0]: the server's coefficient rounding; j: client j's own
+        comp = compensate(self.polynomial, self.gamma, make_rng(seeds[0]), self.preprocess)
         bounds = party_norm_bounds(self.row_norm_bound, data.col_counts, self.party_bounds)
         _, clipped = data.clip(self.row_norm_bound, self.party_bounds)
         clients = [QuantizingClient(block, self.gamma, float(c), report.mu / n, self.polynomial.n_out, s)

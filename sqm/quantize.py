@@ -11,8 +11,8 @@ def stochastic_round(x, gamma: float = 1.0, seed: SeedLike = None) -> np.ndarray
     """Scale ``x`` by ``gamma`` and round each entry up with probability equal to its fractional part.
 
     The result is an int64 array with ``E[result] = gamma * x`` and ``|result - gamma * x| < 1``
-    entrywise.  Randomness comes from OS entropy unless ``seed`` (an int, SeedSequence or Generator)
-    is given.
+    entrywise.  The coins come from AES-128-CTR (:func:`sqm.rng.make_rng`) keyed from OS entropy unless
+    ``seed`` (an int, SeedSequence or Generator, used as given) is given.
     """
     x = np.asarray(x, dtype=np.float64)
     check_finite(x, "data")

@@ -1,23 +1,50 @@
-"""Randomness: OS entropy unless the caller passes a seed or a generator."""
+"""Randomness: a cryptographic keystream (AES-128-CTR, :mod:`mpc.randomness`) keyed from OS entropy unless the
+caller passes a seed or a generator; per-party seeds derived so that none reveals another."""
 from __future__ import annotations
 
 import numpy as np
+
+from mpc.randomness import derive_seed, fresh_bytes, secure_generator
 
 SeedLike = int | np.random.SeedSequence | np.random.Generator | None
 
 
 def make_rng(seed: SeedLike = None) -> np.random.Generator:
-    """A ``numpy.random.Generator``: fresh OS entropy when ``seed`` is None, else deterministic."""
-    if isinstance(seed, np.random.Generator):
-        return seed
-    return np.random.default_rng(seed)
+    """A ``numpy.random.Generator`` on AES-128-CTR (:func:`mpc.randomness.secure_generator`): keyed from fresh
+    OS entropy when ``seed`` is None, else deterministically from the seed; a Generator is returned as it is."""
+    return secure_generator(seed)
+
+
+def _root_int(seed: int | np.random.SeedSequence) -> int:
+    """The integer root a party seed is derived from: the int itself, or for a SeedSequence its entropy when it
+    is a bare int with no spawn key (so ``SeedSequence(s)`` and ``s`` derive the same seeds), else 256 bits
+    drawn from it (a function of its entropy and spawn key, deterministic)."""
+    if isinstance(seed, np.random.SeedSequence):
+        if not seed.spawn_key and isinstance(seed.entropy, (int, np.integer)):
+            return int(seed.entropy)
+        return int.from_bytes(seed.generate_state(8, np.uint32).astype("<u4").tobytes(), "little")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise ValueError(f"a seed must be a non-negative integer, a SeedSequence or None, got {seed!r}")
+    return int(seed)
 
 
 def spawn_seeds(seed: int | np.random.SeedSequence | None, n: int) -> list[np.random.SeedSequence]:
-    """``n`` independent child seed sequences (OS entropy when ``seed`` is None).
+    """``n`` per-party seeds, entry ``i`` for party ``i`` (in a job: 0 the server, j client j).
 
-    Each party of a job gets its own child, so a party's randomness never depends on another's and a
-    seeded job is reproducible bit for bit whether its parties run in one process or in many.
+    With a ``seed`` (reproducible experiments: whoever holds it can regenerate everything) entry ``i`` is
+    ``SeedSequence(derive_seed(root, f"party {i}"))``: HMAC-SHA256 of the label under the root, so its
+    ``.entropy`` is neither the root nor any other party's seed, and nothing a party is handed (its own
+    SeedSequence, what it spawns from it) lets it rebuild the root or another party's randomness.  (numpy's
+    ``SeedSequence.spawn`` children would not do: every child carries the root itself as ``.entropy``.)
+    A SeedSequence root is reduced to an integer deterministically (see :func:`_root_int`).
+
+    With ``seed=None`` every entry is a SeedSequence of 256 fresh bits of OS entropy, drawn independently per
+    party, so each party draws its own secret randomness.  The entries stay SeedSequences so callers may
+    ``.spawn`` sub-streams; the same seed gives the same entries in one process or in many.
     """
-    root = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
-    return root.spawn(n)
+    if int(n) != n or n < 0:
+        raise ValueError(f"the number of seeds must be an integer >= 0, got {n!r}")
+    if seed is None:
+        return [np.random.SeedSequence(int.from_bytes(fresh_bytes(32), "big")) for _ in range(int(n))]
+    root = _root_int(seed)
+    return [np.random.SeedSequence(derive_seed(root, f"party {i}")) for i in range(int(n))]
