@@ -3,10 +3,16 @@
     sqm bench bgw-cost --rows 20000 --cols 60 --parties 2 --json bgw.json --plot bgw.png
 
 ``--parties`` counts the clients; the job runs 1 + parties MPyC processes (the server is party 0).
+
+``--compare-rng`` (benchmark only) runs every gamma twice in the same command: with the default
+cryptographic generator (AES-128-CTR keyed from OS entropy, for the Shamir coefficients and the clients'
+rounding and noise) and with numpy's PCG64 in its place (the statistical generator used before; insecure),
+and times drawing rows x cols uniform field elements and rounding coins with each generator.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 
 import numpy as np
@@ -18,6 +24,7 @@ from mpc.backend import FixedClient, Job
 from mpc.launch import run_parties
 from mpc.mpyc_backend import MPyCBackend
 from mpc.program import SumProgram
+from mpc.randomness import secure_generator
 from mpc.stock import StockGram
 from sqm.quantize import stochastic_round
 from sqm.mechanism import SQM
@@ -62,8 +69,38 @@ def stock_comparison(X: np.ndarray, parties: int, gamma: float) -> dict:
                 fast_identical=bool((fast.values == exact).all()))
 
 
+class PCG64Backend(MPyCBackend):
+    """BENCHMARK ONLY: the mpyc backend with numpy's PCG64 (a statistical generator, insecure) in place of
+    AES-CTR for every party's Shamir coefficients and every client's rounding and noise draws."""
+
+    def __init__(self):
+        super().__init__(insecure_share_rng="pcg64")
+
+    def run(self, job: Job):
+        clients = [dataclasses.replace(c, insecure_pcg64=True) for c in job.clients]
+        return super().run(dataclasses.replace(job, clients=clients))
+
+
+def rng_microbench(n: int, p: int, repeat: int = 3) -> dict:
+    """Seconds (best of ``repeat``) to draw ``n`` uniform elements of [0, p) (Shamir coefficients) and ``n``
+    uniform floats (rounding coins) with AES-128-CTR and with PCG64."""
+    out = dict(elements=int(n), field_prime_bits=int(p).bit_length())
+    for name, rng in (("aes_ctr", secure_generator()), ("pcg64", np.random.default_rng())):
+        for what, draw in (("field_elements", lambda: rng.integers(0, p, size=n, dtype=np.int64)),
+                           ("uniform_floats", lambda: rng.random(n))):
+            best = float("inf")
+            for _ in range(repeat):
+                t0 = time.perf_counter()
+                draw()
+                best = min(best, time.perf_counter() - t0)
+            out[f"{name}_{what}_seconds"] = best
+    for what in ("field_elements", "uniform_floats"):
+        out[f"{what}_ratio"] = out[f"aes_ctr_{what}_seconds"] / out[f"pcg64_{what}_seconds"]
+    return out
+
+
 def run(rows=20000, cols=60, parties=2, gammas=None, epsilon=1.0, delta=1e-5, stock_rows=None,
-        stock_cols=None, seed=0, progress=True) -> dict:
+        stock_cols=None, seed=0, progress=True, compare_rng=False) -> dict:
     gammas = gammas or [2.0 ** k for k in range(6, 17)]
     X = make_data(rows, cols, seed)
     data = VerticalData.split(X, parties)
@@ -71,15 +108,32 @@ def run(rows=20000, cols=60, parties=2, gammas=None, epsilon=1.0, delta=1e-5, st
     exact = X.T @ X
     plain_s = time.perf_counter() - t0
     out_rows = []
-    for gamma in tqdm(gammas, desc="bgw-cost", disable=not progress):
-        res = SQM(covariance(cols), gamma, epsilon=epsilon, delta=delta, backend="mpyc", seed=seed).run(data)
+
+    def secure_cov(gamma, backend):
+        res = SQM(covariance(cols), gamma, epsilon=epsilon, delta=delta, backend=backend, seed=seed).run(data)
         est = res.estimate.reshape(cols, cols)
-        out_rows.append(dict(gamma=gamma, field_bits=res.field_bits,
-                             bytes_per_party=[int(b) for b in res.bytes_sent],
-                             seconds=res.seconds, rel_error=float(np.linalg.norm(est - exact) / np.linalg.norm(exact)),
-                             max_rss_bytes=[int(b) for b in res.max_rss_bytes]))
+        return res, float(np.linalg.norm(est - exact) / np.linalg.norm(exact))
+
+    for k, gamma in enumerate(tqdm(gammas, desc="bgw-cost", disable=not progress)):
+        runs = {}
+        # alternate which generator runs first, so neither always gets the warmer machine
+        for name in (["aes_ctr", "pcg64"] if k % 2 == 0 else ["pcg64", "aes_ctr"]) if compare_rng else ["aes_ctr"]:
+            runs[name] = secure_cov(gamma, "mpyc" if name == "aes_ctr" else PCG64Backend())
+        res, rel = runs["aes_ctr"]
+        row = dict(gamma=gamma, field_bits=res.field_bits, bytes_per_party=[int(b) for b in res.bytes_sent],
+                   seconds=res.seconds, rel_error=rel, max_rss_bytes=[int(b) for b in res.max_rss_bytes],
+                   rng="aes_ctr")
+        if compare_rng:
+            pres, prel = runs["pcg64"]
+            row.update(pcg64_seconds=pres.seconds, pcg64_rel_error=prel, rng_time_ratio=res.seconds / pres.seconds)
+        out_rows.append(row)
     report = dict(shape=[rows, cols], parties=parties + 1, clients=parties, plaintext_seconds=plain_s,
-                  rows=out_rows)
+                  rows=out_rows, rng="aes_ctr (AES-128-CTR keyed from OS entropy)")
+    if compare_rng:
+        ratios = [r["rng_time_ratio"] for r in out_rows]
+        report.update(compare_rng=True, rng_time_ratio_max=max(ratios), rng_ratio_target=1.25,
+                      rng_meets_target=max(ratios) <= 1.25,
+                      rng_microbench=rng_microbench(rows * cols, (1 << 61) - 1))
     if stock_rows:
         sX = X[:stock_rows, :stock_cols or cols]
         report.update(stock_comparison(sX, parties, gammas[0]))
@@ -96,6 +150,19 @@ def print_table(rep: dict) -> None:
     for r in rep["rows"]:
         print(f"{r['gamma']:>8.0f} {r['field_bits']:>10} {max(r['bytes_per_party']):>18,} "
               f"{r['seconds']:>8.2f} {r['rel_error']:>10.3e} {max(r['max_rss_bytes']) / 2 ** 30:>17.2f} GiB")
+    if rep.get("compare_rng"):
+        print("WARNING: the PCG64 column is a benchmark of the old statistical generator (insecure), never a mode "
+              "to run jobs in")
+        print(f"{'gamma':>8} {'AES-CTR s':>10} {'PCG64 s':>10} {'ratio':>7}   (end to end, same command; "
+              f"target ratio <= {rep['rng_ratio_target']})")
+        for r in rep["rows"]:
+            print(f"{r['gamma']:>8.0f} {r['seconds']:>10.2f} {r['pcg64_seconds']:>10.2f} {r['rng_time_ratio']:>7.3f}")
+        mb = rep["rng_microbench"]
+        print(f"drawing {mb['elements']:,} values: uniform mod a {mb['field_prime_bits']}-bit prime AES-CTR "
+              f"{mb['aes_ctr_field_elements_seconds']:.3f} s, PCG64 {mb['pcg64_field_elements_seconds']:.3f} s "
+              f"(x{mb['field_elements_ratio']:.2f}); uniform floats AES-CTR "
+              f"{mb['aes_ctr_uniform_floats_seconds']:.3f} s, PCG64 {mb['pcg64_uniform_floats_seconds']:.3f} s "
+              f"(x{mb['uniform_floats_ratio']:.2f})")
     if rep.get("stock_seconds"):
         print(f"same quantized {rep['stock_shape'][0]} x {rep['stock_shape'][1]} X^T X, no noise, end to end: "
               f"MPyC stock np_matmul {rep['stock_seconds']:.2f} s, fast path {rep['fast_seconds_at_stock_shape']:.2f} s, "
@@ -134,6 +201,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--stock-rows", type=int, default=2000,
                     help="rows for MPyC's stock np_matmul comparison (0 to skip; default 2000)")
     ap.add_argument("--stock-cols", type=int, default=None, help="columns for the stock comparison (default --cols)")
+    ap.add_argument("--compare-rng", action="store_true",
+                    help="BENCHMARK ONLY: also run each gamma with numpy's PCG64 (insecure statistical generator) "
+                         "in place of AES-CTR for share coefficients and client draws; both timings side by side")
     ap.add_argument("--json", help="write the figures to this JSON file")
     ap.add_argument("--plot", help="write a PNG plot to this file")
 
@@ -141,5 +211,5 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 def cli(args) -> int:
     gammas = [float(g) for g in args.gammas.split(",") if g.strip()]
     rep = run(args.rows, args.cols, args.parties, gammas, args.epsilon, args.delta,
-              args.stock_rows or None, args.stock_cols)
+              args.stock_rows or None, args.stock_cols, compare_rng=args.compare_rng)
     return finish(rep, args, print_table, plot)

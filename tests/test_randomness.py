@@ -1,4 +1,5 @@
 """Secret randomness: AES-CTR keyed from OS entropy, uniform Shamir shares, per-party seeds that reveal nothing."""
+import dataclasses
 import hashlib
 import hmac
 import re
@@ -204,3 +205,33 @@ def test_seeded_mechanism_reproduces_and_each_party_uses_its_derived_seed():
     Xq = np.hstack([x for x, _ in outs]).astype(object)
     noise = sum(z.astype(object) for _, z in outs)
     assert list(a.raw) == list(Xq.T.dot(Xq).reshape(-1) + noise)
+
+
+# ----- the benchmark-only PCG64 path (sqm bench bgw-cost --compare-rng) ------------------------------
+def test_bench_compare_rng_runs_both_generators_through_real_parties():
+    from bench.bgw_cost import PCG64Backend, print_table, run
+    from mpc.backend import PlainBackend
+    from mpc.mpyc_backend import MPyCBackend
+
+    with pytest.raises(ValueError, match="benchmark only"):
+        MPyCBackend(insecure_share_rng="mt19937")
+
+    class PlainPCG64(PlainBackend):  # the simulation of the benchmark-only path
+        def run(self, job):
+            return super().run(dataclasses.replace(
+                job, clients=[dataclasses.replace(c, insecure_pcg64=True) for c in job.clients]))
+
+    data = VerticalData.split(np.random.default_rng(5).random((40, 4)) / 4, 2)
+    real = SQM(covariance(4), 2.0**8, mu=50.0, backend=PCG64Backend(), seed=3).run(data)
+    assert real.backend == "mpyc"
+    assert list(real.raw) == list(SQM(covariance(4), 2.0**8, mu=50.0, backend=PlainPCG64(), seed=3).run(data).raw)
+    assert list(real.raw) != list(SQM(covariance(4), 2.0**8, mu=50.0, seed=3).run(data).raw)  # AES-CTR by default
+
+    rep = run(rows=200, cols=4, gammas=[64.0], progress=False, compare_rng=True)
+    (row,) = rep["rows"]
+    assert row["rng"] == "aes_ctr" and row["seconds"] > 0 and row["pcg64_seconds"] > 0
+    assert row["rng_time_ratio"] == pytest.approx(row["seconds"] / row["pcg64_seconds"])
+    assert rep["rng_time_ratio_max"] == row["rng_time_ratio"] and rep["rng_ratio_target"] == 1.25
+    mb = rep["rng_microbench"]
+    assert mb["elements"] == 800 and min(v for k, v in mb.items() if k.endswith("_seconds")) > 0
+    print_table(rep)
