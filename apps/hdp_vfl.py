@@ -131,7 +131,9 @@ class HDPLogisticRegression:
     column the active party prepends (its weight, clipped with the others to k, gives ``intercept_``).  ``backend="mpyc"`` runs the parties as two OS processes exchanging the noisy
     intermediate results over the mpc runtime's TCP channels (party 0 = active, party 1 = passive);
     ``backend="plain"`` runs both in this process (a simulation that gives the same model for the same seed).
-    ``seed=None`` draws every party's randomness from OS entropy.
+    ``seed=None`` (default) draws every party's randomness from OS entropy (AES-CTR keyed by ``secrets``); a
+    seed is for reproducible experiments: each party is handed only its own seed from
+    :func:`sqm.rng.spawn_seeds`, but whoever knows the root seed can regenerate both parties' noise.
     """
 
     def __init__(self, epsilon: float = 1.0, delta: float = 0.01, epochs: int = 10, batch_size: int = 3200,
@@ -203,7 +205,8 @@ class HDPLogisticRegression:
         if problem:
             raise ValueError(problem)
         cfg = self.config(XA.shape[0], XA.shape[1], XB.shape[1])
-        seed_a, seed_b = spawn_seeds(self.seed, 2)
+        # each party gets only its own seed (entry 0 the active party's, 1 the passive's); none: OS entropy
+        seed_a, seed_b = spawn_seeds(self.seed, 2) if self.seed is not None else (None, None)
         t0 = time.perf_counter()
         if self.backend == "plain":
             bar = None
@@ -371,7 +374,14 @@ def sqm_accuracy(Xtr, Xte, ytr, yte, active_features: int, epsilon: float, delta
         return {"accuracy": None, "message": f"SQM-LR failed: {type(e).__name__}: {e}"}
 
 
+SEEDED_WARNING = ("warning: --seed given: this run is an EXPERIMENT (secure_mode false): whoever knows the seed can "
+                  "regenerate both parties' noise; omit --seed for a private run")
+
+
 def run(args) -> int:
+    secure_mode = args.seed is None
+    if not secure_mode:
+        print(SEEDED_WARNING)
     Xtr, Xte, ytr, yte, a = load_split(args.dataset, args.data, args.test_size, args.split_seed)
     d = Xtr.shape[1]
     a = args.active_features or a
@@ -410,7 +420,7 @@ def run(args) -> int:
     print(f"  {'majority class':<28} {refs['majority_class']:.4f}")
     print("Note: " + GUARANTEE)
     if args.json:
-        out = {"dataset": args.dataset, "train_records": int(Xtr.shape[0]), "test_records": int(Xte.shape[0]),
+        out = {"secure_mode": secure_mode, "dataset": args.dataset, "train_records": int(Xtr.shape[0]), "test_records": int(Xte.shape[0]),
                "active_features": a, "passive_features": d - a, "epsilon": args.epsilon, "delta": args.delta,
                "guarantee_note": GUARANTEE, "hdp": hdp, "sqm": sqm_res, **refs}
         with open(args.json, "w") as f:
@@ -450,7 +460,9 @@ def register(sub) -> None:
                         "(default: 0.5)")
     p.add_argument("--backend", default="mpyc", choices=["plain", "mpyc"],
                    help="'mpyc' (default): two party processes over loopback TCP; 'plain': one-process simulation")
-    p.add_argument("--seed", type=int, default=None, help="seed for reproducible runs (default: OS entropy)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed for reproducible EXPERIMENTS: not secure (whoever knows it regenerates both parties' "
+                        "noise), recorded as secure_mode false in the JSON (default: OS entropy)")
     p.add_argument("--split-seed", type=int, default=0, help="seed of the train/test split (default: 0)")
     p.add_argument("--test-size", type=float, default=0.2, help="test fraction (default: 0.2)")
     p.add_argument("--no-sqm", action="store_true", help="skip the SQM-LR comparison")

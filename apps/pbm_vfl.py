@@ -11,10 +11,18 @@ with cross-entropy) over the SUM of the embeddings (Eq. 1).  Per iteration, with
    the gradient with respect to the embedding sum to every client;
 4. each client back-propagates it through its own model (d sum / d h_m is the identity).
 
+Secure sums (``mpyc``): 'bgw' (Shamir shares on the mpc runtime) or 'masked' (the paper's Protocol 0: each pair
+of clients agrees on a key by X25519 among themselves, fresh per run, and the clients' values travel masked
+modulo 2^k by SHAKE-256 streams of those keys; the masks cancel in the server's sum).  Both refuse fewer than
+two clients.  Randomness: each party draws its model initialisation and its noise from its OWN seed
+(:func:`sqm.rng.spawn_seeds`) through AES-CTR, fresh OS entropy unless a seed is given (experiments only);
+the mini-batch order is public, from a public seed (:func:`public_batch_seed`).
+
 Backends: ``mpyc`` runs ONE long-lived MPyC process per party (:class:`PBMVFLProgram` through
 :func:`mpc.launch.run_parties`); every iteration is one ``ctx.evaluate`` of the secure sum plus one message
 from the server to the clients.  ``plain`` runs the same algorithm, same code path and same seeds in one
-process (a SIMULATION for sweeps: the sum is :class:`mpc.backend.PlainBackend`'s).
+process (a SIMULATION for sweeps: the sum is :class:`mpc.backend.PlainBackend`'s; the masks of the masked
+sum cancel, so it releases the same sums).
 
 Baselines (always in one process, they are not secure protocols): NPQ (no privacy, no quantization: the
 exact float sum) and LDP (each client adds Gaussian noise of variance 2 M C^2 / (b beta^2) to its embedding
@@ -34,6 +42,7 @@ import numpy as np
 
 from mpc import wire
 from mpc.party import PartyProgram
+from mpc.randomness import derive_seed, fresh_bytes, secure_generator
 from sqm import pbm
 from sqm.rng import spawn_seeds
 
@@ -52,12 +61,54 @@ def _mask_dtype(k: int):
 
 
 def _prg(key: bytes, counter: int, size: int, k: int) -> np.ndarray:
-    """``size`` pseudo-random k-bit integers from SHAKE-256(key || counter) (a cryptographic XOF)."""
-    import hashlib as _hl
-
+    """``size`` pseudo-random k-bit integers from SHAKE-256(key || counter) (a cryptographic XOF): uniform
+    modulo 2^k, as 2^k divides the 2^(8 bytes) values of each drawn word."""
     dt = np.dtype(_mask_dtype(k))
-    raw = _hl.shake_256(key + int(counter).to_bytes(8, "little")).digest(size * dt.itemsize)
+    raw = hashlib.shake_256(key + int(counter).to_bytes(8, "little")).digest(size * dt.itemsize)
     return (np.frombuffer(raw, dtype=dt).astype(np.int64)) & ((1 << k) - 1)
+
+
+MASK_KEY_INFO = b"sqm-vfl PBM-VFL pairwise mask key v1"
+
+
+def mask_keypair():
+    """A fresh X25519 key pair for one job (private key from OS entropy, never from a seed) and its 32-byte
+    raw public key."""
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+    sk = X25519PrivateKey.generate()
+    return sk, sk.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+
+
+def mask_key(private_key, me: int, my_public: bytes, other: int, their_public: bytes) -> bytes:
+    """The 32-byte mask key of clients ``me`` and ``other`` (Bonawitz et al.'s pairwise agreement):
+    HKDF-SHA256 over their X25519 shared secret, with an info string binding both party indices and both
+    public keys (lower index first), so both ends derive the same key and it is bound to this pair."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    from mpc.protocol import ProtocolError
+
+    try:
+        shared = private_key.exchange(X25519PublicKey.from_public_bytes(bytes(their_public)))
+    except ValueError:
+        raise ProtocolError(f"client {me}: client {other}'s X25519 public key is invalid (a low-order point); "
+                            f"refused before any masked value was sent") from None
+    (lo, pk_lo), (hi, pk_hi) = sorted([(int(me), bytes(my_public)), (int(other), bytes(their_public))])
+    info = MASK_KEY_INFO + f" clients {lo},{hi} ".encode() + pk_lo + pk_hi
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=info).derive(shared)
+
+
+def two_clients_problem(M: int) -> str | None:
+    """Why a secure sum over ``M`` clients is refused (None if it is not): with one client its "masked"
+    value, or its BGW share at threshold t = 0, is its data in the clear."""
+    if M < 2:
+        return (f"PBM-VFL's secure sum needs at least two clients, got {M}: with one client the server would "
+                f"receive that client's data in the clear (its masked value has no other client's mask to "
+                f"cancel; its BGW share at threshold t = 0 is the value itself); refused")
+    return None
 
 
 @dataclass
@@ -117,6 +168,35 @@ def _seed_int(ss: np.random.SeedSequence) -> int:
     return int(ss.generate_state(1, dtype=np.uint64)[0] & ((1 << 63) - 1))
 
 
+def party_streams(seed) -> tuple[int, np.random.Generator]:
+    """A party's (torch seed for its model initialisation, cryptographic generator for its secret draws), both
+    from the party's OWN seed only (from :func:`sqm.rng.spawn_seeds`); fresh OS entropy when ``seed`` is None."""
+    if seed is None:
+        return int.from_bytes(fresh_bytes(8), "little") >> 1, secure_generator()
+    ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    # the first two children of ``ss`` (as ss.spawn(2) would give them, without advancing ``ss``: the same
+    # seed object always gives the same streams)
+    s_model, s_secret = (np.random.SeedSequence(ss.entropy, spawn_key=(*ss.spawn_key, i), pool_size=ss.pool_size)
+                         for i in range(2))
+    return _seed_int(s_model), secure_generator(s_secret)
+
+
+BATCH_ORDER_LABEL = "sqm-vfl PBM-VFL public mini-batch order"
+
+
+def public_batch_seed(seed=None) -> int:
+    """The PUBLIC seed of the mini-batch order (every party derives the same order from it).
+
+    Fresh OS entropy when ``seed`` is None; for a seeded experiment, a one-way function of the seed (HMAC-SHA256
+    under a label of its own, :func:`mpc.randomness.derive_seed`): it is a separate value, public, from which
+    no party's seed can be recovered (parties' seeds are other HMAC outputs of the root)."""
+    if seed is None:
+        return int.from_bytes(fresh_bytes(8), "little") >> 1
+    ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    root = int.from_bytes(ss.generate_state(8, np.uint32).astype("<u4").tobytes(), "little")
+    return derive_seed(root, BATCH_ORDER_LABEL) >> 193  # 63 bits
+
+
 def _make_mlp(in_dim: int, hidden: int, P: int, seed: int):
     torch = _torch()
     nn = torch.nn
@@ -134,7 +214,8 @@ def _optimizer(cfg: VFLConfig, params):
 
 
 def epoch_order(batch_seed: int, epoch: int, n: int) -> np.ndarray:
-    """The public record order of an epoch (every party derives it from the shared public seed)."""
+    """The public record order of an epoch (every party derives it from the shared PUBLIC batch seed, see
+    :func:`public_batch_seed`; a statistical generator is fine for a public permutation)."""
     return np.random.default_rng([int(batch_seed), int(epoch)]).permutation(n)
 
 
@@ -143,9 +224,10 @@ def _digest(a: np.ndarray) -> str:
 
 
 class ClientParty:
-    """A client: its feature columns, its party model and its private noise generator."""
+    """A client: its feature columns, its party model and its private noise generator (AES-CTR, from its own
+    seed or OS entropy)."""
 
-    def __init__(self, cfg: VFLConfig, M: int, X_train, X_test, seed: np.random.SeedSequence, batch_seed: int):
+    def __init__(self, cfg: VFLConfig, M: int, X_train, X_test, seed, batch_seed: int):
         torch = _torch()
         self.cfg, self.M, self.batch_seed = cfg, M, int(batch_seed)
         self.data = {}
@@ -154,10 +236,9 @@ class ClientParty:
             if X.ndim != 2 or not np.all(np.isfinite(X)):
                 raise ValueError(f"a client's {split} block must be a finite 2-D array, got shape {X.shape}")
             self.data[split] = torch.as_tensor(X, device=cfg.device)
-        s_model, s_noise = seed.spawn(2)
-        self.model = _make_mlp(X_train.shape[1], cfg.hidden, cfg.embedding_size, _seed_int(s_model)).to(cfg.device)
+        torch_seed, self.rng = party_streams(seed)
+        self.model = _make_mlp(X_train.shape[1], cfg.hidden, cfg.embedding_size, torch_seed).to(cfg.device)
         self.opt = _optimizer(cfg, self.model.parameters())
-        self.rng = np.random.default_rng(s_noise)
         self.sigma = ldp_sigma(cfg.b, cfg.beta, M, cfg.C)
         self.clipped = 0
         self._emb = None
@@ -200,14 +281,14 @@ class ClientParty:
 class ServerParty:
     """The server: labels, the fusion model over the embedding sum, the decoder, the metrics."""
 
-    def __init__(self, cfg: VFLConfig, M: int, y_train, y_test, seed: np.random.SeedSequence, batch_seed: int):
+    def __init__(self, cfg: VFLConfig, M: int, y_train, y_test, seed, batch_seed: int):
         torch = _torch()
         self.cfg, self.M, self.batch_seed = cfg, M, int(batch_seed)
         self.y = {"train": np.asarray(y_train, dtype=np.int64), "test": np.asarray(y_test, dtype=np.int64)}
         for split, y in self.y.items():
             if y.ndim != 1 or (y.size and (y.min() < 0 or y.max() >= cfg.n_classes)):
                 raise ValueError(f"{split} labels must be a 1-D array of classes 0..{cfg.n_classes - 1}")
-        torch_seed = _seed_int(seed)
+        torch_seed, _ = party_streams(seed)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(torch_seed)
             self.fusion = torch.nn.Linear(cfg.embedding_size, cfg.n_classes).to(cfg.device)
@@ -303,6 +384,11 @@ class PartyIO:
     def __init__(self, ctx, cfg: VFLConfig, M: int, secure_sum: str = "bgw"):
         if secure_sum not in SECURE_SUMS:
             raise ValueError(f"secure sum must be one of {SECURE_SUMS}, got {secure_sum!r}")
+        problem = two_clients_problem(M)
+        if problem:
+            from mpc.protocol import ProtocolError
+
+            raise ProtocolError(f"party {ctx.pid}: {problem}")
         self.ctx, self.cfg, self.M, self.mode = ctx, cfg, M, secure_sum
         self.bytes = {"sum": 0, "grad": 0, "control": 0}
         self.k = mask_bits(cfg.b, M)
@@ -310,23 +396,22 @@ class PartyIO:
         self.counter = 0
         self.grad_check = wire.array(np.float32, (None, cfg.embedding_size), what="embedding gradient")
 
-    async def setup(self, seed: np.random.SeedSequence | None) -> None:
-        """Masked sums: each pair of clients agrees on a 32-byte key (sent client to client; the server
-        only forwards nothing and sees nothing).  Every party makes this one exchange."""
+    async def setup(self) -> None:
+        """Masked sums: pairwise X25519 key agreement among the clients only (Bonawitz et al.).  Each client
+        makes a fresh key pair (OS entropy, never a seed), sends its 32-byte public key to the other clients,
+        and derives one mask key per other client (:func:`mask_key`).  The server sends and receives nothing,
+        but makes the same exchange (MPyC labels messages by a per-exchange counter)."""
         if self.mode != "masked":
             return
         b0 = self._sent()
-        pid, clients = self.ctx.pid, self.ctx.clients
         if self.ctx.is_server:
-            await self.ctx.send_recv({}, [], None, "pairwise mask keys")
+            await self.ctx.send_recv({}, [], None, "mask public keys")
         else:
-            # an independent stream derived without touching the party's own seed sequence
-            ss = np.random.SeedSequence(seed.entropy, spawn_key=tuple(seed.spawn_key) + (0x6D61736B,))
-            rng = np.random.default_rng(ss)
-            mine = {j: rng.bytes(32) for j in clients if j > pid}
-            lower = [j for j in clients if j < pid]
-            got = await self.ctx.send_recv(mine, lower, wire.digest(32), "pairwise mask keys")
-            self.keys = {**mine, **dict(zip(lower, got))}
+            pid = self.ctx.pid
+            others = [j for j in self.ctx.clients if j != pid]
+            sk, pk = mask_keypair()
+            got = await self.ctx.send_recv({j: pk for j in others}, others, wire.digest(32), "mask public keys")
+            self.keys = {j: mask_key(sk, pid, pk, j, pk_j) for j, pk_j in zip(others, got)}
         self.bytes["control"] += self._sent() - b0
 
     def _sent(self) -> int:
@@ -362,13 +447,10 @@ class PartyIO:
         mod = 1 << self.k
         dtype = _mask_dtype(self.k)
         if self.ctx.is_server:
-            got = await self.ctx.send_recv({}, self.ctx.clients, wire.array(dtype, (size,), what="masked values"),
-                                           "masked sum")
+            got = await self.ctx.send_recv({}, self.ctx.clients, wire.array(dtype, (size,), 0, mod - 1,
+                                                                            what="masked values"), "masked sum")
             tot = np.zeros(size, dtype=np.int64)
             for g in got:
-                g = np.asarray(g)
-                if g.shape != (size,):
-                    raise ValueError(f"a client sent {g.shape} masked values, expected ({size},)")
                 tot += g.astype(np.int64)
             return tot % mod
         v = np.asarray(msgs[0], np.int64).reshape(-1)
@@ -456,7 +538,7 @@ class PBMVFLProgram(PartyProgram):
         if ctx.M != self.M + 1:
             raise ValueError(f"program built for {self.M} clients, runtime has {ctx.M - 1}")
         io = PartyIO(ctx, self.cfg, self.M, getattr(self, "secure_sum", "bgw"))
-        await io.setup(self.seed)
+        await io.setup()
         if ctx.is_server:
             server = ServerParty(self.cfg, self.M, self.y_train, self.y_test, self.seed, self.batch_seed)
             return await train_loop(self.cfg, io, server, [], self.n_train, self.n_test)
@@ -505,11 +587,16 @@ def _check_blocks(blocks_train, blocks_test, y_train, y_test):
 
 def train_vfl(blocks_train, blocks_test, y_train, y_test, cfg: VFLConfig, backend: str = "plain", seed=None,
               batch_seeds=None, progress: bool = False, desc: str | None = None, threads: int = 1,
-              secure_sum: str = "bgw") -> TrainResult:
+              secure_sum: str = "bgw", batch_seed: int | None = None) -> TrainResult:
     """Train PBM-VFL (or a baseline) on vertically split data; return the test metrics by epoch and costs.
 
-    ``seed``: root seed (OS entropy when None) for every party's model initialisation and noise, and the
-    public batch order.  ``batch_seeds``: override each party's batch seed (server first) -- for tests of
+    ``seed``: None (default) gives every party fresh OS entropy.  A seed (an int, a sequence of ints or a
+    SeedSequence) is for reproducible EXPERIMENTS: each party is handed only its own seed
+    (:func:`sqm.rng.spawn_seeds`, entry 0 the server's, j client j's), from which it draws its model
+    initialisation and its secret noise (AES-CTR); whoever knows the root seed can regenerate them all.
+    Masked-sum keys never come from a seed (fresh X25519 pairs).  ``batch_seed``: the PUBLIC seed of the
+    mini-batch order (default :func:`public_batch_seed` of ``seed``: fresh, or a one-way function of the seed).
+    ``batch_seeds``: override each party's batch seed (server first) -- for tests of
     parties that disagree on the mini-batches.  ``threads``: torch CPU threads per party (1 by default: the
     models are small, and one thread makes the in-process run bit-identical to the party processes').
     ``secure_sum`` (mpyc backend): 'bgw' (Shamir shares through ``ctx.evaluate``) or 'masked' (the paper's
@@ -520,9 +607,14 @@ def train_vfl(blocks_train, blocks_test, y_train, y_test, cfg: VFLConfig, backen
     cfg.validate()
     _check_blocks(blocks_train, blocks_test, y_train, y_test)
     M = len(blocks_train)
+    problem = two_clients_problem(M) if cfg.method == "pbm" else None
+    if problem:  # the plain backend simulates the same protocol, so it refuses the same jobs
+        raise ValueError(problem)
     n_train, n_test = len(y_train), len(y_test)
-    seeds = spawn_seeds(seed, M + 2)
-    public = _seed_int(seeds[M + 1])
+    if isinstance(seed, (list, tuple)):
+        seed = np.random.SeedSequence([int(x) for x in seed])
+    seeds = spawn_seeds(seed, M + 1) if seed is not None else [None] * (M + 1)  # each party: its own only
+    public = int(batch_seed) if batch_seed is not None else public_batch_seed(seed)
     bseeds = list(batch_seeds) if batch_seeds is not None else [public] * (M + 1)
     if len(bseeds) != M + 1:
         raise ValueError(f"batch_seeds needs {M + 1} entries (server first)")
@@ -649,21 +741,24 @@ def run(args) -> int:
     if not 0 < args.delta < 1:
         raise ValueError(f"delta must lie in (0, 1), got {args.delta!r}")
     M = len(btr)
-    root = np.random.SeedSequence(args.seed)
-    s_pbm, s_npq, s_ldp = root.spawn(3)
+    secure_mode = args.seed is None
+    s_pbm, s_npq, s_ldp = np.random.SeedSequence(args.seed).spawn(3) if args.seed is not None else (None,) * 3
     print(f"PBM-VFL on {args.dataset}: {len(ytr)} train / {len(yte)} test records, {M} clients "
           f"({', '.join(str(b.shape[1]) for b in btr)} features), P = {args.embedding_size}, b = {args.b}, "
           f"beta = {args.beta}, batch {args.batch_size}, {args.epochs} epochs, {args.optimizer} lr {args.lr}, "
           f"device {device}, backend {args.backend}"
           + (f" ({'BGW secure sum' if args.secure_sum == 'bgw' else 'pairwise-masked sum mod 2^k'})"
              if args.backend == "mpyc" else ""))
+    if not secure_mode:
+        print(SEEDED_WARNING)
     results = {}
     methods = [("pbm", args.backend, s_pbm)] + ([] if args.no_baselines else
                                                 [("npq", "plain", s_npq), ("ldp", "plain", s_ldp)])
     for method, backend, s in methods:
         cfg = replace(base, method=method)
         r = train_vfl(btr, bte, ytr, yte, cfg, backend=backend, seed=s, progress=True,
-                      desc=f"{method} ({backend})", secure_sum=args.secure_sum)
+                      desc=f"{method} ({backend})", secure_sum=args.secure_sum,
+                      batch_seed=getattr(args, "batch_seed", None))
         results[method] = r
         accs = " ".join(f"{m['test_accuracy']:.3f}" for m in r.history)
         print(f"  {method.upper():4s} test accuracy by epoch: {accs}")
@@ -690,8 +785,8 @@ def run(args) -> int:
           f"{100 * r.sum_seconds / max(r.iter_seconds, 1e-12):.1f}% in the secure sum; clipped entries {r.clipped}")
     if args.json:
         obj = {k: v.as_dict() for k, v in results.items()}
-        obj.update(dataset=args.dataset, parties=M, b=args.b, beta=args.beta, epochs=args.epochs,
-                   embedding_size=args.embedding_size, backend=args.backend, device=device,
+        obj.update(secure_mode=secure_mode, dataset=args.dataset, parties=M, b=args.b, beta=args.beta,
+                   epochs=args.epochs, embedding_size=args.embedding_size, backend=args.backend, device=device,
                    epsilon_feature=rep.epsilon_feature, epsilon_sample=rep.epsilon_sample, delta=args.delta,
                    privacy=rep.as_dict(), bits_model=r.bits_model, bytes_sent=r.bytes_sent, seconds=r.seconds)
         with open(args.json, "w") as f:
@@ -716,6 +811,11 @@ def run(args) -> int:
     return 0
 
 
+SEEDED_WARNING = ("warning: --seed given: this run is an EXPERIMENT (secure_mode false): whoever knows the seed can "
+                  "regenerate every party's randomness (model initialisation and noise); omit --seed for a "
+                  "private run")
+
+
 def add_training_arguments(p) -> None:
     p.add_argument("--epochs", type=int, default=10, help="training epochs (default: 10)")
     p.add_argument("--batch-size", type=int, default=100, help="mini-batch size B (default: 100)")
@@ -725,7 +825,9 @@ def add_training_arguments(p) -> None:
     p.add_argument("--hidden", type=int, default=64, help="hidden width of the party MLPs (default: 64)")
     p.add_argument("--device", default=None,
                    help="torch device for the models (default: cuda when available, else cpu)")
-    p.add_argument("--seed", type=int, default=None, help="seed for reproducible runs (default: OS entropy)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed for reproducible EXPERIMENTS: not secure (whoever knows it regenerates every party's "
+                        "randomness), recorded as secure_mode false in the JSON (default: OS entropy)")
 
 
 def register(sub) -> None:
@@ -748,8 +850,11 @@ def register(sub) -> None:
                         "process per party over loopback (baselines always run in one process)")
     p.add_argument("--secure-sum", default="bgw", choices=list(SECURE_SUMS),
                    help="with --backend mpyc: 'bgw' (default) Shamir-shared sum on the mpc runtime; 'masked' the "
-                        "paper's Protocol 0, pairwise SHAKE-256 masks modulo 2^k > b M (k bits per value)")
+                        "paper's Protocol 0, pairwise masks modulo 2^k > b M (k bits per value), SHAKE-256 streams "
+                        "of keys the clients agree on by X25519 (fresh per run)")
     p.add_argument("--split-seed", type=int, default=0, help="public train/test split seed (default: 0)")
+    p.add_argument("--batch-seed", type=int, default=None,
+                   help="PUBLIC seed of the mini-batch order (default: fresh; with --seed, derived one way from it)")
     p.add_argument("--no-baselines", action="store_true", help="skip the NPQ and LDP baselines")
     p.add_argument("--json", default=None, help="write results as JSON to FILE")
     p.add_argument("--plot", default=None, help="write test accuracy by epoch (PNG) to FILE")

@@ -127,6 +127,25 @@ def test_weights_respect_bound_and_seeds(breast):
     assert not np.array_equal(a.coef_, b.coef_)
 
 
+def test_each_party_draws_from_its_own_cryptographic_stream():
+    from apps.hdp_party import ActiveParty
+    from mpc.randomness import is_secure
+    from sqm.rng import spawn_seeds
+
+    cfg = HDPLogisticRegression(epsilon=1.0).config(50, 3, 2)
+    rng = np.random.default_rng(0)
+    XA, XB, y = rng.normal(size=(50, 3)), rng.normal(size=(50, 2)), rng.integers(0, 2, 50)
+    s_a, s_b = spawn_seeds(4, 2)
+    parties = [ActiveParty(cfg, XA, y, s_a), ActiveParty(cfg, XA, y, None), PassiveParty(cfg, XB, s_b),
+               PassiveParty(cfg, XB, None)]
+    assert all(is_secure(p.rng) for p in parties)
+    idx = np.arange(50)
+    # the passive party's noise is a function of its own seed only: the same with another active party
+    assert np.array_equal(PassiveParty(cfg, XB, s_b).intermediate(idx), parties[2].intermediate(idx))
+    assert not np.array_equal(parties[3].intermediate(idx), PassiveParty(cfg, XB, None).intermediate(idx))
+    assert not np.array_equal(parties[0].permutation(), parties[1].permutation())
+
+
 def test_two_process_run_equals_in_process_run(breast):
     Xtr, Xte, ytr, _ = breast
     Xs, ys = Xtr[:300], ytr[:300]
@@ -204,8 +223,14 @@ def test_cli_writes_json(tmp_path, capsys):
     rep = json.loads(out.read_text())
     assert 0.5 < rep["hdp"]["accuracy"] <= 1 and rep["sqm"]["accuracy"] is None
     assert {"single_party", "centralized", "nonprivate_vfl", "majority_class"} <= set(rep)
+    assert rep["secure_mode"] is False  # a seeded run is an experiment, and says so
     text = capsys.readouterr().out
-    assert "different guarantee" in text and "HDP-VFL" in text
+    assert "different guarantee" in text and "HDP-VFL" in text and "EXPERIMENT" in text
+    args = parser.parse_args(["hdp-vfl", "--backend", "plain", "--no-sqm", "--quiet", "--epochs", "1",
+                              "--json", str(out)])
+    assert args.func(args) == 0
+    assert json.loads(out.read_text())["secure_mode"] is True
+    assert "EXPERIMENT" not in capsys.readouterr().out
 
 
 def test_bench_reduced_run_structure_and_trend():

@@ -1,4 +1,5 @@
-"""PBM-VFL training: real MPyC party processes = the one-process simulation, utility ordering, bad input."""
+"""PBM-VFL training: real MPyC party processes = the one-process simulation, utility ordering, bad input.
+(The masked sum, its keys and what the server receives: tests/test_pbm_vfl_secrecy.py.)"""
 import math
 from dataclasses import replace
 
@@ -72,6 +73,8 @@ def test_bad_parameters_are_refused(digits):
     bad[2][0, 0] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         train_vfl(bad, bte, ytr, yte, VFLConfig(n_classes=nc), "plain", seed=0)
+    with pytest.raises(ValueError, match="secure sum"):
+        train_vfl(btr, bte, ytr, yte, VFLConfig(n_classes=nc), "mpyc", seed=0, secure_sum="xor")
 
 
 def test_parties_disagreeing_on_the_batch_are_refused(digits):
@@ -87,21 +90,3 @@ def test_parties_disagreeing_on_the_batch_are_refused(digits):
 def test_embeddings_outside_the_bound_are_clipped_and_counted():
     e = pbm.encode(np.array([[1.5, 0.2], [-1.0001, -0.3]]), 8, 0.1, C=1.0, rng=1)
     assert e.clipped == 2
-
-
-def test_masked_protocol0_sum_equals_plain_and_carries_k_bits(digits):
-    """The paper's Protocol 0 (pairwise masks mod 2^k) in real processes: same sums, ~1 byte per value."""
-    from apps.pbm_vfl import mask_bits
-
-    btr, bte, ytr, yte, nc = _tiny(digits, 100, 40)
-    cfg = VFLConfig(epochs=1, n_classes=nc, b=16, beta=0.15, batch_size=50)
-    assert mask_bits(16, 4) == 7  # 2^7 = 128 > b M = 64
-    plain = train_vfl(btr, bte, ytr, yte, cfg, "plain", seed=12)
-    masked = train_vfl(btr, bte, ytr, yte, cfg, "mpyc", seed=12, secure_sum="masked")
-    assert masked.sum_digest == plain.sum_digest
-    assert masked.history == plain.history
-    values = 4 * (plain.records + 40) * 16  # values the clients sent (training + one test evaluation)
-    messages = 4 * (plain.iterations + 1)
-    assert values <= masked.bytes_detail["sum"] <= values + 400 * messages
-    with pytest.raises(ValueError, match="secure sum"):
-        train_vfl(btr, bte, ytr, yte, cfg, "mpyc", seed=12, secure_sum="xor")
