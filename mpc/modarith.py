@@ -59,10 +59,13 @@ def small_mul_mod(a, s: int, p: int) -> np.ndarray:
 
 
 def scalar_mul_mod(a, s: int, p: int) -> np.ndarray:
-    """a * s mod p for a Python integer s of any size."""
+    """a * s mod p for a Python integer s of any size (plain int64 arithmetic when s or -s mod p is small,
+    e.g. the Lagrange coefficients of points 1..M, which are +-binomial(M, i))."""
     s = int(s) % p
     if s * p < (1 << 63):
         return small_mul_mod(a, s, p)
+    if (p - s) * p < (1 << 63):
+        return neg_mod(small_mul_mod(a, p - s, p), p)
     return mul_mod(a, np.int64(s), p)
 
 
@@ -101,12 +104,31 @@ def _limbs_into(A: np.ndarray, w: int, L: int, out: np.ndarray) -> np.ndarray:
 
 
 def _shift_sum(partials: list[np.ndarray], w: int, p: int) -> np.ndarray:
-    """sum_s partials[s] * 2^(w s) mod p, partials exact float64 integers < 2^53."""
-    out = None
-    for s, P in enumerate(partials):
-        term = scalar_mul_mod(np.rint(P).astype(np.int64) % p, pow(2, w * s, p), p)
-        out = term if out is None else add_mod(out, term, p)
-    return out
+    """sum_s partials[s] * 2^(w s) mod p, partials exact float64 integers < 2^53.
+
+    Horner's rule from the top partial in int64: acc * 2^w is taken in steps of 62 - bitlen(p) bits, each
+    followed by a reduction mod p (acc < p, so no step overflows), which is much cheaper than a general
+    modular product per partial; for p of 59 bits and more, the general product is used."""
+    step = 62 - int(p).bit_length()
+    if step < 4:
+        out = None
+        for s, P in enumerate(partials):
+            term = scalar_mul_mod(np.rint(P).astype(np.int64) % p, pow(2, w * s, p), p)
+            out = term if out is None else add_mod(out, term, p)
+        return out
+    acc = None
+    for P in reversed(partials):
+        Q = np.rint(P).astype(np.int64)
+        if acc is None:
+            acc = Q % p
+            continue
+        k = w
+        while k > 0:
+            s = min(k, step)
+            acc = (acc << s) % p
+            k -= s
+        acc = (acc + Q) % p  # acc < 2^58, Q < 2^53
+    return acc
 
 
 def matmul_mod(A, B, p: int) -> np.ndarray:
@@ -161,6 +183,31 @@ def matmul_small_mod(S, B, p: int) -> np.ndarray:
         Q = (((S >> (w * u)) & mask).astype(np.float64) @ Bf).astype(np.int64)
         acc = (acc * (1 << w) + Q) % p
     return acc
+
+
+def rowdot_mod(A, B, p: int) -> np.ndarray:
+    """Exact sum_k A[i, k] B[i, k] mod p for each row i, int64 A and B of the same shape (m x k) in [0, p):
+    limb products summed along rows in float64 (exact chunks, as :func:`matmul_mod`), reduced mod p only for
+    the m results."""
+    _check_p(p)
+    A = np.asarray(A, dtype=np.int64)
+    B = np.asarray(B, dtype=np.int64)
+    if A.shape != B.shape or A.ndim != 2:
+        raise ValueError(f"rowdot_mod needs two matrices of the same shape, got {A.shape} and {B.shape}")
+    m, k = A.shape
+    w, L, chunk = _limb_plan(p.bit_length(), k)
+    mask = (1 << w) - 1
+    out = np.zeros(m, dtype=np.int64)
+    for s0 in range(0, k, chunk):
+        a, b = A[:, s0:s0 + chunk], B[:, s0:s0 + chunk]
+        al = [((a >> (w * u)) & mask).astype(np.float64) for u in range(L)]
+        bl = [((b >> (w * u)) & mask).astype(np.float64) for u in range(L)]
+        partials = [np.zeros(m) for _ in range(2 * L - 1)]
+        for u in range(L):
+            for v in range(L):
+                partials[u + v] += np.einsum("ij,ij->i", al[u], bl[v])
+        out = add_mod(out, _shift_sum(partials, w, p), p)
+    return out
 
 
 def gram_mod(S, p: int) -> np.ndarray:
