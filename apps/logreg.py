@@ -24,6 +24,9 @@ from . import lr_party
 from .lr_party import LRPlan, batch_cap, logistic_loss
 
 PAPER_EPOCHS = {0.5: 2, 1.0: 5, 2.0: 8, 4.0: 10, 8.0: 10}  # Section 6.2
+CLIENT_VIEW = "nothing (only Shamir shares)"  # what a client observes during SQM-LR training
+MODEL_SHARED_NOTE = ("clients observe nothing during training (only Shamir shares); the client-observed epsilon "
+                     "is the guarantee of the final model only if the server chooses to share it with them")
 
 
 def paper_epochs(epsilon: float) -> int:
@@ -82,9 +85,14 @@ class SQMLogisticRegression:
     (0-based, default the last).  Each client's feature sub-rows are clipped to its bound c_j (sum c_j^2 = 1,
     so ||x||_2 <= 1; counted in ``report_['clipped']``); the weights are projected onto ||w||_2 <= W.
     mu is calibrated before training for the server-observed (epsilon, delta) over R = epochs * round(1/q)
-    Poisson-subsampled rounds (Eq. 20) with the proven sensitivity of :func:`sqm.sensitivity.logreg_sensitivity`;
-    the report also gives the client-observed epsilon (Eq. 21).  ``noise=False`` trains without noise (for
-    tests and the approximation's cost; epsilon is then infinite).  ``seed=None``: OS entropy.
+    Poisson-subsampled rounds (Eq. 20) with the proven sensitivity of :func:`sqm.sensitivity.logreg_sensitivity`.
+    The weights stay at the server (their coefficients are secret-shared): during training the clients observe
+    nothing but Shamir shares.  ``report_['epsilon_client_if_model_shared']`` (Eq. 21: a client knows the
+    batches and its own noise share) is the guarantee against a client only if the server chooses to share
+    the final model with the clients.  ``noise=False`` trains without noise (for tests and the
+    approximation's cost; epsilon is then infinite).  ``seed=None``: every party's randomness from OS entropy;
+    a seed makes the run reproducible (each party's seed derived from it by :func:`sqm.rng.spawn_seeds`), so
+    whoever holds it can regenerate every party's randomness (``report_['secure_mode']`` is then False).
     """
 
     def __init__(self, epsilon: float = 1.0, delta: float = 1e-5, gamma: float = 8192.0,
@@ -137,7 +145,8 @@ class SQMLogisticRegression:
                       label_party=label_party, gamma=self.gamma, mu=float(mu), q=q, rounds=R, b_max=b_max,
                       learning_rate=self.learning_rate, weight_bound=self.weight_bound,
                       party_bounds=tuple(float(b) for b in bounds))
-        report = dict(epsilon_server=eps_s, epsilon_client=eps_c, delta=self.delta, mu=float(mu),
+        report = dict(epsilon_server=eps_s, epsilon_client_if_model_shared=eps_c,
+                      clients_observe_during_training=CLIENT_VIEW, delta=self.delta, mu=float(mu),
                       gamma=self.gamma, l2_sensitivity=sens.l2, l1_sensitivity=sens.l1, sampling_rate=q,
                       rounds=R, epochs=self.epochs, n_parties=n, b_max=b_max, batch_overflow_probability=overflow)
         return plan, report
@@ -164,7 +173,7 @@ class SQMLogisticRegression:
         self.coef_ = res.weights
         self.plan_ = plan
         report.update(clipped=res.clipped, batches_truncated=res.truncated, seconds=res.seconds,
-                      bytes_sent=res.bytes_sent, backend=res.backend)
+                      bytes_sent=res.bytes_sent, backend=res.backend, secure_mode=self.seed is None)
         self.report_ = report
         return self
 
@@ -390,7 +399,9 @@ def compare(Xtr, ytr, Xte, yte, *, epsilon, delta, gamma, q, epochs, learning_ra
         m.fit(data, ytr, eval_set=(Xte, yte) if progress else None)
         r = m.report_
         out["sqm"] = dict(accuracy=m.score(Xte, yte), test_loss=logistic_loss(m.coef_, Xte, yte),
-                          epsilon_server=r["epsilon_server"], epsilon_client=r["epsilon_client"], delta=delta,
+                          epsilon_server=r["epsilon_server"],
+                          epsilon_client_if_model_shared=r["epsilon_client_if_model_shared"],
+                          clients_observe_during_training=r["clients_observe_during_training"], delta=delta,
                           gamma=gamma, seconds=time.perf_counter() - t0, training_seconds=r["seconds"],
                           bytes_sent=int(sum(r["bytes_sent"])), mu=r["mu"], l2_sensitivity=r["l2_sensitivity"],
                           clipped=r["clipped"], batches_truncated=r["batches_truncated"], b_max=r["b_max"],
@@ -398,23 +409,26 @@ def compare(Xtr, ytr, Xte, yte, *, epsilon, delta, gamma, q, epochs, learning_ra
     if "dpsgd" in methods:
         t0 = time.perf_counter()
         w, eps = dpsgd_fit(Xtr, ytr, epsilon, delta, q, epochs, learning_rate, weight_bound, seed=sub[1])
-        out["dpsgd"] = dict(accuracy=accuracy(w, Xte, yte), epsilon_server=eps, epsilon_client=eps, delta=delta,
+        out["dpsgd"] = dict(accuracy=accuracy(w, Xte, yte), epsilon_server=eps,
+                            epsilon_client_if_model_shared=eps, delta=delta,
                             gamma=None, seconds=time.perf_counter() - t0, bytes_sent=0)
     if "local" in methods:
         t0 = time.perf_counter()
         mdl, sigma = local_dp_fit(Xtr, ytr, epsilon, delta, seed=sub[2])
-        out["local"] = dict(accuracy=float(mdl.score(Xte, yte)), epsilon_server=epsilon, epsilon_client=epsilon,
+        out["local"] = dict(accuracy=float(mdl.score(Xte, yte)), epsilon_server=epsilon,
+                            epsilon_client_if_model_shared=epsilon,
                             delta=delta, gamma=None, seconds=time.perf_counter() - t0, bytes_sent=0, sigma=sigma)
     if "nonprivate" in methods:
         t0 = time.perf_counter()
         mdl = nonprivate_fit(Xtr, ytr)
         out["nonprivate"] = dict(accuracy=float(mdl.score(Xte, yte)), epsilon_server=math.inf,
-                                 epsilon_client=math.inf, delta=0.0, gamma=None,
+                                 epsilon_client_if_model_shared=math.inf, delta=0.0, gamma=None,
                                  seconds=time.perf_counter() - t0, bytes_sent=0)
     if "taylor" in methods:
         t0 = time.perf_counter()
         w = taylor_fit(Xtr, ytr, q, epochs, learning_rate, weight_bound, seed=sub[3])
-        out["taylor"] = dict(accuracy=accuracy(w, Xte, yte), epsilon_server=math.inf, epsilon_client=math.inf,
+        out["taylor"] = dict(accuracy=accuracy(w, Xte, yte), epsilon_server=math.inf,
+                             epsilon_client_if_model_shared=math.inf,
                              delta=0.0, gamma=None, seconds=time.perf_counter() - t0, bytes_sent=0)
     return out
 
@@ -445,14 +459,27 @@ class LRJobTask:
     ``label_column`` (0/1) besides its features; every party builds the same public plan from the clients'
     column and record counts, the clients compare record-id digests among themselves, and the run is
     :func:`apps.lr_party.train_party`.  The server's result is the weights (in the clients' column order,
-    the label excluded) and the privacy report; each client's clip count stays with that client."""
+    the label excluded) and the privacy report; each client's clip count stays with that client.
+
+    Randomness: without ``seed`` (secure mode, the default) every party draws its own from OS entropy.  A
+    ``seed`` makes every party derive its seed from it, so anyone holding it (the server's operator too) can
+    regenerate every client's noise: it is refused unless ``insecure_reproducible=True``, and the report then
+    records ``secure_mode: False``.  The seed is never part of the public parameters the parties agree on."""
 
     def __init__(self, epsilon: float, delta: float = 1e-5, gamma: float = 8192.0, q: float = 0.001,
                  epochs: int | None = None, learning_rate: float = 1.0, weight_bound: float = 1.0,
-                 label_column: str = "label", label_party: int | None = None, seed=None):
+                 label_column: str = "label", label_party: int | None = None, seed=None,
+                 insecure_reproducible: bool = False):
+        from .jobfile import seed_policy
+
+        seed_policy(seed, insecure_reproducible, warn=False)  # a seed without the opt-in: refused
         self.estimator = SQMLogisticRegression(epsilon, delta, gamma, q, epochs, learning_rate, "mpyc",
                                                weight_bound=weight_bound, label_party=label_party, seed=seed)
         self.label_column, self.label_party, self.seed = label_column, label_party, seed
+
+    @property
+    def secure_mode(self) -> bool:
+        return self.seed is None
 
     def public(self):
         e = self.estimator
@@ -486,20 +513,21 @@ class LRJobTask:
         res = await lr_party.train_party(ctx, plan, seeds[ctx.pid], block, check_ids=True,
                                          ids_digest=None if table is None else table.ids_digest)
         if ctx.is_server:
-            res["report"] = report
+            res["report"] = {**report, "secure_mode": self.secure_mode}
         return res
 
 
 def _run_job(args) -> int:
-    from .jobfile import load_job, run_job
+    from .jobfile import load_job, run_job, seed_policy
 
+    seed_policy(args.seed, args.insecure_reproducible)  # refused without the opt-in; with it, a WARNING line
     spec = load_job(args.job)
     task = LRJobTask(args.epsilon, args.delta, args.gamma, args.q if args.q is not None else 0.001, args.epochs,
                      args.lr if args.lr is not None else 1.0,
                      args.weight_bound if args.weight_bound is not None else 1.0, args.label_column,
-                     args.label_party, seed=args.seed)
+                     args.label_party, seed=args.seed, insecure_reproducible=args.insecure_reproducible)
     recs = run_job(spec, task, args.index, timeout=args.timeout, ssl_dir=args.ssl_dir)
-    out = {"job": spec.path}
+    out = {"job": spec.path, "secure_mode": task.secure_mode}
     for i, rec in enumerate(recs):
         if rec is None:
             continue
@@ -510,14 +538,17 @@ def _run_job(args) -> int:
             print(f"server: logistic-regression weights over {w.shape[0]} features of {res['n_records']} records "
                   f"(clients' columns {res['col_counts']}, label included at client "
                   f"{rep['n_parties'] if args.label_party is None else args.label_party + 1})")
-            print(f"  server-observed epsilon {rep['epsilon_server']:.4f}, client-observed epsilon "
-                  f"{rep['epsilon_client']:.4g}, delta {rep['delta']:g}, gamma {rep['gamma']:g}, mu {rep['mu']:.4g}, "
-                  f"{rep['rounds']} rounds, batch cap {rep['b_max']}")
+            print(f"  server-observed epsilon {rep['epsilon_server']:.4f}, delta {rep['delta']:g}, gamma "
+                  f"{rep['gamma']:g}, mu {rep['mu']:.4g}, {rep['rounds']} rounds, batch cap {rep['b_max']}")
+            print(f"  clients observe {rep['clients_observe_during_training']} during training; client-observed "
+                  f"epsilon if the server shares the final model with them: "
+                  f"{_fmt(rep['epsilon_client_if_model_shared'])}")
             print(f"  ||w|| = {np.linalg.norm(w):.4f}; time {rec.get('seconds', 0):.2f} s, bytes sent by the "
                   f"server {rec.get('bytes_sent', 0):,}")
             out.update(weights=w.tolist(), epsilon_server=rep["epsilon_server"],
-                       epsilon_client=rep["epsilon_client"], delta=rep["delta"], gamma=rep["gamma"], report=rep,
-                       seconds=rec.get("seconds"))
+                       epsilon_client_if_model_shared=rep["epsilon_client_if_model_shared"],
+                       clients_observe_during_training=rep["clients_observe_during_training"],
+                       delta=rep["delta"], gamma=rep["gamma"], report=rep, seconds=rec.get("seconds"))
         else:
             print(f"client {i} ({res.get('file')}): clipped {res['clipped']} record(s) to its bound, "
                   f"{res['truncated']} batch(es) truncated (known to the clients only)")
@@ -555,17 +586,21 @@ def run(args) -> int:
     print(f"  q {q:g}  epochs {epochs}  rounds {s['rounds']}  batch cap {s['b_max']}  lr {lr:g}  "
           f"||w|| <= {W:g}  gamma {args.gamma:g}  mu {s['mu']:.4g}")
     print(f"  clipped records per client {s['clipped']}  batches truncated {s['batches_truncated']}")
-    print(f"{'method':>11} {'accuracy':>9} {'eps server':>11} {'eps client':>11} {'delta':>8} {'seconds':>8} "
+    print(f"{'method':>11} {'accuracy':>9} {'eps server':>11} {'eps client*':>12} {'delta':>8} {'seconds':>8} "
           f"{'bytes':>12}")
     for k in ("sqm", "dpsgd", "local", "taylor", "nonprivate"):
         if k in res:
             v = res[k]
-            print(f"{k:>11} {v['accuracy']:>9.4f} {_fmt(v['epsilon_server']):>11} {_fmt(v['epsilon_client']):>11} "
-                  f"{_fmt(v['delta']):>8} {v['seconds']:>8.2f} {v['bytes_sent']:>12,}")
+            print(f"{k:>11} {v['accuracy']:>9.4f} {_fmt(v['epsilon_server']):>11} "
+                  f"{_fmt(v['epsilon_client_if_model_shared']):>12} {_fmt(v['delta']):>8} {v['seconds']:>8.2f} "
+                  f"{v['bytes_sent']:>12,}")
+    print(f"  * SQM: {MODEL_SHARED_NOTE}")
+    if args.seed is not None:
+        print("  --seed: one process derives every party's seed (a local experiment, secure_mode false)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(dataset=args.dataset, q=q, epochs=epochs, parties=args.parties, learning_rate=lr,
-                           weight_bound=W, **res,
+                           weight_bound=W, secure_mode=args.seed is None, **res,
                            per_run=runs), f, indent=2, default=lambda o: None)
     return 0
 
@@ -601,7 +636,13 @@ def register(sub) -> None:
                    help="'mpyc' (default): real MPyC party processes over loopback; 'plain': exact "
                         "one-process simulation")
     p.add_argument("--runs", type=int, default=1, help="independent runs to average (default 1)")
-    p.add_argument("--seed", type=int, default=None, help="seed for reproducible runs (default: OS entropy)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed for reproducible runs (default: OS entropy); every party's seed is derived from it, "
+                        "so the run is not private against whoever knows it (JSON secure_mode false); with --job "
+                        "refused unless --insecure-reproducible is given too")
+    p.add_argument("--insecure-reproducible", action="store_true",
+                   help="with --job: allow --seed, making the run reproducible and NOT private (a warning is "
+                        "printed and the JSON records secure_mode false)")
     p.add_argument("--no-baselines", action="store_true", help="train SQM only")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--job", default=None,

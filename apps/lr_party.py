@@ -5,15 +5,24 @@ Parties: the server (party 0, no data) and n clients; client ``label_party`` hol
 last column of its block.  Variables of the gradient polynomial (Eq. 19) are the clients' columns in client
 order, so the label sits at ``label_index``; the d outputs are the feature coordinates in that order.
 
-Per iteration:
+Per iteration (the weights w never leave the server):
 1. the server stochastically rounds the coefficients of Eq. 19 (1/2 at scale gamma^2, w_k/4 and -1 at
-   scale gamma: Algorithm 3, lines 1-3) and sends them to every client (public);
+   scale gamma: Algorithm 3, lines 1-3) with its own generator and Shamir-shares them (degree t) as its
+   own input: the clients receive only shares;
 2. the clients draw the batch from randomness they share and the server does not know (Poisson sampling
    at rate q over the N records), pad it with zero rows to the public size ``b_max`` (a zero row adds
    nothing: every monomial of Eq. 19 has degree >= 1); each client quantizes its columns of the batch rows
-   at scale gamma and draws its Skellam share Sk(mu / n) of the d outputs;
-3. BGW evaluates sum_batch f_hat(x_hat) + sum_j Z_j on shares; only the server learns it;
+   at scale gamma, draws its Skellam share Sk(mu / n) of the d outputs and Shamir-shares both;
+3. on shares, the parties form the batch moments (column sums s, Gram G = F^T F and h = F^T Y: about d^2
+   values whatever the batch size), reduce G and h to degree t (not needed when M > 3t), multiply them by
+   the coefficient shares (y_t = a_half_t s_t + sum_k A_tk G_tk + a_y_t h_t + sum_j Z_jt), reduce again,
+   and open y to the server only;
 4. the server divides by gamma^3, steps w <- w - lr * g / (q N) and projects ||w||_2 <= W.
+
+What a client receives during training: Shamir shares (uniform in F_p), the digest of the public plan, the
+other clients' record counts and verdicts of the checks, and the other clients' contributions to the shared
+sampling seed (never sent to the server).  So clients observe nothing of the noisy gradients or of w; the
+client-observed epsilon (Eq. 21) is the guarantee of a final model the server chooses to share with them.
 
 Batch-size cap: the batch size is Binomial(N, q); ``b_max`` is the smallest size with
 R * P(Binomial(N, q) > b_max) <= 2^-40 over the R rounds.  If a batch is nevertheless larger, the clients
@@ -26,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import math
 import time
 from dataclasses import dataclass, field
@@ -33,9 +43,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.stats import binom
 
-from mpc.backend import Job
 from mpc.field import prime_for_bound
 from mpc.party import PartyProgram
+from mpc.randomness import secure_generator
 from mpc.program import SumProgram
 from sqm.quantize import stochastic_round
 from sqm.skellam import skellam, skellam_tail_bound
@@ -110,10 +120,22 @@ class LRPlan:
                 out.append(math.ceil(self.gamma))
         return out
 
+    def coefficient_bound(self) -> int:
+        """Proven bound on the server's rounded coefficients (||w||_inf <= ||w||_2 <= W):
+        |a_half| <= ceil(gamma^2/2), |a_k| <= ceil(gamma W / 4), |a_y| <= ceil(gamma)."""
+        return max(math.ceil(self.gamma ** 2 / 2), math.ceil(self.gamma * self.weight_bound / 4),
+                   math.ceil(self.gamma))
+
+    def moment_bound(self) -> int:
+        """Proven bound on the batch moments formed on shares: |s_t|, |G_tk|, |h_t| <= b_max * max_j b_j^2."""
+        return int(self.b_max * max(self.col_bounds()) ** 2)
+
     def result_bound(self) -> int:
-        """Proven bound on max_t |y_t| for any coefficients the server can send (||w||_inf <= W):
-        |a_half| <= ceil(gamma^2/2), |a_k| <= ceil(gamma W / 4), |a_y| <= ceil(gamma), summed over b_max rows,
-        plus the Skellam tail bound (the field is sized with it)."""
+        """Proven bound on max_t |y_t| for any coefficients the server can round (||w||_inf <= W): |a_half| <=
+        ceil(gamma^2/2), |a_k| <= ceil(gamma W / 4), |a_y| <= ceil(gamma), summed over b_max rows, plus the
+        Skellam tail bound.  The field is sized with it; it also bounds every other value shared, reduced or
+        reconstructed (the coefficients and the moments: the max below; it is already the larger, as every
+        bound and coefficient bound is >= 1), although only y is ever reconstructed."""
         b = self.col_bounds()
         bf = [b[j] for j in self.feats]
         by = b[self.label_index]
@@ -121,7 +143,7 @@ class LRPlan:
         a_k = math.ceil(self.gamma * self.weight_bound / 4)
         a_y = math.ceil(self.gamma)
         per_row = max(bt * (a_half + a_k * sum(bf) + a_y * by) for bt in bf)
-        return int(self.b_max * per_row + self.addend_bound())
+        return int(max(self.b_max * per_row + self.addend_bound(), self.moment_bound(), self.coefficient_bound()))
 
     def addend_bound(self) -> int:
         """Skellam Chernoff tail bound (it also bounds the Gaussian of the same variance: cosh s - 1 >= s^2/2),
@@ -171,27 +193,13 @@ def _template_program(d: int, label_index: int) -> SumProgram:
 
 
 def gradient_program(plan: LRPlan, int_coefs: np.ndarray) -> SumProgram:
-    """The compensated Eq. 19 program with these integer coefficients (zero coefficients kept as terms)."""
+    """The compensated Eq. 19 program with these integer coefficients (zero coefficients kept as terms): the
+    reference definition (the simulation's large-bound path, the tests); the parties never see it, as the
+    coefficients stay secret-shared."""
     tmpl = _template_program(plan.d, plan.label_index)
     coefs = np.empty(len(int_coefs), dtype=object)
     coefs[:] = [int(c) for c in np.asarray(int_coefs).tolist()]
     return dataclasses.replace(tmpl, coefs=coefs)
-
-
-@dataclass
-class LRJob(Job):
-    """A gradient job whose field is sized by the plan's proven bound (computed once, not per iteration)."""
-
-    bound: int = 0
-
-    def result_bound(self) -> int:
-        return int(self.bound)
-
-
-def gradient_job(plan: LRPlan, int_coefs: np.ndarray, bound: int | None = None) -> LRJob:
-    return LRJob(program=gradient_program(plan, int_coefs), clients=[], col_bounds=plan.col_bounds(),
-                 n_records=plan.b_max, addend_bound=plan.addend_bound(), var_owner=plan.var_owner,
-                 bound=plan.result_bound() if bound is None else bound)
 
 
 def evaluate_gradient(plan: LRPlan, int_coefs: np.ndarray, X_hat: np.ndarray) -> np.ndarray:
@@ -222,18 +230,31 @@ def _int_gram(F: np.ndarray) -> np.ndarray:
 
 
 # ----- the clients' steps ----------------------------------------------------------------------------------
-def client_seed_contribution(rng: np.random.Generator) -> list[int]:
-    """128 bits from a client's own generator towards the clients' shared sampling seed."""
-    return [int(v) for v in rng.integers(0, 2 ** 32, size=4, dtype=np.uint64)]
+SEED_BYTES = 32  # each client's contribution to the shared sampling seed
 
 
-def _seed_words(v) -> bool:
-    return len(v) == 4 and all(type(x) is int and 0 <= x < 2 ** 32 for x in v)
+def party_generator(seed) -> np.random.Generator:
+    """A party's own generator (rounding, noise, seed contribution): AES-128-CTR keyed from OS entropy when
+    ``seed`` is None, else from the party's own seed (:func:`sqm.rng.spawn_seeds` gives each party its own)."""
+    return secure_generator(seed)
 
 
-def shared_sampler(contributions: list[list[int]]) -> np.random.Generator:
-    """The clients' shared generator (the server never sees the contributions)."""
-    return np.random.default_rng(np.random.SeedSequence([v for c in contributions for v in c]))
+def client_seed_contribution(rng: np.random.Generator) -> bytes:
+    """256 bits from a client's own (cryptographic) generator towards the clients' shared sampling key."""
+    return rng.bytes(SEED_BYTES)
+
+
+def clients_key_of(contributions: list[bytes]) -> bytes:
+    """The key :func:`apps.jobfile.clients_key` agrees from these contributions (the simulation's side)."""
+    return hashlib.sha256(b"".join(contributions)).digest()
+
+
+def shared_sampler(key: bytes) -> np.random.Generator:
+    """The clients' shared batch sampler: AES-128-CTR keyed from the clients' key (agreed among the clients only
+    by :func:`apps.jobfile.clients_key`: unpredictable to anyone missing one honest client's contribution)."""
+    if not isinstance(key, bytes) or len(key) != 32:
+        raise ValueError("the clients' key must be 32 bytes")
+    return secure_generator(int.from_bytes(hashlib.sha256(b"sqm-lr batch sampler\0" + key).digest(), "big"))
 
 
 def sample_batch(shared: np.random.Generator, n_records: int, q: float, b_max: int) -> tuple[np.ndarray, bool]:
@@ -309,6 +330,7 @@ class TrainResult:
     seconds: float  # training loop, at the server
     bytes_sent: list[int] = field(default_factory=list)  # per party, server first (0 in the simulation)
     backend: str = "plain"
+    party_results: list[dict] = field(default_factory=list)  # each party's own result dict (real runs)
 
 
 class _Eval:
@@ -335,11 +357,11 @@ def train_plain(blocks, plan: LRPlan, seeds, eval_set=None, callback=None, every
 
 def _train_plain(blocks, plan, seeds, eval_set, callback, every) -> TrainResult:
     t0 = time.perf_counter()
-    server_rng = np.random.default_rng(seeds[0])
-    rngs = [np.random.default_rng(s) for s in seeds[1:]]
+    server_rng = party_generator(seeds[0])
+    rngs = [party_generator(s) for s in seeds[1:]]
     prepared = [prepare_block(b, j, plan) for j, b in enumerate(blocks)]
     blocks = [b for b, _ in prepared]
-    shared = shared_sampler([client_seed_contribution(r) for r in rngs])
+    shared = shared_sampler(clients_key_of([client_seed_contribution(r) for r in rngs]))
     report = _Eval(eval_set, every, callback)
     w = np.zeros(plan.d)
     truncated = 0
@@ -361,34 +383,39 @@ class LRParty(PartyProgram):
     """One party of a whole training run in ONE set of MPyC processes (R secure evaluations).
 
     Every party makes the same sequence of exchanges: one seed exchange among the clients (the server takes
-    part with nothing to send or receive), a record-count check, then per round a broadcast of the
-    coefficients and one secure evaluation.
+    part with nothing to send or receive), a record-count check, the plan agreement, then per round the
+    exchanges of :func:`secure_gradient`.
     """
 
-    def __init__(self, plan: LRPlan, seed, block=None, eval_set=None, progress_path=None, every: int = 50,
-                 evaluator: str = "fast"):
-        if evaluator not in ("fast", "generic"):
-            raise ValueError(f"evaluator must be 'fast' or 'generic', got {evaluator!r}")
+    def __init__(self, plan: LRPlan, seed, block=None, eval_set=None, progress_path=None, every: int = 50):
         self.plan, self.seed, self.block = plan, seed, block
         self.eval_set, self.progress_path, self.every = eval_set, progress_path, every
-        self.evaluator = evaluator
 
     async def run(self, ctx):
         return await train_party(ctx, self.plan, self.seed, self.block, self.eval_set, self.progress_path,
-                                 self.every, self.evaluator)
+                                 self.every)
 
 
 async def train_party(ctx, plan: LRPlan, seed, block=None, eval_set=None, progress_path=None, every: int = 50,
-                      evaluator: str = "fast", ids_digest: bytes | None = None, check_ids: bool = False) -> dict:
-    """This party's whole training run (see :class:`LRParty`); with ``check_ids`` the clients also compare
-    the digests of their record ids among themselves (the server learns only pass/fail)."""
+                      ids_digest: bytes | None = None, check_ids: bool = False) -> dict:
+    """This party's whole training run (see :class:`LRParty`); ``seed`` is this party's own seed (None: OS
+    entropy); with ``check_ids`` the clients also compare the digests of their record ids among themselves
+    (the server learns only pass/fail).  The weights stay at the server: it returns them, the clients return
+    their clip and truncation counts."""
     from mpc import wire
+    from mpc.protocol import ProtocolError
+
+    from .jobfile import clients_key
 
     if ctx.M != plan.n_parties + 1:
         raise ValueError(f"the plan has {plan.n_parties} clients but {ctx.M - 1} client processes run")
-    rng = np.random.default_rng(seed)
+    if ctx.t < 1:
+        raise ProtocolError(f"party {ctx.pid}: a job with {ctx.M - 1} client(s) has threshold t = 0, so every "
+                            f"party's share would be the secret itself (the server's coefficients at the "
+                            f"client); at least two clients are needed; refused")
+    rng = party_generator(seed)
     if ctx.is_server:
-        await ctx.send_recv({}, [], None, "clients' sampling seed")
+        await clients_key(ctx, None)  # the clients' sampling key: the server takes part with nothing
         await ctx.check_clients(None, "record count", None)
         if check_ids:
             await ctx.check_clients(None, "record ids", None)
@@ -396,38 +423,25 @@ async def train_party(ctx, plan: LRPlan, seed, block=None, eval_set=None, progre
         report = _Eval(eval_set, every, (lambda i, loss: progress.write(f"{i} {loss!r}\n")) if progress else None)
     else:
         block, clipped = prepare_block(block, ctx.pid - 1, plan)
-        mine = client_seed_contribution(rng)
-        got = await ctx.send_recv({c: mine for c in ctx.clients}, ctx.clients,
-                                  wire.value(list, "4 words of seed", _seed_words), "clients' sampling seed")
-        shared = shared_sampler(got)
+        shared = shared_sampler(await clients_key(ctx, client_seed_contribution(rng)))
         await ctx.check_clients(int(block.shape[0]), "record count", wire.value(int, "a record count"))
         if check_ids:
             await ctx.check_clients(bytes(ids_digest), "record ids (different ids or a different order)",
                                     wire.digest(32))
     await ctx.agree(dataclasses.astuple(plan), "logistic-regression plan")
-    bound = plan.result_bound()
-    p = prime_for_bound(bound, ctx.M)
-    small = bound < 2 ** 62 and plan.gamma ** 2 < 2 ** 30
-    ints_dtype = np.int32 if small else np.int64
+    p = prime_for_bound(plan.result_bound(), ctx.M)
     w = np.zeros(plan.d)
     truncated = 0
     t0 = time.perf_counter()
     for it in range(plan.rounds):
-        ints = None
+        ints, my_input = None, None
         if ctx.is_server:
             ints = compensated_coefficients(w, plan.gamma, rng)
-            ints = ints.astype(np.int32) if small else ints
-        ints = await ctx.broadcast(ints, wire.array(ints_dtype, (plan.d * (plan.d + 2),), what="coefficients"),
-                                   0, step="coefficients")
-        my_input = None
-        if not ctx.is_server:
+        else:
             idx, tr = sample_batch(shared, plan.n_records, plan.q, plan.b_max)
             truncated += tr
             my_input = client_input(block, idx, plan, rng)
-        if evaluator == "generic":  # the runtime's general polynomial evaluation (reference)
-            res = await ctx.evaluate(gradient_job(plan, ints, bound), my_input)
-        else:
-            res = await secure_gradient(ctx, plan, ints, my_input, p)
+        res = await secure_gradient(ctx, plan, ints, my_input, p)
         if ctx.is_server:
             w = server_update(w, res, plan)
             report(it, w, plan.rounds)
@@ -440,41 +454,69 @@ async def train_party(ctx, plan: LRPlan, seed, block=None, eval_set=None, progre
 
 
 async def secure_gradient(ctx, plan: LRPlan, int_coefs, my_input, p: int):
-    """BGW evaluation of the compensated Eq. 19 gradient sum plus the clients' noise, specialised to its
-    structure (what ``ctx.evaluate`` computes for the general program, without its per-monomial loops):
+    """BGW evaluation of the compensated Eq. 19 gradient sum plus the clients' noise, with the coefficients
+    secret (the server's input) and the batch secret (the clients' inputs):
 
-        y_t = a_half_t sum_i F_it + sum_i F_it (sum_k A_tk F_ik - a_y_t Y_i) + sum_j Z_jt
+        y_t = a_half_t s_t + sum_k A_tk G_tk + a_y_t h_t + sum_j Z_jt,
+        s = sum_i F_i,  G = F^T F,  h = F^T Y  (F: the batch's feature rows, Y: its labels)
 
-    1. each client Shamir-shares (degree t) its padded quantized block and its noise share;
-    2. locally: column sums and P = F A^T (public A: linear, degree t), then the elementwise product
-       F * (P - Y a_y) summed over the rows (degree 2t), plus the linear terms and the noise;
-    3. one degree reduction (resharing), then the shares go to the server only, which reconstructs.
-    Returns the signed integer result (object array) at the server, None at the clients.
+    1. the server Shamir-shares (degree t) its rounded coefficients ``int_coefs`` (None at the clients);
+       each client shares its padded quantized block and noise share ``my_input`` (None at the server);
+    2. locally: s (degree t), the Gram matrix of [F, Y] by the inner-product trick (degree 2t, d^2 values
+       whatever the batch size); one degree reduction of G's upper triangle and h (symmetry: G is rebuilt
+       from it), unless M > 3t (M = 4: 3 clients), where the products of step 3 have degree 3t < M and
+       one degree reduction of y (Lagrange over all M points, valid for any degree < M) serves both;
+    3. locally: the products with the coefficient shares and the sum over k (degree 2t, or 3t), plus the
+       linear terms and the noise; one degree reduction to t; the shares go to the server only, which
+       reconstructs.
+
+    Every value a client receives is a share.  Exchanges per round: coefficient shares, input shares, one
+    or two degree reductions, the opening.  Returns the signed integer result (object array) at the
+    server, None at the clients.
     """
-    from mpc import modarith
+    from mpc import modarith, shamir, wire
     from mpc.field import from_signed, to_signed
 
     d = plan.d
-    C = np.asarray(int_coefs, np.int64).reshape(d, d + 2)
+    outgoing = {}
+    if ctx.is_server:
+        coefs = from_signed(np.asarray(int_coefs, np.int64), p)
+        sub = shamir.share(coefs, ctx.M, ctx.t, p, ctx.rng)
+        outgoing = {j: sub[j] for j in range(ctx.M)}
+    (C,) = await ctx.send_recv(outgoing, [0], wire.shares((d * (d + 2),), p), "coefficient shares")
+    C = C.reshape(d, d + 2)
     payload = None
     if not ctx.is_server:
         block, addend = my_input
         payload = [from_signed(block, p), from_signed(np.asarray(addend, dtype=object), p)]
     S, (z,) = await ctx.input_shares(payload, p, plan.block_widths, plan.b_max, [(d,)])
-    F = S[:, plan.feats]
-    lin = modarith.mul_mod(modarith.sum_mod(F, 0, p), from_signed(C[:, 0], p), p)
-    B = np.vstack([C[:, 1:d + 1].T, C[:, d + 1][None, :]])  # [F, Y] @ B = F A^T + Y a_y^T (signed, small)
-    P = modarith.matmul_small_mod(np.hstack([F, S[:, [plan.label_index]]]), B, p)
-    quad = modarith.sum_mod(modarith.mul_mod(F, P, p), 0, p)
-    y = modarith.add_mod(modarith.add_mod(lin, quad, p), z, p)
-    y = await ctx.reshare(y, p)
+    feats, label = plan.feats, plan.label_index
+    s = modarith.sum_mod(S[:, feats], 0, p)
+    K = modarith.gram_mod(S, p)  # (d + 1) x (d + 1), degree 2t
+    G, h = K[np.ix_(feats, feats)], K[feats, label]
+    if ctx.M <= 3 * ctx.t:  # products with the coefficients would have degree 3t >= M: reduce the moments
+        upper = np.triu_indices(d)
+        m = len(upper[0])
+        red = await ctx.reshare(np.concatenate([G[upper], h]), p)
+        G = np.empty((d, d), dtype=np.int64)
+        G[upper] = red[:m]
+        G[upper[1], upper[0]] = red[:m]
+        h = red[m:]
+    y = modarith.mul_mod(C[:, 0], s, p)
+    y = modarith.add_mod(y, modarith.rowdot_mod(C[:, 1:d + 1], G, p), p)
+    y = modarith.add_mod(y, modarith.mul_mod(C[:, d + 1], h, p), p)
+    y = modarith.add_mod(y, z, p)
+    y = await ctx.reshare(y, p)  # degree 2t (or 3t < M) -> t
     res = await ctx.open_to(y, p, [0])
     return None if res is None else to_signed(res, p).astype(object)
 
 
 def train_mpyc(blocks, plan: LRPlan, seeds, eval_set=None, callback=None, every: int = 50,
-               timeout: float = 3600.0, evaluator: str = "fast") -> TrainResult:
-    """Real MPyC party processes (1 server + n clients over loopback TCP); each client sees only its block."""
+               timeout: float = 3600.0, wrap=None) -> TrainResult:
+    """Real MPyC party processes (1 server + n clients over loopback TCP); each client sees only its block
+    and its own seed.  ``wrap`` (tests and benchmarks): each party's program is replaced by ``wrap(program)``,
+    a picklable :class:`mpc.party.PartyProgram` returning the wrapped program's result dict (extra keys are
+    kept in ``TrainResult.party_results``)."""
     import os
     import tempfile
     import threading
@@ -483,9 +525,10 @@ def train_mpyc(blocks, plan: LRPlan, seeds, eval_set=None, callback=None, every:
 
     with tempfile.TemporaryDirectory(prefix="sqm-lr-") as tmp:
         path = os.path.join(tmp, "progress")
-        programs = [LRParty(plan, seeds[0], None, eval_set, path if callback else None, every, evaluator)]
-        programs += [LRParty(plan, s, np.asarray(b, np.float64), evaluator=evaluator)
-                     for s, b in zip(seeds[1:], blocks)]
+        programs = [LRParty(plan, seeds[0], None, eval_set, path if callback else None, every)]
+        programs += [LRParty(plan, s, np.asarray(b, np.float64)) for s, b in zip(seeds[1:], blocks)]
+        if wrap is not None:
+            programs = [wrap(prog) for prog in programs]
         stop = threading.Event()
 
         def tail():
@@ -511,4 +554,4 @@ def train_mpyc(blocks, plan: LRPlan, seeds, eval_set=None, callback=None, every:
                 th.join()
     return TrainResult(np.asarray(res[0]["result"]["weights"]), [int(r["result"]["clipped"]) for r in res[1:]],
                        int(res[1]["result"]["truncated"]), float(res[0]["result"]["seconds"]),
-                       [int(r.get("bytes_sent", 0)) for r in res], "mpyc")
+                       [int(r.get("bytes_sent", 0)) for r in res], "mpyc", [r["result"] for r in res])

@@ -8,8 +8,7 @@ from scipy.stats import binom
 from apps import lr_party
 from apps.logreg import (SQMLogisticRegression, compare, dpsgd_fit, gaussian_sigma, load_dataset,
                          taylor_fit)
-from apps.lr_party import (LRPlan, batch_cap, compensated_coefficients, evaluate_gradient, gradient_job,
-                           gradient_program)
+from apps.lr_party import LRPlan, batch_cap, compensated_coefficients, evaluate_gradient, gradient_program
 from sqm import accounting
 from sqm.compensation import compensate
 from sqm.polynomial import logreg_gradient
@@ -52,13 +51,36 @@ def test_gradient_evaluation_equals_compensated_program():
 
 
 def test_plan_bound_covers_program_bound():
+    """The field's bound covers the generic program's bound, every coefficient the server can round (||w|| = W,
+    mass on one coordinate) and the batch moments formed on shares at the column bounds."""
     plan = small_plan(mu=50.0)
     rng = np.random.default_rng(5)
     for _ in range(5):
         ints = compensated_coefficients(random_w(plan.d, rng), plan.gamma, rng)
-        job = gradient_job(plan, ints)
-        generic = job.program.output_bound(job.col_bounds, job.n_records) + job.addend_bound
+        generic = gradient_program(plan, ints).output_bound(plan.col_bounds(), plan.b_max) + plan.addend_bound()
         assert plan.result_bound() >= generic
+    w = np.zeros(plan.d)
+    w[0] = plan.weight_bound
+    ints = np.concatenate([compensated_coefficients(s * w, plan.gamma, rng) for s in (1, -1) for _ in range(20)])
+    assert np.max(np.abs(ints)) <= plan.coefficient_bound() <= plan.result_bound()
+    b = np.array(plan.col_bounds())
+    S = np.tile(b, (plan.b_max, 1)).astype(object)
+    assert np.max(np.abs(S.T @ S)) == plan.moment_bound() <= plan.result_bound()
+
+
+def test_rowdot_mod_is_exact():
+    """The row-wise products of the coefficient shares and the moment shares (mpc.modarith.rowdot_mod)."""
+    from mpc import modarith
+    from mpc.field import prime_below
+
+    rng = np.random.default_rng(14)
+    for bits in (20, 51, 58, 61):
+        p = prime_below(bits)
+        for shape in ((7, 9), (100, 100), (2, 5000)):
+            A, B = rng.integers(0, p, shape), rng.integers(0, p, shape)
+            A[0], B[0] = p - 1, p - 1
+            exact = (A.astype(object) * B.astype(object)).sum(1) % p
+            assert modarith.rowdot_mod(A, B, p).tolist() == exact.tolist(), (bits, shape)
 
 
 def test_noiseless_gradient_equals_taylor_gradient():
@@ -86,6 +108,7 @@ def test_mpyc_and_plain_agree_exactly():
     assert np.array_equal(models[0].coef_, models[1].coef_)
     assert models[0].report_["clipped"] == models[1].report_["clipped"]
     assert models[1].report_["bytes_sent"][0] > 0
+    assert models[1].report_["secure_mode"] is False  # seeded: one process knows every party's seed
     # and a different seed gives different weights (the comparison above can fail)
     other = SQMLogisticRegression(4.0, 1e-5, 256, 0.25, 1, 1.0, "plain", 3, seed=8).fit(X, y)
     assert not np.array_equal(other.coef_, models[0].coef_)
@@ -110,7 +133,9 @@ def test_calibration_meets_target_epsilon():
     assert rep["epsilon_server"] <= 1.0
     eps_c = accounting.client_epsilon(plan.mu, 1e-5 - rep["batch_overflow_probability"], rep["l1_sensitivity"],
                                       rep["l2_sensitivity"], 3, rounds=40)
-    assert rep["epsilon_client"] == pytest.approx(eps_c) and eps_c > 1.0
+    # clients observe only shares during training: the client-observed epsilon is that of a shared final model
+    assert "epsilon_client" not in rep and rep["clients_observe_during_training"] == "nothing (only Shamir shares)"
+    assert rep["epsilon_client_if_model_shared"] == pytest.approx(eps_c) and eps_c > 1.0
 
 
 def test_batch_cap_failure_probability():
@@ -173,8 +198,9 @@ def test_dpsgd_and_taylor_baselines_run_and_account():
     assert np.mean((Xte @ wt > 0) == yte) > 0.85
 
 
-def test_fast_and_generic_secure_evaluation_agree_with_simulation():
-    """The specialised BGW gradient and the runtime's general ctx.evaluate give the simulation's weights."""
+def test_secure_evaluation_with_three_clients_agrees_with_simulation():
+    """M = 4 > 3t: the products of the coefficient shares and the unreduced moments (degree 3t) are reduced
+    once; the weights are the simulation's bit for bit."""
     from sqm.rng import spawn_seeds
 
     rng = np.random.default_rng(9)
@@ -187,9 +213,9 @@ def test_fast_and_generic_secure_evaluation_agree_with_simulation():
     blocks[plan.label_party] = np.hstack([blocks[plan.label_party], y[:, None]])
     seeds = spawn_seeds(21, plan.n_parties + 1)
     sim = lr_party.train_plain(blocks, plan, seeds)
-    for evaluator in ("fast", "generic"):
-        real = lr_party.train_mpyc(blocks, plan, seeds, evaluator=evaluator)
-        assert np.array_equal(real.weights, sim.weights), evaluator
+    real = lr_party.train_mpyc(blocks, plan, seeds)
+    assert np.array_equal(real.weights, sim.weights)
+    assert real.party_results[1].keys() == {"clipped", "truncated", "seconds"}  # no weights at a client
 
 
 def test_job_file_mode_equals_simulation(tmp_path):
@@ -204,14 +230,30 @@ def test_job_file_mode_equals_simulation(tmp_path):
     X = rng.normal(size=(40, 6)) * 0.25
     y = (X[:, 0] - X[:, 5] > 0).astype(float)
     job = write_party_csvs(np.hstack([X, y[:, None]]), tmp_path, col_counts=[2, 2, 3])
-    task = LRJobTask(4.0, 1e-5, 256.0, 0.25, 1, 1.0, label_column="x6", seed=5)
+    with pytest.raises(ValueError, match="--insecure-reproducible"):
+        LRJobTask(4.0, 1e-5, 256.0, 0.25, 1, 1.0, label_column="x6", seed=5)
+    task = LRJobTask(4.0, 1e-5, 256.0, 0.25, 1, 1.0, label_column="x6", seed=5, insecure_reproducible=True)
+    unseeded = LRJobTask(4.0, 1e-5, 256.0, 0.25, 1, 1.0, label_column="x6")
+    assert task.public() == unseeded.public() and unseeded.secure_mode and not task.secure_mode  # seed not public
     recs = run_local(load_job(job), task, timeout=120)
     sim = SQMLogisticRegression(4.0, 1e-5, 256.0, 0.25, 1, 1.0, "plain", seed=5).fit(
         VerticalData([X[:, :2], X[:, 2:4], X[:, 4:]]), y)
     assert np.array_equal(np.asarray(recs[0]["result"]["weights"]), sim.coef_)
     assert recs[0]["result"]["report"]["epsilon_server"] <= 4.0
+    assert recs[0]["result"]["report"]["secure_mode"] is False
+    assert all("weights" not in r["result"] for r in recs[1:])
     with pytest.raises(MPCError, match="label"):
-        run_local(load_job(job), LRJobTask(4.0, 1e-5, 256.0, 0.25, 1, 1.0, label_column="y", seed=5), timeout=60)
+        run_local(load_job(job), LRJobTask(4.0, 1e-5, 256.0, 0.25, 1, 1.0, label_column="y"), timeout=60)
+
+
+def test_cli_job_mode_refuses_seed_without_opt_in(tmp_path, capsys):
+    """sqm logreg --job ... --seed is refused (before any party starts) unless --insecure-reproducible."""
+    from apps.cli import main
+
+    code = main(["logreg", "--job", str(tmp_path / "missing.json"), "--seed", "1"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "--seed 1 is refused in job mode" in err and "--insecure-reproducible" in err
 
 
 def test_noise_share_large_mu_is_fine_grained_with_the_skellam_variance():
