@@ -231,6 +231,8 @@ def test_bench_compare_rng_runs_both_generators_through_real_parties():
     (row,) = rep["rows"]
     assert row["rng"] == "aes_ctr" and row["seconds"] > 0 and row["pcg64_seconds"] > 0
     assert row["rng_time_ratio"] == pytest.approx(row["seconds"] / row["pcg64_seconds"])
+    assert row["party_cpu_seconds"] > 0 and row["pcg64_party_cpu_seconds"] > 0
+    assert row["rng_cpu_ratio"] == pytest.approx(row["party_cpu_seconds"] / row["pcg64_party_cpu_seconds"])
     assert rep["rng_time_ratio_max"] == row["rng_time_ratio"] and rep["rng_ratio_target"] == 1.25
     mb = rep["rng_microbench"]
     assert mb["elements"] == 800 and min(v for k, v in mb.items() if k.endswith("_seconds")) > 0
