@@ -27,7 +27,7 @@ What a party does (:class:`JobParty`, run inside ``python -m mpc.party``):
 3. the clients tell everyone their column and record counts (public schema) or a short category of their
    problem (never a cell value, a header or a path: the full detail is printed at that party only); on
    any problem every party refuses, naming the client, before any share is sent;
-4. the clients agree a fresh key among themselves (:func:`clients_key`: each sends 32 random bytes to the
+4. the clients agree a fresh key among themselves (``ctx.clients_key``: each sends 32 random bytes to the
    other clients only) and each keys an HMAC-SHA256 digest of its id column with it
    (:func:`keyed_ids_digest`), so a digest is useless to anyone without the key and differs from job to job;
 5. the task (e.g. :class:`apps.pca.PCAJobTask`) builds the public :class:`mpc.backend.Job` from the counts
@@ -435,23 +435,6 @@ def key_contribution(task, pid: int) -> bytes:
     return secure_generator(derive_seed(root, "sqm-jobfile id-digest key")).bytes(32)
 
 
-async def clients_key(ctx, contribution: bytes | None) -> bytes | None:
-    """A fresh 32-byte key known to the clients only: each client sends its 32-byte ``contribution`` to the
-    other clients (never to the server); key = SHA-256 of the contributions in client order.  The server
-    takes part in the exchange with nothing to send or receive (every party makes the same sequence of
-    exchanges) and gets None.  One honest client's random contribution makes the key unpredictable."""
-    from mpc import wire
-
-    if ctx.is_server:
-        await ctx.send_recv({}, [], None, "clients' job key")
-        return None
-    if not isinstance(contribution, bytes) or len(contribution) != 32:
-        raise ValueError("a client's key contribution must be 32 bytes")
-    got = await ctx.send_recv({c: contribution for c in ctx.clients}, ctx.clients, wire.digest(32),
-                              "clients' job key")
-    return hashlib.sha256(b"".join(got)).digest()
-
-
 class JobParty(PartyProgram):
     """Party ``index`` of a job-file job; holds only its own file path (None at the server)."""
 
@@ -479,7 +462,7 @@ class JobParty(PartyProgram):
             counts = {j: g["rows"] for j, g in zip(ctx.clients, got)}
             raise ProtocolError(f"refused before any share was sent: clients hold different record counts {counts}")
         meta = JobMeta(tuple(int(g["cols"]) for g in got), int(rows[0]))
-        key = await clients_key(ctx, None if ctx.is_server else key_contribution(self.task, ctx.pid))
+        key = await ctx.clients_key(None if ctx.is_server else key_contribution(self.task, ctx.pid))
         if table is not None:
             table.ids_digest = keyed_ids_digest(key, table.ids)
         result = await self.task.run(ctx, table, meta)

@@ -47,6 +47,7 @@ from mpc.field import prime_for_bound
 from mpc.party import PartyProgram
 from mpc.randomness import secure_generator
 from mpc.program import SumProgram
+from mpc.protocol import combine_key_contributions
 from sqm.quantize import stochastic_round
 from sqm.skellam import skellam, skellam_tail_bound
 from sqm.vertical import clip_rows
@@ -244,14 +245,9 @@ def client_seed_contribution(rng: np.random.Generator) -> bytes:
     return rng.bytes(SEED_BYTES)
 
 
-def clients_key_of(contributions: list[bytes]) -> bytes:
-    """The key :func:`apps.jobfile.clients_key` agrees from these contributions (the simulation's side)."""
-    return hashlib.sha256(b"".join(contributions)).digest()
-
-
 def shared_sampler(key: bytes) -> np.random.Generator:
     """The clients' shared batch sampler: AES-128-CTR keyed from the clients' key (agreed among the clients only
-    by :func:`apps.jobfile.clients_key`: unpredictable to anyone missing one honest client's contribution)."""
+    by ``ctx.clients_key``: unpredictable to anyone missing one honest client's contribution)."""
     if not isinstance(key, bytes) or len(key) != 32:
         raise ValueError("the clients' key must be 32 bytes")
     return secure_generator(int.from_bytes(hashlib.sha256(b"sqm-lr batch sampler\0" + key).digest(), "big"))
@@ -361,7 +357,7 @@ def _train_plain(blocks, plan, seeds, eval_set, callback, every) -> TrainResult:
     rngs = [party_generator(s) for s in seeds[1:]]
     prepared = [prepare_block(b, j, plan) for j, b in enumerate(blocks)]
     blocks = [b for b, _ in prepared]
-    shared = shared_sampler(clients_key_of([client_seed_contribution(r) for r in rngs]))
+    shared = shared_sampler(combine_key_contributions([client_seed_contribution(r) for r in rngs]))
     report = _Eval(eval_set, every, callback)
     w = np.zeros(plan.d)
     truncated = 0
@@ -405,8 +401,6 @@ async def train_party(ctx, plan: LRPlan, seed, block=None, eval_set=None, progre
     from mpc import wire
     from mpc.protocol import ProtocolError
 
-    from .jobfile import clients_key
-
     if ctx.M != plan.n_parties + 1:
         raise ValueError(f"the plan has {plan.n_parties} clients but {ctx.M - 1} client processes run")
     if ctx.t < 1:
@@ -415,7 +409,7 @@ async def train_party(ctx, plan: LRPlan, seed, block=None, eval_set=None, progre
                             f"client); at least two clients are needed; refused")
     rng = party_generator(seed)
     if ctx.is_server:
-        await clients_key(ctx, None)  # the clients' sampling key: the server takes part with nothing
+        await ctx.clients_key(None)  # the clients' sampling key: the server takes part with nothing
         await ctx.check_clients(None, "record count", None)
         if check_ids:
             await ctx.check_clients(None, "record ids", None)
@@ -423,7 +417,7 @@ async def train_party(ctx, plan: LRPlan, seed, block=None, eval_set=None, progre
         report = _Eval(eval_set, every, (lambda i, loss: progress.write(f"{i} {loss!r}\n")) if progress else None)
     else:
         block, clipped = prepare_block(block, ctx.pid - 1, plan)
-        shared = shared_sampler(await clients_key(ctx, client_seed_contribution(rng)))
+        shared = shared_sampler(await ctx.clients_key(client_seed_contribution(rng)))
         await ctx.check_clients(int(block.shape[0]), "record count", wire.value(int, "a record count"))
         if check_ids:
             await ctx.check_clients(bytes(ids_digest), "record ids (different ids or a different order)",

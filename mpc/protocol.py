@@ -87,6 +87,11 @@ def _short_text(x) -> bool:
     return not isinstance(x, str) or len(x) < 1000
 
 
+def combine_key_contributions(contributions) -> bytes:
+    """The clients' key from their 32-byte contributions in client order: SHA-256 of their concatenation."""
+    return hashlib.sha256(b"".join(contributions)).digest()
+
+
 def public_digest(public) -> str:
     """SHA-256 of a public parameter tree in the wire encoding (typed, so equal digests mean equal values)."""
     return hashlib.sha256(wire.encode(public)).hexdigest()
@@ -170,6 +175,21 @@ class PartyContext:
         bad = [v for v in verdicts if v != "ok"]
         if bad:
             raise ProtocolError(f"party {self.pid}: refused before any share was sent: {bad[0]}")
+
+    async def clients_key(self, contribution: bytes | None) -> bytes | None:
+        """A fresh 32-byte key known to the clients only: each client sends its 32-byte ``contribution`` (random
+        bytes from its own cryptographic generator) to the other clients, never to the server; the key is
+        :func:`combine_key_contributions` of them in client order.  The server takes part in the exchange with
+        nothing to send or receive (every party makes the same sequence of exchanges) and gets None.  One honest
+        client's random contribution makes the key unpredictable to everyone else."""
+        if self.is_server:
+            await self.send_recv({}, [], None, "clients' key")
+            return None
+        if not isinstance(contribution, bytes) or len(contribution) != 32:
+            raise ValueError("a client's key contribution must be 32 bytes")
+        got = await self.send_recv({c: contribution for c in self.clients}, self.clients, wire.digest(32),
+                                   "clients' key")
+        return combine_key_contributions(got)
 
     async def abort(self, reason: str) -> None:
         """Tell every connected peer that this party aborts the job, and why (no data in ``reason``)."""

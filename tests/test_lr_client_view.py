@@ -139,7 +139,7 @@ def test_clients_receive_only_uniform_shares_and_public_messages(tmp_path):
                 assert isinstance(x, str) and len(x) == 64, (peer, step)
                 continue
             assert peer != 0, f"client {pid} received a non-share {type(x).__name__} from the server at {step}"
-            if step == "clients' job key":
+            if step == "clients' key":
                 assert isinstance(x, bytes) and len(x) == lr_party.SEED_BYTES
             elif step == "compare record count":
                 assert x == plan.n_records
@@ -147,7 +147,7 @@ def test_clients_receive_only_uniform_shares_and_public_messages(tmp_path):
                 assert x is None
             else:
                 assert step.startswith("verdict on") and x == "ok", (peer, step, x)
-        assert sum(s == "clients' job key" for _, s, _ in other) == plan.n_parties - 1
+        assert sum(s == "clients' key" for _, s, _ in other) == plan.n_parties - 1
         from_server = [steps[pc] for peer, pc, _ in view["received"] if peer == 0]
         assert set(from_server) == {"agree on logistic-regression plan", "coefficient shares", "degree reduction"}
         assert from_server.count("coefficient shares") == plan.rounds
