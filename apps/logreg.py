@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from sqm import accounting
-from sqm.rng import spawn_seeds
+from sqm.rng import make_rng, spawn_seeds
 from sqm.sensitivity import logreg_sensitivity
 from sqm.validation import check_delta, check_epsilon, check_gamma
 from sqm.vertical import VerticalData, party_norm_bounds
@@ -288,7 +288,7 @@ def local_dp_fit(X, y, epsilon: float, delta: float, seed=None):
     X = np.asarray(X, np.float64)
     y = check_labels(y, X.shape[0])
     sigma = gaussian_sigma(epsilon, delta, math.sqrt(5.0))
-    rng = np.random.default_rng(seed)
+    rng = make_rng(seed)  # the baseline's noise is secret too: AES-CTR
     Xn = X + rng.normal(0, sigma, X.shape)
     yn = (y + rng.normal(0, sigma, y.shape) > 0.5).astype(np.int64)
     if len(np.unique(yn)) < 2:

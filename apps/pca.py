@@ -159,7 +159,7 @@ class BaselineResult:
 
 def symmetric_gaussian(d: int, sigma: float, seed=None) -> np.ndarray:
     """(G + G^T) / 2 for G with iid N(0, sigma^2) entries: variance sigma^2 on the diagonal, sigma^2 / 2 off it."""
-    G = sigma * np.random.default_rng(seed).standard_normal((d, d))
+    G = sigma * make_rng(seed).standard_normal((d, d))
     return (G + G.T) / 2.0
 
 
@@ -210,7 +210,7 @@ def local_dp_pca(data, k: int, epsilon: float, delta: float, row_norm_bound: flo
     for block, b, s in zip(data.blocks, bounds, spawn_seeds(seed, data.n_parties)):
         cb, n = clip_rows(block, float(b))
         clipped += n
-        noisy.append(cb + sigma * np.random.default_rng(s).standard_normal(cb.shape))
+        noisy.append(cb + sigma * make_rng(s).standard_normal(cb.shape))
     Xt = np.hstack(noisy)
     V = top_eigen(Xt.T @ Xt, k)[1]
     return BaselineResult(V, sigma, gaussian_epsilon(sigma, delta, c), delta, clipped, time.perf_counter() - t0)
