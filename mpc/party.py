@@ -19,11 +19,7 @@ import resource
 import sys
 import time
 
-EXIT_REFUSED, EXIT_LOST, EXIT_TIMEOUT = 3, 4, 5
-
-
-class PartyLost(RuntimeError):
-    pass
+from .exitcodes import EXIT_LOST, EXIT_REFUSED, EXIT_TIMEOUT  # noqa: F401  (re-exported)
 
 
 class PartyProgram:
@@ -42,82 +38,6 @@ class EvaluateJob(PartyProgram):
     async def run(self, ctx):
         my_input = self.client() if self.client is not None else None
         return await ctx.evaluate(self.job, my_input, self.outputs_to_clients)
-
-
-def _install_loss_detection(state: dict) -> None:
-    """A peer whose connection drops before the job is done fails every pending and future receive."""
-    from mpyc import asyncoro
-
-    from . import wire
-    from .protocol import ABORT_PC, PartyAborted, party_label
-
-    orig_receive = asyncoro.MessageExchanger.receive
-
-    def fail(fut, peer):
-        if not fut.done():
-            fut.set_exception(PartyLost(f"lost party {peer} ({'server' if peer == 0 else f'client {peer}'})"))
-
-    def connection_lost(self, exc):
-        peer = self.peer_pid
-        if not state["done"]:
-            state["lost"].add(peer)
-            for fut in list(self.buffers.values()):
-                if isinstance(fut, asyncio.Future):
-                    fail(fut, peer)
-            return
-        self.runtime.unset_protocol(peer)
-
-    def receive(self, pc):
-        if state["aborted"] is not None:
-            fut = asyncio.Future(loop=self.runtime._loop)
-            fut.set_exception(PartyAborted(state["aborted"]))
-            return fut
-        if self.peer_pid in state["lost"]:
-            fut = asyncio.Future(loop=self.runtime._loop)
-            fail(fut, self.peer_pid)
-            return fut
-        return orig_receive(self, pc)
-
-    def data_received(self, data):
-        orig_data_received(self, data)
-        notice = self.buffers.pop(ABORT_PC, None)
-        if notice is None or state["aborted"] is not None:
-            return
-        try:
-            reason = wire.decode(notice)["abort"]
-            reason = "".join(c if c.isprintable() else "?" for c in str(reason))[:500]
-        except Exception:  # noqa: BLE001  (a malformed notice is still an abort)
-            reason = "(an unreadable abort notice)"
-        state["aborted"] = f"{party_label(self.peer_pid).capitalize()} aborted the job: {reason}"
-        for peer in self.runtime.parties:  # every pending receive fails: the job is over
-            proto = peer.protocol
-            if proto is not None and not isinstance(proto, asyncio.Future):
-                for fut in list(proto.buffers.values()):
-                    if isinstance(fut, asyncio.Future) and not fut.done():
-                        fut.set_exception(PartyAborted(state["aborted"]))
-
-    orig_data_received = asyncoro.MessageExchanger.data_received
-    asyncoro.MessageExchanger.connection_lost = connection_lost
-    asyncoro.MessageExchanger.receive = receive
-    asyncoro.MessageExchanger.data_received = data_received
-
-
-async def _start(mpc, retry_s: float = 0.02) -> None:
-    """``mpc.start()``, retrying refused connections every ``retry_s`` instead of MPyC's 0.1 s.
-
-    Parties started together almost always find a peer not yet listening; MPyC's fixed 0.1 s pause was a
-    fifth of a small job's wall time.  Only ``asyncio.sleep`` calls made while connecting are shortened.
-    """
-    orig = asyncio.sleep
-
-    async def short(delay, result=None):
-        return await orig(min(delay, retry_s), result)
-
-    asyncio.sleep = short
-    try:
-        await mpc.start()
-    finally:
-        asyncio.sleep = orig
 
 
 def main(argv=None) -> int:
@@ -179,16 +99,18 @@ def main(argv=None) -> int:
     sys.argv = mpyc_argv
     from mpyc.runtime import mpc  # noqa: E402  (MPyC reads sys.argv at import)
 
+    from .liveness import PartyLost, install_loss_detection
     from .protocol import PartyAborted, PartyContext, ProtocolError
+    from .session import start
 
     state = {"done": False, "lost": set(), "aborted": None}
-    _install_loss_detection(state)
+    install_loss_detection(state)
     who = "server" if args.index == 0 else f"client {args.index}"
     stats = {}
 
     async def run():
         try:
-            await asyncio.wait_for(_start(mpc), args.connect_timeout)
+            await asyncio.wait_for(start(mpc), args.connect_timeout)
         except asyncio.TimeoutError:
             raise TimeoutError(f"not all {len(addrs)} parties connected within {args.connect_timeout:g} s "
                                f"({', '.join(addrs)})") from None
