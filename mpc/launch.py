@@ -14,7 +14,18 @@ _ROOT = str(Path(__file__).resolve().parent.parent)
 
 
 class MPCError(RuntimeError):
-    """A party failed or refused; no result was released."""
+    """A party failed or refused; no result was released.  ``codes``: each party's exit code (party index ->
+    code, :mod:`mpc.exitcodes`; a negative code: killed by that signal); ``exit_code``: the job's root cause."""
+
+    def __init__(self, message: str, codes: dict | None = None):
+        super().__init__(message)
+        self.codes = dict(codes or {})
+
+    @property
+    def exit_code(self) -> int:
+        from .exitcodes import EXIT_ERROR, job_exit_code
+
+        return job_exit_code(self.codes) or EXIT_ERROR
 
 
 def free_ports(n: int) -> list[int]:
@@ -119,7 +130,8 @@ def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float 
             msgs = "; ".join(f"{party_name(i)} exited {procs[i].returncode}: "
                              f"{errors[i].splitlines()[-1] if errors[i] else '(no message)'}"
                              for i in failed)
-            raise MPCError(f"MPC job failed, no result released: {msgs}") from None
+            raise MPCError(f"MPC job failed, no result released: {msgs}",
+                           codes={i: procs[i].returncode for i in range(M)}) from None
         out = []
         for rf in results:
             with open(rf, "rb") as f:
