@@ -2,7 +2,8 @@
 
 The program file holds only what this party may see: the public job and, for a client, its own input
 program.  Party 0 is the server.  On a lost peer or a refused job the process prints a message naming the
-problem and exits non-zero (3: refused, 4: lost party, 5: timeout, 1: other error); nothing is released.
+problem and exits non-zero (the table in :mod:`mpc.exitcodes`: 3 refused, 4 lost party, 5 timeout, 6 its own
+input unusable, 1 other error); nothing is released.
 For deployments across hosts add ``--ssl`` (MPyC's TLS: keys and certificates in ``.config/``, see README).
 
 The program file is a pickle read from this party's own disk, never from the network: it must be written by
@@ -19,7 +20,8 @@ import resource
 import sys
 import time
 
-from .exitcodes import EXIT_LOST, EXIT_REFUSED, EXIT_TIMEOUT  # noqa: F401  (re-exported)
+from .exitcodes import (EXIT_BAD_DATA, EXIT_ERROR, EXIT_LOST, EXIT_REFUSED,  # noqa: F401  (re-exported)
+                        EXIT_TIMEOUT)
 
 
 class PartyProgram:
@@ -100,7 +102,7 @@ def main(argv=None) -> int:
     from mpyc.runtime import mpc  # noqa: E402  (MPyC reads sys.argv at import)
 
     from .liveness import PartyLost, install_loss_detection
-    from .protocol import PartyAborted, PartyContext, ProtocolError
+    from .protocol import InputRefused, PartyAborted, PartyContext, ProtocolError
     from .session import start
 
     state = {"done": False, "lost": set(), "aborted": None}
@@ -150,17 +152,33 @@ def main(argv=None) -> int:
                 pickle.dump({"result": result, **stats}, f, protocol=5)
             os.replace(args.result + ".tmp", args.result)
     except PartyLost as e:
-        print(f"mpc.party {who}: {e}; job aborted, nothing released", file=sys.stderr)
-        code = EXIT_LOST
+        # A peer that left may have left because another party aborted the job, whose notice is still in
+        # flight on another connection: the first abort notice is the cause, so give it a moment to arrive.
+        try:
+            mpc._loop.run_until_complete(asyncio.sleep(0.5))
+        except Exception:  # noqa: BLE001
+            pass
+        if state["aborted"] is not None:
+            print(f"mpc.party {who}: {state['aborted']}", file=sys.stderr)
+            code = EXIT_REFUSED
+        else:
+            print(f"mpc.party {who}: {e}; job aborted, nothing released", file=sys.stderr)
+            code = EXIT_LOST
+    except InputRefused as e:  # this party's own input is unusable: the others were told the reason only
+        detail = f" ({e.detail})" if e.detail else ""
+        print(f"mpc.party {who}: refused its own input: {e}{detail}; job aborted, nothing released",
+              file=sys.stderr)
+        code = EXIT_BAD_DATA
     except ProtocolError as e:
         print(f"mpc.party {who}: {e}", file=sys.stderr)
         code = EXIT_REFUSED
     except (TimeoutError, asyncio.TimeoutError) as e:
-        print(f"mpc.party {who}: timeout: {e or 'job did not finish in time'}", file=sys.stderr)
+        print(f"mpc.party {who}: timeout: {str(e) or f'the job did not finish within {args.timeout:g} s'}",
+              file=sys.stderr)
         code = EXIT_TIMEOUT
     except Exception as e:  # noqa: BLE001
         print(f"mpc.party {who}: {type(e).__name__}: {e}", file=sys.stderr)
-        code = 1
+        code = EXIT_ERROR
     sys.stdout.flush(), sys.stderr.flush()
     os._exit(code)  # do not wait on sockets of lost peers
 

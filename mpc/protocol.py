@@ -36,6 +36,17 @@ class ProtocolError(RuntimeError):
     """A party refused the job (mismatched configuration or inputs); nothing was released."""
 
 
+class InputRefused(ProtocolError):
+    """This party refuses its OWN input (its file, values or labels are unusable): the party exits BAD_DATA
+    (:mod:`mpc.exitcodes`) and the others REFUSED.  ``str(e)`` is a short reason holding no data (no value,
+    path or header), e.g. "its label column holds values other than 0 and 1": it is sent to every peer, which
+    shows "client 2 refused: <reason>".  ``detail`` (optional) is for this party's own operator only."""
+
+    def __init__(self, reason: str, detail: str | None = None):
+        super().__init__(reason)
+        self.detail = detail
+
+
 async def _exchange(outgoing: dict, senders: list) -> list:
     """Send ``outgoing[pid]`` (bytes) to each pid; receive one message from each of ``senders`` (in order).
 
@@ -83,8 +94,31 @@ def _list_of(validators, what: str):
     return check
 
 
-def _short_text(x) -> bool:
-    return not isinstance(x, str) or len(x) < 1000
+def _names(clients) -> str:
+    return ("client " if len(clients) == 1 else "clients ") + ", ".join(str(c) for c in clients)
+
+
+def _client_verdicts(values: dict, what: str) -> tuple[str, str]:
+    """The verdicts of a clients' comparison from every client's value (client -> value or {"refused": ...}):
+    (for the clients: "ok" or naming the refusing or disagreeing clients, for the server: "ok", the
+    refusals, or only "clients disagree on <what>").  Deterministic: every client computes the same."""
+    refusals = [f"client {c} refused: {v['refused']}" for c, v in values.items() if isinstance(v, dict)]
+    if refusals:
+        return "; ".join(refusals), "; ".join(refusals)
+    groups: list[list[int]] = []  # clients holding equal values, in order of their lowest client
+    for c, v in values.items():
+        for g in groups:
+            if _same(values[g[0]], v):
+                g.append(c)
+                break
+        else:
+            groups.append([c])
+    if len(groups) == 1:
+        return "ok", "ok"
+    ref = max(groups, key=len)  # the largest group; ties: the one holding the lowest client
+    odd = sorted(c for g in groups if g is not ref for c in g)
+    verb = "differs" if len(odd) == 1 else "differ"
+    return f"clients disagree on {what}: {_names(odd)} {verb} from {_names(ref)}", f"clients disagree on {what}"
 
 
 def combine_key_contributions(contributions) -> bytes:
@@ -158,8 +192,18 @@ class PartyContext:
         if bad:
             raise ProtocolError(f"party {self.pid}: parties {bad} run a different {what} configuration; refused")
 
-    async def check_clients(self, value, what: str, expect) -> None:
-        """Clients compare a private value among themselves; the server learns only pass/fail."""
+    async def check_clients(self, value, what: str, expect, problem: str | None = None) -> None:
+        """Clients compare a private ``value`` among themselves; the server learns only that the check failed.
+
+        Each client sends ``value`` (checked on arrival by ``expect``; never a dict) to the other clients, or,
+        with ``problem`` (a short reason holding no data), ``{"refused": problem}`` instead: it refuses its own
+        input.  Every client sees every client's value, so every client names the same disagreeing clients
+        ("clients disagree on record ids: client 3 differs from clients 1, 2": the odd ones against the
+        largest group of equal values, ties to the lowest client).  The clients then send their verdicts: to
+        each other the named one, to the server only "clients disagree on <what>", never which client.  A
+        client's own refusal reaches every party, the server included, as "client j refused: <problem>".
+        On any failure every party raises: :class:`InputRefused` at the refusing client, else
+        :class:`ProtocolError`."""
         # Every party makes the same sequence of exchanges: MPyC labels messages by a program counter that
         # each exchange advances, so a party skipping one would wait on messages labelled for another.
         verdict_ok = wire.value(str, "a verdict", lambda s: len(s) < 1000)
@@ -167,11 +211,21 @@ class PartyContext:
             await self.send_recv({}, [], None, f"compare {what}")
             verdicts = await self.send_recv({}, self.clients, verdict_ok, f"verdict on {what}")
         else:
-            others = await self.send_recv({c: value for c in self.clients}, self.clients, expect, f"compare {what}")
-            ok = all(_same(o, value) for o in others)
-            verdict = "ok" if ok else f"clients disagree on {what}"
-            verdicts = await self.send_recv({p: verdict for p in range(self.M)}, self.clients, verdict_ok,
-                                            f"verdict on {what}")
+            def check(x):
+                if isinstance(x, dict):
+                    if set(x) != {"refused"} or not isinstance(x["refused"], str) or len(x["refused"]) >= 500:
+                        raise wire.WireError("expected a refusal: {'refused': a short reason}")
+                    return x
+                return expect(x)
+
+            mine = {"refused": str(problem)} if problem is not None else value
+            others = await self.send_recv({c: mine for c in self.clients}, self.clients, check, f"compare {what}")
+            named, generic = _client_verdicts(dict(zip(self.clients, others)), what)
+            verdicts = await self.send_recv({p: generic if p == 0 else named for p in range(self.M)}, self.clients,
+                                            verdict_ok, f"verdict on {what}")
+            if problem is not None:
+                raise InputRefused(str(problem))
+            verdicts = [named] + verdicts  # this client's own reading first: every client computed the same
         bad = [v for v in verdicts if v != "ok"]
         if bad:
             raise ProtocolError(f"party {self.pid}: refused before any share was sent: {bad[0]}")
@@ -291,19 +345,18 @@ class PartyContext:
             block, addend, *rest = my_input
             block = np.asarray(block)
             addend = np.asarray(addend)
-            problem = None
+            problem = None  # this client's own input does not fit the public job: a short reason, no data
             mine = [j for j, o in enumerate(owner or []) if o == self.pid - 1]
             if owner is not None and block.shape[1] != len(mine):
-                problem = f"client {self.pid} holds {block.shape[1]} columns, the job expects {len(mine)}"
+                problem = f"it holds {block.shape[1]} columns, the job expects {len(mine)}"
             elif block.shape[0] > n_rows:
-                problem = f"client {self.pid} holds {block.shape[0]} records, above the job's bound {n_rows}"
+                problem = f"it holds more records than the job's bound {n_rows}"
             elif block.size and owner is not None and np.any(np.abs(block) > np.array([col_bounds[j] for j in mine])):
-                problem = f"client {self.pid}'s integer data exceeds the public column bounds"
+                problem = "its integer data exceeds the public column bounds"
             elif addend.shape != (prog.n_out,):
-                problem = f"client {self.pid}'s addend has shape {addend.shape}, expected ({prog.n_out},)"
-            await self.check_clients(int(block.shape[0]) if problem is None else problem,
-                                     "record count" if problem is None else problem,
-                                     wire.value((int, str), "a record count or a refusal", _short_text))
+                problem = f"its addend has shape {addend.shape}, the job expects ({prog.n_out},)"
+            await self.check_clients(int(block.shape[0]), "record count", wire.value(int, "a record count"),
+                                     problem=problem)
             if job.align_ids:  # keyed digests of the id columns, compared among clients only
                 await self.check_clients(bytes(rest[0]) if rest else b"", "record ids (different ids or a "
                                          "different order)", wire.one_of(wire.digest(32), wire.digest(0)))
