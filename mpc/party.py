@@ -20,6 +20,7 @@ import resource
 import sys
 import time
 
+from .liveness import IDLE_TIMEOUT_S
 from .exitcodes import (EXIT_BAD_DATA, EXIT_ERROR, EXIT_LOST, EXIT_REFUSED,  # noqa: F401  (re-exported)
                         EXIT_TIMEOUT)
 
@@ -54,6 +55,9 @@ def main(argv=None) -> int:
                     help="folder holding mpyc_ca.crt, party_I.crt and party_I.key (default: .config)")
     ap.add_argument("--connect-timeout", type=float, default=30.0, help="seconds to wait for all parties")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds before the whole job is abandoned")
+    ap.add_argument("--idle-timeout", type=float, default=IDLE_TIMEOUT_S,
+                    help=f"seconds without any bytes from a peer whose message is awaited before the job is "
+                         f"aborted naming it (a stopped or partitioned party; default {IDLE_TIMEOUT_S:g}; 0: off)")
     ap.add_argument("--insecure-pcg64-shares", action="store_true",
                     help="BENCHMARK ONLY (sqm bench bgw-cost --compare-rng): draw Shamir coefficients from numpy's "
                          "PCG64, a statistical generator whose outputs reveal its state, instead of AES-CTR keyed "
@@ -101,7 +105,7 @@ def main(argv=None) -> int:
     sys.argv = mpyc_argv
     from mpyc.runtime import mpc  # noqa: E402  (MPyC reads sys.argv at import)
 
-    from .liveness import PartyLost, install_loss_detection
+    from .liveness import PartyLost, PeerSilent, install_loss_detection, start_keep_alive
     from .protocol import InputRefused, PartyAborted, PartyContext, ProtocolError
     from .session import start
 
@@ -116,6 +120,7 @@ def main(argv=None) -> int:
         except asyncio.TimeoutError:
             raise TimeoutError(f"not all {len(addrs)} parties connected within {args.connect_timeout:g} s "
                                f"({', '.join(addrs)})") from None
+        start_keep_alive(mpc, state, args.idle_timeout)  # heartbeats; a silent peer aborts the job
         t0 = time.perf_counter()
         share_rng = None  # default: AES-CTR keyed from OS entropy (mpc.randomness)
         if args.insecure_pcg64_shares:
@@ -124,7 +129,7 @@ def main(argv=None) -> int:
         ctx = PartyContext(mpc, rng=share_rng)
         try:
             result = await asyncio.wait_for(program.run(ctx), args.timeout)
-        except (PartyLost, PartyAborted):
+        except (PartyLost, PartyAborted, PeerSilent):
             raise
         except ProtocolError as e:  # tell the others why, so every party names the cause
             await ctx.abort(f"{who} refused: {e}")
@@ -134,6 +139,7 @@ def main(argv=None) -> int:
             raise
         stats["seconds"] = time.perf_counter() - t0
         stats["phases"] = dict(ctx.phases)
+        stats["max_loop_stall_s"] = state["max_stall_s"]  # longest blocked stretch of this party's loop
         stats["max_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
         stats["bytes_sent"] = sum(p.protocol.nbytes_sent for p in mpc.parties
                                   if p.pid != mpc.pid and p.protocol is not None)
