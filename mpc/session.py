@@ -1,22 +1,427 @@
-"""Starting a party's session: connecting to every other party of the job (on MPyC's runtime)."""
+"""Starting a party's session: connecting to every other party of the job, then binding it to one job.
+
+Our own connect phase in place of MPyC's ``mpc.start()`` (whose listening side trusted the party id a peer
+claims, bound all interfaces and retried every 0.1 s forever):
+
+- party i listens, on its own job address only, for parties < i and connects to parties > i, as MPyC does;
+- a connecting party sends its id (2 bytes, little endian, as MPyC); the listening party checks it (a party
+  that should connect here, not yet connected) and, over TLS, that the peer's certificate names exactly
+  that party of the same job (:func:`mpc.certs.check_peer`); it answers one byte ``OK``, or ``NO`` and its
+  reason, so the connecting side learns why it was refused.  The connecting side checks the listener's
+  certificate the same way before sending anything;
+- refused connections are retried with exponential back-off (20 ms doubling to 1 s); a TLS handshake failure,
+  an identity mismatch, a listener that never says ``OK`` (another program on that port) or a port this
+  party cannot listen on abort the connect phase at once (:class:`ConnectError`, naming the peer);
+- after ``connect_timeout`` seconds the error names the parties not yet connected, with their addresses;
+- only when every peer is connected are the connections handed to MPyC's message exchangers (any bytes that
+  arrived early are passed on), and the listening socket is closed.
+
+:func:`agree_job` is then the first exchange: every party sends its job description (job id, job name,
+party addresses in order, the program's public description); any difference is refused naming the party
+and the field, before anything else is sent.
+"""
 from __future__ import annotations
 
 import asyncio
+import errno
+import ipaddress
+import re
+import ssl
+import time
+
+from .certs import IdentityError, check_peer
+from .protocol import ProtocolError, party_label, public_digest
+
+OK, NO = b"\x01", b"\x00"
+BACKOFF_START, BACKOFF_CAP = 0.02, 1.0
+HANDSHAKE_TIMEOUT = 10.0  # seconds for a TLS handshake and the listener's OK: an idle party answers in ms
+MAX_EARLY = 1 << 24  # bytes buffered from one peer before the hand-over (the first exchange is small)
+JOB_ID_RE = re.compile(r"[0-9a-f]{32}")
 
 
-async def start(mpc, retry_s: float = 0.02) -> None:
-    """``mpc.start()``, retrying refused connections every ``retry_s`` instead of MPyC's 0.1 s.
+class ConnectError(ProtocolError):
+    """The connect phase was refused: a peer's identity, a TLS handshake, or this party's own address."""
 
-    Parties started together almost always find a peer not yet listening; MPyC's fixed 0.1 s pause was a
-    fifth of a small job's wall time.  Only ``asyncio.sleep`` calls made while connecting are shortened.
-    """
-    orig = asyncio.sleep
 
-    async def short(delay, result=None):
-        return await orig(min(delay, retry_s), result)
+def split_address(a: str) -> tuple[str, int]:
+    host, _, port = a.strip().rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"invalid party address {a!r} (need host:port, port 1..65535)")
+    return host.strip("[]"), int(port)
 
-    asyncio.sleep = short
+
+def is_loopback(host: str) -> bool:
+    """True for loopback IP addresses and ``localhost``; any other name counts as another host (no lookup)."""
+    if host.lower() in ("localhost", "localhost.localdomain"):
+        return True
     try:
-        await mpc.start()
-    finally:
-        asyncio.sleep = orig
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def plaintext_refusal(addresses) -> str | None:
+    """Why plain TCP is refused for these addresses (None when every address is loopback)."""
+    remote = [a for a in addresses if not is_loopback(split_address(a)[0])]
+    if not remote:
+        return None
+    return (f"party addresses {', '.join(remote)} are not loopback: parties on other hosts must use TLS (keys from "
+            f"python -m mpc.certs, --ssl-dir DIR); plain TCP would let anyone on the path read the shares.  "
+            f"Pass --insecure-plaintext to run without TLS anyway (a trusted, isolated network only)")
+
+
+def check_job_id(job_id: str) -> str:
+    if not isinstance(job_id, str) or not JOB_ID_RE.fullmatch(job_id):
+        raise ValueError(f"job id {job_id!r} is not 32 lowercase hex digits (a random 128-bit id, e.g. "
+                         f"python -c 'import secrets; print(secrets.token_hex(16))')")
+    return job_id
+
+
+def _reason(e: BaseException) -> str:
+    if isinstance(e, ssl.SSLCertVerificationError):
+        return f"certificate verify failed: {e.verify_message}"
+    if isinstance(e, ssl.SSLError):
+        return e.reason.lower().replace("_", " ") if e.reason else str(e)
+    return (e.strerror if isinstance(e, OSError) and e.strerror else str(e)) or type(e).__name__
+
+
+def _clean(text: str, n: int = 300) -> str:
+    return "".join(c if c.isprintable() else "?" for c in text)[:n]
+
+
+class _Conn(asyncio.Protocol):
+    """One connection during the connect phase, until it is handed to MPyC (buffers early bytes)."""
+
+    def __init__(self, session: "Session", pid: int | None):
+        self.s, self.pid, self.transport, self.buf = session, pid, None, bytearray()
+        self.ready = False  # identity checked: the hand-over may take place
+        self.lost = False
+        self.peer = "?"
+
+    def connection_made(self, transport):
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+
+    def data_received(self, data):
+        self.buf += data
+        if len(self.buf) > MAX_EARLY:
+            self.s.fail(f"{self.name()} sent {len(self.buf)} bytes before the connect phase ended; refused")
+            self.transport.abort()
+        elif self.ready:
+            return
+        else:
+            self.on_data()
+
+    def on_data(self):  # pragma: no cover - overridden
+        pass
+
+    def name(self) -> str:
+        return self.s.name(self.pid) if self.pid is not None else f"a party connecting from {self.peer}"
+
+    def connection_lost(self, exc):
+        self.lost = True
+        if self.s.done.done():
+            return
+        if isinstance(self, _Dial) and isinstance(exc, ssl.SSLError):
+            self.s.fail(f"TLS handshake with {self.name()} failed: it rejected this party's certificate "
+                        f"({_reason(exc)})")
+        elif self.ready or isinstance(self, _Dial):
+            why = f" ({_reason(exc)})" if exc else ""
+            self.s.fail(f"{self.name()} closed its connection during the connect phase{why}: it refused this "
+                        f"party or stopped (see its own message)")
+
+
+class _Accept(_Conn):
+    """Listening side: the peer's first 2 bytes are the party id it claims; checked before anything else."""
+
+    def __init__(self, session):
+        super().__init__(session, None)
+        self.upgraded = session.tls is None
+
+    def connection_made(self, transport):
+        super().connection_made(transport)
+        if not self.upgraded:
+            transport.pause_reading()  # start_tls takes over the raw stream
+            self.s.spawn(self.upgrade(transport))
+
+    async def upgrade(self, raw):
+        try:
+            tls = await self.s.loop.start_tls(raw, self, self.s.tls.server_context(), server_side=True,
+                                              ssl_handshake_timeout=self.s.handshake_timeout)
+        except (ConnectionError, asyncio.TimeoutError, ssl.SSLEOFError, ssl.SSLZeroReturnError) as e:
+            self.s.notes.append(f"a connection from {self.peer} ended during the TLS handshake ({_reason(e)})")
+            raw.close()
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001  (ssl.SSLError and the like: a peer with the wrong keys)
+            self.s.fail(f"TLS handshake with a party connecting from {self.peer} failed: {_reason(e)} "
+                        f"(expected: {self.s.expected_from_below()})")
+            raw.close()
+            return
+        self.transport, self.upgraded = tls, True
+        self.on_data()
+
+    def on_data(self):
+        if not self.upgraded or len(self.buf) < 2 or self.pid is not None:
+            return
+        claimed = int.from_bytes(self.buf[:2], "little")
+        s = self.s
+        try:
+            if s.tls is None and self.buf[:2] == b"\x16\x03":
+                raise IdentityError("a TLS connection arrived, but this party runs without TLS (give every party "
+                                    "the same TLS setting)")
+            del self.buf[:2]
+            if not 0 <= claimed < s.pid:
+                what = f"party {claimed}" if claimed < len(s.addrs) else f"an unknown party id {claimed}"
+                raise IdentityError(f"{what} tried to connect: only parties 0..{s.pid - 1} connect to this party")
+            if claimed in s.conns:
+                raise IdentityError(f"a second connection claiming to be {party_label(claimed)} ({s.name(claimed)} is "
+                                    f"already connected)")
+            if s.tls is not None:
+                check_peer(self.transport.get_extra_info("peercert"), claimed, s.tls.job)
+        except IdentityError as e:
+            self.transport.write(NO + _clean(f"{e}; refused").encode())
+            self.transport.close()
+            s.fail(f"{e} (connecting from {self.peer}); refused")
+            return
+        self.pid, self.ready = claimed, True
+        self.transport.write(OK)
+        s.connected(claimed, self)
+
+
+class _Dial(_Conn):
+    """Connecting side: checks the listener's certificate, sends this party's id, waits for its OK."""
+
+    def connection_made(self, transport):
+        super().connection_made(transport)
+        s = self.s
+        if s.tls is not None:
+            try:
+                check_peer(transport.get_extra_info("peercert"), self.pid, s.tls.job)
+            except IdentityError as e:
+                s.fail(f"{e} (listening on {s.addrs[self.pid]}); refused")
+                transport.close()
+                return
+        transport.write(s.pid.to_bytes(2, "little"))
+        s.loop.call_later(s.handshake_timeout, self.no_answer)
+
+    def no_answer(self):
+        if not self.ready and not self.s.done.done() and not self.transport.is_closing():
+            self.s.fail(f"{self.name()}: the program listening on {self.s.addrs[self.pid]} accepted the connection "
+                        f"but did not answer as a party of this job within {self.s.handshake_timeout:g} s (another "
+                        f"program on that port, or a party without TLS?)")
+            self.transport.close()
+
+    def on_data(self):
+        if self.buf[:1] == OK:
+            del self.buf[:1]
+            self.ready = True
+            self.s.connected(self.pid, self)
+        elif self.buf[:1] == NO:
+            self.s.fail(f"{self.name()} refused this party: {_clean(self.buf[1:].decode('utf-8', 'replace'))}")
+            self.transport.close()
+        else:
+            self.s.fail(f"{self.name()}: the program listening on {self.s.addrs[self.pid]} is not a party of this "
+                        f"protocol (it sent {len(self.buf)} unexpected bytes)")
+            self.transport.close()
+
+
+class Session:
+    """The connect phase of party ``pid`` among ``addresses`` (``host:port`` in index order).
+
+    ``tls``: this party's :class:`mpc.certs.TLSIdentity`, or None for plain TCP."""
+
+    def __init__(self, rt, addresses, tls=None, connect_timeout: float = 60.0,
+                 handshake_timeout: float = HANDSHAKE_TIMEOUT):
+        self.rt, self.pid, self.addrs = rt, rt.pid, [a.strip() for a in addresses]
+        self.hosts = [split_address(a) for a in self.addrs]
+        self.tls, self.connect_timeout, self.handshake_timeout = tls, connect_timeout, handshake_timeout
+        self.conns: dict[int, _Conn] = {}
+        self.last_error: dict[int, str] = {}
+        self.notes: list[str] = []
+        self.tasks: set[asyncio.Task] = set()
+        self.loop = self.done = None
+
+    def name(self, pid: int) -> str:
+        return f"{party_label(pid)} ({self.addrs[pid]})"
+
+    def expected_from_below(self) -> str:
+        missing = [self.name(j) for j in range(self.pid) if j not in self.conns]
+        return ", ".join(missing) or "no further party"
+
+    def spawn(self, coro) -> None:
+        task = self.loop.create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    def fail(self, message: str) -> None:
+        if not self.done.done():
+            self.done.set_exception(ConnectError(message))
+
+    def connected(self, pid: int, conn: _Conn) -> None:
+        self.conns[pid] = conn
+        if len(self.conns) == len(self.addrs) - 1 and not self.done.done():
+            self.done.set_result(None)
+
+    async def dial(self, j: int) -> None:
+        try:
+            await self._dial(j)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            self.fail(f"connecting to {self.name(j)} failed: {type(e).__name__}: {e}")
+
+    async def _dial(self, j: int) -> None:
+        host, port = self.hosts[j]
+        ctx = self.tls.client_context() if self.tls is not None else None
+        delay = BACKOFF_START
+        while True:
+            try:
+                await self.loop.create_connection(
+                    lambda: _Dial(self, j), host, port, ssl=ctx,
+                    server_hostname=f"party-{j}.{self.tls.job}.sqm" if ctx else None,
+                    ssl_handshake_timeout=self.handshake_timeout if ctx else None)
+                return
+            except (ssl.SSLError, ssl.CertificateError) as e:
+                if isinstance(e, (ssl.SSLEOFError, ssl.SSLZeroReturnError)):
+                    self.last_error[j] = f"the connection closed during the TLS handshake ({_reason(e)})"
+                else:
+                    self.fail(f"TLS handshake with {self.name(j)} failed: {_reason(e)}")
+                    return
+            except asyncio.TimeoutError:
+                self.fail(f"TLS handshake with {self.name(j)} did not complete within {self.handshake_timeout:g} s "
+                          f"(another program on that port, or a party without TLS?)")
+                return
+            except OSError as e:
+                self.last_error[j] = _reason(e)
+            await asyncio.sleep(delay)
+            delay = min(2 * delay, BACKOFF_CAP)
+
+    def missing(self) -> str:
+        out = []
+        for j in range(len(self.addrs)):
+            if j == self.pid or j in self.conns:
+                continue
+            if j < self.pid:
+                out.append(f"{self.name(j)} never connected to this party (listening on {self.addrs[self.pid]})")
+            else:
+                last = self.last_error.get(j)
+                out.append(f"{self.name(j)} could not be reached" + (f" (last attempt: {last})" if last else ""))
+        notes = f"; meanwhile {'; '.join(self.notes[:3])}" if self.notes else ""
+        return "; ".join(out) + notes
+
+    async def connect(self) -> None:
+        rt = self.rt
+        self.loop = asyncio.get_running_loop()
+        self.done = self.loop.create_future()
+        for peer in rt.parties:
+            peer.protocol = asyncio.Future(loop=self.loop) if peer.pid == self.pid else None
+        server = None
+        t0 = time.monotonic()
+        try:
+            if self.pid > 0:
+                host, port = self.hosts[self.pid]
+                try:
+                    server = await self.loop.create_server(lambda: _Accept(self), host=host, port=port)
+                except OSError as e:
+                    what = {errno.EADDRINUSE: "address in use (another process holds this port)",
+                            errno.EADDRNOTAVAIL: "address not available on this host (is this the host of "
+                                                 f"{party_label(self.pid)} in the job?)"}.get(e.errno, _reason(e))
+                    raise ConnectError(f"cannot listen on {self.addrs[self.pid]}: {what}") from None
+            for j in range(self.pid + 1, len(self.addrs)):
+                self.spawn(self.dial(j))
+            try:
+                await asyncio.wait_for(asyncio.shield(self.done), self.connect_timeout)
+            except asyncio.TimeoutError:
+                raise TimeoutError(f"connect phase: not connected within {self.connect_timeout:g} s: "
+                                   f"{self.missing()}") from None
+        finally:
+            if server is not None:
+                server.close()
+            for task in list(self.tasks):
+                task.cancel()
+        self.seconds = time.monotonic() - t0
+        self._hand_over()
+
+    def _hand_over(self) -> None:
+        """Give every checked connection to an MPyC message exchanger, with the bytes that came early."""
+        from mpyc import asyncoro
+
+        rt = self.rt
+        for pid, conn in sorted(self.conns.items()):
+            if conn.lost or conn.transport.is_closing():
+                raise ConnectError(f"{self.name(pid)} closed its connection at the end of the connect phase")
+        for pid, conn in sorted(self.conns.items()):
+            link = asyncoro.MessageExchanger(rt)
+            conn.transport.set_protocol(link)
+            link.connection_made(conn.transport)  # peer_pid None: stores the transport, sends nothing
+            link.peer_pid = pid
+            rt.set_protocol(pid, link)
+            if conn.buf:
+                link.data_received(bytes(conn.buf))
+
+
+async def start(mpc, addresses, tls=None, connect_timeout: float = 60.0) -> Session:
+    """Connect party ``mpc.pid`` to every other party (see the module docstring); return the session."""
+    session = Session(mpc, addresses, tls, connect_timeout)
+    await session.connect()
+    return session
+
+
+# ----- one job per session ----------------------------------------------------------------------------------
+FIELDS = ("job_id", "n_parties", "parties", "job_name", "program")
+
+
+def job_description(job_id: str, addresses, job_name: str | None, program: str) -> dict:
+    return {"job_id": job_id, "n_parties": len(addresses), "parties": [a.strip() for a in addresses],
+            "job_name": job_name or "", "program": str(program)[:2000]}
+
+
+def _description_ok(d) -> bool:
+    return (list(d) == list(FIELDS) and isinstance(d["job_id"], str) and len(d["job_id"]) <= 64
+            and type(d["n_parties"]) is int and isinstance(d["parties"], list) and len(d["parties"]) <= 10000
+            and all(isinstance(a, str) and len(a) <= 300 for a in d["parties"])
+            and isinstance(d["job_name"], str) and len(d["job_name"]) <= 64
+            and isinstance(d["program"], str) and len(d["program"]) <= 2000)
+
+
+def _short_id(x: str) -> str:
+    return _clean(x, 8) + "..."
+
+
+def differences(mine: dict, theirs: dict, label: str) -> list[str]:
+    """What in ``theirs`` (party ``label``'s job description) differs from ``mine``, most telling first."""
+    if theirs["job_id"] != mine["job_id"]:
+        return [f"{label} runs job {_short_id(theirs['job_id'])} (this party runs {_short_id(mine['job_id'])})"]
+    out = []
+    if theirs["n_parties"] != mine["n_parties"]:
+        out.append(f"{label} expects {theirs['n_parties']} parties (this party: {mine['n_parties']})")
+    elif theirs["parties"] != mine["parties"]:
+        k = next(i for i, (a, b) in enumerate(zip(theirs["parties"], mine["parties"])) if a != b)
+        out.append(f"{label} lists different party addresses (party {k}: {_clean(theirs['parties'][k], 80)}; this "
+                   f"party lists {mine['parties'][k]})")
+    if theirs["job_name"] != mine["job_name"]:
+        out.append(f"{label} runs job name {_clean(theirs['job_name'], 64)!r} (this party: {mine['job_name']!r})")
+    if theirs["program"] != mine["program"]:
+        out.append(f"{label} runs a different program: {_clean(theirs['program'], 200)} (this party: "
+                   f"{mine['program'][:200]})")
+    return out
+
+
+async def agree_job(ctx, description: dict) -> str:
+    """The first exchange of a session: every party sends its job description to every other; any party
+    whose description differs is refused (ProtocolError naming it and what differs).  Returns the digest of
+    the agreed description."""
+    from . import wire
+
+    others = [p for p in range(ctx.M) if p != ctx.pid]
+    got = await ctx.send_recv({p: description for p in others}, others,
+                              wire.value(dict, "a job description", _description_ok), "job agreement")
+    problems = []
+    for p, theirs in zip(others, got):
+        problems += differences(description, theirs, party_label(p))
+    if problems:
+        raise ProtocolError("refused before anything else: " + "; ".join(problems))
+    return public_digest(description)

@@ -19,11 +19,14 @@ def test_secure_sum_over_mutually_authenticated_tls(tmp_path):
     assert list(res.values) == [0, 1, 2 ** 20 + 1]
 
 
-def _party(tmp_path, *args):
+JOB_ID = "0123456789abcdef0123456789abcdef"
+
+
+def _party(tmp_path, *args, job_id=JOB_ID):
     prog = tmp_path / "p.program"
     prog.write_bytes(pickle.dumps(EvaluateJob(None)))
-    return subprocess.run([sys.executable, "-m", "mpc.party", "--program", str(prog), *args],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run([sys.executable, "-m", "mpc.party", "--program", str(prog), "--job-id", job_id, *args],
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
 
 
 @pytest.mark.parametrize("args, message", [
@@ -31,7 +34,12 @@ def _party(tmp_path, *args):
     (["--index", "3", "--parties", "127.0.0.1:9001,127.0.0.1:9002,127.0.0.1:9003"], "index 3 out of range"),
     (["--index", "0", "--parties", "127.0.0.1:9001"], "need at least 2 parties"),
     (["--index", "1", "--parties", "127.0.0.1:9001,127.0.0.1:9002", "--ssl", "--ssl-dir", "/nonexistent"],
-     "--ssl needs mpyc_ca.crt, party_1.crt, party_1.key"),
+     "TLS needs mpyc_ca.crt, party_1.crt, party_1.key in /nonexistent"),
+    # plain TCP across hosts: refused before any socket is opened (no keys in ./.config, no opt-in)
+    (["--index", "1", "--parties", "10.0.0.1:9001,10.0.0.2:9002,10.0.0.3:9003"],
+     "party addresses 10.0.0.1:9001, 10.0.0.2:9002, 10.0.0.3:9003 are not loopback: parties on other hosts must "
+     "use TLS"),
+    (["--index", "1", "--parties", "127.0.0.1:9001,10.0.0.2:9002"], "--insecure-plaintext"),
 ])
 def test_bad_party_configuration_is_refused(tmp_path, args, message):
     res = _party(tmp_path, *args)
@@ -39,13 +47,29 @@ def test_bad_party_configuration_is_refused(tmp_path, args, message):
     assert message in res.stderr
 
 
-def test_wrong_party_count_is_refused_before_sharing():
-    from mpc.backend import FixedClient, Job
-    from mpc.launch import MPCError
-    from mpc.program import SumProgram
+def test_job_id_must_be_a_fresh_128_bit_hex_id(tmp_path):
+    res = _party(tmp_path, "--index", "0", "--parties", "127.0.0.1:9001,127.0.0.1:9002", job_id="job-1")
+    assert res.returncode == EXIT_REFUSED and "job id 'job-1' is not 32 lowercase hex digits" in res.stderr
 
-    # the job's columns belong to 3 clients, but only 2 client processes take part
-    job = Job(program=SumProgram.gram_program(3), col_bounds=[1, 1, 1], n_records=2, var_owner=[0, 1, 2],
-              clients=[FixedClient(np.ones((2, 1), np.int64), 9), FixedClient(np.ones((2, 2), np.int64), 9)])
-    with pytest.raises(MPCError, match=r"belong to clients \[1, 2, 3\] but 2 clients joined"):
-        MPyCBackend().run(job)
+
+def _not_local(candidates=("10.255.255.1", "198.51.100.7", "203.0.113.9", "192.0.2.77")) -> str:
+    import socket
+
+    for host in candidates:
+        with socket.socket() as sock:
+            try:
+                sock.bind((host, 0))
+            except OSError:
+                return host
+    pytest.skip("every candidate address belongs to this machine")
+
+
+def test_plaintext_across_hosts_needs_the_opt_in_and_listens_on_its_own_address_only(tmp_path):
+    # with --insecure-plaintext the party warns loudly, then listens on its own job address only: an address
+    # that is not this machine's cannot be listened on (the party bound every interface before)
+    other = _not_local()
+    res = _party(tmp_path, "--index", "1", "--parties", f"127.0.0.1:9001,{other}:9002", "--insecure-plaintext",
+                 "--connect-timeout", "5")
+    assert "WARNING: party 1 runs WITHOUT TLS across hosts (--insecure-plaintext)" in res.stderr
+    assert res.returncode == EXIT_REFUSED
+    assert f"cannot listen on {other}:9002: address not available on this host" in res.stderr
