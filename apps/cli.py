@@ -24,6 +24,7 @@ BENCHMARKS = {
     "lr-cost": "bench.lr_cost",
     "pbm-vfl": "bench.pbm_vfl",
     "hdp-vfl": "bench.hdp_vfl",
+    "faults": "bench.faults",
 }
 
 

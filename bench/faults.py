@@ -1,0 +1,574 @@
+"""Fault injection: what every party of a real job does when one party dies, stops, is cut off, is foreign, holds another party's certificate or finds its port taken.
+
+    sqm bench faults                                   # every case, the runtime's default timeouts
+    sqm bench faults --cases kill-compute,stopped --idle-timeout 5 --json faults.json
+
+Each case is one small SQM-PCA job from a job file (:func:`apps.jobfile.write_party_csvs`, 1 server + 2
+clients by default) whose parties are real ``python -m mpc.party`` processes over loopback TCP, each in its
+own session, all with the case's own ``TMPDIR``.  The faults:
+
+- ``kill-before-connect``: client 2 is killed (SIGKILL) 0.1 s after it starts, before it can connect;
+- ``kill-sharing`` / ``kill-compute`` / ``kill-server``: client 2 (the server) is killed while the others
+  wait for its input shares (its degree-reduction sub-shares);
+- ``stopped``: client 2 is stopped (SIGSTOP) while the others wait for its input shares; its sockets stay open;
+- ``partition``: client 1's connection to client 2 runs through a loopback TCP proxy in this process (a
+  connect redirect in client 1's process, installed by a ``sitecustomize`` hook on its PYTHONPATH: every
+  party's job file and command line are unchanged); at the input shares the proxy stops forwarding both ways
+  without closing either socket;
+- ``foreign-party``: client 2 is a party of another job (another job file, other data, the same addresses);
+- ``wrong-identity``: every party runs TLS (``python -m mpc.certs``); the server runs with client 2's
+  certificate and key (an insider holding one party's certificate acting as another);
+- ``port-squatted``: another process listens on client 2's port before the job starts.
+
+A fault lands in its phase because a bench-only wrapper (:class:`Probe`) around the target's program writes
+each exchange's step name to a marker file and, at the chosen step, waits (event loop running) until the
+bench has applied the fault (at most ``HOLD_MAX_S``).  What is recorded, per case: every party's exit code,
+the seconds from the fault to the last party's exit, the parties each party's message names (and whether
+it names the culprit), whether anything was released (a result file or output on stdout), what is left in
+the case's TMPDIR and which of the case's processes are still running.  A case passes when every party
+that was not itself killed or stopped exits non-zero within ``--bound`` seconds (30) of the fault, each
+assessed party names a culprit, nothing is released and nothing is left.  The bench stops a case
+``--deadline`` seconds after the fault (kills what still runs and records it).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import pickle
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+
+from bench.common import finish
+from mpc.party import PartyProgram
+
+HOLD_MAX_S = 30.0  # the probe lets the target go on after this long even if the bench never acted
+
+
+# ----- inside a party process: the probe --------------------------------------------------------------------
+
+
+class Probe(PartyProgram):
+    """BENCH ONLY: runs ``inner`` and appends the step name of each exchange to ``marker``; at the first
+    exchange named ``hold_step`` it writes ``HOLD <step>`` and waits until the file ``go`` exists (or
+    ``HOLD_MAX_S``), so the bench can apply a fault while this party is at that step."""
+
+    def __init__(self, inner: PartyProgram, marker: str, hold_step: str | None = None, go: str | None = None):
+        self.inner, self.marker, self.hold_step, self.go = inner, marker, hold_step, go
+
+    async def run(self, ctx):
+        send_recv, held = ctx.send_recv, []
+
+        async def probed(outgoing, senders, expect, step="message"):
+            with open(self.marker, "a") as f:
+                f.write(step + "\n")
+            if step == self.hold_step and not held:
+                held.append(step)
+                with open(self.marker, "a") as f:
+                    f.write(f"HOLD {step}\n")
+                t0 = time.monotonic()
+                while not os.path.exists(self.go) and time.monotonic() - t0 < HOLD_MAX_S:
+                    await asyncio.sleep(0.01)
+            return await send_recv(outgoing, senders, expect, step)
+
+        ctx.send_recv = probed
+        return await self.inner.run(ctx)
+
+
+# sitecustomize for one party process: its connections to some addresses go elsewhere (the proxy)
+_REDIRECT_HOOK = '''\
+import os
+_spec = os.environ.get("SQM_FAULTS_REDIRECT")
+if _spec:
+    import asyncio.base_events as _be
+    _map = {}
+    for _item in _spec.split(","):
+        _a, _b = _item.split("=")
+        _map[(_a.rsplit(":", 1)[0], int(_a.rsplit(":", 1)[1]))] = (_b.rsplit(":", 1)[0], int(_b.rsplit(":", 1)[1]))
+    _orig = _be.BaseEventLoop.create_connection
+
+    async def create_connection(self, protocol_factory, host=None, port=None, *args, **kwargs):
+        host, port = _map.get((host, port), (host, port))
+        return await _orig(self, protocol_factory, host, port, *args, **kwargs)
+
+    _be.BaseEventLoop.create_connection = create_connection
+'''
+
+
+# ----- in the bench process: the partition proxy -------------------------------------------------------------
+
+
+class Proxy:
+    """A loopback TCP proxy to ``target`` (host, port) in a thread of its own.  :meth:`cut` stops it
+    forwarding in both directions: what arrives is read and dropped, no socket is closed (a partition)."""
+
+    def __init__(self, target: tuple[str, int]):
+        self.target, self.is_cut, self.dropped = target, False, 0
+        self.loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._writers: list = []
+        self.port = None
+
+    def start(self) -> int:
+        self._thread.start()
+        self._ready.wait(10)
+        return self.port
+
+    def cut(self) -> None:
+        self.is_cut = True
+
+    def close(self) -> None:
+        def stop():
+            for w in self._writers:
+                w.close()
+            self.loop.stop()
+        self.loop.call_soon_threadsafe(stop)
+        self._thread.join(5)
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        server = self.loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", 0))
+        self.port = server.sockets[0].getsockname()[1]
+        self._ready.set()
+        self.loop.run_forever()
+        server.close()
+
+    async def _handle(self, reader, writer):
+        self._writers.append(writer)
+        t0 = time.monotonic()
+        while True:  # the target may not listen yet (parties start together): wait for it, as a route would
+            try:
+                up_reader, up_writer = await asyncio.open_connection(*self.target)
+                break
+            except OSError:
+                if time.monotonic() - t0 > 120:
+                    writer.close()
+                    return
+                await asyncio.sleep(0.05)
+        self._writers.append(up_writer)
+        await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
+
+    async def _pipe(self, reader, writer):
+        while True:
+            try:
+                data = await reader.read(1 << 16)
+            except OSError:
+                data = b""
+            if self.is_cut:  # partitioned: nothing crosses, not even the end of a connection
+                self.dropped += len(data)
+                if not data:
+                    return
+                continue
+            if not data:
+                writer.close()
+                return
+            writer.write(data)
+            try:
+                await writer.drain()
+            except OSError:
+                return
+
+
+# ----- the cases ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fault:
+    name: str
+    what: str
+    target: int  # the party the fault hits (the process killed, stopped, replaced or squatted)
+    action: str  # kill | stop | cut | foreign | impostor | squat
+    step: str | None  # the exchange at which it lands (the probe holds the target, or client 1 for a cut)
+    culprits: tuple[int, ...]  # the parties the others' messages must name
+
+
+FAULTS = {f.name: f for f in [
+    Fault("kill-before-connect", "client 2 killed before it connects", 2, "kill", None, (2,)),
+    Fault("kill-sharing", "client 2 killed while the others wait for its input shares", 2, "kill",
+          "input shares", (2,)),
+    Fault("kill-compute", "client 2 killed while the others wait for its degree-reduction sub-shares", 2, "kill",
+          "degree reduction", (2,)),
+    Fault("kill-server", "the server killed during the degree reduction", 0, "kill", "degree reduction", (0,)),
+    Fault("stopped", "client 2 stopped (SIGSTOP) while the others wait for its input shares", 2, "stop",
+          "input shares", (2,)),
+    Fault("partition", "client 1 <-> client 2 cut (proxy drops both ways, sockets open) at the input shares", 2,
+          "cut", "input shares", (1, 2)),
+    Fault("foreign-party", "client 2 is a party of another job file (other data, same addresses)", 2, "foreign",
+          None, (2,)),
+    Fault("wrong-identity", "TLS; the server presents client 2's certificate and key", 0, "impostor", None, (0,)),
+    Fault("port-squatted", "another process listens on client 2's port before the job starts", 2, "squat", None,
+          (2,)),
+]}
+
+
+def party_flags() -> set[str]:
+    """The long options ``python -m mpc.party`` accepts (from its ``--help``)."""
+    out = subprocess.run([sys.executable, "-m", "mpc.party", "--help"], capture_output=True, text=True,
+                         env=_env(None, 1), timeout=60).stdout
+    return set(re.findall(r"(--[a-z][a-z0-9-]*)", out))
+
+
+def _env(tmp: str | None, local_parties: int, hook: str | None = None, redirect: str | None = None) -> dict:
+    from mpc.launch import party_env
+
+    env = party_env(local_parties=local_parties, blas_threads=1)
+    if tmp is not None:
+        env["TMPDIR"] = tmp
+    if hook is not None:
+        env["PYTHONPATH"] = hook + os.pathsep + env["PYTHONPATH"]
+        env["SQM_FAULTS_REDIRECT"] = redirect
+    return env
+
+
+def _data(seed: int, rows: int = 60, cols: int = 4):
+    import numpy as np
+
+    X = np.random.default_rng(seed).normal(size=(rows, cols))
+    return X / (1.01 * np.linalg.norm(X, axis=1, keepdims=True))
+
+
+def _certs(out: str, M: int) -> None:
+    res = subprocess.run([sys.executable, "-m", "mpc.certs", "--parties", str(M), "--out", out],
+                         capture_output=True, text=True, env=_env(None, 1), timeout=120)
+    if res.returncode:
+        raise RuntimeError(f"python -m mpc.certs failed: {res.stderr.strip()}")
+
+
+def _party_dir(certs: str, dest: str, index: int, as_party: int) -> str:
+    """Party ``index``'s TLS folder holding ``as_party``'s certificate and key under its own file names."""
+    os.makedirs(dest)
+    shutil.copy(os.path.join(certs, "mpyc_ca.crt"), dest)
+    for ext in ("crt", "key"):
+        shutil.copy(os.path.join(certs, f"party_{as_party}.{ext}"), os.path.join(dest, f"party_{index}.{ext}"))
+    return dest
+
+
+_SELF = re.compile(r"^mpc\.party (?:server|client \d+):\s*")
+_WHO = re.compile(r"\bserver\b|\b(?:client|party) (\d+)|\bparties \[?(\d+(?:(?:, | and |,)\d+)*)\]?",
+                  re.IGNORECASE)
+
+
+def message(stderr: str) -> str:
+    """A party's message: its last line starting ``mpc.party`` (else its last line)."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    mine = [ln for ln in lines if ln.startswith("mpc.party")]
+    return (mine or lines or [""])[-1]
+
+
+def named(msg: str, index: int) -> list[int]:
+    """The parties a message of party ``index`` names (its own prefix and itself left out)."""
+    msg = _SELF.sub("", msg).replace(f"party {index}:", "")
+    out = set()
+    for m in _WHO.finditer(msg):
+        if m.group(0).lower() == "server":
+            out.add(0)
+        elif m.group(1):
+            out.add(int(m.group(1)))
+        else:
+            out.update(int(x) for x in re.findall(r"\d+", m.group(2)))
+    out.discard(index)
+    return sorted(out)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _processes_under(path: str) -> list[int]:
+    """Live processes whose command line mentions ``path`` (this case's folder)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit() and int(d) != os.getpid():
+            try:
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    cmd = f.read().decode(errors="replace")
+            except OSError:
+                continue
+            if path in cmd and _alive(int(d)):
+                out.append(int(d))
+    return out
+
+
+def _listing(folder: str) -> list[str]:
+    out = []
+    for root, dirs, files in os.walk(folder):
+        for n in dirs + files:
+            out.append(os.path.relpath(os.path.join(root, n), folder))
+    return sorted(out)
+
+
+SQUATTER = ("import socket, sys, time; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+            "s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen(16); print('listening', flush=True); "
+            "conns = [s.accept()[0] for _ in range(16)]; time.sleep(3600)")
+
+
+def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 30.0, deadline: float = 90.0,
+             seed: int = 0) -> dict:
+    """Run one fault case (see the module docstring); return what was observed."""
+    from apps import jobfile
+    from apps.pca import PCAJobTask
+
+    fault = FAULTS[name]
+    M = clients + 1
+    load = os.getloadavg()[0]
+    work = tempfile.mkdtemp(prefix=f"sqm-faults-{name}-")
+    tmp, logs, marks = (os.path.join(work, d) for d in ("tmp", "logs", "marks"))
+    for d in (tmp, logs, marks):
+        os.makedirs(d)
+    go = os.path.join(marks, "go")
+    procs: dict[int, subprocess.Popen] = {}
+    extra: list[subprocess.Popen] = []
+    proxy = None
+    rec = {"case": name, "what": fault.what, "parties": M, "flags": list(flags), "load_before": round(load, 2)}
+    try:
+        spec = jobfile.load_job(jobfile.write_party_csvs(_data(seed), os.path.join(work, "job"), n_parties=clients))
+        task = PCAJobTask(1, 1.0)
+        programs = [jobfile.party_program(spec, i, task) for i in range(M)]
+        if fault.action == "foreign":
+            other = jobfile.load_job(jobfile.write_party_csvs(_data(seed + 1), os.path.join(work, "other"),
+                                                              n_parties=clients, addresses=spec.addresses))
+            programs[fault.target] = jobfile.party_program(other, fault.target, task)
+        holder = 1 if fault.action == "cut" else fault.target
+        ssl_dirs = [None] * M
+        if fault.action == "impostor":
+            certs = os.path.join(work, "certs")
+            _certs(certs, M)
+            ssl_dirs = [_party_dir(certs, os.path.join(work, f"tls{i}"), i, i) for i in range(M)]
+            shutil.rmtree(ssl_dirs[fault.target])
+            ssl_dirs[fault.target] = _party_dir(certs, os.path.join(work, f"tls{fault.target}"), fault.target,
+                                                M - 1 if fault.target != M - 1 else 1)
+        hook, redirect = None, None
+        if fault.action == "cut":
+            host, port = spec.addresses[2].rsplit(":", 1)
+            proxy = Proxy((host, int(port)))
+            hook = os.path.join(work, "hook")
+            os.makedirs(hook)
+            with open(os.path.join(hook, "sitecustomize.py"), "w") as f:
+                f.write(_REDIRECT_HOOK)
+            redirect = f"{spec.addresses[2]}=127.0.0.1:{proxy.start()}"
+        if fault.action == "squat":
+            port = spec.addresses[fault.target].rsplit(":", 1)[1]
+            sq = subprocess.Popen([sys.executable, "-c", SQUATTER, port, work], stdout=subprocess.PIPE, text=True,
+                                  start_new_session=True)
+            extra.append(sq)
+            sq.stdout.readline()
+        addrs = ",".join(spec.addresses)
+        t_start = time.monotonic()
+        for i in range(M):
+            pf = os.path.join(work, f"party{i}.program")
+            step = fault.step if i == holder else None
+            with open(pf, "wb") as f:
+                pickle.dump(Probe(programs[i], os.path.join(marks, f"party{i}"), step, go), f, protocol=5)
+            cmd = [sys.executable, "-m", "mpc.party", "--program", pf, "--index", str(i), "--parties", addrs,
+                   "--result", os.path.join(work, f"party{i}.result"), *flags]
+            if ssl_dirs[i] is not None:
+                cmd += ["--ssl", "--ssl-dir", ssl_dirs[i]]
+            env = _env(tmp, M, hook if i == 1 else None, redirect)
+            procs[i] = subprocess.Popen(cmd, env=env, start_new_session=True, cwd=work,
+                                        stdout=open(os.path.join(logs, f"party{i}.out"), "w"),
+                                        stderr=open(os.path.join(logs, f"party{i}.err"), "w"))
+        # ---- the fault ----
+        t_fault, applied = None, None
+        marker = os.path.join(marks, f"party{holder}")
+        while t_fault is None:
+            if fault.step is None:
+                if fault.action == "kill":
+                    time.sleep(0.1)
+                    os.kill(procs[fault.target].pid, signal.SIGKILL)
+                t_fault, applied = time.monotonic(), True
+                break
+            if os.path.exists(marker) and f"HOLD {fault.step}" in open(marker).read():
+                if fault.action == "kill":
+                    os.kill(procs[fault.target].pid, signal.SIGKILL)
+                elif fault.action == "stop":
+                    os.kill(procs[fault.target].pid, signal.SIGSTOP)
+                elif fault.action == "cut":
+                    proxy.cut()
+                t_fault, applied = time.monotonic(), True
+                open(go, "w").close()
+                break
+            if all(p.poll() is not None for p in procs.values()) or time.monotonic() - t_start > deadline:
+                t_fault, applied = time.monotonic(), False  # the target never reached the step
+                break
+            time.sleep(0.01)
+        if fault.action in ("foreign", "impostor", "squat"):
+            t_fault = t_start  # the fault is there from the start
+        # ---- wait for the others ----
+        hit = {fault.target} if fault.action in ("kill", "stop") else set()
+        waiting = [i for i in range(M) if i not in hit]
+        exit_at: dict[int, float] = {}
+        while True:
+            now = time.monotonic()
+            for i in range(M):
+                if i not in exit_at and procs[i].poll() is not None:
+                    exit_at[i] = now
+            if all(i in exit_at for i in waiting) or now - t_fault > deadline:
+                break
+            time.sleep(0.02)
+        time.sleep(0.3)  # what a party leaves behind right after the last exit
+        running = [i for i in waiting if i not in exit_at]
+        ours = {p.pid for p in list(procs.values()) + extra}  # the parties themselves: see all_exited
+        leftover_procs = [pid for pid in _processes_under(work) if pid not in ours]
+        # the bench's own clean-up: the stopped or unfinished parties, the squatter, anything left over
+        for pid in set(leftover_procs) | {p.pid for p in list(procs.values()) + extra}:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        for p in list(procs.values()) + extra:
+            p.wait()
+        leftovers = _listing(tmp)
+        per_party = []
+        for i in range(M):
+            err = open(os.path.join(logs, f"party{i}.err")).read()
+            out = open(os.path.join(logs, f"party{i}.out")).read()
+            msg = message(err)
+            released = os.path.exists(os.path.join(work, f"party{i}.result")) or bool(out.strip())
+            per_party.append({
+                "party": i, "role": "server" if i == 0 else f"client {i}",
+                "fault": (fault.action if i in hit or i == fault.target else None),
+                "exit": None if i in running else procs[i].returncode,
+                "exited_by_itself": i in exit_at and i not in hit,
+                "seconds_after_fault": round(exit_at[i] - t_fault, 3) if i in exit_at and i not in hit else None,
+                "message": msg[:400], "names": named(msg, i), "released": released,
+                "steps": open(os.path.join(marks, f"party{i}")).read().split("\n")[:-1]
+                if os.path.exists(os.path.join(marks, f"party{i}")) else [],
+            })
+        rec.update(_verdict(fault, per_party, hit, running, t_fault, exit_at, waiting, bound))
+        rec.update(applied=applied, per_party=per_party, tmp_leftovers=leftovers,
+                   leftover_processes=len(leftover_procs), proxy_dropped_bytes=proxy.dropped if proxy else None)
+        return rec
+    finally:
+        for p in list(procs.values()) + extra:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        if proxy is not None:
+            proxy.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _verdict(fault, per_party, hit, running, t_fault, exit_at, waiting, bound) -> dict:
+    """The acceptance criteria of issue 12, each observed separately."""
+    assessed = [i for i in waiting if i != fault.target or fault.action == "cut"]
+    last = max((exit_at[i] for i in waiting if i in exit_at), default=None)
+    seconds = None if running or last is None else round(last - t_fault, 3)
+    names_ok = {}
+    for i in assessed:
+        ok_names = set(fault.culprits) - {i}
+        names_ok[i] = bool(ok_names & set(per_party[i]["names"]))
+    crit = {
+        "all_exited": not running,
+        "within_bound": seconds is not None and seconds <= bound,
+        "nonzero_exit": all(per_party[i]["exit"] not in (None, 0) for i in waiting),
+        "names_culprit": all(names_ok.values()),
+        "nothing_released": not any(p["released"] for p in per_party),
+    }
+    return {"seconds_to_last_exit": seconds, "still_running_at_deadline": running, "assessed": assessed,
+            "names_ok": {str(k): v for k, v in names_ok.items()}, "criteria": crit}
+
+
+def passed(rec: dict) -> bool:
+    return all(rec["criteria"].values()) and not rec["tmp_leftovers"] and not rec["leftover_processes"]
+
+
+# ----- command line -------------------------------------------------------------------------------------------
+
+
+def run(cases=None, clients: int = 2, idle_timeout=None, connect_timeout=None, bound: float = 30.0,
+        deadline: float = 90.0, seed: int = 0, progress: bool = True) -> dict:
+    cases = list(FAULTS) if not cases else list(cases)
+    unknown = [c for c in cases if c not in FAULTS]
+    if unknown:
+        raise ValueError(f"unknown fault case(s) {unknown}; choose from {list(FAULTS)}")
+    supported = party_flags()
+    flags, notes = [], []
+    for opt, val in (("--idle-timeout", idle_timeout), ("--connect-timeout", connect_timeout)):
+        if val is None:
+            continue
+        if opt in supported:
+            flags += [opt, f"{val:g}"]
+        else:
+            notes.append(f"{opt} not supported by python -m mpc.party: not passed (runtime default used)")
+    rep = {"cpus": os.cpu_count(), "bound_s": bound, "deadline_s": deadline, "flags": flags, "notes": notes,
+           "runtime_flags": sorted(f for f in supported if "timeout" in f or f == "--ssl"), "cases": []}
+    for c in cases:
+        if progress:
+            print(f"faults: {c} ...", file=sys.stderr, flush=True)
+        rec = run_case(c, clients, flags, bound, deadline, seed)
+        rec["passed"] = passed(rec)
+        rep["cases"].append(rec)
+    return rep
+
+
+def print_table(rep: dict) -> None:
+    print(f"Fault injection: {rep['cases'][0]['parties'] if rep['cases'] else '?'} real MPyC party processes per "
+          f"case on {rep['cpus']} cores; pass = every party that was not itself killed or stopped exits non-zero "
+          f"within {rep['bound_s']:g} s of the fault naming the culprit, nothing released, nothing left")
+    for n in rep["notes"]:
+        print(f"  note: {n}")
+    print(f"  flags passed to every party: {' '.join(rep['flags']) or '(none: the runtime defaults)'}")
+    head = f"{'case':20s} {'exit codes':18s} {'time s':>7s}  {'names (party->named)':26s} {'released':8s} " \
+           f"{'left in TMPDIR / procs':24s} {'load':>5s}  result"
+    print(head)
+    print("-" * len(head))
+    for r in rep["cases"]:
+        codes = " ".join(f"{p['party']}:" + ("K" if p["fault"] == "kill" else "S" if p["fault"] == "stop" else
+                                             "-" if p["exit"] is None else str(p["exit"])) for p in r["per_party"])
+        secs = "-" if r["seconds_to_last_exit"] is None else f"{r['seconds_to_last_exit']:.2f}"
+        if r["still_running_at_deadline"]:
+            secs = f">{rep['deadline_s']:g}"
+        names = " ".join(f"{i}->{','.join(map(str, r['per_party'][int(i)]['names'])) or '?'}"
+                         f"{'' if ok else '!'}" for i, ok in r["names_ok"].items())
+        rel = "YES" if not r["criteria"]["nothing_released"] else "no"
+        left = f"{len(r['tmp_leftovers'])} files / {r['leftover_processes']}"
+        if r["tmp_leftovers"]:
+            left += f" ({r['tmp_leftovers'][0].split(os.sep)[0]})"
+        failed = [k for k, v in r["criteria"].items() if not v]
+        if r["tmp_leftovers"] or r["leftover_processes"]:
+            failed.append("nothing_left")
+        if not r["applied"]:
+            failed.append("fault_not_applied")
+        print(f"{r['case']:20s} {codes:18s} {secs:>7s}  {names:26s} {rel:8s} {left:24s} {r['load_before']:5.2f}  "
+              f"{'PASS' if r['passed'] else 'FAIL: ' + ', '.join(failed)}")
+    print("exit codes: party:code (K = killed by the fault, S = stopped by the fault, - = still running at the "
+          "deadline, killed by the bench); names: '!' = the message does not name the culprit; "
+          "load = 1-minute load average before the case")
+    for r in rep["cases"]:
+        for p in r["per_party"]:
+            if p["message"]:
+                print(f"  {r['case']} party {p['party']}: {p['message'][:160]}")
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--cases", help=f"comma-separated cases (default: all): {', '.join(FAULTS)}")
+    ap.add_argument("--clients", type=int, default=2, help="clients per job (default 2; parties = clients + 1)")
+    ap.add_argument("--idle-timeout", type=float, help="passed to every party when python -m mpc.party has it "
+                                                       "(default: the runtime's)")
+    ap.add_argument("--connect-timeout", type=float, help="passed to every party (default: the runtime's)")
+    ap.add_argument("--bound", type=float, default=30.0, help="seconds within which every party must exit "
+                                                              "(default 30, issue 12)")
+    ap.add_argument("--deadline", type=float, default=90.0, help="seconds after the fault when the bench kills "
+                                                                 "what still runs (default 90)")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the synthetic data (default 0)")
+    ap.add_argument("--check", action="store_true", help="exit 1 if any case fails")
+    ap.add_argument("--json", help="write the observations to this JSON file")
+
+
+def cli(args) -> int:
+    cases = [c.strip() for c in args.cases.split(",") if c.strip()] if args.cases else None
+    rep = run(cases, args.clients, args.idle_timeout, args.connect_timeout, args.bound, args.deadline, args.seed)
+    finish(rep, args, print_table)
+    return 1 if args.check and not all(r["passed"] for r in rep["cases"]) else 0
+
