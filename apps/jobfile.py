@@ -2,7 +2,7 @@
 
 A job file (JSON) lists the parties in index order; party 0 is the server (no data)::
 
-    {"id_column": "id",
+    {"job_id": "3fa2...(32 hex digits)", "name": "census-2024", "id_column": "id",
      "parties": [{"address": "10.0.0.1:11365"},
                  {"address": "10.0.0.2:11365", "file": "bank.csv"},
                  {"address": "10.0.0.3:11365", "file": "insurer.csv"}]}
@@ -14,6 +14,13 @@ anywhere with ``--data-file PATH`` on its own command line.  On each host, ``sqm
 --index I`` starts party I (``--index`` omitted: all parties on this machine, over the addresses in the
 file).  A job needs at least two clients (one client would mean threshold t = 0: the server's share would
 be that client's data).
+
+``job_id`` (32 hex digits, random, fresh for every job: :func:`write_job` draws one) binds every party to this
+job: the parties compare it, the addresses and the task before anything else, and refuse a party of another
+job naming it.  Running one party (``--index``) needs it.  ``name`` is the job's name in the parties' TLS
+certificates (``python -m mpc.certs --job NAME``; default: the name in each party's own certificate).  TLS
+is on whenever an address is not loopback (each party's ``--ssl-dir``); plain TCP between hosts needs the
+operator's ``--insecure-plaintext``.
 
 Seeds never leave a party: no seed is part of the public parameters or of any message.  ``--seed`` is
 refused in job mode unless ``--insecure-reproducible`` is given (:func:`seed_policy`); then each party
@@ -71,6 +78,8 @@ class JobSpec:
     parties: tuple[PartySpec, ...]
     id_column: str = "id"
     path: str | None = None  # the job file it came from
+    job_id: str | None = None  # 32 hex digits, fresh per job (required to run one party on its own)
+    name: str | None = None  # the job's name in the parties' certificates
 
     @property
     def n_clients(self) -> int:
@@ -155,11 +164,24 @@ def load_job(path) -> JobSpec:
     id_column = raw.get("id_column", "id")
     if not isinstance(id_column, str) or not id_column:
         raise ValueError(f"job file {path}: 'id_column' must be a column name")
-    return JobSpec(tuple(parties), id_column, path)
+    from mpc.certs import check_job_name
+    from mpc.session import check_job_id
+
+    job_id, name = raw.get("job_id"), raw.get("name")
+    try:
+        if job_id is not None:
+            check_job_id(job_id)
+        if name is not None:
+            check_job_name(name)
+    except ValueError as e:
+        raise ValueError(f"job file {path}: {e}") from None
+    return JobSpec(tuple(parties), id_column, path, job_id, name)
 
 
-def write_job(path, addresses, files, id_column: str = "id") -> str:
-    """Write a job file: ``addresses[0]`` the server's, then one address and one file per client."""
+def write_job(path, addresses, files, id_column: str = "id", job_id: str | None = None,
+              name: str | None = None) -> str:
+    """Write a job file: ``addresses[0]`` the server's, then one address and one file per client; a fresh
+    random ``job_id`` unless given, and the job's ``name`` (as in its certificates) if given."""
     if len(addresses) != len(files) + 1:
         raise ValueError(f"need one address per party: {len(addresses)} addresses for 1 server + "
                          f"{len(files)} clients")
@@ -171,8 +193,15 @@ def write_job(path, addresses, files, id_column: str = "id") -> str:
             raise ValueError(f"client {j}'s file {f} lies outside the job file's folder {base}: load_job "
                              f"would refuse it (put it there, or have its operator pass --data-file)")
         parties.append({"address": a, "file": rel})
+    from mpc.certs import check_job_name
+    from mpc.launch import new_job_id
+    from mpc.session import check_job_id
+
+    head = {"job_id": check_job_id(job_id) if job_id is not None else new_job_id()}
+    if name is not None:
+        head["name"] = check_job_name(name)
     with open(path, "w") as fh:
-        json.dump({"id_column": id_column, "parties": parties}, fh, indent=2)
+        json.dump({**head, "id_column": id_column, "parties": parties}, fh, indent=2)
     return str(path)
 
 
@@ -441,6 +470,13 @@ class JobParty(PartyProgram):
     def __init__(self, index: int, file: str | None, id_column: str, task: JobTask):
         self.index, self.file, self.id_column, self.task = index, file, id_column, task
 
+    def describe(self) -> str:
+        """The task and a digest of its public parameters (no file, no seed): compared before anything else."""
+        from mpc.protocol import public_digest
+
+        return (f"job file task {type(self.task).__name__} (id column {self.id_column!r}, public parameters "
+                f"{public_digest(['sqm-jobfile', self.id_column, self.task.public()])[:16]})")
+
     async def run(self, ctx):
         from mpc import wire
         from mpc.protocol import ProtocolError
@@ -502,13 +538,14 @@ def party_program(spec: JobSpec, index: int, task: JobTask) -> JobParty:
     return JobParty(index, spec.parties[index].file, spec.id_column, task)
 
 
-def run_local(spec: JobSpec, task: JobTask, timeout: float = 3600.0, connect_timeout: float = 30.0,
-              ssl_dir: str | None = None) -> list[dict]:
+def run_local(spec: JobSpec, task: JobTask, timeout: float = 3600.0, connect_timeout: float = 60.0,
+              ssl_dir: str | None = None, insecure_plaintext: bool = False) -> list[dict]:
     """Start every party of the job on this machine (one process each, at the job file's addresses).
 
     Returns each party's result record (``result``, ``bytes_sent``, ``seconds``...), server first.  A party's
     failure raises :class:`mpc.launch.MPCError` naming it.  The launcher reads no party file; it only
-    checks, for a clear error before starting anyone, that each client's file exists.
+    checks, for a clear error before starting anyone, that each client's file exists.  The job's id is the
+    job file's (a fresh one if it has none: every party is started here).
     """
     from mpc.launch import run_parties
 
@@ -518,28 +555,33 @@ def run_local(spec: JobSpec, task: JobTask, timeout: float = 3600.0, connect_tim
                              f"path in {spec.path or 'the job file'}")
     programs = [party_program(spec, i, task) for i in range(len(spec.parties))]
     return run_parties(programs, timeout=timeout, connect_timeout=connect_timeout, addresses=spec.addresses,
-                       ssl_dir=ssl_dir, min_clients=2)
+                       ssl_dir=ssl_dir, min_clients=2, job_id=spec.job_id, job_name=spec.name,
+                       insecure_plaintext=insecure_plaintext)
 
 
 def run_job(spec: JobSpec, task: JobTask, index: int | None = None, timeout: float = 3600.0,
-            ssl_dir: str | None = None, data_file: str | None = None) -> list[dict | None]:
+            ssl_dir: str | None = None, data_file: str | None = None, connect_timeout: float = 60.0,
+            insecure_plaintext: bool = False) -> list[dict | None]:
     """Every party on this machine (``index`` None), or only party ``index`` (its record; None elsewhere).
 
     ``data_file``: client ``index``'s own file, any path on this machine (its operator's ``--data-file``),
-    replacing the job file's entry for that party only."""
+    replacing the job file's entry for that party only.  ``connect_timeout``: seconds for every party to
+    connect; ``insecure_plaintext``: the operator's opt-in to plain TCP between hosts."""
     if data_file is not None:
         if index is None:
             raise ValueError("--data-file replaces one client's file: give that client's --index too")
         spec = spec.with_file(index, data_file)
     if index is None:
-        return run_local(spec, task, timeout=timeout, ssl_dir=ssl_dir)
+        return run_local(spec, task, timeout=timeout, ssl_dir=ssl_dir, connect_timeout=connect_timeout,
+                         insecure_plaintext=insecure_plaintext)
     recs: list[dict | None] = [None] * len(spec.parties)
-    recs[index] = run_one(spec, index, task, timeout=timeout, ssl_dir=ssl_dir)
+    recs[index] = run_one(spec, index, task, timeout=timeout, ssl_dir=ssl_dir, connect_timeout=connect_timeout,
+                          insecure_plaintext=insecure_plaintext)
     return recs
 
 
 def run_one(spec: JobSpec, index: int, task: JobTask, timeout: float = 3600.0,
-            connect_timeout: float = 300.0, ssl_dir: str | None = None) -> dict:
+            connect_timeout: float = 60.0, ssl_dir: str | None = None, insecure_plaintext: bool = False) -> dict:
     """Run party ``index`` only, in a child ``python -m mpc.party`` process (other hosts run the others).
 
     Its messages go to this terminal; returns its result record.  Raises MPCError if it fails.
@@ -547,12 +589,18 @@ def run_one(spec: JobSpec, index: int, task: JobTask, timeout: float = 3600.0,
     """
     from mpc.launch import MPCError, party_command, party_env, party_name
 
+    if spec.job_id is None:
+        raise ValueError(f"job file {spec.path or '(unnamed)'} has no 'job_id': every party of a job needs the same "
+                         f"fresh id, so that a party of another job is refused.  Add one to the job file "
+                         f"(\"job_id\": 32 hex digits from python -c 'import secrets; print(secrets.token_hex(16))') "
+                         f"and give every party the same file")
     prog = party_program(spec, index, task)
     with tempfile.TemporaryDirectory(prefix="sqm-party-") as tmp:
         pf, rf = os.path.join(tmp, "program"), os.path.join(tmp, "result")
         with open(pf, "wb") as f:
             pickle.dump(prog, f, protocol=5)
-        cmd = party_command(pf, index, ",".join(spec.addresses), rf, timeout, connect_timeout, ssl_dir)
+        cmd = party_command(pf, index, ",".join(spec.addresses), rf, timeout, connect_timeout, ssl_dir,
+                            spec.job_id, spec.name, insecure_plaintext)
         code = subprocess.call(cmd, env=party_env())
         if code != 0 or not os.path.exists(rf):
             raise MPCError(f"{party_name(index)} exited {code}; no result released (see its message above)")

@@ -587,7 +587,7 @@ def _check_blocks(blocks_train, blocks_test, y_train, y_test):
 
 def train_vfl(blocks_train, blocks_test, y_train, y_test, cfg: VFLConfig, backend: str = "plain", seed=None,
               batch_seeds=None, progress: bool = False, desc: str | None = None, threads: int = 1,
-              secure_sum: str = "bgw", batch_seed: int | None = None) -> TrainResult:
+              secure_sum: str = "bgw", batch_seed: int | None = None, timeout: float = 3600.0) -> TrainResult:
     """Train PBM-VFL (or a baseline) on vertically split data; return the test metrics by epoch and costs.
 
     ``seed``: None (default) gives every party fresh OS entropy.  A seed (an int, a sequence of ints or a
@@ -600,7 +600,9 @@ def train_vfl(blocks_train, blocks_test, y_train, y_test, cfg: VFLConfig, backen
     parties that disagree on the mini-batches.  ``threads``: torch CPU threads per party (1 by default: the
     models are small, and one thread makes the in-process run bit-identical to the party processes').
     ``secure_sum`` (mpyc backend): 'bgw' (Shamir shares through ``ctx.evaluate``) or 'masked' (the paper's
-    Protocol 0, pairwise masks modulo 2^k with 2^k > b M: ceil(k / 8) bytes per value).
+    Protocol 0, pairwise masks modulo 2^k with 2^k > b M: ceil(k / 8) bytes per value).  ``timeout`` (mpyc
+    backend): seconds before the whole job is abandoned (a stopped or partitioned party is detected much sooner,
+    see :mod:`mpc.liveness`).
     """
     if secure_sum not in SECURE_SUMS:
         raise ValueError(f"secure sum must be one of {SECURE_SUMS}, got {secure_sum!r}")
@@ -652,7 +654,7 @@ def train_vfl(blocks_train, blocks_test, y_train, y_test, cfg: VFLConfig, backen
                                    X_train=np.asarray(blocks_train[j], np.float32),
                                    X_test=np.asarray(blocks_test[j], np.float32), threads=threads,
                                    secure_sum=secure_sum) for j in range(M)]
-        res = run_parties(programs)
+        res = run_parties(programs, timeout=timeout)
         out = res[0]["result"]
         bytes_sent = int(sum(r.get("bytes_sent", 0) for r in res))
         detail = {k: int(sum(r["result"]["bytes"][k] for r in res)) for k in ("sum", "grad", "control")}
@@ -758,7 +760,7 @@ def run(args) -> int:
         cfg = replace(base, method=method)
         r = train_vfl(btr, bte, ytr, yte, cfg, backend=backend, seed=s, progress=True,
                       desc=f"{method} ({backend})", secure_sum=args.secure_sum,
-                      batch_seed=getattr(args, "batch_seed", None))
+                      batch_seed=getattr(args, "batch_seed", None), timeout=getattr(args, "timeout", 3600.0))
         results[method] = r
         accs = " ".join(f"{m['test_accuracy']:.3f}" for m in r.history)
         print(f"  {method.upper():4s} test accuracy by epoch: {accs}")
@@ -852,6 +854,8 @@ def register(sub) -> None:
                    help="with --backend mpyc: 'bgw' (default) Shamir-shared sum on the mpc runtime; 'masked' the "
                         "paper's Protocol 0, pairwise masks modulo 2^k > b M (k bits per value), SHAKE-256 streams "
                         "of keys the clients agree on by X25519 (fresh per run)")
+    p.add_argument("--timeout", type=float, default=3600.0,
+                   help="with --backend mpyc: seconds before the whole job is abandoned (default: 3600)")
     p.add_argument("--split-seed", type=int, default=0, help="public train/test split seed (default: 0)")
     p.add_argument("--batch-seed", type=int, default=None,
                    help="PUBLIC seed of the mini-batch order (default: fresh; with --seed, derived one way from it)")

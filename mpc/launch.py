@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import secrets
 import socket
 import subprocess
 import sys
@@ -72,24 +73,42 @@ def party_env(local_parties: int = 1, blas_threads: int | None = None) -> dict:
     return env
 
 
+def new_job_id() -> str:
+    """A fresh job id: 128 random bits in hex (every party of one job gets the same)."""
+    return secrets.token_hex(16)
+
+
 def party_command(program_file: str, index: int, addresses: str, result_file: str, timeout: float,
-                  connect_timeout: float, ssl_dir: str | None = None) -> list[str]:
-    """The command line starting party ``index`` (``addresses``: comma-separated host:port of all parties)."""
+                  connect_timeout: float, ssl_dir: str | None = None, job_id: str | None = None,
+                  job_name: str | None = None, insecure_plaintext: bool = False) -> list[str]:
+    """The command line starting party ``index`` of job ``job_id`` (``addresses``: comma-separated host:port
+    of all parties).  ``ssl_dir``: TLS with this party's keys from ``python -m mpc.certs`` (whose certificates
+    name the job ``job_name``, if given); ``insecure_plaintext``: the operator's opt-in to plain TCP across
+    hosts."""
+    if job_id is None:
+        raise ValueError("a party needs its job's id (the same fresh id at every party of the job)")
     cmd = [sys.executable, "-m", "mpc.party", "--program", program_file, "--index", str(index),
            "--parties", addresses, "--result", result_file, "--timeout", str(timeout),
-           "--connect-timeout", str(connect_timeout)]
+           "--connect-timeout", str(connect_timeout), "--job-id", job_id]
     if ssl_dir is not None:
         cmd += ["--ssl", "--ssl-dir", os.path.abspath(ssl_dir)]
+    if job_name is not None:
+        cmd += ["--job-name", job_name]
+    if insecure_plaintext:
+        cmd.append("--insecure-plaintext")
     return cmd
 
 
-def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float = 30.0,
+def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float = 60.0,
                 extra_args: list[str] | None = None, on_start=None, addresses=None,
-                ssl_dir: str | None = None, blas_threads: int | None = None, min_clients: int = 1) -> list[dict]:
+                ssl_dir: str | None = None, blas_threads: int | None = None, min_clients: int = 1,
+                job_id: str | None = None, job_name: str | None = None,
+                insecure_plaintext: bool = False) -> list[dict]:
     """Run ``programs[i]`` as party ``i`` in its own process; return each party's result record.
 
     ``ssl_dir``: a folder made by ``python -m mpc.certs``: every connection runs over mutually
-    authenticated TLS.  ``blas_threads``: BLAS threads per party (default: this machine's cores / M).
+    authenticated TLS (its certificates naming job ``job_name``, if given).  ``job_id``: the job's id (a job
+    file's; default a fresh random one), agreed by all parties before anything else.  ``blas_threads``: BLAS threads per party (default: this machine's cores / M).
     ``min_clients``: 2 for a job that Shamir-shares client data (refused before any process starts, see
     :func:`require_two_clients`); 1 only for protocols without shares (HDP-VFL's two parties).
 
@@ -107,6 +126,7 @@ def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float 
         addrs = ",".join(str(a).strip() for a in addresses)
     else:
         addrs = ",".join(f"127.0.0.1:{p}" for p in free_ports(M))
+    job_id = job_id or new_job_id()
     # the M parties share this machine's cores: BLAS threads beyond a party's share only spin against each
     # other (a 20,000 x 120 Gram product took 0.43 s with 2 threads per party, 0.023 s with 1)
     env = party_env(local_parties=M, blas_threads=blas_threads)
@@ -118,7 +138,8 @@ def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float 
                 pickle.dump(prog, f, protocol=5)
             rf = os.path.join(tmp, f"party{i}.result")
             results.append(rf)
-            cmd = party_command(pf, i, addrs, rf, timeout, connect_timeout, ssl_dir)
+            cmd = party_command(pf, i, addrs, rf, timeout, connect_timeout, ssl_dir, job_id, job_name,
+                                insecure_plaintext)
             procs.append(subprocess.Popen(cmd + (extra_args or []), env=env, stdout=subprocess.PIPE,
                                           stderr=subprocess.PIPE, text=True))
         if on_start is not None:

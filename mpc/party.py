@@ -4,7 +4,13 @@ The program file holds only what this party may see: the public job and, for a c
 program.  Party 0 is the server.  On a lost peer or a refused job the process prints a message naming the
 problem and exits non-zero (the table in :mod:`mpc.exitcodes`: 3 refused, 4 lost party, 5 timeout, 6 its own
 input unusable, 1 other error); nothing is released.
-For deployments across hosts add ``--ssl`` (MPyC's TLS: keys and certificates in ``.config/``, see README).
+
+Every party of a job gets the same ``--job-id`` (a fresh random 128-bit id) and address list.  Connecting
+(:mod:`mpc.session`): each party listens on its own job address only; a peer's identity is checked on both
+sides of every connection; TLS is on whenever any address is not loopback (``--ssl-dir``: keys from
+``python -m mpc.certs``; ``--ssl`` turns it on for loopback jobs too), and plain TCP across hosts is refused
+unless ``--insecure-plaintext`` is given.  The first exchange then compares every party's job description
+(job id, job name, addresses, program): a party of another job is refused, naming it and what differs.
 
 The program file is a pickle read from this party's own disk, never from the network: it must be written by
 this party's own operator (``sqm ... --job --index I`` writes it on the party's host).  Everything peers send
@@ -31,6 +37,20 @@ class PartyProgram:
     async def run(self, ctx):  # pragma: no cover - interface
         raise NotImplementedError
 
+    def describe(self) -> str:
+        """This program's public description, equal at every party of a job and compared before anything else
+        (no seed, no data, no file path): by default the class name (that of the wrapped program for a wrapper
+        holding it as ``inner``).  Programs with public options include them."""
+        inner = getattr(self, "inner", None)
+        if isinstance(inner, PartyProgram):
+            return inner.describe()
+        return type(self).__name__
+
+
+def describe(program) -> str:
+    d = getattr(program, "describe", None)
+    return str(d()) if callable(d) else type(program).__name__
+
 
 class EvaluateJob(PartyProgram):
     """Evaluate one :class:`mpc.backend.Job` (public part) with this party's input program (None at the server)."""
@@ -49,11 +69,21 @@ def main(argv=None) -> int:
     ap.add_argument("--index", type=int, required=True, help="this party's index (0 = server)")
     ap.add_argument("--parties", required=True, help="comma-separated host:port of all parties, in index order")
     ap.add_argument("--result", help="where to write this party's result (pickle)")
+    ap.add_argument("--job-id", required=True,
+                    help="this job's id (32 hex digits, fresh per job, the same at every party): a party of "
+                         "another job is refused")
+    ap.add_argument("--job-name", help="the job's name in the parties' certificates (default: the name in this "
+                                       "party's own certificate)")
     ap.add_argument("--ssl", action="store_true",
-                    help="mutually authenticated TLS between parties (MPyC --ssl); see python -m mpc.certs")
+                    help="mutually authenticated TLS also between loopback addresses (it is always on when any "
+                         "address is not loopback); see python -m mpc.certs")
     ap.add_argument("--ssl-dir", default=".config",
                     help="folder holding mpyc_ca.crt, party_I.crt and party_I.key (default: .config)")
-    ap.add_argument("--connect-timeout", type=float, default=30.0, help="seconds to wait for all parties")
+    ap.add_argument("--insecure-plaintext", action="store_true",
+                    help="INSECURE: plain TCP even though some party address is not loopback (anyone on the "
+                         "path can read the shares); a trusted, isolated network only")
+    ap.add_argument("--connect-timeout", type=float, default=60.0,
+                    help="seconds to wait for every party to connect (default 60)")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds before the whole job is abandoned")
     ap.add_argument("--idle-timeout", type=float, default=IDLE_TIMEOUT_S,
                     help=f"seconds without any bytes from a peer whose message is awaited before the job is "
@@ -81,33 +111,38 @@ def main(argv=None) -> int:
         program = pickle.load(f)
     if args.result:
         args.result = os.path.abspath(args.result)
-    if args.ssl:
-        ssl_dir = os.path.abspath(args.ssl_dir)
-        need = ["mpyc_ca.crt", f"party_{args.index}.crt", f"party_{args.index}.key"]
-        missing = [n for n in need if not os.path.isfile(os.path.join(ssl_dir, n))]
-        if missing:
-            print(f"mpc.party: error: --ssl needs {', '.join(missing)} in {ssl_dir} (make them with "
-                  f"python -m mpc.certs)", file=sys.stderr)
+    from .session import check_job_id, plaintext_refusal
+
+    try:
+        check_job_id(args.job_id)
+    except ValueError as e:
+        print(f"mpc.party: error: --job-id: {e}", file=sys.stderr)
+        return EXIT_REFUSED
+    tls = None
+    remote = plaintext_refusal(addrs)
+    if args.ssl or (remote and not args.insecure_plaintext):
+        from .certs import IdentityError, TLSIdentity
+
+        try:
+            tls = TLSIdentity(args.ssl_dir, args.index, args.job_name)
+        except (IdentityError, ValueError, OSError) as e:
+            why = f"{remote}.  " if remote and not args.ssl else ""
+            print(f"mpc.party: error: {why}{e}", file=sys.stderr)
             return EXIT_REFUSED
-        if os.path.basename(ssl_dir) != ".config" or os.path.dirname(ssl_dir) != os.getcwd():
-            # MPyC reads its keys from ./.config: run from a private folder whose .config is ssl_dir
-            import tempfile
-            home = tempfile.mkdtemp(prefix="mpc-party-")
-            os.symlink(ssl_dir, os.path.join(home, ".config"))
-            os.chdir(home)
+    elif remote:
+        print(f"mpc.party: WARNING: party {args.index} runs WITHOUT TLS across hosts (--insecure-plaintext): "
+              f"anyone on the path between the parties can read and alter the shares", file=sys.stderr)
 
     mpyc_argv = [sys.argv[0]]
     for a in addrs:
         mpyc_argv += ["-P", a]
     mpyc_argv += ["-I", str(args.index), "--no-log", "--no-prss"]
-    if args.ssl:
-        mpyc_argv.append("--ssl")
     sys.argv = mpyc_argv
     from mpyc.runtime import mpc  # noqa: E402  (MPyC reads sys.argv at import)
 
     from .liveness import PartyLost, PeerSilent, install_loss_detection, start_keep_alive
     from .protocol import InputRefused, PartyAborted, PartyContext, ProtocolError
-    from .session import start
+    from .session import agree_job, job_description, start
 
     state = {"done": False, "lost": set(), "aborted": None}
     install_loss_detection(state)
@@ -115,11 +150,7 @@ def main(argv=None) -> int:
     stats = {}
 
     async def run():
-        try:
-            await asyncio.wait_for(start(mpc), args.connect_timeout)
-        except asyncio.TimeoutError:
-            raise TimeoutError(f"not all {len(addrs)} parties connected within {args.connect_timeout:g} s "
-                               f"({', '.join(addrs)})") from None
+        session = await start(mpc, addrs, tls, args.connect_timeout)
         start_keep_alive(mpc, state, args.idle_timeout)  # heartbeats; a silent peer aborts the job
         t0 = time.perf_counter()
         share_rng = None  # default: AES-CTR keyed from OS entropy (mpc.randomness)
@@ -127,6 +158,9 @@ def main(argv=None) -> int:
             import numpy as np
             share_rng = np.random.default_rng()
         ctx = PartyContext(mpc, rng=share_rng)
+        job_name = tls.job if tls is not None else args.job_name
+        stats["job_digest"] = await agree_job(ctx, job_description(args.job_id, addrs, job_name, describe(program)))
+        stats["connect_seconds"] = session.seconds
         try:
             result = await asyncio.wait_for(program.run(ctx), args.timeout)
         except (PartyLost, PartyAborted, PeerSilent):

@@ -1,0 +1,231 @@
+"""Liveness during a job (mpc.liveness): heartbeats keep a slow but alive party in the job, a stopped party
+(SIGSTOP: its TCP connections stay open) is detected by the idle timeout and every other party exits naming it.
+
+The real-process tests use a short idle timeout (3-4 s) to stay fast; the default (30 s) is the same code."""
+import asyncio
+import os
+import signal
+import struct
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from mpc import wire
+from mpc.exitcodes import EXIT_TIMEOUT
+from mpc.launch import MPCError, run_parties
+from mpc.liveness import heartbeat_period
+from mpc.party import PartyProgram
+from mpc.protocol import ABORT_PC, HEARTBEAT_PC
+
+
+# ----- in one process: the patched message exchanger and the watchdog, on fake connections ----------------
+class FakeTransport:
+    def __init__(self):
+        self.out = bytearray()
+
+    def write(self, data):
+        self.out += data
+
+    def writelines(self, parts):
+        for p in parts:
+            self.write(p)
+
+    def is_closing(self):
+        return False
+
+
+def frame(pc, payload=b""):
+    return struct.pack(f"<qI{len(payload)}s", pc, len(payload), payload)
+
+
+def frames(data):
+    """(label, payload) of every frame in a byte stream written by MessageExchanger.send or a heartbeat."""
+    out, data = [], bytes(data)
+    while data:
+        pc, n = struct.unpack_from("<qI", data)
+        out.append((pc, data[12:12 + n]))
+        data = data[12 + n:]
+    return out
+
+
+@pytest.fixture
+def patched(monkeypatch):
+    """install_loss_detection on MPyC's MessageExchanger, undone after the test; two fake peers (1 and 2)."""
+    from mpyc import asyncoro
+
+    from mpc.liveness import install_loss_detection
+
+    for name in ("receive", "data_received", "connection_lost"):
+        monkeypatch.setattr(asyncoro.MessageExchanger, name, getattr(asyncoro.MessageExchanger, name))
+    state = {"done": False, "lost": set(), "aborted": None}
+    install_loss_detection(state)
+
+    def make(loop):
+        rt = SimpleNamespace(pid=0, _loop=loop, parties=[SimpleNamespace(pid=0, protocol=None)])
+        for peer in (1, 2):
+            proto = asyncoro.MessageExchanger(rt, peer)
+            proto.transport = FakeTransport()
+            rt.parties.append(SimpleNamespace(pid=peer, protocol=proto))
+        return rt
+    return state, make
+
+
+def test_heartbeats_and_notices_in_one_read_are_all_handled(patched):
+    from mpc.liveness import PeerSilent
+
+    state, make = patched
+
+    async def main():
+        rt = make(asyncio.get_running_loop())
+        p1 = rt.parties[1].protocol
+        waiting = p1.receive(7)
+        # three heartbeats, a data frame, two more heartbeats in one read: MPyC alone fails on the 2nd heartbeat
+        p1.data_received(frame(HEARTBEAT_PC) * 3 + frame(5, b"abc") + frame(HEARTBEAT_PC) * 2)
+        assert p1.buffers[5] == b"abc" and not waiting.done()
+        assert time.monotonic() - state["seen"][1] < 1.0
+        notice = wire.encode({"abort": "no message from client 2 for 30 s (stopped or partitioned?)",
+                              "kind": "silent"})
+        p1.data_received(frame(ABORT_PC, notice) + frame(ABORT_PC, wire.encode({"abort": "later"})) + frame(7, b"x"))
+        with pytest.raises(PeerSilent, match=r"Client 1 aborted the job: no message from client 2 for 30 s"):
+            await waiting
+        with pytest.raises(PeerSilent, match="client 2"):  # and every later receive
+            await rt.parties[2].protocol.receive(8)
+        assert "later" not in state["aborted"]  # the first notice names the cause
+
+    asyncio.run(main())
+
+
+def test_watchdog_names_the_silent_peer_and_tells_the_others(patched):
+    from mpc.liveness import PeerSilent, keep_alive
+
+    state, make = patched
+    idle = 0.6
+
+    async def main():
+        rt = make(asyncio.get_running_loop())
+        p1, p2 = rt.parties[1].protocol, rt.parties[2].protocol
+        f1, f2 = p1.receive(3), p2.receive(3)
+        watchdog = asyncio.ensure_future(keep_alive(rt, state, idle))
+        t0 = time.monotonic()
+        while not f2.done():  # peer 1 keeps sending heartbeats, peer 2 sends nothing
+            p1.data_received(frame(HEARTBEAT_PC))
+            await asyncio.sleep(0.05)
+            assert time.monotonic() - t0 < idle + 1.0, "the silent peer was not detected"
+        assert time.monotonic() - t0 > idle
+        await watchdog
+        with pytest.raises(PeerSilent, match=r"^no message from client 2 for 0.6 s \(stopped or partitioned\?\)"):
+            f2.result()
+        with pytest.raises(PeerSilent, match="client 2"):
+            f1.result()
+        sent1, sent2 = frames(p1.transport.out), frames(p2.transport.out)
+        assert (HEARTBEAT_PC, b"") in sent1 and (HEARTBEAT_PC, b"") in sent2  # heartbeats to both
+        notices = [wire.decode(p) for pc, p in sent1 if pc == ABORT_PC]
+        assert notices == [{"abort": "no message from client 2 for 0.6 s (stopped or partitioned?)", "kind": "silent"}]
+        assert all(pc != ABORT_PC for pc, _ in sent2)  # not to the silent one
+
+    asyncio.run(main())
+
+
+def test_watchdog_keeps_live_peers(patched):
+    from mpc.liveness import keep_alive
+
+    state, make = patched
+
+    async def main():
+        rt = make(asyncio.get_running_loop())
+        p1, p2 = rt.parties[1].protocol, rt.parties[2].protocol
+        f1, f2 = p1.receive(3), p2.receive(3)
+        watchdog = asyncio.ensure_future(keep_alive(rt, state, 0.6))
+        for _ in range(30):  # 1.5 s, 2.5 idle timeouts: both peers send heartbeats
+            p1.data_received(frame(HEARTBEAT_PC))
+            p2.data_received(frame(HEARTBEAT_PC))
+            await asyncio.sleep(0.05)
+        time.sleep(1.0)  # this party's own loop blocked beyond the idle timeout: the peers' bytes are waiting
+        p1.data_received(frame(HEARTBEAT_PC))  # (what asyncio reads first on waking)
+        p2.data_received(frame(HEARTBEAT_PC))
+        await asyncio.sleep(0.3)
+        assert not f1.done() and not f2.done() and state["aborted"] is None
+        assert state["max_stall_s"] > 0.7  # the blocked second was measured
+        state["done"] = True
+        await watchdog
+
+    asyncio.run(main())
+
+
+# ----- real party processes ---------------------------------------------------------------------------------
+class Hold(PartyProgram):
+    """Two exchanges: clients -> server, then server -> clients.  Client ``who`` first writes ``marker`` and
+    waits ``hold_s`` on the event loop (slow but alive: its heartbeats flow); the server first blocks its own
+    loop for ``server_block_s`` (time.sleep, no heartbeats) while no party waits on it."""
+
+    def __init__(self, marker: str, hold_s: float, who: int = 2, client_wait_s: float = 0.0,
+                 server_block_s: float = 0.0):
+        self.marker, self.hold_s, self.who = marker, hold_s, who
+        self.client_wait_s, self.server_block_s = client_wait_s, server_block_s
+
+    async def run(self, ctx):
+        if ctx.pid == 0:
+            time.sleep(self.server_block_s)
+        elif ctx.pid == self.who:
+            open(self.marker, "w").close()
+            await asyncio.sleep(self.hold_s)
+        else:
+            await asyncio.sleep(self.client_wait_s)
+        index = wire.value(int, "an index")
+        got = await ctx.send_recv({0: ctx.pid} if ctx.pid else {}, ctx.clients if ctx.pid == 0 else [], index,
+                                  "clients to the server")
+        back = await ctx.send_recv({c: 0 for c in ctx.clients} if ctx.pid == 0 else {}, [] if ctx.pid == 0 else [0],
+                                   index, "server to the clients")
+        return got + back
+
+
+def test_slow_but_alive_parties_are_not_killed(tmp_path):
+    # idle timeout 3 s: client 2 holds 8 s while the server waits on it from ~4 s on (heartbeats keep it in the
+    # job); the server's own loop is blocked 4 s (> 3 s) while the clients' heartbeats queue up, and it does not
+    # blame them when it wakes
+    marker = str(tmp_path / "holding")
+    progs = [Hold(marker, 8.0, client_wait_s=5.0, server_block_s=4.0) for _ in range(3)]
+    t0 = time.monotonic()
+    res = run_parties(progs, idle_timeout=3.0, timeout=60)
+    assert time.monotonic() - t0 > 8.0
+    assert res[0]["result"] == [1, 2] and res[1]["result"] == [0] and res[2]["result"] == [0]
+    assert res[0]["max_loop_stall_s"] > 3.0  # the server's blocked stretch, measured
+
+
+def test_stopped_client_makes_every_party_exit_naming_it(tmp_path):
+    # the server waits on client 2 (stopped), client 1 waits on the server (alive, sending heartbeats): the
+    # server detects the silence, client 1 learns it from the server's abort notice
+    idle = 4.0
+    marker = tmp_path / "holding"
+    progs = [Hold(str(marker), 120.0) for _ in range(3)]
+    times = {}
+
+    def stop_client_2(procs):
+        deadline = time.monotonic() + 60
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)  # the server now waits on client 2, client 1 on the server
+        os.kill(procs[2].pid, signal.SIGSTOP)
+        times["stop"] = time.monotonic()
+
+        def watch():
+            while any(i not in times for i in (0, 1)) and time.monotonic() - times["stop"] < 60:
+                for i in (0, 1):
+                    if i not in times and procs[i].poll() is not None:
+                        times[i] = time.monotonic()
+                time.sleep(0.05)
+        threading.Thread(target=watch, daemon=True).start()
+
+    with pytest.raises(MPCError) as err:
+        run_parties(progs, idle_timeout=idle, timeout=300, on_start=stop_client_2)
+    for i in (0, 1):  # silence counts from client 2's last heartbeat, at most one period before the stop
+        assert idle - heartbeat_period(idle) < times[i] - times["stop"] < idle + 3.0, times
+    e = err.value
+    assert e.codes[0] == EXIT_TIMEOUT and e.codes[1] == EXIT_TIMEOUT and e.exit_code == EXIT_TIMEOUT
+    msg = str(e)
+    assert "server (party 0) exited 5: mpc.party server: timeout: no message from client 2 for 4 s " \
+           "(stopped or partitioned?); job aborted, nothing released" in msg
+    assert "client 1 (party 1) exited 5: mpc.party client 1: timeout: The server (party 0) aborted the job: no " \
+           "message from client 2 for 4 s (stopped or partitioned?); nothing released" in msg
