@@ -17,7 +17,8 @@ own session, all with the case's own ``TMPDIR``.  The faults:
   without closing either socket;
 - ``foreign-party``: client 2 is a party of another job (another job file, other data, the same addresses);
 - ``wrong-identity``: every party runs TLS (``python -m mpc.certs``); the server runs with client 2's
-  certificate and key (an insider holding one party's certificate acting as another);
+  certificate and key, its own copy of the code patched (by the same hook) to skip the check that its
+  certificate names its own index: an insider holding one party's certificate acting as another;
 - ``port-squatted``: another process listens on client 2's port before the job starts.
 
 A fault lands in its phase because a bench-only wrapper (:class:`Probe`) around the target's program writes
@@ -37,6 +38,7 @@ import asyncio
 import os
 import pickle
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -83,8 +85,9 @@ class Probe(PartyProgram):
         return await self.inner.run(ctx)
 
 
-# sitecustomize for one party process: its connections to some addresses go elsewhere (the proxy)
-_REDIRECT_HOOK = '''\
+# sitecustomize for one party process: its connections to some addresses go elsewhere (the proxy); or, for an
+# insider acting as another party, its own copy skips the check that its certificate names its own index
+_HOOK = '''\
 import os
 _spec = os.environ.get("SQM_FAULTS_REDIRECT")
 if _spec:
@@ -100,6 +103,17 @@ if _spec:
         return await _orig(self, protocol_factory, host, port, *args, **kwargs)
 
     _be.BaseEventLoop.create_connection = create_connection
+if os.environ.get("SQM_FAULTS_CLAIM"):  # an insider's modified copy: no check that its own certificate is its own
+    try:
+        import mpc.certs as _certs
+        _file_identity = _certs.file_identity
+
+        def file_identity(path):
+            return _file_identity(path)[0], int(os.environ["SQM_FAULTS_CLAIM"])
+
+        _certs.file_identity = file_identity
+    except (ImportError, AttributeError):
+        pass
 '''
 
 
@@ -217,7 +231,7 @@ def party_flags() -> set[str]:
     return set(re.findall(r"(--[a-z][a-z0-9-]*)", out))
 
 
-def _env(tmp: str | None, local_parties: int, hook: str | None = None, redirect: str | None = None) -> dict:
+def _env(tmp: str | None, local_parties: int, hook: str | None = None, hook_vars: dict | None = None) -> dict:
     from mpc.launch import party_env
 
     env = party_env(local_parties=local_parties, blas_threads=1)
@@ -225,7 +239,7 @@ def _env(tmp: str | None, local_parties: int, hook: str | None = None, redirect:
         env["TMPDIR"] = tmp
     if hook is not None:
         env["PYTHONPATH"] = hook + os.pathsep + env["PYTHONPATH"]
-        env["SQM_FAULTS_REDIRECT"] = redirect
+        env.update(hook_vars or {})
     return env
 
 
@@ -252,6 +266,7 @@ def _party_dir(certs: str, dest: str, index: int, as_party: int) -> str:
     return dest
 
 
+_RUNTIME_LOG = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ ")  # MPyC's log lines (no result in them)
 _SELF = re.compile(r"^mpc\.party (?:server|client \d+):\s*")
 _WHO = re.compile(r"\bserver\b|\b(?:client|party) (\d+)|\bparties \[?(\d+(?:(?:, | and |,)\d+)*)\]?",
                   re.IGNORECASE)
@@ -316,7 +331,7 @@ SQUATTER = ("import socket, sys, time; s = socket.socket(); s.setsockopt(socket.
 
 
 def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 30.0, deadline: float = 90.0,
-             seed: int = 0) -> dict:
+             seed: int = 0, supported: set[str] | None = None) -> dict:
     """Run one fault case (see the module docstring); return what was observed."""
     from apps import jobfile
     from apps.pca import PCAJobTask
@@ -350,15 +365,17 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
             shutil.rmtree(ssl_dirs[fault.target])
             ssl_dirs[fault.target] = _party_dir(certs, os.path.join(work, f"tls{fault.target}"), fault.target,
                                                 M - 1 if fault.target != M - 1 else 1)
-        hook, redirect = None, None
+        hook = os.path.join(work, "hook")
+        os.makedirs(hook)
+        with open(os.path.join(hook, "sitecustomize.py"), "w") as f:
+            f.write(_HOOK)
+        hooked = {}  # party -> the hook's environment variables for it
         if fault.action == "cut":
             host, port = spec.addresses[2].rsplit(":", 1)
             proxy = Proxy((host, int(port)))
-            hook = os.path.join(work, "hook")
-            os.makedirs(hook)
-            with open(os.path.join(hook, "sitecustomize.py"), "w") as f:
-                f.write(_REDIRECT_HOOK)
-            redirect = f"{spec.addresses[2]}=127.0.0.1:{proxy.start()}"
+            hooked[1] = {"SQM_FAULTS_REDIRECT": f"{spec.addresses[2]}=127.0.0.1:{proxy.start()}"}
+        if fault.action == "impostor":
+            hooked[fault.target] = {"SQM_FAULTS_CLAIM": str(fault.target)}
         if fault.action == "squat":
             port = spec.addresses[fault.target].rsplit(":", 1)[1]
             sq = subprocess.Popen([sys.executable, "-c", SQUATTER, port, work], stdout=subprocess.PIPE, text=True,
@@ -366,6 +383,7 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
             extra.append(sq)
             sq.stdout.readline()
         addrs = ",".join(spec.addresses)
+        supported, job_ids = supported or party_flags(), {}
         t_start = time.monotonic()
         for i in range(M):
             pf = os.path.join(work, f"party{i}.program")
@@ -374,9 +392,12 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
                 pickle.dump(Probe(programs[i], os.path.join(marks, f"party{i}"), step, go), f, protocol=5)
             cmd = [sys.executable, "-m", "mpc.party", "--program", pf, "--index", str(i), "--parties", addrs,
                    "--result", os.path.join(work, f"party{i}.result"), *flags]
+            job = other if fault.action == "foreign" and i == fault.target else spec
+            if "--job-id" in supported:  # each party the id in its own job file (another job's for a foreign party)
+                cmd += ["--job-id", getattr(job, "job_id", None) or job_ids.setdefault(job.path, secrets.token_hex(16))]
             if ssl_dirs[i] is not None:
                 cmd += ["--ssl", "--ssl-dir", ssl_dirs[i]]
-            env = _env(tmp, M, hook if i == 1 else None, redirect)
+            env = _env(tmp, M, hook if i in hooked else None, hooked.get(i))
             procs[i] = subprocess.Popen(cmd, env=env, start_new_session=True, cwd=work,
                                         stdout=open(os.path.join(logs, f"party{i}.out"), "w"),
                                         stderr=open(os.path.join(logs, f"party{i}.err"), "w"))
@@ -434,14 +455,16 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
             err = open(os.path.join(logs, f"party{i}.err")).read()
             out = open(os.path.join(logs, f"party{i}.out")).read()
             msg = message(err)
-            released = os.path.exists(os.path.join(work, f"party{i}.result")) or bool(out.strip())
+            printed = [ln for ln in out.splitlines() if ln.strip() and not _RUNTIME_LOG.match(ln)]
+            released = any(os.path.exists(os.path.join(work, f"party{i}.result{x}")) for x in ("", ".tmp")) \
+                or bool(printed)
             per_party.append({
                 "party": i, "role": "server" if i == 0 else f"client {i}",
                 "fault": (fault.action if i in hit or i == fault.target else None),
                 "exit": None if i in running else procs[i].returncode,
                 "exited_by_itself": i in exit_at and i not in hit,
                 "seconds_after_fault": round(exit_at[i] - t_fault, 3) if i in exit_at and i not in hit else None,
-                "message": msg[:400], "names": named(msg, i), "released": released,
+                "message": msg[:400], "names": named(msg, i), "released": released, "stdout": out[:300],
                 "steps": open(os.path.join(marks, f"party{i}")).read().split("\n")[:-1]
                 if os.path.exists(os.path.join(marks, f"party{i}")) else [],
             })
@@ -506,7 +529,7 @@ def run(cases=None, clients: int = 2, idle_timeout=None, connect_timeout=None, b
     for c in cases:
         if progress:
             print(f"faults: {c} ...", file=sys.stderr, flush=True)
-        rec = run_case(c, clients, flags, bound, deadline, seed)
+        rec = run_case(c, clients, flags, bound, deadline, seed, supported)
         rec["passed"] = passed(rec)
         rep["cases"].append(rec)
     return rep
