@@ -471,6 +471,7 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
         rec.update(_verdict(fault, per_party, hit, running, t_fault, exit_at, waiting, bound))
         rec.update(applied=applied, per_party=per_party, tmp_leftovers=leftovers,
                    leftover_processes=len(leftover_procs), proxy_dropped_bytes=proxy.dropped if proxy else None)
+        rec["passed"] = bool(applied) and passed(rec)
         return rec
     finally:
         for p in list(procs.values()) + extra:
@@ -530,7 +531,6 @@ def run(cases=None, clients: int = 2, idle_timeout=None, connect_timeout=None, b
         if progress:
             print(f"faults: {c} ...", file=sys.stderr, flush=True)
         rec = run_case(c, clients, flags, bound, deadline, seed, supported)
-        rec["passed"] = passed(rec)
         rep["cases"].append(rec)
     return rep
 
