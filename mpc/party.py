@@ -166,7 +166,7 @@ def main(argv=None) -> int:
         except (PartyLost, PartyAborted, PeerSilent):
             raise
         except ProtocolError as e:  # tell the others why, so every party names the cause
-            await ctx.abort(f"{who} refused: {e}")
+            await ctx.abort(f"{who} refused: {getattr(e, 'public', None) or e}")  # public: what peers may learn
             raise
         except Exception as e:  # noqa: BLE001  (the type only: a message may hold this party's data)
             await ctx.abort(f"{who} failed ({type(e).__name__})")
@@ -200,7 +200,7 @@ def main(argv=None) -> int:
             pass
         if state["aborted"] is not None:
             print(f"mpc.party {who}: {state['aborted']}", file=sys.stderr)
-            code = EXIT_REFUSED
+            code = EXIT_TIMEOUT if issubclass(state.get("abort_exc", ProtocolError), TimeoutError) else EXIT_REFUSED
         else:
             print(f"mpc.party {who}: {e}; job aborted, nothing released", file=sys.stderr)
             code = EXIT_LOST

@@ -33,7 +33,14 @@ from .randomness import secure_generator
 
 
 class ProtocolError(RuntimeError):
-    """A party refused the job (mismatched configuration or inputs); nothing was released."""
+    """A party refused the job (mismatched configuration or inputs); nothing was released.
+
+    ``public`` (optional): what the abort notice to every peer says instead of ``str(e)``, where this party
+    may know more than some peer may learn (a client knows which client's ids differ; the server must not)."""
+
+    def __init__(self, message: str = "", public: str | None = None):
+        super().__init__(message)
+        self.public = public
 
 
 class InputRefused(ProtocolError):
@@ -200,11 +207,11 @@ class PartyContext:
         with ``problem`` (a short reason holding no data), ``{"refused": problem}`` instead: it refuses its own
         input.  Every client sees every client's value, so every client names the same disagreeing clients
         ("clients disagree on record ids: client 3 differs from clients 1, 2": the odd ones against the
-        largest group of equal values, ties to the lowest client).  The clients then send their verdicts: to
-        each other the named one, to the server only "clients disagree on <what>", never which client.  A
-        client's own refusal reaches every party, the server included, as "client j refused: <problem>".
-        On any failure every party raises: :class:`InputRefused` at the refusing client, else
-        :class:`ProtocolError`."""
+        largest group of equal values, ties to the lowest client) and refuses at once; its abort notice, which
+        also reaches the server, says only "clients disagree on <what>", never which client.  A client's own
+        refusal reaches every party, the server included, as "client j refused: <problem>".  If all agree,
+        the clients send the server their verdict "ok" (its pass/fail).  On any failure every party raises:
+        :class:`InputRefused` at the refusing client, else :class:`ProtocolError`."""
         # Every party makes the same sequence of exchanges: MPyC labels messages by a program counter that
         # each exchange advances, so a party skipping one would wait on messages labelled for another.
         verdict_ok = wire.value(str, "a verdict", lambda s: len(s) < 1000)
@@ -219,14 +226,17 @@ class PartyContext:
                     return x
                 return expect(x)
 
-            mine = {"refused": str(problem)} if problem is not None else value
-            others = await self.send_recv({c: mine for c in self.clients}, self.clients, check, f"compare {what}")
-            named, generic = _client_verdicts(dict(zip(self.clients, others)), what)
-            verdicts = await self.send_recv({p: generic if p == 0 else named for p in range(self.M)}, self.clients,
-                                            verdict_ok, f"verdict on {what}")
-            if problem is not None:
+            if problem is not None:  # tell the other clients why, then refuse without waiting for anyone
+                await self.send_recv({c: {"refused": str(problem)} for c in self.clients}, [], None,
+                                     f"compare {what}")
                 raise InputRefused(str(problem))
-            verdicts = [named] + verdicts  # this client's own reading first: every client computed the same
+            others = await self.send_recv({c: value for c in self.clients}, self.clients, check, f"compare {what}")
+            named, generic = _client_verdicts(dict(zip(self.clients, others)), what)
+            if named != "ok":  # every client found the same: refuse now, naming the clients to clients only
+                raise ProtocolError(f"party {self.pid}: refused before any share was sent: {named}",
+                                    public=f"refused before any share was sent: {generic}")
+            verdicts = await self.send_recv({p: "ok" for p in range(self.M)}, self.clients, verdict_ok,
+                                            f"verdict on {what}")
         bad = [v for v in verdicts if v != "ok"]
         if bad:
             raise ProtocolError(f"party {self.pid}: refused before any share was sent: {bad[0]}")
