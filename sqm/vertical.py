@@ -23,18 +23,57 @@ def party_norm_bounds(row_norm_bound: float, col_counts, party_bounds=None) -> n
     return b
 
 
-def clip_rows(block: np.ndarray, bound: float) -> tuple[np.ndarray, int]:
-    """Scale down every row of ``block`` whose L2 norm exceeds ``bound``; return (clipped, count)."""
+# rows whose largest magnitude exceeds this have their norms computed on the row scaled by that magnitude:
+# squaring them directly could overflow float64 (1e300 squared is inf) and zero the row instead of clipping it
+_SAFE_ABS = 1e150
+
+
+def row_norms(block: np.ndarray) -> np.ndarray:
+    """L2 norm of every row of ``block``, without overflow or underflow (exactly the plain formula,
+    sqrt(sum of squares), on rows whose magnitudes are all in [1e-150, 1e150] or zero)."""
+    block = np.asarray(block, dtype=np.float64)
     norms = np.sqrt(np.einsum("ij,ij->i", block, block))
+    big = np.abs(block).max(axis=1, initial=0.0)
+    odd = (big > _SAFE_ABS) | ((big > 0) & (big < 1 / _SAFE_ABS))
+    if np.any(odd):
+        s = big[odd]
+        u = block[odd] / s[:, None]  # entries in [-1, 1]: their squares neither overflow nor all underflow
+        with np.errstate(over="ignore"):
+            norms[odd] = s * np.sqrt(np.einsum("ij,ij->i", u, u))  # inf only above ~1.8e308: still "over"
+    return norms
+
+
+def clip_rows(block: np.ndarray, bound: float) -> tuple[np.ndarray, int]:
+    """Scale down every row of ``block`` whose L2 norm exceeds ``bound``; return (clipped, count).
+
+    Values must be finite (ValueError naming the column otherwise).  Any finite magnitude is clipped
+    correctly: a row holding 1e300 becomes that row's direction times ``bound`` (its norm is computed on the
+    row scaled by its largest magnitude, see :func:`row_norms`), never a row of zeros."""
+    block = np.asarray(block, dtype=np.float64)
+    bad = ~np.isfinite(block)
+    if bad.any():
+        cols = np.flatnonzero(bad.any(axis=0)).tolist()
+        raise ValueError(f"cannot clip rows holding NaN or infinite values (column(s) {cols[:5]} of this block)")
+    norms = row_norms(block)
     over = norms > bound
     if not np.any(over):
         return block, 0
     out = block.copy()
-    out[over] *= (bound / norms[over])[:, None]
-    # guard against float rounding leaving a norm a hair above the bound
     rows = out[over]
-    still = np.sqrt(np.einsum("ij,ij->i", rows, rows)) > bound
-    rows[still] *= np.nextafter(1.0, 0.0)
+    big = np.abs(rows).max(axis=1)
+    huge = big > _SAFE_ABS
+    rows[~huge] *= (bound / norms[over][~huge])[:, None]
+    if np.any(huge):  # scale to [-1, 1] first, then by bound / (norm of the scaled row): no inf on the way
+        u = rows[huge] / big[huge][:, None]
+        rows[huge] = u * (bound / np.sqrt(np.einsum("ij,ij->i", u, u)))[:, None]
+    # guard against float rounding leaving a norm a hair (an ulp or a few) above the bound: each step
+    # lowers every nonzero entry of those rows by one ulp or so (1 - 2^-53), a handful of steps at most
+    still = row_norms(rows) > bound
+    for _ in range(64):
+        if not np.any(still):
+            break
+        rows[still] *= np.nextafter(1.0, 0.0)
+        still = row_norms(rows) > bound
     out[over] = rows
     return out, int(over.sum())
 
