@@ -1,4 +1,5 @@
-"""The ``sqm`` command.
+"""The ``sqm`` command.  Its exit codes are the table in :mod:`mpc.exitcodes` (2: bad usage, 3: refused,
+4: lost party, 5: timeout, 6: a party's own data unusable, 1: other error).
 
 Each application registers its own subcommand from its own module (a ``register(subparsers)`` function),
 and each benchmark under ``bench/`` is reached as ``sqm bench NAME`` (its module's ``add_arguments`` and
@@ -69,16 +70,18 @@ def main(argv=None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
+    from mpc.exitcodes import EXIT_USAGE, NAMES
     from mpc.launch import MPCError
 
     try:
         return int(args.func(args) or 0)
-    except ValueError as e:
+    except ValueError as e:  # bad options, parameters or job file, found before any party started
         print(f"sqm: error: {e}", file=sys.stderr)
-        return 2
-    except MPCError as e:  # a party refused or was lost: nothing was released
-        print(f"sqm: {e}", file=sys.stderr)
-        return 3
+        return EXIT_USAGE
+    except MPCError as e:  # a party refused, had bad data, was lost or timed out: nothing was released
+        code = e.exit_code  # the job's root cause (mpc.exitcodes.job_exit_code of every party's code)
+        print(f"sqm: {e} [exit {code}: {NAMES.get(code, 'error')}]", file=sys.stderr)
+        return code
 
 
 if __name__ == "__main__":

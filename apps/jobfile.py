@@ -289,9 +289,15 @@ def keyed_ids_digest(key: bytes, ids) -> bytes:
     return h.digest()
 
 
+# The largest magnitude a party file may hold: squares (row norms, Gram entries) of values up to 1e150 stay
+# far inside float64 (max about 1.8e308); larger values are refused naming the column, never silently zeroed.
+MAX_ABS_VALUE = 1e150
+
+
 def read_party_csv(path, id_column: str = "id") -> PartyTable:
     """Load and check one party's CSV.  Errors (:class:`PartyFileError`) name the file, line and column but
-    never a record's values; their ``public`` part, for peers, names neither file nor column."""
+    never a record's values; their ``public`` part, for peers, names neither file nor column.  Values must be
+    finite numbers of magnitude at most :data:`MAX_ABS_VALUE`."""
     path = str(path)
     if not os.path.exists(path):
         raise PartyFileError(f"party file {path} does not exist: put this party's CSV (an '{id_column}' "
@@ -341,6 +347,13 @@ def read_party_csv(path, id_column: str = "id") -> PartyTable:
         raise PartyFileError(f"party file {path} contains {int(bad.sum())} NaN or infinite value(s) "
                              f"(columns {cols[:5]}{' ...' if len(cols) > 5 else ''}): clean or impute them first",
                              "its file contains NaN or infinite values")
+    huge = np.abs(block) > MAX_ABS_VALUE
+    if huge.any():
+        cols = [columns[t] for t in np.flatnonzero(huge.any(axis=0))]
+        raise PartyFileError(f"party file {path} holds {int(huge.sum())} value(s) of magnitude above "
+                             f"{MAX_ABS_VALUE:g} (columns {cols[:5]}{' ...' if len(cols) > 5 else ''}): their "
+                             f"squares would overflow float64; rescale those columns first",
+                             f"its file holds values of magnitude above {MAX_ABS_VALUE:g}")
     if any(not i for i in ids):
         raise PartyFileError(f"party file {path} has an empty '{id_column}' value",
                              f"its file has an empty '{id_column}' value")
@@ -479,7 +492,7 @@ class JobParty(PartyProgram):
 
     async def run(self, ctx):
         from mpc import wire
-        from mpc.protocol import ProtocolError
+        from mpc.protocol import InputRefused, ProtocolError
 
         if ctx.pid != self.index:
             raise ProtocolError(f"party started as index {ctx.pid} but its program is for party {self.index}")
@@ -488,6 +501,9 @@ class JobParty(PartyProgram):
         if not ctx.is_server:
             table, mine = load_own_file(self.file, self.id_column, ctx.pid)
         out = {p: mine for p in range(ctx.M)} if not ctx.is_server else {}
+        if mine is not None and "error" in mine:  # its own file: tell everyone why and refuse at once (BAD_DATA)
+            await ctx.send_recv(out, [], None, "client schemas")
+            raise InputRefused(mine["error"], "see the detail above")
         got = await ctx.send_recv(out, ctx.clients, wire.value(dict, "the client's schema or its refusal", _schema_ok),
                                   "client schemas")
         errors = [f"client {j}: {g['error']}" for j, g in zip(ctx.clients, got) if "error" in g]
@@ -603,6 +619,7 @@ def run_one(spec: JobSpec, index: int, task: JobTask, timeout: float = 3600.0,
                             spec.job_id, spec.name, insecure_plaintext)
         code = subprocess.call(cmd, env=party_env())
         if code != 0 or not os.path.exists(rf):
-            raise MPCError(f"{party_name(index)} exited {code}; no result released (see its message above)")
+            raise MPCError(f"{party_name(index)} exited {code}; no result released (see its message above)",
+                           codes={index: code})
         with open(rf, "rb") as f:
             return pickle.load(f)

@@ -487,25 +487,31 @@ class LRJobTask:
                 e.weight_bound, self.label_column, self.label_party)
 
     async def run(self, ctx, table, meta) -> dict:
+        from mpc.protocol import InputRefused, ProtocolError
+
         n = meta.n_parties
         label = n - 1 if self.label_party is None else int(self.label_party)
-        if not 0 <= label < n:
-            raise ValueError(f"label party {label} is missing: the job has clients 0..{n - 1}")
+        if not 0 <= label < n:  # every party sees the same public counts: all refuse alike
+            raise ProtocolError(f"label party {label} is missing: the job has clients 0..{n - 1}; refused")
         counts = list(meta.col_counts)
         counts[label] -= 1
         if counts[label] < 1:
-            raise ValueError(f"client {label + 1} (the label party) needs feature columns besides the label")
+            raise ProtocolError(f"client {label + 1} (the label party) needs feature columns besides the label; "
+                                f"refused")
         plan, report = self.estimator.plan(meta.n_records, counts, label)
         block = None
         if table is not None:
             j = ctx.pid - 1
             cols = list(table.columns)
-            if j == label:
+            if j == label:  # the label party's own input: the others learn only the reason, never a value
                 if self.label_column not in cols:
-                    raise ValueError(f"{table.file}: the label party's file has no label column "
-                                     f"'{self.label_column}'")
+                    raise InputRefused(f"its file has no label column '{self.label_column}'", table.file)
                 k = cols.index(self.label_column)
-                y = check_labels(table.block[:, k])
+                try:
+                    y = check_labels(table.block[:, k])
+                except ValueError as err:
+                    raise InputRefused("its label column holds values other than 0 and 1",
+                                       f"{table.file}: {err}") from None
                 block = np.hstack([np.delete(table.block, k, axis=1), y[:, None]])
             else:
                 block = table.block

@@ -492,7 +492,7 @@ def _run_job(args) -> int:
     task = PCAJobTask(args.components, args.epsilon, args.delta, args.gamma, args.row_norm_bound, seed=args.seed,
                       insecure_reproducible=args.insecure_reproducible)
     recs = run_job(spec, task, args.index, timeout=args.timeout, ssl_dir=args.ssl_dir,
-                   data_file=args.data_file)  # MPCError: sqm exits 3
+                   data_file=args.data_file)  # MPCError: sqm exits with its exit_code
     if not secure_mode:
         print("secure_mode: false (--insecure-reproducible: every party's noise can be regenerated from the seed)")
     out = {"job": spec.path, "delta": args.delta, "gamma": args.gamma, "secure_mode": secure_mode}
