@@ -52,10 +52,7 @@ import hashlib
 import hmac
 import json
 import os
-import pickle
-import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -555,7 +552,8 @@ def party_program(spec: JobSpec, index: int, task: JobTask) -> JobParty:
 
 
 def run_local(spec: JobSpec, task: JobTask, timeout: float = 3600.0, connect_timeout: float = 60.0,
-              ssl_dir: str | None = None, insecure_plaintext: bool = False) -> list[dict]:
+              ssl_dir: str | None = None, idle_timeout: float | None = None,
+              insecure_plaintext: bool = False) -> list[dict]:
     """Start every party of the job on this machine (one process each, at the job file's addresses).
 
     Returns each party's result record (``result``, ``bytes_sent``, ``seconds``...), server first.  A party's
@@ -570,9 +568,10 @@ def run_local(spec: JobSpec, task: JobTask, timeout: float = 3600.0, connect_tim
             raise ValueError(f"client {j}'s party file {p.file} does not exist: put its CSV there or fix the "
                              f"path in {spec.path or 'the job file'}")
     programs = [party_program(spec, i, task) for i in range(len(spec.parties))]
+    live = {} if idle_timeout is None else {"idle_timeout": idle_timeout}
     return run_parties(programs, timeout=timeout, connect_timeout=connect_timeout, addresses=spec.addresses,
                        ssl_dir=ssl_dir, min_clients=2, job_id=spec.job_id, job_name=spec.name,
-                       insecure_plaintext=insecure_plaintext)
+                       insecure_plaintext=insecure_plaintext, **live)
 
 
 def run_job(spec: JobSpec, task: JobTask, index: int | None = None, timeout: float = 3600.0,
@@ -597,13 +596,16 @@ def run_job(spec: JobSpec, task: JobTask, index: int | None = None, timeout: flo
 
 
 def run_one(spec: JobSpec, index: int, task: JobTask, timeout: float = 3600.0,
-            connect_timeout: float = 60.0, ssl_dir: str | None = None, insecure_plaintext: bool = False) -> dict:
+            connect_timeout: float = 60.0, ssl_dir: str | None = None, idle_timeout: float | None = None,
+            insecure_plaintext: bool = False) -> dict:
     """Run party ``index`` only, in a child ``python -m mpc.party`` process (other hosts run the others).
 
     Its messages go to this terminal; returns its result record.  Raises MPCError if it fails.
     ``ssl_dir``: this party's keys from ``python -m mpc.certs`` (mutually authenticated TLS between hosts).
+    The child and its private folder (program, result) go away with this wrapper however it ends: Ctrl-C,
+    SIGTERM or SIGKILL (:class:`mpc.launch.Launch`).
     """
-    from mpc.launch import MPCError, party_command, party_env, party_name
+    from mpc.launch import Launch, MPCError, party_command, party_env, party_name
 
     if spec.job_id is None:
         raise ValueError(f"job file {spec.path or '(unnamed)'} has no 'job_id': every party of a job needs the same "
@@ -611,15 +613,13 @@ def run_one(spec: JobSpec, index: int, task: JobTask, timeout: float = 3600.0,
                          f"(\"job_id\": 32 hex digits from python -c 'import secrets; print(secrets.token_hex(16))') "
                          f"and give every party the same file")
     prog = party_program(spec, index, task)
-    with tempfile.TemporaryDirectory(prefix="sqm-party-") as tmp:
-        pf, rf = os.path.join(tmp, "program"), os.path.join(tmp, "result")
-        with open(pf, "wb") as f:
-            pickle.dump(prog, f, protocol=5)
+    with Launch("sqm-party-") as job:
+        pf, rf = job.write("program", prog), job.path("result")
         cmd = party_command(pf, index, ",".join(spec.addresses), rf, timeout, connect_timeout, ssl_dir,
                             spec.job_id, spec.name, insecure_plaintext)
-        code = subprocess.call(cmd, env=party_env())
+        live = [] if idle_timeout is None else ["--idle-timeout", f"{idle_timeout:g}"]
+        code = job.start(cmd + live, party_env()).wait()
         if code != 0 or not os.path.exists(rf):
             raise MPCError(f"{party_name(index)} exited {code}; no result released (see its message above)",
                            codes={index: code})
-        with open(rf, "rb") as f:
-            return pickle.load(f)
+        return job.load(rf)

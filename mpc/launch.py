@@ -1,15 +1,20 @@
 """Start all parties of a job as separate OS processes on this machine (loopback TCP) and collect results."""
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import secrets
+import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from .liveness import IDLE_TIMEOUT_S
 
 _ROOT = str(Path(__file__).resolve().parent.parent)
 
@@ -102,7 +107,7 @@ def party_command(program_file: str, index: int, addresses: str, result_file: st
 def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float = 60.0,
                 extra_args: list[str] | None = None, on_start=None, addresses=None,
                 ssl_dir: str | None = None, blas_threads: int | None = None, min_clients: int = 1,
-                job_id: str | None = None, job_name: str | None = None,
+                idle_timeout: float = IDLE_TIMEOUT_S, job_id: str | None = None, job_name: str | None = None,
                 insecure_plaintext: bool = False) -> list[dict]:
     """Run ``programs[i]`` as party ``i`` in its own process; return each party's result record.
 
@@ -111,9 +116,14 @@ def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float 
     file's; default a fresh random one), agreed by all parties before anything else.  ``blas_threads``: BLAS threads per party (default: this machine's cores / M).
     ``min_clients``: 2 for a job that Shamir-shares client data (refused before any process starts, see
     :func:`require_two_clients`); 1 only for protocols without shares (HDP-VFL's two parties).
+    ``timeout``: seconds for the whole job; ``idle_timeout``: seconds without any bytes from a peer whose
+    message is awaited before every party aborts naming it (a stopped or partitioned party, see
+    :mod:`mpc.liveness`).
 
     If any party fails, the others are stopped (they also stop by themselves on losing the connection)
-    and :class:`MPCError` names the failed party and its message.
+    and :class:`MPCError` names the failed party and its message.  Nothing outlives this call: the party
+    processes and the private job folder (programs, results, messages) go away however it ends, a SIGKILL
+    of this process included (see :class:`Launch`).
     """
     M = len(programs)
     if M < 2:
@@ -130,53 +140,204 @@ def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float 
     # the M parties share this machine's cores: BLAS threads beyond a party's share only spin against each
     # other (a 20,000 x 120 Gram product took 0.43 s with 2 threads per party, 0.023 s with 1)
     env = party_env(local_parties=M, blas_threads=blas_threads)
-    with tempfile.TemporaryDirectory(prefix="sqm-job-") as tmp:
-        procs, results = [], []
-        for i, prog in enumerate(programs):
-            pf = os.path.join(tmp, f"party{i}.program")
-            with open(pf, "wb") as f:
-                pickle.dump(prog, f, protocol=5)
-            rf = os.path.join(tmp, f"party{i}.result")
-            results.append(rf)
-            cmd = party_command(pf, i, addrs, rf, timeout, connect_timeout, ssl_dir, job_id, job_name,
-                                insecure_plaintext)
-            procs.append(subprocess.Popen(cmd + (extra_args or []), env=env, stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE, text=True))
+    with Launch("sqm-job-") as job:
+        files = [job.write(f"party{i}.program", prog) for i, prog in enumerate(programs)]
+        results = [job.path(f"party{i}.result") for i in range(M)]
+        for i in range(M):
+            cmd = party_command(files[i], i, addrs, results[i], timeout, connect_timeout, ssl_dir, job_id,
+                                job_name, insecure_plaintext)
+            job.start(cmd + ["--idle-timeout", f"{idle_timeout:g}"] + (extra_args or []), env,
+                      messages=job.path(f"party{i}.err"))
+        procs = job.procs
         if on_start is not None:
             on_start(procs)
-        failed = _wait(procs, timeout + connect_timeout + 30)
-        errors = {i: procs[i].stderr.read().strip() for i in range(M)}
+        failed = _wait(procs, timeout + connect_timeout + 30, job.reaped)
+        errors = {i: job.read_text(f"party{i}.err").strip() for i in range(M)}
         if failed:
-            first = failed[0]
             msgs = "; ".join(f"{party_name(i)} exited {procs[i].returncode}: "
                              f"{errors[i].splitlines()[-1] if errors[i] else '(no message)'}"
                              for i in failed)
             raise MPCError(f"MPC job failed, no result released: {msgs}",
                            codes={i: procs[i].returncode for i in range(M)}) from None
-        out = []
-        for rf in results:
-            with open(rf, "rb") as f:
-                out.append(pickle.load(f))
-        return out
+        return [job.load(rf) for rf in results]
 
 
-def _wait(procs, deadline_s: float) -> list[int]:
-    """Wait for all; on the first failure give the others 30 s to notice, then kill them."""
+def _wait(procs, deadline_s: float, on_exit=None, grace_s: float = 30.0, lone_s: float = 5.0) -> list[int]:
+    """Wait for all; on the first failure give the others ``grace_s`` to notice (a lone survivor, whose peers
+    have all exited, ``lone_s``), then kill them.  ``on_exit(p)`` is called once for each process reaped."""
     start = time.monotonic()
-    failed_at = None
+    failed_at = last_exit = None
+    seen = set()
     while True:
         codes = [p.poll() for p in procs]
+        now = time.monotonic()
+        for i, c in enumerate(codes):
+            if c is not None and i not in seen:
+                seen.add(i)
+                last_exit = now
+                if on_exit is not None:
+                    on_exit(procs[i])
         bad = [i for i, c in enumerate(codes) if c not in (None, 0)]
         if bad and failed_at is None:
-            failed_at = time.monotonic()
+            failed_at = now
         if all(c is not None for c in codes):
             return [i for i, c in enumerate(codes) if c != 0]
-        now = time.monotonic()
-        if (failed_at is not None and now - failed_at > 30) or now - start > deadline_s:
+        lone = len(procs) - len(seen) == 1 and now - last_exit > lone_s
+        if (failed_at is not None and (now - failed_at > grace_s or lone)) or now - start > deadline_s:
             for p in procs:
                 if p.poll() is None:
                     p.kill()
             for p in procs:
                 p.wait()
+                if on_exit is not None and procs.index(p) not in seen:
+                    on_exit(p)
             return [i for i, p in enumerate(procs) if p.returncode != 0]
         time.sleep(0.02)
+
+
+# ----- nothing left behind ----------------------------------------------------------------------------------
+# A janitor process per launch: it reads the launcher's notes on its stdin ("dir PATH", "pid N", "done N",
+# "clean") and, when its stdin reaches end of file without "clean" (the launcher died: SIGKILL, SIGTERM, a
+# crash), kills the listed party process groups and removes the folder.  A pipe's end of file comes however
+# the writer dies, which no signal handler can promise.
+_JANITOR = """
+import os, shutil, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+folder, pids, clean = None, set(), False
+for line in sys.stdin:
+    kind, _, arg = line.strip().partition(" ")
+    if kind == "dir": folder = arg
+    elif kind == "pid": pids.add(int(arg))
+    elif kind == "done": pids.discard(int(arg))
+    elif kind == "clean": clean = True
+if not clean:
+    for pid in pids:
+        try: os.killpg(pid, signal.SIGKILL)
+        except OSError: pass
+if folder: shutil.rmtree(folder, ignore_errors=True)
+"""
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _parent_death_signal():
+    """A ``preexec_fn`` (Linux): the child gets SIGKILL when the thread that started it dies (the launcher
+    blocks in that thread until its children exit), and exits at once if the launcher is already gone."""
+    try:
+        import ctypes
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # not Linux: the janitor and the launcher's own cleanup remain
+        return None
+    parent = os.getpid()
+
+    def preexec():
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the launcher died between fork and prctl
+            os._exit(1)
+    return preexec
+
+
+class Launch:
+    """A private folder (0700; files written 0600) and the party processes started from it, neither of which
+    outlives this process however it ends.
+
+    - normal exit or an exception (KeyboardInterrupt included): :meth:`close` kills the parties still
+      running and removes the folder;
+    - SIGKILL, SIGTERM or a crash of this process: each party dies with it (``PR_SET_PDEATHSIG`` on Linux),
+      and a janitor process, which sees its stdin close, kills their process groups and removes the folder.
+
+    Parties run in their own sessions, so a terminal's Ctrl-C reaches this process only, which stops them.
+    """
+
+    def __init__(self, prefix: str = "sqm-job-"):
+        self.dir = tempfile.mkdtemp(prefix=prefix)  # mode 0700
+        self.procs: list[subprocess.Popen] = []
+        self._logs = []
+        try:
+            self._janitor = subprocess.Popen([sys.executable, "-I", "-S", "-c", _JANITOR], stdin=subprocess.PIPE,
+                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                             start_new_session=True, text=True)
+        except BaseException:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise
+        self._note(f"dir {self.dir}")
+
+    def _note(self, line: str) -> None:
+        try:
+            self._janitor.stdin.write(line + "\n")
+            self._janitor.stdin.flush()
+        except (OSError, ValueError):  # the janitor is gone: this process's own cleanup remains
+            pass
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.dir, name)
+
+    def write(self, name: str, obj) -> str:
+        """Pickle ``obj`` to a new owner-only (0600) file in the folder; return its path."""
+        path = self.path(name)
+        with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
+            pickle.dump(obj, f, protocol=5)
+        return path
+
+    def load(self, path: str):
+        with open(path, "rb") as f:
+            return pickle.load(f)
+
+    def read_text(self, name: str) -> str:
+        try:
+            with open(self.path(name), errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def start(self, cmd: list[str], env: dict, messages: str | None = None) -> subprocess.Popen:
+        """Start a party process: its files are owner-only (umask 077), it dies with this process, and its
+        stderr goes to ``messages`` (a file in the folder; no pipe to fill up), else to this process's."""
+        err = None
+        if messages is not None:
+            err = os.fdopen(os.open(messages, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w")
+            self._logs.append(err)
+        p = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL if messages is not None else None, stderr=err,
+                             umask=0o077, start_new_session=True, preexec_fn=_parent_death_signal())
+        self.procs.append(p)
+        self._note(f"pid {p.pid}")
+        return p
+
+    def reaped(self, p: subprocess.Popen) -> None:
+        """``p`` has exited and been waited for: its pid may be reused, the janitor must not signal it."""
+        self._note(f"done {p.pid}")
+
+    def close(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+        for p in self.procs:
+            p.wait()
+            self.reaped(p)
+        for f in self._logs:
+            f.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self._note("clean")
+        try:
+            self._janitor.stdin.close()
+        except OSError:
+            pass
+        try:
+            self._janitor.wait(5)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def __enter__(self) -> "Launch":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+@contextlib.contextmanager
+def private_folder(prefix: str):
+    """A private temporary folder (0700) removed however this process ends (see :class:`Launch`)."""
+    with Launch(prefix) as job:
+        yield job.dir
