@@ -155,6 +155,11 @@ class Proxy:
         self._ready.set()
         self.loop.run_forever()
         server.close()
+        pending = asyncio.all_tasks(self.loop)
+        for task in pending:
+            task.cancel()
+        self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        self.loop.close()
 
     async def _handle(self, reader, writer):
         self._writers.append(writer)
@@ -527,11 +532,15 @@ def run(cases=None, clients: int = 2, idle_timeout=None, connect_timeout=None, b
             notes.append(f"{opt} not supported by python -m mpc.party: not passed (runtime default used)")
     rep = {"cpus": os.cpu_count(), "bound_s": bound, "deadline_s": deadline, "flags": flags, "notes": notes,
            "runtime_flags": sorted(f for f in supported if "timeout" in f or f == "--ssl"), "cases": []}
+    loads = []
     for c in cases:
+        loads.append(os.getloadavg()[0])
         if progress:
             print(f"faults: {c} ...", file=sys.stderr, flush=True)
         rec = run_case(c, clients, flags, bound, deadline, seed, supported)
         rep["cases"].append(rec)
+    rep["load_range"] = [round(min(loads), 2), round(max(loads), 2)] if loads else None
+    rep["idle"] = bool(loads) and max(loads) < 0.5  # nothing else running: the 1-minute load stayed under 0.5
     return rep
 
 
@@ -568,6 +577,10 @@ def print_table(rep: dict) -> None:
     print("exit codes: party:code (K = killed by the fault, S = stopped by the fault, - = still running at the "
           "deadline, killed by the bench); names: '!' = the message does not name the culprit; "
           "load = 1-minute load average before the case")
+    if rep.get("load_range"):
+        lo, hi = rep["load_range"]
+        print(f"machine: {rep['cpus']} cores, 1-minute load average {lo:.2f}-{hi:.2f} before the cases "
+              f"({'idle' if rep['idle'] else 'NOT idle: other work was running'})")
     for r in rep["cases"]:
         for p in r["per_party"]:
             if p["message"]:

@@ -11,8 +11,6 @@ import pytest
 
 from bench import faults
 
-pytestmark = pytest.mark.slow
-
 # cases -> extra flags for every party (passed only if python -m mpc.party has them)
 CASES = {"kill-compute": {}, "foreign-party": {}, "port-squatted": {}, "stopped": {"--idle-timeout": 3}}
 # mechanisms of issue 12 that did not work yet when this module was written: criterion -> reason.  A case
@@ -25,6 +23,7 @@ def supported():
     return faults.party_flags()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(CASES))
 def test_fault_case(case, supported):
     flags = []
@@ -45,3 +44,45 @@ def test_fault_case(case, supported):
         pytest.xfail("; ".join(pending[k] for k in failed) + " -- " + detail)
     assert not failed, detail
     assert rec["passed"]
+
+
+def test_named_parties_in_messages():
+    """The parties a message names, its own prefix and the party itself left out (the bench's naming check)."""
+    assert faults.named("mpc.party server: lost party 2 (client 2); job aborted, nothing released", 0) == [2]
+    assert faults.named("mpc.party client 1: timeout: The server (party 0) aborted the job: no message from "
+                        "client 2 for 30 s", 1) == [0, 2]
+    assert faults.named("mpc.party client 1: party 1: parties [0, 2] run a different task configuration", 1) == [0, 2]
+    assert faults.named("mpc.party client 2: cannot listen on 127.0.0.1:4000: address in use", 2) == []
+    assert faults.named("mpc.party server: timeout: not all 3 parties connected within 30 s", 0) == []
+
+
+def test_proxy_forwards_then_partitions_without_closing():
+    """The partition proxy forwards both ways; once cut, nothing crosses and neither socket is closed."""
+    import socket
+    import threading
+
+    srv = socket.create_server(("127.0.0.1", 0))
+    peer = {}
+    t = threading.Thread(target=lambda: peer.setdefault("s", srv.accept()[0]))
+    t.start()
+    proxy = faults.Proxy(srv.getsockname())
+    try:
+        c = socket.create_connection(("127.0.0.1", proxy.start()), timeout=5)
+        t.join(5)
+        s = peer["s"]
+        s.settimeout(5)
+        c.sendall(b"ping")
+        assert s.recv(16) == b"ping"
+        s.sendall(b"pong")
+        assert c.recv(16) == b"pong"
+        proxy.cut()
+        c.sendall(b"lost")
+        s.sendall(b"lost too")
+        for sock in (s, c):
+            sock.settimeout(0.5)
+            with pytest.raises(socket.timeout):  # nothing arrives, and no end of stream either (recv would be b"")
+                sock.recv(16)
+        assert proxy.dropped == len(b"lost") + len(b"lost too")
+    finally:
+        proxy.close()
+        srv.close()
