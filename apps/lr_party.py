@@ -512,12 +512,11 @@ def train_mpyc(blocks, plan: LRPlan, seeds, eval_set=None, callback=None, every:
     a picklable :class:`mpc.party.PartyProgram` returning the wrapped program's result dict (extra keys are
     kept in ``TrainResult.party_results``)."""
     import os
-    import tempfile
     import threading
 
-    from mpc.launch import run_parties
+    from mpc.launch import private_folder, run_parties
 
-    with tempfile.TemporaryDirectory(prefix="sqm-lr-") as tmp:
+    with private_folder("sqm-lr-") as tmp:  # removed however this process ends (mpc.launch.Launch)
         path = os.path.join(tmp, "progress")
         programs = [LRParty(plan, seeds[0], None, eval_set, path if callback else None, every)]
         programs += [LRParty(plan, s, np.asarray(b, np.float64)) for s, b in zip(seeds[1:], blocks)]
