@@ -51,8 +51,12 @@ def _write(path: str, data: bytes, private: bool) -> None:
         os.chmod(path, 0o600)  # an existing file keeps its old mode through O_CREAT
 
 
-def make_certificates(out: str, n_parties: int, days: int = 365, job: str = DEFAULT_JOB) -> list[str]:
-    """Make a CA and one key/certificate pair per party of job ``job`` in ``out``; return the files written."""
+def make_certificates(out: str, n_parties: int, days: int = 365, job: str = DEFAULT_JOB,
+                      ca_dir: str | None = None) -> list[str]:
+    """Make a CA and one key/certificate pair per party of job ``job`` in ``out``; return the files written.
+
+    ``ca_dir``: sign with the authority already in that folder (``mpyc_ca.crt``, ``mpyc_ca.key``, e.g. one
+    organisation's CA for many jobs) instead of making a new one; the job names keep the jobs apart."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -69,17 +73,29 @@ def make_certificates(out: str, n_parties: int, days: int = 365, job: str = DEFA
         return k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                serialization.NoEncryption())
 
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"sqm CA of job {job}")])
-    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
-          .serial_number(x509.random_serial_number()).not_valid_before(start).not_valid_after(end)
-          .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-          .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
-          .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-          .sign(ca_key, hashes.SHA256()))
-    _write(os.path.join(out, CA_KEY), pem_key(ca_key), private=True)
-    _write(os.path.join(out, CA_CRT), ca.public_bytes(serialization.Encoding.PEM), private=False)
-    files = [CA_CRT, CA_KEY]
+    if ca_dir is not None:
+        with open(os.path.join(ca_dir, CA_KEY), "rb") as f:
+            ca_key = serialization.load_pem_private_key(f.read(), password=None)
+        with open(os.path.join(ca_dir, CA_CRT), "rb") as f:
+            ca = x509.load_pem_x509_certificate(f.read())
+        ca_name = ca.subject
+        files = []
+        if os.path.abspath(ca_dir) != os.path.abspath(out):
+            _write(os.path.join(out, CA_CRT), ca.public_bytes(serialization.Encoding.PEM), private=False)
+            files = [CA_CRT]
+    else:
+        ca_key = ec.generate_private_key(ec.SECP256R1())
+        ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"sqm CA of job {job}")])
+        ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+              .serial_number(x509.random_serial_number()).not_valid_before(start).not_valid_after(end)
+              .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+              .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False),
+                             critical=True)
+              .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+              .sign(ca_key, hashes.SHA256()))
+        _write(os.path.join(out, CA_KEY), pem_key(ca_key), private=True)
+        _write(os.path.join(out, CA_CRT), ca.public_bytes(serialization.Encoding.PEM), private=False)
+        files = [CA_CRT, CA_KEY]
     for i in range(n_parties):
         key = ec.generate_private_key(ec.SECP256R1())
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"MPyC party {i}"),
@@ -207,9 +223,11 @@ def main(argv=None) -> int:
                     help=f"the job's name, written into every certificate (default {DEFAULT_JOB!r}); a party "
                          f"refuses peers whose certificate names another job")
     ap.add_argument("--days", type=int, default=365, help="certificate validity in days (default 365)")
+    ap.add_argument("--ca", metavar="DIR", help="sign with the authority in DIR (mpyc_ca.crt, mpyc_ca.key) "
+                                                "instead of making a new one")
     args = ap.parse_args(argv)
     try:
-        files = make_certificates(args.out, args.parties, args.days, args.job)
+        files = make_certificates(args.out, args.parties, args.days, args.job, args.ca)
     except (ValueError, OSError) as e:
         print(f"mpc.certs: error: {e}", file=sys.stderr)
         return 2

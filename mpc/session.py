@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import ipaddress
+import os
 import re
 import ssl
 import time
@@ -35,6 +36,7 @@ from .protocol import ProtocolError, party_label, public_digest
 OK, NO = b"\x01", b"\x00"
 BACKOFF_START, BACKOFF_CAP = 0.02, 1.0
 HANDSHAKE_TIMEOUT = 10.0  # seconds for a TLS handshake and the listener's OK: an idle party answers in ms
+LOSS_GRACE = 0.5  # seconds between a connected peer leaving during the connect phase and reporting it
 MAX_EARLY = 1 << 24  # bytes buffered from one peer before the hand-over (the first exchange is small)
 JOB_ID_RE = re.compile(r"[0-9a-f]{32}")
 
@@ -82,7 +84,9 @@ def _reason(e: BaseException) -> str:
         return f"certificate verify failed: {e.verify_message}"
     if isinstance(e, ssl.SSLError):
         return e.reason.lower().replace("_", " ") if e.reason else str(e)
-    return (e.strerror if isinstance(e, OSError) and e.strerror else str(e)) or type(e).__name__
+    if isinstance(e, OSError) and e.errno:
+        return os.strerror(e.errno)
+    return str(e) or type(e).__name__
 
 
 def _clean(text: str, n: int = 300) -> str:
@@ -123,13 +127,20 @@ class _Conn(asyncio.Protocol):
         self.lost = True
         if self.s.done.done():
             return
+        if isinstance(self, _Accept) and not self.ready:
+            self.s.notes.append(f"a connection from {self.peer} closed before naming an expected party")
+            return
         if isinstance(self, _Dial) and isinstance(exc, ssl.SSLError):
             self.s.fail(f"TLS handshake with {self.name()} failed: it rejected this party's certificate "
                         f"({_reason(exc)})")
-        elif self.ready or isinstance(self, _Dial):
+        elif isinstance(self, _Dial) and not self.ready:
+            tls = " (over TLS: it may have rejected this party's certificate)" if self.s.tls is not None else ""
+            self.s.fail(f"{self.name()} closed the connection before accepting this party{tls}; see its own "
+                        f"message")
+        elif self.ready:  # a moment's grace: a refusal met here too (the likely cause) is the one to report
             why = f" ({_reason(exc)})" if exc else ""
-            self.s.fail(f"{self.name()} closed its connection during the connect phase{why}: it refused this "
-                        f"party or stopped (see its own message)")
+            self.s.loop.call_later(LOSS_GRACE, self.s.fail, f"{self.name()} closed its connection during the "
+                                   f"connect phase{why}: it refused a party or stopped (see its own message)")
 
 
 class _Accept(_Conn):
@@ -197,6 +208,7 @@ class _Dial(_Conn):
     def connection_made(self, transport):
         super().connection_made(transport)
         s = self.s
+        transport.write(s.pid.to_bytes(2, "little"))  # public; sent first so that both sides check and report
         if s.tls is not None:
             try:
                 check_peer(transport.get_extra_info("peercert"), self.pid, s.tls.job)
@@ -204,7 +216,7 @@ class _Dial(_Conn):
                 s.fail(f"{e} (listening on {s.addrs[self.pid]}); refused")
                 transport.close()
                 return
-        transport.write(s.pid.to_bytes(2, "little"))
+        s.answering[self.pid] = transport.get_extra_info("peername")
         s.loop.call_later(s.handshake_timeout, self.no_answer)
 
     def no_answer(self):
@@ -237,9 +249,11 @@ class Session:
                  handshake_timeout: float = HANDSHAKE_TIMEOUT):
         self.rt, self.pid, self.addrs = rt, rt.pid, [a.strip() for a in addresses]
         self.hosts = [split_address(a) for a in self.addrs]
-        self.tls, self.connect_timeout, self.handshake_timeout = tls, connect_timeout, handshake_timeout
+        self.tls, self.connect_timeout = tls, connect_timeout
+        self.handshake_timeout = min(handshake_timeout, max(connect_timeout / 2, 0.5))
         self.conns: dict[int, _Conn] = {}
         self.last_error: dict[int, str] = {}
+        self.answering: dict[int, object] = {}  # peers connected to but not yet answered OK
         self.notes: list[str] = []
         self.tasks: set[asyncio.Task] = set()
         self.loop = self.done = None
@@ -306,6 +320,9 @@ class Session:
                 continue
             if j < self.pid:
                 out.append(f"{self.name(j)} never connected to this party (listening on {self.addrs[self.pid]})")
+            elif j in self.answering:
+                out.append(f"{self.name(j)}: the program listening there accepted the connection but has not "
+                           f"answered as a party of this job (another program on that port?)")
             else:
                 last = self.last_error.get(j)
                 out.append(f"{self.name(j)} could not be reached" + (f" (last attempt: {last})" if last else ""))
