@@ -532,7 +532,8 @@ def _run_job(args) -> int:
                      args.lr if args.lr is not None else 1.0,
                      args.weight_bound if args.weight_bound is not None else 1.0, args.label_column,
                      args.label_party, seed=args.seed, insecure_reproducible=args.insecure_reproducible)
-    recs = run_job(spec, task, args.index, timeout=args.timeout, ssl_dir=args.ssl_dir)
+    recs = run_job(spec, task, args.index, timeout=args.timeout, ssl_dir=args.ssl_dir,
+                   connect_timeout=args.connect_timeout, insecure_plaintext=args.insecure_plaintext)
     out = {"job": spec.path, "secure_mode": task.secure_mode}
     for i, rec in enumerate(recs):
         if rec is None:
@@ -663,6 +664,11 @@ def register(sub) -> None:
     p.add_argument("--timeout", type=float, default=3600.0, help="with --job: seconds before a job is abandoned")
     p.add_argument("--ssl-dir", default=None,
                    help="with --job: mutually authenticated TLS between parties, keys from this folder "
-                        "(made by python -m mpc.certs); default: no TLS (loopback tests only)")
+                        "(made by python -m mpc.certs --job NAME); needed whenever an address is not loopback")
+    p.add_argument("--connect-timeout", type=float, default=60.0,
+                   help="with --job: seconds for every party to connect (default 60)")
+    p.add_argument("--insecure-plaintext", action="store_true",
+                   help="with --job: INSECURE: plain TCP between hosts (no --ssl-dir); anyone on the path can "
+                        "read the shares")
     p.add_argument("--json", default=None, help="write the figures to this JSON file")
     p.set_defaults(func=run)

@@ -492,7 +492,8 @@ def _run_job(args) -> int:
     task = PCAJobTask(args.components, args.epsilon, args.delta, args.gamma, args.row_norm_bound, seed=args.seed,
                       insecure_reproducible=args.insecure_reproducible)
     recs = run_job(spec, task, args.index, timeout=args.timeout, ssl_dir=args.ssl_dir,
-                   data_file=args.data_file)  # MPCError: sqm exits with its exit_code
+                   data_file=args.data_file, connect_timeout=args.connect_timeout,
+                   insecure_plaintext=args.insecure_plaintext)  # MPCError: sqm exits with its exit_code
     if not secure_mode:
         print("secure_mode: false (--insecure-reproducible: every party's noise can be regenerated from the seed)")
     out = {"job": spec.path, "delta": args.delta, "gamma": args.gamma, "secure_mode": secure_mode}
@@ -569,5 +570,10 @@ def register(sub) -> None:
     p.add_argument("--timeout", type=float, default=3600.0, help="with --job: seconds before a job is abandoned")
     p.add_argument("--ssl-dir", default=None,
                    help="with --job: mutually authenticated TLS between parties, keys from this folder "
-                        "(made by python -m mpc.certs); default: no TLS (loopback tests only)")
+                        "(made by python -m mpc.certs --job NAME); needed whenever an address is not loopback")
+    p.add_argument("--connect-timeout", type=float, default=60.0,
+                   help="with --job: seconds for every party to connect (default 60)")
+    p.add_argument("--insecure-plaintext", action="store_true",
+                   help="with --job: INSECURE: plain TCP between hosts (no --ssl-dir); anyone on the path can "
+                        "read the shares")
     p.set_defaults(func=_run_cli)
