@@ -210,12 +210,18 @@ def test_load_job_checks(tmp_path):
 def test_job_file_over_mutually_authenticated_tls(tmp_path):
     from mpc.certs import make_certificates
 
-    make_certificates(str(tmp_path / "keys"), 3)
+    make_certificates(str(tmp_path / "keys"), 3, job="pca-test")  # certificates naming party i of job pca-test
     X = make_X(seed=3)
     spec = write(tmp_path / "job", X, parties=2)
+    raw = json.loads(open(spec.path).read())
+    with open(spec.path, "w") as f:  # the job file names the job as its certificates do
+        json.dump({**raw, "name": "pca-test"}, f)
+    spec = load_job(spec.path)
+    assert spec.name == "pca-test" and len(spec.job_id) == 32
     recs = run_local(spec, PCAJobTask(**JOB_TASK), ssl_dir=str(tmp_path / "keys"))
     ref = SQMPCA(backend="plain", **TASK).fit(VerticalData.split(X, 2))
     assert np.array_equal(recs[0]["result"]["components"], ref.components_)
+    assert len({r["job_digest"] for r in recs}) == 1  # every party agreed the same job description
 
 
 # ----- issue 11: seeds stay with their party, keyed id digests, no file content to peers, confined paths -----

@@ -90,3 +90,30 @@ def test_a_squatted_port_is_reported_as_such(tmp_path):
     assert out[2][0] != 0, out[2]
     assert ps.released() == []
     print("squatted port reported after", {j: round(out[j][2], 2) for j in out}, "s")
+
+
+def test_job_files_carry_a_fresh_job_id(tmp_path):
+    import json
+
+    import pytest
+
+    from apps.jobfile import load_job, run_one, write_job
+    from apps.pca import PCAJobTask
+
+    for f in ("a.csv", "b.csv"):
+        (tmp_path / f).write_text("id,x\n1,0.5\n")
+    addrs = ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"]
+    one = load_job(write_job(tmp_path / "one.json", addrs, [tmp_path / "a.csv", tmp_path / "b.csv"]))
+    two = load_job(write_job(tmp_path / "two.json", addrs, [tmp_path / "a.csv", tmp_path / "b.csv"], name="census"))
+    assert len(one.job_id) == 32 and one.job_id != two.job_id and two.name == "census" and one.name is None
+    raw = json.loads((tmp_path / "one.json").read_text())
+    for bad, msg in [({"job_id": "job-1"}, "job id 'job-1' is not 32 lowercase hex digits"),
+                     ({"name": "Census 2024"}, "job name 'Census 2024' is not usable in certificates")]:
+        (tmp_path / "bad.json").write_text(json.dumps({**raw, **bad}))
+        with pytest.raises(ValueError, match=f"job file .*bad.json: {msg}"):
+            load_job(tmp_path / "bad.json")
+    del raw["job_id"]  # an old job file: one party on its own cannot be bound to a job without an id
+    (tmp_path / "old.json").write_text(json.dumps(raw))
+    task = PCAJobTask(n_components=1, epsilon=1.0, delta=1e-5, gamma=64.0)
+    with pytest.raises(ValueError, match="old.json has no 'job_id': every party of a job needs the same fresh id"):
+        run_one(load_job(tmp_path / "old.json"), 1, task)
