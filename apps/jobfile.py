@@ -503,7 +503,7 @@ class JobParty(PartyProgram):
             raise InputRefused(mine["error"], "see the detail above")
         got = await ctx.send_recv(out, ctx.clients, wire.value(dict, "the client's schema or its refusal", _schema_ok),
                                   "client schemas")
-        errors = [f"client {j}: {g['error']}" for j, g in zip(ctx.clients, got) if "error" in g]
+        errors = [f"client {j} refused: {g['error']}" for j, g in zip(ctx.clients, got) if "error" in g]
         if errors:  # only the clients' short categories: this message also goes to every peer
             raise ProtocolError("refused before any share was sent: " + "; ".join(errors))
         rows = sorted({g["rows"] for g in got})

@@ -249,8 +249,7 @@ def test_sqm_exit_codes_bad_data_and_a_value_too_large(tmp_path, capsys):
     assert lines[2][0] == EXIT_BAD_DATA and "magnitude above 1e+150" in lines[2][1]
     for i in (0, 1):  # the others name client 2 and the reason (their own words or client 2's abort notice)
         assert lines[i][0] == EXIT_REFUSED, lines[i]
-        assert re.search(r"client 2( refused)?: its file holds values of magnitude above 1e\+150",
-                         lines[i][1]), lines[i]
+        assert "client 2 refused: its file holds values of magnitude above 1e+150" in lines[i][1], lines[i]
         assert not any(s in lines[i][1] for s in ("x3", "1e300", "1e+300", "party2.csv")), lines[i]
 
 

@@ -135,7 +135,7 @@ def test_missing_party_file(tmp_path):
         run_local(spec, PCAJobTask(**JOB_TASK))
     # a party on another host whose file is missing: its own process refuses, naming it, for everyone
     programs = [party_program(spec, i, PCAJobTask(**JOB_TASK)) for i in range(3)]
-    with pytest.raises(MPCError, match="client 1: its party file does not exist") as err:
+    with pytest.raises(MPCError, match="client 1 refused: its party file does not exist") as err:
         run_parties(programs, timeout=60)
     assert spec.parties[1].file not in str(err.value)  # peers are not told where a party keeps its data
 
@@ -316,7 +316,7 @@ def test_headerless_file_refused_without_sending_its_first_record(tmp_path):
     with pytest.raises(MPCError) as err:
         run_local(spec, PCAJobTask(**JOB_TASK), timeout=120)
     msg = str(err.value)  # every party's last word, the server's included
-    assert "client 2: its file has no id column 'id'" in msg and "server (party 0) exited 3" in msg
+    assert "client 2 refused: its file has no id column 'id'" in msg and "server (party 0) exited 3" in msg
     assert not any(s in msg for s in SECRETS)
 
 
