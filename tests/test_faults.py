@@ -15,7 +15,11 @@ from bench import faults
 CASES = {"kill-compute": {}, "foreign-party": {}, "port-squatted": {}, "stopped": {"--idle-timeout": 3}}
 # mechanisms of issue 12 that did not work yet when this module was written: criterion -> reason.  A case
 # listed here is reported as xfail only when that criterion really fails; any other failure fails the test.
-PENDING: dict[str, dict[str, str]] = {}
+PENDING: dict[str, dict[str, str]] = {
+    "port-squatted": {"names_culprit": "connect-phase cascade (mpc.session): about 1 run in 3 on a loaded 2-core "
+                                       "machine client 1 sees the server close its connection after the server "
+                                       "found the squatter, and names the server instead of client 2"},
+}
 
 
 @pytest.fixture(scope="module")
