@@ -403,9 +403,9 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
             if ssl_dirs[i] is not None:
                 cmd += ["--ssl", "--ssl-dir", ssl_dirs[i]]
             env = _env(tmp, M, hook if i in hooked else None, hooked.get(i))
-            procs[i] = subprocess.Popen(cmd, env=env, start_new_session=True, cwd=work,
-                                        stdout=open(os.path.join(logs, f"party{i}.out"), "w"),
-                                        stderr=open(os.path.join(logs, f"party{i}.err"), "w"))
+            with open(os.path.join(logs, f"party{i}.out"), "w") as out, \
+                    open(os.path.join(logs, f"party{i}.err"), "w") as err:
+                procs[i] = subprocess.Popen(cmd, env=env, start_new_session=True, cwd=work, stdout=out, stderr=err)
         # ---- the fault ----
         t_fault, applied = None, None
         marker = os.path.join(marks, f"party{holder}")
