@@ -16,8 +16,11 @@ message exchanger).
 Heartbeats come from an asyncio task, so a party whose event loop is blocked by a long local computation
 (numpy on the loop's thread) sends none meanwhile: ``idle_timeout`` must exceed the longest blocking local
 phase of any party.  Each party records its longest loop stall (``state["max_stall_s"]``, in its result
-record as ``max_loop_stall_s``); at the KDDCUP shape (195,666 x 117, 3 parties) it is ~1-2 s, far below the
-30 s default.  A party whose own loop was blocked does not blame its peers for that time: on waking, the
+record as ``max_loop_stall_s``, resolution 0.25 s).  At the KDDCUP shape (``sqm bench bgw-cost --rows 195666
+--cols 117``, 3 parties on a 2-core machine under load) the longest is a client's input sharing (Shamir shares
+of its 195,666 x 58 block, their encoding and first writes: 2.2-3.7 s), the server's 1.2-1.5 s: far below the
+30 s default.  A party that was named silent only because its own loop was blocked is told so (its message
+suggests a longer ``--idle-timeout``).  A party whose own loop was blocked does not blame its peers for that time: on waking, the
 bytes that arrived meanwhile are read before the watchdog looks (asyncio runs I/O callbacks before due
 timers), and a watchdog round that woke late skips its check once.
 """
@@ -77,6 +80,19 @@ class _Inbox:
         self.handle(self.proto, payload)
 
 
+_STATE: dict | None = None  # this process's liveness state, once install_loss_detection ran (party processes)
+
+
+def raise_if_aborted() -> None:
+    """Raise a silent-peer abort (before this party's result is complete) even for an exchange whose messages
+    all arrived before the notice: the aborting party gave up waiting (maybe on this party, whose own loop
+    was blocked), so no party may go on to a result.  (After a refusal the refusing party sends nothing
+    more, so no party gets past it; the others still finish their own checks and name what they find.)"""
+    st = _STATE
+    if st is not None and st["abort_exc"] is PeerSilent and st["aborted"] is not None and not st["done"]:
+        raise PeerSilent(st["aborted"])
+
+
 def install_loss_detection(state: dict) -> None:
     """Patch MPyC's MessageExchanger for this process: lost peers, abort notices, heartbeats, last-seen times.
 
@@ -88,6 +104,8 @@ def install_loss_detection(state: dict) -> None:
     from . import wire
     from .protocol import ABORT_PC, HEARTBEAT_PC, PartyAborted
 
+    global _STATE
+    _STATE = state
     state.setdefault("seen", {})
     state.setdefault("abort_exc", PartyAborted)
     state.setdefault("max_stall_s", 0.0)
@@ -119,15 +137,19 @@ def install_loss_detection(state: dict) -> None:
     def on_abort(self, payload):
         if state["aborted"] is not None:
             return
-        kind = None
+        kind = silent = None
         try:
             notice = wire.decode(payload)
-            reason, kind = notice["abort"], notice.get("kind")
+            reason, kind, silent = notice["abort"], notice.get("kind"), notice.get("party")
             reason = "".join(c if c.isprintable() else "?" for c in str(reason))[:500]
         except Exception:  # noqa: BLE001  (a malformed notice is still an abort)
             reason = "(an unreadable abort notice)"
         message = f"{_label(self.peer_pid).capitalize()} aborted the job: {reason}"
         if kind == "silent":
+            blocked = time.monotonic() - state.get("tick_at", time.monotonic())
+            if silent == self.runtime.pid and blocked > state.get("idle_timeout", IDLE_TIMEOUT_S) / 2:
+                message += (f" (this party's own event loop was blocked for {blocked:.0f} s by local computation: "
+                            f"with a longer --idle-timeout it would have been waited for)")
             abort_all(self.runtime, f"{message}; nothing released", PeerSilent)
         else:
             abort_all(self.runtime, message, PartyAborted)
@@ -178,8 +200,9 @@ async def keep_alive(rt, state: dict, idle_timeout: float) -> None:
         state["seen"].setdefault(pid, now)
     last_beat = -float("inf")
     wake, skipped = now, False
+    state["idle_timeout"] = idle_timeout
     while not state["done"] and state["aborted"] is None:
-        now = time.monotonic()
+        now = state["tick_at"] = time.monotonic()
         stall = now - wake  # how late this round is: this party's loop was blocked that long
         state["max_stall_s"] = max(state["max_stall_s"], stall)
         if now - last_beat >= period:
@@ -201,14 +224,14 @@ async def keep_alive(rt, state: dict, idle_timeout: float) -> None:
 
 
 def declare_silent(rt, state: dict, pid: int, idle_timeout: float) -> None:
-    """Abort the job on a silent peer: tell every other connected peer why, then fail every pending receive."""
+    """Abort the job on a silent peer: tell every connected peer why, then fail every pending receive."""
     from . import wire
     from .protocol import ABORT_PC
 
     reason = f"no message from {_label(pid)} for {idle_timeout:g} s (stopped or partitioned?)"
-    frame = wire.encode({"abort": reason, "kind": "silent"})
-    for peer, proto in _connected(rt):
-        if peer != pid and proto.transport is not None and not proto.transport.is_closing():
+    frame = wire.encode({"abort": reason, "kind": "silent", "party": pid})
+    for peer, proto in _connected(rt):  # the silent one too: if only its loop was blocked, it learns why
+        if proto.transport is not None and not proto.transport.is_closing():
             try:
                 proto.send(ABORT_PC, frame)
             except Exception:  # noqa: BLE001  (a closed connection: that peer is gone anyway)

@@ -60,15 +60,20 @@ async def _exchange(outgoing: dict, senders: list) -> list:
     Messages are labelled with MPyC's program counter, advanced once per exchange; every party runs the
     same sequence of exchanges, so labels match.  A plain coroutine rather than an ``mpc_coro``: MPyC
     coroutines hand a failed task's exception to the event loop's handler and leave their result pending,
-    so a lost peer would hang the party instead of aborting it.
+    so a lost peer would hang the party instead of aborting it.  An exchange whose messages had all arrived
+    when a silent-peer abort notice was read after them still fails (:func:`mpc.liveness.raise_if_aborted`).
     """
+    from .liveness import raise_if_aborted
+
     rt = asyncoro.runtime
     rt._program_counter[0] += 1
     for pid, data in outgoing.items():
         if pid != rt.pid:
             rt._send_message(pid, data)
     pending = [outgoing[pid] if pid == rt.pid else rt._receive_message(pid) for pid in senders]
-    return list(await asyncio.gather(*(p if isinstance(p, asyncio.Future) else _done(p) for p in pending)))
+    got = list(await asyncio.gather(*(p if isinstance(p, asyncio.Future) else _done(p) for p in pending)))
+    raise_if_aborted()
+    return got
 
 
 async def _done(value):

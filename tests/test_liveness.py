@@ -55,8 +55,10 @@ def patched(monkeypatch):
     """install_loss_detection on MPyC's MessageExchanger, undone after the test; two fake peers (1 and 2)."""
     from mpyc import asyncoro
 
+    from mpc import liveness
     from mpc.liveness import install_loss_detection
 
+    monkeypatch.setattr(liveness, "_STATE", None)
     for name in ("receive", "data_received", "connection_lost"):
         monkeypatch.setattr(asyncoro.MessageExchanger, name, getattr(asyncoro.MessageExchanger, name))
     state = {"done": False, "lost": set(), "aborted": None}
@@ -93,6 +95,9 @@ def test_heartbeats_and_notices_in_one_read_are_all_handled(patched):
         with pytest.raises(PeerSilent, match="client 2"):  # and every later receive
             await rt.parties[2].protocol.receive(8)
         assert "later" not in state["aborted"]  # the first notice names the cause
+        from mpc.liveness import raise_if_aborted
+        with pytest.raises(PeerSilent, match="client 2"):  # an exchange whose messages all came first fails too
+            raise_if_aborted()
 
     asyncio.run(main())
 
@@ -121,9 +126,28 @@ def test_watchdog_names_the_silent_peer_and_tells_the_others(patched):
             f1.result()
         sent1, sent2 = frames(p1.transport.out), frames(p2.transport.out)
         assert (HEARTBEAT_PC, b"") in sent1 and (HEARTBEAT_PC, b"") in sent2  # heartbeats to both
-        notices = [wire.decode(p) for pc, p in sent1 if pc == ABORT_PC]
-        assert notices == [{"abort": "no message from client 2 for 0.6 s (stopped or partitioned?)", "kind": "silent"}]
-        assert all(pc != ABORT_PC for pc, _ in sent2)  # not to the silent one
+        notice = {"abort": "no message from client 2 for 0.6 s (stopped or partitioned?)", "kind": "silent", "party": 2}
+        for sent in (sent1, sent2):  # the silent one too (if only its loop was blocked, it learns why)
+            assert [wire.decode(p) for pc, p in sent if pc == ABORT_PC] == [notice]
+
+    asyncio.run(main())
+
+
+def test_a_party_named_silent_because_its_own_loop_was_blocked_is_told_so(patched):
+    from mpc.liveness import PeerSilent
+
+    state, make = patched
+
+    async def main():
+        rt = make(asyncio.get_running_loop())
+        state["idle_timeout"], state["tick_at"] = 4.0, time.monotonic() - 9.0  # our watchdog last ran 9 s ago
+        waiting = rt.parties[1].protocol.receive(3)
+        notice = {"abort": "no message from the server (party 0) for 4 s (stopped or partitioned?)", "kind": "silent",
+                  "party": 0}
+        rt.parties[1].protocol.data_received(frame(ABORT_PC, wire.encode(notice)))
+        with pytest.raises(PeerSilent, match=r"for 4 s \(stopped or partitioned\?\) \(this party's own event loop "
+                                             r"was blocked for 9 s by local computation"):
+            await waiting
 
     asyncio.run(main())
 
