@@ -322,6 +322,14 @@ def _processes_under(path: str) -> list[int]:
     return out
 
 
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
 def _listing(folder: str) -> list[str]:
     out = []
     for root, dirs, files in os.walk(folder):
@@ -387,6 +395,7 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
                                   start_new_session=True)
             extra.append(sq)
             sq.stdout.readline()
+            sq.stdout.close()
         addrs = ",".join(spec.addresses)
         supported, job_ids = supported or party_flags(), {}
         t_start = time.monotonic()
@@ -416,7 +425,7 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
                     os.kill(procs[fault.target].pid, signal.SIGKILL)
                 t_fault, applied = time.monotonic(), True
                 break
-            if os.path.exists(marker) and f"HOLD {fault.step}" in open(marker).read():
+            if os.path.exists(marker) and f"HOLD {fault.step}" in _read(marker):
                 if fault.action == "kill":
                     os.kill(procs[fault.target].pid, signal.SIGKILL)
                 elif fault.action == "stop":
@@ -457,8 +466,7 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
         leftovers = _listing(tmp)
         per_party = []
         for i in range(M):
-            err = open(os.path.join(logs, f"party{i}.err")).read()
-            out = open(os.path.join(logs, f"party{i}.out")).read()
+            err, out = _read(os.path.join(logs, f"party{i}.err")), _read(os.path.join(logs, f"party{i}.out"))
             msg = message(err)
             printed = [ln for ln in out.splitlines() if ln.strip() and not _RUNTIME_LOG.match(ln)]
             released = any(os.path.exists(os.path.join(work, f"party{i}.result{x}")) for x in ("", ".tmp")) \
@@ -470,8 +478,7 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
                 "exited_by_itself": i in exit_at and i not in hit,
                 "seconds_after_fault": round(exit_at[i] - t_fault, 3) if i in exit_at and i not in hit else None,
                 "message": msg[:400], "names": named(msg, i), "released": released, "stdout": out[:300],
-                "steps": open(os.path.join(marks, f"party{i}")).read().split("\n")[:-1]
-                if os.path.exists(os.path.join(marks, f"party{i}")) else [],
+                "steps": _read(os.path.join(marks, f"party{i}")).split("\n")[:-1],
             })
         rec.update(_verdict(fault, per_party, hit, running, t_fault, exit_at, waiting, bound))
         rec.update(applied=applied, per_party=per_party, tmp_leftovers=leftovers,
