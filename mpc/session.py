@@ -28,10 +28,12 @@ import ipaddress
 import os
 import re
 import ssl
+import struct
 import time
 
 from .certs import IdentityError, check_peer
-from .protocol import ProtocolError, party_label, public_digest
+from . import wire
+from .protocol import ABORT_PC, ProtocolError, party_label, public_digest
 
 OK, NO = b"\x01", b"\x00"
 BACKOFF_START, BACKOFF_CAP = 0.02, 1.0
@@ -113,9 +115,30 @@ class _Conn(asyncio.Protocol):
             self.s.fail(f"{self.name()} sent {len(self.buf)} bytes before the connect phase ended; refused")
             self.transport.abort()
         elif self.ready:
-            return
+            self.scan_for_abort()
         else:
             self.on_data()
+
+    def scan_for_abort(self):
+        """A connected peer that gives up the connect phase sends an abort notice (MPyC's frame on the reserved
+        label ABORT_PC) before closing: fail at once with its reason, which names the cause.  Other frames
+        (the first exchange, sent by a peer that finished connecting) stay buffered for the hand-over."""
+        off = 0
+        while len(self.buf) >= off + 12:
+            pc, size = struct.unpack_from("<qI", self.buf, off)
+            if len(self.buf) < off + 12 + size:
+                return
+            if pc == ABORT_PC:
+                kind = None
+                try:
+                    notice = wire.decode(bytes(self.buf[off + 12:off + 12 + size]))
+                    reason, kind = _clean(str(notice["abort"]), 500), notice.get("kind")
+                except Exception:  # noqa: BLE001  (a malformed notice is still an abort)
+                    reason = "(an unreadable abort notice)"
+                self.s.fail(f"{party_label(self.pid)} gave up the connect phase: {reason}", notify=False,
+                            timed_out=kind == "timeout")
+                return
+            off += 12 + size
 
     def on_data(self):  # pragma: no cover - overridden
         pass
@@ -200,6 +223,7 @@ class _Accept(_Conn):
         self.pid, self.ready = claimed, True
         self.transport.write(OK)
         s.connected(claimed, self)
+        self.scan_for_abort()
 
 
 class _Dial(_Conn):
@@ -231,6 +255,7 @@ class _Dial(_Conn):
             del self.buf[:1]
             self.ready = True
             self.s.connected(self.pid, self)
+            self.scan_for_abort()
         elif self.buf[:1] == NO:
             self.s.fail(f"{self.name()} refused this party: {_clean(self.buf[1:].decode('utf-8', 'replace'))}")
             self.transport.close()
@@ -270,9 +295,24 @@ class Session:
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
-    def fail(self, message: str) -> None:
+    def fail(self, message: str, notify: bool = True, timed_out: bool = False) -> None:
+        """End the connect phase with ``message``; unless the failure came from a peer's own notice, tell every
+        peer connected so far why (an abort notice), so that it names the cause at once instead of this
+        party's closing connection, or waiting for its own connect timeout."""
         if not self.done.done():
-            self.done.set_exception(ConnectError(message))
+            self.done.set_exception(TimeoutError(message) if timed_out else ConnectError(message))
+            if notify:
+                self.notify(message)
+
+    def notify(self, reason: str, kind: str = "refused") -> None:
+        frame = wire.encode({"abort": _clean(reason, 500), "kind": kind})
+        packet = struct.pack("<qI", ABORT_PC, len(frame)) + frame
+        for conn in self.conns.values():
+            if conn.ready and not conn.transport.is_closing():
+                try:
+                    conn.transport.write(packet)
+                except Exception:  # noqa: BLE001  (a closed connection: that peer is gone anyway)
+                    pass
 
     def connected(self, pid: int, conn: _Conn) -> None:
         self.conns[pid] = conn
@@ -352,8 +392,15 @@ class Session:
             try:
                 await asyncio.wait_for(asyncio.shield(self.done), self.connect_timeout)
             except asyncio.TimeoutError:
-                raise TimeoutError(f"connect phase: not connected within {self.connect_timeout:g} s: "
-                                   f"{self.missing()}") from None
+                message = f"connect phase: not connected within {self.connect_timeout:g} s: {self.missing()}"
+                if not self.done.done():  # (a peer's timeout notice may have come first)
+                    self.done.set_exception(TimeoutError(message))
+                    self.notify(message, "timeout")
+                await asyncio.sleep(0.05)  # let the notices leave before the process exits
+                raise self.done.exception() from None
+            except (ConnectError, TimeoutError):
+                await asyncio.sleep(0.05)
+                raise
         finally:
             if server is not None:
                 server.close()
