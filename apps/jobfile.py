@@ -500,7 +500,7 @@ class JobParty(PartyProgram):
         out = {p: mine for p in range(ctx.M)} if not ctx.is_server else {}
         if mine is not None and "error" in mine:  # its own file: tell everyone why and refuse at once (BAD_DATA)
             await ctx.send_recv(out, [], None, "client schemas")
-            raise InputRefused(mine["error"], "see the detail above")
+            raise InputRefused(f"{mine['error']} (refused before any share was sent)", "see the detail above")
         got = await ctx.send_recv(out, ctx.clients, wire.value(dict, "the client's schema or its refusal", _schema_ok),
                                   "client schemas")
         errors = [f"client {j} refused: {g['error']}" for j, g in zip(ctx.clients, got) if "error" in g]

@@ -8,7 +8,7 @@ message exchanger).
 - Liveness during the job (:func:`keep_alive`): every party sends a 12-byte heartbeat frame (label
   ``HEARTBEAT_PC``, empty payload) to every peer every ``heartbeat`` seconds, and any bytes received from a
   peer mark it alive.  A receive pending on a peer from which nothing at all arrived for ``idle_timeout``
-  seconds fails with :class:`PeerSilent` ("no message from client 2 for 30 s (stopped or partitioned?)"):
+  seconds fails with :class:`PeerSilent` ("no message from client 2 for 25 s (stopped or partitioned?)"):
   the detecting party first sends an abort notice naming the silent peer, so parties not waiting on it
   (e.g. waiting on the server, which waits on it) stop too.  A stopped process (SIGSTOP) or a partition
   keeps its TCP connection open, so only this timeout can see it.
@@ -19,7 +19,7 @@ phase of any party.  Each party records its longest loop stall (``state["max_sta
 record as ``max_loop_stall_s``, resolution 0.25 s).  At the KDDCUP shape (``sqm bench bgw-cost --rows 195666
 --cols 117``, 3 parties on a 2-core machine under load) the longest is a client's input sharing (Shamir shares
 of its 195,666 x 58 block, their encoding and first writes: 2.2-3.7 s), the server's 1.2-1.5 s: far below the
-30 s default.  A party that was named silent only because its own loop was blocked is told so (its message
+25 s default.  A party that was named silent only because its own loop was blocked is told so (its message
 suggests a longer ``--idle-timeout``).  A party whose own loop was blocked does not blame its peers for that time: on waking, the
 bytes that arrived meanwhile are read before the watchdog looks (asyncio runs I/O callbacks before due
 timers), and a watchdog round that woke late skips its check once.
@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-IDLE_TIMEOUT_S = 30.0  # default: a stopped or partitioned peer is detected within this (plus one tick)
+IDLE_TIMEOUT_S = 25.0  # default: a stopped or partitioned peer is detected within this (plus one tick), under 30 s
 HEARTBEAT_MAX_S = 5.0  # heartbeats every min(this, idle_timeout / 6) seconds
 
 
