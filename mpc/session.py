@@ -241,6 +241,7 @@ class _Dial(_Conn):
                 transport.close()
                 return
         s.answering[self.pid] = transport.get_extra_info("peername")
+        s.dialed[self.pid] = self  # a notice sent here is read once the listener has checked this party
         s.loop.call_later(s.handshake_timeout, self.no_answer)
 
     def no_answer(self):
@@ -279,6 +280,7 @@ class Session:
         self.conns: dict[int, _Conn] = {}
         self.last_error: dict[int, str] = {}
         self.answering: dict[int, object] = {}  # peers connected to but not yet answered OK
+        self.dialed: dict[int, _Conn] = {}  # connections this party made whose identity it checked
         self.notes: list[str] = []
         self.tasks: set[asyncio.Task] = set()
         self.loop = self.done = None
@@ -307,8 +309,8 @@ class Session:
     def notify(self, reason: str, kind: str = "refused") -> None:
         frame = wire.encode({"abort": _clean(reason, 500), "kind": kind})
         packet = struct.pack("<qI", ABORT_PC, len(frame)) + frame
-        for conn in self.conns.values():
-            if conn.ready and not conn.transport.is_closing():
+        for conn in {id(c): c for c in [*self.conns.values(), *self.dialed.values()]}.values():
+            if (conn.ready or isinstance(conn, _Dial)) and not conn.transport.is_closing():
                 try:
                     conn.transport.write(packet)
                 except Exception:  # noqa: BLE001  (a closed connection: that peer is gone anyway)
