@@ -576,7 +576,7 @@ def run_local(spec: JobSpec, task: JobTask, timeout: float = 3600.0, connect_tim
 
 def run_job(spec: JobSpec, task: JobTask, index: int | None = None, timeout: float = 3600.0,
             ssl_dir: str | None = None, data_file: str | None = None, connect_timeout: float = 60.0,
-            insecure_plaintext: bool = False) -> list[dict | None]:
+            insecure_plaintext: bool = False, idle_timeout: float | None = None) -> list[dict | None]:
     """Every party on this machine (``index`` None), or only party ``index`` (its record; None elsewhere).
 
     ``data_file``: client ``index``'s own file, any path on this machine (its operator's ``--data-file``),
@@ -588,11 +588,44 @@ def run_job(spec: JobSpec, task: JobTask, index: int | None = None, timeout: flo
         spec = spec.with_file(index, data_file)
     if index is None:
         return run_local(spec, task, timeout=timeout, ssl_dir=ssl_dir, connect_timeout=connect_timeout,
-                         insecure_plaintext=insecure_plaintext)
+                         insecure_plaintext=insecure_plaintext, idle_timeout=idle_timeout)
     recs: list[dict | None] = [None] * len(spec.parties)
     recs[index] = run_one(spec, index, task, timeout=timeout, ssl_dir=ssl_dir, connect_timeout=connect_timeout,
-                          insecure_plaintext=insecure_plaintext)
+                          insecure_plaintext=insecure_plaintext, idle_timeout=idle_timeout)
     return recs
+
+
+def add_job_arguments(p, job_help: str) -> None:
+    """The job-file options every application command shares (``sqm pca``, ``sqm logreg``)."""
+    p.add_argument("--job", default=None, help=job_help)
+    p.add_argument("--index", type=int, default=None,
+                   help="with --job: start only this party (0 = server) here; omitted: all parties locally")
+    p.add_argument("--data-file", default=None,
+                   help="with --job and --index I (a client): this party's own CSV, any path on this machine, "
+                        "instead of the job file's entry (job files may only name files in their own folder)")
+    p.add_argument("--timeout", type=float, default=3600.0, help="with --job: seconds before a job is abandoned")
+    p.add_argument("--ssl-dir", default=None,
+                   help="with --job: mutually authenticated TLS between parties, keys from this folder "
+                        "(made by python -m mpc.certs --job NAME); needed whenever an address is not loopback")
+    p.add_argument("--connect-timeout", type=float, default=60.0,
+                   help="with --job: seconds for every party to connect (default 60)")
+    p.add_argument("--idle-timeout", type=float, default=None,
+                   help="with --job: seconds without any bytes from a peer whose message is awaited before the "
+                        "job is aborted naming it (default: the runtime's, 25)")
+    p.add_argument("--insecure-plaintext", action="store_true",
+                   help="with --job: INSECURE: plain TCP between hosts (no --ssl-dir); anyone on the path can "
+                        "read the shares")
+    p.add_argument("--insecure-reproducible", action="store_true",
+                   help="with --job and --seed: allow a seeded job (each party derives its own seed from the "
+                        "seed on its own command line; nothing is sent).  INSECURE: whoever knows the seed can "
+                        "regenerate every party's noise (a WARNING is printed, the JSON says secure_mode false)")
+
+
+def job_run_options(args) -> dict:
+    """:func:`run_job`'s keyword arguments from the options of :func:`add_job_arguments`."""
+    return dict(timeout=args.timeout, ssl_dir=args.ssl_dir, data_file=args.data_file,
+                connect_timeout=args.connect_timeout, insecure_plaintext=args.insecure_plaintext,
+                idle_timeout=args.idle_timeout)
 
 
 def run_one(spec: JobSpec, index: int, task: JobTask, timeout: float = 3600.0,

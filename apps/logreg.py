@@ -524,7 +524,7 @@ class LRJobTask:
 
 
 def _run_job(args) -> int:
-    from .jobfile import load_job, run_job, seed_policy
+    from .jobfile import job_run_options, load_job, run_job, seed_policy
 
     seed_policy(args.seed, args.insecure_reproducible)  # refused without the opt-in; with it, a WARNING line
     spec = load_job(args.job)
@@ -532,8 +532,7 @@ def _run_job(args) -> int:
                      args.lr if args.lr is not None else 1.0,
                      args.weight_bound if args.weight_bound is not None else 1.0, args.label_column,
                      args.label_party, seed=args.seed, insecure_reproducible=args.insecure_reproducible)
-    recs = run_job(spec, task, args.index, timeout=args.timeout, ssl_dir=args.ssl_dir,
-                   connect_timeout=args.connect_timeout, insecure_plaintext=args.insecure_plaintext)
+    recs = run_job(spec, task, args.index, **job_run_options(args))
     out = {"job": spec.path, "secure_mode": task.secure_mode}
     for i, rec in enumerate(recs):
         if rec is None:
@@ -613,6 +612,8 @@ def run(args) -> int:
 
 
 def register(sub) -> None:
+    from .jobfile import add_job_arguments
+
     p = sub.add_parser("logreg", help="private logistic regression (SQM) with DPSGD, local-DP and "
                                       "non-private baselines",
                        description="Train logistic regression on vertically partitioned data with SQM "
@@ -647,28 +648,13 @@ def register(sub) -> None:
                    help="seed for reproducible runs (default: OS entropy); every party's seed is derived from it, "
                         "so the run is not private against whoever knows it (JSON secure_mode false); with --job "
                         "refused unless --insecure-reproducible is given too")
-    p.add_argument("--insecure-reproducible", action="store_true",
-                   help="with --job: allow --seed, making the run reproducible and NOT private (a warning is "
-                        "printed and the JSON records secure_mode false)")
     p.add_argument("--no-baselines", action="store_true", help="train SQM only")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--job", default=None,
-                   help="job file (JSON: parties' addresses, party 0 the server, and each client's CSV; see "
-                        "apps/jobfile.py): a real multi-party run in which each party reads only its own file; "
-                        "the label party's CSV holds the --label-column")
-    p.add_argument("--index", type=int, default=None,
-                   help="with --job: start only this party (0 = server) here; omitted: all parties locally")
+    add_job_arguments(p, "job file (JSON: parties' addresses, party 0 the server, and each client's CSV; see "
+                         "apps/jobfile.py): a real multi-party run in which each party reads only its own file; "
+                         "the label party's CSV holds the --label-column")
     p.add_argument("--label-column", default="label", help="with --job: the label column's name (default label)")
     p.add_argument("--label-party", type=int, default=None,
                    help="with --job: 0-based client index holding the label (default the last client)")
-    p.add_argument("--timeout", type=float, default=3600.0, help="with --job: seconds before a job is abandoned")
-    p.add_argument("--ssl-dir", default=None,
-                   help="with --job: mutually authenticated TLS between parties, keys from this folder "
-                        "(made by python -m mpc.certs --job NAME); needed whenever an address is not loopback")
-    p.add_argument("--connect-timeout", type=float, default=60.0,
-                   help="with --job: seconds for every party to connect (default 60)")
-    p.add_argument("--insecure-plaintext", action="store_true",
-                   help="with --job: INSECURE: plain TCP between hosts (no --ssl-dir); anyone on the path can "
-                        "read the shares")
     p.add_argument("--json", default=None, help="write the figures to this JSON file")
     p.set_defaults(func=run)

@@ -485,15 +485,13 @@ def _run_cli(args) -> int:
 def _run_job(args) -> int:
     import json
 
-    from .jobfile import load_job, run_job, seed_policy
+    from .jobfile import job_run_options, load_job, run_job, seed_policy
 
     secure_mode = seed_policy(args.seed, args.insecure_reproducible)  # a seed without the opt-in: refused
     spec = load_job(args.job)
     task = PCAJobTask(args.components, args.epsilon, args.delta, args.gamma, args.row_norm_bound, seed=args.seed,
                       insecure_reproducible=args.insecure_reproducible)
-    recs = run_job(spec, task, args.index, timeout=args.timeout, ssl_dir=args.ssl_dir,
-                   data_file=args.data_file, connect_timeout=args.connect_timeout,
-                   insecure_plaintext=args.insecure_plaintext)  # MPCError: sqm exits with its exit_code
+    recs = run_job(spec, task, args.index, **job_run_options(args))  # MPCError: sqm exits with its exit_code
     if not secure_mode:
         print("secure_mode: false (--insecure-reproducible: every party's noise can be regenerated from the seed)")
     out = {"job": spec.path, "delta": args.delta, "gamma": args.gamma, "secure_mode": secure_mode}
@@ -527,6 +525,8 @@ def _run_job(args) -> int:
 
 
 def register(sub) -> None:
+    from .jobfile import add_job_arguments
+
     p = sub.add_parser(
         "pca", help="differentially private PCA over vertically partitioned data (SQM vs central/local DP)",
         description="Private PCA with SQM: the clients' noisy X^T X is computed by real MPyC party processes and "
@@ -553,27 +553,8 @@ def register(sub) -> None:
     p.add_argument("--seed", type=int, default=None,
                    help="seed for reproducible experiments (default: OS entropy); recorded as secure_mode false. "
                         "With --job it is refused unless --insecure-reproducible is given")
-    p.add_argument("--insecure-reproducible", action="store_true",
-                   help="with --job and --seed: allow a seeded job (each party derives its own seed from the "
-                        "seed on its own command line; nothing is sent).  INSECURE: whoever knows the seed can "
-                        "regenerate every party's noise; for reproducible experiments only")
     p.add_argument("--json", default=None, help="write the results to this JSON file")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--job", default=None,
-                   help="job file (JSON: parties' addresses, party 0 the server, and each client's CSV); "
-                        "see apps/jobfile.py")
-    p.add_argument("--index", type=int, default=None,
-                   help="with --job: start only this party (0 = server) here; omitted: all parties locally")
-    p.add_argument("--data-file", default=None,
-                   help="with --job and --index I (a client): this party's own CSV, any path on this machine, "
-                        "instead of the job file's entry (job files may only name files in their own folder)")
-    p.add_argument("--timeout", type=float, default=3600.0, help="with --job: seconds before a job is abandoned")
-    p.add_argument("--ssl-dir", default=None,
-                   help="with --job: mutually authenticated TLS between parties, keys from this folder "
-                        "(made by python -m mpc.certs --job NAME); needed whenever an address is not loopback")
-    p.add_argument("--connect-timeout", type=float, default=60.0,
-                   help="with --job: seconds for every party to connect (default 60)")
-    p.add_argument("--insecure-plaintext", action="store_true",
-                   help="with --job: INSECURE: plain TCP between hosts (no --ssl-dir); anyone on the path can "
-                        "read the shares")
+    add_job_arguments(p, "job file (JSON: parties' addresses, party 0 the server, and each client's CSV); "
+                         "see apps/jobfile.py")
     p.set_defaults(func=_run_cli)
