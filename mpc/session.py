@@ -38,6 +38,7 @@ from .protocol import ABORT_PC, ProtocolError, party_label, public_digest
 OK, NO = b"\x01", b"\x00"
 BACKOFF_START, BACKOFF_CAP = 0.02, 1.0
 HANDSHAKE_TIMEOUT = 10.0  # seconds for a TLS handshake and the listener's OK: an idle party answers in ms
+LINGER = 3.0  # seconds a party that gave up keeps dialling unreached parties to hand them its notice
 LOSS_GRACE = 0.5  # seconds between a connected peer leaving during the connect phase and reporting it
 MAX_EARLY = 1 << 24  # bytes buffered from one peer before the hand-over (the first exchange is small)
 JOB_ID_RE = re.compile(r"[0-9a-f]{32}")
@@ -242,6 +243,9 @@ class _Dial(_Conn):
                 return
         s.answering[self.pid] = transport.get_extra_info("peername")
         s.dialed[self.pid] = self  # a notice sent here is read once the listener has checked this party
+        if s.notice is not None:  # this party already gave up: this connection only carries its notice
+            transport.write(s.notice)
+            return
         s.loop.call_later(s.handshake_timeout, self.no_answer)
 
     def no_answer(self):
@@ -281,6 +285,7 @@ class Session:
         self.last_error: dict[int, str] = {}
         self.answering: dict[int, object] = {}  # peers connected to but not yet answered OK
         self.dialed: dict[int, _Conn] = {}  # connections this party made whose identity it checked
+        self.notice: bytes | None = None  # this party's abort notice, once it gave up
         self.notes: list[str] = []
         self.tasks: set[asyncio.Task] = set()
         self.loop = self.done = None
@@ -308,7 +313,7 @@ class Session:
 
     def notify(self, reason: str, kind: str = "refused") -> None:
         frame = wire.encode({"abort": _clean(reason, 500), "kind": kind})
-        packet = struct.pack("<qI", ABORT_PC, len(frame)) + frame
+        packet = self.notice = struct.pack("<qI", ABORT_PC, len(frame)) + frame
         for conn in {id(c): c for c in [*self.conns.values(), *self.dialed.values()]}.values():
             if (conn.ready or isinstance(conn, _Dial)) and not conn.transport.is_closing():
                 try:
@@ -354,6 +359,16 @@ class Session:
                 self.last_error[j] = _reason(e)
             await asyncio.sleep(delay)
             delay = min(2 * delay, BACKOFF_CAP)
+
+    async def linger(self) -> None:
+        """After giving up, keep dialling the parties above this one that were not reached yet, for a few
+        seconds, only to hand them this party's notice: a party that heard of the failure from nobody would
+        otherwise wait out its whole connect timeout."""
+        deadline = self.loop.time() + LINGER
+        pending = lambda: [j for j in range(self.pid + 1, len(self.addrs)) if j not in self.dialed]  # noqa: E731
+        while self.notice is not None and pending() and self.loop.time() < deadline:
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # let the notices leave before the process exits
 
     def missing(self) -> str:
         out = []
@@ -401,7 +416,7 @@ class Session:
                 await asyncio.sleep(0.05)  # let the notices leave before the process exits
                 raise self.done.exception() from None
             except (ConnectError, TimeoutError):
-                await asyncio.sleep(0.05)
+                await self.linger()
                 raise
         finally:
             if server is not None:
