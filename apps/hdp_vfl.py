@@ -139,7 +139,9 @@ class HDPLogisticRegression:
     def __init__(self, epsilon: float = 1.0, delta: float = 0.01, epochs: int = 10, batch_size: int = 3200,
                  k: float = 1.0, l2: float = 0.001, learning_rate: float = 0.5, calibration: str = "classic",
                  backend: str = "plain", seed=None, active_features: int | None = None, intercept: float = 0.5,
-                 progress: bool = False):
+                 progress: bool = False, timeout: float = 3600.0):
+        if not timeout > 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
         _check_params(epsilon, delta, epochs, batch_size, k, l2, learning_rate, calibration)
         if not (isinstance(intercept, (int, float, np.integer, np.floating)) and 0 <= intercept < 1):
             raise ValueError(f"intercept (the constant column's value u) must lie in [0, 1), got {intercept!r}")
@@ -149,6 +151,7 @@ class HDPLogisticRegression:
         self.k, self.l2, self.learning_rate, self.calibration = k, l2, learning_rate, calibration
         self.backend, self.seed, self.active_features, self.progress = backend, seed, active_features, progress
         self.intercept = float(intercept)
+        self.timeout = float(timeout)  # seconds before the two-process job is abandoned (mpyc backend)
 
     # ----- configuration ---------------------------------------------------------------------------
     def config(self, n_records: int, active_features: int, passive_features: int) -> HDPConfig:
@@ -222,7 +225,8 @@ class HDPLogisticRegression:
         else:
             from mpc.launch import run_parties
 
-            res = run_parties([HDPParty(ACTIVE, cfg, XA, y, seed_a), HDPParty(PASSIVE, cfg, XB, None, seed_b)])
+            res = run_parties([HDPParty(ACTIVE, cfg, XA, y, seed_a), HDPParty(PASSIVE, cfg, XB, None, seed_b)],
+                              timeout=self.timeout)
             wA, wB = res[ACTIVE]["result"]["w"], res[PASSIVE]["result"]["w"]
             self.bytes_sent_ = [int(r.get("bytes_sent", 0)) for r in res]
         self.seconds_ = time.perf_counter() - t0
@@ -387,7 +391,7 @@ def run(args) -> int:
     a = args.active_features or a
     model = HDPLogisticRegression(args.epsilon, args.delta, args.epochs, args.batch_size, args.k, args.l2,
                                   args.learning_rate, args.calibration, args.backend, args.seed, a,
-                                  args.intercept, progress=not args.quiet)
+                                  args.intercept, progress=not args.quiet, timeout=args.timeout)
     model.fit(Xtr, ytr)
     hdp = {"accuracy": model.score(Xte, yte), "backend": args.backend, "seconds": model.seconds_,
            "bytes_sent": model.bytes_sent_, "privacy": model.privacy_}
@@ -463,6 +467,8 @@ def register(sub) -> None:
     p.add_argument("--seed", type=int, default=None,
                    help="seed for reproducible EXPERIMENTS: not secure (whoever knows it regenerates both parties' "
                         "noise), recorded as secure_mode false in the JSON (default: OS entropy)")
+    p.add_argument("--timeout", type=float, default=3600.0,
+                   help="with --backend mpyc: seconds before the two-process job is abandoned (default 3600)")
     p.add_argument("--split-seed", type=int, default=0, help="seed of the train/test split (default: 0)")
     p.add_argument("--test-size", type=float, default=0.2, help="test fraction (default: 0.2)")
     p.add_argument("--no-sqm", action="store_true", help="skip the SQM-LR comparison")

@@ -245,3 +245,17 @@ def test_bench_reduced_run_structure_and_trend():
     assert [(c["epochs"], c["k"]) for c in rep["figure2"]] == [(5, 1.0), (10, 1.0), (15, 1.0), (10, 0.1), (10, 0.5)]
     # Figure 2's e=10, k=1 curve is Figure 1's breast-cancer curve: same seeds, same models
     assert rep["figure2"][1]["rows"][0]["accuracies"] == rows[0]["accuracies"]
+
+
+def test_timeout_option_bounds_the_two_process_job():
+    from apps.hdp_vfl import HDPLogisticRegression
+    from mpc.launch import MPCError
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 4)) / 4
+    y = (rng.random(40) < 0.5).astype(int)
+    with pytest.raises(ValueError, match="timeout"):
+        HDPLogisticRegression(timeout=0)
+    with pytest.raises(MPCError) as err:  # the job cannot finish in 1 ms: both parties exit TIMEOUT
+        HDPLogisticRegression(epochs=2, batch_size=20, backend="mpyc", timeout=0.001).fit_parties(X[:, :2], y, X[:, 2:])
+    assert err.value.exit_code == 5, str(err.value)
