@@ -28,7 +28,7 @@ import time
 
 from .liveness import IDLE_TIMEOUT_S
 from .exitcodes import (EXIT_BAD_DATA, EXIT_ERROR, EXIT_LOST, EXIT_REFUSED,  # noqa: F401  (re-exported)
-                        EXIT_TIMEOUT)
+                        EXIT_TIMEOUT, EXIT_USAGE)
 
 
 class PartyProgram:
@@ -100,13 +100,13 @@ def main(argv=None) -> int:
     addrs = [a.strip() for a in args.parties.split(",") if a.strip()]
     if len(addrs) < 2:
         print("mpc.party: error: need at least 2 parties (a server and a client)", file=sys.stderr)
-        return EXIT_REFUSED
+        return EXIT_USAGE
     if len(set(addrs)) != len(addrs):
         print(f"mpc.party: error: duplicate party addresses in {addrs}", file=sys.stderr)
-        return EXIT_REFUSED
+        return EXIT_USAGE
     if not 0 <= args.index < len(addrs):
         print(f"mpc.party: error: index {args.index} out of range for {len(addrs)} parties", file=sys.stderr)
-        return EXIT_REFUSED
+        return EXIT_USAGE
     with open(args.program, "rb") as f:
         program = pickle.load(f)
     if args.result:
@@ -117,7 +117,7 @@ def main(argv=None) -> int:
         check_job_id(args.job_id)
     except ValueError as e:
         print(f"mpc.party: error: --job-id: {e}", file=sys.stderr)
-        return EXIT_REFUSED
+        return EXIT_USAGE
     tls = None
     remote = plaintext_refusal(addrs)
     if args.ssl or (remote and not args.insecure_plaintext):

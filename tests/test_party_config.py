@@ -8,7 +8,7 @@ import pytest
 
 from mpc.certs import make_certificates
 from mpc.mpyc_backend import MPyCBackend
-from mpc.party import EXIT_REFUSED, EvaluateJob
+from mpc.party import EXIT_REFUSED, EXIT_USAGE, EvaluateJob
 from mpc.secure_sum import SumClient, sum_job
 
 
@@ -33,6 +33,14 @@ def _party(tmp_path, *args, job_id=JOB_ID):
     (["--index", "0", "--parties", "127.0.0.1:9001,127.0.0.1:9001,127.0.0.1:9002"], "duplicate party addresses"),
     (["--index", "3", "--parties", "127.0.0.1:9001,127.0.0.1:9002,127.0.0.1:9003"], "index 3 out of range"),
     (["--index", "0", "--parties", "127.0.0.1:9001"], "need at least 2 parties"),
+])
+def test_bad_party_options_are_usage_errors(tmp_path, args, message):
+    res = _party(tmp_path, *args)
+    assert res.returncode == EXIT_USAGE
+    assert message in res.stderr
+
+
+@pytest.mark.parametrize("args, message", [
     (["--index", "1", "--parties", "127.0.0.1:9001,127.0.0.1:9002", "--ssl", "--ssl-dir", "/nonexistent"],
      "TLS needs mpyc_ca.crt, party_1.crt, party_1.key in /nonexistent"),
     # plain TCP across hosts: refused before any socket is opened (no keys in ./.config, no opt-in)
@@ -49,7 +57,7 @@ def test_bad_party_configuration_is_refused(tmp_path, args, message):
 
 def test_job_id_must_be_a_fresh_128_bit_hex_id(tmp_path):
     res = _party(tmp_path, "--index", "0", "--parties", "127.0.0.1:9001,127.0.0.1:9002", job_id="job-1")
-    assert res.returncode == EXIT_REFUSED and "job id 'job-1' is not 32 lowercase hex digits" in res.stderr
+    assert res.returncode == EXIT_USAGE and "job id 'job-1' is not 32 lowercase hex digits" in res.stderr
 
 
 def _not_local(candidates=("10.255.255.1", "198.51.100.7", "203.0.113.9", "192.0.2.77")) -> str:
