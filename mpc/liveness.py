@@ -101,8 +101,7 @@ def install_loss_detection(state: dict) -> None:
     time of the last bytes from it), ``abort_exc`` (the exception class the abort raises), ``max_stall_s``."""
     from mpyc import asyncoro
 
-    from . import wire
-    from .protocol import ABORT_PC, HEARTBEAT_PC, PartyAborted
+    from .protocol import ABORT_PC, HEARTBEAT_PC, PartyAborted, read_abort_notice
 
     global _STATE
     _STATE = state
@@ -137,13 +136,8 @@ def install_loss_detection(state: dict) -> None:
     def on_abort(self, payload):
         if state["aborted"] is not None:
             return
-        kind = silent = None
-        try:
-            notice = wire.decode(payload)
-            reason, kind, silent = notice["abort"], notice.get("kind"), notice.get("party")
-            reason = "".join(c if c.isprintable() else "?" for c in str(reason))[:500]
-        except Exception:  # noqa: BLE001  (a malformed notice is still an abort)
-            reason = "(an unreadable abort notice)"
+        notice = read_abort_notice(payload)
+        reason, kind, silent = notice["abort"], notice["kind"], notice["party"]
         message = f"{_label(self.peer_pid).capitalize()} aborted the job: {reason}"
         if kind == "silent":
             blocked = time.monotonic() - state.get("tick_at", time.monotonic())
@@ -225,15 +219,21 @@ async def keep_alive(rt, state: dict, idle_timeout: float) -> None:
 
 def declare_silent(rt, state: dict, pid: int, idle_timeout: float) -> None:
     """Abort the job on a silent peer: tell every connected peer why, then fail every pending receive."""
-    from . import wire
-    from .protocol import ABORT_PC
+    from .protocol import abort_notice
 
     reason = f"no message from {_label(pid)} for {idle_timeout:g} s (stopped or partitioned?)"
-    frame = wire.encode({"abort": reason, "kind": "silent", "party": pid})
-    for peer, proto in _connected(rt):  # the silent one too: if only its loop was blocked, it learns why
+    # every connected peer, the silent one too: if only its loop was blocked, it learns why
+    send_abort(rt, abort_notice(reason, "silent", party=pid))
+    state["abort_all"](rt, f"{reason}; job aborted, nothing released", PeerSilent)
+
+
+def send_abort(rt, frame: bytes) -> None:
+    """Send an abort notice (:func:`mpc.protocol.abort_notice`) to every connected peer."""
+    from .protocol import ABORT_PC
+
+    for _, proto in _connected(rt):
         if proto.transport is not None and not proto.transport.is_closing():
             try:
                 proto.send(ABORT_PC, frame)
             except Exception:  # noqa: BLE001  (a closed connection: that peer is gone anyway)
                 pass
-    state["abort_all"](rt, f"{reason}; job aborted, nothing released", PeerSilent)

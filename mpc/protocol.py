@@ -84,6 +84,27 @@ ABORT_PC = -(1 << 62)  # the message label of an abort notice (MPyC labels are n
 HEARTBEAT_PC = ABORT_PC + 1  # the label of a heartbeat frame (empty payload; see mpc.liveness)
 
 
+def printable(text: str, n: int) -> str:
+    """At most ``n`` characters of a peer's text, control characters replaced (it is printed to a terminal)."""
+    return "".join(c if c.isprintable() else "?" for c in str(text))[:n]
+
+
+def abort_notice(reason: str, kind: str = "refused", **extra) -> bytes:
+    """The frame of an abort notice (sent on the label ABORT_PC): the reason (no data), its kind ("refused",
+    "timeout", "silent") and public extras (``party``: the silent peer)."""
+    return wire.encode({"abort": printable(reason, 500), "kind": kind, **extra})
+
+
+def read_abort_notice(payload) -> dict:
+    """A peer's abort notice as {"abort": printable reason, "kind": ..., "party": ...}; a malformed notice is
+    still an abort (its reason says it was unreadable)."""
+    try:
+        notice = wire.decode(payload)
+        return {"abort": printable(notice["abort"], 500), "kind": notice.get("kind"), "party": notice.get("party")}
+    except Exception:  # noqa: BLE001
+        return {"abort": "(an unreadable abort notice)", "kind": None, "party": None}
+
+
 def party_label(pid: int) -> str:
     return "the server (party 0)" if pid == 0 else f"client {pid}"
 
@@ -263,13 +284,9 @@ class PartyContext:
 
     async def abort(self, reason: str) -> None:
         """Tell every connected peer that this party aborts the job, and why (no data in ``reason``)."""
-        frame = wire.encode({"abort": str(reason)[:500]})
-        for peer in self.rt.parties:
-            if peer.pid != self.pid and peer.protocol is not None and not isinstance(peer.protocol, asyncio.Future):
-                try:
-                    peer.protocol.send(ABORT_PC, frame)
-                except Exception:  # noqa: BLE001  (a closed connection: that peer is gone anyway)
-                    pass
+        from .liveness import send_abort
+
+        send_abort(self.rt, abort_notice(reason))
         await asyncio.sleep(0.05)  # let the transports flush before the process exits
 
     async def close(self) -> None:

@@ -32,8 +32,8 @@ import struct
 import time
 
 from .certs import IdentityError, check_peer
-from . import wire
-from .protocol import ABORT_PC, ProtocolError, party_label, public_digest
+from .protocol import (ABORT_PC, ProtocolError, abort_notice, party_label, printable, public_digest,
+                       read_abort_notice)
 
 OK, NO = b"\x01", b"\x00"
 BACKOFF_START, BACKOFF_CAP = 0.02, 1.0
@@ -93,7 +93,7 @@ def _reason(e: BaseException) -> str:
 
 
 def _clean(text: str, n: int = 300) -> str:
-    return "".join(c if c.isprintable() else "?" for c in text)[:n]
+    return printable(text, n)
 
 
 class _Conn(asyncio.Protocol):
@@ -130,14 +130,9 @@ class _Conn(asyncio.Protocol):
             if len(self.buf) < off + 12 + size:
                 return
             if pc == ABORT_PC:
-                kind = None
-                try:
-                    notice = wire.decode(bytes(self.buf[off + 12:off + 12 + size]))
-                    reason, kind = _clean(str(notice["abort"]), 500), notice.get("kind")
-                except Exception:  # noqa: BLE001  (a malformed notice is still an abort)
-                    reason = "(an unreadable abort notice)"
-                self.s.fail(f"{party_label(self.pid)} gave up the connect phase: {reason}", notify=False,
-                            timed_out=kind == "timeout")
+                notice = read_abort_notice(bytes(self.buf[off + 12:off + 12 + size]))
+                self.s.fail(f"{party_label(self.pid)} gave up the connect phase: {notice['abort']}", notify=False,
+                            timed_out=notice["kind"] == "timeout")
                 return
             off += 12 + size
 
@@ -312,7 +307,7 @@ class Session:
                 self.notify(message)
 
     def notify(self, reason: str, kind: str = "refused") -> None:
-        frame = wire.encode({"abort": _clean(reason, 500), "kind": kind})
+        frame = abort_notice(reason, kind)
         packet = self.notice = struct.pack("<qI", ABORT_PC, len(frame)) + frame
         for conn in {id(c): c for c in [*self.conns.values(), *self.dialed.values()]}.values():
             if (conn.ready or isinstance(conn, _Dial)) and not conn.transport.is_closing():
