@@ -10,6 +10,7 @@ in one process.  Given the same callables (same seeds), every backend returns th
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -30,6 +31,10 @@ class Job:
     addend_bound: int = 0  # public: |sum of the clients' addends| <= addend_bound (except w.p. < 2^-64)
     var_owner: Sequence[int] | None = None  # client index owning each variable (in client order)
     align_ids: bool = False  # clients return (block, addend, ids_digest); digests must agree before sharing
+
+    def public(self) -> "Job":
+        """The job without client programs: what the server and every other party may see."""
+        return dataclasses.replace(self, clients=[])
 
     def result_bound(self) -> int:
         return self.program.output_bound(self.col_bounds, self.n_records) + int(self.addend_bound)
@@ -71,50 +76,27 @@ class Backend:
         raise NotImplementedError
 
 
-def check_client_inputs(job: Job, inputs: list[tuple[np.ndarray, np.ndarray]]) -> list[np.ndarray]:
-    """Validate the clients' integer blocks and addends against the program; return the blocks."""
-    blocks = []
-    counts = set()
-    if job.align_ids:
-        digests = {bytes(inp[2]) if len(inp) > 2 else None for inp in inputs}
-        if len(digests) != 1 or None in digests:
-            raise ValueError("clients' record ids differ (or are in a different order): refused")
-    for j, (block, addend, *_) in enumerate(inputs):
-        block = np.asarray(block)
-        if block.ndim != 2:
-            raise ValueError(f"client {j + 1} produced a block of shape {block.shape}, expected 2-D")
-        counts.add(block.shape[0])
-        addend = np.asarray(addend)
-        if addend.shape != (job.program.n_out,):
-            raise ValueError(f"client {j + 1} addend has shape {addend.shape}, expected ({job.program.n_out},)")
-        blocks.append(block)
-    if len(counts) > 1:
-        raise ValueError(f"clients hold different record counts: {sorted(counts)}")
-    n_vars = sum(b.shape[1] for b in blocks)
-    if n_vars != job.program.n_vars:
-        raise ValueError(f"clients hold {n_vars} columns in all, the program needs {job.program.n_vars}")
-    return blocks
-
-
 class PlainBackend(Backend):
-    """SIMULATION: exact integer evaluation in one process, no secret sharing, no network.
+    """SIMULATION: the job's party programs (:class:`mpc.party.EvaluateJob`) run in this process by
+    :func:`mpc.inprocess.run_in_process`, which evaluates in the clear (the ideal functionality).
 
-    For experiments and sweeps.  It computes bit for bit what the MPyC parties compute (tests prove it),
-    but it sees every client's data: never use it where the parties do not trust one process.
+    For experiments and sweeps.  It runs the same checks and returns bit for bit what the MPyC parties compute
+    (tests prove it), but it sees every client's data: never use it where the parties do not trust one process.
     """
 
     name = "plain"
 
     def run(self, job: Job) -> JobResult:
+        from .inprocess import run_in_process
+        from .party import EvaluateJob
+
         t0 = time.perf_counter()
-        inputs = [client() for client in job.clients]
-        blocks = check_client_inputs(job, inputs)
-        X = np.hstack(blocks) if blocks else np.zeros((0, 0), np.int64)
-        y = job.program.evaluate(X)
-        for _, addend, *_ in inputs:
-            y = y + np.asarray(addend).astype(object)
-        return JobResult(values=y, backend=self.name, seconds=time.perf_counter() - t0,
-                         bytes_sent=[0] * (len(job.clients) + 1))
+        pub = job.public()
+        programs = [EvaluateJob(pub)] + [EvaluateJob(pub, c) for c in job.clients]
+        records = run_in_process(programs)
+        return JobResult(values=records[0]["result"], backend=self.name, seconds=time.perf_counter() - t0,
+                         bytes_sent=[0] * (len(job.clients) + 1),
+                         party_seconds=[float(r["seconds"]) for r in records])
 
 
 _BACKENDS: dict[str, Callable[..., Backend]] = {"plain": PlainBackend}

@@ -1,18 +1,12 @@
 """The ``mpyc`` backend: every party a real MPyC process, shares over TCP (loopback here, any hosts in production)."""
 from __future__ import annotations
 
-import dataclasses
 import time
 
 from .backend import Backend, Job, JobResult, register_backend
 from .field import prime_for_bound
 from .launch import require_two_clients, run_parties
 from .party import EvaluateJob
-
-
-def public_job(job: Job) -> Job:
-    """The job without client programs: what the server and every other party may see."""
-    return dataclasses.replace(job, clients=[])
 
 
 class MPyCBackend(Backend):
@@ -37,7 +31,7 @@ class MPyCBackend(Backend):
         require_two_clients(len(job.clients))  # t = 0 with one client: refused before any process starts
         M = len(job.clients) + 1
         p = prime_for_bound(job.result_bound(), M)  # refuse an overflowing job before starting anyone
-        pub = public_job(job)
+        pub = job.public()
         programs = [EvaluateJob(pub, None, self.outputs_to_clients)]
         programs += [EvaluateJob(pub, c, self.outputs_to_clients) for c in job.clients]
         extra = ["--insecure-pcg64-shares"] if self.insecure_share_rng == "pcg64" else None

@@ -63,6 +63,31 @@ class EvaluateJob(PartyProgram):
         return await ctx.evaluate(self.job, my_input, self.outputs_to_clients)
 
 
+def failure(e: BaseException, who: str, timeout: float) -> tuple[int, str]:
+    """The exit code (:mod:`mpc.exitcodes`) and the message line of a party whose program ended with ``e``
+    (a peer's lost connection aside): one classification for real party processes and in-process runs."""
+    from .protocol import InputRefused, ProtocolError
+
+    if isinstance(e, InputRefused):  # this party's own input is unusable: the others were told the reason only
+        detail = f" ({e.detail})" if e.detail else ""
+        return EXIT_BAD_DATA, f"mpc.party {who}: refused its own input: {e}{detail}; job aborted, nothing released"
+    if isinstance(e, ProtocolError):
+        return EXIT_REFUSED, f"mpc.party {who}: {e}"
+    if isinstance(e, (TimeoutError, asyncio.TimeoutError)):
+        return EXIT_TIMEOUT, f"mpc.party {who}: timeout: {str(e) or f'the job did not finish within {timeout:g} s'}"
+    return EXIT_ERROR, f"mpc.party {who}: {type(e).__name__}: {e}"
+
+
+def abort_reason(e: BaseException, who: str) -> str:
+    """What every peer is told when this party's program raised ``e``: a refusal's public reason, otherwise
+    the exception's type only (its message may hold this party's data)."""
+    from .protocol import ProtocolError
+
+    if isinstance(e, ProtocolError):
+        return f"{who} refused: {getattr(e, 'public', None) or e}"
+    return f"{who} failed ({type(e).__name__})"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m mpc.party", description=__doc__.splitlines()[0])
     ap.add_argument("--program", required=True, help="pickled PartyProgram for this party")
@@ -165,11 +190,8 @@ def main(argv=None) -> int:
             result = await asyncio.wait_for(program.run(ctx), args.timeout)
         except (PartyLost, PartyAborted, PeerSilent):
             raise
-        except ProtocolError as e:  # tell the others why, so every party names the cause
-            await ctx.abort(f"{who} refused: {getattr(e, 'public', None) or e}")  # public: what peers may learn
-            raise
-        except Exception as e:  # noqa: BLE001  (the type only: a message may hold this party's data)
-            await ctx.abort(f"{who} failed ({type(e).__name__})")
+        except Exception as e:  # noqa: BLE001  tell the others why, so every party names the cause
+            await ctx.abort(abort_reason(e, who))
             raise
         stats["seconds"] = time.perf_counter() - t0
         stats["phases"] = dict(ctx.phases)
@@ -204,21 +226,9 @@ def main(argv=None) -> int:
         else:
             print(f"mpc.party {who}: {e}; job aborted, nothing released", file=sys.stderr)
             code = EXIT_LOST
-    except InputRefused as e:  # this party's own input is unusable: the others were told the reason only
-        detail = f" ({e.detail})" if e.detail else ""
-        print(f"mpc.party {who}: refused its own input: {e}{detail}; job aborted, nothing released",
-              file=sys.stderr)
-        code = EXIT_BAD_DATA
-    except ProtocolError as e:
-        print(f"mpc.party {who}: {e}", file=sys.stderr)
-        code = EXIT_REFUSED
-    except (TimeoutError, asyncio.TimeoutError) as e:
-        print(f"mpc.party {who}: timeout: {str(e) or f'the job did not finish within {args.timeout:g} s'}",
-              file=sys.stderr)
-        code = EXIT_TIMEOUT
     except Exception as e:  # noqa: BLE001
-        print(f"mpc.party {who}: {type(e).__name__}: {e}", file=sys.stderr)
-        code = EXIT_ERROR
+        code, line = failure(e, who, args.timeout)
+        print(line, file=sys.stderr)
     sys.stdout.flush(), sys.stderr.flush()
     os._exit(code)  # do not wait on sockets of lost peers
 

@@ -170,9 +170,12 @@ class PartyContext:
 
     def __init__(self, rt, rng: np.random.Generator | None = None):
         self.rt = rt
-        self.pid = rt.pid
-        self.M = len(rt.parties)
-        self.t = rt.threshold
+        self._setup(rt.pid, len(rt.parties), rt.threshold, rng)
+
+    def _setup(self, pid: int, M: int, t: int, rng: np.random.Generator | None) -> None:
+        self.pid = pid
+        self.M = M
+        self.t = t
         self.clients = list(range(1, self.M))
         self.rng = rng or secure_generator()  # share randomness: AES-CTR keyed from OS entropy
         self.phases: dict[str, float] = {}  # seconds spent per protocol phase, summed over evaluations
@@ -196,7 +199,7 @@ class PartyContext:
         one validator for every sender, or a dict sender -> validator.  A malformed or unexpected frame
         raises :class:`ProtocolError` naming the sender and the step (the party then aborts the job)."""
         senders = list(senders)
-        got = await _exchange({k: wire.encode(v) for k, v in outgoing.items()}, senders)
+        got = await self._transport({k: wire.encode(v) for k, v in outgoing.items()}, senders)
         out = []
         for s, g in zip(senders, got):
             check = expect.get(s) if isinstance(expect, dict) else expect
@@ -208,6 +211,10 @@ class PartyContext:
                 raise ProtocolError(f"party {self.pid}: malformed message from {party_label(s)} at step "
                                     f"'{step}': {e}; job aborted, nothing released") from None
         return out
+
+    async def _transport(self, outgoing: dict, senders: list) -> list:
+        """Move encoded frames (MPyC's channels here; in-memory mailboxes in :mod:`mpc.inprocess`)."""
+        return await _exchange(outgoing, senders)
 
     async def broadcast(self, obj, expect, sender: int = 0, receivers=None, step: str = "broadcast") -> object:
         """``sender`` sends a public object to ``receivers`` (default: everyone); returns it everywhere."""
@@ -401,8 +408,16 @@ class PartyContext:
                 payload.append(from_signed(np.array([m if self.pid == 1 else 0], dtype=object), p))
             self._lap("client checks")
         widths = None if owner is None else [owner.count(j) for j in range(self.M - 1)]
+        receivers = [0] + (self.clients if outputs_to_clients else [])
+        res = await self._secure_outputs(prog, p, n_rows, widths, needs_count,
+                                         None if self.is_server else (payload, block, addend), receivers)
+        return None if res is None else to_signed(res, p).astype(object)
+
+    async def _secure_outputs(self, prog, p: int, n_rows: int, widths, needs_count: bool, mine, receivers):
+        """BGW: share the clients' field payloads, compute the outputs on shares, open them to ``receivers``
+        (field elements there, None elsewhere).  ``mine``: this client's (field payload, block, addend)."""
         summands = [(prog.n_out,)] + ([(1,)] if needs_count else [])
-        S, sums = await self.input_shares(None if self.is_server else payload, p, widths, n_rows, summands)
+        S, sums = await self.input_shares(None if mine is None else mine[0], p, widths, n_rows, summands)
         z, count = sums[0], (sums[1] if needs_count else None)
         # ---- local moments ----
         y, degree2 = await self._outputs(prog, S, count, p)
@@ -411,10 +426,9 @@ class PartyContext:
             self._lap("local moments")
             y = await self.reshare(y, p)
             self._lap("degree reduction")
-        receivers = [0] + (self.clients if outputs_to_clients else [])
         res = await self.open_to(y, p, receivers)
         self._lap("open result")
-        return None if res is None else to_signed(res, p).astype(object)
+        return res
 
     async def _outputs(self, prog, S: np.ndarray, count, p: int) -> tuple[np.ndarray, bool]:
         if prog.gram:

@@ -26,7 +26,7 @@ from mpc import wire
 from mpc.backend import FixedClient, Job
 from mpc.field import from_signed, prime_for_bound
 from mpc.launch import MPCError, run_parties
-from mpc.mpyc_backend import public_job
+
 from mpc.party import EvaluateJob, PartyProgram
 from mpc.program import SumProgram
 
@@ -80,7 +80,7 @@ def gram_job(blocks, bound, noise):
 
 
 def run_recorded(job, tmp_path, tag):
-    pub = public_job(job)
+    pub = job.public()
     path = str(tmp_path / f"server-{tag}.frames")
     programs = [Recording(EvaluateJob(pub), path)] + [EvaluateJob(pub, c) for c in job.clients]
     res = run_parties(programs)
@@ -196,7 +196,7 @@ class _Exploit:
 def test_malformed_frame_aborts_every_party_naming_the_sender(tmp_path, mode):
     blocks = [np.ones((20, 1), np.int64), np.ones((20, 1), np.int64), np.ones((20, 1), np.int64)]
     job = gram_job(blocks, 4, [np.zeros(9, np.int64)] * 3)
-    pub = public_job(job)
+    pub = job.public()
     marker = str(tmp_path / "code-ran")
     programs = [EvaluateJob(pub), EvaluateJob(pub, job.clients[0]),
                 Evil(EvaluateJob(pub, job.clients[1]), mode, marker), EvaluateJob(pub, job.clients[2])]

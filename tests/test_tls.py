@@ -13,7 +13,7 @@ import pytest
 from mpc.certs import IdentityError, TLSIdentity, check_peer, file_identity, make_certificates
 from mpc.exitcodes import EXIT_REFUSED, EXIT_TIMEOUT
 from mpc.launch import free_ports, new_job_id, party_command, party_env
-from mpc.mpyc_backend import public_job
+
 from mpc.party import EvaluateJob
 from mpc.secure_sum import SumClient, sum_job
 
@@ -33,7 +33,7 @@ class Parties:
         self.tmp, self.n = tmp_path, n
         self.addrs = [f"127.0.0.1:{p}" for p in free_ports(n)]
         job = sum_job([SumClient(np.array([j, 2 * j])) for j in range(1, n)], 2, 1000)
-        pub = public_job(job)
+        pub = job.public()
         self.programs = [EvaluateJob(pub)] + [EvaluateJob(pub, c) for c in job.clients]
         self.procs, self.t0, self.t1 = {}, {}, {}
 
