@@ -166,7 +166,7 @@ def main(argv=None) -> int:
     from mpyc.runtime import mpc  # noqa: E402  (MPyC reads sys.argv at import)
 
     from .liveness import PartyLost, PeerSilent, install_loss_detection, start_keep_alive
-    from .protocol import InputRefused, PartyAborted, PartyContext, ProtocolError
+    from .protocol import PartyAborted, PartyContext, ProtocolError
     from .session import agree_job, job_description, start
 
     state = {"done": False, "lost": set(), "aborted": None}
