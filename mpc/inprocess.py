@@ -105,9 +105,10 @@ class _Hub:
 class InProcessContext(PartyContext):
     """:class:`mpc.protocol.PartyContext` for one party of an in-process run (see the module docstring)."""
 
-    def __init__(self, hub: _Hub, pid: int, rng: np.random.Generator | None = None):
+    def __init__(self, hub: _Hub, pid: int, rng: np.random.Generator | None = None, ideal: bool = True):
         self.rt = None
         self.hub = hub
+        self.ideal = ideal
         self._setup(pid, hub.M, (hub.M - 1) // 2, rng or secure_generator())
         self._counter = 0
 
@@ -132,7 +133,10 @@ class InProcessContext(PartyContext):
 
     async def _secure_outputs(self, prog, p: int, n_rows: int, widths, needs_count: bool, mine, receivers):
         """The ideal functionality: every client hands its (block, addend) to the receivers in the clear, which
-        compute the program's exact integers and reduce them into the field, as the real protocol opens."""
+        compute the program's exact integers and reduce them into the field, as the real protocol opens.
+        With ``ideal=False``: the real BGW protocol over the mailboxes (shares, degree reduction, opening)."""
+        if not self.ideal:
+            return await super()._secure_outputs(prog, p, n_rows, widths, needs_count, mine, receivers)
         outgoing = {} if mine is None else {r: (np.asarray(mine[1]), np.asarray(mine[2])) for r in receivers}
         got = await self._transport_raw(outgoing, self.clients if self.pid in receivers else [])
         self._lap("ideal evaluation (simulation)")
@@ -162,7 +166,8 @@ def _nothing():
     return wire.nothing
 
 
-async def _run_all(programs, timeout: float, job_id: str, job_name: str | None, rngs) -> tuple[list, list]:
+async def _run_all(programs, timeout: float, job_id: str, job_name: str | None, rngs, ideal: bool
+                   ) -> tuple[list, list]:
     from .party import abort_reason, describe
     from .session import agree_job, job_description
 
@@ -173,7 +178,7 @@ async def _run_all(programs, timeout: float, job_id: str, job_name: str | None, 
     errors: list = [None] * M
 
     async def one(i: int):
-        ctx = InProcessContext(hub, i, None if rngs is None else rngs[i])
+        ctx = InProcessContext(hub, i, None if rngs is None else rngs[i], ideal)
         who = "server" if i == 0 else f"client {i}"
         try:
             digest = await agree_job(ctx, job_description(job_id, addrs, job_name, describe(programs[i])))
@@ -204,12 +209,15 @@ async def _run_all(programs, timeout: float, job_id: str, job_name: str | None, 
 
 
 def run_in_process(programs: list, timeout: float = 3600.0, min_clients: int = 1, job_id: str | None = None,
-                   job_name: str | None = None, rngs=None, idle_timeout: float | None = None) -> list[dict]:
+                   job_name: str | None = None, rngs=None, idle_timeout: float | None = None, ideal: bool = True
+                   ) -> list[dict]:
     """SIMULATION: run ``programs[i]`` as party ``i`` (0 the server) in this process; return each party's record
     ``{"result", "seconds", "phases", "bytes_sent", ...}`` as :func:`mpc.launch.run_parties` does.
 
     ``min_clients``, ``job_id``, ``job_name`` and ``timeout`` mean what they mean there; ``rngs`` (optional) are
     the parties' share generators (default AES-CTR from OS entropy; they never change a result).
+    ``ideal=False`` runs evaluations as the real BGW protocol over the in-memory mailboxes (shares, degree
+    reduction, opening: every frame a real party would receive) instead of the ideal functionality.
     ``idle_timeout`` is accepted for signature parity and unused: one process has no silent peer, and a party
     waiting forever is a deadlock, refused at once.  Raises :class:`mpc.launch.MPCError` like ``run_parties``
     when any party fails (message ``"MPC job failed, no result released: client 2 exited 6: ..."``, ``codes``).
@@ -223,7 +231,7 @@ def run_in_process(programs: list, timeout: float = 3600.0, min_clients: int = 1
         raise ValueError(f"a job needs a server and at least one client; got {M} parties")
     if min_clients >= 2:
         require_two_clients(M - 1)
-    coro = _run_all(programs, timeout, job_id or new_job_id(), job_name, rngs)
+    coro = _run_all(programs, timeout, job_id or new_job_id(), job_name, rngs, ideal)
     records, errors = _run_coroutine(coro)
     if any(e is not None for e in errors):
         codes, lines = {}, {}

@@ -12,7 +12,9 @@ import pytest
 from bench import faults
 
 # cases -> extra flags for every party (passed only if python -m mpc.party has them)
-CASES = {"kill-compute": {}, "foreign-party": {}, "port-squatted": {}, "stopped": {"--idle-timeout": 3}}
+# (the suite keeps one case: a foreign party and a squatted port are tests of test_session_binding, a stopped
+# party one of test_liveness; `sqm bench faults` runs them all)
+CASES = {"kill-compute": {}}
 # mechanisms of issue 12 that did not work yet when this module was written: criterion -> reason.  A case
 # listed here is reported as xfail only when that criterion really fails; any other failure fails the test.
 PENDING: dict[str, dict[str, str]] = {

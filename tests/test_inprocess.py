@@ -36,6 +36,17 @@ def test_ideal_evaluation_is_the_exact_gram_at_the_receivers_only():
     assert all(r["bytes_sent"] > 0 for r in recs)  # the agreement and checks are real frames
 
 
+def test_the_real_protocol_in_process_opens_the_same_integers():
+    rng = np.random.default_rng(2)
+    blocks = [rng.integers(-50, 51, (25, 2)), rng.integers(-50, 51, (25, 2)), rng.integers(-50, 51, (25, 1))]
+    job = _gram_job(blocks)
+    ideal = run_in_process(_programs(job))
+    real = run_in_process(_programs(job), ideal=False)
+    assert [int(v) for v in real[0]["result"]] == [int(v) for v in ideal[0]["result"]]
+    assert real[0]["bytes_sent"] > ideal[0]["bytes_sent"]  # the server's degree-reduction and opening shares
+    assert "degree reduction" in real[0]["phases"] and "degree reduction" not in ideal[0]["phases"]
+
+
 def test_a_client_refusing_its_input_gives_the_real_exit_codes():
     rng = np.random.default_rng(1)
     blocks = [rng.integers(-50, 51, (20, 2)), 10 * rng.integers(-50, 51, (20, 2))]  # client 2 exceeds the bound

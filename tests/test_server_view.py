@@ -25,6 +25,7 @@ from scipy import stats
 from mpc import wire
 from mpc.backend import FixedClient, Job
 from mpc.field import from_signed, prime_for_bound
+from mpc.inprocess import run_in_process
 from mpc.launch import MPCError, run_parties
 
 from mpc.party import EvaluateJob, PartyProgram
@@ -167,16 +168,14 @@ class Evil(PartyProgram):
         raise ValueError(self.mode)
 
     async def run(self, ctx):
-        from mpc import protocol
-
         orig = ctx.send_recv
 
         async def send_recv(outgoing, senders, expect, step="message"):
             if step == "input shares" and outgoing:
                 p = self.p
                 raw = {k: self.payload(v, p) for k, v in outgoing.items()}
-                await protocol._exchange(raw, list(senders))
-                await protocol._exchange({}, [0])  # wait: the honest parties' abort notices end this
+                await ctx._transport(raw, list(senders))
+                await ctx._transport({}, [0])  # wait: the honest parties' abort notices end this
                 raise AssertionError("the honest parties went on after a malformed frame")
             return await orig(outgoing, senders, expect, step)
         ctx.send_recv = send_recv
@@ -194,6 +193,8 @@ class _Exploit:
 
 @pytest.mark.parametrize("mode", ["pickle", "dtype", "shape", "range"])
 def test_malformed_frame_aborts_every_party_naming_the_sender(tmp_path, mode):
+    """The pickle through real processes (nothing unpickles it, over TCP); the other frames through the
+    in-process runner running the real protocol (``ideal=False``), whose frames the same validators check."""
     blocks = [np.ones((20, 1), np.int64), np.ones((20, 1), np.int64), np.ones((20, 1), np.int64)]
     job = gram_job(blocks, 4, [np.zeros(9, np.int64)] * 3)
     pub = job.public()
@@ -201,7 +202,7 @@ def test_malformed_frame_aborts_every_party_naming_the_sender(tmp_path, mode):
     programs = [EvaluateJob(pub), EvaluateJob(pub, job.clients[0]),
                 Evil(EvaluateJob(pub, job.clients[1]), mode, marker), EvaluateJob(pub, job.clients[2])]
     with pytest.raises(MPCError) as err:
-        run_parties(programs)
+        run_parties(programs) if mode == "pickle" else run_in_process(programs, ideal=False)
     msg = str(err.value)
     assert "no result released" in msg
     # every honest party names client 2 and the step; client 2 itself is told why
