@@ -1,5 +1,4 @@
 """End-to-end: real MPyC party processes over loopback give bit for bit what the plain simulation gives."""
-import time
 
 import numpy as np
 import pytest
