@@ -34,14 +34,44 @@ class MPCError(RuntimeError):
         return job_exit_code(self.codes) or EXIT_ERROR
 
 
+LOCAL_PORTS_ENV = "SQM_LOCAL_PORTS"
+
+
+def local_port_range() -> tuple[int, int] | None:
+    """The loopback port range for local jobs from ``$SQM_LOCAL_PORTS`` ("LO-HI", e.g. "20000-20999": ports a
+    firewall allows, or disjoint ranges for concurrent launchers such as parallel test workers); None: any
+    free port the operating system picks."""
+    spec = os.environ.get(LOCAL_PORTS_ENV, "").strip()
+    if not spec:
+        return None
+    try:
+        lo, hi = (int(x) for x in spec.split("-"))
+    except ValueError:
+        raise ValueError(f"${LOCAL_PORTS_ENV} must be LO-HI (e.g. 20000-20999), got {spec!r}") from None
+    if not 1024 <= lo <= hi <= 65535:
+        raise ValueError(f"${LOCAL_PORTS_ENV}: need 1024 <= LO <= HI <= 65535, got {spec!r}")
+    return lo, hi
+
+
 def free_ports(n: int) -> list[int]:
+    """``n`` distinct loopback ports free right now (from ``$SQM_LOCAL_PORTS`` if set, see
+    :func:`local_port_range`)."""
+    span = local_port_range()
+    candidates = [0] * n if span is None else secrets.SystemRandom().sample(range(span[0], span[1] + 1),
+                                                                            span[1] - span[0] + 1)
     socks = []
     try:
-        for _ in range(n):
+        for port in candidates:
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                s.close()
+                continue
             socks.append(s)
-        return [s.getsockname()[1] for s in socks]
+            if len(socks) == n:
+                return [s.getsockname()[1] for s in socks]
+        raise RuntimeError(f"fewer than {n} free loopback ports in ${LOCAL_PORTS_ENV}={os.environ[LOCAL_PORTS_ENV]}")
     finally:
         for s in socks:
             s.close()

@@ -81,3 +81,17 @@ def test_plaintext_across_hosts_needs_the_opt_in_and_listens_on_its_own_address_
     assert "WARNING: party 1 runs WITHOUT TLS across hosts (--insecure-plaintext)" in res.stderr
     assert res.returncode == EXIT_REFUSED
     assert f"cannot listen on {other}:9002: address not available on this host" in res.stderr
+
+
+def test_local_port_range_from_the_environment(monkeypatch):
+    from mpc.launch import free_ports
+
+    monkeypatch.setenv("SQM_LOCAL_PORTS", "23400-23409")
+    ports = free_ports(4)
+    assert len(set(ports)) == 4 and all(23400 <= p <= 23409 for p in ports)
+    monkeypatch.setenv("SQM_LOCAL_PORTS", "23400")
+    with pytest.raises(ValueError, match="LO-HI"):
+        free_ports(1)
+    monkeypatch.setenv("SQM_LOCAL_PORTS", "23400-23400")
+    with pytest.raises(RuntimeError, match="fewer than 2 free loopback ports"):
+        free_ports(2)
