@@ -1,0 +1,132 @@
+"""The command-line option groups every ``sqm`` command shares, as argparse parent parsers.
+
+One definition per flag, so flags cannot drift between commands::
+
+    p = sub.add_parser("pca", parents=[options.privacy(), options.runtime(), options.job(HELP), options.output()])
+
+- :func:`privacy`: ``--epsilon`` ``--delta`` (a command may choose its defaults and epsilon's meaning);
+- :func:`runtime`: ``--backend`` (``mpyc``, the default everywhere: real party processes; ``plain``: the
+  in-process simulation), ``--timeout``, ``--seed``, ``--insecure-reproducible``;
+- :func:`job`: the job-file options (``--job``, ``--index``, ``--data-file``, ``--ssl-dir``, ``--connect-timeout``,
+  ``--idle-timeout``, ``--insecure-plaintext``) and the server's privacy-budget ledger (``--ledger``, ``--budget``);
+- :func:`output`: ``--json``, ``--quiet`` (no progress bars).
+
+Every command's data option is ``--data`` (a file or folder) and a learning rate is ``--learning-rate``;
+``-k`` is not used (it meant components in one command and a weight bound in another).
+"""
+from __future__ import annotations
+
+import argparse
+
+BACKENDS = ("mpyc", "plain")
+DEFAULT_BACKEND = "mpyc"
+
+
+def _parent() -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(add_help=False)
+
+
+def privacy(epsilon: float = 1.0, delta: float = 1e-5,
+            epsilon_help: str = "server-observed epsilon target") -> argparse.ArgumentParser:
+    p = _parent()
+    g = p.add_argument_group("privacy")
+    g.add_argument("--epsilon", type=float, default=epsilon, help=f"{epsilon_help} (default {epsilon:g})")
+    g.add_argument("--delta", type=float, default=delta, help=f"delta (default {delta:g})")
+    return p
+
+
+def _add_timeout(g) -> None:
+    g.add_argument("--timeout", type=float, default=3600.0,
+                   help="seconds before a multi-party run is abandoned (default 3600)")
+
+
+def _add_insecure_reproducible(g) -> None:
+    g.add_argument("--insecure-reproducible", action="store_true",
+                   help="with --job and --seed: allow a seeded job (each party derives its own seed from the "
+                        "seed on its own command line; nothing is sent).  INSECURE: whoever knows the seed can "
+                        "regenerate every party's noise (a WARNING is printed, the JSON says secure_mode false)")
+
+
+def runtime() -> argparse.ArgumentParser:
+    p = _parent()
+    g = p.add_argument_group("runtime")
+    g.add_argument("--backend", default=DEFAULT_BACKEND, choices=BACKENDS,
+                   help="'mpyc' (default): real MPyC party processes over loopback; 'plain': the in-process "
+                        "SIMULATION of the same party programs (for sweeps)")
+    _add_timeout(g)
+    g.add_argument("--seed", type=int, default=None,
+                   help="seed for reproducible experiments (default: OS entropy); recorded as secure_mode false. "
+                        "With --job it is refused unless --insecure-reproducible is given")
+    _add_insecure_reproducible(g)
+    return p
+
+
+def budget(text: str) -> tuple[float, float]:
+    """``--budget EPS,DELTA``: a dataset's total (epsilon, delta)."""
+    parts = str(text).split(",")
+    try:
+        eps, delta = (float(v) for v in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--budget needs EPS,DELTA (e.g. 3,1e-5), got {text!r}") from None
+    if not (eps > 0 and eps != float("inf")) or not 0 < delta < 1:
+        raise argparse.ArgumentTypeError(f"--budget needs epsilon > 0 and delta in (0, 1), got {text!r}")
+    return eps, delta
+
+
+def _add_job(g, job_help: str) -> None:
+    g.add_argument("--job", default=None, help=job_help)
+    g.add_argument("--index", type=int, default=None,
+                   help="with --job: start only this party (0 = server) here; omitted: all parties locally")
+    g.add_argument("--data-file", default=None,
+                   help="with --job and --index I (a client): this party's own CSV, any path on this machine, "
+                        "instead of the job file's entry (job files may only name files in their own folder)")
+    g.add_argument("--ssl-dir", default=None,
+                   help="with --job: mutually authenticated TLS between parties, keys from this folder "
+                        "(made by python -m mpc.certs --job NAME); needed whenever an address is not loopback")
+    g.add_argument("--connect-timeout", type=float, default=60.0,
+                   help="with --job: seconds for every party to connect (default 60)")
+    g.add_argument("--idle-timeout", type=float, default=None,
+                   help="with --job: seconds without any bytes from a peer whose message is awaited before the "
+                        "job is aborted naming it (default: the runtime's, 25)")
+    g.add_argument("--insecure-plaintext", action="store_true",
+                   help="with --job: INSECURE: plain TCP between hosts (no --ssl-dir); anyone on the path can "
+                        "read the shares")
+    g.add_argument("--ledger", default=None, metavar="PATH",
+                   help="with --job, at the server: the privacy-budget ledger (SQLite) recording every release "
+                        "per dataset (the job file's \"dataset\"); default: the ledger in the user's data folder")
+    g.add_argument("--budget", type=budget, default=None, metavar="EPS,DELTA",
+                   help="with --job, at the server: the dataset's total budget, set once per dataset in the "
+                        "ledger; a job whose composition with the ledger would exceed it is refused before any "
+                        "share is sent")
+
+
+def job(job_help: str = "job file (JSON: parties' addresses, party 0 the server, and each client's CSV; see "
+                        "apps/jobfile.py)") -> argparse.ArgumentParser:
+    p = _parent()
+    _add_job(p.add_argument_group("job file (real multi-party run, each party reads only its own file)"), job_help)
+    return p
+
+
+def add_job_arguments(p, job_help: str) -> None:
+    """For a command not yet built from the parent parsers: the job group plus the two runtime options job
+    mode reads (``--timeout``, ``--insecure-reproducible``); the command defines ``--seed`` itself."""
+    g = p.add_argument_group("job file")
+    _add_job(g, job_help)
+    _add_timeout(g)
+    _add_insecure_reproducible(g)
+
+
+def output() -> argparse.ArgumentParser:
+    p = _parent()
+    g = p.add_argument_group("output")
+    g.add_argument("--json", default=None, metavar="FILE", help="write the results to this JSON file")
+    g.add_argument("--quiet", action="store_true", help="no progress bars")
+    return p
+
+
+def job_run_options(args) -> dict:
+    """:func:`apps.jobfile.run_job`'s keyword arguments from the options of :func:`job` and :func:`runtime`."""
+    return dict(timeout=args.timeout, ssl_dir=args.ssl_dir, data_file=args.data_file,
+                connect_timeout=args.connect_timeout, insecure_plaintext=args.insecure_plaintext,
+                idle_timeout=args.idle_timeout, backend=getattr(args, "backend", DEFAULT_BACKEND),
+                ledger=args.ledger, budget=args.budget)
