@@ -1,5 +1,14 @@
-"""Datasets: scikit-learn's bundled sets and real sets from files (nothing is downloaded at run time)."""
+"""Datasets, loaded once for every application: :func:`load_dataset` returns one :class:`Dataset`.
+
+scikit-learn's bundled sets (digits, breast_cancer, iris, wine, diabetes) and real sets read from files under
+``../shared/data/`` (citeseer, adult, credit_default, phishing); nothing is downloaded at run time.  The
+readers below (``load_adult``, ``load_credit_default``, ``load_citeseer``, ``load_phishing``) parse one file
+format each; applications call :func:`load_dataset` and apply their own preprocessing (splits, scaling).
+"""
 from __future__ import annotations
+
+import os
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -13,15 +22,11 @@ def scale_rows(X: np.ndarray, row_norm_bound: float = 1.0) -> np.ndarray:
 
 
 def load_bundled(name: str) -> tuple[np.ndarray, np.ndarray]:
-    """(X, y) of a scikit-learn bundled dataset: digits, breast_cancer, iris, wine, diabetes."""
-    from sklearn import datasets
-
-    loaders = {"digits": datasets.load_digits, "breast_cancer": datasets.load_breast_cancer,
-               "iris": datasets.load_iris, "wine": datasets.load_wine, "diabetes": datasets.load_diabetes}
-    if name not in loaders:
-        raise ValueError(f"unknown bundled dataset {name!r}; choose one of {sorted(loaders)}")
-    d = loaders[name]()
-    return np.asarray(d.data, np.float64), np.asarray(d.target)
+    """(X, y) of a scikit-learn bundled dataset (:data:`BUNDLED`): ``load_dataset(name)``'s X and y."""
+    if name not in BUNDLED:
+        raise ValueError(f"unknown bundled dataset {name!r}; choose one of {sorted(BUNDLED)}")
+    d = load_dataset(name)
+    return d.X, d.y
 
 
 # ----- logistic-regression data sets (UCI files, encoding fixed from public metadata) -----------------------
@@ -60,8 +65,6 @@ ADULT_NUMERIC = {"age": (0.0, 100.0, False), "education-num": (0.0, 16.0, False)
 
 
 def _missing(path, what: str, where: str):
-    import os
-
     if not os.path.exists(path):
         raise ValueError(f"{what} not found at {path}: fetch it ({where}) and put it there "
                          f"(see SOURCE.md in the matching folder of shared/data/); nothing is downloaded at run time")
@@ -127,8 +130,6 @@ def load_adult(directory) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
     5 numeric columns scaled to [0, 1] by public ranges + 8 categoricals one-hot over adult.names' categories
     (103 features), rows divided by sqrt(13): ||x||_2 <= 1 always.  Labels in {0, 1} (1: income > 50K).
     """
-    import os
-
     tr, te = os.path.join(directory, "adult.data"), os.path.join(directory, "adult.test")
     for p in (tr, te):
         _missing(p, os.path.basename(p), "UCI Adult, https://archive.ics.uci.edu/dataset/2/adult")
@@ -182,10 +183,8 @@ def load_credit_default(path) -> tuple[np.ndarray, np.ndarray]:
 
 # ----- CiteSeer (PCA) and a loader by name -----------------------------------------------------------------
 
-import os as _os  # noqa: E402
-
 # the project's read-only data folder (../shared/data next to the repository)
-SHARED_DATA = _os.path.normpath(_os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "..", "..", "shared", "data"))
+SHARED_DATA = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data"))
 
 
 def load_citeseer(path=None) -> tuple[np.ndarray, np.ndarray]:
@@ -195,8 +194,6 @@ def load_citeseer(path=None) -> tuple[np.ndarray, np.ndarray]:
     The largest connected component of the citation graph has 2,120 nodes, 10 of them without any word;
     dropping those gives the paper's 2,110 x 3,703 matrix (rows in node order).
     """
-    import os
-
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
 
@@ -218,14 +215,6 @@ def load_citeseer(path=None) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(F[idx], np.float64), np.asarray(labels[idx])
 
 
-def load_dataset(name: str, path=None) -> tuple[np.ndarray, np.ndarray]:
-    """(X, y) by name: a scikit-learn bundled set (digits, breast_cancer, iris, wine, diabetes), or 'citeseer'
-    (from ``path``, default ``../shared/data/citeseer/``).  Rows are not rescaled (see :func:`scale_rows`)."""
-    if name == "citeseer":
-        return load_citeseer(path)
-    return load_bundled(name)
-
-
 # ----- phishing websites (PBM-VFL appendix set) ------------------------------------------------------------
 
 def load_phishing(path=None) -> tuple[np.ndarray, np.ndarray]:
@@ -234,10 +223,8 @@ def load_phishing(path=None) -> tuple[np.ndarray, np.ndarray]:
     ``path``: ``phishing.csv`` (header row, 31 columns, ``Result`` last), ``Training_Dataset.arff``, or the
     folder holding either (default ``../shared/data/phishing/``).  Labels: ``Result`` 1 -> 1, -1 -> 0.
     """
-    import os
-
     if path is None:
-        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data", "phishing")
+        path = os.path.join(SHARED_DATA, "phishing")
     path = os.path.normpath(str(path))
     if os.path.isdir(path):
         for name in ("phishing.csv", "Training_Dataset.arff"):
@@ -270,3 +257,82 @@ def load_phishing(path=None) -> tuple[np.ndarray, np.ndarray]:
     if not np.all(np.isin(A, (-1.0, 0.0, 1.0))) or not np.all(np.isin(A[:, -1], (-1.0, 1.0))):
         raise ValueError(f"{path}: features must lie in {{-1, 0, 1}} and Result in {{-1, 1}}")
     return A[:, :30], (A[:, 30] == 1).astype(np.int64)
+
+
+# ----- the one loader ----------------------------------------------------------------------------------------
+
+BUNDLED = ("digits", "breast_cancer", "iris", "wine", "diabetes")
+DATASETS = BUNDLED + ("citeseer", "adult", "credit_default", "phishing")
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """One dataset: records ``X`` (float64), labels ``y`` (None where it has none), ``feature_names``; the
+    test records a dataset ships (adult: adult.test) in ``X_test``/``y_test``; ``party_columns``: the
+    dataset's own vertical split where a paper defines one (the HDP-VFL paper's Table 1: the active party's
+    columns first, then the passive party's), else None.  Rows are not rescaled (see :func:`scale_rows`)."""
+
+    name: str
+    X: np.ndarray
+    y: np.ndarray | None
+    feature_names: tuple[str, ...]
+    X_test: np.ndarray | None = None
+    y_test: np.ndarray | None = None
+    party_columns: tuple[tuple[int, ...], ...] | None = None
+
+    @property
+    def attributes(self) -> list[str]:
+        """The original attribute of each column (one-hot columns ``attr=value`` share one): public metadata."""
+        return [f.split("=")[0] for f in self.feature_names]
+
+    def train_test(self, test_size: float = 0.25, seed: int = 0):
+        """(X_train, y_train, X_test, y_test): the shipped test set where there is one, else a stratified split
+        of ``X`` (scikit-learn's ``train_test_split``, ``random_state=seed``)."""
+        if self.X_test is not None:
+            return self.X, self.y, self.X_test, self.y_test
+        from sklearn.model_selection import train_test_split
+
+        Xtr, Xte, ytr, yte = train_test_split(self.X, self.y, test_size=test_size, stratify=self.y,
+                                              random_state=seed)
+        return Xtr, ytr, Xte, yte
+
+
+def _two_parties(d: int, active: int) -> tuple[tuple[int, ...], ...]:
+    return tuple(range(active)), tuple(range(active, d))
+
+
+def _default(path, *parts) -> str:
+    return os.path.join(SHARED_DATA, *parts) if path is None else str(path)
+
+
+def load_dataset(name: str, path=None) -> Dataset:
+    """The dataset ``name`` (one of :data:`DATASETS`).  ``path``: the file or folder of a dataset read from
+    files (default its folder under ``../shared/data/``); bundled sets ignore it."""
+    if name in BUNDLED:
+        from sklearn import datasets
+
+        raw = getattr(datasets, f"load_{name}")()
+        X, y = np.asarray(raw.data, np.float64), np.asarray(raw.target)
+        names = tuple(str(f) for f in raw.feature_names)
+        split = _two_parties(X.shape[1], 10) if name == "breast_cancer" else None
+        return Dataset(name, X, y, names, party_columns=split)
+    if name == "citeseer":
+        X, y = load_citeseer(path)
+        return Dataset(name, X, y, tuple(f"word{j}" for j in range(X.shape[1])))
+    if name == "adult":
+        Xtr, ytr, Xte, yte = load_adult(_default(path, "adult"))
+        names = tuple(adult_feature_names())
+        first = set(ADULT_COLUMNS[:6])  # age .. marital-status (fnlwgt is not encoded)
+        active = sum(1 for f in names if f.split("=")[0] in first)
+        return Dataset(name, Xtr, ytr, names, Xte, yte, _two_parties(len(names), active))
+    if name == "credit_default":
+        p = _default(path, "credit-default")
+        if os.path.isdir(p):
+            p = os.path.join(p, "UCI_Credit_Card.csv")
+        X, y = load_credit_default(p)
+        names = tuple(credit_feature_names())
+        return Dataset(name, X, y, names, party_columns=_two_parties(len(names), names.index("X14")))
+    if name == "phishing":
+        X, y = load_phishing(path)
+        return Dataset(name, X, y, tuple(f"x{j}" for j in range(X.shape[1])))
+    raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")

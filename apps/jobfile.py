@@ -2,7 +2,7 @@
 
 A job file (JSON) lists the parties in index order; party 0 is the server (no data)::
 
-    {"job_id": "3fa2...(32 hex digits)", "name": "census-2024", "id_column": "id",
+    {"job_id": "3fa2...(32 hex digits)", "name": "census-2024", "dataset": "census", "id_column": "id",
      "parties": [{"address": "10.0.0.1:11365"},
                  {"address": "10.0.0.2:11365", "file": "bank.csv"},
                  {"address": "10.0.0.3:11365", "file": "insurer.csv"}]}
@@ -18,7 +18,9 @@ be that client's data).
 ``job_id`` (32 hex digits, random, fresh for every job: :func:`write_job` draws one) binds every party to this
 job: the parties compare it, the addresses and the task before anything else, and refuse a party of another
 job naming it.  Running one party (``--index``) needs it.  ``name`` is the job's name in the parties' TLS
-certificates (``python -m mpc.certs --job NAME``; default: the name in each party's own certificate).  TLS
+certificates (``python -m mpc.certs --job NAME``; default: the name in each party's own certificate).
+``dataset`` names the data the release is charged to in the server's privacy-budget ledger (default: the
+job's ``name``; see :class:`LedgerGuard`); every party agrees on it with the task.  TLS
 is on whenever an address is not loopback (each party's ``--ssl-dir``); plain TCP between hosts needs the
 operator's ``--insecure-plaintext``.
 
@@ -59,6 +61,8 @@ import numpy as np
 
 from mpc.party import PartyProgram
 
+from .options import add_job_arguments, job_run_options  # noqa: F401  (moved to apps.options; for sqm logreg)
+
 
 # ----- job files --------------------------------------------------------------------------------------------
 
@@ -77,6 +81,12 @@ class JobSpec:
     path: str | None = None  # the job file it came from
     job_id: str | None = None  # 32 hex digits, fresh per job (required to run one party on its own)
     name: str | None = None  # the job's name in the parties' certificates
+    dataset: str | None = None  # the dataset id the server's privacy-budget ledger charges (default: name)
+
+    @property
+    def dataset_id(self) -> str | None:
+        """The dataset this job's release is charged to in the ledger: ``dataset``, else the job's ``name``."""
+        return self.dataset or self.name
 
     @property
     def n_clients(self) -> int:
@@ -164,21 +174,31 @@ def load_job(path) -> JobSpec:
     from mpc.certs import check_job_name
     from mpc.session import check_job_id
 
-    job_id, name = raw.get("job_id"), raw.get("name")
+    job_id, name, dataset = raw.get("job_id"), raw.get("name"), raw.get("dataset")
     try:
         if job_id is not None:
             check_job_id(job_id)
         if name is not None:
             check_job_name(name)
+        if dataset is not None:
+            check_dataset_id(dataset)
     except ValueError as e:
         raise ValueError(f"job file {path}: {e}") from None
-    return JobSpec(tuple(parties), id_column, path, job_id, name)
+    return JobSpec(tuple(parties), id_column, path, job_id, name, dataset)
+
+
+def check_dataset_id(dataset) -> str:
+    """A job file's ``dataset``: 1-200 printable characters naming the data the ledger charges."""
+    if not isinstance(dataset, str) or not 0 < len(dataset) <= 200 or not dataset.isprintable():
+        raise ValueError(f"'dataset' must be a name of 1-200 printable characters, got {dataset!r}")
+    return dataset
 
 
 def write_job(path, addresses, files, id_column: str = "id", job_id: str | None = None,
-              name: str | None = None) -> str:
+              name: str | None = None, dataset: str | None = None) -> str:
     """Write a job file: ``addresses[0]`` the server's, then one address and one file per client; a fresh
-    random ``job_id`` unless given, and the job's ``name`` (as in its certificates) if given."""
+    random ``job_id`` unless given, the job's ``name`` (as in its certificates) and the ``dataset`` id (the
+    ledger's) if given."""
     if len(addresses) != len(files) + 1:
         raise ValueError(f"need one address per party: {len(addresses)} addresses for 1 server + "
                          f"{len(files)} clients")
@@ -197,6 +217,8 @@ def write_job(path, addresses, files, id_column: str = "id", job_id: str | None 
     head = {"job_id": check_job_id(job_id) if job_id is not None else new_job_id()}
     if name is not None:
         head["name"] = check_job_name(name)
+    if dataset is not None:
+        head["dataset"] = check_dataset_id(dataset)
     with open(path, "w") as fh:
         json.dump({**head, "id_column": id_column, "parties": parties}, fh, indent=2)
     return str(path)
@@ -204,12 +226,13 @@ def write_job(path, addresses, files, id_column: str = "id", job_id: str | None 
 
 def write_party_csvs(X, directory, n_parties: int | None = None, col_counts=None, ids=None,
                      id_column: str = "id", addresses=None, prefix: str = "party",
-                     job_name: str = "job.json") -> str:
+                     job_name: str = "job.json", dataset: str | None = None) -> str:
     """Split ``X``'s columns among parties, write ``{prefix}{j}.csv`` (id + columns) and a job file.
 
     ``col_counts`` gives each party's column count (default: ``n_parties`` near-equal blocks, as
     :meth:`sqm.vertical.VerticalData.split`).  ``ids`` default to 0..m-1.  ``addresses`` default to
-    loopback ports chosen free now.  Floats are written with 17 significant digits (exact round trip).
+    loopback ports chosen free now; ``dataset``: the job file's dataset id (see :func:`write_job`).  Floats
+    are written with 17 significant digits (exact round trip).
     Returns the job file's path.
     """
     X = np.asarray(X, dtype=np.float64)
@@ -240,7 +263,7 @@ def write_party_csvs(X, directory, n_parties: int | None = None, col_counts=None
         from mpc.launch import free_ports
 
         addresses = [f"127.0.0.1:{p}" for p in free_ports(len(col_counts) + 1)]
-    return write_job(os.path.join(directory, job_name), addresses, files, id_column)
+    return write_job(os.path.join(directory, job_name), addresses, files, id_column, dataset=dataset)
 
 
 # ----- one party's file -------------------------------------------------------------------------------------
@@ -423,7 +446,9 @@ class JobTask:
     - ``async run(ctx, table, meta)``: this party's part (``table`` is its :class:`PartyTable`, None at the
       server), making the same sequence of exchanges at every party; returns this party's result dict;
     - optionally ``seed`` (None: OS entropy; else the seed from this party's own command line, a labelled
-      insecure experiment, see :func:`seed_policy`).
+      insecure experiment, see :func:`seed_policy`);
+    - ``release(meta)``: the :class:`sqm.report.PrivacyReport` of what the job releases (its events), planned
+      from the public counts without randomness; the server's ledger charges it before any share is sent.
     """
 
     seed = None
@@ -432,6 +457,9 @@ class JobTask:
         raise NotImplementedError
 
     async def run(self, ctx, table, meta: JobMeta) -> dict:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def release(self, meta: JobMeta):  # pragma: no cover - interface
         raise NotImplementedError
 
 
@@ -475,17 +503,23 @@ def key_contribution(task, pid: int) -> bytes:
 
 
 class JobParty(PartyProgram):
-    """Party ``index`` of a job-file job; holds only its own file path (None at the server)."""
+    """Party ``index`` of a job-file job; holds only its own file path (None at the server).  ``dataset``: the
+    job file's dataset id (public, agreed); ``ledger``: the server's :class:`LedgerGuard` (None elsewhere)."""
 
-    def __init__(self, index: int, file: str | None, id_column: str, task: JobTask):
+    def __init__(self, index: int, file: str | None, id_column: str, task: JobTask, dataset: str | None = None,
+                 ledger: "LedgerGuard | None" = None):
         self.index, self.file, self.id_column, self.task = index, file, id_column, task
+        self.dataset, self.ledger = dataset, ledger
+
+    def public(self):
+        return ["sqm-jobfile", self.id_column, self.dataset, self.task.public()]
 
     def describe(self) -> str:
         """The task and a digest of its public parameters (no file, no seed): compared before anything else."""
         from mpc.protocol import public_digest
 
         return (f"job file task {type(self.task).__name__} (id column {self.id_column!r}, public parameters "
-                f"{public_digest(['sqm-jobfile', self.id_column, self.task.public()])[:16]})")
+                f"{public_digest(self.public())[:16]})")
 
     async def run(self, ctx):
         from mpc import wire
@@ -493,7 +527,7 @@ class JobParty(PartyProgram):
 
         if ctx.pid != self.index:
             raise ProtocolError(f"party started as index {ctx.pid} but its program is for party {self.index}")
-        await ctx.agree(("sqm-jobfile", self.id_column, self.task.public()), "task")
+        await ctx.agree(tuple(self.public()), "task")
         table, mine = None, None
         if not ctx.is_server:
             table, mine = load_own_file(self.file, self.id_column, ctx.pid)
@@ -511,12 +545,17 @@ class JobParty(PartyProgram):
             counts = {j: g["rows"] for j, g in zip(ctx.clients, got)}
             raise ProtocolError(f"refused before any share was sent: clients hold different record counts {counts}")
         meta = JobMeta(tuple(int(g["cols"]) for g in got), int(rows[0]))
+        entry = None
+        if ctx.is_server and self.ledger is not None:  # charged before any share: refused if over budget
+            entry = self.ledger.reserve(self.dataset, self.task, meta)
         key = await ctx.clients_key(None if ctx.is_server else key_contribution(self.task, ctx.pid))
         if table is not None:
             table.ids_digest = keyed_ids_digest(key, table.ids)
         result = await self.task.run(ctx, table, meta)
         result.setdefault("col_counts", list(meta.col_counts))
         result.setdefault("n_records", meta.n_records)
+        if entry is not None:
+            result.setdefault("ledger", entry)
         if table is not None:
             result.setdefault("file", table.file)
         return result
@@ -543,17 +582,33 @@ def _schema_ok(g) -> bool:
     return set(g) == {"cols", "rows"} and all(type(g[k]) is int and g[k] >= 1 for k in ("cols", "rows"))
 
 
-def party_program(spec: JobSpec, index: int, task: JobTask) -> JobParty:
-    """Party ``index``'s program: its own file only (a party never learns where others keep their data)."""
+def party_program(spec: JobSpec, index: int, task: JobTask, ledger: "LedgerGuard | None" = None) -> JobParty:
+    """Party ``index``'s program: its own file only (a party never learns where others keep their data); the
+    server's holds the ledger guard (``ledger``), which needs the job file's dataset id."""
     if not 0 <= index < len(spec.parties):
         raise ValueError(f"party index {index} out of range: the job file lists {len(spec.parties)} parties "
                          f"(0 = server, 1..{spec.n_clients} clients)")
-    return JobParty(index, spec.parties[index].file, spec.id_column, task)
+    if ledger is not None and index == 0 and spec.dataset_id is None:
+        raise ValueError(f"job file {spec.path or '(unnamed)'} names no dataset: the ledger charges each release "
+                         f"to the job file's \"dataset\" (or its \"name\"); add one")
+    return JobParty(index, spec.parties[index].file, spec.id_column, task, spec.dataset_id,
+                    ledger if index == 0 else None)
+
+
+def simulate(spec: JobSpec, task: JobTask, timeout: float = 3600.0, ledger: "LedgerGuard | None" = None,
+             **_transport) -> list[dict]:
+    """SIMULATION: every party's program of the job (the same :func:`party_program` objects) run in this one
+    process by :func:`mpc.inprocess.run_in_process`; each client still reads only its own file.  Transport
+    options (TLS, connect and idle timeouts) have no meaning here and are ignored."""
+    from mpc.inprocess import run_in_process
+
+    programs = [party_program(spec, i, task, ledger) for i in range(len(spec.parties))]
+    return run_in_process(programs, timeout=timeout, min_clients=2, job_id=spec.job_id, job_name=spec.name)
 
 
 def run_local(spec: JobSpec, task: JobTask, timeout: float = 3600.0, connect_timeout: float = 60.0,
               ssl_dir: str | None = None, idle_timeout: float | None = None,
-              insecure_plaintext: bool = False) -> list[dict]:
+              insecure_plaintext: bool = False, ledger: "LedgerGuard | None" = None) -> list[dict]:
     """Start every party of the job on this machine (one process each, at the job file's addresses).
 
     Returns each party's result record (``result``, ``bytes_sent``, ``seconds``...), server first.  A party's
@@ -567,7 +622,7 @@ def run_local(spec: JobSpec, task: JobTask, timeout: float = 3600.0, connect_tim
         if not os.path.isfile(p.file):
             raise ValueError(f"client {j}'s party file {p.file} does not exist: put its CSV there or fix the "
                              f"path in {spec.path or 'the job file'}")
-    programs = [party_program(spec, i, task) for i in range(len(spec.parties))]
+    programs = [party_program(spec, i, task, ledger) for i in range(len(spec.parties))]
     live = {} if idle_timeout is None else {"idle_timeout": idle_timeout}
     return run_parties(programs, timeout=timeout, connect_timeout=connect_timeout, addresses=spec.addresses,
                        ssl_dir=ssl_dir, min_clients=2, job_id=spec.job_id, job_name=spec.name,
@@ -576,61 +631,38 @@ def run_local(spec: JobSpec, task: JobTask, timeout: float = 3600.0, connect_tim
 
 def run_job(spec: JobSpec, task: JobTask, index: int | None = None, timeout: float = 3600.0,
             ssl_dir: str | None = None, data_file: str | None = None, connect_timeout: float = 60.0,
-            insecure_plaintext: bool = False, idle_timeout: float | None = None) -> list[dict | None]:
+            insecure_plaintext: bool = False, idle_timeout: float | None = None, backend: str = "mpyc",
+            ledger: str | None = None, budget=None) -> list[dict | None]:
     """Every party on this machine (``index`` None), or only party ``index`` (its record; None elsewhere).
 
     ``data_file``: client ``index``'s own file, any path on this machine (its operator's ``--data-file``),
     replacing the job file's entry for that party only.  ``connect_timeout``: seconds for every party to
-    connect; ``insecure_plaintext``: the operator's opt-in to plain TCP between hosts."""
+    connect; ``insecure_plaintext``: the operator's opt-in to plain TCP between hosts.  ``backend``: 'mpyc'
+    (party processes) or 'plain' (every party in this process: :func:`simulate`).  ``ledger`` (path) and
+    ``budget`` ((epsilon, delta)): the server's privacy-budget ledger (:class:`LedgerGuard`)."""
     if data_file is not None:
         if index is None:
             raise ValueError("--data-file replaces one client's file: give that client's --index too")
         spec = spec.with_file(index, data_file)
+    guard = LedgerGuard(ledger, budget) if ledger is not None or budget is not None else None
+    if backend == "plain":
+        if index is not None:
+            raise ValueError("--backend plain runs every party of the job in this process: leave out --index")
+        return simulate(spec, task, timeout=timeout, ledger=guard)
+    if backend != "mpyc":
+        raise ValueError(f"unknown backend {backend!r}; choose 'mpyc' (party processes) or 'plain' (simulation)")
     if index is None:
         return run_local(spec, task, timeout=timeout, ssl_dir=ssl_dir, connect_timeout=connect_timeout,
-                         insecure_plaintext=insecure_plaintext, idle_timeout=idle_timeout)
+                         insecure_plaintext=insecure_plaintext, idle_timeout=idle_timeout, ledger=guard)
     recs: list[dict | None] = [None] * len(spec.parties)
     recs[index] = run_one(spec, index, task, timeout=timeout, ssl_dir=ssl_dir, connect_timeout=connect_timeout,
-                          insecure_plaintext=insecure_plaintext, idle_timeout=idle_timeout)
+                          insecure_plaintext=insecure_plaintext, idle_timeout=idle_timeout, ledger=guard)
     return recs
-
-
-def add_job_arguments(p, job_help: str) -> None:
-    """The job-file options every application command shares (``sqm pca``, ``sqm logreg``)."""
-    p.add_argument("--job", default=None, help=job_help)
-    p.add_argument("--index", type=int, default=None,
-                   help="with --job: start only this party (0 = server) here; omitted: all parties locally")
-    p.add_argument("--data-file", default=None,
-                   help="with --job and --index I (a client): this party's own CSV, any path on this machine, "
-                        "instead of the job file's entry (job files may only name files in their own folder)")
-    p.add_argument("--timeout", type=float, default=3600.0, help="with --job: seconds before a job is abandoned")
-    p.add_argument("--ssl-dir", default=None,
-                   help="with --job: mutually authenticated TLS between parties, keys from this folder "
-                        "(made by python -m mpc.certs --job NAME); needed whenever an address is not loopback")
-    p.add_argument("--connect-timeout", type=float, default=60.0,
-                   help="with --job: seconds for every party to connect (default 60)")
-    p.add_argument("--idle-timeout", type=float, default=None,
-                   help="with --job: seconds without any bytes from a peer whose message is awaited before the "
-                        "job is aborted naming it (default: the runtime's, 25)")
-    p.add_argument("--insecure-plaintext", action="store_true",
-                   help="with --job: INSECURE: plain TCP between hosts (no --ssl-dir); anyone on the path can "
-                        "read the shares")
-    p.add_argument("--insecure-reproducible", action="store_true",
-                   help="with --job and --seed: allow a seeded job (each party derives its own seed from the "
-                        "seed on its own command line; nothing is sent).  INSECURE: whoever knows the seed can "
-                        "regenerate every party's noise (a WARNING is printed, the JSON says secure_mode false)")
-
-
-def job_run_options(args) -> dict:
-    """:func:`run_job`'s keyword arguments from the options of :func:`add_job_arguments`."""
-    return dict(timeout=args.timeout, ssl_dir=args.ssl_dir, data_file=args.data_file,
-                connect_timeout=args.connect_timeout, insecure_plaintext=args.insecure_plaintext,
-                idle_timeout=args.idle_timeout)
 
 
 def run_one(spec: JobSpec, index: int, task: JobTask, timeout: float = 3600.0,
             connect_timeout: float = 60.0, ssl_dir: str | None = None, idle_timeout: float | None = None,
-            insecure_plaintext: bool = False) -> dict:
+            insecure_plaintext: bool = False, ledger: "LedgerGuard | None" = None) -> dict:
     """Run party ``index`` only, in a child ``python -m mpc.party`` process (other hosts run the others).
 
     Its messages go to this terminal; returns its result record.  Raises MPCError if it fails.
@@ -645,7 +677,7 @@ def run_one(spec: JobSpec, index: int, task: JobTask, timeout: float = 3600.0,
                          f"fresh id, so that a party of another job is refused.  Add one to the job file "
                          f"(\"job_id\": 32 hex digits from python -c 'import secrets; print(secrets.token_hex(16))') "
                          f"and give every party the same file")
-    prog = party_program(spec, index, task)
+    prog = party_program(spec, index, task, ledger)
     with Launch("sqm-party-") as job:
         pf, rf = job.write("program", prog), job.path("result")
         cmd = party_command(pf, index, ",".join(spec.addresses), rf, timeout, connect_timeout, ssl_dir,

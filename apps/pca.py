@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils.validation import check_array, check_is_fitted
 
 from sqm.accounting import DEFAULT_ORDERS, smallest_meeting
 from sqm.rng import make_rng, spawn_seeds
@@ -90,23 +92,24 @@ def nonprivate_pca(X: np.ndarray, k: int) -> np.ndarray:
 
 
 def _as_matrix(X) -> np.ndarray:
+    """A finite float64 records x columns matrix (scikit-learn's ``check_array`` checks and messages)."""
     if isinstance(X, VerticalData):
         return X.to_matrix()
-    X = np.asarray(X, dtype=np.float64)
-    if X.ndim != 2:
-        raise ValueError(f"data must be 2-D (records x columns), got shape {X.shape}")
-    if not np.all(np.isfinite(X)):
-        raise ValueError("data contains NaN or infinite values")
-    return X
+    return check_array(X, dtype=np.float64, ensure_min_samples=1)
 
 
-def _as_vertical(data) -> VerticalData:
+def _as_vertical(data, n_parties) -> VerticalData:
+    """``data`` as the parties' column blocks: a :class:`VerticalData` as given, else a records x columns
+    matrix split into ``n_parties`` near-equal column blocks (the vertical split of a local experiment)."""
     if isinstance(data, VerticalData):
         return data
-    if isinstance(data, (list, tuple)):
-        return VerticalData(list(data))
-    raise ValueError("fit needs vertically partitioned data: a VerticalData (e.g. VerticalData.split(X, n)) "
-                     "or a list of the parties' column blocks")
+    if isinstance(n_parties, bool) or not isinstance(n_parties, (int, np.integer)) or n_parties < 1:
+        raise ValueError(f"n_parties must be an integer >= 1, got {n_parties!r}")
+    X = _as_matrix(data)
+    if X.shape[1] < n_parties:
+        raise ValueError(f"cannot split {X.shape[1]} feature(s) among n_parties={n_parties} clients "
+                         f"(each client holds at least one column)")
+    return VerticalData.split(X, int(n_parties))
 
 
 # ----- Gaussian calibration (same RDP -> (epsilon, delta) conversion as SQM) --------------------------------
@@ -226,24 +229,25 @@ def components_from_covariance(raw_estimate: np.ndarray, n_cols: int, k: int, n_
     return (C + C.T) / 2.0, w / float(n_records), V
 
 
-class SQMPCA:
-    """Differentially private PCA over vertically partitioned data with SQM, scikit-learn style.
+class SQMPCA(TransformerMixin, BaseEstimator):
+    """Differentially private PCA over vertically partitioned data with SQM (a scikit-learn transformer).
 
-    Parameters: ``n_components`` (k), ``epsilon`` (server-observed, at ``delta``), ``gamma`` (quantization
-    scale), ``row_norm_bound`` (c: every record's L2 norm; each party clips its sub-rows to
-    c_j = c sqrt(n_j / n) unless ``party_bounds`` gives them), ``backend`` ('mpyc': real party processes;
-    'plain': the exact one-process simulation), ``seed`` (None: OS entropy).
+    Parameters (stored unchanged; checked in :meth:`fit`): ``n_components`` (k), ``epsilon`` (server-observed,
+    at ``delta``), ``gamma`` (quantization scale), ``row_norm_bound`` (c: every record's L2 norm; each party
+    clips its sub-rows to c_j = c sqrt(n_j / n) unless ``party_bounds`` gives them), ``backend`` ('mpyc': real
+    party processes; 'plain': the in-process simulation of the same party programs), ``seed`` (None: OS
+    entropy), ``n_parties`` (how many clients a plain matrix's columns are split among; a
+    :class:`~sqm.vertical.VerticalData` brings its own split), ``backend_options``.
 
     After :meth:`fit`: ``components_`` (k x d, rows orthonormal, sklearn's layout), ``explained_variance_``
     (top-k eigenvalues of the noisy X^T X divided by the record count), ``covariance_`` (the noisy X^T X,
-    symmetric part), ``report_`` (the :class:`sqm.mechanism.PrivacyReport`: ``epsilon_server``,
-    ``epsilon_client``, ``delta``, ``mu``, sensitivities), ``seconds_``, ``bytes_sent_`` (per party, server
-    first), ``clipped_`` (rows clipped per party).  PCA is uncentered, as in the paper.
+    symmetric part), ``report_`` (the :class:`sqm.mechanism.PrivacyReport`), ``n_features_in_``,
+    ``seconds_``, ``bytes_sent_`` (per party, server first), ``clipped_`` (rows clipped per party),
+    ``backend_``, ``raw_`` (the integers the server received).  PCA is uncentered, as in the paper.
     """
 
-    def __init__(self, n_components: int = 5, epsilon: float = 1.0, delta: float = 1e-5, gamma: float = 4096.0,
-                 row_norm_bound: float = 1.0, backend="mpyc", seed=None, party_bounds=None,
-                 backend_options=None):
+    def __init__(self, n_components=5, epsilon=1.0, delta=1e-5, gamma=4096.0, row_norm_bound=1.0,
+                 backend="mpyc", seed=None, party_bounds=None, n_parties=2, backend_options=None):
         self.n_components = n_components
         self.epsilon = epsilon
         self.delta = delta
@@ -252,9 +256,11 @@ class SQMPCA:
         self.backend = backend
         self.seed = seed
         self.party_bounds = party_bounds
+        self.n_parties = n_parties
         self.backend_options = backend_options
 
     def mechanism(self, n_cols: int):
+        """The SQM release of X^T X for ``n_cols`` columns (checks every privacy parameter)."""
         from sqm.mechanism import SQM
         from sqm.polynomial import covariance
 
@@ -262,8 +268,9 @@ class SQMPCA:
                    row_norm_bound=self.row_norm_bound, party_bounds=self.party_bounds, backend=self.backend,
                    seed=self.seed, backend_options=self.backend_options)
 
-    def fit(self, data, y=None) -> "SQMPCA":
-        data = _as_vertical(data)
+    def fit(self, X, y=None) -> "SQMPCA":
+        """One SQM release of X^T X over ``X`` (a VerticalData, or a matrix split among ``n_parties``)."""
+        data = _as_vertical(X, self.n_parties)
         k = check_components(self.n_components, data.n_cols)
         res = self.mechanism(data.n_cols).run(data)
         self.covariance_, self.explained_variance_, V = components_from_covariance(
@@ -278,32 +285,34 @@ class SQMPCA:
         self.raw_ = res.raw
         return self
 
-    def _check_fitted(self):
-        if not hasattr(self, "components_"):
-            raise ValueError("this SQMPCA is not fitted yet: call fit first")
-
     def transform(self, X) -> np.ndarray:
         """Project records onto the components: X V (records x k)."""
-        self._check_fitted()
+        check_is_fitted(self, "components_")
         X = _as_matrix(X)
         if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"data has {X.shape[1]} columns, the model was fitted on {self.n_features_in_}")
+            raise ValueError(f"X has {X.shape[1]} features, but SQMPCA is expecting {self.n_features_in_} "
+                             f"features as input")
         return X @ self.components_.T
 
-    def fit_transform(self, data, y=None) -> np.ndarray:
-        return self.fit(data).transform(_as_matrix(_as_vertical(data)))
+    def fit_transform(self, X, y=None) -> np.ndarray:
+        return self.fit(X).transform(X)
 
     def utility(self, X) -> float:
         """||X V||_F^2 on ``X``."""
-        self._check_fitted()
+        check_is_fitted(self, "components_")
         return pca_utility(_as_matrix(X), self.components_.T)
 
     def utility_ratio(self, X) -> float:
-        self._check_fitted()
+        check_is_fitted(self, "components_")
         return utility_ratio(_as_matrix(X), self.components_.T)
 
 
 # ----- real multi-party jobs from a job file (each party reads only its own CSV) ----------------------------
+
+
+def _shape(meta) -> VerticalData:
+    """Zero blocks with the clients' column counts: what planning a release needs (counts only)."""
+    return VerticalData([np.zeros((1, c)) for c in meta.col_counts])
 
 
 class PCAJobTask:
@@ -339,6 +348,10 @@ class PCAJobTask:
         return ("pca", int(e.n_components), float(e.epsilon), float(e.delta), float(e.gamma),
                 float(e.row_norm_bound), pb)
 
+    def release(self, meta):
+        """The privacy report (events) of this job's one SQM release, from the public counts only."""
+        return self.est.mechanism(int(sum(meta.col_counts))).plan(_shape(meta))[1]
+
     async def run(self, ctx, table, meta) -> dict:
         import dataclasses
 
@@ -354,7 +367,7 @@ class PCAJobTask:
         except ValueError as err:
             raise ProtocolError(f"refused before any share was sent: {err}") from None
         mech = e.mechanism(d)
-        shape = VerticalData([np.zeros((1, c)) for c in meta.col_counts])  # counts only: plan() needs the shape
+        shape = _shape(meta)
         _, report = mech.plan(shape)
         n = meta.n_parties
         my_seed = spawn_seeds(e.seed, n + 1)[ctx.pid]  # from this party's own seed only (SQM.run's entry)
@@ -467,8 +480,7 @@ def _run_cli(args) -> int:
         raise ValueError("--data-file replaces one client's file of a job: use it with --job and --index")
     from .datasets import load_dataset, scale_rows
 
-    X, _ = load_dataset(args.dataset, args.data)
-    X = scale_rows(X, args.row_norm_bound)
+    X = scale_rows(load_dataset(args.dataset, args.data).X, args.row_norm_bound)
     r = compare(X, args.parties, args.components, args.epsilon, args.delta, args.gamma, args.row_norm_bound,
                 args.backend, args.runs, args.seed, progress=not args.quiet)
     r["dataset"] = args.dataset
@@ -525,10 +537,13 @@ def _run_job(args) -> int:
 
 
 def register(sub) -> None:
-    from .jobfile import add_job_arguments
+    from . import options
 
     p = sub.add_parser(
         "pca", help="differentially private PCA over vertically partitioned data (SQM vs central/local DP)",
+        parents=[options.privacy(), options.runtime(),
+                 options.job("job file (JSON: parties' addresses, party 0 the server, each client's CSV, and the "
+                             "dataset id the ledger charges); see apps/jobfile.py"), options.output()],
         description="Private PCA with SQM: the clients' noisy X^T X is computed by real MPyC party processes and "
                     "the server takes its top-k eigenvectors.  Without --job: split a dataset's columns among "
                     "--parties clients on this machine and compare SQM with central DP (Analyze Gauss), the "
@@ -539,22 +554,10 @@ def register(sub) -> None:
     p.add_argument("--data", default=None,
                    help="path of a real dataset's file or folder (citeseer: default ../shared/data/citeseer/)")
     p.add_argument("--parties", type=int, default=3, help="clients holding column blocks (default 3)")
-    p.add_argument("--components", "-k", type=int, default=5, help="principal components k (default 5)")
-    p.add_argument("--epsilon", type=float, default=1.0, help="server-observed epsilon target (default 1)")
-    p.add_argument("--delta", type=float, default=1e-5, help="delta (default 1e-5)")
+    p.add_argument("--components", type=int, default=5, help="principal components k (default 5)")
     p.add_argument("--gamma", type=float, default=4096.0, help="quantization scale gamma >= 1 (default 4096)")
     p.add_argument("--row-norm-bound", type=float, default=1.0,
                    help="c: rows are scaled so the largest norm is c, and each party clips its sub-rows to "
                         "c sqrt(its columns / all columns) (default 1)")
-    p.add_argument("--backend", default="mpyc", choices=["mpyc", "plain"],
-                   help="'mpyc' (default): real MPyC party processes over loopback; 'plain': the exact "
-                        "one-process simulation (for sweeps)")
     p.add_argument("--runs", type=int, default=1, help="average utilities over this many runs (default 1)")
-    p.add_argument("--seed", type=int, default=None,
-                   help="seed for reproducible experiments (default: OS entropy); recorded as secure_mode false. "
-                        "With --job it is refused unless --insecure-reproducible is given")
-    p.add_argument("--json", default=None, help="write the results to this JSON file")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    add_job_arguments(p, "job file (JSON: parties' addresses, party 0 the server, and each client's CSV); "
-                         "see apps/jobfile.py")
     p.set_defaults(func=_run_cli)

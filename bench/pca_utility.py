@@ -179,7 +179,7 @@ def cli(args) -> int:
     rep = {"delta": args.delta, "epsilons": epsilons, "gammas": gammas, "runs": runs, "backend": "plain",
            "results": {}}
     for name in names:
-        X = scale_rows(load_dataset(name, args.data if name == "citeseer" else None)[0], 1.0)
+        X = scale_rows(load_dataset(name, args.data if name == "citeseer" else None).X, 1.0)
         ks = list(range(1, min(args.kmax, X.shape[1]) + 1))
         r = sweep(name, X, args.parties, epsilons, gammas, ks, runs, args.delta, args.seed, not args.quiet)
         rep["results"][name] = r

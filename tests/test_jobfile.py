@@ -1,4 +1,8 @@
-"""Job-file multi-party PCA: separate party processes, each reading only its own CSV file."""
+"""Job-file multi-party PCA: each party reads only its own CSV file.
+
+Real party processes where the transport is what is tested (the bit-for-bit equality with the simulation, one
+party per invocation, TLS, the ledger's refusal); refusals and validation run the same party programs in
+process (:func:`apps.jobfile.simulate`, i.e. :func:`mpc.inprocess.run_in_process`)."""
 import json
 import os
 import pickle
@@ -8,8 +12,9 @@ import numpy as np
 import pytest
 
 from apps.jobfile import (keyed_ids_digest, load_job, party_program, read_party_csv, run_job, run_local, run_one,
-                          write_job, write_party_csvs)
+                          simulate, write_job, write_party_csvs)
 from apps.pca import SQMPCA, PCAJobTask
+from mpc.inprocess import run_in_process
 from mpc.launch import MPCError, free_ports, run_parties
 from sqm.vertical import VerticalData
 
@@ -83,7 +88,8 @@ def test_cli_job_mode_writes_json(tmp_path):
 
     spec = write(tmp_path, make_X(seed=2), parties=2)
     out = tmp_path / "out.json"
-    assert main(["pca", "--job", spec.path, "--components", "2", "--gamma", "1024", "--json", str(out)]) == 0
+    assert main(["pca", "--job", spec.path, "--components", "2", "--gamma", "1024", "--json", str(out),
+                 "--backend", "plain"]) == 0
     r = json.loads(out.read_text())
     V = np.array(r["components"])
     assert V.shape == (2, 6)
@@ -110,7 +116,7 @@ def test_misaligned_ids_refused(tmp_path, how):
         ids[7] = 1000
     _rewrite_ids(spec.parties[2].file, ids)
     with pytest.raises(MPCError, match="record ids"):
-        run_local(spec, PCAJobTask(**JOB_TASK))
+        simulate(spec, PCAJobTask(**JOB_TASK))
 
 
 def test_nan_in_a_party_file_refused_before_sharing(tmp_path):
@@ -122,10 +128,10 @@ def test_nan_in_a_party_file_refused_before_sharing(tmp_path):
     lines[5] = ",".join(parts)
     open(f, "w").write("\n".join(lines) + "\n")
     with pytest.raises(MPCError) as err:
-        run_local(spec, PCAJobTask(**JOB_TASK))
+        simulate(spec, PCAJobTask(**JOB_TASK))
     msg = str(err.value)
     assert "refused before any share was sent" in msg and "client 2" in msg and "NaN" in msg
-    assert "exited 3" in msg  # refused (not crashed) at every party
+    assert err.value.codes == {0: 3, 1: 3, 2: 6}  # client 2 refused its own data, the others refused the job
 
 
 def test_missing_party_file(tmp_path):
@@ -136,7 +142,7 @@ def test_missing_party_file(tmp_path):
     # a party on another host whose file is missing: its own process refuses, naming it, for everyone
     programs = [party_program(spec, i, PCAJobTask(**JOB_TASK)) for i in range(3)]
     with pytest.raises(MPCError, match="client 1 refused: its party file does not exist") as err:
-        run_parties(programs, timeout=60)
+        run_in_process(programs, timeout=60)
     assert spec.parties[1].file not in str(err.value)  # peers are not told where a party keeps its data
 
 
@@ -145,10 +151,10 @@ def test_empty_party_and_too_many_components(tmp_path):
     f = spec.parties[1].file
     open(f, "w").write("id\n" + "\n".join(str(i) for i in range(30)) + "\n")  # ids only, no columns
     with pytest.raises(MPCError, match="empty party"):
-        run_local(spec, PCAJobTask(**JOB_TASK))
+        simulate(spec, PCAJobTask(**JOB_TASK))
     spec = write(tmp_path / "b", make_X(), parties=2)
     with pytest.raises(MPCError, match="cannot find 7 components"):
-        run_local(spec, PCAJobTask(**{**JOB_TASK, "n_components": 7}))
+        simulate(spec, PCAJobTask(**{**JOB_TASK, "n_components": 7}))
 
 
 def test_read_party_csv_checks(tmp_path):
@@ -248,7 +254,7 @@ def test_each_party_uses_only_the_seed_on_its_own_command_line(tmp_path):
     spec = write(tmp_path, X, parties=2)
     seeds = [100, 101, 102]
     programs = [party_program(spec, i, PCAJobTask(**{**JOB_TASK, "seed": seeds[i]})) for i in range(3)]
-    recs = run_parties(programs, timeout=120, addresses=spec.addresses)
+    recs = run_in_process(programs, timeout=120)
     server = recs[0]["result"]
     mu = server["report"]["mu"]
     bounds = party_norm_bounds(1.0, [3, 3])
@@ -273,7 +279,7 @@ class DigestTask:
 
 def test_id_digests_are_keyed_fresh_per_job(tmp_path):
     spec = write(tmp_path, make_X(), parties=2)
-    jobs = [run_local(spec, DigestTask(), timeout=120) for _ in range(2)]
+    jobs = [simulate(spec, DigestTask(), timeout=120) for _ in range(2)]
     for recs in jobs:
         d1, d2 = recs[1]["result"]["digest"], recs[2]["result"]["digest"]
         assert isinstance(d1, bytes) and len(d1) == 32 and d1 == d2  # equal ids, one job: equal digests
@@ -314,7 +320,7 @@ def test_headerless_file_refused_without_sending_its_first_record(tmp_path):
     with open(spec.parties[2].file, "w") as fh:
         fh.write(BAD_FILES["first line is a record"])
     with pytest.raises(MPCError) as err:
-        run_local(spec, PCAJobTask(**JOB_TASK), timeout=120)
+        simulate(spec, PCAJobTask(**JOB_TASK), timeout=120)
     msg = str(err.value)  # every party's last word, the server's included
     assert "client 2 refused: its file has no id column 'id'" in msg and "server (party 0) exited 3" in msg
     assert not any(s in msg for s in SECRETS)
@@ -382,7 +388,8 @@ def test_cli_seed_in_job_mode_needs_the_opt_in(tmp_path, capsys):
 
     spec = write(tmp_path, make_X(seed=2), parties=2)
     out = tmp_path / "out.json"
-    args = ["pca", "--job", spec.path, "--components", "2", "--gamma", "1024", "--json", str(out), "--seed", "1"]
+    args = ["pca", "--job", spec.path, "--components", "2", "--gamma", "1024", "--json", str(out), "--seed", "1",
+            "--backend", "plain"]
     assert main(args) == 2
     err = capsys.readouterr().err
     assert "--insecure-reproducible" in err and not out.exists()

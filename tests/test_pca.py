@@ -116,12 +116,12 @@ def test_bad_component_counts_refused_before_running(k, msg):
 
 def test_bad_input():
     X = spectrum_data(20, 6)
-    with pytest.raises(ValueError, match="vertically partitioned"):
-        SQMPCA(2, 1.0, backend="plain").fit(X)
     bad = X.copy()
     bad[3, 1] = np.nan
     with pytest.raises(ValueError, match="NaN"):
-        SQMPCA(2, 1.0, backend="plain").fit([bad[:, :3], bad[:, 3:]])
+        SQMPCA(2, 1.0, backend="plain").fit(bad)
+    with pytest.raises(ValueError, match="NaN"):
+        SQMPCA(2, 1.0, backend="plain").fit(VerticalData([bad[:, :3], bad[:, 3:]]))
     with pytest.raises(ValueError, match="NaN"):
         central_dp_pca(bad, 2, 1.0, 1e-5)
     with pytest.raises(ValueError, match="not fitted"):
