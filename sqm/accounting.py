@@ -150,24 +150,11 @@ def smallest_meeting(eps, target: float, start: float = 1.0, factor: float = 2.0
 
 
 def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float = 1.0, rtol: float = 1e-9) -> float:
-    """The smallest noise std (to relative precision ``rtol``, never below it) for which ONE Gaussian release with
-    L2 sensitivity ``l2_sensitivity`` is (epsilon, delta)-DP, by the exact condition of Balle & Wang (2018,
-    Thm. 8): delta(z) = Phi(1/(2z) - epsilon z) - e^epsilon Phi(-1/(2z) - epsilon z) <= delta, z = sigma / Delta.
-    The second term is taken in log space, so any epsilon works.  (dp-accounting's ``get_sigma_gaussian``
-    solves the same condition but may return a value a hair below the minimum.)"""
-    from scipy.special import log_ndtr, ndtr
+    """The tightest sound single-release Gaussian: :func:`sqm.calibration.gaussian_sigma` (kept for callers of
+    this name; new code calls that)."""
+    from .calibration import gaussian_sigma
 
-    if not (epsilon > 0 and not math.isnan(epsilon)):
-        raise ValueError(f"epsilon must be > 0, got {epsilon!r}")
-    if not 0 < delta < 1:
-        raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
-    _check_pos(l2_sensitivity, "the L2 sensitivity")
-
-    def excess(z):
-        a, b = 1 / (2 * z), epsilon * z
-        return float(ndtr(a - b) - math.exp(min(epsilon + log_ndtr(-a - b), 0.0)))
-
-    return smallest_meeting(excess, delta, start=1.0, factor=2.0, rtol=rtol) * float(l2_sensitivity)
+    return gaussian_sigma(l2_sensitivity, epsilon, delta, rtol=rtol)
 
 
 @dataclass(frozen=True)
