@@ -3,16 +3,21 @@ baselines (DPSGD with Opacus, VFL local DP, non-private scikit-learn and the noi
 
     sqm logreg --dataset breast_cancer --parties 3 --epsilon 1 --delta 1e-5 --gamma 8192
 
-The protocol's steps live in :mod:`apps.lr_party` (shared by the plain simulation and the MPyC parties).
+The protocol's steps and its one party program live in :mod:`apps.lr_party` (real processes or in process).
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
 import time
 
 import numpy as np
+from scipy.special import expit
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.multiclass import check_classification_targets, unique_labels
+from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
 from sqm import accounting
 from sqm.rng import make_rng, spawn_seeds
@@ -27,6 +32,11 @@ PAPER_EPOCHS = {0.5: 2, 1.0: 5, 2.0: 8, 4.0: 10, 8.0: 10}  # Section 6.2
 CLIENT_VIEW = "nothing (only Shamir shares)"  # what a client observes during SQM-LR training
 MODEL_SHARED_NOTE = ("clients observe nothing during training (only Shamir shares); the client-observed epsilon "
                      "is the guarantee of the final model only if the server chooses to share it with them")
+
+
+# the calibration is a pure function of public numbers, and a bisection over RDP curves (about a second):
+# repeated fits with the same parameters (--runs, sweeps, job parties in one process) share it
+_calibrate_mu = functools.lru_cache(maxsize=64)(accounting.calibrate_mu)
 
 
 def paper_epochs(epsilon: float) -> int:
@@ -77,13 +87,14 @@ def _progress(total: int, desc: str, enabled: bool):
     return bar, cb
 
 
-class SQMLogisticRegression:
-    """Logistic regression trained with SQM on vertically partitioned data (scikit-learn style).
+class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
+    """Logistic regression trained with SQM on vertically partitioned data (a scikit-learn binary classifier).
 
     ``fit(X, y)``: ``X`` is a ``VerticalData`` of feature blocks (client j holds ``X.blocks[j]``) or a matrix
-    split into ``n_parties`` contiguous column blocks; ``y`` (in {0, 1}) is held by client ``label_party``
-    (0-based, default the last).  Each client's feature sub-rows are clipped to its bound c_j (sum c_j^2 = 1,
-    so ||x||_2 <= 1; counted in ``report_['clipped']``); the weights are projected onto ||w||_2 <= W.
+    split into ``n_parties`` contiguous column blocks; ``y`` holds any two labels (``classes_``, sorted; the
+    second is the positive class, 1 inside the protocol) and is held by client ``label_party`` (0-based,
+    default the last).  Each client's feature sub-rows are clipped to its bound c_j (sum c_j^2 = 1, so
+    ||x||_2 <= 1; counted in ``report_['clipped']``); the weights are projected onto ||w||_2 <= W (no intercept).
     mu is calibrated before training for the server-observed (epsilon, delta) over R = epochs * round(1/q)
     Poisson-subsampled rounds (Eq. 20) with the proven sensitivity of :func:`sqm.sensitivity.logreg_sensitivity`.
     The weights stay at the server (their coefficients are secret-shared): during training the clients observe
@@ -93,6 +104,9 @@ class SQMLogisticRegression:
     approximation's cost; epsilon is then infinite).  ``seed=None``: every party's randomness from OS entropy;
     a seed makes the run reproducible (each party's seed derived from it by :func:`sqm.rng.spawn_seeds`), so
     whoever holds it can regenerate every party's randomness (``report_['secure_mode']`` is then False).
+    ``backend``: "mpyc" (real party processes) or "in-process" (the same party programs in this process:
+    a simulation, bit for bit the same model for the same seed; "plain" is accepted as its former name).
+    ``epochs=None``: the paper's epochs for this epsilon (``epochs_``).  Parameters are validated in ``fit``.
     """
 
     def __init__(self, epsilon: float = 1.0, delta: float = 1e-5, gamma: float = 8192.0,
@@ -100,77 +114,118 @@ class SQMLogisticRegression:
                  backend: str = "mpyc", n_parties: int = 3, label_party: int | None = None,
                  weight_bound: float = 1.0, party_bounds=None, noise: bool = True, seed=None,
                  progress: bool = False, eval_every: int | None = None):
-        check_epsilon(epsilon)
-        check_delta(delta)
-        check_gamma(gamma)
-        epochs = paper_epochs(epsilon) if epochs is None else epochs
-        check_schedule(sampling_rate, epochs, learning_rate)
-        if backend not in ("plain", "mpyc"):
-            raise ValueError(f"backend must be 'plain' or 'mpyc', got {backend!r}")
-        if not (math.isfinite(weight_bound) and weight_bound > 0):
-            raise ValueError(f"weight_bound must be > 0, got {weight_bound!r}")
-        self.epsilon, self.delta, self.gamma = float(epsilon), float(delta), float(gamma)
-        self.sampling_rate, self.epochs, self.learning_rate = float(sampling_rate), int(epochs), float(learning_rate)
-        self.backend, self.n_parties, self.label_party = backend, int(n_parties), label_party
-        self.weight_bound, self.party_bounds, self.noise = float(weight_bound), party_bounds, bool(noise)
+        self.epsilon, self.delta, self.gamma = epsilon, delta, gamma
+        self.sampling_rate, self.epochs, self.learning_rate = sampling_rate, epochs, learning_rate
+        self.backend, self.n_parties, self.label_party = backend, n_parties, label_party
+        self.weight_bound, self.party_bounds, self.noise = weight_bound, party_bounds, noise
         self.seed, self.progress, self.eval_every = seed, progress, eval_every
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False  # binary only: the protocol trains one weight vector
+        tags.non_deterministic = self.seed is None
+        return tags
+
     # ----- planning ------------------------------------------------------------------------------------
-    def _data(self, X, y) -> tuple[list[np.ndarray], np.ndarray, int]:
-        data = X if isinstance(X, VerticalData) else VerticalData.split(X, self.n_parties)
-        y = check_labels(y, data.n_records)
+    def _epochs(self) -> int:
+        """The validated parameters (raises ValueError naming the bad one); returns the epochs to run."""
+        check_epsilon(self.epsilon)
+        check_delta(self.delta)
+        check_gamma(self.gamma)
+        epochs = paper_epochs(self.epsilon) if self.epochs is None else self.epochs
+        check_schedule(self.sampling_rate, epochs, self.learning_rate)
+        if self.backend not in lr_party.BACKENDS + ("plain",):
+            raise ValueError(f"backend must be 'mpyc' or 'in-process', got {self.backend!r}")
+        if not (isinstance(self.weight_bound, (int, float, np.number)) and math.isfinite(self.weight_bound)
+                and self.weight_bound > 0):
+            raise ValueError(f"weight_bound must be > 0, got {self.weight_bound!r}")
+        if isinstance(self.n_parties, bool) or int(self.n_parties) != self.n_parties or self.n_parties < 2:
+            raise ValueError(f"n_parties must be an integer >= 2 (Shamir sharing needs two clients), "
+                             f"got {self.n_parties!r}")
+        return int(epochs)
+
+    def _data(self, X, y) -> tuple[list[np.ndarray], tuple[int, ...], int]:
+        """The clients' blocks (the label party's with the 0/1 label column last), column counts, label party;
+        sets ``classes_`` and ``n_features_in_``."""
+        if isinstance(X, VerticalData):
+            data = X
+            self.n_features_in_ = data.n_cols
+            y = column_or_1d(y, warn=True) if y is not None else None
+        else:
+            X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=False)
+            if X.shape[1] < self.n_parties:
+                raise ValueError(f"X has {X.shape[1]} feature(s): too few to split among {self.n_parties} clients "
+                                 f"(each holds at least one column)")
+            data = VerticalData.split(X, int(self.n_parties))
+        if y is None:
+            raise ValueError("labels are missing: one client (the label party) must hold the label column")
+        if y.shape[0] != data.n_records:
+            raise ValueError(f"{y.shape[0]} labels for {data.n_records} records")
+        check_classification_targets(y)
+        self.classes_ = unique_labels(y)
+        if len(self.classes_) != 2:
+            raise ValueError(f"Only binary classification is supported: y must hold exactly 2 classes, got "
+                             f"{len(self.classes_)} class(es) {self.classes_[:5].tolist()}")
+        y01 = (y == self.classes_[1]).astype(np.float64)
         label = data.n_parties - 1 if self.label_party is None else self.label_party
         if isinstance(label, bool) or int(label) != label or not 0 <= label < data.n_parties:
             raise ValueError(f"label party {label!r} is missing: the clients are 0..{data.n_parties - 1}")
-        blocks = [np.hstack([b, y[:, None]]) if j == label else b for j, b in enumerate(data.blocks)]
+        blocks = [np.hstack([b, y01[:, None]]) if j == label else b for j, b in enumerate(data.blocks)]
         return blocks, data.col_counts, int(label)
 
     def plan(self, n_records: int, col_counts, label_party: int) -> tuple[LRPlan, dict]:
-        """Public plan and privacy report, before any randomness is drawn."""
+        """Public plan and privacy report, before any randomness is drawn (validates the parameters)."""
+        epochs = self._epochs()
         n = len(col_counts)
-        q, R = self.sampling_rate, steps(self.sampling_rate, self.epochs)
+        q, R = float(self.sampling_rate), steps(self.sampling_rate, epochs)
         b_max, overflow = batch_cap(n_records, q, R)
         if overflow >= self.delta / 2:
             raise ValueError(f"batch-overflow probability {overflow:.3g} is not small against delta")
         bounds = party_norm_bounds(1.0, col_counts, self.party_bounds)
         d = int(sum(col_counts))
-        sens = logreg_sensitivity(self.gamma, d, 1.0, self.weight_bound, bounds, col_counts)
+        sens = logreg_sensitivity(float(self.gamma), d, 1.0, float(self.weight_bound), bounds, col_counts)
         if self.noise:
-            cal = accounting.calibrate_mu(self.epsilon, self.delta - overflow, sens.l1, sens.l2, q=q, rounds=R,
-                                          n_parties=n if n >= 2 else None)
+            cal = _calibrate_mu(float(self.epsilon), float(self.delta) - overflow, sens.l1, sens.l2, q=q,
+                                rounds=R, n_parties=n if n >= 2 else None)
             mu, eps_s, eps_c = cal.mu, cal.epsilon_server, cal.epsilon_client
         else:
             mu, eps_s, eps_c = 0.0, math.inf, math.inf
         plan = LRPlan(n_records=int(n_records), col_counts=tuple(int(c) for c in col_counts),
-                      label_party=label_party, gamma=self.gamma, mu=float(mu), q=q, rounds=R, b_max=b_max,
-                      learning_rate=self.learning_rate, weight_bound=self.weight_bound,
+                      label_party=label_party, gamma=float(self.gamma), mu=float(mu), q=q, rounds=R, b_max=b_max,
+                      learning_rate=float(self.learning_rate), weight_bound=float(self.weight_bound),
                       party_bounds=tuple(float(b) for b in bounds))
         report = dict(epsilon_server=eps_s, epsilon_client_if_model_shared=eps_c,
-                      clients_observe_during_training=CLIENT_VIEW, delta=self.delta, mu=float(mu),
-                      gamma=self.gamma, l2_sensitivity=sens.l2, l1_sensitivity=sens.l1, sampling_rate=q,
-                      rounds=R, epochs=self.epochs, n_parties=n, b_max=b_max, batch_overflow_probability=overflow)
+                      clients_observe_during_training=CLIENT_VIEW, delta=float(self.delta), mu=float(mu),
+                      gamma=float(self.gamma), l2_sensitivity=sens.l2, l1_sensitivity=sens.l1, sampling_rate=q,
+                      rounds=R, epochs=epochs, n_parties=n, b_max=b_max, batch_overflow_probability=overflow)
         return plan, report
 
     # ----- training ------------------------------------------------------------------------------------
     def fit(self, X, y, eval_set=None) -> "SQMLogisticRegression":
         """Train; ``eval_set=(X, y)`` (held by the server, e.g. a public validation set) drives the running
         loss shown on the progress bar (nothing else is computed from it)."""
+        self._epochs()
         blocks, counts, label = self._data(X, y)
         plan, report = self.plan(blocks[0].shape[0], counts, label)
         if eval_set is not None:
             ex = np.asarray(eval_set[0], np.float64)
             if ex.ndim != 2 or ex.shape[1] != plan.d:
                 raise ValueError(f"eval_set features must have {plan.d} columns, got shape {ex.shape}")
-            eval_set = (ex, check_labels(eval_set[1], ex.shape[0]))
+            ey = np.asarray(eval_set[1])
+            if ey.shape != (ex.shape[0],) or not np.all(np.isin(ey, self.classes_)):
+                raise ValueError(f"eval_set labels must be {ex.shape[0]} values among {self.classes_.tolist()}")
+            eval_set = (ex, (ey == self.classes_[1]).astype(np.float64))
         seeds = spawn_seeds(self.seed, plan.n_parties + 1)  # 0: the server's; j: client j's own
         every = self.eval_every or max(1, plan.rounds // 100)
         bar, cb = _progress(plan.rounds, f"SQM-LR ({self.backend})", self.progress)
-        train = lr_party.train_mpyc if self.backend == "mpyc" else lr_party.train_plain
         try:
-            res = train(blocks, plan, seeds, eval_set, cb if self.progress else None, every)
+            res = lr_party.train(blocks, plan, seeds, eval_set, cb if self.progress else None, every,
+                                 backend=self.backend)
         finally:
             bar.close()
-        self.coef_ = res.weights
+        self.coef_ = res.weights.reshape(1, -1)
+        self.intercept_ = np.zeros(1)
+        self.epochs_ = report["epochs"]
         self.plan_ = plan
         report.update(clipped=res.clipped, batches_truncated=res.truncated, seconds=res.seconds,
                       bytes_sent=res.bytes_sent, backend=res.backend, secure_mode=self.seed is None)
@@ -178,20 +233,25 @@ class SQMLogisticRegression:
         return self
 
     def decision_function(self, X) -> np.ndarray:
-        X = X.to_matrix() if isinstance(X, VerticalData) else np.asarray(X, np.float64)
-        if X.ndim != 2 or X.shape[1] != self.coef_.shape[0]:
-            raise ValueError(f"X must have {self.coef_.shape[0]} columns, got shape {X.shape}")
-        return X @ self.coef_
+        """<w, x> for each row (positive: ``classes_[1]``)."""
+        check_is_fitted(self)
+        X = X.to_matrix() if isinstance(X, VerticalData) else X
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        return X @ self.coef_[0]
 
     def predict_proba(self, X) -> np.ndarray:
-        p = 1.0 / (1.0 + np.exp(-self.decision_function(X)))
+        """(P(classes_[0]), P(classes_[1])) = (1 - sigmoid(<w, x>), sigmoid(<w, x>))."""
+        p = expit(self.decision_function(X))
         return np.column_stack([1 - p, p])
 
-    def predict(self, X) -> np.ndarray:
-        return (self.decision_function(X) > 0).astype(np.int64)
+    def predict_log_proba(self, X) -> np.ndarray:
+        u = self.decision_function(X)
+        return np.column_stack([-np.logaddexp(0, u), -np.logaddexp(0, -u)])
 
-    def score(self, X, y) -> float:
-        return float(np.mean(self.predict(X) == check_labels(y)))
+    def predict(self, X) -> np.ndarray:
+        """Labels in the input label space: ``classes_[1]`` where <w, x> > 0, else ``classes_[0]``."""
+        positive = self.decision_function(X) > 0
+        return self.classes_[positive.astype(np.int64)]
 
 
 # ----- baselines -------------------------------------------------------------------------------------------
@@ -398,7 +458,7 @@ def compare(Xtr, ytr, Xte, yte, *, epsilon, delta, gamma, q, epochs, learning_ra
         t0 = time.perf_counter()
         m.fit(data, ytr, eval_set=(Xte, yte) if progress else None)
         r = m.report_
-        out["sqm"] = dict(accuracy=m.score(Xte, yte), test_loss=logistic_loss(m.coef_, Xte, yte),
+        out["sqm"] = dict(accuracy=m.score(Xte, yte), test_loss=logistic_loss(m.coef_[0], Xte, yte),
                           epsilon_server=r["epsilon_server"],
                           epsilon_client_if_model_shared=r["epsilon_client_if_model_shared"],
                           clients_observe_during_training=r["clients_observe_during_training"], delta=delta,
@@ -475,6 +535,7 @@ class LRJobTask:
         seed_policy(seed, insecure_reproducible, warn=False)  # a seed without the opt-in: refused
         self.estimator = SQMLogisticRegression(epsilon, delta, gamma, q, epochs, learning_rate, "mpyc",
                                                weight_bound=weight_bound, label_party=label_party, seed=seed)
+        self.epochs = self.estimator._epochs()  # bad parameters refused here, before any party starts
         self.label_column, self.label_party, self.seed = label_column, label_party, seed
 
     @property
@@ -483,8 +544,8 @@ class LRJobTask:
 
     def public(self):
         e = self.estimator
-        return ("sqm-logreg", e.epsilon, e.delta, e.gamma, e.sampling_rate, e.epochs, e.learning_rate,
-                e.weight_bound, self.label_column, self.label_party)
+        return ("sqm-logreg", float(e.epsilon), float(e.delta), float(e.gamma), float(e.sampling_rate), self.epochs,
+                float(e.learning_rate), float(e.weight_bound), self.label_column, self.label_party)
 
     async def run(self, ctx, table, meta) -> dict:
         from mpc.protocol import InputRefused, ProtocolError
@@ -640,9 +701,9 @@ def register(sub) -> None:
                    help="project ||w||_2 <= W after each step, SQM and DPSGD alike; W enters SQM's sensitivity "
                         "(default 1, the paper's, for breast_cancer; 8 for adult and credit_default, where W = 1 "
                         "leaves every method at the majority-class rate)")
-    p.add_argument("--backend", default="mpyc", choices=["plain", "mpyc"],
-                   help="'mpyc' (default): real MPyC party processes over loopback; 'plain': exact "
-                        "one-process simulation")
+    p.add_argument("--backend", default="mpyc", choices=["mpyc", "in-process", "plain"],
+                   help="'mpyc' (default): real MPyC party processes over loopback; 'in-process' ('plain'): "
+                        "the same party programs in one process, a simulation (bit for bit the same model)")
     p.add_argument("--runs", type=int, default=1, help="independent runs to average (default 1)")
     p.add_argument("--seed", type=int, default=None,
                    help="seed for reproducible runs (default: OS entropy); every party's seed is derived from it, "

@@ -1,5 +1,6 @@
-"""SQM logistic regression (Section 5.2): the per-iteration steps, the plain simulation and the MPyC party
-program.  Both share every step, so they compute bit for bit the same weights for the same seeds.
+"""SQM logistic regression (Section 5.2): the per-iteration steps and THE party program, :class:`LRParty`.
+It runs as real MPyC party processes or, as a simulation, in one process (:func:`mpc.inprocess.run_in_process`):
+the same program, so both compute bit for bit the same weights for the same seeds (:func:`train`).
 
 Parties: the server (party 0, no data) and n clients; client ``label_party`` holds the label column as the
 last column of its block.  Variables of the gradient polynomial (Eq. 19) are the clients' columns in client
@@ -47,7 +48,6 @@ from mpc.field import prime_for_bound
 from mpc.party import PartyProgram
 from mpc.randomness import secure_generator
 from mpc.program import SumProgram
-from mpc.protocol import combine_key_contributions
 from sqm.quantize import stochastic_round
 from sqm.skellam import skellam, skellam_tail_bound
 from sqm.vertical import clip_rows
@@ -324,9 +324,10 @@ class TrainResult:
     clipped: list[int]  # records clipped per client
     truncated: int  # batches that exceeded b_max (known to the clients only)
     seconds: float  # training loop, at the server
-    bytes_sent: list[int] = field(default_factory=list)  # per party, server first (0 in the simulation)
-    backend: str = "plain"
-    party_results: list[dict] = field(default_factory=list)  # each party's own result dict (real runs)
+    bytes_sent: list[int] = field(default_factory=list)  # per party, server first
+    backend: str = "mpyc"  # "mpyc": real party processes; "in-process": the same programs in one process
+    party_results: list[dict] = field(default_factory=list)  # each party's own result dict
+    history: np.ndarray | None = None  # (rounds, d): the server's weights after each round (``history=True``)
 
 
 class _Eval:
@@ -343,66 +344,39 @@ class _Eval:
         self.callback(it + 1, loss)
 
 
-def train_plain(blocks, plan: LRPlan, seeds, eval_set=None, callback=None, every: int = 50) -> TrainResult:
-    """SIMULATION of the parties in one process: the same steps, the same generators, the same integers."""
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(1, user_api="blas"):  # small products: BLAS threads only add overhead
-        return _train_plain(blocks, plan, seeds, eval_set, callback, every)
-
-
-def _train_plain(blocks, plan, seeds, eval_set, callback, every) -> TrainResult:
-    t0 = time.perf_counter()
-    server_rng = party_generator(seeds[0])
-    rngs = [party_generator(s) for s in seeds[1:]]
-    prepared = [prepare_block(b, j, plan) for j, b in enumerate(blocks)]
-    blocks = [b for b, _ in prepared]
-    shared = shared_sampler(combine_key_contributions([client_seed_contribution(r) for r in rngs]))
-    report = _Eval(eval_set, every, callback)
-    w = np.zeros(plan.d)
-    truncated = 0
-    for it in range(plan.rounds):
-        ints = compensated_coefficients(w, plan.gamma, server_rng)
-        idx, tr = sample_batch(shared, plan.n_records, plan.q, plan.b_max)
-        truncated += tr
-        inputs = [client_input(b, idx, plan, r) for b, r in zip(blocks, rngs)]
-        y = evaluate_gradient(plan, ints, np.hstack([x for x, _ in inputs]))
-        for _, z in inputs:
-            y = y + z
-        w = server_update(w, y, plan)
-        report(it, w, plan.rounds)
-    return TrainResult(w, [c for _, c in prepared], truncated, time.perf_counter() - t0,
-                       [0] * (plan.n_parties + 1), "plain")
-
-
 class LRParty(PartyProgram):
-    """One party of a whole training run in ONE set of MPyC processes (R secure evaluations).
+    """One party of a whole training run (R secure evaluations): THE program of SQM-LR, run as real MPyC party
+    processes (:func:`train` with ``backend="mpyc"``) or, as a simulation, in one process
+    (``backend="in-process"``, :func:`mpc.inprocess.run_in_process`): the same code either way.
 
     Every party makes the same sequence of exchanges: one seed exchange among the clients (the server takes
     part with nothing to send or receive), a record-count check, the plan agreement, then per round the
-    exchanges of :func:`secure_gradient`.
+    exchanges of :func:`secure_gradient`.  ``history`` (the server): also return the weights after every round.
     """
 
-    def __init__(self, plan: LRPlan, seed, block=None, eval_set=None, progress_path=None, every: int = 50):
+    def __init__(self, plan: LRPlan, seed, block=None, eval_set=None, progress_path=None, every: int = 50,
+                 history: bool = False):
         self.plan, self.seed, self.block = plan, seed, block
-        self.eval_set, self.progress_path, self.every = eval_set, progress_path, every
+        self.eval_set, self.progress_path, self.every, self.history = eval_set, progress_path, every, history
 
     async def run(self, ctx):
         return await train_party(ctx, self.plan, self.seed, self.block, self.eval_set, self.progress_path,
-                                 self.every)
+                                 self.every, history=self.history)
 
 
 async def train_party(ctx, plan: LRPlan, seed, block=None, eval_set=None, progress_path=None, every: int = 50,
-                      ids_digest: bytes | None = None, check_ids: bool = False) -> dict:
+                      ids_digest: bytes | None = None, check_ids: bool = False, history: bool = False) -> dict:
     """This party's whole training run (see :class:`LRParty`); ``seed`` is this party's own seed (None: OS
     entropy); with ``check_ids`` the clients also compare the digests of their record ids among themselves
-    (the server learns only pass/fail).  The weights stay at the server: it returns them, the clients return
-    their clip and truncation counts."""
+    (the server learns only pass/fail).  A client whose block does not have the plan's shape refuses its own
+    input at the record-count check (every party learns only that it refused).  The weights stay at the
+    server: it returns them, the clients return their clip and truncation counts."""
     from mpc import wire
     from mpc.protocol import ProtocolError
 
     if ctx.M != plan.n_parties + 1:
-        raise ValueError(f"the plan has {plan.n_parties} clients but {ctx.M - 1} client processes run")
+        raise ProtocolError(f"party {ctx.pid}: the plan has {plan.n_parties} clients but {ctx.M - 1} client "
+                            f"parties joined; refused")
     if ctx.t < 1:
         raise ProtocolError(f"party {ctx.pid}: a job with {ctx.M - 1} client(s) has threshold t = 0, so every "
                             f"party's share would be the secret itself (the server's coefficients at the "
@@ -416,15 +390,21 @@ async def train_party(ctx, plan: LRPlan, seed, block=None, eval_set=None, progre
         progress = open(progress_path, "w", buffering=1) if progress_path else None
         report = _Eval(eval_set, every, (lambda i, loss: progress.write(f"{i} {loss!r}\n")) if progress else None)
     else:
-        block, clipped = prepare_block(block, ctx.pid - 1, plan)
+        block = np.asarray(block, np.float64)
+        shape = (plan.n_records, plan.block_widths[ctx.pid - 1])
+        problem = None if block.shape == shape else (f"its block has shape {block.shape}, the public plan "
+                                                     f"expects {shape}")
         shared = shared_sampler(await ctx.clients_key(client_seed_contribution(rng)))
-        await ctx.check_clients(int(block.shape[0]), "record count", wire.value(int, "a record count"))
+        await ctx.check_clients(int(block.shape[0]), "record count", wire.value(int, "a record count"),
+                                problem=problem)
         if check_ids:
             await ctx.check_clients(bytes(ids_digest), "record ids (different ids or a different order)",
                                     wire.digest(32))
+        block, clipped = prepare_block(block, ctx.pid - 1, plan)
     await ctx.agree(dataclasses.astuple(plan), "logistic-regression plan")
     p = prime_for_bound(plan.result_bound(), ctx.M)
     w = np.zeros(plan.d)
+    trace = []
     truncated = 0
     t0 = time.perf_counter()
     for it in range(plan.rounds):
@@ -439,11 +419,16 @@ async def train_party(ctx, plan: LRPlan, seed, block=None, eval_set=None, progre
         if ctx.is_server:
             w = server_update(w, res, plan)
             report(it, w, plan.rounds)
+            if history:
+                trace.append(w)
     seconds = time.perf_counter() - t0
     if ctx.is_server:
         if progress:
             progress.close()
-        return {"weights": w, "seconds": seconds}
+        out = {"weights": w, "seconds": seconds}
+        if history:
+            out["history"] = np.array(trace).reshape(plan.rounds, plan.d)
+        return out
     return {"clipped": clipped, "truncated": truncated, "seconds": seconds}
 
 
@@ -505,20 +490,34 @@ async def secure_gradient(ctx, plan: LRPlan, int_coefs, my_input, p: int):
     return None if res is None else to_signed(res, p).astype(object)
 
 
-def train_mpyc(blocks, plan: LRPlan, seeds, eval_set=None, callback=None, every: int = 50,
-               timeout: float = 3600.0, wrap=None) -> TrainResult:
-    """Real MPyC party processes (1 server + n clients over loopback TCP); each client sees only its block
-    and its own seed.  ``wrap`` (tests and benchmarks): each party's program is replaced by ``wrap(program)``,
-    a picklable :class:`mpc.party.PartyProgram` returning the wrapped program's result dict (extra keys are
-    kept in ``TrainResult.party_results``)."""
+BACKENDS = ("mpyc", "in-process")  # "plain": the former name of the in-process simulation, still accepted
+
+
+def train(blocks, plan: LRPlan, seeds, eval_set=None, callback=None, every: int = 50, backend: str = "mpyc",
+          timeout: float = 3600.0, wrap=None, history: bool = False) -> TrainResult:
+    """Train with the parties' :class:`LRParty` programs (1 server + n clients; each client gets only its block
+    and its own seed): ``backend="mpyc"`` runs them as real MPyC party processes over loopback TCP
+    (:func:`mpc.launch.run_parties`), ``"in-process"`` (SIMULATION) on one event loop
+    (:func:`mpc.inprocess.run_in_process`); for the same seeds both give bit for bit the same weights.
+    ``callback(i, loss)``: the server's running loss on ``eval_set`` every ``every`` rounds.  ``wrap`` (tests
+    and benchmarks): each party's program is replaced by ``wrap(program)``, a picklable
+    :class:`mpc.party.PartyProgram` returning the wrapped program's result dict (extra keys are kept in
+    ``TrainResult.party_results``).  ``history``: also return the server's weights after every round."""
     import os
     import threading
 
+    from threadpoolctl import threadpool_limits
+
+    from mpc.inprocess import run_in_process
     from mpc.launch import private_folder, run_parties
 
+    if backend == "plain":
+        backend = "in-process"
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     with private_folder("sqm-lr-") as tmp:  # removed however this process ends (mpc.launch.Launch)
         path = os.path.join(tmp, "progress")
-        programs = [LRParty(plan, seeds[0], None, eval_set, path if callback else None, every)]
+        programs = [LRParty(plan, seeds[0], None, eval_set, path if callback else None, every, history)]
         programs += [LRParty(plan, s, np.asarray(b, np.float64)) for s, b in zip(seeds[1:], blocks)]
         if wrap is not None:
             programs = [wrap(prog) for prog in programs]
@@ -540,11 +539,17 @@ def train_mpyc(blocks, plan: LRPlan, seeds, eval_set=None, callback=None, every:
         if callback:
             th.start()
         try:  # small BLAS products: threads only add overhead (50x here)
-            res = run_parties(programs, timeout=timeout, blas_threads=1)
+            if backend == "mpyc":
+                res = run_parties(programs, timeout=timeout, blas_threads=1, min_clients=2)
+            else:
+                with threadpool_limits(1, user_api="blas"):
+                    res = run_in_process(programs, timeout=timeout, min_clients=2)
         finally:
             stop.set()
             if callback:
                 th.join()
-    return TrainResult(np.asarray(res[0]["result"]["weights"]), [int(r["result"]["clipped"]) for r in res[1:]],
-                       int(res[1]["result"]["truncated"]), float(res[0]["result"]["seconds"]),
-                       [int(r.get("bytes_sent", 0)) for r in res], "mpyc", [r["result"] for r in res])
+    server = res[0]["result"]
+    return TrainResult(np.asarray(server["weights"]), [int(r["result"]["clipped"]) for r in res[1:]],
+                       int(res[1]["result"]["truncated"]), float(server["seconds"]),
+                       [int(r.get("bytes_sent", 0)) for r in res], backend, [r["result"] for r in res],
+                       server.get("history"))

@@ -82,7 +82,7 @@ def run(features=100, batch=64, parties=3, rounds=100, records=20000, gamma=8192
     plan, rep = m.plan(records, counts, label)
     plan = dataclasses.replace(plan, rounds=int(rounds))  # time a prefix of the run
     seeds = spawn_seeds(seed, parties + 1)
-    res = lr_party.train_mpyc(blocks, plan, seeds, wrap=CountExchanges)
+    res = lr_party.train(blocks, plan, seeds, backend="mpyc", wrap=CountExchanges)
     one = per_iteration(res.party_results[0]["exchanges"], int(rounds))
     out = dict(features=features, batch_cap=plan.b_max, expected_batch=q * records, sampling_rate=q,
                parties=parties + 1, clients=parties, rounds=rounds, gamma=gamma, mu=plan.mu,
@@ -92,8 +92,8 @@ def run(features=100, batch=64, parties=3, rounds=100, records=20000, gamma=8192
                rounds_per_iteration=len(one), exchanges_per_iteration=one,
                target_ms=30.0)
     out["meets_target"] = out["ms_per_iteration"] < 30.0
-    if plain:
-        sim = lr_party.train_plain(blocks, plan, seeds)
+    if plain:  # the same party programs in one process (the simulation)
+        sim = lr_party.train(blocks, plan, seeds, backend="in-process")
         out["plain_ms_per_iteration"] = 1e3 * sim.seconds / rounds
         out["plain_identical"] = bool(np.array_equal(sim.weights, res.weights))
     return out
@@ -120,6 +120,6 @@ def cli(args) -> int:
           f"(per party {[round(b) for b in rep['bytes_per_iteration_per_party']]}), "
           f"{rep['rounds_per_iteration']} exchanges/iteration ({', '.join(rep['exchanges_per_iteration'])})")
     if "plain_ms_per_iteration" in rep:
-        print(f"  plain simulation: {rep['plain_ms_per_iteration']:.2f} ms/iteration; identical weights: "
+        print(f"  in-process simulation: {rep['plain_ms_per_iteration']:.2f} ms/iteration; identical weights: "
               f"{rep['plain_identical']}")
     return finish(rep, args)

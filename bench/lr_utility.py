@@ -1,14 +1,14 @@
 """Figure 2 of the SQM paper: test accuracy of private logistic regression against epsilon (SQM per gamma,
 DPSGD, VFL local DP; non-private references).
 
-    sqm bench lr-utility                          # reduced default: adult, 1 run, plain simulation
+    sqm bench lr-utility                          # reduced default: adult, 1 run, in-process simulation
     sqm bench lr-utility --runs 20 --json lr_utility.json --plot lr_utility.png   # the paper's grid
 
 epsilon in {0.5, 1, 2, 4, 8}, delta 1e-5, gamma in {2^10, 2^13}, the paper's epochs per epsilon
 (2, 5, 8, 10, 10), q = 0.001, 3 clients, ||w|| <= 8 and learning rate 0.5 for SQM and DPSGD alike.
 Target: at gamma = 2^13 and epsilon >= 1, SQM within 1.5 accuracy points of DPSGD on adult income; local DP
 clearly below.  ``--backend mpyc`` runs SQM in real party processes
-(slow for sweeps; the plain simulation computes the same weights for the same seeds).
+(slow for sweeps; the in-process simulation runs the same party programs: the same weights for the same seeds).
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from apps.logreg import DATASETS, DEFAULT_Q, attribute_groups, compare, load_dat
 
 
 def run(dataset="adult", data_dir=None, epsilons=(0.5, 1, 2, 4, 8), gammas=(1024, 8192), runs=1,
-        delta=1e-5, q=None, parties=3, learning_rate=0.5, weight_bound=8.0, backend="plain", seed=0,
+        delta=1e-5, q=None, parties=3, learning_rate=0.5, weight_bound=8.0, backend="in-process", seed=0,
         progress=True) -> dict:
     Xtr, ytr, Xte, yte = load_dataset(dataset, data_dir)
     q = DEFAULT_Q[dataset] if q is None else q
@@ -119,8 +119,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--weight-bound", type=float, default=8.0,
                     help="||w|| <= W for SQM and DPSGD (default 8; the paper's W = 1 leaves every method at the "
                          "majority-class rate on adult, whose rows have ||x|| <= 1; W enters SQM's sensitivity)")
-    ap.add_argument("--backend", default="plain", choices=["plain", "mpyc"],
-                    help="SQM backend (default plain: the exact simulation; mpyc: real party processes)")
+    ap.add_argument("--backend", default="in-process", choices=["in-process", "mpyc"],
+                    help="SQM backend (default in-process: the party programs in one process, a simulation; "
+                         "mpyc: real party processes)")
     ap.add_argument("--seed", type=int, default=0, help="base seed (default 0)")
     ap.add_argument("--json", help="write the figures to this JSON file")
     ap.add_argument("--plot", help="write a PNG plot to this file")

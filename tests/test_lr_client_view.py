@@ -1,22 +1,25 @@
-"""What each client receives while SQM logistic regression trains, through real party processes.
+"""What each client receives while SQM logistic regression trains; the real run equals the in-process run.
 
-A test-only wrapper records, inside each client's process, every payload MPyC hands over from a peer
-(``MessageExchanger.receive``, whenever it arrived) and the step name of every exchange; the server's wrapper
-records the coefficients it rounds and the weights it computes.  Assertions, for every client:
+The one real-process test of SQM-LR.  Its party programs (:class:`apps.lr_party.LRParty`, wrapped) run twice with
+the same seeds and the same share generators: as real MPyC party processes and in process
+(:func:`mpc.inprocess.run_in_process`).  A test-only wrapper records, at each client, every frame it receives
+from a peer with the step of the exchange: in the real processes at MPyC's own receive
+(``MessageExchanger.receive``, whatever arrived), in process at the context's transport.  Assertions:
 
-- every array it receives from the server or another client is a share array: int64, entries in [0, p);
-- pooled over the run, those share entries are uniform modulo p: chi-square over 32 equal bins, p-value
-  above 1e-3 (the share randomness and every party's seed are fixed, so the run and the test are
-  deterministic);
-- no received array equals the server's rounded coefficients (as integers or field elements), and none is
-  a float array (the weights);
+- the real run and the in-process run are bit for bit the same: the server's weights after EVERY iteration,
+  and every frame every client receives (same exchange, same sender, same bytes), so the in-process frames
+  are the real ones and the checks below hold for both runners;
+- for every client: every array it receives from the server or another client is a share array: int64,
+  entries in [0, p); pooled over the run, those share entries are uniform modulo p (chi-square over 32
+  equal bins, p-value above 1e-3; the run is deterministic: fixed seeds);
+- no received array equals the server's rounded coefficients (as integers or field elements; recomputed from
+  the server's seed and its weight history, the generator's only use), and none is a float array (weights);
 - the only other messages are the digest of the public plan (from every party), and from the other clients
   only: their contributions to the shared sampling seed (32 bytes), their record counts and the verdicts
-  of the checks.  The server sends a client nothing but shares and the plan digest;
-- and the weights equal the plain simulation's bit for bit.
+  of the checks.  The server sends a client nothing but shares and the plan digest.
 
 Two clients (M = 3, t = 1) so that the degree reduction of the batch moments runs (with three clients,
-M > 3t, it is skipped: tests/test_logreg.py covers that path).
+M > 3t, it is skipped: tests/test_logreg.py runs that path in process).
 """
 import os
 import pickle
@@ -28,6 +31,7 @@ from apps import lr_party
 from apps.lr_party import LRPlan
 from mpc import wire
 from mpc.field import from_signed, prime_for_bound
+from mpc.inprocess import run_in_process
 from mpc.launch import run_parties
 from mpc.party import PartyProgram
 from sqm.rng import spawn_seeds
@@ -37,52 +41,61 @@ BINS = 32
 
 
 class ClientView(PartyProgram):
-    """Runs ``inner``; records what this party receives (clients) or rounds and computes (the server)."""
+    """Runs ``inner`` with a fixed share generator; records the step of every exchange this party makes and every
+    frame it receives from a peer as (exchange index, sender, bytes), in ``folder/party<pid>.pkl``."""
 
     def __init__(self, inner, folder, share_seed):
         self.inner, self.folder, self.share_seed = inner, folder, share_seed
 
     async def run(self, ctx):
-        from mpyc import asyncoro
-
         from mpc.randomness import secure_generator
 
         ctx.rng = secure_generator(np.random.SeedSequence([self.share_seed, ctx.pid]))  # test only: fixed
-        received, steps, coefs, weights = [], {}, [], []
-        orig_receive = asyncoro.MessageExchanger.receive
-
-        def receive(exchanger, pc):
-            got = orig_receive(exchanger, pc)
-            if isinstance(got, (bytes, bytearray)):
-                received.append((exchanger.peer_pid, pc, bytes(got)))
-            else:
-                got.add_done_callback(lambda f, peer=exchanger.peer_pid: f.exception() is None and
-                                      received.append((peer, pc, bytes(f.result()))))
-            return got
+        steps, received, labels = [], [], {}
         send_recv = ctx.send_recv
 
         async def named(outgoing, senders, expect, step="message"):
-            steps[ctx.rt._program_counter[0] + 1] = step  # the label the exchange is about to use
+            if ctx.rt is not None:  # MPyC labels the exchange with its next program counter
+                labels[ctx.rt._program_counter[0] + 1] = len(steps)
+            steps.append(step)
             return await send_recv(outgoing, senders, expect, step)
-        round_coefs, update = lr_party.compensated_coefficients, lr_party.server_update
+        ctx.send_recv = named
+        if ctx.rt is None:  # in process: what the context's transport hands over
+            transport = ctx._transport
 
-        def rounding(*a):
-            coefs.append(round_coefs(*a))
-            return coefs[-1]
+            async def recording(outgoing, senders):
+                got = await transport(outgoing, senders)
+                received.extend((len(steps) - 1, s, bytes(g)) for s, g in zip(senders, got) if s != ctx.pid)
+                return got
+            ctx._transport = recording
+            return await self._finish(ctx, steps, lambda: received)
+        from mpyc import asyncoro
 
-        def stepping(*a):
-            weights.append(update(*a))
-            return weights[-1]
-        asyncoro.MessageExchanger.receive, ctx.send_recv = receive, named
-        lr_party.compensated_coefficients, lr_party.server_update = rounding, stepping
+        raw, orig_receive = [], asyncoro.MessageExchanger.receive
+
+        def receive(exchanger, pc):  # whatever MPyC hands over from a peer, whenever it arrived
+            got = orig_receive(exchanger, pc)
+            if isinstance(got, (bytes, bytearray)):
+                raw.append((pc, exchanger.peer_pid, bytes(got)))
+            else:
+                got.add_done_callback(lambda f, peer=exchanger.peer_pid: f.exception() is None and
+                                      raw.append((pc, peer, bytes(f.result()))))
+            return got
+        def frames():  # a frame labelled past the program's last exchange is the closing barrier's: left out
+            assert all(pc in labels or pc > max(labels) for pc, _, _ in raw)
+            return [(labels[pc], peer, b) for pc, peer, b in raw if pc in labels]
+        asyncoro.MessageExchanger.receive = receive
+        try:
+            return await self._finish(ctx, steps, frames)
+        finally:
+            asyncoro.MessageExchanger.receive = orig_receive
+
+    async def _finish(self, ctx, steps, frames):
         try:
             return await self.inner.run(ctx)
         finally:
-            asyncoro.MessageExchanger.receive = orig_receive
-            lr_party.compensated_coefficients, lr_party.server_update = round_coefs, update
             with open(os.path.join(self.folder, f"party{ctx.pid}.pkl"), "wb") as f:  # own test file
-                pickle.dump({"received": list(received), "steps": dict(steps), "coefs": coefs,
-                             "weights": weights}, f)
+                pickle.dump({"received": sorted(frames()), "steps": list(steps)}, f)
 
 
 def small_run():
@@ -102,30 +115,46 @@ def uniform_pvalue(values, p):
     return stats.chisquare(counts).pvalue
 
 
-def test_clients_receive_only_uniform_shares_and_public_messages(tmp_path):
+def load(folder, pid):
+    with open(os.path.join(folder, f"party{pid}.pkl"), "rb") as f:
+        return pickle.load(f)
+
+
+def test_real_run_equals_in_process_and_clients_receive_only_uniform_shares(tmp_path):
     plan, blocks, seeds = small_run()
     p = prime_for_bound(plan.result_bound(), plan.n_parties + 1)
-    programs = [lr_party.LRParty(plan, seeds[0])]
+    programs = [lr_party.LRParty(plan, seeds[0], history=True)]
     programs += [lr_party.LRParty(plan, s, b) for s, b in zip(seeds[1:], blocks)]
-    res = run_parties([ClientView(prog, str(tmp_path), 5) for prog in programs], timeout=120, blas_threads=1)
-    sim = lr_party.train_plain(blocks, plan, seeds)
-    assert np.array_equal(np.asarray(res[0]["result"]["weights"]), sim.weights)  # bit for bit
+    (tmp_path / "real").mkdir(), (tmp_path / "sim").mkdir()
+    real = run_parties([ClientView(prog, str(tmp_path / "real"), 5) for prog in programs], timeout=120,
+                       blas_threads=1)
+    sim = run_in_process([ClientView(prog, str(tmp_path / "sim"), 5) for prog in programs], timeout=120)
+    history = real[0]["result"]["history"]
+    assert history.shape == (plan.rounds, plan.d) and np.any(history[-1] != 0)
+    assert np.array_equal(history, sim[0]["result"]["history"])  # every iteration, bit for bit
+    assert np.array_equal(real[0]["result"]["weights"], history[-1])
+    assert real[1]["result"].keys() == {"clipped", "truncated", "seconds"}  # no weights at a client
+    # a different client seed gives different weights (the comparison above can fail)
+    other = run_in_process([programs[0], lr_party.LRParty(plan, seeds[2], blocks[0]), programs[2]], timeout=120)
+    assert not np.array_equal(other[0]["result"]["weights"], history[-1])
 
-    with open(tmp_path / "party0.pkl", "rb") as f:
-        server = pickle.load(f)
-    assert len(server["coefs"]) == plan.rounds and np.array_equal(server["weights"][-1], sim.weights)
-    secret = list(server["coefs"]) + [from_signed(c, p) for c in server["coefs"]]
-    assert any(np.any(c != 0) for c in server["coefs"])
+    # the server's rounded coefficients: its generator's only draws, from the weights before each round
+    rng = lr_party.party_generator(seeds[0])
+    coefs = [lr_party.compensated_coefficients(w, plan.gamma, rng)
+             for w in np.vstack([np.zeros(plan.d), history[:-1]])]
+    secret = coefs + [from_signed(c, p) for c in coefs]
+    assert any(np.any(c != 0) for c in coefs)
     for pid in range(1, plan.n_parties + 1):
-        with open(tmp_path / f"party{pid}.pkl", "rb") as f:
-            view = pickle.load(f)
-        assert "weights" in view and not view["coefs"] and not view["weights"]  # clients round nothing
+        view, sim_view = load(tmp_path / "real", pid), load(tmp_path / "sim", pid)
         steps = view["steps"]
-        assert sum(s == "degree reduction" for s in steps.values()) == 2 * plan.rounds  # moments, then y
+        assert steps == sim_view["steps"]
+        frames = view["received"]
+        assert frames == sim_view["received"]  # the in-process frames are the real ones, byte for byte
+        assert sum(s == "degree reduction" for s in steps) == 2 * plan.rounds  # moments, then y
         shares, other = [], []
-        for peer, pc, payload in view["received"]:
+        for k, peer, payload in frames:
             assert peer != pid
-            step, obj = steps[pc], wire.decode(payload)
+            step, obj = steps[k], wire.decode(payload)
             for x in (obj if isinstance(obj, list) else [obj]):
                 if isinstance(x, np.ndarray):
                     assert x.dtype == np.int64 and x.size and 0 <= x.min() and x.max() < p, (peer, step)
@@ -143,16 +172,14 @@ def test_clients_receive_only_uniform_shares_and_public_messages(tmp_path):
                 assert isinstance(x, bytes) and len(x) == lr_party.SEED_BYTES
             elif step == "compare record count":
                 assert x == plan.n_records
-            elif step == "closing barrier":
-                assert x is None
             else:
                 assert step.startswith("verdict on") and x == "ok", (peer, step, x)
         assert sum(s == "clients' key" for _, s, _ in other) == plan.n_parties - 1
-        from_server = [steps[pc] for peer, pc, _ in view["received"] if peer == 0]
+        from_server = [steps[k] for k, peer, _ in frames if peer == 0]
         assert set(from_server) == {"agree on logistic-regression plan", "coefficient shares", "degree reduction"}
         assert from_server.count("coefficient shares") == plan.rounds
         pooled = np.concatenate(shares)
         assert pooled.size > 30 * BINS  # >= 30 expected per bin
         assert uniform_pvalue(pooled, p) > PVALUE_MIN, pid
     # the uniformity test has power: the server's field-encoded coefficients are rejected
-    assert uniform_pvalue(np.concatenate([from_signed(c, p) for c in server["coefs"]]), p) < PVALUE_MIN
+    assert uniform_pvalue(np.concatenate([from_signed(c, p) for c in coefs]), p) < PVALUE_MIN
