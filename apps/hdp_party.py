@@ -6,19 +6,28 @@ records.  Each step of Algorithm 1:
 1. passive: ``Sec[IR_B] = X_B[s] w_B + N(0, sigma_passive^2 I)`` -> active;
 2. active: ``IR_A = (sigmoid(y (X_A[s] w_A + Sec[IR_B])) - 1) y`` (the logistic loss's derivative in theta),
    ``Sec[IR_A] = IR_A + N(0, sigma_active^2 I)`` -> passive;
-3. active: ``g_A = IR_A^T X_A[s] / b``; passive: ``g_B = Sec[IR_A]^T X_B[s] / b``;
+3. active: ``g_A = IR_A^T X_A[s] / b``; passive: ``g_B = clip(Sec[IR_A], -1, 1)^T X_B[s] / b``;
 4. both: ``w <- w - lr (g + l2 w)``, then ``w <- w / max(1, ||w|| / k)``.
+
+The clip in step 3 is ours, not the paper's: Lemma 3 (the passive party's sensitivity) bounds each step's weight
+change by assuming the residual the passive party multiplies by has |r| <= L = 1, which holds for the noise-free
+``IR_A`` but not for the noisy ``Sec[IR_A]`` that Algorithm 1 hands it.  Without the clip, a residual history with
+large entries (which the noise produces) moves the passive weights by more than Lemma 2 allows, and the IR_B
+sequence of two neighbouring data sets then differs by up to several times Lemma 3's sensitivity (the tests show
+a history that does); with it, Lemma 2's per-step bound 2 eta L / b holds for every received history, so Lemma 3
+(and Theorem 1's guarantee for the passive party) holds.  The clip is post-processing of what the passive party
+received, applied at that party, so it costs the active party's guarantee nothing.
 
 The mini-batches: each epoch the active party draws a permutation of the records and sends it to the passive
 party (record indices are public: both parties know the common entities after entity resolution); the epoch is
 cut into ``r = n // b`` batches of exactly ``b`` records (the ``n - r b`` left over that epoch are skipped), so
 every record is used at most once per epoch and every batch has size ``b``, as the sensitivity lemmas assume.
 
-Runtime roles: in the two-process run, party 0 of the ``mpc`` runtime is the ACTIVE party and party 1 the
-PASSIVE party (the runtime names party 0 "server"; HDP-VFL has no server and uses no secret sharing: the
-messages are the differentially private outputs themselves).  The same :class:`ActiveParty` and
-:class:`PassiveParty` objects, called in the same order and each drawing from its own seeded generator, run
-the in-process simulation, so both give bit-for-bit the same model for the same seeds.
+Runtime roles: party 0 of the ``mpc`` runtime is the ACTIVE party and party 1 the PASSIVE party (the runtime
+names party 0 "server"; HDP-VFL has no server and uses no secret sharing: the messages are the differentially
+private outputs themselves).  :class:`HDPParty` is the one party program: run as two processes by
+:func:`mpc.launch.run_parties`, or as the labelled SIMULATION by :func:`mpc.inprocess.run_in_process` (the
+same programs on one event loop), which gives bit for bit the same model for the same seeds.
 
 Randomness: each party draws its noise and (the active party) the batch order from its OWN generator, AES-CTR
 (:func:`mpc.randomness.secure_generator`) keyed from fresh OS entropy, or from the party's own seed in a seeded
@@ -157,6 +166,9 @@ class ActiveParty(_Party):
 class PassiveParty(_Party):
     """The passive features; draws the noise on its intermediate results."""
 
+    # |r| <= L = 1 for the residual it multiplies by: Lemma 3's assumption (module doc); math.inf turns it off
+    residual_bound = 1.0
+
     def __init__(self, cfg: HDPConfig, X_passive, seed=None):
         super().__init__(cfg, X_passive, cfg.row_bounds()[1], "passive party", cfg.passive_features, seed)
 
@@ -166,8 +178,10 @@ class PassiveParty(_Party):
         return ir + self.rng.normal(0.0, self.cfg.sigma_passive, ir.shape[0])
 
     def update(self, idx: np.ndarray, sec_ir_active: np.ndarray) -> None:
-        """Algorithm 1 lines 10, 11, 12 at the passive party."""
-        self._update(sec_ir_active @ self.X[idx] / idx.shape[0])
+        """Algorithm 1 lines 10, 11, 12 at the passive party, with the received residual clipped to
+        [-1, 1] (post-processing; the range Lemma 3 assumes)."""
+        r = np.clip(sec_ir_active, -self.residual_bound, self.residual_bound)
+        self._update(r @ self.X[idx] / idx.shape[0])
 
 
 def batches(cfg: HDPConfig, perm: np.ndarray):
@@ -185,29 +199,26 @@ def record_count_problem(n_active: int, n_passive: int, n_config: int) -> str | 
     return None
 
 
-def train_in_process(cfg: HDPConfig, active: ActiveParty, passive: PassiveParty, progress=None):
-    """Both parties in this process (a simulation for sweeps): same calls, same order as the two processes."""
-    problem = record_count_problem(active.X.shape[0], passive.X.shape[0], cfg.n_records)
-    if problem:
-        raise ValueError(problem)
-    for _ in range(cfg.epochs):
-        perm = active.permutation()
-        for idx in batches(cfg, perm):
-            sec_b = passive.intermediate(idx)
-            sec_a = active.step(idx, sec_b)
-            passive.update(idx, sec_a)
-        if progress is not None:
-            progress.update(1)
-    return active.w.copy(), passive.w.copy()
-
-
 class HDPParty(PartyProgram):
-    """One party of HDP-VFL as a separate process: party 0 = active (labels), party 1 = passive."""
+    """HDP-VFL's one party program: party 0 = active (labels), party 1 = passive.  Real run: these programs
+    with :func:`mpc.launch.run_parties`; simulation: the same programs with :func:`mpc.inprocess.run_in_process`.
+    ``on_epoch`` (in-process runs only, e.g. a progress bar's update) is called after each epoch."""
 
-    def __init__(self, role: int, cfg: HDPConfig, X, y=None, seed=None):
+    def __init__(self, role: int, cfg: HDPConfig, X, y=None, seed=None, on_epoch=None):
         if role not in (ACTIVE, PASSIVE):
             raise ValueError(f"role must be {ACTIVE} (active) or {PASSIVE} (passive), got {role!r}")
-        self.role, self.cfg, self.X, self.y, self.seed = role, cfg, X, y, seed
+        self.role, self.cfg, self.X, self.y, self.seed, self.on_epoch = role, cfg, X, y, seed, on_epoch
+
+    def _state(self):
+        """This party's state; its own unusable input is refused (the reason, without data, goes to the peer)."""
+        from mpc.protocol import InputRefused
+
+        try:
+            if self.role == ACTIVE:
+                return ActiveParty(self.cfg, self.X, self.y, self.seed)
+            return PassiveParty(self.cfg, self.X, self.seed)
+        except ValueError as e:
+            raise InputRefused("its features or labels are unusable", detail=str(e)) from None
 
     async def run(self, ctx):
         from mpc import wire
@@ -227,27 +238,28 @@ class HDPParty(PartyProgram):
         problem = record_count_problem(*counts, cfg.n_records)
         if problem:
             raise ProtocolError(problem)
-        if self.role == ACTIVE:
-            me = ActiveParty(cfg, self.X, self.y, self.seed)
-            for _ in range(cfg.epochs):
+        me = self._state()
+        ir = lambda what: wire.array(np.float64, (cfg.batch_size,), what=what)  # noqa: E731
+        for _ in range(cfg.epochs):
+            if self.role == ACTIVE:
                 perm = me.permutation()
                 await ctx.send_recv({PASSIVE: perm}, [], None, "batch order")
                 for idx in batches(cfg, perm):
-                    (sec_b,) = await ctx.send_recv({}, [PASSIVE], wire.array(np.float64, (idx.shape[0],), what="Sec[IR_B]"), "Sec[IR_B]")
-                    sec_b = _check_message(sec_b, idx.shape[0], "Sec[IR_B]")
-                    sec_a = me.step(idx, sec_b)
+                    (sec_b,) = await ctx.send_recv({}, [PASSIVE], ir("Sec[IR_B]"), "Sec[IR_B]")
+                    sec_a = me.step(idx, _check_message(sec_b, idx.shape[0], "Sec[IR_B]"))
                     await ctx.send_recv({PASSIVE: sec_a}, [], None, "Sec[IR_A]")
-        else:
-            me = PassiveParty(cfg, self.X, self.seed)
-            for _ in range(cfg.epochs):
-                (perm,) = await ctx.send_recv({}, [ACTIVE], wire.array(np.int64, (cfg.n_records,), 0, cfg.n_records - 1, "a batch order"), "batch order")
+            else:
+                order = wire.array(np.int64, (cfg.n_records,), 0, cfg.n_records - 1, "a batch order")
+                (perm,) = await ctx.send_recv({}, [ACTIVE], order, "batch order")
                 perm = np.asarray(perm)
                 if sorted(perm.tolist()) != list(range(cfg.n_records)):
                     raise ProtocolError("the active party's batch order is not a permutation of the records")
                 for idx in batches(cfg, perm):
                     await ctx.send_recv({ACTIVE: me.intermediate(idx)}, [], None, "Sec[IR_B]")
-                    (sec_a,) = await ctx.send_recv({}, [ACTIVE], wire.array(np.float64, (idx.shape[0],), what="Sec[IR_A]"), "Sec[IR_A]")
+                    (sec_a,) = await ctx.send_recv({}, [ACTIVE], ir("Sec[IR_A]"), "Sec[IR_A]")
                     me.update(idx, _check_message(sec_a, idx.shape[0], "Sec[IR_A]"))
+            if self.on_epoch is not None:
+                self.on_epoch()
         return {"role": "active" if self.role == ACTIVE else "passive", "w": me.w.copy(), "clipped": me.clipped}
 
 
