@@ -1,4 +1,4 @@
-"""What one client does on its own machine: clip its sub-rows, quantize its columns, draw its noise share."""
+"""What one client does on its own machine: clip its column groups, quantize its columns, draw its noise share."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -11,13 +11,28 @@ from .skellam import skellam
 from .vertical import clip_rows
 
 
+def client_input(block: np.ndarray, clip, gamma: float, noise_mu: float, n_out: int, rng: np.random.Generator
+                 ) -> tuple[np.ndarray, np.ndarray, int]:
+    """(quantized block, Skellam noise share Sk(noise_mu) of ``n_out`` outputs, rows clipped).
+
+    ``clip``: this party's bound on its sub-row (a number), or a callable ``block -> (clipped block, count)``
+    (its column groups: :meth:`sqm.vertical.ColumnBounds.clip`).  ``rng`` is consumed in a fixed order,
+    rounding then noise, so the same generator gives the same integers in any runner."""
+    block = np.asarray(block, np.float64)
+    block, clipped = clip(block) if callable(clip) else clip_rows(block, float(clip))
+    x_hat = stochastic_round(block, gamma, rng)
+    return x_hat, skellam(noise_mu, n_out, rng), clipped
+
+
 @dataclass
 class QuantizingClient:
     """A picklable client program for :mod:`mpc` backends: returns (quantized block, Skellam noise share).
 
+    ``clip_bound``: the bound on this client's sub-row norm (party programs with column groups call
+    :func:`client_input` from :func:`sqm.mechanism.sqm_round`).
     ``seed`` (a SeedSequence or None for OS entropy) is this client's own; it keys an AES-128-CTR stream
-    (:func:`sqm.rng.make_rng`) consumed in a fixed order (rounding, then noise), so the same seed gives the
-    same integers in any backend.
+    (:func:`sqm.rng.make_rng`) consumed in a fixed order (rounding, then noise: :func:`client_input`), so the
+    same seed gives the same integers in any backend.
 
     ``insecure_pcg64``: BENCHMARK ONLY (``sqm bench bgw-cost --compare-rng``): draw from numpy's PCG64, a
     statistical generator whose outputs reveal its state, to measure what the cryptographic stream costs.
@@ -34,7 +49,6 @@ class QuantizingClient:
 
     def __call__(self) -> tuple[np.ndarray, np.ndarray]:
         rng = np.random.default_rng(self.seed) if self.insecure_pcg64 else make_rng(self.seed)
-        block, _ = clip_rows(np.asarray(self.block, np.float64), self.clip_bound)
-        x_hat = stochastic_round(block, self.gamma, rng)
-        z = skellam(self.noise_mu, self.n_out, rng)
+        x_hat, z, _ = client_input(self.block, self.clip_bound, self.gamma, self.noise_mu, self.n_out, rng)
         return x_hat, z
+

@@ -14,7 +14,7 @@ import numpy as np
 
 from mpc.program import SumProgram
 
-from .polynomial import CovariancePolynomial, Polynomial
+from .polynomial import Polynomial
 from .rng import SeedLike, make_rng
 from .validation import check_gamma
 
@@ -39,11 +39,20 @@ class CompensatedPolynomial:
 
 
 def needs_preprocessing(poly: Polynomial) -> bool:
-    if isinstance(poly, CovariancePolynomial):
-        return False
-    degs = poly.term_degrees
-    coefs = poly.term_coef
-    return not (np.all(degs == poly.degree) and np.all(coefs == np.round(coefs)))
+    return bool(poly.needs_preprocessing())
+
+
+def check_rounding(poly: Polynomial, gamma: float, int_coefs) -> None:
+    """Each received coefficient is floor or ceil of a * gamma^(1 + lambda - lambda_l), the only values
+    :func:`compensate` produces and the sensitivity bounds allow (ValueError naming the first that is not)."""
+    scales = float(gamma) ** (1 + poly.degree - poly.term_degrees)
+    low = np.floor(np.asarray(poly.term_coef, np.float64) * scales)
+    ints = list(int_coefs)
+    if len(ints) != low.size:
+        raise ValueError(f"{len(ints)} coefficients received, the {poly.name} polynomial has {low.size} terms")
+    for i, (c, lo) in enumerate(zip(ints, low.tolist())):
+        if c - int(lo) not in (0, 1):
+            raise ValueError(f"coefficient {i} is {c}, not a rounding of {poly.term_coef[i]!r} x {scales[i]:g}")
 
 
 def round_scaled(values: np.ndarray, scales: np.ndarray, rng: np.random.Generator) -> tuple[int, ...]:
@@ -64,7 +73,7 @@ def compensate(poly: Polynomial, gamma: float, seed: SeedLike = None,
         preprocess = needs_preprocessing(poly)
     lam = poly.degree
     if not preprocess:
-        if not isinstance(poly, CovariancePolynomial) and needs_preprocessing(poly):
+        if needs_preprocessing(poly):
             raise ValueError("this polynomial has non-integer coefficients or mixed degrees: it must be "
                              "pre-processed (preprocess=True)")
         return CompensatedPolynomial(poly, float(gamma), None, float(gamma) ** lam, False)

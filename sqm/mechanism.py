@@ -1,12 +1,21 @@
-"""The Skellam Quantization Mechanism (Algorithm 3) on any :mod:`mpc` backend.
+"""The Skellam Quantization Mechanism (Algorithm 3) as ONE party program, run for real or in process.
 
-1. the server stochastically rounds the compensated coefficients (public);
-2. each client clips its sub-rows, quantizes its columns at scale gamma and draws Sk(mu / n);
-3. the backend evaluates sum_x f_hat(x_hat) + sum_j Z_j exactly; only the server receives it;
+1. the server stochastically rounds the compensated coefficients (public ones are sent to every client,
+   which checks that each is a rounding; secret ones stay with the statistic's own kernel);
+2. each client clips its column groups (:class:`sqm.vertical.ColumnBounds`), quantizes its columns at scale
+   gamma and draws Sk(mu / n);
+3. the statistic's kernel (``ctx.evaluate`` by default) computes sum_x f_hat(x_hat) + sum_j Z_j exactly;
+   only the server receives it;
 4. the server divides by the output scale (gamma^(lambda+1), or gamma^lambda without pre-processing).
+
+:func:`sqm_round` is one release at one party: a long-lived party program awaits it every round.
+:class:`SQMParty` is the program of a single release and :meth:`SQM.run` runs its M copies as real MPyC
+processes (backend "mpyc", :func:`mpc.launch.run_parties`) or as the in-process simulation (backend "plain",
+:func:`mpc.inprocess.run_in_process`): the same program, so the same seeds give the same integers.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -14,16 +23,17 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from mpc.backend import Backend, Job, get_backend
+from mpc.party import PartyProgram
 
 from . import accounting
-from .client import QuantizingClient
-from .compensation import CompensatedPolynomial, compensate, needs_preprocessing
-from .polynomial import CovariancePolynomial, Polynomial
+from .client import client_input
+from .compensation import CompensatedPolynomial, check_rounding
+from .polynomial import Polynomial, StructuredPolynomial
 from .rng import make_rng, spawn_seeds
-from .sensitivity import Sensitivity, covariance_sensitivity, general_sensitivity
+from .sensitivity import Sensitivity
 from .skellam import skellam_tail_bound
 from .validation import check_delta, check_epsilon, check_gamma, check_mu
-from .vertical import VerticalData, party_norm_bounds
+from .vertical import ColumnBounds, VerticalData
 
 
 @dataclass
@@ -58,18 +68,159 @@ class SQMResult:
     max_rss_bytes: list[int] = field(default_factory=list)
 
 
+# ----- one release at one party ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SQMPlan:
+    """The public parameters of one release (every party holds the same; no seed, no data)."""
+
+    gamma: float
+    mu: float
+    bounds: ColumnBounds
+    col_counts: tuple[int, ...]  # columns per client, in client order
+    n_records: int  # public bound on the record count
+    preprocess: bool
+    scale: float  # the server divides the integer result by this
+    n_out: int
+    align_ids: bool = False  # clients pass (x_hat, noise, ids digest) and compare digests before sharing
+
+    @property
+    def n_parties(self) -> int:
+        return len(self.col_counts)
+
+    @property
+    def owner(self) -> list[int]:
+        return [p for p, c in enumerate(self.col_counts) for _ in range(c)]
+
+    def int_col_bounds(self) -> list[int]:
+        """|x_hat_j| <= ceil(gamma b_j): the public bounds that size the field."""
+        return [math.ceil(self.gamma * float(b)) for b in self.bounds.column_bounds()]
+
+    def addend_bound(self) -> int:
+        return skellam_tail_bound(self.mu, self.n_out)
+
+    def job(self, program) -> Job:
+        """The public :class:`mpc.backend.Job` evaluating ``program`` on this plan's inputs."""
+        return Job(program=program, clients=[], col_bounds=self.int_col_bounds(), n_records=int(self.n_records),
+                   addend_bound=self.addend_bound(), var_owner=self.owner, align_ids=self.align_ids)
+
+    def public(self) -> tuple:
+        return dataclasses.astuple(self)
+
+
+@dataclass
+class RoundOutput:
+    """One party's part of a release: the server's estimate and integers, or a client's clip count."""
+
+    estimate: np.ndarray | None = None
+    raw: np.ndarray | None = None
+    scale: float = 1.0
+    field_bits: int | None = None
+    clipped: int | None = None
+
+
+async def sqm_round(ctx, statistic: StructuredPolynomial, block, plan: SQMPlan, rng: np.random.Generator,
+                    ids_digest: bytes | None = None) -> RoundOutput:
+    """This party's share of one SQM release, inside any party program (``ctx``: a real
+    :class:`mpc.protocol.PartyContext` or the in-process one).  ``block``: a client's real columns (None at the
+    server); ``rng``: this party's own generator (the server's rounds the coefficients; a client's rounds
+    its data, then draws its noise).  Every party makes the same exchanges."""
+    from mpc import wire
+    from mpc.field import prime_for_bound
+    from mpc.protocol import InputRefused, ProtocolError
+
+    if ctx.M != plan.n_parties + 1:
+        raise ProtocolError(f"party {ctx.pid}: the plan has {plan.n_parties} clients but {ctx.M - 1} joined; refused")
+    coefs = None
+    if ctx.is_server:
+        comp = statistic.compensate(plan.gamma, rng, plan.preprocess)
+        coefs = comp.int_coefs
+    if statistic.public_coefficients and plan.preprocess:
+        coefs = await ctx.broadcast(None if coefs is None else list(coefs),
+                                    wire.value(list, "the compensated coefficients",
+                                               lambda c: all(type(v) is int for v in c)),
+                                    step="compensated coefficients")
+        if not ctx.is_server:
+            try:
+                check_rounding(statistic, plan.gamma, coefs)
+            except ValueError as e:
+                raise ProtocolError(f"party {ctx.pid}: the server's {e}; refused before any share was sent") from None
+    my_input, clipped = None, None
+    if not ctx.is_server:
+        j = ctx.pid - 1
+        block = np.asarray(block, np.float64)
+        if block.ndim != 2 or block.shape[1] != plan.col_counts[j]:
+            raise InputRefused(f"it holds {block.shape[-1] if block.ndim else 0} columns, the plan expects "
+                               f"{plan.col_counts[j]}")
+        x_hat, z, clipped = client_input(block, lambda b: plan.bounds.clip(b, plan.col_counts, j), plan.gamma,
+                                         plan.mu / plan.n_parties, plan.n_out, rng)
+        my_input = (x_hat, z) + ((ids_digest,) if plan.align_ids else ())
+    raw = await statistic.kernel(ctx, plan, coefs, my_input)
+    if not ctx.is_server:
+        return RoundOutput(scale=plan.scale, clipped=int(clipped))
+    bits = prime_for_bound(statistic.result_bound(plan, coefs), ctx.M).bit_length()
+    return RoundOutput(np.array([float(v) for v in raw]) / plan.scale, raw, plan.scale, bits)
+
+
+class SQMParty(PartyProgram):
+    """One party of a single SQM release: the server (``block`` None) or a client with its own columns;
+    ``seed`` is this party's own (None: OS entropy).  ``insecure_pcg64``: BENCHMARK ONLY (as
+    :class:`sqm.client.QuantizingClient`'s): numpy's PCG64 in place of the AES-CTR stream."""
+
+    def __init__(self, statistic: StructuredPolynomial, plan: SQMPlan, seed=None, block=None,
+                 insecure_pcg64: bool = False):
+        self.statistic, self.plan, self.seed, self.block = statistic, plan, seed, block
+        self.insecure_pcg64 = insecure_pcg64
+
+    def describe(self) -> str:
+        from mpc.protocol import public_digest
+
+        return f"SQMParty {self.statistic.name} (plan {public_digest(self.plan.public())[:16]})"
+
+    async def run(self, ctx):
+        rng = np.random.default_rng(self.seed) if self.insecure_pcg64 else make_rng(self.seed)
+        return await sqm_round(ctx, self.statistic, self.block, self.plan, rng)
+
+
+def run_programs(programs: list, backend: Backend, timeout: float | None = None) -> list[dict]:
+    """Run party programs with ``backend``'s runner: "mpyc" real processes, "plain" in process (SIMULATION).
+    A backend with ``insecure_share_rng = "pcg64"`` (BENCHMARK ONLY) also gets the parties' PCG64 shares."""
+    if backend.name == "mpyc":
+        from mpc.launch import run_parties
+
+        extra = ["--insecure-pcg64-shares"] if _pcg64(backend) else None
+        return run_parties(programs, timeout=timeout or backend.timeout, ssl_dir=backend.ssl_dir, extra_args=extra,
+                           min_clients=2)
+    if backend.name == "plain":
+        from mpc.inprocess import run_in_process
+
+        return run_in_process(programs, timeout=timeout or 3600.0)
+    raise ValueError(f"backend {backend.name!r} cannot run party programs; use 'mpyc' or 'plain'")
+
+
+def _pcg64(backend) -> bool:
+    return getattr(backend, "insecure_share_rng", None) == "pcg64"
+
+
+# ----- the mechanism -------------------------------------------------------------------------------------
+
+
 class SQM:
     """Noisy ``sum_x f(x)`` of a polynomial over vertically partitioned data, with its privacy report.
 
     Give either ``mu`` or a target ``epsilon`` (server-observed, at ``delta``) to calibrate it.  ``q`` and
     ``rounds`` only affect accounting (a caller running many subsampled rounds, e.g. logistic regression).
-    ``seed=None`` keys every party's AES-CTR stream from fresh OS entropy; a seed (experiments only) is
-    turned into per-party seeds by :func:`sqm.rng.spawn_seeds`, none of which reveals another's.
+    Records are bounded by ``column_bounds`` (a :class:`~sqm.vertical.ColumnBounds`, or one bound |x_j| <= b_j
+    per column), by default by ``row_norm_bound`` c split into one group per party (``party_bounds``, or
+    c sqrt(n_p / n)).  ``seed=None`` keys every party's AES-CTR stream from fresh OS entropy; a seed
+    (experiments only) is turned into per-party seeds by :func:`sqm.rng.spawn_seeds`, none of which reveals
+    another's.
     """
 
-    def __init__(self, polynomial: Polynomial, gamma: float, *, epsilon: float | None = None,
+    def __init__(self, polynomial: StructuredPolynomial, gamma: float, *, epsilon: float | None = None,
                  delta: float = 1e-5, mu: float | None = None, row_norm_bound: float = 1.0,
-                 party_bounds=None, backend: str | Backend = "plain", seed=None,
+                 party_bounds=None, column_bounds=None, backend: str | Backend = "plain", seed=None,
                  sensitivity: Sensitivity | None = None, preprocess: bool | str = "auto",
                  q: float = 1.0, rounds: int = 1, max_records: int | None = None, backend_options=None):
         check_gamma(gamma)
@@ -86,26 +237,35 @@ class SQM:
             raise ValueError(f"rounds must be an integer >= 1, got {rounds!r}")
         if row_norm_bound <= 0 or not math.isfinite(row_norm_bound):
             raise ValueError(f"row_norm_bound must be > 0, got {row_norm_bound!r}")
+        if column_bounds is not None and party_bounds is not None:
+            raise ValueError("give column_bounds or party_bounds, not both")
+        if column_bounds is not None and not isinstance(column_bounds, ColumnBounds):
+            column_bounds = ColumnBounds.per_column(column_bounds)
         self.polynomial = polynomial
         self.gamma = float(gamma)
         self.epsilon, self.delta, self.mu = epsilon, delta, mu
         self.row_norm_bound = float(row_norm_bound)
         self.party_bounds = party_bounds
+        self.column_bounds = column_bounds
         self.backend = get_backend(backend, **(backend_options or {}))
         self.seed = seed
         self.sensitivity = sensitivity
-        self.preprocess = needs_preprocessing(polynomial) if preprocess == "auto" else bool(preprocess)
+        self.preprocess = polynomial.needs_preprocessing() if preprocess == "auto" else bool(preprocess)
         self.q, self.rounds = float(q), int(rounds)
         self.max_records = max_records
 
     # ----- planning (no randomness) --------------------------------------------------------------
+    def bounds_for(self, col_counts) -> ColumnBounds:
+        """The column groups and bounds of a release over parties holding ``col_counts`` columns (checked)."""
+        cb = self.column_bounds or ColumnBounds.parties(col_counts, self.row_norm_bound, self.party_bounds)
+        for p in range(len(col_counts)):
+            cb.local(col_counts, p)  # every group inside one party's block, all columns covered
+        return cb
+
     def sensitivity_for(self, data: VerticalData) -> Sensitivity:
         if self.sensitivity is not None:
             return self.sensitivity
-        bounds = party_norm_bounds(self.row_norm_bound, data.col_counts, self.party_bounds)
-        if isinstance(self.polynomial, CovariancePolynomial):
-            return covariance_sensitivity(self.gamma, self.row_norm_bound, data.n_cols, bounds, data.col_counts)
-        return general_sensitivity(self.polynomial, self.gamma, bounds[data.owner()], preprocess=self.preprocess)
+        return self.polynomial.sensitivity(self.gamma, self.bounds_for(data.col_counts), self.preprocess)
 
     def plan(self, data: VerticalData) -> tuple[Sensitivity, PrivacyReport]:
         """Validate the job and account for it, before any randomness is drawn."""
@@ -131,27 +291,43 @@ class SQM:
                                gamma=self.gamma, scale=scale, n_parties=n, sampling_rate=self.q, rounds=self.rounds)
         return sens, report
 
+    def round_plan(self, col_counts, n_records: int, align_ids: bool = False) -> tuple[SQMPlan, PrivacyReport]:
+        """The public plan of a release over parties holding ``col_counts`` columns of ``n_records`` records,
+        and its privacy report: what a party program needs for :func:`sqm_round` (counts only, no data)."""
+        shape = VerticalData([np.zeros((1, int(c))) for c in col_counts])  # plan() checks the shape only
+        _, report = self.plan(shape)
+        plan = SQMPlan(self.gamma, report.mu, self.bounds_for(col_counts), tuple(int(c) for c in col_counts),
+                       int(self.max_records or n_records), self.preprocess, report.scale, self.polynomial.n_out,
+                       align_ids)
+        return plan, report
+
     # ----- running -------------------------------------------------------------------------------
+    def programs(self, data: VerticalData) -> tuple[list[SQMParty], PrivacyReport]:
+        """The M party programs of this release over ``data`` (server first; each client its own block and
+        seed), and its privacy report."""
+        _, report = self.plan(data)
+        plan, _ = self.round_plan(data.col_counts, data.n_records)
+        seeds = spawn_seeds(self.seed, data.n_parties + 1)  # 0: the server's coefficient rounding; j: client j
+        pcg = _pcg64(self.backend)
+        # the server's program holds a seed only where it rounds coefficients (nothing else is random there)
+        programs = [SQMParty(self.polynomial, plan, seeds[0] if plan.preprocess else None, None, pcg)]
+        programs += [SQMParty(self.polynomial, plan, s, b, pcg) for s, b in zip(seeds[1:], data.blocks)]
+        return programs, report
+
     def run(self, data: VerticalData) -> SQMResult:
         t0 = time.perf_counter()
-        _, report = self.plan(data)
-        n = data.n_parties
-        seeds = spawn_seeds(self.seed, n + 1)  # seeds[0]: the server's coefficient rounding; j: client j's own
-        comp = compensate(self.polynomial, self.gamma, make_rng(seeds[0]), self.preprocess)
-        bounds = party_norm_bounds(self.row_norm_bound, data.col_counts, self.party_bounds)
-        _, clipped = data.clip(self.row_norm_bound, self.party_bounds)
-        clients = [QuantizingClient(block, self.gamma, float(c), report.mu / n, self.polynomial.n_out, s)
-                   for block, c, s in zip(data.blocks, bounds, seeds[1:])]
-        job = self.job(comp, clients, bounds[data.owner()], data.n_records, report.mu, data.owner())
-        res = self.backend.run(job)
-        estimate = np.array([float(v) for v in res.values]) / comp.scale
-        return SQMResult(estimate=estimate, raw=res.values, scale=comp.scale, report=report, clipped=clipped,
-                         seconds=time.perf_counter() - t0, bytes_sent=res.bytes_sent, field_bits=res.field_bits,
-                         backend=res.backend, max_rss_bytes=res.max_rss_bytes)
+        programs, report = self.programs(data)
+        records = run_programs(programs, self.backend)
+        out = records[0]["result"]
+        return SQMResult(estimate=out.estimate, raw=out.raw, scale=out.scale, report=report,
+                         clipped=[int(r["result"].clipped) for r in records[1:]],
+                         seconds=time.perf_counter() - t0,
+                         bytes_sent=[int(r.get("bytes_sent", 0)) for r in records], field_bits=out.field_bits,
+                         backend=self.backend.name, max_rss_bytes=[int(r.get("max_rss_bytes", 0)) for r in records])
 
     def job(self, comp: CompensatedPolynomial, clients, col_real_bounds, n_records: int, mu: float,
             owner=None) -> Job:
-        """The backend job: program, client programs and the public bounds that size the field."""
+        """DEPRECATED (until apps.pca moves to :meth:`round_plan` and :func:`sqm_round`): a backend job."""
         col_bounds = [math.ceil(self.gamma * float(b)) for b in col_real_bounds]
         return Job(program=comp.program(), clients=clients, col_bounds=col_bounds,
                    n_records=int(self.max_records or n_records),

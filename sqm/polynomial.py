@@ -2,14 +2,63 @@
 
 Stored sparsely as terms (output index t, real coefficient, variables of the monomial with repetition),
 so that a covariance of thousands of columns or a gradient of hundreds of weights stays small.
+
+:class:`StructuredPolynomial` is what SQM needs of a statistic (:func:`sqm.mechanism.sqm_round` uses nothing
+else): the program, plain evaluation, compensation, its proven sensitivity for given column bounds, the
+field bound and the secure local kernel.  :class:`Polynomial` implements it for any polynomial with public
+coefficients (the general triangle-inequality sensitivity, ``ctx.evaluate`` as kernel);
+:class:`CovariancePolynomial` overrides the sensitivity with the covariance bound.  A statistic with secret
+coefficients (logistic regression: the server's weights) sets ``public_coefficients = False`` and brings
+its own kernel, which receives the server's rounded coefficients at the server and None at the clients.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from mpc.program import SumProgram
+
+
+@runtime_checkable
+class StructuredPolynomial(Protocol):
+    """A polynomial statistic sum_x f(x) released by SQM (see the module docstring).
+
+    ``plan`` below is the public :class:`sqm.mechanism.SQMPlan` of the release (gamma, mu, column bounds,
+    record bound, layout: every party holds the same); ``int_coefs`` the compensated integer coefficients
+    (None for a statistic whose own coefficients are used, or at a client when they are secret)."""
+
+    name: str
+    n_vars: int
+    n_out: int
+    public_coefficients: bool  # False: the server's rounded coefficients stay secret (its kernel shares them)
+
+    @property
+    def degree(self) -> int: ...
+
+    def program(self, int_coefs=None) -> SumProgram:
+        """The integer :class:`mpc.program.SumProgram` (with these coefficients)."""
+
+    def evaluate(self, X) -> np.ndarray:
+        """sum_x f(x) over real data (float64 reference, no privacy)."""
+
+    def needs_preprocessing(self) -> bool:
+        """Whether coefficients must be scaled and rounded (Algorithm 3, lines 1-3)."""
+
+    def compensate(self, gamma: float, seed=None, preprocess: bool | str = "auto") -> Any:
+        """The server's :class:`sqm.compensation.CompensatedPolynomial` (its rounding uses ``seed``)."""
+
+    def sensitivity(self, gamma: float, bounds, preprocess: bool = True) -> Any:
+        """A proven :class:`sqm.sensitivity.Sensitivity` of the compensated quantized sum when every record
+        satisfies the column bounds ``bounds`` (:class:`sqm.vertical.ColumnBounds`)."""
+
+    def result_bound(self, plan, int_coefs=None) -> int:
+        """A proven bound on |each output| (quantized sum plus noise): sizes the field."""
+
+    async def kernel(self, ctx, plan, int_coefs, my_input):
+        """The secure evaluation at this party: ``my_input`` is a client's (quantized rows, noise share[, ids
+        digest]) and None at the server; returns the signed integers at the server, None elsewhere."""
 
 
 @dataclass(frozen=True)
@@ -20,6 +69,8 @@ class Polynomial:
     term_coef: np.ndarray  # (L,) real coefficient
     term_vars: tuple[tuple[int, ...], ...]  # (L,) sorted variables of each monomial, with repetition
     name: str = "polynomial"
+
+    public_coefficients = True  # the compensated coefficients are public (sent to every party)
 
     # ----- construction -------------------------------------------------------------------------
     @classmethod
@@ -115,6 +166,29 @@ class Polynomial:
         """Exact sum_x f(x) over integer data with integer coefficients (object array of Python ints)."""
         return self.program(int_coefs).evaluate(self.check_data(np.asarray(X_int)))
 
+    # ----- what SQM needs (StructuredPolynomial) ---------------------------------------------------
+    def needs_preprocessing(self) -> bool:
+        """False only if every coefficient is an integer and every monomial has degree lambda."""
+        return not (np.all(self.term_degrees == self.degree) and np.all(self.term_coef == np.round(self.term_coef)))
+
+    def compensate(self, gamma: float, seed=None, preprocess: bool | str = "auto"):
+        from .compensation import compensate
+
+        return compensate(self, gamma, seed, preprocess)
+
+    def sensitivity(self, gamma: float, bounds, preprocess: bool = True):
+        """The triangle-inequality bound of :func:`sqm.sensitivity.general_sensitivity` at |x_j| <= b_j."""
+        from .sensitivity import general_sensitivity
+
+        return general_sensitivity(self, gamma, bounds.column_bounds(), preprocess=preprocess)
+
+    def result_bound(self, plan, int_coefs=None) -> int:
+        return plan.job(self.program(int_coefs)).result_bound()
+
+    async def kernel(self, ctx, plan, int_coefs, my_input):
+        """The BGW evaluation of :meth:`program` with public coefficients (``ctx.evaluate``)."""
+        return await ctx.evaluate(plan.job(self.program(int_coefs)), my_input)
+
 
 class CovariancePolynomial(Polynomial):
     """f(x) = x^T x (the n x n outer product, flattened row-major): degree 2, coefficients 1.
@@ -149,6 +223,16 @@ class CovariancePolynomial(Polynomial):
     @property
     def degree(self) -> int:
         return 2
+
+    def needs_preprocessing(self) -> bool:
+        return False  # coefficients 1, every monomial of degree 2: output scale gamma^2
+
+    def sensitivity(self, gamma: float, bounds, preprocess: bool = False):
+        """||x_hat x_hat^T||_F = ||x_hat||^2 <= sum over column groups of N_G^2
+        (:func:`sqm.sensitivity.gram_sensitivity`)."""
+        from .sensitivity import gram_sensitivity
+
+        return gram_sensitivity(gamma, bounds)
 
     def evaluate(self, X) -> np.ndarray:
         X = self.check_data(np.asarray(X, dtype=np.float64))

@@ -39,24 +39,37 @@ def l1_from_l2(l2: float, dim: int) -> float:
 
 
 def quantized_norm_bound(gamma: float, party_bounds, party_cols) -> float:
-    """Bound on ||x_hat||_2 when party p's sub-row has norm <= c_p over n_p columns.
+    """Bound on ||x_hat||_2 when each group p of n_p columns (a party's sub-row, or any column group of
+    :class:`sqm.vertical.ColumnBounds`) has ||x_p||_2 <= c_p.
 
-    ||x_hat_p||_2 <= || gamma |x_p| + 1 ||_2 <= gamma c_p + sqrt(n_p)  (triangle inequality).
+    Per group, ||x_hat_p||_2 <= min(gamma c_p + sqrt(n_p), sqrt(n_p) ceil(gamma c_p)): the first by the
+    triangle inequality on |x_hat_j| < gamma |x_j| + 1, the second as every |x_hat_j| <= ceil(gamma |x_j|)
+    <= ceil(gamma c_p) (it is the smaller for a group of one column, e.g. a label: ceil(gamma c_y)).
     """
     check_gamma(gamma)
     b = np.asarray(party_bounds, np.float64)
     n = np.asarray(party_cols, np.float64)
-    return float(math.sqrt(np.sum((gamma * b + np.sqrt(n)) ** 2)))
+    per = np.minimum(gamma * b + np.sqrt(n), np.sqrt(n) * np.ceil(gamma * b))
+    return float(math.sqrt(np.sum(per ** 2)))
 
 
 def covariance_sensitivity(gamma: float, row_norm_bound: float, n_vars: int,
                            party_bounds=None, party_cols=None) -> Sensitivity:
-    """||x_hat x_hat^T||_F = ||x_hat||_2^2 <= sum_p (gamma c_p + sqrt(n_p))^2 <= (gamma c + sqrt(n))^2."""
+    """||x_hat x_hat^T||_F = ||x_hat||_2^2 <= sum_p N_p^2 with N_p of :func:`quantized_norm_bound`
+    (<= (gamma c + sqrt(n))^2 for one group of all n columns with ||x|| <= c)."""
     check_positive(row_norm_bound, "row_norm_bound")
     if party_bounds is None:
         party_bounds, party_cols = [row_norm_bound], [n_vars]
     l2 = quantized_norm_bound(gamma, party_bounds, party_cols) ** 2
     return Sensitivity(l2=l2, l1=l1_from_l2(l2, n_vars * n_vars), dim=n_vars * n_vars, bound="covariance")
+
+
+def gram_sensitivity(gamma: float, bounds) -> Sensitivity:
+    """The covariance bound for column groups (:class:`sqm.vertical.ColumnBounds`): adding or removing a record
+    changes the quantized Gram sum_i x_hat_i x_hat_i^T by x_hat x_hat^T, whose Frobenius norm is ||x_hat||^2
+    <= sum_G N_G^2 (:func:`quantized_norm_bound` per group); L1 = ||x_hat||_1^2 <= min(L2^2, n L2)."""
+    return covariance_sensitivity(gamma, float(np.sqrt(np.sum(np.square(bounds.bounds)))), bounds.n_cols,
+                                  bounds.bounds, bounds.sizes)
 
 
 def covariance_l2_paper(gamma: float, row_norm_bound: float, n_vars: int) -> float:

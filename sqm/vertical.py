@@ -1,4 +1,11 @@
-"""Vertically partitioned data: each party holds a block of columns of the same records."""
+"""Vertically partitioned data: each party holds a block of columns of the same records.
+
+Public bounds on the records are :class:`ColumnBounds`: disjoint groups of columns, each held by one party,
+each with its own L2 bound (||x_G||_2 <= b_G for every record).  The default is one group per party (its
+sub-row, :func:`party_norm_bounds`); a label column is its own group (|y| <= c_y), so it is never clipped
+with its party's features.  The same groups serve clipping (each party clips its own groups), the field
+size (|x_j| <= b_G for j in G) and the sensitivity bounds (:mod:`sqm.sensitivity`).
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -78,6 +85,98 @@ def clip_rows(block: np.ndarray, bound: float) -> tuple[np.ndarray, int]:
     return out, int(over.sum())
 
 
+@dataclass(frozen=True)
+class ColumnBounds:
+    """Public per-column bounds: the columns ``groups[g]`` (global indices) satisfy ||x_G||_2 <= ``bounds[g]``.
+
+    Groups are disjoint, cover every column, and each lies within one party's block (a party clips only its
+    own columns).  A group of one column is the bound |x_j| <= b_j."""
+
+    groups: tuple[tuple[int, ...], ...]
+    bounds: tuple[float, ...]
+
+    def __post_init__(self):
+        groups = tuple(tuple(int(j) for j in g) for g in self.groups)
+        bounds = tuple(float(b) for b in self.bounds)
+        if len(groups) != len(bounds) or not groups:
+            raise ValueError(f"need one bound per column group: {len(groups)} groups, {len(bounds)} bounds")
+        cols = sorted(j for g in groups for j in g)
+        if any(not g for g in groups) or cols != list(range(len(cols))):
+            raise ValueError(f"column groups must be non-empty, disjoint and cover columns 0..n-1, got {groups}")
+        bad = [b for b in bounds if not (np.isfinite(b) and b > 0)]
+        if bad:
+            raise ValueError(f"column bounds must be finite and > 0, got {bad[0]!r}")
+        object.__setattr__(self, "groups", groups)
+        object.__setattr__(self, "bounds", bounds)
+
+    @classmethod
+    def per_column(cls, bounds) -> "ColumnBounds":
+        """|x_j| <= bounds[j] for every column j (each column its own group)."""
+        b = np.asarray(bounds, dtype=np.float64).reshape(-1)
+        return cls(tuple((j,) for j in range(b.size)), tuple(b.tolist()))
+
+    @classmethod
+    def parties(cls, col_counts, row_norm_bound: float = 1.0, party_bounds=None, separate=None) -> "ColumnBounds":
+        """One group per party (its sub-row, bounds from :func:`party_norm_bounds` over the columns left in it),
+        except the columns in ``separate`` ({global column: bound}), each its own group: e.g. a label column."""
+        counts = [int(c) for c in col_counts]
+        separate = {int(j): float(b) for j, b in (separate or {}).items()}
+        starts = np.concatenate([[0], np.cumsum(counts)]).astype(int)
+        rest = [[j for j in range(starts[p], starts[p + 1]) if j not in separate] for p in range(len(counts))]
+        held = [p for p, r in enumerate(rest) if r]
+        pb = None if party_bounds is None else [party_bounds[p] for p in held]
+        b = party_norm_bounds(row_norm_bound, [len(rest[p]) for p in held], pb).tolist() if held else []
+        groups = [tuple(rest[p]) for p in held] + [(j,) for j in sorted(separate)]
+        return cls(tuple(groups), tuple(b + [separate[j] for j in sorted(separate)]))
+
+    @property
+    def n_cols(self) -> int:
+        return sum(len(g) for g in self.groups)
+
+    @property
+    def sizes(self) -> list[int]:
+        return [len(g) for g in self.groups]
+
+    def column_bounds(self) -> np.ndarray:
+        """b_j: the bound of the group holding column j (|x_j| <= ||x_G|| <= b_G)."""
+        out = np.empty(self.n_cols)
+        for g, b in zip(self.groups, self.bounds):
+            out[list(g)] = b
+        return out
+
+    def local(self, col_counts, party: int) -> list[tuple[np.ndarray, float]]:
+        """Party ``party``'s (0-based) groups as (its local column indices, bound); checks the layout."""
+        counts = [int(c) for c in col_counts]
+        starts = np.concatenate([[0], np.cumsum(counts)]).astype(int)
+        if starts[-1] != self.n_cols:
+            raise ValueError(f"column bounds cover {self.n_cols} columns but the parties hold {starts[-1]}")
+        owner = np.repeat(np.arange(len(counts)), counts)
+        out = []
+        for g, b in zip(self.groups, self.bounds):
+            owners = sorted(set(owner[list(g)].tolist()))
+            if len(owners) != 1:
+                raise ValueError(f"column group {list(g)} spans parties {[o + 1 for o in owners]}: each group "
+                                 f"must lie in one party's block (a party clips only its own columns)")
+            if owners[0] == party:
+                out.append((np.asarray(g, dtype=np.int64) - starts[party], b))
+        return out
+
+    def clip(self, block: np.ndarray, col_counts, party: int) -> tuple[np.ndarray, int]:
+        """Party ``party``'s block with each of its groups clipped to its bound, and how many rows changed."""
+        block = np.asarray(block, dtype=np.float64)
+        if block.ndim != 2 or block.shape[1] != int(col_counts[party]):
+            raise ValueError(f"party {party + 1}'s block has shape {block.shape}, the column bounds expect "
+                             f"{int(col_counts[party])} columns")
+        out, changed = block, np.zeros(block.shape[0], dtype=bool)
+        for cols, b in self.local(col_counts, party):
+            sub, k = clip_rows(block[:, cols], b)
+            if k:
+                out = out.copy() if out is block else out
+                changed |= np.any(sub != block[:, cols], axis=1)
+                out[:, cols] = sub
+        return out, int(changed.sum())
+
+
 @dataclass
 class VerticalData:
     """Columns of the same ``m`` records split among parties (party j holds ``blocks[j]``)."""
@@ -139,11 +238,10 @@ class VerticalData:
     def to_matrix(self) -> np.ndarray:
         return np.hstack(self.blocks)
 
-    def clip(self, row_norm_bound: float, party_bounds=None) -> tuple["VerticalData", list[int]]:
-        """Per-party clipping so whole rows satisfy ||x||_2 <= c; returns the data and clip counts per party."""
-        bounds = party_norm_bounds(row_norm_bound, self.col_counts, party_bounds)
-        clipped, counts = [], []
-        for b, c in zip(self.blocks, bounds):
-            cb, k = clip_rows(b, c)
-            clipped.append(cb), counts.append(k)
-        return VerticalData(clipped, list(self.names)), counts
+    def clip(self, row_norm_bound: float = 1.0, party_bounds=None, column_bounds: "ColumnBounds | None" = None
+             ) -> tuple["VerticalData", list[int]]:
+        """Each party clips its own column groups (default: its sub-row, so whole rows satisfy ||x||_2 <= c);
+        returns the data and the number of rows clipped per party."""
+        cb = column_bounds or ColumnBounds.parties(self.col_counts, row_norm_bound, party_bounds)
+        out = [cb.clip(b, self.col_counts, p) for p, b in enumerate(self.blocks)]
+        return VerticalData([b for b, _ in out], list(self.names)), [k for _, k in out]

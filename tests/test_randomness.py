@@ -1,5 +1,4 @@
 """Secret randomness: AES-CTR keyed from OS entropy, uniform Shamir shares, per-party seeds that reveal nothing."""
-import dataclasses
 import hashlib
 import hmac
 import re
@@ -217,9 +216,7 @@ def test_bench_compare_rng_runs_both_generators_through_real_parties():
         MPyCBackend(insecure_share_rng="mt19937")
 
     class PlainPCG64(PlainBackend):  # the simulation of the benchmark-only path
-        def run(self, job):
-            return super().run(dataclasses.replace(
-                job, clients=[dataclasses.replace(c, insecure_pcg64=True) for c in job.clients]))
+        insecure_share_rng = "pcg64"
 
     data = VerticalData.split(np.random.default_rng(5).random((40, 4)) / 4, 2)
     real = SQM(covariance(4), 2.0**8, mu=50.0, backend=PCG64Backend(), seed=3).run(data)

@@ -218,7 +218,7 @@ def test_server_holds_nothing_that_determines_a_clients_randomness(monkeypatch):
     server holds its program file and the messages above; its program is byte-identical across two runs
     whose clients drew different noise, so no function of it yields their noise.  With a seed (a local
     experiment) the server's program still holds no seed: each client holds only its own derived seed."""
-    import mpc.mpyc_backend as mb
+    import mpc.launch as mb
     from sqm.mechanism import SQM
     from sqm.polynomial import covariance
     from sqm.vertical import VerticalData
@@ -239,7 +239,7 @@ def test_server_holds_nothing_that_determines_a_clients_randomness(monkeypatch):
     seeded = SQM(covariance(4), 256.0, mu=1e4, backend="mpyc", seed=12345).run(data)
     server, clients = held[2][0], held[2][1:]
     assert server == held[0][0]  # no seed, nothing derived from one
-    client_seeds = [pickle.loads(c).client.seed for c in clients]
+    client_seeds = [pickle.loads(c).seed for c in clients]
     assert all(s is not None for s in client_seeds)
     for s in client_seeds:
         ent = s.entropy if hasattr(s, "entropy") else s
