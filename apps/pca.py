@@ -4,7 +4,8 @@
   BGW runtime computes the noisy ``X^T X`` (the covariance polynomial, coefficients 1, no pre-processing);
   the server rescales by 1 / gamma^2 and takes the top-k eigenvectors of its symmetric part.
 - :func:`central_dp_pca`: "Analyze Gauss" (Dwork, Talwar, Thakurta, Zhang 2014), a trusted curator adds
-  Gaussian noise to ``X^T X`` calibrated by the same RDP-to-(epsilon, delta) conversion SQM uses.
+  Gaussian noise to ``X^T X``.  Both Gaussian baselines are calibrated by the one policy,
+  :func:`sqm.calibration.gaussian_sigma`: the smallest sigma meeting (epsilon, delta) for one release.
 - :func:`local_dp_pca`: the VFL local-DP baseline (section 3.3 / Algorithm 4): each party perturbs its
   own column block with Gaussian noise; the server computes the covariance of the noisy matrix.
 - :func:`nonprivate_pca`: the optimum.
@@ -24,7 +25,8 @@ import scipy.linalg
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from sqm.accounting import DEFAULT_ORDERS, smallest_meeting
+from sqm.calibration import gaussian_epsilon, gaussian_sigma
+from sqm.report import PrivacyReport
 from sqm.rng import make_rng, spawn_seeds
 from sqm.vertical import VerticalData, clip_rows, party_norm_bounds
 
@@ -112,52 +114,30 @@ def _as_vertical(data, n_parties) -> VerticalData:
     return VerticalData.split(X, int(n_parties))
 
 
-# ----- Gaussian calibration (same RDP -> (epsilon, delta) conversion as SQM) --------------------------------
-
-
-def gaussian_epsilon(sigma: float, delta: float, l2_sensitivity: float, orders=DEFAULT_ORDERS) -> float:
-    """(epsilon at delta) of the Gaussian mechanism with noise sigma and L2 sensitivity ``l2_sensitivity``.
-
-    dp-accounting's RDP accountant (RDP alpha * Delta^2 / (2 sigma^2), Mironov 2017) on the same orders and
-    with the same conversion (``compute_epsilon``) that :mod:`sqm.accounting` uses for SQM.
-    """
-    from dp_accounting import GaussianDpEvent
-    from dp_accounting.rdp import RdpAccountant
-
-    acc = RdpAccountant(orders=[float(a) for a in orders])
-    acc.compose(GaussianDpEvent(noise_multiplier=float(sigma) / float(l2_sensitivity)))
-    return float(acc.get_epsilon(delta))
-
-
-def gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float, orders=DEFAULT_ORDERS,
-                   rtol: float = 1e-6) -> float:
-    """The smallest sigma (to relative precision ``rtol``) meeting (epsilon, delta); bisection on log sigma.
-
-    The upper end of the final bracket is returned, so the target is always met.
-    """
-    if not (math.isfinite(epsilon) and epsilon > 0):
-        raise ValueError(f"epsilon must be > 0, got {epsilon!r}")
-    if not 0 < delta < 1:
-        raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
-    if not (math.isfinite(l2_sensitivity) and l2_sensitivity > 0):
-        raise ValueError(f"the L2 sensitivity must be > 0, got {l2_sensitivity!r}")
-    # epsilon is decreasing in z = sigma / Delta
-    z = smallest_meeting(lambda z: gaussian_epsilon(z, delta, 1.0, orders), epsilon, start=1.0, factor=2.0,
-                         rtol=rtol, floor=1e-9)
-    return z * float(l2_sensitivity)
-
-
 # ----- baselines --------------------------------------------------------------------------------------------
 
 
 @dataclass
 class BaselineResult:
     components: np.ndarray  # d x k
-    sigma: float
-    epsilon: float  # achieved epsilon at delta (<= the target)
-    delta: float
+    report: PrivacyReport  # sigma, the achieved epsilon at delta (<= the target), the L2 sensitivity
     clipped: int
     seconds: float
+
+    @property
+    def sigma(self) -> float:
+        return self.report.sigma
+
+    @property
+    def epsilon(self) -> float:
+        return self.report.epsilon_server
+
+
+def _gaussian_report(method: str, sigma: float, l2: float, delta: float, notes: str) -> PrivacyReport:
+    from sqm.events import gaussian_event
+
+    return PrivacyReport(method=method, epsilon_server=gaussian_epsilon(sigma, l2, delta), delta=delta, sigma=sigma,
+                         l2_sensitivity=l2, events=(gaussian_event(sigma, l2),), notes=notes)
 
 
 def symmetric_gaussian(d: int, sigma: float, seed=None) -> np.ndarray:
@@ -173,8 +153,9 @@ def central_dp_pca(X, k: int, epsilon: float, delta: float, row_norm_bound: floa
     Noise: E = (G + G^T) / 2 with G a d x d matrix of iid N(0, sigma^2).  This is the Gaussian mechanism on
     the full d x d matrix vec(X^T X) -- adding or removing a row x with ||x|| <= c changes it by x x^T, whose
     Frobenius (= L2) norm is ||x||^2 <= c^2 -- followed by taking the symmetric part (post-processing).  So
-    sigma is calibrated to L2 sensitivity c^2.  E is symmetric, with variance sigma^2 on the diagonal and
-    sigma^2 / 2 off it; DTTZ's variant (iid N(0, sigma^2) on the upper triangle, mirrored) is also private at
+    sigma is calibrated to L2 sensitivity c^2 by the one policy for Gaussian baselines,
+    :func:`sqm.calibration.gaussian_sigma` (the exact optimum for one release).  E is symmetric, with
+    variance sigma^2 on the diagonal and sigma^2 / 2 off it; DTTZ's variant (iid N(0, sigma^2) on the upper triangle, mirrored) is also private at
     this sigma but adds twice the off-diagonal variance.  Ours is the same noise SQM ends up with after its
     symmetrization (Skellam of variance 2 mu per entry), so the comparison isolates quantization and
     distribution.  Rows above the bound are scaled down to norm c first (the curator holds whole rows).
@@ -184,11 +165,11 @@ def central_dp_pca(X, k: int, epsilon: float, delta: float, row_norm_bound: floa
     k = check_components(k, X.shape[1])
     c = float(row_norm_bound)
     Xc, clipped = clip_rows(X, c)
-    sigma = gaussian_sigma(epsilon, delta, c * c)
+    sigma = gaussian_sigma(c * c, epsilon, delta)
     noisy = Xc.T @ Xc + symmetric_gaussian(X.shape[1], sigma, seed)
     V = top_eigen(noisy, k)[1]
-    return BaselineResult(V, sigma, gaussian_epsilon(sigma, delta, c * c), delta, clipped,
-                          time.perf_counter() - t0)
+    rep = _gaussian_report("central DP (Analyze Gauss)", sigma, c * c, delta, "a trusted curator holds every row")
+    return BaselineResult(V, rep, clipped, time.perf_counter() - t0)
 
 
 def local_dp_pca(data, k: int, epsilon: float, delta: float, row_norm_bound: float = 1.0, seed=None,
@@ -200,15 +181,15 @@ def local_dp_pca(data, k: int, epsilon: float, delta: float, row_norm_bound: flo
     record is a row of zeros in the released m x d matrix, so the released matrix changes by x in one row:
     L2 sensitivity ||x|| <= c (this is Lemma 14's server-observed bound; a client-observed replacement
     would double it).  The concatenation of the parties' independent Gaussian noise is one Gaussian
-    mechanism on the whole matrix, so sigma is calibrated to sensitivity c with the same RDP conversion as
-    SQM.  The server's X~^T X~ and its eigenvectors are post-processing.
+    mechanism on the whole matrix, so sigma is calibrated to sensitivity c by
+    :func:`sqm.calibration.gaussian_sigma`.  The server's X~^T X~ and its eigenvectors are post-processing.
     """
     t0 = time.perf_counter()
     data = data if isinstance(data, VerticalData) else VerticalData.split(_as_matrix(data), 1)
     k = check_components(k, data.n_cols)
     c = float(row_norm_bound)
     bounds = party_norm_bounds(c, data.col_counts, party_bounds)
-    sigma = gaussian_sigma(epsilon, delta, c)
+    sigma = gaussian_sigma(c, epsilon, delta)
     noisy, clipped = [], 0
     for block, b, s in zip(data.blocks, bounds, spawn_seeds(seed, data.n_parties)):
         cb, n = clip_rows(block, float(b))
@@ -216,7 +197,8 @@ def local_dp_pca(data, k: int, epsilon: float, delta: float, row_norm_bound: flo
         noisy.append(cb + sigma * make_rng(s).standard_normal(cb.shape))
     Xt = np.hstack(noisy)
     V = top_eigen(Xt.T @ Xt, k)[1]
-    return BaselineResult(V, sigma, gaussian_epsilon(sigma, delta, c), delta, clipped, time.perf_counter() - t0)
+    rep = _gaussian_report("local DP (VFL baseline)", sigma, c, delta, "each party releases its noisy block")
+    return BaselineResult(V, rep, clipped, time.perf_counter() - t0)
 
 
 # ----- SQM-PCA ---------------------------------------------------------------------------------------------
@@ -426,22 +408,24 @@ def compare(X, n_parties: int, k: int, epsilon: float, delta: float, gamma: floa
         local = local_dp_pca(data, k, epsilon, delta, row_norm_bound, seed=s_l)
         u["local"].append(pca_utility(X, local.components)), secs["local"].append(local.seconds)
 
-    def summary(name, extra):
+    def summary(name, report):
         vals = np.array(u[name])
         return {"utility": float(vals.mean()), "utility_ratio": float(vals.mean() / opt),
                 "utility_std": float(vals.std()), "utilities": vals.tolist(),
-                "seconds": float(np.mean(secs[name])), **extra}
+                "seconds": float(np.mean(secs[name])), "report": report}
 
     per_party = np.mean(np.array(bytes_sent, dtype=np.float64), axis=0)
+    nonpriv = PrivacyReport(method="non-private", epsilon_server=math.inf, delta=0.0)
+    sqm = summary("sqm", rep)
+    sqm.update(epsilon_server=rep.epsilon_server, epsilon_client=rep.epsilon_client, mu=rep.mu,
+               l2_sensitivity=rep.l2_sensitivity, clipped=clipped)
     return {
         "shape": list(X.shape), "parties": n_parties, "components": k, "runs": int(runs), "backend": backend,
-        "row_norm_bound": row_norm_bound,
-        "sqm": summary("sqm", {"epsilon_server": rep.epsilon_server, "epsilon_client": rep.epsilon_client,
-                               "mu": rep.mu, "l2_sensitivity": rep.l2_sensitivity, "clipped": clipped}),
-        "central": summary("central", {"sigma": central.sigma, "epsilon": central.epsilon}),
-        "local": summary("local", {"sigma": local.sigma, "epsilon": local.epsilon}),
+        "row_norm_bound": row_norm_bound, "sqm": sqm,
+        "central": {**summary("central", central.report), "sigma": central.sigma, "epsilon": central.epsilon},
+        "local": {**summary("local", local.report), "sigma": local.sigma, "epsilon": local.epsilon},
         "nonprivate": {"utility": opt, "utility_ratio": 1.0, "seconds": nonpriv_s,
-                       "check_utility": pca_utility(X, Vn)},
+                       "check_utility": pca_utility(X, Vn), "report": nonpriv},
         "epsilon_server": rep.epsilon_server, "epsilon_client": rep.epsilon_client, "delta": delta,
         "gamma": gamma, "seconds": float(np.mean(secs["sqm"])), "bytes_sent": float(per_party.sum()),
         "bytes_sent_per_party": per_party.tolist(),
@@ -449,30 +433,40 @@ def compare(X, n_parties: int, k: int, epsilon: float, delta: float, gamma: floa
     }
 
 
+TABLE_COLUMNS = [("utility", "utility", ".4f"), ("utility_ratio", "ratio", ".4f"),
+                 ("epsilon_server", "eps server", ".4f"), ("epsilon_client", "eps client", ".4f"),
+                 ("sigma", "sigma", ".4g"), ("seconds", "seconds", ".3f"), ("bytes", "bytes", ",.0f")]
+
+
+def table_rows(r: dict) -> list[dict]:
+    """One row per method of :func:`compare`'s result: its utility and its :class:`PrivacyReport`'s figures."""
+    rows = []
+    for key, label in (("sqm", f"SQM ({r['backend']})"), ("central", None), ("local", None), ("nonprivate", None)):
+        m = r[key]
+        rep = m["report"]
+        rows.append({"method": label or rep.method, "utility": m["utility"], "utility_ratio": m["utility_ratio"],
+                     "epsilon_server": rep.epsilon_server, "epsilon_client": rep.epsilon_client,
+                     "sigma": getattr(rep, "sigma", None), "seconds": m["seconds"],
+                     "bytes": r["bytes_sent"] if key == "sqm" and r["backend"] != "plain" else None})
+    return rows
+
+
 def print_table(r: dict, dataset: str = "") -> None:
-    eps_c = r["epsilon_client"]
+    from sqm.report import render_table
+
     print(f"PCA of {dataset} {r['shape'][0]} x {r['shape'][1]}, {r['parties']} clients, k = {r['components']}, "
           f"epsilon {r['sqm']['epsilon_server']:.4g}, delta {r['delta']:g}, gamma {r['gamma']:g}, "
           f"{r['runs']} run(s)")
-    print(f"{'method':<22} {'utility':>10} {'ratio':>7} {'eps server':>10} {'eps client':>10} {'seconds':>8} "
-          f"{'bytes':>12}")
-    rows = [(f"SQM ({r['backend']})", r["sqm"], f"{r['epsilon_server']:.4f}",
-             "-" if eps_c is None else f"{eps_c:.4f}", f"{r['bytes_sent']:,.0f}"),
-            ("central DP (Gauss)", r["central"], f"{r['central']['epsilon']:.4f}", "-", "-"),
-            ("local DP (VFL base)", r["local"], f"{r['local']['epsilon']:.4f}", "-", "-"),
-            ("non-private", r["nonprivate"], "inf", "-", "-")]
-    for name, m, es, ec, b in rows:
-        print(f"{name:<22} {m['utility']:>10.4f} {m['utility_ratio']:>7.4f} {es:>10} {ec:>10} "
-              f"{m['seconds']:>8.3f} {b:>12}")
+    print(render_table(table_rows(r), TABLE_COLUMNS))
     if r["backend"] == "plain":
-        print("(plain backend: exact one-process SIMULATION of the parties; bytes are not measured)")
+        print("(plain backend: in-process SIMULATION of the parties' programs; bytes are not measured)")
 
 
 # ----- the `sqm pca` command --------------------------------------------------------------------------------
 
 
 def _run_cli(args) -> int:
-    import json
+    from sqm.report import write_json
 
     if args.job:
         return _run_job(args)
@@ -489,15 +483,15 @@ def _run_cli(args) -> int:
         print(f"secure_mode: false (--seed {args.seed}: a reproducible local experiment; whoever knows the seed "
               f"can regenerate every party's noise)")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(r, f, indent=2)
+        write_json(args.json, r)
     return 0
 
 
 def _run_job(args) -> int:
-    import json
+    from sqm.report import render_table, write_json
 
-    from .jobfile import job_run_options, load_job, run_job, seed_policy
+    from .jobfile import load_job, run_job, seed_policy
+    from .options import job_run_options
 
     secure_mode = seed_policy(args.seed, args.insecure_reproducible)  # a seed without the opt-in: refused
     spec = load_job(args.job)
@@ -515,15 +509,15 @@ def _run_job(args) -> int:
             rep = res["report"]
             print(f"server: {len(res['components'])} components of {res['n_records']} records x "
                   f"{sum(res['col_counts'])} columns (clients' columns {res['col_counts']})")
-            print(f"  server-observed epsilon {rep['epsilon_server']:.4f}, client-observed epsilon "
-                  f"{'-' if rep['epsilon_client'] is None else format(rep['epsilon_client'], '.4f')}, "
-                  f"delta {rep['delta']:g}, gamma {rep['gamma']:g}, mu {rep['mu']:.4g}")
+            print(render_table([{**rep, "seconds": rec.get("seconds"), "bytes": rec.get("bytes_sent")}],
+                               ["epsilon_server", "epsilon_client", "delta", "gamma", "mu", "seconds", "bytes"]))
             print("  explained variance (per record): " + ", ".join(f"{v:.4g}" for v in res["explained_variance"]))
-            print(f"  time {rec.get('seconds', 0):.2f} s, bytes sent by the server {rec.get('bytes_sent', 0):,}")
+            if "ledger" in res:
+                print(f"  ledger: {res['ledger']}")
             out.update(components=np.asarray(res["components"]).tolist(),
                        explained_variance=np.asarray(res["explained_variance"]).tolist(),
                        epsilon_server=rep["epsilon_server"], epsilon_client=rep["epsilon_client"], report=rep,
-                       seconds=rec.get("seconds"))
+                       seconds=rec.get("seconds"), ledger=res.get("ledger"))
         else:
             print(f"client {i} ({res.get('file')}): {res['rows']} records x {res['cols']} columns, clipped "
                   f"{res['clipped']} row(s) to its bound (known to this party only)")
@@ -531,8 +525,7 @@ def _run_job(args) -> int:
                                                      "cols": res["cols"]}
         out.setdefault("bytes_sent", {})[str(i)] = int(rec.get("bytes_sent", 0))
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=2)
+        write_json(args.json, out)
     return 0
 
 

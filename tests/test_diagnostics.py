@@ -8,6 +8,10 @@
   exits BAD_DATA (a logistic-regression label error, a value too large for float64);
 - ``clip_rows`` clips rows holding 1e300 (its norm used to overflow to inf and zero the row);
 - ``sqm pca --job`` exits with the class of each failure: bad data, refused, lost, timed out, bad usage.
+
+Exit codes and messages are classified by one function for real and in-process parties
+(:func:`mpc.party.failure`), so these run the job's party programs in process (``--backend plain``), except
+a killed client, which only a real process can be.
 """
 from __future__ import annotations
 
@@ -207,7 +211,7 @@ def test_party_file_refuses_values_above_the_limit_naming_the_column(tmp_path):
     assert read_party_csv(f).block[0, 1] == MAX_ABS_VALUE  # the limit itself is accepted
 
 
-# ----- real party processes through the sqm command ---------------------------------------------------------------
+# ----- the sqm command: the job's party programs in process (--backend plain), a killed client in real processes ---
 
 
 def _job(tmp_path, m=40, col_counts=(2, 2), ids=None, edit=None):
@@ -243,7 +247,7 @@ def test_sqm_exit_codes_bad_data_and_a_value_too_large(tmp_path, capsys):
         p.write_text("\n".join(lines) + "\n")
 
     job = _job(tmp_path, edit=poison)
-    code, err = _sqm(["pca", "--job", job, "-k", "2", "--quiet"], capsys)
+    code, err = _sqm(["pca", "--job", job, "--components", "2", "--quiet", "--backend", "plain"], capsys)
     assert code == EXIT_BAD_DATA, err
     lines = _party_lines(err)
     assert lines[2][0] == EXIT_BAD_DATA and "magnitude above 1e+150" in lines[2][1]
@@ -263,7 +267,7 @@ def test_sqm_exit_code_refused_and_the_id_mismatch_named_to_the_clients_only(tmp
         p.write_text("\n".join(lines) + "\n")
 
     job = _job(tmp_path, ids=ids, edit=swap)
-    code, err = _sqm(["pca", "--job", job, "-k", "2", "--quiet"], capsys)
+    code, err = _sqm(["pca", "--job", job, "--components", "2", "--quiet", "--backend", "plain"], capsys)
     assert code == EXIT_REFUSED, err
     lines = _party_lines(err)
     assert {i: c for i, (c, _) in lines.items()} == {0: EXIT_REFUSED, 1: EXIT_REFUSED, 2: EXIT_REFUSED}
@@ -279,7 +283,7 @@ def test_logreg_label_error_reaches_the_others_as_a_refusal(tmp_path, capsys):
     y[7] = 2.0
     job = write_party_csvs(np.hstack([X, y[:, None]]), tmp_path, col_counts=[2, 3])
     code, err = _sqm(["logreg", "--job", job, "--label-column", "x4", "--epsilon", "4", "--gamma", "256",
-                      "--q", "0.25", "--epochs", "1", "--lr", "1"], capsys)
+                      "--q", "0.25", "--epochs", "1", "--lr", "1", "--backend", "plain"], capsys)
     assert code == EXIT_BAD_DATA, err
     lines = _party_lines(err)
     assert lines[2][0] == EXIT_BAD_DATA and "labels must be 0 or 1" in lines[2][1]  # the detail: its own only
@@ -329,7 +333,7 @@ def test_sqm_exit_code_lost_when_a_client_is_killed(tmp_path, capsys):
     killer = threading.Thread(target=_kill_when_reading, args=(str(tmp_path / "party2.csv"), found, stop))
     killer.start()
     try:
-        code, err = _sqm(["pca", "--job", job, "-k", "2", "--quiet"], capsys)
+        code, err = _sqm(["pca", "--job", job, "--components", "2", "--quiet"], capsys)
     finally:
         stop.set()
         killer.join()
@@ -344,7 +348,8 @@ def test_sqm_exit_code_lost_when_a_client_is_killed(tmp_path, capsys):
 
 def test_sqm_exit_codes_timeout_and_bad_usage(tmp_path, capsys):
     job = _job(tmp_path)
-    code, err = _sqm(["pca", "--job", job, "-k", "2", "--quiet", "--timeout", "0.001"], capsys)
+    code, err = _sqm(["pca", "--job", job, "--components", "2", "--quiet", "--timeout", "0.001", "--backend",
+                      "plain"], capsys)
     assert code == EXIT_TIMEOUT, err
     assert "timeout: " in err and "timeout: ;" not in err
     code, err = _sqm(["pca", "--job", str(tmp_path / "missing.json")], capsys)
