@@ -57,7 +57,6 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 from scipy.special import logsumexp
-from scipy.stats import binom
 
 from .accounting import DEFAULT_ORDERS, epsilon_and_order
 from .rng import make_rng
@@ -177,6 +176,8 @@ def _k_grid(n: int, kmax: int) -> list[int]:
 
 @functools.lru_cache(maxsize=256)
 def _feature_rdp_cached(orders: tuple, b: int, beta: float, M: int) -> tuple:
+    from scipy.stats import binom  # here: scipy.stats takes ~1 s to import in every party process
+
     a = np.asarray(orders, dtype=np.float64)
     hi, lo = 0.5 + beta, 0.5 - beta
     cap = b * bernoulli_rdp(a, beta)
@@ -251,18 +252,39 @@ class PBMPrivacy:
         return asdict(self)
 
 
+def _check_count(v, name: str) -> None:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+
+
+PBM_LEVELS = ("feature", "sample")
+
+
+def pbm_rdp(orders, b: int, beta: float, M: int, embedding_size: int = 1, uses: int = 1,
+            level: str = "feature"):
+    """RDP at ``orders`` of ``uses`` releases of the sum of M parties' PBM-encoded ``embedding_size``-vectors.
+
+    ``level`` 'feature': one party's vector changes anywhere in [-C, C]^P (:func:`feature_rdp` per coordinate);
+    'sample': one record changes, i.e. every party's vector (:func:`sample_rdp`, the exact worst case).  The P
+    independent coordinates and the ``uses`` releases (no subsampling amplification: every party knows the
+    batch) compose additively.  A float for a scalar order, else an array like ``orders``."""
+    if level not in PBM_LEVELS:
+        raise ValueError(f"PBM privacy level must be one of {PBM_LEVELS}, got {level!r}")
+    _check_count(embedding_size, "embedding_size")
+    _check_count(uses, "uses (releases per record)")
+    per = feature_rdp if level == "feature" else sample_rdp
+    return int(uses) * int(embedding_size) * per(orders, b, beta, M)
+
+
 def privacy_report(b: int, beta: float, M: int, embedding_size: int, uses: int, delta: float,
                    orders=PBM_ORDERS) -> PBMPrivacy:
     """(epsilon, delta) for feature and sample privacy after ``uses`` releases of each record's P-dim sum."""
     check_params(b, beta)
     _check_parties(M)
-    if isinstance(uses, bool) or not isinstance(uses, (int, np.integer)) or uses < 1:
-        raise ValueError(f"uses (releases per record) must be an integer >= 1, got {uses!r}")
-    if isinstance(embedding_size, bool) or not isinstance(embedding_size, (int, np.integer)) or embedding_size < 1:
-        raise ValueError(f"embedding_size must be an integer >= 1, got {embedding_size!r}")
+    _check_count(uses, "uses (releases per record)")
     orders = np.asarray(orders, dtype=np.float64)
-    f1 = embedding_size * feature_rdp(orders, b, beta, M)
-    s1 = embedding_size * sample_rdp(orders, b, beta, M)
+    f1 = pbm_rdp(orders, b, beta, M, embedding_size)
+    s1 = pbm_rdp(orders, b, beta, M, embedding_size, level="sample")
     ef, of = epsilon_and_order(orders, uses * f1, delta)
     es, os_ = epsilon_and_order(orders, uses * s1, delta)
     ef1, _ = epsilon_and_order(orders, f1, delta)
@@ -271,3 +293,109 @@ def privacy_report(b: int, beta: float, M: int, embedding_size: int, uses: int, 
                       embedding_size=int(embedding_size), parties=int(M), b=int(b), beta=float(beta),
                       order_feature=of, order_sample=os_, epsilon_feature_per_release=ef1,
                       epsilon_sample_per_release=es1)
+
+
+# ----------------------------------------------------------------------------------------------------
+# PBM-VFL's exchanges on a party context (mpc.protocol.PartyContext, real or in process)
+# ----------------------------------------------------------------------------------------------------
+SECURE_SUMS = ("bgw", "masked")
+
+
+class SumExchange:
+    """One party's side of split training's per-round exchanges: the clients' vectors up, summed, only the
+    server learns the sum; the server's gradient down to every client.
+
+    ``mode`` 'bgw': integer vectors in [0, bound] (PBM encodings) summed by ``ctx.evaluate`` of the secure-sum
+    job (:func:`mpc.secure_sum.sum_job`, Shamir shares); 'masked': the same by the pairwise-masked sum
+    (:class:`mpc.masked_sum.MaskedSum`, the paper's Protocol 0); 'clear': float vectors sent to the server as
+    they are (the NPQ and LDP baselines: they are not secure protocols, and say so).  Secure modes refuse
+    fewer than two clients.  ``bytes`` counts what this party sent per kind ('sum', 'grad', 'control')
+    through real processes (an in-process run has no transport to measure: zeros).
+    """
+
+    def __init__(self, ctx, mode: str, width: int, bound: int | None = None):
+        if mode not in SECURE_SUMS + ("clear",):
+            raise ValueError(f"secure sum must be one of {SECURE_SUMS}, got {mode!r}")
+        if mode != "clear" and len(ctx.clients) < 2:
+            from mpc.protocol import ProtocolError
+
+            raise ProtocolError(f"party {ctx.pid}: {two_clients_problem(len(ctx.clients))}")
+        self.ctx, self.mode, self.width, self.bound = ctx, mode, int(width), bound
+        self.bytes = {"sum": 0, "grad": 0, "control": 0}
+        self._masked = None
+
+    def _sent(self) -> int:
+        rt = getattr(self.ctx, "rt", None)
+        if rt is None:
+            return 0
+        return int(sum(p.protocol.nbytes_sent for p in rt.parties if p.pid != rt.pid and p.protocol is not None))
+
+    async def _count(self, kind: str, coro):
+        b0 = self._sent()
+        out = await coro
+        self.bytes[kind] += self._sent() - b0
+        return out
+
+    async def setup(self) -> None:
+        """Masked sums: the clients' pairwise key agreement (the server takes part in the exchange only)."""
+        if self.mode == "masked":
+            from mpc.masked_sum import MaskedSum
+
+            self._masked = MaskedSum(self.ctx, self.bound)
+            await self._count("control", self._masked.setup())
+
+    async def agree(self, public, what: str) -> None:
+        """Every party checks that every other holds the same public value (e.g. a mini-batch order)."""
+        await self._count("control", self.ctx.agree(public, what))
+
+    async def sum(self, vector, rows: int):
+        """Clients pass their (rows, width) array, the server None; the server gets the sum, as (rows, width)
+        int64 (secure modes) or float64 ('clear'); the clients get None."""
+        return await self._count("sum", self._sum(vector, rows * self.width))
+
+    async def _sum(self, vector, size: int):
+        ctx = self.ctx
+        mine = None if ctx.is_server else np.asarray(vector).reshape(-1)
+        if mine is not None and mine.size != size:
+            raise ValueError(f"client {ctx.pid} holds {mine.size} values, the sum needs {size}")
+        if self.mode == "masked":
+            out = await self._masked.sum(mine, size)
+        elif self.mode == "bgw":
+            from mpc.secure_sum import sum_job
+
+            my_input = None if mine is None else (np.zeros((0, 0), np.int64), mine.astype(np.int64))
+            out = await ctx.evaluate(sum_job([], size, self.bound), my_input)
+            out = None if out is None else np.asarray(out, dtype=object).astype(np.int64)
+        else:
+            from mpc import wire
+
+            if ctx.is_server:
+                got = await ctx.send_recv({}, ctx.clients, wire.array(np.float64, (size,), what="embeddings"),
+                                          "clear sum")
+                out = np.sum(got, axis=0)
+            else:
+                await ctx.send_recv({0: mine.astype(np.float64)}, [], None, "clear sum")
+                out = None
+        return None if out is None else out.reshape(-1, self.width)
+
+    async def gradient(self, grad=None):
+        """The server passes the (rows, width) gradient with respect to the sum; every client receives it."""
+        from mpc import wire
+
+        ctx = self.ctx
+        if ctx.is_server:
+            g = np.asarray(grad, dtype=np.float32)
+            return await self._count("grad", ctx.send_recv({c: g for c in ctx.clients}, [], None, "gradient"))
+        check = wire.array(np.float32, (None, self.width), what="embedding gradient")
+        got = await self._count("grad", ctx.send_recv({}, [0], check, "gradient"))
+        return got[0]
+
+
+def two_clients_problem(n_clients: int) -> str | None:
+    """Why a secure sum over ``n_clients`` clients is refused (None if it is not): with one client its masked
+    value, or its BGW share at threshold t = 0, is its data in the clear."""
+    if n_clients < 2:
+        return (f"PBM-VFL's secure sum needs at least two clients, got {n_clients}: with one client the server "
+                f"would receive that client's data in the clear (its masked value has no other client's mask to "
+                f"cancel; its BGW share at threshold t = 0 is the value itself); refused")
+    return None

@@ -120,3 +120,21 @@ def test_theorem62_route_is_never_below_the_exact_sample_worst_case():
     a = np.array([1.5, 2.0, 4.0, 16.0])
     for b, M, beta in ((2, 2, 0.25), (3, 3, 0.1), (8, 2, 0.2)):
         assert np.all(pbm.theorem62_sample_rdp(a, b, beta, M) >= pbm.sample_rdp(a, b, beta, M) - 1e-12)
+
+
+def test_pbm_rdp_composes_coordinates_and_uses_and_refuses_bad_levels():
+    """pbm_rdp(orders, b, beta, M, embedding_size, uses, level): the accounting event's RDP."""
+    a = np.array([2.0, 8.0, 32.0])
+    f = pbm.pbm_rdp(a, 16, 0.15, 4, embedding_size=16, uses=10)
+    assert np.allclose(f, 160 * pbm.feature_rdp(a, 16, 0.15, 4), rtol=1e-12)
+    s = pbm.pbm_rdp(a, 16, 0.15, 4, 16, 10, level="sample")
+    assert np.allclose(s, 160 * 4 * 16 * pbm.bernoulli_rdp(a, 0.15), rtol=1e-12) and np.all(s > f)
+    assert isinstance(pbm.pbm_rdp(2.0, 4, 0.1, 2), float)
+    rep = pbm.privacy_report(16, 0.15, 4, 16, uses=10, delta=1e-5)
+    from sqm.accounting import epsilon
+    assert rep.epsilon_feature == pytest.approx(epsilon(pbm.PBM_ORDERS, pbm.pbm_rdp(pbm.PBM_ORDERS, 16, 0.15, 4, 16, 10),
+                                                        1e-5))
+    with pytest.raises(ValueError, match="level"):
+        pbm.pbm_rdp(a, 16, 0.15, 4, level="record")
+    with pytest.raises(ValueError, match="uses"):
+        pbm.pbm_rdp(a, 16, 0.15, 4, uses=0)
