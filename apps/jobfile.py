@@ -39,12 +39,13 @@ What a party does (:class:`JobParty`, run inside ``python -m mpc.party``):
 4. the clients agree a fresh key among themselves (``ctx.clients_key``: each sends 32 random bytes to the
    other clients only) and each keys an HMAC-SHA256 digest of its id column with it
    (:func:`keyed_ids_digest`), so a digest is useless to anyone without the key and differs from job to job;
-5. the task (e.g. :class:`apps.pca.PCAJobTask`) builds the public :class:`mpc.backend.Job` from the counts
-   and evaluates it; the client's input comes from :class:`CSVClient`, which clips the party's sub-rows to
-   its bound, counts the clipped rows (reported to that party only: the count is data-dependent and is
-   not released to the server), and returns ``(block, addend, keyed id digest)``, so that with
-   ``Job.align_ids`` the clients compare id digests among themselves (ids are never sent; the server
-   learns only pass/fail) and refuse misaligned records before any share is sent.
+5. the server charges the release (the task's ``release(meta)`` events) to the job file's dataset in its
+   privacy-budget ledger (:class:`LedgerGuard`): over budget, the job is refused before any share is sent;
+6. the task (e.g. :class:`apps.pca.PCAJobTask`, through :func:`sqm.mechanism.sqm_round`) plans the public
+   release from the counts and runs it: each client clips its own rows to its bound, counts the clipped rows
+   (reported to that party only: the count is data-dependent and is not released to the server), and its
+   input carries its keyed id digest, so the clients compare id digests among themselves (ids are never
+   sent; the server learns only pass/fail) and refuse misaligned records before any share is sent.
 """
 from __future__ import annotations
 
@@ -380,47 +381,6 @@ def read_party_csv(path, id_column: str = "id") -> PartyTable:
     if len(set(ids)) != len(ids):
         raise PartyFileError(f"party file {path} repeats ids in column '{id_column}'", "its file repeats ids")
     return PartyTable(path, columns, block, ids)
-
-
-# ----- a client's input, computed in its own process --------------------------------------------------------
-
-
-@dataclass
-class CSVClient:
-    """A picklable client program for :class:`mpc.backend.Job` with ``align_ids=True``.
-
-    Loads its own CSV (unless ``table`` is given), clips its sub-rows to ``clip_bound`` (the count is kept in
-    ``self.clipped``), quantizes at scale gamma, draws its Skellam share Sk(``noise_mu``) of ``n_out``
-    outputs with its own ``seed`` (exactly as :class:`sqm.client.QuantizingClient`, so a seeded job equals
-    the plain simulation bit for bit) and returns ``(x_hat, noise, ids_digest)``, the digest keyed by the
-    clients' job key (:class:`JobParty` sets it on the table before the task runs).
-    """
-
-    file: str | None
-    gamma: float
-    clip_bound: float
-    noise_mu: float
-    n_out: int
-    seed: object = None
-    id_column: str = "id"
-    table: PartyTable | None = None
-    clipped: int | None = None
-
-    def load(self) -> PartyTable:
-        if self.table is None:
-            self.table = read_party_csv(self.file, self.id_column)
-        return self.table
-
-    def __call__(self):
-        from sqm.client import QuantizingClient
-        from sqm.vertical import clip_rows
-
-        t = self.load()
-        _, self.clipped = clip_rows(t.block, self.clip_bound)
-        if t.ids_digest is None:
-            raise ValueError("the id digest is keyed per job: the clients agree its key first (JobParty.run)")
-        x_hat, z = QuantizingClient(t.block, self.gamma, self.clip_bound, self.noise_mu, self.n_out, self.seed)()
-        return x_hat, z, t.ids_digest
 
 
 # ----- the party program --------------------------------------------------------------------------------------

@@ -292,16 +292,12 @@ class SQMPCA(TransformerMixin, BaseEstimator):
 # ----- real multi-party jobs from a job file (each party reads only its own CSV) ----------------------------
 
 
-def _shape(meta) -> VerticalData:
-    """Zero blocks with the clients' column counts: what planning a release needs (counts only)."""
-    return VerticalData([np.zeros((1, c)) for c in meta.col_counts])
-
-
 class PCAJobTask:
-    """The SQM-PCA task for :mod:`apps.jobfile`: every party builds the same public job from the clients'
-    column and record counts; each client feeds its own file through :class:`apps.jobfile.CSVClient` (its
-    per-party clipping, quantization and noise share, with an id digest so the clients refuse misaligned
-    records); the server receives the noisy X^T X and computes the components.
+    """The SQM-PCA task for :mod:`apps.jobfile`: every party plans the same public release from the clients'
+    column and record counts (:meth:`sqm.mechanism.SQM.round_plan`) and runs its part of it with
+    :func:`sqm.mechanism.sqm_round`, SQM's one per-party step: each client clips, quantizes and noises its own
+    file's columns, with its keyed id digest so the clients refuse misaligned records; the server receives the
+    noisy X^T X and computes the components.
 
     With ``seed=None`` (the default, ``secure_mode``) each party draws its own randomness from OS entropy.
     A ``seed`` needs ``insecure_reproducible=True`` (see :func:`apps.jobfile.seed_policy`): it is never sent
@@ -318,6 +314,10 @@ class PCAJobTask:
         self.est = SQMPCA(n_components, epsilon, delta, gamma, row_norm_bound, backend="plain", seed=seed,
                           party_bounds=party_bounds)
         self.est.mechanism(1)  # check the parameters now, before any party starts
+        self._plans = {}
+
+    def __getstate__(self):
+        return {**self.__dict__, "_plans": {}}  # a party plans from its own copy
 
     @property
     def seed(self):
@@ -330,48 +330,37 @@ class PCAJobTask:
         return ("pca", int(e.n_components), float(e.epsilon), float(e.delta), float(e.gamma),
                 float(e.row_norm_bound), pb)
 
+    def _plan(self, meta):
+        """(k, the SQM mechanism, its public plan, its privacy report) for the clients' counts; refused (before
+        any share is sent) if k does not fit the columns."""
+        from mpc.protocol import ProtocolError
+
+        if meta not in self._plans:
+            d = int(sum(meta.col_counts))
+            try:
+                k = check_components(self.est.n_components, d)
+            except ValueError as err:
+                raise ProtocolError(f"refused before any share was sent: {err}") from None
+            mech = self.est.mechanism(d)
+            self._plans[meta] = (k, mech, *mech.round_plan(meta.col_counts, meta.n_records, align_ids=True))
+        return self._plans[meta]
+
     def release(self, meta):
         """The privacy report (events) of this job's one SQM release, from the public counts only."""
-        return self.est.mechanism(int(sum(meta.col_counts))).plan(_shape(meta))[1]
+        return self._plan(meta)[3]
 
     async def run(self, ctx, table, meta) -> dict:
-        import dataclasses
+        from sqm.mechanism import sqm_round
 
-        from mpc.protocol import ProtocolError
-        from sqm.compensation import compensate
-
-        from .jobfile import CSVClient
-
-        e = self.est
-        d = int(sum(meta.col_counts))
-        try:
-            k = check_components(e.n_components, d)
-        except ValueError as err:
-            raise ProtocolError(f"refused before any share was sent: {err}") from None
-        mech = e.mechanism(d)
-        shape = _shape(meta)
-        _, report = mech.plan(shape)
-        n = meta.n_parties
-        my_seed = spawn_seeds(e.seed, n + 1)[ctx.pid]  # from this party's own seed only (SQM.run's entry)
-        comp = compensate(mech.polynomial, mech.gamma, make_rng(my_seed if ctx.is_server else None),
-                          mech.preprocess)  # the server's rounding of the (public) coefficients
-        bounds = party_norm_bounds(mech.row_norm_bound, meta.col_counts, e.party_bounds)
-        owner = shape.owner()
-        job = dataclasses.replace(mech.job(comp, [], bounds[owner], meta.n_records, report.mu, owner),
-                                  align_ids=True)
-        client, my_input = None, None
-        if table is not None:
-            j = ctx.pid - 1
-            client = CSVClient(table.file, mech.gamma, float(bounds[j]), report.mu / n, d * d, my_seed,
-                               table=table)
-            my_input = client()
-        raw = await ctx.evaluate(job, my_input)
+        k, mech, plan, report = self._plan(meta)
+        my_seed = spawn_seeds(self.est.seed, meta.n_parties + 1)[ctx.pid]  # this party's own entry, as SQM.run
+        out = await sqm_round(ctx, mech.polynomial, None if table is None else table.block, plan,
+                              make_rng(my_seed), None if table is None else table.ids_digest)
         if not ctx.is_server:
-            return {"clipped": int(client.clipped), "rows": table.n_rows, "cols": table.n_cols}
-        estimate = np.array([float(v) for v in raw]) / comp.scale
-        _, ev, V = components_from_covariance(estimate, d, k, meta.n_records)
+            return {"clipped": int(out.clipped), "rows": table.n_rows, "cols": table.n_cols}
+        _, ev, V = components_from_covariance(out.estimate, int(sum(meta.col_counts)), k, meta.n_records)
         return {"components": np.ascontiguousarray(V.T), "explained_variance": ev, "report": report.as_dict(),
-                "raw": raw}
+                "raw": out.raw}
 
 
 # ----- comparison of the four methods (the `sqm pca` table) ------------------------------------------------
