@@ -18,40 +18,23 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from mpc.backend import Backend, Job, get_backend
 from mpc.party import PartyProgram
 
-from . import accounting
+from . import accounting, events
 from .client import client_input
 from .compensation import CompensatedPolynomial, check_rounding
-from .polynomial import Polynomial, StructuredPolynomial
+from .polynomial import StructuredPolynomial
+from .report import PrivacyReport
 from .rng import make_rng, spawn_seeds
 from .sensitivity import Sensitivity
 from .skellam import skellam_tail_bound
 from .validation import check_delta, check_epsilon, check_gamma, check_mu
 from .vertical import ColumnBounds, VerticalData
-
-
-@dataclass
-class PrivacyReport:
-    epsilon_server: float
-    epsilon_client: float | None  # None with a single client (it knows all the noise)
-    delta: float
-    mu: float
-    l2_sensitivity: float
-    l1_sensitivity: float
-    gamma: float
-    scale: float
-    n_parties: int
-    sampling_rate: float = 1.0
-    rounds: int = 1
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 @dataclass
@@ -286,9 +269,11 @@ class SQM:
                                                  n_parties=n if n >= 2 else None)
         lam = self.polynomial.degree
         scale = self.gamma ** (lam + 1) if self.preprocess else self.gamma ** lam
+        evs = (events.server_event(sens.l1, sens.l2, mu, self.q, self.rounds),)
         report = PrivacyReport(epsilon_server=float(eps_s), epsilon_client=None if eps_c is None else float(eps_c),
                                delta=self.delta, mu=float(mu), l2_sensitivity=sens.l2, l1_sensitivity=sens.l1,
-                               gamma=self.gamma, scale=scale, n_parties=n, sampling_rate=self.q, rounds=self.rounds)
+                               gamma=self.gamma, scale=scale, n_parties=n, sampling_rate=self.q, rounds=self.rounds,
+                               events=evs)
         return sens, report
 
     def round_plan(self, col_counts, n_records: int, align_ids: bool = False) -> tuple[SQMPlan, PrivacyReport]:
