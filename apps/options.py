@@ -124,6 +124,11 @@ def output() -> argparse.ArgumentParser:
     return p
 
 
+def runtime_options(args) -> dict | None:
+    """The backend's options from :func:`runtime` (``--timeout`` bounds the real party processes)."""
+    return {"timeout": args.timeout} if args.backend == "mpyc" else None
+
+
 def job_run_options(args) -> dict:
     """:func:`apps.jobfile.run_job`'s keyword arguments from the options of :func:`job` and :func:`runtime`."""
     return dict(timeout=args.timeout, ssl_dir=args.ssl_dir, data_file=args.data_file,

@@ -367,7 +367,7 @@ class PCAJobTask:
 
 
 def compare(X, n_parties: int, k: int, epsilon: float, delta: float, gamma: float, row_norm_bound: float = 1.0,
-            backend: str = "mpyc", runs: int = 1, seed=None, progress: bool = True) -> dict:
+            backend: str = "mpyc", runs: int = 1, seed=None, progress: bool = True, backend_options=None) -> dict:
     """Utility of SQM, central DP, local DP and non-private PCA on ``X`` split among ``n_parties``, averaged."""
     from tqdm import tqdm
 
@@ -388,7 +388,8 @@ def compare(X, n_parties: int, k: int, epsilon: float, delta: float, gamma: floa
     bytes_sent, rep, clipped, central, local = [], None, None, None, None
     for s in tqdm(spawn_seeds(seed, runs), desc=f"pca runs ({backend})", disable=not progress or runs == 1):
         s_sqm, s_c, s_l = s.spawn(3)
-        m = SQMPCA(k, epsilon, delta, gamma, row_norm_bound, backend=backend, seed=s_sqm).fit(data)
+        m = SQMPCA(k, epsilon, delta, gamma, row_norm_bound, backend=backend, seed=s_sqm,
+                   backend_options=backend_options).fit(data)
         u["sqm"].append(m.utility(X)), secs["sqm"].append(m.seconds_)
         bytes_sent.append(m.bytes_sent_)
         rep, clipped = m.report_, m.clipped_
@@ -457,6 +458,8 @@ def print_table(r: dict, dataset: str = "") -> None:
 def _run_cli(args) -> int:
     from sqm.report import write_json
 
+    from .options import runtime_options
+
     if args.job:
         return _run_job(args)
     if args.data_file is not None:
@@ -465,7 +468,7 @@ def _run_cli(args) -> int:
 
     X = scale_rows(load_dataset(args.dataset, args.data).X, args.row_norm_bound)
     r = compare(X, args.parties, args.components, args.epsilon, args.delta, args.gamma, args.row_norm_bound,
-                args.backend, args.runs, args.seed, progress=not args.quiet)
+                args.backend, args.runs, args.seed, progress=not args.quiet, backend_options=runtime_options(args))
     r["dataset"] = args.dataset
     print_table(r, args.dataset)
     if not r["secure_mode"]:
