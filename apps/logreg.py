@@ -8,7 +8,6 @@ The protocol's steps and its one party program live in :mod:`apps.lr_party` (rea
 from __future__ import annotations
 
 import functools
-import json
 import math
 import os
 import time
@@ -19,8 +18,9 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets, unique_labels
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
-from sqm import accounting
-from sqm.calibration import gaussian_sigma
+from sqm import accounting, events
+from sqm.calibration import gaussian_epsilon, gaussian_sigma
+from sqm.report import PrivacyReport, render_table, write_json
 from sqm.rng import make_rng, spawn_seeds
 from sqm.sensitivity import logreg_sensitivity
 from sqm.validation import check_delta, check_epsilon, check_gamma
@@ -95,16 +95,16 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
     split into ``n_parties`` contiguous column blocks; ``y`` holds any two labels (``classes_``, sorted; the
     second is the positive class, 1 inside the protocol) and is held by client ``label_party`` (0-based,
     default the last).  Each client's feature sub-rows are clipped to its bound c_j (sum c_j^2 = 1, so
-    ||x||_2 <= 1; counted in ``report_['clipped']``); the weights are projected onto ||w||_2 <= W (no intercept).
+    ||x||_2 <= 1; counted in ``clipped_``); the weights are projected onto ||w||_2 <= W (no intercept).
     mu is calibrated before training for the server-observed (epsilon, delta) over R = epochs * round(1/q)
     Poisson-subsampled rounds (Eq. 20) with the proven sensitivity of :func:`sqm.sensitivity.logreg_sensitivity`.
     The weights stay at the server (their coefficients are secret-shared): during training the clients observe
-    nothing but Shamir shares.  ``report_['epsilon_client_if_model_shared']`` (Eq. 21: a client knows the
+    nothing but Shamir shares.  ``report_`` (:class:`sqm.report.PrivacyReport`): its ``epsilon_client`` (Eq. 21: a client knows the
     batches and its own noise share) is the guarantee against a client only if the server chooses to share
     the final model with the clients.  ``noise=False`` trains without noise (for tests and the
     approximation's cost; epsilon is then infinite).  ``seed=None``: every party's randomness from OS entropy;
     a seed makes the run reproducible (each party's seed derived from it by :func:`sqm.rng.spawn_seeds`), so
-    whoever holds it can regenerate every party's randomness (``report_['secure_mode']`` is then False).
+    whoever holds it can regenerate every party's randomness (``secure_mode_`` is then False).
     ``backend``: "mpyc" (real party processes) or "in-process" (the same party programs in this process:
     a simulation, bit for bit the same model for the same seed; "plain" is accepted as its former name).
     ``epochs=None``: the paper's epochs for this epsilon (``epochs_``).  Parameters are validated in ``fit``.
@@ -174,31 +174,45 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
         blocks = [np.hstack([b, y01[:, None]]) if j == label else b for j, b in enumerate(data.blocks)]
         return blocks, data.col_counts, int(label)
 
-    def plan(self, n_records: int, col_counts, label_party: int) -> tuple[LRPlan, dict]:
-        """Public plan and privacy report, before any randomness is drawn (validates the parameters)."""
+    def plan(self, n_records: int, col_counts, label_party: int) -> tuple[LRPlan, PrivacyReport]:
+        """Public plan and privacy report, before any randomness is drawn (validates the parameters).
+
+        The batch cap: the run differs from the uncapped mechanism only when a Poisson batch exceeds b_max, with
+        probability eta (over all rounds, on every dataset), so an (epsilon, delta_mu)-DP uncapped run makes the
+        capped one (epsilon, delta_mu + (1 + e^epsilon) eta)-DP (P[M'(D) in S] <= P[M(D) in S] + eta <=
+        e^epsilon (P[M'(D') in S] + eta) + delta_mu + eta); mu is calibrated at delta_mu = delta minus that."""
         epochs = self._epochs()
         n = len(col_counts)
         q, R = float(self.sampling_rate), steps(self.sampling_rate, epochs)
-        b_max, overflow = batch_cap(n_records, q, R)
-        if overflow >= self.delta / 2:
-            raise ValueError(f"batch-overflow probability {overflow:.3g} is not small against delta")
+        b_max, eta = batch_cap(n_records, q, R)
         bounds = party_norm_bounds(1.0, col_counts, self.party_bounds)
         d = int(sum(col_counts))
         sens = logreg_sensitivity(float(self.gamma), d, 1.0, float(self.weight_bound), bounds, col_counts)
+        delta = float(self.delta)
         if self.noise:
-            cal = _calibrate_mu(float(self.epsilon), float(self.delta) - overflow, sens.l1, sens.l2, q=q,
-                                rounds=R, n_parties=n if n >= 2 else None)
+            # the one place eta enters delta: (1 + e^epsilon) eta, not eta (see above; the accounting helper's
+            # function for it, when sqm.accounting has one, is the same formula)
+            cap_delta = (1.0 + math.exp(float(self.epsilon))) * eta
+            if cap_delta >= delta / 2:
+                raise ValueError(f"the batch cap's failure probability adds {cap_delta:.3g} to delta: not small "
+                                 f"against delta {delta:g}")
+            cal = _calibrate_mu(float(self.epsilon), delta - cap_delta, sens.l1, sens.l2, q=q, rounds=R,
+                                n_parties=n if n >= 2 else None)
             mu, eps_s, eps_c = cal.mu, cal.epsilon_server, cal.epsilon_client
+            evs = (events.server_event(sens.l1, sens.l2, mu, q, R),)
+            notes = (f"{MODEL_SHARED_NOTE}; {epochs} epochs; batch cap {b_max} (exceeded with probability "
+                     f"{eta:.3g} over the run, which adds (1 + e^epsilon) x that = {cap_delta:.3g} to delta, "
+                     f"included; the ledger must add it to the events' delta)")
         else:
-            mu, eps_s, eps_c = 0.0, math.inf, math.inf
+            mu, eps_s, eps_c, evs, notes = 0.0, math.inf, math.inf, (), f"noise off; {epochs} epochs"
         plan = LRPlan(n_records=int(n_records), col_counts=tuple(int(c) for c in col_counts),
                       label_party=label_party, gamma=float(self.gamma), mu=float(mu), q=q, rounds=R, b_max=b_max,
                       learning_rate=float(self.learning_rate), weight_bound=float(self.weight_bound),
                       party_bounds=tuple(float(b) for b in bounds))
-        report = dict(epsilon_server=eps_s, epsilon_client_if_model_shared=eps_c,
-                      clients_observe_during_training=CLIENT_VIEW, delta=float(self.delta), mu=float(mu),
-                      gamma=float(self.gamma), l2_sensitivity=sens.l2, l1_sensitivity=sens.l1, sampling_rate=q,
-                      rounds=R, epochs=epochs, n_parties=n, b_max=b_max, batch_overflow_probability=overflow)
+        report = PrivacyReport(method="SQM", epsilon_server=float(eps_s), delta=delta, epsilon_client=eps_c,
+                               mu=float(mu), l2_sensitivity=sens.l2, l1_sensitivity=sens.l1,
+                               gamma=float(self.gamma), scale=plan.scale, n_parties=n, sampling_rate=q, rounds=R,
+                               events=evs, notes=notes)
         return plan, report
 
     # ----- training ------------------------------------------------------------------------------------
@@ -226,11 +240,11 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
             bar.close()
         self.coef_ = res.weights.reshape(1, -1)
         self.intercept_ = np.zeros(1)
-        self.epochs_ = report["epochs"]
-        self.plan_ = plan
-        report.update(clipped=res.clipped, batches_truncated=res.truncated, seconds=res.seconds,
-                      bytes_sent=res.bytes_sent, backend=res.backend, secure_mode=self.seed is None)
-        self.report_ = report
+        self.epochs_ = self._epochs()
+        self.plan_, self.report_ = plan, report
+        self.clipped_, self.batches_truncated_ = res.clipped, res.truncated  # per client; batches over the cap
+        self.seconds_, self.bytes_sent_, self.backend_ = res.seconds, res.bytes_sent, res.backend
+        self.secure_mode_ = self.seed is None
         return self
 
     def decision_function(self, X) -> np.ndarray:
@@ -280,17 +294,20 @@ DPSGD_ACCOUNTANT = "prv"  # Opacus' tightest: the PRV accountant (numerical comp
 
 
 def dpsgd_fit(X, y, epsilon: float, delta: float, q: float, epochs: int, learning_rate: float,
-              weight_bound: float | None = 1.0, max_grad_norm: float = 1.0, seed=None) -> tuple[np.ndarray, float]:
+              weight_bound: float | None = 1.0, max_grad_norm: float = 1.0, seed=None
+              ) -> tuple[np.ndarray, PrivacyReport]:
     """Centralized DPSGD (Opacus): logistic loss, Poisson sampling at rate q, R = epochs * round(1/q) steps,
     per-example clipping at ``max_grad_norm`` (||x|| <= 1 makes the gradient norm <= 1 anyway), noise
     multiplier calibrated for (epsilon, delta) with Opacus' PRV accountant (:data:`DPSGD_ACCOUNTANT`, the
     tightest it offers; add/remove-one neighbours, as SQM's accounting); optional projection ||w|| <= W after
-    each step (as SQM).  Returns (weights, epsilon spent at delta by the same accountant: <= epsilon)."""
+    each step (as SQM).  Returns (weights, its privacy report: the epsilon spent at delta by the same
+    accountant, <= epsilon; sigma = noise multiplier x clip norm)."""
     import warnings
 
     import torch
     from opacus import PrivacyEngine
     from opacus.accountants.utils import get_noise_multiplier
+    from dp_accounting import dp_event
     from opacus.data_loader import DPDataLoader
 
     check_epsilon(epsilon)
@@ -335,7 +352,13 @@ def dpsgd_fit(X, y, epsilon: float, delta: float, q: float, epochs: int, learnin
                     break
         eps = float(engine.get_epsilon(delta))
     wt = model._module.weight if hasattr(model, "_module") else model.weight
-    return wt.detach().numpy().astype(np.float64).reshape(-1), eps
+    step = dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(float(sigma)))
+    report = PrivacyReport(method="DPSGD", epsilon_server=eps, epsilon_client=eps, delta=float(delta),
+                           sigma=float(sigma) * max_grad_norm, l2_sensitivity=float(max_grad_norm), sampling_rate=q,
+                           rounds=R, events=(dp_event.SelfComposedDpEvent(step, R),),
+                           notes=f"central (a trusted curator holds every column); Opacus {DPSGD_ACCOUNTANT} "
+                                 f"accountant")
+    return wt.detach().numpy().astype(np.float64).reshape(-1), report
 
 
 LOCAL_DP_SENSITIVITY = math.sqrt(2.0)  # L2 norm of one released record (x, y): ||x||^2 + y^2 <= 1 + 1
@@ -344,7 +367,7 @@ LOCAL_DP_SENSITIVITY = math.sqrt(2.0)  # L2 norm of one released record (x, y): 
 def local_dp_fit(X, y, epsilon: float, delta: float, seed=None):
     """VFL local-DP baseline: each party releases its columns plus iid N(0, sigma^2) noise (the label party its
     label too), and a logistic regression is trained to convergence on the released data (perturbed labels
-    thresholded at 1/2).  Returns (fitted scikit-learn model, sigma).
+    thresholded at 1/2).  Returns (fitted scikit-learn model, its privacy report).
 
     Calibration, in the convention of SQM's sensitivity and of the PCA baseline (``apps.pca.local_dp_pca``):
     neighbouring datasets differ in one record, present or absent; as record ids are public in VFL, an absent
@@ -366,7 +389,12 @@ def local_dp_fit(X, y, epsilon: float, delta: float, seed=None):
     yn = (y + rng.normal(0, sigma, y.shape) > 0.5).astype(np.int64)
     if len(np.unique(yn)) < 2:
         yn[0] = 1 - yn[0]
-    return LogisticRegression(max_iter=2000, fit_intercept=False).fit(Xn, yn), sigma
+    eps = gaussian_epsilon(sigma, LOCAL_DP_SENSITIVITY, delta)  # <= epsilon: what the release spends, exactly
+    report = PrivacyReport(method="local DP", epsilon_server=eps, epsilon_client=eps, delta=float(delta),
+                           sigma=sigma, l2_sensitivity=LOCAL_DP_SENSITIVITY, n_parties=None,
+                           events=(events.gaussian_event(sigma, LOCAL_DP_SENSITIVITY),),
+                           notes="every party perturbs its own columns (the label party its label too)")
+    return LogisticRegression(max_iter=2000, fit_intercept=False).fit(Xn, yn), report
 
 
 def nonprivate_fit(X, y):
@@ -456,11 +484,16 @@ def public_split(groups: list[str], n_parties: int) -> tuple[list[int], np.ndarr
 def compare(Xtr, ytr, Xte, yte, *, epsilon, delta, gamma, q, epochs, learning_rate, parties, backend, seed,
             weight_bound=1.0, methods=("sqm", "dpsgd", "local", "nonprivate", "taylor"), progress=False,
             groups=None) -> dict:
-    """Test accuracy and accounting of SQM and each baseline for one seed (an int or None).  ``groups`` (the
+    """Test accuracy and privacy of SQM and each baseline for one seed (an int or None): method -> a row
+    ``{"method", "accuracy", "seconds", "bytes_sent", "report": PrivacyReport, ...}``.  ``groups`` (the
     attribute of each column) makes the parties' split and norm bounds follow attributes (:func:`public_split`)."""
     rng = np.random.default_rng(seed)
     sub = [int(s) for s in rng.integers(0, 2 ** 62, size=4)] if seed is not None else [None] * 4
     out = {}
+
+    def row(name, acc, t0, report, **extra):
+        out[name] = dict(method=report.method, accuracy=float(acc), seconds=time.perf_counter() - t0,
+                         bytes_sent=0, report=report, **extra)
     if "sqm" in methods:
         bounds, data = None, Xtr
         if groups is not None:
@@ -470,39 +503,29 @@ def compare(Xtr, ytr, Xte, yte, *, epsilon, delta, gamma, q, epochs, learning_ra
                                   weight_bound=weight_bound, party_bounds=bounds, seed=sub[0], progress=progress)
         t0 = time.perf_counter()
         m.fit(data, ytr, eval_set=(Xte, yte) if progress else None)
-        r = m.report_
-        out["sqm"] = dict(accuracy=m.score(Xte, yte), test_loss=logistic_loss(m.coef_[0], Xte, yte),
-                          epsilon_server=r["epsilon_server"],
-                          epsilon_client_if_model_shared=r["epsilon_client_if_model_shared"],
-                          clients_observe_during_training=r["clients_observe_during_training"], delta=delta,
-                          gamma=gamma, seconds=time.perf_counter() - t0, training_seconds=r["seconds"],
-                          bytes_sent=int(sum(r["bytes_sent"])), mu=r["mu"], l2_sensitivity=r["l2_sensitivity"],
-                          clipped=r["clipped"], batches_truncated=r["batches_truncated"], b_max=r["b_max"],
-                          rounds=r["rounds"], backend=r["backend"])
+        row("sqm", m.score(Xte, yte), t0, m.report_, test_loss=logistic_loss(m.coef_[0], Xte, yte),
+            training_seconds=m.seconds_, clipped=m.clipped_, batches_truncated=m.batches_truncated_,
+            b_max=m.plan_.b_max, backend=m.backend_)
+        out["sqm"]["bytes_sent"] = int(sum(m.bytes_sent_))
     if "dpsgd" in methods:
         t0 = time.perf_counter()
-        w, eps = dpsgd_fit(Xtr, ytr, epsilon, delta, q, epochs, learning_rate, weight_bound, seed=sub[1])
-        out["dpsgd"] = dict(accuracy=accuracy(w, Xte, yte), epsilon_server=eps,
-                            epsilon_client_if_model_shared=eps, delta=delta,
-                            gamma=None, seconds=time.perf_counter() - t0, bytes_sent=0)
+        w, rep = dpsgd_fit(Xtr, ytr, epsilon, delta, q, epochs, learning_rate, weight_bound, seed=sub[1])
+        row("dpsgd", accuracy(w, Xte, yte), t0, rep)
     if "local" in methods:
         t0 = time.perf_counter()
-        mdl, sigma = local_dp_fit(Xtr, ytr, epsilon, delta, seed=sub[2])
-        out["local"] = dict(accuracy=float(mdl.score(Xte, yte)), epsilon_server=epsilon,
-                            epsilon_client_if_model_shared=epsilon,
-                            delta=delta, gamma=None, seconds=time.perf_counter() - t0, bytes_sent=0, sigma=sigma)
+        mdl, rep = local_dp_fit(Xtr, ytr, epsilon, delta, seed=sub[2])
+        row("local", mdl.score(Xte, yte), t0, rep)
     if "nonprivate" in methods:
         t0 = time.perf_counter()
         mdl = nonprivate_fit(Xtr, ytr)
-        out["nonprivate"] = dict(accuracy=float(mdl.score(Xte, yte)), epsilon_server=math.inf,
-                                 epsilon_client_if_model_shared=math.inf, delta=0.0, gamma=None,
-                                 seconds=time.perf_counter() - t0, bytes_sent=0)
+        row("nonprivate", mdl.score(Xte, yte), t0, PrivacyReport(method="non-private", epsilon_server=math.inf,
+                                                                 epsilon_client=math.inf, delta=0.0))
     if "taylor" in methods:
         t0 = time.perf_counter()
         w = taylor_fit(Xtr, ytr, q, epochs, learning_rate, weight_bound, seed=sub[3])
-        out["taylor"] = dict(accuracy=accuracy(w, Xte, yte), epsilon_server=math.inf,
-                             epsilon_client_if_model_shared=math.inf,
-                             delta=0.0, gamma=None, seconds=time.perf_counter() - t0, bytes_sent=0)
+        row("taylor", accuracy(w, Xte, yte), t0, PrivacyReport(
+            method="Taylor (noiseless)", epsilon_server=math.inf, epsilon_client=math.inf, delta=0.0,
+            notes="SQM's Taylor gradient, sampling and projection in float64, without noise or quantization"))
     return out
 
 
@@ -518,12 +541,15 @@ def _mean(runs: list[dict]) -> dict:
     return out
 
 
-def _fmt(v) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float) and math.isinf(v):
-        return "inf"
-    return f"{v:.4g}" if isinstance(v, float) else str(v)
+UTILITY_COLUMNS = [("accuracy", "accuracy", ".4f"), ("epsilon_server", "eps server"),
+                   ("epsilon_client", "eps client*"), ("delta", "delta", ".3g"), ("seconds", "seconds", ".2f"),
+                   ("bytes_sent", "bytes", ",")]
+
+
+def utility_rows(res: dict) -> list[dict]:
+    """The utility table's rows: each method's metrics with its privacy report's epsilons and delta."""
+    return [{**{k: v for k, v in r.items() if k != "report"}, "epsilon_server": r["report"].epsilon_server,
+             "epsilon_client": r["report"].epsilon_client, "delta": r["report"].delta} for r in res.values()]
 
 
 # ----- real multi-party jobs from a job file (each party reads only its own CSV) ----------------------------
@@ -593,7 +619,7 @@ class LRJobTask:
         res = await lr_party.train_party(ctx, plan, seeds[ctx.pid], block, check_ids=True,
                                          ids_digest=None if table is None else table.ids_digest)
         if ctx.is_server:
-            res["report"] = {**report, "secure_mode": self.secure_mode}
+            res.update(report=report, secure_mode=self.secure_mode, b_max=plan.b_max)
         return res
 
 
@@ -617,26 +643,21 @@ def _run_job(args) -> int:
             w = np.asarray(res["weights"])
             print(f"server: logistic-regression weights over {w.shape[0]} features of {res['n_records']} records "
                   f"(clients' columns {res['col_counts']}, label included at client "
-                  f"{rep['n_parties'] if args.label_party is None else args.label_party + 1})")
-            print(f"  server-observed epsilon {rep['epsilon_server']:.4f}, delta {rep['delta']:g}, gamma "
-                  f"{rep['gamma']:g}, mu {rep['mu']:.4g}, {rep['rounds']} rounds, batch cap {rep['b_max']}")
-            print(f"  clients observe {rep['clients_observe_during_training']} during training; client-observed "
-                  f"epsilon if the server shares the final model with them: "
-                  f"{_fmt(rep['epsilon_client_if_model_shared'])}")
+                  f"{rep.n_parties if args.label_party is None else args.label_party + 1})")
+            print(f"  server-observed epsilon {rep.epsilon_server:.4f}, delta {rep.delta:g}, gamma "
+                  f"{rep.gamma:g}, mu {rep.mu:.4g}, {rep.rounds} rounds, batch cap {res['b_max']}")
+            print(f"  clients observe {CLIENT_VIEW} during training; client-observed epsilon if the server shares "
+                  f"the final model with them: {rep.epsilon_client:.4f}")
             print(f"  ||w|| = {np.linalg.norm(w):.4f}; time {rec.get('seconds', 0):.2f} s, bytes sent by the "
                   f"server {rec.get('bytes_sent', 0):,}")
-            out.update(weights=w.tolist(), epsilon_server=rep["epsilon_server"],
-                       epsilon_client_if_model_shared=rep["epsilon_client_if_model_shared"],
-                       clients_observe_during_training=rep["clients_observe_during_training"],
-                       delta=rep["delta"], gamma=rep["gamma"], report=rep, seconds=rec.get("seconds"))
+            out.update(weights=w, report=rep, seconds=rec.get("seconds"))
         else:
             print(f"client {i} ({res.get('file')}): clipped {res['clipped']} record(s) to its bound, "
                   f"{res['truncated']} batch(es) truncated (known to the clients only)")
             out.setdefault("clients", {})[str(i)] = {"clipped": res["clipped"], "truncated": res["truncated"]}
         out.setdefault("bytes_sent", {})[str(i)] = int(rec.get("bytes_sent", 0))
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=2, default=lambda o: None)
+        write_json(args.json, out)
     return 0
 
 
@@ -660,28 +681,19 @@ def run(args) -> int:
                             groups=attribute_groups(args.dataset, Xtr.shape[1]),
                             progress=not args.no_progress))
     res = _mean(runs)
-    s = res["sqm"]
+    s, rep = res["sqm"], res["sqm"]["report"]
     print(f"logistic regression on {args.dataset}: {Xtr.shape[0]} train / {Xte.shape[0]} test records, "
           f"{Xtr.shape[1]} features, {args.parties} clients (+ server), backend {s['backend']}, {args.runs} run(s)")
-    print(f"  q {q:g}  epochs {epochs}  rounds {s['rounds']}  batch cap {s['b_max']}  lr {lr:g}  "
-          f"||w|| <= {W:g}  gamma {args.gamma:g}  mu {s['mu']:.4g}")
+    print(f"  q {q:g}  epochs {epochs}  rounds {rep.rounds}  batch cap {s['b_max']}  lr {lr:g}  "
+          f"||w|| <= {W:g}  gamma {args.gamma:g}  mu {rep.mu:.4g}")
     print(f"  clipped records per client {s['clipped']}  batches truncated {s['batches_truncated']}")
-    print(f"{'method':>11} {'accuracy':>9} {'eps server':>11} {'eps client*':>12} {'delta':>8} {'seconds':>8} "
-          f"{'bytes':>12}")
-    for k in ("sqm", "dpsgd", "local", "taylor", "nonprivate"):
-        if k in res:
-            v = res[k]
-            print(f"{k:>11} {v['accuracy']:>9.4f} {_fmt(v['epsilon_server']):>11} "
-                  f"{_fmt(v['epsilon_client_if_model_shared']):>12} {_fmt(v['delta']):>8} {v['seconds']:>8.2f} "
-                  f"{v['bytes_sent']:>12,}")
+    print(render_table(utility_rows(res), UTILITY_COLUMNS))
     print(f"  * SQM: {MODEL_SHARED_NOTE}")
     if args.seed is not None:
         print("  --seed: one process derives every party's seed (a local experiment, secure_mode false)")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(dict(dataset=args.dataset, q=q, epochs=epochs, parties=args.parties, learning_rate=lr,
-                           weight_bound=W, secure_mode=args.seed is None, **res,
-                           per_run=runs), f, indent=2, default=lambda o: None)
+        write_json(args.json, dict(dataset=args.dataset, q=q, epochs=epochs, parties=args.parties, learning_rate=lr,
+                                   weight_bound=W, secure_mode=args.seed is None, **res, per_run=runs))
     return 0
 
 

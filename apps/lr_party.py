@@ -26,11 +26,11 @@ sampling seed (never sent to the server).  So clients observe nothing of the noi
 client-observed epsilon (Eq. 21) is the guarantee of a final model the server chooses to share with them.
 
 Batch-size cap: the batch size is Binomial(N, q); ``b_max`` is the smallest size with
-R * P(Binomial(N, q) > b_max) <= 2^-40 over the R rounds.  If a batch is nevertheless larger, the clients
+R * P(Binomial(N, q) > b_max) <= 2^-40 = eta over the R rounds.  If a batch is nevertheless larger, the clients
 keep a uniformly random subset of b_max of its records (shared randomness) and count the event (the count
-stays with the clients).  The output differs from the untruncated mechanism's only on that event, so the
-run is (epsilon, delta + R P(overflow))-DP; mu is calibrated at delta minus that probability, so the total
-is the requested delta.
+stays with the clients).  The output differs from the uncapped mechanism's only on that event, so the run is
+(epsilon, delta_mu + (1 + e^epsilon) eta)-DP; mu is calibrated at delta_mu = delta minus that, so the total is
+the requested delta (:meth:`apps.logreg.SQMLogisticRegression.plan`).
 """
 from __future__ import annotations
 

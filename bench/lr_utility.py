@@ -18,6 +18,7 @@ import numpy as np
 from tqdm import tqdm
 
 from bench.common import finish
+from sqm.report import render_table
 
 from apps.logreg import DATASETS, DEFAULT_Q, attribute_groups, compare, load_dataset, paper_epochs
 
@@ -49,7 +50,7 @@ def run(dataset="adult", data_dir=None, epsilons=(0.5, 1, 2, 4, 8), gammas=(1024
         acc = [v["accuracy"] for v in vals]
         rows.append(dict(epsilon=e, method=method, accuracy=float(np.mean(acc)), accuracy_std=float(np.std(acc)),
                          runs=len(acc), epochs=paper_epochs(e),
-                         epsilon_server=float(np.max([v["epsilon_server"] for v in vals])),
+                         epsilon_server=float(np.max([v["report"].epsilon_server for v in vals])),
                          seconds=float(np.mean([v["seconds"] for v in vals]))))
     ref = {k: float(np.mean([r[k]["accuracy"] for r in refs])) for k in ("nonprivate", "taylor")}
     checks = []
@@ -78,12 +79,12 @@ def print_table(rep: dict) -> None:
     print(f"  references: majority class {rep['majority']:.4f}, non-private scikit-learn {rep['nonprivate']:.4f}, "
           f"noiseless Taylor gradient (same schedule) {rep['taylor_noiseless']:.4f}")
     methods = sorted({r["method"] for r in rep["rows"]}, key=lambda m: (not m.startswith("sqm"), m))
-    eps = sorted({r["epsilon"] for r in rep["rows"]})
-    print(f"{'epsilon':>8} {'epochs':>6} " + " ".join(f"{m:>12}" for m in methods))
-    for e in eps:
+    table = []
+    for e in sorted({r["epsilon"] for r in rep["rows"]}):
         cells = {r["method"]: r for r in rep["rows"] if r["epsilon"] == e}
-        print(f"{e:>8g} {cells[methods[0]]['epochs']:>6} " + " ".join(
-            f"{cells[m]['accuracy']:>6.4f}±{cells[m]['accuracy_std']:.3f}" for m in methods))
+        table.append({"epsilon": e, "epochs": cells[methods[0]]["epochs"],
+                      **{m: f"{cells[m]['accuracy']:.4f}±{cells[m]['accuracy_std']:.3f}" for m in methods}})
+    print(render_table(table, [("epsilon", "epsilon", "g"), "epochs"] + methods))
     for c in rep["checks"]:
         print(f"  epsilon {c['epsilon']:g}: DPSGD - SQM(gamma {c['gamma']}) = {c['gap_points']:+.2f} points "
               f"(target <= 1.5: {'met' if c['within_1_5'] else 'NOT met'}); local DP below both: "

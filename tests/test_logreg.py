@@ -111,13 +111,13 @@ def test_in_process_runs_are_reproducible_and_seeded_apart():
     y = (X[:, 0] + X[:, 1] > 0).astype(int)
     models = [SQMLogisticRegression(4.0, 1e-5, 256, 0.25, 1, 1.0, "in-process", 3, seed=s).fit(X, y)
               for s in (7, 7, 8)]
-    assert models[0].report_["backend"] == "in-process"
+    assert models[0].backend_ == "in-process"
     assert np.array_equal(models[0].coef_, models[1].coef_)
     assert not np.array_equal(models[0].coef_, models[2].coef_)
     over = [int(np.sum(np.linalg.norm(b, axis=1) > np.sqrt(1 / 3))) for b in np.split(X, 3, axis=1)]
-    assert models[0].report_["clipped"] == over and over[0] >= 1
-    assert min(models[0].report_["bytes_sent"]) > 0  # the frames travel through the mailboxes
-    assert models[0].report_["secure_mode"] is False  # seeded: one process knows every party's seed
+    assert models[0].clipped_ == over and over[0] >= 1
+    assert min(models[0].bytes_sent_) > 0  # the frames travel through the mailboxes
+    assert models[0].secure_mode_ is False  # seeded: one process knows every party's seed
 
 
 def test_breast_cancer_accuracy_within_3_points_of_sklearn():
@@ -128,20 +128,29 @@ def test_breast_cancer_accuracy_within_3_points_of_sklearn():
     assert res["sqm"]["accuracy"] >= res["nonprivate"]["accuracy"] - 0.03
 
 
-def test_calibration_meets_target_epsilon():
+def test_calibration_meets_target_epsilon_with_the_batch_cap_in_delta(monkeypatch):
+    """mu meets the server-observed (epsilon, delta) with the batch cap's failure probability eta entering delta as
+    (1 + e^epsilon) eta; a cap failing often enough (2^-20 instead of 2^-40) shows the difference from eta alone."""
+    import math
+
+    from apps import logreg
+
     Xtr, ytr, _, _ = load_dataset("breast_cancer")
+    monkeypatch.setattr(logreg, "batch_cap", lambda n, q, r: batch_cap(n, q, r, log2_failure=-20))
     m = SQMLogisticRegression(1.0, 1e-5, 1024.0, 0.05, 2, seed=0)
     plan, rep = m.plan(Xtr.shape[0], [10, 10, 10], 2)
-    assert rep["rounds"] == 40 and plan.mu > 0
-    eps = accounting.server_epsilon(plan.mu, 1e-5 - rep["batch_overflow_probability"], rep["l1_sensitivity"],
-                                    rep["l2_sensitivity"], q=0.05, rounds=40)
-    assert 0.99 <= eps <= 1.0
-    assert rep["epsilon_server"] <= 1.0
-    eps_c = accounting.client_epsilon(plan.mu, 1e-5 - rep["batch_overflow_probability"], rep["l1_sensitivity"],
-                                      rep["l2_sensitivity"], 3, rounds=40)
+    eta = batch_cap(plan.n_records, 0.05, 40, log2_failure=-20)[1]
+    assert rep.rounds == 40 and plan.mu > 0 and 1e-7 < eta <= 2.0 ** -20
+    delta_mu = 1e-5 - (1 + math.e) * eta
+    eps = accounting.server_epsilon(plan.mu, delta_mu, rep.l1_sensitivity, rep.l2_sensitivity, q=0.05, rounds=40)
+    assert 0.99 <= eps <= 1.0 and rep.epsilon_server <= 1.0
+    # with eta alone in delta, this mu would not meet epsilon 1 at the smaller delta: the test can fail
+    alone = accounting.calibrate_mu(1.0, 1e-5 - eta, rep.l1_sensitivity, rep.l2_sensitivity, q=0.05, rounds=40)
+    assert alone.mu < plan.mu / (1 + 1e-6)
+    eps_c = accounting.client_epsilon(plan.mu, delta_mu, rep.l1_sensitivity, rep.l2_sensitivity, 3, rounds=40)
     # clients observe only shares during training: the client-observed epsilon is that of a shared final model
-    assert "epsilon_client" not in rep and rep["clients_observe_during_training"] == "nothing (only Shamir shares)"
-    assert rep["epsilon_client_if_model_shared"] == pytest.approx(eps_c) and eps_c > 1.0
+    assert "shares" in rep.notes and rep.epsilon_client == pytest.approx(eps_c) and eps_c > 1.0
+    assert rep.events and rep.method == "SQM" and rep.scale == 1024.0 ** 3
 
 
 def test_batch_cap_failure_probability():
@@ -186,7 +195,7 @@ def test_clipping_counted_per_party():
     X[10, 4:] = 3.0  # one record of party 2
     y = rng.integers(0, 2, 30)
     m = SQMLogisticRegression(2.0, backend="in-process", sampling_rate=0.5, epochs=1, noise=False, seed=0).fit(X, y)
-    assert m.report_["clipped"] == [4, 0, 1]
+    assert m.clipped_ == [4, 0, 1]
 
 
 def test_local_dp_noise_is_the_optimum_at_sensitivity_sqrt2():
@@ -204,8 +213,10 @@ def test_local_dp_noise_is_the_optimum_at_sensitivity_sqrt2():
     y = (X[:, 0] > 0).astype(int)
     worst = np.linalg.norm(np.r_[X[0], 1.0])  # a unit row labelled 1 against its absence (a zero row)
     assert LOCAL_DP_SENSITIVITY == pytest.approx(worst) == np.sqrt(2)
-    model, sigma = local_dp_fit(X, y, 1.0, 1e-5, seed=0)
+    model, rep = local_dp_fit(X, y, 1.0, 1e-5, seed=0)
+    sigma = rep.sigma
     assert sigma == gaussian_sigma(np.sqrt(2), 1.0, 1e-5) and model.coef_.shape == (1, 4)
+    assert rep.l2_sensitivity == LOCAL_DP_SENSITIVITY and 0.999 < rep.epsilon_server <= 1.0
     for factor, meets in ((1.0, True), (0.98, False)):
         acc = pld_privacy_accountant.PLDAccountant()
         acc.compose(dp_accounting.GaussianDpEvent(factor * sigma / np.sqrt(2)))
@@ -214,8 +225,9 @@ def test_local_dp_noise_is_the_optimum_at_sensitivity_sqrt2():
 
 def test_dpsgd_and_taylor_baselines_run_and_account():
     Xtr, ytr, Xte, yte = load_dataset("breast_cancer")
-    w, eps = dpsgd_fit(Xtr, ytr, 2.0, 1e-5, 0.05, 2, 1.0, seed=0)
-    assert 1.95 <= eps <= 2.0 and np.linalg.norm(w) <= 1.0 + 1e-6  # calibrated at the target by Opacus' PRV
+    w, rep = dpsgd_fit(Xtr, ytr, 2.0, 1e-5, 0.05, 2, 1.0, seed=0)
+    assert rep.method == "DPSGD" and rep.rounds == 40 and rep.sigma > 0
+    assert 1.95 <= rep.epsilon_server <= 2.0 and np.linalg.norm(w) <= 1.0 + 1e-6  # calibrated at the target by Opacus' PRV
     wt = taylor_fit(Xtr, ytr, 0.05, 5, 1.0, seed=0)
     assert np.mean((Xte @ wt > 0) == yte) > 0.85
 
@@ -284,8 +296,9 @@ def test_job_file_mode_equals_estimator_and_refuses_misaligned_records(tmp_path)
     est = SQMLogisticRegression(4.0, 1e-5, 256.0, 0.25, 1, 1.0, "in-process", seed=5).fit(
         VerticalData([X[:, :2], X[:, 2:4], X[:, 4:]]), y)
     assert np.array_equal(np.asarray(recs[0]["result"]["weights"]), est.coef_[0])
-    assert recs[0]["result"]["report"]["epsilon_server"] <= 4.0
-    assert recs[0]["result"]["report"]["secure_mode"] is False
+    assert recs[0]["result"]["report"].epsilon_server <= 4.0
+    assert recs[0]["result"]["report"] == est.report_
+    assert recs[0]["result"]["secure_mode"] is False
     assert all("weights" not in r["result"] for r in recs[1:])
     with pytest.raises(MPCError, match="client 3 refused: its file has no label column") as e:
         run_job_in_process(job, LRJobTask(4.0, 1e-5, 256.0, 0.25, 1, 1.0, label_column="y"))
