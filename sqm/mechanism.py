@@ -27,7 +27,7 @@ from mpc.party import PartyProgram
 
 from . import accounting, events
 from .client import client_input
-from .compensation import CompensatedPolynomial, check_rounding
+from .compensation import check_rounding
 from .polynomial import StructuredPolynomial
 from .report import PrivacyReport
 from .rng import make_rng, spawn_seeds
@@ -309,12 +309,3 @@ class SQM:
                          seconds=time.perf_counter() - t0,
                          bytes_sent=[int(r.get("bytes_sent", 0)) for r in records], field_bits=out.field_bits,
                          backend=self.backend.name, max_rss_bytes=[int(r.get("max_rss_bytes", 0)) for r in records])
-
-    def job(self, comp: CompensatedPolynomial, clients, col_real_bounds, n_records: int, mu: float,
-            owner=None) -> Job:
-        """DEPRECATED (until apps.pca moves to :meth:`round_plan` and :func:`sqm_round`): a backend job."""
-        col_bounds = [math.ceil(self.gamma * float(b)) for b in col_real_bounds]
-        return Job(program=comp.program(), clients=clients, col_bounds=col_bounds,
-                   n_records=int(self.max_records or n_records),
-                   addend_bound=skellam_tail_bound(mu, self.polynomial.n_out),
-                   var_owner=None if owner is None else [int(o) for o in owner])

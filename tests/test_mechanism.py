@@ -105,3 +105,64 @@ def test_calibrated_mu_is_minimal():
     assert eps_s <= 2.0 + 1e-9
     eps_less, _ = accounting.privacy_report(0.99 * report.mu, 1e-5, sens.l1, sens.l2, n_parties=2)
     assert eps_less > 2.0
+
+
+# ----- per-column bounds, the structured-polynomial interface, sqm_round in a long-lived program ----------
+def test_column_bounds_per_column_and_groups_must_stay_in_one_party():
+    from sqm.vertical import ColumnBounds
+
+    X = digits_like(30, 4) * 2
+    data = VerticalData.split(X, 2)
+    res = SQM(covariance(4), 64.0, mu=10.0, column_bounds=[0.5, 0.5, 0.25, 2.0], seed=0).run(data)
+    assert res.clipped[1] == int(np.sum(np.abs(X[:, 2]) > 0.25))  # column 3 clipped alone, column 4 within 2
+    spans = ColumnBounds(((0, 1, 2), (3,)), (1.0, 1.0))
+    with pytest.raises(ValueError, match=r"spans parties \[1, 2\]"):
+        SQM(covariance(4), 64.0, mu=10.0, column_bounds=spans).run(data)
+    with pytest.raises(ValueError, match="not both"):
+        SQM(covariance(4), 64.0, mu=10.0, column_bounds=[1.0] * 4, party_bounds=[0.5, 0.5])
+
+
+def test_sqm_round_in_a_long_lived_party_program():
+    """Two releases awaited by one program per party (in process): the first equals SQM.run's bit for bit."""
+    from mpc.inprocess import run_in_process
+    from mpc.party import PartyProgram
+    from sqm.mechanism import sqm_round
+    from sqm.rng import make_rng, spawn_seeds
+
+    data = VerticalData.split(digits_like(40, 4), 2)
+    mech = SQM(covariance(4), 256.0, mu=50.0, seed=11)
+    plan, _ = mech.round_plan(data.col_counts, data.n_records)
+
+    class TwoRounds(PartyProgram):
+        def __init__(self, seed, block=None):
+            self.seed, self.block = seed, block
+
+        async def run(self, ctx):
+            rng = make_rng(self.seed)
+            return [await sqm_round(ctx, mech.polynomial, self.block, plan, rng) for _ in range(2)]
+
+    seeds = spawn_seeds(11, 3)
+    recs = run_in_process([TwoRounds(None)] + [TwoRounds(s, b) for s, b in zip(seeds[1:], data.blocks)])
+    first, second = recs[0]["result"]
+    assert list(first.raw) == list(mech.run(data).raw)
+    assert list(second.raw) != list(first.raw)  # fresh rounding and noise: the clients' streams go on
+    assert recs[1]["result"][0].clipped == mech.run(data).clipped[0] and recs[1]["result"][0].raw is None
+
+
+def test_clients_refuse_coefficients_that_are_not_roundings():
+    """Public coefficients are checked by every client before any share is sent."""
+    from mpc.launch import MPCError
+    from sqm.compensation import CompensatedPolynomial
+    from sqm.polynomial import Polynomial
+
+    class Cheating(Polynomial):
+        def compensate(self, gamma, seed=None, preprocess="auto"):
+            good = super().compensate(gamma, seed, preprocess)
+            return CompensatedPolynomial(self, gamma, (good.int_coefs[0] + 5,) + good.int_coefs[1:], good.scale, True)
+
+    p = Polynomial.from_exponents([[0.3, 1.0]], [[[1, 0], [1, 1]]])
+    cheat = Cheating(p.n_vars, p.n_out, p.term_out, p.term_coef, p.term_vars)
+    data = VerticalData.split(digits_like(20, 2), 2)
+    assert SQM(p, 64.0, mu=10.0, seed=0).run(data).raw is not None
+    with pytest.raises(MPCError, match="not a rounding"):
+        SQM(cheat, 64.0, mu=10.0, seed=0).run(data)
