@@ -493,7 +493,13 @@ def run_programs(programs: list, backend: str, timeout: float = 3600.0, threads:
         return run_parties(programs, timeout=timeout)
     if backend != "plain":
         raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
-    from mpc.inprocess import run_in_process
+    import sys
+
+    argv, sys.argv = sys.argv, sys.argv[:1]  # importing MPyC parses the command line (sqm's `--b` is ambiguous there)
+    try:
+        from mpc.inprocess import run_in_process
+    finally:
+        sys.argv = argv
 
     torch = _torch()
     old = torch.get_num_threads()
@@ -744,6 +750,9 @@ def method_privacy(cfg: VFLConfig, M: int):
     epsilon of each client's Gaussian releases (which the server sees directly): for the paper's sigma it is
     much smaller than PBM's (that noise matches PBM's variance, not its privacy); the equal-epsilon baseline is
     calibrated to PBM's.  NPQ: no privacy."""
+    from dp_accounting.dp_event import SelfComposedDpEvent
+
+    from sqm.events import PBMDpEvent, gaussian_event
     from sqm.report import PrivacyReport
 
     common = dict(method=METHOD_LABELS[cfg.method], n_parties=M, rounds=cfg.epochs)
@@ -751,16 +760,21 @@ def method_privacy(cfg: VFLConfig, M: int):
         return PrivacyReport(epsilon_server=math.inf, delta=0.0, notes="no privacy, no quantization", **common)
     rep = pbm_privacy(cfg, M)
     if cfg.method == "pbm":
+        event = PBMDpEvent(cfg.b, cfg.beta, M, cfg.embedding_size, "feature")
         return PrivacyReport(epsilon_server=rep.epsilon_feature, delta=cfg.delta,
+                             events=(SelfComposedDpEvent(event, cfg.epochs),),
                              notes=f"feature-level, b={cfg.b}, beta={cfg.beta:g}, P={cfg.embedding_size}; "
                                    f"sample-level epsilon {rep.epsilon_sample:.4g}", **common)
     sigma = noise_sigma(cfg, M)
     eps = rep.epsilon_feature if cfg.method == "ldp_eq" else ldp_epsilon(sigma, cfg)
     how = ("Gaussian calibrated to PBM's epsilon" if cfg.method == "ldp_eq" else
            "the paper's sigma^2 = 2 M C^2 / (b beta^2): matched variance, not calibrated to epsilon")
+    event = gaussian_event(sigma, ldp_sensitivity(cfg.embedding_size, 1, cfg.C))
     return PrivacyReport(epsilon_server=eps, epsilon_client=eps, delta=cfg.delta, sigma=sigma,
                          l2_sensitivity=ldp_sensitivity(cfg.embedding_size, cfg.epochs, cfg.C),
-                         notes=f"feature-level, per client; {how}", **common)
+                         events=(SelfComposedDpEvent(event, cfg.epochs),),
+                         notes=f"feature-level, per client; exact Gaussian epsilon (the events' RDP composition "
+                               f"is looser); {how}", **common)
 
 
 def privacy_reports(cfg: VFLConfig, M: int) -> dict:

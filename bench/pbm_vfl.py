@@ -4,8 +4,11 @@
     sqm bench pbm-vfl --full --json pbm.json   # the paper's grid: b in {8,16,32,64}, beta in {.1,.15,.2,.25},
                                                # 5 and 10 parties, 100 epochs, 3 runs
 
-The sweep runs the plain backend (one-process SIMULATION of the same algorithm, same code path; tests prove
-it releases the same sums as the MPyC party processes).  ``--mpyc-epochs`` adds two short runs with one real
+The sweep runs the plain backend (the same party programs in one process, a SIMULATION; a test proves it
+releases the same sums, metrics and parameters as the MPyC party processes, bit for bit).  Two LDP baselines:
+the paper's (sigma^2 = 2 M / (b beta^2), matched variance: it has a much SMALLER epsilon than PBM, so "PBM above
+LDP" compares unequal privacy) and LDP at PBM's accounted feature-level (epsilon, delta) over the same epochs
+(``ldp_eq``, :func:`apps.pbm_vfl.ldp_sigma_equal_epsilon`); each row records its epsilon.  ``--mpyc-epochs`` adds two short runs with one real
 MPyC process per party (BGW secure sum, and the paper's Protocol 0 pairwise-masked sum) to record the time
 per iteration, the share spent in the secure sum and the bytes the runtime sent, next to the paper's cost
 model T B M P (log2(b M) + 32) bits.
@@ -27,7 +30,7 @@ TABLE3_EPOCHS = {(8, 0.1): None, (8, 0.15): 86, (8, 0.2): 41, (8, 0.25): 23,
                  (32, 0.1): 35, (32, 0.15): 12, (32, 0.2): 5, (32, 0.25): 3,
                  (64, 0.1): 15, (64, 0.15): 4, (64, 0.2): 3, (64, 0.25): 2, "npq": 2}
 TARGET = 0.9
-METHOD_IDS = {"npq": 0, "pbm": 1, "ldp": 2}
+METHOD_IDS = {"npq": 0, "pbm": 1, "ldp": 2, "ldp_eq": 3}
 
 
 def _epochs_to(history, key="train_running_auprc", target=TARGET):
@@ -51,7 +54,7 @@ def _summary(r, M, P, b) -> dict:
 
 def run(parties=(5, 10), bs=(16, 64), betas=(0.1, 0.25), epochs=6, repeats=1, hidden=256, lr=0.01,
         optimizer="sgd", data=None, seed=0, mpyc_epochs=1, progress=True) -> dict:
-    from apps.pbm_vfl import VFLConfig, train_vfl, load_split
+    from apps.pbm_vfl import VFLConfig, load_split, method_privacy, train_vfl
 
     out = {"config": dict(parties=list(parties), b=list(bs), beta=list(betas), epochs=epochs, repeats=repeats,
                           hidden=hidden, lr=lr, optimizer=optimizer, batch_size=100, embedding_size=16,
@@ -61,7 +64,7 @@ def run(parties=(5, 10), bs=(16, 64), betas=(0.1, 0.25), epochs=6, repeats=1, hi
         jobs.append((M, "npq", None, None))
         for b in bs:
             for beta in betas:
-                jobs += [(M, "pbm", b, beta), (M, "ldp", b, beta)]
+                jobs += [(M, "pbm", b, beta), (M, "ldp", b, beta), (M, "ldp_eq", b, beta)]
     bar = tqdm(total=len(jobs) * repeats, desc="pbm-vfl bench", disable=not progress)
     splits = {}
     for M, method, b, beta in jobs:
@@ -86,9 +89,11 @@ def run(parties=(5, 10), bs=(16, 64), betas=(0.1, 0.25), epochs=6, repeats=1, hi
             agg["gbits_to_target"] = agg["bits_model"] / epochs * agg["epochs_to_target"] / 1e9
         else:
             agg["gbits_to_target"] = None
-        paper = TABLE3_EPOCHS.get("npq" if method == "npq" else (b, beta), "n/a") if M == 5 and method != "ldp" \
-            else "n/a"
-        out["runs"].append(dict(parties=M, method=method, b=b, beta=beta, paper_epochs=paper, runs=reps, **agg))
+        paper = TABLE3_EPOCHS.get("npq" if method == "npq" else (b, beta), "n/a") \
+            if M == 5 and method in ("npq", "pbm") else "n/a"
+        eps = method_privacy(cfg, M).epsilon_server
+        out["runs"].append(dict(parties=M, method=method, b=b, beta=beta, paper_epochs=paper, epsilon=eps,
+                                sigma=r.sigma, runs=reps, **agg))
     bar.close()
     out["checks"] = _checks(out["runs"], epochs)
     if mpyc_epochs:
@@ -100,20 +105,22 @@ def run(parties=(5, 10), bs=(16, 64), betas=(0.1, 0.25), epochs=6, repeats=1, hi
 
 def _checks(runs, epochs) -> dict:
     by = {(r["parties"], r["method"], r["b"], r["beta"]): r for r in runs}
-    checks = {"pbm_above_ldp": [], "near_npq_b64_beta025": [], "epochs_vs_table3": []}
+    checks = {"pbm_above_ldp": [], "pbm_above_ldp_eq": [], "near_npq_b64_beta025": [], "epochs_vs_table3": []}
     for (M, method, b, beta), r in by.items():
         if method != "pbm":
             continue
-        ldp = by[(M, "ldp", b, beta)]
-        checks["pbm_above_ldp"].append(dict(parties=M, b=b, beta=beta, pbm=r["test_auprc"], ldp=ldp["test_auprc"],
-                                            ok=r["test_auprc"] > ldp["test_auprc"]))
+        for base in ("ldp", "ldp_eq"):
+            ldp = by[(M, base, b, beta)]
+            checks[f"pbm_above_{base}"].append(dict(parties=M, b=b, beta=beta, pbm=r["test_auprc"],
+                                                    ldp=ldp["test_auprc"], epsilon_pbm=r["epsilon"],
+                                                    epsilon_ldp=ldp["epsilon"], ok=r["test_auprc"] > ldp["test_auprc"]))
         if b == 64 and beta == 0.25:
             npq = by[(M, "npq", None, None)]
             checks["near_npq_b64_beta025"].append(dict(parties=M, pbm=r["test_auprc"], npq=npq["test_auprc"],
                                                        gap_points=100 * (npq["test_auprc"] - r["test_auprc"]),
                                                        ok=npq["test_auprc"] - r["test_auprc"] <= 0.02))
     for (M, method, b, beta), r in by.items():
-        if M != 5 or method == "ldp":
+        if M != 5 or method not in ("npq", "pbm"):
             continue
         paper, ours = r["paper_epochs"], r["epochs_to_target"]
         if paper == "n/a":
@@ -158,22 +165,27 @@ def print_report(out) -> None:
     c = out["config"]
     print(f"PBM-VFL on phishing ({c['backend']}), {c['epochs']} epochs, {c['repeats']} run(s), "
           f"{c['optimizer']} lr {c['lr']}, hidden {c['hidden']}, B 100, P 16; target train AUPRC {TARGET}")
-    print(f"{'M':>3} {'method':>6} {'b':>4} {'beta':>5} {'test AUPRC':>10} {'test acc':>8} {'best AUPRC':>10} "
-          f"{'ep->0.9':>7} {'paper':>5} {'Gbit->0.9':>9} {'ms/iter':>7}")
-    for r in out["runs"]:
-        print(f"{r['parties']:>3} {r['method']:>6} {_fmt(r['b'], 'd') if r['b'] else '-':>4} "
-              f"{_fmt(r['beta'], '.2f') if r['beta'] else '-':>5} {_fmt(r['test_auprc']):>10} "
-              f"{_fmt(r['test_accuracy']):>8} {_fmt(r['best_test_auprc']):>10} "
-              f"{_fmt(r['epochs_to_target'], 'g') if r['epochs_to_target'] else '>' + str(c['epochs']):>7} "
-              f"{_fmt(r['paper_epochs'], 'g'):>5} {_fmt(r['gbits_to_target'], '.3f'):>9} "
-              f"{r['ms_per_iteration']:>7.1f}")
+    from apps.pbm_vfl import METHOD_LABELS
+    from sqm.report import render_table
+
+    rows = [{"method": METHOD_LABELS[r["method"]], "M": r["parties"], "b": r["b"] or "-",
+             "beta": r["beta"] or "-", "epsilon": _fmt(r["epsilon"], ".4g"), "sigma": _fmt(r["sigma"], ".3f"),
+             "test AUPRC": _fmt(r["test_auprc"]), "test acc": _fmt(r["test_accuracy"]),
+             "best AUPRC": _fmt(r["best_test_auprc"]),
+             "ep->0.9": _fmt(r["epochs_to_target"], "g") if r["epochs_to_target"] else f">{c['epochs']}",
+             "paper": _fmt(r["paper_epochs"], "g"), "Gbit->0.9": _fmt(r["gbits_to_target"], ".3f"),
+             "ms/iter": f"{r['ms_per_iteration']:.1f}"} for r in out["runs"]]
+    print(render_table(rows, list(rows[0])))
     ch = out["checks"]
     for x in ch["near_npq_b64_beta025"]:
         print(f"target b=64 beta=0.25 within 2 points of NPQ ({x['parties']} parties): PBM {x['pbm']:.4f} vs NPQ "
               f"{x['npq']:.4f} (gap {x['gap_points']:.2f} points) -> {'met' if x['ok'] else 'NOT met'}")
-    bad = [x for x in ch["pbm_above_ldp"] if not x["ok"]]
-    print(f"PBM-VFL above LDP (final test AUPRC): {len(ch['pbm_above_ldp']) - len(bad)}/{len(ch['pbm_above_ldp'])}"
-          + ("" if not bad else f"; not for {[(x['parties'], x['b'], x['beta']) for x in bad]}"))
+    for base, what in (("ldp", "the paper's LDP (matched variance, smaller epsilon)"),
+                       ("ldp_eq", "LDP at PBM's epsilon")):
+        xs = ch[f"pbm_above_{base}"]
+        bad = [x for x in xs if not x["ok"]]
+        print(f"PBM-VFL above {what} (final test AUPRC): {len(xs) - len(bad)}/{len(xs)}"
+              + ("" if not bad else f"; not for {[(x['parties'], x['b'], x['beta']) for x in bad]}"))
     ev = ch["epochs_vs_table3"]
     print(f"epochs to 0.9 within a factor 2 of Table 3 (5 parties): {sum(1 for x in ev if x['ok'])} yes, "
           f"{sum(1 for x in ev if x['ok'] is False)} no, {sum(1 for x in ev if x['ok'] is None)} undecided "
@@ -231,15 +243,17 @@ def plot(out: dict, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from apps.pbm_vfl import METHOD_LABELS
+
     parties = sorted({r["parties"] for r in out["runs"]})
     fig, axes = plt.subplots(1, len(parties), figsize=(6 * len(parties), 4), squeeze=False)
     for ax, M in zip(axes[0], parties):
         for r in out["runs"]:
             if r["parties"] != M:
                 continue
-            lab = "NPQ" if r["method"] == "npq" else f"{r['method'].upper()} b={r['b']} beta={r['beta']}"
+            lab = "NPQ" if r["method"] == "npq" else f"{METHOD_LABELS[r['method']]} b={r['b']} beta={r['beta']}"
             ax.plot(range(1, len(r["auprc_by_epoch"]) + 1), r["auprc_by_epoch"], label=lab,
-                    linestyle="--" if r["method"] == "ldp" else "-")
+                    linestyle={"ldp": "--", "ldp_eq": ":"}.get(r["method"], "-"))
         ax.set_title(f"phishing, {M} parties")
         ax.set_xlabel("epoch")
         ax.set_ylabel("test AUPRC")
