@@ -648,3 +648,49 @@ def run_one(spec: JobSpec, index: int, task: JobTask, timeout: float = 3600.0,
             raise MPCError(f"{party_name(index)} exited {code}; no result released (see its message above)",
                            codes={index: code})
         return job.load(rf)
+
+
+def job_command(args, make_task, server_summary) -> int:
+    """``sqm <app> --job``: the one job-mode driver of every application command.
+
+    Checks the seed policy and the job file, builds the task (``make_task()``), runs the parties of this
+    machine (:func:`run_job` with :func:`apps.options.job_run_options`: processes, or ``--backend plain`` in
+    process; an :class:`mpc.launch.MPCError` makes ``sqm`` exit with the job's exit code), prints the server's
+    privacy report as a table, its ledger entry and ``server_summary(result)`` (the app's lines; returns its
+    JSON fields), and each client's own counts (clipped rows are known to that party only), and writes
+    ``--json``."""
+    from sqm.report import render_table, write_json
+
+    from .options import job_run_options
+
+    secure_mode = seed_policy(args.seed, args.insecure_reproducible)  # a seed without the opt-in: refused
+    spec = load_job(args.job)
+    task = make_task()
+    recs = run_job(spec, task, args.index, **job_run_options(args))
+    if not secure_mode:
+        print("secure_mode: false (--insecure-reproducible: every party's noise can be regenerated from the seed)")
+    out = {"job": spec.path, "dataset": spec.dataset_id, "secure_mode": secure_mode, "clients": {},
+           "bytes_sent": {}}
+    for i, rec in enumerate(recs):
+        if rec is None:
+            continue
+        res = rec["result"]
+        if i == 0:
+            rep = res["report"]
+            out.update(server_summary(res))
+            print(render_table([{**rep, "seconds": rec.get("seconds"), "bytes": rec.get("bytes_sent")}],
+                               ["epsilon_server", "epsilon_client", "delta", "gamma", "mu", "seconds", "bytes"]))
+            if res.get("ledger") is not None:
+                print(f"ledger: {res['ledger']}")
+            out.update(report=rep, epsilon_server=rep["epsilon_server"], epsilon_client=rep.get("epsilon_client"),
+                       seconds=rec.get("seconds"), ledger=res.get("ledger"))
+        else:
+            mine = {k: res[k] for k in ("rows", "cols", "clipped") if k in res}
+            print(f"client {i} ({res.get('file')}): {mine.get('rows')} records x {mine.get('cols')} columns"
+                  + (f", clipped {mine['clipped']} row(s) to its bound (known to this party only)"
+                     if "clipped" in mine else ""))
+            out["clients"][str(i)] = mine
+        out["bytes_sent"][str(i)] = int(rec.get("bytes_sent", 0))
+    if args.json:
+        write_json(args.json, out)
+    return 0

@@ -480,45 +480,20 @@ def _run_cli(args) -> int:
 
 
 def _run_job(args) -> int:
-    from sqm.report import render_table, write_json
+    from .jobfile import job_command
 
-    from .jobfile import load_job, run_job, seed_policy
-    from .options import job_run_options
+    def task():
+        return PCAJobTask(args.components, args.epsilon, args.delta, args.gamma, args.row_norm_bound,
+                          seed=args.seed, insecure_reproducible=args.insecure_reproducible)
 
-    secure_mode = seed_policy(args.seed, args.insecure_reproducible)  # a seed without the opt-in: refused
-    spec = load_job(args.job)
-    task = PCAJobTask(args.components, args.epsilon, args.delta, args.gamma, args.row_norm_bound, seed=args.seed,
-                      insecure_reproducible=args.insecure_reproducible)
-    recs = run_job(spec, task, args.index, **job_run_options(args))  # MPCError: sqm exits with its exit_code
-    if not secure_mode:
-        print("secure_mode: false (--insecure-reproducible: every party's noise can be regenerated from the seed)")
-    out = {"job": spec.path, "delta": args.delta, "gamma": args.gamma, "secure_mode": secure_mode}
-    for i, rec in enumerate(recs):
-        if rec is None:
-            continue
-        res = rec["result"]
-        if i == 0:
-            rep = res["report"]
-            print(f"server: {len(res['components'])} components of {res['n_records']} records x "
-                  f"{sum(res['col_counts'])} columns (clients' columns {res['col_counts']})")
-            print(render_table([{**rep, "seconds": rec.get("seconds"), "bytes": rec.get("bytes_sent")}],
-                               ["epsilon_server", "epsilon_client", "delta", "gamma", "mu", "seconds", "bytes"]))
-            print("  explained variance (per record): " + ", ".join(f"{v:.4g}" for v in res["explained_variance"]))
-            if "ledger" in res:
-                print(f"  ledger: {res['ledger']}")
-            out.update(components=np.asarray(res["components"]).tolist(),
-                       explained_variance=np.asarray(res["explained_variance"]).tolist(),
-                       epsilon_server=rep["epsilon_server"], epsilon_client=rep["epsilon_client"], report=rep,
-                       seconds=rec.get("seconds"), ledger=res.get("ledger"))
-        else:
-            print(f"client {i} ({res.get('file')}): {res['rows']} records x {res['cols']} columns, clipped "
-                  f"{res['clipped']} row(s) to its bound (known to this party only)")
-            out.setdefault("clients", {})[str(i)] = {"clipped": res["clipped"], "rows": res["rows"],
-                                                     "cols": res["cols"]}
-        out.setdefault("bytes_sent", {})[str(i)] = int(rec.get("bytes_sent", 0))
-    if args.json:
-        write_json(args.json, out)
-    return 0
+    def server(res) -> dict:
+        print(f"server: {len(res['components'])} components of {res['n_records']} records x "
+              f"{sum(res['col_counts'])} columns (clients' columns {res['col_counts']})")
+        print("  explained variance (per record): " + ", ".join(f"{v:.4g}" for v in res["explained_variance"]))
+        return {"components": np.asarray(res["components"]), "explained_variance": res["explained_variance"],
+                "gamma": args.gamma, "delta": args.delta}
+
+    return job_command(args, task, server)
 
 
 def register(sub) -> None:
