@@ -22,6 +22,8 @@ from sqm.polynomial import CovariancePolynomial
 from sqm.sensitivity import gram_sensitivity
 from sqm.vertical import ColumnBounds, VerticalData, clip_rows
 
+from .jobfile import JobTask
+
 # ----- the statistic: joint Gram, its proven sensitivity, the server's solve ---------------------------------
 
 
@@ -236,12 +238,11 @@ def compare(X, y, n_parties: int, alpha: float, epsilon: float, delta: float, ga
 # ----- real multi-party jobs from a job file ------------------------------------------------------------------
 
 
-class LinRegJobTask:
+class LinRegJobTask(JobTask):
     """The SQM linear-regression task for :mod:`apps.jobfile`: the last client's CSV holds the label column
-    ``label_column`` besides its features; every party builds the same public plan from the clients' column
-    and record counts and runs :func:`sqm.mechanism.sqm_round` (the clients compare record-id digests among
-    themselves first); the server solves.  Seeds as in :class:`apps.pca.PCAJobTask` (never sent; a seeded
-    job equals ``SQMLinearRegression(seed=...).fit`` bit for bit)."""
+    ``label_column`` besides its features; every party plans the same release from the clients' column and
+    record counts and runs :func:`sqm.mechanism.sqm_round`; the server solves.  Seeds as in
+    :class:`apps.pca.PCAJobTask` (never sent; a seeded job equals ``SQMLinearRegression(seed=...).fit``)."""
 
     def __init__(self, estimator: SQMLinearRegression, label_column: str = "label",
                  insecure_reproducible: bool = False):
@@ -256,15 +257,22 @@ class LinRegJobTask:
         return ("linreg", float(e.alpha), float(e.epsilon), float(e.delta), float(e.gamma), float(e.feature_bound),
                 float(e.label_bound), bool(e.fit_intercept), self.label_column)
 
+    def _plan(self, meta):
+        counts = list(meta.col_counts)
+        counts[-1] += int(bool(self.est.fit_intercept))  # the label party adds the constant column
+        mech = self.est.mechanism(counts)
+        return (counts, mech, *mech.round_plan(counts, meta.n_records, align_ids=True))
+
+    def release(self, meta):
+        """The privacy report (events) of the job's one SQM release, from the public counts only."""
+        return self._plan(meta)[3]
+
     async def run(self, ctx, table, meta) -> dict:
         from mpc.protocol import InputRefused
         from sqm.mechanism import sqm_round
         from sqm.rng import make_rng, spawn_seeds
 
-        counts = list(meta.col_counts)
-        counts[-1] += int(bool(self.est.fit_intercept))  # the label party adds the constant column
-        mech = self.est.mechanism(counts)
-        plan, report = mech.round_plan(counts, meta.n_records, align_ids=True)
+        counts, mech, plan, report = self._plan(meta)
         block = None if table is None else table.block
         if table is not None and ctx.pid == meta.n_parties:  # the label party: [features, 1, y]
             if self.label_column not in table.columns:
@@ -307,37 +315,20 @@ def _run_cli(args) -> int:
 
 
 def _run_job(args) -> int:
-    from sqm.report import write_json
+    from .jobfile import job_command
 
-    from .jobfile import load_job, run_job, seed_policy
-    from .options import job_run_options
+    def task():
+        est = SQMLinearRegression(args.alpha, args.epsilon, args.delta, args.gamma, args.feature_bound,
+                                  args.label_bound, seed=args.seed)
+        return LinRegJobTask(est, args.label_column, args.insecure_reproducible)
 
-    secure_mode = seed_policy(args.seed, args.insecure_reproducible)
-    spec = load_job(args.job)
-    est = SQMLinearRegression(args.alpha, args.epsilon, args.delta, args.gamma, args.feature_bound,
-                              args.label_bound, seed=args.seed)
-    task = LinRegJobTask(est, args.label_column, args.insecure_reproducible)
-    recs = run_job(spec, task, args.index, **job_run_options(args))
-    out = {"job": spec.path, "secure_mode": secure_mode}
-    for i, rec in enumerate(recs):
-        if rec is None:
-            continue
-        res = rec["result"]
-        if i == 0:
-            rep = res["report"]
-            print(f"server: ridge coefficients over {len(res['coef'])} features of {res['n_records']} records "
-                  f"(clients' columns {res['col_counts']}, label at client {len(res['col_counts'])})")
-            print(f"  server-observed epsilon {rep['epsilon_server']:.4f}, delta {rep['delta']:g}, gamma "
-                  f"{rep['gamma']:g}, mu {rep['mu']:.4g}; intercept {res['intercept']:.4g}")
-            out.update(coef=np.asarray(res["coef"]).tolist(), intercept=res["intercept"], report=rep,
-                       seconds=rec.get("seconds"))
-        else:
-            print(f"client {i} ({res.get('file')}): {res['rows']} records x {res['cols']} columns, clipped "
-                  f"{res['clipped']} row(s) (known to this party only)")
-            out.setdefault("clients", {})[str(i)] = {"clipped": res["clipped"]}
-    if args.json:
-        write_json(args.json, out)
-    return 0
+    def server(res) -> dict:
+        print(f"server: ridge coefficients over {len(res['coef'])} features of {res['n_records']} records "
+              f"(clients' columns {res['col_counts']}, label at client {len(res['col_counts'])}); intercept "
+              f"{res['intercept']:.4g}")
+        return {"coef": np.asarray(res["coef"]), "intercept": res["intercept"]}
+
+    return job_command(args, task, server)
 
 
 def register(sub) -> None:
