@@ -298,9 +298,11 @@ class PartyContext:
 
     async def close(self) -> None:
         """Closing barrier, then close the connections (MPyC's own shutdown unpickles what peers send)."""
-        await self.send_recv({p: None for p in range(self.M)}, range(self.M), wire.nothing, "closing barrier")
         rt = self.rt
+        # before the barrier, as MPyC's shutdown does: a lower party may close its connection as soon as its
+        # barrier completes, and a Future set after that loss would never be resolved (a 10 s stall)
         rt.parties[self.pid].protocol = asyncio.Future()
+        await self.send_recv({p: None for p in range(self.M)}, range(self.M), wire.nothing, "closing barrier")
         for peer in rt.parties[self.pid + 1:]:
             peer.protocol.close_connection()
         await rt.parties[self.pid].protocol
