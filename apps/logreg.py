@@ -7,6 +7,7 @@ The protocol's steps and its one party program live in :mod:`apps.lr_party` (rea
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import os
@@ -22,7 +23,6 @@ from sqm import accounting, events
 from sqm.calibration import gaussian_epsilon, gaussian_sigma
 from sqm.report import PrivacyReport, render_table, write_json
 from sqm.rng import make_rng, spawn_seeds
-from sqm.sensitivity import logreg_sensitivity
 from sqm.validation import check_delta, check_epsilon, check_gamma
 from sqm.vertical import VerticalData, clip_rows, party_norm_bounds
 
@@ -186,8 +186,11 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
         q, R = float(self.sampling_rate), steps(self.sampling_rate, epochs)
         b_max, eta = batch_cap(n_records, q, R)
         bounds = party_norm_bounds(1.0, col_counts, self.party_bounds)
-        d = int(sum(col_counts))
-        sens = logreg_sensitivity(float(self.gamma), d, 1.0, float(self.weight_bound), bounds, col_counts)
+        plan = LRPlan(n_records=int(n_records), col_counts=tuple(int(c) for c in col_counts),
+                      label_party=label_party, gamma=float(self.gamma), mu=0.0, q=q, rounds=R, b_max=b_max,
+                      learning_rate=float(self.learning_rate), weight_bound=float(self.weight_bound),
+                      party_bounds=tuple(float(b) for b in bounds))
+        sens = plan.statistic().sensitivity(plan.gamma, plan.column_bounds())
         delta = float(self.delta)
         if self.noise:
             # the one place eta enters delta: (1 + e^epsilon) eta, not eta (see above; the accounting helper's
@@ -205,10 +208,7 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
                      f"included; the ledger must add it to the events' delta)")
         else:
             mu, eps_s, eps_c, evs, notes = 0.0, math.inf, math.inf, (), f"noise off; {epochs} epochs"
-        plan = LRPlan(n_records=int(n_records), col_counts=tuple(int(c) for c in col_counts),
-                      label_party=label_party, gamma=float(self.gamma), mu=float(mu), q=q, rounds=R, b_max=b_max,
-                      learning_rate=float(self.learning_rate), weight_bound=float(self.weight_bound),
-                      party_bounds=tuple(float(b) for b in bounds))
+        plan = dataclasses.replace(plan, mu=float(mu))
         report = PrivacyReport(method="SQM", epsilon_server=float(eps_s), delta=delta, epsilon_client=eps_c,
                                mu=float(mu), l2_sensitivity=sens.l2, l1_sensitivity=sens.l1,
                                gamma=float(self.gamma), scale=plan.scale, n_parties=n, sampling_rate=q, rounds=R,

@@ -6,14 +6,16 @@ Parties: the server (party 0, no data) and n clients; client ``label_party`` hol
 last column of its block.  Variables of the gradient polynomial (Eq. 19) are the clients' columns in client
 order, so the label sits at ``label_index``; the d outputs are the feature coordinates in that order.
 
-Per iteration (the weights w never leave the server):
+Every iteration is one SQM release (:func:`sqm.mechanism.sqm_round`) of the statistic :class:`LRGradient`,
+a structured polynomial whose coefficients are secret (the weights w never leave the server):
 1. the server stochastically rounds the coefficients of Eq. 19 (1/2 at scale gamma^2, w_k/4 and -1 at
    scale gamma: Algorithm 3, lines 1-3) with its own generator and Shamir-shares them (degree t) as its
    own input: the clients receive only shares;
 2. the clients draw the batch from randomness they share and the server does not know (Poisson sampling
-   at rate q over the N records), pad it with zero rows to the public size ``b_max`` (a zero row adds
-   nothing: every monomial of Eq. 19 has degree >= 1); each client quantizes its columns of the batch rows
-   at scale gamma, draws its Skellam share Sk(mu / n) of the d outputs and Shamir-shares both;
+   at rate q over the N records); each client quantizes its columns of the batch rows at scale gamma and
+   draws its Skellam share Sk(mu / n) of the d outputs (:func:`sqm.client.client_input`), pads the rows with
+   zero rows to the public size ``b_max`` (a zero row adds nothing: every monomial of Eq. 19 has degree >= 1)
+   and Shamir-shares both (the kernel, :func:`secure_gradient`);
 3. on shares, the parties form the batch moments (column sums s, Gram G = F^T F and h = F^T Y: about d^2
    values whatever the batch size), reduce G and h to degree t (not needed when M > 3t), multiply them by
    the coefficient shares (y_t = a_half_t s_t + sum_k A_tk G_tk + a_y_t h_t + sum_j Z_jt), reduce again,
@@ -44,13 +46,16 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.stats import binom
 
-from mpc.field import prime_for_bound
 from mpc.party import PartyProgram
-from mpc.randomness import secure_generator
 from mpc.program import SumProgram
-from sqm.quantize import stochastic_round
-from sqm.skellam import skellam, skellam_tail_bound
-from sqm.vertical import clip_rows
+from mpc.randomness import secure_generator
+from sqm.compensation import CompensatedPolynomial, round_scaled
+from sqm.mechanism import SQMPlan, sqm_round
+from sqm.polynomial import Polynomial, logreg_gradient
+from sqm.rng import make_rng
+from sqm.sensitivity import Sensitivity, logreg_sensitivity
+from sqm.skellam import skellam_tail_bound
+from sqm.vertical import ColumnBounds
 
 OVERFLOW_LOG2 = -40.0  # total probability over all rounds that a Poisson batch exceeds b_max
 
@@ -70,7 +75,8 @@ def batch_cap(n_records: int, q: float, rounds: int, log2_failure: float = OVERF
 
 @dataclass(frozen=True)
 class LRPlan:
-    """Public parameters of one training run (every party holds the same plan)."""
+    """Public parameters of one training run (every party holds the same plan): the schedule and, through
+    :meth:`release`, the :class:`sqm.mechanism.SQMPlan` of every round's SQM release."""
 
     n_records: int
     col_counts: tuple[int, ...]  # feature columns per client (the label party's label not counted)
@@ -101,136 +107,125 @@ class LRPlan:
         return int(sum(self.col_counts[: self.label_party + 1]))
 
     @property
-    def feats(self) -> np.ndarray:
-        return np.array([j for j in range(self.d + 1) if j != self.label_index], dtype=np.int64)
-
-    @property
-    def var_owner(self) -> list[int]:
-        return [j for j, w in enumerate(self.block_widths) for _ in range(w)]
-
-    @property
     def scale(self) -> float:
         return float(self.gamma) ** 3
 
-    def col_bounds(self) -> list[int]:
-        """Public bounds on |x_hat|: ceil(gamma c_p) for party p's features, ceil(gamma) for the label."""
-        out = []
-        for j, c in enumerate(self.col_counts):
-            out += [math.ceil(self.gamma * self.party_bounds[j])] * c
-            if j == self.label_party:
-                out.append(math.ceil(self.gamma))
-        return out
+    def column_bounds(self) -> ColumnBounds:
+        """Each client's feature sub-row ||x_j|| <= c_j; the label column its own group, |y| <= 1."""
+        return ColumnBounds.parties(self.block_widths, 1.0, self.party_bounds, separate={self.label_index: 1.0})
 
-    def coefficient_bound(self) -> int:
-        """Proven bound on the server's rounded coefficients (||w||_inf <= ||w||_2 <= W):
-        |a_half| <= ceil(gamma^2/2), |a_k| <= ceil(gamma W / 4), |a_y| <= ceil(gamma)."""
-        return max(math.ceil(self.gamma ** 2 / 2), math.ceil(self.gamma * self.weight_bound / 4),
-                   math.ceil(self.gamma))
+    def release(self) -> SQMPlan:
+        """Every round's SQM release: the gradient sum over a batch padded to b_max rows, output scale gamma^3."""
+        return SQMPlan(float(self.gamma), float(self.mu), self.column_bounds(), tuple(self.block_widths),
+                       int(self.b_max), True, self.scale, self.d)
 
-    def moment_bound(self) -> int:
-        """Proven bound on the batch moments formed on shares: |s_t|, |G_tk|, |h_t| <= b_max * max_j b_j^2."""
-        return int(self.b_max * max(self.col_bounds()) ** 2)
+    def statistic(self, w=None) -> "LRGradient":
+        return LRGradient(self.d, self.label_index, float(self.weight_bound), self.n_parties, w)
 
     def result_bound(self) -> int:
-        """Proven bound on max_t |y_t| for any coefficients the server can round (||w||_inf <= W): |a_half| <=
-        ceil(gamma^2/2), |a_k| <= ceil(gamma W / 4), |a_y| <= ceil(gamma), summed over b_max rows, plus the
-        Skellam tail bound.  The field is sized with it; it also bounds every other value shared, reduced or
-        reconstructed (the coefficients and the moments: the max below; it is already the larger, as every
-        bound and coefficient bound is >= 1), although only y is ever reconstructed."""
-        b = self.col_bounds()
-        bf = [b[j] for j in self.feats]
-        by = b[self.label_index]
-        a_half = math.ceil(self.gamma ** 2 / 2)
-        a_k = math.ceil(self.gamma * self.weight_bound / 4)
-        a_y = math.ceil(self.gamma)
-        per_row = max(bt * (a_half + a_k * sum(bf) + a_y * by) for bt in bf)
-        return int(max(self.b_max * per_row + self.addend_bound(), self.moment_bound(), self.coefficient_bound()))
-
-    def addend_bound(self) -> int:
-        """Skellam Chernoff tail bound (it also bounds the Gaussian of the same variance: cosh s - 1 >= s^2/2),
-        plus n for the roundings of the Gaussian shares."""
-        return int(skellam_tail_bound(self.mu, self.d)) + self.n_parties if self.mu > 0 else 0
-
-
-# ----- the server's coefficients ---------------------------------------------------------------------------
-def coefficient_template(w: np.ndarray) -> np.ndarray:
-    """Real coefficients of Eq. 19 in :func:`sqm.polynomial.logreg_gradient`'s term order, (d, d + 2)."""
-    d = w.shape[0]
-    C = np.empty((d, d + 2))
-    C[:, 0] = 0.5
-    C[:, 1:d + 1] = w[None, :] / 4.0
-    C[:, d + 1] = -1.0
-    return C
-
-
-def compensated_coefficients(w, gamma: float, rng: np.random.Generator) -> np.ndarray:
-    """Algorithm 3 lines 1-3 for Eq. 19, vectorized: int64, bit-identical (same generator draws) to
-    ``sqm.compensation.compensate(logreg_gradient(w), gamma, rng).int_coefs`` (tested)."""
-    w = np.asarray(w, np.float64)
-    C = coefficient_template(w)
-    scales = np.full(C.shape, float(gamma))
-    scales[:, 0] = float(gamma) ** 2  # degree-1 term: gamma^(1 + 2 - 1)
-    scaled = (C * scales).reshape(-1)
-    if not np.all(np.isfinite(scaled)) or np.max(np.abs(scaled)) >= 2.0 ** 62:
-        raise ValueError("scaled coefficients overflow: gamma is too large")
-    low = np.floor(scaled)
-    up = rng.random(scaled.shape) < (scaled - low)
-    return low.astype(np.int64) + up.astype(np.int64)
+        return self.statistic().result_bound(self.release())
 
 
 @functools.lru_cache(maxsize=8)
-def _template_program(d: int, label_index: int) -> SumProgram:
-    feats = [j for j in range(d + 1) if j != label_index]
-    term_vars, term_out = [], []
-    for t, j in enumerate(feats):
-        term_vars.append((j,)), term_out.append(t)
-        for k in feats:
-            term_vars.append(tuple(sorted((k, j)))), term_out.append(t)
-        term_vars.append(tuple(sorted((label_index, j)))), term_out.append(t)
-    prog = SumProgram.from_terms(d + 1, d, term_vars, term_out, [1] * len(term_vars))
-    # every (output, monomial) pair is distinct, so from_terms kept the terms in order, one each
-    assert len(prog.coefs) == len(term_vars) and np.all(prog.rows == np.repeat(np.arange(d), d + 2))
-    return prog
+def _template(d: int, label_index: int) -> Polynomial:
+    return logreg_gradient(np.zeros(d), label_index)
 
 
-def gradient_program(plan: LRPlan, int_coefs: np.ndarray) -> SumProgram:
-    """The compensated Eq. 19 program with these integer coefficients (zero coefficients kept as terms): the
-    reference definition (the simulation's large-bound path, the tests); the parties never see it, as the
-    coefficients stay secret-shared."""
-    tmpl = _template_program(plan.d, plan.label_index)
-    coefs = np.empty(len(int_coefs), dtype=object)
-    coefs[:] = [int(c) for c in np.asarray(int_coefs).tolist()]
-    return dataclasses.replace(tmpl, coefs=coefs)
+@dataclass(frozen=True, eq=False)
+class LRGradient:
+    """Eq. 19's gradient sum as an SQM statistic (:class:`sqm.polynomial.StructuredPolynomial`) whose
+    coefficients are SECRET: they hold the server's weights ``w`` (None at the clients), so the server's rounded
+    coefficients never leave it but as Shamir shares (:meth:`kernel`: :func:`secure_gradient`).
+
+    Terms in :func:`sqm.polynomial.logreg_gradient`'s order: for each output t, x_t / 2 (degree 1), then
+    (w_k / 4) x_k x_t for the features k, then -y x_t.  Labels are 0/1 (the sensitivity assumes it)."""
+
+    d: int
+    label_index: int
+    weight_bound: float
+    n_parties: int
+    w: np.ndarray | None = None
+
+    name = "logreg-gradient"
+    public_coefficients = False
+    degree = 2
+
+    @property
+    def n_vars(self) -> int:
+        return self.d + 1
+
+    @property
+    def n_out(self) -> int:
+        return self.d
+
+    @property
+    def feats(self) -> np.ndarray:
+        return np.array([j for j in range(self.d + 1) if j != self.label_index], dtype=np.int64)
+
+    def program(self, int_coefs=None) -> SumProgram:
+        """The compensated program with these integer coefficients (the reference; the parties never build it)."""
+        if int_coefs is None:
+            raise ValueError("the gradient's coefficients are the server's secret: give its rounded coefficients")
+        return _template(self.d, self.label_index).program(int_coefs)
+
+    def evaluate(self, X) -> np.ndarray:
+        return logreg_gradient(self.w, self.label_index).evaluate(X)
+
+    def needs_preprocessing(self) -> bool:
+        return True
+
+    def compensate(self, gamma: float, seed=None, preprocess: bool | str = True) -> CompensatedPolynomial:
+        """Algorithm 3 lines 1-3 at the server: the terms' coefficients (1/2, w_k/4, -1) scaled by gamma^2,
+        gamma, gamma and rounded by :func:`sqm.compensation.round_scaled`, built as one (d, d + 2) array
+        (the same draws as :func:`sqm.compensation.compensate` of the generic polynomial, tested)."""
+        if self.w is None:
+            raise ValueError("only the server, which holds the weights, rounds the gradient's coefficients")
+        w = np.asarray(self.w, np.float64)
+        C = np.empty((self.d, self.d + 2))
+        C[:, 0], C[:, 1:self.d + 1], C[:, self.d + 1] = 0.5, w[None, :] / 4.0, -1.0
+        scales = np.full(C.shape, float(gamma))
+        scales[:, 0] = float(gamma) ** 2  # the degree-1 term: gamma^(1 + 2 - 1)
+        ints = round_scaled(C.reshape(-1), scales.reshape(-1), make_rng(seed))
+        return CompensatedPolynomial(self, float(gamma), ints, float(gamma) ** 3, True)
+
+    def sensitivity(self, gamma: float, bounds: ColumnBounds, preprocess: bool = True) -> Sensitivity:
+        """:func:`sqm.sensitivity.logreg_sensitivity` over the feature groups (the label's group left out:
+        y in {0, 1} enters the bound itself) for ||w|| <= ``weight_bound``."""
+        groups = [(len(g), b) for g, b in zip(bounds.groups, bounds.bounds) if self.label_index not in g]
+        cols, bs = [g for g, _ in groups], [b for _, b in groups]
+        return logreg_sensitivity(float(gamma), self.d, math.sqrt(sum(b * b for b in bs)), self.weight_bound,
+                                  bs, cols)
+
+    def result_bound(self, plan: SQMPlan, int_coefs=None) -> int:
+        """Proven bound on max_t |y_t| for ANY coefficients the server can round (||w||_inf <= ||w||_2 <= W:
+        |a_half| <= ceil(gamma^2/2), |a_k| <= ceil(gamma W / 4), |a_y| <= ceil(gamma)), summed over b_max rows
+        at the column bounds, plus the Skellam tail bound (and n for the parties' shares).  The field is sized
+        with it; it also bounds every other value shared, reduced or reconstructed (the coefficients and the
+        batch moments s, G, h <= b_max max_j b_j^2: the max below), although only y is ever reconstructed.
+        The clients, which do not know the coefficients, compute the same bound."""
+        gamma, b = float(plan.gamma), plan.int_col_bounds()
+        bf, by = [b[j] for j in self.feats], b[self.label_index]
+        a_half, a_k, a_y = math.ceil(gamma ** 2 / 2), math.ceil(gamma * self.weight_bound / 4), math.ceil(gamma)
+        per_row = max(bt * (a_half + a_k * sum(bf) + a_y * by) for bt in bf)
+        addend = int(skellam_tail_bound(plan.mu, self.d)) + self.n_parties if plan.mu > 0 else 0
+        moments = int(plan.n_records * max(b) ** 2)
+        return int(max(plan.n_records * per_row + addend, moments, a_half, a_k, a_y))
+
+    async def kernel(self, ctx, plan: SQMPlan, int_coefs, my_input):
+        """:func:`secure_gradient`, a client's quantized batch padded with zero rows to the public b_max (a zero
+        row adds nothing: every monomial of Eq. 19 has degree >= 1)."""
+        from mpc.field import prime_for_bound
+
+        if my_input is not None:
+            x_hat, z = my_input[:2]
+            padded = np.zeros((plan.n_records, x_hat.shape[1]), dtype=np.int64)
+            padded[: x_hat.shape[0]] = x_hat
+            my_input = (padded, z)
+        return await secure_gradient(ctx, self, plan, int_coefs, my_input,
+                                     prime_for_bound(self.result_bound(plan), ctx.M))
 
 
-def evaluate_gradient(plan: LRPlan, int_coefs: np.ndarray, X_hat: np.ndarray) -> np.ndarray:
-    """Exact sum over rows of the compensated gradient (what BGW computes), int64 vectorized when provably
-    safe (|result| < 2^62), else with Python integers.  Returns an object array of Python ints."""
-    if plan.result_bound() >= 2 ** 62:
-        return gradient_program(plan, int_coefs).evaluate(X_hat)
-    d = plan.d
-    C = np.asarray(int_coefs, np.int64).reshape(d, d + 2)
-    F = X_hat[:, plan.feats].astype(np.int64)
-    yv = X_hat[:, plan.label_index].astype(np.int64)
-    G = _int_gram(F)
-    g = C[:, 0] * F.sum(0) + (C[:, 1:d + 1] * G).sum(1) + C[:, d + 1] * (yv @ F)
-    out = np.empty(d, dtype=object)
-    out[:] = [int(v) for v in g.tolist()]
-    return out
-
-
-def _int_gram(F: np.ndarray) -> np.ndarray:
-    """F^T F exactly in int64 (float64 BLAS is exact while every partial sum stays below 2^53)."""
-    amax = int(np.max(np.abs(F))) if F.size else 0
-    if amax == 0:
-        return np.zeros((F.shape[1], F.shape[1]), np.int64)
-    if F.shape[0] * amax * amax < 2 ** 53:
-        Ff = F.astype(np.float64)
-        return (Ff.T @ Ff).astype(np.int64)
-    return F.T @ F
-
-
-# ----- the clients' steps ----------------------------------------------------------------------------------
+# ----- the clients' shared sampling -----------------------------------------------------------------------
 SEED_BYTES = 32  # each client's contribution to the shared sampling seed
 
 
@@ -261,31 +256,10 @@ def sample_batch(shared: np.random.Generator, n_records: int, q: float, b_max: i
     return idx, False
 
 
-def client_input(block: np.ndarray, idx: np.ndarray, plan: LRPlan, rng: np.random.Generator
-                 ) -> tuple[np.ndarray, np.ndarray]:
-    """(quantized batch rows padded with zero rows to b_max, this client's Skellam share of the d outputs)."""
-    x_hat = stochastic_round(block[idx], plan.gamma, rng)
-    padded = np.zeros((plan.b_max, block.shape[1]), dtype=np.int64)
-    padded[: x_hat.shape[0]] = x_hat
-    return padded, noise_share(plan.mu / plan.n_parties, plan.d, rng)
-
-
-def noise_share(mu_share: float, size: int, rng: np.random.Generator) -> np.ndarray:
-    """This client's noise share Sk(mu_share), exact for any mu_share (:func:`sqm.skellam.skellam` draws each
-    Poisson as its integer offset from floor(mu) above 2^40, so gamma = 2^13, mu/n ~ 1e22 is exact too).
-    Returned as an object array of Python ints."""
-    return skellam(mu_share, size, rng).astype(object)
-
-
 # ----- the server's step -----------------------------------------------------------------------------------
-def to_float(values) -> np.ndarray:
-    return np.array([float(int(v)) for v in values], dtype=np.float64)
-
-
-def server_update(w: np.ndarray, noisy_sum: np.ndarray, plan: LRPlan) -> np.ndarray:
-    """w - lr * (noisy gradient sum / gamma^3) / (q N), projected onto ||w||_2 <= W."""
-    g = to_float(noisy_sum) / plan.scale
-    w = w - plan.learning_rate * g / (plan.q * plan.n_records)
+def server_update(w: np.ndarray, gradient: np.ndarray, plan: LRPlan) -> np.ndarray:
+    """w - lr * (noisy gradient sum, already divided by gamma^3) / (q N), projected onto ||w||_2 <= W."""
+    w = w - plan.learning_rate * np.asarray(gradient, np.float64) / (plan.q * plan.n_records)
     return project(w, plan.weight_bound)
 
 
@@ -306,18 +280,6 @@ def logistic_loss(w: np.ndarray, X: np.ndarray, y: np.ndarray) -> float:
 
 
 # ----- whole runs ------------------------------------------------------------------------------------------
-def prepare_block(block: np.ndarray, j: int, plan: LRPlan) -> tuple[np.ndarray, int]:
-    """Client j's block with its feature sub-rows clipped to its bound (the label column untouched)."""
-    block = np.asarray(block, np.float64)
-    if block.shape != (plan.n_records, plan.block_widths[j]):
-        raise ValueError(f"client {j + 1} holds a block of shape {block.shape}, the plan expects "
-                         f"({plan.n_records}, {plan.block_widths[j]})")
-    feats, clipped = clip_rows(block[:, :plan.col_counts[j]], plan.party_bounds[j])
-    if j == plan.label_party:
-        return np.hstack([feats, block[:, -1:]]), clipped
-    return feats, clipped
-
-
 @dataclass
 class TrainResult:
     weights: np.ndarray
@@ -400,24 +362,24 @@ async def train_party(ctx, plan: LRPlan, seed, block=None, eval_set=None, progre
         if check_ids:
             await ctx.check_clients(bytes(ids_digest), "record ids (different ids or a different order)",
                                     wire.digest(32))
-        block, clipped = prepare_block(block, ctx.pid - 1, plan)
+        block, clipped = plan.column_bounds().clip(block, plan.block_widths, ctx.pid - 1)  # once, counted
     await ctx.agree(dataclasses.astuple(plan), "logistic-regression plan")
-    p = prime_for_bound(plan.result_bound(), ctx.M)
+    release, stat = plan.release(), plan.statistic()
     w = np.zeros(plan.d)
     trace = []
     truncated = 0
     t0 = time.perf_counter()
     for it in range(plan.rounds):
-        ints, my_input = None, None
+        batch = None
         if ctx.is_server:
-            ints = compensated_coefficients(w, plan.gamma, rng)
+            stat = plan.statistic(w)  # the server's secret coefficients hold w
         else:
             idx, tr = sample_batch(shared, plan.n_records, plan.q, plan.b_max)
             truncated += tr
-            my_input = client_input(block, idx, plan, rng)
-        res = await secure_gradient(ctx, plan, ints, my_input, p)
+            batch = block[idx]
+        out = await sqm_round(ctx, stat, batch, release, rng)
         if ctx.is_server:
-            w = server_update(w, res, plan)
+            w = server_update(w, out.estimate, plan)
             report(it, w, plan.rounds)
             if history:
                 trace.append(w)
@@ -432,7 +394,7 @@ async def train_party(ctx, plan: LRPlan, seed, block=None, eval_set=None, progre
     return {"clipped": clipped, "truncated": truncated, "seconds": seconds}
 
 
-async def secure_gradient(ctx, plan: LRPlan, int_coefs, my_input, p: int):
+async def secure_gradient(ctx, stat: LRGradient, plan: SQMPlan, int_coefs, my_input, p: int):
     """BGW evaluation of the compensated Eq. 19 gradient sum plus the clients' noise, with the coefficients
     secret (the server's input) and the batch secret (the clients' inputs):
 
@@ -456,7 +418,7 @@ async def secure_gradient(ctx, plan: LRPlan, int_coefs, my_input, p: int):
     from mpc import modarith, shamir, wire
     from mpc.field import from_signed, to_signed
 
-    d = plan.d
+    d = stat.d
     outgoing = {}
     if ctx.is_server:
         coefs = from_signed(np.asarray(int_coefs, np.int64), p)
@@ -468,8 +430,8 @@ async def secure_gradient(ctx, plan: LRPlan, int_coefs, my_input, p: int):
     if not ctx.is_server:
         block, addend = my_input
         payload = [from_signed(block, p), from_signed(np.asarray(addend, dtype=object), p)]
-    S, (z,) = await ctx.input_shares(payload, p, plan.block_widths, plan.b_max, [(d,)])
-    feats, label = plan.feats, plan.label_index
+    S, (z,) = await ctx.input_shares(payload, p, list(plan.col_counts), plan.n_records, [(d,)])
+    feats, label = stat.feats, stat.label_index
     s = modarith.sum_mod(S[:, feats], 0, p)
     K = modarith.gram_mod(S, p)  # (d + 1) x (d + 1), degree 2t
     G, h = K[np.ix_(feats, feats)], K[feats, label]

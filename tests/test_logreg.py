@@ -12,8 +12,7 @@ from scipy.stats import binom
 
 from apps import lr_party
 from apps.logreg import SQMLogisticRegression, compare, dpsgd_fit, load_dataset, taylor_fit
-from apps.lr_party import LRPlan, batch_cap, compensated_coefficients, evaluate_gradient, gradient_program
-from mpc.field import prime_for_bound
+from apps.lr_party import LRPlan, batch_cap
 from mpc.inprocess import run_in_process
 from mpc.party import PartyProgram
 from sqm import accounting
@@ -33,46 +32,56 @@ def random_w(d, rng, norm=1.0):
     return w * norm / np.linalg.norm(w)
 
 
-def test_coefficients_bit_identical_to_compensate():
+def coefs(plan, w, rng):
+    return plan.statistic(w).compensate(plan.gamma, rng).int_coefs
+
+
+def test_statistic_compensation_and_program_are_the_generic_polynomial_s():
+    """LRGradient (a structured polynomial with secret coefficients): its compensation draws exactly what
+    sqm.compensation.compensate draws for logreg_gradient(w), and its program is that polynomial's program."""
     plan = small_plan()
     rng = np.random.default_rng(3)
     w = random_w(plan.d, rng)
-    fast = compensated_coefficients(w, plan.gamma, np.random.default_rng(11))
+    comp = plan.statistic(w).compensate(plan.gamma, np.random.default_rng(11))
     ref = compensate(logreg_gradient(w, plan.label_index), plan.gamma, np.random.default_rng(11))
-    assert ref.scale == plan.scale
-    assert fast.tolist() == list(ref.int_coefs)
-
-
-def test_gradient_evaluation_equals_compensated_program():
-    plan = small_plan()
-    rng = np.random.default_rng(4)
-    w = random_w(plan.d, rng)
-    ints = compensated_coefficients(w, plan.gamma, rng)
-    bounds = np.array(plan.col_bounds())
+    assert comp.scale == ref.scale == plan.scale and comp.int_coefs == ref.int_coefs
+    bounds = np.array(plan.release().int_col_bounds())
     X_hat = rng.integers(-bounds, bounds + 1, size=(plan.b_max, plan.d + 1))
-    X_hat[:, plan.label_index] = rng.integers(0, 2, plan.b_max) * int(plan.gamma)
-    ref = compensate(logreg_gradient(w, plan.label_index), plan.gamma, np.random.default_rng(0))
-    ref_prog = ref.polynomial.program(tuple(int(c) for c in ints))
-    assert evaluate_gradient(plan, ints, X_hat).tolist() == ref_prog.evaluate(X_hat).tolist()
-    assert gradient_program(plan, ints).evaluate(X_hat).tolist() == ref_prog.evaluate(X_hat).tolist()
+    assert (plan.statistic().program(comp.int_coefs).evaluate(X_hat).tolist()
+            == ref.program().evaluate(X_hat).tolist())
+    assert np.allclose(plan.statistic(w).evaluate(X_hat), logreg_gradient(w, plan.label_index).evaluate(X_hat))
+    with pytest.raises(ValueError, match="only the server"):
+        plan.statistic().compensate(plan.gamma, rng)  # a client holds no weights
 
 
-def test_plan_bound_covers_program_bound():
-    """The field's bound covers the generic program's bound, every coefficient the server can round (||w|| = W,
-    mass on one coordinate) and the batch moments formed on shares at the column bounds."""
+def test_result_bound_covers_program_bound():
+    """The field's bound (computed alike by the clients, which do not know the coefficients) covers the generic
+    program's bound, every coefficient the server can round (||w|| = W, mass on one coordinate) and the batch
+    moments formed on shares at the column bounds."""
     plan = small_plan(mu=50.0)
+    release, stat = plan.release(), plan.statistic()
+    b = release.int_col_bounds()
+    assert b[plan.label_index] == int(plan.gamma)  # the label's own bound, not its party's
     rng = np.random.default_rng(5)
     for _ in range(5):
-        ints = compensated_coefficients(random_w(plan.d, rng), plan.gamma, rng)
-        generic = gradient_program(plan, ints).output_bound(plan.col_bounds(), plan.b_max) + plan.addend_bound()
+        ints = coefs(plan, random_w(plan.d, rng), rng)
+        generic = stat.program(ints).output_bound(b, plan.b_max) + release.addend_bound()
         assert plan.result_bound() >= generic
     w = np.zeros(plan.d)
     w[0] = plan.weight_bound
-    ints = np.concatenate([compensated_coefficients(s * w, plan.gamma, rng) for s in (1, -1) for _ in range(20)])
-    assert np.max(np.abs(ints)) <= plan.coefficient_bound() <= plan.result_bound()
-    b = np.array(plan.col_bounds())
-    S = np.tile(b, (plan.b_max, 1)).astype(object)
-    assert np.max(np.abs(S.T @ S)) == plan.moment_bound() <= plan.result_bound()
+    ints = [c for s in (1, -1) for _ in range(20) for c in coefs(plan, s * w, rng)]
+    assert max(abs(c) for c in ints) <= plan.result_bound()
+    S = np.tile(np.array(b), (plan.b_max, 1)).astype(object)
+    assert np.max(np.abs(S.T @ S)) <= plan.result_bound()
+
+
+def test_sensitivity_is_the_logreg_bound_over_the_feature_groups():
+    from sqm.sensitivity import logreg_sensitivity
+
+    plan = small_plan()
+    sens = plan.statistic().sensitivity(plan.gamma, plan.column_bounds())
+    ref = logreg_sensitivity(plan.gamma, plan.d, 1.0, plan.weight_bound, plan.party_bounds, plan.col_counts)
+    assert sens.l2 == pytest.approx(ref.l2, rel=1e-12) and sens.l1 == pytest.approx(ref.l1, rel=1e-12)
 
 
 def test_rowdot_mod_is_exact():
@@ -99,8 +108,8 @@ def test_noiseless_gradient_equals_taylor_gradient():
     full = np.insert(X, plan.label_index, y, axis=1)
     w = random_w(plan.d, rng)
     exact = logreg_gradient(w, plan.label_index).evaluate(full)
-    ints = compensated_coefficients(w, plan.gamma, rng)
-    got = lr_party.to_float(evaluate_gradient(plan, ints, stochastic_round(full, plan.gamma, rng))) / plan.scale
+    ints = coefs(plan, w, rng)
+    got = plan.statistic().program(ints).evaluate(stochastic_round(full, plan.gamma, rng)).astype(float) / plan.scale
     assert np.max(np.abs(got - exact)) < 1e-4 * max(1.0, np.max(np.abs(exact)))
 
 
@@ -233,14 +242,13 @@ def test_dpsgd_and_taylor_baselines_run_and_account():
 
 
 class OneGradient(PartyProgram):
-    """Test program: one :func:`apps.lr_party.secure_gradient` with given coefficients (server) or input (client)."""
+    """Test program: one kernel evaluation with given coefficients (server) or quantized rows and noise (client)."""
 
     def __init__(self, plan, ints=None, my_input=None):
         self.plan, self.ints, self.my_input = plan, ints, my_input
 
     async def run(self, ctx):
-        p = prime_for_bound(self.plan.result_bound(), ctx.M)
-        res = await lr_party.secure_gradient(ctx, self.plan, self.ints, self.my_input, p)
+        res = await self.plan.statistic().kernel(ctx, self.plan.release(), self.ints, self.my_input)
         return {"y": None if res is None else [int(v) for v in res]}
 
 
@@ -248,19 +256,21 @@ class OneGradient(PartyProgram):
 def test_secure_gradient_equals_exact_sum(col_counts, label_party):
     """The secure kernel on shares (in process: the real sharing, degree reductions and opening over the
     mailboxes) reconstructs exactly the compensated gradient sum plus the clients' noise, with two clients
-    (M = 3: the moments are reduced) and three (M = 4 > 3t: one reduction of y serves both)."""
+    (M = 3: the moments are reduced) and three (M = 4 > 3t: one reduction of y serves both); the clients' rows
+    (fewer than b_max) are padded by the kernel."""
+    from sqm.skellam import skellam
+
     plan = small_plan(col_counts, label_party, mu=1e4, b_max=12, W=1.0)
     rng = np.random.default_rng(9)
-    ints = compensated_coefficients(random_w(plan.d, rng), plan.gamma, rng)
-    bounds = np.array(plan.col_bounds())
-    X_hat = rng.integers(-bounds, bounds + 1, size=(plan.b_max, plan.d + 1))
-    X_hat[:, plan.label_index] = rng.integers(0, 2, plan.b_max) * int(plan.gamma)
-    X_hat[-3:] = 0  # padding rows
+    ints = coefs(plan, random_w(plan.d, rng), rng)
+    bounds = np.array(plan.release().int_col_bounds())
+    X_hat = rng.integers(-bounds, bounds + 1, size=(9, plan.d + 1))
+    X_hat[:, plan.label_index] = rng.integers(0, 2, 9) * int(plan.gamma)
     cuts = np.cumsum(plan.block_widths)[:-1]
-    noise = [lr_party.noise_share(plan.mu / plan.n_parties, plan.d, rng) for _ in col_counts]
+    noise = [skellam(plan.mu / plan.n_parties, plan.d, rng) for _ in col_counts]
     inputs = [(b, z) for b, z in zip(np.split(X_hat, cuts, axis=1), noise)]
     res = run_in_process([OneGradient(plan, ints)] + [OneGradient(plan, my_input=x) for x in inputs])
-    exact = evaluate_gradient(plan, ints, X_hat) + sum(noise)
+    exact = plan.statistic().program(ints).evaluate(X_hat) + sum(n.astype(object) for n in noise)
     assert res[0]["result"]["y"] == [int(v) for v in exact]
     assert res[1]["result"]["y"] is None  # opened to the server only
 
@@ -341,15 +351,15 @@ def test_cli_job_mode_refuses_seed_without_opt_in(tmp_path, capsys):
 
 
 def test_noise_share_large_mu_is_fine_grained_with_the_skellam_variance():
+    """The clients' noise shares at SQM-LR's scale (gamma 2^13: mu / n ~ 1e20), drawn by sqm.skellam."""
+    from sqm.skellam import skellam
+
     rng = np.random.default_rng(13)
     mu = 1e20  # far above numpy's fine-grained Poisson range: still an exact Skellam share
-    z = np.array(lr_party.noise_share(mu, 20000, rng), dtype=np.float64)
+    z = skellam(mu, 20000, rng).astype(np.float64)
     assert abs(np.var(z) / (2 * mu) - 1) < 0.05
-    residues = np.array([int(v) % 16 for v in lr_party.noise_share(mu, 20000, rng)])
+    residues = np.array([int(v) % 16 for v in skellam(mu, 20000, rng)])
     assert abs(np.mean(residues == 0) - 1 / 16) < 0.01  # numpy's Poisson at this lam gives only multiples
-    small = lr_party.noise_share(50.0, 5, np.random.default_rng(1))
-    from sqm.skellam import skellam
-    assert small.tolist() == skellam(50.0, 5, np.random.default_rng(1)).tolist()
 
 
 def test_public_split_never_clips_adult():

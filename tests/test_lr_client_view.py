@@ -140,7 +140,7 @@ def test_real_run_equals_in_process_and_clients_receive_only_uniform_shares(tmp_
 
     # the server's rounded coefficients: its generator's only draws, from the weights before each round
     rng = lr_party.party_generator(seeds[0])
-    coefs = [lr_party.compensated_coefficients(w, plan.gamma, rng)
+    coefs = [np.array(plan.statistic(w).compensate(plan.gamma, rng).int_coefs)
              for w in np.vstack([np.zeros(plan.d), history[:-1]])]
     secret = coefs + [from_signed(c, p) for c in coefs]
     assert any(np.any(c != 0) for c in coefs)
