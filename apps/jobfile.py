@@ -254,10 +254,9 @@ def write_party_csvs(X, directory, n_parties: int | None = None, col_counts=None
     for j, k in enumerate(col_counts, start=1):
         f = os.path.join(directory, f"{prefix}{j}.csv")
         with open(f, "w", newline="") as fh:
-            w = csv.writer(fh)
-            w.writerow([id_column] + [f"x{start + t}" for t in range(k)])
-            for i, row in zip(ids, X[:, start:start + k]):
-                w.writerow([i] + [repr(float(v)) for v in row])
+            csv.writer(fh).writerow([id_column] + [f"x{start + t}" for t in range(k)])
+            fh.write("".join(f"{i}," + ",".join(map(repr, row)) + "\r\n"  # floats' repr: exact round trip
+                             for i, row in zip(ids, X[:, start:start + k].tolist())))
         files.append(f)
         start += k
     if addresses is None:
@@ -519,6 +518,37 @@ class JobParty(PartyProgram):
         if table is not None:
             result.setdefault("file", table.file)
         return result
+
+
+@dataclass(frozen=True)
+class LedgerGuard:
+    """The server's privacy-budget check of a job (in the server's program only; picklable).
+
+    ``path``: the SQLite ledger (None: :mod:`sqm.ledger`'s default in the user's data folder); ``budget``:
+    (epsilon, delta) to set as the dataset's total, once (a different one for a dataset that has one is
+    refused).  :meth:`reserve` runs at the server after the clients' counts are known and before any share is
+    sent: it composes the release's events (the task's ``release(meta)``) with the dataset's ledger and
+    records the entry, or refuses the job naming what is left.  The entry is in the ledger before the result
+    exists, so a server killed afterwards never releases without one (a job that then fails stays charged)."""
+
+    path: str | None = None
+    budget: tuple[float, float] | None = None
+
+    def reserve(self, dataset: str, task: JobTask, meta: JobMeta) -> dict:
+        from mpc.protocol import ProtocolError
+        from sqm.ledger import BudgetExceeded, Ledger
+
+        report = task.release(meta)
+        ledger = Ledger(self.path)
+        try:
+            if self.budget is not None:
+                ledger.set_budget(dataset, *self.budget)
+            entry = ledger.reserve(dataset, report.events, statistic=type(task).__name__, delta=report.delta)
+        except BudgetExceeded as e:
+            raise ProtocolError(f"refused before any share was sent: {e}") from None
+        except ValueError as e:
+            raise ProtocolError(f"refused before any share was sent: the ledger refused the job: {e}") from None
+        return entry
 
 
 def load_own_file(file, id_column: str, pid: int) -> tuple[PartyTable | None, dict]:
