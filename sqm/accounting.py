@@ -8,6 +8,11 @@ Formulas (SQM paper, Bao et al.):
   doubled sensitivities and noise mu (n - 1) / n.
 - Eq. 20 / 23: Poisson subsampling at rate q over R rounds (integer alpha >= 2).
 - Eq. 21: client-observed over R rounds, no subsampling benefit (a client knows the batch).
+
+These are the formulas; releases are accounted as events (:mod:`sqm.events`): ``server_epsilon``,
+``client_epsilon``, ``privacy_report`` and ``calibrate_mu`` compose the events of one SQM job, and the ledger
+(:mod:`sqm.ledger`) composes the events of many.  A bad event of probability eta (e.g. a batch cap overflowing)
+enters delta as (1 + e^epsilon) eta (:func:`delta_with_failure`, :func:`delta_before_failure`).
 """
 from __future__ import annotations
 
@@ -111,13 +116,17 @@ def epsilon_and_order(orders, rdp_values, delta: float) -> tuple[float, float]:
 
 
 def server_epsilon(mu, delta, l1, l2, q=1.0, rounds=1, orders=DEFAULT_ORDERS) -> float:
-    rdp = subsampled_rdp(np.asarray(orders), q, rounds, l1, l2, mu)
-    return epsilon(orders, rdp, delta)
+    """Server-observed epsilon at ``delta``: :func:`sqm.events.compose` of :func:`sqm.events.server_event`."""
+    from .events import compose, server_event
+
+    return compose([server_event(l1, l2, mu, q, rounds)], delta, orders)
 
 
 def client_epsilon(mu, delta, l1, l2, n_parties, rounds=1, orders=DEFAULT_ORDERS) -> float:
-    rdp = client_rdp_rounds(np.asarray(orders, float), l1, l2, mu, n_parties, rounds)
-    return epsilon(orders, rdp, delta)
+    """Client-observed epsilon at ``delta``: :func:`sqm.events.compose` of :func:`sqm.events.client_event`."""
+    from .events import client_event, compose
+
+    return compose([client_event(l1, l2, mu, n_parties, rounds)], delta, orders)
 
 
 def privacy_report(mu, delta, l1, l2, q=1.0, rounds=1, n_parties=None, orders=DEFAULT_ORDERS):
@@ -157,6 +166,35 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float 
     return gaussian_sigma(l2_sensitivity, epsilon, delta, rtol=rtol)
 
 
+def delta_with_failure(delta: float, epsilon: float, eta: float) -> float:
+    """Delta of a mechanism that is (epsilon, delta)-DP except on a bad event of probability <= ``eta`` (on
+    every dataset; e.g. the LR batch cap overflowing): delta + (1 + e^epsilon) eta.
+
+    If M equals an (epsilon, delta)-DP mechanism M* except with probability eta, then for every set S,
+    P[M(D) in S] <= P[M*(D) in S] + eta <= e^eps (P[M(D') in S] + eta) + delta + eta."""
+    _check_failure(epsilon, eta)
+    return float(delta) + (1.0 + math.exp(epsilon)) * float(eta)
+
+
+def delta_before_failure(total_delta: float, epsilon: float, eta: float) -> float:
+    """The delta a mechanism must meet so that with a bad event of probability ``eta`` the whole is
+    (epsilon, total_delta)-DP: total_delta - (1 + e^epsilon) eta (the inverse of :func:`delta_with_failure`).
+    ValueError if nothing is left."""
+    _check_failure(epsilon, eta)
+    left = float(total_delta) - (1.0 + math.exp(epsilon)) * float(eta)
+    if not left > 0:
+        raise ValueError(f"the failure probability {eta:.3g} uses up delta {total_delta:g} at epsilon {epsilon:g} "
+                         f"((1 + e^epsilon) eta = {(1.0 + math.exp(epsilon)) * eta:.3g}); make it smaller")
+    return left
+
+
+def _check_failure(epsilon, eta):
+    if not (epsilon >= 0 and math.isfinite(epsilon)):
+        raise ValueError(f"epsilon must be finite and >= 0, got {epsilon!r}")
+    if not (0 <= eta <= 1):
+        raise ValueError(f"the failure probability eta must lie in [0, 1], got {eta!r}")
+
+
 @dataclass(frozen=True)
 class Calibration:
     mu: float
@@ -186,18 +224,54 @@ def calibrate_mu(target_epsilon: float, delta: float, l1: float, l2: float, q: f
     return Calibration(mu=hi, epsilon_server=eps_s, epsilon_client=eps_c, delta=delta, target_epsilon=target_epsilon)
 
 
-def exact_skellam_renyi(alpha: float, shift: int, mu: float) -> float:
-    """Exact D_alpha(Sk(mu) + shift || Sk(mu)) from the Skellam pmf P(k) = exp(-2mu) I_|k|(2mu) = ive(|k|, 2mu).
+def _log_ive_debye(nu: np.ndarray, x: float) -> np.ndarray:
+    """log(I_nu(x) e^-x) by Debye's uniform asymptotic expansion (DLMF 10.41.3, four correction terms; relative
+    error below 1e-12 for nu >= 50, where it is used)."""
+    z = x / nu
+    sq = np.sqrt(1 + z * z)
+    t = 1 / sq
+    eta = sq + np.log(z / (1 + sq))
+    t2 = t * t
+    u1 = t * (3 - 5 * t2) / 24
+    u2 = t2 * (81 - 462 * t2 + 385 * t2 * t2) / 1152
+    u3 = t * t2 * (30375 - 369603 * t2 + 765765 * t2 ** 2 - 425425 * t2 ** 3) / 414720
+    u4 = t2 * t2 * (4465125 - 94121676 * t2 + 349922430 * t2 ** 2 - 446185740 * t2 ** 3
+                    + 185910725 * t2 ** 4) / 39813120
+    series = 1 + u1 / nu + u2 / nu ** 2 + u3 / nu ** 3 + u4 / nu ** 4
+    return nu * eta - 0.5 * np.log(2 * np.pi * nu) - 0.5 * np.log(sq) + np.log(series) - x
 
-    Reference for tests.  Sums over |k| <= |shift| + 40 sqrt(2 mu) + 200 in log space.
-    """
+
+def log_skellam_pmf(k, mu: float) -> np.ndarray:
+    """log P(k) of Sk(mu) (difference of two Poisson(mu)): log(exp(-2mu) I_|k|(2mu)), without underflow (scipy's
+    ``ive`` where it is well above the float64 range's bottom, Debye's expansion beyond)."""
+    nu = np.abs(np.asarray(k, dtype=np.float64))
+    with np.errstate(divide="ignore"):
+        out = np.log(ive(nu, 2 * mu))
+    far = ~(out > -600) & (nu >= 50)
+    if np.any(far):
+        out[far] = _log_ive_debye(nu[far], 2 * mu)
+    return out
+
+
+def exact_skellam_renyi(alpha: float, shift: int, mu: float) -> float:
+    """Exact D_alpha(Sk(mu) + shift || Sk(mu)) = log(sum_k P(k - shift)^alpha P(k)^(1 - alpha)) / (alpha - 1).
+
+    Reference for tests.  The summand peaks near k = alpha * shift (far in the tail of Sk(mu) when
+    alpha * shift >> sqrt(mu), where the pmf is taken in log space by :func:`log_skellam_pmf`); the window
+    starts around the peak and is widened until the summand at both ends is 60 nats below its maximum."""
     shift = int(shift)
     if shift == 0:
         return 0.0
-    K = abs(shift) + int(40 * math.sqrt(2 * mu)) + 200
-    k = np.arange(-K, K + 1)
-    with np.errstate(divide="ignore"):
-        logp = np.log(ive(np.abs(k), 2 * mu))
-        logq = np.log(ive(np.abs(k - shift), 2 * mu))
-    ok = np.isfinite(logp) & np.isfinite(logq)
-    return float(logsumexp(alpha * logq[ok] + (1 - alpha) * logp[ok]) / (alpha - 1))
+    if not alpha > 1:
+        raise ValueError(f"the Renyi order must be > 1, got {alpha!r}")
+    center = alpha * shift
+    half = abs(shift) + int(40 * math.sqrt(2 * mu)) + 200
+    for _ in range(60):
+        lo, hi = int(min(0, center) - half), int(max(0, center) + half)
+        k = np.arange(lo, hi + 1)
+        terms = alpha * log_skellam_pmf(k - shift, mu) + (1 - alpha) * log_skellam_pmf(k, mu)
+        peak = float(np.max(terms))
+        if terms[0] < peak - 60 and terms[-1] < peak - 60:
+            return float(logsumexp(terms) / (alpha - 1))
+        center, half = float(k[int(np.argmax(terms))]), 2 * half
+    raise RuntimeError(f"exact_skellam_renyi: no window found (alpha {alpha}, shift {shift}, mu {mu})")

@@ -106,3 +106,61 @@ def test_analytic_gaussian_sigma_is_the_smallest_that_meets_the_target(eps, delt
     assert get_epsilon_gaussian(s / 3.0, delta) <= eps * (1 + 1e-12)  # met (never a hair below the minimum)
     assert get_epsilon_gaussian(0.999 * s / 3.0, delta) > eps  # and minimal
     assert analytic_gaussian_sigma(1e12, 0.01) == pytest.approx(1 / math.sqrt(2e12), rel=1e-3)  # huge epsilon
+
+
+# ----- the exact divergence (the oracle above) against a 40-digit reference --------------------------------
+def _skellam_pmf_mp(mu, K):
+    """P(0..K) of Sk(mu) = e^-2mu I_k(2mu) in mpmath: Miller's backward recurrence I_(k-1) = I_(k+1) + (2k / x)
+    I_k from far beyond K, normalized by sum_k P(k) = 1 (mpmath's exponents do not underflow)."""
+    import mpmath
+
+    x = mpmath.mpf(2 * mu)
+    top = K + int(10 * math.sqrt(2 * mu)) + 200
+    J = [mpmath.mpf(0)] * (top + 2)
+    J[top] = mpmath.mpf(1)
+    for k in range(top, 0, -1):
+        J[k - 1] = J[k + 1] + (2 * k / x) * J[k]
+    total = J[0] + 2 * mpmath.fsum(J[1:])
+    return [v / total for v in J[:K + 1]]
+
+
+@pytest.mark.parametrize("alpha, shift, mu, expected", [
+    (32, 100, 1000.0, 60.8), (64, 1000, 1e4, 930.9),  # the two points of issue 13 (the old window: 55.6, 229.7)
+    (2, 1, 1.0, None), (20, 30, 1.0, None), (8, 50, 200.0, None), (3.5, 7, 10.0, None), (16, -40, 300.0, None)])
+def test_exact_divergence_matches_high_precision_sum(alpha, shift, mu, expected):
+    import mpmath
+
+    margin = abs(shift) + int(20 * math.sqrt(2 * mu)) + 100
+    lo, hi = int(min(0, alpha * shift)) - margin, int(max(0, alpha * shift)) + margin
+    with mpmath.workdps(40):
+        P = _skellam_pmf_mp(mu, max(-lo, hi) + abs(shift))
+        terms = [P[abs(k - shift)] ** alpha * P[abs(k)] ** (1 - alpha) for k in range(lo, hi + 1)]
+        total = mpmath.fsum(terms)
+        assert max(terms[0], terms[-1]) < total * mpmath.mpf(10) ** -30  # the reference's window holds the mass
+        ref = float(mpmath.log(total) / (alpha - 1))
+    got = acc.exact_skellam_renyi(alpha, shift, mu)
+    assert got == pytest.approx(ref, rel=1e-10)
+    if expected is not None:
+        assert round(got, 1) == expected
+    assert got <= acc.skellam_rdp(alpha, abs(shift), abs(shift), mu)  # Lemma 2 holds there too
+
+
+def test_log_skellam_pmf_beyond_float_range():
+    import mpmath
+
+    ks = np.array([0, 3, 100, 2000, 40000, 90000])
+    got = acc.log_skellam_pmf(ks, 1e4)
+    P = _skellam_pmf_mp(1e4, 90000)
+    for k, g in zip(ks, got):
+        assert g == pytest.approx(float(mpmath.log(P[k])), rel=1e-11, abs=1e-11)
+
+
+def test_failure_probability_enters_delta_with_one_plus_e_epsilon():
+    assert acc.delta_with_failure(1e-6, 2.0, 1e-8) == pytest.approx(1e-6 + (1 + math.e ** 2) * 1e-8, rel=1e-12)
+    assert acc.delta_before_failure(1e-5, 1.0, 1e-7) == pytest.approx(1e-5 - (1 + math.e) * 1e-7, rel=1e-12)
+    d = acc.delta_before_failure(1e-5, 3.0, 2e-8)
+    assert acc.delta_with_failure(d, 3.0, 2e-8) == pytest.approx(1e-5, rel=1e-12)
+    with pytest.raises(ValueError, match="uses up delta"):
+        acc.delta_before_failure(1e-5, 8.0, 1e-8)  # (1 + e^8) 1e-8 = 3e-5 > 1e-5
+    with pytest.raises(ValueError, match="eta"):
+        acc.delta_with_failure(1e-5, 1.0, -1e-9)
