@@ -637,7 +637,7 @@ class PBMVFLClassifier(ClassifierMixin, BaseEstimator):
         if self.feature_blocks is None:
             n = self.n_parties
             if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= d:
-                raise ValueError(f"cannot split {d} columns among n_parties={n!r} clients")
+                raise ValueError(f"cannot split n_features = {d} columns among n_parties={n!r} clients")
             return np.array_split(np.arange(d), n)
         blocks = [np.asarray(b, dtype=np.int64).reshape(-1) for b in self.feature_blocks]
         cols = np.concatenate(blocks) if blocks else np.zeros(0, np.int64)
@@ -814,7 +814,8 @@ def run(args) -> int:
     rows = []
     for method, r in results.items():
         p = privacy[method]
-        row = {"method": f"{p.method} ({r.backend})", "test accuracy": round(r.accuracy, 4)}
+        where = "real processes" if r.backend == "mpyc" else "in process"
+        row = {"method": f"{p.method} ({where})", "test accuracy": round(r.accuracy, 4)}
         if n_classes == 2:
             row["test AUPRC"] = round(r.auprc, 4)
         row.update({"epsilon (feature)": round(p.epsilon_server, 4), "delta": p.delta,

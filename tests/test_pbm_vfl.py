@@ -151,23 +151,25 @@ def test_estimator_follows_scikit_learn_conventions(digits):
     assert not hasattr(c, "classes_")
     with pytest.raises(ValueError, match="2 classes"):
         c.fit(X[:20], np.zeros(20))
-    with pytest.raises(ValueError, match="cannot split 64 columns"):
+    with pytest.raises(ValueError, match="cannot split n_features = 64 columns"):
         clone(est).set_params(n_parties=65).fit(X, ytr)
     with pytest.raises(ValueError, match="at least two clients"):
         clone(est).set_params(n_parties=1).fit(X, ytr)
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.SkipTestWarning")
 def test_estimator_passes_scikit_learn_checks():
-    """The scikit-learn checks that apply (the estimator needs >= 2 clients' columns and trains a network,
-    so it runs NPQ, one epoch, in process): the parameter and cloning conventions and the basic classifier
-    checks.  Checks skipped: those feeding one column (two clients need two), sample-weight and
-    pandas/sparse inputs (not supported), and the slow accuracy checks on large blobs."""
+    """scikit-learn's whole check_estimator suite, on the NPQ method (deterministic for a seed; PBM's noise
+    depends on each record's position in the batch, so sample-order invariance cannot hold for it) with one
+    epoch in process: every check passes except check_classifiers_train, whose 0.83 accuracy threshold on
+    blobs needs more than one epoch: it runs on its own with 20 epochs.  Skipped by scikit-learn itself: the
+    array-API and pandas checks (not installed here)."""
     from sklearn.utils import estimator_checks as ec
 
     est = PBMVFLClassifier(method="npq", epochs=1, hidden=8, embedding_size=4, backend="plain", seed=0)
-    for check in (ec.check_no_attributes_set_in_init, ec.check_parameters_default_constructible,
-                  ec.check_get_params_invariance, ec.check_set_params, ec.check_dont_overwrite_parameters,
-                  ec.check_fit_score_takes_y, ec.check_estimators_dtypes, ec.check_classifiers_one_label,
-                  ec.check_fit2d_1sample, ec.check_estimators_nan_inf, ec.check_estimators_unfitted,
-                  ec.check_n_features_in, ec.check_fit_idempotent, ec.check_classifiers_regression_target):
-        check(type(est).__name__, est)
+    res = ec.check_estimator(est, on_fail=None, expected_failed_checks={
+        "check_classifiers_train": "one epoch is too short for its accuracy threshold (run below with 20)"})
+    bad = [(r["check_name"], str(r["exception"])[:200]) for r in res if r["status"] == "failed"]
+    assert not bad, bad
+    assert sum(r["status"] == "passed" for r in res) >= 45
+    ec.check_classifiers_train("PBMVFLClassifier", est.set_params(epochs=20, batch_size=50))
