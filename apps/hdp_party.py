@@ -30,7 +30,7 @@ private outputs themselves).  :class:`HDPParty` is the one party program: run as
 same programs on one event loop), which gives bit for bit the same model for the same seeds.
 
 Randomness: each party draws its noise and (the active party) the batch order from its OWN generator, AES-CTR
-(:func:`mpc.randomness.secure_generator`) keyed from fresh OS entropy, or from the party's own seed in a seeded
+(:func:`sqm.rng.make_rng`) keyed from fresh OS entropy, or from the party's own seed in a seeded
 experiment (one entry of :func:`sqm.rng.spawn_seeds`, which reveals nothing about the other party's).  The
 permutation the active party sends is public; AES-CTR outputs reveal nothing about its other outputs (noise).
 """
@@ -43,7 +43,7 @@ import numpy as np
 from scipy.special import expit
 
 from mpc.party import PartyProgram
-from mpc.randomness import secure_generator
+from sqm.rng import make_rng
 from sqm.vertical import clip_rows
 
 ACTIVE, PASSIVE = 0, 1  # runtime party ids
@@ -129,7 +129,7 @@ class _Party:
         self.cfg = cfg
         # Algorithm 1 line 2: rows normalized; each party scales its own sub-rows to norm <= its bound
         self.X, self.clipped = clip_rows(X, bound)
-        self.rng = secure_generator(seed)  # AES-CTR from this party's own seed, OS entropy when None
+        self.rng = make_rng(seed)  # AES-CTR from this party's own seed, OS entropy when None
         self.w = np.zeros(X.shape[1])
 
     def _update(self, g: np.ndarray) -> None:

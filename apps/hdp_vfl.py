@@ -369,13 +369,13 @@ def run(args) -> int:
     d = Xtr.shape[1]
     a = args.active_features or a
     model = HDPLogisticRegression(epsilon=args.epsilon, delta=args.delta, epochs=args.epochs,
-                                  batch_size=args.batch_size, k=args.k, l2=args.l2, learning_rate=args.learning_rate,
+                                  batch_size=args.batch_size, k=args.weight_bound, l2=args.l2, learning_rate=args.learning_rate,
                                   backend=args.backend, seed=args.seed, active_features=a, intercept=args.intercept,
                                   progress=not args.quiet, timeout=args.timeout)
     model.fit(Xtr, ytr)
     hdp = {"accuracy": model.score(Xte, yte), "backend": args.backend, "seconds": model.seconds_,
            "bytes_sent": model.bytes_sent_, "privacy": [r.as_dict() for r in model.privacy_]}
-    refs = reference_accuracies(Xtr, Xte, ytr, yte, a, args.l2, args.epochs, args.batch_size, args.k,
+    refs = reference_accuracies(Xtr, Xte, ytr, yte, a, args.l2, args.epochs, args.batch_size, args.weight_bound,
                                 args.learning_rate, args.seed, args.intercept)
     if args.no_sqm:
         sqm_res = {"accuracy": None, "message": "skipped (--no-sqm)"}
@@ -412,8 +412,12 @@ def run(args) -> int:
 
 
 def register(sub) -> None:
+    from apps import options
+
     p = sub.add_parser("hdp-vfl", help="HDP-VFL logistic regression (Gaussian-noised intermediate results) "
                                        "beside the reference methods and SQM-LR",
+                       parents=[options.privacy(1.0, 0.01, "each party's epsilon (delta 0.01 as in the paper)"),
+                                options.runtime(), options.output()],
                        description="Train l2-regularized logistic regression with HDP-VFL (Wang et al., Algorithm "
                                    "1): an active party (labels + its features, runtime party 0) and a passive "
                                    "party (its features, party 1) exchange Gaussian-perturbed intermediate "
@@ -423,12 +427,10 @@ def register(sub) -> None:
     p.add_argument("--data", default=None,
                    help="UCI_Credit_Card.csv for credit_default, the folder of adult.data/adult.test for adult "
                         "(default: ../shared/data/...)")
-    p.add_argument("--epsilon", type=float, default=1.0, help="per-party epsilon (default: 1)")
-    p.add_argument("--delta", type=float, default=0.01, help="delta (default: 0.01, as in the paper)")
     p.add_argument("--epochs", type=int, default=10, help="epochs e (default: 10)")
     p.add_argument("--batch-size", type=int, default=3200,
                    help="mini-batch size b; the training size if smaller (default: 3200)")
-    p.add_argument("--k", type=float, default=1.0, help="weight norm bound k > 0 (default: 1)")
+    p.add_argument("--weight-bound", type=float, default=1.0, help="weight norm bound k > 0 (default: 1)")
     p.add_argument("--l2", type=float, default=0.001, help="l2 regularization lambda (default: 0.001)")
     p.add_argument("--learning-rate", type=float, default=0.5, help="learning rate eta (default: 0.5)")
     p.add_argument("--active-features", type=int, default=None,
@@ -438,13 +440,6 @@ def register(sub) -> None:
                    help="value u in [0, 1) of a constant column the active party prepends (its weight is the "
                         "intercept; the features share the remaining row norm sqrt(1 - u^2)); 0: none "
                         "(default: 0.5)")
-    p.add_argument("--backend", default="mpyc", choices=["plain", "mpyc"],
-                   help="'mpyc' (default): two party processes over loopback TCP; 'plain': one-process simulation")
-    p.add_argument("--seed", type=int, default=None,
-                   help="seed for reproducible EXPERIMENTS: not secure (whoever knows it regenerates both parties' "
-                        "noise), recorded as secure_mode false in the JSON (default: OS entropy)")
-    p.add_argument("--timeout", type=float, default=3600.0,
-                   help="with --backend mpyc: seconds before the two-process job is abandoned (default 3600)")
     p.add_argument("--split-seed", type=int, default=0, help="seed of the train/test split (default: 0)")
     p.add_argument("--test-size", type=float, default=0.2, help="test fraction (default: 0.2)")
     p.add_argument("--no-sqm", action="store_true", help="skip the SQM-LR comparison")
@@ -455,7 +450,5 @@ def register(sub) -> None:
                    help="SQM-LR epochs (default: the SQM paper's schedule for this epsilon)")
     p.add_argument("--sqm-learning-rate", type=float, default=1.0, help="SQM-LR learning rate (default: 1)")
     p.add_argument("--sqm-backend", default="plain", choices=["plain", "mpyc"],
-                   help="SQM-LR backend (default: plain, the exact simulation)")
-    p.add_argument("--json", default=None, help="write the figures to this JSON file")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+                   help="SQM-LR backend (default: plain, the in-process simulation)")
     p.set_defaults(func=run)
