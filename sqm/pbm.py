@@ -58,10 +58,18 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy.special import logsumexp
 
-from .accounting import DEFAULT_ORDERS, epsilon_and_order
 from .rng import make_rng
 
-PBM_ORDERS = tuple([1.25, 1.5, 1.75] + list(DEFAULT_ORDERS))
+
+
+def __getattr__(name):
+    """``PBM_ORDERS``: the RDP orders of :func:`privacy_report`, built on first use (:mod:`sqm.accounting` imports
+    dp-accounting, about 1 s, which a party process that only encodes and sums never needs)."""
+    if name == "PBM_ORDERS":
+        from .accounting import DEFAULT_ORDERS
+
+        return tuple([1.25, 1.5, 1.75] + list(DEFAULT_ORDERS))
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def check_params(b, beta, C: float = 1.0) -> None:
@@ -277,12 +285,15 @@ def pbm_rdp(orders, b: int, beta: float, M: int, embedding_size: int = 1, uses: 
 
 
 def privacy_report(b: int, beta: float, M: int, embedding_size: int, uses: int, delta: float,
-                   orders=PBM_ORDERS) -> PBMPrivacy:
-    """(epsilon, delta) for feature and sample privacy after ``uses`` releases of each record's P-dim sum."""
+                   orders=None) -> PBMPrivacy:
+    """(epsilon, delta) for feature and sample privacy after ``uses`` releases of each record's P-dim sum
+    (RDP at ``orders``, default ``PBM_ORDERS``, converted with dp-accounting)."""
+    from .accounting import epsilon_and_order
+
     check_params(b, beta)
     _check_parties(M)
     _check_count(uses, "uses (releases per record)")
-    orders = np.asarray(orders, dtype=np.float64)
+    orders = np.asarray(__getattr__("PBM_ORDERS") if orders is None else orders, dtype=np.float64)
     f1 = pbm_rdp(orders, b, beta, M, embedding_size)
     s1 = pbm_rdp(orders, b, beta, M, embedding_size, level="sample")
     ef, of = epsilon_and_order(orders, uses * f1, delta)
