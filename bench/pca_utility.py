@@ -4,8 +4,9 @@
     sqm bench pca-utility --runs 20 --datasets digits,citeseer --json pca.json --plot pca.png   # paper grid
 
 Utility ||X V||_F^2 of the top-k subspace for k = 1..10, averaged over runs, at delta = 1e-5 for each
-epsilon; SQM for each gamma (plain backend: the exact simulation of the parties), central DP (Analyze
-Gauss) and the local-DP baseline at the same (epsilon, delta) through the same RDP conversion.  One noisy
+epsilon; SQM for each gamma (plain backend: the in-process simulation of the parties' programs), central DP
+(Analyze Gauss) and the local-DP baseline at the same (epsilon, delta), both calibrated by the one policy for
+Gaussian baselines (sqm.calibration.gaussian_sigma: the smallest sigma for one release).  One noisy
 covariance per (epsilon, gamma, run) gives all k (the top-k subspace is the first k eigenvectors).
 The target checked: for gamma >= 2^10, SQM's mean utility is at least 99% of central DP's for every
 (epsilon, k); the local baseline is clearly below both.
