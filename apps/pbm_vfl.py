@@ -783,7 +783,7 @@ def privacy_reports(cfg: VFLConfig, M: int) -> dict:
 
 
 def run(args) -> int:
-    from sqm.report import render_table
+    from sqm.report import render_table, write_json
 
     device = check_device(args.device or default_device())
     btr, bte, ytr, yte, n_classes = load_split(args.dataset, args.parties, args.data, split_seed=args.split_seed)
@@ -844,8 +844,7 @@ def run(args) -> int:
                "device": device, "delta": args.delta, "methods": {k: v.as_dict() for k, v in results.items()},
                "privacy": {k: v.as_dict() for k, v in privacy.items()}, "pbm_accounting": rep.as_dict(),
                "table": rows}
-        with open(args.json, "w") as f:
-            json.dump(obj, f, indent=1, default=float)
+        write_json(args.json, obj, indent=1)
         print(f"wrote {args.json}")
     if args.plot:
         import matplotlib

@@ -254,4 +254,5 @@ def test_cli_records_secure_mode(tmp_path, capsys):
     p = obj["privacy"]
     assert p["ldp_eq"]["epsilon_server"] == pytest.approx(p["pbm"]["epsilon_server"])
     assert p["ldp"]["epsilon_server"] < p["pbm"]["epsilon_server"] and p["ldp"]["sigma"] > p["ldp_eq"]["sigma"]
+    assert p["npq"]["epsilon_server"] == "inf"  # strict JSON (sqm.report.write_json)
     assert "LDP (paper)" in text and "LDP (equal eps)" in text
