@@ -62,7 +62,7 @@ import numpy as np
 
 from mpc.party import PartyProgram
 
-from .options import add_job_arguments, job_run_options  # noqa: F401  (moved to apps.options; for sqm logreg)
+from .options import add_job_arguments, job_run_options  # noqa: F401  (add_job_arguments: for sqm logreg)
 
 
 # ----- job files --------------------------------------------------------------------------------------------
@@ -690,8 +690,6 @@ def job_command(args, make_task, server_summary) -> int:
     JSON fields), and each client's own counts (clipped rows are known to that party only), and writes
     ``--json``."""
     from sqm.report import render_table, write_json
-
-    from .options import job_run_options
 
     secure_mode = seed_policy(args.seed, args.insecure_reproducible)  # a seed without the opt-in: refused
     spec = load_job(args.job)

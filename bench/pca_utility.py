@@ -20,7 +20,7 @@ import numpy as np
 from tqdm import tqdm
 
 from apps.datasets import load_dataset, scale_rows
-from apps.pca import SQMPCA, central_dp_pca, local_dp_pca, nonprivate_pca, pca_utility, top_eigen
+from apps.pca import SQMPCA, central_dp_pca, local_dp_pca, nonprivate_pca, top_eigen
 from sqm.rng import spawn_seeds
 from sqm.vertical import VerticalData
 from bench.common import finish

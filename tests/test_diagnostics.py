@@ -2,12 +2,13 @@
 
 - the exit-code table and the root cause of a failed job (:mod:`mpc.exitcodes`);
 - a record-id mismatch names the odd client to the clients only: the server learns that the clients
-  disagree, never which (``PartyContext.check_clients``, in-process over an in-memory network, and in real
-  party processes through ``sqm pca --job``);
+  disagree, never which (``PartyContext.check_clients`` over an in-memory network, and through
+  ``sqm pca --job``);
 - a party's own input error reaches the others as "client j refused: <reason without data>" and that party
   exits BAD_DATA (a logistic-regression label error, a value too large for float64);
 - ``clip_rows`` clips rows holding 1e300 (its norm used to overflow to inf and zero the row);
-- ``sqm pca --job`` exits with the class of each failure: bad data, refused, lost, timed out, bad usage.
+- ``sqm pca --job`` exits with the class of each failure: bad data, refused, timed out, bad usage; a killed
+  client makes the job's exit code LOST.
 
 Exit codes and messages are classified by one function for real and in-process parties
 (:func:`mpc.party.failure`), so these run the job's party programs in process (``--backend plain``), except
@@ -293,54 +294,57 @@ def test_logreg_label_error_reaches_the_others_as_a_refusal(tmp_path, capsys):
         assert "lost" not in lines[i][1] and "2.0" not in lines[i][1]
 
 
-def _descendants(root: int) -> list[int]:
-    parent = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    parent[int(d)] = int(f.read().rsplit(")", 1)[1].split()[1])
-            except OSError:
-                pass
-    out, frontier = [], [root]
-    while frontier:
-        kids = [p for p, q in parent.items() if q in frontier]
-        out += kids
-        frontier = kids
-    return out
+class StallTask:
+    """A job-file task whose client 2 writes its process id to ``marker`` and then waits, while the others wait
+    for its message: a party inside the job, connected, about to be killed."""
+
+    seed = None
+
+    def __init__(self, marker: str):
+        self.marker = marker
+
+    def public(self):
+        return ("stall-test",)
+
+    async def run(self, ctx, table, meta):
+        if ctx.pid == 2:
+            with open(self.marker + ".tmp", "w") as f:
+                f.write(str(os.getpid()))
+            os.replace(self.marker + ".tmp", self.marker)
+            await asyncio.sleep(120)
+        await ctx.send_recv({}, [2], wire.nothing, "client 2's message")
+        return {}
 
 
-def _kill_when_reading(path: str, found: dict, stop: threading.Event):
-    """Kill (SIGKILL) the descendant process of this one that has ``path`` open: a client reading its file,
-    so connected and inside the job, while the others wait on its schema."""
-    me, path = os.getpid(), os.path.realpath(path)
-    while not stop.is_set():
-        for pid in _descendants(me):
-            try:
-                fds = os.listdir(f"/proc/{pid}/fd")
-                if any(os.path.realpath(f"/proc/{pid}/fd/{fd}") == path for fd in fds):
-                    os.kill(pid, signal.SIGKILL)
-                    found["at"] = time.monotonic()
-                    return
-            except OSError:
-                continue
-        time.sleep(0.002)
+def test_exit_code_lost_when_a_client_is_killed(tmp_path):
+    """Real processes (a lost connection is the transport's): client 2 is killed (SIGKILL) inside the job; the
+    others name it as lost at once and the job's exit code is LOST."""
+    from apps.jobfile import load_job, run_local
+    from mpc.launch import MPCError
 
-
-def test_sqm_exit_code_lost_when_a_client_is_killed(tmp_path, capsys):
-    job = _job(tmp_path, m=60000)  # client 2 reads its 60,000 lines for a few tenths of a second
+    spec = load_job(_job(tmp_path))
+    marker = str(tmp_path / "client2.pid")
     found, stop = {}, threading.Event()
-    killer = threading.Thread(target=_kill_when_reading, args=(str(tmp_path / "party2.csv"), found, stop))
-    killer.start()
+
+    def killer():
+        while not stop.is_set():
+            if os.path.exists(marker):
+                os.kill(int(open(marker).read()), signal.SIGKILL)
+                found["at"] = time.monotonic()
+                return
+            time.sleep(0.01)
+
+    k = threading.Thread(target=killer)
+    k.start()
     try:
-        code, err = _sqm(["pca", "--job", job, "--components", "2", "--quiet"], capsys)
+        with pytest.raises(MPCError) as err:
+            run_local(spec, StallTask(marker), timeout=120)
     finally:
         stop.set()
-        killer.join()
-    assert "at" in found, err
-    assert code == EXIT_LOST, err
-    lines = _party_lines(err)
-    assert lines[2][0] == -signal.SIGKILL
+        k.join()
+    assert "at" in found, err.value
+    assert err.value.exit_code == EXIT_LOST and err.value.codes[2] == -signal.SIGKILL, err.value
+    lines = _party_lines(str(err.value))
     for i in (0, 1):
         assert lines[i][0] == EXIT_LOST and "lost party 2" in lines[i][1], lines[i]
     assert time.monotonic() - found["at"] < 30
