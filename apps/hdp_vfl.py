@@ -150,7 +150,8 @@ class HDPLogisticRegression(ClassifierMixin, BaseEstimator):
                  timeout: float = 3600.0):
         self.epsilon, self.delta, self.epochs, self.batch_size = epsilon, delta, epochs, batch_size
         self.k, self.l2, self.learning_rate, self.backend, self.seed = k, l2, learning_rate, backend, seed
-        self.active_features, self.intercept, self.progress, self.timeout = active_features, intercept, progress, timeout
+        self.active_features, self.intercept = active_features, intercept
+        self.progress, self.timeout = progress, timeout
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -369,7 +370,8 @@ def run(args) -> int:
     d = Xtr.shape[1]
     a = args.active_features or a
     model = HDPLogisticRegression(epsilon=args.epsilon, delta=args.delta, epochs=args.epochs,
-                                  batch_size=args.batch_size, k=args.weight_bound, l2=args.l2, learning_rate=args.learning_rate,
+                                  batch_size=args.batch_size, k=args.weight_bound, l2=args.l2,
+                                  learning_rate=args.learning_rate,
                                   backend=args.backend, seed=args.seed, active_features=a, intercept=args.intercept,
                                   progress=not args.quiet, timeout=args.timeout)
     model.fit(Xtr, ytr)
@@ -404,7 +406,8 @@ def run(args) -> int:
         print(f"SQM-LR: {sqm_res.get('message', '')}")
     print("Note: " + GUARANTEE)
     if args.json:
-        out = {"secure_mode": secure_mode, "dataset": args.dataset, "train_records": int(Xtr.shape[0]), "test_records": int(Xte.shape[0]),
+        out = {"secure_mode": secure_mode, "dataset": args.dataset, "train_records": int(Xtr.shape[0]),
+               "test_records": int(Xte.shape[0]),
                "active_features": a, "passive_features": d - a, "epsilon": args.epsilon, "delta": args.delta,
                "guarantee_note": GUARANTEE, "hdp": hdp, "sqm": sqm_res, **refs}
         write_json(args.json, out)

@@ -118,7 +118,8 @@ def print_table(rep: dict) -> None:
                              **{e: r["accuracy_mean"] for e, r in zip(eps, c["rows"])}} for c in rep["figure2"]], eps))
     first = next(iter(rep["figure1"].values()), None)
     if first:
-        print("paper's sigma / ours:", ", ".join(f"{e}: {r['paper_sigma_ratio']:.3f}" for e, r in zip(eps, first["rows"])))
+        print("paper's sigma / ours:",
+              ", ".join(f"{e}: {r['paper_sigma_ratio']:.3f}" for e, r in zip(eps, first["rows"])))
     t = rep.get("target_breast_cancer_eps1")
     if t:
         print(f"breast cancer at epsilon=1 (paper: about 0.9): {t['mean']:.3f} +- {t['std']:.3f}")
