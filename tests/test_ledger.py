@@ -1,0 +1,128 @@
+"""sqm.ledger: releases compose in RDP across jobs; over-budget releases are refused before they run;
+concurrent processes never overspend; a killed process's reservation stays counted."""
+import multiprocessing as mp
+import os
+import signal
+
+import pytest
+
+from sqm import events as ev
+from sqm.ledger import BudgetError, BudgetExceeded, Ledger, NoBudget
+
+E = ev.SkellamDpEvent(10.0, 10.0, 300.0)  # epsilon 1.73 alone at delta 1e-5, 2.55 twice (RDP)
+
+
+def test_releases_compose_and_the_one_that_would_exceed_is_refused(tmp_path):
+    led = Ledger(str(tmp_path / "l.sqlite"))
+    led.set_budget("adult", 2.0, 1e-5)
+    pca = ev.server_event(10.0, 10.0, 300.0)
+    lr = ev.server_event(4.0, 2.0, 50.0, q=0.01, rounds=100)
+    a = led.reserve("adult", [pca], "pca", "job-1")
+    b = led.reserve("adult", [lr], "linreg", "job-2")
+    both = ev.compose([pca, lr], 1e-5)
+    assert b["spent"] == both and led.status("adult").spent == both  # composed in RDP, at the budget's delta
+    assert both < a["epsilon"] + b["epsilon"]  # tighter than adding epsilons
+    assert led.status("adult").left == pytest.approx(2.0 - both)
+    with pytest.raises(BudgetExceeded) as err:
+        led.check("adult", [pca])
+    msg = str(err.value)
+    assert "'adult'" in msg and "budget epsilon 2 at delta 1e-05" in msg and f"left {2.0 - both:.4g}" in msg
+    assert f"spent epsilon {both:.4g} over 2 release(s)" in msg
+    with pytest.raises(BudgetExceeded):
+        led.reserve("adult", [pca], "pca", "job-3")
+    assert [r["job_id"] for r in led.releases("adult")] == ["job-1", "job-2"]  # the refused one left no entry
+    assert led.releases("adult")[0]["events"] == [pca]
+    assert led.datasets() == ["adult"]
+
+
+def test_budget_is_set_once_and_is_required(tmp_path):
+    led = Ledger(str(tmp_path / "l.sqlite"))
+    with pytest.raises(NoBudget, match="no privacy budget"):
+        led.reserve("bc", [E], "pca")
+    led.set_budget("bc", 1.0, 1e-6)
+    led.set_budget("bc", 1.0, 1e-6)  # the same again: fine
+    with pytest.raises(BudgetError, match="replace=True"):
+        led.set_budget("bc", 2.0, 1e-6)
+    assert led.set_budget("bc", 5.0, 1e-6, replace=True).epsilon == 5.0 and led.budget("bc").epsilon == 5.0
+    with pytest.raises(ValueError, match="DpEvents"):
+        led.reserve("bc", [], "pca")
+    with pytest.raises(ValueError, match="dataset id"):
+        led.reserve("", [E], "pca")
+
+
+def test_a_failed_job_stays_counted_and_eta_enters_delta(tmp_path):
+    led = Ledger(str(tmp_path / "l.sqlite"))
+    led.set_budget("d", 5.0, 1e-5)
+    with pytest.raises(RuntimeError):
+        with led.reserve("d", [E], "pca", "j1") as entry:
+            raise RuntimeError("lost a party after the shares were sent")
+    assert entry["status"] == "failed" and led.releases("d")[0]["status"] == "failed"
+    assert led.status("d").spent == ev.compose([E], 1e-5)
+    with led.reserve("d", [E], "pca", "j2", eta=1e-9) as entry:
+        pass
+    assert entry["status"] == "completed"
+    import math
+    assert led.status("d").spent == ev.compose([E, E], 1e-5 - (1 + math.exp(5.0)) * 1e-9)
+
+
+def _reserve_until_refused(path, start, out):
+    start.wait()
+    led, n = Ledger(path), 0
+    while True:
+        try:
+            led.reserve("shared", [E], "pca", f"pid-{os.getpid()}")
+            n += 1
+        except BudgetExceeded:
+            out.put(n)
+            return
+
+
+def test_concurrent_processes_never_overspend(tmp_path):
+    ref = Ledger(str(tmp_path / "ref.sqlite"))  # how many fit, one at a time
+    ref.set_budget("shared", 6.0, 1e-5)
+    fit = 0
+    while True:
+        try:
+            ref.reserve("shared", [E])
+            fit += 1
+        except BudgetExceeded:
+            break
+    assert fit >= 6
+    path = str(tmp_path / "l.sqlite")
+    Ledger(path).set_budget("shared", 6.0, 1e-5)
+    ctx = mp.get_context("fork")
+    start, out = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_reserve_until_refused, args=(path, start, out)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    start.set()
+    counts = [out.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    assert sum(counts) == fit == len(Ledger(path).releases("shared"))  # exactly the budget, never more
+    assert Ledger(path).status("shared").spent <= 6.0
+
+
+def _reserve_then_hang(path, ready):
+    Ledger(path).reserve("k", [E], "pca", "doomed")
+    ready.set()
+    signal.pause()
+
+
+def test_a_process_killed_after_reserving_leaves_the_entry_counted(tmp_path):
+    path = str(tmp_path / "l.sqlite")
+    Ledger(path).set_budget("k", 2.0, 1e-5)
+    ctx = mp.get_context("fork")
+    ready = ctx.Event()
+    p = ctx.Process(target=_reserve_then_hang, args=(path, ready))
+    p.start()
+    assert ready.wait(60)
+    os.kill(p.pid, signal.SIGKILL)
+    p.join(30)
+    assert p.exitcode == -signal.SIGKILL
+    led = Ledger(path)
+    (entry,) = led.releases("k")
+    assert entry["job_id"] == "doomed" and entry["status"] == "reserved"
+    assert led.status("k").spent == ev.compose([E], 1e-5)
+    with pytest.raises(BudgetExceeded):  # a second one does not fit beside it
+        led.check("k", [E])
