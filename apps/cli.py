@@ -14,7 +14,7 @@ import sys
 import sqm
 
 # subcommand modules: each defines register(subparsers)
-COMMANDS = ["apps.demo", "apps.pca", "apps.linreg", "apps.logreg", "apps.pbm_vfl", "apps.hdp_vfl"]
+COMMANDS = ["apps.demo", "apps.pca", "apps.linreg", "apps.logreg", "apps.pbm_vfl", "apps.hdp_vfl", "apps.budget"]
 
 # sqm bench NAME -> module defining add_arguments(parser) and cli(args) -> int
 BENCHMARKS = {

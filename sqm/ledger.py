@@ -122,6 +122,16 @@ class Status:
     n_releases: int
 
 
+def spent_epsilon(events, budget: Budget, eta: float = 0.0) -> float:
+    """Epsilon of ``events`` composed in RDP, converted at the budget's delta less (1 + e^epsilon_B) ``eta``
+    (so that with the failure probabilities the whole is within the budget's delta); inf if eta uses it up."""
+    events = list(events)
+    if not events:
+        return 0.0
+    conv_delta = budget.delta - (1.0 + math.exp(budget.epsilon)) * float(eta)
+    return ev.compose(events, conv_delta) if conv_delta > 0 else math.inf
+
+
 class Reservation(dict):
     """A ledger entry as a dict (id, dataset, statistic, time, epsilon, delta, eta, job_id, status, spent,
     left, ledger); a context manager that marks it completed, or failed if the block raises."""
@@ -243,10 +253,7 @@ class Ledger:
         rows = con.execute("SELECT events, eta FROM releases WHERE dataset = ?", (dataset,)).fetchall()
         events = [e for r in rows for e in ev.events_from_json(json.loads(r["events"]))] + list(new_events)
         eta = sum(r["eta"] for r in rows) + float(new_eta)
-        if not events:
-            return Status(dataset, budget, 0.0, budget.epsilon, 0)
-        conv_delta = budget.delta - (1.0 + math.exp(budget.epsilon)) * eta
-        spent = ev.compose(events, conv_delta) if conv_delta > 0 else math.inf
+        spent = spent_epsilon(events, budget, eta)
         return Status(dataset, budget, spent, budget.epsilon - spent, len(rows))
 
     def status(self, dataset: str) -> Status:

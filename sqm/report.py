@@ -123,8 +123,8 @@ def render_table(rows: Iterable[dict], columns: Iterable | None = None) -> str:
 
     ``columns``: keys, ``(key, header)`` or ``(key, header, fmt)`` (``fmt`` a format spec such as ".4f" or
     a callable returning the cell text; see :func:`fmt_value`); default: every key in order of first
-    appearance.  A ``"method"`` column comes first (left-aligned) whenever a row has one, whether or not it
-    is listed; the others are right-aligned.  A missing value prints as "-"."""
+    appearance.  A ``"method"`` column comes first whenever a row has one, whether or not it is listed; the
+    first column is left-aligned, the others right-aligned.  A missing value prints as "-"."""
     rows = list(rows)
     if columns is None:
         columns = list(dict.fromkeys(k for r in rows for k in r))
@@ -136,7 +136,7 @@ def render_table(rows: Iterable[dict], columns: Iterable | None = None) -> str:
         cols.insert(0, ("method", "method", None))
     cells = [[str(h) for _, h, _ in cols]] + [[fmt_value(r.get(k), s) for k, _, s in cols] for r in rows]
     widths = [max(len(line[i]) for line in cells) for i in range(len(cols))]
-    left = [k == "method" for k, _, _ in cols]
+    left = [i == 0 for i in range(len(cols))]
 
     def line(items):
         return "  ".join(x.ljust(w) if lft else x.rjust(w) for x, w, lft in zip(items, widths, left)).rstrip()

@@ -126,3 +126,27 @@ def test_a_process_killed_after_reserving_leaves_the_entry_counted(tmp_path):
     assert led.status("k").spent == ev.compose([E], 1e-5)
     with pytest.raises(BudgetExceeded):  # a second one does not fit beside it
         led.check("k", [E])
+
+
+def test_sqm_budget_command(tmp_path, capsys):
+    import json
+
+    from apps.cli import main
+
+    path = str(tmp_path / "l.sqlite")
+    assert main(["budget", "set", "adult", "--budget", "2,1e-5", "--ledger", path]) == 0
+    assert main(["budget", "set", "adult", "--budget", "3,1e-5", "--ledger", path]) == 2  # set once
+    assert "--replace" in capsys.readouterr().err
+    led = Ledger(path)
+    led.record("adult", [E], "pca", "job-1")
+    capsys.readouterr()
+    assert main(["budget", "show", "adult", "--ledger", path, "--json", str(tmp_path / "s.json")]) == 0
+    out = capsys.readouterr().out
+    spent = ev.compose([E], 1e-5)
+    assert f"spent {spent:.4g}, left {2 - spent:.4g} over 1 release(s)" in out
+    assert out.splitlines()[-1].split()[2:6] == ["pca", "job-1", "completed", f"{spent:.4g}"]
+    saved = json.load(open(tmp_path / "s.json"))
+    assert ev.events_from_json(saved["releases"][0]["events"]) == [E] and saved["summary"]["spent"] == spent
+    assert main(["budget", "list", "--ledger", path]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].split() == ["adult", "2", "1e-05", f"{spent:.4g}",
+                                                               f"{2 - spent:.4g}", "1"]
