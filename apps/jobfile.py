@@ -507,14 +507,21 @@ class JobParty(PartyProgram):
         entry = None
         if ctx.is_server and self.ledger is not None:  # charged before any share: refused if over budget
             entry = self.ledger.reserve(self.dataset, self.task, meta)
-        key = await ctx.clients_key(None if ctx.is_server else key_contribution(self.task, ctx.pid))
-        if table is not None:
-            table.ids_digest = keyed_ids_digest(key, table.ids)
-        result = await self.task.run(ctx, table, meta)
+        try:
+            key = await ctx.clients_key(None if ctx.is_server else key_contribution(self.task, ctx.pid))
+            if table is not None:
+                table.ids_digest = keyed_ids_digest(key, table.ids)
+            result = await self.task.run(ctx, table, meta)
+        except BaseException:
+            if entry is not None:
+                entry.fail()  # still counted: shares may have been sent
+            raise
         result.setdefault("col_counts", list(meta.col_counts))
         result.setdefault("n_records", meta.n_records)
         if entry is not None:
-            result.setdefault("ledger", entry)
+            entry.complete()
+            result.setdefault("ledger", {k: entry[k] for k in ("id", "dataset", "statistic", "epsilon", "delta",
+                                                               "status", "spent", "left", "ledger")})
         if table is not None:
             result.setdefault("file", table.file)
         return result
@@ -524,31 +531,34 @@ class JobParty(PartyProgram):
 class LedgerGuard:
     """The server's privacy-budget check of a job (in the server's program only; picklable).
 
-    ``path``: the SQLite ledger (None: :mod:`sqm.ledger`'s default in the user's data folder); ``budget``:
-    (epsilon, delta) to set as the dataset's total, once (a different one for a dataset that has one is
-    refused).  :meth:`reserve` runs at the server after the clients' counts are known and before any share is
-    sent: it composes the release's events (the task's ``release(meta)``) with the dataset's ledger and
-    records the entry, or refuses the job naming what is left.  The entry is in the ledger before the result
-    exists, so a server killed afterwards never releases without one (a job that then fails stays charged)."""
+    ``path``: the SQLite ledger (:class:`sqm.ledger.Ledger`; None: its default file in the sqm data folder);
+    ``budget``: (epsilon, delta) to set as the dataset's total, once (a different one for a dataset that has
+    one is refused); ``job_id``: recorded with the entry.  :meth:`reserve` runs at the server once the clients'
+    counts are known and before any share is sent: it composes the release's events (the task's
+    ``release(meta)``) with the dataset's entries and records the new entry in one transaction, or refuses
+    the job naming what is left (every party then exits "refused").  The entry is in the ledger before the
+    result exists, so a server killed afterwards never releases without one; it is marked completed when the
+    server's part ends, failed (and still counted) if it raises."""
 
     path: str | None = None
     budget: tuple[float, float] | None = None
+    job_id: str | None = None
 
-    def reserve(self, dataset: str, task: JobTask, meta: JobMeta) -> dict:
+    def reserve(self, dataset: str, task: JobTask, meta: JobMeta):
+        """The :class:`sqm.ledger.Reservation` of this job's release, or ProtocolError (refused) if the
+        dataset has no budget or the release would exceed it."""
         from mpc.protocol import ProtocolError
-        from sqm.ledger import BudgetExceeded, Ledger
+        from sqm.ledger import BudgetError, Ledger
 
         report = task.release(meta)
-        ledger = Ledger(self.path)
         try:
+            ledger = Ledger(self.path)
             if self.budget is not None:
                 ledger.set_budget(dataset, *self.budget)
-            entry = ledger.reserve(dataset, report.events, statistic=type(task).__name__, delta=report.delta)
-        except BudgetExceeded as e:
+            return ledger.reserve(dataset, report.events, statistic=str(task.public()[0]), job_id=self.job_id,
+                                  delta=report.delta)
+        except BudgetError as e:
             raise ProtocolError(f"refused before any share was sent: {e}") from None
-        except ValueError as e:
-            raise ProtocolError(f"refused before any share was sent: the ledger refused the job: {e}") from None
-        return entry
 
 
 def load_own_file(file, id_column: str, pid: int) -> tuple[PartyTable | None, dict]:
@@ -581,6 +591,8 @@ def party_program(spec: JobSpec, index: int, task: JobTask, ledger: "LedgerGuard
     if ledger is not None and index == 0 and spec.dataset_id is None:
         raise ValueError(f"job file {spec.path or '(unnamed)'} names no dataset: the ledger charges each release "
                          f"to the job file's \"dataset\" (or its \"name\"); add one")
+    if ledger is not None:
+        ledger = dataclasses.replace(ledger, job_id=spec.job_id)
     return JobParty(index, spec.parties[index].file, spec.id_column, task, spec.dataset_id,
                     ledger if index == 0 else None)
 
@@ -709,7 +721,9 @@ def job_command(args, make_task, server_summary) -> int:
             print(render_table([{**rep, "seconds": rec.get("seconds"), "bytes": rec.get("bytes_sent")}],
                                ["epsilon_server", "epsilon_client", "delta", "gamma", "mu", "seconds", "bytes"]))
             if res.get("ledger") is not None:
-                print(f"ledger: {res['ledger']}")
+                e = res["ledger"]
+                print(f"ledger {e['ledger']}: dataset {e['dataset']!r}, this release epsilon {e['epsilon']:.4g} at "
+                      f"delta {e['delta']:g}; spent {e['spent']:.4g}, left {e['left']:.4g}")
             out.update(report=rep, epsilon_server=rep["epsilon_server"], epsilon_client=rep.get("epsilon_client"),
                        seconds=rec.get("seconds"), ledger=res.get("ledger"))
         else:

@@ -400,3 +400,93 @@ def test_cli_seed_in_job_mode_needs_the_opt_in(tmp_path, capsys):
     assert r["secure_mode"] is False and np.array(r["components"]).shape == (2, 6)
     assert main(["pca", "--job", spec.path, "--data-file", str(out)]) == 2  # --data-file needs --index
     assert "--index" in capsys.readouterr().err
+
+
+# ----- the server's privacy-budget ledger (issue 13) -----------------------------------------------------------
+
+
+def _ledger_setup(tmp_path, dataset="survey"):
+    """A job file naming a dataset, a PCA task, its one release's events, and a budget that two releases fit
+    and three do not (the RDP composition at the budget's delta, sqm.events.compose)."""
+    from apps.jobfile import JobMeta
+    from sqm.events import compose
+
+    spec = load_job(write_party_csvs(make_X(), tmp_path / "job", 2, dataset=dataset))
+    task = PCAJobTask(n_components=2, epsilon=1.0, delta=1e-6, gamma=1024.0)
+    events = list(task.release(JobMeta((3, 3), 30)).events)
+    two, three = compose(events * 2, 1e-5), compose(events * 3, 1e-5)
+    assert 1.0 < two < three
+    return spec, task, two, ((two + three) / 2, 1e-5)
+
+
+def test_ledger_composes_two_releases_and_refuses_a_third_before_any_share(tmp_path):
+    """Real processes: two PCA releases on one dataset compose in the server's ledger; a third that would exceed
+    the dataset's budget is refused by the server before any share is sent: every party exits 'refused' (3)
+    naming what is left, and nothing more is recorded."""
+    from sqm.ledger import Ledger
+
+    spec, task, two, budget = _ledger_setup(tmp_path)
+    path = str(tmp_path / "ledger.sqlite")
+    first = run_job(spec, task, ledger=path, budget=budget)  # real party processes
+    second = run_job(spec, task, ledger=path, budget=budget, backend="plain")  # the same programs in process
+    assert first[0]["result"]["ledger"]["status"] == "completed" and "ledger" not in first[1]["result"]
+    entry = second[0]["result"]["ledger"]
+    assert entry["dataset"] == "survey" and entry["spent"] == pytest.approx(two, rel=1e-9)
+    assert entry["left"] == pytest.approx(budget[0] - two, rel=1e-9)
+    ledger = Ledger(path)
+    assert [r["status"] for r in ledger.releases("survey")] == ["completed", "completed"]
+    assert ledger.status("survey").spent == pytest.approx(two, rel=1e-9)
+    with pytest.raises(MPCError) as err:
+        run_job(spec, task, ledger=path, budget=budget)  # real party processes
+    assert err.value.codes == {0: 3, 1: 3, 2: 3}, err.value  # refused at every party, no one lost or crashed
+    msg = str(err.value)
+    assert msg.count("refused before any share was sent: dataset 'survey' is over its privacy budget") == 3, msg
+    assert msg.count(f"left {budget[0] - two:.4g}") == 3
+    assert len(ledger.releases("survey")) == 2
+
+
+def test_ledger_refusals_send_no_share(tmp_path, monkeypatch):
+    """In process, with every party's input phase spied on (where a client hands over its input: shares in
+    the real protocol): a job over budget, or on a dataset without a budget, is refused before any party
+    reaches it (the clients stop at the evaluation's first agreement, which the refusing server never
+    answers); a job within budget reaches it at every party."""
+    from mpc.inprocess import InProcessContext
+
+    calls = []
+    real = InProcessContext._secure_outputs
+
+    async def spy(self, *a, **k):
+        calls.append(self.pid)
+        return await real(self, *a, **k)
+
+    monkeypatch.setattr(InProcessContext, "_secure_outputs", spy)
+    spec, task, two, budget = _ledger_setup(tmp_path)
+    path = str(tmp_path / "ledger.sqlite")
+    with pytest.raises(MPCError, match="has no privacy budget in the ledger") as err:
+        run_job(spec, task, ledger=path, backend="plain")
+    assert err.value.codes == {0: 3, 1: 3, 2: 3} and calls == []
+    with pytest.raises(MPCError, match="over its privacy budget: budget epsilon 0.5 .* left 0.5") as err:
+        run_job(spec, task, ledger=path, budget=(0.5, 1e-5), backend="plain")
+    assert calls == []
+    run_job(spec, task, ledger=str(tmp_path / "other.sqlite"), budget=budget, backend="plain")
+    assert sorted(calls) == [0, 1, 2]
+    unnamed = load_job(write_party_csvs(make_X(), tmp_path / "unnamed", 2))
+    with pytest.raises(ValueError, match="names no dataset"):
+        run_job(unnamed, task, ledger=path, backend="plain")
+
+
+def test_cli_job_ledger_and_budget(tmp_path):
+    import json
+
+    from apps.cli import main
+
+    spec, _, _, _ = _ledger_setup(tmp_path, dataset="census")
+    out = tmp_path / "out.json"
+    args = ["pca", "--job", spec.path, "--components", "2", "--epsilon", "1", "--delta", "1e-6", "--backend",
+            "plain", "--ledger", str(tmp_path / "l.sqlite"), "--budget", "1.1,1e-5", "--json", str(out)]
+    assert main(args) == 0
+    r = json.loads(out.read_text())
+    assert r["dataset"] == "census" and r["ledger"]["dataset"] == "census" and r["ledger"]["left"] > 0
+    assert main(args) == 3  # a second release (composed: 1.29) does not fit 1.1: refused (exit 3)
+    with pytest.raises(SystemExit):
+        main(args[:-4] + ["--budget", "1.1"])  # --budget needs EPS,DELTA
