@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import os
 import time
 
 import numpy as np
@@ -408,9 +407,7 @@ def accuracy(w, X, y) -> float:
 
 
 # ----- datasets --------------------------------------------------------------------------------------------
-DATASETS = ("breast_cancer", "adult", "credit_default")
-# the project's read-only data folder: ../shared/data next to the repository
-SHARED_DATA = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data"))
+DATASETS = ("breast_cancer", "adult", "credit_default")  # the data sets sqm logreg runs on
 DEFAULT_Q = {"breast_cancer": 0.05, "adult": 0.001, "credit_default": 0.001}
 # ||w|| <= W and learning rate per data set: with W = 1 (the paper's) every method stays at the majority-class
 # rate on adult (its rows have ||x|| <= 1 and a large intercept is needed), so W = 8, lr = 0.5 there
@@ -418,49 +415,29 @@ DEFAULT_W = {"breast_cancer": 1.0, "adult": 8.0, "credit_default": 8.0}
 DEFAULT_LR = {"breast_cancer": 1.0, "adult": 0.5, "credit_default": 0.5}
 
 
-def load_dataset(name: str, data_dir: str | None = None, seed: int = 0):
-    """(X_train, y_train, X_test, y_test) with ||x||_2 <= 1 for every row.
+def unit_ball_split(name: str, data_dir: str | None = None, seed: int = 0):
+    """(X_train, y_train, X_test, y_test, attributes) from :func:`apps.datasets.load_dataset` (its split:
+    adult's shipped test set, else stratified 75/25 with ``seed``), every row with ||x||_2 <= 1; ``attributes``:
+    each column's original attribute (public metadata, :func:`public_split`'s groups).
 
-    breast_cancer (scikit-learn's bundled copy, a public demo set): stratified 75/25 split, standardized
-    with the training split's statistics, clipped to +-3 and divided by 3 sqrt(d).  adult: the UCI train/test
-    files; credit_default: a fixed stratified 75/25 split; both encoded from public metadata only
-    (apps.datasets.load_adult / load_credit_default).
-    """
-    from sklearn.model_selection import train_test_split
+    adult and credit_default are encoded from public metadata only with ||x|| <= 1 by construction;
+    breast_cancer (scikit-learn's bundled copy, a public demo set) is standardized with the training split's
+    statistics, clipped to +-3 and divided by 3 sqrt(d)."""
+    from .datasets import load_dataset
 
-    from .datasets import load_adult, load_bundled, load_credit_default
-
+    if name not in DATASETS:
+        raise ValueError(f"unknown dataset {name!r}; choose one of {DATASETS}")
+    ds = load_dataset(name, data_dir)
+    Xtr, ytr, Xte, yte = ds.train_test(0.25, seed)
     if name == "breast_cancer":
-        X, y = load_bundled("breast_cancer")
-        Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.25, stratify=y, random_state=seed)
         mu, sd = Xtr.mean(0), Xtr.std(0)
         sd[sd == 0] = 1
         f = lambda A: np.clip((A - mu) / sd, -3, 3) / (3 * math.sqrt(A.shape[1]))  # noqa: E731
-        return f(Xtr), ytr, f(Xte), yte
-    if name == "adult":
-        return load_adult(data_dir or os.path.join(SHARED_DATA, "adult"))
-    if name == "credit_default":
-        path = data_dir or os.path.join(SHARED_DATA, "credit-default")
-        if os.path.isdir(path):
-            path = os.path.join(path, "UCI_Credit_Card.csv")
-        X, y = load_credit_default(path)
-        Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.25, stratify=y, random_state=seed)
-        return Xtr, ytr, Xte, yte
-    raise ValueError(f"unknown dataset {name!r}; choose one of {DATASETS}")
+        Xtr, Xte = f(Xtr), f(Xte)
+    return Xtr, ytr, Xte, yte, ds.attributes
 
 
 # ----- one comparison --------------------------------------------------------------------------------------
-def attribute_groups(name: str, d: int) -> list[str]:
-    """The original attribute of each encoded column (public metadata): one-hot columns share a group."""
-    from .datasets import adult_feature_names, credit_feature_names
-
-    names = {"adult": adult_feature_names, "credit_default": credit_feature_names}.get(name)
-    groups = [n.split("=")[0] for n in names()] if names else [f"x{j}" for j in range(d)]
-    if len(groups) != d:
-        raise ValueError(f"{name}: {len(groups)} encoded columns in the metadata, the data has {d}")
-    return groups
-
-
 def public_split(groups: list[str], n_parties: int) -> tuple[list[int], np.ndarray]:
     """Column counts that cut only between attributes (as equal as possible) and the per-party norm bounds
     c_j = sqrt(attributes of party j / all attributes).  With rows encoded as sum over attributes of at most
@@ -666,7 +643,7 @@ def run(args) -> int:
         return _run_job(args)
     if args.runs < 1:
         raise ValueError(f"--runs must be >= 1, got {args.runs}")
-    Xtr, ytr, Xte, yte = load_dataset(args.dataset, args.data_dir)
+    Xtr, ytr, Xte, yte, groups = unit_ball_split(args.dataset, args.data_dir)
     q = args.q if args.q is not None else DEFAULT_Q[args.dataset]
     epochs = args.epochs if args.epochs is not None else paper_epochs(args.epsilon)
     lr = args.lr if args.lr is not None else DEFAULT_LR[args.dataset]
@@ -678,7 +655,7 @@ def run(args) -> int:
         runs.append(compare(Xtr, ytr, Xte, yte, epsilon=args.epsilon, delta=args.delta, gamma=args.gamma, q=q,
                             epochs=epochs, learning_rate=lr, parties=args.parties, backend=args.backend,
                             seed=seed, weight_bound=W, methods=methods,
-                            groups=attribute_groups(args.dataset, Xtr.shape[1]),
+                            groups=groups,
                             progress=not args.no_progress))
     res = _mean(runs)
     s, rep = res["sqm"], res["sqm"]["report"]

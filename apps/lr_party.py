@@ -51,7 +51,7 @@ from mpc.program import SumProgram
 from mpc.randomness import secure_generator
 from sqm.compensation import CompensatedPolynomial, round_scaled
 from sqm.mechanism import SQMPlan, sqm_round
-from sqm.polynomial import Polynomial, logreg_gradient
+from sqm.polynomial import logreg_gradient
 from sqm.rng import make_rng
 from sqm.sensitivity import Sensitivity, logreg_sensitivity
 from sqm.skellam import skellam_tail_bound
@@ -127,8 +127,13 @@ class LRPlan:
 
 
 @functools.lru_cache(maxsize=8)
-def _template(d: int, label_index: int) -> Polynomial:
-    return logreg_gradient(np.zeros(d), label_index)
+def _template_program(d: int, label_index: int) -> SumProgram:
+    """logreg_gradient's program with placeholder coefficients: its terms are fixed, only coefficients change."""
+    poly = logreg_gradient(np.zeros(d), label_index)
+    prog = poly.program([1] * len(poly.term_vars))
+    # every (output, monomial) pair is distinct, so from_terms kept the terms in order, one each
+    assert len(prog.coefs) == len(poly.term_vars) and np.all(prog.rows == poly.term_out)
+    return prog
 
 
 @dataclass(frozen=True, eq=False)
@@ -166,7 +171,10 @@ class LRGradient:
         """The compensated program with these integer coefficients (the reference; the parties never build it)."""
         if int_coefs is None:
             raise ValueError("the gradient's coefficients are the server's secret: give its rounded coefficients")
-        return _template(self.d, self.label_index).program(int_coefs)
+        tmpl = _template_program(self.d, self.label_index)
+        coefs = np.empty(len(tmpl.coefs), dtype=object)
+        coefs[:] = [int(c) for c in int_coefs]
+        return dataclasses.replace(tmpl, coefs=coefs)
 
     def evaluate(self, X) -> np.ndarray:
         return logreg_gradient(self.w, self.label_index).evaluate(X)
@@ -213,9 +221,19 @@ class LRGradient:
 
     async def kernel(self, ctx, plan: SQMPlan, int_coefs, my_input):
         """:func:`secure_gradient`, a client's quantized batch padded with zero rows to the public b_max (a zero
-        row adds nothing: every monomial of Eq. 19 has degree >= 1)."""
+        row adds nothing: every monomial of Eq. 19 has degree >= 1).  In an in-process SIMULATION whose context
+        computes secure evaluations ideally (:class:`mpc.inprocess.InProcessContext` ``ideal``, its default),
+        the ideal functionality instead: the clients hand their rows and noise to the server, which computes
+        the exact integers the protocol reconstructs (so the same weights)."""
         from mpc.field import prime_for_bound
 
+        if getattr(ctx, "ideal", False):
+            got = await ctx._transport_raw({} if my_input is None else {0: tuple(my_input[:2])},
+                                           ctx.clients if ctx.is_server else [])
+            if not ctx.is_server:
+                return None
+            y = self.program(int_coefs).evaluate(np.hstack([np.asarray(x, np.int64) for x, _ in got]))
+            return y + sum(np.asarray(z).astype(object) for _, z in got)
         if my_input is not None:
             x_hat, z = my_input[:2]
             padded = np.zeros((plan.n_records, x_hat.shape[1]), dtype=np.int64)

@@ -20,15 +20,14 @@ from tqdm import tqdm
 from bench.common import finish
 from sqm.report import render_table
 
-from apps.logreg import DATASETS, DEFAULT_Q, attribute_groups, compare, load_dataset, paper_epochs
+from apps.logreg import DATASETS, DEFAULT_Q, compare, paper_epochs, unit_ball_split
 
 
 def run(dataset="adult", data_dir=None, epsilons=(0.5, 1, 2, 4, 8), gammas=(1024, 8192), runs=1,
         delta=1e-5, q=None, parties=3, learning_rate=0.5, weight_bound=8.0, backend="in-process", seed=0,
         progress=True) -> dict:
-    Xtr, ytr, Xte, yte = load_dataset(dataset, data_dir)
+    Xtr, ytr, Xte, yte, groups = unit_ball_split(dataset, data_dir)
     q = DEFAULT_Q[dataset] if q is None else q
-    groups = attribute_groups(dataset, Xtr.shape[1])
     cells = {}
     jobs = [(e, r) for e in epsilons for r in range(runs)]
     refs = []

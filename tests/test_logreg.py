@@ -11,7 +11,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from scipy.stats import binom
 
 from apps import lr_party
-from apps.logreg import SQMLogisticRegression, compare, dpsgd_fit, load_dataset, taylor_fit
+from apps.logreg import SQMLogisticRegression, compare, dpsgd_fit, taylor_fit, unit_ball_split
 from apps.lr_party import LRPlan, batch_cap
 from mpc.inprocess import run_in_process
 from mpc.party import PartyProgram
@@ -130,7 +130,7 @@ def test_in_process_runs_are_reproducible_and_seeded_apart():
 
 
 def test_breast_cancer_accuracy_within_3_points_of_sklearn():
-    Xtr, ytr, Xte, yte = load_dataset("breast_cancer")
+    Xtr, ytr, Xte, yte = unit_ball_split("breast_cancer")[:4]
     res = compare(Xtr, ytr, Xte, yte, epsilon=8.0, delta=1e-5, gamma=8192.0, q=0.05, epochs=10,
                   learning_rate=1.0, parties=3, backend="in-process", seed=0, methods=("sqm", "nonprivate"))
     assert res["nonprivate"]["accuracy"] > 0.88
@@ -139,12 +139,13 @@ def test_breast_cancer_accuracy_within_3_points_of_sklearn():
 
 def test_calibration_meets_target_epsilon_with_the_batch_cap_in_delta(monkeypatch):
     """mu meets the server-observed (epsilon, delta) with the batch cap's failure probability eta entering delta as
-    (1 + e^epsilon) eta; a cap failing often enough (2^-20 instead of 2^-40) shows the difference from eta alone."""
+    (1 + e^epsilon) eta; a cap failing often enough (2^-20 instead of 2^-40) shows the difference from eta alone:
+    mu is the smallest that meets epsilon at delta - (1 + e) eta, and so more than epsilon at delta - eta needs."""
     import math
 
     from apps import logreg
 
-    Xtr, ytr, _, _ = load_dataset("breast_cancer")
+    Xtr, ytr, _, _ = unit_ball_split("breast_cancer")[:4]
     monkeypatch.setattr(logreg, "batch_cap", lambda n, q, r: batch_cap(n, q, r, log2_failure=-20))
     m = SQMLogisticRegression(1.0, 1e-5, 1024.0, 0.05, 2, seed=0)
     plan, rep = m.plan(Xtr.shape[0], [10, 10, 10], 2)
@@ -153,9 +154,11 @@ def test_calibration_meets_target_epsilon_with_the_batch_cap_in_delta(monkeypatc
     delta_mu = 1e-5 - (1 + math.e) * eta
     eps = accounting.server_epsilon(plan.mu, delta_mu, rep.l1_sensitivity, rep.l2_sensitivity, q=0.05, rounds=40)
     assert 0.99 <= eps <= 1.0 and rep.epsilon_server <= 1.0
-    # with eta alone in delta, this mu would not meet epsilon 1 at the smaller delta: the test can fail
-    alone = accounting.calibrate_mu(1.0, 1e-5 - eta, rep.l1_sensitivity, rep.l2_sensitivity, q=0.05, rounds=40)
-    assert alone.mu < plan.mu / (1 + 1e-6)
+    # mu is the smallest meeting epsilon at that delta (calibrated at 1e-5 - eta, it would be smaller and fail)
+    assert accounting.server_epsilon(0.999 * plan.mu, delta_mu, rep.l1_sensitivity, rep.l2_sensitivity, q=0.05,
+                                     rounds=40) > 1.0
+    assert accounting.server_epsilon(plan.mu, 1e-5 - eta, rep.l1_sensitivity, rep.l2_sensitivity, q=0.05,
+                                     rounds=40) < 0.995
     eps_c = accounting.client_epsilon(plan.mu, delta_mu, rep.l1_sensitivity, rep.l2_sensitivity, 3, rounds=40)
     # clients observe only shares during training: the client-observed epsilon is that of a shared final model
     assert "shares" in rep.notes and rep.epsilon_client == pytest.approx(eps_c) and eps_c > 1.0
@@ -233,7 +236,7 @@ def test_local_dp_noise_is_the_optimum_at_sensitivity_sqrt2():
 
 
 def test_dpsgd_and_taylor_baselines_run_and_account():
-    Xtr, ytr, Xte, yte = load_dataset("breast_cancer")
+    Xtr, ytr, Xte, yte = unit_ball_split("breast_cancer")[:4]
     w, rep = dpsgd_fit(Xtr, ytr, 2.0, 1e-5, 0.05, 2, 1.0, seed=0)
     assert rep.method == "DPSGD" and rep.rounds == 40 and rep.sigma > 0
     assert 1.95 <= rep.epsilon_server <= 2.0 and np.linalg.norm(w) <= 1.0 + 1e-6  # calibrated at the target by Opacus' PRV
@@ -252,12 +255,14 @@ class OneGradient(PartyProgram):
         return {"y": None if res is None else [int(v) for v in res]}
 
 
+@pytest.mark.parametrize("ideal", [False, True])
 @pytest.mark.parametrize("col_counts, label_party", [((2, 3), 1), ((2, 3, 2), 0)])
-def test_secure_gradient_equals_exact_sum(col_counts, label_party):
-    """The secure kernel on shares (in process: the real sharing, degree reductions and opening over the
-    mailboxes) reconstructs exactly the compensated gradient sum plus the clients' noise, with two clients
-    (M = 3: the moments are reduced) and three (M = 4 > 3t: one reduction of y serves both); the clients' rows
-    (fewer than b_max) are padded by the kernel."""
+def test_secure_gradient_equals_exact_sum(col_counts, label_party, ideal):
+    """The secure kernel on shares (in process with ideal=False: the real sharing, degree reductions and opening
+    over the mailboxes) reconstructs exactly the compensated gradient sum plus the clients' noise, with two
+    clients (M = 3: the moments are reduced) and three (M = 4 > 3t: one reduction of y serves both); the
+    clients' rows (fewer than b_max) are padded by the kernel.  The ideal functionality (the in-process
+    default) gives the same integers."""
     from sqm.skellam import skellam
 
     plan = small_plan(col_counts, label_party, mu=1e4, b_max=12, W=1.0)
@@ -269,7 +274,7 @@ def test_secure_gradient_equals_exact_sum(col_counts, label_party):
     cuts = np.cumsum(plan.block_widths)[:-1]
     noise = [skellam(plan.mu / plan.n_parties, plan.d, rng) for _ in col_counts]
     inputs = [(b, z) for b, z in zip(np.split(X_hat, cuts, axis=1), noise)]
-    res = run_in_process([OneGradient(plan, ints)] + [OneGradient(plan, my_input=x) for x in inputs])
+    res = run_in_process([OneGradient(plan, ints)] + [OneGradient(plan, my_input=x) for x in inputs], ideal=ideal)
     exact = plan.statistic().program(ints).evaluate(X_hat) + sum(n.astype(object) for n in noise)
     assert res[0]["result"]["y"] == [int(v) for v in exact]
     assert res[1]["result"]["y"] is None  # opened to the server only
@@ -362,14 +367,22 @@ def test_noise_share_large_mu_is_fine_grained_with_the_skellam_variance():
     assert abs(np.mean(residues == 0) - 1 / 16) < 0.01  # numpy's Poisson at this lam gives only multiples
 
 
-def test_public_split_never_clips_adult():
-    from apps.logreg import attribute_groups, public_split
+def test_public_split_cuts_between_attributes_and_never_clips():
+    """adult's one-hot groups (public metadata) are never cut; on breast_cancer (one attribute a column, rows
+    scaled to the unit ball) the attribute-proportional bounds clip nothing."""
+    from apps.datasets import adult_feature_names
+    from apps.logreg import public_split
 
-    Xtr, ytr, _, _ = load_dataset("adult")
-    counts, bounds = public_split(attribute_groups("adult", Xtr.shape[1]), 3)
-    assert sum(counts) == Xtr.shape[1] and abs(np.sum(bounds ** 2) - 1) < 1e-12
-    blocks = np.split(Xtr, np.cumsum(counts)[:-1], axis=1)
-    assert all(np.all(np.linalg.norm(b, axis=1) <= c + 1e-12) for b, c in zip(blocks, bounds))
+    groups = [n.split("=")[0] for n in adult_feature_names()]
+    counts, bounds = public_split(groups, 3)
+    cuts = np.cumsum(counts)[:-1]
+    assert sum(counts) == len(groups) and all(groups[c - 1] != groups[c] for c in cuts)
+    assert abs(np.sum(bounds ** 2) - 1) < 1e-12
+    Xtr, _, Xte, _, attrs = unit_ball_split("breast_cancer")
+    counts, bounds = public_split(attrs, 3)
+    for X in (Xtr, Xte):
+        blocks = np.split(X, np.cumsum(counts)[:-1], axis=1)
+        assert all(np.all(np.linalg.norm(b, axis=1) <= c + 1e-12) for b, c in zip(blocks, bounds))
 
 
 # scikit-learn conventions.  The checks run the estimator in process (the same party programs as real parties) with

@@ -2,7 +2,8 @@
 
 The one real-process test of SQM-LR.  Its party programs (:class:`apps.lr_party.LRParty`, wrapped) run twice with
 the same seeds and the same share generators: as real MPyC party processes and in process
-(:func:`mpc.inprocess.run_in_process`).  A test-only wrapper records, at each client, every frame it receives
+(:func:`mpc.inprocess.run_in_process` with ``ideal=False``: the real protocol over in-memory mailboxes; its
+default, the ideal functionality of the kernel, must give the same weights too).  A test-only wrapper records, at each client, every frame it receives
 from a peer with the step of the exchange: in the real processes at MPyC's own receive
 (``MessageExchanger.receive``, whatever arrived), in process at the context's transport.  Assertions:
 
@@ -128,11 +129,14 @@ def test_real_run_equals_in_process_and_clients_receive_only_uniform_shares(tmp_
     (tmp_path / "real").mkdir(), (tmp_path / "sim").mkdir()
     real = run_parties([ClientView(prog, str(tmp_path / "real"), 5) for prog in programs], timeout=120,
                        blas_threads=1)
-    sim = run_in_process([ClientView(prog, str(tmp_path / "sim"), 5) for prog in programs], timeout=120)
+    sim = run_in_process([ClientView(prog, str(tmp_path / "sim"), 5) for prog in programs], timeout=120,
+                         ideal=False)  # the real protocol over the mailboxes: every frame a real party receives
     history = real[0]["result"]["history"]
     assert history.shape == (plan.rounds, plan.d) and np.any(history[-1] != 0)
     assert np.array_equal(history, sim[0]["result"]["history"])  # every iteration, bit for bit
     assert np.array_equal(real[0]["result"]["weights"], history[-1])
+    ideal = run_in_process(programs, timeout=120)  # the simulation's default: the kernel's ideal functionality
+    assert np.array_equal(ideal[0]["result"]["history"], history)
     assert real[1]["result"].keys() == {"clipped", "truncated", "seconds"}  # no weights at a client
     # a different client seed gives different weights (the comparison above can fail)
     other = run_in_process([programs[0], lr_party.LRParty(plan, seeds[2], blocks[0]), programs[2]], timeout=120)
