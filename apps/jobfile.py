@@ -699,8 +699,8 @@ def job_command(args, make_task, server_summary) -> int:
     machine (:func:`run_job` with :func:`apps.options.job_run_options`: processes, or ``--backend plain`` in
     process; an :class:`mpc.launch.MPCError` makes ``sqm`` exit with the job's exit code), prints the server's
     privacy report as a table, its ledger entry and ``server_summary(result)`` (the app's lines; returns its
-    JSON fields), and each client's own counts (clipped rows are known to that party only), and writes
-    ``--json``."""
+    JSON fields), and each client's own scalar results (its clipped rows...: known to that party only), and
+    writes ``--json``."""
     from sqm.report import render_table, write_json
 
     secure_mode = seed_policy(args.seed, args.insecure_reproducible)  # a seed without the opt-in: refused
@@ -717,6 +717,7 @@ def job_command(args, make_task, server_summary) -> int:
         res = rec["result"]
         if i == 0:
             rep = res["report"]
+            rep = rep.as_dict() if hasattr(rep, "as_dict") else dict(rep)
             out.update(server_summary(res))
             print(render_table([{**rep, "seconds": rec.get("seconds"), "bytes": rec.get("bytes_sent")}],
                                ["epsilon_server", "epsilon_client", "delta", "gamma", "mu", "seconds", "bytes"]))
@@ -726,11 +727,11 @@ def job_command(args, make_task, server_summary) -> int:
                       f"delta {e['delta']:g}; spent {e['spent']:.4g}, left {e['left']:.4g}")
             out.update(report=rep, epsilon_server=rep["epsilon_server"], epsilon_client=rep.get("epsilon_client"),
                        seconds=rec.get("seconds"), ledger=res.get("ledger"))
-        else:
-            mine = {k: res[k] for k in ("rows", "cols", "clipped") if k in res}
-            print(f"client {i} ({res.get('file')}): {mine.get('rows')} records x {mine.get('cols')} columns"
-                  + (f", clipped {mine['clipped']} row(s) to its bound (known to this party only)"
-                     if "clipped" in mine else ""))
+        else:  # a client's own counts (clipped rows, truncated batches...): data-dependent, known to it only
+            mine = {k: v for k, v in res.items() if k not in ("file", "col_counts", "n_records")
+                    and isinstance(v, (int, float, str)) and not isinstance(v, bool)}
+            print(f"client {i} ({res.get('file')}): " + ", ".join(f"{k} {v}" for k, v in mine.items())
+                  + " (known to this party only)")
             out["clients"][str(i)] = mine
         out["bytes_sent"][str(i)] = int(rec.get("bytes_sent", 0))
     if args.json:
