@@ -192,13 +192,13 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
         sens = plan.statistic().sensitivity(plan.gamma, plan.column_bounds())
         delta = float(self.delta)
         if self.noise:
-            # the one place eta enters delta: (1 + e^epsilon) eta, not eta (see above; the accounting helper's
-            # function for it, when sqm.accounting has one, is the same formula)
-            cap_delta = (1.0 + math.exp(float(self.epsilon))) * eta
+            # the one place eta enters delta: (1 + e^epsilon) eta, not eta (see above)
+            delta_mu = accounting.delta_before_failure(delta, float(self.epsilon), eta)
+            cap_delta = delta - delta_mu
             if cap_delta >= delta / 2:
                 raise ValueError(f"the batch cap's failure probability adds {cap_delta:.3g} to delta: not small "
                                  f"against delta {delta:g}")
-            cal = _calibrate_mu(float(self.epsilon), delta - cap_delta, sens.l1, sens.l2, q=q, rounds=R,
+            cal = _calibrate_mu(float(self.epsilon), delta_mu, sens.l1, sens.l2, q=q, rounds=R,
                                 n_parties=n if n >= 2 else None)
             mu, eps_s, eps_c = cal.mu, cal.epsilon_server, cal.epsilon_client
             evs = (events.server_event(sens.l1, sens.l2, mu, q, R),)
@@ -563,8 +563,9 @@ class LRJobTask:
         return ("sqm-logreg", float(e.epsilon), float(e.delta), float(e.gamma), float(e.sampling_rate), self.epochs,
                 float(e.learning_rate), float(e.weight_bound), self.label_column, self.label_party)
 
-    async def run(self, ctx, table, meta) -> dict:
-        from mpc.protocol import InputRefused, ProtocolError
+    def _plan(self, meta) -> tuple[LRPlan, PrivacyReport, int]:
+        """The public plan, privacy report and label party from the clients' public counts (every party alike)."""
+        from mpc.protocol import ProtocolError
 
         n = meta.n_parties
         label = n - 1 if self.label_party is None else int(self.label_party)
@@ -575,7 +576,16 @@ class LRJobTask:
         if counts[label] < 1:
             raise ProtocolError(f"client {label + 1} (the label party) needs feature columns besides the label; "
                                 f"refused")
-        plan, report = self.estimator.plan(meta.n_records, counts, label)
+        return (*self.estimator.plan(meta.n_records, counts, label), label)
+
+    def release(self, meta) -> PrivacyReport:
+        """What the job releases (for the server's privacy-budget ledger), from the public counts."""
+        return self._plan(meta)[1]
+
+    async def run(self, ctx, table, meta) -> dict:
+        from mpc.protocol import InputRefused
+
+        plan, report, label = self._plan(meta)
         block = None
         if table is not None:
             j = ctx.pid - 1
@@ -592,7 +602,7 @@ class LRJobTask:
                 block = np.hstack([np.delete(table.block, k, axis=1), y[:, None]])
             else:
                 block = table.block
-        seeds = spawn_seeds(self.seed, n + 1)
+        seeds = spawn_seeds(self.seed, meta.n_parties + 1)
         res = await lr_party.train_party(ctx, plan, seeds[ctx.pid], block, check_ids=True,
                                          ids_digest=None if table is None else table.ids_digest)
         if ctx.is_server:

@@ -280,19 +280,17 @@ def test_secure_gradient_equals_exact_sum(col_counts, label_party, ideal):
     assert res[1]["result"]["y"] is None  # opened to the server only
 
 
-def run_job_in_process(job, task):
-    from apps.jobfile import load_job, party_program
+def run_job_in_process(job, task, ledger=None):
+    from apps.jobfile import load_job, simulate
 
-    spec = load_job(job)
-    return run_in_process([party_program(spec, i, task) for i in range(len(spec.parties))], timeout=120,
-                          min_clients=2)
+    return simulate(load_job(job), task, timeout=120, ledger=ledger)
 
 
 def test_job_file_mode_equals_estimator_and_refuses_misaligned_records(tmp_path):
     """Each party reads only its own CSV (the label party's holds the label column); same weights as the
     estimator for the same seed; refused (in process, as real parties refuse): a label party without the label
     column, a client whose record ids are in another order, a party running other public parameters."""
-    from apps.jobfile import write_party_csvs
+    from apps.jobfile import JobMeta, LedgerGuard, write_party_csvs
     from apps.logreg import LRJobTask
     from mpc.exitcodes import EXIT_BAD_DATA, EXIT_REFUSED
     from mpc.launch import MPCError
@@ -301,7 +299,7 @@ def test_job_file_mode_equals_estimator_and_refuses_misaligned_records(tmp_path)
     rng = np.random.default_rng(12)
     X = rng.normal(size=(40, 6)) * 0.25
     y = (X[:, 0] - X[:, 5] > 0).astype(float)
-    job = write_party_csvs(np.hstack([X, y[:, None]]), tmp_path, col_counts=[2, 2, 3])
+    job = write_party_csvs(np.hstack([X, y[:, None]]), tmp_path, col_counts=[2, 2, 3], dataset="lr-test")
     with pytest.raises(ValueError, match="--insecure-reproducible"):
         LRJobTask(4.0, 1e-5, 256.0, 0.25, 1, 1.0, label_column="x6", seed=5)
     task = LRJobTask(4.0, 1e-5, 256.0, 0.25, 1, 1.0, label_column="x6", seed=5, insecure_reproducible=True)
@@ -312,7 +310,11 @@ def test_job_file_mode_equals_estimator_and_refuses_misaligned_records(tmp_path)
         VerticalData([X[:, :2], X[:, 2:4], X[:, 4:]]), y)
     assert np.array_equal(np.asarray(recs[0]["result"]["weights"]), est.coef_[0])
     assert recs[0]["result"]["report"].epsilon_server <= 4.0
-    assert recs[0]["result"]["report"] == est.report_
+    assert recs[0]["result"]["report"] == est.report_ == task.release(JobMeta((2, 2, 3), 40))
+    ledger = LedgerGuard(str(tmp_path / "ledger.db"), budget=(5.0, 1e-4))  # the release is charged to the dataset
+    recs = run_job_in_process(job, task, ledger)
+    assert recs[0]["result"]["ledger"]["dataset"] == "lr-test"
+    assert recs[0]["result"]["ledger"]["epsilon"] == pytest.approx(est.report_.epsilon_server, rel=1e-6)
     assert recs[0]["result"]["secure_mode"] is False
     assert all("weights" not in r["result"] for r in recs[1:])
     with pytest.raises(MPCError, match="client 3 refused: its file has no label column") as e:
