@@ -32,20 +32,6 @@ TASK = dict(n_components=2, epsilon=1.0, delta=1e-5, gamma=1024.0, seed=5)
 JOB_TASK = dict(TASK, insecure_reproducible=True)  # seeded (tests compare with the plain simulation)
 
 
-def test_job_file_parties_equal_the_plain_simulation_bit_for_bit(tmp_path):
-    X = make_X()
-    spec = write(tmp_path, X, parties=2)
-    recs = run_local(spec, PCAJobTask(**JOB_TASK))
-    server = recs[0]["result"]
-    ref = SQMPCA(backend="plain", **TASK).fit(VerticalData.split(X, 2))
-    assert list(server["raw"]) == list(ref.raw_)
-    assert np.array_equal(server["components"], ref.components_)
-    assert [recs[j]["result"]["clipped"] for j in (1, 2)] == ref.clipped_
-    assert server["col_counts"] == [3, 3] and server["n_records"] == 30
-    assert "clipped" not in server  # clip counts stay with their party
-    assert recs[1]["result"]["file"] == spec.parties[1].file
-
-
 def test_each_party_program_names_only_its_own_file(tmp_path):
     spec = write(tmp_path, make_X(), parties=3)
     task = PCAJobTask(**JOB_TASK)
@@ -56,8 +42,10 @@ def test_each_party_program_names_only_its_own_file(tmp_path):
         assert present == ([] if i == 0 else [files[i - 1]])
 
 
-def test_one_party_per_invocation(tmp_path):
-    """``sqm pca --job J --index I`` style: each party started on its own (as on separate hosts)."""
+def test_one_party_per_invocation_equals_the_in_process_run_bit_for_bit(tmp_path):
+    """``sqm pca --job J --index I`` style: each party started on its own (as on separate hosts), real
+    processes; the server receives the very integers of ``SQMPCA(backend='plain')`` with the same seed (PCA's
+    one bit-for-bit test of real processes against the in-process run)."""
     X = make_X(seed=1)
     spec = write(tmp_path / "job", X, parties=2)
     task = PCAJobTask(**JOB_TASK)
@@ -78,9 +66,14 @@ def test_one_party_per_invocation(tmp_path):
     for t in threads:
         t.join()
     ref = SQMPCA(backend="plain", **TASK).fit(VerticalData.split(X, 2))
-    assert np.array_equal(out[0]["result"]["components"], ref.components_)
+    server = out[0]["result"]
+    assert list(server["raw"]) == list(ref.raw_)
+    assert np.array_equal(server["components"], ref.components_)
+    assert [out[j]["result"]["clipped"] for j in (1, 2)] == ref.clipped_
+    assert server["col_counts"] == [3, 3] and server["n_records"] == 30
+    assert "clipped" not in server  # clip counts stay with their party
     assert out[1]["result"]["rows"] == 30 and out[2]["result"]["cols"] == 3
-    assert out[2]["result"]["file"] == str(own)
+    assert out[1]["result"]["file"] == spec.parties[1].file and out[2]["result"]["file"] == str(own)
 
 
 def test_cli_job_mode_writes_json(tmp_path):
