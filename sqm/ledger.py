@@ -42,7 +42,6 @@ import os
 import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Iterable
 
 from dp_accounting import dp_event
 

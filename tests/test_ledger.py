@@ -1,5 +1,6 @@
 """sqm.ledger: releases compose in RDP across jobs; over-budget releases are refused before they run;
 concurrent processes never overspend; a killed process's reservation stays counted."""
+import math
 import multiprocessing as mp
 import os
 import signal
@@ -61,7 +62,6 @@ def test_a_failed_job_stays_counted_and_eta_enters_delta(tmp_path):
     with led.reserve("d", [E], "pca", "j2", eta=1e-9) as entry:
         pass
     assert entry["status"] == "completed"
-    import math
     assert led.status("d").spent == ev.compose([E, E], 1e-5 - (1 + math.exp(5.0)) * 1e-9)
 
 
