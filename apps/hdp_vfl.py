@@ -221,6 +221,7 @@ class HDPLogisticRegression(ClassifierMixin, BaseEstimator):
         XA, y = check_X_y(X_active, y, dtype=np.float64)
         XB = check_array(X_passive, dtype=np.float64)
         self.n_features_in_ = XA.shape[1] + XB.shape[1]
+        self.__dict__.pop("feature_names_in_", None)  # blocks carry no column names
         return self._train(XA, y, XB)
 
     def _train(self, XA, y, XB):
