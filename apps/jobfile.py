@@ -422,6 +422,14 @@ class JobTask:
         raise NotImplementedError
 
 
+def refused(reason: str) -> Exception:
+    """The exception a task raises to refuse its job before any share is sent (every party exits "refused",
+    naming ``reason``, which reaches every peer: no data in it)."""
+    from mpc.protocol import ProtocolError
+
+    return ProtocolError(f"refused before any share was sent: {reason}")
+
+
 INSECURE_WARNING = ("WARNING: --insecure-reproducible: every party's randomness (Skellam noise, rounding, "
                     "shares' keys) is derived from --seed {seed}; whoever knows the seed can regenerate every "
                     "party's noise and remove it, so the result is NOT differentially private against them. "
@@ -498,11 +506,11 @@ class JobParty(PartyProgram):
                                   "client schemas")
         errors = [f"client {j} refused: {g['error']}" for j, g in zip(ctx.clients, got) if "error" in g]
         if errors:  # only the clients' short categories: this message also goes to every peer
-            raise ProtocolError("refused before any share was sent: " + "; ".join(errors))
+            raise refused("; ".join(errors))
         rows = sorted({g["rows"] for g in got})
         if len(rows) > 1:
             counts = {j: g["rows"] for j, g in zip(ctx.clients, got)}
-            raise ProtocolError(f"refused before any share was sent: clients hold different record counts {counts}")
+            raise refused(f"clients hold different record counts {counts}")
         meta = JobMeta(tuple(int(g["cols"]) for g in got), int(rows[0]))
         entry = None
         if ctx.is_server and self.ledger is not None:  # charged before any share: refused if over budget
@@ -547,7 +555,6 @@ class LedgerGuard:
     def reserve(self, dataset: str, task: JobTask, meta: JobMeta):
         """The :class:`sqm.ledger.Reservation` of this job's release, or ProtocolError (refused) if the
         dataset has no budget or the release would exceed it."""
-        from mpc.protocol import ProtocolError
         from sqm.ledger import BudgetError, Ledger
 
         report = task.release(meta)
@@ -558,7 +565,7 @@ class LedgerGuard:
             return ledger.reserve(dataset, report.events, statistic=str(task.public()[0]), job_id=self.job_id,
                                   delta=report.delta)
         except BudgetError as e:
-            raise ProtocolError(f"refused before any share was sent: {e}") from None
+            raise refused(str(e)) from None
 
 
 def load_own_file(file, id_column: str, pid: int) -> tuple[PartyTable | None, dict]:

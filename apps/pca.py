@@ -333,14 +333,14 @@ class PCAJobTask:
     def _plan(self, meta):
         """(k, the SQM mechanism, its public plan, its privacy report) for the clients' counts; refused (before
         any share is sent) if k does not fit the columns."""
-        from mpc.protocol import ProtocolError
+        from .jobfile import refused
 
         if meta not in self._plans:
             d = int(sum(meta.col_counts))
             try:
                 k = check_components(self.est.n_components, d)
             except ValueError as err:
-                raise ProtocolError(f"refused before any share was sent: {err}") from None
+                raise refused(str(err)) from None
             mech = self.est.mechanism(d)
             self._plans[meta] = (k, mech, *mech.round_plan(meta.col_counts, meta.n_records, align_ids=True))
         return self._plans[meta]
