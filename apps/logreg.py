@@ -106,19 +106,20 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
     whoever holds it can regenerate every party's randomness (``secure_mode_`` is then False).
     ``backend``: "mpyc" (real party processes) or "in-process" (the same party programs in this process:
     a simulation, bit for bit the same model for the same seed; "plain" is accepted as its former name).
-    ``epochs=None``: the paper's epochs for this epsilon (``epochs_``).  Parameters are validated in ``fit``.
+    ``epochs=None``: the paper's epochs for this epsilon (``epochs_``); ``timeout``: seconds for the whole run.
+    Parameters are validated in ``fit``.
     """
 
     def __init__(self, epsilon: float = 1.0, delta: float = 1e-5, gamma: float = 8192.0,
                  sampling_rate: float = 0.001, epochs: int | None = None, learning_rate: float = 1.0,
                  backend: str = "mpyc", n_parties: int = 3, label_party: int | None = None,
                  weight_bound: float = 1.0, party_bounds=None, noise: bool = True, seed=None,
-                 progress: bool = False, eval_every: int | None = None):
+                 progress: bool = False, eval_every: int | None = None, timeout: float = 3600.0):
         self.epsilon, self.delta, self.gamma = epsilon, delta, gamma
         self.sampling_rate, self.epochs, self.learning_rate = sampling_rate, epochs, learning_rate
         self.backend, self.n_parties, self.label_party = backend, n_parties, label_party
         self.weight_bound, self.party_bounds, self.noise = weight_bound, party_bounds, noise
-        self.seed, self.progress, self.eval_every = seed, progress, eval_every
+        self.seed, self.progress, self.eval_every, self.timeout = seed, progress, eval_every, timeout
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -234,7 +235,7 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
         bar, cb = _progress(plan.rounds, f"SQM-LR ({self.backend})", self.progress)
         try:
             res = lr_party.train(blocks, plan, seeds, eval_set, cb if self.progress else None, every,
-                                 backend=self.backend)
+                                 backend=self.backend, timeout=self.timeout)
         finally:
             bar.close()
         self.coef_ = res.weights.reshape(1, -1)
@@ -460,7 +461,7 @@ def public_split(groups: list[str], n_parties: int) -> tuple[list[int], np.ndarr
 
 def compare(Xtr, ytr, Xte, yte, *, epsilon, delta, gamma, q, epochs, learning_rate, parties, backend, seed,
             weight_bound=1.0, methods=("sqm", "dpsgd", "local", "nonprivate", "taylor"), progress=False,
-            groups=None) -> dict:
+            groups=None, timeout: float = 3600.0) -> dict:
     """Test accuracy and privacy of SQM and each baseline for one seed (an int or None): method -> a row
     ``{"method", "accuracy", "seconds", "bytes_sent", "report": PrivacyReport, ...}``.  ``groups`` (the
     attribute of each column) makes the parties' split and norm bounds follow attributes (:func:`public_split`)."""
@@ -477,7 +478,8 @@ def compare(Xtr, ytr, Xte, yte, *, epsilon, delta, gamma, q, epochs, learning_ra
             counts, bounds = public_split(groups, parties)
             data = VerticalData(np.split(np.asarray(Xtr, np.float64), np.cumsum(counts)[:-1], axis=1))
         m = SQMLogisticRegression(epsilon, delta, gamma, q, epochs, learning_rate, backend, parties,
-                                  weight_bound=weight_bound, party_bounds=bounds, seed=sub[0], progress=progress)
+                                  weight_bound=weight_bound, party_bounds=bounds, seed=sub[0], progress=progress,
+                                  timeout=timeout)
         t0 = time.perf_counter()
         m.fit(data, ytr, eval_set=(Xte, yte) if progress else None)
         row("sqm", m.score(Xte, yte), t0, m.report_, test_loss=logistic_loss(m.coef_[0], Xte, yte),
@@ -611,41 +613,25 @@ class LRJobTask:
 
 
 def _run_job(args) -> int:
-    from .jobfile import job_run_options, load_job, run_job, seed_policy
+    from .jobfile import job_command
 
-    seed_policy(args.seed, args.insecure_reproducible)  # refused without the opt-in; with it, a WARNING line
-    spec = load_job(args.job)
-    task = LRJobTask(args.epsilon, args.delta, args.gamma, args.q if args.q is not None else 0.001, args.epochs,
-                     args.lr if args.lr is not None else 1.0,
-                     args.weight_bound if args.weight_bound is not None else 1.0, args.label_column,
-                     args.label_party, seed=args.seed, insecure_reproducible=args.insecure_reproducible)
-    recs = run_job(spec, task, args.index, **job_run_options(args))
-    out = {"job": spec.path, "secure_mode": task.secure_mode}
-    for i, rec in enumerate(recs):
-        if rec is None:
-            continue
-        res = rec["result"]
-        if i == 0:
-            rep = res["report"]
-            w = np.asarray(res["weights"])
-            print(f"server: logistic-regression weights over {w.shape[0]} features of {res['n_records']} records "
-                  f"(clients' columns {res['col_counts']}, label included at client "
-                  f"{rep.n_parties if args.label_party is None else args.label_party + 1})")
-            print(f"  server-observed epsilon {rep.epsilon_server:.4f}, delta {rep.delta:g}, gamma "
-                  f"{rep.gamma:g}, mu {rep.mu:.4g}, {rep.rounds} rounds, batch cap {res['b_max']}")
-            print(f"  clients observe {CLIENT_VIEW} during training; client-observed epsilon if the server shares "
-                  f"the final model with them: {rep.epsilon_client:.4f}")
-            print(f"  ||w|| = {np.linalg.norm(w):.4f}; time {rec.get('seconds', 0):.2f} s, bytes sent by the "
-                  f"server {rec.get('bytes_sent', 0):,}")
-            out.update(weights=w, report=rep, seconds=rec.get("seconds"))
-        else:
-            print(f"client {i} ({res.get('file')}): clipped {res['clipped']} record(s) to its bound, "
-                  f"{res['truncated']} batch(es) truncated (known to the clients only)")
-            out.setdefault("clients", {})[str(i)] = {"clipped": res["clipped"], "truncated": res["truncated"]}
-        out.setdefault("bytes_sent", {})[str(i)] = int(rec.get("bytes_sent", 0))
-    if args.json:
-        write_json(args.json, out)
-    return 0
+    def make_task():
+        return LRJobTask(args.epsilon, args.delta, args.gamma, args.q if args.q is not None else 0.001,
+                         args.epochs, args.learning_rate if args.learning_rate is not None else 1.0,
+                         args.weight_bound if args.weight_bound is not None else 1.0, args.label_column,
+                         args.label_party, seed=args.seed, insecure_reproducible=args.insecure_reproducible)
+
+    def server_summary(res) -> dict:
+        rep, w = res["report"], np.asarray(res["weights"])
+        print(f"server: logistic-regression weights over {w.shape[0]} features of {res['n_records']} records "
+              f"(clients' columns {res['col_counts']}, label included at client "
+              f"{rep.n_parties if args.label_party is None else args.label_party + 1}); {rep.rounds} rounds, batch "
+              f"cap {res['b_max']}, ||w|| = {np.linalg.norm(w):.4f}")
+        print(f"  clients observe {CLIENT_VIEW} during training; epsilon_client is the guarantee of the final "
+              f"model only if the server shares it with them")
+        return {"weights": w}
+
+    return job_command(args, make_task, server_summary)
 
 
 def run(args) -> int:
@@ -653,10 +639,10 @@ def run(args) -> int:
         return _run_job(args)
     if args.runs < 1:
         raise ValueError(f"--runs must be >= 1, got {args.runs}")
-    Xtr, ytr, Xte, yte, groups = unit_ball_split(args.dataset, args.data_dir)
+    Xtr, ytr, Xte, yte, groups = unit_ball_split(args.dataset, args.data)
     q = args.q if args.q is not None else DEFAULT_Q[args.dataset]
     epochs = args.epochs if args.epochs is not None else paper_epochs(args.epsilon)
-    lr = args.lr if args.lr is not None else DEFAULT_LR[args.dataset]
+    lr = args.learning_rate if args.learning_rate is not None else DEFAULT_LR[args.dataset]
     W = args.weight_bound if args.weight_bound is not None else DEFAULT_W[args.dataset]
     methods = ("sqm",) if args.no_baselines else ("sqm", "dpsgd", "local", "nonprivate", "taylor")
     runs = []
@@ -666,7 +652,7 @@ def run(args) -> int:
                             epochs=epochs, learning_rate=lr, parties=args.parties, backend=args.backend,
                             seed=seed, weight_bound=W, methods=methods,
                             groups=groups,
-                            progress=not args.no_progress))
+                            progress=not args.quiet, timeout=args.timeout))
     res = _mean(runs)
     s, rep = res["sqm"], res["sqm"]["report"]
     print(f"logistic regression on {args.dataset}: {Xtr.shape[0]} train / {Xte.shape[0]} test records, "
@@ -685,49 +671,40 @@ def run(args) -> int:
 
 
 def register(sub) -> None:
-    from .jobfile import add_job_arguments
+    from . import options
 
     p = sub.add_parser("logreg", help="private logistic regression (SQM) with DPSGD, local-DP and "
                                       "non-private baselines",
+                       parents=[options.privacy(epsilon_help="server-observed epsilon target"), options.runtime(),
+                                options.job("job file (JSON: parties' addresses, party 0 the server, each client's "
+                                            "CSV, and the dataset id the ledger charges; see apps/jobfile.py): a "
+                                            "real multi-party run in which each party reads only its own file; the "
+                                            "label party's CSV holds the --label-column"), options.output()],
                        description="Train logistic regression on vertically partitioned data with SQM "
                                    "(real MPyC party processes by default) and compare with DPSGD (Opacus), "
                                    "VFL local DP and non-private training at the same (epsilon, delta).")
     p.add_argument("--dataset", default="breast_cancer", choices=DATASETS,
                    help="breast_cancer (scikit-learn, default), adult (UCI files), credit_default (UCI file)")
-    p.add_argument("--data-dir", default=None,
-                   help="directory (adult) or CSV file / directory (credit_default); default "
+    p.add_argument("--data", default=None,
+                   help="the dataset's folder (adult) or CSV file / folder (credit_default); default "
                         "../shared/data/{adult,credit-default} next to the repository")
     p.add_argument("--parties", type=int, default=3, help="clients holding column blocks (default 3); the "
                                                           "last holds the label")
-    p.add_argument("--epsilon", type=float, default=1.0, help="server-observed epsilon target (default 1)")
-    p.add_argument("--delta", type=float, default=1e-5, help="delta (default 1e-5)")
     p.add_argument("--gamma", type=float, default=8192.0, help="quantization scale gamma (default 8192 = 2^13)")
     p.add_argument("--q", type=float, default=None,
                    help="Poisson sampling rate (default 0.05 for breast_cancer, 0.001 otherwise, as the paper)")
     p.add_argument("--epochs", type=int, default=None,
                    help="epochs (default: the paper's 2, 5, 8, 10, 10 for epsilon 0.5, 1, 2, 4, 8)")
-    p.add_argument("--lr", type=float, default=None,
+    p.add_argument("--learning-rate", "--lr", type=float, default=None,
                    help="learning rate for SQM, DPSGD and the Taylor reference (default 1 for breast_cancer, "
                         "0.5 otherwise)")
     p.add_argument("--weight-bound", type=float, default=None,
                    help="project ||w||_2 <= W after each step, SQM and DPSGD alike; W enters SQM's sensitivity "
                         "(default 1, the paper's, for breast_cancer; 8 for adult and credit_default, where W = 1 "
                         "leaves every method at the majority-class rate)")
-    p.add_argument("--backend", default="mpyc", choices=["mpyc", "in-process", "plain"],
-                   help="'mpyc' (default): real MPyC party processes over loopback; 'in-process' ('plain'): "
-                        "the same party programs in one process, a simulation (bit for bit the same model)")
     p.add_argument("--runs", type=int, default=1, help="independent runs to average (default 1)")
-    p.add_argument("--seed", type=int, default=None,
-                   help="seed for reproducible runs (default: OS entropy); every party's seed is derived from it, "
-                        "so the run is not private against whoever knows it (JSON secure_mode false); with --job "
-                        "refused unless --insecure-reproducible is given too")
     p.add_argument("--no-baselines", action="store_true", help="train SQM only")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    add_job_arguments(p, "job file (JSON: parties' addresses, party 0 the server, and each client's CSV; see "
-                         "apps/jobfile.py): a real multi-party run in which each party reads only its own file; "
-                         "the label party's CSV holds the --label-column")
     p.add_argument("--label-column", default="label", help="with --job: the label column's name (default label)")
     p.add_argument("--label-party", type=int, default=None,
                    help="with --job: 0-based client index holding the label (default the last client)")
-    p.add_argument("--json", default=None, help="write the figures to this JSON file")
     p.set_defaults(func=run)
