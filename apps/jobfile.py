@@ -654,6 +654,8 @@ def run_job(spec: JobSpec, task: JobTask, index: int | None = None, timeout: flo
             raise ValueError("--data-file replaces one client's file: give that client's --index too")
         spec = spec.with_file(index, data_file)
     guard = LedgerGuard(ledger, budget) if ledger is not None or budget is not None else None
+    if guard is not None and index not in (None, 0):
+        raise ValueError("--ledger and --budget are the server's (party 0): give them with --index 0")
     if backend == "plain":
         if index is not None:
             raise ValueError("--backend plain runs every party of the job in this process: leave out --index")

@@ -92,12 +92,13 @@ def _add_job(g, job_help: str) -> None:
                    help="with --job: INSECURE: plain TCP between hosts (no --ssl-dir); anyone on the path can "
                         "read the shares")
     g.add_argument("--ledger", default=None, metavar="PATH",
-                   help="with --job, at the server: the privacy-budget ledger (SQLite) recording every release "
-                        "per dataset (the job file's \"dataset\"); default: the ledger in the user's data folder")
+                   help="with --job, at the server: the privacy-budget ledger (SQLite, sqm.ledger) that records "
+                        "every release per dataset (the job file's \"dataset\", else its \"name\") and refuses "
+                        "a job over the dataset's budget before any share is sent; with --budget alone: "
+                        "ledger.sqlite in $SQM_DATA (default ~/sqm_data).  Without either, no ledger is kept")
     g.add_argument("--budget", type=budget, default=None, metavar="EPS,DELTA",
-                   help="with --job, at the server: the dataset's total budget, set once per dataset in the "
-                        "ledger; a job whose composition with the ledger would exceed it is refused before any "
-                        "share is sent")
+                   help="with --job, at the server: the dataset's total (epsilon, delta), set once per dataset "
+                        "in the ledger (a dataset without one refuses every job)")
 
 
 def job(job_help: str = "job file (JSON: parties' addresses, party 0 the server, and each client's CSV; see "

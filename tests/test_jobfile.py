@@ -466,6 +466,8 @@ def test_ledger_refusals_send_no_share(tmp_path, monkeypatch):
     unnamed = load_job(write_party_csvs(make_X(), tmp_path / "unnamed", 2))
     with pytest.raises(ValueError, match="names no dataset"):
         run_job(unnamed, task, ledger=path, backend="plain")
+    with pytest.raises(ValueError, match="the server's .*--index 0"):
+        run_job(spec, task, 1, ledger=path)
 
 
 def test_cli_job_ledger_and_budget(tmp_path):
