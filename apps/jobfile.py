@@ -62,7 +62,7 @@ import numpy as np
 
 from mpc.party import PartyProgram
 
-from .options import add_job_arguments, job_run_options  # noqa: F401  (add_job_arguments: for sqm logreg)
+from .options import job_run_options
 
 
 # ----- job files --------------------------------------------------------------------------------------------

@@ -35,29 +35,21 @@ def privacy(epsilon: float = 1.0, delta: float = 1e-5,
     return p
 
 
-def _add_timeout(g) -> None:
-    g.add_argument("--timeout", type=float, default=3600.0,
-                   help="seconds before a multi-party run is abandoned (default 3600)")
-
-
-def _add_insecure_reproducible(g) -> None:
-    g.add_argument("--insecure-reproducible", action="store_true",
-                   help="with --job and --seed: allow a seeded job (each party derives its own seed from the "
-                        "seed on its own command line; nothing is sent).  INSECURE: whoever knows the seed can "
-                        "regenerate every party's noise (a WARNING is printed, the JSON says secure_mode false)")
-
-
 def runtime() -> argparse.ArgumentParser:
     p = _parent()
     g = p.add_argument_group("runtime")
     g.add_argument("--backend", default=DEFAULT_BACKEND, choices=BACKENDS,
                    help="'mpyc' (default): real MPyC party processes over loopback; 'plain': the in-process "
                         "SIMULATION of the same party programs (for sweeps)")
-    _add_timeout(g)
+    g.add_argument("--timeout", type=float, default=3600.0,
+                   help="seconds before a multi-party run is abandoned (default 3600)")
     g.add_argument("--seed", type=int, default=None,
                    help="seed for reproducible experiments (default: OS entropy); recorded as secure_mode false. "
                         "With --job it is refused unless --insecure-reproducible is given")
-    _add_insecure_reproducible(g)
+    g.add_argument("--insecure-reproducible", action="store_true",
+                   help="with --job and --seed: allow a seeded job (each party derives its own seed from the "
+                        "seed on its own command line; nothing is sent).  INSECURE: whoever knows the seed can "
+                        "regenerate every party's noise (a WARNING is printed, the JSON says secure_mode false)")
     return p
 
 
@@ -106,15 +98,6 @@ def job(job_help: str = "job file (JSON: parties' addresses, party 0 the server,
     p = _parent()
     _add_job(p.add_argument_group("job file (real multi-party run, each party reads only its own file)"), job_help)
     return p
-
-
-def add_job_arguments(p, job_help: str) -> None:
-    """For a command not yet built from the parent parsers: the job group plus the two runtime options job
-    mode reads (``--timeout``, ``--insecure-reproducible``); the command defines ``--seed`` itself."""
-    g = p.add_argument_group("job file")
-    _add_job(g, job_help)
-    _add_timeout(g)
-    _add_insecure_reproducible(g)
 
 
 def output() -> argparse.ArgumentParser:
