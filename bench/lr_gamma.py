@@ -5,8 +5,9 @@
 For each gamma: the sensitivity overhead Delta2 / gamma^3 - 3/4 of the post-processed gradient sum, with our
 proven bound (sqm.sensitivity.logreg_sensitivity) and the paper's Eq. 22; mu calibrated for the target
 (epsilon, delta) over R = epochs / q Poisson-subsampled rounds (Eq. 20) and the normalized noise std
-sqrt(2 mu) / gamma^3 on the server's side; as reference, the Gaussian std of centralized DPSGD (Opacus'
-RDP noise multiplier z times clip norm 1) and z * 3/4 (a Gaussian on the same Taylor gradient).
+sqrt(2 mu) / gamma^3 on the server's side; as reference, the Gaussian std of centralized DPSGD (the noise
+multiplier z of Opacus' PRV accountant, the DPSGD baseline's calibration (apps.logreg.DPSGD_ACCOUNTANT), times
+clip norm 1) and z * 3/4 (a Gaussian on the same Taylor gradient).
 Analytic only: no training, finishes in seconds.
 """
 from __future__ import annotations
@@ -14,7 +15,9 @@ from __future__ import annotations
 import argparse
 import math
 
+from apps.logreg import DPSGD_ACCOUNTANT
 from sqm import accounting
+from sqm.report import render_table
 from sqm.sensitivity import l1_from_l2, logreg_l2_paper, logreg_sensitivity
 from bench.common import finish
 
@@ -25,7 +28,7 @@ def run(gammas=None, epsilon=1.0, delta=1e-5, d=800, q=0.001, epochs=5) -> dict:
     gammas = gammas or [64, 256, 1024, 4096, 16384, 65536]
     R = int(epochs) * max(1, int(round(1 / q)))
     z = float(get_noise_multiplier(target_epsilon=epsilon, target_delta=delta, sample_rate=q, steps=R,
-                                   accountant="rdp"))
+                                   accountant=DPSGD_ACCOUNTANT))
     rows = []
     for g in gammas:
         s = logreg_sensitivity(float(g), d)
@@ -45,10 +48,10 @@ def print_table(rep: dict) -> None:
           f"q {rep['q']:g}, {rep['epochs']} epochs ({rep['rounds']} rounds)")
     print(f"  DPSGD Gaussian std (clip 1): {rep['dpsgd_std']:.4f}; Gaussian on the Taylor gradient (3/4): "
           f"{rep['gaussian_std_taylor']:.4f}")
-    print(f"{'gamma':>7} {'overhead':>10} {'(Eq. 22)':>10} {'noise std':>10} {'(Eq. 22)':>10} {'eps':>7}")
-    for r in rep["rows"]:
-        print(f"{r['gamma']:>7} {r['overhead']:>10.4g} {r['overhead_paper']:>10.4g} {r['noise_std']:>10.4f} "
-              f"{r['noise_std_paper_sensitivity']:>10.4f} {r['epsilon_server']:>7.4f}")
+    print(render_table(rep["rows"], ["gamma", ("overhead", "overhead", ".4g"), ("overhead_paper", "(Eq. 22)", ".4g"),
+                                     ("noise_std", "noise std", ".4f"),
+                                     ("noise_std_paper_sensitivity", "(Eq. 22)", ".4f"),
+                                     ("epsilon_server", "eps", ".4f")]))
 
 
 def plot(rep: dict, path: str) -> None:
