@@ -21,14 +21,6 @@ def scale_rows(X: np.ndarray, row_norm_bound: float = 1.0) -> np.ndarray:
     return X if top == 0 else X * (row_norm_bound / top)
 
 
-def load_bundled(name: str) -> tuple[np.ndarray, np.ndarray]:
-    """(X, y) of a scikit-learn bundled dataset (:data:`BUNDLED`): ``load_dataset(name)``'s X and y."""
-    if name not in BUNDLED:
-        raise ValueError(f"unknown bundled dataset {name!r}; choose one of {sorted(BUNDLED)}")
-    d = load_dataset(name)
-    return d.X, d.y
-
-
 # ----- logistic-regression data sets (UCI files, encoding fixed from public metadata) -----------------------
 # Nothing here is fitted on the (private) records: categories come from adult.names, numeric columns are
 # mapped to [0, 1] (or [-1, 1]) with documented public ranges and clipped there, and every row is divided by

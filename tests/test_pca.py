@@ -213,3 +213,20 @@ def test_sklearn_check_estimator(monkeypatch):
     failed = [(r["check_name"], str(r["exception"])[:200]) for r in results if r["status"] == "failed"]
     assert not failed
     assert sum(r["status"] == "passed" for r in results) >= 40
+
+
+def test_one_dataset_loader():
+    """apps.datasets.load_dataset is the one loader: one Dataset type for every set."""
+    from apps.datasets import Dataset
+
+    d = load_dataset("breast_cancer")
+    assert isinstance(d, Dataset) and d.X.shape == (569, 30) and d.X.dtype == np.float64
+    assert len(d.feature_names) == 30 and d.feature_names[0] == "mean radius" and d.X_test is None
+    assert [len(c) for c in d.party_columns] == [10, 20]  # the HDP-VFL paper's active / passive split
+    Xtr, ytr, Xte, yte = d.train_test(0.25, seed=3)
+    again = d.train_test(0.25, seed=3)
+    assert Xtr.shape == (426, 30) and Xte.shape == (143, 30) and np.array_equal(Xtr, again[0])
+    assert abs(ytr.mean() - yte.mean()) < 0.01  # stratified
+    assert load_dataset("iris").party_columns is None
+    with pytest.raises(ValueError, match="unknown dataset 'mnist'"):
+        load_dataset("mnist")
