@@ -65,7 +65,10 @@ def budget(text: str) -> tuple[float, float]:
     return eps, delta
 
 
-def _add_job(g, job_help: str) -> None:
+def job(job_help: str = "job file (JSON: parties' addresses, party 0 the server, and each client's CSV; see "
+                        "apps/jobfile.py)") -> argparse.ArgumentParser:
+    p = _parent()
+    g = p.add_argument_group("job file (real multi-party run, each party reads only its own file)")
     g.add_argument("--job", default=None, help=job_help)
     g.add_argument("--index", type=int, default=None,
                    help="with --job: start only this party (0 = server) here; omitted: all parties locally")
@@ -91,12 +94,6 @@ def _add_job(g, job_help: str) -> None:
     g.add_argument("--budget", type=budget, default=None, metavar="EPS,DELTA",
                    help="with --job, at the server: the dataset's total (epsilon, delta), set once per dataset "
                         "in the ledger (a dataset without one refuses every job)")
-
-
-def job(job_help: str = "job file (JSON: parties' addresses, party 0 the server, and each client's CSV; see "
-                        "apps/jobfile.py)") -> argparse.ArgumentParser:
-    p = _parent()
-    _add_job(p.add_argument_group("job file (real multi-party run, each party reads only its own file)"), job_help)
     return p
 
 
