@@ -98,14 +98,14 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
     mu is calibrated before training for the server-observed (epsilon, delta) over R = epochs * round(1/q)
     Poisson-subsampled rounds (Eq. 20) with the proven sensitivity of :func:`sqm.sensitivity.logreg_sensitivity`.
     The weights stay at the server (their coefficients are secret-shared): during training the clients observe
-    nothing but Shamir shares.  ``report_`` (:class:`sqm.report.PrivacyReport`): its ``epsilon_client`` (Eq. 21: a client knows the
-    batches and its own noise share) is the guarantee against a client only if the server chooses to share
-    the final model with the clients.  ``noise=False`` trains without noise (for tests and the
+    nothing but Shamir shares.  ``report_`` (:class:`sqm.report.PrivacyReport`): its ``epsilon_client`` (Eq. 21:
+    a client knows the batches and its own noise share) is the guarantee against a client only if the server
+    chooses to share the final model with the clients.  ``noise=False`` trains without noise (for tests and the
     approximation's cost; epsilon is then infinite).  ``seed=None``: every party's randomness from OS entropy;
     a seed makes the run reproducible (each party's seed derived from it by :func:`sqm.rng.spawn_seeds`), so
     whoever holds it can regenerate every party's randomness (``secure_mode_`` is then False).
     ``backend``: "mpyc" (real party processes) or "in-process" (the same party programs in this process:
-    a simulation, bit for bit the same model for the same seed; "plain" is accepted as its former name).
+    a simulation, bit for bit the same model for the same seed; "plain", ``sqm --backend``'s name, is the same).
     ``epochs=None``: the paper's epochs for this epsilon (``epochs_``); ``timeout``: seconds for the whole run.
     Parameters are validated in ``fit``.
     """
@@ -135,8 +135,8 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
         check_gamma(self.gamma)
         epochs = paper_epochs(self.epsilon) if self.epochs is None else self.epochs
         check_schedule(self.sampling_rate, epochs, self.learning_rate)
-        if self.backend not in lr_party.BACKENDS + ("plain",):
-            raise ValueError(f"backend must be 'mpyc' or 'in-process', got {self.backend!r}")
+        if self.backend not in lr_party.BACKENDS:
+            raise ValueError(f"backend must be one of {lr_party.BACKENDS}, got {self.backend!r}")
         if not (isinstance(self.weight_bound, (int, float, np.number)) and math.isfinite(self.weight_bound)
                 and self.weight_bound > 0):
             raise ValueError(f"weight_bound must be > 0, got {self.weight_bound!r}")

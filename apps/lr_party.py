@@ -470,7 +470,7 @@ async def secure_gradient(ctx, stat: LRGradient, plan: SQMPlan, int_coefs, my_in
     return None if res is None else to_signed(res, p).astype(object)
 
 
-BACKENDS = ("mpyc", "in-process")  # "plain": the former name of the in-process simulation, still accepted
+BACKENDS = ("mpyc", "plain", "in-process")  # "plain" (apps.options' name) and "in-process": the simulation
 
 
 def train(blocks, plan: LRPlan, seeds, eval_set=None, callback=None, every: int = 50, backend: str = "mpyc",
@@ -491,10 +491,9 @@ def train(blocks, plan: LRPlan, seeds, eval_set=None, callback=None, every: int 
     from mpc.inprocess import run_in_process
     from mpc.launch import private_folder, run_parties
 
-    if backend == "plain":
-        backend = "in-process"
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    backend = "in-process" if backend == "plain" else backend
     with private_folder("sqm-lr-") as tmp:  # removed however this process ends (mpc.launch.Launch)
         path = os.path.join(tmp, "progress")
         programs = [LRParty(plan, seeds[0], None, eval_set, path if callback else None, every, history)]

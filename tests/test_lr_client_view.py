@@ -3,9 +3,10 @@
 The one real-process test of SQM-LR.  Its party programs (:class:`apps.lr_party.LRParty`, wrapped) run twice with
 the same seeds and the same share generators: as real MPyC party processes and in process
 (:func:`mpc.inprocess.run_in_process` with ``ideal=False``: the real protocol over in-memory mailboxes; its
-default, the ideal functionality of the kernel, must give the same weights too).  A test-only wrapper records, at each client, every frame it receives
-from a peer with the step of the exchange: in the real processes at MPyC's own receive
-(``MessageExchanger.receive``, whatever arrived), in process at the context's transport.  Assertions:
+default, the ideal functionality of the kernel, must give the same weights too).  A test-only wrapper records,
+at each client, every frame it receives from a peer with the step of the exchange: in the real processes at
+MPyC's own receive (``MessageExchanger.receive``, whatever arrived), in process at the context's transport.
+Assertions:
 
 - the real run and the in-process run are bit for bit the same: the server's weights after EVERY iteration,
   and every frame every client receives (same exchange, same sender, same bytes), so the in-process frames
