@@ -407,7 +407,8 @@ class JobTask:
     - optionally ``seed`` (None: OS entropy; else the seed from this party's own command line, a labelled
       insecure experiment, see :func:`seed_policy`);
     - ``release(meta)``: the :class:`sqm.report.PrivacyReport` of what the job releases (its events), planned
-      from the public counts without randomness; the server's ledger charges it before any share is sent.
+      from the public counts without randomness; the server's ledger charges it before any share is sent;
+    - optionally ``client_release(meta)``: the same as one client observes it (for a client's own ledger).
     """
 
     seed = None
@@ -471,7 +472,8 @@ def key_contribution(task, pid: int) -> bytes:
 
 class JobParty(PartyProgram):
     """Party ``index`` of a job-file job; holds only its own file path (None at the server).  ``dataset``: the
-    job file's dataset id (public, agreed); ``ledger``: the server's :class:`LedgerGuard` (None elsewhere)."""
+    job file's dataset id (public, agreed); ``ledger``: this party's :class:`LedgerGuard` (the server's, or a
+    client's own ledger of what it observes; None: none)."""
 
     def __init__(self, index: int, file: str | None, id_column: str, task: JobTask, dataset: str | None = None,
                  ledger: "LedgerGuard | None" = None):
@@ -513,8 +515,8 @@ class JobParty(PartyProgram):
             raise refused(f"clients hold different record counts {counts}")
         meta = JobMeta(tuple(int(g["cols"]) for g in got), int(rows[0]))
         entry = None
-        if ctx.is_server and self.ledger is not None:  # charged before any share: refused if over budget
-            entry = self.ledger.reserve(self.dataset, self.task, meta)
+        if self.ledger is not None:  # charged before any share: refused if over budget
+            entry = self.ledger.reserve(self.dataset, self.task, meta, client=not ctx.is_server)
         try:
             key = await ctx.clients_key(None if ctx.is_server else key_contribution(self.task, ctx.pid))
             if table is not None:
@@ -546,18 +548,21 @@ class LedgerGuard:
     ``release(meta)``) with the dataset's entries and records the new entry in one transaction, or refuses
     the job naming what is left (every party then exits "refused").  The entry is in the ledger before the
     result exists, so a server killed afterwards never releases without one; it is marked completed when the
-    server's part ends, failed (and still counted) if it raises."""
+    server's part ends, failed (and still counted) if it raises.  A client may keep its own ledger the same
+    way (its ``--ledger`` with ``--index``): it records what it observes (the task's ``client_release``)."""
 
     path: str | None = None
     budget: tuple[float, float] | None = None
     job_id: str | None = None
 
-    def reserve(self, dataset: str, task: JobTask, meta: JobMeta):
-        """The :class:`sqm.ledger.Reservation` of this job's release, or ProtocolError (refused) if the
-        dataset has no budget or the release would exceed it."""
+    def reserve(self, dataset: str, task: JobTask, meta: JobMeta, client: bool = False):
+        """The :class:`sqm.ledger.Reservation` of this job's release (as a client observes it: ``client``), or
+        ProtocolError (refused) if the dataset has no budget or the release would exceed it."""
         from sqm.ledger import BudgetError, Ledger
 
-        report = task.release(meta)
+        if client and not hasattr(task, "client_release"):
+            raise refused(f"{type(task).__name__} does not say what a client observes: no client ledger")
+        report = task.client_release(meta) if client else task.release(meta)
         try:
             ledger = Ledger(self.path)
             if self.budget is not None:
@@ -590,18 +595,17 @@ def _schema_ok(g) -> bool:
 
 
 def party_program(spec: JobSpec, index: int, task: JobTask, ledger: "LedgerGuard | None" = None) -> JobParty:
-    """Party ``index``'s program: its own file only (a party never learns where others keep their data); the
-    server's holds the ledger guard (``ledger``), which needs the job file's dataset id."""
+    """Party ``index``'s program: its own file only (a party never learns where others keep their data), and
+    its own ledger guard (``ledger``: the server's, or a client's own), which needs the job file's dataset."""
     if not 0 <= index < len(spec.parties):
         raise ValueError(f"party index {index} out of range: the job file lists {len(spec.parties)} parties "
                          f"(0 = server, 1..{spec.n_clients} clients)")
-    if ledger is not None and index == 0 and spec.dataset_id is None:
+    if ledger is not None and spec.dataset_id is None:
         raise ValueError(f"job file {spec.path or '(unnamed)'} names no dataset: the ledger charges each release "
                          f"to the job file's \"dataset\" (or its \"name\"); add one")
     if ledger is not None:
         ledger = dataclasses.replace(ledger, job_id=spec.job_id)
-    return JobParty(index, spec.parties[index].file, spec.id_column, task, spec.dataset_id,
-                    ledger if index == 0 else None)
+    return JobParty(index, spec.parties[index].file, spec.id_column, task, spec.dataset_id, ledger)
 
 
 def simulate(spec: JobSpec, task: JobTask, timeout: float = 3600.0, ledger: "LedgerGuard | None" = None,
@@ -611,7 +615,7 @@ def simulate(spec: JobSpec, task: JobTask, timeout: float = 3600.0, ledger: "Led
     options (TLS, connect and idle timeouts) have no meaning here and are ignored."""
     from mpc.inprocess import run_in_process
 
-    programs = [party_program(spec, i, task, ledger) for i in range(len(spec.parties))]
+    programs = [party_program(spec, i, task, ledger if i == 0 else None) for i in range(len(spec.parties))]
     return run_in_process(programs, timeout=timeout, min_clients=2, job_id=spec.job_id, job_name=spec.name)
 
 
@@ -631,7 +635,7 @@ def run_local(spec: JobSpec, task: JobTask, timeout: float = 3600.0, connect_tim
         if not os.path.isfile(p.file):
             raise ValueError(f"client {j}'s party file {p.file} does not exist: put its CSV there or fix the "
                              f"path in {spec.path or 'the job file'}")
-    programs = [party_program(spec, i, task, ledger) for i in range(len(spec.parties))]
+    programs = [party_program(spec, i, task, ledger if i == 0 else None) for i in range(len(spec.parties))]
     live = {} if idle_timeout is None else {"idle_timeout": idle_timeout}
     return run_parties(programs, timeout=timeout, connect_timeout=connect_timeout, addresses=spec.addresses,
                        ssl_dir=ssl_dir, min_clients=2, job_id=spec.job_id, job_name=spec.name,
@@ -648,14 +652,13 @@ def run_job(spec: JobSpec, task: JobTask, index: int | None = None, timeout: flo
     replacing the job file's entry for that party only.  ``connect_timeout``: seconds for every party to
     connect; ``insecure_plaintext``: the operator's opt-in to plain TCP between hosts.  ``backend``: 'mpyc'
     (party processes) or 'plain' (every party in this process: :func:`simulate`).  ``ledger`` (path) and
-    ``budget`` ((epsilon, delta)): the server's privacy-budget ledger (:class:`LedgerGuard`)."""
+    ``budget`` ((epsilon, delta)): the privacy-budget ledger (:class:`LedgerGuard`) of the server, or, with
+    ``index`` a client's, that client's own (its client-observed view)."""
     if data_file is not None:
         if index is None:
             raise ValueError("--data-file replaces one client's file: give that client's --index too")
         spec = spec.with_file(index, data_file)
     guard = LedgerGuard(ledger, budget) if ledger is not None or budget is not None else None
-    if guard is not None and index not in (None, 0):
-        raise ValueError("--ledger and --budget are the server's (party 0): give them with --index 0")
     if backend == "plain":
         if index is not None:
             raise ValueError("--backend plain runs every party of the job in this process: leave out --index")

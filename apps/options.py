@@ -90,7 +90,9 @@ def job(job_help: str = "job file (JSON: parties' addresses, party 0 the server,
                    help="with --job, at the server: the privacy-budget ledger (SQLite, sqm.ledger) that records "
                         "every release per dataset (the job file's \"dataset\", else its \"name\") and refuses "
                         "a job over the dataset's budget before any share is sent; with --budget alone: "
-                        "ledger.sqlite in $SQM_DATA (default ~/sqm_data).  Without either, no ledger is kept")
+                        "ledger.sqlite in $SQM_DATA (default ~/sqm_data).  Without either, no ledger is kept.  "
+                        "A client (--index I > 0) may keep its own: it records what it observes "
+                        "(client-observed epsilon)")
     g.add_argument("--budget", type=budget, default=None, metavar="EPS,DELTA",
                    help="with --job, at the server: the dataset's total (epsilon, delta), set once per dataset "
                         "in the ledger (a dataset without one refuses every job)")

@@ -466,8 +466,29 @@ def test_ledger_refusals_send_no_share(tmp_path, monkeypatch):
     unnamed = load_job(write_party_csvs(make_X(), tmp_path / "unnamed", 2))
     with pytest.raises(ValueError, match="names no dataset"):
         run_job(unnamed, task, ledger=path, backend="plain")
-    with pytest.raises(ValueError, match="the server's .*--index 0"):
-        run_job(spec, task, 1, ledger=path)
+
+
+
+def test_a_client_keeps_its_own_ledger(tmp_path):
+    """A client's own ledger records the client-observed release (it knows its noise share) and, over that
+    client's budget, the client refuses the job before any share is sent, naming itself."""
+    from apps.jobfile import JobMeta, LedgerGuard
+    from sqm.ledger import Ledger
+
+    spec, task, _, _ = _ledger_setup(tmp_path)
+    report = task.release(JobMeta((3, 3), 30))
+    mine = str(tmp_path / "client1.sqlite")
+
+    def programs(guard):
+        return [party_program(spec, i, task, guard if i == 1 else None) for i in range(3)]
+
+    run_in_process(programs(LedgerGuard(mine, (10.0, 1e-5))))
+    [entry] = Ledger(mine).releases("survey")
+    assert entry["epsilon"] == pytest.approx(report.epsilon_client, rel=1e-3) and entry["epsilon"] > 1
+    with pytest.raises(MPCError, match="client 1 refused: refused before any share was sent: dataset 'survey' "
+                                       "is over its privacy budget") as err:
+        run_in_process(programs(LedgerGuard(str(tmp_path / "strict.sqlite"), (1.0, 1e-5))))
+    assert err.value.codes == {0: 3, 1: 3, 2: 3}
 
 
 def test_cli_job_ledger_and_budget(tmp_path):
