@@ -493,13 +493,7 @@ def run_programs(programs: list, backend: str, timeout: float = 3600.0, threads:
         return run_parties(programs, timeout=timeout)
     if backend != "plain":
         raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
-    import sys
-
-    argv, sys.argv = sys.argv, sys.argv[:1]  # importing MPyC parses the command line (sqm's `--b` is ambiguous there)
-    try:
-        from mpc.inprocess import run_in_process
-    finally:
-        sys.argv = argv
+    from mpc.inprocess import run_in_process
 
     torch = _torch()
     old = torch.get_num_threads()

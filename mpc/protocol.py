@@ -25,7 +25,6 @@ import hashlib
 import time
 
 import numpy as np
-from mpyc import asyncoro
 
 from . import modarith, shamir, wire
 from .field import from_signed, prime_for_bound, to_signed
@@ -63,6 +62,8 @@ async def _exchange(outgoing: dict, senders: list) -> list:
     so a lost peer would hang the party instead of aborting it.  An exchange whose messages had all arrived
     when a silent-peer abort notice was read after them still fails (:func:`mpc.liveness.raise_if_aborted`).
     """
+    from mpyc import asyncoro  # here, not at import: importing MPyC parses sys.argv (see mpc.party)
+
     from .liveness import raise_if_aborted
 
     rt = asyncoro.runtime

@@ -131,3 +131,15 @@ def test_two_clients_required_when_asked():
     with pytest.raises(ValueError):
         run_in_process([_Chat(), _Chat()], min_clients=2)
     assert run_in_process([_Chat(), _Chat()])[0]["result"] == [[0]]
+
+
+def test_the_in_process_runner_does_not_import_mpyc():
+    """Importing MPyC parses sys.argv (an app's own options, e.g. sqm pbm-vfl --b, would be misread): the
+    in-process runner and the launcher never import it; only a party process does."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.argv = ['x', '--b', '16']; import mpc.inprocess, mpc.launch, mpc.backend; "
+            "print('mpyc' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr
