@@ -33,6 +33,7 @@ from dp_accounting import dp_event
 from dp_accounting.rdp import RdpAccountant
 
 from . import accounting
+from .pbm import PBM_LEVELS
 
 # Orders of the accountant: fractional orders help PBM and Gaussian events; the subsampled Skellam bound
 # (Eq. 20) holds at integer orders only and gets +inf (no bound) at the others.
@@ -84,7 +85,6 @@ class ClientSkellamDpEvent(dp_event.DpEvent):
                              f"got {self.n_parties!r}")
 
 
-PBM_LEVELS = ("feature", "sample")
 
 
 @attr.s(frozen=True, slots=True, auto_attribs=True)
