@@ -6,7 +6,7 @@ Parties: the server (party 0, no data) and n clients; client ``label_party`` hol
 last column of its block.  Variables of the gradient polynomial (Eq. 19) are the clients' columns in client
 order, so the label sits at ``label_index``; the d outputs are the feature coordinates in that order.
 
-Every iteration is one SQM release (:func:`sqm.mechanism.sqm_round`) of the statistic :class:`LRGradient`,
+Every iteration is one SQM release (:func:`sqm.mechanism.sqm_round`) of the statistic :class:`sqm.gradient.LRGradient`,
 a structured polynomial whose coefficients are secret (the weights w never leave the server):
 1. the server stochastically rounds the coefficients of Eq. 19 (1/2 at scale gamma^2, w_k/4 and -1 at
    scale gamma: Algorithm 3, lines 1-3) with its own generator and Shamir-shares them (degree t) as its
@@ -15,7 +15,7 @@ a structured polynomial whose coefficients are secret (the weights w never leave
    at rate q over the N records); each client quantizes its columns of the batch rows at scale gamma and
    draws its Skellam share Sk(mu / n) of the d outputs (:func:`sqm.client.client_input`), pads the rows with
    zero rows to the public size ``b_max`` (a zero row adds nothing: every monomial of Eq. 19 has degree >= 1)
-   and Shamir-shares both (the kernel, :func:`secure_gradient`);
+   and Shamir-shares both (the kernel, :func:`sqm.gradient.secure_gradient`);
 3. on shares, the parties form the batch moments (column sums s, Gram G = F^T F and h = F^T Y: about d^2
    values whatever the batch size), reduce G and h to degree t (not needed when M > 3t), multiply them by
    the coefficient shares (y_t = a_half_t s_t + sum_k A_tk G_tk + a_y_t h_t + sum_j Z_jt), reduce again,
@@ -37,9 +37,7 @@ the requested delta (:meth:`apps.logreg.SQMLogisticRegression.plan`).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
-import math
 import time
 from dataclasses import dataclass, field
 
@@ -47,14 +45,9 @@ import numpy as np
 from scipy.stats import binom
 
 from mpc.party import PartyProgram
-from mpc.program import SumProgram
-from mpc.randomness import secure_generator
-from sqm.compensation import CompensatedPolynomial, round_scaled
+from sqm.gradient import LRGradient
 from sqm.mechanism import SQMPlan, sqm_round
-from sqm.polynomial import logreg_gradient
 from sqm.rng import make_rng
-from sqm.sensitivity import Sensitivity, logreg_sensitivity
-from sqm.skellam import skellam_tail_bound
 from sqm.vertical import ColumnBounds
 
 OVERFLOW_LOG2 = -40.0  # total probability over all rounds that a Poisson batch exceeds b_max
@@ -126,123 +119,6 @@ class LRPlan:
         return self.statistic().result_bound(self.release())
 
 
-@functools.lru_cache(maxsize=8)
-def _template_program(d: int, label_index: int) -> SumProgram:
-    """logreg_gradient's program with placeholder coefficients: its terms are fixed, only coefficients change."""
-    poly = logreg_gradient(np.zeros(d), label_index)
-    prog = poly.program([1] * len(poly.term_vars))
-    # every (output, monomial) pair is distinct, so from_terms kept the terms in order, one each
-    assert len(prog.coefs) == len(poly.term_vars) and np.all(prog.rows == poly.term_out)
-    return prog
-
-
-@dataclass(frozen=True, eq=False)
-class LRGradient:
-    """Eq. 19's gradient sum as an SQM statistic (:class:`sqm.polynomial.StructuredPolynomial`) whose
-    coefficients are SECRET: they hold the server's weights ``w`` (None at the clients), so the server's rounded
-    coefficients never leave it but as Shamir shares (:meth:`kernel`: :func:`secure_gradient`).
-
-    Terms in :func:`sqm.polynomial.logreg_gradient`'s order: for each output t, x_t / 2 (degree 1), then
-    (w_k / 4) x_k x_t for the features k, then -y x_t.  Labels are 0/1 (the sensitivity assumes it)."""
-
-    d: int
-    label_index: int
-    weight_bound: float
-    n_parties: int
-    w: np.ndarray | None = None
-
-    name = "logreg-gradient"
-    public_coefficients = False
-    degree = 2
-
-    @property
-    def n_vars(self) -> int:
-        return self.d + 1
-
-    @property
-    def n_out(self) -> int:
-        return self.d
-
-    @property
-    def feats(self) -> np.ndarray:
-        return np.array([j for j in range(self.d + 1) if j != self.label_index], dtype=np.int64)
-
-    def program(self, int_coefs=None) -> SumProgram:
-        """The compensated program with these integer coefficients (the reference; the parties never build it)."""
-        if int_coefs is None:
-            raise ValueError("the gradient's coefficients are the server's secret: give its rounded coefficients")
-        tmpl = _template_program(self.d, self.label_index)
-        coefs = np.empty(len(tmpl.coefs), dtype=object)
-        coefs[:] = [int(c) for c in int_coefs]
-        return dataclasses.replace(tmpl, coefs=coefs)
-
-    def evaluate(self, X) -> np.ndarray:
-        return logreg_gradient(self.w, self.label_index).evaluate(X)
-
-    def needs_preprocessing(self) -> bool:
-        return True
-
-    def compensate(self, gamma: float, seed=None, preprocess: bool | str = True) -> CompensatedPolynomial:
-        """Algorithm 3 lines 1-3 at the server: the terms' coefficients (1/2, w_k/4, -1) scaled by gamma^2,
-        gamma, gamma and rounded by :func:`sqm.compensation.round_scaled`, built as one (d, d + 2) array
-        (the same draws as :func:`sqm.compensation.compensate` of the generic polynomial, tested)."""
-        if self.w is None:
-            raise ValueError("only the server, which holds the weights, rounds the gradient's coefficients")
-        w = np.asarray(self.w, np.float64)
-        C = np.empty((self.d, self.d + 2))
-        C[:, 0], C[:, 1:self.d + 1], C[:, self.d + 1] = 0.5, w[None, :] / 4.0, -1.0
-        scales = np.full(C.shape, float(gamma))
-        scales[:, 0] = float(gamma) ** 2  # the degree-1 term: gamma^(1 + 2 - 1)
-        ints = round_scaled(C.reshape(-1), scales.reshape(-1), make_rng(seed))
-        return CompensatedPolynomial(self, float(gamma), ints, float(gamma) ** 3, True)
-
-    def sensitivity(self, gamma: float, bounds: ColumnBounds, preprocess: bool = True) -> Sensitivity:
-        """:func:`sqm.sensitivity.logreg_sensitivity` over the feature groups (the label's group left out:
-        y in {0, 1} enters the bound itself) for ||w|| <= ``weight_bound``."""
-        groups = [(len(g), b) for g, b in zip(bounds.groups, bounds.bounds) if self.label_index not in g]
-        cols, bs = [g for g, _ in groups], [b for _, b in groups]
-        return logreg_sensitivity(float(gamma), self.d, math.sqrt(sum(b * b for b in bs)), self.weight_bound,
-                                  bs, cols)
-
-    def result_bound(self, plan: SQMPlan, int_coefs=None) -> int:
-        """Proven bound on max_t |y_t| for ANY coefficients the server can round (||w||_inf <= ||w||_2 <= W:
-        |a_half| <= ceil(gamma^2/2), |a_k| <= ceil(gamma W / 4), |a_y| <= ceil(gamma)), summed over b_max rows
-        at the column bounds, plus the Skellam tail bound (and n for the parties' shares).  The field is sized
-        with it; it also bounds every other value shared, reduced or reconstructed (the coefficients and the
-        batch moments s, G, h <= b_max max_j b_j^2: the max below), although only y is ever reconstructed.
-        The clients, which do not know the coefficients, compute the same bound."""
-        gamma, b = float(plan.gamma), plan.int_col_bounds()
-        bf, by = [b[j] for j in self.feats], b[self.label_index]
-        a_half, a_k, a_y = math.ceil(gamma ** 2 / 2), math.ceil(gamma * self.weight_bound / 4), math.ceil(gamma)
-        per_row = max(bt * (a_half + a_k * sum(bf) + a_y * by) for bt in bf)
-        addend = int(skellam_tail_bound(plan.mu, self.d)) + self.n_parties if plan.mu > 0 else 0
-        moments = int(plan.n_records * max(b) ** 2)
-        return int(max(plan.n_records * per_row + addend, moments, a_half, a_k, a_y))
-
-    async def kernel(self, ctx, plan: SQMPlan, int_coefs, my_input):
-        """:func:`secure_gradient`, a client's quantized batch padded with zero rows to the public b_max (a zero
-        row adds nothing: every monomial of Eq. 19 has degree >= 1).  In an in-process SIMULATION whose context
-        computes secure evaluations ideally (:class:`mpc.inprocess.InProcessContext` ``ideal``, its default),
-        the ideal functionality instead: the clients hand their rows and noise to the server, which computes
-        the exact integers the protocol reconstructs (so the same weights)."""
-        from mpc.field import prime_for_bound
-
-        if getattr(ctx, "ideal", False):
-            got = await ctx._transport_raw({} if my_input is None else {0: tuple(my_input[:2])},
-                                           ctx.clients if ctx.is_server else [])
-            if not ctx.is_server:
-                return None
-            y = self.program(int_coefs).evaluate(np.hstack([np.asarray(x, np.int64) for x, _ in got]))
-            return y + sum(np.asarray(z).astype(object) for _, z in got)
-        if my_input is not None:
-            x_hat, z = my_input[:2]
-            padded = np.zeros((plan.n_records, x_hat.shape[1]), dtype=np.int64)
-            padded[: x_hat.shape[0]] = x_hat
-            my_input = (padded, z)
-        return await secure_gradient(ctx, self, plan, int_coefs, my_input,
-                                     prime_for_bound(self.result_bound(plan), ctx.M))
-
-
 # ----- the clients' shared sampling -----------------------------------------------------------------------
 SEED_BYTES = 32  # each client's contribution to the shared sampling seed
 
@@ -250,7 +126,7 @@ SEED_BYTES = 32  # each client's contribution to the shared sampling seed
 def party_generator(seed) -> np.random.Generator:
     """A party's own generator (rounding, noise, seed contribution): AES-128-CTR keyed from OS entropy when
     ``seed`` is None, else from the party's own seed (:func:`sqm.rng.spawn_seeds` gives each party its own)."""
-    return secure_generator(seed)
+    return make_rng(seed)
 
 
 def client_seed_contribution(rng: np.random.Generator) -> bytes:
@@ -263,7 +139,7 @@ def shared_sampler(key: bytes) -> np.random.Generator:
     by ``ctx.clients_key``: unpredictable to anyone missing one honest client's contribution)."""
     if not isinstance(key, bytes) or len(key) != 32:
         raise ValueError("the clients' key must be 32 bytes")
-    return secure_generator(int.from_bytes(hashlib.sha256(b"sqm-lr batch sampler\0" + key).digest(), "big"))
+    return make_rng(int.from_bytes(hashlib.sha256(b"sqm-lr batch sampler\0" + key).digest(), "big"))
 
 
 def sample_batch(shared: np.random.Generator, n_records: int, q: float, b_max: int) -> tuple[np.ndarray, bool]:
@@ -331,7 +207,7 @@ class LRParty(PartyProgram):
 
     Every party makes the same sequence of exchanges: one seed exchange among the clients (the server takes
     part with nothing to send or receive), a record-count check, the plan agreement, then per round the
-    exchanges of :func:`secure_gradient`.  ``history`` (the server): also return the weights after every round.
+    exchanges of :func:`sqm.gradient.secure_gradient`.  ``history`` (the server): also return the weights after every round.
     """
 
     def __init__(self, plan: LRPlan, seed, block=None, eval_set=None, progress_path=None, every: int = 50,
@@ -410,64 +286,6 @@ async def train_party(ctx, plan: LRPlan, seed, block=None, eval_set=None, progre
             out["history"] = np.array(trace).reshape(plan.rounds, plan.d)
         return out
     return {"clipped": clipped, "truncated": truncated, "seconds": seconds}
-
-
-async def secure_gradient(ctx, stat: LRGradient, plan: SQMPlan, int_coefs, my_input, p: int):
-    """BGW evaluation of the compensated Eq. 19 gradient sum plus the clients' noise, with the coefficients
-    secret (the server's input) and the batch secret (the clients' inputs):
-
-        y_t = a_half_t s_t + sum_k A_tk G_tk + a_y_t h_t + sum_j Z_jt,
-        s = sum_i F_i,  G = F^T F,  h = F^T Y  (F: the batch's feature rows, Y: its labels)
-
-    1. the server Shamir-shares (degree t) its rounded coefficients ``int_coefs`` (None at the clients);
-       each client shares its padded quantized block and noise share ``my_input`` (None at the server);
-    2. locally: s (degree t), the Gram matrix of [F, Y] by the inner-product trick (degree 2t, d^2 values
-       whatever the batch size); one degree reduction of G's upper triangle and h (symmetry: G is rebuilt
-       from it), unless M > 3t (M = 4: 3 clients), where the products of step 3 have degree 3t < M and
-       one degree reduction of y (Lagrange over all M points, valid for any degree < M) serves both;
-    3. locally: the products with the coefficient shares and the sum over k (degree 2t, or 3t), plus the
-       linear terms and the noise; one degree reduction to t; the shares go to the server only, which
-       reconstructs.
-
-    Every value a client receives is a share.  Exchanges per round: coefficient shares, input shares, one
-    or two degree reductions, the opening.  Returns the signed integer result (object array) at the
-    server, None at the clients.
-    """
-    from mpc import modarith, shamir, wire
-    from mpc.field import from_signed, to_signed
-
-    d = stat.d
-    outgoing = {}
-    if ctx.is_server:
-        coefs = from_signed(np.asarray(int_coefs, np.int64), p)
-        sub = shamir.share(coefs, ctx.M, ctx.t, p, ctx.rng)
-        outgoing = {j: sub[j] for j in range(ctx.M)}
-    (C,) = await ctx.send_recv(outgoing, [0], wire.shares((d * (d + 2),), p), "coefficient shares")
-    C = C.reshape(d, d + 2)
-    payload = None
-    if not ctx.is_server:
-        block, addend = my_input
-        payload = [from_signed(block, p), from_signed(np.asarray(addend, dtype=object), p)]
-    S, (z,) = await ctx.input_shares(payload, p, list(plan.col_counts), plan.n_records, [(d,)])
-    feats, label = stat.feats, stat.label_index
-    s = modarith.sum_mod(S[:, feats], 0, p)
-    K = modarith.gram_mod(S, p)  # (d + 1) x (d + 1), degree 2t
-    G, h = K[np.ix_(feats, feats)], K[feats, label]
-    if ctx.M <= 3 * ctx.t:  # products with the coefficients would have degree 3t >= M: reduce the moments
-        upper = np.triu_indices(d)
-        m = len(upper[0])
-        red = await ctx.reshare(np.concatenate([G[upper], h]), p)
-        G = np.empty((d, d), dtype=np.int64)
-        G[upper] = red[:m]
-        G[upper[1], upper[0]] = red[:m]
-        h = red[m:]
-    y = modarith.mul_mod(C[:, 0], s, p)
-    y = modarith.add_mod(y, modarith.rowdot_mod(C[:, 1:d + 1], G, p), p)
-    y = modarith.add_mod(y, modarith.mul_mod(C[:, d + 1], h, p), p)
-    y = modarith.add_mod(y, z, p)
-    y = await ctx.reshare(y, p)  # degree 2t (or 3t < M) -> t
-    res = await ctx.open_to(y, p, [0])
-    return None if res is None else to_signed(res, p).astype(object)
 
 
 BACKENDS = ("mpyc", "plain", "in-process")  # "plain" (apps.options' name) and "in-process": the simulation

@@ -137,10 +137,10 @@ class InProcessContext(PartyContext):
         With ``ideal=False``: the real BGW protocol over the mailboxes (shares, degree reduction, opening)."""
         if not self.ideal:
             return await super()._secure_outputs(prog, p, n_rows, widths, needs_count, mine, receivers)
-        outgoing = {} if mine is None else {r: (np.asarray(mine[1]), np.asarray(mine[2])) for r in receivers}
-        got = await self._transport_raw(outgoing, self.clients if self.pid in receivers else [])
+        got = await self.ideal_inputs(None if mine is None else (np.asarray(mine[1]), np.asarray(mine[2])),
+                                      receivers)
         self._lap("ideal evaluation (simulation)")
-        if self.pid not in receivers:
+        if got is None:
             return None
         blocks = [np.asarray(b, dtype=np.int64) for b, _ in got]
         X = np.hstack(blocks) if prog.n_vars else np.zeros((0, 0), np.int64)
@@ -149,9 +149,15 @@ class InProcessContext(PartyContext):
             y = y + np.asarray(addend).astype(object)
         return from_signed(np.asarray(y, dtype=object), p)
 
-    async def _transport_raw(self, outgoing: dict, senders: list) -> list:
-        """Hand Python objects between parties (the ideal functionality only; never frames a peer decodes)."""
-        return await self._transport(outgoing, senders)
+    async def ideal_inputs(self, my_input, receivers) -> list | None:
+        """The ideal functionality's input step, for secure kernels of their own (e.g.
+        :func:`sqm.gradient.secure_gradient`): each client hands ``my_input`` (any Python object; None at the
+        server) to ``receivers`` in the clear; a receiver gets the clients' inputs in client order, any other
+        party None.  SIMULATION only: a real :class:`~mpc.protocol.PartyContext` has no such step."""
+        receivers = list(receivers)
+        outgoing = {} if self.is_server else {r: my_input for r in receivers}
+        got = await self._transport(outgoing, self.clients if self.pid in receivers else [])
+        return got if self.pid in receivers else None
 
     async def abort(self, reason: str) -> None:
         self.hub.abort(f"{party_label(self.pid).capitalize()} aborted the job: {reason}")
