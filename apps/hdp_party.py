@@ -211,7 +211,7 @@ class HDPParty(PartyProgram):
 
     def _state(self):
         """This party's state; its own unusable input is refused (the reason, without data, goes to the peer)."""
-        from mpc.protocol import InputRefused
+        from mpc.party import InputRefused
 
         try:
             if self.role == ACTIVE:
@@ -221,8 +221,8 @@ class HDPParty(PartyProgram):
             raise InputRefused("its features or labels are unusable", detail=str(e)) from None
 
     async def run(self, ctx):
-        from mpc import wire
-        from mpc.protocol import ProtocolError
+        from mpc.party import messages as wire
+        from mpc.party import ProtocolError
 
         if ctx.M != 2:
             raise ProtocolError(f"HDP-VFL runs with exactly 2 parties (active, passive), got {ctx.M}")
@@ -264,7 +264,7 @@ class HDPParty(PartyProgram):
 
 
 def _check_message(v, size: int, what: str) -> np.ndarray:
-    from mpc.protocol import ProtocolError
+    from mpc.party import ProtocolError
 
     v = np.asarray(v, dtype=np.float64)
     if v.shape != (size,) or not np.all(np.isfinite(v)):

@@ -268,7 +268,7 @@ class LinRegJobTask(JobTask):
         return self._plan(meta)[3]
 
     async def run(self, ctx, table, meta) -> dict:
-        from mpc.protocol import InputRefused
+        from mpc.party import InputRefused
         from sqm.mechanism import sqm_round
         from sqm.rng import make_rng, spawn_seeds
 

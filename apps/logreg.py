@@ -567,7 +567,7 @@ class LRJobTask:
 
     def _plan(self, meta) -> tuple[LRPlan, PrivacyReport, int]:
         """The public plan, privacy report and label party from the clients' public counts (every party alike)."""
-        from mpc.protocol import ProtocolError
+        from mpc.party import ProtocolError
 
         n = meta.n_parties
         label = n - 1 if self.label_party is None else int(self.label_party)
@@ -585,7 +585,7 @@ class LRJobTask:
         return self._plan(meta)[1]
 
     async def run(self, ctx, table, meta) -> dict:
-        from mpc.protocol import InputRefused
+        from mpc.party import InputRefused
 
         plan, report, label = self._plan(meta)
         block = None

@@ -227,8 +227,8 @@ async def train_party(ctx, plan: LRPlan, seed, block=None, eval_set=None, progre
     (the server learns only pass/fail).  A client whose block does not have the plan's shape refuses its own
     input at the record-count check (every party learns only that it refused).  The weights stay at the
     server: it returns them, the clients return their clip and truncation counts."""
-    from mpc import wire
-    from mpc.protocol import ProtocolError
+    from mpc.party import messages as wire
+    from mpc.party import ProtocolError
 
     if ctx.M != plan.n_parties + 1:
         raise ProtocolError(f"party {ctx.pid}: the plan has {plan.n_parties} clients but {ctx.M - 1} client "

@@ -26,9 +26,17 @@ import resource
 import sys
 import time
 
+from . import wire as messages  # noqa: F401  (re-exported: the party-program API, see below)
 from .liveness import IDLE_TIMEOUT_S
+from .protocol import InputRefused, ProtocolError  # noqa: F401  (re-exported: the party-program API)
 from .exitcodes import (EXIT_BAD_DATA, EXIT_ERROR, EXIT_LOST, EXIT_REFUSED,  # noqa: F401  (re-exported)
                         EXIT_TIMEOUT, EXIT_USAGE)
+
+
+# The party-program API: an application's party program needs PartyProgram, the errors it raises to refuse
+# (ProtocolError; InputRefused for its own unusable input) and ``messages`` (mpc.wire's validators of what a
+# step expects: messages.value, messages.array, ...); it runs on mpc.launch.run_parties or
+# mpc.inprocess.run_in_process.  Applications import these from here, never the runtime's internals.
 
 
 class PartyProgram:
