@@ -9,9 +9,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import apps.pbm_vfl as pv  # noqa: E402
+import apps.pbm_vfl.training as training  # noqa: E402
 import mpc.masked_sum as ms  # noqa: E402
-from apps.pbm_vfl import PBMVFLProgram, VFLConfig, load_split, public_batch_seed, train_vfl  # noqa: E402
+from apps.pbm_vfl import PBMVFLProgram, VFLConfig, load_split, register, train_vfl  # noqa: E402
+from apps.pbm_vfl.party import ClientParty, public_batch_seed  # noqa: E402
 from mpc.masked_sum import MaskedSum, mask_bits, mask_key, mask_keypair  # noqa: E402
 from mpc.protocol import ProtocolError  # noqa: E402
 from mpc.randomness import is_secure  # noqa: E402
@@ -70,7 +71,7 @@ def tiny():
 
 
 def _recorded_masked_run(tiny, monkeypatch, seed):
-    monkeypatch.setattr(pv, "PBMVFLProgram", RecordingProgram)
+    monkeypatch.setattr(training, "PBMVFLProgram", RecordingProgram)
     RecordingProgram.made, RecordingProgram.logs = [], {}
     keys = {}
     orig = ms.mask_key
@@ -218,9 +219,9 @@ def test_parties_draw_secrets_from_their_own_cryptographic_streams(tiny):
     btr, bte, ytr, yte, nc = tiny
     cfg = VFLConfig(epochs=1, n_classes=nc)
     s = spawn_seeds(3, 2)
-    a = pv.ClientParty(cfg, 4, btr[0], bte[0], s[1], 0)
-    b = pv.ClientParty(cfg, 4, btr[0], bte[0], s[1], 0)
-    fresh = pv.ClientParty(cfg, 4, btr[0], bte[0], None, 0)
+    a = ClientParty(cfg, 4, btr[0], bte[0], s[1], 0)
+    b = ClientParty(cfg, 4, btr[0], bte[0], s[1], 0)
+    fresh = ClientParty(cfg, 4, btr[0], bte[0], None, 0)
     assert is_secure(a.rng) and is_secure(fresh.rng)
     x = a.rng.random(8)
     assert np.array_equal(x, b.rng.random(8))  # a function of the party's own seed
@@ -237,7 +238,7 @@ def test_cli_records_secure_mode(tmp_path, capsys):
     import argparse
 
     parser = argparse.ArgumentParser()
-    pv.register(parser.add_subparsers())
+    register(parser.add_subparsers())
     assert parser.parse_args(["pbm-vfl"]).backend == "mpyc"  # the default runner, as in every command
     for extra, secure in ((["--seed", "1"], False), ([], True)):
         out = tmp_path / f"pbm{secure}.json"

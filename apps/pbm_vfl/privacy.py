@@ -1,0 +1,97 @@
+"""Each PBM-VFL method's noise and privacy: PBM's accounted guarantee, the LDP baselines' per-client Gaussian
+sigma (the paper's matched variance, and calibrated to PBM's epsilon) and their exact epsilon, one
+:class:`sqm.report.PrivacyReport` per method."""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from sqm import pbm
+
+from .config import METHOD_LABELS, METHODS, VFLConfig
+
+
+def ldp_sigma(b: int, beta: float, M: int, C: float = 1.0) -> float:
+    """The paper's LDP baseline: per-client Gaussian noise of variance 2 M C^2 / (b beta^2) (PBM's variance
+    bound per client, doubled): matched variance, NOT calibrated to an epsilon."""
+    pbm.check_params(b, beta, C)
+    return math.sqrt(2.0 * M * C * C / (b * beta * beta))
+
+
+def ldp_sensitivity(embedding_size: int, uses: int, C: float = 1.0) -> float:
+    """L2 sensitivity of one client's ``uses`` releases of its P-dim embedding in [-C, C]^P (one feature row
+    replaced: 2 C sqrt(P) per release; ``uses`` Gaussian releases compose exactly as one with sensitivity
+    multiplied by sqrt(uses))."""
+    return 2.0 * C * math.sqrt(embedding_size * uses)
+
+
+def pbm_privacy(cfg: VFLConfig, M: int):
+    """PBM's accounted guarantee for this training (:func:`sqm.pbm.privacy_report`, each record used once per
+    epoch)."""
+    return pbm.privacy_report(cfg.b, cfg.beta, M, cfg.embedding_size, uses=cfg.epochs, delta=cfg.delta)
+
+
+def ldp_sigma_equal_epsilon(cfg: VFLConfig, M: int) -> float:
+    """Per-client Gaussian sigma at PBM's feature-level (epsilon, delta) over the same releases."""
+    from sqm.calibration import gaussian_sigma
+
+    eps = pbm_privacy(cfg, M).epsilon_feature
+    return gaussian_sigma(ldp_sensitivity(cfg.embedding_size, cfg.epochs, cfg.C), eps, cfg.delta)
+
+
+def ldp_epsilon(sigma: float, cfg: VFLConfig) -> float:
+    """Feature-level epsilon (at ``cfg.delta``) of a client's Gaussian releases with this sigma over training
+    (exact, :func:`sqm.calibration.gaussian_epsilon`)."""
+    from sqm.calibration import gaussian_epsilon
+
+    return gaussian_epsilon(sigma, ldp_sensitivity(cfg.embedding_size, cfg.epochs, cfg.C), cfg.delta)
+
+
+def noise_sigma(cfg: VFLConfig, M: int) -> float:
+    """The per-client Gaussian sigma of an LDP method (0 for PBM and NPQ)."""
+    if cfg.method == "ldp":
+        return ldp_sigma(cfg.b, cfg.beta, M, cfg.C)
+    if cfg.method == "ldp_eq":
+        return ldp_sigma_equal_epsilon(cfg, M)
+    return 0.0
+
+
+def method_privacy(cfg: VFLConfig, M: int):
+    """The privacy of ``cfg.method``'s releases over training, as a :class:`sqm.report.PrivacyReport`.
+
+    PBM: feature-level (one client's embedding changes) epsilon against the server, RDP composed over the
+    ``cfg.epochs`` releases of each record (its sample-level epsilon in the notes).  LDP: the same feature-level
+    epsilon of each client's Gaussian releases (which the server sees directly): for the paper's sigma it is
+    much smaller than PBM's (that noise matches PBM's variance, not its privacy); the equal-epsilon baseline is
+    calibrated to PBM's.  NPQ: no privacy."""
+    from dp_accounting.dp_event import SelfComposedDpEvent
+
+    from sqm.events import PBMDpEvent, gaussian_event
+    from sqm.report import PrivacyReport
+
+    common = dict(method=METHOD_LABELS[cfg.method], n_parties=M, rounds=cfg.epochs)
+    if cfg.method == "npq":
+        return PrivacyReport(epsilon_server=math.inf, delta=0.0, notes="no privacy, no quantization", **common)
+    rep = pbm_privacy(cfg, M)
+    if cfg.method == "pbm":
+        event = PBMDpEvent(cfg.b, cfg.beta, M, cfg.embedding_size, "feature")
+        return PrivacyReport(epsilon_server=rep.epsilon_feature, delta=cfg.delta,
+                             events=(SelfComposedDpEvent(event, cfg.epochs),),
+                             notes=f"feature-level, b={cfg.b}, beta={cfg.beta:g}, P={cfg.embedding_size}; "
+                                   f"sample-level epsilon {rep.epsilon_sample:.4g}", **common)
+    sigma = noise_sigma(cfg, M)
+    eps = rep.epsilon_feature if cfg.method == "ldp_eq" else ldp_epsilon(sigma, cfg)
+    how = ("Gaussian calibrated to PBM's epsilon" if cfg.method == "ldp_eq" else
+           "the paper's sigma^2 = 2 M C^2 / (b beta^2): matched variance, not calibrated to epsilon")
+    event = gaussian_event(sigma, ldp_sensitivity(cfg.embedding_size, 1, cfg.C))
+    return PrivacyReport(epsilon_server=eps, epsilon_client=eps, delta=cfg.delta, sigma=sigma,
+                         l2_sensitivity=ldp_sensitivity(cfg.embedding_size, cfg.epochs, cfg.C),
+                         events=(SelfComposedDpEvent(event, cfg.epochs),),
+                         notes=f"feature-level, per client; exact Gaussian epsilon (the events' RDP composition "
+                               f"is looser); {how}", **common)
+
+
+def privacy_reports(cfg: VFLConfig, M: int) -> dict:
+    """:func:`method_privacy` of every method, keyed by method."""
+    return {m: method_privacy(replace(cfg, method=m), M) for m in METHODS}
+
