@@ -1,6 +1,6 @@
-"""HDP-VFL (apps.hdp_vfl, apps.hdp_party): sensitivities, the passive party's residual clip, calibration of the
-composed releases, the one party program (in process; one real-process run proves it equal), scikit-learn
-conventions, refusals."""
+"""HDP-VFL (apps.hdp_vfl: party, privacy, estimator, cli): sensitivities, the passive party's residual clip,
+calibration of the composed releases, the one party program (in process; one real-process run proves it equal),
+scikit-learn conventions, refusals."""
 import json
 import math
 
@@ -9,7 +9,7 @@ import pytest
 from dp_accounting import ComposedDpEvent, GaussianDpEvent
 from dp_accounting.pld import PLDAccountant
 
-from apps.hdp_party import ACTIVE, PASSIVE, HDPConfig, HDPParty, PassiveParty, batches
+from apps.hdp_vfl.party import ACTIVE, PASSIVE, HDPConfig, HDPParty, PassiveParty, batches
 from apps.hdp_vfl import HDPLogisticRegression, active_sensitivity, load_split, passive_sensitivity
 from mpc.exitcodes import EXIT_BAD_DATA, EXIT_REFUSED, EXIT_TIMEOUT
 from mpc.inprocess import run_in_process
@@ -221,7 +221,7 @@ def test_weights_respect_bound_and_seeds(breast):
 
 
 def test_each_party_draws_from_its_own_cryptographic_stream():
-    from apps.hdp_party import ActiveParty
+    from apps.hdp_vfl.party import ActiveParty
     from mpc.randomness import is_secure
     from sqm.rng import spawn_seeds
 
