@@ -6,13 +6,14 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 
-from apps.linreg import (JointGram, SQMLinearRegression, central_dp_linreg, joint_bounds, joint_matrix,
-                         solve_ridge)
+from apps.linreg import SQMLinearRegression
+from apps.linreg.baselines import central_dp_linreg
+from apps.linreg.statistic import JointGram, joint_bounds, joint_matrix, solve_ridge
 from sqm.sensitivity import l1_from_l2
 
 
 def _diabetes(n=None):
-    from apps.linreg import regression_data
+    from apps.linreg.cli import regression_data
 
     X, y, _ = regression_data("diabetes")
     return (X, y) if n is None else (X[:n], y[:n])

@@ -1,0 +1,198 @@
+"""The ``sqm linreg`` command: the comparison of SQM, central DP and non-private ridge on a held-out split
+(:func:`compare`, R^2 and RMSE, printed as a table), and one real multi-party job from a job file (``--job``,
+:class:`LinRegJobTask`, the party program of a job), like ``sqm pca``."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..jobfile import JobTask
+from .baselines import central_dp_linreg, nonprivate_linreg
+from .estimator import SQMLinearRegression
+from .statistic import joint_matrix, solve_ridge
+
+
+# ----- data and the comparison (the `sqm linreg` table) -------------------------------------------------------
+
+
+def scores(coef, intercept, X, y, y_scale: float = 1.0) -> dict:
+    """R^2 and RMSE (in the label's original units: times ``y_scale``) of a linear model on (X, y)."""
+    pred = np.asarray(X) @ coef + intercept
+    resid = np.asarray(y) - pred
+    r2 = 1.0 - float(resid @ resid) / float(np.sum((y - np.mean(y)) ** 2))
+    return {"r2": r2, "rmse": float(np.sqrt(np.mean(resid ** 2))) * y_scale}
+
+
+TARGETS = {"diabetes": None, "breast_cancer": "mean radius", "adult": "hours-per-week"}
+
+
+def regression_data(name: str, path=None, feature_bound: float = 1.0, label_bound: float = 1.0):
+    """(X, y, y_scale): ``name``'s features scaled so the largest row norm is c_x and its target (the dataset's
+    own for diabetes; a column moved out of the features otherwise: :data:`TARGETS`) so max |y| = c_y (the
+    experiments' preprocessing, as ``sqm pca``'s); y_scale maps y back to the original units."""
+    from ..datasets import load_dataset, scale_rows
+
+    if name not in TARGETS:
+        raise ValueError(f"no regression target known for {name!r}; choose one of {', '.join(TARGETS)}")
+    ds = load_dataset(name, path)
+    X, y = ds.X, np.asarray(ds.y, np.float64)
+    if TARGETS[name] is not None:
+        k = list(ds.feature_names).index(TARGETS[name])
+        X, y = np.delete(X, k, axis=1), X[:, k]
+    y_scale = float(np.max(np.abs(y))) / label_bound
+    return scale_rows(X, feature_bound), y / y_scale, y_scale
+
+
+def compare(X, y, n_parties: int, alpha: float, epsilon: float, delta: float, gamma: float,
+            feature_bound: float = 1.0, label_bound: float = 1.0, backend: str = "mpyc", runs: int = 1, seed=None,
+            test_size: float = 0.25, y_scale: float = 1.0, split_seed: int = 0) -> dict:
+    """SQM, central DP and non-private ridge on a held-out split, averaged over ``runs``."""
+    from sklearn.model_selection import train_test_split
+
+    from sqm.rng import spawn_seeds
+
+    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=test_size, random_state=split_seed)
+    rows = {"SQM": [], "central DP": []}
+    rep = None
+    for s in spawn_seeds(seed, int(runs)):
+        s_sqm, s_c = s.spawn(2)
+        m = SQMLinearRegression(alpha, epsilon, delta, gamma, feature_bound, label_bound, True, n_parties, backend,
+                                s_sqm).fit(Xtr, ytr)
+        rep = m.report_
+        rows["SQM"].append({**scores(m.coef_, m.intercept_, Xte, yte, y_scale), "seconds": m.seconds_,
+                            "bytes": float(sum(m.bytes_sent_))})
+        c = central_dp_linreg(Xtr, ytr, alpha, epsilon, delta, feature_bound, label_bound, True, s_c)
+        rows["central DP"].append({**scores(c["coef"], c["intercept"], Xte, yte, y_scale), "seconds": c["seconds"],
+                                   "sigma": c["sigma"]})
+    ridge = nonprivate_linreg(Xtr, ytr, alpha)
+    nonpriv = {"method": "non-private (Ridge)", **scores(ridge["coef"], ridge["intercept"], Xte, yte, y_scale),
+               "epsilon": math.inf, "seconds": ridge["seconds"]}
+    table = [{"method": f"SQM ({backend})", "epsilon": rep.epsilon_server,
+              **{k: float(np.mean([r[k] for r in rows["SQM"]])) for k in rows["SQM"][0]}},
+             {"method": "central DP (Gauss)", "epsilon": epsilon,
+              **{k: float(np.mean([r[k] for r in rows["central DP"]])) for k in rows["central DP"][0]}}, nonpriv]
+    return {"rows": table, "report": rep.as_dict(), "shape": list(X.shape), "train": len(ytr), "test": len(yte),
+            "parties": n_parties, "alpha": alpha, "gamma": gamma, "delta": delta, "runs": int(runs),
+            "secure_mode": seed is None}
+
+
+# ----- real multi-party jobs from a job file ------------------------------------------------------------------
+
+
+class LinRegJobTask(JobTask):
+    """The SQM linear-regression task for :mod:`apps.jobfile`: the last client's CSV holds the label column
+    ``label_column`` besides its features; every party plans the same release from the clients' column and
+    record counts and runs :func:`sqm.mechanism.sqm_round`; the server solves.  Seeds as in
+    :class:`apps.pca.PCAJobTask` (never sent; a seeded job equals ``SQMLinearRegression(seed=...).fit``)."""
+
+    def __init__(self, estimator: SQMLinearRegression, label_column: str = "label",
+                 insecure_reproducible: bool = False):
+        from ..jobfile import seed_policy
+
+        self.secure_mode = seed_policy(estimator.seed, insecure_reproducible, warn=False)
+        self.est, self.label_column, self.seed = estimator, label_column, estimator.seed
+        self.est.mechanism([1, 2])  # bad parameters refused here, before any party starts
+
+    def public(self):
+        e = self.est
+        return ("linreg", float(e.alpha), float(e.epsilon), float(e.delta), float(e.gamma), float(e.feature_bound),
+                float(e.label_bound), bool(e.fit_intercept), self.label_column)
+
+    def _plan(self, meta):
+        counts = list(meta.col_counts)
+        counts[-1] += int(bool(self.est.fit_intercept))  # the label party adds the constant column
+        mech = self.est.mechanism(counts)
+        return (counts, mech, *mech.round_plan(counts, meta.n_records, align_ids=True))
+
+    def release(self, meta):
+        """The privacy report (events) of the job's one SQM release, from the public counts only."""
+        return self._plan(meta)[3]
+
+    async def run(self, ctx, table, meta) -> dict:
+        from mpc.party import InputRefused
+        from sqm.mechanism import sqm_round
+        from sqm.rng import make_rng, spawn_seeds
+
+        counts, mech, plan, report = self._plan(meta)
+        block = None if table is None else table.block
+        if table is not None and ctx.pid == meta.n_parties:  # the label party: [features, 1, y]
+            if self.label_column not in table.columns:
+                raise InputRefused(f"its file has no label column '{self.label_column}'", table.file)
+            k = list(table.columns).index(self.label_column)
+            block = joint_matrix(np.delete(table.block, k, axis=1), table.block[:, k], bool(self.est.fit_intercept))
+        rng = make_rng(spawn_seeds(self.seed, meta.n_parties + 1)[ctx.pid])
+        out = await sqm_round(ctx, mech.polynomial, block, plan, rng,
+                              ids_digest=None if table is None else table.ids_digest)
+        if not ctx.is_server:
+            return {"clipped": out.clipped, "rows": table.n_rows, "cols": table.n_cols}
+        gram = out.estimate.reshape(sum(counts), sum(counts))
+        coef, intercept = solve_ridge(gram, float(self.est.alpha), math.sqrt(2 * report.mu) / out.scale,
+                                      bool(self.est.fit_intercept))
+        return {"coef": coef, "intercept": intercept, "report": report.as_dict(), "raw": out.raw}
+
+
+# ----- the `sqm linreg` command -------------------------------------------------------------------------------
+
+
+def run(args) -> int:
+    from sqm.report import render_table, write_json
+
+    if args.job:
+        return _run_job(args)
+    X, y, y_scale = regression_data(args.dataset, args.data, args.feature_bound, args.label_bound)
+    r = compare(X, y, args.parties, args.alpha, args.epsilon, args.delta, args.gamma, args.feature_bound,
+                args.label_bound, args.backend, args.runs, args.seed, args.test_size, y_scale)
+    r["dataset"] = args.dataset
+    print(f"ridge regression on {args.dataset} {r['shape'][0]} x {r['shape'][1]} ({r['train']} train, {r['test']} "
+          f"held out), {args.parties} clients, alpha {args.alpha:g}, delta {args.delta:g}, gamma {args.gamma:g}, "
+          f"{r['runs']} run(s)")
+    print(render_table(r["rows"], [("epsilon", "eps server", ".4f"), ("r2", "R^2", ".4f"), ("rmse", "RMSE", ".4g"),
+                                   ("seconds", "seconds", ".3f"), ("bytes", "bytes", ",.0f")]))
+    if args.backend == "plain":
+        print("(plain backend: the in-process SIMULATION of the parties' programs; bytes are not measured)")
+    if args.json:
+        write_json(args.json, r)
+    return 0
+
+
+def _run_job(args) -> int:
+    from ..jobfile import job_command
+
+    def task():
+        est = SQMLinearRegression(args.alpha, args.epsilon, args.delta, args.gamma, args.feature_bound,
+                                  args.label_bound, seed=args.seed)
+        return LinRegJobTask(est, args.label_column, args.insecure_reproducible)
+
+    def server(res) -> dict:
+        print(f"server: ridge coefficients over {len(res['coef'])} features of {res['n_records']} records "
+              f"(clients' columns {res['col_counts']}, label at client {len(res['col_counts'])}); intercept "
+              f"{res['intercept']:.4g}")
+        return {"coef": np.asarray(res["coef"]), "intercept": res["intercept"]}
+
+    return job_command(args, task, server)
+
+
+def register(sub) -> None:
+    from .. import options
+
+    p = sub.add_parser(
+        "linreg", parents=[options.privacy(), options.runtime(), options.job(), options.output()],
+        help="differentially private ridge regression over vertically partitioned data (SQM vs central DP)",
+        description="Private ridge regression with SQM: one release of the joint Gram [X 1 y]^T [X 1 y] computed by "
+                    "MPyC party processes, solved by the server.  Without --job: split a dataset's columns among "
+                    "--parties clients and compare SQM, central DP and non-private ridge on a held-out split "
+                    "(R^2, RMSE).  With --job: a real multi-party job, the last client's CSV holding the label.")
+    p.add_argument("--dataset", default="diabetes", choices=sorted(TARGETS),
+                   help="diabetes (default; its target), breast_cancer (target: mean radius), adult (target: "
+                        "hours-per-week, read from ../shared/data/adult)")
+    p.add_argument("--data", default=None, help="path of a file-based dataset's folder (adult)")
+    p.add_argument("--parties", type=int, default=3, help="clients holding column blocks of [X 1 y] (default 3)")
+    p.add_argument("--alpha", type=float, default=1.0, help="ridge penalty on the record-sum scale (default 1)")
+    p.add_argument("--gamma", type=float, default=4096.0, help="quantization scale gamma >= 1 (default 4096)")
+    p.add_argument("--feature-bound", type=float, default=1.0, help="c_x: every record's ||x|| (default 1)")
+    p.add_argument("--label-bound", type=float, default=1.0, help="c_y: every record's |y| (default 1)")
+    p.add_argument("--test-size", type=float, default=0.25, help="held-out fraction (default 0.25)")
+    p.add_argument("--runs", type=int, default=1, help="average over this many runs (default 1)")
+    p.add_argument("--label-column", default="label", help="with --job: the label column of the last client's CSV")
+    p.set_defaults(func=run)
