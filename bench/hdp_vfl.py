@@ -8,7 +8,7 @@ income (../shared/data) with the paper's settings (batch 3200 or the training si
 e = 10, k = 1, delta = 0.01), beside single-party and centralized scikit-learn logistic regression and non-private
 VFL (Algorithm 1 without noise).  Figure 2: breast cancer, e in {5, 10, 15} at k = 1 and k in {0.1, 0.5, 1} at
 e = 10.  Each point is the mean (and standard deviation) over ``--repeats`` seeds on one fixed train/test split.
-Noise: the tightest sound Gaussian for each party's composed sequence (:mod:`apps.hdp_vfl`), not the paper's
+Noise: the tightest sound Gaussian for each party's composed sequence (:mod:`apps.hdp_vfl.privacy`), not the paper's
 sqrt(2 ln(1.25/delta))/epsilon; ``paper_sigma_ratio`` in each row says how much more noise the paper's formula
 adds at that epsilon (below 1 where the paper's formula is unsound).  The sweeps run the parties' programs in one
 process (:func:`mpc.inprocess.run_in_process`, the labelled simulation, bit for bit the two-process model for the
