@@ -21,9 +21,9 @@ import dataclasses
 
 import numpy as np
 
-from apps import lr_party
-from apps.logreg import SQMLogisticRegression, steps
-from apps.lr_party import batch_cap
+from apps.logreg import party
+from apps.logreg.estimator import SQMLogisticRegression, steps
+from apps.logreg.party import batch_cap
 from mpc.party import PartyProgram
 from sqm.rng import spawn_seeds
 from sqm.vertical import VerticalData
@@ -82,7 +82,7 @@ def run(features=100, batch=64, parties=3, rounds=100, records=20000, gamma=8192
     plan, rep = m.plan(records, counts, label)
     plan = dataclasses.replace(plan, rounds=int(rounds))  # time a prefix of the run
     seeds = spawn_seeds(seed, parties + 1)
-    res = lr_party.train(blocks, plan, seeds, backend="mpyc", wrap=CountExchanges)
+    res = party.train(blocks, plan, seeds, backend="mpyc", wrap=CountExchanges)
     one = per_iteration(res.party_results[0]["exchanges"], int(rounds))
     out = dict(features=features, batch_cap=plan.b_max, expected_batch=q * records, sampling_rate=q,
                parties=parties + 1, clients=parties, rounds=rounds, gamma=gamma, mu=plan.mu,
@@ -93,7 +93,7 @@ def run(features=100, batch=64, parties=3, rounds=100, records=20000, gamma=8192
                target_ms=30.0)
     out["meets_target"] = out["ms_per_iteration"] < 30.0
     if plain:  # the same party programs in one process (the simulation)
-        sim = lr_party.train(blocks, plan, seeds, backend="in-process")
+        sim = party.train(blocks, plan, seeds, backend="in-process")
         out["plain_ms_per_iteration"] = 1e3 * sim.seconds / rounds
         out["plain_identical"] = bool(np.array_equal(sim.weights, res.weights))
     return out

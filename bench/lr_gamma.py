@@ -6,7 +6,7 @@ For each gamma: the sensitivity overhead Delta2 / gamma^3 - 3/4 of the post-proc
 proven bound (sqm.sensitivity.logreg_sensitivity) and the paper's Eq. 22; mu calibrated for the target
 (epsilon, delta) over R = epochs / q Poisson-subsampled rounds (Eq. 20) and the normalized noise std
 sqrt(2 mu) / gamma^3 on the server's side; as reference, the Gaussian std of centralized DPSGD (the noise
-multiplier z of Opacus' PRV accountant, the DPSGD baseline's calibration (apps.logreg.DPSGD_ACCOUNTANT), times
+multiplier z of Opacus' PRV accountant, the DPSGD baseline's calibration (apps.logreg.baselines.DPSGD_ACCOUNTANT), times
 clip norm 1) and z * 3/4 (a Gaussian on the same Taylor gradient).
 Analytic only: no training, finishes in seconds.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from apps.logreg import DPSGD_ACCOUNTANT
+from apps.logreg.baselines import DPSGD_ACCOUNTANT
 from sqm import accounting
 from sqm.report import render_table
 from sqm.sensitivity import l1_from_l2, logreg_l2_paper, logreg_sensitivity

@@ -20,7 +20,8 @@ from tqdm import tqdm
 from bench.common import finish
 from sqm.report import render_table
 
-from apps.logreg import DATASETS, DEFAULT_Q, compare, paper_epochs, unit_ball_split
+from apps.logreg.cli import DATASETS, DEFAULT_Q, compare, unit_ball_split
+from apps.logreg.estimator import paper_epochs
 
 
 def run(dataset="adult", data_dir=None, epsilons=(0.5, 1, 2, 4, 8), gammas=(1024, 8192), runs=1,

@@ -3,7 +3,7 @@
 :class:`LRGradient` is a :class:`sqm.polynomial.StructuredPolynomial` whose coefficients hold the server's
 weights: the server rounds them (Algorithm 3, lines 1-3) and they never leave it but as Shamir shares;
 :func:`secure_gradient` is the BGW evaluation with the coefficients as the server's input.  The party program
-that trains with it is :class:`apps.lr_party.LRParty`.
+that trains with it is :class:`apps.logreg.party.LRParty`.
 """
 from __future__ import annotations
 

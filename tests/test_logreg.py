@@ -10,9 +10,11 @@ import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 from scipy.stats import binom
 
-from apps import lr_party
-from apps.logreg import SQMLogisticRegression, compare, dpsgd_fit, taylor_fit, unit_ball_split
-from apps.lr_party import LRPlan, batch_cap
+from apps.logreg import party
+from apps.logreg.baselines import dpsgd_fit, taylor_fit
+from apps.logreg.cli import compare, unit_ball_split
+from apps.logreg.estimator import SQMLogisticRegression
+from apps.logreg.party import LRPlan, batch_cap
 from mpc.inprocess import run_in_process
 from mpc.party import PartyProgram
 from sqm import accounting
@@ -143,10 +145,10 @@ def test_calibration_meets_target_epsilon_with_the_batch_cap_in_delta(monkeypatc
     mu is the smallest that meets epsilon at delta - (1 + e) eta, and so more than epsilon at delta - eta needs."""
     import math
 
-    from apps import logreg
+    from apps.logreg import estimator
 
     Xtr, ytr, _, _ = unit_ball_split("breast_cancer")[:4]
-    monkeypatch.setattr(logreg, "batch_cap", lambda n, q, r: batch_cap(n, q, r, log2_failure=-20))
+    monkeypatch.setattr(estimator, "batch_cap", lambda n, q, r: batch_cap(n, q, r, log2_failure=-20))
     m = SQMLogisticRegression(1.0, 1e-5, 1024.0, 0.05, 2, seed=0)
     plan, rep = m.plan(Xtr.shape[0], [10, 10, 10], 2)
     eta = batch_cap(plan.n_records, 0.05, 40, log2_failure=-20)[1]
@@ -216,7 +218,7 @@ def test_local_dp_noise_is_the_optimum_at_sensitivity_sqrt2():
     import dp_accounting
     from dp_accounting.pld import pld_privacy_accountant
 
-    from apps.logreg import LOCAL_DP_SENSITIVITY, local_dp_fit
+    from apps.logreg.baselines import LOCAL_DP_SENSITIVITY, local_dp_fit
     from sqm.calibration import gaussian_sigma
 
     rng = np.random.default_rng(0)
@@ -292,7 +294,7 @@ def test_job_file_mode_equals_estimator_and_refuses_misaligned_records(tmp_path)
     estimator for the same seed; refused (in process, as real parties refuse): a label party without the label
     column, a client whose record ids are in another order, a party running other public parameters."""
     from apps.jobfile import JobMeta, LedgerGuard, write_party_csvs
-    from apps.logreg import LRJobTask
+    from apps.logreg.job import LRJobTask
     from mpc.exitcodes import EXIT_BAD_DATA, EXIT_REFUSED
     from mpc.launch import MPCError
     from sqm.vertical import VerticalData
@@ -338,13 +340,13 @@ def test_parties_with_different_plans_or_blocks_are_refused():
     plan = small_plan(col_counts=(2, 3), label_party=1)
     rng = np.random.default_rng(3)
     blocks = [rng.normal(size=(30, 2)) * 0.2, np.hstack([rng.normal(size=(30, 3)) * 0.2, np.ones((30, 1))])]
-    good = [lr_party.LRParty(plan, 0)] + [lr_party.LRParty(plan, j, b) for j, b in enumerate(blocks, 1)]
+    good = [party.LRParty(plan, 0)] + [party.LRParty(plan, j, b) for j, b in enumerate(blocks, 1)]
     with pytest.raises(MPCError, match="client 2 refused: its block has shape") as e:
-        run_in_process(good[:2] + [lr_party.LRParty(plan, 2, blocks[1][:29])])
+        run_in_process(good[:2] + [party.LRParty(plan, 2, blocks[1][:29])])
     assert e.value.codes[2] == EXIT_BAD_DATA
     other = dataclasses.replace(plan, learning_rate=0.5)
     with pytest.raises(MPCError, match="different logistic-regression plan"):
-        run_in_process(good[:2] + [lr_party.LRParty(other, 2, blocks[1])])
+        run_in_process(good[:2] + [party.LRParty(other, 2, blocks[1])])
     assert run_in_process(good)[0]["result"]["weights"].shape == (plan.d,)
 
 
@@ -374,7 +376,7 @@ def test_public_split_cuts_between_attributes_and_never_clips():
     """adult's one-hot groups (public metadata) are never cut; on breast_cancer (one attribute a column, rows
     scaled to the unit ball) the attribute-proportional bounds clip nothing."""
     from apps.datasets import adult_feature_names
-    from apps.logreg import public_split
+    from apps.logreg.cli import public_split
 
     groups = [n.split("=")[0] for n in adult_feature_names()]
     counts, bounds = public_split(groups, 3)

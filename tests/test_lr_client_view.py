@@ -1,6 +1,6 @@
 """What each client receives while SQM logistic regression trains; the real run equals the in-process run.
 
-The one real-process test of SQM-LR.  Its party programs (:class:`apps.lr_party.LRParty`, wrapped) run twice with
+The one real-process test of SQM-LR.  Its party programs (:class:`apps.logreg.party.LRParty`, wrapped) run twice with
 the same seeds and the same share generators: as real MPyC party processes and in process
 (:func:`mpc.inprocess.run_in_process` with ``ideal=False``: the real protocol over in-memory mailboxes; its
 default, the ideal functionality of the kernel, must give the same weights too).  A test-only wrapper records,
@@ -29,8 +29,8 @@ import pickle
 import numpy as np
 from scipy import stats
 
-from apps import lr_party
-from apps.lr_party import LRPlan
+from apps.logreg import party
+from apps.logreg.party import LRPlan
 from mpc import wire
 from mpc.field import from_signed, prime_for_bound
 from mpc.inprocess import run_in_process
@@ -125,8 +125,8 @@ def load(folder, pid):
 def test_real_run_equals_in_process_and_clients_receive_only_uniform_shares(tmp_path):
     plan, blocks, seeds = small_run()
     p = prime_for_bound(plan.result_bound(), plan.n_parties + 1)
-    programs = [lr_party.LRParty(plan, seeds[0], history=True)]
-    programs += [lr_party.LRParty(plan, s, b) for s, b in zip(seeds[1:], blocks)]
+    programs = [party.LRParty(plan, seeds[0], history=True)]
+    programs += [party.LRParty(plan, s, b) for s, b in zip(seeds[1:], blocks)]
     (tmp_path / "real").mkdir(), (tmp_path / "sim").mkdir()
     real = run_parties([ClientView(prog, str(tmp_path / "real"), 5) for prog in programs], timeout=120,
                        blas_threads=1)
@@ -140,11 +140,11 @@ def test_real_run_equals_in_process_and_clients_receive_only_uniform_shares(tmp_
     assert np.array_equal(ideal[0]["result"]["history"], history)
     assert real[1]["result"].keys() == {"clipped", "truncated", "seconds"}  # no weights at a client
     # a different client seed gives different weights (the comparison above can fail)
-    other = run_in_process([programs[0], lr_party.LRParty(plan, seeds[2], blocks[0]), programs[2]], timeout=120)
+    other = run_in_process([programs[0], party.LRParty(plan, seeds[2], blocks[0]), programs[2]], timeout=120)
     assert not np.array_equal(other[0]["result"]["weights"], history[-1])
 
     # the server's rounded coefficients: its generator's only draws, from the weights before each round
-    rng = lr_party.party_generator(seeds[0])
+    rng = party.party_generator(seeds[0])
     coefs = [np.array(plan.statistic(w).compensate(plan.gamma, rng).int_coefs)
              for w in np.vstack([np.zeros(plan.d), history[:-1]])]
     secret = coefs + [from_signed(c, p) for c in coefs]
@@ -174,7 +174,7 @@ def test_real_run_equals_in_process_and_clients_receive_only_uniform_shares(tmp_
                 continue
             assert peer != 0, f"client {pid} received a non-share {type(x).__name__} from the server at {step}"
             if step == "clients' key":
-                assert isinstance(x, bytes) and len(x) == lr_party.SEED_BYTES
+                assert isinstance(x, bytes) and len(x) == party.SEED_BYTES
             elif step == "compare record count":
                 assert x == plan.n_records
             else:

@@ -1,0 +1,243 @@
+"""``sqm logreg``: SQM-LR against its baselines on a data set (the comparison driver and its table), or, with
+``--job``, a real multi-party run from a job file (:class:`apps.logreg.job.LRJobTask`).
+
+    sqm logreg --dataset breast_cancer --parties 3 --epsilon 1 --delta 1e-5 --gamma 8192
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from sqm.report import PrivacyReport, render_table, write_json
+from sqm.vertical import VerticalData
+
+from .baselines import accuracy, dpsgd_fit, local_dp_fit, nonprivate_fit, taylor_fit
+from .estimator import MODEL_SHARED_NOTE, SQMLogisticRegression, paper_epochs
+from .job import LRJobTask
+from .party import logistic_loss
+
+CLIENT_VIEW = "nothing (only Shamir shares)"  # what a client observes during SQM-LR training
+
+
+# ----- datasets --------------------------------------------------------------------------------------------
+DATASETS = ("breast_cancer", "adult", "credit_default")  # the data sets sqm logreg runs on
+DEFAULT_Q = {"breast_cancer": 0.05, "adult": 0.001, "credit_default": 0.001}
+# ||w|| <= W and learning rate per data set: with W = 1 (the paper's) every method stays at the majority-class
+# rate on adult (its rows have ||x|| <= 1 and a large intercept is needed), so W = 8, lr = 0.5 there
+DEFAULT_W = {"breast_cancer": 1.0, "adult": 8.0, "credit_default": 8.0}
+DEFAULT_LR = {"breast_cancer": 1.0, "adult": 0.5, "credit_default": 0.5}
+
+
+def unit_ball_split(name: str, data_dir: str | None = None, seed: int = 0):
+    """(X_train, y_train, X_test, y_test, attributes) from :func:`apps.datasets.load_dataset` (its split:
+    adult's shipped test set, else stratified 75/25 with ``seed``), every row with ||x||_2 <= 1; ``attributes``:
+    each column's original attribute (public metadata, :func:`public_split`'s groups).
+
+    adult and credit_default are encoded from public metadata only with ||x|| <= 1 by construction;
+    breast_cancer (scikit-learn's bundled copy, a public demo set) is standardized with the training split's
+    statistics, clipped to +-3 and divided by 3 sqrt(d)."""
+    from ..datasets import load_dataset
+
+    if name not in DATASETS:
+        raise ValueError(f"unknown dataset {name!r}; choose one of {DATASETS}")
+    ds = load_dataset(name, data_dir)
+    Xtr, ytr, Xte, yte = ds.train_test(0.25, seed)
+    if name == "breast_cancer":
+        mu, sd = Xtr.mean(0), Xtr.std(0)
+        sd[sd == 0] = 1
+        f = lambda A: np.clip((A - mu) / sd, -3, 3) / (3 * math.sqrt(A.shape[1]))  # noqa: E731
+        Xtr, Xte = f(Xtr), f(Xte)
+    return Xtr, ytr, Xte, yte, ds.attributes
+
+
+# ----- one comparison --------------------------------------------------------------------------------------
+def public_split(groups: list[str], n_parties: int) -> tuple[list[int], np.ndarray]:
+    """Column counts that cut only between attributes (as equal as possible) and the per-party norm bounds
+    c_j = sqrt(attributes of party j / all attributes).  With rows encoded as sum over attributes of at most
+    1 / (number of attributes) in squared norm (apps.datasets' encoders, breast_cancer's scaling), no
+    sub-row ever exceeds its bound: nothing is clipped, and the bounds come from public metadata only."""
+    d = len(groups)
+    starts = [j for j in range(d) if j == 0 or groups[j] != groups[j - 1]] + [d]
+    if n_parties > len(starts) - 1:
+        raise ValueError(f"cannot split {len(starts) - 1} attributes among {n_parties} parties")
+    cuts = [0]
+    for k in range(1, n_parties):
+        target = k * d / n_parties
+        options = [b for b in starts[1:-1] if b > cuts[-1] and len([x for x in starts if x > b]) >= n_parties - k]
+        cuts.append(min(options, key=lambda b: abs(b - target)))
+    cuts.append(d)
+    counts = [b - a for a, b in zip(cuts[:-1], cuts[1:])]
+    n_attr = [len({groups[j] for j in range(a, b)}) for a, b in zip(cuts[:-1], cuts[1:])]
+    return counts, np.sqrt(np.asarray(n_attr, np.float64) / sum(n_attr))
+
+
+def compare(Xtr, ytr, Xte, yte, *, epsilon, delta, gamma, q, epochs, learning_rate, parties, backend, seed,
+            weight_bound=1.0, methods=("sqm", "dpsgd", "local", "nonprivate", "taylor"), progress=False,
+            groups=None, timeout: float = 3600.0) -> dict:
+    """Test accuracy and privacy of SQM and each baseline for one seed (an int or None): method -> a row
+    ``{"method", "accuracy", "seconds", "bytes_sent", "report": PrivacyReport, ...}``.  ``groups`` (the
+    attribute of each column) makes the parties' split and norm bounds follow attributes (:func:`public_split`)."""
+    rng = np.random.default_rng(seed)
+    sub = [int(s) for s in rng.integers(0, 2 ** 62, size=4)] if seed is not None else [None] * 4
+    out = {}
+
+    def row(name, acc, t0, report, **extra):
+        out[name] = dict(method=report.method, accuracy=float(acc), seconds=time.perf_counter() - t0,
+                         bytes_sent=0, report=report, **extra)
+    if "sqm" in methods:
+        bounds, data = None, Xtr
+        if groups is not None:
+            counts, bounds = public_split(groups, parties)
+            data = VerticalData(np.split(np.asarray(Xtr, np.float64), np.cumsum(counts)[:-1], axis=1))
+        m = SQMLogisticRegression(epsilon, delta, gamma, q, epochs, learning_rate, backend, parties,
+                                  weight_bound=weight_bound, party_bounds=bounds, seed=sub[0], progress=progress,
+                                  timeout=timeout)
+        t0 = time.perf_counter()
+        m.fit(data, ytr, eval_set=(Xte, yte) if progress else None)
+        row("sqm", m.score(Xte, yte), t0, m.report_, test_loss=logistic_loss(m.coef_[0], Xte, yte),
+            training_seconds=m.seconds_, clipped=m.clipped_, batches_truncated=m.batches_truncated_,
+            b_max=m.plan_.b_max, backend=m.backend_)
+        out["sqm"]["bytes_sent"] = int(sum(m.bytes_sent_))
+    if "dpsgd" in methods:
+        t0 = time.perf_counter()
+        w, rep = dpsgd_fit(Xtr, ytr, epsilon, delta, q, epochs, learning_rate, weight_bound, seed=sub[1])
+        row("dpsgd", accuracy(w, Xte, yte), t0, rep)
+    if "local" in methods:
+        t0 = time.perf_counter()
+        mdl, rep = local_dp_fit(Xtr, ytr, epsilon, delta, seed=sub[2])
+        row("local", mdl.score(Xte, yte), t0, rep)
+    if "nonprivate" in methods:
+        t0 = time.perf_counter()
+        mdl = nonprivate_fit(Xtr, ytr)
+        row("nonprivate", mdl.score(Xte, yte), t0, PrivacyReport(method="non-private", epsilon_server=math.inf,
+                                                                 epsilon_client=math.inf, delta=0.0))
+    if "taylor" in methods:
+        t0 = time.perf_counter()
+        w = taylor_fit(Xtr, ytr, q, epochs, learning_rate, weight_bound, seed=sub[3])
+        row("taylor", accuracy(w, Xte, yte), t0, PrivacyReport(
+            method="Taylor (noiseless)", epsilon_server=math.inf, epsilon_client=math.inf, delta=0.0,
+            notes="SQM's Taylor gradient, sampling and projection in float64, without noise or quantization"))
+    return out
+
+
+def _mean(runs: list[dict]) -> dict:
+    out = {}
+    for key in runs[0]:
+        vals = [r[key] for r in runs]
+        out[key] = dict(runs[0][key])
+        out[key]["accuracy"] = float(np.mean([v["accuracy"] for v in vals]))
+        out[key]["accuracy_std"] = float(np.std([v["accuracy"] for v in vals]))
+        out[key]["seconds"] = float(np.mean([v["seconds"] for v in vals]))
+        out[key]["runs"] = len(vals)
+    return out
+
+
+UTILITY_COLUMNS = [("accuracy", "accuracy", ".4f"), ("epsilon_server", "eps server"),
+                   ("epsilon_client", "eps client*"), ("delta", "delta", ".3g"), ("seconds", "seconds", ".2f"),
+                   ("bytes_sent", "bytes", ",")]
+
+
+def utility_rows(res: dict) -> list[dict]:
+    """The utility table's rows: each method's metrics with its privacy report's epsilons and delta."""
+    return [{**{k: v for k, v in r.items() if k != "report"}, "epsilon_server": r["report"].epsilon_server,
+             "epsilon_client": r["report"].epsilon_client, "delta": r["report"].delta} for r in res.values()]
+
+
+def _run_job(args) -> int:
+    from ..jobfile import job_command
+
+    def make_task():
+        return LRJobTask(args.epsilon, args.delta, args.gamma, args.q if args.q is not None else 0.001,
+                         args.epochs, args.learning_rate if args.learning_rate is not None else 1.0,
+                         args.weight_bound if args.weight_bound is not None else 1.0, args.label_column,
+                         args.label_party, seed=args.seed, insecure_reproducible=args.insecure_reproducible)
+
+    def server_summary(res) -> dict:
+        rep, w = res["report"], np.asarray(res["weights"])
+        print(f"server: logistic-regression weights over {w.shape[0]} features of {res['n_records']} records "
+              f"(clients' columns {res['col_counts']}, label included at client "
+              f"{rep.n_parties if args.label_party is None else args.label_party + 1}); {rep.rounds} rounds, batch "
+              f"cap {res['b_max']}, ||w|| = {np.linalg.norm(w):.4f}")
+        print(f"  clients observe {CLIENT_VIEW} during training; epsilon_client is the guarantee of the final "
+              f"model only if the server shares it with them")
+        return {"weights": w}
+
+    return job_command(args, make_task, server_summary)
+
+
+def run(args) -> int:
+    if args.job:
+        return _run_job(args)
+    if args.runs < 1:
+        raise ValueError(f"--runs must be >= 1, got {args.runs}")
+    Xtr, ytr, Xte, yte, groups = unit_ball_split(args.dataset, args.data)
+    q = args.q if args.q is not None else DEFAULT_Q[args.dataset]
+    epochs = args.epochs if args.epochs is not None else paper_epochs(args.epsilon)
+    lr = args.learning_rate if args.learning_rate is not None else DEFAULT_LR[args.dataset]
+    W = args.weight_bound if args.weight_bound is not None else DEFAULT_W[args.dataset]
+    methods = ("sqm",) if args.no_baselines else ("sqm", "dpsgd", "local", "nonprivate", "taylor")
+    runs = []
+    for r in range(args.runs):
+        seed = None if args.seed is None else args.seed + r
+        runs.append(compare(Xtr, ytr, Xte, yte, epsilon=args.epsilon, delta=args.delta, gamma=args.gamma, q=q,
+                            epochs=epochs, learning_rate=lr, parties=args.parties, backend=args.backend,
+                            seed=seed, weight_bound=W, methods=methods,
+                            groups=groups,
+                            progress=not args.quiet, timeout=args.timeout))
+    res = _mean(runs)
+    s, rep = res["sqm"], res["sqm"]["report"]
+    print(f"logistic regression on {args.dataset}: {Xtr.shape[0]} train / {Xte.shape[0]} test records, "
+          f"{Xtr.shape[1]} features, {args.parties} clients (+ server), backend {s['backend']}, {args.runs} run(s)")
+    print(f"  q {q:g}  epochs {epochs}  rounds {rep.rounds}  batch cap {s['b_max']}  lr {lr:g}  "
+          f"||w|| <= {W:g}  gamma {args.gamma:g}  mu {rep.mu:.4g}")
+    print(f"  clipped records per client {s['clipped']}  batches truncated {s['batches_truncated']}")
+    print(render_table(utility_rows(res), UTILITY_COLUMNS))
+    print(f"  * SQM: {MODEL_SHARED_NOTE}")
+    if args.seed is not None:
+        print("  --seed: one process derives every party's seed (a local experiment, secure_mode false)")
+    if args.json:
+        write_json(args.json, dict(dataset=args.dataset, q=q, epochs=epochs, parties=args.parties, learning_rate=lr,
+                                   weight_bound=W, secure_mode=args.seed is None, **res, per_run=runs))
+    return 0
+
+
+def register(sub) -> None:
+    from .. import options
+
+    p = sub.add_parser("logreg", help="private logistic regression (SQM) with DPSGD, local-DP and "
+                                      "non-private baselines",
+                       parents=[options.privacy(epsilon_help="server-observed epsilon target"), options.runtime(),
+                                options.job("job file (JSON: parties' addresses, party 0 the server, each client's "
+                                            "CSV, and the dataset id the ledger charges; see apps/jobfile.py): a "
+                                            "real multi-party run in which each party reads only its own file; the "
+                                            "label party's CSV holds the --label-column"), options.output()],
+                       description="Train logistic regression on vertically partitioned data with SQM "
+                                   "(real MPyC party processes by default) and compare with DPSGD (Opacus), "
+                                   "VFL local DP and non-private training at the same (epsilon, delta).")
+    p.add_argument("--dataset", default="breast_cancer", choices=DATASETS,
+                   help="breast_cancer (scikit-learn, default), adult (UCI files), credit_default (UCI file)")
+    p.add_argument("--data", default=None,
+                   help="the dataset's folder (adult) or CSV file / folder (credit_default); default "
+                        "../shared/data/{adult,credit-default} next to the repository")
+    p.add_argument("--parties", type=int, default=3, help="clients holding column blocks (default 3); the "
+                                                          "last holds the label")
+    p.add_argument("--gamma", type=float, default=8192.0, help="quantization scale gamma (default 8192 = 2^13)")
+    p.add_argument("--q", type=float, default=None,
+                   help="Poisson sampling rate (default 0.05 for breast_cancer, 0.001 otherwise, as the paper)")
+    p.add_argument("--epochs", type=int, default=None,
+                   help="epochs (default: the paper's 2, 5, 8, 10, 10 for epsilon 0.5, 1, 2, 4, 8)")
+    p.add_argument("--learning-rate", "--lr", type=float, default=None,
+                   help="learning rate for SQM, DPSGD and the Taylor reference (default 1 for breast_cancer, "
+                        "0.5 otherwise)")
+    p.add_argument("--weight-bound", type=float, default=None,
+                   help="project ||w||_2 <= W after each step, SQM and DPSGD alike; W enters SQM's sensitivity "
+                        "(default 1, the paper's, for breast_cancer; 8 for adult and credit_default, where W = 1 "
+                        "leaves every method at the majority-class rate)")
+    p.add_argument("--runs", type=int, default=1, help="independent runs to average (default 1)")
+    p.add_argument("--no-baselines", action="store_true", help="train SQM only")
+    p.add_argument("--label-column", default="label", help="with --job: the label column's name (default label)")
+    p.add_argument("--label-party", type=int, default=None,
+                   help="with --job: 0-based client index holding the label (default the last client)")
+    p.set_defaults(func=run)

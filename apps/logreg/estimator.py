@@ -1,0 +1,265 @@
+"""SQM-LR's scikit-learn classifier, :class:`SQMLogisticRegression` (Section 5.2 of the SQM paper): parameters,
+the public plan and privacy report, and the run of the parties' program (:mod:`apps.logreg.party`).
+
+    SQMLogisticRegression(epsilon=1, delta=1e-5, gamma=8192).fit(X, y)
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+
+import numpy as np
+from scipy.special import expit
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.multiclass import check_classification_targets, unique_labels
+from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
+
+from sqm import accounting, events
+from sqm.report import PrivacyReport
+from sqm.rng import spawn_seeds
+from sqm.validation import check_delta, check_epsilon, check_gamma
+from sqm.vertical import VerticalData, party_norm_bounds
+
+from . import party
+from .party import LRPlan, batch_cap
+
+PAPER_EPOCHS = {0.5: 2, 1.0: 5, 2.0: 8, 4.0: 10, 8.0: 10}  # Section 6.2
+MODEL_SHARED_NOTE = ("clients observe nothing during training (only Shamir shares); the client-observed epsilon "
+                     "is the guarantee of the final model only if the server chooses to share it with them")
+
+
+# the calibration is a pure function of public numbers, and a bisection over RDP curves (about a second):
+# repeated fits with the same parameters (--runs, sweeps, job parties in one process) share it
+_calibrate_mu = functools.lru_cache(maxsize=64)(accounting.calibrate_mu)
+
+
+def paper_epochs(epsilon: float) -> int:
+    """The paper's epochs for epsilon in {0.5, 1, 2, 4, 8}; the nearest listed epsilon otherwise."""
+    key = min(PAPER_EPOCHS, key=lambda e: abs(math.log(e) - math.log(epsilon)))
+    return PAPER_EPOCHS[key]
+
+
+def check_labels(y, n: int | None = None) -> np.ndarray:
+    if y is None:
+        raise ValueError("labels are missing: one client (the label party) must hold the label column")
+    y = np.asarray(y)
+    if y.ndim != 1:
+        raise ValueError(f"labels must be a 1-D array, got shape {y.shape}")
+    if n is not None and y.shape[0] != n:
+        raise ValueError(f"{y.shape[0]} labels for {n} records")
+    yf = y.astype(np.float64)
+    if not np.all(np.isfinite(yf)) or not np.all((yf == 0) | (yf == 1)):
+        bad = sorted(set(np.unique(y[~((yf == 0) | (yf == 1))]).tolist()))[:5]
+        raise ValueError(f"labels must be 0 or 1; found {bad}")
+    return yf
+
+
+def check_schedule(q: float, epochs, learning_rate: float) -> None:
+    if not (isinstance(q, (int, float, np.floating)) and math.isfinite(q) and 0 < q <= 1):
+        raise ValueError(f"sampling rate q must lie in (0, 1], got {q!r}")
+    if isinstance(epochs, bool) or int(epochs) != epochs or epochs < 1:
+        raise ValueError(f"epochs must be an integer >= 1, got {epochs!r}")
+    if not (math.isfinite(learning_rate) and learning_rate > 0):
+        raise ValueError(f"learning_rate must be > 0, got {learning_rate!r}")
+
+
+def steps(q: float, epochs: int) -> int:
+    """Rounds R = epochs * round(1/q) (one epoch is 1/q Poisson-sampled batches)."""
+    return int(epochs) * max(1, int(round(1.0 / q)))
+
+
+def _progress(total: int, desc: str, enabled: bool):
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, desc=desc, disable=not enabled, leave=False)
+    state = {"n": 0}
+
+    def cb(i: int, loss: float):
+        bar.update(i - state["n"])
+        state["n"] = i
+        bar.set_postfix(loss=f"{loss:.4f}")
+    return bar, cb
+
+
+class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
+    """Logistic regression trained with SQM on vertically partitioned data (a scikit-learn binary classifier).
+
+    ``fit(X, y)``: ``X`` is a ``VerticalData`` of feature blocks (client j holds ``X.blocks[j]``) or a matrix
+    split into ``n_parties`` contiguous column blocks; ``y`` holds any two labels (``classes_``, sorted; the
+    second is the positive class, 1 inside the protocol) and is held by client ``label_party`` (0-based,
+    default the last).  Each client's feature sub-rows are clipped to its bound c_j (sum c_j^2 = 1, so
+    ||x||_2 <= 1; counted in ``clipped_``); the weights are projected onto ||w||_2 <= W (no intercept).
+    mu is calibrated before training for the server-observed (epsilon, delta) over R = epochs * round(1/q)
+    Poisson-subsampled rounds (Eq. 20) with the proven sensitivity of :func:`sqm.sensitivity.logreg_sensitivity`.
+    The weights stay at the server (their coefficients are secret-shared): during training the clients observe
+    nothing but Shamir shares.  ``report_`` (:class:`sqm.report.PrivacyReport`): its ``epsilon_client`` (Eq. 21:
+    a client knows the batches and its own noise share) is the guarantee against a client only if the server
+    chooses to share the final model with the clients.  ``noise=False`` trains without noise (for tests and the
+    approximation's cost; epsilon is then infinite).  ``seed=None``: every party's randomness from OS entropy;
+    a seed makes the run reproducible (each party's seed derived from it by :func:`sqm.rng.spawn_seeds`), so
+    whoever holds it can regenerate every party's randomness (``secure_mode_`` is then False).
+    ``backend``: "mpyc" (real party processes) or "in-process" (the same party programs in this process:
+    a simulation, bit for bit the same model for the same seed; "plain", ``sqm --backend``'s name, is the same).
+    ``epochs=None``: the paper's epochs for this epsilon (``epochs_``); ``timeout``: seconds for the whole run.
+    Parameters are validated in ``fit``.
+    """
+
+    def __init__(self, epsilon: float = 1.0, delta: float = 1e-5, gamma: float = 8192.0,
+                 sampling_rate: float = 0.001, epochs: int | None = None, learning_rate: float = 1.0,
+                 backend: str = "mpyc", n_parties: int = 3, label_party: int | None = None,
+                 weight_bound: float = 1.0, party_bounds=None, noise: bool = True, seed=None,
+                 progress: bool = False, eval_every: int | None = None, timeout: float = 3600.0):
+        self.epsilon, self.delta, self.gamma = epsilon, delta, gamma
+        self.sampling_rate, self.epochs, self.learning_rate = sampling_rate, epochs, learning_rate
+        self.backend, self.n_parties, self.label_party = backend, n_parties, label_party
+        self.weight_bound, self.party_bounds, self.noise = weight_bound, party_bounds, noise
+        self.seed, self.progress, self.eval_every, self.timeout = seed, progress, eval_every, timeout
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False  # binary only: the protocol trains one weight vector
+        tags.non_deterministic = self.seed is None
+        return tags
+
+    # ----- planning ------------------------------------------------------------------------------------
+    def _epochs(self) -> int:
+        """The validated parameters (raises ValueError naming the bad one); returns the epochs to run."""
+        check_epsilon(self.epsilon)
+        check_delta(self.delta)
+        check_gamma(self.gamma)
+        epochs = paper_epochs(self.epsilon) if self.epochs is None else self.epochs
+        check_schedule(self.sampling_rate, epochs, self.learning_rate)
+        if self.backend not in party.BACKENDS:
+            raise ValueError(f"backend must be one of {party.BACKENDS}, got {self.backend!r}")
+        if not (isinstance(self.weight_bound, (int, float, np.number)) and math.isfinite(self.weight_bound)
+                and self.weight_bound > 0):
+            raise ValueError(f"weight_bound must be > 0, got {self.weight_bound!r}")
+        if isinstance(self.n_parties, bool) or int(self.n_parties) != self.n_parties or self.n_parties < 2:
+            raise ValueError(f"n_parties must be an integer >= 2 (Shamir sharing needs two clients), "
+                             f"got {self.n_parties!r}")
+        return int(epochs)
+
+    def _data(self, X, y) -> tuple[list[np.ndarray], tuple[int, ...], int]:
+        """The clients' blocks (the label party's with the 0/1 label column last), column counts, label party;
+        sets ``classes_`` and ``n_features_in_``."""
+        if isinstance(X, VerticalData):
+            data = X
+            self.n_features_in_ = data.n_cols
+            y = column_or_1d(y, warn=True) if y is not None else None
+        else:
+            X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=False)
+            if X.shape[1] < self.n_parties:
+                raise ValueError(f"X has {X.shape[1]} feature(s): too few to split among {self.n_parties} clients "
+                                 f"(each holds at least one column)")
+            data = VerticalData.split(X, int(self.n_parties))
+        if y is None:
+            raise ValueError("labels are missing: one client (the label party) must hold the label column")
+        if y.shape[0] != data.n_records:
+            raise ValueError(f"{y.shape[0]} labels for {data.n_records} records")
+        check_classification_targets(y)
+        self.classes_ = unique_labels(y)
+        if len(self.classes_) != 2:
+            raise ValueError(f"Only binary classification is supported: y must hold exactly 2 classes, got "
+                             f"{len(self.classes_)} class(es) {self.classes_[:5].tolist()}")
+        y01 = (y == self.classes_[1]).astype(np.float64)
+        label = data.n_parties - 1 if self.label_party is None else self.label_party
+        if isinstance(label, bool) or int(label) != label or not 0 <= label < data.n_parties:
+            raise ValueError(f"label party {label!r} is missing: the clients are 0..{data.n_parties - 1}")
+        blocks = [np.hstack([b, y01[:, None]]) if j == label else b for j, b in enumerate(data.blocks)]
+        return blocks, data.col_counts, int(label)
+
+    def plan(self, n_records: int, col_counts, label_party: int) -> tuple[LRPlan, PrivacyReport]:
+        """Public plan and privacy report, before any randomness is drawn (validates the parameters).
+
+        The batch cap: the run differs from the uncapped mechanism only when a Poisson batch exceeds b_max, with
+        probability eta (over all rounds, on every dataset), so an (epsilon, delta_mu)-DP uncapped run makes the
+        capped one (epsilon, delta_mu + (1 + e^epsilon) eta)-DP (P[M'(D) in S] <= P[M(D) in S] + eta <=
+        e^epsilon (P[M'(D') in S] + eta) + delta_mu + eta); mu is calibrated at delta_mu = delta minus that."""
+        epochs = self._epochs()
+        n = len(col_counts)
+        q, R = float(self.sampling_rate), steps(self.sampling_rate, epochs)
+        b_max, eta = batch_cap(n_records, q, R)
+        bounds = party_norm_bounds(1.0, col_counts, self.party_bounds)
+        plan = LRPlan(n_records=int(n_records), col_counts=tuple(int(c) for c in col_counts),
+                      label_party=label_party, gamma=float(self.gamma), mu=0.0, q=q, rounds=R, b_max=b_max,
+                      learning_rate=float(self.learning_rate), weight_bound=float(self.weight_bound),
+                      party_bounds=tuple(float(b) for b in bounds))
+        sens = plan.statistic().sensitivity(plan.gamma, plan.column_bounds())
+        delta = float(self.delta)
+        if self.noise:
+            # the one place eta enters delta: (1 + e^epsilon) eta, not eta (see above)
+            delta_mu = accounting.delta_before_failure(delta, float(self.epsilon), eta)
+            cap_delta = delta - delta_mu
+            if cap_delta >= delta / 2:
+                raise ValueError(f"the batch cap's failure probability adds {cap_delta:.3g} to delta: not small "
+                                 f"against delta {delta:g}")
+            cal = _calibrate_mu(float(self.epsilon), delta_mu, sens.l1, sens.l2, q=q, rounds=R,
+                                n_parties=n if n >= 2 else None)
+            mu, eps_s, eps_c = cal.mu, cal.epsilon_server, cal.epsilon_client
+            evs = (events.server_event(sens.l1, sens.l2, mu, q, R),)
+            notes = (f"{MODEL_SHARED_NOTE}; {epochs} epochs; batch cap {b_max} (exceeded with probability "
+                     f"{eta:.3g} over the run, which adds (1 + e^epsilon) x that = {cap_delta:.3g} to delta, "
+                     f"included; the ledger must add it to the events' delta)")
+        else:
+            mu, eps_s, eps_c, evs, notes = 0.0, math.inf, math.inf, (), f"noise off; {epochs} epochs"
+        plan = dataclasses.replace(plan, mu=float(mu))
+        report = PrivacyReport(method="SQM", epsilon_server=float(eps_s), delta=delta, epsilon_client=eps_c,
+                               mu=float(mu), l2_sensitivity=sens.l2, l1_sensitivity=sens.l1,
+                               gamma=float(self.gamma), scale=plan.scale, n_parties=n, sampling_rate=q, rounds=R,
+                               events=evs, notes=notes)
+        return plan, report
+
+    # ----- training ------------------------------------------------------------------------------------
+    def fit(self, X, y, eval_set=None) -> "SQMLogisticRegression":
+        """Train; ``eval_set=(X, y)`` (held by the server, e.g. a public validation set) drives the running
+        loss shown on the progress bar (nothing else is computed from it)."""
+        self._epochs()
+        blocks, counts, label = self._data(X, y)
+        plan, report = self.plan(blocks[0].shape[0], counts, label)
+        if eval_set is not None:
+            ex = np.asarray(eval_set[0], np.float64)
+            if ex.ndim != 2 or ex.shape[1] != plan.d:
+                raise ValueError(f"eval_set features must have {plan.d} columns, got shape {ex.shape}")
+            ey = np.asarray(eval_set[1])
+            if ey.shape != (ex.shape[0],) or not np.all(np.isin(ey, self.classes_)):
+                raise ValueError(f"eval_set labels must be {ex.shape[0]} values among {self.classes_.tolist()}")
+            eval_set = (ex, (ey == self.classes_[1]).astype(np.float64))
+        seeds = spawn_seeds(self.seed, plan.n_parties + 1)  # 0: the server's; j: client j's own
+        every = self.eval_every or max(1, plan.rounds // 100)
+        bar, cb = _progress(plan.rounds, f"SQM-LR ({self.backend})", self.progress)
+        try:
+            res = party.train(blocks, plan, seeds, eval_set, cb if self.progress else None, every,
+                              backend=self.backend, timeout=self.timeout)
+        finally:
+            bar.close()
+        self.coef_ = res.weights.reshape(1, -1)
+        self.intercept_ = np.zeros(1)
+        self.epochs_ = self._epochs()
+        self.plan_, self.report_ = plan, report
+        self.clipped_, self.batches_truncated_ = res.clipped, res.truncated  # per client; batches over the cap
+        self.seconds_, self.bytes_sent_, self.backend_ = res.seconds, res.bytes_sent, res.backend
+        self.secure_mode_ = self.seed is None
+        return self
+
+    def decision_function(self, X) -> np.ndarray:
+        """<w, x> for each row (positive: ``classes_[1]``)."""
+        check_is_fitted(self)
+        X = X.to_matrix() if isinstance(X, VerticalData) else X
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        return X @ self.coef_[0]
+
+    def predict_proba(self, X) -> np.ndarray:
+        """(P(classes_[0]), P(classes_[1])) = (1 - sigmoid(<w, x>), sigmoid(<w, x>))."""
+        p = expit(self.decision_function(X))
+        return np.column_stack([1 - p, p])
+
+    def predict_log_proba(self, X) -> np.ndarray:
+        u = self.decision_function(X)
+        return np.column_stack([-np.logaddexp(0, u), -np.logaddexp(0, -u)])
+
+    def predict(self, X) -> np.ndarray:
+        """Labels in the input label space: ``classes_[1]`` where <w, x> > 0, else ``classes_[0]``."""
+        positive = self.decision_function(X) > 0
+        return self.classes_[positive.astype(np.int64)]
+
