@@ -1,0 +1,96 @@
+"""The SQM-PCA task of job files (:mod:`apps.jobfile`): each party runs SQM's per-party step on its own file.
+
+A party process imports this module and :mod:`apps.pca.utility` only (no scikit-learn).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from sqm.rng import make_rng, spawn_seeds
+
+from .utility import check_components, components_from_covariance, covariance_release
+
+
+class PCAJobTask:
+    """The SQM-PCA task for :mod:`apps.jobfile`: every party plans the same public release from the clients'
+    column and record counts (:meth:`sqm.mechanism.SQM.round_plan`) and runs its part of it with
+    :func:`sqm.mechanism.sqm_round`, SQM's one per-party step: each client clips, quantizes and noises its own
+    file's columns, with its keyed id digest so the clients refuse misaligned records; the server receives the
+    noisy X^T X and computes the components.
+
+    With ``seed=None`` (the default, ``secure_mode``) each party draws its own randomness from OS entropy.
+    A ``seed`` needs ``insecure_reproducible=True`` (see :func:`apps.jobfile.seed_policy`): it is never sent
+    nor part of :meth:`public`; party i takes entry i of ``spawn_seeds(seed, M)`` from its own copy, so a
+    run whose parties were all given the same seed equals ``SQMPCA(..., seed=seed).fit`` on the same
+    columns bit for bit (tests), and anyone who knows that seed can regenerate every party's noise.
+    """
+
+    def __init__(self, n_components: int, epsilon: float, delta: float = 1e-5, gamma: float = 4096.0,
+                 row_norm_bound: float = 1.0, party_bounds=None, seed=None, insecure_reproducible: bool = False):
+        from apps.jobfile import seed_policy
+
+        self.secure_mode = seed_policy(seed, insecure_reproducible, warn=False)
+        self.n_components, self.epsilon, self.delta, self.gamma = n_components, epsilon, delta, gamma
+        self.row_norm_bound, self.party_bounds, self._seed = row_norm_bound, party_bounds, seed
+        self.mechanism(1)  # check the parameters now, before any party starts
+        self._plans = {}
+
+    def mechanism(self, n_cols: int):
+        return covariance_release(n_cols, self.gamma, self.epsilon, self.delta, self.row_norm_bound,
+                                  self.party_bounds, seed=self._seed)
+
+    def __getstate__(self):
+        return {**self.__dict__, "_plans": {}}  # a party plans from its own copy
+
+    @property
+    def seed(self):
+        """This party's own seed from its own command line (None: OS entropy); never sent."""
+        return self._seed
+
+    def public(self):
+        e = self
+        pb = None if e.party_bounds is None else tuple(float(b) for b in e.party_bounds)
+        return ("pca", int(e.n_components), float(e.epsilon), float(e.delta), float(e.gamma),
+                float(e.row_norm_bound), pb)
+
+    def _plan(self, meta):
+        """(k, the SQM mechanism, its public plan, its privacy report) for the clients' counts; refused (before
+        any share is sent) if k does not fit the columns."""
+        from apps.jobfile import refused
+
+        if meta not in self._plans:
+            d = int(sum(meta.col_counts))
+            try:
+                k = check_components(self.n_components, d)
+            except ValueError as err:
+                raise refused(str(err)) from None
+            mech = self.mechanism(d)
+            self._plans[meta] = (k, mech, *mech.round_plan(meta.col_counts, meta.n_records, align_ids=True))
+        return self._plans[meta]
+
+    def release(self, meta):
+        """The privacy report (events) of this job's one SQM release, from the public counts only."""
+        return self._plan(meta)[3]
+
+    def client_release(self, meta):
+        """The release as one client observes it (it knows its own noise share): the client-observed event."""
+        import dataclasses
+
+        from sqm.events import client_event
+
+        r = self.release(meta)
+        return dataclasses.replace(r, method="SQM (client-observed)", epsilon_server=r.epsilon_client,
+                                   events=(client_event(r.l1_sensitivity, r.l2_sensitivity, r.mu, r.n_parties),))
+
+    async def run(self, ctx, table, meta) -> dict:
+        from sqm.mechanism import sqm_round
+
+        k, mech, plan, report = self._plan(meta)
+        my_seed = spawn_seeds(self._seed, meta.n_parties + 1)[ctx.pid]  # this party's own entry, as SQM.run
+        out = await sqm_round(ctx, mech.polynomial, None if table is None else table.block, plan,
+                              make_rng(my_seed), None if table is None else table.ids_digest)
+        if not ctx.is_server:
+            return {"clipped": int(out.clipped), "rows": table.n_rows, "cols": table.n_cols}
+        _, ev, V = components_from_covariance(out.estimate, int(sum(meta.col_counts)), k, meta.n_records)
+        return {"components": np.ascontiguousarray(V.T), "explained_variance": ev, "report": report.as_dict(),
+                "raw": out.raw}
