@@ -426,7 +426,7 @@ class JobTask:
 def refused(reason: str) -> Exception:
     """The exception a task raises to refuse its job before any share is sent (every party exits "refused",
     naming ``reason``, which reaches every peer: no data in it)."""
-    from mpc.protocol import ProtocolError
+    from mpc.party import ProtocolError
 
     return ProtocolError(f"refused before any share was sent: {reason}")
 
@@ -459,15 +459,9 @@ def seed_policy(seed, insecure_reproducible: bool = False, warn: bool = True) ->
 def key_contribution(task, pid: int) -> bytes:
     """Party ``pid``'s 32-byte contribution to the clients' job key: OS entropy, or (a seeded insecure
     experiment) bytes of this party's own AES-CTR stream, derived from its own seed under its own label."""
-    from mpc.randomness import derive_seed, fresh_bytes, secure_generator
-    from sqm.rng import spawn_seeds
+    from sqm.rng import party_key_bytes
 
-    seed = getattr(task, "seed", None)
-    if seed is None:
-        return fresh_bytes(32)
-    mine = spawn_seeds(seed, pid + 1)[pid]
-    root = int.from_bytes(mine.generate_state(8, np.uint32).astype("<u4").tobytes(), "little")
-    return secure_generator(derive_seed(root, "sqm-jobfile id-digest key")).bytes(32)
+    return party_key_bytes(getattr(task, "seed", None), pid, "sqm-jobfile id-digest key")
 
 
 class JobParty(PartyProgram):
@@ -485,14 +479,14 @@ class JobParty(PartyProgram):
 
     def describe(self) -> str:
         """The task and a digest of its public parameters (no file, no seed): compared before anything else."""
-        from mpc.protocol import public_digest
+        from mpc.party import public_digest
 
         return (f"job file task {type(self.task).__name__} (id column {self.id_column!r}, public parameters "
                 f"{public_digest(self.public())[:16]})")
 
     async def run(self, ctx):
-        from mpc import wire
-        from mpc.protocol import InputRefused, ProtocolError
+        from mpc.party import InputRefused, ProtocolError
+        from mpc.party import messages as wire
 
         if ctx.pid != self.index:
             raise ProtocolError(f"party started as index {ctx.pid} but its program is for party {self.index}")

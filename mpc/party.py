@@ -26,15 +26,18 @@ import resource
 import sys
 import time
 
-from . import wire as messages  # noqa: F401  (re-exported: the party-program API, see below)
+from . import wire as messages
 from .liveness import IDLE_TIMEOUT_S
-from .protocol import InputRefused, ProtocolError  # noqa: F401  (re-exported: the party-program API)
+from .protocol import InputRefused, ProtocolError, public_digest
+
+__all__ = ["PartyProgram", "EvaluateJob", "InputRefused", "ProtocolError", "public_digest", "messages", "describe",
+           "failure", "abort_reason", "main"]
 from .exitcodes import (EXIT_BAD_DATA, EXIT_ERROR, EXIT_LOST, EXIT_REFUSED,  # noqa: F401  (re-exported)
                         EXIT_TIMEOUT, EXIT_USAGE)
 
 
 # The party-program API: an application's party program needs PartyProgram, the errors it raises to refuse
-# (ProtocolError; InputRefused for its own unusable input) and ``messages`` (mpc.wire's validators of what a
+# (ProtocolError; InputRefused for its own unusable input), ``public_digest`` (of public parameters) and ``messages`` (mpc.wire's validators of what a
 # step expects: messages.value, messages.array, ...); it runs on mpc.launch.run_parties or
 # mpc.inprocess.run_in_process.  Applications import these from here, never the runtime's internals.
 
@@ -74,8 +77,6 @@ class EvaluateJob(PartyProgram):
 def failure(e: BaseException, who: str, timeout: float) -> tuple[int, str]:
     """The exit code (:mod:`mpc.exitcodes`) and the message line of a party whose program ended with ``e``
     (a peer's lost connection aside): one classification for real party processes and in-process runs."""
-    from .protocol import InputRefused, ProtocolError
-
     if isinstance(e, InputRefused):  # this party's own input is unusable: the others were told the reason only
         detail = f" ({e.detail})" if e.detail else ""
         return EXIT_BAD_DATA, f"mpc.party {who}: refused its own input: {e}{detail}; job aborted, nothing released"
@@ -89,8 +90,6 @@ def failure(e: BaseException, who: str, timeout: float) -> tuple[int, str]:
 def abort_reason(e: BaseException, who: str) -> str:
     """What every peer is told when this party's program raised ``e``: a refusal's public reason, otherwise
     the exception's type only (its message may hold this party's data)."""
-    from .protocol import ProtocolError
-
     if isinstance(e, ProtocolError):
         return f"{who} refused: {getattr(e, 'public', None) or e}"
     return f"{who} failed ({type(e).__name__})"
@@ -174,7 +173,7 @@ def main(argv=None) -> int:
     from mpyc.runtime import mpc  # noqa: E402  (MPyC reads sys.argv at import)
 
     from .liveness import PartyLost, PeerSilent, install_loss_detection, start_keep_alive
-    from .protocol import PartyAborted, PartyContext, ProtocolError
+    from .protocol import PartyAborted, PartyContext
     from .session import agree_job, job_description, start
 
     state = {"done": False, "lost": set(), "aborted": None}

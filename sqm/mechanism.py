@@ -157,7 +157,7 @@ class SQMParty(PartyProgram):
         self.insecure_pcg64 = insecure_pcg64
 
     def describe(self) -> str:
-        from mpc.protocol import public_digest
+        from mpc.party import public_digest
 
         return f"SQMParty {self.statistic.name} (plan {public_digest(self.plan.public())[:16]})"
 

@@ -48,3 +48,14 @@ def spawn_seeds(seed: int | np.random.SeedSequence | None, n: int) -> list[np.ra
         return [np.random.SeedSequence(int.from_bytes(fresh_bytes(32), "big")) for _ in range(int(n))]
     root = _root_int(seed)
     return [np.random.SeedSequence(derive_seed(root, f"party {i}")) for i in range(int(n))]
+
+
+def party_key_bytes(seed, pid: int, label: str, n: int = 32) -> bytes:
+    """``n`` bytes of party ``pid``'s own secret randomness (e.g. its contribution to a key the clients agree):
+    fresh OS entropy when ``seed`` is None; in a seeded (insecure, reproducible) experiment, bytes of the
+    party's own AES-CTR stream, keyed from its own seed (:func:`spawn_seeds`) under ``label``."""
+    if seed is None:
+        return fresh_bytes(n)
+    mine = spawn_seeds(seed, pid + 1)[pid]
+    root = int.from_bytes(mine.generate_state(8, np.uint32).astype("<u4").tobytes(), "little")
+    return secure_generator(derive_seed(root, label)).bytes(n)
