@@ -106,7 +106,7 @@ def run(args) -> int:
         sqm_res = {"accuracy": None, "message": "skipped (--no-sqm)"}
     else:
         sqm_res = sqm_accuracy(Xtr, Xte, ytr, yte, a, args.epsilon, args.delta, args.sqm_gamma,
-                               args.sqm_sampling_rate, args.sqm_epochs, args.sqm_learning_rate, args.sqm_backend,
+                               args.sqm_sampling_rate, args.sqm_epochs, args.sqm_learning_rate, args.backend,
                                args.seed)
     print(f"{args.dataset}: {Xtr.shape[0]} training / {Xte.shape[0]} test records, {a} active + {d - a} passive "
           f"features; epsilon {args.epsilon:g}, delta {args.delta:g}")
@@ -175,6 +175,4 @@ def register(sub) -> None:
     p.add_argument("--sqm-epochs", type=int, default=None,
                    help="SQM-LR epochs (default: the SQM paper's schedule for this epsilon)")
     p.add_argument("--sqm-learning-rate", type=float, default=1.0, help="SQM-LR learning rate (default: 1)")
-    p.add_argument("--sqm-backend", default="plain", choices=["plain", "mpyc"],
-                   help="SQM-LR backend (default: plain, the in-process simulation)")
     p.set_defaults(func=run)

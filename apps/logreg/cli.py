@@ -228,7 +228,7 @@ def register(sub) -> None:
                    help="Poisson sampling rate (default 0.05 for breast_cancer, 0.001 otherwise, as the paper)")
     p.add_argument("--epochs", type=int, default=None,
                    help="epochs (default: the paper's 2, 5, 8, 10, 10 for epsilon 0.5, 1, 2, 4, 8)")
-    p.add_argument("--learning-rate", "--lr", type=float, default=None,
+    p.add_argument("--learning-rate", type=float, default=None,
                    help="learning rate for SQM, DPSGD and the Taylor reference (default 1 for breast_cancer, "
                         "0.5 otherwise)")
     p.add_argument("--weight-bound", type=float, default=None,
