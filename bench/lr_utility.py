@@ -109,14 +109,14 @@ def plot(rep: dict, path: str) -> None:
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--dataset", default="adult", choices=DATASETS, help="data set (default adult)")
-    ap.add_argument("--data-dir", default=None, help="data directory / file (default /work/shared/data/...)")
+    ap.add_argument("--data", default=None, help="data directory / file (default /work/shared/data/...)")
     ap.add_argument("--epsilons", default="0.5,1,2,4,8", help="comma list (default the paper's 0.5,1,2,4,8)")
     ap.add_argument("--gammas", default="1024,8192", help="comma list (default 2^10, 2^13)")
     ap.add_argument("--runs", type=int, default=1, help="runs per cell (default 1; the paper: 20)")
     ap.add_argument("--delta", type=float, default=1e-5, help="delta (default 1e-5)")
     ap.add_argument("--q", type=float, default=None, help="sampling rate (default 0.001; breast_cancer 0.05)")
     ap.add_argument("--parties", type=int, default=3, help="clients (default 3)")
-    ap.add_argument("--lr", type=float, default=0.5, help="learning rate for SQM and DPSGD (default 0.5)")
+    ap.add_argument("--learning-rate", type=float, default=0.5, help="learning rate for SQM and DPSGD (default 0.5)")
     ap.add_argument("--weight-bound", type=float, default=8.0,
                     help="||w|| <= W for SQM and DPSGD (default 8; the paper's W = 1 leaves every method at the "
                          "majority-class rate on adult, whose rows have ||x|| <= 1; W enters SQM's sensitivity)")
@@ -132,7 +132,7 @@ def cli(args) -> int:
     import warnings
 
     warnings.filterwarnings("ignore", module="opacus")
-    rep = run(args.dataset, args.data_dir, [float(e) for e in args.epsilons.split(",")],
+    rep = run(args.dataset, args.data, [float(e) for e in args.epsilons.split(",")],
               [int(float(g)) for g in args.gammas.split(",")], args.runs, args.delta, args.q, args.parties,
-              args.lr, args.weight_bound, args.backend, args.seed)
+              args.learning_rate, args.weight_bound, args.backend, args.seed)
     return finish(rep, args, print_table, plot)

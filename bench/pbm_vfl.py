@@ -209,7 +209,7 @@ def add_arguments(p) -> None:
     p.add_argument("--epochs", type=int, default=None, help="epochs per run (default: 6; --full: 100)")
     p.add_argument("--repeats", type=int, default=None, help="runs averaged per setting (default: 1; --full: 3)")
     p.add_argument("--hidden", type=int, default=256, help="hidden width of the party MLPs (default: 256)")
-    p.add_argument("--lr", type=float, default=0.01, help="learning rate (default: 0.01, the paper's)")
+    p.add_argument("--learning-rate", type=float, default=0.01, help="learning rate (default: 0.01, the paper's)")
     p.add_argument("--optimizer", default="sgd", choices=["sgd", "adam"], help="optimizer (default: sgd)")
     p.add_argument("--mpyc-epochs", type=int, default=1,
                    help="epochs of two real MPyC runs (5 clients, b=64, beta=0.25; BGW sum and Protocol 0 masked "
@@ -233,7 +233,7 @@ def cli(args) -> int:
     out = run(parties=_ints(args.parties, (5, 10)), bs=_ints(args.b, (8, 16, 32, 64) if full else (16, 64)),
               betas=_floats(args.beta, (0.1, 0.15, 0.2, 0.25) if full else (0.1, 0.25)),
               epochs=args.epochs or (100 if full else 6), repeats=args.repeats or (3 if full else 1),
-              hidden=args.hidden, lr=args.lr, optimizer=args.optimizer, data=args.data, seed=args.seed,
+              hidden=args.hidden, lr=args.learning_rate, optimizer=args.optimizer, data=args.data, seed=args.seed,
               mpyc_epochs=args.mpyc_epochs)
     return finish(out, args, print_report, plot, indent=1)
 
