@@ -1,4 +1,6 @@
-"""End-to-end: real MPyC party processes over loopback give bit for bit what the plain simulation gives."""
+"""End-to-end: real MPyC party processes over loopback give bit for bit what the plain simulation gives, and the
+BGW protocol (run in process over the mailboxes) gives what the ideal functionality gives on every program path:
+Gram, general polynomials of degrees 0-3, the public-coefficient gradient, the secure sum."""
 
 import numpy as np
 import pytest
@@ -20,43 +22,83 @@ def data(m, n, parties, seed=0):
     return VerticalData.split(X, parties)
 
 
-@pytest.mark.parametrize("clients", [2, 4])  # 3 and 5 MPyC parties (server + clients)
-def test_covariance_mpyc_equals_plain(clients):
-    d = data(60, 8, clients, seed=clients)
+@pytest.fixture
+def bgw_in_process(monkeypatch):
+    """Backend "plain" runs the real BGW protocol over the in-process mailboxes (``ideal=False``) instead of the
+    ideal functionality: the protocol's share arithmetic, checked without starting processes."""
+    import functools
+
+    from mpc import inprocess, protocol
+
+    monkeypatch.setattr(inprocess, "run_in_process", functools.partial(inprocess.run_in_process, ideal=False))
+    calls = []
+    real = protocol.PartyContext.input_shares
+
+    async def spy(self, *a, **k):
+        calls.append(self.pid)
+        return await real(self, *a, **k)
+
+    monkeypatch.setattr(protocol.PartyContext, "input_shares", spy)
+    return calls  # the parties that shared inputs (the protocol ran, not only the ideal functionality)
+
+
+def test_covariance_mpyc_equals_plain():
+    """Real processes (5 parties) against the in-process simulation; the other protocol paths below run the
+    protocol in process (the transport is the same as here and in every other real-process test)."""
+    d = data(60, 8, 4, seed=4)
     kw = dict(mu=50.0, seed=11)
     plain = SQM(covariance(8), 1024.0, backend="plain", **kw).run(d)
     secure = SQM(covariance(8), 1024.0, backend="mpyc", **kw).run(d)
     assert list(secure.raw) == list(plain.raw)
-    assert secure.backend == "mpyc" and len(secure.bytes_sent) == clients + 1
+    assert secure.backend == "mpyc" and len(secure.bytes_sent) == 5
     assert all(b > 0 for b in secure.bytes_sent)
 
 
-def test_general_polynomial_mpyc_equals_plain():
+def _both(make):
+    """``make()`` run twice: the BGW protocol in process, then the ideal functionality."""
+    import mpc.inprocess as ip
+
+    first = make()
+    ip.run_in_process.keywords["ideal"] = True
+    try:
+        return first, make()
+    finally:
+        ip.run_in_process.keywords["ideal"] = False
+
+
+def test_covariance_protocol_equals_ideal(bgw_in_process):
+    d = data(60, 8, 2, seed=2)
+    protocol, ideal = _both(lambda: SQM(covariance(8), 1024.0, backend="plain", mu=50.0, seed=11).run(d))
+    assert list(protocol.raw) == list(ideal.raw)
+    assert sorted(bgw_in_process) == [0, 1, 2]  # one protocol run: every party shared (or received) inputs
+
+
+def test_general_polynomial_protocol_equals_ideal(bgw_in_process):
     # degrees 0..3 in one program: constant, linear, inner-product and a degree-3 product (extra reshare)
     p = Polynomial.from_exponents([[2.0, -0.5, 3.0], [1.0, 1.25]],
                                   [[[2, 0, 1], [0, 1, 0], [0, 0, 0]], [[1, 1, 0], [0, 0, 3]]])
     d = data(25, 3, 3, seed=5)
     kw = dict(mu=20.0, seed=4, row_norm_bound=1.0)
-    plain = SQM(p, 64.0, backend="plain", **kw).run(d)
-    secure = SQM(p, 64.0, backend="mpyc", **kw).run(d)
-    assert list(secure.raw) == list(plain.raw)
+    protocol, ideal = _both(lambda: SQM(p, 64.0, backend="plain", **kw).run(d))
+    assert list(protocol.raw) == list(ideal.raw)
 
 
-def test_logreg_gradient_mpyc_equals_plain():
+def test_logreg_gradient_protocol_equals_ideal(bgw_in_process):
     rng = np.random.default_rng(3)
     X = rng.normal(size=(40, 6)); X /= np.linalg.norm(X, axis=1, keepdims=True) * 1.1
     y = (rng.random(40) < 0.5).astype(float)
     d = VerticalData([X[:, :3], np.c_[X[:, 3:], y]])
     g = logreg_gradient(rng.normal(size=6) * 0.2)
     kw = dict(mu=30.0, seed=9, row_norm_bound=2.0)
-    assert list(SQM(g, 512.0, backend="mpyc", **kw).run(d).raw) == list(SQM(g, 512.0, **kw).run(d).raw)
+    protocol, ideal = _both(lambda: SQM(g, 512.0, backend="plain", **kw).run(d))
+    assert list(protocol.raw) == list(ideal.raw)
 
 
-def test_secure_sum():
+def test_secure_sum(bgw_in_process):
     arrays = [np.arange(10) * (j + 1) - 7 for j in range(3)]
-    res = secure_sum(arrays, bound=1000, backend="mpyc")
-    assert list(res.values) == list(np.sum(arrays, axis=0))
-    assert list(secure_sum(arrays, bound=1000, backend="plain").values) == list(np.sum(arrays, axis=0))
+    protocol, ideal = _both(lambda: secure_sum(arrays, bound=1000, backend="plain"))
+    assert list(protocol.values) == list(ideal.values) == list(np.sum(arrays, axis=0))
+    assert sorted(bgw_in_process) == [0, 1, 2, 3]
 
 
 def test_overflowing_job_is_refused_before_start():
