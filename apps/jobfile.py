@@ -562,7 +562,7 @@ class LedgerGuard:
             if self.budget is not None:
                 ledger.set_budget(dataset, *self.budget)
             return ledger.reserve(dataset, report.events, statistic=str(task.public()[0]), job_id=self.job_id,
-                                  delta=report.delta)
+                                  delta=report.delta, eta=float(getattr(report, "eta", 0.0)))
         except BudgetError as e:
             raise refused(str(e)) from None
 

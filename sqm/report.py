@@ -27,7 +27,8 @@ class PrivacyReport:
     ``epsilon_server``: epsilon at ``delta`` against the party that sees the result (for a baseline without a
     server, against whoever sees its output); ``epsilon_client``: against a client that knows its own noise
     share (None where it does not apply, e.g. a single client).  ``events``: the releases as
-    :mod:`sqm.events`, for composition in the ledger.  ``method`` defaults to "SQM" so that
+    :mod:`sqm.events`, for composition in the ledger; ``eta``: the probability of a failure event outside them
+    (the ledger adds (1 + e^epsilon) eta to delta, :func:`sqm.accounting.delta_with_failure`).  ``method`` defaults to "SQM" so that
     :class:`sqm.mechanism.SQM` builds it with its own fields only."""
 
     method: str = "SQM"
@@ -44,6 +45,7 @@ class PrivacyReport:
     sampling_rate: float = 1.0
     rounds: int = 1
     events: tuple = field(default_factory=tuple)
+    eta: float = 0.0  # a failure probability outside the events (e.g. a batch cap): adds (1 + e^eps) eta to delta
     notes: str = ""
 
     def __post_init__(self):

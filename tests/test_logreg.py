@@ -318,6 +318,10 @@ def test_job_file_mode_equals_estimator_and_refuses_misaligned_records(tmp_path)
     recs = run_job_in_process(job, task, ledger)
     assert recs[0]["result"]["ledger"]["dataset"] == "lr-test"
     assert recs[0]["result"]["ledger"]["epsilon"] == pytest.approx(est.report_.epsilon_server, rel=1e-6)
+    from sqm.ledger import Ledger
+
+    (entry,) = Ledger(str(tmp_path / "ledger.db")).releases("lr-test")  # the batch cap's eta is charged too
+    assert entry["eta"] == pytest.approx(est.report_.eta) and 0 < entry["eta"] <= 2.0 ** -40
     assert recs[0]["result"]["secure_mode"] is False
     assert all("weights" not in r["result"] for r in recs[1:])
     with pytest.raises(MPCError, match="client 3 refused: its file has no label column") as e:

@@ -200,14 +200,15 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
             evs = (events.server_event(sens.l1, sens.l2, mu, q, R),)
             notes = (f"{MODEL_SHARED_NOTE}; {epochs} epochs; batch cap {b_max} (exceeded with probability "
                      f"{eta:.3g} over the run, which adds (1 + e^epsilon) x that = {cap_delta:.3g} to delta, "
-                     f"included; the ledger must add it to the events' delta)")
+                     f"included; the ledger adds it through eta)")
         else:
             mu, eps_s, eps_c, evs, notes = 0.0, math.inf, math.inf, (), f"noise off; {epochs} epochs"
+            eta = 0.0
         plan = dataclasses.replace(plan, mu=float(mu))
         report = PrivacyReport(method="SQM", epsilon_server=float(eps_s), delta=delta, epsilon_client=eps_c,
                                mu=float(mu), l2_sensitivity=sens.l2, l1_sensitivity=sens.l1,
                                gamma=float(self.gamma), scale=plan.scale, n_parties=n, sampling_rate=q, rounds=R,
-                               events=evs, notes=notes)
+                               events=evs, eta=float(eta), notes=notes)
         return plan, report
 
     # ----- training ------------------------------------------------------------------------------------
