@@ -25,7 +25,6 @@ import numpy as np
 from mpc.backend import Backend, Job, get_backend
 from mpc.party import PartyProgram
 
-from . import accounting, events
 from .client import client_input
 from .compensation import check_rounding
 from .polynomial import StructuredPolynomial
@@ -252,6 +251,8 @@ class SQM:
 
     def plan(self, data: VerticalData) -> tuple[Sensitivity, PrivacyReport]:
         """Validate the job and account for it, before any randomness is drawn."""
+        from . import accounting, events  # here: a party process running a planned release skips dp-accounting
+
         if not isinstance(data, VerticalData):
             raise ValueError("data must be a VerticalData (columns split among parties)")
         if data.n_cols != self.polynomial.n_vars:

@@ -10,7 +10,15 @@ real multi-party job from a job file (``--job``), like ``sqm pca``.
 - :mod:`.baselines`: central DP and non-private ridge;
 - :mod:`.cli`: ``register``/``run`` of ``sqm linreg``, the comparison and its table, :class:`LinRegJobTask`.
 """
-from .cli import LinRegJobTask, register, run
-from .estimator import SQMLinearRegression
+import importlib
 
-__all__ = ["SQMLinearRegression", "LinRegJobTask", "register", "run"]
+# loaded on first use: a party process unpickling a JointGram imports only .statistic (no scikit-learn)
+_LAZY = {"SQMLinearRegression": "estimator", "LinRegJobTask": "cli", "register": "cli", "run": "cli"}
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)

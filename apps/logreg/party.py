@@ -42,7 +42,6 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.stats import binom
 
 from mpc.party import PartyProgram
 from sqm.gradient import LRGradient
@@ -55,6 +54,8 @@ OVERFLOW_LOG2 = -40.0  # total probability over all rounds that a Poisson batch 
 
 def batch_cap(n_records: int, q: float, rounds: int, log2_failure: float = OVERFLOW_LOG2) -> tuple[int, float]:
     """(b_max, total overflow probability): smallest b_max with rounds * P(Bin(N, q) > b_max) <= 2^log2_failure."""
+    from scipy.stats import binom  # here: a party process (which never plans) skips scipy.stats' import
+
     target = 2.0 ** log2_failure / rounds
     lo, hi = 0, int(n_records)
     while lo < hi:  # binom.sf is decreasing in b
