@@ -170,6 +170,13 @@ def main(argv=None) -> int:
         mpyc_argv += ["-P", a]
     mpyc_argv += ["-I", str(args.index), "--no-log", "--no-prss"]
     sys.argv = mpyc_argv
+    from . import check_mpyc_version
+
+    try:
+        check_mpyc_version()
+    except RuntimeError as e:
+        print(f"mpc.party: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
     from mpyc.runtime import mpc  # noqa: E402  (MPyC reads sys.argv at import)
 
     from .liveness import PartyLost, PeerSilent, install_loss_detection, start_keep_alive

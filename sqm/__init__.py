@@ -4,4 +4,9 @@ The mechanism (quantization, Skellam noise, polynomials, coefficient compensatio
 privacy accounting) lives here; the secure computation it runs on lives in :mod:`mpc`.
 """
 
-__version__ = "0.1.0"
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("sqm-vfl")  # one version: pyproject.toml's
+except PackageNotFoundError:  # pragma: no cover - running from a source tree that was never installed
+    __version__ = "0+unknown"

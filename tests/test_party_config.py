@@ -95,3 +95,23 @@ def test_local_port_range_from_the_environment(monkeypatch):
     monkeypatch.setenv("SQM_LOCAL_PORTS", "23400-23400")
     with pytest.raises(RuntimeError, match="fewer than 2 free loopback ports"):
         free_ports(2)
+
+
+def test_an_untested_mpyc_is_refused_loudly():
+    """The runtime patches MPyC internals: the installed MPyC is one it was tested with, and another is refused
+    with a message naming both (a party exits 'bad usage' before connecting)."""
+    import mpc
+
+    assert mpc.check_mpyc_version() in mpc.MPYC_TESTED or any(
+        mpc.check_mpyc_version().startswith(v + ".") for v in mpc.MPYC_TESTED)
+    with pytest.raises(RuntimeError, match=r"MPyC 0\.12 is installed.*tested only with MPyC 0\.11"):
+        mpc.check_mpyc_version("0.12")
+    assert mpc.check_mpyc_version("0.11.1") == "0.11.1"
+
+
+def test_one_version():
+    from importlib.metadata import version
+
+    import sqm
+
+    assert sqm.__version__ == version("sqm-vfl")

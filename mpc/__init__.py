@@ -1,0 +1,22 @@
+"""mpc: the secret-sharing runtime (Shamir/BGW on MPyC party processes); it knows nothing of differential privacy.
+
+Applications use its party-program API (:mod:`mpc.party`) and its runners (:func:`mpc.launch.run_parties`,
+:func:`mpc.inprocess.run_in_process`).  The runtime replaces MPyC's connect phase and patches its message
+exchanger (:mod:`mpc.session`, :mod:`mpc.liveness`); those internals are those of the MPyC versions in
+:data:`MPYC_TESTED`, and a party refuses to start on another (:func:`check_mpyc_version`).
+"""
+MPYC_TESTED = ("0.11",)  # MPyC versions whose internals mpc.session and mpc.liveness were written and tested against
+
+
+def check_mpyc_version(installed: str | None = None) -> str:
+    """The installed MPyC version, or RuntimeError naming it when the runtime was not tested against it (the
+    patched internals may differ: failing loudly beats a silent protocol error)."""
+    if installed is None:
+        from importlib.metadata import version
+
+        installed = version("mpyc")
+    if not any(installed == v or installed.startswith(v + ".") for v in MPYC_TESTED):
+        raise RuntimeError(f"MPyC {installed} is installed, but this runtime patches MPyC internals and was tested "
+                           f"only with MPyC {', '.join(MPYC_TESTED)}; install one of those "
+                           f"(pip install 'mpyc=={MPYC_TESTED[-1]}')")
+    return installed
