@@ -602,6 +602,11 @@ def party_program(spec: JobSpec, index: int, task: JobTask, ledger: "LedgerGuard
     return JobParty(index, spec.parties[index].file, spec.id_column, task, spec.dataset_id, ledger)
 
 
+def job_programs(spec: JobSpec, task: JobTask, ledger: "LedgerGuard | None" = None) -> list[JobParty]:
+    """Every party's program of a job started on this machine (the server's with ``ledger``)."""
+    return [party_program(spec, i, task, ledger if i == 0 else None) for i in range(len(spec.parties))]
+
+
 def simulate(spec: JobSpec, task: JobTask, timeout: float = 3600.0, ledger: "LedgerGuard | None" = None,
              **_transport) -> list[dict]:
     """SIMULATION: every party's program of the job (the same :func:`party_program` objects) run in this one
@@ -609,7 +614,7 @@ def simulate(spec: JobSpec, task: JobTask, timeout: float = 3600.0, ledger: "Led
     options (TLS, connect and idle timeouts) have no meaning here and are ignored."""
     from mpc.inprocess import run_in_process
 
-    programs = [party_program(spec, i, task, ledger if i == 0 else None) for i in range(len(spec.parties))]
+    programs = job_programs(spec, task, ledger)
     return run_in_process(programs, timeout=timeout, min_clients=2, job_id=spec.job_id, job_name=spec.name)
 
 
@@ -629,7 +634,7 @@ def run_local(spec: JobSpec, task: JobTask, timeout: float = 3600.0, connect_tim
         if not os.path.isfile(p.file):
             raise ValueError(f"client {j}'s party file {p.file} does not exist: put its CSV there or fix the "
                              f"path in {spec.path or 'the job file'}")
-    programs = [party_program(spec, i, task, ledger if i == 0 else None) for i in range(len(spec.parties))]
+    programs = job_programs(spec, task, ledger)
     live = {} if idle_timeout is None else {"idle_timeout": idle_timeout}
     return run_parties(programs, timeout=timeout, connect_timeout=connect_timeout, addresses=spec.addresses,
                        ssl_dir=ssl_dir, min_clients=2, job_id=spec.job_id, job_name=spec.name,

@@ -5,6 +5,7 @@ Applications use its party-program API (:mod:`mpc.party`) and its runners (:func
 exchanger (:mod:`mpc.session`, :mod:`mpc.liveness`); those internals are those of the MPyC versions in
 :data:`MPYC_TESTED`, and a party refuses to start on another (:func:`check_mpyc_version`).
 """
+BACKENDS = ("mpyc", "plain")  # real MPyC party processes; the same party programs in one process (SIMULATION)
 MPYC_TESTED = ("0.11",)  # MPyC versions whose internals mpc.session and mpc.liveness were written and tested against
 
 
@@ -20,3 +21,18 @@ def check_mpyc_version(installed: str | None = None) -> str:
                            f"only with MPyC {', '.join(MPYC_TESTED)}; install one of those "
                            f"(pip install 'mpyc=={MPYC_TESTED[-1]}')")
     return installed
+
+
+def runner(backend: str):
+    """What runs a job's party programs for ``backend``: "mpyc" -> :func:`mpc.launch.run_parties` (real
+    processes), "plain" -> :func:`mpc.inprocess.run_in_process` (SIMULATION); both return the parties' records
+    and raise :class:`mpc.launch.MPCError` alike.  Any other name is a ValueError naming the choices."""
+    if backend == "mpyc":
+        from .launch import run_parties
+
+        return run_parties
+    if backend == "plain":
+        from .inprocess import run_in_process
+
+        return run_in_process
+    raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")

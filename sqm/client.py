@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .quantize import stochastic_round
-from .rng import make_rng
+from .rng import party_rng
 from .skellam import skellam
 from .vertical import clip_rows
 
@@ -48,7 +48,7 @@ class QuantizingClient:
     insecure_pcg64: bool = False  # benchmark only: the old statistical generator
 
     def __call__(self) -> tuple[np.ndarray, np.ndarray]:
-        rng = np.random.default_rng(self.seed) if self.insecure_pcg64 else make_rng(self.seed)
+        rng = party_rng(self.seed, self.insecure_pcg64)
         x_hat, z, _ = client_input(self.block, self.clip_bound, self.gamma, self.noise_mu, self.n_out, rng)
         return x_hat, z
 

@@ -29,7 +29,7 @@ from .client import client_input
 from .compensation import check_rounding
 from .polynomial import StructuredPolynomial
 from .report import PrivacyReport
-from .rng import make_rng, spawn_seeds
+from .rng import party_rng, spawn_seeds
 from .sensitivity import Sensitivity
 from .skellam import skellam_tail_bound
 from .validation import check_delta, check_epsilon, check_gamma, check_mu
@@ -161,24 +161,20 @@ class SQMParty(PartyProgram):
         return f"SQMParty {self.statistic.name} (plan {public_digest(self.plan.public())[:16]})"
 
     async def run(self, ctx):
-        rng = np.random.default_rng(self.seed) if self.insecure_pcg64 else make_rng(self.seed)
+        rng = party_rng(self.seed, self.insecure_pcg64)
         return await sqm_round(ctx, self.statistic, self.block, self.plan, rng)
 
 
 def run_programs(programs: list, backend: Backend, timeout: float | None = None) -> list[dict]:
     """Run party programs with ``backend``'s runner: "mpyc" real processes, "plain" in process (SIMULATION).
     A backend with ``insecure_share_rng = "pcg64"`` (BENCHMARK ONLY) also gets the parties' PCG64 shares."""
+    from mpc import runner
+
     if backend.name == "mpyc":
-        from mpc.launch import run_parties
-
         extra = ["--insecure-pcg64-shares"] if _pcg64(backend) else None
-        return run_parties(programs, timeout=timeout or backend.timeout, ssl_dir=backend.ssl_dir, extra_args=extra,
-                           min_clients=2)
-    if backend.name == "plain":
-        from mpc.inprocess import run_in_process
-
-        return run_in_process(programs, timeout=timeout or 3600.0)
-    raise ValueError(f"backend {backend.name!r} cannot run party programs; use 'mpyc' or 'plain'")
+        return runner("mpyc")(programs, timeout=timeout or backend.timeout, ssl_dir=backend.ssl_dir,
+                              extra_args=extra, min_clients=2)
+    return runner(backend.name)(programs, timeout=timeout or 3600.0)
 
 
 def _pcg64(backend) -> bool:
@@ -282,17 +278,20 @@ class SQM:
         and its privacy report: what a party program needs for :func:`sqm_round` (counts only, no data)."""
         shape = VerticalData([np.zeros((1, int(c))) for c in col_counts])  # plan() checks the shape only
         _, report = self.plan(shape)
-        plan = SQMPlan(self.gamma, report.mu, self.bounds_for(col_counts), tuple(int(c) for c in col_counts),
+        return self._release_plan(report, col_counts, n_records, align_ids), report
+
+    def _release_plan(self, report: PrivacyReport, col_counts, n_records: int, align_ids: bool = False) -> SQMPlan:
+        """The public plan of a release whose accounting is ``report`` (its calibrated mu and scale)."""
+        return SQMPlan(self.gamma, report.mu, self.bounds_for(col_counts), tuple(int(c) for c in col_counts),
                        int(self.max_records or n_records), self.preprocess, report.scale, self.polynomial.n_out,
                        align_ids)
-        return plan, report
 
     # ----- running -------------------------------------------------------------------------------
     def programs(self, data: VerticalData) -> tuple[list[SQMParty], PrivacyReport]:
         """The M party programs of this release over ``data`` (server first; each client its own block and
         seed), and its privacy report."""
-        _, report = self.plan(data)
-        plan, _ = self.round_plan(data.col_counts, data.n_records)
+        _, report = self.plan(data)  # mu calibrated once, from the shapes only
+        plan = self._release_plan(report, data.col_counts, data.n_records)
         seeds = spawn_seeds(self.seed, data.n_parties + 1)  # 0: the server's coefficient rounding; j: client j
         pcg = _pcg64(self.backend)
         # the server's program holds a seed only where it rounds coefficients (nothing else is random there)

@@ -15,6 +15,13 @@ def make_rng(seed: SeedLike = None) -> np.random.Generator:
     return secure_generator(seed)
 
 
+def party_rng(seed: SeedLike = None, insecure_pcg64: bool = False) -> np.random.Generator:
+    """A party's own generator: :func:`make_rng`, or BENCHMARK ONLY (``sqm bench bgw-cost --compare-rng``,
+    ``insecure_pcg64``) numpy's PCG64, a statistical generator whose outputs reveal its state, to measure what
+    the cryptographic stream costs.  Never the insecure one for a job whose noise must stay secret."""
+    return np.random.default_rng(seed) if insecure_pcg64 else make_rng(seed)
+
+
 def _root_int(seed: int | np.random.SeedSequence) -> int:
     """The integer root a party seed is derived from: the int itself, or for a SeedSequence its entropy when it
     is a bare int with no spawn key (so ``SeedSequence(s)`` and ``s`` derive the same seeds), else 256 bits

@@ -19,11 +19,11 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from apps.hdp_vfl.party import ACTIVE, PASSIVE, HDPConfig, HDPParty
 from apps.hdp_vfl.privacy import LOGISTIC, active_sensitivity, max_learning_rate, passive_sensitivity
+from mpc import BACKENDS, runner
 from sqm.calibration import gaussian_sigma
 from sqm.rng import spawn_seeds
 from sqm.validation import check_delta, check_positive
 
-BACKENDS = ("plain", "mpyc")
 
 
 
@@ -187,11 +187,7 @@ class HDPLogisticRegression(ClassifierMixin, BaseEstimator):
                     HDPParty(PASSIVE, cfg, XB, None, seed_b)]
         t0 = time.perf_counter()
         try:
-            if self.backend == "plain":
-                from mpc.inprocess import run_in_process as runner
-            else:
-                from mpc.launch import run_parties as runner
-            res = runner(programs, timeout=float(self.timeout))
+            res = runner(self.backend)(programs, timeout=float(self.timeout))
         finally:
             if bar is not None:
                 bar.close()

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mpc import BACKENDS as MPC_BACKENDS
 from mpc.party import PartyProgram
 from sqm.gradient import LRGradient
 from sqm.mechanism import SQMPlan, sqm_round
@@ -289,7 +290,7 @@ async def train_party(ctx, plan: LRPlan, seed, block=None, eval_set=None, progre
     return {"clipped": clipped, "truncated": truncated, "seconds": seconds}
 
 
-BACKENDS = ("mpyc", "plain", "in-process")  # "plain" (apps.options' name) and "in-process": the simulation
+BACKENDS = (*MPC_BACKENDS, "in-process")  # "in-process": another name of "plain", the simulation
 
 
 def train(blocks, plan: LRPlan, seeds, eval_set=None, callback=None, every: int = 50, backend: str = "mpyc",
@@ -307,8 +308,8 @@ def train(blocks, plan: LRPlan, seeds, eval_set=None, callback=None, every: int 
 
     from threadpoolctl import threadpool_limits
 
-    from mpc.inprocess import run_in_process
-    from mpc.launch import private_folder, run_parties
+    from mpc import runner
+    from mpc.launch import private_folder
 
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
@@ -338,10 +339,10 @@ def train(blocks, plan: LRPlan, seeds, eval_set=None, callback=None, every: int 
             th.start()
         try:  # small BLAS products: threads only add overhead (50x here)
             if backend == "mpyc":
-                res = run_parties(programs, timeout=timeout, blas_threads=1, min_clients=2)
+                res = runner("mpyc")(programs, timeout=timeout, blas_threads=1, min_clients=2)
             else:
                 with threadpool_limits(1, user_api="blas"):
-                    res = run_in_process(programs, timeout=timeout, min_clients=2)
+                    res = runner("plain")(programs, timeout=timeout, min_clients=2)
         finally:
             stop.set()
             if callback:

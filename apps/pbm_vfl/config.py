@@ -12,7 +12,6 @@ from sqm import pbm
 METHODS = ("pbm", "npq", "ldp", "ldp_eq")
 METHOD_LABELS = {"pbm": "PBM-VFL", "npq": "NPQ", "ldp": "LDP (paper)", "ldp_eq": "LDP (equal eps)"}
 SECURE_SUMS = pbm.SECURE_SUMS
-BACKENDS = ("mpyc", "plain")
 FLOAT_BITS = 32
 
 

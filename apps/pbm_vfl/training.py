@@ -8,10 +8,11 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from mpc import BACKENDS, runner
 from sqm import pbm
 from sqm.rng import spawn_seeds
 
-from .config import BACKENDS, FLOAT_BITS, SECURE_SUMS, VFLConfig
+from .config import FLOAT_BITS, SECURE_SUMS, VFLConfig
 from .party import PBMVFLProgram, public_batch_seed
 from .privacy import noise_sigma
 
@@ -66,20 +67,15 @@ def _check_blocks(blocks_train, blocks_test, y_train, y_test):
 
 def run_programs(programs: list, backend: str, timeout: float = 3600.0, threads: int = 1) -> list[dict]:
     """The parties' records: real MPyC processes ('mpyc') or the same programs in this process ('plain')."""
+    run = runner(backend)
     if backend == "mpyc":
-        from mpc.launch import run_parties
-
-        return run_parties(programs, timeout=timeout)
-    if backend != "plain":
-        raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
+        return run(programs, timeout=timeout)
     import torch
-
-    from mpc.inprocess import run_in_process
 
     old = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        return run_in_process(programs, timeout=timeout)
+        return run(programs, timeout=timeout)
     finally:
         torch.set_num_threads(old)
 
