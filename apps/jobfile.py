@@ -56,13 +56,14 @@ import hmac
 import json
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from mpc.party import PartyProgram
 
 from .options import job_run_options
+from .tables import MAX_ABS_VALUE, PartyFileError, PartyTable, read_table  # noqa: F401 (re-exported)
 
 
 # ----- job files --------------------------------------------------------------------------------------------
@@ -269,32 +270,6 @@ def write_party_csvs(X, directory, n_parties: int | None = None, col_counts=None
 # ----- one party's file -------------------------------------------------------------------------------------
 
 
-class PartyFileError(ValueError):
-    """A party's file is unusable.  ``str(e)``: the full detail (path, line, column), for that party's own
-    operator; ``e.public``: a short category naming no path, header or value, the only part sent to peers."""
-
-    def __init__(self, detail: str, public: str):
-        super().__init__(detail)
-        self.public = public
-
-
-@dataclass
-class PartyTable:
-    file: str
-    columns: list[str]
-    block: np.ndarray  # records x columns, float64
-    ids: list[str] = field(repr=False)
-    ids_digest: bytes | None = field(default=None, repr=False)  # keyed, set once the clients agreed a key
-
-    @property
-    def n_rows(self) -> int:
-        return self.block.shape[0]
-
-    @property
-    def n_cols(self) -> int:
-        return self.block.shape[1]
-
-
 def keyed_ids_digest(key: bytes, ids) -> bytes:
     """HMAC-SHA256 under ``key`` of the ids in order (each length-prefixed UTF-8), so equal digests mean
     equal, equally ordered ids; without the key a digest tells nothing (no enumeration of likely ids), and
@@ -309,77 +284,11 @@ def keyed_ids_digest(key: bytes, ids) -> bytes:
     return h.digest()
 
 
-# The largest magnitude a party file may hold: squares (row norms, Gram entries) of values up to 1e150 stay
-# far inside float64 (max about 1.8e308); larger values are refused naming the column, never silently zeroed.
-MAX_ABS_VALUE = 1e150
-
-
 def read_party_csv(path, id_column: str = "id") -> PartyTable:
-    """Load and check one party's CSV.  Errors (:class:`PartyFileError`) name the file, line and column but
-    never a record's values; their ``public`` part, for peers, names neither file nor column.  Values must be
-    finite numbers of magnitude at most :data:`MAX_ABS_VALUE`."""
-    path = str(path)
-    if not os.path.exists(path):
-        raise PartyFileError(f"party file {path} does not exist: put this party's CSV (an '{id_column}' "
-                             f"column plus its feature columns) there, or fix the path in the job file",
-                             "its party file does not exist")
-    if not os.path.isfile(path):
-        raise PartyFileError(f"party file {path} is not a file", "its party file is not a regular file")
-    with open(path, newline="") as fh:
-        rows = list(csv.reader(fh))
-    rows = [r for r in rows if r and any(c.strip() for c in r)]
-    if not rows:
-        raise PartyFileError(f"party file {path} is empty (no header, no records)", "its party file is empty")
-    header = [h.strip() for h in rows[0]]
-    if id_column not in header:  # the first line may be a record: never echo it
-        raise PartyFileError(f"party file {path} has no id column '{id_column}' in its first line "
-                             f"({len(header)} fields): it needs a header line naming the id column and the "
-                             f"feature columns", f"its file has no id column '{id_column}' in a header line")
-    if len(set(header)) != len(header):
-        raise PartyFileError(f"party file {path} repeats a column name in its header",
-                             "its file repeats a column name in its header")
-    id_at = header.index(id_column)
-    feat_at = [j for j in range(len(header)) if j != id_at]
-    columns = [header[j] for j in feat_at]
-    if not columns:
-        raise PartyFileError(f"party file {path} holds no feature columns (only '{id_column}'): an empty party",
-                             f"its file holds no feature columns (only '{id_column}'): an empty party")
-    body = rows[1:]
-    if not body:
-        raise PartyFileError(f"party file {path} holds no records: an empty party",
-                             "its file holds no records: an empty party")
-    block = np.empty((len(body), len(columns)), dtype=np.float64)
-    ids = []
-    for r, row in enumerate(body):
-        if len(row) != len(header):
-            raise PartyFileError(f"party file {path}, line {r + 2}: {len(row)} fields, the header has "
-                                 f"{len(header)}", "its file has a line whose field count differs from the header's")
-        ids.append(row[id_at].strip())
-        for t, j in enumerate(feat_at):
-            try:
-                block[r, t] = float(row[j])
-            except ValueError:
-                raise PartyFileError(f"party file {path}, line {r + 2}: column '{columns[t]}' is not a number",
-                                     "its file has a value that is not a number") from None
-    bad = ~np.isfinite(block)
-    if bad.any():
-        cols = [columns[t] for t in np.flatnonzero(bad.any(axis=0))]
-        raise PartyFileError(f"party file {path} contains {int(bad.sum())} NaN or infinite value(s) "
-                             f"(columns {cols[:5]}{' ...' if len(cols) > 5 else ''}): clean or impute them first",
-                             "its file contains NaN or infinite values")
-    huge = np.abs(block) > MAX_ABS_VALUE
-    if huge.any():
-        cols = [columns[t] for t in np.flatnonzero(huge.any(axis=0))]
-        raise PartyFileError(f"party file {path} holds {int(huge.sum())} value(s) of magnitude above "
-                             f"{MAX_ABS_VALUE:g} (columns {cols[:5]}{' ...' if len(cols) > 5 else ''}): their "
-                             f"squares would overflow float64; rescale those columns first",
-                             f"its file holds values of magnitude above {MAX_ABS_VALUE:g}")
-    if any(not i for i in ids):
-        raise PartyFileError(f"party file {path} has an empty '{id_column}' value",
-                             f"its file has an empty '{id_column}' value")
-    if len(set(ids)) != len(ids):
-        raise PartyFileError(f"party file {path} repeats ids in column '{id_column}'", "its file repeats ids")
-    return PartyTable(path, columns, block, ids)
+    """Load and check one party's table (CSV or Parquet: :func:`apps.tables.read_table`).  Errors
+    (:class:`PartyFileError`) name the file, row and column; their ``public`` part, for peers, names neither
+    file, column nor value."""
+    return read_table(path, id_column)
 
 
 # ----- the party program --------------------------------------------------------------------------------------

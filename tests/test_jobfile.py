@@ -11,8 +11,8 @@ import threading
 import numpy as np
 import pytest
 
-from apps.jobfile import (keyed_ids_digest, load_job, party_program, read_party_csv, run_job, run_local, run_one,
-                          simulate, write_job, write_party_csvs)
+from apps.jobfile import (PartyFileError, keyed_ids_digest, load_job, party_program, read_party_csv, run_job,
+                          run_local, run_one, simulate, write_job, write_party_csvs)
 from apps.pca import SQMPCA, PCAJobTask
 from mpc.inprocess import run_in_process
 from mpc.launch import MPCError, free_ports, run_parties
@@ -123,7 +123,7 @@ def test_nan_in_a_party_file_refused_before_sharing(tmp_path):
     with pytest.raises(MPCError) as err:
         simulate(spec, PCAJobTask(**JOB_TASK))
     msg = str(err.value)
-    assert "refused before any share was sent" in msg and "client 2" in msg and "NaN" in msg
+    assert "refused before any share was sent" in msg and "client 2" in msg and "missing values" in msg
     assert err.value.codes == {0: 3, 1: 3, 2: 6}  # client 2 refused its own data, the others refused the job
 
 
@@ -164,17 +164,18 @@ def test_read_party_csv_checks(tmp_path):
     assert keyed_ids_digest(key, ["1", "2"]) == keyed_ids_digest(key, t.ids)
     assert keyed_ids_digest(key, ["12"]) != keyed_ids_digest(key, ["1", "2"])  # length-prefixed
     assert t.ids_digest is None  # no unkeyed digest is ever made
-    cases = {"id,a\n1,x\n": "not a number", "id,a\n1,1\n1,2\n": "repeats ids", "a,b\n1,2\n": "no id column",
-             "id,a\n": "no records", "id,a\n1,inf\n": "NaN or infinite", "id,a\n1,2,3\n": "fields",
+    cases = {"id,a\n1,x\n": "holds text", "id,a\n1,1\n1,2\n": "repeats id", "a,b\n1,2\n": "no id column",
+             "id,a\n": "no records", "id,a\n1,inf\n": "infinite", "id,a\n1,2,3\n": "fields",
              "": "empty"}
     for text, msg in cases.items():
         p.write_text(text)
         with pytest.raises(ValueError, match=msg):
             read_party_csv(p)
     p.write_text("id,a\n1,secretvalue\n")
-    with pytest.raises(ValueError) as err:
+    with pytest.raises(PartyFileError) as err:
         read_party_csv(p)
-    assert "secretvalue" not in str(err.value)  # errors never echo a record's values
+    assert "secretvalue" in str(err.value)  # the detail shows its own operator the cell...
+    assert "secretvalue" not in err.value.public and "'a'" not in err.value.public  # ...never a peer
 
 
 def test_load_job_checks(tmp_path):
