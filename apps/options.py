@@ -11,6 +11,9 @@ One definition per flag, so flags cannot drift between commands::
   ``--idle-timeout``, ``--insecure-plaintext``) and the server's privacy-budget ledger (``--ledger``, ``--budget``);
 - :func:`output`: ``--json``, ``--quiet`` (no progress bars).
 
+:func:`check_mode` is the one check that an option given on the command line applies in the chosen mode
+(local comparison or ``--job``): an option the mode does not use is an error naming it, never ignored.
+
 Every command's data option is ``--data`` (a file or folder) and a learning rate is ``--learning-rate``;
 ``-k`` is not used (it meant components in one command and a weight bound in another).
 """
@@ -119,3 +122,34 @@ def job_run_options(args) -> dict:
                 connect_timeout=args.connect_timeout, insecure_plaintext=args.insecure_plaintext,
                 idle_timeout=args.idle_timeout, backend=getattr(args, "backend", DEFAULT_BACKEND),
                 ledger=args.ledger, budget=args.budget)
+
+
+# The options of :func:`job` (and --insecure-reproducible) have a meaning with --job only.
+JOB_ONLY = ("job", "index", "data_file", "ssl_dir", "connect_timeout", "idle_timeout", "insecure_plaintext",
+            "ledger", "budget", "insecure_reproducible")
+MODE_WORDS = {"job": "with --job (the job file says which parties hold which columns and records)",
+              "local": "without --job (a local comparison on one machine)"}
+
+
+def flag(parser: argparse.ArgumentParser, dest: str) -> str:
+    """The command-line spelling of option ``dest`` (its longest flag)."""
+    for a in parser._actions:
+        if a.dest == dest and a.option_strings:
+            return max(a.option_strings, key=len)
+    return "--" + dest.replace("_", "-")
+
+
+def check_mode(args, parser: argparse.ArgumentParser, mode: str, only: dict[str, tuple[str, ...]]) -> None:
+    """Refuse options that do not apply in ``mode``: ``only`` maps each mode to the options (argparse dests)
+    used in that mode alone; one given (a value other than its default, ``parser.get_default``) while
+    running another mode is a ValueError naming every such option and the mode.  Options no mode lists
+    apply everywhere."""
+    if mode not in only:
+        raise ValueError(f"unknown mode {mode!r}; modes: {sorted(only)}")
+    mine = set(only[mode])
+    wrong = sorted({d for m, dests in only.items() if m != mode for d in dests
+                    if d not in mine and hasattr(args, d) and getattr(args, d) != parser.get_default(d)})
+    if wrong:
+        names = ", ".join(flag(parser, d) for d in wrong)
+        raise ValueError(f"{names} {'does' if len(wrong) == 1 else 'do'} not apply "
+                         f"{MODE_WORDS.get(mode, 'in mode ' + mode)}: remove {'it' if len(wrong) == 1 else 'them'}")

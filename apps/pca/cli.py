@@ -14,6 +14,8 @@ from sqm.vertical import VerticalData
 from .baselines import central_dp_pca, local_dp_pca, nonprivate_pca
 from .estimator import SQMPCA
 from .job import PCAJobTask
+from apps.options import JOB_ONLY
+
 from .utility import as_matrix, check_components, optimal_utility, pca_utility
 
 
@@ -42,6 +44,7 @@ def compare(X, n_parties: int, k: int, epsilon: float, delta: float, gamma: floa
         m = SQMPCA(k, epsilon, delta, gamma, row_norm_bound, backend=backend, seed=s_sqm,
                    backend_options=backend_options).fit(data)
         u["sqm"].append(m.utility(X)), secs["sqm"].append(m.seconds_)
+        V = m.components_
         bytes_sent.append(m.bytes_sent_)
         rep, clipped = m.report_, m.clipped_
         central = central_dp_pca(X, k, epsilon, delta, row_norm_bound, seed=s_c)
@@ -59,7 +62,7 @@ def compare(X, n_parties: int, k: int, epsilon: float, delta: float, gamma: floa
     nonpriv = PrivacyReport(method="non-private", epsilon_server=math.inf, delta=0.0)
     sqm = summary("sqm", rep)
     sqm.update(epsilon_server=rep.epsilon_server, epsilon_client=rep.epsilon_client, mu=rep.mu,
-               l2_sensitivity=rep.l2_sensitivity, clipped=clipped)
+               l2_sensitivity=rep.l2_sensitivity, clipped=clipped, components=V)
     return {
         "shape": list(X.shape), "parties": n_parties, "components": k, "runs": int(runs), "backend": backend,
         "row_norm_bound": row_norm_bound, "sqm": sqm,
@@ -106,22 +109,55 @@ def print_table(r: dict, dataset: str = "") -> None:
 # ----- the `sqm pca` command --------------------------------------------------------------------------------
 
 
+LOCAL_ONLY = ("dataset", "data", "parties", "runs", "id_column")
+_PARSER = []  # the `sqm pca` parser (its defaults decide which options were given)
+
+
+def released_components(V, columns) -> list[dict]:
+    """Components (k x d, one per row) in the columns' terms: one {column: loading} per component."""
+    return [{c: float(v) for c, v in zip(columns, row)} for row in np.asarray(V)]
+
+
+def _local_data(args):
+    """(X, its column names, what to call it): ``--data FILE`` alone is the user's own table (CSV/Parquet;
+    features: every column except the optional ``--id-column``); else ``--dataset`` (digits by default),
+    read from ``--data`` when the dataset comes from files."""
+    from apps.datasets import load_dataset
+
+    if args.data is not None and args.dataset is None:
+        import os
+
+        if os.path.isdir(args.data):
+            raise ValueError(f"--data {args.data} is a folder: give your own table (a CSV or Parquet file), or "
+                             f"--dataset NAME with --data for that dataset's folder")
+        from apps.tables import read_table
+
+        t = read_table(args.data, args.id_column, require_id=False, what="data file")
+        return t.block, t.columns, os.path.basename(args.data)
+    name = args.dataset or "digits"
+    ds = load_dataset(name, args.data)
+    cols = getattr(ds, "feature_names", None)
+    return ds.X, (list(cols) if cols is not None else [f"x{j}" for j in range(ds.X.shape[1])]), name
+
+
 def _run_cli(args) -> int:
     from sqm.report import write_json
 
-    from apps.options import runtime_options
+    from apps.options import check_mode, runtime_options
 
+    check_mode(args, _PARSER[-1], "job" if args.job else "local", {"job": JOB_ONLY, "local": LOCAL_ONLY})
     if args.job:
         return _run_job(args)
-    if args.data_file is not None:
-        raise ValueError("--data-file replaces one client's file of a job: use it with --job and --index")
-    from apps.datasets import load_dataset, scale_rows
+    from apps.datasets import scale_rows
 
-    X = scale_rows(load_dataset(args.dataset, args.data).X, args.row_norm_bound)
+    X, columns, name = _local_data(args)
+    X = scale_rows(X, args.row_norm_bound)
     r = compare(X, args.parties, args.components, args.epsilon, args.delta, args.gamma, args.row_norm_bound,
                 args.backend, args.runs, args.seed, progress=not args.quiet, backend_options=runtime_options(args))
-    r["dataset"] = args.dataset
-    print_table(r, args.dataset)
+    r["dataset"] = name
+    r["columns"] = columns
+    r["released"] = {"components": released_components(r["sqm"].pop("components"), columns)}
+    print_table(r, name)
     if not r["secure_mode"]:
         print(f"secure_mode: false (--seed {args.seed}: a reproducible local experiment; whoever knows the seed "
               f"can regenerate every party's noise)")
@@ -160,15 +196,25 @@ def register(sub) -> None:
                     "--parties clients on this machine and compare SQM with central DP (Analyze Gauss), the "
                     "local-DP VFL baseline and non-private PCA.  With --job: a real multi-party job in which "
                     "each party reads only its own CSV file.")
-    p.add_argument("--dataset", default="digits",
-                   help="digits (default), breast_cancer, iris, wine, diabetes (scikit-learn bundled) or citeseer")
-    p.add_argument("--data", default=None,
-                   help="path of a real dataset's file or folder (citeseer: default ../shared/data/citeseer/)")
+    p.add_argument("--dataset", default=None,
+                   help="digits (the default without --data), breast_cancer, iris, wine, diabetes (scikit-learn "
+                        "bundled) or citeseer")
+    p.add_argument("--data", default=None, metavar="FILE",
+                   help="your own table (CSV, or Parquet by its .parquet extension): the comparison runs on all "
+                        "its columns except --id-column, split among --parties clients.  With --dataset: that "
+                        "dataset's file or folder")
+    p.add_argument("--id-column", default=None,
+                   help="with --data FILE: the column holding record ids, left out of the features (default: none)")
     p.add_argument("--parties", type=int, default=3, help="clients holding column blocks (default 3)")
     p.add_argument("--components", type=int, default=5, help="principal components k (default 5)")
     p.add_argument("--gamma", type=float, default=4096.0, help="quantization scale gamma >= 1 (default 4096)")
     p.add_argument("--row-norm-bound", type=float, default=1.0,
-                   help="c: rows are scaled so the largest norm is c, and each party clips its sub-rows to "
-                        "c sqrt(its columns / all columns) (default 1)")
+                   help="c (default 1).  Without --job: rows are scaled so the largest norm is c (a data-derived "
+                        "scaling: the local comparison only), then each party clips its sub-rows to c sqrt(its "
+                        "columns / all columns).  With --job: each client first scales its columns to the public "
+                        "bounds declared in the job file (\"bounds\"; none declared: NO scaling), then clips its "
+                        "sub-rows to its share of c; clipped rows are counted and a WARNING is printed at that "
+                        "client when more than 1%% of its rows were clipped")
     p.add_argument("--runs", type=int, default=1, help="average utilities over this many runs (default 1)")
     p.set_defaults(func=_run_cli)
+    _PARSER[:] = [p]
