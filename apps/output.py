@@ -1,0 +1,87 @@
+"""The one JSON output of every ``sqm`` command (``--json FILE``), schema version 1.
+
+Every command builds its file with :func:`document` and writes it with :func:`write`: the same top-level keys
+for every command and, for one command, in local and job mode (``apps/output.schema.json``, JSON Schema
+draft 2020-12, shipped in the package; :func:`schema` loads it)::
+
+    {"schema_version": "1", "command": "pca", "mode": "local" | "job" | "bench" | "ledger",
+     "sqm_version": ..., "simulation": true | false | null, "secure_mode": ..., "dataset": ...,
+     "parameters": {...}, "privacy": [PrivacyReport.as_dict(), ...], "results": [{"method": ..., ...}],
+     "timings": {"total": seconds, ...}, "bytes": {"total": int | null, "per_party": [...]},
+     optional: "columns", "released", "warnings", "clients", "ledger", "job", "details"}
+
+The file is strict JSON (:func:`sqm.report.to_json`, ``allow_nan=False``): a non-finite number is written as
+the string "inf", "-inf" or "nan" (an epsilon "inf" means no privacy guarantee); numpy values become plain
+numbers and lists.
+"""
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any, Iterable
+
+SCHEMA_VERSION = "1"
+SCHEMA_FILE = "output.schema.json"
+OPTIONAL = ("columns", "released", "warnings", "clients", "ledger", "job", "details")
+MODES = ("local", "job", "bench", "ledger")
+# argparse destinations that are not parameters of the run (dispatch and output options)
+NOT_PARAMETERS = {"func", "bench_cli", "command", "bench", "budget_command", "json", "quiet", "plot"}
+
+
+def schema() -> dict:
+    """The output schema (``apps/output.schema.json``, shipped as package data)."""
+    return json.loads(resources.files("apps").joinpath(SCHEMA_FILE).read_text())
+
+
+def command_name(args) -> str:
+    """The subcommand that runs: ``"pca"``, ``"bench pca-utility"``, ``"budget show"``..."""
+    sub = getattr(args, "bench", None) or getattr(args, "budget_command", None)
+    return f"{args.command} {sub}" if sub else str(args.command)
+
+
+def parameters(args, **resolved) -> dict:
+    """The run's options (``args``, less dispatch and output options), with ``resolved`` values (defaults
+    the command chose, e.g. a dataset's sampling rate) in place of the given ones."""
+    out = {k: v for k, v in vars(args).items() if k not in NOT_PARAMETERS and not callable(v)}
+    out.update(resolved)
+    return out
+
+
+def byte_counts(per_party: Iterable | None = None, total: int | None = None) -> dict:
+    """``{"total", "per_party"}``: bytes each party sent (index 0 the server; None: not measured here) and
+    their sum (None when any is unmeasured, unless given)."""
+    per = [None if b is None else int(b) for b in (per_party or [])]
+    if total is None and per and all(b is not None for b in per):
+        total = sum(per)
+    return {"total": None if total is None else int(total), "per_party": per}
+
+
+def document(command: str, mode: str, *, parameters: dict, results: Iterable[dict], privacy: Iterable = (),
+             timings: dict | None = None, bytes: dict | None = None, simulation: bool | None = None,
+             secure_mode: bool | None = None, dataset: str | None = None, **optional: Any) -> dict:
+    """One output document (see the module docstring); ``privacy``: :class:`sqm.report.PrivacyReport` objects
+    or their dicts; ``optional``: only the keys of :data:`OPTIONAL` (None values are left out)."""
+    from sqm import __version__
+
+    if mode not in MODES:
+        raise ValueError(f"unknown output mode {mode!r}; modes: {MODES}")
+    unknown = sorted(set(optional) - set(OPTIONAL))
+    if unknown:
+        raise ValueError(f"output keys {unknown} are not in schema version {SCHEMA_VERSION}; optional keys: "
+                         f"{OPTIONAL}")
+    doc = {"schema_version": SCHEMA_VERSION, "command": command, "mode": mode, "sqm_version": __version__,
+           "simulation": simulation, "secure_mode": secure_mode, "dataset": dataset,
+           "parameters": dict(parameters), "privacy": [getattr(p, "as_dict", lambda p=p: p)() for p in privacy],
+           "results": [dict(r) for r in results], "timings": dict(timings or {}),
+           "bytes": bytes if bytes is not None else byte_counts()}
+    doc.update({k: v for k, v in optional.items() if v is not None})
+    return doc
+
+
+def write(path: str, doc: dict) -> None:
+    """Write ``doc`` (:func:`document`) to ``path`` as strict JSON (:func:`sqm.report.write_json`)."""
+    from sqm.report import write_json
+
+    if doc.get("schema_version") != SCHEMA_VERSION:
+        raise ValueError("apps.output.write takes a document built by apps.output.document")
+    write_json(path, doc)
