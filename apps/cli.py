@@ -73,9 +73,11 @@ def main(argv=None) -> int:
     from mpc.exitcodes import EXIT_USAGE, NAMES
     from mpc.launch import MPCError
 
+    from .extras import MissingExtra
+
     try:
         return int(args.func(args) or 0)
-    except ValueError as e:  # bad options, parameters or job file, found before any party started
+    except (ValueError, MissingExtra) as e:  # bad options, parameters or job file, found before any party started
         print(f"sqm: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except MPCError as e:  # a party refused, had bad data, was lost or timed out: nothing was released

@@ -32,6 +32,12 @@ def check_device(device: str) -> str:
 def run(args) -> int:
     from sqm.report import render_table, write_json
 
+    from ..extras import require
+
+    require("vfl", "sqm pbm-vfl", ("torch",))
+    if args.plot:
+        require("plot", "--plot")
+
     device = check_device(args.device or default_device())
     btr, bte, ytr, yte, n_classes = load_split(args.dataset, args.parties, args.data, split_seed=args.split_seed)
     base = VFLConfig(method="pbm", b=args.b, beta=args.beta, epochs=args.epochs, batch_size=args.batch_size,
