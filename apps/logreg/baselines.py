@@ -52,6 +52,9 @@ def dpsgd_fit(X, y, epsilon: float, delta: float, q: float, epochs: int, learnin
     accountant, <= epsilon; sigma = noise multiplier x clip norm)."""
     import warnings
 
+    from ..extras import require
+
+    require("vfl", "the DPSGD baseline")
     import torch
     from opacus import PrivacyEngine
     from opacus.accountants.utils import get_noise_multiplier

@@ -178,6 +178,10 @@ def run(args) -> int:
     lr = args.learning_rate if args.learning_rate is not None else DEFAULT_LR[args.dataset]
     W = args.weight_bound if args.weight_bound is not None else DEFAULT_W[args.dataset]
     methods = ("sqm",) if args.no_baselines else ("sqm", "dpsgd", "local", "nonprivate", "taylor")
+    from ..extras import missing
+
+    not_run = {"dpsgd": why} if "dpsgd" in methods and (why := missing("vfl", "DPSGD (Opacus)")) else {}
+    methods = tuple(m for m in methods if m not in not_run)
     runs = []
     for r in range(args.runs):
         seed = None if args.seed is None else args.seed + r
@@ -193,13 +197,16 @@ def run(args) -> int:
     print(f"  q {q:g}  epochs {epochs}  rounds {rep.rounds}  batch cap {s['b_max']}  lr {lr:g}  "
           f"||w|| <= {W:g}  gamma {args.gamma:g}  mu {rep.mu:.4g}")
     print(f"  clipped records per client {s['clipped']}  batches truncated {s['batches_truncated']}")
-    print(render_table(utility_rows(res), UTILITY_COLUMNS))
+    print(render_table(utility_rows(res) + [{"method": "DPSGD (not run)"}] * bool(not_run), UTILITY_COLUMNS))
+    for why in not_run.values():
+        print(f"  not run: {why}")
     print(f"  * SQM: {MODEL_SHARED_NOTE}")
     if args.seed is not None:
         print("  --seed: one process derives every party's seed (a local experiment, secure_mode false)")
     if args.json:
         write_json(args.json, dict(dataset=args.dataset, q=q, epochs=epochs, parties=args.parties, learning_rate=lr,
-                                   weight_bound=W, secure_mode=args.seed is None, **res, per_run=runs))
+                                   weight_bound=W, secure_mode=args.seed is None, **res, per_run=runs,
+                                   not_run=not_run))
     return 0
 
 
