@@ -1,7 +1,8 @@
 """Datasets, loaded once for every application: :func:`load_dataset` returns one :class:`Dataset`.
 
-scikit-learn's bundled sets (digits, breast_cancer, iris, wine, diabetes) and real sets read from files under
-``../shared/data/`` (citeseer, adult, credit_default, phishing); nothing is downloaded at run time.  The
+scikit-learn's bundled sets (digits, breast_cancer, iris, wine, diabetes) and real sets read from files in the
+data home (citeseer, adult, credit_default, phishing; :mod:`apps.datahome`: ``$SQM_DATA``, else ``~/sqm_data``),
+each file verified against its SHA-256; nothing is downloaded at run time (``sqm data fetch NAME`` does).  The
 readers below (``load_adult``, ``load_credit_default``, ``load_citeseer``, ``load_phishing``) parse one file
 format each; applications call :func:`load_dataset` and apply their own preprocessing (splits, scaling).
 """
@@ -56,10 +57,18 @@ ADULT_NUMERIC = {"age": (0.0, 100.0, False), "education-num": (0.0, 16.0, False)
                  "hours-per-week": (0.0, 100.0, False)}
 
 
-def _missing(path, what: str, where: str):
-    if not os.path.exists(path):
-        raise ValueError(f"{what} not found at {path}: fetch it ({where}) and put it there "
-                         f"(see SOURCE.md in the matching folder of shared/data/); nothing is downloaded at run time")
+def _missing(path, what: str, name: str):
+    if not os.path.isfile(path):
+        raise ValueError(f"{what} not found at {path}: run `sqm data fetch {name}` and pass no path (the data "
+                         f"home: --data-home or $SQM_DATA), or pass the path of a copy")
+
+
+def _home(name: str) -> str:
+    """The folder of the real dataset ``name`` in the data home, its files verified (missing: an error saying
+    ``sqm data fetch NAME``)."""
+    from .datahome import fetch
+
+    return fetch(name, download_if_missing=False)
 
 
 def _scale01(v: np.ndarray, lo: float, hi: float, log: bool) -> np.ndarray:
@@ -124,7 +133,7 @@ def load_adult(directory) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
     """
     tr, te = os.path.join(directory, "adult.data"), os.path.join(directory, "adult.test")
     for p in (tr, te):
-        _missing(p, os.path.basename(p), "UCI Adult, https://archive.ics.uci.edu/dataset/2/adult")
+        _missing(p, os.path.basename(p), "adult")
     Xtr, ytr = encode_adult(_read_adult(tr))
     Xte, yte = encode_adult(_read_adult(te))
     return Xtr, ytr, Xte, yte
@@ -149,8 +158,7 @@ def load_credit_default(path) -> tuple[np.ndarray, np.ndarray]:
     repayment status (-2..9) mapped to [0, 1]; X12-X23 amounts symmetric-log scaled; rows divided by
     sqrt(23): ||x||_2 <= 1 always.  No train/test split is given: split it yourself.
     """
-    _missing(path, "UCI_Credit_Card.csv", "UCI Default of Credit Card Clients, "
-             "https://archive.ics.uci.edu/dataset/350")
+    _missing(path, "UCI_Credit_Card.csv", "credit-default")
     raw = np.genfromtxt(path, delimiter=",", names=True, dtype=np.float64)
     need = ["X%d" % k for k in range(1, 24)] + ["Y"]
     missing = [c for c in need if c not in raw.dtype.names]
@@ -175,27 +183,20 @@ def load_credit_default(path) -> tuple[np.ndarray, np.ndarray]:
 
 # ----- CiteSeer (PCA) and a loader by name -----------------------------------------------------------------
 
-# the project's read-only data folder (../shared/data next to the repository)
-SHARED_DATA = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data"))
-
-
 def load_citeseer(path=None) -> tuple[np.ndarray, np.ndarray]:
     """CiteSeer (Planetoid) binary word features of the graph's largest connected component: (X, labels).
 
-    ``path``: ``citeseer_planetoid.npz`` or the folder holding it (default ``../shared/data/citeseer/``).
+    ``path``: ``citeseer_planetoid.npz`` or the folder holding it (default: the data home's).
     The largest connected component of the citation graph has 2,120 nodes, 10 of them without any word;
     dropping those gives the paper's 2,110 x 3,703 matrix (rows in node order).
     """
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
 
-    path = os.path.join(SHARED_DATA, "citeseer") if path is None else str(path)
+    path = _home("citeseer") if path is None else str(path)
     if os.path.isdir(path):
         path = os.path.join(path, "citeseer_planetoid.npz")
-    if not os.path.isfile(path):
-        raise ValueError(f"CiteSeer not found at {path}: fetch the Planetoid files (github.com/kimiyoung/planetoid, "
-                         f"data/ind.citeseer.*), assemble citeseer_planetoid.npz as described in "
-                         f"shared/data/citeseer/SOURCE.md and put it there; nothing is downloaded at run time")
+    _missing(path, "CiteSeer (citeseer_planetoid.npz)", "citeseer")
     with np.load(path, allow_pickle=False) as d:
         F, E, labels = d["features"], d["edges"], d["labels"]
     n = F.shape[0]
@@ -213,20 +214,15 @@ def load_phishing(path=None) -> tuple[np.ndarray, np.ndarray]:
     """(X, y) of the UCI Phishing Websites data: 11,055 records x 30 features in {-1, 0, 1}.
 
     ``path``: ``phishing.csv`` (header row, 31 columns, ``Result`` last), ``Training_Dataset.arff``, or the
-    folder holding either (default ``../shared/data/phishing/``).  Labels: ``Result`` 1 -> 1, -1 -> 0.
+    folder holding either (default: the data home's).  Labels: ``Result`` 1 -> 1, -1 -> 0.
     """
-    if path is None:
-        path = os.path.join(SHARED_DATA, "phishing")
-    path = os.path.normpath(str(path))
+    path = _home("phishing") if path is None else os.path.abspath(str(path))
     if os.path.isdir(path):
         for name in ("phishing.csv", "Training_Dataset.arff"):
             if os.path.isfile(os.path.join(path, name)):
                 path = os.path.join(path, name)
                 break
-    if not os.path.isfile(path):
-        raise ValueError(f"phishing data not found at {path}: fetch the UCI Phishing Websites data "
-                         f"(UCI id 327 / OpenML 4534, see shared/data/phishing/SOURCE.md) and put phishing.csv "
-                         f"there; nothing is downloaded at run time")
+    _missing(path, "phishing data (phishing.csv or Training_Dataset.arff)", "phishing")
     rows = []
     with open(path) as f:
         in_data = not path.endswith(".arff")
@@ -293,13 +289,14 @@ def _two_parties(d: int, active: int) -> tuple[tuple[int, ...], ...]:
     return tuple(range(active)), tuple(range(active, d))
 
 
-def _default(path, *parts) -> str:
-    return os.path.join(SHARED_DATA, *parts) if path is None else str(path)
+def _default(path, name: str) -> str:
+    return _home(name) if path is None else str(path)
 
 
 def load_dataset(name: str, path=None) -> Dataset:
     """The dataset ``name`` (one of :data:`DATASETS`).  ``path``: the file or folder of a dataset read from
-    files (default its folder under ``../shared/data/``); bundled sets ignore it."""
+    files (default its folder in the data home, :func:`apps.datahome.data_home`; missing there: an error saying
+    ``sqm data fetch NAME``); bundled sets ignore it."""
     if name in BUNDLED:
         from sklearn import datasets
 
@@ -318,7 +315,7 @@ def load_dataset(name: str, path=None) -> Dataset:
         active = sum(1 for f in names if f.split("=")[0] in first)
         return Dataset(name, Xtr, ytr, names, Xte, yte, _two_parties(len(names), active))
     if name == "credit_default":
-        p = _default(path, "credit-default")
+        p = _default(path, "credit_default")
         if os.path.isdir(p):
             p = os.path.join(p, "UCI_Credit_Card.csv")
         X, y = load_credit_default(p)
