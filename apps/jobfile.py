@@ -417,13 +417,14 @@ class JobParty(PartyProgram):
             counts = {j: g["rows"] for j, g in zip(ctx.clients, got)}
             raise refused(f"clients hold different record counts {counts}")
         meta = JobMeta(tuple(int(g["cols"]) for g in got), int(rows[0]))
+        key = await ctx.clients_key(None if ctx.is_server else key_contribution(self.task, ctx.pid))
+        if table is not None:
+            table.ids_digest = keyed_ids_digest(key, table.ids)
+        await check_id_sets(ctx, key, table)  # different id sets: refused, naming the client and how many
         entry = None
         if self.ledger is not None:  # charged before any share: refused if over budget
             entry = self.ledger.reserve(self.dataset, self.task, meta, client=not ctx.is_server)
         try:
-            key = await ctx.clients_key(None if ctx.is_server else key_contribution(self.task, ctx.pid))
-            if table is not None:
-                table.ids_digest = keyed_ids_digest(key, table.ids)
             result = await self.task.run(ctx, table, meta)
         except BaseException:
             if entry is not None:
@@ -476,11 +477,93 @@ class LedgerGuard:
             raise refused(str(e)) from None
 
 
+def canonical_order(ids) -> list[int]:
+    """The row order every client computes alone from its own ids: by integer value when every id is an
+    integer (ties, such as '7' and '07', by text), else by text.  Clients holding the same ids in any file
+    order (shuffled, sorted as text) hold their rows in the same order after it; nothing is sent."""
+    try:
+        keys = [(int(i), i) for i in ids]
+    except ValueError:
+        keys = [(0, i) for i in ids]
+    return sorted(range(len(ids)), key=keys.__getitem__)
+
+
+ID_DIGEST_BYTES = 16  # one id's keyed digest in the id-set comparison
+
+
+def _id_digests(key: bytes, ids) -> list[bytes]:
+    return [hmac.new(key, b"sqm-id:" + str(i).encode(), hashlib.sha256).digest()[:ID_DIGEST_BYTES] for i in ids]
+
+
+def id_set_verdict(sets: dict[int, set]) -> str:
+    """"ok", or which clients' id sets differ from the largest group of equal sets (ties: the group of the
+    lowest client) and by how many ids each way, never which ids."""
+    groups: dict[frozenset, list[int]] = {}
+    for j, s in sets.items():
+        groups.setdefault(frozenset(s), []).append(j)
+    if len(groups) == 1:
+        return "ok"
+    ref = max(groups.values(), key=lambda g: (len(g), -min(g)))
+    r = min(ref)
+    odd = sorted(j for j in sets if j not in ref)
+    return "; ".join(f"client {j}'s record ids differ from client {r}'s: {len(sets[j] - sets[r])} of client {j}'s "
+                     f"{len(sets[j])} ids are not at client {r} and {len(sets[r] - sets[j])} of client {r}'s are "
+                     f"not at client {j}" for j in odd) + (" (ids are not shown; every client's file must hold "
+                                                           "the same records, in any order)")
+
+
+async def check_id_sets(ctx, key: bytes | None, table: PartyTable | None) -> None:
+    """Refuse the job, before any share is sent, unless every client holds the same set of record ids.
+
+    The clients compare their keyed digests of their ids in canonical order (``table.ids_digest``: equal
+    exactly when the id sets are equal, the rows being in :func:`canonical_order`) among themselves.  Only
+    if they differ does each client send the other clients (never the server) one keyed digest per id
+    (HMAC-SHA256 under the clients' job key, 16 bytes), from which every client counts how many ids differ;
+    every client then refuses with :func:`id_set_verdict` (client names and counts, never an id) and the
+    server is told only that the id sets differ (as :meth:`mpc.protocol.PartyContext.check_clients`).  What a client learns in that case: the other clients hold the key, so a client learns
+    which of ITS OWN ids another client lacks, and it could test guessed ids (sequential numbers, phone
+    numbers) against another client's digests, learning that client's ids beyond its own.  This is what
+    private set intersection, the usual first step of vertical federated learning, reveals anyway, and it
+    happens only in a job that is refused; we accept it.  When the sets agree, nothing but the one
+    set digest is exchanged.  The server learns pass/fail only."""
+    from mpc.party import messages as wire
+
+    verdict_ok = wire.value(str, "a verdict", lambda s: len(s) < 4000)
+    if ctx.is_server:
+        await ctx.send_recv({}, [], None, "record id sets")
+        await ctx.send_recv({}, [], None, "record id differences")
+        verdicts = await ctx.send_recv({}, ctx.clients, verdict_ok, "verdict on record ids")
+    else:
+        got = await ctx.send_recv({c: table.ids_digest for c in ctx.clients}, ctx.clients, wire.digest(32),
+                                  "record id sets")
+        differ = len(set(got)) > 1
+        mine = b"".join(sorted(_id_digests(key, table.ids))) if differ else b""
+        blobs = await ctx.send_recv({c: mine for c in ctx.clients}, ctx.clients,
+                                    wire.value(bytes, "keyed id digests",
+                                               lambda b: len(b) % ID_DIGEST_BYTES == 0 and (differ or not b)),
+                                    "record id differences")
+        if differ:  # every client finds the same: refuse now; the server's notice names no client
+            from mpc.party import ProtocolError
+
+            named = id_set_verdict({c: {b[k:k + ID_DIGEST_BYTES] for k in range(0, len(b), ID_DIGEST_BYTES)}
+                                    for c, b in zip(ctx.clients, blobs)})
+            raise ProtocolError(f"party {ctx.pid}: refused before any share was sent: {named}",
+                                public="refused before any share was sent: clients hold different record id "
+                                       "sets (the clients' operators see which client and how many ids)")
+        verdicts = await ctx.send_recv({p: "ok" for p in range(ctx.M)}, ctx.clients, verdict_ok,
+                                       "verdict on record ids")
+    bad = [v for v in verdicts if v != "ok"]
+    if bad:
+        raise refused(bad[0])
+
+
 def load_own_file(file, id_column: str, pid: int) -> tuple[PartyTable | None, dict]:
-    """A client's table and the schema message it sends every party: ``{"cols", "rows"}``, or
-    ``{"error": short category}`` naming no path, header or value (the full detail is printed here only)."""
+    """A client's table, its rows in :func:`canonical_order` of their ids, and the schema message it sends
+    every party: ``{"cols", "rows"}``, or ``{"error": short category}`` naming no path, header or value (the
+    full detail is printed here only)."""
     try:
         table = read_party_csv(file, id_column)
+        table = table.reordered(canonical_order(table.ids))
     except PartyFileError as e:
         print(f"client {pid}: {e}", file=sys.stderr)
         return None, {"error": e.public}
@@ -620,8 +703,11 @@ def job_command(args, make_task, server_summary) -> int:
     process; an :class:`mpc.launch.MPCError` makes ``sqm`` exit with the job's exit code), prints the server's
     privacy report as a table, its ledger entry and ``server_summary(result)`` (the app's lines; returns its
     JSON fields), and each client's own scalar results (its clipped rows...: known to that party only), and
-    writes ``--json``."""
-    from sqm.report import render_table, write_json
+    writes ``--json`` (:mod:`apps.output`, mode "job"; ``server_summary``'s keys go under "released", but
+    for the optional top-level keys it names: "columns", "released", "warnings"...)."""
+    from sqm.report import render_table
+
+    from apps import output
 
     secure_mode = seed_policy(args.seed, args.insecure_reproducible)  # a seed without the opt-in: refused
     spec = load_job(args.job)
@@ -629,8 +715,9 @@ def job_command(args, make_task, server_summary) -> int:
     recs = run_job(spec, task, args.index, **job_run_options(args))
     if not secure_mode:
         print("secure_mode: false (--insecure-reproducible: every party's noise can be regenerated from the seed)")
-    out = {"job": spec.path, "dataset": spec.dataset_id, "secure_mode": secure_mode, "clients": {},
-           "bytes_sent": {}}
+    simulation = getattr(args, "backend", "mpyc") == "plain"  # no bytes are measured in the simulation
+    out = {"clients": {}, "privacy": [], "results": [], "released": {}, "extra": {}, "timings": {},
+           "bytes": [None] * len(spec.parties)}
     for i, rec in enumerate(recs):
         if rec is None:
             continue
@@ -638,22 +725,34 @@ def job_command(args, make_task, server_summary) -> int:
         if i == 0:
             rep = res["report"]
             rep = rep.as_dict() if hasattr(rep, "as_dict") else dict(rep)
-            out.update(server_summary(res))
+            summary = dict(server_summary(res))
+            out["extra"] = {k: summary.pop(k) for k in list(summary) if k in output.OPTIONAL}
+            out["released"] = {**summary, **out["extra"].pop("released", {})}
             print(render_table([{**rep, "seconds": rec.get("seconds"), "bytes": rec.get("bytes_sent")}],
                                ["epsilon_server", "epsilon_client", "delta", "gamma", "mu", "seconds", "bytes"]))
             if res.get("ledger") is not None:
                 e = res["ledger"]
                 print(f"ledger {e['ledger']}: dataset {e['dataset']!r}, this release epsilon {e['epsilon']:.4g} at "
                       f"delta {e['delta']:g}; spent {e['spent']:.4g}, left {e['left']:.4g}")
-            out.update(report=rep, epsilon_server=rep["epsilon_server"], epsilon_client=rep.get("epsilon_client"),
-                       seconds=rec.get("seconds"), ledger=res.get("ledger"))
+            out["privacy"] = [rep]
+            out["results"] = [{"method": rep.get("method", "SQM"), "epsilon_server": rep["epsilon_server"],
+                               "epsilon_client": rep.get("epsilon_client"), "delta": rep["delta"],
+                               "records": res.get("n_records"), "seconds": rec.get("seconds"),
+                               "bytes": None if simulation else rec.get("bytes_sent")}]
+            out["extra"]["ledger"] = res.get("ledger")
         else:  # a client's own counts (clipped rows, truncated batches...): data-dependent, known to it only
             mine = {k: v for k, v in res.items() if k not in ("file", "col_counts", "n_records")
                     and isinstance(v, (int, float, str)) and not isinstance(v, bool)}
             print(f"client {i} ({res.get('file')}): " + ", ".join(f"{k} {v}" for k, v in mine.items())
                   + " (known to this party only)")
             out["clients"][str(i)] = mine
-        out["bytes_sent"][str(i)] = int(rec.get("bytes_sent", 0))
+        out["timings"][f"party {i}"] = rec.get("seconds")
+        out["bytes"][i] = None if simulation else rec.get("bytes_sent")
     if args.json:
-        write_json(args.json, out)
+        output.write(args.json, output.document(
+            output.command_name(args), "job", parameters=output.parameters(args), results=out["results"],
+            privacy=out["privacy"], timings=out["timings"], secure_mode=secure_mode, simulation=simulation,
+            bytes=output.byte_counts(out["bytes"]),
+            dataset=spec.dataset_id, job=spec.path, clients=out["clients"], released=out["released"] or None,
+            **out["extra"]))
     return 0

@@ -261,10 +261,10 @@ def test_sqm_exit_codes_bad_data_and_a_value_too_large(tmp_path, capsys):
 def test_sqm_exit_code_refused_and_the_id_mismatch_named_to_the_clients_only(tmp_path, capsys):
     ids = list(range(40))
 
-    def swap(d):  # client 2 holds the same ids in another order
+    def swap(d):  # client 2 holds another id in place of one (another order alone is aligned: test_owndata.py)
         p = d / "party2.csv"
         lines = p.read_text().splitlines()
-        lines[1], lines[2] = lines[2], lines[1]
+        lines[1] = "1000," + lines[1].split(",", 1)[1]
         p.write_text("\n".join(lines) + "\n")
 
     job = _job(tmp_path, ids=ids, edit=swap)
@@ -273,8 +273,8 @@ def test_sqm_exit_code_refused_and_the_id_mismatch_named_to_the_clients_only(tmp
     lines = _party_lines(err)
     assert {i: c for i, (c, _) in lines.items()} == {0: EXIT_REFUSED, 1: EXIT_REFUSED, 2: EXIT_REFUSED}
     for i in (1, 2):
-        assert "client 2 differs from client 1" in lines[i][1], lines[i]
-    assert "clients disagree on record ids" in lines[0][1] and "differs" not in lines[0][1], lines[0]
+        assert "client 2's record ids differ from client 1's: 1 of client 2's 40" in lines[i][1], lines[i]
+    assert "clients hold different record id sets" in lines[0][1] and "client 2" not in lines[0][1], lines[0]
 
 
 def test_logreg_label_error_reaches_the_others_as_a_refusal(tmp_path, capsys):

@@ -1,0 +1,179 @@
+"""Own-data jobs (issue 14, part 5): one table reader with errors in the user's words, records aligned
+across clients in any file order, different id sets refused with counts, public scaling bounds, option
+modes, ``sqm pca --data FILE``.  Everything runs in process (``apps.jobfile.simulate``)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from apps.jobfile import canonical_order, load_job, simulate, write_party_csvs
+from apps.pca import SQMPCA, PCAJobTask
+from apps.tables import PartyFileError, read_table
+from mpc.launch import MPCError
+from sqm.vertical import VerticalData
+
+JOB_TASK = dict(n_components=2, epsilon=1.0, delta=1e-5, gamma=1024.0, seed=5, insecure_reproducible=True)
+
+
+def pca(argv) -> int:
+    """``sqm pca ARGV`` through the command's own parser (its errors raise)."""
+    import argparse
+
+    from apps.pca.cli import register
+
+    parser = argparse.ArgumentParser(prog="sqm")
+    register(parser.add_subparsers())
+    args = parser.parse_args(["pca", *argv])
+    return args.func(args)
+
+
+def make_X(m=30, n=6, seed=0):
+    X = np.random.default_rng(seed).normal(size=(m, n)) * np.linspace(2.0, 0.5, n)
+    return X / np.linalg.norm(X, axis=1).max()
+
+
+# ----- the table reader -------------------------------------------------------------------------------------
+
+
+def _err(tmp_path, text, name="t.csv", **kw) -> PartyFileError:
+    f = tmp_path / name
+    f.write_bytes(text.encode("utf-8"))
+    with pytest.raises(PartyFileError) as e:
+        read_table(f, **kw)
+    return e.value
+
+
+def test_missing_cells_are_called_missing_with_count_and_first_place(tmp_path):
+    e = _err(tmp_path, "id,age,income\n1,30,\n2,NA,5\n3,null,NaN\n")
+    msg = str(e)
+    assert "4 missing value(s)" in msg and "row 1 (line 2), column 'income'" in msg
+    assert "not a number" not in msg and e.public == "its file has missing values"
+    e = _err(tmp_path, "id,a\n1,2\n2,-inf\n")
+    assert "1 infinite value(s); the first at row 2 (line 3), column 'a'" in str(e)
+
+
+def test_text_column_named_with_its_first_text_cell(tmp_path):
+    e = _err(tmp_path, "id,a,city\n1,0.5,2\n2,0.5,3\n3,1,Paris\n")
+    assert "column 'city' holds text ('Paris' at row 3 (line 4)): encode it as numbers or drop it" in str(e)
+    assert "Paris" not in e.public and "city" not in e.public
+
+
+def test_byte_order_mark_and_separators(tmp_path):
+    want = np.array([[0.5, 2.0], [1.5, -3.0]])
+    for sep in (",", ";", "\t", "|"):
+        f = tmp_path / "t.csv"
+        f.write_bytes(("\ufeff" + sep.join(["id", "a", "b"]) + "\n" + sep.join(["1", "0.5", "2"]) + "\n"
+                       + sep.join(["2", "1.5", "-3"]) + "\n").encode("utf-8"))
+        t = read_table(f)
+        assert t.columns == ["a", "b"] and t.ids == ["1", "2"] and np.array_equal(t.block, want), sep
+
+
+def test_missing_id_column_lists_columns_and_names_the_option(tmp_path):
+    e = _err(tmp_path, "key,a,b\n1,2,3\n")
+    assert "no id column 'id'" in str(e) and "'key', 'a', 'b'" in str(e) and "--id-column" in str(e)
+    e = _err(tmp_path, "id,a\n1,2\n2,3\n1,4\n")
+    assert "repeats id '1' in column 'id' (at row 1 (line 2) and row 3 (line 4))" in str(e)
+    f = tmp_path / "noid.csv"
+    f.write_text("a,b\n1,2\n")
+    t = read_table(f, None, require_id=False)  # --data FILE without an id column: every column a feature
+    assert t.columns == ["a", "b"] and t.ids == []
+
+
+def test_parquet_table(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    f = str(tmp_path / "t.parquet")
+    pq.write_table(pa.table({"id": [3, 1], "a": [0.5, 1.5], "n": [1, 2]}), f)
+    t = read_table(f)
+    assert t.ids == ["3", "1"] and t.columns == ["a", "n"] and t.block.tolist() == [[0.5, 1.0], [1.5, 2.0]]
+    pq.write_table(pa.table({"id": [1, 2], "a": [0.5, None], "city": ["x", "y"]}), f)
+    assert "holds text ('x' at row 1)" in str(pytest.raises(PartyFileError, read_table, f).value)
+    pq.write_table(pa.table({"id": [1, 2], "a": [0.5, None]}), f)
+    assert "1 missing value(s)" in str(pytest.raises(PartyFileError, read_table, f).value)
+
+
+# ----- records aligned without revealing ids; different id sets refused -------------------------------------
+
+
+def _rewrite_rows(path, order, ids=None):
+    """Rewrite a party CSV with its records in ``order`` (and, optionally, other ids)."""
+    lines = open(path).read().splitlines()
+    body = lines[1:]
+    if ids is not None:
+        body = [f"{i},{line.split(',', 1)[1]}" for i, line in zip(ids, body)]
+    with open(path, "w") as f:
+        f.write("\n".join([lines[0]] + [body[k] for k in order]) + "\n")
+
+
+def test_canonical_order():
+    assert canonical_order(["10", "2", "1"]) == [2, 1, 0]  # integers by value
+    assert canonical_order(["b", "10", "a"]) == [1, 2, 0]  # otherwise by text
+    assert canonical_order(["07", "7", "1"]) == [2, 0, 1]  # equal values: by text
+
+
+def test_shuffled_and_text_sorted_records_give_the_aligned_release_bit_for_bit(tmp_path):
+    X = make_X()
+    results = {}
+    for how in ("aligned", "shuffled", "text-sorted"):
+        spec = load_job(write_party_csvs(X, tmp_path / how, 2))
+        if how == "shuffled":
+            _rewrite_rows(spec.parties[2].file, np.random.default_rng(1).permutation(30))
+        elif how == "text-sorted":
+            _rewrite_rows(spec.parties[1].file, sorted(range(30), key=str))  # 0, 1, 10, 11, ..., 2, 20, ...
+        results[how] = simulate(spec, PCAJobTask(**JOB_TASK), timeout=120)[0]["result"]
+    ref = SQMPCA(backend="plain", **{k: v for k, v in JOB_TASK.items() if k != "insecure_reproducible"}).fit(
+        VerticalData.split(X, 2))
+    assert list(results["aligned"]["raw"]) == list(ref.raw_)  # ids 0..29 in order: the estimator's rows
+    for how in ("shuffled", "text-sorted"):
+        assert list(results[how]["raw"]) == list(ref.raw_), how
+        assert np.array_equal(results[how]["components"], ref.components_), how
+
+
+def test_a_client_with_three_other_ids_is_refused_naming_it_and_the_count(tmp_path, capsys):
+    spec = load_job(write_party_csvs(make_X(), tmp_path, 3))
+    ids = list(range(30))
+    ids[3], ids[11], ids[20] = 1000, 1001, 1002
+    _rewrite_rows(spec.parties[2].file, np.random.default_rng(2).permutation(30), ids=ids)
+    with pytest.raises(MPCError) as err:
+        simulate(spec, PCAJobTask(**JOB_TASK), timeout=120)
+    msg = str(err.value)
+    assert ("client 2's record ids differ from client 1's: 3 of client 2's 30 ids are not at client 1 and 3 of "
+            "client 1's are not at client 2") in msg
+    assert "1000" not in msg and "1001" not in msg  # never which ids
+    server = msg.split("server (party 0) exited")[1].split("client 1 (party 1)")[0]
+    assert "clients hold different record id sets" in server and "client 2" not in server
+    assert err.value.codes == {0: 3, 1: 3, 2: 3, 3: 3}
+
+
+# ----- options that do not apply in the chosen mode -----------------------------------------------------------
+
+
+def test_options_of_another_mode_are_errors_naming_them(tmp_path):
+    with pytest.raises(ValueError, match=r"--dataset, --parties, --runs do not apply with --job"):
+        pca(["--job", str(tmp_path / "j.json"), "--parties", "5", "--runs", "3", "--dataset", "wine"])
+    with pytest.raises(ValueError, match=r"--ledger does not apply without --job"):
+        pca(["--ledger", str(tmp_path / "l.db")])
+    with pytest.raises(ValueError, match=r"--insecure-reproducible does not apply without --job"):
+        pca(["--insecure-reproducible"])
+
+
+# ----- sqm pca --data FILE --------------------------------------------------------------------------------------
+
+
+def test_pca_data_file_runs_the_comparison_on_the_users_table(tmp_path, capsys):
+    X = np.random.default_rng(3).normal(size=(120, 4)) * [3.0, 1.0, 0.5, 0.2]
+    f = tmp_path / "mine.csv"
+    f.write_text("\ufeffrec;height;weight;age;score\n"
+                 + "".join(f"r{i};" + ";".join(map(repr, row)) + "\n" for i, row in enumerate(X.tolist())))
+    out = tmp_path / "o.json"
+    code = pca(["--data", str(f), "--id-column", "rec", "--parties", "2", "--components", "1",
+                 "--backend", "plain", "--seed", "1", "--quiet", "--json", str(out)])
+    assert code == 0
+    assert "PCA of mine.csv 120 x 4" in capsys.readouterr().out  # the user's table, not digits (1797 x 64)
+    r = json.loads(out.read_text())
+    assert r["columns"] == ["height", "weight", "age", "score"] and r["shape"] == [120, 4]
+    top = r["released"]["components"][0]
+    assert list(top) == r["columns"] and abs(top["height"]) > 0.9  # the dominant column leads the component
