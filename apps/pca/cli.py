@@ -140,9 +140,25 @@ def _local_data(args):
     return ds.X, (list(cols) if cols is not None else [f"x{j}" for j in range(ds.X.shape[1])]), name
 
 
-def _run_cli(args) -> int:
-    from sqm.report import write_json
+def output_document(r: dict, args) -> dict:
+    """``sqm pca``'s output document (:mod:`apps.output`) of :func:`compare`'s result ``r``."""
+    from apps import output
 
+    rows = table_rows(r)
+    plain = r["backend"] == "plain"
+    return output.document(
+        output.command_name(args), "local", parameters=output.parameters(args), results=rows,
+        privacy=[r[k]["report"] for k in ("sqm", "central", "local", "nonprivate")],
+        timings={row["method"]: row["seconds"] for row in rows}, simulation=plain, secure_mode=r["secure_mode"],
+        bytes=output.byte_counts(None if plain else r["bytes_sent_per_party"]), dataset=r.get("dataset"),
+        columns=r.get("columns"), released=r.get("released"),
+        details={"shape": r["shape"], "runs": r["runs"], "clipped": r["sqm"]["clipped"],
+                 "utilities": {row["method"]: r[k].get("utilities") for row, k in
+                               zip(rows, ("sqm", "central", "local", "nonprivate"))}})
+
+
+def _run_cli(args) -> int:
+    from apps import output
     from apps.options import check_mode, runtime_options
 
     check_mode(args, _PARSER[-1], "job" if args.job else "local", {"job": JOB_ONLY, "local": LOCAL_ONLY})
@@ -162,7 +178,7 @@ def _run_cli(args) -> int:
         print(f"secure_mode: false (--seed {args.seed}: a reproducible local experiment; whoever knows the seed "
               f"can regenerate every party's noise)")
     if args.json:
-        write_json(args.json, r)
+        output.write(args.json, output_document(r, args))
     return 0
 
 
