@@ -14,7 +14,8 @@ import sys
 import sqm
 
 # subcommand modules: each defines register(subparsers)
-COMMANDS = ["apps.demo", "apps.pca", "apps.linreg", "apps.logreg", "apps.pbm_vfl", "apps.hdp_vfl", "apps.budget"]
+COMMANDS = ["apps.demo", "apps.pca", "apps.linreg", "apps.logreg", "apps.pbm_vfl", "apps.hdp_vfl", "apps.budget",
+            "apps.data_cli"]
 
 # sqm bench NAME -> module defining add_arguments(parser) and cli(args) -> int
 BENCHMARKS = {
