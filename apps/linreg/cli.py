@@ -135,8 +135,29 @@ class LinRegJobTask(JobTask):
 # ----- the `sqm linreg` command -------------------------------------------------------------------------------
 
 
+def output_document(r: dict, args) -> dict:
+    """``sqm linreg``'s output document (:mod:`apps.output`) of :func:`compare`'s result ``r``: SQM's privacy
+    report, central DP's (the Gaussian mechanism at the same (epsilon, delta), its sigma) and non-private's."""
+    from sqm.report import PrivacyReport
+
+    from .. import output
+
+    sqm_row, central, nonpriv = r["rows"]
+    plain = args.backend == "plain"
+    return output.document(
+        output.command_name(args), "local", parameters=output.parameters(args), results=r["rows"],
+        privacy=[r["report"], PrivacyReport(method=central["method"], epsilon_server=args.epsilon,
+                                            delta=args.delta, sigma=central.get("sigma")),
+                 PrivacyReport(method=nonpriv["method"], epsilon_server=math.inf, delta=0.0)],
+        timings={row["method"]: row["seconds"] for row in r["rows"]}, simulation=plain,
+        secure_mode=r["secure_mode"], bytes=output.byte_counts(total=None if plain else round(sqm_row["bytes"])),
+        dataset=r.get("dataset"), details={k: r[k] for k in ("shape", "train", "test", "runs")})
+
+
 def run(args) -> int:
-    from sqm.report import render_table, write_json
+    from sqm.report import render_table
+
+    from .. import output
 
     if args.job:
         return _run_job(args)
@@ -152,7 +173,7 @@ def run(args) -> int:
     if args.backend == "plain":
         print("(plain backend: the in-process SIMULATION of the parties' programs; bytes are not measured)")
     if args.json:
-        write_json(args.json, r)
+        output.write(args.json, output_document(r, args))
     return 0
 
 
