@@ -135,11 +135,14 @@ def test_cli_plain_json(tmp_path):
     assert main(["pca", "--dataset", "iris", "--parties", "2", "--components", "2", "--backend", "plain",
                  "--runs", "2", "--seed", "1", "--quiet", "--json", str(out)]) == 0
     r = json.loads(out.read_text())
-    for key in ("sqm", "central", "local", "nonprivate"):
-        assert 0 < r[key]["utility_ratio"] <= 1 + 1e-12 and r[key]["utility"] > 0
-    assert r["nonprivate"]["utility_ratio"] == 1.0
-    assert r["epsilon_server"] <= 1 + 1e-9 and r["epsilon_client"] > r["epsilon_server"]
-    assert r["delta"] == 1e-5 and r["gamma"] == 4096 and r["runs"] == 2 and len(r["sqm"]["utilities"]) == 2
+    rows = r["results"]  # SQM, central, local, non-private (apps.output)
+    assert len(rows) == 4 and all(0 < m["utility_ratio"] <= 1 + 1e-12 and m["utility"] > 0 for m in rows)
+    assert rows[3]["utility_ratio"] == 1.0
+    sqm = r["privacy"][0]
+    assert sqm["epsilon_server"] <= 1 + 1e-9 and sqm["epsilon_client"] > sqm["epsilon_server"]
+    p = r["parameters"]
+    assert p["delta"] == 1e-5 and p["gamma"] == 4096 and p["runs"] == 2
+    assert len(r["details"]["utilities"][rows[0]["method"]]) == 2
     assert main(["pca", "--dataset", "iris", "--components", "5", "--backend", "plain", "--quiet"]) == 2  # k > 4
 
 
