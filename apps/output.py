@@ -34,15 +34,18 @@ def schema() -> dict:
 
 
 def command_name(args) -> str:
-    """The subcommand that runs: ``"pca"``, ``"bench pca-utility"``, ``"budget show"``..."""
+    """The subcommand that runs: ``"pca"``, ``"bench pca-utility"``, ``"budget show"``...  (``args.command``;
+    for a parser built without that destination, the application package of ``args.func``: ``hdp-vfl``.)"""
     sub = getattr(args, "bench", None) or getattr(args, "budget_command", None)
-    return f"{args.command} {sub}" if sub else str(args.command)
+    name = getattr(args, "command", None) or args.func.__module__.split(".")[1].replace("_", "-")
+    return f"{name} {sub}" if sub else str(name)
 
 
 def parameters(args, **resolved) -> dict:
     """The run's options (``args``, less dispatch and output options), with ``resolved`` values (defaults
     the command chose, e.g. a dataset's sampling rate) in place of the given ones."""
-    out = {k: v for k, v in vars(args).items() if k not in NOT_PARAMETERS and not callable(v)}
+    out = {k: v for k, v in vars(args).items() if k not in NOT_PARAMETERS and not callable(v)
+           and not k.startswith(("verbose", "quiet"))}  # -v/-q: apps.options.add_verbosity's dests
     out.update(resolved)
     return out
 
