@@ -8,7 +8,7 @@ import numpy as np
 
 from apps.hdp_vfl.estimator import HDPLogisticRegression
 from apps.hdp_vfl.privacy import GUARANTEE
-from sqm.report import render_table, write_json
+from sqm.report import render_table
 
 DATASETS = ("breast_cancer", "credit_default", "adult")  # the paper's three (apps.datasets loads them)
 
@@ -129,11 +129,16 @@ def run(args) -> int:
         print(f"SQM-LR: {sqm_res.get('message', '')}")
     print("Note: " + GUARANTEE)
     if args.json:
-        out = {"secure_mode": secure_mode, "dataset": args.dataset, "train_records": int(Xtr.shape[0]),
-               "test_records": int(Xte.shape[0]),
-               "active_features": a, "passive_features": d - a, "epsilon": args.epsilon, "delta": args.delta,
-               "guarantee_note": GUARANTEE, "hdp": hdp, "sqm": sqm_res, **refs}
-        write_json(args.json, out)
+        from apps import output
+
+        details = {"train_records": int(Xtr.shape[0]), "test_records": int(Xte.shape[0]), "active_features": a,
+                   "passive_features": d - a, "guarantee_note": GUARANTEE, "sqm_lr": sqm_res, "references": refs}
+        output.write(args.json, output.document(
+            output.command_name(args), "local", parameters=output.parameters(args, active_features=a),
+            results=rows, privacy=model.privacy_, secure_mode=secure_mode, simulation=args.backend == "plain",
+            timings={"HDP-VFL": hdp["seconds"], "SQM-LR (same eps, delta)": sqm_res.get("seconds")},
+            bytes=output.byte_counts(None if args.backend == "plain" else hdp["bytes_sent"]), dataset=args.dataset,
+            details=details))
     return 0
 
 
