@@ -380,10 +380,11 @@ def test_cli_writes_json(tmp_path, capsys):
     args = parser.parse_args(["hdp-vfl", "--backend", "plain", "--seed", "0", "--no-sqm", "--quiet",
                               "--json", str(out)])
     assert args.func(args) == 0
-    rep = json.loads(out.read_text())
-    assert 0.5 < rep["hdp"]["accuracy"] <= 1 and rep["sqm"]["accuracy"] is None
-    assert {"single_party", "centralized", "nonprivate_vfl", "majority_class"} <= set(rep)
-    assert [p["method"] for p in rep["hdp"]["privacy"]] == ["HDP-VFL (active party)", "HDP-VFL (passive party)"]
+    rep = json.loads(out.read_text())  # apps.output: the printed table's rows as results
+    acc = {r["method"]: r["test accuracy"] for r in rep["results"]}
+    assert 0.5 < acc["HDP-VFL"] <= 1 and acc["SQM-LR (same eps, delta)"] is None
+    assert {"single_party", "centralized", "nonprivate_vfl", "majority_class"} <= set(rep["details"]["references"])
+    assert [p["method"] for p in rep["privacy"]] == ["HDP-VFL (active party)", "HDP-VFL (passive party)"]
     assert rep["secure_mode"] is False  # a seeded run is an experiment, and says so
     text = capsys.readouterr().out
     assert "different guarantee" in text and "HDP-VFL" in text and "EXPERIMENT" in text
