@@ -30,7 +30,7 @@ def check_device(device: str) -> str:
 
 
 def run(args) -> int:
-    from sqm.report import render_table, write_json
+    from sqm.report import render_table
 
     from ..extras import require
 
@@ -92,12 +92,15 @@ def run(args) -> int:
     print(f"  time {r.seconds:.2f} s, {1e3 * r.iter_seconds / max(r.iterations, 1):.2f} ms per iteration, "
           f"{100 * r.sum_seconds / max(r.iter_seconds, 1e-12):.1f}% in the secure sum; clipped entries {r.clipped}")
     if args.json:
-        obj = {"secure_mode": secure_mode, "dataset": args.dataset, "parties": M, "b": args.b, "beta": args.beta,
-               "epochs": args.epochs, "embedding_size": args.embedding_size, "backend": args.backend,
-               "device": device, "delta": args.delta, "methods": {k: v.as_dict() for k, v in results.items()},
-               "privacy": {k: v.as_dict() for k, v in privacy.items()}, "pbm_accounting": rep.as_dict(),
-               "table": rows}
-        write_json(args.json, obj, indent=1)
+        from apps import output
+
+        plain = args.backend == "plain"
+        output.write(args.json, output.document(
+            output.command_name(args), "local", parameters=output.parameters(args, parties=M, device=device),
+            results=rows, privacy=[privacy[k] for k in results], secure_mode=secure_mode, simulation=plain,
+            timings={row["method"]: v.seconds for row, v in zip(rows, results.values())},
+            bytes=output.byte_counts(total=None if plain else r.bytes_sent), dataset=args.dataset,
+            details={"methods": {k: v.as_dict() for k, v in results.items()}, "pbm_accounting": rep.as_dict()}))
         print(f"wrote {args.json}")
     if args.plot:
         import matplotlib
