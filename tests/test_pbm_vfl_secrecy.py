@@ -251,8 +251,9 @@ def test_cli_records_secure_mode(tmp_path, capsys):
         text = capsys.readouterr().out
         assert ("EXPERIMENT" in text) is (not secure)
     # the table and the JSON report the paper's LDP and the equal-epsilon one, with their epsilons
-    assert set(obj["methods"]) == set(obj["privacy"]) == {"pbm", "npq", "ldp", "ldp_eq"}
-    p = obj["privacy"]
+    methods = obj["details"]["methods"]  # apps.output: privacy holds the reports in the methods' order
+    assert list(methods) == ["pbm", "npq", "ldp", "ldp_eq"] and len(obj["privacy"]) == len(obj["results"]) == 4
+    p = dict(zip(methods, obj["privacy"]))
     assert p["ldp_eq"]["epsilon_server"] == pytest.approx(p["pbm"]["epsilon_server"])
     assert p["ldp"]["epsilon_server"] < p["pbm"]["epsilon_server"] and p["ldp"]["sigma"] > p["ldp_eq"]["sigma"]
     assert p["npq"]["epsilon_server"] == "inf"  # strict JSON (sqm.report.write_json)
