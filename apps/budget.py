@@ -75,7 +75,7 @@ def _summary(led, dataset) -> dict:
 def run_show(args) -> int:
     from sqm import events as ev
     from sqm.ledger import Ledger, spent_epsilon
-    from sqm.report import render_table, write_json
+    from sqm.report import render_table
 
     led = Ledger(args.ledger)
     summary = _summary(led, args.dataset)
@@ -101,14 +101,14 @@ def run_show(args) -> int:
                                   ("at delta", "at delta", ".3g"), ("eta", "eta", ".3g"),
                                   ("spent so far", "spent so far", ".4g")]))
     if args.json:
-        write_json(args.json, {"summary": summary, "releases": [
+        _write(args, rows, dataset=args.dataset, details={"summary": summary, "releases": [
             {**r, "events": ev.events_to_json(r["events"])} for r in rel]})
     return 0
 
 
 def run_list(args) -> int:
     from sqm.ledger import Ledger
-    from sqm.report import render_table, write_json
+    from sqm.report import render_table
 
     led = Ledger(args.ledger)
     rows = [_summary(led, d) for d in led.datasets()]
@@ -118,5 +118,13 @@ def run_list(args) -> int:
         print(render_table(rows, ["dataset", "budget epsilon", ("budget delta", "budget delta", ".3g"),
                                   "spent", "left", "releases"]))
     if args.json:
-        write_json(args.json, rows)
+        _write(args, rows)
     return 0
+
+
+def _write(args, rows: list[dict], **extra) -> None:
+    """``--json``: the ledger's rows as the results of an :mod:`apps.output` document (mode "ledger")."""
+    from apps import output
+
+    output.write(args.json, output.document(output.command_name(args), "ledger", results=rows,
+                                            parameters=output.parameters(args), **extra))
