@@ -146,7 +146,9 @@ def test_sqm_budget_command(tmp_path, capsys):
     assert f"spent {spent:.4g}, left {2 - spent:.4g} over 1 release(s)" in out
     assert out.splitlines()[-1].split()[2:6] == ["pca", "job-1", "completed", f"{spent:.4g}"]
     saved = json.load(open(tmp_path / "s.json"))
-    assert ev.events_from_json(saved["releases"][0]["events"]) == [E] and saved["summary"]["spent"] == spent
+    assert saved["command"] == "budget show" and saved["mode"] == "ledger"  # apps.output
+    details = saved["details"]
+    assert ev.events_from_json(details["releases"][0]["events"]) == [E] and details["summary"]["spent"] == spent
     assert main(["budget", "list", "--ledger", path]) == 0
     assert capsys.readouterr().out.splitlines()[-1].split() == ["adult", "2", "1e-05", f"{spent:.4g}",
                                                                f"{2 - spent:.4g}", "1"]
