@@ -3,7 +3,25 @@ processes (``$SQM_LOCAL_PORTS``, see :func:`mpc.launch.local_port_range`), below
 ephemeral range, so two workers' jobs never pick the same port between choosing it and listening on it."""
 import os
 
+import pytest
+
 _worker = os.environ.get("PYTEST_XDIST_WORKER", "")
 if _worker.startswith("gw"):
     _k = int(_worker[2:])
     os.environ["SQM_LOCAL_PORTS"] = f"{20000 + 1000 * _k}-{20999 + 1000 * _k}"
+
+@pytest.fixture
+def real_dataset():
+    """``real_dataset("adult")``: the folder of a real dataset in the data home (``$SQM_DATA``, else
+    ``~/sqm_data``), every file verified.  Missing there, the test is skipped with a message naming
+    ``sqm data fetch NAME``, unless ``$SQM_REQUIRE_DATA=1`` (CI): then it fails."""
+    def get(name: str) -> str:
+        from apps.datahome import DataMissing, fetch
+
+        try:
+            return fetch(name, download_if_missing=False)
+        except DataMissing as e:
+            if os.environ.get("SQM_REQUIRE_DATA") == "1":
+                pytest.fail(f"$SQM_REQUIRE_DATA=1 and {e}")
+            pytest.skip(str(e))
+    return get
