@@ -258,7 +258,7 @@ def _download(url: str, dest: str, label: str, progress: bool) -> None:
     req = urllib.request.Request(url, headers={"User-Agent": "sqm-vfl data fetcher"})
     with urllib.request.urlopen(req, timeout=60) as r, open(dest, "wb") as out:
         total = int(r.headers.get("Content-Length") or 0) or None
-        with tqdm(total=total, unit="B", unit_scale=True, desc=label, disable=not progress, leave=False) as bar:
+        with tqdm(total=total, unit="B", unit_scale=True, desc=label, disable=not progress) as bar:
             for block in iter(lambda: r.read(1 << 16), b""):
                 out.write(block)
                 bar.update(len(block))
