@@ -54,8 +54,8 @@ import dataclasses
 import hashlib
 import hmac
 import json
+import logging
 import os
-import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,6 +64,8 @@ from mpc.party import PartyProgram
 
 from .options import job_run_options
 from .tables import MAX_ABS_VALUE, PartyFileError, PartyTable, read_table  # noqa: F401 (re-exported)
+
+log = logging.getLogger(__name__)
 
 
 # ----- job files --------------------------------------------------------------------------------------------
@@ -74,6 +76,7 @@ class PartySpec:
     address: str
     file: str | None = None  # None for the server
     name: str = ""
+    bounds: tuple = ()  # ((column, lo, hi), ...): public ranges declared for this client's columns
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,11 @@ class JobSpec:
     @property
     def n_clients(self) -> int:
         return len(self.parties) - 1
+
+    @property
+    def bounds(self) -> tuple:
+        """Each client's declared column ranges (``()`` where it declares none): public, in the job file."""
+        return tuple(p.bounds for p in self.parties[1:])
 
     @property
     def addresses(self) -> list[str]:
@@ -166,7 +174,10 @@ def load_job(path) -> JobSpec:
             if not isinstance(f, str) or not f:
                 raise ValueError(f"job file {path}: client {i} needs a 'file' (its CSV)")
             f = _confined(f, base, i, path)
-        parties.append(PartySpec(addr, f, str(e.get("name") or ("server" if i == 0 else f"client{i}"))))
+        if i == 0 and e.get("bounds") is not None:
+            raise ValueError(f"job file {path}: party 0 is the server and holds no data; remove its 'bounds'")
+        parties.append(PartySpec(addr, f, str(e.get("name") or ("server" if i == 0 else f"client{i}")),
+                                 check_bounds(e.get("bounds"), f"job file {path}: client {i}'s")))
     addrs = [p.address for p in parties]
     if len(set(addrs)) != len(addrs):
         raise ValueError(f"job file {path}: duplicate party addresses {addrs}")
@@ -189,6 +200,38 @@ def load_job(path) -> JobSpec:
     return JobSpec(tuple(parties), id_column, path, job_id, name, dataset)
 
 
+def check_bounds(raw, who: str = "") -> tuple:
+    """A client's declared public column ranges, ``{"column": [lo, hi], ...}``, as ((column, lo, hi), ...)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict) or not raw:
+        raise ValueError(f"{who} 'bounds' must map column names to public ranges [lo, hi], e.g. "
+                         f"{{\"age\": [0, 120]}}")
+    out = []
+    for col, r in raw.items():
+        ok = isinstance(r, (list, tuple)) and len(r) == 2 and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) for v in r)
+        if not ok or not r[0] < r[1]:
+            raise ValueError(f"{who} bound of column {col!r} must be a range [lo, hi] of finite numbers with "
+                             f"lo < hi, got {r!r}")
+        out.append((str(col), float(r[0]), float(r[1])))
+    return tuple(out)
+
+
+def scale_to_bounds(block: np.ndarray, columns, bounds, col_bound: float) -> tuple[np.ndarray, int]:
+    """A client's block with each declared column clamped to its public range [lo, hi] and multiplied by
+    ``col_bound / max(|lo|, |hi|)`` (zero stays zero: a range [-a, a] maps to [-b, b], [0, a] to [0, b]);
+    undeclared columns are left as they are.  Returns it and how many values lay outside their ranges."""
+    out = np.array(block, dtype=np.float64)
+    at = {c: j for j, c in enumerate(columns)}
+    outside = 0
+    for col, lo, hi in bounds:
+        j = at[col]
+        outside += int(np.count_nonzero((out[:, j] < lo) | (out[:, j] > hi)))
+        out[:, j] = np.clip(out[:, j], lo, hi) * (col_bound / max(abs(lo), abs(hi)))
+    return out, outside
+
+
 def check_dataset_id(dataset) -> str:
     """A job file's ``dataset``: 1-200 printable characters naming the data the ledger charges."""
     if not isinstance(dataset, str) or not 0 < len(dataset) <= 200 or not dataset.isprintable():
@@ -197,10 +240,10 @@ def check_dataset_id(dataset) -> str:
 
 
 def write_job(path, addresses, files, id_column: str = "id", job_id: str | None = None,
-              name: str | None = None, dataset: str | None = None) -> str:
+              name: str | None = None, dataset: str | None = None, bounds=None) -> str:
     """Write a job file: ``addresses[0]`` the server's, then one address and one file per client; a fresh
     random ``job_id`` unless given, the job's ``name`` (as in its certificates) and the ``dataset`` id (the
-    ledger's) if given."""
+    ledger's) if given; ``bounds``: per client, None or its public column ranges ``{column: [lo, hi]}``."""
     if len(addresses) != len(files) + 1:
         raise ValueError(f"need one address per party: {len(addresses)} addresses for 1 server + "
                          f"{len(files)} clients")
@@ -212,6 +255,9 @@ def write_job(path, addresses, files, id_column: str = "id", job_id: str | None 
             raise ValueError(f"client {j}'s file {f} lies outside the job file's folder {base}: load_job "
                              f"would refuse it (put it there, or have its operator pass --data-file)")
         parties.append({"address": a, "file": rel})
+        if bounds is not None and bounds[j - 1] is not None:
+            check_bounds(bounds[j - 1], f"client {j}'s")
+            parties[-1]["bounds"] = {c: [float(lo), float(hi)] for c, (lo, hi) in bounds[j - 1].items()}
     from mpc.certs import check_job_name
     from mpc.launch import new_job_id
     from mpc.session import check_job_id
@@ -228,12 +274,12 @@ def write_job(path, addresses, files, id_column: str = "id", job_id: str | None 
 
 def write_party_csvs(X, directory, n_parties: int | None = None, col_counts=None, ids=None,
                      id_column: str = "id", addresses=None, prefix: str = "party",
-                     job_name: str = "job.json", dataset: str | None = None) -> str:
+                     job_name: str = "job.json", dataset: str | None = None, bounds=None) -> str:
     """Split ``X``'s columns among parties, write ``{prefix}{j}.csv`` (id + columns) and a job file.
 
     ``col_counts`` gives each party's column count (default: ``n_parties`` near-equal blocks, as
     :meth:`sqm.vertical.VerticalData.split`).  ``ids`` default to 0..m-1.  ``addresses`` default to
-    loopback ports chosen free now; ``dataset``: the job file's dataset id (see :func:`write_job`).  Floats
+    loopback ports chosen free now; ``dataset`` and ``bounds``: see :func:`write_job`.  Floats
     are written with 17 significant digits (exact round trip).
     Returns the job file's path.
     """
@@ -264,7 +310,8 @@ def write_party_csvs(X, directory, n_parties: int | None = None, col_counts=None
         from mpc.launch import free_ports
 
         addresses = [f"127.0.0.1:{p}" for p in free_ports(len(col_counts) + 1)]
-    return write_job(os.path.join(directory, job_name), addresses, files, id_column, dataset=dataset)
+    return write_job(os.path.join(directory, job_name), addresses, files, id_column, dataset=dataset,
+                     bounds=bounds)
 
 
 # ----- one party's file -------------------------------------------------------------------------------------
@@ -361,7 +408,7 @@ def seed_policy(seed, insecure_reproducible: bool = False, warn: bool = True) ->
                          f"its own randomness from OS entropy), or pass --insecure-reproducible for a "
                          f"reproducible experiment whose result is not private against anyone knowing the seed")
     if warn:
-        print(INSECURE_WARNING.format(seed=seed), file=sys.stderr)
+        log.warning(INSECURE_WARNING.format(seed=seed))
     return False
 
 
@@ -379,12 +426,30 @@ class JobParty(PartyProgram):
     client's own ledger of what it observes; None: none)."""
 
     def __init__(self, index: int, file: str | None, id_column: str, task: JobTask, dataset: str | None = None,
-                 ledger: "LedgerGuard | None" = None):
+                 ledger: "LedgerGuard | None" = None, bounds: tuple = ()):
         self.index, self.file, self.id_column, self.task = index, file, id_column, task
-        self.dataset, self.ledger = dataset, ledger
+        self.dataset, self.ledger, self.bounds = dataset, ledger, tuple(bounds)
+
+    @property
+    def own_bounds(self) -> tuple:
+        """This client's declared column ranges (the job file's, public; ``()``: none, or the server)."""
+        return self.bounds[self.index - 1] if self.index > 0 and self.bounds else ()
 
     def public(self):
-        return ["sqm-jobfile", self.id_column, self.dataset, self.task.public()]
+        extra = [self.bounds] if any(self.bounds) else []  # every client's declared ranges, agreed by all
+        return ["sqm-jobfile", self.id_column, self.dataset, self.task.public(), *extra]
+
+    def _scaled(self, table: PartyTable, meta: "JobMeta", pid: int) -> tuple[PartyTable, int]:
+        """This client's table scaled to its declared ranges: each declared column's bound is its share of
+        the task's row norm bound, c_j / sqrt(its columns) (c_j: :func:`sqm.vertical.party_norm_bounds`), so a
+        row inside the declared ranges is never clipped."""
+        from sqm.vertical import party_norm_bounds
+
+        c_j = party_norm_bounds(self.task.row_norm_bound, meta.col_counts,
+                                getattr(self.task, "party_bounds", None))[pid - 1]
+        block, outside = scale_to_bounds(table.block, table.columns, self.own_bounds,
+                                         float(c_j) / np.sqrt(table.n_cols))
+        return dataclasses.replace(table, block=block), outside
 
     def describe(self) -> str:
         """The task and a digest of its public parameters (no file, no seed): compared before anything else."""
@@ -402,7 +467,7 @@ class JobParty(PartyProgram):
         await ctx.agree(tuple(self.public()), "task")
         table, mine = None, None
         if not ctx.is_server:
-            table, mine = load_own_file(self.file, self.id_column, ctx.pid)
+            table, mine = load_own_file(self.file, self.id_column, ctx.pid, self.own_bounds)
         out = {p: mine for p in range(ctx.M)} if not ctx.is_server else {}
         if mine is not None and "error" in mine:  # its own file: tell everyone why and refuse at once (BAD_DATA)
             await ctx.send_recv(out, [], None, "client schemas")
@@ -417,10 +482,14 @@ class JobParty(PartyProgram):
             counts = {j: g["rows"] for j, g in zip(ctx.clients, got)}
             raise refused(f"clients hold different record counts {counts}")
         meta = JobMeta(tuple(int(g["cols"]) for g in got), int(rows[0]))
+        columns = [c for g in got for c in g["names"]]  # public schema: every client's column names, in order
         key = await ctx.clients_key(None if ctx.is_server else key_contribution(self.task, ctx.pid))
         if table is not None:
             table.ids_digest = keyed_ids_digest(key, table.ids)
         await check_id_sets(ctx, key, table)  # different id sets: refused, naming the client and how many
+        outside = None
+        if table is not None and self.own_bounds:  # scaled to the job file's public ranges
+            table, outside = self._scaled(table, meta, ctx.pid)
         entry = None
         if self.ledger is not None:  # charged before any share: refused if over budget
             entry = self.ledger.reserve(self.dataset, self.task, meta, client=not ctx.is_server)
@@ -438,6 +507,10 @@ class JobParty(PartyProgram):
                                                                "status", "spent", "left", "ledger")})
         if table is not None:
             result.setdefault("file", table.file)
+            if outside is not None:
+                result.setdefault("outside_declared_range", outside)  # this client's own count
+        else:
+            result.setdefault("columns", columns)
         return result
 
 
@@ -557,27 +630,36 @@ async def check_id_sets(ctx, key: bytes | None, table: PartyTable | None) -> Non
         raise refused(bad[0])
 
 
-def load_own_file(file, id_column: str, pid: int) -> tuple[PartyTable | None, dict]:
+def load_own_file(file, id_column: str, pid: int, bounds: tuple = ()) -> tuple[PartyTable | None, dict]:
     """A client's table, its rows in :func:`canonical_order` of their ids, and the schema message it sends
-    every party: ``{"cols", "rows"}``, or ``{"error": short category}`` naming no path, header or value (the
-    full detail is printed here only)."""
+    every party: ``{"cols", "rows", "names"}`` (its column names: the public schema of a valid file), or
+    ``{"error": short category}`` naming no path, header or value (the full detail is printed here only).
+    ``bounds``: its declared column ranges; a declared column missing from the file is refused."""
     try:
         table = read_party_csv(file, id_column)
         table = table.reordered(canonical_order(table.ids))
+        absent = [c for c, _, _ in bounds if c not in table.columns]
+        if absent:
+            raise PartyFileError(f"party file {file} lacks the column(s) {absent} whose ranges the job file "
+                                 f"declares (\"bounds\"); its columns are {table.columns}",
+                                 "its file lacks columns whose ranges the job file declares")
     except PartyFileError as e:
-        print(f"client {pid}: {e}", file=sys.stderr)
+        log.error(f"client {pid}: {e}")
         return None, {"error": e.public}
     except OSError as e:
-        print(f"client {pid}: party file {file} could not be read: {e}", file=sys.stderr)
+        log.error(f"client {pid}: party file {file} could not be read: {e}")
         return None, {"error": "its party file could not be read"}
-    return table, {"cols": table.n_cols, "rows": table.n_rows}
+    return table, {"cols": table.n_cols, "rows": table.n_rows, "names": list(table.columns)}
 
 
 def _schema_ok(g) -> bool:
-    """A client's schema message: {"cols": int >= 1, "rows": int >= 1} or {"error": short text}."""
+    """A client's schema message: {"cols": int >= 1, "rows": int >= 1, "names": cols short strings} or
+    {"error": short text}."""
     if set(g) == {"error"}:
         return isinstance(g["error"], str) and len(g["error"]) < 2000
-    return set(g) == {"cols", "rows"} and all(type(g[k]) is int and g[k] >= 1 for k in ("cols", "rows"))
+    return (set(g) == {"cols", "rows", "names"} and all(type(g[k]) is int and g[k] >= 1 for k in ("cols", "rows"))
+            and isinstance(g["names"], list) and len(g["names"]) == g["cols"]
+            and all(isinstance(n, str) and len(n) <= 1000 for n in g["names"]))
 
 
 def party_program(spec: JobSpec, index: int, task: JobTask, ledger: "LedgerGuard | None" = None) -> JobParty:
@@ -591,7 +673,10 @@ def party_program(spec: JobSpec, index: int, task: JobTask, ledger: "LedgerGuard
                          f"to the job file's \"dataset\" (or its \"name\"); add one")
     if ledger is not None:
         ledger = dataclasses.replace(ledger, job_id=spec.job_id)
-    return JobParty(index, spec.parties[index].file, spec.id_column, task, spec.dataset_id, ledger)
+    if any(spec.bounds) and not hasattr(task, "row_norm_bound"):
+        raise ValueError(f"job file {spec.path or '(unnamed)'} declares column ranges (\"bounds\"), which "
+                         f"{type(task).__name__} does not use: remove them")
+    return JobParty(index, spec.parties[index].file, spec.id_column, task, spec.dataset_id, ledger, spec.bounds)
 
 
 def job_programs(spec: JobSpec, task: JobTask, ledger: "LedgerGuard | None" = None) -> list[JobParty]:
@@ -695,6 +780,23 @@ def run_one(spec: JobSpec, index: int, task: JobTask, timeout: float = 3600.0,
         return job.load(rf)
 
 
+CLIP_WARN_FRACTION = 0.01  # a client that clipped more than this fraction of its rows is warned
+
+
+def clip_warning(index: int, counts: dict) -> str | None:
+    """The WARNING for client ``index`` whose own counts (``clipped``, ``rows``) show more than
+    :data:`CLIP_WARN_FRACTION` of its rows clipped, else None.  The count is data-dependent and not
+    differentially private, so it stays with that client: only its own operator's output and JSON hold it
+    (the server never receives it)."""
+    clipped, rows = counts.get("clipped"), counts.get("rows")
+    if not isinstance(clipped, int) or not isinstance(rows, int) or rows < 1 or clipped <= CLIP_WARN_FRACTION * rows:
+        return None
+    return (f"WARNING: client {index} clipped {clipped} of its {rows} rows ({100 * clipped / rows:.1f}%) to its "
+            f"share of the row norm bound: the release is biased.  Declare public per-column ranges (\"bounds\": "
+            f"{{\"column\": [lo, hi]}}) for this client in the job file so that it scales its columns (sqm pca "
+            f"--propose-bounds FILE proposes some from its own data, for review), or raise the ranges")
+
+
 def job_command(args, make_task, server_summary) -> int:
     """``sqm <app> --job``: the one job-mode driver of every application command.
 
@@ -718,6 +820,7 @@ def job_command(args, make_task, server_summary) -> int:
     simulation = getattr(args, "backend", "mpyc") == "plain"  # no bytes are measured in the simulation
     out = {"clients": {}, "privacy": [], "results": [], "released": {}, "extra": {}, "timings": {},
            "bytes": [None] * len(spec.parties)}
+    warnings = []  # this machine's clients' own clipping warnings
     for i, rec in enumerate(recs):
         if rec is None:
             continue
@@ -746,8 +849,14 @@ def job_command(args, make_task, server_summary) -> int:
             print(f"client {i} ({res.get('file')}): " + ", ".join(f"{k} {v}" for k, v in mine.items())
                   + " (known to this party only)")
             out["clients"][str(i)] = mine
+            warning = clip_warning(i, mine)
+            if warning:
+                log.warning(warning)
+                warnings.append(warning)
         out["timings"][f"party {i}"] = rec.get("seconds")
         out["bytes"][i] = None if simulation else rec.get("bytes_sent")
+    if warnings:
+        out["extra"]["warnings"] = warnings
     if args.json:
         output.write(args.json, output.document(
             output.command_name(args), "job", parameters=output.parameters(args), results=out["results"],

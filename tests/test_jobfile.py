@@ -84,8 +84,10 @@ def test_cli_job_mode_writes_json(tmp_path):
     assert main(["pca", "--job", spec.path, "--components", "2", "--gamma", "1024", "--json", str(out),
                  "--backend", "plain"]) == 0
     r = json.loads(out.read_text())
-    V = np.array(r["released"]["components"])
+    assert r["columns"] == [f"x{j}" for j in range(6)]  # the clients' column names, in client order
+    V = np.array([[c[col] for col in r["columns"]] for c in r["released"]["components"]])  # {column: loading}
     assert V.shape == (2, 6)
+    assert r["warnings"] == [w for w in r["warnings"] if "client 1 clipped 3 of its 30 rows (10.0%)" in w] != []
     np.testing.assert_allclose(V @ V.T, np.eye(2), atol=1e-10)
     rep = r["privacy"][0]
     assert rep["epsilon_server"] <= 1.0 + 1e-9 and rep["epsilon_client"] > rep["epsilon_server"]
@@ -389,7 +391,7 @@ def test_cli_seed_in_job_mode_needs_the_opt_in(tmp_path, capsys):
     cap = capsys.readouterr()
     assert "WARNING" in cap.err and "regenerate every party's noise" in cap.err
     r = json.loads(out.read_text())
-    assert r["secure_mode"] is False and np.array(r["released"]["components"]).shape == (2, 6)
+    assert r["secure_mode"] is False and [len(c) for c in r["released"]["components"]] == [6, 6]
     assert main(["pca", "--job", spec.path, "--data-file", str(out)]) == 2  # --data-file needs --index
     assert "--index" in capsys.readouterr().err
 

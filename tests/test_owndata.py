@@ -26,6 +26,8 @@ def pca(argv) -> int:
     parser = argparse.ArgumentParser(prog="sqm")
     register(parser.add_subparsers())
     args = parser.parse_args(["pca", *argv])
+    args.quiet = getattr(args, "quiet", 1)  # sqm's own parser adds -q/-v to every command
+    args.command = "pca"
     return args.func(args)
 
 
@@ -170,10 +172,57 @@ def test_pca_data_file_runs_the_comparison_on_the_users_table(tmp_path, capsys):
                  + "".join(f"r{i};" + ";".join(map(repr, row)) + "\n" for i, row in enumerate(X.tolist())))
     out = tmp_path / "o.json"
     code = pca(["--data", str(f), "--id-column", "rec", "--parties", "2", "--components", "1",
-                 "--backend", "plain", "--seed", "1", "--quiet", "--json", str(out)])
+                 "--backend", "plain", "--seed", "1", "--json", str(out)])
     assert code == 0
     assert "PCA of mine.csv 120 x 4" in capsys.readouterr().out  # the user's table, not digits (1797 x 64)
     r = json.loads(out.read_text())
-    assert r["columns"] == ["height", "weight", "age", "score"] and r["shape"] == [120, 4]
+    assert r["columns"] == ["height", "weight", "age", "score"] and r["details"]["shape"] == [120, 4]
     top = r["released"]["components"][0]
     assert list(top) == r["columns"] and abs(top["height"]) > 0.9  # the dominant column leads the component
+
+
+# ----- public bounds declared in the job file -------------------------------------------------------------------
+
+
+def test_declared_ranges_scale_unscaled_data_and_no_bounds_warns(tmp_path, caplog):
+    """Columns in the thousands: with public ranges in the job file each client scales its own columns and
+    the release's utility is that of the scaled run; without ranges every row is clipped and the client's
+    own output and JSON carry the WARNING (its count never reaches the server)."""
+    from apps.pca.utility import utility_ratio
+
+    rng = np.random.default_rng(7)
+    m, scale = 400, np.array([3000.0, 2000.0, 800.0, 2500.0, 1200.0, 400.0])
+    Z = rng.normal(size=(m, 6)) @ np.diag([1.0, 0.8, 0.3, 0.6, 0.2, 0.1]) + 0.05 * rng.normal(size=(m, 6))
+    Z = np.clip(Z, -1, 1)  # inside the public ranges below
+    raw = Z * scale  # the users' files: values in the thousands
+    task = PCAJobTask(**{**JOB_TASK, "gamma": 4096.0, "epsilon": 4.0})
+    ranges = [{f"x{j}": [-scale[j], scale[j]] for j in range(3)}, {f"x{j}": [-scale[j], scale[j]] for j in range(3, 6)}]
+    declared = simulate(load_job(write_party_csvs(raw, tmp_path / "declared", 2, bounds=ranges)), task, timeout=120)
+    Xs = Z / np.sqrt(6)  # what the clients hold after scaling: every column in [-1/sqrt(6), 1/sqrt(6)]
+    scaled = simulate(load_job(write_party_csvs(Xs, tmp_path / "scaled", 2)), task, timeout=120)
+    assert list(declared[0]["result"]["raw"]) == list(scaled[0]["result"]["raw"])  # the same release, bit for bit
+    assert [declared[j]["result"]["clipped"] for j in (1, 2)] == [0, 0]
+    assert declared[1]["result"]["outside_declared_range"] == 0
+    V = np.asarray(declared[0]["result"]["components"]).T
+    assert utility_ratio(Xs, V) > 0.95  # close to the non-private optimum (the scaled run's utility)
+    bare = simulate(load_job(write_party_csvs(raw, tmp_path / "bare", 2)), task, timeout=120)
+    assert [bare[j]["result"]["clipped"] for j in (1, 2)] == [m, m]  # every row clipped at both clients
+    assert "clipped" not in bare[0]["result"]
+    from apps.jobfile import clip_warning
+
+    warn = clip_warning(1, bare[1]["result"])
+    assert warn.startswith(f"WARNING: client 1 clipped {m} of its {m} rows (100.0%)") and "\"bounds\"" in warn
+    assert clip_warning(1, {"clipped": 4, "rows": 400}) is None  # 1% exactly: no warning
+    assert clip_warning(1, {"clipped": 5, "rows": 400}) is not None
+
+
+def test_declared_ranges_checked(tmp_path):
+    from apps.jobfile import check_bounds
+
+    assert check_bounds({"a": [0, 5]}) == (("a", 0.0, 5.0),)
+    for bad in ({"a": [5, 0]}, {"a": [0, float("inf")]}, {"a": "0-5"}, {}, ["a"]):
+        with pytest.raises(ValueError, match="range|bounds"):
+            check_bounds(bad, "client 1's")
+    spec = load_job(write_party_csvs(make_X(), tmp_path, 2, bounds=[{"nope": [-1, 1]}, None]))
+    with pytest.raises(MPCError, match="client 1 refused: its file lacks columns whose ranges the job file declares"):
+        simulate(spec, PCAJobTask(**JOB_TASK), timeout=120)

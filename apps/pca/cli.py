@@ -193,7 +193,9 @@ def _run_job(args) -> int:
         print(f"server: {len(res['components'])} components of {res['n_records']} records x "
               f"{sum(res['col_counts'])} columns (clients' columns {res['col_counts']})")
         print("  explained variance (per record): " + ", ".join(f"{v:.4g}" for v in res["explained_variance"]))
-        return {"components": np.asarray(res["components"]), "explained_variance": res["explained_variance"],
+        cols = res.get("columns") or [f"x{j}" for j in range(sum(res["col_counts"]))]
+        return {"columns": cols, "released": {"components": released_components(res["components"], cols),
+                                              "explained_variance": res["explained_variance"]},
                 "gamma": args.gamma, "delta": args.delta}
 
     return job_command(args, task, server)
