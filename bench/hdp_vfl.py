@@ -4,7 +4,7 @@
     sqm bench hdp-vfl --full --json hdp.json --plot hdp.png     # the paper's 10 runs per point, denser epsilons
 
 Figure 1: test accuracy against epsilon in [0.001, 10] on breast cancer (scikit-learn), credit default and adult
-income (../shared/data) with the paper's settings (batch 3200 or the training size if smaller, lambda = 0.001,
+income (the data home) with the paper's settings (batch 3200 or the training size if smaller, lambda = 0.001,
 e = 10, k = 1, delta = 0.01), beside single-party and centralized scikit-learn logistic regression and non-private
 VFL (Algorithm 1 without noise).  Figure 2: breast cancer, e in {5, 10, 15} at k = 1 and k in {0.1, 0.5, 1} at
 e = 10.  Each point is the mean (and standard deviation) over ``--repeats`` seeds on one fixed train/test split.
@@ -176,8 +176,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="the active party's constant column value u (default: 0.5; 0: none)")
     ap.add_argument("--seed", type=int, default=0, help="first model seed (default 0)")
     ap.add_argument("--split-seed", type=int, default=0, help="train/test split seed (default 0)")
-    ap.add_argument("--credit-data", default=None, help="path of UCI_Credit_Card.csv (default ../shared/data)")
-    ap.add_argument("--adult-data", default=None, help="folder of adult.data/adult.test (default ../shared/data)")
+    ap.add_argument("--credit-data", default=None, help="path of UCI_Credit_Card.csv (default: the data home's)")
+    ap.add_argument("--adult-data", default=None, help="folder of adult.data/adult.test (default: the data home's)")
     ap.add_argument("--json", help="write the figures to this JSON file")
     ap.add_argument("--plot", help="write a PNG plot (Figures 1 and 2) to this file")
     ap.add_argument("--quiet", action="store_true", help="no progress bar")

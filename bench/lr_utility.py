@@ -109,7 +109,7 @@ def plot(rep: dict, path: str) -> None:
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--dataset", default="adult", choices=DATASETS, help="data set (default adult)")
-    ap.add_argument("--data", default=None, help="data directory / file (default /work/shared/data/...)")
+    ap.add_argument("--data", default=None, help="data directory / file (default: the data home's)")
     ap.add_argument("--epsilons", default="0.5,1,2,4,8", help="comma list (default the paper's 0.5,1,2,4,8)")
     ap.add_argument("--gammas", default="1024,8192", help="comma list (default 2^10, 2^13)")
     ap.add_argument("--runs", type=int, default=1, help="runs per cell (default 1; the paper: 20)")

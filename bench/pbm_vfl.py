@@ -214,7 +214,7 @@ def add_arguments(p) -> None:
     p.add_argument("--mpyc-epochs", type=int, default=1,
                    help="epochs of two real MPyC runs (5 clients, b=64, beta=0.25; BGW sum and Protocol 0 masked "
                         "sum) for time per iteration, secure-sum share and bytes; 0 skips (default: 1)")
-    p.add_argument("--data", default=None, help="phishing CSV/ARFF or its folder (default: ../shared/data/phishing)")
+    p.add_argument("--data", default=None, help="phishing CSV/ARFF or its folder (default: the data home's)")
     p.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
     p.add_argument("--json", default=None, help="write the figures as JSON to FILE")
     p.add_argument("--plot", default=None, help="write test AUPRC by epoch (PNG) to FILE")

@@ -153,7 +153,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--datasets", default="digits",
                     help="comma list: digits and/or citeseer (or another bundled set); default digits "
                          "(citeseer: ~20 s per SQM run, use few runs/gammas)")
-    ap.add_argument("--data", default=None, help="CiteSeer file or folder (default ../shared/data/citeseer/)")
+    ap.add_argument("--data", default=None, help="CiteSeer file or folder (default: the data home's)")
     ap.add_argument("--epsilons", default=",".join(map(str, PAPER_EPSILONS)),
                     help="comma list of epsilons (default 0.5,1,2,4,8)")
     ap.add_argument("--gammas", default="64,256,1024,4096,16384",
