@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 
 import sqm
+
+log = logging.getLogger("sqm")
 
 # subcommand modules: each defines register(subparsers)
 COMMANDS = ["apps.demo", "apps.pca", "apps.linreg", "apps.logreg", "apps.pbm_vfl", "apps.hdp_vfl", "apps.budget",
@@ -62,12 +65,30 @@ def build_parser() -> argparse.ArgumentParser:
         mod.add_arguments(bp)
         bp.set_defaults(func=_bench, bench_cli=mod.cli)
     b.set_defaults(func=lambda a: (b.print_help(), 0)[1])
+    _add_verbosity(p)
     return p
+
+
+def _add_verbosity(parser: argparse.ArgumentParser, depth: int = 0) -> None:
+    """-v/-q on ``parser`` and on every subcommand below it (:func:`apps.options.add_verbosity`)."""
+    from .options import add_verbosity
+
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not any("--verbose" in a.option_strings for a in parser._actions):
+        add_verbosity(parser, f"_{depth}" if subs else "")
+    for a in subs:
+        for child in dict.fromkeys(a.choices.values()):  # aliases map to the same parser
+            _add_verbosity(child, depth + 1)
 
 
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from mpc import logs
+
+    from .options import log_level
+
+    logs.configure(log_level(args))
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
@@ -79,11 +100,11 @@ def main(argv=None) -> int:
     try:
         return int(args.func(args) or 0)
     except (ValueError, MissingExtra) as e:  # bad options, parameters or job file, found before any party started
-        print(f"sqm: error: {e}", file=sys.stderr)
+        log.error(f"sqm: error: {e}")
         return EXIT_USAGE
     except MPCError as e:  # a party refused, had bad data, was lost or timed out: nothing was released
         code = e.exit_code  # the job's root cause (mpc.exitcodes.job_exit_code of every party's code)
-        print(f"sqm: {e} [exit {code}: {NAMES.get(code, 'error')}]", file=sys.stderr)
+        log.error(f"sqm: {e} [exit {code}: {NAMES.get(code, 'error')}]")
         return code
 
 

@@ -43,7 +43,7 @@ def register(sub) -> None:
     f.add_argument("--mirror", default=None, metavar="URL",
                    help=f"a base URL (http, https or file) serving a copy of a data home, BASE/FOLDER/FILE, used "
                         f"instead of the public sources (default: ${ENV_MIRROR}, else the public sources)")
-    f.add_argument("--quiet", action="store_true", help="no progress bars")
+    # -q/--quiet (no progress bars): sqm's, on every command (apps.options.add_verbosity)
     f.set_defaults(func=run_fetch)
     v = dsub.add_parser("verify", parents=[_home_parent()], help="check the SHA-256 of every file",
                         description="Check every file of the named datasets (default: those in the data home) "

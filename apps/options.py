@@ -9,7 +9,10 @@ One definition per flag, so flags cannot drift between commands::
   in-process simulation), ``--timeout``, ``--seed``, ``--insecure-reproducible``;
 - :func:`job`: the job-file options (``--job``, ``--index``, ``--data-file``, ``--ssl-dir``, ``--connect-timeout``,
   ``--idle-timeout``, ``--insecure-plaintext``) and the server's privacy-budget ledger (``--ledger``, ``--budget``);
-- :func:`output`: ``--json``, ``--quiet`` (no progress bars).
+- :func:`output`: ``--json``;
+- :func:`add_verbosity`: ``-v/--verbose`` and ``-q/--quiet``, which ``sqm`` adds to itself and to every
+  subcommand (:func:`apps.cli.build_parser`), so they work before and after the subcommand's name;
+  :func:`log_level` turns them into the level :func:`mpc.logs.configure` shows.
 
 :func:`check_mode` is the one check that an option given on the command line applies in the chosen mode
 (local comparison or ``--job``): an option the mode does not use is an error naming it, never ignored.
@@ -107,8 +110,33 @@ def output() -> argparse.ArgumentParser:
     p = _parent()
     g = p.add_argument_group("output")
     g.add_argument("--json", default=None, metavar="FILE", help="write the results to this JSON file")
-    g.add_argument("--quiet", action="store_true", help="no progress bars")
     return p
+
+
+VERBOSITY = ("verbose", "quiet")  # argparse dests of -v and -q; a parser with subcommands gets suffixed ones
+
+
+def add_verbosity(parser: argparse.ArgumentParser, suffix: str = "") -> None:
+    """``-v/--verbose`` (repeatable: -v INFO, -vv DEBUG) and ``-q/--quiet`` (no progress bars, warnings only;
+    -qq errors only).  ``suffix`` gives a parser that has subcommands its own dests (``verbose{suffix}``), since
+    a subcommand's defaults overwrite its parent's values: :func:`log_level` adds them all up."""
+    g = parser.add_argument_group("messages")
+    g.add_argument("-v", "--verbose", action="count", default=0, dest="verbose" + suffix,
+                   help="more messages on stderr: -v progress of the parties and runtime (INFO), -vv DEBUG")
+    g.add_argument("-q", "--quiet", action="count", default=0, dest="quiet" + suffix,
+                   help="no progress bars, warnings and errors only; -qq errors only")
+
+
+def log_level(args) -> int:
+    """The logging level -v/-q chose (default WARNING: warnings, errors and progress bars, as without
+    -v/-q); sets ``args.verbose`` and ``args.quiet`` to the totals over every position they were given in."""
+    import logging
+
+    for name in VERBOSITY:
+        setattr(args, name, sum(int(v or 0) for k, v in vars(args).items() if k.startswith(name)))
+    if args.verbose:
+        return logging.INFO if args.verbose == 1 else logging.DEBUG
+    return logging.ERROR if args.quiet >= 2 else logging.WARNING
 
 
 def runtime_options(args) -> dict | None:

@@ -278,7 +278,9 @@ _WHO = re.compile(r"\bserver\b|\b(?:client|party) (\d+)|\bparties \[?(\d+(?:(?:,
 
 def message(stderr: str) -> str:
     """A party's message: its last line starting ``mpc.party`` (else its last line)."""
-    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    from mpc.logs import strip_role
+
+    lines = [strip_role(ln.strip()) for ln in stderr.splitlines() if ln.strip()]
     mine = [ln for ln in lines if ln.startswith("mpc.party")]
     return (mine or lines or [""])[-1]
 

@@ -180,7 +180,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--adult-data", default=None, help="folder of adult.data/adult.test (default: the data home's)")
     ap.add_argument("--json", help="write the figures to this JSON file")
     ap.add_argument("--plot", help="write a PNG plot (Figures 1 and 2) to this file")
-    ap.add_argument("--quiet", action="store_true", help="no progress bar")
+    # -q/--quiet (no progress bar): sqm's, on every command (apps.options.add_verbosity)
 
 
 def cli(args) -> int:

@@ -167,7 +167,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="the paper's grid: digits and citeseer, 20 runs (hours on 2 cores for citeseer)")
     ap.add_argument("--json", help="write the figures to this JSON file")
     ap.add_argument("--plot", help="write a PNG plot (one panel per dataset and epsilon) to this file")
-    ap.add_argument("--quiet", action="store_true", help="no progress bar")
+    # -q/--quiet (no progress bar): sqm's, on every command (apps.options.add_verbosity)
 
 
 def cli(args) -> int:

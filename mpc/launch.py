@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import pickle
 import secrets
@@ -14,7 +15,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from . import logs
 from .liveness import IDLE_TIMEOUT_S
+
+log = logging.getLogger(__name__)
 
 _ROOT = str(Path(__file__).resolve().parent.parent)
 
@@ -119,12 +123,12 @@ def party_command(program_file: str, index: int, addresses: str, result_file: st
     """The command line starting party ``index`` of job ``job_id`` (``addresses``: comma-separated host:port
     of all parties).  ``ssl_dir``: TLS with this party's keys from ``python -m mpc.certs`` (whose certificates
     name the job ``job_name``, if given); ``insecure_plaintext``: the operator's opt-in to plain TCP across
-    hosts."""
+    hosts.  The party logs at this process's level (:func:`mpc.logs.party_level_args`)."""
     if job_id is None:
         raise ValueError("a party needs its job's id (the same fresh id at every party of the job)")
     cmd = [sys.executable, "-m", "mpc.party", "--program", program_file, "--index", str(index),
            "--parties", addresses, "--result", result_file, "--timeout", str(timeout),
-           "--connect-timeout", str(connect_timeout), "--job-id", job_id]
+           "--connect-timeout", str(connect_timeout), "--job-id", job_id, *logs.party_level_args()]
     if ssl_dir is not None:
         cmd += ["--ssl", "--ssl-dir", os.path.abspath(ssl_dir)]
     if job_name is not None:
@@ -170,6 +174,7 @@ def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float 
     # the M parties share this machine's cores: BLAS threads beyond a party's share only spin against each
     # other (a 20,000 x 120 Gram product took 0.43 s with 2 threads per party, 0.023 s with 1)
     env = party_env(local_parties=M, blas_threads=blas_threads)
+    log.info(f"starting {M} party processes (server and {M - 1} clients) at {addrs}")
     with Launch("sqm-job-") as job:
         files = [job.write(f"party{i}.program", prog) for i, prog in enumerate(programs)]
         results = [job.path(f"party{i}.result") for i in range(M)]
@@ -183,9 +188,13 @@ def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float 
             on_start(procs)
         failed = _wait(procs, timeout + connect_timeout + 30, job.reaped)
         errors = {i: job.read_text(f"party{i}.err").strip() for i in range(M)}
+        if log.isEnabledFor(logging.INFO):  # each party logged at this process's level: show its lines
+            for i in range(M):
+                for line in errors[i].splitlines():
+                    log.info(line)
         if failed:
             msgs = "; ".join(f"{party_name(i)} exited {procs[i].returncode}: "
-                             f"{errors[i].splitlines()[-1] if errors[i] else '(no message)'}"
+                             f"{logs.strip_role(errors[i].splitlines()[-1]) if errors[i] else '(no message)'}"
                              for i in failed)
             raise MPCError(f"MPC job failed, no result released: {msgs}",
                            codes={i: procs[i].returncode for i in range(M)}) from None

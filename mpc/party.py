@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import pickle
 import resource
 import sys
 import time
 
+from . import logs
 from . import wire as messages
 from .liveness import IDLE_TIMEOUT_S
 from .protocol import InputRefused, ProtocolError, public_digest
@@ -34,6 +36,8 @@ __all__ = ["PartyProgram", "EvaluateJob", "InputRefused", "ProtocolError", "publ
            "failure", "abort_reason", "main"]
 from .exitcodes import (EXIT_BAD_DATA, EXIT_ERROR, EXIT_LOST, EXIT_REFUSED,  # noqa: F401  (re-exported)
                         EXIT_TIMEOUT, EXIT_USAGE)
+
+log = logging.getLogger(__name__)
 
 
 # The party-program API: an application's party program needs PartyProgram, the errors it raises to refuse
@@ -124,20 +128,23 @@ def main(argv=None) -> int:
                     help="BENCHMARK ONLY (sqm bench bgw-cost --compare-rng): draw Shamir coefficients from numpy's "
                          "PCG64, a statistical generator whose outputs reveal its state, instead of AES-CTR keyed "
                          "from OS entropy; never use it between parties that do not trust each other")
+    ap.add_argument("--log-level", default="WARNING", choices=logs.LEVELS,
+                    help="messages shown on stderr, each prefixed by this party's role (default WARNING; the sqm "
+                         "command passes its own: -v INFO, -vv DEBUG, -qq ERROR)")
     args = ap.parse_args(argv)
+    logs.configure(args.log_level, logs.role(args.index))
     if args.insecure_pcg64_shares:
-        print(f"mpc.party: WARNING: party {args.index} draws its share randomness from PCG64 "
-              f"(--insecure-pcg64-shares, benchmark only): its shares are not cryptographically hidden",
-              file=sys.stderr)
+        log.warning(f"mpc.party: WARNING: party {args.index} draws its share randomness from PCG64 "
+                    f"(--insecure-pcg64-shares, benchmark only): its shares are not cryptographically hidden")
     addrs = [a.strip() for a in args.parties.split(",") if a.strip()]
     if len(addrs) < 2:
-        print("mpc.party: error: need at least 2 parties (a server and a client)", file=sys.stderr)
+        log.error("mpc.party: error: need at least 2 parties (a server and a client)")
         return EXIT_USAGE
     if len(set(addrs)) != len(addrs):
-        print(f"mpc.party: error: duplicate party addresses in {addrs}", file=sys.stderr)
+        log.error(f"mpc.party: error: duplicate party addresses in {addrs}")
         return EXIT_USAGE
     if not 0 <= args.index < len(addrs):
-        print(f"mpc.party: error: index {args.index} out of range for {len(addrs)} parties", file=sys.stderr)
+        log.error(f"mpc.party: error: index {args.index} out of range for {len(addrs)} parties")
         return EXIT_USAGE
     with open(args.program, "rb") as f:
         program = pickle.load(f)
@@ -148,7 +155,7 @@ def main(argv=None) -> int:
     try:
         check_job_id(args.job_id)
     except ValueError as e:
-        print(f"mpc.party: error: --job-id: {e}", file=sys.stderr)
+        log.error(f"mpc.party: error: --job-id: {e}")
         return EXIT_USAGE
     tls = None
     remote = plaintext_refusal(addrs)
@@ -159,11 +166,11 @@ def main(argv=None) -> int:
             tls = TLSIdentity(args.ssl_dir, args.index, args.job_name)
         except (IdentityError, ValueError, OSError) as e:
             why = f"{remote}.  " if remote and not args.ssl else ""
-            print(f"mpc.party: error: {why}{e}", file=sys.stderr)
+            log.error(f"mpc.party: error: {why}{e}")
             return EXIT_REFUSED
     elif remote:
-        print(f"mpc.party: WARNING: party {args.index} runs WITHOUT TLS across hosts (--insecure-plaintext): "
-              f"anyone on the path between the parties can read and alter the shares", file=sys.stderr)
+        log.warning(f"mpc.party: WARNING: party {args.index} runs WITHOUT TLS across hosts (--insecure-plaintext): "
+                    f"anyone on the path between the parties can read and alter the shares")
 
     mpyc_argv = [sys.argv[0]]
     for a in addrs:
@@ -175,7 +182,7 @@ def main(argv=None) -> int:
     try:
         check_mpyc_version()
     except RuntimeError as e:
-        print(f"mpc.party: error: {e}", file=sys.stderr)
+        log.error(f"mpc.party: error: {e}")
         return EXIT_USAGE
     from mpyc.runtime import mpc  # noqa: E402  (MPyC reads sys.argv at import)
 
@@ -190,6 +197,7 @@ def main(argv=None) -> int:
 
     async def run():
         session = await start(mpc, addrs, tls, args.connect_timeout)
+        log.info(f"connected to {len(addrs) - 1} parties in {session.seconds:.2f} s ({'TLS' if tls else 'plain TCP'})")
         start_keep_alive(mpc, state, args.idle_timeout)  # heartbeats; a silent peer aborts the job
         t0 = time.perf_counter()
         share_rng = None  # default: AES-CTR keyed from OS entropy (mpc.randomness)
@@ -200,6 +208,7 @@ def main(argv=None) -> int:
         job_name = tls.job if tls is not None else args.job_name
         stats["job_digest"] = await agree_job(ctx, job_description(args.job_id, addrs, job_name, describe(program)))
         stats["connect_seconds"] = session.seconds
+        log.debug(f"job {args.job_id} agreed: {describe(program)}")
         try:
             result = await asyncio.wait_for(program.run(ctx), args.timeout)
         except (PartyLost, PartyAborted, PeerSilent):
@@ -214,6 +223,8 @@ def main(argv=None) -> int:
         stats["bytes_sent"] = sum(p.protocol.nbytes_sent for p in mpc.parties
                                   if p.pid != mpc.pid and p.protocol is not None)
         state["done"] = True
+        log.info(f"finished in {stats['seconds']:.2f} s, sent {stats['bytes_sent']:,} bytes; phases "
+                 + ", ".join(f"{k} {v:.2f} s" for k, v in stats["phases"].items()))
         try:  # the result is complete: a peer that leaves during the closing barrier cannot spoil it
             await asyncio.wait_for(ctx.close(), 10.0)
         except (asyncio.TimeoutError, PartyLost, ProtocolError):
@@ -235,14 +246,15 @@ def main(argv=None) -> int:
         except Exception:  # noqa: BLE001
             pass
         if state["aborted"] is not None:
-            print(f"mpc.party {who}: {state['aborted']}", file=sys.stderr)
+            log.error(f"mpc.party {who}: {state['aborted']}")
             code = EXIT_TIMEOUT if issubclass(state.get("abort_exc", ProtocolError), TimeoutError) else EXIT_REFUSED
         else:
-            print(f"mpc.party {who}: {e}; job aborted, nothing released", file=sys.stderr)
+            log.error(f"mpc.party {who}: {e}; job aborted, nothing released")
             code = EXIT_LOST
     except Exception as e:  # noqa: BLE001
         code, line = failure(e, who, args.timeout)
-        print(line, file=sys.stderr)
+        log.error(line)
+    logging.shutdown()
     sys.stdout.flush(), sys.stderr.flush()
     os._exit(code)  # do not wait on sockets of lost peers
 
