@@ -81,10 +81,10 @@ def document(command: str, mode: str, *, parameters: dict, results: Iterable[dic
     return doc
 
 
-def write(path: str, doc: dict) -> None:
+def write(path: str, doc: dict, indent: int | None = 2) -> None:
     """Write ``doc`` (:func:`document`) to ``path`` as strict JSON (:func:`sqm.report.write_json`)."""
     from sqm.report import write_json
 
     if doc.get("schema_version") != SCHEMA_VERSION:
         raise ValueError("apps.output.write takes a document built by apps.output.document")
-    write_json(path, doc)
+    write_json(path, doc, indent)

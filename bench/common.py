@@ -1,16 +1,31 @@
 """What every benchmark does with its report: print the table, write the JSON, draw the plot."""
 from __future__ import annotations
 
-import json
+ROW_KEYS = ("rows", "runs", "cases")  # where a benchmark's report keeps its table's rows
+
+
+def results(rep: dict) -> list[dict]:
+    """A benchmark report's rows (its first list of dicts under :data:`ROW_KEYS`); else one row of its
+    top-level scalar figures."""
+    for key in ROW_KEYS:
+        rows = rep.get(key)
+        if isinstance(rows, list) and rows and all(isinstance(r, dict) for r in rows):
+            return rows
+    return [{k: v for k, v in rep.items() if v is None or isinstance(v, (bool, int, float, str))}]
 
 
 def finish(rep: dict, args, print_table=None, plot=None, indent: int = 2) -> int:
-    """Print ``rep`` with ``print_table``, write it to ``args.json`` and plot it to ``args.plot`` when given."""
+    """Print ``rep`` with ``print_table``, write it to ``args.json`` (an :mod:`apps.output` document of mode
+    "bench": the rows as results, the whole report under details) and plot it to ``args.plot`` when given."""
     if print_table is not None:
         print_table(rep)
     if getattr(args, "json", None):
-        with open(args.json, "w") as f:
-            json.dump(rep, f, indent=indent)
+        from apps import output
+
+        seconds = rep.get("seconds")
+        output.write(args.json, output.document(
+            output.command_name(args), "bench", parameters=output.parameters(args), results=results(rep),
+            timings={"total": seconds} if isinstance(seconds, (int, float)) else {}, details=rep), indent)
     if plot is not None and getattr(args, "plot", None):
         plot(rep, args.plot)
     return 0
