@@ -8,7 +8,9 @@ def test_bgw_cost_report_and_stock_comparison(tmp_path):
     out = tmp_path / "bgw.json"
     assert main(["bench", "bgw-cost", "--rows", "300", "--cols", "6", "--gammas", "64,4096",
                  "--stock-rows", "60", "--json", str(out), "--plot", str(tmp_path / "bgw.png")]) == 0
-    rep = json.loads(out.read_text())
+    doc = json.loads(out.read_text())  # apps.output: the table's rows as results, the report as details
+    rep = doc["details"]
+    assert doc["command"] == "bench bgw-cost" and doc["results"] == rep["rows"]
     assert rep["shape"] == [300, 6] and rep["parties"] == 3 and rep["plaintext_seconds"] >= 0
     assert rep["stock_shape"] == [60, 6] and rep["stock_seconds"] > 0
     assert rep["stock_identical"] and rep["fast_identical"]  # both equal the exact integers
