@@ -156,7 +156,8 @@ def job_run_options(args) -> dict:
 JOB_ONLY = ("job", "index", "data_file", "ssl_dir", "connect_timeout", "idle_timeout", "insecure_plaintext",
             "ledger", "budget", "insecure_reproducible")
 MODE_WORDS = {"job": "with --job (the job file says which parties hold which columns and records)",
-              "local": "without --job (a local comparison on one machine)"}
+              "local": "without --job (a local comparison on one machine)",
+              "propose": "with --propose-bounds (it only reads a party's table and prints proposed ranges)"}
 
 
 def flag(parser: argparse.ArgumentParser, dest: str) -> str:

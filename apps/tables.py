@@ -226,3 +226,27 @@ def _check_ids(ids: list[str], id_column: str, path: str, what: str, lines) -> N
                                  f"{_where(seen[i], lines)} and {_where(r, lines)}): every record needs its own id",
                                  "its file repeats ids")
         seen[i] = r
+
+
+def _outward(v: float, up: bool) -> float:
+    """``v`` rounded outward (up: toward +inf, else toward -inf) to 2 significant digits."""
+    if v == 0 or not np.isfinite(v):
+        return 0.0
+    e = int(np.floor(np.log10(abs(v)))) - 1
+    k = float((np.ceil if up else np.floor)(v / 10.0 ** e))
+    return k * 10.0 ** e if e >= 0 else k / 10.0 ** -e  # a division by 10^|e|: -33 / 10 is -3.3 exactly
+
+
+def propose_ranges(table: PartyTable) -> dict[str, list[float]]:
+    """Per column, a range [lo, hi] holding the table's values, rounded outward to 2 significant digits (lo is
+    0 for a column without negative values).  DATA-DERIVED, hence NOT private: for an operator to review and
+    replace by public knowledge before declaring them in a job file."""
+    out = {}
+    for j, c in enumerate(table.columns):
+        lo, hi = float(table.block[:, j].min()), float(table.block[:, j].max())
+        lo = 0.0 if lo >= 0 else _outward(lo, up=False)
+        hi = _outward(hi, up=True) if hi > 0 else 0.0
+        if hi <= lo:
+            hi = lo + 1.0
+        out[c] = [lo, hi]
+    return out

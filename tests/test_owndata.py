@@ -226,3 +226,17 @@ def test_declared_ranges_checked(tmp_path):
     spec = load_job(write_party_csvs(make_X(), tmp_path, 2, bounds=[{"nope": [-1, 1]}, None]))
     with pytest.raises(MPCError, match="client 1 refused: its file lacks columns whose ranges the job file declares"):
         simulate(spec, PCAJobTask(**JOB_TASK), timeout=120)
+
+
+def test_propose_bounds_from_a_partys_own_table(tmp_path, capsys):
+    from apps.tables import propose_ranges
+
+    f = tmp_path / "mine.csv"
+    f.write_text("id,income,temp,zero\n1,48213.5,-3.27,0\n2,1200,12.1,0\n3,95001,8,0\n")
+    assert propose_ranges(read_table(f)) == {"income": [0.0, 96000.0], "temp": [-3.3, 13.0], "zero": [0.0, 1.0]}
+    assert pca(["--propose-bounds", str(f)]) == 0
+    cap = capsys.readouterr()
+    assert json.loads(cap.out) == {"bounds": {"income": [0.0, 96000.0], "temp": [-3.3, 13.0], "zero": [0.0, 1.0]}}
+    assert "NOT private" in cap.err
+    with pytest.raises(ValueError, match="--components, --parties do not apply with --propose-bounds"):
+        pca(["--propose-bounds", str(f), "--components", "3", "--parties", "2"])

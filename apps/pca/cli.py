@@ -110,12 +110,31 @@ def print_table(r: dict, dataset: str = "") -> None:
 
 
 LOCAL_ONLY = ("dataset", "data", "parties", "runs", "id_column")
+PROPOSE = ("propose_bounds", "id_column")
+RELEASE = ("epsilon", "delta", "components", "gamma", "row_norm_bound", "backend", "timeout", "seed", "json")
+PROPOSE_NOTE = ("NOTE: these ranges are computed from this party's OWN DATA and are NOT private (a minimum or a "
+                "maximum can be one person's value).  Review them, replace them by public knowledge where you can "
+                "(units, legal or physical limits) and round them before declaring them in the job file.")
 _PARSER = []  # the `sqm pca` parser (its defaults decide which options were given)
 
 
 def released_components(V, columns) -> list[dict]:
     """Components (k x d, one per row) in the columns' terms: one {column: loading} per component."""
     return [{c: float(v) for c, v in zip(columns, row)} for row in np.asarray(V)]
+
+
+def propose_bounds(path, id_column: str | None = None) -> int:
+    """``sqm pca --propose-bounds FILE``: print a job-file entry ``"bounds": {column: [lo, hi]}`` proposed from
+    a party's own table, with the note that data-derived bounds are not private."""
+    import json
+    import sys
+
+    from apps.tables import propose_ranges, read_table
+
+    t = read_table(path, id_column or "id", require_id=False, what="party file")
+    print(PROPOSE_NOTE, file=sys.stderr)
+    print(json.dumps({"bounds": propose_ranges(t)}, indent=2))
+    return 0
 
 
 def _local_data(args):
@@ -161,9 +180,12 @@ def _run_cli(args) -> int:
     from apps import output
     from apps.options import check_mode, runtime_options
 
-    check_mode(args, _PARSER[-1], "job" if args.job else "local", {"job": JOB_ONLY, "local": LOCAL_ONLY})
+    mode = "job" if args.job else "propose" if args.propose_bounds else "local"
+    check_mode(args, _PARSER[-1], mode, {"job": JOB_ONLY + RELEASE, "local": LOCAL_ONLY + RELEASE, "propose": PROPOSE})
     if args.job:
         return _run_job(args)
+    if args.propose_bounds:
+        return propose_bounds(args.propose_bounds, args.id_column)
     from apps.datasets import scale_rows
 
     X, columns, name = _local_data(args)
@@ -222,7 +244,11 @@ def register(sub) -> None:
                         "its columns except --id-column, split among --parties clients.  With --dataset: that "
                         "dataset's file or folder")
     p.add_argument("--id-column", default=None,
-                   help="with --data FILE: the column holding record ids, left out of the features (default: none)")
+                   help="with --data FILE or --propose-bounds FILE: the column holding record ids, left out of the "
+                        "features (default: none; 'id' for --propose-bounds)")
+    p.add_argument("--propose-bounds", default=None, metavar="FILE",
+                   help="print public column ranges (the job file's \"bounds\" entry) proposed from this party's "
+                        "own table, for its operator to review: data-derived bounds are NOT private")
     p.add_argument("--parties", type=int, default=3, help="clients holding column blocks (default 3)")
     p.add_argument("--components", type=int, default=5, help="principal components k (default 5)")
     p.add_argument("--gamma", type=float, default=4096.0, help="quantization scale gamma >= 1 (default 4096)")
