@@ -4,10 +4,16 @@ A job file (JSON) lists the parties in index order; party 0 is the server (no da
 
     {"job_id": "3fa2...(32 hex digits)", "name": "census-2024", "dataset": "census", "id_column": "id",
      "parties": [{"address": "10.0.0.1:11365"},
-                 {"address": "10.0.0.2:11365", "file": "bank.csv"},
+                 {"address": "10.0.0.2:11365", "file": "bank.csv",
+                  "bounds": {"age": [0, 120], "income": [0, 500000]}},
                  {"address": "10.0.0.3:11365", "file": "insurer.csv"}]}
 
-A party file is a CSV with a header: the id column plus that party's feature columns (numbers).  File
+A party file is a table (CSV with a header, or Parquet: :mod:`apps.tables`): the id column plus that party's
+feature columns (numbers), its records in any order (each client sorts its rows itself, step 4).  A client's
+optional ``bounds`` are PUBLIC ranges of its columns: it clamps each declared column to its range and scales
+it so that rows inside the ranges fit the row norm bound (:func:`scale_to_bounds`; undeclared columns are
+left as they are; ``sqm pca --propose-bounds FILE`` proposes ranges from a party's own data, which are not
+private and must be reviewed).  File
 paths in a job file are relative to the job file and must stay inside its folder (absolute paths, ``..``
 and symlinks leading out are refused, naming the party); an operator may point its own party at a file
 anywhere with ``--data-file PATH`` on its own command line.  On each host, ``sqm pca --job job.json
@@ -32,18 +38,24 @@ What a party does (:class:`JobParty`, run inside ``python -m mpc.party``):
 
 1. all parties check that they run the same task with the same public parameters;
 2. each client loads ONLY its own file (the program it is given names no other party's file) and checks
-   it: the file exists, has records and feature columns, numbers only, no NaN or infinity, no repeated ids;
-3. the clients tell everyone their column and record counts (public schema) or a short category of their
-   problem (never a cell value, a header or a path: the full detail is printed at that party only); on
-   any problem every party refuses, naming the client, before any share is sent;
+   it: the file exists, has records and feature columns, numbers only, nothing missing, no infinity, no
+   repeated ids, and the columns its ``bounds`` declare; it puts its rows in :func:`canonical_order` of
+   their ids (computed from its own ids alone, so every client holding the same ids holds the same order);
+3. the clients tell everyone their column and record counts and column names (the public schema of a valid
+   file) or a short category of their problem (never a cell value, a header or a path: the full detail is
+   printed at that party only); on any problem every party refuses, naming the client, before any share
+   is sent;
 4. the clients agree a fresh key among themselves (``ctx.clients_key``: each sends 32 random bytes to the
    other clients only) and each keys an HMAC-SHA256 digest of its id column with it
    (:func:`keyed_ids_digest`), so a digest is useless to anyone without the key and differs from job to job;
+   the clients compare these digests among themselves and refuse different id sets, naming the client and
+   how many ids differ, never which (:func:`check_id_sets`); a client with declared ``bounds`` scales them;
 5. the server charges the release (the task's ``release(meta)`` events) to the job file's dataset in its
    privacy-budget ledger (:class:`LedgerGuard`): over budget, the job is refused before any share is sent;
 6. the task (e.g. :class:`apps.pca.PCAJobTask`, through :func:`sqm.mechanism.sqm_round`) plans the public
    release from the counts and runs it: each client clips its own rows to its bound, counts the clipped rows
-   (reported to that party only: the count is data-dependent and is not released to the server), and its
+   (reported to that party only, with a WARNING above 1% of its rows (:func:`clip_warning`): the count is
+   data-dependent and is not released to the server), and its
    input carries its keyed id digest, so the clients compare id digests among themselves (ids are never
    sent; the server learns only pass/fail) and refuse misaligned records before any share is sent.
 """
