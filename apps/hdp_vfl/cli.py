@@ -157,7 +157,7 @@ def register(sub) -> None:
     p.add_argument("--dataset", default="breast_cancer", choices=DATASETS, help="dataset (default: breast_cancer)")
     p.add_argument("--data", default=None,
                    help="UCI_Credit_Card.csv for credit_default, the folder of adult.data/adult.test for adult "
-                        "(default: ../shared/data/...)")
+                        "(default: the data home's, see `sqm data`)")
     p.add_argument("--epochs", type=int, default=10, help="epochs e (default: 10)")
     p.add_argument("--batch-size", type=int, default=3200,
                    help="mini-batch size b; the training size if smaller (default: 3200)")

@@ -206,7 +206,7 @@ def register(sub) -> None:
                     "(R^2, RMSE).  With --job: a real multi-party job, the last client's CSV holding the label.")
     p.add_argument("--dataset", default="diabetes", choices=sorted(TARGETS),
                    help="diabetes (default; its target), breast_cancer (target: mean radius), adult (target: "
-                        "hours-per-week, read from ../shared/data/adult)")
+                        "hours-per-week, read from the data home, see `sqm data`)")
     p.add_argument("--data", default=None, help="path of a file-based dataset's folder (adult)")
     p.add_argument("--parties", type=int, default=3, help="clients holding column blocks of [X 1 y] (default 3)")
     p.add_argument("--alpha", type=float, default=1.0, help="ridge penalty on the record-sum scale (default 1)")

@@ -149,7 +149,7 @@ def register(sub) -> None:
                                    "LDP at PBM's epsilon; prints feature and sample epsilon and communication.")
     p.add_argument("--dataset", default="digits", choices=["digits", "phishing"], help="dataset (default: digits)")
     p.add_argument("--data", default=None, help="phishing: directory or CSV/ARFF file "
-                                                "(default: ../shared/data/phishing)")
+                                                "(default: the data home's, see `sqm data`)")
     p.add_argument("--parties", type=int, default=4,
                    help="number of clients; digits with 4 clients uses image quadrants (default: 4)")
     p.add_argument("--b", type=int, default=16, help="PBM trials b >= 1 (default: 16)")
