@@ -6,6 +6,7 @@ phishing, citeseer): each one's folder in the data home, its files, the public s
 file's SHA-256.  :func:`fetch` looks in the data home, else downloads (a progress bar; to a temporary folder in
 the data home, then verified, then renamed into place) and ALWAYS verifies every file: a mismatch is a
 :class:`ChecksumError` naming the file, the expected and the actual digest, and the bad file is never used.
+``fetch_adult``, ``fetch_credit_default``, ``fetch_phishing``, ``fetch_citeseer``: :func:`fetch` of one dataset.
 
 Two files are built by code from the others, never downloaded: ``phishing/phishing.csv`` (from the ARFF file)
 and ``citeseer/citeseer_planetoid.npz`` (from the Planetoid ``ind.citeseer.*`` files, :func:`assemble_citeseer`).
@@ -361,3 +362,16 @@ def fetch(name: str, data_home: str | None = None, download_if_missing: bool = T
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return folder
+
+
+def _fetcher(name: str):
+    def fetch_one(data_home: str | None = None, download_if_missing: bool = True, progress: bool = True,
+                  mirror: str | None = None) -> str:
+        return fetch(name, data_home, download_if_missing, progress, mirror)
+    fetch_one.__name__ = fetch_one.__qualname__ = f"fetch_{name}"
+    fetch_one.__doc__ = f"The folder of {REGISTRY[name].about} in the data home: :func:`fetch` of {name!r}."
+    return fetch_one
+
+
+fetch_adult, fetch_credit_default = _fetcher("adult"), _fetcher("credit_default")
+fetch_phishing, fetch_citeseer = _fetcher("phishing"), _fetcher("citeseer")

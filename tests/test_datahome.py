@@ -141,6 +141,8 @@ def test_load_dataset_without_data_says_sqm_data_fetch(tmp_path, monkeypatch):
             load_dataset(name)
     with pytest.raises(ValueError, match="phishing.*not found at .*: run `sqm data fetch phishing`"):
         load_dataset("phishing", str(tmp_path))  # an explicit path without the file
+    with pytest.raises(DataMissing, match="dataset citeseer is not in the data home"):
+        datahome.fetch_citeseer(download_if_missing=False)  # scikit-learn style: one fetch_* per dataset
 
 
 def test_unpickler_refuses_other_globals(tmp_path):
