@@ -17,17 +17,16 @@ from sqm.vertical import VerticalData
 JOB_TASK = dict(n_components=2, epsilon=1.0, delta=1e-5, gamma=1024.0, seed=5, insecure_reproducible=True)
 
 
-def pca(argv) -> int:
-    """``sqm pca ARGV`` through the command's own parser (its errors raise)."""
+def pca(argv, command: str = "pca") -> int:
+    """``sqm pca ARGV`` (or another ``command``) through the command's own parser (its errors raise)."""
     import argparse
-
-    from apps.pca.cli import register
+    import importlib
 
     parser = argparse.ArgumentParser(prog="sqm")
-    register(parser.add_subparsers())
-    args = parser.parse_args(["pca", *argv])
+    importlib.import_module(f"apps.{command}.cli").register(parser.add_subparsers())
+    args = parser.parse_args([command, *argv])
     args.quiet = getattr(args, "quiet", 1)  # sqm's own parser adds -q/-v to every command
-    args.command = "pca"
+    args.command = command
     return args.func(args)
 
 
@@ -160,6 +159,10 @@ def test_options_of_another_mode_are_errors_naming_them(tmp_path):
         pca(["--ledger", str(tmp_path / "l.db")])
     with pytest.raises(ValueError, match=r"--insecure-reproducible does not apply without --job"):
         pca(["--insecure-reproducible"])
+    with pytest.raises(ValueError, match=r"--parties, --test-size do not apply with --job"):
+        pca(["--job", "j.json", "--parties", "2", "--test-size", "0.5"], "linreg")
+    with pytest.raises(ValueError, match=r"--label-column does not apply without --job"):
+        pca(["--label-column", "y"], "linreg")
 
 
 # ----- sqm pca --data FILE --------------------------------------------------------------------------------------

@@ -154,11 +154,18 @@ def output_document(r: dict, args) -> dict:
         dataset=r.get("dataset"), details={k: r[k] for k in ("shape", "train", "test", "runs")})
 
 
+LOCAL_ONLY = ("dataset", "data", "parties", "test_size", "runs")
+_PARSER = []  # the `sqm linreg` parser (its defaults decide which options were given)
+
+
 def run(args) -> int:
     from sqm.report import render_table
 
     from .. import output
+    from ..options import JOB_ONLY, check_mode
 
+    check_mode(args, _PARSER[-1], "job" if args.job else "local",
+               {"job": JOB_ONLY + ("label_column",), "local": LOCAL_ONLY})
     if args.job:
         return _run_job(args)
     X, y, y_scale = regression_data(args.dataset, args.data, args.feature_bound, args.label_bound)
@@ -217,3 +224,4 @@ def register(sub) -> None:
     p.add_argument("--runs", type=int, default=1, help="average over this many runs (default 1)")
     p.add_argument("--label-column", default="label", help="with --job: the label column of the last client's CSV")
     p.set_defaults(func=run)
+    _PARSER[:] = [p]
