@@ -23,6 +23,7 @@ import shutil
 import tempfile
 import urllib.error
 import urllib.request
+import zipfile
 from dataclasses import dataclass
 
 import numpy as np
@@ -163,8 +164,8 @@ def verify_file(path: str, f: DataFile, origin: str = "") -> None:
     """Raise :class:`ChecksumError` unless the file at ``path`` is the registry's ``f``."""
     try:
         actual = digest(path)
-    except (OSError, ValueError) as e:  # e.g. an .npz that is no zip archive
-        actual = f"(unreadable: {e})"
+    except (OSError, ValueError, zipfile.BadZipFile) as e:  # e.g. a truncated .npz
+        actual = f"(unreadable: {type(e).__name__}: {e})"
     if actual != f.sha256:
         raise ChecksumError(path, f.sha256, actual, origin)
 

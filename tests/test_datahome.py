@@ -145,6 +145,14 @@ def test_load_dataset_without_data_says_sqm_data_fetch(tmp_path, monkeypatch):
         datahome.fetch_citeseer(download_if_missing=False)  # scikit-learn style: one fetch_* per dataset
 
 
+def test_an_unreadable_npz_is_a_mismatch(tmp_path):
+    f = datahome.REGISTRY["citeseer"].files[-1]
+    for name, data in (("truncated.npz", b"PK\x03\x04" + bytes(100)), ("pickle.npz", pickle.dumps([1]))):
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(ChecksumError, match=f"{name}: SHA-256 expected {f.sha256}, got \\(unreadable"):
+            datahome.verify_file(str(tmp_path / name), f)
+
+
 def test_unpickler_refuses_other_globals(tmp_path):
     class Evil:
         def __reduce__(self):
