@@ -177,7 +177,8 @@ def test_pca_data_file_runs_the_comparison_on_the_users_table(tmp_path, capsys):
     code = pca(["--data", str(f), "--id-column", "rec", "--parties", "2", "--components", "1",
                  "--backend", "plain", "--seed", "1", "--json", str(out)])
     assert code == 0
-    assert "PCA of mine.csv 120 x 4" in capsys.readouterr().out  # the user's table, not digits (1797 x 64)
+    printed = capsys.readouterr().out
+    assert "PCA of mine.csv 120 x 4" in printed and "column 'rec' holds record ids" in printed  # not digits
     r = json.loads(out.read_text())
     assert r["columns"] == ["height", "weight", "age", "score"] and r["details"]["shape"] == [120, 4]
     top = r["released"]["components"][0]

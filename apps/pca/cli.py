@@ -151,7 +151,9 @@ def _local_data(args):
                              f"--dataset NAME with --data for that dataset's folder")
         from apps.tables import read_table
 
-        t = read_table(args.data, args.id_column, require_id=False, what="data file")
+        t = read_table(args.data, args.id_column or "id", require_id=args.id_column is not None, what="data file")
+        if t.ids:
+            print(f"(column '{args.id_column or 'id'}' holds record ids: left out of the features)")
         return t.block, t.columns, os.path.basename(args.data)
     name = args.dataset or "digits"
     ds = load_dataset(name, args.data)
@@ -245,7 +247,7 @@ def register(sub) -> None:
                         "dataset's file or folder")
     p.add_argument("--id-column", default=None,
                    help="with --data FILE or --propose-bounds FILE: the column holding record ids, left out of the "
-                        "features (default: none; 'id' for --propose-bounds)")
+                        "features (default: a column named 'id' if there is one)")
     p.add_argument("--propose-bounds", default=None, metavar="FILE",
                    help="print public column ranges (the job file's \"bounds\" entry) proposed from this party's "
                         "own table, for its operator to review: data-derived bounds are NOT private")
