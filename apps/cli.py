@@ -81,14 +81,23 @@ def _add_verbosity(parser: argparse.ArgumentParser, depth: int = 0) -> None:
             _add_verbosity(child, depth + 1)
 
 
-def main(argv=None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    from mpc import logs
-
+def parse(argv=None, parser: argparse.ArgumentParser | None = None) -> argparse.Namespace:
+    """``sqm ARGV``'s options as its commands receive them: -v/-q totalled into ``args.verbose`` and
+    ``args.quiet`` and the logging level they choose in ``args.log_level`` (nothing configured yet).  Tests
+    call a command as ``parse([...]).func(args)``, so its errors raise instead of becoming exit codes."""
     from .options import log_level
 
-    logs.configure(log_level(args))
+    args = (parser or build_parser()).parse_args(argv)
+    args.log_level = log_level(args)
+    return args
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parse(argv, parser)
+    from mpc import logs
+
+    logs.configure(args.log_level)
     if not getattr(args, "func", None):
         parser.print_help()
         return 0

@@ -370,14 +370,10 @@ def test_timeout_bounds_the_job():
 
 # ----- the command and the bench ----------------------------------------------------------------------------
 def test_cli_writes_json(tmp_path, capsys):
-    import argparse
+    from apps.cli import parse
 
-    from apps.hdp_vfl import register
-
-    parser = argparse.ArgumentParser()
-    register(parser.add_subparsers())
     out = tmp_path / "hdp.json"
-    args = parser.parse_args(["hdp-vfl", "--backend", "plain", "--seed", "0", "--no-sqm", "--quiet",
+    args = parse(["hdp-vfl", "--backend", "plain", "--seed", "0", "--no-sqm", "--quiet",
                               "--json", str(out)])
     assert args.func(args) == 0
     rep = json.loads(out.read_text())  # apps.output: the printed table's rows as results
@@ -388,7 +384,7 @@ def test_cli_writes_json(tmp_path, capsys):
     assert rep["secure_mode"] is False  # a seeded run is an experiment, and says so
     text = capsys.readouterr().out
     assert "different guarantee" in text and "HDP-VFL" in text and "EXPERIMENT" in text
-    args = parser.parse_args(["hdp-vfl", "--backend", "plain", "--no-sqm", "--quiet", "--epochs", "1",
+    args = parse(["hdp-vfl", "--backend", "plain", "--no-sqm", "--quiet", "--epochs", "1",
                               "--json", str(out)])
     assert args.func(args) == 0
     assert json.loads(out.read_text())["secure_mode"] is True

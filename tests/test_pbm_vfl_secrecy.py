@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 
 import apps.pbm_vfl.training as training  # noqa: E402
 import mpc.masked_sum as ms  # noqa: E402
-from apps.pbm_vfl import PBMVFLProgram, VFLConfig, load_split, register, train_vfl  # noqa: E402
+from apps.pbm_vfl import PBMVFLProgram, VFLConfig, load_split, train_vfl  # noqa: E402
 from apps.pbm_vfl.party import ClientParty, public_batch_seed  # noqa: E402
 from mpc.masked_sum import MaskedSum, mask_bits, mask_key, mask_keypair  # noqa: E402
 from mpc.protocol import ProtocolError  # noqa: E402
@@ -235,14 +235,12 @@ def test_parties_draw_secrets_from_their_own_cryptographic_streams(tiny):
 
 
 def test_cli_records_secure_mode(tmp_path, capsys):
-    import argparse
+    from apps.cli import parse
 
-    parser = argparse.ArgumentParser()
-    register(parser.add_subparsers())
-    assert parser.parse_args(["pbm-vfl"]).backend == "mpyc"  # the default runner, as in every command
+    assert parse(["pbm-vfl"]).backend == "mpyc"  # the default runner, as in every command
     for extra, secure in ((["--seed", "1"], False), ([], True)):
         out = tmp_path / f"pbm{secure}.json"
-        args = parser.parse_args(["pbm-vfl", "--epochs", "1", "--hidden", "8", "--embedding-size", "4",
+        args = parse(["pbm-vfl", "--epochs", "1", "--hidden", "8", "--embedding-size", "4",
                                   "--device", "cpu", "--backend", "plain", "--json", str(out), *extra]
                                  + ([] if secure else ["--no-baselines"]))
         assert args.func(args) == 0
