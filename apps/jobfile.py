@@ -13,7 +13,9 @@ feature columns (numbers), its records in any order (each client sorts its rows 
 optional ``bounds`` are PUBLIC ranges of its columns: it clamps each declared column to its range and scales
 it so that rows inside the ranges fit the row norm bound (:func:`scale_to_bounds`; undeclared columns are
 left as they are; ``sqm pca --propose-bounds FILE`` proposes ranges from a party's own data, which are not
-private and must be reviewed).  File
+private and must be reviewed).  ``norm_share`` (every client or none, adding up to at most 1): a client's
+public share s_j of the squared row norm bound, its sub-rows bounded by c sqrt(s_j) (default: its share of
+the columns).  File
 paths in a job file are relative to the job file and must stay inside its folder (absolute paths, ``..``
 and symlinks leading out are refused, naming the party); an operator may point its own party at a file
 anywhere with ``--data-file PATH`` on its own command line.  On each host, ``sqm pca --job job.json
@@ -89,6 +91,7 @@ class PartySpec:
     file: str | None = None  # None for the server
     name: str = ""
     bounds: tuple = ()  # ((column, lo, hi), ...): public ranges declared for this client's columns
+    norm_share: float | None = None  # public: this client's share of c^2 (its sub-rows' bound c sqrt(share))
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,12 @@ class JobSpec:
     @property
     def n_clients(self) -> int:
         return len(self.parties) - 1
+
+    @property
+    def norm_shares(self) -> tuple[float, ...] | None:
+        """The clients' declared shares of the squared row norm bound (None: none declared)."""
+        shares = tuple(p.norm_share for p in self.parties[1:])
+        return None if shares[0] is None else shares
 
     @property
     def bounds(self) -> tuple:
@@ -186,10 +195,20 @@ def load_job(path) -> JobSpec:
             if not isinstance(f, str) or not f:
                 raise ValueError(f"job file {path}: client {i} needs a 'file' (its CSV)")
             f = _confined(f, base, i, path)
-        if i == 0 and e.get("bounds") is not None:
-            raise ValueError(f"job file {path}: party 0 is the server and holds no data; remove its 'bounds'")
+        if i == 0 and (e.get("bounds") is not None or e.get("norm_share") is not None):
+            raise ValueError(f"job file {path}: party 0 is the server and holds no data; remove its 'bounds' "
+                             f"and 'norm_share'")
+        share = e.get("norm_share")
+        if share is not None and (isinstance(share, bool) or not isinstance(share, (int, float))
+                                  or not 0 < share <= 1):
+            raise ValueError(f"job file {path}: client {i}'s 'norm_share' must be a number in (0, 1], got {share!r}")
         parties.append(PartySpec(addr, f, str(e.get("name") or ("server" if i == 0 else f"client{i}")),
-                                 check_bounds(e.get("bounds"), f"job file {path}: client {i}'s")))
+                                 check_bounds(e.get("bounds"), f"job file {path}: client {i}'s"),
+                                 None if share is None else float(share)))
+    shares = [p.norm_share for p in parties[1:]]
+    if any(v is not None for v in shares) and (None in shares or sum(shares) > 1 + 1e-9):
+        raise ValueError(f"job file {path}: 'norm_share' must be given for every client or none, and the shares "
+                         f"must add up to at most 1 (whole rows then satisfy ||x|| <= c); got {shares}")
     addrs = [p.address for p in parties]
     if len(set(addrs)) != len(addrs):
         raise ValueError(f"job file {path}: duplicate party addresses {addrs}")
@@ -252,10 +271,11 @@ def check_dataset_id(dataset) -> str:
 
 
 def write_job(path, addresses, files, id_column: str = "id", job_id: str | None = None,
-              name: str | None = None, dataset: str | None = None, bounds=None) -> str:
+              name: str | None = None, dataset: str | None = None, bounds=None, norm_shares=None) -> str:
     """Write a job file: ``addresses[0]`` the server's, then one address and one file per client; a fresh
     random ``job_id`` unless given, the job's ``name`` (as in its certificates) and the ``dataset`` id (the
-    ledger's) if given; ``bounds``: per client, None or its public column ranges ``{column: [lo, hi]}``."""
+    ledger's) if given; ``bounds``: per client, None or its public column ranges ``{column: [lo, hi]}``;
+    ``norm_shares``: each client's public share of c^2 (None: c_j = c sqrt(its columns / all columns))."""
     if len(addresses) != len(files) + 1:
         raise ValueError(f"need one address per party: {len(addresses)} addresses for 1 server + "
                          f"{len(files)} clients")
@@ -270,6 +290,8 @@ def write_job(path, addresses, files, id_column: str = "id", job_id: str | None 
         if bounds is not None and bounds[j - 1] is not None:
             check_bounds(bounds[j - 1], f"client {j}'s")
             parties[-1]["bounds"] = {c: [float(lo), float(hi)] for c, (lo, hi) in bounds[j - 1].items()}
+        if norm_shares is not None:
+            parties[-1]["norm_share"] = float(norm_shares[j - 1])
     from mpc.certs import check_job_name
     from mpc.launch import new_job_id
     from mpc.session import check_job_id
@@ -286,12 +308,13 @@ def write_job(path, addresses, files, id_column: str = "id", job_id: str | None 
 
 def write_party_csvs(X, directory, n_parties: int | None = None, col_counts=None, ids=None,
                      id_column: str = "id", addresses=None, prefix: str = "party",
-                     job_name: str = "job.json", dataset: str | None = None, bounds=None) -> str:
+                     job_name: str = "job.json", dataset: str | None = None, bounds=None,
+                     norm_shares=None) -> str:
     """Split ``X``'s columns among parties, write ``{prefix}{j}.csv`` (id + columns) and a job file.
 
     ``col_counts`` gives each party's column count (default: ``n_parties`` near-equal blocks, as
     :meth:`sqm.vertical.VerticalData.split`).  ``ids`` default to 0..m-1.  ``addresses`` default to
-    loopback ports chosen free now; ``dataset`` and ``bounds``: see :func:`write_job`.  Floats
+    loopback ports chosen free now; ``dataset``, ``bounds``, ``norm_shares``: see :func:`write_job`.  Floats
     are written with 17 significant digits (exact round trip).
     Returns the job file's path.
     """
@@ -323,7 +346,7 @@ def write_party_csvs(X, directory, n_parties: int | None = None, col_counts=None
 
         addresses = [f"127.0.0.1:{p}" for p in free_ports(len(col_counts) + 1)]
     return write_job(os.path.join(directory, job_name), addresses, files, id_column, dataset=dataset,
-                     bounds=bounds)
+                     bounds=bounds, norm_shares=norm_shares)
 
 
 # ----- one party's file -------------------------------------------------------------------------------------
@@ -453,14 +476,15 @@ class JobParty(PartyProgram):
 
     def _scaled(self, table: PartyTable, meta: "JobMeta", pid: int) -> tuple[PartyTable, int]:
         """This client's table scaled to its declared ranges: each declared column's bound is its share of
-        the task's row norm bound, c_j / sqrt(its columns) (c_j: :func:`sqm.vertical.party_norm_bounds`), so a
-        row inside the declared ranges is never clipped."""
+        the task's row norm bound, c_j / sqrt(its columns) (c_j: :func:`sqm.vertical.party_norm_bounds`; the
+        columns the task's ``feature_counts(meta)`` counts, e.g. without a label), so a row inside the declared
+        ranges is never clipped."""
         from sqm.vertical import party_norm_bounds
 
-        c_j = party_norm_bounds(self.task.row_norm_bound, meta.col_counts,
-                                getattr(self.task, "party_bounds", None))[pid - 1]
+        counts = self.task.feature_counts(meta) if hasattr(self.task, "feature_counts") else list(meta.col_counts)
+        c_j = party_norm_bounds(self.task.row_norm_bound, counts, getattr(self.task, "party_bounds", None))[pid - 1]
         block, outside = scale_to_bounds(table.block, table.columns, self.own_bounds,
-                                         float(c_j) / np.sqrt(table.n_cols))
+                                         float(c_j) / np.sqrt(counts[pid - 1]))
         return dataclasses.replace(table, block=block), outside
 
     def describe(self) -> str:
@@ -688,6 +712,13 @@ def party_program(spec: JobSpec, index: int, task: JobTask, ledger: "LedgerGuard
     if any(spec.bounds) and not hasattr(task, "row_norm_bound"):
         raise ValueError(f"job file {spec.path or '(unnamed)'} declares column ranges (\"bounds\"), which "
                          f"{type(task).__name__} does not use: remove them")
+    if any(spec.bounds) and hasattr(task, "check_bounds"):
+        task.check_bounds(spec.bounds)  # e.g. a label column may not be scaled
+    if spec.norm_shares is not None:
+        if not hasattr(task, "with_party_bounds"):
+            raise ValueError(f"job file {spec.path or '(unnamed)'} declares norm shares (\"norm_share\"), which "
+                             f"{type(task).__name__} does not use: remove them")
+        task = task.with_party_bounds([task.row_norm_bound * float(np.sqrt(s)) for s in spec.norm_shares])
     return JobParty(index, spec.parties[index].file, spec.id_column, task, spec.dataset_id, ledger, spec.bounds)
 
 

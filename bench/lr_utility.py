@@ -20,7 +20,7 @@ from tqdm import tqdm
 from bench.common import finish
 from sqm.report import render_table
 
-from apps.logreg.cli import DATASETS, DEFAULT_Q, compare, unit_ball_split
+from apps.logreg.cli import DATASETS, compare, unit_ball_split
 from apps.logreg.estimator import paper_epochs
 
 
@@ -28,7 +28,6 @@ def run(dataset="adult", data_dir=None, epsilons=(0.5, 1, 2, 4, 8), gammas=(1024
         delta=1e-5, q=None, parties=3, learning_rate=0.5, weight_bound=8.0, backend="in-process", seed=0,
         progress=True) -> dict:
     Xtr, ytr, Xte, yte, groups = unit_ball_split(dataset, data_dir)
-    q = DEFAULT_Q[dataset] if q is None else q
     cells = {}
     jobs = [(e, r) for e in epsilons for r in range(runs)]
     refs = []

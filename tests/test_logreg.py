@@ -134,7 +134,8 @@ def test_in_process_runs_are_reproducible_and_seeded_apart():
 def test_breast_cancer_accuracy_within_3_points_of_sklearn():
     Xtr, ytr, Xte, yte = unit_ball_split("breast_cancer")[:4]
     res = compare(Xtr, ytr, Xte, yte, epsilon=8.0, delta=1e-5, gamma=8192.0, q=0.05, epochs=10,
-                  learning_rate=1.0, parties=3, backend="in-process", seed=0, methods=("sqm", "nonprivate"))
+                  learning_rate=1.0, weight_bound=1.0, parties=3, backend="in-process", seed=0,
+                  methods=("sqm", "nonprivate"), fit_intercept=False)  # the paper's setting: no intercept
     assert res["nonprivate"]["accuracy"] > 0.88
     assert res["sqm"]["accuracy"] >= res["nonprivate"]["accuracy"] - 0.03
 
@@ -292,7 +293,7 @@ def run_job_in_process(job, task, ledger=None):
 def test_job_file_mode_equals_estimator_and_refuses_misaligned_records(tmp_path):
     """Each party reads only its own CSV (the label party's holds the label column); same weights as the
     estimator for the same seed; refused (in process, as real parties refuse): a label party without the label
-    column, a client whose record ids are in another order, a party running other public parameters."""
+    column, a client whose records come in another order (aligned: the same model), a client with another id set, a party running other public parameters."""
     from apps.jobfile import JobMeta, LedgerGuard, write_party_csvs
     from apps.logreg.job import LRJobTask
     from mpc.exitcodes import EXIT_BAD_DATA, EXIT_REFUSED
@@ -311,7 +312,8 @@ def test_job_file_mode_equals_estimator_and_refuses_misaligned_records(tmp_path)
     recs = run_job_in_process(job, task)
     est = SQMLogisticRegression(4.0, 1e-5, 256.0, 0.25, 1, 1.0, "in-process", seed=5).fit(
         VerticalData([X[:, :2], X[:, 2:4], X[:, 4:]]), y)
-    assert np.array_equal(np.asarray(recs[0]["result"]["weights"]), est.coef_[0])
+    assert np.array_equal(recs[0]["result"]["coef"], est.coef_[0])
+    assert recs[0]["result"]["intercept"] == est.intercept_[0] != 0  # the constant column's weight (c = 1)
     assert recs[0]["result"]["report"].epsilon_server <= 4.0
     assert recs[0]["result"]["report"] == est.report_ == task.release(JobMeta((2, 2, 3), 40))
     ledger = LedgerGuard(str(tmp_path / "ledger.db"), budget=(5.0, 1e-4))  # the release is charged to the dataset
@@ -328,9 +330,12 @@ def test_job_file_mode_equals_estimator_and_refuses_misaligned_records(tmp_path)
         run_job_in_process(job, LRJobTask(4.0, 1e-5, 256.0, 0.25, 1, 1.0, label_column="y"))
     assert e.value.codes[3] == EXIT_BAD_DATA and e.value.codes[0] == EXIT_REFUSED
     lines = (tmp_path / "party2.csv").read_text().splitlines(keepends=True)
-    lines[1], lines[2] = lines[2], lines[1]  # client 2's records in another order
+    lines[1], lines[2] = lines[2], lines[1]  # client 2's records in another order: aligned, the same model
     (tmp_path / "party2.csv").write_text("".join(lines))
-    with pytest.raises(MPCError, match="clients disagree on record ids") as e:
+    assert np.array_equal(run_job_in_process(job, task)[0]["result"]["coef"], est.coef_[0])
+    lines[1] = "1000" + lines[1][lines[1].index(","):]  # one id that no other client holds: refused, named
+    (tmp_path / "party2.csv").write_text("".join(lines))
+    with pytest.raises(MPCError, match="clients hold different record id sets") as e:
         run_job_in_process(job, unseeded)
     assert set(e.value.codes.values()) == {EXIT_REFUSED}
 

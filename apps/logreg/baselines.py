@@ -18,6 +18,14 @@ from .estimator import check_labels, check_schedule, steps
 from .party import project
 
 
+def with_intercept_column(X, constant: float) -> np.ndarray:
+    """X with the intercept's constant column appended (``constant`` 0: X unchanged), as SQM's label party
+    appends it (:meth:`apps.logreg.party.LRPlan.with_constant`): the baselines fit the same model on the same
+    rows, the constant inside the row norm (sqrt(||x||^2 + c^2)) and so inside DPSGD's clipping."""
+    X = np.asarray(X, np.float64)
+    return X if not constant else np.hstack([X, np.full((X.shape[0], 1), float(constant))])
+
+
 def taylor_fit(X, y, q: float, epochs: int, learning_rate: float, weight_bound: float = 1.0, seed=None
                ) -> np.ndarray:
     """The same Taylor gradient (Eq. 19), sampling, step and projection in float64, without noise or
@@ -115,7 +123,7 @@ def dpsgd_fit(X, y, epsilon: float, delta: float, q: float, epochs: int, learnin
 LOCAL_DP_SENSITIVITY = math.sqrt(2.0)  # L2 norm of one released record (x, y): ||x||^2 + y^2 <= 1 + 1
 
 
-def local_dp_fit(X, y, epsilon: float, delta: float, seed=None):
+def local_dp_fit(X, y, epsilon: float, delta: float, seed=None, fit_intercept: bool = True):
     """VFL local-DP baseline: each party releases its columns plus iid N(0, sigma^2) noise (the label party its
     label too), and a logistic regression is trained to convergence on the released data (perturbed labels
     thresholded at 1/2).  Returns (fitted scikit-learn model, its privacy report).
@@ -145,13 +153,14 @@ def local_dp_fit(X, y, epsilon: float, delta: float, seed=None):
                            sigma=sigma, l2_sensitivity=LOCAL_DP_SENSITIVITY, n_parties=None,
                            events=(events.gaussian_event(sigma, LOCAL_DP_SENSITIVITY),),
                            notes="every party perturbs its own columns (the label party its label too)")
-    return LogisticRegression(max_iter=2000, fit_intercept=False).fit(Xn, yn), report
+    return LogisticRegression(max_iter=2000, fit_intercept=fit_intercept).fit(Xn, yn), report
 
 
-def nonprivate_fit(X, y):
+def nonprivate_fit(X, y, fit_intercept: bool = True):
     from sklearn.linear_model import LogisticRegression
 
-    return LogisticRegression(max_iter=5000, fit_intercept=False).fit(np.asarray(X, np.float64), check_labels(y))
+    return LogisticRegression(max_iter=5000, fit_intercept=fit_intercept).fit(np.asarray(X, np.float64),
+                                                                               check_labels(y))
 
 
 def accuracy(w, X, y) -> float:

@@ -10,11 +10,11 @@ import time
 
 import numpy as np
 
-from sqm.report import PrivacyReport, render_table, write_json
+from sqm.report import PrivacyReport, render_table
 from sqm.vertical import VerticalData
 
-from .baselines import accuracy, dpsgd_fit, local_dp_fit, nonprivate_fit, taylor_fit
-from .estimator import MODEL_SHARED_NOTE, SQMLogisticRegression, paper_epochs
+from .baselines import accuracy, dpsgd_fit, local_dp_fit, nonprivate_fit, taylor_fit, with_intercept_column
+from .estimator import MODEL_SHARED_NOTE, SCHEDULE_HELP, SQMLogisticRegression, resolve_schedule
 from .job import LRJobTask
 from .party import logistic_loss
 
@@ -23,11 +23,6 @@ CLIENT_VIEW = "nothing (only Shamir shares)"  # what a client observes during SQ
 
 # ----- datasets --------------------------------------------------------------------------------------------
 DATASETS = ("breast_cancer", "adult", "credit_default")  # the data sets sqm logreg runs on
-DEFAULT_Q = {"breast_cancer": 0.05, "adult": 0.001, "credit_default": 0.001}
-# ||w|| <= W and learning rate per data set: with W = 1 (the paper's) every method stays at the majority-class
-# rate on adult (its rows have ||x|| <= 1 and a large intercept is needed), so W = 8, lr = 0.5 there
-DEFAULT_W = {"breast_cancer": 1.0, "adult": 8.0, "credit_default": 8.0}
-DEFAULT_LR = {"breast_cancer": 1.0, "adult": 0.5, "credit_default": 0.5}
 
 
 def unit_ball_split(name: str, data_dir: str | None = None, seed: int = 0):
@@ -73,12 +68,20 @@ def public_split(groups: list[str], n_parties: int) -> tuple[list[int], np.ndarr
     return counts, np.sqrt(np.asarray(n_attr, np.float64) / sum(n_attr))
 
 
-def compare(Xtr, ytr, Xte, yte, *, epsilon, delta, gamma, q, epochs, learning_rate, parties, backend, seed,
-            weight_bound=1.0, methods=("sqm", "dpsgd", "local", "nonprivate", "taylor"), progress=False,
-            groups=None, timeout: float = 3600.0) -> dict:
+def compare(Xtr, ytr, Xte, yte, *, epsilon, delta, gamma, parties, backend, seed, q=None, epochs=None,
+            learning_rate=None, weight_bound=None, methods=("sqm", "dpsgd", "local", "nonprivate", "taylor"),
+            progress=False, groups=None, timeout: float = 3600.0, fit_intercept: bool = True) -> dict:
     """Test accuracy and privacy of SQM and each baseline for one seed (an int or None): method -> a row
     ``{"method", "accuracy", "seconds", "bytes_sent", "report": PrivacyReport, ...}``.  ``groups`` (the
-    attribute of each column) makes the parties' split and norm bounds follow attributes (:func:`public_split`)."""
+    attribute of each column) makes the parties' split and norm bounds follow attributes (:func:`public_split`).
+    The schedule (q, epochs, learning rate, ||w|| bound) left None is :func:`apps.logreg.estimator.default_schedule`'s
+    for the training records, the same for SQM, DPSGD and the Taylor reference; with ``fit_intercept`` every
+    method fits an intercept (DPSGD and Taylor on the rows with SQM's constant column, clipped at their norm
+    bound sqrt(1 + 1))."""
+    sched = resolve_schedule(len(Xtr), epsilon, q, epochs, learning_rate, weight_bound)
+    q, epochs, learning_rate, weight_bound = sched.q, sched.epochs, sched.learning_rate, sched.weight_bound
+    c = 1.0 if fit_intercept else 0.0
+    Xtr_c, Xte_c = with_intercept_column(Xtr, c), with_intercept_column(Xte, c)
     rng = np.random.default_rng(seed)
     sub = [int(s) for s in rng.integers(0, 2 ** 62, size=4)] if seed is not None else [None] * 4
     out = {}
@@ -93,30 +96,32 @@ def compare(Xtr, ytr, Xte, yte, *, epsilon, delta, gamma, q, epochs, learning_ra
             data = VerticalData(np.split(np.asarray(Xtr, np.float64), np.cumsum(counts)[:-1], axis=1))
         m = SQMLogisticRegression(epsilon, delta, gamma, q, epochs, learning_rate, backend, parties,
                                   weight_bound=weight_bound, party_bounds=bounds, seed=sub[0], progress=progress,
-                                  timeout=timeout)
+                                  timeout=timeout, fit_intercept=fit_intercept, intercept_scaling=1.0)
         t0 = time.perf_counter()
         m.fit(data, ytr, eval_set=(Xte, yte) if progress else None)
-        row("sqm", m.score(Xte, yte), t0, m.report_, test_loss=logistic_loss(m.coef_[0], Xte, yte),
+        row("sqm", m.score(Xte, yte), t0, m.report_,
+            test_loss=logistic_loss(np.r_[m.coef_[0], m.intercept_ / c] if c else m.coef_[0], Xte_c, yte),
             training_seconds=m.seconds_, clipped=m.clipped_, batches_truncated=m.batches_truncated_,
             b_max=m.plan_.b_max, backend=m.backend_)
         out["sqm"]["bytes_sent"] = int(sum(m.bytes_sent_))
     if "dpsgd" in methods:
         t0 = time.perf_counter()
-        w, rep = dpsgd_fit(Xtr, ytr, epsilon, delta, q, epochs, learning_rate, weight_bound, seed=sub[1])
-        row("dpsgd", accuracy(w, Xte, yte), t0, rep)
+        w, rep = dpsgd_fit(Xtr_c, ytr, epsilon, delta, q, epochs, learning_rate, weight_bound,
+                           max_grad_norm=math.sqrt(1.0 + c * c), seed=sub[1])
+        row("dpsgd", accuracy(w, Xte_c, yte), t0, rep)
     if "local" in methods:
         t0 = time.perf_counter()
-        mdl, rep = local_dp_fit(Xtr, ytr, epsilon, delta, seed=sub[2])
+        mdl, rep = local_dp_fit(Xtr, ytr, epsilon, delta, seed=sub[2], fit_intercept=fit_intercept)
         row("local", mdl.score(Xte, yte), t0, rep)
     if "nonprivate" in methods:
         t0 = time.perf_counter()
-        mdl = nonprivate_fit(Xtr, ytr)
+        mdl = nonprivate_fit(Xtr, ytr, fit_intercept=fit_intercept)
         row("nonprivate", mdl.score(Xte, yte), t0, PrivacyReport(method="non-private", epsilon_server=math.inf,
                                                                  epsilon_client=math.inf, delta=0.0))
     if "taylor" in methods:
         t0 = time.perf_counter()
-        w = taylor_fit(Xtr, ytr, q, epochs, learning_rate, weight_bound, seed=sub[3])
-        row("taylor", accuracy(w, Xte, yte), t0, PrivacyReport(
+        w = taylor_fit(Xtr_c, ytr, q, epochs, learning_rate, weight_bound, seed=sub[3])
+        row("taylor", accuracy(w, Xte_c, yte), t0, PrivacyReport(
             method="Taylor (noiseless)", epsilon_server=math.inf, epsilon_client=math.inf, delta=0.0,
             notes="SQM's Taylor gradient, sampling and projection in float64, without noise or quantization"))
     return out
@@ -146,37 +151,98 @@ def utility_rows(res: dict) -> list[dict]:
 
 
 def _run_job(args) -> int:
+    from mpc.launch import private_folder
+
     from ..jobfile import job_command
+    from .estimator import _progress
+    from .party import follow_progress
 
-    def make_task():
-        return LRJobTask(args.epsilon, args.delta, args.gamma, args.q if args.q is not None else 0.001,
-                         args.epochs, args.learning_rate if args.learning_rate is not None else 1.0,
-                         args.weight_bound if args.weight_bound is not None else 1.0, args.label_column,
-                         args.label_party, seed=args.seed, insecure_reproducible=args.insecure_reproducible)
+    with private_folder("sqm-lr-job-") as tmp:
+        path = None if args.quiet else f"{tmp}/progress"
 
-    def server_summary(res) -> dict:
-        rep, w = res["report"], np.asarray(res["weights"])
-        print(f"server: logistic-regression weights over {w.shape[0]} features of {res['n_records']} records "
-              f"(clients' columns {res['col_counts']}, label included at client "
-              f"{rep.n_parties if args.label_party is None else args.label_party + 1}); {rep.rounds} rounds, batch "
-              f"cap {res['b_max']}, ||w|| = {np.linalg.norm(w):.4f}")
-        print(f"  clients observe {CLIENT_VIEW} during training; epsilon_client is the guarantee of the final "
-              f"model only if the server shares it with them")
-        return {"weights": w}
+        def make_task():
+            return LRJobTask(args.epsilon, args.delta, args.gamma, args.q, args.epochs, args.learning_rate,
+                             args.weight_bound, args.label_column, args.label_party, seed=args.seed,
+                             insecure_reproducible=args.insecure_reproducible,
+                             fit_intercept=not args.no_intercept, progress_path=path)
 
-    return job_command(args, make_task, server_summary)
+        def server_summary(res) -> dict:
+            rep, w = res["report"], np.asarray(res["weights"])
+            sch = res["schedule"]
+            print(f"server: logistic-regression weights over {len(res['coef'])} features"
+                  f"{' and an intercept' if res['fit_intercept'] else ''} of {res['n_records']} records (clients' "
+                  f"columns {res['col_counts']}, label included at client "
+                  f"{rep.n_parties if args.label_party is None else args.label_party + 1}); q {sch['q']:.4g}, "
+                  f"{sch['epochs']} epochs, {rep.rounds} rounds, batch cap {res['b_max']}, lr {sch['learning_rate']:g}, "
+                  f"||w|| = {np.linalg.norm(w):.4f} <= {sch['weight_bound']:g}")
+            if res["fit_intercept"]:
+                print(f"  intercept {res['intercept']:.4f}")
+            print(f"  clients observe {CLIENT_VIEW} during training; epsilon_client is the guarantee of the final "
+                  f"model only if the server shares it with them")
+            return {"weights": w, "coef": np.asarray(res["coef"]), "intercept": res["intercept"],
+                    "schedule": sch}
+
+        if path is None:
+            return job_command(args, make_task, server_summary)
+        bar, cb = _progress(None, "SQM-LR (server)", True, "noisy gradient norm")
+        try:
+            with follow_progress(path, cb):
+                return job_command(args, make_task, server_summary)
+        finally:
+            bar.close()
+
+
+LOCAL_ONLY = ("dataset", "data", "id_column", "parties", "runs", "no_baselines")
+JOB_MODE_ONLY = ("label_party",)
+_PARSER = []  # the `sqm logreg` parser (its defaults decide which options were given)
+
+
+def _local_data(args):
+    """(X_train, y_train, X_test, y_test, groups or None, name, columns, label note): ``--data FILE`` is the
+    user's own table (CSV/Parquet: every column but ``--label-column`` and ``--id-column`` a feature; standardized
+    with the training split's statistics, clipped to +-3 and divided by 3 sqrt(d), as breast cancer: a local
+    comparison, the scaling is data-derived); else ``--dataset``."""
+    if args.data is None:
+        Xtr, ytr, Xte, yte, groups = unit_ball_split(args.dataset)
+        return Xtr, ytr, Xte, yte, groups, args.dataset, None, None
+    import os
+
+    from sklearn.model_selection import train_test_split
+
+    from apps.tables import read_table
+
+    from .estimator import binary_labels, label_mapping_note
+
+    t = read_table(args.data, args.id_column, require_id=False, what="data file")
+    if args.label_column not in t.columns:
+        raise ValueError(f"data file {args.data} has no label column '{args.label_column}': name it with "
+                         f"--label-column; its columns are {t.columns[:20]}{' ...' if len(t.columns) > 20 else ''}")
+    k = t.columns.index(args.label_column)
+    try:
+        y, classes = binary_labels(t.block[:, k])
+    except ValueError as e:
+        raise ValueError(f"data file {args.data}: {e}") from None
+    X, columns = np.delete(t.block, k, axis=1), [c for c in t.columns if c != args.label_column]
+    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.25, random_state=0, stratify=y)
+    mu, sd = Xtr.mean(0), Xtr.std(0)
+    sd[sd == 0] = 1
+    f = lambda A: np.clip((A - mu) / sd, -3, 3) / (3 * math.sqrt(A.shape[1]))  # noqa: E731
+    return f(Xtr), ytr, f(Xte), yte, None, os.path.basename(args.data), columns, label_mapping_note(classes)
 
 
 def run(args) -> int:
+    from ..options import JOB_ONLY, check_mode
+
+    if _PARSER:
+        check_mode(args, _PARSER[-1], "job" if args.job else "local",
+                   {"job": JOB_ONLY + JOB_MODE_ONLY, "local": LOCAL_ONLY})
     if args.job:
         return _run_job(args)
     if args.runs < 1:
         raise ValueError(f"--runs must be >= 1, got {args.runs}")
-    Xtr, ytr, Xte, yte, groups = unit_ball_split(args.dataset, args.data)
-    q = args.q if args.q is not None else DEFAULT_Q[args.dataset]
-    epochs = args.epochs if args.epochs is not None else paper_epochs(args.epsilon)
-    lr = args.learning_rate if args.learning_rate is not None else DEFAULT_LR[args.dataset]
-    W = args.weight_bound if args.weight_bound is not None else DEFAULT_W[args.dataset]
+    Xtr, ytr, Xte, yte, groups, name, columns, labels = _local_data(args)
+    sched = resolve_schedule(len(Xtr), args.epsilon, args.q, args.epochs, args.learning_rate, args.weight_bound)
+    q, epochs, lr, W = sched.q, sched.epochs, sched.learning_rate, sched.weight_bound
     methods = ("sqm",) if args.no_baselines else ("sqm", "dpsgd", "local", "nonprivate", "taylor")
     from ..extras import missing
 
@@ -187,15 +253,16 @@ def run(args) -> int:
         seed = None if args.seed is None else args.seed + r
         runs.append(compare(Xtr, ytr, Xte, yte, epsilon=args.epsilon, delta=args.delta, gamma=args.gamma, q=q,
                             epochs=epochs, learning_rate=lr, parties=args.parties, backend=args.backend,
-                            seed=seed, weight_bound=W, methods=methods,
-                            groups=groups,
-                            progress=not args.quiet, timeout=args.timeout))
+                            seed=seed, weight_bound=W, methods=methods, groups=groups,
+                            progress=not args.quiet, timeout=args.timeout, fit_intercept=not args.no_intercept))
     res = _mean(runs)
     s, rep = res["sqm"], res["sqm"]["report"]
-    print(f"logistic regression on {args.dataset}: {Xtr.shape[0]} train / {Xte.shape[0]} test records, "
+    print(f"logistic regression on {name}: {Xtr.shape[0]} train / {Xte.shape[0]} test records, "
           f"{Xtr.shape[1]} features, {args.parties} clients (+ server), backend {s['backend']}, {args.runs} run(s)")
-    print(f"  q {q:g}  epochs {epochs}  rounds {rep.rounds}  batch cap {s['b_max']}  lr {lr:g}  "
-          f"||w|| <= {W:g}  gamma {args.gamma:g}  mu {rep.mu:.4g}")
+    if labels is not None:
+        print(f"  {labels}; majority-class rate on the test split {max(np.mean(yte), 1 - np.mean(yte)):.4f}")
+    print(f"  q {q:.4g}  epochs {epochs}  rounds {rep.rounds}  batch cap {s['b_max']}  lr {lr:g}  "
+          f"||w|| <= {W:g}  gamma {args.gamma:g}  mu {rep.mu:.4g}  intercept {'no' if args.no_intercept else 'yes'}")
     print(f"  clipped records per client {s['clipped']}  batches truncated {s['batches_truncated']}")
     print(render_table(utility_rows(res) + [{"method": "DPSGD (not run)"}] * bool(not_run), UTILITY_COLUMNS))
     for why in not_run.values():
@@ -204,9 +271,15 @@ def run(args) -> int:
     if args.seed is not None:
         print("  --seed: one process derives every party's seed (a local experiment, secure_mode false)")
     if args.json:
-        write_json(args.json, dict(dataset=args.dataset, q=q, epochs=epochs, parties=args.parties, learning_rate=lr,
-                                   weight_bound=W, secure_mode=args.seed is None, **res, per_run=runs,
-                                   not_run=not_run))
+        from .. import output
+
+        plain, rows = args.backend == "plain", utility_rows(res)
+        output.write(args.json, output.document(
+            output.command_name(args), "local", results=rows, privacy=[r["report"] for r in res.values()],
+            parameters=output.parameters(args, q=q, epochs=epochs, learning_rate=lr, weight_bound=W),
+            secure_mode=args.seed is None, simulation=plain, timings={r["method"]: r["seconds"] for r in rows},
+            bytes=output.byte_counts(total=None if plain else s["bytes_sent"]), dataset=name, columns=columns,
+            details={"labels": labels, "per_run": runs, "not_run": not_run}))
     return 0
 
 
@@ -220,31 +293,39 @@ def register(sub) -> None:
                                             "CSV, and the dataset id the ledger charges; see apps/jobfile.py): a "
                                             "real multi-party run in which each party reads only its own file; the "
                                             "label party's CSV holds the --label-column"), options.output()],
-                       description="Train logistic regression on vertically partitioned data with SQM "
-                                   "(real MPyC party processes by default) and compare with DPSGD (Opacus), "
-                                   "VFL local DP and non-private training at the same (epsilon, delta).")
+                       description="Train logistic regression (with an intercept) on vertically partitioned "
+                                   "data with SQM (real MPyC party processes by default) and compare with DPSGD "
+                                   "(Opacus), VFL local DP and non-private training at the same (epsilon, delta). "
+                                   f"Schedule defaults, local and job mode alike: {SCHEDULE_HELP}.")
     p.add_argument("--dataset", default="breast_cancer", choices=DATASETS,
                    help="breast_cancer (scikit-learn, default), adult (UCI files), credit_default (UCI file)")
-    p.add_argument("--data", default=None,
-                   help="the dataset's folder (adult) or CSV file / folder (credit_default); default "
-                        "../shared/data/{adult,credit-default} next to the repository")
+    p.add_argument("--data", default=None, metavar="FILE",
+                   help="your own table (CSV, or Parquet by its .parquet extension) for the local comparison: "
+                        "--label-column is the label (any two values), every other column but --id-column a "
+                        "feature; split 75/25 (stratified), standardized with the training split's statistics")
+    p.add_argument("--id-column", default=None,
+                   help="with --data FILE: the column holding record ids, left out of the features (default: none)")
     p.add_argument("--parties", type=int, default=3, help="clients holding column blocks (default 3); the "
                                                           "last holds the label")
     p.add_argument("--gamma", type=float, default=8192.0, help="quantization scale gamma (default 8192 = 2^13)")
     p.add_argument("--q", type=float, default=None,
-                   help="Poisson sampling rate (default 0.05 for breast_cancer, 0.001 otherwise, as the paper)")
+                   help="Poisson sampling rate (default: chosen from the record count n: max(64, sqrt n) / n)")
     p.add_argument("--epochs", type=int, default=None,
                    help="epochs (default: the paper's 2, 5, 8, 10, 10 for epsilon 0.5, 1, 2, 4, 8)")
     p.add_argument("--learning-rate", type=float, default=None,
-                   help="learning rate for SQM, DPSGD and the Taylor reference (default 1 for breast_cancer, "
-                        "0.5 otherwise)")
+                   help="learning rate for SQM, DPSGD and the Taylor reference (default 2)")
     p.add_argument("--weight-bound", type=float, default=None,
-                   help="project ||w||_2 <= W after each step, SQM and DPSGD alike; W enters SQM's sensitivity "
-                        "(default 1, the paper's, for breast_cancer; 8 for adult and credit_default, where W = 1 "
-                        "leaves every method at the majority-class rate)")
+                   help="project ||w||_2 <= W (the intercept's weight included) after each step, SQM and DPSGD "
+                        "alike; W enters SQM's sensitivity (default 8)")
+    p.add_argument("--no-intercept", action="store_true",
+                   help="fit no intercept (default: an intercept, as scikit-learn: the label party appends a "
+                        "public constant column 1, counted in the sensitivity; every baseline fits one too)")
     p.add_argument("--runs", type=int, default=1, help="independent runs to average (default 1)")
     p.add_argument("--no-baselines", action="store_true", help="train SQM only")
-    p.add_argument("--label-column", default="label", help="with --job: the label column's name (default label)")
+    p.add_argument("--label-column", default="label",
+                   help="with --job or --data FILE: the label column's name (default label); any two values, the "
+                        "smaller mapped to 0 and the larger to 1 (said in the output)")
     p.add_argument("--label-party", type=int, default=None,
                    help="with --job: 0-based client index holding the label (default the last client)")
     p.set_defaults(func=run)
+    _PARSER[:] = [p]

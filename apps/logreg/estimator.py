@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import expit
@@ -40,6 +41,78 @@ def paper_epochs(epsilon: float) -> int:
     return PAPER_EPOCHS[key]
 
 
+@dataclass(frozen=True)
+class Schedule:
+    """A training run's public schedule: Poisson sampling rate, epochs, learning rate, ||w|| bound."""
+
+    q: float
+    epochs: int
+    learning_rate: float
+    weight_bound: float
+
+
+BATCH_MIN = 64  # the smallest expected batch the default schedule aims for (see default_schedule)
+
+
+def default_schedule(n_records: int, epsilon: float) -> Schedule:
+    """The defaults of every SQM-LR run chosen from the record count n (local and job mode alike):
+
+    - q = min(1, max(64, sqrt(n)) / n): an expected batch of max(64, sqrt(n)) records;
+    - epochs: the paper's for this epsilon (2, 5, 8, 10, 10 at 0.5, 1, 2, 4, 8);
+    - learning rate 2 and ||w|| <= 8.
+
+    Measured (in-process, epsilon 1, gamma 2^13, 2 seeds) on generated imbalanced data (6,000 records, 15
+    features scaled to +-3 sd / (3 sqrt 15), 20% positives; majority rate 0.7955, non-private 0.889): the
+    Taylor reference learns nothing with ||w|| <= 4 (the rows' small features need large weights) and
+    oscillates at learning rate 8 (the intercept's direction has curvature c^2 / 4 = 1/4); at lr 2-4 and
+    W 8 SQM gave 0.76-0.82 against DPSGD's 0.81, at W 16 SQM fell to 0.59-0.76 (its sensitivity grows with
+    W, DPSGD's does not); larger batches (q 0.05, 0.1) leave too few steps for every method at the paper's
+    epochs (all at the majority rate)."""
+    check_epsilon(epsilon)
+    n = int(n_records)
+    if n < 1:
+        raise ValueError(f"need at least one record, got {n_records!r}")
+    q = min(1.0, max(BATCH_MIN, math.sqrt(n)) / n)
+    return Schedule(q=q, epochs=paper_epochs(epsilon), learning_rate=2.0, weight_bound=8.0)
+
+
+def resolve_schedule(n_records: int, epsilon: float, q=None, epochs=None, learning_rate=None,
+                     weight_bound=None) -> Schedule:
+    """The schedule a run on ``n_records`` records uses: the values given, the rest :func:`default_schedule`'s
+    (validated; SQM and its baselines alike)."""
+    auto = default_schedule(n_records, epsilon)
+    pick = lambda given, default: default if given is None else given  # noqa: E731
+    s = Schedule(q=float(pick(q, auto.q)), epochs=pick(epochs, auto.epochs),
+                 learning_rate=float(pick(learning_rate, auto.learning_rate)),
+                 weight_bound=float(pick(weight_bound, auto.weight_bound)))
+    check_schedule(s.q, s.epochs, s.learning_rate)
+    if not (math.isfinite(s.weight_bound) and s.weight_bound > 0):
+        raise ValueError(f"weight_bound must be > 0, got {weight_bound!r}")
+    return dataclasses.replace(s, epochs=int(s.epochs))
+
+
+SCHEDULE_HELP = ("chosen from the record count n: q = max(64, sqrt n) / n (a batch of max(64, sqrt n) records), "
+                 "the paper's epochs for epsilon (2, 5, 8, 10, 10 at 0.5, 1, 2, 4, 8), learning rate 2, "
+                 "||w|| <= 8")
+
+
+def intercept_note(plan: LRPlan) -> str:
+    if not plan.has_intercept:
+        return "no intercept"
+    return (f"intercept: a public constant column {plan.intercept:g} at the label party, counted in the "
+            f"sensitivity (row norm <= sqrt(1 + {plan.intercept:g}^2))")
+
+
+def split_weights(w, plan: LRPlan) -> tuple[np.ndarray, np.ndarray]:
+    """(coef_ of shape (1, features), intercept_ of shape (1,)) from the protocol's weights (the constant
+    column's weight at ``plan.intercept_index``, times the constant, is the intercept)."""
+    w = np.asarray(w, np.float64)
+    if not plan.has_intercept:
+        return w.reshape(1, -1), np.zeros(1)
+    k = plan.intercept_index
+    return np.delete(w, k).reshape(1, -1), np.array([w[k] * plan.intercept])
+
+
 def check_labels(y, n: int | None = None) -> np.ndarray:
     if y is None:
         raise ValueError("labels are missing: one client (the label party) must hold the label column")
@@ -53,6 +126,33 @@ def check_labels(y, n: int | None = None) -> np.ndarray:
         bad = sorted(set(np.unique(y[~((yf == 0) | (yf == 1))]).tolist()))[:5]
         raise ValueError(f"labels must be 0 or 1; found {bad}")
     return yf
+
+
+def binary_labels(values) -> tuple[np.ndarray, list]:
+    """A label column of any two distinct values as 0/1 (the smaller value 0, the larger 1: {0, 1}, {1, 2},
+    {-1, +1}, {False, True}...) and the two values (negative, positive).  ValueError naming the problem and
+    the fix for one value, more than two, or a missing (NaN) one."""
+    v = np.asarray(values)
+    if v.ndim != 1 or v.size == 0:
+        raise ValueError(f"the label column must hold one value per record, got shape {v.shape}")
+    if v.dtype.kind == "f" and np.isnan(v).any():
+        raise ValueError(f"the label column has {int(np.isnan(v).sum())} missing value(s): every record needs "
+                         f"a label (drop or label those records)")
+    classes = np.unique(v)
+    if classes.size != 2:
+        shown = ", ".join(f"{c:g}" if isinstance(c, float) else str(c) for c in classes[:5].tolist())
+        raise ValueError(f"the label column holds {classes.size} distinct value(s) ({shown}"
+                         f"{', ...' if classes.size > 5 else ''}): logistic regression needs exactly two "
+                         f"classes; recode it to two values (e.g. 0/1) or choose another --label-column")
+    return (v == classes[1]).astype(np.float64), classes.tolist()
+
+
+def label_mapping_note(classes) -> str:
+    """What :func:`binary_labels` did, in words: "labels {1, 2} mapped to 0/1 (2 = positive)"."""
+    a, b = (f"{c:g}" if isinstance(c, float) else str(c) for c in classes)
+    if {a, b} == {"0", "1"}:
+        return "labels 0/1 (1 = positive)"
+    return f"labels {{{a}, {b}}} mapped to 0/1 ({b} = positive)"
 
 
 def check_schedule(q: float, epochs, learning_rate: float) -> None:
@@ -69,16 +169,17 @@ def steps(q: float, epochs: int) -> int:
     return int(epochs) * max(1, int(round(1.0 / q)))
 
 
-def _progress(total: int, desc: str, enabled: bool):
+def _progress(total: int | None, desc: str, enabled: bool, figure: str = "loss"):
+    """A tqdm bar over rounds and its callback(i, value): ``figure`` names the server's running value."""
     from tqdm import tqdm
 
-    bar = tqdm(total=total, desc=desc, disable=not enabled, leave=False)
+    bar = tqdm(total=total, desc=desc, disable=not enabled, leave=False, unit="round")
     state = {"n": 0}
 
-    def cb(i: int, loss: float):
+    def cb(i: int, value: float):
         bar.update(i - state["n"])
         state["n"] = i
-        bar.set_postfix(loss=f"{loss:.4f}")
+        bar.set_postfix_str(f"{figure} {value:.4g}")
     return bar, cb
 
 
@@ -89,7 +190,12 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
     split into ``n_parties`` contiguous column blocks; ``y`` holds any two labels (``classes_``, sorted; the
     second is the positive class, 1 inside the protocol) and is held by client ``label_party`` (0-based,
     default the last).  Each client's feature sub-rows are clipped to its bound c_j (sum c_j^2 = 1, so
-    ||x||_2 <= 1; counted in ``clipped_``); the weights are projected onto ||w||_2 <= W (no intercept).
+    ||x||_2 <= 1; counted in ``clipped_``).  ``fit_intercept`` (default True, as scikit-learn): the label party
+    appends a public constant column of value ``intercept_scaling`` (c, default 1; scikit-learn's liblinear
+    convention), whose weight times c is ``intercept_``; the sensitivity counts it as a feature (a record's
+    row then has norm <= sqrt(1 + c^2)).  The weights, the constant's included, are projected onto
+    ||w||_2 <= W.  ``sampling_rate``, ``epochs``, ``learning_rate``, ``weight_bound`` left None are chosen in
+    ``fit`` from the record count by :func:`default_schedule` (``schedule_`` holds what ran).
     mu is calibrated before training for the server-observed (epsilon, delta) over R = epochs * round(1/q)
     Poisson-subsampled rounds (Eq. 20) with the proven sensitivity of :func:`sqm.sensitivity.logreg_sensitivity`.
     The weights stay at the server (their coefficients are secret-shared): during training the clients observe
@@ -101,20 +207,22 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
     whoever holds it can regenerate every party's randomness (``secure_mode_`` is then False).
     ``backend``: "mpyc" (real party processes) or "in-process" (the same party programs in this process:
     a simulation, bit for bit the same model for the same seed; "plain", ``sqm --backend``'s name, is the same).
-    ``epochs=None``: the paper's epochs for this epsilon (``epochs_``); ``timeout``: seconds for the whole run.
+    ``timeout``: seconds for the whole run.
     Parameters are validated in ``fit``.
     """
 
     def __init__(self, epsilon: float = 1.0, delta: float = 1e-5, gamma: float = 8192.0,
-                 sampling_rate: float = 0.001, epochs: int | None = None, learning_rate: float = 1.0,
-                 backend: str = "mpyc", n_parties: int = 3, label_party: int | None = None,
-                 weight_bound: float = 1.0, party_bounds=None, noise: bool = True, seed=None,
-                 progress: bool = False, eval_every: int | None = None, timeout: float = 3600.0):
+                 sampling_rate: float | None = None, epochs: int | None = None,
+                 learning_rate: float | None = None, backend: str = "mpyc", n_parties: int = 3,
+                 label_party: int | None = None, weight_bound: float | None = None, party_bounds=None,
+                 noise: bool = True, seed=None, progress: bool = False, eval_every: int | None = None,
+                 timeout: float = 3600.0, fit_intercept: bool = True, intercept_scaling: float = 1.0):
         self.epsilon, self.delta, self.gamma = epsilon, delta, gamma
         self.sampling_rate, self.epochs, self.learning_rate = sampling_rate, epochs, learning_rate
         self.backend, self.n_parties, self.label_party = backend, n_parties, label_party
         self.weight_bound, self.party_bounds, self.noise = weight_bound, party_bounds, noise
         self.seed, self.progress, self.eval_every, self.timeout = seed, progress, eval_every, timeout
+        self.fit_intercept, self.intercept_scaling = fit_intercept, intercept_scaling
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -123,22 +231,39 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
         return tags
 
     # ----- planning ------------------------------------------------------------------------------------
-    def _epochs(self) -> int:
-        """The validated parameters (raises ValueError naming the bad one); returns the epochs to run."""
+    def check_params(self) -> None:
+        """Validates the parameters (raises ValueError naming the bad one), those left None included."""
         check_epsilon(self.epsilon)
         check_delta(self.delta)
         check_gamma(self.gamma)
-        epochs = paper_epochs(self.epsilon) if self.epochs is None else self.epochs
-        check_schedule(self.sampling_rate, epochs, self.learning_rate)
+        check_schedule(1.0 if self.sampling_rate is None else self.sampling_rate,
+                       1 if self.epochs is None else self.epochs,
+                       1.0 if self.learning_rate is None else self.learning_rate)
         if self.backend not in party.BACKENDS:
             raise ValueError(f"backend must be one of {party.BACKENDS}, got {self.backend!r}")
-        if not (isinstance(self.weight_bound, (int, float, np.number)) and math.isfinite(self.weight_bound)
-                and self.weight_bound > 0):
-            raise ValueError(f"weight_bound must be > 0, got {self.weight_bound!r}")
+        for name in ("weight_bound", "intercept_scaling"):
+            v = getattr(self, name)
+            if not (v is None and name == "weight_bound") and not (
+                    isinstance(v, (int, float, np.number)) and not isinstance(v, bool) and math.isfinite(v)
+                    and v > 0):
+                raise ValueError(f"{name} must be > 0, got {v!r}")
+        if not isinstance(self.fit_intercept, (bool, np.bool_)):
+            raise ValueError(f"fit_intercept must be True or False, got {self.fit_intercept!r}")
         if isinstance(self.n_parties, bool) or int(self.n_parties) != self.n_parties or self.n_parties < 2:
             raise ValueError(f"n_parties must be an integer >= 2 (Shamir sharing needs two clients), "
                              f"got {self.n_parties!r}")
-        return int(epochs)
+
+    def schedule(self, n_records: int) -> Schedule:
+        """The schedule a fit on ``n_records`` records runs: the parameters given, the rest from
+        :func:`default_schedule` (validated)."""
+        self.check_params()
+        return resolve_schedule(n_records, self.epsilon, self.sampling_rate, self.epochs, self.learning_rate,
+                                self.weight_bound)
+
+    @property
+    def intercept_constant(self) -> float:
+        """The constant column's value (0: no intercept)."""
+        return float(self.intercept_scaling) if self.fit_intercept else 0.0
 
     def _data(self, X, y) -> tuple[list[np.ndarray], tuple[int, ...], int]:
         """The clients' blocks (the label party's with the 0/1 label column last), column counts, label party;
@@ -176,15 +301,16 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
         probability eta (over all rounds, on every dataset), so an (epsilon, delta_mu)-DP uncapped run makes the
         capped one (epsilon, delta_mu + (1 + e^epsilon) eta)-DP (P[M'(D) in S] <= P[M(D) in S] + eta <=
         e^epsilon (P[M'(D') in S] + eta) + delta_mu + eta); mu is calibrated at delta_mu = delta minus that."""
-        epochs = self._epochs()
+        sched = self.schedule(n_records)
+        epochs = sched.epochs
         n = len(col_counts)
-        q, R = float(self.sampling_rate), steps(self.sampling_rate, epochs)
+        q, R = sched.q, steps(sched.q, epochs)
         b_max, eta = batch_cap(n_records, q, R)
         bounds = party_norm_bounds(1.0, col_counts, self.party_bounds)
         plan = LRPlan(n_records=int(n_records), col_counts=tuple(int(c) for c in col_counts),
                       label_party=label_party, gamma=float(self.gamma), mu=0.0, q=q, rounds=R, b_max=b_max,
-                      learning_rate=float(self.learning_rate), weight_bound=float(self.weight_bound),
-                      party_bounds=tuple(float(b) for b in bounds))
+                      learning_rate=sched.learning_rate, weight_bound=sched.weight_bound,
+                      party_bounds=tuple(float(b) for b in bounds), intercept=self.intercept_constant)
         sens = plan.statistic().sensitivity(plan.gamma, plan.column_bounds())
         delta = float(self.delta)
         if self.noise:
@@ -198,11 +324,12 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
                                 n_parties=n if n >= 2 else None)
             mu, eps_s, eps_c = cal.mu, cal.epsilon_server, cal.epsilon_client
             evs = (events.server_event(sens.l1, sens.l2, mu, q, R),)
-            notes = (f"{MODEL_SHARED_NOTE}; {epochs} epochs; batch cap {b_max} (exceeded with probability "
+            notes = (f"{MODEL_SHARED_NOTE}; {epochs} epochs; {intercept_note(plan)}; batch cap {b_max} (exceeded with probability "
                      f"{eta:.3g} over the run, which adds (1 + e^epsilon) x that = {cap_delta:.3g} to delta, "
                      f"included; the ledger adds it through eta)")
         else:
-            mu, eps_s, eps_c, evs, notes = 0.0, math.inf, math.inf, (), f"noise off; {epochs} epochs"
+            mu, eps_s, eps_c, evs = 0.0, math.inf, math.inf, ()
+            notes = f"noise off; {epochs} epochs; {intercept_note(plan)}"
             eta = 0.0
         plan = dataclasses.replace(plan, mu=float(mu))
         report = PrivacyReport(method="SQM", epsilon_server=float(eps_s), delta=delta, epsilon_client=eps_c,
@@ -215,28 +342,32 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
     def fit(self, X, y, eval_set=None) -> "SQMLogisticRegression":
         """Train; ``eval_set=(X, y)`` (held by the server, e.g. a public validation set) drives the running
         loss shown on the progress bar (nothing else is computed from it)."""
-        self._epochs()
+        self.check_params()
         blocks, counts, label = self._data(X, y)
         plan, report = self.plan(blocks[0].shape[0], counts, label)
         if eval_set is not None:
             ex = np.asarray(eval_set[0], np.float64)
-            if ex.ndim != 2 or ex.shape[1] != plan.d:
-                raise ValueError(f"eval_set features must have {plan.d} columns, got shape {ex.shape}")
+            n_feat = plan.d - int(plan.has_intercept)
+            if ex.ndim != 2 or ex.shape[1] != n_feat:
+                raise ValueError(f"eval_set features must have {n_feat} columns, got shape {ex.shape}")
+            if plan.has_intercept:
+                ex = np.insert(ex, plan.intercept_index, plan.intercept, axis=1)
             ey = np.asarray(eval_set[1])
             if ey.shape != (ex.shape[0],) or not np.all(np.isin(ey, self.classes_)):
                 raise ValueError(f"eval_set labels must be {ex.shape[0]} values among {self.classes_.tolist()}")
             eval_set = (ex, (ey == self.classes_[1]).astype(np.float64))
         seeds = spawn_seeds(self.seed, plan.n_parties + 1)  # 0: the server's; j: client j's own
         every = self.eval_every or max(1, plan.rounds // 100)
-        bar, cb = _progress(plan.rounds, f"SQM-LR ({self.backend})", self.progress)
+        bar, cb = _progress(plan.rounds, f"SQM-LR ({self.backend})", self.progress,
+                            "test loss" if eval_set is not None else "noisy gradient norm")
         try:
             res = party.train(blocks, plan, seeds, eval_set, cb if self.progress else None, every,
                               backend=self.backend, timeout=self.timeout)
         finally:
             bar.close()
-        self.coef_ = res.weights.reshape(1, -1)
-        self.intercept_ = np.zeros(1)
-        self.epochs_ = self._epochs()
+        self.coef_, self.intercept_ = split_weights(res.weights, plan)
+        self.schedule_ = self.schedule(plan.n_records)
+        self.epochs_ = self.schedule_.epochs
         self.plan_, self.report_ = plan, report
         self.clipped_, self.batches_truncated_ = res.clipped, res.truncated  # per client; batches over the cap
         self.seconds_, self.bytes_sent_, self.backend_ = res.seconds, res.bytes_sent, res.backend
@@ -244,11 +375,11 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
         return self
 
     def decision_function(self, X) -> np.ndarray:
-        """<w, x> for each row (positive: ``classes_[1]``)."""
+        """<w, x> + intercept for each row (positive: ``classes_[1]``)."""
         check_is_fitted(self)
         X = X.to_matrix() if isinstance(X, VerticalData) else X
         X = validate_data(self, X, dtype=np.float64, reset=False)
-        return X @ self.coef_[0]
+        return X @ self.coef_[0] + self.intercept_[0]
 
     def predict_proba(self, X) -> np.ndarray:
         """(P(classes_[0]), P(classes_[1])) = (1 - sigmoid(<w, x>), sigmoid(<w, x>))."""

@@ -2,61 +2,110 @@
 CSV, the label party's holding the label column."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from sqm.report import PrivacyReport
 from sqm.rng import spawn_seeds
 
-from .estimator import SQMLogisticRegression, check_labels
+from .estimator import SQMLogisticRegression, binary_labels, label_mapping_note, split_weights
 from .party import LRPlan, train_party
 
 
 class LRJobTask:
     """The SQM-LR task for :mod:`apps.jobfile`: the label party's CSV holds the label column
-    ``label_column`` (0/1) besides its features; every party builds the same public plan from the clients'
-    column and record counts, the clients compare record-id digests among themselves, and the run is
-    :func:`apps.logreg.party.train_party`.  The server's result is the weights (in the clients' column order,
-    the label excluded) and the privacy report; each client's clip count stays with that client.
+    ``label_column`` (any two values: the smaller is 0, the larger 1, and the label party says so in its own
+    output; anything else is refused before any share) besides its features; every party builds the same
+    public plan from the clients' column and record counts (the schedule left None from the record count:
+    :func:`apps.logreg.estimator.default_schedule`, as in local mode), the clients compare record-id digests
+    among themselves, and the run is :func:`apps.logreg.party.train_party`.  The server's result is the weights
+    (in the clients' column order, the label excluded; the intercept separate) and the privacy report; each
+    client's clip count stays with that client.  ``progress_path``: a file on the server's machine where its
+    program appends its running figure (the noisy gradient's norm, :class:`apps.logreg.party._Eval`) for the
+    command's progress bar (the server's own display, not a public parameter).
 
     Randomness: without ``seed`` (secure mode, the default) every party draws its own from OS entropy.  A
     ``seed`` makes every party derive its seed from it, so anyone holding it (the server's operator too) can
     regenerate every client's noise: it is refused unless ``insecure_reproducible=True``, and the report then
     records ``secure_mode: False``.  The seed is never part of the public parameters the parties agree on."""
 
-    def __init__(self, epsilon: float, delta: float = 1e-5, gamma: float = 8192.0, q: float = 0.001,
-                 epochs: int | None = None, learning_rate: float = 1.0, weight_bound: float = 1.0,
+    def __init__(self, epsilon: float, delta: float = 1e-5, gamma: float = 8192.0, q: float | None = None,
+                 epochs: int | None = None, learning_rate: float | None = None, weight_bound: float | None = None,
                  label_column: str = "label", label_party: int | None = None, seed=None,
-                 insecure_reproducible: bool = False):
+                 insecure_reproducible: bool = False, fit_intercept: bool = True, intercept_scaling: float = 1.0,
+                 progress_path: str | None = None):
         from ..jobfile import seed_policy
 
         seed_policy(seed, insecure_reproducible, warn=False)  # a seed without the opt-in: refused
         self.estimator = SQMLogisticRegression(epsilon, delta, gamma, q, epochs, learning_rate, "mpyc",
-                                               weight_bound=weight_bound, label_party=label_party, seed=seed)
-        self.epochs = self.estimator._epochs()  # bad parameters refused here, before any party starts
+                                               weight_bound=weight_bound, label_party=label_party, seed=seed,
+                                               fit_intercept=fit_intercept, intercept_scaling=intercept_scaling)
+        self.estimator.check_params()  # bad parameters refused here, before any party starts
         self.label_column, self.label_party, self.seed = label_column, label_party, seed
+        self.progress_path = progress_path
+
+    row_norm_bound = 1.0  # a record's feature row, before the intercept's constant: ||x||_2 <= 1
 
     @property
     def secure_mode(self) -> bool:
         return self.seed is None
 
-    def public(self):
-        e = self.estimator
-        return ("sqm-logreg", float(e.epsilon), float(e.delta), float(e.gamma), float(e.sampling_rate), self.epochs,
-                float(e.learning_rate), float(e.weight_bound), self.label_column, self.label_party)
+    @property
+    def party_bounds(self):
+        """The clients' feature sub-row bounds c_j (None: c_j = sqrt(its feature columns / all))."""
+        return self.estimator.party_bounds
 
-    def _plan(self, meta) -> tuple[LRPlan, PrivacyReport, int]:
-        """The public plan, privacy report and label party from the clients' public counts (every party alike)."""
+    def with_party_bounds(self, party_bounds) -> "LRJobTask":
+        """This task with the clients' sub-row bounds c_j (from the job file's declared norm shares)."""
+        import copy
+
+        task = copy.copy(self)
+        task.estimator = copy.deepcopy(self.estimator)
+        task.estimator.party_bounds = tuple(float(b) for b in party_bounds)
+        return task
+
+    def feature_counts(self, meta) -> list[int]:
+        """Each client's feature column count (the label party's label column excluded): the counts the row
+        norm bound is shared over, in the plan and in :meth:`apps.jobfile.JobParty._scaled` alike."""
+        from mpc.party import ProtocolError
+
+        label = self.label_index(meta)
+        counts = list(meta.col_counts)
+        counts[label] -= 1
+        if counts[label] < 1:
+            raise ProtocolError(f"client {label + 1} (the label party) needs feature columns besides the label; "
+                                f"refused")
+        return counts
+
+    def label_index(self, meta) -> int:
+        """The label party's 0-based client index (refused alike by every party when it does not exist)."""
         from mpc.party import ProtocolError
 
         n = meta.n_parties
         label = n - 1 if self.label_party is None else int(self.label_party)
         if not 0 <= label < n:  # every party sees the same public counts: all refuse alike
             raise ProtocolError(f"label party {label} is missing: the job has clients 0..{n - 1}; refused")
-        counts = list(meta.col_counts)
-        counts[label] -= 1
-        if counts[label] < 1:
-            raise ProtocolError(f"client {label + 1} (the label party) needs feature columns besides the label; "
-                                f"refused")
+        return label
+
+    def check_bounds(self, bounds) -> None:
+        """The job file's declared ranges (per client) may not scale the label column."""
+        for j, b in enumerate(bounds, 1):
+            if any(col == self.label_column for col, _, _ in b):
+                raise ValueError(f"client {j} declares a range (\"bounds\") for the label column "
+                                 f"'{self.label_column}': only feature columns are scaled; remove it")
+
+    def public(self):
+        e = self.estimator
+        opt = lambda v: None if v is None else float(v)  # noqa: E731  (None: from the record count)
+        return ("sqm-logreg", float(e.epsilon), float(e.delta), float(e.gamma), opt(e.sampling_rate), e.epochs,
+                opt(e.learning_rate), opt(e.weight_bound), self.label_column, self.label_party,
+                bool(e.fit_intercept), float(e.intercept_scaling),
+                None if e.party_bounds is None else tuple(float(b) for b in e.party_bounds))
+
+    def _plan(self, meta) -> tuple[LRPlan, PrivacyReport, int]:
+        """The public plan, privacy report and label party from the clients' public counts (every party alike)."""
+        label, counts = self.label_index(meta), self.feature_counts(meta)
         return (*self.estimator.plan(meta.n_records, counts, label), label)
 
     def release(self, meta) -> PrivacyReport:
@@ -64,28 +113,44 @@ class LRJobTask:
         return self._plan(meta)[1]
 
     async def run(self, ctx, table, meta) -> dict:
-        from mpc.party import InputRefused
-
         plan, report, label = self._plan(meta)
-        block = None
+        block, labels = None, None
         if table is not None:
-            j = ctx.pid - 1
-            cols = list(table.columns)
-            if j == label:  # the label party's own input: the others learn only the reason, never a value
-                if self.label_column not in cols:
-                    raise InputRefused(f"its file has no label column '{self.label_column}'", table.file)
-                k = cols.index(self.label_column)
-                try:
-                    y = check_labels(table.block[:, k])
-                except ValueError as err:
-                    raise InputRefused("its label column holds values other than 0 and 1",
-                                       f"{table.file}: {err}") from None
-                block = np.hstack([np.delete(table.block, k, axis=1), y[:, None]])
+            if ctx.pid - 1 == label:  # the label party's own input: the others learn only the reason, never a value
+                block, labels = self.label_block(table)
             else:
                 block = table.block
         seeds = spawn_seeds(self.seed, meta.n_parties + 1)
         res = await train_party(ctx, plan, seeds[ctx.pid], block, check_ids=True,
-                                         ids_digest=None if table is None else table.ids_digest)
+                                ids_digest=None if table is None else table.ids_digest,
+                                progress_path=self.progress_path if ctx.is_server else None,
+                                every=max(1, plan.rounds // 200))
         if ctx.is_server:
-            res.update(report=report, secure_mode=self.secure_mode, b_max=plan.b_max)
+            coef, intercept = split_weights(res["weights"], plan)
+            res.update(report=report, secure_mode=self.secure_mode, b_max=plan.b_max, coef=coef[0],
+                       intercept=float(intercept[0]), fit_intercept=plan.has_intercept,
+                       schedule={**dataclasses.asdict(self.estimator.schedule(meta.n_records)),
+                                 "rounds": plan.rounds})
+        else:
+            res["rows"] = table.n_rows  # this client's own clip count over its rows (apps.jobfile.clip_warning)
+            if labels is not None:
+                res["labels"] = labels
         return res
+
+    def label_block(self, table) -> tuple[np.ndarray, str]:
+        """The label party's block [features, label as 0/1] and what the mapping was, or InputRefused (its
+        reason, sent to every peer, names no value; the detail with the fix stays at this party)."""
+        from mpc.party import InputRefused
+
+        cols = list(table.columns)
+        if self.label_column not in cols:
+            raise InputRefused(f"its file has no label column '{self.label_column}' (--label-column)",
+                               f"{table.file} has no column '{self.label_column}': name the label column with "
+                               f"--label-column; its columns are {cols[:20]}{' ...' if len(cols) > 20 else ''}")
+        k = cols.index(self.label_column)
+        try:
+            y, classes = binary_labels(table.block[:, k])
+        except ValueError as err:
+            raise InputRefused("its label column does not hold exactly two classes (recode it to two values, "
+                               "e.g. 0/1)", f"{table.file}: {err}") from None
+        return np.hstack([np.delete(table.block, k, axis=1), y[:, None]]), label_mapping_note(classes)

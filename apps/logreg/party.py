@@ -36,8 +36,10 @@ the requested delta (:meth:`apps.logreg.SQMLogisticRegression.plan`).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -84,30 +86,60 @@ class LRPlan:
     learning_rate: float
     weight_bound: float
     party_bounds: tuple[float, ...]  # per-client bound on the norm of its feature sub-row
+    intercept: float = 0.0  # the intercept column's public constant c (0: no intercept)
 
     @property
     def n_parties(self) -> int:
         return len(self.col_counts)
 
     @property
-    def d(self) -> int:
-        return int(sum(self.col_counts))
+    def has_intercept(self) -> bool:
+        return self.intercept != 0
 
     @property
-    def block_widths(self) -> list[int]:
+    def d(self) -> int:
+        """Weights: the clients' feature columns and, with an intercept, its constant column."""
+        return int(sum(self.col_counts)) + int(self.has_intercept)
+
+    @property
+    def input_widths(self) -> list[int]:
+        """Each client's block as it gives it: its features (the label party's label last)."""
         return [c + (1 if j == self.label_party else 0) for j, c in enumerate(self.col_counts)]
 
     @property
+    def block_widths(self) -> list[int]:
+        """Each client's block in the protocol: the label party's holds the constant column before its label."""
+        return [w + (int(self.has_intercept) if j == self.label_party else 0)
+                for j, w in enumerate(self.input_widths)]
+
+    @property
     def label_index(self) -> int:
-        return int(sum(self.col_counts[: self.label_party + 1]))
+        return int(sum(self.col_counts[: self.label_party + 1])) + int(self.has_intercept)
+
+    @property
+    def intercept_index(self) -> int | None:
+        """The constant column's variable (and weight) index: just before the label; None without intercept."""
+        return self.label_index - 1 if self.has_intercept else None
+
+    def with_constant(self, block: np.ndarray) -> np.ndarray:
+        """The label party's block [features, label] with the public constant column inserted before the label."""
+        if not self.has_intercept:
+            return block
+        return np.insert(block, block.shape[1] - 1, float(self.intercept), axis=1)
 
     @property
     def scale(self) -> float:
         return float(self.gamma) ** 3
 
     def column_bounds(self) -> ColumnBounds:
-        """Each client's feature sub-row ||x_j|| <= c_j; the label column its own group, |y| <= 1."""
-        return ColumnBounds.parties(self.block_widths, 1.0, self.party_bounds, separate={self.label_index: 1.0})
+        """Each client's feature sub-row ||x_j|| <= c_j; the label column its own group, |y| <= 1; the intercept's
+        constant column its own group, |x| <= c (its value: never clipped).  So a record's feature row, the
+        constant included, has ||x||^2 <= sum_j c_j^2 + c^2: the sensitivity (:meth:`LRGradient.sensitivity`
+        over these groups) counts the constant column as the feature it is."""
+        separate = {self.label_index: 1.0}
+        if self.has_intercept:
+            separate[self.intercept_index] = abs(float(self.intercept))
+        return ColumnBounds.parties(self.block_widths, 1.0, self.party_bounds, separate=separate)
 
     def release(self) -> SQMPlan:
         """Every round's SQM release: the gradient sum over a batch padded to b_max rows, output scale gamma^3."""
@@ -189,17 +221,51 @@ class TrainResult:
 
 
 class _Eval:
-    """Running loss on an evaluation set the server (the analyst) holds, every ``every`` iterations."""
+    """The server's running figure every ``every`` iterations: the loss on an evaluation set the server (the
+    analyst) holds, or without one the norm of the released noisy mean gradient (smoothed over about 10
+    rounds): the training loss needs the features and labels, which the server never sees, while the noisy
+    gradient is the release itself (post-processing costs no privacy)."""
 
     def __init__(self, eval_set, every: int, callback):
         self.X, self.y = eval_set if eval_set is not None else (None, None)
         self.every, self.callback = max(1, int(every)), callback
+        self.grad = None
 
-    def __call__(self, it: int, w: np.ndarray, rounds: int) -> None:
+    def __call__(self, it: int, w: np.ndarray, rounds: int, gradient: np.ndarray) -> None:
+        g = float(np.linalg.norm(gradient))
+        self.grad = g if self.grad is None else 0.9 * self.grad + 0.1 * g
         if self.callback is None or ((it + 1) % self.every and it + 1 != rounds):
             return
-        loss = logistic_loss(w, self.X, self.y) if self.X is not None else float("nan")
-        self.callback(it + 1, loss)
+        self.callback(it + 1, logistic_loss(w, self.X, self.y) if self.X is not None else self.grad)
+
+
+@contextlib.contextmanager
+def follow_progress(path: str, callback):
+    """While the block runs, a thread calls ``callback(i, value)`` for each line ``"i value"`` the server's
+    program appends to ``path`` (its running figure, :class:`_Eval`), and once more at the end."""
+    import threading
+
+    stop = threading.Event()
+
+    def tail():
+        pos, last = 0, False
+        while not last:
+            last = stop.wait(0.2)
+            if os.path.exists(path):
+                with open(path) as f:
+                    f.seek(pos)
+                    for line in f.readlines():
+                        if line.endswith("\n"):
+                            i, value = line.split()
+                            callback(int(i), float(value))
+                            pos += len(line)
+    th = threading.Thread(target=tail, daemon=True)
+    th.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        th.join()
 
 
 class LRParty(PartyProgram):
@@ -249,7 +315,7 @@ async def train_party(ctx, plan: LRPlan, seed, block=None, eval_set=None, progre
         report = _Eval(eval_set, every, (lambda i, loss: progress.write(f"{i} {loss!r}\n")) if progress else None)
     else:
         block = np.asarray(block, np.float64)
-        shape = (plan.n_records, plan.block_widths[ctx.pid - 1])
+        shape = (plan.n_records, plan.input_widths[ctx.pid - 1])
         problem = None if block.shape == shape else (f"its block has shape {block.shape}, the public plan "
                                                      f"expects {shape}")
         shared = shared_sampler(await ctx.clients_key(client_seed_contribution(rng)))
@@ -258,6 +324,8 @@ async def train_party(ctx, plan: LRPlan, seed, block=None, eval_set=None, progre
         if check_ids:
             await ctx.check_clients(bytes(ids_digest), "record ids (different ids or a different order)",
                                     wire.digest(32))
+        if ctx.pid - 1 == plan.label_party and problem is None:
+            block = plan.with_constant(block)  # the intercept's public constant column
         block, clipped = plan.column_bounds().clip(block, plan.block_widths, ctx.pid - 1)  # once, counted
     await ctx.agree(dataclasses.astuple(plan), "logistic-regression plan")
     release, stat = plan.release(), plan.statistic()
@@ -276,7 +344,7 @@ async def train_party(ctx, plan: LRPlan, seed, block=None, eval_set=None, progre
         out = await sqm_round(ctx, stat, batch, release, rng)
         if ctx.is_server:
             w = server_update(w, out.estimate, plan)
-            report(it, w, plan.rounds)
+            report(it, w, plan.rounds, np.asarray(out.estimate, np.float64) / (plan.q * plan.n_records))
             if history:
                 trace.append(w)
     seconds = time.perf_counter() - t0
@@ -299,13 +367,11 @@ def train(blocks, plan: LRPlan, seeds, eval_set=None, callback=None, every: int 
     and its own seed): ``backend="mpyc"`` runs them as real MPyC party processes over loopback TCP
     (:func:`mpc.launch.run_parties`), ``"in-process"`` (SIMULATION) on one event loop
     (:func:`mpc.inprocess.run_in_process`); for the same seeds both give bit for bit the same weights.
-    ``callback(i, loss)``: the server's running loss on ``eval_set`` every ``every`` rounds.  ``wrap`` (tests
+    ``callback(i, value)``: the server's running figure every ``every`` rounds (:class:`_Eval`: the loss on
+    ``eval_set``, else the noisy gradient's norm).  ``wrap`` (tests
     and benchmarks): each party's program is replaced by ``wrap(program)``, a picklable
     :class:`mpc.party.PartyProgram` returning the wrapped program's result dict (extra keys are kept in
     ``TrainResult.party_results``).  ``history``: also return the server's weights after every round."""
-    import os
-    import threading
-
     from threadpoolctl import threadpool_limits
 
     from mpc import runner
@@ -320,33 +386,12 @@ def train(blocks, plan: LRPlan, seeds, eval_set=None, callback=None, every: int 
         programs += [LRParty(plan, s, np.asarray(b, np.float64)) for s, b in zip(seeds[1:], blocks)]
         if wrap is not None:
             programs = [wrap(prog) for prog in programs]
-        stop = threading.Event()
-
-        def tail():
-            pos, last = 0, False
-            while not last:
-                last = stop.wait(0.2)
-                if os.path.exists(path):
-                    with open(path) as f:
-                        f.seek(pos)
-                        for line in f.readlines():
-                            if line.endswith("\n"):
-                                i, loss = line.split()
-                                callback(int(i), float(loss))
-                                pos += len(line)
-        th = threading.Thread(target=tail, daemon=True)
-        if callback:
-            th.start()
-        try:  # small BLAS products: threads only add overhead (50x here)
-            if backend == "mpyc":
+        with follow_progress(path, callback) if callback else contextlib.nullcontext():
+            if backend == "mpyc":  # small BLAS products: threads only add overhead (50x here)
                 res = runner("mpyc")(programs, timeout=timeout, blas_threads=1, min_clients=2)
             else:
                 with threadpool_limits(1, user_api="blas"):
                     res = runner("plain")(programs, timeout=timeout, min_clients=2)
-        finally:
-            stop.set()
-            if callback:
-                th.join()
     server = res[0]["result"]
     return TrainResult(np.asarray(server["weights"]), [int(r["result"]["clipped"]) for r in res[1:]],
                        int(res[1]["result"]["truncated"]), float(server["seconds"]),

@@ -39,6 +39,14 @@ class PCAJobTask:
         return covariance_release(n_cols, self.gamma, self.epsilon, self.delta, self.row_norm_bound,
                                   self.party_bounds, seed=self._seed)
 
+    def with_party_bounds(self, party_bounds) -> "PCAJobTask":
+        """This task with the clients' sub-row bounds c_j (from the job file's declared norm shares)."""
+        import copy
+
+        task = copy.copy(self)
+        task.party_bounds, task._plans = tuple(float(b) for b in party_bounds), {}
+        return task
+
     def __getstate__(self):
         return {**self.__dict__, "_plans": {}}  # a party plans from its own copy
 
