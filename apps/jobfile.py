@@ -102,6 +102,7 @@ class JobSpec:
     job_id: str | None = None  # 32 hex digits, fresh per job (required to run one party on its own)
     name: str | None = None  # the job's name in the parties' certificates
     dataset: str | None = None  # the dataset id the server's privacy-budget ledger charges (default: name)
+    drop_columns: tuple[str, ...] = ()  # columns of the party files this job leaves out (--drop-columns)
 
     @property
     def dataset_id(self) -> str | None:
@@ -461,9 +462,10 @@ class JobParty(PartyProgram):
     client's own ledger of what it observes; None: none)."""
 
     def __init__(self, index: int, file: str | None, id_column: str, task: JobTask, dataset: str | None = None,
-                 ledger: "LedgerGuard | None" = None, bounds: tuple = ()):
+                 ledger: "LedgerGuard | None" = None, bounds: tuple = (), drop_columns: tuple = ()):
         self.index, self.file, self.id_column, self.task = index, file, id_column, task
         self.dataset, self.ledger, self.bounds = dataset, ledger, tuple(bounds)
+        self.drop_columns = tuple(drop_columns)
 
     @property
     def own_bounds(self) -> tuple:
@@ -472,6 +474,7 @@ class JobParty(PartyProgram):
 
     def public(self):
         extra = [self.bounds] if any(self.bounds) else []  # every client's declared ranges, agreed by all
+        extra += [("drop", self.drop_columns)] if self.drop_columns else []  # the columns left out, agreed
         return ["sqm-jobfile", self.id_column, self.dataset, self.task.public(), *extra]
 
     def _scaled(self, table: PartyTable, meta: "JobMeta", pid: int) -> tuple[PartyTable, int]:
@@ -503,7 +506,7 @@ class JobParty(PartyProgram):
         await ctx.agree(tuple(self.public()), "task")
         table, mine = None, None
         if not ctx.is_server:
-            table, mine = load_own_file(self.file, self.id_column, ctx.pid, self.own_bounds)
+            table, mine = load_own_file(self.file, self.id_column, ctx.pid, self.own_bounds, self.drop_columns)
         out = {p: mine for p in range(ctx.M)} if not ctx.is_server else {}
         if mine is not None and "error" in mine:  # its own file: tell everyone why and refuse at once (BAD_DATA)
             await ctx.send_recv(out, [], None, "client schemas")
@@ -513,6 +516,10 @@ class JobParty(PartyProgram):
         errors = [f"client {j} refused: {g['error']}" for j, g in zip(ctx.clients, got) if "error" in g]
         if errors:  # only the clients' short categories: this message also goes to every peer
             raise refused("; ".join(errors))
+        dropped = {c for g in got for c in g.get("dropped", ())}
+        unknown = [c for c in self.drop_columns if c not in dropped]
+        if unknown:  # a typo is an error, never silently ignored (column names are the public schema)
+            raise refused(f"no client's file has the column(s) {unknown} named by --drop-columns")
         rows = sorted({g["rows"] for g in got})
         if len(rows) > 1:
             counts = {j: g["rows"] for j, g in zip(ctx.clients, got)}
@@ -666,14 +673,24 @@ async def check_id_sets(ctx, key: bytes | None, table: PartyTable | None) -> Non
         raise refused(bad[0])
 
 
-def load_own_file(file, id_column: str, pid: int, bounds: tuple = ()) -> tuple[PartyTable | None, dict]:
+def load_own_file(file, id_column: str, pid: int, bounds: tuple = (), drop_columns: tuple = ()
+                  ) -> tuple[PartyTable | None, dict]:
     """A client's table, its rows in :func:`canonical_order` of their ids, and the schema message it sends
-    every party: ``{"cols", "rows", "names"}`` (its column names: the public schema of a valid file), or
-    ``{"error": short category}`` naming no path, header or value (the full detail is printed here only).
-    ``bounds``: its declared column ranges; a declared column missing from the file is refused."""
+    every party: ``{"cols", "rows", "names"}`` (its column names: the public schema of a valid file; with
+    ``drop_columns`` also ``"dropped"``: those of them it held and left out), or ``{"error": short category}``
+    naming no path, header or value (the full detail is printed here only).  ``bounds``: its declared column
+    ranges; a declared column missing from the file is refused."""
+    dropped: list[str] = []
     try:
         table = read_party_csv(file, id_column)
         table = table.reordered(canonical_order(table.ids))
+        if drop_columns:
+            dropped = [c for c in table.columns if c in drop_columns]
+            keep = [j for j, c in enumerate(table.columns) if c not in drop_columns]
+            if not keep:
+                raise PartyFileError(f"party file {file}: --drop-columns leaves none of its columns {table.columns}",
+                                     "--drop-columns leaves none of its columns")
+            table = dataclasses.replace(table, columns=[table.columns[j] for j in keep], block=table.block[:, keep])
         absent = [c for c, _, _ in bounds if c not in table.columns]
         if absent:
             raise PartyFileError(f"party file {file} lacks the column(s) {absent} whose ranges the job file "
@@ -685,7 +702,8 @@ def load_own_file(file, id_column: str, pid: int, bounds: tuple = ()) -> tuple[P
     except OSError as e:
         log.error(f"client {pid}: party file {file} could not be read: {e}")
         return None, {"error": "its party file could not be read"}
-    return table, {"cols": table.n_cols, "rows": table.n_rows, "names": list(table.columns)}
+    schema = {"cols": table.n_cols, "rows": table.n_rows, "names": list(table.columns)}
+    return table, ({**schema, "dropped": dropped} if drop_columns else schema)
 
 
 def _schema_ok(g) -> bool:
@@ -693,7 +711,10 @@ def _schema_ok(g) -> bool:
     {"error": short text}."""
     if set(g) == {"error"}:
         return isinstance(g["error"], str) and len(g["error"]) < 2000
-    return (set(g) == {"cols", "rows", "names"} and all(type(g[k]) is int and g[k] >= 1 for k in ("cols", "rows"))
+    dropped = g.get("dropped", [])
+    return (set(g) - {"dropped"} == {"cols", "rows", "names"}
+            and isinstance(dropped, list) and all(isinstance(n, str) and len(n) <= 1000 for n in dropped)
+            and all(type(g[k]) is int and g[k] >= 1 for k in ("cols", "rows"))
             and isinstance(g["names"], list) and len(g["names"]) == g["cols"]
             and all(isinstance(n, str) and len(n) <= 1000 for n in g["names"]))
 
@@ -712,6 +733,10 @@ def party_program(spec: JobSpec, index: int, task: JobTask, ledger: "LedgerGuard
     if any(spec.bounds) and not hasattr(task, "row_norm_bound"):
         raise ValueError(f"job file {spec.path or '(unnamed)'} declares column ranges (\"bounds\"), which "
                          f"{type(task).__name__} does not use: remove them")
+    declared = {c for b in spec.bounds for c, _, _ in b}
+    if declared & set(spec.drop_columns):
+        raise ValueError(f"job file {spec.path or '(unnamed)'} declares ranges for column(s) "
+                         f"{sorted(declared & set(spec.drop_columns))} that --drop-columns leaves out: keep one")
     if any(spec.bounds) and hasattr(task, "check_bounds"):
         task.check_bounds(spec.bounds)  # e.g. a label column may not be scaled
     if spec.norm_shares is not None:
@@ -719,7 +744,8 @@ def party_program(spec: JobSpec, index: int, task: JobTask, ledger: "LedgerGuard
             raise ValueError(f"job file {spec.path or '(unnamed)'} declares norm shares (\"norm_share\"), which "
                              f"{type(task).__name__} does not use: remove them")
         task = task.with_party_bounds([task.row_norm_bound * float(np.sqrt(s)) for s in spec.norm_shares])
-    return JobParty(index, spec.parties[index].file, spec.id_column, task, spec.dataset_id, ledger, spec.bounds)
+    return JobParty(index, spec.parties[index].file, spec.id_column, task, spec.dataset_id, ledger, spec.bounds,
+                    spec.drop_columns)
 
 
 def job_programs(spec: JobSpec, task: JobTask, ledger: "LedgerGuard | None" = None) -> list[JobParty]:
@@ -856,6 +882,8 @@ def job_command(args, make_task, server_summary) -> int:
 
     secure_mode = seed_policy(args.seed, args.insecure_reproducible)  # a seed without the opt-in: refused
     spec = load_job(args.job)
+    if getattr(args, "drop_columns", None):
+        spec = dataclasses.replace(spec, drop_columns=tuple(args.drop_columns))
     task = make_task()
     recs = run_job(spec, task, args.index, **job_run_options(args))
     if not secure_mode:

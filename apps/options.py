@@ -72,6 +72,14 @@ def budget(text: str) -> tuple[float, float]:
     return eps, delta
 
 
+def columns(text: str) -> tuple[str, ...]:
+    """``--drop-columns a,b``: column names, comma-separated, none empty."""
+    names = tuple(c.strip() for c in str(text).split(","))
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"need column names separated by commas, got {text!r}")
+    return names
+
+
 def job(job_help: str = "job file (JSON: parties' addresses, party 0 the server, and each client's CSV; see "
                         "apps/jobfile.py)") -> argparse.ArgumentParser:
     p = _parent()
@@ -93,6 +101,9 @@ def job(job_help: str = "job file (JSON: parties' addresses, party 0 the server,
     g.add_argument("--insecure-plaintext", action="store_true",
                    help="with --job: INSECURE: plain TCP between hosts (no --ssl-dir); anyone on the path can "
                         "read the shares")
+    g.add_argument("--drop-columns", type=columns, default=(), metavar="COL[,COL...]",
+                   help="with --job: columns of the party files this job leaves out (e.g. the label column for "
+                        "sqm pca); every party gives the same; a name no client holds is refused")
     g.add_argument("--ledger", default=None, metavar="PATH",
                    help="with --job, at the server: the privacy-budget ledger (SQLite, sqm.ledger) that records "
                         "every release per dataset (the job file's \"dataset\", else its \"name\") and refuses "
@@ -154,7 +165,7 @@ def job_run_options(args) -> dict:
 
 # The options of :func:`job` (and --insecure-reproducible) have a meaning with --job only.
 JOB_ONLY = ("job", "index", "data_file", "ssl_dir", "connect_timeout", "idle_timeout", "insecure_plaintext",
-            "ledger", "budget", "insecure_reproducible")
+            "ledger", "budget", "insecure_reproducible", "drop_columns")
 MODE_WORDS = {"job": "with --job (the job file says which parties hold which columns and records)",
               "local": "without --job (a local comparison on one machine)",
               "propose": "with --propose-bounds (it only reads a party's table and prints proposed ranges)"}

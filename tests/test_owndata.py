@@ -319,3 +319,22 @@ def test_logreg_job_with_defaults_beats_majority_and_is_within_2_points_of_dpsgd
     assert majority == pytest.approx(0.7565)
     assert np.mean(sqm) > majority + 0.05, (sqm, majority)
     assert np.mean(sqm) >= np.mean(dpsgd) - 0.02, (sqm, dpsgd)
+
+
+def test_drop_columns_leaves_a_column_out_and_a_typo_is_refused(tmp_path):
+    """--drop-columns x5 (e.g. a label in a PCA job): the release equals the job whose files lack x5, bit for
+    bit; a name no client holds is refused by every party (column names are the public schema); ranges declared
+    for a dropped column are an error before any party starts."""
+    import dataclasses
+
+    Z = make_X(m=40)
+    spec = load_job(write_party_csvs(Z, tmp_path / "all", 2))
+    ref = load_job(write_party_csvs(Z[:, :5], tmp_path / "five", col_counts=[3, 2]))
+    recs = simulate(dataclasses.replace(spec, drop_columns=("x5",)), PCAJobTask(**JOB_TASK), timeout=120)
+    assert list(recs[0]["result"]["raw"]) == list(simulate(ref, PCAJobTask(**JOB_TASK), timeout=120)[0]["result"]["raw"])
+    assert recs[0]["result"]["columns"] == [f"x{j}" for j in range(5)]
+    with pytest.raises(MPCError, match=r"no client's file has the column\(s\) \['x9'\] named by --drop-columns"):
+        simulate(dataclasses.replace(spec, drop_columns=("x5", "x9")), PCAJobTask(**JOB_TASK), timeout=120)
+    bounded = load_job(write_party_csvs(Z, tmp_path / "b", 2, bounds=[None, {"x5": [-1, 1]}]))
+    with pytest.raises(ValueError, match=r"declares ranges for column\(s\) \['x5'\] that --drop-columns leaves out"):
+        simulate(dataclasses.replace(bounded, drop_columns=("x5",)), PCAJobTask(**JOB_TASK), timeout=120)
