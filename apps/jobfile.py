@@ -917,7 +917,8 @@ def job_command(args, make_task, server_summary) -> int:
         else:  # a client's own counts (clipped rows, truncated batches...): data-dependent, known to it only
             mine = {k: v for k, v in res.items() if k not in ("file", "col_counts", "n_records")
                     and isinstance(v, (int, float, str)) and not isinstance(v, bool)}
-            print(f"client {i} ({res.get('file')}): " + ", ".join(f"{k} {v}" for k, v in mine.items())
+            print(f"client {i} ({res.get('file')}): "
+                  + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in mine.items())
                   + " (known to this party only)")
             out["clients"][str(i)] = mine
             warning = clip_warning(i, mine)

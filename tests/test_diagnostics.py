@@ -287,11 +287,13 @@ def test_logreg_label_error_reaches_the_others_as_a_refusal(tmp_path, capsys):
                       "--q", "0.25", "--epochs", "1", "--learning-rate", "1", "--backend", "plain"], capsys)
     assert code == EXIT_BAD_DATA, err
     lines = _party_lines(err)
-    assert lines[2][0] == EXIT_BAD_DATA and "labels must be 0 or 1" in lines[2][1]  # the detail: its own only
+    # three label values (0, 1, 2): the detail with the fix stays at the label party, the others get a refusal
+    assert lines[2][0] == EXIT_BAD_DATA and "holds 3 distinct value(s) (0, 1, 2)" in lines[2][1]
+    assert "recode it to two values" in lines[2][1]
     for i in (0, 1):
         assert lines[i][0] == EXIT_REFUSED, lines[i]
-        assert "client 2 refused: its label column holds values other than 0 and 1" in lines[i][1], lines[i]
-        assert "lost" not in lines[i][1] and "2.0" not in lines[i][1]
+        assert "client 2 refused: its label column does not hold exactly two classes" in lines[i][1], lines[i]
+        assert "lost" not in lines[i][1] and "(0, 1, 2)" not in lines[i][1]
 
 
 class StallTask:

@@ -235,7 +235,8 @@ def test_propose_bounds_from_a_partys_own_table(tmp_path, capsys):
     assert propose_ranges(read_table(f)) == {"income": [0.0, 96000.0], "temp": [-3.3, 13.0], "zero": [0.0, 1.0]}
     assert pca(["--propose-bounds", str(f)]) == 0
     cap = capsys.readouterr()
-    assert json.loads(cap.out) == {"bounds": {"income": [0.0, 96000.0], "temp": [-3.3, 13.0], "zero": [0.0, 1.0]}}
+    assert cap.out == '"bounds": {\n    "income": [0, 96000],\n    "temp": [-3.3, 13],\n    "zero": [0, 1]\n}\n'
+    assert json.loads("{" + cap.out + "}") == {"bounds": {"income": [0, 96000], "temp": [-3.3, 13], "zero": [0, 1]}}
     assert "NOT private" in cap.err
     with pytest.raises(ValueError, match="--components, --parties do not apply with --propose-bounds"):
         pca(["--propose-bounds", str(f), "--components", "3", "--parties", "2"])
@@ -306,7 +307,7 @@ def test_logreg_job_with_defaults_beats_majority_and_is_within_2_points_of_dpsgd
         recs = simulate(spec, LRJobTask(1.0, label_column=f"x{d}", seed=seed, insecure_reproducible=True))
         res = recs[0]["result"]
         assert res["schedule"]["q"] == pytest.approx(6000 ** -0.5)  # a batch of sqrt(n) = 77 records and res["fit_intercept"]
-        assert recs[3]["result"]["labels"] == "labels {1, 2} mapped to 0/1 (2 = positive)"
+        assert recs[3]["result"]["labels"] == "{1, 2} mapped to 0/1 (2 = positive)"
         assert [recs[j]["result"]["outside_declared_range"] for j in (1, 2, 3)] == [0, 0, 0]
         assert [recs[j]["result"]["clipped"] for j in (1, 2, 3)] == [0, 0, 0]
         score = scale(Xte) @ res["coef"] + res["intercept"]

@@ -175,12 +175,21 @@ def _run_job(args) -> int:
                   f"{rep.n_parties if args.label_party is None else args.label_party + 1}); q {sch['q']:.4g}, "
                   f"{sch['epochs']} epochs, {rep.rounds} rounds, batch cap {res['b_max']}, lr {sch['learning_rate']:g}, "
                   f"||w|| = {np.linalg.norm(w):.4f} <= {sch['weight_bound']:g}")
+            label = rep.n_parties - 1 if args.label_party is None else args.label_party
+            cols = list(res.get("columns") or [])
+            if cols:  # the public schema: drop the label column from the label party's slice
+                start = sum(res["col_counts"][:label])
+                own = cols[start:start + res["col_counts"][label]]
+                cols = cols[:start] + [c for c in own if c != args.label_column] + cols[start + len(own):]
+            cols = cols if len(cols) == len(res["coef"]) else [f"x{j}" for j in range(len(res["coef"]))]
+            rows = [{"column": c, "weight": float(w)} for c, w in zip(cols, res["coef"])]
             if res["fit_intercept"]:
-                print(f"  intercept {res['intercept']:.4f}")
+                rows.append({"column": "(intercept)", "weight": float(res["intercept"])})
+            print(render_table(rows, ["column", "weight"]))
             print(f"  clients observe {CLIENT_VIEW} during training; epsilon_client is the guarantee of the final "
                   f"model only if the server shares it with them")
-            return {"weights": w, "coef": np.asarray(res["coef"]), "intercept": res["intercept"],
-                    "schedule": sch}
+            return {"columns": cols, "coef": {c: float(v) for c, v in zip(cols, res["coef"])},
+                    "intercept": float(res["intercept"]), "schedule": sch}
 
         if path is None:
             return job_command(args, make_task, server_summary)
@@ -260,7 +269,7 @@ def run(args) -> int:
     print(f"logistic regression on {name}: {Xtr.shape[0]} train / {Xte.shape[0]} test records, "
           f"{Xtr.shape[1]} features, {args.parties} clients (+ server), backend {s['backend']}, {args.runs} run(s)")
     if labels is not None:
-        print(f"  {labels}; majority-class rate on the test split {max(np.mean(yte), 1 - np.mean(yte)):.4f}")
+        print(f"  labels {labels}; majority-class rate on the test split {max(np.mean(yte), 1 - np.mean(yte)):.4f}")
     print(f"  q {q:.4g}  epochs {epochs}  rounds {rep.rounds}  batch cap {s['b_max']}  lr {lr:g}  "
           f"||w|| <= {W:g}  gamma {args.gamma:g}  mu {rep.mu:.4g}  intercept {'no' if args.no_intercept else 'yes'}")
     print(f"  clipped records per client {s['clipped']}  batches truncated {s['batches_truncated']}")

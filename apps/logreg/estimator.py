@@ -148,11 +148,11 @@ def binary_labels(values) -> tuple[np.ndarray, list]:
 
 
 def label_mapping_note(classes) -> str:
-    """What :func:`binary_labels` did, in words: "labels {1, 2} mapped to 0/1 (2 = positive)"."""
+    """What :func:`binary_labels` did, in words: "{1, 2} mapped to 0/1 (2 = positive)"."""
     a, b = (f"{c:g}" if isinstance(c, float) else str(c) for c in classes)
     if {a, b} == {"0", "1"}:
-        return "labels 0/1 (1 = positive)"
-    return f"labels {{{a}, {b}}} mapped to 0/1 ({b} = positive)"
+        return "0/1 (1 = positive)"
+    return f"{{{a}, {b}}} mapped to 0/1 ({b} = positive)"
 
 
 def check_schedule(q: float, epochs, learning_rate: float) -> None:

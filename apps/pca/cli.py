@@ -133,7 +133,9 @@ def propose_bounds(path, id_column: str | None = None) -> int:
 
     t = read_table(path, id_column or "id", require_id=False, what="party file")
     print(PROPOSE_NOTE, file=sys.stderr)
-    print(json.dumps({"bounds": propose_ranges(t)}, indent=2))
+    ranges = propose_ranges(t)
+    lines = [f"    {json.dumps(c)}: [{lo:.15g}, {hi:.15g}]" for c, (lo, hi) in ranges.items()]  # one column a line
+    print('"bounds": {\n' + ",\n".join(lines) + "\n}")
     return 0
 
 
@@ -218,6 +220,11 @@ def _run_job(args) -> int:
               f"{sum(res['col_counts'])} columns (clients' columns {res['col_counts']})")
         print("  explained variance (per record): " + ", ".join(f"{v:.4g}" for v in res["explained_variance"]))
         cols = res.get("columns") or [f"x{j}" for j in range(sum(res["col_counts"]))]
+        from sqm.report import render_table
+
+        rows = [{"column": c, **{f"PC{k + 1}": float(v[j]) for k, v in enumerate(res["components"])}}
+                for j, c in enumerate(cols)]
+        print(render_table(rows, ["column"] + [f"PC{k + 1}" for k in range(len(res["components"]))]))
         return {"columns": cols, "released": {"components": released_components(res["components"], cols),
                                               "explained_variance": res["explained_variance"]},
                 "gamma": args.gamma, "delta": args.delta}
