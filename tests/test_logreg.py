@@ -244,6 +244,10 @@ def test_dpsgd_and_taylor_baselines_run_and_account():
     assert rep.method == "DPSGD" and rep.rounds == 40 and rep.sigma > 0
     assert 1.95 <= rep.epsilon_server <= 2.0  # calibrated at the target by Opacus' PRV accountant
     assert np.linalg.norm(w) <= 1.0 + 1e-6
+    # q = 0.1067: 1/q is not an integer (9 batches an epoch): the report is the epsilon of R Poisson steps at
+    # rate q, at most the target (Opacus' engine would book rate 1/9 and report 1.038 for this 0.994 run)
+    rep = dpsgd_fit(Xtr, ytr, 1.0, 1e-5, 0.1067, 5, 1.0, seed=0)[1]
+    assert rep.rounds == 45 and 0.98 <= rep.epsilon_server <= 1.0
     wt = taylor_fit(Xtr, ytr, 0.05, 5, 1.0, seed=0)
     assert np.mean((Xte @ wt > 0) == yte) > 0.85
 
