@@ -4,6 +4,7 @@
     sqm data fetch NAME... | --all     download (from the public sources, or --mirror), verify, build, install
     sqm data verify [NAME...]          check every file's SHA-256 (exit 6 on a mismatch, naming the file)
     sqm data path [NAME]               the data home, or a dataset's folder in it
+    sqm data example FOLDER            two generated party files (bank.csv, clinic.csv) to try a job on
 
 Each takes ``--data-home DIR`` (default ``$SQM_DATA``, else ``~/sqm_data``).
 """
@@ -55,6 +56,14 @@ def register(sub) -> None:
                         description="Print the data home's path, or the folder of dataset NAME in it.")
     p.add_argument("name", nargs="?", default=None, metavar="NAME")
     p.set_defaults(func=run_path)
+    e = dsub.add_parser("example", help="write two generated party files (bank.csv, clinic.csv) to try a job",
+                        description="Write bank.csv (id, age, income, balance) and clinic.csv (id, bmi, glucose, "
+                                    "systolic, outcome: a 0/1 label), generated party files of the same customers "
+                                    "in different row orders, into FOLDER: the README's 'Your own data' guide "
+                                    "runs on them.")
+    e.add_argument("folder", metavar="FOLDER", help="where to write them (made if missing; must not hold them)")
+    e.add_argument("--records", type=int, default=800, help="records per file (default 800)")
+    e.set_defaults(func=run_example)
     d.set_defaults(func=lambda a: (d.print_help(), 0)[1])
 
 
@@ -133,4 +142,12 @@ def run_path(args) -> int:
 
     home = data_home(args.data_home)
     print(os.path.join(home, dataset_info(args.name).folder) if args.name else home)
+    return 0
+
+
+def run_example(args) -> int:
+    from .example_files import write_example_files
+
+    for path in write_example_files(args.folder, args.records):
+        print(f"wrote {path}")
     return 0

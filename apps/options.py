@@ -28,6 +28,12 @@ from mpc import BACKENDS  # noqa: F401  (the CLI choices: the runtime's runners)
 
 DEFAULT_BACKEND = "mpyc"
 
+OWN_DATA_EPILOG = ("Your own data: the README's section \"Your own data\" takes two CSV or Parquet files (one per "
+                   "organisation) to a PCA and a logistic-regression result: party files, the job file and its "
+                   "public column ranges (sqm pca --propose-bounds FILE), --drop-columns, the label column, gamma, "
+                   "epsilon and what each printed figure means.  `sqm data example FOLDER` writes two party files "
+                   "to try it on.")
+
 
 def _parent() -> argparse.ArgumentParser:
     return argparse.ArgumentParser(add_help=False)

@@ -210,7 +210,7 @@ def register(sub) -> None:
         description="Private ridge regression with SQM: one release of the joint Gram [X 1 y]^T [X 1 y] computed by "
                     "MPyC party processes, solved by the server.  Without --job: split a dataset's columns among "
                     "--parties clients and compare SQM, central DP and non-private ridge on a held-out split "
-                    "(R^2, RMSE).  With --job: a real multi-party job, the last client's CSV holding the label.")
+                    "(R^2, RMSE).  With --job: a real multi-party job, the last client's CSV holding the label.", epilog=options.OWN_DATA_EPILOG)
     p.add_argument("--dataset", default="diabetes", choices=sorted(TARGETS),
                    help="diabetes (default; its target), breast_cancer (target: mean radius), adult (target: "
                         "hours-per-week, read from the data home, see `sqm data`)")

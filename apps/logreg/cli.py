@@ -222,7 +222,9 @@ def _local_data(args):
 
     from .estimator import binary_labels, label_mapping_note
 
-    t = read_table(args.data, args.id_column, require_id=False, what="data file")
+    t = read_table(args.data, args.id_column or "id", require_id=args.id_column is not None, what="data file")
+    if t.ids:
+        print(f"(column '{args.id_column or 'id'}' holds record ids: left out of the features)")
     if args.label_column not in t.columns:
         raise ValueError(f"data file {args.data} has no label column '{args.label_column}': name it with "
                          f"--label-column; its columns are {t.columns[:20]}{' ...' if len(t.columns) > 20 else ''}")
@@ -305,7 +307,7 @@ def register(sub) -> None:
                        description="Train logistic regression (with an intercept) on vertically partitioned "
                                    "data with SQM (real MPyC party processes by default) and compare with DPSGD "
                                    "(Opacus), VFL local DP and non-private training at the same (epsilon, delta). "
-                                   f"Schedule defaults, local and job mode alike: {SCHEDULE_HELP}.")
+                                   f"Schedule defaults, local and job mode alike: {SCHEDULE_HELP}.", epilog=options.OWN_DATA_EPILOG)
     p.add_argument("--dataset", default="breast_cancer", choices=DATASETS,
                    help="breast_cancer (scikit-learn, default), adult (UCI files), credit_default (UCI file)")
     p.add_argument("--data", default=None, metavar="FILE",
@@ -313,7 +315,8 @@ def register(sub) -> None:
                         "--label-column is the label (any two values), every other column but --id-column a "
                         "feature; split 75/25 (stratified), standardized with the training split's statistics")
     p.add_argument("--id-column", default=None,
-                   help="with --data FILE: the column holding record ids, left out of the features (default: none)")
+                   help="with --data FILE: the column holding record ids, left out of the features (default: a "
+                        "column named 'id', if any)")
     p.add_argument("--parties", type=int, default=3, help="clients holding column blocks (default 3); the "
                                                           "last holds the label")
     p.add_argument("--gamma", type=float, default=8192.0, help="quantization scale gamma (default 8192 = 2^13)")

@@ -244,7 +244,7 @@ def register(sub) -> None:
                     "the server takes its top-k eigenvectors.  Without --job: split a dataset's columns among "
                     "--parties clients on this machine and compare SQM with central DP (Analyze Gauss), the "
                     "local-DP VFL baseline and non-private PCA.  With --job: a real multi-party job in which "
-                    "each party reads only its own CSV file.")
+                    "each party reads only its own CSV file.", epilog=options.OWN_DATA_EPILOG)
     p.add_argument("--dataset", default=None,
                    help="digits (the default without --data), breast_cancer, iris, wine, diabetes (scikit-learn "
                         "bundled) or citeseer")
