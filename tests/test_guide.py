@@ -1,0 +1,60 @@
+"""The README's "Your own data" guide, run as a new user would: the bash blocks between its ``guide:begin``
+and ``guide:end`` markers, verbatim and in order, in a fresh folder with this environment's ``sqm`` first on
+PATH (real party processes over loopback).  Checked: every command exits 0, the proposed ranges are printed
+with the not-private note, both JSON files are strict and valid against the schema, carry the columns and the
+release in their terms, and no client clipped anything."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import jsonschema
+import pytest
+
+from apps import output
+
+README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
+
+
+def guide_blocks() -> list[str]:
+    text = open(README, encoding="utf-8").read()
+    m = re.search(r"<!-- guide:begin.*?-->(.*?)<!-- guide:end -->", text, re.S)
+    assert m, "README.md has no guide:begin ... guide:end section"
+    blocks = re.findall(r"```bash\n(.*?)```", m.group(1), re.S)
+    assert len(blocks) >= 3
+    return blocks
+
+
+def _strict(path) -> dict:
+    def refuse(name):
+        raise ValueError(f"{path} holds {name}: not JSON")
+    doc = json.loads(open(path).read(), parse_constant=refuse)
+    jsonschema.validate(doc, output.schema())
+    return doc
+
+
+def test_the_guide_runs_as_written(tmp_path):
+    script = "set -euo pipefail\n" + "\n".join(guide_blocks())
+    env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
+    env.pop("SQM_LOCAL_PORTS", None)  # the job file names its own addresses
+    proc = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out, demo = proc.stdout, tmp_path / "demo"
+    assert '"bounds": {\n    "age": [0, 89],' in out and "NOT private" in proc.stderr
+    pca, lr = _strict(demo / "pca.json"), _strict(demo / "lr.json")
+    features = ["age", "income", "balance", "bmi", "glucose", "systolic"]
+    assert (pca["command"], pca["mode"], pca["simulation"]) == ("pca", "job", False)
+    assert pca["columns"] == features and [list(c) for c in pca["released"]["components"]] == [features] * 2
+    assert (lr["command"], lr["mode"], lr["columns"]) == ("logreg", "job", features)
+    assert list(lr["released"]["coef"]) == features and isinstance(lr["released"]["intercept"], float)
+    assert lr["released"]["schedule"]["q"] == pytest.approx(64 / 800)
+    for doc in (pca, lr):
+        assert doc["privacy"][0]["epsilon_server"] <= 1.0 and doc["dataset"] == "bank-clinic"
+        assert [doc["clients"][j]["clipped"] for j in ("1", "2")] == [0, 0]
+        assert [doc["clients"][j]["outside_declared_range"] for j in ("1", "2")] == [0, 0]
+        assert "warnings" not in doc
+    assert lr["clients"]["2"]["labels"] == "0/1 (1 = positive)"
