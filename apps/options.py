@@ -199,3 +199,13 @@ def check_mode(args, parser: argparse.ArgumentParser, mode: str, only: dict[str,
         names = ", ".join(flag(parser, d) for d in wrong)
         raise ValueError(f"{names} {'does' if len(wrong) == 1 else 'do'} not apply "
                          f"{MODE_WORDS.get(mode, 'in mode ' + mode)}: remove {'it' if len(wrong) == 1 else 'them'}")
+
+
+def own_table(parser: argparse.ArgumentParser, data_help: str, id_also: str = "") -> None:
+    """``--data FILE`` (a user's own CSV/Parquet table: ``data_help`` says what the command does with it) and
+    ``--id-column`` (read by :func:`apps.tables.read_user_table`; ``id_also``: other options it serves)."""
+    parser.add_argument("--data", default=None, metavar="FILE",
+                        help="your own table (CSV, or Parquet by its .parquet extension)" + data_help)
+    parser.add_argument("--id-column", default=None,
+                        help=f"with --data FILE{id_also}: the column holding record ids, left out of the features "
+                             f"(default: a column named 'id', if any)")

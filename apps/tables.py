@@ -250,3 +250,17 @@ def propose_ranges(table: PartyTable) -> dict[str, list[float]]:
             hi = lo + 1.0
         out[c] = [lo, hi]
     return out
+
+
+def read_user_table(path, id_column: str | None = None) -> PartyTable:
+    """A user's own table for a local comparison (``sqm pca --data FILE``, ``sqm logreg --data FILE``):
+    ``id_column`` (default: a column named ``id``, if any) holds record ids, left out of the features (said on
+    stdout); a named id column that is missing is an error."""
+    import os
+
+    if os.path.isdir(path):
+        raise ValueError(f"--data {path} is a folder: give your own table (a CSV or Parquet file)")
+    t = read_table(path, id_column or "id", require_id=id_column is not None, what="data file")
+    if t.ids:
+        print(f"(column '{id_column or 'id'}' holds record ids: left out of the features)")
+    return t

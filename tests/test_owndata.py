@@ -339,3 +339,27 @@ def test_drop_columns_leaves_a_column_out_and_a_typo_is_refused(tmp_path):
     bounded = load_job(write_party_csvs(Z, tmp_path / "b", 2, bounds=[None, {"x5": [-1, 1]}]))
     with pytest.raises(ValueError, match=r"declares ranges for column\(s\) \['x5'\] that --drop-columns leaves out"):
         simulate(dataclasses.replace(bounded, drop_columns=("x5",)), PCAJobTask(**JOB_TASK), timeout=120)
+
+
+def test_logreg_data_file_maps_labels_and_names_a_wrong_label_column(tmp_path, capsys):
+    """sqm logreg --data FILE: the user's own table, labels -1/+1 mapped (and said), 'id' left out of the
+    features, the JSON's columns the features; a wrong --label-column names the option and the columns; a
+    three-valued label says what to do."""
+    X, y = imbalanced(400, d=4)
+    f = tmp_path / "own.csv"
+    f.write_text("id,a,b,c,d,y\n" + "".join(f"{i},{','.join(f'{v:.6g}' for v in x)},{int(2 * t - 1)}\n"
+                                             for i, (x, t) in enumerate(zip(X, y))))
+    out = tmp_path / "lr.json"
+    assert pca(["--data", str(f), "--label-column", "y", "--backend", "plain", "--seed", "0", "--no-baselines",
+                "--json", str(out)], command="logreg") == 0
+    text = capsys.readouterr().out
+    assert "column 'id' holds record ids" in text and "labels {-1, 1} mapped to 0/1 (1 = positive)" in text
+    doc = json.loads(out.read_text())
+    assert doc["dataset"] == "own.csv" and doc["columns"] == ["a", "b", "c", "d"] and doc["mode"] == "local"
+    assert doc["details"]["labels"] == "{-1, 1} mapped to 0/1 (1 = positive)"
+    with pytest.raises(ValueError, match=r"has no label column 'label': name it with --label-column; its columns "
+                                         r"are \['a', 'b', 'c', 'd', 'y'\]"):
+        pca(["--data", str(f), "--backend", "plain"], command="logreg")
+    f.write_text(f.read_text().replace(",1\n", ",2\n", 3))
+    with pytest.raises(ValueError, match=r"holds 3 distinct value\(s\) \(-1, 1, 2\).*recode it to two values"):
+        pca(["--data", str(f), "--label-column", "y", "--backend", "plain"], command="logreg")

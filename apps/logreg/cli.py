@@ -218,13 +218,11 @@ def _local_data(args):
 
     from sklearn.model_selection import train_test_split
 
-    from apps.tables import read_table
+    from apps.tables import read_user_table
 
     from .estimator import binary_labels, label_mapping_note
 
-    t = read_table(args.data, args.id_column or "id", require_id=args.id_column is not None, what="data file")
-    if t.ids:
-        print(f"(column '{args.id_column or 'id'}' holds record ids: left out of the features)")
+    t = read_user_table(args.data, args.id_column)
     if args.label_column not in t.columns:
         raise ValueError(f"data file {args.data} has no label column '{args.label_column}': name it with "
                          f"--label-column; its columns are {t.columns[:20]}{' ...' if len(t.columns) > 20 else ''}")
@@ -310,13 +308,9 @@ def register(sub) -> None:
                                    f"Schedule defaults, local and job mode alike: {SCHEDULE_HELP}.", epilog=options.OWN_DATA_EPILOG)
     p.add_argument("--dataset", default="breast_cancer", choices=DATASETS,
                    help="breast_cancer (scikit-learn, default), adult (UCI files), credit_default (UCI file)")
-    p.add_argument("--data", default=None, metavar="FILE",
-                   help="your own table (CSV, or Parquet by its .parquet extension) for the local comparison: "
-                        "--label-column is the label (any two values), every other column but --id-column a "
-                        "feature; split 75/25 (stratified), standardized with the training split's statistics")
-    p.add_argument("--id-column", default=None,
-                   help="with --data FILE: the column holding record ids, left out of the features (default: a "
-                        "column named 'id', if any)")
+    options.own_table(p, " for the local comparison: --label-column is the label (any two values), every other "
+                         "column but --id-column a feature; split 75/25 (stratified), standardized with the "
+                         "training split's statistics")
     p.add_argument("--parties", type=int, default=3, help="clients holding column blocks (default 3); the "
                                                           "last holds the label")
     p.add_argument("--gamma", type=float, default=8192.0, help="quantization scale gamma (default 8192 = 2^13)")

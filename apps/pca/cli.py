@@ -148,14 +148,9 @@ def _local_data(args):
     if args.data is not None and args.dataset is None:
         import os
 
-        if os.path.isdir(args.data):
-            raise ValueError(f"--data {args.data} is a folder: give your own table (a CSV or Parquet file), or "
-                             f"--dataset NAME with --data for that dataset's folder")
-        from apps.tables import read_table
+        from apps.tables import read_user_table
 
-        t = read_table(args.data, args.id_column or "id", require_id=args.id_column is not None, what="data file")
-        if t.ids:
-            print(f"(column '{args.id_column or 'id'}' holds record ids: left out of the features)")
+        t = read_user_table(args.data, args.id_column)
         return t.block, t.columns, os.path.basename(args.data)
     name = args.dataset or "digits"
     ds = load_dataset(name, args.data)
@@ -248,13 +243,8 @@ def register(sub) -> None:
     p.add_argument("--dataset", default=None,
                    help="digits (the default without --data), breast_cancer, iris, wine, diabetes (scikit-learn "
                         "bundled) or citeseer")
-    p.add_argument("--data", default=None, metavar="FILE",
-                   help="your own table (CSV, or Parquet by its .parquet extension): the comparison runs on all "
-                        "its columns except --id-column, split among --parties clients.  With --dataset: that "
-                        "dataset's file or folder")
-    p.add_argument("--id-column", default=None,
-                   help="with --data FILE or --propose-bounds FILE: the column holding record ids, left out of the "
-                        "features (default: a column named 'id' if there is one)")
+    options.own_table(p, ": the comparison runs on all its columns except --id-column, split among --parties "
+                         "clients.  With --dataset: that dataset's file or folder", " or --propose-bounds FILE")
     p.add_argument("--propose-bounds", default=None, metavar="FILE",
                    help="print public column ranges (the job file's \"bounds\" entry) proposed from this party's "
                         "own table, for its operator to review: data-derived bounds are NOT private")
