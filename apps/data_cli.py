@@ -11,8 +11,10 @@ Each takes ``--data-home DIR`` (default ``$SQM_DATA``, else ``~/sqm_data``).
 from __future__ import annotations
 
 import argparse
+import logging
 import os
-import sys
+
+log = logging.getLogger("sqm")
 
 
 def _home_parent() -> argparse.ArgumentParser:
@@ -99,10 +101,10 @@ def run_fetch(args) -> int:
         try:
             folder = fetch(name, args.data_home, progress=not args.quiet, mirror=args.mirror)
         except ChecksumError as e:
-            print(f"sqm: {e}", file=sys.stderr)
+            log.error(f"sqm: {e}")
             return EXIT_BAD_DATA
         except OSError as e:
-            print(f"sqm: {e}", file=sys.stderr)
+            log.error(f"sqm: {e}")
             return EXIT_ERROR
         print(f"{dataset_info(name).folder}: verified in {folder}")
     return 0
@@ -131,7 +133,7 @@ def run_verify(args) -> int:
                 bad += 1
                 fix = f"; delete it and run `sqm data fetch {ds.folder}`" if isinstance(e, ChecksumError) else ""
                 print(f"{ds.folder}/{f.name}: {'MISMATCH' if fix else 'missing'}")
-                print(f"sqm: {e}{fix}", file=sys.stderr)
+                log.error(f"sqm: {e}{fix}")
     if not checked:
         print(f"no dataset in the data home {data_home(args.data_home)}: `sqm data fetch NAME` fetches one")
     return EXIT_BAD_DATA if bad else 0
