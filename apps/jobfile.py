@@ -902,7 +902,8 @@ def job_command(args, make_task, server_summary) -> int:
             summary = dict(server_summary(res))
             out["extra"] = {k: summary.pop(k) for k in list(summary) if k in output.OPTIONAL}
             out["released"] = {**summary, **out["extra"].pop("released", {})}
-            print(render_table([{**rep, "seconds": rec.get("seconds"), "bytes": rec.get("bytes_sent")}],
+            print(render_table([{**rep, "seconds": rec.get("seconds"),
+                                 "bytes": None if simulation else rec.get("bytes_sent")}],
                                ["epsilon_server", "epsilon_client", "delta", "gamma", "mu", "seconds", "bytes"]))
             if res.get("ledger") is not None:
                 e = res["ledger"]

@@ -61,7 +61,7 @@ def compare(X, y, n_parties: int, alpha: float, epsilon: float, delta: float, ga
                                 s_sqm).fit(Xtr, ytr)
         rep = m.report_
         rows["SQM"].append({**scores(m.coef_, m.intercept_, Xte, yte, y_scale), "seconds": m.seconds_,
-                            "bytes": float(sum(m.bytes_sent_))})
+                            "bytes": float(sum(m.bytes_sent_)) if backend != "plain" else None})  # not measured
         c = central_dp_linreg(Xtr, ytr, alpha, epsilon, delta, feature_bound, label_bound, True, s_c)
         rows["central DP"].append({**scores(c["coef"], c["intercept"], Xte, yte, y_scale), "seconds": c["seconds"],
                                    "sigma": c["sigma"]})
@@ -69,7 +69,8 @@ def compare(X, y, n_parties: int, alpha: float, epsilon: float, delta: float, ga
     nonpriv = {"method": "non-private (Ridge)", **scores(ridge["coef"], ridge["intercept"], Xte, yte, y_scale),
                "epsilon": math.inf, "seconds": ridge["seconds"]}
     table = [{"method": f"SQM ({backend})", "epsilon": rep.epsilon_server,
-              **{k: float(np.mean([r[k] for r in rows["SQM"]])) for k in rows["SQM"][0]}},
+              **{k: None if rows["SQM"][0][k] is None else float(np.mean([r[k] for r in rows["SQM"]]))
+                 for k in rows["SQM"][0]}},
              {"method": "central DP (Gauss)", "epsilon": epsilon,
               **{k: float(np.mean([r[k] for r in rows["central DP"]])) for k in rows["central DP"][0]}}, nonpriv]
     return {"rows": table, "report": rep.as_dict(), "shape": list(X.shape), "train": len(ytr), "test": len(yte),
