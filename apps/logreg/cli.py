@@ -40,11 +40,17 @@ def unit_ball_split(name: str, data_dir: str | None = None, seed: int = 0):
     ds = load_dataset(name, data_dir)
     Xtr, ytr, Xte, yte = ds.train_test(0.25, seed)
     if name == "breast_cancer":
-        mu, sd = Xtr.mean(0), Xtr.std(0)
-        sd[sd == 0] = 1
-        f = lambda A: np.clip((A - mu) / sd, -3, 3) / (3 * math.sqrt(A.shape[1]))  # noqa: E731
-        Xtr, Xte = f(Xtr), f(Xte)
+        Xtr, Xte = standardized_unit_rows(Xtr, Xte)
     return Xtr, ytr, Xte, yte, ds.attributes
+
+
+def standardized_unit_rows(Xtr, Xte) -> tuple[np.ndarray, np.ndarray]:
+    """Both splits standardized with the training split's statistics, clipped to +-3 and divided by 3 sqrt(d),
+    so every row has ||x||_2 <= 1 (a local comparison's preprocessing: data-derived, outside the accounting)."""
+    mu, sd = Xtr.mean(0), Xtr.std(0)
+    sd[sd == 0] = 1
+    f = lambda A: np.clip((A - mu) / sd, -3, 3) / (3 * math.sqrt(A.shape[1]))  # noqa: E731
+    return f(Xtr), f(Xte)
 
 
 # ----- one comparison --------------------------------------------------------------------------------------
@@ -220,23 +226,13 @@ def _local_data(args):
 
     from apps.tables import read_user_table
 
-    from .estimator import binary_labels, label_mapping_note
+    from .estimator import split_label
 
     t = read_user_table(args.data, args.id_column)
-    if args.label_column not in t.columns:
-        raise ValueError(f"data file {args.data} has no label column '{args.label_column}': name it with "
-                         f"--label-column; its columns are {t.columns[:20]}{' ...' if len(t.columns) > 20 else ''}")
-    k = t.columns.index(args.label_column)
-    try:
-        y, classes = binary_labels(t.block[:, k])
-    except ValueError as e:
-        raise ValueError(f"data file {args.data}: {e}") from None
-    X, columns = np.delete(t.block, k, axis=1), [c for c in t.columns if c != args.label_column]
+    X, y, columns, labels = split_label(t.block, t.columns, args.label_column, f"data file {args.data}")
     Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.25, random_state=0, stratify=y)
-    mu, sd = Xtr.mean(0), Xtr.std(0)
-    sd[sd == 0] = 1
-    f = lambda A: np.clip((A - mu) / sd, -3, 3) / (3 * math.sqrt(A.shape[1]))  # noqa: E731
-    return f(Xtr), ytr, f(Xte), yte, None, os.path.basename(args.data), columns, label_mapping_note(classes)
+    Xtr, Xte = standardized_unit_rows(Xtr, Xte)
+    return Xtr, ytr, Xte, yte, None, os.path.basename(args.data), columns, labels
 
 
 def run(args) -> int:

@@ -155,6 +155,22 @@ def label_mapping_note(classes) -> str:
     return f"{{{a}, {b}}} mapped to 0/1 ({b} = positive)"
 
 
+def split_label(block, columns, label_column: str, where: str) -> tuple[np.ndarray, np.ndarray, list, str]:
+    """(features, labels as 0/1, feature column names, the label mapping in words) of a table whose column
+    ``label_column`` is the label; ValueError naming ``where`` (the file), --label-column and the columns when
+    it is absent, and :func:`binary_labels`'s problem and fix when it does not hold exactly two values."""
+    columns = list(columns)
+    if label_column not in columns:
+        raise ValueError(f"{where} has no label column '{label_column}': name it with --label-column; its columns "
+                         f"are {columns[:20]}{' ...' if len(columns) > 20 else ''}")
+    k = columns.index(label_column)
+    try:
+        y, classes = binary_labels(np.asarray(block)[:, k])
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None
+    return np.delete(block, k, axis=1), y, columns[:k] + columns[k + 1:], label_mapping_note(classes)
+
+
 def check_schedule(q: float, epochs, learning_rate: float) -> None:
     if not (isinstance(q, (int, float, np.floating)) and math.isfinite(q) and 0 < q <= 1):
         raise ValueError(f"sampling rate q must lie in (0, 1], got {q!r}")

@@ -9,7 +9,7 @@ import numpy as np
 from sqm.report import PrivacyReport
 from sqm.rng import spawn_seeds
 
-from .estimator import SQMLogisticRegression, binary_labels, label_mapping_note, split_weights
+from .estimator import SQMLogisticRegression, split_label, split_weights
 from .party import LRPlan, train_party
 
 
@@ -142,15 +142,11 @@ class LRJobTask:
         reason, sent to every peer, names no value; the detail with the fix stays at this party)."""
         from mpc.party import InputRefused
 
-        cols = list(table.columns)
-        if self.label_column not in cols:
-            raise InputRefused(f"its file has no label column '{self.label_column}' (--label-column)",
-                               f"{table.file} has no column '{self.label_column}': name the label column with "
-                               f"--label-column; its columns are {cols[:20]}{' ...' if len(cols) > 20 else ''}")
-        k = cols.index(self.label_column)
         try:
-            y, classes = binary_labels(table.block[:, k])
+            X, y, _, note = split_label(table.block, table.columns, self.label_column, table.file)
         except ValueError as err:
-            raise InputRefused("its label column does not hold exactly two classes (recode it to two values, "
-                               "e.g. 0/1)", f"{table.file}: {err}") from None
-        return np.hstack([np.delete(table.block, k, axis=1), y[:, None]]), label_mapping_note(classes)
+            public = (f"its file has no label column '{self.label_column}' (--label-column)"
+                      if self.label_column not in table.columns else
+                      "its label column does not hold exactly two classes (recode it to two values, e.g. 0/1)")
+            raise InputRefused(public, str(err)) from None
+        return np.hstack([X, y[:, None]]), note
