@@ -27,6 +27,7 @@ BENCHMARKS = {
     "lr-utility": "bench.lr_utility",
     "lr-gamma": "bench.lr_gamma",
     "lr-cost": "bench.lr_cost",
+    "lr-defaults": "bench.lr_defaults",
     "pbm-vfl": "bench.pbm_vfl",
     "hdp-vfl": "bench.hdp_vfl",
     "faults": "bench.faults",

@@ -6,6 +6,7 @@ README's "Your own data" guide runs on them, and ``tests/test_guide.py`` runs th
   positives), the same customers in another row order.
 
 The label follows a logistic model of age, bmi, glucose and income.  Generated, not real: nobody's data.
+:func:`imbalanced_records` is the generated imbalanced table of ``sqm bench lr-defaults``.
 """
 from __future__ import annotations
 
@@ -44,3 +45,14 @@ def write_example_files(folder, records: int = 800, seed: int = 7) -> list[str]:
         f.write("id,bmi,glucose,systolic,outcome\n")
         f.writelines(f"{ids[r]},{bmi[r]:g},{glucose[r]:g},{systolic[r]:g},{outcome[r]}\n" for r in rng.permutation(m))
     return paths
+
+
+def imbalanced_records(m: int, d: int = 9, positive: float = 0.25, separation: float = 2.5, seed: int = 1):
+    """(X, y): ``m`` generated records in raw units, a fraction ``positive`` of positives (y = 1), the classes
+    shifted by ``separation`` standard deviations along a random direction, then each column stretched
+    (x 0.5-20) and offset (+-5): data that needs scaling, as a user's own."""
+    rng = np.random.default_rng(seed)
+    y = (rng.random(m) < positive).astype(float)
+    w = rng.normal(size=d)
+    X = rng.normal(size=(m, d)) + separation * np.outer(y - positive, w / np.linalg.norm(w))
+    return X * rng.uniform(0.5, 20, size=d) + rng.uniform(-5, 5, size=d), y

@@ -268,58 +268,26 @@ def test_declared_norm_shares_set_each_clients_bound(tmp_path):
 
 # ----- logistic regression on a user's own (unscaled, imbalanced) data, job mode with its defaults ---------
 
-def imbalanced(m: int, d: int = 9, positive: float = 0.25, separation: float = 2.5, seed: int = 1):
-    """Generated imbalanced data in raw units: a quarter positives, the classes shifted by ``separation``
-    standard deviations along a random direction, then each column stretched (x 0.5-20) and offset (+-5)."""
-    rng = np.random.default_rng(seed)
-    y = (rng.random(m) < positive).astype(float)
-    w = rng.normal(size=d)
-    X = rng.normal(size=(m, d)) + separation * np.outer(y - positive, w / np.linalg.norm(w))
-    return X * rng.uniform(0.5, 20, size=d) + rng.uniform(-5, 5, size=d), y
+def test_logreg_job_with_defaults_beats_majority_and_is_within_2_points_of_dpsgd():
+    """Issue 14's acceptance run (``sqm bench lr-defaults``, through the plain simulation): 6,000 training
+    records (9 features over 3 clients, labels coded 1/2, 25% positives), ranges proposed from the data
+    declared in the job file, SQM-LR in job mode with every default (intercept, schedule from the record count)
+    at epsilon 1.  The released model, scored on 2,000 held-out records scaled by the same public ranges,
+    beats the majority class and lands within 2 points of DPSGD (Opacus, same epsilon, delta, schedule and
+    rows) on the mean of 2 seeds.  Measured: majority 0.7565, SQM 0.850 and 0.8325 (mean 0.841), DPSGD 0.841
+    and 0.8275 (mean 0.834), seeds 0 and 1."""
+    from bench.lr_defaults import run
 
-
-def test_logreg_job_with_defaults_beats_majority_and_is_within_2_points_of_dpsgd(tmp_path):
-    """Issue 14's acceptance run: 6,000 training records (9 features over 3 clients, labels coded 1/2, 25%
-    positives), ranges proposed from the data (apps.tables.propose_ranges, as sqm pca --propose-bounds prints
-    them) declared in the job file, SQM-LR in job mode with every default (intercept, schedule from the record
-    count) at epsilon 1, through the plain simulation.  The released model, scored on 2,000 held-out records
-    scaled by the same public ranges, beats the majority class and lands within 2 points of DPSGD (Opacus,
-    same epsilon, delta, schedule and rows) on the mean of 2 seeds.  Measured: majority 0.7565, SQM 0.850 and
-    0.8325 (mean 0.841), DPSGD 0.841 and 0.8275 (mean 0.834), seeds 0 and 1."""
-    import warnings
-
-    from apps.logreg.cli import compare
-    from apps.logreg.job import LRJobTask
-    from apps.tables import PartyTable, propose_ranges
-
-    X, y = imbalanced(8000)
-    Xtr, ytr, Xte, yte = X[:6000], y[:6000], X[6000:], y[6000:]
-    d = X.shape[1]
-    ranges = propose_ranges(PartyTable("train", [f"x{j}" for j in range(d)], Xtr, []))
-    bounds = [{f"x{j}": ranges[f"x{j}"] for j in range(k, k + 3)} for k in (0, 3, 6)]
-    job = write_party_csvs(np.hstack([Xtr, 1 + ytr[:, None]]), tmp_path, col_counts=[3, 3, 4], bounds=bounds)
-    spec = load_job(job)
-    lo, hi = (np.array([ranges[f"x{j}"][i] for j in range(d)]) for i in (0, 1))
-    scale = lambda A: np.clip(A, lo, hi) / np.maximum(abs(lo), abs(hi)) / np.sqrt(d)  # noqa: E731  c_j = sqrt(3/9)
-    majority = max(yte.mean(), 1 - yte.mean())
-    sqm, dpsgd = [], []
-    for seed in (0, 1):
-        recs = simulate(spec, LRJobTask(1.0, label_column=f"x{d}", seed=seed, insecure_reproducible=True))
-        res = recs[0]["result"]
-        assert res["schedule"]["q"] == pytest.approx(6000 ** -0.5)  # a batch of sqrt(n) = 77 records and res["fit_intercept"]
-        assert recs[3]["result"]["labels"] == "{1, 2} mapped to 0/1 (2 = positive)"
-        assert [recs[j]["result"]["outside_declared_range"] for j in (1, 2, 3)] == [0, 0, 0]
-        assert [recs[j]["result"]["clipped"] for j in (1, 2, 3)] == [0, 0, 0]
-        score = scale(Xte) @ res["coef"] + res["intercept"]
-        sqm.append(np.mean((score > 0) == (yte == 1)))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            ref = compare(scale(Xtr), ytr, scale(Xte), yte, epsilon=1.0, delta=1e-5, gamma=8192.0, parties=3,
-                          backend="in-process", seed=seed, methods=("dpsgd",))
-        dpsgd.append(ref["dpsgd"]["accuracy"])
-    assert majority == pytest.approx(0.7565)
-    assert np.mean(sqm) > majority + 0.05, (sqm, majority)
-    assert np.mean(sqm) >= np.mean(dpsgd) - 0.02, (sqm, dpsgd)
+    rep = run()
+    for r in rep["rows"]:
+        assert r["q"] == pytest.approx(6000 ** -0.5) and r["fit_intercept"]  # a batch of sqrt(n) = 77 records
+        assert r["labels"] == "{1, 2} mapped to 0/1 (2 = positive)"
+        assert r["outside_declared_range"] == [0, 0, 0] and r["clipped"] == [0, 0, 0]
+        assert r["sqm_epsilon"] <= 1.0 and r["dpsgd_epsilon"] <= 1.0
+    assert rep["majority"] == pytest.approx(0.7565)
+    assert rep["sqm_mean"] > rep["majority"] + 0.05, rep
+    assert rep["sqm_mean"] >= rep["dpsgd_mean"] - 0.02, rep
+    assert rep["target_met"]
 
 
 def test_drop_columns_leaves_a_column_out_and_a_typo_is_refused(tmp_path):
@@ -345,7 +313,9 @@ def test_logreg_data_file_maps_labels_and_names_a_wrong_label_column(tmp_path, c
     """sqm logreg --data FILE: the user's own table, labels -1/+1 mapped (and said), 'id' left out of the
     features, the JSON's columns the features; a wrong --label-column names the option and the columns; a
     three-valued label says what to do."""
-    X, y = imbalanced(400, d=4)
+    from apps.example_files import imbalanced_records
+
+    X, y = imbalanced_records(400, d=4)
     f = tmp_path / "own.csv"
     f.write_text("id,a,b,c,d,y\n" + "".join(f"{i},{','.join(f'{v:.6g}' for v in x)},{int(2 * t - 1)}\n"
                                              for i, (x, t) in enumerate(zip(X, y))))
