@@ -202,6 +202,7 @@ async def _run_all(programs, timeout: float, job_id: str, job_name: str | None, 
             except ProtocolError:
                 pass
             records[i] = {"result": result, "seconds": seconds, "phases": dict(ctx.phases),
+                          "exchanges": ctx.exchanges, "waits": ctx.waits,
                           "bytes_sent": hub.bytes_sent[i], "job_digest": digest, "backend": "in-process"}
         except Exception as e:  # noqa: BLE001
             errors[i] = e

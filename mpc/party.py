@@ -218,6 +218,7 @@ def main(argv=None) -> int:
             raise
         stats["seconds"] = time.perf_counter() - t0
         stats["phases"] = dict(ctx.phases)
+        stats["exchanges"], stats["waits"] = ctx.exchanges, ctx.waits
         stats["max_loop_stall_s"] = state["max_stall_s"]  # longest blocked stretch of this party's loop
         stats["max_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
         stats["bytes_sent"] = sum(p.protocol.nbytes_sent for p in mpc.parties

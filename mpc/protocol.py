@@ -180,6 +180,8 @@ class PartyContext:
         self.clients = list(range(1, self.M))
         self.rng = rng or secure_generator()  # share randomness: AES-CTR keyed from OS entropy
         self.phases: dict[str, float] = {}  # seconds spent per protocol phase, summed over evaluations
+        self.exchanges = 0  # send_recv steps made (every party makes the same sequence)
+        self.waits = 0  # of them, those where this party awaited a message from another party (latency shows)
         self._clock = time.perf_counter()
         self.points = list(range(1, self.M + 1))
 
@@ -200,6 +202,8 @@ class PartyContext:
         one validator for every sender, or a dict sender -> validator.  A malformed or unexpected frame
         raises :class:`ProtocolError` naming the sender and the step (the party then aborts the job)."""
         senders = list(senders)
+        self.exchanges += 1
+        self.waits += any(s != self.pid for s in senders)
         got = await self._transport({k: wire.encode(v) for k, v in outgoing.items()}, senders)
         out = []
         for s, g in zip(senders, got):
