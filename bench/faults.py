@@ -44,10 +44,10 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 
+from bench import netsim
 from bench.common import finish
 from mpc.party import PartyProgram
 
@@ -84,24 +84,10 @@ class Probe(PartyProgram):
         return await self.inner.run(ctx)
 
 
-# sitecustomize for one party process: its connections to some addresses go elsewhere (the proxy); or, for an
-# insider acting as another party, its own copy skips the check that its certificate names its own index
-_HOOK = '''\
-import os
-_spec = os.environ.get("SQM_FAULTS_REDIRECT")
-if _spec:
-    import asyncio.base_events as _be
-    _map = {}
-    for _item in _spec.split(","):
-        _a, _b = _item.split("=")
-        _map[(_a.rsplit(":", 1)[0], int(_a.rsplit(":", 1)[1]))] = (_b.rsplit(":", 1)[0], int(_b.rsplit(":", 1)[1]))
-    _orig = _be.BaseEventLoop.create_connection
-
-    async def create_connection(self, protocol_factory, host=None, port=None, *args, **kwargs):
-        host, port = _map.get((host, port), (host, port))
-        return await _orig(self, protocol_factory, host, port, *args, **kwargs)
-
-    _be.BaseEventLoop.create_connection = create_connection
+# sitecustomize for one party process: its connections to some addresses go elsewhere (the proxy: bench.netsim's
+# hook, SQM_NETSIM_REDIRECT); or, for an insider acting as another party, its own copy skips the check that its
+# certificate names its own index
+_CLAIM_HOOK = '''
 if os.environ.get("SQM_FAULTS_CLAIM"):  # an insider's modified copy: no check that its own certificate is its own
     try:
         import mpc.certs as _certs
@@ -114,86 +100,15 @@ if os.environ.get("SQM_FAULTS_CLAIM"):  # an insider's modified copy: no check t
     except (ImportError, AttributeError):
         pass
 '''
+_HOOK = netsim.HOOK + _CLAIM_HOOK
 
 
-# ----- in the bench process: the partition proxy -------------------------------------------------------------
-
-
-class Proxy:
-    """A loopback TCP proxy to ``target`` (host, port) in a thread of its own.  :meth:`cut` stops it
-    forwarding in both directions: what arrives is read and dropped, no socket is closed (a partition)."""
+class Proxy(netsim.DelayProxy):
+    """The partition proxy: a loopback TCP proxy to ``target`` (host, port) without delay (:class:`bench.netsim.
+    DelayProxy`); :meth:`cut` stops it forwarding in both directions without closing any socket."""
 
     def __init__(self, target: tuple[str, int]):
-        self.target, self.is_cut, self.dropped = target, False, 0
-        self.loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._writers: list = []
-        self.port = None
-
-    def start(self) -> int:
-        self._thread.start()
-        self._ready.wait(10)
-        return self.port
-
-    def cut(self) -> None:
-        self.is_cut = True
-
-    def close(self) -> None:
-        def stop():
-            for w in self._writers:
-                w.close()
-            self.loop.stop()
-        self.loop.call_soon_threadsafe(stop)
-        self._thread.join(5)
-
-    def _serve(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        server = self.loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", 0))
-        self.port = server.sockets[0].getsockname()[1]
-        self._ready.set()
-        self.loop.run_forever()
-        server.close()
-        pending = asyncio.all_tasks(self.loop)
-        for task in pending:
-            task.cancel()
-        self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-        self.loop.close()
-
-    async def _handle(self, reader, writer):
-        self._writers.append(writer)
-        t0 = time.monotonic()
-        while True:  # the target may not listen yet (parties start together): wait for it, as a route would
-            try:
-                up_reader, up_writer = await asyncio.open_connection(*self.target)
-                break
-            except OSError:
-                if time.monotonic() - t0 > 120:
-                    writer.close()
-                    return
-                await asyncio.sleep(0.05)
-        self._writers.append(up_writer)
-        await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
-
-    async def _pipe(self, reader, writer):
-        while True:
-            try:
-                data = await reader.read(1 << 16)
-            except OSError:
-                data = b""
-            if self.is_cut:  # partitioned: nothing crosses, not even the end of a connection
-                self.dropped += len(data)
-                if not data:
-                    return
-                continue
-            if not data:
-                writer.close()
-                return
-            writer.write(data)
-            try:
-                await writer.drain()
-            except OSError:
-                return
+        super().__init__(target, 0.0)
 
 
 # ----- the cases ---------------------------------------------------------------------------------------------
@@ -387,7 +302,7 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
         if fault.action == "cut":
             host, port = spec.addresses[2].rsplit(":", 1)
             proxy = Proxy((host, int(port)))
-            hooked[1] = {"SQM_FAULTS_REDIRECT": f"{spec.addresses[2]}=127.0.0.1:{proxy.start()}"}
+            hooked[1] = {netsim.REDIRECT_ENV: f"{spec.addresses[2]}=127.0.0.1:{proxy.start()}"}
         if fault.action == "impostor":
             hooked[fault.target] = {"SQM_FAULTS_CLAIM": str(fault.target)}
         if fault.action == "squat":
