@@ -31,6 +31,7 @@ class Job:
     addend_bound: int = 0  # public: |sum of the clients' addends| <= addend_bound (except w.p. < 2^-64)
     var_owner: Sequence[int] | None = None  # client index owning each variable (in client order)
     align_ids: bool = False  # clients return (block, addend, ids_digest); digests must agree before sharing
+    chunk_rows: int | None = None  # records per input chunk (public; None: mpc.stream.chunk_rows of the columns)
 
     def public(self) -> "Job":
         """The job without client programs: what the server and every other party may see."""

@@ -131,14 +131,21 @@ class InProcessContext(PartyContext):
             got.append(frame)
         return got
 
-    async def _secure_outputs(self, prog, p: int, n_rows: int, widths, needs_count: bool, mine, receivers):
-        """The ideal functionality: every client hands its (block, addend) to the receivers in the clear, which
-        compute the program's exact integers and reduce them into the field, as the real protocol opens.
-        With ``ideal=False``: the real BGW protocol over the mailboxes (shares, degree reduction, opening)."""
+    async def _secure_outputs(self, prog, p: int, n_rows: int, rows_per_chunk: int, widths, needs_count: bool,
+                              feed, receivers):
+        """The ideal functionality: every client hands its records (all chunks, stacked) and addend to the
+        receivers in the clear, which compute the program's exact integers and reduce them into the field, as
+        the real protocol opens.  With ``ideal=False``: the real BGW protocol over the mailboxes (chunked
+        shares, degree reduction, opening)."""
         if not self.ideal:
-            return await super()._secure_outputs(prog, p, n_rows, widths, needs_count, mine, receivers)
-        got = await self.ideal_inputs(None if mine is None else (np.asarray(mine[1]), np.asarray(mine[2])),
-                                      receivers)
+            return await super()._secure_outputs(prog, p, n_rows, rows_per_chunk, widths, needs_count, feed,
+                                                 receivers)
+        mine = None
+        if feed is not None:
+            chunks = list(feed.blocks(rows_per_chunk))
+            block = np.vstack(chunks)[:feed.inp.n_rows] if chunks else np.zeros((0, feed.inp.n_cols), np.int64)
+            mine = (block, np.asarray(feed.summands()[0]))
+        got = await self.ideal_inputs(mine, receivers)
         self._lap("ideal evaluation (simulation)")
         if got is None:
             return None

@@ -365,79 +365,99 @@ class PartyContext:
     async def evaluate(self, job, my_input=None, outputs_to_clients: bool = False) -> np.ndarray | None:
         """Securely evaluate ``job`` (a :class:`mpc.backend.Job` stripped of client programs).
 
-        ``my_input`` is this client's ``(block, addend)``; None at the server.  Returns the signed integer
-        result (object array) at the receivers, None elsewhere.
+        ``my_input`` is this client's :class:`mpc.stream.ChunkedInput` or ``(block, addend[, ids digest])``;
+        None at the server.  The records go through in chunks of ``job.chunk_rows`` (public; default
+        :func:`mpc.stream.chunk_rows`): every party accumulates its shares of the moments chunk by chunk, so
+        no party holds more than one chunk of shares, and the result is the same integers whatever the chunk
+        size.  Returns the signed integer result (object array) at the receivers, None elsewhere.
         """
+        from .stream import as_input, chunk_rows
+
         prog = job.program
         bound = job.result_bound()
         p = prime_for_bound(bound, self.M)
         col_bounds = [int(b) for b in job.col_bounds]
         owner = list(job.var_owner) if job.var_owner is not None else None
+        n_rows = int(job.n_records)
+        rows_per_chunk = int(job.chunk_rows or chunk_rows(prog.n_vars))
+        if rows_per_chunk < 1:
+            raise ValueError(f"a chunk holds at least one record, got {rows_per_chunk}")
+        if prog.n_vars == 0 or n_rows == 0:
+            rows_per_chunk = max(1, n_rows)  # nothing per record: one exchange
         await self.agree((prog.n_vars, prog.n_out, prog.gram, prog.monomials, prog.rows.tobytes(),
                           prog.cols.tobytes(), tuple(int(c) for c in prog.coefs), col_bounds, owner,
-                          int(job.n_records), int(job.addend_bound), bool(job.align_ids), p, self.M, self.t))
+                          n_rows, int(job.addend_bound), bool(job.align_ids), p, self.M, self.t, rows_per_chunk))
         if owner is not None and sorted(set(owner)) != list(range(self.M - 1)) and prog.n_vars:
             raise ProtocolError(f"party {self.pid}: the job's columns belong to clients "
                                 f"{sorted(set(o + 1 for o in owner))} but {self.M - 1} clients joined; refused "
                                 f"before any share was sent")
-        n_rows = int(job.n_records)
         needs_count = any(len(m) == 0 for m in prog.monomials)
         self._lap("agree")
         # ---- input phase ----
+        feed = None
         if self.is_server:
             await self.check_clients(None, "record count", None)
             if job.align_ids:
                 await self.check_clients(None, "record ids", None)
         else:
-            block, addend, *rest = my_input
-            block = np.asarray(block)
-            addend = np.asarray(addend)
-            problem = None  # this client's own input does not fit the public job: a short reason, no data
+            inp = as_input(my_input)
             mine = [j for j, o in enumerate(owner or []) if o == self.pid - 1]
-            if owner is not None and block.shape[1] != len(mine):
-                problem = f"it holds {block.shape[1]} columns, the job expects {len(mine)}"
-            elif block.shape[0] > n_rows:
+            feed = _Feed(inp, n_rows, None if owner is None else [col_bounds[j] for j in mine], prog.n_out,
+                         needs_count, self.pid == 1)
+            problem = None  # this client's own input does not fit the public job: a short reason, no data
+            if owner is not None and inp.n_cols != len(mine):
+                problem = f"it holds {inp.n_cols} columns, the job expects {len(mine)}"
+            elif inp.n_rows > n_rows:
                 problem = f"it holds more records than the job's bound {n_rows}"
-            elif block.size and owner is not None and np.any(np.abs(block) > np.array([col_bounds[j] for j in mine])):
-                problem = "its integer data exceeds the public column bounds"
-            elif addend.shape != (prog.n_out,):
-                problem = f"its addend has shape {addend.shape}, the job expects ({prog.n_out},)"
-            await self.check_clients(int(block.shape[0]), "record count", wire.value(int, "a record count"),
+            else:
+                problem = feed.check_in_memory()
+            await self.check_clients(int(inp.n_rows), "record count", wire.value(int, "a record count"),
                                      problem=problem)
             if job.align_ids:  # keyed digests of the id columns, compared among clients only
-                await self.check_clients(bytes(rest[0]) if rest else b"", "record ids (different ids or a "
+                await self.check_clients(inp.ids_digest or b"", "record ids (different ids or a "
                                          "different order)", wire.one_of(wire.digest(32), wire.digest(0)))
-            m = block.shape[0]
-            padded = np.zeros((n_rows, block.shape[1]), dtype=np.int64)
-            padded[:m] = block
-            payload = [from_signed(padded, p), from_signed(addend.astype(object), p)]
-            if needs_count:
-                payload.append(from_signed(np.array([m if self.pid == 1 else 0], dtype=object), p))
             self._lap("client checks")
         widths = None if owner is None else [owner.count(j) for j in range(self.M - 1)]
         receivers = [0] + (self.clients if outputs_to_clients else [])
-        res = await self._secure_outputs(prog, p, n_rows, widths, needs_count,
-                                         None if self.is_server else (payload, block, addend), receivers)
+        res = await self._secure_outputs(prog, p, n_rows, rows_per_chunk, widths, needs_count, feed, receivers)
         return None if res is None else to_signed(res, p).astype(object)
 
-    async def _secure_outputs(self, prog, p: int, n_rows: int, widths, needs_count: bool, mine, receivers):
-        """BGW: share the clients' field payloads, compute the outputs on shares, open them to ``receivers``
-        (field elements there, None elsewhere).  ``mine``: this client's (field payload, block, addend)."""
+    async def _secure_outputs(self, prog, p: int, n_rows: int, rows_per_chunk: int, widths, needs_count: bool,
+                              feed: "_Feed | None", receivers):
+        """BGW on the clients' chunks: share each chunk, add its moments (on shares) to the running sums; with
+        the last chunk the clients also share their summands (addend; record count); combine, reduce the
+        degree once, open to ``receivers`` (field elements there, None elsewhere).  ``feed``: this client's
+        :class:`_Feed`, None at the server."""
         summands = [(prog.n_out,)] + ([(1,)] if needs_count else [])
-        S, sums = await self.input_shares(None if mine is None else mine[0], p, widths, n_rows, summands)
-        z, count = sums[0], (sums[1] if needs_count else None)
-        # ---- local moments ----
-        y, degree2 = await self._outputs(prog, S, count, p)
-        y = modarith.add_mod(y, z, p)
-        if degree2:
+        n_chunks = max(1, -(-n_rows // rows_per_chunk))
+        blocks = None if feed is None else feed.blocks(rows_per_chunk)
+        moments, degree2, sums = None, False, []
+        for k in range(n_chunks):
+            last = k == n_chunks - 1
+            payload = None
+            if feed is not None:
+                payload = [from_signed(next(blocks), p)]
+                if last:
+                    payload += [from_signed(v, p) for v in feed.summands()]
+            rows_k = min(rows_per_chunk, n_rows - k * rows_per_chunk) if n_rows else 0
+            S, sums = await self.input_shares(payload, p, widths, rows_k, summands if last else ())
+            m, degree2 = await self._moments(prog, S, p)
+            moments = m if moments is None else modarith.add_mod(moments, m, p)
+            del S, payload
             self._lap("local moments")
+        y = modarith.add_mod(self._combine(prog, moments, sums[1] if needs_count else None, p), sums[0], p)
+        if degree2:
             y = await self.reshare(y, p)
             self._lap("degree reduction")
         res = await self.open_to(y, p, receivers)
         self._lap("open result")
         return res
 
-    async def _outputs(self, prog, S: np.ndarray, count, p: int) -> tuple[np.ndarray, bool]:
+    async def _moments(self, prog, S: np.ndarray, p: int) -> tuple[np.ndarray, bool]:
+        """This party's shares of the program's moments over the records of ``S`` (its shares of one chunk),
+        mod p: vec(S^T S) for a Gram program; else one per monomial (0 for the constant monomial, whose sum
+        is the record count, added by :meth:`_combine`).  Degree > 2 monomials take one degree reduction
+        per extra factor.  Also whether the moments have degree 2t (they then need one reduction)."""
         if prog.gram:
             return modarith.gram_mod(S, p).reshape(-1), True
         monos = prog.monomials
@@ -463,22 +483,97 @@ class PartyContext:
                     for pre, r in zip(need, reduced):
                         prefix[pre] = r
         for k, mono in enumerate(monos):
-            if len(mono) == 0:
-                moments[k] = count[0]
-            elif len(mono) == 1:
+            if len(mono) == 1:
                 moments[k] = colsum[mono[0]]
             elif len(mono) == 2:
                 degree2 = True
                 a, b = mono
                 moments[k] = G[a, b] if len(deg2) > S.shape[1] else \
                     modarith.sum_mod(modarith.mul_mod(S[:, a], S[:, b], p), 0, p)
-            else:
+            elif len(mono) > 2:
                 degree2 = True
                 last = prefix[mono[:-1]] if len(mono) > 2 else None
                 moments[k] = modarith.sum_mod(modarith.mul_mod(last, S[:, mono[-1]], p), 0, p)
+        return moments, degree2
+
+    @staticmethod
+    def _combine(prog, moments: np.ndarray, count, p: int) -> np.ndarray:
+        """The outputs' shares from the moments' (the constant monomial's moment is the shared count)."""
+        if prog.gram:
+            return moments
+        moments = moments.copy()
+        for k, mono in enumerate(prog.monomials):
+            if len(mono) == 0:
+                moments[k] = count[0]
         coefs = from_signed(prog.coefs.astype(object), p)
         terms = modarith.mul_mod(coefs, moments[prog.cols], p)
-        return _segment_sum_mod(terms, prog.rows, prog.n_out, p), degree2
+        return _segment_sum_mod(terms, prog.rows, prog.n_out, p)
+
+
+class _Feed:
+    """A client's input to one evaluation, checked against the public job: its records in chunks, padded with
+    zero records up to the job's record bound, each chunk checked (int64, its columns, inside the public
+    column bounds) before any share of it is made; then its summands (addend; the record count, which
+    client 1 alone contributes).  A stream that breaks its own declared counts is this client's bad input
+    (:class:`InputRefused`)."""
+
+    def __init__(self, inp, n_rows: int, bounds, n_out: int, needs_count: bool, first_client: bool):
+        self.inp, self.n_rows, self.n_out = inp, int(n_rows), int(n_out)
+        self.needs_count, self.first_client = needs_count, first_client
+        self.bounds = None if bounds is None else np.array(bounds, dtype=np.int64)
+
+    def check_in_memory(self) -> str | None:
+        """A block held in memory is checked whole before anything is sent (a short reason, or None)."""
+        from .stream import ArrayInput
+
+        if not isinstance(self.inp, ArrayInput):
+            return None
+        block, addend = self.inp.block, np.asarray(self.inp.addend())
+        if block.size and self.bounds is not None and np.any(np.abs(block) > self.bounds):
+            return "its integer data exceeds the public column bounds"
+        if addend.shape != (self.n_out,):
+            return f"its addend has shape {addend.shape}, the job expects ({self.n_out},)"
+        return None
+
+    def _checked(self, chunk, want: int) -> np.ndarray:
+        chunk = np.asarray(chunk)
+        if chunk.ndim != 2 or chunk.shape != (want, self.inp.n_cols):
+            raise InputRefused(f"its input produced a chunk of shape {chunk.shape} where ({want}, "
+                               f"{self.inp.n_cols}) was due")
+        if chunk.size and not np.issubdtype(chunk.dtype, np.integer):
+            raise InputRefused("its input produced non-integer values")
+        if chunk.size and self.bounds is not None and np.any(np.abs(chunk) > self.bounds):
+            raise InputRefused("its integer data exceeds the public column bounds")
+        return chunk.astype(np.int64, copy=False)
+
+    def blocks(self, rows: int):
+        """Chunks of ``rows`` records (the last: what is left of the bound), zero records after this client's."""
+        own = self.inp.n_rows
+        source = iter(self.inp.chunks(rows))
+        for s in range(0, max(self.n_rows, 1), rows):
+            want = min(rows, self.n_rows - s) if self.n_rows else 0
+            mine = max(0, min(want, own - s))
+            block = self._checked(next(source, np.zeros((0, self.inp.n_cols), np.int64)), mine) if mine else \
+                np.zeros((0, self.inp.n_cols), np.int64)
+            if mine == want:
+                yield block
+            else:
+                padded = np.zeros((want, self.inp.n_cols), dtype=np.int64)
+                padded[:mine] = block
+                yield padded
+        if next(source, None) is not None:
+            raise InputRefused(f"its input produced more than the {own} records it declared")
+
+    def summands(self) -> list:
+        """[addend] (plus, where the program has a constant monomial, the record count: client 1's, 0 at the
+        others) as object arrays of signed integers."""
+        addend = np.asarray(self.inp.addend())
+        if addend.shape != (self.n_out,):
+            raise InputRefused(f"its addend has shape {addend.shape}, the job expects ({self.n_out},)")
+        out = [addend.astype(object)]
+        if self.needs_count:
+            out.append(np.array([self.inp.n_rows if self.first_client else 0], dtype=object))
+        return out
 
 
 def _segment_sum_mod(values: np.ndarray, rows: np.ndarray, n: int, p: int) -> np.ndarray:

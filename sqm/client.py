@@ -5,6 +5,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mpc.stream import ChunkedInput
+
 from .quantize import stochastic_round
 from .rng import party_rng
 from .skellam import skellam
@@ -22,6 +24,33 @@ def client_input(block: np.ndarray, clip, gamma: float, noise_mu: float, n_out: 
     block, clipped = clip(block) if callable(clip) else clip_rows(block, float(clip))
     x_hat = stochastic_round(block, gamma, rng)
     return x_hat, skellam(noise_mu, n_out, rng), clipped
+
+
+class QuantizedRows(ChunkedInput):
+    """A client's SQM input made chunk by chunk (:class:`mpc.stream.ChunkedInput`): each chunk of its real
+    rows (``source``: anything with ``n_rows``, ``n_cols`` and ``chunks(rows)`` yielding float blocks, e.g. a
+    party file read in batches) is clipped (``clip`` as in :func:`client_input`) and stochastically rounded at
+    scale gamma; once the last chunk is taken, the noise share Sk(noise_mu) is drawn.  ``rng`` is consumed in
+    the order :func:`client_input` consumes it on the whole block (every coin of every row in row order, then
+    the noise), so any chunk size gives the same integers.  ``clipped``: rows clipped so far."""
+
+    def __init__(self, source, clip, gamma: float, noise_mu: float, n_out: int, rng: np.random.Generator,
+                 ids_digest: bytes | None = None):
+        self.source, self.clip, self.gamma, self.noise_mu, self.n_out, self.rng = (source, clip, gamma, noise_mu,
+                                                                                   n_out, rng)
+        self.n_rows, self.n_cols = int(source.n_rows), int(source.n_cols)
+        self.ids_digest = ids_digest
+        self.clipped = 0
+
+    def chunks(self, rows: int):
+        for b in self.source.chunks(rows):
+            b = np.asarray(b, np.float64)
+            b, c = self.clip(b) if callable(self.clip) else clip_rows(b, float(self.clip))
+            self.clipped += int(c)
+            yield stochastic_round(b, self.gamma, self.rng)
+
+    def addend(self) -> np.ndarray:
+        return skellam(self.noise_mu, self.n_out, self.rng)
 
 
 @dataclass

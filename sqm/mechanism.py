@@ -25,7 +25,9 @@ import numpy as np
 from mpc.backend import Backend, Job, get_backend
 from mpc.party import PartyProgram
 
-from .client import client_input
+from mpc.stream import ArrayInput
+
+from .client import QuantizedRows, client_input
 from .compensation import check_rounding
 from .polynomial import StructuredPolynomial
 from .report import PrivacyReport
@@ -66,6 +68,7 @@ class SQMPlan:
     scale: float  # the server divides the integer result by this
     n_out: int
     align_ids: bool = False  # clients pass (x_hat, noise, ids digest) and compare digests before sharing
+    chunk_rows: int | None = None  # records per input chunk (None: mpc.stream.chunk_rows); never changes the result
 
     @property
     def n_parties(self) -> int:
@@ -85,7 +88,8 @@ class SQMPlan:
     def job(self, program) -> Job:
         """The public :class:`mpc.backend.Job` evaluating ``program`` on this plan's inputs."""
         return Job(program=program, clients=[], col_bounds=self.int_col_bounds(), n_records=int(self.n_records),
-                   addend_bound=self.addend_bound(), var_owner=self.owner, align_ids=self.align_ids)
+                   addend_bound=self.addend_bound(), var_owner=self.owner, align_ids=self.align_ids,
+                   chunk_rows=self.chunk_rows)
 
     def public(self) -> tuple:
         return dataclasses.astuple(self)
@@ -107,7 +111,10 @@ async def sqm_round(ctx, statistic: StructuredPolynomial, block, plan: SQMPlan, 
     """This party's share of one SQM release, inside any party program (``ctx``: a real
     :class:`mpc.protocol.PartyContext` or the in-process one).  ``block``: a client's real columns (None at the
     server); ``rng``: this party's own generator (the server's rounds the coefficients; a client's rounds
-    its data, then draws its noise).  Every party makes the same exchanges."""
+    its data, then draws its noise).  ``block`` may also be a source of rows read chunk by chunk (``n_rows``,
+    ``n_cols``, ``chunks(rows)``: a party file too large to hold); a statistic whose kernel is
+    ``ctx.evaluate`` (``chunked_input``) then takes the records chunk by chunk, the same integers as whole.
+    Every party makes the same exchanges."""
     from mpc import wire
     from mpc.field import prime_for_bound
     from mpc.protocol import InputRefused, ProtocolError
@@ -131,16 +138,28 @@ async def sqm_round(ctx, statistic: StructuredPolynomial, block, plan: SQMPlan, 
     my_input, clipped = None, None
     if not ctx.is_server:
         j = ctx.pid - 1
-        block = np.asarray(block, np.float64)
-        if block.ndim != 2 or block.shape[1] != plan.col_counts[j]:
-            raise InputRefused(f"it holds {block.shape[-1] if block.ndim else 0} columns, the plan expects "
-                               f"{plan.col_counts[j]}")
-        x_hat, z, clipped = client_input(block, lambda b: plan.bounds.clip(b, plan.col_counts, j), plan.gamma,
-                                         plan.mu / plan.n_parties, plan.n_out, rng)
-        my_input = (x_hat, z) + ((ids_digest,) if plan.align_ids else ())
+        source = block if hasattr(block, "chunks") else None  # rows read chunk by chunk (a party file)
+        if source is None:
+            block = np.asarray(block, np.float64)
+            if block.ndim != 2:
+                raise InputRefused(f"its data has shape {block.shape}, a records x columns table was expected")
+            source = ArrayInput(block)
+        if source.n_cols != plan.col_counts[j]:
+            raise InputRefused(f"it holds {source.n_cols} columns, the plan expects {plan.col_counts[j]}")
+
+        def clip(b):
+            return plan.bounds.clip(b, plan.col_counts, j)
+
+        digest = ids_digest if plan.align_ids else None
+        if getattr(statistic, "chunked_input", False):  # its kernel is ctx.evaluate: rows go through in chunks
+            my_input = QuantizedRows(source, clip, plan.gamma, plan.mu / plan.n_parties, plan.n_out, rng, digest)
+        else:
+            whole = source.block if isinstance(source, ArrayInput) else np.vstack(list(source.chunks(source.n_rows)))
+            x_hat, z, clipped = client_input(whole, clip, plan.gamma, plan.mu / plan.n_parties, plan.n_out, rng)
+            my_input = (x_hat, z) + ((digest,) if plan.align_ids else ())
     raw = await statistic.kernel(ctx, plan, coefs, my_input)
     if not ctx.is_server:
-        return RoundOutput(scale=plan.scale, clipped=int(clipped))
+        return RoundOutput(scale=plan.scale, clipped=int(my_input.clipped if clipped is None else clipped))
     bits = prime_for_bound(statistic.result_bound(plan, coefs), ctx.M).bit_length()
     return RoundOutput(np.array([float(v) for v in raw]) / plan.scale, raw, plan.scale, bits)
 
@@ -193,14 +212,17 @@ class SQM:
     per column), by default by ``row_norm_bound`` c split into one group per party (``party_bounds``, or
     c sqrt(n_p / n)).  ``seed=None`` keys every party's AES-CTR stream from fresh OS entropy; a seed
     (experiments only) is turned into per-party seeds by :func:`sqm.rng.spawn_seeds`, none of which reveals
-    another's.
+    another's.  ``chunk_rows``: records per input chunk of the secure evaluation (default
+    :func:`mpc.stream.chunk_rows`: about 32 MiB of shares per chunk); it bounds every party's memory and never
+    changes the result.
     """
 
     def __init__(self, polynomial: StructuredPolynomial, gamma: float, *, epsilon: float | None = None,
                  delta: float = 1e-5, mu: float | None = None, row_norm_bound: float = 1.0,
                  party_bounds=None, column_bounds=None, backend: str | Backend = "plain", seed=None,
                  sensitivity: Sensitivity | None = None, preprocess: bool | str = "auto",
-                 q: float = 1.0, rounds: int = 1, max_records: int | None = None, backend_options=None):
+                 q: float = 1.0, rounds: int = 1, max_records: int | None = None, backend_options=None,
+                 chunk_rows: int | None = None):
         check_gamma(gamma)
         check_delta(delta)
         if mu is None and epsilon is None:
@@ -231,6 +253,9 @@ class SQM:
         self.preprocess = polynomial.needs_preprocessing() if preprocess == "auto" else bool(preprocess)
         self.q, self.rounds = float(q), int(rounds)
         self.max_records = max_records
+        if chunk_rows is not None and (int(chunk_rows) != chunk_rows or chunk_rows < 1):
+            raise ValueError(f"chunk_rows must be an integer >= 1, got {chunk_rows!r}")
+        self.chunk_rows = None if chunk_rows is None else int(chunk_rows)
 
     # ----- planning (no randomness) --------------------------------------------------------------
     def bounds_for(self, col_counts) -> ColumnBounds:
@@ -284,7 +309,7 @@ class SQM:
         """The public plan of a release whose accounting is ``report`` (its calibrated mu and scale)."""
         return SQMPlan(self.gamma, report.mu, self.bounds_for(col_counts), tuple(int(c) for c in col_counts),
                        int(self.max_records or n_records), self.preprocess, report.scale, self.polynomial.n_out,
-                       align_ids)
+                       align_ids, self.chunk_rows)
 
     # ----- running -------------------------------------------------------------------------------
     def programs(self, data: VerticalData) -> tuple[list[SQMParty], PrivacyReport]:

@@ -71,6 +71,7 @@ class Polynomial:
     name: str = "polynomial"
 
     public_coefficients = True  # the compensated coefficients are public (sent to every party)
+    chunked_input = True  # its kernel is ctx.evaluate, which takes a client's records chunk by chunk
 
     # ----- construction -------------------------------------------------------------------------
     @classmethod
