@@ -141,6 +141,27 @@ class LRGradient:
                                      prime_for_bound(self.result_bound(plan), ctx.M))
 
 
+def _parts(*validators, what: str = "shares"):
+    """A frame holding exactly ``len(validators)`` arrays, item k checked by ``validators[k]``."""
+    def check(x):
+        if not isinstance(x, list) or len(x) != len(validators):
+            raise wire.WireError(f"expected {what}: a list of {len(validators)} arrays")
+        return [v(item) for v, item in zip(validators, x)]
+    return check
+
+
+def _lap(ctx, phase: str) -> None:
+    lap = getattr(ctx, "_lap", None)
+    if lap is not None:
+        lap(phase)
+
+
+def exchanges_per_iteration(M: int, t: int) -> int:
+    """Exchanges of one :func:`secure_gradient`: 2 when M > 3t (shares, masked opening), else 3 (shares, the
+    moments' degree reduction with the coefficient shares, masked opening)."""
+    return 2 if M > 3 * t else 3
+
+
 async def secure_gradient(ctx, stat: LRGradient, plan: SQMPlan, int_coefs, my_input, p: int):
     """BGW evaluation of the compensated Eq. 19 gradient sum plus the clients' noise, with the coefficients
     secret (the server's input) and the batch secret (the clients' inputs):
@@ -148,49 +169,107 @@ async def secure_gradient(ctx, stat: LRGradient, plan: SQMPlan, int_coefs, my_in
         y_t = a_half_t s_t + sum_k A_tk G_tk + a_y_t h_t + sum_j Z_jt,
         s = sum_i F_i,  G = F^T F,  h = F^T Y  (F: the batch's feature rows, Y: its labels)
 
-    1. the server Shamir-shares (degree t) its rounded coefficients ``int_coefs`` (None at the clients);
-       each client shares its padded quantized block and noise share ``my_input`` (None at the server);
-    2. locally: s (degree t), the Gram matrix of [F, Y] by the inner-product trick (degree 2t, d^2 values
-       whatever the batch size); one degree reduction of G's upper triangle and h (symmetry: G is rebuilt
-       from it), unless M > 3t (M = 4: 3 clients), where the products of step 3 have degree 3t < M and
-       one degree reduction of y (Lagrange over all M points, valid for any degree < M) serves both;
-    3. locally: the products with the coefficient shares and the sum over k (degree 2t, or 3t), plus the
-       linear terms and the noise; one degree reduction to t; the shares go to the server only, which
-       reconstructs.
+    Exchanges (every party makes the same sequence):
 
-    Every value a client receives is a share.  Exchanges per round: coefficient shares, input shares, one
-    or two degree reductions, the opening.  Returns the signed integer result (object array) at the
-    server, None at the clients.
+    1. ``input shares``: each client Shamir-shares (degree t) its padded quantized block and its noise share,
+       and sends every party a share of a random polynomial of degree M - 1 whose constant term is 0 (its
+       part of the output mask); when M > 3t the server also shares (degree t) its rounded coefficients
+       ``int_coefs`` here (``input and coefficient shares``);
+    2. only when M <= 3t (``degree reduction and coefficient shares``): locally s (degree t) and the Gram
+       matrix of [F, Y] by the inner-product trick (degree 2t, d^2 values whatever the batch size); every
+       party reshares its degree-2t shares of G's upper triangle and h with fresh degree-t polynomials
+       ([GRR98]: symmetry rebuilds G), and the server sends its coefficient shares in the same exchange;
+    3. ``open result``: locally y (degree 2t, or 3t < M when the moments were not reduced), plus the sum of
+       the clients' mask shares; every party sends it to the server, which interpolates over all M points.
+
+    Why the masked opening replaces the former reduction of y then opening (one exchange less): y's shares
+    alone are not uniform (a product polynomial; the server knows its own coefficient polynomial), so they are
+    never sent bare.  The mask R = sum_j R_j, R_j random of degree M - 1 with R_j(0) = 0, is uniform over such
+    polynomials as soon as one client is honest, and a coalition of at most t parties holds at most t
+    clients (M - 1 >= 2t > t); y + R then has degree <= M - 1 (M points determine it) and, given y(0) and the
+    coalition's own t points, its other values are uniform: the server learns y(0) only, as from a
+    degree-t reduction followed by an opening.  Every value a client receives is a share.
+
+    Why this is the minimum: the server's coefficients of round k hold the weights it computes from round
+    k - 1's output, and the clients' rows never reach the server, so each round's information must go from the
+    server to the clients and back: 2 one-way delays on the critical path, whatever M.  With M > 3t that is
+    all there is (2 exchanges).  With M <= 3t (2 clients, or 4+ clients) the products of the coefficients
+    (degree t) with the moments (degree 2t) would have degree 3t >= M, so the moments are reduced first; the
+    clients' input shares do not depend on the server, so a client sends them as soon as it has sent its
+    previous output share (exchange 1 is off the critical path), and the server's coefficient shares ride
+    on the reduction: still 2 one-way delays per round on the critical path, in 3 exchanges.
+    (The former protocol: coefficient shares, then input shares, then one or two degree reductions, then the
+    opening: 4 or 5 exchanges and 4 or 5 one-way delays per round.)
+
+    Returns the signed integer result (object array) at the server, None at the clients.
     """
-    d = stat.d
+    d, M, t = stat.d, ctx.M, ctx.t
+    if t < 1:
+        from mpc.protocol import ProtocolError
+
+        raise ProtocolError(f"party {ctx.pid}: a job with {M - 1} client(s) has threshold t = 0: refused")
+    direct = M > 3 * t  # products with the coefficients have degree 3t < M: no reduction of the moments
+    widths, n_rows, n_coefs = list(plan.col_counts), plan.n_records, d * (d + 2)
+    # ---- 1. input shares (and, when direct, the server's coefficient shares) ----
     outgoing = {}
     if ctx.is_server:
-        coefs = from_signed(np.asarray(int_coefs, np.int64), p)
-        sub = shamir.share(coefs, ctx.M, ctx.t, p, ctx.rng)
-        outgoing = {j: sub[j] for j in range(ctx.M)}
-    (C,) = await ctx.send_recv(outgoing, [0], wire.shares((d * (d + 2),), p), "coefficient shares")
-    C = C.reshape(d, d + 2)
-    payload = None
-    if not ctx.is_server:
+        if direct:
+            coef_sub = shamir.share(from_signed(np.asarray(int_coefs, np.int64), p), M, t, p, ctx.rng)
+            outgoing = {j: [coef_sub[j]] for j in range(M)}
+    else:
         block, addend = my_input
-        payload = [from_signed(block, p), from_signed(np.asarray(addend, dtype=object), p)]
-    S, (z,) = await ctx.input_shares(payload, p, list(plan.col_counts), plan.n_records, [(d,)])
+        block_sub = shamir.share(from_signed(block, p), M, t, p, ctx.rng)
+        noise_sub = shamir.share(from_signed(np.asarray(addend, dtype=object), p), M, t, p, ctx.rng)
+        mask_sub = shamir.share(np.zeros(d, np.int64), M, M - 1, p, ctx.rng)  # degree M - 1, R_j(0) = 0
+        outgoing = {j: [block_sub[j], noise_sub[j], mask_sub[j]] for j in range(M)}
+    _lap(ctx, "share inputs (local)")
+    expect = {c: _parts(wire.shares((n_rows, widths[c - 1]), p), wire.shares((d,), p), wire.shares((d,), p),
+                        what="input shares") for c in ctx.clients}
+    senders = list(ctx.clients)
+    if direct:
+        expect[0] = _parts(wire.shares((n_coefs,), p), what="coefficient shares")
+        senders = [0] + senders
+    got = await ctx.send_recv(outgoing, senders, expect, "input and coefficient shares" if direct else "input shares")
+    _lap(ctx, "exchange input shares")
+    got = dict(zip(senders, got))
+    S = np.hstack([got[c][0] for c in ctx.clients])
+    z, mask = got[ctx.clients[0]][1], got[ctx.clients[0]][2]
+    for c in ctx.clients[1:]:
+        z, mask = modarith.add_mod(z, got[c][1], p), modarith.add_mod(mask, got[c][2], p)
     feats, label = stat.feats, stat.label_index
     s = modarith.sum_mod(S[:, feats], 0, p)
     K = modarith.gram_mod(S, p)  # (d + 1) x (d + 1), degree 2t
     G, h = K[np.ix_(feats, feats)], K[feats, label]
-    if ctx.M <= 3 * ctx.t:  # products with the coefficients would have degree 3t >= M: reduce the moments
+    if direct:
+        C = got[0][0]
+    else:  # ---- 2. degree reduction of the moments, with the server's coefficient shares ----
         upper = np.triu_indices(d)
         m = len(upper[0])
-        red = await ctx.reshare(np.concatenate([G[upper], h]), p)
+        sub = shamir.share(np.concatenate([G[upper], h]), M, t, p, ctx.rng)
+        coef_sub = shamir.share(from_signed(np.asarray(int_coefs, np.int64), p), M, t, p, ctx.rng) \
+            if ctx.is_server else None
+        outgoing = {j: [sub[j]] + ([coef_sub[j]] if ctx.is_server else []) for j in range(M)}
+        expect = {j: _parts(wire.shares((m + d,), p), what="degree-reduction sub-shares") for j in ctx.clients}
+        expect[0] = _parts(wire.shares((m + d,), p), wire.shares((n_coefs,), p),
+                           what="degree-reduction sub-shares and coefficient shares")
+        _lap(ctx, "local moments")
+        got = await ctx.send_recv(outgoing, range(M), expect, "degree reduction and coefficient shares")
+        red = shamir.combine_subshares(np.stack([g[0] for g in got]), ctx.points, p)
+        C = got[0][1]
         G = np.empty((d, d), dtype=np.int64)
         G[upper] = red[:m]
         G[upper[1], upper[0]] = red[:m]
         h = red[m:]
+        _lap(ctx, "degree reduction")
+    C = C.reshape(d, d + 2)
+    # ---- 3. the masked opening, to the server only ----
     y = modarith.mul_mod(C[:, 0], s, p)
     y = modarith.add_mod(y, modarith.rowdot_mod(C[:, 1:d + 1], G, p), p)
     y = modarith.add_mod(y, modarith.mul_mod(C[:, d + 1], h, p), p)
-    y = modarith.add_mod(y, z, p)
-    y = await ctx.reshare(y, p)  # degree 2t (or 3t < M) -> t
-    res = await ctx.open_to(y, p, [0])
-    return None if res is None else to_signed(res, p).astype(object)
+    y = modarith.add_mod(modarith.add_mod(y, z, p), mask, p)  # degree <= M - 1, masked
+    _lap(ctx, "local products")
+    got = await ctx.send_recv({0: y}, range(M) if ctx.is_server else [], wire.shares((d,), p), "open result")
+    _lap(ctx, "open result")
+    if not ctx.is_server:
+        return None
+    return to_signed(shamir.reconstruct(np.stack(got), ctx.points, p), p).astype(object)

@@ -155,7 +155,9 @@ def test_real_run_equals_in_process_and_clients_receive_only_uniform_shares(tmp_
         assert steps == sim_view["steps"]
         frames = view["received"]
         assert frames == sim_view["received"]  # the in-process frames are the real ones, byte for byte
-        assert sum(s == "degree reduction" for s in steps) == 2 * plan.rounds  # moments, then y
+        # per iteration: input shares, the moments' reduction carrying the server's coefficient shares, the masked
+        # opening (y goes to the server without a degree reduction of its own: sqm.gradient.secure_gradient)
+        assert sum(s == "degree reduction and coefficient shares" for s in steps) == plan.rounds
         shares, other = [], []
         for k, peer, payload in frames:
             assert peer != pid
@@ -181,8 +183,8 @@ def test_real_run_equals_in_process_and_clients_receive_only_uniform_shares(tmp_
                 assert step.startswith("verdict on") and x == "ok", (peer, step, x)
         assert sum(s == "clients' key" for _, s, _ in other) == plan.n_parties - 1
         from_server = [steps[k] for k, peer, _ in frames if peer == 0]
-        assert set(from_server) == {"agree on logistic-regression plan", "coefficient shares", "degree reduction"}
-        assert from_server.count("coefficient shares") == plan.rounds
+        assert set(from_server) == {"agree on logistic-regression plan", "degree reduction and coefficient shares"}
+        assert from_server.count("degree reduction and coefficient shares") == plan.rounds
         pooled = np.concatenate(shares)
         assert pooled.size > 30 * BINS  # >= 30 expected per bin
         assert uniform_pvalue(pooled, p) > PVALUE_MIN, pid
