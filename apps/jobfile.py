@@ -310,9 +310,12 @@ def write_job(path, addresses, files, id_column: str = "id", job_id: str | None 
 def write_party_csvs(X, directory, n_parties: int | None = None, col_counts=None, ids=None,
                      id_column: str = "id", addresses=None, prefix: str = "party",
                      job_name: str = "job.json", dataset: str | None = None, bounds=None,
-                     norm_shares=None) -> str:
+                     norm_shares=None, fmt: str = "csv", row_group_rows: int = 1 << 16) -> str:
     """Split ``X``'s columns among parties, write ``{prefix}{j}.csv`` (id + columns) and a job file.
 
+    ``fmt="parquet"`` writes ``{prefix}{j}.parquet`` instead (pyarrow; integer ids when ``ids`` are integers,
+    float64 columns, row groups of ``row_group_rows`` records, so a reader in batches holds one group at a
+    time).
     ``col_counts`` gives each party's column count (default: ``n_parties`` near-equal blocks, as
     :meth:`sqm.vertical.VerticalData.split`).  ``ids`` default to 0..m-1.  ``addresses`` default to
     loopback ports chosen free now; ``dataset``, ``bounds``, ``norm_shares``: see :func:`write_job`.  Floats
@@ -332,9 +335,16 @@ def write_party_csvs(X, directory, n_parties: int | None = None, col_counts=None
     ids = list(range(X.shape[0])) if ids is None else list(ids)
     if len(ids) != X.shape[0]:
         raise ValueError(f"{len(ids)} ids for {X.shape[0]} records")
+    if fmt not in ("csv", "parquet"):
+        raise ValueError(f"fmt must be 'csv' or 'parquet', got {fmt!r}")
     os.makedirs(directory, exist_ok=True)
     files, start = [], 0
     for j, k in enumerate(col_counts, start=1):
+        if fmt == "parquet":
+            files.append(_write_parquet(os.path.join(directory, f"{prefix}{j}.parquet"), ids, id_column,
+                                        [f"x{start + t}" for t in range(k)], X[:, start:start + k], row_group_rows))
+            start += k
+            continue
         f = os.path.join(directory, f"{prefix}{j}.csv")
         with open(f, "w", newline="") as fh:
             csv.writer(fh).writerow([id_column] + [f"x{start + t}" for t in range(k)])
@@ -348,6 +358,20 @@ def write_party_csvs(X, directory, n_parties: int | None = None, col_counts=None
         addresses = [f"127.0.0.1:{p}" for p in free_ports(len(col_counts) + 1)]
     return write_job(os.path.join(directory, job_name), addresses, files, id_column, dataset=dataset,
                      bounds=bounds, norm_shares=norm_shares)
+
+
+def _write_parquet(path: str, ids, id_column: str, names, block: np.ndarray, row_group_rows: int) -> str:
+    from .extras import require
+
+    require("parquet", "writing Parquet party files")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    is_int = all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in ids)
+    cols = {id_column: pa.array(np.asarray(ids, dtype=np.int64) if is_int else [str(i) for i in ids])}
+    cols.update({n: pa.array(np.ascontiguousarray(block[:, t])) for t, n in enumerate(names)})
+    pq.write_table(pa.table(cols), path, row_group_size=int(row_group_rows))
+    return path
 
 
 # ----- one party's file -------------------------------------------------------------------------------------
@@ -486,8 +510,10 @@ class JobParty(PartyProgram):
 
         counts = self.task.feature_counts(meta) if hasattr(self.task, "feature_counts") else list(meta.col_counts)
         c_j = party_norm_bounds(self.task.row_norm_bound, counts, getattr(self.task, "party_bounds", None))[pid - 1]
-        block, outside = scale_to_bounds(table.block, table.columns, self.own_bounds,
-                                         float(c_j) / np.sqrt(counts[pid - 1]))
+        col_bound = float(c_j) / np.sqrt(counts[pid - 1])
+        if hasattr(table, "with_transform"):  # read chunk by chunk: each chunk is scaled as it is read
+            return table.with_transform(lambda b: scale_to_bounds(b, table.columns, self.own_bounds, col_bound)), None
+        block, outside = scale_to_bounds(table.block, table.columns, self.own_bounds, col_bound)
         return dataclasses.replace(table, block=block), outside
 
     def describe(self) -> str:
@@ -506,7 +532,8 @@ class JobParty(PartyProgram):
         await ctx.agree(tuple(self.public()), "task")
         table, mine = None, None
         if not ctx.is_server:
-            table, mine = load_own_file(self.file, self.id_column, ctx.pid, self.own_bounds, self.drop_columns)
+            table, mine = load_own_file(self.file, self.id_column, ctx.pid, self.own_bounds, self.drop_columns,
+                                        stream=bool(getattr(self.task, "streams", False)))
         out = {p: mine for p in range(ctx.M)} if not ctx.is_server else {}
         if mine is not None and "error" in mine:  # its own file: tell everyone why and refuse at once (BAD_DATA)
             await ctx.send_recv(out, [], None, "client schemas")
@@ -528,7 +555,7 @@ class JobParty(PartyProgram):
         columns = [c for g in got for c in g["names"]]  # public schema: every client's column names, in order
         key = await ctx.clients_key(None if ctx.is_server else key_contribution(self.task, ctx.pid))
         if table is not None:
-            table.ids_digest = keyed_ids_digest(key, table.ids)
+            table.ids_digest = keyed_ids_digest(key, table.iter_ids())
         await check_id_sets(ctx, key, table)  # different id sets: refused, naming the client and how many
         outside = None
         if table is not None and self.own_bounds:  # scaled to the job file's public ranges
@@ -550,6 +577,8 @@ class JobParty(PartyProgram):
                                                                "status", "spent", "left", "ledger")})
         if table is not None:
             result.setdefault("file", table.file)
+            if outside is None and getattr(table, "transform", None) is not None:
+                outside = table.transformed_count  # counted while the task read the chunks
             if outside is not None:
                 result.setdefault("outside_declared_range", outside)  # this client's own count
         else:
@@ -673,24 +702,34 @@ async def check_id_sets(ctx, key: bytes | None, table: PartyTable | None) -> Non
         raise refused(bad[0])
 
 
-def load_own_file(file, id_column: str, pid: int, bounds: tuple = (), drop_columns: tuple = ()
-                  ) -> tuple[PartyTable | None, dict]:
+def load_own_file(file, id_column: str, pid: int, bounds: tuple = (), drop_columns: tuple = (),
+                  stream: bool = False) -> tuple[PartyTable | None, dict]:
     """A client's table, its rows in :func:`canonical_order` of their ids, and the schema message it sends
     every party: ``{"cols", "rows", "names"}`` (its column names: the public schema of a valid file; with
     ``drop_columns`` also ``"dropped"``: those of them it held and left out), or ``{"error": short category}``
     naming no path, header or value (the full detail is printed here only).  ``bounds``: its declared column
-    ranges; a declared column missing from the file is refused."""
+    ranges; a declared column missing from the file is refused.  ``stream``: a file already in canonical
+    order is checked in one pass and read again chunk by chunk when used
+    (:class:`apps.table_stream.StreamedTable`: bounded memory); any other file is read whole, as without."""
     dropped: list[str] = []
     try:
-        table = read_party_csv(file, id_column)
-        table = table.reordered(canonical_order(table.ids))
+        table = None
+        if stream:
+            from .table_stream import scan_table
+
+            table = scan_table(file, id_column)
+            if table is not None:
+                log.info(f"client {pid}: party file {file}: {table.n_rows:,} records checked; read in chunks")
+        if table is None:
+            table = read_party_csv(file, id_column)
+            table = table.reordered(canonical_order(table.ids))
         if drop_columns:
             dropped = [c for c in table.columns if c in drop_columns]
             keep = [j for j, c in enumerate(table.columns) if c not in drop_columns]
             if not keep:
                 raise PartyFileError(f"party file {file}: --drop-columns leaves none of its columns {table.columns}",
                                      "--drop-columns leaves none of its columns")
-            table = dataclasses.replace(table, columns=[table.columns[j] for j in keep], block=table.block[:, keep])
+            table = table.select(keep)
         absent = [c for c, _, _ in bounds if c not in table.columns]
         if absent:
             raise PartyFileError(f"party file {file} lacks the column(s) {absent} whose ranges the job file "

@@ -51,6 +51,13 @@ class PartyTable:
     def n_cols(self) -> int:
         return self.block.shape[1]
 
+    def select(self, keep) -> "PartyTable":
+        """The same table with only the feature columns at indices ``keep``."""
+        return PartyTable(self.file, [self.columns[j] for j in keep], self.block[:, list(keep)], self.ids)
+
+    def iter_ids(self):
+        return iter(self.ids)
+
     def reordered(self, order) -> "PartyTable":
         """The same table with its rows in ``order`` (indices)."""
         order = np.asarray(order, dtype=np.intp)

@@ -25,19 +25,23 @@ class PCAJobTask:
     columns bit for bit (tests), and anyone who knows that seed can regenerate every party's noise.
     """
 
+    streams = True  # party files sorted by id are read chunk by chunk (apps.jobfile.load_own_file)
+
     def __init__(self, n_components: int, epsilon: float, delta: float = 1e-5, gamma: float = 4096.0,
-                 row_norm_bound: float = 1.0, party_bounds=None, seed=None, insecure_reproducible: bool = False):
+                 row_norm_bound: float = 1.0, party_bounds=None, seed=None, insecure_reproducible: bool = False,
+                 chunk_rows: int | None = None):
         from apps.jobfile import seed_policy
 
         self.secure_mode = seed_policy(seed, insecure_reproducible, warn=False)
         self.n_components, self.epsilon, self.delta, self.gamma = n_components, epsilon, delta, gamma
         self.row_norm_bound, self.party_bounds, self._seed = row_norm_bound, party_bounds, seed
+        self.chunk_rows = chunk_rows  # records per chunk of the secure evaluation (None: mpc.stream.chunk_rows)
         self.mechanism(1)  # check the parameters now, before any party starts
         self._plans = {}
 
     def mechanism(self, n_cols: int):
         return covariance_release(n_cols, self.gamma, self.epsilon, self.delta, self.row_norm_bound,
-                                  self.party_bounds, seed=self._seed)
+                                  self.party_bounds, seed=self._seed, chunk_rows=self.chunk_rows)
 
     def with_party_bounds(self, party_bounds) -> "PCAJobTask":
         """This task with the clients' sub-row bounds c_j (from the job file's declared norm shares)."""
@@ -58,8 +62,9 @@ class PCAJobTask:
     def public(self):
         e = self
         pb = None if e.party_bounds is None else tuple(float(b) for b in e.party_bounds)
+        chunk = () if e.chunk_rows is None else (("chunk_rows", int(e.chunk_rows)),)
         return ("pca", int(e.n_components), float(e.epsilon), float(e.delta), float(e.gamma),
-                float(e.row_norm_bound), pb)
+                float(e.row_norm_bound), pb, *chunk)
 
     def _plan(self, meta):
         """(k, the SQM mechanism, its public plan, its privacy report) for the clients' counts; refused (before
@@ -95,7 +100,8 @@ class PCAJobTask:
 
         k, mech, plan, report = self._plan(meta)
         my_seed = spawn_seeds(self._seed, meta.n_parties + 1)[ctx.pid]  # this party's own entry, as SQM.run
-        out = await sqm_round(ctx, mech.polynomial, None if table is None else table.block, plan,
+        rows = None if table is None else (table if hasattr(table, "chunks") else table.block)
+        out = await sqm_round(ctx, mech.polynomial, rows, plan,
                               make_rng(my_seed), None if table is None else table.ids_digest)
         if not ctx.is_server:
             return {"clipped": int(out.clipped), "rows": table.n_rows, "cols": table.n_cols}
