@@ -4,6 +4,10 @@
 Each application registers its own subcommand from its own module (a ``register(subparsers)`` function),
 and each benchmark under ``bench/`` is reached as ``sqm bench NAME`` (its module's ``add_arguments`` and
 ``cli``), so adding one touches only its module and the two tables below.
+
+Building the parser imports every command's and benchmark's module, so those modules import only argparse-level
+code at their top: numpy, scikit-learn, SciPy, dp-accounting, torch and the runtime are imported inside the
+functions that run a command (``sqm --help`` answers without them; tests/test_fast_start.py checks it).
 """
 from __future__ import annotations
 
@@ -11,8 +15,6 @@ import argparse
 import importlib
 import logging
 import sys
-
-import sqm
 
 log = logging.getLogger("sqm")
 
@@ -43,6 +45,17 @@ def _available(modules):
                 raise
 
 
+class _Version(argparse._VersionAction):
+    """argparse's ``--version`` action with the version looked up when asked for (:mod:`importlib.metadata`
+    costs tens of milliseconds that building the parser for any other command need not pay)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        import sqm
+
+        self.version = f"sqm {sqm.__version__}"
+        super().__call__(parser, namespace, values, option_string)
+
+
 def _bench(args) -> int:
     return int(args.bench_cli(args) or 0)
 
@@ -52,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="sqm",
         description="Private analytics and learning on vertically partitioned data with the Skellam "
                     "Quantization Mechanism (SQM) over a BGW secret-sharing runtime (MPyC).")
-    p.add_argument("--version", action="version", version=f"sqm {sqm.__version__}")
+    p.add_argument("--version", action=_Version)
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for _, mod in _available(COMMANDS):
         mod.register(sub)

@@ -14,6 +14,9 @@ adds at that epsilon (below 1 where the paper's formula is unsound).  The sweeps
 process (:func:`mpc.inprocess.run_in_process`, the labelled simulation, bit for bit the two-process model for the
 same seeds); ``--verify-mpyc`` (on by default) re-runs one point as two processes and records that the models are
 identical.
+
+numpy, scikit-learn and the runtime are imported inside the functions that run the benchmark: ``sqm --help``
+imports this module to register ``sqm bench hdp-vfl`` (:mod:`apps.cli`).
 """
 from __future__ import annotations
 
@@ -21,13 +24,10 @@ import argparse
 import math
 import time
 
-import numpy as np
-from tqdm import tqdm
-
 from bench.common import finish
 
-from apps.hdp_vfl import DATASETS, GUARANTEE, HDPLogisticRegression, load_split, reference_accuracies
-from sqm.report import render_table
+from apps.hdp_vfl.cli import DATASETS  # the command's module: argparse-level imports only
+from apps.hdp_vfl.privacy import GUARANTEE  # the guarantee's text (math only)
 
 REDUCED_EPS = [0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0]
 FULL_EPS = [m * 10.0 ** p for p in range(-3, 1) for m in (1, 2, 5)] + [10.0]
@@ -35,6 +35,10 @@ PAPER = dict(batch_size=3200, l2=0.001, epochs=10, k=1.0, delta=0.01)
 
 
 def sweep(Xtr, Xte, ytr, yte, active, epsilons, repeats, seed, bar, **kw) -> list[dict]:
+    import numpy as np
+
+    from apps.hdp_vfl.estimator import HDPLogisticRegression
+
     rows = []
     for eps in epsilons:
         accs = []
@@ -51,6 +55,12 @@ def sweep(Xtr, Xte, ytr, yte, active, epsilons, repeats, seed, bar, **kw) -> lis
 
 def run(datasets=DATASETS, epsilons=None, repeats=5, seed=0, split_seed=0, learning_rate=0.5, intercept=0.5,
         fig2=True, verify_mpyc=True, data_paths=None, progress=True) -> dict:
+    import numpy as np
+    from tqdm import tqdm
+
+    from apps.hdp_vfl.cli import load_split, reference_accuracies
+    from apps.hdp_vfl.estimator import HDPLogisticRegression
+
     epsilons = list(epsilons or REDUCED_EPS)
     data_paths = data_paths or {}
     base = dict(delta=PAPER["delta"], batch_size=PAPER["batch_size"], l2=PAPER["l2"], learning_rate=learning_rate,
@@ -103,6 +113,8 @@ def run(datasets=DATASETS, epsilons=None, repeats=5, seed=0, split_seed=0, learn
 
 
 def print_table(rep: dict) -> None:
+    from sqm.report import render_table
+
     s = rep["settings"]
     eps = [f"{e:g}" for e in rep["epsilons"]]
     print(f"HDP-VFL (Figure 1): b={s['batch_size']} (or n), lambda={s['l2']}, e={s['epochs']}, k={s['k']}, "

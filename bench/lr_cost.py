@@ -13,25 +13,25 @@ bench-only wrapper around each party's ``send_recv``.
 For reference, the earlier protocol (commit 45cf688, the server broadcast its rounded coefficients, hence w,
 to every client in the clear) took 4 exchanges and 298,660 bytes per iteration at the default shape (7.3 ms
 per iteration on an idle 2-core machine); see the README for the figures of the current protocol.
+
+numpy, scikit-learn and the mechanism are imported inside the functions that run the benchmark: ``sqm --help``
+imports this module to register ``sqm bench lr-cost`` (:mod:`apps.cli`), and each party process unpickling its
+:class:`CountExchanges` imports it too.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
 
-import numpy as np
-
-from apps.logreg import party
-from apps.logreg.estimator import SQMLogisticRegression, steps
-from apps.logreg.party import batch_cap
-from mpc.party import PartyProgram
-from sqm.rng import spawn_seeds
-from sqm.vertical import VerticalData
+from mpc.party import PartyProgram  # the standard library only
 from bench.common import finish
 
 
 def rate_for_cap(n_records: int, cap: int, epochs: int) -> float:
     """The largest q (to 0.1%) whose batch cap over epochs * round(1/q) rounds is <= ``cap``."""
+    from apps.logreg.estimator import steps
+    from apps.logreg.party import batch_cap
+
     lo, hi = 1e-6, 1.0
     while hi / lo > 1.001:
         mid = (lo * hi) ** 0.5
@@ -71,6 +71,13 @@ def per_iteration(steps: list[str], rounds: int) -> list[str]:
 
 def run(features=100, batch=64, parties=3, rounds=100, records=20000, gamma=8192.0, epsilon=1.0, seed=0,
         plain=True) -> dict:
+    import numpy as np
+
+    from apps.logreg import party
+    from apps.logreg.estimator import SQMLogisticRegression
+    from sqm.rng import spawn_seeds
+    from sqm.vertical import VerticalData
+
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(records, features))
     X /= np.linalg.norm(X, axis=1, keepdims=True)

@@ -19,13 +19,13 @@ import tempfile
 import time
 import warnings
 
-import numpy as np
-
 from bench.common import finish
 
 
 def run(train: int = 6000, test: int = 2000, epsilon: float = 1.0, delta: float = 1e-5, seeds=(0, 1),
         backend: str = "plain") -> dict:
+    import numpy as np
+
     from apps.example_files import imbalanced_records
     from apps.jobfile import load_job, run_local, simulate, write_party_csvs
     from apps.logreg.cli import compare

@@ -15,14 +15,14 @@ from __future__ import annotations
 import argparse
 import math
 
-from apps.logreg.baselines import DPSGD_ACCOUNTANT
-from sqm import accounting
-from sqm.report import render_table
-from sqm.sensitivity import l1_from_l2, logreg_l2_paper, logreg_sensitivity
 from bench.common import finish
 
 
 def run(gammas=None, epsilon=1.0, delta=1e-5, d=800, q=0.001, epochs=5) -> dict:
+    from apps.logreg.baselines import DPSGD_ACCOUNTANT
+    from sqm import accounting
+    from sqm.sensitivity import l1_from_l2, logreg_l2_paper, logreg_sensitivity
+
     from opacus.accountants.utils import get_noise_multiplier
 
     gammas = gammas or [64, 256, 1024, 4096, 16384, 65536]
@@ -44,6 +44,8 @@ def run(gammas=None, epsilon=1.0, delta=1e-5, d=800, q=0.001, epochs=5) -> dict:
 
 
 def print_table(rep: dict) -> None:
+    from sqm.report import render_table
+
     print(f"LR sensitivity and noise vs gamma: epsilon {rep['epsilon']:g}, delta {rep['delta']:g}, d {rep['d']}, "
           f"q {rep['q']:g}, {rep['epochs']} epochs ({rep['rounds']} rounds)")
     print(f"  DPSGD Gaussian std (clip 1): {rep['dpsgd_std']:.4f}; Gaussian on the Taylor gradient (3/4): "

@@ -15,14 +15,9 @@ from __future__ import annotations
 
 import argparse
 
-import numpy as np
-from tqdm import tqdm
-
 from bench.common import finish
-from sqm.report import render_table
 
 from apps.logreg.cli import DATASETS, compare, unit_ball_split
-from apps.logreg.estimator import paper_epochs
 
 
 PAPER_Q = {"breast_cancer": 0.05}  # the paper's sampling rate: 0.001 otherwise (not sqm logreg's record-count one)
@@ -31,6 +26,11 @@ PAPER_Q = {"breast_cancer": 0.05}  # the paper's sampling rate: 0.001 otherwise 
 def run(dataset="adult", data_dir=None, epsilons=(0.5, 1, 2, 4, 8), gammas=(1024, 8192), runs=1,
         delta=1e-5, q=None, parties=3, learning_rate=0.5, weight_bound=8.0, backend="in-process", seed=0,
         progress=True) -> dict:
+    import numpy as np
+    from tqdm import tqdm
+
+    from apps.logreg.estimator import paper_epochs
+
     Xtr, ytr, Xte, yte, groups = unit_ball_split(dataset, data_dir)
     q = PAPER_Q.get(dataset, 0.001) if q is None else q
     cells = {}
@@ -77,6 +77,8 @@ def run(dataset="adult", data_dir=None, epsilons=(0.5, 1, 2, 4, 8), gammas=(1024
 
 
 def print_table(rep: dict) -> None:
+    from sqm.report import render_table
+
     print(f"logistic regression on {rep['dataset']} ({rep['n_train']} train, {rep['n_test']} test, d={rep['d']}), "
           f"q {rep['q']:g}, delta {rep['delta']:g}, {rep['parties']} clients, {rep['runs']} run(s), "
           f"SQM backend {rep['backend']}, lr {rep['learning_rate']:g}, ||w|| <= {rep['weight_bound']:g}")

@@ -19,9 +19,6 @@ Table 3's communication column is in units of 1e9 bits (its 'GB' matches T B M P
 """
 from __future__ import annotations
 
-import numpy as np
-from tqdm import tqdm
-
 from bench.common import finish
 
 # Table 3 (5 clients): epochs to train AUPRC 0.9; None = never (inf)
@@ -54,6 +51,9 @@ def _summary(r, M, P, b) -> dict:
 
 def run(parties=(5, 10), bs=(16, 64), betas=(0.1, 0.25), epochs=6, repeats=1, hidden=256, lr=0.01,
         optimizer="sgd", data=None, seed=0, mpyc_epochs=1, progress=True) -> dict:
+    import numpy as np
+    from tqdm import tqdm
+
     from apps.pbm_vfl import VFLConfig, load_split, train_vfl
     from apps.pbm_vfl.privacy import method_privacy
 

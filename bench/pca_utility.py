@@ -15,15 +15,12 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import TYPE_CHECKING
 
-import numpy as np
-from tqdm import tqdm
-
-from apps.datasets import load_dataset, scale_rows
-from apps.pca import SQMPCA, central_dp_pca, local_dp_pca, nonprivate_pca, top_eigen
-from sqm.rng import spawn_seeds
-from sqm.vertical import VerticalData
 from bench.common import finish
+
+if TYPE_CHECKING:  # annotations only
+    import numpy as np
 
 PAPER_EPSILONS = [0.5, 1.0, 2.0, 4.0, 8.0]
 PAPER_GAMMAS = [2.0 ** e for e in (6, 8, 10, 12, 14)]
@@ -39,6 +36,13 @@ def prefix_utilities(X: np.ndarray, V: np.ndarray, ks) -> list[float]:
 def sweep(name: str, X: np.ndarray, parties: int, epsilons, gammas, ks, runs: int, delta: float = 1e-5,
           seed=None, progress: bool = True) -> dict:
     """Mean (and std) utility per k for SQM (each gamma), central, local and non-private on ``X``."""
+    import numpy as np
+    from tqdm import tqdm
+
+    from apps.pca import SQMPCA, central_dp_pca, local_dp_pca, nonprivate_pca, top_eigen
+    from sqm.rng import spawn_seeds
+    from sqm.vertical import VerticalData
+
     kmax = max(ks)
     data = VerticalData.split(X, parties)
     t0 = time.perf_counter()
@@ -80,6 +84,8 @@ def sweep(name: str, X: np.ndarray, parties: int, epsilons, gammas, ks, runs: in
 
 def check_target(r: dict, min_gamma: float = 2.0 ** 10, level: float = 0.99) -> dict:
     """Where SQM >= 99% of central (gamma >= 2^10) holds, and how far local DP is below both."""
+    import numpy as np
+
     misses, worst = [], None
     for e, by_g in r["sqm"].items():
         cen = np.array(r["central"][e])
@@ -99,6 +105,8 @@ def check_target(r: dict, min_gamma: float = 2.0 ** 10, level: float = 0.99) -> 
 
 
 def print_table(name: str, r: dict) -> None:
+    import numpy as np
+
     ks = r["ks"]
     show = [k for k in (1, 2, 5, 10) if k in ks] or ks[:3]
     idx = [ks.index(k) for k in show]
@@ -124,6 +132,8 @@ def print_table(name: str, r: dict) -> None:
 
 
 def plot(rep: dict, path: str) -> None:
+    import numpy as np
+
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -171,6 +181,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 
 def cli(args) -> int:
+    from apps.datasets import load_dataset, scale_rows
+
     names = ["digits", "citeseer"] if args.full else [n.strip() for n in args.datasets.split(",") if n.strip()]
     runs = 20 if args.full else args.runs
     epsilons = [float(e) for e in args.epsilons.split(",") if e.strip()]

@@ -4,22 +4,22 @@ Gaussian-perturbed intermediate results to train logistic regression (Algorithm 
 :mod:`~apps.hdp_vfl.party` the one party program and the parties' steps (all a party process imports),
 :mod:`~apps.hdp_vfl.privacy` the guarantee, the sensitivity lemmas and the noise, :mod:`~apps.hdp_vfl.estimator`
 the scikit-learn classifier :class:`HDPLogisticRegression`, :mod:`~apps.hdp_vfl.cli` the ``sqm hdp-vfl`` command
-and its reference methods.  The estimator's and the command's names are re-exported on first use, so a party
-process unpickling its :class:`HDPParty` does not import scikit-learn.
+and its reference methods.  Every name is re-exported on first use, so a party process unpickling its
+:class:`HDPParty` does not import scikit-learn, and ``sqm --help`` (which imports this package to register the
+command) imports neither numpy nor SciPy.
 """
 from __future__ import annotations
 
 import importlib
 
-from apps.hdp_vfl.party import ACTIVE, PASSIVE, ActiveParty, HDPConfig, HDPParty, PassiveParty, check_labels
-
-_LAZY = {"HDPLogisticRegression": "estimator", "check_params": "estimator",
+_LAZY = {"ACTIVE": "party", "PASSIVE": "party", "ActiveParty": "party", "HDPConfig": "party", "HDPParty": "party",
+         "PassiveParty": "party", "check_labels": "party", "HDPLogisticRegression": "estimator", "check_params": "estimator",
          "LOGISTIC": "privacy", "GUARANTEE": "privacy", "active_sensitivity": "privacy",
          "passive_sensitivity": "privacy", "max_learning_rate": "privacy",
          "DATASETS": "cli", "load_split": "cli", "reference_accuracies": "cli", "sqm_accuracy": "cli",
          "register": "cli", "run": "cli"}
 
-__all__ = ["ACTIVE", "PASSIVE", "ActiveParty", "HDPConfig", "HDPParty", "PassiveParty", "check_labels", *_LAZY]
+__all__ = list(_LAZY)
 
 
 def __getattr__(name: str):

@@ -1,14 +1,13 @@
 """The ``sqm hdp-vfl`` command: HDP-VFL on the paper's data sets and column splits, beside the reference
-methods (single party, centralized, non-private VFL) and SQM-LR at the same (epsilon, delta)."""
+methods (single party, centralized, non-private VFL) and SQM-LR at the same (epsilon, delta).
+
+numpy, scikit-learn and the runtime are imported inside the functions that use them: ``sqm --help`` imports this
+module to register the command (:mod:`apps.cli`)."""
 from __future__ import annotations
 
 import math
 
-import numpy as np
-
-from apps.hdp_vfl.estimator import HDPLogisticRegression
-from apps.hdp_vfl.privacy import GUARANTEE
-from sqm.report import render_table
+from apps.hdp_vfl.privacy import GUARANTEE  # the guarantee's text (math only)
 
 DATASETS = ("breast_cancer", "credit_default", "adult")  # the paper's three (apps.datasets loads them)
 
@@ -21,6 +20,8 @@ def load_split(name: str, path: str | None = None, test_size: float = 0.2, seed:
     and deviations (the experiments' preprocessing, done before the protocol and not covered by its privacy
     accounting; without it the unit-norm rows of the adult and credit encodings leave the weight-bounded model at
     the majority class)."""
+    import numpy as np
+
     from apps import datasets
 
     if name not in DATASETS:
@@ -41,7 +42,10 @@ def reference_accuracies(Xtr, Xte, ytr, yte, active_features: int, l2: float, ep
                          k: float, learning_rate: float, seed=None, intercept: float = 0.5) -> dict:
     """The paper's reference methods on the same split: single-party and centralized (scikit-learn, l2 with
     C = 1 / (n lambda)), and non-private VFL (Algorithm 1 without noise)."""
+    import numpy as np
     from sklearn.linear_model import LogisticRegression
+
+    from apps.hdp_vfl.estimator import HDPLogisticRegression
 
     C = 1.0 / (max(l2, 1e-12) * Xtr.shape[0])
     single = LogisticRegression(C=C, max_iter=5000).fit(Xtr[:, :active_features], ytr)
@@ -86,6 +90,9 @@ SEEDED_WARNING = ("warning: --seed given: this run is an EXPERIMENT (secure_mode
 
 
 def run(args) -> int:
+    from apps.hdp_vfl.estimator import HDPLogisticRegression
+    from sqm.report import render_table
+
     secure_mode = args.seed is None
     if not secure_mode:
         print(SEEDED_WARNING)

@@ -8,12 +8,13 @@ real multi-party job from a job file (``--job``), like ``sqm pca``.
   :func:`joint_matrix`, :func:`solve_ridge`);
 - :mod:`.estimator`: :class:`SQMLinearRegression` (scikit-learn regressor);
 - :mod:`.baselines`: central DP and non-private ridge;
-- :mod:`.cli`: ``register``/``run`` of ``sqm linreg``, the comparison and its table, :class:`LinRegJobTask`.
+- :mod:`.job`: :class:`LinRegJobTask`, the task of a job file;
+- :mod:`.cli`: ``register``/``run`` of ``sqm linreg``, the comparison and its table.
 """
 import importlib
 
 # loaded on first use: a party process unpickling a JointGram imports only .statistic (no scikit-learn)
-_LAZY = {"SQMLinearRegression": "estimator", "LinRegJobTask": "cli", "register": "cli", "run": "cli"}
+_LAZY = {"SQMLinearRegression": "estimator", "LinRegJobTask": "job", "register": "cli", "run": "cli"}
 
 __all__ = list(_LAZY)
 

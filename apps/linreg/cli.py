@@ -1,16 +1,20 @@
 """The ``sqm linreg`` command: the comparison of SQM, central DP and non-private ridge on a held-out split
 (:func:`compare`, R^2 and RMSE, printed as a table), and one real multi-party job from a job file (``--job``,
-:class:`LinRegJobTask`, the party program of a job), like ``sqm pca``."""
+:class:`LinRegJobTask`, the party program of a job, in :mod:`.job`), like ``sqm pca``.
+
+numpy, scikit-learn and the runtime are imported inside the functions that use them: ``sqm --help`` imports this
+module to register the command (:mod:`apps.cli`)."""
 from __future__ import annotations
 
 import math
 
-import numpy as np
 
-from ..jobfile import JobTask
-from .baselines import central_dp_linreg, nonprivate_linreg
-from .estimator import SQMLinearRegression
-from .statistic import joint_matrix, solve_ridge
+def __getattr__(name: str):
+    if name == "LinRegJobTask":  # its home is .job (a party imports that module, not this one)
+        from .job import LinRegJobTask
+
+        return LinRegJobTask
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ----- data and the comparison (the `sqm linreg` table) -------------------------------------------------------
@@ -18,6 +22,8 @@ from .statistic import joint_matrix, solve_ridge
 
 def scores(coef, intercept, X, y, y_scale: float = 1.0) -> dict:
     """R^2 and RMSE (in the label's original units: times ``y_scale``) of a linear model on (X, y)."""
+    import numpy as np
+
     pred = np.asarray(X) @ coef + intercept
     resid = np.asarray(y) - pred
     r2 = 1.0 - float(resid @ resid) / float(np.sum((y - np.mean(y)) ** 2))
@@ -31,6 +37,8 @@ def regression_data(name: str, path=None, feature_bound: float = 1.0, label_boun
     """(X, y, y_scale): ``name``'s features scaled so the largest row norm is c_x and its target (the dataset's
     own for diabetes; a column moved out of the features otherwise: :data:`TARGETS`) so max |y| = c_y (the
     experiments' preprocessing, as ``sqm pca``'s); y_scale maps y back to the original units."""
+    import numpy as np
+
     from ..datasets import load_dataset, scale_rows
 
     if name not in TARGETS:
@@ -48,9 +56,13 @@ def compare(X, y, n_parties: int, alpha: float, epsilon: float, delta: float, ga
             feature_bound: float = 1.0, label_bound: float = 1.0, backend: str = "mpyc", runs: int = 1, seed=None,
             test_size: float = 0.25, y_scale: float = 1.0, split_seed: int = 0) -> dict:
     """SQM, central DP and non-private ridge on a held-out split, averaged over ``runs``."""
+    import numpy as np
     from sklearn.model_selection import train_test_split
 
     from sqm.rng import spawn_seeds
+
+    from .baselines import central_dp_linreg, nonprivate_linreg
+    from .estimator import SQMLinearRegression
 
     Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=test_size, random_state=split_seed)
     rows = {"SQM": [], "central DP": []}
@@ -76,61 +88,6 @@ def compare(X, y, n_parties: int, alpha: float, epsilon: float, delta: float, ga
     return {"rows": table, "report": rep.as_dict(), "shape": list(X.shape), "train": len(ytr), "test": len(yte),
             "parties": n_parties, "alpha": alpha, "gamma": gamma, "delta": delta, "runs": int(runs),
             "secure_mode": seed is None}
-
-
-# ----- real multi-party jobs from a job file ------------------------------------------------------------------
-
-
-class LinRegJobTask(JobTask):
-    """The SQM linear-regression task for :mod:`apps.jobfile`: the last client's CSV holds the label column
-    ``label_column`` besides its features; every party plans the same release from the clients' column and
-    record counts and runs :func:`sqm.mechanism.sqm_round`; the server solves.  Seeds as in
-    :class:`apps.pca.PCAJobTask` (never sent; a seeded job equals ``SQMLinearRegression(seed=...).fit``)."""
-
-    def __init__(self, estimator: SQMLinearRegression, label_column: str = "label",
-                 insecure_reproducible: bool = False):
-        from ..jobfile import seed_policy
-
-        self.secure_mode = seed_policy(estimator.seed, insecure_reproducible, warn=False)
-        self.est, self.label_column, self.seed = estimator, label_column, estimator.seed
-        self.est.mechanism([1, 2])  # bad parameters refused here, before any party starts
-
-    def public(self):
-        e = self.est
-        return ("linreg", float(e.alpha), float(e.epsilon), float(e.delta), float(e.gamma), float(e.feature_bound),
-                float(e.label_bound), bool(e.fit_intercept), self.label_column)
-
-    def _plan(self, meta):
-        counts = list(meta.col_counts)
-        counts[-1] += int(bool(self.est.fit_intercept))  # the label party adds the constant column
-        mech = self.est.mechanism(counts)
-        return (counts, mech, *mech.round_plan(counts, meta.n_records, align_ids=True))
-
-    def release(self, meta):
-        """The privacy report (events) of the job's one SQM release, from the public counts only."""
-        return self._plan(meta)[3]
-
-    async def run(self, ctx, table, meta) -> dict:
-        from mpc.party import InputRefused
-        from sqm.mechanism import sqm_round
-        from sqm.rng import make_rng, spawn_seeds
-
-        counts, mech, plan, report = self._plan(meta)
-        block = None if table is None else table.block
-        if table is not None and ctx.pid == meta.n_parties:  # the label party: [features, 1, y]
-            if self.label_column not in table.columns:
-                raise InputRefused(f"its file has no label column '{self.label_column}'", table.file)
-            k = list(table.columns).index(self.label_column)
-            block = joint_matrix(np.delete(table.block, k, axis=1), table.block[:, k], bool(self.est.fit_intercept))
-        rng = make_rng(spawn_seeds(self.seed, meta.n_parties + 1)[ctx.pid])
-        out = await sqm_round(ctx, mech.polynomial, block, plan, rng,
-                              ids_digest=None if table is None else table.ids_digest)
-        if not ctx.is_server:
-            return {"clipped": out.clipped, "rows": table.n_rows, "cols": table.n_cols}
-        gram = out.estimate.reshape(sum(counts), sum(counts))
-        coef, intercept = solve_ridge(gram, float(self.est.alpha), math.sqrt(2 * report.mu) / out.scale,
-                                      bool(self.est.fit_intercept))
-        return {"coef": coef, "intercept": intercept, "report": report.as_dict(), "raw": out.raw}
 
 
 # ----- the `sqm linreg` command -------------------------------------------------------------------------------
@@ -186,7 +143,11 @@ def run(args) -> int:
 
 
 def _run_job(args) -> int:
+    import numpy as np
+
     from ..jobfile import job_command
+    from .estimator import SQMLinearRegression
+    from .job import LinRegJobTask
 
     def task():
         est = SQMLinearRegression(args.alpha, args.epsilon, args.delta, args.gamma, args.feature_bound,

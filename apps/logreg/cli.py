@@ -2,21 +2,18 @@
 ``--job``, a real multi-party run from a job file (:class:`apps.logreg.job.LRJobTask`).
 
     sqm logreg --dataset breast_cancer --parties 3 --epsilon 1 --delta 1e-5 --gamma 8192
+
+numpy, scikit-learn, SciPy, Opacus and the runtime are imported inside the functions that use them: ``sqm --help``
+imports this module to register the command (:mod:`apps.cli`).
 """
 from __future__ import annotations
 
 import math
 import time
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from sqm.report import PrivacyReport, render_table
-from sqm.vertical import VerticalData
-
-from .baselines import accuracy, dpsgd_fit, local_dp_fit, nonprivate_fit, taylor_fit, with_intercept_column
-from .estimator import MODEL_SHARED_NOTE, SCHEDULE_HELP, SQMLogisticRegression, resolve_schedule
-from .job import LRJobTask
-from .party import logistic_loss
+if TYPE_CHECKING:
+    import numpy as np
 
 CLIENT_VIEW = "nothing (only Shamir shares)"  # what a client observes during SQM-LR training
 
@@ -47,6 +44,8 @@ def unit_ball_split(name: str, data_dir: str | None = None, seed: int = 0):
 def standardized_unit_rows(Xtr, Xte) -> tuple[np.ndarray, np.ndarray]:
     """Both splits standardized with the training split's statistics, clipped to +-3 and divided by 3 sqrt(d),
     so every row has ||x||_2 <= 1 (a local comparison's preprocessing: data-derived, outside the accounting)."""
+    import numpy as np
+
     mu, sd = Xtr.mean(0), Xtr.std(0)
     sd[sd == 0] = 1
     f = lambda A: np.clip((A - mu) / sd, -3, 3) / (3 * math.sqrt(A.shape[1]))  # noqa: E731
@@ -59,6 +58,8 @@ def public_split(groups: list[str], n_parties: int) -> tuple[list[int], np.ndarr
     c_j = sqrt(attributes of party j / all attributes).  With rows encoded as sum over attributes of at most
     1 / (number of attributes) in squared norm (apps.datasets' encoders, breast_cancer's scaling), no
     sub-row ever exceeds its bound: nothing is clipped, and the bounds come from public metadata only."""
+    import numpy as np
+
     d = len(groups)
     starts = [j for j in range(d) if j == 0 or groups[j] != groups[j - 1]] + [d]
     if n_parties > len(starts) - 1:
@@ -84,6 +85,15 @@ def compare(Xtr, ytr, Xte, yte, *, epsilon, delta, gamma, parties, backend, seed
     for the training records, the same for SQM, DPSGD and the Taylor reference; with ``fit_intercept`` every
     method fits an intercept (DPSGD and Taylor on the rows with SQM's constant column, clipped at their norm
     bound sqrt(1 + 1))."""
+    import numpy as np
+
+    from sqm.report import PrivacyReport
+    from sqm.vertical import VerticalData
+
+    from .baselines import accuracy, dpsgd_fit, local_dp_fit, nonprivate_fit, taylor_fit, with_intercept_column
+    from .estimator import SQMLogisticRegression, resolve_schedule
+    from .party import logistic_loss
+
     sched = resolve_schedule(len(Xtr), epsilon, q, epochs, learning_rate, weight_bound)
     q, epochs, learning_rate, weight_bound = sched.q, sched.epochs, sched.learning_rate, sched.weight_bound
     c = 1.0 if fit_intercept else 0.0
@@ -134,6 +144,8 @@ def compare(Xtr, ytr, Xte, yte, *, epsilon, delta, gamma, parties, backend, seed
 
 
 def _mean(runs: list[dict]) -> dict:
+    import numpy as np
+
     out = {}
     for key in runs[0]:
         vals = [r[key] for r in runs]
@@ -157,10 +169,14 @@ def utility_rows(res: dict) -> list[dict]:
 
 
 def _run_job(args) -> int:
+    import numpy as np
+
     from mpc.launch import private_folder
+    from sqm.report import render_table
 
     from ..jobfile import job_command
     from .estimator import _progress
+    from .job import LRJobTask
     from .party import follow_progress
 
     with private_folder("sqm-lr-job-") as tmp:
@@ -236,7 +252,12 @@ def _local_data(args):
 
 
 def run(args) -> int:
+    import numpy as np
+
+    from sqm.report import render_table
+
     from ..options import JOB_ONLY, check_mode
+    from .estimator import MODEL_SHARED_NOTE, resolve_schedule
 
     if _PARSER:
         check_mode(args, _PARSER[-1], "job" if args.job else "local",
@@ -291,6 +312,8 @@ def run(args) -> int:
 def register(sub) -> None:
     from .. import options
 
+    schedule_help = options.module_constant("apps.logreg.estimator", "SCHEDULE_HELP")  # without scikit-learn
+
     p = sub.add_parser("logreg", help="private logistic regression (SQM) with DPSGD, local-DP and "
                                       "non-private baselines",
                        parents=[options.privacy(epsilon_help="server-observed epsilon target"), options.runtime(),
@@ -301,7 +324,7 @@ def register(sub) -> None:
                        description="Train logistic regression (with an intercept) on vertically partitioned "
                                    "data with SQM (real MPyC party processes by default) and compare with DPSGD "
                                    "(Opacus), VFL local DP and non-private training at the same (epsilon, delta). "
-                                   f"Schedule defaults, local and job mode alike: {SCHEDULE_HELP}.", epilog=options.OWN_DATA_EPILOG)
+                                   f"Schedule defaults, local and job mode alike: {schedule_help}.", epilog=options.OWN_DATA_EPILOG)
     p.add_argument("--dataset", default="breast_cancer", choices=DATASETS,
                    help="breast_cancer (scikit-learn, default), adult (UCI files), credit_default (UCI file)")
     options.own_table(p, " for the local comparison: --label-column is the label (any two values), every other "

@@ -1,15 +1,11 @@
 """``sqm pbm-vfl``: PBM-VFL compared with its baselines (NPQ, the paper's LDP, LDP at equal epsilon): the
-subcommand's options, the comparison run, its table, JSON and plot."""
+subcommand's options, the comparison run, its table, JSON and plot.
+
+numpy, torch and the runtime are imported inside :func:`run`: ``sqm --help`` imports this module to register the
+command (:mod:`apps.cli`)."""
 from __future__ import annotations
 
 from dataclasses import replace
-
-import numpy as np
-
-from .config import METHOD_LABELS, METHODS, SECURE_SUMS, VFLConfig
-from .data import load_split
-from .privacy import pbm_privacy, privacy_reports
-from .training import train_vfl
 
 
 def default_device() -> str:
@@ -30,9 +26,15 @@ def check_device(device: str) -> str:
 
 
 def run(args) -> int:
+    import numpy as np
+
     from sqm.report import render_table
 
     from ..extras import require
+    from .config import METHOD_LABELS, METHODS, VFLConfig
+    from .data import load_split
+    from .privacy import pbm_privacy, privacy_reports
+    from .training import train_vfl
 
     require("vfl", "sqm pbm-vfl", ("torch",))
     if args.plot:
@@ -140,6 +142,8 @@ def add_training_arguments(p) -> None:
 def register(sub) -> None:
     from apps import options
 
+    secure_sums = options.module_constant("sqm.pbm", "SECURE_SUMS")  # without importing numpy and SciPy
+
     p = sub.add_parser("pbm-vfl", help="PBM-VFL: split neural training with Poisson-Binomial-quantized embeddings",
                        parents=[options.runtime(), options.output()],
                        description="Split neural training with Poisson-Binomial-quantized embeddings "
@@ -156,7 +160,7 @@ def register(sub) -> None:
     p.add_argument("--beta", type=float, default=0.15, help="PBM beta in (0, 1/4] (default: 0.15)")
     add_training_arguments(p)
     p.add_argument("--delta", type=float, default=1e-5, help="delta for (epsilon, delta) (default: 1e-5)")
-    p.add_argument("--secure-sum", default="bgw", choices=list(SECURE_SUMS),
+    p.add_argument("--secure-sum", default="bgw", choices=list(secure_sums),
                    help="'bgw' (default) Shamir-shared sum on the mpc runtime; 'masked' the paper's Protocol 0, "
                         "pairwise masks modulo 2^k > b M (k bits per value), SHAKE-256 streams of keys the clients "
                         "agree on by X25519 (fresh per run)")

@@ -1,28 +1,29 @@
 """``sqm pca``: SQM-PCA against central DP, local DP and non-private PCA on a dataset split among clients,
-or a real multi-party job from a job file (``--job``, through :func:`apps.jobfile.job_command`)."""
+or a real multi-party job from a job file (``--job``, through :func:`apps.jobfile.job_command`).
+
+numpy, SciPy, scikit-learn and the runtime are imported inside the functions that use them: ``sqm --help``
+imports this module to register the command (:mod:`apps.cli`)."""
 from __future__ import annotations
 
 import math
 import time
 
-import numpy as np
-
-from sqm.report import PrivacyReport
-from sqm.rng import spawn_seeds
-from sqm.vertical import VerticalData
-
-from .baselines import central_dp_pca, local_dp_pca, nonprivate_pca
-from .estimator import SQMPCA
-from .job import PCAJobTask
 from apps.options import JOB_ONLY
-
-from .utility import as_matrix, check_components, optimal_utility, pca_utility
 
 
 def compare(X, n_parties: int, k: int, epsilon: float, delta: float, gamma: float, row_norm_bound: float = 1.0,
             backend: str = "mpyc", runs: int = 1, seed=None, progress: bool = True, backend_options=None) -> dict:
     """Utility of SQM, central DP, local DP and non-private PCA on ``X`` split among ``n_parties``, averaged."""
+    import numpy as np
     from tqdm import tqdm
+
+    from sqm.report import PrivacyReport
+    from sqm.rng import spawn_seeds
+    from sqm.vertical import VerticalData
+
+    from .baselines import central_dp_pca, local_dp_pca, nonprivate_pca
+    from .estimator import SQMPCA
+    from .utility import as_matrix, check_components, optimal_utility, pca_utility
 
     X = as_matrix(X)
     k = check_components(k, X.shape[1])
@@ -120,6 +121,8 @@ _PARSER = []  # the `sqm pca` parser (its defaults decide which options were giv
 
 def released_components(V, columns) -> list[dict]:
     """Components (k x d, one per row) in the columns' terms: one {column: loading} per component."""
+    import numpy as np
+
     return [{c: float(v) for c, v in zip(columns, row)} for row in np.asarray(V)]
 
 
@@ -205,6 +208,8 @@ def _run_cli(args) -> int:
 
 def _run_job(args) -> int:
     from apps.jobfile import job_command
+
+    from .job import PCAJobTask
 
     def task():
         return PCAJobTask(args.components, args.epsilon, args.delta, args.gamma, args.row_norm_bound,
