@@ -8,6 +8,15 @@
 cryptographic generator (AES-128-CTR keyed from OS entropy, for the Shamir coefficients and the clients'
 rounding and noise) and with numpy's PCG64 in its place (the statistical generator used before; insecure),
 and times drawing rows x cols uniform field elements and rounding coins with each generator.
+
+Every secure run is broken down per party (:func:`party_phases`, from the wall-clock timeline each party
+process records, :func:`mpc.party.main`, and the launcher's, :func:`mpc.launch.run_parties`): process start
+(spawned -> ready to connect: interpreter, imports, the program file), connect, the protocol's phases
+(``ctx.phases``: agree, client checks, share inputs, exchange input shares, local moments, degree reduction,
+open result), the program's time outside them, and output (result written, process exited, result collected).
+
+numpy, the runtime and the mechanism are imported inside the functions that run the benchmark: ``sqm --help``
+imports this module to register ``sqm bench bgw-cost`` (:mod:`apps.cli`).
 """
 from __future__ import annotations
 
@@ -16,41 +25,111 @@ import dataclasses
 import resource
 import time
 
-import numpy as np
-from tqdm import tqdm
-
 from bench.common import finish
 
-from mpc.backend import FixedClient, Job
-from mpc.launch import run_parties
-from mpc.mpyc_backend import MPyCBackend
-from mpc.program import SumProgram
-from mpc.randomness import secure_generator
-from mpc.stock import StockGram
-from sqm.quantize import stochastic_round
-from sqm.mechanism import SQM
-from sqm.polynomial import covariance
-from sqm.vertical import VerticalData
+# The per-party phases, in order: the party's start, its connection, the protocol's phases as
+# mpc.protocol.PartyContext names them (any other phase a party reports is added after them), the program's
+# time outside those phases and the output.
+START, CONNECT, OTHER, OUTPUT, TOTAL = "process start", "connect", "program (outside phases)", "output", "total"
+PROTOCOL_PHASES = ("agree", "client checks", "share inputs (local)", "exchange input shares", "local moments",
+                   "degree reduction", "open result")
+PHASE_HEADERS = {START: "start", CONNECT: "connect", "agree": "agree", "client checks": "checks",
+                 "share inputs (local)": "share", "exchange input shares": "exchange", "local moments": "moments",
+                 "degree reduction": "reduce", "open result": "open", OTHER: "other", OUTPUT: "output",
+                 TOTAL: "total"}
 
 
-def make_data(rows: int, cols: int, seed: int = 0) -> np.ndarray:
+@dataclasses.dataclass
+class Secure:
+    """What the table takes from one secure covariance (the figures of :class:`sqm.mechanism.SQMResult`)."""
+
+    estimate: object
+    field_bits: int
+    seconds: float
+    bytes_sent: list
+    max_rss_bytes: list
+
+
+def party_phases(record: dict) -> dict:
+    """Seconds of each phase of one party's run, from its record (:func:`mpc.launch.run_parties`):
+
+    - ``process start``: spawned by the launcher -> ready to connect (interpreter start-up, imports, the program
+      file unpickled and its modules imported, MPyC imported);
+    - ``connect``: ready -> every peer connected (includes waiting for the slowest peer to start);
+    - the protocol's phases (``record["phases"]``), then ``program (outside phases)``: the rest of connected ->
+      program finished (a client's quantization and noise happen before the first exchange, inside "agree");
+    - ``output``: program finished -> result collected (closing barrier, result pickled and written, process
+      exit, the launcher reading it back);
+    - ``total``: spawned -> collected.
+
+    The timeline's stamps are ``time.time()`` of one machine's processes; a record without one (an in-process
+    run) gives the protocol's phases alone."""
+    tl, phases = record.get("timeline") or {}, dict(record.get("phases") or {})
+    out = {}
+    if {"spawned", "ready", "connected"} <= set(tl):
+        out[START] = tl["ready"] - tl["spawned"]
+        out[CONNECT] = tl["connected"] - tl["ready"]
+    for name in PROTOCOL_PHASES + tuple(k for k in phases if k not in PROTOCOL_PHASES):
+        if name in phases:
+            out[name] = float(phases[name])
+    if {"connected", "finished"} <= set(tl):
+        out[OTHER] = tl["finished"] - tl["connected"] - sum(float(v) for v in phases.values())
+    if {"finished", "collected", "spawned"} <= set(tl):
+        out[OUTPUT] = tl["collected"] - tl["finished"]
+        out[TOTAL] = tl["collected"] - tl["spawned"]
+    return out
+
+
+def party_timeline(record: dict) -> dict:
+    """A party's timeline (:func:`mpc.party.main`) as seconds since the launcher spawned it."""
+    tl = record.get("timeline") or {}
+    t0 = tl.get("spawned")
+    return {} if t0 is None else {k: v - t0 for k, v in sorted(tl.items(), key=lambda kv: kv[1] or 0.0) if v}
+
+
+def phase_report(records: list[dict], t0: float, t1: float) -> dict:
+    """A run's per-party breakdown (:func:`party_phases`, :func:`party_timeline`), the launcher's time before the
+    first process was spawned (planning: calibration, the programs written) and after the last result was
+    collected, and the heavy packages each party imported (``heavy_modules``, :data:`mpc.party.HEAVY_MODULES`)."""
+    spawned = [r["timeline"]["spawned"] for r in records if r.get("timeline", {}).get("spawned")]
+    collected = [r["timeline"]["collected"] for r in records if r.get("timeline", {}).get("collected")]
+    return dict(party_phases=[party_phases(r) for r in records], party_timelines=[party_timeline(r) for r in records],
+                launcher_before_spawn_seconds=(min(spawned) - t0) if spawned else None,
+                launcher_after_collect_seconds=(t1 - max(collected)) if collected else None,
+                heavy_modules=[list(r.get("heavy_modules", [])) for r in records])
+
+
+def make_data(rows: int, cols: int, seed: int = 0):
+    import numpy as np
+
     X = np.random.default_rng(seed).normal(size=(rows, cols))
     return X / np.linalg.norm(X, axis=1).max()
 
 
-def stock_comparison(X: np.ndarray, parties: int, gamma: float) -> dict:
+def stock_comparison(X, parties: int, gamma: float) -> dict:
     """X^T X of the same quantized blocks (no noise) by MPyC's stock np_matmul and by our fast path.
 
     Both run as real MPyC party processes, end to end (process start included), in this run.
     """
+    import numpy as np
+
+    from mpc.backend import FixedClient, Job
+    from mpc.launch import run_parties
+    from mpc.mpyc_backend import MPyCBackend
+    from mpc.program import SumProgram
+    from mpc.stock import StockGram
+    from sqm.quantize import stochastic_round
+    from sqm.vertical import VerticalData
+
     data = VerticalData.split(X, parties)
     blocks = [stochastic_round(b, gamma, seed=j) for j, b in enumerate(data.blocks)]
     bits = int(2 * np.ceil(np.log2(gamma + 1)) + np.ceil(np.log2(X.shape[0] + 1)) + 4)
     programs = [StockGram(None, data.col_counts, X.shape[0], bits)]
     programs += [StockGram(b.astype(object), data.col_counts, X.shape[0], bits) for b in blocks]
-    t0 = time.perf_counter()
+    t0, w0 = time.perf_counter(), time.time()
     res = run_parties(programs)
     stock_s = time.perf_counter() - t0
+    stock_phases = phase_report(res, w0, time.time())
     G_stock = np.array([[int(v) for v in row] for row in res[0]["result"]], dtype=object).reshape(-1)
     n = X.shape[1]
     job = Job(program=SumProgram.gram_program(n), clients=[FixedClient(b, n * n) for b in blocks],
@@ -66,25 +145,45 @@ def stock_comparison(X: np.ndarray, parties: int, gamma: float) -> dict:
     return dict(stock_seconds=stock_s, stock_shape=list(X.shape), fast_seconds_at_stock_shape=fast_s,
                 speedup=stock_s / fast_s, stock_protocol_seconds=stock_proto, fast_protocol_seconds=fast_proto,
                 protocol_speedup=stock_proto / fast_proto, fast_phases=fast.phases,
+                stock_party_phases=stock_phases["party_phases"],
                 stock_identical=bool((G_stock == exact).all()),
                 fast_identical=bool((fast.values == exact).all()))
 
 
-class PCG64Backend(MPyCBackend):
-    """BENCHMARK ONLY: the mpyc backend with numpy's PCG64 (a statistical generator, insecure) in place of
-    AES-CTR for every party's Shamir coefficients and every client's rounding and noise draws."""
+def _pcg64_backend():
+    """The class :data:`PCG64Backend`, defined on first use: it derives from the runtime's mpyc backend, which
+    this module does not import until a benchmark runs."""
+    from mpc.mpyc_backend import MPyCBackend
 
-    def __init__(self):
-        super().__init__(insecure_share_rng="pcg64")
+    class PCG64Backend(MPyCBackend):
+        """BENCHMARK ONLY: the mpyc backend with numpy's PCG64 (a statistical generator, insecure) in place of
+        AES-CTR for every party's Shamir coefficients and every client's rounding and noise draws."""
 
-    def run(self, job: Job):
-        clients = [dataclasses.replace(c, insecure_pcg64=True) for c in job.clients]
-        return super().run(dataclasses.replace(job, clients=clients))
+        def __init__(self):
+            super().__init__(insecure_share_rng="pcg64")
+
+        def run(self, job):
+            clients = [dataclasses.replace(c, insecure_pcg64=True) for c in job.clients]
+            return super().run(dataclasses.replace(job, clients=clients))
+
+    PCG64Backend.__module__ = __name__
+    globals()["PCG64Backend"] = PCG64Backend
+    return PCG64Backend
+
+
+def __getattr__(name: str):  # PEP 562: ``from bench.bgw_cost import PCG64Backend``
+    if name == "PCG64Backend":
+        return _pcg64_backend()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def rng_microbench(n: int, p: int, repeat: int = 3) -> dict:
     """Seconds (best of ``repeat``) to draw ``n`` uniform elements of [0, p) (Shamir coefficients) and ``n``
     uniform floats (rounding coins) with AES-128-CTR and with PCG64."""
+    import numpy as np
+
+    from mpc.randomness import secure_generator
+
     out = dict(elements=int(n), field_prime_bits=int(p).bit_length())
     for name, rng in (("aes_ctr", secure_generator()), ("pcg64", np.random.default_rng())):
         for what, draw in (("field_elements", lambda: rng.integers(0, p, size=n, dtype=np.int64)),
@@ -102,6 +201,13 @@ def rng_microbench(n: int, p: int, repeat: int = 3) -> dict:
 
 def run(rows=20000, cols=60, parties=2, gammas=None, epsilon=1.0, delta=1e-5, stock_rows=None,
         stock_cols=None, seed=0, progress=True, compare_rng=False, repeat=1) -> dict:
+    import numpy as np
+    from tqdm import tqdm
+
+    from sqm.mechanism import SQM, run_programs
+    from sqm.polynomial import covariance
+    from sqm.vertical import VerticalData
+
     gammas = gammas or [2.0 ** k for k in range(6, 17)]
     X = make_data(rows, cols, seed)
     data = VerticalData.split(X, parties)
@@ -111,13 +217,23 @@ def run(rows=20000, cols=60, parties=2, gammas=None, epsilon=1.0, delta=1e-5, st
     out_rows = []
 
     def secure_cov(gamma, backend):
-        """(result, relative error, CPU seconds of all party processes: user + system, reaped children)."""
+        """(result, relative error, CPU seconds of all party processes: user + system, reaped children, the
+        per-party phases: :func:`phase_report`).  ``SQM.run``'s steps (programs, then run them), timed as it
+        times them, keeping the parties' records for their phases."""
         r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        res = SQM(covariance(cols), gamma, epsilon=epsilon, delta=delta, backend=backend, seed=seed).run(data)
+        w0, t0 = time.time(), time.perf_counter()
+        mech = SQM(covariance(cols), gamma, epsilon=epsilon, delta=delta, backend=backend, seed=seed)
+        programs, _ = mech.programs(data)
+        records = run_programs(programs, mech.backend)
+        out = records[0]["result"]
+        res = Secure(estimate=out.estimate, field_bits=out.field_bits, seconds=time.perf_counter() - t0,
+                     bytes_sent=[int(r.get("bytes_sent", 0)) for r in records],
+                     max_rss_bytes=[int(r.get("max_rss_bytes", 0)) for r in records])
+        phases = phase_report(records, w0, time.time())
         r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         est = res.estimate.reshape(cols, cols)
         cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
-        return res, float(np.linalg.norm(est - exact) / np.linalg.norm(exact)), cpu
+        return res, float(np.linalg.norm(est - exact) / np.linalg.norm(exact)), cpu, phases
 
     if int(repeat) != repeat or repeat < 1:
         raise ValueError(f"repeat must be an integer >= 1, got {repeat!r}")
@@ -126,16 +242,16 @@ def run(rows=20000, cols=60, parties=2, gammas=None, epsilon=1.0, delta=1e-5, st
         runs = {name: [] for name in names}
         for r in range(int(repeat)):  # interleaved, alternating which generator goes first
             for name in names if (k + r) % 2 == 0 else names[::-1]:
-                runs[name].append(secure_cov(gamma, "mpyc" if name == "aes_ctr" else PCG64Backend()))
+                runs[name].append(secure_cov(gamma, "mpyc" if name == "aes_ctr" else _pcg64_backend()()))
         best = {name: min(got, key=lambda g: g[0].seconds) for name, got in runs.items()}
-        res, rel, cpu = best["aes_ctr"]
+        res, rel, cpu, phases = best["aes_ctr"]
         row = dict(gamma=gamma, field_bits=res.field_bits, bytes_per_party=[int(b) for b in res.bytes_sent],
                    seconds=res.seconds, rel_error=rel, max_rss_bytes=[int(b) for b in res.max_rss_bytes],
-                   rng="aes_ctr", party_cpu_seconds=min(g[2] for g in runs["aes_ctr"]))
+                   rng="aes_ctr", party_cpu_seconds=min(g[2] for g in runs["aes_ctr"]), **phases)
         if repeat > 1:
             row["all_seconds"] = [g[0].seconds for g in runs["aes_ctr"]]
         if compare_rng:
-            pres, prel, _ = best["pcg64"]
+            pres, prel, _, _ = best["pcg64"]
             pcpu = min(g[2] for g in runs["pcg64"])
             row.update(pcg64_seconds=pres.seconds, pcg64_rel_error=prel, rng_time_ratio=res.seconds / pres.seconds,
                        pcg64_party_cpu_seconds=pcpu, rng_cpu_ratio=row["party_cpu_seconds"] / pcpu)
@@ -165,6 +281,7 @@ def print_table(rep: dict) -> None:
     for r in rep["rows"]:
         print(f"{r['gamma']:>8.0f} {r['field_bits']:>10} {max(r['bytes_per_party']):>18,} "
               f"{r['seconds']:>8.2f} {r['rel_error']:>10.3e} {max(r['max_rss_bytes']) / 2 ** 30:>17.2f} GiB")
+    print_phases(rep)
     if rep.get("compare_rng"):
         print("WARNING: the PCG64 column is a benchmark of the old statistical generator (insecure), never a mode "
               "to run jobs in")
@@ -188,6 +305,37 @@ def print_table(rep: dict) -> None:
               f"slowest party): stock {rep['stock_protocol_seconds']:.2f} s, fast {rep['fast_protocol_seconds']:.3f} s, "
               f"speed-up {rep['protocol_speedup']:.0f}x; both equal the exact integers: "
               f"{rep['stock_identical'] and rep['fast_identical']}")
+
+
+def phase_rows(rep: dict) -> list[dict]:
+    """One row per (gamma, party) of the report: the party's seconds per phase (:func:`party_phases`)."""
+    rows = []
+    for r in rep["rows"]:
+        for i, ph in enumerate(r.get("party_phases") or []):
+            rows.append({"gamma": f"{r['gamma']:g}", "party": "server" if i == 0 else f"client {i}", **ph})
+    return rows
+
+
+def print_phases(rep: dict) -> None:
+    """The per-party phase table: seconds per phase of each party (AES-CTR runs), then the launcher's own."""
+    from sqm.report import render_table
+
+    rows = phase_rows(rep)
+    if not rows:
+        return
+    names = list(dict.fromkeys(k for r in rows for k in r if k not in ("gamma", "party")))
+    order = [START, CONNECT, *PROTOCOL_PHASES, *(n for n in names if n not in PHASE_HEADERS), OTHER, OUTPUT, TOTAL]
+    cols = ["gamma", "party"] + [(n, PHASE_HEADERS.get(n, n), ".3f") for n in order if n in names]
+    print("seconds per phase and party (start: spawned -> ready to connect; connect: -> all peers connected; "
+          "protocol phases; other: the program outside them; output: -> result collected by the launcher)")
+    print(render_table(rows, cols))
+    before = [r.get("launcher_before_spawn_seconds") for r in rep["rows"]]
+    if all(b is not None for b in before):
+        print("launcher before the first spawn (plan, calibration, programs written): "
+              + ", ".join(f"{b:.3f} s" for b in before) + "; after the last result: "
+              + ", ".join(f"{r['launcher_after_collect_seconds']:.3f} s" for r in rep["rows"]))
+    heavy = sorted({m for r in rep["rows"] for h in r.get("heavy_modules", []) for m in h})
+    print(f"heavy packages imported by a party: {', '.join(heavy) if heavy else 'none'}")
 
 
 def plot(rep: dict, path: str) -> None:

@@ -158,6 +158,10 @@ def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float 
     and :class:`MPCError` names the failed party and its message.  Nothing outlives this call: the party
     processes and the private job folder (programs, results, messages) go away however it ends, a SIGKILL
     of this process included (see :class:`Launch`).
+
+    Each record's ``timeline`` (the party's own wall-clock stamps, :func:`mpc.party.main`) gets this process's:
+    ``spawned`` (just before the party's process was started), ``exited`` (its exit seen, within 20 ms) and
+    ``collected`` (its result file read back).
     """
     M = len(programs)
     if M < 2:
@@ -198,7 +202,12 @@ def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float 
                              for i in failed)
             raise MPCError(f"MPC job failed, no result released: {msgs}",
                            codes={i: procs[i].returncode for i in range(M)}) from None
-        return [job.load(rf) for rf in results]
+        records = [job.load(rf) for rf in results]
+        for i, rec in enumerate(records):
+            if isinstance(rec, dict):
+                rec.setdefault("timeline", {}).update(spawned=job.spawned_at[i], exited=job.exited_at.get(i),
+                                                      collected=time.time())
+        return records
 
 
 def _wait(procs, deadline_s: float, on_exit=None, grace_s: float = 30.0, lone_s: float = 5.0) -> list[int]:
@@ -292,6 +301,8 @@ class Launch:
     def __init__(self, prefix: str = "sqm-job-"):
         self.dir = tempfile.mkdtemp(prefix=prefix)  # mode 0700
         self.procs: list[subprocess.Popen] = []
+        self.spawned_at: list[float] = []  # time.time() just before each process was started
+        self.exited_at: dict[int, float] = {}  # process index -> time.time() when its exit was seen
         self._logs = []
         try:
             self._janitor = subprocess.Popen([sys.executable, "-I", "-S", "-c", _JANITOR], stdin=subprocess.PIPE,
@@ -337,15 +348,20 @@ class Launch:
         if messages is not None:
             err = os.fdopen(os.open(messages, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w")
             self._logs.append(err)
+        spawned = time.time()
         p = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL,
                              stdout=subprocess.DEVNULL if messages is not None else None, stderr=err,
                              umask=0o077, start_new_session=True, preexec_fn=_parent_death_signal())
         self.procs.append(p)
+        self.spawned_at.append(spawned)
         self._note(f"pid {p.pid}")
         return p
 
     def reaped(self, p: subprocess.Popen) -> None:
         """``p`` has exited and been waited for: its pid may be reused, the janitor must not signal it."""
+        i = next((k for k, q in enumerate(self.procs) if q is p), None)
+        if i is not None:
+            self.exited_at.setdefault(i, time.time())
         self._note(f"done {p.pid}")
 
     def close(self) -> None:

@@ -15,29 +15,59 @@ unless ``--insecure-plaintext`` is given.  The first exchange then compares ever
 The program file is a pickle read from this party's own disk, never from the network: it must be written by
 this party's own operator (``sqm ... --job --index I`` writes it on the party's host).  Everything peers send
 is a typed frame (:mod:`mpc.wire`), checked at each step and never unpickled.
+
+A party imports only what its program needs: this module's top imports the standard library alone (the
+protocol, numpy and MPyC come when the job runs), the program file's pickle imports its program's modules, and
+the party's record says which heavy packages were loaded (``heavy_modules``, :data:`HEAVY_MODULES`) and when
+each step of its start happened (``timeline``: wall-clock ``time.time()`` stamps, see :func:`main`).
 """
 from __future__ import annotations
 
-import argparse
-import asyncio
-import logging
-import os
-import pickle
-import resource
-import sys
 import time
 
-from . import logs
-from . import wire as messages
-from .liveness import IDLE_TIMEOUT_S
-from .protocol import InputRefused, ProtocolError, public_digest
+STARTED_AT = time.time()  # this process's first statement of ours (python -m mpc.party): before every import
 
-__all__ = ["PartyProgram", "EvaluateJob", "InputRefused", "ProtocolError", "public_digest", "messages", "describe",
-           "failure", "abort_reason", "main"]
-from .exitcodes import (EXIT_BAD_DATA, EXIT_ERROR, EXIT_LOST, EXIT_REFUSED,  # noqa: F401  (re-exported)
+import argparse  # noqa: E402
+import asyncio  # noqa: E402
+import logging  # noqa: E402
+import os  # noqa: E402
+import pickle  # noqa: E402
+import resource  # noqa: E402
+import sys  # noqa: E402
+
+from . import logs  # noqa: E402
+from .liveness import IDLE_TIMEOUT_S  # noqa: E402
+
+from .exitcodes import (EXIT_BAD_DATA, EXIT_ERROR, EXIT_LOST, EXIT_REFUSED,  # noqa: F401,E402  (re-exported)
                         EXIT_TIMEOUT, EXIT_USAGE)
 
 log = logging.getLogger(__name__)
+
+# Packages a party process of a secure statistic has no use for (learning, plotting, accounting libraries): a
+# party's record lists those that were imported (the party's program pulled them in through its pickle).
+HEAVY_MODULES = ("torch", "sklearn", "scipy", "dp_accounting", "opacus", "matplotlib", "pandas")
+
+# The party-program API's names that live in mpc.protocol and mpc.wire (numpy), imported on first use (PEP 562)
+# so that importing this module, as every party program's module does, costs the standard library alone.
+_LAZY = {"InputRefused": "protocol", "ProtocolError": "protocol", "public_digest": "protocol", "messages": None}
+
+__all__ = ["PartyProgram", "EvaluateJob", "describe", "failure", "abort_reason", "main", "HEAVY_MODULES",
+           "heavy_modules", *_LAZY]
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    if _LAZY[name] is None:  # ``messages``: mpc.wire itself
+        return importlib.import_module(".wire", __package__)
+    return getattr(importlib.import_module(f".{_LAZY[name]}", __package__), name)
+
+
+def heavy_modules() -> list[str]:
+    """The packages of :data:`HEAVY_MODULES` this process has imported."""
+    return [m for m in HEAVY_MODULES if m in sys.modules]
 
 
 # The party-program API: an application's party program needs PartyProgram, the errors it raises to refuse
@@ -81,6 +111,8 @@ class EvaluateJob(PartyProgram):
 def failure(e: BaseException, who: str, timeout: float) -> tuple[int, str]:
     """The exit code (:mod:`mpc.exitcodes`) and the message line of a party whose program ended with ``e``
     (a peer's lost connection aside): one classification for real party processes and in-process runs."""
+    from .protocol import InputRefused, ProtocolError
+
     if isinstance(e, InputRefused):  # this party's own input is unusable: the others were told the reason only
         detail = f" ({e.detail})" if e.detail else ""
         return EXIT_BAD_DATA, f"mpc.party {who}: refused its own input: {e}{detail}; job aborted, nothing released"
@@ -94,12 +126,25 @@ def failure(e: BaseException, who: str, timeout: float) -> tuple[int, str]:
 def abort_reason(e: BaseException, who: str) -> str:
     """What every peer is told when this party's program raised ``e``: a refusal's public reason, otherwise
     the exception's type only (its message may hold this party's data)."""
+    from .protocol import ProtocolError
+
     if isinstance(e, ProtocolError):
         return f"{who} refused: {getattr(e, 'public', None) or e}"
     return f"{who} failed ({type(e).__name__})"
 
 
 def main(argv=None) -> int:
+    """Run one party (see the module's docstring); its result file holds ``{"result": ..., **stats}``.
+
+    ``stats["timeline"]``: wall-clock stamps (``time.time()``, comparable between the processes of one machine)
+    of this party's start: ``started`` (this module's first statement, interpreter start-up before it),
+    ``main`` (the standard library imported), ``unpickled`` (the program file read: its modules imported),
+    ``ready`` (MPyC and the protocol imported: about to connect), ``connected`` (every peer connected),
+    ``agreed`` (the job description agreed), ``finished`` (the program returned), ``closed`` (the closing
+    barrier passed) and ``writing`` (the result about to be pickled); :func:`mpc.launch.run_parties` adds
+    ``spawned``, ``exited`` and ``collected`` to each record.  ``connect_seconds``: the connect phase as
+    :mod:`mpc.session` timed it."""
+    timeline = {"started": STARTED_AT, "main": time.time()}
     ap = argparse.ArgumentParser(prog="python -m mpc.party", description=__doc__.splitlines()[0])
     ap.add_argument("--program", required=True, help="pickled PartyProgram for this party")
     ap.add_argument("--index", type=int, required=True, help="this party's index (0 = server)")
@@ -148,6 +193,7 @@ def main(argv=None) -> int:
         return EXIT_USAGE
     with open(args.program, "rb") as f:
         program = pickle.load(f)
+    timeline["unpickled"] = time.time()
     if args.result:
         args.result = os.path.abspath(args.result)
     from .session import check_job_id, plaintext_refusal
@@ -187,16 +233,17 @@ def main(argv=None) -> int:
     from mpyc.runtime import mpc  # noqa: E402  (MPyC reads sys.argv at import)
 
     from .liveness import PartyLost, PeerSilent, install_loss_detection, start_keep_alive
-    from .protocol import PartyAborted, PartyContext
+    from .protocol import PartyAborted, PartyContext, ProtocolError
     from .session import agree_job, job_description, start
 
     state = {"done": False, "lost": set(), "aborted": None}
     install_loss_detection(state)
     who = "server" if args.index == 0 else f"client {args.index}"
-    stats = {}
+    stats = {"timeline": timeline}
 
     async def run():
         session = await start(mpc, addrs, tls, args.connect_timeout)
+        timeline["connected"] = time.time()
         log.info(f"connected to {len(addrs) - 1} parties in {session.seconds:.2f} s ({'TLS' if tls else 'plain TCP'})")
         start_keep_alive(mpc, state, args.idle_timeout)  # heartbeats; a silent peer aborts the job
         t0 = time.perf_counter()
@@ -207,6 +254,7 @@ def main(argv=None) -> int:
         ctx = PartyContext(mpc, rng=share_rng)
         job_name = tls.job if tls is not None else args.job_name
         stats["job_digest"] = await agree_job(ctx, job_description(args.job_id, addrs, job_name, describe(program)))
+        timeline["agreed"] = time.time()
         stats["connect_seconds"] = session.seconds
         log.debug(f"job {args.job_id} agreed: {describe(program)}")
         try:
@@ -217,10 +265,12 @@ def main(argv=None) -> int:
             await ctx.abort(abort_reason(e, who))
             raise
         stats["seconds"] = time.perf_counter() - t0
+        timeline["finished"] = time.time()
         stats["phases"] = dict(ctx.phases)
         stats["exchanges"], stats["waits"] = ctx.exchanges, ctx.waits
         stats["max_loop_stall_s"] = state["max_stall_s"]  # longest blocked stretch of this party's loop
         stats["max_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+        stats["heavy_modules"] = heavy_modules()  # what the program's modules pulled in (HEAVY_MODULES)
         stats["bytes_sent"] = sum(p.protocol.nbytes_sent for p in mpc.parties
                                   if p.pid != mpc.pid and p.protocol is not None)
         state["done"] = True
@@ -230,12 +280,15 @@ def main(argv=None) -> int:
             await asyncio.wait_for(ctx.close(), 10.0)
         except (asyncio.TimeoutError, PartyLost, ProtocolError):
             pass
+        timeline["closed"] = time.time()
         return result
 
     code = 0
     try:
+        timeline["ready"] = time.time()
         result = mpc.run(run())
         if args.result:
+            timeline["writing"] = time.time()
             with open(args.result + ".tmp", "wb") as f:
                 pickle.dump({"result": result, **stats}, f, protocol=5)
             os.replace(args.result + ".tmp", args.result)
