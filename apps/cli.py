@@ -33,6 +33,7 @@ BENCHMARKS = {
     "pbm-vfl": "bench.pbm_vfl",
     "hdp-vfl": "bench.hdp_vfl",
     "faults": "bench.faults",
+    "latency": "bench.latency",
 }
 
 

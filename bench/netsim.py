@@ -149,6 +149,12 @@ class DelayProxy:
         self.loop.close()
 
     async def _handle(self, reader, writer):
+        try:
+            await self._forward(reader, writer)
+        except asyncio.CancelledError:  # the proxy is closing: end quietly (asyncio would log the cancellation)
+            pass
+
+    async def _forward(self, reader, writer):
         self._writers.append(writer)
         target = self.target
         if target is None:  # the hook's preamble names the destination

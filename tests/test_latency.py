@@ -1,0 +1,135 @@
+"""The latency bench's pieces (issue 15, items 4 and 5): the critical-path count, the loopback delay proxy and
+its hook, and SQM-LR's 2 one-way delays per iteration.  Timings are the bench's (``sqm bench latency``); here
+only what holds on any machine: the proxy never forwards a chunk before it is due (a lower bound), keeps the
+order, forwards to loopback only and leaves nothing behind."""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from bench import latency, netsim
+
+
+def tr(*exchanges):
+    """A party's trace from (to, awaits) pairs."""
+    return [("x", list(to), list(aw), 0.0, 0.0) for to, aw in exchanges]
+
+
+def test_critical_path_counts_one_way_delays():
+    # a request/response between the server and two clients: 2
+    server = tr(([1, 2], []), ([], [1, 2]))
+    clients = [tr(([], [0]), ([0], [])) for _ in range(2)]
+    assert latency.rounds([server] + clients) == 2
+    # one all-to-all exchange: 1; three in a row: 3
+    a2a = [tr(*[([j for j in range(3) if j != p], [j for j in range(3) if j != p])] * 3) for p in range(3)]
+    assert latency.rounds(a2a) == 3
+    # a sender that awaits nothing runs ahead: clients send, then send again, the server awaits both: 1
+    server = tr(([], [1, 2]), ([], [1, 2]))
+    clients = [tr(([0], []), ([0], [])) for _ in range(2)]
+    assert latency.rounds([server] + clients) == 1
+    # with measured starts: a party starting late delays those awaiting it (its own message is already there)
+    assert latency.critical_path([tr(([1], [1])), tr(([0], [0]))], 1.0, [0.0, 3.0]) == [4.0, 3.0]
+    with pytest.raises(ValueError, match="different numbers of exchanges"):
+        latency.critical_path([tr(([1], [])), tr()])
+    with pytest.raises(ValueError, match="sends it nothing"):
+        latency.critical_path([tr(([], [1])), tr(([], []))])
+
+
+def _echo_server():
+    srv = socket.create_server(("127.0.0.1", 0))
+
+    def serve():
+        try:
+            conn, _ = srv.accept()
+        except OSError:
+            return
+        with conn:
+            while data := conn.recv(1 << 16):
+                conn.sendall(data)
+    threading.Thread(target=serve, daemon=True).start()
+    return srv
+
+
+def test_delay_proxy_holds_each_direction_and_keeps_order():
+    srv = _echo_server()
+    with netsim.DelayProxy(srv.getsockname(), delay_ms=40) as proxy:
+        c = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
+        t0 = time.monotonic()
+        c.sendall(b"ping")
+        assert c.recv(16) == b"ping"
+        assert time.monotonic() - t0 >= 0.080  # 40 ms there and 40 ms back, never less
+        payload = b"".join(i.to_bytes(4, "little") for i in range(50000))  # many chunks, in order
+        for k in range(0, len(payload), 7919):
+            c.sendall(payload[k:k + 7919])
+        got = b""
+        while len(got) < len(payload):
+            got += c.recv(1 << 16)
+        assert got == payload
+        c.close()
+    srv.close()
+
+
+def test_preamble_mode_forwards_loopback_only_and_the_hook_routes_a_child_through_it(tmp_path):
+    srv = _echo_server()
+    host, port = srv.getsockname()
+    with netsim.DelayProxy(None, delay_ms=0) as proxy:
+        bad = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
+        bad.sendall(b"SQM-NETSIM 192.0.2.1 80\n")  # not loopback: closed, never dialled
+        bad.settimeout(10)
+        assert bad.recv(16) == b""
+        bad.close()
+        child = ("import asyncio\n"
+                 "async def main():\n"
+                 f"    r, w = await asyncio.open_connection('127.0.0.1', {port})\n"
+                 "    w.write(b'hello'); await w.drain()\n"
+                 "    print((await r.readexactly(5)).decode()); w.close()\n"
+                 "asyncio.run(main())\n")
+        with netsim.hook_dir() as folder:
+            env = dict(os.environ, PYTHONPATH=folder, **{netsim.PROXY_ENV: proxy.address})
+            out = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == "hello"
+        assert proxy.connections == 1 and proxy.forwarded == 10  # through the proxy, both ways
+        assert not os.path.exists(folder)
+    srv.close()
+
+
+def test_delayed_parties_restores_the_environment():
+    before = {k: os.environ.get(k) for k in ("PYTHONPATH", netsim.PROXY_ENV, netsim.REDIRECT_ENV)}
+    with netsim.delayed_parties(5) as proxy:
+        folder = os.environ["PYTHONPATH"].split(os.pathsep)[0]
+        assert os.path.exists(os.path.join(folder, "sitecustomize.py"))
+        assert os.environ[netsim.PROXY_ENV] == proxy.address
+    assert {k: os.environ.get(k) for k in before} == before
+    assert not os.path.exists(folder)
+    assert not proxy._thread.is_alive()
+
+
+@pytest.mark.parametrize("clients", [2, 3])
+def test_lr_iteration_is_two_one_way_delays(clients):
+    """SQM-LR's exchanges (in process, the real protocol over the mailboxes): each iteration adds 2 one-way
+    delays to the critical path (2 exchanges with 3 clients, M > 3t; 3 with 2 clients), and the weights are
+    those of the ideal functionality, bit for bit."""
+    from mpc.inprocess import run_in_process
+
+    def traced(R):
+        progs = latency.lr_programs(8, 16, clients, 400, R, seed=3)
+        recs = run_in_process([latency.Traced(p) for p in progs], timeout=120, ideal=False)
+        ideal = run_in_process(progs, timeout=120)
+        assert np.array_equal(recs[0]["result"]["result"]["weights"], ideal[0]["result"]["weights"])
+        return [r["result"]["trace"] for r in recs]
+
+    one, many = traced(1), traced(4)
+    assert (latency.rounds(many) - latency.rounds(one)) == 2 * 3
+    per_iteration = (len(many[0]) - len(one[0])) // 3
+    assert per_iteration == (2 if clients == 3 else 3)
+    assert [x[0] for x in many[0][-per_iteration:]][-1] == "open result"
