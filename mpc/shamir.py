@@ -29,7 +29,9 @@ def share(secret, n_parties: int, t: int, p: int, rng: np.random.Generator) -> n
     for x in range(1, t + 1):
         acc = np.zeros(secret.shape, dtype=np.int64)
         for c in reversed(coefs):  # Horner: ((c_t x + c_{t-1}) x + ...) x + secret
-            acc = modarith.small_mul_mod(modarith.add_mod(acc, c, p), x, p)
+            acc = modarith.add_mod(acc, c, p)
+            if x != 1:
+                acc = modarith.small_mul_mod(acc, x, p)
         vals.append(modarith.add_mod(acc, secret, p))
     diff = list(vals)  # becomes Delta^k f(0), k = 0..t
     for k in range(1, t + 1):

@@ -132,3 +132,19 @@ def test_field_choice_and_signed_encoding():
         prime_for_bound(2**61, 3)
     with pytest.raises(ValueError, match="out of range"):
         from_signed(np.array([p], dtype=object), p)
+
+
+@pytest.mark.parametrize("bits", [20, 42, 53, 61])
+def test_gram_with_balanced_limbs_is_exact_at_the_worst_magnitudes(bits):
+    """gram_mod's balanced limbs at their worst case: every entry +-(p - 1) / 2 (the largest signed
+    representatives), over enough rows that the plan takes several exact chunks, and mixed with 0, 1, p - 1."""
+    p = prime_below(bits)
+    w, L, chunk = modarith._signed_limb_plan(p.bit_length(), 10**6)
+    assert L * chunk * (1 << (2 * w - 2)) < 1 << 53 and w * L >= p.bit_length()
+    rows = 2 * chunk + 3
+    S = np.full((rows, 4), (p - 1) // 2, dtype=np.int64)
+    S[:, 1] = (p + 1) // 2  # -(p - 1) / 2
+    S[::5, 2] = p - 1
+    S[1::3, 3] = 1
+    exact = (_exact(S).T.dot(_exact(S))) % p
+    assert (modarith.gram_mod(S, p).astype(object) == exact).all()
