@@ -310,7 +310,7 @@ def write_job(path, addresses, files, id_column: str = "id", job_id: str | None 
 def write_party_csvs(X, directory, n_parties: int | None = None, col_counts=None, ids=None,
                      id_column: str = "id", addresses=None, prefix: str = "party",
                      job_name: str = "job.json", dataset: str | None = None, bounds=None,
-                     norm_shares=None, fmt: str = "csv", row_group_rows: int = 1 << 16) -> str:
+                     norm_shares=None, fmt: str = "csv", row_group_rows: int = 1 << 14) -> str:
     """Split ``X``'s columns among parties, write ``{prefix}{j}.csv`` (id + columns) and a job file.
 
     ``fmt="parquet"`` writes ``{prefix}{j}.parquet`` instead (pyarrow; integer ids when ``ids`` are integers,

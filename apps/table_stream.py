@@ -35,8 +35,9 @@ from .tables import MAX_ABS_VALUE, MISSING, PARQUET_EXTENSIONS, _sniff_separator
 
 log = logging.getLogger(__name__)
 
-BATCH_ROWS = 1 << 16  # records per batch of the checking passes
-_CSV_BLOCK_BYTES = 1 << 22  # pyarrow's CSV block size: a batch holds about this many bytes of text
+BATCH_ROWS = 1 << 13  # records per batch read (chunks are regrouped from them: mpc.stream.rechunk)
+_CSV_BLOCK_BYTES = 1 << 20  # pyarrow's CSV block size: a batch holds about this many bytes of text
+_PARQUET_BUFFER_BYTES = 1 << 20  # column chunks are streamed through buffers of this size, not read whole
 
 
 class FileChanged(InputRefused):
@@ -102,8 +103,8 @@ class StreamedTable:
         """The feature rows in file order, float64 blocks of exactly ``rows`` records (the last: the rest),
         each checked again and passed through ``transform``."""
         seen = 0
-        for block in rechunk((_floats(b, self.columns, self.file) for b in self._batches(self.columns, rows)),
-                             rows):
+        batches = self._batches(self.columns, min(int(rows), BATCH_ROWS))
+        for block in rechunk((_floats(b, self.columns, self.file) for b in batches), rows):
             seen += block.shape[0]
             if self.transform is not None:
                 block, count = self.transform(block)
@@ -125,7 +126,8 @@ def _batches(path: str, names, rows: int, sep: str, id_column: str):
     if path.lower().endswith(PARQUET_EXTENSIONS):
         import pyarrow.parquet as pq
 
-        with pq.ParquetFile(path) as f:
+        # buffered, not pre-buffered: a reader then holds about one row group's decoded pages, not the file's
+        with pq.ParquetFile(path, buffer_size=_PARQUET_BUFFER_BYTES, pre_buffer=False) as f:
             for b in f.iter_batches(batch_size=int(rows), columns=list(names), use_threads=False):
                 yield b
         return

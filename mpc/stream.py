@@ -15,9 +15,9 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
-# Elements (records x columns, all clients' columns together) per chunk: 2^22 int64 = 32 MiB per chunk array,
+# Elements (records x columns, all clients' columns together) per chunk: 2^20 int64 = 8 MiB per chunk array,
 # so a party's peak memory stays a few hundred MiB whatever the record count.
-CHUNK_ELEMENTS = 1 << 22
+CHUNK_ELEMENTS = 1 << 20
 
 
 def chunk_rows(n_cols: int, elements: int = CHUNK_ELEMENTS) -> int:
