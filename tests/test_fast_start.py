@@ -128,3 +128,22 @@ def test_pca_job_parties_import_no_learning_library(pca_job_heavy):
 def test_pca_job_parties_import_no_accounting_library(pca_job_heavy):
     for heavy in pca_job_heavy:
         assert heavy == [], heavy
+
+
+def test_bench_start_report(tmp_path):
+    """sqm bench start: the help's figures and each party's start, step by step, in its JSON."""
+    import json
+
+    from apps.cli import main
+
+    out = tmp_path / "start.json"
+    assert main(["bench", "start", "--repeat", "1", "--rows", "60", "--cols", "4", "--json", str(out), "-q"]) == 0
+    rep = json.loads(out.read_text())["details"]
+    assert rep["help"]["tree"] == str(ROOT) and rep["help"]["best_seconds"] > 0 and rep["help"]["modules"] > 0
+    assert not HEAVY & set(rep["help"]["heavy"])
+    parties = rep["party_start"]["parties"]
+    assert [p["party"] for p in parties] == ["server", "client 1", "client 2"]
+    for p in parties:
+        steps = [p[k] for k in ("interpreter", "stdlib", "program", "runtime")]
+        assert all(s >= 0 for s in steps) and abs(sum(steps) - p["spawn -> ready"]) < 1e-6
+        assert p["heavy_modules"] == [] and p["total"] >= p["spawn -> ready"] + p["connect"]

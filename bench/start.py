@@ -1,0 +1,133 @@
+"""Start-up cost: ``sqm --help`` (wall time, modules imported) and a party process's start (spawn -> ready).
+
+    sqm bench start --repeat 5 --json start.json
+    sqm bench start --tree /path/to/another/checkout      # the same figures for another checkout (e.g. older)
+
+``python -m apps --help`` is run ``--repeat`` times in a fresh interpreter from the checkout ``--tree`` (default:
+this one) and the fastest wall time is kept (the first run, which may write the .pyc files, is not counted;
+``$PYTHONDONTWRITEBYTECODE`` is removed for these runs, as an installed package has its .pyc); ``-X importtime``
+gives the modules it imported, their total import time and which heavy packages (:data:`mpc.party.HEAVY_MODULES`,
+numpy) were among them.  Then a small secure covariance (``--rows`` x ``--cols``, 2 clients, real party processes)
+is run ``--repeat`` times and each party's start is broken down from its timeline (:func:`mpc.party.main`):
+interpreter start-up, standard library, program unpickled (its modules imported), MPyC and the protocol imported
+(ready to connect), connect; the fastest run (end to end) is kept.  Timings depend on the machine's load: the
+report records the load average.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+
+from bench.common import finish
+
+STEPS = (("interpreter", "spawned", "started"), ("stdlib", "started", "main"), ("program", "main", "unpickled"),
+         ("runtime", "unpickled", "ready"), ("connect", "ready", "connected"))
+WATCH = ("numpy", "torch", "sklearn", "scipy", "dp_accounting", "opacus", "matplotlib", "pandas", "mpyc")
+
+
+def help_cost(tree: str, repeat: int = 5) -> dict:
+    """Wall time of ``python -m apps --help`` from checkout ``tree`` (best and median of ``repeat``), and what
+    ``-X importtime`` says it imported."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = os.pathsep.join([tree, env.get("PYTHONPATH", "")])
+    cmd = [sys.executable, "-m", "apps", "--help"]
+    first = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=300)  # writes .pyc
+    if first.returncode != 0:
+        raise RuntimeError(f"python -m apps --help failed in {tree}: {first.stderr[-500:]}")
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, cwd=tree, env=env, capture_output=True, timeout=300, check=True)
+        times.append(time.perf_counter() - t0)
+    err = subprocess.run([sys.executable, "-X", "importtime", *cmd[1:]], cwd=tree, env=env, capture_output=True,
+                         text=True, timeout=300).stderr
+    rows = re.findall(r"^import time:\s+(\d+) \|\s+(\d+) \| ( *)(\S+)$", err, re.M)
+    top = {name.split(".")[0] for _, _, _, name in rows}
+    return dict(tree=os.path.abspath(tree), repeat=repeat, best_seconds=min(times),
+                median_seconds=sorted(times)[len(times) // 2], all_seconds=times, modules=len(rows),
+                import_seconds=sum(int(cum) for _, cum, indent, _ in rows if not indent) / 1e6,
+                heavy=[m for m in WATCH if m in top])
+
+
+def party_start(rows: int = 2000, cols: int = 20, repeat: int = 5, seed: int = 0) -> dict:
+    """Each party's start in the fastest of ``repeat`` secure covariances (real processes), step by step."""
+    import numpy as np
+
+    import mpc.launch
+    from sqm.mechanism import SQM
+    from sqm.polynomial import covariance
+    from sqm.vertical import VerticalData
+
+    X = np.random.default_rng(seed).normal(size=(rows, cols))
+    data = VerticalData.split(X / np.linalg.norm(X, axis=1).max(), 2)
+    seen, real = [], mpc.launch.run_parties
+
+    def spy(programs, **kw):
+        seen.append(real(programs, **kw))
+        return seen[-1]
+    runs = []
+    mpc.launch.run_parties = spy  # the parties' records (SQM.run returns the release only)
+    try:
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            SQM(covariance(cols), 4096.0, epsilon=1.0, backend="mpyc").run(data)
+            runs.append((time.perf_counter() - t0, seen[-1]))
+    finally:
+        mpc.launch.run_parties = real
+    seconds, records = min(runs, key=lambda r: r[0])
+    parties = []
+    for i, r in enumerate(records):
+        tl = r["timeline"]
+        parties.append({"party": "server" if i == 0 else f"client {i}",
+                        **{name: tl[b] - tl[a] for name, a, b in STEPS},
+                        "spawn -> ready": tl["ready"] - tl["spawned"], "total": tl["collected"] - tl["spawned"],
+                        "heavy_modules": r.get("heavy_modules")})
+    return dict(shape=[rows, cols], repeat=repeat, seconds=seconds, all_seconds=[s for s, _ in runs],
+                parties=parties)
+
+
+def run(tree: str | None = None, repeat: int = 5, rows: int = 2000, cols: int = 20, parties: bool = True) -> dict:
+    tree = tree or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    rep = dict(help=help_cost(tree, repeat), load_average=list(os.getloadavg()), cpus=os.cpu_count())
+    if parties:
+        rep["party_start"] = party_start(rows, cols, repeat)
+    rep["load_average_after"] = list(os.getloadavg())
+    return rep
+
+
+def print_table(rep: dict) -> None:
+    from sqm.report import render_table
+
+    h = rep["help"]
+    print(f"python -m apps --help from {h['tree']}: best {h['best_seconds']:.3f} s, median "
+          f"{h['median_seconds']:.3f} s of {h['repeat']}; {h['modules']} modules imported in "
+          f"{h['import_seconds']:.3f} s (-X importtime); heavy: {', '.join(h['heavy']) or 'none'}")
+    load = ", ".join(f"{v:.2f}" for v in rep["load_average"])
+    print(f"load average {load} on {rep['cpus']} cores (after: "
+          f"{', '.join(f'{v:.2f}' for v in rep['load_average_after'])})")
+    p = rep.get("party_start")
+    if p:
+        print(f"secure covariance {p['shape'][0]} x {p['shape'][1]}, 3 parties: fastest of {p['repeat']} "
+              f"{p['seconds']:.2f} s end to end; each party's start (seconds):")
+        cols = ["party"] + [(name, name, ".3f") for name, _, _ in STEPS] + [("spawn -> ready", "spawn->ready", ".3f"),
+                                                                           ("total", "total", ".3f")]
+        print(render_table(p["parties"], cols))
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--tree", default=None, help="checkout whose `python -m apps --help` is timed (default: this one)")
+    ap.add_argument("--repeat", type=int, default=5, help="runs of each measurement; the fastest is kept (default 5)")
+    ap.add_argument("--rows", type=int, default=2000, help="records of the secure covariance (default 2000)")
+    ap.add_argument("--cols", type=int, default=20, help="columns of the secure covariance (default 20)")
+    ap.add_argument("--no-parties", action="store_true", help="time sqm --help only")
+    ap.add_argument("--json", help="write the figures to this JSON file")
+
+
+def cli(args) -> int:
+    if args.repeat < 1:
+        raise ValueError(f"--repeat must be >= 1, got {args.repeat}")
+    return finish(run(args.tree, args.repeat, args.rows, args.cols, not args.no_parties), args, print_table)
