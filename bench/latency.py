@@ -38,13 +38,15 @@ phase), end to end (processes started to results read, against the same model wi
 delays: the connect phase's id and OK, the job agreement, the closing barrier and the connections' ends),
 ``exchanges`` and ``waits`` from the party records (the server's; a wait is not a one-way delay on the
 critical path: a party may wait for a message already there), L, the model and measured / model.  Timings are from a
-shared machine (the load average is recorded): each cell keeps the fastest of ``--repeat`` runs (3), its span
-and its end-to-end time each; compare with the 0 ms row of the same invocation.
+shared machine (the load average is recorded): each cell keeps the fastest of ``--repeat`` runs (3; the delays
+interleaved, so that a change of load hits them alike), its span and its end-to-end time each; compare with
+the 0 ms row of the same invocation.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 
 import numpy as np
@@ -257,14 +259,17 @@ def run(delays=(0, 5, 20, 50), jobs=JOBS, clients: int = 3, rows: int = 20000, c
     measured = {}
     for job, variant, its, make, preload in variants:
         programs = make()
+        tries = {d: [] for d in delays}
+        for _ in range(max(1, repeat)):  # delays interleaved: a change of the machine's load hits them alike
+            for d in delays:
+                rep["loads"].append(os.getloadavg()[0])
+                if progress:
+                    print(f"latency: {job} {variant}, {d:g} ms ...", flush=True, file=sys.stderr)
+                tries[d].append(run_once(programs, d, preload))
         for d in delays:
-            rep["loads"].append(os.getloadavg()[0])
-            if progress:
-                print(f"latency: {job} {variant}, {d:g} ms ...", flush=True, file=__import__("sys").stderr)
-            tries = [run_once(programs, d, preload) for _ in range(max(1, repeat))]
-            r = min(tries, key=lambda x: x["span_s"])  # the least disturbed run (a shared machine)
-            r.update(job=job, variant=variant, iterations=its, spans_s=[x["span_s"] for x in tries],
-                     end_to_end_all_s=[x["end_to_end_s"] for x in tries])
+            r = min(tries[d], key=lambda x: x["span_s"])  # the least disturbed run (a shared machine)
+            r.update(job=job, variant=variant, iterations=its, spans_s=[x["span_s"] for x in tries[d]],
+                     end_to_end_all_s=[x["end_to_end_s"] for x in tries[d]])
             r["end_to_end_s"] = min(r["end_to_end_all_s"])
             rep["runs"].append(r)
             measured[(job, its, d)] = r
