@@ -39,17 +39,6 @@ PHASE_HEADERS = {START: "start", CONNECT: "connect", "agree": "agree", "client c
                  TOTAL: "total"}
 
 
-@dataclasses.dataclass
-class Secure:
-    """What the table takes from one secure covariance (the figures of :class:`sqm.mechanism.SQMResult`)."""
-
-    estimate: object
-    field_bits: int
-    seconds: float
-    bytes_sent: list
-    max_rss_bytes: list
-
-
 def party_phases(record: dict) -> dict:
     """Seconds of each phase of one party's run, from its record (:func:`mpc.launch.run_parties`):
 
@@ -204,7 +193,8 @@ def run(rows=20000, cols=60, parties=2, gammas=None, epsilon=1.0, delta=1e-5, st
     import numpy as np
     from tqdm import tqdm
 
-    from sqm.mechanism import SQM, run_programs
+    from mpc.launch import record_jobs
+    from sqm.mechanism import SQM
     from sqm.polynomial import covariance
     from sqm.vertical import VerticalData
 
@@ -218,18 +208,12 @@ def run(rows=20000, cols=60, parties=2, gammas=None, epsilon=1.0, delta=1e-5, st
 
     def secure_cov(gamma, backend):
         """(result, relative error, CPU seconds of all party processes: user + system, reaped children, the
-        per-party phases: :func:`phase_report`).  ``SQM.run``'s steps (programs, then run them), timed as it
-        times them, keeping the parties' records for their phases."""
+        per-party phases: :func:`phase_report` of the parties' records)."""
         r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        w0, t0 = time.time(), time.perf_counter()
-        mech = SQM(covariance(cols), gamma, epsilon=epsilon, delta=delta, backend=backend, seed=seed)
-        programs, _ = mech.programs(data)
-        records = run_programs(programs, mech.backend)
-        out = records[0]["result"]
-        res = Secure(estimate=out.estimate, field_bits=out.field_bits, seconds=time.perf_counter() - t0,
-                     bytes_sent=[int(r.get("bytes_sent", 0)) for r in records],
-                     max_rss_bytes=[int(r.get("max_rss_bytes", 0)) for r in records])
-        phases = phase_report(records, w0, time.time())
+        w0 = time.time()
+        with record_jobs() as jobs:
+            res = SQM(covariance(cols), gamma, epsilon=epsilon, delta=delta, backend=backend, seed=seed).run(data)
+        phases = phase_report(jobs[-1], w0, time.time())
         r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         est = res.estimate.reshape(cols, cols)
         cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)

@@ -57,27 +57,19 @@ def party_start(rows: int = 2000, cols: int = 20, repeat: int = 5, seed: int = 0
     """Each party's start in the fastest of ``repeat`` secure covariances (real processes), step by step."""
     import numpy as np
 
-    import mpc.launch
+    from mpc.launch import record_jobs
     from sqm.mechanism import SQM
     from sqm.polynomial import covariance
     from sqm.vertical import VerticalData
 
     X = np.random.default_rng(seed).normal(size=(rows, cols))
     data = VerticalData.split(X / np.linalg.norm(X, axis=1).max(), 2)
-    seen, real = [], mpc.launch.run_parties
-
-    def spy(programs, **kw):
-        seen.append(real(programs, **kw))
-        return seen[-1]
     runs = []
-    mpc.launch.run_parties = spy  # the parties' records (SQM.run returns the release only)
-    try:
-        for _ in range(repeat):
-            t0 = time.perf_counter()
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        with record_jobs() as jobs:  # the parties' records (SQM.run returns the release only)
             SQM(covariance(cols), 4096.0, epsilon=1.0, backend="mpyc").run(data)
-            runs.append((time.perf_counter() - t0, seen[-1]))
-    finally:
-        mpc.launch.run_parties = real
+        runs.append((time.perf_counter() - t0, jobs[-1]))
     seconds, records = min(runs, key=lambda r: r[0])
     parties = []
     for i, r in enumerate(records):

@@ -138,6 +138,22 @@ def party_command(program_file: str, index: int, addresses: str, result_file: st
     return cmd
 
 
+_RECORDERS: list[list] = []  # the lists of open record_jobs() blocks
+
+
+@contextlib.contextmanager
+def record_jobs():
+    """Within this block every :func:`run_parties` call of this process appends its records (the list it returns)
+    to the list yielded: how a benchmark or a test reads the parties' timelines and statistics of a job it ran
+    through a higher-level API (e.g. :meth:`sqm.mechanism.SQM.run`, which returns the release only)."""
+    jobs: list = []
+    _RECORDERS.append(jobs)
+    try:
+        yield jobs
+    finally:
+        _RECORDERS.remove(jobs)
+
+
 def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float = 60.0,
                 extra_args: list[str] | None = None, on_start=None, addresses=None,
                 ssl_dir: str | None = None, blas_threads: int | None = None, min_clients: int = 1,
@@ -207,6 +223,8 @@ def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float 
             if isinstance(rec, dict):
                 rec.setdefault("timeline", {}).update(spawned=job.spawned_at[i], exited=job.exited_at.get(i),
                                                       collected=time.time())
+        for jobs in _RECORDERS:
+            jobs.append(records)
         return records
 
 

@@ -66,32 +66,20 @@ def test_lazy_names_still_import():
     assert issubclass(InputRefused, ProtocolError)
 
 
-def _records_of(monkeypatch):
-    """Spy on :func:`mpc.launch.run_parties`: the parties' records of every job run."""
-    import mpc.launch
-
-    seen, real = [], mpc.launch.run_parties
-
-    def spy(programs, **kw):
-        seen.append(real(programs, **kw))
-        return seen[-1]
-    monkeypatch.setattr(mpc.launch, "run_parties", spy)
-    return seen
-
-
-def test_covariance_parties_import_no_heavy_package(monkeypatch):
+def test_covariance_parties_import_no_heavy_package():
     """A secure covariance through real party processes: no party imported torch, scikit-learn, SciPy,
     dp-accounting (or any of HEAVY): the launcher calibrates, the parties only quantize, share and add."""
+    from mpc.launch import record_jobs
     from mpc.party import HEAVY_MODULES
     from sqm.mechanism import SQM
     from sqm.polynomial import covariance
     from sqm.vertical import VerticalData
 
     assert HEAVY <= set(HEAVY_MODULES)
-    seen = _records_of(monkeypatch)
     X = np.random.default_rng(0).normal(size=(40, 5))
     X /= np.linalg.norm(X, axis=1).max()
-    res = SQM(covariance(5), 1024.0, epsilon=1.0, backend="mpyc", seed=3).run(VerticalData.split(X, 2))
+    with record_jobs() as seen:
+        res = SQM(covariance(5), 1024.0, epsilon=1.0, backend="mpyc", seed=3).run(VerticalData.split(X, 2))
     assert res.estimate.shape == (25,) and len(seen) == 1 and len(seen[0]) == 3
     for r in seen[0]:
         assert r["heavy_modules"] == []
