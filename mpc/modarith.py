@@ -230,41 +230,47 @@ def _signed_limb_plan(bits: int, inner: int) -> tuple[int, int, int]:
     raise ValueError("no exact limb plan")  # pragma: no cover
 
 
-def _signed_limbs_into(A: np.ndarray, w: int, L: int, p: int, out: np.ndarray) -> np.ndarray:
-    """The L balanced limbs of A's signed representatives side by side in ``out`` (rows x L cols, float64):
-    s = sum_u limb_u 2^(w u) with every limb in [-2^(w-1), 2^(w-1)] (the top one: what is left, which
-    L w >= bits keeps inside that range); s = A or A - p, whichever is smaller in magnitude."""
-    rows, cols = A.shape
-    s = np.array(A, dtype=np.int64)
-    s[s > p // 2] -= p
+def _balanced_limbs(A: np.ndarray, w: int, L: int, p: int) -> list[np.ndarray]:
+    """The L balanced limbs of A's signed representatives, each a contiguous float64 array of A's shape:
+    s = sum_u limb_u 2^(w u), every limb in [-2^(w-1), 2^(w-1)] (the top one: what is left, which L w >= bits
+    keeps inside that range), s = A or A - p, whichever is smaller in magnitude.  Digits are cut in int64
+    (exact for any p < 2^62), then converted (exact: below 2^53)."""
+    h = (p - 1) // 2
+    t = np.add(A, h, dtype=np.int64)  # (A + h) mod p - h is the signed representative
+    u = t.view(np.uint64)
+    np.minimum(u, u - np.uint64(p), out=u)
+    np.subtract(t, h, out=t)
     half, mask = 1 << (w - 1), (1 << w) - 1
-    d = np.empty_like(s)
-    for u in range(L - 1):
-        np.add(s, half, out=d)
+    d = np.empty_like(t)
+    limbs = []
+    for _ in range(L - 1):
+        np.add(t, half, out=d)
         np.bitwise_and(d, mask, out=d)
         np.subtract(d, half, out=d)
-        out[:rows, u * cols:(u + 1) * cols] = d
-        np.subtract(s, d, out=s)
-        np.right_shift(s, w, out=s)  # exact: s - d is a multiple of 2^w
-    out[:rows, (L - 1) * cols:L * cols] = s
-    return out[:rows]
+        np.subtract(t, d, out=t)
+        np.right_shift(t, w, out=t)  # exact: t - d is a multiple of 2^w
+        limbs.append(d.astype(np.float64))
+    limbs.append(t.astype(np.float64))
+    return limbs
 
 
 def gram_mod(S, p: int) -> np.ndarray:
-    """Exact S^T S mod p for int64 S (m x n) in [0, p): one symmetric BLAS product of balanced limbs per row
-    chunk (:func:`_signed_limb_plan`)."""
+    """Exact S^T S mod p for int64 S (m x n) in [0, p): per row chunk, the BLAS products of its balanced limbs
+    (:func:`_signed_limb_plan`) two by two, limb_a^T limb_b for a <= b (the pair b, a is the transpose), so
+    L (L + 1) / 2 products of n x n instead of L^2, and no strided copies."""
     _check_p(p)
     S = np.asarray(S, dtype=np.int64)
     m, n = S.shape
     w, L, chunk = _signed_limb_plan(p.bit_length(), m)
     out = np.zeros((n, n), dtype=np.int64)
-    buf = np.empty((min(chunk, m), L * n), dtype=np.float64)
     for s0 in range(0, m, chunk):
-        cat = _signed_limbs_into(S[s0:s0 + chunk], w, L, p, buf)  # c x L n
-        G = cat.T @ cat  # (L n) x (L n), all limb pairs
+        limbs = _balanced_limbs(S[s0:s0 + chunk], w, L, p)
         partials = [np.zeros((n, n)) for _ in range(2 * L - 1)]
-        for u in range(L):
-            for v in range(L):
-                partials[u + v] += G[u * n:(u + 1) * n, v * n:(v + 1) * n]
+        for a in range(L):
+            for b in range(a, L):
+                G = limbs[a].T @ limbs[b]
+                partials[a + b] += G
+                if a != b:
+                    partials[a + b] += G.T
         out = add_mod(out, _shift_sum(partials, w, p), p)
     return out

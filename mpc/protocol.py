@@ -325,17 +325,21 @@ class PartyContext:
             raise ProtocolError(f"party {self.pid}: a job with {self.M - 1} client(s) has threshold t = 0, so "
                                 f"every party's share would be a client's data in the clear; at least two "
                                 f"clients are needed; refused")
-        outgoing = {}
-        if not self.is_server:
+        if self.is_server:  # an empty frame to every client: the clients' pace (see below)
+            outgoing = {j: None for j in range(self.M)}
+        else:
             shares = [shamir.share(x, self.M, self.t, p, self.rng) for x in payload]
             self._lap("share inputs (local)")
             outgoing = {j: [s[j] for s in shares] for j in range(self.M)}
-        expect = {}
+        expect = {0: wire.nothing}
         for k, c in enumerate(self.clients):
             parts = [wire.shares((rows, None if widths is None else widths[k]), p)]
             parts += [wire.shares(tuple(s), p) for s in summands]
             expect[c] = _list_of(parts, "input shares")
-        got = await self.send_recv(outgoing, self.clients, expect, "input shares")
+        # every party hears from every other: a client starts chunk k + 1 only once the server has begun chunk k,
+        # so shares never pile up in a slower party's buffers (memory bounded by about two chunks)
+        got = await self.send_recv(outgoing, range(self.M), expect, "input shares")
+        got = got[1:]
         self._lap("exchange input shares")
         sums = []
         for k in range(1, len(got[0])):
