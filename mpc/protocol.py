@@ -8,13 +8,17 @@ Protocol, for M parties (party 0 the server, parties 1..n the clients) and thres
 1. every party checks that all others run the same public job (hash of the public parameters);
 2. the clients check among themselves that they hold the same number of records (the server learns only
    whether the check passed);
-3. each client Shamir-shares (degree t) its integer columns and its addend with every party;
-4. each party computes shares of the moments locally: column sums (degree t), sums of products of two
-   columns by the inner-product trick (degree 2t, no communication whatever the record count), and
-   higher degrees by elementwise products with one degree reduction per extra factor;
-5. each party combines moments into the outputs with the public integer coefficients and adds the addend
-   shares; if the outputs have degree 2t, one degree reduction (resharing, [GRR98]) brings them to degree t,
-   so after the input phase only O(outputs) field elements per party travel;
+3. each client Shamir-shares (degree t) its integer columns, chunk by chunk (:mod:`mpc.stream`), with the
+   *workers*: the clients alone when they are at least 2t + 1 and the program has degree at most 2 (the server
+   then receives no share of any record), else every party; the addends go with the last chunk;
+4. each worker adds each chunk's moments to its running sums on shares, locally: column sums (degree t),
+   sums of products of two columns by the inner-product trick (degree 2t, no communication whatever the
+   record count), and higher degrees by elementwise products with one degree reduction per extra factor;
+   no worker holds more than one chunk of shares;
+5. each worker combines moments into the outputs with the public integer coefficients and adds the addend
+   shares; if the outputs have degree 2t, one degree reduction (resharing, [GRR98], from the 2t + 1 or more
+   workers' points) gives every party a degree-t share, so after the input phase only O(outputs) field
+   elements per party travel;
 6. every party sends its output shares to the server (and to the clients if asked), which reconstructs
    and decodes the signed result.  Nothing else is ever opened.
 """
@@ -313,34 +317,39 @@ class PartyContext:
         await rt.parties[self.pid].protocol
 
     # ----- sharing ---------------------------------------------------------------------------------
-    async def input_shares(self, payload, p: int, widths=None, rows: int | None = None, summands=()
-                           ) -> tuple[np.ndarray, list[np.ndarray]]:
-        """Each client Shamir-shares (degree t) its field arrays ``payload = [block, *summands]`` with every
-        party (the server passes None).  Returns, at every party, its shares of the clients' blocks side by
-        side (records x all columns) and, for each summand, its share of the clients' sum.
+    async def input_shares(self, payload, p: int, widths=None, rows: int | None = None, summands=(),
+                           workers=None) -> tuple[np.ndarray | None, list[np.ndarray]]:
+        """Each client Shamir-shares (degree t) its field arrays ``payload = [block, *summands]`` with the
+        ``workers`` (default: every party; the server passes None).  Returns, at every worker, its shares of
+        the clients' blocks side by side (records x all columns) and, for each summand, its share of the
+        clients' sum; (None, []) at a party that is no worker (it takes part in the exchange with nothing).
 
         What arrives is checked: client j's block share must be int64 of shape (``rows``, ``widths[j-1]``)
-        and each summand share of the shape in ``summands``, every entry in [0, p) (None: any length)."""
+        and each summand share of the shape in ``summands``, every entry in [0, p) (None: any length).
+        When the server is a worker it sends every client an empty frame too, and every worker waits for every
+        other: no client runs more than one chunk ahead of the server, so no buffer grows with the records."""
         if self.t < 1:
             raise ProtocolError(f"party {self.pid}: a job with {self.M - 1} client(s) has threshold t = 0, so "
                                 f"every party's share would be a client's data in the clear; at least two "
                                 f"clients are needed; refused")
-        if self.is_server:  # an empty frame to every client: the clients' pace (see below)
-            outgoing = {j: None for j in range(self.M)}
+        workers = list(range(self.M)) if workers is None else list(workers)
+        if self.is_server:  # an empty frame to every client: the clients' pace (see above)
+            outgoing = {j: None for j in range(self.M)} if 0 in workers else {}
         else:
             shares = [shamir.share(x, self.M, self.t, p, self.rng) for x in payload]
             self._lap("share inputs (local)")
-            outgoing = {j: [s[j] for s in shares] for j in range(self.M)}
+            outgoing = {j: [s[j] for s in shares] for j in workers}
         expect = {0: wire.nothing}
         for k, c in enumerate(self.clients):
             parts = [wire.shares((rows, None if widths is None else widths[k]), p)]
             parts += [wire.shares(tuple(s), p) for s in summands]
             expect[c] = _list_of(parts, "input shares")
-        # every party hears from every other: a client starts chunk k + 1 only once the server has begun chunk k,
-        # so shares never pile up in a slower party's buffers (memory bounded by about two chunks)
-        got = await self.send_recv(outgoing, range(self.M), expect, "input shares")
-        got = got[1:]
+        senders = workers if self.pid in workers else []  # a worker hears from every worker (the server's: pace)
+        got = await self.send_recv(outgoing, senders, expect, "input shares")
         self._lap("exchange input shares")
+        if self.pid not in workers:
+            return None, []
+        got = [g for j, g in zip(senders, got) if j != 0]
         sums = []
         for k in range(1, len(got[0])):
             acc = got[0][k]
@@ -349,21 +358,34 @@ class PartyContext:
             sums.append(acc)
         return np.hstack([g[0] for g in got]), sums
 
-    async def reshare(self, y2t: np.ndarray, p: int) -> np.ndarray:
-        """Degree reduction: share my degree-2t share with fresh degree-t polynomials, combine (Lagrange)."""
-        sub = shamir.share(y2t, self.M, self.t, p, self.rng)
-        got = await self.send_recv({j: sub[j] for j in range(self.M)}, range(self.M),
-                                   wire.shares(y2t.shape, p), "degree reduction")
-        return shamir.combine_subshares(np.stack(got), self.points, p)
+    async def reshare(self, y2t: np.ndarray | None, p: int, workers=None, shape=None) -> np.ndarray:
+        """Degree reduction: each of the ``workers`` (default: every party; at least 2t + 1 of them) shares its
+        degree-2t share with a fresh degree-t polynomial; every party combines what the workers sent with the
+        Lagrange coefficients of the workers' points.  A party that is no worker passes None and the
+        ``shape`` of the shares; it receives its degree-t share all the same."""
+        workers = list(range(self.M)) if workers is None else list(workers)
+        shape = y2t.shape if y2t is not None else tuple(shape)
+        out = {}
+        if self.pid in workers:
+            sub = shamir.share(y2t, self.M, self.t, p, self.rng)
+            out = {j: sub[j] for j in range(self.M)}
+        got = await self.send_recv(out, workers, wire.shares(shape, p), "degree reduction")
+        return shamir.combine_subshares(np.stack(got), [w + 1 for w in workers], p)
 
-    async def open_to(self, share: np.ndarray, p: int, receivers) -> np.ndarray | None:
-        """Send my degree-t shares to ``receivers``; they reconstruct (with all M points) and decode."""
+    async def open_to(self, share: np.ndarray | None, p: int, receivers, senders=None, shape=None
+                      ) -> np.ndarray | None:
+        """Send my degree-t shares to ``receivers`` (from the ``senders``, default every party: each holding a
+        share; a party that is no sender passes None and the ``shape``); they reconstruct (with the senders'
+        points) and decode."""
         receivers = list(receivers)
-        got = await self.send_recv({r: share for r in receivers}, range(self.M) if self.pid in receivers else [],
-                                   wire.shares(share.shape, p), "open result")
+        shape = share.shape if share is not None else tuple(shape)
+        senders = list(range(self.M)) if senders is None else list(senders)
+        out = {r: share for r in receivers} if self.pid in senders else {}
+        got = await self.send_recv(out, senders if self.pid in receivers else [],
+                                   wire.shares(shape, p), "open result")
         if self.pid not in receivers:
             return None
-        return shamir.reconstruct(np.stack(got), self.points, p)
+        return shamir.reconstruct(np.stack(got), [s + 1 for s in senders], p)
 
     # ----- secure evaluation -----------------------------------------------------------------------
     async def evaluate(self, job, my_input=None, outputs_to_clients: bool = False) -> np.ndarray | None:
@@ -434,8 +456,9 @@ class PartyContext:
         :class:`_Feed`, None at the server."""
         summands = [(prog.n_out,)] + ([(1,)] if needs_count else [])
         n_chunks = max(1, -(-n_rows // rows_per_chunk))
+        workers = self._workers(prog)
         blocks = None if feed is None else feed.blocks(rows_per_chunk)
-        moments, degree2, sums = None, False, []
+        moments, degree2, sums = None, prog.degree >= 2, []
         for k in range(n_chunks):
             last = k == n_chunks - 1
             payload = None
@@ -444,18 +467,30 @@ class PartyContext:
                 if last:
                     payload += [from_signed(v, p) for v in feed.summands()]
             rows_k = min(rows_per_chunk, n_rows - k * rows_per_chunk) if n_rows else 0
-            S, sums = await self.input_shares(payload, p, widths, rows_k, summands if last else ())
-            m, degree2 = await self._moments(prog, S, p)
-            moments = m if moments is None else modarith.add_mod(moments, m, p)
+            S, sums = await self.input_shares(payload, p, widths, rows_k, summands if last else (), workers)
+            if S is not None:
+                m, degree2 = await self._moments(prog, S, p)
+                moments = m if moments is None else modarith.add_mod(moments, m, p)
             del S, payload
             self._lap("local moments")
-        y = modarith.add_mod(self._combine(prog, moments, sums[1] if needs_count else None, p), sums[0], p)
+        y = None
+        if self.pid in workers:
+            y = modarith.add_mod(self._combine(prog, moments, sums[1] if needs_count else None, p), sums[0], p)
         if degree2:
-            y = await self.reshare(y, p)
+            y = await self.reshare(y, p, workers, (prog.n_out,))
             self._lap("degree reduction")
-        res = await self.open_to(y, p, receivers)
+            workers = list(range(self.M))  # every party now holds a degree-t share
+        res = await self.open_to(y, p, receivers, workers, (prog.n_out,))
         self._lap("open result")
         return res
+
+    def _workers(self, prog) -> list[int]:
+        """The parties that hold input shares and compute on them: the clients alone when they are at least
+        2t + 1 (enough for the degree reduction of products) and the program has degree at most 2; else every
+        party.  The server then receives no input share at all, and computes nothing until the reduction."""
+        if len(self.clients) >= 2 * self.t + 1 and prog.degree <= 2:
+            return list(self.clients)
+        return list(range(self.M))
 
     async def _moments(self, prog, S: np.ndarray, p: int) -> tuple[np.ndarray, bool]:
         """This party's shares of the program's moments over the records of ``S`` (its shares of one chunk),

@@ -58,8 +58,8 @@ class Recording(PartyProgram):
         asyncoro.MessageExchanger.receive = receive
         orig_open = ctx.open_to
 
-        async def open_to(share, p, receivers):
-            res = await orig_open(share, p, receivers)
+        async def open_to(share, p, receivers, *args):
+            res = await orig_open(share, p, receivers, *args)
             if res is not None:
                 opened.append(res)
             return res
@@ -145,6 +145,24 @@ def test_server_sees_only_uniform_shares_whatever_the_data(tmp_path):
     # the distribution does not depend on the data: chi-square test of homogeneity of the two histograms
     table = np.vstack([histograms["zeros"], histograms["at bounds"]])
     assert stats.chi2_contingency(table).pvalue > ALPHA
+
+
+def test_with_three_clients_the_server_receives_no_input_share(tmp_path):
+    """Three clients are 2t + 1 (t = 1 for 4 parties): they alone hold the input shares and reduce the degree,
+    so the server receives no share of any record, only one degree-t subshare per client of each output and
+    the output shares it opens (every array it receives has the output's length)."""
+    rows, bound = 300, 4096
+    rng = np.random.default_rng(1)
+    blocks = [rng.integers(-bound, bound + 1, (rows, 2)) for _ in range(3)]
+    noise = [rng.integers(-1000, 1000, 36) for _ in range(3)]
+    job = gram_job(blocks, bound, noise)
+    p = prime_for_bound(job.result_bound(), 4)
+    res, view = run_recorded(job, tmp_path, "three")
+    _, shares = classify(view, p)
+    assert shares and all(x.shape == (36,) for _, _, x in shares)
+    assert sorted(peer for peer, _, _ in shares) == [1, 1, 2, 2, 3, 3]  # per client: its subshare, its share
+    X = np.hstack(blocks).astype(object)
+    assert list(res[0]["result"]) == list((X.T @ X).reshape(-1) + sum(n.astype(object) for n in noise))
 
 
 class Evil(PartyProgram):
