@@ -15,9 +15,9 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
-# Elements (records x columns, all clients' columns together) per chunk: 2^20 int64 = 8 MiB per chunk array,
+# Elements (records x columns, all clients' columns together) per chunk: 2^19 int64 = 4 MiB per chunk array,
 # so a party's peak memory stays a few hundred MiB whatever the record count.
-CHUNK_ELEMENTS = 1 << 20
+CHUNK_ELEMENTS = 1 << 19
 
 
 def chunk_rows(n_cols: int, elements: int = CHUNK_ELEMENTS) -> int:

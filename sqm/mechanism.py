@@ -213,7 +213,7 @@ class SQM:
     c sqrt(n_p / n)).  ``seed=None`` keys every party's AES-CTR stream from fresh OS entropy; a seed
     (experiments only) is turned into per-party seeds by :func:`sqm.rng.spawn_seeds`, none of which reveals
     another's.  ``chunk_rows``: records per input chunk of the secure evaluation (default
-    :func:`mpc.stream.chunk_rows`: about 32 MiB of shares per chunk); it bounds every party's memory and never
+    :func:`mpc.stream.chunk_rows`: about 4 MiB of shares per chunk); it bounds every party's memory and never
     changes the result.
     """
 

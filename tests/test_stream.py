@@ -48,7 +48,7 @@ def test_rechunk_regroups_rows_exactly():
     assert [g.shape[0] for g in rechunk([X], 23)] == [23]
     with pytest.raises(ValueError, match="at least one record"):
         list(rechunk([X], 0))
-    assert chunk_rows(117) == (1 << 20) // 117 and chunk_rows(10 ** 9) == 1024
+    assert chunk_rows(117) == (1 << 19) // 117 and chunk_rows(10 ** 9) == 1024
 
 
 @pytest.mark.parametrize("chunk", [1, 7, 53, 1000])
