@@ -45,8 +45,9 @@ def party_phases(record: dict) -> dict:
     - ``process start``: spawned by the launcher -> ready to connect (interpreter start-up, imports, the program
       file unpickled and its modules imported, MPyC imported);
     - ``connect``: ready -> every peer connected (includes waiting for the slowest peer to start);
-    - the protocol's phases (``record["phases"]``), then ``program (outside phases)``: the rest of connected ->
-      program finished (a client's quantization and noise happen before the first exchange, inside "agree");
+    - the protocol's phases (``record["phases"]``; its clock starts when the party's context is made, right after
+      connecting, so the first phase includes the job agreement), then ``program (outside phases)``: the rest of
+      connected -> program finished;
     - ``output``: program finished -> result collected (closing barrier, result pickled and written, process
       exit, the launcher reading it back);
     - ``total``: spawned -> collected.
