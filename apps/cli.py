@@ -34,6 +34,7 @@ BENCHMARKS = {
     "hdp-vfl": "bench.hdp_vfl",
     "faults": "bench.faults",
     "latency": "bench.latency",
+    "scale": "bench.scale",
     "start": "bench.start",
 }
 

@@ -122,3 +122,26 @@ def test_file_changed_during_the_job_is_refused(tmp_path, monkeypatch):
     with pytest.raises(MPCError) as err:
         run_job(spec, PCAJobTask(**TASK, chunk_rows=16), backend="plain")
     assert err.value.codes[2] == 6 and "its party file changed during the job" in str(err.value)
+
+
+def test_bench_scale_small_run(tmp_path):
+    """sqm bench scale end to end on small Parquet jobs (real processes): the report's rows, its schema, and the
+    chunked-vs-one-chunk identity check of the released integers."""
+    import json
+
+    import jsonschema
+
+    from apps import output
+    from apps.cli import parse
+
+    out = tmp_path / "scale.json"
+    args = parse(["bench", "scale", "--rows", "3000,6000", "--cols", "12", "--check-rows", "3000",
+                  "--workdir", str(tmp_path / "w"), "--json", str(out), "-q"])
+    assert args.func(args) == 0
+    doc = json.loads(out.read_text())
+    jsonschema.validate(doc, output.schema())
+    rep = doc["details"]
+    assert [r["rows"] for r in rep["rows"]] == [3000, 6000]
+    assert all(len(r["max_rss_bytes"]) == 4 and min(r["max_rss_bytes"]) > 0 for r in rep["rows"])
+    assert rep["unchunked_check"]["identical"] is True and rep["unchunked_check"]["chunks"] > 1
+    assert not list((tmp_path / "w").iterdir())  # the party files are removed unless --keep
