@@ -145,3 +145,41 @@ def test_bench_scale_small_run(tmp_path):
     assert all(len(r["max_rss_bytes"]) == 4 and min(r["max_rss_bytes"]) > 0 for r in rep["rows"])
     assert rep["unchunked_check"]["identical"] is True and rep["unchunked_check"]["chunks"] > 1
     assert not list((tmp_path / "w").iterdir())  # the party files are removed unless --keep
+
+
+def test_cli_chunk_rows_changes_nothing_but_memory(tmp_path):
+    """sqm pca --job --chunk-rows N: the same released components as the default chunks (seeded simulation);
+    a chunk of no record, or the option without --job, is refused before anything runs."""
+    import json
+
+    from apps.cli import parse
+
+    job = write_party_csvs(make_X(m=120), tmp_path, 2, fmt="parquet")
+    docs = []
+    for extra in ([], ["--chunk-rows", "16"]):
+        out = tmp_path / f"out{len(extra)}.json"
+        args = parse(["pca", "--job", job, "--backend", "plain", "--seed", "3", "--insecure-reproducible",
+                      "--components", "2", "--json", str(out), "-q"] + extra)
+        assert args.func(args) == 0
+        docs.append(json.loads(out.read_text()))
+    assert "components" in _release(docs[0]) and _release(docs[0]) == _release(docs[1])
+    with pytest.raises(ValueError, match="chunk_rows"):
+        args = parse(["pca", "--job", job, "--backend", "plain", "--chunk-rows", "0", "-q"])
+        args.func(args)
+    with pytest.raises(ValueError, match="--chunk-rows"):
+        args = parse(["pca", "--dataset", "iris", "--chunk-rows", "16", "-q"])
+        args.func(args)
+
+
+def _release(doc):
+    """The released values of a job's JSON (components, explained variance), wherever the document keeps them."""
+    def find(x):
+        if isinstance(x, dict):
+            if "released" in x:
+                return x["released"]
+            for v in x.values():
+                r = find(v)
+                if r is not None:
+                    return r
+        return None
+    return find(doc)

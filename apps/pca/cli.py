@@ -183,7 +183,8 @@ def _run_cli(args) -> int:
     from apps.options import check_mode, runtime_options
 
     mode = "job" if args.job else "propose" if args.propose_bounds else "local"
-    check_mode(args, _PARSER[-1], mode, {"job": JOB_ONLY + RELEASE, "local": LOCAL_ONLY + RELEASE, "propose": PROPOSE})
+    check_mode(args, _PARSER[-1], mode, {"job": JOB_ONLY + RELEASE + ("chunk_rows",), "local": LOCAL_ONLY + RELEASE,
+                                         "propose": PROPOSE})
     if args.job:
         return _run_job(args)
     if args.propose_bounds:
@@ -213,7 +214,8 @@ def _run_job(args) -> int:
 
     def task():
         return PCAJobTask(args.components, args.epsilon, args.delta, args.gamma, args.row_norm_bound,
-                          seed=args.seed, insecure_reproducible=args.insecure_reproducible)
+                          seed=args.seed, insecure_reproducible=args.insecure_reproducible,
+                          chunk_rows=args.chunk_rows)
 
     def server(res) -> dict:
         print(f"server: {len(res['components'])} components of {res['n_records']} records x "
@@ -256,6 +258,11 @@ def register(sub) -> None:
     p.add_argument("--parties", type=int, default=3, help="clients holding column blocks (default 3)")
     p.add_argument("--components", type=int, default=5, help="principal components k (default 5)")
     p.add_argument("--gamma", type=float, default=4096.0, help="quantization scale gamma >= 1 (default 4096)")
+    p.add_argument("--chunk-rows", type=int, default=None, metavar="N",
+                   help="with --job: records per chunk of the secure evaluation, the same at every party (default: "
+                        "2^19 values over all columns, 4,481 records at 117 columns); a party holds about one "
+                        "chunk of shares at a time, and a party file sorted by id is read chunk by chunk. The "
+                        "result does not depend on it")
     p.add_argument("--row-norm-bound", type=float, default=1.0,
                    help="c (default 1).  Without --job: rows are scaled so the largest norm is c (a data-derived "
                         "scaling: the local comparison only), then each party clips its sub-rows to c sqrt(its "
