@@ -98,6 +98,7 @@ class DelayProxy:
             raise ValueError(f"the proxy forwards to loopback addresses only, not {target[0]!r}")
         self.target, self.delay, self.connect_wait_s = target, float(delay_ms) / 1e3, connect_wait_s
         self.is_cut, self.dropped, self.forwarded, self.connections = False, 0, 0, 0
+        self.late: list[float] = []  # per chunk forwarded: seconds written after its due time (the thread's lag)
         self.loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._serve, daemon=True, name="sqm-netsim-proxy")
@@ -196,6 +197,7 @@ class DelayProxy:
                     return
                 writer.write(data)
                 self.forwarded += len(data)
+                self.late.append(self.loop.time() - due)
                 try:
                     await writer.drain()
                 except OSError:

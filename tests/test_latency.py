@@ -4,8 +4,6 @@ only what holds on any machine: the proxy never forwards a chunk before it is du
 order, forwards to loopback only and leaves nothing behind."""
 from __future__ import annotations
 
-import asyncio
-import dataclasses
 import os
 import socket
 import subprocess
@@ -44,6 +42,41 @@ def test_critical_path_counts_one_way_delays():
         latency.critical_path([tr(([], [1])), tr(([], []))])
 
 
+def timed(*exchanges):
+    """A party's trace from (to, awaits, entered, left)."""
+    return [("x", list(to), list(aw), float(t_in), float(t_out)) for to, aw, t_in, t_out in exchanges]
+
+
+def test_replay_keeps_the_measured_compute_and_delays_each_message():
+    # 0 ms run: the server sends a request (0), trains for 3 while the client answers after 1 of its own
+    # compute; the answer (sent at 2) has arrived when the server awaits it at 3, which then takes 0.5
+    server = timed(([1], [], 0, 0), ([], [1], 3, 3.5))
+    client = timed(([], [0], 0, 1), ([0], [], 2, 2))  # the request took 1 to arrive and decode at 0 ms
+    traces = [server, client]
+    assert latency.replay(traces, 0.0) == [3.5, 2.0]  # the 0 ms run itself, exactly
+    # delay 2: the client gets the request at 2 (+1 as at 0 ms), computes 1, answers at 4, which reaches the
+    # server at 6, + 0.5: 6.5; its 3 of training hides under the delay (compute + L x d says 3.5 + 2 x 2 = 7.5)
+    assert latency.replay(traces, 2.0) == [6.5, 4.0]
+    assert latency.replay_span(traces, 2.0) == 6.5
+    assert latency.rounds(traces) == 2
+    # a client that enters 2.5 late: its answer leaves at 4.5 and arrives at 6.5; span from its entry at 2.5
+    assert latency.replay(traces, 2.0, [0.0, 2.5]) == [7.0, 4.5]
+    assert latency.replay_span(traces, 2.0, [0.0, 2.5]) == 4.5
+    # an all-to-all exchange that party 1 enters 4 late (0 ms: both leave at 4.25, after 0.25 of exchange
+    # cost); at delay 1 party 1's message reaches party 0 at 5, which leaves at 5.25; party 1 still at 4.25
+    a2a = [timed(([1], [1], 0, 4.25)), timed(([0], [0], 4, 4.25))]
+    assert latency.replay(a2a, 0.0, [0.0, 4.0]) == [4.25, 4.25]
+    assert latency.replay(a2a, 1.0, [0.0, 4.0]) == [5.25, 4.25]
+    with pytest.raises(ValueError, match="sends it nothing"):
+        latency.replay([timed(([], [1], 0, 1)), timed(([], [], 0, 0))], 1.0)
+
+
+def test_delivered_delay_adds_the_proxys_lateness_beyond_the_0_ms_runs():
+    base, run = {"delay_ms": 0.0, "proxy_late_s": 0.25e-3}, {"delay_ms": 5.0, "proxy_late_s": 1.25e-3}
+    assert latency.delivered(base, run) == pytest.approx(6e-3, rel=1e-12)
+    assert latency.delivered(base, dict(run, proxy_late_s=0.0)) == pytest.approx(5e-3, rel=1e-12)  # never less
+
+
 def _echo_server():
     srv = socket.create_server(("127.0.0.1", 0))
 
@@ -74,6 +107,7 @@ def test_delay_proxy_holds_each_direction_and_keeps_order():
         while len(got) < len(payload):
             got += c.recv(1 << 16)
         assert got == payload
+        assert proxy.late and min(proxy.late) > -1e-6  # its own record: no chunk forwarded before it was due
         c.close()
     srv.close()
 
