@@ -147,6 +147,9 @@ class InProcessContext(PartyContext):
             mine = (block, np.asarray(feed.summands()[0]))
         got = await self.ideal_inputs(mine, receivers)
         self._lap("ideal evaluation (simulation)")
+        if self.on_chunk is not None:  # every chunk at once
+            due = max(1, -(-n_rows // rows_per_chunk))
+            self.on_chunk(due, due)
         if got is None:
             return None
         blocks = [np.asarray(b, dtype=np.int64) for b, _ in got]

@@ -186,6 +186,7 @@ class PartyContext:
         self.phases: dict[str, float] = {}  # seconds spent per protocol phase, summed over evaluations
         self.exchanges = 0  # send_recv steps made (every party makes the same sequence)
         self.waits = 0  # of them, those where this party awaited a message from another party (latency shows)
+        self.on_chunk = None  # optional callback(chunks done, chunks due) of an evaluation in chunks (progress)
         self._clock = time.perf_counter()
         self.points = list(range(1, self.M + 1))
 
@@ -473,6 +474,8 @@ class PartyContext:
                 moments = m if moments is None else modarith.add_mod(moments, m, p)
             del S, payload
             self._lap("local moments")
+            if self.on_chunk is not None:
+                self.on_chunk(k + 1, n_chunks)
         y = None
         if self.pid in workers:
             y = modarith.add_mod(self._combine(prog, moments, sums[1] if needs_count else None, p), sums[0], p)

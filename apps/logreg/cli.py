@@ -177,7 +177,7 @@ def _run_job(args) -> int:
     from ..jobfile import job_command
     from .estimator import _progress
     from .job import LRJobTask
-    from .party import follow_progress
+    from ..progress import follow_progress
 
     with private_folder("sqm-lr-job-") as tmp:
         path = None if args.quiet else f"{tmp}/progress"

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from apps.progress import follow_progress
 from mpc import BACKENDS as MPC_BACKENDS
 from mpc.party import PartyProgram
 from sqm.gradient import LRGradient
@@ -239,35 +240,6 @@ class _Eval:
         if self.callback is None or ((it + 1) % self.every and it + 1 != rounds):
             return
         self.callback(it + 1, logistic_loss(w, self.X, self.y) if self.X is not None else self.grad)
-
-
-@contextlib.contextmanager
-def follow_progress(path: str, callback):
-    """While the block runs, a thread calls ``callback(i, value)`` for each line ``"i value"`` the server's
-    program appends to ``path`` (its running figure, :class:`_Eval`), and once more at the end."""
-    import threading
-
-    stop = threading.Event()
-
-    def tail():
-        pos, last = 0, False
-        while not last:
-            last = stop.wait(0.2)
-            if os.path.exists(path):
-                with open(path) as f:
-                    f.seek(pos)
-                    for line in f.readlines():
-                        if line.endswith("\n"):
-                            i, value = line.split()
-                            callback(int(i), float(value))
-                            pos += len(line)
-    th = threading.Thread(target=tail, daemon=True)
-    th.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        th.join()
 
 
 class LRParty(PartyProgram):

@@ -208,14 +208,25 @@ def _run_cli(args) -> int:
 
 
 def _run_job(args) -> int:
+    from mpc.launch import private_folder
+
+    with private_folder("sqm-pca-job-") as tmp:
+        return _job_in(args, None if args.quiet else f"{tmp}/progress")
+
+
+def _job_in(args, path: str | None) -> int:
+    """The job, with a progress bar of the secure evaluation's chunks: party i's program writes them to
+    ``path.i`` on its machine; the bar follows this party's (``--index``), or client 1's when this command runs
+    every party (the server, which may hold no shares, is not the pace).  ``path`` None: no bar."""
     from apps.jobfile import job_command
+    from apps.progress import follow_progress
 
     from .job import PCAJobTask
 
     def task():
         return PCAJobTask(args.components, args.epsilon, args.delta, args.gamma, args.row_norm_bound,
                           seed=args.seed, insecure_reproducible=args.insecure_reproducible,
-                          chunk_rows=args.chunk_rows)
+                          chunk_rows=args.chunk_rows, progress_path=path)
 
     def server(res) -> dict:
         print(f"server: {len(res['components'])} components of {res['n_records']} records x "
@@ -231,7 +242,22 @@ def _run_job(args) -> int:
                                               "explained_variance": res["explained_variance"]},
                 "gamma": args.gamma, "delta": args.delta}
 
-    return job_command(args, task, server)
+    if path is None:
+        return job_command(args, task, server)
+    from tqdm import tqdm
+
+    who = "client 1" if args.index is None else ("server" if args.index == 0 else f"client {args.index}")
+    bar = tqdm(total=None, desc=f"secure covariance ({who})", unit="chunk", leave=False, miniters=1)
+
+    def advance(done: int, due: float) -> None:
+        bar.total = int(due)
+        bar.update(done - bar.n)
+
+    try:
+        with follow_progress(f"{path}.{1 if args.index is None else args.index}", advance):
+            return job_command(args, task, server)
+    finally:
+        bar.close()
 
 
 def register(sub) -> None:

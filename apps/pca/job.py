@@ -29,13 +29,14 @@ class PCAJobTask:
 
     def __init__(self, n_components: int, epsilon: float, delta: float = 1e-5, gamma: float = 4096.0,
                  row_norm_bound: float = 1.0, party_bounds=None, seed=None, insecure_reproducible: bool = False,
-                 chunk_rows: int | None = None):
+                 chunk_rows: int | None = None, progress_path: str | None = None):
         from apps.jobfile import seed_policy
 
         self.secure_mode = seed_policy(seed, insecure_reproducible, warn=False)
         self.n_components, self.epsilon, self.delta, self.gamma = n_components, epsilon, delta, gamma
         self.row_norm_bound, self.party_bounds, self._seed = row_norm_bound, party_bounds, seed
         self.chunk_rows = chunk_rows  # records per chunk of the secure evaluation (None: mpc.stream.chunk_rows)
+        self.progress_path = progress_path  # party i appends "chunks-done chunks-due" lines to PATH.i (not public)
         self.mechanism(1)  # check the parameters now, before any party starts
         self._plans = {}
 
@@ -101,8 +102,16 @@ class PCAJobTask:
         k, mech, plan, report = self._plan(meta)
         my_seed = spawn_seeds(self._seed, meta.n_parties + 1)[ctx.pid]  # this party's own entry, as SQM.run
         rows = None if table is None else (table if hasattr(table, "chunks") else table.block)
-        out = await sqm_round(ctx, mech.polynomial, rows, plan,
-                              make_rng(my_seed), None if table is None else table.ids_digest)
+        progress = open(f"{self.progress_path}.{ctx.pid}", "w", buffering=1) if self.progress_path else None
+        if progress is not None:
+            ctx.on_chunk = lambda done, due: progress.write(f"{done} {due}\n")
+        try:
+            out = await sqm_round(ctx, mech.polynomial, rows, plan,
+                                  make_rng(my_seed), None if table is None else table.ids_digest)
+        finally:
+            if progress is not None:
+                ctx.on_chunk = None
+                progress.close()
         if not ctx.is_server:
             return {"clipped": int(out.clipped), "rows": table.n_rows, "cols": table.n_cols}
         _, ev, V = components_from_covariance(out.estimate, int(sum(meta.col_counts)), k, meta.n_records)
