@@ -75,6 +75,12 @@ def test_delivered_delay_adds_the_proxys_lateness_beyond_the_0_ms_runs():
     base, run = {"delay_ms": 0.0, "proxy_late_s": 0.25e-3}, {"delay_ms": 5.0, "proxy_late_s": 1.25e-3}
     assert latency.delivered(base, run) == pytest.approx(6e-3, rel=1e-12)
     assert latency.delivered(base, dict(run, proxy_late_s=0.0)) == pytest.approx(5e-3, rel=1e-12)  # never less
+    # the replay model of a run: the 0 ms run's traces, the run's own first entries, d or the delivered delay
+    traces0 = [timed(([1], [], 0, 0), ([], [1], 3, 3.5)), timed(([], [0], 0, 1), ([0], [], 2, 2))]
+    base, run = {"delay_ms": 0.0, "proxy_late_s": 0.0, "traces": traces0}, {
+        "delay_ms": 2000.0, "proxy_late_s": 0.5, "traces": [timed(([1], [], 10, 10)), timed(([], [0], 12.5, 15))]}
+    assert latency.replay_model(base, run, nominal=True) == latency.replay_span(traces0, 2.0, [10, 12.5]) == 4.5
+    assert latency.replay_model(base, run) == latency.replay_span(traces0, 2.5, [10, 12.5]) == 5.0
 
 
 def _echo_server():
