@@ -36,7 +36,8 @@ class WaitAll(PartyProgram):
 
 
 LAUNCHER = """
-import sys
+import faulthandler, signal, sys
+faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks for a traceback if the launcher hangs
 sys.path[:0] = [{tests!r}, {root!r}]
 from test_cleanup import WaitAll
 from mpc.launch import run_parties
@@ -97,8 +98,9 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="re
 def test_stopped_launcher_leaves_no_party_and_no_file(tmp_path, sig):
     tmpdir, env = private_tmp(tmp_path)
     marker = str(tmp_path / "holding")
+    err = open(tmp_path / "launcher.err", "w")
     launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER.format(tests=TESTS, root=ROOT, marker=marker)],
-                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                env=env, stdout=subprocess.DEVNULL, stderr=err)
     try:
         assert wait_until(lambda: os.path.exists(marker), 60), "the job did not start"
         parties = live_processes_naming(os.path.join(tmpdir, "sqm-job-"))
@@ -110,12 +112,19 @@ def test_stopped_launcher_leaves_no_party_and_no_file(tmp_path, sig):
         assert sorted(f for f in files if f.endswith(".program")) == [f"party{i}.program" for i in range(3)]
         assert all(mode(os.path.join(folder, f)) == 0o600 for f in files)  # programs hold client data
         launcher.send_signal(sig)
-        launcher.wait(10)
+        try:  # a loaded machine (a fresh CI clone) once needed more than 10 s; a hang still fails, with its traceback
+            launcher.wait(30)
+        except subprocess.TimeoutExpired:
+            launcher.send_signal(signal.SIGUSR1)
+            time.sleep(1)
+            pytest.fail(f"the launcher did not exit within 30 s of {sig.name}; its stack:\n"
+                        f"{(tmp_path / 'launcher.err').read_text()}")
         assert wait_until(lambda: not any(live_processes_naming(os.path.join(tmpdir, "sqm-job-"))), 5), \
             "party processes outlived the launcher"
         assert wait_until(lambda: not os.listdir(tmpdir), 5), f"left behind: {os.listdir(tmpdir)}"
     finally:
         launcher.kill()
+        err.close()
         for pid in live_processes_naming(tmpdir):
             os.kill(pid, signal.SIGKILL)
 
