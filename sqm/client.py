@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mpc.stream import ChunkedInput
+from mpc.stream import ArrayInput, ChunkedInput
 
 from .quantize import stochastic_round
 from .rng import party_rng
@@ -15,15 +15,15 @@ from .vertical import clip_rows
 
 def client_input(block: np.ndarray, clip, gamma: float, noise_mu: float, n_out: int, rng: np.random.Generator
                  ) -> tuple[np.ndarray, np.ndarray, int]:
-    """(quantized block, Skellam noise share Sk(noise_mu) of ``n_out`` outputs, rows clipped).
+    """(quantized block, Skellam noise share Sk(noise_mu) of ``n_out`` outputs, rows clipped): the whole
+    block as one chunk of :class:`QuantizedRows`.
 
     ``clip``: this party's bound on its sub-row (a number), or a callable ``block -> (clipped block, count)``
     (its column groups: :meth:`sqm.vertical.ColumnBounds.clip`).  ``rng`` is consumed in a fixed order,
     rounding then noise, so the same generator gives the same integers in any runner."""
-    block = np.asarray(block, np.float64)
-    block, clipped = clip(block) if callable(clip) else clip_rows(block, float(clip))
-    x_hat = stochastic_round(block, gamma, rng)
-    return x_hat, skellam(noise_mu, n_out, rng), clipped
+    q = QuantizedRows(ArrayInput(np.asarray(block, np.float64)), clip, gamma, noise_mu, n_out, rng)
+    x_hat = q.whole()
+    return x_hat, q.addend(), q.clipped
 
 
 class QuantizedRows(ChunkedInput):
@@ -51,6 +51,10 @@ class QuantizedRows(ChunkedInput):
 
     def addend(self) -> np.ndarray:
         return skellam(self.noise_mu, self.n_out, self.rng)
+
+    def whole(self) -> np.ndarray:
+        """Every record quantized, as one block (for a kernel that takes the block whole)."""
+        return next(self.chunks(max(1, self.n_rows)), np.zeros((0, self.n_cols), np.int64))
 
 
 @dataclass

@@ -27,7 +27,7 @@ from mpc.party import PartyProgram
 
 from mpc.stream import ArrayInput
 
-from .client import QuantizedRows, client_input
+from .client import QuantizedRows
 from .compensation import check_rounding
 from .polynomial import StructuredPolynomial
 from .report import PrivacyReport
@@ -135,7 +135,7 @@ async def sqm_round(ctx, statistic: StructuredPolynomial, block, plan: SQMPlan, 
                 check_rounding(statistic, plan.gamma, coefs)
             except ValueError as e:
                 raise ProtocolError(f"party {ctx.pid}: the server's {e}; refused before any share was sent") from None
-    my_input, clipped = None, None
+    my_input = None
     if not ctx.is_server:
         j = ctx.pid - 1
         source = block if hasattr(block, "chunks") else None  # rows read chunk by chunk (a party file)
@@ -151,15 +151,14 @@ async def sqm_round(ctx, statistic: StructuredPolynomial, block, plan: SQMPlan, 
             return plan.bounds.clip(b, plan.col_counts, j)
 
         digest = ids_digest if plan.align_ids else None
-        if getattr(statistic, "chunked_input", False):  # its kernel is ctx.evaluate: rows go through in chunks
-            my_input = QuantizedRows(source, clip, plan.gamma, plan.mu / plan.n_parties, plan.n_out, rng, digest)
-        else:
-            whole = source.block if isinstance(source, ArrayInput) else np.vstack(list(source.chunks(source.n_rows)))
-            x_hat, z, clipped = client_input(whole, clip, plan.gamma, plan.mu / plan.n_parties, plan.n_out, rng)
-            my_input = (x_hat, z) + ((digest,) if plan.align_ids else ())
+        rows = QuantizedRows(source, clip, plan.gamma, plan.mu / plan.n_parties, plan.n_out, rng, digest)
+        my_input = rows
+        if not getattr(statistic, "chunked_input", False):  # a kernel of its own takes the block whole
+            x_hat = rows.whole()
+            my_input = (x_hat, rows.addend()) + ((digest,) if plan.align_ids else ())
     raw = await statistic.kernel(ctx, plan, coefs, my_input)
     if not ctx.is_server:
-        return RoundOutput(scale=plan.scale, clipped=int(my_input.clipped if clipped is None else clipped))
+        return RoundOutput(scale=plan.scale, clipped=int(rows.clipped))
     bits = prime_for_bound(statistic.result_bound(plan, coefs), ctx.M).bit_length()
     return RoundOutput(np.array([float(v) for v in raw]) / plan.scale, raw, plan.scale, bits)
 
