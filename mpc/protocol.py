@@ -406,7 +406,7 @@ class PartyContext:
         col_bounds = [int(b) for b in job.col_bounds]
         owner = list(job.var_owner) if job.var_owner is not None else None
         n_rows = int(job.n_records)
-        rows_per_chunk = int(job.chunk_rows or chunk_rows(prog.n_vars))
+        rows_per_chunk = int(chunk_rows(prog.n_vars) if job.chunk_rows is None else job.chunk_rows)
         if rows_per_chunk < 1:
             raise ValueError(f"a chunk holds at least one record, got {rows_per_chunk}")
         if prog.n_vars == 0 or n_rows == 0:
@@ -534,8 +534,7 @@ class PartyContext:
                     modarith.sum_mod(modarith.mul_mod(S[:, a], S[:, b], p), 0, p)
             elif len(mono) > 2:
                 degree2 = True
-                last = prefix[mono[:-1]] if len(mono) > 2 else None
-                moments[k] = modarith.sum_mod(modarith.mul_mod(last, S[:, mono[-1]], p), 0, p)
+                moments[k] = modarith.sum_mod(modarith.mul_mod(prefix[mono[:-1]], S[:, mono[-1]], p), 0, p)
         return moments, degree2
 
     @staticmethod
@@ -563,6 +562,7 @@ class _Feed:
         self.inp, self.n_rows, self.n_out = inp, int(n_rows), int(n_out)
         self.needs_count, self.first_client = needs_count, first_client
         self.bounds = None if bounds is None else np.array(bounds, dtype=np.int64)
+        self.checked_whole = False  # a block in memory, checked whole: its chunks need no second bounds check
 
     def check_in_memory(self) -> str | None:
         """A block held in memory is checked whole before anything is sent (a short reason, or None)."""
@@ -575,6 +575,7 @@ class _Feed:
             return "its integer data exceeds the public column bounds"
         if addend.shape != (self.n_out,):
             return f"its addend has shape {addend.shape}, the job expects ({self.n_out},)"
+        self.checked_whole = True
         return None
 
     def _checked(self, chunk, want: int) -> np.ndarray:
@@ -584,7 +585,7 @@ class _Feed:
                                f"{self.inp.n_cols}) was due")
         if chunk.size and not np.issubdtype(chunk.dtype, np.integer):
             raise InputRefused("its input produced non-integer values")
-        if chunk.size and self.bounds is not None and np.any(np.abs(chunk) > self.bounds):
+        if chunk.size and self.bounds is not None and not self.checked_whole and np.any(np.abs(chunk) > self.bounds):
             raise InputRefused("its integer data exceeds the public column bounds")
         return chunk.astype(np.int64, copy=False)
 
