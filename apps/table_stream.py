@@ -69,10 +69,6 @@ class StreamedTable:
     def n_cols(self) -> int:
         return len(self.columns)
 
-    @property
-    def parquet(self) -> bool:
-        return self.file.lower().endswith(PARQUET_EXTENSIONS)
-
     def select(self, keep) -> "StreamedTable":
         """The same file with only the feature columns at indices ``keep``."""
         return dataclasses.replace(self, columns=[self.columns[j] for j in keep])
@@ -91,8 +87,7 @@ class StreamedTable:
             ids = _ids(batch.column(self.id_column))
             seen += len(ids)
             yield from ids
-        if seen != self.n_rows:
-            raise FileChanged(f"party file {self.file} now holds {seen} records, it held {self.n_rows}")
+        self._check_count(seen)
 
     @property
     def ids(self) -> list[str]:
@@ -110,6 +105,9 @@ class StreamedTable:
                 block, count = self.transform(block)
                 self.transformed_count += int(count)
             yield block
+        self._check_count(seen)
+
+    def _check_count(self, seen: int) -> None:
         if seen != self.n_rows:
             raise FileChanged(f"party file {self.file} now holds {seen} records, it held {self.n_rows}")
 
