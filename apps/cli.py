@@ -31,6 +31,7 @@ BENCHMARKS = {
     "lr-cost": "bench.lr_cost",
     "lr-defaults": "bench.lr_defaults",
     "pbm-vfl": "bench.pbm_vfl",
+    "pbm-vfl-device": "bench.pbm_vfl_device",
     "hdp-vfl": "bench.hdp_vfl",
     "faults": "bench.faults",
     "latency": "bench.latency",

@@ -3,7 +3,8 @@
 A PCA, regression or budget user installs none of them: ``pip install sqm-vfl`` runs ``sqm pca``, ``sqm linreg``,
 ``sqm logreg`` (whose DPSGD baseline is then shown as not run), ``sqm hdp-vfl`` and ``sqm budget``.
 
-- ``[vfl]``: torch, opacus (``sqm pbm-vfl``; the DPSGD baseline of ``sqm logreg``);
+- ``[vfl]``: torch, opacus, cloudpickle (``sqm pbm-vfl`` and the PBM-VFL torch library; the DPSGD baseline of
+  ``sqm logreg``);
 - ``[plot]``: matplotlib (``--plot``);
 - ``[parquet]``: pyarrow (Parquet tables).
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 
-EXTRAS = {"vfl": ("torch", "opacus"), "plot": ("matplotlib",), "parquet": ("pyarrow",)}
+EXTRAS = {"vfl": ("torch", "opacus", "cloudpickle"), "plot": ("matplotlib",), "parquet": ("pyarrow",)}
 
 
 class MissingExtra(ImportError):

@@ -25,3 +25,22 @@ def real_dataset():
                 pytest.fail(f"$SQM_REQUIRE_DATA=1 and {e}")
             pytest.skip(str(e))
     return get
+
+
+def _same_state(a, b) -> bool:
+    import torch
+
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same_state(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(_same_state(x, y) for x, y in zip(a, b))
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a.cpu(), b.cpu())
+    return a == b
+
+
+@pytest.fixture
+def same_state():
+    """Whether two nested state dicts (a torch module's or optimizer's) are equal: the same keys and
+    bit-identical tensors."""
+    return _same_state

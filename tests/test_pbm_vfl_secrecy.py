@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import apps.pbm_vfl.training as training  # noqa: E402
+import apps.pbm_vfl.trainer as trainer_module  # noqa: E402
 import mpc.masked_sum as ms  # noqa: E402
 from apps.pbm_vfl import PBMVFLProgram, VFLConfig, load_split, train_vfl  # noqa: E402
 from apps.pbm_vfl.party import ClientParty, public_batch_seed  # noqa: E402
@@ -71,7 +71,7 @@ def tiny():
 
 
 def _recorded_masked_run(tiny, monkeypatch, seed):
-    monkeypatch.setattr(training, "PBMVFLProgram", RecordingProgram)
+    monkeypatch.setattr(trainer_module, "PBMVFLProgram", RecordingProgram)
     RecordingProgram.made, RecordingProgram.logs = [], {}
     keys = {}
     orig = ms.mask_key
@@ -216,16 +216,33 @@ def test_one_client_is_refused(tiny):
 
 
 def test_parties_draw_secrets_from_their_own_cryptographic_streams(tiny):
+    """Each epoch's noise stream and each step's torch seed are AES-CTR / SeedSequence functions of the party's
+    own seed and the epoch (so a resumed run draws what an uninterrupted one would), differ between epochs and
+    parties, and are fresh without a seed; the default models are initialised from the party's own seed."""
+    from apps.pbm_vfl.modules import default_client_model
+    from apps.pbm_vfl.party import party_stream, torch_step_seed
+
     btr, bte, ytr, yte, nc = tiny
     cfg = VFLConfig(epochs=1, n_classes=nc)
-    s = spawn_seeds(3, 2)
-    a = ClientParty(cfg, 4, btr[0], bte[0], s[1], 0)
-    b = ClientParty(cfg, 4, btr[0], bte[0], s[1], 0)
-    fresh = ClientParty(cfg, 4, btr[0], bte[0], None, 0)
+    s = spawn_seeds(3, 3)
+
+    def client(seed):
+        return ClientParty(cfg, 4, default_client_model(cfg, 16, seed), None, btr[0], bte[0], seed, 0)
+
+    a, b, fresh = client(s[1]), client(s[1]), client(None)
+    for p in (a, b, fresh):
+        p.begin(1)
     assert is_secure(a.rng) and is_secure(fresh.rng)
     x = a.rng.random(8)
     assert np.array_equal(x, b.rng.random(8))  # a function of the party's own seed
     assert not np.array_equal(x, fresh.rng.random(8))
+    draws = {(i, e): party_stream(s[i], e).random(4).tobytes() for i in (1, 2) for e in (0, 1, 2)}
+    assert len(set(draws.values())) == 6  # every (party, epoch) its own stream
+    assert party_stream(s[1], 2).random(4).tobytes() == draws[1, 2]  # and the same again (a resumed run)
+    assert party_stream(None, 2).random(4).tobytes() != party_stream(None, 2).random(4).tobytes()
+    steps = {torch_step_seed(s[1], e, k, t) for e in (1, 2) for k in (0, 1) for t in (True, False)}
+    assert len(steps) == 8 and torch_step_seed(s[1], 1, 0) == torch_step_seed(s[1], 1, 0)
+    assert torch_step_seed(None, 1, 0) != torch_step_seed(None, 1, 0)
     w = [next(p.model.parameters()).detach().numpy().copy() for p in (a, b, fresh)]
     assert np.array_equal(w[0], w[1]) and not np.array_equal(w[0], w[2])
     # the public batch seed: deterministic for a seeded experiment, fresh otherwise, and no party's seed

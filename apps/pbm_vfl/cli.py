@@ -8,23 +8,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 
-def default_device() -> str:
-    try:
-        import torch
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    except Exception:  # noqa: BLE001
-        return "cpu"
-
-
-def check_device(device: str) -> str:
-    import torch
-
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r} requested but torch sees no CUDA GPU; use --device cpu")
-    torch.device(device)  # raises on a malformed name
-    return device
-
-
 def run(args) -> int:
     import numpy as np
 
@@ -37,6 +20,7 @@ def run(args) -> int:
     from .training import train_vfl
 
     require("vfl", "sqm pbm-vfl", ("torch",))
+    from .trainer import check_device, default_device  # torch: after the extra's check
     if args.plot:
         require("plot", "--plot")
 

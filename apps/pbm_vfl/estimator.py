@@ -3,12 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from sqm.rng import spawn_seeds
-
 from .config import VFLConfig
-from .party import PBMVFLProgram
 from .privacy import method_privacy
-from .training import run_programs, train_vfl
+from .training import train_vfl
 
 try:
     from sklearn.base import BaseEstimator, ClassifierMixin
@@ -27,8 +24,9 @@ class PBMVFLClassifier(ClassifierMixin, BaseEstimator):
     fusion model.  This object holds every party's data and trained model (it is where the job is launched);
     the parties themselves see only what the protocol sends them.  ``seed``: None for OS entropy, an int for
     reproducible experiments (then fit and each predict are deterministic).  Fitted: ``classes_``,
-    ``n_features_in_``, ``feature_blocks_``, ``history_``, ``result_`` (:class:`TrainResult`), ``states_`` (each
-    party's model, server first) and ``privacy_`` (its releases' :func:`method_privacy`).
+    ``n_features_in_``, ``feature_blocks_``, ``history_``, ``result_`` (:class:`TrainResult`), ``trainer_`` (the
+    :class:`apps.pbm_vfl.PBMVFL` holding every party's trained torch model), ``states_`` (each party's model and
+    optimizer state, server first) and ``privacy_`` (its releases' :func:`method_privacy`).
     """
 
     def __init__(self, n_parties=2, feature_blocks=None, method="pbm", b=16, beta=0.15, epochs=10,
@@ -75,11 +73,6 @@ class PBMVFLClassifier(ClassifierMixin, BaseEstimator):
                              f"{d} columns, got {self.feature_blocks!r}")
         return blocks
 
-    def _seeds(self):
-        if self.seed is None:
-            return None, None
-        return np.random.SeedSequence(self.seed).spawn(2)
-
     def fit(self, X, y):
         from sklearn.utils.multiclass import check_classification_targets
         from sklearn.utils.validation import validate_data
@@ -93,7 +86,8 @@ class PBMVFLClassifier(ClassifierMixin, BaseEstimator):
         self.feature_blocks_ = self._blocks(X.shape[1])
         blocks = [X[:, c] for c in self.feature_blocks_]
         self.result_ = train_vfl(blocks, [b[:0] for b in blocks], y_enc, y_enc[:0], cfg, backend=self.backend,
-                                 seed=self._seeds()[0], secure_sum=self.secure_sum, timeout=self.timeout)
+                                 seed=self.seed, secure_sum=self.secure_sum, timeout=self.timeout)
+        self.trainer_ = self.result_.trainer
         self.history_ = self.result_.history
         self.states_ = self.result_.states
         self.privacy_ = method_privacy(cfg, len(blocks))
@@ -104,17 +98,7 @@ class PBMVFLClassifier(ClassifierMixin, BaseEstimator):
 
         check_is_fitted(self)
         X = validate_data(self, X, dtype=np.float64, reset=False)
-        cfg = self._config(len(self.classes_))
-        M = len(self.feature_blocks_)
-        s = self._seeds()[1]
-        seeds = spawn_seeds(s, M + 1) if s is not None else [None] * (M + 1)
-        common = dict(secure_sum=self.secure_sum, predict=True)
-        programs = [PBMVFLProgram(cfg, M, 0, len(X), seeds[0], 0, y_train=np.zeros(0, np.int64),
-                                  state=self.states_[0], **common)]
-        programs += [PBMVFLProgram(cfg, M, 0, len(X), seeds[j + 1], 0, X_test=X[:, c].astype(np.float32),
-                                   state=self.states_[j + 1], **common)
-                     for j, c in enumerate(self.feature_blocks_)]
-        return run_programs(programs, self.backend, self.timeout)[0]["result"]["probabilities"]
+        return self.trainer_.predict_proba([X[:, c] for c in self.feature_blocks_])
 
     def predict(self, X):
         proba = self.predict_proba(X)

@@ -95,3 +95,63 @@ def privacy_reports(cfg: VFLConfig, M: int) -> dict:
     """:func:`method_privacy` of every method, keyed by method."""
     return {m: method_privacy(replace(cfg, method=m), M) for m in METHODS}
 
+
+
+class VFLAccountant:
+    """The privacy spent so far by a training that may stop and resume: each record's releases (``uses``: one per
+    epoch, one per prediction) under ``cfg.method`` with ``M`` clients, with a state to save and load.
+
+    ``epsilon()``: feature-level epsilon against the server at ``cfg.delta`` (PBM: :func:`sqm.pbm.privacy_report`;
+    LDP: the exact Gaussian epsilon of the method's sigma, calibrated to the PLANNED ``cfg.epochs``; NPQ: inf);
+    ``events()``: the same releases as accounting events (:mod:`sqm.events`) for a budget ledger."""
+
+    def __init__(self, cfg: VFLConfig, M: int):
+        self.cfg, self.M, self.uses = cfg, int(M), 0
+
+    def record(self, uses: int = 1) -> None:
+        if isinstance(uses, bool) or int(uses) != uses or uses < 0:
+            raise ValueError(f"releases per record must be an integer >= 0, got {uses!r}")
+        self.uses += int(uses)
+
+    def epsilon(self) -> float:
+        cfg = self.cfg
+        if self.uses == 0:
+            return 0.0
+        if cfg.method == "npq":
+            return math.inf
+        if cfg.method == "pbm":
+            return pbm.privacy_report(cfg.b, cfg.beta, self.M, cfg.embedding_size, uses=self.uses,
+                                      delta=cfg.delta).epsilon_feature
+        return ldp_epsilon(noise_sigma(cfg, self.M), replace(cfg, epochs=self.uses))
+
+    def events(self) -> list:
+        from dp_accounting.dp_event import SelfComposedDpEvent
+
+        from sqm.events import PBMDpEvent, gaussian_event
+
+        cfg = self.cfg
+        if self.uses == 0 or cfg.method == "npq":
+            return []
+        if cfg.method == "pbm":
+            one = PBMDpEvent(cfg.b, cfg.beta, self.M, cfg.embedding_size, "feature")
+        else:
+            one = gaussian_event(noise_sigma(cfg, self.M), ldp_sensitivity(cfg.embedding_size, 1, cfg.C))
+        return [SelfComposedDpEvent(one, self.uses)]
+
+    def _mechanism(self) -> dict:
+        cfg = self.cfg
+        return {"method": cfg.method, "b": int(cfg.b), "beta": float(cfg.beta), "C": float(cfg.C),
+                "clients": self.M, "embedding_size": int(cfg.embedding_size), "delta": float(cfg.delta),
+                "planned_epochs": int(cfg.epochs)}
+
+    def state_dict(self) -> dict:
+        return {**self._mechanism(), "uses": self.uses}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Take over ``state``'s releases; refused (ValueError) if it accounts another mechanism."""
+        mine = self._mechanism()
+        theirs = {k: state.get(k) for k in mine}
+        if theirs != mine:
+            diff = {k: (theirs[k], mine[k]) for k in mine if theirs[k] != mine[k]}
+            raise ValueError(f"the checkpoint's accountant is for another mechanism (checkpoint, this trainer): {diff}")
+        self.uses = int(state["uses"])

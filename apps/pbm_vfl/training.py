@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -13,7 +13,6 @@ from sqm import pbm
 from sqm.rng import spawn_seeds
 
 from .config import FLOAT_BITS, SECURE_SUMS, VFLConfig
-from .party import PBMVFLProgram, public_batch_seed
 from .privacy import noise_sigma
 
 
@@ -43,12 +42,12 @@ class TrainResult:
     clipped: int = 0
     sum_digest: str | None = None
     sigma: float = 0.0  # per-client Gaussian noise (LDP methods)
-    states: list = field(default_factory=list, repr=False)  # each party's trained model (server first)
+    states: list = field(default_factory=list, repr=False)  # each party's trained model and optimizer (server first)
+    trainer: object = field(default=None, repr=False)  # the .trainer.PBMVFL that trained them
 
     def as_dict(self) -> dict:
-        d = asdict(self)
-        d.pop("states")
-        return d
+        return {k: v for k, v in asdict(replace(self, states=[], trainer=None)).items()
+                if k not in ("states", "trainer")}
 
 
 def _check_blocks(blocks_train, blocks_test, y_train, y_test):
@@ -65,25 +64,88 @@ def _check_blocks(blocks_train, blocks_test, y_train, y_test):
             raise ValueError(f"client {j + 1}'s data contains NaN or infinite values")
 
 
-def run_programs(programs: list, backend: str, timeout: float = 3600.0, threads: int = 1) -> list[dict]:
-    """The parties' records: real MPyC processes ('mpyc') or the same programs in this process ('plain')."""
-    run = runner(backend)
-    if backend == "mpyc":
-        return run(programs, timeout=timeout)
-    import torch
+def run_programs(programs: list, backend: str, timeout: float = 3600.0, threads: int = 1,
+                 progress: int | None = None) -> list[dict]:
+    """The parties' records: real MPyC processes ('mpyc') or the same programs in this process ('plain').  The
+    in-process run gets the programs as a party process would, through their serialization (each party its own
+    copy of its torch objects).  ``progress``: the training's iterations, shown as a bar that follows the
+    server's progress file."""
+    import contextlib
+    import pickle
+    import tempfile
 
-    old = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        return run(programs, timeout=timeout)
-    finally:
-        torch.set_num_threads(old)
+    run = runner(backend)
+    if backend != "mpyc":
+        programs = [pickle.loads(pickle.dumps(p)) for p in programs]
+    with contextlib.ExitStack() as stack:
+        if progress:
+            from tqdm import tqdm
+
+            from apps.progress import follow_progress
+
+            path = f"{stack.enter_context(tempfile.TemporaryDirectory(prefix='sqm-vfl-'))}/progress"
+            programs[0].progress_path = path
+            bar = stack.enter_context(tqdm(total=progress, desc=f"PBM-VFL iterations ({backend})", unit="it"))
+
+            def advance(i, loss):
+                bar.n = i
+                bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
+                bar.refresh()
+
+            stack.enter_context(follow_progress(path, advance))
+        if backend == "mpyc":
+            return run(programs, timeout=timeout)
+        import torch
+
+        old = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            return run(programs, timeout=timeout)
+        finally:
+            torch.set_num_threads(old)
+
+
+def mlp_trainer(blocks_train, blocks_test, y_train, y_test, cfg: VFLConfig, backend: str = "mpyc", seed=None,
+                threads: int = 1, secure_sum: str = "bgw", batch_seed: int | None = None,
+                timeout: float = 3600.0):
+    """A :class:`.trainer.PBMVFL` with ``sqm pbm-vfl``'s models: each client a 3-layer MLP, the server a linear
+    layer with cross-entropy, all initialised from the party's own seed and optimized by ``cfg.optimizer``."""
+    from .modules import default_client_model, default_fusion_model, default_optimizer
+    from .trainer import PBMVFL, Client, Server
+
+    if secure_sum not in SECURE_SUMS:
+        raise ValueError(f"secure sum must be one of {SECURE_SUMS}, got {secure_sum!r}")
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
+    cfg.validate()
+    _check_blocks(blocks_train, blocks_test, y_train, y_test)
+    M = len(blocks_train)
+    problem = pbm.two_clients_problem(M) if cfg.method == "pbm" else None
+    if problem:  # refused before any party starts (the party program refuses too)
+        raise ValueError(problem)
+    if isinstance(seed, (list, tuple)):
+        seed = np.random.SeedSequence([int(x) for x in seed])
+    seeds = spawn_seeds(seed, M + 1) if seed is not None else [None] * (M + 1)  # each party: its own only
+
+    def client(j):
+        model = default_client_model(cfg, np.shape(blocks_train[j])[1], seeds[j + 1])
+        return Client(model, np.asarray(blocks_train[j], np.float32), np.asarray(blocks_test[j], np.float32),
+                      optimizer=default_optimizer(cfg, model.parameters()), device=cfg.device)
+
+    fusion = default_fusion_model(cfg, seeds[0])
+    server = Server(fusion, np.asarray(y_train, np.int64), np.asarray(y_test, np.int64),
+                    optimizer=default_optimizer(cfg, fusion.parameters()), device=cfg.device)
+    return PBMVFL([client(j) for j in range(M)], server, b=cfg.b, beta=cfg.beta, C=cfg.C, epochs=cfg.epochs,
+                  batch_size=cfg.batch_size, delta=cfg.delta, method=cfg.method, secure_sum=secure_sum,
+                  backend=backend, seed=seed, batch_seed=batch_seed, threads=threads, timeout=timeout,
+                  eval_chunk=cfg.eval_chunk)
 
 
 def train_vfl(blocks_train, blocks_test, y_train, y_test, cfg: VFLConfig, backend: str = "mpyc", seed=None,
               batch_seeds=None, progress: bool = False, desc: str | None = None, threads: int = 1,
               secure_sum: str = "bgw", batch_seed: int | None = None, timeout: float = 3600.0) -> TrainResult:
-    """Train PBM-VFL (or a baseline) on vertically split data; return the test metrics by epoch and costs.
+    """Train PBM-VFL (or a baseline) with ``sqm pbm-vfl``'s models (:func:`mlp_trainer`) on vertically split
+    data; return the test metrics by epoch and costs.
 
     ``backend``: 'mpyc' (real party processes) or 'plain' (the same party programs in this process, a
     simulation).  ``seed``: None (default) gives every party fresh OS entropy.  A seed (an int, a sequence of
@@ -99,32 +161,15 @@ def train_vfl(blocks_train, blocks_test, y_train, y_test, cfg: VFLConfig, backen
     pairwise masks modulo 2^k with 2^k > b M).  ``timeout``: seconds before the whole job is abandoned.
     ``progress``: print the test accuracy of each epoch when the job ends.
     """
-    if secure_sum not in SECURE_SUMS:
-        raise ValueError(f"secure sum must be one of {SECURE_SUMS}, got {secure_sum!r}")
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
-    cfg.validate()
-    _check_blocks(blocks_train, blocks_test, y_train, y_test)
-    M = len(blocks_train)
-    problem = pbm.two_clients_problem(M) if cfg.method == "pbm" else None
-    if problem:  # refused before any party starts (the party program refuses too)
-        raise ValueError(problem)
-    n_train, n_test = len(y_train), len(y_test)
-    if isinstance(seed, (list, tuple)):
-        seed = np.random.SeedSequence([int(x) for x in seed])
-    seeds = spawn_seeds(seed, M + 1) if seed is not None else [None] * (M + 1)  # each party: its own only
-    public = int(batch_seed) if batch_seed is not None else public_batch_seed(seed)
-    bseeds = list(batch_seeds) if batch_seeds is not None else [public] * (M + 1)
-    if len(bseeds) != M + 1:
-        raise ValueError(f"batch_seeds needs {M + 1} entries (server first)")
-    common = dict(threads=threads, secure_sum=secure_sum)
-    programs = [PBMVFLProgram(cfg, M, n_train, n_test, seeds[0], bseeds[0], y_train=np.asarray(y_train),
-                              y_test=np.asarray(y_test), **common)]
-    programs += [PBMVFLProgram(cfg, M, n_train, n_test, seeds[j + 1], bseeds[j + 1],
-                               X_train=np.asarray(blocks_train[j], np.float32),
-                               X_test=np.asarray(blocks_test[j], np.float32), **common) for j in range(M)]
-    t0 = time.perf_counter()
-    res = run_programs(programs, backend, timeout, threads)
+    vfl = mlp_trainer(blocks_train, blocks_test, y_train, y_test, cfg, backend, seed, threads, secure_sum,
+                      batch_seed, timeout)
+    M = len(vfl.clients)
+    if batch_seeds is not None:
+        if len(batch_seeds) != M + 1:
+            raise ValueError(f"batch_seeds needs {M + 1} entries (server first)")
+        vfl.party_batch_seeds = list(batch_seeds)
+    vfl.fit()
+    res = vfl.last_run.records
     out = res[0]["result"]
     if backend == "mpyc":
         bytes_sent = int(sum(r.get("bytes_sent", 0) for r in res))
@@ -140,11 +185,10 @@ def train_vfl(blocks_train, blocks_test, y_train, y_test, cfg: VFLConfig, backen
     st = out["stats"]
     return TrainResult(method=cfg.method, backend=backend, history=hist,
                        accuracy=float(last.get("test_accuracy", float("nan"))), auprc=last.get("test_auprc"),
-                       seconds=time.perf_counter() - t0, iterations=st["iterations"], records=st["records"],
+                       seconds=vfl.last_run.seconds, iterations=st["iterations"], records=st["records"],
                        sum_seconds=st["sum_seconds"], iter_seconds=st["iter_seconds"],
                        bits_model=model_bits(st["records"], M, cfg.embedding_size, cfg.method, cfg.b),
                        bytes_sent=bytes_sent, bytes_detail=detail,
                        clipped=int(sum(r["result"]["clipped"] for r in res[1:])),
                        sum_digest=out.get("sum_digest"), sigma=noise_sigma(cfg, M),
-                       states=[r["result"]["state"] for r in res])
-
+                       states=[r["result"]["state"] for r in res], trainer=vfl)
