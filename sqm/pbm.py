@@ -110,7 +110,8 @@ def encode(x, b: int, beta: float, C: float = 1.0, rng=None) -> PBMEncoding:
     device (a GPU included) and only the uniforms travel there from the host.  Written by hand rather than with
     ``numpy.random.Generator.binomial`` or ``torch.binomial`` so that both kinds of array share one sampler, and
     because torch's generators (MT19937 on the CPU, Philox on CUDA) are not cryptographic while the coins are
-    the party's secret noise.  Each coin is Bernoulli(p) up to the 2^-53 grid of a float64 uniform (an error
+    the party's secret noise.  Coin k of every entry comes before coin k + 1 in the stream, so the integers do not
+    depend on how many coins are drawn at once.  Each coin is Bernoulli(p) up to the 2^-53 grid of a float64 uniform (an error
     below 1.2e-16 per coin in probability).  Entries outside [-C, C] are clipped and counted; NaN or infinite
     entries raise ValueError."""
     check_params(b, beta, C)
@@ -134,10 +135,10 @@ def encode(x, b: int, beta: float, C: float = 1.0, rng=None) -> PBMEncoding:
     gen = make_rng(rng)
     per_block = max(1, min(int(b), COIN_BLOCK_ELEMENTS // max(n, 1)))
     for start in range(0, int(b), per_block):
-        u = gen.random(tuple(q.shape) + (min(per_block, int(b) - start),))
+        u = gen.random((min(per_block, int(b) - start),) + tuple(q.shape))  # coin-major: blocks keep the stream
         if _is_tensor(q):
             u = torch.from_numpy(u).to(q.device)
-        q += (u < p[..., None]).sum(-1)
+        q += (u < p).sum(0)
     return PBMEncoding(q=q, clipped=over)
 
 

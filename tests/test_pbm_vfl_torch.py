@@ -191,3 +191,22 @@ def test_bad_input_is_refused_naming_the_party(tmp_path, same_state):
             tmp_path / "a.pt")
     with pytest.raises(ValueError, match="epochs to train"):
         good.fit(0)
+
+
+def test_each_party_program_carries_only_its_own_objects():
+    """The server's program holds the fusion model, its optimizer, loss and labels and no client's rows or module;
+    client j's holds its own module, optimizer and rows only; through the serialization a party process reads,
+    the optimizer still drives that party's module."""
+    import pickle
+
+    vfl = _trainer(init_seed=1)
+    progs = vfl._programs(1)
+    assert progs[0].model is vfl.server.module and progs[0].loss is vfl.server.loss
+    assert progs[0].X_train is None and progs[0].X_test is None
+    for j, c in enumerate(vfl.clients, start=1):
+        assert progs[j].model is c.module and progs[j].optimizer is c.optimizer and progs[j].loss is None
+        assert progs[j].y_train is None and progs[j].y_test is None and np.array_equal(progs[j].X_train, c.x_train)
+    copy = pickle.loads(pickle.dumps(progs[1]))
+    params = {id(p) for p in copy.model.parameters()}
+    assert {id(p) for g in copy.optimizer.param_groups for p in g["params"]} == params
+    assert type(copy.model).__name__ == "HalfCNN" and copy.model is not progs[1].model
