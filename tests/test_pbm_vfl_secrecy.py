@@ -259,9 +259,15 @@ def test_cli_records_secure_mode(tmp_path, capsys):
         out = tmp_path / f"pbm{secure}.json"
         args = parse(["pbm-vfl", "--epochs", "1", "--hidden", "8", "--embedding-size", "4",
                                   "--device", "cpu", "--backend", "plain", "--json", str(out), *extra]
-                                 + ([] if secure else ["--no-baselines"]))
+                                 + ([] if secure else ["--no-baselines", "--save", str(tmp_path / "pbm.pt")]))
         assert args.func(args) == 0
         obj = json.loads(out.read_text())
+        if not secure:  # --save: PBM-VFL's checkpoint, tensors and plain types only
+            import torch
+
+            ck = torch.load(tmp_path / "pbm.pt", weights_only=True)
+            assert ck["epoch"] == 1 and len(ck["clients"]) == 4 and ck["accountant"]["uses"] == 1
+            assert ck["clients"][0]["module"]["0.weight"].shape == (8, 16)
         assert obj["secure_mode"] is secure
         text = capsys.readouterr().out
         assert ("EXPERIMENT" in text) is (not secure)

@@ -77,6 +77,10 @@ def run(args) -> int:
         print("  measured bytes: n/a (in-process SIMULATION; use --backend mpyc)")
     print(f"  time {r.seconds:.2f} s, {1e3 * r.iter_seconds / max(r.iterations, 1):.2f} ms per iteration, "
           f"{100 * r.sum_seconds / max(r.iter_seconds, 1e-12):.1f}% in the secure sum; clipped entries {r.clipped}")
+    if args.save:
+        r.trainer.save(args.save)
+        print(f"wrote {args.save} (PBM-VFL's trained party models and optimizers, the accountant; "
+              f"apps.pbm_vfl.PBMVFL.load resumes from it)")
     if args.json:
         from apps import output
 
@@ -153,4 +157,7 @@ def register(sub) -> None:
                    help="PUBLIC seed of the mini-batch order (default: fresh; with --seed, derived one way from it)")
     p.add_argument("--no-baselines", action="store_true", help="skip the NPQ and LDP baselines")
     p.add_argument("--plot", default=None, help="write test accuracy by epoch (PNG) to FILE")
+    p.add_argument("--save", default=None, metavar="FILE",
+                   help="write PBM-VFL's checkpoint (every party's trained model and optimizer, the accountant; "
+                        "torch.save format, read back by apps.pbm_vfl.PBMVFL.load) to FILE")
     p.set_defaults(func=run)

@@ -208,7 +208,8 @@ class PBMVFL:
     def _embedding_size(self) -> int:
         sizes = []
         for j, c in enumerate(self.clients):
-            shape = _probe(c.module, torch.as_tensor(c.x_train[:1]))
+            one = c.x_train[:1] if len(c.x_train) else np.zeros((1, c.x_train.shape[1]), np.float32)
+            shape = _probe(c.module, torch.as_tensor(one))
             if len(shape) != 2 or shape[0] != 1:
                 raise ValueError(f"client {j + 1}: its module maps a (1, {c.x_train.shape[1]}) batch to shape "
                                  f"{shape}; it must give an embedding (records x P)")
