@@ -148,7 +148,7 @@ class InProcessContext(PartyContext):
         got = await self.ideal_inputs(mine, receivers)
         self._lap("ideal evaluation (simulation)")
         if self.on_chunk is not None:  # every chunk at once
-            due = max(1, -(-n_rows // rows_per_chunk))
+            due = chunk_count(n_rows, rows_per_chunk)
             self.on_chunk(due, due)
         if got is None:
             return None

@@ -83,8 +83,9 @@ def sum_mod(a, axis, p: int) -> np.ndarray:
     return add_mod(lo, scalar_mul_mod(hi, 1 << 31, p), p)
 
 
-def _limb_plan(bits: int, inner: int) -> tuple[int, int, int]:
-    """(limb width w, number of limbs L, inner chunk) with L * chunk * (2^w - 1)^2 < 2^53.
+def _limb_plan(bits: int, inner: int, signed: bool = False) -> tuple[int, int, int]:
+    """(limb width w, number of limbs L, inner chunk) with L * chunk * (largest limb product) < 2^53: (2^w - 1)^2
+    for unsigned limbs, 2^(2w-2) for balanced (``signed``) ones, see :func:`_signed_limb_plan`.
 
     The fewest limbs whose exact chunk still holds min(inner, 2048) terms: float64 sums of up to L limb
     products over a chunk are then integers below 2^53, hence exact.  Fewer limbs means L^2 fewer BLAS
@@ -92,7 +93,7 @@ def _limb_plan(bits: int, inner: int) -> tuple[int, int, int]:
     """
     for L in range(1, 9):
         w = -(-bits // L)
-        chunk = ((1 << 53) - 1) // (L * ((1 << w) - 1) ** 2)
+        chunk = ((1 << 53) - 1) // (L * ((1 << (2 * w - 2)) if signed else ((1 << w) - 1) ** 2))
         if chunk >= min(inner, 2048):
             return w, L, max(1, min(inner, chunk, 16384))
     raise ValueError("no exact limb plan")  # pragma: no cover
@@ -219,15 +220,10 @@ def rowdot_mod(A, B, p: int) -> np.ndarray:
 def _signed_limb_plan(bits: int, inner: int) -> tuple[int, int, int]:
     """(limb width w, number of limbs L, inner chunk) for balanced limbs: a field element taken as its signed
     representative (|x| <= (p - 1) / 2 < 2^(bits-1)) has L = ceil(bits / w) digits in [-2^(w-1), 2^(w-1)]
-    (see :func:`_signed_limbs_into`), so a limb product is at most 2^(2w-2) in magnitude, four times less than
+    (see :func:`_balanced_limbs`), so a limb product is at most 2^(2w-2) in magnitude, four times less than
     with unsigned limbs: a 42-bit field then needs 2 limbs of 21 bits (4096-row chunks) where unsigned limbs
     need 3, and the Gram product costs 4/9 of the flops.  Exact: L * chunk * 2^(2w-2) < 2^53."""
-    for L in range(1, 9):
-        w = -(-bits // L)
-        chunk = ((1 << 53) - 1) // (L * (1 << (2 * w - 2)))
-        if chunk >= min(inner, 2048):
-            return w, L, max(1, min(inner, chunk, 16384))
-    raise ValueError("no exact limb plan")  # pragma: no cover
+    return _limb_plan(bits, inner, signed=True)
 
 
 def _balanced_limbs(A: np.ndarray, w: int, L: int, p: int) -> list[np.ndarray]:
@@ -236,9 +232,7 @@ def _balanced_limbs(A: np.ndarray, w: int, L: int, p: int) -> list[np.ndarray]:
     keeps inside that range), s = A or A - p, whichever is smaller in magnitude.  Digits are cut in int64
     (exact for any p < 2^62), then converted (exact: below 2^53)."""
     h = (p - 1) // 2
-    t = np.add(A, h, dtype=np.int64)  # (A + h) mod p - h is the signed representative
-    u = t.view(np.uint64)
-    np.minimum(u, u - np.uint64(p), out=u)
+    t = add_mod(A, h, p)  # (A + h) mod p - h is the signed representative
     np.subtract(t, h, out=t)
     half, mask = 1 << (w - 1), (1 << w) - 1
     d = np.empty_like(t)

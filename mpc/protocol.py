@@ -31,6 +31,7 @@ import time
 import numpy as np
 
 from . import modarith, shamir, wire
+from .stream import chunk_count
 from .field import from_signed, prime_for_bound, to_signed
 from .randomness import secure_generator
 
@@ -122,15 +123,6 @@ def _same(a, b) -> bool:
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.shape == b.shape and bool(np.all(a == b))
     return type(a) is type(b) and a == b
-
-
-def _list_of(validators, what: str):
-    """A list of exactly ``len(validators)`` items, item k checked by ``validators[k]``."""
-    def check(x):
-        if not isinstance(x, list) or len(x) != len(validators):
-            raise wire.WireError(f"expected {what}: a list of {len(validators)} arrays")
-        return [v(item) for v, item in zip(validators, x)]
-    return check
 
 
 def _names(clients) -> str:
@@ -329,10 +321,7 @@ class PartyContext:
         and each summand share of the shape in ``summands``, every entry in [0, p) (None: any length).
         When the server is a worker it sends every client an empty frame too, and every worker waits for every
         other: no client runs more than one chunk ahead of the server, so no buffer grows with the records."""
-        if self.t < 1:
-            raise ProtocolError(f"party {self.pid}: a job with {self.M - 1} client(s) has threshold t = 0, so "
-                                f"every party's share would be a client's data in the clear; at least two "
-                                f"clients are needed; refused")
+        self.require_threshold()
         workers = list(range(self.M)) if workers is None else list(workers)
         if self.is_server:  # an empty frame to every client: the clients' pace (see above)
             outgoing = {j: None for j in range(self.M)} if 0 in workers else {}
@@ -344,7 +333,7 @@ class PartyContext:
         for k, c in enumerate(self.clients):
             parts = [wire.shares((rows, None if widths is None else widths[k]), p)]
             parts += [wire.shares(tuple(s), p) for s in summands]
-            expect[c] = _list_of(parts, "input shares")
+            expect[c] = wire.list_of(parts, "input shares")
         senders = workers if self.pid in workers else []  # a worker hears from every worker (the server's: pace)
         got = await self.send_recv(outgoing, senders, expect, "input shares")
         self._lap("exchange input shares")
@@ -358,6 +347,13 @@ class PartyContext:
                 acc = modarith.add_mod(acc, g[k], p)
             sums.append(acc)
         return np.hstack([g[0] for g in got]), sums
+
+    def require_threshold(self) -> None:
+        """Refuse (ProtocolError) a job whose threshold is t = 0, i.e. with fewer than two clients."""
+        if self.t < 1:
+            raise ProtocolError(f"party {self.pid}: a job with {self.M - 1} client(s) has threshold t = 0, so "
+                                f"every party's share would be a client's data in the clear; at least two "
+                                f"clients are needed; refused")
 
     async def reshare(self, y2t: np.ndarray | None, p: int, workers=None, shape=None) -> np.ndarray:
         """Degree reduction: each of the ``workers`` (default: every party; at least 2t + 1 of them) shares its
@@ -456,10 +452,10 @@ class PartyContext:
         degree once, open to ``receivers`` (field elements there, None elsewhere).  ``feed``: this client's
         :class:`_Feed`, None at the server."""
         summands = [(prog.n_out,)] + ([(1,)] if needs_count else [])
-        n_chunks = max(1, -(-n_rows // rows_per_chunk))
+        n_chunks = chunk_count(n_rows, rows_per_chunk)
         workers = self._workers(prog)
         blocks = None if feed is None else feed.blocks(rows_per_chunk)
-        moments, degree2, sums = None, prog.degree >= 2, []
+        moments, sums = None, []
         for k in range(n_chunks):
             last = k == n_chunks - 1
             payload = None
@@ -470,7 +466,7 @@ class PartyContext:
             rows_k = min(rows_per_chunk, n_rows - k * rows_per_chunk) if n_rows else 0
             S, sums = await self.input_shares(payload, p, widths, rows_k, summands if last else (), workers)
             if S is not None:
-                m, degree2 = await self._moments(prog, S, p)
+                m = await self._moments(prog, S, p)
                 moments = m if moments is None else modarith.add_mod(moments, m, p)
             del S, payload
             self._lap("local moments")
@@ -479,7 +475,7 @@ class PartyContext:
         y = None
         if self.pid in workers:
             y = modarith.add_mod(self._combine(prog, moments, sums[1] if needs_count else None, p), sums[0], p)
-        if degree2:
+        if prog.degree >= 2:  # the moments have degree 2t: one reduction
             y = await self.reshare(y, p, workers, (prog.n_out,))
             self._lap("degree reduction")
             workers = list(range(self.M))  # every party now holds a degree-t share
@@ -495,16 +491,15 @@ class PartyContext:
             return list(self.clients)
         return list(range(self.M))
 
-    async def _moments(self, prog, S: np.ndarray, p: int) -> tuple[np.ndarray, bool]:
+    async def _moments(self, prog, S: np.ndarray, p: int) -> np.ndarray:
         """This party's shares of the program's moments over the records of ``S`` (its shares of one chunk),
         mod p: vec(S^T S) for a Gram program; else one per monomial (0 for the constant monomial, whose sum
         is the record count, added by :meth:`_combine`).  Degree > 2 monomials take one degree reduction
-        per extra factor.  Also whether the moments have degree 2t (they then need one reduction)."""
+        per extra factor.  With a monomial of degree >= 2 (``prog.degree >= 2``) the moments have degree 2t."""
         if prog.gram:
-            return modarith.gram_mod(S, p).reshape(-1), True
+            return modarith.gram_mod(S, p).reshape(-1)
         monos = prog.monomials
         moments = np.zeros(len(monos), dtype=np.int64)
-        degree2 = False
         deg2 = [k for k, mono in enumerate(monos) if len(mono) == 2]
         if any(len(mono) == 1 for mono in monos):
             colsum = modarith.sum_mod(S, 0, p)
@@ -528,14 +523,12 @@ class PartyContext:
             if len(mono) == 1:
                 moments[k] = colsum[mono[0]]
             elif len(mono) == 2:
-                degree2 = True
                 a, b = mono
                 moments[k] = G[a, b] if len(deg2) > S.shape[1] else \
                     modarith.sum_mod(modarith.mul_mod(S[:, a], S[:, b], p), 0, p)
             elif len(mono) > 2:
-                degree2 = True
                 moments[k] = modarith.sum_mod(modarith.mul_mod(prefix[mono[:-1]], S[:, mono[-1]], p), 0, p)
-        return moments, degree2
+        return moments
 
     @staticmethod
     def _combine(prog, moments: np.ndarray, count, p: int) -> np.ndarray:

@@ -25,6 +25,12 @@ def chunk_rows(n_cols: int, elements: int = CHUNK_ELEMENTS) -> int:
     return max(1024, int(elements) // max(1, int(n_cols)))
 
 
+def chunk_count(n_rows: int, rows_per_chunk: int) -> int:
+    """Chunks of ``rows_per_chunk`` records that ``n_rows`` records make (at least one: a job without records
+    still makes one exchange)."""
+    return max(1, -(-int(n_rows) // int(rows_per_chunk)))
+
+
 class ChunkedInput:
     """A client's integer input: ``n_rows`` records of ``n_cols`` columns, an addend and, optionally, the keyed
     digest of its record ids (``ids_digest``).  Subclasses define :meth:`chunks` and :meth:`addend`."""

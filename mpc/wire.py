@@ -214,6 +214,17 @@ def nothing(x):
     return x
 
 
+def list_of(validators, what: str) -> Validator:
+    """A list of exactly ``len(validators)`` items, item k checked by ``validators[k]``."""
+    validators = list(validators)
+
+    def check(x):
+        if not isinstance(x, list) or len(x) != len(validators):
+            raise WireError(f"expected {what}: a list of {len(validators)} arrays")
+        return [v(item) for v, item in zip(validators, x)]
+    return check
+
+
 def one_of(*validators: Validator) -> Validator:
     def check(x):
         errors = []

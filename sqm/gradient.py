@@ -141,27 +141,6 @@ class LRGradient:
                                      prime_for_bound(self.result_bound(plan), ctx.M))
 
 
-def _parts(*validators, what: str = "shares"):
-    """A frame holding exactly ``len(validators)`` arrays, item k checked by ``validators[k]``."""
-    def check(x):
-        if not isinstance(x, list) or len(x) != len(validators):
-            raise wire.WireError(f"expected {what}: a list of {len(validators)} arrays")
-        return [v(item) for v, item in zip(validators, x)]
-    return check
-
-
-def _lap(ctx, phase: str) -> None:
-    lap = getattr(ctx, "_lap", None)
-    if lap is not None:
-        lap(phase)
-
-
-def exchanges_per_iteration(M: int, t: int) -> int:
-    """Exchanges of one :func:`secure_gradient`: 2 when M > 3t (shares, masked opening), else 3 (shares, the
-    moments' degree reduction with the coefficient shares, masked opening)."""
-    return 2 if M > 3 * t else 3
-
-
 async def secure_gradient(ctx, stat: LRGradient, plan: SQMPlan, int_coefs, my_input, p: int):
     """BGW evaluation of the compensated Eq. 19 gradient sum plus the clients' noise, with the coefficients
     secret (the server's input) and the batch secret (the clients' inputs):
@@ -204,10 +183,7 @@ async def secure_gradient(ctx, stat: LRGradient, plan: SQMPlan, int_coefs, my_in
     Returns the signed integer result (object array) at the server, None at the clients.
     """
     d, M, t = stat.d, ctx.M, ctx.t
-    if t < 1:
-        from mpc.protocol import ProtocolError
-
-        raise ProtocolError(f"party {ctx.pid}: a job with {M - 1} client(s) has threshold t = 0: refused")
+    ctx.require_threshold()
     direct = M > 3 * t  # products with the coefficients have degree 3t < M: no reduction of the moments
     widths, n_rows, n_coefs = list(plan.col_counts), plan.n_records, d * (d + 2)
     # ---- 1. input shares (and, when direct, the server's coefficient shares) ----
@@ -222,15 +198,15 @@ async def secure_gradient(ctx, stat: LRGradient, plan: SQMPlan, int_coefs, my_in
         noise_sub = shamir.share(from_signed(np.asarray(addend, dtype=object), p), M, t, p, ctx.rng)
         mask_sub = shamir.share(np.zeros(d, np.int64), M, M - 1, p, ctx.rng)  # degree M - 1, R_j(0) = 0
         outgoing = {j: [block_sub[j], noise_sub[j], mask_sub[j]] for j in range(M)}
-    _lap(ctx, "share inputs (local)")
-    expect = {c: _parts(wire.shares((n_rows, widths[c - 1]), p), wire.shares((d,), p), wire.shares((d,), p),
-                        what="input shares") for c in ctx.clients}
+    ctx._lap("share inputs (local)")
+    expect = {c: wire.list_of([wire.shares((n_rows, widths[c - 1]), p), wire.shares((d,), p), wire.shares((d,), p)],
+                              "input shares") for c in ctx.clients}
     senders = list(ctx.clients)
     if direct:
-        expect[0] = _parts(wire.shares((n_coefs,), p), what="coefficient shares")
+        expect[0] = wire.list_of([wire.shares((n_coefs,), p)], "coefficient shares")
         senders = [0] + senders
     got = await ctx.send_recv(outgoing, senders, expect, "input and coefficient shares" if direct else "input shares")
-    _lap(ctx, "exchange input shares")
+    ctx._lap("exchange input shares")
     got = dict(zip(senders, got))
     S = np.hstack([got[c][0] for c in ctx.clients])
     z, mask = got[ctx.clients[0]][1], got[ctx.clients[0]][2]
@@ -249,10 +225,10 @@ async def secure_gradient(ctx, stat: LRGradient, plan: SQMPlan, int_coefs, my_in
         coef_sub = shamir.share(from_signed(np.asarray(int_coefs, np.int64), p), M, t, p, ctx.rng) \
             if ctx.is_server else None
         outgoing = {j: [sub[j]] + ([coef_sub[j]] if ctx.is_server else []) for j in range(M)}
-        expect = {j: _parts(wire.shares((m + d,), p), what="degree-reduction sub-shares") for j in ctx.clients}
-        expect[0] = _parts(wire.shares((m + d,), p), wire.shares((n_coefs,), p),
-                           what="degree-reduction sub-shares and coefficient shares")
-        _lap(ctx, "local moments")
+        expect = {j: wire.list_of([wire.shares((m + d,), p)], "degree-reduction sub-shares") for j in ctx.clients}
+        expect[0] = wire.list_of([wire.shares((m + d,), p), wire.shares((n_coefs,), p)],
+                                 "degree-reduction sub-shares and coefficient shares")
+        ctx._lap("local moments")
         got = await ctx.send_recv(outgoing, range(M), expect, "degree reduction and coefficient shares")
         red = shamir.combine_subshares(np.stack([g[0] for g in got]), ctx.points, p)
         C = got[0][1]
@@ -260,16 +236,14 @@ async def secure_gradient(ctx, stat: LRGradient, plan: SQMPlan, int_coefs, my_in
         G[upper] = red[:m]
         G[upper[1], upper[0]] = red[:m]
         h = red[m:]
-        _lap(ctx, "degree reduction")
+        ctx._lap("degree reduction")
     C = C.reshape(d, d + 2)
     # ---- 3. the masked opening, to the server only ----
     y = modarith.mul_mod(C[:, 0], s, p)
     y = modarith.add_mod(y, modarith.rowdot_mod(C[:, 1:d + 1], G, p), p)
     y = modarith.add_mod(y, modarith.mul_mod(C[:, d + 1], h, p), p)
     y = modarith.add_mod(modarith.add_mod(y, z, p), mask, p)  # degree <= M - 1, masked
-    _lap(ctx, "local products")
-    got = await ctx.send_recv({0: y}, range(M) if ctx.is_server else [], wire.shares((d,), p), "open result")
-    _lap(ctx, "open result")
-    if not ctx.is_server:
-        return None
-    return to_signed(shamir.reconstruct(np.stack(got), ctx.points, p), p).astype(object)
+    ctx._lap("local products")
+    res = await ctx.open_to(y, p, [0])
+    ctx._lap("open result")
+    return None if res is None else to_signed(res, p).astype(object)
