@@ -26,7 +26,6 @@ import urllib.request
 import zipfile
 from dataclasses import dataclass
 
-import numpy as np
 
 ENV_HOME, ENV_MIRROR = "SQM_DATA", "SQM_DATA_MIRROR"
 
@@ -148,6 +147,8 @@ def digest(path: str) -> str:
     each, by name), since a zip archive's bytes carry timestamps and the assembled CiteSeer file is rebuilt."""
     h = hashlib.sha256()
     if path.endswith(".npz"):
+        import numpy as np
+
         with np.load(path, allow_pickle=False) as z:
             for k in sorted(z.files):
                 a = np.ascontiguousarray(z[k])
@@ -198,6 +199,7 @@ class _PlanetoidUnpickler(pickle.Unpickler):
     unpickled only after their SHA-256 matched the registry, and any other global is refused even then."""
 
     def find_class(self, module, name):
+        import numpy as np
         from scipy.sparse import csr_matrix
 
         try:
@@ -225,6 +227,8 @@ def assemble_citeseer(files: dict[str, str]) -> dict[str, np.ndarray]:
     Returns ``features`` (uint8, 3327 x 3703), ``labels`` (int64, 0..5, -1), ``edges`` (int64, undirected,
     u < v, no self-loops, sorted), ``idx_train`` (0..119), ``idx_val`` (120..619), ``idx_test`` (the sorted
     test ids)."""
+    import numpy as np
+
     part = {p: _unpickle(files[f"ind.citeseer.{p}"]) for p in ("x", "y", "tx", "ty", "allx", "ally", "graph")}
     with open(files["ind.citeseer.test.index"]) as f:
         test = np.array([int(t) for t in f.read().split()], dtype=np.int64)
@@ -244,6 +248,8 @@ def assemble_citeseer(files: dict[str, str]) -> dict[str, np.ndarray]:
 
 
 def build_citeseer_npz(files: dict[str, str], out: str) -> None:
+    import numpy as np
+
     with open(out, "wb") as f:
         np.savez_compressed(f, **assemble_citeseer(files))
 

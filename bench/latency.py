@@ -65,7 +65,6 @@ import os
 import sys
 import time
 
-import numpy as np
 
 from bench.common import finish
 from mpc.party import PartyProgram
@@ -193,6 +192,8 @@ def rounds(traces) -> int:
 
 
 def covariance_programs(rows: int, cols: int, clients: int, seed: int):
+    import numpy as np
+
     from sqm.mechanism import SQM
     from sqm.polynomial import covariance
     from sqm.vertical import VerticalData
@@ -206,6 +207,8 @@ def covariance_programs(rows: int, cols: int, clients: int, seed: int):
 
 def lr_programs(features: int, batch: int, clients: int, records: int, iterations: int, seed: int):
     import dataclasses
+
+    import numpy as np
 
     from apps.logreg import party
     from apps.logreg.estimator import SQMLogisticRegression
@@ -228,6 +231,8 @@ def lr_programs(features: int, batch: int, clients: int, records: int, iteration
 
 
 def vfl_programs(clients: int, steps: int, seed: int):
+    import numpy as np
+
     from apps.pbm_vfl.config import VFLConfig
     from apps.pbm_vfl.party import PBMVFLProgram
 
@@ -246,6 +251,8 @@ def vfl_programs(clients: int, steps: int, seed: int):
 
 def run_once(programs, delay_ms: float, preload=(), timeout: float = 600.0) -> dict:
     """One job through real party processes, every link delayed ``delay_ms`` one way; what was measured."""
+    import numpy as np
+
     from bench.netsim import delayed_parties
     from mpc.launch import run_parties
 
