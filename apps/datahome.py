@@ -25,7 +25,10 @@ import urllib.error
 import urllib.request
 import zipfile
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+if TYPE_CHECKING:  # numpy is imported where it is used: `sqm --help` reads this module
+    import numpy as np
 
 ENV_HOME, ENV_MIRROR = "SQM_DATA", "SQM_DATA_MIRROR"
 

@@ -36,6 +36,7 @@ import numpy as np
 from .field import from_signed
 from .protocol import PartyAborted, PartyContext, ProtocolError, party_label
 from .randomness import secure_generator
+from .stream import chunk_count
 
 IN_PROCESS_ADDRESS = "in-process:{}"
 
