@@ -200,7 +200,7 @@ def test_each_party_program_carries_only_its_own_objects():
     import pickle
 
     vfl = _trainer(init_seed=1)
-    progs = vfl._programs(1)
+    progs = vfl._fit_programs(1)
     assert progs[0].model is vfl.server.module and progs[0].loss is vfl.server.loss
     assert progs[0].X_train is None and progs[0].X_test is None
     for j, c in enumerate(vfl.clients, start=1):

@@ -71,6 +71,19 @@ def _child(seed, *key) -> np.random.SeedSequence:
     return np.random.SeedSequence(ss.entropy, spawn_key=(*ss.spawn_key, *key), pool_size=ss.pool_size)
 
 
+def party_seeds(seed, n: int) -> list:
+    """Each party's own seed, entry 0 the server's and j client j's: :func:`sqm.rng.spawn_seeds` of ``seed`` (an
+    int, a sequence of ints or a SeedSequence); for ``seed`` None, None for every party: each draws fresh OS
+    entropy itself."""
+    from sqm.rng import spawn_seeds
+
+    if seed is None:
+        return [None] * n
+    if isinstance(seed, (list, tuple)):
+        seed = np.random.SeedSequence([int(x) for x in seed])
+    return spawn_seeds(seed, n)
+
+
 def model_seed(seed) -> int:
     """The torch seed of a party's default model initialisation, from the party's OWN seed only (from
     :func:`sqm.rng.spawn_seeds`); fresh OS entropy when ``seed`` is None."""

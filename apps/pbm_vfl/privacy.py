@@ -3,6 +3,7 @@ sigma (the paper's matched variance, and calibrated to PBM's epsilon) and their 
 :class:`sqm.report.PrivacyReport` per method."""
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import replace
 
@@ -64,29 +65,25 @@ def method_privacy(cfg: VFLConfig, M: int):
     epsilon of each client's Gaussian releases (which the server sees directly): for the paper's sigma it is
     much smaller than PBM's (that noise matches PBM's variance, not its privacy); the equal-epsilon baseline is
     calibrated to PBM's.  NPQ: no privacy."""
-    from dp_accounting.dp_event import SelfComposedDpEvent
-
-    from sqm.events import PBMDpEvent, gaussian_event
     from sqm.report import PrivacyReport
 
     common = dict(method=METHOD_LABELS[cfg.method], n_parties=M, rounds=cfg.epochs)
     if cfg.method == "npq":
         return PrivacyReport(epsilon_server=math.inf, delta=0.0, notes="no privacy, no quantization", **common)
     rep = pbm_privacy(cfg, M)
+    trained = VFLAccountant(cfg, M)
+    trained.record(cfg.epochs)
+    events = tuple(trained.events())
     if cfg.method == "pbm":
-        event = PBMDpEvent(cfg.b, cfg.beta, M, cfg.embedding_size, "feature")
-        return PrivacyReport(epsilon_server=rep.epsilon_feature, delta=cfg.delta,
-                             events=(SelfComposedDpEvent(event, cfg.epochs),),
+        return PrivacyReport(epsilon_server=rep.epsilon_feature, delta=cfg.delta, events=events,
                              notes=f"feature-level, b={cfg.b}, beta={cfg.beta:g}, P={cfg.embedding_size}; "
                                    f"sample-level epsilon {rep.epsilon_sample:.4g}", **common)
-    sigma = noise_sigma(cfg, M)
+    sigma = trained.sigma
     eps = rep.epsilon_feature if cfg.method == "ldp_eq" else ldp_epsilon(sigma, cfg)
     how = ("Gaussian calibrated to PBM's epsilon" if cfg.method == "ldp_eq" else
            "the paper's sigma^2 = 2 M C^2 / (b beta^2): matched variance, not calibrated to epsilon")
-    event = gaussian_event(sigma, ldp_sensitivity(cfg.embedding_size, 1, cfg.C))
     return PrivacyReport(epsilon_server=eps, epsilon_client=eps, delta=cfg.delta, sigma=sigma,
-                         l2_sensitivity=ldp_sensitivity(cfg.embedding_size, cfg.epochs, cfg.C),
-                         events=(SelfComposedDpEvent(event, cfg.epochs),),
+                         l2_sensitivity=ldp_sensitivity(cfg.embedding_size, cfg.epochs, cfg.C), events=events,
                          notes=f"feature-level, per client; exact Gaussian epsilon (the events' RDP composition "
                                f"is looser); {how}", **common)
 
@@ -103,10 +100,16 @@ class VFLAccountant:
 
     ``epsilon()``: feature-level epsilon against the server at ``cfg.delta`` (PBM: :func:`sqm.pbm.privacy_report`;
     LDP: the exact Gaussian epsilon of the method's sigma, calibrated to the PLANNED ``cfg.epochs``; NPQ: inf);
-    ``events()``: the same releases as accounting events (:mod:`sqm.events`) for a budget ledger."""
+    ``events()``: the same releases as accounting events (:mod:`sqm.events`, one per method's release composed
+    ``uses`` times; :func:`method_privacy`'s too) for a budget ledger."""
 
     def __init__(self, cfg: VFLConfig, M: int):
         self.cfg, self.M, self.uses = cfg, int(M), 0
+
+    @functools.cached_property
+    def sigma(self) -> float:
+        """The per-client Gaussian sigma of an LDP method (0 for PBM and NPQ): :func:`noise_sigma`, once."""
+        return noise_sigma(self.cfg, self.M)
 
     def record(self, uses: int = 1) -> None:
         if isinstance(uses, bool) or int(uses) != uses or uses < 0:
@@ -122,7 +125,7 @@ class VFLAccountant:
         if cfg.method == "pbm":
             return pbm.privacy_report(cfg.b, cfg.beta, self.M, cfg.embedding_size, uses=self.uses,
                                       delta=cfg.delta).epsilon_feature
-        return ldp_epsilon(noise_sigma(cfg, self.M), replace(cfg, epochs=self.uses))
+        return ldp_epsilon(self.sigma, replace(cfg, epochs=self.uses))
 
     def events(self) -> list:
         from dp_accounting.dp_event import SelfComposedDpEvent
@@ -135,7 +138,7 @@ class VFLAccountant:
         if cfg.method == "pbm":
             one = PBMDpEvent(cfg.b, cfg.beta, self.M, cfg.embedding_size, "feature")
         else:
-            one = gaussian_event(noise_sigma(cfg, self.M), ldp_sensitivity(cfg.embedding_size, 1, cfg.C))
+            one = gaussian_event(self.sigma, ldp_sensitivity(cfg.embedding_size, 1, cfg.C))
         return [SelfComposedDpEvent(one, self.uses)]
 
     def _mechanism(self) -> dict:

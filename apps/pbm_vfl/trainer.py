@@ -33,7 +33,7 @@ from torch import nn
 from sqm import pbm
 
 from .config import METHODS, SECURE_SUMS, VFLConfig
-from .party import PBMVFLProgram, public_batch_seed
+from .party import PBMVFLProgram, party_seeds, public_batch_seed
 from .privacy import VFLAccountant
 
 CHECKPOINT_FORMAT = "sqm-vfl PBM-VFL checkpoint 1"
@@ -169,8 +169,6 @@ class PBMVFL:
             except (ValueError, RuntimeError) as e:
                 raise ValueError(f"{who}: {e}") from None
         self.secure_sum, self.backend, self.seed = secure_sum, backend, seed
-        if isinstance(seed, (list, tuple)):
-            self.seed = np.random.SeedSequence([int(x) for x in seed])
         self.batch_seed = int(batch_seed) if batch_seed is not None else public_batch_seed(self.seed)
         self.threads, self.timeout = threads, timeout
         self.epoch = 0
@@ -232,22 +230,27 @@ class PBMVFL:
         return K
 
     # ---------------------------------------------------------------------------------------------- training
-    def _programs(self, epochs: int) -> list:
-        from sqm.rng import spawn_seeds
-
+    def _programs(self, n_train: int, n_test: int, x_train: list, x_test: list, y_train, y_test, batch_seeds: list,
+                  **mode) -> list:
+        """Every party's program, server first: its own seed, module, optimizer (and loss), device and rows only;
+        ``mode``: :class:`PBMVFLProgram`'s training or prediction options."""
         M = len(self.clients)
-        seeds = spawn_seeds(self.seed, M + 1) if self.seed is not None else [None] * (M + 1)
-        bseeds = self.party_batch_seeds or [self.batch_seed] * (M + 1)
+        seeds = party_seeds(self.seed, M + 1)
         s = self.server
-        n_train, n_test = len(s.y_train), 0 if s.y_test is None else len(s.y_test)
-        common = dict(threads=self.threads, secure_sum=self.secure_sum, epochs=epochs, first_epoch=self.epoch + 1)
-        progs = [PBMVFLProgram(self.cfg, M, n_train, n_test, seeds[0], bseeds[0], y_train=s.y_train,
-                               y_test=s.y_test, model=s.module, optimizer=s.optimizer, loss=s.loss,
-                               device=s.device, **common)]
-        progs += [PBMVFLProgram(self.cfg, M, n_train, n_test, seeds[j + 1], bseeds[j + 1], X_train=c.x_train,
-                                X_test=c.x_test, model=c.module, optimizer=c.optimizer, device=c.device, **common)
+        common = dict(threads=self.threads, secure_sum=self.secure_sum, **mode)
+        progs = [PBMVFLProgram(self.cfg, M, n_train, n_test, seeds[0], batch_seeds[0], y_train=y_train, y_test=y_test,
+                               model=s.module, optimizer=s.optimizer, loss=s.loss, device=s.device, **common)]
+        progs += [PBMVFLProgram(self.cfg, M, n_train, n_test, seeds[j + 1], batch_seeds[j + 1], X_train=x_train[j],
+                                X_test=x_test[j], model=c.module, optimizer=c.optimizer, device=c.device, **common)
                   for j, c in enumerate(self.clients)]
         return progs
+
+    def _fit_programs(self, epochs: int) -> list:
+        s, M = self.server, len(self.clients)
+        return self._programs(len(s.y_train), 0 if s.y_test is None else len(s.y_test),
+                              [c.x_train for c in self.clients], [c.x_test for c in self.clients], s.y_train,
+                              s.y_test, self.party_batch_seeds or [self.batch_seed] * (M + 1), epochs=epochs,
+                              first_epoch=self.epoch + 1)
 
     def _parties(self) -> list:
         return [self.server] + self.clients
@@ -263,7 +266,7 @@ class PBMVFL:
                              + (" (the planned epochs are done)" if epochs is None else ""))
         t0 = time.perf_counter()
         steps = int(n) * math.ceil(len(self.server.y_train) / self.cfg.batch_size)
-        records = run_programs(self._programs(int(n)), self.backend, self.timeout, self.threads,
+        records = run_programs(self._fit_programs(int(n)), self.backend, self.timeout, self.threads,
                                progress=steps if progress else None)
         for party, rec in zip(self._parties(), records):
             _load_party(party, rec["result"]["state"])
@@ -279,7 +282,6 @@ class PBMVFL:
         client releases the records' embeddings once through the method's mechanism (accounted as one more use)
         and the server applies its fusion model."""
         from .training import run_programs
-        from sqm.rng import spawn_seeds
 
         M = len(self.clients)
         if len(blocks) != M:
@@ -287,15 +289,8 @@ class PBMVFL:
         xs = [_rows(b, f"client {j + 1}", "rows to predict") for j, b in enumerate(blocks)]
         if len({len(x) for x in xs}) != 1:
             raise ValueError(f"the clients' rows to predict are misaligned: {[len(x) for x in xs]} records")
-        seeds = spawn_seeds(self.seed, M + 1) if self.seed is not None else [None] * (M + 1)
-        n = len(xs[0])
-        s = self.server
-        common = dict(threads=self.threads, secure_sum=self.secure_sum, predict=True)
-        progs = [PBMVFLProgram(self.cfg, M, 0, n, seeds[0], 0, y_train=np.zeros(0, np.int64), model=s.module,
-                               optimizer=s.optimizer, loss=s.loss, device=s.device, **common)]
-        progs += [PBMVFLProgram(self.cfg, M, 0, n, seeds[j + 1], 0, X_test=x, model=c.module,
-                                optimizer=c.optimizer, device=c.device, **common)
-                  for j, (c, x) in enumerate(zip(self.clients, xs))]
+        progs = self._programs(0, len(xs[0]), [None] * M, xs, np.zeros(0, np.int64), None, [0] * (M + 1),
+                               predict=True)
         out = run_programs(progs, self.backend, self.timeout, self.threads)[0]["result"]["probabilities"]
         self.accountant.record(1)
         return out

@@ -3,14 +3,12 @@ or in process), the server's metrics and the measured costs collected in a :clas
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
 from mpc import BACKENDS, runner
 from sqm import pbm
-from sqm.rng import spawn_seeds
 
 from .config import FLOAT_BITS, SECURE_SUMS, VFLConfig
 from .privacy import noise_sigma
@@ -79,20 +77,18 @@ def run_programs(programs: list, backend: str, timeout: float = 3600.0, threads:
         programs = [pickle.loads(pickle.dumps(p)) for p in programs]
     with contextlib.ExitStack() as stack:
         if progress:
-            from tqdm import tqdm
-
-            from apps.progress import follow_progress
+            from apps.progress import progress_bar
 
             path = f"{stack.enter_context(tempfile.TemporaryDirectory(prefix='sqm-vfl-'))}/progress"
             programs[0].progress_path = path
-            bar = stack.enter_context(tqdm(total=progress, desc=f"PBM-VFL iterations ({backend})", unit="it"))
 
-            def advance(i, loss):
+            def advance(bar, i, loss):
                 bar.n = i
                 bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
                 bar.refresh()
 
-            stack.enter_context(follow_progress(path, advance))
+            stack.enter_context(progress_bar(path, advance, total=progress, desc=f"PBM-VFL iterations ({backend})",
+                                             unit="it"))
         if backend == "mpyc":
             return run(programs, timeout=timeout)
         import torch
@@ -111,6 +107,7 @@ def mlp_trainer(blocks_train, blocks_test, y_train, y_test, cfg: VFLConfig, back
     """A :class:`.trainer.PBMVFL` with ``sqm pbm-vfl``'s models: each client a 3-layer MLP, the server a linear
     layer with cross-entropy, all initialised from the party's own seed and optimized by ``cfg.optimizer``."""
     from .modules import default_client_model, default_fusion_model, default_optimizer
+    from .party import party_seeds
     from .trainer import PBMVFL, Client, Server
 
     if secure_sum not in SECURE_SUMS:
@@ -123,9 +120,7 @@ def mlp_trainer(blocks_train, blocks_test, y_train, y_test, cfg: VFLConfig, back
     problem = pbm.two_clients_problem(M) if cfg.method == "pbm" else None
     if problem:  # refused before any party starts (the party program refuses too)
         raise ValueError(problem)
-    if isinstance(seed, (list, tuple)):
-        seed = np.random.SeedSequence([int(x) for x in seed])
-    seeds = spawn_seeds(seed, M + 1) if seed is not None else [None] * (M + 1)  # each party: its own only
+    seeds = party_seeds(seed, M + 1)  # each party: its own only
 
     def client(j):
         model = default_client_model(cfg, np.shape(blocks_train[j])[1], seeds[j + 1])
