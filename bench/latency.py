@@ -206,26 +206,12 @@ def covariance_programs(rows: int, cols: int, clients: int, seed: int):
 
 
 def lr_programs(features: int, batch: int, clients: int, records: int, iterations: int, seed: int):
-    import dataclasses
-
     import numpy as np
 
     from apps.logreg import party
-    from apps.logreg.estimator import SQMLogisticRegression
-    from bench.lr_cost import rate_for_cap
-    from sqm.rng import spawn_seeds
-    from sqm.vertical import VerticalData
+    from bench.lr_cost import setup
 
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(records, features))
-    X /= np.linalg.norm(X, axis=1, keepdims=True)
-    y = (X[:, 0] > 0).astype(int)
-    q = rate_for_cap(records, batch, 5)
-    m = SQMLogisticRegression(1.0, 1e-5, 8192.0, q, 5, 1.0, "mpyc", clients, seed=seed)
-    blocks, counts, label = m._data(VerticalData.split(X, clients), y)
-    plan, _ = m.plan(records, counts, label)
-    plan = dataclasses.replace(plan, rounds=int(iterations))
-    seeds = spawn_seeds(seed, clients + 1)
+    blocks, plan, seeds, _ = setup(features, batch, clients, records, iterations, seed=seed)
     return [party.LRParty(plan, seeds[0])] + [party.LRParty(plan, s, np.asarray(b, np.float64))
                                               for s, b in zip(seeds[1:], blocks)]
 

@@ -69,11 +69,12 @@ def per_iteration(steps: list[str], rounds: int) -> list[str]:
     return loop[:len(loop) // rounds]
 
 
-def run(features=100, batch=64, parties=3, rounds=100, records=20000, gamma=8192.0, epsilon=1.0, seed=0,
-        plain=True) -> dict:
+def setup(features: int, batch: int, parties: int, records: int, rounds: int, gamma: float = 8192.0,
+          epsilon: float = 1.0, seed: int = 0):
+    """A synthetic SQM-LR job: unit-norm normal rows, label x_0 > 0, the sampling rate whose padded batch is
+    ``batch`` (:func:`rate_for_cap`), the plan cut to ``rounds`` iterations.  (blocks, plan, party seeds, q)."""
     import numpy as np
 
-    from apps.logreg import party
     from apps.logreg.estimator import SQMLogisticRegression
     from sqm.rng import spawn_seeds
     from sqm.vertical import VerticalData
@@ -84,11 +85,19 @@ def run(features=100, batch=64, parties=3, rounds=100, records=20000, gamma=8192
     y = (X[:, 0] > 0).astype(int)
     q = rate_for_cap(records, batch, 5)
     m = SQMLogisticRegression(epsilon, 1e-5, gamma, q, 5, 1.0, "mpyc", parties, seed=seed)
-    data = VerticalData.split(X, parties)
-    blocks, counts, label = m._data(data, y)
-    plan, rep = m.plan(records, counts, label)
+    blocks, counts, label = m._data(VerticalData.split(X, parties), y)
+    plan, _ = m.plan(records, counts, label)
     plan = dataclasses.replace(plan, rounds=int(rounds))  # time a prefix of the run
-    seeds = spawn_seeds(seed, parties + 1)
+    return blocks, plan, spawn_seeds(seed, parties + 1), q
+
+
+def run(features=100, batch=64, parties=3, rounds=100, records=20000, gamma=8192.0, epsilon=1.0, seed=0,
+        plain=True) -> dict:
+    import numpy as np
+
+    from apps.logreg import party
+
+    blocks, plan, seeds, q = setup(features, batch, parties, records, rounds, gamma, epsilon, seed)
     res = party.train(blocks, plan, seeds, backend="mpyc", wrap=CountExchanges)
     one = per_iteration(res.party_results[0]["exchanges"], int(rounds))
     out = dict(features=features, batch_cap=plan.b_max, expected_batch=q * records, sampling_rate=q,

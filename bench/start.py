@@ -55,15 +55,13 @@ def help_cost(tree: str, repeat: int = 5) -> dict:
 
 def party_start(rows: int = 2000, cols: int = 20, repeat: int = 5, seed: int = 0) -> dict:
     """Each party's start in the fastest of ``repeat`` secure covariances (real processes), step by step."""
-    import numpy as np
-
+    from bench.bgw_cost import make_data
     from mpc.launch import record_jobs
     from sqm.mechanism import SQM
     from sqm.polynomial import covariance
     from sqm.vertical import VerticalData
 
-    X = np.random.default_rng(seed).normal(size=(rows, cols))
-    data = VerticalData.split(X / np.linalg.norm(X, axis=1).max(), 2)
+    data = VerticalData.split(make_data(rows, cols, seed), 2)
     runs = []
     for _ in range(repeat):
         t0 = time.perf_counter()
