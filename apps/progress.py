@@ -35,3 +35,17 @@ def follow_progress(path: str, callback):
     finally:
         stop.set()
         th.join()
+
+
+@contextlib.contextmanager
+def progress_bar(path: str, on_line, **tqdm_args):
+    """A tqdm bar (``tqdm_args``) that ``on_line(bar, i, value)`` moves for each line the server's program
+    appends to ``path`` (:func:`follow_progress`) while the block runs; closed at the end."""
+    from tqdm import tqdm
+
+    bar = tqdm(**tqdm_args)
+    try:
+        with follow_progress(path, lambda i, value: on_line(bar, i, value)):
+            yield bar
+    finally:
+        bar.close()

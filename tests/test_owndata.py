@@ -228,7 +228,7 @@ def test_declared_ranges_checked(tmp_path):
 
 
 def test_propose_bounds_from_a_partys_own_table(tmp_path, capsys):
-    from apps.tables import PartyTable, propose_ranges
+    from apps.tables import propose_ranges
 
     f = tmp_path / "mine.csv"
     f.write_text("id,income,temp,zero\n1,48213.5,-3.27,0\n2,1200,12.1,0\n3,95001,8,0\n")

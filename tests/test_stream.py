@@ -14,7 +14,7 @@ from mpc.program import SumProgram
 from mpc.stream import ArrayInput, ChunkedInput, chunk_rows, rechunk
 from sqm.client import QuantizedRows, client_input
 from sqm.mechanism import SQM
-from sqm.polynomial import Polynomial, covariance
+from sqm.polynomial import covariance
 from sqm.rng import make_rng
 from sqm.vertical import VerticalData
 

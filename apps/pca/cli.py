@@ -219,7 +219,7 @@ def _job_in(args, path: str | None) -> int:
     ``path.i`` on its machine; the bar follows this party's (``--index``), or client 1's when this command runs
     every party (the server, which may hold no shares, is not the pace).  ``path`` None: no bar."""
     from apps.jobfile import job_command
-    from apps.progress import follow_progress
+    from apps.progress import progress_bar
 
     from .job import PCAJobTask
 
@@ -244,20 +244,15 @@ def _job_in(args, path: str | None) -> int:
 
     if path is None:
         return job_command(args, task, server)
-    from tqdm import tqdm
-
     who = "client 1" if args.index is None else ("server" if args.index == 0 else f"client {args.index}")
-    bar = tqdm(total=None, desc=f"secure covariance ({who})", unit="chunk", leave=False, miniters=1)
 
-    def advance(done: int, due: float) -> None:
+    def advance(bar, done: int, due: float) -> None:
         bar.total = int(due)
         bar.update(done - bar.n)
 
-    try:
-        with follow_progress(f"{path}.{1 if args.index is None else args.index}", advance):
-            return job_command(args, task, server)
-    finally:
-        bar.close()
+    with progress_bar(f"{path}.{1 if args.index is None else args.index}", advance, total=None,
+                      desc=f"secure covariance ({who})", unit="chunk", leave=False, miniters=1):
+        return job_command(args, task, server)
 
 
 def register(sub) -> None:
