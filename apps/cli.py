@@ -32,6 +32,7 @@ BENCHMARKS = {
     "lr-defaults": "bench.lr_defaults",
     "pbm-vfl": "bench.pbm_vfl",
     "pbm-vfl-device": "bench.pbm_vfl_device",
+    "pbm-vfl-seeds": "bench.pbm_vfl_seeds",
     "hdp-vfl": "bench.hdp_vfl",
     "faults": "bench.faults",
     "latency": "bench.latency",

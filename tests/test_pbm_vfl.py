@@ -176,3 +176,20 @@ def test_estimator_passes_scikit_learn_checks():
     assert not bad, bad
     assert sum(r["status"] == "passed" for r in res) >= 45
     ec.check_classifiers_train("PBMVFLClassifier", est.set_params(epochs=20, batch_size=50))
+
+
+def test_bench_seeds_reproduces_the_cli_run(tmp_path):
+    """sqm bench pbm-vfl-seeds' seed k is `sqm pbm-vfl --backend plain --seed k`'s PBM-VFL run (the same
+    per-method seed), so the README's multi-seed figures are the CLI's."""
+    import json
+
+    from apps.cli import main
+    from bench.pbm_vfl_seeds import run
+
+    out = tmp_path / "cli.json"
+    assert main(["pbm-vfl", "--dataset", "digits", "--backend", "plain", "--seed", "3", "--no-baselines", "-q",
+                 "--json", str(out)]) == 0
+    cli_acc = json.loads(out.read_text())["results"][0]["test accuracy"]
+    row = run(seeds=[3], datasets=("digits",))["rows"][0]
+    assert row["seeds"] == [3] and round(row["accuracy"][0], 4) == cli_acc
+    assert row["npq_accuracy"] > row["accuracy_mean"] > 0.8

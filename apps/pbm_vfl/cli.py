@@ -8,9 +8,17 @@ from __future__ import annotations
 from dataclasses import replace
 
 
-def run(args) -> int:
+def method_seed(seed: int, method: str):
+    """The seed of ``method``'s run in ``sqm pbm-vfl --seed SEED``: child k of SeedSequence(SEED), k the method's
+    place in :data:`.config.METHODS` (so each method's parties draw their own seeds from it)."""
     import numpy as np
 
+    from .config import METHODS
+
+    return np.random.SeedSequence(seed).spawn(len(METHODS))[METHODS.index(method)]
+
+
+def run(args) -> int:
     from sqm.report import render_table
 
     from ..extras import require
@@ -32,7 +40,6 @@ def run(args) -> int:
     base.validate()
     M = len(btr)
     secure_mode = args.seed is None
-    seeds = np.random.SeedSequence(args.seed).spawn(len(METHODS)) if args.seed is not None else [None] * 4
     print(f"PBM-VFL on {args.dataset}: {len(ytr)} train / {len(yte)} test records, {M} clients "
           f"({', '.join(str(b.shape[1]) for b in btr)} features), P = {args.embedding_size}, b = {args.b}, "
           f"beta = {args.beta}, batch {args.batch_size}, {args.epochs} epochs, {args.optimizer} lr "
@@ -43,7 +50,8 @@ def run(args) -> int:
         print(SEEDED_WARNING)
     privacy = privacy_reports(base, M)
     results = {}
-    for method, s in zip(METHODS, seeds):
+    for method in METHODS:
+        s = None if args.seed is None else method_seed(args.seed, method)
         if method != "pbm" and args.no_baselines:
             continue
         backend = args.backend if method == "pbm" else "plain"  # the baselines are not secure protocols
