@@ -37,6 +37,7 @@ BENCHMARKS = {
     "faults": "bench.faults",
     "latency": "bench.latency",
     "scale": "bench.scale",
+    "psi": "bench.psi",
     "start": "bench.start",
 }
 

@@ -41,32 +41,30 @@ What a party does (:class:`JobParty`, run inside ``python -m mpc.party``):
 1. all parties check that they run the same task with the same public parameters;
 2. each client loads ONLY its own file (the program it is given names no other party's file) and checks
    it: the file exists, has records and feature columns, numbers only, nothing missing, no infinity, no
-   repeated ids, and the columns its ``bounds`` declare; it puts its rows in :func:`canonical_order` of
-   their ids (computed from its own ids alone, so every client holding the same ids holds the same order);
+   missing and no repeated ids (compared in their canonical form, :func:`apps.tables.canonical_id`:
+   ``007`` and ``7`` are one id), and the columns its ``bounds`` declare; it puts its rows in
+   :func:`canonical_order` of their ids (one total order, computed from its own ids alone);
 3. the clients tell everyone their column and record counts and column names (the public schema of a valid
-   file) or a short category of their problem (never a cell value, a header or a path: the full detail is
-   printed at that party only); on any problem every party refuses, naming the client, before any share
-   is sent;
-4. the clients agree a fresh key among themselves (``ctx.clients_key``: each sends 32 random bytes to the
-   other clients only) and each keys an HMAC-SHA256 digest of its id column with it
-   (:func:`keyed_ids_digest`), so a digest is useless to anyone without the key and differs from job to job;
-   the clients compare these digests among themselves and refuse different id sets, naming the client and
-   how many ids differ, never which (:func:`check_id_sets`); a client with declared ``bounds`` scales them;
+   file) or a short category of their problem (never a cell value, an id, a header or a path: the full
+   detail is printed at that party only); on any problem every party refuses, naming the client, before
+   any share is sent;
+4. the clients align their records by private set intersection (:mod:`apps.alignment`, protocol
+   :mod:`mpc.psi`): no id leaves its owner except blinded under a key the receiver does not hold; each
+   client keeps the records every client holds, in canonical order, and the job's record count is the
+   intersection size (refused below ``min_intersection``, default 100: job file ``"min_intersection"``,
+   or ``--min-intersection``); a client with declared ``bounds`` scales them;
 5. the server charges the release (the task's ``release(meta)`` events) to the job file's dataset in its
    privacy-budget ledger (:class:`LedgerGuard`): over budget, the job is refused before any share is sent;
 6. the task (e.g. :class:`apps.pca.PCAJobTask`, through :func:`sqm.mechanism.sqm_round`) plans the public
    release from the counts and runs it: each client clips its own rows to its bound, counts the clipped rows
    (reported to that party only, with a WARNING above 1% of its rows (:func:`clip_warning`): the count is
-   data-dependent and is not released to the server), and its
-   input carries its keyed id digest, so the clients compare id digests among themselves (ids are never
-   sent; the server learns only pass/fail) and refuse misaligned records before any share is sent.
+   data-dependent and is not released to the server), and its input carries the digest of its records'
+   order from the alignment, which the clients compare among themselves again before any share is sent.
 """
 from __future__ import annotations
 
 import csv
 import dataclasses
-import hashlib
-import hmac
 import json
 import logging
 import os
@@ -76,8 +74,9 @@ import numpy as np
 
 from mpc.party import PartyProgram
 
+from .alignment import DEFAULT_MIN_INTERSECTION, check_min_intersection
 from .options import job_run_options
-from .tables import MAX_ABS_VALUE, PartyFileError, PartyTable, read_table  # noqa: F401 (re-exported)
+from .tables import MAX_ABS_VALUE, PartyFileError, PartyTable, id_order_key, read_table  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +102,7 @@ class JobSpec:
     name: str | None = None  # the job's name in the parties' certificates
     dataset: str | None = None  # the dataset id the server's privacy-budget ledger charges (default: name)
     drop_columns: tuple[str, ...] = ()  # columns of the party files this job leaves out (--drop-columns)
+    min_intersection: int = DEFAULT_MIN_INTERSECTION  # fewest records in common a job runs on (--min-intersection)
 
     @property
     def dataset_id(self) -> str | None:
@@ -229,7 +229,9 @@ def load_job(path) -> JobSpec:
             check_dataset_id(dataset)
     except ValueError as e:
         raise ValueError(f"job file {path}: {e}") from None
-    return JobSpec(tuple(parties), id_column, path, job_id, name, dataset)
+    min_common = raw.get("min_intersection", DEFAULT_MIN_INTERSECTION)
+    check_min_intersection(min_common, f"job file {path}: 'min_intersection'")
+    return JobSpec(tuple(parties), id_column, path, job_id, name, dataset, min_intersection=min_common)
 
 
 def check_bounds(raw, who: str = "") -> tuple:
@@ -272,11 +274,13 @@ def check_dataset_id(dataset) -> str:
 
 
 def write_job(path, addresses, files, id_column: str = "id", job_id: str | None = None,
-              name: str | None = None, dataset: str | None = None, bounds=None, norm_shares=None) -> str:
+              name: str | None = None, dataset: str | None = None, bounds=None, norm_shares=None,
+              min_intersection: int | None = None) -> str:
     """Write a job file: ``addresses[0]`` the server's, then one address and one file per client; a fresh
     random ``job_id`` unless given, the job's ``name`` (as in its certificates) and the ``dataset`` id (the
     ledger's) if given; ``bounds``: per client, None or its public column ranges ``{column: [lo, hi]}``;
-    ``norm_shares``: each client's public share of c^2 (None: c_j = c sqrt(its columns / all columns))."""
+    ``norm_shares``: each client's public share of c^2 (None: c_j = c sqrt(its columns / all columns));
+    ``min_intersection``: the fewest records in common the job runs on (None: the default, not written)."""
     if len(addresses) != len(files) + 1:
         raise ValueError(f"need one address per party: {len(addresses)} addresses for 1 server + "
                          f"{len(files)} clients")
@@ -302,6 +306,8 @@ def write_job(path, addresses, files, id_column: str = "id", job_id: str | None 
         head["name"] = check_job_name(name)
     if dataset is not None:
         head["dataset"] = check_dataset_id(dataset)
+    if min_intersection is not None:
+        head["min_intersection"] = check_min_intersection(min_intersection, "min_intersection")
     with open(path, "w") as fh:
         json.dump({**head, "id_column": id_column, "parties": parties}, fh, indent=2)
     return str(path)
@@ -310,7 +316,8 @@ def write_job(path, addresses, files, id_column: str = "id", job_id: str | None 
 def write_party_csvs(X, directory, n_parties: int | None = None, col_counts=None, ids=None,
                      id_column: str = "id", addresses=None, prefix: str = "party",
                      job_name: str = "job.json", dataset: str | None = None, bounds=None,
-                     norm_shares=None, fmt: str = "csv", row_group_rows: int = 1 << 14) -> str:
+                     norm_shares=None, fmt: str = "csv", row_group_rows: int = 1 << 14,
+                     min_intersection: int | None = None) -> str:
     """Split ``X``'s columns among parties, write ``{prefix}{j}.csv`` (id + columns) and a job file.
 
     ``fmt="parquet"`` writes ``{prefix}{j}.parquet`` instead (pyarrow; integer ids when ``ids`` are integers,
@@ -357,7 +364,7 @@ def write_party_csvs(X, directory, n_parties: int | None = None, col_counts=None
 
         addresses = [f"127.0.0.1:{p}" for p in free_ports(len(col_counts) + 1)]
     return write_job(os.path.join(directory, job_name), addresses, files, id_column, dataset=dataset,
-                     bounds=bounds, norm_shares=norm_shares)
+                     bounds=bounds, norm_shares=norm_shares, min_intersection=min_intersection)
 
 
 def _write_parquet(path: str, ids, id_column: str, names, block: np.ndarray, row_group_rows: int) -> str:
@@ -377,20 +384,6 @@ def _write_parquet(path: str, ids, id_column: str, names, block: np.ndarray, row
 # ----- one party's file -------------------------------------------------------------------------------------
 
 
-def keyed_ids_digest(key: bytes, ids) -> bytes:
-    """HMAC-SHA256 under ``key`` of the ids in order (each length-prefixed UTF-8), so equal digests mean
-    equal, equally ordered ids; without the key a digest tells nothing (no enumeration of likely ids), and
-    a fresh key per job makes the same id list unlinkable across jobs."""
-    if not isinstance(key, bytes) or len(key) < 16:
-        raise ValueError("an id digest key must be at least 16 bytes")
-    h = hmac.new(key, digestmod=hashlib.sha256)
-    for i in ids:
-        b = str(i).strip().encode()
-        h.update(len(b).to_bytes(8, "big"))
-        h.update(b)
-    return h.digest()
-
-
 def read_party_csv(path, id_column: str = "id") -> PartyTable:
     """Load and check one party's table (CSV or Parquet: :func:`apps.tables.read_table`).  Errors
     (:class:`PartyFileError`) name the file, row and column; their ``public`` part, for peers, names neither
@@ -403,7 +396,8 @@ def read_party_csv(path, id_column: str = "id") -> PartyTable:
 
 @dataclass(frozen=True)
 class JobMeta:
-    """Public facts every party learns before the task runs: the clients' column counts and record count."""
+    """Public facts every party learns before the task runs: the clients' column counts and the record count (the
+    size of the record alignment's intersection: the records the job runs on)."""
 
     col_counts: tuple[int, ...]
     n_records: int
@@ -439,6 +433,11 @@ class JobTask:
         raise NotImplementedError
 
 
+ALIGNMENT_NOTE = ("records: the {m} records all {k} clients hold (private set intersection of their ids); the "
+                  "intersection size is released exactly, like n; adding or removing one person at one "
+                  "organisation changes the intersection by at most one record, so the per-record sensitivity holds")
+
+
 def refused(reason: str) -> Exception:
     """The exception a task raises to refuse its job before any share is sent (every party exits "refused",
     naming ``reason``, which reaches every peer: no data in it)."""
@@ -472,24 +471,18 @@ def seed_policy(seed, insecure_reproducible: bool = False, warn: bool = True) ->
     return False
 
 
-def key_contribution(task, pid: int) -> bytes:
-    """Party ``pid``'s 32-byte contribution to the clients' job key: OS entropy, or (a seeded insecure
-    experiment) bytes of this party's own AES-CTR stream, derived from its own seed under its own label."""
-    from sqm.rng import party_key_bytes
-
-    return party_key_bytes(getattr(task, "seed", None), pid, "sqm-jobfile id-digest key")
-
-
 class JobParty(PartyProgram):
     """Party ``index`` of a job-file job; holds only its own file path (None at the server).  ``dataset``: the
     job file's dataset id (public, agreed); ``ledger``: this party's :class:`LedgerGuard` (the server's, or a
     client's own ledger of what it observes; None: none)."""
 
     def __init__(self, index: int, file: str | None, id_column: str, task: JobTask, dataset: str | None = None,
-                 ledger: "LedgerGuard | None" = None, bounds: tuple = (), drop_columns: tuple = ()):
+                 ledger: "LedgerGuard | None" = None, bounds: tuple = (), drop_columns: tuple = (),
+                 min_intersection: int = DEFAULT_MIN_INTERSECTION):
         self.index, self.file, self.id_column, self.task = index, file, id_column, task
         self.dataset, self.ledger, self.bounds = dataset, ledger, tuple(bounds)
         self.drop_columns = tuple(drop_columns)
+        self.min_intersection = int(min_intersection)
 
     @property
     def own_bounds(self) -> tuple:
@@ -499,7 +492,8 @@ class JobParty(PartyProgram):
     def public(self):
         extra = [self.bounds] if any(self.bounds) else []  # every client's declared ranges, agreed by all
         extra += [("drop", self.drop_columns)] if self.drop_columns else []  # the columns left out, agreed
-        return ["sqm-jobfile", self.id_column, self.dataset, self.task.public(), *extra]
+        return ["sqm-jobfile", self.id_column, self.dataset, self.task.public(), ("min_intersection",
+                                                                                 self.min_intersection), *extra]
 
     def _scaled(self, table: PartyTable, meta: "JobMeta", pid: int) -> tuple[PartyTable, int]:
         """This client's table scaled to its declared ranges: each declared column's bound is its share of
@@ -547,16 +541,12 @@ class JobParty(PartyProgram):
         unknown = [c for c in self.drop_columns if c not in dropped]
         if unknown:  # a typo is an error, never silently ignored (column names are the public schema)
             raise refused(f"no client's file has the column(s) {unknown} named by --drop-columns")
-        rows = sorted({g["rows"] for g in got})
-        if len(rows) > 1:
-            counts = {j: g["rows"] for j, g in zip(ctx.clients, got)}
-            raise refused(f"clients hold different record counts {counts}")
-        meta = JobMeta(tuple(int(g["cols"]) for g in got), int(rows[0]))
         columns = [c for g in got for c in g["names"]]  # public schema: every client's column names, in order
-        key = await ctx.clients_key(None if ctx.is_server else key_contribution(self.task, ctx.pid))
-        if table is not None:
-            table.ids_digest = keyed_ids_digest(key, table.iter_ids())
-        await check_id_sets(ctx, key, table)  # different id sets: refused, naming the client and how many
+        sizes = {j: int(g["rows"]) for j, g in zip(ctx.clients, got)}
+        from .alignment import align_records
+
+        table, n_common = await align_records(ctx, table, sizes, self.min_intersection, getattr(self.task, "seed", None))
+        meta = JobMeta(tuple(int(g["cols"]) for g in got), n_common)
         outside = None
         if table is not None and self.own_bounds:  # scaled to the job file's public ranges
             table, outside = self._scaled(table, meta, ctx.pid)
@@ -569,8 +559,16 @@ class JobParty(PartyProgram):
             if entry is not None:
                 entry.fail()  # still counted: shares may have been sent
             raise
+        rep = result.get("report")  # the release's report says what n is and that it is public
+        if rep is not None:
+            note = ALIGNMENT_NOTE.format(m=n_common, k=len(sizes))
+            if isinstance(rep, dict):
+                rep["notes"] = "; ".join(x for x in (rep.get("notes"), note) if x)
+            else:
+                result["report"] = dataclasses.replace(rep, notes="; ".join(x for x in (rep.notes, note) if x))
         result.setdefault("col_counts", list(meta.col_counts))
         result.setdefault("n_records", meta.n_records)
+        result.setdefault("alignment", {"records": {str(j): v for j, v in sizes.items()}, "intersection": n_common})
         if entry is not None:
             entry.complete()
             result.setdefault("ledger", {k: entry[k] for k in ("id", "dataset", "statistic", "epsilon", "delta",
@@ -623,83 +621,11 @@ class LedgerGuard:
 
 
 def canonical_order(ids) -> list[int]:
-    """The row order every client computes alone from its own ids: by integer value when every id is an
-    integer (ties, such as '7' and '07', by text), else by text.  Clients holding the same ids in any file
-    order (shuffled, sorted as text) hold their rows in the same order after it; nothing is sent."""
-    try:
-        keys = [(int(i), i) for i in ids]
-    except ValueError:
-        keys = [(0, i) for i in ids]
-    return sorted(range(len(ids)), key=keys.__getitem__)
-
-
-ID_DIGEST_BYTES = 16  # one id's keyed digest in the id-set comparison
-
-
-def _id_digests(key: bytes, ids) -> list[bytes]:
-    return [hmac.new(key, b"sqm-id:" + str(i).encode(), hashlib.sha256).digest()[:ID_DIGEST_BYTES] for i in ids]
-
-
-def id_set_verdict(sets: dict[int, set]) -> str:
-    """"ok", or which clients' id sets differ from the largest group of equal sets (ties: the group of the
-    lowest client) and by how many ids each way, never which ids."""
-    groups: dict[frozenset, list[int]] = {}
-    for j, s in sets.items():
-        groups.setdefault(frozenset(s), []).append(j)
-    if len(groups) == 1:
-        return "ok"
-    ref = max(groups.values(), key=lambda g: (len(g), -min(g)))
-    r = min(ref)
-    odd = sorted(j for j in sets if j not in ref)
-    return "; ".join(f"client {j}'s record ids differ from client {r}'s: {len(sets[j] - sets[r])} of client {j}'s "
-                     f"{len(sets[j])} ids are not at client {r} and {len(sets[r] - sets[j])} of client {r}'s are "
-                     f"not at client {j}" for j in odd) + (" (ids are not shown; every client's file must hold "
-                                                           "the same records, in any order)")
-
-
-async def check_id_sets(ctx, key: bytes | None, table: PartyTable | None) -> None:
-    """Refuse the job, before any share is sent, unless every client holds the same set of record ids.
-
-    The clients compare their keyed digests of their ids in canonical order (``table.ids_digest``: equal
-    exactly when the id sets are equal, the rows being in :func:`canonical_order`) among themselves.  Only
-    if they differ does each client send the other clients (never the server) one keyed digest per id
-    (HMAC-SHA256 under the clients' job key, 16 bytes), from which every client counts how many ids differ;
-    every client then refuses with :func:`id_set_verdict` (client names and counts, never an id) and the
-    server is told only that the id sets differ (as :meth:`mpc.protocol.PartyContext.check_clients`).  What a client learns in that case: the other clients hold the key, so a client learns
-    which of ITS OWN ids another client lacks, and it could test guessed ids (sequential numbers, phone
-    numbers) against another client's digests, learning that client's ids beyond its own.  This is what
-    private set intersection, the usual first step of vertical federated learning, reveals anyway, and it
-    happens only in a job that is refused; we accept it.  When the sets agree, nothing but the one
-    set digest is exchanged.  The server learns pass/fail only."""
-    from mpc.party import messages as wire
-
-    verdict_ok = wire.value(str, "a verdict", lambda s: len(s) < 4000)
-    if ctx.is_server:
-        await ctx.send_recv({}, [], None, "record id sets")
-        await ctx.send_recv({}, [], None, "record id differences")
-        verdicts = await ctx.send_recv({}, ctx.clients, verdict_ok, "verdict on record ids")
-    else:
-        got = await ctx.send_recv({c: table.ids_digest for c in ctx.clients}, ctx.clients, wire.digest(32),
-                                  "record id sets")
-        differ = len(set(got)) > 1
-        mine = b"".join(sorted(_id_digests(key, table.ids))) if differ else b""
-        blobs = await ctx.send_recv({c: mine for c in ctx.clients}, ctx.clients,
-                                    wire.value(bytes, "keyed id digests",
-                                               lambda b: len(b) % ID_DIGEST_BYTES == 0 and (differ or not b)),
-                                    "record id differences")
-        if differ:  # every client finds the same: refuse now; the server's notice names no client
-            from mpc.party import ProtocolError
-
-            named = id_set_verdict({c: {b[k:k + ID_DIGEST_BYTES] for k in range(0, len(b), ID_DIGEST_BYTES)}
-                                    for c, b in zip(ctx.clients, blobs)})
-            raise ProtocolError(f"party {ctx.pid}: refused before any share was sent: {named}",
-                                public="refused before any share was sent: clients hold different record id "
-                                       "sets (the clients' operators see which client and how many ids)")
-        verdicts = await ctx.send_recv({p: "ok" for p in range(ctx.M)}, ctx.clients, verdict_ok,
-                                       "verdict on record ids")
-    bad = [v for v in verdicts if v != "ok"]
-    if bad:
-        raise refused(bad[0])
+    """The row order every client computes alone from its own canonical ids
+    (:func:`apps.tables.id_order_key`: integers by value, then text ids by text), one total order whatever
+    else a client holds, so the records two clients have in common come in the same order at both; nothing
+    is sent."""
+    return sorted(range(len(ids)), key=lambda r: id_order_key(ids[r]))
 
 
 def load_own_file(file, id_column: str, pid: int, bounds: tuple = (), drop_columns: tuple = (),
@@ -784,7 +710,7 @@ def party_program(spec: JobSpec, index: int, task: JobTask, ledger: "LedgerGuard
                              f"{type(task).__name__} does not use: remove them")
         task = task.with_party_bounds([task.row_norm_bound * float(np.sqrt(s)) for s in spec.norm_shares])
     return JobParty(index, spec.parties[index].file, spec.id_column, task, spec.dataset_id, ledger, spec.bounds,
-                    spec.drop_columns)
+                    spec.drop_columns, spec.min_intersection)
 
 
 def job_programs(spec: JobSpec, task: JobTask, ledger: "LedgerGuard | None" = None) -> list[JobParty]:
@@ -923,6 +849,8 @@ def job_command(args, make_task, server_summary) -> int:
     spec = load_job(args.job)
     if getattr(args, "drop_columns", None):
         spec = dataclasses.replace(spec, drop_columns=tuple(args.drop_columns))
+    if getattr(args, "min_intersection", None) is not None:
+        spec = dataclasses.replace(spec, min_intersection=check_min_intersection(args.min_intersection))
     task = make_task()
     recs = run_job(spec, task, args.index, **job_run_options(args))
     if not secure_mode:
@@ -931,6 +859,12 @@ def job_command(args, make_task, server_summary) -> int:
     out = {"clients": {}, "privacy": [], "results": [], "released": {}, "extra": {}, "timings": {},
            "bytes": [None] * len(spec.parties)}
     warnings = []  # this machine's clients' own clipping warnings
+    alignment = next((rec["result"].get("alignment") for rec in recs if rec is not None), None)
+    if alignment is not None:  # every party learns the same counts
+        held = ", ".join(f"{v:,}" for _, v in sorted(alignment["records"].items(), key=lambda kv: int(kv[0])))
+        print(f"record alignment (private set intersection): the clients hold {held} records; "
+              f"{alignment['intersection']:,} are at every client: the job ran on them")
+        out["extra"]["alignment"] = alignment
     for i, rec in enumerate(recs):
         if rec is None:
             continue
@@ -939,7 +873,7 @@ def job_command(args, make_task, server_summary) -> int:
             rep = res["report"]
             rep = rep.as_dict() if hasattr(rep, "as_dict") else dict(rep)
             summary = dict(server_summary(res))
-            out["extra"] = {k: summary.pop(k) for k in list(summary) if k in output.OPTIONAL}
+            out["extra"] = {**out["extra"], **{k: summary.pop(k) for k in list(summary) if k in output.OPTIONAL}}
             out["released"] = {**summary, **out["extra"].pop("released", {})}
             print(render_table([{**rep, "seconds": rec.get("seconds"),
                                  "bytes": None if simulation else rec.get("bytes_sent")}],

@@ -110,6 +110,10 @@ def job(job_help: str = "job file (JSON: parties' addresses, party 0 the server,
     g.add_argument("--drop-columns", type=columns, default=(), metavar="COL[,COL...]",
                    help="with --job: columns of the party files this job leaves out (e.g. the label column for "
                         "sqm pca); every party gives the same; a name no client holds is refused")
+    g.add_argument("--min-intersection", type=int, default=None, metavar="N",
+                   help="with --job: the fewest records in common (the clients' private set intersection) "
+                        "the job runs on; a smaller intersection is refused before any share of data is sent "
+                        "(default: the job file's \"min_intersection\", else 100); every party gives the same")
     g.add_argument("--ledger", default=None, metavar="PATH",
                    help="with --job, at the server: the privacy-budget ledger (SQLite, sqm.ledger) that records "
                         "every release per dataset (the job file's \"dataset\", else its \"name\") and refuses "
@@ -171,7 +175,7 @@ def job_run_options(args) -> dict:
 
 # The options of :func:`job` (and --insecure-reproducible) have a meaning with --job only.
 JOB_ONLY = ("job", "index", "data_file", "ssl_dir", "connect_timeout", "idle_timeout", "insecure_plaintext",
-            "ledger", "budget", "insecure_reproducible", "drop_columns")
+            "ledger", "budget", "insecure_reproducible", "drop_columns", "min_intersection")
 MODE_WORDS = {"job": "with --job (the job file says which parties hold which columns and records)",
               "local": "without --job (a local comparison on one machine)",
               "propose": "with --propose-bounds (it only reads a party's table and prints proposed ranges)"}

@@ -22,7 +22,7 @@ from typing import Any, Iterable
 
 SCHEMA_VERSION = "1"
 SCHEMA_FILE = "output.schema.json"
-OPTIONAL = ("columns", "released", "warnings", "clients", "ledger", "job", "details")
+OPTIONAL = ("columns", "released", "warnings", "clients", "ledger", "alignment", "job", "details")
 MODES = ("local", "job", "bench", "ledger")
 # argparse destinations that are not parameters of the run (dispatch and output options)
 NOT_PARAMETERS = {"func", "bench_cli", "command", "bench", "budget_command", "json", "quiet", "plot"}

@@ -4,9 +4,9 @@
 ``open_csv``) and checks what :func:`apps.tables.read_table` checks, batch by batch: an id column and numeric
 feature columns, nothing missing, nothing infinite or above :data:`apps.tables.MAX_ABS_VALUE`, no blank
 and no repeated id.  Repeats are found without holding the ids because a streamed file must already be in
-:func:`apps.jobfile.canonical_order` (ids increasing as integers, or as text): a repeat is then two equal
-neighbours.  A file that passes gives a :class:`StreamedTable`, which reads the file again for each use
-(the keyed id digest, the rows chunk by chunk) and re-checks every batch, so a file changed in between is
+:func:`apps.jobfile.canonical_order` (:func:`apps.tables.id_order_key`: integer ids by value, then text ids
+by text): a repeat is then two equal neighbours.  A file that passes gives a :class:`StreamedTable`, which reads the file again for each use
+(the ids for the record alignment, the rows chunk by chunk) and re-checks every batch, so a file changed in between is
 refused, never half used.
 
 A file that does not pass is not refused here: :func:`scan_table` returns None and the caller reads it
@@ -31,7 +31,7 @@ import numpy as np
 from mpc.party import InputRefused
 from mpc.stream import rechunk
 
-from .tables import MAX_ABS_VALUE, MISSING, PARQUET_EXTENSIONS, _sniff_separator
+from .tables import MAX_ABS_VALUE, MISSING, PARQUET_EXTENSIONS, _sniff_separator, canonical_id, id_order_key
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +52,11 @@ class FileChanged(InputRefused):
 class StreamedTable:
     """A checked party file read in batches (see the module docstring): the same names as
     :class:`apps.tables.PartyTable` where a job uses them (``file``, ``columns``, ``n_rows``, ``n_cols``,
-    ``ids``, ``ids_digest``, ``block``) plus :meth:`chunks`, which is how a streaming task reads it.
-    ``transform`` (per chunk: block -> (block, count)) is applied to every chunk, its counts summed in
-    ``transformed_count`` (a client's declared ranges: values outside them)."""
+    ``ids``, ``ids_digest``, ``block``, :meth:`restricted`) plus :meth:`chunks`, which is how a streaming task
+    reads it.  ``transform`` (per chunk: block -> (block, count)) is applied to every chunk, its counts summed
+    in ``transformed_count`` (a client's declared ranges: values outside them).  ``keep`` (a boolean mask over
+    the file's ``file_rows`` records, or None: all): the records the job uses (the record alignment's
+    intersection); ``n_rows`` counts them, and every read skips the others."""
 
     file: str
     columns: list[str]
@@ -64,6 +66,8 @@ class StreamedTable:
     ids_digest: bytes | None = field(default=None, repr=False)
     transform: Callable | None = field(default=None, repr=False)
     transformed_count: int = 0
+    keep: np.ndarray | None = field(default=None, repr=False)
+    file_rows: int | None = None  # records in the file (None: n_rows, nothing left out)
 
     @property
     def n_cols(self) -> int:
@@ -76,40 +80,67 @@ class StreamedTable:
     def with_transform(self, fn: Callable) -> "StreamedTable":
         return dataclasses.replace(self, transform=fn, transformed_count=0)
 
+    def restricted(self, keep) -> "StreamedTable":
+        """The same file with only the records where ``keep`` (a boolean mask over the records this table
+        reads now) is true: one bit per record held, the rows themselves still read chunk by chunk."""
+        keep = np.asarray(keep, dtype=bool)
+        if keep.shape != (self.n_rows,):
+            raise ValueError(f"a mask of {keep.shape} for {self.n_rows} records")
+        if self.keep is not None:
+            full = self.keep.copy()
+            full[np.flatnonzero(self.keep)] = keep
+            keep = full
+        return dataclasses.replace(self, keep=keep, n_rows=int(keep.sum()), file_rows=self._file_rows)
+
+    @property
+    def _file_rows(self) -> int:
+        return self.n_rows if self.file_rows is None else self.file_rows
+
+    def _kept(self, blocks):
+        """``blocks`` (arrays or lists, in file order) with only the kept records."""
+        at = 0
+        for b in blocks:
+            k = len(b)
+            if self.keep is None:
+                yield b
+            else:
+                mask = self.keep[at:at + k]
+                if len(mask) != k:  # more records than the checking pass found: refused by _check_count
+                    raise FileChanged(f"party file {self.file} now holds more than {self._file_rows} records")
+                yield b[mask] if isinstance(b, np.ndarray) else [x for x, m in zip(b, mask) if m]
+            at += k
+        self._seen = at
+
     # ----- reading --------------------------------------------------------------------------------------
     def _batches(self, names, rows: int):
         return _batches(self.file, names, rows, self.sep, self.id_column)
 
     def iter_ids(self) -> Iterator[str]:
-        """The ids in file order, as text (as :func:`apps.tables.read_table` reads them)."""
-        seen = 0
-        for batch in self._batches([self.id_column], BATCH_ROWS):
-            ids = _ids(batch.column(self.id_column))
-            seen += len(ids)
+        """The kept records' ids in file order, canonical (as :func:`apps.tables.read_table` reads them)."""
+        batches = (_ids(b.column(self.id_column)) for b in self._batches([self.id_column], BATCH_ROWS))
+        for ids in self._kept(batches):
             yield from ids
-        self._check_count(seen)
+        self._check_count(self._seen)
 
     @property
     def ids(self) -> list[str]:
-        """All ids (held in memory: used only where a job is refused for different id sets)."""
+        """All kept ids (held in memory)."""
         return list(self.iter_ids())
 
     def chunks(self, rows: int) -> Iterator[np.ndarray]:
-        """The feature rows in file order, float64 blocks of exactly ``rows`` records (the last: the rest),
-        each checked again and passed through ``transform``."""
-        seen = 0
+        """The kept feature rows in file order, float64 blocks of exactly ``rows`` records (the last: the
+        rest), each checked again and passed through ``transform``."""
         batches = self._batches(self.columns, min(int(rows), BATCH_ROWS))
-        for block in rechunk((_floats(b, self.columns, self.file) for b in batches), rows):
-            seen += block.shape[0]
+        for block in rechunk(self._kept(_floats(b, self.columns, self.file) for b in batches), rows):
             if self.transform is not None:
                 block, count = self.transform(block)
                 self.transformed_count += int(count)
             yield block
-        self._check_count(seen)
+        self._check_count(self._seen)
 
     def _check_count(self, seen: int) -> None:
-        if seen != self.n_rows:
-            raise FileChanged(f"party file {self.file} now holds {seen} records, it held {self.n_rows}")
+        if seen != self._file_rows:
+            raise FileChanged(f"party file {self.file} now holds {seen} records, it held {self._file_rows}")
 
     @property
     def block(self) -> np.ndarray:
@@ -144,8 +175,8 @@ def _batches(path: str, names, rows: int, sep: str, id_column: str):
 
 
 def _ids(col) -> list[str]:
-    """Ids as text, exactly as :func:`apps.tables.read_table` makes them."""
-    return [str(v).strip() if v is not None else "" for v in col.to_pylist()]
+    """Canonical ids, exactly as :func:`apps.tables.read_table` makes them (a missing one: "")."""
+    return [canonical_id(v) if v is not None else "" for v in col.to_pylist()]
 
 
 def _floats(batch, names, path: str) -> np.ndarray:
@@ -176,6 +207,12 @@ def _header(path: str) -> tuple[list[str], str] | None:
     return [c.strip() for c in next(csv.reader([first], delimiter=sep))], sep
 
 
+def pa_integer(typ) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_integer(typ)
+
+
 def _numeric(typ) -> bool:
     import pyarrow as pa
 
@@ -184,39 +221,21 @@ def _numeric(typ) -> bool:
 
 
 class _Order:
-    """Whether ids seen so far are strictly increasing in canonical order, across batches: as integers
-    (key (int, text), while every id is an integer) and as text."""
+    """Whether the ids seen so far are strictly increasing in the canonical order
+    (:func:`apps.tables.id_order_key`), across batches."""
 
     def __init__(self):
-        self.all_int, self.int_sorted, self.text_sorted = True, True, True
-        self.prev_int, self.prev_text = None, None
+        self.canonical, self.prev = True, None
 
     def add(self, ids: list[str]) -> None:
-        if self.text_sorted and ids:
-            prev = self.prev_text
-            for i in ids:
-                if prev is not None and not prev < i:
-                    self.text_sorted = False
-                    break
-                prev = i
-        if self.all_int and ids:
-            prev = self.prev_int
-            for i in ids:
-                try:
-                    key = (int(i), i)
-                except ValueError:
-                    self.all_int = False
-                    break
-                if prev is not None and not prev < key:
-                    self.int_sorted = False
-                prev = key
-            self.prev_int = prev
-        if ids:
-            self.prev_text = ids[-1]
-
-    @property
-    def canonical(self) -> bool:
-        return self.int_sorted if self.all_int else self.text_sorted
+        prev = self.prev
+        for i in ids:
+            key = id_order_key(i)
+            if prev is not None and not prev < key:
+                self.canonical = False
+                return
+            prev = key
+        self.prev = prev
 
 
 def scan_table(path, id_column: str) -> StreamedTable | None:
@@ -239,6 +258,9 @@ def scan_table(path, id_column: str) -> StreamedTable | None:
             header, sep = list(schema.names), ","
             if id_column in header and not all(_numeric(schema.field(n).type) for n in header if n != id_column):
                 return None
+            if id_column in header and _numeric(schema.field(id_column).type) and not pa_integer(
+                    schema.field(id_column).type):
+                return None  # floating-point ids: read_table refuses them
         else:
             found = _header(path)
             if found is None:
@@ -253,9 +275,9 @@ def scan_table(path, id_column: str) -> StreamedTable | None:
             if any(i.lower() in MISSING for i in ids):
                 return None
             order.add(ids)
-            if not order.text_sorted and not (order.all_int and order.int_sorted):
-                log.info(f"party file {path}: its ids are not sorted (as integers or as text), so it is read whole "
-                         f"and sorted in memory; a file sorted by id is read in bounded memory")
+            if not order.canonical:
+                log.info(f"party file {path}: its ids are not sorted (integers by value, then text), so it is read "
+                         f"whole and sorted in memory; a file sorted by id is read in bounded memory")
                 return None
             _floats(batch, columns, path)
             n_rows += batch.num_rows

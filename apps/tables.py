@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import csv
 import os
+import re
+import unicodedata
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,6 +26,27 @@ MAX_ABS_VALUE = 1e150
 MISSING = frozenset({"", "na", "n/a", "nan", "null", "none"})  # cells read as missing (case-insensitive)
 SEPARATORS = ",;\t|"
 PARQUET_EXTENSIONS = (".parquet", ".pq")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+MAX_INTEGER_ID_DIGITS = 1000  # a longer run of digits is an id of text (Python's int() refuses above 4300)
+
+
+def canonical_id(raw) -> str:
+    """The one form of a record id that every client compares: the cell as text, surrounding white space
+    removed, Unicode NFC; an integer (optional sign, decimal digits only) becomes its value in decimal, so
+    ``007``, ``+7``, `` 7`` and a Parquet integer 7 are one id, ``7``, and ``-0`` is ``0``.  Anything else is
+    compared as exact text: ``7.0``, ``7e0`` and ``0x7`` are not ``7``, and ``A7`` is not ``a7``."""
+    s = unicodedata.normalize("NFC", str(raw).strip())
+    if len(s) <= MAX_INTEGER_ID_DIGITS and _INTEGER.fullmatch(s):
+        return str(int(s))
+    return s
+
+
+def id_order_key(i: str) -> tuple:
+    """The canonical order of canonical ids, the same total order at every client whatever else it holds:
+    integers by value first, then every other id by its text."""
+    if len(i) <= MAX_INTEGER_ID_DIGITS + 1 and _INTEGER.fullmatch(i):
+        return (0, int(i), "")
+    return (1, 0, i)
 
 
 class PartyFileError(ValueError):
@@ -40,8 +63,8 @@ class PartyTable:
     file: str
     columns: list[str]
     block: np.ndarray  # records x columns, float64
-    ids: list[str] = field(repr=False)  # [] when the table has no id column
-    ids_digest: bytes | None = field(default=None, repr=False)  # keyed, set once the clients agreed a key
+    ids: list[str] = field(repr=False)  # canonical ids (:func:`canonical_id`); [] when the table has no id column
+    ids_digest: bytes | None = field(default=None, repr=False)  # the record order's digest, set by the alignment
 
     @property
     def n_rows(self) -> int:
@@ -57,6 +80,11 @@ class PartyTable:
 
     def iter_ids(self):
         return iter(self.ids)
+
+    def restricted(self, keep) -> "PartyTable":
+        """The same table with only the records where ``keep`` (a boolean mask) is true, in the same order."""
+        idx = np.flatnonzero(np.asarray(keep, dtype=bool))
+        return PartyTable(self.file, self.columns, self.block[idx], [self.ids[i] for i in idx] if self.ids else [])
 
     def reordered(self, order) -> "PartyTable":
         """The same table with its rows in ``order`` (indices)."""
@@ -147,7 +175,9 @@ def read_table(path, id_column: str | None = "id", require_id: bool = True, what
         raise PartyFileError(f"{what} {path} holds no records: an empty party",
                              "its file holds no records: an empty party")
     if parquet:
-        ids = [str(v).strip() if v is not None else "" for v in pcols[id_column].to_pylist()] if has_id else []
+        if has_id:
+            _check_parquet_id_type(pcols[id_column].type, id_column, path, what)
+        ids = [canonical_id(v) if v is not None else "" for v in pcols[id_column].to_pylist()] if has_id else []
         cells = {c: pcols[c] for c in columns}
     else:
         for r, row in enumerate(body):
@@ -155,7 +185,7 @@ def read_table(path, id_column: str | None = "id", require_id: bool = True, what
                 raise PartyFileError(f"{what} {path}, {_where(r, lines)}: {len(row)} fields, the header has "
                                      f"{len(header)}", "its file has a line whose field count differs from the header's")
         at = {h: j for j, h in enumerate(header)}
-        ids = [row[at[id_column]] for row in body] if has_id else []
+        ids = [canonical_id(row[at[id_column]]) for row in body] if has_id else []
         cells = {c: [row[at[c]] for row in body] for c in columns}
     block = np.empty((n_rows, len(columns)), dtype=np.float64)
     missing = np.zeros((n_rows, len(columns)), dtype=bool)
@@ -221,7 +251,20 @@ def _parquet_column(col, c: str, path: str, what: str, lines) -> tuple[np.ndarra
     return np.nan_to_num(vals, nan=0.0, posinf=np.inf, neginf=-np.inf), np.isnan(vals)
 
 
+def _check_parquet_id_type(typ, id_column: str, path: str, what: str) -> None:
+    """A Parquet id column holds integers or text: a floating-point id (``7.0``) would not match the same id
+    written as an integer elsewhere, and float64 loses digits above 2^53."""
+    import pyarrow as pa
+
+    if pa.types.is_floating(typ) or pa.types.is_decimal(typ):
+        raise PartyFileError(f"{what} {path}: its id column '{id_column}' holds floating-point numbers ({typ}); "
+                             f"ids must be integers or text (store the column as int64 or string)",
+                             f"its id column '{id_column}' holds floating-point numbers, not integers or text")
+
+
 def _check_ids(ids: list[str], id_column: str, path: str, what: str, lines) -> None:
+    """Refuse missing and repeated ids (after :func:`canonical_id`: ``007`` repeats ``7``).  No message names
+    an id: they may be sensitive, and the operator finds the row by its number."""
     blank = [r for r, i in enumerate(ids) if i.lower() in MISSING]
     if blank:
         raise PartyFileError(f"{what} {path} has {len(blank)} missing id(s) in column '{id_column}'; the first at "
@@ -229,9 +272,10 @@ def _check_ids(ids: list[str], id_column: str, path: str, what: str, lines) -> N
     seen: dict[str, int] = {}
     for r, i in enumerate(ids):
         if i in seen:
-            raise PartyFileError(f"{what} {path} repeats id '{_name(i)}' in column '{id_column}' (at "
-                                 f"{_where(seen[i], lines)} and {_where(r, lines)}): every record needs its own id",
-                                 "its file repeats ids")
+            raise PartyFileError(f"{what} {path} repeats an id in column '{id_column}' ({_where(seen[i], lines)} and "
+                                 f"{_where(r, lines)} hold the same id, compared as the ids' canonical form: "
+                                 f"white space trimmed, leading zeros of integers dropped): every record needs its "
+                                 f"own id", "its file repeats ids")
         seen[i] = r
 
 

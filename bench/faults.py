@@ -278,12 +278,12 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
     proxy = None
     rec = {"case": name, "what": fault.what, "parties": M, "flags": list(flags), "load_before": round(load, 2)}
     try:
-        spec = jobfile.load_job(jobfile.write_party_csvs(_data(seed), os.path.join(work, "job"), n_parties=clients))
+        spec = jobfile.load_job(jobfile.write_party_csvs(_data(seed), os.path.join(work, "job"), n_parties=clients, min_intersection=1))
         task = PCAJobTask(1, 1.0)
         programs = [jobfile.party_program(spec, i, task) for i in range(M)]
         if fault.action == "foreign":
             other = jobfile.load_job(jobfile.write_party_csvs(_data(seed + 1), os.path.join(work, "other"),
-                                                              n_parties=clients, addresses=spec.addresses))
+                                                              n_parties=clients, addresses=spec.addresses, min_intersection=1))
             programs[fault.target] = jobfile.party_program(other, fault.target, task)
         holder = 1 if fault.action == "cut" else fault.target
         ssl_dirs = [None] * M

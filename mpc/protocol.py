@@ -436,7 +436,7 @@ class PartyContext:
                 problem = feed.check_in_memory()
             await self.check_clients(int(inp.n_rows), "record count", wire.value(int, "a record count"),
                                      problem=problem)
-            if job.align_ids:  # keyed digests of the id columns, compared among clients only
+            if job.align_ids:  # digests of the records' order (the record alignment's), among clients only
                 await self.check_clients(inp.ids_digest or b"", "record ids (different ids or a "
                                          "different order)", wire.one_of(wire.digest(32), wire.digest(0)))
             self._lap("client checks")

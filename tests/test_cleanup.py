@@ -137,7 +137,7 @@ def test_killed_index_wrapper_takes_its_party_with_it(tmp_path):
 
     tmpdir, env = private_tmp(tmp_path)
     X = np.random.default_rng(0).normal(size=(20, 4)) / 5
-    job = write_party_csvs(X, tmp_path / "job", 2)
+    job = write_party_csvs(X, tmp_path / "job", 2, min_intersection=1)
     wrapper = subprocess.Popen([sys.executable, "-c", WRAPPER.format(root=ROOT, job=job)], env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:  # client 1 alone: its party process waits for the others to connect

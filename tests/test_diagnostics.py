@@ -217,7 +217,7 @@ def test_party_file_refuses_values_above_the_limit_naming_the_column(tmp_path):
 
 def _job(tmp_path, m=40, col_counts=(2, 2), ids=None, edit=None):
     X = np.random.default_rng(5).normal(size=(m, sum(col_counts))) * 0.3
-    job = write_party_csvs(X, tmp_path, col_counts=list(col_counts), ids=ids)
+    job = write_party_csvs(X, tmp_path, col_counts=list(col_counts), ids=ids, min_intersection=1)
     if edit is not None:
         edit(tmp_path)
     return job
@@ -258,23 +258,27 @@ def test_sqm_exit_codes_bad_data_and_a_value_too_large(tmp_path, capsys):
         assert not any(s in lines[i][1] for s in ("x3", "1e300", "1e+300", "party2.csv")), lines[i]
 
 
-def test_sqm_exit_code_refused_and_the_id_mismatch_named_to_the_clients_only(tmp_path, capsys):
+def test_sqm_exit_code_refused_when_the_intersection_is_below_the_minimum(tmp_path, capsys):
     ids = list(range(40))
 
-    def swap(d):  # client 2 holds another id in place of one (another order alone is aligned: test_owndata.py)
+    def swap(d):  # client 2 holds another id in place of one: 39 records in common
         p = d / "party2.csv"
         lines = p.read_text().splitlines()
         lines[1] = "1000," + lines[1].split(",", 1)[1]
         p.write_text("\n".join(lines) + "\n")
 
     job = _job(tmp_path, ids=ids, edit=swap)
-    code, err = _sqm(["pca", "--job", job, "--components", "2", "--quiet", "--backend", "plain"], capsys)
+    code, err = _sqm(["pca", "--job", job, "--components", "2", "--quiet", "--backend", "plain",
+                      "--min-intersection", "40"], capsys)
     assert code == EXIT_REFUSED, err
     lines = _party_lines(err)
     assert {i: c for i, (c, _) in lines.items()} == {0: EXIT_REFUSED, 1: EXIT_REFUSED, 2: EXIT_REFUSED}
-    for i in (1, 2):
-        assert "client 2's record ids differ from client 1's: 1 of client 2's 40" in lines[i][1], lines[i]
-    assert "clients hold different record id sets" in lines[0][1] and "client 2" not in lines[0][1], lines[0]
+    for i in (0, 1, 2):  # every party the same words: counts only, never an id
+        assert ("the clients' record sets have 39 records in common (client 1 40, client 2 40), fewer than the "
+                "job's minimum 40 (--min-intersection)") in lines[i][1], lines[i]
+        assert "1000" not in lines[i][1]
+    assert _sqm(["pca", "--job", job, "--components", "2", "--quiet", "--backend", "plain",
+                 "--min-intersection", "39"], capsys)[0] == 0
 
 
 def test_logreg_label_error_reaches_the_others_as_a_refusal(tmp_path, capsys):
@@ -282,7 +286,7 @@ def test_logreg_label_error_reaches_the_others_as_a_refusal(tmp_path, capsys):
     X = rng.normal(size=(40, 4)) * 0.25
     y = (X[:, 0] > 0).astype(float)
     y[7] = 2.0
-    job = write_party_csvs(np.hstack([X, y[:, None]]), tmp_path, col_counts=[2, 3])
+    job = write_party_csvs(np.hstack([X, y[:, None]]), tmp_path, col_counts=[2, 3], min_intersection=1)
     code, err = _sqm(["logreg", "--job", job, "--label-column", "x4", "--epsilon", "4", "--gamma", "256",
                       "--q", "0.25", "--epochs", "1", "--learning-rate", "1", "--backend", "plain"], capsys)
     assert code == EXIT_BAD_DATA, err

@@ -99,7 +99,7 @@ def pca_job_heavy(tmp_path_factory) -> list[list[str]]:
 
     X = np.random.default_rng(1).normal(size=(30, 6))
     X /= np.linalg.norm(X, axis=1).max()
-    spec = load_job(write_party_csvs(X, tmp_path_factory.mktemp("pca-job"), 2))
+    spec = load_job(write_party_csvs(X, tmp_path_factory.mktemp("pca-job"), 2, min_intersection=1))
     recs = run_local(spec, PCAJobTask(n_components=2, epsilon=1.0))
     assert len(recs[0]["result"]["components"]) == 2
     return [r["heavy_modules"] for r in recs]

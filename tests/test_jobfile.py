@@ -11,7 +11,7 @@ import threading
 import numpy as np
 import pytest
 
-from apps.jobfile import (PartyFileError, keyed_ids_digest, load_job, party_program, read_party_csv, run_job,
+from apps.jobfile import (PartyFileError, load_job, party_program, read_party_csv, run_job,
                           run_local, run_one, simulate, write_job, write_party_csvs)
 from apps.pca import SQMPCA, PCAJobTask
 from mpc.inprocess import run_in_process
@@ -25,7 +25,7 @@ def make_X(m=30, n=6, seed=0):
 
 
 def write(tmp_path, X, parties=2, **kw):
-    return load_job(write_party_csvs(X, tmp_path, parties, **kw))
+    return load_job(write_party_csvs(X, tmp_path, parties, **{"min_intersection": 1, **kw}))
 
 
 TASK = dict(n_components=2, epsilon=1.0, delta=1e-5, gamma=1024.0, seed=5)
@@ -102,14 +102,14 @@ def _rewrite_ids(path, ids):
         f.write("\n".join([lines[0]] + body) + "\n")
 
 
-def test_different_ids_refused(tmp_path):
-    """(Records in another order are aligned: tests/test_owndata.py.)"""
+def test_different_ids_run_on_the_records_in_common(tmp_path):
+    """(Records in another order are aligned: tests/test_owndata.py; issue 23's cases: tests/test_alignment.py.)"""
     spec = write(tmp_path, make_X(), parties=2)
     ids = list(range(30))
     ids[7] = 1000
     _rewrite_ids(spec.parties[2].file, ids)
-    with pytest.raises(MPCError, match="record ids differ"):
-        simulate(spec, PCAJobTask(**JOB_TASK))
+    recs = simulate(spec, PCAJobTask(**JOB_TASK))
+    assert recs[0]["result"]["n_records"] == 29 and recs[0]["result"]["alignment"]["intersection"] == 29
 
 
 def test_nan_in_a_party_file_refused_before_sharing(tmp_path):
@@ -157,14 +157,9 @@ def test_read_party_csv_checks(tmp_path):
     assert t.columns == ["a", "b"] and t.block.tolist() == [[0.5, 0.25], [1e-3, -2.0]]
     q = tmp_path / "q.csv"
     q.write_text("b,id,a\n0.25,1,0.5\n-2,2,1e-3\n")  # the same ids in another column position
-    key, other = bytes(range(32)), bytes(range(1, 33))
-    assert keyed_ids_digest(key, read_party_csv(q).ids) == keyed_ids_digest(key, t.ids)
-    assert keyed_ids_digest(other, t.ids) != keyed_ids_digest(key, t.ids)  # keyed: no digest without the key
-    assert keyed_ids_digest(key, ["2", "1"]) != keyed_ids_digest(key, t.ids)  # order matters
-    assert keyed_ids_digest(key, ["1", "2"]) == keyed_ids_digest(key, t.ids)
-    assert keyed_ids_digest(key, ["12"]) != keyed_ids_digest(key, ["1", "2"])  # length-prefixed
-    assert t.ids_digest is None  # no unkeyed digest is ever made
-    cases = {"id,a\n1,x\n": "holds text", "id,a\n1,1\n1,2\n": "repeats id", "a,b\n1,2\n": "no id column",
+    assert read_party_csv(q).ids == t.ids == ["1", "2"]
+    assert t.ids_digest is None  # no digest of any id is ever made: the alignment sets the order's digest
+    cases = {"id,a\n1,x\n": "holds text", "id,a\n1,1\n1,2\n": "repeats an id", "a,b\n1,2\n": "no id column",
              "id,a\n": "no records", "id,a\n1,inf\n": "infinite", "id,a\n1,2,3\n": "fields",
              "": "empty"}
     for text, msg in cases.items():
@@ -200,7 +195,7 @@ def test_load_job_checks(tmp_path):
         with pytest.raises(ValueError, match=msg):
             load_job(j)
     ports = free_ports(3)
-    write_job(j, [f"127.0.0.1:{p}" for p in ports], [tmp_path / "a.csv", tmp_path / "b.csv"])
+    write_job(j, [f"127.0.0.1:{p}" for p in ports], [tmp_path / "a.csv", tmp_path / "b.csv"], min_intersection=1)
     spec = load_job(j)
     assert spec.n_clients == 2 and spec.parties[2].file == str(tmp_path / "b.csv")
     with pytest.raises(ValueError, match="out of range"):
@@ -260,7 +255,7 @@ def test_each_party_uses_only_the_seed_on_its_own_command_line(tmp_path):
 
 
 class DigestTask:
-    """A job-file task returning each client's keyed id digest to that client only (test of the key)."""
+    """A job-file task returning each client's digest of its aligned records' order to that client only."""
 
     seed = None
 
@@ -271,12 +266,12 @@ class DigestTask:
         return {} if table is None else {"digest": table.ids_digest}
 
 
-def test_id_digests_are_keyed_fresh_per_job(tmp_path):
+def test_order_digests_agree_within_a_job_and_are_fresh_per_job(tmp_path):
     spec = write(tmp_path, make_X(), parties=2)
     jobs = [simulate(spec, DigestTask(), timeout=120) for _ in range(2)]
     for recs in jobs:
         d1, d2 = recs[1]["result"]["digest"], recs[2]["result"]["digest"]
-        assert isinstance(d1, bytes) and len(d1) == 32 and d1 == d2  # equal ids, one job: equal digests
+        assert isinstance(d1, bytes) and len(d1) == 32 and d1 == d2  # one job: the same order at both clients
         assert "digest" not in recs[0]["result"]  # the server holds no digest
     assert jobs[0][1]["result"]["digest"] != jobs[1][1]["result"]["digest"]  # same ids, two jobs: unlinkable
     ids = read_party_csv(spec.parties[1].file).ids
@@ -355,7 +350,7 @@ def test_job_file_paths_confined_to_its_folder(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="--index"):
         run_job(spec, PCAJobTask(**JOB_TASK), None, data_file=str(tmp_path / "outside.csv"))
     with pytest.raises(ValueError, match="outside the job file's folder"):
-        write_job(j, ["h:1", "h:2", "h:3"], [tmp_path / "outside.csv", job_dir / "b.csv"])
+        write_job(j, ["h:1", "h:2", "h:3"], [tmp_path / "outside.csv", job_dir / "b.csv"], min_intersection=1)
 
 
 def test_fewer_than_two_clients_refused_before_any_process_starts(monkeypatch):
@@ -405,7 +400,7 @@ def _ledger_setup(tmp_path, dataset="survey"):
     from apps.jobfile import JobMeta
     from sqm.events import compose
 
-    spec = load_job(write_party_csvs(make_X(), tmp_path / "job", 2, dataset=dataset))
+    spec = load_job(write_party_csvs(make_X(), tmp_path / "job", 2, dataset=dataset, min_intersection=1))
     task = PCAJobTask(n_components=2, epsilon=1.0, delta=1e-6, gamma=1024.0)
     events = list(task.release(JobMeta((3, 3), 30)).events)
     two, three = compose(events * 2, 1e-5), compose(events * 3, 1e-5)
@@ -464,7 +459,7 @@ def test_ledger_refusals_send_no_share(tmp_path, monkeypatch):
     assert calls == []
     run_job(spec, task, ledger=str(tmp_path / "other.sqlite"), budget=budget, backend="plain")
     assert sorted(calls) == [0, 1, 2]
-    unnamed = load_job(write_party_csvs(make_X(), tmp_path / "unnamed", 2))
+    unnamed = load_job(write_party_csvs(make_X(), tmp_path / "unnamed", 2, min_intersection=1))
     with pytest.raises(ValueError, match="names no dataset"):
         run_job(unnamed, task, ledger=path, backend="plain")
 

@@ -178,7 +178,7 @@ def test_cli_job_through_real_processes_equals_the_estimator(tmp_path, capsys):
 
     X, y = _diabetes(50)
     X = X[:, :4]
-    job = write_party_csvs(np.c_[X, y], str(tmp_path), col_counts=[3, 2])  # client 2: x3 and the label x4
+    job = write_party_csvs(np.c_[X, y], str(tmp_path), col_counts=[3, 2], min_intersection=1)  # client 2: x3 and the label x4
     out = tmp_path / "out.json"
     code = main(["linreg", "--job", job, "--seed", "5", "--insecure-reproducible", "--epsilon", "2", "--gamma",
                  "1024", "--alpha", "0.5", "--label-column", "x4", "--json", str(out)])

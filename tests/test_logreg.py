@@ -297,7 +297,8 @@ def run_job_in_process(job, task, ledger=None):
 def test_job_file_mode_equals_estimator_and_refuses_misaligned_records(tmp_path):
     """Each party reads only its own CSV (the label party's holds the label column); same weights as the
     estimator for the same seed; refused (in process, as real parties refuse): a label party without the label
-    column, a client whose records come in another order (aligned: the same model), a client with another id set, a party running other public parameters."""
+    column, a client whose records come in another order (aligned: the same model), a client with another id set (the
+    records in common), a party running other public parameters."""
     from apps.jobfile import JobMeta, LedgerGuard, write_party_csvs
     from apps.logreg.job import LRJobTask
     from mpc.exitcodes import EXIT_BAD_DATA, EXIT_REFUSED
@@ -307,7 +308,7 @@ def test_job_file_mode_equals_estimator_and_refuses_misaligned_records(tmp_path)
     rng = np.random.default_rng(12)
     X = rng.normal(size=(40, 6)) * 0.25
     y = (X[:, 0] - X[:, 5] > 0).astype(float)
-    job = write_party_csvs(np.hstack([X, y[:, None]]), tmp_path, col_counts=[2, 2, 3], dataset="lr-test")
+    job = write_party_csvs(np.hstack([X, y[:, None]]), tmp_path, col_counts=[2, 2, 3], dataset="lr-test", min_intersection=1)
     with pytest.raises(ValueError, match="--insecure-reproducible"):
         LRJobTask(4.0, 1e-5, 256.0, 0.25, 1, 1.0, label_column="x6", seed=5)
     task = LRJobTask(4.0, 1e-5, 256.0, 0.25, 1, 1.0, label_column="x6", seed=5, insecure_reproducible=True)
@@ -319,7 +320,11 @@ def test_job_file_mode_equals_estimator_and_refuses_misaligned_records(tmp_path)
     assert np.array_equal(recs[0]["result"]["coef"], est.coef_[0])
     assert recs[0]["result"]["intercept"] == est.intercept_[0] != 0  # the constant column's weight (c = 1)
     assert recs[0]["result"]["report"].epsilon_server <= 4.0
-    assert recs[0]["result"]["report"] == est.report_ == task.release(JobMeta((2, 2, 3), 40))
+    rep = recs[0]["result"]["report"]  # the estimator's report, and the job's note on its record count
+    from apps.jobfile import ALIGNMENT_NOTE
+
+    assert rep.notes == est.report_.notes + "; " + ALIGNMENT_NOTE.format(m=40, k=3)
+    assert dataclasses.replace(rep, notes=est.report_.notes) == est.report_ == task.release(JobMeta((2, 2, 3), 40))
     ledger = LedgerGuard(str(tmp_path / "ledger.db"), budget=(5.0, 1e-4))  # the release is charged to the dataset
     recs = run_job_in_process(job, task, ledger)
     assert recs[0]["result"]["ledger"]["dataset"] == "lr-test"
@@ -337,11 +342,9 @@ def test_job_file_mode_equals_estimator_and_refuses_misaligned_records(tmp_path)
     lines[1], lines[2] = lines[2], lines[1]  # client 2's records in another order: aligned, the same model
     (tmp_path / "party2.csv").write_text("".join(lines))
     assert np.array_equal(run_job_in_process(job, task)[0]["result"]["coef"], est.coef_[0])
-    lines[1] = "1000" + lines[1][lines[1].index(","):]  # one id that no other client holds: refused, named
+    lines[1] = "1000" + lines[1][lines[1].index(","):]  # one id that no other client holds: 39 records in common
     (tmp_path / "party2.csv").write_text("".join(lines))
-    with pytest.raises(MPCError, match="clients hold different record id sets") as e:
-        run_job_in_process(job, unseeded)
-    assert set(e.value.codes.values()) == {EXIT_REFUSED}
+    assert run_job_in_process(job, unseeded)[0]["result"]["n_records"] == 39
 
 
 def test_parties_with_different_plans_or_blocks_are_refused():

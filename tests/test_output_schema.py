@@ -41,7 +41,7 @@ def job(tmp_path_factory):
 
     X = np.random.default_rng(0).normal(size=(40, 6))
     X /= np.linalg.norm(X, axis=1).max()
-    return write_party_csvs(X, str(tmp_path_factory.mktemp("job")), 2, dataset="schema-test")
+    return write_party_csvs(X, str(tmp_path_factory.mktemp("job")), 2, dataset="schema-test", min_intersection=1)
 
 
 def test_the_schema_is_valid_2020_12_and_shipped_beside_the_writer():

@@ -1,5 +1,5 @@
 """Own-data jobs (issue 14, part 5): one table reader with errors in the user's words, records aligned
-across clients in any file order, different id sets refused with counts, public scaling bounds, option
+across clients in any file order, different id sets aligned on their intersection, public scaling bounds, option
 modes, ``sqm pca --data FILE``.  Everything runs in process (``apps.jobfile.simulate``)."""
 from __future__ import annotations
 
@@ -70,7 +70,10 @@ def test_missing_id_column_lists_columns_and_names_the_option(tmp_path):
     e = _err(tmp_path, "key,a,b\n1,2,3\n")
     assert "no id column 'id'" in str(e) and "'key', 'a', 'b'" in str(e) and "--id-column" in str(e)
     e = _err(tmp_path, "id,a\n1,2\n2,3\n1,4\n")
-    assert "repeats id '1' in column 'id' (at row 1 (line 2) and row 3 (line 4))" in str(e)
+    assert ("repeats an id in column 'id' (row 1 (line 2) and row 3 (line 4) hold the same id" in str(e)
+            and "'1'" not in str(e))  # never the id itself
+    e = _err(tmp_path, "id,a\n7,2\n8,3\n007,4\n")  # the same id after canonicalisation
+    assert "row 1 (line 2) and row 3 (line 4) hold the same id" in str(e) and "leading zeros" in str(e)
     f = tmp_path / "noid.csv"
     f.write_text("a,b\n1,2\n")
     t = read_table(f, None, require_id=False)  # --data FILE without an id column: every column a feature
@@ -91,7 +94,7 @@ def test_parquet_table(tmp_path):
     assert "1 missing value(s)" in str(pytest.raises(PartyFileError, read_table, f).value)
 
 
-# ----- records aligned without revealing ids; different id sets refused -------------------------------------
+# ----- records aligned without revealing ids; different id sets: the intersection--------------------------------
 
 
 def _rewrite_rows(path, order, ids=None):
@@ -106,15 +109,15 @@ def _rewrite_rows(path, order, ids=None):
 
 def test_canonical_order():
     assert canonical_order(["10", "2", "1"]) == [2, 1, 0]  # integers by value
-    assert canonical_order(["b", "10", "a"]) == [1, 2, 0]  # otherwise by text
-    assert canonical_order(["07", "7", "1"]) == [2, 0, 1]  # equal values: by text
+    assert canonical_order(["b", "10", "a"]) == [1, 2, 0]  # integers first, then text by text
+    assert canonical_order(["x", "-3", "2"]) == [1, 2, 0]
 
 
 def test_shuffled_and_text_sorted_records_give_the_aligned_release_bit_for_bit(tmp_path):
     X = make_X()
     results = {}
     for how in ("aligned", "shuffled", "text-sorted"):
-        spec = load_job(write_party_csvs(X, tmp_path / how, 2))
+        spec = load_job(write_party_csvs(X, tmp_path / how, 2, min_intersection=1))
         if how == "shuffled":
             _rewrite_rows(spec.parties[2].file, np.random.default_rng(1).permutation(30))
         elif how == "text-sorted":
@@ -128,20 +131,17 @@ def test_shuffled_and_text_sorted_records_give_the_aligned_release_bit_for_bit(t
         assert np.array_equal(results[how]["components"], ref.components_), how
 
 
-def test_a_client_with_three_other_ids_is_refused_naming_it_and_the_count(tmp_path, capsys):
-    spec = load_job(write_party_csvs(make_X(), tmp_path, 3))
+def test_a_client_with_three_other_ids_runs_on_the_27_in_common_as_on_pre_intersected_files(tmp_path):
+    X = make_X()
+    spec = load_job(write_party_csvs(X, tmp_path / "a", 3, min_intersection=1))
     ids = list(range(30))
     ids[3], ids[11], ids[20] = 1000, 1001, 1002
     _rewrite_rows(spec.parties[2].file, np.random.default_rng(2).permutation(30), ids=ids)
-    with pytest.raises(MPCError) as err:
-        simulate(spec, PCAJobTask(**JOB_TASK), timeout=120)
-    msg = str(err.value)
-    assert ("client 2's record ids differ from client 1's: 3 of client 2's 30 ids are not at client 1 and 3 of "
-            "client 1's are not at client 2") in msg
-    assert "1000" not in msg and "1001" not in msg  # never which ids
-    server = msg.split("server (party 0) exited")[1].split("client 1 (party 1)")[0]
-    assert "clients hold different record id sets" in server and "client 2" not in server
-    assert err.value.codes == {0: 3, 1: 3, 2: 3, 3: 3}
+    keep = [r for r in range(30) if r not in (3, 11, 20)]
+    pre = load_job(write_party_csvs(X[keep], tmp_path / "pre", 3, ids=keep, min_intersection=1))
+    got = simulate(spec, PCAJobTask(**JOB_TASK), timeout=120)
+    assert got[0]["result"]["n_records"] == 27
+    assert list(got[0]["result"]["raw"]) == list(simulate(pre, PCAJobTask(**JOB_TASK), timeout=120)[0]["result"]["raw"])
 
 
 # ----- options that do not apply in the chosen mode -----------------------------------------------------------
@@ -196,15 +196,15 @@ def test_declared_ranges_scale_unscaled_data_and_no_bounds_warns(tmp_path, caplo
     raw = Z * scale  # the users' files: values in the thousands
     task = PCAJobTask(**{**JOB_TASK, "gamma": 4096.0, "epsilon": 4.0})
     ranges = [{f"x{j}": [-scale[j], scale[j]] for j in range(3)}, {f"x{j}": [-scale[j], scale[j]] for j in range(3, 6)}]
-    declared = simulate(load_job(write_party_csvs(raw, tmp_path / "declared", 2, bounds=ranges)), task, timeout=120)
+    declared = simulate(load_job(write_party_csvs(raw, tmp_path / "declared", 2, bounds=ranges, min_intersection=1)), task, timeout=120)
     Xs = Z / np.sqrt(6)  # what the clients hold after scaling: every column in [-1/sqrt(6), 1/sqrt(6)]
-    scaled = simulate(load_job(write_party_csvs(Xs, tmp_path / "scaled", 2)), task, timeout=120)
+    scaled = simulate(load_job(write_party_csvs(Xs, tmp_path / "scaled", 2, min_intersection=1)), task, timeout=120)
     assert list(declared[0]["result"]["raw"]) == list(scaled[0]["result"]["raw"])  # the same release, bit for bit
     assert [declared[j]["result"]["clipped"] for j in (1, 2)] == [0, 0]
     assert declared[1]["result"]["outside_declared_range"] == 0
     V = np.asarray(declared[0]["result"]["components"]).T
     assert utility_ratio(Xs, V) > 0.95  # close to the non-private optimum (the scaled run's utility)
-    bare = simulate(load_job(write_party_csvs(raw, tmp_path / "bare", 2)), task, timeout=120)
+    bare = simulate(load_job(write_party_csvs(raw, tmp_path / "bare", 2, min_intersection=1)), task, timeout=120)
     assert [bare[j]["result"]["clipped"] for j in (1, 2)] == [m, m]  # every row clipped at both clients
     assert "clipped" not in bare[0]["result"]
     from apps.jobfile import clip_warning
@@ -222,7 +222,7 @@ def test_declared_ranges_checked(tmp_path):
     for bad in ({"a": [5, 0]}, {"a": [0, float("inf")]}, {"a": "0-5"}, {}, ["a"]):
         with pytest.raises(ValueError, match="range|bounds"):
             check_bounds(bad, "client 1's")
-    spec = load_job(write_party_csvs(make_X(), tmp_path, 2, bounds=[{"nope": [-1, 1]}, None]))
+    spec = load_job(write_party_csvs(make_X(), tmp_path, 2, bounds=[{"nope": [-1, 1]}, None], min_intersection=1))
     with pytest.raises(MPCError, match="client 1 refused: its file lacks columns whose ranges the job file declares"):
         simulate(spec, PCAJobTask(**JOB_TASK), timeout=120)
 
@@ -247,7 +247,7 @@ def test_declared_norm_shares_set_each_clients_bound(tmp_path):
     and the release is SQMPCA's with party_bounds (sqrt(0.8), sqrt(0.2)) on those scaled columns, bit for bit."""
     Z = np.clip(make_X(m=40), -1, 1)
     ranges = [{f"x{j}": [-1, 1] for j in range(3)}, {f"x{j}": [-1, 1] for j in range(3, 6)}]
-    spec = load_job(write_party_csvs(Z, tmp_path, 2, bounds=ranges, norm_shares=[0.8, 0.2]))
+    spec = load_job(write_party_csvs(Z, tmp_path, 2, bounds=ranges, norm_shares=[0.8, 0.2], min_intersection=1))
     assert spec.norm_shares == (0.8, 0.2)
     recs = simulate(spec, PCAJobTask(**JOB_TASK), timeout=120)
     Xs = np.hstack([Z[:, :3] * np.sqrt(0.8 / 3), Z[:, 3:] * np.sqrt(0.2 / 3)])
@@ -256,7 +256,7 @@ def test_declared_norm_shares_set_each_clients_bound(tmp_path):
     assert list(recs[0]["result"]["raw"]) == list(ref.raw_)
     assert [recs[j]["result"]["clipped"] for j in (1, 2)] == [0, 0]
     for shares in ([0.8, 0.3], [0.5, None]):
-        bad = write_party_csvs(Z, tmp_path / "bad", 2)
+        bad = write_party_csvs(Z, tmp_path / "bad", 2, min_intersection=1)
         raw = json.load(open(bad))
         for p, s in zip(raw["parties"][1:], shares):
             if s is not None:
@@ -297,14 +297,14 @@ def test_drop_columns_leaves_a_column_out_and_a_typo_is_refused(tmp_path):
     import dataclasses
 
     Z = make_X(m=40)
-    spec = load_job(write_party_csvs(Z, tmp_path / "all", 2))
-    ref = load_job(write_party_csvs(Z[:, :5], tmp_path / "five", col_counts=[3, 2]))
+    spec = load_job(write_party_csvs(Z, tmp_path / "all", 2, min_intersection=1))
+    ref = load_job(write_party_csvs(Z[:, :5], tmp_path / "five", col_counts=[3, 2], min_intersection=1))
     recs = simulate(dataclasses.replace(spec, drop_columns=("x5",)), PCAJobTask(**JOB_TASK), timeout=120)
     assert list(recs[0]["result"]["raw"]) == list(simulate(ref, PCAJobTask(**JOB_TASK), timeout=120)[0]["result"]["raw"])
     assert recs[0]["result"]["columns"] == [f"x{j}" for j in range(5)]
     with pytest.raises(MPCError, match=r"no client's file has the column\(s\) \['x9'\] named by --drop-columns"):
         simulate(dataclasses.replace(spec, drop_columns=("x5", "x9")), PCAJobTask(**JOB_TASK), timeout=120)
-    bounded = load_job(write_party_csvs(Z, tmp_path / "b", 2, bounds=[None, {"x5": [-1, 1]}]))
+    bounded = load_job(write_party_csvs(Z, tmp_path / "b", 2, bounds=[None, {"x5": [-1, 1]}], min_intersection=1))
     with pytest.raises(ValueError, match=r"declares ranges for column\(s\) \['x5'\] that --drop-columns leaves out"):
         simulate(dataclasses.replace(bounded, drop_columns=("x5",)), PCAJobTask(**JOB_TASK), timeout=120)
 

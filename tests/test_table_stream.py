@@ -26,7 +26,7 @@ def make_X(m=200, n=7, seed=0):
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])
 def test_scan_then_chunks_give_read_tables_ids_and_values(tmp_path, fmt):
     X = make_X()
-    spec = load_job(write_party_csvs(X, tmp_path, 2, fmt=fmt, row_group_rows=64))
+    spec = load_job(write_party_csvs(X, tmp_path, 2, fmt=fmt, row_group_rows=64, min_intersection=1))
     f = spec.parties[1].file
     t, whole = scan_table(f, "id"), read_table(f, "id")
     assert isinstance(t, StreamedTable) and t.n_rows == 200 and t.columns == whole.columns
@@ -49,7 +49,9 @@ def _csv(tmp_path, text, name="p.csv"):
     (["a", "b", "c1", "c2"], True),  # text ids increasing as text
     (["2", "1", "3", "4"], False),  # not sorted: read whole, sorted in memory
     (["1", "2", "2", "3"], False),  # a repeat: read_table names it
-    (["1", "07", "7", "8"], True),  # '07' before '7': ties by text
+    (["1", "07", "7", "8"], False),  # '07' and '7' are one id (canonical form): a repeat
+    (["-2", "1", "10", "a", "b"], True),  # integers by value first, then text
+    (["1", "a", "2"], False),  # text sorted but not canonical: read whole
 ])
 def test_only_files_in_canonical_order_stream(tmp_path, ids, streamed):
     f = _csv(tmp_path, "id,a\n" + "".join(f"{i},{k}.5\n" for k, i in enumerate(ids)))
@@ -94,7 +96,7 @@ def test_streamed_job_equals_whole_file_job(tmp_path, fmt, backend):
     scale each chunk as they scale the whole block, with the same count of values outside."""
     X = make_X(m=150)
     bounds = [None, {"x5": [-0.3, 0.3]}]
-    spec = load_job(write_party_csvs(X, tmp_path, 2, fmt=fmt, bounds=bounds, row_group_rows=40))
+    spec = load_job(write_party_csvs(X, tmp_path, 2, fmt=fmt, bounds=bounds, row_group_rows=40, min_intersection=1))
     streamed = run_job(spec, PCAJobTask(**TASK, chunk_rows=16), backend=backend)
     whole = run_job(spec, WholeFilePCA(**TASK, chunk_rows=16), backend="plain")
     assert np.array_equal(streamed[0]["result"]["raw"], whole[0]["result"]["raw"])
@@ -107,7 +109,7 @@ def test_file_changed_during_the_job_is_refused(tmp_path, monkeypatch):
     import apps.table_stream as ts
 
     X = make_X(m=100)
-    spec = load_job(write_party_csvs(X, tmp_path, 2))
+    spec = load_job(write_party_csvs(X, tmp_path, 2, min_intersection=1))
     f = spec.parties[2].file
     real = ts.scan_table
 
@@ -154,7 +156,7 @@ def test_cli_chunk_rows_changes_nothing_but_memory(tmp_path):
 
     from apps.cli import parse
 
-    job = write_party_csvs(make_X(m=120), tmp_path, 2, fmt="parquet")
+    job = write_party_csvs(make_X(m=120), tmp_path, 2, fmt="parquet", min_intersection=1)
     docs = []
     for extra in ([], ["--chunk-rows", "16"]):
         out = tmp_path / f"out{len(extra)}.json"
@@ -189,7 +191,7 @@ def test_parties_write_chunk_progress(tmp_path):
     """Each party of a PCA job appends "done due" per chunk to its own progress file, PATH.i (the command's bar
     follows one of them)."""
     X = make_X(m=100)
-    spec = load_job(write_party_csvs(X, tmp_path, 2))
+    spec = load_job(write_party_csvs(X, tmp_path, 2, min_intersection=1))
     path = tmp_path / "progress"
     run_job(spec, PCAJobTask(**TASK, chunk_rows=16, progress_path=str(path)), backend="mpyc")
     for i in range(3):

@@ -18,8 +18,9 @@ class LRJobTask:
     ``label_column`` (any two values: the smaller is 0, the larger 1, and the label party says so in its own
     output; anything else is refused before any share) besides its features; every party builds the same
     public plan from the clients' column and record counts (the schedule left None from the record count:
-    :func:`apps.logreg.estimator.default_schedule`, as in local mode), the clients compare record-id digests
-    among themselves, and the run is :func:`apps.logreg.party.train_party`.  The server's result is the weights
+    :func:`apps.logreg.estimator.default_schedule`, as in local mode; the record count is the record
+    alignment's intersection size), the clients compare the digests of their records' order among themselves,
+    and the run is :func:`apps.logreg.party.train_party`.  The server's result is the weights
     (in the clients' column order, the label excluded; the intercept separate) and the privacy report; each
     client's clip count stays with that client.  ``progress_path``: a file on the server's machine where its
     program appends its running figure (the noisy gradient's norm, :class:`apps.logreg.party._Eval`) for the

@@ -15,7 +15,8 @@ class PCAJobTask:
     """The SQM-PCA task for :mod:`apps.jobfile`: every party plans the same public release from the clients'
     column and record counts (:meth:`sqm.mechanism.SQM.round_plan`) and runs its part of it with
     :func:`sqm.mechanism.sqm_round`, SQM's one per-party step: each client clips, quantizes and noises its own
-    file's columns, with its keyed id digest so the clients refuse misaligned records; the server receives the
+    file's columns, with the digest of its records' order from the alignment (:mod:`apps.alignment`), which the
+    clients compare again before any share; the server receives the
     noisy X^T X and computes the components.
 
     With ``seed=None`` (the default, ``secure_mode``) each party draws its own randomness from OS entropy.

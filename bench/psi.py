@@ -1,0 +1,211 @@
+"""Record alignment (ECDH PSI, :mod:`mpc.psi`) through real party processes: time, bytes and memory per id.
+
+    sqm bench psi --ids 10000,100000,1000000 --clients 2,3 --json psi.json --plot psi.png
+
+Each (ids, clients) cell is one job through real MPyC party processes on loopback whose task does nothing:
+every client reads its own Parquet party file (ids sorted, one feature column: read in batches), the parties
+exchange the schema, and the clients align their records by PSI (:mod:`apps.alignment`): hashing onto the
+curve, n blindings of every id around the ring, the server's comparison, the answers, the clients' order
+check.  Each client holds ``ids`` records, ``--overlap`` of them (default 0.7) in every client's set.
+
+Reported per cell: end-to-end seconds (processes started to results), ids per second per core (all
+clients' ids over the end-to-end time and the machine's cores: the clients run in parallel), bytes sent per
+id (all parties' bytes over all clients' ids), each party's peak resident memory and its growth per id
+between the smallest and largest id counts, and the share of the PSI in a party's time.  Target (issue 23):
+10^6 ids per client, 3 clients, under 120 s end to end on a 2-core machine.
+
+The floor: n scalar multiplications per id of every client on n clients, 42 us each here (libsodium's
+X25519; OpenSSL's ``openssl speed ecdhx25519`` gives the same), spread over the machine's cores.
+:data:`PUBLISHED` holds peers' published figures (their sources named), for the docs' side-by-side table.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import time
+
+from bench.common import finish
+
+TARGET_S = 120.0
+TARGET_IDS, TARGET_CLIENTS = 1_000_000, 3
+X25519_US = 42.0  # one X25519 scalar multiplication on this 2-core AMD EPYC (idle), measured with openssl speed
+
+# Peers' published PSI figures, 2 parties, 10^7 ids each (the documents state the hardware; none ran here).
+# ids/s per core: both parties' ids over the time and both parties' cores.
+_SF = "SecretFlow PSI v2 benchmark (secretflow/psi docs/user_guide/psi_v2_benchmark.md), 8 cores per party, LAN"
+PUBLISHED = [
+    {"system": "SecretFlow ECDH-PSI-2PC, Curve25519", "source": _SF, "ids_per_party": 10 ** 7, "seconds": 114,
+     "cores": 16},
+    {"system": "SecretFlow ECDH-PSI-2PC, FourQ", "source": _SF, "ids_per_party": 10 ** 7, "seconds": 66,
+     "cores": 16},
+    {"system": "SecretFlow RR22_FAST_PSI_2PC (OT/VOLE-based)", "source": _SF, "ids_per_party": 10 ** 7,
+     "seconds": 19, "cores": 16},
+    {"system": "FATE 2.0 PSI component (standalone engine)",
+     "source": "FATE doc/2.0/fate/performance/performance_multi_engines.md, 16 cores per host, 1 Gb LAN",
+     "ids_per_party": 10 ** 7, "seconds": 430, "cores": 32},
+]
+for _p in PUBLISHED:
+    _p["ids_per_s_per_core"] = 2 * _p["ids_per_party"] / _p["seconds"] / _p["cores"]
+
+
+class AlignOnly:
+    """A job task (the :class:`apps.jobfile.JobTask` contract, not imported here: ``sqm --help`` imports this
+    module and must not import numpy) that computes nothing: the job is its record alignment."""
+
+    seed = None
+    streams = True  # a file sorted by id is read in batches (as a PCA job reads it): the ids are never held whole
+
+    def public(self):
+        return ("bench-psi",)
+
+    async def run(self, ctx, table, meta) -> dict:
+        return {"records": meta.n_records}
+
+    def release(self, meta):  # pragma: no cover - no ledger in this benchmark
+        raise NotImplementedError
+
+
+def write_parties(directory: str, ids: int, clients: int, overlap: float, seed: int = 0) -> str:
+    """Parquet party files (an int64 'id' column, sorted, and one float column) of ``ids`` records each, of
+    which ``round(overlap * ids)`` are in every client's file and the rest in that client's file only; ids
+    are distinct random 12-digit numbers.  Returns the job file's path."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from apps.jobfile import write_job
+    from mpc.launch import free_ports
+
+    os.makedirs(directory, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    common = int(round(overlap * ids))
+    pool = np.unique(rng.integers(10 ** 11, 10 ** 12, size=int(1.1 * (common + clients * (ids - common))) + 100))
+    pool = rng.permutation(pool)
+    shared, at = pool[:common], common
+    files = []
+    for j in range(1, clients + 1):
+        own = np.sort(np.concatenate([shared, pool[at:at + ids - common]]))
+        at += ids - common
+        path = os.path.join(directory, f"party{j}.parquet")
+        pq.write_table(pa.table({"id": pa.array(own.astype(np.int64)),
+                                 "x": pa.array(rng.normal(size=own.size))}), path, row_group_size=1 << 16)
+        files.append(path)
+    addresses = [f"127.0.0.1:{p}" for p in free_ports(clients + 1)]
+    return write_job(os.path.join(directory, "job.json"), addresses, files, min_intersection=1)
+
+
+def run_one(job_file: str, timeout: float = 3600.0):
+    from apps.jobfile import load_job, run_job
+
+    t0 = time.perf_counter()
+    records = run_job(load_job(job_file), AlignOnly(), backend="mpyc", timeout=timeout)
+    return records, time.perf_counter() - t0
+
+
+def run(ids_list, clients_list, overlap: float = 0.7, workdir: str | None = None, progress: bool = True) -> dict:
+    from tqdm import tqdm
+
+    cores = os.cpu_count() or 1
+    base = workdir or tempfile.mkdtemp(prefix="sqm-bench-psi-")
+    rows = []
+    try:
+        cells = [(c, n) for c in clients_list for n in ids_list]
+        for clients, ids in tqdm(cells, desc="psi", disable=not progress):
+            folder = os.path.join(base, f"{clients}x{ids}")
+            job = write_parties(folder, ids, clients, overlap)
+            records, seconds = run_one(job)
+            total_ids = ids * clients
+            res = records[0]["result"]
+            sent = [int(r.get("bytes_sent", 0)) for r in records]
+            rows.append(dict(
+                clients=clients, ids=ids, intersection=int(res["alignment"]["intersection"]),
+                expected_intersection=int(round(overlap * ids)), seconds=seconds,
+                ids_per_s_per_core=total_ids / seconds / cores, bytes_sent=sent,
+                bytes_per_id=sum(sent) / total_ids, party_seconds=[float(r["seconds"]) for r in records],
+                max_rss_bytes=[int(r["max_rss_bytes"]) for r in records],
+                floor_seconds=clients * total_ids * X25519_US * 1e-6 / cores))
+            shutil.rmtree(folder, ignore_errors=True)
+    finally:
+        if workdir is None:
+            shutil.rmtree(base, ignore_errors=True)
+    return summarize(dict(cores=cores, overlap=overlap, x25519_us=X25519_US, rows=rows, published=PUBLISHED))
+
+
+def summarize(rep: dict) -> dict:
+    rows = rep["rows"]
+    rep["correct"] = all(r["intersection"] == r["expected_intersection"] for r in rows)
+    growth = {}
+    for c in sorted({r["clients"] for r in rows}):
+        mine = sorted((r for r in rows if r["clients"] == c), key=lambda r: r["ids"])
+        if len(mine) >= 2 and mine[-1]["ids"] > mine[0]["ids"]:
+            d = mine[-1]["ids"] - mine[0]["ids"]
+            growth[str(c)] = [(b - a) / d for a, b in zip(mine[0]["max_rss_bytes"], mine[-1]["max_rss_bytes"])]
+    rep["rss_bytes_per_id"] = growth  # per party: peak memory growth per id of each client's set
+    target = [r for r in rows if r["ids"] == TARGET_IDS and r["clients"] == TARGET_CLIENTS]
+    rep["target_met"] = (target[0]["seconds"] < TARGET_S) if target else None
+    return rep
+
+
+def print_table(rep: dict) -> None:
+    print(f"record alignment (ECDH PSI over X25519) through real party processes, {rep['cores']} cores, "
+          f"{rep['overlap']:.0%} of each set in the intersection")
+    print(f"{'clients':>7} {'ids/client':>11} {'common':>9} {'end to end s':>13} {'floor s':>8} "
+          f"{'ids/s/core':>11} {'bytes/id':>9} {'peak RSS MiB (server, clients)':>32}")
+    for r in rep["rows"]:
+        rss = " ".join(f"{b / 2 ** 20:5.0f}" for b in r["max_rss_bytes"])
+        print(f"{r['clients']:>7} {r['ids']:>11,} {r['intersection']:>9,} {r['seconds']:>13.2f} "
+              f"{r['floor_seconds']:>8.1f} {r['ids_per_s_per_core']:>11,.0f} {r['bytes_per_id']:>9.1f} {rss:>32}")
+    for c, g in rep["rss_bytes_per_id"].items():
+        print(f"{c} clients: peak memory growth per id of a client's set (server, clients): "
+              + ", ".join(f"{x:.0f} B" for x in g))
+    print(f"intersections as built: {'correct' if rep['correct'] else 'WRONG'}")
+    if rep["target_met"] is not None:
+        print(f"{TARGET_IDS:,} ids per client, {TARGET_CLIENTS} clients, under {TARGET_S:.0f} s: "
+              f"{'met' if rep['target_met'] else 'NOT met'}")
+    print("published (other hardware, 2 parties):")
+    for p in rep["published"]:
+        print(f"  {p['system']}: {p['ids_per_party']:,} ids per party in {p['seconds']} s on {p['cores']} cores: "
+              f"{p['ids_per_s_per_core']:,.0f} ids/s per core ({p['source']})")
+
+
+def plot(rep: dict, path: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(1, 2, figsize=(10, 3.6))
+    for c in sorted({r["clients"] for r in rep["rows"]}):
+        mine = [r for r in rep["rows"] if r["clients"] == c]
+        ax[0].loglog([r["ids"] for r in mine], [r["seconds"] for r in mine], "o-", label=f"{c} clients")
+        ax[0].loglog([r["ids"] for r in mine], [r["floor_seconds"] for r in mine], ":", c="gray")
+        ax[1].semilogx([r["ids"] for r in mine], [max(r["max_rss_bytes"]) / 2 ** 20 for r in mine], "o-",
+                       label=f"{c} clients")
+    ax[0].axhline(TARGET_S, ls="--", c="gray")
+    ax[0].set(xlabel="ids per client", ylabel="seconds", title="end to end (dotted: X25519 floor)")
+    ax[1].set(xlabel="ids per client", ylabel="MiB", title="largest peak resident memory of a party")
+    ax[0].legend()
+    ax[1].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--ids", default="10000,100000,1000000",
+                    help="comma list of ids per client (default 10^4, 10^5, 10^6)")
+    ap.add_argument("--clients", default="2,3", help="comma list of client counts (default 2,3)")
+    ap.add_argument("--overlap", type=float, default=0.7,
+                    help="fraction of each client's ids held by every client (default 0.7)")
+    ap.add_argument("--workdir", help="folder for the party files (default: a temporary folder, removed)")
+    ap.add_argument("--json", help="write the figures to this JSON file")
+    ap.add_argument("--plot", help="write a PNG plot to this file")
+
+
+def cli(args) -> int:
+    ids = [int(float(x)) for x in args.ids.split(",") if x.strip()]
+    clients = [int(x) for x in args.clients.split(",") if x.strip()]
+    if not 0 < args.overlap <= 1:
+        raise ValueError(f"--overlap must be in (0, 1], got {args.overlap}")
+    rep = run(ids, clients, args.overlap, args.workdir, progress=not getattr(args, "quiet", 0))
+    return finish(rep, args, print_table, plot)
