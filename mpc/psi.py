@@ -36,7 +36,9 @@ The protocol (clients 1..n, server 0; every client's set size is public, from th
 What each party receives (the tests record every frame: ``tests/test_psi_view.py``):
 
 - a client: chunks of the other clients' lists, each blinded under at least the key of their owner, which
-  it does not hold (it cannot compute [k_owner] H(guess) for a guessed id: that is the DDH assumption);
+  it does not hold (it cannot compute [k_owner] H(guess) for a guessed id: that is the DDH assumption), and
+  each list under a different set of keys (the lists that have passed 1, 2, ... n - 1 hops), so it cannot
+  compare two of them either;
   then from the server one membership bit per entry of its own list and the ranks of its own members;
 - the server: every client's list blinded under ALL the clients' keys, of which it holds none; it cannot
   hash a guess to anything comparable.  It sees which fully blinded values coincide, so with 3 or more
@@ -110,13 +112,6 @@ def hash_ids(ids, n: int | None = None) -> np.ndarray:
     return chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
 
 
-def new_key(raw: bytes) -> bytes:
-    """A party's PSI key: 32 secret bytes (X25519 clamps them to a multiple of 8 in [2^254, 2^255))."""
-    if not isinstance(raw, bytes) or len(raw) != 32:
-        raise ValueError("a PSI key is 32 bytes")
-    return raw
-
-
 def blind(key: bytes, points: np.ndarray) -> np.ndarray:
     """Every u-coordinate in ``points`` ((N, 32) uint8) multiplied by the scalar ``key`` (X25519)."""
     from nacl.bindings import crypto_scalarmult
@@ -161,9 +156,9 @@ def n_steps(sizes: dict[int, int], chunk: int) -> int:
     return max(chunk_count(s, chunk) for s in sizes.values()) + len(sizes) - 1
 
 
-def _points(rows) -> wire.Validator:
-    check = wire.array(np.uint8, (rows, POINT_BYTES), what="blinded ids")
-    return check
+def _points(rows: int) -> wire.Validator:
+    """A chunk of ``rows`` blinded ids: exactly an (rows, 32) uint8 array."""
+    return wire.array(np.uint8, (rows, POINT_BYTES), what="blinded ids")
 
 
 @dataclass(frozen=True)
