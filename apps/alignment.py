@@ -73,14 +73,12 @@ async def align_records(ctx, table, sizes: dict[int, int], min_common: int, seed
                                int.from_bytes(party_key_bytes(seed, ctx.pid, "sqm-psi shuffle"), "big"))
         found = await intersect(ctx, sizes, hash_ids(table.iter_ids(), table.n_rows), key, rng)
         m = found.size
+    held = ", ".join(f"client {c} {v:,}" for c, v in sorted(sizes.items()))
     if m < min_common:
-        held = ", ".join(f"client {c} {v:,}" for c, v in sorted(sizes.items()))
-        raise TooFewInCommon(f"the clients' record sets have {m:,} records in common ({held}), fewer than the job's "
-                      f"minimum {min_common:,} (--min-intersection)" + (": no record is in every client's file, "
-                                                                        "check that the id columns hold the same "
-                                                                        "kind of id" if m == 0 else ""))
-    log.info(f"party {ctx.pid}: record alignment (PSI): {m:,} records in common of "
-             + ", ".join(f"client {c} {v:,}" for c, v in sorted(sizes.items())))
+        empty = ": no record is in every client's file, check that the id columns hold the same kind of id"
+        raise TooFewInCommon(f"the clients' record sets have {m:,} records in common ({held}), fewer than the "
+                             f"job's minimum {min_common:,} (--min-intersection)" + (empty if m == 0 else ""))
+    log.info(f"party {ctx.pid}: record alignment (PSI): {m:,} records in common ({held})")
     digest = None if found is None else found.order_digest()
     await ctx.check_clients(digest, "the order of the records in common (after the PSI)", wire.digest(32))
     if found is None:

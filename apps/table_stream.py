@@ -5,8 +5,9 @@
 feature columns, nothing missing, nothing infinite or above :data:`apps.tables.MAX_ABS_VALUE`, no blank
 and no repeated id.  Repeats are found without holding the ids because a streamed file must already be in
 :func:`apps.jobfile.canonical_order` (:func:`apps.tables.id_order_key`: integer ids by value, then text ids
-by text): a repeat is then two equal neighbours.  A file that passes gives a :class:`StreamedTable`, which reads the file again for each use
-(the ids for the record alignment, the rows chunk by chunk) and re-checks every batch, so a file changed in between is
+by text): a repeat is then two equal neighbours.  A file that passes gives a :class:`StreamedTable`, which
+reads the file again for each use (the ids for the record alignment, the rows chunk by chunk) and re-checks
+every batch, so a file changed in between is
 refused, never half used.
 
 A file that does not pass is not refused here: :func:`scan_table` returns None and the caller reads it
@@ -81,16 +82,12 @@ class StreamedTable:
         return dataclasses.replace(self, transform=fn, transformed_count=0)
 
     def restricted(self, keep) -> "StreamedTable":
-        """The same file with only the records where ``keep`` (a boolean mask over the records this table
-        reads now) is true: one bit per record held, the rows themselves still read chunk by chunk."""
+        """The same file with only the records where ``keep`` (a boolean mask over its records) is true: one
+        bit per record held, the rows themselves still read chunk by chunk."""
         keep = np.asarray(keep, dtype=bool)
-        if keep.shape != (self.n_rows,):
-            raise ValueError(f"a mask of {keep.shape} for {self.n_rows} records")
-        if self.keep is not None:
-            full = self.keep.copy()
-            full[np.flatnonzero(self.keep)] = keep
-            keep = full
-        return dataclasses.replace(self, keep=keep, n_rows=int(keep.sum()), file_rows=self._file_rows)
+        if self.keep is not None or keep.shape != (self.n_rows,):
+            raise ValueError(f"a mask of {keep.shape} for the file's {self.n_rows} records (restricted once)")
+        return dataclasses.replace(self, keep=keep, n_rows=int(keep.sum()), file_rows=self.n_rows)
 
     @property
     def _file_rows(self) -> int:
@@ -207,12 +204,6 @@ def _header(path: str) -> tuple[list[str], str] | None:
     return [c.strip() for c in next(csv.reader([first], delimiter=sep))], sep
 
 
-def pa_integer(typ) -> bool:
-    import pyarrow as pa
-
-    return pa.types.is_integer(typ)
-
-
 def _numeric(typ) -> bool:
     import pyarrow as pa
 
@@ -244,7 +235,7 @@ def scan_table(path, id_column: str) -> StreamedTable | None:
     docstring).  Needs pyarrow; without it, None."""
     path = str(path)
     try:
-        import pyarrow  # noqa: F401
+        import pyarrow
     except ImportError:
         return None
     if not os.path.isfile(path):
@@ -258,9 +249,9 @@ def scan_table(path, id_column: str) -> StreamedTable | None:
             header, sep = list(schema.names), ","
             if id_column in header and not all(_numeric(schema.field(n).type) for n in header if n != id_column):
                 return None
-            if id_column in header and _numeric(schema.field(id_column).type) and not pa_integer(
+            if id_column in header and _numeric(schema.field(id_column).type) and not pyarrow.types.is_integer(
                     schema.field(id_column).type):
-                return None  # floating-point ids: read_table refuses them
+                return None  # floating-point (or boolean) ids: read_table refuses them or names the repeat
         else:
             found = _header(path)
             if found is None:
