@@ -36,11 +36,6 @@ def _check_sens(l1, l2):
     _check_pos(l2, "the L2 sensitivity l2")
 
 
-def l1_from_l2(l2: float, dim: int) -> float:
-    """Delta1 = min(Delta2^2, sqrt(d) Delta2) for integer-valued d-dimensional functions."""
-    return float(min(l2 * l2, math.sqrt(dim) * l2))
-
-
 def skellam_rdp(alpha, l1: float, l2: float, mu: float):
     """Lemma 2: RDP of order alpha > 1 for aggregate noise Sk(mu) (vectorized over alpha)."""
     _check_sens(l1, l2)

@@ -10,11 +10,17 @@ x_hat_j^2 <= gamma^2 x_j^2 + 1, which fails when rounding up, e.g. gamma x_j = 1
 4 > 2.25 + 1.  With every column at gamma x_j = 1.5, ||x_hat||^2 = 4n exceeds gamma^2 c^2 + n = 3.25n.
 We use the sound bound sum_j (gamma |x_j| + 1)^2 <= (gamma c + sqrt(n))^2 instead
 (:func:`covariance_l2_paper` keeps the paper's figure for comparison only).
+
+Every bound is computed exactly, in rationals (:class:`fractions.Fraction`: every float is one), with each
+square root replaced by a rational upper bound (:func:`sqrt_up`, exact where the root is rational), and is
+returned as the smallest float at or above it (:func:`float_up`).  Float arithmetic could land below the true
+bound: (sqrt(18))^2 is 17.999999999999996 in floats.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -33,34 +39,67 @@ class Sensitivity:
             raise ValueError(f"sensitivities must be positive, got l2={self.l2}, l1={self.l1}")
 
 
+SQRT_BITS = 80  # sqrt_up's precision: an upper bound within 2^-80 of the root (relative to the denominator)
+
+
+def sqrt_up(q) -> Fraction:
+    """A rational upper bound on sqrt(q) (q >= 0 a rational, int or float), exact when sqrt(q) is rational with
+    a denominator dividing q's times 2^80, and otherwise at most 2^-80 / denominator(q) above it: sqrt(a / b)
+    = sqrt(a b) / b, and sqrt(a b 4^k) is bounded by ``math.isqrt`` plus one."""
+    q = Fraction(q)
+    if q < 0:
+        raise ValueError(f"sqrt_up of a negative number {q}")
+    a, b = q.numerator, q.denominator
+    s = (a * b) << (2 * SQRT_BITS)
+    r = math.isqrt(s)
+    return Fraction(r if r * r == s else r + 1, b << SQRT_BITS)
+
+
+def float_up(q) -> float:
+    """The smallest float at or above the rational ``q``."""
+    q = Fraction(q)
+    f = float(q)
+    return f if Fraction(f) >= q else math.nextafter(f, math.inf)
+
+
 def l1_from_l2(l2: float, dim: int) -> float:
-    """Delta1 = min(Delta2^2, sqrt(d) Delta2): integers satisfy |v| <= v^2, and ||v||_1 <= sqrt(d)||v||_2."""
-    return float(min(l2 * l2, math.sqrt(dim) * l2))
+    """Delta1 = min(Delta2^2, sqrt(d) Delta2): integers satisfy |v| <= v^2, and ||v||_1 <= sqrt(d)||v||_2
+    (computed exactly, rounded up)."""
+    x = Fraction(l2)
+    return float_up(min(x * x, sqrt_up(dim) * x))
+
+
+def quantized_norm_bound_sq(gamma: float, party_bounds, party_cols) -> Fraction:
+    """A rational upper bound on ||x_hat||_2^2 when each group p of n_p columns (a party's sub-row, or any
+    column group of :class:`sqm.vertical.ColumnBounds`) has ||x_p||_2 <= c_p: sum_p N_p^2 with
+
+        N_p^2 = min((gamma c_p + sqrt(n_p))^2, n_p ceil(gamma c_p)^2),
+
+    the first by the triangle inequality on |x_hat_j| < gamma |x_j| + 1, the second as every
+    |x_hat_j| <= ceil(gamma |x_j|) <= ceil(gamma c_p) (the smaller for a group of one column, e.g. a label).
+    Exact rationals, sqrt(n_p) bounded above by :func:`sqrt_up`."""
+    check_gamma(gamma)
+    g = Fraction(gamma)
+    total = Fraction(0)
+    for c, n in zip(np.asarray(party_bounds, np.float64).tolist(), np.asarray(party_cols).tolist()):
+        gc = g * Fraction(c)
+        total += min((gc + sqrt_up(int(n))) ** 2, int(n) * math.ceil(gc) ** 2)
+    return total
 
 
 def quantized_norm_bound(gamma: float, party_bounds, party_cols) -> float:
-    """Bound on ||x_hat||_2 when each group p of n_p columns (a party's sub-row, or any column group of
-    :class:`sqm.vertical.ColumnBounds`) has ||x_p||_2 <= c_p.
-
-    Per group, ||x_hat_p||_2 <= min(gamma c_p + sqrt(n_p), sqrt(n_p) ceil(gamma c_p)): the first by the
-    triangle inequality on |x_hat_j| < gamma |x_j| + 1, the second as every |x_hat_j| <= ceil(gamma |x_j|)
-    <= ceil(gamma c_p) (it is the smaller for a group of one column, e.g. a label: ceil(gamma c_y)).
-    """
-    check_gamma(gamma)
-    b = np.asarray(party_bounds, np.float64)
-    n = np.asarray(party_cols, np.float64)
-    per = np.minimum(gamma * b + np.sqrt(n), np.sqrt(n) * np.ceil(gamma * b))
-    return float(math.sqrt(np.sum(per ** 2)))
+    """Bound on ||x_hat||_2 (:func:`quantized_norm_bound_sq`'s square root, bounded above, as a float)."""
+    return float_up(sqrt_up(quantized_norm_bound_sq(gamma, party_bounds, party_cols)))
 
 
 def covariance_sensitivity(gamma: float, row_norm_bound: float, n_vars: int,
                            party_bounds=None, party_cols=None) -> Sensitivity:
-    """||x_hat x_hat^T||_F = ||x_hat||_2^2 <= sum_p N_p^2 with N_p of :func:`quantized_norm_bound`
-    (<= (gamma c + sqrt(n))^2 for one group of all n columns with ||x|| <= c)."""
+    """||x_hat x_hat^T||_F = ||x_hat||_2^2 <= sum_p N_p^2 of :func:`quantized_norm_bound_sq` (<= (gamma c +
+    sqrt(n))^2 for one group of all n columns with ||x|| <= c), exactly, rounded up to a float."""
     check_positive(row_norm_bound, "row_norm_bound")
     if party_bounds is None:
         party_bounds, party_cols = [row_norm_bound], [n_vars]
-    l2 = quantized_norm_bound(gamma, party_bounds, party_cols) ** 2
+    l2 = float_up(quantized_norm_bound_sq(gamma, party_bounds, party_cols))
     return Sensitivity(l2=l2, l1=l1_from_l2(l2, n_vars * n_vars), dim=n_vars * n_vars, bound="covariance")
 
 
@@ -94,10 +133,11 @@ def logreg_sensitivity(gamma: float, d: int, row_norm_bound: float = 1.0, weight
     check_positive(weight_bound, "weight_bound")
     if party_bounds is None:
         party_bounds, party_cols = [row_norm_bound], [d]
-    N = quantized_norm_bound(gamma, party_bounds, party_cols)
-    A = max(math.ceil(gamma * gamma / 2), math.ceil(gamma) ** 2 - math.floor(gamma * gamma / 2))
-    coef_norm = gamma * weight_bound / 4 + math.sqrt(d)
-    l2 = N * (A + coef_norm * N)
+    N = sqrt_up(quantized_norm_bound_sq(gamma, party_bounds, party_cols))
+    g = Fraction(gamma)
+    A = max(math.ceil(g * g / 2), math.ceil(g) ** 2 - math.floor(g * g / 2))
+    coef_norm = g * Fraction(weight_bound) / 4 + sqrt_up(d)
+    l2 = float_up(N * (A + coef_norm * N))
     return Sensitivity(l2=l2, l1=l1_from_l2(l2, d), dim=d, bound="logreg-gradient")
 
 
@@ -118,21 +158,21 @@ def general_sensitivity(polynomial, gamma: float, col_bounds, int_coefs=None, pr
     b = np.asarray(col_bounds, np.float64)
     if b.shape != (polynomial.n_vars,) or np.any(~np.isfinite(b)) or np.any(b < 0):
         raise ValueError(f"need {polynomial.n_vars} finite non-negative column bounds")
-    qb = [math.ceil(gamma * v) for v in b]
+    g = Fraction(gamma)
+    qb = [math.ceil(g * Fraction(v)) for v in b.tolist()]  # exact: gamma b_j in floats may round down
     lam = polynomial.degree
     if int_coefs is None:
         if preprocess:
-            scales = float(gamma) ** (1 + lam - polynomial.term_degrees)
-            int_coefs = [math.ceil(abs(a) * s) for a, s in zip(polynomial.term_coef, scales)]
+            int_coefs = [math.ceil(abs(Fraction(float(a))) * g ** int(1 + lam - k))
+                         for a, k in zip(polynomial.term_coef, polynomial.term_degrees)]
         else:
             int_coefs = [abs(a) for a in polynomial.term_coef]
-    per_out = np.zeros(polynomial.n_out, dtype=object)
-    per_out[:] = 0
+    per_out = [Fraction(0)] * polynomial.n_out  # exact: every coefficient and bound is a rational
     for t, c, mono in zip(polynomial.term_out, int_coefs, polynomial.term_vars):
-        v = abs(int(c)) if float(c).is_integer() else abs(c)
+        v = abs(Fraction(int(c)) if float(c).is_integer() else Fraction(float(c)))
         for j in mono:
             v *= qb[j]
         per_out[int(t)] += v
-    l2 = math.sqrt(float(sum(v * v for v in per_out)))
-    l1 = float(min(sum(per_out), l2 * l2, math.sqrt(polynomial.n_out) * l2))
-    return Sensitivity(l2=l2, l1=l1, dim=polynomial.n_out, bound="general")
+    l2 = sqrt_up(sum(v * v for v in per_out))
+    l1 = min(sum(per_out), l2 * l2, sqrt_up(polynomial.n_out) * l2)
+    return Sensitivity(l2=float_up(l2), l1=float_up(l1), dim=polynomial.n_out, bound="general")

@@ -72,7 +72,9 @@ def test_epsilon_conversion_uses_dp_accounting():
 @pytest.mark.parametrize("q, rounds", [(1.0, 1), (0.01, 500)])
 def test_calibration_round_trip(q, rounds):
     l2 = 1000.0
-    l1 = acc.l1_from_l2(l2, 100)
+    from sqm.sensitivity import l1_from_l2
+
+    l1 = l1_from_l2(l2, 100)
     cal = acc.calibrate_mu(1.0, 1e-5, l1, l2, q=q, rounds=rounds, n_parties=3)
     assert cal.epsilon_server <= 1.0
     assert acc.server_epsilon(0.99 * cal.mu, 1e-5, l1, l2, q, rounds) > 1.0

@@ -91,3 +91,66 @@ def test_general_bound_holds_numerically():
     # the covariance through the general bound (|x_j| <= c for ||x|| <= c) is looser than the dedicated one
     g = general_sensitivity(covariance(4), 16.0, [1.0] * 4, preprocess=False)
     assert g.l2 == 4 * 16.0 ** 2 > covariance_sensitivity(16.0, 1.0, 4).l2
+
+
+# ----- exact arithmetic, rounded up (issue 24, part 4) ------------------------------------------------------
+
+
+def test_sqrt_up_and_float_up_bound_from_above_and_are_exact_where_they_can_be():
+    from fractions import Fraction
+
+    from sqm.sensitivity import SQRT_BITS, float_up, sqrt_up
+
+    assert sqrt_up(9) == 3 and sqrt_up(Fraction(9, 4)) == Fraction(3, 2) and sqrt_up(0) == 0
+    for q in [2, 3, Fraction(1, 3), 18, 10 ** 30 + 7, 0.1, 12547.5]:
+        r = sqrt_up(q)
+        step = Fraction(1, Fraction(q).denominator << SQRT_BITS)
+        assert r * r >= q > (r - step) ** 2  # an upper bound, within one step of the root
+    for q in [Fraction(1, 3), Fraction(2, 3), Fraction(10 ** 20 + 1), Fraction(5, 1)]:
+        f = float_up(q)
+        assert Fraction(f) >= q > Fraction(math.nextafter(f, -math.inf))  # the smallest float at or above q
+    with pytest.raises(ValueError):
+        sqrt_up(-1)
+
+
+def test_a_bound_is_never_a_float_below_the_attained_worst_case():
+    """Two one-column groups at gamma x_j = 2.5: both round up to 3 with probability 1/4, so ||x_hat||^2 = 18 is
+    attained.  Float arithmetic (sqrt of the sum, squared) gave 17.999999999999996: below a sensitivity that
+    occurs.  Exact rationals give 18."""
+    s = covariance_sensitivity(2.5, 1.0, 2, party_bounds=[1.0, 1.0], party_cols=[1, 1])
+    assert s.l2 == 18.0 and s.l1 == 36.0
+    outcomes = {tuple(int(v) for v in stochastic_round(np.array([[1.0, 1.0]]), 2.5, seed=k)[0]) for k in range(200)}
+    assert (3, 3) in outcomes and 3 ** 2 + 3 ** 2 == 18  # the worst case occurs
+    assert covariance_sensitivity(100.5, 1.0, 2, party_bounds=[1.0, 1.0], party_cols=[1, 1]).l2 == 20402.0
+
+
+def test_general_bound_takes_the_exact_ceiling_of_gamma_times_a_bound():
+    """gamma b = 3 x 0.33333333333333337 is 1.0000000000000001110... exactly, 1.0 in floats: its ceiling is 2,
+    not 1, so |x_hat| can be 2 and x_hat^2 can be 4."""
+    b = math.nextafter(1 / 3, 1)
+    assert 3.0 * b == 1.0 and math.ceil(3.0 * b) == 1  # what float arithmetic saw
+    assert general_sensitivity(covariance(1), 3.0, [b], preprocess=False).l2 == 4.0
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_every_bound_is_at_or_above_its_value_in_50_digit_arithmetic(seed):
+    import mpmath
+
+    rng = np.random.default_rng(seed)
+    mpmath.mp.dps = 50
+    for _ in range(40):
+        gamma = float(rng.choice([1.0, 3.0, 64.0, 4096.0, 8192.0]) * rng.uniform(1.0, 1.5))
+        k = int(rng.integers(1, 4))
+        bounds = rng.uniform(0.05, 1.0, size=k).tolist()
+        cols = rng.integers(1, 40, size=k).tolist()
+        exact = mpmath.fsum(min((mpmath.mpf(gamma) * mpmath.mpf(c) + mpmath.sqrt(n)) ** 2,
+                                n * mpmath.ceil(mpmath.mpf(gamma) * mpmath.mpf(c)) ** 2) for c, n in zip(bounds, cols))
+        s = covariance_sensitivity(gamma, 1.0, int(sum(cols)), party_bounds=bounds, party_cols=cols)
+        assert mpmath.mpf(s.l2) >= exact and mpmath.mpf(s.l2) <= exact * (1 + mpmath.mpf(2) ** -50)
+        d = int(sum(cols))
+        g = mpmath.mpf(gamma)
+        A = max(mpmath.ceil(g * g / 2), mpmath.ceil(g) ** 2 - mpmath.floor(g * g / 2))
+        N = mpmath.sqrt(exact)
+        lr = N * (A + (g / 4 + mpmath.sqrt(d)) * N)
+        got = logreg_sensitivity(gamma, d, 1.0, 1.0, bounds, cols).l2
+        assert mpmath.mpf(got) >= lr and mpmath.mpf(got) <= lr * (1 + mpmath.mpf(2) ** -48)
