@@ -20,9 +20,12 @@ policy, and dp-accounting's PLD is the independent check.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr
+
+from .sensitivity import float_up
 
 
 def _check(epsilon, delta, l2_sensitivity):
@@ -42,6 +45,29 @@ def gaussian_delta(sigma: float, l2_sensitivity: float, epsilon: float) -> float
         return 1.0
     a, b = 1 / (2 * z), float(epsilon) * z
     return max(float(ndtr(a - b) - math.exp(min(float(epsilon) + log_ndtr(-a - b), 0.0))), 0.0)
+
+
+FLOAT_GUARD = 2.0 ** -40  # relative allowance for float rounding in the two terms of delta (see _delta_upper)
+
+
+def _delta_upper(z: float, epsilon: float) -> float:
+    """An upper bound on delta(epsilon; z) as floats compute it: the difference of the two terms plus
+    FLOAT_GUARD (1 + epsilon + a + b) times their sum.  Each term is within a few ulps of its value at the
+    float arguments, and the arguments a - b, -a - b and epsilon + log Phi carry rounding errors that the
+    terms magnify by at most their size times (1 + epsilon + a + b); 2^-40 leaves a factor of 2^13 over double
+    precision's 2^-53 for all of them.  The subtraction is exact up to an ulp of the larger term."""
+    a, b = 1 / (2 * z), float(epsilon) * z
+    t1 = float(ndtr(a - b))
+    t2 = math.exp(min(float(epsilon) + float(log_ndtr(-a - b)), 0.0))
+    return max(t1 - t2 + FLOAT_GUARD * (1 + float(epsilon) + a + b) * (t1 + t2), 0.0)
+
+
+def _ratio_down(sigma: float, l2_sensitivity: float) -> float:
+    """The float at or below sigma / Delta (a smaller z only raises delta: the safe side)."""
+    from fractions import Fraction
+
+    z = float(sigma) / float(l2_sensitivity)
+    return z if Fraction(z) <= Fraction(float(sigma)) / Fraction(float(l2_sensitivity)) else math.nextafter(z, 0.0)
 
 
 def gaussian_sigma(l2_sensitivity: float, epsilon: float, delta: float, rtol: float = 1e-9) -> float:
@@ -65,9 +91,9 @@ def gaussian_sigma(l2_sensitivity: float, epsilon: float, delta: float, rtol: fl
             return math.exp(hi) * float(l2_sensitivity)
     root = brentq(gap, lo, hi, xtol=1e-15, rtol=max(rtol / 4, 4.5e-16))
     z = math.exp(root)
-    while gaussian_delta(z, 1.0, epsilon) > delta:  # brentq's root may sit a hair below the minimum
+    while _delta_upper(z, epsilon) > delta:  # brentq's root may sit a hair below the minimum; floats round
         z *= 1 + rtol / 4
-    return z * float(l2_sensitivity)
+    return float_up(Fraction(z) * Fraction(float(l2_sensitivity)))  # sigma / Delta >= z exactly
 
 
 def gaussian_epsilon(sigma: float, l2_sensitivity: float, delta: float) -> float:
@@ -76,12 +102,13 @@ def gaussian_epsilon(sigma: float, l2_sensitivity: float, delta: float) -> float
     _check(1.0, delta, l2_sensitivity)
     if sigma <= 0:
         return math.inf
-    if gaussian_delta(sigma, l2_sensitivity, 0.0) <= delta:
+    if _delta_upper(_ratio_down(sigma, l2_sensitivity), 0.0) <= delta:
         return 0.0
     hi = 1.0
     while gaussian_delta(sigma, l2_sensitivity, hi) > delta:
         hi *= 2
     eps = brentq(lambda e: gaussian_delta(sigma, l2_sensitivity, e) - delta, 0.0, hi, xtol=1e-14, rtol=1e-13)
-    while gaussian_delta(sigma, l2_sensitivity, eps) > delta:
+    z = _ratio_down(sigma, l2_sensitivity)
+    while _delta_upper(z, eps) > delta:  # the safe side of the float evaluation and of sigma / Delta
         eps = eps * (1 + 1e-12) + 1e-15
     return float(eps)
