@@ -154,3 +154,11 @@ def test_every_bound_is_at_or_above_its_value_in_50_digit_arithmetic(seed):
         lr = N * (A + (g / 4 + mpmath.sqrt(d)) * N)
         got = logreg_sensitivity(gamma, d, 1.0, 1.0, bounds, cols).l2
         assert mpmath.mpf(got) >= lr and mpmath.mpf(got) <= lr * (1 + mpmath.mpf(2) ** -48)
+
+
+def test_the_linreg_gram_bound_of_issue_24_is_the_exact_integer():
+    """Issue 24's example: a gram bound of exactly 12548 came out as 12547.999999999998 (a square root squared)."""
+    from apps.linreg import SQMLinearRegression
+
+    mech = SQMLinearRegression(gamma=64.0).mechanism([5, 1])
+    assert mech.polynomial.sensitivity(64.0, mech.bounds_for([5, 1]), mech.preprocess).l2 == 12548.0
