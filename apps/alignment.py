@@ -60,7 +60,7 @@ async def align_records(ctx, table, sizes: dict[int, int], min_common: int, seed
     seed (None: OS entropy; see :func:`sqm.rng.party_key_bytes`).  Every party refuses, before any share
     of data is sent, an intersection smaller than ``min_common``."""
     from mpc.party import messages as wire
-    from mpc.psi import hash_ids, intersect
+    from mpc.psi import hash_ids_yielding, intersect
     from mpc.randomness import secure_generator
     from sqm.rng import party_key_bytes
 
@@ -71,7 +71,7 @@ async def align_records(ctx, table, sizes: dict[int, int], min_common: int, seed
         key = party_key_bytes(seed, ctx.pid, "sqm-psi key")
         rng = secure_generator(None if seed is None else
                                int.from_bytes(party_key_bytes(seed, ctx.pid, "sqm-psi shuffle"), "big"))
-        found = await intersect(ctx, sizes, hash_ids(table.iter_ids(), table.n_rows), key, rng)
+        found = await intersect(ctx, sizes, await hash_ids_yielding(table.iter_ids(), table.n_rows), key, rng)
         m = found.size
     held = ", ".join(f"client {c} {v:,}" for c, v in sorted(sizes.items()))
     if m < min_common:

@@ -112,6 +112,26 @@ def hash_ids(ids, n: int | None = None) -> np.ndarray:
     return chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
 
 
+async def hash_ids_yielding(ids, n: int | None = None, batch: int = CHUNK_IDS) -> np.ndarray:
+    """:func:`hash_ids` in batches of ``batch`` ids, giving the event loop a turn between batches (0.2 s of
+    hashing each): a party hashing 10^6 ids (11 s) keeps sending its heartbeats, so its peers, waiting for its
+    first chunk, do not take it for silent (``mpc.liveness``)."""
+    import asyncio
+    import itertools
+
+    it, parts = iter(ids), []
+    while True:
+        part = hash_ids(itertools.islice(it, batch))
+        parts.append(part)
+        if part.shape[0] < batch:
+            break
+        await asyncio.sleep(0)
+    got = sum(p.shape[0] for p in parts)
+    if n is not None and got != n:
+        raise ValueError(f"{got} ids hashed, {n} expected")
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
 def blind(key: bytes, points: np.ndarray) -> np.ndarray:
     """Every u-coordinate in ``points`` ((N, 32) uint8) multiplied by the scalar ``key`` (X25519)."""
     from nacl.bindings import crypto_scalarmult

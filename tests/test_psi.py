@@ -122,3 +122,29 @@ def test_bench_psi_through_real_processes_writes_its_figures(tmp_path):
     assert rep["correct"] and row["intersection"] == 200 and row["clients"] == 2
     assert row["bytes_per_id"] >= 2 * 32  # each id crosses 2 hops as a 32-byte point; the rest is framing
     assert len(row["max_rss_bytes"]) == 3 and rep["target_met"] is None  # no 10^6-id cell in this run
+
+
+def test_hashing_many_ids_gives_the_event_loop_a_turn_between_batches():
+    """The heartbeat task (mpc.liveness) must run while a client hashes 10^6 ids (11 s): the hashing yields
+    between batches, and the result equals hash_ids's."""
+    import asyncio
+
+    from mpc.psi import hash_ids_yielding
+
+    ids = [str(i) for i in range(1000)]
+    turns = []
+
+    async def main():
+        async def other():
+            while True:
+                turns.append(1)
+                await asyncio.sleep(0)
+        task = asyncio.ensure_future(other())
+        out = await hash_ids_yielding(iter(ids), len(ids), batch=100)
+        task.cancel()
+        return out
+
+    out = asyncio.run(main())
+    assert np.array_equal(out, hash_ids(ids)) and len(turns) >= 9  # a turn after each of the 10 batches but the last
+    with pytest.raises(ValueError, match="1000 ids hashed, 999 expected"):
+        asyncio.run(hash_ids_yielding(ids, 999))
