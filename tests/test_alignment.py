@@ -226,3 +226,25 @@ def test_an_empty_or_too_small_intersection_is_refused_before_any_share(tmp_path
     assert (f"the clients' record sets have 100 records in common (client 1 {len(sets[0])}, client 2 "
             f"{len(sets[1])}, client 3 {len(sets[2])}), fewer than the job's minimum 101 (--min-intersection)") in str(err)
     assert set(err.codes.values()) == {EXIT_REFUSED}
+
+
+def test_the_minimum_is_a_positive_integer_in_the_job_file_and_on_the_command_line(tmp_path, capsys):
+    import json
+
+    from apps.cli import main
+    from mpc.exitcodes import EXIT_USAGE
+
+    X = universe()
+    sets, _ = overlap_sets()
+    job = write_parties(tmp_path, X, sets, min_intersection=50)
+    raw_job = json.loads(open(job).read())
+    for bad in (0, -3, 2.5, "100", True):
+        with open(job, "w") as f:
+            json.dump({**raw_job, "min_intersection": bad}, f)
+        with pytest.raises(ValueError, match="'min_intersection' must be an integer >= 1"):
+            load_job(job)
+    with open(job, "w") as f:
+        json.dump(raw_job, f)
+    assert load_job(job).min_intersection == 50
+    code = main(["pca", "--job", job, "--components", "2", "--backend", "plain", "-q", "--min-intersection", "0"])
+    assert code == EXIT_USAGE and "--min-intersection must be an integer >= 1" in capsys.readouterr().err
