@@ -33,6 +33,10 @@ from __future__ import annotations
 import logging
 
 from mpc.party import ProtocolError
+from mpc.party import messages as wire
+from mpc.psi import hash_ids_yielding, intersect
+from mpc.randomness import secure_generator
+from sqm.rng import party_key_bytes
 
 log = logging.getLogger(__name__)
 
@@ -59,11 +63,6 @@ async def align_records(ctx, table, sizes: dict[int, int], min_common: int, seed
     ``sizes``: every client's record count (public, from the schema exchange); ``seed``: this party's job
     seed (None: OS entropy; see :func:`sqm.rng.party_key_bytes`).  Every party refuses, before any share
     of data is sent, an intersection smaller than ``min_common``."""
-    from mpc.party import messages as wire
-    from mpc.psi import hash_ids_yielding, intersect
-    from mpc.randomness import secure_generator
-    from sqm.rng import party_key_bytes
-
     if ctx.is_server:
         m = await intersect(ctx, sizes)
         found = None

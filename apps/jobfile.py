@@ -74,7 +74,7 @@ import numpy as np
 
 from mpc.party import PartyProgram
 
-from .alignment import DEFAULT_MIN_INTERSECTION, check_min_intersection
+from .alignment import DEFAULT_MIN_INTERSECTION, align_records, check_min_intersection
 from .options import job_run_options
 from .tables import MAX_ABS_VALUE, PartyFileError, PartyTable, id_order_key, read_table  # noqa: F401 (re-exported)
 
@@ -543,9 +543,8 @@ class JobParty(PartyProgram):
             raise refused(f"no client's file has the column(s) {unknown} named by --drop-columns")
         columns = [c for g in got for c in g["names"]]  # public schema: every client's column names, in order
         sizes = {j: int(g["rows"]) for j, g in zip(ctx.clients, got)}
-        from .alignment import align_records
-
-        table, n_common = await align_records(ctx, table, sizes, self.min_intersection, getattr(self.task, "seed", None))
+        table, n_common = await align_records(ctx, table, sizes, self.min_intersection,
+                                              getattr(self.task, "seed", None))
         meta = JobMeta(tuple(int(g["cols"]) for g in got), n_common)
         outside = None
         if table is not None and self.own_bounds:  # scaled to the job file's public ranges
@@ -561,11 +560,10 @@ class JobParty(PartyProgram):
             raise
         rep = result.get("report")  # the release's report says what n is and that it is public
         if rep is not None:
-            note = ALIGNMENT_NOTE.format(m=n_common, k=len(sizes))
-            if isinstance(rep, dict):
-                rep["notes"] = "; ".join(x for x in (rep.get("notes"), note) if x)
-            else:
-                result["report"] = dataclasses.replace(rep, notes="; ".join(x for x in (rep.notes, note) if x))
+            old = rep.get("notes") if isinstance(rep, dict) else rep.notes
+            notes = "; ".join(x for x in (old, ALIGNMENT_NOTE.format(m=n_common, k=len(sizes))) if x)
+            result["report"] = ({**rep, "notes": notes} if isinstance(rep, dict)
+                                else dataclasses.replace(rep, notes=notes))
         result.setdefault("col_counts", list(meta.col_counts))
         result.setdefault("n_records", meta.n_records)
         result.setdefault("alignment", {"records": {str(j): v for j, v in sizes.items()}, "intersection": n_common})

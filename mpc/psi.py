@@ -10,8 +10,8 @@ The group: Curve25519's prime-order subgroup, x-only (X25519, RFC 7748, through 
 ``crypto_scalarmult`` in PyNaCl).  An id is hashed onto the curve, never its twist (whose points would give
 away one bit of each id's hash, which a receiver could test a guess against), by try-and-increment
 (:func:`hash_ids`: halves of SHA-512 of a domain, a counter and the id, as u-coordinates, until
-u^3 + A u^2 + u is a square mod p); every key is a fresh X25519 scalar (clamped: a multiple of the cofactor 8, so from the first
-blinding on every value lies in the subgroup of prime order l).  Blinding is u -> [k]u, and blindings
+u^3 + A u^2 + u is a square mod p); every key is a fresh X25519 scalar (clamped: a multiple of the
+cofactor 8, so from the first blinding on every value lies in the subgroup of prime order l).  Blinding is u -> [k]u, and blindings
 commute: [k_1][k_2]u = [k_2][k_1]u, so a value blinded under every client's key is the same at whichever
 client it started.  Why this group and not ristretto255: PyNaCl binds no ristretto255 function, and
 libsodium's ristretto255 scalar multiplication took 60 us here against 42 us for X25519 (2-core AMD EPYC,
