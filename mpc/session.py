@@ -152,10 +152,11 @@ class _Conn(asyncio.Protocol):
         if isinstance(self, _Dial) and isinstance(exc, ssl.SSLError):
             self.s.fail(f"TLS handshake with {self.name()} failed: it rejected this party's certificate "
                         f"({_reason(exc)})")
-        elif isinstance(self, _Dial) and not self.ready:
+        elif isinstance(self, _Dial) and not self.ready:  # the same grace: the peer may have refused a party
+            # that is also at this party's door (an impostor), and that refusal is the cause worth reporting
             tls = " (over TLS: it may have rejected this party's certificate)" if self.s.tls is not None else ""
-            self.s.fail(f"{self.name()} closed the connection before accepting this party{tls}; see its own "
-                        f"message")
+            self.s.loop.call_later(LOSS_GRACE, self.s.fail, f"{self.name()} closed the connection before "
+                                   f"accepting this party{tls}; see its own message")
         elif self.ready:  # a moment's grace: a refusal met here too (the likely cause) is the one to report
             why = f" ({_reason(exc)})" if exc else ""
             self.s.loop.call_later(LOSS_GRACE, self.s.fail, f"{self.name()} closed its connection during the "
