@@ -84,7 +84,7 @@ def setup(features: int, batch: int, parties: int, records: int, rounds: int, ga
     X /= np.linalg.norm(X, axis=1, keepdims=True)
     y = (X[:, 0] > 0).astype(int)
     q = rate_for_cap(records, batch, 5)
-    m = SQMLogisticRegression(epsilon, 1e-5, gamma, q, 5, 1.0, "mpyc", parties, seed=seed)
+    m = SQMLogisticRegression(epsilon, 1e-5, gamma, q, 5, 1.0, "mpyc", parties, seed=seed, solver="sgd")
     blocks, counts, label = m._data(VerticalData.split(X, parties), y)
     plan, _ = m.plan(records, counts, label)
     plan = dataclasses.replace(plan, rounds=int(rounds))  # time a prefix of the run

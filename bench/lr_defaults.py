@@ -56,7 +56,8 @@ def run(train: int = 6000, test: int = 2000, epsilon: float = 1.0, delta: float 
                               parties=3, backend="in-process", seed=seed, methods=("dpsgd",))["dpsgd"]
             rows.append({"seed": seed, "sqm": float(np.mean((score > 0) == (yte == 1))), "dpsgd": ref["accuracy"],
                          "sqm_epsilon": res["report"].epsilon_server, "dpsgd_epsilon": ref["report"].epsilon_server,
-                         "q": res["schedule"]["q"], "rounds": res["schedule"]["rounds"],
+                         "solver": res.get("solver", "sgd"), "q": (res["schedule"] or {}).get("q"),
+                         "rounds": (res["schedule"] or {}).get("rounds", 1),
                          "fit_intercept": res["fit_intercept"], "labels": recs[3]["result"]["labels"],
                          "outside_declared_range": [recs[j]["result"]["outside_declared_range"] for j in (1, 2, 3)],
                          "clipped": [recs[j]["result"]["clipped"] for j in (1, 2, 3)]})

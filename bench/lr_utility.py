@@ -25,7 +25,7 @@ PAPER_Q = {"breast_cancer": 0.05}  # the paper's sampling rate: 0.001 otherwise 
 
 def run(dataset="adult", data_dir=None, epsilons=(0.5, 1, 2, 4, 8), gammas=(1024, 8192), runs=1,
         delta=1e-5, q=None, parties=3, learning_rate=0.5, weight_bound=8.0, backend="in-process", seed=0,
-        progress=True) -> dict:
+        progress=True, solver="moments") -> dict:
     import numpy as np
     from tqdm import tqdm
 
@@ -44,7 +44,8 @@ def run(dataset="adult", data_dir=None, epsilons=(0.5, 1, 2, 4, 8), gammas=(1024
         cells.setdefault((e, "dpsgd"), []).append(base["dpsgd"])
         cells.setdefault((e, "local"), []).append(base["local"])
         for g in gammas:
-            res = compare(Xtr, ytr, Xte, yte, gamma=g, seed=s, methods=("sqm",), groups=groups, **common)
+            res = compare(Xtr, ytr, Xte, yte, gamma=g, seed=s, methods=("sqm",), groups=groups, solver=solver,
+                          **common)
             cells.setdefault((e, f"sqm-{g}"), []).append(res["sqm"])
         if e == epsilons[0]:
             refs.append(compare(Xtr, ytr, Xte, yte, gamma=gammas[0], seed=s, methods=("nonprivate", "taylor"),
@@ -74,6 +75,88 @@ def run(dataset="adult", data_dir=None, epsilons=(0.5, 1, 2, 4, 8), gammas=(1024
                 delta=delta, parties=parties, runs=runs, backend=backend, learning_rate=learning_rate,
                 weight_bound=weight_bound, majority=float(max(np.mean(yte), 1 - np.mean(yte))),
                 nonprivate=ref["nonprivate"], taylor_noiseless=ref["taylor"], rows=rows, checks=checks)
+
+
+GENERATED = {"generated": (20000, 20, 0.30), "generated-imbalanced": (20000, 80, 0.08)}
+
+
+def generated(name: str, seed: int = 0):
+    """An own-data stand-in: (X_train, y_train, X_test, y_test) of ``GENERATED[name]`` = (records, features,
+    positive rate): y Bernoulli, x = N(0, I) plus a class shift along a fixed direction on a third of the
+    features and a shared correlated factor, split 75/25 (stratified) and standardized with the training
+    split's statistics, clipped to +-3 and divided by 3 sqrt(d) (as a user's own table in ``sqm logreg --data``)."""
+    import numpy as np
+    from sklearn.model_selection import train_test_split
+
+    from apps.logreg.cli import standardized_unit_rows
+
+    n, d, p = GENERATED[name]
+    rng = np.random.default_rng(seed)
+    y = (rng.random(n) < p).astype(float)
+    direction = np.zeros(d)
+    direction[: d // 3] = rng.normal(size=d // 3)
+    direction *= 1.2 / np.linalg.norm(direction)
+    factor = rng.normal(size=(n, 1)) @ rng.normal(size=(1, d)) * 0.5
+    X = rng.normal(size=(n, d)) + factor + y[:, None] * direction
+    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.25, random_state=0, stratify=y)
+    Xtr, Xte = standardized_unit_rows(Xtr, Xte)
+    return Xtr, ytr, Xte, yte
+
+
+def run_defaults(epsilons=(1.0, 4.0), runs=10, delta=1e-5, seed=0, datasets=("breast_cancer",),
+                 backend="in-process", progress=True) -> dict:
+    """Every method with ``sqm logreg``'s defaults on each data set: accuracy and AUC, mean and standard
+    deviation over ``runs`` seeds, and SQM's gap to DPSGD (target: within 2 points in both)."""
+    import time
+
+    import numpy as np
+    from tqdm import tqdm
+
+    from apps.logreg.cli import unit_ball_split
+
+    t0 = time.perf_counter()
+    rows, checks = [], []
+    for name in datasets:
+        Xtr, ytr, Xte, yte = generated(name) if name in GENERATED else unit_ball_split(name)[:4]
+        majority = float(max(np.mean(yte), 1 - np.mean(yte)))
+        for e in epsilons:
+            cells = {}
+            for r in tqdm(range(runs), desc=f"lr defaults {name} eps {e:g}", disable=not progress, leave=False):
+                res = compare(Xtr, ytr, Xte, yte, epsilon=e, delta=delta, gamma=8192.0, parties=3, backend=backend,
+                              seed=seed + r, methods=("sqm", "dpsgd", "nonprivate"))
+                for m, v in res.items():
+                    cells.setdefault(m, []).append(v)
+            for m, vals in cells.items():
+                acc, auc = [v["accuracy"] for v in vals], [v["auc"] for v in vals]
+                rows.append(dict(dataset=name, epsilon=e, method=m, accuracy=float(np.mean(acc)),
+                                 accuracy_std=float(np.std(acc)), auc=float(np.mean(auc)), auc_std=float(np.std(auc)),
+                                 accuracy_range=[float(min(acc)), float(max(acc))], runs=len(vals),
+                                 epsilon_server=float(max(v["report"].epsilon_server for v in vals))))
+            sq = next(r for r in rows if (r["dataset"], r["epsilon"], r["method"]) == (name, e, "sqm"))
+            dp = next(r for r in rows if (r["dataset"], r["epsilon"], r["method"]) == (name, e, "dpsgd"))
+            gap_acc, gap_auc = 100 * (dp["accuracy"] - sq["accuracy"]), 100 * (dp["auc"] - sq["auc"])
+            checks.append(dict(dataset=name, epsilon=e, majority=majority, n_train=int(Xtr.shape[0]),
+                               d=int(Xtr.shape[1]), gap_accuracy_points=gap_acc, gap_auc_points=gap_auc,
+                               within_2=bool(gap_acc <= 2 and gap_auc <= 2)))
+    return dict(mode="defaults", backend=backend, runs=runs, delta=delta, rows=rows, checks=checks,
+                all_met=all(c["within_2"] for c in checks), seconds=time.perf_counter() - t0)
+
+
+def print_defaults(rep: dict) -> None:
+    from sqm.report import render_table
+
+    print(f"logistic regression with every default ({rep['runs']} runs per cell, delta {rep['delta']:g}, SQM backend "
+          f"{rep['backend']}): accuracy and AUC, mean +- std")
+    table = [{"dataset": r["dataset"], "epsilon": r["epsilon"], "method": r["method"],
+              "accuracy": f"{r['accuracy']:.4f}±{r['accuracy_std']:.3f}", "AUC": f"{r['auc']:.4f}±{r['auc_std']:.3f}",
+              "eps server": r["epsilon_server"]} for r in rep["rows"]]
+    print(render_table(table, ["dataset", ("epsilon", "epsilon", "g"), "accuracy", "AUC",
+                               ("eps server", "eps server", ".4f")]))
+    for c in rep["checks"]:
+        print(f"  {c['dataset']} (n {c['n_train']}, d {c['d']}, majority {c['majority']:.3f}) epsilon {c['epsilon']:g}: "
+              f"DPSGD - SQM = {c['gap_accuracy_points']:+.2f} accuracy points, {c['gap_auc_points']:+.2f} AUC points "
+              f"(target <= 2: {'met' if c['within_2'] else 'NOT met'})")
+    print(f"  all met: {rep['all_met']}  ({rep['seconds']:.0f} s)")
 
 
 def print_table(rep: dict) -> None:
@@ -130,6 +213,16 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="SQM backend (default in-process: the party programs in one process, a simulation; "
                          "mpyc: real party processes)")
     ap.add_argument("--seed", type=int, default=0, help="base seed (default 0)")
+    ap.add_argument("--solver", default="moments", choices=("moments", "sgd"),
+                    help="SQM-LR's solver in the paper grid (default moments; sgd: the paper's per-batch protocol)")
+    ap.add_argument("--defaults", action="store_true",
+                    help="issue 24's check instead of the paper grid: every method with `sqm logreg`'s defaults "
+                         "(SQM: the moments solver; DPSGD: the record-count schedule), accuracy and AUC, mean and "
+                         "spread over --runs (default 10) at epsilon 1 and 4, on --datasets; target: SQM within 2 "
+                         "points of DPSGD in both")
+    ap.add_argument("--datasets", default="breast_cancer,adult,credit_default,generated,generated-imbalanced",
+                    help="with --defaults: comma list of data sets (generated: 20,000 records, 20 features, 30%% "
+                         "positives; generated-imbalanced: 20,000 records, 80 features, 8%% positives)")
     ap.add_argument("--json", help="write the figures to this JSON file")
     ap.add_argument("--plot", help="write a PNG plot to this file")
 
@@ -138,7 +231,12 @@ def cli(args) -> int:
     import warnings
 
     warnings.filterwarnings("ignore", module="opacus")
+    if args.defaults:
+        rep = run_defaults([float(e) for e in args.epsilons.split(",")] if args.epsilons != "0.5,1,2,4,8"
+                           else [1.0, 4.0], args.runs if args.runs > 1 else 10, args.delta, args.seed,
+                           args.datasets.split(","), args.backend)
+        return finish(rep, args, print_defaults)
     rep = run(args.dataset, args.data, [float(e) for e in args.epsilons.split(",")],
               [int(float(g)) for g in args.gammas.split(",")], args.runs, args.delta, args.q, args.parties,
-              args.learning_rate, args.weight_bound, args.backend, args.seed)
+              args.learning_rate, args.weight_bound, args.backend, args.seed, solver=args.solver)
     return finish(rep, args, print_table, plot)

@@ -125,7 +125,7 @@ def test_linreg_and_logreg_jobs_run_on_the_intersection(tmp_path, task):
         X[:, -1] = (X[:, 0] + 0.3 * X[:, 2] > 0).astype(float)  # client 3's last column: the label
         from apps.logreg.job import LRJobTask
 
-        make = lambda: LRJobTask(4.0, 1e-5, 256.0, 0.25, 1, 1.0, label_column="x5", seed=3,  # noqa: E731
+        make = lambda: LRJobTask(4.0, 1e-5, 256.0, 0.25, 1, 1.0, label_column="x5", seed=3, solver="sgd",  # noqa: E731
                                  insecure_reproducible=True)
         key = "coef"
     else:

@@ -120,7 +120,7 @@ def test_in_process_runs_are_reproducible_and_seeded_apart():
     X = rng.normal(size=(40, 6)) * 0.3
     X[0] *= 10  # violates the norm bound: clipped, counted
     y = (X[:, 0] + X[:, 1] > 0).astype(int)
-    models = [SQMLogisticRegression(4.0, 1e-5, 256, 0.25, 1, 1.0, "in-process", 3, seed=s).fit(X, y)
+    models = [SQMLogisticRegression(4.0, 1e-5, 256, 0.25, 1, 1.0, "in-process", 3, seed=s, solver="sgd").fit(X, y)
               for s in (7, 7, 8)]
     assert models[0].backend_ == "in-process"
     assert np.array_equal(models[0].coef_, models[1].coef_)
@@ -150,7 +150,7 @@ def test_calibration_meets_target_epsilon_with_the_batch_cap_in_delta(monkeypatc
 
     Xtr, ytr, _, _ = unit_ball_split("breast_cancer")[:4]
     monkeypatch.setattr(estimator, "batch_cap", lambda n, q, r: batch_cap(n, q, r, log2_failure=-20))
-    m = SQMLogisticRegression(1.0, 1e-5, 1024.0, 0.05, 2, seed=0)
+    m = SQMLogisticRegression(1.0, 1e-5, 1024.0, 0.05, 2, seed=0, solver="sgd")
     plan, rep = m.plan(Xtr.shape[0], [10, 10, 10], 2)
     eta = batch_cap(plan.n_records, 0.05, 40, log2_failure=-20)[1]
     assert rep.rounds == 40 and plan.mu > 0 and 1e-7 < eta <= 2.0 ** -20
@@ -188,7 +188,7 @@ def test_bad_data_raises(kwargs, y, match):
     labels = {"three-labels": np.r_[np.zeros(10), 2 * np.ones(5), np.ones(5)], "one-label": np.ones(20),
               "none": None, "short": np.r_[np.zeros(10), np.ones(9)]}.get(y, np.r_[np.zeros(10), np.ones(10)])
     with pytest.raises(ValueError, match=match):
-        SQMLogisticRegression(1.0, backend="in-process", sampling_rate=0.5, epochs=1, **kwargs).fit(X, labels)
+        SQMLogisticRegression(1.0, backend="in-process", sampling_rate=0.5, epochs=1, solver="sgd", **kwargs).fit(X, labels)
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -209,7 +209,8 @@ def test_clipping_counted_per_party():
     X[:4, :2] = 5.0  # party 0's sub-rows of 4 records exceed sqrt(2/6)
     X[10, 4:] = 3.0  # one record of party 2
     y = rng.integers(0, 2, 30)
-    m = SQMLogisticRegression(2.0, backend="in-process", sampling_rate=0.5, epochs=1, noise=False, seed=0).fit(X, y)
+    m = SQMLogisticRegression(2.0, backend="in-process", sampling_rate=0.5, epochs=1, noise=False, seed=0,
+                             solver="sgd").fit(X, y)
     assert m.clipped_ == [4, 0, 1]
 
 
@@ -310,12 +311,13 @@ def test_job_file_mode_equals_estimator_and_refuses_misaligned_records(tmp_path)
     y = (X[:, 0] - X[:, 5] > 0).astype(float)
     job = write_party_csvs(np.hstack([X, y[:, None]]), tmp_path, col_counts=[2, 2, 3], dataset="lr-test", min_intersection=1)
     with pytest.raises(ValueError, match="--insecure-reproducible"):
-        LRJobTask(4.0, 1e-5, 256.0, 0.25, 1, 1.0, label_column="x6", seed=5)
-    task = LRJobTask(4.0, 1e-5, 256.0, 0.25, 1, 1.0, label_column="x6", seed=5, insecure_reproducible=True)
-    unseeded = LRJobTask(4.0, 1e-5, 256.0, 0.25, 1, 1.0, label_column="x6")
+        LRJobTask(4.0, 1e-5, 256.0, 0.25, 1, 1.0, label_column="x6", seed=5, solver="sgd")
+    task = LRJobTask(4.0, 1e-5, 256.0, 0.25, 1, 1.0, label_column="x6", seed=5, insecure_reproducible=True,
+                     solver="sgd")
+    unseeded = LRJobTask(4.0, 1e-5, 256.0, 0.25, 1, 1.0, label_column="x6", solver="sgd")
     assert task.public() == unseeded.public() and unseeded.secure_mode and not task.secure_mode  # seed not public
     recs = run_job_in_process(job, task)
-    est = SQMLogisticRegression(4.0, 1e-5, 256.0, 0.25, 1, 1.0, "in-process", seed=5).fit(
+    est = SQMLogisticRegression(4.0, 1e-5, 256.0, 0.25, 1, 1.0, "in-process", seed=5, solver="sgd").fit(
         VerticalData([X[:, :2], X[:, 2:4], X[:, 4:]]), y)
     assert np.array_equal(recs[0]["result"]["coef"], est.coef_[0])
     assert recs[0]["result"]["intercept"] == est.intercept_[0] != 0  # the constant column's weight (c = 1)
@@ -336,7 +338,7 @@ def test_job_file_mode_equals_estimator_and_refuses_misaligned_records(tmp_path)
     assert recs[0]["result"]["secure_mode"] is False
     assert all("weights" not in r["result"] for r in recs[1:])
     with pytest.raises(MPCError, match="client 3 refused: its file has no label column") as e:
-        run_job_in_process(job, LRJobTask(4.0, 1e-5, 256.0, 0.25, 1, 1.0, label_column="y"))
+        run_job_in_process(job, LRJobTask(4.0, 1e-5, 256.0, 0.25, 1, 1.0, label_column="y", solver="sgd"))
     assert e.value.codes[3] == EXIT_BAD_DATA and e.value.codes[0] == EXIT_REFUSED
     lines = (tmp_path / "party2.csv").read_text().splitlines(keepends=True)
     lines[1], lines[2] = lines[2], lines[1]  # client 2's records in another order: aligned, the same model
@@ -412,7 +414,7 @@ def test_public_split_cuts_between_attributes_and_never_clips():
 # DP model cannot promise on every toy set (with noise at epsilon 1 every check passed as well, in 25 s instead
 # of 4 s).  Skipped by scikit-learn itself here: check_array_api_input (SCIPY_ARRAY_API unset) and
 # check_classifier_data_not_an_array (pandas not installed).
-@parametrize_with_checks([SQMLogisticRegression(gamma=1024.0, sampling_rate=1.0, epochs=1, backend="in-process",
+@parametrize_with_checks([SQMLogisticRegression(gamma=1024.0, sampling_rate=1.0, epochs=1, backend="in-process", solver="sgd",
                                                 n_parties=2, noise=False, seed=0)])
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
@@ -427,6 +429,7 @@ def test_estimator_conventions_and_label_space(labels):
     pos = X[:, 0] - X[:, 4] > 0
     y = np.where(pos, labels[1], labels[0])
     m = SQMLogisticRegression(8.0, gamma=1024, sampling_rate=0.5, epochs=4, backend="in-process", n_parties=2,
+                              solver="sgd",
                               noise=False, seed=3)
     params = m.get_params()
     assert params["gamma"] == 1024 and type(params["gamma"]) is int and params["epochs"] == 4  # stored as given

@@ -62,16 +62,18 @@ def reference_accuracies(Xtr, Xte, ytr, yte, active_features: int, l2: float, ep
 
 def sqm_accuracy(Xtr, Xte, ytr, yte, active_features: int, epsilon: float, delta: float, gamma: float = 8192.0,
                  sampling_rate: float = 0.1, epochs: int | None = None, learning_rate: float = 1.0,
-                 backend: str = "plain", seed=None) -> dict:
+                 backend: str = "plain", seed=None, solver: str = "moments") -> dict:
     """SQM-LR (apps.logreg) on the same split, column split and (epsilon, delta): two clients, the active one
-    holding the labels.  ``accuracy`` is None with a message when SQM-LR is unavailable or fails."""
+    holding the labels; its default solver (the schedule arguments apply to ``solver="sgd"`` only).
+    ``accuracy`` is None with a message when SQM-LR is unavailable or fails."""
     try:
         from apps.logreg import SQMLogisticRegression
         from sqm.vertical import VerticalData
     except ImportError as e:
         return {"accuracy": None, "message": f"SQM-LR not available in this checkout ({e})"}
-    params = dict(epsilon=epsilon, delta=delta, gamma=gamma, sampling_rate=sampling_rate, epochs=epochs,
-                  learning_rate=learning_rate, backend=backend)
+    params = dict(epsilon=epsilon, delta=delta, gamma=gamma, backend=backend, solver=solver)
+    if solver == "sgd":
+        params.update(sampling_rate=sampling_rate, epochs=epochs, learning_rate=learning_rate)
     try:
         model = SQMLogisticRegression(**params, n_parties=2, label_party=0, seed=seed)
         model.fit(VerticalData([Xtr[:, :active_features], Xtr[:, active_features:]]), ytr)

@@ -171,3 +171,14 @@ def nonprivate_fit(X, y, fit_intercept: bool = True):
 
 def accuracy(w, X, y) -> float:
     return float(np.mean(((np.asarray(X) @ w) > 0) == (np.asarray(y) == 1)))
+
+
+def roc_auc(y, scores) -> float:
+    """The area under the ROC curve of ``scores`` for labels ``y`` (scikit-learn's; NaN when the test labels
+    hold one class only)."""
+    from sklearn.metrics import roc_auc_score
+
+    y = np.asarray(y) == 1
+    if y.all() or not y.any():
+        return math.nan
+    return float(roc_auc_score(y, np.asarray(scores, np.float64)))

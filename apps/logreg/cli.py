@@ -77,7 +77,8 @@ def public_split(groups: list[str], n_parties: int) -> tuple[list[int], np.ndarr
 
 def compare(Xtr, ytr, Xte, yte, *, epsilon, delta, gamma, parties, backend, seed, q=None, epochs=None,
             learning_rate=None, weight_bound=None, methods=("sqm", "dpsgd", "local", "nonprivate", "taylor"),
-            progress=False, groups=None, timeout: float = 3600.0, fit_intercept: bool = True) -> dict:
+            progress=False, groups=None, timeout: float = 3600.0, fit_intercept: bool = True,
+            solver: str = "moments") -> dict:
     """Test accuracy and privacy of SQM and each baseline for one seed (an int or None): method -> a row
     ``{"method", "accuracy", "seconds", "bytes_sent", "report": PrivacyReport, ...}``.  ``groups`` (the
     attribute of each column) makes the parties' split and norm bounds follow attributes (:func:`public_split`).
@@ -90,7 +91,7 @@ def compare(Xtr, ytr, Xte, yte, *, epsilon, delta, gamma, parties, backend, seed
     from sqm.report import PrivacyReport
     from sqm.vertical import VerticalData
 
-    from .baselines import accuracy, dpsgd_fit, local_dp_fit, nonprivate_fit, taylor_fit, with_intercept_column
+    from .baselines import dpsgd_fit, local_dp_fit, nonprivate_fit, roc_auc, taylor_fit, with_intercept_column
     from .estimator import SQMLogisticRegression, resolve_schedule
     from .party import logistic_loss
 
@@ -102,43 +103,51 @@ def compare(Xtr, ytr, Xte, yte, *, epsilon, delta, gamma, parties, backend, seed
     sub = [int(s) for s in rng.integers(0, 2 ** 62, size=4)] if seed is not None else [None] * 4
     out = {}
 
-    def row(name, acc, t0, report, **extra):
-        out[name] = dict(method=report.method, accuracy=float(acc), seconds=time.perf_counter() - t0,
-                         bytes_sent=0, report=report, **extra)
+    def row(name, scores, t0, report, **extra):
+        """``scores``: the method's decision values on the test split (positive: class 1)."""
+        scores = np.asarray(scores, np.float64)
+        out[name] = dict(method=report.method, accuracy=float(np.mean((scores > 0) == (np.asarray(yte) == 1))),
+                         auc=roc_auc(yte, scores), seconds=time.perf_counter() - t0, bytes_sent=0, report=report,
+                         **extra)
     if "sqm" in methods:
         bounds, data = None, Xtr
         if groups is not None:
             counts, bounds = public_split(groups, parties)
             data = VerticalData(np.split(np.asarray(Xtr, np.float64), np.cumsum(counts)[:-1], axis=1))
-        m = SQMLogisticRegression(epsilon, delta, gamma, q, epochs, learning_rate, backend, parties,
-                                  weight_bound=weight_bound, party_bounds=bounds, seed=sub[0], progress=progress,
-                                  timeout=timeout, fit_intercept=fit_intercept, intercept_scaling=1.0)
+        sgd = solver == "sgd"  # the schedule is the sgd solver's (and the baselines'); moments has none
+        m = SQMLogisticRegression(epsilon, delta, gamma, q if sgd else None, epochs if sgd else None,
+                                  learning_rate if sgd else None, backend, parties,
+                                  weight_bound=weight_bound if sgd else None, party_bounds=bounds, seed=sub[0],
+                                  progress=progress, timeout=timeout, fit_intercept=fit_intercept,
+                                  intercept_scaling=1.0, solver=solver)
         t0 = time.perf_counter()
-        m.fit(data, ytr, eval_set=(Xte, yte) if progress else None)
-        row("sqm", m.score(Xte, yte), t0, m.report_,
+        m.fit(data, ytr, eval_set=(Xte, yte) if progress and sgd else None)
+        row("sqm", m.decision_function(Xte), t0, m.report_,
             test_loss=logistic_loss(np.r_[m.coef_[0], m.intercept_ / c] if c else m.coef_[0], Xte_c, yte),
             training_seconds=m.seconds_, clipped=m.clipped_, batches_truncated=m.batches_truncated_,
-            b_max=m.plan_.b_max, backend=m.backend_)
+            b_max=m.plan_.b_max if sgd else None, backend=m.backend_, solver=solver)
         out["sqm"]["bytes_sent"] = int(sum(m.bytes_sent_))
     if "dpsgd" in methods:
         t0 = time.perf_counter()
         w, rep = dpsgd_fit(Xtr_c, ytr, epsilon, delta, q, epochs, learning_rate, weight_bound,
                            max_grad_norm=math.sqrt(1.0 + c * c), seed=sub[1])
-        row("dpsgd", accuracy(w, Xte_c, yte), t0, rep)
+        row("dpsgd", Xte_c @ w, t0, rep)
     if "local" in methods:
         t0 = time.perf_counter()
         mdl, rep = local_dp_fit(Xtr, ytr, epsilon, delta, seed=sub[2], fit_intercept=fit_intercept)
-        row("local", mdl.score(Xte, yte), t0, rep)
+        row("local", mdl.decision_function(Xte), t0, rep)
     if "nonprivate" in methods:
         t0 = time.perf_counter()
         mdl = nonprivate_fit(Xtr, ytr, fit_intercept=fit_intercept)
-        row("nonprivate", mdl.score(Xte, yte), t0, PrivacyReport(method="non-private", epsilon_server=math.inf,
-                                                                 epsilon_client=math.inf, delta=0.0))
+        row("nonprivate", mdl.decision_function(Xte), t0, PrivacyReport(method="non-private", epsilon_server=math.inf,
+                                                                 epsilon_client=math.inf, delta=0.0,
+                                                                 neighbouring="none"))
     if "taylor" in methods:
         t0 = time.perf_counter()
         w = taylor_fit(Xtr_c, ytr, q, epochs, learning_rate, weight_bound, seed=sub[3])
-        row("taylor", accuracy(w, Xte_c, yte), t0, PrivacyReport(
+        row("taylor", Xte_c @ w, t0, PrivacyReport(
             method="Taylor (noiseless)", epsilon_server=math.inf, epsilon_client=math.inf, delta=0.0,
+            neighbouring="none",
             notes="SQM's Taylor gradient, sampling and projection in float64, without noise or quantization"))
     return out
 
@@ -152,12 +161,14 @@ def _mean(runs: list[dict]) -> dict:
         out[key] = dict(runs[0][key])
         out[key]["accuracy"] = float(np.mean([v["accuracy"] for v in vals]))
         out[key]["accuracy_std"] = float(np.std([v["accuracy"] for v in vals]))
+        out[key]["auc"] = float(np.mean([v["auc"] for v in vals]))
+        out[key]["auc_std"] = float(np.std([v["auc"] for v in vals]))
         out[key]["seconds"] = float(np.mean([v["seconds"] for v in vals]))
         out[key]["runs"] = len(vals)
     return out
 
 
-UTILITY_COLUMNS = [("accuracy", "accuracy", ".4f"), ("epsilon_server", "eps server"),
+UTILITY_COLUMNS = [("accuracy", "accuracy", ".4f"), ("auc", "AUC", ".4f"), ("epsilon_server", "eps server"),
                    ("epsilon_client", "eps client*"), ("delta", "delta", ".3g"), ("seconds", "seconds", ".2f"),
                    ("bytes_sent", "bytes", ",")]
 
@@ -180,23 +191,24 @@ def _run_job(args) -> int:
     from ..progress import follow_progress
 
     with private_folder("sqm-lr-job-") as tmp:
-        path = None if args.quiet else f"{tmp}/progress"
+        path = None if args.quiet or args.solver == "moments" else f"{tmp}/progress"  # moments: one release
 
         def make_task():
             return LRJobTask(args.epsilon, args.delta, args.gamma, args.q, args.epochs, args.learning_rate,
                              args.weight_bound, args.label_column, args.label_party, seed=args.seed,
                              insecure_reproducible=args.insecure_reproducible,
-                             fit_intercept=not args.no_intercept, progress_path=path)
+                             fit_intercept=not args.no_intercept, progress_path=path, solver=args.solver)
 
         def server_summary(res) -> dict:
             rep, w = res["report"], np.asarray(res["weights"])
             sch = res["schedule"]
+            how = ("one release of the second moments (solver moments)" if sch is None else
+                   f"q {sch['q']:.4g}, {sch['epochs']} epochs, {rep.rounds} rounds, batch cap {res['b_max']}, "
+                   f"lr {sch['learning_rate']:g}, ||w|| = {np.linalg.norm(w):.4f} <= {sch['weight_bound']:g}")
             print(f"server: logistic-regression weights over {len(res['coef'])} features"
                   f"{' and an intercept' if res['fit_intercept'] else ''} of {res['n_records']} records (clients' "
                   f"columns {res['col_counts']}, label included at client "
-                  f"{rep.n_parties if args.label_party is None else args.label_party + 1}); q {sch['q']:.4g}, "
-                  f"{sch['epochs']} epochs, {rep.rounds} rounds, batch cap {res['b_max']}, lr {sch['learning_rate']:g}, "
-                  f"||w|| = {np.linalg.norm(w):.4f} <= {sch['weight_bound']:g}")
+                  f"{rep.n_parties if args.label_party is None else args.label_party + 1}); {how}")
             label = rep.n_parties - 1 if args.label_party is None else args.label_party
             cols = list(res.get("columns") or [])
             if cols:  # the public schema: drop the label column from the label party's slice
@@ -280,16 +292,22 @@ def run(args) -> int:
         runs.append(compare(Xtr, ytr, Xte, yte, epsilon=args.epsilon, delta=args.delta, gamma=args.gamma, q=q,
                             epochs=epochs, learning_rate=lr, parties=args.parties, backend=args.backend,
                             seed=seed, weight_bound=W, methods=methods, groups=groups,
-                            progress=not args.quiet, timeout=args.timeout, fit_intercept=not args.no_intercept))
+                            progress=not args.quiet, timeout=args.timeout, fit_intercept=not args.no_intercept,
+                            solver=args.solver))
     res = _mean(runs)
     s, rep = res["sqm"], res["sqm"]["report"]
     print(f"logistic regression on {name}: {Xtr.shape[0]} train / {Xte.shape[0]} test records, "
           f"{Xtr.shape[1]} features, {args.parties} clients (+ server), backend {s['backend']}, {args.runs} run(s)")
     if labels is not None:
         print(f"  labels {labels}; majority-class rate on the test split {max(np.mean(yte), 1 - np.mean(yte)):.4f}")
-    print(f"  q {q:.4g}  epochs {epochs}  rounds {rep.rounds}  batch cap {s['b_max']}  lr {lr:g}  "
-          f"||w|| <= {W:g}  gamma {args.gamma:g}  mu {rep.mu:.4g}  intercept {'no' if args.no_intercept else 'yes'}")
-    print(f"  clipped records per client {s['clipped']}  batches truncated {s['batches_truncated']}")
+    if args.solver == "sgd":
+        print(f"  SQM solver sgd: q {q:.4g}  epochs {epochs}  rounds {rep.rounds}  batch cap {s['b_max']}  lr {lr:g}  "
+              f"||w|| <= {W:g}  gamma {args.gamma:g}  mu {rep.mu:.4g}  intercept {'no' if args.no_intercept else 'yes'}")
+        print(f"  clipped records per client {s['clipped']}  batches truncated {s['batches_truncated']}")
+    else:
+        print(f"  SQM solver moments: one release of the second moments, gamma {args.gamma:g}  mu {rep.mu:.4g}  "
+              f"intercept {'no' if args.no_intercept else 'yes'}; clipped records per client {s['clipped']}")
+        print(f"  DPSGD and the Taylor reference: q {q:.4g}  epochs {epochs}  lr {lr:g}  ||w|| <= {W:g}")
     print(render_table(utility_rows(res) + [{"method": "DPSGD (not run)"}] * bool(not_run), UTILITY_COLUMNS))
     for why in not_run.values():
         print(f"  not run: {why}")
@@ -333,6 +351,8 @@ def register(sub) -> None:
     p.add_argument("--parties", type=int, default=3, help="clients holding column blocks (default 3); the "
                                                           "last holds the label")
     p.add_argument("--gamma", type=float, default=8192.0, help="quantization scale gamma (default 8192 = 2^13)")
+    p.add_argument("--solver", default="moments", choices=("moments", "sgd"),
+                   help=options.module_constant("apps.logreg.estimator", "SOLVER_HELP"))
     p.add_argument("--q", type=float, default=None,
                    help="Poisson sampling rate (default: chosen from the record count n: max(64, sqrt n) / n)")
     p.add_argument("--epochs", type=int, default=None,

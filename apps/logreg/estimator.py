@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -89,6 +90,36 @@ def resolve_schedule(n_records: int, epsilon: float, q=None, epochs=None, learni
     if not (math.isfinite(s.weight_bound) and s.weight_bound > 0):
         raise ValueError(f"weight_bound must be > 0, got {weight_bound!r}")
     return dataclasses.replace(s, epochs=int(s.epochs))
+
+
+SOLVERS = ("moments", "sgd")
+SOLVER_HELP = ("moments (default): one SQM release of the second moments of [features, intercept constant, label], "
+               "then the model fitted from them at the server (no schedule, no weight bound in the sensitivity); "
+               "sgd: the SQM paper's protocol, one Taylor-gradient release per Poisson batch (the schedule options "
+               "apply to it)")
+
+
+def moments_release(feature_counts, label_party: int, gamma: float, epsilon: float, delta: float,
+                    constant: float = 1.0, party_bounds=None, backend: str = "plain", seed=None, timeout=3600.0,
+                    chunk_rows=None, label_weight=None):
+    """(the :class:`sqm.mechanism.SQM` release of the augmented rows' Gram, its
+    :class:`apps.logreg.moments.MomentsLayout`) for clients holding ``feature_counts`` feature columns (the
+    label party's features bounded with the others' by ||x||_2 <= 1, the constant and kappa y each a column of its
+    own): the default solver's one release (:mod:`apps.logreg.moments`)."""
+    from sqm.mechanism import SQM
+    from sqm.polynomial import covariance
+    from sqm.vertical import ColumnBounds
+
+    from .moments import LABEL_WEIGHT, MomentsLayout
+
+    kappa = LABEL_WEIGHT if label_weight is None else float(label_weight)
+    layout = MomentsLayout(tuple(int(c) for c in feature_counts), int(label_party), float(constant), kappa)
+    bounds = ColumnBounds.parties(layout.block_counts, 1.0, party_bounds, separate=layout.separate_bounds())
+    backend = "plain" if backend == "in-process" else backend
+    opts = {"timeout": float(timeout)} if backend == "mpyc" else None
+    mech = SQM(covariance(layout.n_cols), gamma, epsilon=epsilon, delta=delta, column_bounds=bounds,
+               backend=backend, seed=seed, backend_options=opts, chunk_rows=chunk_rows)
+    return mech, layout
 
 
 SCHEDULE_HELP = ("chosen from the record count n: q = max(64, sqrt n) / n (a batch of max(64, sqrt n) records), "
@@ -232,13 +263,15 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
                  learning_rate: float | None = None, backend: str = "mpyc", n_parties: int = 3,
                  label_party: int | None = None, weight_bound: float | None = None, party_bounds=None,
                  noise: bool = True, seed=None, progress: bool = False, eval_every: int | None = None,
-                 timeout: float = 3600.0, fit_intercept: bool = True, intercept_scaling: float = 1.0):
+                 timeout: float = 3600.0, fit_intercept: bool = True, intercept_scaling: float = 1.0,
+                 solver: str = "moments"):
         self.epsilon, self.delta, self.gamma = epsilon, delta, gamma
         self.sampling_rate, self.epochs, self.learning_rate = sampling_rate, epochs, learning_rate
         self.backend, self.n_parties, self.label_party = backend, n_parties, label_party
         self.weight_bound, self.party_bounds, self.noise = weight_bound, party_bounds, noise
         self.seed, self.progress, self.eval_every, self.timeout = seed, progress, eval_every, timeout
         self.fit_intercept, self.intercept_scaling = fit_intercept, intercept_scaling
+        self.solver = solver
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -255,6 +288,15 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
         check_schedule(1.0 if self.sampling_rate is None else self.sampling_rate,
                        1 if self.epochs is None else self.epochs,
                        1.0 if self.learning_rate is None else self.learning_rate)
+        if self.solver not in SOLVERS:
+            raise ValueError(f"solver must be one of {SOLVERS}, got {self.solver!r}")
+        if self.solver == "moments":
+            given = [n for n in ("sampling_rate", "epochs", "learning_rate", "weight_bound")
+                     if getattr(self, n) is not None]
+            if given:
+                raise ValueError(f"{', '.join(given)}: the schedule of solver='sgd'; the default solver "
+                                 f"'moments' releases the moments once and has no schedule (set solver='sgd' "
+                                 f"to use one)")
         if self.backend not in party.BACKENDS:
             raise ValueError(f"backend must be one of {party.BACKENDS}, got {self.backend!r}")
         for name in ("weight_bound", "intercept_scaling"):
@@ -354,12 +396,50 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
                                events=evs, eta=float(eta), notes=notes)
         return plan, report
 
+    def moments_plan(self, n_records: int, feature_counts, label_party: int):
+        """(the SQM release, its layout, its privacy report) of the default solver (``solver="moments"``), from
+        public counts only: one release of the Gram of [features, 1, kappa y] (:mod:`apps.logreg.moments`)."""
+        self.check_params()
+        mech, layout = moments_release(feature_counts, label_party, self.gamma, self.epsilon, self.delta,
+                                       party_bounds=self.party_bounds, backend=self.backend, seed=self.seed,
+                                       timeout=self.timeout)
+        if not self.noise:
+            raise ValueError("noise=False is available with solver='sgd' only (the moments solver's release is "
+                             "always noisy)")
+        _, report = mech.round_plan(layout.block_counts, n_records)
+        report = dataclasses.replace(report, notes=f"{MODEL_SHARED_NOTE}; one release of the second moments of "
+                                                   f"[features, 1, {layout.label_weight:g} y]; the model is "
+                                                   f"fitted from them at the server (post-processing)")
+        return mech, layout, report
+
+    def _fit_moments(self, blocks, counts, label) -> "SQMLogisticRegression":
+        from .moments import fit_from_moments
+
+        n = blocks[0].shape[0]
+        mech, layout, report = self.moments_plan(n, counts, label)
+        blocks = [layout.block(b[:, :-1], b[:, -1]) if j == label else b for j, b in enumerate(blocks)]
+        t0 = time.perf_counter()
+        res = mech.run(VerticalData(blocks))
+        noise_sd = math.sqrt(2.0 * res.report.mu) / float(self.gamma) ** 2
+        w, b = fit_from_moments(np.asarray(res.estimate, np.float64).reshape(layout.n_cols, layout.n_cols),
+                                layout, n, noise_sd, bool(self.fit_intercept))
+        self.coef_, self.intercept_ = w.reshape(1, -1), np.array([b])
+        self.moments_ = np.asarray(res.estimate, np.float64).reshape(layout.n_cols, layout.n_cols)
+        self.schedule_, self.epochs_, self.plan_, self.layout_ = None, None, None, layout
+        self.report_ = report
+        self.clipped_, self.batches_truncated_ = list(res.clipped), 0
+        self.seconds_, self.bytes_sent_, self.backend_ = time.perf_counter() - t0, list(res.bytes_sent), res.backend
+        self.secure_mode_ = self.seed is None
+        return self
+
     # ----- training ------------------------------------------------------------------------------------
     def fit(self, X, y, eval_set=None) -> "SQMLogisticRegression":
         """Train; ``eval_set=(X, y)`` (held by the server, e.g. a public validation set) drives the running
-        loss shown on the progress bar (nothing else is computed from it)."""
+        loss shown on the progress bar of ``solver="sgd"`` (nothing else is computed from it)."""
         self.check_params()
         blocks, counts, label = self._data(X, y)
+        if self.solver == "moments":
+            return self._fit_moments(blocks, counts, label)
         plan, report = self.plan(blocks[0].shape[0], counts, label)
         if eval_set is not None:
             ex = np.asarray(eval_set[0], np.float64)
@@ -399,8 +479,8 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
 
     def predict_proba(self, X) -> np.ndarray:
         """(P(classes_[0]), P(classes_[1])) = (1 - sigmoid(<w, x>), sigmoid(<w, x>))."""
-        p = expit(self.decision_function(X))
-        return np.column_stack([1 - p, p])
+        u = self.decision_function(X)
+        return np.column_stack([expit(-u), expit(u)])  # not 1 - expit(u): that underflows to 0 for large u
 
     def predict_log_proba(self, X) -> np.ndarray:
         u = self.decision_function(X)

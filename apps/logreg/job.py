@@ -35,16 +35,21 @@ class LRJobTask:
                  epochs: int | None = None, learning_rate: float | None = None, weight_bound: float | None = None,
                  label_column: str = "label", label_party: int | None = None, seed=None,
                  insecure_reproducible: bool = False, fit_intercept: bool = True, intercept_scaling: float = 1.0,
-                 progress_path: str | None = None):
+                 progress_path: str | None = None, solver: str = "moments"):
         from ..jobfile import seed_policy
 
         seed_policy(seed, insecure_reproducible, warn=False)  # a seed without the opt-in: refused
         self.estimator = SQMLogisticRegression(epsilon, delta, gamma, q, epochs, learning_rate, "mpyc",
                                                weight_bound=weight_bound, label_party=label_party, seed=seed,
-                                               fit_intercept=fit_intercept, intercept_scaling=intercept_scaling)
+                                               fit_intercept=fit_intercept, intercept_scaling=intercept_scaling,
+                                               solver=solver)
         self.estimator.check_params()  # bad parameters refused here, before any party starts
         self.label_column, self.label_party, self.seed = label_column, label_party, seed
         self.progress_path = progress_path
+        self._moment_plans = {}
+
+    def __getstate__(self):
+        return {**self.__dict__, "_moment_plans": {}}  # a party plans from its own copy
 
     row_norm_bound = 1.0  # a record's feature row, before the intercept's constant: ||x||_2 <= 1
 
@@ -63,6 +68,7 @@ class LRJobTask:
 
         task = copy.copy(self)
         task.estimator = copy.deepcopy(self.estimator)
+        task._moment_plans = {}
         task.estimator.party_bounds = tuple(float(b) for b in party_bounds)
         return task
 
@@ -102,7 +108,18 @@ class LRJobTask:
         return ("sqm-logreg", float(e.epsilon), float(e.delta), float(e.gamma), opt(e.sampling_rate), e.epochs,
                 opt(e.learning_rate), opt(e.weight_bound), self.label_column, self.label_party,
                 bool(e.fit_intercept), float(e.intercept_scaling),
-                None if e.party_bounds is None else tuple(float(b) for b in e.party_bounds))
+                None if e.party_bounds is None else tuple(float(b) for b in e.party_bounds), e.solver)
+
+    @property
+    def solver(self) -> str:
+        return self.estimator.solver
+
+    def _moments(self, meta):
+        """(the SQM release, its layout, its report) of the moments solver, from the public counts."""
+        if meta not in self._moment_plans:
+            label, counts = self.label_index(meta), self.feature_counts(meta)
+            self._moment_plans[meta] = self.estimator.moments_plan(meta.n_records, counts, label)
+        return self._moment_plans[meta]
 
     def _plan(self, meta) -> tuple[LRPlan, PrivacyReport, int]:
         """The public plan, privacy report and label party from the clients' public counts (every party alike)."""
@@ -111,9 +128,46 @@ class LRJobTask:
 
     def release(self, meta) -> PrivacyReport:
         """What the job releases (for the server's privacy-budget ledger), from the public counts."""
-        return self._plan(meta)[1]
+        return self._moments(meta)[2] if self.solver == "moments" else self._plan(meta)[1]
+
+    async def _run_moments(self, ctx, table, meta) -> dict:
+        """The moments solver's one release (:func:`sqm.mechanism.sqm_round` of the Gram of [features, 1,
+        kappa y], as a PCA job's) and, at the server, the model fitted from it (:mod:`apps.logreg.moments`)."""
+        import math
+
+        from sqm.mechanism import sqm_round
+        from sqm.rng import make_rng
+
+        from .moments import fit_from_moments
+
+        mech, layout, report = self._moments(meta)
+        label = layout.label_party
+        plan = mech._release_plan(report, layout.block_counts, meta.n_records, align_ids=True)
+        rows, labels = None, None
+        if table is not None:
+            if ctx.pid - 1 == label:
+                block, labels = self.label_block(table)
+                rows = layout.block(block[:, :-1], block[:, -1])
+            else:
+                rows = table.block
+        my_seed = spawn_seeds(self.seed, meta.n_parties + 1)[ctx.pid]
+        out = await sqm_round(ctx, mech.polynomial, rows, plan, make_rng(my_seed),
+                              None if table is None else table.ids_digest)
+        if not ctx.is_server:
+            res = {"clipped": int(out.clipped), "rows": table.n_rows}
+            if labels is not None:
+                res["labels"] = labels
+            return res
+        K = np.asarray(out.estimate, np.float64).reshape(layout.n_cols, layout.n_cols)
+        w, b = fit_from_moments(K, layout, meta.n_records, math.sqrt(2.0 * report.mu) / float(mech.gamma) ** 2,
+                                bool(self.estimator.fit_intercept))
+        return {"weights": np.r_[w, b], "coef": w, "intercept": float(b), "report": report,
+                "secure_mode": self.secure_mode, "fit_intercept": bool(self.estimator.fit_intercept),
+                "solver": "moments", "schedule": None, "b_max": None}
 
     async def run(self, ctx, table, meta) -> dict:
+        if self.solver == "moments":
+            return await self._run_moments(ctx, table, meta)
         plan, report, label = self._plan(meta)
         block, labels = None, None
         if table is not None:
