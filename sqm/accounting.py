@@ -3,9 +3,12 @@
 Formulas (SQM paper, Bao et al.):
 - Lemma 2 / Eq. 3: for aggregate noise Sk(mu) on an integer function with sensitivities (Delta1, Delta2),
   tau(alpha) = alpha Delta2^2 / (4 mu) + min(((2 alpha - 1) Delta2^2 + 6 Delta1) / (16 mu^2), 3 Delta1 / (4 mu)).
-- Eq. 12 (server-observed, add/remove one record): the same bound.
-- Eq. 13 (client-observed, replace one record, the client knows its own share Sk(mu / n)): the bound with
-  doubled sensitivities and noise mu (n - 1) / n.
+- Eq. 12 (server-observed): the same bound.
+- Eq. 13 (client-observed, the client knows its own share Sk(mu / n)): the bound with noise mu (n - 1) / n.  The
+  paper states it for replace-one neighbours, which double the sensitivities; every guarantee here is under ONE
+  relation, zero-out (:data:`sqm.report.NEIGHBOURING`: a record's values replaced by zeros, n public), under
+  which a record changes the integer sum by f_hat(x_hat) - f_hat(0) = f_hat(x_hat) (every monomial has degree
+  >= 1), bounded by the same (Delta1, Delta2) as on the server's side: no doubling.
 - Eq. 20 / 23: Poisson subsampling at rate q over R rounds (integer alpha >= 2).
 - Eq. 21: client-observed over R rounds, no subsampling benefit (a client knows the batch).
 
@@ -48,17 +51,18 @@ def skellam_rdp(alpha, l1: float, l2: float, mu: float):
 
 
 def server_rdp(alpha, l1: float, l2: float, mu: float):
-    """Eq. 12: server-observed RDP (add/remove one record; the server sees Sk(mu))."""
+    """Eq. 12: server-observed RDP (zero-out neighbours; the server sees Sk(mu))."""
     return skellam_rdp(alpha, l1, l2, mu)
 
 
 def client_rdp(alpha, l1: float, l2: float, mu: float, n_parties: int):
-    """Eq. 13: client-observed RDP = skellam_rdp(alpha, 2 l1, 2 l2, mu (n - 1) / n)."""
+    """Eq. 13 under zero-out neighbours: client-observed RDP = skellam_rdp(alpha, l1, l2, mu (n - 1) / n) (the
+    paper's replace-one form doubles l1 and l2; see the module docstring)."""
     if int(n_parties) != n_parties or n_parties < 2:
         raise ValueError(f"client-observed privacy needs n_parties >= 2 (a lone client knows all the noise), "
                          f"got {n_parties!r}")
     _check_pos(mu, "mu")
-    return skellam_rdp(alpha, 2 * l1, 2 * l2, mu * (n_parties - 1) / n_parties)
+    return skellam_rdp(alpha, l1, l2, mu * (n_parties - 1) / n_parties)
 
 
 def client_rdp_rounds(alpha, l1, l2, mu, n_parties, rounds: int):

@@ -4,10 +4,12 @@ Every release is a dp-accounting ``DpEvent`` (the same style: frozen attrs class
 parameters accounting needs):
 
 - :class:`SkellamDpEvent` ``(l1_sensitivity, l2_sensitivity, mu)``: an integer-valued statistic plus aggregate
-  Skellam noise Sk(mu), as the SQM server sees it (add/remove one record; Lemma 2 / Eq. 12 of the SQM paper);
+  Skellam noise Sk(mu), as the SQM server sees it (zero-out neighbours, :data:`sqm.report.NEIGHBOURING`;
+  Lemma 2 / Eq. 12 of the SQM paper);
 - :class:`ClientSkellamDpEvent` ``(l1_sensitivity, l2_sensitivity, mu, n_parties)``: the same release as one of
   the ``n_parties`` clients sees it: it knows its own share Sk(mu / n) of the noise, so the noise left is
-  Sk(mu (n - 1) / n), and replace-one neighbours double the sensitivities (Eq. 13);
+  Sk(mu (n - 1) / n) (Eq. 13 under zero-out neighbours: the same sensitivities; the paper's replace-one form
+  doubles them);
 - ``PoissonSampledDpEvent(q, SkellamDpEvent(...))`` (dp-accounting's class): the release on a Poisson sample at
   rate q (Eq. 20 with tau of Eq. 23; integer orders only, other orders get no bound); ``SelfComposedDpEvent``
   repeats it (R rounds, Eq. 20's factor R).  Clients know the batch, so a client-observed event is never
@@ -53,7 +55,7 @@ def _number(v, name, positive=True, integer=False, minimum=None):
 
 @attr.s(frozen=True, slots=True, auto_attribs=True)
 class SkellamDpEvent(dp_event.DpEvent):
-    """An integer-valued statistic with L1 / L2 sensitivities (add/remove one record) released with aggregate
+    """An integer-valued statistic with L1 / L2 sensitivities (zero-out neighbours) released with aggregate
     Skellam noise Sk(mu), as the SQM server observes it.  RDP: :func:`sqm.accounting.skellam_rdp` (Lemma 2)."""
 
     l1_sensitivity: float
@@ -69,8 +71,8 @@ class SkellamDpEvent(dp_event.DpEvent):
 @attr.s(frozen=True, slots=True, auto_attribs=True)
 class ClientSkellamDpEvent(dp_event.DpEvent):
     """The release of a :class:`SkellamDpEvent` with the same parameters as one of ``n_parties`` clients
-    observes it (it knows its own share Sk(mu / n); replace-one neighbours): Lemma 2 with sensitivities
-    (2 l1, 2 l2) and noise mu (n - 1) / n (Eq. 13).  Never subsampled: a client knows the batch."""
+    observes it (it knows its own share Sk(mu / n); zero-out neighbours): Lemma 2 with sensitivities
+    (l1, l2) and noise mu (n - 1) / n (Eq. 13 under zero-out).  Never subsampled: a client knows the batch."""
 
     l1_sensitivity: float
     l2_sensitivity: float
@@ -145,8 +147,8 @@ def _skellam_rdp(event, orders: np.ndarray) -> np.ndarray:
 
 
 class SQMAccountant(RdpAccountant):
-    """dp-accounting's RDP accountant, extended with the events of this module (add/remove-one neighbours; the
-    client-observed event carries its own replace-one bound, which also bounds add/remove).
+    """dp-accounting's RDP accountant, extended with the events of this module (zero-out neighbours, as every
+    other event composed with them: :data:`sqm.report.NEIGHBOURING`).
 
     ``SQMAccountant().compose(e1).compose(e2).get_epsilon(delta)``; ``.rdp`` is the composed curve."""
 

@@ -65,7 +65,8 @@ CREATE TABLE IF NOT EXISTS releases (
     eta REAL NOT NULL DEFAULT 0,
     job_id TEXT,
     status TEXT NOT NULL CHECK (status IN ('reserved', 'completed', 'failed')),
-    finished TEXT
+    finished TEXT,
+    unit TEXT NOT NULL DEFAULT 'zero-out'
 );
 CREATE INDEX IF NOT EXISTS releases_dataset ON releases (dataset);
 """
@@ -172,6 +173,29 @@ def _as_events(events) -> list:
     return events
 
 
+def _contains_pbm(event) -> bool:
+    if isinstance(event, ev.PBMDpEvent):
+        return True
+    inner = [getattr(event, "event", None)] + list(getattr(event, "events", None) or [])
+    return any(e is not None and _contains_pbm(e) for e in inner)
+
+
+def release_unit(events, unit: str | None = None) -> str:
+    """The neighbouring relation a release's events are in: ``unit`` checked against them (PBM events are
+    feature-level, "embedding"; every other event here is record-level, "zero-out"), or inferred when None."""
+    from .report import NEIGHBOURING
+
+    pbm = any(_contains_pbm(e) for e in events)
+    inferred = "embedding" if pbm else "zero-out"
+    if unit is None:
+        return inferred
+    if unit not in NEIGHBOURING or unit == "none":
+        raise ValueError(f"a ledger unit must be one of {sorted(set(NEIGHBOURING) - {'none'})}, got {unit!r}")
+    if pbm and unit != "embedding":
+        raise ValueError(f"PBM events are feature-level (unit 'embedding'), not {unit!r}")
+    return unit
+
+
 class Ledger:
     """The ledger in the SQLite file ``path`` (None: :func:`default_path`).  Holds only the path: each call
     opens its own connection, so a Ledger is picklable and usable from any thread or process."""
@@ -183,6 +207,9 @@ class Ledger:
         os.makedirs(parent, exist_ok=True)
         with self._connect() as con:
             con.executescript(SCHEMA)
+            cols = {r["name"] for r in con.execute("PRAGMA table_info(releases)")}
+            if "unit" not in cols:  # a ledger written before units: every entry was record-level (zero-out)
+                con.execute("ALTER TABLE releases ADD COLUMN unit TEXT NOT NULL DEFAULT 'zero-out'")
 
     @contextlib.contextmanager
     def _connect(self):
@@ -250,6 +277,7 @@ class Ledger:
             raise NoBudget(f"dataset {dataset!r} has no privacy budget in the ledger {self.path}: set one first "
                            f"(sqm budget set {dataset} --budget EPS,DELTA, or a job's --budget)")
         rows = con.execute("SELECT events, eta FROM releases WHERE dataset = ?", (dataset,)).fetchall()
+        # one unit per dataset (reserve refuses another), so every entry composes with every other
         events = [e for r in rows for e in ev.events_from_json(json.loads(r["events"]))] + list(new_events)
         eta = sum(r["eta"] for r in rows) + float(new_eta)
         spent = spent_epsilon(events, budget, eta)
@@ -275,20 +303,30 @@ class Ledger:
         return after
 
     def reserve(self, dataset: str, events, statistic: str = "", job_id: str | None = None, *,
-                delta: float | None = None, eta: float = 0.0) -> Reservation:
+                delta: float | None = None, eta: float = 0.0, unit: str | None = None) -> Reservation:
         """Check the budget and record the release in one transaction (BEGIN IMMEDIATE: concurrent jobs are
         serialized), committed before this returns; BudgetExceeded (nothing recorded) if it would exceed.
         ``delta``: the release's own delta, for its stand-alone epsilon (default: the budget's); ``eta``: its
-        failure probability.  Returns the entry (status 'reserved'); use it as a context manager, or call
-        ``complete()`` / ``fail()``."""
+        failure probability.  ``unit``: the neighbouring relation of the events (:data:`sqm.report.NEIGHBOURING`;
+        None: "embedding" for PBM events, else "zero-out", the record-level relation): a dataset's entries are all
+        in one unit, since a feature-level epsilon (PBM-VFL's, for embeddings taken as given) and a record-level
+        one do not compose into any guarantee; another unit is refused (ValueError, nothing recorded).
+        Returns the entry (status 'reserved'); use it as a context manager, or call ``complete()`` / ``fail()``."""
         _check_dataset(dataset)
         events = _as_events(events)
+        unit = release_unit(events, unit)
         if not (0 <= eta <= 1):
             raise ValueError(f"the failure probability eta must lie in [0, 1], got {eta!r}")
         text = json.dumps(ev.events_to_json(events), allow_nan=False)
         with self._connect() as con:
             con.execute("BEGIN IMMEDIATE")
             try:
+                other = con.execute("SELECT DISTINCT unit FROM releases WHERE dataset = ? AND unit != ?",
+                                    (dataset, unit)).fetchall()
+                if other:
+                    raise ValueError(f"dataset {dataset!r} holds {other[0]['unit']} entries in the ledger {self.path}: "
+                                     f"a {unit} release does not compose with them (different units); charge it to "
+                                     f"a dataset id of its own")
                 after = self._check(con, dataset, events, eta)
             except BaseException:
                 con.execute("ROLLBACK")
@@ -296,18 +334,18 @@ class Ledger:
             own_delta = float(delta) if delta is not None else after.budget.delta
             own_eps = ev.compose(events, own_delta)
             row = dict(dataset=dataset, statistic=str(statistic), time=_now(), epsilon=own_eps, delta=own_delta,
-                       eta=float(eta), job_id=None if job_id is None else str(job_id), status="reserved")
+                       eta=float(eta), job_id=None if job_id is None else str(job_id), status="reserved", unit=unit)
             cur = con.execute("INSERT INTO releases (dataset, statistic, time, events, epsilon, delta, eta, job_id, "
-                              "status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                              "status, unit) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                               (dataset, row["statistic"], row["time"], text, own_eps, own_delta, row["eta"],
-                               row["job_id"], "reserved"))
+                               row["job_id"], "reserved", unit))
             con.execute("COMMIT")
         return Reservation(id=cur.lastrowid, **row, spent=after.spent, left=after.left, ledger=self.path)
 
     def record(self, dataset: str, events, statistic: str = "", job_id: str | None = None, *,
-               delta: float | None = None, eta: float = 0.0) -> Reservation:
+               delta: float | None = None, eta: float = 0.0, unit: str | None = None) -> Reservation:
         """:meth:`reserve` and mark completed at once (a release already made, e.g. in process)."""
-        entry = self.reserve(dataset, events, statistic, job_id, delta=delta, eta=eta)
+        entry = self.reserve(dataset, events, statistic, job_id, delta=delta, eta=eta, unit=unit)
         entry.complete()
         return entry
 

@@ -20,6 +20,22 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 
+ZERO_OUT = "zero-out"
+NEIGHBOURING = {
+    ZERO_OUT: ("zero-out: the neighbouring data set replaces one record's values by zeros (every value the record "
+               "contributes, the intercept's constant included: it then adds nothing to any released sum); the "
+               "record stays in the aligned set, so the record count n, which is public and from which "
+               "defaults are chosen, is the same in both"),
+    "embedding": ("feature-level: the neighbouring release changes one client's embedding of one record (PBM-VFL's "
+                  "unit, taking the embeddings as given; not a guarantee for the records' features)"),
+    "none": "no privacy guarantee",
+}
+"""The neighbouring relations a report can name.  Every record-level guarantee of this project (SQM server- and
+client-observed, every baseline) is under ONE of them, zero-out: with n public (the schedule and the record
+alignment's count depend on it) add/remove-one is not what is protected, and replace-one is implied by
+zero-out twice (group privacy).  PBM-VFL's feature-level epsilon is in another unit ("embedding")."""
+
+
 @dataclass(kw_only=True)
 class PrivacyReport:
     """The privacy of one method's releases (all fields keyword-only).
@@ -29,7 +45,9 @@ class PrivacyReport:
     share (None where it does not apply, e.g. a single client).  ``events``: the releases as
     :mod:`sqm.events`, for composition in the ledger; ``eta``: the probability of a failure event outside them
     (the ledger adds (1 + e^epsilon) eta to delta, :func:`sqm.accounting.delta_with_failure`).  ``method`` defaults to "SQM" so that
-    :class:`sqm.mechanism.SQM` builds it with its own fields only."""
+    :class:`sqm.mechanism.SQM` builds it with its own fields only.  ``neighbouring``: the relation every epsilon of
+    the report is computed under (a key of :data:`NEIGHBOURING`; default zero-out, the record-level relation of
+    every method here)."""
 
     method: str = "SQM"
     epsilon_server: float
@@ -47,9 +65,12 @@ class PrivacyReport:
     events: tuple = field(default_factory=tuple)
     eta: float = 0.0  # a failure probability outside the events (e.g. a batch cap): adds (1 + e^eps) eta to delta
     notes: str = ""
+    neighbouring: str = ZERO_OUT
 
     def __post_init__(self):
         self.events = tuple(self.events)
+        if self.neighbouring not in NEIGHBOURING:
+            raise ValueError(f"neighbouring must be one of {sorted(NEIGHBOURING)}, got {self.neighbouring!r}")
 
     def as_dict(self) -> dict:
         """A JSON-able dict of every field (events as :func:`sqm.events.event_to_json` dicts)."""

@@ -41,7 +41,14 @@ def test_server_and_client_formulas_match_eqs_12_13():
             ((2 * a - 1) * n ** 2 * l2 ** 2 + 3 * n ** 2 * l1) / (4 * (n - 1) ** 2 * mu ** 2),
             3 * n * l1 / (2 * (n - 1) * mu))
         assert math.isclose(acc.server_rdp(a, l1, l2, mu), eq12, rel_tol=1e-12)
-        assert math.isclose(acc.client_rdp(a, l1, l2, mu, n), eq13, rel_tol=1e-12)
+        # the paper's Eq. 13 is for replace-one neighbours; under zero-out (the one relation here) a record moves
+        # the sum by at most (l1, l2), half of replace-one's (2 l1, 2 l2): Eq. 13 at (l1 / 2, l2 / 2)
+        h1, h2 = l1 / 2, l2 / 2
+        eq13_zero_out = a * n * h2 ** 2 / ((n - 1) * mu) + min(
+            ((2 * a - 1) * n ** 2 * h2 ** 2 + 3 * n ** 2 * h1) / (4 * (n - 1) ** 2 * mu ** 2),
+            3 * n * h1 / (2 * (n - 1) * mu))
+        assert math.isclose(acc.client_rdp(a, l1, l2, mu, n), eq13_zero_out, rel_tol=1e-12)
+        assert eq13 > eq13_zero_out
 
 
 def test_subsampled_rdp_properties():

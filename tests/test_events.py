@@ -39,7 +39,7 @@ def test_existing_functions_are_the_events():
         compute_epsilon(np.array(acc.DEFAULT_ORDERS, float), rdp, 1e-5)[0], rel=1e-12)
     # client-observed = the server's Lemma 2 with doubled sensitivities and noise mu (n - 1) / n
     assert np.allclose(ev.accountant(ev.client_event(l1, l2, mu, 4)).rdp,
-                       ev.accountant(ev.SkellamDpEvent(2 * l1, 2 * l2, mu * 3 / 4)).rdp, rtol=1e-12)
+                       ev.accountant(ev.SkellamDpEvent(l1, l2, mu * 3 / 4)).rdp, rtol=1e-12)
 
 
 def test_gaussian_and_pbm_are_delegated():

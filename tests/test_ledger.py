@@ -152,3 +152,43 @@ def test_sqm_budget_command(tmp_path, capsys):
     assert main(["budget", "list", "--ledger", path]) == 0
     assert capsys.readouterr().out.splitlines()[-1].split() == ["adult", "2", "1e-05", f"{spent:.4g}",
                                                                f"{2 - spent:.4g}", "1"]
+
+
+def test_feature_level_and_record_level_entries_are_kept_apart(tmp_path):
+    """Issue 24, part 5: PBM-VFL's feature-level epsilon (embeddings taken as given) and a record-level (zero-out)
+    one are different units: a dataset's entries are all in one; another is refused, nothing recorded; a
+    ledger written before units reads as record-level."""
+    import sqlite3
+
+    from sqm.events import PBMDpEvent, server_event
+    from sqm.ledger import Ledger, release_unit
+
+    path = str(tmp_path / "l.db")
+    led = Ledger(path)
+    led.set_budget("d", 50.0, 1e-5)
+    led.set_budget("emb", 50.0, 1e-5)
+    sk = [server_event(10.0, 10.0, 1e4)]
+    pb = [PBMDpEvent(8, 0.2, 3, 4, "feature")]
+    assert release_unit(sk) == "zero-out" and release_unit(pb) == "embedding"
+    with pytest.raises(ValueError, match="feature-level"):
+        release_unit(pb, "zero-out")
+    assert led.record("d", sk)["unit"] == "zero-out"
+    with pytest.raises(ValueError, match="different units"):
+        led.record("d", pb)
+    assert led.record("emb", pb)["unit"] == "embedding"
+    with pytest.raises(ValueError, match="different units"):
+        led.record("emb", sk)
+    assert [len(led.releases(x)) for x in ("d", "emb")] == [1, 1]
+    old = str(tmp_path / "old.db")  # a ledger file without the unit column: migrated, its entries record-level
+    con = sqlite3.connect(old)
+    con.executescript(SCHEMA_WITHOUT_UNIT)
+    con.close()
+    assert Ledger(old).releases("x") == [] and "unit" in {
+        r[1] for r in sqlite3.connect(old).execute("PRAGMA table_info(releases)")}
+
+
+SCHEMA_WITHOUT_UNIT = """
+CREATE TABLE releases (id INTEGER PRIMARY KEY AUTOINCREMENT, dataset TEXT NOT NULL, statistic TEXT NOT NULL,
+    time TEXT NOT NULL, events TEXT NOT NULL, epsilon REAL NOT NULL, delta REAL NOT NULL, eta REAL NOT NULL DEFAULT 0,
+    job_id TEXT, status TEXT NOT NULL, finished TEXT);
+"""

@@ -134,7 +134,10 @@ class HDPLogisticRegression(ClassifierMixin, BaseEstimator):
             note = (f"the {who} party's records (one record replaced) against the {other} party's view of its "
                     f"{cfg.iterations} noisy intermediate results: Lemma {lemma} sensitivity, the composed sequence "
                     f"as one Gaussian release" + ("; its received residual clipped to [-1, 1]"
-                                                  if who == "passive" else ""))
+                                                  if who == "passive" else "") +
+                    "; under zero-out neighbours (one record's values replaced by zeros, the relation of every "
+                    "method here): the lemma's replace-one sensitivity bounds that change too, the zero record "
+                    "being an admissible record, so the guarantee holds as stated (up to 2x conservative)")
             out.append(PrivacyReport(method=f"HDP-VFL ({who} party)", epsilon_server=float(self.epsilon),
                                      delta=float(self.delta), sigma=float(s), l2_sensitivity=float(dl),
                                      n_parties=2, rounds=cfg.iterations, notes=note,

@@ -106,7 +106,8 @@ def output_document(r: dict, args) -> dict:
         output.command_name(args), "local", parameters=output.parameters(args), results=r["rows"],
         privacy=[r["report"], PrivacyReport(method=central["method"], epsilon_server=args.epsilon,
                                             delta=args.delta, sigma=central.get("sigma")),
-                 PrivacyReport(method=nonpriv["method"], epsilon_server=math.inf, delta=0.0)],
+                 PrivacyReport(method=nonpriv["method"], epsilon_server=math.inf, delta=0.0,
+                               neighbouring="none")],
         timings={row["method"]: row["seconds"] for row in r["rows"]}, simulation=plain,
         secure_mode=r["secure_mode"], bytes=output.byte_counts(total=None if plain else round(sqm_row["bytes"])),
         dataset=r.get("dataset"), details={k: r[k] for k in ("shape", "train", "test", "runs")})

@@ -60,7 +60,7 @@ def compare(X, n_parties: int, k: int, epsilon: float, delta: float, gamma: floa
                 "seconds": float(np.mean(secs[name])), "report": report}
 
     per_party = np.mean(np.array(bytes_sent, dtype=np.float64), axis=0)
-    nonpriv = PrivacyReport(method="non-private", epsilon_server=math.inf, delta=0.0)
+    nonpriv = PrivacyReport(method="non-private", epsilon_server=math.inf, delta=0.0, neighbouring="none")
     sqm = summary("sqm", rep)
     sqm.update(epsilon_server=rep.epsilon_server, epsilon_client=rep.epsilon_client, mu=rep.mu,
                l2_sensitivity=rep.l2_sensitivity, clipped=clipped, components=V)
