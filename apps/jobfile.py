@@ -839,7 +839,7 @@ def job_command(args, make_task, server_summary) -> int:
     JSON fields), and each client's own scalar results (its clipped rows...: known to that party only), and
     writes ``--json`` (:mod:`apps.output`, mode "job"; ``server_summary``'s keys go under "released", but
     for the optional top-level keys it names: "columns", "released", "warnings"...)."""
-    from sqm.report import render_table
+    from sqm.report import NEIGHBOURING_LINE, render_table
 
     from apps import output
 
@@ -876,6 +876,7 @@ def job_command(args, make_task, server_summary) -> int:
             print(render_table([{**rep, "seconds": rec.get("seconds"),
                                  "bytes": None if simulation else rec.get("bytes_sent")}],
                                ["epsilon_server", "epsilon_client", "delta", "gamma", "mu", "seconds", "bytes"]))
+            print(f"  {NEIGHBOURING_LINE}")
             if res.get("ledger") is not None:
                 e = res["ledger"]
                 print(f"ledger {e['ledger']}: dataset {e['dataset']!r}, this release epsilon {e['epsilon']:.4g} at "

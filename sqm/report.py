@@ -30,6 +30,8 @@ NEIGHBOURING = {
                   "unit, taking the embeddings as given; not a guarantee for the records' features)"),
     "none": "no privacy guarantee",
 }
+NEIGHBOURING_LINE = ("every epsilon above is under zero-out neighbours: one record's values replaced by zeros, the "
+                     "record count public (sqm.report.NEIGHBOURING)")
 """The neighbouring relations a report can name.  Every record-level guarantee of this project (SQM server- and
 client-observed, every baseline) is under ONE of them, zero-out: with n public (the schedule and the record
 alignment's count depend on it) add/remove-one is not what is protected, and replace-one is implied by

@@ -266,7 +266,7 @@ def _local_data(args):
 def run(args) -> int:
     import numpy as np
 
-    from sqm.report import render_table
+    from sqm.report import NEIGHBOURING_LINE, render_table
 
     from ..options import JOB_ONLY, check_mode
     from .estimator import MODEL_SHARED_NOTE, resolve_schedule
@@ -312,6 +312,7 @@ def run(args) -> int:
     for why in not_run.values():
         print(f"  not run: {why}")
     print(f"  * SQM: {MODEL_SHARED_NOTE}")
+    print(f"  {NEIGHBOURING_LINE}")
     if args.seed is not None:
         print("  --seed: one process derives every party's seed (a local experiment, secure_mode false)")
     if args.json:

@@ -60,7 +60,9 @@ def noise_sigma(cfg: VFLConfig, M: int) -> float:
 EMBEDDING_NOTE = ("a guarantee for the embeddings taken as given, NOT for the records' features: each client's "
                   "model is trained on its raw features, so one record changes later releases of other records "
                   "(measured: one changed record changed 25 of 240 released sums with identical coins), which this "
-                  "epsilon does not count; no end-to-end (record-level) option is offered yet")
+                  "epsilon does not count; no end-to-end (record-level) option is offered: its floor, PBM's "
+                  "sample-level epsilon, is in the notes, and at beta 0.005 (sample-level 10.9) PBM-VFL learns "
+                  "nothing on digits (README, PBM-VFL)")
 
 
 def method_privacy(cfg: VFLConfig, M: int):

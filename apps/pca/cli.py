@@ -97,12 +97,13 @@ def table_rows(r: dict) -> list[dict]:
 
 
 def print_table(r: dict, dataset: str = "") -> None:
-    from sqm.report import render_table
+    from sqm.report import NEIGHBOURING_LINE, render_table
 
     print(f"PCA of {dataset} {r['shape'][0]} x {r['shape'][1]}, {r['parties']} clients, k = {r['components']}, "
           f"epsilon {r['sqm']['epsilon_server']:.4g}, delta {r['delta']:g}, gamma {r['gamma']:g}, "
           f"{r['runs']} run(s)")
     print(render_table(table_rows(r), TABLE_COLUMNS))
+    print(f"  {NEIGHBOURING_LINE}")
     if r["backend"] == "plain":
         print("(plain backend: in-process SIMULATION of the parties' programs; bytes are not measured)")
 
