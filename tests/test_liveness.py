@@ -114,11 +114,13 @@ def test_watchdog_names_the_silent_peer_and_tells_the_others(patched):
         f1, f2 = p1.receive(3), p2.receive(3)
         watchdog = asyncio.ensure_future(keep_alive(rt, state, idle))
         t0 = time.monotonic()
-        while not f2.done():  # peer 1 keeps sending heartbeats, peer 2 sends nothing
+        for _ in range(100_000):  # peer 1 keeps sending heartbeats, peer 2 sends nothing (a hang guard, not a clock)
+            if f2.done():
+                break
             p1.data_received(frame(HEARTBEAT_PC))
             await asyncio.sleep(0.05)
-            assert time.monotonic() - t0 < idle + 1.0, "the silent peer was not detected"
-        assert time.monotonic() - t0 > idle
+        assert f2.done(), "the silent peer was not detected"
+        assert time.monotonic() - t0 > idle  # not before the idle timeout (a lower bound no load can break)
         await watchdog
         with pytest.raises(PeerSilent, match=r"^no message from client 2 for 0.6 s \(stopped or partitioned\?\)"):
             f2.result()
@@ -244,8 +246,9 @@ def test_stopped_client_makes_every_party_exit_naming_it(tmp_path):
 
     with pytest.raises(MPCError) as err:
         run_parties(progs, idle_timeout=idle, timeout=300, on_start=stop_client_2)
-    for i in (0, 1):  # silence counts from client 2's last heartbeat, at most one period before the stop
-        assert idle - heartbeat_period(idle) < times[i] - times["stop"] < idle + 3.0, times
+    for i in (0, 1):  # silence counts from client 2's last heartbeat, at most one period before the stop (no upper
+        # bound: a loaded machine can delay an exit by any amount; the behaviour is the lower bound and the message)
+        assert idle - heartbeat_period(idle) < times[i] - times["stop"], times
     e = err.value
     assert e.codes[0] == EXIT_TIMEOUT and e.codes[1] == EXIT_TIMEOUT and e.exit_code == EXIT_TIMEOUT
     msg = str(e)

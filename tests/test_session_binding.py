@@ -70,7 +70,7 @@ def test_connect_timeout_names_only_the_missing_party(tmp_path):
         assert (f"connect phase: not connected within 3 s: client 2 ({ps.addrs[2]}) could not be reached (last "
                 f"attempt: Connection refused)") in msg, msg
         assert ps.addrs[1 - j] not in msg  # the parties that did connect are not listed
-        assert secs < 3 + 5  # 3 s plus a process start-up
+        assert secs >= 3  # not before its connect timeout; no upper bound here: a loaded machine can break one
     print("missing party named after", {j: round(out[j][2], 2) for j in out}, "s")
 
 
