@@ -6,7 +6,9 @@ writes (with the ``cryptography`` package) a certificate authority (``mpyc_ca.cr
 each party i, ``party_i.key`` and ``party_i.crt`` signed by it.  Party i's certificate names the party and
 the job: subject alternative names ``URI:sqm://<job>/party/<i>`` and ``DNS:party-<i>.<job>.sqm`` (common
 name ``MPyC party <i>``).  Give party i only ``mpyc_ca.crt``, ``party_i.crt`` and ``party_i.key`` (keep
-``mpyc_ca.key`` offline); key files are written owner-only (0600).
+``mpyc_ca.key`` offline: it is written to the subfolder ``authority/``, apart from the party keys, and no party
+reads it at run time); key files are written owner-only (0600), and a party refuses its own private key when
+others may read it (naming the ``chmod`` that fixes it).
 
 On every connection both ends check the peer's certificate: signed by the job's authority, naming exactly
 the party the peer claims (or is expected) to be, and the same job name (:func:`check_peer`).  An insider
@@ -22,6 +24,7 @@ import ssl
 import sys
 
 CA_CRT, CA_KEY = "mpyc_ca.crt", "mpyc_ca.key"
+AUTHORITY_DIR = "authority"  # the CA key's own subfolder: apart from the party keys, never read at run time
 DEFAULT_JOB = "sqm"
 _JOB_RE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
 _URI_RE = re.compile(r"sqm://([^/]+)/party/([0-9]{1,5})")
@@ -74,7 +77,10 @@ def make_certificates(out: str, n_parties: int, days: int = 365, job: str = DEFA
                                serialization.NoEncryption())
 
     if ca_dir is not None:
-        with open(os.path.join(ca_dir, CA_KEY), "rb") as f:
+        ca_key_path = os.path.join(ca_dir, AUTHORITY_DIR, CA_KEY)
+        if not os.path.isfile(ca_key_path):
+            ca_key_path = os.path.join(ca_dir, CA_KEY)  # an authority folder of its own, or an older layout
+        with open(ca_key_path, "rb") as f:
             ca_key = serialization.load_pem_private_key(f.read(), password=None)
         with open(os.path.join(ca_dir, CA_CRT), "rb") as f:
             ca = x509.load_pem_x509_certificate(f.read())
@@ -93,9 +99,10 @@ def make_certificates(out: str, n_parties: int, days: int = 365, job: str = DEFA
                              critical=True)
               .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
               .sign(ca_key, hashes.SHA256()))
-        _write(os.path.join(out, CA_KEY), pem_key(ca_key), private=True)
+        os.makedirs(os.path.join(out, AUTHORITY_DIR), mode=0o700, exist_ok=True)
+        _write(os.path.join(out, AUTHORITY_DIR, CA_KEY), pem_key(ca_key), private=True)
         _write(os.path.join(out, CA_CRT), ca.public_bytes(serialization.Encoding.PEM), private=False)
-        files = [CA_CRT, CA_KEY]
+        files = [CA_CRT, os.path.join(AUTHORITY_DIR, CA_KEY)]
     for i in range(n_parties):
         key = ec.generate_private_key(ec.SECP256R1())
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"MPyC party {i}"),
@@ -190,6 +197,7 @@ class TLSIdentity:
         if missing:
             raise IdentityError(f"TLS needs {', '.join(missing)} in {self.dir} (make them with python -m mpc.certs)")
         self.ca, self.crt, self.key = (os.path.join(self.dir, n) for n in need)
+        check_private_file(self.key, "its private key")
         own_job, own = file_identity(self.crt)
         if own != index:
             raise IdentityError(f"{self.crt} is the certificate of {_party(own)}, not of {_party(index)}")
@@ -215,6 +223,17 @@ class TLSIdentity:
         return ctx
 
 
+def check_private_file(path: str, what: str) -> None:
+    """IdentityError when ``path`` (a private key) may be read or written by anyone but its owner (POSIX modes),
+    naming the fix."""
+    if os.name != "posix":
+        return
+    mode = os.stat(path).st_mode & 0o777
+    if mode & 0o077:
+        raise IdentityError(f"{path} ({what}) is readable or writable by others (mode {mode:04o}): refused; "
+                            f"run chmod 600 {path}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m mpc.certs", description=__doc__.splitlines()[0])
     ap.add_argument("--parties", type=int, required=True, help="number of parties M (server + clients)")
@@ -223,7 +242,8 @@ def main(argv=None) -> int:
                     help=f"the job's name, written into every certificate (default {DEFAULT_JOB!r}); a party "
                          f"refuses peers whose certificate names another job")
     ap.add_argument("--days", type=int, default=365, help="certificate validity in days (default 365)")
-    ap.add_argument("--ca", metavar="DIR", help="sign with the authority in DIR (mpyc_ca.crt, mpyc_ca.key) "
+    ap.add_argument("--ca", metavar="DIR", help="sign with the authority in DIR (mpyc_ca.crt, and mpyc_ca.key "
+                                                "in DIR/authority or DIR) "
                                                 "instead of making a new one")
     args = ap.parse_args(argv)
     try:
@@ -232,7 +252,7 @@ def main(argv=None) -> int:
         print(f"mpc.certs: error: {e}", file=sys.stderr)
         return 2
     print(f"wrote {len(files)} files for job {args.job!r} to {args.out}: give party i mpyc_ca.crt, party_i.crt "
-          f"and party_i.key only; keep mpyc_ca.key offline")
+          f"and party_i.key only; keep {AUTHORITY_DIR}/{CA_KEY} offline (no party needs it)")
     return 0
 
 

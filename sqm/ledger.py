@@ -205,6 +205,8 @@ class Ledger:
         self.timeout = float(timeout)
         parent = os.path.dirname(os.path.abspath(self.path))
         os.makedirs(parent, exist_ok=True)
+        if not os.path.exists(self.path):  # owner-only from the start (SQLite gives its journal the same mode)
+            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
         with self._connect() as con:
             con.executescript(SCHEMA)
             cols = {r["name"] for r in con.execute("PRAGMA table_info(releases)")}

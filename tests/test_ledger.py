@@ -192,3 +192,13 @@ CREATE TABLE releases (id INTEGER PRIMARY KEY AUTOINCREMENT, dataset TEXT NOT NU
     time TEXT NOT NULL, events TEXT NOT NULL, epsilon REAL NOT NULL, delta REAL NOT NULL, eta REAL NOT NULL DEFAULT 0,
     job_id TEXT, status TEXT NOT NULL, finished TEXT);
 """
+
+
+def test_a_new_ledger_file_is_owner_only(tmp_path):
+    import os
+
+    from sqm.ledger import Ledger
+
+    path = tmp_path / "new.sqlite"
+    Ledger(str(path)).set_budget("d", 1.0, 1e-5)
+    assert os.stat(path).st_mode & 0o777 == 0o600

@@ -94,8 +94,14 @@ def _holding(tmp_path, keys, own: int, as_index: int) -> str:
 def test_certificates_name_party_and_job(tmp_path):
     keys = _keys(tmp_path, "keys", job="census-2024")
     assert file_identity(os.path.join(keys, "party_2.crt")) == ("census-2024", 2)
-    for name in ("mpyc_ca.key", "party_0.key", "party_2.key"):
+    for name in ("authority/mpyc_ca.key", "party_0.key", "party_2.key"):
         assert os.stat(os.path.join(keys, name)).st_mode & 0o777 == 0o600
+    assert not os.path.exists(os.path.join(keys, "mpyc_ca.key"))  # the CA key apart from the party keys
+    os.chmod(os.path.join(keys, "party_1.key"), 0o644)  # a key others may read is refused, naming the fix
+    with pytest.raises(IdentityError, match=r"party_1.key \(its private key\) is readable or writable by others "
+                                            r"\(mode 0644\): refused; run chmod 600 "):
+        TLSIdentity(keys, 1)
+    os.chmod(os.path.join(keys, "party_1.key"), 0o600)
     assert TLSIdentity(keys, 1).job == "census-2024"
     with pytest.raises(IdentityError, match=r"party_1.crt is the certificate of client 2 \(party 2\)"):
         TLSIdentity(_holding(tmp_path, keys, 2, 1), 1)
