@@ -216,7 +216,9 @@ def main(argv=None) -> int:
             return EXIT_REFUSED
     elif remote:
         log.warning(f"mpc.party: WARNING: party {args.index} runs WITHOUT TLS across hosts (--insecure-plaintext): "
-                    f"anyone on the path between the parties can read and alter the shares")
+                    f"anyone on the path between the parties can read and alter every message; a tap on one "
+                    f"client's link alone sees enough of its shares (those it sends and receives) to rebuild its "
+                    f"whole quantized input block, and can forge or alter shares undetected")
 
     mpyc_argv = [sys.argv[0]]
     for a in addrs:
