@@ -41,6 +41,8 @@ HANDSHAKE_TIMEOUT = 10.0  # seconds for a TLS handshake and the listener's OK: a
 LINGER = 3.0  # seconds a party that gave up keeps dialling unreached parties to hand them its notice
 LOSS_GRACE = 0.5  # seconds between a connected peer leaving during the connect phase and reporting it
 MAX_EARLY = 1 << 24  # bytes buffered from one peer before the hand-over (the first exchange is small)
+MAX_PENDING_PER_SOURCE = 64  # connections from one host not yet identified; beyond, new ones are closed unread
+MAX_NOTES = 64  # notes kept about dropped connections (the timeout message shows the first few)
 JOB_ID_RE = re.compile(r"[0-9a-f]{32}")
 
 
@@ -103,6 +105,7 @@ class _Conn(asyncio.Protocol):
         self.s, self.pid, self.transport, self.buf = session, pid, None, bytearray()
         self.ready = False  # identity checked: the hand-over may take place
         self.lost = False
+        self.noted = False  # dropped and noted already (Session.drop)
         self.peer = "?"
 
     def connection_made(self, transport):
@@ -112,7 +115,12 @@ class _Conn(asyncio.Protocol):
 
     def data_received(self, data):
         self.buf += data
-        if len(self.buf) > MAX_EARLY:
+        if len(self.buf) > MAX_EARLY and isinstance(self, _Accept) and not self.ready:  # unauthenticated: dropped
+            self.noted = True
+            self.s.drop(self.peer, f"a connection from {self.peer} sent {len(self.buf)} bytes without naming a "
+                                   f"party; dropped")
+            self.transport.abort()
+        elif len(self.buf) > MAX_EARLY:
             self.s.fail(f"{self.name()} sent {len(self.buf)} bytes before the connect phase ended; refused")
             self.transport.abort()
         elif self.ready:
@@ -142,12 +150,20 @@ class _Conn(asyncio.Protocol):
     def name(self) -> str:
         return self.s.name(self.pid) if self.pid is not None else f"a party connecting from {self.peer}"
 
+    def uncount(self) -> None:
+        if getattr(self, "counted", False):
+            self.counted = False
+            self.s.pending_change(self.peer, -1)
+
     def connection_lost(self, exc):
         self.lost = True
+        self.uncount()
         if self.s.done.done():
             return
         if isinstance(self, _Accept) and not self.ready:
-            self.s.notes.append(f"a connection from {self.peer} closed before naming an expected party")
+            if not self.noted:
+                self.noted = True
+                self.s.drop(self.peer, f"a connection from {self.peer} closed before naming an expected party")
             return
         if isinstance(self, _Dial) and isinstance(exc, ssl.SSLError):
             self.s.fail(f"TLS handshake with {self.name()} failed: it rejected this party's certificate "
@@ -172,6 +188,13 @@ class _Accept(_Conn):
 
     def connection_made(self, transport):
         super().connection_made(transport)
+        self.counted = True
+        if self.s.pending_change(self.peer, 1) > MAX_PENDING_PER_SOURCE:  # a flood from one host: closed unread
+            self.noted = True
+            self.s.drop(self.peer, f"more than {MAX_PENDING_PER_SOURCE} unidentified connections from "
+                                   f"{self.peer.rpartition(':')[0]}; closed unread")
+            transport.abort()
+            return
         if not self.upgraded:
             transport.pause_reading()  # start_tls takes over the raw stream
             self.s.spawn(self.upgrade(transport))
@@ -181,14 +204,18 @@ class _Accept(_Conn):
             tls = await self.s.loop.start_tls(raw, self, self.s.tls.server_context(), server_side=True,
                                               ssl_handshake_timeout=self.s.handshake_timeout)
         except (ConnectionError, asyncio.TimeoutError, ssl.SSLEOFError, ssl.SSLZeroReturnError) as e:
-            self.s.notes.append(f"a connection from {self.peer} ended during the TLS handshake ({_reason(e)})")
+            self.noted = True
+            self.s.drop(self.peer, f"a connection from {self.peer} ended during the TLS handshake ({_reason(e)})")
             raw.close()
             return
         except asyncio.CancelledError:
             raise
-        except Exception as e:  # noqa: BLE001  (ssl.SSLError and the like: a peer with the wrong keys)
-            self.s.fail(f"TLS handshake with a party connecting from {self.peer} failed: {_reason(e)} "
-                        f"(expected: {self.s.expected_from_below()})")
+        except Exception as e:  # noqa: BLE001  (ssl.SSLError and the like: no certificate, wrong keys, not TLS)
+            # unauthenticated: dropped and noted, the job goes on (a stray packet must not abort it); a party with
+            # wrong keys fails its own side of the handshake and says so, and this note is in the timeout message
+            self.noted = True
+            self.s.drop(self.peer, f"a connection from {self.peer} failed the TLS handshake ({_reason(e)}; "
+                                   f"expected: {self.s.expected_from_below()}); dropped")
             raw.close()
             return
         self.transport, self.upgraded = tls, True
@@ -199,14 +226,20 @@ class _Accept(_Conn):
             return
         claimed = int.from_bytes(self.buf[:2], "little")
         s = self.s
+        if s.tls is None and self.buf[:2] == b"\x16\x03" or not 0 <= claimed < s.pid:
+            # identifies as no party that connects here: dropped and noted, the job goes on
+            what = ("a TLS connection (this party runs without TLS: give every party the same TLS setting)"
+                    if self.buf[:2] == b"\x16\x03" else
+                    f"party {claimed}" if claimed < len(s.addrs) else f"an unknown party id {claimed}")
+            self.transport.write(NO + _clean(f"{what} cannot connect here: only parties 0..{s.pid - 1} connect to "
+                                             f"this party; refused").encode())
+            self.transport.close()
+            self.noted = True
+            s.drop(self.peer, f"{what} tried to connect from {self.peer}: only parties 0..{s.pid - 1} connect "
+                              f"to this party; dropped")
+            return
         try:
-            if s.tls is None and self.buf[:2] == b"\x16\x03":
-                raise IdentityError("a TLS connection arrived, but this party runs without TLS (give every party "
-                                    "the same TLS setting)")
             del self.buf[:2]
-            if not 0 <= claimed < s.pid:
-                what = f"party {claimed}" if claimed < len(s.addrs) else f"an unknown party id {claimed}"
-                raise IdentityError(f"{what} tried to connect: only parties 0..{s.pid - 1} connect to this party")
             if claimed in s.conns:
                 raise IdentityError(f"a second connection claiming to be {party_label(claimed)} ({s.name(claimed)} is "
                                     f"already connected)")
@@ -218,6 +251,7 @@ class _Accept(_Conn):
             s.fail(f"{e} (connecting from {self.peer}); refused")
             return
         self.pid, self.ready = claimed, True
+        self.uncount()
         self.transport.write(OK)
         s.connected(claimed, self)
         self.scan_for_abort()
@@ -283,6 +317,8 @@ class Session:
         self.dialed: dict[int, _Conn] = {}  # connections this party made whose identity it checked
         self.notice: bytes | None = None  # this party's abort notice, once it gave up
         self.notes: list[str] = []
+        self.dropped = 0  # connections dropped (Session.drop)
+        self.pending: dict[str, int] = {}  # open connections not yet identified, per source host
         self.tasks: set[asyncio.Task] = set()
         self.loop = self.done = None
 
@@ -316,6 +352,22 @@ class Session:
                     conn.transport.write(packet)
                 except Exception:  # noqa: BLE001  (a closed connection: that peer is gone anyway)
                     pass
+
+    def drop(self, source: str, note: str) -> None:
+        """A connection that failed the handshake or named no party that connects here: noted (the connect
+        timeout's message shows the first notes; at most :data:`MAX_NOTES` are kept), never fatal."""
+        self.dropped += 1
+        if len(self.notes) < MAX_NOTES:
+            self.notes.append(note)
+
+    def pending_change(self, source: str, by: int) -> int:
+        """Count the connections from ``source``'s host not yet identified (each costs a handshake and a small
+        buffer); returns the new count.  Beyond :data:`MAX_PENDING_PER_SOURCE` new ones are closed unread, so one
+        host cannot exhaust this party; the count is of open connections, so parties that share a host (loopback)
+        are not shut out by an earlier flood."""
+        host = source.rpartition(":")[0] or source
+        self.pending[host] = self.pending.get(host, 0) + by
+        return self.pending[host]
 
     def connected(self, pid: int, conn: _Conn) -> None:
         self.conns[pid] = conn
