@@ -68,7 +68,7 @@ def make_certificates(out: str, n_parties: int, days: int = 365, job: str = DEFA
     if n_parties < 2:
         raise ValueError(f"need at least 2 parties, got {n_parties}")
     check_job_name(job)
-    os.makedirs(out, exist_ok=True)
+    os.makedirs(out, mode=0o700, exist_ok=True)  # a new key folder is owner-only
     now = datetime.datetime.now(datetime.timezone.utc)
     start, end = now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=days)
 

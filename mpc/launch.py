@@ -166,11 +166,16 @@ def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float 
                 extra_args: list[str] | None = None, on_start=None, addresses=None,
                 ssl_dir: str | None = None, blas_threads: int | None = None, min_clients: int = 1,
                 idle_timeout: float = IDLE_TIMEOUT_S, job_id: str | None = None, job_name: str | None = None,
-                insecure_plaintext: bool = False) -> list[dict]:
+                insecure_plaintext: bool = False, local_tls: bool = True) -> list[dict]:
     """Run ``programs[i]`` as party ``i`` in its own process; return each party's result record.
 
     ``ssl_dir``: a folder made by ``python -m mpc.certs``: every connection runs over mutually
-    authenticated TLS (its certificates naming job ``job_name``, if given).  ``job_id``: the job's id (a job
+    authenticated TLS (its certificates naming job ``job_name``, if given).  Without one (and unless
+    ``insecure_plaintext`` or ``local_tls=False``), this launcher makes a fresh authority and one key per party for
+    this job alone, in its private folder (0700, keys 0600, removed with it), and every connection runs over TLS
+    with them: on a shared host, loopback has no peer check, and another local user who reads the command lines
+    (the job id and addresses are public there) could otherwise connect as a party; without the keys its
+    handshake fails and it is dropped (:mod:`mpc.session`).  ``job_id``: the job's id (a job
     file's; default a fresh random one), agreed by all parties before anything else.  ``blas_threads``: BLAS threads per party (default: this machine's cores / M).
     ``min_clients``: 2 for a job that Shamir-shares client data (refused before any process starts, see
     :func:`require_two_clients`); 1 only for protocols without shares (HDP-VFL's two parties).
@@ -204,6 +209,15 @@ def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float 
     env = party_env(local_parties=M, blas_threads=blas_threads)
     log.info(f"starting {M} party processes (server and {M - 1} clients) at {addrs}")
     with Launch("sqm-job-") as job:
+        if ssl_dir is None and local_tls and not insecure_plaintext:
+            from .certs import check_job_name, make_certificates
+
+            try:
+                cert_job = check_job_name(job_name) if job_name is not None else "sqm-local"
+            except ValueError:  # a job name certificates cannot hold: the parties agree on the default instead
+                cert_job, job_name = "sqm-local", None
+            make_certificates(job.path("keys"), M, days=2, job=cert_job)
+            ssl_dir = job.path("keys")
         files = [job.write(f"party{i}.program", prog) for i, prog in enumerate(programs)]
         results = [job.path(f"party{i}.result") for i in range(M)]
         for i in range(M):

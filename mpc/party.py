@@ -219,6 +219,10 @@ def main(argv=None) -> int:
                     f"anyone on the path between the parties can read and alter every message; a tap on one "
                     f"client's link alone sees enough of its shares (those it sends and receives) to rebuild its "
                     f"whole quantized input block, and can forge or alter shares undetected")
+    else:
+        log.info(f"mpc.party: party {args.index} runs plain TCP over loopback: unauthenticated, so on a host shared "
+                 f"with other users one of them could connect as a party; launchers (sqm's local runs) make per-job "
+                 f"keys for this, and parties started one by one can pass --ssl-dir (keys from python -m mpc.certs)")
 
     mpyc_argv = [sys.argv[0]]
     for a in addrs:

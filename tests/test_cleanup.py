@@ -113,7 +113,10 @@ def test_stopped_launcher_leaves_no_party_and_no_file(tmp_path, sig):
         assert job.startswith("sqm-job-") and mode(folder) == 0o700
         files = os.listdir(folder)
         assert sorted(f for f in files if f.endswith(".program")) == [f"party{i}.program" for i in range(3)]
-        assert all(mode(os.path.join(folder, f)) == 0o600 for f in files)  # programs hold client data
+        plain = [f for f in files if os.path.isfile(os.path.join(folder, f))]
+        assert all(mode(os.path.join(folder, f)) == 0o600 for f in plain)  # programs hold client data
+        keys = os.path.join(folder, "keys")  # the job's own TLS keys (mpc.launch.run_parties): owner-only
+        assert mode(keys) == 0o700 and mode(os.path.join(keys, "party_0.key")) == 0o600
         launcher.send_signal(sig)
         try:
             launcher.wait(10)
