@@ -29,6 +29,8 @@ from __future__ import annotations
 import asyncio
 import time
 
+MAX_FRAME_BYTES = 256 << 20  # one frame's announced payload (the protocols send chunks of about 4 MiB)
+MAX_BUFFERED_BYTES = 256 << 20  # bytes from one peer received but not yet asked for by a protocol step
 IDLE_TIMEOUT_S = 25.0  # default: a stopped or partitioned peer is detected within this (plus one tick), under 30 s
 HEARTBEAT_MAX_S = 5.0  # heartbeats every min(this, idle_timeout / 6) seconds
 
@@ -160,14 +162,43 @@ def install_loss_detection(state: dict) -> None:
         if ABORT_PC not in self.buffers:
             self.buffers[ABORT_PC] = _Inbox(self, ABORT_PC, on_abort)
             self.buffers[HEARTBEAT_PC] = _Inbox(self, HEARTBEAT_PC, on_heartbeat)
+        if self.peer_pid is not None and state.get("flooded", {}).get(self.peer_pid):
+            return  # a peer over the caps: the job is aborted, its further bytes are dropped unread
         orig_data_received(self, data)
         if self.peer_pid is not None:
             state["seen"][self.peer_pid] = time.monotonic()
+            over = _over_caps(self)
+            if over is not None:
+                state.setdefault("flooded", {})[self.peer_pid] = True
+                self.bytes = bytearray()
+                for pc in [pc for pc, v in self.buffers.items() if isinstance(v, bytes)]:
+                    del self.buffers[pc]
+                from .protocol import abort_notice
+
+                reason = f"{_label(self.peer_pid)} {over}"
+                send_abort(self.runtime, abort_notice(reason))
+                abort_all(self.runtime, f"{reason}; job aborted, nothing released", PartyAborted)
 
     state["abort_all"] = abort_all
     asyncoro.MessageExchanger.connection_lost = connection_lost
     asyncoro.MessageExchanger.receive = receive
     asyncoro.MessageExchanger.data_received = data_received
+
+
+def _over_caps(proto) -> str | None:
+    """Why one peer's connection is over the caps (None when it is not): a frame announcing more than
+    :data:`MAX_FRAME_BYTES`, or more than :data:`MAX_BUFFERED_BYTES` received and not yet asked for."""
+    import struct
+
+    if len(proto.bytes) >= 12:
+        _, size = struct.unpack_from("<qI", proto.bytes)
+        if size > MAX_FRAME_BYTES:
+            return f"announced a frame of {size:,} bytes (the cap is {MAX_FRAME_BYTES:,})"
+    buffered = len(proto.bytes) + sum(len(v) for v in proto.buffers.values() if isinstance(v, bytes))
+    if buffered > MAX_BUFFERED_BYTES:
+        return (f"sent {buffered:,} bytes that no step has asked for (the cap is {MAX_BUFFERED_BYTES:,}): a "
+                f"flood")
+    return None
 
 
 def heartbeat_period(idle_timeout: float) -> float:

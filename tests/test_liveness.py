@@ -256,3 +256,47 @@ def test_stopped_client_makes_every_party_exit_naming_it(tmp_path):
            "(stopped or partitioned?); job aborted, nothing released" in msg
     assert "client 1 (party 1) exited 5: mpc.party client 1: timeout: The server (party 0) aborted the job: no " \
            "message from client 2 for 4 s (stopped or partitioned?); nothing released" in msg
+
+
+def test_a_huge_frame_or_a_flood_from_a_peer_aborts_the_job_naming_it(patched, monkeypatch):
+    """Issue 25: a peer that announces a 4 GiB frame, or sends more than the cap of bytes no step asked for, is
+    named and the job aborts at once (its further bytes are dropped unread): memory stays bounded."""
+    from mpc import liveness
+    from mpc.protocol import PartyAborted
+
+    state, make = patched
+    monkeypatch.setattr(liveness, "MAX_BUFFERED_BYTES", 1 << 20)
+
+    async def main():
+        rt = make(asyncio.get_running_loop())
+        p1, p2 = rt.parties[1].protocol, rt.parties[2].protocol
+        waiting = p2.receive(3)
+        p1.data_received(struct.pack("<qI", 9, 0xFFFFFFFF) + b"x" * 100)  # announces 4 GiB
+        with pytest.raises(PartyAborted, match=r"client 1 announced a frame of 4,294,967,295 bytes \(the cap is "):
+            await waiting
+        assert any(pc == ABORT_PC and b"announced a frame" in payload for pc, payload in frames(p2.transport.out))
+        assert len(p1.bytes) == 0
+        p1.data_received(frame(11, b"y" * 1000))  # dropped unread
+        assert len(p1.bytes) == 0 and 11 not in p1.buffers
+
+    asyncio.run(main())
+
+
+def test_a_flood_of_unrequested_frames_is_capped(patched, monkeypatch):
+    from mpc import liveness
+    from mpc.protocol import PartyAborted
+
+    state, make = patched
+    monkeypatch.setattr(liveness, "MAX_BUFFERED_BYTES", 1 << 20)
+
+    async def main():
+        rt = make(asyncio.get_running_loop())
+        p1 = rt.parties[1].protocol
+        waiting = p1.receive(3)
+        for pc in range(100, 140):  # 40 x 64 KiB on labels no step asked for: over the 1 MiB cap
+            p1.data_received(frame(pc, b"z" * (64 << 10)))
+        with pytest.raises(PartyAborted, match=r"client 1 sent [0-9,]+ bytes that no step has asked for"):
+            await waiting
+        assert sum(len(v) for v in p1.buffers.values() if isinstance(v, bytes)) == 0
+
+    asyncio.run(main())
