@@ -69,10 +69,22 @@ class SQMPlan:
     n_out: int
     align_ids: bool = False  # clients pass (x_hat, noise, ids digest) and compare digests before sharing
     chunk_rows: int | None = None  # records per input chunk (None: mpc.stream.chunk_rows); never changes the result
+    noise_withheld: int = 0  # robust noise: the calibrated mu holds even if this many clients add no noise
 
     @property
     def n_parties(self) -> int:
         return len(self.col_counts)
+
+    @property
+    def noise_share_mu(self) -> float:
+        """Each client's noise parameter: mu / (n - k), so that any n - k clients' shares sum to Sk(mu) (k =
+        ``noise_withheld``; 0: mu / n, the paper's split)."""
+        return self.mu / (self.n_parties - self.noise_withheld)
+
+    @property
+    def total_noise_mu(self) -> float:
+        """The noise parameter when every client adds its share: n mu / (n - k) >= mu."""
+        return self.noise_share_mu * self.n_parties
 
     @property
     def owner(self) -> list[int]:
@@ -83,7 +95,7 @@ class SQMPlan:
         return [math.ceil(self.gamma * float(b)) for b in self.bounds.column_bounds()]
 
     def addend_bound(self) -> int:
-        return skellam_tail_bound(self.mu, self.n_out)
+        return skellam_tail_bound(self.total_noise_mu, self.n_out)
 
     def job(self, program) -> Job:
         """The public :class:`mpc.backend.Job` evaluating ``program`` on this plan's inputs."""
@@ -151,7 +163,7 @@ async def sqm_round(ctx, statistic: StructuredPolynomial, block, plan: SQMPlan, 
             return plan.bounds.clip(b, plan.col_counts, j)
 
         digest = ids_digest if plan.align_ids else None
-        rows = QuantizedRows(source, clip, plan.gamma, plan.mu / plan.n_parties, plan.n_out, rng, digest)
+        rows = QuantizedRows(source, clip, plan.gamma, plan.noise_share_mu, plan.n_out, rng, digest)
         my_input = rows
         if not getattr(statistic, "chunked_input", False):  # a kernel of its own takes the block whole
             x_hat = rows.whole()
@@ -202,6 +214,12 @@ def _pcg64(backend) -> bool:
 # ----- the mechanism -------------------------------------------------------------------------------------
 
 
+def robust_noise_cost(n_clients: int, k: int) -> float:
+    """The noise variance of robust noise (each of n clients adds Sk(mu / (n - k))) when every client adds its
+    share, relative to the calibrated Sk(mu): n / (n - k)."""
+    return n_clients / (n_clients - k)
+
+
 class SQM:
     """Noisy ``sum_x f(x)`` of a polynomial over vertically partitioned data, with its privacy report.
 
@@ -213,7 +231,9 @@ class SQM:
     (experiments only) is turned into per-party seeds by :func:`sqm.rng.spawn_seeds`, none of which reveals
     another's.  ``chunk_rows``: records per input chunk of the secure evaluation (default
     :func:`mpc.stream.chunk_rows`: about 4 MiB of shares per chunk); it bounds every party's memory and never
-    changes the result.
+    changes the result.  ``robust_noise`` k (default 0): each client draws Sk(mu / (n - k)) instead of Sk(mu / n),
+    so the calibrated mu, and the reported epsilons, hold even if up to k clients add no noise (a deviating
+    client's saving); when all add theirs the noise is n / (n - k) times the variance (:func:`robust_noise_cost`).
     """
 
     def __init__(self, polynomial: StructuredPolynomial, gamma: float, *, epsilon: float | None = None,
@@ -221,9 +241,13 @@ class SQM:
                  party_bounds=None, column_bounds=None, backend: str | Backend = "plain", seed=None,
                  sensitivity: Sensitivity | None = None, preprocess: bool | str = "auto",
                  q: float = 1.0, rounds: int = 1, max_records: int | None = None, backend_options=None,
-                 chunk_rows: int | None = None):
+                 chunk_rows: int | None = None, robust_noise: int = 0):
         check_gamma(gamma)
         check_delta(delta)
+        if isinstance(robust_noise, bool) or int(robust_noise) != robust_noise or robust_noise < 0:
+            raise ValueError(f"robust_noise must be an integer >= 0 (clients that may withhold noise), got "
+                             f"{robust_noise!r}")
+        self.robust_noise = int(robust_noise)
         if mu is None and epsilon is None:
             raise ValueError("give either mu or a target epsilon")
         if mu is not None:
@@ -280,21 +304,29 @@ class SQM:
                              f"but the parties hold {data.n_cols} columns")
         sens = self.sensitivity_for(data)
         n = data.n_parties
+        k = self.robust_noise
+        if k >= n:
+            raise ValueError(f"robust_noise {k}: with {n} clients at least one must add noise (k <= {n - 1})")
         if self.mu is None:
             cal = accounting.calibrate_mu(self.epsilon, self.delta, sens.l1, sens.l2, q=self.q,
                                           rounds=self.rounds, n_parties=n if n >= 2 else None)
             mu = cal.mu
         else:
             mu = self.mu
+        # a client knows its own share mu / (n - k); with k others withholding, mu (n - k - 1) / (n - k) is left:
+        # the client-observed event of n - k parties with noise mu (None when no other honest share is left)
         eps_s, eps_c = accounting.privacy_report(mu, self.delta, sens.l1, sens.l2, q=self.q, rounds=self.rounds,
-                                                 n_parties=n if n >= 2 else None)
+                                                 n_parties=n - k if n - k >= 2 else None)
         lam = self.polynomial.degree
         scale = self.gamma ** (lam + 1) if self.preprocess else self.gamma ** lam
         evs = (events.server_event(sens.l1, sens.l2, mu, self.q, self.rounds),)
         report = PrivacyReport(epsilon_server=float(eps_s), epsilon_client=None if eps_c is None else float(eps_c),
                                delta=self.delta, mu=float(mu), l2_sensitivity=sens.l2, l1_sensitivity=sens.l1,
                                gamma=self.gamma, scale=scale, n_parties=n, sampling_rate=self.q, rounds=self.rounds,
-                               events=evs)
+                               events=evs, notes="" if not k else (
+                                   f"robust noise: each client adds Sk(mu / {n - k}), so these epsilons hold even if "
+                                   f"up to {k} client(s) add no noise; with every share the noise variance is "
+                                   f"{robust_noise_cost(n, k):.4g}x the calibrated one"))
         return sens, report
 
     def round_plan(self, col_counts, n_records: int, align_ids: bool = False) -> tuple[SQMPlan, PrivacyReport]:
@@ -308,7 +340,7 @@ class SQM:
         """The public plan of a release whose accounting is ``report`` (its calibrated mu and scale)."""
         return SQMPlan(self.gamma, report.mu, self.bounds_for(col_counts), tuple(int(c) for c in col_counts),
                        int(self.max_records or n_records), self.preprocess, report.scale, self.polynomial.n_out,
-                       align_ids, self.chunk_rows)
+                       align_ids, self.chunk_rows, self.robust_noise)
 
     # ----- running -------------------------------------------------------------------------------
     def programs(self, data: VerticalData) -> tuple[list[SQMParty], PrivacyReport]:
