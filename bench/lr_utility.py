@@ -77,7 +77,8 @@ def run(dataset="adult", data_dir=None, epsilons=(0.5, 1, 2, 4, 8), gammas=(1024
                 nonprivate=ref["nonprivate"], taylor_noiseless=ref["taylor"], rows=rows, checks=checks)
 
 
-GENERATED = {"generated": (20000, 20, 0.30), "generated-imbalanced": (20000, 80, 0.08)}
+GENERATED = {"generated": (20000, 20, 0.30), "generated-imbalanced": (20000, 80, 0.08),
+             "generated-2000": (2667, 20, 0.30), "generated-400": (534, 20, 0.30)}  # 75% of each trains
 
 
 def generated(name: str, seed: int = 0):
@@ -222,7 +223,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                          "points of DPSGD in both")
     ap.add_argument("--datasets", default="breast_cancer,adult,credit_default,generated,generated-imbalanced",
                     help="with --defaults: comma list of data sets (generated: 20,000 records, 20 features, 30%% "
-                         "positives; generated-imbalanced: 20,000 records, 80 features, 8%% positives)")
+                         "positives; generated-imbalanced: 20,000 records, 80 features, 8%% positives; "
+                         "generated-2000 and generated-400: generated's kind with 2,000 and 400 training records)")
     ap.add_argument("--json", help="write the figures to this JSON file")
     ap.add_argument("--plot", help="write a PNG plot to this file")
 
