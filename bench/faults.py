@@ -19,7 +19,11 @@ own session, all with the case's own ``TMPDIR``.  The faults:
 - ``wrong-identity``: every party runs TLS (``python -m mpc.certs``); the server runs with client 2's
   certificate and key, its own copy of the code patched (by the same hook) to skip the check that its
   certificate names its own index: an insider holding one party's certificate acting as another;
-- ``port-squatted``: another process listens on client 2's port before the job starts.
+- ``port-squatted``: another process listens on client 2's port before the job starts;
+- ``huge-frame`` / ``flood`` (issue 25): an insider (client 2, with valid keys) at the input shares writes a raw
+  frame header announcing 4 GiB, or 300 MiB of frames on labels no step asks for, to every peer;
+- ``stray-http`` / ``stray-party-999`` / ``stray-tls-hello`` (issue 25): those bytes reach client 2's port during
+  its connect phase; these cases pass when the job is unaffected (every party exits 0, the server releases).
 
 A fault lands in its phase because a bench-only wrapper (:class:`Probe`) around the target's program writes
 each exchange's step name to a marker file and, at the chosen step, waits (event loop running) until the
@@ -62,8 +66,10 @@ class Probe(PartyProgram):
     exchange named ``hold_step`` it writes ``HOLD <step>`` and waits until the file ``go`` exists (or
     ``HOLD_MAX_S``), so the bench can apply a fault while this party is at that step."""
 
-    def __init__(self, inner: PartyProgram, marker: str, hold_step: str | None = None, go: str | None = None):
+    def __init__(self, inner: PartyProgram, marker: str, hold_step: str | None = None, go: str | None = None,
+                 misbehave: str | None = None):
         self.inner, self.marker, self.hold_step, self.go = inner, marker, hold_step, go
+        self.misbehave = misbehave  # an insider's deviation at hold_step: "huge-frame" or "flood" (see FAULTS)
 
     async def run(self, ctx):
         send_recv, held = ctx.send_recv, []
@@ -78,10 +84,29 @@ class Probe(PartyProgram):
                 t0 = time.monotonic()
                 while not os.path.exists(self.go) and time.monotonic() - t0 < HOLD_MAX_S:
                     await asyncio.sleep(0.01)
+                if self.misbehave:
+                    _misbehave(ctx, self.misbehave)
             return await send_recv(outgoing, senders, expect, step)
 
         ctx.send_recv = probed
         return await self.inner.run(ctx)
+
+
+def _misbehave(ctx, how: str) -> None:
+    """BENCH ONLY: an insider (a party with valid keys) writes raw MPyC frames to every peer: a header
+    announcing a 4 GiB frame ("huge-frame"), or 300 MiB of 4 MiB frames on labels no step asks for ("flood")."""
+    import struct
+
+    for party in ctx.rt.parties:
+        proto = getattr(party, "protocol", None)
+        if party.pid == ctx.pid or proto is None or proto.transport is None:
+            continue
+        if how == "huge-frame":
+            proto.transport.write(struct.pack("<qI", 987_654_321, 0xFFFFFFFF) + b"\0" * 64)
+        elif how == "flood":
+            chunk = b"\0" * (4 << 20)
+            for k in range(75):
+                proto.transport.write(struct.pack("<qI", 987_000_000 + k, len(chunk)) + chunk)
 
 
 # sitecustomize for one party process: its connections to some addresses go elsewhere (the proxy: bench.netsim's
@@ -119,9 +144,10 @@ class Fault:
     name: str
     what: str
     target: int  # the party the fault hits (the process killed, stopped, replaced or squatted)
-    action: str  # kill | stop | cut | foreign | impostor | squat
+    action: str  # kill | stop | cut | foreign | impostor | squat | huge-frame | flood | stray
     step: str | None  # the exchange at which it lands (the probe holds the target, or client 1 for a cut)
     culprits: tuple[int, ...]  # the parties the others' messages must name
+    payload: bytes = b""  # stray: the bytes sent to the target's port during the connect phase
 
 
 FAULTS = {f.name: f for f in [
@@ -140,7 +166,18 @@ FAULTS = {f.name: f for f in [
     Fault("wrong-identity", "TLS; the server presents client 2's certificate and key", 0, "impostor", None, (0,)),
     Fault("port-squatted", "another process listens on client 2's port before the job starts", 2, "squat", None,
           (2,)),
+    Fault("huge-frame", "an insider (client 2, valid keys) announces a 4 GiB frame at the input shares", 2,
+          "huge-frame", "input shares", (2,)),
+    Fault("flood", "an insider (client 2) sends 300 MiB on labels no step asks for at the input shares", 2,
+          "flood", "input shares", (2,)),
+    Fault("stray-http", "an HTTP request reaches client 2's port during the connect phase (the job must go on)",
+          2, "stray", None, (), b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
+    Fault("stray-party-999", "two bytes claiming party 999 reach client 2's port (the job must go on)", 2,
+          "stray", None, (), (999).to_bytes(2, "little")),
+    Fault("stray-tls-hello", "a TLS hello reaches client 2's plain-TCP port (the job must go on)", 2, "stray",
+          None, (), b"\x16\x03\x01\x00\x05hello"),
 ]}
+UNAFFECTED = ("stray",)  # actions after which the job must complete as if nothing happened
 
 
 def party_flags() -> set[str]:
@@ -315,11 +352,15 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
         addrs = ",".join(spec.addresses)
         supported, job_ids = supported or party_flags(), {}
         t_start = time.monotonic()
-        for i in range(M):
+        order = list(range(M))
+        if fault.action == "stray":  # the target first: the stray bytes reach it during its connect phase
+            order = [fault.target] + [i for i in range(M) if i != fault.target]
+        for i in order:
             pf = os.path.join(work, f"party{i}.program")
             step = fault.step if i == holder else None
+            bad = fault.action if fault.action in ("huge-frame", "flood") and i == holder else None
             with open(pf, "wb") as f:
-                pickle.dump(Probe(programs[i], os.path.join(marks, f"party{i}"), step, go), f, protocol=5)
+                pickle.dump(Probe(programs[i], os.path.join(marks, f"party{i}"), step, go, bad), f, protocol=5)
             cmd = [sys.executable, "-m", "mpc.party", "--program", pf, "--index", str(i), "--parties", addrs,
                    "--result", os.path.join(work, f"party{i}.result"), *flags]
             job = other if fault.action == "foreign" and i == fault.target else spec
@@ -331,6 +372,8 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
             with open(os.path.join(logs, f"party{i}.out"), "w") as out, \
                     open(os.path.join(logs, f"party{i}.err"), "w") as err:
                 procs[i] = subprocess.Popen(cmd, env=env, start_new_session=True, cwd=work, stdout=out, stderr=err)
+            if fault.action == "stray" and i == fault.target:
+                rec["stray_delivered"] = _send_stray(spec.addresses[i], fault.payload, deadline)
         # ---- the fault ----
         t_fault, applied = None, None
         marker = os.path.join(marks, f"party{holder}")
@@ -355,7 +398,7 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
                 t_fault, applied = time.monotonic(), False  # the target never reached the step
                 break
             time.sleep(0.01)
-        if fault.action in ("foreign", "impostor", "squat"):
+        if fault.action in ("foreign", "impostor", "squat", "stray"):
             t_fault = t_start  # the fault is there from the start
         # ---- wait for the others ----
         hit = {fault.target} if fault.action in ("kill", "stop") else set()
@@ -411,8 +454,36 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _send_stray(addr: str, payload: bytes, deadline: float) -> bool:
+    """Connect to ``addr`` once it listens and send ``payload`` (read any answer); True if it was delivered."""
+    import socket
+
+    host, port = addr.rsplit(":", 1)
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        try:
+            with socket.create_connection((host, int(port)), timeout=2) as sock:
+                sock.sendall(payload)
+                try:
+                    sock.recv(256)
+                except OSError:
+                    pass
+                return True
+        except OSError:
+            time.sleep(0.02)
+    return False
+
+
 def _verdict(fault, per_party, hit, running, t_fault, exit_at, waiting, bound) -> dict:
-    """The acceptance criteria of issue 12, each observed separately."""
+    """The acceptance criteria of issue 12 (issue 25's for the cases that must leave the job unaffected), each
+    observed separately."""
+    if fault.action in UNAFFECTED:
+        last = max((exit_at[i] for i in waiting if i in exit_at), default=None)
+        seconds = None if running or last is None else round(last - t_fault, 3)
+        crit = {"all_exited": not running, "zero_exit": all(per_party[i]["exit"] == 0 for i in waiting),
+                "released_by_the_server": bool(per_party[0]["released"])}
+        return {"seconds_to_last_exit": seconds, "still_running_at_deadline": running, "assessed": list(waiting),
+                "names_ok": {}, "criteria": crit}
     assessed = [i for i in waiting if i != fault.target or fault.action == "cut"]
     last = max((exit_at[i] for i in waiting if i in exit_at), default=None)
     seconds = None if running or last is None else round(last - t_fault, 3)
@@ -470,7 +541,8 @@ def run(cases=None, clients: int = 2, idle_timeout=None, connect_timeout=None, b
 def print_table(rep: dict) -> None:
     print(f"Fault injection: {rep['cases'][0]['parties'] if rep['cases'] else '?'} real MPyC party processes per "
           f"case on {rep['cpus']} cores; pass = every party that was not itself killed or stopped exits non-zero "
-          f"within {rep['bound_s']:g} s of the fault naming the culprit, nothing released, nothing left")
+          f"within {rep['bound_s']:g} s of the fault naming the culprit, nothing released, nothing left (stray-*: "
+          f"every party exits 0 and the server releases, the job unaffected)")
     for n in rep["notes"]:
         print(f"  note: {n}")
     print(f"  flags passed to every party: {' '.join(rep['flags']) or '(none: the runtime defaults)'}")
@@ -486,7 +558,10 @@ def print_table(rep: dict) -> None:
             secs = f">{rep['deadline_s']:g}"
         names = " ".join(f"{i}->{','.join(map(str, r['per_party'][int(i)]['names'])) or '?'}"
                          f"{'' if ok else '!'}" for i, ok in r["names_ok"].items())
-        rel = "YES" if not r["criteria"]["nothing_released"] else "no"
+        if "nothing_released" in r["criteria"]:
+            rel = "YES" if not r["criteria"]["nothing_released"] else "no"
+        else:  # a case that must leave the job unaffected: the server's release is expected
+            rel = "yes (ok)" if r["criteria"]["released_by_the_server"] else "NONE"
         left = f"{len(r['tmp_leftovers'])} files / {r['leftover_processes']}"
         if r["tmp_leftovers"]:
             left += f" ({r['tmp_leftovers'][0].split(os.sep)[0]})"
