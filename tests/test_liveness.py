@@ -83,10 +83,11 @@ def test_heartbeats_and_notices_in_one_read_are_all_handled(patched):
         rt = make(asyncio.get_running_loop())
         p1 = rt.parties[1].protocol
         waiting = p1.receive(7)
+        t_before = time.monotonic()
         # three heartbeats, a data frame, two more heartbeats in one read: MPyC alone fails on the 2nd heartbeat
         p1.data_received(frame(HEARTBEAT_PC) * 3 + frame(5, b"abc") + frame(HEARTBEAT_PC) * 2)
         assert p1.buffers[5] == b"abc" and not waiting.done()
-        assert time.monotonic() - state["seen"][1] < 1.0
+        assert state["seen"][1] >= t_before  # the bytes marked peer 1 alive (no upper time bound: load-proof)
         notice = wire.encode({"abort": "no message from client 2 for 30 s (stopped or partitioned?)",
                               "kind": "silent"})
         p1.data_received(frame(ABORT_PC, notice) + frame(ABORT_PC, wire.encode({"abort": "later"})) + frame(7, b"x"))
