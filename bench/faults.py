@@ -92,6 +92,30 @@ class Probe(PartyProgram):
         return await self.inner.run(ctx)
 
 
+class Deviate(PartyProgram):
+    """BENCH AND TESTS ONLY: runs ``inner`` in a process whose Shamir sharing is inconsistent: every share this
+    party deals to the last party is off by one, so its sharings have degree above t (a deviating client)."""
+
+    def __init__(self, inner: PartyProgram):
+        self.inner = inner
+
+    async def run(self, ctx):
+        from mpc import shamir
+
+        honest = shamir.share
+
+        def share(secret, n_parties, t, p, rng):
+            out = honest(secret, n_parties, t, p, rng)
+            out[-1] = (out[-1] + 1) % p
+            return out
+
+        shamir.share = share
+        try:
+            return await self.inner.run(ctx)
+        finally:
+            shamir.share = honest
+
+
 def _misbehave(ctx, how: str) -> None:
     """BENCH ONLY: an insider (a party with valid keys) writes raw MPyC frames to every peer: a header
     announcing a 4 GiB frame ("huge-frame"), or 300 MiB of 4 MiB frames on labels no step asks for ("flood")."""

@@ -32,6 +32,7 @@ class Job:
     var_owner: Sequence[int] | None = None  # client index owning each variable (in client order)
     align_ids: bool = False  # clients return (block, addend, ids_digest); digests must agree before sharing
     chunk_rows: int | None = None  # records per input chunk (public; None: mpc.stream.chunk_rows of the columns)
+    verify_sharing: bool = False  # check every client's input sharing has degree <= t before any output opens
 
     def public(self) -> "Job":
         """The job without client programs: what the server and every other party may see."""

@@ -133,14 +133,15 @@ class InProcessContext(PartyContext):
         return got
 
     async def _secure_outputs(self, prog, p: int, n_rows: int, rows_per_chunk: int, widths, needs_count: bool,
-                              feed, receivers):
+                              feed, receivers, verify: bool = False):
         """The ideal functionality: every client hands its records (all chunks, stacked) and addend to the
         receivers in the clear, which compute the program's exact integers and reduce them into the field, as
-        the real protocol opens.  With ``ideal=False``: the real BGW protocol over the mailboxes (chunked
-        shares, degree reduction, opening)."""
+        the real protocol opens (every party follows it: the sharing check has nothing to check).  With
+        ``ideal=False``: the real BGW protocol over the mailboxes (chunked shares, the sharing check when asked,
+        degree reduction, opening)."""
         if not self.ideal:
             return await super()._secure_outputs(prog, p, n_rows, rows_per_chunk, widths, needs_count, feed,
-                                                 receivers)
+                                                 receivers, verify)
         mine = None
         if feed is not None:
             chunks = list(feed.blocks(rows_per_chunk))

@@ -311,7 +311,7 @@ class PartyContext:
 
     # ----- sharing ---------------------------------------------------------------------------------
     async def input_shares(self, payload, p: int, widths=None, rows: int | None = None, summands=(),
-                           workers=None) -> tuple[np.ndarray | None, list[np.ndarray]]:
+                           workers=None, per_client=()) -> tuple[np.ndarray | None, list[np.ndarray]]:
         """Each client Shamir-shares (degree t) its field arrays ``payload = [block, *summands]`` with the
         ``workers`` (default: every party; the server passes None).  Returns, at every worker, its shares of
         the clients' blocks side by side (records x all columns) and, for each summand, its share of the
@@ -333,6 +333,7 @@ class PartyContext:
         for k, c in enumerate(self.clients):
             parts = [wire.shares((rows, None if widths is None else widths[k]), p)]
             parts += [wire.shares(tuple(s), p) for s in summands]
+            parts += [wire.shares(tuple(s), p) for s in per_client]
             expect[c] = wire.list_of(parts, "input shares")
         senders = workers if self.pid in workers else []  # a worker hears from every worker (the server's: pace)
         got = await self.send_recv(outgoing, senders, expect, "input shares")
@@ -341,11 +342,13 @@ class PartyContext:
             return None, []
         got = [g for j, g in zip(senders, got) if j != 0]
         sums = []
-        for k in range(1, len(got[0])):
+        for k in range(1, 1 + len(summands)):
             acc = got[0][k]
             for g in got[1:]:
                 acc = modarith.add_mod(acc, g[k], p)
             sums.append(acc)
+        if per_client:  # not summed: each client's own parts (one list per client, client order), appended last
+            sums.append([g[1 + len(summands):] for g in got])
         return np.hstack([g[0] for g in got]), sums
 
     def require_threshold(self) -> None:
@@ -409,7 +412,13 @@ class PartyContext:
             rows_per_chunk = max(1, n_rows)  # nothing per record: one exchange
         await self.agree((prog.n_vars, prog.n_out, prog.gram, prog.monomials, prog.rows.tobytes(),
                           prog.cols.tobytes(), tuple(int(c) for c in prog.coefs), col_bounds, owner,
-                          n_rows, int(job.addend_bound), bool(job.align_ids), p, self.M, self.t, rows_per_chunk))
+                          n_rows, int(job.addend_bound), bool(job.align_ids), p, self.M, self.t, rows_per_chunk)
+                         + ((("verify_sharing", True),) if getattr(job, "verify_sharing", False) else ()))
+        verify = bool(getattr(job, "verify_sharing", False))
+        if verify and self.M - 1 < self.t + 2:
+            raise ProtocolError(f"party {self.pid}: checking the clients' sharings needs at least t + 2 = "
+                                f"{self.t + 2} parties besides each client (this job has {self.M}: at least 3 "
+                                f"clients); refused before any share was sent")
         if owner is not None and sorted(set(owner)) != list(range(self.M - 1)) and prog.n_vars:
             raise ProtocolError(f"party {self.pid}: the job's columns belong to clients "
                                 f"{sorted(set(o + 1 for o in owner))} but {self.M - 1} clients joined; refused "
@@ -442,20 +451,24 @@ class PartyContext:
             self._lap("client checks")
         widths = None if owner is None else [owner.count(j) for j in range(self.M - 1)]
         receivers = [0] + (self.clients if outputs_to_clients else [])
-        res = await self._secure_outputs(prog, p, n_rows, rows_per_chunk, widths, needs_count, feed, receivers)
+        res = await self._secure_outputs(prog, p, n_rows, rows_per_chunk, widths, needs_count, feed, receivers,
+                                         verify)
         return None if res is None else to_signed(res, p).astype(object)
 
     async def _secure_outputs(self, prog, p: int, n_rows: int, rows_per_chunk: int, widths, needs_count: bool,
-                              feed: "_Feed | None", receivers):
+                              feed: "_Feed | None", receivers, verify: bool = False):
         """BGW on the clients' chunks: share each chunk, add its moments (on shares) to the running sums; with
         the last chunk the clients also share their summands (addend; record count); combine, reduce the
         degree once, open to ``receivers`` (field elements there, None elsewhere).  ``feed``: this client's
         :class:`_Feed`, None at the server."""
         summands = [(prog.n_out,)] + ([(1,)] if needs_count else [])
         n_chunks = chunk_count(n_rows, rows_per_chunk)
-        workers = self._workers(prog)
+        workers = list(range(self.M)) if verify else self._workers(prog)
         blocks = None if feed is None else feed.blocks(rows_per_chunk)
         moments, sums = None, []
+        check = _SharingCheck(self, p, widths) if verify else None
+        if check is not None:
+            await check.agree_seeds()
         for k in range(n_chunks):
             last = k == n_chunks - 1
             payload = None
@@ -463,8 +476,15 @@ class PartyContext:
                 payload = [from_signed(next(blocks), p)]
                 if last:
                     payload += [from_signed(v, p) for v in feed.summands()]
+                    if check is not None:  # the client's mask for the check: uniform, shared with the last chunk
+                        payload.append(self.rng.integers(0, p, size=1, dtype=np.int64))
             rows_k = min(rows_per_chunk, n_rows - k * rows_per_chunk) if n_rows else 0
-            S, sums = await self.input_shares(payload, p, widths, rows_k, summands if last else (), workers)
+            extra = ((1,),) if check is not None and last else ()
+            S, sums = await self.input_shares(payload, p, widths, rows_k, summands if last else (), workers, extra)
+            if check is not None:
+                check.add_chunk(k, S)
+                if last:
+                    check.add_masks(sums.pop())
             if S is not None:
                 m = await self._moments(prog, S, p)
                 moments = m if moments is None else modarith.add_mod(moments, m, p)
@@ -472,6 +492,9 @@ class PartyContext:
             self._lap("local moments")
             if self.on_chunk is not None:
                 self.on_chunk(k + 1, n_chunks)
+        if check is not None:  # before anything is reduced or opened
+            await check.verify()
+            self._lap("sharing check")
         y = None
         if self.pid in workers:
             y = modarith.add_mod(self._combine(prog, moments, sums[1] if needs_count else None, p), sums[0], p)
@@ -542,6 +565,105 @@ class PartyContext:
         coefs = from_signed(prog.coefs.astype(object), p)
         terms = modarith.mul_mod(coefs, moments[prog.cols], p)
         return _segment_sum_mod(terms, prog.rows, prog.n_out, p)
+
+
+class _SharingCheck:
+    """Detects a client whose input sharing is inconsistent (degree above t), before any output is opened, and
+    names it (``verify_sharing`` jobs: every party is then a worker, so the M - 1 parties other than a client hold
+    its shares, at least t + 2 points):
+
+    1. before any input the server draws a 16-byte seed per client (OS entropy) and sends client c's seed to every
+       party but c (``sharing-check seeds``): c never learns it;
+    2. every party j accumulates, for each client c != j, lambda_c = sum over chunks k of <r_ck, S_ck>, r_ck
+       uniform in F_p from AES-CTR keyed by (seed_c, k), over its shares S_ck of c's chunk, plus its share of
+       c's mask, a uniform value c shares with its last chunk (so that lambda_c reveals nothing of c's data);
+    3. one exchange (``sharing check``): every party sends every party its lambdas; each party checks that, for
+       every client c, the M - 1 values of the parties other than c lie on one polynomial of degree <= t.  If c's
+       sharing of any entry has degree above t at those points, the combination does too except with
+       probability 1/p, since r was unknown to c when it shared (a ProtocolError naming c; nothing is opened).
+
+    Cost: one exchange of M - 1 field elements per party, one multiplication per share, and the server's shares
+    of every input (it is a worker).  Not covered: a client sharing consistent values outside its bounds or
+    offset (only range proofs would see those), a server that colludes with the client (it chose the seeds), a
+    party that lies about its own lambdas (it can make an honest client look inconsistent: the check trusts
+    the checkers, as semi-honest parties)."""
+
+    def __init__(self, ctx, p: int, widths):
+        self.ctx, self.p = ctx, p
+        self.widths = list(widths) if widths is not None else None
+        self.seeds: dict[int, bytes] = {}
+        self.lam = {c: 0 for c in ctx.clients if c != ctx.pid}
+
+    async def agree_seeds(self) -> None:
+        import secrets
+
+        ctx = self.ctx
+        others = lambda j: [c for c in ctx.clients if c != j]  # noqa: E731
+        if ctx.is_server:
+            self.seeds = {c: secrets.token_bytes(16) for c in ctx.clients}
+            outgoing = {j: [self.seeds[c] for c in others(j)] for j in ctx.clients}
+        else:
+            outgoing = {}
+        expect = wire.list_of([wire.digest(16)] * (len(ctx.clients) - 1), "sharing-check seeds")
+        got = await ctx.send_recv(outgoing, [] if ctx.is_server else [0], expect, "sharing-check seeds")
+        if not ctx.is_server:
+            self.seeds = dict(zip(others(ctx.pid), got[0]))
+
+    def _r(self, c: int, k: int, shape) -> np.ndarray:
+        key = hashlib.sha256(self.seeds[c] + int(k).to_bytes(8, "little")).digest()
+        return secure_generator(int.from_bytes(key, "little")).integers(0, self.p, size=shape, dtype=np.int64)
+
+    def add_chunk(self, k: int, S: np.ndarray) -> None:
+        if S is None:
+            return
+        widths = self.widths or [S.shape[1] // len(self.ctx.clients)] * len(self.ctx.clients)
+        start = 0
+        for c, w in zip(self.ctx.clients, widths):
+            if c in self.lam and S.shape[0] and w:
+                block = S[:, start:start + w]
+                prod = modarith.mul_mod(self._r(c, k, block.shape), block, self.p)
+                self.lam[c] = (self.lam[c] + int(modarith.sum_mod(prod.reshape(-1), 0, self.p))) % self.p
+            start += w
+
+    def add_masks(self, per_client) -> None:
+        for c, parts in zip(self.ctx.clients, per_client):
+            if c in self.lam:
+                self.lam[c] = (self.lam[c] + int(parts[0][0])) % self.p
+
+    async def verify(self) -> None:
+        ctx, p = self.ctx, self.p
+        mine = np.array([self.lam.get(c, 0) for c in ctx.clients], dtype=np.int64)
+        got = await ctx.send_recv({j: mine for j in range(ctx.M) if j != ctx.pid}, [j for j in range(ctx.M)
+                                  if j != ctx.pid], wire.shares((len(ctx.clients),), p), "sharing check")
+        vals = dict(zip([j for j in range(ctx.M) if j != ctx.pid], got))
+        vals[ctx.pid] = mine
+        bad = []
+        for i, c in enumerate(ctx.clients):
+            pts = [(j + 1, int(vals[j][i])) for j in range(ctx.M) if j != c]
+            if not _on_one_polynomial(pts, ctx.t, p):
+                bad.append(c)
+        if bad:
+            who = ", ".join(party_label(c) for c in bad)
+            raise ProtocolError(f"party {ctx.pid}: the input sharing of {who} is inconsistent (its shares do not "
+                                f"lie on one polynomial of degree <= {ctx.t}): a deviating client; job aborted, "
+                                f"nothing released")
+
+
+def _on_one_polynomial(points, t: int, p: int) -> bool:
+    """Whether the (x, y) ``points`` lie on one polynomial of degree <= t over F_p: the first t + 1 determine it
+    (Lagrange), every other point is checked against it."""
+    base = points[:t + 1]
+    for x, y in points[t + 1:]:
+        acc = 0
+        for i, (xi, yi) in enumerate(base):
+            num, den = 1, 1
+            for j, (xj, _) in enumerate(base):
+                if j != i:
+                    num, den = num * (x - xj) % p, den * (xi - xj) % p
+            acc = (acc + yi * num * pow(den, -1, p)) % p
+        if acc != y % p:
+            return False
+    return True
 
 
 class _Feed:

@@ -70,6 +70,7 @@ class SQMPlan:
     align_ids: bool = False  # clients pass (x_hat, noise, ids digest) and compare digests before sharing
     chunk_rows: int | None = None  # records per input chunk (None: mpc.stream.chunk_rows); never changes the result
     noise_withheld: int = 0  # robust noise: the calibrated mu holds even if this many clients add no noise
+    verify_sharing: bool = False  # the parties check every client's input sharing (mpc.protocol._SharingCheck)
 
     @property
     def n_parties(self) -> int:
@@ -101,7 +102,7 @@ class SQMPlan:
         """The public :class:`mpc.backend.Job` evaluating ``program`` on this plan's inputs."""
         return Job(program=program, clients=[], col_bounds=self.int_col_bounds(), n_records=int(self.n_records),
                    addend_bound=self.addend_bound(), var_owner=self.owner, align_ids=self.align_ids,
-                   chunk_rows=self.chunk_rows)
+                   chunk_rows=self.chunk_rows, verify_sharing=self.verify_sharing)
 
     def public(self) -> tuple:
         return dataclasses.astuple(self)
@@ -234,6 +235,8 @@ class SQM:
     changes the result.  ``robust_noise`` k (default 0): each client draws Sk(mu / (n - k)) instead of Sk(mu / n),
     so the calibrated mu, and the reported epsilons, hold even if up to k clients add no noise (a deviating
     client's saving); when all add theirs the noise is n / (n - k) times the variance (:func:`robust_noise_cost`).
+    ``verify_sharing``: before any output is opened the parties check that every client's input sharing has
+    degree <= t, naming a client whose sharing does not (:class:`mpc.protocol._SharingCheck`; at least 3 clients).
     """
 
     def __init__(self, polynomial: StructuredPolynomial, gamma: float, *, epsilon: float | None = None,
@@ -241,13 +244,14 @@ class SQM:
                  party_bounds=None, column_bounds=None, backend: str | Backend = "plain", seed=None,
                  sensitivity: Sensitivity | None = None, preprocess: bool | str = "auto",
                  q: float = 1.0, rounds: int = 1, max_records: int | None = None, backend_options=None,
-                 chunk_rows: int | None = None, robust_noise: int = 0):
+                 chunk_rows: int | None = None, robust_noise: int = 0, verify_sharing: bool = False):
         check_gamma(gamma)
         check_delta(delta)
         if isinstance(robust_noise, bool) or int(robust_noise) != robust_noise or robust_noise < 0:
             raise ValueError(f"robust_noise must be an integer >= 0 (clients that may withhold noise), got "
                              f"{robust_noise!r}")
         self.robust_noise = int(robust_noise)
+        self.verify_sharing = bool(verify_sharing)
         if mu is None and epsilon is None:
             raise ValueError("give either mu or a target epsilon")
         if mu is not None:
@@ -340,7 +344,7 @@ class SQM:
         """The public plan of a release whose accounting is ``report`` (its calibrated mu and scale)."""
         return SQMPlan(self.gamma, report.mu, self.bounds_for(col_counts), tuple(int(c) for c in col_counts),
                        int(self.max_records or n_records), self.preprocess, report.scale, self.polynomial.n_out,
-                       align_ids, self.chunk_rows, self.robust_noise)
+                       align_ids, self.chunk_rows, self.robust_noise, self.verify_sharing)
 
     # ----- running -------------------------------------------------------------------------------
     def programs(self, data: VerticalData) -> tuple[list[SQMParty], PrivacyReport]:

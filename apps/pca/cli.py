@@ -13,7 +13,7 @@ from apps.options import JOB_ONLY
 
 def compare(X, n_parties: int, k: int, epsilon: float, delta: float, gamma: float, row_norm_bound: float = 1.0,
             backend: str = "mpyc", runs: int = 1, seed=None, progress: bool = True, backend_options=None,
-            robust_noise: int = 0) -> dict:
+            robust_noise: int = 0, verify_sharing: bool = False) -> dict:
     """Utility of SQM, central DP, local DP and non-private PCA on ``X`` split among ``n_parties``, averaged."""
     import numpy as np
     from tqdm import tqdm
@@ -44,7 +44,8 @@ def compare(X, n_parties: int, k: int, epsilon: float, delta: float, gamma: floa
     for s in tqdm(spawn_seeds(seed, runs), desc=f"pca runs ({backend})", disable=not progress or runs == 1):
         s_sqm, s_c, s_l = s.spawn(3)
         m = SQMPCA(k, epsilon, delta, gamma, row_norm_bound, backend=backend, seed=s_sqm,
-                   backend_options=backend_options, robust_noise=robust_noise).fit(data)
+                   backend_options=backend_options, robust_noise=robust_noise,
+                   verify_sharing=verify_sharing).fit(data)
         u["sqm"].append(m.utility(X)), secs["sqm"].append(m.seconds_)
         V = m.components_
         bytes_sent.append(m.bytes_sent_)
@@ -197,7 +198,7 @@ def _run_cli(args) -> int:
     X = scale_rows(X, args.row_norm_bound)
     r = compare(X, args.parties, args.components, args.epsilon, args.delta, args.gamma, args.row_norm_bound,
                 args.backend, args.runs, args.seed, progress=not args.quiet, backend_options=runtime_options(args),
-                robust_noise=args.robust_noise)
+                robust_noise=args.robust_noise, verify_sharing=args.verify_sharing)
     r["dataset"] = name
     r["columns"] = columns
     r["released"] = {"components": released_components(r["sqm"].pop("components"), columns)}
@@ -229,7 +230,8 @@ def _job_in(args, path: str | None) -> int:
     def task():
         return PCAJobTask(args.components, args.epsilon, args.delta, args.gamma, args.row_norm_bound,
                           seed=args.seed, insecure_reproducible=args.insecure_reproducible,
-                          chunk_rows=args.chunk_rows, progress_path=path, robust_noise=args.robust_noise)
+                          chunk_rows=args.chunk_rows, progress_path=path, robust_noise=args.robust_noise,
+                          verify_sharing=args.verify_sharing)
 
     def server(res) -> dict:
         print(f"server: {len(res['components'])} components of {res['n_records']} records x "
@@ -285,6 +287,10 @@ def register(sub) -> None:
                    help="each client adds Sk(mu / (n - K)) so that the epsilon holds even if up to K clients add no "
                         "noise (a deviating client's saving); the noise variance is then n / (n - K) times the "
                         "calibrated one (default 0: the semi-honest model, where every client adds its share)")
+    p.add_argument("--verify-sharing", action="store_true",
+                   help="before the release, the parties check that every client's input sharing is consistent "
+                        "(degree <= t) and name a client whose sharing is not (at least 3 clients; the server then "
+                        "receives shares of every input too, and one more exchange is made)")
     p.add_argument("--gamma", type=float, default=4096.0, help="quantization scale gamma >= 1 (default 4096)")
     p.add_argument("--chunk-rows", type=int, default=None, metavar="N",
                    help="with --job: records per chunk of the secure evaluation, the same at every party (default: "

@@ -1,0 +1,52 @@
+"""Consistent sharing (issue 25): with ``verify_sharing`` the parties check, before any output is opened, that every
+client's input sharing has degree <= t, and name a client whose sharing does not (real processes); an honest job
+gives the same release with and without the check."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bench.faults import Deviate
+from mpc.launch import MPCError, run_parties
+from mpc.protocol import _on_one_polynomial
+from sqm.mechanism import SQM
+from sqm.polynomial import covariance
+from sqm.vertical import VerticalData
+
+
+def _data():
+    rng = np.random.default_rng(4)
+    return VerticalData([rng.normal(size=(30, 2)) * 0.2, rng.normal(size=(30, 2)) * 0.2,
+                         rng.normal(size=(30, 1)) * 0.2])
+
+
+def test_points_on_one_polynomial():
+    p = 2 ** 61 - 1
+    f = lambda x: (7 + 3 * x) % p  # noqa: E731  degree 1
+    assert _on_one_polynomial([(1, f(1)), (2, f(2)), (4, f(4))], 1, p)
+    assert not _on_one_polynomial([(1, f(1)), (2, f(2)), (4, f(4) + 1)], 1, p)
+
+
+def test_a_client_with_an_inconsistent_sharing_is_named_and_nothing_is_released():
+    data = _data()
+    mech = SQM(covariance(5), 1024.0, epsilon=4.0, verify_sharing=True, backend="mpyc", seed=3)
+    programs, _ = mech.programs(data)
+    programs[2] = Deviate(programs[2])  # client 2 deals inconsistent shares
+    with pytest.raises(MPCError) as err:
+        run_parties(programs, timeout=60, connect_timeout=30, min_clients=2)
+    msg = str(err.value)
+    assert "the input sharing of client 2 is inconsistent" in msg, msg
+    assert "client 1" not in msg.split("inconsistent")[0].split("sharing of")[-1]  # only client 2 is named
+
+
+def test_an_honest_job_gives_the_same_release_with_the_check():
+    data = _data()
+    plain = SQM(covariance(5), 1024.0, epsilon=4.0, backend="mpyc", seed=3).run(data)
+    checked = SQM(covariance(5), 1024.0, epsilon=4.0, backend="mpyc", seed=3, verify_sharing=True).run(data)
+    assert [int(v) for v in np.asarray(checked.raw).reshape(-1)] == [int(v) for v in np.asarray(plain.raw).reshape(-1)]
+
+
+def test_two_clients_cannot_be_checked():
+    data = VerticalData([np.zeros((5, 1)), np.zeros((5, 1))])
+    with pytest.raises(MPCError, match="needs at least t \\+ 2 = 3 parties besides each client"):
+        SQM(covariance(2), 64.0, epsilon=1.0, backend="mpyc", verify_sharing=True).run(data)
