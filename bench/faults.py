@@ -116,6 +116,27 @@ class Deviate(PartyProgram):
             shamir.share = honest
 
 
+class DeviateOpening(PartyProgram):
+    """BENCH AND TESTS ONLY: runs ``inner`` with this party's share of every opened result off by one (a party
+    deviating in the opening)."""
+
+    def __init__(self, inner: PartyProgram):
+        self.inner = inner
+
+    async def run(self, ctx):
+        honest = ctx.open_to
+
+        import numpy as np
+
+        async def open_to(share, p, *args, **kw):
+            if share is not None:
+                share = (np.asarray(share, np.int64) + 1) % p
+            return await honest(share, p, *args, **kw)
+
+        ctx.open_to = open_to
+        return await self.inner.run(ctx)
+
+
 def _misbehave(ctx, how: str) -> None:
     """BENCH ONLY: an insider (a party with valid keys) writes raw MPyC frames to every peer: a header
     announcing a 4 GiB frame ("huge-frame"), or 300 MiB of 4 MiB frames on labels no step asks for ("flood")."""

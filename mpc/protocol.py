@@ -372,11 +372,13 @@ class PartyContext:
         got = await self.send_recv(out, workers, wire.shares(shape, p), "degree reduction")
         return shamir.combine_subshares(np.stack(got), [w + 1 for w in workers], p)
 
-    async def open_to(self, share: np.ndarray | None, p: int, receivers, senders=None, shape=None
-                      ) -> np.ndarray | None:
+    async def open_to(self, share: np.ndarray | None, p: int, receivers, senders=None, shape=None,
+                      degree: int | None = None) -> np.ndarray | None:
         """Send my degree-t shares to ``receivers`` (from the ``senders``, default every party: each holding a
         share; a party that is no sender passes None and the ``shape``); they reconstruct (with the senders'
-        points) and decode."""
+        points) and decode.  ``degree``: the sharing's degree, when known; with at least degree + 2 senders the
+        receivers check that every entry's shares lie on one polynomial of that degree (ProtocolError
+        otherwise: a party deviated in the degree reduction or the opening; nothing is released)."""
         receivers = list(receivers)
         shape = share.shape if share is not None else tuple(shape)
         senders = list(range(self.M)) if senders is None else list(senders)
@@ -385,7 +387,22 @@ class PartyContext:
                                    wire.shares(shape, p), "open result")
         if self.pid not in receivers:
             return None
-        return shamir.reconstruct(np.stack(got), [s + 1 for s in senders], p)
+        xs = [s + 1 for s in senders]
+        if degree is not None and len(xs) >= degree + 2:
+            base = list(range(degree + 1))
+            for i in range(degree + 1, len(xs)):
+                pred = np.zeros(shape, dtype=np.int64)
+                for b in base:
+                    num, den = 1, 1
+                    for c in base:
+                        if c != b:
+                            num, den = num * (xs[i] - xs[c]) % p, den * (xs[b] - xs[c]) % p
+                    pred = modarith.add_mod(pred, modarith.scalar_mul_mod(got[b], num * pow(den, -1, p) % p, p), p)
+                if not np.array_equal(pred, np.asarray(got[i], np.int64)):
+                    raise ProtocolError(f"party {self.pid}: the shares opened to it are inconsistent (they do not "
+                                        f"lie on one polynomial of degree <= {degree}): a party deviated in the degree "
+                                        f"reduction or the opening; job aborted, nothing released")
+        return shamir.reconstruct(np.stack(got), xs, p)
 
     # ----- secure evaluation -----------------------------------------------------------------------
     async def evaluate(self, job, my_input=None, outputs_to_clients: bool = False) -> np.ndarray | None:
@@ -502,7 +519,7 @@ class PartyContext:
             y = await self.reshare(y, p, workers, (prog.n_out,))
             self._lap("degree reduction")
             workers = list(range(self.M))  # every party now holds a degree-t share
-        res = await self.open_to(y, p, receivers, workers, (prog.n_out,))
+        res = await self.open_to(y, p, receivers, workers, (prog.n_out,), degree=self.t)
         self._lap("open result")
         return res
 

@@ -58,8 +58,8 @@ class Recording(PartyProgram):
         asyncoro.MessageExchanger.receive = receive
         orig_open = ctx.open_to
 
-        async def open_to(share, p, receivers, *args):
-            res = await orig_open(share, p, receivers, *args)
+        async def open_to(share, p, receivers, *args, **kw):
+            res = await orig_open(share, p, receivers, *args, **kw)
             if res is not None:
                 opened.append(res)
             return res

@@ -50,3 +50,16 @@ def test_two_clients_cannot_be_checked():
     data = VerticalData([np.zeros((5, 1)), np.zeros((5, 1))])
     with pytest.raises(MPCError, match="needs at least t \\+ 2 = 3 parties besides each client"):
         SQM(covariance(2), 64.0, epsilon=1.0, backend="mpyc", verify_sharing=True).run(data)
+
+
+def test_a_party_deviating_in_the_opening_is_detected_by_the_server():
+    """Outputs are opened with all shares and checked: a client adding 1 to its share of the result makes the
+    server's M = 3 shares inconsistent with degree t = 1; the server refuses and releases nothing."""
+    from bench.faults import DeviateOpening
+
+    data = VerticalData([np.full((6, 1), 0.25), np.full((6, 1), 0.5)])
+    programs, _ = SQM(covariance(2), 64.0, epsilon=4.0, backend="mpyc", seed=1).programs(data)
+    programs[1] = DeviateOpening(programs[1])
+    with pytest.raises(MPCError) as err:
+        run_parties(programs, timeout=60, connect_timeout=30, min_clients=2)
+    assert "the shares opened to it are inconsistent" in str(err.value), str(err.value)
