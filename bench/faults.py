@@ -418,7 +418,7 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
                     open(os.path.join(logs, f"party{i}.err"), "w") as err:
                 procs[i] = subprocess.Popen(cmd, env=env, start_new_session=True, cwd=work, stdout=out, stderr=err)
             if fault.action == "stray" and i == fault.target:
-                rec["stray_delivered"] = _send_stray(spec.addresses[i], fault.payload, deadline)
+                rec["stray_delivered"] = send_stray(spec.addresses[i], fault.payload, deadline)
         # ---- the fault ----
         t_fault, applied = None, None
         marker = os.path.join(marks, f"party{holder}")
@@ -499,7 +499,7 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _send_stray(addr: str, payload: bytes, deadline: float) -> bool:
+def send_stray(addr: str, payload: bytes, deadline: float = 30.0) -> bool:
     """Connect to ``addr`` once it listens and send ``payload`` (read any answer); True if it was delivered."""
     import socket
 

@@ -6,44 +6,20 @@ from __future__ import annotations
 
 import socket
 import ssl
-import time
 
 from test_tls import Parties, _keys
 
+from bench.faults import send_stray
 from mpc.launch import new_job_id
-
-
-def _wait_listening(addr: str, timeout: float = 30.0) -> None:
-    host, port = addr.split(":")
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        try:
-            with socket.create_connection((host, int(port)), timeout=1):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise AssertionError(f"{addr} never listened")
-
-
-def _send(addr: str, data: bytes) -> None:
-    host, port = addr.split(":")
-    with socket.create_connection((host, int(port)), timeout=5) as s:
-        s.sendall(data)
-        try:
-            s.recv(1024)
-        except OSError:
-            pass
 
 
 def test_stray_packets_on_plain_tcp_are_dropped_and_the_job_completes(tmp_path):
     job, ps = new_job_id(), Parties(tmp_path)
     ps.start(2, job)
-    _wait_listening(ps.addrs[2])
-    _send(ps.addrs[2], b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-    _send(ps.addrs[2], (999).to_bytes(2, "little"))
-    _send(ps.addrs[2], b"\x16\x03\x01\x00\x05hello")
+    for data in (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", (999).to_bytes(2, "little"), b"\x16\x03\x01\x00\x05hello"):
+        assert send_stray(ps.addrs[2], data)  # waits until the port listens
     for _ in range(40):  # many in a row (each closed before the next): none is held open, nothing breaks
-        _send(ps.addrs[2], b"\xff\xff")
+        assert send_stray(ps.addrs[2], b"\xff\xff")
     ps.start(0, job)
     ps.start(1, job)
     out = ps.finish()
@@ -55,7 +31,7 @@ def test_a_tls_hello_without_a_certificate_is_dropped_and_the_job_completes(tmp_
     keys = _keys(tmp_path, "keys")
     job, ps = new_job_id(), Parties(tmp_path)
     ps.start(2, job, keys)
-    _wait_listening(ps.addrs[2])
+    assert send_stray(ps.addrs[2], b"")  # waits until the port listens
     host, port = ps.addrs[2].split(":")
     ctx = ssl.create_default_context()
     ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
