@@ -432,6 +432,9 @@ class PartyContext:
                           n_rows, int(job.addend_bound), bool(job.align_ids), p, self.M, self.t, rows_per_chunk)
                          + ((("verify_sharing", True),) if getattr(job, "verify_sharing", False) else ()))
         verify = bool(getattr(job, "verify_sharing", False))
+        if verify and owner is None:
+            raise ProtocolError(f"party {self.pid}: checking the clients' sharings needs the job's column owners "
+                                f"(var_owner); refused before any share was sent")
         if verify and self.M - 1 < self.t + 2:
             raise ProtocolError(f"party {self.pid}: checking the clients' sharings needs at least t + 2 = "
                                 f"{self.t + 2} parties besides each client (this job has {self.M}: at least 3 "
@@ -607,7 +610,7 @@ class _SharingCheck:
 
     def __init__(self, ctx, p: int, widths):
         self.ctx, self.p = ctx, p
-        self.widths = list(widths) if widths is not None else None
+        self.widths = list(widths)  # the clients' column counts (evaluate refuses a job without owners)
         self.seeds: dict[int, bytes] = {}
         self.lam = {c: 0 for c in ctx.clients if c != ctx.pid}
 
@@ -633,9 +636,8 @@ class _SharingCheck:
     def add_chunk(self, k: int, S: np.ndarray) -> None:
         if S is None:
             return
-        widths = self.widths or [S.shape[1] // len(self.ctx.clients)] * len(self.ctx.clients)
         start = 0
-        for c, w in zip(self.ctx.clients, widths):
+        for c, w in zip(self.ctx.clients, self.widths):
             if c in self.lam and S.shape[0] and w:
                 block = S[:, start:start + w]
                 prod = modarith.mul_mod(self._r(c, k, block.shape), block, self.p)

@@ -413,18 +413,15 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
         return mech, layout, report
 
     def _fit_moments(self, blocks, counts, label) -> "SQMLogisticRegression":
-        from .moments import fit_from_moments
+        from .moments import fit_release
 
         n = blocks[0].shape[0]
         mech, layout, report = self.moments_plan(n, counts, label)
         blocks = [layout.block(b[:, :-1], b[:, -1]) if j == label else b for j, b in enumerate(blocks)]
         t0 = time.perf_counter()
         res = mech.run(VerticalData(blocks))
-        noise_sd = math.sqrt(2.0 * res.report.mu) / float(self.gamma) ** 2
-        w, b = fit_from_moments(np.asarray(res.estimate, np.float64).reshape(layout.n_cols, layout.n_cols),
-                                layout, n, noise_sd, bool(self.fit_intercept))
+        self.moments_, w, b = fit_release(res.estimate, layout, n, res.report.mu, self.gamma, bool(self.fit_intercept))
         self.coef_, self.intercept_ = w.reshape(1, -1), np.array([b])
-        self.moments_ = np.asarray(res.estimate, np.float64).reshape(layout.n_cols, layout.n_cols)
         self.schedule_, self.epochs_, self.plan_, self.layout_ = None, None, None, layout
         self.report_ = report
         self.clipped_, self.batches_truncated_ = list(res.clipped), 0

@@ -133,12 +133,10 @@ class LRJobTask:
     async def _run_moments(self, ctx, table, meta) -> dict:
         """The moments solver's one release (:func:`sqm.mechanism.sqm_round` of the Gram of [features, 1,
         kappa y], as a PCA job's) and, at the server, the model fitted from it (:mod:`apps.logreg.moments`)."""
-        import math
-
         from sqm.mechanism import sqm_round
         from sqm.rng import make_rng
 
-        from .moments import fit_from_moments
+        from .moments import fit_release
 
         mech, layout, report = self._moments(meta)
         label = layout.label_party
@@ -158,9 +156,8 @@ class LRJobTask:
             if labels is not None:
                 res["labels"] = labels
             return res
-        K = np.asarray(out.estimate, np.float64).reshape(layout.n_cols, layout.n_cols)
-        w, b = fit_from_moments(K, layout, meta.n_records, math.sqrt(2.0 * report.mu) / float(mech.gamma) ** 2,
-                                bool(self.estimator.fit_intercept))
+        _, w, b = fit_release(out.estimate, layout, meta.n_records, report.mu, mech.gamma,
+                              bool(self.estimator.fit_intercept))
         return {"weights": np.r_[w, b], "coef": w, "intercept": float(b), "report": report,
                 "secure_mode": self.secure_mode, "fit_intercept": bool(self.estimator.fit_intercept),
                 "solver": "moments", "schedule": None, "b_max": None}

@@ -152,3 +152,13 @@ def fit_from_moments(K: np.ndarray, layout: MomentsLayout, n_records: int, noise
     t = mid + v / D * math.log(n0 / n1)
     scale = D / v
     return w * scale, -t * scale
+
+
+def fit_release(estimate, layout: MomentsLayout, n_records: int, mu: float, gamma: float,
+                fit_intercept: bool = True) -> tuple[np.ndarray, np.ndarray, float]:
+    """(the released Gram as a square matrix, w, intercept) from the release's estimate (the integers over
+    gamma^2) and its public mu: :func:`fit_from_moments` with the noise's standard deviation per entry
+    sqrt(2 mu) / gamma^2 (local and job mode alike)."""
+    K = np.asarray(estimate, np.float64).reshape(layout.n_cols, layout.n_cols)
+    w, b = fit_from_moments(K, layout, n_records, math.sqrt(2.0 * mu) / float(gamma) ** 2, fit_intercept)
+    return K, w, b
