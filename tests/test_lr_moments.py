@@ -132,3 +132,18 @@ from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
                                                 seed=0)])
 def test_sklearn_estimator_checks_default_solver(estimator, check):
     check(estimator)
+
+
+def test_robust_noise_and_the_sharing_check_reach_the_moments_release():
+    """SQM-LR's moments release takes the mechanism's options: robust noise (its report says so, its mu is the
+    calibrated one) and the sharing check (real processes, 3 clients: the same model as without it)."""
+    X, y = _data(90, 6)
+    kw = dict(epsilon=2.0, gamma=1024.0, n_parties=3, seed=2)
+    base = SQMLogisticRegression(backend="in-process", **kw).fit(X, y)
+    robust = SQMLogisticRegression(backend="in-process", robust_noise=1, **kw).fit(X, y)
+    assert robust.report_.mu == base.report_.mu and "up to 1 client(s) add no noise" in robust.report_.notes
+    real = SQMLogisticRegression(backend="mpyc", **kw).fit(X, y)
+    checked = SQMLogisticRegression(backend="mpyc", verify_sharing=True, **kw).fit(X, y)
+    assert np.array_equal(real.coef_, checked.coef_) and np.array_equal(real.coef_, base.coef_)
+    with pytest.raises(ValueError, match="not to the per-batch sgd protocol"):
+        SQMLogisticRegression(solver="sgd", robust_noise=1, backend="in-process").fit(X, y)

@@ -78,7 +78,7 @@ def public_split(groups: list[str], n_parties: int) -> tuple[list[int], np.ndarr
 def compare(Xtr, ytr, Xte, yte, *, epsilon, delta, gamma, parties, backend, seed, q=None, epochs=None,
             learning_rate=None, weight_bound=None, methods=("sqm", "dpsgd", "local", "nonprivate", "taylor"),
             progress=False, groups=None, timeout: float = 3600.0, fit_intercept: bool = True,
-            solver: str = "moments") -> dict:
+            solver: str = "moments", robust_noise: int = 0, verify_sharing: bool = False) -> dict:
     """Test accuracy and privacy of SQM and each baseline for one seed (an int or None): method -> a row
     ``{"method", "accuracy", "seconds", "bytes_sent", "report": PrivacyReport, ...}``.  ``groups`` (the
     attribute of each column) makes the parties' split and norm bounds follow attributes (:func:`public_split`).
@@ -119,7 +119,8 @@ def compare(Xtr, ytr, Xte, yte, *, epsilon, delta, gamma, parties, backend, seed
                                   learning_rate if sgd else None, backend, parties,
                                   weight_bound=weight_bound if sgd else None, party_bounds=bounds, seed=sub[0],
                                   progress=progress, timeout=timeout, fit_intercept=fit_intercept,
-                                  intercept_scaling=1.0, solver=solver)
+                                  intercept_scaling=1.0, solver=solver, robust_noise=robust_noise,
+                                  verify_sharing=verify_sharing)
         t0 = time.perf_counter()
         m.fit(data, ytr, eval_set=(Xte, yte) if progress and sgd else None)
         row("sqm", m.decision_function(Xte), t0, m.report_,
@@ -197,7 +198,8 @@ def _run_job(args) -> int:
             return LRJobTask(args.epsilon, args.delta, args.gamma, args.q, args.epochs, args.learning_rate,
                              args.weight_bound, args.label_column, args.label_party, seed=args.seed,
                              insecure_reproducible=args.insecure_reproducible,
-                             fit_intercept=not args.no_intercept, progress_path=path, solver=args.solver)
+                             fit_intercept=not args.no_intercept, progress_path=path, solver=args.solver,
+                             robust_noise=args.robust_noise, verify_sharing=args.verify_sharing)
 
         def server_summary(res) -> dict:
             rep, w = res["report"], np.asarray(res["weights"])
@@ -293,7 +295,8 @@ def run(args) -> int:
                             epochs=epochs, learning_rate=lr, parties=args.parties, backend=args.backend,
                             seed=seed, weight_bound=W, methods=methods, groups=groups,
                             progress=not args.quiet, timeout=args.timeout, fit_intercept=not args.no_intercept,
-                            solver=args.solver))
+                            solver=args.solver, robust_noise=args.robust_noise,
+                            verify_sharing=args.verify_sharing))
     res = _mean(runs)
     s, rep = res["sqm"], res["sqm"]["report"]
     print(f"logistic regression on {name}: {Xtr.shape[0]} train / {Xte.shape[0]} test records, "
@@ -354,6 +357,13 @@ def register(sub) -> None:
     p.add_argument("--gamma", type=float, default=8192.0, help="quantization scale gamma (default 8192 = 2^13)")
     p.add_argument("--solver", default="moments", choices=("moments", "sgd"),
                    help=options.module_constant("apps.logreg.estimator", "SOLVER_HELP"))
+    p.add_argument("--robust-noise", type=int, default=0, metavar="K",
+                   help="solver moments: each client adds Sk(mu / (n - K)), so the epsilon holds even if up to K "
+                        "clients add no noise (the noise variance is then n / (n - K) times the calibrated one; "
+                        "default 0)")
+    p.add_argument("--verify-sharing", action="store_true",
+                   help="solver moments: the parties check every client's input sharing (degree <= t) before the "
+                        "release and name a client whose sharing is not (at least 3 clients)")
     p.add_argument("--q", type=float, default=None,
                    help="Poisson sampling rate (default: chosen from the record count n: max(64, sqrt n) / n)")
     p.add_argument("--epochs", type=int, default=None,

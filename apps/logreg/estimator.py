@@ -101,11 +101,12 @@ SOLVER_HELP = ("moments (default): one SQM release of the second moments of [fea
 
 def moments_release(feature_counts, label_party: int, gamma: float, epsilon: float, delta: float,
                     constant: float = 1.0, party_bounds=None, backend: str = "plain", seed=None, timeout=3600.0,
-                    chunk_rows=None, label_weight=None):
+                    chunk_rows=None, label_weight=None, robust_noise: int = 0, verify_sharing: bool = False):
     """(the :class:`sqm.mechanism.SQM` release of the augmented rows' Gram, its
     :class:`apps.logreg.moments.MomentsLayout`) for clients holding ``feature_counts`` feature columns (the
     label party's features bounded with the others' by ||x||_2 <= 1, the constant and kappa y each a column of its
-    own): the default solver's one release (:mod:`apps.logreg.moments`)."""
+    own): the default solver's one release (:mod:`apps.logreg.moments`); ``robust_noise``, ``verify_sharing``:
+    :class:`sqm.mechanism.SQM`'s."""
     from sqm.mechanism import SQM
     from sqm.polynomial import covariance
     from sqm.vertical import ColumnBounds
@@ -118,7 +119,8 @@ def moments_release(feature_counts, label_party: int, gamma: float, epsilon: flo
     backend = "plain" if backend == "in-process" else backend
     opts = {"timeout": float(timeout)} if backend == "mpyc" else None
     mech = SQM(covariance(layout.n_cols), gamma, epsilon=epsilon, delta=delta, column_bounds=bounds,
-               backend=backend, seed=seed, backend_options=opts, chunk_rows=chunk_rows)
+               backend=backend, seed=seed, backend_options=opts, chunk_rows=chunk_rows, robust_noise=robust_noise,
+               verify_sharing=verify_sharing)
     return mech, layout
 
 
@@ -264,7 +266,7 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
                  label_party: int | None = None, weight_bound: float | None = None, party_bounds=None,
                  noise: bool = True, seed=None, progress: bool = False, eval_every: int | None = None,
                  timeout: float = 3600.0, fit_intercept: bool = True, intercept_scaling: float = 1.0,
-                 solver: str = "moments"):
+                 solver: str = "moments", robust_noise: int = 0, verify_sharing: bool = False):
         self.epsilon, self.delta, self.gamma = epsilon, delta, gamma
         self.sampling_rate, self.epochs, self.learning_rate = sampling_rate, epochs, learning_rate
         self.backend, self.n_parties, self.label_party = backend, n_parties, label_party
@@ -272,6 +274,7 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
         self.seed, self.progress, self.eval_every, self.timeout = seed, progress, eval_every, timeout
         self.fit_intercept, self.intercept_scaling = fit_intercept, intercept_scaling
         self.solver = solver
+        self.robust_noise, self.verify_sharing = robust_noise, verify_sharing
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -290,6 +293,9 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
                        1.0 if self.learning_rate is None else self.learning_rate)
         if self.solver not in SOLVERS:
             raise ValueError(f"solver must be one of {SOLVERS}, got {self.solver!r}")
+        if self.solver == "sgd" and (self.robust_noise or self.verify_sharing):
+            raise ValueError("robust_noise and verify_sharing apply to the moments solver's release, not to the "
+                             "per-batch sgd protocol")
         if self.solver == "moments":
             given = [n for n in ("sampling_rate", "epochs", "learning_rate", "weight_bound")
                      if getattr(self, n) is not None]
@@ -402,14 +408,15 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
         self.check_params()
         mech, layout = moments_release(feature_counts, label_party, self.gamma, self.epsilon, self.delta,
                                        party_bounds=self.party_bounds, backend=self.backend, seed=self.seed,
-                                       timeout=self.timeout)
+                                       timeout=self.timeout, robust_noise=int(self.robust_noise),
+                                       verify_sharing=bool(self.verify_sharing))
         if not self.noise:
             raise ValueError("noise=False is available with solver='sgd' only (the moments solver's release is "
                              "always noisy)")
         _, report = mech.round_plan(layout.block_counts, n_records)
-        report = dataclasses.replace(report, notes=f"{MODEL_SHARED_NOTE}; one release of the second moments of "
-                                                   f"[features, 1, {layout.label_weight:g} y]; the model is "
-                                                   f"fitted from them at the server (post-processing)")
+        notes = (f"{MODEL_SHARED_NOTE}; one release of the second moments of [features, 1, {layout.label_weight:g} y]; "
+                 f"the model is fitted from them at the server (post-processing)")
+        report = dataclasses.replace(report, notes="; ".join(n for n in (notes, report.notes) if n))
         return mech, layout, report
 
     def _fit_moments(self, blocks, counts, label) -> "SQMLogisticRegression":

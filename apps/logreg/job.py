@@ -35,14 +35,16 @@ class LRJobTask:
                  epochs: int | None = None, learning_rate: float | None = None, weight_bound: float | None = None,
                  label_column: str = "label", label_party: int | None = None, seed=None,
                  insecure_reproducible: bool = False, fit_intercept: bool = True, intercept_scaling: float = 1.0,
-                 progress_path: str | None = None, solver: str = "moments"):
+                 progress_path: str | None = None, solver: str = "moments", robust_noise: int = 0,
+                 verify_sharing: bool = False):
         from ..jobfile import seed_policy
 
         seed_policy(seed, insecure_reproducible, warn=False)  # a seed without the opt-in: refused
         self.estimator = SQMLogisticRegression(epsilon, delta, gamma, q, epochs, learning_rate, "mpyc",
                                                weight_bound=weight_bound, label_party=label_party, seed=seed,
                                                fit_intercept=fit_intercept, intercept_scaling=intercept_scaling,
-                                               solver=solver)
+                                               solver=solver, robust_noise=robust_noise,
+                                               verify_sharing=verify_sharing)
         self.estimator.check_params()  # bad parameters refused here, before any party starts
         self.label_column, self.label_party, self.seed = label_column, label_party, seed
         self.progress_path = progress_path
@@ -108,7 +110,8 @@ class LRJobTask:
         return ("sqm-logreg", float(e.epsilon), float(e.delta), float(e.gamma), opt(e.sampling_rate), e.epochs,
                 opt(e.learning_rate), opt(e.weight_bound), self.label_column, self.label_party,
                 bool(e.fit_intercept), float(e.intercept_scaling),
-                None if e.party_bounds is None else tuple(float(b) for b in e.party_bounds), e.solver)
+                None if e.party_bounds is None else tuple(float(b) for b in e.party_bounds), e.solver,
+                int(e.robust_noise), bool(e.verify_sharing))
 
     @property
     def solver(self) -> str:
