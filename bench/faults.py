@@ -22,6 +22,8 @@ own session, all with the case's own ``TMPDIR``.  The faults:
 - ``port-squatted``: another process listens on client 2's port before the job starts;
 - ``huge-frame`` / ``flood`` (issue 25): an insider (client 2, with valid keys) at the input shares writes a raw
   frame header announcing 4 GiB, or 300 MiB of frames on labels no step asks for, to every peer;
+- ``inconsistent-sharing`` (issue 25): client 2 deals shares of degree above t in a job that checks sharings
+  (3 clients);
 - ``stray-http`` / ``stray-party-999`` / ``stray-tls-hello`` (issue 25): those bytes reach client 2's port during
   its connect phase; these cases pass when the job is unaffected (every party exits 0, the server releases).
 
@@ -193,6 +195,7 @@ class Fault:
     step: str | None  # the exchange at which it lands (the probe holds the target, or client 1 for a cut)
     culprits: tuple[int, ...]  # the parties the others' messages must name
     payload: bytes = b""  # stray: the bytes sent to the target's port during the connect phase
+    clients: int | None = None  # clients this case needs (None: the run's)
 
 
 FAULTS = {f.name: f for f in [
@@ -215,6 +218,8 @@ FAULTS = {f.name: f for f in [
           "huge-frame", "input shares", (2,)),
     Fault("flood", "an insider (client 2) sends 300 MiB on labels no step asks for at the input shares", 2,
           "flood", "input shares", (2,)),
+    Fault("inconsistent-sharing", "client 2 deals input shares of degree above t; the job checks sharings "
+          "(--verify-sharing, 3 clients)", 2, "inconsistent", None, (2,), clients=3),
     Fault("stray-http", "an HTTP request reaches client 2's port during the connect phase (the job must go on)",
           2, "stray", None, (), b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
     Fault("stray-party-999", "two bytes claiming party 999 reach client 2's port (the job must go on)", 2,
@@ -348,7 +353,8 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
     from apps.pca import PCAJobTask
 
     fault = FAULTS[name]
-    M = clients + 1
+    clients = fault_clients = FAULTS[name].clients or clients
+    M = fault_clients + 1
     load = os.getloadavg()[0]
     work = tempfile.mkdtemp(prefix=f"sqm-faults-{name}-")
     tmp, logs, marks = (os.path.join(work, d) for d in ("tmp", "logs", "marks"))
@@ -361,8 +367,10 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
     rec = {"case": name, "what": fault.what, "parties": M, "flags": list(flags), "load_before": round(load, 2)}
     try:
         spec = jobfile.load_job(jobfile.write_party_csvs(_data(seed), os.path.join(work, "job"), n_parties=clients, min_intersection=1))
-        task = PCAJobTask(1, 1.0)
+        task = PCAJobTask(1, 1.0, verify_sharing=fault.action == "inconsistent")
         programs = [jobfile.party_program(spec, i, task) for i in range(M)]
+        if fault.action == "inconsistent":
+            programs[fault.target] = Deviate(programs[fault.target])
         if fault.action == "foreign":
             other = jobfile.load_job(jobfile.write_party_csvs(_data(seed + 1), os.path.join(work, "other"),
                                                               n_parties=clients, addresses=spec.addresses, min_intersection=1))
@@ -443,7 +451,7 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
                 t_fault, applied = time.monotonic(), False  # the target never reached the step
                 break
             time.sleep(0.01)
-        if fault.action in ("foreign", "impostor", "squat", "stray"):
+        if fault.action in ("foreign", "impostor", "squat", "stray", "inconsistent"):
             t_fault = t_start  # the fault is there from the start
         # ---- wait for the others ----
         hit = {fault.target} if fault.action in ("kill", "stop") else set()

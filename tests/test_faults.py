@@ -14,7 +14,7 @@ from bench import faults
 # cases -> extra flags for every party (passed only if python -m mpc.party has them)
 # (the suite keeps one case: a foreign party and a squatted port are tests of test_session_binding, a stopped
 # party one of test_liveness; `sqm bench faults` runs them all)
-CASES = {"kill-compute": {}, "huge-frame": {}, "stray-party-999": {}}  # issue 25's quick ones: a named refusal
+CASES = {"kill-compute": {}, "huge-frame": {}, "stray-party-999": {}, "inconsistent-sharing": {}}  # issue 25's quick ones: a named refusal
 # (an insider's 4 GiB frame announcement) and an unaffected job (two stray bytes at a client's port)
 # mechanisms of issue 12 that did not work yet when this module was written: criterion -> reason.  A case
 # listed here is reported as xfail only when that criterion really fails; any other failure fails the test.
