@@ -215,6 +215,22 @@ def own_table(parser: argparse.ArgumentParser, data_help: str, id_also: str = ""
                              f"(default: a column named 'id', if any)")
 
 
+def deviating_clients(parser: argparse.ArgumentParser, release: str = "") -> None:
+    """``--robust-noise K`` and ``--verify-sharing``: tolerating clients that withhold their noise and detecting
+    inconsistent sharings (:class:`sqm.mechanism.SQM`'s ``robust_noise`` and ``verify_sharing``), for the commands
+    whose release is an SQM release (``release``: which one, where the command has others)."""
+    pre = f"{release}: " if release else ""
+    parser.add_argument("--robust-noise", type=int, default=0, metavar="K",
+                        help=f"{pre}each client adds Sk(mu / (n - K)) so that the epsilon holds even if up to K "
+                             f"clients add no noise (a deviating client's saving); the noise variance is then "
+                             f"n / (n - K) times the calibrated one (default 0: the semi-honest model, where every "
+                             f"client adds its share)")
+    parser.add_argument("--verify-sharing", action="store_true",
+                        help=f"{pre}before the release, the parties check that every client's input sharing is "
+                             f"consistent (degree <= t) and name a client whose sharing is not (at least 3 clients; "
+                             f"the server then receives shares of every input too, and one more exchange is made)")
+
+
 def module_constant(module: str, name: str):
     """The literal value (a string, number, tuple, ...) a module assigns to ``name`` at its top level: the
     module's attribute when it is imported already, else read from its source without importing it.

@@ -357,13 +357,7 @@ def register(sub) -> None:
     p.add_argument("--gamma", type=float, default=8192.0, help="quantization scale gamma (default 8192 = 2^13)")
     p.add_argument("--solver", default="moments", choices=("moments", "sgd"),
                    help=options.module_constant("apps.logreg.estimator", "SOLVER_HELP"))
-    p.add_argument("--robust-noise", type=int, default=0, metavar="K",
-                   help="solver moments: each client adds Sk(mu / (n - K)), so the epsilon holds even if up to K "
-                        "clients add no noise (the noise variance is then n / (n - K) times the calibrated one; "
-                        "default 0)")
-    p.add_argument("--verify-sharing", action="store_true",
-                   help="solver moments: the parties check every client's input sharing (degree <= t) before the "
-                        "release and name a client whose sharing is not (at least 3 clients)")
+    options.deviating_clients(p, "solver moments")
     p.add_argument("--q", type=float, default=None,
                    help="Poisson sampling rate (default: chosen from the record count n: max(64, sqrt n) / n)")
     p.add_argument("--epochs", type=int, default=None,

@@ -283,14 +283,7 @@ def register(sub) -> None:
                         "own table, for its operator to review: data-derived bounds are NOT private")
     p.add_argument("--parties", type=int, default=3, help="clients holding column blocks (default 3)")
     p.add_argument("--components", type=int, default=5, help="principal components k (default 5)")
-    p.add_argument("--robust-noise", type=int, default=0, metavar="K",
-                   help="each client adds Sk(mu / (n - K)) so that the epsilon holds even if up to K clients add no "
-                        "noise (a deviating client's saving); the noise variance is then n / (n - K) times the "
-                        "calibrated one (default 0: the semi-honest model, where every client adds its share)")
-    p.add_argument("--verify-sharing", action="store_true",
-                   help="before the release, the parties check that every client's input sharing is consistent "
-                        "(degree <= t) and name a client whose sharing is not (at least 3 clients; the server then "
-                        "receives shares of every input too, and one more exchange is made)")
+    options.deviating_clients(p)
     p.add_argument("--gamma", type=float, default=4096.0, help="quantization scale gamma >= 1 (default 4096)")
     p.add_argument("--chunk-rows", type=int, default=None, metavar="N",
                    help="with --job: records per chunk of the secure evaluation, the same at every party (default: "
