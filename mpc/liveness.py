@@ -110,6 +110,7 @@ def install_loss_detection(state: dict) -> None:
     state.setdefault("seen", {})
     state.setdefault("abort_exc", PartyAborted)
     state.setdefault("max_stall_s", 0.0)
+    state.setdefault("flooded", {})  # peers over the caps (_over_caps): their further bytes are dropped unread
     orig_receive = asyncoro.MessageExchanger.receive
     orig_data_received = asyncoro.MessageExchanger.data_received
 
@@ -162,14 +163,14 @@ def install_loss_detection(state: dict) -> None:
         if ABORT_PC not in self.buffers:
             self.buffers[ABORT_PC] = _Inbox(self, ABORT_PC, on_abort)
             self.buffers[HEARTBEAT_PC] = _Inbox(self, HEARTBEAT_PC, on_heartbeat)
-        if self.peer_pid is not None and state.get("flooded", {}).get(self.peer_pid):
+        if self.peer_pid is not None and state["flooded"].get(self.peer_pid):
             return  # a peer over the caps: the job is aborted, its further bytes are dropped unread
         orig_data_received(self, data)
         if self.peer_pid is not None:
             state["seen"][self.peer_pid] = time.monotonic()
             over = _over_caps(self)
             if over is not None:
-                state.setdefault("flooded", {})[self.peer_pid] = True
+                state["flooded"][self.peer_pid] = True
                 self.bytes = bytearray()
                 for pc in [pc for pc, v in self.buffers.items() if isinstance(v, bytes)]:
                     del self.buffers[pc]

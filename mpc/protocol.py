@@ -388,20 +388,10 @@ class PartyContext:
         if self.pid not in receivers:
             return None
         xs = [s + 1 for s in senders]
-        if degree is not None and len(xs) >= degree + 2:
-            base = list(range(degree + 1))
-            for i in range(degree + 1, len(xs)):
-                pred = np.zeros(shape, dtype=np.int64)
-                for b in base:
-                    num, den = 1, 1
-                    for c in base:
-                        if c != b:
-                            num, den = num * (xs[i] - xs[c]) % p, den * (xs[b] - xs[c]) % p
-                    pred = modarith.add_mod(pred, modarith.scalar_mul_mod(got[b], num * pow(den, -1, p) % p, p), p)
-                if not np.array_equal(pred, np.asarray(got[i], np.int64)):
-                    raise ProtocolError(f"party {self.pid}: the shares opened to it are inconsistent (they do not "
-                                        f"lie on one polynomial of degree <= {degree}): a party deviated in the degree "
-                                        f"reduction or the opening; job aborted, nothing released")
+        if degree is not None and len(xs) >= degree + 2 and not shamir.consistent(got, xs, degree, p):
+            raise ProtocolError(f"party {self.pid}: the shares opened to it are inconsistent (they do not lie on one "
+                                f"polynomial of degree <= {degree}): a party deviated in the degree reduction or the "
+                                f"opening; job aborted, nothing released")
         return shamir.reconstruct(np.stack(got), xs, p)
 
     # ----- secure evaluation -----------------------------------------------------------------------
@@ -658,31 +648,14 @@ class _SharingCheck:
         vals[ctx.pid] = mine
         bad = []
         for i, c in enumerate(ctx.clients):
-            pts = [(j + 1, int(vals[j][i])) for j in range(ctx.M) if j != c]
-            if not _on_one_polynomial(pts, ctx.t, p):
+            others = [j for j in range(ctx.M) if j != c]
+            if not shamir.consistent([vals[j][i] for j in others], [j + 1 for j in others], ctx.t, p):
                 bad.append(c)
         if bad:
             who = ", ".join(party_label(c) for c in bad)
             raise ProtocolError(f"party {ctx.pid}: the input sharing of {who} is inconsistent (its shares do not "
                                 f"lie on one polynomial of degree <= {ctx.t}): a deviating client; job aborted, "
                                 f"nothing released")
-
-
-def _on_one_polynomial(points, t: int, p: int) -> bool:
-    """Whether the (x, y) ``points`` lie on one polynomial of degree <= t over F_p: the first t + 1 determine it
-    (Lagrange), every other point is checked against it."""
-    base = points[:t + 1]
-    for x, y in points[t + 1:]:
-        acc = 0
-        for i, (xi, yi) in enumerate(base):
-            num, den = 1, 1
-            for j, (xj, _) in enumerate(base):
-                if j != i:
-                    num, den = num * (x - xj) % p, den * (xi - xj) % p
-            acc = (acc + yi * num * pow(den, -1, p)) % p
-        if acc != y % p:
-            return False
-    return True
 
 
 class _Feed:

@@ -105,7 +105,8 @@ class _Conn(asyncio.Protocol):
         self.s, self.pid, self.transport, self.buf = session, pid, None, bytearray()
         self.ready = False  # identity checked: the hand-over may take place
         self.lost = False
-        self.noted = False  # dropped and noted already (Session.drop)
+        self.noted = False  # dropped and noted already (drop)
+        self.counted = False  # counted among its host's unidentified connections (Session.pending_change)
         self.peer = "?"
 
     def connection_made(self, transport):
@@ -116,9 +117,8 @@ class _Conn(asyncio.Protocol):
     def data_received(self, data):
         self.buf += data
         if len(self.buf) > MAX_EARLY and isinstance(self, _Accept) and not self.ready:  # unauthenticated: dropped
-            self.noted = True
-            self.s.drop(self.peer, f"a connection from {self.peer} sent {len(self.buf)} bytes without naming a "
-                                   f"party; dropped")
+            self.drop(f"a connection from {self.peer} sent {len(self.buf)} bytes without naming a "
+                      f"party; dropped")
             self.transport.abort()
         elif len(self.buf) > MAX_EARLY:
             self.s.fail(f"{self.name()} sent {len(self.buf)} bytes before the connect phase ended; refused")
@@ -150,8 +150,14 @@ class _Conn(asyncio.Protocol):
     def name(self) -> str:
         return self.s.name(self.pid) if self.pid is not None else f"a party connecting from {self.peer}"
 
+    def drop(self, note: str) -> None:
+        """Note this unauthenticated connection as dropped (once; :meth:`Session.drop`)."""
+        if not self.noted:
+            self.noted = True
+            self.s.drop(note)
+
     def uncount(self) -> None:
-        if getattr(self, "counted", False):
+        if self.counted:
             self.counted = False
             self.s.pending_change(self.peer, -1)
 
@@ -161,9 +167,7 @@ class _Conn(asyncio.Protocol):
         if self.s.done.done():
             return
         if isinstance(self, _Accept) and not self.ready:
-            if not self.noted:
-                self.noted = True
-                self.s.drop(self.peer, f"a connection from {self.peer} closed before naming an expected party")
+            self.drop(f"a connection from {self.peer} closed before naming an expected party")
             return
         if isinstance(self, _Dial) and isinstance(exc, ssl.SSLError):
             self.s.fail(f"TLS handshake with {self.name()} failed: it rejected this party's certificate "
@@ -190,9 +194,8 @@ class _Accept(_Conn):
         super().connection_made(transport)
         self.counted = True
         if self.s.pending_change(self.peer, 1) > MAX_PENDING_PER_SOURCE:  # a flood from one host: closed unread
-            self.noted = True
-            self.s.drop(self.peer, f"more than {MAX_PENDING_PER_SOURCE} unidentified connections from "
-                                   f"{self.peer.rpartition(':')[0]}; closed unread")
+            self.drop(f"more than {MAX_PENDING_PER_SOURCE} unidentified connections from "
+                      f"{self.peer.rpartition(':')[0]}; closed unread")
             transport.abort()
             return
         if not self.upgraded:
@@ -204,8 +207,7 @@ class _Accept(_Conn):
             tls = await self.s.loop.start_tls(raw, self, self.s.tls.server_context(), server_side=True,
                                               ssl_handshake_timeout=self.s.handshake_timeout)
         except (ConnectionError, asyncio.TimeoutError, ssl.SSLEOFError, ssl.SSLZeroReturnError) as e:
-            self.noted = True
-            self.s.drop(self.peer, f"a connection from {self.peer} ended during the TLS handshake ({_reason(e)})")
+            self.drop(f"a connection from {self.peer} ended during the TLS handshake ({_reason(e)})")
             raw.close()
             return
         except asyncio.CancelledError:
@@ -213,9 +215,8 @@ class _Accept(_Conn):
         except Exception as e:  # noqa: BLE001  (ssl.SSLError and the like: no certificate, wrong keys, not TLS)
             # unauthenticated: dropped and noted, the job goes on (a stray packet must not abort it); a party with
             # wrong keys fails its own side of the handshake and says so, and this note is in the timeout message
-            self.noted = True
-            self.s.drop(self.peer, f"a connection from {self.peer} failed the TLS handshake ({_reason(e)}; "
-                                   f"expected: {self.s.expected_from_below()}); dropped")
+            self.drop(f"a connection from {self.peer} failed the TLS handshake ({_reason(e)}; "
+                      f"expected: {self.s.expected_from_below()}); dropped")
             raw.close()
             return
         self.transport, self.upgraded = tls, True
@@ -234,9 +235,8 @@ class _Accept(_Conn):
             self.transport.write(NO + _clean(f"{what} cannot connect here: only parties 0..{s.pid - 1} connect to "
                                              f"this party; refused").encode())
             self.transport.close()
-            self.noted = True
-            s.drop(self.peer, f"{what} tried to connect from {self.peer}: only parties 0..{s.pid - 1} connect "
-                              f"to this party; dropped")
+            self.drop(f"{what} tried to connect from {self.peer}: only parties 0..{s.pid - 1} connect "
+                      f"to this party; dropped")
             return
         try:
             del self.buf[:2]
@@ -317,7 +317,6 @@ class Session:
         self.dialed: dict[int, _Conn] = {}  # connections this party made whose identity it checked
         self.notice: bytes | None = None  # this party's abort notice, once it gave up
         self.notes: list[str] = []
-        self.dropped = 0  # connections dropped (Session.drop)
         self.pending: dict[str, int] = {}  # open connections not yet identified, per source host
         self.tasks: set[asyncio.Task] = set()
         self.loop = self.done = None
@@ -353,10 +352,9 @@ class Session:
                 except Exception:  # noqa: BLE001  (a closed connection: that peer is gone anyway)
                     pass
 
-    def drop(self, source: str, note: str) -> None:
+    def drop(self, note: str) -> None:
         """A connection that failed the handshake or named no party that connects here: noted (the connect
         timeout's message shows the first notes; at most :data:`MAX_NOTES` are kept), never fatal."""
-        self.dropped += 1
         if len(self.notes) < MAX_NOTES:
             self.notes.append(note)
 

@@ -45,20 +45,41 @@ def share(secret, n_parties: int, t: int, p: int, rng: np.random.Generator) -> n
     return out
 
 
-def lagrange_at_zero(points, p: int) -> list[int]:
-    """Coefficients l_i with f(0) = sum_i l_i f(points[i]) for any f of degree < len(points)."""
-    pts = [int(x) % p for x in points]
-    if len(set(pts)) != len(pts) or 0 in pts:
-        raise ValueError("evaluation points must be distinct and non-zero mod p")
+def lagrange_at(points, x: int, p: int) -> list[int]:
+    """Coefficients l_i with f(x) = sum_i l_i f(points[i]) for any f of degree < len(points)."""
+    pts = [int(v) % p for v in points]
+    if len(set(pts)) != len(pts):
+        raise ValueError("evaluation points must be distinct mod p")
     out = []
     for i, xi in enumerate(pts):
         num, den = 1, 1
         for j, xj in enumerate(pts):
             if j != i:
-                num = num * xj % p
-                den = den * (xj - xi) % p
+                num = num * (x - xj) % p
+                den = den * (xi - xj) % p
         out.append(num * pow(den, -1, p) % p)
     return out
+
+
+def lagrange_at_zero(points, p: int) -> list[int]:
+    """Coefficients l_i with f(0) = sum_i l_i f(points[i]) for any f of degree < len(points)."""
+    if any(int(v) % p == 0 for v in points):
+        raise ValueError("evaluation points must be distinct and non-zero mod p")
+    return lagrange_at(points, 0, p)
+
+
+def consistent(shares, points, degree: int, p: int) -> bool:
+    """Whether the shares (len(points), ...) at ``points`` lie, entry by entry, on polynomials of degree <= ``degree``:
+    the first degree + 1 points determine them, every further share is checked against its prediction."""
+    shares = np.asarray(shares, dtype=np.int64)
+    base = list(points[:degree + 1])
+    for x, s in zip(points[degree + 1:], shares[degree + 1:]):
+        pred = np.zeros(shares.shape[1:], dtype=np.int64)
+        for l_i, b in zip(lagrange_at(base, x, p), shares[:degree + 1]):
+            pred = modarith.add_mod(pred, modarith.scalar_mul_mod(b, l_i, p), p)
+        if not np.array_equal(pred, s):
+            return False
+    return True
 
 
 def reconstruct(shares, points, p: int) -> np.ndarray:

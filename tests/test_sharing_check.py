@@ -8,7 +8,7 @@ import pytest
 
 from bench.faults import Deviate
 from mpc.launch import MPCError, run_parties
-from mpc.protocol import _on_one_polynomial
+from mpc.shamir import consistent
 from sqm.mechanism import SQM
 from sqm.polynomial import covariance
 from sqm.vertical import VerticalData
@@ -23,8 +23,8 @@ def _data():
 def test_points_on_one_polynomial():
     p = 2 ** 61 - 1
     f = lambda x: (7 + 3 * x) % p  # noqa: E731  degree 1
-    assert _on_one_polynomial([(1, f(1)), (2, f(2)), (4, f(4))], 1, p)
-    assert not _on_one_polynomial([(1, f(1)), (2, f(2)), (4, f(4) + 1)], 1, p)
+    assert consistent([f(1), f(2), f(4)], [1, 2, 4], 1, p)
+    assert not consistent([f(1), f(2), f(4) + 1], [1, 2, 4], 1, p)
 
 
 def test_a_client_with_an_inconsistent_sharing_is_named_and_nothing_is_released():
