@@ -35,6 +35,7 @@ BENCHMARKS = {
     "pbm-vfl-seeds": "bench.pbm_vfl_seeds",
     "hdp-vfl": "bench.hdp_vfl",
     "faults": "bench.faults",
+    "bounds-check": "bench.bounds_check",
     "latency": "bench.latency",
     "scale": "bench.scale",
     "psi": "bench.psi",

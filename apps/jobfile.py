@@ -788,7 +788,8 @@ def run_one(spec: JobSpec, index: int, task: JobTask, timeout: float = 3600.0,
     """Run party ``index`` only, in a child ``python -m mpc.party`` process (other hosts run the others).
 
     Its messages go to this terminal; returns its result record.  Raises MPCError if it fails.
-    ``ssl_dir``: this party's keys from ``python -m mpc.certs`` (mutually authenticated TLS between hosts).
+    ``ssl_dir``: this party's keys from ``python -m mpc.certs`` (mutually authenticated TLS, over loopback too;
+    without it the party looks in ./.config, and plain TCP needs ``insecure_plaintext``).
     The child and its private folder (program, result) go away with this wrapper however it ends: Ctrl-C,
     SIGTERM or SIGKILL (:class:`mpc.launch.Launch`).
     """

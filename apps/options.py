@@ -97,16 +97,18 @@ def job(job_help: str = "job file (JSON: parties' addresses, party 0 the server,
                    help="with --job and --index I (a client): this party's own CSV, any path on this machine, "
                         "instead of the job file's entry (job files may only name files in their own folder)")
     g.add_argument("--ssl-dir", default=None,
-                   help="with --job: mutually authenticated TLS between parties, keys from this folder "
-                        "(made by python -m mpc.certs --job NAME); needed whenever an address is not loopback")
+                   help="with --job --index: mutually authenticated TLS between parties, keys from this folder "
+                        "(made by python -m mpc.certs --job NAME); needed for parties started one by one, over "
+                        "loopback too (without --index the launcher makes per-job keys itself)")
     g.add_argument("--connect-timeout", type=float, default=60.0,
                    help="with --job: seconds for every party to connect (default 60)")
     g.add_argument("--idle-timeout", type=float, default=None,
                    help="with --job: seconds without any bytes from a peer whose message is awaited before the "
                         "job is aborted naming it (default: the runtime's, 25)")
     g.add_argument("--insecure-plaintext", action="store_true",
-                   help="with --job: INSECURE: plain TCP between hosts (no --ssl-dir); anyone on the path can "
-                        "read the shares")
+                   help="with --job: INSECURE: plain TCP, no peer authentication (no --ssl-dir): between hosts "
+                        "anyone on the path can read the shares; on one host another local user can connect as "
+                        "a party")
     g.add_argument("--drop-columns", type=columns, default=(), metavar="COL[,COL...]",
                    help="with --job: columns of the party files this job leaves out (e.g. the label column for "
                         "sqm pca); every party gives the same; a name no client holds is refused")

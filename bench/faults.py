@@ -22,10 +22,28 @@ own session, all with the case's own ``TMPDIR``.  The faults:
 - ``port-squatted``: another process listens on client 2's port before the job starts;
 - ``huge-frame`` / ``flood`` (issue 25): an insider (client 2, with valid keys) at the input shares writes a raw
   frame header announcing 4 GiB, or 300 MiB of frames on labels no step asks for, to every peer;
+- ``out-of-bounds`` / ``offset`` (issue 25): an insider (client 2) shares its values 1000x beyond its bounds, or
+  offset by 100, skipping its own checks: the server's aggregate bounds check on the release
+  (:mod:`sqm.input_check`) names it before anything is released;
+- ``no-noise`` (issue 25): client 2 adds no noise share in a job whose 3 clients draw robust noise (K = 1): the
+  job completes, and the other two shares carry the calibrated noise (``tests/test_robust_noise.py`` measures
+  it);
+- ``stall`` / ``skip`` (issue 25): an insider (client 2) keeps its heartbeats going but never starts the input
+  shares step, or goes past it without sending (its step counter moves on): the progress checks of
+  :mod:`mpc.liveness` name it;
+- ``malformed-garbage`` / ``-deep`` / ``-int`` / ``-shape`` (issue 25): an insider sends, instead of its input
+  shares, random bytes, a header nested 100,000 deep, a 10,000-digit integer or an array claiming shape
+  [0, 10^30]: each receiver refuses the frame naming the sender (:mod:`mpc.wire`'s limits);
 - ``inconsistent-sharing`` (issue 25): client 2 deals shares of degree above t in a job that checks sharings
   (3 clients);
 - ``stray-http`` / ``stray-party-999`` / ``stray-tls-hello`` (issue 25): those bytes reach client 2's port during
-  its connect phase; these cases pass when the job is unaffected (every party exits 0, the server releases).
+  its connect phase; these cases pass when the job is unaffected (every party exits 0, the server releases);
+- ``readable-key`` (issue 25): client 2's private key is mode 0644; it refuses to start naming the ``chmod``, the
+  others end at the connect timeout naming it (pass ``--connect-timeout`` under the bound);
+- ``local-impostor`` (issue 25): a co-tenant of the host starts the server's command line (job id, addresses
+  and the public server program, as /proc shows them) with keys of an authority of its own, after the clients
+  listen and before the real server starts; it passes when the clients drop it (it exits non-zero with nothing
+  written) and the job with the real server completes.
 
 A fault lands in its phase because a bench-only wrapper (:class:`Probe`) around the target's program writes
 each exchange's step name to a marker file and, at the chosen step, waits (event loop running) until the
@@ -69,9 +87,10 @@ class Probe(PartyProgram):
     ``HOLD_MAX_S``), so the bench can apply a fault while this party is at that step."""
 
     def __init__(self, inner: PartyProgram, marker: str, hold_step: str | None = None, go: str | None = None,
-                 misbehave: str | None = None):
+                 misbehave: str | None = None, raw: bytes = b""):
         self.inner, self.marker, self.hold_step, self.go = inner, marker, hold_step, go
-        self.misbehave = misbehave  # an insider's deviation at hold_step: "huge-frame" or "flood" (see FAULTS)
+        self.misbehave = misbehave  # an insider's deviation at hold_step (see FAULTS and _misbehave)
+        self.raw = raw  # "malformed": the frame it sends instead of its message
 
     async def run(self, ctx):
         send_recv, held = ctx.send_recv, []
@@ -86,8 +105,23 @@ class Probe(PartyProgram):
                 t0 = time.monotonic()
                 while not os.path.exists(self.go) and time.monotonic() - t0 < HOLD_MAX_S:
                     await asyncio.sleep(0.01)
-                if self.misbehave:
+                if self.misbehave in ("huge-frame", "flood"):
                     _misbehave(ctx, self.misbehave)
+                elif self.misbehave in ("stall", "skip", "malformed"):
+                    # heartbeats go on (the loop is free); "stall": it never starts the step; "skip": it starts it
+                    # (its step counter moves on) but sends nothing; "malformed": it sends a bad frame instead
+                    if self.misbehave == "malformed":
+                        await ctx._transport({k: self.raw for k in outgoing if k != ctx.pid}, [])
+                    elif self.misbehave == "skip":
+                        ctx.rt._program_counter[0] += 1
+                    from mpc import liveness
+
+                    st = liveness._STATE  # until the others abort the job (or leave): then this party fails too
+                    while st is not None and st["aborted"] is None and not st["lost"]:
+                        await asyncio.sleep(0.05)
+                    if st is not None and st["aborted"] is not None:
+                        raise st["abort_exc"](st["aborted"])
+                    raise liveness.PartyLost("the others left")
             return await send_recv(outgoing, senders, expect, step)
 
         ctx.send_recv = probed
@@ -116,6 +150,46 @@ class Deviate(PartyProgram):
             return await self.inner.run(ctx)
         finally:
             shamir.share = honest
+
+
+class DeviateBounds(PartyProgram):
+    """BENCH AND TESTS ONLY: runs ``inner`` as a client that multiplies its clipped values by ``factor`` and adds
+    ``offset`` (real units) and skips its own bounds checks: consistent sharings of values outside its bounds."""
+
+    def __init__(self, inner: PartyProgram, factor: float = 1000.0, offset: float = 0.0):
+        self.inner, self.factor, self.offset = inner, factor, offset
+
+    async def run(self, ctx):
+        import numpy as np
+
+        from mpc.protocol import _Feed
+        from sqm.vertical import ColumnBounds
+
+        honest, factor, offset = ColumnBounds.clip, self.factor, self.offset
+
+        def clip(self, block, col_counts, party):
+            out, k = honest(self, block, col_counts, party)
+            return out * factor + offset, k
+
+        ColumnBounds.clip = clip
+        _Feed.check_in_memory = lambda self: None
+        _Feed._checked = lambda self, chunk, want: np.asarray(chunk, np.int64)
+        return await self.inner.run(ctx)
+
+
+class WithholdNoise(PartyProgram):
+    """BENCH AND TESTS ONLY: runs ``inner`` as a client that adds no noise share (its addend is all zeros)."""
+
+    def __init__(self, inner: PartyProgram):
+        self.inner = inner
+
+    async def run(self, ctx):
+        import numpy as np
+
+        from sqm.client import QuantizedRows
+
+        QuantizedRows.addend = lambda self: np.zeros(self.n_out, dtype=np.int64)
+        return await self.inner.run(ctx)
 
 
 class DeviateOpening(PartyProgram):
@@ -186,16 +260,27 @@ class Proxy(netsim.DelayProxy):
 # ----- the cases ---------------------------------------------------------------------------------------------
 
 
+def _frame(header: bytes) -> bytes:
+    """A raw wire frame (:mod:`mpc.wire`) with this JSON header and no buffers: a malformed insider's message."""
+    import struct
+
+    from mpc import wire
+
+    return wire.MAGIC + bytes([wire.VERSION]) + struct.pack("<I", len(header)) + header
+
+
 @dataclass(frozen=True)
 class Fault:
     name: str
     what: str
     target: int  # the party the fault hits (the process killed, stopped, replaced or squatted)
-    action: str  # kill | stop | cut | foreign | impostor | squat | huge-frame | flood | stray
+    action: str  # kill | stop | cut | foreign | impostor | squat | huge-frame | flood | stray | cotenant |
+    # stall | skip | malformed | readable-key | bounds | offset | no-noise
     step: str | None  # the exchange at which it lands (the probe holds the target, or client 1 for a cut)
     culprits: tuple[int, ...]  # the parties the others' messages must name
-    payload: bytes = b""  # stray: the bytes sent to the target's port during the connect phase
+    payload: bytes = b""  # stray: the bytes sent to the target's port during the connect phase; malformed: the frame
     clients: int | None = None  # clients this case needs (None: the run's)
+    framed: bool = False  # malformed: ``payload`` is a JSON header, sent in a wire frame (:func:`_frame`)
 
 
 FAULTS = {f.name: f for f in [
@@ -226,8 +311,32 @@ FAULTS = {f.name: f for f in [
           "stray", None, (), (999).to_bytes(2, "little")),
     Fault("stray-tls-hello", "a TLS hello reaches client 2's plain-TCP port (the job must go on)", 2, "stray",
           None, (), b"\x16\x03\x01\x00\x05hello"),
+    Fault("out-of-bounds", "an insider (client 2) shares its values 1000x beyond its bounds, skipping its own "
+          "checks (consistent sharings)", 2, "bounds", None, (2,)),
+    Fault("offset", "an insider (client 2) adds 100 (its bound is below 1) to every value, skipping its own checks",
+          2, "offset", None, (2,)),
+    Fault("no-noise", "client 2 adds no noise share in a job whose clients draw robust noise (--robust-noise 1, 3 "
+          "clients): the calibrated noise is still there (the job must go on)", 2, "no-noise", None, (), clients=3),
+    Fault("stall", "an insider (client 2) keeps sending heartbeats but never starts the input shares step", 2,
+          "stall", "input shares", (2,)),
+    Fault("skip", "an insider (client 2) goes past the input shares step without sending its shares (heartbeats "
+          "go on)", 2, "skip", "input shares", (2,)),
+    Fault("malformed-garbage", "an insider (client 2) sends 64 random bytes instead of its input shares", 2,
+          "malformed", "input shares", (2,), bytes(range(7, 71))),
+    Fault("malformed-deep", "an insider (client 2) sends a frame whose header nests 100,000 lists deep", 2,
+          "malformed", "input shares", (2,), b"[" * 100_000 + b"]" * 100_000, framed=True),
+    Fault("malformed-int", "an insider (client 2) sends a frame holding a 10,000-digit integer", 2, "malformed",
+          "input shares", (2,), b'{"v": ' + b"9" * 10_000 + b', "b": []}', framed=True),
+    Fault("malformed-shape", "an insider (client 2) sends an array claiming shape [0, 10^30]", 2, "malformed",
+          "input shares", (2,), b'{"v": {"$a": 0}, "b": [["<i8", [0, ' + b"1" + b"0" * 30 + b'], 0]]}', framed=True),
+    Fault("readable-key", "TLS; client 2's private key is readable by every user of the host (mode 0644): it refuses "
+          "to start, naming the chmod; the others end at the connect timeout naming it", 2, "readable-key", None,
+          (2,)),
+    Fault("local-impostor", "a co-tenant on the same host starts the server's command line (same job id, "
+          "addresses and program) with keys of its own authority before the real server (the job must go on; "
+          "the impostor gets nothing)", 0, "cotenant", None, ()),
 ]}
-UNAFFECTED = ("stray",)  # actions after which the job must complete as if nothing happened
+UNAFFECTED = ("stray", "cotenant", "no-noise")  # actions after which the job must complete as if nothing happened
 
 
 def party_flags() -> set[str]:
@@ -367,16 +476,33 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
     rec = {"case": name, "what": fault.what, "parties": M, "flags": list(flags), "load_before": round(load, 2)}
     try:
         spec = jobfile.load_job(jobfile.write_party_csvs(_data(seed), os.path.join(work, "job"), n_parties=clients, min_intersection=1))
-        task = PCAJobTask(1, 1.0, verify_sharing=fault.action == "inconsistent")
+        task = PCAJobTask(1, 1.0, verify_sharing=fault.action == "inconsistent",
+                          robust_noise=1 if fault.action == "no-noise" else 0)
         programs = [jobfile.party_program(spec, i, task) for i in range(M)]
         if fault.action == "inconsistent":
             programs[fault.target] = Deviate(programs[fault.target])
+        if fault.action == "no-noise":
+            programs[fault.target] = WithholdNoise(programs[fault.target])
+        if fault.action in ("bounds", "offset"):
+            programs[fault.target] = DeviateBounds(programs[fault.target], *((1000.0, 0.0) if fault.action == "bounds"
+                                                                             else (1.0, 100.0)))
         if fault.action == "foreign":
             other = jobfile.load_job(jobfile.write_party_csvs(_data(seed + 1), os.path.join(work, "other"),
                                                               n_parties=clients, addresses=spec.addresses, min_intersection=1))
             programs[fault.target] = jobfile.party_program(other, fault.target, task)
         holder = 1 if fault.action == "cut" else fault.target
         ssl_dirs = [None] * M
+        if fault.action == "cotenant":  # the job's own keys; the co-tenant has its own authority's
+            certs, own = os.path.join(work, "certs"), os.path.join(work, "cotenant-certs")
+            _certs(certs, M)
+            _certs(own, M)
+            ssl_dirs = [_party_dir(certs, os.path.join(work, f"tls{i}"), i, i) for i in range(M)]
+            rec["impostor"] = {}
+        if fault.action == "readable-key":
+            certs = os.path.join(work, "certs")
+            _certs(certs, M)
+            ssl_dirs = [_party_dir(certs, os.path.join(work, f"tls{i}"), i, i) for i in range(M)]
+            os.chmod(os.path.join(ssl_dirs[fault.target], f"party_{fault.target}.key"), 0o644)
         if fault.action == "impostor":
             certs = os.path.join(work, "certs")
             _certs(certs, M)
@@ -406,14 +532,21 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
         supported, job_ids = supported or party_flags(), {}
         t_start = time.monotonic()
         order = list(range(M))
-        if fault.action == "stray":  # the target first: the stray bytes reach it during its connect phase
-            order = [fault.target] + [i for i in range(M) if i != fault.target]
+        if fault.action in ("stray", "cotenant"):  # the target first (stray: the bytes reach it during its
+            order = [fault.target] + [i for i in range(M) if i != fault.target]  # connect phase)
+        if fault.action == "cotenant":  # the clients listen; the co-tenant comes first, the real server last
+            order = [i for i in range(M) if i != fault.target] + [fault.target]
         for i in order:
+            if fault.action == "cotenant" and i == fault.target:
+                rec["impostor"] = _cotenant(programs[i], work, addrs, spec, os.path.join(work, "cotenant-certs"),
+                                            i, flags, supported, deadline)
             pf = os.path.join(work, f"party{i}.program")
             step = fault.step if i == holder else None
-            bad = fault.action if fault.action in ("huge-frame", "flood") and i == holder else None
+            bad = fault.action if fault.action in ("huge-frame", "flood", "stall", "skip", "malformed") \
+                and i == holder else None
             with open(pf, "wb") as f:
-                pickle.dump(Probe(programs[i], os.path.join(marks, f"party{i}"), step, go, bad), f, protocol=5)
+                raw = _frame(fault.payload) if fault.framed else fault.payload
+                pickle.dump(Probe(programs[i], os.path.join(marks, f"party{i}"), step, go, bad, raw), f, protocol=5)
             cmd = [sys.executable, "-m", "mpc.party", "--program", pf, "--index", str(i), "--parties", addrs,
                    "--result", os.path.join(work, f"party{i}.result"), *flags]
             job = other if fault.action == "foreign" and i == fault.target else spec
@@ -421,6 +554,8 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
                 cmd += ["--job-id", getattr(job, "job_id", None) or job_ids.setdefault(job.path, secrets.token_hex(16))]
             if ssl_dirs[i] is not None:
                 cmd += ["--ssl", "--ssl-dir", ssl_dirs[i]]
+            elif "--insecure-plaintext" in supported:  # the cases without keys run plain loopback TCP
+                cmd.append("--insecure-plaintext")
             env = _env(tmp, M, hook if i in hooked else None, hooked.get(i))
             with open(os.path.join(logs, f"party{i}.out"), "w") as out, \
                     open(os.path.join(logs, f"party{i}.err"), "w") as err:
@@ -451,7 +586,8 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
                 t_fault, applied = time.monotonic(), False  # the target never reached the step
                 break
             time.sleep(0.01)
-        if fault.action in ("foreign", "impostor", "squat", "stray", "inconsistent"):
+        if fault.action in ("foreign", "impostor", "squat", "stray", "inconsistent", "cotenant", "readable-key",
+                            "bounds", "offset", "no-noise"):
             t_fault = t_start  # the fault is there from the start
         # ---- wait for the others ----
         hit = {fault.target} if fault.action in ("kill", "stop") else set()
@@ -492,7 +628,7 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
                 "message": msg[:400], "names": named(msg, i), "released": released, "stdout": out[:300],
                 "steps": _read(os.path.join(marks, f"party{i}")).split("\n")[:-1],
             })
-        rec.update(_verdict(fault, per_party, hit, running, t_fault, exit_at, waiting, bound))
+        rec.update(_verdict(fault, per_party, hit, running, t_fault, exit_at, waiting, bound, rec.get("impostor") or {}))
         rec.update(applied=applied, per_party=per_party, tmp_leftovers=leftovers,
                    leftover_processes=len(leftover_procs), proxy_dropped_bytes=proxy.dropped if proxy else None)
         rec["passed"] = bool(applied) and passed(rec)
@@ -505,6 +641,33 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
         if proxy is not None:
             proxy.close()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _cotenant(program, work: str, addrs: str, spec, own_certs: str, index: int, flags, supported,
+              deadline: float) -> dict:
+    """Another user of this host runs party ``index``'s command line (read from /proc: job id, addresses;
+    the program is public for the server) with keys of an authority of its own; waits until it exits (at most
+    ``deadline`` s).  Returns its exit code, last message and whether it wrote a result."""
+    d = os.path.join(work, "cotenant")
+    os.makedirs(d)
+    tls = _party_dir(own_certs, os.path.join(d, "tls"), index, index)
+    pf, rf = os.path.join(d, "program"), os.path.join(d, "result")
+    with open(pf, "wb") as f:
+        pickle.dump(program, f, protocol=5)
+    cmd = [sys.executable, "-m", "mpc.party", "--program", pf, "--index", str(index), "--parties", addrs,
+           "--result", rf, *flags, "--ssl", "--ssl-dir", tls]
+    if "--job-id" in supported:
+        cmd += ["--job-id", spec.job_id]
+    with open(os.path.join(d, "err"), "w") as err:
+        p = subprocess.Popen(cmd, env=_env(os.path.join(work, "tmp"), 3), start_new_session=True, cwd=d,
+                             stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        code = p.wait(deadline)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        code = p.wait()
+    return {"exit": code, "message": message(_read(os.path.join(d, "err")))[:400],
+            "released": os.path.exists(rf) or os.path.exists(rf + ".tmp")}
 
 
 def send_stray(addr: str, payload: bytes, deadline: float = 30.0) -> bool:
@@ -527,7 +690,7 @@ def send_stray(addr: str, payload: bytes, deadline: float = 30.0) -> bool:
     return False
 
 
-def _verdict(fault, per_party, hit, running, t_fault, exit_at, waiting, bound) -> dict:
+def _verdict(fault, per_party, hit, running, t_fault, exit_at, waiting, bound, impostor=None) -> dict:
     """The acceptance criteria of issue 12 (issue 25's for the cases that must leave the job unaffected), each
     observed separately."""
     if fault.action in UNAFFECTED:
@@ -535,6 +698,8 @@ def _verdict(fault, per_party, hit, running, t_fault, exit_at, waiting, bound) -
         seconds = None if running or last is None else round(last - t_fault, 3)
         crit = {"all_exited": not running, "zero_exit": all(per_party[i]["exit"] == 0 for i in waiting),
                 "released_by_the_server": bool(per_party[0]["released"])}
+        if fault.action == "cotenant":
+            crit["impostor_refused"] = impostor.get("exit") not in (None, 0) and not impostor.get("released")
         return {"seconds_to_last_exit": seconds, "still_running_at_deadline": running, "assessed": list(waiting),
                 "names_ok": {}, "criteria": crit}
     assessed = [i for i in waiting if i != fault.target or fault.action == "cut"]

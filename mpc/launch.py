@@ -130,8 +130,8 @@ def party_command(program_file: str, index: int, addresses: str, result_file: st
                   job_name: str | None = None, insecure_plaintext: bool = False) -> list[str]:
     """The command line starting party ``index`` of job ``job_id`` (``addresses``: comma-separated host:port
     of all parties).  ``ssl_dir``: TLS with this party's keys from ``python -m mpc.certs`` (whose certificates
-    name the job ``job_name``, if given); ``insecure_plaintext``: the operator's opt-in to plain TCP across
-    hosts.  The party logs at this process's level (:func:`mpc.logs.party_level_args`)."""
+    name the job ``job_name``, if given); ``insecure_plaintext``: the operator's opt-in to plain TCP (no peer
+    authentication, on loopback too).  The party logs at this process's level (:func:`mpc.logs.party_level_args`)."""
     if job_id is None:
         raise ValueError("a party needs its job's id (the same fresh id at every party of the job)")
     cmd = [sys.executable, "-m", "mpc.party", "--program", program_file, "--index", str(index),
@@ -166,12 +166,12 @@ def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float 
                 extra_args: list[str] | None = None, on_start=None, addresses=None,
                 ssl_dir: str | None = None, blas_threads: int | None = None, min_clients: int = 1,
                 idle_timeout: float = IDLE_TIMEOUT_S, job_id: str | None = None, job_name: str | None = None,
-                insecure_plaintext: bool = False, local_tls: bool = True) -> list[dict]:
+                insecure_plaintext: bool = False) -> list[dict]:
     """Run ``programs[i]`` as party ``i`` in its own process; return each party's result record.
 
     ``ssl_dir``: a folder made by ``python -m mpc.certs``: every connection runs over mutually
     authenticated TLS (its certificates naming job ``job_name``, if given).  Without one (and unless
-    ``insecure_plaintext`` or ``local_tls=False``), this launcher makes a fresh authority and one key per party for
+    ``insecure_plaintext``), this launcher makes a fresh authority and one key per party for
     this job alone, in its private folder (0700, keys 0600, removed with it), and every connection runs over TLS
     with them: on a shared host, loopback has no peer check, and another local user who reads the command lines
     (the job id and addresses are public there) could otherwise connect as a party; without the keys its
@@ -209,7 +209,7 @@ def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float 
     env = party_env(local_parties=M, blas_threads=blas_threads)
     log.info(f"starting {M} party processes (server and {M - 1} clients) at {addrs}")
     with Launch("sqm-job-") as job:
-        if ssl_dir is None and local_tls and not insecure_plaintext:
+        if ssl_dir is None and not insecure_plaintext:
             from .certs import check_job_name, make_certificates
 
             try:

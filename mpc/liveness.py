@@ -13,6 +13,26 @@ message exchanger).
   (e.g. waiting on the server, which waits on it) stop too.  A stopped process (SIGSTOP) or a partition
   keeps its TCP connection open, so only this timeout can see it.
 
+Progress (issue 25): a peer that keeps sending heartbeats but not what the step expects.  Each heartbeat
+carries its sender's step (MPyC's program counter, which labels every message: :func:`mpc.protocol._exchange`
+advances it and sends that step's messages in one synchronous block), whether it is computing off its receive
+path (:func:`busy`: PSI's hashing and intersection) and the peers it is waiting on (:func:`heartbeat_payload`).
+A party waiting on peer p for a message of step k names p and aborts the job when:
+
+- p's heartbeat reports step >= k: p went past step k without sending it (TCP keeps order, so a message p had
+  sent would have arrived before that heartbeat) -- at once, exact;
+- p's heartbeats are fresh, p is at an earlier step, waits on no peer, is not computing, its step has not
+  moved and no message from it has arrived for ``progress_timeout`` seconds (default :data:`PROGRESS_TIMEOUT_S`);
+- p says it waits on a peer q that is at or past p's step (q has sent p its message) for ``progress_timeout``
+  seconds, its heartbeats fresh all along;
+- a frame from p is in transit for longer than ``progress_timeout`` plus its announced size at
+  :data:`MIN_FRAME_RATE` (a trickle).
+
+Honest parties never meet these conditions: an honest party waits on q only while q is behind it, so the
+wait-for chains of honest parties strictly descend in step and end at a party that is computing (its loop
+blocked: no heartbeats, the idle timeout's case, or :func:`busy`) or at the deviating one.  Not detected: a
+party that claims to be computing (:func:`busy`) is waited for up to the whole job's ``--timeout``.
+
 Heartbeats come from an asyncio task, so a party whose event loop is blocked by a long local computation
 (numpy on the loop's thread) sends none meanwhile: ``idle_timeout`` must exceed the longest blocking local
 phase of any party.  Each party records its longest loop stall (``state["max_stall_s"]``, in its result
@@ -27,12 +47,50 @@ timers), and a watchdog round that woke late skips its check once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import struct
 import time
 
 MAX_FRAME_BYTES = 256 << 20  # one frame's announced payload (the protocols send chunks of about 4 MiB)
 MAX_BUFFERED_BYTES = 256 << 20  # bytes from one peer received but not yet asked for by a protocol step
 IDLE_TIMEOUT_S = 25.0  # default: a stopped or partitioned peer is detected within this (plus one tick), under 30 s
 HEARTBEAT_MAX_S = 5.0  # heartbeats every min(this, idle_timeout / 6) seconds
+PROGRESS_TIMEOUT_S = 20.0  # default: a peer that heartbeats but does not send what the step expects is named
+MIN_FRAME_RATE = 1 << 20  # bytes/s: a frame in transit must arrive within the progress timeout + size / this
+_HB_HEAD = struct.Struct("<qB")  # heartbeat payload: the sender's step, its flags (1: computing), then u16 pids
+
+
+def heartbeat_payload(step: int, computing: bool, waits) -> bytes:
+    """A heartbeat's payload: the sender's step, whether it is computing (:func:`busy`), the peers it waits on."""
+    return _HB_HEAD.pack(step, 1 if computing else 0) + b"".join(struct.pack("<H", w) for w in sorted(waits))
+
+
+def read_heartbeat(payload, n_parties: int) -> tuple[int, bool, frozenset]:
+    """(step, computing, waits) of a heartbeat payload; ValueError naming what is wrong with a malformed one."""
+    payload = bytes(payload)
+    if len(payload) < _HB_HEAD.size or (len(payload) - _HB_HEAD.size) % 2 or \
+            len(payload) > _HB_HEAD.size + 2 * n_parties:
+        raise ValueError(f"a heartbeat of {len(payload)} bytes")
+    step, flags = _HB_HEAD.unpack_from(payload)
+    waits = frozenset(struct.unpack_from(f"<{(len(payload) - _HB_HEAD.size) // 2}H", payload, _HB_HEAD.size))
+    if flags > 1 or step < 0 or any(w >= n_parties for w in waits):
+        raise ValueError(f"a heartbeat with flags {flags}, step {step}, waits {sorted(waits)}")
+    return step, bool(flags), waits
+
+
+@contextlib.contextmanager
+def busy():
+    """Within this block this party computes off its receive path with its event loop free (a worker thread,
+    or batches with a turn for the loop between them): its heartbeats say so, and peers waiting on it do not
+    take the silence of its messages for a stall (they wait up to the job's timeout)."""
+    st = _STATE
+    if st is not None:
+        st["busy"] = st.get("busy", 0) + 1
+    try:
+        yield
+    finally:
+        if st is not None:
+            st["busy"] -= 1
 
 
 class PartyLost(RuntimeError):
@@ -111,6 +169,9 @@ def install_loss_detection(state: dict) -> None:
     state.setdefault("abort_exc", PartyAborted)
     state.setdefault("max_stall_s", 0.0)
     state.setdefault("flooded", {})  # peers over the caps (_over_caps): their further bytes are dropped unread
+    state.setdefault("peers", {})  # peer -> what its last heartbeat said (step, since, computing, waits, at)
+    state.setdefault("moved", {})  # peer -> monotonic time its last whole frame other than a heartbeat arrived
+    state.setdefault("transit", {})  # peer -> (announced size, since) of the frame from it now arriving
     orig_receive = asyncoro.MessageExchanger.receive
     orig_data_received = asyncoro.MessageExchanger.data_received
 
@@ -142,7 +203,9 @@ def install_loss_detection(state: dict) -> None:
         notice = read_abort_notice(payload)
         reason, kind, silent = notice["abort"], notice["kind"], notice["party"]
         message = f"{_label(self.peer_pid).capitalize()} aborted the job: {reason}"
-        if kind == "silent":
+        if kind == "stalled":
+            abort_all(self.runtime, f"{message}; nothing released", PeerSilent)
+        elif kind == "silent":
             blocked = time.monotonic() - state.get("tick_at", time.monotonic())
             if silent == self.runtime.pid and blocked > state.get("idle_timeout", IDLE_TIMEOUT_S) / 2:
                 message += (f" (this party's own event loop was blocked for {blocked:.0f} s by local computation: "
@@ -157,7 +220,31 @@ def install_loss_detection(state: dict) -> None:
             _fail_pending(proto, lambda: exc_class(message))
 
     def on_heartbeat(self, payload):
-        pass  # data_received has marked the peer alive: any bytes do
+        # data_received has marked the peer alive (any bytes do); the payload says where it stands
+        peer, now = self.peer_pid, time.monotonic()
+        state["hb_bytes"] = state.get("hb_bytes", 0) + 12 + len(payload)
+        if peer is None or state["aborted"] is not None:
+            return
+        try:
+            step, computing, waits = read_heartbeat(payload, len(self.runtime.parties))
+        except ValueError as e:
+            stalled(self.runtime, peer, f"sent a malformed heartbeat ({e})", PartyAborted)
+            return
+        info = state["peers"].setdefault(peer, {"step": None, "claims": {}})
+        if info["step"] != step:
+            info["step"], info["since"] = step, now
+        info.update(computing=computing, waits=waits, at=now)
+        skipped = [k for k, f in self.buffers.items() if isinstance(f, asyncio.Future) and not f.done() and 0 <= k <= step]
+        if skipped:  # its message of that step would have arrived before this heartbeat: it was never sent
+            stalled(self.runtime, peer, f"went past step {min(skipped)} without sending this party its message "
+                                        f"there (its heartbeat reports step {step})", PartyAborted)
+
+    def stalled(rt, peer, why, exc_class):
+        from .protocol import abort_notice
+
+        reason = f"{_label(peer)} {why}"
+        send_abort(rt, abort_notice(reason, "stalled" if exc_class is PeerSilent else "refused", party=peer))
+        abort_all(rt, f"{reason}; job aborted, nothing released", exc_class)
 
     def data_received(self, data):
         if ABORT_PC not in self.buffers:
@@ -165,9 +252,17 @@ def install_loss_detection(state: dict) -> None:
             self.buffers[HEARTBEAT_PC] = _Inbox(self, HEARTBEAT_PC, on_heartbeat)
         if self.peer_pid is not None and state["flooded"].get(self.peer_pid):
             return  # a peer over the caps: the job is aborted, its further bytes are dropped unread
+        before, hb = len(self.bytes) + len(data), state.get("hb_bytes", 0)
         orig_data_received(self, data)
         if self.peer_pid is not None:
-            state["seen"][self.peer_pid] = time.monotonic()
+            now = state["seen"][self.peer_pid] = time.monotonic()
+            consumed = before - len(self.bytes)  # whole frames handed on in this call
+            if consumed > state.get("hb_bytes", 0) - hb:  # one that was no heartbeat: a message (or notice)
+                state["moved"][self.peer_pid] = now
+            if len(self.bytes) < 12:
+                state["transit"].pop(self.peer_pid, None)
+            elif consumed or self.peer_pid not in state["transit"]:  # a frame started arriving in this call
+                state["transit"][self.peer_pid] = (struct.unpack_from("<qI", self.bytes)[1], now)
             over = _over_caps(self)
             if over is not None:
                 state["flooded"][self.peer_pid] = True
@@ -181,6 +276,7 @@ def install_loss_detection(state: dict) -> None:
                 abort_all(self.runtime, f"{reason}; job aborted, nothing released", PartyAborted)
 
     state["abort_all"] = abort_all
+    state["stalled"] = stalled
     asyncoro.MessageExchanger.connection_lost = connection_lost
     asyncoro.MessageExchanger.receive = receive
     asyncoro.MessageExchanger.data_received = data_received
@@ -189,8 +285,6 @@ def install_loss_detection(state: dict) -> None:
 def _over_caps(proto) -> str | None:
     """Why one peer's connection is over the caps (None when it is not): a frame announcing more than
     :data:`MAX_FRAME_BYTES`, or more than :data:`MAX_BUFFERED_BYTES` received and not yet asked for."""
-    import struct
-
     if len(proto.bytes) >= 12:
         _, size = struct.unpack_from("<qI", proto.bytes)
         if size > MAX_FRAME_BYTES:
@@ -206,19 +300,58 @@ def heartbeat_period(idle_timeout: float) -> float:
     return min(HEARTBEAT_MAX_S, idle_timeout / 6)
 
 
-def start_keep_alive(rt, state: dict, idle_timeout: float = IDLE_TIMEOUT_S) -> asyncio.Task | None:
-    """Start the heartbeat and idle-timeout task (after connecting; it stops by itself once ``state['done']``).
-    ``idle_timeout`` <= 0 or None disables it (receives then wait for the whole-job timeout)."""
+def start_keep_alive(rt, state: dict, idle_timeout: float = IDLE_TIMEOUT_S,
+                     progress_timeout: float = PROGRESS_TIMEOUT_S) -> asyncio.Task | None:
+    """Start the heartbeat, idle-timeout and progress task (after connecting; it stops by itself once
+    ``state['done']``).  ``idle_timeout`` <= 0 or None disables it (receives then wait for the whole-job
+    timeout); ``progress_timeout`` <= 0 or None disables the progress checks alone."""
     if not idle_timeout or idle_timeout <= 0:
         return None
+    state["progress_timeout"] = float(progress_timeout) if progress_timeout and progress_timeout > 0 else None
     return asyncio.ensure_future(keep_alive(rt, state, float(idle_timeout)))
+
+
+def _waiting(proto) -> bool:
+    return any(isinstance(f, asyncio.Future) and not f.done() for f in proto.buffers.values())
+
+
+def no_progress(rt, state: dict, pid: int, now: float, limit: float, fresh: float) -> tuple[str, type] | None:
+    """Why peer ``pid``, whose message this party awaits, is stalling (a reason and the exception class), or None
+    (see the module docstring).  ``fresh``: the age beyond which a heartbeat no longer says where the peer is."""
+    from .protocol import PartyAborted
+
+    transit = state["transit"].get(pid)
+    if transit is not None:
+        size, since = transit
+        allowed = limit + size / MIN_FRAME_RATE
+        if now - since > allowed:
+            return (f"has been sending a frame of {size:,} bytes for {now - since:.0f} s (allowed {allowed:.0f} s at "
+                    f"{MIN_FRAME_RATE >> 20} MiB/s after {limit:g} s)", PeerSilent)
+        return None  # its heartbeats are behind that frame
+    info = state["peers"].get(pid)
+    if info is None or info["step"] is None or now - info["at"] > fresh or info["computing"] \
+            or now - state["moved"].get(pid, info["since"]) <= limit:
+        if info is not None:
+            info["claims"].clear()
+        return None
+    if not info["waits"] and now - info["since"] > limit:
+        return (f"has sent heartbeats but no message for {limit:g} s: it is at step {info['step']}, waits on no party "
+                f"and is not computing", PeerSilent)
+    for q in info["waits"]:
+        q_step = rt._program_counter[0] if q == rt.pid else state["peers"].get(q, {}).get("step")
+        if q_step is None or q_step < info["step"]:
+            info["claims"].pop(q, None)
+            continue
+        first = info["claims"].setdefault(q, now)
+        if now - first > limit:
+            return (f"has said for {now - first:.0f} s that it waits on {_label(q)}, which is past that step (step "
+                    f"{q_step}, its message to it sent): it does not go on", PartyAborted)
+    return None
 
 
 async def keep_alive(rt, state: dict, idle_timeout: float) -> None:
     from .protocol import HEARTBEAT_PC
 
-    import struct
-    beat = struct.pack("<qI", HEARTBEAT_PC, 0)  # MPyC's frame header with an empty payload
     period = heartbeat_period(idle_timeout)
     tick = min(0.25, period)  # also the resolution of max_stall_s
     now = time.monotonic()
@@ -233,17 +366,26 @@ async def keep_alive(rt, state: dict, idle_timeout: float) -> None:
         state["max_stall_s"] = max(state["max_stall_s"], stall)
         if now - last_beat >= period:
             last_beat = now
-            for _, proto in _connected(rt):
+            peers = list(_connected(rt))
+            payload = heartbeat_payload(rt._program_counter[0], state.get("busy", 0) > 0,
+                                        [pid for pid, proto in peers if _waiting(proto)])
+            beat = struct.pack("<qI", HEARTBEAT_PC, len(payload)) + payload  # an MPyC frame
+            for _, proto in peers:
                 tr = proto.transport
                 if tr is not None and not tr.is_closing():
                     tr.write(beat)  # not counted in nbytes_sent: protocol byte figures stay the protocol's
         skipped = stall >= tick and not skipped  # a round that woke late skips its check once: our own loop
         if not skipped:  # was blocked, and the bytes that arrived meanwhile are read before the next round
+            limit = state.get("progress_timeout")
             for pid, proto in list(_connected(rt)):
-                waiting = any(isinstance(f, asyncio.Future) and not f.done() for f in proto.buffers.values())
+                waiting = _waiting(proto)
                 silence = now - state["seen"].get(pid, now)
                 if waiting and silence > idle_timeout:
                     declare_silent(rt, state, pid, idle_timeout)
+                    return
+                stall = no_progress(rt, state, pid, now, limit, 2 * period + 2 * tick) if waiting and limit else None
+                if stall is not None:
+                    state["stalled"](rt, pid, *stall)
                     return
         wake = time.monotonic() + tick
         await asyncio.sleep(tick)

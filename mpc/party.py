@@ -7,9 +7,10 @@ input unusable, 1 other error); nothing is released.
 
 Every party of a job gets the same ``--job-id`` (a fresh random 128-bit id) and address list.  Connecting
 (:mod:`mpc.session`): each party listens on its own job address only; a peer's identity is checked on both
-sides of every connection; TLS is on whenever any address is not loopback (``--ssl-dir``: keys from
-``python -m mpc.certs``; ``--ssl`` turns it on for loopback jobs too), and plain TCP across hosts is refused
-unless ``--insecure-plaintext`` is given.  The first exchange then compares every party's job description
+sides of every connection; every connection runs over mutually authenticated TLS (``--ssl-dir``: keys from
+``python -m mpc.certs``), loopback ones too: plain TCP has no peer check, so on a shared host another user who
+reads the command lines could connect as a party or listen first at a party's address.  Plain TCP needs the
+operator's ``--insecure-plaintext`` (sqm's local launchers make per-job keys themselves).  The first exchange then compares every party's job description
 (job id, job name, addresses, program): a party of another job is refused, naming it and what differs.
 
 The program file is a pickle read from this party's own disk, never from the network: it must be written by
@@ -36,7 +37,7 @@ import resource  # noqa: E402
 import sys  # noqa: E402
 
 from . import logs  # noqa: E402
-from .liveness import IDLE_TIMEOUT_S  # noqa: E402
+from .liveness import IDLE_TIMEOUT_S, PROGRESS_TIMEOUT_S  # noqa: E402
 
 from .exitcodes import (EXIT_BAD_DATA, EXIT_ERROR, EXIT_LOST, EXIT_REFUSED,  # noqa: F401,E402  (re-exported)
                         EXIT_TIMEOUT, EXIT_USAGE)
@@ -156,19 +157,25 @@ def main(argv=None) -> int:
     ap.add_argument("--job-name", help="the job's name in the parties' certificates (default: the name in this "
                                        "party's own certificate)")
     ap.add_argument("--ssl", action="store_true",
-                    help="mutually authenticated TLS also between loopback addresses (it is always on when any "
-                         "address is not loopback); see python -m mpc.certs")
+                    help="mutually authenticated TLS (the default unless --insecure-plaintext; with it, TLS anyway); "
+                         "see python -m mpc.certs")
     ap.add_argument("--ssl-dir", default=".config",
                     help="folder holding mpyc_ca.crt, party_I.crt and party_I.key (default: .config)")
     ap.add_argument("--insecure-plaintext", action="store_true",
-                    help="INSECURE: plain TCP even though some party address is not loopback (anyone on the "
-                         "path can read the shares); a trusted, isolated network only")
+                    help="INSECURE: plain TCP, no peer authentication (across hosts anyone on the path can read "
+                         "the shares; on one host another local user can connect as a party); a trusted, isolated "
+                         "network or a single-user host only")
     ap.add_argument("--connect-timeout", type=float, default=60.0,
                     help="seconds to wait for every party to connect (default 60)")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds before the whole job is abandoned")
     ap.add_argument("--idle-timeout", type=float, default=IDLE_TIMEOUT_S,
                     help=f"seconds without any bytes from a peer whose message is awaited before the job is "
                          f"aborted naming it (a stopped or partitioned party; default {IDLE_TIMEOUT_S:g}; 0: off)")
+    ap.add_argument("--progress-timeout", type=float, default=PROGRESS_TIMEOUT_S,
+                    help=f"seconds a peer whose message is awaited may keep sending heartbeats without sending "
+                         f"what the step expects (no message, its step unchanged, waiting on no party) before the "
+                         f"job is aborted naming it (default {PROGRESS_TIMEOUT_S:g}; a frame in transit gets its "
+                         f"size at 1 MiB/s more; 0: off)")
     ap.add_argument("--insecure-pcg64-shares", action="store_true",
                     help="BENCHMARK ONLY (sqm bench bgw-cost --compare-rng): draw Shamir coefficients from numpy's "
                          "PCG64, a statistical generator whose outputs reveal its state, instead of AES-CTR keyed "
@@ -196,7 +203,7 @@ def main(argv=None) -> int:
     timeline["unpickled"] = time.time()
     if args.result:
         args.result = os.path.abspath(args.result)
-    from .session import check_job_id, plaintext_refusal
+    from .session import check_job_id, is_loopback, plaintext_refusal, split_address
 
     try:
         check_job_id(args.job_id)
@@ -204,14 +211,14 @@ def main(argv=None) -> int:
         log.error(f"mpc.party: error: --job-id: {e}")
         return EXIT_USAGE
     tls = None
-    remote = plaintext_refusal(addrs)
-    if args.ssl or (remote and not args.insecure_plaintext):
+    remote = any(not is_loopback(split_address(a)[0]) for a in addrs)
+    if args.ssl or not args.insecure_plaintext:
         from .certs import IdentityError, TLSIdentity
 
         try:
             tls = TLSIdentity(args.ssl_dir, args.index, args.job_name)
         except (IdentityError, ValueError, OSError) as e:
-            why = f"{remote}.  " if remote and not args.ssl else ""
+            why = "" if args.ssl else f"{plaintext_refusal(addrs)}.  "
             log.error(f"mpc.party: error: {why}{e}")
             return EXIT_REFUSED
     elif remote:
@@ -220,9 +227,9 @@ def main(argv=None) -> int:
                     f"client's link alone sees enough of its shares (those it sends and receives) to rebuild its "
                     f"whole quantized input block, and can forge or alter shares undetected")
     else:
-        log.info(f"mpc.party: party {args.index} runs plain TCP over loopback: unauthenticated, so on a host shared "
-                 f"with other users one of them could connect as a party; launchers (sqm's local runs) make per-job "
-                 f"keys for this, and parties started one by one can pass --ssl-dir (keys from python -m mpc.certs)")
+        log.warning(f"mpc.party: WARNING: party {args.index} runs plain TCP over loopback (--insecure-plaintext): "
+                    f"unauthenticated, so another user of this host could connect as a party or listen first at "
+                    f"a party's address and act as it")
 
     mpyc_argv = [sys.argv[0]]
     for a in addrs:
@@ -251,7 +258,7 @@ def main(argv=None) -> int:
         session = await start(mpc, addrs, tls, args.connect_timeout)
         timeline["connected"] = time.time()
         log.info(f"connected to {len(addrs) - 1} parties in {session.seconds:.2f} s ({'TLS' if tls else 'plain TCP'})")
-        start_keep_alive(mpc, state, args.idle_timeout)  # heartbeats; a silent peer aborts the job
+        start_keep_alive(mpc, state, args.idle_timeout, args.progress_timeout)  # a silent or stalling peer aborts
         t0 = time.perf_counter()
         share_rng = None  # default: AES-CTR keyed from OS entropy (mpc.randomness)
         if args.insecure_pcg64_shares:

@@ -87,7 +87,7 @@ async def _done(value):
 
 
 ABORT_PC = -(1 << 62)  # the message label of an abort notice (MPyC labels are non-negative program counters)
-HEARTBEAT_PC = ABORT_PC + 1  # the label of a heartbeat frame (empty payload; see mpc.liveness)
+HEARTBEAT_PC = ABORT_PC + 1  # the label of a heartbeat frame (its payload: mpc.liveness.heartbeat_payload)
 
 
 def printable(text: str, n: int) -> str:

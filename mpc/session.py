@@ -67,14 +67,20 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def plaintext_refusal(addresses) -> str | None:
-    """Why plain TCP is refused for these addresses (None when every address is loopback)."""
+def plaintext_refusal(addresses) -> str:
+    """Why plain TCP is refused for these addresses: between hosts anyone on the path reads the shares; over
+    loopback any local user who reads the command lines (the job id and addresses are there) can connect as
+    a party, or listen first at a party's address and act as it (loopback has no peer check)."""
     remote = [a for a in addresses if not is_loopback(split_address(a)[0])]
-    if not remote:
-        return None
-    return (f"party addresses {', '.join(remote)} are not loopback: parties on other hosts must use TLS (keys from "
-            f"python -m mpc.certs, --ssl-dir DIR); plain TCP would let anyone on the path read the shares.  "
-            f"Pass --insecure-plaintext to run without TLS anyway (a trusted, isolated network only)")
+    if remote:
+        return (f"party addresses {', '.join(remote)} are not loopback: parties on other hosts must use TLS (keys "
+                f"from python -m mpc.certs, --ssl-dir DIR); plain TCP would let anyone on the path read the "
+                f"shares.  Pass --insecure-plaintext to run without TLS anyway (a trusted, isolated network only)")
+    return ("parties started one by one authenticate each other with TLS even over loopback (keys from python -m "
+            "mpc.certs, --ssl-dir DIR; sqm's local launchers make per-job keys themselves): plain loopback TCP has "
+            "no peer check, so another user of this host who reads the command lines could connect as a party or "
+            "listen first at a party's address and act as it.  Pass --insecure-plaintext to run without TLS anyway "
+            "(a host no one else uses only)")
 
 
 def check_job_id(job_id: str) -> str:

@@ -29,7 +29,7 @@ from mpc.stream import ArrayInput
 
 from .client import QuantizedRows
 from .compensation import check_rounding
-from .polynomial import StructuredPolynomial
+from .polynomial import CovariancePolynomial, StructuredPolynomial
 from .report import PrivacyReport
 from .rng import party_rng, spawn_seeds
 from .sensitivity import Sensitivity
@@ -170,10 +170,36 @@ async def sqm_round(ctx, statistic: StructuredPolynomial, block, plan: SQMPlan, 
             x_hat = rows.whole()
             my_input = (x_hat, rows.addend()) + ((digest,) if plan.align_ids else ())
     raw = await statistic.kernel(ctx, plan, coefs, my_input)
+    if isinstance(statistic, CovariancePolynomial):  # a client far outside its bounds: refused, nothing released
+        await _bounds_verdict(ctx, plan, raw)
     if not ctx.is_server:
         return RoundOutput(scale=plan.scale, clipped=int(rows.clipped))
     bits = prime_for_bound(statistic.result_bound(plan, coefs), ctx.M).bit_length()
     return RoundOutput(np.array([float(v) for v in raw]) / plan.scale, raw, plan.scale, bits)
+
+
+async def _bounds_verdict(ctx, plan: SQMPlan, raw) -> None:
+    """The server checks the covariance release against the clients' public bounds (:mod:`sqm.input_check`) and
+    tells every client the verdict (an empty string, or which client deviates: never a released figure); on a
+    refusal every party raises, and nothing is released."""
+    from mpc import wire
+    from mpc.protocol import ProtocolError
+
+    from .input_check import InputBoundsError, check_input_energy
+
+    refusal = None
+    if ctx.is_server:
+        try:
+            check_input_energy(plan, raw)
+        except InputBoundsError as e:
+            refusal = e
+    verdict = await ctx.broadcast("" if refusal is None else refusal.public,
+                                  wire.value(str, "the server's verdict on the inputs' bounds", lambda v: len(v) <= 500),
+                                  step="input bounds check")
+    if refusal is not None:
+        raise refusal
+    if verdict:
+        raise ProtocolError(f"party {ctx.pid}: the server refused the release: {verdict}")
 
 
 class SQMParty(PartyProgram):

@@ -14,8 +14,13 @@ from bench import faults
 # cases -> extra flags for every party (passed only if python -m mpc.party has them)
 # (the suite keeps one case: a foreign party and a squatted port are tests of test_session_binding, a stopped
 # party one of test_liveness; `sqm bench faults` runs them all)
-CASES = {"kill-compute": {}, "huge-frame": {}, "stray-party-999": {}, "inconsistent-sharing": {}}  # issue 25's quick ones: a named refusal
-# (an insider's 4 GiB frame announcement) and an unaffected job (two stray bytes at a client's port)
+CASES = {"kill-compute": {}, "huge-frame": {}, "stray-party-999": {}, "inconsistent-sharing": {},
+         "stall": {"--progress-timeout": 5}, "skip": {}, "malformed-deep": {}, "local-impostor": {},
+         "out-of-bounds": {}}
+# issue 25's quick ones: named refusals (an insider's 4 GiB frame announcement, an inconsistent sharing, an insider
+# that heartbeats but never sends or skips a step, a frame nested 100,000 deep, a client sharing values 1000x beyond
+# its bounds) and unaffected jobs (two stray
+# bytes at a client's port; a co-tenant starting the server's command line with keys of its own)
 # mechanisms of issue 12 that did not work yet when this module was written: criterion -> reason.  A case
 # listed here is reported as xfail only when that criterion really fails; any other failure fails the test.
 PENDING: dict[str, dict[str, str]] = {

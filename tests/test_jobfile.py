@@ -11,6 +11,8 @@ import threading
 import numpy as np
 import pytest
 
+from mpc.certs import DEFAULT_JOB, make_certificates
+
 from apps.jobfile import (PartyFileError, load_job, party_program, read_party_csv, run_job,
                           run_local, run_one, simulate, write_job, write_party_csvs)
 from apps.pca import SQMPCA, PCAJobTask
@@ -52,13 +54,15 @@ def test_one_party_per_invocation_equals_the_in_process_run_bit_for_bit(tmp_path
     own = tmp_path / "elsewhere" / "mine.csv"  # client 2's operator keeps its file outside the job folder
     own.parent.mkdir()
     os.replace(spec.parties[2].file, own)
+    keys = str(tmp_path / "keys")  # parties started one by one authenticate with TLS, over loopback too
+    make_certificates(keys, 3, days=1, job=spec.name or DEFAULT_JOB)
     out = {}
 
     def go(i):
         if i == 2:  # its own --data-file (an absolute path on its own command line)
-            out[i] = run_job(spec, task, 2, timeout=120, data_file=str(own))[2]
+            out[i] = run_job(spec, task, 2, timeout=120, data_file=str(own), ssl_dir=keys)[2]
         else:
-            out[i] = run_one(spec, i, task, timeout=120, connect_timeout=60)
+            out[i] = run_one(spec, i, task, timeout=120, connect_timeout=60, ssl_dir=keys)
 
     threads = [threading.Thread(target=go, args=(i,)) for i in range(3)]
     for t in threads:

@@ -40,6 +40,13 @@ def frame(pc, payload=b""):
     return struct.pack(f"<qI{len(payload)}s", pc, len(payload), payload)
 
 
+def beat(step=0, computing=False, waits=()):
+    """A heartbeat frame: the sender at ``step``, waiting on ``waits``."""
+    from mpc.liveness import heartbeat_payload
+
+    return frame(HEARTBEAT_PC, heartbeat_payload(step, computing, waits))
+
+
 def frames(data):
     """(label, payload) of every frame in a byte stream written by MessageExchanger.send or a heartbeat."""
     out, data = [], bytes(data)
@@ -65,7 +72,7 @@ def patched(monkeypatch):
     install_loss_detection(state)
 
     def make(loop):
-        rt = SimpleNamespace(pid=0, _loop=loop, parties=[SimpleNamespace(pid=0, protocol=None)])
+        rt = SimpleNamespace(pid=0, _loop=loop, parties=[SimpleNamespace(pid=0, protocol=None)], _program_counter=[0])
         for peer in (1, 2):
             proto = asyncoro.MessageExchanger(rt, peer)
             proto.transport = FakeTransport()
@@ -85,7 +92,7 @@ def test_heartbeats_and_notices_in_one_read_are_all_handled(patched):
         waiting = p1.receive(7)
         t_before = time.monotonic()
         # three heartbeats, a data frame, two more heartbeats in one read: MPyC alone fails on the 2nd heartbeat
-        p1.data_received(frame(HEARTBEAT_PC) * 3 + frame(5, b"abc") + frame(HEARTBEAT_PC) * 2)
+        p1.data_received(beat() * 3 + frame(5, b"abc") + beat() * 2)
         assert p1.buffers[5] == b"abc" and not waiting.done()
         assert state["seen"][1] >= t_before  # the bytes marked peer 1 alive (no upper time bound: load-proof)
         notice = wire.encode({"abort": "no message from client 2 for 30 s (stopped or partitioned?)",
@@ -118,7 +125,7 @@ def test_watchdog_names_the_silent_peer_and_tells_the_others(patched):
         for _ in range(100_000):  # peer 1 keeps sending heartbeats, peer 2 sends nothing (a hang guard, not a clock)
             if f2.done():
                 break
-            p1.data_received(frame(HEARTBEAT_PC))
+            p1.data_received(beat())
             await asyncio.sleep(0.05)
         assert f2.done(), "the silent peer was not detected"
         assert time.monotonic() - t0 > idle  # not before the idle timeout (a lower bound no load can break)
@@ -128,7 +135,9 @@ def test_watchdog_names_the_silent_peer_and_tells_the_others(patched):
         with pytest.raises(PeerSilent, match="client 2"):
             f1.result()
         sent1, sent2 = frames(p1.transport.out), frames(p2.transport.out)
-        assert (HEARTBEAT_PC, b"") in sent1 and (HEARTBEAT_PC, b"") in sent2  # heartbeats to both
+        from mpc.liveness import read_heartbeat
+        for sent in (sent1, sent2):  # heartbeats to both: this party at step 0, waiting on both
+            assert (0, False, {1, 2}) in [read_heartbeat(p, 3) for pc, p in sent if pc == HEARTBEAT_PC]
         notice = {"abort": "no message from client 2 for 0.6 s (stopped or partitioned?)", "kind": "silent", "party": 2}
         for sent in (sent1, sent2):  # the silent one too (if only its loop was blocked, it learns why)
             assert [wire.decode(p) for pc, p in sent if pc == ABORT_PC] == [notice]
@@ -166,12 +175,12 @@ def test_watchdog_keeps_live_peers(patched):
         f1, f2 = p1.receive(3), p2.receive(3)
         watchdog = asyncio.ensure_future(keep_alive(rt, state, 0.6))
         for _ in range(30):  # 1.5 s, 2.5 idle timeouts: both peers send heartbeats
-            p1.data_received(frame(HEARTBEAT_PC))
-            p2.data_received(frame(HEARTBEAT_PC))
+            p1.data_received(beat())
+            p2.data_received(beat())
             await asyncio.sleep(0.05)
         time.sleep(1.0)  # this party's own loop blocked beyond the idle timeout: the peers' bytes are waiting
-        p1.data_received(frame(HEARTBEAT_PC))  # (what asyncio reads first on waking)
-        p2.data_received(frame(HEARTBEAT_PC))
+        p1.data_received(beat())  # (what asyncio reads first on waking)
+        p2.data_received(beat())
         await asyncio.sleep(0.3)
         assert not f1.done() and not f2.done() and state["aborted"] is None
         assert state["max_stall_s"] > 0.7  # the blocked second was measured
@@ -179,6 +188,149 @@ def test_watchdog_keeps_live_peers(patched):
         await watchdog
 
     asyncio.run(main())
+
+
+# ----- progress: a peer that heartbeats but does not send what the step expects (issue 25) -------------------
+
+
+def _watch(state, rt, idle=0.6, progress=1.0):
+    from mpc.liveness import keep_alive
+
+    state["progress_timeout"] = progress
+    return asyncio.ensure_future(keep_alive(rt, state, idle))
+
+
+def _notices(proto):
+    return [wire.decode(p) for pc, p in frames(proto.transport.out) if pc == ABORT_PC]
+
+
+def test_a_peer_past_the_step_without_its_message_is_named_at_once(patched):
+    """Its heartbeat reports the awaited step: its message of that step would have come first (TCP keeps
+    order), so it skipped it.  No timer is involved."""
+    from mpc.protocol import PartyAborted
+
+    state, make = patched
+
+    async def main():
+        rt = make(asyncio.get_running_loop())
+        p1, p2 = rt.parties[1].protocol, rt.parties[2].protocol
+        f1 = p1.receive(3)
+        p1.data_received(beat(step=2, waits=[2]))  # behind: nothing to say yet
+        assert not f1.done()
+        p1.data_received(beat(step=3))
+        with pytest.raises(PartyAborted, match=r"^client 1 went past step 3 without sending this party its message "
+                                               r"there \(its heartbeat reports step 3\)"):
+            await f1
+        assert _notices(p2) == [{"abort": "client 1 went past step 3 without sending this party its message there "
+                                          "(its heartbeat reports step 3)", "kind": "refused", "party": 1}]
+
+    asyncio.run(main())
+
+
+def test_a_peer_that_heartbeats_but_sends_nothing_is_named(patched):
+    """Client 1 stays at step 2, waits on nobody and does not compute, heartbeating; client 2 (at step 3,
+    waiting on client 1, which is behind it: honest) is not blamed."""
+    from mpc.liveness import PeerSilent
+
+    state, make = patched
+
+    async def main():
+        rt = make(asyncio.get_running_loop())
+        rt._program_counter[0] = 3
+        p1, p2 = rt.parties[1].protocol, rt.parties[2].protocol
+        f1 = p1.receive(3)  # (nothing from client 2: at step 3 it has sent its message of step 3)
+        watchdog = _watch(state, rt)
+        t0 = time.monotonic()
+        for _ in range(100_000):  # a hang guard, not a clock
+            if f1.done():
+                break
+            p1.data_received(beat(step=2))
+            p2.data_received(beat(step=3, waits=[1]))
+            await asyncio.sleep(0.05)
+        await watchdog
+        assert time.monotonic() - t0 > 1.0  # not before the progress timeout
+        with pytest.raises(PeerSilent, match=r"^client 1 has sent heartbeats but no message for 1 s: it is at step 2, "
+                                             r"waits on no party and is not computing; job aborted"):
+            f1.result()
+        assert [n["party"] for n in _notices(p2)] == [1]
+
+    asyncio.run(main())
+
+
+def test_a_computing_peer_and_a_frame_arriving_are_waited_for(patched):
+    """A peer that says it computes (mpc.liveness.busy), and one whose frame keeps arriving at a good rate, are
+    not taken for stalling for several progress timeouts."""
+    state, make = patched
+
+    async def main():
+        rt = make(asyncio.get_running_loop())
+        p1, p2 = rt.parties[1].protocol, rt.parties[2].protocol
+        f1, f2 = p1.receive(3), p2.receive(3)
+        watchdog = _watch(state, rt, progress=0.5)
+        p2.data_received(struct.pack("<qI", 3, 4 << 20))  # a 4 MiB frame: allowed 0.5 + 4 s
+        for _ in range(40):  # 2 s: four progress timeouts
+            p1.data_received(beat(step=2, computing=True))
+            p2.data_received(b"\0" * 1000)
+            await asyncio.sleep(0.05)
+        assert not f1.done() and not f2.done() and state["aborted"] is None
+        state["done"] = True
+        await watchdog
+
+    asyncio.run(main())
+
+
+def test_a_trickled_frame_and_a_false_wait_are_named(patched):
+    from mpc.liveness import PeerSilent
+    from mpc.protocol import PartyAborted
+
+    state, make = patched
+
+    async def main():  # client 2 trickles a 1,000-byte frame one byte at a time
+        rt = make(asyncio.get_running_loop())
+        p1, p2 = rt.parties[1].protocol, rt.parties[2].protocol
+        f2 = p2.receive(3)
+        watchdog = _watch(state, rt, progress=0.5)
+        p2.data_received(struct.pack("<qI", 3, 1000))
+        for _ in range(100_000):
+            if f2.done():
+                break
+            p2.data_received(b"\0")
+            p1.data_received(beat(step=3))
+            await asyncio.sleep(0.05)
+        await watchdog
+        with pytest.raises(PeerSilent, match=r"^client 2 has been sending a frame of 1,000 bytes for \d+ s"):
+            f2.result()
+
+    asyncio.run(main())
+    state.update(aborted=None, peers={}, moved={}, transit={})
+
+    async def lying():  # client 1 says it waits on client 2, which is past client 1's step
+        rt = make(asyncio.get_running_loop())
+        p1, p2 = rt.parties[1].protocol, rt.parties[2].protocol
+        f1 = p1.receive(3)
+        watchdog = _watch(state, rt, progress=0.5)
+        for _ in range(100_000):
+            if f1.done():
+                break
+            p1.data_received(beat(step=2, waits=[2]))
+            p2.data_received(beat(step=4))
+            await asyncio.sleep(0.05)
+        await watchdog
+        with pytest.raises(PartyAborted, match=r"^client 1 has said for \d+ s that it waits on client 2, which is "
+                                               r"past that step"):
+            f1.result()
+
+    asyncio.run(lying())
+
+
+def test_heartbeat_payloads_round_trip_and_malformed_ones_are_refused():
+    from mpc.liveness import heartbeat_payload, read_heartbeat
+
+    assert read_heartbeat(heartbeat_payload(7, True, [2, 0]), 3) == (7, True, frozenset({0, 2}))
+    for bad in (b"", b"\0" * 8, heartbeat_payload(1, False, [5]), heartbeat_payload(1, False, [0]) + b"\0",
+                heartbeat_payload(-1, False, []), heartbeat_payload(1, False, [0, 1, 2, 0])[:9] + b"\x02" * 8):
+        with pytest.raises(ValueError, match="a heartbeat"):
+            read_heartbeat(bad, 3)
 
 
 # ----- real party processes ---------------------------------------------------------------------------------

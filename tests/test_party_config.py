@@ -43,11 +43,14 @@ def test_bad_party_options_are_usage_errors(tmp_path, args, message):
 @pytest.mark.parametrize("args, message", [
     (["--index", "1", "--parties", "127.0.0.1:9001,127.0.0.1:9002", "--ssl", "--ssl-dir", "/nonexistent"],
      "TLS needs mpyc_ca.crt, party_1.crt, party_1.key in /nonexistent"),
-    # plain TCP across hosts: refused before any socket is opened (no keys in ./.config, no opt-in)
+    # plain TCP: refused before any socket is opened (no keys in ./.config, no opt-in)
     (["--index", "1", "--parties", "10.0.0.1:9001,10.0.0.2:9002,10.0.0.3:9003"],
      "party addresses 10.0.0.1:9001, 10.0.0.2:9002, 10.0.0.3:9003 are not loopback: parties on other hosts must "
      "use TLS"),
     (["--index", "1", "--parties", "127.0.0.1:9001,10.0.0.2:9002"], "--insecure-plaintext"),
+    # one by one over loopback (issue 25): TLS too, or an explicit opt-in; a co-tenant could act as a party
+    (["--index", "1", "--parties", "127.0.0.1:9001,127.0.0.1:9002,127.0.0.1:9003"],
+     "parties started one by one authenticate each other with TLS even over loopback"),
 ])
 def test_bad_party_configuration_is_refused(tmp_path, args, message):
     res = _party(tmp_path, *args)

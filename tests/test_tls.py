@@ -44,7 +44,7 @@ class Parties:
         pf, rf = self.tmp / f"party{i}.program", self.tmp / f"party{i}.result"
         pf.write_bytes(pickle.dumps(self.programs[i]))
         cmd = party_command(str(pf), i, ",".join(addrs or self.addrs), str(rf), 60, connect_timeout, ssl_dir,
-                            job_id) + list(extra)
+                            job_id, insecure_plaintext=ssl_dir is None) + list(extra)  # no keys: plain TCP
         if claim is not None:
             cmd = [sys.executable, "-c", IMPOSTOR, str(claim)] + cmd[3:]
         self.t0[i] = time.monotonic()

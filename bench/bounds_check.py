@@ -1,0 +1,86 @@
+"""How often the server's bounds check (sqm.input_check) catches a client sharing values beyond its bounds.
+
+    sqm bench bounds-check                          # factors 1000, 10, 3 and offsets 1, 100; 20 seeds each
+    sqm bench bounds-check --runs 50 --json bounds.json
+
+Each run is one SQM covariance release in the in-process simulation (the ideal functionality reduces the result
+mod p exactly as the real protocol's opening does): 2 clients, rows of norm 0.99 (every record near its bound:
+the least room a deviation has), gamma 1024, epsilon 1.  Client 2 multiplies its clipped values by a factor or
+adds an offset (real units; every bound is below 1) and skips its own bounds checks; a run counts as detected
+when the release is refused naming client 2.  Honest runs (factor 1, offset 0) are included: none may be refused.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+CASES = [(1.0, 0.0), (1000.0, 0.0), (10.0, 0.0), (3.0, 0.0), (1.5, 0.0), (1.0, 1.0), (1.0, 100.0)]
+
+
+def run(runs: int = 20, rows: int = 500, cols: int = 8, gamma: float = 1024.0, progress: bool = True) -> dict:
+    import numpy as np
+
+    from mpc.launch import MPCError
+    from mpc.protocol import _Feed
+    from sqm.mechanism import SQM
+    from sqm.polynomial import covariance
+    from sqm.vertical import ColumnBounds, VerticalData
+
+    honest_clip, honest_check, honest_checked = ColumnBounds.clip, _Feed.check_in_memory, _Feed._checked
+    cfg = {}
+
+    def clip(self, block, col_counts, party):
+        out, k = honest_clip(self, block, col_counts, party)
+        return (out * cfg["factor"] + cfg["offset"], k) if party == 1 else (out, k)
+
+    out, t0 = [], time.perf_counter()
+    try:
+        ColumnBounds.clip = clip
+        _Feed.check_in_memory = lambda self: None  # the deviating client skips its own checks
+        _Feed._checked = lambda self, chunk, want: np.asarray(chunk, np.int64)
+        for factor, offset in CASES:
+            cfg.update(factor=factor, offset=offset)
+            detected = 0
+            for s in range(runs):
+                rng = np.random.default_rng(s)
+                X = rng.normal(size=(rows, cols))
+                X /= np.linalg.norm(X, axis=1, keepdims=True) / 0.99
+                try:
+                    SQM(covariance(cols), gamma, epsilon=1.0, seed=s).run(VerticalData.split(X, 2))
+                except MPCError as e:
+                    if "client 2's inputs exceed its public bounds" not in str(e):
+                        raise
+                    detected += 1
+            out.append({"factor": factor, "offset": offset, "runs": runs, "detected": detected,
+                        "honest": factor == 1.0 and offset == 0.0})
+            if progress:
+                print(f"bounds-check: x{factor:g} +{offset:g}: {detected}/{runs}", file=sys.stderr, flush=True)
+    finally:
+        ColumnBounds.clip, _Feed.check_in_memory, _Feed._checked = honest_clip, honest_check, honest_checked
+    return {"rows": rows, "cols": cols, "clients": 2, "gamma": gamma, "epsilon": 1.0, "cases": out,
+            "seconds": round(time.perf_counter() - t0, 2)}
+
+
+def print_table(rep: dict) -> None:
+    print(f"Server's bounds check (sqm.input_check), simulation: {rep['rows']} x {rep['cols']} rows at 0.99 of the "
+          f"norm bound, 2 clients, gamma {rep['gamma']:g}; client 2 deviates")
+    print(f"{'client 2 shares':<22} {'refused':>10}")
+    for c in rep["cases"]:
+        what = "honest values" if c["honest"] else (f"values x {c['factor']:g}" if c["offset"] == 0 else
+                                                     f"values + {c['offset']:g}")
+        print(f"{what:<22} {c['detected']:>4}/{c['runs']:<5}")
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--runs", type=int, default=20, help="seeds per case (default 20)")
+    ap.add_argument("--rows", type=int, default=500, help="records (default 500)")
+    ap.add_argument("--cols", type=int, default=8, help="columns, split over 2 clients (default 8)")
+    ap.add_argument("--json", help="write the figures to this JSON file")
+
+
+def cli(args) -> int:
+    from bench.common import finish
+
+    rep = run(args.runs, args.rows, args.cols)
+    return finish(rep, args, print_table)

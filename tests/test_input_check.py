@@ -1,0 +1,64 @@
+"""The server's aggregate bounds check on covariance releases (issue 25, sqm.input_check): honest inputs at their
+bounds pass; a client sharing values 1000x outside its bounds, or offset, is refused naming it, nothing released.
+In-process simulation here; ``sqm bench faults --cases out-of-bounds`` runs it through real processes."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mpc.launch import MPCError
+from mpc.protocol import _Feed
+from sqm.input_check import energy_limits
+from sqm.mechanism import SQM
+from sqm.polynomial import covariance
+from sqm.vertical import ColumnBounds, VerticalData
+
+
+def _rows_at_the_bound(n, d, seed):
+    X = np.random.default_rng(seed).normal(size=(n, d))
+    return X / np.linalg.norm(X, axis=1, keepdims=True)  # ||x|| = 1: every sub-row at its share of the bound
+
+
+def test_honest_rows_at_their_bounds_pass_and_the_limit_is_tight():
+    """Every row at norm 1 (the largest honest energy): released, and each client's diagonal sum is within 5%
+    of the honest part of its limit (the limit is not loose by orders of magnitude, so a 1000x deviation shows)."""
+    X = _rows_at_the_bound(400, 6, 0)
+    mech = SQM(covariance(6), 64.0, epsilon=1.0, seed=1)
+    res = mech.run(VerticalData.split(X, 2))
+    plan, _ = mech.round_plan([3, 3], 400)
+    G = np.asarray(res.raw, dtype=object).reshape(6, 6)
+    for cols, limit in energy_limits(plan):
+        total = sum(int(G[j, j]) for j in cols)
+        assert total <= limit
+        assert total > 0.5 * limit  # c_p = 1/sqrt(2) per client: gamma^2 / 2 per row, against (gamma c + sqrt 3)^2
+
+
+def _scaled_clip(factor, offset, victim):
+    honest = ColumnBounds.clip
+
+    def clip(self, block, col_counts, party):
+        out, k = honest(self, block, col_counts, party)
+        return (out * factor + offset, k) if party == victim else (out, k)
+    return clip
+
+
+@pytest.mark.parametrize("factor, offset", [(1000.0, 0.0), (1.0, 1e4)])
+def test_a_client_far_outside_its_bounds_is_refused_naming_it(monkeypatch, factor, offset):
+    X = np.random.default_rng(2).uniform(-0.3, 0.3, size=(300, 6))
+    mech = SQM(covariance(6), 64.0, epsilon=1.0, seed=3)
+    data = VerticalData.split(X, 2)
+    mech.run(data)  # honest: released
+    monkeypatch.setattr(ColumnBounds, "clip", _scaled_clip(factor, offset, victim=1))
+    monkeypatch.setattr(_Feed, "check_in_memory", lambda self: None)  # a deviating client skips its own checks
+    monkeypatch.setattr(_Feed, "_checked", lambda self, chunk, want: np.asarray(chunk, np.int64))
+    with pytest.raises(MPCError, match="client 2's inputs exceed its public bounds"):
+        mech.run(data)
+
+
+def test_limits_name_each_clients_columns_and_grow_with_the_noise():
+    mech = SQM(covariance(5), 64.0, mu=1e6)
+    plan, _ = mech.round_plan([2, 3], 100)
+    (c1, l1), (c2, l2) = energy_limits(plan)
+    assert (c1, c2) == ([0, 1], [2, 3, 4])
+    quiet, _ = SQM(covariance(5), 64.0, mu=1.0).round_plan([2, 3], 100)
+    assert energy_limits(quiet)[0][1] < l1  # the noise's tail is part of the limit
