@@ -23,8 +23,9 @@ A party waiting on peer p for a message of step k names p and aborts the job whe
   sent would have arrived before that heartbeat) -- at once, exact;
 - p's heartbeats are fresh, p is at an earlier step, waits on no peer, is not computing, its step has not
   moved and no message from it has arrived for ``progress_timeout`` seconds (default :data:`PROGRESS_TIMEOUT_S`);
-- p says it waits on a peer q that is at or past p's step (q has sent p its message) for ``progress_timeout``
-  seconds, its heartbeats fresh all along;
+- p says it waits on a peer q that is at or past p's step (q has sent p its message), its heartbeats fresh all
+  along, for ``progress_timeout`` plus the time the largest frame (:data:`MAX_FRAME_BYTES`) takes at
+  :data:`MIN_FRAME_RATE` (q's message may still be arriving at p: only p sees that link);
 - a frame from p is in transit for longer than ``progress_timeout`` plus its announced size at
   :data:`MIN_FRAME_RATE` (a trickle).
 
@@ -343,7 +344,7 @@ def no_progress(rt, state: dict, pid: int, now: float, limit: float, fresh: floa
             info["claims"].pop(q, None)
             continue
         first = info["claims"].setdefault(q, now)
-        if now - first > limit:
+        if now - first > limit + MAX_FRAME_BYTES / MIN_FRAME_RATE:  # q's message may be a frame still in transit
             return (f"has said for {now - first:.0f} s that it waits on {_label(q)}, which is past that step (step "
                     f"{q_step}, its message to it sent): it does not go on", PartyAborted)
     return None

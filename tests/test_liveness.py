@@ -279,11 +279,13 @@ def test_a_computing_peer_and_a_frame_arriving_are_waited_for(patched):
     asyncio.run(main())
 
 
-def test_a_trickled_frame_and_a_false_wait_are_named(patched):
+def test_a_trickled_frame_and_a_false_wait_are_named(patched, monkeypatch):
+    from mpc import liveness
     from mpc.liveness import PeerSilent
     from mpc.protocol import PartyAborted
 
     state, make = patched
+    monkeypatch.setattr(liveness, "MAX_FRAME_BYTES", 1 << 19)  # a false wait is named after 0.5 + 0.5 s here
 
     async def main():  # client 2 trickles a 1,000-byte frame one byte at a time
         rt = make(asyncio.get_running_loop())
