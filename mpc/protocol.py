@@ -351,6 +351,13 @@ class PartyContext:
             sums.append([g[1 + len(summands):] for g in got])
         return np.hstack([g[0] for g in got]), sums
 
+    def require_checkable(self) -> None:
+        """:class:`_SharingCheck` needs t + 2 points besides each client (at least 3 clients)."""
+        if self.M - 1 < self.t + 2:
+            raise ProtocolError(f"party {self.pid}: checking the clients' sharings needs at least t + 2 = "
+                                f"{self.t + 2} parties besides each client (this job has {self.M}: at least 3 "
+                                f"clients); refused before any share was sent")
+
     def require_threshold(self) -> None:
         """Refuse (ProtocolError) a job whose threshold is t = 0, i.e. with fewer than two clients."""
         if self.t < 1:
@@ -378,7 +385,8 @@ class PartyContext:
         share; a party that is no sender passes None and the ``shape``); they reconstruct (with the senders'
         points) and decode.  ``degree``: the sharing's degree, when known; with at least degree + 2 senders the
         receivers check that every entry's shares lie on one polynomial of that degree (ProtocolError
-        otherwise: a party deviated in the degree reduction or the opening; nothing is released)."""
+        otherwise: a party deviated in an input sharing of a sum that is not reduced, the degree reduction or the
+        opening; nothing is released)."""
         receivers = list(receivers)
         shape = share.shape if share is not None else tuple(shape)
         senders = list(range(self.M)) if senders is None else list(senders)
@@ -390,8 +398,9 @@ class PartyContext:
         xs = [s + 1 for s in senders]
         if degree is not None and len(xs) >= degree + 2 and not shamir.consistent(got, xs, degree, p):
             raise ProtocolError(f"party {self.pid}: the shares opened to it are inconsistent (they do not lie on one "
-                                f"polynomial of degree <= {degree}): a party deviated in the degree reduction or the "
-                                f"opening; job aborted, nothing released")
+                                f"polynomial of degree <= {degree}): a party deviated in its input sharing (of a sum "
+                                f"that is not reduced), the degree reduction or the opening; job aborted, nothing "
+                                f"released")
         return shamir.reconstruct(np.stack(got), xs, p)
 
     # ----- secure evaluation -----------------------------------------------------------------------
@@ -425,10 +434,8 @@ class PartyContext:
         if verify and owner is None:
             raise ProtocolError(f"party {self.pid}: checking the clients' sharings needs the job's column owners "
                                 f"(var_owner); refused before any share was sent")
-        if verify and self.M - 1 < self.t + 2:
-            raise ProtocolError(f"party {self.pid}: checking the clients' sharings needs at least t + 2 = "
-                                f"{self.t + 2} parties besides each client (this job has {self.M}: at least 3 "
-                                f"clients); refused before any share was sent")
+        if verify:
+            self.require_checkable()
         if owner is not None and sorted(set(owner)) != list(range(self.M - 1)) and prog.n_vars:
             raise ProtocolError(f"party {self.pid}: the job's columns belong to clients "
                                 f"{sorted(set(o + 1 for o in owner))} but {self.M - 1} clients joined; refused "
@@ -623,11 +630,13 @@ class _SharingCheck:
         key = hashlib.sha256(self.seeds[c] + int(k).to_bytes(8, "little")).digest()
         return secure_generator(int.from_bytes(key, "little")).integers(0, self.p, size=shape, dtype=np.int64)
 
-    def add_chunk(self, k: int, S: np.ndarray) -> None:
+    def add_chunk(self, k: int, S: np.ndarray, widths=None) -> None:
+        """Add this party's shares ``S`` of the clients' k-th chunk (their columns side by side, ``widths`` per
+        client, default the check's); ``k`` must differ between the calls of one check."""
         if S is None:
             return
         start = 0
-        for c, w in zip(self.ctx.clients, self.widths):
+        for c, w in zip(self.ctx.clients, self.widths if widths is None else widths):
             if c in self.lam and S.shape[0] and w:
                 block = S[:, start:start + w]
                 prod = modarith.mul_mod(self._r(c, k, block.shape), block, self.p)

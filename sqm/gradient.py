@@ -148,7 +148,9 @@ async def secure_gradient(ctx, stat: LRGradient, plan: SQMPlan, int_coefs, my_in
         y_t = a_half_t s_t + sum_k A_tk G_tk + a_y_t h_t + sum_j Z_jt,
         s = sum_i F_i,  G = F^T F,  h = F^T Y  (F: the batch's feature rows, Y: its labels)
 
-    Exchanges (every party makes the same sequence):
+    Exchanges (every party makes the same sequence; with ``plan.verify_sharing`` the server first sends the
+    sharing-check seeds, each client adds a uniform degree-t mask to its input shares, and one exchange checks
+    every client's block and noise sharings before the opening: :class:`mpc.protocol._SharingCheck`):
 
     1. ``input shares``: each client Shamir-shares (degree t) its padded quantized block and its noise share,
        and sends every party a share of a random polynomial of degree M - 1 whose constant term is 0 (its
@@ -186,6 +188,13 @@ async def secure_gradient(ctx, stat: LRGradient, plan: SQMPlan, int_coefs, my_in
     ctx.require_threshold()
     direct = M > 3 * t  # products with the coefficients have degree 3t < M: no reduction of the moments
     widths, n_rows, n_coefs = list(plan.col_counts), plan.n_records, d * (d + 2)
+    check = None
+    if plan.verify_sharing:  # every party holds shares of every input here: the check needs nothing else
+        from mpc.protocol import _SharingCheck
+
+        ctx.require_checkable()
+        check = _SharingCheck(ctx, p, widths)
+        await check.agree_seeds()
     # ---- 1. input shares (and, when direct, the server's coefficient shares) ----
     outgoing = {}
     if ctx.is_server:
@@ -198,9 +207,14 @@ async def secure_gradient(ctx, stat: LRGradient, plan: SQMPlan, int_coefs, my_in
         noise_sub = shamir.share(from_signed(np.asarray(addend, dtype=object), p), M, t, p, ctx.rng)
         mask_sub = shamir.share(np.zeros(d, np.int64), M, M - 1, p, ctx.rng)  # degree M - 1, R_j(0) = 0
         outgoing = {j: [block_sub[j], noise_sub[j], mask_sub[j]] for j in range(M)}
+        if check is not None:  # the sharing check's mask: uniform, degree t (so the check reveals nothing)
+            check_sub = shamir.share(ctx.rng.integers(0, p, size=1, dtype=np.int64), M, t, p, ctx.rng)
+            for j in range(M):
+                outgoing[j].append(check_sub[j])
     ctx._lap("share inputs (local)")
-    expect = {c: wire.list_of([wire.shares((n_rows, widths[c - 1]), p), wire.shares((d,), p), wire.shares((d,), p)],
-                              "input shares") for c in ctx.clients}
+    extra = [wire.shares((d,), p), wire.shares((d,), p)] + ([wire.shares((1,), p)] if check is not None else [])
+    expect = {c: wire.list_of([wire.shares((n_rows, widths[c - 1]), p)] + extra, "input shares")
+              for c in ctx.clients}
     senders = list(ctx.clients)
     if direct:
         expect[0] = wire.list_of([wire.shares((n_coefs,), p)], "coefficient shares")
@@ -212,6 +226,10 @@ async def secure_gradient(ctx, stat: LRGradient, plan: SQMPlan, int_coefs, my_in
     z, mask = got[ctx.clients[0]][1], got[ctx.clients[0]][2]
     for c in ctx.clients[1:]:
         z, mask = modarith.add_mod(z, got[c][1], p), modarith.add_mod(mask, got[c][2], p)
+    if check is not None:  # the blocks (chunk 0) and the noise shares (chunk 1), then the masks
+        check.add_chunk(0, S)
+        check.add_chunk(1, np.hstack([got[c][1].reshape(1, d) for c in ctx.clients]), [d] * len(ctx.clients))
+        check.add_masks([[got[c][3]] for c in ctx.clients])
     feats, label = stat.feats, stat.label_index
     s = modarith.sum_mod(S[:, feats], 0, p)
     K = modarith.gram_mod(S, p)  # (d + 1) x (d + 1), degree 2t
@@ -238,6 +256,9 @@ async def secure_gradient(ctx, stat: LRGradient, plan: SQMPlan, int_coefs, my_in
         h = red[m:]
         ctx._lap("degree reduction")
     C = C.reshape(d, d + 2)
+    if check is not None:  # before anything is opened
+        await check.verify()
+        ctx._lap("sharing check")
     # ---- 3. the masked opening, to the server only ----
     y = modarith.mul_mod(C[:, 0], s, p)
     y = modarith.add_mod(y, modarith.rowdot_mod(C[:, 1:d + 1], G, p), p)

@@ -63,3 +63,38 @@ def test_a_party_deviating_in_the_opening_is_detected_by_the_server():
     with pytest.raises(MPCError) as err:
         run_parties(programs, timeout=60, connect_timeout=30, min_clients=2)
     assert "the shares opened to it are inconsistent" in str(err.value), str(err.value)
+
+
+def _gradient_release(verify: bool):
+    """One release of SQM-LR's per-batch kernel (sqm.gradient.secure_gradient: the server's weights as secret
+    coefficients) over 3 clients, the last holding the label."""
+    from sqm.gradient import LRGradient
+    from sqm.vertical import ColumnBounds
+
+    rng = np.random.default_rng(4)
+    data = VerticalData([rng.normal(size=(30, 2)) * 0.2, rng.normal(size=(30, 2)) * 0.2,
+                         (rng.random((30, 1)) < 0.5).astype(float)])
+    stat = LRGradient(4, 4, 4.0, 3, np.array([0.1, -0.2, 0.3, 0.0]))
+    bounds = ColumnBounds.parties([2, 2, 1], 1.0, separate={4: 1.0})
+    return SQM(stat, 64.0, epsilon=4.0, backend="mpyc", seed=3, column_bounds=bounds, verify_sharing=verify), data
+
+
+def test_the_sgd_kernel_checks_sharings_too():
+    """The same integers with and without the check; a client dealing inconsistent shares is named by every
+    party before the masked opening (real processes)."""
+    plain, data = _gradient_release(False)
+    checked, _ = _gradient_release(True)
+    assert [int(v) for v in np.asarray(checked.run(data).raw)] == [int(v) for v in np.asarray(plain.run(data).raw)]
+    programs, _ = checked.programs(data)
+    programs[2] = Deviate(programs[2])
+    with pytest.raises(MPCError) as err:
+        run_parties(programs, timeout=60, connect_timeout=30, min_clients=2)
+    assert "the input sharing of client 2 is inconsistent" in str(err.value), str(err.value)
+
+
+def test_sqm_lr_sgd_takes_the_check_into_every_round():
+    from apps.logreg import SQMLogisticRegression
+
+    est = SQMLogisticRegression(solver="sgd", verify_sharing=True, epsilon=1.0)
+    plan, _ = est.plan(200, (2, 2, 1), 2)
+    assert plan.release().verify_sharing

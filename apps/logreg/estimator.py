@@ -293,9 +293,9 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
                        1.0 if self.learning_rate is None else self.learning_rate)
         if self.solver not in SOLVERS:
             raise ValueError(f"solver must be one of {SOLVERS}, got {self.solver!r}")
-        if self.solver == "sgd" and (self.robust_noise or self.verify_sharing):
-            raise ValueError("robust_noise and verify_sharing apply to the moments solver's release, not to the "
-                             "per-batch sgd protocol")
+        if self.solver == "sgd" and self.robust_noise:
+            raise ValueError("robust_noise applies to the moments solver's release, not to the per-batch sgd "
+                             "protocol")
         if self.solver == "moments":
             given = [n for n in ("sampling_rate", "epochs", "learning_rate", "weight_bound")
                      if getattr(self, n) is not None]
@@ -374,7 +374,8 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
         plan = LRPlan(n_records=int(n_records), col_counts=tuple(int(c) for c in col_counts),
                       label_party=label_party, gamma=float(self.gamma), mu=0.0, q=q, rounds=R, b_max=b_max,
                       learning_rate=sched.learning_rate, weight_bound=sched.weight_bound,
-                      party_bounds=tuple(float(b) for b in bounds), intercept=self.intercept_constant)
+                      party_bounds=tuple(float(b) for b in bounds), intercept=self.intercept_constant,
+                      verify_sharing=bool(self.verify_sharing))
         sens = plan.statistic().sensitivity(plan.gamma, plan.column_bounds())
         delta = float(self.delta)
         if self.noise:

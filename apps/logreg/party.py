@@ -90,6 +90,7 @@ class LRPlan:
     weight_bound: float
     party_bounds: tuple[float, ...]  # per-client bound on the norm of its feature sub-row
     intercept: float = 0.0  # the intercept column's public constant c (0: no intercept)
+    verify_sharing: bool = False  # every round checks each client's input sharing (mpc.protocol._SharingCheck)
 
     @property
     def n_parties(self) -> int:
@@ -147,7 +148,7 @@ class LRPlan:
     def release(self) -> SQMPlan:
         """Every round's SQM release: the gradient sum over a batch padded to b_max rows, output scale gamma^3."""
         return SQMPlan(float(self.gamma), float(self.mu), self.column_bounds(), tuple(self.block_widths),
-                       int(self.b_max), True, self.scale, self.d)
+                       int(self.b_max), True, self.scale, self.d, verify_sharing=bool(self.verify_sharing))
 
     def statistic(self, w=None) -> "LRGradient":
         return LRGradient(self.d, self.label_index, float(self.weight_bound), self.n_parties, w)
