@@ -122,20 +122,37 @@ def main(argv=None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
+    try:
+        return int(args.func(args) or 0)
+    except Exception as e:  # noqa: BLE001  (what is not ours is re-raised by error_exit)
+        return error_exit(e)
+
+
+def error_exit(e: BaseException) -> int:
+    """Log the error a command ended with and return its exit code (one table, :mod:`mpc.errors`); re-raise an
+    exception that is none of ours (a bug: its traceback is the report)."""
+    from mpc.errors import SQMError, UsageError
     from mpc.exitcodes import EXIT_USAGE, NAMES
     from mpc.launch import MPCError
 
     from .extras import MissingExtra
 
-    try:
-        return int(args.func(args) or 0)
-    except (ValueError, MissingExtra) as e:  # bad options, parameters or job file, found before any party started
-        log.error(f"sqm: error: {e}")
-        return EXIT_USAGE
-    except MPCError as e:  # a party refused, had bad data, was lost or timed out: nothing was released
+    if isinstance(e, MPCError):  # a party refused, had bad data, was lost or timed out: nothing was released
         code = e.exit_code  # the job's root cause (mpc.exitcodes.job_exit_code of every party's code)
         log.error(f"sqm: {e} [exit {code}: {NAMES.get(code, 'error')}]")
         return code
+    if isinstance(e, (UsageError, MissingExtra)):  # bad options, parameters or job file, before anything is sent
+        log.error(f"sqm: error: {e}")
+        return EXIT_USAGE
+    if isinstance(e, SQMError):  # this process's own refusal, bad data, lost peer or timeout
+        code = e.exit_code
+        detail = f" ({e.detail})" if getattr(e, "detail", None) else ""
+        log.error(f"sqm: {e}{detail} [exit {code}: {NAMES.get(code, 'error')}]")
+        return code
+    if isinstance(e, ValueError):  # a parameter checked by a library's own ValueError (scikit-learn, numpy)
+        log.error(f"sqm: error: {e}")
+        return EXIT_USAGE
+    raise e
 
 
 if __name__ == "__main__":

@@ -27,6 +27,8 @@ import zipfile
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from mpc.errors import UsageError
+
 if TYPE_CHECKING:  # numpy is imported where it is used: `sqm --help` reads this module
     import numpy as np
 
@@ -132,7 +134,7 @@ def dataset_info(name: str) -> RealDataset:
 
 # ----- checksums -------------------------------------------------------------------------------------------
 
-class ChecksumError(ValueError):
+class ChecksumError(UsageError):
     """A file's SHA-256 is not the registry's: ``path``, ``expected``, ``actual``."""
 
     def __init__(self, path: str, expected: str, actual: str, origin: str = ""):
@@ -141,7 +143,7 @@ class ChecksumError(ValueError):
                          f"the file is not used")
 
 
-class DataMissing(ValueError):
+class DataMissing(UsageError):
     """A dataset is not in the data home and was not to be downloaded."""
 
 

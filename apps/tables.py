@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mpc.errors import BadDataError
+
 # The largest magnitude a table may hold: squares (row norms, Gram entries) of values up to 1e150 stay far
 # inside float64 (max about 1.8e308); larger values are refused naming the column, never silently zeroed.
 MAX_ABS_VALUE = 1e150
@@ -49,13 +51,12 @@ def id_order_key(i: str) -> tuple:
     return (1, 0, i)
 
 
-class PartyFileError(ValueError):
-    """A table is unusable.  ``str(e)``: the full detail (path, row, column), for that file's own operator;
-    ``e.public``: a short category naming no path, header or value, the only part sent to peers."""
+class PartyFileError(BadDataError, ValueError):
+    """A table is unusable (exit BAD_DATA).  ``str(e)``: the full detail (path, row, column), for that file's own
+    operator; ``e.public``: a short category naming no path, header or value, the only part sent to peers."""
 
     def __init__(self, detail: str, public: str):
-        super().__init__(detail)
-        self.public = public
+        super().__init__(detail, None, public)
 
 
 @dataclass

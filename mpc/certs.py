@@ -23,6 +23,8 @@ import re
 import ssl
 import sys
 
+from .errors import RefusedError
+
 CA_CRT, CA_KEY = "mpyc_ca.crt", "mpyc_ca.key"
 AUTHORITY_DIR = "authority"  # the CA key's own subfolder: apart from the party keys, never read at run time
 DEFAULT_JOB = "sqm"
@@ -30,7 +32,7 @@ _JOB_RE = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
 _URI_RE = re.compile(r"sqm://([^/]+)/party/([0-9]{1,5})")
 
 
-class IdentityError(ValueError):
+class IdentityError(RefusedError, ValueError):
     """A certificate that does not name the party (or the job) it should."""
 
 

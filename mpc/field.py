@@ -6,10 +6,12 @@ import functools
 import gmpy2
 import numpy as np
 
+from .errors import UsageError
+
 MAX_FAST_BITS = 62  # shares live in int64 arrays: p < 2^62 keeps a + b < 2^63
 
 
-class FieldTooSmall(ValueError):
+class FieldTooSmall(UsageError):
     """The job's result bound does not fit the largest field the fast runtime handles."""
 
 

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from . import logs
+from .errors import SQMError
 from .liveness import IDLE_TIMEOUT_S
 
 log = logging.getLogger(__name__)
@@ -23,7 +24,7 @@ log = logging.getLogger(__name__)
 _ROOT = str(Path(__file__).resolve().parent.parent)
 
 
-class MPCError(RuntimeError):
+class MPCError(SQMError, RuntimeError):
     """A party failed or refused; no result was released.  ``codes``: each party's exit code (party index ->
     code, :mod:`mpc.exitcodes`; a negative code: killed by that signal); ``exit_code``: the job's root cause."""
 
@@ -235,8 +236,7 @@ def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float 
                 for line in errors[i].splitlines():
                     log.info(line)
         if failed:
-            msgs = "; ".join(f"{party_name(i)} exited {procs[i].returncode}: "
-                             f"{logs.strip_role(errors[i].splitlines()[-1]) if errors[i] else '(no message)'}"
+            msgs = "; ".join(f"{party_name(i)} exited {procs[i].returncode}: {_last_words(errors[i], procs[i].returncode)}"
                              for i in failed)
             raise MPCError(f"MPC job failed, no result released: {msgs}",
                            codes={i: procs[i].returncode for i in range(M)}) from None
@@ -248,6 +248,18 @@ def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float 
         for jobs in _RECORDERS:
             jobs.append(records)
         return records
+
+
+def _last_words(stderr: str, code: int) -> str:
+    """A failed party's message for the launcher's error: its last line; for a party whose own input is unusable
+    (BAD_DATA) every line it logged, so that its operator (this launcher's user) sees the detail -- the column,
+    the line, the path -- that it kept from its peers."""
+    from .exitcodes import EXIT_BAD_DATA
+
+    lines = [logs.strip_role(ln) for ln in stderr.strip().splitlines() if ln.strip()]
+    if not lines:
+        return "(no message)"
+    return " / ".join(lines) if code == EXIT_BAD_DATA else lines[-1]
 
 
 def _wait(procs, deadline_s: float, on_exit=None, grace_s: float = 30.0, lone_s: float = 5.0) -> list[int]:

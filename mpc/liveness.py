@@ -52,6 +52,8 @@ import contextlib
 import struct
 import time
 
+from .errors import PeerLostError, TimedOutError
+
 MAX_FRAME_BYTES = 256 << 20  # one frame's announced payload (the protocols send chunks of about 4 MiB)
 MAX_BUFFERED_BYTES = 256 << 20  # bytes from one peer received but not yet asked for by a protocol step
 IDLE_TIMEOUT_S = 25.0  # default: a stopped or partitioned peer is detected within this (plus one tick), under 30 s
@@ -94,11 +96,11 @@ def busy():
             st["busy"] -= 1
 
 
-class PartyLost(RuntimeError):
+class PartyLost(PeerLostError):
     """A peer's connection dropped before the job was done."""
 
 
-class PeerSilent(TimeoutError):
+class PeerSilent(TimedOutError):
     """Nothing at all arrived from a peer for the idle timeout while a message from it was awaited (a stopped
     or partitioned party), or another party aborted the job for that reason.  Exit code EXIT_TIMEOUT."""
 

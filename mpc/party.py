@@ -112,26 +112,27 @@ class EvaluateJob(PartyProgram):
 def failure(e: BaseException, who: str, timeout: float) -> tuple[int, str]:
     """The exit code (:mod:`mpc.exitcodes`) and the message line of a party whose program ended with ``e``
     (a peer's lost connection aside): one classification for real party processes and in-process runs."""
-    from .protocol import InputRefused, ProtocolError
+    from .errors import BadDataError, SQMError, exit_code
 
-    if isinstance(e, InputRefused):  # this party's own input is unusable: the others were told the reason only
+    code = exit_code(e)  # one table (mpc.errors): the error's class decides
+    if isinstance(e, BadDataError):  # this party's own input is unusable: the others were told the reason only
         detail = f" ({e.detail})" if e.detail else ""
-        return EXIT_BAD_DATA, f"mpc.party {who}: refused its own input: {e}{detail}; job aborted, nothing released"
-    if isinstance(e, ProtocolError):
-        return EXIT_REFUSED, f"mpc.party {who}: {e}"
-    if isinstance(e, (TimeoutError, asyncio.TimeoutError)):
-        return EXIT_TIMEOUT, f"mpc.party {who}: timeout: {str(e) or f'the job did not finish within {timeout:g} s'}"
+        return code, f"mpc.party {who}: refused its own input: {e}{detail}; job aborted, nothing released"
+    if code == EXIT_TIMEOUT:
+        return code, f"mpc.party {who}: timeout: {str(e) or f'the job did not finish within {timeout:g} s'}"
+    if isinstance(e, SQMError):
+        return code, f"mpc.party {who}: {e}"
     return EXIT_ERROR, f"mpc.party {who}: {type(e).__name__}: {e}"
 
 
 def abort_reason(e: BaseException, who: str) -> str:
-    """What every peer is told when this party's program raised ``e``: a refusal's public reason, otherwise
-    the exception's type only (its message may hold this party's data)."""
-    from .protocol import ProtocolError
+    """What every peer is told when this party's program raised ``e`` (:func:`mpc.errors.public_text`'s rule): a
+    refusal's public reason, otherwise the exception's type only (its message may hold this party's data)."""
+    from .errors import RefusedError, public_text
 
-    if isinstance(e, ProtocolError):
-        return f"{who} refused: {getattr(e, 'public', None) or e}"
-    return f"{who} failed ({type(e).__name__})"
+    if isinstance(e, RefusedError):
+        return f"{who} refused: {public_text(e)}"
+    return f"{who} failed ({public_text(e) if getattr(e, 'shareable', False) else type(e).__name__})"
 
 
 def main(argv=None) -> int:

@@ -33,29 +33,26 @@ import numpy as np
 from . import modarith, shamir, wire
 from .stream import chunk_count
 from .field import from_signed, prime_for_bound, to_signed
+from .errors import BadDataError, RefusedError
 from .randomness import secure_generator
 
 
-class ProtocolError(RuntimeError):
-    """A party refused the job (mismatched configuration or inputs); nothing was released.
+class ProtocolError(RefusedError):
+    """A party refused the job (mismatched configuration or inputs); nothing was released (exit REFUSED,
+    :mod:`mpc.errors`).
 
     ``public`` (optional): what the abort notice to every peer says instead of ``str(e)``, where this party
     may know more than some peer may learn (a client knows which client's ids differ; the server must not)."""
 
-    def __init__(self, message: str = "", public: str | None = None):
-        super().__init__(message)
-        self.public = public
 
-
-class InputRefused(ProtocolError):
+class InputRefused(ProtocolError, BadDataError):
     """This party refuses its OWN input (its file, values or labels are unusable): the party exits BAD_DATA
     (:mod:`mpc.exitcodes`) and the others REFUSED.  ``str(e)`` is a short reason holding no data (no value,
     path or header), e.g. "its label column holds values other than 0 and 1": it is sent to every peer, which
     shows "client 2 refused: <reason>".  ``detail`` (optional) is for this party's own operator only."""
 
     def __init__(self, reason: str, detail: str | None = None):
-        super().__init__(reason)
-        self.detail = detail
+        BadDataError.__init__(self, reason, detail)
 
 
 async def _exchange(outgoing: dict, senders: list) -> list:

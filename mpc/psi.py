@@ -59,6 +59,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import wire
+from .errors import RefusedError
 from .stream import chunk_count
 
 POINT_BYTES = 32
@@ -69,7 +70,7 @@ _A = 486662
 _MASK = (1 << 255) - 1
 
 
-class PSIError(RuntimeError):
+class PSIError(RefusedError):
     """A peer's value could not be blinded (a point of small order: only a deviating peer sends one)."""
 
 

@@ -31,6 +31,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .errors import RefusedError
+
 MAGIC = b"SQMW"
 VERSION = 1
 MAX_HEADER = 1 << 24  # 16 MiB of JSON is far above any header the protocols send
@@ -43,7 +45,7 @@ DTYPES = {np.dtype(t).str: np.dtype(t) for t in
            "float64")}
 
 
-class WireError(ValueError):
+class WireError(RefusedError, ValueError):
     """A frame that is malformed or not what the protocol expects at this step."""
 
 

@@ -41,6 +41,8 @@ import math
 import os
 import sqlite3
 from dataclasses import dataclass
+
+from mpc.errors import UsageError
 from datetime import datetime, timezone
 
 from dp_accounting import dp_event
@@ -84,7 +86,7 @@ def default_path() -> str:
     return os.path.join(data_home(), "ledger.sqlite")
 
 
-class BudgetError(ValueError):
+class BudgetError(UsageError):
     """The ledger refuses a release (no budget, or over budget)."""
 
 

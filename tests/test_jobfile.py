@@ -506,3 +506,21 @@ def test_cli_job_ledger_and_budget(tmp_path):
     assert main(args) == 3  # a second release (composed: 1.29) does not fit 1.1: refused (exit 3)
     with pytest.raises(SystemExit):
         main(args[:-4] + ["--budget", "1.1"])  # --budget needs EPS,DELTA
+
+
+def test_a_local_jobs_operator_sees_the_bad_files_detail(tmp_path):
+    """All parties on this machine (real processes): the launcher's error shows the bad-data party's own detail
+    (its file, the column), which its peers were not told (issue 26: not "see the detail above" with nothing
+    above it)."""
+    spec = write(tmp_path, make_X(), parties=2)
+    f = spec.parties[2].file
+    lines = open(f).read().splitlines()
+    parts = lines[4].split(",")
+    parts[2] = "oops"
+    lines[4] = ",".join(parts)
+    open(f, "w").write("\n".join(lines) + "\n")
+    with pytest.raises(MPCError) as err:
+        run_local(spec, PCAJobTask(**JOB_TASK))
+    msg = str(err.value)
+    assert err.value.codes[2] == 6 and os.path.basename(f) in msg  # the detail names its own file
+    assert "client 1 (party 1) exited 3" in msg and msg.count(os.path.basename(f)) >= 1
