@@ -116,14 +116,18 @@ def test_different_ids_run_on_the_records_in_common(tmp_path):
     assert recs[0]["result"]["n_records"] == 29 and recs[0]["result"]["alignment"]["intersection"] == 29
 
 
+def _set_cell(f, line: int, col: int, text: str) -> None:
+    """Write ``text`` into one cell of a party CSV (0-based line, header included, and column)."""
+    lines = open(f).read().splitlines()
+    parts = lines[line].split(",")
+    parts[col] = text
+    lines[line] = ",".join(parts)
+    open(f, "w").write("\n".join(lines) + "\n")
+
+
 def test_nan_in_a_party_file_refused_before_sharing(tmp_path):
     spec = write(tmp_path, make_X(), parties=2)
-    f = spec.parties[2].file
-    lines = open(f).read().splitlines()
-    parts = lines[5].split(",")
-    parts[2] = "nan"
-    lines[5] = ",".join(parts)
-    open(f, "w").write("\n".join(lines) + "\n")
+    _set_cell(spec.parties[2].file, 5, 2, "nan")
     with pytest.raises(MPCError) as err:
         simulate(spec, PCAJobTask(**JOB_TASK))
     msg = str(err.value)
@@ -514,11 +518,7 @@ def test_a_local_jobs_operator_sees_the_bad_files_detail(tmp_path):
     above it)."""
     spec = write(tmp_path, make_X(), parties=2)
     f = spec.parties[2].file
-    lines = open(f).read().splitlines()
-    parts = lines[4].split(",")
-    parts[2] = "oops"
-    lines[4] = ",".join(parts)
-    open(f, "w").write("\n".join(lines) + "\n")
+    _set_cell(f, 4, 2, "oops")
     with pytest.raises(MPCError) as err:
         run_local(spec, PCAJobTask(**JOB_TASK))
     msg = str(err.value)
