@@ -75,6 +75,7 @@ import numpy as np
 from mpc.party import PartyProgram
 
 from .alignment import DEFAULT_MIN_INTERSECTION, align_records, check_min_intersection
+from .jobtask import JobTask  # noqa: F401 (re-exported: the task contract)
 from .options import job_run_options
 from .tables import MAX_ABS_VALUE, PartyFileError, PartyTable, id_order_key, read_table  # noqa: F401 (re-exported)
 
@@ -407,32 +408,6 @@ class JobMeta:
         return len(self.col_counts)
 
 
-class JobTask:
-    """What a job computes.  Implementations are picklable and define:
-
-    - ``public()``: the public parameters every party must agree on (compared by hash first); never a seed
-      or anything derived from one;
-    - ``async run(ctx, table, meta)``: this party's part (``table`` is its :class:`PartyTable`, None at the
-      server), making the same sequence of exchanges at every party; returns this party's result dict;
-    - optionally ``seed`` (None: OS entropy; else the seed from this party's own command line, a labelled
-      insecure experiment, see :func:`seed_policy`);
-    - ``release(meta)``: the :class:`sqm.report.PrivacyReport` of what the job releases (its events), planned
-      from the public counts without randomness; the server's ledger charges it before any share is sent;
-    - optionally ``client_release(meta)``: the same as one client observes it (for a client's own ledger).
-    """
-
-    seed = None
-
-    def public(self):  # pragma: no cover - interface
-        raise NotImplementedError
-
-    async def run(self, ctx, table, meta: JobMeta) -> dict:  # pragma: no cover - interface
-        raise NotImplementedError
-
-    def release(self, meta: JobMeta):  # pragma: no cover - interface
-        raise NotImplementedError
-
-
 ALIGNMENT_NOTE = ("records: the {m} records all {k} clients hold (private set intersection of their ids); the "
                   "intersection size is released exactly, like n; adding or removing one person at one "
                   "organisation changes the intersection by at most one record, so the per-record sensitivity holds")
@@ -502,8 +477,8 @@ class JobParty(PartyProgram):
         ranges is never clipped."""
         from sqm.vertical import party_norm_bounds
 
-        counts = self.task.feature_counts(meta) if hasattr(self.task, "feature_counts") else list(meta.col_counts)
-        c_j = party_norm_bounds(self.task.row_norm_bound, counts, getattr(self.task, "party_bounds", None))[pid - 1]
+        counts = self.task.feature_counts(meta)
+        c_j = party_norm_bounds(self.task.row_norm_bound, counts, self.task.party_bounds)[pid - 1]
         col_bound = float(c_j) / np.sqrt(counts[pid - 1])
         if hasattr(table, "with_transform"):  # read chunk by chunk: each chunk is scaled as it is read
             return table.with_transform(lambda b: scale_to_bounds(b, table.columns, self.own_bounds, col_bound)), None
@@ -527,7 +502,7 @@ class JobParty(PartyProgram):
         table, mine = None, None
         if not ctx.is_server:
             table, mine = load_own_file(self.file, self.id_column, ctx.pid, self.own_bounds, self.drop_columns,
-                                        stream=bool(getattr(self.task, "streams", False)))
+                                        stream=bool(self.task.streams))
         out = {p: mine for p in range(ctx.M)} if not ctx.is_server else {}
         if mine is not None and "error" in mine:  # its own file: tell everyone why and refuse at once (BAD_DATA)
             await ctx.send_recv(out, [], None, "client schemas")
@@ -543,8 +518,7 @@ class JobParty(PartyProgram):
             raise refused(f"no client's file has the column(s) {unknown} named by --drop-columns")
         columns = [c for g in got for c in g["names"]]  # public schema: every client's column names, in order
         sizes = {j: int(g["rows"]) for j, g in zip(ctx.clients, got)}
-        table, n_common = await align_records(ctx, table, sizes, self.min_intersection,
-                                              getattr(self.task, "seed", None))
+        table, n_common = await align_records(ctx, table, sizes, self.min_intersection, self.task.seed)
         meta = JobMeta(tuple(int(g["cols"]) for g in got), n_common)
         outside = None
         if table is not None and self.own_bounds:  # scaled to the job file's public ranges
@@ -605,9 +579,9 @@ class LedgerGuard:
         ProtocolError (refused) if the dataset has no budget or the release would exceed it."""
         from sqm.ledger import BudgetError, Ledger
 
-        if client and not hasattr(task, "client_release"):
-            raise refused(f"{type(task).__name__} does not say what a client observes: no client ledger")
         report = task.client_release(meta) if client else task.release(meta)
+        if report is None:
+            raise refused(f"{type(task).__name__} does not say what a client observes: no client ledger")
         try:
             ledger = Ledger(self.path)
             if self.budget is not None:
@@ -693,17 +667,17 @@ def party_program(spec: JobSpec, index: int, task: JobTask, ledger: "LedgerGuard
                          f"to the job file's \"dataset\" (or its \"name\"); add one")
     if ledger is not None:
         ledger = dataclasses.replace(ledger, job_id=spec.job_id)
-    if any(spec.bounds) and not hasattr(task, "row_norm_bound"):
+    if any(spec.bounds) and not task.takes_bounds:
         raise ValueError(f"job file {spec.path or '(unnamed)'} declares column ranges (\"bounds\"), which "
                          f"{type(task).__name__} does not use: remove them")
     declared = {c for b in spec.bounds for c, _, _ in b}
     if declared & set(spec.drop_columns):
         raise ValueError(f"job file {spec.path or '(unnamed)'} declares ranges for column(s) "
                          f"{sorted(declared & set(spec.drop_columns))} that --drop-columns leaves out: keep one")
-    if any(spec.bounds) and hasattr(task, "check_bounds"):
+    if any(spec.bounds):
         task.check_bounds(spec.bounds)  # e.g. a label column may not be scaled
     if spec.norm_shares is not None:
-        if not hasattr(task, "with_party_bounds"):
+        if not task.takes_bounds:
             raise ValueError(f"job file {spec.path or '(unnamed)'} declares norm shares (\"norm_share\"), which "
                              f"{type(task).__name__} does not use: remove them")
         task = task.with_party_bounds([task.row_norm_bound * float(np.sqrt(s)) for s in spec.norm_shares])

@@ -73,8 +73,13 @@ def budget(text: str) -> tuple[float, float]:
         eps, delta = (float(v) for v in parts)
     except ValueError:
         raise argparse.ArgumentTypeError(f"--budget needs EPS,DELTA (e.g. 3,1e-5), got {text!r}") from None
-    if not (eps > 0 and eps != float("inf")) or not 0 < delta < 1:
-        raise argparse.ArgumentTypeError(f"--budget needs epsilon > 0 and delta in (0, 1), got {text!r}")
+    from sqm.validation import check_param
+
+    try:
+        check_param("epsilon", eps, "--budget's epsilon")
+        check_param("delta", delta, "--budget's delta")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
     return eps, delta
 
 

@@ -26,6 +26,8 @@ import shutil
 import tempfile
 import time
 
+from apps.jobtask import JobTask
+
 from bench.common import finish
 
 TARGET_S = 120.0
@@ -50,11 +52,9 @@ for _p in PUBLISHED:
     _p["ids_per_s_per_core"] = 2 * _p["ids_per_party"] / _p["seconds"] / _p["cores"]
 
 
-class AlignOnly:
-    """A job task (the :class:`apps.jobfile.JobTask` contract, not imported here: ``sqm --help`` imports this
-    module and must not import numpy) that computes nothing: the job is its record alignment."""
+class AlignOnly(JobTask):
+    """A job task (:class:`apps.jobtask.JobTask`) that computes nothing: the job is its record alignment."""
 
-    seed = None
     streams = True  # a file sorted by id is read in batches (as a PCA job reads it): the ids are never held whole
 
     def public(self):

@@ -26,6 +26,8 @@ import numpy as np
 from dp_accounting.rdp.rdp_privacy_accountant import compute_epsilon
 from scipy.special import gammaln, ive, logsumexp
 
+from .validation import check_delta, check_param
+
 DEFAULT_ORDERS = tuple(list(range(2, 65)) + [80, 96, 128, 160, 192, 256, 384, 512, 768, 1024])
 
 
@@ -108,8 +110,7 @@ def epsilon(orders, rdp_values, delta: float) -> float:
 
 
 def epsilon_and_order(orders, rdp_values, delta: float) -> tuple[float, float]:
-    if not 0 < delta < 1:
-        raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
+    check_delta(delta)
     eps, order = compute_epsilon(np.asarray(orders, float), np.asarray(rdp_values, float), delta)
     return float(eps), float(order)
 
@@ -209,10 +210,8 @@ def calibrate_mu(target_epsilon: float, delta: float, l1: float, l2: float, q: f
 
     Bisection on log mu; the upper end of the final bracket is returned, so the target is always met.
     """
-    if not (np.isfinite(target_epsilon) and target_epsilon > 0):
-        raise ValueError(f"target epsilon must be > 0, got {target_epsilon!r}")
-    if not 0 < delta < 1:
-        raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
+    check_param("epsilon", target_epsilon, "target epsilon")
+    check_delta(delta)
     _check_sens(l1, l2)
     _check_q(q)
     _check_rounds(rounds)

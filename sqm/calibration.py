@@ -26,14 +26,12 @@ from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr
 
 from .sensitivity import float_up
+from .validation import check_delta, check_param
 
 
 def _check(epsilon, delta, l2_sensitivity):
-    if not (isinstance(epsilon, (int, float)) or hasattr(epsilon, "__float__")) or math.isnan(float(epsilon)) \
-            or float(epsilon) <= 0:
-        raise ValueError(f"epsilon must be > 0 (math.inf for no privacy), got {epsilon!r}")
-    if not 0 < delta < 1:
-        raise ValueError(f"delta must lie in (0, 1), got {delta!r}")
+    check_param("epsilon or inf", float(epsilon) if hasattr(epsilon, "__float__") else epsilon, "epsilon")
+    check_delta(delta)
     if not (math.isfinite(l2_sensitivity) and l2_sensitivity > 0):
         raise ValueError(f"the L2 sensitivity must be a finite number > 0, got {l2_sensitivity!r}")
 

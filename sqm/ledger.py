@@ -41,13 +41,14 @@ import math
 import os
 import sqlite3
 from dataclasses import dataclass
-
-from mpc.errors import UsageError
 from datetime import datetime, timezone
 
 from dp_accounting import dp_event
 
+from mpc.errors import UsageError
+
 from . import events as ev
+from .validation import check_param
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS budgets (
@@ -231,10 +232,8 @@ class Ledger:
         """Set the dataset's budget, once: setting the same again is a no-op; a different one is refused
         unless ``replace=True``."""
         _check_dataset(dataset)
-        if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
-            raise ValueError(f"a budget epsilon must be a finite number > 0, got {epsilon!r}")
-        if not (isinstance(delta, (int, float)) and 0 < delta < 1):
-            raise ValueError(f"a budget delta must lie in (0, 1), got {delta!r}")
+        check_param("epsilon", epsilon, "a budget epsilon")
+        check_param("delta", delta, "a budget delta")
         with self._connect() as con:
             con.execute("BEGIN IMMEDIATE")
             old = self._budget(con, dataset)

@@ -28,7 +28,7 @@ from collections import Counter, defaultdict
 import numpy as np
 import pytest
 
-from apps.jobfile import MAX_ABS_VALUE, PartyFileError, read_party_csv, write_party_csvs
+from apps.jobfile import MAX_ABS_VALUE, JobTask, PartyFileError, read_party_csv, write_party_csvs
 from mpc import exitcodes, protocol, wire
 from mpc.exitcodes import (EXIT_BAD_DATA, EXIT_ERROR, EXIT_LOST, EXIT_OK, EXIT_REFUSED, EXIT_TIMEOUT, EXIT_USAGE,
                            job_exit_code)
@@ -300,7 +300,7 @@ def test_logreg_label_error_reaches_the_others_as_a_refusal(tmp_path, capsys):
         assert "lost" not in lines[i][1] and "(0, 1, 2)" not in lines[i][1]
 
 
-class StallTask:
+class StallTask(JobTask):
     """A job-file task whose client 2 writes its process id to ``marker`` and then waits, while the others wait
     for its message: a party inside the job, connected, about to be killed."""
 
@@ -311,6 +311,9 @@ class StallTask:
 
     def public(self):
         return ("stall-test",)
+
+    def release(self, meta):  # no ledger in this test
+        raise NotImplementedError
 
     async def run(self, ctx, table, meta):
         if ctx.pid == 2:

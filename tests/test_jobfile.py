@@ -13,7 +13,7 @@ import pytest
 
 from mpc.certs import DEFAULT_JOB, make_certificates
 
-from apps.jobfile import (PartyFileError, load_job, party_program, read_party_csv, run_job,
+from apps.jobfile import (JobTask, PartyFileError, load_job, party_program, read_party_csv, run_job,
                           run_local, run_one, simulate, write_job, write_party_csvs)
 from apps.pca import SQMPCA, PCAJobTask
 from mpc.inprocess import run_in_process
@@ -262,16 +262,17 @@ def test_each_party_uses_only_the_seed_on_its_own_command_line(tmp_path):
     assert [int(v) for v in server["raw"]] == [int(v) for v in expect]
 
 
-class DigestTask:
+class DigestTask(JobTask):
     """A job-file task returning each client's digest of its aligned records' order to that client only."""
-
-    seed = None
 
     def public(self):
         return ("digest-test",)
 
     async def run(self, ctx, table, meta):
         return {} if table is None else {"digest": table.ids_digest}
+
+    def release(self, meta):  # no ledger in this test
+        raise NotImplementedError
 
 
 def test_order_digests_agree_within_a_job_and_are_fresh_per_job(tmp_path):

@@ -40,6 +40,9 @@ class AlignOnly(JobTask):
     async def run(self, ctx, table, meta):
         return {}
 
+    def release(self, meta):  # no ledger in this test
+        raise NotImplementedError
+
 
 class Recording(PartyProgram):
     """Runs ``inner`` and writes every payload this party receives (label, peer, bytes) to ``path``."""

@@ -22,7 +22,7 @@ from apps.hdp_vfl.privacy import LOGISTIC, active_sensitivity, max_learning_rate
 from mpc import BACKENDS, runner
 from sqm.calibration import gaussian_sigma
 from sqm.rng import spawn_seeds
-from sqm.validation import check_delta, check_positive
+from sqm.validation import check_delta, check_param, check_positive
 
 
 
@@ -37,10 +37,7 @@ def _is_real(v) -> bool:
 
 def check_params(m: "HDPLogisticRegression") -> None:
     """The estimator's parameters, checked when it is used (scikit-learn's convention), each naming the problem."""
-    if not (_is_real(m.epsilon) and m.epsilon > 0):
-        raise ValueError(f"epsilon must be > 0 (math.inf for the non-private reference), got {m.epsilon!r}")
-    if not _is_real(m.delta):
-        raise ValueError(f"delta must lie in (0, 1), got {m.delta!r}")
+    check_param("epsilon or inf", m.epsilon, "epsilon")
     check_delta(m.delta)
     for v, name in ((m.epochs, "epochs"), (m.batch_size, "batch_size")):
         if not (_is_int(v) and v >= 1):

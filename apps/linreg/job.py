@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..jobfile import JobTask
+from ..jobtask import JobTask
 from .statistic import joint_matrix, solve_ridge
 
 if TYPE_CHECKING:

@@ -9,11 +9,13 @@ import numpy as np
 from sqm.report import PrivacyReport
 from sqm.rng import spawn_seeds
 
+from ..jobtask import JobTask
+
 from .estimator import SQMLogisticRegression, split_label, split_weights
 from .party import LRPlan, train_party
 
 
-class LRJobTask:
+class LRJobTask(JobTask):
     """The SQM-LR task for :mod:`apps.jobfile`: the label party's CSV holds the label column
     ``label_column`` (any two values: the smaller is 0, the larger 1, and the label party says so in its own
     output; anything else is refused before any share) besides its features; every party builds the same

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from sqm import pbm
+from sqm.validation import check_delta
 
 METHODS = ("pbm", "npq", "ldp", "ldp_eq")
 METHOD_LABELS = {"pbm": "PBM-VFL", "npq": "NPQ", "ldp": "LDP (paper)", "ldp_eq": "LDP (equal eps)"}
@@ -46,8 +47,7 @@ class VFLConfig:
             raise ValueError(f"optimizer must be 'adam' or 'sgd', got {self.optimizer!r}")
         if self.n_classes < 2:
             raise ValueError(f"need at least 2 classes, got {self.n_classes}")
-        if not 0 < self.delta < 1:
-            raise ValueError(f"delta must lie in (0, 1), got {self.delta!r}")
+        check_delta(self.delta)
 
     def public(self) -> dict:
         """What every party must agree on (the device is each party's own business)."""

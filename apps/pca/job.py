@@ -8,10 +8,12 @@ import numpy as np
 
 from sqm.rng import make_rng, spawn_seeds
 
+from ..jobtask import JobTask
+
 from .utility import check_components, components_from_covariance, covariance_release
 
 
-class PCAJobTask:
+class PCAJobTask(JobTask):
     """The SQM-PCA task for :mod:`apps.jobfile`: every party plans the same public release from the clients'
     column and record counts (:meth:`sqm.mechanism.SQM.round_plan`) and runs its part of it with
     :func:`sqm.mechanism.sqm_round`, SQM's one per-party step: each client clips, quantizes and noises its own

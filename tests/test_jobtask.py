@@ -1,0 +1,64 @@
+"""The declared task contract (issue 26, part 2; apps.jobtask): every job task subclasses JobTask, a task that
+leaves out a required method cannot be made, and the framework calls hooks instead of probing attributes."""
+from __future__ import annotations
+
+import ast
+import inspect
+
+import pytest
+
+import apps.jobfile
+from apps.jobtask import JobTask
+
+
+def test_every_task_subclasses_the_contract():
+    from apps.linreg.job import LinRegJobTask
+    from apps.logreg.job import LRJobTask
+    from apps.pca.job import PCAJobTask
+    from bench.psi import AlignOnly
+
+    for cls in (PCAJobTask, LRJobTask, LinRegJobTask, AlignOnly):
+        assert issubclass(cls, JobTask), cls
+    assert PCAJobTask(1, 1.0).takes_bounds and LRJobTask(1.0).takes_bounds
+    assert PCAJobTask(1, 1.0).client_release is not JobTask.client_release  # it says what a client observes
+
+
+def test_a_task_without_a_required_method_cannot_be_made():
+    class NoRelease(JobTask):
+        def public(self):
+            return ("x",)
+
+        async def run(self, ctx, table, meta):
+            return {}
+
+    with pytest.raises(TypeError, match="release"):
+        NoRelease()
+
+
+def test_defaults_refuse_what_a_task_does_not_support():
+    class Plain(JobTask):
+        def public(self):
+            return ("plain",)
+
+        async def run(self, ctx, table, meta):
+            return {}
+
+        def release(self, meta):
+            raise NotImplementedError
+
+    t = Plain()
+    assert not t.takes_bounds and t.seed is None and not t.streams and t.client_release(None) is None
+    with pytest.raises(NotImplementedError, match="takes no norm shares"):
+        t.with_party_bounds([0.5, 0.5])
+
+
+def test_the_framework_probes_no_task_attribute():
+    """No hasattr/getattr on a task anywhere in the job framework (the hooks have defaults instead)."""
+    tree = ast.parse(inspect.getsource(apps.jobfile))
+    probes = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("hasattr", "getattr"):
+            target = ast.unparse(node.args[0])
+            if target in ("task", "self.task") or target.endswith(".task"):
+                probes.append(f"line {node.lineno}: {ast.unparse(node)}")
+    assert not probes, probes

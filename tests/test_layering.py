@@ -1,0 +1,41 @@
+"""The layering (DEVELOPERS.md: dependencies point one way, apps -> sqm -> mpc; issue 26): every import in every
+module of the four packages, those inside functions included, read from the source, obeys the table below."""
+from __future__ import annotations
+
+import ast
+import pathlib
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+OURS = ("mpc", "sqm", "apps", "bench")
+# package -> the packages of ours it may import (besides itself)
+ALLOWED = {"mpc": set(), "sqm": {"mpc"}, "apps": {"sqm", "mpc"}, "bench": {"apps", "sqm", "mpc"}}
+# the documented exceptions, each one file: ``python -m sqm`` is the command (apps.cli), for environments without
+# the console script
+EXCEPTIONS = {("sqm/__main__.py", "apps")}
+
+
+def _imports(path: pathlib.Path):
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                yield node.lineno, a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.lineno, node.module.split(".")[0]
+
+
+def test_every_import_follows_the_layers():
+    bad = []
+    for pkg in OURS:
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            rel = str(path.relative_to(ROOT))
+            for line, top in _imports(path):
+                if top in OURS and top != pkg and top not in ALLOWED[pkg] and (rel, top) not in EXCEPTIONS:
+                    bad.append(f"{rel}:{line} imports {top}")
+    assert not bad, "\n".join(bad)
+
+
+def test_the_table_can_fail():
+    """The reader sees imports inside functions too (a lazy import is still a dependency)."""
+    src = ROOT / "sqm" / "__main__.py"
+    assert (src.name, "apps") in {(src.name, top) for _, top in _imports(src)}
