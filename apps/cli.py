@@ -108,9 +108,39 @@ def parse(argv=None, parser: argparse.ArgumentParser | None = None) -> argparse.
     call a command as ``parse([...]).func(args)``, so its errors raise instead of becoming exit codes."""
     from .options import log_level
 
-    args = (parser or build_parser()).parse_args(argv)
+    parser = parser or build_parser()
+    args = parser.parse_args(argv)
     args.log_level = log_level(args)
+    args.given = given_options(parser, argv if argv is not None else sys.argv[1:])
     return args
+
+
+def given_options(parser: argparse.ArgumentParser, argv) -> set[str]:
+    """The destinations of the options ``argv`` gives (not those left at their defaults): what a job file's task
+    block is compared with (:func:`apps.jobfile.apply_task_block`).  ``argv`` is parsed again with every default
+    suppressed (restored after)."""
+    saved: list = []
+
+    def suppress(p):
+        saved.append((p, None, dict(p._defaults)))
+        p._defaults.clear()
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for child in dict.fromkeys(a.choices.values()):
+                    suppress(child)
+            elif a.dest != "help":
+                saved.append((None, a, a.default))
+                a.default = argparse.SUPPRESS
+
+    try:
+        suppress(parser)
+        return set(vars(parser.parse_args(argv))) - {"command", "bench"}
+    finally:
+        for p, a, value in saved:
+            if p is not None:
+                p._defaults.update(value)
+            else:
+                a.default = value
 
 
 def main(argv=None) -> int:

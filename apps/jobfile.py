@@ -23,6 +23,10 @@ anywhere with ``--data-file PATH`` on its own command line.  On each host, ``sqm
 file).  A job needs at least two clients (one client would mean threshold t = 0: the server's share would
 be that client's data).
 
+``task`` (optional): ``{"statistic": "pca", "components": 5, "epsilon": 1, ...}``, the job itself: the statistic
+(the command that runs it) and its parameters (:func:`apply_task_block`: a command of another statistic is refused,
+and options on a command line may only repeat the file's values).
+
 ``job_id`` (32 hex digits, random, fresh for every job: :func:`write_job` draws one) binds every party to this
 job: the parties compare it, the addresses and the task before anything else, and refuse a party of another
 job naming it.  Running one party (``--index``) needs it.  ``name`` is the job's name in the parties' TLS
@@ -104,6 +108,7 @@ class JobSpec:
     dataset: str | None = None  # the dataset id the server's privacy-budget ledger charges (default: name)
     drop_columns: tuple[str, ...] = ()  # columns of the party files this job leaves out (--drop-columns)
     min_intersection: int = DEFAULT_MIN_INTERSECTION  # fewest records in common a job runs on (--min-intersection)
+    task: dict | None = None  # the job file's "task" block: {"statistic": "pca", its parameters...} (None: none)
 
     @property
     def dataset_id(self) -> str | None:
@@ -232,7 +237,12 @@ def load_job(path) -> JobSpec:
         raise ValueError(f"job file {path}: {e}") from None
     min_common = raw.get("min_intersection", DEFAULT_MIN_INTERSECTION)
     check_min_intersection(min_common, f"job file {path}: 'min_intersection'")
-    return JobSpec(tuple(parties), id_column, path, job_id, name, dataset, min_intersection=min_common)
+    task = raw.get("task")
+    if task is not None and not (isinstance(task, dict) and isinstance(task.get("statistic"), str)
+                                 and all(isinstance(k, str) for k in task)):
+        raise ValueError(f"job file {path}: 'task' must be an object naming its \"statistic\" (e.g. \"pca\") and "
+                         f"its parameters, e.g. {{\"statistic\": \"pca\", \"components\": 5, \"epsilon\": 1}}")
+    return JobSpec(tuple(parties), id_column, path, job_id, name, dataset, min_intersection=min_common, task=task)
 
 
 def check_bounds(raw, who: str = "") -> tuple:
@@ -276,12 +286,13 @@ def check_dataset_id(dataset) -> str:
 
 def write_job(path, addresses, files, id_column: str = "id", job_id: str | None = None,
               name: str | None = None, dataset: str | None = None, bounds=None, norm_shares=None,
-              min_intersection: int | None = None) -> str:
+              min_intersection: int | None = None, task: dict | None = None) -> str:
     """Write a job file: ``addresses[0]`` the server's, then one address and one file per client; a fresh
     random ``job_id`` unless given, the job's ``name`` (as in its certificates) and the ``dataset`` id (the
     ledger's) if given; ``bounds``: per client, None or its public column ranges ``{column: [lo, hi]}``;
     ``norm_shares``: each client's public share of c^2 (None: c_j = c sqrt(its columns / all columns));
-    ``min_intersection``: the fewest records in common the job runs on (None: the default, not written)."""
+    ``min_intersection``: the fewest records in common the job runs on (None: the default, not written);
+    ``task``: the job's task block, ``{"statistic": "pca", its parameters...}`` (:func:`apply_task_block`)."""
     if len(addresses) != len(files) + 1:
         raise ValueError(f"need one address per party: {len(addresses)} addresses for 1 server + "
                          f"{len(files)} clients")
@@ -309,6 +320,10 @@ def write_job(path, addresses, files, id_column: str = "id", job_id: str | None 
         head["dataset"] = check_dataset_id(dataset)
     if min_intersection is not None:
         head["min_intersection"] = check_min_intersection(min_intersection, "min_intersection")
+    if task is not None:
+        if not isinstance(task, dict) or not isinstance(task.get("statistic"), str):
+            raise ValueError(f"a task block names its statistic, e.g. {{\"statistic\": \"pca\", ...}}, got {task!r}")
+        head["task"] = dict(task)
     with open(path, "w") as fh:
         json.dump({**head, "id_column": id_column, "parties": parties}, fh, indent=2)
     return str(path)
@@ -318,7 +333,7 @@ def write_party_csvs(X, directory, n_parties: int | None = None, col_counts=None
                      id_column: str = "id", addresses=None, prefix: str = "party",
                      job_name: str = "job.json", dataset: str | None = None, bounds=None,
                      norm_shares=None, fmt: str = "csv", row_group_rows: int = 1 << 14,
-                     min_intersection: int | None = None) -> str:
+                     min_intersection: int | None = None, task: dict | None = None) -> str:
     """Split ``X``'s columns among parties, write ``{prefix}{j}.csv`` (id + columns) and a job file.
 
     ``fmt="parquet"`` writes ``{prefix}{j}.parquet`` instead (pyarrow; integer ids when ``ids`` are integers,
@@ -365,7 +380,7 @@ def write_party_csvs(X, directory, n_parties: int | None = None, col_counts=None
 
         addresses = [f"127.0.0.1:{p}" for p in free_ports(len(col_counts) + 1)]
     return write_job(os.path.join(directory, job_name), addresses, files, id_column, dataset=dataset,
-                     bounds=bounds, norm_shares=norm_shares, min_intersection=min_intersection)
+                     bounds=bounds, norm_shares=norm_shares, min_intersection=min_intersection, task=task)
 
 
 def _write_parquet(path: str, ids, id_column: str, names, block: np.ndarray, row_group_rows: int) -> str:
@@ -804,6 +819,44 @@ def clip_warning(index: int, counts: dict) -> str | None:
             f"--propose-bounds FILE proposes some from its own data, for review), or raise the ranges")
 
 
+def apply_task_block(spec: JobSpec, args) -> list[str]:
+    """Make the job file's ``task`` block the job: its statistic must be this command's, each of its parameters
+    one this command takes (``args.task_params``: option destinations), and an option given on the command line
+    may only repeat the file's value (a difference is a :class:`mpc.errors.UsageError` before anything
+    connects); the file's values then replace the options'.  Returns the declared parameters as "name value"
+    (none without a block: the command line is the task, as before)."""
+    from mpc.errors import UsageError
+
+    block = spec.task
+    if block is None:
+        return []
+    where = f"job file {spec.path or '(unnamed)'}"
+    if block["statistic"] != args.command:
+        raise UsageError(f"{where} declares the task {block['statistic']!r}: run it with sqm {block['statistic']} "
+                         f"--job, not sqm {args.command} (one job file is one statistic)")
+    params = getattr(args, "task_params", {})
+    unknown = sorted(set(block) - {"statistic"} - set(params))
+    if unknown:
+        raise UsageError(f"{where}: the task block's {unknown} are not parameters of sqm {args.command} --job "
+                         f"(it takes {sorted(params)})")
+    given = getattr(args, "given", set())
+    out = []
+    for key in sorted(set(block) - {"statistic"}):
+        value, convert = block[key], params[key]
+        if convert is not None and not isinstance(value, bool) and value is not None:
+            try:
+                value = convert(str(value))
+            except (TypeError, ValueError) as e:
+                raise UsageError(f"{where}: task parameter {key} = {block[key]!r}: {e}") from None
+        if key in given and getattr(args, key) != value:
+            flag = "--" + key.replace("_", "-")
+            raise UsageError(f"{flag} {getattr(args, key)!r} differs from the task in {where} ({key} = {value!r}): "
+                             f"every party runs the file's task; leave the option out or make it the same")
+        setattr(args, key, value)
+        out.append(f"{key} {value!r}")
+    return out
+
+
 def job_command(args, make_task, server_summary) -> int:
     """``sqm <app> --job``: the one job-mode driver of every application command.
 
@@ -824,6 +877,9 @@ def job_command(args, make_task, server_summary) -> int:
         spec = dataclasses.replace(spec, drop_columns=tuple(args.drop_columns))
     if getattr(args, "min_intersection", None) is not None:
         spec = dataclasses.replace(spec, min_intersection=check_min_intersection(args.min_intersection))
+    declared = apply_task_block(spec, args)
+    if declared:
+        print(f"task (from the job file {spec.path}): sqm {args.command} " + ", ".join(declared))
     task = make_task()
     recs = run_job(spec, task, args.index, **job_run_options(args))
     if not secure_mode:

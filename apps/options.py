@@ -222,6 +222,16 @@ def own_table(parser: argparse.ArgumentParser, data_help: str, id_also: str = ""
                              f"(default: a column named 'id', if any)")
 
 
+def declare_task(parser: argparse.ArgumentParser, dests) -> None:
+    """Declare which of ``parser``'s options are the job's task parameters (what a job file's ``task`` block may
+    set, :func:`apps.jobfile.apply_task_block`), each with its option's type to read the file's value."""
+    types = {a.dest: a.type for a in parser._actions}
+    missing = [d for d in dests if d not in types]
+    if missing:
+        raise ValueError(f"no options {missing} to declare as task parameters")
+    parser.set_defaults(task_params={d: types[d] for d in dests})
+
+
 def deviating_clients(parser: argparse.ArgumentParser, release: str = "") -> None:
     """``--robust-noise K`` and ``--verify-sharing``: tolerating clients that withhold their noise and detecting
     inconsistent sharings (:class:`sqm.mechanism.SQM`'s ``robust_noise`` and ``verify_sharing``), for the commands

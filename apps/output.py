@@ -25,7 +25,8 @@ SCHEMA_FILE = "output.schema.json"
 OPTIONAL = ("columns", "released", "warnings", "clients", "ledger", "alignment", "job", "details")
 MODES = ("local", "job", "bench", "ledger")
 # argparse destinations that are not parameters of the run (dispatch and output options)
-NOT_PARAMETERS = {"func", "bench_cli", "command", "bench", "budget_command", "json", "quiet", "plot"}
+NOT_PARAMETERS = {"func", "bench_cli", "command", "bench", "budget_command", "json", "quiet", "plot", "given",
+                  "task_params"}  # given, task_params: which options the command line gave, the task's (parse)
 
 
 def schema() -> dict:

@@ -187,4 +187,7 @@ def register(sub) -> None:
     p.add_argument("--runs", type=int, default=1, help="average over this many runs (default 1)")
     p.add_argument("--label-column", default="label", help="with --job: the label column of the last client's CSV")
     p.set_defaults(func=run)
+    from apps.options import declare_task
+
+    declare_task(p, ("alpha", "epsilon", "delta", "gamma", "feature_bound", "label_bound", "label_column"))
     _PARSER[:] = [p]

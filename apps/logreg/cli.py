@@ -378,4 +378,8 @@ def register(sub) -> None:
     p.add_argument("--label-party", type=int, default=None,
                    help="with --job: 0-based client index holding the label (default the last client)")
     p.set_defaults(func=run)
+    from apps.options import declare_task
+
+    declare_task(p, ("epsilon", "delta", "gamma", "q", "epochs", "learning_rate", "weight_bound", "label_column",
+                     "label_party", "no_intercept", "solver", "robust_noise", "verify_sharing"))
     _PARSER[:] = [p]

@@ -299,4 +299,8 @@ def register(sub) -> None:
                         "client when more than 1%% of its rows were clipped")
     p.add_argument("--runs", type=int, default=1, help="average utilities over this many runs (default 1)")
     p.set_defaults(func=_run_cli)
+    from apps.options import declare_task
+
+    declare_task(p, ("components", "epsilon", "delta", "gamma", "row_norm_bound", "chunk_rows", "robust_noise",
+                     "verify_sharing"))
     _PARSER[:] = [p]
