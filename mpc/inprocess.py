@@ -163,7 +163,7 @@ class InProcessContext(PartyContext):
 
     async def ideal_inputs(self, my_input, receivers) -> list | None:
         """The ideal functionality's input step, for secure kernels of their own (e.g.
-        :func:`sqm.gradient.secure_gradient`): each client hands ``my_input`` (any Python object; None at the
+        :func:`mpc.gradient_kernel.secure_gradient`): each client hands ``my_input`` (any Python object; None at the
         server) to ``receivers`` in the clear; a receiver gets the clients' inputs in client order, any other
         party None.  SIMULATION only: a real :class:`~mpc.protocol.PartyContext` has no such step."""
         receivers = list(receivers)

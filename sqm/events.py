@@ -34,12 +34,12 @@ import numpy as np
 from dp_accounting import dp_event
 from dp_accounting.rdp import RdpAccountant
 
-from . import accounting
+from . import rdp
 from .pbm import PBM_LEVELS
 
 # Orders of the accountant: fractional orders help PBM and Gaussian events; the subsampled Skellam bound
 # (Eq. 20) holds at integer orders only and gets +inf (no bound) at the others.
-ORDERS = (1.25, 1.5, 1.75) + tuple(float(a) for a in accounting.DEFAULT_ORDERS)
+ORDERS = (1.25, 1.5, 1.75) + tuple(float(a) for a in rdp.DEFAULT_ORDERS)
 
 
 def _number(v, name, positive=True, integer=False, minimum=None):
@@ -56,7 +56,7 @@ def _number(v, name, positive=True, integer=False, minimum=None):
 @attr.s(frozen=True, slots=True, auto_attribs=True)
 class SkellamDpEvent(dp_event.DpEvent):
     """An integer-valued statistic with L1 / L2 sensitivities (zero-out neighbours) released with aggregate
-    Skellam noise Sk(mu), as the SQM server observes it.  RDP: :func:`sqm.accounting.skellam_rdp` (Lemma 2)."""
+    Skellam noise Sk(mu), as the SQM server observes it.  RDP: :func:`sqm.rdp.skellam_rdp` (Lemma 2)."""
 
     l1_sensitivity: float
     l2_sensitivity: float
@@ -124,8 +124,8 @@ def gaussian_event(sigma: float, l2_sensitivity: float) -> dp_event.GaussianDpEv
 def server_event(l1: float, l2: float, mu: float, q: float = 1.0, rounds: int = 1) -> dp_event.DpEvent:
     """What the SQM server observes: ``rounds`` releases with noise Sk(mu), each on a Poisson sample at rate
     ``q`` (plain :class:`SkellamDpEvent` for q = 1 and one round)."""
-    accounting._check_q(q)
-    accounting._check_rounds(rounds)
+    rdp._check_q(q)
+    rdp._check_rounds(rounds)
     ev = SkellamDpEvent(float(l1), float(l2), float(mu))
     if q < 1:
         ev = dp_event.PoissonSampledDpEvent(sampling_probability=float(q), event=ev)
@@ -134,16 +134,16 @@ def server_event(l1: float, l2: float, mu: float, q: float = 1.0, rounds: int = 
 
 def client_event(l1: float, l2: float, mu: float, n_parties: int, rounds: int = 1) -> dp_event.DpEvent:
     """What one of ``n_parties`` clients observes over ``rounds`` releases (Eq. 21: no subsampling benefit)."""
-    accounting._check_rounds(rounds)
+    rdp._check_rounds(rounds)
     ev = ClientSkellamDpEvent(float(l1), float(l2), float(mu), int(n_parties))
     return ev if rounds == 1 else dp_event.SelfComposedDpEvent(event=ev, count=int(rounds))
 
 
 def _skellam_rdp(event, orders: np.ndarray) -> np.ndarray:
     if isinstance(event, ClientSkellamDpEvent):
-        return np.asarray(accounting.client_rdp(orders, event.l1_sensitivity, event.l2_sensitivity, event.mu,
+        return np.asarray(rdp.client_rdp(orders, event.l1_sensitivity, event.l2_sensitivity, event.mu,
                                                 event.n_parties), float)
-    return np.asarray(accounting.skellam_rdp(orders, event.l1_sensitivity, event.l2_sensitivity, event.mu), float)
+    return np.asarray(rdp.skellam_rdp(orders, event.l1_sensitivity, event.l2_sensitivity, event.mu), float)
 
 
 class SQMAccountant(RdpAccountant):
@@ -175,22 +175,22 @@ class SQMAccountant(RdpAccountant):
                     invalid_event=event, error_message=f"{type(inner).__name__} cannot be Poisson-subsampled: the "
                     "party it describes knows which records were sampled (compose it once per round instead)")
             q = event.sampling_probability
-            accounting._check_q(q)
+            rdp._check_q(q)
             if do_compose:
                 if q == 1:
-                    rdp = _skellam_rdp(inner, self._orders)
+                    curve = _skellam_rdp(inner, self._orders)
                 else:
                     ints = (self._orders == np.round(self._orders)) & (self._orders >= 2)
-                    rdp = np.full(self._orders.shape, np.inf)
-                    rdp[ints] = accounting.subsampled_rdp(self._orders[ints], q, 1, inner.l1_sensitivity,
-                                                          inner.l2_sensitivity, inner.mu)
-                self._rdp += count * rdp
+                    curve = np.full(self._orders.shape, np.inf)
+                    curve[ints] = rdp.subsampled_rdp(self._orders[ints], q, 1, inner.l1_sensitivity,
+                                                     inner.l2_sensitivity, inner.mu)
+                self._rdp += count * curve
             return None
         return super()._maybe_compose(event, count, do_compose)
 
     def get_epsilon_and_optimal_order(self, target_delta: float) -> tuple[float, float]:
-        """(epsilon, optimal order) at ``target_delta``: :func:`sqm.accounting.epsilon_and_order`."""
-        return accounting.epsilon_and_order(self._orders, self._rdp, target_delta)
+        """(epsilon, optimal order) at ``target_delta``: :func:`sqm.rdp.epsilon_and_order`."""
+        return rdp.epsilon_and_order(self._orders, self._rdp, target_delta)
 
     def get_epsilon(self, target_delta: float) -> float:
         return self.get_epsilon_and_optimal_order(target_delta)[0]

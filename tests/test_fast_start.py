@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mpc.sum_exchange import SECURE_SUMS
+
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = {"torch", "sklearn", "scipy", "dp_accounting", "opacus", "matplotlib", "pandas"}
 HELP_HEAVY = HEAVY | {"numpy"}  # --help imports not even numpy (a party process does: it computes)
@@ -40,17 +42,16 @@ def test_help_quotes_the_constants_it_reads_without_importing():
     read equal the imported ones, and the help shows them."""
     from apps.logreg import estimator
     from apps.options import source_constant
-    from sqm import pbm
 
     assert source_constant("apps.logreg.estimator", "SCHEDULE_HELP") == estimator.SCHEDULE_HELP
-    assert source_constant("sqm.pbm", "SECURE_SUMS") == pbm.SECURE_SUMS
+    assert source_constant("mpc.sum_exchange", "SECURE_SUMS") == SECURE_SUMS
     with pytest.raises(LookupError):
         source_constant("sqm.pbm", "NO_SUCH_NAME")
     from apps.cli import build_parser
 
     sub = next(a for a in build_parser()._actions if a.dest == "command").choices
     assert " ".join(estimator.SCHEDULE_HELP.split()) in " ".join(sub["logreg"].format_help().split())
-    assert [a for a in sub["pbm-vfl"]._actions if a.dest == "secure_sum"][0].choices == list(pbm.SECURE_SUMS)
+    assert [a for a in sub["pbm-vfl"]._actions if a.dest == "secure_sum"][0].choices == list(SECURE_SUMS)
 
 
 def test_lazy_names_still_import():

@@ -156,7 +156,7 @@ def test_real_run_equals_in_process_and_clients_receive_only_uniform_shares(tmp_
         frames = view["received"]
         assert frames == sim_view["received"]  # the in-process frames are the real ones, byte for byte
         # per iteration: input shares, the moments' reduction carrying the server's coefficient shares, the masked
-        # opening (y goes to the server without a degree reduction of its own: sqm.gradient.secure_gradient)
+        # opening (y goes to the server without a degree reduction of its own: mpc.gradient_kernel.secure_gradient)
         assert sum(s == "degree reduction and coefficient shares" for s in steps) == plan.rounds
         shares, other = [], []
         for k, peer, payload in frames:

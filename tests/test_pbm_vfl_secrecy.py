@@ -16,7 +16,7 @@ from apps.pbm_vfl.party import ClientParty, public_batch_seed  # noqa: E402
 from mpc.masked_sum import MaskedSum, mask_bits, mask_key, mask_keypair  # noqa: E402
 from mpc.protocol import ProtocolError  # noqa: E402
 from mpc.randomness import is_secure  # noqa: E402
-from sqm.pbm import SumExchange  # noqa: E402
+from mpc.sum_exchange import SumExchange  # noqa: E402
 from sqm.rng import spawn_seeds  # noqa: E402
 
 # chi-square tolerance for masked values drawn from fresh OS-entropy keys (no seed can fix them): a correct

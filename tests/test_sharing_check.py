@@ -66,7 +66,7 @@ def test_a_party_deviating_in_the_opening_is_detected_by_the_server():
 
 
 def _gradient_release(verify: bool):
-    """One release of SQM-LR's per-batch kernel (sqm.gradient.secure_gradient: the server's weights as secret
+    """One release of SQM-LR's per-batch kernel (mpc.gradient_kernel.secure_gradient: the server's weights as secret
     coefficients) over 3 clients, the last holding the label."""
     from sqm.gradient import LRGradient
     from sqm.vertical import ColumnBounds

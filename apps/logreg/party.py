@@ -15,13 +15,13 @@ a structured polynomial whose coefficients are secret (the weights w never leave
    at rate q over the N records); each client quantizes its columns of the batch rows at scale gamma and
    draws its Skellam share Sk(mu / n) of the d outputs (:func:`sqm.client.client_input`), pads the rows with
    zero rows to the public size ``b_max`` (a zero row adds nothing: every monomial of Eq. 19 has degree >= 1)
-   and Shamir-shares both (the kernel, :func:`sqm.gradient.secure_gradient`);
+   and Shamir-shares both (the kernel, :func:`mpc.gradient_kernel.secure_gradient`);
 3. on shares, the parties form the batch moments (column sums s, Gram G = F^T F and h = F^T Y: about d^2
    values whatever the batch size), reduce G and h to degree t (not needed when M > 3t), multiply them by
    the coefficient shares (y_t = a_half_t s_t + sum_k A_tk G_tk + a_y_t h_t + sum_j Z_jt), add the clients'
    random mask of degree M - 1 and constant 0, and open y to the server only.  Per iteration: 2 exchanges
    when M > 3t (3 clients), else 3, and 2 one-way delays on the critical path either way (the minimum: the
-   server's coefficients depend on the previous output; :func:`sqm.gradient.secure_gradient` says why);
+   server's coefficients depend on the previous output; :func:`mpc.gradient_kernel.secure_gradient` says why);
 4. the server divides by gamma^3, steps w <- w - lr * g / (q N) and projects ||w||_2 <= W.
 
 What a client receives during training: Shamir shares (uniform in F_p), the digest of the public plan, the
@@ -250,7 +250,7 @@ class LRParty(PartyProgram):
 
     Every party makes the same sequence of exchanges: one seed exchange among the clients (the server takes
     part with nothing to send or receive), a record-count check, the plan agreement, then per round the
-    exchanges of :func:`sqm.gradient.secure_gradient`.  ``history`` (the server): also return the weights after every round.
+    exchanges of :func:`mpc.gradient_kernel.secure_gradient`.  ``history`` (the server): also return the weights after every round.
     """
 
     def __init__(self, plan: LRPlan, seed, block=None, eval_set=None, progress_path=None, every: int = 50,

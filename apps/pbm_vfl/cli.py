@@ -138,7 +138,7 @@ def add_training_arguments(p) -> None:
 def register(sub) -> None:
     from apps import options
 
-    secure_sums = options.module_constant("sqm.pbm", "SECURE_SUMS")  # without importing numpy and SciPy
+    secure_sums = options.module_constant("mpc.sum_exchange", "SECURE_SUMS")  # without importing numpy and SciPy
 
     p = sub.add_parser("pbm-vfl", help="PBM-VFL: split neural training with Poisson-Binomial-quantized embeddings",
                        parents=[options.runtime(), options.output()],

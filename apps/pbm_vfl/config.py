@@ -7,12 +7,12 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from mpc.sum_exchange import SECURE_SUMS  # noqa: F401 (re-exported: the choices of --secure-sum)
 from sqm import pbm
 from sqm.validation import check_delta
 
 METHODS = ("pbm", "npq", "ldp", "ldp_eq")
 METHOD_LABELS = {"pbm": "PBM-VFL", "npq": "NPQ", "ldp": "LDP (paper)", "ldp_eq": "LDP (equal eps)"}
-SECURE_SUMS = pbm.SECURE_SUMS
 FLOAT_BITS = 32
 
 

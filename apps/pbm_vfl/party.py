@@ -6,7 +6,7 @@ server holds the labels, a fusion model over the SUM of the embeddings (Eq. 1) a
 layer with cross-entropy).  Per iteration, with a public shared mini-batch:
 
 1. every client PBM-encodes its embeddings on their device (:class:`.encoding.PBMRelease`, integers in [0, b]);
-2. the sum goes through a secure sum (:class:`sqm.pbm.SumExchange`): only the server learns it;
+2. the sum goes through a secure sum (:class:`mpc.sum_exchange.SumExchange`): only the server learns it;
 3. the server decodes h = C/(beta b) (q - b M / 2) on its device, computes the loss, updates its fusion model and
    sends the gradient with respect to the embedding sum to every client;
 4. each client back-propagates it through its own model (``h.backward``; d sum / d h_m is the identity).
@@ -43,6 +43,7 @@ import time
 import numpy as np
 
 from mpc.party import PartyProgram
+from mpc.sum_exchange import SumExchange
 from sqm import pbm
 from sqm.rng import derive_seed, fresh_bytes, make_rng
 
@@ -444,7 +445,7 @@ class PBMVFLProgram(PartyProgram):
             raise ValueError(f"program built for {self.M} clients, runtime has {ctx.M - 1}")
         cfg = self.cfg
         mode = self.secure_sum if cfg.method == "pbm" else "clear"
-        link = pbm.SumExchange(ctx, mode, cfg.embedding_size, cfg.b * self.M)
+        link = SumExchange(ctx, mode, cfg.embedding_size, cfg.b * self.M)
         await link.setup()
         server, client = self._party(ctx)
         if self.predict:

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from sqm import pbm
+from mpc.sum_exchange import two_clients_problem
 
 from .config import METHODS, SECURE_SUMS, VFLConfig
 from .party import PBMVFLProgram, party_seeds, public_batch_seed
@@ -154,7 +154,7 @@ class PBMVFL:
         M = len(self.clients)
         if not all(isinstance(c, Client) for c in self.clients) or not isinstance(server, Server):
             raise TypeError("PBMVFL needs a list of Client objects and a Server object")
-        problem = pbm.two_clients_problem(M) if method == "pbm" else (None if M else "need at least one client")
+        problem = two_clients_problem(M) if method == "pbm" else (None if M else "need at least one client")
         if problem:
             raise ValueError(problem)
         self._check_data()

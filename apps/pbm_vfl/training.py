@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 
 from mpc import BACKENDS, runner
-from sqm import pbm
+from mpc.sum_exchange import two_clients_problem
 
 from .config import FLOAT_BITS, SECURE_SUMS, VFLConfig
 from .privacy import noise_sigma
@@ -117,7 +117,7 @@ def mlp_trainer(blocks_train, blocks_test, y_train, y_test, cfg: VFLConfig, back
     cfg.validate()
     _check_blocks(blocks_train, blocks_test, y_train, y_test)
     M = len(blocks_train)
-    problem = pbm.two_clients_problem(M) if cfg.method == "pbm" else None
+    problem = two_clients_problem(M) if cfg.method == "pbm" else None
     if problem:  # refused before any party starts (the party program refuses too)
         raise ValueError(problem)
     seeds = party_seeds(seed, M + 1)  # each party: its own only
