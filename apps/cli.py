@@ -117,7 +117,7 @@ def parse(argv=None, parser: argparse.ArgumentParser | None = None) -> argparse.
 
 def given_options(parser: argparse.ArgumentParser, argv) -> set[str]:
     """The destinations of the options ``argv`` gives (not those left at their defaults): what a job file's task
-    block is compared with (:func:`apps.jobfile.apply_task_block`).  ``argv`` is parsed again with every default
+    block is compared with (:func:`apps.job_cli.apply_task_block`).  ``argv`` is parsed again with every default
     suppressed (restored after)."""
     saved: list = []
 

@@ -224,7 +224,7 @@ def own_table(parser: argparse.ArgumentParser, data_help: str, id_also: str = ""
 
 def declare_task(parser: argparse.ArgumentParser, dests) -> None:
     """Declare which of ``parser``'s options are the job's task parameters (what a job file's ``task`` block may
-    set, :func:`apps.jobfile.apply_task_block`), each with its option's type to read the file's value."""
+    set, :func:`apps.job_cli.apply_task_block`), each with its option's type to read the file's value."""
     types = {a.dest: a.type for a in parser._actions}
     missing = [d for d in dests if d not in types]
     if missing:

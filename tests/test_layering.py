@@ -50,6 +50,8 @@ def _module_graph(pkg: str) -> dict[str, set[str]]:
                 deps |= {node.module.split(".")[0]} if node.module else {a.name for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith(pkg + "."):
                 deps.add(node.module.split(".")[1])
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == pkg:
+                deps |= {a.name for a in node.names}
         graph[path.stem] = deps - {path.stem}
     return graph
 
@@ -75,3 +77,12 @@ def test_the_mechanism_has_no_import_circle():
         walk(m, m, [m])
     assert cycles <= ALLOWED_CYCLES, [sorted(c) for c in cycles - ALLOWED_CYCLES]
     assert not graph["rdp"] & {"accounting", "events", "pbm", "ledger"}
+
+
+def test_the_job_framework_imports_no_command_line_module():
+    """Issue 26: the framework (apps.jobfile, apps.jobtask) does not import the face (options, output, progress,
+    the job-mode driver apps.job_cli)."""
+    face = {"options", "output", "progress", "job_cli", "cli"}
+    for mod in ("jobfile", "jobtask"):
+        deps = _module_graph("apps")[mod]
+        assert not deps & face, (mod, deps & face)

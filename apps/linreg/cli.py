@@ -146,7 +146,7 @@ def run(args) -> int:
 def _run_job(args) -> int:
     import numpy as np
 
-    from ..jobfile import job_command
+    from ..job_cli import job_command
     from .estimator import SQMLinearRegression
     from .job import LinRegJobTask
 

@@ -186,7 +186,7 @@ def _run_job(args) -> int:
     from mpc.launch import private_folder
     from sqm.report import render_table
 
-    from ..jobfile import job_command
+    from ..job_cli import job_command
     from .estimator import _progress
     from .job import LRJobTask
     from ..progress import follow_progress

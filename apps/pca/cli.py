@@ -1,5 +1,5 @@
 """``sqm pca``: SQM-PCA against central DP, local DP and non-private PCA on a dataset split among clients,
-or a real multi-party job from a job file (``--job``, through :func:`apps.jobfile.job_command`).
+or a real multi-party job from a job file (``--job``, through :func:`apps.job_cli.job_command`).
 
 numpy, SciPy, scikit-learn and the runtime are imported inside the functions that use them: ``sqm --help``
 imports this module to register the command (:mod:`apps.cli`)."""
@@ -222,7 +222,7 @@ def _job_in(args, path: str | None) -> int:
     """The job, with a progress bar of the secure evaluation's chunks: party i's program writes them to
     ``path.i`` on its machine; the bar follows this party's (``--index``), or client 1's when this command runs
     every party (the server, which may hold no shares, is not the pace).  ``path`` None: no bar."""
-    from apps.jobfile import job_command
+    from apps.job_cli import job_command
     from apps.progress import progress_bar
 
     from .job import PCAJobTask
