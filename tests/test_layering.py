@@ -86,3 +86,15 @@ def test_the_job_framework_imports_no_command_line_module():
     for mod in ("jobfile", "jobtask"):
         deps = _module_graph("apps")[mod]
         assert not deps & face, (mod, deps & face)
+
+
+def test_only_the_runtime_touches_mpyc():
+    """Issue 26: MPyC is the runtime's business: no module of sqm, apps or bench imports it (the runtime's private
+    hooks, e.g. PartyContext._lap, are not called from outside mpc either)."""
+    bad = []
+    for pkg in ("sqm", "apps", "bench"):
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            text = path.read_text()
+            bad += [f"{path.relative_to(ROOT)} imports mpyc" for _, top in _imports(path) if top == "mpyc"]
+            bad += [f"{path.relative_to(ROOT)} calls _lap" for _ in [0] if "._lap(" in text]
+    assert not bad, bad
