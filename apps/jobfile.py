@@ -715,9 +715,14 @@ def simulate(spec: JobSpec, task: JobTask, timeout: float = 3600.0, ledger: "Led
     return run_in_process(programs, timeout=timeout, min_clients=2, job_id=spec.job_id, job_name=spec.name)
 
 
+def _progress_args(progress_timeout: float | None) -> list[str]:
+    return [] if progress_timeout is None else ["--progress-timeout", f"{progress_timeout:g}"]
+
+
 def run_local(spec: JobSpec, task: JobTask, timeout: float = 3600.0, connect_timeout: float = 60.0,
               ssl_dir: str | None = None, idle_timeout: float | None = None,
-              insecure_plaintext: bool = False, ledger: "LedgerGuard | None" = None) -> list[dict]:
+              insecure_plaintext: bool = False, ledger: "LedgerGuard | None" = None,
+              progress_timeout: float | None = None) -> list[dict]:
     """Start every party of the job on this machine (one process each, at the job file's addresses).
 
     Returns each party's result record (``result``, ``bytes_sent``, ``seconds``...), server first.  A party's
@@ -735,13 +740,13 @@ def run_local(spec: JobSpec, task: JobTask, timeout: float = 3600.0, connect_tim
     live = {} if idle_timeout is None else {"idle_timeout": idle_timeout}
     return run_parties(programs, timeout=timeout, connect_timeout=connect_timeout, addresses=spec.addresses,
                        ssl_dir=ssl_dir, min_clients=2, job_id=spec.job_id, job_name=spec.name,
-                       insecure_plaintext=insecure_plaintext, **live)
+                       insecure_plaintext=insecure_plaintext, extra_args=_progress_args(progress_timeout), **live)
 
 
 def run_job(spec: JobSpec, task: JobTask, index: int | None = None, timeout: float = 3600.0,
             ssl_dir: str | None = None, data_file: str | None = None, connect_timeout: float = 60.0,
             insecure_plaintext: bool = False, idle_timeout: float | None = None, backend: str = "mpyc",
-            ledger: str | None = None, budget=None) -> list[dict | None]:
+            ledger: str | None = None, budget=None, progress_timeout: float | None = None) -> list[dict | None]:
     """Every party on this machine (``index`` None), or only party ``index`` (its record; None elsewhere).
 
     ``data_file``: client ``index``'s own file, any path on this machine (its operator's ``--data-file``),
@@ -763,16 +768,19 @@ def run_job(spec: JobSpec, task: JobTask, index: int | None = None, timeout: flo
         raise ValueError(f"unknown backend {backend!r}; choose 'mpyc' (party processes) or 'plain' (simulation)")
     if index is None:
         return run_local(spec, task, timeout=timeout, ssl_dir=ssl_dir, connect_timeout=connect_timeout,
-                         insecure_plaintext=insecure_plaintext, idle_timeout=idle_timeout, ledger=guard)
+                         insecure_plaintext=insecure_plaintext, idle_timeout=idle_timeout, ledger=guard,
+                         progress_timeout=progress_timeout)
     recs: list[dict | None] = [None] * len(spec.parties)
     recs[index] = run_one(spec, index, task, timeout=timeout, ssl_dir=ssl_dir, connect_timeout=connect_timeout,
-                          insecure_plaintext=insecure_plaintext, idle_timeout=idle_timeout, ledger=guard)
+                          insecure_plaintext=insecure_plaintext, idle_timeout=idle_timeout, ledger=guard,
+                          progress_timeout=progress_timeout)
     return recs
 
 
 def run_one(spec: JobSpec, index: int, task: JobTask, timeout: float = 3600.0,
             connect_timeout: float = 60.0, ssl_dir: str | None = None, idle_timeout: float | None = None,
-            insecure_plaintext: bool = False, ledger: "LedgerGuard | None" = None) -> dict:
+            insecure_plaintext: bool = False, ledger: "LedgerGuard | None" = None,
+            progress_timeout: float | None = None) -> dict:
     """Run party ``index`` only, in a child ``python -m mpc.party`` process (other hosts run the others).
 
     Its messages go to this terminal; returns its result record.  Raises MPCError if it fails.
@@ -793,7 +801,8 @@ def run_one(spec: JobSpec, index: int, task: JobTask, timeout: float = 3600.0,
         pf, rf = job.write("program", prog), job.path("result")
         cmd = party_command(pf, index, ",".join(spec.addresses), rf, timeout, connect_timeout, ssl_dir,
                             spec.job_id, spec.name, insecure_plaintext)
-        live = [] if idle_timeout is None else ["--idle-timeout", f"{idle_timeout:g}"]
+        live = ([] if idle_timeout is None else ["--idle-timeout", f"{idle_timeout:g}"]) + \
+            _progress_args(progress_timeout)
         code = job.start(cmd + live, party_env()).wait()
         if code != 0 or not os.path.exists(rf):
             raise MPCError(f"{party_name(index)} exited {code}; no result released (see its message above)",

@@ -110,6 +110,10 @@ def job(job_help: str = "job file (JSON: parties' addresses, party 0 the server,
     g.add_argument("--idle-timeout", type=float, default=None,
                    help="with --job: seconds without any bytes from a peer whose message is awaited before the "
                         "job is aborted naming it (default: the runtime's, 25)")
+    g.add_argument("--progress-timeout", type=float, default=None,
+                   help="with --job: seconds a peer whose message is awaited may keep sending heartbeats without "
+                        "sending what the step expects before the job is aborted naming it (default: the "
+                        "runtime's, 20; a frame in transit gets its size at 1 MiB/s more; 0: off)")
     g.add_argument("--insecure-plaintext", action="store_true",
                    help="with --job: INSECURE: plain TCP, no peer authentication (no --ssl-dir): between hosts "
                         "anyone on the path can read the shares; on one host another local user can connect as "
@@ -176,12 +180,14 @@ def job_run_options(args) -> dict:
     """:func:`apps.jobfile.run_job`'s keyword arguments from the options of :func:`job` and :func:`runtime`."""
     return dict(timeout=args.timeout, ssl_dir=args.ssl_dir, data_file=args.data_file,
                 connect_timeout=args.connect_timeout, insecure_plaintext=args.insecure_plaintext,
-                idle_timeout=args.idle_timeout, backend=getattr(args, "backend", DEFAULT_BACKEND),
+                idle_timeout=args.idle_timeout, progress_timeout=args.progress_timeout,
+                backend=getattr(args, "backend", DEFAULT_BACKEND),
                 ledger=args.ledger, budget=args.budget)
 
 
 # The options of :func:`job` (and --insecure-reproducible) have a meaning with --job only.
-JOB_ONLY = ("job", "index", "data_file", "ssl_dir", "connect_timeout", "idle_timeout", "insecure_plaintext",
+JOB_ONLY = ("job", "index", "data_file", "ssl_dir", "connect_timeout", "idle_timeout", "progress_timeout",
+            "insecure_plaintext",
             "ledger", "budget", "insecure_reproducible", "drop_columns", "min_intersection")
 MODE_WORDS = {"job": "with --job (the job file says which parties hold which columns and records)",
               "local": "without --job (a local comparison on one machine)",
