@@ -36,6 +36,7 @@ BENCHMARKS = {
     "hdp-vfl": "bench.hdp_vfl",
     "faults": "bench.faults",
     "bounds-check": "bench.bounds_check",
+    "lr-threshold": "bench.lr_threshold",
     "latency": "bench.latency",
     "scale": "bench.scale",
     "psi": "bench.psi",

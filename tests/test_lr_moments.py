@@ -147,3 +147,15 @@ def test_robust_noise_and_the_sharing_check_reach_the_moments_release():
     assert np.array_equal(real.coef_, checked.coef_) and np.array_equal(real.coef_, base.coef_)
     with pytest.raises(ValueError, match="not to the per-batch sgd protocol"):
         SQMLogisticRegression(solver="sgd", robust_noise=1, backend="in-process").fit(X, y)
+
+
+def test_the_variance_scale_of_the_threshold_bench_is_the_shipped_fit_at_one():
+    """sqm bench lr-threshold refits from the same release with v x scale: at scale 1 it is the estimator's own
+    model bit for bit, and a larger scale shrinks the posterior's scale D / v."""
+    X, y = _data(200, 5)
+    est = SQMLogisticRegression(epsilon=2.0, gamma=1024.0, n_parties=2, seed=4, backend="in-process").fit(X, y)
+    sd = math.sqrt(2.0 * est.report_.mu) / 1024.0 ** 2
+    w, b = fit_from_moments(est.moments_, est.layout_, X.shape[0], sd, True, 1.0)
+    assert np.array_equal(w, est.coef_[0]) and b == est.intercept_[0]
+    w2, b2 = fit_from_moments(est.moments_, est.layout_, X.shape[0], sd, True, 2.0)
+    assert np.allclose(w2 * 2.0, w)  # the posterior's scale D / v halves

@@ -99,7 +99,7 @@ def _psd(A: np.ndarray) -> np.ndarray:
 
 
 def fit_from_moments(K: np.ndarray, layout: MomentsLayout, n_records: int, noise_sd: float,
-                     fit_intercept: bool = True) -> tuple[np.ndarray, float]:
+                     fit_intercept: bool = True, variance_scale: float = 1.0) -> tuple[np.ndarray, float]:
     """(w over the features in column order, intercept) from the noisy Gram ``K`` of the augmented rows (real
     units: the integers over gamma^2), ``n_records`` (public) and ``noise_sd`` (sqrt(2 mu) / gamma^2: the
     standard deviation of one entry's noise before symmetrization; the symmetrized off-diagonal has noise_sd^2 / 2).
@@ -110,7 +110,8 @@ def fit_from_moments(K: np.ndarray, layout: MomentsLayout, n_records: int, noise
     w.m +- (class share) D and variance v = w^T S w / (N - 2), D = w.(m_1 - m_0) debiased by its noise part
     tr((S + lambda I)^-1) Var(noise of m_1 - m_0); the returned model is LDA's posterior log-odds
     (D / v)(w.x - t), t = the midpoint + (v / D) log(n_0 / n_1).
-    Without: the Taylor loss's minimizer with no intercept, w = -4 (G + lambda I)^-1 (s / 2 - h)."""
+    Without: the Taylor loss's minimizer with no intercept, w = -4 (G + lambda I)^-1 (s / 2 - h).
+    ``variance_scale`` (a diagnostic of ``sqm bench lr-threshold``; 1 in every fit): v multiplied by it."""
     K = np.asarray(K, np.float64)
     K = (K + K.T) / 2.0
     F, ci, li, kappa = layout.features, layout.constant_index, layout.label_index, layout.label_weight
@@ -148,7 +149,7 @@ def fit_from_moments(K: np.ndarray, layout: MomentsLayout, n_records: int, noise
     # the within-class variance along w; the PSD-projected S underestimates it where w points (measured: 0.15-1.5x
     # the true value; the noise drives w into S's small eigenvalues, which the projection clips), and
     # w^T (S + lambda I) w overestimates it 3-60x; the latter cost 8 accuracy points on breast_cancer at epsilon 1
-    v = max(float(w @ S @ w) / max(N - 2.0, 1.0), 1e-300)
+    v = max(float(variance_scale) * float(w @ S @ w) / max(N - 2.0, 1.0), 1e-300)
     t = mid + v / D * math.log(n0 / n1)
     scale = D / v
     return w * scale, -t * scale
