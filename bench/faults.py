@@ -492,21 +492,16 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
             programs[fault.target] = jobfile.party_program(other, fault.target, task)
         holder = 1 if fault.action == "cut" else fault.target
         ssl_dirs = [None] * M
-        if fault.action == "cotenant":  # the job's own keys; the co-tenant has its own authority's
-            certs, own = os.path.join(work, "certs"), os.path.join(work, "cotenant-certs")
+        if fault.action in ("cotenant", "readable-key", "impostor"):  # TLS: the job's own keys, one folder a party
+            certs = os.path.join(work, "certs")
             _certs(certs, M)
-            _certs(own, M)
             ssl_dirs = [_party_dir(certs, os.path.join(work, f"tls{i}"), i, i) for i in range(M)]
+        if fault.action == "cotenant":  # the co-tenant has its own authority's keys
+            _certs(os.path.join(work, "cotenant-certs"), M)
             rec["impostor"] = {}
         if fault.action == "readable-key":
-            certs = os.path.join(work, "certs")
-            _certs(certs, M)
-            ssl_dirs = [_party_dir(certs, os.path.join(work, f"tls{i}"), i, i) for i in range(M)]
             os.chmod(os.path.join(ssl_dirs[fault.target], f"party_{fault.target}.key"), 0o644)
         if fault.action == "impostor":
-            certs = os.path.join(work, "certs")
-            _certs(certs, M)
-            ssl_dirs = [_party_dir(certs, os.path.join(work, f"tls{i}"), i, i) for i in range(M)]
             shutil.rmtree(ssl_dirs[fault.target])
             ssl_dirs[fault.target] = _party_dir(certs, os.path.join(work, f"tls{fault.target}"), fault.target,
                                                 M - 1 if fault.target != M - 1 else 1)
@@ -547,15 +542,11 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
             with open(pf, "wb") as f:
                 raw = _frame(fault.payload) if fault.framed else fault.payload
                 pickle.dump(Probe(programs[i], os.path.join(marks, f"party{i}"), step, go, bad, raw), f, protocol=5)
-            cmd = [sys.executable, "-m", "mpc.party", "--program", pf, "--index", str(i), "--parties", addrs,
-                   "--result", os.path.join(work, f"party{i}.result"), *flags]
             job = other if fault.action == "foreign" and i == fault.target else spec
-            if "--job-id" in supported:  # each party the id in its own job file (another job's for a foreign party)
-                cmd += ["--job-id", getattr(job, "job_id", None) or job_ids.setdefault(job.path, secrets.token_hex(16))]
-            if ssl_dirs[i] is not None:
-                cmd += ["--ssl", "--ssl-dir", ssl_dirs[i]]
-            elif "--insecure-plaintext" in supported:  # the cases without keys run plain loopback TCP
-                cmd.append("--insecure-plaintext")
+            # each party the id in its own job file (another job's for a foreign party)
+            cmd = _party_cmd(pf, i, addrs, os.path.join(work, f"party{i}.result"), flags, supported,
+                             getattr(job, "job_id", None) or job_ids.setdefault(job.path, secrets.token_hex(16)),
+                             ssl_dirs[i])
             env = _env(tmp, M, hook if i in hooked else None, hooked.get(i))
             with open(os.path.join(logs, f"party{i}.out"), "w") as out, \
                     open(os.path.join(logs, f"party{i}.err"), "w") as err:
@@ -643,6 +634,21 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _party_cmd(program: str, index: int, addrs: str, result: str, flags, supported: set[str], job_id: str,
+               ssl_dir: str | None) -> list[str]:
+    """A ``python -m mpc.party`` command line of a case (the options that party's runtime has): TLS with
+    ``ssl_dir``'s keys, or plain loopback TCP without."""
+    cmd = [sys.executable, "-m", "mpc.party", "--program", program, "--index", str(index), "--parties", addrs,
+           "--result", result, *flags]
+    if "--job-id" in supported:
+        cmd += ["--job-id", job_id]
+    if ssl_dir is not None:
+        cmd += ["--ssl", "--ssl-dir", ssl_dir]
+    elif "--insecure-plaintext" in supported:  # the cases without keys run plain loopback TCP
+        cmd.append("--insecure-plaintext")
+    return cmd
+
+
 def _cotenant(program, work: str, addrs: str, spec, own_certs: str, index: int, flags, supported,
               deadline: float) -> dict:
     """Another user of this host runs party ``index``'s command line (read from /proc: job id, addresses;
@@ -654,10 +660,7 @@ def _cotenant(program, work: str, addrs: str, spec, own_certs: str, index: int, 
     pf, rf = os.path.join(d, "program"), os.path.join(d, "result")
     with open(pf, "wb") as f:
         pickle.dump(program, f, protocol=5)
-    cmd = [sys.executable, "-m", "mpc.party", "--program", pf, "--index", str(index), "--parties", addrs,
-           "--result", rf, *flags, "--ssl", "--ssl-dir", tls]
-    if "--job-id" in supported:
-        cmd += ["--job-id", spec.job_id]
+    cmd = _party_cmd(pf, index, addrs, rf, flags, supported, spec.job_id, tls)
     with open(os.path.join(d, "err"), "w") as err:
         p = subprocess.Popen(cmd, env=_env(os.path.join(work, "tmp"), 3), start_new_session=True, cwd=d,
                              stdout=subprocess.DEVNULL, stderr=err)
