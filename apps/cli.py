@@ -112,14 +112,14 @@ def parse(argv=None, parser: argparse.ArgumentParser | None = None) -> argparse.
     parser = parser or build_parser()
     args = parser.parse_args(argv)
     args.log_level = log_level(args)
-    args.given = given_options(parser, argv if argv is not None else sys.argv[1:])
+    args.argv = list(argv if argv is not None else sys.argv[1:])  # a job file's task block reads what was given
     return args
 
 
 def given_options(parser: argparse.ArgumentParser, argv) -> set[str]:
     """The destinations of the options ``argv`` gives (not those left at their defaults): what a job file's task
-    block is compared with (:func:`apps.job_cli.apply_task_block`).  ``argv`` is parsed again with every default
-    suppressed (restored after)."""
+    block is compared with (:func:`apps.job_cli.apply_task_block`, only for a job file with a block).  ``argv`` is
+    parsed again with every default suppressed (restored after)."""
     saved: list = []
 
     def suppress(p):

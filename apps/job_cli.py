@@ -19,8 +19,9 @@ log = logging.getLogger(__name__)
 def apply_task_block(spec: JobSpec, args) -> list[str]:
     """Make the job file's ``task`` block the job: its statistic must be this command's, each of its parameters
     one this command takes (``args.task_params``: option destinations), and an option given on the command line
-    may only repeat the file's value (a difference is a :class:`mpc.errors.UsageError` before anything
-    connects); the file's values then replace the options'.  Returns the declared parameters as "name value"
+    (``args.argv``, as :func:`apps.cli.parse` keeps it; re-parsed only here) may only repeat the file's value (a
+    difference is a :class:`mpc.errors.UsageError` before anything connects); the file's values then replace the
+    options'.  Returns the declared parameters as "name value"
     (none without a block: the command line is the task, as before)."""
     from mpc.errors import UsageError
 
@@ -36,7 +37,10 @@ def apply_task_block(spec: JobSpec, args) -> list[str]:
     if unknown:
         raise UsageError(f"{where}: the task block's {unknown} are not parameters of sqm {args.command} --job "
                          f"(it takes {sorted(params)})")
-    given = getattr(args, "given", set())
+    from .cli import build_parser, given_options
+
+    argv = getattr(args, "argv", None)
+    given = set() if argv is None else given_options(build_parser(), argv)
     out = []
     for key in sorted(set(block) - {"statistic"}):
         value, convert = block[key], params[key]

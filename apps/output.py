@@ -25,8 +25,8 @@ SCHEMA_FILE = "output.schema.json"
 OPTIONAL = ("columns", "released", "warnings", "clients", "ledger", "alignment", "job", "details")
 MODES = ("local", "job", "bench", "ledger")
 # argparse destinations that are not parameters of the run (dispatch and output options)
-NOT_PARAMETERS = {"func", "bench_cli", "command", "bench", "budget_command", "json", "quiet", "plot", "given",
-                  "task_params"}  # given, task_params: which options the command line gave, the task's (parse)
+NOT_PARAMETERS = {"func", "bench_cli", "command", "bench", "budget_command", "json", "quiet", "plot", "argv",
+                  "task_params"}  # argv, task_params: the command line itself, the task's options (apps.cli.parse)
 
 
 def schema() -> dict:
