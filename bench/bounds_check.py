@@ -12,36 +12,49 @@ when the release is refused naming client 2.  Honest runs (factor 1, offset 0) a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 
 CASES = [(1.0, 0.0), (1000.0, 0.0), (10.0, 0.0), (3.0, 0.0), (1.5, 0.0), (1.0, 1.0), (1.0, 100.0)]
 
 
+@contextlib.contextmanager
+def deviating_client(factor: float, offset: float, victim: int = 1):
+    """In-process runs within this block: client ``victim + 1`` (0-based ``victim``) multiplies its clipped values
+    by ``factor``, adds ``offset`` (real units) and skips its own bounds checks; every other party is honest."""
+    import numpy as np
+
+    from mpc.protocol import _Feed
+    from sqm.vertical import ColumnBounds
+
+    honest_clip, honest_check, honest_checked = ColumnBounds.clip, _Feed.check_in_memory, _Feed._checked
+
+    def clip(self, block, col_counts, party):
+        out, k = honest_clip(self, block, col_counts, party)
+        return (out * factor + offset, k) if party == victim else (out, k)
+
+    ColumnBounds.clip = clip
+    _Feed.check_in_memory = lambda self: None  # the deviating client skips its own checks (honest data passes them)
+    _Feed._checked = lambda self, chunk, want: np.asarray(chunk, np.int64)
+    try:
+        yield
+    finally:
+        ColumnBounds.clip, _Feed.check_in_memory, _Feed._checked = honest_clip, honest_check, honest_checked
+
+
 def run(runs: int = 20, rows: int = 500, cols: int = 8, gamma: float = 1024.0, progress: bool = True) -> dict:
     import numpy as np
 
     from mpc.launch import MPCError
-    from mpc.protocol import _Feed
     from sqm.mechanism import SQM
     from sqm.polynomial import covariance
-    from sqm.vertical import ColumnBounds, VerticalData
-
-    honest_clip, honest_check, honest_checked = ColumnBounds.clip, _Feed.check_in_memory, _Feed._checked
-    cfg = {}
-
-    def clip(self, block, col_counts, party):
-        out, k = honest_clip(self, block, col_counts, party)
-        return (out * cfg["factor"] + cfg["offset"], k) if party == 1 else (out, k)
+    from sqm.vertical import VerticalData
 
     out, t0 = [], time.perf_counter()
-    try:
-        ColumnBounds.clip = clip
-        _Feed.check_in_memory = lambda self: None  # the deviating client skips its own checks
-        _Feed._checked = lambda self, chunk, want: np.asarray(chunk, np.int64)
-        for factor, offset in CASES:
-            cfg.update(factor=factor, offset=offset)
-            detected = 0
+    for factor, offset in CASES:
+        detected = 0
+        with deviating_client(factor, offset):
             for s in range(runs):
                 rng = np.random.default_rng(s)
                 X = rng.normal(size=(rows, cols))
@@ -52,12 +65,10 @@ def run(runs: int = 20, rows: int = 500, cols: int = 8, gamma: float = 1024.0, p
                     if "client 2's inputs exceed its public bounds" not in str(e):
                         raise
                     detected += 1
-            out.append({"factor": factor, "offset": offset, "runs": runs, "detected": detected,
-                        "honest": factor == 1.0 and offset == 0.0})
-            if progress:
-                print(f"bounds-check: x{factor:g} +{offset:g}: {detected}/{runs}", file=sys.stderr, flush=True)
-    finally:
-        ColumnBounds.clip, _Feed.check_in_memory, _Feed._checked = honest_clip, honest_check, honest_checked
+        out.append({"factor": factor, "offset": offset, "runs": runs, "detected": detected,
+                    "honest": factor == 1.0 and offset == 0.0})
+        if progress:
+            print(f"bounds-check: x{factor:g} +{offset:g}: {detected}/{runs}", file=sys.stderr, flush=True)
     return {"rows": rows, "cols": cols, "clients": 2, "gamma": gamma, "epsilon": 1.0, "cases": out,
             "seconds": round(time.perf_counter() - t0, 2)}
 

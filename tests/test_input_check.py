@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from bench.bounds_check import deviating_client
 from mpc.launch import MPCError
-from mpc.protocol import _Feed
 from sqm.input_check import energy_limits
 from sqm.mechanism import SQM
 from sqm.polynomial import covariance
-from sqm.vertical import ColumnBounds, VerticalData
+from sqm.vertical import VerticalData
 
 
 def _rows_at_the_bound(n, d, seed):
@@ -33,25 +33,13 @@ def test_honest_rows_at_their_bounds_pass_and_the_limit_is_tight():
         assert total > 0.5 * limit  # c_p = 1/sqrt(2) per client: gamma^2 / 2 per row, against (gamma c + sqrt 3)^2
 
 
-def _scaled_clip(factor, offset, victim):
-    honest = ColumnBounds.clip
-
-    def clip(self, block, col_counts, party):
-        out, k = honest(self, block, col_counts, party)
-        return (out * factor + offset, k) if party == victim else (out, k)
-    return clip
-
-
 @pytest.mark.parametrize("factor, offset", [(1000.0, 0.0), (1.0, 1e4)])
-def test_a_client_far_outside_its_bounds_is_refused_naming_it(monkeypatch, factor, offset):
+def test_a_client_far_outside_its_bounds_is_refused_naming_it(factor, offset):
     X = np.random.default_rng(2).uniform(-0.3, 0.3, size=(300, 6))
     mech = SQM(covariance(6), 64.0, epsilon=1.0, seed=3)
     data = VerticalData.split(X, 2)
     mech.run(data)  # honest: released
-    monkeypatch.setattr(ColumnBounds, "clip", _scaled_clip(factor, offset, victim=1))
-    monkeypatch.setattr(_Feed, "check_in_memory", lambda self: None)  # a deviating client skips its own checks
-    monkeypatch.setattr(_Feed, "_checked", lambda self, chunk, want: np.asarray(chunk, np.int64))
-    with pytest.raises(MPCError, match="client 2's inputs exceed its public bounds"):
+    with deviating_client(factor, offset), pytest.raises(MPCError, match="client 2's inputs exceed its public bounds"):
         mech.run(data)
 
 
