@@ -10,13 +10,13 @@ rounding and noise) and with numpy's PCG64 in its place (the statistical generat
 and times drawing rows x cols uniform field elements and rounding coins with each generator.
 
 Every secure run is broken down per party (:func:`party_phases`, from the wall-clock timeline each party
-process records, :func:`mpc.party.main`, and the launcher's, :func:`mpc.launch.run_parties`): process start
+process records, :func:`sqm.runtime.party.main`, and the launcher's, :func:`sqm.runtime.launch.run_parties`): process start
 (spawned -> ready to connect: interpreter, imports, the program file), connect, the protocol's phases
 (``ctx.phases``: agree, client checks, share inputs, exchange input shares, local moments, degree reduction,
 open result), the program's time outside them, and output (result written, process exited, result collected).
 
 numpy, the runtime and the mechanism are imported inside the functions that run the benchmark: ``sqm --help``
-imports this module to register ``sqm bench bgw-cost`` (:mod:`apps.cli`).
+imports this module to register ``sqm bench bgw-cost`` (:mod:`sqm.cli.command`).
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ import time
 from bench.common import finish
 
 # The per-party phases, in order: the party's start, its connection, the protocol's phases as
-# mpc.protocol.PartyContext names them (any other phase a party reports is added after them), the program's
+# sqm.runtime.protocol.PartyContext names them (any other phase a party reports is added after them), the program's
 # time outside those phases and the output.
 START, CONNECT, OTHER, OUTPUT, TOTAL = "process start", "connect", "program (outside phases)", "output", "total"
 PROTOCOL_PHASES = ("agree", "client checks", "share inputs (local)", "exchange input shares", "local moments",
@@ -40,7 +40,7 @@ PHASE_HEADERS = {START: "start", CONNECT: "connect", "agree": "agree", "client c
 
 
 def party_phases(record: dict) -> dict:
-    """Seconds of each phase of one party's run, from its record (:func:`mpc.launch.run_parties`):
+    """Seconds of each phase of one party's run, from its record (:func:`sqm.runtime.launch.run_parties`):
 
     - ``process start``: spawned by the launcher -> ready to connect (interpreter start-up, imports, the program
       file unpickled and its modules imported, MPyC imported);
@@ -71,7 +71,7 @@ def party_phases(record: dict) -> dict:
 
 
 def party_timeline(record: dict) -> dict:
-    """A party's timeline (:func:`mpc.party.main`) as seconds since the launcher spawned it."""
+    """A party's timeline (:func:`sqm.runtime.party.main`) as seconds since the launcher spawned it."""
     tl = record.get("timeline") or {}
     t0 = tl.get("spawned")
     return {} if t0 is None else {k: v - t0 for k, v in sorted(tl.items(), key=lambda kv: kv[1] or 0.0) if v}
@@ -80,7 +80,7 @@ def party_timeline(record: dict) -> dict:
 def phase_report(records: list[dict], t0: float, t1: float) -> dict:
     """A run's per-party breakdown (:func:`party_phases`, :func:`party_timeline`), the launcher's time before the
     first process was spawned (planning: calibration, the programs written) and after the last result was
-    collected, and the heavy packages each party imported (``heavy_modules``, :data:`mpc.party.HEAVY_MODULES`)."""
+    collected, and the heavy packages each party imported (``heavy_modules``, :data:`sqm.runtime.party.HEAVY_MODULES`)."""
     spawned = [r["timeline"]["spawned"] for r in records if r.get("timeline", {}).get("spawned")]
     collected = [r["timeline"]["collected"] for r in records if r.get("timeline", {}).get("collected")]
     return dict(party_phases=[party_phases(r) for r in records], party_timelines=[party_timeline(r) for r in records],
@@ -103,13 +103,13 @@ def stock_comparison(X, parties: int, gamma: float) -> dict:
     """
     import numpy as np
 
-    from mpc.backend import FixedClient, Job
-    from mpc.launch import run_parties
-    from mpc.mpyc_backend import MPyCBackend
-    from mpc.program import SumProgram
-    from mpc.stock import StockGram
-    from sqm.quantize import stochastic_round
-    from sqm.vertical import VerticalData
+    from sqm.runtime.backend import FixedClient, Job
+    from sqm.runtime.launch import run_parties
+    from sqm.runtime.mpyc_backend import MPyCBackend
+    from sqm.runtime.program import SumProgram
+    from sqm.runtime.stock import StockGram
+    from sqm.mechanism.quantize import stochastic_round
+    from sqm.mechanism.vertical import VerticalData
 
     data = VerticalData.split(X, parties)
     blocks = [stochastic_round(b, gamma, seed=j) for j, b in enumerate(data.blocks)]
@@ -145,7 +145,7 @@ def stock_comparison(X, parties: int, gamma: float) -> dict:
 def _pcg64_backend():
     """The class :data:`PCG64Backend`, defined on first use: it derives from the runtime's mpyc backend, which
     this module does not import until a benchmark runs."""
-    from mpc.mpyc_backend import MPyCBackend
+    from sqm.runtime.mpyc_backend import MPyCBackend
 
     class PCG64Backend(MPyCBackend):
         """BENCHMARK ONLY: the mpyc backend with numpy's PCG64 (a statistical generator, insecure) in place of
@@ -174,7 +174,7 @@ def rng_microbench(n: int, p: int, repeat: int = 3) -> dict:
     uniform floats (rounding coins) with AES-128-CTR and with PCG64."""
     import numpy as np
 
-    from mpc.randomness import secure_generator
+    from sqm.runtime.randomness import secure_generator
 
     out = dict(elements=int(n), field_prime_bits=int(p).bit_length())
     for name, rng in (("aes_ctr", secure_generator()), ("pcg64", np.random.default_rng())):
@@ -196,10 +196,10 @@ def run(rows=20000, cols=60, parties=2, gammas=None, epsilon=1.0, delta=1e-5, st
     import numpy as np
     from tqdm import tqdm
 
-    from mpc.launch import record_jobs
-    from sqm.mechanism import SQM
-    from sqm.polynomial import covariance
-    from sqm.vertical import VerticalData
+    from sqm.runtime.launch import record_jobs
+    from sqm.mechanism.release import SQM
+    from sqm.mechanism.polynomial import covariance
+    from sqm.mechanism.vertical import VerticalData
 
     gammas = gammas or [2.0 ** k for k in range(6, 17)]
     X = make_data(rows, cols, seed)
@@ -305,7 +305,7 @@ def phase_rows(rep: dict) -> list[dict]:
 
 def print_phases(rep: dict) -> None:
     """The per-party phase table: seconds per phase of each party (AES-CTR runs), then the launcher's own."""
-    from sqm.report import render_table
+    from sqm.mechanism.report import render_table
 
     rows = phase_rows(rep)
     if not rows:

@@ -1,4 +1,4 @@
-"""How often the server's bounds check (sqm.input_check) catches a client sharing values beyond its bounds.
+"""How often the server's bounds check (sqm.mechanism.input_check) catches a client sharing values beyond its bounds.
 
     sqm bench bounds-check                          # factors 1000, 10, 3 and offsets 1, 100; 20 seeds each
     sqm bench bounds-check --runs 50 --json bounds.json
@@ -25,8 +25,8 @@ def deviating_client(factor: float, offset: float, victim: int = 1):
     by ``factor``, adds ``offset`` (real units) and skips its own bounds checks; every other party is honest."""
     import numpy as np
 
-    from mpc.protocol import _Feed
-    from sqm.vertical import ColumnBounds
+    from sqm.runtime.protocol import _Feed
+    from sqm.mechanism.vertical import ColumnBounds
 
     honest_clip, honest_check, honest_checked = ColumnBounds.clip, _Feed.check_in_memory, _Feed._checked
 
@@ -46,10 +46,10 @@ def deviating_client(factor: float, offset: float, victim: int = 1):
 def run(runs: int = 20, rows: int = 500, cols: int = 8, gamma: float = 1024.0, progress: bool = True) -> dict:
     import numpy as np
 
-    from mpc.launch import MPCError
-    from sqm.mechanism import SQM
-    from sqm.polynomial import covariance
-    from sqm.vertical import VerticalData
+    from sqm.runtime.launch import MPCError
+    from sqm.mechanism.release import SQM
+    from sqm.mechanism.polynomial import covariance
+    from sqm.mechanism.vertical import VerticalData
 
     out, t0 = [], time.perf_counter()
     for factor, offset in CASES:
@@ -74,7 +74,7 @@ def run(runs: int = 20, rows: int = 500, cols: int = 8, gamma: float = 1024.0, p
 
 
 def print_table(rep: dict) -> None:
-    print(f"Server's bounds check (sqm.input_check), simulation: {rep['rows']} x {rep['cols']} rows at 0.99 of the "
+    print(f"Server's bounds check (sqm.mechanism.input_check), simulation: {rep['rows']} x {rep['cols']} rows at 0.99 of the "
           f"norm bound, 2 clients, gamma {rep['gamma']:g}; client 2 deviates")
     print(f"{'client 2 shares':<22} {'refused':>10}")
     for c in rep["cases"]:

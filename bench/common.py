@@ -15,12 +15,12 @@ def results(rep: dict) -> list[dict]:
 
 
 def finish(rep: dict, args, print_table=None, plot=None, indent: int = 2) -> int:
-    """Print ``rep`` with ``print_table``, write it to ``args.json`` (an :mod:`apps.output` document of mode
+    """Print ``rep`` with ``print_table``, write it to ``args.json`` (an :mod:`sqm.cli.output` document of mode
     "bench": the rows as results, the whole report under details) and plot it to ``args.plot`` when given."""
     if print_table is not None:
         print_table(rep)
     if getattr(args, "json", None):
-        from apps import output
+        from sqm.cli import output
 
         seconds = rep.get("seconds")
         output.write(args.json, output.document(

@@ -3,8 +3,8 @@
     sqm bench faults                                   # every case, the runtime's default timeouts
     sqm bench faults --cases kill-compute,stopped --idle-timeout 5 --json faults.json
 
-Each case is one small SQM-PCA job from a job file (:func:`apps.jobfile.write_party_csvs`, 1 server + 2
-clients by default) whose parties are real ``python -m mpc.party`` processes over loopback TCP, each in its
+Each case is one small SQM-PCA job from a job file (:func:`sqm.framework.jobfile.write_party_csvs`, 1 server + 2
+clients by default) whose parties are real ``python -m sqm.runtime.party`` processes over loopback TCP, each in its
 own session, all with the case's own ``TMPDIR``.  The faults:
 
 - ``kill-before-connect``: client 2 is killed (SIGKILL) 0.1 s after it starts, before it can connect;
@@ -16,7 +16,7 @@ own session, all with the case's own ``TMPDIR``.  The faults:
   party's job file and command line are unchanged); at the input shares the proxy stops forwarding both ways
   without closing either socket;
 - ``foreign-party``: client 2 is a party of another job (another job file, other data, the same addresses);
-- ``wrong-identity``: every party runs TLS (``python -m mpc.certs``); the server runs with client 2's
+- ``wrong-identity``: every party runs TLS (``python -m sqm.runtime.certs``); the server runs with client 2's
   certificate and key, its own copy of the code patched (by the same hook) to skip the check that its
   certificate names its own index: an insider holding one party's certificate acting as another;
 - ``port-squatted``: another process listens on client 2's port before the job starts;
@@ -24,16 +24,16 @@ own session, all with the case's own ``TMPDIR``.  The faults:
   frame header announcing 4 GiB, or 300 MiB of frames on labels no step asks for, to every peer;
 - ``out-of-bounds`` / ``offset`` (issue 25): an insider (client 2) shares its values 1000x beyond its bounds, or
   offset by 100, skipping its own checks: the server's aggregate bounds check on the release
-  (:mod:`sqm.input_check`) names it before anything is released;
+  (:mod:`sqm.mechanism.input_check`) names it before anything is released;
 - ``no-noise`` (issue 25): client 2 adds no noise share in a job whose 3 clients draw robust noise (K = 1): the
   job completes, and the other two shares carry the calibrated noise (``tests/test_robust_noise.py`` measures
   it);
 - ``stall`` / ``skip`` (issue 25): an insider (client 2) keeps its heartbeats going but never starts the input
   shares step, or goes past it without sending (its step counter moves on): the progress checks of
-  :mod:`mpc.liveness` name it;
+  :mod:`sqm.runtime.liveness` name it;
 - ``malformed-garbage`` / ``-deep`` / ``-int`` / ``-shape`` (issue 25): an insider sends, instead of its input
   shares, random bytes, a header nested 100,000 deep, a 10,000-digit integer or an array claiming shape
-  [0, 10^30]: each receiver refuses the frame naming the sender (:mod:`mpc.wire`'s limits);
+  [0, 10^30]: each receiver refuses the frame naming the sender (:mod:`sqm.runtime.wire`'s limits);
 - ``inconsistent-sharing`` (issue 25): client 2 deals shares of degree above t in a job that checks sharings
   (3 clients);
 - ``stray-http`` / ``stray-party-999`` / ``stray-tls-hello`` (issue 25): those bytes reach client 2's port during
@@ -73,7 +73,7 @@ from dataclasses import dataclass
 
 from bench import netsim
 from bench.common import finish
-from mpc.party import PartyProgram
+from sqm.runtime.party import PartyProgram
 
 HOLD_MAX_S = 30.0  # the probe lets the target go on after this long even if the bench never acted
 
@@ -114,7 +114,7 @@ class Probe(PartyProgram):
                         await ctx._transport({k: self.raw for k in outgoing if k != ctx.pid}, [])
                     elif self.misbehave == "skip":
                         ctx.rt._program_counter[0] += 1
-                    from mpc import liveness
+                    from sqm.runtime import liveness
 
                     st = liveness._STATE  # until the others abort the job (or leave): then this party fails too
                     while st is not None and st["aborted"] is None and not st["lost"]:
@@ -136,7 +136,7 @@ class Deviate(PartyProgram):
         self.inner = inner
 
     async def run(self, ctx):
-        from mpc import shamir
+        from sqm.runtime import shamir
 
         honest = shamir.share
 
@@ -162,8 +162,8 @@ class DeviateBounds(PartyProgram):
     async def run(self, ctx):
         import numpy as np
 
-        from mpc.protocol import _Feed
-        from sqm.vertical import ColumnBounds
+        from sqm.runtime.protocol import _Feed
+        from sqm.mechanism.vertical import ColumnBounds
 
         honest, factor, offset = ColumnBounds.clip, self.factor, self.offset
 
@@ -186,7 +186,7 @@ class WithholdNoise(PartyProgram):
     async def run(self, ctx):
         import numpy as np
 
-        from sqm.client import QuantizedRows
+        from sqm.mechanism.client import QuantizedRows
 
         QuantizedRows.addend = lambda self: np.zeros(self.n_out, dtype=np.int64)
         return await self.inner.run(ctx)
@@ -236,7 +236,7 @@ def _misbehave(ctx, how: str) -> None:
 _CLAIM_HOOK = '''
 if os.environ.get("SQM_FAULTS_CLAIM"):  # an insider's modified copy: no check that its own certificate is its own
     try:
-        import mpc.certs as _certs
+        import sqm.runtime.certs as _certs
         _file_identity = _certs.file_identity
 
         def file_identity(path):
@@ -261,10 +261,10 @@ class Proxy(netsim.DelayProxy):
 
 
 def _frame(header: bytes) -> bytes:
-    """A raw wire frame (:mod:`mpc.wire`) with this JSON header and no buffers: a malformed insider's message."""
+    """A raw wire frame (:mod:`sqm.runtime.wire`) with this JSON header and no buffers: a malformed insider's message."""
     import struct
 
-    from mpc import wire
+    from sqm.runtime import wire
 
     return wire.MAGIC + bytes([wire.VERSION]) + struct.pack("<I", len(header)) + header
 
@@ -340,14 +340,14 @@ UNAFFECTED = ("stray", "cotenant", "no-noise")  # actions after which the job mu
 
 
 def party_flags() -> set[str]:
-    """The long options ``python -m mpc.party`` accepts (from its ``--help``)."""
-    out = subprocess.run([sys.executable, "-m", "mpc.party", "--help"], capture_output=True, text=True,
+    """The long options ``python -m sqm.runtime.party`` accepts (from its ``--help``)."""
+    out = subprocess.run([sys.executable, "-m", "sqm.runtime.party", "--help"], capture_output=True, text=True,
                          env=_env(None, 1), timeout=60).stdout
     return set(re.findall(r"(--[a-z][a-z0-9-]*)", out))
 
 
 def _env(tmp: str | None, local_parties: int, hook: str | None = None, hook_vars: dict | None = None) -> dict:
-    from mpc.launch import party_env
+    from sqm.runtime.launch import party_env
 
     env = party_env(local_parties=local_parties, blas_threads=1)
     if tmp is not None:
@@ -366,10 +366,10 @@ def _data(seed: int, rows: int = 60, cols: int = 4):
 
 
 def _certs(out: str, M: int) -> None:
-    res = subprocess.run([sys.executable, "-m", "mpc.certs", "--parties", str(M), "--out", out],
+    res = subprocess.run([sys.executable, "-m", "sqm.runtime.certs", "--parties", str(M), "--out", out],
                          capture_output=True, text=True, env=_env(None, 1), timeout=120)
     if res.returncode:
-        raise RuntimeError(f"python -m mpc.certs failed: {res.stderr.strip()}")
+        raise RuntimeError(f"python -m sqm.runtime.certs failed: {res.stderr.strip()}")
 
 
 def _party_dir(certs: str, dest: str, index: int, as_party: int) -> str:
@@ -382,17 +382,17 @@ def _party_dir(certs: str, dest: str, index: int, as_party: int) -> str:
 
 
 _RUNTIME_LOG = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ ")  # MPyC's log lines (no result in them)
-_SELF = re.compile(r"^mpc\.party (?:server|client \d+):\s*")
+_SELF = re.compile(r"^sqm\.runtime\.party (?:server|client \d+):\s*")
 _WHO = re.compile(r"\bserver\b|\b(?:client|party) (\d+)|\bparties \[?(\d+(?:(?:, | and |,)\d+)*)\]?",
                   re.IGNORECASE)
 
 
 def message(stderr: str) -> str:
-    """A party's message: its last line starting ``mpc.party`` (else its last line)."""
-    from mpc.logs import strip_role
+    """A party's message: its last line starting ``sqm.runtime.party`` (else its last line)."""
+    from sqm.runtime.logs import strip_role
 
     lines = [strip_role(ln.strip()) for ln in stderr.splitlines() if ln.strip()]
-    mine = [ln for ln in lines if ln.startswith("mpc.party")]
+    mine = [ln for ln in lines if ln.startswith("sqm.runtime.party")]
     return (mine or lines or [""])[-1]
 
 
@@ -458,8 +458,8 @@ SQUATTER = ("import socket, sys, time; s = socket.socket(); s.setsockopt(socket.
 def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 30.0, deadline: float = 90.0,
              seed: int = 0, supported: set[str] | None = None) -> dict:
     """Run one fault case (see the module docstring); return what was observed."""
-    from apps import jobfile
-    from apps.pca import PCAJobTask
+    from sqm.framework import jobfile
+    from sqm.methods.pca import PCAJobTask
 
     fault = FAULTS[name]
     clients = fault_clients = FAULTS[name].clients or clients
@@ -636,9 +636,9 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
 
 def _party_cmd(program: str, index: int, addrs: str, result: str, flags, supported: set[str], job_id: str,
                ssl_dir: str | None) -> list[str]:
-    """A ``python -m mpc.party`` command line of a case (the options that party's runtime has): TLS with
+    """A ``python -m sqm.runtime.party`` command line of a case (the options that party's runtime has): TLS with
     ``ssl_dir``'s keys, or plain loopback TCP without."""
-    cmd = [sys.executable, "-m", "mpc.party", "--program", program, "--index", str(index), "--parties", addrs,
+    cmd = [sys.executable, "-m", "sqm.runtime.party", "--program", program, "--index", str(index), "--parties", addrs,
            "--result", result, *flags]
     if "--job-id" in supported:
         cmd += ["--job-id", job_id]
@@ -744,7 +744,7 @@ def run(cases=None, clients: int = 2, idle_timeout=None, connect_timeout=None, b
         if opt in supported:
             flags += [opt, f"{val:g}"]
         else:
-            notes.append(f"{opt} not supported by python -m mpc.party: not passed (runtime default used)")
+            notes.append(f"{opt} not supported by python -m sqm.runtime.party: not passed (runtime default used)")
     rep = {"cpus": os.cpu_count(), "bound_s": bound, "deadline_s": deadline, "flags": flags, "notes": notes,
            "runtime_flags": sorted(f for f in supported if "timeout" in f or f == "--ssl"), "cases": []}
     loads = []
@@ -809,7 +809,7 @@ def print_table(rep: dict) -> None:
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--cases", help=f"comma-separated cases (default: all): {', '.join(FAULTS)}")
     ap.add_argument("--clients", type=int, default=2, help="clients per job (default 2; parties = clients + 1)")
-    ap.add_argument("--idle-timeout", type=float, help="passed to every party when python -m mpc.party has it "
+    ap.add_argument("--idle-timeout", type=float, help="passed to every party when python -m sqm.runtime.party has it "
                                                        "(default: the runtime's)")
     ap.add_argument("--connect-timeout", type=float, help="passed to every party (default: the runtime's)")
     ap.add_argument("--bound", type=float, default=30.0, help="seconds within which every party must exit "

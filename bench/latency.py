@@ -7,13 +7,13 @@ Delay is added in user space (this kernel has no ``sch_netem``): every link betw
 loopback delay proxy (:func:`bench.netsim.delayed_parties`) that holds each chunk ``d`` ms each way.  The
 0 ms runs cross the same proxy, so they pay the same extra hop.
 
-Jobs (each party a ``python -m mpc.party`` process, :func:`mpc.launch.run_parties`):
+Jobs (each party a ``python -m sqm.runtime.party`` process, :func:`sqm.runtime.launch.run_parties`):
 
-- ``covariance``: one secure covariance release (:class:`sqm.mechanism.SQM` of
-  :func:`sqm.polynomial.covariance`, backend "mpyc": its party programs, :meth:`SQM.programs`);
-- ``lr``: SQM-LR (:class:`apps.logreg.party.LRParty`) for R = 1 and R = ``--lr-rounds`` iterations: the
+- ``covariance``: one secure covariance release (:class:`sqm.mechanism.release.SQM` of
+  :func:`sqm.mechanism.polynomial.covariance`, backend "mpyc": its party programs, :meth:`SQM.programs`);
+- ``lr``: SQM-LR (:class:`sqm.methods.logreg.party.LRParty`) for R = 1 and R = ``--lr-rounds`` iterations: the
   difference, divided by R - 1, is the cost of one iteration without the setup (key, checks, plan);
-- ``pbm-vfl``: PBM-VFL (:class:`apps.pbm_vfl.party.PBMVFLProgram`, BGW secure sum) for 1 and
+- ``pbm-vfl``: PBM-VFL (:class:`sqm.methods.pbm_vfl.party.PBMVFLProgram`, BGW secure sum) for 1 and
   ``--vfl-steps`` training steps, likewise.
 
 Each party's program runs inside a bench-only wrapper (:class:`Traced`) that records the wall clock (the
@@ -67,7 +67,7 @@ import time
 
 
 from bench.common import finish
-from mpc.party import PartyProgram
+from sqm.runtime.party import PartyProgram
 
 JOBS = ("covariance", "lr", "pbm-vfl")
 TOLERANCE = 0.20  # the model must explain each measurement within 20%
@@ -194,9 +194,9 @@ def rounds(traces) -> int:
 def covariance_programs(rows: int, cols: int, clients: int, seed: int):
     import numpy as np
 
-    from sqm.mechanism import SQM
-    from sqm.polynomial import covariance
-    from sqm.vertical import VerticalData
+    from sqm.mechanism.release import SQM
+    from sqm.mechanism.polynomial import covariance
+    from sqm.mechanism.vertical import VerticalData
 
     X = np.random.default_rng(seed).normal(size=(rows, cols))
     X /= 1.01 * np.linalg.norm(X, axis=1, keepdims=True)
@@ -208,7 +208,7 @@ def covariance_programs(rows: int, cols: int, clients: int, seed: int):
 def lr_programs(features: int, batch: int, clients: int, records: int, iterations: int, seed: int):
     import numpy as np
 
-    from apps.logreg import party
+    from sqm.methods.logreg import party
     from bench.lr_cost import setup
 
     blocks, plan, seeds, _ = setup(features, batch, clients, records, iterations, seed=seed)
@@ -219,8 +219,8 @@ def lr_programs(features: int, batch: int, clients: int, records: int, iteration
 def vfl_programs(clients: int, steps: int, seed: int):
     import numpy as np
 
-    from apps.pbm_vfl.config import VFLConfig
-    from apps.pbm_vfl.party import PBMVFLProgram
+    from sqm.methods.pbm_vfl.config import VFLConfig
+    from sqm.methods.pbm_vfl.party import PBMVFLProgram
 
     cfg = VFLConfig(method="pbm", b=64, beta=0.25, epochs=1, batch_size=100, hidden=64, embedding_size=16,
                     optimizer="sgd", n_classes=3)  # 3 classes: the server's metrics need no scikit-learn
@@ -240,7 +240,7 @@ def run_once(programs, delay_ms: float, preload=(), timeout: float = 600.0) -> d
     import numpy as np
 
     from bench.netsim import delayed_parties
-    from mpc.launch import run_parties
+    from sqm.runtime.launch import run_parties
 
     wrapped = [Traced(p, preload) for p in programs]
     with delayed_parties(delay_ms) as proxy:
@@ -376,7 +376,7 @@ def run(delays=(0, 5, 20, 50), jobs=JOBS, clients: int = 3, rows: int = 20000, c
 
 
 def print_table(rep: dict) -> None:
-    from sqm.report import render_table
+    from sqm.mechanism.report import render_table
 
     print(f"Latency: {rep['parties']} real party processes ({rep['clients']} clients) on {rep['cpus']} cores, every "
           f"link through a loopback delay proxy (one-way delay d); simple model = compute (the 0 ms span) + L x d, "

@@ -12,10 +12,10 @@ bench-only wrapper around each party's ``send_recv``.
 
 For reference, the earlier protocol (commit 45cf688, the server broadcast its rounded coefficients, hence w,
 to every client in the clear) took 4 exchanges and 298,660 bytes per iteration at the default shape (7.3 ms
-per iteration on an idle 2-core machine); see the README for the figures of the current protocol.
+per iteration on an idle 2-core machine); see docs/benchmarks.md for the figures of the current protocol.
 
 numpy, scikit-learn and the mechanism are imported inside the functions that run the benchmark: ``sqm --help``
-imports this module to register ``sqm bench lr-cost`` (:mod:`apps.cli`), and each party process unpickling its
+imports this module to register ``sqm bench lr-cost`` (:mod:`sqm.cli.command`), and each party process unpickling its
 :class:`CountExchanges` imports it too.
 """
 from __future__ import annotations
@@ -23,14 +23,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from mpc.party import PartyProgram  # the standard library only
+from sqm.runtime.party import PartyProgram  # the standard library only
 from bench.common import finish
 
 
 def rate_for_cap(n_records: int, cap: int, epochs: int) -> float:
     """The largest q (to 0.1%) whose batch cap over epochs * round(1/q) rounds is <= ``cap``."""
-    from apps.logreg.estimator import steps
-    from apps.logreg.party import batch_cap
+    from sqm.methods.logreg.estimator import steps
+    from sqm.methods.logreg.party import batch_cap
 
     lo, hi = 1e-6, 1.0
     while hi / lo > 1.001:
@@ -75,9 +75,9 @@ def setup(features: int, batch: int, parties: int, records: int, rounds: int, ga
     ``batch`` (:func:`rate_for_cap`), the plan cut to ``rounds`` iterations.  (blocks, plan, party seeds, q)."""
     import numpy as np
 
-    from apps.logreg.estimator import SQMLogisticRegression
-    from sqm.rng import spawn_seeds
-    from sqm.vertical import VerticalData
+    from sqm.methods.logreg.estimator import SQMLogisticRegression
+    from sqm.mechanism.rng import spawn_seeds
+    from sqm.mechanism.vertical import VerticalData
 
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(records, features))
@@ -95,7 +95,7 @@ def run(features=100, batch=64, parties=3, rounds=100, records=20000, gamma=8192
         plain=True) -> dict:
     import numpy as np
 
-    from apps.logreg import party
+    from sqm.methods.logreg import party
 
     blocks, plan, seeds, q = setup(features, batch, parties, records, rounds, gamma, epsilon, seed)
     res = party.train(blocks, plan, seeds, backend="mpyc", wrap=CountExchanges)

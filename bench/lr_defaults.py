@@ -4,9 +4,9 @@ DPSGD and the majority class (issue 14's acceptance run; ``tests/test_owndata.py
     sqm bench lr-defaults                     # 6,000 + 2,000 records, epsilon 1, seeds 0 and 1, simulation
     sqm bench lr-defaults --backend mpyc      # the same job through real MPyC party processes
 
-Data (:func:`apps.example_files.imbalanced_records`): 9 features in raw units (stretched x 0.5-20, offset
+Data (:func:`sqm.data.example_files.imbalanced_records`): 9 features in raw units (stretched x 0.5-20, offset
 +-5) over 3 clients, labels coded 1/2 at the last client, 25% positives.  Public ranges are proposed from the
-training records (:func:`apps.tables.propose_ranges`, as ``sqm pca --propose-bounds`` prints them) and
+training records (:func:`sqm.framework.tables.propose_ranges`, as ``sqm pca --propose-bounds`` prints them) and
 declared in the job file; SQM-LR runs the job with every default (intercept, schedule from the record count);
 the released model is scored on the held-out records scaled by the same public ranges.  DPSGD (Opacus) trains
 on the same scaled rows with the same epsilon, delta and schedule.  Target: SQM's mean accuracy beats the
@@ -26,11 +26,11 @@ def run(train: int = 6000, test: int = 2000, epsilon: float = 1.0, delta: float 
         backend: str = "plain") -> dict:
     import numpy as np
 
-    from apps.example_files import imbalanced_records
-    from apps.jobfile import load_job, run_local, simulate, write_party_csvs
-    from apps.logreg.cli import compare
-    from apps.logreg.job import LRJobTask
-    from apps.tables import PartyTable, propose_ranges
+    from sqm.data.example_files import imbalanced_records
+    from sqm.framework.jobfile import load_job, run_local, simulate, write_party_csvs
+    from sqm.cli.logreg import compare
+    from sqm.methods.logreg.job import LRJobTask
+    from sqm.framework.tables import PartyTable, propose_ranges
 
     t0 = time.perf_counter()
     X, y = imbalanced_records(train + test)
@@ -69,7 +69,7 @@ def run(train: int = 6000, test: int = 2000, epsilon: float = 1.0, delta: float 
 
 
 def print_table(rep: dict) -> None:
-    from sqm.report import render_table
+    from sqm.mechanism.report import render_table
 
     print(f"SQM-LR job with defaults on {rep['train']} generated imbalanced records (backend {rep['backend']}), "
           f"scored on {rep['test']}; epsilon {rep['epsilon']:g}, delta {rep['delta']:g}")

@@ -17,7 +17,7 @@ import argparse
 
 from bench.common import finish
 
-from apps.logreg.cli import DATASETS, compare, unit_ball_split
+from sqm.cli.logreg import DATASETS, compare, unit_ball_split
 
 
 PAPER_Q = {"breast_cancer": 0.05}  # the paper's sampling rate: 0.001 otherwise (not sqm logreg's record-count one)
@@ -29,7 +29,7 @@ def run(dataset="adult", data_dir=None, epsilons=(0.5, 1, 2, 4, 8), gammas=(1024
     import numpy as np
     from tqdm import tqdm
 
-    from apps.logreg.estimator import paper_epochs
+    from sqm.methods.logreg.estimator import paper_epochs
 
     Xtr, ytr, Xte, yte, groups = unit_ball_split(dataset, data_dir)
     q = PAPER_Q.get(dataset, 0.001) if q is None else q
@@ -89,7 +89,7 @@ def generated(name: str, seed: int = 0):
     import numpy as np
     from sklearn.model_selection import train_test_split
 
-    from apps.logreg.cli import standardized_unit_rows
+    from sqm.cli.logreg import standardized_unit_rows
 
     n, d, p = GENERATED[name]
     rng = np.random.default_rng(seed)
@@ -113,7 +113,7 @@ def run_defaults(epsilons=(1.0, 4.0), runs=10, delta=1e-5, seed=0, datasets=("br
     import numpy as np
     from tqdm import tqdm
 
-    from apps.logreg.cli import unit_ball_split
+    from sqm.cli.logreg import unit_ball_split
 
     t0 = time.perf_counter()
     rows, checks = [], []
@@ -144,7 +144,7 @@ def run_defaults(epsilons=(1.0, 4.0), runs=10, delta=1e-5, seed=0, datasets=("br
 
 
 def print_defaults(rep: dict) -> None:
-    from sqm.report import render_table
+    from sqm.mechanism.report import render_table
 
     print(f"logistic regression with every default ({rep['runs']} runs per cell, delta {rep['delta']:g}, SQM backend "
           f"{rep['backend']}): accuracy and AUC, mean +- std")
@@ -161,7 +161,7 @@ def print_defaults(rep: dict) -> None:
 
 
 def print_table(rep: dict) -> None:
-    from sqm.report import render_table
+    from sqm.mechanism.report import render_table
 
     print(f"logistic regression on {rep['dataset']} ({rep['n_train']} train, {rep['n_test']} test, d={rep['d']}), "
           f"q {rep['q']:g}, delta {rep['delta']:g}, {rep['parties']} clients, {rep['runs']} run(s), "

@@ -27,7 +27,7 @@ def run(devices=("cpu", "cuda"), epochs: int = 1, backend: str = "mpyc", dataset
         data=None, seed: int = 0) -> dict:
     import torch
 
-    from apps.pbm_vfl import VFLConfig, load_split, train_vfl
+    from sqm.methods.pbm_vfl import VFLConfig, load_split, train_vfl
 
     t0 = time.perf_counter()
     rows = []
@@ -56,7 +56,7 @@ def run(devices=("cpu", "cuda"), epochs: int = 1, backend: str = "mpyc", dataset
 
 
 def print_report(out: dict) -> None:
-    from sqm.report import render_table
+    from sqm.mechanism.report import render_table
 
     table = [{"dataset": r["dataset"], "device": r["device"], "backend": r["backend"],
               "ms / iteration": round(r["ms_per_iteration"], 2) if r["measured"] else "not measured",

@@ -6,7 +6,7 @@
 Utility ||X V||_F^2 of the top-k subspace for k = 1..10, averaged over runs, at delta = 1e-5 for each
 epsilon; SQM for each gamma (plain backend: the in-process simulation of the parties' programs), central DP
 (Analyze Gauss) and the local-DP baseline at the same (epsilon, delta), both calibrated by the one policy for
-Gaussian baselines (sqm.calibration.gaussian_sigma: the smallest sigma for one release).  One noisy
+Gaussian baselines (sqm.mechanism.calibration.gaussian_sigma: the smallest sigma for one release).  One noisy
 covariance per (epsilon, gamma, run) gives all k (the top-k subspace is the first k eigenvectors).
 The target checked: for gamma >= 2^10, SQM's mean utility is at least 99% of central DP's for every
 (epsilon, k); the local baseline is clearly below both.
@@ -39,9 +39,9 @@ def sweep(name: str, X: np.ndarray, parties: int, epsilons, gammas, ks, runs: in
     import numpy as np
     from tqdm import tqdm
 
-    from apps.pca import SQMPCA, central_dp_pca, local_dp_pca, nonprivate_pca, top_eigen
-    from sqm.rng import spawn_seeds
-    from sqm.vertical import VerticalData
+    from sqm.methods.pca import SQMPCA, central_dp_pca, local_dp_pca, nonprivate_pca, top_eigen
+    from sqm.mechanism.rng import spawn_seeds
+    from sqm.mechanism.vertical import VerticalData
 
     kmax = max(ks)
     data = VerticalData.split(X, parties)
@@ -180,11 +180,11 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                          "measures the utility this costs")
     ap.add_argument("--json", help="write the figures to this JSON file")
     ap.add_argument("--plot", help="write a PNG plot (one panel per dataset and epsilon) to this file")
-    # -q/--quiet (no progress bar): sqm's, on every command (apps.options.add_verbosity)
+    # -q/--quiet (no progress bar): sqm's, on every command (sqm.cli.options.add_verbosity)
 
 
 def cli(args) -> int:
-    from apps.datasets import load_dataset, scale_rows
+    from sqm.data.datasets import load_dataset, scale_rows
 
     names = ["digits", "citeseer"] if args.full else [n.strip() for n in args.datasets.split(",") if n.strip()]
     runs = 20 if args.full else args.runs

@@ -1,10 +1,10 @@
-"""Record alignment (ECDH PSI, :mod:`mpc.psi`) through real party processes: time, bytes and memory per id.
+"""Record alignment (ECDH PSI, :mod:`sqm.runtime.psi`) through real party processes: time, bytes and memory per id.
 
     sqm bench psi --ids 10000,100000,1000000 --clients 2,3 --json psi.json --plot psi.png
 
 Each (ids, clients) cell is one job through real MPyC party processes on loopback whose task does nothing:
 every client reads its own Parquet party file (ids sorted, one feature column: read in batches), the parties
-exchange the schema, and the clients align their records by PSI (:mod:`apps.alignment`): hashing onto the
+exchange the schema, and the clients align their records by PSI (:mod:`sqm.framework.alignment`): hashing onto the
 curve, n blindings of every id around the ring, the server's comparison, the answers, the clients' order
 check.  Each client holds ``ids`` records, ``--overlap`` of them (default 0.7) in every client's set.
 
@@ -26,7 +26,7 @@ import shutil
 import tempfile
 import time
 
-from apps.jobtask import JobTask
+from sqm.framework.jobtask import JobTask
 
 from bench.common import finish
 
@@ -53,7 +53,7 @@ for _p in PUBLISHED:
 
 
 class AlignOnly(JobTask):
-    """A job task (:class:`apps.jobtask.JobTask`) that computes nothing: the job is its record alignment."""
+    """A job task (:class:`sqm.framework.jobtask.JobTask`) that computes nothing: the job is its record alignment."""
 
     streams = True  # a file sorted by id is read in batches (as a PCA job reads it): the ids are never held whole
 
@@ -75,8 +75,8 @@ def write_parties(directory: str, ids: int, clients: int, overlap: float, seed: 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from apps.jobfile import write_job
-    from mpc.launch import free_ports
+    from sqm.framework.jobfile import write_job
+    from sqm.runtime.launch import free_ports
 
     os.makedirs(directory, exist_ok=True)
     rng = np.random.default_rng(seed)
@@ -97,7 +97,7 @@ def write_parties(directory: str, ids: int, clients: int, overlap: float, seed: 
 
 
 def run_one(job_file: str, timeout: float = 3600.0):
-    from apps.jobfile import load_job, run_job
+    from sqm.framework.jobfile import load_job, run_job
 
     t0 = time.perf_counter()
     records = run_job(load_job(job_file), AlignOnly(), backend="mpyc", timeout=timeout)

@@ -2,10 +2,10 @@
 
     sqm bench scale --rows 10000,100000,200000,500000,1000000,2000000 --json scale.json --plot scale.png
 
-Each record count is one PCA job (``sqm pca --job``'s task, :class:`apps.pca.job.PCAJobTask`) through real
+Each record count is one PCA job (``sqm pca --job``'s task, :class:`sqm.methods.pca.job.PCAJobTask`) through real
 MPyC party processes on loopback: every client reads its own Parquet file (written here in row groups,
-ids sorted) in chunks (:mod:`apps.table_stream`), and every party evaluates the secure covariance chunk
-by chunk (:mod:`mpc.stream`), so its peak memory should not grow with the record count.  Reported per
+ids sorted) in chunks (:mod:`sqm.framework.table_stream`), and every party evaluates the secure covariance chunk
+by chunk (:mod:`sqm.runtime.stream`), so its peak memory should not grow with the record count.  Reported per
 record count: end-to-end seconds (processes started to result), each party's time inside the protocol and
 peak resident memory (``ru_maxrss``), bytes sent.  Targets (issue 15): peak memory per party within 20%
 from 2 x 10^5 to 2 x 10^6 records and under 1 GiB; time linear in the records; 2,000,000 x 117 under 60 s
@@ -36,8 +36,8 @@ def write_parties(directory: str, rows: int, cols: int, clients: int, seed: int 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from apps.jobfile import write_job
-    from mpc.launch import free_ports
+    from sqm.framework.jobfile import write_job
+    from sqm.runtime.launch import free_ports
 
     os.makedirs(directory, exist_ok=True)
     counts = [len(c) for c in np.array_split(np.arange(cols), clients)]
@@ -61,8 +61,8 @@ def write_parties(directory: str, rows: int, cols: int, clients: int, seed: int 
 
 def run_one(job_file: str, gamma: float, epsilon: float, chunk_rows=None, seed=None, timeout: float = 3600.0):
     """One PCA job through real party processes: (records of every party, end-to-end seconds)."""
-    from apps.jobfile import load_job, run_job
-    from apps.pca.job import PCAJobTask
+    from sqm.framework.jobfile import load_job, run_job
+    from sqm.methods.pca.job import PCAJobTask
 
     task = PCAJobTask(2, epsilon, gamma=gamma, seed=seed, insecure_reproducible=seed is not None,
                       chunk_rows=chunk_rows)
@@ -75,7 +75,7 @@ def run(rows_list, cols: int = 117, clients: int = 3, gamma: float = 4096.0, eps
         check_rows: int | None = 20000, workdir: str | None = None, keep: bool = False, progress: bool = True) -> dict:
     from tqdm import tqdm
 
-    from mpc.stream import chunk_rows
+    from sqm.runtime.stream import chunk_rows
 
     base = workdir or tempfile.mkdtemp(prefix="sqm-bench-scale-")
     out_rows = []

@@ -3,12 +3,12 @@
     sqm bench start --repeat 5 --json start.json
     sqm bench start --tree /path/to/another/checkout      # the same figures for another checkout (e.g. older)
 
-``python -m apps --help`` is run ``--repeat`` times in a fresh interpreter from the checkout ``--tree`` (default:
+``python -m sqm --help`` is run ``--repeat`` times in a fresh interpreter from the checkout ``--tree`` (default:
 this one) and the fastest wall time is kept (the first run, which may write the .pyc files, is not counted;
 ``$PYTHONDONTWRITEBYTECODE`` is removed for these runs, as an installed package has its .pyc); ``-X importtime``
-gives the modules it imported, their total import time and which heavy packages (:data:`mpc.party.HEAVY_MODULES`,
+gives the modules it imported, their total import time and which heavy packages (:data:`sqm.runtime.party.HEAVY_MODULES`,
 numpy) were among them.  Then a small secure covariance (``--rows`` x ``--cols``, 2 clients, real party processes)
-is run ``--repeat`` times and each party's start is broken down from its timeline (:func:`mpc.party.main`):
+is run ``--repeat`` times and each party's start is broken down from its timeline (:func:`sqm.runtime.party.main`):
 interpreter start-up, standard library, program unpickled (its modules imported), MPyC and the protocol imported
 (ready to connect), connect; the fastest run (end to end) is kept.  Timings depend on the machine's load: the
 report records the load average.
@@ -30,14 +30,14 @@ WATCH = ("numpy", "torch", "sklearn", "scipy", "dp_accounting", "opacus", "matpl
 
 
 def help_cost(tree: str, repeat: int = 5) -> dict:
-    """Wall time of ``python -m apps --help`` from checkout ``tree`` (best and median of ``repeat``), and what
+    """Wall time of ``python -m sqm --help`` from checkout ``tree`` (best and median of ``repeat``), and what
     ``-X importtime`` says it imported."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = os.pathsep.join([tree, env.get("PYTHONPATH", "")])
-    cmd = [sys.executable, "-m", "apps", "--help"]
+    cmd = [sys.executable, "-m", "sqm", "--help"]
     first = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=300)  # writes .pyc
     if first.returncode != 0:
-        raise RuntimeError(f"python -m apps --help failed in {tree}: {first.stderr[-500:]}")
+        raise RuntimeError(f"python -m sqm --help failed in {tree}: {first.stderr[-500:]}")
     times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
@@ -56,10 +56,10 @@ def help_cost(tree: str, repeat: int = 5) -> dict:
 def party_start(rows: int = 2000, cols: int = 20, repeat: int = 5, seed: int = 0) -> dict:
     """Each party's start in the fastest of ``repeat`` secure covariances (real processes), step by step."""
     from bench.bgw_cost import make_data
-    from mpc.launch import record_jobs
-    from sqm.mechanism import SQM
-    from sqm.polynomial import covariance
-    from sqm.vertical import VerticalData
+    from sqm.runtime.launch import record_jobs
+    from sqm.mechanism.release import SQM
+    from sqm.mechanism.polynomial import covariance
+    from sqm.mechanism.vertical import VerticalData
 
     data = VerticalData.split(make_data(rows, cols, seed), 2)
     runs = []
@@ -90,10 +90,10 @@ def run(tree: str | None = None, repeat: int = 5, rows: int = 2000, cols: int = 
 
 
 def print_table(rep: dict) -> None:
-    from sqm.report import render_table
+    from sqm.mechanism.report import render_table
 
     h = rep["help"]
-    print(f"python -m apps --help from {h['tree']}: best {h['best_seconds']:.3f} s, median "
+    print(f"python -m sqm --help from {h['tree']}: best {h['best_seconds']:.3f} s, median "
           f"{h['median_seconds']:.3f} s of {h['repeat']}; {h['modules']} modules imported in "
           f"{h['import_seconds']:.3f} s (-X importtime); heavy: {', '.join(h['heavy']) or 'none'}")
     load = ", ".join(f"{v:.2f}" for v in rep["load_average"])
@@ -109,7 +109,7 @@ def print_table(rep: dict) -> None:
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--tree", default=None, help="checkout whose `python -m apps --help` is timed (default: this one)")
+    ap.add_argument("--tree", default=None, help="checkout whose `python -m sqm --help` is timed (default: this one)")
     ap.add_argument("--repeat", type=int, default=5, help="runs of each measurement; the fastest is kept (default 5)")
     ap.add_argument("--rows", type=int, default=2000, help="records of the secure covariance (default 2000)")
     ap.add_argument("--cols", type=int, default=20, help="columns of the secure covariance (default 20)")

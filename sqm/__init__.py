@@ -1,20 +1,88 @@
-"""SQM: the Skellam Quantization Mechanism for polynomial statistics on vertically partitioned data.
+"""sqm: private analytics and learning on vertically partitioned data with the Skellam Quantization Mechanism.
 
-The mechanism (quantization, Skellam noise, polynomials, coefficient compensation, sensitivity bounds,
-privacy accounting) lives here; the secure computation it runs on lives in :mod:`mpc`.
+The one import package of the ``sqm-vfl`` distribution.  Its rooms, each importing only those below it
+(``tests/test_layering.py`` holds the table)::
+
+    sqm.cli         the face: the ``sqm`` command, its options, printing, progress bars, --json
+    sqm.methods     PCA, linear and logistic regression, PBM-VFL, HDP-VFL: estimators, job tasks, experiments
+    sqm.framework   the job framework: job files, the task contract, record alignment, party steps, runners
+    sqm.data        the data home and the bundled and real data sets
+    sqm.mechanism   SQM itself: quantization, Skellam noise, polynomials, sensitivity, accounting, the ledger
+    sqm.runtime     the secret-sharing runtime (Shamir/BGW on MPyC party processes); it knows nothing of DP
+
+The public API is re-exported here, flat (``__all__``); each name is imported on first use, so ``import sqm``
+costs nothing a party process or ``sqm --help`` would notice::
+
+    from sqm import SQMPCA, VerticalData
+    pca = SQMPCA(n_components=2, epsilon=1.0, delta=1e-5).fit(VerticalData([X_bank, X_hospital]))
 """
+from __future__ import annotations
+
+import importlib
+
+# public name -> the module that defines it
+_API = {
+    # estimators (scikit-learn conventions)
+    "SQMPCA": "sqm.methods.pca.estimator",
+    "SQMLinearRegression": "sqm.methods.linreg.estimator",
+    "SQMLogisticRegression": "sqm.methods.logreg.estimator",
+    "PBMVFLClassifier": "sqm.methods.pbm_vfl.estimator",
+    "HDPLogisticRegression": "sqm.methods.hdp_vfl.estimator",
+    # the mechanism on a polynomial of your own
+    "SQM": "sqm.mechanism.release",
+    "Polynomial": "sqm.mechanism.polynomial",
+    "VerticalData": "sqm.mechanism.vertical",
+    "ColumnBounds": "sqm.mechanism.vertical",
+    # accounting: dp-accounting events, the accountant, the ledger
+    "SkellamDpEvent": "sqm.mechanism.events",
+    "ClientSkellamDpEvent": "sqm.mechanism.events",
+    "PBMDpEvent": "sqm.mechanism.events",
+    "SQMAccountant": "sqm.mechanism.events",
+    "epsilon_delta": "sqm.mechanism.events",
+    "calibrate_mu": "sqm.mechanism.accounting",
+    "privacy_report": "sqm.mechanism.accounting",
+    "Ledger": "sqm.mechanism.ledger",
+    "Budget": "sqm.mechanism.ledger",
+    # the job runner: a job file and a task, run through real party processes
+    "load_job": "sqm.framework.jobfile",
+    "write_job": "sqm.framework.jobfile",
+    "run_job": "sqm.framework.jobfile",
+    "JobTask": "sqm.framework.jobtask",
+    "PCAJobTask": "sqm.methods.pca.job",
+    "LinRegJobTask": "sqm.methods.linreg.job",
+    "LRJobTask": "sqm.methods.logreg.job",
+    # data
+    "load_dataset": "sqm.data.datasets",
+    # one error system (sqm.runtime.errors): the root and its families, one exit code each
+    "SQMError": "sqm.runtime.errors",
+    "UsageError": "sqm.runtime.errors",
+    "RefusedError": "sqm.runtime.errors",
+    "BadDataError": "sqm.runtime.errors",
+    "PeerLostError": "sqm.runtime.errors",
+    "TimedOutError": "sqm.runtime.errors",
+}
+
+__all__ = sorted(_API) + ["__version__"]
 
 
 def __getattr__(name: str):
-    """``sqm.__version__`` is looked up on first use: :mod:`importlib.metadata` costs tens of milliseconds,
-    which every process importing :mod:`sqm` (each party, ``sqm --help``) would pay for nothing."""
-    if name != "__version__":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib.metadata import PackageNotFoundError, version
+    """A public name is imported on first use; ``sqm.__version__`` too (:mod:`importlib.metadata` costs tens of
+    milliseconds, which every process importing :mod:`sqm` would pay for nothing)."""
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
 
-    try:
-        v = version("sqm-vfl")  # one version: pyproject.toml's
-    except PackageNotFoundError:  # pragma: no cover - running from a source tree that was never installed
-        v = "0+unknown"
-    globals()["__version__"] = v
-    return v
+        try:
+            v = version("sqm-vfl")  # one version: pyproject.toml's
+        except PackageNotFoundError:  # pragma: no cover - running from a source tree that was never installed
+            v = "0+unknown"
+        globals()["__version__"] = v
+        return v
+    if name not in _API:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_API[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted([*globals(), *_API])

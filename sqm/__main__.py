@@ -1,13 +1,10 @@
-"""``python -m sqm``: the ``sqm`` command (:func:`apps.cli.main`), for an environment without the console script.
-
-This entry point is the one exception to the dependency rule apps -> sqm -> mpc: it imports ``apps`` lazily,
-only when run as ``python -m sqm``; nothing in the ``sqm`` library imports ``apps``.
-"""
+"""``python -m sqm``: the ``sqm`` command (:func:`sqm.cli.command.main`), for an environment without the console
+script.  The face is imported only when run so; ``import sqm`` imports nothing of it."""
 import sys
 
 
 def main() -> int:
-    from apps.cli import main as sqm_main
+    from sqm.cli.command import main as sqm_main
 
     return sqm_main()
 

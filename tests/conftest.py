@@ -1,5 +1,5 @@
 """Test-session setup: parallel workers (pytest-xdist) get disjoint loopback port ranges for their party
-processes (``$SQM_LOCAL_PORTS``, see :func:`mpc.launch.local_port_range`), below the operating system's
+processes (``$SQM_LOCAL_PORTS``, see :func:`sqm.runtime.launch.local_port_range`), below the operating system's
 ephemeral range, so two workers' jobs never pick the same port between choosing it and listening on it."""
 import os
 
@@ -16,7 +16,7 @@ def real_dataset():
     ``~/sqm_data``), every file verified.  Missing there, the test is skipped with a message naming
     ``sqm data fetch NAME``, unless ``$SQM_REQUIRE_DATA=1`` (CI): then it fails."""
     def get(name: str) -> str:
-        from apps.datahome import DataMissing, fetch
+        from sqm.data.datahome import DataMissing, fetch
 
         try:
             return fetch(name, download_if_missing=False)

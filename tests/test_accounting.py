@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from dp_accounting.rdp.rdp_privacy_accountant import compute_epsilon
 
-from sqm import accounting as acc
+from sqm.mechanism import accounting as acc
 
 
 @pytest.mark.parametrize("mu", [1.0, 5.0, 25.0, 100.0, 1000.0])
@@ -79,7 +79,7 @@ def test_epsilon_conversion_uses_dp_accounting():
 @pytest.mark.parametrize("q, rounds", [(1.0, 1), (0.01, 500)])
 def test_calibration_round_trip(q, rounds):
     l2 = 1000.0
-    from sqm.sensitivity import l1_from_l2
+    from sqm.mechanism.sensitivity import l1_from_l2
 
     l1 = l1_from_l2(l2, 100)
     cal = acc.calibrate_mu(1.0, 1e-5, l1, l2, q=q, rounds=rounds, n_parties=3)
@@ -110,7 +110,7 @@ def test_bad_inputs_raise(call, match):
 def test_analytic_gaussian_sigma_is_the_smallest_that_meets_the_target(eps, delta):
     from dp_accounting.gaussian_mechanism import get_epsilon_gaussian
 
-    from sqm.accounting import analytic_gaussian_sigma
+    from sqm.mechanism.accounting import analytic_gaussian_sigma
 
     s = analytic_gaussian_sigma(eps, delta, 3.0)
     assert get_epsilon_gaussian(s / 3.0, delta) <= eps * (1 + 1e-12)  # met (never a hair below the minimum)

@@ -11,11 +11,11 @@ import os
 import numpy as np
 import pytest
 
-from apps.jobfile import load_job, run_job, simulate, write_job
-from apps.pca import PCAJobTask
-from apps.tables import canonical_id, id_order_key
-from mpc.exitcodes import EXIT_BAD_DATA, EXIT_REFUSED
-from mpc.launch import MPCError, free_ports
+from sqm.framework.jobfile import load_job, run_job, simulate, write_job
+from sqm.methods.pca import PCAJobTask
+from sqm.framework.tables import canonical_id, id_order_key
+from sqm.runtime.exitcodes import EXIT_BAD_DATA, EXIT_REFUSED
+from sqm.runtime.launch import MPCError, free_ports
 
 TASK = dict(n_components=2, epsilon=1.0, delta=1e-5, gamma=1024.0, seed=5, insecure_reproducible=True)
 COLS = (2, 2, 2)
@@ -102,7 +102,7 @@ def test_the_simulation_aligns_csv_and_parquet_read_in_chunks_alike(tmp_path, fm
 
 
 def test_parquet_files_sorted_by_id_are_read_in_chunks_with_a_mask(tmp_path):
-    from apps.jobfile import load_own_file
+    from sqm.framework.jobfile import load_own_file
 
     X = universe()
     sets, _ = overlap_sets()
@@ -123,14 +123,14 @@ def test_linreg_and_logreg_jobs_run_on_the_intersection(tmp_path, task):
     sets, common = overlap_sets(seed=5)
     if task == "logreg":
         X[:, -1] = (X[:, 0] + 0.3 * X[:, 2] > 0).astype(float)  # client 3's last column: the label
-        from apps.logreg.job import LRJobTask
+        from sqm.methods.logreg.job import LRJobTask
 
         make = lambda: LRJobTask(4.0, 1e-5, 256.0, 0.25, 1, 1.0, label_column="x5", seed=3, solver="sgd",  # noqa: E731
                                  insecure_reproducible=True)
         key = "coef"
     else:
-        from apps.linreg import SQMLinearRegression
-        from apps.linreg.job import LinRegJobTask
+        from sqm.methods.linreg import SQMLinearRegression
+        from sqm.methods.linreg.job import LinRegJobTask
 
         make = lambda: LinRegJobTask(SQMLinearRegression(epsilon=2.0, gamma=1024.0, seed=3),  # noqa: E731
                                      label_column="x5", insecure_reproducible=True)
@@ -231,8 +231,8 @@ def test_an_empty_or_too_small_intersection_is_refused_before_any_share(tmp_path
 def test_the_minimum_is_a_positive_integer_in_the_job_file_and_on_the_command_line(tmp_path, capsys):
     import json
 
-    from apps.cli import main
-    from mpc.exitcodes import EXIT_USAGE
+    from sqm.cli.command import main
+    from sqm.runtime.exitcodes import EXIT_USAGE
 
     X = universe()
     sets, _ = overlap_sets()

@@ -1,14 +1,14 @@
 """sqm bench bgw-cost at a tiny shape: the report the issue names, through real MPyC processes."""
 import json
 
-from apps.cli import main
+from sqm.cli.command import main
 
 
 def test_bgw_cost_report_and_stock_comparison(tmp_path):
     out = tmp_path / "bgw.json"
     assert main(["bench", "bgw-cost", "--rows", "300", "--cols", "6", "--gammas", "64,4096",
                  "--stock-rows", "60", "--json", str(out), "--plot", str(tmp_path / "bgw.png")]) == 0
-    doc = json.loads(out.read_text())  # apps.output: the table's rows as results, the report as details
+    doc = json.loads(out.read_text())  # sqm.cli.output: the table's rows as results, the report as details
     rep = doc["details"]
     assert doc["command"] == "bench bgw-cost" and doc["results"] == rep["rows"]
     assert rep["shape"] == [300, 6] and rep["parties"] == 3 and rep["plaintext_seconds"] >= 0

@@ -1,4 +1,4 @@
-"""sqm.calibration: the one Gaussian calibration policy, against the exact analytic condition (evaluated in
+"""sqm.mechanism.calibration: the one Gaussian calibration policy, against the exact analytic condition (evaluated in
 high precision with mpmath) and against dp-accounting's PLD calibration."""
 import math
 
@@ -7,7 +7,7 @@ import mpmath
 import pytest
 from dp_accounting.pld import pld_privacy_accountant
 
-from sqm.calibration import gaussian_delta, gaussian_epsilon, gaussian_sigma
+from sqm.mechanism.calibration import gaussian_delta, gaussian_epsilon, gaussian_sigma
 
 POINTS = [(0.01, 1e-5), (0.1, 1e-5), (1.0, 1e-5), (1.0, 1e-9), (4.0, 1e-6), (8.0, 1e-2), (20.0, 1e-5), (100.0, 1e-5)]
 

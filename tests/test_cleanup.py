@@ -1,4 +1,4 @@
-"""Nothing left behind (mpc.launch.Launch): a launcher killed or interrupted mid-job takes its party processes
+"""Nothing left behind (sqm.runtime.launch.Launch): a launcher killed or interrupted mid-job takes its party processes
 and its private folder with it; a killed ``--index`` wrapper takes its party; files are owner-only.
 
 Each test gives the launcher a private TMPDIR and looks for leftovers there and in /proc."""
@@ -13,9 +13,9 @@ import time
 import numpy as np
 import pytest
 
-from mpc import wire
-from mpc.launch import Launch, party_env
-from mpc.party import PartyProgram
+from sqm.runtime import wire
+from sqm.runtime.launch import Launch, party_env
+from sqm.runtime.party import PartyProgram
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(TESTS)
@@ -43,15 +43,15 @@ faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks for a t
 signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.path[:0] = [{tests!r}, {root!r}]
 from test_cleanup import WaitAll
-from mpc.launch import run_parties
+from sqm.runtime.launch import run_parties
 run_parties([WaitAll({marker!r}) for _ in range(3)], timeout=300)
 """
 
 WRAPPER = """
 import sys
 sys.path[:0] = [{root!r}]
-from apps.jobfile import load_job, run_one
-from apps.pca import PCAJobTask
+from sqm.framework.jobfile import load_job, run_one
+from sqm.methods.pca import PCAJobTask
 run_one(load_job({job!r}), 1, PCAJobTask(n_components=1, epsilon=1.0, delta=1e-5, gamma=1024.0), timeout=300,
         connect_timeout=120)
 """
@@ -115,7 +115,7 @@ def test_stopped_launcher_leaves_no_party_and_no_file(tmp_path, sig):
         assert sorted(f for f in files if f.endswith(".program")) == [f"party{i}.program" for i in range(3)]
         plain = [f for f in files if os.path.isfile(os.path.join(folder, f))]
         assert all(mode(os.path.join(folder, f)) == 0o600 for f in plain)  # programs hold client data
-        keys = os.path.join(folder, "keys")  # the job's own TLS keys (mpc.launch.run_parties): owner-only
+        keys = os.path.join(folder, "keys")  # the job's own TLS keys (sqm.runtime.launch.run_parties): owner-only
         assert mode(keys) == 0o700 and mode(os.path.join(keys, "party_0.key")) == 0o600
         launcher.send_signal(sig)
         try:
@@ -136,7 +136,7 @@ def test_stopped_launcher_leaves_no_party_and_no_file(tmp_path, sig):
 
 
 def test_killed_index_wrapper_takes_its_party_with_it(tmp_path):
-    from apps.jobfile import write_party_csvs
+    from sqm.framework.jobfile import write_party_csvs
 
     tmpdir, env = private_tmp(tmp_path)
     X = np.random.default_rng(0).normal(size=(20, 4)) / 5

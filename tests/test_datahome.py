@@ -1,4 +1,4 @@
-"""apps.datahome and ``sqm data``: the data home, the registry's checksums, fetching without the internet (a
+"""sqm.data.datahome and ``sqm data``: the data home, the registry's checksums, fetching without the internet (a
 loopback HTTP server in a thread and file:// URLs serving copies), CiteSeer's assembly, the restricted unpickler.
 
 Tests marked by the ``real_dataset`` fixture read the real data from the data home (skipped without it, failed
@@ -16,8 +16,8 @@ import threading
 import numpy as np
 import pytest
 
-from apps import datahome
-from apps.datahome import ChecksumError, DataFile, DataMissing, RealDataset, Source, data_home, fetch
+from sqm.data import datahome
+from sqm.data.datahome import ChecksumError, DataFile, DataMissing, RealDataset, Source, data_home, fetch
 
 
 @pytest.fixture
@@ -75,7 +75,19 @@ def test_data_home_order_and_never_created(tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == []  # resolving never creates a folder
 
 
-def test_fetch_over_loopback_http_with_progress(toy, server, capsys):
+@pytest.fixture
+def bars():
+    """tqdm's bars installed as the face installs them (the library alone shows none), and the silent default
+    restored after."""
+    from sqm.cli import progress
+    from sqm.framework.progress import set_bar_factory
+
+    progress.install()
+    yield
+    set_bar_factory(None)
+
+
+def test_fetch_over_loopback_http_with_progress(toy, server, capsys, bars):
     folder = fetch("toy", mirror=server(toy / "pub"))
     assert folder == str(toy / "home" / "toy")
     assert (toy / "home" / "toy" / "a.csv").read_bytes() == A and (toy / "home" / "toy" / "b.csv").read_bytes() == B
@@ -83,6 +95,15 @@ def test_fetch_over_loopback_http_with_progress(toy, server, capsys):
     err = capsys.readouterr().err
     assert "toy/a.csv" in err and "100%" in err  # the progress bar
     assert fetch("toy", download_if_missing=False, progress=False) == folder  # then found and verified
+
+
+def test_the_library_alone_shows_no_progress_bar(toy, server, capsys):
+    from sqm.framework.progress import NullBar, make_bar, set_bar_factory
+
+    set_bar_factory(None)
+    assert isinstance(make_bar(total=3), NullBar)
+    fetch("toy", mirror=server(toy / "pub"))
+    assert "toy/a.csv" not in capsys.readouterr().err
 
 
 def test_fetch_public_sources_in_order_and_first_line_dropped(toy, server, monkeypatch, capsys):
@@ -132,7 +153,7 @@ def test_a_tampered_file_in_the_data_home_is_never_used(toy):
 
 
 def test_load_dataset_without_data_says_sqm_data_fetch(tmp_path, monkeypatch):
-    from apps.datasets import load_dataset
+    from sqm.data.datasets import load_dataset
 
     monkeypatch.setenv("SQM_DATA", str(tmp_path / "none"))
     for name, cmd in (("adult", "adult"), ("credit_default", "credit-default"), ("phishing", "phishing"),
@@ -165,7 +186,7 @@ def test_unpickler_refuses_other_globals(tmp_path):
 
 
 def _cli(argv) -> int:
-    from apps.cli import main
+    from sqm.cli.command import main
 
     return main(argv)
 
@@ -226,7 +247,7 @@ def test_fetch_citeseer_and_phishing_from_a_mirror_builds_the_rest(real_dataset,
 
 
 def test_load_dataset_reads_the_data_home(real_dataset):
-    from apps.datasets import load_dataset
+    from sqm.data.datasets import load_dataset
 
     real_dataset("phishing")
     real_dataset("citeseer")

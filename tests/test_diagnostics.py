@@ -1,6 +1,6 @@
 """Diagnostics and exit codes (issue 12, item 5).
 
-- the exit-code table and the root cause of a failed job (:mod:`mpc.exitcodes`);
+- the exit-code table and the root cause of a failed job (:mod:`sqm.runtime.exitcodes`);
 - a record-id mismatch names the odd client to the clients only: the server learns that the clients
   disagree, never which (``PartyContext.check_clients`` over an in-memory network, and through
   ``sqm pca --job``);
@@ -11,7 +11,7 @@
   client makes the job's exit code LOST.
 
 Exit codes and messages are classified by one function for real and in-process parties
-(:func:`mpc.party.failure`), so these run the job's party programs in process (``--backend plain``), except
+(:func:`sqm.runtime.party.failure`), so these run the job's party programs in process (``--backend plain``), except
 a killed client, which only a real process can be.
 """
 from __future__ import annotations
@@ -28,12 +28,12 @@ from collections import Counter, defaultdict
 import numpy as np
 import pytest
 
-from apps.jobfile import MAX_ABS_VALUE, JobTask, PartyFileError, read_party_csv, write_party_csvs
-from mpc import exitcodes, protocol, wire
-from mpc.exitcodes import (EXIT_BAD_DATA, EXIT_ERROR, EXIT_LOST, EXIT_OK, EXIT_REFUSED, EXIT_TIMEOUT, EXIT_USAGE,
+from sqm.framework.jobfile import MAX_ABS_VALUE, JobTask, PartyFileError, read_party_csv, write_party_csvs
+from sqm.runtime import exitcodes, protocol, wire
+from sqm.runtime.exitcodes import (EXIT_BAD_DATA, EXIT_ERROR, EXIT_LOST, EXIT_OK, EXIT_REFUSED, EXIT_TIMEOUT, EXIT_USAGE,
                            job_exit_code)
-from mpc.protocol import InputRefused, PartyContext, ProtocolError
-from sqm.vertical import clip_rows, row_norms
+from sqm.runtime.protocol import InputRefused, PartyContext, ProtocolError
+from sqm.mechanism.vertical import clip_rows, row_norms
 
 # ----- the table ---------------------------------------------------------------------------------------------
 
@@ -59,7 +59,7 @@ def test_job_exit_code_is_the_root_cause():
 
 
 def test_mpc_error_carries_the_parties_codes():
-    from mpc.launch import MPCError
+    from sqm.runtime.launch import MPCError
 
     e = MPCError("x", codes={0: 3, 1: 6, 2: 3})
     assert e.codes == {0: 3, 1: 6, 2: 3} and e.exit_code == EXIT_BAD_DATA
@@ -134,7 +134,7 @@ def _check_clients(monkeypatch, values, what="record ids", problems=None):
 
 
 def _notice(e) -> str:
-    """What mpc.party's abort notice says about exception ``e`` (the text every peer, the server too, gets)."""
+    """What sqm.runtime.party's abort notice says about exception ``e`` (the text every peer, the server too, gets)."""
     return str(getattr(e, "public", None) or e)
 
 
@@ -167,7 +167,7 @@ def test_a_clients_own_refusal_reaches_every_party_naming_it(monkeypatch):
     a = b"a" * 32
     reason = "its addend has shape (3,), the job expects (4,)"
     out, _ = _check_clients(monkeypatch, [a, a, a], problems={2: reason})
-    assert isinstance(out[2], InputRefused) and str(out[2]) == reason  # mpc.party: "client 2 refused: <reason>"
+    assert isinstance(out[2], InputRefused) and str(out[2]) == reason  # sqm.runtime.party: "client 2 refused: <reason>"
     for c in (1, 3):
         assert not isinstance(out[c], InputRefused) and f"client 2 refused: {reason}" in _notice(out[c])
 
@@ -224,7 +224,7 @@ def _job(tmp_path, m=40, col_counts=(2, 2), ids=None, edit=None):
 
 
 def _sqm(argv, capsys):
-    from apps.cli import main
+    from sqm.cli.command import main
 
     code = main(argv)
     return code, capsys.readouterr().err
@@ -328,8 +328,8 @@ class StallTask(JobTask):
 def test_exit_code_lost_when_a_client_is_killed(tmp_path):
     """Real processes (a lost connection is the transport's): client 2 is killed (SIGKILL) inside the job; the
     others name it as lost at once and the job's exit code is LOST."""
-    from apps.jobfile import load_job, run_local
-    from mpc.launch import MPCError
+    from sqm.framework.jobfile import load_job, run_local
+    from sqm.runtime.launch import MPCError
 
     spec = load_job(_job(tmp_path))
     marker = str(tmp_path / "client2.pid")

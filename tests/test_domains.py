@@ -1,4 +1,4 @@
-"""Parameter domains declared once (issue 26, part 5; sqm.validation.DOMAINS): every entry point refuses a privacy
+"""Parameter domains declared once (issue 26, part 5; sqm.mechanism.validation.DOMAINS): every entry point refuses a privacy
 parameter outside its domain with the same UsageError, and no module keeps a hand-written copy of a domain."""
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import re
 import numpy as np
 import pytest
 
-from mpc.errors import UsageError
-from sqm.validation import DOMAINS, Interval, check_param
+from sqm.runtime.errors import UsageError
+from sqm.mechanism.validation import DOMAINS, Interval, check_param
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -30,14 +30,14 @@ def test_domains_describe_themselves():
 
 
 def _entry_points(tmp_path):
-    from apps.hdp_vfl.estimator import HDPLogisticRegression
-    from apps.logreg import SQMLogisticRegression
-    from apps.pca import SQMPCA
-    from sqm.accounting import calibrate_mu, epsilon
-    from sqm.calibration import gaussian_sigma
-    from sqm.ledger import Ledger
-    from sqm.mechanism import SQM
-    from sqm.polynomial import covariance
+    from sqm.methods.hdp_vfl.estimator import HDPLogisticRegression
+    from sqm.methods.logreg import SQMLogisticRegression
+    from sqm.methods.pca import SQMPCA
+    from sqm.mechanism.accounting import calibrate_mu, epsilon
+    from sqm.mechanism.calibration import gaussian_sigma
+    from sqm.mechanism.ledger import Ledger
+    from sqm.mechanism.release import SQM
+    from sqm.mechanism.polynomial import covariance
 
     X, y = np.random.default_rng(0).normal(size=(20, 4)) * 0.1, np.arange(20) % 2
     return {
@@ -62,7 +62,7 @@ def test_every_entry_point_refuses_delta_outside_its_domain_the_same_way(tmp_pat
 def test_the_command_line_uses_the_same_domain():
     import argparse
 
-    from apps.options import budget
+    from sqm.cli.options import budget
 
     with pytest.raises(argparse.ArgumentTypeError, match=r"--budget's delta must lie in \(0, 1\), got 1\.5"):
         budget("1,1.5")
@@ -71,6 +71,6 @@ def test_the_command_line_uses_the_same_domain():
 
 def test_no_module_writes_the_delta_domain_by_hand():
     hand = re.compile(r"0\s*<\s*(self\.|m\.)?delta\s*<\s*1")
-    found = [f"{p.relative_to(ROOT)}:{i}" for d in ("mpc", "sqm", "apps", "bench") for p in (ROOT / d).rglob("*.py")
+    found = [f"{p.relative_to(ROOT)}:{i}" for d in ("sqm", "bench") for p in (ROOT / d).rglob("*.py")
              for i, line in enumerate(p.read_text().splitlines(), 1) if hand.search(line)]
     assert not found, found

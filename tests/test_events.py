@@ -1,4 +1,4 @@
-"""sqm.events: releases as dp-accounting DpEvents, composed in RDP; JSON round trip."""
+"""sqm.mechanism.events: releases as dp-accounting DpEvents, composed in RDP; JSON round trip."""
 import json
 import math
 
@@ -9,9 +9,9 @@ from dp_accounting import dp_event
 from dp_accounting.rdp import RdpAccountant
 from dp_accounting.rdp.rdp_privacy_accountant import compute_delta, compute_epsilon
 
-from sqm import accounting as acc
-from sqm import events as ev
-from sqm import pbm
+from sqm.mechanism import accounting as acc
+from sqm.mechanism import events as ev
+from sqm.mechanism import pbm
 
 ORD = np.array(ev.ORDERS)
 INT = (ORD == np.round(ORD)) & (ORD >= 2)

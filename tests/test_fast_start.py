@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mpc.sum_exchange import SECURE_SUMS
+from sqm.runtime.sum_exchange import SECURE_SUMS
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = {"torch", "sklearn", "scipy", "dp_accounting", "opacus", "matplotlib", "pandas"}
@@ -29,8 +29,8 @@ def imported(argv: list[str]) -> tuple[subprocess.CompletedProcess, set[str]]:
     return p, {n.split(".")[0] for n in names}
 
 
-@pytest.mark.parametrize("argv", [["-m", "apps", "--help"], ["-m", "sqm", "--help"], ["-m", "apps", "bench", "--help"],
-                                  ["-m", "apps", "logreg", "--help"], ["-m", "apps", "pbm-vfl", "--help"]])
+@pytest.mark.parametrize("argv", [["-m", "sqm", "--help"], ["-m", "sqm", "--help"], ["-m", "sqm", "bench", "--help"],
+                                  ["-m", "sqm", "logreg", "--help"], ["-m", "sqm", "pbm-vfl", "--help"]])
 def test_help_imports_no_heavy_package(argv):
     p, top = imported(argv)
     assert p.returncode == 0 and p.stdout.startswith("usage: sqm"), p.stderr[-2000:]
@@ -38,16 +38,16 @@ def test_help_imports_no_heavy_package(argv):
 
 
 def test_help_quotes_the_constants_it_reads_without_importing():
-    """The help texts read these constants from the modules' source (apps.options.module_constant): the values
+    """The help texts read these constants from the modules' source (sqm.cli.options.module_constant): the values
     read equal the imported ones, and the help shows them."""
-    from apps.logreg import estimator
-    from apps.options import source_constant
+    from sqm.methods.logreg import estimator
+    from sqm.cli.options import source_constant
 
-    assert source_constant("apps.logreg.estimator", "SCHEDULE_HELP") == estimator.SCHEDULE_HELP
-    assert source_constant("mpc.sum_exchange", "SECURE_SUMS") == SECURE_SUMS
+    assert source_constant("sqm.methods.logreg.estimator", "SCHEDULE_HELP") == estimator.SCHEDULE_HELP
+    assert source_constant("sqm.runtime.sum_exchange", "SECURE_SUMS") == SECURE_SUMS
     with pytest.raises(LookupError):
-        source_constant("sqm.pbm", "NO_SUCH_NAME")
-    from apps.cli import build_parser
+        source_constant("sqm.mechanism.pbm", "NO_SUCH_NAME")
+    from sqm.cli.command import build_parser
 
     sub = next(a for a in build_parser()._actions if a.dest == "command").choices
     assert " ".join(estimator.SCHEDULE_HELP.split()) in " ".join(sub["logreg"].format_help().split())
@@ -56,26 +56,27 @@ def test_help_quotes_the_constants_it_reads_without_importing():
 
 def test_lazy_names_still_import():
     """The packages' and modules' names that moved behind PEP 562 hooks import as before."""
-    from apps.hdp_vfl import HDPParty, check_labels  # noqa: F401
-    from apps.linreg import LinRegJobTask, SQMLinearRegression  # noqa: F401
-    from apps.linreg.cli import LinRegJobTask as same
-    from apps.pbm_vfl import PBMVFLClassifier, PBMVFLProgram, VFLConfig, register  # noqa: F401
+    from sqm.methods.hdp_vfl import HDPParty, check_labels  # noqa: F401
+    from sqm.methods.linreg import LinRegJobTask, SQMLinearRegression  # noqa: F401
+    from sqm.cli.linreg import LinRegJobTask as same
+    from sqm.methods.pbm_vfl import PBMVFLClassifier, PBMVFLProgram, VFLConfig  # noqa: F401
+    from sqm.cli.pbm_vfl import register  # noqa: F401
     from bench.bgw_cost import PCG64Backend
-    from mpc.party import InputRefused, ProtocolError, messages, public_digest  # noqa: F401
-    from mpc.mpyc_backend import MPyCBackend
+    from sqm.runtime.party import InputRefused, ProtocolError, messages, public_digest  # noqa: F401
+    from sqm.runtime.mpyc_backend import MPyCBackend
 
-    assert same is LinRegJobTask and issubclass(PCG64Backend, MPyCBackend) and messages.__name__ == "mpc.wire"
+    assert same is LinRegJobTask and issubclass(PCG64Backend, MPyCBackend) and messages.__name__ == "sqm.runtime.wire"
     assert issubclass(InputRefused, ProtocolError)
 
 
 def test_covariance_parties_import_no_heavy_package():
     """A secure covariance through real party processes: no party imported torch, scikit-learn, SciPy,
     dp-accounting (or any of HEAVY): the launcher calibrates, the parties only quantize, share and add."""
-    from mpc.launch import record_jobs
-    from mpc.party import HEAVY_MODULES
-    from sqm.mechanism import SQM
-    from sqm.polynomial import covariance
-    from sqm.vertical import VerticalData
+    from sqm.runtime.launch import record_jobs
+    from sqm.runtime.party import HEAVY_MODULES
+    from sqm.mechanism.release import SQM
+    from sqm.mechanism.polynomial import covariance
+    from sqm.mechanism.vertical import VerticalData
 
     assert HEAVY <= set(HEAVY_MODULES)
     X = np.random.default_rng(0).normal(size=(40, 5))
@@ -93,10 +94,10 @@ def test_covariance_parties_import_no_heavy_package():
 
 @pytest.fixture(scope="module")
 def pca_job_heavy(tmp_path_factory) -> list[list[str]]:
-    """The heavy packages each party of one PCA job (apps.jobfile.JobParty with PCAJobTask, real processes)
+    """The heavy packages each party of one PCA job (sqm.framework.jobfile.JobParty with PCAJobTask, real processes)
     imported."""
-    from apps.jobfile import load_job, run_local, write_party_csvs
-    from apps.pca import PCAJobTask
+    from sqm.framework.jobfile import load_job, run_local, write_party_csvs
+    from sqm.methods.pca import PCAJobTask
 
     X = np.random.default_rng(1).normal(size=(30, 6))
     X /= np.linalg.norm(X, axis=1).max()
@@ -113,8 +114,8 @@ def test_pca_job_parties_import_no_learning_library(pca_job_heavy):
 
 
 @pytest.mark.xfail(strict=True, reason="each PCA job party calibrates mu from the public record count at run time "
-                                       "(sqm.mechanism.SQM.round_plan -> sqm.accounting: dp-accounting and SciPy), "
-                                       "and apps.pca.utility imports scipy.linalg at its top")
+                                       "(sqm.mechanism.release.SQM.round_plan -> sqm.mechanism.accounting: dp-accounting and SciPy), "
+                                       "and sqm.methods.pca.utility imports scipy.linalg at its top")
 def test_pca_job_parties_import_no_accounting_library(pca_job_heavy):
     for heavy in pca_job_heavy:
         assert heavy == [], heavy
@@ -124,7 +125,7 @@ def test_bench_start_report(tmp_path):
     """sqm bench start: the help's figures and each party's start, step by step, in its JSON."""
     import json
 
-    from apps.cli import main
+    from sqm.cli.command import main
 
     out = tmp_path / "start.json"
     assert main(["bench", "start", "--repeat", "1", "--rows", "60", "--cols", "4", "--json", str(out), "-q"]) == 0

@@ -1,4 +1,4 @@
-"""HDP-VFL (apps.hdp_vfl: party, privacy, estimator, cli): sensitivities, the passive party's residual clip,
+"""HDP-VFL (sqm.methods.hdp_vfl: party, privacy, estimator, cli): sensitivities, the passive party's residual clip,
 calibration of the composed releases, the one party program (in process; one real-process run proves it equal),
 scikit-learn conventions, refusals."""
 import json
@@ -9,12 +9,12 @@ import pytest
 from dp_accounting import ComposedDpEvent, GaussianDpEvent
 from dp_accounting.pld import PLDAccountant
 
-from apps.hdp_vfl.party import ACTIVE, PASSIVE, HDPConfig, HDPParty, PassiveParty, batches
-from apps.hdp_vfl import HDPLogisticRegression, active_sensitivity, load_split, passive_sensitivity
-from mpc.exitcodes import EXIT_BAD_DATA, EXIT_REFUSED, EXIT_TIMEOUT
-from mpc.inprocess import run_in_process
-from mpc.launch import MPCError
-from sqm.calibration import gaussian_sigma
+from sqm.methods.hdp_vfl.party import ACTIVE, PASSIVE, HDPConfig, HDPParty, PassiveParty, batches
+from sqm.methods.hdp_vfl import HDPLogisticRegression, active_sensitivity, load_split, passive_sensitivity
+from sqm.runtime.exitcodes import EXIT_BAD_DATA, EXIT_REFUSED, EXIT_TIMEOUT
+from sqm.runtime.inprocess import run_in_process
+from sqm.runtime.launch import MPCError
+from sqm.mechanism.calibration import gaussian_sigma
 
 
 @pytest.fixture(scope="module")
@@ -221,9 +221,9 @@ def test_weights_respect_bound_and_seeds(breast):
 
 
 def test_each_party_draws_from_its_own_cryptographic_stream():
-    from apps.hdp_vfl.party import ActiveParty
-    from mpc.randomness import is_secure
-    from sqm.rng import spawn_seeds
+    from sqm.methods.hdp_vfl.party import ActiveParty
+    from sqm.runtime.randomness import is_secure
+    from sqm.mechanism.rng import spawn_seeds
 
     cfg = HDPLogisticRegression(epsilon=1.0).config(50, 3, 2)
     rng = np.random.default_rng(0)
@@ -370,13 +370,13 @@ def test_timeout_bounds_the_job():
 
 # ----- the command and the bench ----------------------------------------------------------------------------
 def test_cli_writes_json(tmp_path, capsys):
-    from apps.cli import parse
+    from sqm.cli.command import parse
 
     out = tmp_path / "hdp.json"
     args = parse(["hdp-vfl", "--backend", "plain", "--seed", "0", "--no-sqm", "--quiet",
                               "--json", str(out)])
     assert args.func(args) == 0
-    rep = json.loads(out.read_text())  # apps.output: the printed table's rows as results
+    rep = json.loads(out.read_text())  # sqm.cli.output: the printed table's rows as results
     acc = {r["method"]: r["test accuracy"] for r in rep["results"]}
     assert 0.5 < acc["HDP-VFL"] <= 1 and acc["SQM-LR (same eps, delta)"] is None
     assert {"single_party", "centralized", "nonprivate_vfl", "majority_class"} <= set(rep["details"]["references"])

@@ -1,15 +1,15 @@
-"""The in-process runner (mpc.inprocess): the same party programs and interface as real processes, the
+"""The in-process runner (sqm.runtime.inprocess): the same party programs and interface as real processes, the
 ideal functionality for evaluations, the same refusals and exit codes; deadlocks refused, never hung."""
 import numpy as np
 import pytest
 
-from mpc import wire
-from mpc.backend import FixedClient, Job
-from mpc.exitcodes import EXIT_BAD_DATA, EXIT_ERROR, EXIT_OK, EXIT_REFUSED
-from mpc.inprocess import run_in_process
-from mpc.launch import MPCError
-from mpc.party import EvaluateJob, PartyProgram
-from mpc.program import SumProgram
+from sqm.runtime import wire
+from sqm.runtime.backend import FixedClient, Job
+from sqm.runtime.exitcodes import EXIT_BAD_DATA, EXIT_ERROR, EXIT_OK, EXIT_REFUSED
+from sqm.runtime.inprocess import run_in_process
+from sqm.runtime.launch import MPCError
+from sqm.runtime.party import EvaluateJob, PartyProgram
+from sqm.runtime.program import SumProgram
 
 
 def _gram_job(blocks, bound=50):
@@ -141,7 +141,7 @@ def test_the_in_process_runner_does_not_import_mpyc():
     import subprocess
     import sys
 
-    code = ("import sys; sys.argv = ['x', '--b', '16']; import mpc.inprocess, mpc.launch, mpc.backend; "
+    code = ("import sys; sys.argv = ['x', '--b', '16']; import sqm.runtime.inprocess, sqm.runtime.launch, sqm.runtime.backend; "
             "print('mpyc' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr
@@ -153,8 +153,8 @@ def test_party_modules_import_no_planning_or_estimator_libraries():
     import subprocess
     import sys
 
-    code = ("import sys, pickle; import mpc.party, sqm.mechanism, sqm.gradient, apps.pca.job, apps.logreg.party, "
-            "apps.linreg.statistic, apps.hdp_vfl.party, apps.jobfile; "
+    code = ("import sys, pickle; import sqm.runtime.party, sqm.mechanism.release, sqm.mechanism.gradient, sqm.methods.pca.job, sqm.methods.logreg.party, "
+            "sqm.methods.linreg.statistic, sqm.methods.hdp_vfl.party, sqm.framework.jobfile; "
             "print(sorted(m for m in ('sklearn', 'dp_accounting', 'scipy.stats', 'opacus') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "[]", (out.stdout, out.stderr)

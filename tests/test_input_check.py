@@ -1,4 +1,4 @@
-"""The server's aggregate bounds check on covariance releases (issue 25, sqm.input_check): honest inputs at their
+"""The server's aggregate bounds check on covariance releases (issue 25, sqm.mechanism.input_check): honest inputs at their
 bounds pass; a client sharing values 1000x outside its bounds, or offset, is refused naming it, nothing released.
 In-process simulation here; ``sqm bench faults --cases out-of-bounds`` runs it through real processes."""
 from __future__ import annotations
@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from bench.bounds_check import deviating_client
-from mpc.launch import MPCError
-from sqm.input_check import energy_limits
-from sqm.mechanism import SQM
-from sqm.polynomial import covariance
-from sqm.vertical import VerticalData
+from sqm.runtime.launch import MPCError
+from sqm.mechanism.input_check import energy_limits
+from sqm.mechanism.release import SQM
+from sqm.mechanism.polynomial import covariance
+from sqm.mechanism.vertical import VerticalData
 
 
 def _rows_at_the_bound(n, d, seed):

@@ -2,7 +2,7 @@
 
 Real party processes where the transport is what is tested (the bit-for-bit equality with the simulation, one
 party per invocation, TLS, the ledger's refusal); refusals and validation run the same party programs in
-process (:func:`apps.jobfile.simulate`, i.e. :func:`mpc.inprocess.run_in_process`)."""
+process (:func:`sqm.framework.jobfile.simulate`, i.e. :func:`sqm.runtime.inprocess.run_in_process`)."""
 import json
 import os
 import pickle
@@ -11,14 +11,14 @@ import threading
 import numpy as np
 import pytest
 
-from mpc.certs import DEFAULT_JOB, make_certificates
+from sqm.runtime.certs import DEFAULT_JOB, make_certificates
 
-from apps.jobfile import (JobTask, PartyFileError, load_job, party_program, read_party_csv, run_job,
+from sqm.framework.jobfile import (JobTask, PartyFileError, load_job, party_program, read_party_csv, run_job,
                           run_local, run_one, simulate, write_job, write_party_csvs)
-from apps.pca import SQMPCA, PCAJobTask
-from mpc.inprocess import run_in_process
-from mpc.launch import MPCError, free_ports, run_parties
-from sqm.vertical import VerticalData
+from sqm.methods.pca import SQMPCA, PCAJobTask
+from sqm.runtime.inprocess import run_in_process
+from sqm.runtime.launch import MPCError, free_ports, run_parties
+from sqm.mechanism.vertical import VerticalData
 
 
 def make_X(m=30, n=6, seed=0):
@@ -81,7 +81,7 @@ def test_one_party_per_invocation_equals_the_in_process_run_bit_for_bit(tmp_path
 
 
 def test_cli_job_mode_writes_json(tmp_path):
-    from apps.cli import main
+    from sqm.cli.command import main
 
     spec = write(tmp_path, make_X(seed=2), parties=2)
     out = tmp_path / "out.json"
@@ -211,7 +211,7 @@ def test_load_job_checks(tmp_path):
 
 
 def test_job_file_over_mutually_authenticated_tls(tmp_path):
-    from mpc.certs import make_certificates
+    from sqm.runtime.certs import make_certificates
 
     make_certificates(str(tmp_path / "keys"), 3, job="pca-test")  # certificates naming party i of job pca-test
     X = make_X(seed=3)
@@ -243,9 +243,9 @@ def test_public_parameters_hold_no_seed_and_a_seed_needs_the_opt_in():
 def test_each_party_uses_only_the_seed_on_its_own_command_line(tmp_path):
     """Parties given different seeds still agree (no seed is compared or sent), and client j's noise and
     rounding come from entry j of spawn_seeds(ITS seed), bit for bit."""
-    from sqm.client import QuantizingClient
-    from sqm.rng import spawn_seeds
-    from sqm.vertical import party_norm_bounds
+    from sqm.mechanism.client import QuantizingClient
+    from sqm.mechanism.rng import spawn_seeds
+    from sqm.mechanism.vertical import party_norm_bounds
 
     X = make_X(seed=4)
     spec = write(tmp_path, X, parties=2)
@@ -300,8 +300,8 @@ BAD_FILES = {  # each holds some of SECRETS in its cells
 
 @pytest.mark.parametrize("case", list(BAD_FILES))
 def test_refusal_sent_to_peers_names_no_cell_value(tmp_path, caplog, case):
-    from apps.jobfile import load_own_file
-    from mpc import wire
+    from sqm.framework.jobfile import load_own_file
+    from sqm.runtime import wire
 
     f = tmp_path / "p.csv"
     f.write_text(BAD_FILES[case])
@@ -365,9 +365,9 @@ def test_job_file_paths_confined_to_its_folder(tmp_path, monkeypatch):
 def test_fewer_than_two_clients_refused_before_any_process_starts(monkeypatch):
     import subprocess
 
-    from mpc.mpyc_backend import MPyCBackend
-    from mpc.party import EvaluateJob
-    from mpc.secure_sum import SumClient, sum_job
+    from sqm.runtime.mpyc_backend import MPyCBackend
+    from sqm.runtime.party import EvaluateJob
+    from sqm.runtime.secure_sum import SumClient, sum_job
 
     def no_process(*a, **k):
         raise AssertionError("a party process was started")
@@ -382,7 +382,7 @@ def test_fewer_than_two_clients_refused_before_any_process_starts(monkeypatch):
 
 
 def test_cli_seed_in_job_mode_needs_the_opt_in(tmp_path, capsys):
-    from apps.cli import main
+    from sqm.cli.command import main
 
     spec = write(tmp_path, make_X(seed=2), parties=2)
     out = tmp_path / "out.json"
@@ -405,9 +405,9 @@ def test_cli_seed_in_job_mode_needs_the_opt_in(tmp_path, capsys):
 
 def _ledger_setup(tmp_path, dataset="survey"):
     """A job file naming a dataset, a PCA task, its one release's events, and a budget that two releases fit
-    and three do not (the RDP composition at the budget's delta, sqm.events.compose)."""
-    from apps.jobfile import JobMeta
-    from sqm.events import compose
+    and three do not (the RDP composition at the budget's delta, sqm.mechanism.events.compose)."""
+    from sqm.framework.jobfile import JobMeta
+    from sqm.mechanism.events import compose
 
     spec = load_job(write_party_csvs(make_X(), tmp_path / "job", 2, dataset=dataset, min_intersection=1))
     task = PCAJobTask(n_components=2, epsilon=1.0, delta=1e-6, gamma=1024.0)
@@ -421,7 +421,7 @@ def test_ledger_composes_two_releases_and_refuses_a_third_before_any_share(tmp_p
     """Real processes: two PCA releases on one dataset compose in the server's ledger; a third that would exceed
     the dataset's budget is refused by the server before any share is sent: every party exits 'refused' (3)
     naming what is left, and nothing more is recorded."""
-    from sqm.ledger import Ledger
+    from sqm.mechanism.ledger import Ledger
 
     spec, task, two, budget = _ledger_setup(tmp_path)
     path = str(tmp_path / "ledger.sqlite")
@@ -448,7 +448,7 @@ def test_ledger_refusals_send_no_share(tmp_path, monkeypatch):
     the real protocol): a job over budget, or on a dataset without a budget, is refused before any party
     reaches it (the clients stop at the evaluation's first agreement, which the refusing server never
     answers); a job within budget reaches it at every party."""
-    from mpc.inprocess import InProcessContext
+    from sqm.runtime.inprocess import InProcessContext
 
     calls = []
     real = InProcessContext._secure_outputs
@@ -477,8 +477,8 @@ def test_ledger_refusals_send_no_share(tmp_path, monkeypatch):
 def test_a_client_keeps_its_own_ledger(tmp_path):
     """A client's own ledger records the client-observed release (it knows its noise share) and, over that
     client's budget, the client refuses the job before any share is sent, naming itself."""
-    from apps.jobfile import JobMeta, LedgerGuard
-    from sqm.ledger import Ledger
+    from sqm.framework.jobfile import JobMeta, LedgerGuard
+    from sqm.mechanism.ledger import Ledger
 
     spec, task, _, _ = _ledger_setup(tmp_path)
     report = task.release(JobMeta((3, 3), 30))
@@ -499,7 +499,7 @@ def test_a_client_keeps_its_own_ledger(tmp_path):
 def test_cli_job_ledger_and_budget(tmp_path):
     import json
 
-    from apps.cli import main
+    from sqm.cli.command import main
 
     spec, _, _, _ = _ledger_setup(tmp_path, dataset="census")
     out = tmp_path / "out.json"

@@ -1,4 +1,4 @@
-"""The declared task contract (issue 26, part 2; apps.jobtask): every job task subclasses JobTask, a task that
+"""The declared task contract (issue 26, part 2; sqm.framework.jobtask): every job task subclasses JobTask, a task that
 leaves out a required method cannot be made, and the framework calls hooks instead of probing attributes."""
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ import inspect
 
 import pytest
 
-import apps.jobfile
-from apps.jobtask import JobTask
+import sqm.framework.jobfile
+from sqm.framework.jobtask import JobTask
 
 
 def test_every_task_subclasses_the_contract():
-    from apps.linreg.job import LinRegJobTask
-    from apps.logreg.job import LRJobTask
-    from apps.pca.job import PCAJobTask
+    from sqm.methods.linreg.job import LinRegJobTask
+    from sqm.methods.logreg.job import LRJobTask
+    from sqm.methods.pca.job import PCAJobTask
     from bench.psi import AlignOnly
 
     for cls in (PCAJobTask, LRJobTask, LinRegJobTask, AlignOnly):
@@ -54,7 +54,7 @@ def test_defaults_refuse_what_a_task_does_not_support():
 
 def test_the_framework_probes_no_task_attribute():
     """No hasattr/getattr on a task anywhere in the job framework (the hooks have defaults instead)."""
-    tree = ast.parse(inspect.getsource(apps.jobfile))
+    tree = ast.parse(inspect.getsource(sqm.framework.jobfile))
     probes = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("hasattr", "getattr"):

@@ -159,7 +159,7 @@ def test_lr_iteration_is_two_one_way_delays(clients):
     """SQM-LR's exchanges (in process, the real protocol over the mailboxes): each iteration adds 2 one-way
     delays to the critical path (2 exchanges with 3 clients, M > 3t; 3 with 2 clients), and the weights are
     those of the ideal functionality, bit for bit."""
-    from mpc.inprocess import run_in_process
+    from sqm.runtime.inprocess import run_in_process
 
     def traced(R):
         progs = latency.lr_programs(8, 16, clients, 400, R, seed=3)

@@ -1,4 +1,4 @@
-"""sqm.ledger: releases compose in RDP across jobs; over-budget releases are refused before they run;
+"""sqm.mechanism.ledger: releases compose in RDP across jobs; over-budget releases are refused before they run;
 concurrent processes never overspend; a killed process's reservation stays counted."""
 import math
 import multiprocessing as mp
@@ -7,8 +7,8 @@ import signal
 
 import pytest
 
-from sqm import events as ev
-from sqm.ledger import BudgetError, BudgetExceeded, Ledger, NoBudget
+from sqm.mechanism import events as ev
+from sqm.mechanism.ledger import BudgetError, BudgetExceeded, Ledger, NoBudget
 
 E = ev.SkellamDpEvent(10.0, 10.0, 300.0)  # epsilon 1.73 alone at delta 1e-5, 2.55 twice (RDP)
 
@@ -131,7 +131,7 @@ def test_a_process_killed_after_reserving_leaves_the_entry_counted(tmp_path):
 def test_sqm_budget_command(tmp_path, capsys):
     import json
 
-    from apps.cli import main
+    from sqm.cli.command import main
 
     path = str(tmp_path / "l.sqlite")
     assert main(["budget", "set", "adult", "--budget", "2,1e-5", "--ledger", path]) == 0
@@ -146,7 +146,7 @@ def test_sqm_budget_command(tmp_path, capsys):
     assert f"spent {spent:.4g}, left {2 - spent:.4g} over 1 release(s)" in out
     assert out.splitlines()[-1].split()[2:6] == ["pca", "job-1", "completed", f"{spent:.4g}"]
     saved = json.load(open(tmp_path / "s.json"))
-    assert saved["command"] == "budget show" and saved["mode"] == "ledger"  # apps.output
+    assert saved["command"] == "budget show" and saved["mode"] == "ledger"  # sqm.cli.output
     details = saved["details"]
     assert ev.events_from_json(details["releases"][0]["events"]) == [E] and details["summary"]["spent"] == spent
     assert main(["budget", "list", "--ledger", path]) == 0
@@ -160,8 +160,8 @@ def test_feature_level_and_record_level_entries_are_kept_apart(tmp_path):
     ledger written before units reads as record-level."""
     import sqlite3
 
-    from sqm.events import PBMDpEvent, server_event
-    from sqm.ledger import Ledger, release_unit
+    from sqm.mechanism.events import PBMDpEvent, server_event
+    from sqm.mechanism.ledger import Ledger, release_unit
 
     path = str(tmp_path / "l.db")
     led = Ledger(path)
@@ -197,7 +197,7 @@ CREATE TABLE releases (id INTEGER PRIMARY KEY AUTOINCREMENT, dataset TEXT NOT NU
 def test_a_new_ledger_file_is_owner_only(tmp_path):
     import os
 
-    from sqm.ledger import Ledger
+    from sqm.mechanism.ledger import Ledger
 
     path = tmp_path / "new.sqlite"
     Ledger(str(path)).set_budget("d", 1.0, 1e-5)

@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 
-from apps.linreg import SQMLinearRegression
-from apps.linreg.baselines import central_dp_linreg
-from apps.linreg.statistic import JointGram, joint_bounds, joint_matrix, solve_ridge
-from sqm.sensitivity import l1_from_l2
+from sqm.methods.linreg import SQMLinearRegression
+from sqm.methods.linreg.baselines import central_dp_linreg
+from sqm.methods.linreg.statistic import JointGram, joint_bounds, joint_matrix, solve_ridge
+from sqm.mechanism.sensitivity import l1_from_l2
 
 
 def _diabetes(n=None):
-    from apps.linreg.cli import regression_data
+    from sqm.cli.linreg import regression_data
 
     X, y, _ = regression_data("diabetes")
     return (X, y) if n is None else (X[:n], y[:n])
@@ -59,7 +59,7 @@ def test_joint_gram_sensitivity_exhaustive_small_grid(gamma):
 def test_joint_gram_sensitivity_random_neighbours_through_the_client_path():
     """Random datasets and neighbours D, D + {x} (x beyond the bounds, clipped by its parties' column groups, then
     rounded with the clients' own stochastic rounding): the quantized Gram changes by at most the bound."""
-    from sqm.client import client_input
+    from sqm.mechanism.client import client_input
 
     rng = np.random.default_rng(0)
     gamma, counts = 64.0, [3, 4]  # client 2: x3 x4, 1, y
@@ -88,10 +88,10 @@ def test_label_is_its_own_group_not_clipped_with_features():
     shrink; as its own group (|y| <= 1), no label changes, and the joint sensitivity is below the block's."""
     from sklearn.datasets import load_breast_cancer
 
-    from apps.datasets import scale_rows
-    from sqm.mechanism import SQM
-    from sqm.polynomial import covariance
-    from sqm.vertical import ColumnBounds, VerticalData
+    from sqm.data.datasets import scale_rows
+    from sqm.mechanism.release import SQM
+    from sqm.mechanism.polynomial import covariance
+    from sqm.mechanism.vertical import ColumnBounds, VerticalData
 
     raw = load_breast_cancer()
     X, y = scale_rows(raw.data, 1.0), raw.target.astype(float)
@@ -173,8 +173,8 @@ def test_mpyc_equals_in_process_bit_for_bit():
 
 
 def test_cli_job_through_real_processes_equals_the_estimator(tmp_path, capsys):
-    from apps.cli import main
-    from apps.jobfile import write_party_csvs
+    from sqm.cli.command import main
+    from sqm.framework.jobfile import write_party_csvs
 
     X, y = _diabetes(50)
     X = X[:, :4]

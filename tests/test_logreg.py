@@ -10,17 +10,17 @@ import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 from scipy.stats import binom
 
-from apps.logreg import party
-from apps.logreg.baselines import dpsgd_fit, taylor_fit
-from apps.logreg.cli import compare, unit_ball_split
-from apps.logreg.estimator import SQMLogisticRegression
-from apps.logreg.party import LRPlan, batch_cap
-from mpc.inprocess import run_in_process
-from mpc.party import PartyProgram
-from sqm import accounting
-from sqm.compensation import compensate
-from sqm.polynomial import logreg_gradient
-from sqm.quantize import stochastic_round
+from sqm.methods.logreg import party
+from sqm.methods.logreg.baselines import dpsgd_fit, taylor_fit
+from sqm.cli.logreg import compare, unit_ball_split
+from sqm.methods.logreg.estimator import SQMLogisticRegression
+from sqm.methods.logreg.party import LRPlan, batch_cap
+from sqm.runtime.inprocess import run_in_process
+from sqm.runtime.party import PartyProgram
+from sqm.mechanism import accounting
+from sqm.mechanism.compensation import compensate
+from sqm.mechanism.polynomial import logreg_gradient
+from sqm.mechanism.quantize import stochastic_round
 
 
 def small_plan(col_counts=(2, 3, 2), label_party=1, gamma=64.0, b_max=9, mu=0.0, W=1.0):
@@ -40,7 +40,7 @@ def coefs(plan, w, rng):
 
 def test_statistic_compensation_and_program_are_the_generic_polynomial_s():
     """LRGradient (a structured polynomial with secret coefficients): its compensation draws exactly what
-    sqm.compensation.compensate draws for logreg_gradient(w), and its program is that polynomial's program."""
+    sqm.mechanism.compensation.compensate draws for logreg_gradient(w), and its program is that polynomial's program."""
     plan = small_plan()
     rng = np.random.default_rng(3)
     w = random_w(plan.d, rng)
@@ -78,7 +78,7 @@ def test_result_bound_covers_program_bound():
 
 
 def test_sensitivity_is_the_logreg_bound_over_the_feature_groups():
-    from sqm.sensitivity import logreg_sensitivity
+    from sqm.mechanism.sensitivity import logreg_sensitivity
 
     plan = small_plan()
     sens = plan.statistic().sensitivity(plan.gamma, plan.column_bounds())
@@ -87,9 +87,9 @@ def test_sensitivity_is_the_logreg_bound_over_the_feature_groups():
 
 
 def test_rowdot_mod_is_exact():
-    """The row-wise products of the coefficient shares and the moment shares (mpc.modarith.rowdot_mod)."""
-    from mpc import modarith
-    from mpc.field import prime_below
+    """The row-wise products of the coefficient shares and the moment shares (sqm.runtime.modarith.rowdot_mod)."""
+    from sqm.runtime import modarith
+    from sqm.runtime.field import prime_below
 
     rng = np.random.default_rng(14)
     for bits in (20, 51, 58, 61):
@@ -146,7 +146,7 @@ def test_calibration_meets_target_epsilon_with_the_batch_cap_in_delta(monkeypatc
     mu is the smallest that meets epsilon at delta - (1 + e) eta, and so more than epsilon at delta - eta needs."""
     import math
 
-    from apps.logreg import estimator
+    from sqm.methods.logreg import estimator
 
     Xtr, ytr, _, _ = unit_ball_split("breast_cancer")[:4]
     monkeypatch.setattr(estimator, "batch_cap", lambda n, q, r: batch_cap(n, q, r, log2_failure=-20))
@@ -216,12 +216,12 @@ def test_clipping_counted_per_party():
 
 def test_local_dp_noise_is_the_optimum_at_sensitivity_sqrt2():
     """Local DP: one Gaussian release of [X | y], L2 sensitivity sqrt(2) (add/remove one record, ||x|| <= 1,
-    y in {0, 1}), calibrated by sqm.calibration: it meets (1, 1e-5) by dp-accounting's PLD, 2% less does not."""
+    y in {0, 1}), calibrated by sqm.mechanism.calibration: it meets (1, 1e-5) by dp-accounting's PLD, 2% less does not."""
     import dp_accounting
     from dp_accounting.pld import pld_privacy_accountant
 
-    from apps.logreg.baselines import LOCAL_DP_SENSITIVITY, local_dp_fit
-    from sqm.calibration import gaussian_sigma
+    from sqm.methods.logreg.baselines import LOCAL_DP_SENSITIVITY, local_dp_fit
+    from sqm.mechanism.calibration import gaussian_sigma
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(50, 4))
@@ -272,7 +272,7 @@ def test_secure_gradient_equals_exact_sum(col_counts, label_party, ideal):
     clients (M = 3: the moments are reduced) and three (M = 4 > 3t: one reduction of y serves both); the
     clients' rows (fewer than b_max) are padded by the kernel.  The ideal functionality (the in-process
     default) gives the same integers."""
-    from sqm.skellam import skellam
+    from sqm.mechanism.skellam import skellam
 
     plan = small_plan(col_counts, label_party, mu=1e4, b_max=12, W=1.0)
     rng = np.random.default_rng(9)
@@ -290,7 +290,7 @@ def test_secure_gradient_equals_exact_sum(col_counts, label_party, ideal):
 
 
 def run_job_in_process(job, task, ledger=None):
-    from apps.jobfile import load_job, simulate
+    from sqm.framework.jobfile import load_job, simulate
 
     return simulate(load_job(job), task, timeout=120, ledger=ledger)
 
@@ -300,11 +300,11 @@ def test_job_file_mode_equals_estimator_and_refuses_misaligned_records(tmp_path)
     estimator for the same seed; refused (in process, as real parties refuse): a label party without the label
     column, a client whose records come in another order (aligned: the same model), a client with another id set (the
     records in common), a party running other public parameters."""
-    from apps.jobfile import JobMeta, LedgerGuard, write_party_csvs
-    from apps.logreg.job import LRJobTask
-    from mpc.exitcodes import EXIT_BAD_DATA, EXIT_REFUSED
-    from mpc.launch import MPCError
-    from sqm.vertical import VerticalData
+    from sqm.framework.jobfile import JobMeta, LedgerGuard, write_party_csvs
+    from sqm.methods.logreg.job import LRJobTask
+    from sqm.runtime.exitcodes import EXIT_BAD_DATA, EXIT_REFUSED
+    from sqm.runtime.launch import MPCError
+    from sqm.mechanism.vertical import VerticalData
 
     rng = np.random.default_rng(12)
     X = rng.normal(size=(40, 6)) * 0.25
@@ -323,7 +323,7 @@ def test_job_file_mode_equals_estimator_and_refuses_misaligned_records(tmp_path)
     assert recs[0]["result"]["intercept"] == est.intercept_[0] != 0  # the constant column's weight (c = 1)
     assert recs[0]["result"]["report"].epsilon_server <= 4.0
     rep = recs[0]["result"]["report"]  # the estimator's report, and the job's note on its record count
-    from apps.jobfile import ALIGNMENT_NOTE
+    from sqm.framework.jobfile import ALIGNMENT_NOTE
 
     assert rep.notes == est.report_.notes + "; " + ALIGNMENT_NOTE.format(m=40, k=3)
     assert dataclasses.replace(rep, notes=est.report_.notes) == est.report_ == task.release(JobMeta((2, 2, 3), 40))
@@ -331,7 +331,7 @@ def test_job_file_mode_equals_estimator_and_refuses_misaligned_records(tmp_path)
     recs = run_job_in_process(job, task, ledger)
     assert recs[0]["result"]["ledger"]["dataset"] == "lr-test"
     assert recs[0]["result"]["ledger"]["epsilon"] == pytest.approx(est.report_.epsilon_server, rel=1e-6)
-    from sqm.ledger import Ledger
+    from sqm.mechanism.ledger import Ledger
 
     (entry,) = Ledger(str(tmp_path / "ledger.db")).releases("lr-test")  # the batch cap's eta is charged too
     assert entry["eta"] == pytest.approx(est.report_.eta) and 0 < entry["eta"] <= 2.0 ** -40
@@ -352,8 +352,8 @@ def test_job_file_mode_equals_estimator_and_refuses_misaligned_records(tmp_path)
 def test_parties_with_different_plans_or_blocks_are_refused():
     """In process, as between real parties: a client whose block does not fit the public plan refuses its own
     input before any share is sent; a party running another plan is refused at the plan agreement."""
-    from mpc.exitcodes import EXIT_BAD_DATA
-    from mpc.launch import MPCError
+    from sqm.runtime.exitcodes import EXIT_BAD_DATA
+    from sqm.runtime.launch import MPCError
 
     plan = small_plan(col_counts=(2, 3), label_party=1)
     rng = np.random.default_rng(3)
@@ -370,7 +370,7 @@ def test_parties_with_different_plans_or_blocks_are_refused():
 
 def test_cli_job_mode_refuses_seed_without_opt_in(tmp_path, capsys):
     """sqm logreg --job ... --seed is refused (before any party starts) unless --insecure-reproducible."""
-    from apps.cli import main
+    from sqm.cli.command import main
 
     code = main(["logreg", "--job", str(tmp_path / "missing.json"), "--seed", "1"])
     assert code == 2
@@ -379,8 +379,8 @@ def test_cli_job_mode_refuses_seed_without_opt_in(tmp_path, capsys):
 
 
 def test_noise_share_large_mu_is_fine_grained_with_the_skellam_variance():
-    """The clients' noise shares at SQM-LR's scale (gamma 2^13: mu / n ~ 1e20), drawn by sqm.skellam."""
-    from sqm.skellam import skellam
+    """The clients' noise shares at SQM-LR's scale (gamma 2^13: mu / n ~ 1e20), drawn by sqm.mechanism.skellam."""
+    from sqm.mechanism.skellam import skellam
 
     rng = np.random.default_rng(13)
     mu = 1e20  # far above numpy's fine-grained Poisson range: still an exact Skellam share
@@ -393,8 +393,8 @@ def test_noise_share_large_mu_is_fine_grained_with_the_skellam_variance():
 def test_public_split_cuts_between_attributes_and_never_clips():
     """adult's one-hot groups (public metadata) are never cut; on breast_cancer (one attribute a column, rows
     scaled to the unit ball) the attribute-proportional bounds clip nothing."""
-    from apps.datasets import adult_feature_names
-    from apps.logreg.cli import public_split
+    from sqm.data.datasets import adult_feature_names
+    from sqm.cli.logreg import public_split
 
     groups = [n.split("=")[0] for n in adult_feature_names()]
     counts, bounds = public_split(groups, 3)

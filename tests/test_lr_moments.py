@@ -1,4 +1,4 @@
-"""SQM-LR's default solver (apps.logreg.moments): one SQM release of the augmented rows' Gram, the model fitted
+"""SQM-LR's default solver (sqm.methods.logreg.moments): one SQM release of the augmented rows' Gram, the model fitted
 from it at the server.  Exact: the noiseless fit is LDA's posterior computed from the records; the release is the
 covariance polynomial's with the Gram sensitivity of its column groups; job mode (each party its own file) and the
 estimator give bit for bit the same model for the same seed, and real party processes the same as the
@@ -10,10 +10,10 @@ import math
 import numpy as np
 import pytest
 
-from apps.logreg.estimator import SQMLogisticRegression, moments_release
-from apps.logreg.moments import MomentsLayout, fit_from_moments
-from sqm.sensitivity import gram_sensitivity
-from sqm.vertical import VerticalData
+from sqm.methods.logreg.estimator import SQMLogisticRegression, moments_release
+from sqm.methods.logreg.moments import MomentsLayout, fit_from_moments
+from sqm.mechanism.sensitivity import gram_sensitivity
+from sqm.mechanism.vertical import VerticalData
 
 
 def _data(n=300, d=6, seed=3):
@@ -58,7 +58,7 @@ def test_release_is_the_gram_of_the_augmented_rows_with_its_proven_sensitivity()
     sens = mech.sensitivity_for(VerticalData([np.zeros((1, 2)), np.zeros((1, 5))]))
     assert sens == gram_sensitivity(1024.0, mech.bounds_for(lay.block_counts))
     bounds = mech.bounds_for(lay.block_counts)
-    from apps.logreg.moments import LABEL_WEIGHT
+    from sqm.methods.logreg.moments import LABEL_WEIGHT
 
     assert dict(zip(bounds.groups, bounds.bounds))[(5,)] == 1.0
     assert dict(zip(bounds.groups, bounds.bounds))[(6,)] == LABEL_WEIGHT == lay.label_weight
@@ -91,8 +91,8 @@ def test_simulation_equals_real_party_processes_bit_for_bit():
 
 
 def test_job_mode_equals_the_estimator(tmp_path):
-    from apps.jobfile import JobMeta, load_job, simulate, write_party_csvs
-    from apps.logreg.job import LRJobTask
+    from sqm.framework.jobfile import JobMeta, load_job, simulate, write_party_csvs
+    from sqm.methods.logreg.job import LRJobTask
 
     X, y = _data(60, 6)
     job = write_party_csvs(np.hstack([X, y[:, None]]), tmp_path, col_counts=[2, 2, 3], min_intersection=1)
@@ -112,8 +112,8 @@ def test_utility_on_breast_cancer_beats_the_majority_class():
     """A statistical property with a fixed seed: at epsilon 4 the default solver's model (10 seeds, in-process)
     ranks far above chance and beats the majority class.  Measured: accuracy 0.910 +- 0.018, AUC 0.966 +- 0.007
     (majority 0.629)."""
-    from apps.logreg.baselines import roc_auc
-    from apps.logreg.cli import unit_ball_split
+    from sqm.methods.logreg.baselines import roc_auc
+    from sqm.cli.logreg import unit_ball_split
 
     Xtr, ytr, Xte, yte, _ = unit_ball_split("breast_cancer")
     acc, auc = [], []

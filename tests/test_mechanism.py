@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 
-from sqm import accounting
-from sqm.mechanism import SQM
-from sqm.polynomial import covariance, logreg_gradient
-from sqm.vertical import VerticalData
+from sqm.mechanism import accounting
+from sqm.mechanism.release import SQM
+from sqm.mechanism.polynomial import covariance, logreg_gradient
+from sqm.mechanism.vertical import VerticalData
 
 
 def digits_like(m=300, n=8, seed=0):
@@ -76,7 +76,7 @@ def test_bad_parameters_raise(kwargs, match):
 
 
 def test_bad_data_raises_before_randomness(monkeypatch):
-    import sqm.mechanism as mech_mod
+    import sqm.mechanism.release as mech_mod
 
     def boom(*a, **k):
         raise AssertionError("randomness drawn before validation")
@@ -109,7 +109,7 @@ def test_calibrated_mu_is_minimal():
 
 # ----- per-column bounds, the structured-polynomial interface, sqm_round in a long-lived program ----------
 def test_column_bounds_per_column_and_groups_must_stay_in_one_party():
-    from sqm.vertical import ColumnBounds
+    from sqm.mechanism.vertical import ColumnBounds
 
     X = digits_like(30, 4) * 2
     data = VerticalData.split(X, 2)
@@ -124,10 +124,10 @@ def test_column_bounds_per_column_and_groups_must_stay_in_one_party():
 
 def test_sqm_round_in_a_long_lived_party_program():
     """Two releases awaited by one program per party (in process): the first equals SQM.run's bit for bit."""
-    from mpc.inprocess import run_in_process
-    from mpc.party import PartyProgram
-    from sqm.mechanism import sqm_round
-    from sqm.rng import make_rng, spawn_seeds
+    from sqm.runtime.inprocess import run_in_process
+    from sqm.runtime.party import PartyProgram
+    from sqm.mechanism.release import sqm_round
+    from sqm.mechanism.rng import make_rng, spawn_seeds
 
     data = VerticalData.split(digits_like(40, 4), 2)
     mech = SQM(covariance(4), 256.0, mu=50.0, seed=11)
@@ -151,9 +151,9 @@ def test_sqm_round_in_a_long_lived_party_program():
 
 def test_clients_refuse_coefficients_that_are_not_roundings():
     """Public coefficients are checked by every client before any share is sent."""
-    from mpc.launch import MPCError
-    from sqm.compensation import CompensatedPolynomial
-    from sqm.polynomial import Polynomial
+    from sqm.runtime.launch import MPCError
+    from sqm.mechanism.compensation import CompensatedPolynomial
+    from sqm.mechanism.polynomial import Polynomial
 
     class Cheating(Polynomial):
         def compensate(self, gamma, seed=None, preprocess="auto"):

@@ -5,15 +5,15 @@ Gram, general polynomials of degrees 0-3, the public-coefficient gradient, the s
 import numpy as np
 import pytest
 
-from mpc.backend import Job, PlainBackend
-from mpc.field import FieldTooSmall
-from mpc.launch import MPCError
-from mpc.mpyc_backend import MPyCBackend
-from mpc.program import SumProgram
-from mpc.secure_sum import SumClient, secure_sum
-from sqm.mechanism import SQM
-from sqm.polynomial import Polynomial, covariance, logreg_gradient
-from sqm.vertical import VerticalData
+from sqm.runtime.backend import Job, PlainBackend
+from sqm.runtime.field import FieldTooSmall
+from sqm.runtime.launch import MPCError
+from sqm.runtime.mpyc_backend import MPyCBackend
+from sqm.runtime.program import SumProgram
+from sqm.runtime.secure_sum import SumClient, secure_sum
+from sqm.mechanism.release import SQM
+from sqm.mechanism.polynomial import Polynomial, covariance, logreg_gradient
+from sqm.mechanism.vertical import VerticalData
 
 
 def data(m, n, parties, seed=0):
@@ -28,7 +28,7 @@ def bgw_in_process(monkeypatch):
     ideal functionality: the protocol's share arithmetic, checked without starting processes."""
     import functools
 
-    from mpc import inprocess, protocol
+    from sqm.runtime import inprocess, protocol
 
     monkeypatch.setattr(inprocess, "run_in_process", functools.partial(inprocess.run_in_process, ideal=False))
     calls = []
@@ -56,7 +56,7 @@ def test_covariance_mpyc_equals_plain():
 
 def _both(make):
     """``make()`` run twice: the BGW protocol in process, then the ideal functionality."""
-    import mpc.inprocess as ip
+    import sqm.runtime.inprocess as ip
 
     first = make()
     ip.run_in_process.keywords["ideal"] = True
@@ -109,7 +109,7 @@ def test_overflowing_job_is_refused_before_start():
 
 
 def test_mismatched_record_counts_refused():
-    from sqm.client import QuantizingClient
+    from sqm.mechanism.client import QuantizingClient
 
     clients = [QuantizingClient(np.zeros((5, 1)), 16.0, 1.0, 0.0, 4, 1),
                QuantizingClient(np.zeros((6, 1)), 16.0, 1.0, 0.0, 4, 2)]

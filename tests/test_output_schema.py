@@ -1,7 +1,7 @@
-"""Every sqm command that writes JSON (--json FILE) writes one shape: apps/output.schema.json (JSON Schema
+"""Every sqm command that writes JSON (--json FILE) writes one shape: sqm/cli/output.schema.json (JSON Schema
 2020-12, schema_version "1"), strict JSON (no NaN or Infinity), the same top-level keys in local and job mode.
 Each command runs once with tiny settings, in process (--backend plain: the labelled simulation) where it can;
-job mode through the CLI's plain path (apps.jobfile.simulate)."""
+job mode through the CLI's plain path (sqm.framework.jobfile.simulate)."""
 import argparse
 import json
 import math
@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from apps import output
-from apps.cli import build_parser, main
+from sqm.cli import output
+from sqm.cli.command import build_parser, main
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -37,7 +37,7 @@ def run(tmp_path, name: str, *argv) -> dict:
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
     """A two-client job file (40 records, 6 columns; client 2's last column is a regression label)."""
-    from apps.jobfile import write_party_csvs
+    from sqm.framework.jobfile import write_party_csvs
 
     X = np.random.default_rng(0).normal(size=(40, 6))
     X /= np.linalg.norm(X, axis=1).max()
@@ -101,8 +101,8 @@ def test_pbm_vfl(tmp_path):
 
 
 def test_budget_show_and_list(tmp_path):
-    from sqm import events as ev
-    from sqm.ledger import Ledger
+    from sqm.mechanism import events as ev
+    from sqm.mechanism.ledger import Ledger
 
     path = str(tmp_path / "l.sqlite")
     assert main(["budget", "set", "adult", "--budget", "2,1e-5", "--ledger", path]) == 0
@@ -124,7 +124,7 @@ def test_benches(tmp_path):
 
 
 def test_every_json_command_is_covered():
-    """Every subcommand with --json is run above (apps) or writes through bench.common.finish (benches)."""
+    """Every subcommand with --json is run above (the commands) or writes through bench.common.finish (benches)."""
     covered = {"pca", "linreg", "logreg", "hdp-vfl", "pbm-vfl", "budget show", "budget list"}
 
     def walk(parser, prefix=""):

@@ -1,6 +1,6 @@
 """Own-data jobs (issue 14, part 5): one table reader with errors in the user's words, records aligned
 across clients in any file order, different id sets aligned on their intersection, public scaling bounds, option
-modes, ``sqm pca --data FILE``.  Everything runs in process (``apps.jobfile.simulate``)."""
+modes, ``sqm pca --data FILE``.  Everything runs in process (``sqm.framework.jobfile.simulate``)."""
 from __future__ import annotations
 
 import json
@@ -8,18 +8,18 @@ import json
 import numpy as np
 import pytest
 
-from apps.jobfile import canonical_order, load_job, simulate, write_party_csvs
-from apps.pca import SQMPCA, PCAJobTask
-from apps.tables import PartyFileError, read_table
-from mpc.launch import MPCError
-from sqm.vertical import VerticalData
+from sqm.framework.jobfile import canonical_order, load_job, simulate, write_party_csvs
+from sqm.methods.pca import SQMPCA, PCAJobTask
+from sqm.framework.tables import PartyFileError, read_table
+from sqm.runtime.launch import MPCError
+from sqm.mechanism.vertical import VerticalData
 
 JOB_TASK = dict(n_components=2, epsilon=1.0, delta=1e-5, gamma=1024.0, seed=5, insecure_reproducible=True)
 
 
 def pca(argv, command: str = "pca") -> int:
     """``sqm pca ARGV`` (or another ``command``) through the command's own parser (its errors raise)."""
-    from apps.cli import parse
+    from sqm.cli.command import parse
 
     args = parse([command, "-q", *argv])
     return args.func(args)
@@ -187,7 +187,7 @@ def test_declared_ranges_scale_unscaled_data_and_no_bounds_warns(tmp_path, caplo
     """Columns in the thousands: with public ranges in the job file each client scales its own columns and
     the release's utility is that of the scaled run; without ranges every row is clipped and the client's
     own output and JSON carry the WARNING (its count never reaches the server)."""
-    from apps.pca.utility import utility_ratio
+    from sqm.methods.pca.utility import utility_ratio
 
     rng = np.random.default_rng(7)
     m, scale = 400, np.array([3000.0, 2000.0, 800.0, 2500.0, 1200.0, 400.0])
@@ -207,7 +207,7 @@ def test_declared_ranges_scale_unscaled_data_and_no_bounds_warns(tmp_path, caplo
     bare = simulate(load_job(write_party_csvs(raw, tmp_path / "bare", 2, min_intersection=1)), task, timeout=120)
     assert [bare[j]["result"]["clipped"] for j in (1, 2)] == [m, m]  # every row clipped at both clients
     assert "clipped" not in bare[0]["result"]
-    from apps.jobfile import clip_warning
+    from sqm.framework.jobfile import clip_warning
 
     warn = clip_warning(1, bare[1]["result"])
     assert warn.startswith(f"WARNING: client 1 clipped {m} of its {m} rows (100.0%)") and "\"bounds\"" in warn
@@ -216,7 +216,7 @@ def test_declared_ranges_scale_unscaled_data_and_no_bounds_warns(tmp_path, caplo
 
 
 def test_declared_ranges_checked(tmp_path):
-    from apps.jobfile import check_bounds
+    from sqm.framework.jobfile import check_bounds
 
     assert check_bounds({"a": [0, 5]}) == (("a", 0.0, 5.0),)
     for bad in ({"a": [5, 0]}, {"a": [0, float("inf")]}, {"a": "0-5"}, {}, ["a"]):
@@ -228,7 +228,7 @@ def test_declared_ranges_checked(tmp_path):
 
 
 def test_propose_bounds_from_a_partys_own_table(tmp_path, capsys):
-    from apps.tables import propose_ranges
+    from sqm.framework.tables import propose_ranges
 
     f = tmp_path / "mine.csv"
     f.write_text("id,income,temp,zero\n1,48213.5,-3.27,0\n2,1200,12.1,0\n3,95001,8,0\n")
@@ -313,7 +313,7 @@ def test_logreg_data_file_maps_labels_and_names_a_wrong_label_column(tmp_path, c
     """sqm logreg --data FILE: the user's own table, labels -1/+1 mapped (and said), 'id' left out of the
     features, the JSON's columns the features; a wrong --label-column names the option and the columns; a
     three-valued label says what to do."""
-    from apps.example_files import imbalanced_records
+    from sqm.data.example_files import imbalanced_records
 
     X, y = imbalanced_records(400, d=4)
     f = tmp_path / "own.csv"

@@ -1,5 +1,5 @@
 """Packaging and logging (issue 14, parts 2 and 3): the core install runs PCA and logistic regression without the
-optional extras, ``python -m sqm`` / ``python -m apps`` work, -v/-q are accepted by every command, and party
+optional extras, ``python -m sqm`` / ``python -m sqm`` work, -v/-q are accepted by every command, and party
 processes prefix their lines with their role at the level the user chose."""
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ sys.meta_path.insert(0, Blocker())
 """
 
 WITHOUT_EXTRAS = BLOCKER + """
-from apps.cli import main
+from sqm.cli.command import main
 for argv in (["pca", "--dataset", "iris", "--components", "2", "--backend", "plain", "-q", "--seed", "1"],
              ["logreg", "--epochs", "1", "--backend", "plain", "-q", "--seed", "1"],
              ["pbm-vfl", "--backend", "plain", "-q"]):
@@ -66,7 +66,7 @@ def test_pca_and_logreg_run_without_torch_opacus_matplotlib_pyarrow():
 
 
 def test_missing_extra_is_an_import_error_naming_the_extra():
-    from apps.extras import MissingExtra, missing, require
+    from sqm.framework.extras import MissingExtra, missing, require
 
     with pytest.raises(ValueError, match="unknown extra 'gpu'"):
         require("gpu", "x")
@@ -77,13 +77,33 @@ def test_missing_extra_is_an_import_error_naming_the_extra():
     assert issubclass(MissingExtra, ImportError)
 
 
-def test_python_m_sqm_and_python_m_apps_run_the_sqm_command(tmp_path):
-    procs = {m: subprocess.Popen([sys.executable, "-m", m, "--help"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 text=True, cwd=tmp_path, env=ENV) for m in ("sqm", "apps")}  # side by side
+def test_python_m_sqm_and_the_console_script_run_the_sqm_command(tmp_path):
+    script = os.path.join(os.path.dirname(sys.executable), "sqm")
+    procs = {m: subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                                 env=ENV) for m, argv in (("python -m sqm", [sys.executable, "-m", "sqm", "--help"]),
+                                                          ("sqm", [script, "--help"]))}  # side by side
     for m, p in procs.items():
         out, err = p.communicate(timeout=120)
         assert p.returncode == 0, (m, err)
         assert out.startswith("usage: sqm ") and "pca" in out and "-v, --verbose" in out, m
+
+
+@pytest.mark.slow
+def test_the_wheel_installs_one_top_level_package_and_its_console_script(tmp_path):
+    """Issue 26: ``pip install .`` puts ``sqm`` (and the ``sqm`` script) into site-packages, nothing else: no
+    ``bench``, ``tests`` or generic names; the output schema and the typing marker ship inside it."""
+    import zipfile
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w",
+                    str(tmp_path), root], check=True, env=ENV, cwd=tmp_path, timeout=600)
+    (wheel,) = tmp_path.glob("sqm_vfl-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert tops == {"sqm"}, tops
+    assert {"sqm/cli/output.schema.json", "sqm/py.typed", "sqm/methods/pca/estimator.py"} <= set(names)
+    meta = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
+    assert "sqm = sqm.cli.command:main" in zipfile.ZipFile(wheel).read(meta).decode()
 
 
 def _commands(parser: argparse.ArgumentParser, path=()):
@@ -95,7 +115,7 @@ def _commands(parser: argparse.ArgumentParser, path=()):
 
 
 def test_every_command_accepts_v_and_q():
-    from apps.cli import build_parser
+    from sqm.cli.command import build_parser
 
     commands = list(_commands(build_parser()))
     names = {" ".join(p) for p, _ in commands}
@@ -114,8 +134,8 @@ def test_every_command_accepts_v_and_q():
     (["-vv"], logging.DEBUG, 0),
 ])
 def test_v_and_q_before_and_after_the_command_add_up(argv, level, quiet):
-    from apps.cli import build_parser
-    from apps.options import log_level
+    from sqm.cli.command import build_parser
+    from sqm.cli.options import log_level
 
     p = build_parser()
     for where in ("before", "after", "split"):
@@ -133,20 +153,20 @@ def test_v_and_q_before_and_after_the_command_add_up(argv, level, quiet):
 
 
 def test_quiet_hides_info_and_verbose_shows_it(capsys):
-    from apps.options import log_level
-    from apps.cli import build_parser
-    from mpc import logs
+    from sqm.cli.options import log_level
+    from sqm.cli.command import build_parser
+    from sqm.runtime import logs
 
     p = build_parser()
     try:
         logs.configure(log_level(p.parse_args(["pca", "-q"])))
-        logging.getLogger("mpc.launch").info("an info line")
-        logging.getLogger("mpc.launch").warning("a warning line")
+        logging.getLogger("sqm.runtime.launch").info("an info line")
+        logging.getLogger("sqm.runtime.launch").warning("a warning line")
         assert logs.party_level_args() == ["--log-level", "WARNING"]
         err = capsys.readouterr().err
         assert "an info line" not in err and "a warning line" in err
         logs.configure(log_level(p.parse_args(["-v", "pca"])))
-        logging.getLogger("mpc.launch").info("an info line")
+        logging.getLogger("sqm.runtime.launch").info("an info line")
         assert logs.party_level_args() == ["--log-level", "INFO"]
         assert "an info line" in capsys.readouterr().err
     finally:
@@ -154,7 +174,7 @@ def test_quiet_hides_info_and_verbose_shows_it(capsys):
 
 
 def _party(*extra):
-    cmd = [sys.executable, "-m", "mpc.party", "--program", "/nonexistent", "--index", "2", "--parties",
+    cmd = [sys.executable, "-m", "sqm.runtime.party", "--program", "/nonexistent", "--index", "2", "--parties",
            "127.0.0.1:9001", "--job-id", "0" * 32, "--insecure-pcg64-shares", *extra]
     return subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=60)
 
@@ -163,22 +183,22 @@ def test_a_party_prefixes_its_lines_with_its_role_at_the_level_it_is_given():
     res = _party()
     lines = res.stderr.strip().splitlines()
     assert res.returncode == 2 and lines == [
-        "[client 2] mpc.party: WARNING: party 2 draws its share randomness from PCG64 (--insecure-pcg64-shares, "
+        "[client 2] sqm.runtime.party: WARNING: party 2 draws its share randomness from PCG64 (--insecure-pcg64-shares, "
         "benchmark only): its shares are not cryptographically hidden",
-        "[client 2] mpc.party: error: need at least 2 parties (a server and a client)"], res.stderr
+        "[client 2] sqm.runtime.party: error: need at least 2 parties (a server and a client)"], res.stderr
     res = _party("--log-level", "ERROR")  # sqm -qq: the warning is not shown, the error is
     assert res.returncode == 2
-    assert res.stderr.strip() == "[client 2] mpc.party: error: need at least 2 parties (a server and a client)"
+    assert res.stderr.strip() == "[client 2] sqm.runtime.party: error: need at least 2 parties (a server and a client)"
 
 
 @pytest.mark.slow
 def test_verbose_real_run_shows_each_partys_lines_with_its_role(capfd):
-    from apps.cli import main
+    from sqm.cli.command import main
 
     try:
         assert main(["-v", "pca", "--dataset", "iris", "--parties", "2", "--components", "2", "--seed", "3"]) == 0
     finally:
-        from mpc import logs
+        from sqm.runtime import logs
 
         logs.configure(logging.WARNING)
     err = capfd.readouterr().err

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from sqm import pbm
+from sqm.mechanism import pbm
 
 
 def _sum_pmf(ps, b):
@@ -131,7 +131,7 @@ def test_pbm_rdp_composes_coordinates_and_uses_and_refuses_bad_levels():
     assert np.allclose(s, 160 * 4 * 16 * pbm.bernoulli_rdp(a, 0.15), rtol=1e-12) and np.all(s > f)
     assert isinstance(pbm.pbm_rdp(2.0, 4, 0.1, 2), float)
     rep = pbm.privacy_report(16, 0.15, 4, 16, uses=10, delta=1e-5)
-    from sqm.accounting import epsilon
+    from sqm.mechanism.accounting import epsilon
     assert rep.epsilon_feature == pytest.approx(epsilon(pbm.PBM_ORDERS, pbm.pbm_rdp(pbm.PBM_ORDERS, 16, 0.15, 4, 16, 10),
                                                         1e-5))
     with pytest.raises(ValueError, match="level"):

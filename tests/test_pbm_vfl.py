@@ -9,11 +9,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from apps.pbm_vfl import PBMVFLClassifier, VFLConfig, load_split, train_vfl  # noqa: E402
-from apps.pbm_vfl.privacy import ldp_epsilon, ldp_sigma, noise_sigma, pbm_privacy, privacy_reports  # noqa: E402
-from apps.pbm_vfl.training import model_bits  # noqa: E402
-from mpc.launch import MPCError  # noqa: E402
-from sqm import pbm  # noqa: E402
+from sqm.methods.pbm_vfl import PBMVFLClassifier, VFLConfig, load_split, train_vfl  # noqa: E402
+from sqm.methods.pbm_vfl.privacy import ldp_epsilon, ldp_sigma, noise_sigma, pbm_privacy, privacy_reports  # noqa: E402
+from sqm.methods.pbm_vfl.training import model_bits  # noqa: E402
+from sqm.runtime.launch import MPCError  # noqa: E402
+from sqm.mechanism import pbm  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -81,9 +81,9 @@ def test_equal_epsilon_ldp_baseline_matches_pbm_and_the_paper_setting_does_not()
     assert rep["ldp"].epsilon_server == pytest.approx(36.55, rel=1e-3) and rep["ldp"].sigma == paper
     assert rep["pbm"].epsilon_server == eps_pbm and rep["pbm"].delta == rep["ldp"].delta == 1e-5
     assert all(isinstance(r.as_dict(), dict) for r in rep.values())
-    # as accounting events (sqm.events, for the ledger): PBM's compose to its epsilon (other RDP orders: within
+    # as accounting events (sqm.mechanism.events, for the ledger): PBM's compose to its epsilon (other RDP orders: within
     # 1%); the Gaussian's RDP conversion is looser than the exact epsilon, never tighter
-    from sqm.events import compose
+    from sqm.mechanism.events import compose
     assert compose(rep["pbm"].events, 1e-5) == pytest.approx(eps_pbm, rel=0.01)
     assert 1 <= compose(rep["ldp"].events, 1e-5) / rep["ldp"].epsilon_server <= 1.1
 
@@ -115,8 +115,8 @@ def test_parties_disagreeing_on_the_batch_are_refused(digits):
         train_vfl(btr, bte, ytr, yte, cfg, "plain", seed=0, batch_seeds=seeds)
     assert e.value.exit_code != 0
     # parties built with different public configurations are refused before anything else
-    from apps.pbm_vfl import PBMVFLProgram
-    from apps.pbm_vfl.training import run_programs
+    from sqm.methods.pbm_vfl import PBMVFLProgram
+    from sqm.methods.pbm_vfl.training import run_programs
 
     progs = [PBMVFLProgram(cfg, 4, 50, 20, None, 0, y_train=ytr, y_test=yte)]
     progs += [PBMVFLProgram(replace(cfg, b=8) if j == 2 else cfg, 4, 50, 20, None, 0, X_train=btr[j], X_test=bte[j])
@@ -180,10 +180,10 @@ def test_estimator_passes_scikit_learn_checks():
 
 def test_bench_seeds_reproduces_the_cli_run(tmp_path):
     """sqm bench pbm-vfl-seeds' seed k is `sqm pbm-vfl --backend plain --seed k`'s PBM-VFL run (the same
-    per-method seed), so the README's multi-seed figures are the CLI's."""
+    per-method seed), so the benchmark page's multi-seed figures are the CLI's."""
     import json
 
-    from apps.cli import main
+    from sqm.cli.command import main
     from bench.pbm_vfl_seeds import run
 
     out = tmp_path / "cli.json"

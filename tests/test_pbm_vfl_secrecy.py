@@ -9,15 +9,15 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import apps.pbm_vfl.trainer as trainer_module  # noqa: E402
-import mpc.masked_sum as ms  # noqa: E402
-from apps.pbm_vfl import PBMVFLProgram, VFLConfig, load_split, train_vfl  # noqa: E402
-from apps.pbm_vfl.party import ClientParty, public_batch_seed  # noqa: E402
-from mpc.masked_sum import MaskedSum, mask_bits, mask_key, mask_keypair  # noqa: E402
-from mpc.protocol import ProtocolError  # noqa: E402
-from mpc.randomness import is_secure  # noqa: E402
-from mpc.sum_exchange import SumExchange  # noqa: E402
-from sqm.rng import spawn_seeds  # noqa: E402
+import sqm.methods.pbm_vfl.trainer as trainer_module  # noqa: E402
+import sqm.runtime.masked_sum as ms  # noqa: E402
+from sqm.methods.pbm_vfl import PBMVFLProgram, VFLConfig, load_split, train_vfl  # noqa: E402
+from sqm.methods.pbm_vfl.party import ClientParty, public_batch_seed  # noqa: E402
+from sqm.runtime.masked_sum import MaskedSum, mask_bits, mask_key, mask_keypair  # noqa: E402
+from sqm.runtime.protocol import ProtocolError  # noqa: E402
+from sqm.runtime.randomness import is_secure  # noqa: E402
+from sqm.runtime.sum_exchange import SumExchange  # noqa: E402
+from sqm.mechanism.rng import spawn_seeds  # noqa: E402
 
 # chi-square tolerance for masked values drawn from fresh OS-entropy keys (no seed can fix them): a correct
 # implementation fails with probability 1e-6; plaintext PBM sums give p-values below 1e-100 (checked below)
@@ -219,8 +219,8 @@ def test_parties_draw_secrets_from_their_own_cryptographic_streams(tiny):
     """Each epoch's noise stream and each step's torch seed are AES-CTR / SeedSequence functions of the party's
     own seed and the epoch (so a resumed run draws what an uninterrupted one would), differ between epochs and
     parties, and are fresh without a seed; the default models are initialised from the party's own seed."""
-    from apps.pbm_vfl.modules import default_client_model
-    from apps.pbm_vfl.party import party_stream, torch_step_seed
+    from sqm.methods.pbm_vfl.modules import default_client_model
+    from sqm.methods.pbm_vfl.party import party_stream, torch_step_seed
 
     btr, bte, ytr, yte, nc = tiny
     cfg = VFLConfig(epochs=1, n_classes=nc)
@@ -252,7 +252,7 @@ def test_parties_draw_secrets_from_their_own_cryptographic_streams(tiny):
 
 
 def test_cli_records_secure_mode(tmp_path, capsys):
-    from apps.cli import parse
+    from sqm.cli.command import parse
 
     assert parse(["pbm-vfl"]).backend == "mpyc"  # the default runner, as in every command
     for extra, secure in ((["--seed", "1"], False), ([], True)):
@@ -272,10 +272,10 @@ def test_cli_records_secure_mode(tmp_path, capsys):
         text = capsys.readouterr().out
         assert ("EXPERIMENT" in text) is (not secure)
     # the table and the JSON report the paper's LDP and the equal-epsilon one, with their epsilons
-    methods = obj["details"]["methods"]  # apps.output: privacy holds the reports in the methods' order
+    methods = obj["details"]["methods"]  # sqm.cli.output: privacy holds the reports in the methods' order
     assert list(methods) == ["pbm", "npq", "ldp", "ldp_eq"] and len(obj["privacy"]) == len(obj["results"]) == 4
     p = dict(zip(methods, obj["privacy"]))
     assert p["ldp_eq"]["epsilon_server"] == pytest.approx(p["pbm"]["epsilon_server"])
     assert p["ldp"]["epsilon_server"] < p["pbm"]["epsilon_server"] and p["ldp"]["sigma"] > p["ldp_eq"]["sigma"]
-    assert p["npq"]["epsilon_server"] == "inf"  # strict JSON (sqm.report.write_json)
+    assert p["npq"]["epsilon_server"] == "inf"  # strict JSON (sqm.mechanism.report.write_json)
     assert "LDP (paper)" in text and "LDP (equal eps)" in text

@@ -1,4 +1,4 @@
-"""PBM-VFL as a torch library (apps.pbm_vfl.trainer): a user's own modules through real MPyC processes, save /
+"""PBM-VFL as a torch library (sqm.methods.pbm_vfl.trainer): a user's own modules through real MPyC processes, save /
 stop / resume against an uninterrupted run, the client's release as an autograd Function, bad input named."""
 import os
 import subprocess
@@ -11,17 +11,17 @@ import pytest
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
-from apps.pbm_vfl import PBMVFL, Client, Server, load_split  # noqa: E402
-from apps.pbm_vfl.encoding import PBMRelease, release  # noqa: E402
-from mpc.launch import MPCError  # noqa: E402
-from sqm import pbm  # noqa: E402
+from sqm.methods.pbm_vfl import PBMVFL, Client, Server, load_split  # noqa: E402
+from sqm.methods.pbm_vfl.encoding import PBMRelease, release  # noqa: E402
+from sqm.runtime.launch import MPCError  # noqa: E402
+from sqm.mechanism import pbm  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "examples" / "pbm_vfl_torch.py"
 
 
 def test_user_script_trains_a_cnn_and_an_mlp_through_real_processes(tmp_path):
-    """The README's script (under 40 lines): three quadrant CNNs, one MLP with dropout and a fusion MLP, through
+    """The PBM-VFL guide's script (docs/how-to/pbm-vfl.md includes the file) (under 40 lines): three quadrant CNNs, one MLP with dropout and a fusion MLP, through
     five real MPyC party processes for 3 epochs; every party's trained module and optimizer come back."""
     assert len(SCRIPT.read_text().splitlines()) < 40
     ckpt = tmp_path / "ckpt.pt"
@@ -105,7 +105,7 @@ def test_save_stop_resume_equals_an_uninterrupted_run(tmp_path, same_state):
 
 
 def test_release_is_an_autograd_function_with_the_mechanisms_coins():
-    """Forward: the integers are sqm.pbm.encode's for the same stream (one sampler for numpy and torch), h their
+    """Forward: the integers are sqm.mechanism.pbm.encode's for the same stream (one sampler for numpy and torch), h their
     decoded contribution; backward: the gradient passes where |x| <= C and is zero where x was clipped.  Over many
     draws h is unbiased for clip(x) (fixed seed, 4 standard errors)."""
     x = torch.tensor([[0.5, -2.0, 0.9999, 1.5, -0.25]], requires_grad=True)

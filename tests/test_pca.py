@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from sklearn.decomposition import TruncatedSVD
 
-from apps.datasets import load_dataset, scale_rows
-from apps.pca import (SQMPCA, central_dp_pca, check_components, local_dp_pca, nonprivate_pca, optimal_utility,
+from sqm.data.datasets import load_dataset, scale_rows
+from sqm.methods.pca import (SQMPCA, central_dp_pca, check_components, local_dp_pca, nonprivate_pca, optimal_utility,
                       pca_utility, symmetric_gaussian, top_eigen, utility_ratio)
-from sqm.accounting import calibrate_mu
-from sqm.calibration import gaussian_sigma
-from sqm.vertical import VerticalData
+from sqm.mechanism.accounting import calibrate_mu
+from sqm.mechanism.calibration import gaussian_sigma
+from sqm.mechanism.vertical import VerticalData
 
 
 def spectrum_data(m=300, n=8, seed=0, top=0.5):
@@ -56,9 +56,9 @@ def test_utility_ratio_at_most_one_and_ordering():
 
 
 def test_baselines_use_the_one_calibration_policy():
-    """Central and local DP baselines: sigma from sqm.calibration.gaussian_sigma (the exact single-release
+    """Central and local DP baselines: sigma from sqm.mechanism.calibration.gaussian_sigma (the exact single-release
     optimum), so a hair less noise would miss (epsilon, delta); PCA's own RDP calibration is gone."""
-    from sqm.calibration import gaussian_delta
+    from sqm.mechanism.calibration import gaussian_delta
 
     X = spectrum_data(40, 6, seed=4)
     for eps, delta, c in [(0.5, 1e-5, 1.0), (1.0, 1e-5, 0.7), (8.0, 1e-6, 2.0)]:
@@ -129,13 +129,13 @@ def test_bad_input():
 def test_cli_plain_json(tmp_path):
     import json
 
-    from apps.cli import main
+    from sqm.cli.command import main
 
     out = tmp_path / "pca.json"
     assert main(["pca", "--dataset", "iris", "--parties", "2", "--components", "2", "--backend", "plain",
                  "--runs", "2", "--seed", "1", "--quiet", "--json", str(out)]) == 0
     r = json.loads(out.read_text())
-    rows = r["results"]  # SQM, central, local, non-private (apps.output)
+    rows = r["results"]  # SQM, central, local, non-private (sqm.cli.output)
     assert len(rows) == 4 and all(0 < m["utility_ratio"] <= 1 + 1e-12 and m["utility"] > 0 for m in rows)
     assert rows[3]["utility_ratio"] == 1.0
     sqm = r["privacy"][0]
@@ -163,7 +163,7 @@ def test_bench_sweep_and_target_check():
 
 def test_local_comparison_records_secure_mode():
     """A seeded local run is a labelled experiment (secure_mode false); unseeded runs draw from OS entropy."""
-    from apps.pca import compare
+    from sqm.methods.pca import compare
 
     X = spectrum_data(40, 6, seed=5)
     seeded = compare(X, 2, 2, 1.0, 1e-5, 1024.0, backend="plain", seed=1, progress=False)
@@ -208,7 +208,7 @@ def test_sklearn_check_estimator(monkeypatch):
 
     from sklearn.utils.estimator_checks import check_estimator
 
-    from sqm import accounting
+    from sqm.mechanism import accounting
 
     monkeypatch.setattr(accounting, "calibrate_mu", functools.lru_cache(maxsize=None)(accounting.calibrate_mu))
 
@@ -219,8 +219,8 @@ def test_sklearn_check_estimator(monkeypatch):
 
 
 def test_one_dataset_loader():
-    """apps.datasets.load_dataset is the one loader: one Dataset type for every set."""
-    from apps.datasets import Dataset
+    """sqm.data.datasets.load_dataset is the one loader: one Dataset type for every set."""
+    from sqm.data.datasets import Dataset
 
     d = load_dataset("breast_cancer")
     assert isinstance(d, Dataset) and d.X.shape == (569, 30) and d.X.dtype == np.float64

@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from sqm.compensation import compensate
-from sqm.polynomial import Polynomial, covariance, logreg_gradient
-from sqm.quantize import stochastic_round
+from sqm.mechanism.compensation import compensate
+from sqm.mechanism.polynomial import Polynomial, covariance, logreg_gradient
+from sqm.mechanism.quantize import stochastic_round
 
 
 def rand_poly():

@@ -1,12 +1,12 @@
-"""The ECDH private set intersection (mpc.psi): the group operations, and the n-client protocol against
+"""The ECDH private set intersection (sqm.runtime.psi): the group operations, and the n-client protocol against
 Python's own set intersection, in process, for 2 to 4 clients with lists of several chunks."""
 import gmpy2
 import numpy as np
 import pytest
 
-from mpc.inprocess import run_in_process
-from mpc.party import PartyProgram
-from mpc.psi import _A, _P, blind, common_values, hash_ids, n_steps, schedule
+from sqm.runtime.inprocess import run_in_process
+from sqm.runtime.party import PartyProgram
+from sqm.runtime.psi import _A, _P, blind, common_values, hash_ids, n_steps, schedule
 
 
 def _on_curve(u: bytes) -> bool:
@@ -69,7 +69,7 @@ class PSIProgram(PartyProgram):
         self.ids, self.sizes, self.chunk, self.seed = ids, sizes, chunk, seed
 
     async def run(self, ctx):
-        from mpc.psi import hash_ids, intersect
+        from sqm.runtime.psi import hash_ids, intersect
 
         if ctx.is_server:
             return {"m": await intersect(ctx, self.sizes, chunk=self.chunk)}
@@ -113,7 +113,7 @@ def test_disjoint_sets_and_one_chunk_lists():
 def test_bench_psi_through_real_processes_writes_its_figures(tmp_path):
     import json
 
-    from apps.cli import main
+    from sqm.cli.command import main
 
     out = tmp_path / "psi.json"
     assert main(["bench", "psi", "--ids", "400", "--clients", "2", "--overlap", "0.5", "--json", str(out), "-q"]) == 0
@@ -125,11 +125,11 @@ def test_bench_psi_through_real_processes_writes_its_figures(tmp_path):
 
 
 def test_hashing_many_ids_gives_the_event_loop_a_turn_between_batches():
-    """The heartbeat task (mpc.liveness) must run while a client hashes 10^6 ids (11 s): the hashing yields
+    """The heartbeat task (sqm.runtime.liveness) must run while a client hashes 10^6 ids (11 s): the hashing yields
     between batches, and the result equals hash_ids's."""
     import asyncio
 
-    from mpc.psi import hash_ids_yielding
+    from sqm.runtime.psi import hash_ids_yielding
 
     ids = [str(i) for i in range(1000)]
     turns = []

@@ -19,12 +19,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from apps.jobfile import JobTask, job_programs, load_job
-from mpc import wire
-from mpc.launch import run_parties
-from mpc.party import PartyProgram
-from mpc.psi import blind, hash_ids
-from sqm.rng import party_key_bytes
+from sqm.framework.jobfile import JobTask, job_programs, load_job
+from sqm.runtime import wire
+from sqm.runtime.launch import run_parties
+from sqm.runtime.party import PartyProgram
+from sqm.runtime.psi import blind, hash_ids
+from sqm.mechanism.rng import party_key_bytes
 
 from test_alignment import universe, write_parties
 

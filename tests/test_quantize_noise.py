@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from sqm.quantize import stochastic_round
-from sqm.skellam import skellam, skellam_share, skellam_tail_bound
+from sqm.mechanism.quantize import stochastic_round
+from sqm.mechanism.skellam import skellam, skellam_share, skellam_tail_bound
 
 
 def test_stochastic_round_unbiased_and_bounded():
@@ -62,7 +62,7 @@ def test_poisson_offset_matches_the_poisson_pmf(lam):
     # the large-mean sampler, run where the exact pmf is easy to tabulate: chi-square at a fixed seed
     from scipy import stats
 
-    from sqm.skellam import poisson_offset
+    from sqm.mechanism.skellam import poisson_offset
 
     x = poisson_offset(lam, 200_000, np.random.default_rng(1)) + int(np.floor(lam))
     ks = np.arange(0, int(lam + 8 * np.sqrt(lam)))

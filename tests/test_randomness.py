@@ -9,18 +9,18 @@ import pytest
 from randomgen import AESCounter
 from scipy.stats import chisquare
 
-from mpc import randomness, shamir
-from mpc.field import prime_below
-from mpc.randomness import derive_seed, is_secure, secure_generator
-from sqm.client import QuantizingClient
-from sqm.compensation import compensate
-from sqm.mechanism import SQM
-from sqm.pbm import encode
-from sqm.polynomial import covariance, logreg_gradient
-from sqm.quantize import stochastic_round
-from sqm.rng import make_rng, spawn_seeds
-from sqm.skellam import skellam
-from sqm.vertical import VerticalData, party_norm_bounds
+from sqm.runtime import randomness, shamir
+from sqm.runtime.field import prime_below
+from sqm.runtime.randomness import derive_seed, is_secure, secure_generator
+from sqm.mechanism.client import QuantizingClient
+from sqm.mechanism.compensation import compensate
+from sqm.mechanism.release import SQM
+from sqm.mechanism.pbm import encode
+from sqm.mechanism.polynomial import covariance, logreg_gradient
+from sqm.mechanism.quantize import stochastic_round
+from sqm.mechanism.rng import make_rng, spawn_seeds
+from sqm.mechanism.skellam import skellam
+from sqm.mechanism.vertical import VerticalData, party_norm_bounds
 
 ROOT = Path(__file__).resolve().parent.parent
 ALPHA = 1e-4  # chi-square tests reject below this p-value (seeded: each test is deterministic)
@@ -73,11 +73,13 @@ def test_secret_draws_use_the_aes_ctr_stream():
     assert not (np.array_equal(xq, xp) and np.array_equal(z, zp))
 
 
-def test_no_statistical_generator_for_secrets_in_sqm_and_mpc():
-    """numpy's PCG64 (default_rng) appears in sqm/ and mpc/ only on the benchmark-only insecure paths."""
-    allowed = {("sqm/rng.py", "if insecure_pcg64"), ("mpc/party.py", "share_rng = np.random.default_rng()")}
+def test_no_statistical_generator_for_secrets_in_the_mechanism_and_the_runtime():
+    """numpy's PCG64 (default_rng) appears in sqm/ and sqm/runtime/ only on the benchmark-only insecure paths."""
+    allowed = {("sqm/mechanism/rng.py", "if insecure_pcg64"), ("sqm/runtime/party.py", "share_rng = np.random.default_rng()")}
     found = []
-    for path in sorted((ROOT / "sqm").glob("*.py")) + sorted((ROOT / "mpc").glob("*.py")):
+    paths = sorted((ROOT / "sqm" / "mechanism").glob("*.py")) + sorted((ROOT / "sqm" / "runtime").glob("*.py"))
+    assert len(paths) > 40  # the two rooms are read
+    for path in paths:
         for line in path.read_text().splitlines():
             if re.search(r"default_rng\(|RandomState\(|PCG64\(|Philox\(|\bimport random\b", line):
                 rel = str(path.relative_to(ROOT))
@@ -209,8 +211,8 @@ def test_seeded_mechanism_reproduces_and_each_party_uses_its_derived_seed():
 # ----- the benchmark-only PCG64 path (sqm bench bgw-cost --compare-rng) ------------------------------
 def test_bench_compare_rng_runs_both_generators_through_real_parties():
     from bench.bgw_cost import PCG64Backend, print_table, run
-    from mpc.backend import PlainBackend
-    from mpc.mpyc_backend import MPyCBackend
+    from sqm.runtime.backend import PlainBackend
+    from sqm.runtime.mpyc_backend import MPyCBackend
 
     with pytest.raises(ValueError, match="benchmark only"):
         MPyCBackend(insecure_share_rng="mt19937")

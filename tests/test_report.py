@@ -1,12 +1,12 @@
-"""sqm.report: the one privacy-report type and the one table / JSON helper."""
+"""sqm.mechanism.report: the one privacy-report type and the one table / JSON helper."""
 import json
 import math
 
 import numpy as np
 import pytest
 
-from sqm import events as ev
-from sqm.report import PrivacyReport, jsonable, render_table, to_json
+from sqm.mechanism import events as ev
+from sqm.mechanism.report import PrivacyReport, jsonable, render_table, to_json
 
 
 def test_report_as_dict_is_strict_json_with_events():

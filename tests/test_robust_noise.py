@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sqm import accounting
-from sqm.mechanism import SQM, robust_noise_cost
-from sqm.polynomial import covariance
-from sqm.vertical import VerticalData
+from sqm.mechanism import accounting
+from sqm.mechanism.release import SQM, robust_noise_cost
+from sqm.mechanism.polynomial import covariance
+from sqm.mechanism.vertical import VerticalData
 
 
 def test_shares_and_reports():
@@ -34,7 +34,7 @@ def test_with_k_clients_withholding_the_noise_is_still_the_calibrated_one(monkey
     """3 clients, k = 1, mu fixed: client 1 withholds its noise (its share replaced by zeros).  Over 400
     releases of the 3 x 3 Gram (9 entries each, 3,600 draws), the noise's variance is 2 mu within 10%; without
     robust noise the same withholding leaves 2/3 of it (also checked), so the reported epsilon would be false."""
-    from sqm import client
+    from sqm.mechanism import client
 
     orig = client.QuantizedRows.addend
 

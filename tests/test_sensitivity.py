@@ -3,10 +3,10 @@ import math
 import numpy as np
 import pytest
 
-from sqm.compensation import compensate
-from sqm.polynomial import Polynomial, covariance, logreg_gradient
-from sqm.quantize import stochastic_round
-from sqm.sensitivity import (covariance_l2_paper, covariance_sensitivity, general_sensitivity,
+from sqm.mechanism.compensation import compensate
+from sqm.mechanism.polynomial import Polynomial, covariance, logreg_gradient
+from sqm.mechanism.quantize import stochastic_round
+from sqm.mechanism.sensitivity import (covariance_l2_paper, covariance_sensitivity, general_sensitivity,
                              l1_from_l2, logreg_l2_paper, logreg_sensitivity)
 
 
@@ -99,7 +99,7 @@ def test_general_bound_holds_numerically():
 def test_sqrt_up_and_float_up_bound_from_above_and_are_exact_where_they_can_be():
     from fractions import Fraction
 
-    from sqm.sensitivity import SQRT_BITS, float_up, sqrt_up
+    from sqm.mechanism.sensitivity import SQRT_BITS, float_up, sqrt_up
 
     assert sqrt_up(9) == 3 and sqrt_up(Fraction(9, 4)) == Fraction(3, 2) and sqrt_up(0) == 0
     for q in [2, 3, Fraction(1, 3), 18, 10 ** 30 + 7, 0.1, 12547.5]:
@@ -158,7 +158,7 @@ def test_every_bound_is_at_or_above_its_value_in_50_digit_arithmetic(seed):
 
 def test_the_linreg_gram_bound_of_issue_24_is_the_exact_integer():
     """Issue 24's example: a gram bound of exactly 12548 came out as 12547.999999999998 (a square root squared)."""
-    from apps.linreg import SQMLinearRegression
+    from sqm.methods.linreg import SQMLinearRegression
 
     mech = SQMLinearRegression(gamma=64.0).mechanism([5, 1])
     assert mech.polynomial.sensitivity(64.0, mech.bounds_for([5, 1]), mech.preprocess).l2 == 12548.0

@@ -22,14 +22,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from mpc import wire
-from mpc.backend import FixedClient, Job
-from mpc.field import from_signed, prime_for_bound
-from mpc.inprocess import run_in_process
-from mpc.launch import MPCError, run_parties
+from sqm.runtime import wire
+from sqm.runtime.backend import FixedClient, Job
+from sqm.runtime.field import from_signed, prime_for_bound
+from sqm.runtime.inprocess import run_in_process
+from sqm.runtime.launch import MPCError, run_parties
 
-from mpc.party import EvaluateJob, PartyProgram
-from mpc.program import SumProgram
+from sqm.runtime.party import EvaluateJob, PartyProgram
+from sqm.runtime.program import SumProgram
 
 ALPHA = 1e-4  # chi-square false-alarm probability per test
 BINS = 32
@@ -236,10 +236,10 @@ def test_server_holds_nothing_that_determines_a_clients_randomness(monkeypatch):
     server holds its program file and the messages above; its program is byte-identical across two runs
     whose clients drew different noise, so no function of it yields their noise.  With a seed (a local
     experiment) the server's program still holds no seed: each client holds only its own derived seed."""
-    import mpc.launch as mb
-    from sqm.mechanism import SQM
-    from sqm.polynomial import covariance
-    from sqm.vertical import VerticalData
+    import sqm.runtime.launch as mb
+    from sqm.mechanism.release import SQM
+    from sqm.mechanism.polynomial import covariance
+    from sqm.mechanism.vertical import VerticalData
 
     held = []
     real = mb.run_parties

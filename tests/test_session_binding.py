@@ -5,9 +5,9 @@ import socket
 
 from test_tls import Parties
 
-from mpc.exitcodes import EXIT_REFUSED, EXIT_TIMEOUT
-from mpc.launch import new_job_id
-from mpc.session import differences, job_description
+from sqm.runtime.exitcodes import EXIT_REFUSED, EXIT_TIMEOUT
+from sqm.runtime.launch import new_job_id
+from sqm.runtime.session import differences, job_description
 
 
 def test_differences_name_the_party_and_the_field():
@@ -97,8 +97,8 @@ def test_job_files_carry_a_fresh_job_id(tmp_path):
 
     import pytest
 
-    from apps.jobfile import load_job, run_one, write_job
-    from apps.pca import PCAJobTask
+    from sqm.framework.jobfile import load_job, run_one, write_job
+    from sqm.methods.pca import PCAJobTask
 
     for f in ("a.csv", "b.csv"):
         (tmp_path / f).write_text("id,x\n1,0.5\n")

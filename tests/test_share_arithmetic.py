@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from mpc import modarith, shamir
-from mpc.field import FieldTooSmall, from_signed, prime_below, prime_for_bound, to_signed
+from sqm.runtime import modarith, shamir
+from sqm.runtime.field import FieldTooSmall, from_signed, prime_below, prime_for_bound, to_signed
 
 PRIMES = [prime_below(k) for k in (8, 31, 40, 53, 61, 62)]
 

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from bench.faults import Deviate
-from mpc.launch import MPCError, run_parties
-from mpc.shamir import consistent
-from sqm.mechanism import SQM
-from sqm.polynomial import covariance
-from sqm.vertical import VerticalData
+from sqm.runtime.launch import MPCError, run_parties
+from sqm.runtime.shamir import consistent
+from sqm.mechanism.release import SQM
+from sqm.mechanism.polynomial import covariance
+from sqm.mechanism.vertical import VerticalData
 
 
 def _data():
@@ -66,10 +66,10 @@ def test_a_party_deviating_in_the_opening_is_detected_by_the_server():
 
 
 def _gradient_release(verify: bool):
-    """One release of SQM-LR's per-batch kernel (mpc.gradient_kernel.secure_gradient: the server's weights as secret
+    """One release of SQM-LR's per-batch kernel (sqm.runtime.gradient_kernel.secure_gradient: the server's weights as secret
     coefficients) over 3 clients, the last holding the label."""
-    from sqm.gradient import LRGradient
-    from sqm.vertical import ColumnBounds
+    from sqm.mechanism.gradient import LRGradient
+    from sqm.mechanism.vertical import ColumnBounds
 
     rng = np.random.default_rng(4)
     data = VerticalData([rng.normal(size=(30, 2)) * 0.2, rng.normal(size=(30, 2)) * 0.2,
@@ -93,7 +93,7 @@ def test_the_sgd_kernel_checks_sharings_too():
 
 
 def test_sqm_lr_sgd_takes_the_check_into_every_round():
-    from apps.logreg import SQMLogisticRegression
+    from sqm.methods.logreg import SQMLogisticRegression
 
     est = SQMLogisticRegression(solver="sgd", verify_sharing=True, epsilon=1.0)
     plan, _ = est.plan(200, (2, 2, 1), 2)

@@ -10,7 +10,7 @@ import ssl
 from test_tls import Parties, _keys
 
 from bench.faults import send_stray
-from mpc.launch import new_job_id
+from sqm.runtime.launch import new_job_id
 
 
 def test_stray_packets_on_plain_tcp_are_dropped_and_the_job_completes(tmp_path):

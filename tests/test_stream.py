@@ -6,17 +6,17 @@ import functools
 import numpy as np
 import pytest
 
-from mpc.backend import FixedClient, Job, PlainBackend
-from mpc.inprocess import run_in_process
-from mpc.launch import MPCError
-from mpc.party import EvaluateJob
-from mpc.program import SumProgram
-from mpc.stream import ArrayInput, ChunkedInput, chunk_rows, rechunk
-from sqm.client import QuantizedRows, client_input
-from sqm.mechanism import SQM
-from sqm.polynomial import covariance
-from sqm.rng import make_rng
-from sqm.vertical import VerticalData
+from sqm.runtime.backend import FixedClient, Job, PlainBackend
+from sqm.runtime.inprocess import run_in_process
+from sqm.runtime.launch import MPCError
+from sqm.runtime.party import EvaluateJob
+from sqm.runtime.program import SumProgram
+from sqm.runtime.stream import ArrayInput, ChunkedInput, chunk_rows, rechunk
+from sqm.mechanism.client import QuantizedRows, client_input
+from sqm.mechanism.release import SQM
+from sqm.mechanism.polynomial import covariance
+from sqm.mechanism.rng import make_rng
+from sqm.mechanism.vertical import VerticalData
 
 
 def _blocks(m=53, widths=(2, 3), seed=0, bound=9):
@@ -82,9 +82,9 @@ def test_general_program_and_padding_in_chunks():
 def test_quantized_rows_are_the_whole_blocks_integers():
     """A client's chunked rounding and noise equal those made on the whole block by hand (clip_rows, then
     stochastic_round, then skellam from one generator), for any chunk size, and client_input's."""
-    from sqm.quantize import stochastic_round
-    from sqm.skellam import skellam
-    from sqm.vertical import clip_rows
+    from sqm.mechanism.quantize import stochastic_round
+    from sqm.mechanism.skellam import skellam
+    from sqm.mechanism.vertical import clip_rows
 
     X = np.random.default_rng(0).normal(size=(101, 4)) / 3
     rng = make_rng(7)
@@ -112,7 +112,7 @@ def _sqm(chunk, backend="plain"):
 def test_sqm_covariance_same_integers_for_any_chunk_size(monkeypatch):
     """SQM's noisy X^T X with the same seeds: the same integers in chunks of 16 records as in one chunk, through
     real MPyC processes and through the BGW protocol in process, and equal to the ideal simulation."""
-    from mpc import inprocess
+    from sqm.runtime import inprocess
 
     ideal = _sqm(None).raw
     real = _sqm(16, "mpyc").raw

@@ -3,11 +3,11 @@ job results as reading the file whole, and a file that changes during the job is
 import numpy as np
 import pytest
 
-from apps.jobfile import load_job, load_own_file, run_job, write_party_csvs
-from apps.pca.job import PCAJobTask
-from apps.table_stream import StreamedTable, scan_table
-from apps.tables import read_table
-from mpc.launch import MPCError
+from sqm.framework.jobfile import load_job, load_own_file, run_job, write_party_csvs
+from sqm.methods.pca.job import PCAJobTask
+from sqm.framework.table_stream import StreamedTable, scan_table
+from sqm.framework.tables import read_table
+from sqm.runtime.launch import MPCError
 
 TASK = dict(n_components=2, epsilon=1.0, delta=1e-5, gamma=1024.0, seed=5, insecure_reproducible=True)
 
@@ -106,7 +106,7 @@ def test_streamed_job_equals_whole_file_job(tmp_path, fmt, backend):
 def test_file_changed_during_the_job_is_refused(tmp_path, monkeypatch):
     """A file truncated after its checking pass: the client refuses its own input (exit 6) and nothing is
     released."""
-    import apps.table_stream as ts
+    import sqm.framework.table_stream as ts
 
     X = make_X(m=100)
     spec = load_job(write_party_csvs(X, tmp_path, 2, min_intersection=1))
@@ -133,8 +133,8 @@ def test_bench_scale_small_run(tmp_path):
 
     import jsonschema
 
-    from apps import output
-    from apps.cli import parse
+    from sqm.cli import output
+    from sqm.cli.command import parse
 
     out = tmp_path / "scale.json"
     args = parse(["bench", "scale", "--rows", "3000,6000", "--cols", "12", "--check-rows", "3000",
@@ -154,7 +154,7 @@ def test_cli_chunk_rows_changes_nothing_but_memory(tmp_path):
     a chunk of no record, or the option without --job, is refused before anything runs."""
     import json
 
-    from apps.cli import parse
+    from sqm.cli.command import parse
 
     job = write_party_csvs(make_X(m=120), tmp_path, 2, fmt="parquet", min_intersection=1)
     docs = []

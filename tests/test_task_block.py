@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from apps.cli import main
-from apps.jobfile import load_job, write_party_csvs
+from sqm.cli.command import main
+from sqm.framework.jobfile import load_job, write_party_csvs
 
 
 def _job(tmp_path, task, label=False):

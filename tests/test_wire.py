@@ -8,7 +8,7 @@ import struct
 import numpy as np
 import pytest
 
-from mpc import wire
+from sqm.runtime import wire
 
 
 class Exploit:

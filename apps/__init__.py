@@ -1,1 +1,0 @@
-"""Applications of SQM: PCA, logistic regression, PBM-VFL, HDP-VFL, datasets and the ``sqm`` command."""

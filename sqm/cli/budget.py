@@ -1,0 +1,130 @@
+"""``sqm budget``: the privacy-budget ledger (:mod:`sqm.mechanism.ledger`) on the command line.
+
+    sqm budget set DATASET --budget EPS,DELTA [--replace]   the dataset's total budget, set once
+    sqm budget show DATASET                                  its budget, what is spent and left, every release
+    sqm budget list                                          every dataset in the ledger
+
+Each takes ``--ledger PATH`` (default: the ledger in the sqm data folder, $SQM_DATA or ~/sqm_data).
+"""
+from __future__ import annotations
+
+import argparse
+
+LEDGER_HELP = ("the privacy-budget ledger (SQLite file); default: ledger.sqlite in the sqm data folder "
+               "($SQM_DATA, else ~/sqm_data)")
+
+
+def _ledger_parent() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--ledger", default=None, metavar="PATH", help=LEDGER_HELP)
+    return p
+
+
+def register(sub) -> None:
+    from sqm.cli import options
+
+    b = sub.add_parser("budget", help="the privacy-budget ledger: set, show and list datasets' budgets",
+                       description="The server's privacy-budget ledger: every release per dataset, composed in "
+                                   "Renyi DP; a job that would exceed its dataset's budget is refused before any "
+                                   "share is sent.")
+    bsub = b.add_subparsers(dest="budget_command", metavar="ACTION")
+    s = bsub.add_parser("set", parents=[_ledger_parent()], help="set a dataset's total budget (once)",
+                        description="Set a dataset's total (epsilon, delta) budget.  Setting the same budget "
+                                    "again does nothing; a different one needs --replace.")
+    s.add_argument("dataset", metavar="DATASET", help="the dataset id (a job file's \"dataset\")")
+    s.add_argument("--budget", type=options.budget, required=True, metavar="EPS,DELTA",
+                   help="the dataset's total epsilon and delta, e.g. 4,1e-5")
+    s.add_argument("--replace", action="store_true", help="change a budget the dataset already has")
+    s.set_defaults(func=run_set)
+    sh = bsub.add_parser("show", parents=[_ledger_parent()], help="a dataset's budget, spending and releases",
+                         description="Print a dataset's budget, the epsilon spent (every release composed in RDP, "
+                                     "at the budget's delta) and left, and its releases.")
+    sh.add_argument("dataset", metavar="DATASET", help="the dataset id")
+    sh.add_argument("--json", default=None, metavar="FILE", help="also write the ledger's rows to this JSON file")
+    sh.set_defaults(func=run_show)
+    ls = bsub.add_parser("list", parents=[_ledger_parent()], help="every dataset in the ledger",
+                         description="Every dataset with a budget or a release: budget, spent, left, releases.")
+    ls.add_argument("--json", default=None, metavar="FILE", help="also write the table to this JSON file")
+    ls.set_defaults(func=run_list)
+    b.set_defaults(func=lambda a: (b.print_help(), 0)[1])
+
+
+def run_set(args) -> int:
+    from sqm.mechanism.ledger import Ledger
+
+    led = Ledger(args.ledger)
+    bud = led.set_budget(args.dataset, *args.budget, replace=args.replace)
+    print(f"dataset {args.dataset!r}: budget epsilon {bud.epsilon:g}, delta {bud.delta:g} (ledger {led.path})")
+    return 0
+
+
+def _summary(led, dataset) -> dict:
+    from sqm.mechanism.ledger import NoBudget
+
+    row = {"dataset": dataset, "budget epsilon": None, "budget delta": None, "spent": None, "left": None,
+           "releases": len(led.releases(dataset))}
+    try:
+        st = led.status(dataset)
+    except NoBudget:
+        return row
+    row.update({"budget epsilon": st.budget.epsilon, "budget delta": st.budget.delta, "spent": st.spent,
+                "left": st.left})
+    return row
+
+
+def run_show(args) -> int:
+    from sqm.mechanism import events as ev
+    from sqm.mechanism.ledger import Ledger, spent_epsilon
+    from sqm.mechanism.report import render_table
+
+    led = Ledger(args.ledger)
+    summary = _summary(led, args.dataset)
+    rel = led.releases(args.dataset)
+    bud = led.budget(args.dataset)
+    if bud is None:
+        print(f"dataset {args.dataset!r}: no budget set (sqm budget set {args.dataset} --budget EPS,DELTA); "
+              f"{len(rel)} release(s) in {led.path}")
+    else:
+        print(f"dataset {args.dataset!r}: budget epsilon {bud.epsilon:g} at delta {bud.delta:g}; spent "
+              f"{summary['spent']:.4g}, left {summary['left']:.4g} over {len(rel)} release(s) (RDP composition "
+              f"of every entry, failed and unfinished ones included); ledger {led.path}")
+    rows, events, eta = [], [], 0.0
+    for r in rel:
+        events += r["events"]
+        eta += r["eta"]
+        rows.append({"id": r["id"], "time": r["time"], "statistic": r["statistic"], "job id": r["job_id"],
+                     "status": r["status"], "epsilon": r["epsilon"], "at delta": r["delta"],
+                     "eta": r["eta"] or None,
+                     "spent so far": spent_epsilon(events, bud, eta) if bud is not None else None})
+    if rows:
+        print(render_table(rows, ["id", "time", "statistic", "job id", "status", ("epsilon", "epsilon", ".4g"),
+                                  ("at delta", "at delta", ".3g"), ("eta", "eta", ".3g"),
+                                  ("spent so far", "spent so far", ".4g")]))
+    if args.json:
+        _write(args, rows, dataset=args.dataset, details={"summary": summary, "releases": [
+            {**r, "events": ev.events_to_json(r["events"])} for r in rel]})
+    return 0
+
+
+def run_list(args) -> int:
+    from sqm.mechanism.ledger import Ledger
+    from sqm.mechanism.report import render_table
+
+    led = Ledger(args.ledger)
+    rows = [_summary(led, d) for d in led.datasets()]
+    if not rows:
+        print(f"no datasets in the ledger {led.path}")
+    else:
+        print(render_table(rows, ["dataset", "budget epsilon", ("budget delta", "budget delta", ".3g"),
+                                  "spent", "left", "releases"]))
+    if args.json:
+        _write(args, rows)
+    return 0
+
+
+def _write(args, rows: list[dict], **extra) -> None:
+    """``--json``: the ledger's rows as the results of an :mod:`sqm.cli.output` document (mode "ledger")."""
+    from sqm.cli import output
+
+    output.write(args.json, output.document(output.command_name(args), "ledger", results=rows,
+                                            parameters=output.parameters(args), **extra))

@@ -1,0 +1,208 @@
+"""The ``sqm`` command.  Its exit codes are the table in :mod:`sqm.runtime.exitcodes` (2: bad usage, 3: refused,
+4: lost party, 5: timeout, 6: a party's own data unusable, 1: other error).
+
+Each application registers its own subcommand from its own module (a ``register(subparsers)`` function),
+and each benchmark under ``bench/`` is reached as ``sqm bench NAME`` (its module's ``add_arguments`` and
+``cli``), so adding one touches only its module and the two tables below.
+
+Building the parser imports every command's and benchmark's module, so those modules import only argparse-level
+code at their top: numpy, scikit-learn, SciPy, dp-accounting, torch and the runtime are imported inside the
+functions that run a command (``sqm --help`` answers without them; tests/test_fast_start.py checks it).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+log = logging.getLogger("sqm")
+
+# subcommand modules: each defines register(subparsers)
+COMMANDS = ["sqm.cli.demo", "sqm.cli.pca", "sqm.cli.linreg", "sqm.cli.logreg", "sqm.cli.pbm_vfl", "sqm.cli.hdp_vfl",
+            "sqm.cli.budget", "sqm.cli.data_cli"]
+
+# sqm bench NAME -> module defining add_arguments(parser) and cli(args) -> int
+BENCHMARKS = {
+    "bgw-cost": "bench.bgw_cost",
+    "pca-utility": "bench.pca_utility",
+    "lr-utility": "bench.lr_utility",
+    "lr-gamma": "bench.lr_gamma",
+    "lr-cost": "bench.lr_cost",
+    "lr-defaults": "bench.lr_defaults",
+    "pbm-vfl": "bench.pbm_vfl",
+    "pbm-vfl-device": "bench.pbm_vfl_device",
+    "pbm-vfl-seeds": "bench.pbm_vfl_seeds",
+    "hdp-vfl": "bench.hdp_vfl",
+    "faults": "bench.faults",
+    "bounds-check": "bench.bounds_check",
+    "lr-threshold": "bench.lr_threshold",
+    "latency": "bench.latency",
+    "scale": "bench.scale",
+    "psi": "bench.psi",
+    "start": "bench.start",
+}
+
+
+def _checkout_benchmarks() -> None:
+    """The benchmarks (the top-level ``bench`` package) are not installed into site-packages: they ship with a
+    source checkout.  An editable install (``pip install -e .``, the README's set-up) runs ``sqm`` from the
+    checkout, so its ``bench/`` beside ``sqm/`` is put on the path; an installed wheel has none, and ``sqm bench``
+    says where to get it."""
+    import os
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if os.path.isfile(os.path.join(root, "bench", "__init__.py")) and root not in sys.path:
+        sys.path.append(root)
+
+
+def _available(modules):
+    for name in modules:
+        try:
+            yield name, importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name != name:  # the module exists but one of its imports is missing: a real error
+                raise
+
+
+class _Version(argparse._VersionAction):
+    """argparse's ``--version`` action with the version looked up when asked for (:mod:`importlib.metadata`
+    costs tens of milliseconds that building the parser for any other command need not pay)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from sqm import __version__
+
+        self.version = f"sqm {__version__}"
+        super().__call__(parser, namespace, values, option_string)
+
+
+def _bench(args) -> int:
+    return int(args.bench_cli(args) or 0)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="sqm",
+        description="Private analytics and learning on vertically partitioned data with the Skellam "
+                    "Quantization Mechanism (SQM) over a BGW secret-sharing runtime (MPyC).")
+    p.add_argument("--version", action=_Version)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    for _, mod in _available(COMMANDS):
+        mod.register(sub)
+    _checkout_benchmarks()
+    b = sub.add_parser("bench", help="measured benchmarks (figures printed and written as JSON)",
+                       description="Benchmarks: each prints a table and writes JSON (--json) and plots (--plot). "
+                                   "They ship with a source checkout (git clone, then pip install -e .), not with "
+                                   "an installed wheel.")
+    bsub = b.add_subparsers(dest="bench", metavar="NAME")
+    for name, mod in _available(BENCHMARKS.values()):
+        key = next(k for k, v in BENCHMARKS.items() if v == name)
+        doc = (mod.__doc__ or key).strip().splitlines()[0]
+        bp = bsub.add_parser(key, help=doc, description=doc)
+        mod.add_arguments(bp)
+        bp.set_defaults(func=_bench, bench_cli=mod.cli)
+    b.set_defaults(func=lambda a: (b.print_help(), 0)[1])
+    _add_verbosity(p)
+    return p
+
+
+def _add_verbosity(parser: argparse.ArgumentParser, depth: int = 0) -> None:
+    """-v/-q on ``parser`` and on every subcommand below it (:func:`sqm.cli.options.add_verbosity`)."""
+    from sqm.cli.options import add_verbosity
+
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not any("--verbose" in a.option_strings for a in parser._actions):
+        add_verbosity(parser, f"_{depth}" if subs else "")
+    for a in subs:
+        for child in dict.fromkeys(a.choices.values()):  # aliases map to the same parser
+            _add_verbosity(child, depth + 1)
+
+
+def parse(argv=None, parser: argparse.ArgumentParser | None = None) -> argparse.Namespace:
+    """``sqm ARGV``'s options as its commands receive them: -v/-q totalled into ``args.verbose`` and
+    ``args.quiet`` and the logging level they choose in ``args.log_level`` (nothing configured yet).  Tests
+    call a command as ``parse([...]).func(args)``, so its errors raise instead of becoming exit codes."""
+    from sqm.cli.options import log_level
+
+    parser = parser or build_parser()
+    args = parser.parse_args(argv)
+    args.log_level = log_level(args)
+    args.argv = list(argv if argv is not None else sys.argv[1:])  # a job file's task block reads what was given
+    return args
+
+
+def given_options(parser: argparse.ArgumentParser, argv) -> set[str]:
+    """The destinations of the options ``argv`` gives (not those left at their defaults): what a job file's task
+    block is compared with (:func:`sqm.cli.job_cli.apply_task_block`, only for a job file with a block).  ``argv`` is
+    parsed again with every default suppressed (restored after)."""
+    saved: list = []
+
+    def suppress(p):
+        saved.append((p, None, dict(p._defaults)))
+        p._defaults.clear()
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for child in dict.fromkeys(a.choices.values()):
+                    suppress(child)
+            elif a.dest != "help":
+                saved.append((None, a, a.default))
+                a.default = argparse.SUPPRESS
+
+    try:
+        suppress(parser)
+        return set(vars(parser.parse_args(argv))) - {"command", "bench"}
+    finally:
+        for p, a, value in saved:
+            if p is not None:
+                p._defaults.update(value)
+            else:
+                a.default = value
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parse(argv, parser)
+    from sqm.runtime import logs
+
+    logs.configure(args.log_level)
+    from sqm.cli import progress
+
+    progress.install()
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 0
+    try:
+        return int(args.func(args) or 0)
+    except Exception as e:  # noqa: BLE001  (what is not ours is re-raised by error_exit)
+        return error_exit(e)
+
+
+def error_exit(e: BaseException) -> int:
+    """Log the error a command ended with and return its exit code (one table, :mod:`sqm.runtime.errors`); re-raise an
+    exception that is none of ours (a bug: its traceback is the report)."""
+    from sqm.runtime.errors import SQMError, UsageError
+    from sqm.runtime.exitcodes import EXIT_USAGE, NAMES
+    from sqm.runtime.launch import MPCError
+
+    from sqm.framework.extras import MissingExtra
+
+    if isinstance(e, MPCError):  # a party refused, had bad data, was lost or timed out: nothing was released
+        code = e.exit_code  # the job's root cause (sqm.runtime.exitcodes.job_exit_code of every party's code)
+        log.error(f"sqm: {e} [exit {code}: {NAMES.get(code, 'error')}]")
+        return code
+    if isinstance(e, (UsageError, MissingExtra)):  # bad options, parameters or job file, before anything is sent
+        log.error(f"sqm: error: {e}")
+        return EXIT_USAGE
+    if isinstance(e, SQMError):  # this process's own refusal, bad data, lost peer or timeout
+        code = e.exit_code
+        detail = f" ({e.detail})" if getattr(e, "detail", None) else ""
+        log.error(f"sqm: {e}{detail} [exit {code}: {NAMES.get(code, 'error')}]")
+        return code
+    if isinstance(e, ValueError):  # a parameter checked by a library's own ValueError (scikit-learn, numpy)
+        log.error(f"sqm: error: {e}")
+        return EXIT_USAGE
+    raise e
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,144 @@
+"""``sqm <app> --job``: the job-mode face of every application command (options in, tables and JSON out).
+
+The framework (:mod:`sqm.framework.jobfile`: job files, the party program, the runners) imports no command-line module;
+this one does: it reads a command's parsed options, makes the job file's task block the job
+(:func:`apply_task_block`), runs the parties of this machine and prints and writes what they release.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+from sqm.framework.alignment import check_min_intersection
+from sqm.framework.jobfile import JobSpec, clip_warning, load_job, run_job, seed_policy
+from sqm.cli.options import job_run_options
+
+log = logging.getLogger(__name__)
+
+
+def apply_task_block(spec: JobSpec, args) -> list[str]:
+    """Make the job file's ``task`` block the job: its statistic must be this command's, each of its parameters
+    one this command takes (``args.task_params``: option destinations), and an option given on the command line
+    (``args.argv``, as :func:`sqm.cli.command.parse` keeps it; re-parsed only here) may only repeat the file's value (a
+    difference is a :class:`sqm.runtime.errors.UsageError` before anything connects); the file's values then replace the
+    options'.  Returns the declared parameters as "name value"
+    (none without a block: the command line is the task, as before)."""
+    from sqm.runtime.errors import UsageError
+
+    block = spec.task
+    if block is None:
+        return []
+    where = f"job file {spec.path or '(unnamed)'}"
+    if block["statistic"] != args.command:
+        raise UsageError(f"{where} declares the task {block['statistic']!r}: run it with sqm {block['statistic']} "
+                         f"--job, not sqm {args.command} (one job file is one statistic)")
+    params = getattr(args, "task_params", {})
+    unknown = sorted(set(block) - {"statistic"} - set(params))
+    if unknown:
+        raise UsageError(f"{where}: the task block's {unknown} are not parameters of sqm {args.command} --job "
+                         f"(it takes {sorted(params)})")
+    from sqm.cli.command import build_parser, given_options
+
+    argv = getattr(args, "argv", None)
+    given = set() if argv is None else given_options(build_parser(), argv)
+    out = []
+    for key in sorted(set(block) - {"statistic"}):
+        value, convert = block[key], params[key]
+        if convert is not None and not isinstance(value, bool) and value is not None:
+            try:
+                value = convert(str(value))
+            except (TypeError, ValueError) as e:
+                raise UsageError(f"{where}: task parameter {key} = {block[key]!r}: {e}") from None
+        if key in given and getattr(args, key) != value:
+            flag = "--" + key.replace("_", "-")
+            raise UsageError(f"{flag} {getattr(args, key)!r} differs from the task in {where} ({key} = {value!r}): "
+                             f"every party runs the file's task; leave the option out or make it the same")
+        setattr(args, key, value)
+        out.append(f"{key} {value!r}")
+    return out
+
+
+def job_command(args, make_task, server_summary) -> int:
+    """``sqm <app> --job``: the one job-mode driver of every application command.
+
+    Checks the seed policy and the job file, builds the task (``make_task()``), runs the parties of this
+    machine (:func:`run_job` with :func:`sqm.cli.options.job_run_options`: processes, or ``--backend plain`` in
+    process; an :class:`sqm.runtime.launch.MPCError` makes ``sqm`` exit with the job's exit code), prints the server's
+    privacy report as a table, its ledger entry and ``server_summary(result)`` (the app's lines; returns its
+    JSON fields), and each client's own scalar results (its clipped rows...: known to that party only), and
+    writes ``--json`` (:mod:`sqm.cli.output`, mode "job"; ``server_summary``'s keys go under "released", but
+    for the optional top-level keys it names: "columns", "released", "warnings"...)."""
+    from sqm.mechanism.report import NEIGHBOURING_LINE, render_table
+
+    from sqm.cli import output
+
+    secure_mode = seed_policy(args.seed, args.insecure_reproducible)  # a seed without the opt-in: refused
+    spec = load_job(args.job)
+    if getattr(args, "drop_columns", None):
+        spec = dataclasses.replace(spec, drop_columns=tuple(args.drop_columns))
+    if getattr(args, "min_intersection", None) is not None:
+        spec = dataclasses.replace(spec, min_intersection=check_min_intersection(args.min_intersection))
+    declared = apply_task_block(spec, args)
+    if declared:
+        print(f"task (from the job file {spec.path}): sqm {args.command} " + ", ".join(declared))
+    task = make_task()
+    recs = run_job(spec, task, args.index, **job_run_options(args))
+    if not secure_mode:
+        print("secure_mode: false (--insecure-reproducible: every party's noise can be regenerated from the seed)")
+    simulation = getattr(args, "backend", "mpyc") == "plain"  # no bytes are measured in the simulation
+    out = {"clients": {}, "privacy": [], "results": [], "released": {}, "extra": {}, "timings": {},
+           "bytes": [None] * len(spec.parties)}
+    warnings = []  # this machine's clients' own clipping warnings
+    alignment = next((rec["result"].get("alignment") for rec in recs if rec is not None), None)
+    if alignment is not None:  # every party learns the same counts
+        held = ", ".join(f"{v:,}" for _, v in sorted(alignment["records"].items(), key=lambda kv: int(kv[0])))
+        print(f"record alignment (private set intersection): the clients hold {held} records; "
+              f"{alignment['intersection']:,} are at every client: the job ran on them")
+        out["extra"]["alignment"] = alignment
+    for i, rec in enumerate(recs):
+        if rec is None:
+            continue
+        res = rec["result"]
+        if i == 0:
+            rep = res["report"]
+            rep = rep.as_dict() if hasattr(rep, "as_dict") else dict(rep)
+            summary = dict(server_summary(res))
+            out["extra"] = {**out["extra"], **{k: summary.pop(k) for k in list(summary) if k in output.OPTIONAL}}
+            out["released"] = {**summary, **out["extra"].pop("released", {})}
+            print(render_table([{**rep, "seconds": rec.get("seconds"),
+                                 "bytes": None if simulation else rec.get("bytes_sent")}],
+                               ["epsilon_server", "epsilon_client", "delta", "gamma", "mu", "seconds", "bytes"]))
+            print(f"  {NEIGHBOURING_LINE}")
+            if res.get("ledger") is not None:
+                e = res["ledger"]
+                print(f"ledger {e['ledger']}: dataset {e['dataset']!r}, this release epsilon {e['epsilon']:.4g} at "
+                      f"delta {e['delta']:g}; spent {e['spent']:.4g}, left {e['left']:.4g}")
+            out["privacy"] = [rep]
+            out["results"] = [{"method": rep.get("method", "SQM"), "epsilon_server": rep["epsilon_server"],
+                               "epsilon_client": rep.get("epsilon_client"), "delta": rep["delta"],
+                               "records": res.get("n_records"), "seconds": rec.get("seconds"),
+                               "bytes": None if simulation else rec.get("bytes_sent")}]
+            out["extra"]["ledger"] = res.get("ledger")
+        else:  # a client's own counts (clipped rows, truncated batches...): data-dependent, known to it only
+            mine = {k: v for k, v in res.items() if k not in ("file", "col_counts", "n_records")
+                    and isinstance(v, (int, float, str)) and not isinstance(v, bool)}
+            print(f"client {i} ({res.get('file')}): "
+                  + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in mine.items())
+                  + " (known to this party only)")
+            out["clients"][str(i)] = mine
+            warning = clip_warning(i, mine)
+            if warning:
+                log.warning(warning)
+                warnings.append(warning)
+        out["timings"][f"party {i}"] = rec.get("seconds")
+        out["bytes"][i] = None if simulation else rec.get("bytes_sent")
+    if warnings:
+        out["extra"]["warnings"] = warnings
+    if args.json:
+        output.write(args.json, output.document(
+            output.command_name(args), "job", parameters=output.parameters(args), results=out["results"],
+            privacy=out["privacy"], timings=out["timings"], secure_mode=secure_mode, simulation=simulation,
+            bytes=output.byte_counts(out["bytes"]),
+            dataset=spec.dataset_id, job=spec.path, clients=out["clients"], released=out["released"] or None,
+            **out["extra"]))
+    return 0

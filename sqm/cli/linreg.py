@@ -1,0 +1,124 @@
+"""The ``sqm linreg`` command: the comparison of SQM, central DP and non-private ridge on a held-out split
+(:func:`compare`, R^2 and RMSE, printed as a table), and one real multi-party job from a job file (``--job``,
+:class:`LinRegJobTask`, the party program of a job, in :mod:`.job`), like ``sqm pca``.
+
+numpy, scikit-learn and the runtime are imported inside the functions that use them: ``sqm --help`` imports this
+module to register the command (:mod:`sqm.cli.command`)."""
+from __future__ import annotations
+
+import math
+from sqm.methods.linreg.experiment import scores, TARGETS, regression_data, compare  # noqa: F401 (the experiment, shared with bench/)
+
+
+def __getattr__(name: str):
+    if name == "LinRegJobTask":  # its home is .job (a party imports that module, not this one)
+        from sqm.methods.linreg.job import LinRegJobTask
+
+        return LinRegJobTask
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# ----- data and the comparison (the `sqm linreg` table) -------------------------------------------------------
+
+
+# ----- the `sqm linreg` command -------------------------------------------------------------------------------
+
+
+def output_document(r: dict, args) -> dict:
+    """``sqm linreg``'s output document (:mod:`sqm.cli.output`) of :func:`compare`'s result ``r``: SQM's privacy
+    report, central DP's (the Gaussian mechanism at the same (epsilon, delta), its sigma) and non-private's."""
+    from sqm.mechanism.report import PrivacyReport
+
+    from sqm.cli import output
+
+    sqm_row, central, nonpriv = r["rows"]
+    plain = args.backend == "plain"
+    return output.document(
+        output.command_name(args), "local", parameters=output.parameters(args), results=r["rows"],
+        privacy=[r["report"], PrivacyReport(method=central["method"], epsilon_server=args.epsilon,
+                                            delta=args.delta, sigma=central.get("sigma")),
+                 PrivacyReport(method=nonpriv["method"], epsilon_server=math.inf, delta=0.0,
+                               neighbouring="none")],
+        timings={row["method"]: row["seconds"] for row in r["rows"]}, simulation=plain,
+        secure_mode=r["secure_mode"], bytes=output.byte_counts(total=None if plain else round(sqm_row["bytes"])),
+        dataset=r.get("dataset"), details={k: r[k] for k in ("shape", "train", "test", "runs")})
+
+
+LOCAL_ONLY = ("dataset", "data", "parties", "test_size", "runs")
+_PARSER = []  # the `sqm linreg` parser (its defaults decide which options were given)
+
+
+def run(args) -> int:
+    from sqm.mechanism.report import render_table
+
+    from sqm.cli import output
+    from sqm.cli.options import JOB_ONLY, check_mode
+
+    check_mode(args, _PARSER[-1], "job" if args.job else "local",
+               {"job": JOB_ONLY + ("label_column",), "local": LOCAL_ONLY})
+    if args.job:
+        return _run_job(args)
+    X, y, y_scale = regression_data(args.dataset, args.data, args.feature_bound, args.label_bound)
+    r = compare(X, y, args.parties, args.alpha, args.epsilon, args.delta, args.gamma, args.feature_bound,
+                args.label_bound, args.backend, args.runs, args.seed, args.test_size, y_scale)
+    r["dataset"] = args.dataset
+    print(f"ridge regression on {args.dataset} {r['shape'][0]} x {r['shape'][1]} ({r['train']} train, {r['test']} "
+          f"held out), {args.parties} clients, alpha {args.alpha:g}, delta {args.delta:g}, gamma {args.gamma:g}, "
+          f"{r['runs']} run(s)")
+    print(render_table(r["rows"], [("epsilon", "eps server", ".4f"), ("r2", "R^2", ".4f"), ("rmse", "RMSE", ".4g"),
+                                   ("seconds", "seconds", ".3f"), ("bytes", "bytes", ",.0f")]))
+    if args.backend == "plain":
+        print("(plain backend: the in-process SIMULATION of the parties' programs; bytes are not measured)")
+    if args.json:
+        output.write(args.json, output_document(r, args))
+    return 0
+
+
+def _run_job(args) -> int:
+    import numpy as np
+
+    from sqm.cli.job_cli import job_command
+    from sqm.methods.linreg.estimator import SQMLinearRegression
+    from sqm.methods.linreg.job import LinRegJobTask
+
+    def task():
+        est = SQMLinearRegression(args.alpha, args.epsilon, args.delta, args.gamma, args.feature_bound,
+                                  args.label_bound, seed=args.seed)
+        return LinRegJobTask(est, args.label_column, args.insecure_reproducible)
+
+    def server(res) -> dict:
+        print(f"server: ridge coefficients over {len(res['coef'])} features of {res['n_records']} records "
+              f"(clients' columns {res['col_counts']}, label at client {len(res['col_counts'])}); intercept "
+              f"{res['intercept']:.4g}")
+        return {"coef": np.asarray(res["coef"]), "intercept": res["intercept"]}
+
+    return job_command(args, task, server)
+
+
+def register(sub) -> None:
+    from sqm.cli import options
+
+    p = sub.add_parser(
+        "linreg", parents=[options.privacy(), options.runtime(), options.job(), options.output()],
+        help="differentially private ridge regression over vertically partitioned data (SQM vs central DP)",
+        description="Private ridge regression with SQM: one release of the joint Gram [X 1 y]^T [X 1 y] computed by "
+                    "MPyC party processes, solved by the server.  Without --job: split a dataset's columns among "
+                    "--parties clients and compare SQM, central DP and non-private ridge on a held-out split "
+                    "(R^2, RMSE).  With --job: a real multi-party job, the last client's CSV holding the label.", epilog=options.OWN_DATA_EPILOG)
+    p.add_argument("--dataset", default="diabetes", choices=sorted(TARGETS),
+                   help="diabetes (default; its target), breast_cancer (target: mean radius), adult (target: "
+                        "hours-per-week, read from the data home, see `sqm data`)")
+    p.add_argument("--data", default=None, help="path of a file-based dataset's folder (adult)")
+    p.add_argument("--parties", type=int, default=3, help="clients holding column blocks of [X 1 y] (default 3)")
+    p.add_argument("--alpha", type=float, default=1.0, help="ridge penalty on the record-sum scale (default 1)")
+    p.add_argument("--gamma", type=float, default=4096.0, help="quantization scale gamma >= 1 (default 4096)")
+    p.add_argument("--feature-bound", type=float, default=1.0, help="c_x: every record's ||x|| (default 1)")
+    p.add_argument("--label-bound", type=float, default=1.0, help="c_y: every record's |y| (default 1)")
+    p.add_argument("--test-size", type=float, default=0.25, help="held-out fraction (default 0.25)")
+    p.add_argument("--runs", type=int, default=1, help="average over this many runs (default 1)")
+    p.add_argument("--label-column", default="label", help="with --job: the label column of the last client's CSV")
+    p.set_defaults(func=run)
+    from sqm.cli.options import declare_task
+
+    declare_task(p, ("alpha", "epsilon", "delta", "gamma", "feature_bound", "label_bound", "label_column"))
+    _PARSER[:] = [p]

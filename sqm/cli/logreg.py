@@ -1,0 +1,221 @@
+"""``sqm logreg``: SQM-LR against its baselines on a data set (the comparison driver and its table), or, with
+``--job``, a real multi-party run from a job file (:class:`sqm.methods.logreg.job.LRJobTask`).
+
+    sqm logreg --dataset breast_cancer --parties 3 --epsilon 1 --delta 1e-5 --gamma 8192
+
+numpy, scikit-learn, SciPy, Opacus and the runtime are imported inside the functions that use them: ``sqm --help``
+imports this module to register the command (:mod:`sqm.cli.command`).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+from sqm.methods.logreg.experiment import CLIENT_VIEW, DATASETS, unit_ball_split, standardized_unit_rows, public_split, compare, _mean, UTILITY_COLUMNS, utility_rows  # noqa: F401 (the experiment, shared with bench/)
+
+if TYPE_CHECKING:
+    pass
+
+
+
+def _run_job(args) -> int:
+    import numpy as np
+
+    from sqm.runtime.launch import private_folder
+    from sqm.mechanism.report import render_table
+
+    from sqm.cli.job_cli import job_command
+    from sqm.methods.logreg.estimator import _progress
+    from sqm.methods.logreg.job import LRJobTask
+    from sqm.framework.progress import follow_progress
+
+    with private_folder("sqm-lr-job-") as tmp:
+        path = None if args.quiet or args.solver == "moments" else f"{tmp}/progress"  # moments: one release
+
+        def make_task():
+            return LRJobTask(args.epsilon, args.delta, args.gamma, args.q, args.epochs, args.learning_rate,
+                             args.weight_bound, args.label_column, args.label_party, seed=args.seed,
+                             insecure_reproducible=args.insecure_reproducible,
+                             fit_intercept=not args.no_intercept, progress_path=path, solver=args.solver,
+                             robust_noise=args.robust_noise, verify_sharing=args.verify_sharing)
+
+        def server_summary(res) -> dict:
+            rep, w = res["report"], np.asarray(res["weights"])
+            sch = res["schedule"]
+            how = ("one release of the second moments (solver moments)" if sch is None else
+                   f"q {sch['q']:.4g}, {sch['epochs']} epochs, {rep.rounds} rounds, batch cap {res['b_max']}, "
+                   f"lr {sch['learning_rate']:g}, ||w|| = {np.linalg.norm(w):.4f} <= {sch['weight_bound']:g}")
+            print(f"server: logistic-regression weights over {len(res['coef'])} features"
+                  f"{' and an intercept' if res['fit_intercept'] else ''} of {res['n_records']} records (clients' "
+                  f"columns {res['col_counts']}, label included at client "
+                  f"{rep.n_parties if args.label_party is None else args.label_party + 1}); {how}")
+            label = rep.n_parties - 1 if args.label_party is None else args.label_party
+            cols = list(res.get("columns") or [])
+            if cols:  # the public schema: drop the label column from the label party's slice
+                start = sum(res["col_counts"][:label])
+                own = cols[start:start + res["col_counts"][label]]
+                cols = cols[:start] + [c for c in own if c != args.label_column] + cols[start + len(own):]
+            cols = cols if len(cols) == len(res["coef"]) else [f"x{j}" for j in range(len(res["coef"]))]
+            rows = [{"column": c, "weight": float(w)} for c, w in zip(cols, res["coef"])]
+            if res["fit_intercept"]:
+                rows.append({"column": "(intercept)", "weight": float(res["intercept"])})
+            print(render_table(rows, ["column", "weight"]))
+            print(f"  clients observe {CLIENT_VIEW} during training; epsilon_client is the guarantee of the final "
+                  f"model only if the server shares it with them")
+            return {"columns": cols, "coef": {c: float(v) for c, v in zip(cols, res["coef"])},
+                    "intercept": float(res["intercept"]), "schedule": sch}
+
+        if path is None:
+            return job_command(args, make_task, server_summary)
+        bar, cb = _progress(None, "SQM-LR (server)", True, "noisy gradient norm")
+        try:
+            with follow_progress(path, cb):
+                return job_command(args, make_task, server_summary)
+        finally:
+            bar.close()
+
+
+LOCAL_ONLY = ("dataset", "data", "id_column", "parties", "runs", "no_baselines")
+JOB_MODE_ONLY = ("label_party",)
+_PARSER = []  # the `sqm logreg` parser (its defaults decide which options were given)
+
+
+def _local_data(args):
+    """(X_train, y_train, X_test, y_test, groups or None, name, columns, label note): ``--data FILE`` is the
+    user's own table (CSV/Parquet: every column but ``--label-column`` and ``--id-column`` a feature; standardized
+    with the training split's statistics, clipped to +-3 and divided by 3 sqrt(d), as breast cancer: a local
+    comparison, the scaling is data-derived); else ``--dataset``."""
+    if args.data is None:
+        Xtr, ytr, Xte, yte, groups = unit_ball_split(args.dataset)
+        return Xtr, ytr, Xte, yte, groups, args.dataset, None, None
+    import os
+
+    from sklearn.model_selection import train_test_split
+
+    from sqm.cli.options import read_user_table
+
+    from sqm.methods.logreg.estimator import split_label
+
+    t = read_user_table(args.data, args.id_column)
+    X, y, columns, labels = split_label(t.block, t.columns, args.label_column, f"data file {args.data}")
+    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.25, random_state=0, stratify=y)
+    Xtr, Xte = standardized_unit_rows(Xtr, Xte)
+    return Xtr, ytr, Xte, yte, None, os.path.basename(args.data), columns, labels
+
+
+def run(args) -> int:
+    import numpy as np
+
+    from sqm.mechanism.report import NEIGHBOURING_LINE, render_table
+
+    from sqm.cli.options import JOB_ONLY, check_mode
+    from sqm.methods.logreg.estimator import MODEL_SHARED_NOTE, resolve_schedule
+
+    if _PARSER:
+        check_mode(args, _PARSER[-1], "job" if args.job else "local",
+                   {"job": JOB_ONLY + JOB_MODE_ONLY, "local": LOCAL_ONLY})
+    if args.job:
+        return _run_job(args)
+    if args.runs < 1:
+        raise ValueError(f"--runs must be >= 1, got {args.runs}")
+    Xtr, ytr, Xte, yte, groups, name, columns, labels = _local_data(args)
+    sched = resolve_schedule(len(Xtr), args.epsilon, args.q, args.epochs, args.learning_rate, args.weight_bound)
+    q, epochs, lr, W = sched.q, sched.epochs, sched.learning_rate, sched.weight_bound
+    methods = ("sqm",) if args.no_baselines else ("sqm", "dpsgd", "local", "nonprivate", "taylor")
+    from sqm.framework.extras import missing
+
+    not_run = {"dpsgd": why} if "dpsgd" in methods and (why := missing("vfl", "DPSGD (Opacus)")) else {}
+    methods = tuple(m for m in methods if m not in not_run)
+    runs = []
+    for r in range(args.runs):
+        seed = None if args.seed is None else args.seed + r
+        runs.append(compare(Xtr, ytr, Xte, yte, epsilon=args.epsilon, delta=args.delta, gamma=args.gamma, q=q,
+                            epochs=epochs, learning_rate=lr, parties=args.parties, backend=args.backend,
+                            seed=seed, weight_bound=W, methods=methods, groups=groups,
+                            progress=not args.quiet, timeout=args.timeout, fit_intercept=not args.no_intercept,
+                            solver=args.solver, robust_noise=args.robust_noise,
+                            verify_sharing=args.verify_sharing))
+    res = _mean(runs)
+    s, rep = res["sqm"], res["sqm"]["report"]
+    print(f"logistic regression on {name}: {Xtr.shape[0]} train / {Xte.shape[0]} test records, "
+          f"{Xtr.shape[1]} features, {args.parties} clients (+ server), backend {s['backend']}, {args.runs} run(s)")
+    if labels is not None:
+        print(f"  labels {labels}; majority-class rate on the test split {max(np.mean(yte), 1 - np.mean(yte)):.4f}")
+    if args.solver == "sgd":
+        print(f"  SQM solver sgd: q {q:.4g}  epochs {epochs}  rounds {rep.rounds}  batch cap {s['b_max']}  lr {lr:g}  "
+              f"||w|| <= {W:g}  gamma {args.gamma:g}  mu {rep.mu:.4g}  intercept {'no' if args.no_intercept else 'yes'}")
+        print(f"  clipped records per client {s['clipped']}  batches truncated {s['batches_truncated']}")
+    else:
+        print(f"  SQM solver moments: one release of the second moments, gamma {args.gamma:g}  mu {rep.mu:.4g}  "
+              f"intercept {'no' if args.no_intercept else 'yes'}; clipped records per client {s['clipped']}")
+        print(f"  DPSGD and the Taylor reference: q {q:.4g}  epochs {epochs}  lr {lr:g}  ||w|| <= {W:g}")
+    print(render_table(utility_rows(res) + [{"method": "DPSGD (not run)"}] * bool(not_run), UTILITY_COLUMNS))
+    for why in not_run.values():
+        print(f"  not run: {why}")
+    print(f"  * SQM: {MODEL_SHARED_NOTE}")
+    print(f"  {NEIGHBOURING_LINE}")
+    if args.seed is not None:
+        print("  --seed: one process derives every party's seed (a local experiment, secure_mode false)")
+    if args.json:
+        from sqm.cli import output
+
+        plain, rows = args.backend == "plain", utility_rows(res)
+        output.write(args.json, output.document(
+            output.command_name(args), "local", results=rows, privacy=[r["report"] for r in res.values()],
+            parameters=output.parameters(args, q=q, epochs=epochs, learning_rate=lr, weight_bound=W),
+            secure_mode=args.seed is None, simulation=plain, timings={r["method"]: r["seconds"] for r in rows},
+            bytes=output.byte_counts(total=None if plain else s["bytes_sent"]), dataset=name, columns=columns,
+            details={"labels": labels, "per_run": runs, "not_run": not_run}))
+    return 0
+
+
+def register(sub) -> None:
+    from sqm.cli import options
+
+    schedule_help = options.module_constant("sqm.methods.logreg.estimator", "SCHEDULE_HELP")  # without scikit-learn
+
+    p = sub.add_parser("logreg", help="private logistic regression (SQM) with DPSGD, local-DP and "
+                                      "non-private baselines",
+                       parents=[options.privacy(epsilon_help="server-observed epsilon target"), options.runtime(),
+                                options.job("job file (JSON: parties' addresses, party 0 the server, each client's "
+                                            "CSV, and the dataset id the ledger charges; see sqm/framework/jobfile.py): a "
+                                            "real multi-party run in which each party reads only its own file; the "
+                                            "label party's CSV holds the --label-column"), options.output()],
+                       description="Train logistic regression (with an intercept) on vertically partitioned "
+                                   "data with SQM (real MPyC party processes by default) and compare with DPSGD "
+                                   "(Opacus), VFL local DP and non-private training at the same (epsilon, delta). "
+                                   f"Schedule defaults, local and job mode alike: {schedule_help}.", epilog=options.OWN_DATA_EPILOG)
+    p.add_argument("--dataset", default="breast_cancer", choices=DATASETS,
+                   help="breast_cancer (scikit-learn, default), adult (UCI files), credit_default (UCI file)")
+    options.own_table(p, " for the local comparison: --label-column is the label (any two values), every other "
+                         "column but --id-column a feature; split 75/25 (stratified), standardized with the "
+                         "training split's statistics")
+    p.add_argument("--parties", type=int, default=3, help="clients holding column blocks (default 3); the "
+                                                          "last holds the label")
+    p.add_argument("--gamma", type=float, default=8192.0, help="quantization scale gamma (default 8192 = 2^13)")
+    p.add_argument("--solver", default="moments", choices=("moments", "sgd"),
+                   help=options.module_constant("sqm.methods.logreg.estimator", "SOLVER_HELP"))
+    options.deviating_clients(p, "solver moments")
+    p.add_argument("--q", type=float, default=None,
+                   help="Poisson sampling rate (default: chosen from the record count n: max(64, sqrt n) / n)")
+    p.add_argument("--epochs", type=int, default=None,
+                   help="epochs (default: the paper's 2, 5, 8, 10, 10 for epsilon 0.5, 1, 2, 4, 8)")
+    p.add_argument("--learning-rate", type=float, default=None,
+                   help="learning rate for SQM, DPSGD and the Taylor reference (default 2)")
+    p.add_argument("--weight-bound", type=float, default=None,
+                   help="project ||w||_2 <= W (the intercept's weight included) after each step, SQM and DPSGD "
+                        "alike; W enters SQM's sensitivity (default 8)")
+    p.add_argument("--no-intercept", action="store_true",
+                   help="fit no intercept (default: an intercept, as scikit-learn: the label party appends a "
+                        "public constant column 1, counted in the sensitivity; every baseline fits one too)")
+    p.add_argument("--runs", type=int, default=1, help="independent runs to average (default 1)")
+    p.add_argument("--no-baselines", action="store_true", help="train SQM only")
+    p.add_argument("--label-column", default="label",
+                   help="with --job or --data FILE: the label column's name (default label); any two values, the "
+                        "smaller mapped to 0 and the larger to 1 (said in the output)")
+    p.add_argument("--label-party", type=int, default=None,
+                   help="with --job: 0-based client index holding the label (default the last client)")
+    p.set_defaults(func=run)
+    from sqm.cli.options import declare_task
+
+    declare_task(p, ("epsilon", "delta", "gamma", "q", "epochs", "learning_rate", "weight_bound", "label_column",
+                     "label_party", "no_intercept", "solver", "robust_noise", "verify_sharing"))
+    _PARSER[:] = [p]

@@ -1,0 +1,304 @@
+"""The command-line option groups every ``sqm`` command shares, as argparse parent parsers.
+
+One definition per flag, so flags cannot drift between commands::
+
+    p = sub.add_parser("pca", parents=[options.privacy(), options.runtime(), options.job(HELP), options.output()])
+
+- :func:`privacy`: ``--epsilon`` ``--delta`` (a command may choose its defaults and epsilon's meaning);
+- :func:`runtime`: ``--backend`` (``mpyc``, the default everywhere: real party processes; ``plain``: the
+  in-process simulation), ``--timeout``, ``--seed``, ``--insecure-reproducible``;
+- :func:`job`: the job-file options (``--job``, ``--index``, ``--data-file``, ``--ssl-dir``, ``--connect-timeout``,
+  ``--idle-timeout``, ``--insecure-plaintext``) and the server's privacy-budget ledger (``--ledger``, ``--budget``);
+- :func:`output`: ``--json``;
+- :func:`add_verbosity`: ``-v/--verbose`` and ``-q/--quiet``, which ``sqm`` adds to itself and to every
+  subcommand (:func:`sqm.cli.command.build_parser`), so they work before and after the subcommand's name;
+  :func:`log_level` turns them into the level :func:`sqm.runtime.logs.configure` shows.
+
+:func:`check_mode` is the one check that an option given on the command line applies in the chosen mode
+(local comparison or ``--job``): an option the mode does not use is an error naming it, never ignored.
+
+Every command's data option is ``--data`` (a file or folder) and a learning rate is ``--learning-rate``;
+``-k`` is not used (it meant components in one command and a weight bound in another).
+"""
+from __future__ import annotations
+
+import argparse
+
+from sqm.runtime import BACKENDS  # noqa: F401  (the CLI choices: the runtime's runners)
+
+DEFAULT_BACKEND = "mpyc"
+
+OWN_DATA_EPILOG = ("Your own data: the tutorial \"Your own data\" (docs/tutorials/own-data.md) takes two CSV or Parquet files (one per "
+                   "organisation) to a PCA and a logistic-regression result: party files, the job file and its "
+                   "public column ranges (sqm pca --propose-bounds FILE), --drop-columns, the label column, gamma, "
+                   "epsilon and what each printed figure means.  `sqm data example FOLDER` writes two party files "
+                   "to try it on.")
+
+
+def _parent() -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(add_help=False)
+
+
+def privacy(epsilon: float = 1.0, delta: float = 1e-5,
+            epsilon_help: str = "server-observed epsilon target") -> argparse.ArgumentParser:
+    p = _parent()
+    g = p.add_argument_group("privacy")
+    g.add_argument("--epsilon", type=float, default=epsilon, help=f"{epsilon_help} (default {epsilon:g})")
+    g.add_argument("--delta", type=float, default=delta, help=f"delta (default {delta:g})")
+    return p
+
+
+def runtime() -> argparse.ArgumentParser:
+    p = _parent()
+    g = p.add_argument_group("runtime")
+    g.add_argument("--backend", default=DEFAULT_BACKEND, choices=BACKENDS,
+                   help="'mpyc' (default): real MPyC party processes over loopback; 'plain': the in-process "
+                        "SIMULATION of the same party programs (for sweeps)")
+    g.add_argument("--timeout", type=float, default=3600.0,
+                   help="seconds before a multi-party run is abandoned (default 3600)")
+    g.add_argument("--seed", type=int, default=None,
+                   help="seed for reproducible experiments (default: OS entropy); recorded as secure_mode false. "
+                        "With --job it is refused unless --insecure-reproducible is given")
+    g.add_argument("--insecure-reproducible", action="store_true",
+                   help="with --job and --seed: allow a seeded job (each party derives its own seed from the "
+                        "seed on its own command line; nothing is sent).  INSECURE: whoever knows the seed can "
+                        "regenerate every party's noise (a WARNING is printed, the JSON says secure_mode false)")
+    return p
+
+
+def budget(text: str) -> tuple[float, float]:
+    """``--budget EPS,DELTA``: a dataset's total (epsilon, delta)."""
+    parts = str(text).split(",")
+    try:
+        eps, delta = (float(v) for v in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--budget needs EPS,DELTA (e.g. 3,1e-5), got {text!r}") from None
+    from sqm.mechanism.validation import check_param
+
+    try:
+        check_param("epsilon", eps, "--budget's epsilon")
+        check_param("delta", delta, "--budget's delta")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return eps, delta
+
+
+def columns(text: str) -> tuple[str, ...]:
+    """``--drop-columns a,b``: column names, comma-separated, none empty."""
+    names = tuple(c.strip() for c in str(text).split(","))
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"need column names separated by commas, got {text!r}")
+    return names
+
+
+def job(job_help: str = "job file (JSON: parties' addresses, party 0 the server, and each client's CSV; see "
+                        "sqm/framework/jobfile.py)") -> argparse.ArgumentParser:
+    p = _parent()
+    g = p.add_argument_group("job file (real multi-party run, each party reads only its own file)")
+    g.add_argument("--job", default=None, help=job_help)
+    g.add_argument("--index", type=int, default=None,
+                   help="with --job: start only this party (0 = server) here; omitted: all parties locally")
+    g.add_argument("--data-file", default=None,
+                   help="with --job and --index I (a client): this party's own CSV, any path on this machine, "
+                        "instead of the job file's entry (job files may only name files in their own folder)")
+    g.add_argument("--ssl-dir", default=None,
+                   help="with --job --index: mutually authenticated TLS between parties, keys from this folder "
+                        "(made by python -m sqm.runtime.certs --job NAME); needed for parties started one by one, over "
+                        "loopback too (without --index the launcher makes per-job keys itself)")
+    g.add_argument("--connect-timeout", type=float, default=60.0,
+                   help="with --job: seconds for every party to connect (default 60)")
+    g.add_argument("--idle-timeout", type=float, default=None,
+                   help="with --job: seconds without any bytes from a peer whose message is awaited before the "
+                        "job is aborted naming it (default: the runtime's, 25)")
+    g.add_argument("--progress-timeout", type=float, default=None,
+                   help="with --job: seconds a peer whose message is awaited may keep sending heartbeats without "
+                        "sending what the step expects before the job is aborted naming it (default: the "
+                        "runtime's, 20; a frame in transit gets its size at 1 MiB/s more; 0: off)")
+    g.add_argument("--insecure-plaintext", action="store_true",
+                   help="with --job: INSECURE: plain TCP, no peer authentication (no --ssl-dir): between hosts "
+                        "anyone on the path can read the shares; on one host another local user can connect as "
+                        "a party")
+    g.add_argument("--drop-columns", type=columns, default=(), metavar="COL[,COL...]",
+                   help="with --job: columns of the party files this job leaves out (e.g. the label column for "
+                        "sqm pca); every party gives the same; a name no client holds is refused")
+    g.add_argument("--min-intersection", type=int, default=None, metavar="N",
+                   help="with --job: the fewest records in common (the clients' private set intersection) "
+                        "the job runs on; a smaller intersection is refused before any share of data is sent "
+                        "(default: the job file's \"min_intersection\", else 100); every party gives the same")
+    g.add_argument("--ledger", default=None, metavar="PATH",
+                   help="with --job, at the server: the privacy-budget ledger (SQLite, sqm.mechanism.ledger) that records "
+                        "every release per dataset (the job file's \"dataset\", else its \"name\") and refuses "
+                        "a job over the dataset's budget before any share is sent; with --budget alone: "
+                        "ledger.sqlite in $SQM_DATA (default ~/sqm_data).  Without either, no ledger is kept.  "
+                        "A client (--index I > 0) may keep its own: it records what it observes "
+                        "(client-observed epsilon)")
+    g.add_argument("--budget", type=budget, default=None, metavar="EPS,DELTA",
+                   help="with --job, at the server: the dataset's total (epsilon, delta), set once per dataset "
+                        "in the ledger (a dataset without one refuses every job)")
+    return p
+
+
+def output() -> argparse.ArgumentParser:
+    p = _parent()
+    g = p.add_argument_group("output")
+    g.add_argument("--json", default=None, metavar="FILE", help="write the results to this JSON file")
+    return p
+
+
+VERBOSITY = ("verbose", "quiet")  # argparse dests of -v and -q; a parser with subcommands gets suffixed ones
+
+
+def add_verbosity(parser: argparse.ArgumentParser, suffix: str = "") -> None:
+    """``-v/--verbose`` (repeatable: -v INFO, -vv DEBUG) and ``-q/--quiet`` (no progress bars, warnings only;
+    -qq errors only).  ``suffix`` gives a parser that has subcommands its own dests (``verbose{suffix}``), since
+    a subcommand's defaults overwrite its parent's values: :func:`log_level` adds them all up."""
+    g = parser.add_argument_group("messages")
+    g.add_argument("-v", "--verbose", action="count", default=0, dest="verbose" + suffix,
+                   help="more messages on stderr: -v progress of the parties and runtime (INFO), -vv DEBUG")
+    g.add_argument("-q", "--quiet", action="count", default=0, dest="quiet" + suffix,
+                   help="no progress bars, warnings and errors only; -qq errors only")
+
+
+def log_level(args) -> int:
+    """The logging level -v/-q chose (default WARNING: warnings, errors and progress bars, as without
+    -v/-q); sets ``args.verbose`` and ``args.quiet`` to the totals over every position they were given in."""
+    import logging
+
+    for name in VERBOSITY:
+        setattr(args, name, sum(int(v or 0) for k, v in vars(args).items() if k.startswith(name)))
+    if args.verbose:
+        return logging.INFO if args.verbose == 1 else logging.DEBUG
+    return logging.ERROR if args.quiet >= 2 else logging.WARNING
+
+
+def runtime_options(args) -> dict | None:
+    """The backend's options from :func:`runtime` (``--timeout`` bounds the real party processes)."""
+    return {"timeout": args.timeout} if args.backend == "mpyc" else None
+
+
+def job_run_options(args) -> dict:
+    """:func:`sqm.framework.jobfile.run_job`'s keyword arguments from the options of :func:`job` and :func:`runtime`."""
+    return dict(timeout=args.timeout, ssl_dir=args.ssl_dir, data_file=args.data_file,
+                connect_timeout=args.connect_timeout, insecure_plaintext=args.insecure_plaintext,
+                idle_timeout=args.idle_timeout, progress_timeout=args.progress_timeout,
+                backend=getattr(args, "backend", DEFAULT_BACKEND),
+                ledger=args.ledger, budget=args.budget)
+
+
+# The options of :func:`job` (and --insecure-reproducible) have a meaning with --job only.
+JOB_ONLY = ("job", "index", "data_file", "ssl_dir", "connect_timeout", "idle_timeout", "progress_timeout",
+            "insecure_plaintext",
+            "ledger", "budget", "insecure_reproducible", "drop_columns", "min_intersection")
+MODE_WORDS = {"job": "with --job (the job file says which parties hold which columns and records)",
+              "local": "without --job (a local comparison on one machine)",
+              "propose": "with --propose-bounds (it only reads a party's table and prints proposed ranges)"}
+
+
+def flag(parser: argparse.ArgumentParser, dest: str) -> str:
+    """The command-line spelling of option ``dest`` (its longest flag)."""
+    for a in parser._actions:
+        if a.dest == dest and a.option_strings:
+            return max(a.option_strings, key=len)
+    return "--" + dest.replace("_", "-")
+
+
+def check_mode(args, parser: argparse.ArgumentParser, mode: str, only: dict[str, tuple[str, ...]]) -> None:
+    """Refuse options that do not apply in ``mode``: ``only`` maps each mode to the options (argparse dests)
+    used in that mode alone; one given (a value other than its default, ``parser.get_default``) while
+    running another mode is a ValueError naming every such option and the mode.  Options no mode lists
+    apply everywhere."""
+    if mode not in only:
+        raise ValueError(f"unknown mode {mode!r}; modes: {sorted(only)}")
+    mine = set(only[mode])
+    wrong = sorted({d for m, dests in only.items() if m != mode for d in dests
+                    if d not in mine and hasattr(args, d) and getattr(args, d) != parser.get_default(d)})
+    if wrong:
+        names = ", ".join(flag(parser, d) for d in wrong)
+        raise ValueError(f"{names} {'does' if len(wrong) == 1 else 'do'} not apply "
+                         f"{MODE_WORDS.get(mode, 'in mode ' + mode)}: remove {'it' if len(wrong) == 1 else 'them'}")
+
+
+def own_table(parser: argparse.ArgumentParser, data_help: str, id_also: str = "") -> None:
+    """``--data FILE`` (a user's own CSV/Parquet table: ``data_help`` says what the command does with it) and
+    ``--id-column`` (read by :func:`sqm.cli.options.read_user_table`; ``id_also``: other options it serves)."""
+    parser.add_argument("--data", default=None, metavar="FILE",
+                        help="your own table (CSV, or Parquet by its .parquet extension)" + data_help)
+    parser.add_argument("--id-column", default=None,
+                        help=f"with --data FILE{id_also}: the column holding record ids, left out of the features "
+                             f"(default: a column named 'id', if any)")
+
+
+def declare_task(parser: argparse.ArgumentParser, dests) -> None:
+    """Declare which of ``parser``'s options are the job's task parameters (what a job file's ``task`` block may
+    set, :func:`sqm.cli.job_cli.apply_task_block`), each with its option's type to read the file's value."""
+    types = {a.dest: a.type for a in parser._actions}
+    missing = [d for d in dests if d not in types]
+    if missing:
+        raise ValueError(f"no options {missing} to declare as task parameters")
+    parser.set_defaults(task_params={d: types[d] for d in dests})
+
+
+def deviating_clients(parser: argparse.ArgumentParser, release: str = "") -> None:
+    """``--robust-noise K`` and ``--verify-sharing``: tolerating clients that withhold their noise and detecting
+    inconsistent sharings (:class:`sqm.mechanism.release.SQM`'s ``robust_noise`` and ``verify_sharing``), for the commands
+    whose release is an SQM release (``release``: which one, where the command has others)."""
+    pre = f"{release}: " if release else ""
+    parser.add_argument("--robust-noise", type=int, default=0, metavar="K",
+                        help=f"{pre}each client adds Sk(mu / (n - K)) so that the epsilon holds even if up to K "
+                             f"clients add no noise (a deviating client's saving); the noise variance is then "
+                             f"n / (n - K) times the calibrated one (default 0: the semi-honest model, where every "
+                             f"client adds its share)")
+    parser.add_argument("--verify-sharing", action="store_true",
+                        help=f"{pre}before the release, the parties check that every client's input sharing is "
+                             f"consistent (degree <= t) and name a client whose sharing is not (at least 3 clients; "
+                             f"the server then receives shares of every input too, and one more exchange is made)")
+
+
+def module_constant(module: str, name: str):
+    """The literal value (a string, number, tuple, ...) a module assigns to ``name`` at its top level: the
+    module's attribute when it is imported already, else read from its source without importing it.
+
+    Hand-written because a command's help text quotes constants of modules that import scikit-learn or SciPy
+    (e.g. :data:`sqm.methods.logreg.estimator.SCHEDULE_HELP`), which ``sqm --help`` must not import: the constant
+    keeps its one definition there, and tests/test_fast_start.py checks the value read equals the imported one."""
+    import sys
+
+    if module in sys.modules:
+        return getattr(sys.modules[module], name)
+    return source_constant(module, name)
+
+
+def source_constant(module: str, name: str):
+    """The literal value of the last top-level assignment to ``name`` in ``module``'s source (not imported):
+    LookupError if there is none, ValueError if the value is not a literal."""
+    import ast
+    import importlib.util
+
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        raise LookupError(f"no Python source for module {module}")
+    with open(spec.origin, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), spec.origin)
+    found = [node.value for node in tree.body
+             if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets))
+             or (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name
+                 and node.value is not None)]
+    if not found:
+        raise LookupError(f"{module} assigns no {name} at its top level")
+    return ast.literal_eval(found[-1])
+
+
+def read_user_table(path, id_column: str | None = None) -> PartyTable:
+    """A user's own table for a local comparison (``sqm pca --data FILE``, ``sqm logreg --data FILE``):
+    ``id_column`` (default: a column named ``id``, if any) holds record ids, left out of the features (said on
+    stdout); a named id column that is missing is an error."""
+    import os
+
+    if os.path.isdir(path):
+        raise ValueError(f"--data {path} is a folder: give your own table (a CSV or Parquet file)")
+    from sqm.framework.tables import read_table
+
+    t = read_table(path, id_column or "id", require_id=id_column is not None, what="data file")
+    if t.ids:
+        print(f"(column '{id_column or 'id'}' holds record ids: left out of the features)")
+    return t

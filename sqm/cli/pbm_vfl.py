@@ -1,0 +1,166 @@
+"""``sqm pbm-vfl``: PBM-VFL compared with its baselines (NPQ, the paper's LDP, LDP at equal epsilon): the
+subcommand's options, the comparison run, its table, JSON and plot.
+
+numpy, torch and the runtime are imported inside :func:`run`: ``sqm --help`` imports this module to register the
+command (:mod:`sqm.cli.command`)."""
+from __future__ import annotations
+
+from dataclasses import replace
+from sqm.methods.pbm_vfl.experiment import method_seed  # noqa: F401 (the experiment, shared with bench/)
+
+
+def run(args) -> int:
+    from sqm.mechanism.report import render_table
+
+    from sqm.framework.extras import require
+    from sqm.methods.pbm_vfl.config import METHOD_LABELS, METHODS, VFLConfig
+    from sqm.methods.pbm_vfl.data import load_split
+    from sqm.methods.pbm_vfl.privacy import pbm_privacy, privacy_reports
+    from sqm.methods.pbm_vfl.training import train_vfl
+
+    require("vfl", "sqm pbm-vfl", ("torch",))
+    from sqm.methods.pbm_vfl.trainer import check_device, default_device  # torch: after the extra's check
+    if args.plot:
+        require("plot", "--plot")
+
+    device = check_device(args.device or default_device())
+    btr, bte, ytr, yte, n_classes = load_split(args.dataset, args.parties, args.data, split_seed=args.split_seed)
+    base = VFLConfig(method="pbm", b=args.b, beta=args.beta, epochs=args.epochs, batch_size=args.batch_size,
+                     lr=args.learning_rate, embedding_size=args.embedding_size, hidden=args.hidden,
+                     optimizer=args.optimizer, n_classes=n_classes, device=device, delta=args.delta)
+    base.validate()
+    M = len(btr)
+    secure_mode = args.seed is None
+    print(f"PBM-VFL on {args.dataset}: {len(ytr)} train / {len(yte)} test records, {M} clients "
+          f"({', '.join(str(b.shape[1]) for b in btr)} features), P = {args.embedding_size}, b = {args.b}, "
+          f"beta = {args.beta}, batch {args.batch_size}, {args.epochs} epochs, {args.optimizer} lr "
+          f"{args.learning_rate}, device {device}, PBM-VFL on backend {args.backend} "
+          f"({'BGW secure sum' if args.secure_sum == 'bgw' else 'pairwise-masked sum mod 2^k'}"
+          f"{'; in-process SIMULATION' if args.backend == 'plain' else ''}); baselines in process")
+    if not secure_mode:
+        print(SEEDED_WARNING)
+    privacy = privacy_reports(base, M)
+    results = {}
+    for method in METHODS:
+        s = None if args.seed is None else method_seed(args.seed, method)
+        if method != "pbm" and args.no_baselines:
+            continue
+        backend = args.backend if method == "pbm" else "plain"  # the baselines are not secure protocols
+        results[method] = train_vfl(btr, bte, ytr, yte, replace(base, method=method), backend=backend, seed=s,
+                                    progress=not args.quiet, desc=METHOD_LABELS[method],
+                                    secure_sum=args.secure_sum, batch_seed=args.batch_seed, timeout=args.timeout)
+        if not args.quiet:
+            for m in results[method].history:
+                print(f"  {METHOD_LABELS[method]} epoch {m['epoch']}: test accuracy "
+                      f"{m.get('test_accuracy', float('nan')):.4f}")
+    rows = []
+    for method, r in results.items():
+        p = privacy[method]
+        where = "real processes" if r.backend == "mpyc" else "in process"
+        row = {"method": f"{p.method} ({where})", "test accuracy": round(r.accuracy, 4)}
+        if n_classes == 2:
+            row["test AUPRC"] = round(r.auprc, 4)
+        row.update({"epsilon (feature)": round(p.epsilon_server, 4), "delta": p.delta,
+                    "sigma": None if p.sigma is None else round(p.sigma, 4)})
+        rows.append(row)
+    print(render_table(rows, list(rows[0])))
+    rep = pbm_privacy(base, M)
+    print(f"privacy: each record released {args.epochs} times ({rep.note}); PBM sample-level epsilon "
+          f"{rep.epsilon_sample:.4g}; the paper's LDP sigma is {privacy['ldp'].sigma / privacy['ldp_eq'].sigma:.2f}x "
+          f"the sigma PBM's epsilon needs")
+    r = results["pbm"]
+    print(f"communication of PBM-VFL training ({r.iterations} iterations, {r.records} record-uses): "
+          f"model T B M P (log2(bM) + 32) = {r.bits_model:.4g} bits ({r.bits_model / 8e6:.4g} MB)")
+    if r.bytes_sent is not None:
+        d = r.bytes_detail
+        print(f"  measured by the runtime (all parties, incl. test evaluation): {r.bytes_sent} bytes "
+              f"(secure sums {d['sum']}, gradients {d['grad']}, batch checks and setup {d['control']}); "
+              f"training sums + gradients = {8 * (d['sum'] + d['grad']) / r.bits_model:.2f} x the model")
+    else:
+        print("  measured bytes: n/a (in-process SIMULATION; use --backend mpyc)")
+    print(f"  time {r.seconds:.2f} s, {1e3 * r.iter_seconds / max(r.iterations, 1):.2f} ms per iteration, "
+          f"{100 * r.sum_seconds / max(r.iter_seconds, 1e-12):.1f}% in the secure sum; clipped entries {r.clipped}")
+    if args.save:
+        r.trainer.save(args.save)
+        print(f"wrote {args.save} (PBM-VFL's trained party models and optimizers, the accountant; "
+              f"sqm.methods.pbm_vfl.PBMVFL.load resumes from it)")
+    if args.json:
+        from sqm.cli import output
+
+        plain = args.backend == "plain"
+        output.write(args.json, output.document(
+            output.command_name(args), "local", parameters=output.parameters(args, parties=M, device=device),
+            results=rows, privacy=[privacy[k] for k in results], secure_mode=secure_mode, simulation=plain,
+            timings={row["method"]: v.seconds for row, v in zip(rows, results.values())},
+            bytes=output.byte_counts(total=None if plain else r.bytes_sent), dataset=args.dataset,
+            details={"methods": {k: v.as_dict() for k, v in results.items()}, "pbm_accounting": rep.as_dict()}))
+        print(f"wrote {args.json}")
+    if args.plot:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for k, v in results.items():
+            ax.plot([m["epoch"] for m in v.history], [m["test_accuracy"] for m in v.history], marker="o",
+                    label=METHOD_LABELS[k])
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("test accuracy")
+        ax.set_title(f"{args.dataset}, {M} parties, b={args.b}, beta={args.beta}")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(args.plot, dpi=120)
+        print(f"wrote {args.plot}")
+    return 0
+
+
+SEEDED_WARNING = ("warning: --seed given: this run is an EXPERIMENT (secure_mode false): whoever knows the seed can "
+                  "regenerate every party's randomness (model initialisation and noise); omit --seed for a "
+                  "private run")
+
+
+def add_training_arguments(p) -> None:
+    p.add_argument("--epochs", type=int, default=10, help="training epochs (default: 10)")
+    p.add_argument("--batch-size", type=int, default=100, help="mini-batch size B (default: 100)")
+    p.add_argument("--learning-rate", type=float, default=0.01, help="learning rate (default: 0.01)")
+    p.add_argument("--optimizer", default="adam", choices=["adam", "sgd"], help="optimizer (default: adam)")
+    p.add_argument("--embedding-size", type=int, default=16, help="embedding size P (default: 16)")
+    p.add_argument("--hidden", type=int, default=64, help="hidden width of the party MLPs (default: 64)")
+    p.add_argument("--device", default=None,
+                   help="torch device for the models (default: cuda when available, else cpu)")
+
+
+def register(sub) -> None:
+    from sqm.cli import options
+
+    secure_sums = options.module_constant("sqm.runtime.sum_exchange", "SECURE_SUMS")  # without importing numpy and SciPy
+
+    p = sub.add_parser("pbm-vfl", help="PBM-VFL: split neural training with Poisson-Binomial-quantized embeddings",
+                       parents=[options.runtime(), options.output()],
+                       description="Split neural training with Poisson-Binomial-quantized embeddings "
+                                   "(PBM-VFL, Algorithm 2): PBM-VFL through real MPyC party processes (or "
+                                   "--backend plain, the in-process simulation of the same programs), compared "
+                                   "with NPQ (no privacy, no quantization), the paper's LDP (matched variance) and "
+                                   "LDP at PBM's epsilon; prints feature and sample epsilon and communication.")
+    p.add_argument("--dataset", default="digits", choices=["digits", "phishing"], help="dataset (default: digits)")
+    p.add_argument("--data", default=None, help="phishing: directory or CSV/ARFF file "
+                                                "(default: the data home's, see `sqm data`)")
+    p.add_argument("--parties", type=int, default=4,
+                   help="number of clients; digits with 4 clients uses image quadrants (default: 4)")
+    p.add_argument("--b", type=int, default=16, help="PBM trials b >= 1 (default: 16)")
+    p.add_argument("--beta", type=float, default=0.15, help="PBM beta in (0, 1/4] (default: 0.15)")
+    add_training_arguments(p)
+    p.add_argument("--delta", type=float, default=1e-5, help="delta for (epsilon, delta) (default: 1e-5)")
+    p.add_argument("--secure-sum", default="bgw", choices=list(secure_sums),
+                   help="'bgw' (default) Shamir-shared sum on the mpc runtime; 'masked' the paper's Protocol 0, "
+                        "pairwise masks modulo 2^k > b M (k bits per value), SHAKE-256 streams of keys the clients "
+                        "agree on by X25519 (fresh per run)")
+    p.add_argument("--split-seed", type=int, default=0, help="public train/test split seed (default: 0)")
+    p.add_argument("--batch-seed", type=int, default=None,
+                   help="PUBLIC seed of the mini-batch order (default: fresh; with --seed, derived one way from it)")
+    p.add_argument("--no-baselines", action="store_true", help="skip the NPQ and LDP baselines")
+    p.add_argument("--plot", default=None, help="write test accuracy by epoch (PNG) to FILE")
+    p.add_argument("--save", default=None, metavar="FILE",
+                   help="write PBM-VFL's checkpoint (every party's trained model and optimizer, the accountant; "
+                        "torch.save format, read back by sqm.methods.pbm_vfl.PBMVFL.load) to FILE")
+    p.set_defaults(func=run)

@@ -1,0 +1,87 @@
+"""Record alignment of a job's clients: private set intersection of their ids, before any share of data.
+
+Organisations never hold the same records.  Every job (``sqm pca --job``, ``sqm logreg --job``,
+``sqm linreg --job``) therefore starts with an ECDH private set intersection of the clients' canonical ids
+(:func:`sqm.framework.tables.canonical_id`; the protocol: :mod:`sqm.runtime.psi`) and runs on the intersection:
+
+- each client learns the intersection size and which of ITS OWN records are in it (the PSI semantics of
+  every VFL platform), and the other clients' set sizes;
+- the server learns the set sizes and the intersection size (with 3 or more clients also how many ids each
+  group of clients shares), never anything it could test an id against;
+- no id, hash or keyed digest of an id leaves its owner in a form that anyone holding it could test a
+  guessed id against: every value a party receives is blinded under a key it does not hold.
+
+Each client then keeps its intersection records in the canonical id order (:func:`sqm.framework.jobfile.canonical_order`,
+which every client computes alone; a file sorted by id is still read chunk by chunk, one mask bit per record
+held) and the clients check among themselves, through the PSI's ranks of the fully blinded values, that they
+hold the intersection in the same order (:meth:`sqm.runtime.psi.Intersection.order_digest`); that digest also stands
+in the job's ``ids_digest``, compared again before any share.  The job's record count is the intersection
+size, a public count like n before it: ``--min-intersection`` (default :data:`DEFAULT_MIN_INTERSECTION`)
+refuses a smaller one before any share of data is sent.
+
+Neighbouring datasets across organisations: adding or removing one person at one organisation changes the
+intersection by at most one record, so the sensitivities of the job's release, proven per record, hold
+unchanged; the intersection size itself is released exactly, like the record count n of a job over
+identical sets.
+
+Randomness: each client's PSI key and shuffle come from streams of their own (OS entropy; in a seeded
+experiment, derived from the party's own seed under their own labels), so the alignment draws nothing from
+the job's other streams: a job releases bit for bit what it releases on pre-intersected files.
+"""
+from __future__ import annotations
+
+import logging
+
+from sqm.runtime.party import ProtocolError
+from sqm.runtime.party import messages as wire
+from sqm.runtime.psi import hash_ids_yielding, intersect
+from sqm.runtime.randomness import secure_generator
+from sqm.mechanism.rng import party_key_bytes
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MIN_INTERSECTION = 100
+
+
+class TooFewInCommon(ProtocolError):
+    """Every party refuses the job, before any share of data is sent: the intersection is smaller than the job's
+    minimum.  The message holds the counts only (the same at every party, and sent to every peer)."""
+
+    def __init__(self, reason: str):
+        super().__init__(f"refused before any share was sent: {reason}")
+
+
+def check_min_intersection(v, where: str = "--min-intersection") -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ValueError(f"{where} must be an integer >= 1 (the fewest records in common a job runs on), got {v!r}")
+    return v
+
+
+async def align_records(ctx, table, sizes: dict[int, int], min_common: int, seed=None):
+    """Align this party's records with the other clients' (module docstring): returns ``(table, m)``, the
+    client's table restricted to the intersection (None at the server) and the intersection size m.
+    ``sizes``: every client's record count (public, from the schema exchange); ``seed``: this party's job
+    seed (None: OS entropy; see :func:`sqm.mechanism.rng.party_key_bytes`).  Every party refuses, before any share
+    of data is sent, an intersection smaller than ``min_common``."""
+    if ctx.is_server:
+        m = await intersect(ctx, sizes)
+        found = None
+    else:
+        key = party_key_bytes(seed, ctx.pid, "sqm-psi key")
+        rng = secure_generator(None if seed is None else
+                               int.from_bytes(party_key_bytes(seed, ctx.pid, "sqm-psi shuffle"), "big"))
+        found = await intersect(ctx, sizes, await hash_ids_yielding(table.iter_ids(), table.n_rows), key, rng)
+        m = found.size
+    held = ", ".join(f"client {c} {v:,}" for c, v in sorted(sizes.items()))
+    if m < min_common:
+        empty = ": no record is in every client's file, check that the id columns hold the same kind of id"
+        raise TooFewInCommon(f"the clients' record sets have {m:,} records in common ({held}), fewer than the "
+                             f"job's minimum {min_common:,} (--min-intersection)" + (empty if m == 0 else ""))
+    log.info(f"party {ctx.pid}: record alignment (PSI): {m:,} records in common ({held})")
+    digest = None if found is None else found.order_digest()
+    await ctx.check_clients(digest, "the order of the records in common (after the PSI)", wire.digest(32))
+    if found is None:
+        return None, m
+    table = table.restricted(found.member)
+    table.ids_digest = digest
+    return table, m

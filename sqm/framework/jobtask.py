@@ -1,0 +1,67 @@
+"""The task contract of job-file jobs: every hook the job framework (:mod:`sqm.framework.jobfile`) calls on a task, declared
+once, with its default.  Standard library only: a party process and ``sqm --help`` import it.
+
+A task is picklable (it travels to the party processes this machine starts, never over the network) and
+implements the three abstract methods; it overrides the hooks it supports:
+
+- ``public()``: the public parameters every party must agree on (compared by hash first); never a seed or anything
+  derived from one;
+- ``async run(ctx, table, meta)``: this party's part (``table`` is its party table, None at the server), making the
+  same sequence of exchanges at every party; returns this party's result dict;
+- ``release(meta)``: the :class:`sqm.mechanism.report.PrivacyReport` of what the job releases (its events), planned from the
+  public counts without randomness; the server's ledger charges it before any share is sent;
+- ``client_release(meta)``: the same as one client observes it, for a client's own ledger (default None: the task
+  does not say, and a client ledger is refused);
+- ``seed``: None (OS entropy) or the seed from this party's own command line (a labelled insecure experiment,
+  :func:`sqm.framework.jobfile.seed_policy`);
+- ``streams``: whether a party file sorted by id may be read chunk by chunk (default False: read whole);
+- ``row_norm_bound``: the public bound on a record's features into which a client's declared column ranges
+  (``"bounds"``) and norm shares (``"norm_share"``) scale (default None: the task takes neither, and a job file
+  declaring them is refused); with it, ``party_bounds`` (each client's share, None: by column counts),
+  ``with_party_bounds(bounds)`` (the task with given shares), ``feature_counts(meta)`` (the columns the bound
+  covers, per client) and ``check_bounds(bounds)`` (refuses ranges it cannot use, e.g. on a label).
+"""
+from __future__ import annotations
+
+import abc
+
+
+class JobTask(abc.ABC):
+    """What a job computes (see the module docstring for every hook)."""
+
+    seed = None
+    streams = False
+    row_norm_bound: float | None = None
+    party_bounds = None
+
+    @abc.abstractmethod
+    def public(self):
+        """The public parameters every party agrees on."""
+
+    @abc.abstractmethod
+    async def run(self, ctx, table, meta) -> dict:
+        """This party's part of the job."""
+
+    @abc.abstractmethod
+    def release(self, meta):
+        """The privacy report of what the job releases, from public counts."""
+
+    def client_release(self, meta):
+        """What one client observes of the release (None: not said; a client ledger is then refused)."""
+        return None
+
+    def feature_counts(self, meta) -> list[int]:
+        """The columns per client that ``row_norm_bound`` covers (default: all of them)."""
+        return list(meta.col_counts)
+
+    def check_bounds(self, bounds) -> None:
+        """Refuse declared column ranges this task cannot use (a ValueError naming them); default: any."""
+
+    def with_party_bounds(self, party_bounds) -> "JobTask":
+        """This task with each client's share of ``row_norm_bound`` given (norm shares)."""
+        raise NotImplementedError(f"{type(self).__name__} takes no norm shares")
+
+    @property
+    def takes_bounds(self) -> bool:
+        """Whether declared column ranges and norm shares scale into this task's ``row_norm_bound``."""
+        return self.row_norm_bound is not None

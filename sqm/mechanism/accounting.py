@@ -1,0 +1,135 @@
+"""Privacy accounting for SQM in Rényi DP, converted to (epsilon, delta) with dp-accounting.
+
+Formulas (SQM paper, Bao et al.):
+- Lemma 2 / Eq. 3: for aggregate noise Sk(mu) on an integer function with sensitivities (Delta1, Delta2),
+  tau(alpha) = alpha Delta2^2 / (4 mu) + min(((2 alpha - 1) Delta2^2 + 6 Delta1) / (16 mu^2), 3 Delta1 / (4 mu)).
+- Eq. 12 (server-observed): the same bound.
+- Eq. 13 (client-observed, the client knows its own share Sk(mu / n)): the bound with noise mu (n - 1) / n.  The
+  paper states it for replace-one neighbours, which double the sensitivities; every guarantee here is under ONE
+  relation, zero-out (:data:`sqm.mechanism.report.NEIGHBOURING`: a record's values replaced by zeros, n public), under
+  which a record changes the integer sum by f_hat(x_hat) - f_hat(0) = f_hat(x_hat) (every monomial has degree
+  >= 1), bounded by the same (Delta1, Delta2) as on the server's side: no doubling.
+- Eq. 20 / 23: Poisson subsampling at rate q over R rounds (integer alpha >= 2).
+- Eq. 21: client-observed over R rounds, no subsampling benefit (a client knows the batch).
+
+The formulas themselves are in :mod:`sqm.mechanism.rdp` (a leaf: the events and PBM's accounting use them without importing
+this module); releases are accounted as events (:mod:`sqm.mechanism.events`): ``server_epsilon``,
+``client_epsilon``, ``privacy_report`` and ``calibrate_mu`` compose the events of one SQM job, and the ledger
+(:mod:`sqm.mechanism.ledger`) composes the events of many.  A bad event of probability eta (e.g. a batch cap overflowing)
+enters delta as (1 + e^epsilon) eta (:func:`delta_with_failure`, :func:`delta_before_failure`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .rdp import (DEFAULT_ORDERS, _check_pos, _check_q, _check_rounds, _check_sens, client_rdp, client_rdp_rounds,  # noqa: F401
+                  epsilon, epsilon_and_order, exact_skellam_renyi, log_skellam_pmf, server_rdp, skellam_rdp,
+                  subsampled_rdp)  # (re-exported: the formulas live in sqm.mechanism.rdp)
+from .validation import check_delta, check_param
+
+def server_epsilon(mu, delta, l1, l2, q=1.0, rounds=1, orders=DEFAULT_ORDERS) -> float:
+    """Server-observed epsilon at ``delta``: :func:`sqm.mechanism.events.compose` of :func:`sqm.mechanism.events.server_event`."""
+    from .events import compose, server_event
+
+    return compose([server_event(l1, l2, mu, q, rounds)], delta, orders)
+
+
+def client_epsilon(mu, delta, l1, l2, n_parties, rounds=1, orders=DEFAULT_ORDERS) -> float:
+    """Client-observed epsilon at ``delta``: :func:`sqm.mechanism.events.compose` of :func:`sqm.mechanism.events.client_event`."""
+    from .events import client_event, compose
+
+    return compose([client_event(l1, l2, mu, n_parties, rounds)], delta, orders)
+
+
+def privacy_report(mu, delta, l1, l2, q=1.0, rounds=1, n_parties=None, orders=DEFAULT_ORDERS):
+    """(server-observed epsilon, client-observed epsilon or None) at ``delta`` for noise mu."""
+    _check_pos(mu, "mu")
+    eps_s = server_epsilon(mu, delta, l1, l2, q, rounds, orders)
+    eps_c = None if n_parties is None or n_parties < 2 else client_epsilon(mu, delta, l1, l2, n_parties, rounds, orders)
+    return eps_s, eps_c
+
+
+def smallest_meeting(eps, target: float, start: float = 1.0, factor: float = 2.0, rtol: float = 1e-6,
+                     floor: float = 1e-300) -> float:
+    """The smallest x > 0 (to relative precision ``rtol``) with ``eps(x) <= target``, for ``eps`` decreasing in x
+    (a noise scale).  Brackets by powers of ``factor`` from ``start``, then bisects on log x; the upper end of
+    the final bracket is returned, so the target is always met."""
+    lo = hi = float(start)
+    while eps(hi) > target:
+        lo, hi = hi, hi * factor
+    while eps(lo) <= target:
+        lo, hi = lo / factor, lo
+        if lo < floor:
+            break
+    while hi / lo > 1 + rtol:
+        mid = math.sqrt(lo * hi)
+        if eps(mid) <= target:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float = 1.0, rtol: float = 1e-9) -> float:
+    """The tightest sound single-release Gaussian: :func:`sqm.mechanism.calibration.gaussian_sigma` (kept for callers of
+    this name; new code calls that)."""
+    from .calibration import gaussian_sigma
+
+    return gaussian_sigma(l2_sensitivity, epsilon, delta, rtol=rtol)
+
+
+def delta_with_failure(delta: float, epsilon: float, eta: float) -> float:
+    """Delta of a mechanism that is (epsilon, delta)-DP except on a bad event of probability <= ``eta`` (on
+    every dataset; e.g. the LR batch cap overflowing): delta + (1 + e^epsilon) eta.
+
+    If M equals an (epsilon, delta)-DP mechanism M* except with probability eta, then for every set S,
+    P[M(D) in S] <= P[M*(D) in S] + eta <= e^eps (P[M(D') in S] + eta) + delta + eta."""
+    _check_failure(epsilon, eta)
+    return float(delta) + (1.0 + math.exp(epsilon)) * float(eta)
+
+
+def delta_before_failure(total_delta: float, epsilon: float, eta: float) -> float:
+    """The delta a mechanism must meet so that with a bad event of probability ``eta`` the whole is
+    (epsilon, total_delta)-DP: total_delta - (1 + e^epsilon) eta (the inverse of :func:`delta_with_failure`).
+    ValueError if nothing is left."""
+    _check_failure(epsilon, eta)
+    left = float(total_delta) - (1.0 + math.exp(epsilon)) * float(eta)
+    if not left > 0:
+        raise ValueError(f"the failure probability {eta:.3g} uses up delta {total_delta:g} at epsilon {epsilon:g} "
+                         f"((1 + e^epsilon) eta = {(1.0 + math.exp(epsilon)) * eta:.3g}); make it smaller")
+    return left
+
+
+def _check_failure(epsilon, eta):
+    if not (epsilon >= 0 and math.isfinite(epsilon)):
+        raise ValueError(f"epsilon must be finite and >= 0, got {epsilon!r}")
+    if not (0 <= eta <= 1):
+        raise ValueError(f"the failure probability eta must lie in [0, 1], got {eta!r}")
+
+
+@dataclass(frozen=True)
+class Calibration:
+    mu: float
+    epsilon_server: float
+    epsilon_client: float | None
+    delta: float
+    target_epsilon: float
+
+
+def calibrate_mu(target_epsilon: float, delta: float, l1: float, l2: float, q: float = 1.0, rounds: int = 1,
+                 n_parties: int | None = None, orders=DEFAULT_ORDERS, rtol: float = 1e-6) -> Calibration:
+    """The smallest mu (to relative precision ``rtol``) whose server-observed epsilon meets the target.
+
+    Bisection on log mu; the upper end of the final bracket is returned, so the target is always met.
+    """
+    check_param("epsilon", target_epsilon, "target epsilon")
+    check_delta(delta)
+    _check_sens(l1, l2)
+    _check_q(q)
+    _check_rounds(rounds)
+
+    hi = smallest_meeting(lambda mu: server_epsilon(mu, delta, l1, l2, q, rounds, orders), target_epsilon,
+                          start=max(l2 * l2, 1e-12), factor=4.0, rtol=rtol)
+    eps_s, eps_c = privacy_report(hi, delta, l1, l2, q, rounds, n_parties, orders)
+    return Calibration(mu=hi, epsilon_server=eps_s, epsilon_client=eps_c, delta=delta, target_epsilon=target_epsilon)

@@ -1,0 +1,87 @@
+"""What one client does on its own machine: clip its column groups, quantize its columns, draw its noise share."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sqm.runtime.stream import ArrayInput, ChunkedInput
+
+from .quantize import stochastic_round
+from .rng import party_rng
+from .skellam import skellam
+from .vertical import clip_rows
+
+
+def client_input(block: np.ndarray, clip, gamma: float, noise_mu: float, n_out: int, rng: np.random.Generator
+                 ) -> tuple[np.ndarray, np.ndarray, int]:
+    """(quantized block, Skellam noise share Sk(noise_mu) of ``n_out`` outputs, rows clipped): the whole
+    block as one chunk of :class:`QuantizedRows`.
+
+    ``clip``: this party's bound on its sub-row (a number), or a callable ``block -> (clipped block, count)``
+    (its column groups: :meth:`sqm.mechanism.vertical.ColumnBounds.clip`).  ``rng`` is consumed in a fixed order,
+    rounding then noise, so the same generator gives the same integers in any runner."""
+    q = QuantizedRows(ArrayInput(np.asarray(block, np.float64)), clip, gamma, noise_mu, n_out, rng)
+    x_hat = q.whole()
+    return x_hat, q.addend(), q.clipped
+
+
+class QuantizedRows(ChunkedInput):
+    """A client's SQM input made chunk by chunk (:class:`sqm.runtime.stream.ChunkedInput`): each chunk of its real
+    rows (``source``: anything with ``n_rows``, ``n_cols`` and ``chunks(rows)`` yielding float blocks, e.g. a
+    party file read in batches) is clipped (``clip`` as in :func:`client_input`) and stochastically rounded at
+    scale gamma; once the last chunk is taken, the noise share Sk(noise_mu) is drawn.  ``rng`` is consumed in
+    the order :func:`client_input` consumes it on the whole block (every coin of every row in row order, then
+    the noise), so any chunk size gives the same integers.  ``clipped``: rows clipped so far."""
+
+    def __init__(self, source, clip, gamma: float, noise_mu: float, n_out: int, rng: np.random.Generator,
+                 ids_digest: bytes | None = None):
+        self.source, self.clip, self.gamma, self.noise_mu, self.n_out, self.rng = (source, clip, gamma, noise_mu,
+                                                                                   n_out, rng)
+        self.n_rows, self.n_cols = int(source.n_rows), int(source.n_cols)
+        self.ids_digest = ids_digest
+        self.clipped = 0
+
+    def chunks(self, rows: int):
+        for b in self.source.chunks(rows):
+            b = np.asarray(b, np.float64)
+            b, c = self.clip(b) if callable(self.clip) else clip_rows(b, float(self.clip))
+            self.clipped += int(c)
+            yield stochastic_round(b, self.gamma, self.rng)
+
+    def addend(self) -> np.ndarray:
+        return skellam(self.noise_mu, self.n_out, self.rng)
+
+    def whole(self) -> np.ndarray:
+        """Every record quantized, as one block (for a kernel that takes the block whole)."""
+        return next(self.chunks(max(1, self.n_rows)), np.zeros((0, self.n_cols), np.int64))
+
+
+@dataclass
+class QuantizingClient:
+    """A picklable client program for :mod:`sqm.runtime` backends: returns (quantized block, Skellam noise share).
+
+    ``clip_bound``: the bound on this client's sub-row norm (party programs with column groups call
+    :func:`client_input` from :func:`sqm.mechanism.release.sqm_round`).
+    ``seed`` (a SeedSequence or None for OS entropy) is this client's own; it keys an AES-128-CTR stream
+    (:func:`sqm.mechanism.rng.make_rng`) consumed in a fixed order (rounding, then noise: :func:`client_input`), so the
+    same seed gives the same integers in any backend.
+
+    ``insecure_pcg64``: BENCHMARK ONLY (``sqm bench bgw-cost --compare-rng``): draw from numpy's PCG64, a
+    statistical generator whose outputs reveal its state, to measure what the cryptographic stream costs.
+    Never set it for a job whose noise must stay secret.
+    """
+
+    block: np.ndarray
+    gamma: float
+    clip_bound: float
+    noise_mu: float  # this client's share of the noise parameter, mu / n
+    n_out: int
+    seed: object = None
+    insecure_pcg64: bool = False  # benchmark only: the old statistical generator
+
+    def __call__(self) -> tuple[np.ndarray, np.ndarray]:
+        rng = party_rng(self.seed, self.insecure_pcg64)
+        x_hat, z, _ = client_input(self.block, self.clip_bound, self.gamma, self.noise_mu, self.n_out, rng)
+        return x_hat, z
+

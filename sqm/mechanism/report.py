@@ -1,0 +1,170 @@
+"""The one privacy-report type for every method, and the one table / JSON helper.
+
+:class:`PrivacyReport` describes what one method releases: SQM (server- and client-observed epsilon, mu,
+sensitivities, gamma), central or local DP (sigma), PBM, HDP-VFL, or no privacy (``epsilon_server=inf``).
+``events`` holds the releases as :mod:`sqm.mechanism.events` (dp-accounting ``DpEvent``s), which the privacy-budget ledger
+(:mod:`sqm.mechanism.ledger`) composes across jobs.
+
+:func:`render_table` prints rows of dicts (a ``"method"`` column first, then metric columns) as an aligned text
+table; :func:`jsonable` / :func:`to_json` turn reports, numpy values and events into JSON (non-finite floats as
+the strings ``"inf"``, ``"-inf"``, ``"nan"``, so the file is strict JSON).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+
+ZERO_OUT = "zero-out"
+NEIGHBOURING = {
+    ZERO_OUT: ("zero-out: the neighbouring data set replaces one record's values by zeros (every value the record "
+               "contributes, the intercept's constant included: it then adds nothing to any released sum); the "
+               "record stays in the aligned set, so the record count n, which is public and from which "
+               "defaults are chosen, is the same in both"),
+    "embedding": ("feature-level: the neighbouring release changes one client's embedding of one record (PBM-VFL's "
+                  "unit, taking the embeddings as given; not a guarantee for the records' features)"),
+    "none": "no privacy guarantee",
+}
+NEIGHBOURING_LINE = ("every epsilon above is under zero-out neighbours: one record's values replaced by zeros, the "
+                     "record count public (sqm.mechanism.report.NEIGHBOURING)")
+"""The neighbouring relations a report can name.  Every record-level guarantee of this project (SQM server- and
+client-observed, every baseline) is under ONE of them, zero-out: with n public (the schedule and the record
+alignment's count depend on it) add/remove-one is not what is protected, and replace-one is implied by
+zero-out twice (group privacy).  PBM-VFL's feature-level epsilon is in another unit ("embedding")."""
+
+
+@dataclass(kw_only=True)
+class PrivacyReport:
+    """The privacy of one method's releases (all fields keyword-only).
+
+    ``epsilon_server``: epsilon at ``delta`` against the party that sees the result (for a baseline without a
+    server, against whoever sees its output); ``epsilon_client``: against a client that knows its own noise
+    share (None where it does not apply, e.g. a single client).  ``events``: the releases as
+    :mod:`sqm.mechanism.events`, for composition in the ledger; ``eta``: the probability of a failure event outside them
+    (the ledger adds (1 + e^epsilon) eta to delta, :func:`sqm.mechanism.accounting.delta_with_failure`).  ``method`` defaults to "SQM" so that
+    :class:`sqm.mechanism.release.SQM` builds it with its own fields only.  ``neighbouring``: the relation every epsilon of
+    the report is computed under (a key of :data:`NEIGHBOURING`; default zero-out, the record-level relation of
+    every method here)."""
+
+    method: str = "SQM"
+    epsilon_server: float
+    delta: float
+    epsilon_client: float | None = None
+    mu: float | None = None
+    sigma: float | None = None
+    l2_sensitivity: float | None = None
+    l1_sensitivity: float | None = None
+    gamma: float | None = None
+    scale: float | None = None
+    n_parties: int | None = None
+    sampling_rate: float = 1.0
+    rounds: int = 1
+    events: tuple = field(default_factory=tuple)
+    eta: float = 0.0  # a failure probability outside the events (e.g. a batch cap): adds (1 + e^eps) eta to delta
+    notes: str = ""
+    neighbouring: str = ZERO_OUT
+
+    def __post_init__(self):
+        self.events = tuple(self.events)
+        if self.neighbouring not in NEIGHBOURING:
+            raise ValueError(f"neighbouring must be one of {sorted(NEIGHBOURING)}, got {self.neighbouring!r}")
+
+    def as_dict(self) -> dict:
+        """A JSON-able dict of every field (events as :func:`sqm.mechanism.events.event_to_json` dicts)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return jsonable(out)
+
+
+def jsonable(obj: Any) -> Any:
+    """``obj`` as plain JSON values: dataclasses (``as_dict`` when they have one) and mappings as dicts,
+    sequences and numpy arrays as lists, numpy scalars as Python numbers, DpEvents through
+    :func:`sqm.mechanism.events.event_to_json`, non-finite floats as ``"inf"`` / ``"-inf"`` / ``"nan"``."""
+    from dp_accounting import dp_event
+
+    if obj is None or isinstance(obj, (bool, str, int)) and not isinstance(obj, np.integer):
+        return obj
+    if isinstance(obj, (float, np.floating)):
+        v = float(obj)
+        return v if math.isfinite(v) else ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf"))
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, dp_event.DpEvent):
+        from .events import event_to_json
+
+        return event_to_json(obj)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        if callable(getattr(obj, "as_dict", None)):
+            return jsonable(obj.as_dict())
+        return {f.name: jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, np.ndarray):
+        return jsonable(obj.tolist())
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [jsonable(v) for v in obj]
+    raise TypeError(f"cannot write a {type(obj).__name__} as JSON: {obj!r}")
+
+
+def to_json(obj: Any, path: str | None = None, indent: int | None = 2) -> str:
+    """``obj`` (see :func:`jsonable`) as strict JSON text; written to ``path`` too when given."""
+    text = json.dumps(jsonable(obj), indent=indent, allow_nan=False)
+    if path is not None:
+        with open(path, "w") as f:
+            f.write(text + "\n")
+    return text
+
+
+def write_json(path: str, obj: Any, indent: int | None = 2) -> None:
+    """Write ``obj`` to ``path`` as strict JSON (:func:`to_json`)."""
+    to_json(obj, path, indent)
+
+
+def fmt_value(v: Any, spec: str | Callable[[Any], str] | None = None) -> str:
+    """One table cell: None as "-", non-finite floats as "inf" / "-inf" / "nan", floats with ``spec``
+    (default ".4g"), anything else with str (or ``spec`` when it is a callable or applies)."""
+    if callable(spec):
+        return spec(v)
+    if v is None:
+        return "-"
+    if isinstance(v, (float, np.floating)):
+        v = float(v)
+        if not math.isfinite(v):
+            return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+        return format(v, spec or ".4g")
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        return format(int(v), spec or "d")
+    return format(str(v), spec) if spec else str(v)
+
+
+def render_table(rows: Iterable[dict], columns: Iterable | None = None) -> str:
+    """Rows of dicts as an aligned text table.
+
+    ``columns``: keys, ``(key, header)`` or ``(key, header, fmt)`` (``fmt`` a format spec such as ".4f" or
+    a callable returning the cell text; see :func:`fmt_value`); default: every key in order of first
+    appearance.  A ``"method"`` column comes first whenever a row has one, whether or not it is listed; the
+    first column is left-aligned, the others right-aligned.  A missing value prints as "-"."""
+    rows = list(rows)
+    if columns is None:
+        columns = list(dict.fromkeys(k for r in rows for k in r))
+    cols = []
+    for c in columns:
+        key, header, spec = (c, c, None) if isinstance(c, str) else (tuple(c) + (None, None))[:3]
+        cols.append((key, header if header is not None else key, spec))
+    if any("method" in r for r in rows) and all(k != "method" for k, _, _ in cols):
+        cols.insert(0, ("method", "method", None))
+    cells = [[str(h) for _, h, _ in cols]] + [[fmt_value(r.get(k), s) for k, _, s in cols] for r in rows]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(cols))]
+    left = [i == 0 for i in range(len(cols))]
+
+    def line(items):
+        return "  ".join(x.ljust(w) if lft else x.rjust(w) for x, w, lft in zip(items, widths, left)).rstrip()
+
+    out = [line(cells[0]), "  ".join("-" * w for w in widths)] + [line(c) for c in cells[1:]]
+    return "\n".join(out)

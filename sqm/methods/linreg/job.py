@@ -1,0 +1,66 @@
+"""The SQM linear-regression task of job files (:mod:`sqm.framework.jobfile`), :class:`LinRegJobTask`: what a party process
+of a ``sqm linreg --job`` imports (with the estimator it holds), apart from the command in :mod:`.cli`."""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from sqm.framework.jobtask import JobTask
+from sqm.methods.linreg.statistic import joint_matrix, solve_ridge
+
+if TYPE_CHECKING:
+    from sqm.methods.linreg.estimator import SQMLinearRegression
+
+
+class LinRegJobTask(JobTask):
+    """The SQM linear-regression task for :mod:`sqm.framework.jobfile`: the last client's CSV holds the label column
+    ``label_column`` besides its features; every party plans the same release from the clients' column and
+    record counts and runs :func:`sqm.mechanism.release.sqm_round`; the server solves.  Seeds as in
+    :class:`sqm.methods.pca.PCAJobTask` (never sent; a seeded job equals ``SQMLinearRegression(seed=...).fit``)."""
+
+    def __init__(self, estimator: SQMLinearRegression, label_column: str = "label",
+                 insecure_reproducible: bool = False):
+        from sqm.framework.jobfile import seed_policy
+
+        self.secure_mode = seed_policy(estimator.seed, insecure_reproducible, warn=False)
+        self.est, self.label_column, self.seed = estimator, label_column, estimator.seed
+        self.est.mechanism([1, 2])  # bad parameters refused here, before any party starts
+
+    def public(self):
+        e = self.est
+        return ("linreg", float(e.alpha), float(e.epsilon), float(e.delta), float(e.gamma), float(e.feature_bound),
+                float(e.label_bound), bool(e.fit_intercept), self.label_column)
+
+    def _plan(self, meta):
+        counts = list(meta.col_counts)
+        counts[-1] += int(bool(self.est.fit_intercept))  # the label party adds the constant column
+        mech = self.est.mechanism(counts)
+        return (counts, mech, *mech.round_plan(counts, meta.n_records, align_ids=True))
+
+    def release(self, meta):
+        """The privacy report (events) of the job's one SQM release, from the public counts only."""
+        return self._plan(meta)[3]
+
+    async def run(self, ctx, table, meta) -> dict:
+        from sqm.runtime.party import InputRefused
+        from sqm.mechanism.release import sqm_round
+        from sqm.mechanism.rng import make_rng, spawn_seeds
+
+        counts, mech, plan, report = self._plan(meta)
+        block = None if table is None else table.block
+        if table is not None and ctx.pid == meta.n_parties:  # the label party: [features, 1, y]
+            if self.label_column not in table.columns:
+                raise InputRefused(f"its file has no label column '{self.label_column}'", table.file)
+            k = list(table.columns).index(self.label_column)
+            block = joint_matrix(np.delete(table.block, k, axis=1), table.block[:, k], bool(self.est.fit_intercept))
+        rng = make_rng(spawn_seeds(self.seed, meta.n_parties + 1)[ctx.pid])
+        out = await sqm_round(ctx, mech.polynomial, block, plan, rng,
+                              ids_digest=None if table is None else table.ids_digest)
+        if not ctx.is_server:
+            return {"clipped": out.clipped, "rows": table.n_rows, "cols": table.n_cols}
+        gram = out.estimate.reshape(sum(counts), sum(counts))
+        coef, intercept = solve_ridge(gram, float(self.est.alpha), math.sqrt(2 * report.mu) / out.scale,
+                                      bool(self.est.fit_intercept))
+        return {"coef": coef, "intercept": intercept, "report": report.as_dict(), "raw": out.raw}

@@ -1,0 +1,270 @@
+"""Exact vectorized arithmetic modulo a prime p < 2^62 on int64 arrays with entries in [0, p).
+
+Products use the extended-precision quotient trick: q = round(a b / p) in 80-bit long double (64-bit
+mantissa) is off by at most one, and r = a b - q p computed with wrapping 64-bit integers is exact modulo
+2^64 and lies in (-p, 2p), so one correction gives a b mod p exactly.  Matrix products split operands into
+limbs of w bits and run on float64 BLAS, with w and the row chunk chosen so that every float64 partial sum
+is an integer below 2^53 (hence exact).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .field import MAX_FAST_BITS
+
+_LD = np.longdouble
+if np.finfo(_LD).nmant < 63:  # pragma: no cover - platforms without 80/128-bit long double
+    raise ImportError("sqm.runtime.modarith needs a long double with >= 64-bit mantissa")
+
+
+def _check_p(p: int) -> None:
+    if not 2 <= p < (1 << MAX_FAST_BITS):
+        raise ValueError(f"modulus must lie in [2, 2^{MAX_FAST_BITS}), got {p}")
+
+
+def add_mod(a, b, p: int) -> np.ndarray:
+    """(a + b) mod p for a, b in [0, p): s = a + b < 2p, then min(s, s - p) read as unsigned 64-bit integers
+    (s - p wraps to above 2^63 when s < p), two branch-free passes, in place."""
+    s = np.asarray(np.add(a, b, dtype=np.int64))
+    u = s.view(np.uint64)
+    np.minimum(u, u - np.uint64(p), out=u)
+    return s
+
+
+def sub_mod(a, b, p: int) -> np.ndarray:
+    """(a - b) mod p for a, b in [0, p): d = a - b in (-p, p), then min(d, d + p) read as unsigned 64-bit
+    integers (a negative d reads as above 2^63; d + p wraps to its residue)."""
+    d = np.asarray(np.subtract(a, b, dtype=np.int64))
+    u = d.view(np.uint64)
+    np.minimum(u, u + np.uint64(p), out=u)
+    return d
+
+
+def neg_mod(a, p: int) -> np.ndarray:
+    a = np.asarray(a, dtype=np.int64)
+    return np.where(a == 0, 0, p - a)
+
+
+def mul_mod(a, b, p: int) -> np.ndarray:
+    """Elementwise a * b mod p (broadcasting), exact for p < 2^62."""
+    _check_p(p)
+    a = np.asarray(a, dtype=np.int64)
+    b = np.asarray(b, dtype=np.int64)
+    q = np.floor(a.astype(_LD) * b.astype(_LD) / _LD(p)).astype(np.int64)
+    with np.errstate(over="ignore"):
+        r = (a.astype(np.uint64) * b.astype(np.uint64) - q.astype(np.uint64) * np.uint64(p)).astype(np.int64)
+    r = np.where(r < 0, r + p, r)
+    return np.where(r >= p, r - p, r)
+
+
+def small_mul_mod(a, s: int, p: int) -> np.ndarray:
+    """a * s mod p for a small non-negative integer s with s * p < 2^63 (plain int64 arithmetic)."""
+    if not 0 <= s or s * p >= (1 << 63):
+        return mul_mod(a, s % p, p)
+    return np.asarray(a, dtype=np.int64) * np.int64(s) % p
+
+
+def scalar_mul_mod(a, s: int, p: int) -> np.ndarray:
+    """a * s mod p for a Python integer s of any size (plain int64 arithmetic when s or -s mod p is small,
+    e.g. the Lagrange coefficients of points 1..M, which are +-binomial(M, i))."""
+    s = int(s) % p
+    if s * p < (1 << 63):
+        return small_mul_mod(a, s, p)
+    if (p - s) * p < (1 << 63):
+        return neg_mod(small_mul_mod(a, p - s, p), p)
+    return mul_mod(a, np.int64(s), p)
+
+
+def sum_mod(a, axis, p: int) -> np.ndarray:
+    """Exact sum mod p along ``axis`` (31-bit halves summed in int64, safe up to 2^32 terms)."""
+    a = np.asarray(a, dtype=np.int64)
+    lo = (a & ((1 << 31) - 1)).sum(axis=axis, dtype=np.int64) % p
+    hi = (a >> 31).sum(axis=axis, dtype=np.int64) % p
+    return add_mod(lo, scalar_mul_mod(hi, 1 << 31, p), p)
+
+
+def _limb_plan(bits: int, inner: int, signed: bool = False) -> tuple[int, int, int]:
+    """(limb width w, number of limbs L, inner chunk) with L * chunk * (largest limb product) < 2^53: (2^w - 1)^2
+    for unsigned limbs, 2^(2w-2) for balanced (``signed``) ones, see :func:`_signed_limb_plan`.
+
+    The fewest limbs whose exact chunk still holds min(inner, 2048) terms: float64 sums of up to L limb
+    products over a chunk are then integers below 2^53, hence exact.  Fewer limbs means L^2 fewer BLAS
+    products; chunks of a few thousand rows also keep each chunk's limbs in cache.
+    """
+    for L in range(1, 9):
+        w = -(-bits // L)
+        chunk = ((1 << 53) - 1) // (L * ((1 << (2 * w - 2)) if signed else ((1 << w) - 1) ** 2))
+        if chunk >= min(inner, 2048):
+            return w, L, max(1, min(inner, chunk, 16384))
+    raise ValueError("no exact limb plan")  # pragma: no cover
+
+
+def _limbs_into(A: np.ndarray, w: int, L: int, out: np.ndarray) -> np.ndarray:
+    """The L limbs of A side by side in ``out`` (rows x L cols), float64, without temporaries."""
+    rows, cols = A.shape
+    buf = np.empty((rows, cols), dtype=np.int64)
+    for u in range(L):
+        np.right_shift(A, w * u, out=buf)
+        np.bitwise_and(buf, (1 << w) - 1, out=buf)
+        out[:rows, u * cols:(u + 1) * cols] = buf
+    return out[:rows]
+
+
+def _shift_sum(partials: list[np.ndarray], w: int, p: int) -> np.ndarray:
+    """sum_s partials[s] * 2^(w s) mod p, partials exact float64 integers < 2^53.
+
+    Horner's rule from the top partial in int64: acc * 2^w is taken in steps of 62 - bitlen(p) bits, each
+    followed by a reduction mod p (acc < p, so no step overflows), which is much cheaper than a general
+    modular product per partial; for p of 59 bits and more, the general product is used."""
+    step = 62 - int(p).bit_length()
+    if step < 4:
+        out = None
+        for s, P in enumerate(partials):
+            term = scalar_mul_mod(np.rint(P).astype(np.int64) % p, pow(2, w * s, p), p)
+            out = term if out is None else add_mod(out, term, p)
+        return out
+    acc = None
+    for P in reversed(partials):
+        Q = np.rint(P).astype(np.int64)
+        if acc is None:
+            acc = Q % p
+            continue
+        k = w
+        while k > 0:
+            s = min(k, step)
+            acc = (acc << s) % p
+            k -= s
+        acc = (acc + Q) % p  # acc < 2^58, Q < 2^53
+    return acc
+
+
+def matmul_mod(A, B, p: int) -> np.ndarray:
+    """Exact (A @ B) mod p for int64 A (m x k), B (k x n) in [0, p); a 1-D B gives a vector."""
+    _check_p(p)
+    A = np.asarray(A, dtype=np.int64)
+    B = np.asarray(B, dtype=np.int64)
+    vec = B.ndim == 1
+    if vec:
+        B = B[:, None]
+    m, k = A.shape
+    if B.shape[0] != k:
+        raise ValueError(f"shapes {A.shape} and {B.shape} do not align")
+    n = B.shape[1]
+    w, L, chunk = _limb_plan(p.bit_length(), k)
+    out = np.zeros((m, n), dtype=np.int64)
+    c = min(chunk, k)
+    abuf, bbuf = np.empty((m, L * c), dtype=np.float64), np.empty((c, L * n), dtype=np.float64)
+    for s0 in range(0, k, chunk):
+        a = A[:, s0:s0 + chunk]
+        acat = _limbs_into(a, w, L, abuf)  # m x L c
+        bcat = _limbs_into(B[s0:s0 + chunk], w, L, bbuf)  # c x L n
+        cc = a.shape[1]
+        partials = [np.zeros((m, n)) for _ in range(2 * L - 1)]
+        for u in range(L):
+            prod = acat[:, u * cc:(u + 1) * cc] @ bcat
+            for v in range(L):
+                partials[u + v] += prod[:, v * n:(v + 1) * n]
+        out = add_mod(out, _shift_sum(partials, w, p), p)
+    return out[:, 0] if vec else out
+
+
+def matmul_small_mod(S, B, p: int) -> np.ndarray:
+    """(S @ B) mod p, exactly, for field elements S (int64 in [0, p)) and a public matrix B of small signed
+    integers: only S is cut into w-bit limbs, every limb product sum is an exact float64 integer, and the limb
+    results are combined by Horner's rule mod p in int64 (acc * 2^w + Q stays below 2^63).  Falls back to
+    :func:`matmul_mod` when B's entries are too large for that."""
+    _check_p(p)
+    S = np.asarray(S, dtype=np.int64)
+    B = np.asarray(B, dtype=np.int64)
+    bits = int(p).bit_length()
+    bmax = int(np.max(np.abs(B))) if B.size else 0
+    w = min(62 - bits, 16)
+    if w < 4 or (2 ** w) * max(bmax, 1) * max(S.shape[1], 1) >= 2 ** 53:
+        from .field import from_signed
+
+        return matmul_mod(S, from_signed(B, p), p)
+    Bf = B.astype(np.float64)
+    acc = np.zeros((S.shape[0], B.shape[1]), dtype=np.int64)
+    mask = (1 << w) - 1
+    for u in reversed(range(-(-bits // w))):
+        Q = (((S >> (w * u)) & mask).astype(np.float64) @ Bf).astype(np.int64)
+        acc = (acc * (1 << w) + Q) % p
+    return acc
+
+
+def rowdot_mod(A, B, p: int) -> np.ndarray:
+    """Exact sum_k A[i, k] B[i, k] mod p for each row i, int64 A and B of the same shape (m x k) in [0, p):
+    limb products summed along rows in float64 (exact chunks, as :func:`matmul_mod`), reduced mod p only for
+    the m results."""
+    _check_p(p)
+    A = np.asarray(A, dtype=np.int64)
+    B = np.asarray(B, dtype=np.int64)
+    if A.shape != B.shape or A.ndim != 2:
+        raise ValueError(f"rowdot_mod needs two matrices of the same shape, got {A.shape} and {B.shape}")
+    m, k = A.shape
+    w, L, chunk = _limb_plan(p.bit_length(), k)
+    mask = (1 << w) - 1
+    out = np.zeros(m, dtype=np.int64)
+    for s0 in range(0, k, chunk):
+        a, b = A[:, s0:s0 + chunk], B[:, s0:s0 + chunk]
+        al = [((a >> (w * u)) & mask).astype(np.float64) for u in range(L)]
+        bl = [((b >> (w * u)) & mask).astype(np.float64) for u in range(L)]
+        partials = [np.zeros(m) for _ in range(2 * L - 1)]
+        for u in range(L):
+            for v in range(L):
+                partials[u + v] += np.einsum("ij,ij->i", al[u], bl[v])
+        out = add_mod(out, _shift_sum(partials, w, p), p)
+    return out
+
+
+def _signed_limb_plan(bits: int, inner: int) -> tuple[int, int, int]:
+    """(limb width w, number of limbs L, inner chunk) for balanced limbs: a field element taken as its signed
+    representative (|x| <= (p - 1) / 2 < 2^(bits-1)) has L = ceil(bits / w) digits in [-2^(w-1), 2^(w-1)]
+    (see :func:`_balanced_limbs`), so a limb product is at most 2^(2w-2) in magnitude, four times less than
+    with unsigned limbs: a 42-bit field then needs 2 limbs of 21 bits (4096-row chunks) where unsigned limbs
+    need 3, and the Gram product costs 4/9 of the flops.  Exact: L * chunk * 2^(2w-2) < 2^53."""
+    return _limb_plan(bits, inner, signed=True)
+
+
+def _balanced_limbs(A: np.ndarray, w: int, L: int, p: int) -> list[np.ndarray]:
+    """The L balanced limbs of A's signed representatives, each a contiguous float64 array of A's shape:
+    s = sum_u limb_u 2^(w u), every limb in [-2^(w-1), 2^(w-1)] (the top one: what is left, which L w >= bits
+    keeps inside that range), s = A or A - p, whichever is smaller in magnitude.  Digits are cut in int64
+    (exact for any p < 2^62), then converted (exact: below 2^53)."""
+    h = (p - 1) // 2
+    t = add_mod(A, h, p)  # (A + h) mod p - h is the signed representative
+    np.subtract(t, h, out=t)
+    half, mask = 1 << (w - 1), (1 << w) - 1
+    d = np.empty_like(t)
+    limbs = []
+    for _ in range(L - 1):
+        np.add(t, half, out=d)
+        np.bitwise_and(d, mask, out=d)
+        np.subtract(d, half, out=d)
+        np.subtract(t, d, out=t)
+        np.right_shift(t, w, out=t)  # exact: t - d is a multiple of 2^w
+        limbs.append(d.astype(np.float64))
+    limbs.append(t.astype(np.float64))
+    return limbs
+
+
+def gram_mod(S, p: int) -> np.ndarray:
+    """Exact S^T S mod p for int64 S (m x n) in [0, p): per row chunk, the BLAS products of its balanced limbs
+    (:func:`_signed_limb_plan`) two by two, limb_a^T limb_b for a <= b (the pair b, a is the transpose), so
+    L (L + 1) / 2 products of n x n instead of L^2, and no strided copies."""
+    _check_p(p)
+    S = np.asarray(S, dtype=np.int64)
+    m, n = S.shape
+    w, L, chunk = _signed_limb_plan(p.bit_length(), m)
+    out = np.zeros((n, n), dtype=np.int64)
+    for s0 in range(0, m, chunk):
+        limbs = _balanced_limbs(S[s0:s0 + chunk], w, L, p)
+        partials = [np.zeros((n, n)) for _ in range(2 * L - 1)]
+        for a in range(L):
+            for b in range(a, L):
+                G = limbs[a].T @ limbs[b]
+                partials[a + b] += G
+                if a != b:
+                    partials[a + b] += G.T
+        out = add_mod(out, _shift_sum(partials, w, p), p)
+    return out

@@ -1,0 +1,560 @@
+"""Starting a party's session: connecting to every other party of the job, then binding it to one job.
+
+Our own connect phase in place of MPyC's ``mpc.start()`` (whose listening side trusted the party id a peer
+claims, bound all interfaces and retried every 0.1 s forever):
+
+- party i listens, on its own job address only, for parties < i and connects to parties > i, as MPyC does;
+- a connecting party sends its id (2 bytes, little endian, as MPyC); the listening party checks it (a party
+  that should connect here, not yet connected) and, over TLS, that the peer's certificate names exactly
+  that party of the same job (:func:`sqm.runtime.certs.check_peer`); it answers one byte ``OK``, or ``NO`` and its
+  reason, so the connecting side learns why it was refused.  The connecting side checks the listener's
+  certificate the same way before sending anything;
+- refused connections are retried with exponential back-off (20 ms doubling to 1 s); a TLS handshake failure,
+  an identity mismatch, a listener that never says ``OK`` (another program on that port) or a port this
+  party cannot listen on abort the connect phase at once (:class:`ConnectError`, naming the peer);
+- after ``connect_timeout`` seconds the error names the parties not yet connected, with their addresses;
+- only when every peer is connected are the connections handed to MPyC's message exchangers (any bytes that
+  arrived early are passed on), and the listening socket is closed.
+
+:func:`agree_job` is then the first exchange: every party sends its job description (job id, job name,
+party addresses in order, the program's public description); any difference is refused naming the party
+and the field, before anything else is sent.
+"""
+from __future__ import annotations
+
+import asyncio
+import errno
+import ipaddress
+import os
+import re
+import ssl
+import struct
+import time
+
+from .certs import IdentityError, check_peer
+from .protocol import (ABORT_PC, ProtocolError, abort_notice, party_label, printable, public_digest,
+                       read_abort_notice)
+
+OK, NO = b"\x01", b"\x00"
+BACKOFF_START, BACKOFF_CAP = 0.02, 1.0
+HANDSHAKE_TIMEOUT = 10.0  # seconds for a TLS handshake and the listener's OK: an idle party answers in ms
+LINGER = 3.0  # seconds a party that gave up keeps dialling unreached parties to hand them its notice
+LOSS_GRACE = 0.5  # seconds between a connected peer leaving during the connect phase and reporting it
+MAX_EARLY = 1 << 24  # bytes buffered from one peer before the hand-over (the first exchange is small)
+MAX_PENDING_PER_SOURCE = 64  # connections from one host not yet identified; beyond, new ones are closed unread
+MAX_NOTES = 64  # notes kept about dropped connections (the timeout message shows the first few)
+JOB_ID_RE = re.compile(r"[0-9a-f]{32}")
+
+
+class ConnectError(ProtocolError):
+    """The connect phase was refused: a peer's identity, a TLS handshake, or this party's own address."""
+
+
+def split_address(a: str) -> tuple[str, int]:
+    host, _, port = a.strip().rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"invalid party address {a!r} (need host:port, port 1..65535)")
+    return host.strip("[]"), int(port)
+
+
+def is_loopback(host: str) -> bool:
+    """True for loopback IP addresses and ``localhost``; any other name counts as another host (no lookup)."""
+    if host.lower() in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def plaintext_refusal(addresses) -> str:
+    """Why plain TCP is refused for these addresses: between hosts anyone on the path reads the shares; over
+    loopback any local user who reads the command lines (the job id and addresses are there) can connect as
+    a party, or listen first at a party's address and act as it (loopback has no peer check)."""
+    remote = [a for a in addresses if not is_loopback(split_address(a)[0])]
+    if remote:
+        return (f"party addresses {', '.join(remote)} are not loopback: parties on other hosts must use TLS (keys "
+                f"from python -m sqm.runtime.certs, --ssl-dir DIR); plain TCP would let anyone on the path read the "
+                f"shares.  Pass --insecure-plaintext to run without TLS anyway (a trusted, isolated network only)")
+    return ("parties started one by one authenticate each other with TLS even over loopback (keys from python -m "
+            "sqm.runtime.certs, --ssl-dir DIR; sqm's local launchers make per-job keys themselves): plain loopback TCP has "
+            "no peer check, so another user of this host who reads the command lines could connect as a party or "
+            "listen first at a party's address and act as it.  Pass --insecure-plaintext to run without TLS anyway "
+            "(a host no one else uses only)")
+
+
+def check_job_id(job_id: str) -> str:
+    if not isinstance(job_id, str) or not JOB_ID_RE.fullmatch(job_id):
+        raise ValueError(f"job id {job_id!r} is not 32 lowercase hex digits (a random 128-bit id, e.g. "
+                         f"python -c 'import secrets; print(secrets.token_hex(16))')")
+    return job_id
+
+
+def _reason(e: BaseException) -> str:
+    if isinstance(e, ssl.SSLCertVerificationError):
+        return f"certificate verify failed: {e.verify_message}"
+    if isinstance(e, ssl.SSLError):
+        return e.reason.lower().replace("_", " ") if e.reason else str(e)
+    if isinstance(e, OSError) and e.errno:
+        return os.strerror(e.errno)
+    return str(e) or type(e).__name__
+
+
+def _clean(text: str, n: int = 300) -> str:
+    return printable(text, n)
+
+
+class _Conn(asyncio.Protocol):
+    """One connection during the connect phase, until it is handed to MPyC (buffers early bytes)."""
+
+    def __init__(self, session: "Session", pid: int | None):
+        self.s, self.pid, self.transport, self.buf = session, pid, None, bytearray()
+        self.ready = False  # identity checked: the hand-over may take place
+        self.lost = False
+        self.noted = False  # dropped and noted already (drop)
+        self.counted = False  # counted among its host's unidentified connections (Session.pending_change)
+        self.peer = "?"
+
+    def connection_made(self, transport):
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+
+    def data_received(self, data):
+        self.buf += data
+        if len(self.buf) > MAX_EARLY and isinstance(self, _Accept) and not self.ready:  # unauthenticated: dropped
+            self.drop(f"a connection from {self.peer} sent {len(self.buf)} bytes without naming a "
+                      f"party; dropped")
+            self.transport.abort()
+        elif len(self.buf) > MAX_EARLY:
+            self.s.fail(f"{self.name()} sent {len(self.buf)} bytes before the connect phase ended; refused")
+            self.transport.abort()
+        elif self.ready:
+            self.scan_for_abort()
+        else:
+            self.on_data()
+
+    def scan_for_abort(self):
+        """A connected peer that gives up the connect phase sends an abort notice (MPyC's frame on the reserved
+        label ABORT_PC) before closing: fail at once with its reason, which names the cause.  Other frames
+        (the first exchange, sent by a peer that finished connecting) stay buffered for the hand-over."""
+        off = 0
+        while len(self.buf) >= off + 12:
+            pc, size = struct.unpack_from("<qI", self.buf, off)
+            if len(self.buf) < off + 12 + size:
+                return
+            if pc == ABORT_PC:
+                notice = read_abort_notice(bytes(self.buf[off + 12:off + 12 + size]))
+                self.s.fail(f"{party_label(self.pid)} gave up the connect phase: {notice['abort']}", notify=False,
+                            timed_out=notice["kind"] == "timeout")
+                return
+            off += 12 + size
+
+    def on_data(self):  # pragma: no cover - overridden
+        pass
+
+    def name(self) -> str:
+        return self.s.name(self.pid) if self.pid is not None else f"a party connecting from {self.peer}"
+
+    def drop(self, note: str) -> None:
+        """Note this unauthenticated connection as dropped (once; :meth:`Session.drop`)."""
+        if not self.noted:
+            self.noted = True
+            self.s.drop(note)
+
+    def uncount(self) -> None:
+        if self.counted:
+            self.counted = False
+            self.s.pending_change(self.peer, -1)
+
+    def connection_lost(self, exc):
+        self.lost = True
+        self.uncount()
+        if self.s.done.done():
+            return
+        if isinstance(self, _Accept) and not self.ready:
+            self.drop(f"a connection from {self.peer} closed before naming an expected party")
+            return
+        if isinstance(self, _Dial) and isinstance(exc, ssl.SSLError):
+            self.s.fail(f"TLS handshake with {self.name()} failed: it rejected this party's certificate "
+                        f"({_reason(exc)})")
+        elif isinstance(self, _Dial) and not self.ready:  # the same grace: the peer may have refused a party
+            # that is also at this party's door (an impostor), and that refusal is the cause worth reporting
+            tls = " (over TLS: it may have rejected this party's certificate)" if self.s.tls is not None else ""
+            self.s.loop.call_later(LOSS_GRACE, self.s.fail, f"{self.name()} closed the connection before "
+                                   f"accepting this party{tls}; see its own message")
+        elif self.ready:  # a moment's grace: a refusal met here too (the likely cause) is the one to report
+            why = f" ({_reason(exc)})" if exc else ""
+            self.s.loop.call_later(LOSS_GRACE, self.s.fail, f"{self.name()} closed its connection during the "
+                                   f"connect phase{why}: it refused a party or stopped (see its own message)")
+
+
+class _Accept(_Conn):
+    """Listening side: the peer's first 2 bytes are the party id it claims; checked before anything else."""
+
+    def __init__(self, session):
+        super().__init__(session, None)
+        self.upgraded = session.tls is None
+
+    def connection_made(self, transport):
+        super().connection_made(transport)
+        self.counted = True
+        if self.s.pending_change(self.peer, 1) > MAX_PENDING_PER_SOURCE:  # a flood from one host: closed unread
+            self.drop(f"more than {MAX_PENDING_PER_SOURCE} unidentified connections from "
+                      f"{self.peer.rpartition(':')[0]}; closed unread")
+            transport.abort()
+            return
+        if not self.upgraded:
+            transport.pause_reading()  # start_tls takes over the raw stream
+            self.s.spawn(self.upgrade(transport))
+
+    async def upgrade(self, raw):
+        try:
+            tls = await self.s.loop.start_tls(raw, self, self.s.tls.server_context(), server_side=True,
+                                              ssl_handshake_timeout=self.s.handshake_timeout)
+        except (ConnectionError, asyncio.TimeoutError, ssl.SSLEOFError, ssl.SSLZeroReturnError) as e:
+            self.drop(f"a connection from {self.peer} ended during the TLS handshake ({_reason(e)})")
+            raw.close()
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001  (ssl.SSLError and the like: no certificate, wrong keys, not TLS)
+            # unauthenticated: dropped and noted, the job goes on (a stray packet must not abort it); a party with
+            # wrong keys fails its own side of the handshake and says so, and this note is in the timeout message
+            self.drop(f"a connection from {self.peer} failed the TLS handshake ({_reason(e)}; "
+                      f"expected: {self.s.expected_from_below()}); dropped")
+            raw.close()
+            return
+        self.transport, self.upgraded = tls, True
+        self.on_data()
+
+    def on_data(self):
+        if not self.upgraded or len(self.buf) < 2 or self.pid is not None:
+            return
+        claimed = int.from_bytes(self.buf[:2], "little")
+        s = self.s
+        if s.tls is None and self.buf[:2] == b"\x16\x03" or not 0 <= claimed < s.pid:
+            # identifies as no party that connects here: dropped and noted, the job goes on
+            what = ("a TLS connection (this party runs without TLS: give every party the same TLS setting)"
+                    if self.buf[:2] == b"\x16\x03" else
+                    f"party {claimed}" if claimed < len(s.addrs) else f"an unknown party id {claimed}")
+            self.transport.write(NO + _clean(f"{what} cannot connect here: only parties 0..{s.pid - 1} connect to "
+                                             f"this party; refused").encode())
+            self.transport.close()
+            self.drop(f"{what} tried to connect from {self.peer}: only parties 0..{s.pid - 1} connect "
+                      f"to this party; dropped")
+            return
+        try:
+            del self.buf[:2]
+            if claimed in s.conns:
+                raise IdentityError(f"a second connection claiming to be {party_label(claimed)} ({s.name(claimed)} is "
+                                    f"already connected)")
+            if s.tls is not None:
+                check_peer(self.transport.get_extra_info("peercert"), claimed, s.tls.job)
+        except IdentityError as e:
+            self.transport.write(NO + _clean(f"{e}; refused").encode())
+            self.transport.close()
+            s.fail(f"{e} (connecting from {self.peer}); refused")
+            return
+        self.pid, self.ready = claimed, True
+        self.uncount()
+        self.transport.write(OK)
+        s.connected(claimed, self)
+        self.scan_for_abort()
+
+
+class _Dial(_Conn):
+    """Connecting side: checks the listener's certificate, sends this party's id, waits for its OK."""
+
+    def connection_made(self, transport):
+        super().connection_made(transport)
+        s = self.s
+        transport.write(s.pid.to_bytes(2, "little"))  # public; sent first so that both sides check and report
+        if s.tls is not None:
+            try:
+                check_peer(transport.get_extra_info("peercert"), self.pid, s.tls.job)
+            except IdentityError as e:
+                s.fail(f"{e} (listening on {s.addrs[self.pid]}); refused")
+                transport.close()
+                return
+        s.answering[self.pid] = transport.get_extra_info("peername")
+        s.dialed[self.pid] = self  # a notice sent here is read once the listener has checked this party
+        if s.notice is not None:  # this party already gave up: this connection only carries its notice
+            transport.write(s.notice)
+            return
+        s.loop.call_later(s.handshake_timeout, self.no_answer)
+
+    def no_answer(self):
+        if not self.ready and not self.s.done.done() and not self.transport.is_closing():
+            self.s.fail(f"{self.name()}: the program listening on {self.s.addrs[self.pid]} accepted the connection "
+                        f"but did not answer as a party of this job within {self.s.handshake_timeout:g} s (another "
+                        f"program on that port, or a party without TLS?)")
+            self.transport.close()
+
+    def on_data(self):
+        if self.buf[:1] == OK:
+            del self.buf[:1]
+            self.ready = True
+            self.s.connected(self.pid, self)
+            self.scan_for_abort()
+        elif self.buf[:1] == NO:
+            self.s.fail(f"{self.name()} refused this party: {_clean(self.buf[1:].decode('utf-8', 'replace'))}")
+            self.transport.close()
+        else:
+            self.s.fail(f"{self.name()}: the program listening on {self.s.addrs[self.pid]} is not a party of this "
+                        f"protocol (it sent {len(self.buf)} unexpected bytes)")
+            self.transport.close()
+
+
+class Session:
+    """The connect phase of party ``pid`` among ``addresses`` (``host:port`` in index order).
+
+    ``tls``: this party's :class:`sqm.runtime.certs.TLSIdentity`, or None for plain TCP."""
+
+    def __init__(self, rt, addresses, tls=None, connect_timeout: float = 60.0,
+                 handshake_timeout: float = HANDSHAKE_TIMEOUT):
+        self.rt, self.pid, self.addrs = rt, rt.pid, [a.strip() for a in addresses]
+        self.hosts = [split_address(a) for a in self.addrs]
+        self.tls, self.connect_timeout = tls, connect_timeout
+        self.handshake_timeout = min(handshake_timeout, max(connect_timeout / 2, 0.5))
+        self.conns: dict[int, _Conn] = {}
+        self.last_error: dict[int, str] = {}
+        self.answering: dict[int, object] = {}  # peers connected to but not yet answered OK
+        self.dialed: dict[int, _Conn] = {}  # connections this party made whose identity it checked
+        self.notice: bytes | None = None  # this party's abort notice, once it gave up
+        self.notes: list[str] = []
+        self.pending: dict[str, int] = {}  # open connections not yet identified, per source host
+        self.tasks: set[asyncio.Task] = set()
+        self.loop = self.done = None
+
+    def name(self, pid: int) -> str:
+        return f"{party_label(pid)} ({self.addrs[pid]})"
+
+    def expected_from_below(self) -> str:
+        missing = [self.name(j) for j in range(self.pid) if j not in self.conns]
+        return ", ".join(missing) or "no further party"
+
+    def spawn(self, coro) -> None:
+        task = self.loop.create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    def fail(self, message: str, notify: bool = True, timed_out: bool = False) -> None:
+        """End the connect phase with ``message``; unless the failure came from a peer's own notice, tell every
+        peer connected so far why (an abort notice), so that it names the cause at once instead of this
+        party's closing connection, or waiting for its own connect timeout."""
+        if not self.done.done():
+            self.done.set_exception(TimeoutError(message) if timed_out else ConnectError(message))
+            if notify:
+                self.notify(message)
+
+    def notify(self, reason: str, kind: str = "refused") -> None:
+        frame = abort_notice(reason, kind)
+        packet = self.notice = struct.pack("<qI", ABORT_PC, len(frame)) + frame
+        for conn in {id(c): c for c in [*self.conns.values(), *self.dialed.values()]}.values():
+            if (conn.ready or isinstance(conn, _Dial)) and not conn.transport.is_closing():
+                try:
+                    conn.transport.write(packet)
+                except Exception:  # noqa: BLE001  (a closed connection: that peer is gone anyway)
+                    pass
+
+    def drop(self, note: str) -> None:
+        """A connection that failed the handshake or named no party that connects here: noted (the connect
+        timeout's message shows the first notes; at most :data:`MAX_NOTES` are kept), never fatal."""
+        if len(self.notes) < MAX_NOTES:
+            self.notes.append(note)
+
+    def pending_change(self, source: str, by: int) -> int:
+        """Count the connections from ``source``'s host not yet identified (each costs a handshake and a small
+        buffer); returns the new count.  Beyond :data:`MAX_PENDING_PER_SOURCE` new ones are closed unread, so one
+        host cannot exhaust this party; the count is of open connections, so parties that share a host (loopback)
+        are not shut out by an earlier flood."""
+        host = source.rpartition(":")[0] or source
+        self.pending[host] = self.pending.get(host, 0) + by
+        return self.pending[host]
+
+    def connected(self, pid: int, conn: _Conn) -> None:
+        self.conns[pid] = conn
+        if len(self.conns) == len(self.addrs) - 1 and not self.done.done():
+            self.done.set_result(None)
+
+    async def dial(self, j: int) -> None:
+        try:
+            await self._dial(j)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            self.fail(f"connecting to {self.name(j)} failed: {type(e).__name__}: {e}")
+
+    async def _dial(self, j: int) -> None:
+        host, port = self.hosts[j]
+        ctx = self.tls.client_context() if self.tls is not None else None
+        delay = BACKOFF_START
+        while True:
+            try:
+                await self.loop.create_connection(
+                    lambda: _Dial(self, j), host, port, ssl=ctx,
+                    server_hostname=f"party-{j}.{self.tls.job}.sqm" if ctx else None,
+                    ssl_handshake_timeout=self.handshake_timeout if ctx else None)
+                return
+            except (ssl.SSLError, ssl.CertificateError) as e:
+                if isinstance(e, (ssl.SSLEOFError, ssl.SSLZeroReturnError)):
+                    self.last_error[j] = f"the connection closed during the TLS handshake ({_reason(e)})"
+                else:
+                    self.fail(f"TLS handshake with {self.name(j)} failed: {_reason(e)}")
+                    return
+            except asyncio.TimeoutError:
+                self.fail(f"TLS handshake with {self.name(j)} did not complete within {self.handshake_timeout:g} s "
+                          f"(another program on that port, or a party without TLS?)")
+                return
+            except OSError as e:
+                self.last_error[j] = _reason(e)
+            await asyncio.sleep(delay)
+            delay = min(2 * delay, BACKOFF_CAP)
+
+    async def linger(self) -> None:
+        """After giving up, keep dialling the parties above this one that were not reached yet, for a few
+        seconds, only to hand them this party's notice: a party that heard of the failure from nobody would
+        otherwise wait out its whole connect timeout."""
+        deadline = self.loop.time() + LINGER
+        pending = lambda: [j for j in range(self.pid + 1, len(self.addrs)) if j not in self.dialed]  # noqa: E731
+        while self.notice is not None and pending() and self.loop.time() < deadline:
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # let the notices leave before the process exits
+
+    def missing(self) -> str:
+        out = []
+        for j in range(len(self.addrs)):
+            if j == self.pid or j in self.conns:
+                continue
+            if j < self.pid:
+                out.append(f"{self.name(j)} never connected to this party (listening on {self.addrs[self.pid]})")
+            elif j in self.answering:
+                out.append(f"{self.name(j)}: the program listening there accepted the connection but has not "
+                           f"answered as a party of this job (another program on that port?)")
+            else:
+                last = self.last_error.get(j)
+                out.append(f"{self.name(j)} could not be reached" + (f" (last attempt: {last})" if last else ""))
+        notes = f"; meanwhile {'; '.join(self.notes[:3])}" if self.notes else ""
+        return "; ".join(out) + notes
+
+    async def connect(self) -> None:
+        rt = self.rt
+        self.loop = asyncio.get_running_loop()
+        self.done = self.loop.create_future()
+        for peer in rt.parties:
+            peer.protocol = asyncio.Future(loop=self.loop) if peer.pid == self.pid else None
+        server = None
+        t0 = time.monotonic()
+        try:
+            if self.pid > 0:
+                host, port = self.hosts[self.pid]
+                try:
+                    server = await self.loop.create_server(lambda: _Accept(self), host=host, port=port)
+                except OSError as e:
+                    what = {errno.EADDRINUSE: "address in use (another process holds this port)",
+                            errno.EADDRNOTAVAIL: "address not available on this host (is this the host of "
+                                                 f"{party_label(self.pid)} in the job?)"}.get(e.errno, _reason(e))
+                    raise ConnectError(f"cannot listen on {self.addrs[self.pid]}: {what}") from None
+            for j in range(self.pid + 1, len(self.addrs)):
+                self.spawn(self.dial(j))
+            try:
+                await asyncio.wait_for(asyncio.shield(self.done), self.connect_timeout)
+            except asyncio.TimeoutError:
+                message = f"connect phase: not connected within {self.connect_timeout:g} s: {self.missing()}"
+                if not self.done.done():  # (a peer's timeout notice may have come first)
+                    self.done.set_exception(TimeoutError(message))
+                    self.notify(message, "timeout")
+                await asyncio.sleep(0.05)  # let the notices leave before the process exits
+                raise self.done.exception() from None
+            except (ConnectError, TimeoutError):
+                await self.linger()
+                raise
+        finally:
+            if server is not None:
+                server.close()
+            for task in list(self.tasks):
+                task.cancel()
+        self.seconds = time.monotonic() - t0
+        self._hand_over()
+
+    def _hand_over(self) -> None:
+        """Give every checked connection to an MPyC message exchanger, with the bytes that came early."""
+        from mpyc import asyncoro
+
+        rt = self.rt
+        for pid, conn in sorted(self.conns.items()):
+            if conn.lost or conn.transport.is_closing():
+                raise ConnectError(f"{self.name(pid)} closed its connection at the end of the connect phase")
+        for pid, conn in sorted(self.conns.items()):
+            link = asyncoro.MessageExchanger(rt)
+            conn.transport.set_protocol(link)
+            link.connection_made(conn.transport)  # peer_pid None: stores the transport, sends nothing
+            link.peer_pid = pid
+            rt.set_protocol(pid, link)
+            if conn.buf:
+                link.data_received(bytes(conn.buf))
+
+
+async def start(mpc, addresses, tls=None, connect_timeout: float = 60.0) -> Session:
+    """Connect party ``mpc.pid`` to every other party (see the module docstring); return the session."""
+    session = Session(mpc, addresses, tls, connect_timeout)
+    await session.connect()
+    return session
+
+
+# ----- one job per session ----------------------------------------------------------------------------------
+FIELDS = ("job_id", "n_parties", "parties", "job_name", "program")
+
+
+def job_description(job_id: str, addresses, job_name: str | None, program: str) -> dict:
+    return {"job_id": job_id, "n_parties": len(addresses), "parties": [a.strip() for a in addresses],
+            "job_name": job_name or "", "program": str(program)[:2000]}
+
+
+def _description_ok(d) -> bool:
+    return (list(d) == list(FIELDS) and isinstance(d["job_id"], str) and len(d["job_id"]) <= 64
+            and type(d["n_parties"]) is int and isinstance(d["parties"], list) and len(d["parties"]) <= 10000
+            and all(isinstance(a, str) and len(a) <= 300 for a in d["parties"])
+            and isinstance(d["job_name"], str) and len(d["job_name"]) <= 64
+            and isinstance(d["program"], str) and len(d["program"]) <= 2000)
+
+
+def _short_id(x: str) -> str:
+    return _clean(x, 8) + "..."
+
+
+def differences(mine: dict, theirs: dict, label: str) -> list[str]:
+    """What in ``theirs`` (party ``label``'s job description) differs from ``mine``, most telling first."""
+    if theirs["job_id"] != mine["job_id"]:
+        return [f"{label} runs job {_short_id(theirs['job_id'])} (this party runs {_short_id(mine['job_id'])})"]
+    out = []
+    if theirs["n_parties"] != mine["n_parties"]:
+        out.append(f"{label} expects {theirs['n_parties']} parties (this party: {mine['n_parties']})")
+    elif theirs["parties"] != mine["parties"]:
+        k = next(i for i, (a, b) in enumerate(zip(theirs["parties"], mine["parties"])) if a != b)
+        out.append(f"{label} lists different party addresses (party {k}: {_clean(theirs['parties'][k], 80)}; this "
+                   f"party lists {mine['parties'][k]})")
+    if theirs["job_name"] != mine["job_name"]:
+        out.append(f"{label} runs job name {_clean(theirs['job_name'], 64)!r} (this party: {mine['job_name']!r})")
+    if theirs["program"] != mine["program"]:
+        out.append(f"{label} runs a different program: {_clean(theirs['program'], 200)} (this party: "
+                   f"{mine['program'][:200]})")
+    return out
+
+
+async def agree_job(ctx, description: dict) -> str:
+    """The first exchange of a session: every party sends its job description to every other; any party
+    whose description differs is refused (ProtocolError naming it and what differs).  Returns the digest of
+    the agreed description."""
+    from . import wire
+
+    others = [p for p in range(ctx.M) if p != ctx.pid]
+    got = await ctx.send_recv({p: description for p in others}, others,
+                              wire.value(dict, "a job description", _description_ok), "job agreement")
+    problems = []
+    for p, theirs in zip(others, got):
+        problems += differences(description, theirs, party_label(p))
+    if problems:
+        raise ProtocolError("refused before anything else: " + "; ".join(problems))
+    return public_digest(description)
