@@ -1,8 +1,8 @@
-"""The README's "Your own data" guide, run as a new user would: the bash blocks between its ``guide:begin``
-and ``guide:end`` markers, verbatim and in order, in a fresh folder with this environment's ``sqm`` first on
-PATH (real party processes over loopback).  Checked: every command exits 0, the proposed ranges are printed
-with the not-private note, both JSON files are strict and valid against the schema, carry the columns and the
-release in their terms, and no client clipped anything."""
+"""The "Your own data" tutorial (docs/tutorials/own-data.md), run as a new user would: the bash blocks between
+its ``guide:begin`` and ``guide:end`` markers, verbatim and in order, in a fresh folder with this environment's
+``sqm`` first on PATH (real party processes over loopback).  Checked: every command exits 0, the proposed ranges
+are printed with the not-private note, both JSON files are strict and valid against the schema, carry the columns
+and the release in their terms, and no client clipped anything."""
 from __future__ import annotations
 
 import json
@@ -14,15 +14,15 @@ import sys
 import jsonschema
 import pytest
 
-from apps import output
+from sqm.cli import output
 
-README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
+GUIDE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "tutorials", "own-data.md")
 
 
 def guide_blocks() -> list[str]:
-    text = open(README, encoding="utf-8").read()
+    text = open(GUIDE, encoding="utf-8").read()
     m = re.search(r"<!-- guide:begin.*?-->(.*?)<!-- guide:end -->", text, re.S)
-    assert m, "README.md has no guide:begin ... guide:end section"
+    assert m, "docs/tutorials/own-data.md has no guide:begin ... guide:end section"
     blocks = re.findall(r"```bash\n(.*?)```", m.group(1), re.S)
     assert len(blocks) >= 3
     return blocks
