@@ -104,4 +104,20 @@ def test_an_exception_that_is_not_ours_is_a_bug_with_its_traceback():
 
     with pytest.raises(KeyError):
         error_exit(KeyError("x"))
-    assert error_exit(ValueError("gamma must be > 0")) == EXIT_USAGE  # a library's own parameter check
+    with pytest.raises(ValueError):  # a plain ValueError is not a usage error: ours are UsageError
+        error_exit(ValueError("could not broadcast"))
+    assert error_exit(UsageError("gamma must be > 0")) == EXIT_USAGE
+
+
+def test_every_parameter_check_of_ours_raises_the_usage_error():
+    """Issue 26: no module of the package raises a plain ValueError (exit 2 is for UsageError alone; a ValueError
+    that is not ours is an internal error, exit 1).  UsageError is a ValueError, so callers' ``except
+    ValueError`` still hold."""
+    import pathlib
+    import re
+
+    root = pathlib.Path(__file__).resolve().parents[1] / "sqm"
+    found = [f"{p.relative_to(root.parent)}:{i}" for p in sorted(root.rglob("*.py"))
+             for i, line in enumerate(p.read_text().splitlines(), 1) if re.search(r"raise ValueError\b", line)]
+    assert not found, found
+    assert issubclass(UsageError, ValueError)

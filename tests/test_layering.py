@@ -49,6 +49,17 @@ def _package_files():
     return sorted(p for p in (ROOT / "sqm").rglob("*.py") if str(p.relative_to(ROOT)) not in FRONT_DOOR)
 
 
+def test_the_readme_draws_the_same_rooms():
+    """The README's table of rooms (room | what it holds | may import) is this file's table."""
+    import re
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `sqm\.(\w+)` \| [^|]+ \| ([^|]+) \|$", text, re.M)
+    drawn = {room: set() if deps.strip() == "-" else set(ROOMS[:ROOMS.index(room)]) if deps.strip() == "all of the above"
+             else {d.strip() for d in deps.split(",")} for room, deps in rows}
+    assert drawn == ALLOWED
+
+
 def test_one_top_level_package_and_the_benchmarks_beside_it():
     """The source tree holds one import package (``sqm``) and ``bench`` (shipped with a checkout, not installed)."""
     tops = {p.parent.name for p in ROOT.glob("*/__init__.py")}

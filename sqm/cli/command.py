@@ -198,10 +198,7 @@ def error_exit(e: BaseException) -> int:
         detail = f" ({e.detail})" if getattr(e, "detail", None) else ""
         log.error(f"sqm: {e}{detail} [exit {code}: {NAMES.get(code, 'error')}]")
         return code
-    if isinstance(e, ValueError):  # a parameter checked by a library's own ValueError (scikit-learn, numpy)
-        log.error(f"sqm: error: {e}")
-        return EXIT_USAGE
-    raise e
+    raise e  # none of ours (a plain ValueError too): an internal error, exit 1, its traceback the report
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+from sqm.runtime.errors import UsageError
 
 log = logging.getLogger("sqm")
 
@@ -96,7 +97,7 @@ def run_fetch(args) -> int:
     from sqm.data.datahome import REGISTRY, ChecksumError, dataset_info, fetch
 
     if not args.names and not args.all:
-        raise ValueError("name the datasets to fetch, or --all")
+        raise UsageError("name the datasets to fetch, or --all")
     chosen = list(REGISTRY) if args.all else [dataset_info(n).name for n in args.names]
     for name in chosen:
         try:

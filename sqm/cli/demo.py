@@ -1,5 +1,6 @@
 """``sqm demo``: the noisy covariance of a bundled dataset through SQM, with its error."""
 from __future__ import annotations
+from sqm.runtime.errors import UsageError
 
 
 def run(args) -> int:
@@ -13,7 +14,7 @@ def run(args) -> int:
     from sqm.mechanism.vertical import VerticalData
 
     if args.dataset not in BUNDLED:
-        raise ValueError(f"sqm demo uses a bundled dataset: choose one of {', '.join(BUNDLED)}")
+        raise UsageError(f"sqm demo uses a bundled dataset: choose one of {', '.join(BUNDLED)}")
     X = scale_rows(load_dataset(args.dataset).X, 1.0)
     data = VerticalData.split(X, args.parties)
     mech = SQM(covariance(X.shape[1]), args.gamma, epsilon=args.epsilon, delta=args.delta,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 from sqm.methods.logreg.experiment import CLIENT_VIEW, DATASETS, unit_ball_split, standardized_unit_rows, public_split, compare, _mean, UTILITY_COLUMNS, utility_rows  # noqa: F401 (the experiment, shared with bench/)
+from sqm.runtime.errors import UsageError
 
 if TYPE_CHECKING:
     pass
@@ -115,7 +116,7 @@ def run(args) -> int:
     if args.job:
         return _run_job(args)
     if args.runs < 1:
-        raise ValueError(f"--runs must be >= 1, got {args.runs}")
+        raise UsageError(f"--runs must be >= 1, got {args.runs}")
     Xtr, ytr, Xte, yte, groups, name, columns, labels = _local_data(args)
     sched = resolve_schedule(len(Xtr), args.epsilon, args.q, args.epochs, args.learning_rate, args.weight_bound)
     q, epochs, lr, W = sched.q, sched.epochs, sched.learning_rate, sched.weight_bound

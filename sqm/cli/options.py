@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 
 from sqm.runtime import BACKENDS  # noqa: F401  (the CLI choices: the runtime's runners)
+from sqm.runtime.errors import UsageError
 
 DEFAULT_BACKEND = "mpyc"
 
@@ -208,13 +209,13 @@ def check_mode(args, parser: argparse.ArgumentParser, mode: str, only: dict[str,
     running another mode is a ValueError naming every such option and the mode.  Options no mode lists
     apply everywhere."""
     if mode not in only:
-        raise ValueError(f"unknown mode {mode!r}; modes: {sorted(only)}")
+        raise UsageError(f"unknown mode {mode!r}; modes: {sorted(only)}")
     mine = set(only[mode])
     wrong = sorted({d for m, dests in only.items() if m != mode for d in dests
                     if d not in mine and hasattr(args, d) and getattr(args, d) != parser.get_default(d)})
     if wrong:
         names = ", ".join(flag(parser, d) for d in wrong)
-        raise ValueError(f"{names} {'does' if len(wrong) == 1 else 'do'} not apply "
+        raise UsageError(f"{names} {'does' if len(wrong) == 1 else 'do'} not apply "
                          f"{MODE_WORDS.get(mode, 'in mode ' + mode)}: remove {'it' if len(wrong) == 1 else 'them'}")
 
 
@@ -234,7 +235,7 @@ def declare_task(parser: argparse.ArgumentParser, dests) -> None:
     types = {a.dest: a.type for a in parser._actions}
     missing = [d for d in dests if d not in types]
     if missing:
-        raise ValueError(f"no options {missing} to declare as task parameters")
+        raise UsageError(f"no options {missing} to declare as task parameters")
     parser.set_defaults(task_params={d: types[d] for d in dests})
 
 
@@ -288,14 +289,14 @@ def source_constant(module: str, name: str):
     return ast.literal_eval(found[-1])
 
 
-def read_user_table(path, id_column: str | None = None) -> PartyTable:
+def read_user_table(path, id_column: str | None = None) -> "PartyTable":  # noqa: F821
     """A user's own table for a local comparison (``sqm pca --data FILE``, ``sqm logreg --data FILE``):
     ``id_column`` (default: a column named ``id``, if any) holds record ids, left out of the features (said on
     stdout); a named id column that is missing is an error."""
     import os
 
     if os.path.isdir(path):
-        raise ValueError(f"--data {path} is a folder: give your own table (a CSV or Parquet file)")
+        raise UsageError(f"--data {path} is a folder: give your own table (a CSV or Parquet file)")
     from sqm.framework.tables import read_table
 
     t = read_table(path, id_column or "id", require_id=id_column is not None, what="data file")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from importlib import resources
 from typing import Any, Iterable
+from sqm.runtime.errors import UsageError
 
 SCHEMA_VERSION = "1"
 SCHEMA_FILE = "output.schema.json"
@@ -68,10 +69,10 @@ def document(command: str, mode: str, *, parameters: dict, results: Iterable[dic
     from sqm import __version__
 
     if mode not in MODES:
-        raise ValueError(f"unknown output mode {mode!r}; modes: {MODES}")
+        raise UsageError(f"unknown output mode {mode!r}; modes: {MODES}")
     unknown = sorted(set(optional) - set(OPTIONAL))
     if unknown:
-        raise ValueError(f"output keys {unknown} are not in schema version {SCHEMA_VERSION}; optional keys: "
+        raise UsageError(f"output keys {unknown} are not in schema version {SCHEMA_VERSION}; optional keys: "
                          f"{OPTIONAL}")
     doc = {"schema_version": SCHEMA_VERSION, "command": command, "mode": mode, "sqm_version": __version__,
            "simulation": simulation, "secure_mode": secure_mode, "dataset": dataset,
@@ -87,5 +88,5 @@ def write(path: str, doc: dict, indent: int | None = 2) -> None:
     from sqm.mechanism.report import write_json
 
     if doc.get("schema_version") != SCHEMA_VERSION:
-        raise ValueError("sqm.cli.output.write takes a document built by sqm.cli.output.document")
+        raise UsageError("sqm.cli.output.write takes a document built by sqm.cli.output.document")
     write_json(path, doc, indent)

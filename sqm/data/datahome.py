@@ -129,7 +129,7 @@ def dataset_info(name: str) -> RealDataset:
     for d in REGISTRY.values():
         if name in (d.name, d.folder):
             return d
-    raise ValueError(f"unknown dataset {name!r}: the datasets sqm fetches are {', '.join(REGISTRY)}")
+    raise UsageError(f"unknown dataset {name!r}: the datasets sqm fetches are {', '.join(REGISTRY)}")
 
 
 # ----- checksums -------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 
 import numpy as np
+from sqm.runtime.errors import UsageError
 
 
 def scale_rows(X: np.ndarray, row_norm_bound: float = 1.0) -> np.ndarray:
@@ -59,7 +60,7 @@ ADULT_NUMERIC = {"age": (0.0, 100.0, False), "education-num": (0.0, 16.0, False)
 
 def _missing(path, what: str, name: str):
     if not os.path.isfile(path):
-        raise ValueError(f"{what} not found at {path}: run `sqm data fetch {name}` and pass no path (the data "
+        raise UsageError(f"{what} not found at {path}: run `sqm data fetch {name}` and pass no path (the data "
                          f"home: --data-home or $SQM_DATA), or pass the path of a copy")
 
 
@@ -94,7 +95,7 @@ def encode_adult(rows: list[list[str]]) -> tuple[np.ndarray, np.ndarray]:
     y = np.zeros(len(rows), dtype=np.int64)
     for i, r in enumerate(rows):
         if len(r) != 15:
-            raise ValueError(f"adult row {i + 1} has {len(r)} fields, expected 15")
+            raise UsageError(f"adult row {i + 1} has {len(r)} fields, expected 15")
         pos = 0
         for col in groups:
             v = r[ADULT_COLUMNS.index(col)]
@@ -109,7 +110,7 @@ def encode_adult(rows: list[list[str]]) -> tuple[np.ndarray, np.ndarray]:
                 pos += len(cats)
         lab = r[14].rstrip(".")  # the test file's labels end with a period
         if lab not in (">50K", "<=50K"):
-            raise ValueError(f"adult row {i + 1}: unknown income label {r[14]!r}")
+            raise UsageError(f"adult row {i + 1}: unknown income label {r[14]!r}")
         y[i] = int(lab == ">50K")
     return X / np.sqrt(len(groups)), y
 
@@ -163,10 +164,10 @@ def load_credit_default(path) -> tuple[np.ndarray, np.ndarray]:
     need = ["X%d" % k for k in range(1, 24)] + ["Y"]
     missing = [c for c in need if c not in raw.dtype.names]
     if missing:
-        raise ValueError(f"{path}: missing columns {missing}")
+        raise UsageError(f"{path}: missing columns {missing}")
     col = {c: np.asarray(raw[c], np.float64) for c in need}
     if any(not np.all(np.isfinite(v)) for v in col.values()):
-        raise ValueError(f"{path}: missing or non-numeric values")
+        raise UsageError(f"{path}: missing or non-numeric values")
     parts = [np.clip((np.log(np.maximum(col["X1"], 1.0)) - np.log(1e4)) / (np.log(1e6) - np.log(1e4)), 0, 1)]
     for c in ("X2", "X3", "X4"):
         parts += [(col[c] == v).astype(np.float64) for v in CREDIT_CATEGORIES[c]]
@@ -177,7 +178,7 @@ def load_credit_default(path) -> tuple[np.ndarray, np.ndarray]:
     X = np.column_stack(parts) / np.sqrt(23.0)
     y = col["Y"]
     if not np.all((y == 0) | (y == 1)):
-        raise ValueError(f"{path}: labels Y must be 0 or 1")
+        raise UsageError(f"{path}: labels Y must be 0 or 1")
     return X, y.astype(np.int64)
 
 
@@ -239,11 +240,11 @@ def load_phishing(path=None) -> tuple[np.ndarray, np.ndarray]:
     try:
         A = np.array(rows, dtype=np.float64)
     except ValueError:
-        raise ValueError(f"{path}: non-numeric or ragged rows") from None
+        raise UsageError(f"{path}: non-numeric or ragged rows") from None
     if A.ndim != 2 or A.shape[1] != 31:
-        raise ValueError(f"{path}: expected 31 columns (30 features + Result), got shape {A.shape}")
+        raise UsageError(f"{path}: expected 31 columns (30 features + Result), got shape {A.shape}")
     if not np.all(np.isin(A, (-1.0, 0.0, 1.0))) or not np.all(np.isin(A[:, -1], (-1.0, 1.0))):
-        raise ValueError(f"{path}: features must lie in {{-1, 0, 1}} and Result in {{-1, 1}}")
+        raise UsageError(f"{path}: features must lie in {{-1, 0, 1}} and Result in {{-1, 1}}")
     return A[:, :30], (A[:, 30] == 1).astype(np.int64)
 
 
@@ -324,4 +325,4 @@ def load_dataset(name: str, path=None) -> Dataset:
     if name == "phishing":
         X, y = load_phishing(path)
         return Dataset(name, X, y, tuple(f"x{j}" for j in range(X.shape[1])))
-    raise ValueError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")
+    raise UsageError(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)}")

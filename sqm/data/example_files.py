@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+from sqm.runtime.errors import UsageError
 
 FILES = ("bank.csv", "clinic.csv")
 
@@ -23,14 +24,14 @@ def write_example_files(folder, records: int = 800, seed: int = 7, overlap: floa
     """Write :data:`FILES` into ``folder`` (made if missing; existing files of those names are refused) and
     return their paths: ``records`` people at each organisation, ``round(overlap * records)`` of them at both."""
     if not isinstance(records, int) or records < 10:
-        raise ValueError(f"records must be an integer >= 10, got {records!r}")
+        raise UsageError(f"records must be an integer >= 10, got {records!r}")
     if not 0 < overlap <= 1:
-        raise ValueError(f"overlap must be in (0, 1], got {overlap!r}")
+        raise UsageError(f"overlap must be in (0, 1], got {overlap!r}")
     os.makedirs(folder, exist_ok=True)
     paths = [os.path.join(folder, f) for f in FILES]
     present = [p for p in paths if os.path.exists(p)]
     if present:
-        raise ValueError(f"{', '.join(present)} already exist: choose an empty folder")
+        raise UsageError(f"{', '.join(present)} already exist: choose an empty folder")
     rng = np.random.default_rng(seed)
     common = int(round(overlap * records))
     m = 2 * records - common  # people: the bank holds 0 .. records-1, the clinic records-common .. m-1

@@ -37,6 +37,7 @@ from sqm.runtime.party import messages as wire
 from sqm.runtime.psi import hash_ids_yielding, intersect
 from sqm.runtime.randomness import secure_generator
 from sqm.mechanism.rng import party_key_bytes
+from sqm.runtime.errors import UsageError
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ class TooFewInCommon(ProtocolError):
 
 def check_min_intersection(v, where: str = "--min-intersection") -> int:
     if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise ValueError(f"{where} must be an integer >= 1 (the fewest records in common a job runs on), got {v!r}")
+        raise UsageError(f"{where} must be an integer >= 1 (the fewest records in common a job runs on), got {v!r}")
     return v
 
 

@@ -14,6 +14,7 @@ them never imports them.
 from __future__ import annotations
 
 import importlib
+from sqm.runtime.errors import UsageError
 
 EXTRAS = {"vfl": ("torch", "opacus", "cloudpickle"), "plot": ("matplotlib",), "parquet": ("pyarrow",)}
 
@@ -31,7 +32,7 @@ def require(extra: str, what: str, modules: tuple[str, ...] | None = None) -> No
     """Import the modules of ``extra`` (or the given subset of them); a missing one raises :class:`MissingExtra`
     ``"{what} needs the [extra] extra: pip install 'sqm-vfl[extra]' (no module named ...)"``."""
     if extra not in EXTRAS:
-        raise ValueError(f"unknown extra {extra!r}; extras: {sorted(EXTRAS)}")
+        raise UsageError(f"unknown extra {extra!r}; extras: {sorted(EXTRAS)}")
     for name in modules or EXTRAS[extra]:
         try:
             importlib.import_module(name)

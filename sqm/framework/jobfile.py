@@ -81,6 +81,7 @@ from sqm.runtime.party import PartyProgram
 from sqm.framework.alignment import DEFAULT_MIN_INTERSECTION, align_records, check_min_intersection
 from sqm.framework.jobtask import JobTask  # noqa: F401 (re-exported: the task contract)
 from sqm.framework.tables import MAX_ABS_VALUE, PartyFileError, PartyTable, id_order_key, read_table  # noqa: F401 (re-exported)
+from sqm.runtime.errors import UsageError
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +138,7 @@ class JobSpec:
         """This job with client ``index``'s file replaced by ``path`` (its operator's own ``--data-file``:
         any path on that party's machine, absolute or relative to the working folder)."""
         if index is None or not 1 <= index <= self.n_clients:
-            raise ValueError(f"--data-file replaces one client's file: give --index 1..{self.n_clients} "
+            raise UsageError(f"--data-file replaces one client's file: give --index 1..{self.n_clients} "
                              f"(the server, party 0, holds no data)")
         parties = list(self.parties)
         parties[index] = dataclasses.replace(parties[index], file=os.path.abspath(str(path)))
@@ -146,10 +147,10 @@ class JobSpec:
 
 def _check_address(a, i) -> str:
     if not isinstance(a, str) or a.count(":") != 1:
-        raise ValueError(f"job file: party {i} needs an address 'host:port', got {a!r}")
+        raise UsageError(f"job file: party {i} needs an address 'host:port', got {a!r}")
     host, port = a.split(":")
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"job file: party {i} has an invalid address {a!r} (need host:port, port 1..65535)")
+        raise UsageError(f"job file: party {i} has an invalid address {a!r} (need host:port, port 1..65535)")
     return a
 
 
@@ -162,12 +163,12 @@ def _confined(f: str, base: str, i: int, path) -> str:
     hint = (f"party files in a job file must lie in the job file's folder {base}; the operator of client "
             f"{i} may give any path for its own file on its own command line (--data-file PATH with --index {i})")
     if os.path.isabs(f):
-        raise ValueError(f"job file {path}: client {i}'s file is an absolute path, refused: {hint}")
+        raise UsageError(f"job file {path}: client {i}'s file is an absolute path, refused: {hint}")
     full = os.path.join(base, f)
     real_base = os.path.realpath(base)
     real = os.path.realpath(full)
     if os.path.commonpath([real, real_base]) != real_base:
-        raise ValueError(f"job file {path}: client {i}'s file {f!r} resolves outside the job file's folder, "
+        raise UsageError(f"job file {path}: client {i}'s file {f!r} resolves outside the job file's folder, "
                          f"refused: {hint}")
     return full
 
@@ -176,14 +177,14 @@ def load_job(path) -> JobSpec:
     """Read and check a job file (JSON, format in the module docstring)."""
     path = str(path)
     if not os.path.isfile(path):
-        raise ValueError(f"job file {path} does not exist")
+        raise UsageError(f"job file {path} does not exist")
     try:
         with open(path) as f:
             raw = json.load(f)
     except json.JSONDecodeError as e:
-        raise ValueError(f"job file {path} is not valid JSON: {e}") from None
+        raise UsageError(f"job file {path} is not valid JSON: {e}") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("parties"), list):
-        raise ValueError(f"job file {path} needs a 'parties' list (party 0 the server, then the clients)")
+        raise UsageError(f"job file {path} needs a 'parties' list (party 0 the server, then the clients)")
     entries = raw["parties"]
     from sqm.runtime.launch import require_two_clients
 
@@ -192,35 +193,35 @@ def load_job(path) -> JobSpec:
     parties = []
     for i, e in enumerate(entries):
         if not isinstance(e, dict):
-            raise ValueError(f"job file {path}: party {i} must be an object with 'address' (and 'file')")
+            raise UsageError(f"job file {path}: party {i} must be an object with 'address' (and 'file')")
         addr = _check_address(e.get("address"), i)
         f = e.get("file")
         if i == 0 and f is not None:
-            raise ValueError(f"job file {path}: party 0 is the server and holds no data; remove its 'file'")
+            raise UsageError(f"job file {path}: party 0 is the server and holds no data; remove its 'file'")
         if i > 0:
             if not isinstance(f, str) or not f:
-                raise ValueError(f"job file {path}: client {i} needs a 'file' (its CSV)")
+                raise UsageError(f"job file {path}: client {i} needs a 'file' (its CSV)")
             f = _confined(f, base, i, path)
         if i == 0 and (e.get("bounds") is not None or e.get("norm_share") is not None):
-            raise ValueError(f"job file {path}: party 0 is the server and holds no data; remove its 'bounds' "
+            raise UsageError(f"job file {path}: party 0 is the server and holds no data; remove its 'bounds' "
                              f"and 'norm_share'")
         share = e.get("norm_share")
         if share is not None and (isinstance(share, bool) or not isinstance(share, (int, float))
                                   or not 0 < share <= 1):
-            raise ValueError(f"job file {path}: client {i}'s 'norm_share' must be a number in (0, 1], got {share!r}")
+            raise UsageError(f"job file {path}: client {i}'s 'norm_share' must be a number in (0, 1], got {share!r}")
         parties.append(PartySpec(addr, f, str(e.get("name") or ("server" if i == 0 else f"client{i}")),
                                  check_bounds(e.get("bounds"), f"job file {path}: client {i}'s"),
                                  None if share is None else float(share)))
     shares = [p.norm_share for p in parties[1:]]
     if any(v is not None for v in shares) and (None in shares or sum(shares) > 1 + 1e-9):
-        raise ValueError(f"job file {path}: 'norm_share' must be given for every client or none, and the shares "
+        raise UsageError(f"job file {path}: 'norm_share' must be given for every client or none, and the shares "
                          f"must add up to at most 1 (whole rows then satisfy ||x|| <= c); got {shares}")
     addrs = [p.address for p in parties]
     if len(set(addrs)) != len(addrs):
-        raise ValueError(f"job file {path}: duplicate party addresses {addrs}")
+        raise UsageError(f"job file {path}: duplicate party addresses {addrs}")
     id_column = raw.get("id_column", "id")
     if not isinstance(id_column, str) or not id_column:
-        raise ValueError(f"job file {path}: 'id_column' must be a column name")
+        raise UsageError(f"job file {path}: 'id_column' must be a column name")
     from sqm.runtime.certs import check_job_name
     from sqm.runtime.session import check_job_id
 
@@ -233,13 +234,13 @@ def load_job(path) -> JobSpec:
         if dataset is not None:
             check_dataset_id(dataset)
     except ValueError as e:
-        raise ValueError(f"job file {path}: {e}") from None
+        raise UsageError(f"job file {path}: {e}") from None
     min_common = raw.get("min_intersection", DEFAULT_MIN_INTERSECTION)
     check_min_intersection(min_common, f"job file {path}: 'min_intersection'")
     task = raw.get("task")
     if task is not None and not (isinstance(task, dict) and isinstance(task.get("statistic"), str)
                                  and all(isinstance(k, str) for k in task)):
-        raise ValueError(f"job file {path}: 'task' must be an object naming its \"statistic\" (e.g. \"pca\") and "
+        raise UsageError(f"job file {path}: 'task' must be an object naming its \"statistic\" (e.g. \"pca\") and "
                          f"its parameters, e.g. {{\"statistic\": \"pca\", \"components\": 5, \"epsilon\": 1}}")
     return JobSpec(tuple(parties), id_column, path, job_id, name, dataset, min_intersection=min_common, task=task)
 
@@ -249,14 +250,14 @@ def check_bounds(raw, who: str = "") -> tuple:
     if raw is None:
         return ()
     if not isinstance(raw, dict) or not raw:
-        raise ValueError(f"{who} 'bounds' must map column names to public ranges [lo, hi], e.g. "
+        raise UsageError(f"{who} 'bounds' must map column names to public ranges [lo, hi], e.g. "
                          f"{{\"age\": [0, 120]}}")
     out = []
     for col, r in raw.items():
         ok = isinstance(r, (list, tuple)) and len(r) == 2 and all(
             isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) for v in r)
         if not ok or not r[0] < r[1]:
-            raise ValueError(f"{who} bound of column {col!r} must be a range [lo, hi] of finite numbers with "
+            raise UsageError(f"{who} bound of column {col!r} must be a range [lo, hi] of finite numbers with "
                              f"lo < hi, got {r!r}")
         out.append((str(col), float(r[0]), float(r[1])))
     return tuple(out)
@@ -279,7 +280,7 @@ def scale_to_bounds(block: np.ndarray, columns, bounds, col_bound: float) -> tup
 def check_dataset_id(dataset) -> str:
     """A job file's ``dataset``: 1-200 printable characters naming the data the ledger charges."""
     if not isinstance(dataset, str) or not 0 < len(dataset) <= 200 or not dataset.isprintable():
-        raise ValueError(f"'dataset' must be a name of 1-200 printable characters, got {dataset!r}")
+        raise UsageError(f"'dataset' must be a name of 1-200 printable characters, got {dataset!r}")
     return dataset
 
 
@@ -293,14 +294,14 @@ def write_job(path, addresses, files, id_column: str = "id", job_id: str | None 
     ``min_intersection``: the fewest records in common the job runs on (None: the default, not written);
     ``task``: the job's task block, ``{"statistic": "pca", its parameters...}`` (:func:`sqm.cli.job_cli.apply_task_block`)."""
     if len(addresses) != len(files) + 1:
-        raise ValueError(f"need one address per party: {len(addresses)} addresses for 1 server + "
+        raise UsageError(f"need one address per party: {len(addresses)} addresses for 1 server + "
                          f"{len(files)} clients")
     base = os.path.dirname(os.path.abspath(path))
     parties = [{"address": addresses[0]}]
     for j, (a, f) in enumerate(zip(addresses[1:], files), start=1):
         rel = os.path.relpath(os.path.abspath(f), base)
         if rel == os.pardir or rel.startswith(os.pardir + os.sep):
-            raise ValueError(f"client {j}'s file {f} lies outside the job file's folder {base}: load_job "
+            raise UsageError(f"client {j}'s file {f} lies outside the job file's folder {base}: load_job "
                              f"would refuse it (put it there, or have its operator pass --data-file)")
         parties.append({"address": a, "file": rel})
         if bounds is not None and bounds[j - 1] is not None:
@@ -321,7 +322,7 @@ def write_job(path, addresses, files, id_column: str = "id", job_id: str | None 
         head["min_intersection"] = check_min_intersection(min_intersection, "min_intersection")
     if task is not None:
         if not isinstance(task, dict) or not isinstance(task.get("statistic"), str):
-            raise ValueError(f"a task block names its statistic, e.g. {{\"statistic\": \"pca\", ...}}, got {task!r}")
+            raise UsageError(f"a task block names its statistic, e.g. {{\"statistic\": \"pca\", ...}}, got {task!r}")
         head["task"] = dict(task)
     with open(path, "w") as fh:
         json.dump({**head, "id_column": id_column, "parties": parties}, fh, indent=2)
@@ -346,19 +347,19 @@ def write_party_csvs(X, directory, n_parties: int | None = None, col_counts=None
     """
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2:
-        raise ValueError(f"data must be 2-D, got shape {X.shape}")
+        raise UsageError(f"data must be 2-D, got shape {X.shape}")
     if col_counts is None:
         if n_parties is None or not 1 <= n_parties <= X.shape[1]:
-            raise ValueError(f"cannot split {X.shape[1]} columns among {n_parties} parties")
+            raise UsageError(f"cannot split {X.shape[1]} columns among {n_parties} parties")
         col_counts = [b.shape[1] for b in np.array_split(X, n_parties, axis=1)]
     col_counts = [int(c) for c in col_counts]
     if sum(col_counts) != X.shape[1] or min(col_counts) < 1:
-        raise ValueError(f"column counts {col_counts} do not split {X.shape[1]} columns")
+        raise UsageError(f"column counts {col_counts} do not split {X.shape[1]} columns")
     ids = list(range(X.shape[0])) if ids is None else list(ids)
     if len(ids) != X.shape[0]:
-        raise ValueError(f"{len(ids)} ids for {X.shape[0]} records")
+        raise UsageError(f"{len(ids)} ids for {X.shape[0]} records")
     if fmt not in ("csv", "parquet"):
-        raise ValueError(f"fmt must be 'csv' or 'parquet', got {fmt!r}")
+        raise UsageError(f"fmt must be 'csv' or 'parquet', got {fmt!r}")
     os.makedirs(directory, exist_ok=True)
     files, start = [], 0
     for j, k in enumerate(col_counts, start=1):
@@ -451,7 +452,7 @@ def seed_policy(seed, insecure_reproducible: bool = False, warn: bool = True) ->
     if seed is None:
         return True
     if not insecure_reproducible:
-        raise ValueError(f"--seed {seed} is refused in job mode: whoever knows a seed can regenerate every "
+        raise UsageError(f"--seed {seed} is refused in job mode: whoever knows a seed can regenerate every "
                          f"party's noise, so the server could remove it.  Leave --seed out (each party draws "
                          f"its own randomness from OS entropy), or pass --insecure-reproducible for a "
                          f"reproducible experiment whose result is not private against anyone knowing the seed")
@@ -674,25 +675,25 @@ def party_program(spec: JobSpec, index: int, task: JobTask, ledger: "LedgerGuard
     """Party ``index``'s program: its own file only (a party never learns where others keep their data), and
     its own ledger guard (``ledger``: the server's, or a client's own), which needs the job file's dataset."""
     if not 0 <= index < len(spec.parties):
-        raise ValueError(f"party index {index} out of range: the job file lists {len(spec.parties)} parties "
+        raise UsageError(f"party index {index} out of range: the job file lists {len(spec.parties)} parties "
                          f"(0 = server, 1..{spec.n_clients} clients)")
     if ledger is not None and spec.dataset_id is None:
-        raise ValueError(f"job file {spec.path or '(unnamed)'} names no dataset: the ledger charges each release "
+        raise UsageError(f"job file {spec.path or '(unnamed)'} names no dataset: the ledger charges each release "
                          f"to the job file's \"dataset\" (or its \"name\"); add one")
     if ledger is not None:
         ledger = dataclasses.replace(ledger, job_id=spec.job_id)
     if any(spec.bounds) and not task.takes_bounds:
-        raise ValueError(f"job file {spec.path or '(unnamed)'} declares column ranges (\"bounds\"), which "
+        raise UsageError(f"job file {spec.path or '(unnamed)'} declares column ranges (\"bounds\"), which "
                          f"{type(task).__name__} does not use: remove them")
     declared = {c for b in spec.bounds for c, _, _ in b}
     if declared & set(spec.drop_columns):
-        raise ValueError(f"job file {spec.path or '(unnamed)'} declares ranges for column(s) "
+        raise UsageError(f"job file {spec.path or '(unnamed)'} declares ranges for column(s) "
                          f"{sorted(declared & set(spec.drop_columns))} that --drop-columns leaves out: keep one")
     if any(spec.bounds):
         task.check_bounds(spec.bounds)  # e.g. a label column may not be scaled
     if spec.norm_shares is not None:
         if not task.takes_bounds:
-            raise ValueError(f"job file {spec.path or '(unnamed)'} declares norm shares (\"norm_share\"), which "
+            raise UsageError(f"job file {spec.path or '(unnamed)'} declares norm shares (\"norm_share\"), which "
                              f"{type(task).__name__} does not use: remove them")
         task = task.with_party_bounds([task.row_norm_bound * float(np.sqrt(s)) for s in spec.norm_shares])
     return JobParty(index, spec.parties[index].file, spec.id_column, task, spec.dataset_id, ledger, spec.bounds,
@@ -734,7 +735,7 @@ def run_local(spec: JobSpec, task: JobTask, timeout: float = 3600.0, connect_tim
 
     for j, p in enumerate(spec.parties[1:], start=1):
         if not os.path.isfile(p.file):
-            raise ValueError(f"client {j}'s party file {p.file} does not exist: put its CSV there or fix the "
+            raise UsageError(f"client {j}'s party file {p.file} does not exist: put its CSV there or fix the "
                              f"path in {spec.path or 'the job file'}")
     programs = job_programs(spec, task, ledger)
     live = {} if idle_timeout is None else {"idle_timeout": idle_timeout}
@@ -757,15 +758,15 @@ def run_job(spec: JobSpec, task: JobTask, index: int | None = None, timeout: flo
     ``index`` a client's, that client's own (its client-observed view)."""
     if data_file is not None:
         if index is None:
-            raise ValueError("--data-file replaces one client's file: give that client's --index too")
+            raise UsageError("--data-file replaces one client's file: give that client's --index too")
         spec = spec.with_file(index, data_file)
     guard = LedgerGuard(ledger, budget) if ledger is not None or budget is not None else None
     if backend == "plain":
         if index is not None:
-            raise ValueError("--backend plain runs every party of the job in this process: leave out --index")
+            raise UsageError("--backend plain runs every party of the job in this process: leave out --index")
         return simulate(spec, task, timeout=timeout, ledger=guard)
     if backend != "mpyc":
-        raise ValueError(f"unknown backend {backend!r}; choose 'mpyc' (party processes) or 'plain' (simulation)")
+        raise UsageError(f"unknown backend {backend!r}; choose 'mpyc' (party processes) or 'plain' (simulation)")
     if index is None:
         return run_local(spec, task, timeout=timeout, ssl_dir=ssl_dir, connect_timeout=connect_timeout,
                          insecure_plaintext=insecure_plaintext, idle_timeout=idle_timeout, ledger=guard,
@@ -792,7 +793,7 @@ def run_one(spec: JobSpec, index: int, task: JobTask, timeout: float = 3600.0,
     from sqm.runtime.launch import Launch, MPCError, party_command, party_env, party_name
 
     if spec.job_id is None:
-        raise ValueError(f"job file {spec.path or '(unnamed)'} has no 'job_id': every party of a job needs the same "
+        raise UsageError(f"job file {spec.path or '(unnamed)'} has no 'job_id': every party of a job needs the same "
                          f"fresh id, so that a party of another job is refused.  Add one to the job file "
                          f"(\"job_id\": 32 hex digits from python -c 'import secrets; print(secrets.token_hex(16))') "
                          f"and give every party the same file")

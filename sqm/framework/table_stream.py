@@ -33,6 +33,7 @@ from sqm.runtime.party import InputRefused
 from sqm.runtime.stream import rechunk
 
 from sqm.framework.tables import MAX_ABS_VALUE, MISSING, PARQUET_EXTENSIONS, _sniff_separator, canonical_id, id_order_key
+from sqm.runtime.errors import UsageError
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +87,7 @@ class StreamedTable:
         bit per record held, the rows themselves still read chunk by chunk."""
         keep = np.asarray(keep, dtype=bool)
         if self.keep is not None or keep.shape != (self.n_rows,):
-            raise ValueError(f"a mask of {keep.shape} for the file's {self.n_rows} records (restricted once)")
+            raise UsageError(f"a mask of {keep.shape} for the file's {self.n_rows} records (restricted once)")
         return dataclasses.replace(self, keep=keep, n_rows=int(keep.sum()), file_rows=self.n_rows)
 
     @property

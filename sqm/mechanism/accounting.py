@@ -27,6 +27,7 @@ from .rdp import (DEFAULT_ORDERS, _check_pos, _check_q, _check_rounds, _check_se
                   epsilon, epsilon_and_order, exact_skellam_renyi, log_skellam_pmf, server_rdp, skellam_rdp,
                   subsampled_rdp)  # (re-exported: the formulas live in sqm.mechanism.rdp)
 from .validation import check_delta, check_param
+from sqm.runtime.errors import UsageError
 
 def server_epsilon(mu, delta, l1, l2, q=1.0, rounds=1, orders=DEFAULT_ORDERS) -> float:
     """Server-observed epsilon at ``delta``: :func:`sqm.mechanism.events.compose` of :func:`sqm.mechanism.events.server_event`."""
@@ -96,16 +97,16 @@ def delta_before_failure(total_delta: float, epsilon: float, eta: float) -> floa
     _check_failure(epsilon, eta)
     left = float(total_delta) - (1.0 + math.exp(epsilon)) * float(eta)
     if not left > 0:
-        raise ValueError(f"the failure probability {eta:.3g} uses up delta {total_delta:g} at epsilon {epsilon:g} "
+        raise UsageError(f"the failure probability {eta:.3g} uses up delta {total_delta:g} at epsilon {epsilon:g} "
                          f"((1 + e^epsilon) eta = {(1.0 + math.exp(epsilon)) * eta:.3g}); make it smaller")
     return left
 
 
 def _check_failure(epsilon, eta):
     if not (epsilon >= 0 and math.isfinite(epsilon)):
-        raise ValueError(f"epsilon must be finite and >= 0, got {epsilon!r}")
+        raise UsageError(f"epsilon must be finite and >= 0, got {epsilon!r}")
     if not (0 <= eta <= 1):
-        raise ValueError(f"the failure probability eta must lie in [0, 1], got {eta!r}")
+        raise UsageError(f"the failure probability eta must lie in [0, 1], got {eta!r}")
 
 
 @dataclass(frozen=True)

@@ -27,13 +27,14 @@ from scipy.special import log_ndtr, ndtr
 
 from .sensitivity import float_up
 from .validation import check_delta, check_param
+from sqm.runtime.errors import UsageError
 
 
 def _check(epsilon, delta, l2_sensitivity):
     check_param("epsilon or inf", float(epsilon) if hasattr(epsilon, "__float__") else epsilon, "epsilon")
     check_delta(delta)
     if not (math.isfinite(l2_sensitivity) and l2_sensitivity > 0):
-        raise ValueError(f"the L2 sensitivity must be a finite number > 0, got {l2_sensitivity!r}")
+        raise UsageError(f"the L2 sensitivity must be a finite number > 0, got {l2_sensitivity!r}")
 
 
 def gaussian_delta(sigma: float, l2_sensitivity: float, epsilon: float) -> float:

@@ -17,6 +17,7 @@ from sqm.runtime.program import SumProgram
 from .polynomial import Polynomial
 from .rng import SeedLike, make_rng
 from .validation import check_gamma
+from sqm.runtime.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -49,17 +50,17 @@ def check_rounding(poly: Polynomial, gamma: float, int_coefs) -> None:
     low = np.floor(np.asarray(poly.term_coef, np.float64) * scales)
     ints = list(int_coefs)
     if len(ints) != low.size:
-        raise ValueError(f"{len(ints)} coefficients received, the {poly.name} polynomial has {low.size} terms")
+        raise UsageError(f"{len(ints)} coefficients received, the {poly.name} polynomial has {low.size} terms")
     for i, (c, lo) in enumerate(zip(ints, low.tolist())):
         if c - int(lo) not in (0, 1):
-            raise ValueError(f"coefficient {i} is {c}, not a rounding of {poly.term_coef[i]!r} x {scales[i]:g}")
+            raise UsageError(f"coefficient {i} is {c}, not a rounding of {poly.term_coef[i]!r} x {scales[i]:g}")
 
 
 def round_scaled(values: np.ndarray, scales: np.ndarray, rng: np.random.Generator) -> tuple[int, ...]:
     """Stochastically round values * scales to Python integers (exact also beyond int64)."""
     scaled = np.asarray(values, np.float64) * np.asarray(scales, np.float64)
     if not np.all(np.isfinite(scaled)):
-        raise ValueError("a scaled coefficient overflows float64: gamma or the coefficients are too large")
+        raise UsageError("a scaled coefficient overflows float64: gamma or the coefficients are too large")
     low = np.floor(scaled)
     up = rng.random(scaled.shape) < (scaled - low)
     return tuple(int(lo) + int(u) for lo, u in zip(low.tolist(), up.tolist()))
@@ -74,7 +75,7 @@ def compensate(poly: Polynomial, gamma: float, seed: SeedLike = None,
     lam = poly.degree
     if not preprocess:
         if needs_preprocessing(poly):
-            raise ValueError("this polynomial has non-integer coefficients or mixed degrees: it must be "
+            raise UsageError("this polynomial has non-integer coefficients or mixed degrees: it must be "
                              "pre-processed (preprocess=True)")
         return CompensatedPolynomial(poly, float(gamma), None, float(gamma) ** lam, False)
     rng = make_rng(seed)

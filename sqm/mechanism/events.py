@@ -36,6 +36,7 @@ from dp_accounting.rdp import RdpAccountant
 
 from . import rdp
 from .pbm import PBM_LEVELS
+from sqm.runtime.errors import UsageError
 
 # Orders of the accountant: fractional orders help PBM and Gaussian events; the subsampled Skellam bound
 # (Eq. 20) holds at integer orders only and gets +inf (no bound) at the others.
@@ -44,13 +45,13 @@ ORDERS = (1.25, 1.5, 1.75) + tuple(float(a) for a in rdp.DEFAULT_ORDERS)
 
 def _number(v, name, positive=True, integer=False, minimum=None):
     if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not math.isfinite(v):
-        raise ValueError(f"{name} must be a finite number, got {v!r}")
+        raise UsageError(f"{name} must be a finite number, got {v!r}")
     if integer and int(v) != v:
-        raise ValueError(f"{name} must be an integer, got {v!r}")
+        raise UsageError(f"{name} must be an integer, got {v!r}")
     if positive and v <= 0:
-        raise ValueError(f"{name} must be > 0, got {v!r}")
+        raise UsageError(f"{name} must be > 0, got {v!r}")
     if minimum is not None and v < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {v!r}")
+        raise UsageError(f"{name} must be >= {minimum}, got {v!r}")
 
 
 @attr.s(frozen=True, slots=True, auto_attribs=True)
@@ -83,7 +84,7 @@ class ClientSkellamDpEvent(dp_event.DpEvent):
         SkellamDpEvent(self.l1_sensitivity, self.l2_sensitivity, self.mu)
         if isinstance(self.n_parties, bool) or not isinstance(self.n_parties, (int, np.integer)) \
                 or self.n_parties < 2:
-            raise ValueError(f"client-observed privacy needs n_parties >= 2 (a lone client knows all the noise), "
+            raise UsageError(f"client-observed privacy needs n_parties >= 2 (a lone client knows all the noise), "
                              f"got {self.n_parties!r}")
 
 
@@ -103,7 +104,7 @@ class PBMDpEvent(dp_event.DpEvent):
 
     def __attrs_post_init__(self):
         if self.level not in PBM_LEVELS:
-            raise ValueError(f"PBM privacy level must be one of {PBM_LEVELS}, got {self.level!r}")
+            raise UsageError(f"PBM privacy level must be one of {PBM_LEVELS}, got {self.level!r}")
         from .pbm import check_params
 
         check_params(self.b, self.beta)
@@ -214,12 +215,12 @@ def epsilon_delta(events: Iterable[dp_event.DpEvent], *, delta: float | None = N
     """(epsilon, delta) of the composition of ``events``: give ``delta`` to get its epsilon, or ``epsilon`` to
     get its delta."""
     if (delta is None) == (epsilon is None):
-        raise ValueError("give exactly one of delta or epsilon")
+        raise UsageError("give exactly one of delta or epsilon")
     acc = accountant(events, orders)
     if delta is not None:
         return float(acc.get_epsilon(delta)), float(delta)
     if not (epsilon >= 0 and not math.isnan(epsilon)):
-        raise ValueError(f"epsilon must be >= 0, got {epsilon!r}")
+        raise UsageError(f"epsilon must be >= 0, got {epsilon!r}")
     return float(epsilon), float(acc.get_delta(epsilon))
 
 
@@ -234,7 +235,7 @@ def event_to_json(event: dp_event.DpEvent) -> dict:
     """``event`` as a plain dict: ``{"type": class name, field: value, ...}``, nested events as dicts."""
     name = type(event).__name__
     if EVENT_TYPES.get(name) is not type(event):
-        raise ValueError(f"cannot write {name} as JSON: known events are {sorted(EVENT_TYPES)}")
+        raise UsageError(f"cannot write {name} as JSON: known events are {sorted(EVENT_TYPES)}")
     out = {"type": name}
     for f in attr.fields(type(event)):
         v = getattr(event, f.name)
@@ -252,14 +253,14 @@ def event_from_json(obj: dict) -> dp_event.DpEvent:
     """The event :func:`event_to_json` wrote; ValueError for anything else (unknown type, missing or extra
     field, a value of the wrong kind)."""
     if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
-        raise ValueError(f"an event must be a JSON object with a \"type\", got {obj!r}")
+        raise UsageError(f"an event must be a JSON object with a \"type\", got {obj!r}")
     cls = EVENT_TYPES.get(obj["type"])
     if cls is None:
-        raise ValueError(f"unknown event type {obj['type']!r}: known events are {sorted(EVENT_TYPES)}")
+        raise UsageError(f"unknown event type {obj['type']!r}: known events are {sorted(EVENT_TYPES)}")
     fields = {f.name: f for f in attr.fields(cls)}
     extra = set(obj) - set(fields) - {"type"}
     if extra:
-        raise ValueError(f"{obj['type']} has no field(s) {sorted(extra)}")
+        raise UsageError(f"{obj['type']} has no field(s) {sorted(extra)}")
     kw = {}
     for name, v in obj.items():
         if name == "type":
@@ -268,18 +269,18 @@ def event_from_json(obj: dict) -> dp_event.DpEvent:
             v = event_from_json(v)
         elif name == "events":
             if not isinstance(v, list):
-                raise ValueError(f"{obj['type']}.events must be a list, got {v!r}")
+                raise UsageError(f"{obj['type']}.events must be a list, got {v!r}")
             v = [event_from_json(e) for e in v]
         elif fields[name].type in (str, "str"):
             if not isinstance(v, str):
-                raise ValueError(f"{obj['type']}.{name} must be a string, got {v!r}")
+                raise UsageError(f"{obj['type']}.{name} must be a string, got {v!r}")
         elif isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise ValueError(f"{obj['type']}.{name} must be a number, got {v!r}")
+            raise UsageError(f"{obj['type']}.{name} must be a number, got {v!r}")
         kw[name] = v
     try:
         return cls(**kw)
     except TypeError as e:
-        raise ValueError(f"bad {obj['type']}: {e}") from None
+        raise UsageError(f"bad {obj['type']}: {e}") from None
 
 
 def events_to_json(events: Iterable[dp_event.DpEvent]) -> list:
@@ -288,5 +289,5 @@ def events_to_json(events: Iterable[dp_event.DpEvent]) -> list:
 
 def events_from_json(objs) -> list:
     if not isinstance(objs, list):
-        raise ValueError(f"events must be a JSON list, got {objs!r}")
+        raise UsageError(f"events must be a JSON list, got {objs!r}")
     return [event_from_json(o) for o in objs]

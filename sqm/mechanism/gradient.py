@@ -25,6 +25,7 @@ from .rng import make_rng
 from .sensitivity import Sensitivity, logreg_sensitivity
 from .skellam import skellam_tail_bound
 from .vertical import ColumnBounds
+from sqm.runtime.errors import UsageError
 
 
 @functools.lru_cache(maxsize=8)
@@ -71,7 +72,7 @@ class LRGradient:
     def program(self, int_coefs=None) -> SumProgram:
         """The compensated program with these integer coefficients (the reference; the parties never build it)."""
         if int_coefs is None:
-            raise ValueError("the gradient's coefficients are the server's secret: give its rounded coefficients")
+            raise UsageError("the gradient's coefficients are the server's secret: give its rounded coefficients")
         tmpl = _template_program(self.d, self.label_index)
         coefs = np.empty(len(tmpl.coefs), dtype=object)
         coefs[:] = [int(c) for c in int_coefs]
@@ -88,7 +89,7 @@ class LRGradient:
         gamma, gamma and rounded by :func:`sqm.mechanism.compensation.round_scaled`, built as one (d, d + 2) array
         (the same draws as :func:`sqm.mechanism.compensation.compensate` of the generic polynomial, tested)."""
         if self.w is None:
-            raise ValueError("only the server, which holds the weights, rounds the gradient's coefficients")
+            raise UsageError("only the server, which holds the weights, rounds the gradient's coefficients")
         w = np.asarray(self.w, np.float64)
         C = np.empty((self.d, self.d + 2))
         C[:, 0], C[:, 1:self.d + 1], C[:, self.d + 1] = 0.5, w[None, :] / 4.0, -1.0

@@ -164,7 +164,7 @@ def _now() -> str:
 
 def _check_dataset(dataset):
     if not (isinstance(dataset, str) and 0 < len(dataset) <= 200 and dataset.isprintable()):
-        raise ValueError(f"a dataset id must be 1-200 printable characters, got {dataset!r}")
+        raise UsageError(f"a dataset id must be 1-200 printable characters, got {dataset!r}")
 
 
 def _as_events(events) -> list:
@@ -172,7 +172,7 @@ def _as_events(events) -> list:
         events = [events]
     events = list(events)
     if not events or not all(isinstance(e, dp_event.DpEvent) for e in events):
-        raise ValueError(f"a release must name its DpEvents (sqm.mechanism.events; NoOpDpEvent for none), got {events!r}")
+        raise UsageError(f"a release must name its DpEvents (sqm.mechanism.events; NoOpDpEvent for none), got {events!r}")
     return events
 
 
@@ -193,9 +193,9 @@ def release_unit(events, unit: str | None = None) -> str:
     if unit is None:
         return inferred
     if unit not in NEIGHBOURING or unit == "none":
-        raise ValueError(f"a ledger unit must be one of {sorted(set(NEIGHBOURING) - {'none'})}, got {unit!r}")
+        raise UsageError(f"a ledger unit must be one of {sorted(set(NEIGHBOURING) - {'none'})}, got {unit!r}")
     if pbm and unit != "embedding":
-        raise ValueError(f"PBM events are feature-level (unit 'embedding'), not {unit!r}")
+        raise UsageError(f"PBM events are feature-level (unit 'embedding'), not {unit!r}")
     return unit
 
 
@@ -319,7 +319,7 @@ class Ledger:
         events = _as_events(events)
         unit = release_unit(events, unit)
         if not (0 <= eta <= 1):
-            raise ValueError(f"the failure probability eta must lie in [0, 1], got {eta!r}")
+            raise UsageError(f"the failure probability eta must lie in [0, 1], got {eta!r}")
         text = json.dumps(ev.events_to_json(events), allow_nan=False)
         with self._connect() as con:
             con.execute("BEGIN IMMEDIATE")
@@ -327,7 +327,7 @@ class Ledger:
                 other = con.execute("SELECT DISTINCT unit FROM releases WHERE dataset = ? AND unit != ?",
                                     (dataset, unit)).fetchall()
                 if other:
-                    raise ValueError(f"dataset {dataset!r} holds {other[0]['unit']} entries in the ledger {self.path}: "
+                    raise UsageError(f"dataset {dataset!r} holds {other[0]['unit']} entries in the ledger {self.path}: "
                                      f"a {unit} release does not compose with them (different units); charge it to "
                                      f"a dataset id of its own")
                 after = self._check(con, dataset, events, eta)

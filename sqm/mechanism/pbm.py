@@ -59,6 +59,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from .rng import make_rng
+from sqm.runtime.errors import UsageError
 
 
 
@@ -75,16 +76,16 @@ def __getattr__(name):
 def check_params(b, beta, C: float = 1.0) -> None:
     """b an integer >= 1, beta in (0, 1/4], C > 0 (ValueError otherwise)."""
     if isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 1:
-        raise ValueError(f"PBM needs an integer number of trials b >= 1, got {b!r}")
+        raise UsageError(f"PBM needs an integer number of trials b >= 1, got {b!r}")
     if not (isinstance(beta, (int, float, np.integer, np.floating)) and math.isfinite(beta) and 0 < beta <= 0.25):
-        raise ValueError(f"PBM needs beta in (0, 1/4], got {beta!r}")
+        raise UsageError(f"PBM needs beta in (0, 1/4], got {beta!r}")
     if not (math.isfinite(C) and C > 0):
-        raise ValueError(f"PBM needs a clipping bound C > 0, got {C!r}")
+        raise UsageError(f"PBM needs a clipping bound C > 0, got {C!r}")
 
 
 def _check_parties(M) -> None:
     if isinstance(M, bool) or not isinstance(M, (int, np.integer)) or M < 1:
-        raise ValueError(f"the number of parties M must be an integer >= 1, got {M!r}")
+        raise UsageError(f"the number of parties M must be an integer >= 1, got {M!r}")
 
 
 @dataclass
@@ -113,7 +114,7 @@ def encode(x, b: int, beta: float, C: float = 1.0, rng=None) -> PBMEncoding:
     the party's secret noise.  Coin k of every entry comes before coin k + 1 in the stream, so the integers do not
     depend on how many coins are drawn at once.  Each coin is Bernoulli(p) up to the 2^-53 grid of a float64 uniform (an error
     below 1.2e-16 per coin in probability).  Entries outside [-C, C] are clipped and counted; NaN or infinite
-    entries raise ValueError."""
+    entries raise UsageError."""
     check_params(b, beta, C)
     if _is_tensor(x):
         import torch
@@ -131,7 +132,7 @@ def encode(x, b: int, beta: float, C: float = 1.0, rng=None) -> PBMEncoding:
         q = np.zeros(x.shape, dtype=np.int64)
     n = int(np.prod(q.shape))
     if finite != n:
-        raise ValueError(f"PBM input contains {n - finite} NaN or infinite value(s)")
+        raise UsageError(f"PBM input contains {n - finite} NaN or infinite value(s)")
     gen = make_rng(rng)
     per_block = max(1, min(int(b), COIN_BLOCK_ELEMENTS // max(n, 1)))
     for start in range(0, int(b), per_block):
@@ -153,7 +154,7 @@ def decode(q_sum, b: int, beta: float, M: int, C: float = 1.0):
         q = np.asarray(q_sum)
         q = (q.astype(np.int64) if q.dtype == object else q).astype(np.float64)
     if bool((q < 0).any()) or bool((q > b * M).any()):
-        raise ValueError(f"a sum of {M} PBM outputs lies in [0, {b * M}], got values outside")
+        raise UsageError(f"a sum of {M} PBM outputs lies in [0, {b * M}], got values outside")
     return (C / (beta * b)) * (q - b * M / 2.0)
 
 
@@ -167,7 +168,7 @@ def variance_bound(b: int, beta: float, M: int, C: float = 1.0) -> float:
 def _orders(alpha) -> np.ndarray:
     a = np.atleast_1d(np.asarray(alpha, dtype=np.float64))
     if np.any(~np.isfinite(a)) or np.any(a <= 1):
-        raise ValueError(f"RDP orders must be finite and > 1, got {alpha!r}")
+        raise UsageError(f"RDP orders must be finite and > 1, got {alpha!r}")
     return a
 
 
@@ -296,7 +297,7 @@ class PBMPrivacy:
 
 def _check_count(v, name: str) -> None:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+        raise UsageError(f"{name} must be an integer >= 1, got {v!r}")
 
 
 PBM_LEVELS = ("feature", "sample")
@@ -311,7 +312,7 @@ def pbm_rdp(orders, b: int, beta: float, M: int, embedding_size: int = 1, uses: 
     independent coordinates and the ``uses`` releases (no subsampling amplification: every party knows the
     batch) compose additively.  A float for a scalar order, else an array like ``orders``."""
     if level not in PBM_LEVELS:
-        raise ValueError(f"PBM privacy level must be one of {PBM_LEVELS}, got {level!r}")
+        raise UsageError(f"PBM privacy level must be one of {PBM_LEVELS}, got {level!r}")
     _check_count(embedding_size, "embedding_size")
     _check_count(uses, "uses (releases per record)")
     per = feature_rdp if level == "feature" else sample_rdp

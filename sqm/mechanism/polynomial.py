@@ -19,6 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from sqm.runtime.program import SumProgram
+from sqm.runtime.errors import UsageError
 
 
 @runtime_checkable
@@ -78,28 +79,28 @@ class Polynomial:
     def from_exponents(cls, coefficients, exponents, name: str = "polynomial") -> "Polynomial":
         """Eq. 11: ``coefficients[t]`` is the vector a_t (length v_t), ``exponents[t]`` the matrix B_t (v_t x n)."""
         if len(coefficients) != len(exponents):
-            raise ValueError(f"{len(coefficients)} coefficient vectors but {len(exponents)} exponent matrices")
+            raise UsageError(f"{len(coefficients)} coefficient vectors but {len(exponents)} exponent matrices")
         if not coefficients:
-            raise ValueError("a polynomial needs at least one output dimension")
+            raise UsageError("a polynomial needs at least one output dimension")
         n_vars = None
         outs, coefs, vars_ = [], [], []
         for t, (a, B) in enumerate(zip(coefficients, exponents)):
             a = np.atleast_1d(np.asarray(a, dtype=np.float64))
             B = np.atleast_2d(np.asarray(B))
             if not np.all(np.isfinite(a)):
-                raise ValueError(f"coefficients of output {t} contain NaN or inf")
+                raise UsageError(f"coefficients of output {t} contain NaN or inf")
             if B.shape[0] != a.shape[0]:
-                raise ValueError(f"output {t}: {a.shape[0]} coefficients but {B.shape[0]} exponent rows")
+                raise UsageError(f"output {t}: {a.shape[0]} coefficients but {B.shape[0]} exponent rows")
             if not np.issubdtype(B.dtype, np.integer):
                 if not np.all(np.isfinite(B)) or not np.all(B == np.round(B)):
-                    raise ValueError(f"output {t}: exponents must be integers")
+                    raise UsageError(f"output {t}: exponents must be integers")
                 B = B.astype(np.int64)
             if np.any(B < 0):
-                raise ValueError(f"output {t}: negative exponents are not polynomial")
+                raise UsageError(f"output {t}: negative exponents are not polynomial")
             if n_vars is None:
                 n_vars = B.shape[1]
             elif B.shape[1] != n_vars:
-                raise ValueError(f"output {t}: exponent matrix has {B.shape[1]} columns, expected {n_vars}")
+                raise UsageError(f"output {t}: exponent matrix has {B.shape[1]} columns, expected {n_vars}")
             for coef, row in zip(a, B):
                 outs.append(t)
                 coefs.append(coef)
@@ -120,9 +121,9 @@ class Polynomial:
     def check_data(self, X: np.ndarray) -> np.ndarray:
         X = np.asarray(X)
         if X.ndim != 2:
-            raise ValueError(f"data must be a 2-D array (records x columns), got shape {X.shape}")
+            raise UsageError(f"data must be a 2-D array (records x columns), got shape {X.shape}")
         if X.shape[1] != self.n_vars:
-            raise ValueError(f"the {self.name} polynomial has {self.n_vars} variables but the data has "
+            raise UsageError(f"the {self.name} polynomial has {self.n_vars} variables but the data has "
                              f"{X.shape[1]} columns")
         return X
 
@@ -159,7 +160,7 @@ class Polynomial:
         """
         if int_coefs is None:
             if not np.all(self.term_coef == np.round(self.term_coef)):
-                raise ValueError("coefficients are not integers: compensate them first (sqm.mechanism.compensation)")
+                raise UsageError("coefficients are not integers: compensate them first (sqm.mechanism.compensation)")
             int_coefs = [int(c) for c in self.term_coef]
         return SumProgram.from_terms(self.n_vars, self.n_out, self.term_vars, self.term_out, int_coefs)
 
@@ -199,7 +200,7 @@ class CovariancePolynomial(Polynomial):
 
     def __init__(self, n_vars: int):
         if n_vars < 1:
-            raise ValueError(f"the covariance needs at least one column, got {n_vars}")
+            raise UsageError(f"the covariance needs at least one column, got {n_vars}")
         object.__setattr__(self, "n_vars", int(n_vars))
         object.__setattr__(self, "n_out", int(n_vars) ** 2)
         object.__setattr__(self, "name", "covariance")
@@ -245,7 +246,7 @@ class CovariancePolynomial(Polynomial):
 
     def program(self, int_coefs=None) -> SumProgram:
         if int_coefs is not None and any(int(c) != 1 for c in int_coefs):
-            raise ValueError("the covariance program has coefficients 1")
+            raise UsageError("the covariance program has coefficients 1")
         return SumProgram.gram_program(self.n_vars)
 
 
@@ -262,13 +263,13 @@ def logreg_gradient(w, label_index: int | None = None) -> Polynomial:
     """
     w = np.asarray(w, dtype=np.float64).reshape(-1)
     if not np.all(np.isfinite(w)):
-        raise ValueError("weights contain NaN or inf")
+        raise UsageError("weights contain NaN or inf")
     d = w.shape[0]
     if d < 1:
-        raise ValueError("logistic regression needs at least one feature")
+        raise UsageError("logistic regression needs at least one feature")
     label = d if label_index is None else int(label_index)
     if not 0 <= label <= d:
-        raise ValueError(f"label_index must lie in 0..{d}, got {label_index}")
+        raise UsageError(f"label_index must lie in 0..{d}, got {label_index}")
     feats = [j for j in range(d + 1) if j != label]
     outs, coefs, vars_ = [], [], []
     for t, j in enumerate(feats):

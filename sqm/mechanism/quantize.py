@@ -5,6 +5,7 @@ import numpy as np
 
 from .rng import SeedLike, make_rng
 from .validation import check_finite, check_gamma
+from sqm.runtime.errors import UsageError
 
 
 def stochastic_round(x, gamma: float = 1.0, seed: SeedLike = None) -> np.ndarray:
@@ -19,7 +20,7 @@ def stochastic_round(x, gamma: float = 1.0, seed: SeedLike = None) -> np.ndarray
     check_gamma(gamma)
     scaled = x * float(gamma)
     if scaled.size and np.max(np.abs(scaled)) >= 2.0**62:
-        raise ValueError(f"gamma * |x| reaches {np.max(np.abs(scaled)):.3g}: too large for int64 quantization")
+        raise UsageError(f"gamma * |x| reaches {np.max(np.abs(scaled)):.3g}: too large for int64 quantization")
     rng = make_rng(seed)
     low = np.floor(scaled)
     frac = scaled - low

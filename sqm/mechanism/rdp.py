@@ -14,13 +14,14 @@ from dp_accounting.rdp.rdp_privacy_accountant import compute_epsilon
 from scipy.special import gammaln, ive, logsumexp
 
 from .validation import check_delta
+from sqm.runtime.errors import UsageError
 
 DEFAULT_ORDERS = tuple(list(range(2, 65)) + [80, 96, 128, 160, 192, 256, 384, 512, 768, 1024])
 
 
 def _check_pos(v, name):
     if not (np.all(np.isfinite(v)) and np.all(np.asarray(v) > 0)):
-        raise ValueError(f"{name} must be > 0, got {v!r}")
+        raise UsageError(f"{name} must be > 0, got {v!r}")
 
 
 def _check_sens(l1, l2):
@@ -34,7 +35,7 @@ def skellam_rdp(alpha, l1: float, l2: float, mu: float):
     _check_pos(mu, "mu")
     a = np.asarray(alpha, dtype=np.float64)
     if np.any(a <= 1):
-        raise ValueError(f"RDP orders must be > 1, got {alpha!r}")
+        raise UsageError(f"RDP orders must be > 1, got {alpha!r}")
     val = a * l2 ** 2 / (4 * mu) + np.minimum(((2 * a - 1) * l2 ** 2 + 6 * l1) / (16 * mu ** 2), 3 * l1 / (4 * mu))
     return float(val) if np.ndim(val) == 0 else val
 
@@ -48,7 +49,7 @@ def client_rdp(alpha, l1: float, l2: float, mu: float, n_parties: int):
     """Eq. 13 under zero-out neighbours: client-observed RDP = skellam_rdp(alpha, l1, l2, mu (n - 1) / n) (the
     paper's replace-one form doubles l1 and l2; see the module docstring)."""
     if int(n_parties) != n_parties or n_parties < 2:
-        raise ValueError(f"client-observed privacy needs n_parties >= 2 (a lone client knows all the noise), "
+        raise UsageError(f"client-observed privacy needs n_parties >= 2 (a lone client knows all the noise), "
                          f"got {n_parties!r}")
     _check_pos(mu, "mu")
     return skellam_rdp(alpha, l1, l2, mu * (n_parties - 1) / n_parties)
@@ -62,12 +63,12 @@ def client_rdp_rounds(alpha, l1, l2, mu, n_parties, rounds: int):
 
 def _check_rounds(rounds):
     if int(rounds) != rounds or rounds < 1:
-        raise ValueError(f"rounds must be an integer >= 1, got {rounds!r}")
+        raise UsageError(f"rounds must be an integer >= 1, got {rounds!r}")
 
 
 def _check_q(q):
     if not (np.isfinite(q) and 0 < q <= 1):
-        raise ValueError(f"sampling rate q must lie in (0, 1], got {q!r}")
+        raise UsageError(f"sampling rate q must lie in (0, 1], got {q!r}")
 
 
 def subsampled_rdp(alpha, q: float, rounds: int, l1: float, l2: float, mu: float):
@@ -76,7 +77,7 @@ def subsampled_rdp(alpha, q: float, rounds: int, l1: float, l2: float, mu: float
     _check_rounds(rounds)
     alphas = np.atleast_1d(np.asarray(alpha))
     if np.any(alphas != np.round(alphas)) or np.any(alphas < 2):
-        raise ValueError(f"subsampled RDP needs integer orders >= 2, got {alpha!r}")
+        raise UsageError(f"subsampled RDP needs integer orders >= 2, got {alpha!r}")
     out = []
     for a in alphas.astype(int):
         if q == 1:
@@ -142,7 +143,7 @@ def exact_skellam_renyi(alpha: float, shift: int, mu: float) -> float:
     if shift == 0:
         return 0.0
     if not alpha > 1:
-        raise ValueError(f"the Renyi order must be > 1, got {alpha!r}")
+        raise UsageError(f"the Renyi order must be > 1, got {alpha!r}")
     center = alpha * shift
     half = abs(shift) + int(40 * math.sqrt(2 * mu)) + 200
     for _ in range(60):

@@ -36,6 +36,7 @@ from .sensitivity import Sensitivity
 from .skellam import skellam_tail_bound
 from .validation import check_delta, check_epsilon, check_gamma, check_mu
 from .vertical import ColumnBounds, VerticalData
+from sqm.runtime.errors import UsageError
 
 
 @dataclass
@@ -274,24 +275,24 @@ class SQM:
         check_gamma(gamma)
         check_delta(delta)
         if isinstance(robust_noise, bool) or int(robust_noise) != robust_noise or robust_noise < 0:
-            raise ValueError(f"robust_noise must be an integer >= 0 (clients that may withhold noise), got "
+            raise UsageError(f"robust_noise must be an integer >= 0 (clients that may withhold noise), got "
                              f"{robust_noise!r}")
         self.robust_noise = int(robust_noise)
         self.verify_sharing = bool(verify_sharing)
         if mu is None and epsilon is None:
-            raise ValueError("give either mu or a target epsilon")
+            raise UsageError("give either mu or a target epsilon")
         if mu is not None:
             check_mu(mu)
         if epsilon is not None:
             check_epsilon(epsilon)
         if not 0 < q <= 1:
-            raise ValueError(f"sampling rate q must lie in (0, 1], got {q!r}")
+            raise UsageError(f"sampling rate q must lie in (0, 1], got {q!r}")
         if int(rounds) != rounds or rounds < 1:
-            raise ValueError(f"rounds must be an integer >= 1, got {rounds!r}")
+            raise UsageError(f"rounds must be an integer >= 1, got {rounds!r}")
         if row_norm_bound <= 0 or not math.isfinite(row_norm_bound):
-            raise ValueError(f"row_norm_bound must be > 0, got {row_norm_bound!r}")
+            raise UsageError(f"row_norm_bound must be > 0, got {row_norm_bound!r}")
         if column_bounds is not None and party_bounds is not None:
-            raise ValueError("give column_bounds or party_bounds, not both")
+            raise UsageError("give column_bounds or party_bounds, not both")
         if column_bounds is not None and not isinstance(column_bounds, ColumnBounds):
             column_bounds = ColumnBounds.per_column(column_bounds)
         self.polynomial = polynomial
@@ -307,7 +308,7 @@ class SQM:
         self.q, self.rounds = float(q), int(rounds)
         self.max_records = max_records
         if chunk_rows is not None and (int(chunk_rows) != chunk_rows or chunk_rows < 1):
-            raise ValueError(f"chunk_rows must be an integer >= 1, got {chunk_rows!r}")
+            raise UsageError(f"chunk_rows must be an integer >= 1, got {chunk_rows!r}")
         self.chunk_rows = None if chunk_rows is None else int(chunk_rows)
 
     # ----- planning (no randomness) --------------------------------------------------------------
@@ -328,15 +329,15 @@ class SQM:
         from . import accounting, events  # here: a party process running a planned release skips dp-accounting
 
         if not isinstance(data, VerticalData):
-            raise ValueError("data must be a VerticalData (columns split among parties)")
+            raise UsageError("data must be a VerticalData (columns split among parties)")
         if data.n_cols != self.polynomial.n_vars:
-            raise ValueError(f"the {self.polynomial.name} polynomial has {self.polynomial.n_vars} variables "
+            raise UsageError(f"the {self.polynomial.name} polynomial has {self.polynomial.n_vars} variables "
                              f"but the parties hold {data.n_cols} columns")
         sens = self.sensitivity_for(data)
         n = data.n_parties
         k = self.robust_noise
         if k >= n:
-            raise ValueError(f"robust_noise {k}: with {n} clients at least one must add noise (k <= {n - 1})")
+            raise UsageError(f"robust_noise {k}: with {n} clients at least one must add noise (k <= {n - 1})")
         if self.mu is None:
             cal = accounting.calibrate_mu(self.epsilon, self.delta, sens.l1, sens.l2, q=self.q,
                                           rounds=self.rounds, n_parties=n if n >= 2 else None)

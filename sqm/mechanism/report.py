@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 import numpy as np
+from sqm.runtime.errors import UsageError
 
 
 ZERO_OUT = "zero-out"
@@ -72,7 +73,7 @@ class PrivacyReport:
     def __post_init__(self):
         self.events = tuple(self.events)
         if self.neighbouring not in NEIGHBOURING:
-            raise ValueError(f"neighbouring must be one of {sorted(NEIGHBOURING)}, got {self.neighbouring!r}")
+            raise UsageError(f"neighbouring must be one of {sorted(NEIGHBOURING)}, got {self.neighbouring!r}")
 
     def as_dict(self) -> dict:
         """A JSON-able dict of every field (events as :func:`sqm.mechanism.events.event_to_json` dicts)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from sqm.runtime.randomness import derive_seed, fresh_bytes, secure_generator
+from sqm.runtime.errors import UsageError
 
 SeedLike = int | np.random.SeedSequence | np.random.Generator | None
 
@@ -31,7 +32,7 @@ def _root_int(seed: int | np.random.SeedSequence) -> int:
             return int(seed.entropy)
         return int.from_bytes(seed.generate_state(8, np.uint32).astype("<u4").tobytes(), "little")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise ValueError(f"a seed must be a non-negative integer, a SeedSequence or None, got {seed!r}")
+        raise UsageError(f"a seed must be a non-negative integer, a SeedSequence or None, got {seed!r}")
     return int(seed)
 
 
@@ -50,7 +51,7 @@ def spawn_seeds(seed: int | np.random.SeedSequence | None, n: int) -> list[np.ra
     ``.spawn`` sub-streams; the same seed gives the same entries in one process or in many.
     """
     if int(n) != n or n < 0:
-        raise ValueError(f"the number of seeds must be an integer >= 0, got {n!r}")
+        raise UsageError(f"the number of seeds must be an integer >= 0, got {n!r}")
     if seed is None:
         return [np.random.SeedSequence(int.from_bytes(fresh_bytes(32), "big")) for _ in range(int(n))]
     root = _root_int(seed)

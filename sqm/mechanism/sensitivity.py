@@ -25,6 +25,7 @@ from fractions import Fraction
 import numpy as np
 
 from .validation import check_gamma, check_positive
+from sqm.runtime.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class Sensitivity:
 
     def __post_init__(self):
         if not (self.l2 > 0 and self.l1 > 0):
-            raise ValueError(f"sensitivities must be positive, got l2={self.l2}, l1={self.l1}")
+            raise UsageError(f"sensitivities must be positive, got l2={self.l2}, l1={self.l1}")
 
 
 SQRT_BITS = 80  # sqrt_up's precision: an upper bound within 2^-80 of the root (relative to the denominator)
@@ -48,7 +49,7 @@ def sqrt_up(q) -> Fraction:
     = sqrt(a b) / b, and sqrt(a b 4^k) is bounded by ``math.isqrt`` plus one."""
     q = Fraction(q)
     if q < 0:
-        raise ValueError(f"sqrt_up of a negative number {q}")
+        raise UsageError(f"sqrt_up of a negative number {q}")
     a, b = q.numerator, q.denominator
     s = (a * b) << (2 * SQRT_BITS)
     r = math.isqrt(s)
@@ -157,7 +158,7 @@ def general_sensitivity(polynomial, gamma: float, col_bounds, int_coefs=None, pr
     check_gamma(gamma)
     b = np.asarray(col_bounds, np.float64)
     if b.shape != (polynomial.n_vars,) or np.any(~np.isfinite(b)) or np.any(b < 0):
-        raise ValueError(f"need {polynomial.n_vars} finite non-negative column bounds")
+        raise UsageError(f"need {polynomial.n_vars} finite non-negative column bounds")
     g = Fraction(gamma)
     qb = [math.ceil(g * Fraction(v)) for v in b.tolist()]  # exact: gamma b_j in floats may round down
     lam = polynomial.degree

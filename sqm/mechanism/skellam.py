@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .rng import SeedLike, make_rng
+from sqm.runtime.errors import UsageError
 
 
 # Above this mean numpy's Poisson sampler works in float64 near lam and its draws lose their low-order
@@ -18,7 +19,7 @@ def skellam(mu: float, size, seed: SeedLike = None) -> np.ndarray:
     from floor(mu) (:func:`poisson_offset`), so the difference is exact whatever the size of mu.
     """
     if not (np.isfinite(mu) and mu >= 0):
-        raise ValueError(f"mu must be a finite number >= 0, got {mu!r}")
+        raise UsageError(f"mu must be a finite number >= 0, got {mu!r}")
     rng = make_rng(seed)
     if mu == 0:
         return np.zeros(size, dtype=np.int64)
@@ -47,7 +48,7 @@ def poisson_offset(lam: float, size, rng: np.random.Generator) -> np.ndarray:
     (Stirling's series for log k!, h(x) = (1 + x) log1p(x) - x), which needs no quantity of size lam.
     """
     if not lam >= 10:
-        raise ValueError(f"poisson_offset needs lam >= 10, got {lam!r}")
+        raise UsageError(f"poisson_offset needs lam >= 10, got {lam!r}")
     lam = float(lam)
     lam0 = float(np.floor(lam))
     frac = lam - lam0
@@ -84,7 +85,7 @@ def poisson_offset(lam: float, size, rng: np.random.Generator) -> np.ndarray:
 def skellam_share(mu: float, n_parties: int, size, seed: SeedLike = None) -> np.ndarray:
     """One party's share Sk(mu / n_parties); the sum of the ``n_parties`` independent shares is Sk(mu)."""
     if n_parties < 1:
-        raise ValueError(f"n_parties must be >= 1, got {n_parties}")
+        raise UsageError(f"n_parties must be >= 1, got {n_parties}")
     return skellam(mu / n_parties, size, seed)
 
 
@@ -97,7 +98,7 @@ def skellam_tail_bound(mu: float, dim: int, log2_failure: float = -64.0) -> int:
     I(k) >= ln(2 dim) - log2_failure * ln 2.  The secure runtime sizes its field with this bound.
     """
     if mu < 0 or not np.isfinite(mu):
-        raise ValueError(f"mu must be finite and >= 0, got {mu!r}")
+        raise UsageError(f"mu must be finite and >= 0, got {mu!r}")
     if mu == 0:
         return 0
     need = np.log(2.0 * max(dim, 1)) - log2_failure * np.log(2.0)

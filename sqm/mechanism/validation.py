@@ -6,12 +6,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from sqm.runtime.errors import UsageError
 
 
 def check_finite(x: np.ndarray, name: str) -> None:
     if not np.all(np.isfinite(x)):
         bad = int(np.size(x) - np.count_nonzero(np.isfinite(x)))
-        raise ValueError(f"{name} contains {bad} NaN or infinite value(s)")
+        raise UsageError(f"{name} contains {bad} NaN or infinite value(s)")
 
 
 class Interval:
@@ -21,7 +22,7 @@ class Interval:
 
     def __init__(self, low: float, high: float, closed: str):
         if closed not in ("neither", "left", "right", "both"):
-            raise ValueError(f"closed must be neither, left, right or both, got {closed!r}")
+            raise UsageError(f"closed must be neither, left, right or both, got {closed!r}")
         self.low, self.high, self.closed = float(low), float(high), closed
 
     def __contains__(self, v) -> bool:
@@ -80,4 +81,4 @@ def check_mu(mu: float) -> None:
 
 def check_positive(value: float, name: str) -> None:
     if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be > 0, got {value!r}")
+        raise UsageError(f"{name} must be > 0, got {value!r}")

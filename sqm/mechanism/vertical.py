@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .validation import check_finite, check_positive
+from sqm.runtime.errors import UsageError
 
 
 def party_norm_bounds(row_norm_bound: float, col_counts, party_bounds=None) -> np.ndarray:
@@ -23,9 +24,9 @@ def party_norm_bounds(row_norm_bound: float, col_counts, party_bounds=None) -> n
         return row_norm_bound * np.sqrt(counts / counts.sum())
     b = np.asarray(party_bounds, dtype=np.float64)
     if b.shape != counts.shape or np.any(~np.isfinite(b)) or np.any(b <= 0):
-        raise ValueError(f"party_bounds must be {counts.size} positive numbers, got {party_bounds!r}")
+        raise UsageError(f"party_bounds must be {counts.size} positive numbers, got {party_bounds!r}")
     if np.sum(b ** 2) > row_norm_bound ** 2 * (1 + 1e-12):
-        raise ValueError(f"party bounds {b.tolist()} have sum of squares {np.sum(b ** 2):.6g} > c^2 = "
+        raise UsageError(f"party bounds {b.tolist()} have sum of squares {np.sum(b ** 2):.6g} > c^2 = "
                          f"{row_norm_bound ** 2:.6g}: whole rows would not satisfy ||x|| <= c")
     return b
 
@@ -60,7 +61,7 @@ def clip_rows(block: np.ndarray, bound: float) -> tuple[np.ndarray, int]:
     bad = ~np.isfinite(block)
     if bad.any():
         cols = np.flatnonzero(bad.any(axis=0)).tolist()
-        raise ValueError(f"cannot clip rows holding NaN or infinite values (column(s) {cols[:5]} of this block)")
+        raise UsageError(f"cannot clip rows holding NaN or infinite values (column(s) {cols[:5]} of this block)")
     norms = row_norms(block)
     over = norms > bound
     if not np.any(over):
@@ -99,13 +100,13 @@ class ColumnBounds:
         groups = tuple(tuple(int(j) for j in g) for g in self.groups)
         bounds = tuple(float(b) for b in self.bounds)
         if len(groups) != len(bounds) or not groups:
-            raise ValueError(f"need one bound per column group: {len(groups)} groups, {len(bounds)} bounds")
+            raise UsageError(f"need one bound per column group: {len(groups)} groups, {len(bounds)} bounds")
         cols = sorted(j for g in groups for j in g)
         if any(not g for g in groups) or cols != list(range(len(cols))):
-            raise ValueError(f"column groups must be non-empty, disjoint and cover columns 0..n-1, got {groups}")
+            raise UsageError(f"column groups must be non-empty, disjoint and cover columns 0..n-1, got {groups}")
         bad = [b for b in bounds if not (np.isfinite(b) and b > 0)]
         if bad:
-            raise ValueError(f"column bounds must be finite and > 0, got {bad[0]!r}")
+            raise UsageError(f"column bounds must be finite and > 0, got {bad[0]!r}")
         object.__setattr__(self, "groups", groups)
         object.__setattr__(self, "bounds", bounds)
 
@@ -149,13 +150,13 @@ class ColumnBounds:
         counts = [int(c) for c in col_counts]
         starts = np.concatenate([[0], np.cumsum(counts)]).astype(int)
         if starts[-1] != self.n_cols:
-            raise ValueError(f"column bounds cover {self.n_cols} columns but the parties hold {starts[-1]}")
+            raise UsageError(f"column bounds cover {self.n_cols} columns but the parties hold {starts[-1]}")
         owner = np.repeat(np.arange(len(counts)), counts)
         out = []
         for g, b in zip(self.groups, self.bounds):
             owners = sorted(set(owner[list(g)].tolist()))
             if len(owners) != 1:
-                raise ValueError(f"column group {list(g)} spans parties {[o + 1 for o in owners]}: each group "
+                raise UsageError(f"column group {list(g)} spans parties {[o + 1 for o in owners]}: each group "
                                  f"must lie in one party's block (a party clips only its own columns)")
             if owners[0] == party:
                 out.append((np.asarray(g, dtype=np.int64) - starts[party], b))
@@ -165,7 +166,7 @@ class ColumnBounds:
         """Party ``party``'s block with each of its groups clipped to its bound, and how many rows changed."""
         block = np.asarray(block, dtype=np.float64)
         if block.ndim != 2 or block.shape[1] != int(col_counts[party]):
-            raise ValueError(f"party {party + 1}'s block has shape {block.shape}, the column bounds expect "
+            raise UsageError(f"party {party + 1}'s block has shape {block.shape}, the column bounds expect "
                              f"{int(col_counts[party])} columns")
         out, changed = block, np.zeros(block.shape[0], dtype=bool)
         for cols, b in self.local(col_counts, party):
@@ -186,21 +187,21 @@ class VerticalData:
 
     def __post_init__(self):
         if len(self.blocks) < 1:
-            raise ValueError("vertical data needs at least one party")
+            raise UsageError("vertical data needs at least one party")
         blocks = []
         for j, b in enumerate(self.blocks):
             b = np.asarray(b, dtype=np.float64)
             if b.ndim != 2:
-                raise ValueError(f"party {j + 1}'s block must be 2-D (records x columns), got shape {b.shape}")
+                raise UsageError(f"party {j + 1}'s block must be 2-D (records x columns), got shape {b.shape}")
             if b.shape[1] == 0:
-                raise ValueError(f"party {j + 1} holds no columns")
+                raise UsageError(f"party {j + 1} holds no columns")
             check_finite(b, f"party {j + 1}'s data")
             blocks.append(b)
         rows = [b.shape[0] for b in blocks]
         if len(set(rows)) != 1:
-            raise ValueError(f"parties hold different record counts: {rows}")
+            raise UsageError(f"parties hold different record counts: {rows}")
         if rows[0] == 0:
-            raise ValueError("the data has no records")
+            raise UsageError("the data has no records")
         self.blocks = blocks
         if not self.names:
             self.names = [f"client{j + 1}" for j in range(len(blocks))]
@@ -210,9 +211,9 @@ class VerticalData:
         """Split the columns of ``X`` into ``n_parties`` contiguous, near-equal blocks."""
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2:
-            raise ValueError(f"data must be 2-D, got shape {X.shape}")
+            raise UsageError(f"data must be 2-D, got shape {X.shape}")
         if not 1 <= n_parties <= X.shape[1]:
-            raise ValueError(f"cannot split {X.shape[1]} columns among {n_parties} parties")
+            raise UsageError(f"cannot split {X.shape[1]} columns among {n_parties} parties")
         return cls([np.ascontiguousarray(b) for b in np.array_split(X, n_parties, axis=1)])
 
     @property

@@ -5,6 +5,7 @@ Applications use its party-program API (:mod:`sqm.runtime.party`) and its runner
 exchanger (:mod:`sqm.runtime.session`, :mod:`sqm.runtime.liveness`); those internals are those of the MPyC versions in
 :data:`MPYC_TESTED`, and a party refuses to start on another (:func:`check_mpyc_version`).
 """
+from .errors import UsageError
 BACKENDS = ("mpyc", "plain")  # real MPyC party processes; the same party programs in one process (SIMULATION)
 MPYC_TESTED = ("0.11",)  # MPyC versions whose internals sqm.runtime.session and sqm.runtime.liveness were written and tested against
 
@@ -35,4 +36,4 @@ def runner(backend: str):
         from .inprocess import run_in_process
 
         return run_in_process
-    raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
+    raise UsageError(f"unknown backend {backend!r}; choose one of {BACKENDS}")

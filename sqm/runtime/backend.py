@@ -18,6 +18,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .program import SumProgram
+from .errors import UsageError
 
 ClientInput = Callable[[], tuple[np.ndarray, np.ndarray]]
 
@@ -117,4 +118,4 @@ def get_backend(backend: str | Backend, **options) -> Backend:
     try:
         return _BACKENDS[backend](**options)
     except KeyError:
-        raise ValueError(f"unknown backend {backend!r}; choose one of {sorted(set(_BACKENDS) | {'mpyc'})}") from None
+        raise UsageError(f"unknown backend {backend!r}; choose one of {sorted(set(_BACKENDS) | {'mpyc'})}") from None

@@ -24,6 +24,7 @@ import ssl
 import sys
 
 from .errors import RefusedError
+from .errors import UsageError
 
 CA_CRT, CA_KEY = "mpyc_ca.crt", "mpyc_ca.key"
 AUTHORITY_DIR = "authority"  # the CA key's own subfolder: apart from the party keys, never read at run time
@@ -39,7 +40,7 @@ class IdentityError(RefusedError, ValueError):
 def check_job_name(job: str) -> str:
     """A job name usable in a certificate: lowercase letters, digits and inner hyphens, 1-63 characters."""
     if not isinstance(job, str) or not _JOB_RE.fullmatch(job):
-        raise ValueError(f"job name {job!r} is not usable in certificates: use 1-63 lowercase letters, digits "
+        raise UsageError(f"job name {job!r} is not usable in certificates: use 1-63 lowercase letters, digits "
                          f"and inner hyphens (e.g. 'census-2024')")
     return job
 
@@ -68,7 +69,7 @@ def make_certificates(out: str, n_parties: int, days: int = 365, job: str = DEFA
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
     if n_parties < 2:
-        raise ValueError(f"need at least 2 parties, got {n_parties}")
+        raise UsageError(f"need at least 2 parties, got {n_parties}")
     check_job_name(job)
     os.makedirs(out, mode=0o700, exist_ok=True)  # a new key folder is owner-only
     now = datetime.datetime.now(datetime.timezone.utc)

@@ -19,7 +19,7 @@ class FieldTooSmall(UsageError):
 def prime_below(bits: int) -> int:
     """The largest prime p < 2^bits (deterministic)."""
     if bits < 2:
-        raise ValueError("need at least 2 bits")
+        raise UsageError("need at least 2 bits")
     return int(gmpy2.prev_prime(1 << bits)) if hasattr(gmpy2, "prev_prime") else _prev_prime(1 << bits)
 
 
@@ -42,7 +42,7 @@ def prime_for_bound(bound: int, n_parties: int, allow_big: bool = False) -> int:
     """
     bound = int(bound)
     if bound < 0:
-        raise ValueError("bound must be >= 0")
+        raise UsageError("bound must be >= 0")
     k = max((2 * bound + 1).bit_length(), 8, int(n_parties).bit_length() + 1)
     p = prime_below(k) if k <= MAX_FAST_BITS or allow_big else 0
     if p <= 2 * bound + 1 or p <= n_parties:
@@ -73,9 +73,9 @@ def from_signed(x, p: int) -> np.ndarray:
     if x.dtype == object:
         vals = [int(v) for v in x.reshape(-1)]
         if any(abs(v) >= p for v in vals):
-            raise ValueError(f"value out of range for the {p.bit_length()}-bit field")
+            raise UsageError(f"value out of range for the {p.bit_length()}-bit field")
         return np.array([v % p for v in vals], dtype=np.int64).reshape(x.shape)
     x = x.astype(np.int64)
     if x.size and np.max(np.abs(x)) >= p:
-        raise ValueError(f"value out of range for the {p.bit_length()}-bit field")
+        raise UsageError(f"value out of range for the {p.bit_length()}-bit field")
     return np.where(x < 0, x + p, x)

@@ -36,6 +36,7 @@ import numpy as np
 from .protocol import PartyAborted, PartyContext, ProtocolError, party_label
 from .randomness import secure_generator
 from .stream import chunk_count
+from .errors import UsageError
 
 IN_PROCESS_ADDRESS = "in-process:{}"
 
@@ -247,7 +248,7 @@ def run_in_process(programs: list, timeout: float = 3600.0, min_clients: int = 1
 
     M = len(programs)
     if M < 2:
-        raise ValueError(f"a job needs a server and at least one client; got {M} parties")
+        raise UsageError(f"a job needs a server and at least one client; got {M} parties")
     if min_clients >= 2:
         require_two_clients(M - 1)
     coro = _run_all(programs, timeout, job_id or new_job_id(), job_name, rngs, ideal)

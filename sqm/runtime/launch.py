@@ -18,6 +18,7 @@ from pathlib import Path
 from . import logs
 from .errors import SQMError
 from .liveness import IDLE_TIMEOUT_S
+from .errors import UsageError
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +53,9 @@ def local_port_range() -> tuple[int, int] | None:
     try:
         lo, hi = (int(x) for x in spec.split("-"))
     except ValueError:
-        raise ValueError(f"${LOCAL_PORTS_ENV} must be LO-HI (e.g. 20000-20999), got {spec!r}") from None
+        raise UsageError(f"${LOCAL_PORTS_ENV} must be LO-HI (e.g. 20000-20999), got {spec!r}") from None
     if not 1024 <= lo <= hi <= 65535:
-        raise ValueError(f"${LOCAL_PORTS_ENV}: need 1024 <= LO <= HI <= 65535, got {spec!r}")
+        raise UsageError(f"${LOCAL_PORTS_ENV}: need 1024 <= LO <= HI <= 65535, got {spec!r}")
     return lo, hi
 
 
@@ -92,7 +93,7 @@ def require_two_clients(n_clients: int, where: str = "") -> None:
     With M = n + 1 parties the Shamir threshold is t = (M - 1) // 2; one client gives t = 0, a degree-0
     "sharing" in which every party's share, the server's included, is the client's data itself."""
     if n_clients < 2:
-        raise ValueError(f"{where}a secret-sharing job needs at least two clients, got {n_clients}: with one "
+        raise UsageError(f"{where}a secret-sharing job needs at least two clients, got {n_clients}: with one "
                          f"client the threshold is t = 0 and the server's share would be the client's data "
                          f"in the clear; refused")
 
@@ -134,7 +135,7 @@ def party_command(program_file: str, index: int, addresses: str, result_file: st
     name the job ``job_name``, if given); ``insecure_plaintext``: the operator's opt-in to plain TCP (no peer
     authentication, on loopback too).  The party logs at this process's level (:func:`sqm.runtime.logs.party_level_args`)."""
     if job_id is None:
-        raise ValueError("a party needs its job's id (the same fresh id at every party of the job)")
+        raise UsageError("a party needs its job's id (the same fresh id at every party of the job)")
     cmd = [sys.executable, "-m", "sqm.runtime.party", "--program", program_file, "--index", str(index),
            "--parties", addresses, "--result", result_file, "--timeout", str(timeout),
            "--connect-timeout", str(connect_timeout), "--job-id", job_id, *logs.party_level_args()]
@@ -195,12 +196,12 @@ def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float 
     """
     M = len(programs)
     if M < 2:
-        raise ValueError(f"a job needs a server and at least one client; got {M} parties")
+        raise UsageError(f"a job needs a server and at least one client; got {M} parties")
     if min_clients >= 2:
         require_two_clients(M - 1)
     if addresses is not None:  # e.g. from a job file; default: free loopback ports
         if len(addresses) != M:
-            raise ValueError(f"{len(addresses)} party addresses for {M} parties")
+            raise UsageError(f"{len(addresses)} party addresses for {M} parties")
         addrs = ",".join(str(a).strip() for a in addresses)
     else:
         addrs = ",".join(f"127.0.0.1:{p}" for p in free_ports(M))

@@ -53,6 +53,7 @@ import struct
 import time
 
 from .errors import PeerLostError, TimedOutError
+from .errors import UsageError
 
 MAX_FRAME_BYTES = 256 << 20  # one frame's announced payload (the protocols send chunks of about 4 MiB)
 MAX_BUFFERED_BYTES = 256 << 20  # bytes from one peer received but not yet asked for by a protocol step
@@ -73,11 +74,11 @@ def read_heartbeat(payload, n_parties: int) -> tuple[int, bool, frozenset]:
     payload = bytes(payload)
     if len(payload) < _HB_HEAD.size or (len(payload) - _HB_HEAD.size) % 2 or \
             len(payload) > _HB_HEAD.size + 2 * n_parties:
-        raise ValueError(f"a heartbeat of {len(payload)} bytes")
+        raise UsageError(f"a heartbeat of {len(payload)} bytes")
     step, flags = _HB_HEAD.unpack_from(payload)
     waits = frozenset(struct.unpack_from(f"<{(len(payload) - _HB_HEAD.size) // 2}H", payload, _HB_HEAD.size))
     if flags > 1 or step < 0 or any(w >= n_parties for w in waits):
-        raise ValueError(f"a heartbeat with flags {flags}, step {step}, waits {sorted(waits)}")
+        raise UsageError(f"a heartbeat with flags {flags}, step {step}, waits {sorted(waits)}")
     return step, bool(flags), waits
 
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from . import wire
 from .protocol import ProtocolError
+from .errors import UsageError
 
 MASK_KEY_INFO = b"sqm-vfl PBM-VFL pairwise mask key v1"
 
@@ -101,9 +102,9 @@ class MaskedSum:
             return tot % mod
         v = np.asarray(values, np.int64).reshape(-1)
         if v.size != size:
-            raise ValueError(f"client {ctx.pid} holds {v.size} values, the sum needs {size}")
+            raise UsageError(f"client {ctx.pid} holds {v.size} values, the sum needs {size}")
         if v.size and (v.min() < 0 or v.max() >= mod):
-            raise ValueError(f"client {ctx.pid}: masked-sum values must lie in [0, {mod - 1}]")
+            raise UsageError(f"client {ctx.pid}: masked-sum values must lie in [0, {mod - 1}]")
         y = v.copy()
         for j, key in self.keys.items():
             u = prg(key, self.counter, size, self.k)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .field import MAX_FAST_BITS
+from .errors import UsageError
 
 _LD = np.longdouble
 if np.finfo(_LD).nmant < 63:  # pragma: no cover - platforms without 80/128-bit long double
@@ -19,7 +20,7 @@ if np.finfo(_LD).nmant < 63:  # pragma: no cover - platforms without 80/128-bit 
 
 def _check_p(p: int) -> None:
     if not 2 <= p < (1 << MAX_FAST_BITS):
-        raise ValueError(f"modulus must lie in [2, 2^{MAX_FAST_BITS}), got {p}")
+        raise UsageError(f"modulus must lie in [2, 2^{MAX_FAST_BITS}), got {p}")
 
 
 def add_mod(a, b, p: int) -> np.ndarray:
@@ -96,7 +97,7 @@ def _limb_plan(bits: int, inner: int, signed: bool = False) -> tuple[int, int, i
         chunk = ((1 << 53) - 1) // (L * ((1 << (2 * w - 2)) if signed else ((1 << w) - 1) ** 2))
         if chunk >= min(inner, 2048):
             return w, L, max(1, min(inner, chunk, 16384))
-    raise ValueError("no exact limb plan")  # pragma: no cover
+    raise UsageError("no exact limb plan")  # pragma: no cover
 
 
 def _limbs_into(A: np.ndarray, w: int, L: int, out: np.ndarray) -> np.ndarray:
@@ -148,7 +149,7 @@ def matmul_mod(A, B, p: int) -> np.ndarray:
         B = B[:, None]
     m, k = A.shape
     if B.shape[0] != k:
-        raise ValueError(f"shapes {A.shape} and {B.shape} do not align")
+        raise UsageError(f"shapes {A.shape} and {B.shape} do not align")
     n = B.shape[1]
     w, L, chunk = _limb_plan(p.bit_length(), k)
     out = np.zeros((m, n), dtype=np.int64)
@@ -200,7 +201,7 @@ def rowdot_mod(A, B, p: int) -> np.ndarray:
     A = np.asarray(A, dtype=np.int64)
     B = np.asarray(B, dtype=np.int64)
     if A.shape != B.shape or A.ndim != 2:
-        raise ValueError(f"rowdot_mod needs two matrices of the same shape, got {A.shape} and {B.shape}")
+        raise UsageError(f"rowdot_mod needs two matrices of the same shape, got {A.shape} and {B.shape}")
     m, k = A.shape
     w, L, chunk = _limb_plan(p.bit_length(), k)
     mask = (1 << w) - 1

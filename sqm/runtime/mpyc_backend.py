@@ -7,6 +7,7 @@ from .backend import Backend, Job, JobResult, register_backend
 from .field import prime_for_bound
 from .launch import require_two_clients, run_parties
 from .party import EvaluateJob
+from .errors import UsageError
 
 
 class MPyCBackend(Backend):
@@ -22,7 +23,7 @@ class MPyCBackend(Backend):
         # BENCHMARK ONLY: "pcg64" makes every party draw its Shamir coefficients from numpy's PCG64 (a
         # statistical generator) to measure what the default AES-CTR stream costs; never in a real job
         if insecure_share_rng not in (None, "pcg64"):
-            raise ValueError(f"insecure_share_rng must be None or 'pcg64' (benchmark only), "
+            raise UsageError(f"insecure_share_rng must be None or 'pcg64' (benchmark only), "
                              f"got {insecure_share_rng!r}")
         self.insecure_share_rng = insecure_share_rng
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .exact import exact_colsum, exact_gram, exact_monomial_sum
+from .errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -43,9 +44,9 @@ class SumProgram:
         for vars_, t, c in zip(term_vars, term_out, term_coef):
             key = tuple(sorted(int(v) for v in vars_))
             if any(v < 0 or v >= n_vars for v in key):
-                raise ValueError(f"monomial {key} refers to a variable outside 0..{n_vars - 1}")
+                raise UsageError(f"monomial {key} refers to a variable outside 0..{n_vars - 1}")
             if not 0 <= int(t) < n_out:
-                raise ValueError(f"output index {t} outside 0..{n_out - 1}")
+                raise UsageError(f"output index {t} outside 0..{n_out - 1}")
             k = index.setdefault(key, len(index))
             acc[(int(t), k)] = acc.get((int(t), k), 0) + int(c)
         items = [(t, k, c) for (t, k), c in acc.items() if c != 0]
@@ -68,7 +69,7 @@ class SumProgram:
         """A proven bound on max_t |y[t]| (without addends) when |x[i, j]| <= col_bounds[j] for every record."""
         b = [int(v) for v in col_bounds]
         if len(b) != self.n_vars:
-            raise ValueError(f"need {self.n_vars} column bounds, got {len(b)}")
+            raise UsageError(f"need {self.n_vars} column bounds, got {len(b)}")
         if self.gram:
             top = max(b, default=0)
             return n_records * top * top
@@ -124,5 +125,5 @@ class SumProgram:
         """Exact y for integer data ``X`` (no addends)."""
         X = np.asarray(X)
         if X.ndim != 2 or X.shape[1] != self.n_vars:
-            raise ValueError(f"program has {self.n_vars} variables, data has shape {X.shape}")
+            raise UsageError(f"program has {self.n_vars} variables, data has shape {X.shape}")
         return self.combine(self.moments(X))

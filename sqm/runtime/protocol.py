@@ -35,6 +35,7 @@ from .stream import chunk_count
 from .field import from_signed, prime_for_bound, to_signed
 from .errors import BadDataError, RefusedError
 from .randomness import secure_generator
+from .errors import UsageError
 
 
 class ProtocolError(RefusedError):
@@ -283,7 +284,7 @@ class PartyContext:
             await self.send_recv({}, [], None, "clients' key")
             return None
         if not isinstance(contribution, bytes) or len(contribution) != 32:
-            raise ValueError("a client's key contribution must be 32 bytes")
+            raise UsageError("a client's key contribution must be 32 bytes")
         got = await self.send_recv({c: contribution for c in self.clients}, self.clients, wire.digest(32),
                                    "clients' key")
         return combine_key_contributions(got)
@@ -420,7 +421,7 @@ class PartyContext:
         n_rows = int(job.n_records)
         rows_per_chunk = int(chunk_rows(prog.n_vars) if job.chunk_rows is None else job.chunk_rows)
         if rows_per_chunk < 1:
-            raise ValueError(f"a chunk holds at least one record, got {rows_per_chunk}")
+            raise UsageError(f"a chunk holds at least one record, got {rows_per_chunk}")
         if prog.n_vars == 0 or n_rows == 0:
             rows_per_chunk = max(1, n_rows)  # nothing per record: one exchange
         await self.agree((prog.n_vars, prog.n_out, prog.gram, prog.monomials, prog.rows.tobytes(),

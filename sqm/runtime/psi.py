@@ -61,6 +61,7 @@ import numpy as np
 from . import wire
 from .errors import RefusedError
 from .stream import chunk_count
+from .errors import UsageError
 
 POINT_BYTES = 32
 CHUNK_IDS = 1 << 14  # ids per chunk on the ring: 512 KiB a chunk, about 0.7 s of blinding
@@ -109,7 +110,7 @@ def hash_ids(ids, n: int | None = None) -> np.ndarray:
     chunks.append(np.frombuffer(bytes(out), dtype=np.uint8).reshape(-1, POINT_BYTES))
     got = sum(c.shape[0] for c in chunks)
     if n is not None and got != n:
-        raise ValueError(f"{got} ids hashed, {n} expected")
+        raise UsageError(f"{got} ids hashed, {n} expected")
     return chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
 
 
@@ -132,7 +133,7 @@ async def hash_ids_yielding(ids, n: int | None = None, batch: int = CHUNK_IDS) -
             await asyncio.sleep(0)
     got = sum(p.shape[0] for p in parts)
     if n is not None and got != n:
-        raise ValueError(f"{got} ids hashed, {n} expected")
+        raise UsageError(f"{got} ids hashed, {n} expected")
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
@@ -210,13 +211,13 @@ async def intersect(ctx, sizes: dict[int, int], points: np.ndarray | None = None
     sizes = {int(c): int(v) for c, v in sizes.items()}
     n = len(sizes)
     if sorted(sizes) != list(range(1, n + 1)) or n < 2 or min(sizes.values()) < 1:
-        raise ValueError(f"PSI needs the set sizes of clients 1..n (n >= 2, each >= 1), got {sizes}")
+        raise UsageError(f"PSI needs the set sizes of clients 1..n (n >= 2, each >= 1), got {sizes}")
     steps = n_steps(sizes, chunk)
     if ctx.is_server:
         return await _server(ctx, sizes, chunk, steps)
     i = ctx.pid
     if points is None or points.shape != (sizes[i], POINT_BYTES):
-        raise ValueError(f"client {i}: {sizes[i]} hashed ids expected")
+        raise UsageError(f"client {i}: {sizes[i]} hashed ids expected")
     perm = rng.permutation(sizes[i])
     mine = points[perm]  # shuffled before anything leaves this client
     del points  # the caller passes the only other reference: one copy of the points is held

@@ -18,6 +18,7 @@ import secrets
 
 import numpy as np
 from randomgen import AESCounter
+from .errors import UsageError
 
 SeedLike = int | np.random.SeedSequence | np.random.Generator | None
 
@@ -45,7 +46,7 @@ def derive_seed(seed: int, label: str) -> int:
     regenerate a client's randomness.  Whoever holds ``seed`` itself can, which is why a seeded run is a
     labelled experiment, refused between parties that do not trust each other unless the operator opts in."""
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"a seed must be a non-negative integer, got {seed!r}")
+        raise UsageError(f"a seed must be a non-negative integer, got {seed!r}")
     key = int(seed).to_bytes(max(1, (int(seed).bit_length() + 7) // 8), "big")
     return int.from_bytes(hmac.new(key, label.encode(), hashlib.sha256).digest(), "big")
 

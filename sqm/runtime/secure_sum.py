@@ -7,6 +7,7 @@ import numpy as np
 
 from .backend import Backend, Job, JobResult, get_backend
 from .program import SumProgram
+from .errors import UsageError
 
 
 @dataclass
@@ -31,9 +32,9 @@ def secure_sum(arrays, bound: int, backend: str | Backend = "mpyc") -> JobResult
     arrays = [np.asarray(a) for a in arrays]
     shapes = {a.shape for a in arrays}
     if len(shapes) != 1:
-        raise ValueError(f"clients' arrays have different shapes: {sorted(shapes)}")
+        raise UsageError(f"clients' arrays have different shapes: {sorted(shapes)}")
     for a in arrays:
         if not np.issubdtype(a.dtype, np.integer):
-            raise ValueError("secure_sum takes integer arrays")
+            raise UsageError("secure_sum takes integer arrays")
     size = arrays[0].size
     return get_backend(backend).run(sum_job([SumClient(a) for a in arrays], size, bound))

@@ -34,6 +34,7 @@ import time
 from .certs import IdentityError, check_peer
 from .protocol import (ABORT_PC, ProtocolError, abort_notice, party_label, printable, public_digest,
                        read_abort_notice)
+from .errors import UsageError
 
 OK, NO = b"\x01", b"\x00"
 BACKOFF_START, BACKOFF_CAP = 0.02, 1.0
@@ -53,7 +54,7 @@ class ConnectError(ProtocolError):
 def split_address(a: str) -> tuple[str, int]:
     host, _, port = a.strip().rpartition(":")
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"invalid party address {a!r} (need host:port, port 1..65535)")
+        raise UsageError(f"invalid party address {a!r} (need host:port, port 1..65535)")
     return host.strip("[]"), int(port)
 
 
@@ -85,7 +86,7 @@ def plaintext_refusal(addresses) -> str:
 
 def check_job_id(job_id: str) -> str:
     if not isinstance(job_id, str) or not JOB_ID_RE.fullmatch(job_id):
-        raise ValueError(f"job id {job_id!r} is not 32 lowercase hex digits (a random 128-bit id, e.g. "
+        raise UsageError(f"job id {job_id!r} is not 32 lowercase hex digits (a random 128-bit id, e.g. "
                          f"python -c 'import secrets; print(secrets.token_hex(16))')")
     return job_id
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import modarith
+from .errors import UsageError
 
 
 def default_threshold(n_parties: int) -> int:
@@ -23,7 +24,7 @@ def share(secret, n_parties: int, t: int, p: int, rng: np.random.Generator) -> n
     """
     secret = np.asarray(secret, dtype=np.int64)
     if not 0 <= t < n_parties:
-        raise ValueError(f"threshold {t} must lie in [0, {n_parties})")
+        raise UsageError(f"threshold {t} must lie in [0, {n_parties})")
     coefs = [rng.integers(0, p, size=secret.shape, dtype=np.int64) for _ in range(t)]
     vals = [secret]
     for x in range(1, t + 1):
@@ -49,7 +50,7 @@ def lagrange_at(points, x: int, p: int) -> list[int]:
     """Coefficients l_i with f(x) = sum_i l_i f(points[i]) for any f of degree < len(points)."""
     pts = [int(v) % p for v in points]
     if len(set(pts)) != len(pts):
-        raise ValueError("evaluation points must be distinct mod p")
+        raise UsageError("evaluation points must be distinct mod p")
     out = []
     for i, xi in enumerate(pts):
         num, den = 1, 1
@@ -64,7 +65,7 @@ def lagrange_at(points, x: int, p: int) -> list[int]:
 def lagrange_at_zero(points, p: int) -> list[int]:
     """Coefficients l_i with f(0) = sum_i l_i f(points[i]) for any f of degree < len(points)."""
     if any(int(v) % p == 0 for v in points):
-        raise ValueError("evaluation points must be distinct and non-zero mod p")
+        raise UsageError("evaluation points must be distinct and non-zero mod p")
     return lagrange_at(points, 0, p)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 import numpy as np
+from .errors import UsageError
 
 # Elements (records x columns, all clients' columns together) per chunk: 2^19 int64 = 4 MiB per chunk array,
 # so a party's peak memory stays a few hundred MiB whatever the record count.
@@ -55,7 +56,7 @@ class ArrayInput(ChunkedInput):
     def __init__(self, block, addend=None, ids_digest: bytes | None = None):
         self.block = np.asarray(block)
         if self.block.ndim != 2:
-            raise ValueError(f"a client's block must be 2-D, got shape {self.block.shape}")
+            raise UsageError(f"a client's block must be 2-D, got shape {self.block.shape}")
         self._addend = np.asarray(addend)
         self.n_rows, self.n_cols = self.block.shape
         self.ids_digest = ids_digest
@@ -81,7 +82,7 @@ def rechunk(blocks: Iterable[np.ndarray], rows: int) -> Iterator[np.ndarray]:
     exactly ``rows`` rows, the last one holding what is left; at most one chunk is held beyond the input's."""
     rows = int(rows)
     if rows < 1:
-        raise ValueError(f"a chunk holds at least one record, got {rows}")
+        raise UsageError(f"a chunk holds at least one record, got {rows}")
     pending: list[np.ndarray] = []
     held = 0
     for b in blocks:

@@ -4,6 +4,7 @@ accounting are the mechanism's (:mod:`sqm.mechanism.pbm`)."""
 from __future__ import annotations
 
 import numpy as np
+from .errors import UsageError
 
 SECURE_SUMS = ("bgw", "masked")
 
@@ -22,7 +23,7 @@ class SumExchange:
 
     def __init__(self, ctx, mode: str, width: int, bound: int | None = None):
         if mode not in SECURE_SUMS + ("clear",):
-            raise ValueError(f"secure sum must be one of {SECURE_SUMS}, got {mode!r}")
+            raise UsageError(f"secure sum must be one of {SECURE_SUMS}, got {mode!r}")
         if mode != "clear" and len(ctx.clients) < 2:
             from sqm.runtime.protocol import ProtocolError
 
@@ -64,7 +65,7 @@ class SumExchange:
         ctx = self.ctx
         mine = None if ctx.is_server else np.asarray(vector).reshape(-1)
         if mine is not None and mine.size != size:
-            raise ValueError(f"client {ctx.pid} holds {mine.size} values, the sum needs {size}")
+            raise UsageError(f"client {ctx.pid} holds {mine.size} values, the sum needs {size}")
         if self.mode == "masked":
             out = await self._masked.sum(mine, size)
         elif self.mode == "bgw":

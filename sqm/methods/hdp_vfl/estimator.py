@@ -23,6 +23,7 @@ from sqm.runtime import BACKENDS, runner
 from sqm.mechanism.calibration import gaussian_sigma
 from sqm.mechanism.rng import spawn_seeds
 from sqm.mechanism.validation import check_delta, check_param, check_positive
+from sqm.runtime.errors import UsageError
 
 
 
@@ -41,22 +42,22 @@ def check_params(m: "HDPLogisticRegression") -> None:
     check_delta(m.delta)
     for v, name in ((m.epochs, "epochs"), (m.batch_size, "batch_size")):
         if not (_is_int(v) and v >= 1):
-            raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+            raise UsageError(f"{name} must be an integer >= 1, got {v!r}")
     if not (_is_real(m.k) and math.isfinite(m.k) and m.k > 0):
-        raise ValueError(f"the weight norm bound k must be a finite number > 0, got {m.k!r}")
+        raise UsageError(f"the weight norm bound k must be a finite number > 0, got {m.k!r}")
     if not (_is_real(m.l2) and math.isfinite(m.l2) and m.l2 >= 0):
-        raise ValueError(f"l2 (lambda) must be a finite number >= 0, got {m.l2!r}")
+        raise UsageError(f"l2 (lambda) must be a finite number >= 0, got {m.l2!r}")
     check_positive(m.learning_rate, "learning_rate")
     top = max_learning_rate(m.l2)
     if m.learning_rate > top:
-        raise ValueError(f"learning_rate {m.learning_rate:g} exceeds 2 / (beta + gamma) = {top:.4g} (beta = 0.25 + "
+        raise UsageError(f"learning_rate {m.learning_rate:g} exceeds 2 / (beta + gamma) = {top:.4g} (beta = 0.25 + "
                          f"l2, gamma = l2), which the paper's sensitivity lemmas assume")
     if not (_is_real(m.intercept) and 0 <= m.intercept < 1):
-        raise ValueError(f"intercept (the constant column's value u) must lie in [0, 1), got {m.intercept!r}")
+        raise UsageError(f"intercept (the constant column's value u) must lie in [0, 1), got {m.intercept!r}")
     if m.backend not in BACKENDS:
-        raise ValueError(f"backend must be 'plain' or 'mpyc', got {m.backend!r}")
+        raise UsageError(f"backend must be 'plain' or 'mpyc', got {m.backend!r}")
     if not (_is_real(m.timeout) and m.timeout > 0):
-        raise ValueError(f"timeout must be > 0 seconds, got {m.timeout!r}")
+        raise UsageError(f"timeout must be > 0 seconds, got {m.timeout!r}")
 
 
 class HDPLogisticRegression(ClassifierMixin, BaseEstimator):
@@ -104,7 +105,7 @@ class HDPLogisticRegression(ClassifierMixin, BaseEstimator):
         """The public configuration for ``n_records`` records: batch size, iterations, sensitivities, sigmas."""
         check_params(self)
         if n_records < 1:
-            raise ValueError("no records to train on")
+            raise UsageError("no records to train on")
         b = min(self.batch_size, n_records)
         T = self.epochs * (n_records // b)
         dA = active_sensitivity(self.epochs, T, self.learning_rate, b, self.k, **LOGISTIC)
@@ -152,7 +153,7 @@ class HDPLogisticRegression(ClassifierMixin, BaseEstimator):
         d = X.shape[1]
         a = self.active_features if self.active_features is not None else max(1, d // 2)
         if not (_is_int(a) and 1 <= a < d):
-            raise ValueError(f"active_features must be an integer in [1, {d - 1}], got {a!r}")
+            raise UsageError(f"active_features must be an integer in [1, {d - 1}], got {a!r}")
         return self._train(X[:, :a], y, X[:, a:])
 
     def fit_parties(self, X_active, y, X_passive):
@@ -172,7 +173,7 @@ class HDPLogisticRegression(ClassifierMixin, BaseEstimator):
         check_classification_targets(y)
         self.classes_ = np.unique(y)
         if len(self.classes_) != 2:
-            raise ValueError(f"Only binary classification is supported: HDP-VFL trains one logistic model, and the "
+            raise UsageError(f"Only binary classification is supported: HDP-VFL trains one logistic model, and the "
                              f"labels hold {len(self.classes_)} class(es)")
         y_pm = np.where(y == self.classes_[1], 1.0, -1.0)
         cfg = self.config(XA.shape[0], XA.shape[1], XB.shape[1])

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from sqm.runtime.errors import UsageError
 
 
 DATASETS = ("breast_cancer", "credit_default", "adult")  # the paper's three (sqm.data.datasets loads them)
@@ -20,7 +21,7 @@ def load_split(name: str, path: str | None = None, test_size: float = 0.2, seed:
     from sqm.data import datasets
 
     if name not in DATASETS:
-        raise ValueError(f"unknown dataset {name!r}; choose one of {DATASETS}")
+        raise UsageError(f"unknown dataset {name!r}; choose one of {DATASETS}")
     ds = datasets.load_dataset(name, path)
     Xtr, ytr, Xte, yte = ds.train_test(test_size, seed)
     top = np.max(ytr)

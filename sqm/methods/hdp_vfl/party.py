@@ -45,6 +45,7 @@ from scipy.special import expit
 from sqm.runtime.party import PartyProgram
 from sqm.mechanism.rng import make_rng
 from sqm.mechanism.vertical import clip_rows
+from sqm.runtime.errors import UsageError
 
 ACTIVE, PASSIVE = 0, 1  # runtime party ids
 
@@ -88,33 +89,33 @@ def check_labels(y) -> np.ndarray:
     """Labels as float +-1; {0, 1} is converted (0 -> -1); anything else is refused."""
     y = np.asarray(y)
     if y.ndim != 1:
-        raise ValueError(f"labels must be a 1-D array, got shape {y.shape}")
+        raise UsageError(f"labels must be a 1-D array, got shape {y.shape}")
     if y.size == 0:
-        raise ValueError("labels are empty")
+        raise UsageError("labels are empty")
     try:
         yf = y.astype(np.float64)
     except (TypeError, ValueError):
-        raise ValueError(f"labels must be numbers in {{-1, +1}} or {{0, 1}}, got dtype {y.dtype}") from None
+        raise UsageError(f"labels must be numbers in {{-1, +1}} or {{0, 1}}, got dtype {y.dtype}") from None
     vals = set(np.unique(yf).tolist())
     if vals <= {-1.0, 1.0}:
         return yf
     if vals <= {0.0, 1.0}:
         return 2.0 * yf - 1.0
     shown = sorted(vals)[:6]
-    raise ValueError(f"labels must lie in {{-1, +1}} or {{0, 1}}; got values {shown}"
+    raise UsageError(f"labels must lie in {{-1, +1}} or {{0, 1}}; got values {shown}"
                      f"{' ...' if len(vals) > 6 else ''}")
 
 
 def _check_block(X, name: str, features: int | None = None) -> np.ndarray:
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2:
-        raise ValueError(f"{name} must be 2-D (records x features), got shape {X.shape}")
+        raise UsageError(f"{name} must be 2-D (records x features), got shape {X.shape}")
     if X.shape[1] == 0:
-        raise ValueError(f"{name} holds no features")
+        raise UsageError(f"{name} holds no features")
     if not np.all(np.isfinite(X)):
-        raise ValueError(f"{name} contains NaN or infinite values")
+        raise UsageError(f"{name} contains NaN or infinite values")
     if features is not None and X.shape[1] != features:
-        raise ValueError(f"{name} has {X.shape[1]} features; the agreed configuration says {features}")
+        raise UsageError(f"{name} has {X.shape[1]} features; the agreed configuration says {features}")
     return X
 
 
@@ -144,7 +145,7 @@ class ActiveParty(_Party):
         y = check_labels(y)
         super().__init__(cfg, X_active, cfg.row_bounds()[0], "active party", cfg.active_features, seed)
         if y.shape[0] != self.X.shape[0]:
-            raise ValueError(f"active party holds {self.X.shape[0]} feature rows but {y.shape[0]} labels")
+            raise UsageError(f"active party holds {self.X.shape[0]} feature rows but {y.shape[0]} labels")
         self.y = y
         if cfg.intercept:  # the intercept is the active party's weight on a constant column
             self.X = np.hstack([np.full((self.X.shape[0], 1), cfg.intercept), self.X])
@@ -206,7 +207,7 @@ class HDPParty(PartyProgram):
 
     def __init__(self, role: int, cfg: HDPConfig, X, y=None, seed=None, on_epoch=None):
         if role not in (ACTIVE, PASSIVE):
-            raise ValueError(f"role must be {ACTIVE} (active) or {PASSIVE} (passive), got {role!r}")
+            raise UsageError(f"role must be {ACTIVE} (active) or {PASSIVE} (passive), got {role!r}")
         self.role, self.cfg, self.X, self.y, self.seed, self.on_epoch = role, cfg, X, y, seed, on_epoch
 
     def _state(self):

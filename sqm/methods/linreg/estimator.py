@@ -11,6 +11,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, check_X_y
 from sqm.mechanism.vertical import VerticalData
 
 from sqm.methods.linreg.statistic import JointGram, joint_bounds, joint_matrix, solve_ridge
+from sqm.runtime.errors import UsageError
 
 
 class SQMLinearRegression(RegressorMixin, BaseEstimator):
@@ -47,7 +48,7 @@ class SQMLinearRegression(RegressorMixin, BaseEstimator):
         from sqm.mechanism.release import SQM
 
         if not (isinstance(self.alpha, (int, float)) and math.isfinite(self.alpha) and self.alpha >= 0):
-            raise ValueError(f"alpha must be a finite number >= 0, got {self.alpha!r}")
+            raise UsageError(f"alpha must be a finite number >= 0, got {self.alpha!r}")
         bounds = joint_bounds(col_counts, self.feature_bound, self.label_bound, bool(self.fit_intercept))
         return SQM(JointGram(int(sum(col_counts))), self.gamma, epsilon=self.epsilon, delta=self.delta,
                    column_bounds=bounds, backend=self.backend, seed=self.seed, backend_options=self.backend_options)
@@ -57,7 +58,7 @@ class SQMLinearRegression(RegressorMixin, BaseEstimator):
         Z = joint_matrix(X, y, bool(self.fit_intercept))
         n = self.n_parties
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= Z.shape[1]:
-            raise ValueError(f"n_parties must be an integer in 1..{Z.shape[1]} (the columns of [X 1 y]), got {n!r}")
+            raise UsageError(f"n_parties must be an integer in 1..{Z.shape[1]} (the columns of [X 1 y]), got {n!r}")
         data = VerticalData.split(Z, int(n))
         res = self.mechanism(data.col_counts).run(data)
         self.gram_ = res.estimate.reshape(Z.shape[1], Z.shape[1])
@@ -72,6 +73,6 @@ class SQMLinearRegression(RegressorMixin, BaseEstimator):
         check_is_fitted(self, "coef_")
         X = check_array(X, dtype=np.float64)
         if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, but SQMLinearRegression is expecting "
+            raise UsageError(f"X has {X.shape[1]} features, but SQMLinearRegression is expecting "
                              f"{self.n_features_in_} features as input")
         return X @ self.coef_ + self.intercept_

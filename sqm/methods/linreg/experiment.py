@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from sqm.runtime.errors import UsageError
 
 
 def scores(coef, intercept, X, y, y_scale: float = 1.0) -> dict:
@@ -26,7 +27,7 @@ def regression_data(name: str, path=None, feature_bound: float = 1.0, label_boun
     from sqm.data.datasets import load_dataset, scale_rows
 
     if name not in TARGETS:
-        raise ValueError(f"no regression target known for {name!r}; choose one of {', '.join(TARGETS)}")
+        raise UsageError(f"no regression target known for {name!r}; choose one of {', '.join(TARGETS)}")
     ds = load_dataset(name, path)
     X, y = ds.X, np.asarray(ds.y, np.float64)
     if TARGETS[name] is not None:

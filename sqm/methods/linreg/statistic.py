@@ -16,6 +16,7 @@ import numpy as np
 from sqm.mechanism.polynomial import CovariancePolynomial
 from sqm.mechanism.sensitivity import gram_sensitivity
 from sqm.mechanism.vertical import ColumnBounds
+from sqm.runtime.errors import UsageError
 
 
 class JointGram(CovariancePolynomial):
@@ -40,7 +41,7 @@ class JointGram(CovariancePolynomial):
 
     def sensitivity(self, gamma: float, bounds: ColumnBounds, preprocess: bool = False):
         if bounds.n_cols != self.n_vars:
-            raise ValueError(f"the joint Gram has {self.n_vars} columns, the bounds cover {bounds.n_cols}")
+            raise UsageError(f"the joint Gram has {self.n_vars} columns, the bounds cover {bounds.n_cols}")
         return gram_sensitivity(gamma, bounds)
 
 

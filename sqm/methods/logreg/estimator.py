@@ -25,6 +25,7 @@ from sqm.mechanism.vertical import VerticalData, party_norm_bounds
 
 from sqm.methods.logreg import party
 from sqm.methods.logreg.party import LRPlan, batch_cap
+from sqm.runtime.errors import UsageError
 
 PAPER_EPOCHS = {0.5: 2, 1.0: 5, 2.0: 8, 4.0: 10, 8.0: 10}  # Section 6.2
 MODEL_SHARED_NOTE = ("clients observe nothing during training (only Shamir shares); the client-observed epsilon "
@@ -72,7 +73,7 @@ def default_schedule(n_records: int, epsilon: float) -> Schedule:
     check_epsilon(epsilon)
     n = int(n_records)
     if n < 1:
-        raise ValueError(f"need at least one record, got {n_records!r}")
+        raise UsageError(f"need at least one record, got {n_records!r}")
     q = min(1.0, max(BATCH_MIN, math.sqrt(n)) / n)
     return Schedule(q=q, epochs=paper_epochs(epsilon), learning_rate=2.0, weight_bound=8.0)
 
@@ -88,7 +89,7 @@ def resolve_schedule(n_records: int, epsilon: float, q=None, epochs=None, learni
                  weight_bound=float(pick(weight_bound, auto.weight_bound)))
     check_schedule(s.q, s.epochs, s.learning_rate)
     if not (math.isfinite(s.weight_bound) and s.weight_bound > 0):
-        raise ValueError(f"weight_bound must be > 0, got {weight_bound!r}")
+        raise UsageError(f"weight_bound must be > 0, got {weight_bound!r}")
     return dataclasses.replace(s, epochs=int(s.epochs))
 
 
@@ -148,16 +149,16 @@ def split_weights(w, plan: LRPlan) -> tuple[np.ndarray, np.ndarray]:
 
 def check_labels(y, n: int | None = None) -> np.ndarray:
     if y is None:
-        raise ValueError("labels are missing: one client (the label party) must hold the label column")
+        raise UsageError("labels are missing: one client (the label party) must hold the label column")
     y = np.asarray(y)
     if y.ndim != 1:
-        raise ValueError(f"labels must be a 1-D array, got shape {y.shape}")
+        raise UsageError(f"labels must be a 1-D array, got shape {y.shape}")
     if n is not None and y.shape[0] != n:
-        raise ValueError(f"{y.shape[0]} labels for {n} records")
+        raise UsageError(f"{y.shape[0]} labels for {n} records")
     yf = y.astype(np.float64)
     if not np.all(np.isfinite(yf)) or not np.all((yf == 0) | (yf == 1)):
         bad = sorted(set(np.unique(y[~((yf == 0) | (yf == 1))]).tolist()))[:5]
-        raise ValueError(f"labels must be 0 or 1; found {bad}")
+        raise UsageError(f"labels must be 0 or 1; found {bad}")
     return yf
 
 
@@ -167,14 +168,14 @@ def binary_labels(values) -> tuple[np.ndarray, list]:
     the fix for one value, more than two, or a missing (NaN) one."""
     v = np.asarray(values)
     if v.ndim != 1 or v.size == 0:
-        raise ValueError(f"the label column must hold one value per record, got shape {v.shape}")
+        raise UsageError(f"the label column must hold one value per record, got shape {v.shape}")
     if v.dtype.kind == "f" and np.isnan(v).any():
-        raise ValueError(f"the label column has {int(np.isnan(v).sum())} missing value(s): every record needs "
+        raise UsageError(f"the label column has {int(np.isnan(v).sum())} missing value(s): every record needs "
                          f"a label (drop or label those records)")
     classes = np.unique(v)
     if classes.size != 2:
         shown = ", ".join(f"{c:g}" if isinstance(c, float) else str(c) for c in classes[:5].tolist())
-        raise ValueError(f"the label column holds {classes.size} distinct value(s) ({shown}"
+        raise UsageError(f"the label column holds {classes.size} distinct value(s) ({shown}"
                          f"{', ...' if classes.size > 5 else ''}): logistic regression needs exactly two "
                          f"classes; recode it to two values (e.g. 0/1) or choose another --label-column")
     return (v == classes[1]).astype(np.float64), classes.tolist()
@@ -194,23 +195,23 @@ def split_label(block, columns, label_column: str, where: str) -> tuple[np.ndarr
     it is absent, and :func:`binary_labels`'s problem and fix when it does not hold exactly two values."""
     columns = list(columns)
     if label_column not in columns:
-        raise ValueError(f"{where} has no label column '{label_column}': name it with --label-column; its columns "
+        raise UsageError(f"{where} has no label column '{label_column}': name it with --label-column; its columns "
                          f"are {columns[:20]}{' ...' if len(columns) > 20 else ''}")
     k = columns.index(label_column)
     try:
         y, classes = binary_labels(np.asarray(block)[:, k])
     except ValueError as e:
-        raise ValueError(f"{where}: {e}") from None
+        raise UsageError(f"{where}: {e}") from None
     return np.delete(block, k, axis=1), y, columns[:k] + columns[k + 1:], label_mapping_note(classes)
 
 
 def check_schedule(q: float, epochs, learning_rate: float) -> None:
     if not (isinstance(q, (int, float, np.floating)) and math.isfinite(q) and 0 < q <= 1):
-        raise ValueError(f"sampling rate q must lie in (0, 1], got {q!r}")
+        raise UsageError(f"sampling rate q must lie in (0, 1], got {q!r}")
     if isinstance(epochs, bool) or int(epochs) != epochs or epochs < 1:
-        raise ValueError(f"epochs must be an integer >= 1, got {epochs!r}")
+        raise UsageError(f"epochs must be an integer >= 1, got {epochs!r}")
     if not (math.isfinite(learning_rate) and learning_rate > 0):
-        raise ValueError(f"learning_rate must be > 0, got {learning_rate!r}")
+        raise UsageError(f"learning_rate must be > 0, got {learning_rate!r}")
 
 
 def steps(q: float, epochs: int) -> int:
@@ -293,29 +294,29 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
                        1 if self.epochs is None else self.epochs,
                        1.0 if self.learning_rate is None else self.learning_rate)
         if self.solver not in SOLVERS:
-            raise ValueError(f"solver must be one of {SOLVERS}, got {self.solver!r}")
+            raise UsageError(f"solver must be one of {SOLVERS}, got {self.solver!r}")
         if self.solver == "sgd" and self.robust_noise:
-            raise ValueError("robust_noise applies to the moments solver's release, not to the per-batch sgd "
+            raise UsageError("robust_noise applies to the moments solver's release, not to the per-batch sgd "
                              "protocol")
         if self.solver == "moments":
             given = [n for n in ("sampling_rate", "epochs", "learning_rate", "weight_bound")
                      if getattr(self, n) is not None]
             if given:
-                raise ValueError(f"{', '.join(given)}: the schedule of solver='sgd'; the default solver "
+                raise UsageError(f"{', '.join(given)}: the schedule of solver='sgd'; the default solver "
                                  f"'moments' releases the moments once and has no schedule (set solver='sgd' "
                                  f"to use one)")
         if self.backend not in party.BACKENDS:
-            raise ValueError(f"backend must be one of {party.BACKENDS}, got {self.backend!r}")
+            raise UsageError(f"backend must be one of {party.BACKENDS}, got {self.backend!r}")
         for name in ("weight_bound", "intercept_scaling"):
             v = getattr(self, name)
             if not (v is None and name == "weight_bound") and not (
                     isinstance(v, (int, float, np.number)) and not isinstance(v, bool) and math.isfinite(v)
                     and v > 0):
-                raise ValueError(f"{name} must be > 0, got {v!r}")
+                raise UsageError(f"{name} must be > 0, got {v!r}")
         if not isinstance(self.fit_intercept, (bool, np.bool_)):
-            raise ValueError(f"fit_intercept must be True or False, got {self.fit_intercept!r}")
+            raise UsageError(f"fit_intercept must be True or False, got {self.fit_intercept!r}")
         if isinstance(self.n_parties, bool) or int(self.n_parties) != self.n_parties or self.n_parties < 2:
-            raise ValueError(f"n_parties must be an integer >= 2 (Shamir sharing needs two clients), "
+            raise UsageError(f"n_parties must be an integer >= 2 (Shamir sharing needs two clients), "
                              f"got {self.n_parties!r}")
 
     def schedule(self, n_records: int) -> Schedule:
@@ -340,22 +341,22 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
         else:
             X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=False)
             if X.shape[1] < self.n_parties:
-                raise ValueError(f"X has {X.shape[1]} feature(s): too few to split among {self.n_parties} clients "
+                raise UsageError(f"X has {X.shape[1]} feature(s): too few to split among {self.n_parties} clients "
                                  f"(each holds at least one column)")
             data = VerticalData.split(X, int(self.n_parties))
         if y is None:
-            raise ValueError("labels are missing: one client (the label party) must hold the label column")
+            raise UsageError("labels are missing: one client (the label party) must hold the label column")
         if y.shape[0] != data.n_records:
-            raise ValueError(f"{y.shape[0]} labels for {data.n_records} records")
+            raise UsageError(f"{y.shape[0]} labels for {data.n_records} records")
         check_classification_targets(y)
         self.classes_ = unique_labels(y)
         if len(self.classes_) != 2:
-            raise ValueError(f"Only binary classification is supported: y must hold exactly 2 classes, got "
+            raise UsageError(f"Only binary classification is supported: y must hold exactly 2 classes, got "
                              f"{len(self.classes_)} class(es) {self.classes_[:5].tolist()}")
         y01 = (y == self.classes_[1]).astype(np.float64)
         label = data.n_parties - 1 if self.label_party is None else self.label_party
         if isinstance(label, bool) or int(label) != label or not 0 <= label < data.n_parties:
-            raise ValueError(f"label party {label!r} is missing: the clients are 0..{data.n_parties - 1}")
+            raise UsageError(f"label party {label!r} is missing: the clients are 0..{data.n_parties - 1}")
         blocks = [np.hstack([b, y01[:, None]]) if j == label else b for j, b in enumerate(data.blocks)]
         return blocks, data.col_counts, int(label)
 
@@ -384,7 +385,7 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
             delta_mu = accounting.delta_before_failure(delta, float(self.epsilon), eta)
             cap_delta = delta - delta_mu
             if cap_delta >= delta / 2:
-                raise ValueError(f"the batch cap's failure probability adds {cap_delta:.3g} to delta: not small "
+                raise UsageError(f"the batch cap's failure probability adds {cap_delta:.3g} to delta: not small "
                                  f"against delta {delta:g}")
             cal = _calibrate_mu(float(self.epsilon), delta_mu, sens.l1, sens.l2, q=q, rounds=R,
                                 n_parties=n if n >= 2 else None)
@@ -413,7 +414,7 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
                                        timeout=self.timeout, robust_noise=int(self.robust_noise),
                                        verify_sharing=bool(self.verify_sharing))
         if not self.noise:
-            raise ValueError("noise=False is available with solver='sgd' only (the moments solver's release is "
+            raise UsageError("noise=False is available with solver='sgd' only (the moments solver's release is "
                              "always noisy)")
         _, report = mech.round_plan(layout.block_counts, n_records)
         notes = (f"{MODEL_SHARED_NOTE}; one release of the second moments of [features, 1, {layout.label_weight:g} y]; "
@@ -451,12 +452,12 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
             ex = np.asarray(eval_set[0], np.float64)
             n_feat = plan.d - int(plan.has_intercept)
             if ex.ndim != 2 or ex.shape[1] != n_feat:
-                raise ValueError(f"eval_set features must have {n_feat} columns, got shape {ex.shape}")
+                raise UsageError(f"eval_set features must have {n_feat} columns, got shape {ex.shape}")
             if plan.has_intercept:
                 ex = np.insert(ex, plan.intercept_index, plan.intercept, axis=1)
             ey = np.asarray(eval_set[1])
             if ey.shape != (ex.shape[0],) or not np.all(np.isin(ey, self.classes_)):
-                raise ValueError(f"eval_set labels must be {ex.shape[0]} values among {self.classes_.tolist()}")
+                raise UsageError(f"eval_set labels must be {ex.shape[0]} values among {self.classes_.tolist()}")
             eval_set = (ex, (ey == self.classes_[1]).astype(np.float64))
         seeds = spawn_seeds(self.seed, plan.n_parties + 1)  # 0: the server's; j: client j's own
         every = self.eval_every or max(1, plan.rounds // 100)

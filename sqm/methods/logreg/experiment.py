@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import time
 from typing import TYPE_CHECKING
+from sqm.runtime.errors import UsageError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -27,7 +28,7 @@ def unit_ball_split(name: str, data_dir: str | None = None, seed: int = 0):
     from sqm.data.datasets import load_dataset
 
     if name not in DATASETS:
-        raise ValueError(f"unknown dataset {name!r}; choose one of {DATASETS}")
+        raise UsageError(f"unknown dataset {name!r}; choose one of {DATASETS}")
     ds = load_dataset(name, data_dir)
     Xtr, ytr, Xte, yte = ds.train_test(0.25, seed)
     if name == "breast_cancer":
@@ -57,7 +58,7 @@ def public_split(groups: list[str], n_parties: int) -> tuple[list[int], np.ndarr
     d = len(groups)
     starts = [j for j in range(d) if j == 0 or groups[j] != groups[j - 1]] + [d]
     if n_parties > len(starts) - 1:
-        raise ValueError(f"cannot split {len(starts) - 1} attributes among {n_parties} parties")
+        raise UsageError(f"cannot split {len(starts) - 1} attributes among {n_parties} parties")
     cuts = [0]
     for k in range(1, n_parties):
         target = k * d / n_parties

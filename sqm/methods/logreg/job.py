@@ -13,6 +13,7 @@ from sqm.framework.jobtask import JobTask
 
 from sqm.methods.logreg.estimator import SQMLogisticRegression, split_label, split_weights
 from sqm.methods.logreg.party import LRPlan, train_party
+from sqm.runtime.errors import UsageError
 
 
 class LRJobTask(JobTask):
@@ -103,7 +104,7 @@ class LRJobTask(JobTask):
         """The job file's declared ranges (per client) may not scale the label column."""
         for j, b in enumerate(bounds, 1):
             if any(col == self.label_column for col, _, _ in b):
-                raise ValueError(f"client {j} declares a range (\"bounds\") for the label column "
+                raise UsageError(f"client {j} declares a range (\"bounds\") for the label column "
                                  f"'{self.label_column}': only feature columns are scaled; remove it")
 
     def public(self):

@@ -31,6 +31,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from sqm.runtime.errors import UsageError
 
 LABEL_WEIGHT = 0.7  # kappa: the label column enters the Gram as kappa * y (y in {0, 1})
 # kappa trades the noise on h = sum y x (which sets the direction and the threshold) against the noise on
@@ -87,7 +88,7 @@ class MomentsLayout:
 
 def check_label_weight(kappa: float) -> float:
     if not (isinstance(kappa, (int, float, np.floating)) and math.isfinite(kappa) and kappa > 0):
-        raise ValueError(f"label_weight must be > 0, got {kappa!r}")
+        raise UsageError(f"label_weight must be > 0, got {kappa!r}")
     return float(kappa)
 
 

@@ -54,6 +54,7 @@ from sqm.mechanism.gradient import LRGradient
 from sqm.mechanism.release import SQMPlan, sqm_round
 from sqm.mechanism.rng import make_rng
 from sqm.mechanism.vertical import ColumnBounds
+from sqm.runtime.errors import UsageError
 
 OVERFLOW_LOG2 = -40.0  # total probability over all rounds that a Poisson batch exceeds b_max
 
@@ -176,7 +177,7 @@ def shared_sampler(key: bytes) -> np.random.Generator:
     """The clients' shared batch sampler: AES-128-CTR keyed from the clients' key (agreed among the clients only
     by ``ctx.clients_key``: unpredictable to anyone missing one honest client's contribution)."""
     if not isinstance(key, bytes) or len(key) != 32:
-        raise ValueError("the clients' key must be 32 bytes")
+        raise UsageError("the clients' key must be 32 bytes")
     return make_rng(int.from_bytes(hashlib.sha256(b"sqm-lr batch sampler\0" + key).digest(), "big"))
 
 
@@ -353,7 +354,7 @@ def train(blocks, plan: LRPlan, seeds, eval_set=None, callback=None, every: int 
     from sqm.runtime.launch import private_folder
 
     if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        raise UsageError(f"backend must be one of {BACKENDS}, got {backend!r}")
     backend = "in-process" if backend == "plain" else backend
     with private_folder("sqm-lr-") as tmp:  # removed however this process ends (sqm.runtime.launch.Launch)
         path = os.path.join(tmp, "progress")

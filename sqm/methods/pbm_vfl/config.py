@@ -10,6 +10,7 @@ import numpy as np
 from sqm.runtime.sum_exchange import SECURE_SUMS  # noqa: F401 (re-exported: the choices of --secure-sum)
 from sqm.mechanism import pbm
 from sqm.mechanism.validation import check_delta
+from sqm.runtime.errors import UsageError
 
 METHODS = ("pbm", "npq", "ldp", "ldp_eq")
 METHOD_LABELS = {"pbm": "PBM-VFL", "npq": "NPQ", "ldp": "LDP (paper)", "ldp_eq": "LDP (equal eps)"}
@@ -35,18 +36,18 @@ class VFLConfig:
 
     def validate(self) -> None:
         if self.method not in METHODS:
-            raise ValueError(f"unknown method {self.method!r}; choose one of {METHODS}")
+            raise UsageError(f"unknown method {self.method!r}; choose one of {METHODS}")
         pbm.check_params(self.b, self.beta, self.C)
         for name in ("epochs", "batch_size", "embedding_size", "hidden", "eval_chunk"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"{name.replace('_', '-')} must be an integer >= 1, got {v!r}")
+                raise UsageError(f"{name.replace('_', '-')} must be an integer >= 1, got {v!r}")
         if not (math.isfinite(self.lr) and self.lr > 0):
-            raise ValueError(f"learning rate must be > 0, got {self.lr!r}")
+            raise UsageError(f"learning rate must be > 0, got {self.lr!r}")
         if self.optimizer not in ("adam", "sgd"):
-            raise ValueError(f"optimizer must be 'adam' or 'sgd', got {self.optimizer!r}")
+            raise UsageError(f"optimizer must be 'adam' or 'sgd', got {self.optimizer!r}")
         if self.n_classes < 2:
-            raise ValueError(f"need at least 2 classes, got {self.n_classes}")
+            raise UsageError(f"need at least 2 classes, got {self.n_classes}")
         check_delta(self.delta)
 
     def public(self) -> dict:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+from sqm.runtime.errors import UsageError
 
 
 def digits_quadrants(X: np.ndarray) -> list[np.ndarray]:
@@ -18,7 +19,7 @@ def load_split(dataset: str, parties: int, data_path: str | None = None, test_fr
     from sqm.mechanism.vertical import VerticalData
 
     if dataset not in ("digits", "phishing"):
-        raise ValueError(f"unknown dataset {dataset!r}; choose 'digits' or 'phishing'")
+        raise UsageError(f"unknown dataset {dataset!r}; choose 'digits' or 'phishing'")
     Xtr, ytr, Xte, yte = load_dataset(dataset, data_path).train_test(test_fraction, split_seed)
     if dataset == "digits":
         Xtr, Xte = Xtr / 16.0, Xte / 16.0

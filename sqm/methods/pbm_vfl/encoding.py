@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 
 from sqm.mechanism import pbm
+from sqm.runtime.errors import UsageError
 
 
 class PBMRelease(torch.autograd.Function):
@@ -45,9 +46,9 @@ def release(embedding, method: str, b: int, beta: float, C: float, rng, sigma: f
 
     ``h`` is differentiable (``h.backward(grad_sum)`` is the client's backward pass).  ``message`` is what leaves
     the party, on the host: PBM's integers for the secure sum, or for NPQ and LDP the clipped embedding as
-    float64, plus N(0, sigma^2) noise from ``rng`` for LDP.  NaN or infinite embeddings raise ValueError."""
+    float64, plus N(0, sigma^2) noise from ``rng`` for LDP.  NaN or infinite embeddings raise UsageError."""
     if not bool(torch.isfinite(embedding.detach()).all()):
-        raise ValueError("a party model produced NaN or infinite embeddings")
+        raise UsageError("a party model produced NaN or infinite embeddings")
     clipped = int((embedding.detach().abs() > C).sum())
     if method == "pbm":
         h, q = PBMRelease.apply(embedding, b, beta, C, rng)

@@ -6,6 +6,7 @@ import numpy as np
 from sqm.methods.pbm_vfl.config import VFLConfig
 from sqm.methods.pbm_vfl.privacy import method_privacy
 from sqm.methods.pbm_vfl.training import train_vfl
+from sqm.runtime.errors import UsageError
 
 try:
     from sklearn.base import BaseEstimator, ClassifierMixin
@@ -63,13 +64,13 @@ class PBMVFLClassifier(ClassifierMixin, BaseEstimator):
         if self.feature_blocks is None:
             n = self.n_parties
             if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= d:
-                raise ValueError(f"cannot split n_features = {d} columns among n_parties={n!r} clients")
+                raise UsageError(f"cannot split n_features = {d} columns among n_parties={n!r} clients")
             return np.array_split(np.arange(d), n)
         blocks = [np.asarray(b, dtype=np.int64).reshape(-1) for b in self.feature_blocks]
         cols = np.concatenate(blocks) if blocks else np.zeros(0, np.int64)
         if not blocks or any(b.size == 0 for b in blocks) or cols.min() < 0 or cols.max() >= d \
                 or np.unique(cols).size != cols.size:
-            raise ValueError(f"feature_blocks must give each client a non-empty set of distinct columns of the "
+            raise UsageError(f"feature_blocks must give each client a non-empty set of distinct columns of the "
                              f"{d} columns, got {self.feature_blocks!r}")
         return blocks
 
@@ -81,7 +82,7 @@ class PBMVFLClassifier(ClassifierMixin, BaseEstimator):
         check_classification_targets(y)
         self.classes_, y_enc = np.unique(y, return_inverse=True)
         if len(self.classes_) < 2:
-            raise ValueError(f"PBMVFLClassifier needs at least 2 classes in y, got {len(self.classes_)} class")
+            raise UsageError(f"PBMVFLClassifier needs at least 2 classes in y, got {len(self.classes_)} class")
         cfg = self._config(len(self.classes_))
         self.feature_blocks_ = self._blocks(X.shape[1])
         blocks = [X[:, c] for c in self.feature_blocks_]

@@ -49,6 +49,7 @@ from sqm.mechanism.rng import derive_seed, fresh_bytes, make_rng
 
 from sqm.methods.pbm_vfl.config import VFLConfig
 from sqm.methods.pbm_vfl.privacy import noise_sigma
+from sqm.runtime.errors import UsageError
 
 
 def _modules():
@@ -198,7 +199,7 @@ class ClientParty(_Party):
         for split, X in (("train", X_train), ("test", X_test)):
             X = np.asarray(X, dtype=np.float32)
             if X.ndim != 2 or not np.all(np.isfinite(X)):
-                raise ValueError(f"a client's {split} block must be a finite 2-D array, got shape {X.shape}")
+                raise UsageError(f"a client's {split} block must be a finite 2-D array, got shape {X.shape}")
             self.data[split] = torch.as_tensor(X, device=self.device)
         self.sigma = noise_sigma(cfg, M)
         self.clipped = 0
@@ -217,7 +218,7 @@ class ClientParty(_Party):
         emb = self.forward(self.data[split][torch.as_tensor(idx, device=self.device)], epoch, step, train)
         want = (len(idx), self.cfg.embedding_size)
         if tuple(emb.shape) != want:
-            raise ValueError(f"the party model's output has shape {tuple(emb.shape)}, the embedding needs {want}")
+            raise UsageError(f"the party model's output has shape {tuple(emb.shape)}, the embedding needs {want}")
         cfg = self.cfg
         h, msg, clipped = release(emb, cfg.method, cfg.b, cfg.beta, cfg.C, self.rng, self.sigma)
         self.clipped += clipped
@@ -231,7 +232,7 @@ class ClientParty(_Party):
             raise RuntimeError("backward before a training forward pass")
         g = torch.as_tensor(np.asarray(grad, dtype=np.float32), device=self.device).to(self._h.dtype)
         if g.shape != self._h.shape:
-            raise ValueError(f"gradient of shape {tuple(g.shape)} for embeddings of shape {tuple(self._h.shape)}")
+            raise UsageError(f"gradient of shape {tuple(g.shape)} for embeddings of shape {tuple(self._h.shape)}")
         self.opt.zero_grad()
         self._h.backward(g)
         self.opt.step()
@@ -250,7 +251,7 @@ class ServerParty(_Party):
                   "test": None if y_test is None else np.asarray(y_test, dtype=np.int64)}
         for split, y in self.y.items():
             if y is not None and (y.ndim != 1 or (y.size and (y.min() < 0 or y.max() >= cfg.n_classes))):
-                raise ValueError(f"{split} labels must be a 1-D array of classes 0..{cfg.n_classes - 1}")
+                raise UsageError(f"{split} labels must be a 1-D array of classes 0..{cfg.n_classes - 1}")
         self.hash = hashlib.sha256()
         self._probs = {"train": [], "test": []}
         self._idx = {"train": [], "test": []}
@@ -442,7 +443,7 @@ class PBMVFLProgram(PartyProgram):
         torch = _torch()
         torch.set_num_threads(self.threads)
         if ctx.M != self.M + 1:
-            raise ValueError(f"program built for {self.M} clients, runtime has {ctx.M - 1}")
+            raise UsageError(f"program built for {self.M} clients, runtime has {ctx.M - 1}")
         cfg = self.cfg
         mode = self.secure_sum if cfg.method == "pbm" else "clear"
         link = SumExchange(ctx, mode, cfg.embedding_size, cfg.b * self.M)

@@ -10,6 +10,7 @@ from dataclasses import replace
 from sqm.mechanism import pbm
 
 from sqm.methods.pbm_vfl.config import METHOD_LABELS, METHODS, VFLConfig
+from sqm.runtime.errors import UsageError
 
 
 def ldp_sigma(b: int, beta: float, M: int, C: float = 1.0) -> float:
@@ -122,7 +123,7 @@ class VFLAccountant:
 
     def record(self, uses: int = 1) -> None:
         if isinstance(uses, bool) or int(uses) != uses or uses < 0:
-            raise ValueError(f"releases per record must be an integer >= 0, got {uses!r}")
+            raise UsageError(f"releases per record must be an integer >= 0, got {uses!r}")
         self.uses += int(uses)
 
     def epsilon(self) -> float:
@@ -165,5 +166,5 @@ class VFLAccountant:
         theirs = {k: state.get(k) for k in mine}
         if theirs != mine:
             diff = {k: (theirs[k], mine[k]) for k in mine if theirs[k] != mine[k]}
-            raise ValueError(f"the checkpoint's accountant is for another mechanism (checkpoint, this trainer): {diff}")
+            raise UsageError(f"the checkpoint's accountant is for another mechanism (checkpoint, this trainer): {diff}")
         self.uses = int(state["uses"])

@@ -35,6 +35,7 @@ from sqm.runtime.sum_exchange import two_clients_problem
 from sqm.methods.pbm_vfl.config import METHODS, SECURE_SUMS, VFLConfig
 from sqm.methods.pbm_vfl.party import PBMVFLProgram, party_seeds, public_batch_seed
 from sqm.methods.pbm_vfl.privacy import VFLAccountant
+from sqm.runtime.errors import UsageError
 
 CHECKPOINT_FORMAT = "sqm-vfl PBM-VFL checkpoint 1"
 
@@ -46,7 +47,7 @@ def default_device() -> str:
 def check_device(device: str) -> str:
     """``device`` if torch can use it; ValueError naming it otherwise (e.g. 'cuda' on a machine without a GPU)."""
     if str(device).startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r} requested but torch sees no CUDA GPU; use --device cpu")
+        raise UsageError(f"device {device!r} requested but torch sees no CUDA GPU; use --device cpu")
     torch.device(device)  # raises on a malformed name
     return str(device)
 
@@ -56,9 +57,9 @@ def _rows(x, who: str, what: str) -> np.ndarray:
         x = x.detach().cpu().numpy()
     x = np.asarray(x, dtype=np.float32)
     if x.ndim != 2:
-        raise ValueError(f"{who}: {what} must be a 2-D array (records x columns), got shape {x.shape}")
+        raise UsageError(f"{who}: {what} must be a 2-D array (records x columns), got shape {x.shape}")
     if not np.all(np.isfinite(x)):
-        raise ValueError(f"{who}: {what} contains NaN or infinite values")
+        raise UsageError(f"{who}: {what} contains NaN or infinite values")
     return x
 
 
@@ -145,18 +146,18 @@ class PBMVFL:
         from sqm.runtime import BACKENDS
 
         if secure_sum not in SECURE_SUMS:
-            raise ValueError(f"secure sum must be one of {SECURE_SUMS}, got {secure_sum!r}")
+            raise UsageError(f"secure sum must be one of {SECURE_SUMS}, got {secure_sum!r}")
         if backend not in BACKENDS:
-            raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
+            raise UsageError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
         if method not in METHODS:
-            raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
+            raise UsageError(f"unknown method {method!r}; choose one of {METHODS}")
         self.clients, self.server = list(clients), server
         M = len(self.clients)
         if not all(isinstance(c, Client) for c in self.clients) or not isinstance(server, Server):
             raise TypeError("PBMVFL needs a list of Client objects and a Server object")
         problem = two_clients_problem(M) if method == "pbm" else (None if M else "need at least one client")
         if problem:
-            raise ValueError(problem)
+            raise UsageError(problem)
         self._check_data()
         P = self._embedding_size()
         K = self._classes(P)
@@ -167,7 +168,7 @@ class PBMVFL:
             try:
                 check_device(party.device)
             except (ValueError, RuntimeError) as e:
-                raise ValueError(f"{who}: {e}") from None
+                raise UsageError(f"{who}: {e}") from None
         self.secure_sum, self.backend, self.seed = secure_sum, backend, seed
         self.batch_seed = int(batch_seed) if batch_seed is not None else public_batch_seed(self.seed)
         self.threads, self.timeout = threads, timeout
@@ -186,20 +187,20 @@ class PBMVFL:
         for name in ("y_train", "y_test"):
             y = getattr(s, name)
             if y is not None and (y.ndim != 1 or y.dtype.kind not in "iu"):
-                raise ValueError(f"server: {name} must be a 1-D array of integer class labels, got "
+                raise UsageError(f"server: {name} must be a 1-D array of integer class labels, got "
                                  f"{y.dtype} of shape {y.shape}")
         n_train, n_test = len(s.y_train), None if s.y_test is None else len(s.y_test)
         for j, c in enumerate(self.clients):
             who = f"client {j + 1}"
             c.x_train = _rows(c.x_train, who, "x_train")
             if (c.x_test is None) != (n_test is None):
-                raise ValueError(f"{who}: test rows and the server's test labels must be given together")
+                raise UsageError(f"{who}: test rows and the server's test labels must be given together")
             if c.x_test is not None:
                 c.x_test = _rows(c.x_test, who, "x_test")
                 if c.x_test.shape[1] != c.x_train.shape[1]:
-                    raise ValueError(f"{who}: x_test has {c.x_test.shape[1]} columns, x_train {c.x_train.shape[1]}")
+                    raise UsageError(f"{who}: x_test has {c.x_test.shape[1]} columns, x_train {c.x_train.shape[1]}")
             if len(c.x_train) != n_train or (n_test is not None and len(c.x_test) != n_test):
-                raise ValueError(f"{who} holds {len(c.x_train)}/{'-' if c.x_test is None else len(c.x_test)} "
+                raise UsageError(f"{who} holds {len(c.x_train)}/{'-' if c.x_test is None else len(c.x_test)} "
                                  f"records, the labels {n_train}/{'-' if n_test is None else n_test}: records are "
                                  f"misaligned")
 
@@ -209,23 +210,23 @@ class PBMVFL:
             one = c.x_train[:1] if len(c.x_train) else np.zeros((1, c.x_train.shape[1]), np.float32)
             shape = _probe(c.module, torch.as_tensor(one))
             if len(shape) != 2 or shape[0] != 1:
-                raise ValueError(f"client {j + 1}: its module maps a (1, {c.x_train.shape[1]}) batch to shape "
+                raise UsageError(f"client {j + 1}: its module maps a (1, {c.x_train.shape[1]}) batch to shape "
                                  f"{shape}; it must give an embedding (records x P)")
             sizes.append(shape[1])
         if len(set(sizes)) != 1:
-            raise ValueError(f"the clients' modules give embeddings of sizes {sizes}; the sum needs one size P")
+            raise UsageError(f"the clients' modules give embeddings of sizes {sizes}; the sum needs one size P")
         return sizes[0]
 
     def _classes(self, P: int) -> int:
         shape = _probe(self.server.module, torch.zeros(1, P))
         if len(shape) != 2 or shape[1] < 2:
-            raise ValueError(f"server: the fusion module maps the (1, {P}) embedding sum to shape {shape}; it must "
+            raise UsageError(f"server: the fusion module maps the (1, {P}) embedding sum to shape {shape}; it must "
                              f"give scores for K >= 2 classes (records x K)")
         K = shape[1]
         top = max(int(y.max()) for y in (self.server.y_train, self.server.y_test) if y is not None and y.size)
         if top >= K or min(int(y.min()) for y in (self.server.y_train, self.server.y_test)
                            if y is not None and y.size) < 0:
-            raise ValueError(f"server: labels must be classes 0..{K - 1} (the fusion module's {K} outputs), got "
+            raise UsageError(f"server: labels must be classes 0..{K - 1} (the fusion module's {K} outputs), got "
                              f"labels up to {top}")
         return K
 
@@ -262,7 +263,7 @@ class PBMVFL:
 
         n = self.cfg.epochs - self.epoch if epochs is None else epochs
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-            raise ValueError(f"epochs to train must be an integer >= 1, got {n!r}"
+            raise UsageError(f"epochs to train must be an integer >= 1, got {n!r}"
                              + (" (the planned epochs are done)" if epochs is None else ""))
         t0 = time.perf_counter()
         steps = int(n) * math.ceil(len(self.server.y_train) / self.cfg.batch_size)
@@ -285,10 +286,10 @@ class PBMVFL:
 
         M = len(self.clients)
         if len(blocks) != M:
-            raise ValueError(f"predict_proba needs one block of rows per client ({M}), got {len(blocks)}")
+            raise UsageError(f"predict_proba needs one block of rows per client ({M}), got {len(blocks)}")
         xs = [_rows(b, f"client {j + 1}", "rows to predict") for j, b in enumerate(blocks)]
         if len({len(x) for x in xs}) != 1:
-            raise ValueError(f"the clients' rows to predict are misaligned: {[len(x) for x in xs]} records")
+            raise UsageError(f"the clients' rows to predict are misaligned: {[len(x) for x in xs]} records")
         progs = self._programs(0, len(xs[0]), [None] * M, xs, np.zeros(0, np.int64), None, [0] * (M + 1),
                                predict=True)
         out = run_programs(progs, self.backend, self.timeout, self.threads)[0]["result"]["probabilities"]
@@ -311,9 +312,9 @@ class PBMVFL:
     def load_state_dict(self, state: dict) -> None:
         """Continue from :meth:`state_dict` (the same parties, modules of the same shapes, the same mechanism)."""
         if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
-            raise ValueError(f"not a PBM-VFL checkpoint (format {CHECKPOINT_FORMAT!r})")
+            raise UsageError(f"not a PBM-VFL checkpoint (format {CHECKPOINT_FORMAT!r})")
         if len(state["clients"]) != len(self.clients):
-            raise ValueError(f"the checkpoint has {len(state['clients'])} clients, this trainer {len(self.clients)}")
+            raise UsageError(f"the checkpoint has {len(state['clients'])} clients, this trainer {len(self.clients)}")
         backup = self.state_dict()
         try:
             self.accountant.load_state_dict(state["accountant"])  # refuses another mechanism's
@@ -322,7 +323,7 @@ class PBMVFL:
                 try:
                     _load_party(party, st)
                 except (RuntimeError, ValueError, KeyError) as e:
-                    raise ValueError(f"{who}: the checkpoint does not fit its module or optimizer: {e}") from None
+                    raise UsageError(f"{who}: the checkpoint does not fit its module or optimizer: {e}") from None
         except Exception:  # nothing half-loaded: every party back as it was
             for party, st in zip(self._parties(), [backup["server"]] + backup["clients"]):
                 _load_party(party, st)

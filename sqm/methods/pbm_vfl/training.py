@@ -12,6 +12,7 @@ from sqm.runtime.sum_exchange import two_clients_problem
 
 from sqm.methods.pbm_vfl.config import FLOAT_BITS, SECURE_SUMS, VFLConfig
 from sqm.methods.pbm_vfl.privacy import noise_sigma
+from sqm.runtime.errors import UsageError
 
 
 def model_bits(records: int, M: int, P: int, method: str, b: int) -> float:
@@ -50,16 +51,16 @@ class TrainResult:
 
 def _check_blocks(blocks_train, blocks_test, y_train, y_test):
     if len(blocks_train) != len(blocks_test) or not blocks_train:
-        raise ValueError("need the same (>= 1) number of train and test column blocks")
+        raise UsageError("need the same (>= 1) number of train and test column blocks")
     for j, (a, t) in enumerate(zip(blocks_train, blocks_test)):
         a, t = np.asarray(a), np.asarray(t)
         if a.ndim != 2 or t.ndim != 2 or a.shape[1] != t.shape[1]:
-            raise ValueError(f"client {j + 1}: train/test blocks must be 2-D with the same columns")
+            raise UsageError(f"client {j + 1}: train/test blocks must be 2-D with the same columns")
         if a.shape[0] != len(y_train) or t.shape[0] != len(y_test):
-            raise ValueError(f"client {j + 1} holds {a.shape[0]}/{t.shape[0]} records, the labels "
+            raise UsageError(f"client {j + 1} holds {a.shape[0]}/{t.shape[0]} records, the labels "
                              f"{len(y_train)}/{len(y_test)}: records are misaligned")
         if not (np.all(np.isfinite(a)) and np.all(np.isfinite(t))):
-            raise ValueError(f"client {j + 1}'s data contains NaN or infinite values")
+            raise UsageError(f"client {j + 1}'s data contains NaN or infinite values")
 
 
 def run_programs(programs: list, backend: str, timeout: float = 3600.0, threads: int = 1,
@@ -111,15 +112,15 @@ def mlp_trainer(blocks_train, blocks_test, y_train, y_test, cfg: VFLConfig, back
     from sqm.methods.pbm_vfl.trainer import PBMVFL, Client, Server
 
     if secure_sum not in SECURE_SUMS:
-        raise ValueError(f"secure sum must be one of {SECURE_SUMS}, got {secure_sum!r}")
+        raise UsageError(f"secure sum must be one of {SECURE_SUMS}, got {secure_sum!r}")
     if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
+        raise UsageError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
     cfg.validate()
     _check_blocks(blocks_train, blocks_test, y_train, y_test)
     M = len(blocks_train)
     problem = two_clients_problem(M) if cfg.method == "pbm" else None
     if problem:  # refused before any party starts (the party program refuses too)
-        raise ValueError(problem)
+        raise UsageError(problem)
     seeds = party_seeds(seed, M + 1)  # each party: its own only
 
     def client(j):
@@ -161,7 +162,7 @@ def train_vfl(blocks_train, blocks_test, y_train, y_test, cfg: VFLConfig, backen
     M = len(vfl.clients)
     if batch_seeds is not None:
         if len(batch_seeds) != M + 1:
-            raise ValueError(f"batch_seeds needs {M + 1} entries (server first)")
+            raise UsageError(f"batch_seeds needs {M + 1} entries (server first)")
         vfl.party_batch_seeds = list(batch_seeds)
     vfl.fit()
     res = vfl.last_run.records

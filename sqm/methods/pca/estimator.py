@@ -14,6 +14,7 @@ from sqm.mechanism.vertical import VerticalData
 
 from sqm.methods.pca.utility import (as_matrix, check_components, components_from_covariance, covariance_release, pca_utility,
                       utility_ratio)
+from sqm.runtime.errors import UsageError
 
 
 def _as_vertical(data, n_parties) -> VerticalData:
@@ -22,10 +23,10 @@ def _as_vertical(data, n_parties) -> VerticalData:
     if isinstance(data, VerticalData):
         return data
     if isinstance(n_parties, bool) or not isinstance(n_parties, (int, np.integer)) or n_parties < 1:
-        raise ValueError(f"n_parties must be an integer >= 1, got {n_parties!r}")
+        raise UsageError(f"n_parties must be an integer >= 1, got {n_parties!r}")
     X = as_matrix(data)
     if X.shape[1] < n_parties:
-        raise ValueError(f"cannot split {X.shape[1]} feature(s) among n_parties={n_parties} clients "
+        raise UsageError(f"cannot split {X.shape[1]} feature(s) among n_parties={n_parties} clients "
                          f"(each client holds at least one column)")
     return VerticalData.split(X, int(n_parties))
 
@@ -93,7 +94,7 @@ class SQMPCA(TransformerMixin, BaseEstimator):
         check_is_fitted(self, "components_")
         X = as_matrix(X)
         if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, but SQMPCA is expecting {self.n_features_in_} "
+            raise UsageError(f"X has {X.shape[1]} features, but SQMPCA is expecting {self.n_features_in_} "
                              f"features as input")
         return X @ self.components_.T
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import time
+from sqm.runtime.errors import UsageError
 
 
 def compare(X, n_parties: int, k: int, epsilon: float, delta: float, gamma: float, row_norm_bound: float = 1.0,
@@ -23,7 +24,7 @@ def compare(X, n_parties: int, k: int, epsilon: float, delta: float, gamma: floa
     X = as_matrix(X)
     k = check_components(k, X.shape[1])
     if int(runs) != runs or runs < 1:
-        raise ValueError(f"runs must be an integer >= 1, got {runs!r}")
+        raise UsageError(f"runs must be an integer >= 1, got {runs!r}")
     data = VerticalData.split(X, n_parties)
     # Utilities are measured on X itself (the paper's ||X V||_F^2 on the input data).  SQM and the local
     # baseline clip sub-rows per party inside (each party enforces its own bound; on digits and CiteSeer

@@ -10,17 +10,18 @@ import numpy as np
 import scipy.linalg
 
 from sqm.mechanism.vertical import VerticalData
+from sqm.runtime.errors import UsageError
 
 
 def check_components(k, n_cols: int) -> int:
     """k must be an integer in 1..n_cols."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) and not (isinstance(k, float) and k.is_integer()):
-        raise ValueError(f"the number of components must be an integer, got {k!r}")
+        raise UsageError(f"the number of components must be an integer, got {k!r}")
     k = int(k)
     if k < 1:
-        raise ValueError(f"the number of components must be >= 1, got {k}")
+        raise UsageError(f"the number of components must be >= 1, got {k}")
     if k > n_cols:
-        raise ValueError(f"cannot find {k} components in data with {n_cols} columns (need k <= columns)")
+        raise UsageError(f"cannot find {k} components in data with {n_cols} columns (need k <= columns)")
     return k
 
 
@@ -31,9 +32,9 @@ def top_eigen(C: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """
     C = np.asarray(C, dtype=np.float64)
     if C.ndim != 2 or C.shape[0] != C.shape[1]:
-        raise ValueError(f"need a square matrix, got shape {C.shape}")
+        raise UsageError(f"need a square matrix, got shape {C.shape}")
     if not np.all(np.isfinite(C)):
-        raise ValueError("the matrix contains NaN or infinite values")
+        raise UsageError("the matrix contains NaN or infinite values")
     d = C.shape[0]
     k = check_components(k, d)
     S = (C + C.T) / 2.0
@@ -50,7 +51,7 @@ def pca_utility(X: np.ndarray, V: np.ndarray) -> float:
     X = np.asarray(X, dtype=np.float64)
     V = np.asarray(V, dtype=np.float64)
     if V.ndim != 2 or V.shape[0] != X.shape[1]:
-        raise ValueError(f"basis of shape {V.shape} does not fit data with {X.shape[1]} columns")
+        raise UsageError(f"basis of shape {V.shape} does not fit data with {X.shape[1]} columns")
     return float(np.sum((X @ V) ** 2))
 
 
