@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 from sqm.methods.logreg.experiment import CLIENT_VIEW, DATASETS, unit_ball_split, standardized_unit_rows, public_split, compare, _mean, UTILITY_COLUMNS, utility_rows  # noqa: F401 (the experiment, shared with bench/)
+from sqm.methods.logreg import texts
 from sqm.runtime.errors import UsageError
 
 if TYPE_CHECKING:
@@ -171,7 +172,7 @@ def run(args) -> int:
 def register(sub) -> None:
     from sqm.cli import options
 
-    schedule_help = options.module_constant("sqm.methods.logreg.estimator", "SCHEDULE_HELP")  # without scikit-learn
+    schedule_help = texts.SCHEDULE_HELP
 
     p = sub.add_parser("logreg", help="private logistic regression (SQM) with DPSGD, local-DP and "
                                       "non-private baselines",
@@ -193,7 +194,7 @@ def register(sub) -> None:
                                                           "last holds the label")
     p.add_argument("--gamma", type=float, default=8192.0, help="quantization scale gamma (default 8192 = 2^13)")
     p.add_argument("--solver", default="moments", choices=("moments", "sgd"),
-                   help=options.module_constant("sqm.methods.logreg.estimator", "SOLVER_HELP"))
+                   help=texts.SOLVER_HELP)
     options.deviating_clients(p, "solver moments")
     p.add_argument("--q", type=float, default=None,
                    help="Poisson sampling rate (default: chosen from the record count n: max(64, sqrt n) / n)")

@@ -255,40 +255,6 @@ def deviating_clients(parser: argparse.ArgumentParser, release: str = "") -> Non
                              f"the server then receives shares of every input too, and one more exchange is made)")
 
 
-def module_constant(module: str, name: str):
-    """The literal value (a string, number, tuple, ...) a module assigns to ``name`` at its top level: the
-    module's attribute when it is imported already, else read from its source without importing it.
-
-    Hand-written because a command's help text quotes constants of modules that import scikit-learn or SciPy
-    (e.g. :data:`sqm.methods.logreg.estimator.SCHEDULE_HELP`), which ``sqm --help`` must not import: the constant
-    keeps its one definition there, and tests/test_fast_start.py checks the value read equals the imported one."""
-    import sys
-
-    if module in sys.modules:
-        return getattr(sys.modules[module], name)
-    return source_constant(module, name)
-
-
-def source_constant(module: str, name: str):
-    """The literal value of the last top-level assignment to ``name`` in ``module``'s source (not imported):
-    LookupError if there is none, ValueError if the value is not a literal."""
-    import ast
-    import importlib.util
-
-    spec = importlib.util.find_spec(module)
-    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
-        raise LookupError(f"no Python source for module {module}")
-    with open(spec.origin, encoding="utf-8") as f:
-        tree = ast.parse(f.read(), spec.origin)
-    found = [node.value for node in tree.body
-             if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets))
-             or (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name
-                 and node.value is not None)]
-    if not found:
-        raise LookupError(f"{module} assigns no {name} at its top level")
-    return ast.literal_eval(found[-1])
-
-
 def read_user_table(path, id_column: str | None = None) -> "PartyTable":  # noqa: F821
     """A user's own table for a local comparison (``sqm pca --data FILE``, ``sqm logreg --data FILE``):
     ``id_column`` (default: a column named ``id``, if any) holds record ids, left out of the features (said on

@@ -6,6 +6,8 @@ command (:mod:`sqm.cli.command`)."""
 from __future__ import annotations
 
 from dataclasses import replace
+
+from sqm.runtime import SECURE_SUMS
 from sqm.methods.pbm_vfl.experiment import method_seed  # noqa: F401 (the experiment, shared with bench/)
 
 
@@ -133,7 +135,7 @@ def add_training_arguments(p) -> None:
 def register(sub) -> None:
     from sqm.cli import options
 
-    secure_sums = options.module_constant("sqm.runtime.sum_exchange", "SECURE_SUMS")  # without importing numpy and SciPy
+    secure_sums = SECURE_SUMS
 
     p = sub.add_parser("pbm-vfl", help="PBM-VFL: split neural training with Poisson-Binomial-quantized embeddings",
                        parents=[options.runtime(), options.output()],

@@ -7,6 +7,7 @@ exchanger (:mod:`sqm.runtime.session`, :mod:`sqm.runtime.liveness`); those inter
 """
 from .errors import UsageError
 BACKENDS = ("mpyc", "plain")  # real MPyC party processes; the same party programs in one process (SIMULATION)
+SECURE_SUMS = ("bgw", "masked")  # the secure sums of sqm.runtime.sum_exchange (Shamir; pairwise masks)
 MPYC_TESTED = ("0.11",)  # MPyC versions whose internals sqm.runtime.session and sqm.runtime.liveness were written and tested against
 
 

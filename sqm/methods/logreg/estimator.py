@@ -27,6 +27,8 @@ from sqm.methods.logreg import party
 from sqm.methods.logreg.party import LRPlan, batch_cap
 from sqm.runtime.errors import UsageError
 
+from sqm.methods.logreg.texts import SCHEDULE_HELP, SOLVER_HELP  # noqa: F401 (re-exported)
+
 PAPER_EPOCHS = {0.5: 2, 1.0: 5, 2.0: 8, 4.0: 10, 8.0: 10}  # Section 6.2
 MODEL_SHARED_NOTE = ("clients observe nothing during training (only Shamir shares); the client-observed epsilon "
                      "is the guarantee of the final model only if the server chooses to share it with them")
@@ -94,10 +96,6 @@ def resolve_schedule(n_records: int, epsilon: float, q=None, epochs=None, learni
 
 
 SOLVERS = ("moments", "sgd")
-SOLVER_HELP = ("moments (default): one SQM release of the second moments of [features, intercept constant, label], "
-               "then the model fitted from them at the server (no schedule, no weight bound in the sensitivity); "
-               "sgd: the SQM paper's protocol, one Taylor-gradient release per Poisson batch (the schedule options "
-               "apply to it)")
 
 
 def moments_release(feature_counts, label_party: int, gamma: float, epsilon: float, delta: float,
@@ -125,9 +123,6 @@ def moments_release(feature_counts, label_party: int, gamma: float, epsilon: flo
     return mech, layout
 
 
-SCHEDULE_HELP = ("chosen from the record count n: q = max(64, sqrt n) / n (a batch of max(64, sqrt n) records), "
-                 "the paper's epochs for epsilon (2, 5, 8, 10, 10 at 0.5, 1, 2, 4, 8), learning rate 2, "
-                 "||w|| <= 8")
 
 
 def intercept_note(plan: LRPlan) -> str:
