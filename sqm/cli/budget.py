@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 
+from sqm.cli import options, output
+
 LEDGER_HELP = ("the privacy-budget ledger (SQLite file); default: ledger.sqlite in the sqm data folder "
                "($SQM_DATA, else ~/sqm_data)")
 
@@ -21,8 +23,6 @@ def _ledger_parent() -> argparse.ArgumentParser:
 
 
 def register(sub) -> None:
-    from sqm.cli import options
-
     b = sub.add_parser("budget", help="the privacy-budget ledger: set, show and list datasets' budgets",
                        description="The server's privacy-budget ledger: every release per dataset, composed in "
                                    "Renyi DP; a job that would exceed its dataset's budget is refused before any "
@@ -124,7 +124,5 @@ def run_list(args) -> int:
 
 def _write(args, rows: list[dict], **extra) -> None:
     """``--json``: the ledger's rows as the results of an :mod:`sqm.cli.output` document (mode "ledger")."""
-    from sqm.cli import output
-
     output.write(args.json, output.document(output.command_name(args), "ledger", results=rows,
                                             parameters=output.parameters(args), **extra))

@@ -16,6 +16,15 @@ import importlib
 import logging
 import sys
 
+from sqm import __version__
+from sqm.cli import progress
+from sqm.cli.options import add_verbosity, log_level
+from sqm.framework.extras import MissingExtra
+from sqm.runtime import logs
+from sqm.runtime.errors import SQMError, UsageError
+from sqm.runtime.exitcodes import EXIT_USAGE, NAMES
+from sqm.runtime.launch import MPCError
+
 log = logging.getLogger("sqm")
 
 # subcommand modules: each defines register(subparsers)
@@ -70,8 +79,6 @@ class _Version(argparse._VersionAction):
     costs tens of milliseconds that building the parser for any other command need not pay)."""
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from sqm import __version__
-
         self.version = f"sqm {__version__}"
         super().__call__(parser, namespace, values, option_string)
 
@@ -108,8 +115,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_verbosity(parser: argparse.ArgumentParser, depth: int = 0) -> None:
     """-v/-q on ``parser`` and on every subcommand below it (:func:`sqm.cli.options.add_verbosity`)."""
-    from sqm.cli.options import add_verbosity
-
     subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     if not any("--verbose" in a.option_strings for a in parser._actions):
         add_verbosity(parser, f"_{depth}" if subs else "")
@@ -122,8 +127,6 @@ def parse(argv=None, parser: argparse.ArgumentParser | None = None) -> argparse.
     """``sqm ARGV``'s options as its commands receive them: -v/-q totalled into ``args.verbose`` and
     ``args.quiet`` and the logging level they choose in ``args.log_level`` (nothing configured yet).  Tests
     call a command as ``parse([...]).func(args)``, so its errors raise instead of becoming exit codes."""
-    from sqm.cli.options import log_level
-
     parser = parser or build_parser()
     args = parser.parse_args(argv)
     args.log_level = log_level(args)
@@ -162,11 +165,7 @@ def given_options(parser: argparse.ArgumentParser, argv) -> set[str]:
 def main(argv=None) -> int:
     parser = build_parser()
     args = parse(argv, parser)
-    from sqm.runtime import logs
-
     logs.configure(args.log_level)
-    from sqm.cli import progress
-
     progress.install()
     if not getattr(args, "func", None):
         parser.print_help()
@@ -180,12 +179,6 @@ def main(argv=None) -> int:
 def error_exit(e: BaseException) -> int:
     """Log the error a command ended with and return its exit code (one table, :mod:`sqm.runtime.errors`); re-raise an
     exception that is none of ours (a bug: its traceback is the report)."""
-    from sqm.runtime.errors import SQMError, UsageError
-    from sqm.runtime.exitcodes import EXIT_USAGE, NAMES
-    from sqm.runtime.launch import MPCError
-
-    from sqm.framework.extras import MissingExtra
-
     if isinstance(e, MPCError):  # a party refused, had bad data, was lost or timed out: nothing was released
         code = e.exit_code  # the job's root cause (sqm.runtime.exitcodes.job_exit_code of every party's code)
         log.error(f"sqm: {e} [exit {code}: {NAMES.get(code, 'error')}]")

@@ -13,7 +13,10 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+
+from sqm.data.datahome import ENV_MIRROR, REGISTRY, ChecksumError, data_home, dataset_info, fetch, status, verify_file
 from sqm.runtime.errors import UsageError
+from sqm.runtime.exitcodes import EXIT_BAD_DATA, EXIT_ERROR
 
 log = logging.getLogger("sqm")
 
@@ -26,8 +29,6 @@ def _home_parent() -> argparse.ArgumentParser:
 
 
 def register(sub) -> None:
-    from sqm.data.datahome import ENV_MIRROR, REGISTRY
-
     names = ", ".join(d.folder for d in REGISTRY.values())
     d = sub.add_parser("data", help="the real datasets: list, fetch, verify and locate them in the data home",
                        description=f"The real datasets ({names}) live in the data home: --data-home, else "
@@ -76,8 +77,6 @@ def _size(n: int) -> str:
 
 
 def run_list(args) -> int:
-    from sqm.data.datahome import REGISTRY, data_home, status
-
     print(f"data home: {data_home(args.data_home)}")
     rows = [("name", "files", "size", "state", "about")]
     for ds in REGISTRY.values():
@@ -92,10 +91,6 @@ def run_list(args) -> int:
 
 
 def run_fetch(args) -> int:
-    from sqm.runtime.exitcodes import EXIT_BAD_DATA, EXIT_ERROR
-
-    from sqm.data.datahome import REGISTRY, ChecksumError, dataset_info, fetch
-
     if not args.names and not args.all:
         raise UsageError("name the datasets to fetch, or --all")
     chosen = list(REGISTRY) if args.all else [dataset_info(n).name for n in args.names]
@@ -113,10 +108,6 @@ def run_fetch(args) -> int:
 
 
 def run_verify(args) -> int:
-    from sqm.runtime.exitcodes import EXIT_BAD_DATA
-
-    from sqm.data.datahome import REGISTRY, ChecksumError, data_home, dataset_info, verify_file
-
     chosen = [dataset_info(n) for n in args.names] if args.names else list(REGISTRY.values())
     bad, checked = 0, 0
     for ds in chosen:
@@ -142,8 +133,6 @@ def run_verify(args) -> int:
 
 
 def run_path(args) -> int:
-    from sqm.data.datahome import data_home, dataset_info
-
     home = data_home(args.data_home)
     print(os.path.join(home, dataset_info(args.name).folder) if args.name else home)
     return 0

@@ -1,5 +1,8 @@
 """``sqm demo``: the noisy covariance of a bundled dataset through SQM, with its error."""
 from __future__ import annotations
+
+from sqm.cli import options
+from sqm.cli.options import runtime_options
 from sqm.runtime.errors import UsageError
 
 
@@ -7,9 +10,8 @@ def run(args) -> int:
     import numpy as np
 
     from sqm.data.datasets import BUNDLED, load_dataset, scale_rows
-    from sqm.cli.options import runtime_options
-    from sqm.mechanism.release import SQM
     from sqm.mechanism.polynomial import covariance
+    from sqm.mechanism.release import SQM
     from sqm.mechanism.report import render_table
     from sqm.mechanism.vertical import VerticalData
 
@@ -33,8 +35,6 @@ def run(args) -> int:
 
 
 def register(sub) -> None:
-    from sqm.cli import options
-
     d = sub.add_parser("demo", help="noisy covariance of a bundled dataset through SQM, with its error",
                        parents=[options.privacy(), options.runtime()],
                        description="Split a bundled dataset's columns among clients, compute the noisy "

@@ -5,19 +5,17 @@ numpy, scikit-learn and the runtime are imported inside the functions that use t
 module to register the command (:mod:`sqm.cli.command`)."""
 from __future__ import annotations
 
-
-from sqm.methods.hdp_vfl.privacy import GUARANTEE  # the guarantee's text (math only)
+from sqm.cli import options
 from sqm.methods.hdp_vfl.experiment import DATASETS, load_split, reference_accuracies, sqm_accuracy  # noqa: F401 (the experiment, shared with bench/)
-
-
+from sqm.methods.hdp_vfl.privacy import GUARANTEE  # the guarantee's text (math only)
 
 SEEDED_WARNING = ("warning: --seed given: this run is an EXPERIMENT (secure_mode false): whoever knows the seed can "
                   "regenerate both parties' noise; omit --seed for a private run")
 
 
 def run(args) -> int:
-    from sqm.methods.hdp_vfl.estimator import HDPLogisticRegression
     from sqm.mechanism.report import render_table
+    from sqm.methods.hdp_vfl.estimator import HDPLogisticRegression
 
     secure_mode = args.seed is None
     if not secure_mode:
@@ -76,8 +74,6 @@ def run(args) -> int:
 
 
 def register(sub) -> None:
-    from sqm.cli import options
-
     p = sub.add_parser("hdp-vfl", help="HDP-VFL logistic regression (Gaussian-noised intermediate results) "
                                        "beside the reference methods and SQM-LR",
                        parents=[options.privacy(1.0, 0.01, "each party's epsilon (delta 0.01 as in the paper)"),

@@ -9,9 +9,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 
+from sqm.cli import output
+from sqm.cli.command import build_parser, given_options
+from sqm.cli.options import job_run_options
 from sqm.framework.alignment import check_min_intersection
 from sqm.framework.jobfile import JobSpec, clip_warning, load_job, run_job, seed_policy
-from sqm.cli.options import job_run_options
+from sqm.mechanism.report import NEIGHBOURING_LINE, render_table
+from sqm.runtime.errors import UsageError
 
 log = logging.getLogger(__name__)
 
@@ -23,8 +27,6 @@ def apply_task_block(spec: JobSpec, args) -> list[str]:
     difference is a :class:`sqm.runtime.errors.UsageError` before anything connects); the file's values then replace the
     options'.  Returns the declared parameters as "name value"
     (none without a block: the command line is the task, as before)."""
-    from sqm.runtime.errors import UsageError
-
     block = spec.task
     if block is None:
         return []
@@ -37,8 +39,6 @@ def apply_task_block(spec: JobSpec, args) -> list[str]:
     if unknown:
         raise UsageError(f"{where}: the task block's {unknown} are not parameters of sqm {args.command} --job "
                          f"(it takes {sorted(params)})")
-    from sqm.cli.command import build_parser, given_options
-
     argv = getattr(args, "argv", None)
     given = set() if argv is None else given_options(build_parser(), argv)
     out = []
@@ -68,10 +68,6 @@ def job_command(args, make_task, server_summary) -> int:
     JSON fields), and each client's own scalar results (its clipped rows...: known to that party only), and
     writes ``--json`` (:mod:`sqm.cli.output`, mode "job"; ``server_summary``'s keys go under "released", but
     for the optional top-level keys it names: "columns", "released", "warnings"...)."""
-    from sqm.mechanism.report import NEIGHBOURING_LINE, render_table
-
-    from sqm.cli import output
-
     secure_mode = seed_policy(args.seed, args.insecure_reproducible)  # a seed without the opt-in: refused
     spec = load_job(args.job)
     if getattr(args, "drop_columns", None):

@@ -7,7 +7,10 @@ module to register the command (:mod:`sqm.cli.command`)."""
 from __future__ import annotations
 
 import math
-from sqm.methods.linreg.experiment import scores, TARGETS, regression_data, compare  # noqa: F401 (the experiment, shared with bench/)
+
+from sqm.cli import options, output
+from sqm.cli.options import JOB_ONLY, check_mode, declare_task
+from sqm.methods.linreg.experiment import TARGETS, compare, regression_data, scores  # noqa: F401 (the experiment, shared with bench/)
 
 
 def __getattr__(name: str):
@@ -29,7 +32,6 @@ def output_document(r: dict, args) -> dict:
     report, central DP's (the Gaussian mechanism at the same (epsilon, delta), its sigma) and non-private's."""
     from sqm.mechanism.report import PrivacyReport
 
-    from sqm.cli import output
 
     sqm_row, central, nonpriv = r["rows"]
     plain = args.backend == "plain"
@@ -51,8 +53,6 @@ _PARSER = []  # the `sqm linreg` parser (its defaults decide which options were 
 def run(args) -> int:
     from sqm.mechanism.report import render_table
 
-    from sqm.cli import output
-    from sqm.cli.options import JOB_ONLY, check_mode
 
     check_mode(args, _PARSER[-1], "job" if args.job else "local",
                {"job": JOB_ONLY + ("label_column",), "local": LOCAL_ONLY})
@@ -96,8 +96,6 @@ def _run_job(args) -> int:
 
 
 def register(sub) -> None:
-    from sqm.cli import options
-
     p = sub.add_parser(
         "linreg", parents=[options.privacy(), options.runtime(), options.job(), options.output()],
         help="differentially private ridge regression over vertically partitioned data (SQM vs central DP)",
@@ -118,7 +116,5 @@ def register(sub) -> None:
     p.add_argument("--runs", type=int, default=1, help="average over this many runs (default 1)")
     p.add_argument("--label-column", default="label", help="with --job: the label column of the last client's CSV")
     p.set_defaults(func=run)
-    from sqm.cli.options import declare_task
-
     declare_task(p, ("alpha", "epsilon", "delta", "gamma", "feature_bound", "label_bound", "label_column"))
     _PARSER[:] = [p]

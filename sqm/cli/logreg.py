@@ -9,9 +9,25 @@ imports this module to register the command (:mod:`sqm.cli.command`).
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
-from sqm.methods.logreg.experiment import CLIENT_VIEW, DATASETS, unit_ball_split, standardized_unit_rows, public_split, compare, _mean, UTILITY_COLUMNS, utility_rows  # noqa: F401 (the experiment, shared with bench/)
+
+from sqm.cli import options
+from sqm.cli.options import JOB_ONLY, check_mode, declare_task, read_user_table
+from sqm.framework.extras import missing
+from sqm.framework.progress import follow_progress
 from sqm.methods.logreg import texts
+from sqm.methods.logreg.experiment import (  # noqa: F401 (the experiment, shared with bench/)
+    CLIENT_VIEW,
+    DATASETS,
+    UTILITY_COLUMNS,
+    _mean,
+    compare,
+    public_split,
+    standardized_unit_rows,
+    unit_ball_split,
+    utility_rows,
+)
 from sqm.runtime.errors import UsageError
+from sqm.runtime.launch import private_folder
 
 if TYPE_CHECKING:
     pass
@@ -21,13 +37,10 @@ if TYPE_CHECKING:
 def _run_job(args) -> int:
     import numpy as np
 
-    from sqm.runtime.launch import private_folder
-    from sqm.mechanism.report import render_table
-
     from sqm.cli.job_cli import job_command
+    from sqm.mechanism.report import render_table
     from sqm.methods.logreg.estimator import _progress
     from sqm.methods.logreg.job import LRJobTask
-    from sqm.framework.progress import follow_progress
 
     with private_folder("sqm-lr-job-") as tmp:
         path = None if args.quiet or args.solver == "moments" else f"{tmp}/progress"  # moments: one release
@@ -92,8 +105,6 @@ def _local_data(args):
 
     from sklearn.model_selection import train_test_split
 
-    from sqm.cli.options import read_user_table
-
     from sqm.methods.logreg.estimator import split_label
 
     t = read_user_table(args.data, args.id_column)
@@ -107,8 +118,6 @@ def run(args) -> int:
     import numpy as np
 
     from sqm.mechanism.report import NEIGHBOURING_LINE, render_table
-
-    from sqm.cli.options import JOB_ONLY, check_mode
     from sqm.methods.logreg.estimator import MODEL_SHARED_NOTE, resolve_schedule
 
     if _PARSER:
@@ -122,8 +131,6 @@ def run(args) -> int:
     sched = resolve_schedule(len(Xtr), args.epsilon, args.q, args.epochs, args.learning_rate, args.weight_bound)
     q, epochs, lr, W = sched.q, sched.epochs, sched.learning_rate, sched.weight_bound
     methods = ("sqm",) if args.no_baselines else ("sqm", "dpsgd", "local", "nonprivate", "taylor")
-    from sqm.framework.extras import missing
-
     not_run = {"dpsgd": why} if "dpsgd" in methods and (why := missing("vfl", "DPSGD (Opacus)")) else {}
     methods = tuple(m for m in methods if m not in not_run)
     runs = []
@@ -170,8 +177,6 @@ def run(args) -> int:
 
 
 def register(sub) -> None:
-    from sqm.cli import options
-
     schedule_help = texts.SCHEDULE_HELP
 
     p = sub.add_parser("logreg", help="private logistic regression (SQM) with DPSGD, local-DP and "
@@ -216,8 +221,6 @@ def register(sub) -> None:
     p.add_argument("--label-party", type=int, default=None,
                    help="with --job: 0-based client index holding the label (default the last client)")
     p.set_defaults(func=run)
-    from sqm.cli.options import declare_task
-
     declare_task(p, ("epsilon", "delta", "gamma", "q", "epochs", "learning_rate", "weight_bound", "label_column",
                      "label_party", "no_intercept", "solver", "robust_noise", "verify_sharing"))
     _PARSER[:] = [p]

@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 from importlib import resources
 from typing import Any, Iterable
+
+from sqm import __version__
 from sqm.runtime.errors import UsageError
 
 SCHEMA_VERSION = "1"
@@ -66,8 +68,6 @@ def document(command: str, mode: str, *, parameters: dict, results: Iterable[dic
              secure_mode: bool | None = None, dataset: str | None = None, **optional: Any) -> dict:
     """One output document (see the module docstring); ``privacy``: :class:`sqm.mechanism.report.PrivacyReport` objects
     or their dicts; ``optional``: only the keys of :data:`OPTIONAL` (None values are left out)."""
-    from sqm import __version__
-
     if mode not in MODES:
         raise UsageError(f"unknown output mode {mode!r}; modes: {MODES}")
     unknown = sorted(set(optional) - set(OPTIONAL))

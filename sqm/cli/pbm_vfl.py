@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sqm.runtime import SECURE_SUMS
+from sqm.cli import options
+from sqm.framework.extras import require
 from sqm.methods.pbm_vfl.experiment import method_seed  # noqa: F401 (the experiment, shared with bench/)
+from sqm.runtime import SECURE_SUMS
 
 
 def run(args) -> int:
     from sqm.mechanism.report import render_table
-
-    from sqm.framework.extras import require
     from sqm.methods.pbm_vfl.config import METHOD_LABELS, METHODS, VFLConfig
     from sqm.methods.pbm_vfl.data import load_split
     from sqm.methods.pbm_vfl.privacy import pbm_privacy, privacy_reports
@@ -133,8 +133,6 @@ def add_training_arguments(p) -> None:
 
 
 def register(sub) -> None:
-    from sqm.cli import options
-
     secure_sums = SECURE_SUMS
 
     p = sub.add_parser("pbm-vfl", help="PBM-VFL: split neural training with Poisson-Binomial-quantized embeddings",

@@ -5,9 +5,11 @@ numpy, SciPy, scikit-learn and the runtime are imported inside the functions tha
 imports this module to register the command (:mod:`sqm.cli.command`)."""
 from __future__ import annotations
 
-
-from sqm.cli.options import JOB_ONLY
-from sqm.methods.pca.experiment import compare, TABLE_COLUMNS, table_rows  # noqa: F401 (the experiment, shared with bench/)
+from sqm.cli import options, output
+from sqm.cli.options import JOB_ONLY, check_mode, declare_task, runtime_options
+from sqm.framework.progress import progress_bar
+from sqm.methods.pca.experiment import TABLE_COLUMNS, compare, table_rows  # noqa: F401 (the experiment, shared with bench/)
+from sqm.runtime.launch import private_folder
 
 
 def print_table(r: dict, dataset: str = "") -> None:
@@ -78,8 +80,6 @@ def _local_data(args):
 
 def output_document(r: dict, args) -> dict:
     """``sqm pca``'s output document (:mod:`sqm.cli.output`) of :func:`compare`'s result ``r``."""
-    from sqm.cli import output
-
     rows = table_rows(r)
     plain = r["backend"] == "plain"
     return output.document(
@@ -94,9 +94,6 @@ def output_document(r: dict, args) -> dict:
 
 
 def _run_cli(args) -> int:
-    from sqm.cli import output
-    from sqm.cli.options import check_mode, runtime_options
-
     mode = "job" if args.job else "propose" if args.propose_bounds else "local"
     check_mode(args, _PARSER[-1], mode, {"job": JOB_ONLY + RELEASE + ("chunk_rows",), "local": LOCAL_ONLY + RELEASE,
                                          "propose": PROPOSE})
@@ -124,8 +121,6 @@ def _run_cli(args) -> int:
 
 
 def _run_job(args) -> int:
-    from sqm.runtime.launch import private_folder
-
     with private_folder("sqm-pca-job-") as tmp:
         return _job_in(args, None if args.quiet else f"{tmp}/progress")
 
@@ -135,8 +130,6 @@ def _job_in(args, path: str | None) -> int:
     ``path.i`` on its machine; the bar follows this party's (``--index``), or client 1's when this command runs
     every party (the server, which may hold no shares, is not the pace).  ``path`` None: no bar."""
     from sqm.cli.job_cli import job_command
-    from sqm.framework.progress import progress_bar  # noqa: F401
-
     from sqm.methods.pca.job import PCAJobTask
 
     def task():
@@ -173,8 +166,6 @@ def _job_in(args, path: str | None) -> int:
 
 
 def register(sub) -> None:
-    from sqm.cli import options
-
     p = sub.add_parser(
         "pca", help="differentially private PCA over vertically partitioned data (SQM vs central/local DP)",
         parents=[options.privacy(), options.runtime(),
@@ -211,8 +202,6 @@ def register(sub) -> None:
                         "client when more than 1%% of its rows were clipped")
     p.add_argument("--runs", type=int, default=1, help="average utilities over this many runs (default 1)")
     p.set_defaults(func=_run_cli)
-    from sqm.cli.options import declare_task
-
     declare_task(p, ("components", "epsilon", "delta", "gamma", "row_norm_bound", "chunk_rows", "robust_noise",
                      "verify_sharing"))
     _PARSER[:] = [p]

@@ -2,11 +2,12 @@
 :func:`sqm.framework.progress.make_bar` for a bar and show nothing without one."""
 from __future__ import annotations
 
+from sqm.framework.progress import set_bar_factory
+
 
 def install() -> None:
     """Every bar a method asks for from now on is tqdm's (:func:`sqm.framework.progress.set_bar_factory`)."""
     from tqdm import tqdm
 
-    from sqm.framework.progress import set_bar_factory
 
     set_bar_factory(tqdm)

@@ -27,6 +27,7 @@ import zipfile
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sqm.framework.progress import make_bar
 from sqm.runtime.errors import UsageError
 
 if TYPE_CHECKING:  # numpy is imported where it is used: `sqm --help` reads this module
@@ -266,8 +267,6 @@ BUILDERS = {"phishing.csv": lambda files, out: build_phishing_csv(files["Trainin
 # ----- fetching --------------------------------------------------------------------------------------------
 
 def _download(url: str, dest: str, label: str, progress: bool) -> None:
-    from sqm.framework.progress import make_bar
-
     req = urllib.request.Request(url, headers={"User-Agent": "sqm-vfl data fetcher"})
     with urllib.request.urlopen(req, timeout=60) as r, open(dest, "wb") as out:
         total = int(r.headers.get("Content-Length") or 0) or None

@@ -12,6 +12,8 @@ import os
 from dataclasses import dataclass
 
 import numpy as np
+
+from sqm.data.datahome import fetch
 from sqm.runtime.errors import UsageError
 
 
@@ -67,8 +69,6 @@ def _missing(path, what: str, name: str):
 def _home(name: str) -> str:
     """The folder of the real dataset ``name`` in the data home, its files verified (missing: an error saying
     ``sqm data fetch NAME``)."""
-    from sqm.data.datahome import fetch
-
     return fetch(name, download_if_missing=False)
 
 

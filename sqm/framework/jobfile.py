@@ -76,12 +76,25 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sqm.runtime.party import PartyProgram
-
 from sqm.framework.alignment import DEFAULT_MIN_INTERSECTION, align_records, check_min_intersection
+from sqm.framework.extras import require
 from sqm.framework.jobtask import JobTask  # noqa: F401 (re-exported: the task contract)
 from sqm.framework.tables import MAX_ABS_VALUE, PartyFileError, PartyTable, id_order_key, read_table  # noqa: F401 (re-exported)
+from sqm.mechanism.vertical import party_norm_bounds
+from sqm.runtime.certs import check_job_name
 from sqm.runtime.errors import UsageError
+from sqm.runtime.launch import (
+    Launch,
+    MPCError,
+    new_job_id,
+    party_command,
+    party_env,
+    party_name,
+    require_two_clients,
+    run_parties,
+)
+from sqm.runtime.party import InputRefused, PartyProgram, ProtocolError, public_digest
+from sqm.runtime.party import messages as wire
 
 log = logging.getLogger(__name__)
 
@@ -186,8 +199,6 @@ def load_job(path) -> JobSpec:
     if not isinstance(raw, dict) or not isinstance(raw.get("parties"), list):
         raise UsageError(f"job file {path} needs a 'parties' list (party 0 the server, then the clients)")
     entries = raw["parties"]
-    from sqm.runtime.launch import require_two_clients
-
     require_two_clients(max(0, len(entries) - 1), f"job file {path}: ")
     base = os.path.dirname(os.path.abspath(path))
     parties = []
@@ -222,7 +233,6 @@ def load_job(path) -> JobSpec:
     id_column = raw.get("id_column", "id")
     if not isinstance(id_column, str) or not id_column:
         raise UsageError(f"job file {path}: 'id_column' must be a column name")
-    from sqm.runtime.certs import check_job_name
     from sqm.runtime.session import check_job_id
 
     job_id, name, dataset = raw.get("job_id"), raw.get("name"), raw.get("dataset")
@@ -309,8 +319,6 @@ def write_job(path, addresses, files, id_column: str = "id", job_id: str | None 
             parties[-1]["bounds"] = {c: [float(lo), float(hi)] for c, (lo, hi) in bounds[j - 1].items()}
         if norm_shares is not None:
             parties[-1]["norm_share"] = float(norm_shares[j - 1])
-    from sqm.runtime.certs import check_job_name
-    from sqm.runtime.launch import new_job_id
     from sqm.runtime.session import check_job_id
 
     head = {"job_id": check_job_id(job_id) if job_id is not None else new_job_id()}
@@ -384,8 +392,6 @@ def write_party_csvs(X, directory, n_parties: int | None = None, col_counts=None
 
 
 def _write_parquet(path: str, ids, id_column: str, names, block: np.ndarray, row_group_rows: int) -> str:
-    from sqm.framework.extras import require
-
     require("parquet", "writing Parquet party files")
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -431,8 +437,6 @@ ALIGNMENT_NOTE = ("records: the {m} records all {k} clients hold (private set in
 def refused(reason: str) -> Exception:
     """The exception a task raises to refuse its job before any share is sent (every party exits "refused",
     naming ``reason``, which reaches every peer: no data in it)."""
-    from sqm.runtime.party import ProtocolError
-
     return ProtocolError(f"refused before any share was sent: {reason}")
 
 
@@ -490,8 +494,6 @@ class JobParty(PartyProgram):
         the task's row norm bound, c_j / sqrt(its columns) (c_j: :func:`sqm.mechanism.vertical.party_norm_bounds`; the
         columns the task's ``feature_counts(meta)`` counts, e.g. without a label), so a row inside the declared
         ranges is never clipped."""
-        from sqm.mechanism.vertical import party_norm_bounds
-
         counts = self.task.feature_counts(meta)
         c_j = party_norm_bounds(self.task.row_norm_bound, counts, self.task.party_bounds)[pid - 1]
         col_bound = float(c_j) / np.sqrt(counts[pid - 1])
@@ -502,15 +504,10 @@ class JobParty(PartyProgram):
 
     def describe(self) -> str:
         """The task and a digest of its public parameters (no file, no seed): compared before anything else."""
-        from sqm.runtime.party import public_digest
-
         return (f"job file task {type(self.task).__name__} (id column {self.id_column!r}, public parameters "
                 f"{public_digest(self.public())[:16]})")
 
     async def run(self, ctx):
-        from sqm.runtime.party import InputRefused, ProtocolError
-        from sqm.runtime.party import messages as wire
-
         if ctx.pid != self.index:
             raise ProtocolError(f"party started as index {ctx.pid} but its program is for party {self.index}")
         await ctx.agree(tuple(self.public()), "task")
@@ -731,8 +728,6 @@ def run_local(spec: JobSpec, task: JobTask, timeout: float = 3600.0, connect_tim
     checks, for a clear error before starting anyone, that each client's file exists.  The job's id is the
     job file's (a fresh one if it has none: every party is started here).
     """
-    from sqm.runtime.launch import run_parties
-
     for j, p in enumerate(spec.parties[1:], start=1):
         if not os.path.isfile(p.file):
             raise UsageError(f"client {j}'s party file {p.file} does not exist: put its CSV there or fix the "
@@ -790,8 +785,6 @@ def run_one(spec: JobSpec, index: int, task: JobTask, timeout: float = 3600.0,
     The child and its private folder (program, result) go away with this wrapper however it ends: Ctrl-C,
     SIGTERM or SIGKILL (:class:`sqm.runtime.launch.Launch`).
     """
-    from sqm.runtime.launch import Launch, MPCError, party_command, party_env, party_name
-
     if spec.job_id is None:
         raise UsageError(f"job file {spec.path or '(unnamed)'} has no 'job_id': every party of a job needs the same "
                          f"fresh id, so that a party of another job is refused.  Add one to the job file "

@@ -23,11 +23,27 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .rdp import (DEFAULT_ORDERS, _check_pos, _check_q, _check_rounds, _check_sens, client_rdp, client_rdp_rounds,  # noqa: F401
-                  epsilon, epsilon_and_order, exact_skellam_renyi, log_skellam_pmf, server_rdp, skellam_rdp,
-                  subsampled_rdp)  # (re-exported: the formulas live in sqm.mechanism.rdp)
-from .validation import check_delta, check_param
 from sqm.runtime.errors import UsageError
+
+from .calibration import gaussian_sigma
+from .rdp import (  # noqa: F401
+    DEFAULT_ORDERS,
+    _check_pos,
+    _check_q,
+    _check_rounds,
+    _check_sens,
+    client_rdp,
+    client_rdp_rounds,
+    epsilon,
+    epsilon_and_order,
+    exact_skellam_renyi,
+    log_skellam_pmf,
+    server_rdp,
+    skellam_rdp,
+    subsampled_rdp,  # (re-exported: the formulas live in sqm.mechanism.rdp)
+)
+from .validation import check_delta, check_param
+
 
 def server_epsilon(mu, delta, l1, l2, q=1.0, rounds=1, orders=DEFAULT_ORDERS) -> float:
     """Server-observed epsilon at ``delta``: :func:`sqm.mechanism.events.compose` of :func:`sqm.mechanism.events.server_event`."""
@@ -75,8 +91,6 @@ def smallest_meeting(eps, target: float, start: float = 1.0, factor: float = 2.0
 def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float = 1.0, rtol: float = 1e-9) -> float:
     """The tightest sound single-release Gaussian: :func:`sqm.mechanism.calibration.gaussian_sigma` (kept for callers of
     this name; new code calls that)."""
-    from .calibration import gaussian_sigma
-
     return gaussian_sigma(l2_sensitivity, epsilon, delta, rtol=rtol)
 
 

@@ -34,9 +34,10 @@ import numpy as np
 from dp_accounting import dp_event
 from dp_accounting.rdp import RdpAccountant
 
-from . import rdp
-from .pbm import PBM_LEVELS
 from sqm.runtime.errors import UsageError
+
+from . import rdp
+from .pbm import PBM_LEVELS, check_params
 
 # Orders of the accountant: fractional orders help PBM and Gaussian events; the subsampled Skellam bound
 # (Eq. 20) holds at integer orders only and gets +inf (no bound) at the others.
@@ -105,8 +106,6 @@ class PBMDpEvent(dp_event.DpEvent):
     def __attrs_post_init__(self):
         if self.level not in PBM_LEVELS:
             raise UsageError(f"PBM privacy level must be one of {PBM_LEVELS}, got {self.level!r}")
-        from .pbm import check_params
-
         check_params(self.b, self.beta)
         _number(self.n_parties, "n_parties", integer=True)
         _number(self.embedding_size, "embedding_size", integer=True)

@@ -15,17 +15,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sqm.runtime.errors import UsageError
 from sqm.runtime.field import prime_for_bound
+from sqm.runtime.gradient_kernel import secure_gradient
 from sqm.runtime.program import SumProgram
 
 from .compensation import CompensatedPolynomial, round_scaled
-from .release import SQMPlan
 from .polynomial import logreg_gradient
+from .release import SQMPlan
 from .rng import make_rng
 from .sensitivity import Sensitivity, logreg_sensitivity
 from .skellam import skellam_tail_bound
 from .vertical import ColumnBounds
-from sqm.runtime.errors import UsageError
 
 
 @functools.lru_cache(maxsize=8)
@@ -138,8 +139,6 @@ class LRGradient:
             padded = np.zeros((plan.n_records, x_hat.shape[1]), dtype=np.int64)
             padded[: x_hat.shape[0]] = x_hat
             my_input = (padded, z)
-        from sqm.runtime.gradient_kernel import secure_gradient
-
         return await secure_gradient(ctx, self.d, self.label_index, plan.col_counts, plan.n_records, int_coefs,
                                      my_input, prime_for_bound(self.result_bound(plan), ctx.M),
                                      plan.verify_sharing)

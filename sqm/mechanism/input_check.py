@@ -31,6 +31,9 @@ import numpy as np
 
 from sqm.runtime.protocol import ProtocolError
 
+from .sensitivity import quantized_norm_bound_sq
+from .skellam import skellam_tail_bound
+
 FALSE_ALARM_LOG2 = -40.0  # an honest client is refused with probability below 2^-40
 
 
@@ -42,9 +45,6 @@ class InputBoundsError(ProtocolError):
 def energy_limits(plan) -> list[tuple[list[int], int]]:
     """Per client (in client order): its global columns and the largest sum of the Gram diagonal over them that
     honest inputs give, n N_c^2 (an exact integer, rounded up), plus the noise's tail bound."""
-    from .sensitivity import quantized_norm_bound_sq
-    from .skellam import skellam_tail_bound
-
     owner = plan.owner
     out = []
     for c in range(plan.n_parties):
@@ -60,8 +60,6 @@ def energy_limits(plan) -> list[tuple[list[int], int]]:
 def entry_limits(plan) -> tuple[list[int], int]:
     """Per column j: the largest diagonal entry honest inputs give, n ceil(gamma b_j)^2 (every quantized value
     |x_hat_j| <= ceil(gamma b_j)); and the noise's tail bound for one entry (a union over the diagonal)."""
-    from .skellam import skellam_tail_bound
-
     n = int(plan.n_records)
     tail = skellam_tail_bound(plan.total_noise_mu, sum(plan.col_counts), FALSE_ALARM_LOG2)
     return [n * b * b for b in plan.int_col_bounds()], tail

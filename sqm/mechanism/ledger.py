@@ -48,6 +48,7 @@ from dp_accounting import dp_event
 from sqm.runtime.errors import UsageError
 
 from . import events as ev
+from .report import NEIGHBOURING
 from .validation import check_param
 
 SCHEMA = """
@@ -186,8 +187,6 @@ def _contains_pbm(event) -> bool:
 def release_unit(events, unit: str | None = None) -> str:
     """The neighbouring relation a release's events are in: ``unit`` checked against them (PBM events are
     feature-level, "embedding"; every other event here is record-level, "zero-out"), or inferred when None."""
-    from .report import NEIGHBOURING
-
     pbm = any(_contains_pbm(e) for e in events)
     inferred = "embedding" if pbm else "zero-out"
     if unit is None:

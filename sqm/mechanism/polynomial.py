@@ -18,8 +18,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from sqm.runtime.program import SumProgram
 from sqm.runtime.errors import UsageError
+from sqm.runtime.program import SumProgram
+
+from .sensitivity import general_sensitivity, gram_sensitivity
 
 
 @runtime_checkable
@@ -180,8 +182,6 @@ class Polynomial:
 
     def sensitivity(self, gamma: float, bounds, preprocess: bool = True):
         """The triangle-inequality bound of :func:`sqm.mechanism.sensitivity.general_sensitivity` at |x_j| <= b_j."""
-        from .sensitivity import general_sensitivity
-
         return general_sensitivity(self, gamma, bounds.column_bounds(), preprocess=preprocess)
 
     def result_bound(self, plan, int_coefs=None) -> int:
@@ -232,8 +232,6 @@ class CovariancePolynomial(Polynomial):
     def sensitivity(self, gamma: float, bounds, preprocess: bool = False):
         """||x_hat x_hat^T||_F = ||x_hat||^2 <= sum over column groups of N_G^2
         (:func:`sqm.mechanism.sensitivity.gram_sensitivity`)."""
-        from .sensitivity import gram_sensitivity
-
         return gram_sensitivity(gamma, bounds)
 
     def evaluate(self, X) -> np.ndarray:

@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from sqm.runtime import runner, wire
 from sqm.runtime.backend import Backend, Job, get_backend
-from sqm.runtime.party import PartyProgram
-
+from sqm.runtime.errors import UsageError
+from sqm.runtime.party import PartyProgram, public_digest
 from sqm.runtime.stream import ArrayInput
 
 from .client import QuantizedRows
@@ -36,7 +37,6 @@ from .sensitivity import Sensitivity
 from .skellam import skellam_tail_bound
 from .validation import check_delta, check_epsilon, check_gamma, check_mu
 from .vertical import ColumnBounds, VerticalData
-from sqm.runtime.errors import UsageError
 
 
 @dataclass
@@ -129,7 +129,6 @@ async def sqm_round(ctx, statistic: StructuredPolynomial, block, plan: SQMPlan, 
     ``n_cols``, ``chunks(rows)``: a party file too large to hold); a statistic whose kernel is
     ``ctx.evaluate`` (``chunked_input``) then takes the records chunk by chunk, the same integers as whole.
     Every party makes the same exchanges."""
-    from sqm.runtime import wire
     from sqm.runtime.field import prime_for_bound
     from sqm.runtime.protocol import InputRefused, ProtocolError
 
@@ -183,7 +182,6 @@ async def _bounds_verdict(ctx, plan: SQMPlan, raw) -> None:
     """The server checks the covariance release against the clients' public bounds (:mod:`sqm.mechanism.input_check`) and
     tells every client the verdict (an empty string, or which client deviates: never a released figure); on a
     refusal every party raises, and nothing is released."""
-    from sqm.runtime import wire
     from sqm.runtime.protocol import ProtocolError
 
     from .input_check import InputBoundsError, check_input_energy
@@ -214,8 +212,6 @@ class SQMParty(PartyProgram):
         self.insecure_pcg64 = insecure_pcg64
 
     def describe(self) -> str:
-        from sqm.runtime.party import public_digest
-
         return f"SQMParty {self.statistic.name} (plan {public_digest(self.plan.public())[:16]})"
 
     async def run(self, ctx):
@@ -226,8 +222,6 @@ class SQMParty(PartyProgram):
 def run_programs(programs: list, backend: Backend, timeout: float | None = None) -> list[dict]:
     """Run party programs with ``backend``'s runner: "mpyc" real processes, "plain" in process (SIMULATION).
     A backend with ``insecure_share_rng = "pcg64"`` (BENCHMARK ONLY) also gets the parties' PCG64 shares."""
-    from sqm.runtime import runner
-
     if backend.name == "mpyc":
         extra = ["--insecure-pcg64-shares"] if _pcg64(backend) else None
         return runner("mpyc")(programs, timeout=timeout or backend.timeout, ssl_dir=backend.ssl_dir,

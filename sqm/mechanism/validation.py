@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
 from sqm.runtime.errors import UsageError
 
 
@@ -55,8 +56,6 @@ DOMAINS = {
 def check_param(name: str, value, label: str | None = None):
     """``value`` if it lies in :data:`DOMAINS` [name], else :class:`sqm.runtime.errors.UsageError` naming ``label`` (default
     ``name``), the domain and the value."""
-    from sqm.runtime.errors import UsageError
-
     domain = DOMAINS[name]
     if value not in domain:
         raise UsageError(f"{label or name.split()[0]} must {domain.describe()}, got {value!r}")

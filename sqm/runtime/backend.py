@@ -17,8 +17,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .program import SumProgram
 from .errors import UsageError
+from .party import EvaluateJob
+from .program import SumProgram
 
 ClientInput = Callable[[], tuple[np.ndarray, np.ndarray]]
 
@@ -91,7 +92,6 @@ class PlainBackend(Backend):
 
     def run(self, job: Job) -> JobResult:
         from .inprocess import run_in_process
-        from .party import EvaluateJob
 
         t0 = time.perf_counter()
         pub = job.public()

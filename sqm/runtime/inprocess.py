@@ -33,10 +33,15 @@ import time
 
 import numpy as np
 
+from . import wire
+from .errors import UsageError
+from .exitcodes import EXIT_OK
+from .launch import MPCError, new_job_id, party_name, require_two_clients
+from .party import abort_reason, describe, failure
 from .protocol import PartyAborted, PartyContext, ProtocolError, party_label
 from .randomness import secure_generator
+from .session import agree_job, job_description
 from .stream import chunk_count
-from .errors import UsageError
 
 IN_PROCESS_ADDRESS = "in-process:{}"
 
@@ -180,16 +185,11 @@ class InProcessContext(PartyContext):
 
 
 def _nothing():
-    from . import wire
-
     return wire.nothing
 
 
 async def _run_all(programs, timeout: float, job_id: str, job_name: str | None, rngs, ideal: bool
                    ) -> tuple[list, list]:
-    from .party import abort_reason, describe
-    from .session import agree_job, job_description
-
     M = len(programs)
     hub = _Hub(M)
     addrs = [IN_PROCESS_ADDRESS.format(i) for i in range(M)]
@@ -242,10 +242,6 @@ def run_in_process(programs: list, timeout: float = 3600.0, min_clients: int = 1
     waiting forever is a deadlock, refused at once.  Raises :class:`sqm.runtime.launch.MPCError` like ``run_parties``
     when any party fails (message ``"MPC job failed, no result released: client 2 exited 6: ..."``, ``codes``).
     """
-    from .exitcodes import EXIT_OK
-    from .launch import MPCError, new_job_id, party_name, require_two_clients
-    from .party import failure
-
     M = len(programs)
     if M < 2:
         raise UsageError(f"a job needs a server and at least one client; got {M} parties")

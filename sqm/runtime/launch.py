@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 from . import logs
-from .errors import SQMError
+from .errors import SQMError, UsageError
+from .exitcodes import EXIT_BAD_DATA, EXIT_ERROR, job_exit_code
 from .liveness import IDLE_TIMEOUT_S
-from .errors import UsageError
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +35,6 @@ class MPCError(SQMError, RuntimeError):
 
     @property
     def exit_code(self) -> int:
-        from .exitcodes import EXIT_ERROR, job_exit_code
-
         return job_exit_code(self.codes) or EXIT_ERROR
 
 
@@ -255,8 +253,6 @@ def _last_words(stderr: str, code: int) -> str:
     """A failed party's message for the launcher's error: its last line; for a party whose own input is unusable
     (BAD_DATA) every line it logged, so that its operator (this launcher's user) sees the detail -- the column,
     the line, the path -- that it kept from its peers."""
-    from .exitcodes import EXIT_BAD_DATA
-
     lines = [logs.strip_role(ln) for ln in stderr.strip().splitlines() if ln.strip()]
     if not lines:
         return "(no message)"

@@ -36,11 +36,12 @@ import pickle  # noqa: E402
 import resource  # noqa: E402
 import sys  # noqa: E402
 
-from . import logs  # noqa: E402
-from .liveness import IDLE_TIMEOUT_S, PROGRESS_TIMEOUT_S  # noqa: E402
-
+from . import check_mpyc_version, logs  # noqa: E402
+from .errors import BadDataError, RefusedError, SQMError, exit_code, public_text  # noqa: E402
 from .exitcodes import (EXIT_BAD_DATA, EXIT_ERROR, EXIT_LOST, EXIT_REFUSED,  # noqa: F401,E402  (re-exported)
                         EXIT_TIMEOUT, EXIT_USAGE)
+from .liveness import (IDLE_TIMEOUT_S, PROGRESS_TIMEOUT_S, PartyLost, PeerSilent,  # noqa: E402
+                       install_loss_detection, start_keep_alive)
 
 log = logging.getLogger(__name__)
 
@@ -112,8 +113,6 @@ class EvaluateJob(PartyProgram):
 def failure(e: BaseException, who: str, timeout: float) -> tuple[int, str]:
     """The exit code (:mod:`sqm.runtime.exitcodes`) and the message line of a party whose program ended with ``e``
     (a peer's lost connection aside): one classification for real party processes and in-process runs."""
-    from .errors import BadDataError, SQMError, exit_code
-
     code = exit_code(e)  # one table (sqm.runtime.errors): the error's class decides
     if isinstance(e, BadDataError):  # this party's own input is unusable: the others were told the reason only
         detail = f" ({e.detail})" if e.detail else ""
@@ -128,8 +127,6 @@ def failure(e: BaseException, who: str, timeout: float) -> tuple[int, str]:
 def abort_reason(e: BaseException, who: str) -> str:
     """What every peer is told when this party's program raised ``e`` (:func:`sqm.runtime.errors.public_text`'s rule): a
     refusal's public reason, otherwise the exception's type only (its message may hold this party's data)."""
-    from .errors import RefusedError, public_text
-
     if isinstance(e, RefusedError):
         return f"{who} refused: {public_text(e)}"
     return f"{who} failed ({public_text(e) if getattr(e, 'shareable', False) else type(e).__name__})"
@@ -237,8 +234,6 @@ def main(argv=None) -> int:
         mpyc_argv += ["-P", a]
     mpyc_argv += ["-I", str(args.index), "--no-log", "--no-prss"]
     sys.argv = mpyc_argv
-    from . import check_mpyc_version
-
     try:
         check_mpyc_version()
     except RuntimeError as e:
@@ -246,7 +241,6 @@ def main(argv=None) -> int:
         return EXIT_USAGE
     from mpyc.runtime import mpc  # noqa: E402  (MPyC reads sys.argv at import)
 
-    from .liveness import PartyLost, PeerSilent, install_loss_detection, start_keep_alive
     from .protocol import PartyAborted, PartyContext, ProtocolError
     from .session import agree_job, job_description, start
 

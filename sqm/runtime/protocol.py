@@ -31,11 +31,11 @@ import time
 import numpy as np
 
 from . import modarith, shamir, wire
-from .stream import chunk_count
+from .errors import BadDataError, RefusedError, UsageError
 from .field import from_signed, prime_for_bound, to_signed
-from .errors import BadDataError, RefusedError
+from .liveness import raise_if_aborted, send_abort
 from .randomness import secure_generator
-from .errors import UsageError
+from .stream import ArrayInput, as_input, chunk_count, chunk_rows
 
 
 class ProtocolError(RefusedError):
@@ -67,7 +67,6 @@ async def _exchange(outgoing: dict, senders: list) -> list:
     """
     from mpyc import asyncoro  # here, not at import: importing MPyC parses sys.argv (see sqm.runtime.party)
 
-    from .liveness import raise_if_aborted
 
     rt = asyncoro.runtime
     rt._program_counter[0] += 1
@@ -291,8 +290,6 @@ class PartyContext:
 
     async def abort(self, reason: str) -> None:
         """Tell every connected peer that this party aborts the job, and why (no data in ``reason``)."""
-        from .liveness import send_abort
-
         send_abort(self.rt, abort_notice(reason))
         await asyncio.sleep(0.05)  # let the transports flush before the process exits
 
@@ -411,8 +408,6 @@ class PartyContext:
         no party holds more than one chunk of shares, and the result is the same integers whatever the chunk
         size.  Returns the signed integer result (object array) at the receivers, None elsewhere.
         """
-        from .stream import as_input, chunk_rows
-
         prog = job.program
         bound = job.result_bound()
         p = prime_for_bound(bound, self.M)
@@ -680,8 +675,6 @@ class _Feed:
 
     def check_in_memory(self) -> str | None:
         """A block held in memory is checked whole before anything is sent (a short reason, or None)."""
-        from .stream import ArrayInput
-
         if not isinstance(self.inp, ArrayInput):
             return None
         block, addend = self.inp.block, np.asarray(self.inp.addend())

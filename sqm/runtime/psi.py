@@ -59,9 +59,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import wire
-from .errors import RefusedError
+from .errors import RefusedError, UsageError
+from .liveness import busy
 from .stream import chunk_count
-from .errors import UsageError
 
 POINT_BYTES = 32
 CHUNK_IDS = 1 << 14  # ids per chunk on the ring: 512 KiB a chunk, about 0.7 s of blinding
@@ -121,7 +121,6 @@ async def hash_ids_yielding(ids, n: int | None = None, batch: int = CHUNK_IDS) -
     import asyncio
     import itertools
 
-    from .liveness import busy
 
     it, parts = iter(ids), []
     with busy():  # computing, loop free: its peers wait for its first chunk (sqm.runtime.liveness)
@@ -300,8 +299,6 @@ async def _server(ctx, sizes: dict[int, int], chunk: int, steps: int) -> int:
 
     # in a worker thread: numpy's sort releases the GIL (the event loop ran within 0.3 s throughout 3 x 10^6
     # values, 2 s of sorting), so the server's heartbeats go on while the clients await its answer
-    from .liveness import busy
-
     with busy():
         member, rank = await asyncio.get_running_loop().run_in_executor(None, common_values, values, sizes)
     del values

@@ -31,10 +31,10 @@ import ssl
 import struct
 import time
 
+from . import wire
 from .certs import IdentityError, check_peer
-from .protocol import (ABORT_PC, ProtocolError, abort_notice, party_label, printable, public_digest,
-                       read_abort_notice)
 from .errors import UsageError
+from .protocol import ABORT_PC, ProtocolError, abort_notice, party_label, printable, public_digest, read_abort_notice
 
 OK, NO = b"\x01", b"\x00"
 BACKOFF_START, BACKOFF_CAP = 0.02, 1.0
@@ -548,8 +548,6 @@ async def agree_job(ctx, description: dict) -> str:
     """The first exchange of a session: every party sends its job description to every other; any party
     whose description differs is refused (ProtocolError naming it and what differs).  Returns the digest of
     the agreed description."""
-    from . import wire
-
     others = [p for p in range(ctx.M) if p != ctx.pid]
     got = await ctx.send_recv({p: description for p in others}, others,
                               wire.value(dict, "a job description", _description_ok), "job agreement")

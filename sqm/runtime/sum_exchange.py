@@ -4,9 +4,11 @@ accounting are the mechanism's (:mod:`sqm.mechanism.pbm`)."""
 from __future__ import annotations
 
 import numpy as np
-from .errors import UsageError
+
+from sqm.runtime import wire
 
 from . import SECURE_SUMS  # noqa: F401 (re-exported; defined with the runtime's other choices)
+from .errors import UsageError
 
 
 class SumExchange:
@@ -88,8 +90,6 @@ class SumExchange:
 
     async def gradient(self, grad=None):
         """The server passes the (rows, width) gradient with respect to the sum; every client receives it."""
-        from sqm.runtime import wire
-
         ctx = self.ctx
         if ctx.is_server:
             g = np.asarray(grad, dtype=np.float32)

@@ -17,15 +17,15 @@ import time
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
+from sqm.mechanism.calibration import gaussian_sigma
+from sqm.mechanism.report import PrivacyReport
+from sqm.mechanism.rng import spawn_seeds
+from sqm.mechanism.validation import check_delta, check_param, check_positive
+from sqm.mechanism.vertical import clip_rows
 from sqm.methods.hdp_vfl.party import ACTIVE, PASSIVE, HDPConfig, HDPParty
 from sqm.methods.hdp_vfl.privacy import LOGISTIC, active_sensitivity, max_learning_rate, passive_sensitivity
 from sqm.runtime import BACKENDS, runner
-from sqm.mechanism.calibration import gaussian_sigma
-from sqm.mechanism.rng import spawn_seeds
-from sqm.mechanism.validation import check_delta, check_param, check_positive
 from sqm.runtime.errors import UsageError
-
-
 
 
 def _is_int(v) -> bool:
@@ -120,7 +120,6 @@ class HDPLogisticRegression(ClassifierMixin, BaseEstimator):
         """Each party's guarantee as a :class:`sqm.mechanism.report.PrivacyReport` (the active party's records, then the
         passive party's), its event the one Gaussian release its composed sequence amounts to (module doc)."""
         from sqm.mechanism.events import gaussian_event
-        from sqm.mechanism.report import PrivacyReport
 
         out = []
         for who, lemma, dl, s in (
@@ -208,7 +207,6 @@ class HDPLogisticRegression(ClassifierMixin, BaseEstimator):
     def _rows(self, X) -> np.ndarray:
         from sklearn.utils.validation import check_is_fitted, validate_data
 
-        from sqm.mechanism.vertical import clip_rows
 
         check_is_fitted(self, "coef_")
         X = validate_data(self, X, dtype=np.float64, reset=False)

@@ -42,10 +42,11 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy.special import expit
 
-from sqm.runtime.party import PartyProgram
 from sqm.mechanism.rng import make_rng
 from sqm.mechanism.vertical import clip_rows
 from sqm.runtime.errors import UsageError
+from sqm.runtime.party import InputRefused, PartyProgram, ProtocolError
+from sqm.runtime.party import messages as wire
 
 ACTIVE, PASSIVE = 0, 1  # runtime party ids
 
@@ -212,8 +213,6 @@ class HDPParty(PartyProgram):
 
     def _state(self):
         """This party's state; its own unusable input is refused (the reason, without data, goes to the peer)."""
-        from sqm.runtime.party import InputRefused
-
         try:
             if self.role == ACTIVE:
                 return ActiveParty(self.cfg, self.X, self.y, self.seed)
@@ -222,9 +221,6 @@ class HDPParty(PartyProgram):
             raise InputRefused("its features or labels are unusable", detail=str(e)) from None
 
     async def run(self, ctx):
-        from sqm.runtime.party import messages as wire
-        from sqm.runtime.party import ProtocolError
-
         if ctx.M != 2:
             raise ProtocolError(f"HDP-VFL runs with exactly 2 parties (active, passive), got {ctx.M}")
         if ctx.pid != self.role:
@@ -265,8 +261,6 @@ class HDPParty(PartyProgram):
 
 
 def _check_message(v, size: int, what: str) -> np.ndarray:
-    from sqm.runtime.party import ProtocolError
-
     v = np.asarray(v, dtype=np.float64)
     if v.shape != (size,) or not np.all(np.isfinite(v)):
         raise ProtocolError(f"received a malformed {what}: shape {v.shape}, expected ({size},) finite values")

@@ -7,8 +7,8 @@ import time
 import numpy as np
 
 from sqm.mechanism.vertical import clip_rows
-
 from sqm.methods.linreg.statistic import joint_matrix, solve_ridge
+from sqm.methods.pca import symmetric_gaussian
 
 
 def central_dp_linreg(X, y, alpha: float, epsilon: float, delta: float, feature_bound: float = 1.0,
@@ -19,7 +19,6 @@ def central_dp_linreg(X, y, alpha: float, epsilon: float, delta: float, feature_
     symmetric part is post-processing, as for SQM's noise).  sigma from :func:`sqm.mechanism.calibration.gaussian_sigma`."""
     from sqm.mechanism.calibration import gaussian_sigma
 
-    from sqm.methods.pca import symmetric_gaussian
 
     t0 = time.perf_counter()
     Xc, clipped = clip_rows(np.asarray(X, np.float64), feature_bound)

@@ -9,6 +9,7 @@ import numpy as np
 
 from sqm.framework.jobtask import JobTask
 from sqm.methods.linreg.statistic import joint_matrix, solve_ridge
+from sqm.runtime.party import InputRefused
 
 if TYPE_CHECKING:
     from sqm.methods.linreg.estimator import SQMLinearRegression
@@ -44,7 +45,6 @@ class LinRegJobTask(JobTask):
         return self._plan(meta)[3]
 
     async def run(self, ctx, table, meta) -> dict:
-        from sqm.runtime.party import InputRefused
         from sqm.mechanism.release import sqm_round
         from sqm.mechanism.rng import make_rng, spawn_seeds
 

@@ -7,13 +7,13 @@ import math
 
 import numpy as np
 
+from sqm.framework.extras import require
 from sqm.mechanism import events
 from sqm.mechanism.calibration import gaussian_epsilon, gaussian_sigma
 from sqm.mechanism.report import PrivacyReport
 from sqm.mechanism.rng import make_rng
 from sqm.mechanism.validation import check_delta, check_epsilon
 from sqm.mechanism.vertical import clip_rows
-
 from sqm.methods.logreg.estimator import check_labels, check_schedule, steps
 from sqm.methods.logreg.party import project
 
@@ -60,13 +60,12 @@ def dpsgd_fit(X, y, epsilon: float, delta: float, q: float, epochs: int, learnin
     accountant, <= epsilon; sigma = noise multiplier x clip norm)."""
     import warnings
 
-    from sqm.framework.extras import require
 
     require("vfl", "the DPSGD baseline")
     import torch
+    from dp_accounting import dp_event
     from opacus import PrivacyEngine
     from opacus.accountants.utils import get_noise_multiplier
-    from dp_accounting import dp_event
     from opacus.data_loader import DPDataLoader
 
     check_epsilon(epsilon)

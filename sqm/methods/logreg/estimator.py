@@ -17,17 +17,19 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets, unique_labels
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
+from sqm.framework.progress import make_bar
 from sqm.mechanism import accounting, events
+from sqm.mechanism.polynomial import covariance
+from sqm.mechanism.release import SQM
 from sqm.mechanism.report import PrivacyReport
 from sqm.mechanism.rng import spawn_seeds
 from sqm.mechanism.validation import check_delta, check_epsilon, check_gamma
-from sqm.mechanism.vertical import VerticalData, party_norm_bounds
-
+from sqm.mechanism.vertical import ColumnBounds, VerticalData, party_norm_bounds
 from sqm.methods.logreg import party
+from sqm.methods.logreg.moments import LABEL_WEIGHT, MomentsLayout, fit_release
 from sqm.methods.logreg.party import LRPlan, batch_cap
-from sqm.runtime.errors import UsageError
-
 from sqm.methods.logreg.texts import SCHEDULE_HELP, SOLVER_HELP  # noqa: F401 (re-exported)
+from sqm.runtime.errors import UsageError
 
 PAPER_EPOCHS = {0.5: 2, 1.0: 5, 2.0: 8, 4.0: 10, 8.0: 10}  # Section 6.2
 MODEL_SHARED_NOTE = ("clients observe nothing during training (only Shamir shares); the client-observed epsilon "
@@ -106,12 +108,6 @@ def moments_release(feature_counts, label_party: int, gamma: float, epsilon: flo
     label party's features bounded with the others' by ||x||_2 <= 1, the constant and kappa y each a column of its
     own): the default solver's one release (:mod:`sqm.methods.logreg.moments`); ``robust_noise``, ``verify_sharing``:
     :class:`sqm.mechanism.release.SQM`'s."""
-    from sqm.mechanism.release import SQM
-    from sqm.mechanism.polynomial import covariance
-    from sqm.mechanism.vertical import ColumnBounds
-
-    from sqm.methods.logreg.moments import LABEL_WEIGHT, MomentsLayout
-
     kappa = LABEL_WEIGHT if label_weight is None else float(label_weight)
     layout = MomentsLayout(tuple(int(c) for c in feature_counts), int(label_party), float(constant), kappa)
     bounds = ColumnBounds.parties(layout.block_counts, 1.0, party_bounds, separate=layout.separate_bounds())
@@ -217,8 +213,6 @@ def steps(q: float, epochs: int) -> int:
 def _progress(total: int | None, desc: str, enabled: bool, figure: str = "loss"):
     """A bar over rounds (:func:`sqm.framework.progress.make_bar`) and its callback(i, value): ``figure`` names
     the server's running value."""
-    from sqm.framework.progress import make_bar
-
     bar = make_bar(total=total, desc=desc, disable=not enabled, leave=False, unit="round")
     state = {"n": 0}
 
@@ -418,8 +412,6 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
         return mech, layout, report
 
     def _fit_moments(self, blocks, counts, label) -> "SQMLogisticRegression":
-        from sqm.methods.logreg.moments import fit_release
-
         n = blocks[0].shape[0]
         mech, layout, report = self.moments_plan(n, counts, label)
         blocks = [layout.block(b[:, :-1], b[:, -1]) if j == label else b for j, b in enumerate(blocks)]

@@ -6,14 +6,16 @@ import dataclasses
 
 import numpy as np
 
-from sqm.mechanism.report import PrivacyReport
-from sqm.mechanism.rng import spawn_seeds
-
+from sqm.framework.jobfile import seed_policy
 from sqm.framework.jobtask import JobTask
-
+from sqm.mechanism.release import sqm_round
+from sqm.mechanism.report import PrivacyReport
+from sqm.mechanism.rng import make_rng, spawn_seeds
 from sqm.methods.logreg.estimator import SQMLogisticRegression, split_label, split_weights
+from sqm.methods.logreg.moments import fit_release
 from sqm.methods.logreg.party import LRPlan, train_party
 from sqm.runtime.errors import UsageError
+from sqm.runtime.party import InputRefused, ProtocolError
 
 
 class LRJobTask(JobTask):
@@ -40,8 +42,6 @@ class LRJobTask(JobTask):
                  insecure_reproducible: bool = False, fit_intercept: bool = True, intercept_scaling: float = 1.0,
                  progress_path: str | None = None, solver: str = "moments", robust_noise: int = 0,
                  verify_sharing: bool = False):
-        from sqm.framework.jobfile import seed_policy
-
         seed_policy(seed, insecure_reproducible, warn=False)  # a seed without the opt-in: refused
         self.estimator = SQMLogisticRegression(epsilon, delta, gamma, q, epochs, learning_rate, "mpyc",
                                                weight_bound=weight_bound, label_party=label_party, seed=seed,
@@ -80,8 +80,6 @@ class LRJobTask(JobTask):
     def feature_counts(self, meta) -> list[int]:
         """Each client's feature column count (the label party's label column excluded): the counts the row
         norm bound is shared over, in the plan and in :meth:`sqm.framework.jobfile.JobParty._scaled` alike."""
-        from sqm.runtime.party import ProtocolError
-
         label = self.label_index(meta)
         counts = list(meta.col_counts)
         counts[label] -= 1
@@ -92,8 +90,6 @@ class LRJobTask(JobTask):
 
     def label_index(self, meta) -> int:
         """The label party's 0-based client index (refused alike by every party when it does not exist)."""
-        from sqm.runtime.party import ProtocolError
-
         n = meta.n_parties
         label = n - 1 if self.label_party is None else int(self.label_party)
         if not 0 <= label < n:  # every party sees the same public counts: all refuse alike
@@ -139,11 +135,6 @@ class LRJobTask(JobTask):
     async def _run_moments(self, ctx, table, meta) -> dict:
         """The moments solver's one release (:func:`sqm.mechanism.release.sqm_round` of the Gram of [features, 1,
         kappa y], as a PCA job's) and, at the server, the model fitted from it (:mod:`sqm.methods.logreg.moments`)."""
-        from sqm.mechanism.release import sqm_round
-        from sqm.mechanism.rng import make_rng
-
-        from sqm.methods.logreg.moments import fit_release
-
         mech, layout, report = self._moments(meta)
         label = layout.label_party
         plan = mech._release_plan(report, layout.block_counts, meta.n_records, align_ids=True)
@@ -198,8 +189,6 @@ class LRJobTask(JobTask):
     def label_block(self, table) -> tuple[np.ndarray, str]:
         """The label party's block [features, label as 0/1] and what the mapping was, or InputRefused (its
         reason, sent to every peer, names no value; the detail with the fix stays at this party)."""
-        from sqm.runtime.party import InputRefused
-
         try:
             X, y, _, note = split_label(table.block, table.columns, self.label_column, table.file)
         except ValueError as err:

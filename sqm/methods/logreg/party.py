@@ -48,13 +48,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sqm.framework.progress import follow_progress
-from sqm.runtime import BACKENDS as MPC_BACKENDS
-from sqm.runtime.party import PartyProgram
 from sqm.mechanism.gradient import LRGradient
 from sqm.mechanism.release import SQMPlan, sqm_round
 from sqm.mechanism.rng import make_rng
 from sqm.mechanism.vertical import ColumnBounds
+from sqm.runtime import BACKENDS as MPC_BACKENDS
+from sqm.runtime import runner
 from sqm.runtime.errors import UsageError
+from sqm.runtime.launch import private_folder
+from sqm.runtime.party import PartyProgram, ProtocolError
+from sqm.runtime.party import messages as wire
 
 OVERFLOW_LOG2 = -40.0  # total probability over all rounds that a Poisson batch exceeds b_max
 
@@ -271,9 +274,6 @@ async def train_party(ctx, plan: LRPlan, seed, block=None, eval_set=None, progre
     (the server learns only pass/fail).  A client whose block does not have the plan's shape refuses its own
     input at the record-count check (every party learns only that it refused).  The weights stay at the
     server: it returns them, the clients return their clip and truncation counts."""
-    from sqm.runtime.party import messages as wire
-    from sqm.runtime.party import ProtocolError
-
     if ctx.M != plan.n_parties + 1:
         raise ProtocolError(f"party {ctx.pid}: the plan has {plan.n_parties} clients but {ctx.M - 1} client "
                             f"parties joined; refused")
@@ -350,8 +350,6 @@ def train(blocks, plan: LRPlan, seeds, eval_set=None, callback=None, every: int 
     ``TrainResult.party_results``).  ``history``: also return the server's weights after every round."""
     from threadpoolctl import threadpool_limits
 
-    from sqm.runtime import runner
-    from sqm.runtime.launch import private_folder
 
     if backend not in BACKENDS:
         raise UsageError(f"backend must be one of {BACKENDS}, got {backend!r}")

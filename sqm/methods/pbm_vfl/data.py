@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import numpy as np
+
+from sqm.data.datasets import load_dataset
+from sqm.mechanism.vertical import VerticalData
 from sqm.runtime.errors import UsageError
 
 
@@ -15,9 +18,6 @@ def load_split(dataset: str, parties: int, data_path: str | None = None, test_fr
                split_seed: int = 0):
     """(blocks_train, blocks_test, y_train, y_test, n_classes) for 'digits' (pixels scaled to [0, 1]; with 4
     parties the image quadrants) or 'phishing' (:func:`sqm.data.datasets.load_dataset`, a stratified split)."""
-    from sqm.data.datasets import load_dataset
-    from sqm.mechanism.vertical import VerticalData
-
     if dataset not in ("digits", "phishing"):
         raise UsageError(f"unknown dataset {dataset!r}; choose 'digits' or 'phishing'")
     Xtr, ytr, Xte, yte = load_dataset(dataset, data_path).train_test(test_fraction, split_seed)

@@ -42,14 +42,13 @@ import time
 
 import numpy as np
 
-from sqm.runtime.party import PartyProgram
-from sqm.runtime.sum_exchange import SumExchange
 from sqm.mechanism import pbm
-from sqm.mechanism.rng import derive_seed, fresh_bytes, make_rng
-
+from sqm.mechanism.rng import derive_seed, fresh_bytes, make_rng, spawn_seeds
 from sqm.methods.pbm_vfl.config import VFLConfig
 from sqm.methods.pbm_vfl.privacy import noise_sigma
 from sqm.runtime.errors import UsageError
+from sqm.runtime.party import PartyProgram
+from sqm.runtime.sum_exchange import SumExchange
 
 
 def _modules():
@@ -77,8 +76,6 @@ def party_seeds(seed, n: int) -> list:
     """Each party's own seed, entry 0 the server's and j client j's: :func:`sqm.mechanism.rng.spawn_seeds` of ``seed`` (an
     int, a sequence of ints or a SeedSequence); for ``seed`` None, None for every party: each draws fresh OS
     entropy itself."""
-    from sqm.mechanism.rng import spawn_seeds
-
     if seed is None:
         return [None] * n
     if isinstance(seed, (list, tuple)):

@@ -8,7 +8,8 @@ import math
 from dataclasses import replace
 
 from sqm.mechanism import pbm
-
+from sqm.mechanism.calibration import gaussian_epsilon, gaussian_sigma
+from sqm.mechanism.report import PrivacyReport
 from sqm.methods.pbm_vfl.config import METHOD_LABELS, METHODS, VFLConfig
 from sqm.runtime.errors import UsageError
 
@@ -35,8 +36,6 @@ def pbm_privacy(cfg: VFLConfig, M: int):
 
 def ldp_sigma_equal_epsilon(cfg: VFLConfig, M: int) -> float:
     """Per-client Gaussian sigma at PBM's feature-level (epsilon, delta) over the same releases."""
-    from sqm.mechanism.calibration import gaussian_sigma
-
     eps = pbm_privacy(cfg, M).epsilon_feature
     return gaussian_sigma(ldp_sensitivity(cfg.embedding_size, cfg.epochs, cfg.C), eps, cfg.delta)
 
@@ -44,8 +43,6 @@ def ldp_sigma_equal_epsilon(cfg: VFLConfig, M: int) -> float:
 def ldp_epsilon(sigma: float, cfg: VFLConfig) -> float:
     """Feature-level epsilon (at ``cfg.delta``) of a client's Gaussian releases with this sigma over training
     (exact, :func:`sqm.mechanism.calibration.gaussian_epsilon`)."""
-    from sqm.mechanism.calibration import gaussian_epsilon
-
     return gaussian_epsilon(sigma, ldp_sensitivity(cfg.embedding_size, cfg.epochs, cfg.C), cfg.delta)
 
 
@@ -74,8 +71,6 @@ def method_privacy(cfg: VFLConfig, M: int):
     epsilon of each client's Gaussian releases (which the server sees directly): for the paper's sigma it is
     much smaller than PBM's (that noise matches PBM's variance, not its privacy); the equal-epsilon baseline is
     calibrated to PBM's.  NPQ: no privacy."""
-    from sqm.mechanism.report import PrivacyReport
-
     common = dict(method=METHOD_LABELS[cfg.method], n_parties=M, rounds=cfg.epochs)
     if cfg.method == "npq":
         return PrivacyReport(epsilon_server=math.inf, delta=0.0, notes="no privacy, no quantization",

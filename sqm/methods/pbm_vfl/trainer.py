@@ -30,12 +30,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from sqm.runtime.sum_exchange import two_clients_problem
-
 from sqm.methods.pbm_vfl.config import METHODS, SECURE_SUMS, VFLConfig
-from sqm.methods.pbm_vfl.party import PBMVFLProgram, party_seeds, public_batch_seed
+from sqm.methods.pbm_vfl.party import PBMVFLProgram, party_seeds, public_batch_seed, to_cpu
 from sqm.methods.pbm_vfl.privacy import VFLAccountant
+from sqm.methods.pbm_vfl.training import run_programs
+from sqm.runtime import BACKENDS
 from sqm.runtime.errors import UsageError
+from sqm.runtime.sum_exchange import two_clients_problem
 
 CHECKPOINT_FORMAT = "sqm-vfl PBM-VFL checkpoint 1"
 
@@ -143,8 +144,6 @@ class PBMVFL:
                  epochs: int = 10, batch_size: int = 100, delta: float = 1e-5, method: str = "pbm",
                  secure_sum: str = "bgw", backend: str = "mpyc", seed=None, batch_seed: int | None = None,
                  threads: int = 1, timeout: float = 3600.0, eval_chunk: int = 4000):
-        from sqm.runtime import BACKENDS
-
         if secure_sum not in SECURE_SUMS:
             raise UsageError(f"secure sum must be one of {SECURE_SUMS}, got {secure_sum!r}")
         if backend not in BACKENDS:
@@ -259,8 +258,6 @@ class PBMVFL:
     def fit(self, epochs: int | None = None, progress: bool = False) -> list[dict]:
         """Train ``epochs`` more epochs (default: up to the planned total) in one job; return their metrics.  On
         success every party's module and optimizer hold the trained state; if the job fails, nothing changes."""
-        from sqm.methods.pbm_vfl.training import run_programs
-
         n = self.cfg.epochs - self.epoch if epochs is None else epochs
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
             raise UsageError(f"epochs to train must be an integer >= 1, got {n!r}"
@@ -282,8 +279,6 @@ class PBMVFL:
         """Class probabilities of records whose columns the clients hold (``blocks[j]``: client j's rows): each
         client releases the records' embeddings once through the method's mechanism (accounted as one more use)
         and the server applies its fusion model."""
-        from sqm.methods.pbm_vfl.training import run_programs
-
         M = len(self.clients)
         if len(blocks) != M:
             raise UsageError(f"predict_proba needs one block of rows per client ({M}), got {len(blocks)}")
@@ -300,8 +295,6 @@ class PBMVFL:
     def state_dict(self) -> dict:
         """Every party's model and optimizer state (CPU tensors), the epochs done, the metrics, the accountant and
         the public batch seed: plain types and tensors, loadable with ``torch.load(..., weights_only=True)``."""
-        from sqm.methods.pbm_vfl.party import to_cpu
-
         def party(p):
             return {"module": to_cpu(p.module.state_dict()), "optimizer": to_cpu(p.optimizer.state_dict())}
 

@@ -7,12 +7,12 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
-from sqm.runtime import BACKENDS, runner
-from sqm.runtime.sum_exchange import two_clients_problem
-
 from sqm.methods.pbm_vfl.config import FLOAT_BITS, SECURE_SUMS, VFLConfig
+from sqm.methods.pbm_vfl.party import party_seeds
 from sqm.methods.pbm_vfl.privacy import noise_sigma
+from sqm.runtime import BACKENDS, runner
 from sqm.runtime.errors import UsageError
+from sqm.runtime.sum_exchange import two_clients_problem
 
 
 def model_bits(records: int, M: int, P: int, method: str, b: int) -> float:
@@ -108,7 +108,6 @@ def mlp_trainer(blocks_train, blocks_test, y_train, y_test, cfg: VFLConfig, back
     """A :class:`.trainer.PBMVFL` with ``sqm pbm-vfl``'s models: each client a 3-layer MLP, the server a linear
     layer with cross-entropy, all initialised from the party's own seed and optimized by ``cfg.optimizer``."""
     from sqm.methods.pbm_vfl.modules import default_client_model, default_fusion_model, default_optimizer
-    from sqm.methods.pbm_vfl.party import party_seeds
     from sqm.methods.pbm_vfl.trainer import PBMVFL, Client, Server
 
     if secure_sum not in SECURE_SUMS:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import math
 import time
+
+from sqm.framework.progress import make_bar
 from sqm.runtime.errors import UsageError
 
 
@@ -11,12 +13,10 @@ def compare(X, n_parties: int, k: int, epsilon: float, delta: float, gamma: floa
             robust_noise: int = 0, verify_sharing: bool = False) -> dict:
     """Utility of SQM, central DP, local DP and non-private PCA on ``X`` split among ``n_parties``, averaged."""
     import numpy as np
-    from sqm.framework.progress import make_bar
 
     from sqm.mechanism.report import PrivacyReport
     from sqm.mechanism.rng import spawn_seeds
     from sqm.mechanism.vertical import VerticalData
-
     from sqm.methods.pca.baselines import central_dp_pca, local_dp_pca, nonprivate_pca
     from sqm.methods.pca.estimator import SQMPCA
     from sqm.methods.pca.utility import as_matrix, check_components, optimal_utility, pca_utility

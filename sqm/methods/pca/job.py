@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from sqm.mechanism.rng import make_rng, spawn_seeds
-
+from sqm.framework.jobfile import refused, seed_policy
 from sqm.framework.jobtask import JobTask
-
+from sqm.mechanism.release import sqm_round
+from sqm.mechanism.rng import make_rng, spawn_seeds
 from sqm.methods.pca.utility import check_components, components_from_covariance, covariance_release
 
 
@@ -34,8 +34,6 @@ class PCAJobTask(JobTask):
                  row_norm_bound: float = 1.0, party_bounds=None, seed=None, insecure_reproducible: bool = False,
                  chunk_rows: int | None = None, progress_path: str | None = None, robust_noise: int = 0,
                  verify_sharing: bool = False):
-        from sqm.framework.jobfile import seed_policy
-
         self.secure_mode = seed_policy(seed, insecure_reproducible, warn=False)
         self.n_components, self.epsilon, self.delta, self.gamma = n_components, epsilon, delta, gamma
         self.row_norm_bound, self.party_bounds, self._seed = row_norm_bound, party_bounds, seed
@@ -79,8 +77,6 @@ class PCAJobTask(JobTask):
     def _plan(self, meta):
         """(k, the SQM mechanism, its public plan, its privacy report) for the clients' counts; refused (before
         any share is sent) if k does not fit the columns."""
-        from sqm.framework.jobfile import refused
-
         if meta not in self._plans:
             d = int(sum(meta.col_counts))
             try:
@@ -106,8 +102,6 @@ class PCAJobTask(JobTask):
                                    events=(client_event(r.l1_sensitivity, r.l2_sensitivity, r.mu, r.n_parties),))
 
     async def run(self, ctx, table, meta) -> dict:
-        from sqm.mechanism.release import sqm_round
-
         k, mech, plan, report = self._plan(meta)
         my_seed = spawn_seeds(self._seed, meta.n_parties + 1)[ctx.pid]  # this party's own entry, as SQM.run
         rows = None if table is None else (table if hasattr(table, "chunks") else table.block)

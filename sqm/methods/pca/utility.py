@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
+from sqm.mechanism.polynomial import covariance
 from sqm.mechanism.vertical import VerticalData
 from sqm.runtime.errors import UsageError
 
@@ -83,7 +84,6 @@ def covariance_release(n_cols: int, gamma: float, epsilon: float, delta: float, 
     """The SQM release of X^T X over ``n_cols`` columns (the covariance polynomial; checks every parameter;
     ``robust_noise``, ``verify_sharing``: :class:`sqm.mechanism.release.SQM`'s)."""
     from sqm.mechanism.release import SQM
-    from sqm.mechanism.polynomial import covariance
 
     return SQM(covariance(n_cols), gamma, epsilon=epsilon, delta=delta, row_norm_bound=row_norm_bound,
                party_bounds=party_bounds, backend=backend, seed=seed, backend_options=backend_options,
