@@ -438,8 +438,10 @@ def test_ledger_composes_two_releases_and_refuses_a_third_before_any_share(tmp_p
         run_job(spec, task, ledger=path, budget=budget)  # real party processes
     assert err.value.codes == {0: 3, 1: 3, 2: 3}, err.value  # refused at every party, no one lost or crashed
     msg = str(err.value)
-    assert msg.count("refused before any share was sent: dataset 'survey' is over its privacy budget") == 3, msg
-    assert msg.count(f"left {budget[0] - two:.4g}") == 3
+    assert msg.count("refused before any share was sent: dataset 'survey' is over its privacy budget") == 1, msg
+    assert msg.count(f"left {budget[0] - two:.4g}") == 1  # the server's figures stay with the server's operator
+    assert msg.count("the server (party 0) refused: the job would exceed its own privacy budget for dataset "
+                     "'survey'") == 2  # what the clients are told
     assert len(ledger.releases("survey")) == 2
 
 
@@ -475,8 +477,9 @@ def test_ledger_refusals_send_no_share(tmp_path, monkeypatch):
 
 
 def test_a_client_keeps_its_own_ledger(tmp_path):
-    """A client's own ledger records the client-observed release (it knows its noise share) and, over that
-    client's budget, the client refuses the job before any share is sent, naming itself."""
+    """A client's own ledger records the release of its records (the events against the server, as the server's
+    ledger does) and, over that client's budget, the client refuses the job before any share is sent, naming
+    itself (tests/test_client_budget.py runs it through real processes)."""
     from sqm.framework.jobfile import JobMeta, LedgerGuard
     from sqm.mechanism.ledger import Ledger
 
@@ -489,10 +492,11 @@ def test_a_client_keeps_its_own_ledger(tmp_path):
 
     run_in_process(programs(LedgerGuard(mine, (10.0, 1e-5))))
     [entry] = Ledger(mine).releases("survey")
-    assert entry["epsilon"] == pytest.approx(report.epsilon_client, rel=1e-3) and entry["epsilon"] > 1
-    with pytest.raises(MPCError, match="client 1 refused: refused before any share was sent: dataset 'survey' "
-                                       "is over its privacy budget") as err:
-        run_in_process(programs(LedgerGuard(str(tmp_path / "strict.sqlite"), (1.0, 1e-5))))
+    assert entry["epsilon"] == pytest.approx(report.epsilon_server, rel=1e-9)
+    assert entry["statistic"].endswith("(this client's records, released to the server)")
+    with pytest.raises(MPCError, match="refused before any share was sent: client 1 refused: the job would exceed "
+                                       "its own privacy budget for dataset 'survey'") as err:
+        run_in_process(programs(LedgerGuard(str(tmp_path / "strict.sqlite"), (0.5, 1e-5))))
     assert err.value.codes == {0: 3, 1: 3, 2: 3}
 
 

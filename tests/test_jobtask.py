@@ -20,7 +20,6 @@ def test_every_task_subclasses_the_contract():
     for cls in (PCAJobTask, LRJobTask, LinRegJobTask, AlignOnly):
         assert issubclass(cls, JobTask), cls
     assert PCAJobTask(1, 1.0).takes_bounds and LRJobTask(1.0).takes_bounds
-    assert PCAJobTask(1, 1.0).client_release is not JobTask.client_release  # it says what a client observes
 
 
 def test_a_task_without_a_required_method_cannot_be_made():
@@ -47,7 +46,7 @@ def test_defaults_refuse_what_a_task_does_not_support():
             raise NotImplementedError
 
     t = Plain()
-    assert not t.takes_bounds and t.seed is None and not t.streams and t.client_release(None) is None
+    assert not t.takes_bounds and t.seed is None and not t.streams
     with pytest.raises(NotImplementedError, match="takes no norm shares"):
         t.with_party_bounds([0.5, 0.5])
 

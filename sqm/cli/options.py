@@ -127,15 +127,19 @@ def job(job_help: str = "job file (JSON: parties' addresses, party 0 the server,
                         "the job runs on; a smaller intersection is refused before any share of data is sent "
                         "(default: the job file's \"min_intersection\", else 100); every party gives the same")
     g.add_argument("--ledger", default=None, metavar="PATH",
-                   help="with --job, at the server: the privacy-budget ledger (SQLite, sqm.mechanism.ledger) that records "
-                        "every release per dataset (the job file's \"dataset\", else its \"name\") and refuses "
-                        "a job over the dataset's budget before any share is sent; with --budget alone: "
-                        "ledger.sqlite in $SQM_DATA (default ~/sqm_data).  Without either, no ledger is kept.  "
-                        "A client (--index I > 0) may keep its own: it records what it observes "
-                        "(client-observed epsilon)")
+                   help="with --job: the privacy-budget ledger (SQLite, sqm.mechanism.ledger) that records every "
+                        "release per dataset (the job file's \"dataset\", else its \"name\") and refuses a job "
+                        "over the dataset's budget before any party sends a share.  A client started alone "
+                        "(--index I > 0) keeps one by default: the data owner charges each release of its records "
+                        "(their epsilon against the server) to its own budget, in ledger.sqlite in $SQM_DATA "
+                        "(default ~/sqm_data) unless PATH is given.  At the server, or for a whole job on one "
+                        "host, a ledger is kept with --ledger or --budget only")
     g.add_argument("--budget", type=budget, default=None, metavar="EPS,DELTA",
-                   help="with --job, at the server: the dataset's total (epsilon, delta), set once per dataset "
-                        "in the ledger (a dataset without one refuses every job)")
+                   help="with --job: the dataset's total (epsilon, delta) in this party's ledger, set once per "
+                        "dataset (a dataset without one refuses every job: a client's first job needs it)")
+    g.add_argument("--no-ledger", action="store_true",
+                   help="with --job --index I > 0: keep no privacy-budget ledger at this client (its operator "
+                        "accounts elsewhere)")
     return p
 
 
@@ -183,13 +187,14 @@ def job_run_options(args) -> dict:
                 connect_timeout=args.connect_timeout, insecure_plaintext=args.insecure_plaintext,
                 idle_timeout=args.idle_timeout, progress_timeout=args.progress_timeout,
                 backend=getattr(args, "backend", DEFAULT_BACKEND),
-                ledger=args.ledger, budget=args.budget)
+                ledger=args.ledger, budget=args.budget,
+                client_ledger=getattr(args, "index", None) is not None and not getattr(args, "no_ledger", False))
 
 
 # The options of :func:`job` (and --insecure-reproducible) have a meaning with --job only.
 JOB_ONLY = ("job", "index", "data_file", "ssl_dir", "connect_timeout", "idle_timeout", "progress_timeout",
             "insecure_plaintext",
-            "ledger", "budget", "insecure_reproducible", "drop_columns", "min_intersection")
+            "ledger", "budget", "no_ledger", "insecure_reproducible", "drop_columns", "min_intersection")
 MODE_WORDS = {"job": "with --job (the job file says which parties hold which columns and records)",
               "local": "without --job (a local comparison on one machine)",
               "propose": "with --propose-bounds (it only reads a party's table and prints proposed ranges)"}

@@ -94,6 +94,7 @@ from sqm.runtime.launch import (
     run_parties,
 )
 from sqm.runtime.party import InputRefused, PartyProgram, ProtocolError, public_digest
+from sqm.runtime.protocol import party_label
 from sqm.runtime.party import messages as wire
 
 log = logging.getLogger(__name__)
@@ -468,7 +469,7 @@ def seed_policy(seed, insecure_reproducible: bool = False, warn: bool = True) ->
 class JobParty(PartyProgram):
     """Party ``index`` of a job-file job; holds only its own file path (None at the server).  ``dataset``: the
     job file's dataset id (public, agreed); ``ledger``: this party's :class:`LedgerGuard` (the server's, or a
-    client's own ledger of what it observes; None: none)."""
+    client's own ledger of its records' releases; None: none)."""
 
     def __init__(self, index: int, file: str | None, id_column: str, task: JobTask, dataset: str | None = None,
                  ledger: "LedgerGuard | None" = None, bounds: tuple = (), drop_columns: tuple = (),
@@ -488,6 +489,24 @@ class JobParty(PartyProgram):
         extra += [("drop", self.drop_columns)] if self.drop_columns else []  # the columns left out, agreed
         return ["sqm-jobfile", self.id_column, self.dataset, self.task.public(), ("min_intersection",
                                                                                  self.min_intersection), *extra]
+
+    async def _budget_verdict(self, ctx, meta: "JobMeta") -> None:
+        """Every party whose operator keeps a privacy-budget ledger checks this job against it (nothing recorded
+        yet); one exchange tells every party each verdict, so that a party over its own budget refuses the job
+        before ANY party sends a share, and no other party's ledger is charged for a job that never ran.  The
+        verdicts are public ("" or e.g. "the job would exceed its own privacy budget for dataset 'X'"): a
+        refusing party's spent and left figures stay with its own operator."""
+        mine = None if self.ledger is None else self.ledger.refusal(self.dataset, self.task, meta,
+                                                                     client=not ctx.is_server)
+        if mine is not None:  # tell every party why, then refuse without waiting for anyone
+            await ctx.send_recv({q: mine[1] for q in range(ctx.M)}, [], None, "budget verdict")
+            raise ProtocolError(f"{party_label(ctx.pid)} refused before any share was sent: {mine[0]}",
+                                public=f"refused before any share was sent: {mine[1]}")
+        got = await ctx.send_recv({q: "" for q in range(ctx.M)}, range(ctx.M),
+                                  wire.value(str, "a budget verdict", lambda v: len(v) <= 500), "budget verdict")
+        bad = [(q, v) for q, v in enumerate(got) if v and q != ctx.pid]
+        if bad:
+            raise ProtocolError(f"refused before any share was sent: {party_label(bad[0][0])} refused: {bad[0][1]}")
 
     def _scaled(self, table: PartyTable, meta: "JobMeta", pid: int) -> tuple[PartyTable, int]:
         """This client's table scaled to its declared ranges: each declared column's bound is its share of
@@ -535,6 +554,7 @@ class JobParty(PartyProgram):
         outside = None
         if table is not None and self.own_bounds:  # scaled to the job file's public ranges
             table, outside = self._scaled(table, meta, ctx.pid)
+        await self._budget_verdict(ctx, meta)  # every party's own ledger agrees, or nobody sends a share
         entry = None
         if self.ledger is not None:  # charged before any share: refused if over budget
             entry = self.ledger.reserve(self.dataset, self.task, meta, client=not ctx.is_server)
@@ -579,27 +599,52 @@ class LedgerGuard:
     ``release(meta)``) with the dataset's entries and records the new entry in one transaction, or refuses
     the job naming what is left (every party then exits "refused").  The entry is in the ledger before the
     result exists, so a server killed afterwards never releases without one; it is marked completed when the
-    server's part ends, failed (and still counted) if it raises.  A client may keep its own ledger the same
-    way (its ``--ledger`` with ``--index``): it records what it observes (the task's ``client_release``)."""
+    server's part ends, failed (and still counted) if it raises.  A client keeps its own ledger the
+    same way (``sqm <command> --job J --index I``: on by default): it charges the release's events against the
+    server (``task.release(meta)``: the record-level guarantee its records have against the party that learns
+    the result) to its own dataset, and refuses a job over its own budget before any share is sent."""
 
     path: str | None = None
     budget: tuple[float, float] | None = None
     job_id: str | None = None
 
-    def reserve(self, dataset: str, task: JobTask, meta: JobMeta, client: bool = False):
-        """The :class:`sqm.mechanism.ledger.Reservation` of this job's release (as a client observes it: ``client``), or
-        ProtocolError (refused) if the dataset has no budget or the release would exceed it."""
-        from sqm.mechanism.ledger import BudgetError, Ledger
+    def _ledger(self, dataset: str):
+        from sqm.mechanism.ledger import Ledger
 
-        report = task.client_release(meta) if client else task.release(meta)
-        if report is None:
-            raise refused(f"{type(task).__name__} does not say what a client observes: no client ledger")
+        ledger = Ledger(self.path)
+        if self.budget is not None:
+            ledger.set_budget(dataset, *self.budget)
+        return ledger
+
+    def refusal(self, dataset: str, task: JobTask, meta: JobMeta, client: bool = False) -> tuple[str, str] | None:
+        """None if this job's release fits the dataset's budget (nothing recorded), else (the reason for this
+        party's own operator, with the figures; the public reason, without them)."""
+        from sqm.mechanism.ledger import BudgetError, BudgetExceeded, NoBudget
+
+        report = task.release(meta)
         try:
-            ledger = Ledger(self.path)
-            if self.budget is not None:
-                ledger.set_budget(dataset, *self.budget)
-            return ledger.reserve(dataset, report.events, statistic=str(task.public()[0]), job_id=self.job_id,
-                                  delta=report.delta, eta=float(getattr(report, "eta", 0.0)))
+            self._ledger(dataset).check(dataset, report.events, float(getattr(report, "eta", 0.0)))
+        except NoBudget as e:
+            return (f"{e}" + ("; or --no-ledger to keep none" if client else ""),
+                    f"its own privacy-budget ledger holds no budget for dataset {dataset!r}")
+        except BudgetExceeded as e:
+            return str(e), f"the job would exceed its own privacy budget for dataset {dataset!r}"
+        except BudgetError as e:
+            return str(e), f"its own privacy-budget ledger refuses the job for dataset {dataset!r}"
+        return None
+
+    def reserve(self, dataset: str, task: JobTask, meta: JobMeta, client: bool = False):
+        """The :class:`sqm.mechanism.ledger.Reservation` of this job's release: its events against the server,
+        charged by the server, or by a client to its own records' dataset (``client``); ProtocolError (refused)
+        if the dataset has no budget or the release would exceed it."""
+        from sqm.mechanism.ledger import BudgetError
+
+        report = task.release(meta)
+        name = str(task.public()[0])
+        statistic = f"{name} (this client's records, released to the server)" if client else name
+        try:
+            return self._ledger(dataset).reserve(dataset, report.events, statistic=statistic, job_id=self.job_id,
+                                                 delta=report.delta, eta=float(getattr(report, "eta", 0.0)))
         except BudgetError as e:
             raise refused(str(e)) from None
 
@@ -742,7 +787,8 @@ def run_local(spec: JobSpec, task: JobTask, timeout: float = 3600.0, connect_tim
 def run_job(spec: JobSpec, task: JobTask, index: int | None = None, timeout: float = 3600.0,
             ssl_dir: str | None = None, data_file: str | None = None, connect_timeout: float = 60.0,
             insecure_plaintext: bool = False, idle_timeout: float | None = None, backend: str = "mpyc",
-            ledger: str | None = None, budget=None, progress_timeout: float | None = None) -> list[dict | None]:
+            ledger: str | None = None, budget=None, progress_timeout: float | None = None,
+            client_ledger: bool = False) -> list[dict | None]:
     """Every party on this machine (``index`` None), or only party ``index`` (its record; None elsewhere).
 
     ``data_file``: client ``index``'s own file, any path on this machine (its operator's ``--data-file``),
@@ -750,12 +796,15 @@ def run_job(spec: JobSpec, task: JobTask, index: int | None = None, timeout: flo
     connect; ``insecure_plaintext``: the operator's opt-in to plain TCP between hosts.  ``backend``: 'mpyc'
     (party processes) or 'plain' (every party in this process: :func:`simulate`).  ``ledger`` (path) and
     ``budget`` ((epsilon, delta)): the privacy-budget ledger (:class:`LedgerGuard`) of the server, or, with
-    ``index`` a client's, that client's own (its client-observed view)."""
+    ``index`` a client's, that client's own; ``client_ledger``: a client started alone (``index`` > 0) keeps
+    its ledger in the default file when no ``ledger`` path is given (the command's default; ``--no-ledger``
+    turns it off)."""
     if data_file is not None:
         if index is None:
             raise UsageError("--data-file replaces one client's file: give that client's --index too")
         spec = spec.with_file(index, data_file)
-    guard = LedgerGuard(ledger, budget) if ledger is not None or budget is not None else None
+    own = client_ledger and index is not None and index > 0
+    guard = LedgerGuard(ledger, budget) if ledger is not None or budget is not None or own else None
     if backend == "plain":
         if index is not None:
             raise UsageError("--backend plain runs every party of the job in this process: leave out --index")

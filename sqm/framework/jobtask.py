@@ -10,8 +10,6 @@ implements the three abstract methods; it overrides the hooks it supports:
   same sequence of exchanges at every party; returns this party's result dict;
 - ``release(meta)``: the :class:`sqm.mechanism.report.PrivacyReport` of what the job releases (its events), planned from the
   public counts without randomness; the server's ledger charges it before any share is sent;
-- ``client_release(meta)``: the same as one client observes it, for a client's own ledger (default None: the task
-  does not say, and a client ledger is refused);
 - ``seed``: None (OS entropy) or the seed from this party's own command line (a labelled insecure experiment,
   :func:`sqm.framework.jobfile.seed_policy`);
 - ``streams``: whether a party file sorted by id may be read chunk by chunk (default False: read whole);
@@ -45,10 +43,6 @@ class JobTask(abc.ABC):
     @abc.abstractmethod
     def release(self, meta):
         """The privacy report of what the job releases, from public counts."""
-
-    def client_release(self, meta):
-        """What one client observes of the release (None: not said; a client ledger is then refused)."""
-        return None
 
     def feature_counts(self, meta) -> list[int]:
         """The columns per client that ``row_norm_bound`` covers (default: all of them)."""

@@ -91,16 +91,6 @@ class PCAJobTask(JobTask):
         """The privacy report (events) of this job's one SQM release, from the public counts only."""
         return self._plan(meta)[3]
 
-    def client_release(self, meta):
-        """The release as one client observes it (it knows its own noise share): the client-observed event."""
-        import dataclasses
-
-        from sqm.mechanism.events import client_event
-
-        r = self.release(meta)
-        return dataclasses.replace(r, method="SQM (client-observed)", epsilon_server=r.epsilon_client,
-                                   events=(client_event(r.l1_sensitivity, r.l2_sensitivity, r.mu, r.n_parties),))
-
     async def run(self, ctx, table, meta) -> dict:
         k, mech, plan, report = self._plan(meta)
         my_seed = spawn_seeds(self._seed, meta.n_parties + 1)[ctx.pid]  # this party's own entry, as SQM.run
