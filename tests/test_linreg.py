@@ -186,5 +186,5 @@ def test_cli_job_through_real_processes_equals_the_estimator(tmp_path, capsys):
     r = json.loads(out.read_text())
     assert r["secure_mode"] is False and "ridge coefficients" in capsys.readouterr().out
     ref = SQMLinearRegression(alpha=0.5, epsilon=2.0, gamma=1024.0, n_parties=2, backend="plain", seed=5).fit(X, y)
-    assert np.array_equal(np.array(r["released"]["coef"]), ref.coef_) and r["released"]["intercept"] == ref.intercept_
+    assert np.array_equal(np.array([r["released"]["coef"][c] for c in r["columns"]]), ref.coef_) and r["released"]["intercept"] == ref.intercept_
     assert r["privacy"][0]["epsilon_server"] == ref.report_.epsilon_server

@@ -87,10 +87,28 @@ def _run_job(args) -> int:
         return LinRegJobTask(est, args.label_column, args.insecure_reproducible)
 
     def server(res) -> dict:
+        from sqm.framework.units import RAW_UNITS_NOTE, feature_columns, is_scaled, raw_linear_model
+        from sqm.mechanism.report import render_table
+
+        n = len(res["col_counts"])
         print(f"server: ridge coefficients over {len(res['coef'])} features of {res['n_records']} records "
-              f"(clients' columns {res['col_counts']}, label at client {len(res['col_counts'])}); intercept "
-              f"{res['intercept']:.4g}")
-        return {"coef": np.asarray(res["coef"]), "intercept": res["intercept"]}
+              f"(clients' columns {res['col_counts']}, label '{args.label_column}' at client {n})")
+        cols = feature_columns(res.get("columns") or [], res["col_counts"], n - 1, args.label_column)
+        cols = cols if len(cols) == len(res["coef"]) else [f"x{j}" for j in range(len(res["coef"]))]
+        scales = res.get("column_scales") or {}
+        label_scale = float(scales.get(args.label_column, 1.0))
+        raw, intercept = raw_linear_model(res["coef"], cols, scales, res["intercept"], label_scale)
+        scaled = is_scaled(scales)
+        rows = [{"column": c, "weight": raw[c], **({"weight (scaled)": float(w)} if scaled else {})}
+                for c, w in zip(cols, np.asarray(res["coef"]).ravel())]
+        rows.append({"column": "(intercept)", "weight": intercept,
+                     **({"weight (scaled)": float(res["intercept"])} if scaled else {})})
+        print(render_table(rows, ["column", "weight"] + (["weight (scaled)"] if scaled else [])))
+        if scaled:
+            print(f"  {RAW_UNITS_NOTE}; the label '{args.label_column}' too")
+        return {"columns": cols, "coef": raw, "intercept": intercept, "label_column": args.label_column,
+                "coef_scaled": {c: float(v) for c, v in zip(cols, np.asarray(res["coef"]).ravel())},
+                "intercept_scaled": float(res["intercept"]), "column_scales": scales}
 
     return job_command(args, task, server)
 

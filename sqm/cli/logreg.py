@@ -62,21 +62,26 @@ def _run_job(args) -> int:
                   f"{' and an intercept' if res['fit_intercept'] else ''} of {res['n_records']} records (clients' "
                   f"columns {res['col_counts']}, label included at client "
                   f"{rep.n_parties if args.label_party is None else args.label_party + 1}); {how}")
+            from sqm.framework.units import RAW_UNITS_NOTE, feature_columns, is_scaled, raw_linear_model
+
             label = rep.n_parties - 1 if args.label_party is None else args.label_party
-            cols = list(res.get("columns") or [])
-            if cols:  # the public schema: drop the label column from the label party's slice
-                start = sum(res["col_counts"][:label])
-                own = cols[start:start + res["col_counts"][label]]
-                cols = cols[:start] + [c for c in own if c != args.label_column] + cols[start + len(own):]
+            cols = feature_columns(res.get("columns") or [], res["col_counts"], label, args.label_column)
             cols = cols if len(cols) == len(res["coef"]) else [f"x{j}" for j in range(len(res["coef"]))]
-            rows = [{"column": c, "weight": float(w)} for c, w in zip(cols, res["coef"])]
+            scales = res.get("column_scales") or {}
+            raw, _ = raw_linear_model(res["coef"], cols, scales)
+            scaled = is_scaled(scales)
+            rows = [{"column": c, "weight": raw[c], **({"weight (scaled)": float(w)} if scaled else {})}
+                    for c, w in zip(cols, res["coef"])]
             if res["fit_intercept"]:
-                rows.append({"column": "(intercept)", "weight": float(res["intercept"])})
-            print(render_table(rows, ["column", "weight"]))
+                rows.append({"column": "(intercept)", "weight": float(res["intercept"]),
+                             **({"weight (scaled)": float(res["intercept"])} if scaled else {})})
+            print(render_table(rows, ["column", "weight"] + (["weight (scaled)"] if scaled else [])))
+            if scaled:
+                print(f"  {RAW_UNITS_NOTE}")
             print(f"  clients observe {CLIENT_VIEW} during training; epsilon_client is the guarantee of the final "
                   f"model only if the server shares it with them")
-            return {"columns": cols, "coef": {c: float(v) for c, v in zip(cols, res["coef"])},
-                    "intercept": float(res["intercept"]), "schedule": sch}
+            return {"columns": cols, "coef": raw, "intercept": float(res["intercept"]), "schedule": sch,
+                    "coef_scaled": {c: float(v) for c, v in zip(cols, res["coef"])}, "column_scales": scales}
 
         if path is None:
             return job_command(args, make_task, server_summary)

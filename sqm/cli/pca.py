@@ -148,9 +148,17 @@ def _job_in(args, path: str | None) -> int:
         rows = [{"column": c, **{f"PC{k + 1}": float(v[j]) for k, v in enumerate(res["components"])}}
                 for j, c in enumerate(cols)]
         print(render_table(rows, ["column"] + [f"PC{k + 1}" for k in range(len(res["components"]))]))
-        return {"columns": cols, "released": {"components": released_components(res["components"], cols),
-                                              "explained_variance": res["explained_variance"]},
-                "gamma": args.gamma, "delta": args.delta}
+        from sqm.framework.units import is_scaled, raw_projection
+
+        released = {"components": released_components(res["components"], cols),
+                    "explained_variance": res["explained_variance"]}
+        scales = res.get("column_scales") or {}
+        if is_scaled(scales):  # what projects a raw record (inside the declared ranges) on each component
+            released["projection_raw"] = raw_projection(res["components"], cols, scales)
+            released["column_scales"] = scales
+            print("  components: on the columns as the clients released them (declared ranges scaled); to project "
+                  "a raw record, use --json's released.projection_raw (one weight per raw column)")
+        return {"columns": cols, "released": released, "gamma": args.gamma, "delta": args.delta}
 
     if path is None:
         return job_command(args, task, server)

@@ -274,9 +274,23 @@ def check_bounds(raw, who: str = "") -> tuple:
     return tuple(out)
 
 
-def scale_to_bounds(block: np.ndarray, columns, bounds, col_bound: float) -> tuple[np.ndarray, int]:
-    """A client's block with each declared column clamped to its public range [lo, hi] and multiplied by
-    ``col_bound / max(|lo|, |hi|)`` (zero stays zero: a range [-a, a] maps to [-b, b], [0, a] to [0, b]);
+def declared_scales(task: JobTask, meta: "JobMeta", bounds, pid: int) -> dict[str, float]:
+    """Client ``pid``'s declared columns -> the factor :func:`scale_to_bounds` multiplies each by: the column's
+    bound over ``max(|lo|, |hi|)``, a column's bound being its share of the task's row norm bound,
+    c_j / sqrt(its columns) (c_j: :func:`sqm.mechanism.vertical.party_norm_bounds`, over the columns the task's
+    ``feature_counts(meta)`` counts), or what the task's ``declared_bound`` says (a regression label).  Public:
+    the client and the server compute the same factors from the job file and the public counts."""
+    if not bounds:
+        return {}
+    counts = task.feature_counts(meta)
+    c_j = party_norm_bounds(task.row_norm_bound, counts, task.party_bounds)[pid - 1]
+    col_bound = float(c_j) / np.sqrt(counts[pid - 1])
+    return {col: float(task.declared_bound(col, col_bound)) / max(abs(lo), abs(hi)) for col, lo, hi in bounds}
+
+
+def scale_to_bounds(block: np.ndarray, columns, bounds, factors: dict[str, float]) -> tuple[np.ndarray, int]:
+    """A client's block with each declared column clamped to its public range [lo, hi] and multiplied by its
+    factor (:func:`declared_scales`; zero stays zero: a range [-a, a] maps to [-b, b], [0, a] to [0, b]);
     undeclared columns are left as they are.  Returns it and how many values lay outside their ranges."""
     out = np.array(block, dtype=np.float64)
     at = {c: j for j, c in enumerate(columns)}
@@ -284,7 +298,7 @@ def scale_to_bounds(block: np.ndarray, columns, bounds, col_bound: float) -> tup
     for col, lo, hi in bounds:
         j = at[col]
         outside += int(np.count_nonzero((out[:, j] < lo) | (out[:, j] > hi)))
-        out[:, j] = np.clip(out[:, j], lo, hi) * (col_bound / max(abs(lo), abs(hi)))
+        out[:, j] = np.clip(out[:, j], lo, hi) * factors[col]
     return out, outside
 
 
@@ -509,16 +523,12 @@ class JobParty(PartyProgram):
             raise ProtocolError(f"refused before any share was sent: {party_label(bad[0][0])} refused: {bad[0][1]}")
 
     def _scaled(self, table: PartyTable, meta: "JobMeta", pid: int) -> tuple[PartyTable, int]:
-        """This client's table scaled to its declared ranges: each declared column's bound is its share of
-        the task's row norm bound, c_j / sqrt(its columns) (c_j: :func:`sqm.mechanism.vertical.party_norm_bounds`; the
-        columns the task's ``feature_counts(meta)`` counts, e.g. without a label), so a row inside the declared
-        ranges is never clipped."""
-        counts = self.task.feature_counts(meta)
-        c_j = party_norm_bounds(self.task.row_norm_bound, counts, self.task.party_bounds)[pid - 1]
-        col_bound = float(c_j) / np.sqrt(counts[pid - 1])
+        """This client's table scaled to its declared ranges (:func:`declared_scales`), so a row inside the
+        declared ranges is never clipped."""
+        factors = declared_scales(self.task, meta, self.own_bounds, pid)
         if hasattr(table, "with_transform"):  # read chunk by chunk: each chunk is scaled as it is read
-            return table.with_transform(lambda b: scale_to_bounds(b, table.columns, self.own_bounds, col_bound)), None
-        block, outside = scale_to_bounds(table.block, table.columns, self.own_bounds, col_bound)
+            return table.with_transform(lambda b: scale_to_bounds(b, table.columns, self.own_bounds, factors)), None
+        block, outside = scale_to_bounds(table.block, table.columns, self.own_bounds, factors)
         return dataclasses.replace(table, block=block), outside
 
     def describe(self) -> str:
@@ -585,6 +595,12 @@ class JobParty(PartyProgram):
                 result.setdefault("outside_declared_range", outside)  # this client's own count
         else:
             result.setdefault("columns", columns)
+            # public: what each released column was multiplied by (1 where no range is declared), so that a
+            # released model can be given in the units of the owners' raw columns
+            scales = {c: 1.0 for c in columns}
+            for j, b in enumerate(self.bounds, 1):
+                scales.update(declared_scales(self.task, meta, b, j))
+            result.setdefault("column_scales", scales)
         return result
 
 

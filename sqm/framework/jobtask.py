@@ -17,7 +17,8 @@ implements the three abstract methods; it overrides the hooks it supports:
   (``"bounds"``) and norm shares (``"norm_share"``) scale (default None: the task takes neither, and a job file
   declaring them is refused); with it, ``party_bounds`` (each client's share, None: by column counts),
   ``with_party_bounds(bounds)`` (the task with given shares), ``feature_counts(meta)`` (the columns the bound
-  covers, per client) and ``check_bounds(bounds)`` (refuses ranges it cannot use, e.g. on a label).
+  covers, per client), ``check_bounds(bounds)`` (refuses ranges it cannot use, e.g. on a label) and
+  ``declared_bound(column, col_bound)`` (the bound one declared column is scaled to).
 """
 from __future__ import annotations
 
@@ -50,6 +51,11 @@ class JobTask(abc.ABC):
 
     def check_bounds(self, bounds) -> None:
         """Refuse declared column ranges this task cannot use (a ValueError naming them); default: any."""
+
+    def declared_bound(self, column: str, col_bound: float) -> float:
+        """The bound a column with a declared range is scaled to: by default its share ``col_bound`` of the row
+        norm bound (a regression label has a bound of its own)."""
+        return col_bound
 
     def with_party_bounds(self, party_bounds) -> "JobTask":
         """This task with each client's share of ``row_norm_bound`` given (norm shares)."""

@@ -9,7 +9,8 @@ import numpy as np
 
 from sqm.framework.jobtask import JobTask
 from sqm.methods.linreg.statistic import joint_matrix, solve_ridge
-from sqm.runtime.party import InputRefused
+from sqm.runtime.errors import UsageError
+from sqm.runtime.party import InputRefused, ProtocolError
 
 if TYPE_CHECKING:
     from sqm.methods.linreg.estimator import SQMLinearRegression
@@ -28,6 +29,29 @@ class LinRegJobTask(JobTask):
         self.secure_mode = seed_policy(estimator.seed, insecure_reproducible, warn=False)
         self.est, self.label_column, self.seed = estimator, label_column, estimator.seed
         self.est.mechanism([1, 2])  # bad parameters refused here, before any party starts
+
+    @property
+    def row_norm_bound(self) -> float:
+        """The features' row norm bound: a client's declared column ranges scale into it (:mod:`sqm.framework.jobfile`)."""
+        return float(self.est.feature_bound)
+
+    def feature_counts(self, meta) -> list[int]:
+        """Each client's feature columns (the label party's label column excluded), as the release's column
+        groups (:func:`sqm.methods.linreg.statistic.joint_bounds`)."""
+        counts = list(meta.col_counts)
+        counts[-1] -= 1
+        if counts[-1] < 1:
+            raise ProtocolError(f"client {len(counts)} (the label party) needs feature columns besides the label; "
+                                f"refused")
+        return counts
+
+    def declared_bound(self, column: str, col_bound: float) -> float:
+        """A declared range of the label column scales it into the label bound; a feature's into its share."""
+        return float(self.est.label_bound) if column == self.label_column else col_bound
+
+    def with_party_bounds(self, party_bounds):
+        raise UsageError("sqm linreg --job takes no norm shares (\"norm_share\"): its clients share the feature "
+                         "bound by their column counts; remove them")
 
     def public(self):
         e = self.est
