@@ -51,6 +51,10 @@ _API = {
     "PCAJobTask": "sqm.methods.pca.job",
     "LinRegJobTask": "sqm.methods.linreg.job",
     "LRJobTask": "sqm.methods.logreg.job",
+    # private inference with a released model (sqm score)
+    "ScoringJobTask": "sqm.methods.inference.job",
+    "ReleasedModel": "sqm.methods.inference.model",
+    "load_model": "sqm.methods.inference.model",
     # data
     "load_dataset": "sqm.data.datasets",
     # one error system (sqm.runtime.errors): the root and its families, one exit code each

@@ -59,3 +59,21 @@ def test_the_guide_runs_as_written(tmp_path):
         assert [doc["clients"][j]["outside_declared_range"] for j in ("1", "2")] == [0, 0]
         assert "warnings" not in doc
     assert lr["clients"]["2"]["labels"] == "0/1 (1 = positive)"
+    # step 5: the clinic's scores of the common people, the released model on their raw values
+    import csv
+
+    import numpy as np
+
+    rows = list(csv.DictReader(open(demo / "scores.csv")))
+    assert len(rows) == 560 and list(rows[0]) == ["id", "log_odds", "probability"]
+    raw = {}
+    for name in ("bank.csv", "clinic.csv"):
+        for r in csv.DictReader(open(demo / name)):
+            raw.setdefault(r["id"], {}).update(r)
+    coef, b = lr["released"]["coef"], lr["released"]["intercept"]
+    bounds = json.loads((demo / "job.json").read_text())["parties"]
+    lohi = {c: v for party in bounds[1:] for c, v in party.get("bounds", {}).items()}
+    for r in rows[:50]:
+        x = raw[r["id"]]
+        want = b + sum(w * float(np.clip(float(x[c]), *lohi[c])) for c, w in coef.items())
+        assert abs(float(r["log_odds"]) - want) < 1e-5, (r, want)

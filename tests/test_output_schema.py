@@ -123,9 +123,19 @@ def test_benches(tmp_path):
     assert pca["mode"] == "bench" and pca["results"][0]["runs"] == 1 and "iris" in pca["details"]["results"]
 
 
+def test_score(tmp_path, job):
+    model = run(tmp_path, "pcajob", "pca", "--job", job, "--components", "2", "--backend", "plain", "-q")
+    doc = run(tmp_path, "score", "score", "--job", job, "--model", str(tmp_path / "pcajob.json"), "--backend",
+              "plain", "--scores", str(tmp_path / "s.csv"), "-q")
+    assert (doc["command"], doc["mode"], doc["privacy"]) == ("score", "job", [])  # nothing charged
+    assert doc["released"] == {"outputs": ["PC1", "PC2"], "kind": "projection", "records": 40,
+                               "scores_file": str(tmp_path / "s.csv")}
+    assert model["released"]["components"] and [r["requester"] for r in doc["results"]] == [2, 2, 2]
+
+
 def test_every_json_command_is_covered():
     """Every subcommand with --json is run above (the commands) or writes through bench.common.finish (benches)."""
-    covered = {"pca", "linreg", "logreg", "hdp-vfl", "pbm-vfl", "budget show", "budget list"}
+    covered = {"pca", "linreg", "logreg", "hdp-vfl", "pbm-vfl", "score", "budget show", "budget list"}
 
     def walk(parser, prefix=""):
         for a in parser._actions:

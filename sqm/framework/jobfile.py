@@ -282,6 +282,8 @@ def declared_scales(task: JobTask, meta: "JobMeta", bounds, pid: int) -> dict[st
     the client and the server compute the same factors from the job file and the public counts."""
     if not bounds:
         return {}
+    if task.clamp_only:
+        return {col: 1.0 for col, _, _ in bounds}
     counts = task.feature_counts(meta)
     c_j = party_norm_bounds(task.row_norm_bound, counts, task.party_bounds)[pid - 1]
     col_bound = float(c_j) / np.sqrt(counts[pid - 1])
@@ -564,9 +566,11 @@ class JobParty(PartyProgram):
         outside = None
         if table is not None and self.own_bounds:  # scaled to the job file's public ranges
             table, outside = self._scaled(table, meta, ctx.pid)
-        await self._budget_verdict(ctx, meta)  # every party's own ledger agrees, or nobody sends a share
+        charged = self.task.charges
+        if charged:
+            await self._budget_verdict(ctx, meta)  # every party's own ledger agrees, or nobody sends a share
         entry = None
-        if self.ledger is not None:  # charged before any share: refused if over budget
+        if self.ledger is not None and charged:  # charged before any share: refused if over budget
             entry = self.ledger.reserve(self.dataset, self.task, meta, client=not ctx.is_server)
         try:
             result = await self.task.run(ctx, table, meta)

@@ -12,6 +12,9 @@ implements the three abstract methods; it overrides the hooks it supports:
   public counts without randomness; the server's ledger charges it before any share is sent;
 - ``seed``: None (OS entropy) or the seed from this party's own command line (a labelled insecure experiment,
   :func:`sqm.framework.jobfile.seed_policy`);
+- ``charges``: whether the ledgers charge ``release(meta)`` (default True; a job that releases nothing of the
+  data, e.g. scoring with a released model, says False and no ledger is consulted);
+- ``clamp_only``: declared ranges clamp the values and scale nothing (default False; a scoring job says True);
 - ``streams``: whether a party file sorted by id may be read chunk by chunk (default False: read whole);
 - ``row_norm_bound``: the public bound on a record's features into which a client's declared column ranges
   (``"bounds"``) and norm shares (``"norm_share"``) scale (default None: the task takes neither, and a job file
@@ -30,6 +33,8 @@ class JobTask(abc.ABC):
 
     seed = None
     streams = False
+    charges = True  # its release is charged to the privacy-budget ledgers (a scoring job's is not)
+    clamp_only = False  # declared column ranges clamp the values without scaling them (a scoring job's)
     row_norm_bound: float | None = None
     party_bounds = None
 
@@ -63,5 +68,6 @@ class JobTask(abc.ABC):
 
     @property
     def takes_bounds(self) -> bool:
-        """Whether declared column ranges and norm shares scale into this task's ``row_norm_bound``."""
-        return self.row_norm_bound is not None
+        """Whether declared column ranges and norm shares scale into this task's ``row_norm_bound`` (or, with
+        ``clamp_only``, only clamp the values)."""
+        return self.row_norm_bound is not None or self.clamp_only

@@ -399,14 +399,16 @@ class PartyContext:
         return shamir.reconstruct(np.stack(got), xs, p)
 
     # ----- secure evaluation -----------------------------------------------------------------------
-    async def evaluate(self, job, my_input=None, outputs_to_clients: bool = False) -> np.ndarray | None:
+    async def evaluate(self, job, my_input=None, outputs_to_clients: bool = False,
+                       outputs_to=None) -> np.ndarray | None:
         """Securely evaluate ``job`` (a :class:`sqm.runtime.backend.Job` stripped of client programs).
 
         ``my_input`` is this client's :class:`sqm.runtime.stream.ChunkedInput` or ``(block, addend[, ids digest])``;
         None at the server.  The records go through in chunks of ``job.chunk_rows`` (public; default
         :func:`sqm.runtime.stream.chunk_rows`): every party accumulates its shares of the moments chunk by chunk, so
         no party holds more than one chunk of shares, and the result is the same integers whatever the chunk
-        size.  Returns the signed integer result (object array) at the receivers, None elsewhere.
+        size.  Returns the signed integer result (object array) at the receivers, None elsewhere: the server
+        (and the clients, ``outputs_to_clients``), or the parties ``outputs_to`` names (e.g. one client alone).
         """
         prog = job.program
         bound = job.result_bound()
@@ -460,7 +462,10 @@ class PartyContext:
                                          "different order)", wire.one_of(wire.digest(32), wire.digest(0)))
             self._lap("client checks")
         widths = None if owner is None else [owner.count(j) for j in range(self.M - 1)]
-        receivers = [0] + (self.clients if outputs_to_clients else [])
+        receivers = ([0] + (self.clients if outputs_to_clients else []) if outputs_to is None
+                     else sorted({int(r) for r in outputs_to}))
+        if not receivers or not all(0 <= r < self.M for r in receivers):
+            raise UsageError(f"the result goes to parties 0..{self.M - 1}, got {outputs_to!r}")
         res = await self._secure_outputs(prog, p, n_rows, rows_per_chunk, widths, needs_count, feed, receivers,
                                          verify)
         return None if res is None else to_signed(res, p).astype(object)

@@ -70,7 +70,14 @@ class SQMLinearRegression(RegressorMixin, BaseEstimator):
         return self
 
     def predict(self, X) -> np.ndarray:
+        """X w + intercept.  ``X`` a :class:`VerticalData` with ``backend='mpyc'``: through the runtime's secure
+        sum of the clients' partial predictions (:func:`sqm.methods.inference.secure.secure_scores`)."""
         check_is_fitted(self, "coef_")
+        if isinstance(X, VerticalData) and self.backend == "mpyc" and len(X.blocks) >= 2:
+            from sqm.methods.inference.secure import secure_scores
+
+            return secure_scores(X.blocks, np.asarray(self.coef_)[:, None], [self.intercept_], self.backend)[:, 0]
+        X = X.to_matrix() if isinstance(X, VerticalData) else X
         X = check_array(X, dtype=np.float64)
         if X.shape[1] != self.n_features_in_:
             raise UsageError(f"X has {X.shape[1]} features, but SQMLinearRegression is expecting "

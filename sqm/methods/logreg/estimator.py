@@ -465,8 +465,15 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
         return self
 
     def decision_function(self, X) -> np.ndarray:
-        """<w, x> + intercept for each row (positive: ``classes_[1]``)."""
+        """<w, x> + intercept for each row (positive: ``classes_[1]``).  ``X`` a :class:`VerticalData` with
+        ``backend='mpyc'``: the clients' blocks are never joined, each client's partial score goes through the
+        runtime's secure sum (:func:`sqm.methods.inference.secure.secure_scores`; within 2^-20 per client of the
+        plain score)."""
         check_is_fitted(self)
+        if isinstance(X, VerticalData) and self.backend == "mpyc" and len(X.blocks) >= 2:
+            from sqm.methods.inference.secure import secure_scores
+
+            return secure_scores(X.blocks, self.coef_[0][:, None], self.intercept_[:1], self.backend)[:, 0]
         X = X.to_matrix() if isinstance(X, VerticalData) else X
         X = validate_data(self, X, dtype=np.float64, reset=False)
         return X @ self.coef_[0] + self.intercept_[0]

@@ -90,8 +90,14 @@ class SQMPCA(TransformerMixin, BaseEstimator):
         return self
 
     def transform(self, X) -> np.ndarray:
-        """Project records onto the components: X V (records x k)."""
+        """Project records onto the components: X V (records x k).  ``X`` a :class:`VerticalData` with
+        ``backend='mpyc'``: through the runtime's secure sum of the clients' partial projections
+        (:func:`sqm.methods.inference.secure.secure_scores`)."""
         check_is_fitted(self, "components_")
+        if isinstance(X, VerticalData) and self.backend == "mpyc" and len(X.blocks) >= 2:
+            from sqm.methods.inference.secure import secure_scores
+
+            return secure_scores(X.blocks, self.components_.T, np.zeros(len(self.components_)), self.backend)
         X = as_matrix(X)
         if X.shape[1] != self.n_features_in_:
             raise UsageError(f"X has {X.shape[1]} features, but SQMPCA is expecting {self.n_features_in_} "

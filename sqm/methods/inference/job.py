@@ -1,0 +1,118 @@
+"""The task of a scoring job (:mod:`sqm.framework.jobfile`): a released model's scores of new records whose
+features are split across the clients, learned by one requesting party only.
+
+1. The server holds the released model (:class:`sqm.methods.inference.model.ReleasedModel`, from its own
+   ``--model`` file) and sends it to every client: the model is the training job's differentially private
+   release, so holding it is post-processing and spends nothing.
+2. Each client scores its own columns of each record (the records all clients hold, aligned by the private set
+   intersection, in the job's canonical order; a column with a declared range clamped to it, as when training):
+   a partial score per output, in fixed point
+   (``round(s * 2^frac_bits)``, each at most the public ``score_bound`` in absolute value).
+3. The partial scores are summed on Shamir shares (:meth:`sqm.runtime.protocol.PartyContext.evaluate` of a
+   secure-sum job) and opened to the requester alone, which adds the intercepts.
+
+What each party learns: the requester the scores of the aligned records (a client also knows which of its
+records they are); every other party nothing but shares, the model and the public counts.  The scores reveal,
+by design, a linear combination of every owner's features of each scored record: the job's purpose, which
+each owner accepts by running its party; they are not differentially private for the scored records.  The
+training data's budget is not charged (``charges = False``): the model is already released.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from sqm.framework.jobtask import JobTask
+from sqm.methods.inference.model import ReleasedModel
+from sqm.runtime.errors import UsageError
+from sqm.runtime.party import InputRefused, ProtocolError
+from sqm.runtime.party import messages as wire
+from sqm.runtime.secure_sum import sum_job
+
+FRAC_BITS = 20  # fixed point of the partial scores: a resolution of 2^-20 (about 1e-6)
+SCORE_BOUND = 1e9  # public bound on a client's partial score
+
+
+def _model_ok(m) -> bool:
+    return (isinstance(m, dict) and set(m) == {"kind", "columns", "weights", "intercepts"}
+            and isinstance(m["columns"], list) and isinstance(m["weights"], np.ndarray)
+            and isinstance(m["intercepts"], np.ndarray) and m["weights"].ndim == 2 and m["intercepts"].ndim == 1
+            and len(m["columns"]) <= 100_000 and m["weights"].shape[1] <= 1000)
+
+
+class ScoringJobTask(JobTask):
+    """Score new records with a released model; ``model`` at the server (None at a client: the server sends
+    it); ``requester``: the party that learns the scores (default: the last client)."""
+
+    charges = False  # a released model's scores charge no privacy budget of the training data
+    clamp_only = True  # a client clamps a declared column to its range, as when training; the model is in raw units
+
+    def with_party_bounds(self, party_bounds) -> "ScoringJobTask":
+        """Norm shares scale training data; scores use the raw columns: nothing to change."""
+        return self
+
+    def __init__(self, model: ReleasedModel | None = None, requester: int | None = None,
+                 score_bound: float = SCORE_BOUND, frac_bits: int = FRAC_BITS):
+        if not (isinstance(score_bound, (int, float)) and math.isfinite(score_bound) and score_bound > 0):
+            raise UsageError(f"score_bound must be a finite number > 0, got {score_bound!r}")
+        if not (isinstance(frac_bits, int) and 0 <= frac_bits <= 30):
+            raise UsageError(f"frac_bits must be an integer in [0, 30], got {frac_bits!r}")
+        if requester is not None and (not isinstance(requester, int) or requester < 0):
+            raise UsageError(f"the requester is a party index (0 the server, 1.. the clients), got {requester!r}")
+        self.model, self.requester = model, requester
+        self.score_bound, self.frac_bits = float(score_bound), int(frac_bits)
+
+    def public(self):
+        return ("score", self.requester, self.score_bound, self.frac_bits)
+
+    def release(self, meta):
+        """Nothing is released of the training data (the model is): no privacy events."""
+        return None
+
+    def requester_of(self, meta) -> int:
+        r = meta.n_parties if self.requester is None else self.requester
+        if not 0 <= r <= meta.n_parties:  # public counts: every party refuses alike
+            raise ProtocolError(f"the requester is party {r}, but the job has parties 0..{meta.n_parties}; refused")
+        return r
+
+    async def run(self, ctx, table, meta) -> dict:
+        requester = self.requester_of(meta)
+        if ctx.is_server and self.model is None:
+            raise UsageError("the server of a scoring job needs the released model (--model FILE)")
+        got = await ctx.broadcast(self.model.to_wire() if ctx.is_server else None,
+                                  wire.value(dict, "the released model", _model_ok), step="released model")
+        model = self.model if ctx.is_server else ReleasedModel.from_wire(got)
+        k, n = model.weights.shape[1], meta.n_records
+        unit = 1 << self.frac_bits
+        cap = int(math.ceil(self.score_bound * unit))
+        bound = (meta.n_parties * cap) if n else 0
+        my_input = None
+        if ctx.is_server:
+            if sum(meta.col_counts) != len(model.columns):  # every client column is in the model (each checks)
+                raise ProtocolError(f"the clients hold {sum(meta.col_counts)} columns, the released model weighs "
+                                    f"{len(model.columns)}: some model column is held by no client; refused "
+                                    f"before any share was sent")
+        else:
+            at = {c: j for j, c in enumerate(model.columns)}
+            missing = [c for c in table.columns if c not in at]
+            if missing:
+                raise InputRefused(f"its column(s) {missing} are not in the released model")
+            W = model.weights[[at[c] for c in table.columns]]
+            partial = np.asarray(table.block, dtype=np.float64) @ W  # n x k, this client's columns only
+            if not np.all(np.isfinite(partial)):
+                raise InputRefused("its values give non-finite partial scores")
+            if partial.size and np.abs(partial).max() > self.score_bound:
+                raise InputRefused(f"a partial score exceeds the public bound {self.score_bound:g} (score_bound)")
+            enc = np.rint(partial * unit).astype(np.int64)
+            my_input = (np.zeros((0, 0), np.int64), enc.reshape(-1), table.ids_digest)
+        job = dataclasses.replace(sum_job([], n * k, bound), align_ids=True)
+        out = await ctx.evaluate(job, my_input, outputs_to=[requester])
+        res = {"scored": int(n), "requester": requester, "outputs": model.outputs, "kind": model.kind}
+        if out is not None:
+            scores = np.array([int(v) for v in out], dtype=np.float64).reshape(n, k) / unit + model.intercepts
+            res["scores"] = scores
+            if table is not None:
+                res["ids"] = list(table.ids)  # this requester's own ids of the scored records
+        return res
