@@ -156,8 +156,9 @@ def test_options_of_another_mode_are_errors_naming_them(tmp_path):
         pca(["--insecure-reproducible"])
     with pytest.raises(ValueError, match=r"--parties, --test-size do not apply with --job"):
         pca(["--job", "j.json", "--parties", "2", "--test-size", "0.5"], "linreg")
-    with pytest.raises(ValueError, match=r"--label-column does not apply without --job"):
-        pca(["--label-column", "y"], "linreg")
+    with pytest.raises(ValueError, match=r"--label-column and --id-column name columns of your own table: give "
+                                         r"--data FILE \(or --job\)"):
+        pca(["--label-column", "y"], "linreg")  # a column of the user's own table, or of a job's files
 
 
 # ----- sqm pca --data FILE --------------------------------------------------------------------------------------

@@ -10,7 +10,8 @@ import math
 
 from sqm.cli import options, output
 from sqm.cli.options import JOB_ONLY, check_mode, declare_task
-from sqm.methods.linreg.experiment import TARGETS, compare, regression_data, scores  # noqa: F401 (the experiment, shared with bench/)
+from sqm.runtime.errors import UsageError
+from sqm.methods.linreg.experiment import own_regression_data, TARGETS, compare, regression_data, scores  # noqa: F401 (the experiment, shared with bench/)
 
 
 def __getattr__(name: str):
@@ -43,10 +44,11 @@ def output_document(r: dict, args) -> dict:
                                neighbouring="none")],
         timings={row["method"]: row["seconds"] for row in r["rows"]}, simulation=plain,
         secure_mode=r["secure_mode"], bytes=output.byte_counts(total=None if plain else round(sqm_row["bytes"])),
-        dataset=r.get("dataset"), details={k: r[k] for k in ("shape", "train", "test", "runs")})
+        dataset=r.get("dataset"), columns=r.get("columns"),
+        details={k: r[k] for k in ("shape", "train", "test", "runs")})
 
 
-LOCAL_ONLY = ("dataset", "data", "parties", "test_size", "runs")
+LOCAL_ONLY = ("dataset", "data", "id_column", "parties", "test_size", "runs")
 _PARSER = []  # the `sqm linreg` parser (its defaults decide which options were given)
 
 
@@ -54,14 +56,26 @@ def run(args) -> int:
     from sqm.mechanism.report import render_table
 
 
-    check_mode(args, _PARSER[-1], "job" if args.job else "local",
-               {"job": JOB_ONLY + ("label_column",), "local": LOCAL_ONLY})
+    check_mode(args, _PARSER[-1], "job" if args.job else "local", {"job": JOB_ONLY, "local": LOCAL_ONLY})
     if args.job:
         return _run_job(args)
-    X, y, y_scale = regression_data(args.dataset, args.data, args.feature_bound, args.label_bound)
+    import os
+
+    columns = None
+    if args.data is not None and os.path.isfile(args.data):  # the user's own table
+        X, y, y_scale, columns = own_regression_data(args.data, args.label_column, args.id_column,
+                                                     args.feature_bound, args.label_bound)
+        args.dataset = os.path.basename(args.data)
+    else:
+        if args.label_column != "label" or args.id_column is not None:
+            raise UsageError("--label-column and --id-column name columns of your own table: give --data FILE "
+                             "(or --job)")
+        X, y, y_scale = regression_data(args.dataset, args.data, args.feature_bound, args.label_bound)
     r = compare(X, y, args.parties, args.alpha, args.epsilon, args.delta, args.gamma, args.feature_bound,
                 args.label_bound, args.backend, args.runs, args.seed, args.test_size, y_scale)
     r["dataset"] = args.dataset
+    if columns is not None:
+        r["columns"] = columns
     print(f"ridge regression on {args.dataset} {r['shape'][0]} x {r['shape'][1]} ({r['train']} train, {r['test']} "
           f"held out), {args.parties} clients, alpha {args.alpha:g}, delta {args.delta:g}, gamma {args.gamma:g}, "
           f"{r['runs']} run(s)")
@@ -124,7 +138,13 @@ def register(sub) -> None:
     p.add_argument("--dataset", default="diabetes", choices=sorted(TARGETS),
                    help="diabetes (default; its target), breast_cancer (target: mean radius), adult (target: "
                         "hours-per-week, read from the data home, see `sqm data`)")
-    p.add_argument("--data", default=None, help="path of a file-based dataset's folder (adult)")
+    p.add_argument("--data", default=None, metavar="PATH",
+                   help="your own table (a CSV or Parquet file: --label-column the target, every other column "
+                        "but --id-column a feature; features scaled to row norm --feature-bound and the target to "
+                        "--label-bound from the data: a local comparison), or a file-based dataset's folder (adult)")
+    p.add_argument("--id-column", default=None,
+                   help="with --data FILE: the column holding record ids, left out of the features (default: a "
+                        "column named 'id', if any)")
     p.add_argument("--parties", type=int, default=3, help="clients holding column blocks of [X 1 y] (default 3)")
     p.add_argument("--alpha", type=float, default=1.0, help="ridge penalty on the record-sum scale (default 1)")
     p.add_argument("--gamma", type=float, default=4096.0, help="quantization scale gamma >= 1 (default 4096)")
@@ -132,7 +152,8 @@ def register(sub) -> None:
     p.add_argument("--label-bound", type=float, default=1.0, help="c_y: every record's |y| (default 1)")
     p.add_argument("--test-size", type=float, default=0.25, help="held-out fraction (default 0.25)")
     p.add_argument("--runs", type=int, default=1, help="average over this many runs (default 1)")
-    p.add_argument("--label-column", default="label", help="with --job: the label column of the last client's CSV")
+    p.add_argument("--label-column", default="label",
+                   help="the target column: of the last client's file (--job) or of your own table (--data FILE)")
     p.set_defaults(func=run)
     declare_task(p, ("alpha", "epsilon", "delta", "gamma", "feature_bound", "label_bound", "label_column"))
     _PARSER[:] = [p]

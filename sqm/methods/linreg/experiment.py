@@ -37,6 +37,29 @@ def regression_data(name: str, path=None, feature_bound: float = 1.0, label_boun
     return scale_rows(X, feature_bound), y / y_scale, y_scale
 
 
+def own_regression_data(path, label_column: str = "label", id_column: str | None = None,
+                        feature_bound: float = 1.0, label_bound: float = 1.0):
+    """(X, y, y_scale, feature columns) of a user's own table (:func:`sqm.framework.tables.read_table`): every
+    column but ``label_column`` and the id column a feature, scaled as :func:`regression_data` scales a data set
+    (from the data: a local comparison, outside the accounting)."""
+    import numpy as np
+
+    from sqm.data.datasets import scale_rows
+    from sqm.framework.tables import read_table
+
+    t = read_table(path, id_column or "id", require_id=id_column is not None, what="data file")
+    if label_column not in t.columns:
+        raise UsageError(f"data file {path} has no column {label_column!r} (--label-column); its columns: "
+                         f"{list(t.columns)}")
+    k = list(t.columns).index(label_column)
+    X, y = np.delete(t.block, k, axis=1), np.asarray(t.block[:, k], np.float64)
+    if X.shape[1] < 1 or len(y) < 4:
+        raise UsageError(f"data file {path}: a regression needs a feature column and at least 4 records")
+    y_scale = float(np.max(np.abs(y))) / label_bound or 1.0
+    columns = [c for j, c in enumerate(t.columns) if j != k]
+    return scale_rows(X, feature_bound), y / y_scale, y_scale, columns
+
+
 def compare(X, y, n_parties: int, alpha: float, epsilon: float, delta: float, gamma: float,
             feature_bound: float = 1.0, label_bound: float = 1.0, backend: str = "mpyc", runs: int = 1, seed=None,
             test_size: float = 0.25, y_scale: float = 1.0, split_seed: int = 0) -> dict:
