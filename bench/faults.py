@@ -3,7 +3,7 @@
     sqm bench faults                                   # every case, the runtime's default timeouts
     sqm bench faults --cases kill-compute,stopped --idle-timeout 5 --json faults.json
 
-Each case is one small SQM-PCA job from a job file (:func:`sqm.framework.jobfile.write_party_csvs`, 1 server + 2
+Each case is one small SQM-PCA job from a job file (:func:`sqm.framework.spec.write_party_csvs`, 1 server + 2
 clients by default) whose parties are real ``python -m sqm.runtime.party`` processes over loopback TCP, each in its
 own session, all with the case's own ``TMPDIR``.  The faults:
 
@@ -458,7 +458,8 @@ SQUATTER = ("import socket, sys, time; s = socket.socket(); s.setsockopt(socket.
 def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 30.0, deadline: float = 90.0,
              seed: int = 0, supported: set[str] | None = None) -> dict:
     """Run one fault case (see the module docstring); return what was observed."""
-    from sqm.framework import jobfile
+    from sqm.framework.party import party_program
+    from sqm.framework.spec import load_job, write_party_csvs
     from sqm.methods.pca import PCAJobTask
 
     fault = FAULTS[name]
@@ -475,10 +476,10 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
     proxy = None
     rec = {"case": name, "what": fault.what, "parties": M, "flags": list(flags), "load_before": round(load, 2)}
     try:
-        spec = jobfile.load_job(jobfile.write_party_csvs(_data(seed), os.path.join(work, "job"), n_parties=clients, min_intersection=1))
+        spec = load_job(write_party_csvs(_data(seed), os.path.join(work, "job"), n_parties=clients, min_intersection=1))
         task = PCAJobTask(1, 1.0, verify_sharing=fault.action == "inconsistent",
                           robust_noise=1 if fault.action == "no-noise" else 0)
-        programs = [jobfile.party_program(spec, i, task) for i in range(M)]
+        programs = [party_program(spec, i, task) for i in range(M)]
         if fault.action == "inconsistent":
             programs[fault.target] = Deviate(programs[fault.target])
         if fault.action == "no-noise":
@@ -487,9 +488,9 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
             programs[fault.target] = DeviateBounds(programs[fault.target], *((1000.0, 0.0) if fault.action == "bounds"
                                                                              else (1.0, 100.0)))
         if fault.action == "foreign":
-            other = jobfile.load_job(jobfile.write_party_csvs(_data(seed + 1), os.path.join(work, "other"),
+            other = load_job(write_party_csvs(_data(seed + 1), os.path.join(work, "other"),
                                                               n_parties=clients, addresses=spec.addresses, min_intersection=1))
-            programs[fault.target] = jobfile.party_program(other, fault.target, task)
+            programs[fault.target] = party_program(other, fault.target, task)
         holder = 1 if fault.action == "cut" else fault.target
         ssl_dirs = [None] * M
         if fault.action in ("cotenant", "readable-key", "impostor"):  # TLS: the job's own keys, one folder a party

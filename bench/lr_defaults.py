@@ -27,7 +27,8 @@ def run(train: int = 6000, test: int = 2000, epsilon: float = 1.0, delta: float 
     import numpy as np
 
     from sqm.data.example_files import imbalanced_records
-    from sqm.framework.jobfile import load_job, run_local, simulate, write_party_csvs
+    from sqm.framework.spec import load_job, write_party_csvs
+    from sqm.framework.runners import run_local, simulate
     from sqm.cli.logreg import compare
     from sqm.methods.logreg.job import LRJobTask
     from sqm.framework.tables import PartyTable, propose_ranges

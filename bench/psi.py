@@ -75,7 +75,7 @@ def write_parties(directory: str, ids: int, clients: int, overlap: float, seed: 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from sqm.framework.jobfile import write_job
+    from sqm.framework.spec import write_job
     from sqm.runtime.launch import free_ports
 
     os.makedirs(directory, exist_ok=True)
@@ -97,7 +97,8 @@ def write_parties(directory: str, ids: int, clients: int, overlap: float, seed: 
 
 
 def run_one(job_file: str, timeout: float = 3600.0):
-    from sqm.framework.jobfile import load_job, run_job
+    from sqm.framework.spec import load_job
+    from sqm.framework.runners import run_job
 
     t0 = time.perf_counter()
     records = run_job(load_job(job_file), AlignOnly(), backend="mpyc", timeout=timeout)

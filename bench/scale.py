@@ -36,7 +36,7 @@ def write_parties(directory: str, rows: int, cols: int, clients: int, seed: int 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from sqm.framework.jobfile import write_job
+    from sqm.framework.spec import write_job
     from sqm.runtime.launch import free_ports
 
     os.makedirs(directory, exist_ok=True)
@@ -61,7 +61,8 @@ def write_parties(directory: str, rows: int, cols: int, clients: int, seed: int 
 
 def run_one(job_file: str, gamma: float, epsilon: float, chunk_rows=None, seed=None, timeout: float = 3600.0):
     """One PCA job through real party processes: (records of every party, end-to-end seconds)."""
-    from sqm.framework.jobfile import load_job, run_job
+    from sqm.framework.spec import load_job
+    from sqm.framework.runners import run_job
     from sqm.methods.pca.job import PCAJobTask
 
     task = PCAJobTask(2, epsilon, gamma=gamma, seed=seed, insecure_reproducible=seed is not None,

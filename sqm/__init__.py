@@ -44,9 +44,9 @@ _API = {
     "Ledger": "sqm.mechanism.ledger",
     "Budget": "sqm.mechanism.ledger",
     # the job runner: a job file and a task, run through real party processes
-    "load_job": "sqm.framework.jobfile",
-    "write_job": "sqm.framework.jobfile",
-    "run_job": "sqm.framework.jobfile",
+    "load_job": "sqm.framework.spec",
+    "write_job": "sqm.framework.spec",
+    "run_job": "sqm.framework.runners",
     "JobTask": "sqm.framework.jobtask",
     "PCAJobTask": "sqm.methods.pca.job",
     "LinRegJobTask": "sqm.methods.linreg.job",

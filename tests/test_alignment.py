@@ -11,7 +11,9 @@ import os
 import numpy as np
 import pytest
 
-from sqm.framework.jobfile import load_job, run_job, simulate, write_job
+from sqm.framework.spec import load_job, write_job
+
+from sqm.framework.runners import run_job, simulate
 from sqm.methods.pca import PCAJobTask
 from sqm.framework.tables import canonical_id, id_order_key
 from sqm.runtime.exitcodes import EXIT_BAD_DATA, EXIT_REFUSED
@@ -102,7 +104,7 @@ def test_the_simulation_aligns_csv_and_parquet_read_in_chunks_alike(tmp_path, fm
 
 
 def test_parquet_files_sorted_by_id_are_read_in_chunks_with_a_mask(tmp_path):
-    from sqm.framework.jobfile import load_own_file
+    from sqm.framework.party import load_own_file
 
     X = universe()
     sets, _ = overlap_sets()

@@ -50,7 +50,8 @@ run_parties([WaitAll({marker!r}) for _ in range(3)], timeout=300)
 WRAPPER = """
 import sys
 sys.path[:0] = [{root!r}]
-from sqm.framework.jobfile import load_job, run_one
+from sqm.framework.spec import load_job
+from sqm.framework.runners import run_one
 from sqm.methods.pca import PCAJobTask
 run_one(load_job({job!r}), 1, PCAJobTask(n_components=1, epsilon=1.0, delta=1e-5, gamma=1024.0), timeout=300,
         connect_timeout=120)
@@ -136,7 +137,7 @@ def test_stopped_launcher_leaves_no_party_and_no_file(tmp_path, sig):
 
 
 def test_killed_index_wrapper_takes_its_party_with_it(tmp_path):
-    from sqm.framework.jobfile import write_party_csvs
+    from sqm.framework.spec import write_party_csvs
 
     tmpdir, env = private_tmp(tmp_path)
     X = np.random.default_rng(0).normal(size=(20, 4)) / 5

@@ -13,7 +13,11 @@ import sys
 import numpy as np
 import pytest
 
-from sqm.framework.jobfile import LedgerGuard, load_job, party_program, write_party_csvs
+from sqm.framework.ledger_guard import LedgerGuard
+
+from sqm.framework.spec import load_job, write_party_csvs
+
+from sqm.framework.party import party_program
 from sqm.mechanism.ledger import Ledger
 from sqm.methods.pca.job import PCAJobTask
 from sqm.runtime.certs import DEFAULT_JOB, make_certificates

@@ -28,7 +28,11 @@ from collections import Counter, defaultdict
 import numpy as np
 import pytest
 
-from sqm.framework.jobfile import MAX_ABS_VALUE, JobTask, PartyFileError, read_party_csv, write_party_csvs
+from sqm.framework.tables import MAX_ABS_VALUE, PartyFileError
+
+from sqm.framework.jobtask import JobTask
+
+from sqm.framework.spec import read_party_csv, write_party_csvs
 from sqm.runtime import exitcodes, protocol, wire
 from sqm.runtime.exitcodes import (EXIT_BAD_DATA, EXIT_ERROR, EXIT_LOST, EXIT_OK, EXIT_REFUSED, EXIT_TIMEOUT, EXIT_USAGE,
                            job_exit_code)
@@ -328,7 +332,8 @@ class StallTask(JobTask):
 def test_exit_code_lost_when_a_client_is_killed(tmp_path):
     """Real processes (a lost connection is the transport's): client 2 is killed (SIGKILL) inside the job; the
     others name it as lost at once and the job's exit code is LOST."""
-    from sqm.framework.jobfile import load_job, run_local
+    from sqm.framework.spec import load_job
+    from sqm.framework.runners import run_local
     from sqm.runtime.launch import MPCError
 
     spec = load_job(_job(tmp_path))

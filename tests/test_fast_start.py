@@ -89,9 +89,10 @@ def test_covariance_parties_import_no_heavy_package():
 
 @pytest.fixture(scope="module")
 def pca_job_heavy(tmp_path_factory) -> list[list[str]]:
-    """The heavy packages each party of one PCA job (sqm.framework.jobfile.JobParty with PCAJobTask, real processes)
+    """The heavy packages each party of one PCA job (sqm.framework.party.JobParty with PCAJobTask, real processes)
     imported."""
-    from sqm.framework.jobfile import load_job, run_local, write_party_csvs
+    from sqm.framework.spec import load_job, write_party_csvs
+    from sqm.framework.runners import run_local
     from sqm.methods.pca import PCAJobTask
 
     X = np.random.default_rng(1).normal(size=(30, 6))

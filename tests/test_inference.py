@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from sqm.cli.command import main
-from sqm.framework.jobfile import load_job, run_job, write_party_csvs
+from sqm.framework.spec import load_job, write_party_csvs
+from sqm.framework.runners import run_job
 from sqm.methods.inference.job import FRAC_BITS, ScoringJobTask
 from sqm.methods.inference.model import ReleasedModel, load_model
 from sqm.runtime.errors import UsageError

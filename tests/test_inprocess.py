@@ -154,7 +154,7 @@ def test_party_modules_import_no_planning_or_estimator_libraries():
     import sys
 
     code = ("import sys, pickle; import sqm.runtime.party, sqm.mechanism.release, sqm.mechanism.gradient, sqm.methods.pca.job, sqm.methods.logreg.party, "
-            "sqm.methods.linreg.statistic, sqm.methods.hdp_vfl.party, sqm.framework.jobfile; "
+            "sqm.methods.linreg.statistic, sqm.methods.hdp_vfl.party, sqm.framework.spec; "
             "print(sorted(m for m in ('sklearn', 'dp_accounting', 'scipy.stats', 'opacus') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "[]", (out.stdout, out.stderr)

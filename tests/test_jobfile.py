@@ -2,7 +2,7 @@
 
 Real party processes where the transport is what is tested (the bit-for-bit equality with the simulation, one
 party per invocation, TLS, the ledger's refusal); refusals and validation run the same party programs in
-process (:func:`sqm.framework.jobfile.simulate`, i.e. :func:`sqm.runtime.inprocess.run_in_process`)."""
+process (:func:`sqm.framework.runners.simulate`, i.e. :func:`sqm.runtime.inprocess.run_in_process`)."""
 import json
 import os
 import pickle
@@ -13,8 +13,11 @@ import pytest
 
 from sqm.runtime.certs import DEFAULT_JOB, make_certificates
 
-from sqm.framework.jobfile import (JobTask, PartyFileError, load_job, party_program, read_party_csv, run_job,
-                          run_local, run_one, simulate, write_job, write_party_csvs)
+from sqm.framework.jobtask import JobTask
+from sqm.framework.party import party_program
+from sqm.framework.runners import run_job, run_local, run_one, simulate
+from sqm.framework.spec import load_job, read_party_csv, write_job, write_party_csvs
+from sqm.framework.tables import PartyFileError
 from sqm.methods.pca import SQMPCA, PCAJobTask
 from sqm.runtime.inprocess import run_in_process
 from sqm.runtime.launch import MPCError, free_ports, run_parties
@@ -300,7 +303,7 @@ BAD_FILES = {  # each holds some of SECRETS in its cells
 
 @pytest.mark.parametrize("case", list(BAD_FILES))
 def test_refusal_sent_to_peers_names_no_cell_value(tmp_path, caplog, case):
-    from sqm.framework.jobfile import load_own_file
+    from sqm.framework.party import load_own_file
     from sqm.runtime import wire
 
     f = tmp_path / "p.csv"
@@ -406,7 +409,7 @@ def test_cli_seed_in_job_mode_needs_the_opt_in(tmp_path, capsys):
 def _ledger_setup(tmp_path, dataset="survey"):
     """A job file naming a dataset, a PCA task, its one release's events, and a budget that two releases fit
     and three do not (the RDP composition at the budget's delta, sqm.mechanism.events.compose)."""
-    from sqm.framework.jobfile import JobMeta
+    from sqm.framework.party import JobMeta
     from sqm.mechanism.events import compose
 
     spec = load_job(write_party_csvs(make_X(), tmp_path / "job", 2, dataset=dataset, min_intersection=1))
@@ -480,7 +483,8 @@ def test_a_client_keeps_its_own_ledger(tmp_path):
     """A client's own ledger records the release of its records (the events against the server, as the server's
     ledger does) and, over that client's budget, the client refuses the job before any share is sent, naming
     itself (tests/test_client_budget.py runs it through real processes)."""
-    from sqm.framework.jobfile import JobMeta, LedgerGuard
+    from sqm.framework.party import JobMeta
+    from sqm.framework.ledger_guard import LedgerGuard
     from sqm.mechanism.ledger import Ledger
 
     spec, task, _, _ = _ledger_setup(tmp_path)

@@ -86,7 +86,7 @@ def test_the_table_can_fail():
     """The reader sees imports inside functions too (a lazy import is still a dependency), and names the room."""
     src = ROOT / "sqm" / "__main__.py"
     assert any(_room(m) == "cli" for _, m in _imports(src))
-    assert _room("sqm.framework.jobfile.JobSpec") == "framework" and _room("sqm.__version__") is None
+    assert _room("sqm.framework.spec.JobSpec") == "framework" and _room("sqm.__version__") is None
 
 
 def test_the_face_is_imported_by_nothing_but_the_benchmarks_and_itself():

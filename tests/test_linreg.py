@@ -174,7 +174,7 @@ def test_mpyc_equals_in_process_bit_for_bit():
 
 def test_cli_job_through_real_processes_equals_the_estimator(tmp_path, capsys):
     from sqm.cli.command import main
-    from sqm.framework.jobfile import write_party_csvs
+    from sqm.framework.spec import write_party_csvs
 
     X, y = _diabetes(50)
     X = X[:, :4]

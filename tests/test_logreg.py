@@ -290,7 +290,8 @@ def test_secure_gradient_equals_exact_sum(col_counts, label_party, ideal):
 
 
 def run_job_in_process(job, task, ledger=None):
-    from sqm.framework.jobfile import load_job, simulate
+    from sqm.framework.spec import load_job
+    from sqm.framework.runners import simulate
 
     return simulate(load_job(job), task, timeout=120, ledger=ledger)
 
@@ -300,7 +301,9 @@ def test_job_file_mode_equals_estimator_and_refuses_misaligned_records(tmp_path)
     estimator for the same seed; refused (in process, as real parties refuse): a label party without the label
     column, a client whose records come in another order (aligned: the same model), a client with another id set (the
     records in common), a party running other public parameters."""
-    from sqm.framework.jobfile import JobMeta, LedgerGuard, write_party_csvs
+    from sqm.framework.party import JobMeta
+    from sqm.framework.ledger_guard import LedgerGuard
+    from sqm.framework.spec import write_party_csvs
     from sqm.methods.logreg.job import LRJobTask
     from sqm.runtime.exitcodes import EXIT_BAD_DATA, EXIT_REFUSED
     from sqm.runtime.launch import MPCError
@@ -323,7 +326,7 @@ def test_job_file_mode_equals_estimator_and_refuses_misaligned_records(tmp_path)
     assert recs[0]["result"]["intercept"] == est.intercept_[0] != 0  # the constant column's weight (c = 1)
     assert recs[0]["result"]["report"].epsilon_server <= 4.0
     rep = recs[0]["result"]["report"]  # the estimator's report, and the job's note on its record count
-    from sqm.framework.jobfile import ALIGNMENT_NOTE
+    from sqm.framework.party import ALIGNMENT_NOTE
 
     assert rep.notes == est.report_.notes + "; " + ALIGNMENT_NOTE.format(m=40, k=3)
     assert dataclasses.replace(rep, notes=est.report_.notes) == est.report_ == task.release(JobMeta((2, 2, 3), 40))

@@ -91,7 +91,9 @@ def test_simulation_equals_real_party_processes_bit_for_bit():
 
 
 def test_job_mode_equals_the_estimator(tmp_path):
-    from sqm.framework.jobfile import JobMeta, load_job, simulate, write_party_csvs
+    from sqm.framework.party import JobMeta
+    from sqm.framework.spec import load_job, write_party_csvs
+    from sqm.framework.runners import simulate
     from sqm.methods.logreg.job import LRJobTask
 
     X, y = _data(60, 6)

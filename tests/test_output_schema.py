@@ -1,7 +1,7 @@
 """Every sqm command that writes JSON (--json FILE) writes one shape: sqm/cli/output.schema.json (JSON Schema
 2020-12, schema_version "1"), strict JSON (no NaN or Infinity), the same top-level keys in local and job mode.
 Each command runs once with tiny settings, in process (--backend plain: the labelled simulation) where it can;
-job mode through the CLI's plain path (sqm.framework.jobfile.simulate)."""
+job mode through the CLI's plain path (sqm.framework.runners.simulate)."""
 import argparse
 import json
 import math
@@ -37,7 +37,7 @@ def run(tmp_path, name: str, *argv) -> dict:
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
     """A two-client job file (40 records, 6 columns; client 2's last column is a regression label)."""
-    from sqm.framework.jobfile import write_party_csvs
+    from sqm.framework.spec import write_party_csvs
 
     X = np.random.default_rng(0).normal(size=(40, 6))
     X /= np.linalg.norm(X, axis=1).max()

@@ -1,6 +1,6 @@
 """Own-data jobs (issue 14, part 5): one table reader with errors in the user's words, records aligned
 across clients in any file order, different id sets aligned on their intersection, public scaling bounds, option
-modes, ``sqm pca --data FILE``.  Everything runs in process (``sqm.framework.jobfile.simulate``)."""
+modes, ``sqm pca --data FILE``.  Everything runs in process (``sqm.framework.runners.simulate``)."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,11 @@ import json
 import numpy as np
 import pytest
 
-from sqm.framework.jobfile import canonical_order, load_job, simulate, write_party_csvs
+from sqm.framework.party import canonical_order
+
+from sqm.framework.spec import load_job, write_party_csvs
+
+from sqm.framework.runners import simulate
 from sqm.methods.pca import SQMPCA, PCAJobTask
 from sqm.framework.tables import PartyFileError, read_table
 from sqm.runtime.launch import MPCError
@@ -208,7 +212,7 @@ def test_declared_ranges_scale_unscaled_data_and_no_bounds_warns(tmp_path, caplo
     bare = simulate(load_job(write_party_csvs(raw, tmp_path / "bare", 2, min_intersection=1)), task, timeout=120)
     assert [bare[j]["result"]["clipped"] for j in (1, 2)] == [m, m]  # every row clipped at both clients
     assert "clipped" not in bare[0]["result"]
-    from sqm.framework.jobfile import clip_warning
+    from sqm.framework.party import clip_warning
 
     warn = clip_warning(1, bare[1]["result"])
     assert warn.startswith(f"WARNING: client 1 clipped {m} of its {m} rows (100.0%)") and "\"bounds\"" in warn
@@ -217,7 +221,7 @@ def test_declared_ranges_scale_unscaled_data_and_no_bounds_warns(tmp_path, caplo
 
 
 def test_declared_ranges_checked(tmp_path):
-    from sqm.framework.jobfile import check_bounds
+    from sqm.framework.spec import check_bounds
 
     assert check_bounds({"a": [0, 5]}) == (("a", 0.0, 5.0),)
     for bad in ({"a": [5, 0]}, {"a": [0, float("inf")]}, {"a": "0-5"}, {}, ["a"]):

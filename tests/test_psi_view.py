@@ -19,7 +19,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sqm.framework.jobfile import JobTask, job_programs, load_job
+from sqm.framework.jobtask import JobTask
+
+from sqm.framework.party import job_programs
+
+from sqm.framework.spec import load_job
 from sqm.runtime import wire
 from sqm.runtime.launch import run_parties
 from sqm.runtime.party import PartyProgram

@@ -10,7 +10,7 @@ import pytest
 from sklearn.linear_model import LinearRegression
 
 from sqm.cli.command import main
-from sqm.framework.jobfile import write_party_csvs
+from sqm.framework.spec import write_party_csvs
 from sqm.framework.units import feature_columns, raw_linear_model, raw_projection
 
 

@@ -97,7 +97,9 @@ def test_job_files_carry_a_fresh_job_id(tmp_path):
 
     import pytest
 
-    from sqm.framework.jobfile import load_job, run_one, write_job
+    from sqm.framework.spec import load_job, write_job
+
+    from sqm.framework.runners import run_one
     from sqm.methods.pca import PCAJobTask
 
     for f in ("a.csv", "b.csv"):

@@ -3,7 +3,11 @@ job results as reading the file whole, and a file that changes during the job is
 import numpy as np
 import pytest
 
-from sqm.framework.jobfile import load_job, load_own_file, run_job, write_party_csvs
+from sqm.framework.spec import load_job, write_party_csvs
+
+from sqm.framework.party import load_own_file
+
+from sqm.framework.runners import run_job
 from sqm.methods.pca.job import PCAJobTask
 from sqm.framework.table_stream import StreamedTable, scan_table
 from sqm.framework.tables import read_table

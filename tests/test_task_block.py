@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from sqm.cli.command import main
-from sqm.framework.jobfile import load_job, write_party_csvs
+from sqm.framework.spec import load_job, write_party_csvs
 
 
 def _job(tmp_path, task, label=False):

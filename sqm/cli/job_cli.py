@@ -1,6 +1,6 @@
 """``sqm <app> --job``: the job-mode face of every application command (options in, tables and JSON out).
 
-The framework (:mod:`sqm.framework.jobfile`: job files, the party program, the runners) imports no command-line module;
+The framework (:mod:`sqm.framework.spec`: job files, the party program, the runners) imports no command-line module;
 this one does: it reads a command's parsed options, makes the job file's task block the job
 (:func:`apply_task_block`), runs the parties of this machine and prints and writes what they release.
 """
@@ -13,7 +13,9 @@ from sqm.cli import output
 from sqm.cli.command import build_parser, given_options
 from sqm.cli.options import job_run_options
 from sqm.framework.alignment import check_min_intersection
-from sqm.framework.jobfile import JobSpec, clip_warning, load_job, run_job, seed_policy
+from sqm.framework.spec import JobSpec, load_job
+from sqm.framework.party import clip_warning, seed_policy
+from sqm.framework.runners import run_job
 from sqm.mechanism.report import NEIGHBOURING_LINE, render_table
 from sqm.runtime.errors import UsageError
 

@@ -188,7 +188,7 @@ def register(sub) -> None:
                                       "non-private baselines",
                        parents=[options.privacy(epsilon_help="server-observed epsilon target"), options.runtime(),
                                 options.job("job file (JSON: parties' addresses, party 0 the server, each client's "
-                                            "CSV, and the dataset id the ledger charges; see sqm/framework/jobfile.py): a "
+                                            "CSV, and the dataset id the ledger charges; see sqm/framework/spec.py): a "
                                             "real multi-party run in which each party reads only its own file; the "
                                             "label party's CSV holds the --label-column"), options.output()],
                        description="Train logistic regression (with an intercept) on vertically partitioned "

@@ -93,7 +93,7 @@ def columns(text: str) -> tuple[str, ...]:
 
 
 def job(job_help: str = "job file (JSON: parties' addresses, party 0 the server, and each client's CSV; see "
-                        "sqm/framework/jobfile.py)") -> argparse.ArgumentParser:
+                        "sqm/framework/spec.py)") -> argparse.ArgumentParser:
     p = _parent()
     g = p.add_argument_group("job file (real multi-party run, each party reads only its own file)")
     g.add_argument("--job", default=None, help=job_help)
@@ -182,7 +182,7 @@ def runtime_options(args) -> dict | None:
 
 
 def job_run_options(args) -> dict:
-    """:func:`sqm.framework.jobfile.run_job`'s keyword arguments from the options of :func:`job` and :func:`runtime`."""
+    """:func:`sqm.framework.runners.run_job`'s keyword arguments from the options of :func:`job` and :func:`runtime`."""
     return dict(timeout=args.timeout, ssl_dir=args.ssl_dir, data_file=args.data_file,
                 connect_timeout=args.connect_timeout, insecure_plaintext=args.insecure_plaintext,
                 idle_timeout=args.idle_timeout, progress_timeout=args.progress_timeout,

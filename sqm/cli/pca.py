@@ -178,7 +178,7 @@ def register(sub) -> None:
         "pca", help="differentially private PCA over vertically partitioned data (SQM vs central/local DP)",
         parents=[options.privacy(), options.runtime(),
                  options.job("job file (JSON: parties' addresses, party 0 the server, each client's CSV, and the "
-                             "dataset id the ledger charges); see sqm/framework/jobfile.py"), options.output()],
+                             "dataset id the ledger charges); see sqm/framework/spec.py"), options.output()],
         description="Private PCA with SQM: the clients' noisy X^T X is computed by real MPyC party processes and "
                     "the server takes its top-k eigenvectors.  Without --job: split a dataset's columns among "
                     "--parties clients on this machine and compare SQM with central DP (Analyze Gauss), the "

@@ -34,7 +34,8 @@ def run(args) -> int:
 
     from sqm.cli import output
     from sqm.framework.alignment import check_min_intersection
-    from sqm.framework.jobfile import load_job, run_job
+    from sqm.framework.spec import load_job
+    from sqm.framework.runners import run_job
     from sqm.methods.inference.job import ScoringJobTask
     from sqm.methods.inference.model import load_model
     from sqm.runtime.errors import UsageError

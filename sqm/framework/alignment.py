@@ -11,7 +11,7 @@ Organisations never hold the same records.  Every job (``sqm pca --job``, ``sqm 
 - no id, hash or keyed digest of an id leaves its owner in a form that anyone holding it could test a
   guessed id against: every value a party receives is blinded under a key it does not hold.
 
-Each client then keeps its intersection records in the canonical id order (:func:`sqm.framework.jobfile.canonical_order`,
+Each client then keeps its intersection records in the canonical id order (:func:`sqm.framework.party.canonical_order`,
 which every client computes alone; a file sorted by id is still read chunk by chunk, one mask bit per record
 held) and the clients check among themselves, through the PSI's ranks of the fully blinded values, that they
 hold the intersection in the same order (:meth:`sqm.runtime.psi.Intersection.order_digest`); that digest also stands

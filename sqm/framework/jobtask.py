@@ -1,4 +1,4 @@
-"""The task contract of job-file jobs: every hook the job framework (:mod:`sqm.framework.jobfile`) calls on a task, declared
+"""The task contract of job-file jobs: every hook the job framework (:mod:`sqm.framework.spec`) calls on a task, declared
 once, with its default.  Standard library only: a party process and ``sqm --help`` import it.
 
 A task is picklable (it travels to the party processes this machine starts, never over the network) and
@@ -11,7 +11,7 @@ implements the three abstract methods; it overrides the hooks it supports:
 - ``release(meta)``: the :class:`sqm.mechanism.report.PrivacyReport` of what the job releases (its events), planned from the
   public counts without randomness; the server's ledger charges it before any share is sent;
 - ``seed``: None (OS entropy) or the seed from this party's own command line (a labelled insecure experiment,
-  :func:`sqm.framework.jobfile.seed_policy`);
+  :func:`sqm.framework.party.seed_policy`);
 - ``charges``: whether the ledgers charge ``release(meta)`` (default True; a job that releases nothing of the
   data, e.g. scoring with a released model, says False and no ledger is consulted);
 - ``clamp_only``: declared ranges clamp the values and scale nothing (default False; a scoring job says True);

@@ -1,7 +1,7 @@
 """Released models in the units of the data owners' raw columns.
 
 A client with declared column ranges multiplies each such column by a public factor before the release
-(:func:`sqm.framework.jobfile.declared_scales`: the column clamped to its range, then scaled into its share of the
+(:func:`sqm.framework.party.declared_scales`: the column clamped to its range, then scaled into its share of the
 row norm bound); the server's job result carries the factors (``column_scales``, 1 for an undeclared column).  A
 model fitted on the scaled columns is then the same model on the raw columns with each weight multiplied by its
 column's factor: w . (s * x) = (w * s) . x, for every record inside the declared ranges (a value outside is

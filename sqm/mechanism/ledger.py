@@ -31,7 +31,7 @@ Usage (the server, before any share is sent)::
     # entry["status"] is now "completed" ("failed", still counted, if run_the_job raised)
 
 ``ledger.check(dataset, events)`` is the same test without recording; ``sqm budget show DATASET`` prints it.
-Each client keeps its own ledger in job mode (:class:`sqm.framework.jobfile.LedgerGuard`): the same events, charged to
+Each client keeps its own ledger in job mode (:class:`sqm.framework.ledger_guard.LedgerGuard`): the same events, charged to
 the data owner's own budget for its records.
 """
 from __future__ import annotations

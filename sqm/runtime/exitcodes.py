@@ -14,7 +14,7 @@ code name         meaning
 5    TIMEOUT      the job, or a phase of it, did not finish in time
 6    BAD_DATA     this party's own input is unusable: its file is missing or unreadable, lacks the id column,
                   holds a value that is not a number, NaN or infinity, a magnitude above 1e150
-                  (:data:`sqm.framework.jobfile.MAX_ABS_VALUE`), repeated ids, or labels other than 0 and 1; the other
+                  (:data:`sqm.framework.tables.MAX_ABS_VALUE`), repeated ids, or labels other than 0 and 1; the other
                   parties exit REFUSED naming this party and a data-free reason
 ==== ============ =================================================================================================
 

@@ -1,4 +1,4 @@
-"""The task of a scoring job (:mod:`sqm.framework.jobfile`): a released model's scores of new records whose
+"""The task of a scoring job (:mod:`sqm.framework.spec`): a released model's scores of new records whose
 features are split across the clients, learned by one requesting party only.
 
 1. The server holds the released model (:class:`sqm.methods.inference.model.ReleasedModel`, from its own

@@ -1,4 +1,4 @@
-"""The SQM linear-regression task of job files (:mod:`sqm.framework.jobfile`), :class:`LinRegJobTask`: what a party process
+"""The SQM linear-regression task of job files (:mod:`sqm.framework.spec`), :class:`LinRegJobTask`: what a party process
 of a ``sqm linreg --job`` imports (with the estimator it holds), apart from the command in :mod:`.cli`."""
 from __future__ import annotations
 
@@ -17,14 +17,14 @@ if TYPE_CHECKING:
 
 
 class LinRegJobTask(JobTask):
-    """The SQM linear-regression task for :mod:`sqm.framework.jobfile`: the last client's CSV holds the label column
+    """The SQM linear-regression task for :mod:`sqm.framework.spec`: the last client's CSV holds the label column
     ``label_column`` besides its features; every party plans the same release from the clients' column and
     record counts and runs :func:`sqm.mechanism.release.sqm_round`; the server solves.  Seeds as in
     :class:`sqm.methods.pca.PCAJobTask` (never sent; a seeded job equals ``SQMLinearRegression(seed=...).fit``)."""
 
     def __init__(self, estimator: SQMLinearRegression, label_column: str = "label",
                  insecure_reproducible: bool = False):
-        from sqm.framework.jobfile import seed_policy
+        from sqm.framework.party import seed_policy
 
         self.secure_mode = seed_policy(estimator.seed, insecure_reproducible, warn=False)
         self.est, self.label_column, self.seed = estimator, label_column, estimator.seed
@@ -32,7 +32,7 @@ class LinRegJobTask(JobTask):
 
     @property
     def row_norm_bound(self) -> float:
-        """The features' row norm bound: a client's declared column ranges scale into it (:mod:`sqm.framework.jobfile`)."""
+        """The features' row norm bound: a client's declared column ranges scale into it (:mod:`sqm.framework.spec`)."""
         return float(self.est.feature_bound)
 
     def feature_counts(self, meta) -> list[int]:

@@ -1,4 +1,4 @@
-"""SQM-LR as a job-file task (:mod:`sqm.framework.jobfile`): a real multi-party run in which each party reads only its own
+"""SQM-LR as a job-file task (:mod:`sqm.framework.spec`): a real multi-party run in which each party reads only its own
 CSV, the label party's holding the label column."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import dataclasses
 
 import numpy as np
 
-from sqm.framework.jobfile import seed_policy
+from sqm.framework.party import seed_policy
 from sqm.framework.jobtask import JobTask
 from sqm.mechanism.release import sqm_round
 from sqm.mechanism.report import PrivacyReport
@@ -19,7 +19,7 @@ from sqm.runtime.party import InputRefused, ProtocolError
 
 
 class LRJobTask(JobTask):
-    """The SQM-LR task for :mod:`sqm.framework.jobfile`: the label party's CSV holds the label column
+    """The SQM-LR task for :mod:`sqm.framework.spec`: the label party's CSV holds the label column
     ``label_column`` (any two values: the smaller is 0, the larger 1, and the label party says so in its own
     output; anything else is refused before any share) besides its features; every party builds the same
     public plan from the clients' column and record counts (the schedule left None from the record count:
@@ -79,7 +79,7 @@ class LRJobTask(JobTask):
 
     def feature_counts(self, meta) -> list[int]:
         """Each client's feature column count (the label party's label column excluded): the counts the row
-        norm bound is shared over, in the plan and in :meth:`sqm.framework.jobfile.JobParty._scaled` alike."""
+        norm bound is shared over, in the plan and in :meth:`sqm.framework.party.JobParty._scaled` alike."""
         label = self.label_index(meta)
         counts = list(meta.col_counts)
         counts[label] -= 1
@@ -181,7 +181,7 @@ class LRJobTask(JobTask):
                        schedule={**dataclasses.asdict(self.estimator.schedule(meta.n_records)),
                                  "rounds": plan.rounds})
         else:
-            res["rows"] = table.n_rows  # this client's own clip count over its rows (sqm.framework.jobfile.clip_warning)
+            res["rows"] = table.n_rows  # this client's own clip count over its rows (sqm.framework.party.clip_warning)
             if labels is not None:
                 res["labels"] = labels
         return res

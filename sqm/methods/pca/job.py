@@ -1,4 +1,4 @@
-"""The SQM-PCA task of job files (:mod:`sqm.framework.jobfile`): each party runs SQM's per-party step on its own file.
+"""The SQM-PCA task of job files (:mod:`sqm.framework.spec`): each party runs SQM's per-party step on its own file.
 
 A party process imports this module and :mod:`sqm.methods.pca.utility` only (no scikit-learn).
 """
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sqm.framework.jobfile import refused, seed_policy
+from sqm.framework.party import refused, seed_policy
 from sqm.framework.jobtask import JobTask
 from sqm.mechanism.release import sqm_round
 from sqm.mechanism.rng import make_rng, spawn_seeds
@@ -14,7 +14,7 @@ from sqm.methods.pca.utility import check_components, components_from_covariance
 
 
 class PCAJobTask(JobTask):
-    """The SQM-PCA task for :mod:`sqm.framework.jobfile`: every party plans the same public release from the clients'
+    """The SQM-PCA task for :mod:`sqm.framework.spec`: every party plans the same public release from the clients'
     column and record counts (:meth:`sqm.mechanism.release.SQM.round_plan`) and runs its part of it with
     :func:`sqm.mechanism.release.sqm_round`, SQM's one per-party step: each client clips, quantizes and noises its own
     file's columns, with the digest of its records' order from the alignment (:mod:`sqm.framework.alignment`), which the
@@ -22,13 +22,13 @@ class PCAJobTask(JobTask):
     noisy X^T X and computes the components.
 
     With ``seed=None`` (the default, ``secure_mode``) each party draws its own randomness from OS entropy.
-    A ``seed`` needs ``insecure_reproducible=True`` (see :func:`sqm.framework.jobfile.seed_policy`): it is never sent
+    A ``seed`` needs ``insecure_reproducible=True`` (see :func:`sqm.framework.party.seed_policy`): it is never sent
     nor part of :meth:`public`; party i takes entry i of ``spawn_seeds(seed, M)`` from its own copy, so a
     run whose parties were all given the same seed equals ``SQMPCA(..., seed=seed).fit`` on the same
     columns bit for bit (tests), and anyone who knows that seed can regenerate every party's noise.
     """
 
-    streams = True  # party files sorted by id are read chunk by chunk (sqm.framework.jobfile.load_own_file)
+    streams = True  # party files sorted by id are read chunk by chunk (sqm.framework.party.load_own_file)
 
     def __init__(self, n_components: int, epsilon: float, delta: float = 1e-5, gamma: float = 4096.0,
                  row_norm_bound: float = 1.0, party_bounds=None, seed=None, insecure_reproducible: bool = False,

@@ -1,0 +1,372 @@
+"""What one party of a job-file job does (:class:`JobParty`, run inside ``python -m sqm.runtime.party``), and
+the helpers it uses: the seed policy, loading and checking its own file, scaling declared column ranges, the
+program of each party (:func:`party_program`).  The steps:
+
+1. all parties check that they run the same task with the same public parameters;
+2. each client loads ONLY its own file (the program it is given names no other party's file) and checks
+   it: the file exists, has records and feature columns, numbers only, nothing missing, no infinity, no
+   missing and no repeated ids (compared in their canonical form, :func:`sqm.framework.tables.canonical_id`:
+   ``007`` and ``7`` are one id), and the columns its ``bounds`` declare; it puts its rows in
+   :func:`canonical_order` of their ids (one total order, computed from its own ids alone);
+3. the clients tell everyone their column and record counts and column names (the public schema of a valid
+   file) or a short category of their problem (never a cell value, an id, a header or a path: the full
+   detail is printed at that party only); on any problem every party refuses, naming the client, before
+   any share is sent;
+4. the clients align their records by private set intersection (:mod:`sqm.framework.alignment`, protocol
+   :mod:`sqm.runtime.psi`): no id leaves its owner except blinded under a key the receiver does not hold; each
+   client keeps the records every client holds, in canonical order, and the job's record count is the
+   intersection size (refused below ``min_intersection``, default 100: job file ``"min_intersection"``,
+   or ``--min-intersection``); a client with declared ``bounds`` scales them;
+5. every party that keeps a privacy-budget ledger (the server's operator; each client, by default) checks the
+   release (the task's ``release(meta)`` events) against the job file's dataset in it
+   (:class:`sqm.framework.ledger_guard.LedgerGuard`); one verdict exchange, and a party over its own budget
+   refuses the job before any share is sent; otherwise each records the release;
+6. the task (e.g. :class:`sqm.methods.pca.PCAJobTask`, through :func:`sqm.mechanism.release.sqm_round`) plans the public
+   release from the counts and runs it: each client clips its own rows to its bound, counts the clipped rows
+   (reported to that party only, with a WARNING above 1% of its rows (:func:`clip_warning`): the count is
+   data-dependent and is not released to the server), and its input carries the digest of its records'
+   order from the alignment, which the clients compare among themselves again before any share is sent.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from sqm.framework.alignment import DEFAULT_MIN_INTERSECTION, align_records
+from sqm.framework.jobtask import JobTask
+from sqm.framework.spec import JobSpec, read_party_csv
+from sqm.framework.tables import PartyFileError, PartyTable, id_order_key
+from sqm.mechanism.vertical import party_norm_bounds
+from sqm.runtime.errors import UsageError
+from sqm.runtime.party import InputRefused, PartyProgram, ProtocolError, public_digest
+from sqm.runtime.party import messages as wire
+from sqm.runtime.protocol import party_label
+
+if TYPE_CHECKING:
+    from sqm.framework.ledger_guard import LedgerGuard
+
+log = logging.getLogger(__name__)
+
+
+def declared_scales(task: JobTask, meta: "JobMeta", bounds, pid: int) -> dict[str, float]:
+    """Client ``pid``'s declared columns -> the factor :func:`scale_to_bounds` multiplies each by: the column's
+    bound over ``max(|lo|, |hi|)``, a column's bound being its share of the task's row norm bound,
+    c_j / sqrt(its columns) (c_j: :func:`sqm.mechanism.vertical.party_norm_bounds`, over the columns the task's
+    ``feature_counts(meta)`` counts), or what the task's ``declared_bound`` says (a regression label).  Public:
+    the client and the server compute the same factors from the job file and the public counts."""
+    if not bounds:
+        return {}
+    if task.clamp_only:
+        return {col: 1.0 for col, _, _ in bounds}
+    counts = task.feature_counts(meta)
+    c_j = party_norm_bounds(task.row_norm_bound, counts, task.party_bounds)[pid - 1]
+    col_bound = float(c_j) / np.sqrt(counts[pid - 1])
+    return {col: float(task.declared_bound(col, col_bound)) / max(abs(lo), abs(hi)) for col, lo, hi in bounds}
+
+
+def scale_to_bounds(block: np.ndarray, columns, bounds, factors: dict[str, float]) -> tuple[np.ndarray, int]:
+    """A client's block with each declared column clamped to its public range [lo, hi] and multiplied by its
+    factor (:func:`declared_scales`; zero stays zero: a range [-a, a] maps to [-b, b], [0, a] to [0, b]);
+    undeclared columns are left as they are.  Returns it and how many values lay outside their ranges."""
+    out = np.array(block, dtype=np.float64)
+    at = {c: j for j, c in enumerate(columns)}
+    outside = 0
+    for col, lo, hi in bounds:
+        j = at[col]
+        outside += int(np.count_nonzero((out[:, j] < lo) | (out[:, j] > hi)))
+        out[:, j] = np.clip(out[:, j], lo, hi) * factors[col]
+    return out, outside
+
+
+@dataclass(frozen=True)
+class JobMeta:
+    """Public facts every party learns before the task runs: the clients' column counts and the record count (the
+    size of the record alignment's intersection: the records the job runs on)."""
+
+    col_counts: tuple[int, ...]
+    n_records: int
+
+    @property
+    def n_parties(self) -> int:
+        return len(self.col_counts)
+
+
+ALIGNMENT_NOTE = ("records: the {m} records all {k} clients hold (private set intersection of their ids); the "
+                  "intersection size is released exactly, like n; adding or removing one person at one "
+                  "organisation changes the intersection by at most one record, so the per-record sensitivity holds")
+
+
+def refused(reason: str) -> Exception:
+    """The exception a task raises to refuse its job before any share is sent (every party exits "refused",
+    naming ``reason``, which reaches every peer: no data in it)."""
+    return ProtocolError(f"refused before any share was sent: {reason}")
+
+
+INSECURE_WARNING = ("WARNING: --insecure-reproducible: every party's randomness (Skellam noise, rounding, "
+                    "shares' keys) is derived from --seed {seed}; whoever knows the seed can regenerate every "
+                    "party's noise and remove it, so the result is NOT differentially private against them. "
+                    "For reproducible experiments only (JSON: \"secure_mode\": false).")
+
+
+def seed_policy(seed, insecure_reproducible: bool = False, warn: bool = True) -> bool:
+    """``secure_mode`` of a job-mode run (``sqm pca --job``, ``sqm logreg --job``): True without a seed.
+
+    A seed in job mode is refused (ValueError naming ``--insecure-reproducible``) unless the user opts in;
+    with the opt-in a WARNING line goes to stderr (``warn``) and the run is recorded as ``secure_mode``
+    false.  The seed itself is never sent: each party derives its own seed from the one on its own command
+    line (``sqm.mechanism.rng.spawn_seeds(seed, M)[index]``)."""
+    if seed is None:
+        return True
+    if not insecure_reproducible:
+        raise UsageError(f"--seed {seed} is refused in job mode: whoever knows a seed can regenerate every "
+                         f"party's noise, so the server could remove it.  Leave --seed out (each party draws "
+                         f"its own randomness from OS entropy), or pass --insecure-reproducible for a "
+                         f"reproducible experiment whose result is not private against anyone knowing the seed")
+    if warn:
+        log.warning(INSECURE_WARNING.format(seed=seed))
+    return False
+
+
+class JobParty(PartyProgram):
+    """Party ``index`` of a job-file job; holds only its own file path (None at the server).  ``dataset``: the
+    job file's dataset id (public, agreed); ``ledger``: this party's :class:`LedgerGuard` (the server's, or a
+    client's own ledger of its records' releases; None: none)."""
+
+    def __init__(self, index: int, file: str | None, id_column: str, task: JobTask, dataset: str | None = None,
+                 ledger: "LedgerGuard | None" = None, bounds: tuple = (), drop_columns: tuple = (),
+                 min_intersection: int = DEFAULT_MIN_INTERSECTION):
+        self.index, self.file, self.id_column, self.task = index, file, id_column, task
+        self.dataset, self.ledger, self.bounds = dataset, ledger, tuple(bounds)
+        self.drop_columns = tuple(drop_columns)
+        self.min_intersection = int(min_intersection)
+
+    @property
+    def own_bounds(self) -> tuple:
+        """This client's declared column ranges (the job file's, public; ``()``: none, or the server)."""
+        return self.bounds[self.index - 1] if self.index > 0 and self.bounds else ()
+
+    def public(self):
+        extra = [self.bounds] if any(self.bounds) else []  # every client's declared ranges, agreed by all
+        extra += [("drop", self.drop_columns)] if self.drop_columns else []  # the columns left out, agreed
+        return ["sqm-jobfile", self.id_column, self.dataset, self.task.public(), ("min_intersection",
+                                                                                 self.min_intersection), *extra]
+
+    async def _budget_verdict(self, ctx, meta: "JobMeta") -> None:
+        """Every party whose operator keeps a privacy-budget ledger checks this job against it (nothing recorded
+        yet); one exchange tells every party each verdict, so that a party over its own budget refuses the job
+        before ANY party sends a share, and no other party's ledger is charged for a job that never ran.  The
+        verdicts are public ("" or e.g. "the job would exceed its own privacy budget for dataset 'X'"): a
+        refusing party's spent and left figures stay with its own operator."""
+        mine = None if self.ledger is None else self.ledger.refusal(self.dataset, self.task, meta,
+                                                                     client=not ctx.is_server)
+        if mine is not None:  # tell every party why, then refuse without waiting for anyone
+            await ctx.send_recv({q: mine[1] for q in range(ctx.M)}, [], None, "budget verdict")
+            raise ProtocolError(f"{party_label(ctx.pid)} refused before any share was sent: {mine[0]}",
+                                public=f"refused before any share was sent: {mine[1]}")
+        got = await ctx.send_recv({q: "" for q in range(ctx.M)}, range(ctx.M),
+                                  wire.value(str, "a budget verdict", lambda v: len(v) <= 500), "budget verdict")
+        bad = [(q, v) for q, v in enumerate(got) if v and q != ctx.pid]
+        if bad:
+            raise ProtocolError(f"refused before any share was sent: {party_label(bad[0][0])} refused: {bad[0][1]}")
+
+    def _scaled(self, table: PartyTable, meta: "JobMeta", pid: int) -> tuple[PartyTable, int]:
+        """This client's table scaled to its declared ranges (:func:`declared_scales`), so a row inside the
+        declared ranges is never clipped."""
+        factors = declared_scales(self.task, meta, self.own_bounds, pid)
+        if hasattr(table, "with_transform"):  # read chunk by chunk: each chunk is scaled as it is read
+            return table.with_transform(lambda b: scale_to_bounds(b, table.columns, self.own_bounds, factors)), None
+        block, outside = scale_to_bounds(table.block, table.columns, self.own_bounds, factors)
+        return dataclasses.replace(table, block=block), outside
+
+    def describe(self) -> str:
+        """The task and a digest of its public parameters (no file, no seed): compared before anything else."""
+        return (f"job file task {type(self.task).__name__} (id column {self.id_column!r}, public parameters "
+                f"{public_digest(self.public())[:16]})")
+
+    async def run(self, ctx):
+        if ctx.pid != self.index:
+            raise ProtocolError(f"party started as index {ctx.pid} but its program is for party {self.index}")
+        await ctx.agree(tuple(self.public()), "task")
+        table, mine = None, None
+        if not ctx.is_server:
+            table, mine = load_own_file(self.file, self.id_column, ctx.pid, self.own_bounds, self.drop_columns,
+                                        stream=bool(self.task.streams))
+        out = {p: mine for p in range(ctx.M)} if not ctx.is_server else {}
+        if mine is not None and "error" in mine:  # its own file: tell everyone why and refuse at once (BAD_DATA)
+            await ctx.send_recv(out, [], None, "client schemas")
+            raise InputRefused(f"{mine['error']} (refused before any share was sent)", "see the detail above")
+        got = await ctx.send_recv(out, ctx.clients, wire.value(dict, "the client's schema or its refusal", _schema_ok),
+                                  "client schemas")
+        errors = [f"client {j} refused: {g['error']}" for j, g in zip(ctx.clients, got) if "error" in g]
+        if errors:  # only the clients' short categories: this message also goes to every peer
+            raise refused("; ".join(errors))
+        dropped = {c for g in got for c in g.get("dropped", ())}
+        unknown = [c for c in self.drop_columns if c not in dropped]
+        if unknown:  # a typo is an error, never silently ignored (column names are the public schema)
+            raise refused(f"no client's file has the column(s) {unknown} named by --drop-columns")
+        columns = [c for g in got for c in g["names"]]  # public schema: every client's column names, in order
+        sizes = {j: int(g["rows"]) for j, g in zip(ctx.clients, got)}
+        table, n_common = await align_records(ctx, table, sizes, self.min_intersection, self.task.seed)
+        meta = JobMeta(tuple(int(g["cols"]) for g in got), n_common)
+        outside = None
+        if table is not None and self.own_bounds:  # scaled to the job file's public ranges
+            table, outside = self._scaled(table, meta, ctx.pid)
+        charged = self.task.charges
+        if charged:
+            await self._budget_verdict(ctx, meta)  # every party's own ledger agrees, or nobody sends a share
+        entry = None
+        if self.ledger is not None and charged:  # charged before any share: refused if over budget
+            entry = self.ledger.reserve(self.dataset, self.task, meta, client=not ctx.is_server)
+        try:
+            result = await self.task.run(ctx, table, meta)
+        except BaseException:
+            if entry is not None:
+                entry.fail()  # still counted: shares may have been sent
+            raise
+        rep = result.get("report")  # the release's report says what n is and that it is public
+        if rep is not None:
+            old = rep.get("notes") if isinstance(rep, dict) else rep.notes
+            notes = "; ".join(x for x in (old, ALIGNMENT_NOTE.format(m=n_common, k=len(sizes))) if x)
+            result["report"] = ({**rep, "notes": notes} if isinstance(rep, dict)
+                                else dataclasses.replace(rep, notes=notes))
+        result.setdefault("col_counts", list(meta.col_counts))
+        result.setdefault("n_records", meta.n_records)
+        result.setdefault("alignment", {"records": {str(j): v for j, v in sizes.items()}, "intersection": n_common})
+        if entry is not None:
+            entry.complete()
+            result.setdefault("ledger", {k: entry[k] for k in ("id", "dataset", "statistic", "epsilon", "delta",
+                                                               "status", "spent", "left", "ledger")})
+        if table is not None:
+            result.setdefault("file", table.file)
+            if outside is None and getattr(table, "transform", None) is not None:
+                outside = table.transformed_count  # counted while the task read the chunks
+            if outside is not None:
+                result.setdefault("outside_declared_range", outside)  # this client's own count
+        else:
+            result.setdefault("columns", columns)
+            # public: what each released column was multiplied by (1 where no range is declared), so that a
+            # released model can be given in the units of the owners' raw columns
+            scales = {c: 1.0 for c in columns}
+            for j, b in enumerate(self.bounds, 1):
+                scales.update(declared_scales(self.task, meta, b, j))
+            result.setdefault("column_scales", scales)
+        return result
+
+
+def canonical_order(ids) -> list[int]:
+    """The row order every client computes alone from its own canonical ids
+    (:func:`sqm.framework.tables.id_order_key`: integers by value, then text ids by text), one total order whatever
+    else a client holds, so the records two clients have in common come in the same order at both; nothing
+    is sent."""
+    return sorted(range(len(ids)), key=lambda r: id_order_key(ids[r]))
+
+
+def load_own_file(file, id_column: str, pid: int, bounds: tuple = (), drop_columns: tuple = (),
+                  stream: bool = False) -> tuple[PartyTable | None, dict]:
+    """A client's table, its rows in :func:`canonical_order` of their ids, and the schema message it sends
+    every party: ``{"cols", "rows", "names"}`` (its column names: the public schema of a valid file; with
+    ``drop_columns`` also ``"dropped"``: those of them it held and left out), or ``{"error": short category}``
+    naming no path, header or value (the full detail is printed here only).  ``bounds``: its declared column
+    ranges; a declared column missing from the file is refused.  ``stream``: a file already in canonical
+    order is checked in one pass and read again chunk by chunk when used
+    (:class:`sqm.framework.table_stream.StreamedTable`: bounded memory); any other file is read whole, as without."""
+    dropped: list[str] = []
+    try:
+        table = None
+        if stream:
+            from sqm.framework.table_stream import scan_table
+
+            table = scan_table(file, id_column)
+            if table is not None:
+                log.info(f"client {pid}: party file {file}: {table.n_rows:,} records checked; read in chunks")
+        if table is None:
+            table = read_party_csv(file, id_column)
+            table = table.reordered(canonical_order(table.ids))
+        if drop_columns:
+            dropped = [c for c in table.columns if c in drop_columns]
+            keep = [j for j, c in enumerate(table.columns) if c not in drop_columns]
+            if not keep:
+                raise PartyFileError(f"party file {file}: --drop-columns leaves none of its columns {table.columns}",
+                                     "--drop-columns leaves none of its columns")
+            table = table.select(keep)
+        absent = [c for c, _, _ in bounds if c not in table.columns]
+        if absent:
+            raise PartyFileError(f"party file {file} lacks the column(s) {absent} whose ranges the job file "
+                                 f"declares (\"bounds\"); its columns are {table.columns}",
+                                 "its file lacks columns whose ranges the job file declares")
+    except PartyFileError as e:
+        log.error(f"client {pid}: {e}")
+        return None, {"error": e.public}
+    except OSError as e:
+        log.error(f"client {pid}: party file {file} could not be read: {e}")
+        return None, {"error": "its party file could not be read"}
+    schema = {"cols": table.n_cols, "rows": table.n_rows, "names": list(table.columns)}
+    return table, ({**schema, "dropped": dropped} if drop_columns else schema)
+
+
+def _schema_ok(g) -> bool:
+    """A client's schema message: {"cols": int >= 1, "rows": int >= 1, "names": cols short strings} or
+    {"error": short text}."""
+    if set(g) == {"error"}:
+        return isinstance(g["error"], str) and len(g["error"]) < 2000
+    dropped = g.get("dropped", [])
+    return (set(g) - {"dropped"} == {"cols", "rows", "names"}
+            and isinstance(dropped, list) and all(isinstance(n, str) and len(n) <= 1000 for n in dropped)
+            and all(type(g[k]) is int and g[k] >= 1 for k in ("cols", "rows"))
+            and isinstance(g["names"], list) and len(g["names"]) == g["cols"]
+            and all(isinstance(n, str) and len(n) <= 1000 for n in g["names"]))
+
+
+def party_program(spec: JobSpec, index: int, task: JobTask, ledger: "LedgerGuard | None" = None) -> JobParty:
+    """Party ``index``'s program: its own file only (a party never learns where others keep their data), and
+    its own ledger guard (``ledger``: the server's, or a client's own), which needs the job file's dataset."""
+    if not 0 <= index < len(spec.parties):
+        raise UsageError(f"party index {index} out of range: the job file lists {len(spec.parties)} parties "
+                         f"(0 = server, 1..{spec.n_clients} clients)")
+    if ledger is not None and spec.dataset_id is None:
+        raise UsageError(f"job file {spec.path or '(unnamed)'} names no dataset: the ledger charges each release "
+                         f"to the job file's \"dataset\" (or its \"name\"); add one")
+    if ledger is not None:
+        ledger = dataclasses.replace(ledger, job_id=spec.job_id)
+    if any(spec.bounds) and not task.takes_bounds:
+        raise UsageError(f"job file {spec.path or '(unnamed)'} declares column ranges (\"bounds\"), which "
+                         f"{type(task).__name__} does not use: remove them")
+    declared = {c for b in spec.bounds for c, _, _ in b}
+    if declared & set(spec.drop_columns):
+        raise UsageError(f"job file {spec.path or '(unnamed)'} declares ranges for column(s) "
+                         f"{sorted(declared & set(spec.drop_columns))} that --drop-columns leaves out: keep one")
+    if any(spec.bounds):
+        task.check_bounds(spec.bounds)  # e.g. a label column may not be scaled
+    if spec.norm_shares is not None:
+        if not task.takes_bounds:
+            raise UsageError(f"job file {spec.path or '(unnamed)'} declares norm shares (\"norm_share\"), which "
+                             f"{type(task).__name__} does not use: remove them")
+        task = task.with_party_bounds([task.row_norm_bound * float(np.sqrt(s)) for s in spec.norm_shares])
+    return JobParty(index, spec.parties[index].file, spec.id_column, task, spec.dataset_id, ledger, spec.bounds,
+                    spec.drop_columns, spec.min_intersection)
+
+
+def job_programs(spec: JobSpec, task: JobTask, ledger: "LedgerGuard | None" = None) -> list[JobParty]:
+    """Every party's program of a job started on this machine (the server's with ``ledger``)."""
+    return [party_program(spec, i, task, ledger if i == 0 else None) for i in range(len(spec.parties))]
+
+
+CLIP_WARN_FRACTION = 0.01  # a client that clipped more than this fraction of its rows is warned
+
+
+def clip_warning(index: int, counts: dict) -> str | None:
+    """The WARNING for client ``index`` whose own counts (``clipped``, ``rows``) show more than
+    :data:`CLIP_WARN_FRACTION` of its rows clipped, else None.  The count is data-dependent and not
+    differentially private, so it stays with that client: only its own operator's output and JSON hold it
+    (the server never receives it)."""
+    clipped, rows = counts.get("clipped"), counts.get("rows")
+    if not isinstance(clipped, int) or not isinstance(rows, int) or rows < 1 or clipped <= CLIP_WARN_FRACTION * rows:
+        return None
+    return (f"WARNING: client {index} clipped {clipped} of its {rows} rows ({100 * clipped / rows:.1f}%) to its "
+            f"share of the row norm bound: the release is biased.  Declare public per-column ranges (\"bounds\": "
+            f"{{\"column\": [lo, hi]}}) for this client in the job file so that it scales its columns (sqm pca "
+            f"--propose-bounds FILE proposes some from its own data, for review), or raise the ranges")

@@ -1,0 +1,127 @@
+"""Running a job-file job: every party in this process (:func:`simulate`), every party as a process on this
+machine (:func:`run_local`), one party (:func:`run_one`), or any of them from a command's options
+(:func:`run_job`).
+"""
+from __future__ import annotations
+
+import os
+
+from sqm.framework.jobtask import JobTask
+from sqm.framework.ledger_guard import LedgerGuard
+from sqm.framework.party import job_programs, party_program
+from sqm.framework.spec import JobSpec
+from sqm.runtime.errors import UsageError
+from sqm.runtime.launch import (
+    Launch,
+    MPCError,
+    party_command,
+    party_env,
+    party_name,
+    run_parties,
+)
+
+
+def simulate(spec: JobSpec, task: JobTask, timeout: float = 3600.0, ledger: "LedgerGuard | None" = None,
+             **_transport) -> list[dict]:
+    """SIMULATION: every party's program of the job (the same :func:`party_program` objects) run in this one
+    process by :func:`sqm.runtime.inprocess.run_in_process`; each client still reads only its own file.  Transport
+    options (TLS, connect and idle timeouts) have no meaning here and are ignored."""
+    from sqm.runtime.inprocess import run_in_process
+
+    programs = job_programs(spec, task, ledger)
+    return run_in_process(programs, timeout=timeout, min_clients=2, job_id=spec.job_id, job_name=spec.name)
+
+
+def _progress_args(progress_timeout: float | None) -> list[str]:
+    return [] if progress_timeout is None else ["--progress-timeout", f"{progress_timeout:g}"]
+
+
+def run_local(spec: JobSpec, task: JobTask, timeout: float = 3600.0, connect_timeout: float = 60.0,
+              ssl_dir: str | None = None, idle_timeout: float | None = None,
+              insecure_plaintext: bool = False, ledger: "LedgerGuard | None" = None,
+              progress_timeout: float | None = None) -> list[dict]:
+    """Start every party of the job on this machine (one process each, at the job file's addresses).
+
+    Returns each party's result record (``result``, ``bytes_sent``, ``seconds``...), server first.  A party's
+    failure raises :class:`sqm.runtime.launch.MPCError` naming it.  The launcher reads no party file; it only
+    checks, for a clear error before starting anyone, that each client's file exists.  The job's id is the
+    job file's (a fresh one if it has none: every party is started here).
+    """
+    for j, p in enumerate(spec.parties[1:], start=1):
+        if not os.path.isfile(p.file):
+            raise UsageError(f"client {j}'s party file {p.file} does not exist: put its CSV there or fix the "
+                             f"path in {spec.path or 'the job file'}")
+    programs = job_programs(spec, task, ledger)
+    live = {} if idle_timeout is None else {"idle_timeout": idle_timeout}
+    return run_parties(programs, timeout=timeout, connect_timeout=connect_timeout, addresses=spec.addresses,
+                       ssl_dir=ssl_dir, min_clients=2, job_id=spec.job_id, job_name=spec.name,
+                       insecure_plaintext=insecure_plaintext, extra_args=_progress_args(progress_timeout), **live)
+
+
+def run_job(spec: JobSpec, task: JobTask, index: int | None = None, timeout: float = 3600.0,
+            ssl_dir: str | None = None, data_file: str | None = None, connect_timeout: float = 60.0,
+            insecure_plaintext: bool = False, idle_timeout: float | None = None, backend: str = "mpyc",
+            ledger: str | None = None, budget=None, progress_timeout: float | None = None,
+            client_ledger: bool = False) -> list[dict | None]:
+    """Every party on this machine (``index`` None), or only party ``index`` (its record; None elsewhere).
+
+    ``data_file``: client ``index``'s own file, any path on this machine (its operator's ``--data-file``),
+    replacing the job file's entry for that party only.  ``connect_timeout``: seconds for every party to
+    connect; ``insecure_plaintext``: the operator's opt-in to plain TCP between hosts.  ``backend``: 'mpyc'
+    (party processes) or 'plain' (every party in this process: :func:`simulate`).  ``ledger`` (path) and
+    ``budget`` ((epsilon, delta)): the privacy-budget ledger (:class:`LedgerGuard`) of the server, or, with
+    ``index`` a client's, that client's own; ``client_ledger``: a client started alone (``index`` > 0) keeps
+    its ledger in the default file when no ``ledger`` path is given (the command's default; ``--no-ledger``
+    turns it off)."""
+    if data_file is not None:
+        if index is None:
+            raise UsageError("--data-file replaces one client's file: give that client's --index too")
+        spec = spec.with_file(index, data_file)
+    own = client_ledger and index is not None and index > 0
+    guard = LedgerGuard(ledger, budget) if ledger is not None or budget is not None or own else None
+    if backend == "plain":
+        if index is not None:
+            raise UsageError("--backend plain runs every party of the job in this process: leave out --index")
+        return simulate(spec, task, timeout=timeout, ledger=guard)
+    if backend != "mpyc":
+        raise UsageError(f"unknown backend {backend!r}; choose 'mpyc' (party processes) or 'plain' (simulation)")
+    if index is None:
+        return run_local(spec, task, timeout=timeout, ssl_dir=ssl_dir, connect_timeout=connect_timeout,
+                         insecure_plaintext=insecure_plaintext, idle_timeout=idle_timeout, ledger=guard,
+                         progress_timeout=progress_timeout)
+    recs: list[dict | None] = [None] * len(spec.parties)
+    recs[index] = run_one(spec, index, task, timeout=timeout, ssl_dir=ssl_dir, connect_timeout=connect_timeout,
+                          insecure_plaintext=insecure_plaintext, idle_timeout=idle_timeout, ledger=guard,
+                          progress_timeout=progress_timeout)
+    return recs
+
+
+def run_one(spec: JobSpec, index: int, task: JobTask, timeout: float = 3600.0,
+            connect_timeout: float = 60.0, ssl_dir: str | None = None, idle_timeout: float | None = None,
+            insecure_plaintext: bool = False, ledger: "LedgerGuard | None" = None,
+            progress_timeout: float | None = None) -> dict:
+    """Run party ``index`` only, in a child ``python -m sqm.runtime.party`` process (other hosts run the others).
+
+    Its messages go to this terminal; returns its result record.  Raises MPCError if it fails.
+    ``ssl_dir``: this party's keys from ``python -m sqm.runtime.certs`` (mutually authenticated TLS, over loopback too;
+    without it the party looks in ./.config, and plain TCP needs ``insecure_plaintext``).
+    The child and its private folder (program, result) go away with this wrapper however it ends: Ctrl-C,
+    SIGTERM or SIGKILL (:class:`sqm.runtime.launch.Launch`).
+    """
+    if spec.job_id is None:
+        raise UsageError(f"job file {spec.path or '(unnamed)'} has no 'job_id': every party of a job needs the same "
+                         f"fresh id, so that a party of another job is refused.  Add one to the job file "
+                         f"(\"job_id\": 32 hex digits from python -c 'import secrets; print(secrets.token_hex(16))') "
+                         f"and give every party the same file")
+    prog = party_program(spec, index, task, ledger)
+    with Launch("sqm-party-") as job:
+        pf, rf = job.write("program", prog), job.path("result")
+        cmd = party_command(pf, index, ",".join(spec.addresses), rf, timeout, connect_timeout, ssl_dir,
+                            spec.job_id, spec.name, insecure_plaintext)
+        live = ([] if idle_timeout is None else ["--idle-timeout", f"{idle_timeout:g}"]) + \
+            _progress_args(progress_timeout)
+        code = job.start(cmd + live, party_env()).wait()
+        if code != 0 or not os.path.exists(rf):
+            raise MPCError(f"{party_name(index)} exited {code}; no result released (see its message above)",
+                           codes={index: code})
+        return job.load(rf)

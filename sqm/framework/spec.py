@@ -1,0 +1,355 @@
+"""Real multi-party jobs from a job file: each party process reads only its own CSV file.
+
+A job file (JSON) lists the parties in index order; party 0 is the server (no data)::
+
+    {"job_id": "3fa2...(32 hex digits)", "name": "census-2024", "dataset": "census", "id_column": "id",
+     "parties": [{"address": "10.0.0.1:11365"},
+                 {"address": "10.0.0.2:11365", "file": "bank.csv",
+                  "bounds": {"age": [0, 120], "income": [0, 500000]}},
+                 {"address": "10.0.0.3:11365", "file": "insurer.csv"}]}
+
+A party file is a table (CSV with a header, or Parquet: :mod:`sqm.framework.tables`): the id column plus that party's
+feature columns (numbers), its records in any order (each client sorts its rows itself, step 4).  A client's
+optional ``bounds`` are PUBLIC ranges of its columns: it clamps each declared column to its range and scales
+it so that rows inside the ranges fit the row norm bound (:func:`scale_to_bounds`; undeclared columns are
+left as they are; ``sqm pca --propose-bounds FILE`` proposes ranges from a party's own data, which are not
+private and must be reviewed).  ``norm_share`` (every client or none, adding up to at most 1): a client's
+public share s_j of the squared row norm bound, its sub-rows bounded by c sqrt(s_j) (default: its share of
+the columns).  File
+paths in a job file are relative to the job file and must stay inside its folder (absolute paths, ``..``
+and symlinks leading out are refused, naming the party); an operator may point its own party at a file
+anywhere with ``--data-file PATH`` on its own command line.  On each host, ``sqm pca --job job.json
+--index I`` starts party I (``--index`` omitted: all parties on this machine, over the addresses in the
+file).  A job needs at least two clients (one client would mean threshold t = 0: the server's share would
+be that client's data).
+
+``task`` (optional): ``{"statistic": "pca", "components": 5, "epsilon": 1, ...}``, the job itself: the statistic
+(the command that runs it) and its parameters (:func:`sqm.cli.job_cli.apply_task_block`: a command of another statistic is refused,
+and options on a command line may only repeat the file's values).
+
+``job_id`` (32 hex digits, random, fresh for every job: :func:`write_job` draws one) binds every party to this
+job: the parties compare it, the addresses and the task before anything else, and refuse a party of another
+job naming it.  Running one party (``--index``) needs it.  ``name`` is the job's name in the parties' TLS
+certificates (``python -m sqm.runtime.certs --job NAME``; default: the name in each party's own certificate).
+``dataset`` names the data the release is charged to in the server's privacy-budget ledger (default: the
+job's ``name``; see :class:`LedgerGuard`); every party agrees on it with the task.  TLS
+is on whenever an address is not loopback (each party's ``--ssl-dir``); plain TCP between hosts needs the
+operator's ``--insecure-plaintext``.
+
+Seeds never leave a party: no seed is part of the public parameters or of any message.  ``--seed`` is
+refused in job mode unless ``--insecure-reproducible`` is given (:func:`seed_policy`); then each party
+derives its own seed from the seed on its own command line (``sqm.mechanism.rng.spawn_seeds``, entry I for party I).
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from sqm.framework.alignment import DEFAULT_MIN_INTERSECTION, check_min_intersection
+from sqm.framework.extras import require
+from sqm.framework.tables import PartyTable, read_table
+from sqm.runtime.certs import check_job_name
+from sqm.runtime.errors import UsageError
+from sqm.runtime.launch import (
+    new_job_id,
+    require_two_clients,
+)
+
+
+@dataclass(frozen=True)
+class PartySpec:
+    address: str
+    file: str | None = None  # None for the server
+    name: str = ""
+    bounds: tuple = ()  # ((column, lo, hi), ...): public ranges declared for this client's columns
+    norm_share: float | None = None  # public: this client's share of c^2 (its sub-rows' bound c sqrt(share))
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    parties: tuple[PartySpec, ...]
+    id_column: str = "id"
+    path: str | None = None  # the job file it came from
+    job_id: str | None = None  # 32 hex digits, fresh per job (required to run one party on its own)
+    name: str | None = None  # the job's name in the parties' certificates
+    dataset: str | None = None  # the dataset id the server's privacy-budget ledger charges (default: name)
+    drop_columns: tuple[str, ...] = ()  # columns of the party files this job leaves out (--drop-columns)
+    min_intersection: int = DEFAULT_MIN_INTERSECTION  # fewest records in common a job runs on (--min-intersection)
+    task: dict | None = None  # the job file's "task" block: {"statistic": "pca", its parameters...} (None: none)
+
+    @property
+    def dataset_id(self) -> str | None:
+        """The dataset this job's release is charged to in the ledger: ``dataset``, else the job's ``name``."""
+        return self.dataset or self.name
+
+    @property
+    def n_clients(self) -> int:
+        return len(self.parties) - 1
+
+    @property
+    def norm_shares(self) -> tuple[float, ...] | None:
+        """The clients' declared shares of the squared row norm bound (None: none declared)."""
+        shares = tuple(p.norm_share for p in self.parties[1:])
+        return None if shares[0] is None else shares
+
+    @property
+    def bounds(self) -> tuple:
+        """Each client's declared column ranges (``()`` where it declares none): public, in the job file."""
+        return tuple(p.bounds for p in self.parties[1:])
+
+    @property
+    def addresses(self) -> list[str]:
+        return [p.address for p in self.parties]
+
+    def with_file(self, index: int, path) -> "JobSpec":
+        """This job with client ``index``'s file replaced by ``path`` (its operator's own ``--data-file``:
+        any path on that party's machine, absolute or relative to the working folder)."""
+        if index is None or not 1 <= index <= self.n_clients:
+            raise UsageError(f"--data-file replaces one client's file: give --index 1..{self.n_clients} "
+                             f"(the server, party 0, holds no data)")
+        parties = list(self.parties)
+        parties[index] = dataclasses.replace(parties[index], file=os.path.abspath(str(path)))
+        return dataclasses.replace(self, parties=tuple(parties))
+
+
+def _check_address(a, i) -> str:
+    if not isinstance(a, str) or a.count(":") != 1:
+        raise UsageError(f"job file: party {i} needs an address 'host:port', got {a!r}")
+    host, port = a.split(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(f"job file: party {i} has an invalid address {a!r} (need host:port, port 1..65535)")
+    return a
+
+
+def _confined(f: str, base: str, i: int, path) -> str:
+    """Client ``i``'s file ``f`` from the job file, as a path inside the job file's folder ``base``.
+
+    Absolute paths and paths that lead out of the folder (``..``, or a symlink resolving elsewhere) are
+    refused: a job file written by someone else must not make a party read (and report on) an arbitrary
+    file of its machine.  Nothing is opened here."""
+    hint = (f"party files in a job file must lie in the job file's folder {base}; the operator of client "
+            f"{i} may give any path for its own file on its own command line (--data-file PATH with --index {i})")
+    if os.path.isabs(f):
+        raise UsageError(f"job file {path}: client {i}'s file is an absolute path, refused: {hint}")
+    full = os.path.join(base, f)
+    real_base = os.path.realpath(base)
+    real = os.path.realpath(full)
+    if os.path.commonpath([real, real_base]) != real_base:
+        raise UsageError(f"job file {path}: client {i}'s file {f!r} resolves outside the job file's folder, "
+                         f"refused: {hint}")
+    return full
+
+
+def load_job(path) -> JobSpec:
+    """Read and check a job file (JSON, format in the module docstring)."""
+    path = str(path)
+    if not os.path.isfile(path):
+        raise UsageError(f"job file {path} does not exist")
+    try:
+        with open(path) as f:
+            raw = json.load(f)
+    except json.JSONDecodeError as e:
+        raise UsageError(f"job file {path} is not valid JSON: {e}") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("parties"), list):
+        raise UsageError(f"job file {path} needs a 'parties' list (party 0 the server, then the clients)")
+    entries = raw["parties"]
+    require_two_clients(max(0, len(entries) - 1), f"job file {path}: ")
+    base = os.path.dirname(os.path.abspath(path))
+    parties = []
+    for i, e in enumerate(entries):
+        if not isinstance(e, dict):
+            raise UsageError(f"job file {path}: party {i} must be an object with 'address' (and 'file')")
+        addr = _check_address(e.get("address"), i)
+        f = e.get("file")
+        if i == 0 and f is not None:
+            raise UsageError(f"job file {path}: party 0 is the server and holds no data; remove its 'file'")
+        if i > 0:
+            if not isinstance(f, str) or not f:
+                raise UsageError(f"job file {path}: client {i} needs a 'file' (its CSV)")
+            f = _confined(f, base, i, path)
+        if i == 0 and (e.get("bounds") is not None or e.get("norm_share") is not None):
+            raise UsageError(f"job file {path}: party 0 is the server and holds no data; remove its 'bounds' "
+                             f"and 'norm_share'")
+        share = e.get("norm_share")
+        if share is not None and (isinstance(share, bool) or not isinstance(share, (int, float))
+                                  or not 0 < share <= 1):
+            raise UsageError(f"job file {path}: client {i}'s 'norm_share' must be a number in (0, 1], got {share!r}")
+        parties.append(PartySpec(addr, f, str(e.get("name") or ("server" if i == 0 else f"client{i}")),
+                                 check_bounds(e.get("bounds"), f"job file {path}: client {i}'s"),
+                                 None if share is None else float(share)))
+    shares = [p.norm_share for p in parties[1:]]
+    if any(v is not None for v in shares) and (None in shares or sum(shares) > 1 + 1e-9):
+        raise UsageError(f"job file {path}: 'norm_share' must be given for every client or none, and the shares "
+                         f"must add up to at most 1 (whole rows then satisfy ||x|| <= c); got {shares}")
+    addrs = [p.address for p in parties]
+    if len(set(addrs)) != len(addrs):
+        raise UsageError(f"job file {path}: duplicate party addresses {addrs}")
+    id_column = raw.get("id_column", "id")
+    if not isinstance(id_column, str) or not id_column:
+        raise UsageError(f"job file {path}: 'id_column' must be a column name")
+    from sqm.runtime.session import check_job_id
+
+    job_id, name, dataset = raw.get("job_id"), raw.get("name"), raw.get("dataset")
+    try:
+        if job_id is not None:
+            check_job_id(job_id)
+        if name is not None:
+            check_job_name(name)
+        if dataset is not None:
+            check_dataset_id(dataset)
+    except ValueError as e:
+        raise UsageError(f"job file {path}: {e}") from None
+    min_common = raw.get("min_intersection", DEFAULT_MIN_INTERSECTION)
+    check_min_intersection(min_common, f"job file {path}: 'min_intersection'")
+    task = raw.get("task")
+    if task is not None and not (isinstance(task, dict) and isinstance(task.get("statistic"), str)
+                                 and all(isinstance(k, str) for k in task)):
+        raise UsageError(f"job file {path}: 'task' must be an object naming its \"statistic\" (e.g. \"pca\") and "
+                         f"its parameters, e.g. {{\"statistic\": \"pca\", \"components\": 5, \"epsilon\": 1}}")
+    return JobSpec(tuple(parties), id_column, path, job_id, name, dataset, min_intersection=min_common, task=task)
+
+
+def check_bounds(raw, who: str = "") -> tuple:
+    """A client's declared public column ranges, ``{"column": [lo, hi], ...}``, as ((column, lo, hi), ...)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict) or not raw:
+        raise UsageError(f"{who} 'bounds' must map column names to public ranges [lo, hi], e.g. "
+                         f"{{\"age\": [0, 120]}}")
+    out = []
+    for col, r in raw.items():
+        ok = isinstance(r, (list, tuple)) and len(r) == 2 and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) for v in r)
+        if not ok or not r[0] < r[1]:
+            raise UsageError(f"{who} bound of column {col!r} must be a range [lo, hi] of finite numbers with "
+                             f"lo < hi, got {r!r}")
+        out.append((str(col), float(r[0]), float(r[1])))
+    return tuple(out)
+
+
+def check_dataset_id(dataset) -> str:
+    """A job file's ``dataset``: 1-200 printable characters naming the data the ledger charges."""
+    if not isinstance(dataset, str) or not 0 < len(dataset) <= 200 or not dataset.isprintable():
+        raise UsageError(f"'dataset' must be a name of 1-200 printable characters, got {dataset!r}")
+    return dataset
+
+
+def write_job(path, addresses, files, id_column: str = "id", job_id: str | None = None,
+              name: str | None = None, dataset: str | None = None, bounds=None, norm_shares=None,
+              min_intersection: int | None = None, task: dict | None = None) -> str:
+    """Write a job file: ``addresses[0]`` the server's, then one address and one file per client; a fresh
+    random ``job_id`` unless given, the job's ``name`` (as in its certificates) and the ``dataset`` id (the
+    ledger's) if given; ``bounds``: per client, None or its public column ranges ``{column: [lo, hi]}``;
+    ``norm_shares``: each client's public share of c^2 (None: c_j = c sqrt(its columns / all columns));
+    ``min_intersection``: the fewest records in common the job runs on (None: the default, not written);
+    ``task``: the job's task block, ``{"statistic": "pca", its parameters...}`` (:func:`sqm.cli.job_cli.apply_task_block`)."""
+    if len(addresses) != len(files) + 1:
+        raise UsageError(f"need one address per party: {len(addresses)} addresses for 1 server + "
+                         f"{len(files)} clients")
+    base = os.path.dirname(os.path.abspath(path))
+    parties = [{"address": addresses[0]}]
+    for j, (a, f) in enumerate(zip(addresses[1:], files), start=1):
+        rel = os.path.relpath(os.path.abspath(f), base)
+        if rel == os.pardir or rel.startswith(os.pardir + os.sep):
+            raise UsageError(f"client {j}'s file {f} lies outside the job file's folder {base}: load_job "
+                             f"would refuse it (put it there, or have its operator pass --data-file)")
+        parties.append({"address": a, "file": rel})
+        if bounds is not None and bounds[j - 1] is not None:
+            check_bounds(bounds[j - 1], f"client {j}'s")
+            parties[-1]["bounds"] = {c: [float(lo), float(hi)] for c, (lo, hi) in bounds[j - 1].items()}
+        if norm_shares is not None:
+            parties[-1]["norm_share"] = float(norm_shares[j - 1])
+    from sqm.runtime.session import check_job_id
+
+    head = {"job_id": check_job_id(job_id) if job_id is not None else new_job_id()}
+    if name is not None:
+        head["name"] = check_job_name(name)
+    if dataset is not None:
+        head["dataset"] = check_dataset_id(dataset)
+    if min_intersection is not None:
+        head["min_intersection"] = check_min_intersection(min_intersection, "min_intersection")
+    if task is not None:
+        if not isinstance(task, dict) or not isinstance(task.get("statistic"), str):
+            raise UsageError(f"a task block names its statistic, e.g. {{\"statistic\": \"pca\", ...}}, got {task!r}")
+        head["task"] = dict(task)
+    with open(path, "w") as fh:
+        json.dump({**head, "id_column": id_column, "parties": parties}, fh, indent=2)
+    return str(path)
+
+
+def write_party_csvs(X, directory, n_parties: int | None = None, col_counts=None, ids=None,
+                     id_column: str = "id", addresses=None, prefix: str = "party",
+                     job_name: str = "job.json", dataset: str | None = None, bounds=None,
+                     norm_shares=None, fmt: str = "csv", row_group_rows: int = 1 << 14,
+                     min_intersection: int | None = None, task: dict | None = None) -> str:
+    """Split ``X``'s columns among parties, write ``{prefix}{j}.csv`` (id + columns) and a job file.
+
+    ``fmt="parquet"`` writes ``{prefix}{j}.parquet`` instead (pyarrow; integer ids when ``ids`` are integers,
+    float64 columns, row groups of ``row_group_rows`` records, so a reader in batches holds one group at a
+    time).
+    ``col_counts`` gives each party's column count (default: ``n_parties`` near-equal blocks, as
+    :meth:`sqm.mechanism.vertical.VerticalData.split`).  ``ids`` default to 0..m-1.  ``addresses`` default to
+    loopback ports chosen free now; ``dataset``, ``bounds``, ``norm_shares``: see :func:`write_job`.  Floats
+    are written with 17 significant digits (exact round trip).
+    Returns the job file's path.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2:
+        raise UsageError(f"data must be 2-D, got shape {X.shape}")
+    if col_counts is None:
+        if n_parties is None or not 1 <= n_parties <= X.shape[1]:
+            raise UsageError(f"cannot split {X.shape[1]} columns among {n_parties} parties")
+        col_counts = [b.shape[1] for b in np.array_split(X, n_parties, axis=1)]
+    col_counts = [int(c) for c in col_counts]
+    if sum(col_counts) != X.shape[1] or min(col_counts) < 1:
+        raise UsageError(f"column counts {col_counts} do not split {X.shape[1]} columns")
+    ids = list(range(X.shape[0])) if ids is None else list(ids)
+    if len(ids) != X.shape[0]:
+        raise UsageError(f"{len(ids)} ids for {X.shape[0]} records")
+    if fmt not in ("csv", "parquet"):
+        raise UsageError(f"fmt must be 'csv' or 'parquet', got {fmt!r}")
+    os.makedirs(directory, exist_ok=True)
+    files, start = [], 0
+    for j, k in enumerate(col_counts, start=1):
+        if fmt == "parquet":
+            files.append(_write_parquet(os.path.join(directory, f"{prefix}{j}.parquet"), ids, id_column,
+                                        [f"x{start + t}" for t in range(k)], X[:, start:start + k], row_group_rows))
+            start += k
+            continue
+        f = os.path.join(directory, f"{prefix}{j}.csv")
+        with open(f, "w", newline="") as fh:
+            csv.writer(fh).writerow([id_column] + [f"x{start + t}" for t in range(k)])
+            fh.write("".join(f"{i}," + ",".join(map(repr, row)) + "\r\n"  # floats' repr: exact round trip
+                             for i, row in zip(ids, X[:, start:start + k].tolist())))
+        files.append(f)
+        start += k
+    if addresses is None:
+        from sqm.runtime.launch import free_ports
+
+        addresses = [f"127.0.0.1:{p}" for p in free_ports(len(col_counts) + 1)]
+    return write_job(os.path.join(directory, job_name), addresses, files, id_column, dataset=dataset,
+                     bounds=bounds, norm_shares=norm_shares, min_intersection=min_intersection, task=task)
+
+
+def _write_parquet(path: str, ids, id_column: str, names, block: np.ndarray, row_group_rows: int) -> str:
+    require("parquet", "writing Parquet party files")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    is_int = all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in ids)
+    cols = {id_column: pa.array(np.asarray(ids, dtype=np.int64) if is_int else [str(i) for i in ids])}
+    cols.update({n: pa.array(np.ascontiguousarray(block[:, t])) for t, n in enumerate(names)})
+    pq.write_table(pa.table(cols), path, row_group_size=int(row_group_rows))
+    return path
+
+
+def read_party_csv(path, id_column: str = "id") -> PartyTable:
+    """Load and check one party's table (CSV or Parquet: :func:`sqm.framework.tables.read_table`).  Errors
+    (:class:`PartyFileError`) name the file, row and column; their ``public`` part, for peers, names neither
+    file, column nor value."""
+    return read_table(path, id_column)
