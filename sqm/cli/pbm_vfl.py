@@ -49,7 +49,6 @@ def run(args) -> int:
             continue
         backend = args.backend if method == "pbm" else "plain"  # the baselines are not secure protocols
         results[method] = train_vfl(btr, bte, ytr, yte, replace(base, method=method), backend=backend, seed=s,
-                                    progress=not args.quiet, desc=METHOD_LABELS[method],
                                     secure_sum=args.secure_sum, batch_seed=args.batch_seed, timeout=args.timeout)
         if not args.quiet:
             for m in results[method].history:

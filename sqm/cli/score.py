@@ -17,6 +17,7 @@ def _write_scores(path: str, res: dict) -> None:
     import csv
 
     import numpy as np
+    from scipy.special import expit
 
     scores, outs = np.asarray(res["scores"]), list(res["outputs"])
     header = (["id"] if "ids" in res else ["record"]) + outs + (["probability"] if res["kind"] == "logistic" else [])
@@ -25,7 +26,7 @@ def _write_scores(path: str, res: dict) -> None:
         w.writerow(header)
         keys = res.get("ids") or range(len(scores))
         for key, row in zip(keys, scores):
-            extra = [1.0 / (1.0 + np.exp(-row[0]))] if res["kind"] == "logistic" else []
+            extra = [expit(row[0])] if res["kind"] == "logistic" else []
             w.writerow([key, *[repr(float(v)) for v in row], *[repr(float(v)) for v in extra]])
 
 

@@ -35,6 +35,22 @@ FRAC_BITS = 20  # fixed point of the partial scores: a resolution of 2^-20 (abou
 SCORE_BOUND = 1e9  # public bound on a client's partial score
 
 
+def encode_partial(partial: np.ndarray, score_bound: float, frac_bits: int) -> tuple[np.ndarray | None, str | None]:
+    """(the partial scores in fixed point, ``round(s * 2^frac_bits)`` as int64, None) or (None, the reason they
+    cannot be: not finite, or over the public bound ``score_bound``)."""
+    partial = np.asarray(partial, dtype=np.float64)
+    if not np.all(np.isfinite(partial)):
+        return None, "its values give non-finite partial scores"
+    if partial.size and np.abs(partial).max() > score_bound:
+        return None, f"a partial score exceeds the public bound {score_bound:g} (score_bound)"
+    return np.rint(partial * (1 << int(frac_bits))).astype(np.int64), None
+
+
+def sum_bound(n_clients: int, score_bound: float, frac_bits: int) -> int:
+    """The public bound on the fixed-point sum of ``n_clients`` partial scores."""
+    return int(n_clients) * int(math.ceil(score_bound * (1 << int(frac_bits))))
+
+
 def _model_ok(m) -> bool:
     return (isinstance(m, dict) and set(m) == {"kind", "columns", "weights", "intercepts"}
             and isinstance(m["columns"], list) and isinstance(m["weights"], np.ndarray)
@@ -86,8 +102,7 @@ class ScoringJobTask(JobTask):
         model = self.model if ctx.is_server else ReleasedModel.from_wire(got)
         k, n = model.weights.shape[1], meta.n_records
         unit = 1 << self.frac_bits
-        cap = int(math.ceil(self.score_bound * unit))
-        bound = (meta.n_parties * cap) if n else 0
+        bound = sum_bound(meta.n_parties, self.score_bound, self.frac_bits) if n else 0
         my_input = None
         if ctx.is_server:
             if sum(meta.col_counts) != len(model.columns):  # every client column is in the model (each checks)
@@ -100,12 +115,10 @@ class ScoringJobTask(JobTask):
             if missing:
                 raise InputRefused(f"its column(s) {missing} are not in the released model")
             W = model.weights[[at[c] for c in table.columns]]
-            partial = np.asarray(table.block, dtype=np.float64) @ W  # n x k, this client's columns only
-            if not np.all(np.isfinite(partial)):
-                raise InputRefused("its values give non-finite partial scores")
-            if partial.size and np.abs(partial).max() > self.score_bound:
-                raise InputRefused(f"a partial score exceeds the public bound {self.score_bound:g} (score_bound)")
-            enc = np.rint(partial * unit).astype(np.int64)
+            enc, problem = encode_partial(np.asarray(table.block, dtype=np.float64) @ W,  # this client's columns
+                                          self.score_bound, self.frac_bits)
+            if problem:
+                raise InputRefused(problem)
             my_input = (np.zeros((0, 0), np.int64), enc.reshape(-1), table.ids_digest)
         job = dataclasses.replace(sum_job([], n * k, bound), align_ids=True)
         out = await ctx.evaluate(job, my_input, outputs_to=[requester])

@@ -5,14 +5,12 @@ Shamir shares over real party processes with backend 'mpyc'), and only the serve
 equal the plain ones within the fixed point's rounding (each partial rounded to 2^-frac_bits)."""
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from sqm.runtime.errors import UsageError
 from sqm.runtime.secure_sum import secure_sum
 
-from .job import FRAC_BITS, SCORE_BOUND
+from .job import FRAC_BITS, SCORE_BOUND, encode_partial, sum_bound
 
 
 def secure_scores(blocks, weights, intercepts, backend="mpyc", frac_bits: int = FRAC_BITS,
@@ -29,11 +27,11 @@ def secure_scores(blocks, weights, intercepts, backend="mpyc", frac_bits: int = 
     starts = np.cumsum([0] + [b.shape[1] for b in blocks])
     parts = []
     for j, b in enumerate(blocks):
-        p = b @ W[starts[j]:starts[j + 1]]
-        if not np.all(np.isfinite(p)) or (p.size and np.abs(p).max() > score_bound):
-            raise UsageError(f"client {j + 1}'s partial scores are not finite or exceed {score_bound:g}")
-        parts.append(np.rint(p * unit).astype(np.int64))
-    bound = len(blocks) * int(math.ceil(score_bound * unit))
+        enc, problem = encode_partial(b @ W[starts[j]:starts[j + 1]], score_bound, frac_bits)
+        if problem:
+            raise UsageError(f"client {j + 1}: {problem}")
+        parts.append(enc)
+    bound = sum_bound(len(blocks), score_bound, frac_bits)
     total = secure_sum(parts, bound, backend).values
     scores = np.array([int(v) for v in np.asarray(total).reshape(-1)], dtype=np.float64) / unit
     return scores.reshape(parts[0].shape) + np.asarray(intercepts, dtype=np.float64)

@@ -137,7 +137,7 @@ def mlp_trainer(blocks_train, blocks_test, y_train, y_test, cfg: VFLConfig, back
 
 
 def train_vfl(blocks_train, blocks_test, y_train, y_test, cfg: VFLConfig, backend: str = "mpyc", seed=None,
-              batch_seeds=None, progress: bool = False, desc: str | None = None, threads: int = 1,
+              batch_seeds=None, threads: int = 1,
               secure_sum: str = "bgw", batch_seed: int | None = None, timeout: float = 3600.0) -> TrainResult:
     """Train PBM-VFL (or a baseline) with ``sqm pbm-vfl``'s models (:func:`mlp_trainer`) on vertically split
     data; return the test metrics by epoch and costs.
@@ -154,7 +154,7 @@ def train_vfl(blocks_train, blocks_test, y_train, y_test, cfg: VFLConfig, backen
     models are small, and one thread makes the in-process run bit-identical to the party processes').
     ``secure_sum``: 'bgw' (Shamir shares through ``ctx.evaluate``) or 'masked' (the paper's Protocol 0,
     pairwise masks modulo 2^k with 2^k > b M).  ``timeout``: seconds before the whole job is abandoned.
-    ``progress``: print the test accuracy of each epoch when the job ends.
+    The result's ``history`` holds the test metrics of each epoch (``sqm pbm-vfl`` prints them).
     """
     vfl = mlp_trainer(blocks_train, blocks_test, y_train, y_test, cfg, backend, seed, threads, secure_sum,
                       batch_seed, timeout)
