@@ -115,3 +115,16 @@ def test_the_estimators_score_vertical_data_through_the_secure_sum():
     assert np.array_equal(lr.predict(data), lr.predict(X)) or np.abs(lr.decision_function(X)).min() < TOL
     assert np.allclose(lin.predict(data), X @ lin.coef_ + lin.intercept_, rtol=0, atol=TOL)
     assert np.allclose(pca.transform(data), X @ pca.components_.T, rtol=0, atol=TOL)
+
+
+def test_a_malformed_model_from_the_server_is_refused_naming_it(tmp_path, monkeypatch):
+    """The model arrives as a typed frame; one of the right form but wrong content (a non-finite weight, more
+    weights than columns) makes every client refuse, naming the server's model, before any share."""
+    from sqm.runtime.launch import MPCError
+
+    spec = load_job(_job(tmp_path, _records(5, 20)))
+    bad = MODEL.to_wire()
+    monkeypatch.setattr(ReleasedModel, "to_wire", lambda self: {**bad, "weights": np.full((4, 1), np.inf)})
+    with pytest.raises(MPCError, match="the server's released model is malformed") as e:
+        run_job(spec, ScoringJobTask(MODEL), backend="plain")
+    assert e.value.codes == {0: 3, 1: 3, 2: 3}

@@ -99,7 +99,13 @@ class ScoringJobTask(JobTask):
             raise UsageError("the server of a scoring job needs the released model (--model FILE)")
         got = await ctx.broadcast(self.model.to_wire() if ctx.is_server else None,
                                   wire.value(dict, "the released model", _model_ok), step="released model")
-        model = self.model if ctx.is_server else ReleasedModel.from_wire(got)
+        model = self.model
+        if not ctx.is_server:
+            try:
+                model = ReleasedModel.from_wire(got)
+            except UsageError as e:  # a malformed message is a refusal naming its sender
+                raise ProtocolError(f"client {ctx.pid}: the server's released model is malformed ({e}); refused "
+                                    f"before any share was sent") from None
         k, n = model.weights.shape[1], meta.n_records
         unit = 1 << self.frac_bits
         bound = sum_bound(meta.n_parties, self.score_bound, self.frac_bits) if n else 0
