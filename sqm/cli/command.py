@@ -16,14 +16,12 @@ import importlib
 import logging
 import sys
 
-from sqm import __version__
 from sqm.cli import progress
 from sqm.cli.options import add_verbosity, log_level
 from sqm.framework.extras import MissingExtra
 from sqm.runtime import logs
 from sqm.runtime.errors import SQMError, UsageError
 from sqm.runtime.exitcodes import EXIT_USAGE, NAMES
-from sqm.runtime.launch import MPCError
 
 log = logging.getLogger("sqm")
 
@@ -79,6 +77,8 @@ class _Version(argparse._VersionAction):
     costs tens of milliseconds that building the parser for any other command need not pay)."""
 
     def __call__(self, parser, namespace, values, option_string=None):
+        from sqm import __version__  # importlib.metadata: paid only when asked
+
         self.version = f"sqm {__version__}"
         super().__call__(parser, namespace, values, option_string)
 
@@ -179,6 +179,8 @@ def main(argv=None) -> int:
 def error_exit(e: BaseException) -> int:
     """Log the error a command ended with and return its exit code (one table, :mod:`sqm.runtime.errors`); re-raise an
     exception that is none of ours (a bug: its traceback is the report)."""
+    from sqm.runtime.launch import MPCError  # the launcher is not part of building the parser (sqm --help)
+
     if isinstance(e, MPCError):  # a party refused, had bad data, was lost or timed out: nothing was released
         code = e.exit_code  # the job's root cause (sqm.runtime.exitcodes.job_exit_code of every party's code)
         log.error(f"sqm: {e} [exit {code}: {NAMES.get(code, 'error')}]")

@@ -27,7 +27,6 @@ from sqm.methods.logreg.experiment import (  # noqa: F401 (the experiment, share
     utility_rows,
 )
 from sqm.runtime.errors import UsageError
-from sqm.runtime.launch import private_folder
 
 if TYPE_CHECKING:
     pass
@@ -41,6 +40,8 @@ def _run_job(args) -> int:
     from sqm.mechanism.report import render_table
     from sqm.methods.logreg.estimator import _progress
     from sqm.methods.logreg.job import LRJobTask
+
+    from sqm.runtime.launch import private_folder
 
     with private_folder("sqm-lr-job-") as tmp:
         path = None if args.quiet or args.solver == "moments" else f"{tmp}/progress"  # moments: one release

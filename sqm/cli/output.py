@@ -17,10 +17,8 @@ numbers and lists.
 from __future__ import annotations
 
 import json
-from importlib import resources
 from typing import Any, Iterable
 
-from sqm import __version__
 from sqm.runtime.errors import UsageError
 
 SCHEMA_VERSION = "1"
@@ -34,6 +32,8 @@ NOT_PARAMETERS = {"func", "bench_cli", "command", "bench", "budget_command", "js
 
 def schema() -> dict:
     """The output schema (``sqm/cli/output.schema.json``, shipped as package data)."""
+    from importlib import resources
+
     return json.loads(resources.files("sqm.cli").joinpath(SCHEMA_FILE).read_text())
 
 
@@ -74,6 +74,8 @@ def document(command: str, mode: str, *, parameters: dict, results: Iterable[dic
     if unknown:
         raise UsageError(f"output keys {unknown} are not in schema version {SCHEMA_VERSION}; optional keys: "
                          f"{OPTIONAL}")
+    from sqm import __version__  # importlib.metadata: paid when a document is written, not by sqm --help
+
     doc = {"schema_version": SCHEMA_VERSION, "command": command, "mode": mode, "sqm_version": __version__,
            "simulation": simulation, "secure_mode": secure_mode, "dataset": dataset,
            "parameters": dict(parameters), "privacy": [getattr(p, "as_dict", lambda p=p: p)() for p in privacy],

@@ -9,7 +9,6 @@ from sqm.cli import options, output
 from sqm.cli.options import JOB_ONLY, check_mode, declare_task, runtime_options
 from sqm.framework.progress import progress_bar
 from sqm.methods.pca.experiment import TABLE_COLUMNS, compare, table_rows  # noqa: F401 (the experiment, shared with bench/)
-from sqm.runtime.launch import private_folder
 
 
 def print_table(r: dict, dataset: str = "") -> None:
@@ -121,6 +120,8 @@ def _run_cli(args) -> int:
 
 
 def _run_job(args) -> int:
+    from sqm.runtime.launch import private_folder
+
     with private_folder("sqm-pca-job-") as tmp:
         return _job_in(args, None if args.quiet else f"{tmp}/progress")
 
