@@ -194,8 +194,12 @@ def test_load_job_checks(tmp_path):
         json.dumps({"parties": [{"address": "h:1"}, {"address": "h:2", "file": "a.csv"}]}): "t = 0",
         json.dumps({"parties": [{"address": "h:1"}, {"address": "nohost", "file": "a.csv"},
                                 {"address": "h:3", "file": "b.csv"}]}): "host:port",
-        json.dumps({"parties": [{"address": "h:1", "file": "s.csv"}, {"address": "h:2", "file": "a"},
+        json.dumps({"parties": [{"address": "h:1", "file": "/s.csv"}, {"address": "h:2", "file": "a"},
+                                {"address": "h:3", "file": "b.csv"}]}): "the server's file is an absolute path",
+        json.dumps({"parties": [{"address": "h:1", "bounds": {"a": [0, 1]}}, {"address": "h:2", "file": "a"},
                                 {"address": "h:3", "file": "b.csv"}]}): "server",
+        json.dumps({"parties": [{"address": "h:1"}, {"address": "h:2", "file": "a", "model": "m.py"},
+                                {"address": "h:3", "file": "b.csv"}]}): "file.py:factory",
         json.dumps({"parties": [{"address": "h:1"}, {"address": "h:2"}, {"address": "h:3", "file": "b"}]}):
             "needs a 'file'",
         json.dumps({"parties": [{"address": "h:1"}, {"address": "h:1", "file": "a.csv"},
@@ -357,8 +361,13 @@ def test_job_file_paths_confined_to_its_folder(tmp_path, monkeypatch):
     # an operator's own file anywhere, on its own command line, for its own party only
     mine = spec.with_file(1, tmp_path / "outside.csv")
     assert mine.parties[1].file == str(tmp_path / "outside.csv") and mine.parties[2] == spec.parties[2]
-    with pytest.raises(ValueError, match="--index 1..2"):
-        spec.with_file(0, tmp_path / "outside.csv")
+    with pytest.raises(ValueError, match="--index 0..2"):
+        spec.with_file(3, tmp_path / "outside.csv")
+    # the server's own file: only for a task where it holds one (PBM-VFL's labels), refused before anything runs
+    with pytest.raises(ValueError, match="the server holds no data: remove party 0's"):
+        party_program(spec.with_file(0, tmp_path / "outside.csv"), 0, PCAJobTask(**JOB_TASK))
+    with pytest.raises(ValueError, match="does not use: remove it"):
+        party_program(spec.with_model(1, "m.py:build"), 1, PCAJobTask(**JOB_TASK))
     with pytest.raises(ValueError, match="--index"):
         run_job(spec, PCAJobTask(**JOB_TASK), None, data_file=str(tmp_path / "outside.csv"))
     with pytest.raises(ValueError, match="outside the job file's folder"):

@@ -71,16 +71,19 @@ class PSIProgram(PartyProgram):
     async def run(self, ctx):
         from sqm.runtime.psi import hash_ids, intersect
 
-        if ctx.is_server:
+        if ctx.is_server and self.ids is None:
             return {"m": await intersect(ctx, self.sizes, chunk=self.chunk)}
         rng = np.random.default_rng([self.seed, ctx.pid])
         got = await intersect(ctx, self.sizes, hash_ids(self.ids), rng.bytes(32), rng, chunk=self.chunk)
         return {"member": got.member, "rank": got.rank, "m": got.size}
 
 
-def run_psi(sets, chunk=7, seed=0, runner=run_in_process, **kw):
+def run_psi(sets, chunk=7, seed=0, runner=run_in_process, server_set=None, **kw):
     sizes = {j: len(s) for j, s in enumerate(sets, start=1)}
-    progs = [PSIProgram(None, sizes, chunk, seed)] + [PSIProgram(list(s), sizes, chunk, seed) for s in sets]
+    if server_set is not None:
+        sizes[0] = len(server_set)
+    progs = [PSIProgram(None if server_set is None else list(server_set), sizes, chunk, seed)]
+    progs += [PSIProgram(list(s), sizes, chunk, seed) for s in sets]
     return [r["result"] for r in runner(progs, timeout=120, **kw)]
 
 
@@ -102,6 +105,29 @@ def test_each_client_learns_which_of_its_own_ids_every_client_holds_in_one_commo
         assert sorted(mine.values()) == list(range(len(common)))
         ranks = ranks or mine
         assert mine == ranks  # every client ranks every common id alike
+
+
+@pytest.mark.parametrize("n,chunk,server_size", [(2, 7, 100), (3, 7, 30), (3, 5, 7), (4, 1 << 14, 60)])
+def test_a_server_holding_a_set_of_its_own_learns_which_of_its_ids_every_holder_holds(n, chunk, server_size):
+    """The server as a holder (a PBM-VFL job's labels): every holder, the server too, learns which of its own ids
+    are in the intersection of all the sets (the server's included), ranked in one common order; lists of
+    several chunks, a server list shorter and longer than the clients'."""
+    rng = np.random.default_rng(10 + n)
+    universe = [f"id{i}" for i in range(150)]
+    sets = [[universe[i] for i in sorted(rng.choice(150, size=int(rng.integers(50, 120)), replace=False))]
+            for _ in range(n)]
+    server = [universe[i] for i in rng.choice(150, size=server_size, replace=False)]
+    common = set.intersection(set(server), *map(set, sets))
+    out = run_psi(sets, chunk=chunk, server_set=server)
+    assert 0 < len(common) < min(map(len, sets))  # the server's set matters
+    ranks = None
+    for s, r in zip([server] + sets, out):
+        assert r["m"] == len(common)
+        assert [x in common for x in s] == list(r["member"])
+        mine = {x: int(r["rank"][k]) for k, x in enumerate(s) if r["member"][k]}
+        assert sorted(mine.values()) == list(range(len(common)))
+        ranks = ranks or mine
+        assert mine == ranks
 
 
 def test_disjoint_sets_and_one_chunk_lists():

@@ -19,6 +19,11 @@ in the job's ``ids_digest``, compared again before any share.  The job's record 
 size, a public count like n before it: ``--min-intersection`` (default :data:`DEFAULT_MIN_INTERSECTION`)
 refuses a smaller one before any share of data is sent.
 
+A task whose server holds a table of its own (a PBM-VFL job: the labels, keyed by the same ids) aligns it too:
+the server is then a holder in the PSI (:mod:`sqm.runtime.psi`, "The server's own set"), learns which of its own
+records are in the intersection of every party's set, and sends the clients the digest of its order, which
+each compares with its own.
+
 Neighbouring datasets across organisations: adding or removing one person at one organisation changes the
 intersection by at most one record, so the sensitivities of the job's release, proven per record, hold
 unchanged; the intersection size itself is released exactly, like the record count n of a job over
@@ -61,26 +66,36 @@ def check_min_intersection(v, where: str = "--min-intersection") -> int:
 async def align_records(ctx, table, sizes: dict[int, int], min_common: int, seed=None):
     """Align this party's records with the other clients' (module docstring): returns ``(table, m)``, the
     client's table restricted to the intersection (None at the server) and the intersection size m.
-    ``sizes``: every client's record count (public, from the schema exchange); ``seed``: this party's job
+    ``sizes``: every client's record count (public, from the schema exchange), and ``sizes[0]`` the server's
+    when it holds a table of its own (``table``: a PBM-VFL job's labels, aligned like a client's); ``seed``: this party's job
     seed (None: OS entropy; see :func:`sqm.mechanism.rng.party_key_bytes`).  Every party refuses, before any share
     of data is sent, an intersection smaller than ``min_common``."""
-    if ctx.is_server:
+    if table is None:  # the server, holding no table
         m = await intersect(ctx, sizes)
         found = None
-    else:
+    else:  # a client, or a server holding a table of its own (sizes[0]: a PBM-VFL job's labels)
         key = party_key_bytes(seed, ctx.pid, "sqm-psi key")
         rng = secure_generator(None if seed is None else
                                int.from_bytes(party_key_bytes(seed, ctx.pid, "sqm-psi shuffle"), "big"))
         found = await intersect(ctx, sizes, await hash_ids_yielding(table.iter_ids(), table.n_rows), key, rng)
         m = found.size
-    held = ", ".join(f"client {c} {v:,}" for c, v in sorted(sizes.items()))
+    held = ", ".join(("the server's table" if c == 0 else f"client {c}") + f" {v:,}"
+                     for c, v in sorted(sizes.items()))
     if m < min_common:
-        empty = ": no record is in every client's file, check that the id columns hold the same kind of id"
-        raise TooFewInCommon(f"the clients' record sets have {m:,} records in common ({held}), fewer than the "
+        who = "parties'" if 0 in sizes else "clients'"
+        empty = (f": no record is in every {'party' if 0 in sizes else 'client'}'s file, check that the id columns "
+                 f"hold the same kind of id")
+        raise TooFewInCommon(f"the {who} record sets have {m:,} records in common ({held}), fewer than the "
                              f"job's minimum {min_common:,} (--min-intersection)" + (empty if m == 0 else ""))
     log.info(f"party {ctx.pid}: record alignment (PSI): {m:,} records in common ({held})")
     digest = None if found is None else found.order_digest()
     await ctx.check_clients(digest, "the order of the records in common (after the PSI)", wire.digest(32))
+    if 0 in sizes:  # the server's table in the same order as the clients' (its digest, which it sends them)
+        theirs = await ctx.broadcast(digest if ctx.is_server else None, wire.digest(32), sender=0,
+                                     receivers=ctx.clients, step="the server's order of the records in common")
+        if not ctx.is_server and theirs != digest:
+            raise ProtocolError(f"party {ctx.pid}: refused before any share was sent: the server's table holds the "
+                                f"records in common in another order than this client's")
     if found is None:
         return None, m
     table = table.restricted(found.member)

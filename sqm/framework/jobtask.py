@@ -15,6 +15,12 @@ implements the three abstract methods; it overrides the hooks it supports:
 - ``charges``: whether the ledgers charge ``release(meta)`` (default True; a job that releases nothing of the
   data, e.g. scoring with a released model, says False and no ledger is consulted);
 - ``clamp_only``: declared ranges clamp the values and scale nothing (default False; a scoring job says True);
+- ``server_table``: the server holds a table of its own, keyed by the same ids (a PBM-VFL job's labels: the job
+  file's party 0 ``"file"``); it then joins the record alignment and ``run`` gets it (default False: the server
+  holds no data, and a job file giving it a file is refused);
+- ``party_models``: the task runs each party's own model code (the job file's ``"model"``, or ``--model``;
+  default False: a job file naming some is refused); ``for_party(index, party)`` gives the task party
+  ``index`` runs, from its entry of the job file (:class:`sqm.framework.spec.PartySpec`; default: the task itself);
 - ``streams``: whether a party file sorted by id may be read chunk by chunk (default False: read whole);
 - ``row_norm_bound``: the public bound on a record's features into which a client's declared column ranges
   (``"bounds"``) and norm shares (``"norm_share"``) scale (default None: the task takes neither, and a job file
@@ -35,6 +41,8 @@ class JobTask(abc.ABC):
     streams = False
     charges = True  # its release is charged to the privacy-budget ledgers (a scoring job's is not)
     clamp_only = False  # declared column ranges clamp the values without scaling them (a scoring job's)
+    server_table = False  # the server holds a table of its own (a PBM-VFL job's labels) and joins the alignment
+    party_models = False  # each party runs its own model code (the job file's "model" entries)
     row_norm_bound: float | None = None
     party_bounds = None
 
@@ -61,6 +69,10 @@ class JobTask(abc.ABC):
         """The bound a column with a declared range is scaled to: by default its share ``col_bound`` of the row
         norm bound (a regression label has a bound of its own)."""
         return col_bound
+
+    def for_party(self, index: int, party) -> "JobTask":
+        """The task party ``index`` runs, given its job-file entry ``party`` (default: this task)."""
+        return self
 
     def with_party_bounds(self, party_bounds) -> "JobTask":
         """This task with each client's share of ``row_norm_bound`` given (norm shares)."""

@@ -191,25 +191,29 @@ class JobParty(PartyProgram):
         if ctx.pid != self.index:
             raise ProtocolError(f"party started as index {ctx.pid} but its program is for party {self.index}")
         await ctx.agree(tuple(self.public()), "task")
+        holders = ([0] if self.task.server_table else []) + list(ctx.clients)  # who holds a table of records
         table, mine = None, None
-        if not ctx.is_server:
-            table, mine = load_own_file(self.file, self.id_column, ctx.pid, self.own_bounds, self.drop_columns,
-                                        stream=bool(self.task.streams))
-        out = {p: mine for p in range(ctx.M)} if not ctx.is_server else {}
+        if ctx.pid in holders:
+            table, mine = load_own_file(self.file, self.id_column, ctx.pid, self.own_bounds,
+                                        () if ctx.is_server else self.drop_columns,
+                                        stream=bool(self.task.streams) and not ctx.is_server)
+        out = {p: mine for p in range(ctx.M)} if mine is not None else {}
         if mine is not None and "error" in mine:  # its own file: tell everyone why and refuse at once (BAD_DATA)
             await ctx.send_recv(out, [], None, "client schemas")
             raise InputRefused(f"{mine['error']} (refused before any share was sent)", "see the detail above")
-        got = await ctx.send_recv(out, ctx.clients, wire.value(dict, "the client's schema or its refusal", _schema_ok),
+        got = await ctx.send_recv(out, holders, wire.value(dict, "the party's schema or its refusal", _schema_ok),
                                   "client schemas")
-        errors = [f"client {j} refused: {g['error']}" for j, g in zip(ctx.clients, got) if "error" in g]
-        if errors:  # only the clients' short categories: this message also goes to every peer
+        errors = [f"{party_label(j)} refused: {g['error']}" for j, g in zip(holders, got) if "error" in g]
+        if errors:  # only the parties' short categories: this message also goes to every peer
             raise refused("; ".join(errors))
+        schemas = dict(zip(holders, got))
+        got = [schemas[j] for j in ctx.clients]  # the clients' columns are the job's columns
         dropped = {c for g in got for c in g.get("dropped", ())}
         unknown = [c for c in self.drop_columns if c not in dropped]
         if unknown:  # a typo is an error, never silently ignored (column names are the public schema)
             raise refused(f"no client's file has the column(s) {unknown} named by --drop-columns")
         columns = [c for g in got for c in g["names"]]  # public schema: every client's column names, in order
-        sizes = {j: int(g["rows"]) for j, g in zip(ctx.clients, got)}
+        sizes = {j: int(schemas[j]["rows"]) for j in holders}
         table, n_common = await align_records(ctx, table, sizes, self.min_intersection, self.task.seed)
         meta = JobMeta(tuple(int(g["cols"]) for g in got), n_common)
         outside = None
@@ -240,13 +244,13 @@ class JobParty(PartyProgram):
             entry.complete()
             result.setdefault("ledger", {k: entry[k] for k in ("id", "dataset", "statistic", "epsilon", "delta",
                                                                "status", "spent", "left", "ledger")})
-        if table is not None:
+        if table is not None and not ctx.is_server:
             result.setdefault("file", table.file)
             if outside is None and getattr(table, "transform", None) is not None:
                 outside = table.transformed_count  # counted while the task read the chunks
             if outside is not None:
                 result.setdefault("outside_declared_range", outside)  # this client's own count
-        else:
+        elif ctx.is_server:
             result.setdefault("columns", columns)
             # public: what each released column was multiplied by (1 where no range is declared), so that a
             # released model can be given in the units of the owners' raw columns
@@ -332,6 +336,18 @@ def party_program(spec: JobSpec, index: int, task: JobTask, ledger: "LedgerGuard
                          f"to the job file's \"dataset\" (or its \"name\"); add one")
     if ledger is not None:
         ledger = dataclasses.replace(ledger, job_id=spec.job_id)
+    where = f"job file {spec.path or '(unnamed)'}"
+    if spec.parties[0].file is not None and not task.server_table:
+        raise UsageError(f"{where} gives the server a file, but in {type(task).__name__} the server holds no data: "
+                         f"remove party 0's \"file\"")
+    if task.server_table and spec.parties[0].file is None:
+        raise UsageError(f"{where}: in {type(task).__name__} the server holds a table of its own (its labels, keyed "
+                         f"by the same ids): give party 0 a \"file\" (or --data-file with --index 0)")
+    models = [i for i, p in enumerate(spec.parties) if p.model is not None]
+    if models and not task.party_models:
+        raise UsageError(f"{where} names model code (\"model\") for part{'ies' if len(models) > 1 else 'y'} "
+                         f"{models}, which {type(task).__name__} does not use: remove it")
+    task = task.for_party(index, spec.parties[index])
     if any(spec.bounds) and not task.takes_bounds:
         raise UsageError(f"job file {spec.path or '(unnamed)'} declares column ranges (\"bounds\"), which "
                          f"{type(task).__name__} does not use: remove them")

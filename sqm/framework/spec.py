@@ -23,6 +23,11 @@ anywhere with ``--data-file PATH`` on its own command line.  On each host, ``sqm
 file).  A job needs at least two clients (one client would mean threshold t = 0: the server's share would
 be that client's data).
 
+The server holds no data, except for a task that says it holds a table of its own (``server_table``: a PBM-VFL
+job's labels, ``{"address": ..., "file": "labels.csv"}``, keyed by the same ids); it then takes part in the
+record alignment like a client.  ``"model": "file.py:factory"`` (a PBM-VFL job): the party's own model code,
+loaded at that party only and never sent (its operator may name any file with ``--model FILE:FACTORY``).
+
 ``task`` (optional): ``{"statistic": "pca", "components": 5, "epsilon": 1, ...}``, the job itself: the statistic
 (the command that runs it) and its parameters (:func:`sqm.cli.job_cli.apply_task_block`: a command of another statistic is refused,
 and options on a command line may only repeat the file's values).
@@ -68,6 +73,7 @@ class PartySpec:
     name: str = ""
     bounds: tuple = ()  # ((column, lo, hi), ...): public ranges declared for this client's columns
     norm_share: float | None = None  # public: this client's share of c^2 (its sub-rows' bound c sqrt(share))
+    model: str | None = None  # "path.py:factory": this party's own model code (a PBM-VFL job), loaded there only
 
 
 @dataclass(frozen=True)
@@ -106,12 +112,25 @@ class JobSpec:
     def addresses(self) -> list[str]:
         return [p.address for p in self.parties]
 
+    def with_model(self, index: int, model: str) -> "JobSpec":
+        """This job with party ``index``'s model code replaced by ``model`` ("FILE:FACTORY", its operator's own
+        ``--model``: any file on that party's machine)."""
+        if index is None or not 0 <= index <= self.n_clients:
+            raise UsageError(f"--model names one party's own model code: give its --index 0..{self.n_clients} too")
+        if not isinstance(model, str) or model.count(":") < 1 or not model.rsplit(":", 1)[1].isidentifier():
+            raise UsageError(f"--model must be FILE:FACTORY (a Python file and the function in it that builds the "
+                             f"party's torch model), got {model!r}")
+        file, name = model.rsplit(":", 1)
+        parties = list(self.parties)
+        parties[index] = dataclasses.replace(parties[index], model=f"{os.path.abspath(file)}:{name}")
+        return dataclasses.replace(self, parties=tuple(parties))
+
     def with_file(self, index: int, path) -> "JobSpec":
         """This job with client ``index``'s file replaced by ``path`` (its operator's own ``--data-file``:
         any path on that party's machine, absolute or relative to the working folder)."""
-        if index is None or not 1 <= index <= self.n_clients:
-            raise UsageError(f"--data-file replaces one client's file: give --index 1..{self.n_clients} "
-                             f"(the server, party 0, holds no data)")
+        if index is None or not 0 <= index <= self.n_clients:
+            raise UsageError(f"--data-file replaces one party's file: give --index 0..{self.n_clients} (0: the "
+                             f"server's own table, for a task where it holds one, e.g. PBM-VFL's labels)")
         parties = list(self.parties)
         parties[index] = dataclasses.replace(parties[index], file=os.path.abspath(str(path)))
         return dataclasses.replace(self, parties=tuple(parties))
@@ -132,17 +151,29 @@ def _confined(f: str, base: str, i: int, path) -> str:
     Absolute paths and paths that lead out of the folder (``..``, or a symlink resolving elsewhere) are
     refused: a job file written by someone else must not make a party read (and report on) an arbitrary
     file of its machine.  Nothing is opened here."""
-    hint = (f"party files in a job file must lie in the job file's folder {base}; the operator of client "
-            f"{i} may give any path for its own file on its own command line (--data-file PATH with --index {i})")
+    who = "the server" if i == 0 else f"client {i}"
+    hint = (f"party files in a job file must lie in the job file's folder {base}; the operator of {who} may give "
+            f"any path for its own file on its own command line (--data-file PATH, or --model FILE:FACTORY, with "
+            f"--index {i})")
     if os.path.isabs(f):
-        raise UsageError(f"job file {path}: client {i}'s file is an absolute path, refused: {hint}")
+        raise UsageError(f"job file {path}: {who}'s file is an absolute path, refused: {hint}")
     full = os.path.join(base, f)
     real_base = os.path.realpath(base)
     real = os.path.realpath(full)
     if os.path.commonpath([real, real_base]) != real_base:
-        raise UsageError(f"job file {path}: client {i}'s file {f!r} resolves outside the job file's folder, "
+        raise UsageError(f"job file {path}: {who}'s file {f!r} resolves outside the job file's folder, "
                          f"refused: {hint}")
     return full
+
+
+def _confined_code(model, base: str, i: int, path) -> str:
+    """Party ``i``'s ``"model": "file.py:factory"`` from the job file: the file confined to the job file's folder
+    like a party file (its operator may name any file of its own with ``--model FILE:FACTORY`` instead)."""
+    if not isinstance(model, str) or model.count(":") < 1 or not model.rsplit(":", 1)[1].isidentifier():
+        raise UsageError(f"job file {path}: party {i}'s 'model' must be \"file.py:factory\" (a Python file of its "
+                         f"own and the name of the function in it that builds its torch model), got {model!r}")
+    file, name = model.rsplit(":", 1)
+    return f"{_confined(file, base, i, path)}:{name}"
 
 
 def load_job(path) -> JobSpec:
@@ -166,12 +197,16 @@ def load_job(path) -> JobSpec:
             raise UsageError(f"job file {path}: party {i} must be an object with 'address' (and 'file')")
         addr = _check_address(e.get("address"), i)
         f = e.get("file")
-        if i == 0 and f is not None:
-            raise UsageError(f"job file {path}: party 0 is the server and holds no data; remove its 'file'")
-        if i > 0:
-            if not isinstance(f, str) or not f:
-                raise UsageError(f"job file {path}: client {i} needs a 'file' (its CSV)")
+        if i > 0 and (not isinstance(f, str) or not f):
+            raise UsageError(f"job file {path}: client {i} needs a 'file' (its CSV)")
+        if i == 0 and f is not None and (not isinstance(f, str) or not f):
+            raise UsageError(f"job file {path}: the server's 'file' (its own table, e.g. a PBM-VFL job's labels) "
+                             f"must be a path, got {f!r}")
+        if f is not None:  # the server's is its own table (labels), for a task that takes one (party_program)
             f = _confined(f, base, i, path)
+        model = e.get("model")
+        if model is not None:
+            model = _confined_code(model, base, i, path)
         if i == 0 and (e.get("bounds") is not None or e.get("norm_share") is not None):
             raise UsageError(f"job file {path}: party 0 is the server and holds no data; remove its 'bounds' "
                              f"and 'norm_share'")
@@ -181,7 +216,7 @@ def load_job(path) -> JobSpec:
             raise UsageError(f"job file {path}: client {i}'s 'norm_share' must be a number in (0, 1], got {share!r}")
         parties.append(PartySpec(addr, f, str(e.get("name") or ("server" if i == 0 else f"client{i}")),
                                  check_bounds(e.get("bounds"), f"job file {path}: client {i}'s"),
-                                 None if share is None else float(share)))
+                                 None if share is None else float(share), model))
     shares = [p.norm_share for p in parties[1:]]
     if any(v is not None for v in shares) and (None in shares or sum(shares) > 1 + 1e-9):
         raise UsageError(f"job file {path}: 'norm_share' must be given for every client or none, and the shares "
@@ -241,29 +276,43 @@ def check_dataset_id(dataset) -> str:
 
 def write_job(path, addresses, files, id_column: str = "id", job_id: str | None = None,
               name: str | None = None, dataset: str | None = None, bounds=None, norm_shares=None,
-              min_intersection: int | None = None, task: dict | None = None) -> str:
+              min_intersection: int | None = None, task: dict | None = None, server_file=None,
+              models=None) -> str:
     """Write a job file: ``addresses[0]`` the server's, then one address and one file per client; a fresh
     random ``job_id`` unless given, the job's ``name`` (as in its certificates) and the ``dataset`` id (the
     ledger's) if given; ``bounds``: per client, None or its public column ranges ``{column: [lo, hi]}``;
     ``norm_shares``: each client's public share of c^2 (None: c_j = c sqrt(its columns / all columns));
     ``min_intersection``: the fewest records in common the job runs on (None: the default, not written);
-    ``task``: the job's task block, ``{"statistic": "pca", its parameters...}`` (:func:`sqm.cli.job_cli.apply_task_block`)."""
+    ``task``: the job's task block, ``{"statistic": "pca", its parameters...}`` (:func:`sqm.cli.job_cli.apply_task_block`);
+    ``server_file``: the server's own table (a PBM-VFL job's labels); ``models``: per party (server first), None
+    or its own model code "FILE:FACTORY" (files inside the job file's folder, as the data files)."""
     if len(addresses) != len(files) + 1:
         raise UsageError(f"need one address per party: {len(addresses)} addresses for 1 server + "
                          f"{len(files)} clients")
     base = os.path.dirname(os.path.abspath(path))
-    parties = [{"address": addresses[0]}]
-    for j, (a, f) in enumerate(zip(addresses[1:], files), start=1):
+
+    def inside(f, j: int) -> str:
         rel = os.path.relpath(os.path.abspath(f), base)
         if rel == os.pardir or rel.startswith(os.pardir + os.sep):
-            raise UsageError(f"client {j}'s file {f} lies outside the job file's folder {base}: load_job "
-                             f"would refuse it (put it there, or have its operator pass --data-file)")
-        parties.append({"address": a, "file": rel})
+            raise UsageError(f"{'the server' if j == 0 else f'client {j}'}'s file {f} lies outside the job file's "
+                             f"folder {base}: load_job would refuse it (put it there, or have its operator pass "
+                             f"--data-file or --model)")
+        return rel
+
+    parties = [{"address": addresses[0]}]
+    if server_file is not None:
+        parties[0]["file"] = inside(server_file, 0)
+    for j, (a, f) in enumerate(zip(addresses[1:], files), start=1):
+        parties.append({"address": a, "file": inside(f, j)})
         if bounds is not None and bounds[j - 1] is not None:
             check_bounds(bounds[j - 1], f"client {j}'s")
             parties[-1]["bounds"] = {c: [float(lo), float(hi)] for c, (lo, hi) in bounds[j - 1].items()}
         if norm_shares is not None:
             parties[-1]["norm_share"] = float(norm_shares[j - 1])
+    for j, code in enumerate(models or []):
+        if code is not None:
+            file, name = code.rsplit(":", 1)
+            parties[j]["model"] = f"{inside(file, j)}:{name}"
     from sqm.runtime.session import check_job_id
 
     head = {"job_id": check_job_id(job_id) if job_id is not None else new_job_id()}

@@ -33,6 +33,18 @@ The protocol (clients 1..n, server 0; every client's set size is public, from th
    only, which positions are in the intersection and their ranks in the sorted order of the fully blinded
    values of the intersection.
 
+The server's own set (a PBM-VFL job, where the server holds the labels, keyed by id): the server is then a
+holder too.  It draws a key k_0 and a shuffle like a client, blinds its shuffled list under k_0 and sends it
+around the ring from client 1 to client n, each blinding it once more (one hop per step, pipelined like the
+clients' lists), and client n sends it back to the server; every client's list, arriving fully blinded under
+the clients' keys, gets k_0 at the server.  All lists then lie under all n + 1 keys, and the server answers each
+client about its list and finds its own members through its own shuffle.  A client receives the server's list
+only under k_0, which it does not hold; the server holds one key of n + 1, never all, so it can test a guessed
+id against nothing (the argument for a coalition of the server and one client, below, again).  Each holder
+learns which of its own ids are in the intersection of every holder's set; the server also learns the sizes
+of the Venn regions of all n + 1 sets.  Cost: the server blinds its own list once and every client's list once
+(one multiplication per id of every list), and its list makes n + 1 hops.
+
 What each party receives (the tests record every frame: ``tests/test_psi_view.py``):
 
 - a client: chunks of the other clients' lists, each blinded under at least the key of their owner, which
@@ -176,8 +188,11 @@ def _chunk_len(size: int, k: int, chunk: int) -> int:
     return min(chunk, size - k * chunk)
 
 
-def n_steps(sizes: dict[int, int], chunk: int) -> int:
-    return max(chunk_count(s, chunk) for s in sizes.values()) + len(sizes) - 1
+def n_steps(sizes: dict[int, int], chunk: int, own: int | None = None) -> int:
+    """Steps of the ring: the longest client list's chunks plus n - 1 hops; the server's own list (``own``
+    ids), when it holds one, n hops after its last chunk leaves the server."""
+    steps = max(chunk_count(s, chunk) for s in sizes.values()) + len(sizes) - 1
+    return steps if own is None else max(steps, chunk_count(own, chunk) + len(sizes))
 
 
 def _points(rows: int) -> wire.Validator:
@@ -206,14 +221,22 @@ async def intersect(ctx, sizes: dict[int, int], points: np.ndarray | None = None
     """Run the PSI (module docstring) in party ``ctx``: a client gives its ids hashed onto the curve
     (``points``, :func:`hash_ids`), its secret ``key`` and a cryptographic generator ``rng`` for the
     shuffle, and gets its :class:`Intersection`; the server gives nothing and gets the intersection size.
-    ``sizes``: every client's set size (public, the same at every party)."""
+    ``sizes``: every client's set size (public, the same at every party).
+
+    With ``sizes[0]`` too, the server holds a set of its own (e.g. the labels of a PBM-VFL job) and takes part
+    as a holder: it gives its points, key and generator like a client and gets its :class:`Intersection`
+    (see "The server's own set" in the module docstring)."""
     sizes = {int(c): int(v) for c, v in sizes.items()}
+    own = sizes.pop(0, None)
     n = len(sizes)
-    if sorted(sizes) != list(range(1, n + 1)) or n < 2 or min(sizes.values()) < 1:
-        raise UsageError(f"PSI needs the set sizes of clients 1..n (n >= 2, each >= 1), got {sizes}")
-    steps = n_steps(sizes, chunk)
+    if sorted(sizes) != list(range(1, n + 1)) or n < 2 or min(sizes.values()) < 1 or (own is not None and own < 1):
+        raise UsageError(f"PSI needs the set sizes of clients 1..n (n >= 2, each >= 1), and the server's if it "
+                         f"holds one (>= 1), got {sizes if own is None else {0: own, **sizes}}")
+    steps = n_steps(sizes, chunk, own)
     if ctx.is_server:
-        return await _server(ctx, sizes, chunk, steps)
+        if own is None:
+            return await _server(ctx, sizes, chunk, steps)
+        return await _server(ctx, sizes, chunk, steps, _Own(points, key, rng, own))
     i = ctx.pid
     if points is None or points.shape != (sizes[i], POINT_BYTES):
         raise UsageError(f"client {i}: {sizes[i]} hashed ids expected")
@@ -223,39 +246,80 @@ async def intersect(ctx, sizes: dict[int, int], points: np.ndarray | None = None
     held: dict[tuple[int, int], np.ndarray] = {}  # chunks received, blinded at the next step
     nxt, prv = ring_next(i, n), _owner(i, 1, n)
     for s in range(steps):
-        to_next, to_server = [], None
+        to_next, to_server = [], []
         for h, o, k in schedule(i, s, sizes, chunk):
             data = mine[k * chunk:(k + 1) * chunk] if h == 0 else held.pop((o, k))
             try:
                 out = blind(key, data)
             except PSIError as e:
                 raise _bad_peer(ctx, prv, str(e)) from None
-            if h < n - 1:
-                to_next.append(out)
-            else:
-                to_server = out
+            (to_next if h < n - 1 else to_server).append(out)
+        k0 = server_hop(i, s, own, chunk)
+        if k0 is not None:  # the server's list, one hop further (the last client's hop goes back to the server)
+            try:
+                out = blind(key, held.pop((0, k0)))
+            except PSIError as e:
+                raise _bad_peer(ctx, 0 if i == 1 else prv, str(e)) from None
+            (to_next if i < n else to_server).append(out)
         incoming = [(o, k) for h, o, k in schedule(prv, s, sizes, chunk) if h < n - 1]
+        if prv < i and server_hop(prv, s, own, chunk) is not None:  # client 1 gets it from the server
+            incoming.append((0, server_hop(prv, s, own, chunk)))
         outgoing = {}
         if to_next:
             outgoing[nxt] = to_next
-        if to_server is not None:
-            outgoing[0] = to_server
-        senders = [prv] if incoming else []
-        expect = wire.list_of([_points(_chunk_len(sizes[o], k, chunk)) for o, k in incoming], "blinded id chunks")
+        if to_server:
+            outgoing[0] = to_server if own is not None else to_server[0]
+        senders, expect = [prv] if incoming else [], {}
+        expect[prv] = wire.list_of([_points(_chunk_len(_size(sizes, own, o), k, chunk)) for o, k in incoming],
+                                   "blinded id chunks")
+        first = server_hop(i, s + 1, own, chunk) if i == 1 else None  # the server's chunk client 1 blinds next
+        if first is not None:
+            senders.append(0)
+            expect[0] = _points(_chunk_len(own, first, chunk))
         got = await ctx.send_recv(outgoing, senders, expect, "PSI: blinding around the ring")
-        if got:
+        if incoming:
             held.update(zip(incoming, got[0]))
+        if first is not None:
+            held[(0, first)] = got[-1]
     answer = (await ctx.send_recv({}, [0], _answer(sizes[i]), "PSI: the intersection"))[0]
-    member_shuffled = np.unpackbits(answer["member"], count=sizes[i]).astype(bool)
-    ranks = answer["rank"]
+    return _unshuffled(ctx, perm, answer["member"], answer["rank"], sizes[i], 0)
+
+
+def _size(sizes: dict[int, int], own: int | None, o: int) -> int:
+    return own if o == 0 else sizes[o]
+
+
+def server_hop(i: int, s: int, own: int | None, chunk: int) -> int | None:
+    """The chunk of the server's own list that client ``i`` blinds at step ``s`` (None: none).  The server blinds
+    chunk k at step k and sends it to client 1; client i blinds it at step k + i, client n last."""
+    if own is None:
+        return None
+    k = s - i
+    return k if 0 <= k < chunk_count(own, chunk) else None
+
+
+def _unshuffled(ctx, perm: np.ndarray, member_bits: np.ndarray, ranks: np.ndarray, size: int,
+                sender: int) -> Intersection:
+    """A holder's :class:`Intersection` in the order it gave its ids, from the answer about its shuffled list."""
+    member_shuffled = np.unpackbits(member_bits, count=size).astype(bool)
     m = int(member_shuffled.sum())
     if ranks.shape[0] != m or (m and int(ranks.max()) >= m):
-        raise _bad_peer(ctx, 0, f"{ranks.shape[0]} ranks for {m} members")
-    member = np.zeros(sizes[i], dtype=bool)
+        raise _bad_peer(ctx, sender, f"{ranks.shape[0]} ranks for {m} members")
+    member = np.zeros(size, dtype=bool)
     member[perm] = member_shuffled
-    rank = np.full(sizes[i], -1, dtype=np.int64)
+    rank = np.full(size, -1, dtype=np.int64)
     rank[perm[member_shuffled]] = ranks
     return Intersection(member, rank, m)
+
+
+@dataclass
+class _Own:
+    """The server's own set, when it holds one: its hashed ids, key and shuffle generator, and their count."""
+
+    points: np.ndarray
+    key: bytes
+    rng: np.random.Generator
+    size: int
 
 
 def _answer(size: int) -> wire.Validator:
@@ -276,35 +340,57 @@ def _bad_peer(ctx, peer: int, what: str) -> Exception:
                          f"aborted, nothing released")
 
 
-async def _server(ctx, sizes: dict[int, int], chunk: int, steps: int) -> int:
+async def _server(ctx, sizes: dict[int, int], chunk: int, steps: int, own: _Own | None = None):
     """The server's side: collect each client's fully blinded list (from the client before it on the ring) into
     one array, find the values in every list, answer each client about its own list; returns the intersection
-    size."""
+    size.  With ``own``, the server also sends its own list around the ring (shuffled, blinded under its key),
+    blinds every client's list under its key as it arrives, and returns its own :class:`Intersection`."""
+    import asyncio
+
     n = len(sizes)
-    start = dict(zip(sizes, np.cumsum([0] + list(sizes.values()))[:-1].tolist()))
-    values = np.empty((sum(sizes.values()), POINT_BYTES), dtype=np.uint8)  # the lists, owner after owner
+    lists = dict(sizes) if own is None else {0: own.size, **sizes}
+    start = dict(zip(lists, np.cumsum([0] + list(lists.values()))[:-1].tolist()))
+    values = np.empty((sum(lists.values()), POINT_BYTES), dtype=np.uint8)  # the lists, owner after owner
+    mine = perm = None
+    if own is not None:
+        perm = own.rng.permutation(own.size)
+        with busy():
+            mine = blind(own.key, own.points[perm])  # shuffled and blinded before anything leaves the server
     for s in range(steps):
         senders, expect, where = [], {}, []
         for c in sizes:  # client c sends the chunk it blinds last: list next(c), chunk s - (n - 1)
             last = [(o, k) for h, o, k in schedule(c, s, sizes, chunk) if h == n - 1]
+            if c == n and server_hop(c, s, own and own.size, chunk) is not None:
+                last.append((0, server_hop(c, s, own.size, chunk)))
             if last:
-                (o, k), = last
                 senders.append(c)
-                expect[c] = _points(_chunk_len(sizes[o], k, chunk))
-                where.append(start[o] + k * chunk)
-        got = await ctx.send_recv({}, senders, expect, "PSI: blinding around the ring")
-        for at, g in zip(where, got):
-            values[at:at + g.shape[0]] = g
-    import asyncio
-
+                chunks = [_points(_chunk_len(lists[o], k, chunk)) for o, k in last]
+                expect[c] = chunks[0] if own is None else wire.list_of(chunks, "blinded id chunks")
+                where.append(last)
+        outgoing = {}
+        if own is not None and s < chunk_count(own.size, chunk):
+            outgoing[1] = mine[s * chunk:(s + 1) * chunk]
+        got = await ctx.send_recv(outgoing, senders, expect, "PSI: blinding around the ring")
+        for c, last, g in zip(senders, where, got):
+            for (o, k), v in zip(last, [g] if own is None else g):
+                if own is not None and o != 0:  # a client's list gets the server's key too
+                    try:
+                        v = blind(own.key, v)
+                    except PSIError as e:
+                        raise _bad_peer(ctx, c, str(e)) from None
+                at = start[o] + k * chunk
+                values[at:at + v.shape[0]] = v
+    del mine
     # in a worker thread: numpy's sort releases the GIL (the event loop ran within 0.3 s throughout 3 x 10^6
     # values, 2 s of sorting), so the server's heartbeats go on while the clients await its answer
     with busy():
-        member, rank = await asyncio.get_running_loop().run_in_executor(None, common_values, values, sizes)
+        member, rank = await asyncio.get_running_loop().run_in_executor(None, common_values, values, lists)
     del values
     await ctx.send_recv({o: {"member": np.packbits(member[o]), "rank": rank[o].astype(np.uint32)} for o in sizes},
                         [], None, "PSI: the intersection")
-    return int(member[1].sum())
+    if own is None:
+        return int(member[1].sum())
+    return _unshuffled(ctx, perm, np.packbits(member[0]), rank[0].astype(np.uint32), own.size, 0)
 
 
 def common_values(values: np.ndarray, sizes: dict[int, int]) -> tuple[dict, dict]:
