@@ -16,7 +16,7 @@ from sqm.framework.alignment import check_min_intersection
 from sqm.framework.spec import JobSpec, load_job
 from sqm.framework.party import clip_warning, seed_policy
 from sqm.framework.runners import run_job
-from sqm.mechanism.report import NEIGHBOURING_LINE, render_table
+from sqm.mechanism.report import NEIGHBOURING, NEIGHBOURING_LINE, ZERO_OUT, render_table
 from sqm.runtime.errors import UsageError
 
 log = logging.getLogger(__name__)
@@ -76,6 +76,8 @@ def job_command(args, make_task, server_summary) -> int:
         spec = dataclasses.replace(spec, drop_columns=tuple(args.drop_columns))
     if getattr(args, "min_intersection", None) is not None:
         spec = dataclasses.replace(spec, min_intersection=check_min_intersection(args.min_intersection))
+    if getattr(args, "party_model", None) is not None:  # this party's own model code (sqm pbm-vfl --model)
+        spec = spec.with_model(args.index, args.party_model)
     declared = apply_task_block(spec, args)
     if declared:
         print(f"task (from the job file {spec.path}): sqm {args.command} " + ", ".join(declared))
@@ -89,9 +91,13 @@ def job_command(args, make_task, server_summary) -> int:
     warnings = []  # this machine's clients' own clipping warnings
     alignment = next((rec["result"].get("alignment") for rec in recs if rec is not None), None)
     if alignment is not None:  # every party learns the same counts
-        held = ", ".join(f"{v:,}" for _, v in sorted(alignment["records"].items(), key=lambda kv: int(kv[0])))
-        print(f"record alignment (private set intersection): the clients hold {held} records; "
-              f"{alignment['intersection']:,} are at every client: the job ran on them")
+        counts = dict(alignment["records"])
+        labels = counts.pop("0", None)  # the server's own table (a PBM-VFL job's labels), if it holds one
+        held = ", ".join(f"{v:,}" for _, v in sorted(counts.items(), key=lambda kv: int(kv[0])))
+        print(f"record alignment (private set intersection): the clients hold {held} records"
+              + ("" if labels is None else f", the server's label table {labels:,}")
+              + f"; {alignment['intersection']:,} are at every {'client' if labels is None else 'party'}: the job "
+                f"ran on them")
         out["extra"]["alignment"] = alignment
     for i, rec in enumerate(recs):
         if rec is None:
@@ -106,7 +112,9 @@ def job_command(args, make_task, server_summary) -> int:
             print(render_table([{**rep, "seconds": rec.get("seconds"),
                                  "bytes": None if simulation else rec.get("bytes_sent")}],
                                ["epsilon_server", "epsilon_client", "delta", "gamma", "mu", "seconds", "bytes"]))
-            print(f"  {NEIGHBOURING_LINE}")
+            relation = rep.get("neighbouring", ZERO_OUT)
+            print(f"  {NEIGHBOURING_LINE}" if relation == ZERO_OUT else
+                  f"  the epsilon above is {NEIGHBOURING[relation]}")
             if res.get("ledger") is not None:
                 e = res["ledger"]
                 print(f"ledger {e['ledger']}: dataset {e['dataset']!r}, this release epsilon {e['epsilon']:.4g} at "

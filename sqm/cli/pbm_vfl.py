@@ -8,12 +8,91 @@ from __future__ import annotations
 from dataclasses import replace
 
 from sqm.cli import options
+from sqm.cli.options import JOB_ONLY, check_mode, declare_task
 from sqm.framework.extras import require
 from sqm.methods.pbm_vfl.experiment import method_seed  # noqa: F401 (the experiment, shared with bench/)
 from sqm.runtime import SECURE_SUMS
 
 
+def _run_job(args) -> int:
+    """``sqm pbm-vfl --job``: one PBM-VFL job (training, or with --predict prediction) from a job file
+    (:class:`sqm.methods.pbm_vfl.job.PBMVFLJobTask`)."""
+    from sqm.cli.job_cli import job_command
+    from sqm.framework.progress import progress_bar
+    from sqm.framework.spec import load_job
+    from sqm.mechanism.report import render_table
+    from sqm.methods.pbm_vfl.config import VFLConfig
+    from sqm.methods.pbm_vfl.job import PBMVFLJobTask, job_batch_seed
+    from sqm.runtime.errors import UsageError
+    from sqm.runtime.launch import private_folder
+
+    require("vfl", "sqm pbm-vfl --job", ("torch",))
+    from sqm.methods.pbm_vfl.trainer import check_device
+
+    spec = load_job(args.job)
+    if args.party_model is not None and args.index is None:
+        raise UsageError("--model names ONE party's own model code: give its --index too (for every party on this "
+                         "machine, put \"model\" in each party's entry of the job file)")
+    if spec.job_id is None and args.batch_seed is None:
+        raise UsageError(f"job file {spec.path} has no job_id, from which the public mini-batch order is derived: "
+                         f"add one (every job file written by sqm has one) or give --batch-seed")
+    device = check_device(args.device or "cpu")
+
+    def make_task(path=None):
+        cfg = VFLConfig(method="pbm", b=args.b, beta=args.beta, epochs=args.epochs, batch_size=args.batch_size,
+                        lr=args.learning_rate, embedding_size=args.embedding_size, hidden=args.hidden,
+                        optimizer=args.optimizer, n_classes=args.n_classes, device=device, delta=args.delta)
+        return PBMVFLJobTask(cfg, args.secure_sum, args.test_fraction, args.split_seed,
+                             args.batch_seed if args.batch_seed is not None else job_batch_seed(spec.job_id),
+                             args.label_column, seed=args.seed, insecure_reproducible=args.insecure_reproducible,
+                             checkpoint_dir=args.checkpoints, predict=args.predict, requester=args.requester,
+                             device=device, progress_path=path, scores_path=args.scores)
+
+    def server_summary(res) -> dict:
+        if args.predict:
+            print(f"server: class probabilities of {res['scored']:,} records (the records every client holds), "
+                  f"from the embedding sums released once through PBM; sent to client {res['requester']}")
+            return {"records": res["scored"], "requester": res["requester"]}
+        rows = [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in h.items()} for h in res["history"]]
+        if rows:
+            print(render_table(rows, list(rows[0])))
+        print(f"server: PBM-VFL trained on {res['n_train']:,} records ({res['n_test']:,} held out for the test "
+              f"metrics, a public split), {res['n_classes']} classes; the server holds the fusion model"
+              + (f", written to {res['checkpoint']}" if res.get("checkpoint") else "")
+              + "; each client holds its own model")
+        return {"history": res["history"], "n_train": res["n_train"], "n_test": res["n_test"],
+                "n_classes": res["n_classes"], "sum_digest": res["sum_digest"]}
+
+    if args.predict or args.quiet or args.index not in (None, 0):
+        return job_command(args, make_task, server_summary)
+    with private_folder("sqm-pbm-job-") as tmp:
+        path = f"{tmp}/progress"
+
+        def advance(bar, i, loss):
+            bar.n = i
+            bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
+            bar.refresh()
+
+        with progress_bar(path, advance, total=None, desc="PBM-VFL iterations (server)", unit="it"):
+            return job_command(args, lambda: make_task(path), server_summary)
+
+
 def run(args) -> int:
+    if _PARSER:
+        check_mode(args, _PARSER[-1], "job" if args.job else "local",
+                   {"job": JOB_ONLY + JOB_MODE_ONLY, "local": LOCAL_ONLY})
+    if args.job:
+        return _run_job(args)
+    return _run_local(args)
+
+
+LOCAL_ONLY = ("dataset", "data", "parties", "no_baselines", "plot", "save")
+JOB_MODE_ONLY = ("party_model", "checkpoints", "predict", "requester", "scores", "test_fraction", "label_column",
+                 "n_classes")
+_PARSER = []  # the `sqm pbm-vfl` parser (its defaults decide which options were given)
+
+
+def _run_local(args) -> int:
     from sqm.mechanism.report import render_table
     from sqm.methods.pbm_vfl.config import METHOD_LABELS, METHODS, VFLConfig
     from sqm.methods.pbm_vfl.data import load_split
@@ -135,7 +214,12 @@ def register(sub) -> None:
     secure_sums = SECURE_SUMS
 
     p = sub.add_parser("pbm-vfl", help="PBM-VFL: split neural training with Poisson-Binomial-quantized embeddings",
-                       parents=[options.runtime(), options.output()],
+                       parents=[options.runtime(),
+                                options.job("job file (JSON: parties' addresses; party 0 the server with its label "
+                                            "file, each client with its own feature file; optionally each party's "
+                                            "\"model\": \"file.py:factory\"; see sqm/framework/spec.py): a real "
+                                            "multi-party PBM-VFL job in which each party reads only its own files"),
+                                options.output()],
                        description="Split neural training with Poisson-Binomial-quantized embeddings "
                                    "(PBM-VFL, Algorithm 2): PBM-VFL through real MPyC party processes (or "
                                    "--backend plain, the in-process simulation of the same programs), compared "
@@ -162,4 +246,32 @@ def register(sub) -> None:
     p.add_argument("--save", default=None, metavar="FILE",
                    help="write PBM-VFL's checkpoint (every party's trained model and optimizer, the accountant; "
                         "torch.save format, read back by sqm.methods.pbm_vfl.PBMVFL.load) to FILE")
+    g = p.add_argument_group("job mode (--job)")
+    g.add_argument("--model", default=None, metavar="FILE:FACTORY", dest="party_model",
+                   help="with --job --index I: this party's own model code, a Python file on this machine and the "
+                        "function in it that builds the party's torch model (a client's: factory(n_features, "
+                        "embedding_size); the server's: factory(embedding_size, n_classes)); it returns an "
+                        "nn.Module or {\"module\", \"optimizer\"[, \"loss\"]}.  Loaded here only, never sent "
+                        "(default: the job file's \"model\" for this party, else the default MLP / linear layer)")
+    g.add_argument("--checkpoints", default=None, metavar="DIR",
+                   help="with --job: each party writes its OWN trained model and optimizer to DIR/pbm-vfl-party{I}.pt "
+                        "on its own machine (with --predict: reads it from there)")
+    g.add_argument("--predict", action="store_true",
+                   help="with --job and --checkpoints: a prediction job: the trained models score the records every "
+                        "client holds (new records, no labels); the embeddings go once through PBM and the secure "
+                        "sum; the server computes the class probabilities and sends them to the --requester")
+    g.add_argument("--requester", type=int, default=None, metavar="I",
+                   help="with --predict: the client that receives the probabilities (default: the last client)")
+    g.add_argument("--scores", default=None, metavar="FILE",
+                   help="with --predict, at the requester: write the probabilities as CSV (id, one column per class)")
+    g.add_argument("--test-fraction", type=float, default=0.2,
+                   help="with --job: the fraction of the records in common held out for the server's test metrics "
+                        "(a public split of their positions by --split-seed; default 0.2; 0: none)")
+    g.add_argument("--label-column", default=None,
+                   help="with --job: the server's label column (default: its table's only column besides the ids)")
+    g.add_argument("--n-classes", type=int, default=None,
+                   help="with --job: the number of classes K (default: the largest label + 1)")
     p.set_defaults(func=run)
+    declare_task(p, ("b", "beta", "epochs", "batch_size", "learning_rate", "optimizer", "embedding_size", "hidden",
+                     "delta", "secure_sum", "split_seed", "batch_seed", "test_fraction"))
+    _PARSER[:] = [p]

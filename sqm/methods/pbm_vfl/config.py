@@ -46,7 +46,7 @@ class VFLConfig:
             raise UsageError(f"learning rate must be > 0, got {self.lr!r}")
         if self.optimizer not in ("adam", "sgd"):
             raise UsageError(f"optimizer must be 'adam' or 'sgd', got {self.optimizer!r}")
-        if self.n_classes < 2:
+        if self.n_classes is not None and self.n_classes < 2:  # None: the server derives K (job mode)
             raise UsageError(f"need at least 2 classes, got {self.n_classes}")
         check_delta(self.delta)
 
