@@ -268,3 +268,49 @@ def test_each_party_started_alone_trains_as_the_local_launcher_and_predicts_for_
     for i in (0, 1, 2):  # no other party holds a score
         res = json.load(open(tmp_path / f"pred{i}.json"))
         assert "scores_file" not in json.dumps(res) and "p0" not in json.dumps(res)
+
+
+def _refusal(tmp_path, edit, **kw):
+    """Run a simulated job after ``edit(folder)``; returns the error it raises."""
+    X, y = data()
+    folder = tmp_path / "job"
+    job = write(folder, X, y, sets(), code=kw.pop("code", False))
+    edit(folder)
+    with pytest.raises(Exception) as err:
+        run_job(load_job(job), task(**kw), backend="plain")
+    return err.value
+
+
+def test_bad_labels_wrong_models_and_missing_files_are_refused_naming_the_party(tmp_path):
+    from sqm.runtime.launch import MPCError
+
+    def fractional(folder):
+        text = (folder / "labels.csv").read_text().replace(",1\n", ",0.5\n")
+        (folder / "labels.csv").write_text(text)
+
+    e = _refusal(tmp_path / "a", fractional)
+    assert isinstance(e, MPCError) and "server" in str(e) and "not classes" in str(e)
+
+    def wide(folder):  # client 2's model gives 5 outputs, the job's embedding has 4
+        (folder / "client_model.py").write_text(CLIENT_CODE.replace("nn.Linear(6, embedding_size)",
+                                                                    "nn.Linear(6, embedding_size + 1)"))
+
+    e = _refusal(tmp_path / "b", wide, code=True)
+    assert isinstance(e, MPCError) and "client 1's model maps a (1, 5) batch to (1, 5), the job needs (1, 4)" in str(e)
+    assert "refused before any share was sent" in str(e)
+
+    def no_code(folder):
+        os.remove(folder / "server_model.py")
+
+    e = _refusal(tmp_path / "c", no_code, code=True)
+    assert "server" in str(e) and "server_model.py does not exist" in str(e)
+
+    X, y = data()
+    job = load_job(write(tmp_path / "d", X, y, sets()))
+    import dataclasses
+
+    no_labels = dataclasses.replace(job, parties=(dataclasses.replace(job.parties[0], file=None),) + job.parties[1:])
+    with pytest.raises(ValueError, match="the server holds a table of its own"):
+        run_job(no_labels, task(), backend="plain")
+    with pytest.raises(ValueError, match="baseline"):
+        task(cfg={"method": "npq"})

@@ -154,3 +154,66 @@ def test_no_party_can_test_a_guessed_id_and_the_server_view_does_not_depend_on_t
     assert shape(other[0]) == shape(frames[0])
     assert pattern(other[0]) == pattern(frames[0])
     assert not points(other[0]) & server
+
+
+class AlignWithServer(AlignOnly):
+    server_table = True  # the server holds a table of its own (a PBM-VFL job's labels) and joins the PSI
+
+
+@pytest.mark.slow
+def test_a_server_holding_labels_joins_the_psi_and_still_no_party_can_test_a_guessed_id(tmp_path):
+    """A PBM-VFL job's alignment: the server holds a label table keyed by id.  Every frame each party receives is
+    recorded: no client can test a guessed id against the server's list (it lies under the server's key k_0,
+    which only the server holds) nor against any other list, and the server can test none with its own key or
+    any single client's; with the right keys, everything (the test's power)."""
+    import csv
+    import itertools
+    import json
+
+    sets = sets_with_overlaps()
+    labelled = sorted(set(sum(sets, [])))[::2]  # 300 of the 600 ids any client holds
+    folder = tmp_path / "s"
+    job = write_parties(folder, universe(m=12000), sets, min_intersection=1)
+    with open(folder / "labels.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["id", "label"])
+        w.writerows([i, i % 2] for i in reversed(labelled))
+    raw = json.load(open(job))
+    raw["parties"][0]["file"] = "labels.csv"
+    json.dump(raw, open(job, "w"))
+    spec = load_job(job)
+    paths = [str(folder / f"frames{i}.bin") for i in range(len(spec.parties))]
+    progs = [Recording(p, path) for p, path in zip(job_programs(spec, AlignWithServer()), paths)]
+    recs = run_parties(progs, timeout=120, addresses=spec.addresses, min_clients=2, job_id=spec.job_id)
+    common = set.intersection(set(labelled), *map(set, sets))
+    assert recs[0]["result"]["n_records"] == len(common) > 0
+    assert recs[0]["result"]["alignment"]["records"]["0"] == len(labelled)
+    frames = [[(peer, wire.decode(b)) for _, peer, b in sorted(wire.decode(open(p, "rb").read()),
+                                                                key=lambda e: e[:2])] for p in paths]
+    keys = {j: party_key_bytes(SEED, j, "sqm-psi key") for j in (0, 1, 2, 3)}
+    candidates = [str(i) for i in range(1000, 11000)]
+    H = hash_ids(candidates)
+
+    def found(received: set, *ks) -> set:
+        V = H
+        for k in ks:
+            V = blind(k, V)
+        return {c for v, c in zip(V, candidates) if v.tobytes() in received}
+
+    for j in (1, 2, 3):
+        got = points(frames[j])
+        assert len(got) == 2 * 340 + len(labelled)  # the two other clients' lists and the server's, once each
+        assert not found(got) and not found(got, keys[j])
+        # power: the server's list, as client j receives it, under k_0 and the keys of the clients before j
+        before = [keys[k] for k in range(1, j)]
+        assert found(got, keys[0], *before) == set(map(str, labelled))
+        theirs = blind(keys[0], hash_ids([str(i) for i in labelled]))
+        for k in before:
+            theirs = blind(k, theirs)
+        theirs = {v.tobytes() for v in theirs}
+        for S in itertools.chain.from_iterable(itertools.combinations((1, 2, 3), r) for r in range(4)):
+            assert not found(theirs, *[keys[k] for k in S])  # without k_0, no set of client keys opens it
+    server = points(frames[0])
+    assert not found(server) and not any(found(server, k) for k in keys.values())
+    assert found(server, keys[1], keys[2], keys[3]) == set(map(str, sum(sets, [])))  # power
+    assert found(server, keys[0], keys[1], keys[2], keys[3]) == set(map(str, labelled))  # its own, come back
