@@ -27,7 +27,7 @@ def _run_job(args) -> int:
     from sqm.runtime.launch import private_folder
 
     require("vfl", "sqm pbm-vfl --job", ("torch",))
-    from sqm.methods.pbm_vfl.trainer import check_device
+    from sqm.methods.pbm_vfl.trainer import check_device, default_device
 
     spec = load_job(args.job)
     if args.party_model is not None and args.index is None:
@@ -36,7 +36,7 @@ def _run_job(args) -> int:
     if spec.job_id is None and args.batch_seed is None:
         raise UsageError(f"job file {spec.path} has no job_id, from which the public mini-batch order is derived: "
                          f"add one (every job file written by sqm has one) or give --batch-seed")
-    device = check_device(args.device or "cpu")
+    device = check_device(args.device or default_device())  # this party's own: not a public parameter
 
     def make_task(path=None):
         cfg = VFLConfig(method="pbm", b=args.b, beta=args.beta, epochs=args.epochs, batch_size=args.batch_size,
