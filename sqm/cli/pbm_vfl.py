@@ -23,6 +23,7 @@ def _run_job(args) -> int:
     from sqm.mechanism.report import render_table
     from sqm.methods.pbm_vfl.config import VFLConfig
     from sqm.methods.pbm_vfl.job import PBMVFLJobTask, job_batch_seed
+    from sqm.methods.pbm_vfl.training import show_iteration
     from sqm.runtime.errors import UsageError
     from sqm.runtime.launch import private_folder
 
@@ -67,13 +68,7 @@ def _run_job(args) -> int:
         return job_command(args, make_task, server_summary)
     with private_folder("sqm-pbm-job-") as tmp:
         path = f"{tmp}/progress"
-
-        def advance(bar, i, loss):
-            bar.n = i
-            bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
-            bar.refresh()
-
-        with progress_bar(path, advance, total=None, desc="PBM-VFL iterations (server)", unit="it"):
+        with progress_bar(path, show_iteration, total=None, desc="PBM-VFL iterations (server)", unit="it"):
             return job_command(args, lambda: make_task(path), server_summary)
 
 

@@ -58,6 +58,7 @@ import numpy as np
 from sqm.framework.alignment import DEFAULT_MIN_INTERSECTION, check_min_intersection
 from sqm.framework.extras import require
 from sqm.framework.tables import PartyTable, read_table
+from sqm.framework.user_code import split_spec
 from sqm.runtime.certs import check_job_name
 from sqm.runtime.errors import UsageError
 from sqm.runtime.launch import (
@@ -117,10 +118,7 @@ class JobSpec:
         ``--model``: any file on that party's machine)."""
         if index is None or not 0 <= index <= self.n_clients:
             raise UsageError(f"--model names one party's own model code: give its --index 0..{self.n_clients} too")
-        if not isinstance(model, str) or model.count(":") < 1 or not model.rsplit(":", 1)[1].isidentifier():
-            raise UsageError(f"--model must be FILE:FACTORY (a Python file and the function in it that builds the "
-                             f"party's torch model), got {model!r}")
-        file, name = model.rsplit(":", 1)
+        file, name = split_spec(model, "--model")
         parties = list(self.parties)
         parties[index] = dataclasses.replace(parties[index], model=f"{os.path.abspath(file)}:{name}")
         return dataclasses.replace(self, parties=tuple(parties))
@@ -169,10 +167,7 @@ def _confined(f: str, base: str, i: int, path) -> str:
 def _confined_code(model, base: str, i: int, path) -> str:
     """Party ``i``'s ``"model": "file.py:factory"`` from the job file: the file confined to the job file's folder
     like a party file (its operator may name any file of its own with ``--model FILE:FACTORY`` instead)."""
-    if not isinstance(model, str) or model.count(":") < 1 or not model.rsplit(":", 1)[1].isidentifier():
-        raise UsageError(f"job file {path}: party {i}'s 'model' must be \"file.py:factory\" (a Python file of its "
-                         f"own and the name of the function in it that builds its torch model), got {model!r}")
-    file, name = model.rsplit(":", 1)
+    file, name = split_spec(model, f"job file {path}: party {i}'s 'model'")
     return f"{_confined(file, base, i, path)}:{name}"
 
 
@@ -311,7 +306,7 @@ def write_job(path, addresses, files, id_column: str = "id", job_id: str | None 
             parties[-1]["norm_share"] = float(norm_shares[j - 1])
     for j, code in enumerate(models or []):
         if code is not None:
-            file, name = code.rsplit(":", 1)
+            file, name = split_spec(code)
             parties[j]["model"] = f"{inside(file, j)}:{name}"
     from sqm.runtime.session import check_job_id
 

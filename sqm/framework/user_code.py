@@ -17,11 +17,12 @@ import sys
 from sqm.runtime.errors import UsageError
 
 
-def split_spec(spec: str) -> tuple[str, str]:
-    """``"path.py:factory"`` -> (path, factory); a UsageError unless the factory is a Python name."""
+def split_spec(spec: str, where: str = "model code") -> tuple[str, str]:
+    """``"path.py:factory"`` -> (path, factory); a UsageError starting with ``where`` unless the factory is a
+    Python name."""
     if not isinstance(spec, str) or ":" not in spec or not spec.rsplit(":", 1)[1].isidentifier():
-        raise UsageError(f"model code must be FILE:FACTORY (a Python file and the function in it that builds the "
-                         f"party's torch model), got {spec!r}")
+        raise UsageError(f"{where} must be \"file.py:factory\" (a Python file and the name of the function in it "
+                         f"that builds the party's torch model), got {spec!r}")
     path, name = spec.rsplit(":", 1)
     return path, name
 

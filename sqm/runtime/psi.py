@@ -262,8 +262,9 @@ async def intersect(ctx, sizes: dict[int, int], points: np.ndarray | None = None
                 raise _bad_peer(ctx, 0 if i == 1 else prv, str(e)) from None
             (to_next if i < n else to_server).append(out)
         incoming = [(o, k) for h, o, k in schedule(prv, s, sizes, chunk) if h < n - 1]
-        if prv < i and server_hop(prv, s, own, chunk) is not None:  # client 1 gets it from the server
-            incoming.append((0, server_hop(prv, s, own, chunk)))
+        forwarded = server_hop(prv, s, own, chunk) if prv < i else None  # client 1 gets it from the server
+        if forwarded is not None:
+            incoming.append((0, forwarded))
         outgoing = {}
         if to_next:
             outgoing[nxt] = to_next
@@ -360,8 +361,9 @@ async def _server(ctx, sizes: dict[int, int], chunk: int, steps: int, own: _Own 
         senders, expect, where = [], {}, []
         for c in sizes:  # client c sends the chunk it blinds last: list next(c), chunk s - (n - 1)
             last = [(o, k) for h, o, k in schedule(c, s, sizes, chunk) if h == n - 1]
-            if c == n and server_hop(c, s, own and own.size, chunk) is not None:
-                last.append((0, server_hop(c, s, own.size, chunk)))
+            back = server_hop(c, s, own.size, chunk) if own is not None and c == n else None
+            if back is not None:  # the server's own list, blinded by every client
+                last.append((0, back))
             if last:
                 senders.append(c)
                 chunks = [_points(_chunk_len(lists[o], k, chunk)) for o, k in last]

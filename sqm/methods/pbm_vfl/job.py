@@ -192,17 +192,14 @@ class PBMVFLJobTask(JobTask):
         """Refuse, before any share, a model whose output does not fit the job (no record goes through it)."""
         import torch
 
+        from sqm.methods.pbm_vfl.trainer import _probe
+
         x = torch.zeros(1, self.cfg.embedding_size if ctx.is_server else n_features)
-        was = module.training
-        module.eval()
         try:
-            with torch.no_grad(), torch.random.fork_rng(devices=[]):
-                shape = tuple(module(x).shape)
+            shape = _probe(module, x)
         except Exception as e:
             raise refused(f"{party_label(ctx.pid)}'s model fails on a batch of shape {tuple(x.shape)}: "
                           f"{type(e).__name__}") from None
-        finally:
-            module.train(was)
         want = (1, K) if ctx.is_server else (1, self.cfg.embedding_size)
         if shape != want:
             raise refused(f"{party_label(ctx.pid)}'s model maps a {tuple(x.shape)} batch to {shape}, the job "
@@ -247,13 +244,9 @@ class PBMVFLJobTask(JobTask):
             threads=self.threads, secure_sum=self.secure_sum, state=state, predict=self.predict,
             model=objs.get("module"), optimizer=objs.get("optimizer"), loss=objs.get("loss"),
             device=cfg.device, epochs=cfg.epochs, progress_path=self.progress_path if ctx.is_server else None)
-        server, client = prog._party(ctx)
-        me = server if server is not None else client
-        self._probe(ctx, me.model, None if X is None else X.shape[1], K)
-        prog.model, prog.optimizer, prog.state = me.model, me.opt, None  # built once, probed, then run
-        if server is not None:
-            prog.loss = server.loss
-        out = await prog.run(ctx)
+        server, client = prog.parties(ctx)
+        self._probe(ctx, (server or client).model, None if X is None else X.shape[1], K)
+        out = await prog.run_as(ctx, server, client)
         if self.predict:
             return await self._deliver(ctx, out, table, meta)
         written = None

@@ -421,7 +421,8 @@ class PBMVFLProgram(PartyProgram):
                            "epochs": self.epochs, "first_epoch": self.first_epoch,
                            "secure_sum": self.secure_sum if self.cfg.method == "pbm" else "clear"}, sort_keys=True)
 
-    def _party(self, ctx):
+    def parties(self, ctx):
+        """(server, None) at the server, (None, client) at a client: this party's model, optimizer and data."""
         cfg = self.cfg
         if ctx.is_server:
             model = self.model if self.model is not None else _modules().default_fusion_model(cfg, self.seed)
@@ -437,6 +438,10 @@ class PBMVFLProgram(PartyProgram):
                                  self.device)
 
     async def run(self, ctx):
+        return await self.run_as(ctx, *self.parties(ctx))
+
+    async def run_as(self, ctx, server: ServerParty | None, client: ClientParty | None):
+        """:meth:`run` with this party already built by :meth:`parties` (a job checks its model first)."""
         torch = _torch()
         torch.set_num_threads(self.threads)
         if ctx.M != self.M + 1:
@@ -445,7 +450,6 @@ class PBMVFLProgram(PartyProgram):
         mode = self.secure_sum if cfg.method == "pbm" else "clear"
         link = SumExchange(ctx, mode, cfg.embedding_size, cfg.b * self.M)
         await link.setup()
-        server, client = self._party(ctx)
         if self.predict:
             if client is not None:
                 client.begin(0)

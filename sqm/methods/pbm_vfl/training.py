@@ -63,6 +63,14 @@ def _check_blocks(blocks_train, blocks_test, y_train, y_test):
             raise UsageError(f"client {j + 1}'s data contains NaN or infinite values")
 
 
+def show_iteration(bar, i: int, loss: float) -> None:
+    """Move a progress bar to the server's iteration ``i`` with its running ``loss`` (a line of its progress
+    file)."""
+    bar.n = i
+    bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
+    bar.refresh()
+
+
 def run_programs(programs: list, backend: str, timeout: float = 3600.0, threads: int = 1,
                  progress: int | None = None) -> list[dict]:
     """The parties' records: real MPyC processes ('mpyc') or the same programs in this process ('plain').  The
@@ -83,12 +91,7 @@ def run_programs(programs: list, backend: str, timeout: float = 3600.0, threads:
             path = f"{stack.enter_context(tempfile.TemporaryDirectory(prefix='sqm-vfl-'))}/progress"
             programs[0].progress_path = path
 
-            def advance(bar, i, loss):
-                bar.n = i
-                bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
-                bar.refresh()
-
-            stack.enter_context(progress_bar(path, advance, total=progress, desc=f"PBM-VFL iterations ({backend})",
+            stack.enter_context(progress_bar(path, show_iteration, total=progress, desc=f"PBM-VFL iterations ({backend})",
                                              unit="it"))
         if backend == "mpyc":
             return run(programs, timeout=timeout)
