@@ -127,7 +127,6 @@ class PBMVFLJobTask(JobTask):
         self.checkpoint_dir, self.predict, self.requester = checkpoint_dir, bool(predict), requester
         self.device, self.threads, self.progress_path = device, int(threads), progress_path
         self.scores_path = scores_path  # the requester's own output file (local, not public)
-        self.index = None
 
     @property
     def server_table(self) -> bool:
@@ -141,7 +140,7 @@ class PBMVFLJobTask(JobTask):
 
     def for_party(self, index: int, party) -> "PBMVFLJobTask":
         task = copy.copy(self)
-        task.index, task.model = int(index), party.model
+        task.model = party.model
         return task
 
     def release(self, meta):
