@@ -14,8 +14,12 @@ Formulas (SQM paper, Bao et al.):
 
 The formulas themselves are in :mod:`sqm.mechanism.rdp` (a leaf: the events and PBM's accounting use them without importing
 this module); releases are accounted as events (:mod:`sqm.mechanism.events`): ``server_epsilon``,
-``client_epsilon``, ``privacy_report`` and ``calibrate_mu`` compose the events of one SQM job, and the ledger
-(:mod:`sqm.mechanism.ledger`) composes the events of many.  A bad event of probability eta (e.g. a batch cap overflowing)
+``client_epsilon``, ``privacy_report`` and ``calibrate_mu`` account the events of one SQM job, and the ledger
+(:mod:`sqm.mechanism.ledger`) composes the events of many.  One job's own events compose to one curve, which
+:func:`server_curve` and :func:`client_curve` compute with the operations of :class:`sqm.mechanism.events.SQMAccountant`
+(an accountant that starts at zero and adds count x the event's curve), so the two give the same floats
+(``tests/test_fast_calibration.py``) and calibrating mu imports neither dp-accounting nor SciPy (only the
+subsampled bound, q < 1, imports SciPy): a launcher plans a job in milliseconds, not 1-2 s of imports.  A bad event of probability eta (e.g. a batch cap overflowing)
 enters delta as (1 + e^epsilon) eta (:func:`delta_with_failure`, :func:`delta_before_failure`).
 """
 from __future__ import annotations
@@ -25,7 +29,8 @@ from dataclasses import dataclass
 
 from sqm.runtime.errors import UsageError
 
-from .calibration import gaussian_sigma
+import numpy as np
+
 from .rdp import (  # noqa: F401
     DEFAULT_ORDERS,
     _check_pos,
@@ -45,18 +50,66 @@ from .rdp import (  # noqa: F401
 from .validation import check_delta, check_param
 
 
-def server_epsilon(mu, delta, l1, l2, q=1.0, rounds=1, orders=DEFAULT_ORDERS) -> float:
-    """Server-observed epsilon at ``delta``: :func:`sqm.mechanism.events.compose` of :func:`sqm.mechanism.events.server_event`."""
-    from .events import compose, server_event
+def _event_params(l1, l2, mu):
+    """(l1, l2, mu) as floats, refused as :func:`sqm.mechanism.events.server_event` refuses them (float() first, then
+    finite and > 0)."""
+    out = tuple(float(v) for v in (l1, l2, mu))
+    for v, name in zip(out, ("the L1 sensitivity l1", "the L2 sensitivity l2", "mu")):
+        if not math.isfinite(v):
+            raise UsageError(f"{name} must be a finite number, got {v!r}")
+        if v <= 0:
+            raise UsageError(f"{name} must be > 0, got {v!r}")
+    return out
 
-    return compose([server_event(l1, l2, mu, q, rounds)], delta, orders)
+
+def _composed(curve: np.ndarray, count: int, orders: np.ndarray) -> np.ndarray:
+    """What an RDP accountant over ``orders`` holds after composing ``count`` times an event with ``curve``."""
+    rdp = np.zeros_like(orders, dtype=np.float64)
+    rdp += count * curve
+    return rdp
+
+
+def server_curve(mu, l1, l2, q=1.0, rounds=1, orders=DEFAULT_ORDERS) -> tuple[np.ndarray, np.ndarray]:
+    """(orders, RDP curve) of :func:`sqm.mechanism.events.server_event` ``(l1, l2, mu, q, rounds)`` as
+    :class:`sqm.mechanism.events.SQMAccountant` composes it: Lemma 2 (q = 1), else Eq. 20 at the integer orders
+    (+inf at the others), times ``rounds``."""
+    _check_q(q)
+    _check_rounds(rounds)
+    l1, l2, mu = _event_params(l1, l2, mu)
+    orders = np.array([float(a) for a in orders])
+    if q == 1:
+        curve = np.asarray(skellam_rdp(orders, l1, l2, mu), float)
+    else:
+        ints = (orders == np.round(orders)) & (orders >= 2)
+        curve = np.full(orders.shape, np.inf)
+        curve[ints] = subsampled_rdp(orders[ints], float(q), 1, l1, l2, mu)
+    return orders, _composed(curve, int(rounds), orders)
+
+
+def client_curve(mu, l1, l2, n_parties, rounds=1, orders=DEFAULT_ORDERS) -> tuple[np.ndarray, np.ndarray]:
+    """(orders, RDP curve) of :func:`sqm.mechanism.events.client_event` as
+    :class:`sqm.mechanism.events.SQMAccountant` composes it (Eq. 13 under zero-out, times ``rounds``: Eq. 21)."""
+    _check_rounds(rounds)
+    l1, l2, mu = _event_params(l1, l2, mu)
+    n = int(n_parties)  # as the event takes it
+    if n < 2:
+        raise UsageError(f"client-observed privacy needs n_parties >= 2 (a lone client knows all the noise), "
+                         f"got {n_parties!r}")
+    orders = np.array([float(a) for a in orders])
+    curve = np.asarray(client_rdp(orders, l1, l2, mu, n), float)
+    return orders, _composed(curve, int(rounds), orders)
+
+
+def server_epsilon(mu, delta, l1, l2, q=1.0, rounds=1, orders=DEFAULT_ORDERS) -> float:
+    """Server-observed epsilon at ``delta``: the same float as :func:`sqm.mechanism.events.compose` of
+    :func:`sqm.mechanism.events.server_event` (:func:`server_curve`)."""
+    return float(epsilon_and_order(*server_curve(mu, l1, l2, q, rounds, orders), delta)[0])
 
 
 def client_epsilon(mu, delta, l1, l2, n_parties, rounds=1, orders=DEFAULT_ORDERS) -> float:
-    """Client-observed epsilon at ``delta``: :func:`sqm.mechanism.events.compose` of :func:`sqm.mechanism.events.client_event`."""
-    from .events import client_event, compose
-
-    return compose([client_event(l1, l2, mu, n_parties, rounds)], delta, orders)
+    """Client-observed epsilon at ``delta``: the same float as :func:`sqm.mechanism.events.compose` of
+    :func:`sqm.mechanism.events.client_event` (:func:`client_curve`)."""
+    return float(epsilon_and_order(*client_curve(mu, l1, l2, n_parties, rounds, orders), delta)[0])
 
 
 def privacy_report(mu, delta, l1, l2, q=1.0, rounds=1, n_parties=None, orders=DEFAULT_ORDERS):
@@ -91,6 +144,8 @@ def smallest_meeting(eps, target: float, start: float = 1.0, factor: float = 2.0
 def analytic_gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float = 1.0, rtol: float = 1e-9) -> float:
     """The tightest sound single-release Gaussian: :func:`sqm.mechanism.calibration.gaussian_sigma` (kept for callers of
     this name; new code calls that)."""
+    from .calibration import gaussian_sigma  # SciPy: imported by the Gaussian baselines only
+
     return gaussian_sigma(l2_sensitivity, epsilon, delta, rtol=rtol)
 
 

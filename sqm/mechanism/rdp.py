@@ -1,17 +1,20 @@
 """Rényi DP of the Skellam mechanism and its conversion to (epsilon, delta): the formulas, with no composition.
 
-A leaf of the accounting (numpy, SciPy and dp-accounting only): :mod:`sqm.mechanism.events` describes releases with these
+A leaf of the accounting: :mod:`sqm.mechanism.events` describes releases with these
 curves, :mod:`sqm.mechanism.pbm` converts PBM's, and :mod:`sqm.mechanism.accounting` composes and calibrates with the events; none of
 them imports the others in a circle.  The formulas are those of :mod:`sqm.mechanism.accounting`'s docstring (SQM paper,
 Lemma 2 / Eq. 3, 12, 13, 20-23); :func:`exact_skellam_renyi` checks them against the exact divergence.
+
+It imports numpy only at its top: the Skellam curve (Lemma 2) and the conversion (:func:`epsilon_and_order`, the
+same operations as dp-accounting's ``compute_epsilon``, which ``tests/test_fast_calibration.py`` checks bit for
+bit) need nothing else, so a launcher or a party process calibrates mu without importing SciPy or dp-accounting
+(1-2 s of imports).  SciPy is imported where a formula needs it (the subsampled bound, the exact divergence).
 """
 from __future__ import annotations
 
 import math
 
 import numpy as np
-from dp_accounting.rdp.rdp_privacy_accountant import compute_epsilon
-from scipy.special import gammaln, ive, logsumexp
 
 from .validation import check_delta
 from sqm.runtime.errors import UsageError
@@ -78,6 +81,8 @@ def subsampled_rdp(alpha, q: float, rounds: int, l1: float, l2: float, mu: float
     alphas = np.atleast_1d(np.asarray(alpha))
     if np.any(alphas != np.round(alphas)) or np.any(alphas < 2):
         raise UsageError(f"subsampled RDP needs integer orders >= 2, got {alpha!r}")
+    from scipy.special import gammaln, logsumexp
+
     out = []
     for a in alphas.astype(int):
         if q == 1:
@@ -93,14 +98,47 @@ def subsampled_rdp(alpha, q: float, rounds: int, l1: float, l2: float, mu: float
 
 
 def epsilon(orders, rdp_values, delta: float) -> float:
-    """(epsilon, delta) from an RDP curve, through dp-accounting's compute_epsilon."""
+    """(epsilon, delta) from an RDP curve (:func:`epsilon_and_order`)."""
     return epsilon_and_order(orders, rdp_values, delta)[0]
 
 
 def epsilon_and_order(orders, rdp_values, delta: float) -> tuple[float, float]:
+    """(epsilon, the order attaining it) at ``delta`` of an RDP curve: :func:`compute_epsilon`."""
     check_delta(delta)
     eps, order = compute_epsilon(np.asarray(orders, float), np.asarray(rdp_values, float), delta)
     return float(eps), float(order)
+
+
+def compute_epsilon(orders, rdp_values, delta: float) -> tuple[float, float]:
+    """dp-accounting's ``rdp_privacy_accountant.compute_epsilon`` (version 0.6.0), operation for operation, so
+    that the conversion needs neither dp-accounting nor SciPy at import (``tests/test_fast_calibration.py``
+    checks that the two give the same floats on many curves):
+
+    epsilon = min over orders a of r(a) + log(1 - 1/a) - log(delta a) / (a - 1) (Canonne, Kamath, Steinke 2020,
+    Prop. 12; Asoodeh et al. 2020, Eq. 20), 0 where delta^2 + expm1(-r) > 0 (the bound through the KL
+    divergence: delta <= sqrt(1 - e^-r)) or r < 0, inf at orders <= 1.01; the scalar ``math`` functions in a
+    loop, as there (numpy's vectorized log may differ from them in the last bit)."""
+    if delta < 0:
+        raise ValueError(f"Delta cannot be negative. Found {delta}.")
+    if delta == 0:
+        return (0, 0) if all(r == 0 for r in rdp_values) else (np.inf, 0)
+    if len(orders) != len(rdp_values):
+        raise ValueError("Input lists must have the same length.")
+    eps = []
+    for a, r in zip(orders, rdp_values):
+        if a < 1:
+            raise ValueError(f"Renyi divergence order must be at least 1. Found {a}.")
+        if r < 0:
+            value = 0.0  # a negative divergence: numerical trouble upstream (dp-accounting warns, returns 0)
+        elif delta ** 2 + math.expm1(-r) > 0:
+            value = 0
+        elif a > 1.01:
+            value = r + math.log1p(-1 / a) - math.log(delta * a) / (a - 1)
+        else:
+            value = np.inf
+        eps.append(value)
+    best = int(np.argmin(eps))
+    return max(0, eps[best]), orders[best]
 
 
 
@@ -124,6 +162,8 @@ def _log_ive_debye(nu: np.ndarray, x: float) -> np.ndarray:
 def log_skellam_pmf(k, mu: float) -> np.ndarray:
     """log P(k) of Sk(mu) (difference of two Poisson(mu)): log(exp(-2mu) I_|k|(2mu)), without underflow (scipy's
     ``ive`` where it is well above the float64 range's bottom, Debye's expansion beyond)."""
+    from scipy.special import ive
+
     nu = np.abs(np.asarray(k, dtype=np.float64))
     with np.errstate(divide="ignore"):
         out = np.log(ive(nu, 2 * mu))
@@ -139,6 +179,8 @@ def exact_skellam_renyi(alpha: float, shift: int, mu: float) -> float:
     Reference for tests.  The summand peaks near k = alpha * shift (far in the tail of Sk(mu) when
     alpha * shift >> sqrt(mu), where the pmf is taken in log space by :func:`log_skellam_pmf`); the window
     starts around the peak and is widened until the summand at both ends is 60 nats below its maximum."""
+    from scipy.special import logsumexp
+
     shift = int(shift)
     if shift == 0:
         return 0.0
