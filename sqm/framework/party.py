@@ -30,6 +30,7 @@ program of each party (:func:`party_program`).  The steps:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -138,8 +139,9 @@ class JobParty(PartyProgram):
 
     def __init__(self, index: int, file: str | None, id_column: str, task: JobTask, dataset: str | None = None,
                  ledger: "LedgerGuard | None" = None, bounds: tuple = (), drop_columns: tuple = (),
-                 min_intersection: int = DEFAULT_MIN_INTERSECTION):
+                 min_intersection: int = DEFAULT_MIN_INTERSECTION, shards: tuple | None = None):
         self.index, self.file, self.id_column, self.task = index, file, id_column, task
+        self.shards = shards  # (count, every party's worker addresses, this party's engine) or None
         self.dataset, self.ledger, self.bounds = dataset, ledger, tuple(bounds)
         self.drop_columns = tuple(drop_columns)
         self.min_intersection = int(min_intersection)
@@ -152,6 +154,8 @@ class JobParty(PartyProgram):
     def public(self):
         extra = [self.bounds] if any(self.bounds) else []  # every client's declared ranges, agreed by all
         extra += [("drop", self.drop_columns)] if self.drop_columns else []  # the columns left out, agreed
+        if self.shards is not None:  # the shard count and every worker's address, agreed (not the engines)
+            extra += [("shards", int(self.shards[0]), tuple(tuple(a) for a in self.shards[1]))]
         return ["sqm-jobfile", self.id_column, self.dataset, self.task.public(), ("min_intersection",
                                                                                  self.min_intersection), *extra]
 
@@ -178,7 +182,9 @@ class JobParty(PartyProgram):
         declared ranges is never clipped."""
         factors = declared_scales(self.task, meta, self.own_bounds, pid)
         if hasattr(table, "with_transform"):  # read chunk by chunk: each chunk is scaled as it is read
-            return table.with_transform(lambda b: scale_to_bounds(b, table.columns, self.own_bounds, factors)), None
+            # a partial, not a closure: a shard worker of this party gets the table pickled (sqm.runtime.shards)
+            return table.with_transform(functools.partial(scale_to_bounds, columns=table.columns,
+                                                          bounds=self.own_bounds, factors=factors)), None
         block, outside = scale_to_bounds(table.block, table.columns, self.own_bounds, factors)
         return dataclasses.replace(table, block=block), outside
 
@@ -191,6 +197,10 @@ class JobParty(PartyProgram):
         if ctx.pid != self.index:
             raise ProtocolError(f"party started as index {ctx.pid} but its program is for party {self.index}")
         await ctx.agree(tuple(self.public()), "task")
+        if self.shards is not None and ctx.session is not None:  # a party process: its workers run the records
+            from sqm.runtime.shards import ShardRunner
+
+            ctx.shards = ShardRunner(*self.shards)
         holders = ([0] if self.task.server_table else []) + list(ctx.clients)  # who holds a table of records
         table, mine = None, None
         if ctx.pid in holders:
@@ -362,8 +372,15 @@ def party_program(spec: JobSpec, index: int, task: JobTask, ledger: "LedgerGuard
             raise UsageError(f"job file {spec.path or '(unnamed)'} declares norm shares (\"norm_share\"), which "
                              f"{type(task).__name__} does not use: remove them")
         task = task.with_party_bounds([task.row_norm_bound * float(np.sqrt(s)) for s in spec.norm_shares])
+    shards = None
+    if spec.shards is not None:
+        if not task.streams:
+            raise UsageError(f"job file {spec.path or '(unnamed)'} gives the parties shard workers (\"workers\"), "
+                             f"which serve tasks whose records are read in chunks (the PCA job); "
+                             f"{type(task).__name__} is not one: remove \"workers\"")
+        shards = (spec.shards, spec.shard_addresses(), spec.parties[index].engine)
     return JobParty(index, spec.parties[index].file, spec.id_column, task, spec.dataset_id, ledger, spec.bounds,
-                    spec.drop_columns, spec.min_intersection)
+                    spec.drop_columns, spec.min_intersection, shards)
 
 
 def job_programs(spec: JobSpec, task: JobTask, ledger: "LedgerGuard | None" = None) -> list[JobParty]:

@@ -75,6 +75,9 @@ class PartySpec:
     bounds: tuple = ()  # ((column, lo, hi), ...): public ranges declared for this client's columns
     norm_share: float | None = None  # public: this client's share of c^2 (its sub-rows' bound c sqrt(share))
     model: str | None = None  # "path.py:factory": this party's own model code (a PBM-VFL job), loaded there only
+    workers: int | None = None  # shard workers of this party (every party the same count: the job's shards)
+    worker_addresses: tuple[str, ...] | None = None  # where they listen (None: the ports after its address)
+    engine: str | None = None  # its own Dask cluster's scheduler ("tcp://host:8786"); None: local processes
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,20 @@ class JobSpec:
     @property
     def addresses(self) -> list[str]:
         return [p.address for p in self.parties]
+
+    @property
+    def shards(self) -> int | None:
+        """The job's shard count (every party runs one worker per shard: :mod:`sqm.runtime.shards`), or None."""
+        return self.parties[0].workers
+
+    def shard_addresses(self) -> list[list[str]] | None:
+        """Per party, its workers' addresses, shard by shard (public: every party holds the same table)."""
+        if self.shards is None:
+            return None
+        from sqm.runtime.shards import worker_addresses
+
+        return [list(p.worker_addresses) if p.worker_addresses else worker_addresses(p.address, self.shards)
+                for p in self.parties]
 
     def with_model(self, index: int, model: str) -> "JobSpec":
         """This job with party ``index``'s model code replaced by ``model`` ("FILE:FACTORY", its operator's own
@@ -211,14 +228,27 @@ def load_job(path) -> JobSpec:
             raise UsageError(f"job file {path}: client {i}'s 'norm_share' must be a number in (0, 1], got {share!r}")
         parties.append(PartySpec(addr, f, str(e.get("name") or ("server" if i == 0 else f"client{i}")),
                                  check_bounds(e.get("bounds"), f"job file {path}: client {i}'s"),
-                                 None if share is None else float(share), model))
+                                 None if share is None else float(share), model,
+                                 *_workers_entry(e, i, path)))
     shares = [p.norm_share for p in parties[1:]]
     if any(v is not None for v in shares) and (None in shares or sum(shares) > 1 + 1e-9):
         raise UsageError(f"job file {path}: 'norm_share' must be given for every client or none, and the shares "
                          f"must add up to at most 1 (whole rows then satisfy ||x|| <= c); got {shares}")
+    counts = [p.workers for p in parties]
+    if len(set(counts)) > 1:
+        raise UsageError(f"job file {path}: every party runs one worker per shard, so 'workers' must be the same "
+                         f"number for every party (or given for none); got {counts}")
     addrs = [p.address for p in parties]
     if len(set(addrs)) != len(addrs):
         raise UsageError(f"job file {path}: duplicate party addresses {addrs}")
+    if counts[0] is not None:  # every listening address of the job, workers' included, differs
+        from sqm.runtime.shards import worker_addresses
+
+        every = addrs + [a for p in parties for a in (p.worker_addresses or worker_addresses(p.address, p.workers))]
+        if len(set(every)) != len(every):
+            raise UsageError(f"job file {path}: the parties' and workers' addresses overlap (a worker listens at "
+                             f"its party's port + 1 + its shard unless 'worker_addresses' are given): "
+                             f"{sorted({a for a in every if every.count(a) > 1})}")
     id_column = raw.get("id_column", "id")
     if not isinstance(id_column, str) or not id_column:
         raise UsageError(f"job file {path}: 'id_column' must be a column name")
@@ -242,6 +272,33 @@ def load_job(path) -> JobSpec:
         raise UsageError(f"job file {path}: 'task' must be an object naming its \"statistic\" (e.g. \"pca\") and "
                          f"its parameters, e.g. {{\"statistic\": \"pca\", \"components\": 5, \"epsilon\": 1}}")
     return JobSpec(tuple(parties), id_column, path, job_id, name, dataset, min_intersection=min_common, task=task)
+
+
+def _workers_entry(e: dict, i: int, path) -> tuple:
+    """(workers, worker_addresses, engine) of party ``i``'s entry: ``"workers": 2`` (its shard workers; every
+    party the same count), optionally ``"worker_addresses": ["host:port", ...]`` (one per worker; default: the
+    ports after the party's) and ``"engine": "tcp://host:8786"`` (its own Dask cluster; default: local
+    processes)."""
+    who = "the server" if i == 0 else f"client {i}"
+    n = e.get("workers")
+    if n is None:
+        if e.get("worker_addresses") is not None or e.get("engine") is not None:
+            raise UsageError(f"job file {path}: {who} gives 'worker_addresses' or 'engine' without 'workers'")
+        return None, None, None
+    if isinstance(n, bool) or not isinstance(n, int) or not 2 <= n <= 1024:
+        raise UsageError(f"job file {path}: {who}'s 'workers' must be an integer from 2 to 1024 (the job's shards; "
+                         f"leave it out for one process per party), got {n!r}")
+    addrs = e.get("worker_addresses")
+    if addrs is not None:
+        if not isinstance(addrs, list) or len(addrs) != n:
+            raise UsageError(f"job file {path}: {who}'s 'worker_addresses' must list {n} addresses 'host:port', "
+                             f"one per worker")
+        addrs = tuple(_check_address(a, i) for a in addrs)
+    engine = e.get("engine")
+    if engine is not None and (not isinstance(engine, str) or "://" not in engine or not engine.isprintable()):
+        raise UsageError(f"job file {path}: {who}'s 'engine' must be its Dask scheduler's address, e.g. "
+                         f"\"tcp://10.0.0.5:8786\", got {engine!r}")
+    return n, addrs, engine
 
 
 def check_bounds(raw, who: str = "") -> tuple:
@@ -272,7 +329,7 @@ def check_dataset_id(dataset) -> str:
 def write_job(path, addresses, files, id_column: str = "id", job_id: str | None = None,
               name: str | None = None, dataset: str | None = None, bounds=None, norm_shares=None,
               min_intersection: int | None = None, task: dict | None = None, server_file=None,
-              models=None) -> str:
+              models=None, workers: int | None = None, worker_addresses=None, engines=None) -> str:
     """Write a job file: ``addresses[0]`` the server's, then one address and one file per client; a fresh
     random ``job_id`` unless given, the job's ``name`` (as in its certificates) and the ``dataset`` id (the
     ledger's) if given; ``bounds``: per client, None or its public column ranges ``{column: [lo, hi]}``;
@@ -280,7 +337,9 @@ def write_job(path, addresses, files, id_column: str = "id", job_id: str | None 
     ``min_intersection``: the fewest records in common the job runs on (None: the default, not written);
     ``task``: the job's task block, ``{"statistic": "pca", its parameters...}`` (:func:`sqm.cli.job_cli.apply_task_block`);
     ``server_file``: the server's own table (a PBM-VFL job's labels); ``models``: per party (server first), None
-    or its own model code "FILE:FACTORY" (files inside the job file's folder, as the data files)."""
+    or its own model code "FILE:FACTORY" (files inside the job file's folder, as the data files); ``workers``:
+    every party's shard workers (None: one process per party), ``worker_addresses`` per party (None: the ports
+    after its address), ``engines`` per party (None or its own Dask scheduler's address)."""
     if len(addresses) != len(files) + 1:
         raise UsageError(f"need one address per party: {len(addresses)} addresses for 1 server + "
                          f"{len(files)} clients")
@@ -304,6 +363,13 @@ def write_job(path, addresses, files, id_column: str = "id", job_id: str | None 
             parties[-1]["bounds"] = {c: [float(lo), float(hi)] for c, (lo, hi) in bounds[j - 1].items()}
         if norm_shares is not None:
             parties[-1]["norm_share"] = float(norm_shares[j - 1])
+    if workers is not None:
+        for j, entry in enumerate(parties):
+            entry["workers"] = int(workers)
+            if worker_addresses is not None and worker_addresses[j] is not None:
+                entry["worker_addresses"] = list(worker_addresses[j])
+            if engines is not None and engines[j] is not None:
+                entry["engine"] = str(engines[j])
     for j, code in enumerate(models or []):
         if code is not None:
             file, name = split_spec(code)

@@ -70,6 +70,7 @@ class StreamedTable:
     transformed_count: int = 0
     keep: np.ndarray | None = field(default=None, repr=False)
     file_rows: int | None = None  # records in the file (None: n_rows, nothing left out)
+    first: int | None = None  # a part (:meth:`part`): the kept record it starts at; None: the whole table
 
     @property
     def n_cols(self) -> int:
@@ -89,6 +90,52 @@ class StreamedTable:
         if self.keep is not None or keep.shape != (self.n_rows,):
             raise UsageError(f"a mask of {keep.shape} for the file's {self.n_rows} records (restricted once)")
         return dataclasses.replace(self, keep=keep, n_rows=int(keep.sum()), file_rows=self.n_rows)
+
+    def part(self, start: int, stop: int) -> "StreamedTable":
+        """Kept records ``[start, stop)`` (a shard worker's, :mod:`sqm.runtime.shards`): :meth:`chunks` yields
+        exactly those rows of the whole table's.  A Parquet file is read from the row group holding the
+        first of them and no further than the last; a CSV file is parsed from its start (rows before the part
+        skipped unconverted).  The file was checked whole before it was split; every batch read is checked
+        again."""
+        start, stop = int(start), int(stop)
+        if not 0 <= start <= stop <= self.n_rows:
+            raise UsageError(f"records [{start}, {stop}) of a table of {self.n_rows}")
+        return dataclasses.replace(self, first=(self.first or 0) + start, n_rows=stop - start,
+                                   file_rows=self._file_rows, transformed_count=0)
+
+    def counts(self) -> dict:
+        return {"transformed": int(self.transformed_count)}
+
+    def parts_taken(self, counts) -> None:
+        self.transformed_count += sum(int(c.get("transformed", 0)) for c in counts)
+
+    def _part_blocks(self, rows: int):
+        """The part's rows (see :meth:`part`), float64 blocks of at most ``rows`` records, in file order."""
+        keep, end = self.keep, self.first + self.n_rows
+        if self.n_rows == 0:
+            return
+        first_row = self.first if keep is None else int(np.flatnonzero(keep)[self.first])
+        batches = _batches(self.file, self.columns, rows, self.sep, self.id_column, from_row=first_row)
+        pos = None
+        for at, b in batches:
+            if pos is None:  # kept records before the first row read
+                pos = at if keep is None else int(np.count_nonzero(keep[:at]))
+            k = b.num_rows
+            if keep is not None:
+                mask = keep[at:at + k]
+                if len(mask) != k:
+                    raise FileChanged(f"party file {self.file} now holds more than {self._file_rows} records")
+                if not mask.all():
+                    import pyarrow as pa
+
+                    b = b.filter(pa.array(mask))
+            lo, hi = max(self.first - pos, 0), min(end - pos, b.num_rows)
+            if lo < hi:
+                yield _floats(b.slice(lo, hi - lo), self.columns, self.file)
+            pos += b.num_rows
+            if pos >= end:
+                return
+        raise FileChanged(f"party file {self.file} now holds fewer than {self._file_rows} records")
 
     @property
     def _file_rows(self) -> int:
@@ -111,7 +158,7 @@ class StreamedTable:
 
     # ----- reading --------------------------------------------------------------------------------------
     def _batches(self, names, rows: int):
-        return _batches(self.file, names, rows, self.sep, self.id_column)
+        return (b for _, b in _batches(self.file, names, rows, self.sep, self.id_column))
 
     def iter_ids(self) -> Iterator[str]:
         """The kept records' ids in file order, canonical (as :func:`sqm.framework.tables.read_table` reads them)."""
@@ -128,13 +175,18 @@ class StreamedTable:
     def chunks(self, rows: int) -> Iterator[np.ndarray]:
         """The kept feature rows in file order, float64 blocks of exactly ``rows`` records (the last: the
         rest), each checked again and passed through ``transform``."""
-        batches = self._batches(self.columns, min(int(rows), BATCH_ROWS))
-        for block in rechunk(self._kept(_floats(b, self.columns, self.file) for b in batches), rows):
+        if self.first is not None:
+            source = self._part_blocks(min(int(rows), BATCH_ROWS))
+        else:
+            batches = self._batches(self.columns, min(int(rows), BATCH_ROWS))
+            source = self._kept(_floats(b, self.columns, self.file) for b in batches)
+        for block in rechunk(source, rows):
             if self.transform is not None:
                 block, count = self.transform(block)
                 self.transformed_count += int(count)
             yield block
-        self._check_count(self._seen)
+        if self.first is None:
+            self._check_count(self._seen)
 
     def _check_count(self, seen: int) -> None:
         if seen != self._file_rows:
@@ -147,16 +199,24 @@ class StreamedTable:
         return np.vstack(chunks) if chunks else np.zeros((0, self.n_cols))
 
 
-def _batches(path: str, names, rows: int, sep: str, id_column: str):
-    """pyarrow record batches of the columns ``names`` (in that order) of a Parquet or CSV file (a CSV's id
-    column read as text, its other columns as float64)."""
+def _batches(path: str, names, rows: int, sep: str, id_column: str, from_row: int = 0):
+    """(file row of its first record, pyarrow record batch) of the columns ``names`` (in that order) of a Parquet
+    or CSV file (a CSV's id column read as text, its other columns as float64).  ``from_row``: a Parquet file is
+    read from the row group holding that record (earlier batches may still come: the caller skips them)."""
     if path.lower().endswith(PARQUET_EXTENSIONS):
         import pyarrow.parquet as pq
 
         # buffered, not pre-buffered: a reader then holds about one row group's decoded pages, not the file's
         with pq.ParquetFile(path, buffer_size=_PARQUET_BUFFER_BYTES, pre_buffer=False) as f:
-            for b in f.iter_batches(batch_size=int(rows), columns=list(names), use_threads=False):
-                yield b
+            groups, at = list(range(f.metadata.num_row_groups)), 0
+            while groups and at + f.metadata.row_group(groups[0]).num_rows <= from_row:
+                at += f.metadata.row_group(groups.pop(0)).num_rows
+            if not groups:
+                return
+            for b in f.iter_batches(batch_size=int(rows), columns=list(names), use_threads=False,
+                                    row_groups=groups):
+                yield at, b
+                at += b.num_rows
         return
     import pyarrow as pa
     from pyarrow import csv as pacsv
@@ -168,8 +228,10 @@ def _batches(path: str, names, rows: int, sep: str, id_column: str):
         parse_options=pacsv.ParseOptions(delimiter=sep),
         convert_options=pacsv.ConvertOptions(include_columns=list(names), column_types=types, null_values=nulls,
                                              strings_can_be_null=True, quoted_strings_can_be_null=True))
+    at = 0
     for b in reader:
-        yield b
+        yield at, b
+        at += b.num_rows
 
 
 def _ids(col) -> list[str]:
@@ -262,7 +324,7 @@ def scan_table(path, id_column: str) -> StreamedTable | None:
         if len(set(header)) != len(header) or id_column not in header or not columns:
             return None
         order, n_rows = _Order(), 0
-        for batch in _batches(path, [id_column] + columns, BATCH_ROWS, sep, id_column):
+        for _, batch in _batches(path, [id_column] + columns, BATCH_ROWS, sep, id_column):
             ids = _ids(batch.column(id_column))
             if any(i.lower() in MISSING for i in ids):
                 return None

@@ -1,9 +1,12 @@
 """What one client does on its own machine: clip its column groups, quantize its columns, draw its noise share."""
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import numpy as np
+
+from sqm.runtime.errors import UsageError
 
 from sqm.runtime.stream import ArrayInput, ChunkedInput
 
@@ -41,6 +44,43 @@ class QuantizedRows(ChunkedInput):
         self.n_rows, self.n_cols = int(source.n_rows), int(source.n_cols)
         self.ids_digest = ids_digest
         self.clipped = 0
+        # where the rounding coins start: a part (a shard worker's records) starts its own copy of the stream
+        # there, advanced past the coins of the records before it (one 64-bit draw per value)
+        self._coins_at = copy.deepcopy(rng.bit_generator.state)
+
+    def _stream_at(self, draws: int) -> np.random.Generator:
+        bg = type(self.rng.bit_generator)()
+        bg.state = copy.deepcopy(self._coins_at)
+        if draws:
+            bg.advance(int(draws))
+        return np.random.Generator(bg)
+
+    def part(self, start: int, stop: int) -> "QuantizedRows":
+        """Records ``[start, stop)``, rounded from the same stream at the same place: a counter-mode stream
+        (AES-CTR; PCG64 too) jumps to the first coin of record ``start`` (one uint64 per value, as
+        ``Generator.random`` draws), so a shard worker rounds its records exactly as this input would, without
+        drawing the coins of the records before them.  No noise: the addend stays with this input."""
+        start, stop = int(start), int(stop)
+        if not 0 <= start <= stop <= self.n_rows:
+            raise UsageError(f"records [{start}, {stop}) of an input of {self.n_rows}")
+        return QuantizedRows(self.source.part(start, stop), self.clip, self.gamma, 0.0, self.n_out,
+                             self._stream_at(start * self.n_cols))
+
+    def counts(self) -> dict:
+        out = {"clipped": int(self.clipped)}
+        source = getattr(self.source, "counts", None)
+        if source is not None:
+            out["source"] = source()
+        return out
+
+    def parts_taken(self, counts) -> None:
+        for c in counts:
+            self.clipped += int(c.get("clipped", 0))
+        adopt = getattr(self.source, "parts_taken", None)
+        if adopt is not None:
+            adopt([c.get("source", {}) for c in counts])
+        # the noise follows every record's coins: this input's own generator (the caller's object) moves there
+        self.rng.bit_generator.state = self._stream_at(self.n_rows * self.n_cols).bit_generator.state
 
     def chunks(self, rows: int):
         for b in self.source.chunks(rows):

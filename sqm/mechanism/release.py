@@ -16,6 +16,7 @@ processes (backend "mpyc", :func:`sqm.runtime.launch.run_parties`) or as the in-
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 from dataclasses import dataclass, field
@@ -160,8 +161,8 @@ async def sqm_round(ctx, statistic: StructuredPolynomial, block, plan: SQMPlan, 
         if source.n_cols != plan.col_counts[j]:
             raise InputRefused(f"it holds {source.n_cols} columns, the plan expects {plan.col_counts[j]}")
 
-        def clip(b):
-            return plan.bounds.clip(b, plan.col_counts, j)
+        # a partial, not a closure: a shard worker of this party gets its part of the input pickled
+        clip = functools.partial(_clip_own, plan.bounds, plan.col_counts, j)
 
         digest = ids_digest if plan.align_ids else None
         rows = QuantizedRows(source, clip, plan.gamma, plan.noise_share_mu, plan.n_out, rng, digest)
@@ -176,6 +177,11 @@ async def sqm_round(ctx, statistic: StructuredPolynomial, block, plan: SQMPlan, 
         return RoundOutput(scale=plan.scale, clipped=int(rows.clipped))
     bits = prime_for_bound(statistic.result_bound(plan, coefs), ctx.M).bit_length()
     return RoundOutput(np.array([float(v) for v in raw]) / plan.scale, raw, plan.scale, bits)
+
+
+def _clip_own(bounds, col_counts, j: int, block):
+    """Client ``j``'s block clipped to its column groups' bounds (:meth:`ColumnBounds.clip`)."""
+    return bounds.clip(block, col_counts, j)
 
 
 async def _bounds_verdict(ctx, plan: SQMPlan, raw) -> None:

@@ -157,6 +157,20 @@ def raise_if_aborted() -> None:
         raise PeerSilent(st["aborted"])
 
 
+def raise_if_job_over() -> None:
+    """Raise what a pending receive would raise now: a peer's abort notice has arrived, or a peer's connection
+    dropped.  For a party that waits on something other than its peers' messages (its own shard workers,
+    :mod:`sqm.runtime.shards`), so that it stops with the job."""
+    st = _STATE
+    if st is None or st["done"]:
+        return
+    if st["aborted"] is not None:
+        raise st["abort_exc"](st["aborted"])
+    if st["lost"]:
+        peer = min(st["lost"])
+        raise PartyLost(f"lost party {peer} ({_label(peer)})")
+
+
 def install_loss_detection(state: dict) -> None:
     """Patch MPyC's MessageExchanger for this process: lost peers, abort notices, heartbeats, last-seen times.
 

@@ -243,6 +243,7 @@ def main(argv=None) -> int:
 
     from .protocol import PartyAborted, PartyContext, ProtocolError
     from .session import agree_job, job_description, start
+    from .shards import SessionSettings
 
     state = {"done": False, "lost": set(), "aborted": None}
     install_loss_detection(state)
@@ -262,6 +263,10 @@ def main(argv=None) -> int:
         ctx = PartyContext(mpc, rng=share_rng)
         job_name = tls.job if tls is not None else args.job_name
         stats["job_digest"] = await agree_job(ctx, job_description(args.job_id, addrs, job_name, describe(program)))
+        ctx.job_digest = stats["job_digest"]
+        ctx.session = SessionSettings(args.job_id, job_name, args.ssl_dir if tls is not None else None,
+                                      tls is None, args.connect_timeout, args.timeout, args.idle_timeout,
+                                      args.progress_timeout)  # a shard worker's session starts the same way
         timeline["agreed"] = time.time()
         stats["connect_seconds"] = session.seconds
         log.debug(f"job {args.job_id} agreed: {describe(program)}")
@@ -281,6 +286,10 @@ def main(argv=None) -> int:
         stats["heavy_modules"] = heavy_modules()  # what the program's modules pulled in (HEAVY_MODULES)
         stats["bytes_sent"] = sum(p.protocol.nbytes_sent for p in mpc.parties
                                   if p.pid != mpc.pid and p.protocol is not None)
+        if ctx.shards is not None:  # each shard worker's own record: seconds, peak memory, bytes, phases
+            stats["shard_workers"] = [{k: r.get(k) for k in ("seconds", "max_rss_bytes", "bytes_sent", "phases",
+                                                              "timeline", "connect_seconds")}
+                                      for r in ctx.shards.records]
         state["done"] = True
         log.info(f"finished in {stats['seconds']:.2f} s, sent {stats['bytes_sent']:,} bytes; phases "
                  + ", ".join(f"{k} {v:.2f} s" for k, v in stats["phases"].items()))

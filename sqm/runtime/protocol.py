@@ -176,6 +176,9 @@ class PartyContext:
         self.exchanges = 0  # send_recv steps made (every party makes the same sequence)
         self.waits = 0  # of them, those where this party awaited a message from another party (latency shows)
         self.on_chunk = None  # optional callback(chunks done, chunks due) of an evaluation in chunks (progress)
+        self.shards = None  # this party's shard workers (sqm.runtime.shards.ShardRunner), or None: one process
+        self.job_digest = ""  # the agreed job description's digest (sqm.runtime.session.agree_job), once known
+        self.session = None  # how this party's session was started (sqm.runtime.shards.SessionSettings), if known
         self._clock = time.perf_counter()
         self.points = list(range(1, self.M + 1))
 
@@ -424,8 +427,12 @@ class PartyContext:
         await self.agree((prog.n_vars, prog.n_out, prog.gram, prog.monomials, prog.rows.tobytes(),
                           prog.cols.tobytes(), tuple(int(c) for c in prog.coefs), col_bounds, owner,
                           n_rows, int(job.addend_bound), bool(job.align_ids), p, self.M, self.t, rows_per_chunk)
-                         + ((("verify_sharing", True),) if getattr(job, "verify_sharing", False) else ()))
+                         + ((("verify_sharing", True),) if getattr(job, "verify_sharing", False) else ())
+                         + ((("shards", self.shards.public()),) if self.shards is not None else ()))
         verify = bool(getattr(job, "verify_sharing", False))
+        if verify and self.shards is not None:
+            raise ProtocolError(f"party {self.pid}: checking the clients' sharings (verify_sharing) is not "
+                                f"available with shard workers yet; refused before any share was sent")
         if verify and owner is None:
             raise ProtocolError(f"party {self.pid}: checking the clients' sharings needs the job's column owners "
                                 f"(var_owner); refused before any share was sent")
@@ -475,10 +482,40 @@ class PartyContext:
         """BGW on the clients' chunks: share each chunk, add its moments (on shares) to the running sums; with
         the last chunk the clients also share their summands (addend; record count); combine, reduce the
         degree once, open to ``receivers`` (field elements there, None elsewhere).  ``feed``: this client's
-        :class:`_Feed`, None at the server."""
+        :class:`_Feed`, None at the server.  With shards (``self.shards``, :mod:`sqm.runtime.shards`) the
+        records go through the parties' shard workers instead, and the summands in one exchange of their own."""
         summands = [(prog.n_out,)] + ([(1,)] if needs_count else [])
-        n_chunks = chunk_count(n_rows, rows_per_chunk)
         workers = list(range(self.M)) if verify else self._workers(prog)
+        if self.shards is not None:
+            moments = await self._sharded_moments(prog, p, n_rows, rows_per_chunk, widths, feed, workers)
+            payload = None  # the summands alone, with a block of no records
+            if feed is not None:
+                payload = [np.zeros((0, feed.inp.n_cols), np.int64)] + [from_signed(v, p) for v in feed.summands()]
+            _, sums = await self.input_shares(payload, p, widths, 0, summands, workers)
+            self._lap("exchange summands")
+        else:
+            moments, sums = await self._input_loop(prog, p, n_rows, rows_per_chunk, widths, feed, workers,
+                                                   summands, verify)
+        y = None
+        if self.pid in workers:
+            if moments is None:  # no record at all (a job of zero records): the moments are zero
+                moments = np.zeros(prog.n_vars ** 2 if prog.gram else len(prog.monomials), dtype=np.int64)
+            y = modarith.add_mod(self._combine(prog, moments, sums[1] if needs_count else None, p), sums[0], p)
+        if prog.degree >= 2:  # the moments have degree 2t: one reduction
+            y = await self.reshare(y, p, workers, (prog.n_out,))
+            self._lap("degree reduction")
+            workers = list(range(self.M))  # every party now holds a degree-t share
+        res = await self.open_to(y, p, receivers, workers, (prog.n_out,), degree=self.t)
+        self._lap("open result")
+        return res
+
+    async def _input_loop(self, prog, p: int, n_rows: int, rows_per_chunk: int, widths, feed: "_Feed | None",
+                          workers, summands=(), verify: bool = False, first_chunk: int = 0):
+        """The input phase: each chunk shared and its moments added to this worker's running sums (None at a
+        party that is no worker); the summands (shapes ``summands``; none: not sent) go with the last chunk.
+        Returns (moments, summand sums).  ``first_chunk``: the index of the first chunk in the whole job (a
+        shard's records start there; it only labels progress)."""
+        n_chunks = chunk_count(n_rows, rows_per_chunk)
         blocks = None if feed is None else feed.blocks(rows_per_chunk)
         moments, sums = None, []
         check = _SharingCheck(self, p, widths) if verify else None
@@ -489,7 +526,7 @@ class PartyContext:
             payload = None
             if feed is not None:
                 payload = [from_signed(next(blocks), p)]
-                if last:
+                if last and summands:
                     payload += [from_signed(v, p) for v in feed.summands()]
                     if check is not None:  # the client's mask for the check: uniform, shared with the last chunk
                         payload.append(self.rng.integers(0, p, size=1, dtype=np.int64))
@@ -506,20 +543,46 @@ class PartyContext:
             del S, payload
             self._lap("local moments")
             if self.on_chunk is not None:
-                self.on_chunk(k + 1, n_chunks)
+                self.on_chunk(first_chunk + k + 1, n_chunks)
         if check is not None:  # before anything is reduced or opened
             await check.verify()
             self._lap("sharing check")
-        y = None
-        if self.pid in workers:
-            y = modarith.add_mod(self._combine(prog, moments, sums[1] if needs_count else None, p), sums[0], p)
-        if prog.degree >= 2:  # the moments have degree 2t: one reduction
-            y = await self.reshare(y, p, workers, (prog.n_out,))
-            self._lap("degree reduction")
-            workers = list(range(self.M))  # every party now holds a degree-t share
-        res = await self.open_to(y, p, receivers, workers, (prog.n_out,), degree=self.t)
-        self._lap("open result")
-        return res
+        return moments, sums
+
+    async def _sharded_moments(self, prog, p: int, n_rows: int, rows_per_chunk: int, widths,
+                               feed: "_Feed | None", workers):
+        """This party's shares of the moments over every record, made by its shard workers
+        (:mod:`sqm.runtime.shards`): shard s's records go through one MPC session of the parties' s-th workers,
+        each returns its shares of its records' moments to its own party, and the party adds them (shares of a
+        sum at the same point, in the same field).  None at a party that is no worker.  A client's workers
+        round its records exactly as it would (:meth:`sqm.runtime.stream.ChunkedInput.part`)."""
+        from .shards import ShardWork, shard_ranges, sum_moments
+
+        runner = self.shards
+        works = []
+        for s, (a, b) in enumerate(shard_ranges(n_rows, runner.count)):
+            part, bounds = None, None
+            if feed is not None:
+                own = feed.inp.n_rows
+                part, bounds = feed.inp.part(min(a, own), min(b, own)), feed.bounds
+            works.append(ShardWork(s, runner.count, a, b, prog, p, widths, rows_per_chunk, workers, bounds,
+                                   prog.n_out, part, self.job_digest))
+        results = await runner.run(self, works)
+        self._lap("shards")
+        if feed is not None:
+            feed.inp.parts_taken([r["counts"] for r in results])
+        return sum_moments(results, p) if self.pid in workers else None
+
+    async def shard_moments(self, work) -> dict:
+        """Inside shard worker ``work.shard``'s session (:mod:`sqm.runtime.shards`): its records' input phase, as
+        :meth:`_input_loop` runs it for the whole job, without summands.  Returns this party's shares of the
+        moments (None at a party that is no worker) and what its input part counted."""
+        feed = None
+        if work.part is not None:
+            feed = _Feed(work.part, work.stop - work.start, work.bounds, work.n_out, False, False)
+        moments, _ = await self._input_loop(work.program, work.p, work.stop - work.start, work.rows_per_chunk,
+                                            work.widths, feed, work.workers)
+        return {"moments": moments, "counts": {} if feed is None else feed.inp.counts()}
 
     def _workers(self, prog) -> list[int]:
         """The parties that hold input shares and compute on them: the clients alone when they are at least

@@ -48,6 +48,22 @@ class ChunkedInput:
         """The addend (signed integers), called once after :meth:`chunks` is exhausted."""
         raise NotImplementedError
 
+    # ----- shards (sqm.runtime.shards): the records split between workers of this party -----------------
+    def part(self, start: int, stop: int) -> "ChunkedInput":
+        """The records ``[start, stop)`` as an input of their own, picklable, for one of this party's shard
+        workers: it yields exactly the integers :meth:`chunks` yields for those records (whatever the chunk
+        sizes), and has no addend.  An input that cannot be split says so."""
+        raise UsageError(f"{type(self).__name__} cannot be split between shard workers")
+
+    def counts(self) -> dict:
+        """What a part counted while its chunks were taken (e.g. rows clipped), for :meth:`parts_taken`."""
+        return {}
+
+    def parts_taken(self, counts) -> None:
+        """Every record was taken by :meth:`part` inputs (one per shard) whose :meth:`counts` are ``counts``:
+        add them up and move past the records, so that :meth:`addend` draws what it would after
+        :meth:`chunks`."""
+
 
 class ArrayInput(ChunkedInput):
     """The input of a block in memory (the evaluation of a whole block is its single chunk); also rows in
@@ -67,6 +83,9 @@ class ArrayInput(ChunkedInput):
 
     def addend(self) -> np.ndarray:
         return self._addend
+
+    def part(self, start: int, stop: int) -> "ArrayInput":
+        return ArrayInput(self.block[int(start):int(stop)], None)
 
 
 def as_input(my_input) -> ChunkedInput:

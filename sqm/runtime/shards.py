@@ -1,0 +1,313 @@
+"""Shard workers: a party's share of a secure evaluation split between several processes of its own.
+
+The inner-product evaluation multiplies shares locally and needs no communication per record beyond the input
+sharing, so the records can be split: with ``S`` shards,
+
+1. the aligned records are cut into ``S`` contiguous ranges of positions (:func:`shard_ranges`, public, the
+   same at every party: position k is the k-th record of the record alignment's order);
+2. party i runs ``S`` worker processes; worker s of every party forms one MPC session of its own (shard s:
+   the same parties, indices, threshold and field as the job, its own job id :func:`shard_job_id`, the same
+   TLS identities), in which the clients share shard s's records chunk by chunk and the workers add their
+   moments (:meth:`sqm.runtime.protocol.PartyContext.shard_moments`);
+3. each worker returns its shares of its shard's moments to its own party (nothing crosses to another
+   organisation: the worker is the party's own process), which adds them: shares of a sum, at the same
+   point, in the same field;
+4. the party goes on in its own session as it would after its last chunk: the summands (the addend: the
+   noise share, drawn once) in one exchange, one degree reduction, one opening.  The noise is added once.
+
+A client's workers round its records exactly as it would (:meth:`sqm.runtime.stream.ChunkedInput.part`: the
+counter-mode stream jumps to the first coin of the shard's first record), so the release is bit for bit the
+unsharded one's for the same randomness (tests/test_shards.py).  Any shard failing (a worker killed, a worker's
+peer lost, a refusal inside a shard) makes the party abort the whole job naming the shard; the other parties
+see their own workers of that shard fail, or the abort notice, and name it too; nothing is released.
+
+Contiguous ranges, not a keyed hash of the position: positions are public after the alignment, so any public
+assignment reveals nothing; ranges let each worker read only its part of a file sorted by id (Parquet row
+groups before it are skipped) and start the rounding stream with one jump, and they balance to one record.
+
+Engines (:class:`ShardRunner`): the party's own local processes by default (each a ``python -m
+sqm.runtime.party`` process in a private folder that dies with the party); or a Dask distributed cluster of the
+party's own (``engine="tcp://scheduler:8786"``), whose workers each start the same process where the cluster
+places them.  An engine never spans organisations and never runs anything a peer sent: it runs this party's
+own pickled programs, and the shard sessions authenticate as the party's sessions do (TLS, job id).
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import pickle
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import UsageError
+from .party import PartyProgram
+from .protocol import ProtocolError, party_label
+
+POLL_S = 0.05  # how often a party looks at its shard workers
+SETTLE_S = 1.0  # a worker that lost a peer: how long its party waits for the cause before naming the shard
+
+
+@dataclass(frozen=True)
+class SessionSettings:
+    """How this party's own session was started (:func:`sqm.runtime.party.main`): its shard sessions start the
+    same way (the same TLS keys and job name, timeouts, log level)."""
+
+    job_id: str
+    job_name: str | None
+    ssl_dir: str | None
+    insecure_plaintext: bool
+    connect_timeout: float
+    timeout: float
+    idle_timeout: float
+    progress_timeout: float
+
+
+def shard_ranges(n_rows: int, count: int) -> list[tuple[int, int]]:
+    """``count`` contiguous ranges of positions covering ``0..n_rows`` in order, sizes differing by at most one."""
+    n_rows, count = int(n_rows), int(count)
+    if count < 1:
+        raise UsageError(f"a job runs on at least one shard, got {count}")
+    cuts = [n_rows * s // count for s in range(count + 1)]
+    return list(zip(cuts[:-1], cuts[1:]))
+
+
+def shard_job_id(job_id: str, shard: int) -> str:
+    """The job id of shard ``shard``'s session: derived from the job's (fresh per job), distinct per shard, so a
+    worker of one shard or job never joins another's session."""
+    return hashlib.sha256(f"{job_id}/shard {int(shard)}".encode()).hexdigest()[:32]
+
+
+def worker_addresses(address: str, count: int) -> list[str]:
+    """A party's default worker addresses: the ports after its own (``host:port+1`` ... ``host:port+count``)."""
+    from .session import split_address
+
+    host, port = split_address(address)
+    if port + count > 65535:
+        raise UsageError(f"party address {address}: no room for {count} worker ports after it; give the "
+                         f"workers' addresses")
+    host = f"[{host}]" if ":" in host else host
+    return [f"{host}:{port + 1 + s}" for s in range(count)]
+
+
+@dataclass
+class ShardWork(PartyProgram):
+    """Shard ``shard``'s part of one evaluation at one party (public parameters, and at a client its ``part``
+    of the records): run in the shard's session by :meth:`sqm.runtime.protocol.PartyContext.shard_moments`."""
+
+    shard: int
+    count: int
+    start: int
+    stop: int
+    program: object
+    p: int
+    widths: list | None
+    rows_per_chunk: int
+    workers: list
+    bounds: object
+    n_out: int
+    part: object
+    job_digest: str
+
+    def describe(self) -> str:
+        return (f"shard {self.shard} of {self.count}: records [{self.start}, {self.stop}) of job "
+                f"{self.job_digest[:16]}, {int(self.p).bit_length()}-bit field, {self.rows_per_chunk} records per "
+                f"chunk, workers {list(self.workers)}")
+
+    async def run(self, ctx):
+        return await ctx.shard_moments(self)
+
+
+class ShardFailed(ProtocolError):
+    """A shard of the job failed at this party (its worker died, or stopped with an error): the whole job is
+    aborted, nothing released."""
+
+
+class ShardRunner:
+    """This party's shard workers for a job of ``count`` shards.  ``addresses[i][s]``: where party i's worker of
+    shard s listens (public: every party holds the same table).  ``engine``: None (local processes) or a
+    Dask scheduler's address (``tcp://host:8786``) of this party's own cluster."""
+
+    def __init__(self, count: int, addresses, engine: str | None = None):
+        self.count = int(count)
+        if self.count < 2:
+            raise UsageError(f"shard workers are for 2 or more shards, got {count}")
+        self.addresses = [list(a) for a in addresses]
+        if any(len(a) != self.count for a in self.addresses):
+            raise UsageError(f"every party needs {self.count} worker addresses, got "
+                             f"{[len(a) for a in self.addresses]}")
+        self.engine = engine
+        self.records: list[dict] = []  # each worker's record (timings, memory) once the shards are done
+
+    def public(self):
+        return (self.count, tuple(tuple(a) for a in self.addresses))
+
+    def command(self, ctx, s: int, program_file: str, result_file: str) -> list[str]:
+        from .launch import party_command
+
+        st = ctx.session
+        cmd = party_command(program_file, ctx.pid, ",".join(a[s] for a in self.addresses), result_file,
+                            st.timeout, st.connect_timeout, st.ssl_dir, shard_job_id(st.job_id, s), st.job_name,
+                            st.insecure_plaintext)
+        return cmd + ["--idle-timeout", str(st.idle_timeout), "--progress-timeout", str(st.progress_timeout)]
+
+    async def run(self, ctx, works: list) -> list[dict]:
+        """Run every shard's work on this party's workers; their results in shard order.  Raises
+        :class:`ShardFailed` naming the first shard that failed (every worker of this party is then stopped),
+        or what the job's own session raises if a peer aborts or is lost meanwhile."""
+        if ctx.session is None:
+            raise UsageError("shard workers need a party process's session settings (sqm.runtime.party)")
+        from .liveness import busy
+
+        with busy():  # peers waiting on this party meanwhile see it computing, not stalled
+            if self.engine is None:
+                return await self._run_local(ctx, works)
+            return await self._run_dask(ctx, works)
+
+    async def _run_local(self, ctx, works) -> list[dict]:
+        from .launch import Launch, party_env
+
+        with Launch(prefix="sqm-shards-") as launch:
+            procs, files = [], []
+            env = party_env(blas_threads=1)
+            for w in works:
+                prog = launch.write(f"shard{w.shard}.program", w)
+                res = launch.path(f"shard{w.shard}.result")
+                procs.append(launch.start(self.command(ctx, w.shard, prog, res), env,
+                                          messages=launch.path(f"shard{w.shard}.log")))
+                files.append(res)
+            seen: dict[int, float] = {}  # shard -> when its worker's failure was first seen
+            while True:
+                _check_session()
+                codes = [p.poll() for p in procs]
+                for s, c in enumerate(codes):
+                    if c not in (None, 0):
+                        seen.setdefault(s, time.monotonic())
+                if seen and time.monotonic() - min(seen.values()) >= self._settle(codes, seen):
+                    s = min(seen, key=lambda k: (seen[k], k))  # the first seen to fail
+                    why = _why(codes[s], launch.read_text(f"shard{s}.log"))
+                    raise ShardFailed(f"{party_label(ctx.pid)}: shard {s} of {self.count} failed: its worker "
+                                      f"{why}; job aborted, nothing released",
+                                      public=f"shard {s} of {self.count} failed at {party_label(ctx.pid)} "
+                                             f"({_public_why(codes[s])}); job aborted, nothing released")
+                if all(c == 0 for c in codes):
+                    break
+                await asyncio.sleep(POLL_S)
+            records = [launch.load(f) for f in files]
+        return self._results(records)
+
+    @staticmethod
+    def _settle(codes, seen) -> float:
+        """Seconds to wait, once a shard failed, before naming it: none if a worker of this party died or
+        refused itself; a moment if its workers only lost a peer (the job's session may meanwhile bring the
+        abort notice of the party whose worker failed first, which names the cause)."""
+        from .exitcodes import EXIT_LOST, EXIT_TIMEOUT
+
+        own = any(codes[s] not in (EXIT_LOST, EXIT_TIMEOUT) for s in seen)
+        return 0.0 if own else SETTLE_S
+
+    def _results(self, records) -> list[dict]:
+        self.records = [{k: v for k, v in r.items() if k != "result"} for r in records]
+        return [r["result"] for r in records]
+
+    async def _run_dask(self, ctx, works) -> list[dict]:
+        try:
+            from distributed import Client
+        except ImportError:
+            raise UsageError("this party's shard engine is a Dask cluster, but the 'distributed' package is not "
+                             "installed here: pip install 'distributed'") from None
+        loop = asyncio.get_running_loop()
+        client = await loop.run_in_executor(None, lambda: Client(self.engine, timeout=ctx.session.connect_timeout))
+        try:
+            futures = []
+            for w in works:
+                blob = pickle.dumps(w, protocol=5)
+                argv = self.command(ctx, w.shard, "{program}", "{result}")
+                futures.append(client.submit(run_worker_process, argv, blob, pure=False,
+                                             key=f"sqm-shard-{shard_job_id(ctx.session.job_id, w.shard)}"))
+            while True:
+                _check_session()
+                states = [f.status for f in futures]
+                failed = [s for s, st in enumerate(states) if st in ("error", "cancelled", "lost")]
+                if failed:
+                    s = failed[0]
+                    exc = await loop.run_in_executor(None, futures[s].exception)
+                    raise ShardFailed(f"{party_label(ctx.pid)}: shard {s} of {self.count} failed on the Dask "
+                                      f"cluster {self.engine}: {exc}; job aborted, nothing released",
+                                      public=f"shard {s} of {self.count} failed at {party_label(ctx.pid)}; job "
+                                             f"aborted, nothing released")
+                if all(st == "finished" for st in states):
+                    break
+                await asyncio.sleep(POLL_S)
+            records = await loop.run_in_executor(None, lambda: client.gather(futures))
+        finally:
+            for f in futures if "futures" in locals() else ():
+                f.cancel()
+            await loop.run_in_executor(None, client.close)
+        return self._results(records)
+
+
+def run_worker_process(argv: list[str], program: bytes) -> dict:
+    """On an engine's worker (this party's own cluster): run one shard worker process from ``argv`` (its
+    ``{program}`` and ``{result}`` placeholders filled with files in a private folder here) and return its
+    record.  Raises RuntimeError with the worker's last message if it fails."""
+    from .launch import Launch, party_env
+
+    with Launch(prefix="sqm-shard-") as launch:
+        prog = launch.path("program")
+        with os.fdopen(os.open(prog, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
+            f.write(program)
+        res = launch.path("result")
+        argv = [a.replace("{program}", prog).replace("{result}", res) for a in argv]
+        argv[0] = sys.executable  # this worker's interpreter
+        p = launch.start(argv, party_env(blas_threads=1), messages=launch.path("log"))
+        code = p.wait()
+        launch.reaped(p)
+        if code != 0:
+            raise RuntimeError(f"its worker {_why(code, launch.read_text('log'))}")
+        return launch.load(res)
+
+
+def _check_session() -> None:
+    from .liveness import raise_if_job_over
+
+    raise_if_job_over()
+
+
+def _public_why(code: int) -> str:
+    if code < 0:
+        return f"its worker was killed by signal {-code}"
+    from .exitcodes import NAMES
+
+    return f"its worker stopped: {NAMES.get(code, f'exit {code}')}"
+
+
+def _why(code: int, log: str) -> str:
+    """A failed worker's story for this party's operator: how it ended and its last message."""
+    from .launch import _last_words
+
+    words = _last_words(log, code)
+    if code < 0:
+        return f"was killed by signal {-code}" + ("" if words == "(no message)" else f" (it said: {words})")
+    from .exitcodes import NAMES
+
+    return f"stopped ({NAMES.get(code, f'exit {code}')}): {words}"
+
+
+def sum_moments(results, p: int):
+    """This party's moments over every shard (None where it is no worker)."""
+    from . import modarith
+
+    total = None
+    for r in results:
+        m = r["moments"]
+        if m is not None:
+            total = m if total is None else modarith.add_mod(total, np.asarray(m), p)
+    return total
+
+
+__all__ = ["SessionSettings", "ShardFailed", "ShardRunner", "ShardWork", "run_worker_process", "shard_job_id",
+           "shard_ranges", "worker_addresses"]

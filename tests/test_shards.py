@@ -1,0 +1,196 @@
+"""Shard workers (sqm.runtime.shards): a party's records split between worker processes, one MPC session per
+shard, the moments' shares added by each party, the noise added and the result opened once."""
+import logging
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from sqm.framework.runners import run_job
+from sqm.framework.spec import load_job, write_job, write_party_csvs
+from sqm.framework.table_stream import scan_table
+from sqm.mechanism.client import QuantizedRows
+from sqm.mechanism.rng import make_rng
+from sqm.methods.pca.job import PCAJobTask
+from sqm.runtime.errors import UsageError
+from sqm.runtime.launch import MPCError, free_ports
+from sqm.runtime.shards import shard_job_id, shard_ranges, worker_addresses
+from sqm.runtime.stream import ArrayInput
+
+TASK = dict(n_components=2, epsilon=1.0, gamma=1024.0, seed=5, insecure_reproducible=True)
+BOUNDS = [None, {"x4": [-0.5, 0.5]}, None]
+
+
+def test_shard_ranges_cover_every_record_once():
+    for n, s in [(0, 2), (1, 3), (10, 3), (1000, 7), (5, 8)]:
+        r = shard_ranges(n, s)
+        assert len(r) == s and r[0][0] == 0 and r[-1][1] == n
+        assert all(a == b for (_, a), (b, _) in zip(r, r[1:]))  # contiguous, in order
+        sizes = [b - a for a, b in r]
+        assert max(sizes) - min(sizes) <= 1
+    with pytest.raises(UsageError):
+        shard_ranges(10, 0)
+    assert len({shard_job_id("ab" * 16, s) for s in range(4)}) == 4
+    assert worker_addresses("10.0.0.1:5000", 2) == ["10.0.0.1:5001", "10.0.0.1:5002"]
+
+
+@pytest.mark.parametrize("insecure_pcg64", [False, True])
+def test_parts_round_exactly_as_the_whole_input(insecure_pcg64):
+    """Each part's integers are the whole input's for those records (the counter-mode stream jumps to the
+    part's first coin), and after the parts the noise is what the whole input draws after its chunks."""
+    X = np.random.default_rng(0).normal(size=(1000, 7)) * 0.5
+    make = (lambda: np.random.default_rng(9)) if insecure_pcg64 else (lambda: make_rng(9))
+
+    rng = make()
+    rng.random(5)  # a stream already in use: parts start where this input's coins start
+    whole_in = QuantizedRows(ArrayInput(X), 0.9, 4096.0, 12.5, 16, rng)
+    whole = np.vstack(list(whole_in.chunks(128)))
+    noise = whole_in.addend()
+
+    rng = make()
+    rng.random(5)
+    q = QuantizedRows(ArrayInput(X), 0.9, 4096.0, 12.5, 16, rng)
+    parts = [q.part(a, b) for a, b in shard_ranges(1000, 3)]
+    got = [np.vstack(list(p.chunks(77))) for p in parts]
+    q.parts_taken([p.counts() for p in parts])
+    assert np.array_equal(np.vstack(got), whole)
+    assert np.array_equal(q.addend(), noise)
+    assert q.clipped == whole_in.clipped > 0
+    assert np.array_equal(rng.random(3), whole_in.rng.random(3))  # the caller's generator moved on alike
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_table_parts_read_exactly_their_records(tmp_path, fmt):
+    """A part of a party file (with the alignment's mask) yields exactly the whole table's rows there; a
+    Parquet part starts at the row group holding its first record."""
+    X = np.random.default_rng(1).normal(size=(2000, 3))
+    job = write_party_csvs(X, tmp_path, 2, fmt=fmt, row_group_rows=300, min_intersection=1)
+    f = load_job(job).parties[1].file
+    table = scan_table(f, "id")
+    keep = np.random.default_rng(2).random(2000) < 0.6
+    for t in (table, table.restricted(keep)):
+        whole = np.vstack(list(t.chunks(256)))
+        m = t.n_rows
+        for a, b in [(0, 1), (1, m // 3), (m // 3, m - 4), (m - 4, m), (7, 7)]:
+            got = list(t.part(a, b).chunks(100))
+            got = np.vstack(got) if got else np.zeros((0, t.n_cols))
+            assert np.array_equal(got, whole[a:b])
+        assert np.array_equal(np.vstack(list(t.part(10, m).part(5, 20).chunks(7))), whole[15:30])
+
+
+def _sharded_job(tmp_path, rows: int = 3000, fmt: str = "parquet"):
+    X = np.random.default_rng(3).normal(size=(rows, 9)) * 0.3
+    ids = np.arange(rows)
+    spec = load_job(write_party_csvs(X, tmp_path, 3, fmt=fmt, row_group_rows=500, min_intersection=1,
+                                     bounds=BOUNDS, ids=ids))
+    files = [p.file for p in spec.parties[1:]]
+    ports = free_ports(4 + 8)
+    addrs = [f"127.0.0.1:{p}" for p in ports[:4]]
+    workers = [[f"127.0.0.1:{p}" for p in ports[4 + 2 * i:6 + 2 * i]] for i in range(4)]
+    sharded = load_job(write_job(os.path.join(tmp_path, "sharded.json"), addrs, files, workers=2,
+                                 worker_addresses=workers, bounds=BOUNDS, min_intersection=1))
+    return spec, sharded
+
+
+@pytest.mark.slow
+def test_sharded_job_equals_unsharded_job_bit_for_bit(tmp_path):
+    """PCA job mode, 3 clients, Parquet files read in parts: 2 shard workers per party (real processes, 2
+    sessions of 4 parties each over loopback TLS) release the same integers as one process per party, with
+    the same counts of clipped rows and values outside the declared ranges."""
+    spec, sharded = _sharded_job(tmp_path)
+    a = run_job(spec, PCAJobTask(**TASK, chunk_rows=128))
+    b = run_job(sharded, PCAJobTask(**TASK, chunk_rows=128))
+    assert np.array_equal(a[0]["result"]["raw"], b[0]["result"]["raw"])
+    for ra, rb in zip(a[1:], b[1:]):
+        assert ra["result"]["clipped"] == rb["result"]["clipped"]
+        assert ra["result"].get("outside_declared_range") == rb["result"].get("outside_declared_range")
+    assert b[2]["result"]["outside_declared_range"] > 0 and sum(r["result"]["clipped"] for r in b[1:]) > 0
+    assert all("shards" in r["phases"] for r in b) and not any("shards" in r["phases"] for r in a)
+    # the records' shares went through the workers' sessions: each client's two workers sent them, the
+    # client itself only its alignment, the summands, the degree reduction and the opening
+    for ra, rb in zip(a[1:], b[1:]):
+        workers = rb["shard_workers"]
+        assert len(workers) == 2 and all(w["bytes_sent"] > 0 and w["max_rss_bytes"] > 0 for w in workers)
+        assert rb["bytes_sent"] < ra["bytes_sent"] < rb["bytes_sent"] + sum(w["bytes_sent"] for w in workers)
+
+
+def _kill_worker_when_it_starts(job_id: str, index: int, shard: int, stop: threading.Event, killed: list):
+    target = shard_job_id(job_id, shard)
+    while not stop.is_set():
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    args = f.read().split(b"\0")
+            except OSError:
+                continue
+            if target.encode() in args and b"--index" in args and args[args.index(b"--index") + 1] == str(index).encode():
+                time.sleep(0.3)
+                os.kill(int(pid), 9)
+                killed.append(int(pid))
+                return
+        time.sleep(0.02)
+
+
+@pytest.mark.slow
+def test_killed_worker_aborts_the_job_naming_the_shard(tmp_path, caplog):
+    """SIGKILL to client 2's worker of shard 1: every party stops, nothing is released, and every party's
+    message names shard 1."""
+    _, sharded = _sharded_job(tmp_path)
+    stop, killed = threading.Event(), []
+    killer = threading.Thread(target=_kill_worker_when_it_starts, args=(sharded.job_id, 2, 1, stop, killed))
+    killer.start()
+    try:
+        with pytest.raises(MPCError) as err, caplog.at_level(logging.INFO, logger="sqm.runtime.launch"):
+            run_job(sharded, PCAJobTask(**TASK, chunk_rows=64), timeout=120)
+    finally:
+        stop.set()
+        killer.join()
+    assert killed, "the worker was never seen"
+    assert set(err.value.codes) == {0, 1, 2, 3} and all(c != 0 for c in err.value.codes.values())
+    # every party's own messages (the launcher shows them at INFO)
+    lines = [r.getMessage() for r in caplog.records if "sqm.runtime.party" in r.getMessage()]
+    for who in ("server", "client 1", "client 2", "client 3"):
+        mine = [ln for ln in lines if f"sqm.runtime.party {who}:" in ln]
+        assert mine and all("shard 1 of 2" in ln for ln in mine), (who, lines)
+    assert any("killed by signal 9" in ln for ln in lines if "client 2:" in ln)
+
+
+def test_job_file_workers_are_checked(tmp_path):
+    X = np.random.default_rng(3).normal(size=(50, 4))
+    spec = load_job(write_party_csvs(X, tmp_path, 2, min_intersection=1))
+    files = [p.file for p in spec.parties[1:]]
+    job = write_job(os.path.join(tmp_path, "w.json"), spec.addresses, files, workers=2)
+    assert load_job(job).shards == 2
+    import json
+
+    raw = json.load(open(job))
+    raw["parties"][1]["workers"] = 3
+    json.dump(raw, open(job, "w"))
+    with pytest.raises(UsageError, match="same number for every party"):
+        load_job(job)
+    raw["parties"][1]["workers"] = 1
+    json.dump(raw, open(job, "w"))
+    with pytest.raises(UsageError, match="from 2 to 1024"):
+        load_job(job)
+    ports = [int(a.rsplit(":", 1)[1]) for a in spec.addresses]
+    raw["parties"][1]["workers"] = 2
+    raw["parties"][1]["address"] = f"127.0.0.1:{ports[0] + 1}"  # the server's first worker's port
+    json.dump(raw, open(job, "w"))
+    with pytest.raises(UsageError, match="overlap"):
+        load_job(job)
+
+
+def test_workers_refused_for_a_task_that_does_not_stream(tmp_path):
+    from sqm.framework.party import party_program
+    from sqm.methods.linreg.estimator import SQMLinearRegression
+    from sqm.methods.linreg.job import LinRegJobTask
+
+    X = np.random.default_rng(3).normal(size=(50, 4))
+    spec = load_job(write_party_csvs(X, tmp_path, 2, min_intersection=1))
+    job = write_job(os.path.join(tmp_path, "w.json"), spec.addresses, [p.file for p in spec.parties[1:]], workers=2)
+    with pytest.raises(UsageError, match="read in chunks"):
+        party_program(load_job(job), 1, LinRegJobTask(SQMLinearRegression(), label_column="x3"))
