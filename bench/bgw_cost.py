@@ -15,6 +15,12 @@ process records, :func:`sqm.runtime.party.main`, and the launcher's, :func:`sqm.
 (``ctx.phases``: agree, client checks, share inputs, exchange input shares, local moments, degree reduction,
 open result), the program's time outside them, and output (result written, process exited, result collected).
 
+``--floors`` adds each phase's ratio to its physical floor on this machine, measured in the same run: the local
+products ("moments") against the plaintext float64 Gram ``X.T @ X`` of the same shape (numpy's BLAS, with the
+BLAS threads each party gets: this machine's cores / parties, best of 3), and each party's exchange against its
+bytes sent (the server: the largest client's, which it waits for) over the loopback bandwidth (one TCP connection on 127.0.0.1 pushing ``--floor-mib`` MiB between two
+threads, best of 3; the same over TLS 1.3 with the parties' kind of keys is reported beside it).
+
 numpy, the runtime and the mechanism are imported inside the functions that run the benchmark: ``sqm --help``
 imports this module to register ``sqm bench bgw-cost`` (:mod:`sqm.cli.command`).
 """
@@ -191,8 +197,122 @@ def rng_microbench(n: int, p: int, repeat: int = 3) -> dict:
     return out
 
 
+def gram_floor(X, threads: int | None = None, repeat: int = 3) -> dict:
+    """Seconds (best of ``repeat``) of the plaintext float64 Gram ``X.T @ X`` with ``threads`` BLAS threads (None:
+    as this process has them), the floor of the parties' local products."""
+    import numpy as np
+
+    X = np.ascontiguousarray(X, dtype=np.float64)
+
+    def best():
+        out = float("inf")
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            X.T @ X
+            out = min(out, time.perf_counter() - t0)
+        return out
+
+    if threads is None:
+        return dict(seconds=best(), threads=None)
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # no way to limit BLAS here: as the process has it
+        return dict(seconds=best(), threads=None)
+    with threadpool_limits(limits=int(threads), user_api="blas"):
+        return dict(seconds=best(), threads=int(threads))
+
+
+def loopback_bandwidth(nbytes: int = 200 << 20, repeat: int = 3, tls: bool = False, chunk: int = 1 << 20) -> float:
+    """Bytes per second (best of ``repeat``) of one TCP connection on 127.0.0.1 carrying ``nbytes`` from one thread
+    to another (``tls``: over TLS 1.3 with a fresh authority and party keys made as the launcher makes them), the
+    floor of a party's exchange."""
+    import socket
+    import tempfile
+    import threading
+
+    ctx_s = ctx_c = None
+    if tls:
+        from sqm.runtime.certs import TLSIdentity, make_certificates
+
+        keys = tempfile.mkdtemp(prefix="sqm-bench-keys-")
+        make_certificates(keys, 2, days=1, job="sqm-bench")
+        ctx_s, ctx_c = TLSIdentity(keys, 0).server_context(), TLSIdentity(keys, 1).client_context()
+    payload = memoryview(bytes(chunk))
+    best = float("inf")
+    for _ in range(repeat):
+        lsock = socket.create_server(("127.0.0.1", 0))
+        port = lsock.getsockname()[1]
+        got = [0]
+
+        def receive():
+            conn, _ = lsock.accept()
+            if ctx_s is not None:
+                conn = ctx_s.wrap_socket(conn, server_side=True)
+            buf = bytearray(chunk)
+            while got[0] < nbytes:
+                n = conn.recv_into(buf)
+                if not n:
+                    break
+                got[0] += n
+            conn.close()
+
+        th = threading.Thread(target=receive)
+        th.start()
+        c = socket.create_connection(("127.0.0.1", port))
+        if ctx_c is not None:
+            c = ctx_c.wrap_socket(c)
+            c.do_handshake()
+        t0 = time.perf_counter()
+        sent = 0
+        while sent < nbytes:
+            c.sendall(payload[:min(chunk, nbytes - sent)])
+            sent += min(chunk, nbytes - sent)
+        th.join()
+        best = min(best, time.perf_counter() - t0)
+        c.close()
+        lsock.close()
+    if tls:
+        import shutil
+
+        shutil.rmtree(keys, ignore_errors=True)
+    return nbytes / best
+
+
+def measure_floors(X, parties: int, mib: int = 200) -> dict:
+    """The physical floors of this machine for :func:`add_floor_ratios` (see the module's docstring)."""
+    import os
+
+    from sqm.runtime.launch import party_env
+
+    threads = int(party_env(local_parties=parties + 1)["OPENBLAS_NUM_THREADS"])
+    g = gram_floor(X, threads)
+    return dict(gram_seconds=g["seconds"], gram_blas_threads=g["threads"], gram_all_threads_seconds=gram_floor(X)["seconds"],
+                loopback_mib=int(mib), loopback_bytes_per_s=loopback_bandwidth(int(mib) << 20),
+                loopback_tls_bytes_per_s=loopback_bandwidth(int(mib) << 20, tls=True),
+                load_average=list(os.getloadavg()), cpus=os.cpu_count())
+
+
+def add_floor_ratios(row: dict, floors: dict) -> None:
+    """Each party's moments / the Gram floor and exchange / (its bytes sent / loopback bandwidth; the server, which
+    sends no input shares, waits for the largest client's bytes), into ``row`` (``floor_ratios``: one dict per
+    party; ``None`` where the party has no such phase)."""
+    out = []
+    sent_by = row["bytes_per_party"]
+    for i, ph in enumerate(row.get("party_phases") or []):
+        # a client's exchange pushes its own bytes; the server (no input) waits for the largest client's
+        sent = sent_by[i] if i > 0 else max(sent_by[1:], default=0)
+        ex_floor = sent / floors["loopback_bytes_per_s"]
+        mom, ex = ph.get("local moments"), ph.get("exchange input shares")
+        out.append({"moments_seconds": mom, "moments_floor_seconds": floors["gram_seconds"],
+                    "moments_ratio": None if mom is None else mom / floors["gram_seconds"],
+                    "exchange_seconds": ex, "exchange_floor_seconds": ex_floor,
+                    "exchange_tls_floor_seconds": sent / floors["loopback_tls_bytes_per_s"],
+                    "exchange_ratio": None if ex is None else ex / ex_floor})
+    row["floor_ratios"] = out
+
+
 def run(rows=20000, cols=60, parties=2, gammas=None, epsilon=1.0, delta=1e-5, stock_rows=None,
-        stock_cols=None, seed=0, progress=True, compare_rng=False, repeat=1) -> dict:
+        stock_cols=None, seed=0, progress=True, compare_rng=False, repeat=1, floors=False, floor_mib=200) -> dict:
     import numpy as np
     from tqdm import tqdm
 
@@ -247,6 +367,10 @@ def run(rows=20000, cols=60, parties=2, gammas=None, epsilon=1.0, delta=1e-5, st
         out_rows.append(row)
     report = dict(shape=[rows, cols], parties=parties + 1, clients=parties, plaintext_seconds=plain_s,
                   rows=out_rows, rng="aes_ctr (AES-128-CTR keyed from OS entropy)", repeat=int(repeat))
+    if floors:  # measured after the secure runs, in the same command
+        report["floors"] = measure_floors(X, parties, floor_mib)
+        for row in out_rows:
+            add_floor_ratios(row, report["floors"])
     if compare_rng:
         ratios = [r["rng_time_ratio"] for r in out_rows]
         report.update(compare_rng=True, rng_time_ratio_max=max(ratios), rng_ratio_target=1.25,
@@ -323,6 +447,32 @@ def print_phases(rep: dict) -> None:
               + ", ".join(f"{r['launcher_after_collect_seconds']:.3f} s" for r in rep["rows"]))
     heavy = sorted({m for r in rep["rows"] for h in r.get("heavy_modules", []) for m in h})
     print(f"heavy packages imported by a party: {', '.join(heavy) if heavy else 'none'}")
+    if rep.get("floors"):
+        print_floors(rep)
+
+
+def print_floors(rep: dict) -> None:
+    """The floors' table: each party's moments and exchange against their physical floors (``--floors``)."""
+    from sqm.mechanism.report import render_table
+
+    f = rep["floors"]
+    mb = 1e6
+    print(f"floors (same run): plaintext float64 X.T @ X {rep['shape'][0]} x {rep['shape'][1]} "
+          f"{f['gram_seconds']:.3f} s with {f['gram_blas_threads'] or 'default'} BLAS thread(s) per party "
+          f"({f['gram_all_threads_seconds']:.3f} s with this process's); loopback TCP "
+          f"{f['loopback_bytes_per_s'] / mb:,.0f} MB/s, TLS 1.3 {f['loopback_tls_bytes_per_s'] / mb:,.0f} MB/s "
+          f"({f['loopback_mib']} MiB, one connection); load average "
+          + ", ".join(f"{v:.2f}" for v in f["load_average"]) + f" on {f['cpus']} cores")
+    rows = []
+    for r in rep["rows"]:
+        for i, fr in enumerate(r.get("floor_ratios") or []):
+            rows.append({"gamma": f"{r['gamma']:g}", "party": "server" if i == 0 else f"client {i}",
+                         "MB sent": r["bytes_per_party"][i] / mb, **fr})
+    print(render_table(rows, ["gamma", "party", ("MB sent", "MB sent", ".1f"),
+                              ("moments_seconds", "moments s", ".3f"), ("moments_floor_seconds", "Gram s", ".3f"),
+                              ("moments_ratio", "x floor", ".1f"), ("exchange_seconds", "exchange s", ".3f"),
+                              ("exchange_floor_seconds", "bytes/bw s", ".3f"),
+                              ("exchange_tls_floor_seconds", "TLS s", ".3f"), ("exchange_ratio", "x floor", ".1f")]))
 
 
 def plot(rep: dict, path: str) -> None:
@@ -360,6 +510,12 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--repeat", type=int, default=1,
                     help="run each gamma (and generator) this many times, interleaved, and report the fastest "
                          "(default 1)")
+    ap.add_argument("--floors", action="store_true",
+                    help="also measure this machine's physical floors in the same run (plaintext float64 X.T @ X of "
+                         "the same shape; loopback TCP and TLS bandwidth) and report each party's moments and "
+                         "exchange as multiples of them")
+    ap.add_argument("--floor-mib", type=int, default=200,
+                    help="MiB pushed through loopback to measure its bandwidth (with --floors; default 200)")
     ap.add_argument("--json", help="write the figures to this JSON file")
     ap.add_argument("--plot", help="write a PNG plot to this file")
 
@@ -368,5 +524,5 @@ def cli(args) -> int:
     gammas = [float(g) for g in args.gammas.split(",") if g.strip()]
     rep = run(args.rows, args.cols, args.parties, gammas, args.epsilon, args.delta,
               args.stock_rows or None, args.stock_cols, compare_rng=args.compare_rng,
-              repeat=args.repeat)
+              repeat=args.repeat, floors=args.floors, floor_mib=args.floor_mib)
     return finish(rep, args, print_table, plot)

@@ -10,8 +10,11 @@ gives the modules it imported, their total import time and which heavy packages 
 numpy) were among them.  Then a small secure covariance (``--rows`` x ``--cols``, 2 clients, real party processes)
 is run ``--repeat`` times and each party's start is broken down from its timeline (:func:`sqm.runtime.party.main`):
 interpreter start-up, standard library, program unpickled (its modules imported), MPyC and the protocol imported
-(ready to connect), connect; the fastest run (end to end) is kept.  Timings depend on the machine's load: the
-report records the load average.
+(ready to connect), connect; the fastest run (end to end) is kept.  Last, the launcher's own start: a fresh
+interpreter runs the same secure covariance ``--repeat`` times (one job each), and its time from calling
+:meth:`sqm.mechanism.release.SQM.run` to the first party spawned is split into planning (calibrating mu, the
+report, the programs), the job's TLS keys and writing the programs; its imports before the call (numpy, the
+mechanism) are counted apart.  Timings depend on the machine's load: the report records the load average.
 """
 from __future__ import annotations
 
@@ -80,11 +83,73 @@ def party_start(rows: int = 2000, cols: int = 20, repeat: int = 5, seed: int = 0
                 parties=parties)
 
 
+# The launcher's first job in a fresh interpreter: stamps (time.time()) of its steps, printed as JSON.  The TLS
+# keys' step is found by wrapping sqm.runtime.certs.make_certificates (a timing wrapper, nothing else changes).
+_LAUNCHER = """
+import time
+T = {"started": time.time()}
+import json, os, sys
+import numpy as np
+from sqm.mechanism.polynomial import covariance
+from sqm.mechanism.release import SQM
+from sqm.mechanism.vertical import VerticalData
+from sqm.runtime import certs
+from sqm.runtime.launch import record_jobs
+T["imported"] = time.time()
+rows, cols = int(sys.argv[1]), int(sys.argv[2])
+X = np.random.default_rng(0).normal(size=(rows, cols))
+X /= np.linalg.norm(X, axis=1).max()
+data = VerticalData.split(X, 2)
+make = certs.make_certificates
+def timed(*a, **k):
+    T.setdefault("keys", time.time())
+    out = make(*a, **k)
+    T.setdefault("keys_made", time.time())
+    return out
+certs.make_certificates = timed
+HEAVY = ("scipy", "dp_accounting", "sklearn", "torch", "cryptography")
+T["run"] = time.time()
+with record_jobs() as jobs:
+    res = SQM(covariance(cols), 4096.0, epsilon=1.0, backend="mpyc").run(data)
+T["spawned"] = min(r["timeline"]["spawned"] for r in jobs[-1])
+print(json.dumps({"stamps": T, "mu": res.report.mu, "heavy": [m for m in HEAVY if m in sys.modules]}))
+"""
+
+LAUNCHER_STEPS = (("imports", "started", "imported"), ("plan", "run", "keys"), ("keys", "keys", "keys_made"),
+                  ("programs", "keys_made", "spawned"), ("run -> first spawn", "run", "spawned"))
+
+
+def launcher_start(rows: int = 2000, cols: int = 20, repeat: int = 5) -> dict:
+    """The launcher's time before its first party process, in ``repeat`` fresh interpreters (one job each): the
+    steps of :data:`LAUNCHER_STEPS` (seconds), best and median of each over the runs."""
+    tree = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([tree, env.get("PYTHONPATH", "")])
+    runs = []
+    for _ in range(repeat):
+        p = subprocess.run([sys.executable, "-c", _LAUNCHER, str(rows), str(cols)], cwd=tree, env=env,
+                           capture_output=True, text=True, timeout=600)
+        if p.returncode != 0:
+            raise RuntimeError(f"the launcher's start failed: {p.stderr[-1000:]}")
+        import json
+
+        got = json.loads(p.stdout.strip().splitlines()[-1])
+        st = got["stamps"]
+        runs.append({"steps": {name: st[b] - st[a] for name, a, b in LAUNCHER_STEPS}, "mu": got["mu"],
+                     "heavy": got["heavy"]})
+    names = [name for name, _, _ in LAUNCHER_STEPS]
+    per = {n: sorted(r["steps"][n] for r in runs) for n in names}
+    return dict(shape=[rows, cols], repeat=repeat, best={n: v[0] for n, v in per.items()},
+                median={n: v[len(v) // 2] for n, v in per.items()}, runs=runs,
+                heavy_modules=sorted({m for r in runs for m in r["heavy"]}))
+
+
 def run(tree: str | None = None, repeat: int = 5, rows: int = 2000, cols: int = 20, parties: bool = True) -> dict:
     tree = tree or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     rep = dict(help=help_cost(tree, repeat), load_average=list(os.getloadavg()), cpus=os.cpu_count())
     if parties:
         rep["party_start"] = party_start(rows, cols, repeat)
+        rep["launcher_start"] = launcher_start(rows, cols, repeat)
     rep["load_average_after"] = list(os.getloadavg())
     return rep
 
@@ -106,6 +171,14 @@ def print_table(rep: dict) -> None:
         cols = ["party"] + [(name, name, ".3f") for name, _, _ in STEPS] + [("spawn -> ready", "spawn->ready", ".3f"),
                                                                            ("total", "total", ".3f")]
         print(render_table(p["parties"], cols))
+        for a in ("connect",):
+            v = [q["spawn -> ready"] + q[a] for q in p["parties"]]
+            print(f"start + connect (spawned -> every peer connected): {', '.join(f'{x:.3f}' for x in v)} s")
+    ls = rep.get("launcher_start")
+    if ls:
+        print(f"the launcher's first job in a fresh interpreter ({ls['repeat']} runs; seconds, best / median): "
+              + "; ".join(f"{n} {ls['best'][n]:.3f} / {ls['median'][n]:.3f}" for n, _, _ in LAUNCHER_STEPS)
+              + f"; heavy packages it imported: {', '.join(ls['heavy_modules']) or 'none'}")
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
