@@ -194,3 +194,23 @@ def test_workers_refused_for_a_task_that_does_not_stream(tmp_path):
     job = write_job(os.path.join(tmp_path, "w.json"), spec.addresses, [p.file for p in spec.parties[1:]], workers=2)
     with pytest.raises(UsageError, match="read in chunks"):
         party_program(load_job(job), 1, LinRegJobTask(SQMLinearRegression(), label_column="x3"))
+
+
+@pytest.mark.slow
+def test_sharded_job_on_a_dask_cluster_equals_local_workers(tmp_path):
+    """The same job with every party's shard workers run by a Dask cluster (here one local cluster stands in
+    for each organisation's own): the same released integers as the unsharded job."""
+    distributed = pytest.importorskip("distributed")
+    spec, sharded = _sharded_job(tmp_path, rows=1200)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=8, processes=False, dashboard_address=None,
+                                  protocol="tcp://", host="127.0.0.1") as cluster:
+        import json
+
+        raw = json.load(open(sharded.path))
+        for p in raw["parties"]:
+            p["engine"] = cluster.scheduler_address
+        json.dump(raw, open(sharded.path, "w"))
+        on_dask = run_job(load_job(sharded.path), PCAJobTask(**TASK, chunk_rows=128))
+    local = run_job(spec, PCAJobTask(**TASK, chunk_rows=128))
+    assert np.array_equal(on_dask[0]["result"]["raw"], local[0]["result"]["raw"])
+    assert all(len(r["shard_workers"]) == 2 for r in on_dask)

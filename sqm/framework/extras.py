@@ -7,6 +7,7 @@ A PCA, regression or budget user installs none of them: ``pip install sqm-vfl`` 
   ``sqm logreg``);
 - ``[plot]``: matplotlib (``--plot``);
 - ``[parquet]``: pyarrow (Parquet tables).
+- ``[scale]``: Dask distributed (a party's shard workers on its own cluster).
 
 Modules of an extra are imported where they are used, never at module level, so a command that does not need
 them never imports them.
@@ -16,7 +17,8 @@ from __future__ import annotations
 import importlib
 from sqm.runtime.errors import UsageError
 
-EXTRAS = {"vfl": ("torch", "opacus", "cloudpickle"), "plot": ("matplotlib",), "parquet": ("pyarrow",)}
+EXTRAS = {"vfl": ("torch", "opacus", "cloudpickle"), "plot": ("matplotlib",), "parquet": ("pyarrow",),
+          "scale": ("distributed",)}
 
 
 class MissingExtra(ImportError):

@@ -218,16 +218,23 @@ class ShardRunner:
             from distributed import Client
         except ImportError:
             raise UsageError("this party's shard engine is a Dask cluster, but the 'distributed' package is not "
-                             "installed here: pip install 'distributed'") from None
+                             "installed here: pip install 'sqm-vfl[scale]' (or 'distributed')") from None
         loop = asyncio.get_running_loop()
         client = await loop.run_in_executor(None, lambda: Client(self.engine, timeout=ctx.session.connect_timeout))
+        futures = []
         try:
-            futures = []
+            slots = sum((await loop.run_in_executor(None, client.nthreads)).values())
+            if slots < self.count:  # each shard's session needs every party's worker of it at once
+                raise ShardFailed(f"{party_label(ctx.pid)}: its Dask cluster {self.engine} has {slots} worker "
+                                  f"thread(s); the job's {self.count} shards must all run at once; job aborted, "
+                                  f"nothing released", public=f"{party_label(ctx.pid)} has fewer shard workers "
+                                  f"than the job's {self.count} shards; job aborted, nothing released")
             for w in works:
                 blob = pickle.dumps(w, protocol=5)
                 argv = self.command(ctx, w.shard, "{program}", "{result}")
                 futures.append(client.submit(run_worker_process, argv, blob, pure=False,
-                                             key=f"sqm-shard-{shard_job_id(ctx.session.job_id, w.shard)}"))
+                                             key=f"sqm-shard-{shard_job_id(ctx.session.job_id, w.shard)}-"
+                                                 f"party{ctx.pid}"))
             while True:
                 _check_session()
                 states = [f.status for f in futures]
@@ -244,7 +251,7 @@ class ShardRunner:
                 await asyncio.sleep(POLL_S)
             records = await loop.run_in_executor(None, lambda: client.gather(futures))
         finally:
-            for f in futures if "futures" in locals() else ():
+            for f in futures:
                 f.cancel()
             await loop.run_in_executor(None, client.close)
         return self._results(records)
