@@ -185,8 +185,15 @@ def plot(rep: dict, path: str) -> None:
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--rows", default="10000,100000,200000,500000,1000000,2000000",
-                    help="comma list of record counts (default 10^4 ... 2 x 10^6)")
+    ap.add_argument("--rows", default=None,
+                    help="comma list of record counts (default 10^4 ... 2 x 10^6; with --workers 10^5,10^6,10^7)")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="shard workers per party (sqm.runtime.shards): each record count runs with one process "
+                         "per party and with W workers per party, interleaved, and a cost model is fitted "
+                         "(bench/scale_workers.py; default 1: the job-mode table above)")
+    ap.add_argument("--link-gbps", type=float, default=10.0,
+                    help="with --workers: the network link per party that the 10^8-record prediction assumes "
+                         "(default 10 Gbit/s)")
     ap.add_argument("--cols", type=int, default=117, help="columns in all (default 117, KDDCUP's)")
     ap.add_argument("--parties", type=int, default=3, help="clients; MPyC parties = clients + 1 (default 3)")
     ap.add_argument("--gamma", type=float, default=4096.0, help="quantization scale (default 4096)")
@@ -200,7 +207,19 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 
 def cli(args) -> int:
-    rows = [int(float(r)) for r in args.rows.split(",") if r.strip()]
+    if args.workers > 1:
+        from bench import scale_workers
+
+        rows = [int(float(r)) for r in (args.rows or "1e5,1e6,1e7").split(",") if r.strip()]
+        rep = scale_workers.run(rows, args.workers, args.cols, args.parties, args.gamma, args.epsilon,
+                                args.workdir, args.keep, args.link_gbps, progress=not getattr(args, "quiet", 0))
+        return finish(rep, args, scale_workers.print_table, None)
+    if args.workers < 1:
+        from sqm.runtime.errors import UsageError
+
+        raise UsageError(f"--workers must be 1 or more, got {args.workers}")
+    rows = [int(float(r)) for r in (args.rows or "10000,100000,200000,500000,1000000,2000000").split(",")
+            if r.strip()]
     rep = run(rows, args.cols, args.parties, args.gamma, args.epsilon, args.check_rows or None, args.workdir,
               args.keep, progress=not getattr(args, "quiet", 0))
     return finish(rep, args, print_table, plot)

@@ -214,3 +214,17 @@ def test_sharded_job_on_a_dask_cluster_equals_local_workers(tmp_path):
     local = run_job(spec, PCAJobTask(**TASK, chunk_rows=128))
     assert np.array_equal(on_dask[0]["result"]["raw"], local[0]["result"]["raw"])
     assert all(len(r["shard_workers"]) == 2 for r in on_dask)
+
+
+@pytest.mark.slow
+def test_bench_scale_workers_releases_the_same_integers(tmp_path):
+    """`sqm bench scale --workers 2` (small): each record count runs with one process per party and with 2
+    workers per party; the releases are identical and the model gives a figure for every run and the 10^8
+    predictions."""
+    from bench import scale_workers
+
+    rep = scale_workers.run([1500, 3000], 2, cols=12, workdir=str(tmp_path), progress=False)
+    assert rep["all_identical"] and [r["workers"] for r in rep["runs"]] == [1, 2, 1, 2]
+    assert {(c["rows"], c["workers"]) for c in rep["model"]["checks"]} == {(1500, 1), (1500, 2), (3000, 1), (3000, 2)}
+    assert all(len(p["workers"]) == 2 for r in rep["runs"] if r["workers"] == 2 for p in r["parties"])
+    assert [p["workers"] for p in rep["predictions"]] == [8, 32] and all(p["seconds"] > 0 for p in rep["predictions"])

@@ -282,13 +282,15 @@ def main(argv=None) -> int:
         stats["phases"] = dict(ctx.phases)
         stats["exchanges"], stats["waits"] = ctx.exchanges, ctx.waits
         stats["max_loop_stall_s"] = state["max_stall_s"]  # longest blocked stretch of this party's loop
-        stats["max_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        stats["max_rss_bytes"] = usage.ru_maxrss * 1024  # Linux: KiB
+        stats["cpu_seconds"] = usage.ru_utime + usage.ru_stime  # this process's, since it started
         stats["heavy_modules"] = heavy_modules()  # what the program's modules pulled in (HEAVY_MODULES)
         stats["bytes_sent"] = sum(p.protocol.nbytes_sent for p in mpc.parties
                                   if p.pid != mpc.pid and p.protocol is not None)
         if ctx.shards is not None:  # each shard worker's own record: seconds, peak memory, bytes, phases
             stats["shard_workers"] = [{k: r.get(k) for k in ("seconds", "max_rss_bytes", "bytes_sent", "phases",
-                                                              "timeline", "connect_seconds")}
+                                                              "timeline", "connect_seconds", "cpu_seconds")}
                                       for r in ctx.shards.records]
         state["done"] = True
         log.info(f"finished in {stats['seconds']:.2f} s, sent {stats['bytes_sent']:,} bytes; phases "
