@@ -28,6 +28,11 @@ job's labels, ``{"address": ..., "file": "labels.csv"}``, keyed by the same ids)
 record alignment like a client.  ``"model": "file.py:factory"`` (a PBM-VFL job): the party's own model code,
 loaded at that party only and never sent (its operator may name any file with ``--model FILE:FACTORY``).
 
+``"workers": W`` (every party the same W, or none): each party runs its share of the secure evaluation on W shard
+workers, one MPC session per shard (:mod:`sqm.runtime.shards`; a PCA job only), listening at the party's
+``"worker_addresses"`` (default: its port + 1 ... + W) and run by its own Dask cluster (``"engine"``:
+``"tcp://host:8786"``) or as local processes.
+
 ``task`` (optional): ``{"statistic": "pca", "components": 5, "epsilon": 1, ...}``, the job itself: the statistic
 (the command that runs it) and its parameters (:func:`sqm.cli.job_cli.apply_task_block`: a command of another statistic is refused,
 and options on a command line may only repeat the file's values).
