@@ -101,8 +101,11 @@ def test_sharded_job_equals_unsharded_job_bit_for_bit(tmp_path):
     the same counts of clipped rows and values outside the declared ranges."""
     spec, sharded = _sharded_job(tmp_path)
     a = run_job(spec, PCAJobTask(**TASK, chunk_rows=128))
-    b = run_job(sharded, PCAJobTask(**TASK, chunk_rows=128))
+    b = run_job(sharded, PCAJobTask(**TASK, chunk_rows=128, progress_path=str(tmp_path / "progress")))
     assert np.array_equal(a[0]["result"]["raw"], b[0]["result"]["raw"])
+    for i in range(4):  # progress in chunks, as shards finish: ends with every chunk of both shards done
+        lines = open(f"{tmp_path / 'progress'}.{i}").read().split("\n")[:-1]
+        assert lines[-1] == "24 24" and lines[0].split()[1] == "24"  # 2 shards of 1500 records, 12 chunks each
     for ra, rb in zip(a[1:], b[1:]):
         assert ra["result"]["clipped"] == rb["result"]["clipped"]
         assert ra["result"].get("outside_declared_range") == rb["result"].get("outside_declared_range")

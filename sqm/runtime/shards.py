@@ -193,11 +193,24 @@ class ShardRunner:
                                       f"{why}; job aborted, nothing released",
                                       public=f"shard {s} of {self.count} failed at {party_label(ctx.pid)} "
                                              f"({_public_why(codes[s])}); job aborted, nothing released")
+                self._progress(ctx, works, [c == 0 for c in codes])
                 if all(c == 0 for c in codes):
                     break
                 await asyncio.sleep(POLL_S)
             records = [launch.load(f) for f in files]
         return self._results(records)
+
+    def _progress(self, ctx, works, done) -> None:
+        """The party's progress callback (``ctx.on_chunk``) in chunks: those of the shards done so far."""
+        if ctx.on_chunk is None:
+            return
+        from .stream import chunk_count
+
+        sizes = [chunk_count(w.stop - w.start, w.rows_per_chunk) for w in works]
+        finished = sum(k for k, d in zip(sizes, done) if d)
+        if finished != getattr(self, "_reported", None):
+            self._reported = finished
+            ctx.on_chunk(finished, sum(sizes))
 
     @staticmethod
     def _settle(codes, seen) -> float:
@@ -246,6 +259,7 @@ class ShardRunner:
                                       f"cluster {self.engine}: {exc}; job aborted, nothing released",
                                       public=f"shard {s} of {self.count} failed at {party_label(ctx.pid)}; job "
                                              f"aborted, nothing released")
+                self._progress(ctx, works, [st == "finished" for st in states])
                 if all(st == "finished" for st in states):
                     break
                 await asyncio.sleep(POLL_S)
