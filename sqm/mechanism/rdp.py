@@ -117,17 +117,17 @@ def compute_epsilon(orders, rdp_values, delta: float) -> tuple[float, float]:
     epsilon = min over orders a of r(a) + log(1 - 1/a) - log(delta a) / (a - 1) (Canonne, Kamath, Steinke 2020,
     Prop. 12; Asoodeh et al. 2020, Eq. 20), 0 where delta^2 + expm1(-r) > 0 (the bound through the KL
     divergence: delta <= sqrt(1 - e^-r)) or r < 0, inf at orders <= 1.01; the scalar ``math`` functions in a
-    loop, as there (numpy's vectorized log may differ from them in the last bit)."""
+    loop, as there (numpy's vectorized log may differ from them in the last bit); its errors are UsageErrors."""
     if delta < 0:
-        raise ValueError(f"Delta cannot be negative. Found {delta}.")
+        raise UsageError(f"Delta cannot be negative. Found {delta}.")
     if delta == 0:
         return (0, 0) if all(r == 0 for r in rdp_values) else (np.inf, 0)
     if len(orders) != len(rdp_values):
-        raise ValueError("Input lists must have the same length.")
+        raise UsageError("Input lists must have the same length.")
     eps = []
     for a, r in zip(orders, rdp_values):
         if a < 1:
-            raise ValueError(f"Renyi divergence order must be at least 1. Found {a}.")
+            raise UsageError(f"Renyi divergence order must be at least 1. Found {a}.")
         if r < 0:
             value = 0.0  # a negative divergence: numerical trouble upstream (dp-accounting warns, returns 0)
         elif delta ** 2 + math.expm1(-r) > 0:
