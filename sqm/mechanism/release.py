@@ -32,7 +32,7 @@ from sqm.runtime.stream import ArrayInput
 from .client import QuantizedRows
 from .compensation import check_rounding
 from .polynomial import CovariancePolynomial, StructuredPolynomial
-from .report import PrivacyReport
+from .report import DeferredEvents, PrivacyReport
 from .rng import party_rng, spawn_seeds
 from .sensitivity import Sensitivity
 from .skellam import skellam_tail_bound
@@ -177,6 +177,13 @@ async def sqm_round(ctx, statistic: StructuredPolynomial, block, plan: SQMPlan, 
         return RoundOutput(scale=plan.scale, clipped=int(rows.clipped))
     bits = prime_for_bound(statistic.result_bound(plan, coefs), ctx.M).bit_length()
     return RoundOutput(np.array([float(v) for v in raw]) / plan.scale, raw, plan.scale, bits)
+
+
+def _server_events(l1: float, l2: float, mu: float, q: float, rounds: int) -> tuple:
+    """The events of one SQM release as the server observes it (:func:`sqm.mechanism.events.server_event`)."""
+    from .events import server_event
+
+    return (server_event(l1, l2, mu, q, rounds),)
 
 
 def _clip_own(bounds, col_counts, j: int, block):
@@ -326,7 +333,7 @@ class SQM:
 
     def plan(self, data: VerticalData) -> tuple[Sensitivity, PrivacyReport]:
         """Validate the job and account for it, before any randomness is drawn."""
-        from . import accounting, events  # here: a party process running a planned release skips dp-accounting
+        from . import accounting  # here: a party process running a planned release skips dp-accounting
 
         if not isinstance(data, VerticalData):
             raise UsageError("data must be a VerticalData (columns split among parties)")
@@ -350,7 +357,8 @@ class SQM:
                                                  n_parties=n - k if n - k >= 2 else None)
         lam = self.polynomial.degree
         scale = self.gamma ** (lam + 1) if self.preprocess else self.gamma ** lam
-        evs = (events.server_event(sens.l1, sens.l2, mu, self.q, self.rounds),)
+        # built on first use: dp-accounting's events import it and SciPy, after the parties have started
+        evs = DeferredEvents(functools.partial(_server_events, sens.l1, sens.l2, mu, self.q, self.rounds))
         report = PrivacyReport(epsilon_server=float(eps_s), epsilon_client=None if eps_c is None else float(eps_c),
                                delta=self.delta, mu=float(mu), l2_sensitivity=sens.l2, l1_sensitivity=sens.l1,
                                gamma=self.gamma, scale=scale, n_parties=n, sampling_rate=self.q, rounds=self.rounds,

@@ -15,6 +15,7 @@ import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -37,6 +38,35 @@ NEIGHBOURING_LINE = ("every epsilon above is under zero-out neighbours: one reco
 client-observed, every baseline) is under ONE of them, zero-out: with n public (the schedule and the record
 alignment's count depend on it) add/remove-one is not what is protected, and replace-one is implied by
 zero-out twice (group privacy).  PBM-VFL's feature-level epsilon is in another unit ("embedding")."""
+
+
+class DeferredEvents(Sequence):
+    """A report's events, built on first use by ``build()`` (a picklable callable returning them): building
+    dp-accounting events imports dp-accounting and SciPy (about a second of CPU), which a launcher need not
+    load before its parties start, nor a party that only plans its release.  Compares equal to the tuple of the
+    same events."""
+
+    def __init__(self, build):
+        self._build, self._events = build, None
+
+    def _get(self) -> tuple:
+        if self._events is None:
+            self._events = tuple(self._build())
+        return self._events
+
+    def __getitem__(self, i):
+        return self._get()[i]
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Sequence) and tuple(self) == tuple(other)
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return repr(self._get()) if self._events is not None else "DeferredEvents(not built yet)"
 
 
 @dataclass(kw_only=True)
@@ -71,7 +101,8 @@ class PrivacyReport:
     neighbouring: str = ZERO_OUT
 
     def __post_init__(self):
-        self.events = tuple(self.events)
+        if not isinstance(self.events, DeferredEvents):
+            self.events = tuple(self.events)
         if self.neighbouring not in NEIGHBOURING:
             raise UsageError(f"neighbouring must be one of {sorted(NEIGHBOURING)}, got {self.neighbouring!r}")
 
@@ -108,7 +139,7 @@ def jsonable(obj: Any) -> Any:
         return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, np.ndarray):
         return jsonable(obj.tolist())
-    if isinstance(obj, (list, tuple, set, frozenset)):
+    if isinstance(obj, (list, tuple, set, frozenset, DeferredEvents)):
         return [jsonable(v) for v in obj]
     raise TypeError(f"cannot write a {type(obj).__name__} as JSON: {obj!r}")
 

@@ -7,7 +7,6 @@ PCA here is uncentered, as in the paper (centering would need the column means, 
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg
 
 from sqm.mechanism.polynomial import covariance
 from sqm.mechanism.vertical import VerticalData
@@ -39,6 +38,8 @@ def top_eigen(C: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     d = C.shape[0]
     k = check_components(k, d)
     S = (C + C.T) / 2.0
+    import scipy.linalg  # here: a client of a PCA job never needs it
+
     w, V = scipy.linalg.eigh(S, subset_by_index=[d - k, d - 1])
     w, V = w[::-1], V[:, ::-1]
     idx = np.argmax(np.abs(V), axis=0)
