@@ -153,6 +153,11 @@ class InProcessContext(PartyContext):
             block = np.vstack(chunks)[:feed.inp.n_rows] if chunks else np.zeros((0, feed.inp.n_cols), np.int64)
             mine = (block, np.asarray(feed.summands()[0]))
         got = await self.ideal_inputs(mine, receivers)
+        keep = None
+        if self.membership is not None:  # the server's indicator of the intersection, to the receivers
+            out = {r: self.membership.indicator for r in receivers} if self.is_server else {}
+            ind = await self._transport(out, [0] if self.pid in receivers else [])
+            keep = np.asarray(ind[0], dtype=bool) if ind else None
         self._lap("ideal evaluation (simulation)")
         if self.on_chunk is not None:  # every chunk at once
             due = chunk_count(n_rows, rows_per_chunk)
@@ -161,6 +166,8 @@ class InProcessContext(PartyContext):
             return None
         blocks = [np.asarray(b, dtype=np.int64) for b, _ in got]
         X = np.hstack(blocks) if prog.n_vars else np.zeros((0, 0), np.int64)
+        if keep is not None:  # membership hiding: the records of the intersection only
+            X = X[keep[:X.shape[0]]] if prog.n_vars else X
         y = prog.evaluate(X)
         for _, addend in got:
             y = y + np.asarray(addend).astype(object)

@@ -177,6 +177,7 @@ class PartyContext:
         self.waits = 0  # of them, those where this party awaited a message from another party (latency shows)
         self.on_chunk = None  # optional callback(chunks done, chunks due) of an evaluation in chunks (progress)
         self.shards = None  # this party's shard workers (sqm.runtime.shards.ShardRunner), or None: one process
+        self.membership = None  # membership-hiding alignment (sqm.runtime.psi.Union): records over the union
         self.job_digest = ""  # the agreed job description's digest (sqm.runtime.session.agree_job), once known
         self.session = None  # how this party's session was started (sqm.runtime.shards.SessionSettings), if known
         self._clock = time.perf_counter()
@@ -363,18 +364,24 @@ class PartyContext:
                                 f"every party's share would be a client's data in the clear; at least two "
                                 f"clients are needed; refused")
 
-    async def reshare(self, y2t: np.ndarray | None, p: int, workers=None, shape=None) -> np.ndarray:
+    async def reshare(self, y2t: np.ndarray | None, p: int, workers=None, shape=None,
+                      receivers=None) -> np.ndarray | None:
         """Degree reduction: each of the ``workers`` (default: every party; at least 2t + 1 of them) shares its
         degree-2t share with a fresh degree-t polynomial; every party combines what the workers sent with the
         Lagrange coefficients of the workers' points.  A party that is no worker passes None and the
-        ``shape`` of the shares; it receives its degree-t share all the same."""
+        ``shape`` of the shares; it receives its degree-t share all the same.  ``receivers`` (default: every
+        party): the parties that get a degree-t share (None elsewhere)."""
         workers = list(range(self.M)) if workers is None else list(workers)
+        receivers = list(range(self.M)) if receivers is None else list(receivers)
         shape = y2t.shape if y2t is not None else tuple(shape)
         out = {}
         if self.pid in workers:
             sub = shamir.share(y2t, self.M, self.t, p, self.rng)
-            out = {j: sub[j] for j in range(self.M)}
-        got = await self.send_recv(out, workers, wire.shares(shape, p), "degree reduction")
+            out = {j: sub[j] for j in receivers}
+        got = await self.send_recv(out, workers if self.pid in receivers else [], wire.shares(shape, p),
+                                   "degree reduction")
+        if self.pid not in receivers:
+            return None
         return shamir.combine_subshares(np.stack(got), [w + 1 for w in workers], p)
 
     async def open_to(self, share: np.ndarray | None, p: int, receivers, senders=None, shape=None,
@@ -419,16 +426,21 @@ class PartyContext:
         col_bounds = [int(b) for b in job.col_bounds]
         owner = list(job.var_owner) if job.var_owner is not None else None
         n_rows = int(job.n_records)
+        mask = self.membership
+        positions = n_rows if mask is None else int(mask.size)  # the records the clients input (union: all)
         rows_per_chunk = int(chunk_rows(prog.n_vars) if job.chunk_rows is None else job.chunk_rows)
         if rows_per_chunk < 1:
             raise UsageError(f"a chunk holds at least one record, got {rows_per_chunk}")
-        if prog.n_vars == 0 or n_rows == 0:
-            rows_per_chunk = max(1, n_rows)  # nothing per record: one exchange
+        if prog.n_vars == 0 or positions == 0:
+            rows_per_chunk = max(1, positions)  # nothing per record: one exchange
         await self.agree((prog.n_vars, prog.n_out, prog.gram, prog.monomials, prog.rows.tobytes(),
                           prog.cols.tobytes(), tuple(int(c) for c in prog.coefs), col_bounds, owner,
                           n_rows, int(job.addend_bound), bool(job.align_ids), p, self.M, self.t, rows_per_chunk)
                          + ((("verify_sharing", True),) if getattr(job, "verify_sharing", False) else ())
-                         + ((("shards", self.shards.public()),) if self.shards is not None else ()))
+                         + ((("shards", self.shards.public()),) if self.shards is not None else ())
+                         + ((("hide_membership", positions, int(mask.intersection)),) if mask is not None else ()))
+        if mask is not None:
+            self._check_membership(prog, n_rows, bool(getattr(job, "verify_sharing", False)))
         verify = bool(getattr(job, "verify_sharing", False))
         if verify and self.shards is not None:
             raise ProtocolError(f"party {self.pid}: checking the clients' sharings (verify_sharing) is not "
@@ -453,13 +465,13 @@ class PartyContext:
         else:
             inp = as_input(my_input)
             mine = [j for j, o in enumerate(owner or []) if o == self.pid - 1]
-            feed = _Feed(inp, n_rows, None if owner is None else [col_bounds[j] for j in mine], prog.n_out,
-                         needs_count, self.pid == 1)
+            feed = _Feed(inp, positions, None if owner is None else [col_bounds[j] for j in mine], prog.n_out,
+                         needs_count, self.pid == 1, count=None if mask is None else n_rows)
             problem = None  # this client's own input does not fit the public job: a short reason, no data
             if owner is not None and inp.n_cols != len(mine):
                 problem = f"it holds {inp.n_cols} columns, the job expects {len(mine)}"
-            elif inp.n_rows > n_rows:
-                problem = f"it holds more records than the job's bound {n_rows}"
+            elif inp.n_rows > positions:
+                problem = f"it holds more records than the job's bound {positions}"
             else:
                 problem = feed.check_in_memory()
             await self.check_clients(int(inp.n_rows), "record count", wire.value(int, "a record count"),
@@ -473,7 +485,7 @@ class PartyContext:
                      else sorted({int(r) for r in outputs_to}))
         if not receivers or not all(0 <= r < self.M for r in receivers):
             raise UsageError(f"the result goes to parties 0..{self.M - 1}, got {outputs_to!r}")
-        res = await self._secure_outputs(prog, p, n_rows, rows_per_chunk, widths, needs_count, feed, receivers,
+        res = await self._secure_outputs(prog, p, positions, rows_per_chunk, widths, needs_count, feed, receivers,
                                          verify)
         return None if res is None else to_signed(res, p).astype(object)
 
@@ -537,8 +549,11 @@ class PartyContext:
                 check.add_chunk(k, S)
                 if last:
                     check.add_masks(sums.pop())
+            Y = None
+            if self.membership is not None:  # each record's row times its (secret) membership of the intersection
+                Y = await self._masked_rows(S, k * rows_per_chunk, rows_k, prog.n_vars, p, workers)
             if S is not None:
-                m = await self._moments(prog, S, p)
+                m = await self._moments(prog, S, p, Y)
                 moments = m if moments is None else modarith.add_mod(moments, m, p)
             del S, payload
             self._lap("local moments")
@@ -592,11 +607,53 @@ class PartyContext:
             return list(self.clients)
         return list(range(self.M))
 
-    async def _moments(self, prog, S: np.ndarray, p: int) -> np.ndarray:
+    def _check_membership(self, prog, n_rows: int, verify: bool) -> None:
+        """What a membership-hiding evaluation needs (refused before any share otherwise)."""
+        mask = self.membership
+        why = None
+        if prog.degree > 2:
+            why = "programs of degree 2 at most (one more multiplication by the membership)"
+        elif self.shards is not None or verify:
+            why = "one process per party, without verify_sharing (not yet with shard workers or the sharing check)"
+        elif int(mask.intersection) != n_rows:
+            why = f"the job's record count to be the intersection size {mask.intersection}, not {n_rows}"
+        elif self.is_server and (mask.indicator is None or mask.indicator.shape != (int(mask.size),)):
+            why = "the server's indicator of the intersection over the union"
+        if why is not None:
+            raise ProtocolError(f"party {self.pid}: a membership-hiding evaluation needs {why}; refused before any "
+                                f"share was sent")
+
+    async def _masked_rows(self, S, start: int, rows: int, width: int, p: int, workers):
+        """Membership-hiding alignment (:mod:`sqm.runtime.psi`, ``hide_membership``): the server, which knows which
+        positions of the union are in the intersection (never which ids), Shamir-shares the 0/1 indicator of this
+        chunk's positions with the workers; each worker multiplies its shares of every row by its share of the
+        row's indicator (degree 2t) and one degree reduction among the workers brings it back to degree t.
+        Returns this worker's shares of I * X (None at a party that is no worker); since I^2 = I, the moments
+        of (I X)^T X are those of the intersection's records alone."""
+        out = {}
+        if self.is_server:
+            ind = self.membership.indicator[start:start + rows].astype(np.int64)
+            shares = shamir.share(ind, self.M, self.t, p, self.rng)
+            out = {j: shares[j] for j in workers}
+        got = await self.send_recv(out, [0] if self.pid in workers else [], wire.shares((rows,), p),
+                                   "membership indicator")
+        y2t = None
+        if self.pid in workers:
+            y2t = modarith.mul_mod(S, np.broadcast_to(got[0][:, None], S.shape), p)
+        self._lap("membership (local)")
+        Y = await self.reshare(y2t, p, workers, (rows, width), receivers=workers)
+        self._lap("membership reduction")
+        return Y
+
+    async def _moments(self, prog, S: np.ndarray, p: int, Y: np.ndarray | None = None) -> np.ndarray:
         """This party's shares of the program's moments over the records of ``S`` (its shares of one chunk),
         mod p: vec(S^T S) for a Gram program; else one per monomial (0 for the constant monomial, whose sum
         is the record count, added by :meth:`_combine`).  Degree > 2 monomials take one degree reduction
-        per extra factor.  With a monomial of degree >= 2 (``prog.degree >= 2``) the moments have degree 2t."""
+        per extra factor.  With a monomial of degree >= 2 (``prog.degree >= 2``) the moments have degree 2t.
+        ``Y``: the shares of the rows times their membership (:meth:`_masked_rows`), which then stand for each
+        monomial's first factor (degree 2 at most)."""
+        if Y is not None:
+            return self._masked_moments(prog, Y, S, p)
         if prog.gram:
             return modarith.gram_mod(S, p).reshape(-1)
         monos = prog.monomials
@@ -629,6 +686,24 @@ class PartyContext:
                     modarith.sum_mod(modarith.mul_mod(S[:, a], S[:, b], p), 0, p)
             elif len(mono) > 2:
                 moments[k] = modarith.sum_mod(modarith.mul_mod(prefix[mono[:-1]], S[:, mono[-1]], p), 0, p)
+        return moments
+
+    @staticmethod
+    def _masked_moments(prog, Y: np.ndarray, S: np.ndarray, p: int) -> np.ndarray:
+        """The moments over the members only: sum of y_a (degree 1) and of y_a x_b (degree 2), y = I x."""
+        if prog.gram:
+            return modarith.matmul_mod(np.ascontiguousarray(Y.T), S, p).reshape(-1)
+        monos = prog.monomials
+        moments = np.zeros(len(monos), dtype=np.int64)
+        if any(len(mono) == 1 for mono in monos):
+            colsum = modarith.sum_mod(Y, 0, p)
+        if any(len(mono) == 2 for mono in monos):
+            G = modarith.matmul_mod(np.ascontiguousarray(Y.T), S, p)
+        for k, mono in enumerate(monos):
+            if len(mono) == 1:
+                moments[k] = colsum[mono[0]]
+            elif len(mono) == 2:
+                moments[k] = G[mono[0], mono[1]]
         return moments
 
     @staticmethod
@@ -735,8 +810,10 @@ class _Feed:
     client 1 alone contributes).  A stream that breaks its own declared counts is this client's bad input
     (:class:`InputRefused`)."""
 
-    def __init__(self, inp, n_rows: int, bounds, n_out: int, needs_count: bool, first_client: bool):
+    def __init__(self, inp, n_rows: int, bounds, n_out: int, needs_count: bool, first_client: bool,
+                 count: int | None = None):
         self.inp, self.n_rows, self.n_out = inp, int(n_rows), int(n_out)
+        self.count = count  # the record count client 1 contributes (None: its own rows; membership hiding: m)
         self.needs_count, self.first_client = needs_count, first_client
         self.bounds = None if bounds is None else np.array(bounds, dtype=np.int64)
         self.checked_whole = False  # a block in memory, checked whole: its chunks need no second bounds check
@@ -790,7 +867,8 @@ class _Feed:
             raise InputRefused(f"its addend has shape {addend.shape}, the job expects ({self.n_out},)")
         out = [addend.astype(object)]
         if self.needs_count:
-            out.append(np.array([self.inp.n_rows if self.first_client else 0], dtype=object))
+            mine = self.inp.n_rows if self.count is None else self.count
+            out.append(np.array([mine if self.first_client else 0], dtype=object))
         return out
 
 

@@ -216,8 +216,24 @@ class Intersection:
         return hashlib.sha256(b"sqm-psi record order\x00" + r.tobytes()).digest()
 
 
+@dataclass(frozen=True)
+class Union:
+    """A party's result of the membership-hiding variant (``hide_membership``): the union of every client's ids
+    in the order of their fully blinded values, ``size`` U of them, ``intersection`` m of them in every set.
+    At a client, ``position[r]``: where its r-th id (in the order it gave them) lies in that order; the
+    positions of its own ids are a uniformly random subset of 0..U-1 whichever of them the others hold (the
+    order is that of pseudo-random values).  At the server, ``indicator[u]``: whether position u is in every
+    client's set (``position`` None)."""
+
+    size: int
+    intersection: int
+    position: np.ndarray | None = None
+    indicator: np.ndarray | None = None
+
+
 async def intersect(ctx, sizes: dict[int, int], points: np.ndarray | None = None, key: bytes | None = None,
-                    rng: np.random.Generator | None = None, chunk: int = CHUNK_IDS) -> Intersection | int:
+                    rng: np.random.Generator | None = None, chunk: int = CHUNK_IDS,
+                    hide_membership: bool = False) -> Intersection | Union | int:
     """Run the PSI (module docstring) in party ``ctx``: a client gives its ids hashed onto the curve
     (``points``, :func:`hash_ids`), its secret ``key`` and a cryptographic generator ``rng`` for the
     shuffle, and gets its :class:`Intersection`; the server gives nothing and gets the intersection size.
@@ -225,9 +241,15 @@ async def intersect(ctx, sizes: dict[int, int], points: np.ndarray | None = None
 
     With ``sizes[0]`` too, the server holds a set of its own (e.g. the labels of a PBM-VFL job) and takes part
     as a holder: it gives its points, key and generator like a client and gets its :class:`Intersection`
-    (see "The server's own set" in the module docstring)."""
+    (see "The server's own set" in the module docstring).
+
+    ``hide_membership``: the server answers each client with the positions of its ids in the union instead
+    (membership-hiding alignment, "Hiding membership" in the module docstring) and keeps the intersection's
+    indicator over the union; every party gets a :class:`Union`.  Not with a server set of its own."""
     sizes = {int(c): int(v) for c, v in sizes.items()}
     own = sizes.pop(0, None)
+    if hide_membership and own is not None:
+        raise UsageError("membership-hiding alignment is for the clients' sets only (the server holds none)")
     n = len(sizes)
     if sorted(sizes) != list(range(1, n + 1)) or n < 2 or min(sizes.values()) < 1 or (own is not None and own < 1):
         raise UsageError(f"PSI needs the set sizes of clients 1..n (n >= 2, each >= 1), and the server's if it "
@@ -235,7 +257,7 @@ async def intersect(ctx, sizes: dict[int, int], points: np.ndarray | None = None
     steps = n_steps(sizes, chunk, own)
     if ctx.is_server:
         if own is None:
-            return await _server(ctx, sizes, chunk, steps)
+            return await _server(ctx, sizes, chunk, steps, hide=hide_membership)
         return await _server(ctx, sizes, chunk, steps, _Own(points, key, rng, own))
     i = ctx.pid
     if points is None or points.shape != (sizes[i], POINT_BYTES):
@@ -282,8 +304,36 @@ async def intersect(ctx, sizes: dict[int, int], points: np.ndarray | None = None
             held.update(zip(incoming, got[0]))
         if first is not None:
             held[(0, first)] = got[-1]
+    if hide_membership:
+        answer = (await ctx.send_recv({}, [0], _positions(sizes[i]), "PSI: the union"))[0]
+        return _union_positions(ctx, perm, answer, sizes)
     answer = (await ctx.send_recv({}, [0], _answer(sizes[i]), "PSI: the intersection"))[0]
     return _unshuffled(ctx, perm, answer["member"], answer["rank"], sizes[i], 0)
+
+
+def _positions(size: int) -> wire.Validator:
+    pos_ok = wire.array(np.uint32, (size,), what="union positions")
+
+    def check(x):
+        if not isinstance(x, dict) or set(x) != {"position", "union", "intersection"} or \
+                not all(type(x[k]) is int and x[k] >= 0 for k in ("union", "intersection")):
+            raise wire.WireError("expected the union: {'position': positions, 'union': U, 'intersection': m}")
+        return {"position": pos_ok(x["position"]), "union": x["union"], "intersection": x["intersection"]}
+    return check
+
+
+def _union_positions(ctx, perm: np.ndarray, answer: dict, sizes: dict[int, int]) -> Union:
+    """A client's :class:`Union` in the order it gave its ids, from the answer about its shuffled list; refused if
+    the server's answer cannot be the union of these sets (positions repeated or beyond the union, a union
+    smaller than the largest set or larger than all sets together, an intersection larger than any set)."""
+    pos, U, m = answer["position"].astype(np.int64), answer["union"], answer["intersection"]
+    n_i = sizes[ctx.pid]
+    if not max(sizes.values()) <= U <= sum(sizes.values()) or m > min(sizes.values()) or \
+            (n_i and (int(pos.max()) >= U or np.unique(pos).shape[0] != n_i)):
+        raise _bad_peer(ctx, 0, f"union positions that do not fit a union of {U} ids with {m} in common")
+    position = np.empty(n_i, dtype=np.int64)
+    position[perm] = pos
+    return Union(U, m, position=position)
 
 
 def _size(sizes: dict[int, int], own: int | None, o: int) -> int:
@@ -341,7 +391,8 @@ def _bad_peer(ctx, peer: int, what: str) -> Exception:
                          f"aborted, nothing released")
 
 
-async def _server(ctx, sizes: dict[int, int], chunk: int, steps: int, own: _Own | None = None):
+async def _server(ctx, sizes: dict[int, int], chunk: int, steps: int, own: _Own | None = None,
+                  hide: bool = False):
     """The server's side: collect each client's fully blinded list (from the client before it on the ring) into
     one array, find the values in every list, answer each client about its own list; returns the intersection
     size.  With ``own``, the server also sends its own list around the ring (shuffled, blinded under its key),
@@ -385,6 +436,15 @@ async def _server(ctx, sizes: dict[int, int], chunk: int, steps: int, own: _Own 
     del mine
     # in a worker thread: numpy's sort releases the GIL (the event loop ran within 0.3 s throughout 3 x 10^6
     # values, 2 s of sorting), so the server's heartbeats go on while the clients await its answer
+    if hide:
+        with busy():
+            position, indicator = await asyncio.get_running_loop().run_in_executor(None, union_positions, values,
+                                                                                 lists)
+        del values
+        U, m = int(indicator.shape[0]), int(indicator.sum())
+        await ctx.send_recv({o: {"position": position[o].astype(np.uint32), "union": U, "intersection": m}
+                             for o in sizes}, [], None, "PSI: the union")
+        return Union(U, m, indicator=indicator)
     with busy():
         member, rank = await asyncio.get_running_loop().run_in_executor(None, common_values, values, lists)
     del values
@@ -410,3 +470,15 @@ def common_values(values: np.ndarray, sizes: dict[int, int]) -> tuple[dict, dict
         member[o] = common[idx]
         rank[o] = rank_of[idx][member[o]]
     return member, rank
+
+
+def union_positions(values: np.ndarray, sizes: dict[int, int]) -> tuple[dict, np.ndarray]:
+    """``values`` as in :func:`common_values`.  For each list: the position of each entry in the union of all
+    lists in sorted byte order; and the union's indicator of the values present in every list."""
+    _, inv, counts = np.unique(values.view(f"S{POINT_BYTES}").ravel(), return_inverse=True, return_counts=True)
+    indicator = counts == len(sizes)
+    position, start = {}, 0
+    for o, size in sizes.items():
+        position[o] = inv[start:start + size]
+        start += size
+    return position, indicator
