@@ -37,6 +37,9 @@ from __future__ import annotations
 
 import logging
 
+import numpy as np
+
+from sqm.framework.tables import PartyTable
 from sqm.runtime.party import ProtocolError
 from sqm.runtime.party import messages as wire
 from sqm.runtime.psi import hash_ids_yielding, intersect
@@ -63,31 +66,27 @@ def check_min_intersection(v, where: str = "--min-intersection") -> int:
     return v
 
 
-async def align_records(ctx, table, sizes: dict[int, int], min_common: int, seed=None):
+async def align_records(ctx, table, sizes: dict[int, int], min_common: int, seed=None, hide: bool = False):
     """Align this party's records with the other clients' (module docstring): returns ``(table, m)``, the
     client's table restricted to the intersection (None at the server) and the intersection size m.
     ``sizes``: every client's record count (public, from the schema exchange), and ``sizes[0]`` the server's
     when it holds a table of its own (``table``: a PBM-VFL job's labels, aligned like a client's); ``seed``: this party's job
     seed (None: OS entropy; see :func:`sqm.mechanism.rng.party_key_bytes`).  Every party refuses, before any share
-    of data is sent, an intersection smaller than ``min_common``."""
+    of data is sent, an intersection smaller than ``min_common``.
+
+    ``hide``: membership-hiding alignment (:func:`hide_membership`): the records go over the union, returns
+    ``(table, m, union)``."""
+    if hide:
+        return await hide_membership(ctx, table, sizes, min_common, seed)
     if table is None:  # the server, holding no table
         m = await intersect(ctx, sizes)
         found = None
     else:  # a client, or a server holding a table of its own (sizes[0]: a PBM-VFL job's labels)
-        key = party_key_bytes(seed, ctx.pid, "sqm-psi key")
-        rng = secure_generator(None if seed is None else
-                               int.from_bytes(party_key_bytes(seed, ctx.pid, "sqm-psi shuffle"), "big"))
+        key, rng = _psi_secrets(seed, ctx.pid)
         found = await intersect(ctx, sizes, await hash_ids_yielding(table.iter_ids(), table.n_rows), key, rng)
         m = found.size
-    held = ", ".join(("the server's table" if c == 0 else f"client {c}") + f" {v:,}"
-                     for c, v in sorted(sizes.items()))
-    if m < min_common:
-        who = "parties'" if 0 in sizes else "clients'"
-        empty = (f": no record is in every {'party' if 0 in sizes else 'client'}'s file, check that the id columns "
-                 f"hold the same kind of id")
-        raise TooFewInCommon(f"the {who} record sets have {m:,} records in common ({held}), fewer than the "
-                             f"job's minimum {min_common:,} (--min-intersection)" + (empty if m == 0 else ""))
-    log.info(f"party {ctx.pid}: record alignment (PSI): {m:,} records in common ({held})")
+    _check_min(m, min_common, sizes)
+    log.info(f"party {ctx.pid}: record alignment (PSI): {m:,} records in common ({_held(sizes)})")
     digest = None if found is None else found.order_digest()
     await ctx.check_clients(digest, "the order of the records in common (after the PSI)", wire.digest(32))
     if 0 in sizes:  # the server's table in the same order as the clients' (its digest, which it sends them)
@@ -101,3 +100,56 @@ async def align_records(ctx, table, sizes: dict[int, int], min_common: int, seed
     table = table.restricted(found.member)
     table.ids_digest = digest
     return table, m
+
+
+def _psi_secrets(seed, pid: int):
+    """This holder's PSI key and shuffle generator: streams of their own (OS entropy; a seeded experiment: derived
+    from the party's own seed under their own labels)."""
+    key = party_key_bytes(seed, pid, "sqm-psi key")
+    rng = secure_generator(None if seed is None else int.from_bytes(party_key_bytes(seed, pid, "sqm-psi shuffle"),
+                                                                     "big"))
+    return key, rng
+
+
+def _held(sizes) -> str:
+    return ", ".join(("the server's table" if c == 0 else f"client {c}") + f" {v:,}" for c, v in sorted(sizes.items()))
+
+
+def _check_min(m: int, min_common: int, sizes) -> None:
+    if m < min_common:
+        who = "parties'" if 0 in sizes else "clients'"
+        empty = (f": no record is in every {'party' if 0 in sizes else 'client'}'s file, check that the id columns "
+                 f"hold the same kind of id")
+        raise TooFewInCommon(f"the {who} record sets have {m:,} records in common ({_held(sizes)}), fewer than the "
+                             f"job's minimum {min_common:,} (--min-intersection)" + (empty if m == 0 else ""))
+
+
+async def hide_membership(ctx, table, sizes: dict[int, int], min_common: int, seed=None):
+    """Membership-hiding alignment (issue 29): the PSI's union variant (:func:`sqm.runtime.psi.intersect`,
+    ``hide_membership``) places every client's records at their positions in the union of all clients' ids, in
+    the order of the fully blinded values (pseudo-random: the positions of a client's own records are a uniformly
+    random subset whichever of them the others hold); the server keeps the indicator of the intersection over
+    those positions, which enters the secure evaluation as a Shamir sharing (:meth:`PartyContext._masked_rows`),
+    so no client learns whether any of its records is in the intersection.  Returns ``(table, m, union)``: the
+    client's table over the union's U positions (its own rows where it holds the record, zeros elsewhere; held
+    in memory), the intersection size m (public, like n) and the :class:`sqm.runtime.psi.Union` the evaluation
+    needs (``ctx.membership``).  The job's record count is m; every party refuses, before any share of data, an
+    intersection smaller than ``min_common``."""
+    if 0 in sizes:
+        raise UsageError("membership-hiding alignment is for tasks whose server holds no table")
+    if table is None:
+        union = await intersect(ctx, sizes, hide_membership=True)
+    else:
+        key, rng = _psi_secrets(seed, ctx.pid)
+        points = await hash_ids_yielding(table.iter_ids(), table.n_rows)
+        union = await intersect(ctx, sizes, points, key, rng, hide_membership=True)
+    m = union.intersection
+    _check_min(m, min_common, sizes)
+    log.info(f"party {ctx.pid}: record alignment hiding membership (PSI over the union): {union.size:,} records in "
+             f"the union, {m:,} in common ({_held(sizes)})")
+    if table is None:
+        return None, m, union
+    block = table.block  # a streamed file is read whole: its rows go to random positions
+    placed = np.zeros((union.size, block.shape[1]), dtype=np.float64)
+    placed[union.position] = block
+    return PartyTable(table.file, list(table.columns), placed, []), m, union

@@ -43,6 +43,7 @@ class JobTask(abc.ABC):
     clamp_only = False  # declared column ranges clamp the values without scaling them (a scoring job's)
     server_table = False  # the server holds a table of its own (a PBM-VFL job's labels) and joins the alignment
     party_models = False  # each party runs its own model code (the job file's "model" entries)
+    hides_membership = False  # the job may align records hiding membership (one covariance-like release over the union)
     row_norm_bound: float | None = None
     party_bounds = None
 

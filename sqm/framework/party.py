@@ -96,6 +96,8 @@ class JobMeta:
         return len(self.col_counts)
 
 
+HIDDEN_NOTE = ("membership hidden: the clients' records went over the union of their ids ({u} records, a public "
+               "count), each multiplied inside the protocol by its secret membership of the intersection")
 ALIGNMENT_NOTE = ("records: the {m} records all {k} clients hold (private set intersection of their ids); the "
                   "intersection size is released exactly, like n; adding or removing one person at one "
                   "organisation changes the intersection by at most one record, so the per-record sensitivity holds")
@@ -139,9 +141,11 @@ class JobParty(PartyProgram):
 
     def __init__(self, index: int, file: str | None, id_column: str, task: JobTask, dataset: str | None = None,
                  ledger: "LedgerGuard | None" = None, bounds: tuple = (), drop_columns: tuple = (),
-                 min_intersection: int = DEFAULT_MIN_INTERSECTION, shards: tuple | None = None):
+                 min_intersection: int = DEFAULT_MIN_INTERSECTION, shards: tuple | None = None,
+                 hide_membership: bool = False):
         self.index, self.file, self.id_column, self.task = index, file, id_column, task
         self.shards = shards  # (count, every party's worker addresses, this party's engine) or None
+        self.hide_membership = bool(hide_membership)  # align over the union, members only inside the protocol
         self.dataset, self.ledger, self.bounds = dataset, ledger, tuple(bounds)
         self.drop_columns = tuple(drop_columns)
         self.min_intersection = int(min_intersection)
@@ -154,6 +158,7 @@ class JobParty(PartyProgram):
     def public(self):
         extra = [self.bounds] if any(self.bounds) else []  # every client's declared ranges, agreed by all
         extra += [("drop", self.drop_columns)] if self.drop_columns else []  # the columns left out, agreed
+        extra += [("hide_membership",)] if self.hide_membership else []
         if self.shards is not None:  # the shard count and every worker's address, agreed (not the engines)
             extra += [("shards", int(self.shards[0]), tuple(tuple(a) for a in self.shards[1]))]
         return ["sqm-jobfile", self.id_column, self.dataset, self.task.public(), ("min_intersection",
@@ -224,7 +229,13 @@ class JobParty(PartyProgram):
             raise refused(f"no client's file has the column(s) {unknown} named by --drop-columns")
         columns = [c for g in got for c in g["names"]]  # public schema: every client's column names, in order
         sizes = {j: int(schemas[j]["rows"]) for j in holders}
-        table, n_common = await align_records(ctx, table, sizes, self.min_intersection, self.task.seed)
+        union = None
+        if self.hide_membership:  # over the union: the evaluation multiplies each record by its secret membership
+            table, n_common, union = await align_records(ctx, table, sizes, self.min_intersection, self.task.seed,
+                                                         hide=True)
+            ctx.membership = union
+        else:
+            table, n_common = await align_records(ctx, table, sizes, self.min_intersection, self.task.seed)
         meta = JobMeta(tuple(int(g["cols"]) for g in got), n_common)
         outside = None
         if table is not None and self.own_bounds:  # scaled to the job file's public ranges
@@ -244,12 +255,16 @@ class JobParty(PartyProgram):
         rep = result.get("report")  # the release's report says what n is and that it is public
         if rep is not None:
             old = rep.get("notes") if isinstance(rep, dict) else rep.notes
-            notes = "; ".join(x for x in (old, ALIGNMENT_NOTE.format(m=n_common, k=len(sizes))) if x)
+            note = ALIGNMENT_NOTE.format(m=n_common, k=len(sizes))
+            if union is not None:
+                note += "; " + HIDDEN_NOTE.format(u=union.size)
+            notes = "; ".join(x for x in (old, note) if x)
             result["report"] = ({**rep, "notes": notes} if isinstance(rep, dict)
                                 else dataclasses.replace(rep, notes=notes))
         result.setdefault("col_counts", list(meta.col_counts))
         result.setdefault("n_records", meta.n_records)
-        result.setdefault("alignment", {"records": {str(j): v for j, v in sizes.items()}, "intersection": n_common})
+        result.setdefault("alignment", {"records": {str(j): v for j, v in sizes.items()}, "intersection": n_common,
+                                        **({"union": union.size, "membership": "hidden"} if union is not None else {})})
         if entry is not None:
             entry.complete()
             result.setdefault("ledger", {k: entry[k] for k in ("id", "dataset", "statistic", "epsilon", "delta",
@@ -379,8 +394,17 @@ def party_program(spec: JobSpec, index: int, task: JobTask, ledger: "LedgerGuard
                              f"which serve tasks whose records are read in chunks (the PCA job); "
                              f"{type(task).__name__} is not one: remove \"workers\"")
         shards = (spec.shards, spec.shard_addresses(), spec.parties[index].engine)
+    if spec.hide_membership:
+        why = None
+        if not task.hides_membership:
+            why = f"{type(task).__name__} does not offer it (the PCA job does)"
+        elif shards is not None:
+            why = "not yet with shard workers (\"workers\")"
+        if why is not None:
+            raise UsageError(f"job file {spec.path or '(unnamed)'} asks to hide membership (\"hide_membership\"): "
+                             f"{why}")
     return JobParty(index, spec.parties[index].file, spec.id_column, task, spec.dataset_id, ledger, spec.bounds,
-                    spec.drop_columns, spec.min_intersection, shards)
+                    spec.drop_columns, spec.min_intersection, shards, spec.hide_membership)
 
 
 def job_programs(spec: JobSpec, task: JobTask, ledger: "LedgerGuard | None" = None) -> list[JobParty]:

@@ -96,6 +96,7 @@ class JobSpec:
     drop_columns: tuple[str, ...] = ()  # columns of the party files this job leaves out (--drop-columns)
     min_intersection: int = DEFAULT_MIN_INTERSECTION  # fewest records in common a job runs on (--min-intersection)
     task: dict | None = None  # the job file's "task" block: {"statistic": "pca", its parameters...} (None: none)
+    hide_membership: bool = False  # align over the union; membership of the intersection stays secret (issue 29)
 
     @property
     def dataset_id(self) -> str | None:
@@ -276,7 +277,11 @@ def load_job(path) -> JobSpec:
                                  and all(isinstance(k, str) for k in task)):
         raise UsageError(f"job file {path}: 'task' must be an object naming its \"statistic\" (e.g. \"pca\") and "
                          f"its parameters, e.g. {{\"statistic\": \"pca\", \"components\": 5, \"epsilon\": 1}}")
-    return JobSpec(tuple(parties), id_column, path, job_id, name, dataset, min_intersection=min_common, task=task)
+    hide = raw.get("hide_membership", False)
+    if not isinstance(hide, bool):
+        raise UsageError(f"job file {path}: 'hide_membership' must be true or false, got {hide!r}")
+    return JobSpec(tuple(parties), id_column, path, job_id, name, dataset, min_intersection=min_common, task=task,
+                   hide_membership=hide)
 
 
 def _workers_entry(e: dict, i: int, path) -> tuple:
@@ -334,7 +339,8 @@ def check_dataset_id(dataset) -> str:
 def write_job(path, addresses, files, id_column: str = "id", job_id: str | None = None,
               name: str | None = None, dataset: str | None = None, bounds=None, norm_shares=None,
               min_intersection: int | None = None, task: dict | None = None, server_file=None,
-              models=None, workers: int | None = None, worker_addresses=None, engines=None) -> str:
+              models=None, workers: int | None = None, worker_addresses=None, engines=None,
+              hide_membership: bool = False) -> str:
     """Write a job file: ``addresses[0]`` the server's, then one address and one file per client; a fresh
     random ``job_id`` unless given, the job's ``name`` (as in its certificates) and the ``dataset`` id (the
     ledger's) if given; ``bounds``: per client, None or its public column ranges ``{column: [lo, hi]}``;
@@ -388,6 +394,8 @@ def write_job(path, addresses, files, id_column: str = "id", job_id: str | None 
         head["dataset"] = check_dataset_id(dataset)
     if min_intersection is not None:
         head["min_intersection"] = check_min_intersection(min_intersection, "min_intersection")
+    if hide_membership:
+        head["hide_membership"] = True
     if task is not None:
         if not isinstance(task, dict) or not isinstance(task.get("statistic"), str):
             raise UsageError(f"a task block names its statistic, e.g. {{\"statistic\": \"pca\", ...}}, got {task!r}")

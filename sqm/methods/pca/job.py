@@ -29,6 +29,7 @@ class PCAJobTask(JobTask):
     """
 
     streams = True  # party files sorted by id are read chunk by chunk (sqm.framework.party.load_own_file)
+    hides_membership = True  # "hide_membership": the covariance over the union, members only (sqm.framework.alignment)
 
     def __init__(self, n_components: int, epsilon: float, delta: float = 1e-5, gamma: float = 4096.0,
                  row_norm_bound: float = 1.0, party_bounds=None, seed=None, insecure_reproducible: bool = False,
