@@ -188,3 +188,154 @@ def test_hiding_membership_is_refused_where_it_is_not_offered(tmp_path):
                                  [p.file for p in reveal.parties[1:]], hide_membership=True, workers=2))
     with pytest.raises(UsageError, match="shard workers"):
         party_program(sharded, 1, PCAJobTask(**TASK))
+
+
+# ----- what a client sees ----------------------------------------------------------------------------------------
+
+def _scenario(flip: bool):
+    """Client 1 holds ids 1000..1199 in both scenarios, the same data; clients 2 and 3 hold 150 ids each, 100 of
+    client 1's (the intersection) plus 50 of their own.  Which 100 of client 1's ids are in the intersection
+    differs between the scenarios (the first or the last 100); every size is the same: |S_j|, U and m."""
+    mine = list(range(1000, 1200))
+    common = mine[100:] if flip else mine[:100]
+    return [mine, sorted(common + list(range(5000, 5050))), sorted(common + list(range(6000, 6050)))], common
+
+
+def _signature(tree):
+    """A frame's structure: its kinds, dtypes and shapes, never its values."""
+    if isinstance(tree, np.ndarray):
+        return ("array", str(tree.dtype), tree.shape)
+    if isinstance(tree, list):
+        return ("list", tuple(_signature(t) for t in tree))
+    if isinstance(tree, dict):
+        return ("dict", tuple((k, _signature(v)) for k, v in sorted(tree.items())))
+    return (type(tree).__name__,)
+
+
+@pytest.mark.slow
+def test_a_clients_view_does_not_depend_on_which_of_its_records_are_in_the_intersection(tmp_path):
+    """Every frame client 1 receives in a membership-hiding PCA job, through real processes, recorded in two
+    scenarios that differ only in which of its records are in the intersection (same sizes): the frames have the
+    same structure, step by step; the union answer says the same sizes; every array of field elements it receives
+    (shares of the other clients' rows, of the server's indicator, of the degree reductions) is uniform on
+    [0, p) (mean of v / p within 5 standard errors of 1/2), and its shares of the indicator are uncorrelated
+    with the true membership of the positions (|r| < 5 / sqrt(U)).  The positions it is given are tested over
+    many alignments below; the blinded ids are the PSI's (tests/test_psi_view.py)."""
+    from sqm.framework.party import job_programs
+    from sqm.framework.spec import load_job, write_job
+    from sqm.methods.pca import PCAJobTask
+    from sqm.runtime import wire
+    from sqm.runtime.launch import run_parties
+    from test_alignment import TASK, write_parties
+    from test_psi_view import Recording, _arrays
+    import os
+
+    views, truths = [], []
+    for flip in (False, True):
+        sets, common = _scenario(flip)
+        folder = tmp_path / str(flip)
+        reveal = load_job(write_parties(folder, _grid_universe(m=6000), sets, min_intersection=50))
+        spec = load_job(write_job(os.path.join(folder, "hide.json"), reveal.addresses,
+                                  [p.file for p in reveal.parties[1:]], min_intersection=50, hide_membership=True))
+        path = str(folder / "frames1.bin")
+        progs = job_programs(spec, PCAJobTask(**TASK))
+        progs[1] = Recording(progs[1], path)
+        recs = run_parties(progs, timeout=120, addresses=spec.addresses, min_clients=2, job_id=spec.job_id)
+        frames = [(pc, peer, wire.decode(b)) for pc, peer, b in sorted(wire.decode(open(path, "rb").read()),
+                                                                       key=lambda e: e[:2])]
+        views.append(frames)
+        truths.append((sets, common))
+        assert recs[1]["result"]["alignment"]["membership"] == "hidden"
+    assert [(pc, peer, _signature(f)) for pc, peer, f in views[0]] == \
+        [(pc, peer, _signature(f)) for pc, peer, f in views[1]]
+    answers = [f for _, peer, f in views[0] + views[1] if isinstance(f, dict) and "union" in f]
+    assert len(answers) == 2 and {(a["union"], a["intersection"]) for a in answers} == {(300, 100)}
+    U = 300
+    for frames, (sets, common) in zip(views, truths):
+        field = np.concatenate([a.reshape(-1) for _, _, f in frames for a in _arrays(f)
+                                if a.dtype == np.int64 and a.size]).astype(np.float64)
+        u = field / (field.max() + 1)  # the field's p, from below: the largest of many uniform values
+        assert abs(u.mean() - 0.5) < 5 * np.sqrt(1 / 12 / u.size), u.mean()
+        ind = np.concatenate([a.reshape(-1) for _, peer, f in frames if peer == 0 for a in _arrays(f)
+                              if a.dtype == np.int64])  # the server sends a client only indicator shares
+        assert ind.shape == (U,)
+        truth, ordered = _membership_in_union_order(sets, set(common))
+        answer = next(f for _, peer, f in frames if isinstance(f, dict) and "union" in f)
+        assert sorted(answer["position"].tolist()) == [k for k, i in enumerate(ordered) if i in set(sets[0])]
+        assert truth.sum() == 100
+        r = np.corrcoef(ind.astype(np.float64), truth)[0, 1]
+        assert abs(r) < 5 / np.sqrt(U), r
+
+
+def _membership_in_union_order(sets, common) -> tuple[np.ndarray, list]:
+    """The intersection's indicator over the union in the order of the fully blinded values, and the union's ids in
+    that order, rebuilt by the test from the parties' seeded PSI keys (test only: no party holds them all)."""
+    from sqm.mechanism.rng import party_key_bytes
+    from sqm.runtime.psi import blind, hash_ids
+
+    union = sorted(set().union(*map(set, sets)))
+    v = hash_ids([str(i) for i in union])
+    for j in (1, 2, 3):
+        v = blind(party_key_bytes(5, j, "sqm-psi key"), v)
+    order = np.argsort(v.view("S32").ravel(), kind="stable")
+    return np.array([1.0 if union[k] in common else 0.0 for k in order]), [union[k] for k in order]
+
+
+def _positions_over_runs(flip: bool, runs: int, leak: bool = False):
+    """Client 1's union positions (normalised by U) of its records in and out of the intersection, over ``runs``
+    alignments with fresh keys (seeded, test only), through the PSI over in-memory mailboxes.  ``leak``: a broken
+    server that orders the union with the intersection first (the test must see it)."""
+    from sqm.runtime import psi
+    from sqm.runtime.inprocess import run_in_process
+    from sqm.runtime.randomness import secure_generator
+
+    sets, common = _scenario(flip)
+    sizes = {j: len(s) for j, s in enumerate(sets, start=1)}
+    points = {j: psi.hash_ids([str(i) for i in s]) for j, s in enumerate(sets, start=1)}
+    common = set(common)
+    inside, outside = [], []
+
+    class Align(PartyProgram):
+        def __init__(self, j, run):
+            self.j, self.run_ = j, run
+
+        async def run(self, ctx):
+            if self.j == 0:
+                return await psi.intersect(ctx, sizes, hide_membership=True)
+            g = secure_generator(1000 * self.run_ + self.j)
+            return await psi.intersect(ctx, sizes, points[self.j], g.bytes(32), g, hide_membership=True)
+
+    real = psi.union_positions
+
+    def members_first(values, lists):
+        position, indicator = real(values, lists)
+        order = np.argsort(~indicator, kind="stable")  # the intersection's positions first: a leak
+        rank = np.empty_like(order)
+        rank[order] = np.arange(order.size)
+        return {o: rank[v] for o, v in position.items()}, indicator[order]
+
+    psi.union_positions = members_first if leak else real
+    try:
+        for run in range(runs):
+            recs = run_in_process([Align(j, run) for j in range(4)], min_clients=2)
+            u = recs[1]["result"]
+            for i, pos in zip(sets[0], u.position):
+                (inside if i in common else outside).append(pos / u.size)
+    finally:
+        psi.union_positions = real
+    return np.array(inside), np.array(outside)
+
+
+def test_a_clients_positions_do_not_depend_on_membership():
+    """Over 60 alignments with fresh keys per scenario: the union positions client 1 is given for its records in
+    the intersection and for those outside it have the same distribution (two-sample Kolmogorov-Smirnov,
+    p > 0.001, fixed seeds), in both scenarios, and the members' positions agree across the scenarios.  Power:
+    a server ordering the intersection first is caught (p < 1e-6)."""
+    from scipy.stats import ks_2samp
+
+    a_in, a_out = _positions_over_runs(False, 60)
+    b_in, b_out = _positions_over_runs(True, 60)
+    assert ks_2samp(a_in, a_out).pvalue > 1e-3 and ks_2samp(b_in, b_out).pvalue > 1e-3
+    assert ks_2samp(a_in, b_in).pvalue > 1e-3
+    leak_in, leak_out = _positions_over_runs(False, 5, leak=True)
+    assert ks_2samp(leak_in, leak_out).pvalue < 1e-6
