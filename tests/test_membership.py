@@ -128,6 +128,23 @@ def _noise_free(recs, rows_per_client, cols_per_client, seed=5):
     return raw
 
 
+def test_hidden_membership_linreg_job_equals_the_revealing_job_in_the_simulation(tmp_path, monkeypatch):
+    """The linear-regression job (the joint Gram of features, the constant column and the label, over the union:
+    the constant column is 1 on every row, members or not, and the membership still counts members only)."""
+    from sqm.framework.runners import run_job
+    from sqm.mechanism import client
+    from sqm.methods.linreg.estimator import SQMLinearRegression
+    from sqm.methods.linreg.job import LinRegJobTask
+
+    monkeypatch.setattr(client.QuantizedRows, "addend", lambda self: np.zeros(self.n_out, dtype=np.int64))
+    _, _, reveal, hide = _jobs(tmp_path)
+    task = dict(label_column="x5", insecure_reproducible=True)
+    a = run_job(reveal, LinRegJobTask(SQMLinearRegression(gamma=1024.0, seed=5), **task), backend="plain")
+    b = run_job(hide, LinRegJobTask(SQMLinearRegression(gamma=1024.0, seed=5), **task), backend="plain")
+    assert [int(v) for v in a[0]["result"]["raw"]] == [int(v) for v in b[0]["result"]["raw"]]
+    assert np.allclose(a[0]["result"]["coef"], b[0]["result"]["coef"])
+
+
 def test_hidden_membership_job_equals_the_revealing_job_in_the_simulation(tmp_path, monkeypatch):
     """PCA job mode, 3 clients holding 70% of their records in common: hiding membership releases the same
     integers as revealing it (the same exact integer Gram of the intersection; noise set to zero here, and the
@@ -174,16 +191,16 @@ def test_hidden_membership_job_through_real_processes(tmp_path):
 def test_hiding_membership_is_refused_where_it_is_not_offered(tmp_path):
     from sqm.framework.party import party_program
     from sqm.framework.spec import load_job, write_job
-    from sqm.methods.linreg.estimator import SQMLinearRegression
-    from sqm.methods.linreg.job import LinRegJobTask
     from sqm.methods.pca import PCAJobTask
     from sqm.runtime.errors import UsageError
     from test_alignment import TASK
     import os
 
     _, _, reveal, hide = _jobs(tmp_path)
+    from sqm.methods.logreg.job import LRJobTask
+
     with pytest.raises(UsageError, match="does not offer it"):
-        party_program(hide, 1, LinRegJobTask(SQMLinearRegression(), label_column="x5"))
+        party_program(hide, 1, LRJobTask(1.0, label_column="x5"))
     sharded = load_job(write_job(os.path.join(tmp_path, "both.json"), reveal.addresses,
                                  [p.file for p in reveal.parties[1:]], hide_membership=True, workers=2))
     with pytest.raises(UsageError, match="shard workers"):

@@ -22,6 +22,8 @@ class LinRegJobTask(JobTask):
     record counts and runs :func:`sqm.mechanism.release.sqm_round`; the server solves.  Seeds as in
     :class:`sqm.methods.pca.PCAJobTask` (never sent; a seeded job equals ``SQMLinearRegression(seed=...).fit``)."""
 
+    hides_membership = True  # "hide_membership": the joint Gram over the union, members only (sqm.framework.alignment)
+
     def __init__(self, estimator: SQMLinearRegression, label_column: str = "label",
                  insecure_reproducible: bool = False):
         from sqm.framework.party import seed_policy
