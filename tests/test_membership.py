@@ -356,3 +356,17 @@ def test_a_clients_positions_do_not_depend_on_membership():
     assert ks_2samp(a_in, b_in).pvalue > 1e-3
     leak_in, leak_out = _positions_over_runs(False, 5, leak=True)
     assert ks_2samp(leak_in, leak_out).pvalue < 1e-6
+
+
+@pytest.mark.slow
+def test_bench_psi_hide_membership(tmp_path):
+    """`sqm bench psi --hide-membership` (small): both modes release over the same m records; hiding sends more
+    per client (the union's records, the membership's reductions) and the report has a ratio per fraction."""
+    from bench import psi_hidden
+
+    rep = psi_hidden.run([0.5], union=400, clients=3, cols=6, workdir=str(tmp_path), progress=False)
+    reveal, hide = rep["rows"]
+    assert (reveal["mode"], hide["mode"]) == ("reveal", "hide")
+    assert reveal["records"] == hide["records"] == 200 and hide["union"] == 400 and reveal["union"] is None
+    assert max(hide["bytes_sent"][1:]) > max(reveal["bytes_sent"][1:])
+    assert [q["fraction"] for q in rep["ratios"]] == [0.5]

@@ -1,0 +1,121 @@
+"""Membership-hiding alignment against the revealing PSI (``sqm bench psi --hide-membership``): a whole PCA job
+(alignment and the secure covariance) in each mode, interleaved, for intersections of 10%, 50% and 90% of the
+union.
+
+    sqm bench psi --hide-membership --union 20000 --cols 12 --fractions 0.1,0.5,0.9 --json hidden.json
+
+For each fraction f: 3 clients (``--clients``) and a union of U ids (``--union``), f U of them at every client and
+the rest split evenly among the clients (each held by one client only); Parquet files, ids sorted, ``--cols``
+feature columns split among the clients.  The same files go through ``sqm pca --job`` 's task
+(:class:`sqm.methods.pca.job.PCAJobTask`) through real party processes on loopback, revealing membership (the
+covariance over the m records in common) and hiding it (``"hide_membership"``: over the U records of the union,
+each multiplied inside the protocol by its secret membership: :mod:`sqm.framework.alignment`), alternately.
+Reported per run: end-to-end seconds, bytes sent per party, peak resident memory per party, and the released
+record count (m in both modes).  Hiding costs, per client: the union's records instead of the intersection's in
+the input sharing, one more exchange and degree reduction per chunk for the membership, and the server's
+indicator shares; the PSI itself is the same ring with positions in the answer instead of membership bits.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+
+
+def write_parties(directory: str, union: int, fraction: float, clients: int, cols: int, seed: int = 0) -> tuple:
+    """Parquet files for one cell; returns (revealing job file, hiding job file, m)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from sqm.framework.spec import write_job
+    from sqm.runtime.launch import free_ports
+
+    os.makedirs(directory, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    ids = rng.permutation(np.unique(rng.integers(10 ** 11, 10 ** 12, size=2 * union))[:union])
+    m = int(round(fraction * union))
+    common, rest = ids[:m], np.array_split(ids[m:], clients)
+    counts = [len(c) for c in np.array_split(np.arange(cols), clients)]
+    files, start = [], 0
+    for j, k in enumerate(counts, start=1):
+        own = np.sort(np.concatenate([common, rest[j - 1]]))
+        table = {"id": pa.array(own.astype(np.int64))}
+        X = rng.normal(size=(own.size, k)) / (2 * np.sqrt(cols))
+        table.update({f"x{start + t}": pa.array(X[:, t]) for t in range(k)})
+        path = os.path.join(directory, f"party{j}.parquet")
+        pq.write_table(pa.table(table), path, row_group_size=1 << 14)
+        files.append(path)
+        start += k
+    jobs = []
+    for hide in (False, True):
+        addresses = [f"127.0.0.1:{p}" for p in free_ports(clients + 1)]
+        jobs.append(write_job(os.path.join(directory, f"job-{'hide' if hide else 'reveal'}.json"), addresses, files,
+                              min_intersection=1, hide_membership=hide))
+    return jobs[0], jobs[1], m
+
+
+def run_once(job_file: str, epsilon: float, gamma: float) -> dict:
+    from sqm.framework.runners import run_job
+    from sqm.framework.spec import load_job
+    from sqm.methods.pca.job import PCAJobTask
+
+    t0 = time.perf_counter()
+    recs = run_job(load_job(job_file), PCAJobTask(2, epsilon, gamma=gamma), backend="mpyc")
+    seconds = time.perf_counter() - t0
+    res = recs[0]["result"]
+    return {"seconds": seconds, "bytes_sent": [int(r.get("bytes_sent", 0)) for r in recs],
+            "max_rss_bytes": [int(r["max_rss_bytes"]) for r in recs], "records": int(res["n_records"]),
+            "union": res["alignment"].get("union"), "phases": [dict(r.get("phases", {})) for r in recs]}
+
+
+def run(fractions, union: int = 20000, clients: int = 3, cols: int = 12, epsilon: float = 1.0,
+        gamma: float = 4096.0, repeat: int = 1, workdir: str | None = None, progress: bool = True) -> dict:
+    from tqdm import tqdm
+
+    base = workdir or tempfile.mkdtemp(prefix="sqm-bench-hidden-")
+    rows = []
+    try:
+        for f in tqdm(fractions, desc="psi --hide-membership", disable=not progress):
+            folder = os.path.join(base, f"f{f:g}")
+            reveal, hide, m = write_parties(folder, union, f, clients, cols)
+            for _ in range(repeat):
+                for mode, job in (("reveal", reveal), ("hide", hide)):
+                    r = run_once(job, epsilon, gamma)
+                    rows.append({"fraction": f, "mode": mode, "intersection": m, **r})
+            shutil.rmtree(folder, ignore_errors=True)
+    finally:
+        if workdir is None:
+            shutil.rmtree(base, ignore_errors=True)
+    return {"union": union, "clients": clients, "cols": cols, "epsilon": epsilon, "gamma": gamma,
+            "load_average": list(os.getloadavg()), "cores": os.cpu_count(), "rows": rows,
+            "ratios": _ratios(rows)}
+
+
+def _ratios(rows) -> list[dict]:
+    """Per fraction: hiding over revealing, best of the repeats (time, max bytes of a client, max peak memory)."""
+    out = []
+    for f in sorted({r["fraction"] for r in rows}):
+        best = {}
+        for mode in ("reveal", "hide"):
+            rs = [r for r in rows if r["fraction"] == f and r["mode"] == mode]
+            best[mode] = {"seconds": min(r["seconds"] for r in rs),
+                          "client_bytes": min(max(r["bytes_sent"][1:]) for r in rs),
+                          "rss": min(max(r["max_rss_bytes"]) for r in rs)}
+        out.append({"fraction": f, **{f"{k}_ratio": best["hide"][k] / best["reveal"][k] for k in best["hide"]}})
+    return out
+
+
+def print_table(rep: dict) -> None:
+    print(f"a PCA job revealing or hiding membership: union {rep['union']:,} ids, {rep['clients']} clients, "
+          f"{rep['cols']} columns; load average {rep['load_average'][0]:.2f} on {rep['cores']} cores")
+    print(f"{'in common':>10} {'mode':>7} {'records':>8} {'end to end s':>13} {'MiB sent (max client)':>22} "
+          f"{'MiB sent (server)':>18} {'peak MiB (max)':>15}")
+    for r in rep["rows"]:
+        print(f"{r['fraction']:>10.0%} {r['mode']:>7} {r['records']:>8,} {r['seconds']:>13.2f} "
+              f"{max(r['bytes_sent'][1:]) / 2 ** 20:>22.2f} {r['bytes_sent'][0] / 2 ** 20:>18.2f} "
+              f"{max(r['max_rss_bytes']) / 2 ** 20:>15.0f}")
+    for q in rep["ratios"]:
+        print(f"{q['fraction']:.0%} in common: hiding / revealing = {q['seconds_ratio']:.2f}x time, "
+              f"{q['client_bytes_ratio']:.2f}x bytes per client, {q['rss_ratio']:.2f}x peak memory")
