@@ -45,6 +45,13 @@ learns which of its own ids are in the intersection of every holder's set; the s
 of the Venn regions of all n + 1 sets.  Cost: the server blinds its own list once and every client's list once
 (one multiplication per id of every list), and its list makes n + 1 hops.
 
+Hiding membership (``hide_membership``, issue 29): the ring is the same; the server then answers each client
+with the position of every id of its list in the union of all lists, in the sorted order of the fully blinded
+values (pseudo-random, so a client's positions are a uniformly random subset of the union whichever of its ids
+the others hold), and keeps the intersection's indicator over the union for the secure evaluation
+(:meth:`sqm.runtime.protocol.PartyContext._masked_rows`).  Nobody learns which of its ids are in the
+intersection; everyone learns the set sizes, the union size and the intersection size.
+
 What each party receives (the tests record every frame: ``tests/test_psi_view.py``):
 
 - a client: chunks of the other clients' lists, each blinded under at least the key of their owner, which
