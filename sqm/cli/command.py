@@ -48,6 +48,7 @@ BENCHMARKS = {
     "scale": "bench.scale",
     "psi": "bench.psi",
     "start": "bench.start",
+    "peers": "bench.peers",
 }
 
 
