@@ -33,3 +33,20 @@ def test_render_table():
     assert out[3].split() == ["non-private", "1", "-", "-"]
     assert len({len(line) for line in out[:3]}) == 1  # aligned
     assert render_table(rows).splitlines()[0].split() == ["method", "utility", "eps", "bytes"]
+
+
+@pytest.mark.parametrize("q, rounds", [(1.0, 1), (0.1, 1), (1.0, 7), (0.05, 30)])
+def test_deferred_events_write_the_json_of_the_built_events(q, rounds):
+    """A report's events written without building them (no dp-accounting) are the dicts event_to_json writes
+    of the built events."""
+    import functools
+
+    from sqm.mechanism.events import event_to_json
+    from sqm.mechanism.release import _server_events, _server_events_json
+    from sqm.mechanism.report import DeferredEvents
+
+    args = (3.5, 12547.0, 1234.25, q, rounds)
+    lazy = DeferredEvents(functools.partial(_server_events, *args), functools.partial(_server_events_json, *args))
+    unbuilt = lazy.to_json()
+    assert unbuilt == [event_to_json(e) for e in _server_events(*args)]
+    assert len(lazy) == 1 and lazy.to_json() == unbuilt  # once built, written from the events themselves

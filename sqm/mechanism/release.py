@@ -186,6 +186,17 @@ def _server_events(l1: float, l2: float, mu: float, q: float, rounds: int) -> tu
     return (server_event(l1, l2, mu, q, rounds),)
 
 
+def _server_events_json(l1: float, l2: float, mu: float, q: float, rounds: int) -> list:
+    """:func:`_server_events` as :func:`sqm.mechanism.events.event_to_json` writes them, without building them
+    (so without dp-accounting): tests/test_report.py checks they are the same dicts."""
+    ev = {"type": "SkellamDpEvent", "l1_sensitivity": float(l1), "l2_sensitivity": float(l2), "mu": float(mu)}
+    if q < 1:
+        ev = {"type": "PoissonSampledDpEvent", "sampling_probability": float(q), "event": ev}
+    if rounds != 1:
+        ev = {"type": "SelfComposedDpEvent", "event": ev, "count": int(rounds)}
+    return [ev]
+
+
 def _clip_own(bounds, col_counts, j: int, block):
     """Client ``j``'s block clipped to its column groups' bounds (:meth:`ColumnBounds.clip`)."""
     return bounds.clip(block, col_counts, j)
@@ -358,7 +369,8 @@ class SQM:
         lam = self.polynomial.degree
         scale = self.gamma ** (lam + 1) if self.preprocess else self.gamma ** lam
         # built on first use: dp-accounting's events import it and SciPy, after the parties have started
-        evs = DeferredEvents(functools.partial(_server_events, sens.l1, sens.l2, mu, self.q, self.rounds))
+        evs = DeferredEvents(functools.partial(_server_events, sens.l1, sens.l2, mu, self.q, self.rounds),
+                             functools.partial(_server_events_json, sens.l1, sens.l2, mu, self.q, self.rounds))
         report = PrivacyReport(epsilon_server=float(eps_s), epsilon_client=None if eps_c is None else float(eps_c),
                                delta=self.delta, mu=float(mu), l2_sensitivity=sens.l2, l1_sensitivity=sens.l1,
                                gamma=self.gamma, scale=scale, n_parties=n, sampling_rate=self.q, rounds=self.rounds,

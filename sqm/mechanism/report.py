@@ -46,8 +46,17 @@ class DeferredEvents(Sequence):
     load before its parties start, nor a party that only plans its release.  Compares equal to the tuple of the
     same events."""
 
-    def __init__(self, build):
-        self._build, self._events = build, None
+    def __init__(self, build, as_json=None):
+        self._build, self._events, self._as_json = build, None, as_json
+
+    def to_json(self) -> list:
+        """The events as :func:`sqm.mechanism.events.event_to_json` writes them; from ``as_json()`` (the same
+        dicts, written without dp-accounting) while the events are not built."""
+        if self._events is None and self._as_json is not None:
+            return list(self._as_json())
+        from .events import event_to_json
+
+        return [event_to_json(e) for e in self]
 
     def _get(self) -> tuple:
         if self._events is None:
@@ -115,9 +124,13 @@ class PrivacyReport:
 def jsonable(obj: Any) -> Any:
     """``obj`` as plain JSON values: dataclasses (``as_dict`` when they have one) and mappings as dicts,
     sequences and numpy arrays as lists, numpy scalars as Python numbers, DpEvents through
-    :func:`sqm.mechanism.events.event_to_json`, non-finite floats as ``"inf"`` / ``"-inf"`` / ``"nan"``."""
-    from dp_accounting import dp_event
+    :func:`sqm.mechanism.events.event_to_json`, non-finite floats as ``"inf"`` / ``"-inf"`` / ``"nan"``.  A
+    process that never imported dp-accounting holds no DpEvent: it is not imported here."""
+    import sys
 
+    dp_event = sys.modules.get("dp_accounting.dp_event")
+    if isinstance(obj, DeferredEvents):
+        return obj.to_json()
     if obj is None or isinstance(obj, (bool, str, int)) and not isinstance(obj, np.integer):
         return obj
     if isinstance(obj, (float, np.floating)):
@@ -127,7 +140,7 @@ def jsonable(obj: Any) -> Any:
         return int(obj)
     if isinstance(obj, np.bool_):
         return bool(obj)
-    if isinstance(obj, dp_event.DpEvent):
+    if dp_event is not None and isinstance(obj, dp_event.DpEvent):
         from .events import event_to_json
 
         return event_to_json(obj)
@@ -139,7 +152,7 @@ def jsonable(obj: Any) -> Any:
         return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, np.ndarray):
         return jsonable(obj.tolist())
-    if isinstance(obj, (list, tuple, set, frozenset, DeferredEvents)):
+    if isinstance(obj, (list, tuple, set, frozenset)):
         return [jsonable(v) for v in obj]
     raise TypeError(f"cannot write a {type(obj).__name__} as JSON: {obj!r}")
 

@@ -38,10 +38,8 @@ def top_eigen(C: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     d = C.shape[0]
     k = check_components(k, d)
     S = (C + C.T) / 2.0
-    import scipy.linalg  # here: a client of a PCA job never needs it
-
-    w, V = scipy.linalg.eigh(S, subset_by_index=[d - k, d - 1])
-    w, V = w[::-1], V[:, ::-1]
+    w, V = np.linalg.eigh(S)  # all of them (LAPACK syevd): numpy's, so a PCA job's server loads no SciPy
+    w, V = w[::-1][:k], V[:, ::-1][:, :k]
     idx = np.argmax(np.abs(V), axis=0)
     signs = np.sign(V[idx, np.arange(k)])
     signs[signs == 0] = 1.0
