@@ -190,21 +190,37 @@ def test_hidden_membership_job_through_real_processes(tmp_path):
 
 def test_hiding_membership_is_refused_where_it_is_not_offered(tmp_path):
     from sqm.framework.party import party_program
-    from sqm.framework.spec import load_job, write_job
-    from sqm.methods.pca import PCAJobTask
     from sqm.runtime.errors import UsageError
-    from test_alignment import TASK
-    import os
 
-    _, _, reveal, hide = _jobs(tmp_path)
+    _, _, _, hide = _jobs(tmp_path)
     from sqm.methods.logreg.job import LRJobTask
 
     with pytest.raises(UsageError, match="does not offer it"):
         party_program(hide, 1, LRJobTask(1.0, label_column="x5"))
-    sharded = load_job(write_job(os.path.join(tmp_path, "both.json"), reveal.addresses,
-                                 [p.file for p in reveal.parties[1:]], hide_membership=True, workers=2))
-    with pytest.raises(UsageError, match="shard workers"):
-        party_program(sharded, 1, PCAJobTask(**TASK))
+
+
+@pytest.mark.slow
+def test_hidden_membership_with_shard_workers_equals_one_process_per_party(tmp_path):
+    """Membership hiding and 2 shard workers per party together, through real processes: each shard's session
+    gets the server's indicator of its own positions; the release is bit for bit the unsharded hiding job's."""
+    import os
+
+    from sqm.framework.runners import run_job
+    from sqm.framework.spec import load_job, write_job
+    from sqm.methods.pca import PCAJobTask
+    from sqm.runtime.launch import free_ports
+    from test_alignment import TASK
+
+    _, _, _, hide = _jobs(tmp_path)
+    ports = free_ports(4 + 8)
+    workers = [[f"127.0.0.1:{p}" for p in ports[4 + 2 * i:6 + 2 * i]] for i in range(4)]
+    both = load_job(write_job(os.path.join(tmp_path, "both.json"), [f"127.0.0.1:{p}" for p in ports[:4]],
+                              [p.file for p in hide.parties[1:]], min_intersection=50, hide_membership=True,
+                              workers=2, worker_addresses=workers))
+    a = run_job(hide, PCAJobTask(**TASK, chunk_rows=64))
+    b = run_job(both, PCAJobTask(**TASK, chunk_rows=64))
+    assert [int(v) for v in a[0]["result"]["raw"]] == [int(v) for v in b[0]["result"]["raw"]]
+    assert all(len(r["shard_workers"]) == 2 for r in b) and b[0]["result"]["alignment"]["membership"] == "hidden"
 
 
 # ----- what a client sees ----------------------------------------------------------------------------------------

@@ -398,8 +398,6 @@ def party_program(spec: JobSpec, index: int, task: JobTask, ledger: "LedgerGuard
         why = None
         if not task.hides_membership:
             why = f"{type(task).__name__} does not offer it (the PCA job does)"
-        elif shards is not None:
-            why = "not yet with shard workers (\"workers\")"
         if why is not None:
             raise UsageError(f"job file {spec.path or '(unnamed)'} asks to hide membership (\"hide_membership\"): "
                              f"{why}")

@@ -580,8 +580,12 @@ class PartyContext:
             if feed is not None:
                 own = feed.inp.n_rows
                 part, bounds = feed.inp.part(min(a, own), min(b, own)), feed.bounds
+            mask = None  # membership hiding: (m, the server's indicator of this shard's positions, None elsewhere)
+            if self.membership is not None:
+                ind = self.membership.indicator
+                mask = (int(self.membership.intersection), None if ind is None else ind[a:b].copy())
             works.append(ShardWork(s, runner.count, a, b, prog, p, widths, rows_per_chunk, workers, bounds,
-                                   prog.n_out, part, self.job_digest))
+                                   prog.n_out, part, self.job_digest, mask))
         results = await runner.run(self, works)
         self._lap("shards")
         if feed is not None:
@@ -595,6 +599,12 @@ class PartyContext:
         feed = None
         if work.part is not None:
             feed = _Feed(work.part, work.stop - work.start, work.bounds, work.n_out, False, False)
+        if work.membership is not None:  # membership hiding: this shard's positions of the union
+            from .psi import Union
+
+            self.membership = Union(work.stop - work.start, int(work.membership[0]),
+                                    indicator=None if work.membership[1] is None else
+                                    np.asarray(work.membership[1], dtype=bool))
         moments, _ = await self._input_loop(work.program, work.p, work.stop - work.start, work.rows_per_chunk,
                                             work.widths, feed, work.workers)
         return {"moments": moments, "counts": {} if feed is None else feed.inp.counts()}
@@ -613,8 +623,8 @@ class PartyContext:
         why = None
         if prog.degree > 2:
             why = "programs of degree 2 at most (one more multiplication by the membership)"
-        elif self.shards is not None or verify:
-            why = "one process per party, without verify_sharing (not yet with shard workers or the sharing check)"
+        elif verify:
+            why = "no verify_sharing (not yet with the sharing check)"
         elif int(mask.intersection) != n_rows:
             why = f"the job's record count to be the intersection size {mask.intersection}, not {n_rows}"
         elif self.is_server and (mask.indicator is None or mask.indicator.shape != (int(mask.size),)):

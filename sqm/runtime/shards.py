@@ -111,11 +111,12 @@ class ShardWork(PartyProgram):
     n_out: int
     part: object
     job_digest: str
+    membership: tuple | None = None  # membership hiding: (m, the server's indicator of these positions or None)
 
     def describe(self) -> str:
         return (f"shard {self.shard} of {self.count}: records [{self.start}, {self.stop}) of job "
                 f"{self.job_digest[:16]}, {int(self.p).bit_length()}-bit field, {self.rows_per_chunk} records per "
-                f"chunk, workers {list(self.workers)}")
+                f"chunk, workers {list(self.workers)}" + (", membership hidden" if self.membership else ""))
 
     async def run(self, ctx):
         return await ctx.shard_moments(self)
