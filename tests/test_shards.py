@@ -231,3 +231,25 @@ def test_bench_scale_workers_releases_the_same_integers(tmp_path):
     assert {(c["rows"], c["workers"]) for c in rep["model"]["checks"]} == {(1500, 1), (1500, 2), (3000, 1), (3000, 2)}
     assert all(len(p["workers"]) == 2 for r in rep["runs"] if r["workers"] == 2 for p in r["parties"])
     assert [p["workers"] for p in rep["predictions"]] == [8, 32] and all(p["seconds"] > 0 for p in rep["predictions"])
+
+
+@pytest.mark.slow
+def test_the_sharing_check_runs_across_shards_and_names_a_deviating_client(tmp_path):
+    """verify_sharing with 2 workers per party: the seeds are agreed in the job's session, every worker adds its
+    chunks to the check, its party adds the workers' sums and the masks, and one exchange verifies.  An honest
+    job releases what the unsharded checked job releases; a client whose shard worker deals inconsistent shares
+    is named and nothing is released."""
+    from bench.faults import Deviate
+    from sqm.framework.party import job_programs
+    from sqm.runtime.launch import run_parties
+
+    spec, sharded = _sharded_job(tmp_path, rows=1200)
+    task = PCAJobTask(**TASK, chunk_rows=128, verify_sharing=True)
+    a = run_job(spec, task)
+    b = run_job(sharded, task)
+    assert np.array_equal(a[0]["result"]["raw"], b[0]["result"]["raw"])
+    progs = job_programs(sharded, task)
+    progs[2].shard_wrap = Deviate  # client 2's workers deal shares off by one to the last party
+    with pytest.raises(MPCError) as err:
+        run_parties(progs, timeout=120, addresses=sharded.addresses, min_clients=2, job_id=sharded.job_id)
+    assert "the input sharing of client 2 is inconsistent" in str(err.value)

@@ -205,7 +205,7 @@ class JobParty(PartyProgram):
         if self.shards is not None and ctx.session is not None:  # a party process: its workers run the records
             from sqm.runtime.shards import ShardRunner
 
-            ctx.shards = ShardRunner(*self.shards)
+            ctx.shards = ShardRunner(*self.shards, wrap=getattr(self, "shard_wrap", None))
         holders = ([0] if self.task.server_table else []) + list(ctx.clients)  # who holds a table of records
         table, mine = None, None
         if ctx.pid in holders:

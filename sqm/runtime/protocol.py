@@ -442,9 +442,6 @@ class PartyContext:
         if mask is not None:
             self._check_membership(prog, n_rows, bool(getattr(job, "verify_sharing", False)))
         verify = bool(getattr(job, "verify_sharing", False))
-        if verify and self.shards is not None:
-            raise ProtocolError(f"party {self.pid}: checking the clients' sharings (verify_sharing) is not "
-                                f"available with shard workers yet; refused before any share was sent")
         if verify and owner is None:
             raise ProtocolError(f"party {self.pid}: checking the clients' sharings needs the job's column owners "
                                 f"(var_owner); refused before any share was sent")
@@ -499,12 +496,23 @@ class PartyContext:
         summands = [(prog.n_out,)] + ([(1,)] if needs_count else [])
         workers = list(range(self.M)) if verify else self._workers(prog)
         if self.shards is not None:
-            moments = await self._sharded_moments(prog, p, n_rows, rows_per_chunk, widths, feed, workers)
+            check = None
+            if verify:  # the seeds in this session; every shard worker adds its chunks; verified here
+                check = _SharingCheck(self, p, widths)
+                await check.agree_seeds()
+            moments = await self._sharded_moments(prog, p, n_rows, rows_per_chunk, widths, feed, workers, check)
             payload = None  # the summands alone, with a block of no records
             if feed is not None:
                 payload = [np.zeros((0, feed.inp.n_cols), np.int64)] + [from_signed(v, p) for v in feed.summands()]
-            _, sums = await self.input_shares(payload, p, widths, 0, summands, workers)
+                if check is not None:  # the client's mask for the check
+                    payload.append(self.rng.integers(0, p, size=1, dtype=np.int64))
+            _, sums = await self.input_shares(payload, p, widths, 0, summands, workers,
+                                              ((1,),) if check is not None else ())
             self._lap("exchange summands")
+            if check is not None:  # before anything is reduced or opened
+                check.add_masks(sums.pop())
+                await check.verify()
+                self._lap("sharing check")
         else:
             moments, sums = await self._input_loop(prog, p, n_rows, rows_per_chunk, widths, feed, workers,
                                                    summands, verify)
@@ -522,16 +530,20 @@ class PartyContext:
         return res
 
     async def _input_loop(self, prog, p: int, n_rows: int, rows_per_chunk: int, widths, feed: "_Feed | None",
-                          workers, summands=(), verify: bool = False, first_chunk: int = 0):
+                          workers, summands=(), verify: bool = False, first_chunk: int = 0, check=None,
+                          chunk_base: int = 0):
         """The input phase: each chunk shared and its moments added to this worker's running sums (None at a
         party that is no worker); the summands (shapes ``summands``; none: not sent) go with the last chunk.
         Returns (moments, summand sums).  ``first_chunk``: the index of the first chunk in the whole job (a
-        shard's records start there; it only labels progress)."""
+        shard's records start there; it only labels progress).  ``check``: a shard worker's part of the sharing
+        check (seeds agreed by its party's session, which also verifies): its chunks are added to it, labelled
+        ``chunk_base + k``."""
         n_chunks = chunk_count(n_rows, rows_per_chunk)
         blocks = None if feed is None else feed.blocks(rows_per_chunk)
         moments, sums = None, []
-        check = _SharingCheck(self, p, widths) if verify else None
-        if check is not None:
+        own_check = check is None and verify
+        if own_check:
+            check = _SharingCheck(self, p, widths)
             await check.agree_seeds()
         for k in range(n_chunks):
             last = k == n_chunks - 1
@@ -540,14 +552,14 @@ class PartyContext:
                 payload = [from_signed(next(blocks), p)]
                 if last and summands:
                     payload += [from_signed(v, p) for v in feed.summands()]
-                    if check is not None:  # the client's mask for the check: uniform, shared with the last chunk
+                    if own_check:  # the client's mask for the check: uniform, shared with the last chunk
                         payload.append(self.rng.integers(0, p, size=1, dtype=np.int64))
             rows_k = min(rows_per_chunk, n_rows - k * rows_per_chunk) if n_rows else 0
-            extra = ((1,),) if check is not None and last else ()
+            extra = ((1,),) if own_check and last else ()
             S, sums = await self.input_shares(payload, p, widths, rows_k, summands if last else (), workers, extra)
             if check is not None:
-                check.add_chunk(k, S)
-                if last:
+                check.add_chunk(chunk_base + k, S)
+                if last and own_check:
                     check.add_masks(sums.pop())
             Y = None
             if self.membership is not None:  # each record's row times its (secret) membership of the intersection
@@ -559,13 +571,13 @@ class PartyContext:
             self._lap("local moments")
             if self.on_chunk is not None:
                 self.on_chunk(first_chunk + k + 1, n_chunks)
-        if check is not None:  # before anything is reduced or opened
+        if own_check:  # before anything is reduced or opened
             await check.verify()
             self._lap("sharing check")
         return moments, sums
 
     async def _sharded_moments(self, prog, p: int, n_rows: int, rows_per_chunk: int, widths,
-                               feed: "_Feed | None", workers):
+                               feed: "_Feed | None", workers, check: "_SharingCheck | None" = None):
         """This party's shares of the moments over every record, made by its shard workers
         (:mod:`sqm.runtime.shards`): shard s's records go through one MPC session of the parties' s-th workers,
         each returns its shares of its records' moments to its own party, and the party adds them (shares of a
@@ -585,11 +597,16 @@ class PartyContext:
                 ind = self.membership.indicator
                 mask = (int(self.membership.intersection), None if ind is None else ind[a:b].copy())
             works.append(ShardWork(s, runner.count, a, b, prog, p, widths, rows_per_chunk, workers, bounds,
-                                   prog.n_out, part, self.job_digest, mask))
+                                   prog.n_out, part, self.job_digest, mask,
+                                   None if check is None else dict(check.seeds)))
         results = await runner.run(self, works)
         self._lap("shards")
         if feed is not None:
             feed.inp.parts_taken([r["counts"] for r in results])
+        if check is not None:  # the workers' sums of the check, shard by shard
+            for r in results:
+                for c, v in r["lam"].items():
+                    check.lam[int(c)] = (check.lam[int(c)] + int(v)) % p
         return sum_moments(results, p) if self.pid in workers else None
 
     async def shard_moments(self, work) -> dict:
@@ -605,9 +622,15 @@ class PartyContext:
             self.membership = Union(work.stop - work.start, int(work.membership[0]),
                                     indicator=None if work.membership[1] is None else
                                     np.asarray(work.membership[1], dtype=bool))
+        check = None
+        if work.seeds is not None:  # the sharing check: its seeds came from the party's own session
+            check = _SharingCheck(self, work.p, work.widths)
+            check.seeds = dict(work.seeds)
         moments, _ = await self._input_loop(work.program, work.p, work.stop - work.start, work.rows_per_chunk,
-                                            work.widths, feed, work.workers)
-        return {"moments": moments, "counts": {} if feed is None else feed.inp.counts()}
+                                            work.widths, feed, work.workers, check=check,
+                                            chunk_base=int(work.shard) << 32)
+        return {"moments": moments, "counts": {} if feed is None else feed.inp.counts(),
+                "lam": {} if check is None else {c: int(v) for c, v in check.lam.items()}}
 
     def _workers(self, prog) -> list[int]:
         """The parties that hold input shares and compute on them: the clients alone when they are at least

@@ -112,11 +112,13 @@ class ShardWork(PartyProgram):
     part: object
     job_digest: str
     membership: tuple | None = None  # membership hiding: (m, the server's indicator of these positions or None)
+    seeds: dict | None = None  # the sharing check's seeds this party holds (secret: never in describe)
 
     def describe(self) -> str:
         return (f"shard {self.shard} of {self.count}: records [{self.start}, {self.stop}) of job "
                 f"{self.job_digest[:16]}, {int(self.p).bit_length()}-bit field, {self.rows_per_chunk} records per "
-                f"chunk, workers {list(self.workers)}" + (", membership hidden" if self.membership else ""))
+                f"chunk, workers {list(self.workers)}" + (", membership hidden" if self.membership else "")
+                + (", sharings checked" if self.seeds is not None else ""))
 
     async def run(self, ctx):
         return await ctx.shard_moments(self)
@@ -132,7 +134,7 @@ class ShardRunner:
     shard s listens (public: every party holds the same table).  ``engine``: None (local processes) or a
     Dask scheduler's address (``tcp://host:8786``) of this party's own cluster."""
 
-    def __init__(self, count: int, addresses, engine: str | None = None):
+    def __init__(self, count: int, addresses, engine: str | None = None, wrap=None):
         self.count = int(count)
         if self.count < 2:
             raise UsageError(f"shard workers are for 2 or more shards, got {count}")
@@ -141,6 +143,7 @@ class ShardRunner:
             raise UsageError(f"every party needs {self.count} worker addresses, got "
                              f"{[len(a) for a in self.addresses]}")
         self.engine = engine
+        self.wrap = wrap  # BENCH AND TESTS ONLY: applied to each shard's program (fault injection in a worker)
         self.records: list[dict] = []  # each worker's record (timings, memory) once the shards are done
 
     def public(self):
@@ -175,7 +178,7 @@ class ShardRunner:
             procs, files = [], []
             env = party_env(blas_threads=1)
             for w in works:
-                prog = launch.write(f"shard{w.shard}.program", w)
+                prog = launch.write(f"shard{w.shard}.program", w if self.wrap is None else self.wrap(w))
                 res = launch.path(f"shard{w.shard}.result")
                 procs.append(launch.start(self.command(ctx, w.shard, prog, res), env,
                                           messages=launch.path(f"shard{w.shard}.log")))
@@ -244,7 +247,7 @@ class ShardRunner:
                                   f"nothing released", public=f"{party_label(ctx.pid)} has fewer shard workers "
                                   f"than the job's {self.count} shards; job aborted, nothing released")
             for w in works:
-                blob = pickle.dumps(w, protocol=5)
+                blob = pickle.dumps(w if self.wrap is None else self.wrap(w), protocol=5)
                 argv = self.command(ctx, w.shard, "{program}", "{result}")
                 futures.append(client.submit(run_worker_process, argv, blob, pure=False,
                                              key=f"sqm-shard-{shard_job_id(ctx.session.job_id, w.shard)}-"
