@@ -202,7 +202,8 @@ def test_hiding_membership_is_refused_where_it_is_not_offered(tmp_path):
 @pytest.mark.slow
 def test_hidden_membership_with_shard_workers_equals_one_process_per_party(tmp_path):
     """Membership hiding and 2 shard workers per party together, through real processes: each shard's session
-    gets the server's indicator of its own positions; the release is bit for bit the unsharded hiding job's."""
+    gets the server's indicator of its own positions; the release is bit for bit the unsharded hiding job's,
+    with the sharing check too (every party is then a worker, the server included)."""
     import os
 
     from sqm.framework.runners import run_job
@@ -219,7 +220,9 @@ def test_hidden_membership_with_shard_workers_equals_one_process_per_party(tmp_p
                               workers=2, worker_addresses=workers))
     a = run_job(hide, PCAJobTask(**TASK, chunk_rows=64))
     b = run_job(both, PCAJobTask(**TASK, chunk_rows=64))
-    assert [int(v) for v in a[0]["result"]["raw"]] == [int(v) for v in b[0]["result"]["raw"]]
+    c = run_job(both, PCAJobTask(**TASK, chunk_rows=64, verify_sharing=True))  # the sharing check too
+    assert [int(v) for v in a[0]["result"]["raw"]] == [int(v) for v in b[0]["result"]["raw"]] == \
+        [int(v) for v in c[0]["result"]["raw"]]
     assert all(len(r["shard_workers"]) == 2 for r in b) and b[0]["result"]["alignment"]["membership"] == "hidden"
 
 

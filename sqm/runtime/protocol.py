@@ -440,7 +440,7 @@ class PartyContext:
                          + ((("shards", self.shards.public()),) if self.shards is not None else ())
                          + ((("hide_membership", positions, int(mask.intersection)),) if mask is not None else ()))
         if mask is not None:
-            self._check_membership(prog, n_rows, bool(getattr(job, "verify_sharing", False)))
+            self._check_membership(prog, n_rows)
         verify = bool(getattr(job, "verify_sharing", False))
         if verify and owner is None:
             raise ProtocolError(f"party {self.pid}: checking the clients' sharings needs the job's column owners "
@@ -640,14 +640,12 @@ class PartyContext:
             return list(self.clients)
         return list(range(self.M))
 
-    def _check_membership(self, prog, n_rows: int, verify: bool) -> None:
+    def _check_membership(self, prog, n_rows: int) -> None:
         """What a membership-hiding evaluation needs (refused before any share otherwise)."""
         mask = self.membership
         why = None
         if prog.degree > 2:
             why = "programs of degree 2 at most (one more multiplication by the membership)"
-        elif verify:
-            why = "no verify_sharing (not yet with the sharing check)"
         elif int(mask.intersection) != n_rows:
             why = f"the job's record count to be the intersection size {mask.intersection}, not {n_rows}"
         elif self.is_server and (mask.indicator is None or mask.indicator.shape != (int(mask.size),)):
