@@ -253,3 +253,21 @@ def test_the_sharing_check_runs_across_shards_and_names_a_deviating_client(tmp_p
     with pytest.raises(MPCError) as err:
         run_parties(progs, timeout=120, addresses=sharded.addresses, min_clients=2, job_id=sharded.job_id)
     assert "the input sharing of client 2 is inconsistent" in str(err.value)
+
+
+@pytest.mark.slow
+def test_an_unreachable_dask_scheduler_is_named_before_any_share(tmp_path):
+    """A party whose "engine" cannot be reached refuses the job naming its scheduler; every party stops and
+    nothing is released."""
+    pytest.importorskip("distributed")
+    import json
+
+    _, sharded = _sharded_job(tmp_path, rows=600)
+    raw = json.load(open(sharded.path))
+    dead = free_ports(1)[0]  # nothing listens there
+    raw["parties"][1]["engine"] = f"tcp://127.0.0.1:{dead}"
+    json.dump(raw, open(sharded.path, "w"))
+    with pytest.raises(MPCError) as err:
+        run_job(load_job(sharded.path), PCAJobTask(**TASK), connect_timeout=3, timeout=60)
+    assert f"could not reach its Dask scheduler tcp://127.0.0.1:{dead}" in str(err.value) or \
+        "client 1 could not start its shard workers" in str(err.value)

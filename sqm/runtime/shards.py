@@ -237,7 +237,14 @@ class ShardRunner:
             raise UsageError("this party's shard engine is a Dask cluster, but the 'distributed' package is not "
                              "installed here: pip install 'sqm-vfl[scale]' (or 'distributed')") from None
         loop = asyncio.get_running_loop()
-        client = await loop.run_in_executor(None, lambda: Client(self.engine, timeout=ctx.session.connect_timeout))
+        try:
+            client = await loop.run_in_executor(None, lambda: Client(self.engine,
+                                                                     timeout=ctx.session.connect_timeout))
+        except Exception as e:  # noqa: BLE001  (OSError, TimeoutError, a malformed address: all the same here)
+            raise ShardFailed(f"{party_label(ctx.pid)}: could not reach its Dask scheduler {self.engine} "
+                              f"({type(e).__name__}: {e}); job aborted, nothing released",
+                              public=f"{party_label(ctx.pid)} could not start its shard workers; job aborted, "
+                                     f"nothing released") from None
         futures = []
         try:
             slots = sum((await loop.run_in_executor(None, client.nthreads)).values())
