@@ -389,3 +389,26 @@ def test_bench_psi_hide_membership(tmp_path):
     assert reveal["records"] == hide["records"] == 200 and hide["union"] == 400 and reveal["union"] is None
     assert max(hide["bytes_sent"][1:]) > max(reveal["bytes_sent"][1:])
     assert [q["fraction"] for q in rep["ratios"]] == [0.5]
+
+
+def test_the_job_command_says_membership_was_hidden(tmp_path, capsys):
+    """`sqm pca --job` on a hiding job file (simulation): the alignment line gives the union and says that no
+    client learns which of its records are in common; the JSON holds the union size."""
+    import json
+
+    from sqm.cli.command import main
+
+    _, sets, _, hide = _jobs(tmp_path)
+    out = tmp_path / "out.json"
+    assert main(["pca", "--job", hide.path, "--components", "2", "--epsilon", "1", "--backend", "plain",
+                 "--json", str(out)]) == 0
+    U = len(set().union(*map(set, sets)))
+    printed = capsys.readouterr().out
+    assert f"record alignment hiding membership: the clients hold 143, 143, 143 records, {U:,} in their union" \
+        in printed and "no client learns which of its records they are" in printed
+    doc = json.loads(out.read_text())
+    assert doc["alignment"]["union"] == U and doc["alignment"]["membership"] == "hidden"
+    jsonschema = pytest.importorskip("jsonschema")
+    from sqm.cli import output
+
+    jsonschema.Draft202012Validator(output.schema()).validate(doc)  # the schema knows the hidden alignment

@@ -94,10 +94,15 @@ def job_command(args, make_task, server_summary) -> int:
         counts = dict(alignment["records"])
         labels = counts.pop("0", None)  # the server's own table (a PBM-VFL job's labels), if it holds one
         held = ", ".join(f"{v:,}" for _, v in sorted(counts.items(), key=lambda kv: int(kv[0])))
-        print(f"record alignment (private set intersection): the clients hold {held} records"
-              + ("" if labels is None else f", the server's label table {labels:,}")
-              + f"; {alignment['intersection']:,} are at every {'client' if labels is None else 'party'}: the job "
-                f"ran on them")
+        if alignment.get("membership") == "hidden":
+            print(f"record alignment hiding membership: the clients hold {held} records, {alignment['union']:,} "
+                  f"in their union; {alignment['intersection']:,} are at every client: the release counts them "
+                  f"only, and no client learns which of its records they are")
+        else:
+            print(f"record alignment (private set intersection): the clients hold {held} records"
+                  + ("" if labels is None else f", the server's label table {labels:,}")
+                  + f"; {alignment['intersection']:,} are at every {'client' if labels is None else 'party'}: the "
+                    f"job ran on them")
         out["extra"]["alignment"] = alignment
     for i, rec in enumerate(recs):
         if rec is None:
