@@ -66,18 +66,14 @@ def check_min_intersection(v, where: str = "--min-intersection") -> int:
     return v
 
 
-async def align_records(ctx, table, sizes: dict[int, int], min_common: int, seed=None, hide: bool = False):
+async def align_records(ctx, table, sizes: dict[int, int], min_common: int, seed=None):
     """Align this party's records with the other clients' (module docstring): returns ``(table, m)``, the
     client's table restricted to the intersection (None at the server) and the intersection size m.
     ``sizes``: every client's record count (public, from the schema exchange), and ``sizes[0]`` the server's
     when it holds a table of its own (``table``: a PBM-VFL job's labels, aligned like a client's); ``seed``: this party's job
     seed (None: OS entropy; see :func:`sqm.mechanism.rng.party_key_bytes`).  Every party refuses, before any share
-    of data is sent, an intersection smaller than ``min_common``.
-
-    ``hide``: membership-hiding alignment (:func:`hide_membership`): the records go over the union, returns
-    ``(table, m, union)``."""
-    if hide:
-        return await hide_membership(ctx, table, sizes, min_common, seed)
+    of data is sent, an intersection smaller than ``min_common``.  (Membership-hiding alignment:
+    :func:`hide_membership`.)"""
     if table is None:  # the server, holding no table
         m = await intersect(ctx, sizes)
         found = None

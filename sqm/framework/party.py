@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sqm.framework.alignment import DEFAULT_MIN_INTERSECTION, align_records
+from sqm.framework.alignment import DEFAULT_MIN_INTERSECTION, align_records, hide_membership
 from sqm.framework.jobtask import JobTask
 from sqm.framework.spec import JobSpec, read_party_csv
 from sqm.framework.tables import PartyFileError, PartyTable, id_order_key
@@ -231,8 +231,7 @@ class JobParty(PartyProgram):
         sizes = {j: int(schemas[j]["rows"]) for j in holders}
         union = None
         if self.hide_membership:  # over the union: the evaluation multiplies each record by its secret membership
-            table, n_common, union = await align_records(ctx, table, sizes, self.min_intersection, self.task.seed,
-                                                         hide=True)
+            table, n_common, union = await hide_membership(ctx, table, sizes, self.min_intersection, self.task.seed)
             ctx.membership = union
         else:
             table, n_common = await align_records(ctx, table, sizes, self.min_intersection, self.task.seed)
