@@ -530,12 +530,10 @@ class PartyContext:
         return res
 
     async def _input_loop(self, prog, p: int, n_rows: int, rows_per_chunk: int, widths, feed: "_Feed | None",
-                          workers, summands=(), verify: bool = False, first_chunk: int = 0, check=None,
-                          chunk_base: int = 0):
+                          workers, summands=(), verify: bool = False, check=None, chunk_base: int = 0):
         """The input phase: each chunk shared and its moments added to this worker's running sums (None at a
         party that is no worker); the summands (shapes ``summands``; none: not sent) go with the last chunk.
-        Returns (moments, summand sums).  ``first_chunk``: the index of the first chunk in the whole job (a
-        shard's records start there; it only labels progress).  ``check``: a shard worker's part of the sharing
+        Returns (moments, summand sums).  ``check``: a shard worker's part of the sharing
         check (seeds agreed by its party's session, which also verifies): its chunks are added to it, labelled
         ``chunk_base + k``."""
         n_chunks = chunk_count(n_rows, rows_per_chunk)
@@ -570,7 +568,7 @@ class PartyContext:
             del S, payload
             self._lap("local moments")
             if self.on_chunk is not None:
-                self.on_chunk(first_chunk + k + 1, n_chunks)
+                self.on_chunk(k + 1, n_chunks)
         if own_check:  # before anything is reduced or opened
             await check.verify()
             self._lap("sharing check")
