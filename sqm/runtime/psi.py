@@ -466,16 +466,10 @@ def common_values(values: np.ndarray, sizes: dict[int, int]) -> tuple[dict, dict
     """``values``: the lists of ``sizes`` (owner -> length, in that order) one after another, (N, 32) uint8, values
     distinct within a list.  For each list: which entries are in every list, and, for those, their rank among the
     common values in sorted byte order."""
-    _, inv, counts = np.unique(values.view(f"S{POINT_BYTES}").ravel(), return_inverse=True, return_counts=True)
-    common = counts == len(sizes)
-    del counts
+    position, common = union_positions(values, sizes)
     rank_of = np.cumsum(common) - 1
-    member, rank, start = {}, {}, 0
-    for o, size in sizes.items():
-        idx = inv[start:start + size]
-        start += size
-        member[o] = common[idx]
-        rank[o] = rank_of[idx][member[o]]
+    member = {o: common[pos] for o, pos in position.items()}
+    rank = {o: rank_of[pos][member[o]] for o, pos in position.items()}
     return member, rank
 
 
