@@ -3,7 +3,7 @@ process per party, time and peak memory per worker, and a cost model fitted to t
 
     sqm bench scale --workers 2 --rows 100000,1000000,3000000 --json scale-workers.json
 
-For each record count the same Parquet party files (:func:`bench.scale.write_parties`: 3 clients, 117 columns,
+For each record count the same Parquet party files (:func:`bench.scale_files.write_parties`: 3 clients, 117 columns,
 ids 0..N-1 sorted) go through the PCA job's task (:class:`sqm.methods.pca.job.PCAJobTask`, one SQM covariance
 release) through real party processes on loopback, twice, interleaved: one process per party, then W shard
 workers per party (:mod:`sqm.runtime.shards`, local processes).  The files hold the same ids, so the record
@@ -197,7 +197,7 @@ def run(rows_list, workers: int, cols: int = 117, clients: int = 3, gamma: float
         workdir: str | None = None, keep: bool = False, link_gbps: float = LINK_GBPS, progress: bool = True) -> dict:
     from tqdm import tqdm
 
-    from bench.scale import write_parties
+    from bench.scale_files import write_parties
 
     base = workdir or tempfile.mkdtemp(prefix="sqm-bench-workers-")
     runs = []
