@@ -257,8 +257,7 @@ def main(argv=None) -> int:
     from mpyc.runtime import mpc  # noqa: E402  (MPyC reads sys.argv at import)
 
     from .protocol import PartyAborted, PartyContext, ProtocolError
-    from .session import agree_job, job_description, start
-    from .shards import SessionSettings
+    from .session import SessionSettings, agree_job, job_description, start
 
     state = {"done": False, "lost": set(), "aborted": None}
     install_loss_detection(state)

@@ -179,7 +179,7 @@ class PartyContext:
         self.shards = None  # this party's shard workers (sqm.runtime.shards.ShardRunner), or None: one process
         self.membership = None  # membership-hiding alignment (sqm.runtime.psi.Union): records over the union
         self.job_digest = ""  # the agreed job description's digest (sqm.runtime.session.agree_job), once known
-        self.session = None  # how this party's session was started (sqm.runtime.shards.SessionSettings), if known
+        self.session = None  # how this party's session was started (sqm.runtime.session.SessionSettings), if known
         self._clock = time.perf_counter()
         self.points = list(range(1, self.M + 1))
 
@@ -500,7 +500,7 @@ class PartyContext:
             if verify:  # the seeds in this session; every shard worker adds its chunks; verified here
                 check = _SharingCheck(self, p, widths)
                 await check.agree_seeds()
-            moments = await self._sharded_moments(prog, p, n_rows, rows_per_chunk, widths, feed, workers, check)
+            moments = await self.shards.moments(self, prog, p, n_rows, rows_per_chunk, widths, feed, workers, check)
             payload = None  # the summands alone, with a block of no records
             if feed is not None:
                 payload = [np.zeros((0, feed.inp.n_cols), np.int64)] + [from_signed(v, p) for v in feed.summands()]
@@ -574,39 +574,6 @@ class PartyContext:
             self._lap("sharing check")
         return moments, sums
 
-    async def _sharded_moments(self, prog, p: int, n_rows: int, rows_per_chunk: int, widths,
-                               feed: "_Feed | None", workers, check: "_SharingCheck | None" = None):
-        """This party's shares of the moments over every record, made by its shard workers
-        (:mod:`sqm.runtime.shards`): shard s's records go through one MPC session of the parties' s-th workers,
-        each returns its shares of its records' moments to its own party, and the party adds them (shares of a
-        sum at the same point, in the same field).  None at a party that is no worker.  A client's workers
-        round its records exactly as it would (:meth:`sqm.runtime.stream.ChunkedInput.part`)."""
-        from .shards import ShardWork, shard_ranges, sum_moments
-
-        runner = self.shards
-        works = []
-        for s, (a, b) in enumerate(shard_ranges(n_rows, runner.count)):
-            part, bounds = None, None
-            if feed is not None:
-                own = feed.inp.n_rows
-                part, bounds = feed.inp.part(min(a, own), min(b, own)), feed.bounds
-            mask = None  # membership hiding: (m, the server's indicator of this shard's positions, None elsewhere)
-            if self.membership is not None:
-                ind = self.membership.indicator
-                mask = (int(self.membership.intersection), None if ind is None else ind[a:b].copy())
-            works.append(ShardWork(s, runner.count, a, b, prog, p, widths, rows_per_chunk, workers, bounds,
-                                   prog.n_out, part, self.job_digest, mask,
-                                   None if check is None else dict(check.seeds)))
-        results = await runner.run(self, works)
-        self._lap("shards")
-        if feed is not None:
-            feed.inp.parts_taken([r["counts"] for r in results])
-        if check is not None:  # the workers' sums of the check, shard by shard
-            for r in results:
-                for c, v in r["lam"].items():
-                    check.lam[int(c)] = (check.lam[int(c)] + int(v)) % p
-        return sum_moments(results, p) if self.pid in workers else None
-
     async def shard_moments(self, work) -> dict:
         """Inside shard worker ``work.shard``'s session (:mod:`sqm.runtime.shards`): its records' input phase, as
         :meth:`_input_loop` runs it for the whole job, without summands.  Returns this party's shares of the
@@ -614,12 +581,6 @@ class PartyContext:
         feed = None
         if work.part is not None:
             feed = _Feed(work.part, work.stop - work.start, work.bounds, work.n_out, False, False)
-        if work.membership is not None:  # membership hiding: this shard's positions of the union
-            from .psi import Union
-
-            self.membership = Union(work.stop - work.start, int(work.membership[0]),
-                                    indicator=None if work.membership[1] is None else
-                                    np.asarray(work.membership[1], dtype=bool))
         check = None
         if work.seeds is not None:  # the sharing check: its seeds came from the party's own session
             check = _SharingCheck(self, work.p, work.widths)

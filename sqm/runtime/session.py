@@ -23,6 +23,7 @@ and the field, before anything else is sent.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 import errno
 import ipaddress
 import os
@@ -557,3 +558,18 @@ async def agree_job(ctx, description: dict) -> str:
     if problems:
         raise ProtocolError("refused before anything else: " + "; ".join(problems))
     return public_digest(description)
+
+
+@dataclass(frozen=True)
+class SessionSettings:
+    """How this party's own session was started (:func:`sqm.runtime.party.main`): its shard sessions start the
+    same way (the same TLS keys, job name and timeouts)."""
+
+    job_id: str
+    job_name: str | None
+    ssl_dir: str | None
+    insecure_plaintext: bool
+    connect_timeout: float
+    timeout: float
+    idle_timeout: float
+    progress_timeout: float

@@ -46,24 +46,10 @@ import numpy as np
 from .errors import UsageError
 from .party import PartyProgram
 from .protocol import ProtocolError, party_label
+from .psi import Union
 
 POLL_S = 0.05  # how often a party looks at its shard workers
 SETTLE_S = 1.0  # a worker that lost a peer: how long its party waits for the cause before naming the shard
-
-
-@dataclass(frozen=True)
-class SessionSettings:
-    """How this party's own session was started (:func:`sqm.runtime.party.main`): its shard sessions start the
-    same way (the same TLS keys and job name, timeouts, log level)."""
-
-    job_id: str
-    job_name: str | None
-    ssl_dir: str | None
-    insecure_plaintext: bool
-    connect_timeout: float
-    timeout: float
-    idle_timeout: float
-    progress_timeout: float
 
 
 def shard_ranges(n_rows: int, count: int) -> list[tuple[int, int]]:
@@ -121,6 +107,10 @@ class ShardWork(PartyProgram):
                 + (", sharings checked" if self.seeds is not None else ""))
 
     async def run(self, ctx):
+        if self.membership is not None:  # membership hiding: the server's indicator of this shard's positions
+            ctx.membership = Union(self.stop - self.start, int(self.membership[0]),
+                                   indicator=None if self.membership[1] is None else
+                                   np.asarray(self.membership[1], dtype=bool))
         return await ctx.shard_moments(self)
 
 
@@ -145,9 +135,41 @@ class ShardRunner:
         self.engine = engine
         self.wrap = wrap  # BENCH AND TESTS ONLY: applied to each shard's program (fault injection in a worker)
         self.records: list[dict] = []  # each worker's record (timings, memory) once the shards are done
+        self._reported = None  # the chunks last reported to the progress callback
 
     def public(self):
         return (self.count, tuple(tuple(a) for a in self.addresses))
+
+    async def moments(self, ctx, prog, p: int, n_rows: int, rows_per_chunk: int, widths, feed, workers,
+                      check=None):
+        """This party's shares of the moments over every record (None at a party that is no worker), made by its
+        shard workers: shard s's records go through one MPC session of the parties' s-th workers, each returns
+        its shares of its records' moments to its own party, which adds them (shares of a sum at the same
+        point, in the same field).  ``feed``: a client's input (its parts round its records exactly as it
+        would: :meth:`sqm.runtime.stream.ChunkedInput.part`), None at the server; ``check``: the sharing check of
+        the party's session, to which the workers' sums are added."""
+        works = []
+        for s, (a, b) in enumerate(shard_ranges(n_rows, self.count)):
+            part, bounds = None, None
+            if feed is not None:
+                own = feed.inp.n_rows
+                part, bounds = feed.inp.part(min(a, own), min(b, own)), feed.bounds
+            mask = None  # membership hiding: (m, the server's indicator of this shard's positions, None elsewhere)
+            if ctx.membership is not None:
+                ind = ctx.membership.indicator
+                mask = (int(ctx.membership.intersection), None if ind is None else ind[a:b].copy())
+            works.append(ShardWork(s, self.count, a, b, prog, p, widths, rows_per_chunk, workers, bounds,
+                                   prog.n_out, part, ctx.job_digest, mask,
+                                   None if check is None else dict(check.seeds)))
+        results = await self.run(ctx, works)
+        ctx._lap("shards")
+        if feed is not None:
+            feed.inp.parts_taken([r["counts"] for r in results])
+        if check is not None:  # the workers' sums of the check, shard by shard
+            for r in results:
+                for c, v in r["lam"].items():
+                    check.lam[int(c)] = (check.lam[int(c)] + int(v)) % p
+        return sum_moments(results, p) if ctx.pid in workers else None
 
     def command(self, ctx, s: int, program_file: str, result_file: str) -> list[str]:
         from .launch import party_command
@@ -212,7 +234,7 @@ class ShardRunner:
 
         sizes = [chunk_count(w.stop - w.start, w.rows_per_chunk) for w in works]
         finished = sum(k for k, d in zip(sizes, done) if d)
-        if finished != getattr(self, "_reported", None):
+        if finished != self._reported:
             self._reported = finished
             ctx.on_chunk(finished, sum(sizes))
 
@@ -341,5 +363,5 @@ def sum_moments(results, p: int):
     return total
 
 
-__all__ = ["SessionSettings", "ShardFailed", "ShardRunner", "ShardWork", "run_worker_process", "shard_job_id",
+__all__ = ["ShardFailed", "ShardRunner", "ShardWork", "run_worker_process", "shard_job_id",
            "shard_ranges", "worker_addresses"]
