@@ -199,13 +199,18 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--overlap", type=float, default=0.7,
                     help="fraction of each client's ids held by every client (default 0.7)")
     ap.add_argument("--hide-membership", action="store_true",
-                    help="compare a whole PCA job revealing membership with one hiding it (bench/psi_hidden.py), for "
+                    help="compare a whole PCA (or --task logreg) job revealing membership with one hiding it (bench/psi_hidden.py), for "
                          "intersections of --fractions of the union, with the last --clients count")
     ap.add_argument("--union", type=int, default=20000, help="with --hide-membership: ids in the union (default 20000)")
     ap.add_argument("--fractions", default="0.1,0.5,0.9",
                     help="with --hide-membership: the intersection's share of the union (default 0.1,0.5,0.9)")
     ap.add_argument("--cols", type=int, default=12, help="with --hide-membership: feature columns in all (default 12)")
     ap.add_argument("--repeat", type=int, default=1, help="with --hide-membership: runs of each mode (default 1)")
+    ap.add_argument("--task", choices=("pca", "logreg"), default="pca",
+                    help="with --hide-membership: the job, PCA or SQM-LR with the sgd solver (default pca)")
+    ap.add_argument("--q", type=float, default=0.01,
+                    help="with --task logreg: the sampling rate of the intersection's records (default 0.01)")
+    ap.add_argument("--epochs", type=int, default=2, help="with --task logreg: epochs (default 2)")
     ap.add_argument("--workdir", help="folder for the party files (default: a temporary folder, removed)")
     ap.add_argument("--json", help="write the figures to this JSON file")
     ap.add_argument("--plot", help="write a PNG plot to this file")
@@ -222,7 +227,7 @@ def cli(args) -> int:
 
             raise UsageError("--hide-membership takes --fractions in (0, 1] and --union >= 2")
         rep = psi_hidden.run(fractions, args.union, clients[-1], args.cols, repeat=args.repeat, workdir=args.workdir,
-                             progress=not getattr(args, "quiet", 0))
+                             progress=not getattr(args, "quiet", 0), task=args.task, q=args.q, epochs=args.epochs)
         return finish(rep, args, psi_hidden.print_table, None)
     ids = [int(float(x)) for x in args.ids.split(",") if x.strip()]
     clients = [int(x) for x in args.clients.split(",") if x.strip()]

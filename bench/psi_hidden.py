@@ -1,8 +1,14 @@
 """Membership-hiding alignment against the revealing PSI (``sqm bench psi --hide-membership``): a whole PCA job
 (alignment and the secure covariance) in each mode, interleaved, for intersections of 10%, 50% and 90% of the
-union.
+union; with ``--task logreg`` an SQM-LR job (sgd solver: ``--epochs`` epochs at sampling rate ``--q`` of the
+intersection; the last client's file also holds a 0/1 label) instead.
 
     sqm bench psi --hide-membership --union 20000 --cols 12 --fractions 0.1,0.5,0.9 --json hidden.json
+    sqm bench psi --hide-membership --task logreg --union 20000 --json hidden-lr.json
+
+An SQM-LR job hiding membership samples its Poisson batches over the union (rate q, cap from Binomial(U, q)) and
+multiplies each batch row by its membership inside the secure gradient (the clients reshare the server's one
+dealing of the indicator): per round about U / m times the batch rows, and one more exchange when M <= 3t.
 
 For each fraction f: 3 clients (``--clients``) and a union of U ids (``--union``), f U of them at every client and
 the rest split evenly among the clients (each held by one client only); Parquet files, ids sorted, ``--cols``
@@ -23,8 +29,10 @@ import tempfile
 import time
 
 
-def write_parties(directory: str, union: int, fraction: float, clients: int, cols: int, seed: int = 0) -> tuple:
-    """Parquet files for one cell; returns (revealing job file, hiding job file, m)."""
+def write_parties(directory: str, union: int, fraction: float, clients: int, cols: int, seed: int = 0,
+                  label: bool = False) -> tuple:
+    """Parquet files for one cell (``label``: the last client's also holds the 0/1 label ``y`` of a linear rule);
+    returns (revealing job file, hiding job file, m)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -44,6 +52,9 @@ def write_parties(directory: str, union: int, fraction: float, clients: int, col
         table = {"id": pa.array(own.astype(np.int64))}
         X = rng.normal(size=(own.size, k)) / (2 * np.sqrt(cols))
         table.update({f"x{start + t}": pa.array(X[:, t]) for t in range(k)})
+        if label and j == clients:  # a rule of the ids (so every holder's rows agree), noisy
+            u = (own % 1000).astype(np.float64) / 1000.0
+            table["y"] = pa.array((u + 0.2 * rng.normal(size=own.size) > 0.5).astype(np.int64))
         path = os.path.join(directory, f"party{j}.parquet")
         pq.write_table(pa.table(table), path, row_group_size=1 << 14)
         files.append(path)
@@ -56,22 +67,37 @@ def write_parties(directory: str, union: int, fraction: float, clients: int, col
     return jobs[0], jobs[1], m
 
 
-def run_once(job_file: str, epsilon: float, gamma: float) -> dict:
-    from sqm.framework.runners import run_job
-    from sqm.framework.spec import load_job
+def make_task(task: str, epsilon: float, gamma: float, q: float = 0.01, epochs: int = 2):
+    if task == "logreg":
+        from sqm.methods.logreg.job import LRJobTask
+
+        return LRJobTask(epsilon, gamma=gamma, label_column="y", solver="sgd", q=q, epochs=epochs)
     from sqm.methods.pca.job import PCAJobTask
 
+    return PCAJobTask(2, epsilon, gamma=gamma)
+
+
+def run_once(job_file: str, epsilon: float, gamma: float, task: str = "pca", q: float = 0.01,
+             epochs: int = 2) -> dict:
+    from sqm.framework.runners import run_job
+    from sqm.framework.spec import load_job
+
     t0 = time.perf_counter()
-    recs = run_job(load_job(job_file), PCAJobTask(2, epsilon, gamma=gamma), backend="mpyc")
+    recs = run_job(load_job(job_file), make_task(task, epsilon, gamma, q, epochs), backend="mpyc")
     seconds = time.perf_counter() - t0
     res = recs[0]["result"]
-    return {"seconds": seconds, "bytes_sent": [int(r.get("bytes_sent", 0)) for r in recs],
+    extra = {}
+    if task == "logreg":  # the training loop alone (at the server) and its batch cap
+        extra = {"train_seconds": float(res["seconds"]), "rounds": int(res["schedule"]["rounds"]),
+                 "b_max": int(res["b_max"])}
+    return {**extra, "seconds": seconds, "bytes_sent": [int(r.get("bytes_sent", 0)) for r in recs],
             "max_rss_bytes": [int(r["max_rss_bytes"]) for r in recs], "records": int(res["n_records"]),
             "union": res["alignment"].get("union"), "phases": [dict(r.get("phases", {})) for r in recs]}
 
 
 def run(fractions, union: int = 20000, clients: int = 3, cols: int = 12, epsilon: float = 1.0,
-        gamma: float = 4096.0, repeat: int = 1, workdir: str | None = None, progress: bool = True) -> dict:
+        gamma: float = 4096.0, repeat: int = 1, workdir: str | None = None, progress: bool = True,
+        task: str = "pca", q: float = 0.01, epochs: int = 2) -> dict:
     from tqdm import tqdm
 
     base = workdir or tempfile.mkdtemp(prefix="sqm-bench-hidden-")
@@ -79,16 +105,17 @@ def run(fractions, union: int = 20000, clients: int = 3, cols: int = 12, epsilon
     try:
         for f in tqdm(fractions, desc="psi --hide-membership", disable=not progress):
             folder = os.path.join(base, f"f{f:g}")
-            reveal, hide, m = write_parties(folder, union, f, clients, cols)
+            reveal, hide, m = write_parties(folder, union, f, clients, cols, label=task == "logreg")
             for _ in range(repeat):
                 for mode, job in (("reveal", reveal), ("hide", hide)):
-                    r = run_once(job, epsilon, gamma)
+                    r = run_once(job, epsilon, gamma, task, q, epochs)
                     rows.append({"fraction": f, "mode": mode, "intersection": m, **r})
             shutil.rmtree(folder, ignore_errors=True)
     finally:
         if workdir is None:
             shutil.rmtree(base, ignore_errors=True)
-    return {"union": union, "clients": clients, "cols": cols, "epsilon": epsilon, "gamma": gamma,
+    return {"task": task, **({"q": q, "epochs": epochs} if task == "logreg" else {}),
+            "union": union, "clients": clients, "cols": cols, "epsilon": epsilon, "gamma": gamma,
             "load_average": list(os.getloadavg()), "cores": os.cpu_count(), "rows": rows,
             "ratios": _ratios(rows)}
 
@@ -101,6 +128,8 @@ def _ratios(rows) -> list[dict]:
         for mode in ("reveal", "hide"):
             rs = [r for r in rows if r["fraction"] == f and r["mode"] == mode]
             best[mode] = {"seconds": min(r["seconds"] for r in rs),
+                          **({"train_seconds": min(r["train_seconds"] for r in rs)} if "train_seconds" in rs[0]
+                             else {}),
                           "client_bytes": min(max(r["bytes_sent"][1:]) for r in rs),
                           "rss": min(max(r["max_rss_bytes"]) for r in rs)}
         out.append({"fraction": f, **{f"{k}_ratio": best["hide"][k] / best["reveal"][k] for k in best["hide"]}})
@@ -108,14 +137,20 @@ def _ratios(rows) -> list[dict]:
 
 
 def print_table(rep: dict) -> None:
-    print(f"a PCA job revealing or hiding membership: union {rep['union']:,} ids, {rep['clients']} clients, "
+    lr = rep.get("task") == "logreg"
+    what = (f"an SQM-LR job (sgd, q {rep['q']:g} of the intersection, {rep['epochs']} epochs)" if lr else
+            "a PCA job")
+    print(f"{what} revealing or hiding membership: union {rep['union']:,} ids, {rep['clients']} clients, "
           f"{rep['cols']} columns; load average {rep['load_average'][0]:.2f} on {rep['cores']} cores")
-    print(f"{'in common':>10} {'mode':>7} {'records':>8} {'end to end s':>13} {'MiB sent (max client)':>22} "
-          f"{'MiB sent (server)':>18} {'peak MiB (max)':>15}")
+    print(f"{'in common':>10} {'mode':>7} {'records':>8} {'end to end s':>13} "
+          + (f"{'training s':>11} {'rounds':>7} {'b_max':>6} " if lr else "")
+          + f"{'MiB sent (max client)':>22} {'MiB sent (server)':>18} {'peak MiB (max)':>15}")
     for r in rep["rows"]:
         print(f"{r['fraction']:>10.0%} {r['mode']:>7} {r['records']:>8,} {r['seconds']:>13.2f} "
-              f"{max(r['bytes_sent'][1:]) / 2 ** 20:>22.2f} {r['bytes_sent'][0] / 2 ** 20:>18.2f} "
+              + (f"{r['train_seconds']:>11.2f} {r['rounds']:>7} {r['b_max']:>6} " if lr else "")
+              + f"{max(r['bytes_sent'][1:]) / 2 ** 20:>22.2f} {r['bytes_sent'][0] / 2 ** 20:>18.2f} "
               f"{max(r['max_rss_bytes']) / 2 ** 20:>15.0f}")
     for q in rep["ratios"]:
-        print(f"{q['fraction']:.0%} in common: hiding / revealing = {q['seconds_ratio']:.2f}x time, "
-              f"{q['client_bytes_ratio']:.2f}x bytes per client, {q['rss_ratio']:.2f}x peak memory")
+        print(f"{q['fraction']:.0%} in common: hiding / revealing = {q['seconds_ratio']:.2f}x time"
+              + (f" ({q['train_seconds_ratio']:.2f}x training)" if lr else "")
+              + f", {q['client_bytes_ratio']:.2f}x bytes per client, {q['rss_ratio']:.2f}x peak memory")

@@ -193,10 +193,10 @@ def test_hiding_membership_is_refused_where_it_is_not_offered(tmp_path):
     from sqm.runtime.errors import UsageError
 
     _, _, _, hide = _jobs(tmp_path)
-    from sqm.methods.logreg.job import LRJobTask
+    from sqm.methods.inference.job import ScoringJobTask
 
     with pytest.raises(UsageError, match="does not offer it"):
-        party_program(hide, 1, LRJobTask(1.0, label_column="x5"))
+        party_program(hide, 1, ScoringJobTask.__new__(ScoringJobTask))
 
 
 @pytest.mark.slow
@@ -248,6 +248,36 @@ def _signature(tree):
     return (type(tree).__name__,)
 
 
+def recorded_views(tmp_path, X, task):
+    """Client 1's frames in a membership-hiding job of ``task`` through real processes, in the two scenarios of
+    :func:`_scenario` (X: the universe's rows, id 1000 + r at row r): per scenario (frames, (sets, common), the
+    parties' records)."""
+    import os
+
+    from sqm.framework.party import job_programs
+    from sqm.framework.spec import load_job, write_job
+    from sqm.runtime import wire
+    from sqm.runtime.launch import run_parties
+    from test_alignment import write_parties
+    from test_psi_view import Recording
+
+    out = []
+    for flip in (False, True):
+        sets, common = _scenario(flip)
+        folder = tmp_path / str(flip)
+        reveal = load_job(write_parties(folder, X, sets, min_intersection=50))
+        spec = load_job(write_job(os.path.join(folder, "hide.json"), reveal.addresses,
+                                  [p.file for p in reveal.parties[1:]], min_intersection=50, hide_membership=True))
+        path = str(folder / "frames1.bin")
+        progs = job_programs(spec, task)
+        progs[1] = Recording(progs[1], path)
+        recs = run_parties(progs, timeout=120, addresses=spec.addresses, min_clients=2, job_id=spec.job_id)
+        frames = [(pc, peer, wire.decode(b)) for pc, peer, b in sorted(wire.decode(open(path, "rb").read()),
+                                                                       key=lambda e: e[:2])]
+        out.append((frames, (sets, common), recs))
+    return out
+
+
 @pytest.mark.slow
 def test_a_clients_view_does_not_depend_on_which_of_its_records_are_in_the_intersection(tmp_path):
     """Every frame client 1 receives in a membership-hiding PCA job, through real processes, recorded in two
@@ -257,31 +287,13 @@ def test_a_clients_view_does_not_depend_on_which_of_its_records_are_in_the_inter
     [0, p) (mean of v / p within 5 standard errors of 1/2), and its shares of the indicator are uncorrelated
     with the true membership of the positions (|r| < 5 / sqrt(U)).  The positions it is given are tested over
     many alignments below; the blinded ids are the PSI's (tests/test_psi_view.py)."""
-    from sqm.framework.party import job_programs
-    from sqm.framework.spec import load_job, write_job
     from sqm.methods.pca import PCAJobTask
-    from sqm.runtime import wire
-    from sqm.runtime.launch import run_parties
-    from test_alignment import TASK, write_parties
-    from test_psi_view import Recording, _arrays
-    import os
+    from test_alignment import TASK
+    from test_psi_view import _arrays
 
-    views, truths = [], []
-    for flip in (False, True):
-        sets, common = _scenario(flip)
-        folder = tmp_path / str(flip)
-        reveal = load_job(write_parties(folder, _grid_universe(m=6000), sets, min_intersection=50))
-        spec = load_job(write_job(os.path.join(folder, "hide.json"), reveal.addresses,
-                                  [p.file for p in reveal.parties[1:]], min_intersection=50, hide_membership=True))
-        path = str(folder / "frames1.bin")
-        progs = job_programs(spec, PCAJobTask(**TASK))
-        progs[1] = Recording(progs[1], path)
-        recs = run_parties(progs, timeout=120, addresses=spec.addresses, min_clients=2, job_id=spec.job_id)
-        frames = [(pc, peer, wire.decode(b)) for pc, peer, b in sorted(wire.decode(open(path, "rb").read()),
-                                                                       key=lambda e: e[:2])]
-        views.append(frames)
-        truths.append((sets, common))
-        assert recs[1]["result"]["alignment"]["membership"] == "hidden"
+    runs = recorded_views(tmp_path, _grid_universe(m=6000), PCAJobTask(**TASK))
+    views, truths = [f for f, _, _ in runs], [t for _, t, _ in runs]
+    assert all(recs[1]["result"]["alignment"]["membership"] == "hidden" for _, _, recs in runs)
     assert [(pc, peer, _signature(f)) for pc, peer, f in views[0]] == \
         [(pc, peer, _signature(f)) for pc, peer, f in views[1]]
     answers = [f for _, peer, f in views[0] + views[1] if isinstance(f, dict) and "union" in f]

@@ -148,4 +148,4 @@ async def hide_membership(ctx, table, sizes: dict[int, int], min_common: int, se
     block = table.block  # a streamed file is read whole: its rows go to random positions
     placed = np.zeros((union.size, block.shape[1]), dtype=np.float64)
     placed[union.position] = block
-    return PartyTable(table.file, list(table.columns), placed, []), m, union
+    return PartyTable(table.file, list(table.columns), placed, [], held=np.sort(union.position)), m, union

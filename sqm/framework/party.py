@@ -86,10 +86,12 @@ def scale_to_bounds(block: np.ndarray, columns, bounds, factors: dict[str, float
 @dataclass(frozen=True)
 class JobMeta:
     """Public facts every party learns before the task runs: the clients' column counts and the record count (the
-    size of the record alignment's intersection: the records the job runs on)."""
+    size of the record alignment's intersection: the records the job runs on), and with membership hidden the size of
+    the union the clients' records are placed over (0: membership revealed)."""
 
     col_counts: tuple[int, ...]
     n_records: int
+    union: int = 0
 
     @property
     def n_parties(self) -> int:
@@ -235,7 +237,7 @@ class JobParty(PartyProgram):
             ctx.membership = union
         else:
             table, n_common = await align_records(ctx, table, sizes, self.min_intersection, self.task.seed)
-        meta = JobMeta(tuple(int(g["cols"]) for g in got), n_common)
+        meta = JobMeta(tuple(int(g["cols"]) for g in got), n_common, 0 if union is None else int(union.size))
         outside = None
         if table is not None and self.own_bounds:  # scaled to the job file's public ranges
             table, outside = self._scaled(table, meta, ctx.pid)
@@ -396,7 +398,8 @@ def party_program(spec: JobSpec, index: int, task: JobTask, ledger: "LedgerGuard
     if spec.hide_membership:
         why = None
         if not task.hides_membership:
-            why = f"{type(task).__name__} does not offer it (the PCA job does)"
+            why = (f"{type(task).__name__} does not offer it (the PCA, linear-regression and logistic-regression "
+                   f"jobs do)")
         if why is not None:
             raise UsageError(f"job file {spec.path or '(unnamed)'} asks to hide membership (\"hide_membership\"): "
                              f"{why}")

@@ -66,6 +66,8 @@ class PartyTable:
     block: np.ndarray  # records x columns, float64
     ids: list[str] = field(repr=False)  # canonical ids (:func:`canonical_id`); [] when the table has no id column
     ids_digest: bytes | None = field(default=None, repr=False)  # the record order's digest, set by the alignment
+    held: np.ndarray | None = field(default=None, repr=False)  # membership hidden: the rows that are this party's
+    # own records (its positions in the union; every other row is zeros), None: every row is
 
     @property
     def n_rows(self) -> int:

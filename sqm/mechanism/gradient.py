@@ -40,6 +40,20 @@ def _template_program(d: int, label_index: int) -> SumProgram:
 
 
 @dataclass(frozen=True, eq=False)
+class BatchMembership:
+    """One batch's membership of the intersection when the records were aligned hiding it (``hide_membership``;
+    :mod:`sqm.methods.logreg.party`, "Membership hidden"): the batch rows are positions of the union and each
+    counts times its secret 0/1 membership.  The server holds ``indicator`` over the whole union (it never
+    learns the batch); a client holds ``shares``, its degree-t shares of the indicator at the batch's rows (the
+    server dealt them once), and ``positions``, the batch's union positions (which the in-process ideal
+    functionality uses in place of the shares)."""
+
+    indicator: np.ndarray | None = None
+    shares: np.ndarray | None = None
+    positions: np.ndarray | None = None
+
+
+@dataclass(frozen=True, eq=False)
 class LRGradient:
     """Eq. 19's gradient sum as an SQM statistic (:class:`sqm.mechanism.polynomial.StructuredPolynomial`) whose
     coefficients are SECRET: they hold the server's weights ``w`` (None at the clients), so the server's rounded
@@ -53,6 +67,7 @@ class LRGradient:
     weight_bound: float
     n_parties: int
     w: np.ndarray | None = None
+    membership: BatchMembership | None = None  # membership hidden: every party holds one (its own part)
 
     name = "logreg-gradient"
     public_coefficients = False
@@ -113,7 +128,10 @@ class LRGradient:
         at the column bounds, plus the Skellam tail bound (and n for the parties' shares).  The field is sized
         with it; it also bounds every other value shared, reduced or reconstructed (the coefficients and the
         batch moments s, G, h <= b_max max_j b_j^2: the max below), although only y is ever reconstructed.
-        The clients, which do not know the coefficients, compute the same bound."""
+        The clients, which do not know the coefficients, compute the same bound.  With membership hidden
+        (``membership``) the sum runs over the batch rows that are members, a subset of the b_max rows, so the same
+        bound holds; the masked rows I x are 0 or x, and the masked moments reduced at degree 3t are s, G, h of
+        those rows (bounded as above): the field needs nothing more."""
         gamma, b = float(plan.gamma), plan.int_col_bounds()
         bf, by = [b[j] for j in self.feats], b[self.label_index]
         a_half, a_k, a_y = math.ceil(gamma ** 2 / 2), math.ceil(gamma * self.weight_bound / 4), math.ceil(gamma)
@@ -127,18 +145,33 @@ class LRGradient:
         row adds nothing: every monomial of Eq. 19 has degree >= 1).  In an in-process SIMULATION whose context
         computes secure evaluations ideally (:class:`sqm.runtime.inprocess.InProcessContext` ``ideal``, its default),
         the ideal functionality instead: the clients hand their rows and noise to the server, which computes
-        the exact integers the protocol reconstructs (so the same weights)."""
+        the exact integers the protocol reconstructs (so the same weights); with membership hidden the clients
+        also hand it the batch's positions, and it keeps the rows its indicator marks."""
+        mem = self.membership
         if getattr(ctx, "ideal", False):
-            got = await ctx.ideal_inputs(None if my_input is None else tuple(my_input[:2]), [0])
+            mine = None
+            if my_input is not None:
+                mine = tuple(my_input[:2]) + ((np.asarray(mem.positions, np.int64),) if mem is not None else ())
+            got = await ctx.ideal_inputs(mine, [0])
             if not ctx.is_server:
                 return None
-            y = self.program(int_coefs).evaluate(np.hstack([np.asarray(x, np.int64) for x, _ in got]))
-            return y + sum(np.asarray(z).astype(object) for _, z in got)
+            X = np.hstack([np.asarray(g[0], np.int64) for g in got])
+            if mem is not None:  # the batch's members only (every client gave the same positions)
+                X = X[np.asarray(mem.indicator, dtype=bool)[np.asarray(got[0][2], np.int64)]]
+            y = self.program(int_coefs).evaluate(X)
+            return y + sum(np.asarray(g[1]).astype(object) for g in got)
         if my_input is not None:
             x_hat, z = my_input[:2]
             padded = np.zeros((plan.n_records, x_hat.shape[1]), dtype=np.int64)
             padded[: x_hat.shape[0]] = x_hat
             my_input = (padded, z)
+            if mem is not None:  # a padding row's share: 0 (the row is zeros: it adds nothing anyway)
+                ind = np.zeros(plan.n_records, dtype=np.int64)
+                ind[: x_hat.shape[0]] = mem.shares
+                my_input += (ind,)
         return await secure_gradient(ctx, self.d, self.label_index, plan.col_counts, plan.n_records, int_coefs,
-                                     my_input, prime_for_bound(self.result_bound(plan), ctx.M),
-                                     plan.verify_sharing)
+                                     my_input, self.prime(plan, ctx.M), plan.verify_sharing, mem is not None)
+
+    def prime(self, plan: SQMPlan, n_parties: int) -> int:
+        """The field of every round's evaluation (and of the dealt membership indicator)."""
+        return prime_for_bound(self.result_bound(plan), n_parties)

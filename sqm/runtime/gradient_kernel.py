@@ -11,7 +11,7 @@ from .field import from_signed, to_signed
 
 
 async def secure_gradient(ctx, d: int, label_index: int, col_counts, n_records: int, int_coefs, my_input, p: int,
-                          verify_sharing: bool = False):
+                          verify_sharing: bool = False, masked: bool = False):
     """BGW evaluation of the compensated Eq. 19 gradient sum plus the clients' noise, with the coefficients
     secret (the server's input) and the batch secret (the clients' inputs):
 
@@ -52,11 +52,29 @@ async def secure_gradient(ctx, d: int, label_index: int, col_counts, n_records: 
     (The former protocol: coefficient shares, then input shares, then one or two degree reductions, then the
     opening: 4 or 5 exchanges and 4 or 5 one-way delays per round.)
 
+    Membership hidden (``masked``; :mod:`sqm.methods.logreg.party`, "Membership hidden"): the batch rows are
+    positions of the union, and each row counts times its secret membership I_i of the intersection, so
+    s = sum_i I_i F_i, G = sum_i I_i F_i F_i^T, h = sum_i I_i F_i y_i.  A client's input (``my_input``'s third
+    entry) then also holds its degree-t shares of I at the batch's rows (the server dealt them to the clients
+    once; it never learns which rows a batch holds).  In exchange 1 each client reshares them (degree t, to
+    every party); every party combines them with the Lagrange coefficients of the clients' points into a
+    degree-t share of I_i (the server receives uniform values only: one point of fresh degree-t polynomials),
+    and multiplies it into its shares of the features: Y = I o F, degree 2t.  Then:
+
+    - M > 3t: s = sum Y (2t), G = Y^T F and h = Y^T y (3t < M) are reduced together with the server's
+      coefficient shares (exchange 2) and the masked opening follows (3 exchanges, as the M <= 3t path
+      without membership);
+    - M <= 3t: Y is reduced first (exchange 2: b_max x d values), then the moments as above with the
+      coefficient shares (exchange 3), then the opening (4 exchanges).
+
+    With ``verify_sharing`` the clients' resharings of their indicator shares are checked too (one more chunk).
+
     Returns the signed integer result (object array) at the server, None at the clients.
     """
     M, t = ctx.M, ctx.t
     ctx.require_threshold()
-    direct = M > 3 * t  # products with the coefficients have degree 3t < M: no reduction of the moments
+    direct = M > 3 * t and not masked  # products with the coefficients have degree 3t < M: no moment reduction
+    deep = masked and M > 3 * t  # the masked moments have degree 3t < M: reduced at once, the rows not first
     widths, n_rows, n_coefs = [int(c) for c in col_counts], int(n_records), d * (d + 2)
     check = None
     if verify_sharing:  # every party holds shares of every input here: the check needs nothing else
@@ -72,17 +90,22 @@ async def secure_gradient(ctx, d: int, label_index: int, col_counts, n_records: 
             coef_sub = shamir.share(from_signed(np.asarray(int_coefs, np.int64), p), M, t, p, ctx.rng)
             outgoing = {j: [coef_sub[j]] for j in range(M)}
     else:
-        block, addend = my_input
+        block, addend = my_input[:2]
         block_sub = shamir.share(from_signed(block, p), M, t, p, ctx.rng)
         noise_sub = shamir.share(from_signed(np.asarray(addend, dtype=object), p), M, t, p, ctx.rng)
         mask_sub = shamir.share(np.zeros(d, np.int64), M, M - 1, p, ctx.rng)  # degree M - 1, R_j(0) = 0
         outgoing = {j: [block_sub[j], noise_sub[j], mask_sub[j]] for j in range(M)}
+        if masked:  # this client's shares of the batch rows' membership, reshared to every party
+            ind_sub = shamir.share(np.asarray(my_input[2], np.int64), M, t, p, ctx.rng)
+            for j in range(M):
+                outgoing[j].append(ind_sub[j])
         if check is not None:  # the sharing check's mask: uniform, degree t (so the check reveals nothing)
             check_sub = shamir.share(ctx.rng.integers(0, p, size=1, dtype=np.int64), M, t, p, ctx.rng)
             for j in range(M):
                 outgoing[j].append(check_sub[j])
     ctx._lap("share inputs (local)")
-    extra = [wire.shares((d,), p), wire.shares((d,), p)] + ([wire.shares((1,), p)] if check is not None else [])
+    extra = [wire.shares((d,), p), wire.shares((d,), p)] + ([wire.shares((n_rows,), p)] if masked else []) \
+        + ([wire.shares((1,), p)] if check is not None else [])
     expect = {c: wire.list_of([wire.shares((n_rows, widths[c - 1]), p)] + extra, "input shares")
               for c in ctx.clients}
     senders = list(ctx.clients)
@@ -96,26 +119,46 @@ async def secure_gradient(ctx, d: int, label_index: int, col_counts, n_records: 
     z, mask = got[ctx.clients[0]][1], got[ctx.clients[0]][2]
     for c in ctx.clients[1:]:
         z, mask = modarith.add_mod(z, got[c][1], p), modarith.add_mod(mask, got[c][2], p)
-    if check is not None:  # the blocks (chunk 0) and the noise shares (chunk 1), then the masks
+    n_cl = len(ctx.clients)
+    if check is not None:  # the blocks (chunk 0), the noise shares (chunk 1), the resharings (chunk 2); the masks
         check.add_chunk(0, S)
-        check.add_chunk(1, np.hstack([got[c][1].reshape(1, d) for c in ctx.clients]), [d] * len(ctx.clients))
-        check.add_masks([[got[c][3]] for c in ctx.clients])
+        check.add_chunk(1, np.hstack([got[c][1].reshape(1, d) for c in ctx.clients]), [d] * n_cl)
+        if masked:
+            check.add_chunk(2, np.stack([got[c][3] for c in ctx.clients], axis=1), [1] * n_cl)
+        check.add_masks([[got[c][3 + masked]] for c in ctx.clients])
     label = int(label_index)
     feats = np.array([j for j in range(d + 1) if j != label], dtype=np.int64)
-    s = modarith.sum_mod(S[:, feats], 0, p)
-    K = modarith.gram_mod(S, p)  # (d + 1) x (d + 1), degree 2t
-    G, h = K[np.ix_(feats, feats)], K[feats, label]
+    if masked:  # ---- the rows times their membership (module docstring) ----
+        lam = shamir.lagrange_at_zero([c + 1 for c in ctx.clients], p)  # the dealt sharing, from the clients'
+        ind = np.zeros(n_rows, dtype=np.int64)
+        for lam_c, c in zip(lam, ctx.clients):
+            ind = modarith.add_mod(ind, modarith.scalar_mul_mod(got[c][3], lam_c, p), p)
+        F = np.ascontiguousarray(S[:, feats])
+        Y = modarith.mul_mod(F, np.broadcast_to(ind[:, None], F.shape), p)  # degree 2t
+        ctx._lap("membership (local)")
+        if not deep:  # ---- 2. M <= 3t: the masked rows back to degree t first ----
+            Y = await ctx.reshare(Y, p)
+            ctx._lap("membership reduction")
+        YT = np.ascontiguousarray(Y.T)
+        s = modarith.sum_mod(Y, 0, p)
+        G = modarith.matmul_mod(YT, F, p)  # degree 3t (deep) or 2t; its shares need not be symmetric
+        h = modarith.matmul_mod(YT, np.ascontiguousarray(S[:, [label]]), p).reshape(-1)
+    else:
+        s = modarith.sum_mod(S[:, feats], 0, p)
+        K = modarith.gram_mod(S, p)  # (d + 1) x (d + 1), degree 2t
+        G, h = K[np.ix_(feats, feats)], K[feats, label]
     if direct:
         C = got[0][0]
-    else:  # ---- 2. degree reduction of the moments, with the server's coefficient shares ----
-        upper = np.triu_indices(d)
+    else:  # ---- 2. (3. when the rows were reduced) degree reduction of the moments, with the coefficients ----
+        upper = np.triu_indices(d)  # G is symmetric: its upper triangle's reduced shares rebuild it
         m = len(upper[0])
-        sub = shamir.share(np.concatenate([G[upper], h]), M, t, p, ctx.rng)
+        sub = shamir.share(np.concatenate([G[upper], h] + ([s] if deep else [])), M, t, p, ctx.rng)
         coef_sub = shamir.share(from_signed(np.asarray(int_coefs, np.int64), p), M, t, p, ctx.rng) \
             if ctx.is_server else None
         outgoing = {j: [sub[j]] + ([coef_sub[j]] if ctx.is_server else []) for j in range(M)}
-        expect = {j: wire.list_of([wire.shares((m + d,), p)], "degree-reduction sub-shares") for j in ctx.clients}
-        expect[0] = wire.list_of([wire.shares((m + d,), p), wire.shares((n_coefs,), p)],
+        width = m + d + (d if deep else 0)
+        expect = {j: wire.list_of([wire.shares((width,), p)], "degree-reduction sub-shares") for j in ctx.clients}
+        expect[0] = wire.list_of([wire.shares((width,), p), wire.shares((n_coefs,), p)],
                                  "degree-reduction sub-shares and coefficient shares")
         ctx._lap("local moments")
         got = await ctx.send_recv(outgoing, range(M), expect, "degree reduction and coefficient shares")
@@ -124,7 +167,9 @@ async def secure_gradient(ctx, d: int, label_index: int, col_counts, n_records: 
         G = np.empty((d, d), dtype=np.int64)
         G[upper] = red[:m]
         G[upper[1], upper[0]] = red[:m]
-        h = red[m:]
+        h = red[m:m + d]
+        if deep:
+            s = red[m + d:]
         ctx._lap("degree reduction")
     C = C.reshape(d, d + 2)
     if check is not None:  # before anything is opened
@@ -139,3 +184,17 @@ async def secure_gradient(ctx, d: int, label_index: int, col_counts, n_records: 
     res = await ctx.open_to(y, p, [0])
     ctx._lap("open result")
     return None if res is None else to_signed(res, p).astype(object)
+
+
+async def deal_indicator(ctx, indicator: np.ndarray | None, size: int, p: int) -> np.ndarray | None:
+    """Membership hidden, once per training run (before the first :func:`secure_gradient` with ``masked``): the
+    server Shamir-shares (degree t, field p) the intersection's 0/1 ``indicator`` over the union's ``size``
+    positions with the clients (its own share is not kept: the clients reshare theirs at each batch's rows).
+    Returns a client's ``size`` shares, None at the server.  A client learns nothing from its shares (t >= 1);
+    t + 1 clients together would learn the indicator (the threat model says so)."""
+    out = {}
+    if ctx.is_server:
+        sub = shamir.share(np.asarray(indicator, dtype=np.int64), ctx.M, ctx.t, p, ctx.rng)
+        out = {c: sub[c] for c in ctx.clients}
+    got = await ctx.send_recv(out, [] if ctx.is_server else [0], wire.shares((int(size),), p), "membership indicator")
+    return None if ctx.is_server else got[0]

@@ -349,8 +349,12 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
         blocks = [np.hstack([b, y01[:, None]]) if j == label else b for j, b in enumerate(data.blocks)]
         return blocks, data.col_counts, int(label)
 
-    def plan(self, n_records: int, col_counts, label_party: int) -> tuple[LRPlan, PrivacyReport]:
+    def plan(self, n_records: int, col_counts, label_party: int, union: int = 0) -> tuple[LRPlan, PrivacyReport]:
         """Public plan and privacy report, before any randomness is drawn (validates the parameters).
+
+        ``union`` (membership hidden, :mod:`sqm.methods.logreg.party`): the batches are Poisson samples of the union's
+        U positions, of which the n_records members count; each member is still sampled independently at rate q,
+        so the accounting is the revealing mode's, with the cap b_max (and eta) of Binomial(U, q).
 
         The batch cap: the run differs from the uncapped mechanism only when a Poisson batch exceeds b_max, with
         probability eta (over all rounds, on every dataset), so an (epsilon, delta_mu)-DP uncapped run makes the
@@ -360,13 +364,15 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
         epochs = sched.epochs
         n = len(col_counts)
         q, R = sched.q, steps(sched.q, epochs)
-        b_max, eta = batch_cap(n_records, q, R)
+        if union and int(union) < int(n_records):
+            raise UsageError(f"the union ({union}) cannot be smaller than the intersection ({n_records})")
+        b_max, eta = batch_cap(int(union) if union else n_records, q, R)
         bounds = party_norm_bounds(1.0, col_counts, self.party_bounds)
         plan = LRPlan(n_records=int(n_records), col_counts=tuple(int(c) for c in col_counts),
                       label_party=label_party, gamma=float(self.gamma), mu=0.0, q=q, rounds=R, b_max=b_max,
                       learning_rate=sched.learning_rate, weight_bound=sched.weight_bound,
                       party_bounds=tuple(float(b) for b in bounds), intercept=self.intercept_constant,
-                      verify_sharing=bool(self.verify_sharing))
+                      verify_sharing=bool(self.verify_sharing), union=int(union))
         sens = plan.statistic().sensitivity(plan.gamma, plan.column_bounds())
         delta = float(self.delta)
         if self.noise:
@@ -382,7 +388,10 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
             evs = (events.server_event(sens.l1, sens.l2, mu, q, R),)
             notes = (f"{MODEL_SHARED_NOTE}; {epochs} epochs; {intercept_note(plan)}; batch cap {b_max} (exceeded with probability "
                      f"{eta:.3g} over the run, which adds (1 + e^epsilon) x that = {cap_delta:.3g} to delta, "
-                     f"included; the ledger adds it through eta)")
+                     f"included; the ledger adds it through eta)"
+                     + (f"; batches sampled over the union's {int(union)} positions, each counting times its secret "
+                        f"membership: every one of the {int(n_records)} members is in a batch with probability q, as "
+                        f"when membership is revealed" if union else ""))
         else:
             mu, eps_s, eps_c, evs = 0.0, math.inf, math.inf, ()
             notes = f"noise off; {epochs} epochs; {intercept_note(plan)}"

@@ -57,6 +57,10 @@ class LRJobTask(JobTask):
         return {**self.__dict__, "_moment_plans": {}}  # a party plans from its own copy
 
     row_norm_bound = 1.0  # a record's feature row, before the intercept's constant: ||x||_2 <= 1
+    # "hide_membership": the moments solver's Gram over the union, members only (sqm.framework.alignment), as a PCA
+    # job's; the sgd solver samples its batches over the union and multiplies each batch row by its membership
+    # inside the secure gradient (sqm.methods.logreg.party, "Membership hidden")
+    hides_membership = True
 
     @property
     def secure_mode(self) -> bool:
@@ -126,7 +130,7 @@ class LRJobTask(JobTask):
     def _plan(self, meta) -> tuple[LRPlan, PrivacyReport, int]:
         """The public plan, privacy report and label party from the clients' public counts (every party alike)."""
         label, counts = self.label_index(meta), self.feature_counts(meta)
-        return (*self.estimator.plan(meta.n_records, counts, label), label)
+        return (*self.estimator.plan(meta.n_records, counts, label, union=meta.union), label)
 
     def release(self, meta) -> PrivacyReport:
         """What the job releases (for the server's privacy-budget ledger), from the public counts."""
@@ -170,7 +174,7 @@ class LRJobTask(JobTask):
             else:
                 block = table.block
         seeds = spawn_seeds(self.seed, meta.n_parties + 1)
-        res = await train_party(ctx, plan, seeds[ctx.pid], block, check_ids=True,
+        res = await train_party(ctx, plan, seeds[ctx.pid], block, check_ids=not meta.union,
                                 ids_digest=None if table is None else table.ids_digest,
                                 progress_path=self.progress_path if ctx.is_server else None,
                                 every=max(1, plan.rounds // 200))
@@ -188,12 +192,21 @@ class LRJobTask(JobTask):
 
     def label_block(self, table) -> tuple[np.ndarray, str]:
         """The label party's block [features, label as 0/1] and what the mapping was, or InputRefused (its
-        reason, sent to every peer, names no value; the detail with the fix stays at this party)."""
+        reason, sent to every peer, names no value; the detail with the fix stays at this party).  With membership
+        hidden the labels are read from the party's own records only (``table.held``); the rows of the union it
+        does not hold stay zeros (the label 0 there multiplies nothing: such a row is no member)."""
+        held = getattr(table, "held", None)
         try:
-            X, y, _, note = split_label(table.block, table.columns, self.label_column, table.file)
+            X, y, _, note = split_label(table.block if held is None else table.block[held], table.columns,
+                                        self.label_column, table.file)
         except ValueError as err:
             public = (f"its file has no label column '{self.label_column}' (--label-column)"
                       if self.label_column not in table.columns else
                       "its label column does not hold exactly two classes (recode it to two values, e.g. 0/1)")
             raise InputRefused(public, str(err)) from None
-        return np.hstack([X, y[:, None]]), note
+        block = np.hstack([X, y[:, None]])
+        if held is not None:
+            placed = np.zeros((table.n_rows, block.shape[1]))
+            placed[held] = block
+            block = placed
+        return block, note

@@ -35,6 +35,23 @@ keep a uniformly random subset of b_max of its records (shared randomness) and c
 stays with the clients).  The output differs from the uncapped mechanism's only on that event, so the run is
 (epsilon, delta_mu + (1 + e^epsilon) eta)-DP; mu is calibrated at delta_mu = delta minus that, so the total is
 the requested delta (:meth:`sqm.methods.logreg.SQMLogisticRegression.plan`).
+
+Membership hidden (``plan.union`` = U > 0, the job file's ``"hide_membership"``; issue 29): the clients' blocks are
+their rows placed at their positions in the union of their ids (zeros elsewhere; :mod:`sqm.framework.alignment`)
+and the server holds the 0/1 indicator of the intersection over those positions (``ctx.membership``).
+1. once, after the plan: the server Shamir-shares (degree t) the indicator with the clients; the clients hold
+   shares of it, the server keeps nothing of the sharing it needs later;
+2. the clients Poisson-sample union positions at rate q with their shared sampler (the server still never learns
+   a batch): every member of the intersection is in a batch independently with probability q, exactly the
+   sampling of the revealing mode over its m records; the cap b_max is that of Binomial(U, q);
+3. in the secure gradient each client reshares its indicator shares at the batch's rows to every party, and
+   each row's features are multiplied by the row's membership inside the protocol
+   (:func:`sqm.runtime.gradient_kernel.secure_gradient`, ``masked``): a row outside the intersection adds zero;
+4. the server steps by the released sum over the batch's members divided by q m, the public expectation of their
+   number (the number itself stays secret, as with the revealing mode's Poisson batches).
+Accounting: Poisson subsampling at rate q of the m members and the same per-record sensitivity: the revealing
+mode's report, with eta from Binomial(U, q).  What each party learns: the sizes (|S_j|, U, m) and, at the server,
+the noisy gradients; a client's frames are shares only (tests/test_membership.py).
 """
 from __future__ import annotations
 
@@ -48,13 +65,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sqm.framework.progress import follow_progress
-from sqm.mechanism.gradient import LRGradient
+from sqm.mechanism.gradient import BatchMembership, LRGradient
 from sqm.mechanism.release import SQMPlan, sqm_round
 from sqm.mechanism.rng import make_rng
 from sqm.mechanism.vertical import ColumnBounds
 from sqm.runtime import BACKENDS as MPC_BACKENDS
 from sqm.runtime import runner
 from sqm.runtime.errors import UsageError
+from sqm.runtime.gradient_kernel import deal_indicator
 from sqm.runtime.launch import private_folder
 from sqm.runtime.party import PartyProgram, ProtocolError
 from sqm.runtime.party import messages as wire
@@ -95,6 +113,12 @@ class LRPlan:
     party_bounds: tuple[float, ...]  # per-client bound on the norm of its feature sub-row
     intercept: float = 0.0  # the intercept column's public constant c (0: no intercept)
     verify_sharing: bool = False  # every round checks each client's input sharing (sqm.runtime.protocol._SharingCheck)
+    union: int = 0  # membership hidden: the size U of the union the blocks are placed over (0: membership revealed)
+
+    @property
+    def positions(self) -> int:
+        """The rows of every client's block, which the batches are sampled from: U, or N when membership is revealed."""
+        return int(self.union) if self.union else int(self.n_records)
 
     @property
     def n_parties(self) -> int:
@@ -154,8 +178,8 @@ class LRPlan:
         return SQMPlan(float(self.gamma), float(self.mu), self.column_bounds(), tuple(self.block_widths),
                        int(self.b_max), True, self.scale, self.d, verify_sharing=bool(self.verify_sharing))
 
-    def statistic(self, w=None) -> "LRGradient":
-        return LRGradient(self.d, self.label_index, float(self.weight_bound), self.n_parties, w)
+    def statistic(self, w=None, membership=None) -> "LRGradient":
+        return LRGradient(self.d, self.label_index, float(self.weight_bound), self.n_parties, w, membership)
 
     def result_bound(self) -> int:
         return self.statistic().result_bound(self.release())
@@ -281,6 +305,7 @@ async def train_party(ctx, plan: LRPlan, seed, block=None, eval_set=None, progre
         raise ProtocolError(f"party {ctx.pid}: a job with {ctx.M - 1} client(s) has threshold t = 0, so every "
                             f"party's share would be the secret itself (the server's coefficients at the "
                             f"client); at least two clients are needed; refused")
+    union = _membership(ctx, plan)
     rng = party_generator(seed)
     if ctx.is_server:
         await ctx.clients_key(None)  # the clients' sampling key: the server takes part with nothing
@@ -291,7 +316,7 @@ async def train_party(ctx, plan: LRPlan, seed, block=None, eval_set=None, progre
         report = _Eval(eval_set, every, (lambda i, loss: progress.write(f"{i} {loss!r}\n")) if progress else None)
     else:
         block = np.asarray(block, np.float64)
-        shape = (plan.n_records, plan.input_widths[ctx.pid - 1])
+        shape = (plan.positions, plan.input_widths[ctx.pid - 1])
         problem = None if block.shape == shape else (f"its block has shape {block.shape}, the public plan "
                                                      f"expects {shape}")
         shared = shared_sampler(await ctx.clients_key(client_seed_contribution(rng)))
@@ -305,18 +330,24 @@ async def train_party(ctx, plan: LRPlan, seed, block=None, eval_set=None, progre
         block, clipped = plan.column_bounds().clip(block, plan.block_widths, ctx.pid - 1)  # once, counted
     await ctx.agree(dataclasses.astuple(plan), "logistic-regression plan")
     release, stat = plan.release(), plan.statistic()
+    shares = None
+    if plan.union:
+        shares = await deal_indicator(ctx, union.indicator if ctx.is_server else None, plan.union,
+                                      stat.prime(release, ctx.M))
     w = np.zeros(plan.d)
     trace = []
     truncated = 0
     t0 = time.perf_counter()
     for it in range(plan.rounds):
         batch = None
-        if ctx.is_server:
-            stat = plan.statistic(w)  # the server's secret coefficients hold w
+        if ctx.is_server:  # the server's secret coefficients hold w
+            stat = plan.statistic(w, BatchMembership(indicator=union.indicator) if plan.union else None)
         else:
-            idx, tr = sample_batch(shared, plan.n_records, plan.q, plan.b_max)
+            idx, tr = sample_batch(shared, plan.positions, plan.q, plan.b_max)
             truncated += tr
             batch = block[idx]
+            if plan.union:
+                stat = plan.statistic(membership=BatchMembership(shares=shares[idx], positions=idx))
         out = await sqm_round(ctx, stat, batch, release, rng)
         if ctx.is_server:
             w = server_update(w, out.estimate, plan)
@@ -332,6 +363,28 @@ async def train_party(ctx, plan: LRPlan, seed, block=None, eval_set=None, progre
             out["history"] = np.array(trace).reshape(plan.rounds, plan.d)
         return out
     return {"clipped": clipped, "truncated": truncated, "seconds": seconds}
+
+
+def _membership(ctx, plan: LRPlan):
+    """The party's :class:`sqm.runtime.psi.Union` when the plan hides membership (refused if it does not fit)."""
+    union = getattr(ctx, "membership", None)
+    if not plan.union:
+        if union is not None:
+            raise ProtocolError(f"party {ctx.pid}: the records were aligned hiding membership but the plan does not "
+                                f"say so (its union size is 0); refused")
+        return None
+    why = None
+    if union is None:
+        why = "the records were not aligned over the union"
+    elif int(union.size) != plan.union or int(union.intersection) != plan.n_records:
+        why = (f"the alignment gave a union of {union.size} and an intersection of {union.intersection}, the plan "
+               f"says {plan.union} and {plan.n_records}")
+    elif ctx.is_server and (union.indicator is None or union.indicator.shape != (plan.union,)):
+        why = "the server lacks the intersection's indicator over the union"
+    if why is not None:
+        raise ProtocolError(f"party {ctx.pid}: a membership-hiding training run: {why}; refused before any share "
+                            f"was sent")
+    return union
 
 
 BACKENDS = (*MPC_BACKENDS, "in-process")  # "in-process": another name of "plain", the simulation
