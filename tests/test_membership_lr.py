@@ -131,7 +131,7 @@ def test_hidden_training_equals_zeroing_the_non_members_in_the_clear(col_counts)
 
 
 def test_the_sharing_check_covers_the_clients_resharing_of_the_indicator():
-    """With ``verify_sharing`` (3 clients: every party holds t + 2 points of each client's sharings) an honest
+    """With ``verify_sharing`` (3 or 4 clients: every party holds t + 2 points of each client's sharings) an honest
     hidden run gives the unchecked run's weights; a client whose resharing of its indicator shares has degree
     above t is named before anything is opened."""
     import dataclasses
@@ -139,13 +139,16 @@ def test_the_sharing_check_covers_the_clients_resharing_of_the_indicator():
     from sqm.runtime import gradient_kernel, shamir
     from sqm.runtime.launch import MPCError
 
-    plan, indicator, blocks = _training(mu=0.0)
-    checked = dataclasses.replace(plan, verify_sharing=True)
-    U, m = plan.union, plan.n_records
-    seeds = [7, 8, 9, 10]
-    a = run_in_process(_programs(plan, Union(U, m, indicator=indicator), blocks, seeds, Union(U, m)), ideal=False)
-    b = run_in_process(_programs(checked, Union(U, m, indicator=indicator), blocks, seeds, Union(U, m)), ideal=False)
-    assert np.array_equal(a[0]["result"]["weights"], b[0]["result"]["weights"])
+    seeds = [7, 8, 9, 10, 11]
+    for cc in ((2, 3, 2, 1), (2, 3, 2)):  # M = 5 reduces the masked rows first; M = 4 the degree-3t moments
+        plan, indicator, blocks = _training(col_counts=cc, mu=0.0)
+        checked = dataclasses.replace(plan, verify_sharing=True)
+        U, m = plan.union, plan.n_records
+        a = run_in_process(_programs(plan, Union(U, m, indicator=indicator), blocks, seeds, Union(U, m)), ideal=False)
+        b = run_in_process(_programs(checked, Union(U, m, indicator=indicator), blocks, seeds, Union(U, m)),
+                           ideal=False)
+        assert np.array_equal(a[0]["result"]["weights"], b[0]["result"]["weights"]), cc
+    seeds = seeds[:4]
 
     class Deviating(PartyProgram):  # client 2 reshares its indicator shares with a polynomial of degree t + 1
         def __init__(self, inner):
