@@ -206,7 +206,10 @@ def register(sub) -> None:
     p.add_argument("--gamma", type=float, default=8192.0, help="quantization scale gamma (default 8192 = 2^13)")
     p.add_argument("--solver", default="moments", choices=("moments", "sgd"),
                    help=texts.SOLVER_HELP)
-    options.deviating_clients(p, "solver moments")
+    options.deviating_clients(p, "solver moments", checked="before the release (with --solver sgd: before every "
+                                                         "round's opening)",
+                              extra="two more exchanges are made, the seeds and the check (with --solver sgd: "
+                                    "per round)")
     p.add_argument("--q", type=float, default=None,
                    help="Poisson sampling rate (default: chosen from the record count n: max(64, sqrt n) / n)")
     p.add_argument("--epochs", type=int, default=None,

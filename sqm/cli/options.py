@@ -244,10 +244,12 @@ def declare_task(parser: argparse.ArgumentParser, dests) -> None:
     parser.set_defaults(task_params={d: types[d] for d in dests})
 
 
-def deviating_clients(parser: argparse.ArgumentParser, release: str = "") -> None:
+def deviating_clients(parser: argparse.ArgumentParser, release: str = "", checked: str = "before the release",
+                      extra: str = "two more exchanges are made: the seeds and the check") -> None:
     """``--robust-noise K`` and ``--verify-sharing``: tolerating clients that withhold their noise and detecting
     inconsistent sharings (:class:`sqm.mechanism.release.SQM`'s ``robust_noise`` and ``verify_sharing``), for the commands
-    whose release is an SQM release (``release``: which one, where the command has others)."""
+    whose release is an SQM release (``release``: which one, where the command has others; ``checked``: when the
+    sharings are checked)."""
     pre = f"{release}: " if release else ""
     parser.add_argument("--robust-noise", type=int, default=0, metavar="K",
                         help=f"{pre}each client adds Sk(mu / (n - K)) so that the epsilon holds even if up to K "
@@ -255,9 +257,9 @@ def deviating_clients(parser: argparse.ArgumentParser, release: str = "") -> Non
                              f"n / (n - K) times the calibrated one (default 0: the semi-honest model, where every "
                              f"client adds its share)")
     parser.add_argument("--verify-sharing", action="store_true",
-                        help=f"{pre}before the release, the parties check that every client's input sharing is "
+                        help=f"{checked}, the parties check that every client's input sharing is "
                              f"consistent (degree <= t) and name a client whose sharing is not (at least 3 clients; "
-                             f"the server then receives shares of every input too, and one more exchange is made)")
+                             f"the server then receives shares of every input too, and {extra})")
 
 
 def read_user_table(path, id_column: str | None = None) -> "PartyTable":  # noqa: F821
