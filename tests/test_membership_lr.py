@@ -319,3 +319,18 @@ def test_bench_psi_hide_membership_for_an_sgd_job(tmp_path):
     assert reveal["rounds"] == hide["rounds"] == 10 and hide["b_max"] > reveal["b_max"]
     assert max(hide["bytes_sent"][1:]) > max(reveal["bytes_sent"][1:])
     assert rep["task"] == "logreg" and "train_seconds_ratio" in rep["ratios"][0]
+
+
+@pytest.mark.slow
+def test_hidden_training_through_real_processes_equals_the_simulation():
+    """2 clients (M = 3: the masked rows are reduced first, 4 exchanges a round), through real party processes over
+    loopback: bit for bit the weights of the in-process run (the same party programs and seeds)."""
+    from sqm.runtime.launch import run_parties
+
+    plan, indicator, blocks = _training(col_counts=(2, 3))
+    U, m = plan.union, plan.n_records
+    programs = _programs(plan, Union(U, m, indicator=indicator), blocks, [21, 22, 23], Union(U, m))
+    real = run_parties(programs, timeout=120, min_clients=2)
+    sim = run_in_process(programs, ideal=False)
+    assert np.array_equal(real[0]["result"]["history"], sim[0]["result"]["history"])
+    assert all(r["result"]["truncated"] == 0 for r in real[1:])
