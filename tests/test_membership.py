@@ -188,6 +188,39 @@ def test_hidden_membership_job_through_real_processes(tmp_path):
     assert b[0]["result"]["alignment"]["union"] == U and b[1]["result"]["alignment"]["union"] == U
 
 
+def test_a_streamed_file_is_placed_over_the_union_in_buckets_on_disk(tmp_path, monkeypatch):
+    """A PCA job's Parquet files sorted by id are read in chunks (sqm.framework.table_stream); hiding membership keeps
+    them streamed: each client sorts its records into position buckets on disk (sqm.framework.union_table, here 5
+    buckets of at least 16 positions) and reads them back bucket by bucket.  The release is bit for bit that of
+    the same data from shuffled CSV files, which are read whole and placed in memory; the bucket folders are gone
+    after the job."""
+    import os
+
+    from sqm.framework import union_table
+    from sqm.framework.runners import simulate
+    from sqm.framework.spec import load_job, write_job
+    from sqm.methods.pca import PCAJobTask
+    from test_alignment import TASK, overlap_sets, write_parties
+
+    monkeypatch.setattr(union_table, "BUCKETS", 5)
+    monkeypatch.setattr(union_table, "MIN_BUCKET_ROWS", 16)
+    placed = []
+    place = union_table.place
+    monkeypatch.setattr(union_table, "place", lambda *a, **k: placed.append(place(*a, **k)) or placed[-1])
+    X, sets = _grid_universe(), overlap_sets()[0]
+    raws = []
+    for fmt in ("csv", "parquet"):
+        reveal = load_job(write_parties(tmp_path / fmt, X, sets, fmt=fmt, min_intersection=50))
+        hide = load_job(write_job(os.path.join(tmp_path, fmt, "hide.json"), reveal.addresses,
+                                  [p.file for p in reveal.parties[1:]], min_intersection=50, hide_membership=True))
+        raws.append([int(v) for v in simulate(hide, PCAJobTask(**TASK, chunk_rows=64))[0]["result"]["raw"]])
+        assert len(placed) == (0 if fmt == "csv" else 3)
+    assert raws[0] == raws[1]
+    U = len(set().union(*map(set, sets)))
+    assert all(t.n_rows == U and len(t.edges) == 6 for t in placed)
+    assert not any(os.path.exists(t.folder.path) for t in placed)
+
+
 def test_hiding_membership_is_refused_where_it_is_not_offered(tmp_path):
     from sqm.framework.party import party_program
     from sqm.runtime.errors import UsageError

@@ -127,8 +127,8 @@ async def hide_membership(ctx, table, sizes: dict[int, int], min_common: int, se
     random subset whichever of them the others hold); the server keeps the indicator of the intersection over
     those positions, which enters the secure evaluation as a Shamir sharing (:meth:`PartyContext._masked_rows`),
     so no client learns whether any of its records is in the intersection.  Returns ``(table, m, union)``: the
-    client's table over the union's U positions (its own rows where it holds the record, zeros elsewhere; held
-    in memory), the intersection size m (public, like n) and the :class:`sqm.runtime.psi.Union` the evaluation
+    client's table over the union's U positions (its own rows where it holds the record, zeros elsewhere; in
+    memory, or for a streamed file a :class:`sqm.framework.union_table.UnionTable` read bucket by bucket), the intersection size m (public, like n) and the :class:`sqm.runtime.psi.Union` the evaluation
     needs (``ctx.membership``).  The job's record count is m; every party refuses, before any share of data, an
     intersection smaller than ``min_common``."""
     if 0 in sizes:
@@ -145,7 +145,10 @@ async def hide_membership(ctx, table, sizes: dict[int, int], min_common: int, se
              f"the union, {m:,} in common ({_held(sizes)})")
     if table is None:
         return None, m, union
-    block = table.block  # a streamed file is read whole: its rows go to random positions
-    placed = np.zeros((union.size, block.shape[1]), dtype=np.float64)
-    placed[union.position] = block
+    if hasattr(table, "chunks"):  # a streamed file stays streamed: its rows sorted into position buckets on disk
+        from sqm.framework.union_table import place
+
+        return place(table, union.position, union.size), m, union
+    placed = np.zeros((union.size, table.block.shape[1]), dtype=np.float64)
+    placed[union.position] = table.block
     return PartyTable(table.file, list(table.columns), placed, [], held=np.sort(union.position)), m, union

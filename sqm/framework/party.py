@@ -253,6 +253,9 @@ class JobParty(PartyProgram):
             if entry is not None:
                 entry.fail()  # still counted: shares may have been sent
             raise
+        finally:
+            if hasattr(table, "close"):  # a table over the union on disk: its bucket files go now
+                table.close()
         rep = result.get("report")  # the release's report says what n is and that it is public
         if rep is not None:
             old = rep.get("notes") if isinstance(rep, dict) else rep.notes
