@@ -236,7 +236,8 @@ def test_hiding_membership_is_refused_where_it_is_not_offered(tmp_path):
 def test_hidden_membership_with_shard_workers_equals_one_process_per_party(tmp_path):
     """Membership hiding and 2 shard workers per party together, through real processes: each shard's session
     gets the server's indicator of its own positions; the release is bit for bit the unsharded hiding job's,
-    with the sharing check too (every party is then a worker, the server included)."""
+    with the sharing check too (every party is then a worker, the server included), and from Parquet files read in
+    chunks (each worker reads its positions from its party's bucket files: sqm.framework.union_table)."""
     import os
 
     from sqm.framework.runners import run_job
@@ -251,11 +252,19 @@ def test_hidden_membership_with_shard_workers_equals_one_process_per_party(tmp_p
     both = load_job(write_job(os.path.join(tmp_path, "both.json"), [f"127.0.0.1:{p}" for p in ports[:4]],
                               [p.file for p in hide.parties[1:]], min_intersection=50, hide_membership=True,
                               workers=2, worker_addresses=workers))
+    from test_alignment import overlap_sets, write_parties
+
+    streamed = load_job(write_parties(tmp_path / "pq", _grid_universe(), overlap_sets()[0], fmt="parquet"))
+    ports = free_ports(4 + 8)
+    pq = load_job(write_job(os.path.join(tmp_path, "pq", "both.json"), [f"127.0.0.1:{p}" for p in ports[:4]],
+                            [p.file for p in streamed.parties[1:]], min_intersection=50, hide_membership=True, workers=2,
+                            worker_addresses=[[f"127.0.0.1:{p}" for p in ports[4 + 2 * i:6 + 2 * i]] for i in range(4)]))
     a = run_job(hide, PCAJobTask(**TASK, chunk_rows=64))
     b = run_job(both, PCAJobTask(**TASK, chunk_rows=64))
     c = run_job(both, PCAJobTask(**TASK, chunk_rows=64, verify_sharing=True))  # the sharing check too
+    d = run_job(pq, PCAJobTask(**TASK, chunk_rows=64))  # Parquet read in chunks: each worker reads its buckets
     assert [int(v) for v in a[0]["result"]["raw"]] == [int(v) for v in b[0]["result"]["raw"]] == \
-        [int(v) for v in c[0]["result"]["raw"]]
+        [int(v) for v in c[0]["result"]["raw"]] == [int(v) for v in d[0]["result"]["raw"]]
     assert all(len(r["shard_workers"]) == 2 for r in b) and b[0]["result"]["alignment"]["membership"] == "hidden"
 
 
