@@ -188,6 +188,46 @@ def test_hidden_membership_job_through_real_processes(tmp_path):
     assert b[0]["result"]["alignment"]["union"] == U and b[1]["result"]["alignment"]["union"] == U
 
 
+def test_union_table_buckets_give_the_placed_rows_in_any_chunks_and_parts(tmp_path):
+    """sqm.framework.union_table.place: 5,000 records of a Parquet file read in chunks, placed at random positions of
+    a union of 12,000 in 7 buckets; every chunk size and every part gives exactly the rows of the in-memory
+    placement; a pickled part (a shard worker's copy) reads the same rows and cannot remove the buckets, which
+    the placing table's close removes."""
+    import os
+    import pickle
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from sqm.framework import union_table
+    from sqm.framework.table_stream import scan_table
+
+    rng = np.random.default_rng(0)
+    n, U = 5000, 12000
+    X = rng.normal(size=(n, 3))
+    path = os.path.join(tmp_path, "p.parquet")
+    pq.write_table(pa.table({"id": np.sort(rng.choice(10 ** 6, n, replace=False)), "a": X[:, 0], "b": X[:, 1],
+                             "c": X[:, 2]}), path, row_group_size=1000)
+    pos = rng.choice(U, n, replace=False)
+    table = union_table.place(scan_table(path, "id"), pos, U, buckets=7, min_bucket_rows=100)
+    ref = np.zeros((U, 3))
+    ref[pos] = X
+    assert len(table.edges) == 8
+    for rows in (1, 999, 1715, 12000, 50000):
+        chunks = list(table.chunks(rows))
+        assert np.array_equal(np.vstack(chunks), ref) and all(c.shape[0] == rows for c in chunks[:-1])
+    part = table.part(1234, 9000)
+    assert np.array_equal(np.vstack(list(part.chunks(333))), ref[1234:9000])
+    copy = pickle.loads(pickle.dumps(part))
+    assert np.array_equal(np.vstack(list(copy.chunks(500))), ref[1234:9000])
+    copy.close()
+    assert os.path.isdir(table.folder.path)
+    table.close()
+    assert not os.path.exists(table.folder.path)
+    with pytest.raises(ValueError, match="4999 union positions"):
+        union_table.place(scan_table(path, "id"), pos[:-1], U)
+
+
 def test_a_streamed_file_is_placed_over_the_union_in_buckets_on_disk(tmp_path, monkeypatch):
     """A PCA job's Parquet files sorted by id are read in chunks (sqm.framework.table_stream); hiding membership keeps
     them streamed: each client sorts its records into position buckets on disk (sqm.framework.union_table, here 5

@@ -72,7 +72,8 @@ class UnionTable:
     n_rows: int  # positions of the union this table covers (U, or a part's)
     edges: tuple  # bucket b covers positions [edges[b], edges[b + 1])
     folder: object = field(repr=False)
-    held: np.ndarray | None = field(default=None, repr=False)  # the positions holding this client's own records
+    held: np.ndarray | None = field(default=None, repr=False)  # as PartyTable's (None here: a streaming task reads
+    # every position alike, and a task that needs the client's own rows apart reads its file whole)
     first: int = 0  # a part: the union position it starts at
     transform: Callable | None = field(default=None, repr=False)
     transformed_count: int = 0
@@ -94,8 +95,7 @@ class UnionTable:
         start, stop = int(start), int(stop)
         if not 0 <= start <= stop <= self.n_rows:
             raise UsageError(f"records [{start}, {stop}) of a table of {self.n_rows}")
-        return dataclasses.replace(self, first=self.first + start, n_rows=stop - start, transformed_count=0,
-                                   held=None)
+        return dataclasses.replace(self, first=self.first + start, n_rows=stop - start, transformed_count=0)
 
     def counts(self) -> dict:
         return {"transformed": int(self.transformed_count)}
@@ -177,4 +177,4 @@ def place(table, position: np.ndarray, size: int, buckets: int | None = None,
         raise
     for f in files:
         f.close()
-    return UnionTable(table.file, list(table.columns), size, edges, folder, held=np.sort(position))
+    return UnionTable(table.file, list(table.columns), size, edges, folder)
