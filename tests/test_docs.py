@@ -84,6 +84,17 @@ def test_every_internal_link_resolves(site):
     assert broken_links(site) == []
 
 
+@pytest.mark.slow
+def test_nested_lists_render_nested(site):
+    """The pages (like GitHub) indent a nested list by 2 spaces; the site renders it as a list inside its item
+    (mdx_truly_sane_lists, nested_indent 2), not as siblings of its parent."""
+    page = (site / "how-to" / "record-alignment" / "index.html").read_text(encoding="utf-8")
+    parent = page.index("With <code>--solver sgd</code>:")
+    child = page.index("the server deals the indicator's Shamir shares")
+    between = page[parent:child]
+    assert "<ul>" in between and "</li>" not in between
+
+
 def test_a_broken_link_is_found(tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "index.html").write_text('<a href="../b/">b</a><a href="../c/">c</a><a href="#x">x</a>'
