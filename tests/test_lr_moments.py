@@ -58,14 +58,14 @@ def test_release_is_the_gram_of_the_augmented_rows_with_its_proven_sensitivity()
     sens = mech.sensitivity_for(VerticalData([np.zeros((1, 2)), np.zeros((1, 5))]))
     assert sens == gram_sensitivity(1024.0, mech.bounds_for(lay.block_counts))
     bounds = mech.bounds_for(lay.block_counts)
-    from sqm.methods.logreg.moments import LABEL_WEIGHT
+    from sqm.methods.logreg.moments import CONSTANT, LABEL_WEIGHT
 
-    assert dict(zip(bounds.groups, bounds.bounds))[(5,)] == 1.0
+    assert dict(zip(bounds.groups, bounds.bounds))[(5,)] == CONSTANT == lay.constant == 0.7
     assert dict(zip(bounds.groups, bounds.bounds))[(6,)] == LABEL_WEIGHT == lay.label_weight
     # the feature groups share ||x|| <= 1: c_j = sqrt(n_j / d)
     assert dict(zip(bounds.groups, bounds.bounds))[(0, 1)] == pytest.approx(math.sqrt(2 / 5))
     # a worst record: every feature group at its bound, the constant and a positive label
-    assert sens.l2 >= (1024.0 * math.sqrt(1 + 1 + LABEL_WEIGHT ** 2)) ** 2
+    assert sens.l2 >= (1024.0 * math.sqrt(1 + CONSTANT ** 2 + LABEL_WEIGHT ** 2)) ** 2
 
 
 def test_schedule_options_belong_to_the_sgd_solver():

@@ -26,7 +26,7 @@ from sqm.mechanism.rng import spawn_seeds
 from sqm.mechanism.validation import check_delta, check_epsilon, check_gamma
 from sqm.mechanism.vertical import ColumnBounds, VerticalData, party_norm_bounds
 from sqm.methods.logreg import party
-from sqm.methods.logreg.moments import LABEL_WEIGHT, MomentsLayout, fit_release
+from sqm.methods.logreg.moments import CONSTANT, LABEL_WEIGHT, MomentsLayout, fit_release
 from sqm.methods.logreg.party import LRPlan, batch_cap
 from sqm.methods.logreg.texts import SCHEDULE_HELP, SOLVER_HELP  # noqa: F401 (re-exported)
 from sqm.runtime.errors import UsageError
@@ -101,7 +101,7 @@ SOLVERS = ("moments", "sgd")
 
 
 def moments_release(feature_counts, label_party: int, gamma: float, epsilon: float, delta: float,
-                    constant: float = 1.0, party_bounds=None, backend: str = "plain", seed=None, timeout=3600.0,
+                    constant: float | None = None, party_bounds=None, backend: str = "plain", seed=None, timeout=3600.0,
                     chunk_rows=None, label_weight=None, robust_noise: int = 0, verify_sharing: bool = False):
     """(the :class:`sqm.mechanism.release.SQM` release of the augmented rows' Gram, its
     :class:`sqm.methods.logreg.moments.MomentsLayout`) for clients holding ``feature_counts`` feature columns (the
@@ -109,7 +109,8 @@ def moments_release(feature_counts, label_party: int, gamma: float, epsilon: flo
     own): the default solver's one release (:mod:`sqm.methods.logreg.moments`); ``robust_noise``, ``verify_sharing``:
     :class:`sqm.mechanism.release.SQM`'s."""
     kappa = LABEL_WEIGHT if label_weight is None else float(label_weight)
-    layout = MomentsLayout(tuple(int(c) for c in feature_counts), int(label_party), float(constant), kappa)
+    constant = CONSTANT if constant is None else float(constant)
+    layout = MomentsLayout(tuple(int(c) for c in feature_counts), int(label_party), constant, kappa)
     bounds = ColumnBounds.parties(layout.block_counts, 1.0, party_bounds, separate=layout.separate_bounds())
     backend = "plain" if backend == "in-process" else backend
     opts = {"timeout": float(timeout)} if backend == "mpyc" else None
@@ -405,7 +406,7 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
 
     def moments_plan(self, n_records: int, feature_counts, label_party: int):
         """(the SQM release, its layout, its privacy report) of the default solver (``solver="moments"``), from
-        public counts only: one release of the Gram of [features, 1, kappa y] (:mod:`sqm.methods.logreg.moments`)."""
+        public counts only: one release of the Gram of [features, c, kappa y] (:mod:`sqm.methods.logreg.moments`)."""
         self.check_params()
         mech, layout = moments_release(feature_counts, label_party, self.gamma, self.epsilon, self.delta,
                                        party_bounds=self.party_bounds, backend=self.backend, seed=self.seed,
@@ -415,7 +416,7 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
             raise UsageError("noise=False is available with solver='sgd' only (the moments solver's release is "
                              "always noisy)")
         _, report = mech.round_plan(layout.block_counts, n_records)
-        notes = (f"{MODEL_SHARED_NOTE}; one release of the second moments of [features, 1, {layout.label_weight:g} y]; "
+        notes = (f"{MODEL_SHARED_NOTE}; one release of the second moments of [features, {layout.constant:g}, {layout.label_weight:g} y]; "
                  f"the model is fitted from them at the server (post-processing)")
         report = dataclasses.replace(report, notes="; ".join(n for n in (notes, report.notes) if n))
         return mech, layout, report

@@ -137,7 +137,7 @@ class LRJobTask(JobTask):
         return self._moments(meta)[2] if self.solver == "moments" else self._plan(meta)[1]
 
     async def _run_moments(self, ctx, table, meta) -> dict:
-        """The moments solver's one release (:func:`sqm.mechanism.release.sqm_round` of the Gram of [features, 1,
+        """The moments solver's one release (:func:`sqm.mechanism.release.sqm_round` of the Gram of [features, c,
         kappa y], as a PCA job's) and, at the server, the model fitted from it (:mod:`sqm.methods.logreg.moments`)."""
         mech, layout, report = self._moments(meta)
         label = layout.label_party
