@@ -162,9 +162,14 @@ def test_killed_worker_aborts_the_job_naming_the_shard(tmp_path, caplog):
     assert any("killed by signal 9" in ln for ln in lines if "client 2:" in ln)
 
 
+# party addresses 10 ports apart (nothing binds them here): the default worker addresses (port + 1 + shard) never
+# meet another party's port, as two of free_ports' answers may be adjacent
+SPACED = ["127.0.0.1:40100", "127.0.0.1:40110", "127.0.0.1:40120"]
+
+
 def test_job_file_workers_are_checked(tmp_path):
     X = np.random.default_rng(3).normal(size=(50, 4))
-    spec = load_job(write_party_csvs(X, tmp_path, 2, min_intersection=1))
+    spec = load_job(write_party_csvs(X, tmp_path, 2, min_intersection=1, addresses=SPACED))
     files = [p.file for p in spec.parties[1:]]
     job = write_job(os.path.join(tmp_path, "w.json"), spec.addresses, files, workers=2)
     assert load_job(job).shards == 2
@@ -194,7 +199,7 @@ def test_workers_refused_for_a_task_that_does_not_stream(tmp_path):
 
     X = np.random.default_rng(3).normal(size=(50, 4))
     spec = load_job(write_party_csvs(X, tmp_path, 2, min_intersection=1))
-    job = write_job(os.path.join(tmp_path, "w.json"), spec.addresses, [p.file for p in spec.parties[1:]], workers=2)
+    job = write_job(os.path.join(tmp_path, "w.json"), SPACED, [p.file for p in spec.parties[1:]], workers=2)
     with pytest.raises(UsageError, match="read in chunks"):
         party_program(load_job(job), 1, LinRegJobTask(SQMLinearRegression(), label_column="x3"))
 
