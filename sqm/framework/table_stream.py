@@ -50,8 +50,31 @@ class FileChanged(InputRefused):
         super().__init__("its party file changed during the job", detail)
 
 
+class ChunkTransform:
+    """What a table read in chunks does with its ``transform`` field (per chunk: block -> (block, count); the
+    counts summed in its ``transformed_count`` field): :class:`StreamedTable`'s and
+    :class:`sqm.framework.union_table.UnionTable`'s.  A shard worker's part counts its own chunks
+    (:meth:`counts`), which its party adds (:meth:`parts_taken`)."""
+
+    def with_transform(self, fn: Callable):
+        return dataclasses.replace(self, transform=fn, transformed_count=0)
+
+    def counts(self) -> dict:
+        return {"transformed": int(self.transformed_count)}
+
+    def parts_taken(self, counts) -> None:
+        self.transformed_count += sum(int(c.get("transformed", 0)) for c in counts)
+
+    def _transformed(self, blocks) -> Iterator[np.ndarray]:
+        for block in blocks:
+            if self.transform is not None:
+                block, count = self.transform(block)
+                self.transformed_count += int(count)
+            yield block
+
+
 @dataclass
-class StreamedTable:
+class StreamedTable(ChunkTransform):
     """A checked party file read in batches (see the module docstring): the same names as
     :class:`sqm.framework.tables.PartyTable` where a job uses them (``file``, ``columns``, ``n_rows``, ``n_cols``,
     ``ids``, ``ids_digest``, ``block``, :meth:`restricted`) plus :meth:`chunks`, which is how a streaming task
@@ -80,9 +103,6 @@ class StreamedTable:
         """The same file with only the feature columns at indices ``keep``."""
         return dataclasses.replace(self, columns=[self.columns[j] for j in keep])
 
-    def with_transform(self, fn: Callable) -> "StreamedTable":
-        return dataclasses.replace(self, transform=fn, transformed_count=0)
-
     def restricted(self, keep) -> "StreamedTable":
         """The same file with only the records where ``keep`` (a boolean mask over its records) is true: one
         bit per record held, the rows themselves still read chunk by chunk."""
@@ -102,12 +122,6 @@ class StreamedTable:
             raise UsageError(f"records [{start}, {stop}) of a table of {self.n_rows}")
         return dataclasses.replace(self, first=(self.first or 0) + start, n_rows=stop - start,
                                    file_rows=self._file_rows, transformed_count=0)
-
-    def counts(self) -> dict:
-        return {"transformed": int(self.transformed_count)}
-
-    def parts_taken(self, counts) -> None:
-        self.transformed_count += sum(int(c.get("transformed", 0)) for c in counts)
 
     def _part_blocks(self, rows: int):
         """The part's rows (see :meth:`part`), float64 blocks of at most ``rows`` records, in file order."""
@@ -180,11 +194,7 @@ class StreamedTable:
         else:
             batches = self._batches(self.columns, min(int(rows), BATCH_ROWS))
             source = self._kept(_floats(b, self.columns, self.file) for b in batches)
-        for block in rechunk(source, rows):
-            if self.transform is not None:
-                block, count = self.transform(block)
-                self.transformed_count += int(count)
-            yield block
+        yield from self._transformed(rechunk(source, rows))
         if self.first is None:
             self._check_count(self._seen)
 

@@ -20,6 +20,7 @@ writes and reads the buckets.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import shutil
@@ -30,6 +31,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
+from sqm.framework.table_stream import ChunkTransform
 from sqm.runtime.errors import UsageError
 from sqm.runtime.stream import rechunk
 
@@ -61,19 +63,17 @@ class _Borrowed:
 
 
 @dataclass
-class UnionTable:
-    """A client's table over the U positions of the union (its own records at ``held``, zeros elsewhere), read
-    chunk by chunk from its bucket files: the names of :class:`sqm.framework.table_stream.StreamedTable` where a
-    streaming task uses them (``file``, ``columns``, ``n_rows``, ``n_cols``, ``chunks``, ``part``,
-    ``with_transform``, ``counts``, ``parts_taken``, ``block``)."""
+class UnionTable(ChunkTransform):
+    """A client's table over the U positions of the union (its own records at their positions, zeros elsewhere),
+    read chunk by chunk from its bucket files: the names of :class:`sqm.framework.table_stream.StreamedTable` where
+    a streaming task uses them (``file``, ``columns``, ``n_rows``, ``n_cols``, ``chunks``, ``part``,
+    ``with_transform``, ``counts``, ``parts_taken``)."""
 
     file: str
     columns: list[str]
     n_rows: int  # positions of the union this table covers (U, or a part's)
     edges: tuple  # bucket b covers positions [edges[b], edges[b + 1])
     folder: object = field(repr=False)
-    held: np.ndarray | None = field(default=None, repr=False)  # as PartyTable's (None here: a streaming task reads
-    # every position alike, and a task that needs the client's own rows apart reads its file whole)
     first: int = 0  # a part: the union position it starts at
     transform: Callable | None = field(default=None, repr=False)
     transformed_count: int = 0
@@ -87,21 +87,12 @@ class UnionTable:
         """Remove the bucket files (the placing process; a shard worker's copy removes nothing)."""
         self.folder.remove()
 
-    def with_transform(self, fn: Callable) -> "UnionTable":
-        return dataclasses.replace(self, transform=fn, transformed_count=0)
-
     def part(self, start: int, stop: int) -> "UnionTable":
         """Positions ``[start, stop)`` of this table (a shard worker's): :meth:`chunks` yields exactly those rows."""
         start, stop = int(start), int(stop)
         if not 0 <= start <= stop <= self.n_rows:
             raise UsageError(f"records [{start}, {stop}) of a table of {self.n_rows}")
         return dataclasses.replace(self, first=self.first + start, n_rows=stop - start, transformed_count=0)
-
-    def counts(self) -> dict:
-        return {"transformed": int(self.transformed_count)}
-
-    def parts_taken(self, counts) -> None:
-        self.transformed_count += sum(int(c.get("transformed", 0)) for c in counts)
 
     def _bucket(self, b: int) -> np.ndarray:
         """Bucket ``b`` as a dense block of its positions' rows (zeros where the client holds no record)."""
@@ -123,17 +114,7 @@ class UnionTable:
     def chunks(self, rows: int) -> Iterator[np.ndarray]:
         """The rows of positions ``first .. first + n_rows - 1`` in blocks of exactly ``rows`` (the last: the
         rest), each passed through ``transform``."""
-        for block in rechunk(self._blocks(), rows):
-            if self.transform is not None:
-                block, count = self.transform(block)
-                self.transformed_count += int(count)
-            yield block
-
-    @property
-    def block(self) -> np.ndarray:
-        """The whole table in memory (for a task that needs every record at once)."""
-        chunks = list(self.chunks(max(1, min(self.n_rows, READ_ROWS))))
-        return np.vstack(chunks) if chunks else np.zeros((0, self.n_cols))
+        return self._transformed(rechunk(self._blocks(), rows))
 
 
 def place(table, position: np.ndarray, size: int, buckets: int | None = None,
@@ -151,30 +132,33 @@ def place(table, position: np.ndarray, size: int, buckets: int | None = None,
     edges = tuple(range(0, size, width)) + (size,) if size else (0, 0)
     folder = _Folder(tempfile.mkdtemp(prefix="sqm-union-"))
     n_cols = len(table.columns)
-    files = [open(os.path.join(folder.path, f"{b}.f64"), "wb") for b in range(len(edges) - 1)]
     try:
-        at = 0
-        for chunk in table.chunks(READ_ROWS):
-            k = chunk.shape[0]
-            pos = position[at:at + k]
-            if pos.shape[0] != k:
-                raise UsageError(f"{table.file} gave more records than the {position.size} it held at the alignment")
-            recs = np.empty((k, 1 + n_cols))
-            recs[:, 0], recs[:, 1:] = pos, chunk
-            which = pos // width
-            order = np.argsort(which, kind="stable")
-            cuts = np.searchsorted(which[order], np.arange(len(files) + 1))
-            for b in range(len(files)):
-                if cuts[b] < cuts[b + 1]:
-                    recs[order[cuts[b]:cuts[b + 1]]].tofile(files[b])
-            at += k
-        if at != position.size:
-            raise UsageError(f"{table.file} gave {at} records, it held {position.size} at the alignment")
+        with contextlib.ExitStack() as stack:
+            files = [stack.enter_context(open(os.path.join(folder.path, f"{b}.f64"), "wb"))
+                     for b in range(len(edges) - 1)]
+            _write_buckets(table, position, width, n_cols, files)
     except BaseException:
-        for f in files:
-            f.close()
         folder.remove()
         raise
-    for f in files:
-        f.close()
     return UnionTable(table.file, list(table.columns), size, edges, folder)
+
+
+def _write_buckets(table, position: np.ndarray, width: int, n_cols: int, files) -> None:
+    """One pass over ``table``'s chunks: each record, with its position, appended to the file of its bucket."""
+    at = 0
+    for chunk in table.chunks(READ_ROWS):
+        k = chunk.shape[0]
+        pos = position[at:at + k]
+        if pos.shape[0] != k:
+            raise UsageError(f"{table.file} gave more records than the {position.size} it held at the alignment")
+        recs = np.empty((k, 1 + n_cols))
+        recs[:, 0], recs[:, 1:] = pos, chunk
+        which = pos // width
+        order = np.argsort(which, kind="stable")
+        cuts = np.searchsorted(which[order], np.arange(len(files) + 1))
+        for b in range(len(files)):
+            if cuts[b] < cuts[b + 1]:
+                recs[order[cuts[b]:cuts[b + 1]]].tofile(files[b])
+        at += k
+    if at != position.size:
+        raise UsageError(f"{table.file} gave {at} records, it held {position.size} at the alignment")

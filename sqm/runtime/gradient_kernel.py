@@ -129,10 +129,8 @@ async def secure_gradient(ctx, d: int, label_index: int, col_counts, n_records: 
     label = int(label_index)
     feats = np.array([j for j in range(d + 1) if j != label], dtype=np.int64)
     if masked:  # ---- the rows times their membership (module docstring) ----
-        lam = shamir.lagrange_at_zero([c + 1 for c in ctx.clients], p)  # the dealt sharing, from the clients'
-        ind = np.zeros(n_rows, dtype=np.int64)
-        for lam_c, c in zip(lam, ctx.clients):
-            ind = modarith.add_mod(ind, modarith.scalar_mul_mod(got[c][3], lam_c, p), p)
+        # the dealt sharing, rebuilt from the clients' points: each one's resharing weighted by its Lagrange coefficient
+        ind = shamir.reconstruct(np.stack([got[c][3] for c in ctx.clients]), [c + 1 for c in ctx.clients], p)
         F = np.ascontiguousarray(S[:, feats])
         Y = modarith.mul_mod(F, np.broadcast_to(ind[:, None], F.shape), p)  # degree 2t
         ctx._lap("membership (local)")

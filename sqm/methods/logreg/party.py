@@ -334,6 +334,7 @@ async def train_party(ctx, plan: LRPlan, seed, block=None, eval_set=None, progre
     if plan.union:
         shares = await deal_indicator(ctx, union.indicator if ctx.is_server else None, plan.union,
                                       stat.prime(release, ctx.M))
+    server_mem = BatchMembership(indicator=union.indicator) if plan.union and ctx.is_server else None
     w = np.zeros(plan.d)
     trace = []
     truncated = 0
@@ -341,7 +342,7 @@ async def train_party(ctx, plan: LRPlan, seed, block=None, eval_set=None, progre
     for it in range(plan.rounds):
         batch = None
         if ctx.is_server:  # the server's secret coefficients hold w
-            stat = plan.statistic(w, BatchMembership(indicator=union.indicator) if plan.union else None)
+            stat = plan.statistic(w, server_mem)
         else:
             idx, tr = sample_batch(shared, plan.positions, plan.q, plan.b_max)
             truncated += tr
