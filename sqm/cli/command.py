@@ -44,6 +44,7 @@ BENCHMARKS = {
     "faults": "bench.faults",
     "bounds-check": "bench.bounds_check",
     "lr-threshold": "bench.lr_threshold",
+    "skellam-gdp": "bench.skellam_gdp",
     "latency": "bench.latency",
     "scale": "bench.scale",
     "psi": "bench.psi",
