@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from sqm.methods.logreg.estimator import SQMLogisticRegression, moments_release
-from sqm.methods.logreg.moments import MomentsLayout, _variance_along, discriminant, fit_from_moments
+from sqm.methods.logreg.moments import MomentsLayout, _variance_along, discriminant, fit_from_moments, read_moments
 from sqm.mechanism.sensitivity import gram_sensitivity
 from sqm.mechanism.vertical import VerticalData
 
@@ -221,14 +221,9 @@ def test_the_within_class_variance_along_w_floors_the_eigenvalues_the_noise_hide
     n = X.shape[0]
     lay, St, _, fits = _noisy_discriminants(X, y, 3.0, 100)
     floored, psd = [], []
-    F = lay.features
     for lda, Kn in fits:
         truth = lda.w @ St @ lda.w / (n - 2)
-        Ks = (Kn + Kn.T) / 2
-        G, s, h = Ks[np.ix_(F, F)], Ks[F, lay.constant_index] / 0.7, Ks[F, lay.label_index] / 0.7
-        mm1, mm0 = h / lda.n1, (s - h) / lda.n0
-        S_raw = G - lda.n1 * np.outer(mm1, mm1) - lda.n0 * np.outer(mm0, mm0)
         floored.append(lda.variance / truth)
-        psd.append(_variance_along(lda.w, S_raw, 0.0) / (n - 2) / truth)
+        psd.append(_variance_along(lda.w, read_moments(Kn, lay, n, 3.0).scatter, 0.0) / (n - 2) / truth)
     assert 0.75 <= np.median(floored) <= 1.25
     assert np.median(psd) < 0.6

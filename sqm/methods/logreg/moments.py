@@ -142,26 +142,47 @@ def fit_from_moments(K: np.ndarray, layout: MomentsLayout, n_records: int, noise
     posterior log-odds (D / v)(w.x - t), t = the midpoint + (v / D) log(n_0 / n_1).
     Without: the Taylor loss's minimizer with no intercept, w = -4 (G + lambda I)^-1 (s / 2 - h).
     ``variance_scale`` (a diagnostic of ``sqm bench lr-threshold``; 1 in every fit): v multiplied by it."""
+    m = read_moments(K, layout, n_records, noise_sd)
+    if not fit_intercept:
+        A = _psd(m.G) + m.ridge * np.eye(m.s.size)
+        return -4.0 * np.linalg.solve(A, m.s / 2.0 - m.h), 0.0
+    lda = discriminant(K, layout, n_records, noise_sd, variance_scale)
+    if lda is None:
+        return np.zeros(m.s.size), float(math.log(m.n1 / m.n0))
+    t = lda.mid + lda.variance / lda.separation * math.log(lda.n0 / lda.n1)
+    scale = lda.separation / lda.variance
+    return lda.w * scale, -t * scale
+
+
+@dataclass(frozen=True)
+class Moments:
+    """What the fit reads from the noisy Gram (symmetrized, real units): G = sum x x^T, s = sum x, h = sum y x, the
+    class counts n1 (clipped to [1, N - 1]) and n0 = N - n1, and the ridge lambda."""
+
+    G: np.ndarray
+    s: np.ndarray
+    h: np.ndarray
+    n1: float
+    n0: float
+    ridge: float
+
+    @property
+    def scatter(self) -> np.ndarray:
+        """The within-class scatter S = G - n1 m1 m1^T - n0 m0 m0^T (not made PSD)."""
+        m1, m0 = self.h / self.n1, (self.s - self.h) / self.n0
+        return self.G - self.n1 * np.outer(m1, m1) - self.n0 * np.outer(m0, m0)
+
+
+def read_moments(K: np.ndarray, layout: MomentsLayout, n_records: int, noise_sd: float) -> Moments:
+    """:class:`Moments` from the noisy Gram ``K`` of the augmented rows (see :func:`fit_from_moments`)."""
     K = np.asarray(K, np.float64)
     K = (K + K.T) / 2.0
     F, ci, li, kappa = layout.features, layout.constant_index, layout.label_index, layout.label_weight
     c = float(layout.constant)
-    d = F.size
     N = float(n_records)
-    G = K[np.ix_(F, F)]
-    s = K[F, ci] / c
-    h = K[F, li] / kappa
-    lam = RIDGE_NOISE_MULTIPLE * float(noise_sd) * math.sqrt(d)
-    if not fit_intercept:
-        A = _psd(G) + max(lam, 1e-12) * np.eye(d)
-        return -4.0 * np.linalg.solve(A, s / 2.0 - h), 0.0
-    lda = discriminant(K, layout, n_records, noise_sd, variance_scale)
-    if lda is None:
-        n1 = float(np.clip(K[ci, li] / (c * kappa), 1.0, N - 1.0))
-        return np.zeros(d), float(math.log(n1 / (N - n1)))
-    t = lda.mid + lda.variance / lda.separation * math.log(lda.n0 / lda.n1)
-    scale = lda.separation / lda.variance
-    return lda.w * scale, -t * scale
+    n1 = float(np.clip(K[ci, li] / (c * kappa), 1.0, N - 1.0))
+    ridge = max(RIDGE_NOISE_MULTIPLE * float(noise_sd) * math.sqrt(F.size), 1e-12)
+    return Moments(G=K[np.ix_(F, F)], s=K[F, ci] / c, h=K[F, li] / kappa, n1=n1, n0=N - n1, ridge=ridge)
 
 
 @dataclass(frozen=True)
@@ -183,22 +204,12 @@ def discriminant(K: np.ndarray, layout: MomentsLayout, n_records: int, noise_sd:
                  variance_scale: float = 1.0) -> Discriminant | None:
     """LDA along w = (S + lambda I)^-1 (m_1 - m_0) from the noisy Gram ``K`` (see :func:`fit_from_moments`); None
     when the raw separation (m_1 - m_0).w is not positive."""
-    K = np.asarray(K, np.float64)
-    K = (K + K.T) / 2.0
-    F, ci, li, kappa = layout.features, layout.constant_index, layout.label_index, layout.label_weight
-    c = float(layout.constant)
-    d = F.size
-    N = float(n_records)
-    G = K[np.ix_(F, F)]
-    s = K[F, ci] / c
-    h = K[F, li] / kappa
-    lam = RIDGE_NOISE_MULTIPLE * float(noise_sd) * math.sqrt(d)
-    n1 = float(np.clip(K[ci, li] / (c * kappa), 1.0, N - 1.0))
-    n0 = N - n1
+    m = read_moments(K, layout, n_records, noise_sd)
+    s, h, n1, n0, N, d = m.s, m.h, m.n1, m.n0, float(n_records), m.s.size
+    kappa, c = layout.label_weight, float(layout.constant)
     m1, m0 = h / n1, (s - h) / n0
-    S_raw = G - n1 * np.outer(m1, m1) - n0 * np.outer(m0, m0)
-    S = _psd(S_raw)
-    Si = np.linalg.inv(S + max(lam, 1e-12) * np.eye(d))
+    S_raw = m.scatter
+    Si = np.linalg.inv(_psd(S_raw) + m.ridge * np.eye(d))
     u = m1 - m0
     w = Si @ u
     D_raw = float(u @ w)
