@@ -78,7 +78,8 @@ def run(dataset="adult", data_dir=None, epsilons=(0.5, 1, 2, 4, 8), gammas=(1024
 
 
 GENERATED = {"generated": (20000, 20, 0.30), "generated-imbalanced": (20000, 80, 0.08),
-             "generated-2000": (2667, 20, 0.30), "generated-400": (534, 20, 0.30)}  # 75% of each trains
+             "generated-2000": (2667, 20, 0.30), "generated-400": (534, 20, 0.30),
+             "generated-400000": (533334, 20, 0.30)}  # 75% of each trains
 
 
 def generated(name: str, seed: int = 0):
