@@ -225,7 +225,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--datasets", default="breast_cancer,adult,credit_default,generated,generated-imbalanced",
                     help="with --defaults: comma list of data sets (generated: 20,000 records, 20 features, 30%% "
                          "positives; generated-imbalanced: 20,000 records, 80 features, 8%% positives; "
-                         "generated-2000 and generated-400: generated's kind with 2,000 and 400 training records)")
+                         "generated-2000, generated-400 and generated-400000: generated's kind with 2,000, 400 and "
+                         "400,000 training records)")
     ap.add_argument("--json", help="write the figures to this JSON file")
     ap.add_argument("--plot", help="write a PNG plot to this file")
 

@@ -406,7 +406,8 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
 
     def moments_plan(self, n_records: int, feature_counts, label_party: int):
         """(the SQM release, its layout, its privacy report) of the default solver (``solver="moments"``), from
-        public counts only: one release of the Gram of [features, c, kappa y] (:mod:`sqm.methods.logreg.moments`)."""
+        public counts only: one release of the Gram of [features, c, kappa y, beta (1/2 - y)]
+        (:mod:`sqm.methods.logreg.moments`)."""
         self.check_params()
         mech, layout = moments_release(feature_counts, label_party, self.gamma, self.epsilon, self.delta,
                                        party_bounds=self.party_bounds, backend=self.backend, seed=self.seed,
@@ -416,7 +417,8 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
             raise UsageError("noise=False is available with solver='sgd' only (the moments solver's release is "
                              "always noisy)")
         _, report = mech.round_plan(layout.block_counts, n_records)
-        notes = (f"{MODEL_SHARED_NOTE}; one release of the second moments of [features, {layout.constant:g}, {layout.label_weight:g} y]; "
+        notes = (f"{MODEL_SHARED_NOTE}; one release of the second moments of [features, {layout.constant:g}, {layout.label_weight:g} y, "
+                 f"{layout.score_weight:g} (1/2 - y)]; "
                  f"the model is fitted from them at the server (post-processing)")
         report = dataclasses.replace(report, notes="; ".join(n for n in (notes, report.notes) if n))
         return mech, layout, report

@@ -138,7 +138,7 @@ class LRJobTask(JobTask):
 
     async def _run_moments(self, ctx, table, meta) -> dict:
         """The moments solver's one release (:func:`sqm.mechanism.release.sqm_round` of the Gram of [features, c,
-        kappa y], as a PCA job's) and, at the server, the model fitted from it (:mod:`sqm.methods.logreg.moments`)."""
+        kappa y, beta (1/2 - y)], as a PCA job's) and, at the server, the model fitted from it (:mod:`sqm.methods.logreg.moments`)."""
         mech, layout, report = self._moments(meta)
         label = layout.label_party
         plan = mech._release_plan(report, layout.block_counts, meta.n_records, align_ids=True)
