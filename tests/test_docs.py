@@ -84,6 +84,32 @@ def test_every_internal_link_resolves(site):
     assert broken_links(site) == []
 
 
+def _lists_glued_to_a_paragraph(text: str) -> list[int]:
+    """Lines that start a top-level list right under a paragraph's line (no blank line between): Python-Markdown
+    renders them as the paragraph's text, GitHub as a list."""
+    lines, hits, fence = text.split("\n"), [], False
+    for i, line in enumerate(lines):
+        if line.startswith("```"):
+            fence = not fence
+        if fence or i == 0:
+            continue
+        prev = lines[i - 1]
+        if (re.match(r"^(- |\d+\. )", line) and prev.strip() and not prev.startswith("|")
+                and not re.match(r"^(\s*[-*] |\s*\d+\. |\s+\S)", prev)):
+            hits.append(i + 1)
+    return hits
+
+
+def test_no_list_is_glued_to_the_paragraph_above():
+    """Every page's lists start after a blank line, so the site renders them as lists (four did not, and showed
+    as text); the check itself finds a glued list."""
+    assert _lists_glued_to_a_paragraph("Some text:\n- an item") == [2]
+    assert _lists_glued_to_a_paragraph("Some text:\n\n- an item\n  - nested\n- another") == []
+    pages = [p for p in sorted(DOCS.rglob("*.md")) if "site" not in p.relative_to(DOCS).parts] + [ROOT / "README.md"]
+    glued = {str(p.relative_to(ROOT)): h for p in pages if (h := _lists_glued_to_a_paragraph(p.read_text("utf-8")))}
+    assert glued == {}
+
+
 @pytest.mark.slow
 def test_nested_lists_render_nested(site):
     """The pages (like GitHub) indent a nested list by 2 spaces; the site renders it as a list inside its item
