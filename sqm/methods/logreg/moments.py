@@ -170,7 +170,7 @@ def fit_from_moments(K: np.ndarray, layout: MomentsLayout, n_records: int, noise
     if not fit_intercept:
         A = _psd(m.G) + m.ridge * np.eye(m.s.size)
         return -4.0 * np.linalg.solve(A, m.s / 2.0 - m.h), 0.0
-    lda = discriminant(K, layout, n_records, noise_sd, variance_scale)
+    lda = _discriminant(m, n_records, noise_sd, variance_scale)
     if lda is None:
         return np.zeros(m.s.size), float(math.log(m.n1 / m.n0))
     t = lda.mid + lda.variance / lda.separation * math.log(lda.n0 / lda.n1)
@@ -241,7 +241,11 @@ def discriminant(K: np.ndarray, layout: MomentsLayout, n_records: int, noise_sd:
                  variance_scale: float = 1.0) -> Discriminant | None:
     """LDA along w = (S + lambda I)^-1 (m_1 - m_0) from the noisy Gram ``K`` (see :func:`fit_from_moments`); None
     when the raw separation (m_1 - m_0).w is not positive."""
-    m = read_moments(K, layout, n_records, noise_sd)
+    return _discriminant(read_moments(K, layout, n_records, noise_sd), n_records, noise_sd, variance_scale)
+
+
+def _discriminant(m: Moments, n_records: int, noise_sd: float, variance_scale: float) -> Discriminant | None:
+    """:func:`discriminant` from the moments already read."""
     s, h, n1, n0, N, d = m.s, m.h, m.n1, m.n0, float(n_records), m.s.size
     m1, m0 = h / n1, (s - h) / n0
     S_raw = m.scatter
