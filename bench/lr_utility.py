@@ -82,17 +82,11 @@ GENERATED = {"generated": (20000, 20, 0.30), "generated-imbalanced": (20000, 80,
              "generated-400000": (533334, 20, 0.30)}  # 75% of each trains
 
 
-def generated(name: str, seed: int = 0):
-    """An own-data stand-in: (X_train, y_train, X_test, y_test) of ``GENERATED[name]`` = (records, features,
-    positive rate): y Bernoulli, x = N(0, I) plus a class shift along a fixed direction on a third of the
-    features and a shared correlated factor, split 75/25 (stratified) and standardized with the training
-    split's statistics, clipped to +-3 and divided by 3 sqrt(d) (as a user's own table in ``sqm logreg --data``)."""
+def generated_records(n: int, d: int, p: float, seed: int = 0):
+    """The generated kind's raw records (X, y), before any split or scaling: y Bernoulli(p), x = N(0, I) plus a class
+    shift of norm 1.2 along a fixed direction on a third of the features and a shared correlated factor."""
     import numpy as np
-    from sklearn.model_selection import train_test_split
 
-    from sqm.cli.logreg import standardized_unit_rows
-
-    n, d, p = GENERATED[name]
     rng = np.random.default_rng(seed)
     y = (rng.random(n) < p).astype(float)
     direction = np.zeros(d)
@@ -100,6 +94,19 @@ def generated(name: str, seed: int = 0):
     direction *= 1.2 / np.linalg.norm(direction)
     factor = rng.normal(size=(n, 1)) @ rng.normal(size=(1, d)) * 0.5
     X = rng.normal(size=(n, d)) + factor + y[:, None] * direction
+    return X, y
+
+
+def generated(name: str, seed: int = 0):
+    """An own-data stand-in: (X_train, y_train, X_test, y_test) of ``GENERATED[name]`` = (records, features,
+    positive rate): y Bernoulli, x = N(0, I) plus a class shift along a fixed direction on a third of the
+    features and a shared correlated factor, split 75/25 (stratified) and standardized with the training
+    split's statistics, clipped to +-3 and divided by 3 sqrt(d) (as a user's own table in ``sqm logreg --data``)."""
+    from sklearn.model_selection import train_test_split
+
+    from sqm.cli.logreg import standardized_unit_rows
+
+    X, y = generated_records(*GENERATED[name], seed=seed)
     Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.25, random_state=0, stratify=y)
     Xtr, Xte = standardized_unit_rows(Xtr, Xte)
     return Xtr, ytr, Xte, yte
