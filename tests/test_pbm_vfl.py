@@ -82,10 +82,13 @@ def test_equal_epsilon_ldp_baseline_matches_pbm_and_the_paper_setting_does_not()
     assert rep["pbm"].epsilon_server == eps_pbm and rep["pbm"].delta == rep["ldp"].delta == 1e-5
     assert all(isinstance(r.as_dict(), dict) for r in rep.values())
     # as accounting events (sqm.mechanism.events, for the ledger): PBM's compose to its epsilon (other RDP orders: within
-    # 1%); the Gaussian's RDP conversion is looser than the exact epsilon, never tighter
-    from sqm.mechanism.events import compose
+    # 1%); the Gaussian's compose through Gaussian DP, exactly: the analytic Gaussian's epsilon (its RDP conversion,
+    # looser, is not the one taken)
+    from sqm.mechanism.events import accountant, compose
     assert compose(rep["pbm"].events, 1e-5) == pytest.approx(eps_pbm, rel=0.01)
-    assert 1 <= compose(rep["ldp"].events, 1e-5) / rep["ldp"].epsilon_server <= 1.1
+    assert compose(rep["ldp"].events, 1e-5) == pytest.approx(rep["ldp"].epsilon_server, rel=1e-9)
+    assert accountant(rep["ldp"].events).get_epsilon_and_conversion(1e-5)[1] == "gdp"
+    assert 1 < accountant(rep["ldp"].events).get_epsilon_and_optimal_order(1e-5)[0] / rep["ldp"].epsilon_server < 1.1
 
 
 def test_bad_parameters_are_refused(digits):

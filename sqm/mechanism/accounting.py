@@ -47,6 +47,7 @@ from .rdp import (  # noqa: F401
     skellam_rdp,
     subsampled_rdp,  # (re-exported: the formulas live in sqm.mechanism.rdp)
 )
+from .skellam_gdp import gdp_epsilon, skellam_gdp_mu
 from .validation import check_delta, check_param
 
 
@@ -100,16 +101,48 @@ def client_curve(mu, l1, l2, n_parties, rounds=1, orders=DEFAULT_ORDERS) -> tupl
     return orders, _composed(curve, int(rounds), orders)
 
 
+def gdp_mu_squared(l2, variance, count=1) -> float:
+    """``count`` x mu_G^2 of a release with Skellam noise of variance ``variance`` per coordinate and L2
+    sensitivity ``l2`` (:func:`sqm.mechanism.skellam_gdp.skellam_gdp_mu`; inf where no constant is proven).
+    GDP composes by adding mu_G^2: :class:`sqm.mechanism.events.SQMAccountant` sums these same floats."""
+    m = skellam_gdp_mu(l2, variance)
+    return count * m * m if math.isfinite(m) else math.inf
+
+
+def tighter_epsilon(rdp_epsilon: float, mu_squared: float, delta: float) -> tuple[float, str]:
+    """(epsilon, conversion): the smaller of the RDP epsilon and the GDP one of sqrt(``mu_squared``) at
+    ``delta`` (both sound for the same releases), and which of the two it is ("rdp" or "gdp")."""
+    eps_g = gdp_epsilon(math.sqrt(mu_squared), delta) if math.isfinite(mu_squared) else math.inf
+    return (float(eps_g), "gdp") if eps_g < rdp_epsilon else (float(rdp_epsilon), "rdp")
+
+
+def server_conversion(mu, delta, l1, l2, q=1.0, rounds=1, orders=DEFAULT_ORDERS) -> tuple[float, str]:
+    """(server-observed epsilon at ``delta``, "rdp" or "gdp"): the RDP curve of :func:`server_curve`
+    converted, or, for releases on the whole data (q = 1), Gaussian DP with the proven Skellam constant
+    (:mod:`sqm.mechanism.skellam_gdp`; noise Sk(mu) has variance 2 mu) where that is smaller.  The same float as
+    :func:`sqm.mechanism.events.compose` of :func:`sqm.mechanism.events.server_event`."""
+    eps = float(epsilon_and_order(*server_curve(mu, l1, l2, q, rounds, orders), delta)[0])
+    mu_sq = gdp_mu_squared(float(l2), 2.0 * float(mu), int(rounds)) if q == 1 else math.inf
+    return tighter_epsilon(eps, mu_sq, delta)
+
+
+def client_conversion(mu, delta, l1, l2, n_parties, rounds=1, orders=DEFAULT_ORDERS) -> tuple[float, str]:
+    """(client-observed epsilon at ``delta``, "rdp" or "gdp"): as :func:`server_conversion` for the noise a
+    client does not know, Sk(mu (n - 1) / n) (variance 2 mu (n - 1) / n)."""
+    eps = float(epsilon_and_order(*client_curve(mu, l1, l2, n_parties, rounds, orders), delta)[0])
+    n = int(n_parties)
+    mu_sq = gdp_mu_squared(float(l2), 2.0 * float(mu) * (n - 1) / n, int(rounds))
+    return tighter_epsilon(eps, mu_sq, delta)
+
+
 def server_epsilon(mu, delta, l1, l2, q=1.0, rounds=1, orders=DEFAULT_ORDERS) -> float:
-    """Server-observed epsilon at ``delta``: the same float as :func:`sqm.mechanism.events.compose` of
-    :func:`sqm.mechanism.events.server_event` (:func:`server_curve`)."""
-    return float(epsilon_and_order(*server_curve(mu, l1, l2, q, rounds, orders), delta)[0])
+    """Server-observed epsilon at ``delta`` (:func:`server_conversion`)."""
+    return server_conversion(mu, delta, l1, l2, q, rounds, orders)[0]
 
 
 def client_epsilon(mu, delta, l1, l2, n_parties, rounds=1, orders=DEFAULT_ORDERS) -> float:
-    """Client-observed epsilon at ``delta``: the same float as :func:`sqm.mechanism.events.compose` of
-    :func:`sqm.mechanism.events.client_event` (:func:`client_curve`)."""
-    return float(epsilon_and_order(*client_curve(mu, l1, l2, n_parties, rounds, orders), delta)[0])
+    """Client-observed epsilon at ``delta`` (:func:`client_conversion`)."""
+    return client_conversion(mu, delta, l1, l2, n_parties, rounds, orders)[0]
 
 
 def privacy_report(mu, delta, l1, l2, q=1.0, rounds=1, n_parties=None, orders=DEFAULT_ORDERS):

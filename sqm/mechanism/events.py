@@ -154,12 +154,37 @@ class SQMAccountant(RdpAccountant):
 
     def __init__(self, orders: Iterable[float] = ORDERS):
         super().__init__(orders=[float(a) for a in orders])
+        self._gdp_sq = 0.0  # the composed mu_G^2 (Gaussian DP); inf once an event has no GDP bound here
+
+    def _gdp_add(self, event, count):
+        """Add ``count`` x the event's mu_G^2: Skellam releases on the whole data with the proven constant
+        (:mod:`sqm.mechanism.skellam_gdp`), Gaussian ones exactly; inf for anything else (PBM, subsampled)."""
+        from .accounting import gdp_mu_squared
+
+        if isinstance(event, ClientSkellamDpEvent):
+            n = int(event.n_parties)
+            self._gdp_sq += gdp_mu_squared(event.l2_sensitivity, 2.0 * event.mu * (n - 1) / n, count)
+        elif isinstance(event, SkellamDpEvent):
+            self._gdp_sq += gdp_mu_squared(event.l2_sensitivity, 2.0 * event.mu, count)
+        elif isinstance(event, dp_event.GaussianDpEvent) and event.noise_multiplier > 0:
+            self._gdp_sq += count / float(event.noise_multiplier) ** 2
+        else:
+            self._gdp_sq = math.inf
 
     def _maybe_compose(self, event, count, do_compose):
         if isinstance(event, SKELLAM_EVENTS):
             if do_compose:
                 self._rdp += count * _skellam_rdp(event, self._orders)
+                self._gdp_add(event, count)
             return None
+        if do_compose and not isinstance(event, (dp_event.NoOpDpEvent, dp_event.SelfComposedDpEvent,
+                                                 dp_event.ComposedDpEvent, dp_event.PoissonSampledDpEvent)):
+            self._gdp_add(event, count)  # Gaussian: exact; PBM and every other kind: no GDP bound (inf)
+        if do_compose and isinstance(event, dp_event.PoissonSampledDpEvent):
+            if event.sampling_probability == 1 and isinstance(event.event, SkellamDpEvent):
+                self._gdp_add(event.event, count)
+            else:
+                self._gdp_sq = math.inf
         if isinstance(event, PBMDpEvent):
             if do_compose:
                 from .pbm import pbm_rdp
@@ -189,11 +214,30 @@ class SQMAccountant(RdpAccountant):
         return super()._maybe_compose(event, count, do_compose)
 
     def get_epsilon_and_optimal_order(self, target_delta: float) -> tuple[float, float]:
-        """(epsilon, optimal order) at ``target_delta``: :func:`sqm.mechanism.rdp.epsilon_and_order`."""
+        """(RDP epsilon, optimal order) at ``target_delta``: :func:`sqm.mechanism.rdp.epsilon_and_order`."""
         return rdp.epsilon_and_order(self._orders, self._rdp, target_delta)
 
+    @property
+    def gdp_mu(self) -> float:
+        """The composed Gaussian-DP parameter (inf where some event has no GDP bound)."""
+        return math.sqrt(self._gdp_sq)
+
+    def get_epsilon_and_conversion(self, target_delta: float) -> tuple[float, str]:
+        """(epsilon at ``target_delta``, "rdp" or "gdp"): the smaller of the RDP conversion and Gaussian DP
+        (both sound; :func:`sqm.mechanism.accounting.tighter_epsilon`, the same floats as a job's own report)."""
+        from .accounting import tighter_epsilon
+
+        return tighter_epsilon(self.get_epsilon_and_optimal_order(target_delta)[0], self._gdp_sq, target_delta)
+
     def get_epsilon(self, target_delta: float) -> float:
-        return self.get_epsilon_and_optimal_order(target_delta)[0]
+        return self.get_epsilon_and_conversion(target_delta)[0]
+
+    def get_delta(self, target_epsilon: float) -> float:
+        """delta at ``target_epsilon``: the smaller of the RDP conversion's and Gaussian DP's."""
+        from .skellam_gdp import gdp_delta
+
+        d = float(super().get_delta(target_epsilon))
+        return min(d, gdp_delta(self.gdp_mu, target_epsilon)) if math.isfinite(self._gdp_sq) else d
 
 
 def accountant(events: Iterable[dp_event.DpEvent], orders: Iterable[float] = ORDERS) -> SQMAccountant:

@@ -366,6 +366,7 @@ class SQM:
         # the client-observed event of n - k parties with noise mu (None when no other honest share is left)
         eps_s, eps_c = accounting.privacy_report(mu, self.delta, sens.l1, sens.l2, q=self.q, rounds=self.rounds,
                                                  n_parties=n - k if n - k >= 2 else None)
+        conversion = accounting.server_conversion(mu, self.delta, sens.l1, sens.l2, self.q, self.rounds)[1]
         lam = self.polynomial.degree
         scale = self.gamma ** (lam + 1) if self.preprocess else self.gamma ** lam
         # built on first use: dp-accounting's events import it and SciPy, after the parties have started
@@ -374,7 +375,7 @@ class SQM:
         report = PrivacyReport(epsilon_server=float(eps_s), epsilon_client=None if eps_c is None else float(eps_c),
                                delta=self.delta, mu=float(mu), l2_sensitivity=sens.l2, l1_sensitivity=sens.l1,
                                gamma=self.gamma, scale=scale, n_parties=n, sampling_rate=self.q, rounds=self.rounds,
-                               events=evs, notes="" if not k else (
+                               events=evs, conversion=conversion, notes="" if not k else (
                                    f"robust noise: each client adds Sk(mu / {n - k}), so these epsilons hold even if "
                                    f"up to {k} client(s) add no noise; with every share the noise variance is "
                                    f"{robust_noise_cost(n, k):.4g}x the calibrated one"))

@@ -40,6 +40,16 @@ alignment's count depend on it) add/remove-one is not what is protected, and rep
 zero-out twice (group privacy).  PBM-VFL's feature-level epsilon is in another unit ("embedding")."""
 
 
+CONVERSIONS = {
+    "gdp": ("Gaussian DP with the proven Skellam constant (sqm.mechanism.skellam_gdp), converted exactly; taken "
+            "where it gives the smaller epsilon"),
+    "rdp": "Renyi DP (SQM Lemma 2 / Eq. 20), converted by dp-accounting's rule",
+    "": "not stated (a baseline: its notes say how it is calibrated)",
+}
+"""How an SQM report's server-observed epsilon was converted (``PrivacyReport.conversion``): both conversions
+are sound for the same releases and the smaller epsilon is reported (:func:`sqm.mechanism.accounting.tighter_epsilon`)."""
+
+
 class DeferredEvents(Sequence):
     """A report's events, built on first use by ``build()`` (a picklable callable returning them): building
     dp-accounting events imports dp-accounting and SciPy (about a second of CPU), which a launcher need not
@@ -89,7 +99,8 @@ class PrivacyReport:
     (the ledger adds (1 + e^epsilon) eta to delta, :func:`sqm.mechanism.accounting.delta_with_failure`).  ``method`` defaults to "SQM" so that
     :class:`sqm.mechanism.release.SQM` builds it with its own fields only.  ``neighbouring``: the relation every epsilon of
     the report is computed under (a key of :data:`NEIGHBOURING`; default zero-out, the record-level relation of
-    every method here)."""
+    every method here).  ``conversion``: for SQM, which conversion gave ``epsilon_server`` (a key of
+    :data:`CONVERSIONS`)."""
 
     method: str = "SQM"
     epsilon_server: float
@@ -108,10 +119,13 @@ class PrivacyReport:
     eta: float = 0.0  # a failure probability outside the events (e.g. a batch cap): adds (1 + e^eps) eta to delta
     notes: str = ""
     neighbouring: str = ZERO_OUT
+    conversion: str = ""  # how SQM's epsilons were converted: "gdp" or "rdp" (CONVERSIONS); "" for other methods
 
     def __post_init__(self):
         if not isinstance(self.events, DeferredEvents):
             self.events = tuple(self.events)
+        if self.conversion not in CONVERSIONS:
+            raise UsageError(f"conversion must be one of {sorted(CONVERSIONS)}, got {self.conversion!r}")
         if self.neighbouring not in NEIGHBOURING:
             raise UsageError(f"neighbouring must be one of {sorted(NEIGHBOURING)}, got {self.neighbouring!r}")
 

@@ -387,6 +387,7 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
                                 n_parties=n if n >= 2 else None)
             mu, eps_s, eps_c = cal.mu, cal.epsilon_server, cal.epsilon_client
             evs = (events.server_event(sens.l1, sens.l2, mu, q, R),)
+            conversion = accounting.server_conversion(mu, delta_mu, sens.l1, sens.l2, q, R)[1]
             notes = (f"{MODEL_SHARED_NOTE}; {epochs} epochs; {intercept_note(plan)}; batch cap {b_max} (exceeded with probability "
                      f"{eta:.3g} over the run, which adds (1 + e^epsilon) x that = {cap_delta:.3g} to delta, "
                      f"included; the ledger adds it through eta)"
@@ -394,14 +395,14 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
                         f"membership: every one of the {int(n_records)} members is in a batch with probability q, as "
                         f"when membership is revealed" if union else ""))
         else:
-            mu, eps_s, eps_c, evs = 0.0, math.inf, math.inf, ()
+            mu, eps_s, eps_c, evs, conversion = 0.0, math.inf, math.inf, (), ""
             notes = f"noise off; {epochs} epochs; {intercept_note(plan)}"
             eta = 0.0
         plan = dataclasses.replace(plan, mu=float(mu))
         report = PrivacyReport(method="SQM", epsilon_server=float(eps_s), delta=delta, epsilon_client=eps_c,
                                mu=float(mu), l2_sensitivity=sens.l2, l1_sensitivity=sens.l1,
                                gamma=float(self.gamma), scale=plan.scale, n_parties=n, sampling_rate=q, rounds=R,
-                               events=evs, eta=float(eta), notes=notes)
+                               events=evs, eta=float(eta), notes=notes, conversion=conversion)
         return plan, report
 
     def moments_plan(self, n_records: int, feature_counts, label_party: int):
