@@ -21,7 +21,7 @@ two facts about the Gaussian hazard lambda = phi / (1 - Phi): 0 < lambda' < 1, a
 t / (1 - 1/t^2 + 3/t^4) <= lambda(t) for t > 0.  The floats are elementary (exp, expm1, asinh, sqrt) with a few
 ulps of error; the returned constant is raised by a relative 1e-9 to cover them.
 
-Where it helps.  c(1e15) <= 1 + 1.9e-6 and c(1e12) <= 1 + 3e-5; at small V the bound is loose (c(1e4) <= 1.22,
+Where it helps.  c(1e15) <= 1 + 2.1e-6 and c(1e12) <= 1 + 3e-5; at small V the bound is loose (c(1e4) <= 1.22,
 while the true c is 1 + 1/(6V)) and the Rényi bound wins; :mod:`sqm.mechanism.accounting` takes the smaller
 epsilon of the two (both are sound).  Numpy and the standard library only: calibrating mu stays free of SciPy.
 """
