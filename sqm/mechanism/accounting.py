@@ -47,7 +47,8 @@ from .rdp import (  # noqa: F401
     skellam_rdp,
     subsampled_rdp,  # (re-exported: the formulas live in sqm.mechanism.rdp)
 )
-from .skellam_gdp import gdp_epsilon, skellam_gdp_mu
+from .conversion import gdp_mu_squared, tighter_epsilon  # noqa: F401 (re-exported)
+from .skellam_gdp import skellam_gdp_mu
 from .validation import check_delta, check_param
 
 
@@ -101,29 +102,22 @@ def client_curve(mu, l1, l2, n_parties, rounds=1, orders=DEFAULT_ORDERS) -> tupl
     return orders, _composed(curve, int(rounds), orders)
 
 
-def gdp_mu_squared(l2, variance, count=1) -> float:
-    """``count`` x mu_G^2 of a release with Skellam noise of variance ``variance`` per coordinate and L2
-    sensitivity ``l2`` (:func:`sqm.mechanism.skellam_gdp.skellam_gdp_mu`; inf where no constant is proven).
-    GDP composes by adding mu_G^2: :class:`sqm.mechanism.events.SQMAccountant` sums these same floats."""
-    m = skellam_gdp_mu(l2, variance)
-    return count * m * m if math.isfinite(m) else math.inf
-
-
-def tighter_epsilon(rdp_epsilon: float, mu_squared: float, delta: float) -> tuple[float, str]:
-    """(epsilon, conversion): the smaller of the RDP epsilon and the GDP one of sqrt(``mu_squared``) at
-    ``delta`` (both sound for the same releases), and which of the two it is ("rdp" or "gdp")."""
-    eps_g = gdp_epsilon(math.sqrt(mu_squared), delta) if math.isfinite(mu_squared) else math.inf
-    return (float(eps_g), "gdp") if eps_g < rdp_epsilon else (float(rdp_epsilon), "rdp")
-
-
 def server_conversion(mu, delta, l1, l2, q=1.0, rounds=1, orders=DEFAULT_ORDERS) -> tuple[float, str]:
-    """(server-observed epsilon at ``delta``, "rdp" or "gdp"): the RDP curve of :func:`server_curve`
-    converted, or, for releases on the whole data (q = 1), Gaussian DP with the proven Skellam constant
-    (:mod:`sqm.mechanism.skellam_gdp`; noise Sk(mu) has variance 2 mu) where that is smaller.  The same float as
-    :func:`sqm.mechanism.events.compose` of :func:`sqm.mechanism.events.server_event`."""
+    """(server-observed epsilon at ``delta``, "rdp", "gdp" or "pld"): the RDP curve of :func:`server_curve`
+    converted, or where smaller: for releases on the whole data (q = 1), Gaussian DP with the proven Skellam
+    constant (:mod:`sqm.mechanism.skellam_gdp`; noise Sk(mu) has variance 2 mu); for Poisson-sampled ones, the
+    privacy-loss distribution of the dominating subsampled Gaussian (:func:`sqm.mechanism.events.dominating_gaussian`,
+    dp-accounting's PLD).  The same float as :func:`sqm.mechanism.events.compose` of
+    :func:`sqm.mechanism.events.server_event`."""
     eps = float(epsilon_and_order(*server_curve(mu, l1, l2, q, rounds, orders), delta)[0])
-    mu_sq = gdp_mu_squared(float(l2), 2.0 * float(mu), int(rounds)) if q == 1 else math.inf
-    return tighter_epsilon(eps, mu_sq, delta)
+    if q == 1:
+        return tighter_epsilon(eps, gdp_mu_squared(float(l2), 2.0 * float(mu), int(rounds)), delta)
+    if not math.isfinite(skellam_gdp_mu(float(l2), 2.0 * float(mu))):
+        return eps, "rdp"
+    from .events import dominating_gaussian, server_event  # dp-accounting: subsampled releases only
+
+    g = dominating_gaussian(server_event(l1, l2, mu, q))
+    return tighter_epsilon(eps, math.inf, delta, [(g, int(rounds))])
 
 
 def client_conversion(mu, delta, l1, l2, n_parties, rounds=1, orders=DEFAULT_ORDERS) -> tuple[float, str]:
@@ -232,7 +226,12 @@ def calibrate_mu(target_epsilon: float, delta: float, l1: float, l2: float, q: f
     _check_q(q)
     _check_rounds(rounds)
 
-    hi = smallest_meeting(lambda mu: server_epsilon(mu, delta, l1, l2, q, rounds, orders), target_epsilon,
-                          start=max(l2 * l2, 1e-12), factor=4.0, rtol=rtol)
+    def meets_or_epsilon(mu):
+        # the search only compares with the target: where RDP alone meets it, so does the smallest epsilon, and the
+        # slower PLD (subsampled releases) is not computed; the comparisons are those of server_epsilon
+        eps = float(epsilon_and_order(*server_curve(mu, l1, l2, q, rounds, orders), delta)[0])
+        return eps if eps <= target_epsilon else server_epsilon(mu, delta, l1, l2, q, rounds, orders)
+
+    hi = smallest_meeting(meets_or_epsilon, target_epsilon, start=max(l2 * l2, 1e-12), factor=4.0, rtol=rtol)
     eps_s, eps_c = privacy_report(hi, delta, l1, l2, q, rounds, n_parties, orders)
     return Calibration(mu=hi, epsilon_server=eps_s, epsilon_client=eps_c, delta=delta, target_epsilon=target_epsilon)

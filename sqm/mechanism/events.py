@@ -37,6 +37,7 @@ from dp_accounting.rdp import RdpAccountant
 from sqm.runtime.errors import UsageError
 
 from . import rdp
+from .conversion import gdp_mu_squared, pld_accountant, pld_epsilon, tighter_epsilon  # noqa: F401 (re-exported)
 from .pbm import PBM_LEVELS, check_params
 
 # Orders of the accountant: fractional orders help PBM and Gaussian events; the subsampled Skellam bound
@@ -155,12 +156,21 @@ class SQMAccountant(RdpAccountant):
     def __init__(self, orders: Iterable[float] = ORDERS):
         super().__init__(orders=[float(a) for a in orders])
         self._gdp_sq = 0.0  # the composed mu_G^2 (Gaussian DP); inf once an event has no GDP bound here
+        # (dominating Gaussian event, count) per composed event: see dominating_gaussian; None once one has none
+        self._dominating: list | None = []
+        self._subsampled = False  # whether a dominating event is subsampled (then the PLD of them is computed)
+
+    def _dominating_add(self, event, count):
+        g = dominating_gaussian(event)
+        if g is None or self._dominating is None:
+            self._dominating = None
+            return
+        self._dominating.append((g, int(count)))
+        self._subsampled |= isinstance(g, dp_event.PoissonSampledDpEvent)
 
     def _gdp_add(self, event, count):
         """Add ``count`` x the event's mu_G^2: Skellam releases on the whole data with the proven constant
         (:mod:`sqm.mechanism.skellam_gdp`), Gaussian ones exactly; inf for anything else (PBM, subsampled)."""
-        from .accounting import gdp_mu_squared
-
         if isinstance(event, ClientSkellamDpEvent):
             n = int(event.n_parties)
             self._gdp_sq += gdp_mu_squared(event.l2_sensitivity, 2.0 * event.mu * (n - 1) / n, count)
@@ -172,6 +182,9 @@ class SQMAccountant(RdpAccountant):
             self._gdp_sq = math.inf
 
     def _maybe_compose(self, event, count, do_compose):
+        if do_compose and not isinstance(event, (dp_event.NoOpDpEvent, dp_event.SelfComposedDpEvent,
+                                                 dp_event.ComposedDpEvent)):
+            self._dominating_add(event, count)
         if isinstance(event, SKELLAM_EVENTS):
             if do_compose:
                 self._rdp += count * _skellam_rdp(event, self._orders)
@@ -223,11 +236,13 @@ class SQMAccountant(RdpAccountant):
         return math.sqrt(self._gdp_sq)
 
     def get_epsilon_and_conversion(self, target_delta: float) -> tuple[float, str]:
-        """(epsilon at ``target_delta``, "rdp" or "gdp"): the smaller of the RDP conversion and Gaussian DP
-        (both sound; :func:`sqm.mechanism.accounting.tighter_epsilon`, the same floats as a job's own report)."""
-        from .accounting import tighter_epsilon
-
-        return tighter_epsilon(self.get_epsilon_and_optimal_order(target_delta)[0], self._gdp_sq, target_delta)
+        """(epsilon at ``target_delta``, "rdp", "gdp" or "pld"): the smallest of the RDP conversion, Gaussian DP
+        (releases on the whole data) and, where some release is subsampled, the privacy-loss distribution of the
+        dominating subsampled Gaussians (:func:`sqm.mechanism.conversion.pld_epsilon`).  All are sound; the same floats as a job's own
+        report (:func:`sqm.mechanism.conversion.tighter_epsilon`)."""
+        pairs = self._dominating if self._subsampled else None
+        return tighter_epsilon(self.get_epsilon_and_optimal_order(target_delta)[0], self._gdp_sq, target_delta,
+                               pairs)
 
     def get_epsilon(self, target_delta: float) -> float:
         return self.get_epsilon_and_conversion(target_delta)[0]
@@ -237,7 +252,43 @@ class SQMAccountant(RdpAccountant):
         from .skellam_gdp import gdp_delta
 
         d = float(super().get_delta(target_epsilon))
-        return min(d, gdp_delta(self.gdp_mu, target_epsilon)) if math.isfinite(self._gdp_sq) else d
+        if math.isfinite(self._gdp_sq):
+            d = min(d, gdp_delta(self.gdp_mu, target_epsilon))
+        if self._subsampled and self._dominating is not None:
+            d = min(d, float(pld_accountant(self._dominating).get_delta(target_epsilon)))
+        return d
+
+
+def dominating_gaussian(event) -> dp_event.DpEvent | None:
+    """A Gaussian event whose pair of distributions can be post-processed into ``event``'s (Blackwell), for every
+    zero-out neighbour; None where there is none here.
+
+    - a Skellam release (server or client): GaussianDpEvent(1 / mu_G), mu_G = c(V) Delta2 / sqrt V with the proven
+      constant (:mod:`sqm.mechanism.skellam_gdp`; V = 2 mu, or 2 mu (n - 1) / n for a client): the release is
+      mu_G-GDP, i.e. its pair is dominated by (N(0, 1), N(mu_G, 1));
+    - a Poisson-sampled one: the same Gaussian, Poisson-sampled at the same rate.  The kernel that maps the
+      Gaussian pair to the release's maps their mixtures alike (it is linear), so the subsampled release is a
+      post-processing of the subsampled Gaussian; adaptive composition keeps dominance (f-DP composition);
+    - a Gaussian (or Poisson-sampled Gaussian) event: itself."""
+    from .skellam_gdp import skellam_gdp_mu
+
+    inner, q = event, None
+    if isinstance(event, dp_event.PoissonSampledDpEvent):
+        inner, q = event.event, float(event.sampling_probability)
+    if isinstance(inner, ClientSkellamDpEvent):
+        n = int(inner.n_parties)
+        m = skellam_gdp_mu(inner.l2_sensitivity, 2.0 * inner.mu * (n - 1) / n)
+        g = dp_event.GaussianDpEvent(1.0 / m) if math.isfinite(m) and q is None else None
+    elif isinstance(inner, SkellamDpEvent):
+        m = skellam_gdp_mu(inner.l2_sensitivity, 2.0 * inner.mu)
+        g = dp_event.GaussianDpEvent(1.0 / m) if math.isfinite(m) else None
+    elif isinstance(inner, dp_event.GaussianDpEvent) and inner.noise_multiplier > 0:
+        g = inner
+    else:
+        return None
+    if g is None or q is None or q == 1:
+        return g
+    return dp_event.PoissonSampledDpEvent(sampling_probability=q, event=g)
 
 
 def accountant(events: Iterable[dp_event.DpEvent], orders: Iterable[float] = ORDERS) -> SQMAccountant:

@@ -43,11 +43,13 @@ zero-out twice (group privacy).  PBM-VFL's feature-level epsilon is in another u
 CONVERSIONS = {
     "gdp": ("Gaussian DP with the proven Skellam constant (sqm.mechanism.skellam_gdp), converted exactly; taken "
             "where it gives the smaller epsilon"),
+    "pld": ("the privacy-loss distribution (dp-accounting, pessimistic) of the subsampled Gaussians that dominate "
+            "Poisson-sampled Skellam releases (sqm.mechanism.events.dominating_gaussian); taken where smaller"),
     "rdp": "Renyi DP (SQM Lemma 2 / Eq. 20), converted by dp-accounting's rule",
     "": "not stated (a baseline: its notes say how it is calibrated)",
 }
 """How an SQM report's server-observed epsilon was converted (``PrivacyReport.conversion``): both conversions
-are sound for the same releases and the smaller epsilon is reported (:func:`sqm.mechanism.accounting.tighter_epsilon`)."""
+are sound for the same releases and the smaller epsilon is reported (:func:`sqm.mechanism.conversion.tighter_epsilon`)."""
 
 
 class DeferredEvents(Sequence):
@@ -119,7 +121,7 @@ class PrivacyReport:
     eta: float = 0.0  # a failure probability outside the events (e.g. a batch cap): adds (1 + e^eps) eta to delta
     notes: str = ""
     neighbouring: str = ZERO_OUT
-    conversion: str = ""  # how SQM's epsilons were converted: "gdp" or "rdp" (CONVERSIONS); "" for other methods
+    conversion: str = ""  # how SQM's epsilons were converted: "gdp", "pld" or "rdp" (CONVERSIONS); "" otherwise
 
     def __post_init__(self):
         if not isinstance(self.events, DeferredEvents):
