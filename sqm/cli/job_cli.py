@@ -16,7 +16,7 @@ from sqm.framework.alignment import check_min_intersection
 from sqm.framework.spec import JobSpec, load_job
 from sqm.framework.party import clip_warning, seed_policy
 from sqm.framework.runners import run_job
-from sqm.mechanism.report import NEIGHBOURING, NEIGHBOURING_LINE, ZERO_OUT, render_table
+from sqm.mechanism.report import NEIGHBOURING, NEIGHBOURING_LINE, ZERO_OUT, conversion_line, render_table
 from sqm.runtime.errors import UsageError
 
 log = logging.getLogger(__name__)
@@ -120,6 +120,8 @@ def job_command(args, make_task, server_summary) -> int:
             relation = rep.get("neighbouring", ZERO_OUT)
             print(f"  {NEIGHBOURING_LINE}" if relation == ZERO_OUT else
                   f"  the epsilon above is {NEIGHBOURING[relation]}")
+            if conversion_line(rep.get("conversion", "")):
+                print(f"  {conversion_line(rep['conversion'])}")
             if res.get("ledger") is not None:
                 e = res["ledger"]
                 print(f"ledger {e['ledger']}: dataset {e['dataset']!r}, this release epsilon {e['epsilon']:.4g} at "

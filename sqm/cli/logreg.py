@@ -123,7 +123,7 @@ def _local_data(args):
 def run(args) -> int:
     import numpy as np
 
-    from sqm.mechanism.report import NEIGHBOURING_LINE, render_table
+    from sqm.mechanism.report import NEIGHBOURING_LINE, conversion_line, render_table
     from sqm.methods.logreg.estimator import MODEL_SHARED_NOTE, resolve_schedule
 
     if _PARSER:
@@ -167,6 +167,8 @@ def run(args) -> int:
         print(f"  not run: {why}")
     print(f"  * SQM: {MODEL_SHARED_NOTE}")
     print(f"  {NEIGHBOURING_LINE}")
+    if conversion_line(rep.conversion):
+        print(f"  {conversion_line(rep.conversion)}")
     if args.seed is not None:
         print("  --seed: one process derives every party's seed (a local experiment, secure_mode false)")
     if args.json:

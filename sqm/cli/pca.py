@@ -12,13 +12,16 @@ from sqm.methods.pca.experiment import TABLE_COLUMNS, compare, table_rows  # noq
 
 
 def print_table(r: dict, dataset: str = "") -> None:
-    from sqm.mechanism.report import NEIGHBOURING_LINE, render_table
+    from sqm.mechanism.report import NEIGHBOURING_LINE, conversion_line, render_table
 
     print(f"PCA of {dataset} {r['shape'][0]} x {r['shape'][1]}, {r['parties']} clients, k = {r['components']}, "
           f"epsilon {r['sqm']['epsilon_server']:.4g}, delta {r['delta']:g}, gamma {r['gamma']:g}, "
           f"{r['runs']} run(s)")
     print(render_table(table_rows(r), TABLE_COLUMNS))
     print(f"  {NEIGHBOURING_LINE}")
+    line = conversion_line(getattr(r["sqm"]["report"], "conversion", ""))
+    if line:
+        print(f"  {line}")
     if r["backend"] == "plain":
         print("(plain backend: in-process SIMULATION of the parties' programs; bytes are not measured)")
 

@@ -113,6 +113,7 @@ class PBMDpEvent(dp_event.DpEvent):
 
 
 SKELLAM_EVENTS = (SkellamDpEvent, ClientSkellamDpEvent)
+_CONTAINERS = (dp_event.NoOpDpEvent, dp_event.SelfComposedDpEvent, dp_event.ComposedDpEvent)
 
 
 def gaussian_event(sigma: float, l2_sensitivity: float) -> dp_event.GaussianDpEvent:
@@ -171,6 +172,8 @@ class SQMAccountant(RdpAccountant):
     def _gdp_add(self, event, count):
         """Add ``count`` x the event's mu_G^2: Skellam releases on the whole data with the proven constant
         (:mod:`sqm.mechanism.skellam_gdp`), Gaussian ones exactly; inf for anything else (PBM, subsampled)."""
+        if isinstance(event, dp_event.PoissonSampledDpEvent) and event.sampling_probability == 1:
+            event = event.event
         if isinstance(event, ClientSkellamDpEvent):
             n = int(event.n_parties)
             self._gdp_sq += gdp_mu_squared(event.l2_sensitivity, 2.0 * event.mu * (n - 1) / n, count)
@@ -182,22 +185,13 @@ class SQMAccountant(RdpAccountant):
             self._gdp_sq = math.inf
 
     def _maybe_compose(self, event, count, do_compose):
-        if do_compose and not isinstance(event, (dp_event.NoOpDpEvent, dp_event.SelfComposedDpEvent,
-                                                 dp_event.ComposedDpEvent)):
+        if do_compose and not isinstance(event, _CONTAINERS):  # a leaf release (containers recurse to theirs)
+            self._gdp_add(event, count)
             self._dominating_add(event, count)
         if isinstance(event, SKELLAM_EVENTS):
             if do_compose:
                 self._rdp += count * _skellam_rdp(event, self._orders)
-                self._gdp_add(event, count)
             return None
-        if do_compose and not isinstance(event, (dp_event.NoOpDpEvent, dp_event.SelfComposedDpEvent,
-                                                 dp_event.ComposedDpEvent, dp_event.PoissonSampledDpEvent)):
-            self._gdp_add(event, count)  # Gaussian: exact; PBM and every other kind: no GDP bound (inf)
-        if do_compose and isinstance(event, dp_event.PoissonSampledDpEvent):
-            if event.sampling_probability == 1 and isinstance(event.event, SkellamDpEvent):
-                self._gdp_add(event.event, count)
-            else:
-                self._gdp_sq = math.inf
         if isinstance(event, PBMDpEvent):
             if do_compose:
                 from .pbm import pbm_rdp
@@ -238,8 +232,8 @@ class SQMAccountant(RdpAccountant):
     def get_epsilon_and_conversion(self, target_delta: float) -> tuple[float, str]:
         """(epsilon at ``target_delta``, "rdp", "gdp" or "pld"): the smallest of the RDP conversion, Gaussian DP
         (releases on the whole data) and, where some release is subsampled, the privacy-loss distribution of the
-        dominating subsampled Gaussians (:func:`sqm.mechanism.conversion.pld_epsilon`).  All are sound; the same floats as a job's own
-        report (:func:`sqm.mechanism.conversion.tighter_epsilon`)."""
+        dominating subsampled Gaussians (:func:`sqm.mechanism.conversion.pld_epsilon`).  All are sound; the same
+        floats as a job's own report (:func:`sqm.mechanism.conversion.tighter_epsilon`)."""
         pairs = self._dominating if self._subsampled else None
         return tighter_epsilon(self.get_epsilon_and_optimal_order(target_delta)[0], self._gdp_sq, target_delta,
                                pairs)
@@ -248,7 +242,8 @@ class SQMAccountant(RdpAccountant):
         return self.get_epsilon_and_conversion(target_delta)[0]
 
     def get_delta(self, target_epsilon: float) -> float:
-        """delta at ``target_epsilon``: the smaller of the RDP conversion's and Gaussian DP's."""
+        """delta at ``target_epsilon``: the smallest of the RDP conversion's, Gaussian DP's and the dominating
+        Gaussians' PLD's (as :meth:`get_epsilon_and_conversion`)."""
         from .skellam_gdp import gdp_delta
 
         d = float(super().get_delta(target_epsilon))

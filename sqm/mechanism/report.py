@@ -52,6 +52,11 @@ CONVERSIONS = {
 are sound for the same releases and the smaller epsilon is reported (:func:`sqm.mechanism.conversion.tighter_epsilon`)."""
 
 
+def conversion_line(conversion: str) -> str | None:
+    """The line a command prints under its table for an SQM report's ``conversion`` (None for "")."""
+    return f"SQM's server-observed epsilon: {CONVERSIONS[conversion]} (conversion {conversion})" if conversion else None
+
+
 class DeferredEvents(Sequence):
     """A report's events, built on first use by ``build()`` (a picklable callable returning them): building
     dp-accounting events imports dp-accounting and SciPy (about a second of CPU), which a launcher need not
