@@ -120,8 +120,9 @@ def job_command(args, make_task, server_summary) -> int:
             relation = rep.get("neighbouring", ZERO_OUT)
             print(f"  {NEIGHBOURING_LINE}" if relation == ZERO_OUT else
                   f"  the epsilon above is {NEIGHBOURING[relation]}")
-            if conversion_line(rep.get("conversion", "")):
-                print(f"  {conversion_line(rep['conversion'])}")
+            line = conversion_line(rep.get("conversion", ""))
+            if line:
+                print(f"  {line}")
             if res.get("ledger") is not None:
                 e = res["ledger"]
                 print(f"ledger {e['ledger']}: dataset {e['dataset']!r}, this release epsilon {e['epsilon']:.4g} at "

@@ -167,8 +167,9 @@ def run(args) -> int:
         print(f"  not run: {why}")
     print(f"  * SQM: {MODEL_SHARED_NOTE}")
     print(f"  {NEIGHBOURING_LINE}")
-    if conversion_line(rep.conversion):
-        print(f"  {conversion_line(rep.conversion)}")
+    line = conversion_line(rep.conversion)
+    if line:
+        print(f"  {line}")
     if args.seed is not None:
         print("  --seed: one process derives every party's seed (a local experiment, secure_mode false)")
     if args.json:

@@ -48,7 +48,6 @@ from .rdp import (  # noqa: F401
     subsampled_rdp,  # (re-exported: the formulas live in sqm.mechanism.rdp)
 )
 from .conversion import gdp_mu_squared, tighter_epsilon  # noqa: F401 (re-exported)
-from .skellam_gdp import skellam_gdp_mu
 from .validation import check_delta, check_param
 
 
@@ -104,20 +103,23 @@ def client_curve(mu, l1, l2, n_parties, rounds=1, orders=DEFAULT_ORDERS) -> tupl
 
 def server_conversion(mu, delta, l1, l2, q=1.0, rounds=1, orders=DEFAULT_ORDERS) -> tuple[float, str]:
     """(server-observed epsilon at ``delta``, "rdp", "gdp" or "pld"): the RDP curve of :func:`server_curve`
-    converted, or where smaller: for releases on the whole data (q = 1), Gaussian DP with the proven Skellam
-    constant (:mod:`sqm.mechanism.skellam_gdp`; noise Sk(mu) has variance 2 mu); for Poisson-sampled ones, the
-    privacy-loss distribution of the dominating subsampled Gaussian (:func:`sqm.mechanism.events.dominating_gaussian`,
-    dp-accounting's PLD).  The same float as :func:`sqm.mechanism.events.compose` of
-    :func:`sqm.mechanism.events.server_event`."""
+    converted, or where smaller (:func:`_tighter_than_rdp`).  The same float as
+    :func:`sqm.mechanism.events.compose` of :func:`sqm.mechanism.events.server_event`."""
     eps = float(epsilon_and_order(*server_curve(mu, l1, l2, q, rounds, orders), delta)[0])
+    return _tighter_than_rdp(eps, mu, delta, l1, l2, q, rounds)
+
+
+def _tighter_than_rdp(rdp_epsilon, mu, delta, l1, l2, q, rounds) -> tuple[float, str]:
+    """The server's (epsilon, conversion) given its RDP epsilon: for releases on the whole data (q = 1), Gaussian DP
+    with the proven Skellam constant (:mod:`sqm.mechanism.skellam_gdp`; noise Sk(mu) has variance 2 mu) where that is
+    smaller; for Poisson-sampled ones, the privacy-loss distribution of the dominating subsampled Gaussian
+    (:func:`sqm.mechanism.events.dominating_gaussian`, dp-accounting's PLD) where that is."""
     if q == 1:
-        return tighter_epsilon(eps, gdp_mu_squared(float(l2), 2.0 * float(mu), int(rounds)), delta)
-    if not math.isfinite(skellam_gdp_mu(float(l2), 2.0 * float(mu))):
-        return eps, "rdp"
+        return tighter_epsilon(rdp_epsilon, gdp_mu_squared(float(l2), 2.0 * float(mu), int(rounds)), delta)
     from .events import dominating_gaussian, server_event  # dp-accounting: subsampled releases only
 
     g = dominating_gaussian(server_event(l1, l2, mu, q))
-    return tighter_epsilon(eps, math.inf, delta, [(g, int(rounds))])
+    return tighter_epsilon(rdp_epsilon, math.inf, delta, None if g is None else [(g, int(rounds))])
 
 
 def client_conversion(mu, delta, l1, l2, n_parties, rounds=1, orders=DEFAULT_ORDERS) -> tuple[float, str]:
@@ -141,10 +143,16 @@ def client_epsilon(mu, delta, l1, l2, n_parties, rounds=1, orders=DEFAULT_ORDERS
 
 def privacy_report(mu, delta, l1, l2, q=1.0, rounds=1, n_parties=None, orders=DEFAULT_ORDERS):
     """(server-observed epsilon, client-observed epsilon or None) at ``delta`` for noise mu."""
+    return privacy_conversion(mu, delta, l1, l2, q, rounds, n_parties, orders)[:2]
+
+
+def privacy_conversion(mu, delta, l1, l2, q=1.0, rounds=1, n_parties=None, orders=DEFAULT_ORDERS):
+    """(server-observed epsilon, client-observed epsilon or None, the server's conversion) at ``delta`` for noise
+    mu (:func:`server_conversion`, :func:`client_epsilon`)."""
     _check_pos(mu, "mu")
-    eps_s = server_epsilon(mu, delta, l1, l2, q, rounds, orders)
+    eps_s, conversion = server_conversion(mu, delta, l1, l2, q, rounds, orders)
     eps_c = None if n_parties is None or n_parties < 2 else client_epsilon(mu, delta, l1, l2, n_parties, rounds, orders)
-    return eps_s, eps_c
+    return eps_s, eps_c, conversion
 
 
 def smallest_meeting(eps, target: float, start: float = 1.0, factor: float = 2.0, rtol: float = 1e-6,
@@ -212,6 +220,7 @@ class Calibration:
     epsilon_client: float | None
     delta: float
     target_epsilon: float
+    conversion: str = ""  # how epsilon_server was converted (sqm.mechanism.report.CONVERSIONS)
 
 
 def calibrate_mu(target_epsilon: float, delta: float, l1: float, l2: float, q: float = 1.0, rounds: int = 1,
@@ -230,8 +239,9 @@ def calibrate_mu(target_epsilon: float, delta: float, l1: float, l2: float, q: f
         # the search only compares with the target: where RDP alone meets it, so does the smallest epsilon, and the
         # slower PLD (subsampled releases) is not computed; the comparisons are those of server_epsilon
         eps = float(epsilon_and_order(*server_curve(mu, l1, l2, q, rounds, orders), delta)[0])
-        return eps if eps <= target_epsilon else server_epsilon(mu, delta, l1, l2, q, rounds, orders)
+        return eps if eps <= target_epsilon else _tighter_than_rdp(eps, mu, delta, l1, l2, q, rounds)[0]
 
     hi = smallest_meeting(meets_or_epsilon, target_epsilon, start=max(l2 * l2, 1e-12), factor=4.0, rtol=rtol)
-    eps_s, eps_c = privacy_report(hi, delta, l1, l2, q, rounds, n_parties, orders)
-    return Calibration(mu=hi, epsilon_server=eps_s, epsilon_client=eps_c, delta=delta, target_epsilon=target_epsilon)
+    eps_s, eps_c, conversion = privacy_conversion(hi, delta, l1, l2, q, rounds, n_parties, orders)
+    return Calibration(mu=hi, epsilon_server=eps_s, epsilon_client=eps_c, delta=delta, target_epsilon=target_epsilon,
+                       conversion=conversion)

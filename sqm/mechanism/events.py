@@ -38,6 +38,7 @@ from sqm.runtime.errors import UsageError
 
 from . import rdp
 from .conversion import gdp_mu_squared, pld_accountant, pld_epsilon, tighter_epsilon  # noqa: F401 (re-exported)
+from .skellam_gdp import gdp_delta, skellam_gdp_mu
 from .pbm import PBM_LEVELS, check_params
 
 # Orders of the accountant: fractional orders help PBM and Gaussian events; the subsampled Skellam bound
@@ -159,7 +160,6 @@ class SQMAccountant(RdpAccountant):
         self._gdp_sq = 0.0  # the composed mu_G^2 (Gaussian DP); inf once an event has no GDP bound here
         # (dominating Gaussian event, count) per composed event: see dominating_gaussian; None once one has none
         self._dominating: list | None = []
-        self._subsampled = False  # whether a dominating event is subsampled (then the PLD of them is computed)
 
     def _dominating_add(self, event, count):
         g = dominating_gaussian(event)
@@ -167,18 +167,21 @@ class SQMAccountant(RdpAccountant):
             self._dominating = None
             return
         self._dominating.append((g, int(count)))
-        self._subsampled |= isinstance(g, dp_event.PoissonSampledDpEvent)
+
+    @property
+    def _pld_pairs(self) -> list | None:
+        """The dominating Gaussians whose PLD is computed: only where one of them is subsampled (otherwise GDP,
+        exact, already covers them)."""
+        pairs = self._dominating
+        return pairs if pairs and any(isinstance(g, dp_event.PoissonSampledDpEvent) for g, _ in pairs) else None
 
     def _gdp_add(self, event, count):
         """Add ``count`` x the event's mu_G^2: Skellam releases on the whole data with the proven constant
         (:mod:`sqm.mechanism.skellam_gdp`), Gaussian ones exactly; inf for anything else (PBM, subsampled)."""
         if isinstance(event, dp_event.PoissonSampledDpEvent) and event.sampling_probability == 1:
             event = event.event
-        if isinstance(event, ClientSkellamDpEvent):
-            n = int(event.n_parties)
-            self._gdp_sq += gdp_mu_squared(event.l2_sensitivity, 2.0 * event.mu * (n - 1) / n, count)
-        elif isinstance(event, SkellamDpEvent):
-            self._gdp_sq += gdp_mu_squared(event.l2_sensitivity, 2.0 * event.mu, count)
+        if isinstance(event, SKELLAM_EVENTS):
+            self._gdp_sq += gdp_mu_squared(event.l2_sensitivity, unknown_noise_variance(event), count)
         elif isinstance(event, dp_event.GaussianDpEvent) and event.noise_multiplier > 0:
             self._gdp_sq += count / float(event.noise_multiplier) ** 2
         else:
@@ -234,9 +237,8 @@ class SQMAccountant(RdpAccountant):
         (releases on the whole data) and, where some release is subsampled, the privacy-loss distribution of the
         dominating subsampled Gaussians (:func:`sqm.mechanism.conversion.pld_epsilon`).  All are sound; the same
         floats as a job's own report (:func:`sqm.mechanism.conversion.tighter_epsilon`)."""
-        pairs = self._dominating if self._subsampled else None
         return tighter_epsilon(self.get_epsilon_and_optimal_order(target_delta)[0], self._gdp_sq, target_delta,
-                               pairs)
+                               self._pld_pairs)
 
     def get_epsilon(self, target_delta: float) -> float:
         return self.get_epsilon_and_conversion(target_delta)[0]
@@ -244,14 +246,21 @@ class SQMAccountant(RdpAccountant):
     def get_delta(self, target_epsilon: float) -> float:
         """delta at ``target_epsilon``: the smallest of the RDP conversion's, Gaussian DP's and the dominating
         Gaussians' PLD's (as :meth:`get_epsilon_and_conversion`)."""
-        from .skellam_gdp import gdp_delta
-
         d = float(super().get_delta(target_epsilon))
         if math.isfinite(self._gdp_sq):
             d = min(d, gdp_delta(self.gdp_mu, target_epsilon))
-        if self._subsampled and self._dominating is not None:
-            d = min(d, float(pld_accountant(self._dominating).get_delta(target_epsilon)))
+        if self._pld_pairs:
+            d = min(d, float(pld_accountant(self._pld_pairs).get_delta(target_epsilon)))
         return d
+
+
+def unknown_noise_variance(event) -> float:
+    """The variance of the Skellam noise per coordinate that the observer of a Skellam event does not know: the
+    server's Sk(mu), 2 mu; a client's, knowing its own share, Sk(mu (n - 1) / n), 2 mu (n - 1) / n."""
+    if isinstance(event, ClientSkellamDpEvent):
+        n = int(event.n_parties)
+        return 2.0 * event.mu * (n - 1) / n
+    return 2.0 * event.mu
 
 
 def dominating_gaussian(event) -> dp_event.DpEvent | None:
@@ -265,18 +274,14 @@ def dominating_gaussian(event) -> dp_event.DpEvent | None:
       Gaussian pair to the release's maps their mixtures alike (it is linear), so the subsampled release is a
       post-processing of the subsampled Gaussian; adaptive composition keeps dominance (f-DP composition);
     - a Gaussian (or Poisson-sampled Gaussian) event: itself."""
-    from .skellam_gdp import skellam_gdp_mu
-
     inner, q = event, None
     if isinstance(event, dp_event.PoissonSampledDpEvent):
         inner, q = event.event, float(event.sampling_probability)
-    if isinstance(inner, ClientSkellamDpEvent):
-        n = int(inner.n_parties)
-        m = skellam_gdp_mu(inner.l2_sensitivity, 2.0 * inner.mu * (n - 1) / n)
-        g = dp_event.GaussianDpEvent(1.0 / m) if math.isfinite(m) and q is None else None
-    elif isinstance(inner, SkellamDpEvent):
-        m = skellam_gdp_mu(inner.l2_sensitivity, 2.0 * inner.mu)
-        g = dp_event.GaussianDpEvent(1.0 / m) if math.isfinite(m) else None
+    if isinstance(inner, SKELLAM_EVENTS):
+        m = skellam_gdp_mu(inner.l2_sensitivity, unknown_noise_variance(inner))
+        # a client knows the batch: its event is never subsampled (SQMAccountant refuses it)
+        ok = math.isfinite(m) and not (q is not None and isinstance(inner, ClientSkellamDpEvent))
+        g = dp_event.GaussianDpEvent(1.0 / m) if ok else None
     elif isinstance(inner, dp_event.GaussianDpEvent) and inner.noise_multiplier > 0:
         g = inner
     else:

@@ -364,9 +364,9 @@ class SQM:
             mu = self.mu
         # a client knows its own share mu / (n - k); with k others withholding, mu (n - k - 1) / (n - k) is left:
         # the client-observed event of n - k parties with noise mu (None when no other honest share is left)
-        eps_s, eps_c = accounting.privacy_report(mu, self.delta, sens.l1, sens.l2, q=self.q, rounds=self.rounds,
-                                                 n_parties=n - k if n - k >= 2 else None)
-        conversion = accounting.server_conversion(mu, self.delta, sens.l1, sens.l2, self.q, self.rounds)[1]
+        eps_s, eps_c, conversion = accounting.privacy_conversion(mu, self.delta, sens.l1, sens.l2, q=self.q,
+                                                                 rounds=self.rounds,
+                                                                 n_parties=n - k if n - k >= 2 else None)
         lam = self.polynomial.degree
         scale = self.gamma ** (lam + 1) if self.preprocess else self.gamma ** lam
         # built on first use: dp-accounting's events import it and SciPy, after the parties have started

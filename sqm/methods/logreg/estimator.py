@@ -385,9 +385,8 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
                                  f"against delta {delta:g}")
             cal = _calibrate_mu(float(self.epsilon), delta_mu, sens.l1, sens.l2, q=q, rounds=R,
                                 n_parties=n if n >= 2 else None)
-            mu, eps_s, eps_c = cal.mu, cal.epsilon_server, cal.epsilon_client
+            mu, eps_s, eps_c, conversion = cal.mu, cal.epsilon_server, cal.epsilon_client, cal.conversion
             evs = (events.server_event(sens.l1, sens.l2, mu, q, R),)
-            conversion = accounting.server_conversion(mu, delta_mu, sens.l1, sens.l2, q, R)[1]
             notes = (f"{MODEL_SHARED_NOTE}; {epochs} epochs; {intercept_note(plan)}; batch cap {b_max} (exceeded with probability "
                      f"{eta:.3g} over the run, which adds (1 + e^epsilon) x that = {cap_delta:.3g} to delta, "
                      f"included; the ledger adds it through eta)"
