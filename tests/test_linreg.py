@@ -75,7 +75,7 @@ def test_joint_gram_sensitivity_random_neighbours_through_the_client_path():
             parts = []
             for p, (a, b) in enumerate([(0, 3), (3, 7)]):
                 r = np.random.default_rng(100 * trial + p)  # the same coins for the shared rows
-                xh, _, _ = client_input(data[:, a:b], lambda blk, p=p: bounds.clip(blk, counts, p), gamma, 0.0, 1, r)
+                xh, _, _ = client_input(data[:, a:b], bounds.own(counts, p), gamma, 0.0, 1, r)
                 parts.append(xh)
             Q = np.hstack(parts).astype(object)
             grams.append(Q.T.dot(Q))

@@ -5,7 +5,7 @@ import pytest
 
 from sqm.mechanism.compensation import compensate
 from sqm.mechanism.polynomial import Polynomial, covariance, logreg_gradient
-from sqm.mechanism.quantize import stochastic_round
+from sqm.mechanism.quantize import dependent_round, stochastic_round
 from sqm.mechanism.sensitivity import (covariance_l2_paper, covariance_sensitivity, general_sensitivity,
                              l1_from_l2, logreg_l2_paper, logreg_sensitivity)
 
@@ -27,11 +27,14 @@ def test_lemma7_is_not_an_upper_bound_but_ours_is():
     gamma, n = 64.0, 20
     x = np.full(n, 1.5 / gamma)  # gamma x_j = 1.5 rounds up to 2 with probability 1/2
     c = float(np.linalg.norm(x))
-    worst = np.full(n, 2)  # a possible rounding outcome
+    worst = np.full(n, 2)  # an outcome of independent rounding (Algorithm 2), probability 2^-20
     frob = float(np.linalg.norm(np.outer(worst, worst)))
     assert frob == 4 * n
     assert frob > covariance_l2_paper(gamma, c, n)  # 4n > 2.25n + n
-    assert frob <= covariance_sensitivity(gamma, c, n).l2
+    # the clients' dependent rounding keeps sum_j 3 b_j = 30 up to the last coin: at most 11 entries round up
+    outs = dependent_round(np.repeat(x[None, :], 2000, axis=0), gamma, None, seed=0)
+    assert int(np.max(np.sum(outs ** 2, axis=1))) <= n + 3 * 11 < covariance_l2_paper(gamma, c, n)
+    assert n + 3 * 11 <= covariance_sensitivity(gamma, c, n).l2
 
 
 @pytest.mark.parametrize("gamma", [4.0, 64.0, 1000.0])
@@ -40,18 +43,25 @@ def test_covariance_bound_holds_numerically(gamma):
     n, c = 12, 1.0
     s = covariance_sensitivity(gamma, c, n)
     for x in worst_records(n, c, gamma, rng):
-        xh = np.where(x >= 0, np.ceil(gamma * x), np.floor(gamma * x))  # the largest rounding outcome
-        assert float(xh @ xh) <= s.l2
-        xs = stochastic_round(x[None, :], gamma, seed=rng)[0]
-        assert float(xs @ xs) <= s.l2
+        xs = dependent_round(np.repeat(x[None, :], 50, axis=0), gamma, None, seed=rng)  # the clients' rounding
+        assert float(np.max(np.sum(xs.astype(float) ** 2, axis=1))) <= s.l2
+        # (tests/test_dependent_rounding.py enumerates every outcome; independent rounding's largest,
+        # every entry away from 0, may exceed it)
     assert s.l1 == l1_from_l2(s.l2, n * n)
 
 
-def test_per_party_bound_is_never_looser():
+def test_per_party_groups_cost_at_most_one_more_last_fraction_each():
+    """Each group rounded on its own (a party rounds only its columns) leaves one last fraction per group, of
+    weight <= 2 ceil(gamma c_p) + 1: splitting one group in two costs at most that more, and never more than
+    the independent-rounding bound of the split."""
+    from fractions import Fraction
+
     gamma, c = 256.0, 1.0
     glob = covariance_sensitivity(gamma, c, 10).l2
-    per = covariance_sensitivity(gamma, c, 10, party_bounds=[math.sqrt(0.3), math.sqrt(0.7)], party_cols=[3, 7]).l2
-    assert per <= glob * (1 + 1e-12)
+    bs, cols = [math.sqrt(0.3), math.sqrt(0.7)], [3, 7]
+    per = covariance_sensitivity(gamma, c, 10, party_bounds=bs, party_cols=cols).l2
+    assert glob < per <= glob + sum(2 * math.ceil(Fraction(gamma) * Fraction(b)) + 3 for b in bs)
+    assert per < sum((gamma * b + math.sqrt(n)) ** 2 for b, n in zip(bs, cols))
 
 
 @pytest.mark.parametrize("gamma", [8.0, 64.0, 1024.0])
@@ -68,7 +78,8 @@ def test_logreg_bound_holds_numerically(gamma):
         for x in worst_records(d, 1.0, gamma, rng, k=20):
             for y in (0.0, 1.0):
                 row = np.r_[x, y][None, :]
-                out = np.array([float(v) for v in prog.evaluate(stochastic_round(row, gamma, seed=rng))])
+                xh = dependent_round(row, gamma, [list(range(d)), [d]], seed=rng)  # the label its own group
+                out = np.array([float(v) for v in prog.evaluate(xh)])
                 assert np.linalg.norm(out) <= s.l2
     # leading term 3/4 gamma^3, and below the paper's Eq. 22 for large d
     big = logreg_sensitivity(8192.0, 800)
@@ -144,7 +155,10 @@ def test_every_bound_is_at_or_above_its_value_in_50_digit_arithmetic(seed):
         bounds = rng.uniform(0.05, 1.0, size=k).tolist()
         cols = rng.integers(1, 40, size=k).tolist()
         exact = mpmath.fsum(min((mpmath.mpf(gamma) * mpmath.mpf(c) + mpmath.sqrt(n)) ** 2,
-                                n * mpmath.ceil(mpmath.mpf(gamma) * mpmath.mpf(c)) ** 2) for c, n in zip(bounds, cols))
+                                n * mpmath.ceil(mpmath.mpf(gamma) * mpmath.mpf(c)) ** 2,
+                                mpmath.floor((mpmath.mpf(gamma) * mpmath.mpf(c)) ** 2 * (1 + mpmath.mpf(2) ** -40)
+                                             + mpmath.mpf(n) / 4) + 2 * mpmath.ceil(mpmath.mpf(gamma) * mpmath.mpf(c))
+                                + 2) for c, n in zip(bounds, cols))
         s = covariance_sensitivity(gamma, 1.0, int(sum(cols)), party_bounds=bounds, party_cols=cols)
         assert mpmath.mpf(s.l2) >= exact and mpmath.mpf(s.l2) <= exact * (1 + mpmath.mpf(2) ** -50)
         d = int(sum(cols))
@@ -157,8 +171,10 @@ def test_every_bound_is_at_or_above_its_value_in_50_digit_arithmetic(seed):
 
 
 def test_the_linreg_gram_bound_of_issue_24_is_the_exact_integer():
-    """Issue 24's example: a gram bound of exactly 12548 came out as 12547.999999999998 (a square root squared)."""
+    """Issue 24's example: a gram bound of exactly 12548 came out as 12547.999999999998 (a square root squared).
+    With dependent rounding the 4-feature group's part is 64^2 + 1 + 2 * 64 + 2 = 4227 (was (64 + 2)^2 = 4356):
+    12419 = 4227 + 2 x 4096 (each one-column group ceil(64)^2), exactly."""
     from sqm.methods.linreg import SQMLinearRegression
 
     mech = SQMLinearRegression(gamma=64.0).mechanism([5, 1])
-    assert mech.polynomial.sensitivity(64.0, mech.bounds_for([5, 1]), mech.preprocess).l2 == 12548.0
+    assert mech.polynomial.sensitivity(64.0, mech.bounds_for([5, 1]), mech.preprocess).l2 == 12419.0

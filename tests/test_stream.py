@@ -81,15 +81,15 @@ def test_general_program_and_padding_in_chunks():
 
 def test_quantized_rows_are_the_whole_blocks_integers():
     """A client's chunked rounding and noise equal those made on the whole block by hand (clip_rows, then
-    stochastic_round, then skellam from one generator), for any chunk size, and client_input's."""
-    from sqm.mechanism.quantize import stochastic_round
+    dependent_round, then skellam from one generator), for any chunk size, and client_input's."""
+    from sqm.mechanism.quantize import dependent_round
     from sqm.mechanism.skellam import skellam
     from sqm.mechanism.vertical import clip_rows
 
     X = np.random.default_rng(0).normal(size=(101, 4)) / 3
     rng = make_rng(7)
     clipped_X, clipped = clip_rows(X, 0.9)
-    x_hat = stochastic_round(clipped_X, 4096.0, rng)
+    x_hat = dependent_round(clipped_X, 4096.0, None, rng)
     z = skellam(12.5, 16, rng)
     ref = client_input(X, 0.9, 4096.0, 12.5, 16, make_rng(7))
     assert np.array_equal(ref[0], x_hat) and np.array_equal(ref[1], z) and ref[2] == clipped

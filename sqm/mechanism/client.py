@@ -1,4 +1,5 @@
-"""What one client does on its own machine: clip its column groups, quantize its columns, draw its noise share."""
+"""What one client does on its own machine: clip its column groups, quantize its columns (dependent rounding
+within each group), draw its noise share."""
 from __future__ import annotations
 
 import copy
@@ -10,10 +11,10 @@ from sqm.runtime.errors import UsageError
 
 from sqm.runtime.stream import ArrayInput, ChunkedInput
 
-from .quantize import stochastic_round
+from .quantize import dependent_round
 from .rng import party_rng
 from .skellam import skellam
-from .vertical import clip_rows
+from .vertical import OwnGroups, clip_rows
 
 
 def client_input(block: np.ndarray, clip, gamma: float, noise_mu: float, n_out: int, rng: np.random.Generator
@@ -21,9 +22,10 @@ def client_input(block: np.ndarray, clip, gamma: float, noise_mu: float, n_out: 
     """(quantized block, Skellam noise share Sk(noise_mu) of ``n_out`` outputs, rows clipped): the whole
     block as one chunk of :class:`QuantizedRows`.
 
-    ``clip``: this party's bound on its sub-row (a number), or a callable ``block -> (clipped block, count)``
-    (its column groups: :meth:`sqm.mechanism.vertical.ColumnBounds.clip`).  ``rng`` is consumed in a fixed order,
-    rounding then noise, so the same generator gives the same integers in any runner."""
+    ``clip``: this party's bound on its sub-row (a number: its columns are one group), or its column groups
+    (:class:`sqm.mechanism.vertical.OwnGroups`: each group clipped to its bound and rounded on its own by
+    :func:`sqm.mechanism.quantize.dependent_round`).  ``rng`` is consumed in a fixed order, rounding then noise,
+    so the same generator gives the same integers in any runner."""
     q = QuantizedRows(ArrayInput(np.asarray(block, np.float64)), clip, gamma, noise_mu, n_out, rng)
     x_hat = q.whole()
     return x_hat, q.addend(), q.clipped
@@ -32,8 +34,8 @@ def client_input(block: np.ndarray, clip, gamma: float, noise_mu: float, n_out: 
 class QuantizedRows(ChunkedInput):
     """A client's SQM input made chunk by chunk (:class:`sqm.runtime.stream.ChunkedInput`): each chunk of its real
     rows (``source``: anything with ``n_rows``, ``n_cols`` and ``chunks(rows)`` yielding float blocks, e.g. a
-    party file read in batches) is clipped (``clip`` as in :func:`client_input`) and stochastically rounded at
-    scale gamma; once the last chunk is taken, the noise share Sk(noise_mu) is drawn.  ``rng`` is consumed in
+    party file read in batches) is clipped (``clip`` as in :func:`client_input`) and rounded at scale gamma
+    (:func:`sqm.mechanism.quantize.dependent_round`, per column group); once the last chunk is taken, the noise share Sk(noise_mu) is drawn.  ``rng`` is consumed in
     the order :func:`client_input` consumes it on the whole block (every coin of every row in row order, then
     the noise), so any chunk size gives the same integers.  ``clipped``: rows clipped so far."""
 
@@ -41,6 +43,9 @@ class QuantizedRows(ChunkedInput):
                  ids_digest: bytes | None = None):
         self.source, self.clip, self.gamma, self.noise_mu, self.n_out, self.rng = (source, clip, gamma, noise_mu,
                                                                                    n_out, rng)
+        if not isinstance(clip, (OwnGroups, int, float, np.floating, np.integer)):
+            raise UsageError(f"clip must be a bound on the sub-row (a number) or the client's column groups "
+                             f"(OwnGroups), got {type(clip).__name__}")
         self.n_rows, self.n_cols = int(source.n_rows), int(source.n_cols)
         self.ids_digest = ids_digest
         self.clipped = 0
@@ -85,9 +90,12 @@ class QuantizedRows(ChunkedInput):
     def chunks(self, rows: int):
         for b in self.source.chunks(rows):
             b = np.asarray(b, np.float64)
-            b, c = self.clip(b) if callable(self.clip) else clip_rows(b, float(self.clip))
+            if isinstance(self.clip, OwnGroups):
+                (b, c), groups = self.clip.clip(b), self.clip.groups
+            else:
+                (b, c), groups = clip_rows(b, float(self.clip)), None
             self.clipped += int(c)
-            yield stochastic_round(b, self.gamma, self.rng)
+            yield dependent_round(b, self.gamma, groups, self.rng)
 
     def addend(self) -> np.ndarray:
         return skellam(self.noise_mu, self.n_out, self.rng)

@@ -26,3 +26,107 @@ def stochastic_round(x, gamma: float = 1.0, seed: SeedLike = None) -> np.ndarray
     frac = scaled - low
     up = rng.random(scaled.shape) < frac
     return (low.astype(np.int64) + up.astype(np.int64)).reshape(scaled.shape)
+
+
+# dependent_round keeps every weighted sum it moves along within this bound (rows x weights), so its float drift
+# stays far below the 1 that norm_rounding_bound_sq allows for it (see dependent_round's docstring)
+_DRIFT_SAFE = 2.0 ** 40
+
+
+def dependent_round(x, gamma: float = 1.0, groups=None, seed: SeedLike = None) -> np.ndarray:
+    """Stochastic rounding of ``gamma * x`` with the same marginals as :func:`stochastic_round`, made dependent
+    within each column group so that every group's squared norm stays within about ||gamma x_G||^2 + 2 gamma c_G
+    instead of (gamma c_G + sqrt(n_G))^2: a bound the sensitivity of every quantized Gram uses
+    (:func:`sqm.mechanism.sensitivity.quantized_norm_bound_sq`).
+
+    ``groups``: the column groups of ``x``'s columns (sequences of column indices, disjoint; None: one group of
+    every column).  Write y = gamma x, k = floor(y), f = y - k, and the rounded value k + b with b in {0, 1}.
+    Then ||k + b||^2 = sum k^2 + sum w_j b_j with the odd weights w_j = 2 k_j + 1, and
+    sum k^2 + sum w_j f_j = ||y||^2 + sum f_j (1 - f_j).  Within a group the fractional parts are rounded by
+    weighted pipage (dependent) rounding: a carried fraction p_c and the next fraction p_j move along
+    (w_j, -w_c) s, which keeps w_c p_c + w_j p_j, to whichever end of the feasible segment (one of them reaches
+    0 or 1) with the probabilities that make E[s] = 0 (Gandhi, Khuller, Parthasarathy and Srinivasan, J. ACM
+    53(3), 2006, with weights; Ageev and Sviridenko's pipage rounding).  The one fraction left at the end is
+    rounded on its own.  So
+
+    * every marginal is exact: P(b_j = 1) = f_j, E[result] = gamma x, and every value is floor or ceil of
+      gamma x_j, as in :func:`stochastic_round`;
+    * ||x_hat_G||^2 < ||y_G||^2 + n_G / 4 + |w_l| + drift, with |w_l| <= 2 ceil(max_j |y_j|) + 1 the last
+      fraction's weight and drift < 2^-10 from float arithmetic (each step moves two fractions in [0, 1] by
+      one product, exact to 2^-52, weighted by |w| < 2 max|y| + 2; this function refuses inputs where
+      columns x (2 max|y| + 2) reaches 2^40).
+
+    The price: within a group the rounding errors are correlated (nearly conditioned on the weighted sum), so a
+    record's E[x_hat x_hat^T] = y y^T + C with C the errors' covariance: positive semi-definite with the same
+    diagonal f (1 - f), so the same trace (<= n_G / 4), as independent rounding's, which no estimator here
+    removes either; what is new is C's off-diagonal part (a product x_hat_i x_hat_j in one group is no longer
+    unbiased).  Relative to the record's y y^T (trace up to (gamma c)^2) it is of order n_G / (4 gamma^2 c^2).
+
+    Coins: one uniform per value, drawn as :func:`stochastic_round` draws them (``rng.random(shape)``, row
+    major), each used at most once: a pairing step with column j uses column j's coin; the last fraction of a
+    chain uses the coin of the column that began it.  So a part of the rows draws the same coins from a
+    stream advanced by one draw per value (:meth:`sqm.mechanism.client.QuantizedRows.part`).  Written here
+    because no library offers dependent rounding vectorized over rows with a fixed coin budget."""
+    x = np.asarray(x, dtype=np.float64)
+    check_finite(x, "data")
+    check_gamma(gamma)
+    if x.ndim != 2:
+        raise UsageError(f"dependent_round takes a records x columns block, got shape {x.shape}")
+    n, d = x.shape
+    if groups is None:
+        groups = [np.arange(d)]
+    groups = [np.asarray(g, dtype=np.int64).reshape(-1) for g in groups]
+    cols = np.sort(np.concatenate(groups)) if groups else np.zeros(0, np.int64)
+    if not np.array_equal(cols, np.arange(d)):
+        raise UsageError(f"dependent_round: the column groups must be disjoint and cover the block's {d} columns")
+    scaled = x * float(gamma)
+    top = float(np.max(np.abs(scaled))) if scaled.size else 0.0
+    if top and max(len(g) for g in groups) * (2.0 * top + 2.0) >= _DRIFT_SAFE:
+        raise UsageError(f"gamma * |x| reaches {top:.3g}: too large for dependent rounding (its float drift is "
+                         f"bounded only while columns x (2 gamma |x| + 2) < 2^40)")
+    rng = make_rng(seed)
+    coins = rng.random(scaled.shape)
+    low = np.floor(scaled)
+    frac = scaled - low  # exact (Sterbenz)
+    weight = 2.0 * low + 1.0  # odd, never 0
+    up = np.zeros((n, d), dtype=bool)
+    rows = np.arange(n)
+    for g in groups:
+        carry = np.full(n, -1, dtype=np.int64)  # the column whose fraction is carried, -1 none
+        p = np.zeros(n)  # its fraction
+        wc = np.zeros(n)  # its weight
+        coin = np.zeros(n)  # the unused coin of the column that began the chain
+        for j in g.tolist():
+            fj = frac[:, j]
+            live = fj > 0.0
+            start = live & (carry < 0)
+            carry[start], p[start], wc[start], coin[start] = j, fj[start], weight[start, j], coins[start, j]
+            pair = np.flatnonzero(live & (carry >= 0) & ~start)
+            if not pair.size:
+                continue
+            p1, w1, p2, w2 = p[pair], wc[pair], fj[pair], weight[pair, j]
+            # s > 0 moves p1 by w2 s and p2 by -w1 s; the largest step each allows, up and down
+            pos2, pos1 = w2 > 0, w1 > 0
+            up1 = np.where(pos2, 1.0 - p1, p1) / np.abs(w2)
+            up2 = np.where(pos1, p2, 1.0 - p2) / np.abs(w1)
+            dn1 = np.where(pos2, p1, 1.0 - p1) / np.abs(w2)
+            dn2 = np.where(pos1, 1.0 - p2, p2) / np.abs(w1)
+            s_up, s_dn = np.minimum(up1, up2), np.minimum(dn1, dn2)
+            total = s_up + s_dn
+            go_up = coins[pair, j] * total < s_dn  # P(up) = s_dn / (s_up + s_dn): E[s] = 0
+            s = np.where(go_up, s_up, -s_dn)
+            first_ends = np.where(go_up, up1 <= up2, dn1 <= dn2)  # the carried fraction reaches 0 or 1
+            # where it ends: up with w2 > 0 (or down with w2 < 0) raises p1 to 1
+            end1 = (go_up == pos2).astype(np.float64)
+            end2 = (go_up != pos1).astype(np.float64)
+            new1 = np.where(first_ends, end1, np.clip(p1 + w2 * s, 0.0, 1.0))
+            new2 = np.where(first_ends, np.clip(p2 - w1 * s, 0.0, 1.0), end2)
+            done_c = pair[first_ends]  # the carried column is settled; column j carries on
+            up[done_c, carry[done_c]] = new1[first_ends] == 1.0
+            carry[done_c], p[done_c], wc[done_c] = j, new2[first_ends], w2[first_ends]
+            keep = pair[~first_ends]  # column j is settled; the carried one carries on
+            up[keep, j] = new2[~first_ends] == 1.0
+            p[keep] = new1[~first_ends]
+        last = carry >= 0
+        up[rows[last], carry[last]] = coin[last] < p[last]
+    return low.astype(np.int64) + up.astype(np.int64)

@@ -161,8 +161,8 @@ async def sqm_round(ctx, statistic: StructuredPolynomial, block, plan: SQMPlan, 
         if source.n_cols != plan.col_counts[j]:
             raise InputRefused(f"it holds {source.n_cols} columns, the plan expects {plan.col_counts[j]}")
 
-        # a partial, not a closure: a shard worker of this party gets its part of the input pickled
-        clip = functools.partial(_clip_own, plan.bounds, plan.col_counts, j)
+        # a picklable object, not a closure: a shard worker of this party gets its part of the input pickled
+        clip = plan.bounds.own(plan.col_counts, j)
 
         digest = ids_digest if plan.align_ids else None
         rows = QuantizedRows(source, clip, plan.gamma, plan.noise_share_mu, plan.n_out, rng, digest)
@@ -195,11 +195,6 @@ def _server_events_json(l1: float, l2: float, mu: float, q: float, rounds: int) 
     if rounds != 1:
         ev = {"type": "SelfComposedDpEvent", "event": ev, "count": int(rounds)}
     return [ev]
-
-
-def _clip_own(bounds, col_counts, j: int, block):
-    """Client ``j``'s block clipped to its column groups' bounds (:meth:`ColumnBounds.clip`)."""
-    return bounds.clip(block, col_counts, j)
 
 
 async def _bounds_verdict(ctx, plan: SQMPlan, raw) -> None:

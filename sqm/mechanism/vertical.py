@@ -162,6 +162,10 @@ class ColumnBounds:
                 out.append((np.asarray(g, dtype=np.int64) - starts[party], b))
         return out
 
+    def own(self, col_counts, party: int) -> "OwnGroups":
+        """Party ``party``'s (0-based) view: its groups' local columns and bounds, to clip and round by."""
+        return OwnGroups(self, tuple(int(c) for c in col_counts), int(party))
+
     def clip(self, block: np.ndarray, col_counts, party: int) -> tuple[np.ndarray, int]:
         """Party ``party``'s block with each of its groups clipped to its bound, and how many rows changed."""
         block = np.asarray(block, dtype=np.float64)
@@ -176,6 +180,24 @@ class ColumnBounds:
                 changed |= np.any(sub != block[:, cols], axis=1)
                 out[:, cols] = sub
         return out, int(changed.sum())
+
+
+@dataclass(frozen=True)
+class OwnGroups:
+    """One client's column groups (picklable, for its shard workers too): ``clip(block)`` clips each group to
+    its bound (:meth:`ColumnBounds.clip`); ``groups`` are the groups' local column indices, which the client's
+    rounding keeps apart (:func:`sqm.mechanism.quantize.dependent_round`), as the sensitivity bounds them."""
+
+    bounds: ColumnBounds
+    col_counts: tuple[int, ...]
+    party: int
+
+    @property
+    def groups(self) -> list[np.ndarray]:
+        return [cols for cols, _ in self.bounds.local(self.col_counts, self.party)]
+
+    def clip(self, block: np.ndarray) -> tuple[np.ndarray, int]:
+        return self.bounds.clip(block, self.col_counts, self.party)
 
 
 @dataclass
