@@ -197,6 +197,26 @@ def rng_microbench(n: int, p: int, repeat: int = 3) -> dict:
     return out
 
 
+def rounding_microbench(blocks, gamma: float, repeat: int = 3) -> dict:
+    """Seconds (best of ``repeat``, summed over the clients' blocks) to round every block at ``gamma`` by the
+    clients' dependent rounding (one group per block, as a client with one bound) and by independent stochastic
+    rounding (the paper's Algorithm 2), with the same coins (AES-CTR, seeded)."""
+    from sqm.mechanism.quantize import dependent_round, stochastic_round
+
+    out = dict(gamma=float(gamma), values=int(sum(b.size for b in blocks)))
+    for name, fn in (("dependent", lambda b, s: dependent_round(b, gamma, None, s)),
+                     ("independent", lambda b, s: stochastic_round(b, gamma, s))):
+        best = float("inf")
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            for j, b in enumerate(blocks):
+                fn(b, j)
+            best = min(best, time.perf_counter() - t0)
+        out[f"{name}_seconds"] = best
+    out["ratio"] = out["dependent_seconds"] / out["independent_seconds"]
+    return out
+
+
 def gram_floor(X, threads: int | None = None, repeat: int = 3) -> dict:
     """Seconds (best of ``repeat``) of the plaintext float64 Gram ``X.T @ X`` with ``threads`` BLAS threads (None:
     as this process has them), the floor of the parties' local products."""
@@ -366,7 +386,8 @@ def run(rows=20000, cols=60, parties=2, gammas=None, epsilon=1.0, delta=1e-5, st
                 row["pcg64_all_seconds"] = [g[0].seconds for g in runs["pcg64"]]
         out_rows.append(row)
     report = dict(shape=[rows, cols], parties=parties + 1, clients=parties, plaintext_seconds=plain_s,
-                  rows=out_rows, rng="aes_ctr (AES-128-CTR keyed from OS entropy)", repeat=int(repeat))
+                  rows=out_rows, rng="aes_ctr (AES-128-CTR keyed from OS entropy)", repeat=int(repeat),
+                  rounding=rounding_microbench(data.blocks, gammas[-1]))
     if floors:  # measured after the secure runs, in the same command
         report["floors"] = measure_floors(X, parties, floor_mib)
         for row in out_rows:
@@ -393,6 +414,11 @@ def print_table(rep: dict) -> None:
         print(f"{r['gamma']:>8.0f} {r['field_bits']:>10} {max(r['bytes_per_party']):>18,} "
               f"{r['seconds']:>8.2f} {r['rel_error']:>10.3e} {max(r['max_rss_bytes']) / 2 ** 30:>17.2f} GiB")
     print_phases(rep)
+    rd = rep.get("rounding")
+    if rd:
+        print(f"the clients' rounding of {rd['values']:,} values at gamma {rd['gamma']:.0f} (best of 3, outside the "
+              f"protocol): dependent {rd['dependent_seconds']:.3f} s, independent {rd['independent_seconds']:.3f} s "
+              f"(x{rd['ratio']:.1f})")
     if rep.get("compare_rng"):
         print("WARNING: the PCG64 column is a benchmark of the old statistical generator (insecure), never a mode "
               "to run jobs in")

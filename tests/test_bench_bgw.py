@@ -19,6 +19,9 @@ def test_bgw_cost_report_and_stock_comparison(tmp_path):
         assert set(r) >= {"gamma", "field_bits", "bytes_per_party", "seconds", "rel_error", "max_rss_bytes"}
         assert len(r["bytes_per_party"]) == 3 and min(r["bytes_per_party"]) > 0
     assert rep["rows"][1]["field_bits"] > rep["rows"][0]["field_bits"]  # the field grows with gamma
+    rd = rep["rounding"]  # the clients' rounding, timed against independent rounding in the same run
+    assert rd["values"] == 300 * 6 and rd["gamma"] == 4096.0
+    assert rd["dependent_seconds"] > 0 and rd["independent_seconds"] > 0 and rd["ratio"] > 0
     assert (tmp_path / "bgw.png").stat().st_size > 0
     # per party: process start, connect, the protocol's phases, the rest of the program, output; in order
     from bench.bgw_cost import CONNECT, OTHER, OUTPUT, PROTOCOL_PHASES, START, TOTAL

@@ -58,7 +58,7 @@ def adversarial_records(d, c, gamma, rng, k=40):
     return [r for r in recs if np.linalg.norm(r) <= c]
 
 
-@pytest.mark.parametrize("gamma,c,d", [(4.0, 1.0, 6), (7.3, 0.8, 9), (64.0, 1.0, 10), (1000.0, 0.6, 8)])
+@pytest.mark.parametrize("gamma,c,d", [(4.0, 1.0, 6), (7.3, 0.8, 9), (64.0, 1.0, 10), (1000.0, 0.6, 8), (2.0 ** 33, 1.0, 6)])
 def test_every_outcome_is_floor_or_ceil_and_within_the_bound(gamma, c, d, monkeypatch):
     rng = np.random.default_rng(int(gamma * 10) + d)
     bound = dependent_norm_bound_sq(Fraction(gamma) * Fraction(c), d)
@@ -143,3 +143,12 @@ def test_bad_groups_and_scales_are_refused():
         dependent_round(x, 2.0 ** 42, None)
     with pytest.raises(UsageError, match="records x columns"):
         dependent_round(np.ones(3), 10.0)
+
+
+def test_row_blocks_do_not_change_the_integers(monkeypatch):
+    """Rows are rounded independently: the loop's row blocking (for cache) gives the same integers."""
+    x = np.random.default_rng(6).normal(size=(1000, 7)) / 3
+    x[::5, 2] = 0.0  # integral values skip their column
+    whole = dependent_round(x, 100.0, [[0, 4, 6], [1, 2, 3, 5]], seed=3)
+    monkeypatch.setattr(quantize, "_ROWS", 7)
+    assert np.array_equal(dependent_round(x, 100.0, [[0, 4, 6], [1, 2, 3, 5]], seed=3), whole)

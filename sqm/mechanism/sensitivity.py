@@ -80,7 +80,7 @@ def dependent_norm_bound_sq(gamma_c: Fraction, n: int) -> int:
     group of n columns with ||x_G|| <= c rounded by :func:`sqm.mechanism.quantize.dependent_round`.
 
     Proof: its docstring gives ||x_hat_G||^2 < ||y_G||^2 + n/4 + |w_l| + drift with y = gamma x,
-    |w_l| <= 2 ceil(max |y_j|) + 1 <= 2 ceil(gamma c) + 1 and drift < 2^-10; ||y_G||^2 <= (gamma c)^2 up to the
+    |w_l| <= 2 ceil(max |y_j|) + 1 <= 2 ceil(gamma c) + 1 and drift < 2^-9; ||y_G||^2 <= (gamma c)^2 up to the
     float rounding of gamma x_j and of the clip (relative 2^-40 covers it).  With A the floored part,
     ||x_hat_G||^2 < A + 1 + 2 ceil(gamma c) + 1 + drift, and an integer below an integer plus 1 + drift
     (drift < 1) is at most that integer: ||x_hat_G||^2 <= A + 2 ceil(gamma c) + 2."""
