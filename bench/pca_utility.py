@@ -78,8 +78,24 @@ def sweep(name: str, X: np.ndarray, parties: int, epsilons, gammas, ks, runs: in
         out["sqm_std"][e] = {g: np.std(v, axis=0).tolist() for g, v in sq.items()}
     bar.close()
     out["seconds"] = time.perf_counter() - t0
+    out["runs"] = int(runs)
+    out["sqm_over_central_se"] = {e: {g: ratio_se(v, out["sqm_std"][e][g], out["central"][e], out["central_std"][e],
+                                                  runs) for g, v in by_g.items()} for e, by_g in out["sqm"].items()}
     out["target"] = check_target(out)
     return out
+
+
+def ratio_se(sqm_mean, sqm_std, central_mean, central_std, runs: int) -> list[float]:
+    """Standard error of SQM's mean utility over central DP's, per k, from independent runs of each (the delta
+    method: R sqrt(s_S^2 / (n m_S^2) + s_C^2 / (n m_C^2)), with the population std of each sample; nan for one run).
+    It says how far a ratio of two sample means can sit from its expectation by sampling alone."""
+    import numpy as np
+
+    if runs < 2:
+        return [float("nan")] * len(sqm_mean)
+    mS, sS, mC, sC = (np.asarray(a, np.float64) for a in (sqm_mean, sqm_std, central_mean, central_std))
+    n = float(runs - 1)  # np.std is the population std: n - 1 makes the variance of each mean unbiased
+    return ((mS / mC) * np.sqrt(sS ** 2 / (n * mS ** 2) + sC ** 2 / (n * mC ** 2))).tolist()
 
 
 def check_target(r: dict, min_gamma: float = 2.0 ** 10, level: float = 0.99) -> dict:
@@ -117,11 +133,16 @@ def print_table(name: str, r: dict) -> None:
     opt = np.array(r["optimum"])
     for e in r["central"]:
         cen = np.array(r["central"][e])
-        rows = [(f"SQM g=2^{int(np.log2(float(g)))}", np.array(v)) for g, v in r["sqm"][e].items()]
-        rows += [("central DP", cen), ("local DP", np.array(r["local"][e]))]
-        for label, v in rows:
+        rows = [(f"SQM g=2^{int(np.log2(float(g)))}", np.array(v), g) for g, v in r["sqm"][e].items()]
+        rows += [("central DP", cen, None), ("local DP", np.array(r["local"][e]), None)]
+        for label, v, g in rows:
             vals = "  ".join(f"{(v / opt)[i]:>6.4f}" for i in idx)
-            rel = f"{np.min(v / cen):.4f} (min over k)" if label.startswith("SQM") else ""
+            rel = ""
+            if g is not None:  # SQM: its smallest ratio to central over k, with that ratio's standard error
+                i_min = int(np.argmin(v / cen))
+                se = r.get("sqm_over_central_se", {}).get(e, {}).get(g)
+                pm = f" +- {se[i_min]:.4f}" if se is not None and np.isfinite(se[i_min]) else ""
+                rel = f"{(v / cen)[i_min]:.4f}{pm} (min over k, at k = {ks[i_min]}; +- one standard error)"
             print(f"{e:>7} {label:<16} {vals}   {rel}")
     t = r["target"]
     w = t["worst"]

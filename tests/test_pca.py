@@ -154,6 +154,14 @@ def test_bench_sweep_and_target_check():
     assert r["nonprivate"] == pytest.approx(r["optimum"], rel=1e-12)
     for vals in [r["central"]["1.0"], r["local"]["1.0"], *r["sqm"]["1.0"].values()]:
         assert all(0 < v <= o * (1 + 1e-12) for v, o in zip(vals, r["optimum"]))
+    # the SQM / central ratio's standard error, by the delta method from the two samples' spreads
+    g = "4096.0"
+    R = np.array(r["sqm"]["1.0"][g]) / np.array(r["central"]["1.0"])
+    want = R * np.sqrt((np.array(r["sqm_std"]["1.0"][g]) / np.array(r["sqm"]["1.0"][g])) ** 2
+                       + (np.array(r["central_std"]["1.0"]) / np.array(r["central"]["1.0"])) ** 2)  # runs - 1 = 1
+    assert r["runs"] == 2 and r["sqm_over_central_se"]["1.0"][g] == pytest.approx(want.tolist(), rel=1e-12)
+    from bench.pca_utility import ratio_se
+    assert all(math.isnan(v) for v in ratio_se([1.0], [0.0], [1.0], [0.0], 1))
     fake = {"ks": [1, 2], "central": {"1": [10.0, 20.0]}, "local": {"1": [1.0, 2.0]},
             "sqm": {"1": {"64": [5.0, 5.0], "1024": [9.95, 19.7], "4096": [10.0, 20.5]}}}
     t = check_target(fake)
