@@ -41,26 +41,32 @@ def sweep(name: str, X: np.ndarray, parties: int, epsilons, gammas, ks, runs: in
 
     from sqm.methods.pca import SQMPCA, central_dp_pca, local_dp_pca, nonprivate_pca, top_eigen
     from sqm.mechanism.rng import spawn_seeds
-    from sqm.mechanism.vertical import VerticalData
+    from sqm.mechanism.vertical import ColumnBounds, VerticalData
 
     kmax = max(ks)
     data = VerticalData.split(X, parties)
+    # the rows as SQM's clients clip them (each its sub-row, to its share of the bound): central DP on these, with
+    # central's own noise draws, is what a curator would get under SQM's clipping (paired with "central")
+    own = ColumnBounds.parties(data.col_counts, 1.0)
+    X_party = np.hstack([own.clip(b, data.col_counts, j)[0] for j, b in enumerate(data.blocks)])
     t0 = time.perf_counter()
     w, _ = top_eigen(X.T @ X, kmax)
     opt = [float(w[:k].sum()) for k in ks]
     nonpriv = prefix_utilities(X, nonprivate_pca(X, kmax), ks)
     out = {"shape": list(X.shape), "parties": parties, "ks": list(ks), "optimum": opt, "nonprivate": nonpriv,
            "central": {}, "local": {}, "sqm": {}, "central_std": {}, "local_std": {}, "sqm_std": {},
-           "epsilon_client": {}, "mu": {}}
+           "central_party_clip": {}, "epsilon_client": {}, "mu": {},
+           "party_clip_energy": float(np.sum(X_party ** 2) / np.sum(X ** 2))}
     total = len(epsilons) * runs * (len(gammas) + 2)
     bar = tqdm(total=total, desc=f"pca-utility {name}", disable=not progress)
     for eps in epsilons:
         e = str(eps)
-        cen, loc = [], []
+        cen, loc, cen_party = [], [], []
         sq = {str(g): [] for g in gammas}
         for s in spawn_seeds(seed, runs):
             s_c, s_l, *s_g = s.spawn(2 + len(gammas))
             cen.append(prefix_utilities(X, central_dp_pca(X, kmax, eps, delta, seed=s_c).components, ks))
+            cen_party.append(prefix_utilities(X, central_dp_pca(X_party, kmax, eps, delta, seed=s_c).components, ks))
             bar.update()
             loc.append(prefix_utilities(X, local_dp_pca(data, kmax, eps, delta, seed=s_l).components, ks))
             bar.update()
@@ -72,6 +78,7 @@ def sweep(name: str, X: np.ndarray, parties: int, epsilons, gammas, ks, runs: in
                 bar.update()
         out["central"][e] = np.mean(cen, axis=0).tolist()
         out["central_std"][e] = np.std(cen, axis=0).tolist()
+        out["central_party_clip"][e] = np.mean(cen_party, axis=0).tolist()
         out["local"][e] = np.mean(loc, axis=0).tolist()
         out["local_std"][e] = np.std(loc, axis=0).tolist()
         out["sqm"][e] = {g: np.mean(v, axis=0).tolist() for g, v in sq.items()}
@@ -134,7 +141,10 @@ def print_table(name: str, r: dict) -> None:
     for e in r["central"]:
         cen = np.array(r["central"][e])
         rows = [(f"SQM g=2^{int(np.log2(float(g)))}", np.array(v), g) for g, v in r["sqm"][e].items()]
-        rows += [("central DP", cen, None), ("local DP", np.array(r["local"][e]), None)]
+        rows += [("central DP", cen, None)]
+        if e in r.get("central_party_clip", {}):
+            rows += [("central, p-clip", np.array(r["central_party_clip"][e]), None)]
+        rows += [("local DP", np.array(r["local"][e]), None)]
         for label, v, g in rows:
             vals = "  ".join(f"{(v / opt)[i]:>6.4f}" for i in idx)
             rel = ""
@@ -144,6 +154,13 @@ def print_table(name: str, r: dict) -> None:
                 pm = f" +- {se[i_min]:.4f}" if se is not None and np.isfinite(se[i_min]) else ""
                 rel = f"{(v / cen)[i_min]:.4f}{pm} (min over k, at k = {ks[i_min]}; +- one standard error)"
             print(f"{e:>7} {label:<16} {vals}   {rel}")
+    if "party_clip_energy" in r:
+        cut = [float(np.min(np.array(r["central_party_clip"][e]) / np.array(r["central"][e]))) for e in r["central"]]
+        vs = [float(np.min(np.array(v) / np.array(r["central_party_clip"][e]))) for e in r["central"]
+              for v in r["sqm"][e].values()]
+        print(f"  'central, p-clip': central DP on the rows as SQM's clients clip them (each sub-row to its share of "
+              f"the bound; {1 - r['party_clip_energy']:.2%} of the energy cut), same noise draws as central DP: at "
+              f"worst {min(cut):.4f} of central over k and epsilon; SQM / it at worst {min(vs):.4f}")
     t = r["target"]
     w = t["worst"]
     print(f"target SQM >= {t['level']:.0%} of central for gamma >= 2^{int(np.log2(t['min_gamma']))}: "

@@ -162,6 +162,9 @@ def test_bench_sweep_and_target_check():
     assert r["runs"] == 2 and r["sqm_over_central_se"]["1.0"][g] == pytest.approx(want.tolist(), rel=1e-12)
     from bench.pca_utility import ratio_se
     assert all(math.isnan(v) for v in ratio_se([1.0], [0.0], [1.0], [0.0], 1))
+    # central DP on the rows as SQM's clients clip them: never more energy than the rows themselves
+    assert 0 < r["party_clip_energy"] <= 1 and len(r["central_party_clip"]["1.0"]) == 3
+    assert all(0 < v <= o * (1 + 1e-12) for v, o in zip(r["central_party_clip"]["1.0"], r["optimum"]))
     fake = {"ks": [1, 2], "central": {"1": [10.0, 20.0]}, "local": {"1": [1.0, 2.0]},
             "sqm": {"1": {"64": [5.0, 5.0], "1024": [9.95, 19.7], "4096": [10.0, 20.5]}}}
     t = check_target(fake)
