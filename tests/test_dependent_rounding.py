@@ -58,7 +58,8 @@ def adversarial_records(d, c, gamma, rng, k=40):
     return [r for r in recs if np.linalg.norm(r) <= c]
 
 
-@pytest.mark.parametrize("gamma,c,d", [(4.0, 1.0, 6), (7.3, 0.8, 9), (64.0, 1.0, 10), (1000.0, 0.6, 8), (2.0 ** 33, 1.0, 6)])
+@pytest.mark.parametrize("gamma,c,d", [(4.0, 1.0, 6), (7.3, 0.8, 9), (64.0, 1.0, 10), (1000.0, 0.6, 8),
+                                       (2.0 ** 33, 1.0, 6)])
 def test_every_outcome_is_floor_or_ceil_and_within_the_bound(gamma, c, d, monkeypatch):
     rng = np.random.default_rng(int(gamma * 10) + d)
     bound = dependent_norm_bound_sq(Fraction(gamma) * Fraction(c), d)

@@ -35,9 +35,10 @@ class QuantizedRows(ChunkedInput):
     """A client's SQM input made chunk by chunk (:class:`sqm.runtime.stream.ChunkedInput`): each chunk of its real
     rows (``source``: anything with ``n_rows``, ``n_cols`` and ``chunks(rows)`` yielding float blocks, e.g. a
     party file read in batches) is clipped (``clip`` as in :func:`client_input`) and rounded at scale gamma
-    (:func:`sqm.mechanism.quantize.dependent_round`, per column group); once the last chunk is taken, the noise share Sk(noise_mu) is drawn.  ``rng`` is consumed in
-    the order :func:`client_input` consumes it on the whole block (every coin of every row in row order, then
-    the noise), so any chunk size gives the same integers.  ``clipped``: rows clipped so far."""
+    (:func:`sqm.mechanism.quantize.dependent_round`, per column group); once the last chunk is taken, the noise
+    share Sk(noise_mu) is drawn.  ``rng`` is consumed in the order :func:`client_input` consumes it on the whole
+    block (every coin of every row in row order, then the noise), so any chunk size gives the same integers.
+    ``clipped``: rows clipped so far."""
 
     def __init__(self, source, clip, gamma: float, noise_mu: float, n_out: int, rng: np.random.Generator,
                  ids_digest: bytes | None = None):
