@@ -41,14 +41,13 @@ def sweep(name: str, X: np.ndarray, parties: int, epsilons, gammas, ks, runs: in
 
     from sqm.methods.pca import SQMPCA, central_dp_pca, local_dp_pca, nonprivate_pca, top_eigen
     from sqm.mechanism.rng import spawn_seeds
-    from sqm.mechanism.vertical import ColumnBounds, VerticalData
+    from sqm.mechanism.vertical import VerticalData
 
     kmax = max(ks)
     data = VerticalData.split(X, parties)
     # the rows as SQM's clients clip them (each its sub-row, to its share of the bound): central DP on these, with
     # central's own noise draws, is what a curator would get under SQM's clipping (paired with "central")
-    own = ColumnBounds.parties(data.col_counts, 1.0)
-    X_party = np.hstack([own.clip(b, data.col_counts, j)[0] for j, b in enumerate(data.blocks)])
+    X_party = data.clip(1.0)[0].to_matrix()
     t0 = time.perf_counter()
     w, _ = top_eigen(X.T @ X, kmax)
     opt = [float(w[:k].sum()) for k in ks]

@@ -153,3 +153,19 @@ def test_row_blocks_do_not_change_the_integers(monkeypatch):
     whole = dependent_round(x, 100.0, [[0, 4, 6], [1, 2, 3, 5]], seed=3)
     monkeypatch.setattr(quantize, "_ROWS", 7)
     assert np.array_equal(dependent_round(x, 100.0, [[0, 4, 6], [1, 2, 3, 5]], seed=3), whole)
+
+
+def test_a_client_input_takes_a_bound_or_its_column_groups_only():
+    """The rounding must keep the groups the sensitivity bounds: a bare clip function (which would say nothing of
+    them) is refused, naming what is expected."""
+    from sqm.mechanism.client import QuantizedRows
+    from sqm.mechanism.vertical import ColumnBounds
+    from sqm.runtime.stream import ArrayInput
+
+    x = np.random.default_rng(8).normal(size=(20, 4)) / 4
+    bounds = ColumnBounds(((0, 1), (2,), (3,)), (0.8, 0.4, 0.4))
+    with pytest.raises(UsageError, match="column groups"):
+        QuantizedRows(ArrayInput(x), lambda b: bounds.clip(b, [4], 0), 64.0, 0.0, 1, np.random.default_rng(0))
+    got = QuantizedRows(ArrayInput(x), bounds.own([4], 0), 64.0, 0.0, 1, quantize.make_rng(5)).whole()
+    want = dependent_round(bounds.clip(x, [4], 0)[0], 64.0, [[0, 1], [2], [3]], seed=quantize.make_rng(5))
+    assert np.array_equal(got, want)

@@ -47,6 +47,7 @@ class QuantizedRows(ChunkedInput):
         if not isinstance(clip, (OwnGroups, int, float, np.floating, np.integer)):
             raise UsageError(f"clip must be a bound on the sub-row (a number) or the client's column groups "
                              f"(OwnGroups), got {type(clip).__name__}")
+        self._groups = clip.groups if isinstance(clip, OwnGroups) else None  # None: one group, the whole sub-row
         self.n_rows, self.n_cols = int(source.n_rows), int(source.n_cols)
         self.ids_digest = ids_digest
         self.clipped = 0
@@ -91,12 +92,9 @@ class QuantizedRows(ChunkedInput):
     def chunks(self, rows: int):
         for b in self.source.chunks(rows):
             b = np.asarray(b, np.float64)
-            if isinstance(self.clip, OwnGroups):
-                (b, c), groups = self.clip.clip(b), self.clip.groups
-            else:
-                (b, c), groups = clip_rows(b, float(self.clip)), None
+            b, c = self.clip.clip(b) if self._groups is not None else clip_rows(b, float(self.clip))
             self.clipped += int(c)
-            yield dependent_round(b, self.gamma, groups, self.rng)
+            yield dependent_round(b, self.gamma, self._groups, self.rng)
 
     def addend(self) -> np.ndarray:
         return skellam(self.noise_mu, self.n_out, self.rng)
