@@ -332,7 +332,8 @@ def add_floor_ratios(row: dict, floors: dict) -> None:
 
 
 def run(rows=20000, cols=60, parties=2, gammas=None, epsilon=1.0, delta=1e-5, stock_rows=None,
-        stock_cols=None, seed=0, progress=True, compare_rng=False, repeat=1, floors=False, floor_mib=200) -> dict:
+        stock_cols=None, seed=0, progress=True, compare_rng=False, repeat=1, floors=False, floor_mib=200,
+        row_check=False) -> dict:
     import numpy as np
     from tqdm import tqdm
 
@@ -349,13 +350,14 @@ def run(rows=20000, cols=60, parties=2, gammas=None, epsilon=1.0, delta=1e-5, st
     plain_s = time.perf_counter() - t0
     out_rows = []
 
-    def secure_cov(gamma, backend):
+    def secure_cov(gamma, backend, row_norm_check=False):
         """(result, relative error, CPU seconds of all party processes: user + system, reaped children, the
         per-party phases: :func:`phase_report` of the parties' records)."""
         r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         w0 = time.time()
         with record_jobs() as jobs:
-            res = SQM(covariance(cols), gamma, epsilon=epsilon, delta=delta, backend=backend, seed=seed).run(data)
+            res = SQM(covariance(cols), gamma, epsilon=epsilon, delta=delta, backend=backend, seed=seed,
+                      row_norm_check=row_norm_check).run(data)
         phases = phase_report(jobs[-1], w0, time.time())
         r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         est = res.estimate.reshape(cols, cols)
@@ -384,10 +386,18 @@ def run(rows=20000, cols=60, parties=2, gammas=None, epsilon=1.0, delta=1e-5, st
                        pcg64_party_cpu_seconds=pcpu, rng_cpu_ratio=row["party_cpu_seconds"] / pcpu)
             if repeat > 1:
                 row["pcg64_all_seconds"] = [g[0].seconds for g in runs["pcg64"]]
+        if row_check:  # the same release with the secure row norm check, right after it
+            rres, rrel, rcpu, rph = secure_cov(gamma, "mpyc", row_norm_check=True)
+            rb = [int(b) for b in rres.bytes_sent]
+            row.update(row_check_seconds=rres.seconds, row_check_bytes_per_party=rb, row_check_rel_error=rrel,
+                       row_check_party_cpu_seconds=rcpu, row_check_time_ratio=rres.seconds / res.seconds,
+                       row_check_bytes_ratio=max(rb) / max(row["bytes_per_party"]),
+                       row_check_comparison_seconds=max(p.get("row limit (secure comparison)", 0.0)
+                                                        for p in rph.get("party_phases") or [{}]))
         out_rows.append(row)
     report = dict(shape=[rows, cols], parties=parties + 1, clients=parties, plaintext_seconds=plain_s,
                   rows=out_rows, rng="aes_ctr (AES-128-CTR keyed from OS entropy)", repeat=int(repeat),
-                  rounding=rounding_microbench(data.blocks, gammas[-1]))
+                  rounding=rounding_microbench(data.blocks, gammas[-1]), row_check=bool(row_check))
     if floors:  # measured after the secure runs, in the same command
         report["floors"] = measure_floors(X, parties, floor_mib)
         for row in out_rows:
@@ -414,6 +424,14 @@ def print_table(rep: dict) -> None:
         print(f"{r['gamma']:>8.0f} {r['field_bits']:>10} {max(r['bytes_per_party']):>18,} "
               f"{r['seconds']:>8.2f} {r['rel_error']:>10.3e} {max(r['max_rss_bytes']) / 2 ** 30:>17.2f} GiB")
     print_phases(rep)
+    if rep.get("row_check"):
+        print("with the secure row norm check (SQM's row_norm_check: a secure comparison per record), same seeds, "
+              "right after each run above:")
+        print(f"{'gamma':>8} {'seconds':>8} {'x time':>7} {'bytes/party (max)':>18} {'x bytes':>8} {'rel error':>10}")
+        for r in rep["rows"]:
+            print(f"{r['gamma']:>8.0f} {r['row_check_seconds']:>8.2f} {r['row_check_time_ratio']:>7.2f} "
+                  f"{max(r['row_check_bytes_per_party']):>18,} {r['row_check_bytes_ratio']:>8.2f} "
+                  f"{r['row_check_rel_error']:>10.3e}")
     rd = rep.get("rounding")
     if rd:
         print(f"the clients' rounding of {rd['values']:,} values at gamma {rd['gamma']:.0f} (best of 3, outside the "
@@ -542,6 +560,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                          "exchange as multiples of them")
     ap.add_argument("--floor-mib", type=int, default=200,
                     help="MiB pushed through loopback to measure its bandwidth (with --floors; default 200)")
+    ap.add_argument("--row-norm-check", action="store_true",
+                    help="also run each release with the secure row norm check and report its time and bytes "
+                         "against the run without it")
     ap.add_argument("--json", help="write the figures to this JSON file")
     ap.add_argument("--plot", help="write a PNG plot to this file")
 
@@ -550,5 +571,5 @@ def cli(args) -> int:
     gammas = [float(g) for g in args.gammas.split(",") if g.strip()]
     rep = run(args.rows, args.cols, args.parties, gammas, args.epsilon, args.delta,
               args.stock_rows or None, args.stock_cols, compare_rng=args.compare_rng,
-              repeat=args.repeat, floors=args.floors, floor_mib=args.floor_mib)
+              repeat=args.repeat, floors=args.floors, floor_mib=args.floor_mib, row_check=args.row_norm_check)
     return finish(rep, args, print_table, plot)

@@ -109,7 +109,8 @@ def _run_cli(args) -> int:
     X = scale_rows(X, args.row_norm_bound)
     r = compare(X, args.parties, args.components, args.epsilon, args.delta, args.gamma, args.row_norm_bound,
                 args.backend, args.runs, args.seed, progress=not args.quiet, backend_options=runtime_options(args),
-                robust_noise=args.robust_noise, verify_sharing=args.verify_sharing)
+                robust_noise=args.robust_noise, verify_sharing=args.verify_sharing,
+                row_norm_check=args.row_norm_check)
     r["dataset"] = name
     r["columns"] = columns
     r["released"] = {"components": released_components(r["sqm"].pop("components"), columns)}
@@ -140,7 +141,7 @@ def _job_in(args, path: str | None) -> int:
         return PCAJobTask(args.components, args.epsilon, args.delta, args.gamma, args.row_norm_bound,
                           seed=args.seed, insecure_reproducible=args.insecure_reproducible,
                           chunk_rows=args.chunk_rows, progress_path=path, robust_noise=args.robust_noise,
-                          verify_sharing=args.verify_sharing)
+                          verify_sharing=args.verify_sharing, row_norm_check=args.row_norm_check)
 
     def server(res) -> dict:
         print(f"server: {len(res['components'])} components of {res['n_records']} records x "
@@ -208,12 +209,19 @@ def register(sub) -> None:
     p.add_argument("--row-norm-bound", type=float, default=1.0,
                    help="c (default 1).  Without --job: rows are scaled so the largest norm is c (a data-derived "
                         "scaling: the local comparison only), then each party clips its sub-rows to c sqrt(its "
-                        "columns / all columns).  With --job: each client first scales its columns to the public "
+                        "columns / all columns) (to c with --row-norm-check).  With --job: each client first scales its columns to the public "
                         "bounds declared in the job file (\"bounds\"; none declared: NO scaling), then clips its "
                         "sub-rows to its share of c; clipped rows are counted and a WARNING is printed at that "
                         "client when more than 1%% of its rows were clipped")
+    p.add_argument("--row-norm-check", action="store_true",
+                   help="bound whole rows by c inside the secure evaluation, as a curator holding whole rows "
+                        "would, instead of each client clipping its sub-rows to its share of c: each client "
+                        "clips its sub-row to c and a secure comparison per record keeps the records whose "
+                        "quantized squared norm over all columns is within the row limit (every record with "
+                        "||x|| <= c is kept; nobody learns which records were left out).  About 20 more "
+                        "exchanges per chunk; at least 2 clients")
     p.add_argument("--runs", type=int, default=1, help="average utilities over this many runs (default 1)")
     p.set_defaults(func=_run_cli)
     declare_task(p, ("components", "epsilon", "delta", "gamma", "row_norm_bound", "chunk_rows", "robust_noise",
-                     "verify_sharing"))
+                     "verify_sharing", "row_norm_check"))
     _PARSER[:] = [p]

@@ -34,7 +34,7 @@ from .compensation import check_rounding
 from .polynomial import CovariancePolynomial, StructuredPolynomial
 from .report import DeferredEvents, PrivacyReport
 from .rng import party_rng, spawn_seeds
-from .sensitivity import Sensitivity
+from .sensitivity import Sensitivity, row_checked_gram_sensitivity, row_limit_sq
 from .skellam import skellam_tail_bound
 from .validation import check_delta, check_epsilon, check_gamma, check_mu
 from .vertical import ColumnBounds, VerticalData
@@ -73,6 +73,7 @@ class SQMPlan:
     chunk_rows: int | None = None  # records per input chunk (None: sqm.runtime.stream.chunk_rows); never changes the result
     noise_withheld: int = 0  # robust noise: the calibrated mu holds even if this many clients add no noise
     verify_sharing: bool = False  # the parties check every client's input sharing (sqm.runtime.protocol._SharingCheck)
+    row_limit: int | None = None  # the secure row norm check: only records with ||x_hat||^2 <= row_limit count
 
     @property
     def n_parties(self) -> int:
@@ -104,7 +105,7 @@ class SQMPlan:
         """The public :class:`sqm.runtime.backend.Job` evaluating ``program`` on this plan's inputs."""
         return Job(program=program, clients=[], col_bounds=self.int_col_bounds(), n_records=int(self.n_records),
                    addend_bound=self.addend_bound(), var_owner=self.owner, align_ids=self.align_ids,
-                   chunk_rows=self.chunk_rows, verify_sharing=self.verify_sharing)
+                   chunk_rows=self.chunk_rows, verify_sharing=self.verify_sharing, row_limit=self.row_limit)
 
     def public(self) -> tuple:
         return dataclasses.astuple(self)
@@ -277,6 +278,12 @@ class SQM:
     client's saving); when all add theirs the noise is n / (n - k) times the variance (:func:`robust_noise_cost`).
     ``verify_sharing``: before any output is opened the parties check that every client's input sharing has
     degree <= t, naming a client whose sharing does not (:class:`sqm.runtime.protocol._SharingCheck`; at least 3 clients).
+    ``row_norm_check`` (the covariance only): each client clips its sub-row to the whole bound c, not to its share
+    of it, and the secure evaluation keeps only the records whose quantized squared norm over all clients' columns
+    is within the row limit B (:func:`sqm.mechanism.sensitivity.row_limit_sq`; a secure comparison per record,
+    :mod:`sqm.runtime.compare`), as a curator holding whole rows would clip them; every record with ||x|| <= c is
+    kept, and the sensitivity is B.  Without it, each client clips its sub-row to c sqrt(n_p / n), which cuts
+    sub-rows that whole rows within c need not lose.
     """
 
     def __init__(self, polynomial: StructuredPolynomial, gamma: float, *, epsilon: float | None = None,
@@ -284,7 +291,8 @@ class SQM:
                  party_bounds=None, column_bounds=None, backend: str | Backend = "plain", seed=None,
                  sensitivity: Sensitivity | None = None, preprocess: bool | str = "auto",
                  q: float = 1.0, rounds: int = 1, max_records: int | None = None, backend_options=None,
-                 chunk_rows: int | None = None, robust_noise: int = 0, verify_sharing: bool = False):
+                 chunk_rows: int | None = None, robust_noise: int = 0, verify_sharing: bool = False,
+                 row_norm_check: bool = False):
         check_gamma(gamma)
         check_delta(delta)
         if isinstance(robust_noise, bool) or int(robust_noise) != robust_noise or robust_noise < 0:
@@ -308,6 +316,16 @@ class SQM:
             raise UsageError("give column_bounds or party_bounds, not both")
         if column_bounds is not None and not isinstance(column_bounds, ColumnBounds):
             column_bounds = ColumnBounds.per_column(column_bounds)
+        self.row_norm_check = bool(row_norm_check)
+        if self.row_norm_check:
+            if not isinstance(polynomial, CovariancePolynomial):
+                raise UsageError(f"the row norm check applies to the covariance (PCA) only, not to the "
+                                 f"{polynomial.name} polynomial")
+            if column_bounds is not None or party_bounds is not None:
+                raise UsageError("the row norm check bounds whole rows by row_norm_bound: give no column_bounds or "
+                                 "party_bounds with it")
+            if sensitivity is not None:
+                raise UsageError("the row norm check sets the sensitivity (the row limit): give no sensitivity")
         self.polynomial = polynomial
         self.gamma = float(gamma)
         self.epsilon, self.delta, self.mu = epsilon, delta, mu
@@ -327,14 +345,28 @@ class SQM:
     # ----- planning (no randomness) --------------------------------------------------------------
     def bounds_for(self, col_counts) -> ColumnBounds:
         """The column groups and bounds of a release over parties holding ``col_counts`` columns (checked)."""
-        cb = self.column_bounds or ColumnBounds.parties(col_counts, self.row_norm_bound, self.party_bounds)
+        if self.row_norm_check:  # each party's sub-row within c: whole rows are checked in the secure evaluation
+            counts = [int(c) for c in col_counts]
+            starts = np.concatenate([[0], np.cumsum(counts)]).astype(int).tolist()
+            cb = ColumnBounds(tuple(tuple(range(starts[p], starts[p + 1])) for p in range(len(counts))),
+                              (self.row_norm_bound,) * len(counts))
+        else:
+            cb = self.column_bounds or ColumnBounds.parties(col_counts, self.row_norm_bound, self.party_bounds)
         for p in range(len(col_counts)):
             cb.local(col_counts, p)  # every group inside one party's block, all columns covered
         return cb
 
+    def row_limit(self, col_counts) -> int | None:
+        """The row limit B of the secure row norm check (None without it)."""
+        if not self.row_norm_check:
+            return None
+        return row_limit_sq(self.gamma, self.row_norm_bound, sum(int(c) for c in col_counts), len(col_counts))
+
     def sensitivity_for(self, data: VerticalData) -> Sensitivity:
         if self.sensitivity is not None:
             return self.sensitivity
+        if self.row_norm_check:
+            return row_checked_gram_sensitivity(self.gamma, self.row_norm_bound, data.n_cols, data.n_parties)
         return self.polynomial.sensitivity(self.gamma, self.bounds_for(data.col_counts), self.preprocess)
 
     def plan(self, data: VerticalData) -> tuple[Sensitivity, PrivacyReport]:
@@ -387,7 +419,7 @@ class SQM:
         """The public plan of a release whose accounting is ``report`` (its calibrated mu and scale)."""
         return SQMPlan(self.gamma, report.mu, self.bounds_for(col_counts), tuple(int(c) for c in col_counts),
                        int(self.max_records or n_records), self.preprocess, report.scale, self.polynomial.n_out,
-                       align_ids, self.chunk_rows, self.robust_noise, self.verify_sharing)
+                       align_ids, self.chunk_rows, self.robust_noise, self.verify_sharing, self.row_limit(col_counts))
 
     # ----- running -------------------------------------------------------------------------------
     def programs(self, data: VerticalData) -> tuple[list[SQMParty], PrivacyReport]:

@@ -110,6 +110,46 @@ def quantized_norm_bound_sq(gamma: float, party_bounds, party_cols) -> Fraction:
     return total
 
 
+# the row limit's relative slack: (1 + 2^-40)^2 < 1 + 2^-38 covers _FLOAT_SLACK (the float products gamma x_j)
+# and rows up to ||x||^2 <= c^2 (1 + 2^-40), which a float normalisation may leave a few ulp above c^2
+_ROW_SLACK = Fraction(1, 2 ** 38)
+
+
+def row_limit_sq(gamma: float, row_norm_bound: float, n_cols: int, n_groups: int) -> int:
+    """The row limit B of a covariance release with the secure row norm check
+    (:attr:`sqm.runtime.backend.Job.row_limit`): an integer such that every record with ||x||_2 <= c, its G column groups (a party's columns each) each
+    clipped to c and rounded on its own by :func:`sqm.mechanism.quantize.dependent_round`, has ||x_hat||^2 <= B:
+
+        B = floor((gamma c)^2 (1 + 2^-38) + n / 4 + 2 sqrt(G) gamma c) + 4 G.
+
+    Proof: group g, of n_g columns and norm c_g <= c (so its clip does nothing), has ||x_hat_g||^2 <=
+    floor((gamma c_g)^2 (1 + 2^-40) + n_g / 4) + 2 ceil(gamma c_g) + 2 (:func:`dependent_norm_bound_sq`, with c_g
+    its own norm) <= (gamma c_g)^2 (1 + 2^-40) + n_g / 4 + 2 gamma c_g + 4.  Summed over the groups: sum c_g^2 =
+    ||x||^2 <= c^2 (1 + 2^-40) (the slack admits a row that a float normalisation left a few ulp above c), and
+    sum c_g <= sqrt(G) c (Cauchy-Schwarz), so ||x_hat||^2 <= (gamma c)^2 (1 + 2^-40)^2 + n / 4 + 2 sqrt(G) gamma c
+    + 4 G, and (1 + 2^-40)^2 < 1 + 2^-38: an integer below the real number under the floor plus 4 G is at most
+    B.  Exact rationals, sqrt(G) bounded above by :func:`sqrt_up`.
+
+    The check keeps exactly the records with ||x_hat||^2 <= B, so B is also the release's sensitivity
+    (:func:`row_checked_gram_sensitivity`), whatever a record holds."""
+    check_gamma(gamma)
+    check_positive(row_norm_bound, "row_norm_bound")
+    n_cols, n_groups = int(n_cols), int(n_groups)
+    if n_cols < 1 or not 1 <= n_groups <= n_cols:
+        raise UsageError(f"a row limit needs 1 <= groups <= columns, got {n_groups} groups of {n_cols} columns")
+    gc = Fraction(gamma) * Fraction(row_norm_bound)
+    a = gc * gc * (1 + _ROW_SLACK) + Fraction(n_cols, 4) + 2 * sqrt_up(n_groups) * gc
+    return math.floor(a) + 4 * n_groups
+
+
+def row_checked_gram_sensitivity(gamma: float, row_norm_bound: float, n_cols: int, n_groups: int) -> Sensitivity:
+    """The covariance bound under the secure row norm check: the evaluation keeps only records with
+    ||x_hat||^2 <= B (:func:`row_limit_sq`), so adding or removing one changes the quantized Gram by x_hat x_hat^T,
+    of Frobenius norm ||x_hat||^2 <= B, whatever the record; L1 = ||x_hat||_1^2 <= min(B^2, n B)."""
+    l2 = float_up(row_limit_sq(gamma, row_norm_bound, n_cols, n_groups))
+    return Sensitivity(l2=l2, l1=l1_from_l2(l2, n_cols * n_cols), dim=n_cols * n_cols, bound="covariance")
+
+
 def quantized_norm_bound(gamma: float, party_bounds, party_cols) -> float:
     """Bound on ||x_hat||_2 (:func:`quantized_norm_bound_sq`'s square root, bounded above, as a float)."""
     return float_up(sqrt_up(quantized_norm_bound_sq(gamma, party_bounds, party_cols)))

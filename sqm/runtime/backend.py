@@ -35,13 +35,19 @@ class Job:
     align_ids: bool = False  # clients return (block, addend, ids_digest); digests must agree before sharing
     chunk_rows: int | None = None  # records per input chunk (public; None: sqm.runtime.stream.chunk_rows of the columns)
     verify_sharing: bool = False  # check every client's input sharing has degree <= t before any output opens
+    row_limit: int | None = None  # keep only records with sum_j x_ij^2 <= row_limit (secure comparison, in secret)
 
     def public(self) -> "Job":
         """The job without client programs: what the server and every other party may see."""
         return dataclasses.replace(self, clients=[])
 
     def result_bound(self) -> int:
-        return self.program.output_bound(self.col_bounds, self.n_records) + int(self.addend_bound)
+        """What the field must hold: |each output| and, with a row limit, |row_limit - sum_j x_ij^2| for any
+        record within the column bounds (:func:`sqm.runtime.compare.at_most` needs it below p / 2)."""
+        bound = self.program.output_bound(self.col_bounds, self.n_records) + int(self.addend_bound)
+        if self.row_limit is not None:
+            bound = max(bound, int(self.row_limit), sum(int(b) ** 2 for b in self.col_bounds))
+        return bound
 
 
 @dataclass

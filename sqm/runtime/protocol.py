@@ -30,7 +30,7 @@ import time
 
 import numpy as np
 
-from . import modarith, shamir, wire
+from . import compare, modarith, shamir, wire
 from .errors import BadDataError, RefusedError, UsageError
 from .field import from_signed, prime_for_bound, to_signed
 from .liveness import raise_if_aborted, send_abort
@@ -178,6 +178,7 @@ class PartyContext:
         self.on_chunk = None  # optional callback(chunks done, chunks due) of an evaluation in chunks (progress)
         self.shards = None  # this party's shard workers (sqm.runtime.shards.ShardRunner), or None: one process
         self.membership = None  # membership-hiding alignment (sqm.runtime.psi.Union): records over the union
+        self.row_limit = None  # the evaluation's row limit (sqm.runtime.backend.Job.row_limit), while it runs
         self.job_digest = ""  # the agreed job description's digest (sqm.runtime.session.agree_job), once known
         self.session = None  # how this party's session was started (sqm.runtime.session.SessionSettings), if known
         self._clock = time.perf_counter()
@@ -438,9 +439,13 @@ class PartyContext:
                           n_rows, int(job.addend_bound), bool(job.align_ids), p, self.M, self.t, rows_per_chunk)
                          + ((("verify_sharing", True),) if getattr(job, "verify_sharing", False) else ())
                          + ((("shards", self.shards.public()),) if self.shards is not None else ())
-                         + ((("hide_membership", positions, int(mask.intersection)),) if mask is not None else ()))
+                         + ((("hide_membership", positions, int(mask.intersection)),) if mask is not None else ())
+                         + ((("row_limit", int(job.row_limit)),) if job.row_limit is not None else ()))
         if mask is not None:
             self._check_membership(prog, n_rows)
+        self.row_limit = None if job.row_limit is None else int(job.row_limit)
+        if self.row_limit is not None:
+            self._check_row_limit(prog)
         verify = bool(getattr(job, "verify_sharing", False))
         if verify and owner is None:
             raise ProtocolError(f"party {self.pid}: checking the clients' sharings needs the job's column owners "
@@ -560,8 +565,9 @@ class PartyContext:
                 if last and own_check:
                     check.add_masks(sums.pop())
             Y = None
-            if self.membership is not None:  # each record's row times its (secret) membership of the intersection
-                Y = await self._masked_rows(S, k * rows_per_chunk, rows_k, prog.n_vars, p, workers)
+            if self.membership is not None or self.row_limit is not None:  # each record's row times its secret bit
+                bits = await self._row_bits(S, k * rows_per_chunk, rows_k, p, workers)
+                Y = await self._masked_rows(S, bits, rows_k, prog.n_vars, p, workers)
             if S is not None:
                 m = await self._moments(prog, S, p, Y)
                 moments = m if moments is None else modarith.add_mod(moments, m, p)
@@ -613,13 +619,36 @@ class PartyContext:
             raise ProtocolError(f"party {self.pid}: a membership-hiding evaluation needs {why}; refused before any "
                                 f"share was sent")
 
-    async def _masked_rows(self, S, start: int, rows: int, width: int, p: int, workers):
+    def _check_row_limit(self, prog) -> None:
+        """What an evaluation with a row limit needs (refused before any share otherwise)."""
+        why = None
+        if prog.degree > 2:
+            why = "programs of degree 2 at most (one more multiplication by each record's bit)"
+        elif any(len(m) == 0 for m in prog.monomials):
+            why = "programs without a constant monomial (the record count would count the records left out)"
+        elif self.shards is not None:
+            why = "one process per party (not shard workers)"
+        if why is not None:
+            raise ProtocolError(f"party {self.pid}: an evaluation with a row limit needs {why}; refused before any "
+                                f"share was sent")
+
+    async def _row_bits(self, S, start: int, rows: int, p: int, workers):
+        """This worker's shares of each record's bit to keep (None at a party that is no worker): its
+        membership of the intersection (:meth:`_membership_bits`), [sum_j x_ij^2 <= row_limit]
+        (:func:`sqm.runtime.compare.row_norm_within`), or their product when the job has both."""
+        bits = None
+        if self.membership is not None:
+            bits = await self._membership_bits(start, rows, p, workers)
+        if self.row_limit is not None:
+            within = await compare.row_norm_within(self, S, self.row_limit, p, workers, rows)
+            self._lap("row limit (secure comparison)")
+            bits = within if self.membership is None else await compare.mul(self, bits, within, p, workers, (rows,))
+        return bits
+
+    async def _membership_bits(self, start: int, rows: int, p: int, workers):
         """Membership-hiding alignment (:mod:`sqm.runtime.psi`, ``hide_membership``): the server, which knows which
         positions of the union are in the intersection (never which ids), Shamir-shares the 0/1 indicator of this
-        chunk's positions with the workers; each worker multiplies its shares of every row by its share of the
-        row's indicator (degree 2t) and one degree reduction among the workers brings it back to degree t.
-        Returns this worker's shares of I * X (None at a party that is no worker); since I^2 = I, the moments
-        of (I X)^T X are those of the intersection's records alone."""
+        chunk's positions with the workers (their shares returned, None elsewhere)."""
         out = {}
         if self.is_server:
             ind = self.membership.indicator[start:start + rows].astype(np.int64)
@@ -627,12 +656,18 @@ class PartyContext:
             out = {j: shares[j] for j in workers}
         got = await self.send_recv(out, [0] if self.pid in workers else [], wire.shares((rows,), p),
                                    "membership indicator")
+        return got[0] if self.pid in workers else None
+
+    async def _masked_rows(self, S, bits, rows: int, width: int, p: int, workers):
+        """Each worker multiplies its shares of every row by its share of the row's bit (degree 2t) and one degree
+        reduction among the workers brings it back to degree t.  Returns this worker's shares of I * X (None at
+        a party that is no worker); since I^2 = I, the moments of (I X)^T X are those of the kept records alone."""
         y2t = None
         if self.pid in workers:
-            y2t = modarith.mul_mod(S, np.broadcast_to(got[0][:, None], S.shape), p)
-        self._lap("membership (local)")
+            y2t = modarith.mul_mod(S, np.broadcast_to(bits[:, None], S.shape), p)
+        self._lap("masking rows (local)")
         Y = await self.reshare(y2t, p, workers, (rows, width), receivers=workers)
-        self._lap("membership reduction")
+        self._lap("masking rows reduction")
         return Y
 
     async def _moments(self, prog, S: np.ndarray, p: int, Y: np.ndarray | None = None) -> np.ndarray:

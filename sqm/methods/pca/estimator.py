@@ -41,7 +41,9 @@ class SQMPCA(TransformerMixin, BaseEstimator):
     entropy), ``n_parties`` (how many clients a plain matrix's columns are split among; a
     :class:`~sqm.mechanism.vertical.VerticalData` brings its own split), ``backend_options``, ``robust_noise`` (k: the
     epsilon holds even if up to k clients add no noise, at n / (n - k) times the noise variance; default 0),
-    ``verify_sharing`` (check every client's input sharing before the release; at least 3 clients).
+    ``verify_sharing`` (check every client's input sharing before the release; at least 3 clients),
+    ``row_norm_check`` (whole rows bounded by c inside the secure evaluation, as a curator would clip them,
+    instead of each party's sub-row by c_j: a secure comparison per record; at least 2 clients).
 
     After :meth:`fit`: ``components_`` (k x d, rows orthonormal, sklearn's layout), ``explained_variance_``
     (top-k eigenvalues of the noisy X^T X divided by the record count), ``covariance_`` (the noisy X^T X,
@@ -52,7 +54,7 @@ class SQMPCA(TransformerMixin, BaseEstimator):
 
     def __init__(self, n_components=5, epsilon=1.0, delta=1e-5, gamma=4096.0, row_norm_bound=1.0,
                  backend="mpyc", seed=None, party_bounds=None, n_parties=2, backend_options=None, robust_noise=0,
-                 verify_sharing=False):
+                 verify_sharing=False, row_norm_check=False):
         self.n_components = n_components
         self.epsilon = epsilon
         self.delta = delta
@@ -65,12 +67,14 @@ class SQMPCA(TransformerMixin, BaseEstimator):
         self.backend_options = backend_options
         self.robust_noise = robust_noise
         self.verify_sharing = verify_sharing
+        self.row_norm_check = row_norm_check
 
     def mechanism(self, n_cols: int):
         """The SQM release of X^T X for ``n_cols`` columns (checks every privacy parameter)."""
         return covariance_release(n_cols, self.gamma, self.epsilon, self.delta, self.row_norm_bound,
                                   self.party_bounds, self.backend, self.seed, self.backend_options,
-                                  robust_noise=self.robust_noise, verify_sharing=self.verify_sharing)
+                                  robust_noise=self.robust_noise, verify_sharing=self.verify_sharing,
+                                  row_norm_check=self.row_norm_check)
 
     def fit(self, X, y=None) -> "SQMPCA":
         """One SQM release of X^T X over ``X`` (a VerticalData, or a matrix split among ``n_parties``)."""

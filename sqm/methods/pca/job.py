@@ -34,21 +34,24 @@ class PCAJobTask(JobTask):
     def __init__(self, n_components: int, epsilon: float, delta: float = 1e-5, gamma: float = 4096.0,
                  row_norm_bound: float = 1.0, party_bounds=None, seed=None, insecure_reproducible: bool = False,
                  chunk_rows: int | None = None, progress_path: str | None = None, robust_noise: int = 0,
-                 verify_sharing: bool = False):
+                 verify_sharing: bool = False, row_norm_check: bool = False):
         self.secure_mode = seed_policy(seed, insecure_reproducible, warn=False)
         self.n_components, self.epsilon, self.delta, self.gamma = n_components, epsilon, delta, gamma
         self.row_norm_bound, self.party_bounds, self._seed = row_norm_bound, party_bounds, seed
         self.robust_noise = int(robust_noise)  # clients that may withhold noise (sqm.mechanism.release.SQM)
         self.verify_sharing = bool(verify_sharing)  # check every client's input sharing (sqm.runtime.protocol)
+        self.row_norm_check = bool(row_norm_check)  # whole rows within c, checked securely (sqm.runtime.compare)
         self.chunk_rows = chunk_rows  # records per chunk of the secure evaluation (None: sqm.runtime.stream.chunk_rows)
         self.progress_path = progress_path  # party i appends "chunks-done chunks-due" lines to PATH.i (not public)
         self.mechanism(1)  # check the parameters now, before any party starts
         self._plans = {}
 
     def mechanism(self, n_cols: int):
+        # with the row norm check no client needs a share of c: declared norm shares are not used
         return covariance_release(n_cols, self.gamma, self.epsilon, self.delta, self.row_norm_bound,
-                                  self.party_bounds, seed=self._seed, chunk_rows=self.chunk_rows,
-                                  robust_noise=self.robust_noise, verify_sharing=self.verify_sharing)
+                                  None if self.row_norm_check else self.party_bounds, seed=self._seed,
+                                  chunk_rows=self.chunk_rows, robust_noise=self.robust_noise,
+                                  verify_sharing=self.verify_sharing, row_norm_check=self.row_norm_check)
 
     def with_party_bounds(self, party_bounds) -> "PCAJobTask":
         """This task with the clients' sub-row bounds c_j (from the job file's declared norm shares)."""
@@ -72,6 +75,7 @@ class PCAJobTask(JobTask):
         chunk = () if e.chunk_rows is None else (("chunk_rows", int(e.chunk_rows)),)
         robust = () if not e.robust_noise else (("robust_noise", int(e.robust_noise)),)
         robust += (("verify_sharing", True),) if e.verify_sharing else ()
+        robust += (("row_norm_check", True),) if e.row_norm_check else ()
         return ("pca", int(e.n_components), float(e.epsilon), float(e.delta), float(e.gamma),
                 float(e.row_norm_bound), pb, *chunk, *robust)
 

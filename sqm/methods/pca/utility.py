@@ -79,14 +79,15 @@ def as_matrix(X) -> np.ndarray:
 
 def covariance_release(n_cols: int, gamma: float, epsilon: float, delta: float, row_norm_bound: float = 1.0,
                        party_bounds=None, backend="plain", seed=None, backend_options=None, chunk_rows=None,
-                       robust_noise: int = 0, verify_sharing: bool = False):
+                       robust_noise: int = 0, verify_sharing: bool = False, row_norm_check: bool = False):
     """The SQM release of X^T X over ``n_cols`` columns (the covariance polynomial; checks every parameter;
-    ``robust_noise``, ``verify_sharing``: :class:`sqm.mechanism.release.SQM`'s)."""
+    ``robust_noise``, ``verify_sharing``, ``row_norm_check``: :class:`sqm.mechanism.release.SQM`'s)."""
     from sqm.mechanism.release import SQM
 
     return SQM(covariance(n_cols), gamma, epsilon=epsilon, delta=delta, row_norm_bound=row_norm_bound,
                party_bounds=party_bounds, backend=backend, seed=seed, backend_options=backend_options,
-               chunk_rows=chunk_rows, robust_noise=robust_noise, verify_sharing=verify_sharing)
+               chunk_rows=chunk_rows, robust_noise=robust_noise, verify_sharing=verify_sharing,
+               row_norm_check=row_norm_check)
 
 
 def components_from_covariance(raw_estimate: np.ndarray, n_cols: int, k: int, n_records: int):
