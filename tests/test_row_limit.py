@@ -381,3 +381,47 @@ def test_pca_job_with_the_check_equals_the_estimator(tmp_path):
         VerticalData.split(X, 2))
     assert list(out[0]["result"]["raw"]) == list(ref.raw_)
     assert [out[j]["result"]["clipped"] for j in (1, 2)] == ref.clipped_ == [0, 0]
+
+
+class ServerLog(PartyProgram):
+    """Runs ``inner`` and records (step, frame) of every message this party receives."""
+
+    def __init__(self, inner, log):
+        self.inner, self.log = inner, log
+
+    def describe(self) -> str:
+        return self.inner.describe()
+
+    async def run(self, ctx):
+        orig = ctx.send_recv
+
+        async def send_recv(outgoing, senders, expect, step="message"):
+            got = await orig(outgoing, senders, expect, step)
+            self.log.extend((step, wire.encode(g)) for g in got)
+            return got
+        ctx.send_recv = send_recv
+        return await self.inner.run(ctx)
+
+
+def test_the_server_view_of_the_check_does_not_depend_on_the_data():
+    """3 clients (the server is no worker): with the same share generators, what the server receives before the
+    output's degree reduction is the same bytes for records all within the limit and for records all above it
+    (shares it never gets; the redraw bits depend on the random bits only), and nothing at the steps of the
+    comparison but those redraw bits."""
+    views = []
+    for scale in (1, 3):
+        X = np.random.default_rng(0).integers(-10, 11, size=(150, 6)) * scale
+        job, progs = _job(X, (2, 2, 2), 600, chunk_rows=50)
+        log = []
+        progs[0] = ServerLog(progs[0], log)
+        out = run_in_process(progs, ideal=False, rngs=[np.random.default_rng([7, i]) for i in range(4)])
+        norms = (X.astype(np.int64) ** 2).sum(axis=1)
+        assert [int(v) for v in out[0]["result"]] == [int(v) for v in job.program.evaluate(X[norms <= 600])]
+        views.append(log)
+    base = (np.random.default_rng(0).integers(-10, 11, size=(150, 6)).astype(np.int64) ** 2).sum(axis=1)
+    assert (base <= 600).sum() > 100 and (9 * base <= 600).sum() < 50
+    before = [v[:min(i for i, (s, _) in enumerate(v) if s == "degree reduction")] for v in views]
+    assert before[0] == before[1]
+    steps = [s for s, _ in before[0]]
+    assert "open result" in steps and "random bits" not in steps  # the redraw bits; no bit share, no record share
+    assert not any(s in steps for s in ("input shares", "values"))
