@@ -291,6 +291,7 @@ def test_pca_with_the_check_clips_nothing_and_leaves_out_rows_above_c():
     m = SQMPCA(**kw, row_norm_check=True).fit(data)
     assert m.clipped_ == [0, 0, 0]
     assert m.report_.l2_sensitivity == float(row_limit_sq(4096.0, 1.0, 64, 3))
+    assert f"at most {row_limit_sq(4096.0, 1.0, 64, 3)} count" in m.report_.notes  # the report says so
     assert sum(SQMPCA(**kw).fit(data).clipped_) > 0
 
     def raw(Y):

@@ -16,9 +16,9 @@ The protocol (semi-honest, t < M / 2, among the workers of the evaluation, at le
    Q_i = prod_{j >= i} d_j (Q_k = 1), [c < r] = sum_i (1 - c_i) (Q_{i+1} - Q_i): the term of the highest bit
    where c and r differ, counted when c has 0 there.  The suffix products take at most 2k products in
    2 log2(k) rounds (a Brent-Kung scan, :func:`suffix_products`);
-5. the random bits: every worker shares uniform bits from its cryptographic generator; the parties XOR them
-   (a xor b = a + b - 2ab, ceil(log2 W) rounds for W workers), so a bit is unknown to any t parties unless
-   all W contributors collude; r = sum_i 2^i r_i is made uniform in F_p by rejection: [p - 1 < r] is computed
+5. the random bits: t + 1 workers share uniform bits from their cryptographic generators; the parties XOR them
+   (a xor b = a + b - 2ab, ceil(log2 (t + 1)) rounds), so a bit is unknown to any t parties (they miss at least
+   one contributor); r = sum_i 2^i r_i is made uniform in F_p by rejection: [p - 1 < r] is computed
    as above and opened to every party (it says only which draws are redrawn, about one in 2^k / (2^k - p)).
 
 What each party receives: shares (uniform, t of them independent of the secrets), c = x + r (uniform in F_p
@@ -44,18 +44,19 @@ async def mul(ctx, a, b, p: int, workers, shape) -> np.ndarray | None:
 
 
 async def random_bits(ctx, shape, p: int, workers) -> np.ndarray | None:
-    """Shares of uniform random bits of ``shape``: the XOR of one bit per worker, each drawn from that worker's
-    cryptographic generator (``ctx.rng``)."""
+    """Shares of uniform random bits of ``shape``: the XOR of one bit from each of the first t + 1 workers, each
+    drawn from that worker's cryptographic generator (``ctx.rng``); any t parties miss at least one of them."""
     shape = tuple(int(s) for s in shape)
     mine = ctx.pid in workers
+    dealers = list(workers)[:ctx.t + 1]
     out = {}
-    if mine:
+    if ctx.pid in dealers:
         b = ctx.rng.integers(0, 2, size=shape, dtype=np.int64)
         sh = shamir.share(b, ctx.M, ctx.t, p, ctx.rng)
         out = {j: sh[j] for j in workers}
-    got = await ctx.send_recv(out, workers if mine else [], wire.shares(shape, p), "random bits")
-    bits = list(got) if mine else [None] * len(workers)
-    while len(bits) > 1:  # pairwise XOR, a tree of ceil(log2 W) rounds
+    got = await ctx.send_recv(out, dealers if mine else [], wire.shares(shape, p), "random bits")
+    bits = list(got) if mine else [None] * len(dealers)
+    while len(bits) > 1:  # pairwise XOR, a tree of ceil(log2 (t + 1)) rounds
         half = len(bits) // 2
         a = np.stack(bits[0:2 * half:2]) if mine else None
         b = np.stack(bits[1:2 * half:2]) if mine else None
