@@ -4,6 +4,7 @@ conventions, baselines' accounting.  The real-process run is tests/test_lr_clien
 in-process run)."""
 
 import dataclasses
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -39,14 +40,24 @@ def coefs(plan, w, rng):
 
 
 def test_statistic_compensation_and_program_are_the_generic_polynomial_s():
-    """LRGradient (a structured polynomial with secret coefficients): its compensation draws exactly what
-    sqm.mechanism.compensation.compensate draws for logreg_gradient(w), and its program is that polynomial's program."""
+    """LRGradient (a structured polynomial with secret coefficients): every coefficient it draws is floor or ceil
+    of the one sqm.mechanism.compensation.compensate rounds for logreg_gradient(w) (in the same order; each
+    output's weight terms rounded dependently, so their norm is within the dependent bound), and with the same
+    integers its program is that polynomial's program."""
+    from sqm.mechanism.compensation import check_rounding
+    from sqm.mechanism.sensitivity import dependent_norm_bound_sq
+
     plan = small_plan()
     rng = np.random.default_rng(3)
     w = random_w(plan.d, rng)
     comp = plan.statistic(w).compensate(plan.gamma, np.random.default_rng(11))
-    ref = compensate(logreg_gradient(w, plan.label_index), plan.gamma, np.random.default_rng(11))
-    assert comp.scale == ref.scale == plan.scale and comp.int_coefs == ref.int_coefs
+    poly = logreg_gradient(w, plan.label_index)
+    check_rounding(poly, plan.gamma, comp.int_coefs)
+    ref = dataclasses.replace(compensate(poly, plan.gamma, np.random.default_rng(11)), int_coefs=comp.int_coefs)
+    assert comp.scale == ref.scale == plan.scale
+    a = np.array(comp.int_coefs, dtype=object).reshape(plan.d, plan.d + 2)[:, 1:plan.d + 1]
+    gw = Fraction(plan.gamma) * Fraction(float(np.linalg.norm(w))) / 4
+    assert all(sum(int(v) ** 2 for v in row) <= dependent_norm_bound_sq(gw, plan.d) for row in a)
     bounds = np.array(plan.release().int_col_bounds())
     X_hat = rng.integers(-bounds, bounds + 1, size=(plan.b_max, plan.d + 1))
     assert (plan.statistic().program(comp.int_coefs).evaluate(X_hat).tolist()

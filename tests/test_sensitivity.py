@@ -66,14 +66,16 @@ def test_per_party_groups_cost_at_most_one_more_last_fraction_each():
 
 @pytest.mark.parametrize("gamma", [8.0, 64.0, 1024.0])
 def test_logreg_bound_holds_numerically(gamma):
+    from sqm.mechanism.gradient import LRGradient
+
     rng = np.random.default_rng(1)
     d = 6
     s = logreg_sensitivity(gamma, d)
     for trial in range(40):
         w = rng.normal(size=d)
         w = w / np.linalg.norm(w) * rng.random() ** 0.2
-        g = logreg_gradient(w)
-        comp = compensate(g, gamma, seed=trial)
+        # the coefficients as the server rounds them (each output's weight terms dependently)
+        comp = LRGradient(d, d, 1.0, 2, w).compensate(gamma, seed=trial)
         prog = comp.program()
         for x in worst_records(d, 1.0, gamma, rng, k=20):
             for y in (0.0, 1.0):
@@ -165,7 +167,11 @@ def test_every_bound_is_at_or_above_its_value_in_50_digit_arithmetic(seed):
         g = mpmath.mpf(gamma)
         A = max(mpmath.ceil(g * g / 2), mpmath.ceil(g) ** 2 - mpmath.floor(g * g / 2))
         N = mpmath.sqrt(exact)
-        lr = N * (A + (g / 4 + mpmath.sqrt(d)) * N)
+        gw = g / 4  # W = 1: each output's weight coefficients, rounded dependently (LRGradient.compensate)
+        K = min(gw + mpmath.sqrt(d),
+                mpmath.sqrt(mpmath.floor(gw ** 2 * (1 + mpmath.mpf(2) ** -40) + mpmath.mpf(d) / 4) + 2 * mpmath.ceil(gw)
+                            + 2))
+        lr = N * (A + K * N)
         got = logreg_sensitivity(gamma, d, 1.0, 1.0, bounds, cols).l2
         assert mpmath.mpf(got) >= lr and mpmath.mpf(got) <= lr * (1 + mpmath.mpf(2) ** -48)
 

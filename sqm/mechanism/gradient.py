@@ -22,6 +22,7 @@ from sqm.runtime.program import SumProgram
 
 from .compensation import CompensatedPolynomial, round_scaled
 from .polynomial import logreg_gradient
+from .quantize import dependent_round
 from .release import SQMPlan
 from .rng import make_rng
 from .sensitivity import Sensitivity, logreg_sensitivity
@@ -102,17 +103,22 @@ class LRGradient:
 
     def compensate(self, gamma: float, seed=None, preprocess: bool | str = True) -> CompensatedPolynomial:
         """Algorithm 3 lines 1-3 at the server: the terms' coefficients (1/2, w_k/4, -1) scaled by gamma^2,
-        gamma, gamma and rounded by :func:`sqm.mechanism.compensation.round_scaled`, built as one (d, d + 2) array
-        (the same draws as :func:`sqm.mechanism.compensation.compensate` of the generic polynomial, tested)."""
+        gamma, gamma and rounded, each to floor or ceil with the exact mean, as
+        :func:`sqm.mechanism.compensation.compensate` rounds them, in the terms' order (output by output).  Each
+        output's d weight coefficients gamma w_k / 4 are one group of :func:`sqm.mechanism.quantize.dependent_round`,
+        so their norm stays within about gamma ||w|| / 4 + 1 instead of gamma ||w|| / 4 + sqrt(d)
+        (:func:`sqm.mechanism.sensitivity.logreg_sensitivity` counts on it); the others by
+        :func:`sqm.mechanism.compensation.round_scaled`."""
         if self.w is None:
             raise UsageError("only the server, which holds the weights, rounds the gradient's coefficients")
         w = np.asarray(self.w, np.float64)
-        C = np.empty((self.d, self.d + 2))
-        C[:, 0], C[:, 1:self.d + 1], C[:, self.d + 1] = 0.5, w[None, :] / 4.0, -1.0
-        scales = np.full(C.shape, float(gamma))
-        scales[:, 0] = float(gamma) ** 2  # the degree-1 term: gamma^(1 + 2 - 1)
-        ints = round_scaled(C.reshape(-1), scales.reshape(-1), make_rng(seed))
-        return CompensatedPolynomial(self, float(gamma), ints, float(gamma) ** 3, True)
+        d, g = self.d, float(gamma)
+        rng = make_rng(seed)
+        weights = dependent_round(np.broadcast_to(w / 4.0, (d, d)), g, [np.arange(d)], rng)
+        ends = round_scaled(np.tile([0.5, -1.0], d), np.tile([g * g, g], d), rng)  # gamma^(1 + 2 - 1) for 1/2
+        ints = np.empty((d, d + 2), dtype=object)
+        ints[:, 0], ints[:, 1:d + 1], ints[:, d + 1] = ends[0::2], weights.astype(object), ends[1::2]
+        return CompensatedPolynomial(self, g, tuple(int(v) for v in ints.reshape(-1)), g ** 3, True)
 
     def sensitivity(self, gamma: float, bounds: ColumnBounds, preprocess: bool = True) -> Sensitivity:
         """:func:`sqm.mechanism.sensitivity.logreg_sensitivity` over the feature groups (the label's group left out:

@@ -187,8 +187,11 @@ def logreg_sensitivity(gamma: float, d: int, row_norm_bound: float = 1.0, weight
         s = a_half + sum_k a_k x_hat_k - a_y y_hat,
     a_half = SR(gamma^2 / 2), a_k = SR(gamma w_k / 4), a_y = SR(gamma), y_hat = SR(gamma y).  Hence
         |a_half - a_y y_hat| <= A := max(ceil(gamma^2/2), ceil(gamma)^2 - floor(gamma^2/2)),
-        ||a||_2 <= gamma ||w|| / 4 + sqrt(d),   ||x_hat||_2 <= N := gamma c + sqrt(d)  (per party, summed),
-    and ||f_hat|| = ||x_hat|| |s| <= N (A + (gamma W / 4 + sqrt(d)) N)  for ||w|| <= W.
+        ||a||_2 <= K := min(gamma W / 4 + sqrt(d), sqrt(D(gamma W / 4, d))),   ||x_hat||_2 <= N (per party, summed),
+    and ||f_hat|| = ||x_hat|| |s| <= N (A + K N)  for ||w|| <= W.  Each output has its own coefficient vector a,
+    rounded as one group by dependent rounding (:meth:`sqm.mechanism.gradient.LRGradient.compensate`), hence
+    D = :func:`dependent_norm_bound_sq` (about (gamma W / 4)^2 + d / 4 + gamma W / 2); the first bound holds for
+    any rounding to floor or ceil.
     Leading term 3/4 gamma^3 c^2 (W = c = 1), as in Eq. 22; the overhead is O(gamma^2 sqrt(d)), below Eq. 22's.
     """
     check_gamma(gamma)
@@ -199,7 +202,8 @@ def logreg_sensitivity(gamma: float, d: int, row_norm_bound: float = 1.0, weight
     N = sqrt_up(quantized_norm_bound_sq(gamma, party_bounds, party_cols))
     g = Fraction(gamma)
     A = max(math.ceil(g * g / 2), math.ceil(g) ** 2 - math.floor(g * g / 2))
-    coef_norm = g * Fraction(weight_bound) / 4 + sqrt_up(d)
+    gw = g * Fraction(weight_bound) / 4
+    coef_norm = min(gw + sqrt_up(d), sqrt_up(dependent_norm_bound_sq(gw, d)))
     l2 = float_up(N * (A + coef_norm * N))
     return Sensitivity(l2=l2, l1=l1_from_l2(l2, d), dim=d, bound="logreg-gradient")
 
