@@ -426,3 +426,36 @@ def test_the_server_view_of_the_check_does_not_depend_on_the_data():
     steps = [s for s, _ in before[0]]
     assert "open result" in steps and "random bits" not in steps  # the redraw bits; no bit share, no record share
     assert not any(s in steps for s in ("input shares", "values"))
+
+
+def test_row_limit_with_the_sharing_check():
+    """verify_sharing (every party a worker, the clients' sharings checked before any output opens) and a row
+    limit together: the records within the limit, exactly, in the real protocol."""
+    rng = np.random.default_rng(5)
+    X = rng.integers(-50, 51, size=(120, 6))
+    norms = (X.astype(np.int64) ** 2).sum(axis=1)
+    limit = int(np.sort(norms)[60])
+    prog = SumProgram.gram_program(6)
+    job = Job(program=prog, clients=[], col_bounds=[50] * 6, n_records=120, addend_bound=0,
+              var_owner=[0, 0, 1, 1, 2, 2], chunk_rows=40, row_limit=limit, verify_sharing=True)
+    progs = [EvaluateJob(job)] + [EvaluateJob(job, FixedClient(X[:, 2 * j:2 * j + 2], prog.n_out)) for j in range(3)]
+    real = run_in_process(progs, ideal=False)[0]["result"]
+    assert [int(v) for v in real] == [int(v) for v in prog.evaluate(X[norms <= limit])]
+
+
+def test_shard_workers_with_a_row_limit_are_refused_before_any_share():
+    class Sharded(PartyProgram):
+        def __init__(self, inner):
+            self.inner = inner
+
+        def describe(self) -> str:
+            return self.inner.describe()
+
+        async def run(self, ctx):
+            ctx.shards = type("Shards", (), {"public": lambda self: ("2 shards",)})()
+            return await self.inner.run(ctx)
+
+    X = np.ones((10, 4), np.int64)
+    _, progs = _job(X, (2, 2), 10)
+    with pytest.raises(MPCError, match="row limit needs one process per party"):
+        run_in_process([Sharded(p) for p in progs], ideal=False)
