@@ -209,10 +209,11 @@ def register(sub) -> None:
     p.add_argument("--row-norm-bound", type=float, default=1.0,
                    help="c (default 1).  Without --job: rows are scaled so the largest norm is c (a data-derived "
                         "scaling: the local comparison only), then each party clips its sub-rows to c sqrt(its "
-                        "columns / all columns) (to c with --row-norm-check).  With --job: each client first scales its columns to the public "
-                        "bounds declared in the job file (\"bounds\"; none declared: NO scaling), then clips its "
-                        "sub-rows to its share of c; clipped rows are counted and a WARNING is printed at that "
-                        "client when more than 1%% of its rows were clipped")
+                        "columns / all columns) (to c with --row-norm-check).  With --job: each client first "
+                        "scales its columns to the public bounds declared in the job file (\"bounds\"; none "
+                        "declared: NO scaling), then clips its sub-rows to its share of c; clipped rows are "
+                        "counted and a WARNING is printed at that client when more than 1%% of its rows were "
+                        "clipped")
     p.add_argument("--row-norm-check", action="store_true",
                    help="bound whole rows by c inside the secure evaluation, as a curator holding whole rows "
                         "would, instead of each client clipping its sub-rows to its share of c: each client "

@@ -402,10 +402,10 @@ class SQM:
         report = PrivacyReport(epsilon_server=float(eps_s), epsilon_client=None if eps_c is None else float(eps_c),
                                delta=self.delta, mu=float(mu), l2_sensitivity=sens.l2, l1_sensitivity=sens.l1,
                                gamma=self.gamma, scale=scale, n_parties=n, sampling_rate=self.q, rounds=self.rounds,
-                               events=evs, conversion=conversion, notes=self._notes(n, k, data.n_cols))
+                               events=evs, conversion=conversion, notes=self._notes(n, k, data.col_counts))
         return sens, report
 
-    def _notes(self, n: int, k: int, n_cols: int) -> str:
+    def _notes(self, n: int, k: int, col_counts) -> str:
         notes = []
         if k:
             notes.append(f"robust noise: each client adds Sk(mu / {n - k}), so these epsilons hold even if up to {k} "
@@ -413,7 +413,7 @@ class SQM:
                          f"{robust_noise_cost(n, k):.4g}x the calibrated one")
         if self.row_norm_check:
             notes.append(f"row norm check: only records whose quantized squared norm over all clients' columns is at "
-                         f"most {row_limit_sq(self.gamma, self.row_norm_bound, n_cols, n)} count (checked in secret; "
+                         f"most {self.row_limit(col_counts)} count (checked in secret; "
                          f"every record with ||x|| <= {self.row_norm_bound:g} does); no sub-row clipped to a share "
                          f"of the bound")
         return "; ".join(notes)

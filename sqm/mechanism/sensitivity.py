@@ -117,8 +117,9 @@ _ROW_SLACK = Fraction(1, 2 ** 38)
 
 def row_limit_sq(gamma: float, row_norm_bound: float, n_cols: int, n_groups: int) -> int:
     """The row limit B of a covariance release with the secure row norm check
-    (:attr:`sqm.runtime.backend.Job.row_limit`): an integer such that every record with ||x||_2 <= c, its G column groups (a party's columns each) each
-    clipped to c and rounded on its own by :func:`sqm.mechanism.quantize.dependent_round`, has ||x_hat||^2 <= B:
+    (:attr:`sqm.runtime.backend.Job.row_limit`): an integer such that every record with ||x||_2 <= c, its G column
+    groups (a party's columns each) each clipped to c and rounded on its own by
+    :func:`sqm.mechanism.quantize.dependent_round`, has ||x_hat||^2 <= B:
 
         B = floor((gamma c)^2 (1 + 2^-38) + n / 4 + 2 sqrt(G) gamma c) + 4 G.
 

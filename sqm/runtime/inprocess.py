@@ -169,8 +169,7 @@ class InProcessContext(PartyContext):
         if keep is not None:  # membership hiding: the records of the intersection only
             X = X[keep[:X.shape[0]]] if prog.n_vars else X
         if self.row_limit is not None:  # the records whose squared norm is within the limit only
-            X = X[np.array([sum(int(v) * int(v) for v in row) <= self.row_limit for row in X], dtype=bool)] \
-                if X.shape[0] else X
+            X = X[(X.astype(object) ** 2).sum(axis=1) <= self.row_limit] if X.shape[0] else X
         y = prog.evaluate(X)
         for _, addend in got:
             y = y + np.asarray(addend).astype(object)

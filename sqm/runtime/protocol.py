@@ -662,12 +662,8 @@ class PartyContext:
         """Each worker multiplies its shares of every row by its share of the row's bit (degree 2t) and one degree
         reduction among the workers brings it back to degree t.  Returns this worker's shares of I * X (None at
         a party that is no worker); since I^2 = I, the moments of (I X)^T X are those of the kept records alone."""
-        y2t = None
-        if self.pid in workers:
-            y2t = modarith.mul_mod(S, np.broadcast_to(bits[:, None], S.shape), p)
-        self._lap("masking rows (local)")
-        Y = await self.reshare(y2t, p, workers, (rows, width), receivers=workers)
-        self._lap("masking rows reduction")
+        Y = await compare.mul(self, S, None if bits is None else bits[:, None], p, workers, (rows, width))
+        self._lap("masking rows")
         return Y
 
     async def _moments(self, prog, S: np.ndarray, p: int, Y: np.ndarray | None = None) -> np.ndarray:
