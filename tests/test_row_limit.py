@@ -441,21 +441,3 @@ def test_row_limit_with_the_sharing_check():
     progs = [EvaluateJob(job)] + [EvaluateJob(job, FixedClient(X[:, 2 * j:2 * j + 2], prog.n_out)) for j in range(3)]
     real = run_in_process(progs, ideal=False)[0]["result"]
     assert [int(v) for v in real] == [int(v) for v in prog.evaluate(X[norms <= limit])]
-
-
-def test_shard_workers_with_a_row_limit_are_refused_before_any_share():
-    class Sharded(PartyProgram):
-        def __init__(self, inner):
-            self.inner = inner
-
-        def describe(self) -> str:
-            return self.inner.describe()
-
-        async def run(self, ctx):
-            ctx.shards = type("Shards", (), {"public": lambda self: ("2 shards",)})()
-            return await self.inner.run(ctx)
-
-    X = np.ones((10, 4), np.int64)
-    _, progs = _job(X, (2, 2), 10)
-    with pytest.raises(MPCError, match="row limit needs one process per party"):
-        run_in_process([Sharded(p) for p in progs], ideal=False)

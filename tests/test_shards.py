@@ -260,6 +260,24 @@ def test_the_sharing_check_runs_across_shards_and_names_a_deviating_client(tmp_p
     assert "the input sharing of client 2 is inconsistent" in str(err.value)
 
 
+def test_the_row_norm_check_runs_across_shards(tmp_path):
+    """The secure row norm check with 2 workers per party: every shard session compares its own records with
+    the job's row limit (agreed in each session's description).  The release is bit for bit the unsharded
+    checked job's, and differs from the unchecked one's (rows past c are left out in secret: the data has
+    some, since each client then clips its sub-row to c only)."""
+    spec, sharded = _sharded_job(tmp_path, rows=600)
+    task = dict(TASK, chunk_rows=128, row_norm_check=True)
+    X = np.random.default_rng(3).normal(size=(600, 9)) * 0.3
+    assert (np.linalg.norm(X, axis=1) > 1).sum() > 10  # records above c = 1 to leave out
+    a = run_job(spec, PCAJobTask(**task))
+    b = run_job(sharded, PCAJobTask(**task))
+    plain = run_job(spec, PCAJobTask(**TASK, chunk_rows=128))
+    assert np.array_equal(a[0]["result"]["raw"], b[0]["result"]["raw"])
+    assert not np.array_equal(a[0]["result"]["raw"], plain[0]["result"]["raw"])
+    assert all("shards" in r["phases"] for r in b)
+    assert all(w["bytes_sent"] > 0 for r in b[1:] for w in r["shard_workers"])
+
+
 @pytest.mark.slow
 def test_an_unreachable_dask_scheduler_is_named_before_any_share(tmp_path):
     """A party whose "engine" cannot be reached refuses the job naming its scheduler; every party stops and

@@ -626,8 +626,6 @@ class PartyContext:
             why = "programs of degree 2 at most (one more multiplication by each record's bit)"
         elif any(len(m) == 0 for m in prog.monomials):
             why = "programs without a constant monomial (the record count would count the records left out)"
-        elif self.shards is not None:
-            why = "one process per party (not shard workers)"
         if why is not None:
             raise ProtocolError(f"party {self.pid}: an evaluation with a row limit needs {why}; refused before any "
                                 f"share was sent")

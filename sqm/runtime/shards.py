@@ -99,18 +99,21 @@ class ShardWork(PartyProgram):
     job_digest: str
     membership: tuple | None = None  # membership hiding: (m, the server's indicator of these positions or None)
     seeds: dict | None = None  # the sharing check's seeds this party holds (secret: never in describe)
+    row_limit: int | None = None  # the job's row limit (sqm.runtime.compare): public, in describe
 
     def describe(self) -> str:
         return (f"shard {self.shard} of {self.count}: records [{self.start}, {self.stop}) of job "
                 f"{self.job_digest[:16]}, {int(self.p).bit_length()}-bit field, {self.rows_per_chunk} records per "
                 f"chunk, workers {list(self.workers)}" + (", membership hidden" if self.membership else "")
-                + (", sharings checked" if self.seeds is not None else ""))
+                + (", sharings checked" if self.seeds is not None else "")
+                + (f", row limit {int(self.row_limit)}" if self.row_limit is not None else ""))
 
     async def run(self, ctx):
         if self.membership is not None:  # membership hiding: the server's indicator of this shard's positions
             ctx.membership = Union(self.stop - self.start, int(self.membership[0]),
                                    indicator=None if self.membership[1] is None else
                                    np.asarray(self.membership[1], dtype=bool))
+        ctx.row_limit = None if self.row_limit is None else int(self.row_limit)
         return await ctx.shard_moments(self)
 
 
@@ -160,7 +163,7 @@ class ShardRunner:
                 mask = (int(ctx.membership.intersection), None if ind is None else ind[a:b].copy())
             works.append(ShardWork(s, self.count, a, b, prog, p, widths, rows_per_chunk, workers, bounds,
                                    prog.n_out, part, ctx.job_digest, mask,
-                                   None if check is None else dict(check.seeds)))
+                                   None if check is None else dict(check.seeds), ctx.row_limit))
         results = await self.run(ctx, works)
         ctx._lap("shards")
         if feed is not None:
