@@ -12,7 +12,6 @@ import subprocess
 import sys
 
 import jsonschema
-import pytest
 
 from sqm.cli import output
 

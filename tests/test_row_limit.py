@@ -108,6 +108,42 @@ def test_rejection_makes_r_uniform_in_the_field():
     assert stats.chisquare(np.bincount(r, minlength=p)).pvalue > ALPHA
 
 
+class AtLeastP(PartyProgram):
+    """Client 1 shares the bits of given values r < 2^k (k = bit length of p); the parties compute [r >= p]
+    (compare.at_least_p, the rejection step); opened to every party."""
+
+    def __init__(self, p, r=None, n=0):
+        self.p, self.r, self.n = p, r, n
+
+    async def run(self, ctx):
+        p, workers, k = self.p, _workers(ctx), self.p.bit_length()
+        out = {}
+        if ctx.pid == 1:
+            sh = shamir.share(compare.public_bits(self.r, k), ctx.M, ctx.t, p, ctx.rng)
+            out = {j: sh[j] for j in workers}
+        got = await ctx.send_recv(out, [1] if ctx.pid in workers else [], wire.shares((k, self.n), p), "bits")
+        res = await compare.at_least_p(ctx, got[0] if got else None, p, workers, self.n)
+        return await ctx.open_to(res, p, range(ctx.M), workers, (self.n,), degree=ctx.t)
+
+
+# p = 2^k - m for m = 1 (Mersenne: the top bits alone), 9, 15, 25 (a few low bits), 125 and 255 (one top bit)
+@pytest.mark.parametrize("p", [131, 257, 8191, 2039, 65521, (1 << 37) - 25, (1 << 61) - 1])
+@pytest.mark.parametrize("clients", [2, 3])
+def test_rejection_bit_is_exact_for_every_draw(p, clients):
+    """[r >= p] from p's form 2^k - m is exact: every r < 2^k for the small fields, the values from p - 100 up to
+    2^k - 1 and random ones for the large."""
+    k = p.bit_length()
+    if k <= 16:
+        r = np.arange(1 << k)
+    else:
+        edges = [0, 1, (1 << k) - 1, (1 << (k - 1)) - 1, 1 << (k - 1)]
+        r = np.concatenate([np.arange(p - 100, min(p + 100, 1 << k)), edges,
+                            np.random.default_rng(k).integers(0, 1 << k, size=100)])
+    progs = [AtLeastP(p, r if i == 1 else None, len(r)) for i in range(clients + 1)]
+    got = np.asarray(run_in_process(progs, ideal=False)[0]["result"])
+    assert got.tolist() == (r >= p).astype(int).tolist()
+
+
 def _opened_by(client, what_values, p, limit, seed):
     """The masked values c = x + r a worker opens in at_most (recorded at client 1)."""
     seen = []

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from sqm.mechanism.compensation import compensate
-from sqm.mechanism.polynomial import Polynomial, covariance, logreg_gradient
+from sqm.mechanism.polynomial import Polynomial, covariance
 from sqm.mechanism.quantize import dependent_round, stochastic_round
 from sqm.mechanism.sensitivity import (covariance_l2_paper, covariance_sensitivity, general_sensitivity,
                              l1_from_l2, logreg_l2_paper, logreg_sensitivity)

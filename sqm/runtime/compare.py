@@ -18,8 +18,9 @@ The protocol (semi-honest, t < M / 2, among the workers of the evaluation, at le
    2 log2(k) rounds (a Brent-Kung scan, :func:`suffix_products`);
 5. the random bits: t + 1 workers share uniform bits from their cryptographic generators; the parties XOR them
    (a xor b = a + b - 2ab, ceil(log2 (t + 1)) rounds), so a bit is unknown to any t parties (they miss at least
-   one contributor); r = sum_i 2^i r_i is made uniform in F_p by rejection: [p - 1 < r] is computed
-   as above and opened to every party (it says only which draws are redrawn, about one in 2^k / (2^k - p)).
+   one contributor); r = sum_i 2^i r_i is made uniform in F_p by rejection: [r >= p] is computed from p's form
+   2^k - m (:func:`at_least_p`: a product of the top bits and a comparison of the few low ones, about k + log2 m
+   products) and opened to every party (it says only which draws are redrawn, a share m / 2^k of them).
 
 What each party receives: shares (uniform, t of them independent of the secrets), c = x + r (uniform in F_p
 whatever x is) and the rejection bits (independent of every input).  A worker that deviates (shares a value
@@ -125,6 +126,41 @@ async def public_less_than(ctx, c_bits, r_bits, p: int, workers, shape) -> np.nd
     return modarith.sum_mod(diff, 0, p)
 
 
+async def product(ctx, F, p: int, workers, shape) -> np.ndarray | None:
+    """Shares of prod_i F_i (``F``: shares, (f, *rest), f >= 1) by a tree: f - 1 products in ceil(log2 f)
+    rounds."""
+    f, rest = int(shape[0]), tuple(int(s) for s in shape[1:])
+    mine = ctx.pid in workers
+    a = F
+    while f > 1:
+        half = f // 2
+        prod = await mul(ctx, a[0:2 * half:2] if mine else None, a[1:2 * half:2] if mine else None, p, workers,
+                         (half,) + rest)
+        a = np.concatenate([prod, a[2 * half:]]) if mine else None
+        f = half + f % 2
+    return a[0] if mine else None
+
+
+async def at_least_p(ctx, bits, p: int, workers, n: int) -> np.ndarray | None:
+    """Shares of [r >= p] for the n values r = sum_i 2^i r_i whose k = bit length of p bits ``bits`` (k, n) are
+    shared.  With p = 2^k - m (1 <= m < 2^(k-1), p odd), ell the bit length of m - 1 (so 2^ell >= m) and
+    L = 2^ell - m: p = (2^(k-ell) - 1) 2^ell + L, so r >= p exactly when its top k - ell bits are all 1 and its
+    low ell bits, read as a number, are at least L.  That is the product of the top bits and, when L > 0, of
+    [L - 1 < low] (:func:`public_less_than` on ell bits): k - ell products, plus at most 2 ell + 1, in place of
+    the 2k of a comparison with p - 1 over every bit (p below 2^k is the largest prime there: m is small)."""
+    k = p.bit_length()
+    m = (1 << k) - p
+    ell = (m - 1).bit_length()
+    low_bound = (1 << ell) - m
+    mine = ctx.pid in workers
+    factors = bits[ell:] if mine else None
+    if low_bound > 0:
+        c = public_bits(np.full(n, low_bound - 1), ell) if mine else None
+        low = await public_less_than(ctx, c, bits[:ell] if mine else None, p, workers, (ell, n))
+        factors = np.concatenate([factors, low[None]]) if mine else None
+    return await product(ctx, factors, p, workers, (k - ell + (low_bound > 0), n))
+
+
 async def uniform_with_bits(ctx, n: int, p: int, workers) -> np.ndarray | None:
     """Shares of the k = bit length of p bits (k, n) of n values r uniform in F_p (step 5: bits XORed over the
     workers, draws r >= p redrawn; which draws are redrawn is opened to every party)."""
@@ -132,11 +168,8 @@ async def uniform_with_bits(ctx, n: int, p: int, workers) -> np.ndarray | None:
     mine = ctx.pid in workers
     bits = await random_bits(ctx, (k, n), p, workers)
     todo = np.arange(n)
-    top = public_bits(np.full(n, p - 1), k)
     while todo.size:
-        sub = None if bits is None else bits[:, todo]
-        over = await public_less_than(ctx, None if sub is None else top[:, :todo.size], sub, p, workers,
-                                      (k, todo.size))
+        over = await at_least_p(ctx, None if bits is None else bits[:, todo], p, workers, todo.size)
         opened = await ctx.open_to(over, p, range(ctx.M), workers, (todo.size,), degree=ctx.t)
         todo = todo[np.asarray(opened) == 1]  # every party learns which draws were at least p, nothing else
         if todo.size:
