@@ -217,6 +217,36 @@ def rounding_microbench(blocks, gamma: float, repeat: int = 3) -> dict:
     return out
 
 
+def modmul_microbench(p: int, size: int = 2_000_000, repeat: int = 3) -> dict:
+    """Seconds (best of ``repeat``) of ``size`` elementwise products mod p (the job's field) by
+    :func:`sqm.runtime.modarith.quotient_mul_mod` with the quotient in float64 (what mul_mod uses below 2^50)
+    and in 80-bit long double (what it used before, and still uses above), with equal results checked."""
+    import numpy as np
+
+    from sqm.runtime import modarith
+
+    rng = np.random.default_rng(0)
+    a, b = rng.integers(0, p, size=(2, size), dtype=np.int64)
+    out = dict(field_bits=int(p).bit_length(), values=int(size))
+    kinds = [("long_double", np.longdouble)]
+    if int(p).bit_length() <= modarith.FLOAT_QUOTIENT_BITS:
+        kinds.append(("float64", np.float64))
+    results = []
+    for name, ftype in kinds:
+        best = float("inf")
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            r = modarith.quotient_mul_mod(a, b, p, ftype)
+            best = min(best, time.perf_counter() - t0)
+        out[f"{name}_seconds"] = best
+        results.append(r)
+    if len(results) == 2:
+        if not np.array_equal(results[0], results[1]):
+            raise AssertionError("the float64 and long double products differ")
+        out["ratio"] = out["long_double_seconds"] / out["float64_seconds"]
+    return out
+
+
 def gram_floor(X, threads: int | None = None, repeat: int = 3) -> dict:
     """Seconds (best of ``repeat``) of the plaintext float64 Gram ``X.T @ X`` with ``threads`` BLAS threads (None:
     as this process has them), the floor of the parties' local products."""
@@ -337,6 +367,7 @@ def run(rows=20000, cols=60, parties=2, gammas=None, epsilon=1.0, delta=1e-5, st
     import numpy as np
     from tqdm import tqdm
 
+    from sqm.runtime.field import prime_below
     from sqm.runtime.launch import record_jobs
     from sqm.mechanism.release import SQM
     from sqm.mechanism.polynomial import covariance
@@ -397,7 +428,8 @@ def run(rows=20000, cols=60, parties=2, gammas=None, epsilon=1.0, delta=1e-5, st
         out_rows.append(row)
     report = dict(shape=[rows, cols], parties=parties + 1, clients=parties, plaintext_seconds=plain_s,
                   rows=out_rows, rng="aes_ctr (AES-128-CTR keyed from OS entropy)", repeat=int(repeat),
-                  rounding=rounding_microbench(data.blocks, gammas[-1]), row_check=bool(row_check))
+                  rounding=rounding_microbench(data.blocks, gammas[-1]), row_check=bool(row_check),
+                  modmul=modmul_microbench(prime_below(out_rows[-1]["field_bits"])))
     if floors:  # measured after the secure runs, in the same command
         report["floors"] = measure_floors(X, parties, floor_mib)
         for row in out_rows:
@@ -437,6 +469,13 @@ def print_table(rep: dict) -> None:
         print(f"the clients' rounding of {rd['values']:,} values at gamma {rd['gamma']:.0f} (best of 3, outside the "
               f"protocol): dependent {rd['dependent_seconds']:.3f} s, independent {rd['independent_seconds']:.3f} s "
               f"(x{rd['ratio']:.1f})")
+    mm = rep.get("modmul")
+    if mm:
+        line = (f"{mm['values']:,} products mod the {mm['field_bits']}-bit field (best of 3, outside the protocol): "
+                f"long double quotient {mm['long_double_seconds']:.3f} s")
+        if "float64_seconds" in mm:
+            line += f", float64 quotient (mul_mod's) {mm['float64_seconds']:.3f} s (x{mm['ratio']:.1f})"
+        print(line)
     if rep.get("compare_rng"):
         print("WARNING: the PCG64 column is a benchmark of the old statistical generator (insecure), never a mode "
               "to run jobs in")

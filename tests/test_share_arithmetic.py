@@ -5,7 +5,8 @@ import pytest
 from sqm.runtime import modarith, shamir
 from sqm.runtime.field import FieldTooSmall, from_signed, prime_below, prime_for_bound, to_signed
 
-PRIMES = [prime_below(k) for k in (8, 31, 40, 53, 61, 62)]
+# mul_mod's paths: int64 below 2^31, a float64 quotient up to 50 bits, long double above (both edges in)
+PRIMES = [prime_below(k) for k in (8, 31, 32, 40, 50, 51, 53, 61, 62)]
 
 
 def _edge_values(p, rng, shape):
@@ -34,6 +35,22 @@ def test_elementwise_ops_match_python_integers(p):
     s = int(rng.integers(0, 2**62)) * 7919 + 3  # a scalar far above p
     assert list(modarith.scalar_mul_mod(a, s, p)) == list((A * s) % p)
     assert int(modarith.sum_mod(a, 0, p)) == int(A.sum() % p)
+
+
+@pytest.mark.parametrize("bits", [32, 45, 50])
+def test_float64_quotient_products_are_exact_where_a_b_over_p_is_near_an_integer(bits):
+    """mul_mod's float64 quotient (p below 2^50) in its hardest cases: a b = r (mod p) for r within 1000 of 0 or
+    of p (b = r a^-1 mod p), so a b / p lies within 1000 / p of an integer and the estimate's floor can be off
+    by one either way; 100,000 such products and 100,000 uniform ones, against Python integers."""
+    p = prime_below(bits)
+    rng = np.random.default_rng(bits)
+    a = rng.integers(1, p, size=100_000, dtype=np.int64)
+    r = rng.integers(0, 1000, size=100_000)
+    r = np.where(rng.random(100_000) < 0.5, r, p - 1 - r)
+    b = np.array([int(ri) * pow(int(ai), -1, p) % p for ai, ri in zip(a, r)], dtype=np.int64)
+    assert list(modarith.mul_mod(a, b, p)) == [int(v) for v in r]
+    a, b = rng.integers(0, p, size=(2, 100_000), dtype=np.int64)
+    assert list(modarith.mul_mod(a, b, p)) == list(_exact(a) * _exact(b) % p)
 
 
 @pytest.mark.parametrize("p", PRIMES)
