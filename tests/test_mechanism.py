@@ -120,6 +120,9 @@ def test_column_bounds_per_column_and_groups_must_stay_in_one_party():
         SQM(covariance(4), 64.0, mu=10.0, column_bounds=spans).run(data)
     with pytest.raises(ValueError, match="not both"):
         SQM(covariance(4), 64.0, mu=10.0, column_bounds=[1.0] * 4, party_bounds=[0.5, 0.5])
+    blocks = ColumnBounds.blocks([3, 1, 2], [1.0, 0.5, 2.0])  # one group per party's block
+    assert blocks.groups == ((0, 1, 2), (3,), (4, 5)) and blocks.bounds == (1.0, 0.5, 2.0)
+    assert [len(blocks.local([3, 1, 2], p)) for p in range(3)] == [1, 1, 1]
 
 
 def test_sqm_round_in_a_long_lived_party_program():

@@ -346,10 +346,7 @@ class SQM:
     def bounds_for(self, col_counts) -> ColumnBounds:
         """The column groups and bounds of a release over parties holding ``col_counts`` columns (checked)."""
         if self.row_norm_check:  # each party's sub-row within c: whole rows are checked in the secure evaluation
-            counts = [int(c) for c in col_counts]
-            starts = np.concatenate([[0], np.cumsum(counts)]).astype(int).tolist()
-            cb = ColumnBounds(tuple(tuple(range(starts[p], starts[p + 1])) for p in range(len(counts))),
-                              (self.row_norm_bound,) * len(counts))
+            cb = ColumnBounds.blocks(col_counts, [self.row_norm_bound] * len(col_counts))
         else:
             cb = self.column_bounds or ColumnBounds.parties(col_counts, self.row_norm_bound, self.party_bounds)
         for p in range(len(col_counts)):

@@ -86,6 +86,11 @@ def clip_rows(block: np.ndarray, bound: float) -> tuple[np.ndarray, int]:
     return out, int(over.sum())
 
 
+def block_starts(col_counts) -> list[int]:
+    """Where each party's block of columns starts in the joint row, and the total last: [0, n_1, n_1 + n_2, ...]."""
+    return np.concatenate([[0], np.cumsum([int(c) for c in col_counts])]).astype(int).tolist()
+
+
 @dataclass(frozen=True)
 class ColumnBounds:
     """Public per-column bounds: the columns ``groups[g]`` (global indices) satisfy ||x_G||_2 <= ``bounds[g]``.
@@ -117,12 +122,19 @@ class ColumnBounds:
         return cls(tuple((j,) for j in range(b.size)), tuple(b.tolist()))
 
     @classmethod
+    def blocks(cls, col_counts, bounds) -> "ColumnBounds":
+        """One group per party, its whole block of columns, with bound ``bounds[p]`` (||x_p||_2 <= bounds[p])."""
+        starts = block_starts(col_counts)
+        return cls(tuple(tuple(range(starts[p], starts[p + 1])) for p in range(len(starts) - 1)),
+                   tuple(float(b) for b in bounds))
+
+    @classmethod
     def parties(cls, col_counts, row_norm_bound: float = 1.0, party_bounds=None, separate=None) -> "ColumnBounds":
         """One group per party (its sub-row, bounds from :func:`party_norm_bounds` over the columns left in it),
         except the columns in ``separate`` ({global column: bound}), each its own group: e.g. a label column."""
         counts = [int(c) for c in col_counts]
         separate = {int(j): float(b) for j, b in (separate or {}).items()}
-        starts = np.concatenate([[0], np.cumsum(counts)]).astype(int)
+        starts = block_starts(counts)
         rest = [[j for j in range(starts[p], starts[p + 1]) if j not in separate] for p in range(len(counts))]
         held = [p for p, r in enumerate(rest) if r]
         pb = None if party_bounds is None else [party_bounds[p] for p in held]
@@ -148,7 +160,7 @@ class ColumnBounds:
     def local(self, col_counts, party: int) -> list[tuple[np.ndarray, float]]:
         """Party ``party``'s (0-based) groups as (its local column indices, bound); checks the layout."""
         counts = [int(c) for c in col_counts]
-        starts = np.concatenate([[0], np.cumsum(counts)]).astype(int)
+        starts = block_starts(counts)
         if starts[-1] != self.n_cols:
             raise UsageError(f"column bounds cover {self.n_cols} columns but the parties hold {starts[-1]}")
         owner = np.repeat(np.arange(len(counts)), counts)
