@@ -306,6 +306,11 @@ def test_hidden_membership_with_shard_workers_equals_one_process_per_party(tmp_p
     assert [int(v) for v in a[0]["result"]["raw"]] == [int(v) for v in b[0]["result"]["raw"]] == \
         [int(v) for v in c[0]["result"]["raw"]] == [int(v) for v in d[0]["result"]["raw"]]
     assert all(len(r["shard_workers"]) == 2 for r in b) and b[0]["result"]["alignment"]["membership"] == "hidden"
+    # the secure row norm check on top: each record's bit is its membership times [within the limit], in every
+    # shard's session alike
+    e = run_job(hide, PCAJobTask(**TASK, chunk_rows=64, row_norm_check=True))
+    f = run_job(both, PCAJobTask(**TASK, chunk_rows=64, row_norm_check=True))
+    assert [int(v) for v in e[0]["result"]["raw"]] == [int(v) for v in f[0]["result"]["raw"]]
 
 
 # ----- what a client sees ----------------------------------------------------------------------------------------
