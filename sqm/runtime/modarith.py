@@ -66,14 +66,14 @@ def mul_mod(a, b, p: int) -> np.ndarray:
     b = np.asarray(b, dtype=np.int64)
     if p < (1 << 31):
         return a * b % p
-    return quotient_mul_mod(a, b, p, np.float64 if p.bit_length() <= FLOAT_QUOTIENT_BITS else _LD)
+    return quotient_mul_mod(a, b, p, np.float64 if int(p).bit_length() <= FLOAT_QUOTIENT_BITS else _LD)
 
 
 def quotient_mul_mod(a: np.ndarray, b: np.ndarray, p: int, ftype) -> np.ndarray:
     """a * b mod p (int64 arrays in [0, p)) with the quotient estimated in ``ftype``: np.float64 (exact for
     p < 2^50) or np.longdouble (p < 2^62); :func:`mul_mod` chooses.  ``sqm bench bgw-cost`` times both."""
     if ftype is np.float64:
-        if p.bit_length() > FLOAT_QUOTIENT_BITS:
+        if int(p).bit_length() > FLOAT_QUOTIENT_BITS:
             raise UsageError(f"a float64 quotient is exact for p below 2^{FLOAT_QUOTIENT_BITS}, not {p}")
         q = np.floor(a.astype(np.float64) * b.astype(np.float64) * (1.0 / p)).astype(np.int64)
     else:
