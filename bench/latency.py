@@ -11,6 +11,8 @@ Jobs (each party a ``python -m sqm.runtime.party`` process, :func:`sqm.runtime.l
 
 - ``covariance``: one secure covariance release (:class:`sqm.mechanism.release.SQM` of
   :func:`sqm.mechanism.polynomial.covariance`, backend "mpyc": its party programs, :meth:`SQM.programs`);
+- ``covariance-check`` (not run by default): the same release with the secure row norm check
+  (``row_norm_check``, :mod:`sqm.runtime.compare`), whose comparison adds its rounds per chunk;
 - ``lr``: SQM-LR (:class:`sqm.methods.logreg.party.LRParty`) for R = 1 and R = ``--lr-rounds`` iterations: the
   difference, divided by R - 1, is the cost of one iteration without the setup (key, checks, plan);
 - ``pbm-vfl``: PBM-VFL (:class:`sqm.methods.pbm_vfl.party.PBMVFLProgram`, BGW secure sum) for 1 and
@@ -69,7 +71,8 @@ import time
 from bench.common import finish
 from sqm.runtime.party import PartyProgram
 
-JOBS = ("covariance", "lr", "pbm-vfl")
+JOBS = ("covariance", "lr", "pbm-vfl", "covariance-check")
+DEFAULT_JOBS = ("covariance", "lr", "pbm-vfl")
 TOLERANCE = 0.20  # the model must explain each measurement within 20%
 OUTSIDE = 5  # one-way delays of a job outside its programs: connect (id, OK), job agreement, closing barrier, close
 
@@ -191,7 +194,7 @@ def rounds(traces) -> int:
 # ----- the jobs -------------------------------------------------------------------------------------------------
 
 
-def covariance_programs(rows: int, cols: int, clients: int, seed: int):
+def covariance_programs(rows: int, cols: int, clients: int, seed: int, row_norm_check: bool = False):
     import numpy as np
 
     from sqm.mechanism.release import SQM
@@ -200,8 +203,8 @@ def covariance_programs(rows: int, cols: int, clients: int, seed: int):
 
     X = np.random.default_rng(seed).normal(size=(rows, cols))
     X /= 1.01 * np.linalg.norm(X, axis=1, keepdims=True)
-    programs, _ = SQM(covariance(cols), 4096.0, epsilon=1.0, backend="mpyc", seed=seed).programs(
-        VerticalData.split(X, clients))
+    programs, _ = SQM(covariance(cols), 4096.0, epsilon=1.0, backend="mpyc", seed=seed,
+                      row_norm_check=row_norm_check).programs(VerticalData.split(X, clients))
     return programs
 
 
@@ -322,7 +325,7 @@ def _per_iteration(job, delay, one, many, base_one, base_many, R):
             "within_2x_rounds_x_delay": None if delay == 0 else span <= 2 * L * delay / 1e3}
 
 
-def run(delays=(0, 5, 20, 50), jobs=JOBS, clients: int = 3, rows: int = 20000, cols: int = 20,
+def run(delays=(0, 5, 20, 50), jobs=DEFAULT_JOBS, clients: int = 3, rows: int = 20000, cols: int = 20,
         features: int = 100, batch: int = 64, lr_records: int = 20000, lr_rounds: int = 10, vfl_steps: int = 6,
         seed: int = 0, repeat: int = 3, progress: bool = True) -> dict:
     delays = sorted({float(d) for d in delays} | {0.0})
@@ -333,6 +336,9 @@ def run(delays=(0, 5, 20, 50), jobs=JOBS, clients: int = 3, rows: int = 20000, c
     if "covariance" in jobs:
         variants.append(("covariance", f"{rows} x {cols}", None,
                          lambda: covariance_programs(rows, cols, clients, seed), ()))
+    if "covariance-check" in jobs:  # the same release with the secure row norm check (sqm.runtime.compare)
+        variants.append(("covariance-check", f"{rows} x {cols}, row norm check", None,
+                         lambda: covariance_programs(rows, cols, clients, seed, row_norm_check=True), ()))
     if "lr" in jobs:
         for R in (1, lr_rounds):
             variants.append(("lr", f"d={features}, batch {batch}, R={R}", R,
@@ -445,7 +451,9 @@ def _floats(s: str) -> list[float]:
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--delays", default="0,5,20,50", help="one-way delays in ms (default 0,5,20,50; 0 is always run)")
-    ap.add_argument("--jobs", default=",".join(JOBS), help=f"comma-separated jobs (default all: {', '.join(JOBS)})")
+    ap.add_argument("--jobs", default=",".join(DEFAULT_JOBS),
+                    help=f"comma-separated jobs among {', '.join(JOBS)} (default {', '.join(DEFAULT_JOBS)}; "
+                         f"covariance-check: the covariance release with the secure row norm check)")
     ap.add_argument("--clients", type=int, default=3, help="clients; parties = clients + 1 (default 3)")
     ap.add_argument("--rows", type=int, default=20000, help="covariance records (default 20000)")
     ap.add_argument("--cols", type=int, default=20, help="covariance columns (default 20)")

@@ -173,3 +173,25 @@ def test_lr_iteration_is_two_one_way_delays(clients):
     per_iteration = (len(many[0]) - len(one[0])) // 3
     assert per_iteration == (2 if clients == 3 else 3)
     assert [x[0] for x in many[0][-per_iteration:]][-1] == "open result"
+
+
+@pytest.mark.parametrize("rows", [300, 9000])  # a 34-bit and a 39-bit field: 25 and 24 rounds
+def test_row_norm_check_adds_the_rounds_its_protocol_names(rows):
+    """The covariance release with the secure row norm check (in process, the real protocol over the mailboxes):
+    one chunk's critical path is that of the release without it plus compare.row_check_rounds(p, t) one-way
+    delays (the bench's covariance-check job), and the integers are those of the ideal functionality."""
+    from sqm.runtime import compare
+    from sqm.runtime.field import prime_below
+    from sqm.runtime.inprocess import run_in_process
+
+    def traced(check):
+        progs = latency.covariance_programs(rows, 4, 3, 3, row_norm_check=check)
+        recs = run_in_process([latency.Traced(p) for p in progs], timeout=120, ideal=False)
+        ideal = run_in_process(progs, timeout=120)
+        out = recs[0]["result"]["result"]
+        assert np.array_equal(out.raw, ideal[0]["result"].raw)
+        return latency.rounds([r["result"]["trace"] for r in recs]), out.field_bits
+
+    (plain, _), (checked, bits) = traced(False), traced(True)
+    assert checked - plain == compare.row_check_rounds(prime_below(bits), 1) >= 20
+    assert bits == {300: 34, 9000: 39}[rows]

@@ -210,6 +210,34 @@ async def at_most(ctx, v, limit: int, p: int, workers, n: int) -> np.ndarray | N
     return None if low is None else modarith.sub_mod(np.ones(n, dtype=np.int64), low, p)
 
 
+def scan_rounds(k: int) -> int:
+    """The exchanges of :func:`suffix_products` on k elements: its up- and down-sweep steps that have targets."""
+    rounds, s = 0, 1
+    while s < k:
+        rounds += int(2 * s - 1 < k)
+        s *= 2
+    s //= 2
+    while s >= 1:
+        rounds += int(3 * s - 1 < k)
+        s //= 2
+    return rounds
+
+
+def row_check_rounds(p: int, t: int) -> int:
+    """The exchanges the row norm check adds to a chunk's evaluation, one after the other (the one-way delays it
+    adds to the critical path when no draw is redrawn, which happens to a share m / 2^k of them): the norm's
+    degree reduction, the random bits (the dealers' shares, then ceil(log2 (t + 1)) XOR rounds), the rejection
+    (:func:`at_least_p`: the low bits' scan, the product tree, the opening), the opening of c, the comparison's
+    scan, the product for the LSB and the masking of the rows."""
+    k = p.bit_length()
+    m = (1 << k) - p
+    ell = (m - 1).bit_length()
+    low = (1 << ell) - m
+    factors = k - ell + (low > 0)
+    rejection = (scan_rounds(ell) if low > 0 else 0) + (factors - 1).bit_length() + 1
+    return 1 + 1 + int(t).bit_length() + rejection + 1 + scan_rounds(k) + 1 + 1  # ceil(log2 (t + 1)) = bit length of t
+
+
 async def row_norm_within(ctx, S, limit: int, p: int, workers, n: int) -> np.ndarray | None:
     """Shares of [sum_j S_ij^2 <= limit] for each of the n records of ``S`` (this worker's degree-t shares of
     the records, n x variables; None at a party that is no worker)."""
