@@ -219,8 +219,8 @@ def rounding_microbench(blocks, gamma: float, repeat: int = 3) -> dict:
 
 def modmul_microbench(p: int, size: int = 2_000_000, repeat: int = 3) -> dict:
     """Seconds (best of ``repeat``) of ``size`` elementwise products mod p (the job's field) by
-    :func:`sqm.runtime.modarith.quotient_mul_mod` with the quotient in float64 (what mul_mod uses below 2^50)
-    and in 80-bit long double (what it used before, and still uses above), with equal results checked."""
+    :func:`sqm.runtime.modarith.mul_mod` (float64 quotients) and with an 80-bit long double quotient (what it
+    used before: :func:`sqm.runtime.modarith.quotient_mul_mod`), with equal results checked."""
     import numpy as np
 
     from sqm.runtime import modarith
@@ -228,22 +228,19 @@ def modmul_microbench(p: int, size: int = 2_000_000, repeat: int = 3) -> dict:
     rng = np.random.default_rng(0)
     a, b = rng.integers(0, p, size=(2, size), dtype=np.int64)
     out = dict(field_bits=int(p).bit_length(), values=int(size))
-    kinds = [("long_double", np.longdouble)]
-    if int(p).bit_length() <= modarith.FLOAT_QUOTIENT_BITS:
-        kinds.append(("float64", np.float64))
     results = []
-    for name, ftype in kinds:
+    for name, fn in (("long_double", lambda: modarith.quotient_mul_mod(a, b, p, np.longdouble)),
+                     ("mul_mod", lambda: modarith.mul_mod(a, b, p))):
         best = float("inf")
         for _ in range(repeat):
             t0 = time.perf_counter()
-            r = modarith.quotient_mul_mod(a, b, p, ftype)
+            r = fn()
             best = min(best, time.perf_counter() - t0)
         out[f"{name}_seconds"] = best
         results.append(r)
-    if len(results) == 2:
-        if not np.array_equal(results[0], results[1]):
-            raise AssertionError("the float64 and long double products differ")
-        out["ratio"] = out["long_double_seconds"] / out["float64_seconds"]
+    if not np.array_equal(results[0], results[1]):
+        raise AssertionError("mul_mod and the long double products differ")
+    out["ratio"] = out["long_double_seconds"] / out["mul_mod_seconds"]
     return out
 
 
@@ -471,11 +468,9 @@ def print_table(rep: dict) -> None:
               f"(x{rd['ratio']:.1f})")
     mm = rep.get("modmul")
     if mm:
-        line = (f"{mm['values']:,} products mod the {mm['field_bits']}-bit field (best of 3, outside the protocol): "
-                f"long double quotient {mm['long_double_seconds']:.3f} s")
-        if "float64_seconds" in mm:
-            line += f", float64 quotient (mul_mod's) {mm['float64_seconds']:.3f} s (x{mm['ratio']:.1f})"
-        print(line)
+        print(f"{mm['values']:,} products mod the {mm['field_bits']}-bit field (best of 3, outside the protocol): "
+              f"long double quotient {mm['long_double_seconds']:.3f} s, mul_mod (float64 quotients) "
+              f"{mm['mul_mod_seconds']:.3f} s (x{mm['ratio']:.1f})")
     if rep.get("compare_rng"):
         print("WARNING: the PCG64 column is a benchmark of the old statistical generator (insecure), never a mode "
               "to run jobs in")

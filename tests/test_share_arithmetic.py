@@ -5,7 +5,7 @@ import pytest
 from sqm.runtime import modarith, shamir
 from sqm.runtime.field import FieldTooSmall, from_signed, prime_below, prime_for_bound, to_signed
 
-# mul_mod's paths: int64 below 2^31, a float64 quotient up to 50 bits, long double above (both edges in)
+# mul_mod's paths: int64 below 2^31, a float64 quotient up to 50 bits, split in 31-bit halves above (edges in)
 PRIMES = [prime_below(k) for k in (8, 31, 32, 40, 50, 51, 53, 61, 62)]
 
 
@@ -37,11 +37,26 @@ def test_elementwise_ops_match_python_integers(p):
     assert int(modarith.sum_mod(a, 0, p)) == int(A.sum() % p)
 
 
-@pytest.mark.parametrize("bits", [32, 45, 50])
+@pytest.mark.parametrize("p", PRIMES)
+def test_scalar_products_at_every_path(p):
+    """scalar_mul_mod by scalars on each of its paths (int64 where s p < 2^63, the float64 quotient below 2^49,
+    the general product above; s or -s mod p, whichever is smaller) and small_mul_mod, against Python integers."""
+    a = _edge_values(p, np.random.default_rng(p % 997), 20_000)
+    scalars = [0, 1, 2, 3, 8, 252, 1 << 31, (1 << 49) - 1, 1 << 49, p - 1, p - 8, p - (1 << 48), p // 3,
+               7 * p + 5, -3, (1 << 70) + 11]
+    for s in scalars:
+        want = (_exact(a) * (s % p)) % p
+        assert list(modarith.scalar_mul_mod(a, s, p)) == list(want), s
+        if s >= 0:
+            assert list(modarith.small_mul_mod(a, s, p)) == list(want), s
+
+
+@pytest.mark.parametrize("bits", [32, 45, 50, 51, 56, 61, 62])
 def test_float64_quotient_products_are_exact_where_a_b_over_p_is_near_an_integer(bits):
-    """mul_mod's float64 quotient (p below 2^50) in its hardest cases: a b = r (mod p) for r within 1000 of 0 or
-    of p (b = r a^-1 mod p), so a b / p lies within 1000 / p of an integer and the estimate's floor can be off
-    by one either way; 100,000 such products and 100,000 uniform ones, against Python integers."""
+    """mul_mod's float64 quotients (one below 2^50, three on 31-bit halves above) in their hardest cases:
+    a b = r (mod p) for r within 1000 of 0 or of p (b = r a^-1 mod p), so a b / p lies within 1000 / p of an
+    integer and the estimate's floor can be off by one either way; 100,000 such products and 100,000 uniform
+    ones, against Python integers."""
     p = prime_below(bits)
     rng = np.random.default_rng(bits)
     a = rng.integers(1, p, size=100_000, dtype=np.int64)
@@ -107,7 +122,22 @@ def test_modulus_out_of_range_is_refused():
         modarith.mul_mod(np.array([1]), np.array([1]), 2**62 + 1)
 
 
-@pytest.mark.parametrize("M", [3, 5, 7])
+@pytest.mark.parametrize("M", [3, 4, 5, 7])
+def test_shares_are_the_polynomial_at_1_to_M(M):
+    """share(secret) is f(1..M) for f(x) = secret + sum_j c_j x^j with the t coefficients the generator draws
+    first (Python integers as the reference): the walk by additions (t = 1 directly), for an array and a 0-d
+    secret."""
+    p, t = prime_below(61), shamir.default_threshold(M)
+    for secret in (_edge_values(p, np.random.default_rng(M), (3, 4)), np.int64(p - 2)):
+        got = shamir.share(secret, M, t, p, np.random.default_rng(9))
+        draw = np.random.default_rng(9)
+        coefs = [draw.integers(0, p, size=np.shape(secret), dtype=np.int64).astype(object) for _ in range(t)]
+        for i in range(1, M + 1):
+            want = (np.asarray(secret).astype(object) + sum(c * i ** (j + 1) for j, c in enumerate(coefs))) % p
+            assert np.asarray(got[i - 1]).tolist() == np.asarray(want).tolist()
+
+
+@pytest.mark.parametrize("M", [3, 4, 5, 7])
 def test_shamir_round_trip_and_threshold(M):
     p = prime_below(61)
     t = shamir.default_threshold(M)

@@ -24,10 +24,11 @@ def _check_p(p: int) -> None:
         raise UsageError(f"modulus must lie in [2, 2^{MAX_FAST_BITS}), got {p}")
 
 
-def add_mod(a, b, p: int) -> np.ndarray:
+def add_mod(a, b, p: int, out: np.ndarray | None = None) -> np.ndarray:
     """(a + b) mod p for a, b in [0, p): s = a + b < 2p, then min(s, s - p) read as unsigned 64-bit integers
-    (s - p wraps to above 2^63 when s < p), two branch-free passes, in place."""
-    s = np.asarray(np.add(a, b, dtype=np.int64))
+    (s - p wraps to above 2^63 when s < p), two branch-free passes, in place (into ``out`` when given: an int64
+    array of the result's shape)."""
+    s = np.asarray(np.add(a, b, dtype=np.int64) if out is None else np.add(a, b, out=out))
     u = s.view(np.uint64)
     np.minimum(u, u - np.uint64(p), out=u)
     return s
@@ -59,49 +60,82 @@ def mul_mod(a, b, p: int) -> np.ndarray:
       reciprocal 1/p and their product each round with relative error at most 2^-53, so the estimate is
       a b / p (1 + e) with |e| < 2^-51, and a b / p < p < 2^50 makes its error below 1/2: floor gives q - 1, q or
       q + 1, and r lies in [-p, 2p);
-    - else 80-bit long double (64-bit mantissa), the same argument with 2^-64: q off by at most one.
-    The float64 path runs several times faster than the long double one (SIMD; x87 has none)."""
+    - above: b = b_hi 2^31 + b_lo, and a b = (a b_hi mod p) 2^31 + a b_lo, three products with a factor below
+      2^31, each with a float64 quotient (a x / p < x < 2^31: the estimate's error, at most 4 roundings of
+      2^-53 relative, is below 2^-19), the middle one by :func:`scalar_mul_mod`.
+    The float64 paths run several times faster than an 80-bit long double quotient (SIMD; x87 has none), which
+    every field used before (:func:`quotient_mul_mod` keeps it, for the bench)."""
     _check_p(p)
     a = np.asarray(a, dtype=np.int64)
     b = np.asarray(b, dtype=np.int64)
     if p < (1 << 31):
         return a * b % p
-    return quotient_mul_mod(a, b, p, np.float64 if int(p).bit_length() <= FLOAT_QUOTIENT_BITS else _LD)
+    if int(p).bit_length() <= FLOAT_QUOTIENT_BITS:
+        return quotient_mul_mod(a, b, p, np.float64)
+    inv = 1.0 / p
+    af = a.astype(np.float64)
+    hi, lo = b >> 31, b & ((1 << 31) - 1)
+    x = _remainder(a, hi, p, np.floor(af * hi.astype(np.float64) * inv).astype(np.int64))
+    y = _remainder(a, lo, p, np.floor(af * lo.astype(np.float64) * inv).astype(np.int64))
+    return add_mod(scalar_mul_mod(x, 1 << 31, p), y, p)
 
 
 def quotient_mul_mod(a: np.ndarray, b: np.ndarray, p: int, ftype) -> np.ndarray:
     """a * b mod p (int64 arrays in [0, p)) with the quotient estimated in ``ftype``: np.float64 (exact for
-    p < 2^50) or np.longdouble (p < 2^62); :func:`mul_mod` chooses.  ``sqm bench bgw-cost`` times both."""
+    p < 2^50, :func:`mul_mod`'s path there) or np.longdouble (p < 2^62; what mul_mod used before, kept for
+    ``sqm bench bgw-cost``, which times it against mul_mod)."""
     if ftype is np.float64:
         if int(p).bit_length() > FLOAT_QUOTIENT_BITS:
             raise UsageError(f"a float64 quotient is exact for p below 2^{FLOAT_QUOTIENT_BITS}, not {p}")
         q = np.floor(a.astype(np.float64) * b.astype(np.float64) * (1.0 / p)).astype(np.int64)
     else:
         q = np.floor(a.astype(_LD) * b.astype(_LD) / _LD(p)).astype(np.int64)
+    return _remainder(a, b, p, q)
+
+
+def _remainder(a: np.ndarray, b, p: int, q: np.ndarray) -> np.ndarray:
+    """a b mod p from a quotient estimate q within one of floor(a b / p): r = a b - q p in wrapping 64-bit
+    integers (exact modulo 2^64, and in [-p, 2p), so exact), then one correction each way."""
     with np.errstate(over="ignore"):
-        r = np.asarray(a.view(np.uint64) * b.view(np.uint64) - q.view(np.uint64) * np.uint64(p)).view(np.int64)
+        r = np.asarray(a.view(np.uint64) * np.asarray(b, dtype=np.int64).view(np.uint64)
+                       - q.view(np.uint64) * np.uint64(p)).view(np.int64)
     np.add(r, np.where(r < 0, np.int64(p), np.int64(0)), out=r)  # now in [0, 2p): min(r, r - p) as unsigned
     u = r.view(np.uint64)
     np.minimum(u, u - np.uint64(p), out=u)
     return r
 
 
+SCALAR_FLOAT_BITS = 49  # a scalar below 2^49 multiplies with a float64 quotient in any field (scalar_mul_mod)
+
+
 def small_mul_mod(a, s: int, p: int) -> np.ndarray:
-    """a * s mod p for a small non-negative integer s with s * p < 2^63 (plain int64 arithmetic)."""
+    """a * s mod p for a small non-negative integer s with s * p < 2^63 (plain int64 arithmetic; any other s
+    goes to :func:`scalar_mul_mod`)."""
     if not 0 <= s or s * p >= (1 << 63):
-        return mul_mod(a, s % p, p)
+        return scalar_mul_mod(a, s, p)
     return np.asarray(a, dtype=np.int64) * np.int64(s) % p
 
 
 def scalar_mul_mod(a, s: int, p: int) -> np.ndarray:
-    """a * s mod p for a Python integer s of any size (plain int64 arithmetic when s or -s mod p is small,
-    e.g. the Lagrange coefficients of points 1..M, which are +-binomial(M, i))."""
+    """a * s mod p for a Python integer s of any size and a in [0, p), by the smaller representative of s or
+    -s mod p (e.g. the Lagrange coefficients of points 1..M, which are +-binomial(M, i)):
+    - s p < 2^63: plain int64;
+    - s < 2^49 (:data:`SCALAR_FLOAT_BITS`): the quotient in float64, in any field up to 2^62.  a s / p < s, and
+      the estimate float(a) (s / p) has relative error below 2^-51, so its error is below 1/4: floor is off by
+      at most one (corrected by :func:`_remainder`);
+    - else :func:`mul_mod`."""
+    _check_p(p)
     s = int(s) % p
-    if s * p < (1 << 63):
-        return small_mul_mod(a, s, p)
-    if (p - s) * p < (1 << 63):
-        return neg_mod(small_mul_mod(a, p - s, p), p)
-    return mul_mod(a, np.int64(s), p)
+    neg = p - s < s
+    m = p - s if neg else s
+    if m * p < (1 << 63):
+        out = np.asarray(a, dtype=np.int64) * np.int64(m) % p
+    elif m < (1 << SCALAR_FLOAT_BITS):
+        a = np.asarray(a, dtype=np.int64)
+        out = _remainder(a, np.int64(m), p, np.floor(a.astype(np.float64) * (m / p)).astype(np.int64))
+    else:
+        return mul_mod(a, np.int64(s), p)
+    return neg_mod(out, p) if neg else out
 
 
 def sum_mod(a, axis, p: int) -> np.ndarray:

@@ -17,7 +17,8 @@ def share(secret, n_parties: int, t: int, p: int, rng: np.random.Generator) -> n
 
     f is evaluated at 0..t by Horner's rule, then walked to the points 1..M by forward differences
     (f(x + 1) = f(x) + Delta f(x), Delta^k f(x + 1) = Delta^k f(x) + Delta^(k+1) f(x), Delta^t f constant):
-    t modular additions per party instead of t modular multiplications.
+    t modular additions per party instead of t modular multiplications, each share written in place.  For
+    t = 1 (3 or 4 parties) f(x) = secret + c x is walked directly: one addition per party.
 
     ``rng`` draws the t random coefficients, uniform in [0, p): the shares hide the secret only if it is a
     cryptographic generator (:func:`sqm.runtime.randomness.secure_generator`, what every party uses).
@@ -26,6 +27,12 @@ def share(secret, n_parties: int, t: int, p: int, rng: np.random.Generator) -> n
     if not 0 <= t < n_parties:
         raise UsageError(f"threshold {t} must lie in [0, {n_parties})")
     coefs = [rng.integers(0, p, size=secret.shape, dtype=np.int64) for _ in range(t)]
+    out = np.empty((n_parties,) + secret.shape, dtype=np.int64)
+    if t == 1:  # f(x) = secret + c x: f(1) = secret + c, f(x + 1) = f(x) + c, each written in place
+        modarith.add_mod(secret, coefs[0], p, out=out[0, ...])
+        for i in range(1, n_parties):
+            modarith.add_mod(out[i - 1, ...], coefs[0], p, out=out[i, ...])
+        return out
     vals = [secret]
     for x in range(1, t + 1):
         acc = np.zeros(secret.shape, dtype=np.int64)
@@ -38,11 +45,10 @@ def share(secret, n_parties: int, t: int, p: int, rng: np.random.Generator) -> n
     for k in range(1, t + 1):
         for j in range(t, k - 1, -1):
             diff[j] = modarith.sub_mod(diff[j], diff[j - 1], p)
-    out = np.empty((n_parties,) + secret.shape, dtype=np.int64)
     for i in range(n_parties):  # step x -> x + 1, ascending k uses the not yet updated Delta^(k+1)
-        for k in range(t):
+        diff[0] = modarith.add_mod(diff[0], diff[1], p, out=out[i, ...])  # f(i + 1), written in place
+        for k in range(1, t):
             diff[k] = modarith.add_mod(diff[k], diff[k + 1], p)
-        out[i] = diff[0]
     return out
 
 
@@ -87,6 +93,12 @@ def reconstruct(shares, points, p: int) -> np.ndarray:
     """f(0) from shares (len(points), ...) at ``points``; needs more points than the degree."""
     shares = np.asarray(shares, dtype=np.int64)
     lam = lagrange_at_zero(points, p)
+    signed = [int(v) if v <= p // 2 else int(v) - p for v in lam]  # small for points 1..M: +-binomials
+    if sum(abs(v) for v in signed) * p < (1 << 63):  # sum_i l_i s_i exact in int64, one reduction at the end
+        acc = shares[0] * np.int64(signed[0])
+        for l_i, s in zip(signed[1:], shares[1:]):
+            acc += s * np.int64(l_i)
+        return np.asarray(acc % p)
     acc = np.zeros(shares.shape[1:], dtype=np.int64)
     for l_i, s in zip(lam, shares):
         acc = modarith.add_mod(acc, modarith.scalar_mul_mod(s, l_i, p), p)
