@@ -219,8 +219,9 @@ def register(sub) -> None:
                         "would, instead of each client clipping its sub-rows to its share of c: each client "
                         "clips its sub-row to c and a secure comparison per record keeps the records whose "
                         "quantized squared norm over all columns is within the row limit (every record with "
-                        "||x|| <= c is kept; nobody learns which records were left out).  About 20 more "
-                        "exchanges per chunk; at least 2 clients")
+                        "||x|| <= c is kept; nobody learns which records were left out).  About 25 more "
+                        "exchanges per chunk and several times the bytes (see the docs' benchmarks); works "
+                        "with shard workers and membership hiding; at least 2 clients")
     p.add_argument("--runs", type=int, default=1, help="average utilities over this many runs (default 1)")
     p.set_defaults(func=_run_cli)
     declare_task(p, ("components", "epsilon", "delta", "gamma", "row_norm_bound", "chunk_rows", "robust_noise",
