@@ -141,6 +141,15 @@ async def product(ctx, F, p: int, workers, shape) -> np.ndarray | None:
     return a[0] if mine else None
 
 
+def prime_form(p: int) -> tuple[int, int, int]:
+    """(k, ell, L) with p = 2^k - m, ell the bit length of m - 1 (2^ell >= m) and L = 2^ell - m, so that
+    p = (2^(k-ell) - 1) 2^ell + L: the rejection step's split of r's bits (:func:`at_least_p`)."""
+    k = p.bit_length()
+    m = (1 << k) - p
+    ell = (m - 1).bit_length()
+    return k, ell, (1 << ell) - m
+
+
 async def at_least_p(ctx, bits, p: int, workers, n: int) -> np.ndarray | None:
     """Shares of [r >= p] for the n values r = sum_i 2^i r_i whose k = bit length of p bits ``bits`` (k, n) are
     shared.  With p = 2^k - m (1 <= m < 2^(k-1), p odd), ell the bit length of m - 1 (so 2^ell >= m) and
@@ -148,10 +157,7 @@ async def at_least_p(ctx, bits, p: int, workers, n: int) -> np.ndarray | None:
     low ell bits, read as a number, are at least L.  That is the product of the top bits and, when L > 0, of
     [L - 1 < low] (:func:`public_less_than` on ell bits): k - ell products, plus at most 2 ell + 1, in place of
     the 2k of a comparison with p - 1 over every bit (p below 2^k is the largest prime there: m is small)."""
-    k = p.bit_length()
-    m = (1 << k) - p
-    ell = (m - 1).bit_length()
-    low_bound = (1 << ell) - m
+    k, ell, low_bound = prime_form(p)
     mine = ctx.pid in workers
     factors = bits[ell:] if mine else None
     if low_bound > 0:
@@ -229,10 +235,7 @@ def row_check_rounds(p: int, t: int) -> int:
     degree reduction, the random bits (the dealers' shares, then ceil(log2 (t + 1)) XOR rounds), the rejection
     (:func:`at_least_p`: the low bits' scan, the product tree, the opening), the opening of c, the comparison's
     scan, the product for the LSB and the masking of the rows."""
-    k = p.bit_length()
-    m = (1 << k) - p
-    ell = (m - 1).bit_length()
-    low = (1 << ell) - m
+    k, ell, low = prime_form(p)
     factors = k - ell + (low > 0)
     rejection = (scan_rounds(ell) if low > 0 else 0) + (factors - 1).bit_length() + 1
     return 1 + 1 + int(t).bit_length() + rejection + 1 + scan_rounds(k) + 1 + 1  # ceil(log2 (t + 1)) = bit length of t

@@ -1,9 +1,9 @@
 """Exact vectorized arithmetic modulo a prime p < 2^62 on int64 arrays with entries in [0, p).
 
-Products use the floating-point quotient trick: q = floor(a b / p) estimated in float64 for p < 2^50, in
-80-bit long double (64-bit mantissa) above, is off by at most one, and r = a b - q p computed with wrapping
-64-bit integers is exact modulo 2^64 and lies in [-p, 2p), so one correction each way gives a b mod p exactly
-(:func:`mul_mod`).  Matrix products split operands into
+Products use the floating-point quotient trick: q = floor(a b / p) estimated in float64 is off by at most one
+wherever a b / p < 2^50, and r = a b - q p computed with wrapping 64-bit integers is exact modulo 2^64 and lies
+in [-p, 2p), so one correction each way gives a b mod p exactly (:func:`_float_product`; above 2^50, b is split
+in 31-bit halves: :func:`mul_mod`).  Matrix products split operands into
 limbs of w bits and run on float64 BLAS, with w and the row chunk chosen so that every float64 partial sum
 is an integer below 2^53 (hence exact).
 """
@@ -71,13 +71,22 @@ def mul_mod(a, b, p: int) -> np.ndarray:
     if p < (1 << 31):
         return a * b % p
     if int(p).bit_length() <= FLOAT_QUOTIENT_BITS:
-        return quotient_mul_mod(a, b, p, np.float64)
-    inv = 1.0 / p
+        return _float_product(a, b, p)
     af = a.astype(np.float64)
-    hi, lo = b >> 31, b & ((1 << 31) - 1)
-    x = _remainder(a, hi, p, np.floor(af * hi.astype(np.float64) * inv).astype(np.int64))
-    y = _remainder(a, lo, p, np.floor(af * lo.astype(np.float64) * inv).astype(np.int64))
+    x = _float_product(a, b >> 31, p, af)
+    y = _float_product(a, b & ((1 << 31) - 1), p, af)
     return add_mod(scalar_mul_mod(x, 1 << 31, p), y, p)
+
+
+def _float_product(a: np.ndarray, b, p: int, af: np.ndarray | None = None) -> np.ndarray:
+    """a b mod p with the quotient estimated in float64, exact wherever a b / p < 2^50 (``af``: a as float64,
+    when the caller has it).  float(a), float(b), 1/p and the two products are at most five roundings of
+    relative error 2^-53 each, so the estimate is a b / p (1 + e) with |e| < 2^-50, and a b / p < 2^50 keeps
+    its error below 1: floor is off by at most one, which :func:`_remainder` corrects.  (mul_mod below 2^50:
+    a, b < 2^53 convert exactly; above, and in scalar_mul_mod, a b / p is below 2^31 or 2^49.)"""
+    af = a.astype(np.float64) if af is None else af
+    q = np.floor(af * np.asarray(b).astype(np.float64) * (1.0 / p)).astype(np.int64)
+    return _remainder(a, b, p, q)
 
 
 def quotient_mul_mod(a: np.ndarray, b: np.ndarray, p: int, ftype) -> np.ndarray:
@@ -87,10 +96,8 @@ def quotient_mul_mod(a: np.ndarray, b: np.ndarray, p: int, ftype) -> np.ndarray:
     if ftype is np.float64:
         if int(p).bit_length() > FLOAT_QUOTIENT_BITS:
             raise UsageError(f"a float64 quotient is exact for p below 2^{FLOAT_QUOTIENT_BITS}, not {p}")
-        q = np.floor(a.astype(np.float64) * b.astype(np.float64) * (1.0 / p)).astype(np.int64)
-    else:
-        q = np.floor(a.astype(_LD) * b.astype(_LD) / _LD(p)).astype(np.int64)
-    return _remainder(a, b, p, q)
+        return _float_product(a, b, p)
+    return _remainder(a, b, p, np.floor(a.astype(_LD) * b.astype(_LD) / _LD(p)).astype(np.int64))
 
 
 def _remainder(a: np.ndarray, b, p: int, q: np.ndarray) -> np.ndarray:
@@ -131,8 +138,7 @@ def scalar_mul_mod(a, s: int, p: int) -> np.ndarray:
     if m * p < (1 << 63):
         out = np.asarray(a, dtype=np.int64) * np.int64(m) % p
     elif m < (1 << SCALAR_FLOAT_BITS):
-        a = np.asarray(a, dtype=np.int64)
-        out = _remainder(a, np.int64(m), p, np.floor(a.astype(np.float64) * (m / p)).astype(np.int64))
+        out = _float_product(np.asarray(a, dtype=np.int64), np.int64(m), p)
     else:
         return mul_mod(a, np.int64(s), p)
     return neg_mod(out, p) if neg else out
