@@ -159,6 +159,7 @@ def test_a_client_input_takes_a_bound_or_its_column_groups_only():
     """The rounding must keep the groups the sensitivity bounds: a bare clip function (which would say nothing of
     them) is refused, naming what is expected."""
     from sqm.mechanism.client import QuantizedRows
+    from sqm.mechanism.coins import CoinKeys
     from sqm.mechanism.vertical import ColumnBounds
     from sqm.runtime.stream import ArrayInput
 
@@ -167,5 +168,6 @@ def test_a_client_input_takes_a_bound_or_its_column_groups_only():
     with pytest.raises(UsageError, match="column groups"):
         QuantizedRows(ArrayInput(x), lambda b: bounds.clip(b, [4], 0), 64.0, 0.0, 1, np.random.default_rng(0))
     got = QuantizedRows(ArrayInput(x), bounds.own([4], 0), 64.0, 0.0, 1, quantize.make_rng(5)).whole()
-    want = dependent_round(bounds.clip(x, [4], 0)[0], 64.0, [[0, 1], [2], [3]], seed=quantize.make_rng(5))
+    coins = CoinKeys.from_generator(quantize.make_rng(5), 4).random(0, 20)
+    want = dependent_round(bounds.clip(x, [4], 0)[0], 64.0, [[0, 1], [2], [3]], coins=coins)
     assert np.array_equal(got, want)

@@ -13,6 +13,7 @@ from sqm.runtime import randomness, shamir
 from sqm.runtime.field import prime_below
 from sqm.runtime.randomness import derive_seed, is_secure, secure_generator
 from sqm.mechanism.client import QuantizingClient
+from sqm.mechanism.coins import CoinKeys
 from sqm.mechanism.compensation import compensate
 from sqm.mechanism.release import SQM
 from sqm.mechanism.pbm import encode
@@ -68,14 +69,17 @@ def test_secret_draws_use_the_aes_ctr_stream():
     block = np.random.default_rng(1).random((50, 3)) / 4
     xq, z = QuantizingClient(block, 2.0**10, 1.0, 30.0, 9, ss)()
     rng = make_rng(ss)
-    assert np.array_equal(xq, dependent_round(block, 2.0**10, None, rng)) and np.array_equal(z, skellam(30.0, 9, rng))
+    coins = CoinKeys.from_generator(rng, 3).random(0, 50)  # the coins' master key first, then the noise
+    assert np.array_equal(xq, dependent_round(block, 2.0**10, None, coins=coins))
+    assert np.array_equal(z, skellam(30.0, 9, rng))
     xp, zp = QuantizingClient(block, 2.0**10, 1.0, 30.0, 9, ss, insecure_pcg64=True)()  # benchmark-only path
     assert not (np.array_equal(xq, xp) and np.array_equal(z, zp))
 
 
 def test_no_statistical_generator_for_secrets_in_the_mechanism_and_the_runtime():
     """numpy's PCG64 (default_rng) appears in sqm/ and sqm/runtime/ only on the benchmark-only insecure paths."""
-    allowed = {("sqm/mechanism/rng.py", "if insecure_pcg64"), ("sqm/runtime/party.py", "share_rng = np.random.default_rng()")}
+    allowed = {("sqm/mechanism/rng.py", "if insecure_pcg64"), ("sqm/mechanism/coins.py", "if self.insecure_pcg64"),
+               ("sqm/runtime/party.py", "share_rng = np.random.default_rng()")}
     found = []
     paths = sorted((ROOT / "sqm" / "mechanism").glob("*.py")) + sorted((ROOT / "sqm" / "runtime").glob("*.py"))
     assert len(paths) > 40  # the two rooms are read

@@ -38,7 +38,7 @@ def test_shard_ranges_cover_every_record_once():
 
 @pytest.mark.parametrize("insecure_pcg64", [False, True])
 def test_parts_round_exactly_as_the_whole_input(insecure_pcg64):
-    """Each part's integers are the whole input's for those records (the counter-mode stream jumps to the
+    """Each part's integers are the whole input's for those records (its block's counter-mode stream jumps to the
     part's first coin), and after the parts the noise is what the whole input draws after its chunks."""
     X = np.random.default_rng(0).normal(size=(1000, 7)) * 0.5
     make = (lambda: np.random.default_rng(9)) if insecure_pcg64 else (lambda: make_rng(9))
@@ -59,6 +59,35 @@ def test_parts_round_exactly_as_the_whole_input(insecure_pcg64):
     assert np.array_equal(q.addend(), noise)
     assert q.clipped == whole_in.clipped > 0
     assert np.array_equal(rng.random(3), whole_in.rng.random(3))  # the caller's generator moved on alike
+
+
+def test_a_part_holds_no_master_key_no_generator_and_only_its_blocks_coin_keys():
+    """What a client hands a shard worker (the part, pickled into its program) holds the coin keys of the blocks its
+    records touch and nothing else of the client's randomness: no generator (so no noise share), no master key
+    (so no other block's coins); rounding across a block boundary still gives the whole input's integers."""
+    import pickle
+
+    from sqm.mechanism.coins import COIN_BLOCK
+
+    n = COIN_BLOCK + 600
+    X = np.random.default_rng(3).normal(size=(n, 2)) * 0.5
+    rng = make_rng(11)
+    q = QuantizedRows(ArrayInput(X), 0.9, 256.0, 12.5, 4, rng)
+    master = q.coins._master
+    whole = np.vstack(list(QuantizedRows(ArrayInput(X), 0.9, 256.0, 12.5, 4, make_rng(11)).chunks(5000)))
+    ranges = [(0, COIN_BLOCK - 100), (COIN_BLOCK - 100, COIN_BLOCK + 50), (COIN_BLOCK + 50, n)]
+    parts = [q.part(a, b) for a, b in ranges]
+    assert [sorted(p.coins._blocks) for p in parts] == [[0], [0, 1], [1]]
+    for p in parts:
+        blob = pickle.dumps(p)
+        assert p.rng is None and not p.coins.has_master
+        assert master not in blob and b"AESCounter" not in blob and b"Generator" not in blob
+        with pytest.raises(UsageError, match="stays with the client"):
+            p.addend()
+    with pytest.raises(UsageError, match="not block 1"):
+        parts[0].coins.random(COIN_BLOCK, 1)
+    got = np.vstack([np.vstack(list(pickle.loads(pickle.dumps(p)).chunks(333))) for p in parts])
+    assert np.array_equal(got, whole)
 
 
 @pytest.mark.parametrize("fmt", ["csv", "parquet"])

@@ -80,8 +80,14 @@ def test_general_program_and_padding_in_chunks():
 
 
 def test_quantized_rows_are_the_whole_blocks_integers():
-    """A client's chunked rounding and noise equal those made on the whole block by hand (clip_rows, then
-    dependent_round, then skellam from one generator), for any chunk size, and client_input's."""
+    """A client's chunked rounding and noise equal those made on the whole block by hand (clip_rows; the coins'
+    master key, 32 bytes of the generator; dependent_round with block 0's coins, AES-CTR keyed by
+    HMAC-SHA256(master, label || 0); then skellam from the generator), for any chunk size, and client_input's."""
+    import hashlib
+    import hmac
+
+    from randomgen import AESCounter
+
     from sqm.mechanism.quantize import dependent_round
     from sqm.mechanism.skellam import skellam
     from sqm.mechanism.vertical import clip_rows
@@ -89,7 +95,10 @@ def test_quantized_rows_are_the_whole_blocks_integers():
     X = np.random.default_rng(0).normal(size=(101, 4)) / 3
     rng = make_rng(7)
     clipped_X, clipped = clip_rows(X, 0.9)
-    x_hat = dependent_round(clipped_X, 4096.0, None, rng)
+    master = rng.bytes(32)
+    key = hmac.new(master, b"sqm rounding coins\x00" + (0).to_bytes(8, "little"), hashlib.sha256).digest()[:16]
+    coins = np.random.Generator(AESCounter(key=int.from_bytes(key, "little"))).random((101, 4))
+    x_hat = dependent_round(clipped_X, 4096.0, None, coins=coins)
     z = skellam(12.5, 16, rng)
     ref = client_input(X, 0.9, 4096.0, 12.5, 16, make_rng(7))
     assert np.array_equal(ref[0], x_hat) and np.array_equal(ref[1], z) and ref[2] == clipped

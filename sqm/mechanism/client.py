@@ -2,7 +2,6 @@
 within each group), draw its noise share."""
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 
 import numpy as np
@@ -11,6 +10,7 @@ from sqm.runtime.errors import UsageError
 
 from sqm.runtime.stream import ArrayInput, ChunkedInput
 
+from .coins import CoinKeys
 from .quantize import dependent_round
 from .rng import party_rng
 from .skellam import skellam
@@ -24,8 +24,8 @@ def client_input(block: np.ndarray, clip, gamma: float, noise_mu: float, n_out: 
 
     ``clip``: this party's bound on its sub-row (a number: its columns are one group), or its column groups
     (:class:`sqm.mechanism.vertical.OwnGroups`: each group clipped to its bound and rounded on its own by
-    :func:`sqm.mechanism.quantize.dependent_round`).  ``rng`` is consumed in a fixed order, rounding then noise,
-    so the same generator gives the same integers in any runner."""
+    :func:`sqm.mechanism.quantize.dependent_round`).  ``rng`` is consumed in a fixed order, the coins' master key
+    then the noise (:mod:`sqm.mechanism.coins`), so the same generator gives the same integers in any runner."""
     q = QuantizedRows(ArrayInput(np.asarray(block, np.float64)), clip, gamma, noise_mu, n_out, rng)
     x_hat = q.whole()
     return x_hat, q.addend(), q.clipped
@@ -36,12 +36,15 @@ class QuantizedRows(ChunkedInput):
     rows (``source``: anything with ``n_rows``, ``n_cols`` and ``chunks(rows)`` yielding float blocks, e.g. a
     party file read in batches) is clipped (``clip`` as in :func:`client_input`) and rounded at scale gamma
     (:func:`sqm.mechanism.quantize.dependent_round`, per column group); once the last chunk is taken, the noise
-    share Sk(noise_mu) is drawn.  ``rng`` is consumed in the order :func:`client_input` consumes it on the whole
-    block (every coin of every row in row order, then the noise), so any chunk size gives the same integers.
-    ``clipped``: rows clipped so far."""
+    share Sk(noise_mu) is drawn.  Randomness (:mod:`sqm.mechanism.coins`): 32 bytes of ``rng`` key the coins,
+    per block of records, then ``rng`` draws the noise; so any chunk size, and any split into parts, gives the
+    same integers.  ``clipped``: rows clipped so far.
 
-    def __init__(self, source, clip, gamma: float, noise_mu: float, n_out: int, rng: np.random.Generator,
-                 ids_digest: bytes | None = None):
+    A part (:meth:`part`, a shard worker's records) carries the coin keys of its own blocks only: no master key,
+    no generator, no noise (``coins``/``first_row``: set by :meth:`part`)."""
+
+    def __init__(self, source, clip, gamma: float, noise_mu: float, n_out: int, rng: np.random.Generator | None,
+                 ids_digest: bytes | None = None, coins: CoinKeys | None = None, first_row: int = 0):
         self.source, self.clip, self.gamma, self.noise_mu, self.n_out, self.rng = (source, clip, gamma, noise_mu,
                                                                                    n_out, rng)
         if not isinstance(clip, (OwnGroups, int, float, np.floating, np.integer)):
@@ -51,27 +54,22 @@ class QuantizedRows(ChunkedInput):
         self.n_rows, self.n_cols = int(source.n_rows), int(source.n_cols)
         self.ids_digest = ids_digest
         self.clipped = 0
-        # where the rounding coins start: a part (a shard worker's records) starts its own copy of the stream
-        # there, advanced past the coins of the records before it (one 64-bit draw per value)
-        self._coins_at = copy.deepcopy(rng.bit_generator.state)
-
-    def _stream_at(self, draws: int) -> np.random.Generator:
-        bg = type(self.rng.bit_generator)()
-        bg.state = copy.deepcopy(self._coins_at)
-        if draws:
-            bg.advance(int(draws))
-        return np.random.Generator(bg)
+        if coins is None:
+            if rng is None:
+                raise UsageError("a client's input needs its generator (or, for a part, its coin keys)")
+            coins = CoinKeys.from_generator(rng, self.n_cols)
+        self.coins = coins
+        self._row = int(first_row)  # the next record's index in the whole input (its coins' place)
 
     def part(self, start: int, stop: int) -> "QuantizedRows":
-        """Records ``[start, stop)``, rounded from the same stream at the same place: a counter-mode stream
-        (AES-CTR; PCG64 too) jumps to the first coin of record ``start`` (one uint64 per value, as
-        ``Generator.random`` draws), so a shard worker rounds its records exactly as this input would, without
-        drawing the coins of the records before them.  No noise: the addend stays with this input."""
+        """Records ``[start, stop)``, rounded with the same coins as in the whole input: the part holds the keys of
+        the coin blocks those records touch (:meth:`sqm.mechanism.coins.CoinKeys.restricted`) and nothing else of
+        this client's randomness: no master key, no generator, so no noise (the addend stays with this input)."""
         start, stop = int(start), int(stop)
         if not 0 <= start <= stop <= self.n_rows:
             raise UsageError(f"records [{start}, {stop}) of an input of {self.n_rows}")
-        return QuantizedRows(self.source.part(start, stop), self.clip, self.gamma, 0.0, self.n_out,
-                             self._stream_at(start * self.n_cols))
+        return QuantizedRows(self.source.part(start, stop), self.clip, self.gamma, 0.0, self.n_out, None,
+                             coins=self.coins.restricted(start, stop), first_row=start)
 
     def counts(self) -> dict:
         out = {"clipped": int(self.clipped)}
@@ -86,17 +84,20 @@ class QuantizedRows(ChunkedInput):
         adopt = getattr(self.source, "parts_taken", None)
         if adopt is not None:
             adopt([c.get("source", {}) for c in counts])
-        # the noise follows every record's coins: this input's own generator (the caller's object) moves there
-        self.rng.bit_generator.state = self._stream_at(self.n_rows * self.n_cols).bit_generator.state
+        self._row = self.n_rows
 
     def chunks(self, rows: int):
         for b in self.source.chunks(rows):
             b = np.asarray(b, np.float64)
             b, c = self.clip.clip(b) if self._groups is not None else clip_rows(b, float(self.clip))
             self.clipped += int(c)
-            yield dependent_round(b, self.gamma, self._groups, self.rng)
+            coins = self.coins.random(self._row, b.shape[0])
+            self._row += b.shape[0]
+            yield dependent_round(b, self.gamma, self._groups, coins=coins)
 
     def addend(self) -> np.ndarray:
+        if self.rng is None:
+            raise UsageError("a part of a client's input has no addend: the noise share stays with the client")
         return skellam(self.noise_mu, self.n_out, self.rng)
 
     def whole(self) -> np.ndarray:

@@ -34,7 +34,8 @@ _DRIFT_SAFE = 2.0 ** 40
 _ROWS = 16384  # rows per block of the pipage loop (its dozens of temporaries stay in cache: 2x faster at 100k rows)
 
 
-def dependent_round(x, gamma: float = 1.0, groups=None, seed: SeedLike = None) -> np.ndarray:
+def dependent_round(x, gamma: float = 1.0, groups=None, seed: SeedLike = None, coins: np.ndarray | None = None
+                    ) -> np.ndarray:
     """Stochastic rounding of ``gamma * x`` with the same marginals as :func:`stochastic_round`, made dependent
     within each column group so that every group's squared norm stays within about ||gamma x_G||^2 + 2 gamma c_G
     instead of (gamma c_G + sqrt(n_G))^2: a bound the sensitivity of every quantized Gram uses
@@ -67,8 +68,9 @@ def dependent_round(x, gamma: float = 1.0, groups=None, seed: SeedLike = None) -
 
     Coins: one uniform per value, drawn as :func:`stochastic_round` draws them (``rng.random(shape)``, row
     major), each used at most once: a pairing step with column j uses column j's coin; the last fraction of a
-    chain uses the coin of the column that began it.  So a part of the rows draws the same coins from a
-    stream advanced by one draw per value (:meth:`sqm.mechanism.client.QuantizedRows.part`).  Written here
+    chain uses the coin of the column that began it.  ``coins``: those uniforms given instead (an array of
+    ``x``'s shape; ``seed`` is then unused): a client's come from its per-block coin keys
+    (:class:`sqm.mechanism.coins.CoinKeys`), so a part of its rows rounds as the whole input does.  Written here
     because no library offers dependent rounding vectorized over rows with a fixed coin budget."""
     x = np.asarray(x, dtype=np.float64)
     check_finite(x, "data")
@@ -87,8 +89,10 @@ def dependent_round(x, gamma: float = 1.0, groups=None, seed: SeedLike = None) -
     if top and max(len(g) for g in groups) * (2.0 * top + 2.0) >= _DRIFT_SAFE:
         raise UsageError(f"gamma * |x| reaches {top:.3g}: too large for dependent rounding (its float drift is "
                          f"bounded only while columns x (2 gamma |x| + 2) < 2^40)")
-    rng = make_rng(seed)
-    coins = rng.random(scaled.shape)
+    if coins is None:
+        coins = make_rng(seed).random(scaled.shape)
+    elif np.shape(coins) != scaled.shape:
+        raise UsageError(f"dependent_round: {np.shape(coins)} coins for a block of shape {scaled.shape}")
     low = np.floor(scaled)
     frac = scaled - low  # exact (Sterbenz)
     weight = 2.0 * low + 1.0  # odd, never 0

@@ -15,9 +15,13 @@ sharing, so the records can be split: with ``S`` shards,
 4. the party goes on in its own session as it would after its last chunk: the summands (the addend: the
    noise share, drawn once) in one exchange, one degree reduction, one opening.  The noise is added once.
 
-A client's workers round its records exactly as it would (:meth:`sqm.runtime.stream.ChunkedInput.part`: the
-counter-mode stream jumps to the first coin of the shard's first record), so the release is bit for bit the
-unsharded one's for the same randomness (tests/test_shards.py).  Any shard failing (a worker killed, a worker's
+A client's workers round its records exactly as it would (:meth:`sqm.runtime.stream.ChunkedInput.part`), so the
+release is bit for bit the unsharded one's for the same randomness (tests/test_shards.py).  What a worker is
+handed of its party's secrets: for a client, the keys of the rounding coins of the blocks of records its shard
+touches (:mod:`sqm.mechanism.coins`), never the party's generator or the coins' master key, so never its noise
+share; with the sharing check, seeds derived for its shard alone (:func:`shard_seeds`); at the server under
+membership hiding, the indicator of its shard's positions.  The party's TLS key is read by each worker from the
+party's own ``--ssl-dir`` on the host that runs it (a path on its command line, never the key itself).  Any shard failing (a worker killed, a worker's
 peer lost, a refusal inside a shard) makes the party abort the whole job naming the shard; the other parties
 see their own workers of that shard fail, or the abort notice, and name it too; nothing is released.
 
@@ -65,6 +69,14 @@ def shard_job_id(job_id: str, shard: int) -> str:
     """The job id of shard ``shard``'s session: derived from the job's (fresh per job), distinct per shard, so a
     worker of one shard or job never joins another's session."""
     return hashlib.sha256(f"{job_id}/shard {int(shard)}".encode()).hexdigest()[:32]
+
+
+def shard_seeds(seeds: dict, shard: int) -> dict:
+    """The sharing check's seeds for shard ``shard``'s workers: SHA-256 of each seed and the shard, so that a worker
+    holds only its own shard's coefficients' keys (every party but the client derives the same ones), never the
+    seeds of its party's session."""
+    return {c: hashlib.sha256(b"sqm shard check seed\x00" + bytes(v) + int(shard).to_bytes(8, "little")).digest()[:16]
+            for c, v in seeds.items()}
 
 
 def worker_addresses(address: str, count: int) -> list[str]:
@@ -163,7 +175,7 @@ class ShardRunner:
                 mask = (int(ctx.membership.intersection), None if ind is None else ind[a:b].copy())
             works.append(ShardWork(s, self.count, a, b, prog, p, widths, rows_per_chunk, workers, bounds,
                                    prog.n_out, part, ctx.job_digest, mask,
-                                   None if check is None else dict(check.seeds), ctx.row_limit))
+                                   None if check is None else shard_seeds(check.seeds, s), ctx.row_limit))
         results = await self.run(ctx, works)
         ctx._lap("shards")
         if feed is not None:
