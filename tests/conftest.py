@@ -44,3 +44,16 @@ def same_state():
     """Whether two nested state dicts (a torch module's or optimizer's) are equal: the same keys and
     bit-identical tensors."""
     return _same_state
+
+
+def one_by_one(job_path) -> tuple[str, dict]:
+    """A local job file (every party's file and model in it) as parties started one by one get it: the shared job
+    file beside it (``shared.json``: no party's own settings) and, per party, the options its operator gives on
+    its own command line instead (``--data-file``, ``--model``)."""
+    from sqm.framework.spec import load_job, write_shared_job
+
+    local = load_job(job_path)
+    shared = write_shared_job(job_path, os.path.join(os.path.dirname(os.path.abspath(job_path)), "shared.json"))
+    extras = {i: ([] if p.file is None else ["--data-file", p.file]) + ([] if p.model is None else ["--model", p.model])
+              for i, p in enumerate(local.parties)}
+    return shared, extras

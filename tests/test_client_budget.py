@@ -23,6 +23,8 @@ from sqm.methods.pca.job import PCAJobTask
 from sqm.runtime.certs import DEFAULT_JOB, make_certificates
 from sqm.runtime.inprocess import run_in_process
 from sqm.runtime.launch import MPCError
+
+from conftest import one_by_one
 from sqm.runtime.protocol import PartyContext
 
 TASK = {"statistic": "pca", "components": 1, "epsilon": 1, "gamma": 1024}
@@ -42,8 +44,9 @@ def _parties(tmp_path, job, extra: dict, env_extra: dict | None = None):
     keys = str(tmp_path / "keys")
     make_certificates(keys, 3, days=1, job=load_job(job).name or DEFAULT_JOB)
     env = {**os.environ, **(env_extra or {})}
-    procs = {i: subprocess.Popen([sys.executable, "-m", "sqm", "pca", "--job", job, "--index", str(i),
-                                  "--ssl-dir", keys, "--timeout", "120", *extra.get(i, []), *DEBUG],
+    shared, own = one_by_one(job)
+    procs = {i: subprocess.Popen([sys.executable, "-m", "sqm", "pca", "--job", shared, "--index", str(i),
+                                  "--ssl-dir", keys, "--timeout", "120", *own[i], *extra.get(i, []), *DEBUG],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
              for i in range(3)}
     out = {}

@@ -16,7 +16,8 @@ from sqm.runtime.certs import DEFAULT_JOB, make_certificates
 from sqm.framework.jobtask import JobTask
 from sqm.framework.party import party_program
 from sqm.framework.runners import run_job, run_local, run_one, simulate
-from sqm.framework.spec import load_job, read_party_csv, write_job, write_party_csvs
+from sqm.framework.spec import load_job, read_party_csv, write_job, write_party_csvs, write_shared_job
+from sqm.runtime.errors import UsageError
 from sqm.framework.tables import PartyFileError
 from sqm.methods.pca import SQMPCA, PCAJobTask
 from sqm.runtime.inprocess import run_in_process
@@ -52,20 +53,22 @@ def test_one_party_per_invocation_equals_the_in_process_run_bit_for_bit(tmp_path
     processes; the server receives the very integers of ``SQMPCA(backend='plain')`` with the same seed (PCA's
     one bit-for-bit test of real processes against the in-process run)."""
     X = make_X(seed=1)
-    spec = write(tmp_path / "job", X, parties=2)
+    local = write(tmp_path / "job", X, parties=2)
     task = PCAJobTask(**JOB_TASK)
     own = tmp_path / "elsewhere" / "mine.csv"  # client 2's operator keeps its file outside the job folder
     own.parent.mkdir()
-    os.replace(spec.parties[2].file, own)
+    os.replace(local.parties[2].file, own)
+    files = {1: local.parties[1].file, 2: str(own)}
+    spec = load_job(write_shared_job(local.path, tmp_path / "shared.json"))  # what every party is given
+    assert [p.file for p in spec.parties] == [None] * 3 and spec.private == ()
+    with pytest.raises(UsageError, match="names client 1's \"file\"; client 2's \"file\": refused"):
+        run_job(local, task, 1, data_file=files[1])  # a job file naming any party's file: refused
     keys = str(tmp_path / "keys")  # parties started one by one authenticate with TLS, over loopback too
     make_certificates(keys, 3, days=1, job=spec.name or DEFAULT_JOB)
     out = {}
 
-    def go(i):
-        if i == 2:  # its own --data-file (an absolute path on its own command line)
-            out[i] = run_job(spec, task, 2, timeout=120, data_file=str(own), ssl_dir=keys)[2]
-        else:
-            out[i] = run_one(spec, i, task, timeout=120, connect_timeout=60, ssl_dir=keys)
+    def go(i):  # each its own --data-file (client 2's an absolute path outside the job folder)
+        out[i] = run_job(spec, task, i, timeout=120, data_file=files.get(i), ssl_dir=keys)[i]
 
     threads = [threading.Thread(target=go, args=(i,)) for i in range(3)]
     for t in threads:
@@ -80,7 +83,7 @@ def test_one_party_per_invocation_equals_the_in_process_run_bit_for_bit(tmp_path
     assert server["col_counts"] == [3, 3] and server["n_records"] == 30
     assert "clipped" not in server  # clip counts stay with their party
     assert out[1]["result"]["rows"] == 30 and out[2]["result"]["cols"] == 3
-    assert out[1]["result"]["file"] == spec.parties[1].file and out[2]["result"]["file"] == str(own)
+    assert out[1]["result"]["file"] == files[1] and out[2]["result"]["file"] == str(own)
 
 
 def test_cli_job_mode_writes_json(tmp_path):
@@ -200,8 +203,8 @@ def test_load_job_checks(tmp_path):
                                 {"address": "h:3", "file": "b.csv"}]}): "server",
         json.dumps({"parties": [{"address": "h:1"}, {"address": "h:2", "file": "a", "model": "m.py"},
                                 {"address": "h:3", "file": "b.csv"}]}): "file.py:factory",
-        json.dumps({"parties": [{"address": "h:1"}, {"address": "h:2"}, {"address": "h:3", "file": "b"}]}):
-            "needs a 'file'",
+        json.dumps({"parties": [{"address": "h:1"}, {"address": "h:2", "file": 5}, {"address": "h:3", "file": "b"}]}):
+            "client 1's 'file' must be a path",
         json.dumps({"parties": [{"address": "h:1"}, {"address": "h:1", "file": "a.csv"},
                                 {"address": "h:3", "file": "b.csv"}]}): "duplicate",
     }

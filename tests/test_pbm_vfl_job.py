@@ -21,6 +21,8 @@ from sqm.methods.pbm_vfl.party import model_seed, party_seeds  # noqa: E402
 from sqm.methods.pbm_vfl.trainer import PBMVFL, Client, Server  # noqa: E402
 from sqm.runtime.launch import free_ports  # noqa: E402
 
+from conftest import one_by_one  # noqa: E402
+
 COLS = (5, 4, 3)
 CFG = dict(method="pbm", b=8, beta=0.2, epochs=2, batch_size=50, embedding_size=4, hidden=8, n_classes=None)
 SEED, BATCH_SEED = 7, 12345
@@ -171,9 +173,10 @@ def start_parties(tmp_path, job, extra: dict, n: int):
     # --idle-timeout: the liveness watchdog's 25 s default aborted this job once on a loaded 2-core machine (the
     # server's own event loop blocked 26 s by local computation while four torch processes and the other test
     # worker shared the cores); this test checks what the job computes, not how fast
-    procs = {i: subprocess.Popen([sys.executable, "-m", "sqm", "pbm-vfl", "--job", job, "--index", str(i),
+    shared, own = one_by_one(job)
+    procs = {i: subprocess.Popen([sys.executable, "-m", "sqm", "pbm-vfl", "--job", shared, "--index", str(i),
                                   "--ssl-dir", keys, "--timeout", "300", "--idle-timeout", "240", "--seed", str(SEED),
-                                  "--insecure-reproducible", "-q", *([] if i == 0 else ["--no-ledger"]),
+                                  "--insecure-reproducible", "-q", *([] if i == 0 else ["--no-ledger"]), *own[i],
                                   *extra.get(i, [])],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for i in range(n)}

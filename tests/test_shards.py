@@ -9,14 +9,17 @@ import numpy as np
 import pytest
 
 from sqm.framework.runners import run_job
-from sqm.framework.spec import load_job, write_job, write_party_csvs
+from sqm.framework.spec import load_job, write_job, write_party_csvs, write_shared_job
 from sqm.framework.table_stream import scan_table
 from sqm.mechanism.client import QuantizedRows
 from sqm.mechanism.rng import make_rng
 from sqm.methods.pca.job import PCAJobTask
 from sqm.runtime.errors import UsageError
 from sqm.runtime.launch import MPCError, free_ports
-from sqm.runtime.shards import shard_job_id, shard_ranges, worker_addresses
+from sqm.runtime.certs import DEFAULT_JOB, make_certificates
+from sqm.runtime.inprocess import run_in_process
+from sqm.runtime.party import PartyProgram
+from sqm.runtime.shards import agree_worker_addresses, shard_job_id, shard_ranges, worker_addresses
 from sqm.runtime.stream import ArrayInput
 
 TASK = dict(n_components=2, epsilon=1.0, gamma=1024.0, seed=5, insecure_reproducible=True)
@@ -323,3 +326,77 @@ def test_an_unreachable_dask_scheduler_is_named_before_any_share(tmp_path):
         run_job(load_job(sharded.path), PCAJobTask(**TASK), connect_timeout=3, timeout=60)
     assert f"could not reach its Dask scheduler tcp://127.0.0.1:{dead}" in str(err.value) or \
         "client 1 could not start its shard workers" in str(err.value)
+
+
+# ----- issue 43, attack 1: a party's engine and workers come from its own operator, never from the job file -------
+
+
+class _Announce(PartyProgram):
+    """Announces ``own`` as this party's workers' addresses (2 shards) and returns the table it agrees."""
+
+    def __init__(self, own):
+        self.own = own
+
+    async def run(self, ctx):
+        return await agree_worker_addresses(ctx, 2, self.own)
+
+
+def test_each_party_announces_its_own_workers_and_a_stolen_address_is_refused():
+    own = [[f"h{i}:{7000 + 10 * i + s}" for s in range(2)] for i in range(3)]
+    recs = run_in_process([_Announce(a) for a in own], min_clients=2)
+    assert all(r["result"] == own for r in recs)  # every party holds the same table, each row from its owner
+    with pytest.raises(MPCError, match="client 2 announces worker address h0:7001, which is also the server \\(party 0\\)'s"):
+        run_in_process([_Announce(own[0]), _Announce(own[1]), _Announce(["h2:7020", "h0:7001"])], min_clients=2)
+    with pytest.raises(MPCError, match="2 worker addresses"):
+        run_in_process([_Announce(own[0]), _Announce(["h1:7010"]), _Announce(own[2])], min_clients=2)
+
+
+@pytest.mark.slow
+def test_a_job_file_naming_an_engine_is_refused_and_the_operators_own_engine_runs(tmp_path):
+    """Attack 1 of issue 43: the coordinator's job file points client 1's "engine" at a scheduler the attacker
+    runs.  Client 1, started alone, refuses the job file naming the field before it opens any connection: the
+    attacker's listener receives nothing.  The same job from the shared job file, client 1's operator giving its
+    own Dask cluster with --engine (an argument of run_job) and every party its own --data-file, releases the
+    unsharded job's integers."""
+    import json
+    import socket
+
+    distributed = pytest.importorskip("distributed")
+    spec, sharded = _sharded_job(tmp_path, rows=1200)
+    shared_path = write_shared_job(sharded.path, tmp_path / "shared.json")
+    attacker = socket.create_server(("127.0.0.1", 0))
+    attacker.settimeout(0.5)
+    raw = json.load(open(shared_path))
+    raw["parties"][1]["engine"] = f"tcp://127.0.0.1:{attacker.getsockname()[1]}"
+    json.dump(raw, open(tmp_path / "attack.json", "w"))
+    with pytest.raises(UsageError, match="names client 1's \"engine\": refused.*its own operator \\(--engine\\)"):
+        run_job(load_job(tmp_path / "attack.json"), PCAJobTask(**TASK), 1, data_file=spec.parties[1].file)
+    with pytest.raises(socket.timeout):
+        attacker.accept()  # nothing connected to the attacker's scheduler
+    attacker.close()
+    files = {i: p.file for i, p in enumerate(spec.parties) if p.file}
+    shared = load_job(shared_path)
+    assert all(p.engine is None and p.worker_addresses is None and p.file is None for p in shared.parties)
+    keys = str(tmp_path / "keys")
+    make_certificates(keys, 4, days=1, job=shared.name or DEFAULT_JOB)
+    ports = free_ports(8)
+    out = {}
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=8, processes=False, dashboard_address=None,
+                                  protocol="tcp://", host="127.0.0.1") as cluster:
+        def go(i):
+            try:
+                out[i] = run_job(shared, PCAJobTask(**TASK, chunk_rows=128), i, timeout=180, ssl_dir=keys,
+                                 data_file=files.get(i), engine=cluster.scheduler_address if i == 1 else None,
+                                 worker_addresses=[f"127.0.0.1:{p}" for p in ports[2 * i:2 * i + 2]])[i]
+            except Exception as e:  # noqa: BLE001 - reported below
+                out[i] = e
+
+        threads = [threading.Thread(target=go, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not any(isinstance(r, Exception) for r in out.values()), out
+    local = run_job(spec, PCAJobTask(**TASK, chunk_rows=128))
+    assert np.array_equal(out[0]["result"]["raw"], local[0]["result"]["raw"])
+    assert all(len(out[i]["shard_workers"]) == 2 for i in range(4))

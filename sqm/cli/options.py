@@ -92,6 +92,14 @@ def columns(text: str) -> tuple[str, ...]:
     return names
 
 
+def addresses(text: str) -> tuple[str, ...]:
+    """``--worker-addresses h:p,h:p``: addresses, comma-separated, none empty (checked further by the job)."""
+    out = tuple(a.strip() for a in str(text).split(","))
+    if not all(out):
+        raise argparse.ArgumentTypeError(f"need host:port addresses separated by commas, got {text!r}")
+    return out
+
+
 def job(job_help: str = "job file (JSON: parties' addresses, party 0 the server, and each client's CSV; see "
                         "sqm/framework/spec.py)") -> argparse.ArgumentParser:
     p = _parent()
@@ -100,8 +108,19 @@ def job(job_help: str = "job file (JSON: parties' addresses, party 0 the server,
     g.add_argument("--index", type=int, default=None,
                    help="with --job: start only this party (0 = server) here; omitted: all parties locally")
     g.add_argument("--data-file", default=None,
-                   help="with --job and --index I (a client): this party's own CSV, any path on this machine, "
-                        "instead of the job file's entry (job files may only name files in their own folder)")
+                   help="with --job and --index I: this party's own table (CSV or Parquet), any path on this "
+                        "machine.  A party started alone takes its file from here only: it refuses a job file that "
+                        "names any party's file, model, engine or worker addresses (without --index, every party "
+                        "runs here and the job file's \"file\" entries, inside its folder, are used)")
+    g.add_argument("--engine", default=None, metavar="ADDRESS",
+                   help="with --job --index I, in a job whose parties run shard workers (\"workers\"): this party's "
+                        "own Dask scheduler, e.g. tcp://10.0.0.5:8786, which runs its workers (default: local "
+                        "processes).  It gets this party's records and programs: name only a cluster of your own. "
+                        "Never read from the job file")
+    g.add_argument("--worker-addresses", type=addresses, default=None, metavar="HOST:PORT[,...]",
+                   help="with --job --index I, in a job with shard workers: where this party's workers listen, one "
+                        "per shard (default: the ports after its own address); announced to the other parties "
+                        "over the job's authenticated session.  Never read from the job file")
     g.add_argument("--ssl-dir", default=None,
                    help="with --job --index: mutually authenticated TLS between parties, keys from this folder "
                         "(made by python -m sqm.runtime.certs --job NAME); needed for parties started one by one, over "
@@ -188,11 +207,12 @@ def job_run_options(args) -> dict:
                 idle_timeout=args.idle_timeout, progress_timeout=args.progress_timeout,
                 backend=getattr(args, "backend", DEFAULT_BACKEND),
                 ledger=args.ledger, budget=args.budget,
-                client_ledger=getattr(args, "index", None) is not None and not getattr(args, "no_ledger", False))
+                client_ledger=getattr(args, "index", None) is not None and not getattr(args, "no_ledger", False),
+                engine=getattr(args, "engine", None), worker_addresses=getattr(args, "worker_addresses", None))
 
 
 # The options of :func:`job` (and --insecure-reproducible) have a meaning with --job only.
-JOB_ONLY = ("job", "index", "data_file", "ssl_dir", "connect_timeout", "idle_timeout", "progress_timeout",
+JOB_ONLY = ("job", "index", "data_file", "engine", "worker_addresses", "ssl_dir", "connect_timeout", "idle_timeout", "progress_timeout",
             "insecure_plaintext",
             "ledger", "budget", "no_ledger", "insecure_reproducible", "drop_columns", "min_intersection")
 MODE_WORDS = {"job": "with --job (the job file says which parties hold which columns and records)",

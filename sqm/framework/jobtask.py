@@ -59,6 +59,17 @@ class JobTask(abc.ABC):
     def release(self, meta):
         """The privacy report of what the job releases, from public counts."""
 
+    def summary(self) -> str:
+        """What the job releases, in one phrase for each party's operator (printed before any data leaves a party):
+        the statistic and its privacy target (epsilon, delta against the server) where the task has one."""
+        name = str(self.public()[0])
+        for owner in (self, getattr(self, "est", None), getattr(self, "estimator", None)):
+            eps, delta = getattr(owner, "epsilon", None), getattr(owner, "delta", None)
+            if isinstance(eps, (int, float)) and not isinstance(eps, bool):
+                return (f"{name} released to the server at epsilon {eps:g}"
+                        + (f", delta {delta:g}" if isinstance(delta, float) else ""))
+        return name + ("" if self.charges else " (charges no privacy budget)")
+
     def feature_counts(self, meta) -> list[int]:
         """The columns per client that ``row_norm_bound`` covers (default: all of them)."""
         return list(meta.col_counts)

@@ -146,7 +146,7 @@ class JobParty(PartyProgram):
                  min_intersection: int = DEFAULT_MIN_INTERSECTION, shards: tuple | None = None,
                  hide_membership: bool = False):
         self.index, self.file, self.id_column, self.task = index, file, id_column, task
-        self.shards = shards  # (count, every party's worker addresses, this party's engine) or None
+        self.shards = shards  # (count, this party's own workers' addresses, its own engine) or None
         self.hide_membership = bool(hide_membership)  # align over the union, members only inside the protocol
         self.dataset, self.ledger, self.bounds = dataset, ledger, tuple(bounds)
         self.drop_columns = tuple(drop_columns)
@@ -161,8 +161,8 @@ class JobParty(PartyProgram):
         extra = [self.bounds] if any(self.bounds) else []  # every client's declared ranges, agreed by all
         extra += [("drop", self.drop_columns)] if self.drop_columns else []  # the columns left out, agreed
         extra += [("hide_membership",)] if self.hide_membership else []
-        if self.shards is not None:  # the shard count and every worker's address, agreed (not the engines)
-            extra += [("shards", int(self.shards[0]), tuple(tuple(a) for a in self.shards[1]))]
+        if self.shards is not None:  # the shard count, agreed (each party announces its own workers' addresses)
+            extra += [("shards", int(self.shards[0]))]
         return ["sqm-jobfile", self.id_column, self.dataset, self.task.public(), ("min_intersection",
                                                                                  self.min_intersection), *extra]
 
@@ -200,14 +200,29 @@ class JobParty(PartyProgram):
         return (f"job file task {type(self.task).__name__} (id column {self.id_column!r}, public parameters "
                 f"{public_digest(self.public())[:16]})")
 
+    def announcement(self, ctx, mine: dict | None, sizes: dict[int, int]) -> str:
+        """What this party is about to do, for its operator, once every party's set size is known and before any
+        value derived from its records (a blinded id, a share) is sent: the job, the task and its privacy target,
+        this party's columns, every party's record count and who learns the result."""
+        job = getattr(getattr(ctx, "session", None), "job_id", None)
+        own = "" if mine is None else (f"its {mine['rows']:,} records of columns {', '.join(mine['names'])}; ")
+        held = ", ".join(f"{party_label(j)} {v:,} records" for j, v in sorted(sizes.items()) if j != ctx.pid)
+        mode = "hiding membership" if self.hide_membership else "revealing to each holder which of its records match"
+        return (f"about to run job {str(job)[:8] + '... ' if job else ''}"
+                f"{self.task.summary()}; {own}peers hold: {held}; next, the record alignment "
+                f"({mode}), then shares; nothing derived from records has been sent yet")
+
     async def run(self, ctx):
         if ctx.pid != self.index:
             raise ProtocolError(f"party started as index {ctx.pid} but its program is for party {self.index}")
         await ctx.agree(tuple(self.public()), "task")
-        if self.shards is not None and ctx.session is not None:  # a party process: its workers run the records
-            from sqm.runtime.shards import ShardRunner
+        if self.shards is not None:  # every party's workers' addresses, each announced by its own party
+            from sqm.runtime.shards import ShardRunner, agree_worker_addresses
 
-            ctx.shards = ShardRunner(*self.shards, wrap=getattr(self, "shard_wrap", None))
+            count, own, engine = self.shards
+            table = await agree_worker_addresses(ctx, count, own)
+            if ctx.session is not None:  # a party process: its workers run the records
+                ctx.shards = ShardRunner(count, table, engine, wrap=getattr(self, "shard_wrap", None))
         holders = ([0] if self.task.server_table else []) + list(ctx.clients)  # who holds a table of records
         table, mine = None, None
         if ctx.pid in holders:
@@ -231,6 +246,7 @@ class JobParty(PartyProgram):
             raise refused(f"no client's file has the column(s) {unknown} named by --drop-columns")
         columns = [c for g in got for c in g["names"]]  # public schema: every client's column names, in order
         sizes = {j: int(schemas[j]["rows"]) for j in holders}
+        log.warning(self.announcement(ctx, mine, sizes))
         union = None
         if self.hide_membership:  # over the union: the evaluation multiplies each record by its secret membership
             table, n_common, union = await hide_membership(ctx, table, sizes, self.min_intersection, self.task.seed)
@@ -366,12 +382,15 @@ def party_program(spec: JobSpec, index: int, task: JobTask, ledger: "LedgerGuard
     if ledger is not None:
         ledger = dataclasses.replace(ledger, job_id=spec.job_id)
     where = f"job file {spec.path or '(unnamed)'}"
+    if index > 0 and spec.parties[index].file is None:
+        raise UsageError(f"client {index} has no data file: its operator gives it with --data-file PATH (a job file "
+                         f"for parties started one by one names no party's file)")
     if spec.parties[0].file is not None and not task.server_table:
         raise UsageError(f"{where} gives the server a file, but in {type(task).__name__} the server holds no data: "
                          f"remove party 0's \"file\"")
-    if task.server_table and spec.parties[0].file is None:
-        raise UsageError(f"{where}: in {type(task).__name__} the server holds a table of its own (its labels, keyed "
-                         f"by the same ids): give party 0 a \"file\" (or --data-file with --index 0)")
+    if index == 0 and task.server_table and spec.parties[0].file is None:
+        raise UsageError(f"in {type(task).__name__} the server holds a table of its own (its labels, keyed by the "
+                         f"same ids): its operator gives it with --data-file PATH (--index 0)")
     models = [i for i, p in enumerate(spec.parties) if p.model is not None]
     if models and not task.party_models:
         raise UsageError(f"{where} names model code (\"model\") for part{'ies' if len(models) > 1 else 'y'} "
@@ -397,7 +416,7 @@ def party_program(spec: JobSpec, index: int, task: JobTask, ledger: "LedgerGuard
             raise UsageError(f"job file {spec.path or '(unnamed)'} gives the parties shard workers (\"workers\"), "
                              f"which serve tasks whose records are read in chunks (the PCA job); "
                              f"{type(task).__name__} is not one: remove \"workers\"")
-        shards = (spec.shards, spec.shard_addresses(), spec.parties[index].engine)
+        shards = (spec.shards, spec.shard_addresses()[index], spec.parties[index].engine)
     if spec.hide_membership:
         why = None
         if not task.hides_membership:

@@ -9,7 +9,7 @@ import os
 from sqm.framework.jobtask import JobTask
 from sqm.framework.ledger_guard import LedgerGuard
 from sqm.framework.party import job_programs, party_program
-from sqm.framework.spec import JobSpec
+from sqm.framework.spec import JobSpec, refuse_private_fields
 from sqm.runtime.errors import UsageError
 from sqm.runtime.launch import (
     Launch,
@@ -48,6 +48,10 @@ def run_local(spec: JobSpec, task: JobTask, timeout: float = 3600.0, connect_tim
     job file's (a fresh one if it has none: every party is started here).
     """
     for j, p in enumerate(spec.parties[1:], start=1):
+        if p.file is None:
+            raise UsageError(f"{spec.path or 'the job file'} names no file for client {j}: to run every party on this "
+                             f"machine, give each client a \"file\"; a job file without them is for parties started "
+                             f"one by one (--index I --data-file PATH on each host)")
         if not os.path.isfile(p.file):
             raise UsageError(f"client {j}'s party file {p.file} does not exist: put its CSV there or fix the "
                              f"path in {spec.path or 'the job file'}")
@@ -62,7 +66,8 @@ def run_job(spec: JobSpec, task: JobTask, index: int | None = None, timeout: flo
             ssl_dir: str | None = None, data_file: str | None = None, connect_timeout: float = 60.0,
             insecure_plaintext: bool = False, idle_timeout: float | None = None, backend: str = "mpyc",
             ledger: str | None = None, budget=None, progress_timeout: float | None = None,
-            client_ledger: bool = False) -> list[dict | None]:
+            client_ledger: bool = False, engine: str | None = None,
+            worker_addresses=None) -> list[dict | None]:
     """Every party on this machine (``index`` None), or only party ``index`` (its record; None elsewhere).
 
     ``data_file``: client ``index``'s own file, any path on this machine (its operator's ``--data-file``),
@@ -72,11 +77,23 @@ def run_job(spec: JobSpec, task: JobTask, index: int | None = None, timeout: flo
     ``budget`` ((epsilon, delta)): the privacy-budget ledger (:class:`LedgerGuard`) of the server, or, with
     ``index`` a client's, that client's own; ``client_ledger``: a client started alone (``index`` > 0) keeps
     its ledger in the default file when no ``ledger`` path is given (the command's default; ``--no-ledger``
-    turns it off)."""
+    turns it off).  ``engine`` and ``worker_addresses``: party ``index``'s own shard engine and workers' addresses
+    (its operator's ``--engine``, ``--worker-addresses``).
+
+    A party started alone (``index``) refuses a job file that names any party's own settings (data file, model
+    code, shard engine, worker addresses: :func:`sqm.framework.spec.refuse_private_fields`): those come from its
+    operator only."""
+    if index is not None:
+        refuse_private_fields(spec)
     if data_file is not None:
         if index is None:
-            raise UsageError("--data-file replaces one client's file: give that client's --index too")
+            raise UsageError("--data-file gives one party's own file: give that party's --index too")
         spec = spec.with_file(index, data_file)
+    if engine is not None or worker_addresses is not None:
+        if index is None:
+            raise UsageError("--engine and --worker-addresses set one party's own shard workers: give its --index "
+                             "too (without --index, the job file's entries serve every party on this machine)")
+        spec = spec.with_workers(index, engine, worker_addresses)
     own = client_ledger and index is not None and index > 0
     guard = LedgerGuard(ledger, budget) if ledger is not None or budget is not None or own else None
     if backend == "plain":

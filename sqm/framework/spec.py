@@ -97,6 +97,7 @@ class JobSpec:
     min_intersection: int = DEFAULT_MIN_INTERSECTION  # fewest records in common a job runs on (--min-intersection)
     task: dict | None = None  # the job file's "task" block: {"statistic": "pca", its parameters...} (None: none)
     hide_membership: bool = False  # align over the union; membership of the intersection stays secret (issue 29)
+    private: tuple[tuple[int, str], ...] = ()  # (party, key) of each party's own setting the job file named
 
     @property
     def dataset_id(self) -> str | None:
@@ -156,6 +157,69 @@ class JobSpec:
         parties[index] = dataclasses.replace(parties[index], file=os.path.abspath(str(path)))
         return dataclasses.replace(self, parties=tuple(parties))
 
+    def with_workers(self, index: int, engine: str | None = None, addresses=None) -> "JobSpec":
+        """This job with party ``index``'s shard engine (its own Dask scheduler) and its workers' addresses set by
+        its operator (``--engine``, ``--worker-addresses``); the job's shard count is the job file's."""
+        if engine is None and addresses is None:
+            return self
+        if index is None or not 0 <= index <= self.n_clients:
+            raise UsageError(f"--engine and --worker-addresses set one party's own shard workers: give its "
+                             f"--index 0..{self.n_clients} too")
+        if self.shards is None:
+            raise UsageError(f"job file {self.path or '(unnamed)'} runs no shard workers (no \"workers\"): "
+                             f"--engine and --worker-addresses have nothing to set")
+        if engine is not None:
+            _check_engine(engine, f"party {index}'s --engine")
+        if addresses is not None:
+            addresses = [a.strip() for a in addresses]
+            if len(addresses) != self.shards:
+                raise UsageError(f"--worker-addresses lists {len(addresses)} addresses; the job runs "
+                                 f"{self.shards} shards, one worker each")
+            addresses = tuple(_check_address(a, index) for a in addresses)
+        parties = list(self.parties)
+        parties[index] = dataclasses.replace(parties[index], engine=engine or parties[index].engine,
+                                             worker_addresses=addresses or parties[index].worker_addresses)
+        return dataclasses.replace(self, parties=tuple(parties))
+
+
+# A party's own settings: from its own operator only (its command line), never from a job file that another
+# organisation may have written; the option that gives each
+PRIVATE_FIELDS = {"file": "--data-file PATH", "model": "--model FILE:FACTORY", "engine": "--engine ADDRESS",
+                  "worker_addresses": "--worker-addresses HOST:PORT,..."}
+
+
+def refuse_private_fields(spec: JobSpec) -> None:
+    """Refuse a job file that names any party's own settings (:data:`PRIVATE_FIELDS`: data file, model code, shard
+    engine, worker addresses) for a party started alone (``--index``): its author is whoever coordinates the job,
+    and what a party reads, runs or hands its records to is its own operator's choice alone."""
+    if not spec.private:
+        return
+    by_party: dict[int, list[str]] = {}
+    for i, k in spec.private:
+        by_party.setdefault(i, []).append(f'"{k}"')
+    named = "; ".join(f"{'the server' if i == 0 else f'client {i}'}'s {', '.join(ks)}" for i, ks in by_party.items())
+    flags = ", ".join(PRIVATE_FIELDS[k].split()[0] for k in PRIVATE_FIELDS if any(k == f for _, f in spec.private))
+    raise UsageError(f"job file {spec.path or '(unnamed)'} names {named}: refused.  A party started alone (--index) "
+                     f"takes these from its own operator ({flags}), never from the shared job file")
+
+
+def write_shared_job(path, out) -> str:
+    """Write job file ``path`` as the parties started one by one get it: the same job (its id, addresses, task and
+    public parameters) without any party's own settings (:data:`PRIVATE_FIELDS`), which each party's operator
+    then gives on its own command line.  Returns ``out``."""
+    with open(path) as f:
+        raw = json.load(f)
+    raw["parties"] = [{k: v for k, v in e.items() if k not in PRIVATE_FIELDS} for e in raw.get("parties", [])]
+    with open(out, "w") as f:
+        json.dump(raw, f, indent=2)
+    return str(out)
+
+
+def _check_engine(engine, who: str) -> str:
+    if not isinstance(engine, str) or "://" not in engine or not engine.isprintable():
+        raise UsageError(f"{who} must be a Dask scheduler's address, e.g. \"tcp://10.0.0.5:8786\", got {engine!r}")
+    return engine
+
 
 def _check_address(a, i) -> str:
     if not isinstance(a, str) or a.count(":") != 1:
@@ -209,14 +273,15 @@ def load_job(path) -> JobSpec:
     entries = raw["parties"]
     require_two_clients(max(0, len(entries) - 1), f"job file {path}: ")
     base = os.path.dirname(os.path.abspath(path))
-    parties = []
+    parties, private = [], []
     for i, e in enumerate(entries):
         if not isinstance(e, dict):
             raise UsageError(f"job file {path}: party {i} must be an object with 'address' (and 'file')")
+        private += [(i, k) for k in PRIVATE_FIELDS if e.get(k) is not None]
         addr = _check_address(e.get("address"), i)
         f = e.get("file")
-        if i > 0 and (not isinstance(f, str) or not f):
-            raise UsageError(f"job file {path}: client {i} needs a 'file' (its CSV)")
+        if i > 0 and f is not None and (not isinstance(f, str) or not f):
+            raise UsageError(f"job file {path}: client {i}'s 'file' must be a path (its CSV), got {f!r}")
         if i == 0 and f is not None and (not isinstance(f, str) or not f):
             raise UsageError(f"job file {path}: the server's 'file' (its own table, e.g. a PBM-VFL job's labels) "
                              f"must be a path, got {f!r}")
@@ -281,7 +346,7 @@ def load_job(path) -> JobSpec:
     if not isinstance(hide, bool):
         raise UsageError(f"job file {path}: 'hide_membership' must be true or false, got {hide!r}")
     return JobSpec(tuple(parties), id_column, path, job_id, name, dataset, min_intersection=min_common, task=task,
-                   hide_membership=hide)
+                   hide_membership=hide, private=tuple(private))
 
 
 def _workers_entry(e: dict, i: int, path) -> tuple:
@@ -305,9 +370,8 @@ def _workers_entry(e: dict, i: int, path) -> tuple:
                              f"one per worker")
         addrs = tuple(_check_address(a, i) for a in addrs)
     engine = e.get("engine")
-    if engine is not None and (not isinstance(engine, str) or "://" not in engine or not engine.isprintable()):
-        raise UsageError(f"job file {path}: {who}'s 'engine' must be its Dask scheduler's address, e.g. "
-                         f"\"tcp://10.0.0.5:8786\", got {engine!r}")
+    if engine is not None:
+        _check_engine(engine, f"job file {path}: {who}'s 'engine'")
     return n, addrs, engine
 
 
@@ -341,7 +405,8 @@ def write_job(path, addresses, files, id_column: str = "id", job_id: str | None 
               min_intersection: int | None = None, task: dict | None = None, server_file=None,
               models=None, workers: int | None = None, worker_addresses=None, engines=None,
               hide_membership: bool = False) -> str:
-    """Write a job file: ``addresses[0]`` the server's, then one address and one file per client; a fresh
+    """Write a job file: ``addresses[0]`` the server's, then one address and one file per client (None: no file,
+    as in a job file for parties started one by one, whose operators each give their own); a fresh
     random ``job_id`` unless given, the job's ``name`` (as in its certificates) and the ``dataset`` id (the
     ledger's) if given; ``bounds``: per client, None or its public column ranges ``{column: [lo, hi]}``;
     ``norm_shares``: each client's public share of c^2 (None: c_j = c sqrt(its columns / all columns));
@@ -368,7 +433,7 @@ def write_job(path, addresses, files, id_column: str = "id", job_id: str | None 
     if server_file is not None:
         parties[0]["file"] = inside(server_file, 0)
     for j, (a, f) in enumerate(zip(addresses[1:], files), start=1):
-        parties.append({"address": a, "file": inside(f, j)})
+        parties.append({"address": a} if f is None else {"address": a, "file": inside(f, j)})
         if bounds is not None and bounds[j - 1] is not None:
             check_bounds(bounds[j - 1], f"client {j}'s")
             parties[-1]["bounds"] = {c: [float(lo), float(hi)] for c, (lo, hi) in bounds[j - 1].items()}

@@ -91,6 +91,40 @@ def worker_addresses(address: str, count: int) -> list[str]:
     return [f"{host}:{port + 1 + s}" for s in range(count)]
 
 
+async def agree_worker_addresses(ctx, count: int, own) -> list[list[str]]:
+    """Every party's workers' addresses, shard by shard, from each party itself: this party sends its own ``own``
+    (``count`` addresses, from its operator) to every peer and receives theirs, over the job's authenticated
+    session (a job file names no party's workers).  Refused, naming the party: a list of another length or a
+    malformed address, or an address that is a party's or another worker's.  A party that tells two peers different
+    addresses is caught when the shard sessions compare their job descriptions (every worker lists the same
+    addresses, :func:`sqm.runtime.session.agree_job`)."""
+    from . import wire
+    from .session import split_address
+
+    def ok(v) -> bool:
+        if not (isinstance(v, list) and len(v) == count and all(isinstance(a, str) and 0 < len(a) <= 300 for a in v)):
+            return False
+        try:
+            return all(0 < split_address(a)[1] < 65536 for a in v)
+        except (ValueError, UsageError):
+            return False
+
+    own = [str(a) for a in own]
+    others = [q for q in range(ctx.M) if q != ctx.pid]
+    got = await ctx.send_recv({q: own for q in others}, others,
+                              wire.value(list, f"{count} worker addresses 'host:port'", ok), "worker addresses")
+    table = [own if q == ctx.pid else got[others.index(q)] for q in range(ctx.M)]
+    parties = [getattr(getattr(ctx, "rt", None), "parties", None) or []][0]
+    seen: dict[str, int] = {f"{p.host}:{p.port}": q for q, p in enumerate(parties) if getattr(p, "host", None)}
+    for q, addrs in enumerate(table):
+        for a in addrs:
+            if seen.setdefault(a, q) != q or addrs.count(a) > 1:
+                whose = "twice" if seen[a] == q else f"which is also {party_label(seen[a])}'s"
+                raise ProtocolError(f"refused before any share was sent: {party_label(q)} announces worker address "
+                                    f"{a}, {whose}")
+    return table
+
+
 @dataclass
 class ShardWork(PartyProgram):
     """Shard ``shard``'s part of one evaluation at one party (public parameters, and at a client its ``part``
@@ -378,5 +412,5 @@ def sum_moments(results, p: int):
     return total
 
 
-__all__ = ["ShardFailed", "ShardRunner", "ShardWork", "run_worker_process", "shard_job_id",
+__all__ = ["ShardFailed", "ShardRunner", "ShardWork", "agree_worker_addresses", "run_worker_process", "shard_job_id",
            "shard_ranges", "worker_addresses"]

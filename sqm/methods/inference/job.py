@@ -83,6 +83,10 @@ class ScoringJobTask(JobTask):
     def public(self):
         return ("score", self.requester, self.score_bound, self.frac_bits)
 
+    def summary(self) -> str:
+        who = "the last client" if self.requester is None else f"party {self.requester}"
+        return f"scores of a released model, learned by {who} alone (charges no privacy budget)"
+
     def release(self, meta):
         """Nothing is released of the training data (the model is): no privacy events."""
         return None
