@@ -4,9 +4,16 @@ A job file (JSON) lists the parties in index order; party 0 is the server (no da
 
     {"job_id": "3fa2...(32 hex digits)", "name": "census-2024", "dataset": "census", "id_column": "id",
      "parties": [{"address": "10.0.0.1:11365"},
-                 {"address": "10.0.0.2:11365", "file": "bank.csv",
-                  "bounds": {"age": [0, 120], "income": [0, 500000]}},
-                 {"address": "10.0.0.3:11365", "file": "insurer.csv"}]}
+                 {"address": "10.0.0.2:11365", "bounds": {"age": [0, 120], "income": [0, 500000]}},
+                 {"address": "10.0.0.3:11365"}]}
+
+The job file is written by whoever coordinates the job and is the same at every party: it holds public
+parameters only.  A party's own settings (:data:`PRIVATE_FIELDS`: its data file, model code, shard engine and
+workers' addresses) come from its own operator's command line (``--data-file``, ``--model``, ``--engine``,
+``--worker-addresses``); a party started alone (``--index``) refuses a job file naming any of them
+(:func:`refuse_private_fields`).  A local job file, whose parties all run on one machine under one operator, may
+name them: ``"file"``, ``"model"``, ``"engine"``, ``"worker_addresses"`` in a party's entry
+(:func:`write_shared_job` writes its shared form).
 
 A party file is a table (CSV with a header, or Parquet: :mod:`sqm.framework.tables`): the id column plus that party's
 feature columns (numbers), its records in any order (each client sorts its rows itself, step 4).  A client's
@@ -29,9 +36,9 @@ record alignment like a client.  ``"model": "file.py:factory"`` (a PBM-VFL job):
 loaded at that party only and never sent (its operator may name any file with ``--model FILE:FACTORY``).
 
 ``"workers": W`` (every party the same W, or none): each party runs its share of the secure evaluation on W shard
-workers, one MPC session per shard (:mod:`sqm.runtime.shards`; a PCA job only), listening at the party's
-``"worker_addresses"`` (default: its port + 1 ... + W) and run by its own Dask cluster (``"engine"``:
-``"tcp://host:8786"``) or as local processes.
+workers, one MPC session per shard (:mod:`sqm.runtime.shards`; a PCA job only), listening at the addresses its
+operator gives (``--worker-addresses``; default: its port + 1 ... + W), which it announces to the other parties,
+and run by its own Dask cluster (``--engine tcp://host:8786``) or as local processes.
 
 ``task`` (optional): ``{"statistic": "pca", "components": 5, "epsilon": 1, ...}``, the job itself: the statistic
 (the command that runs it) and its parameters (:func:`sqm.cli.job_cli.apply_task_block`: a command of another statistic is refused,
