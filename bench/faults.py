@@ -733,10 +733,14 @@ def passed(rec: dict) -> bool:
 
 def run(cases=None, clients: int = 2, idle_timeout=None, connect_timeout=None, bound: float = 30.0,
         deadline: float = 90.0, seed: int = 0, progress: bool = True) -> dict:
-    cases = list(FAULTS) if not cases else list(cases)
-    unknown = [c for c in cases if c not in FAULTS]
+    from bench.attacks import ATTACKS, run_attack
+
+    cases = list(FAULTS) + list(ATTACKS) if not cases else list(cases)
+    unknown = [c for c in cases if c not in FAULTS and c not in ATTACKS]
     if unknown:
-        raise ValueError(f"unknown fault case(s) {unknown}; choose from {list(FAULTS)}")
+        raise ValueError(f"unknown fault case(s) {unknown}; choose from {list(FAULTS) + list(ATTACKS)}")
+    attacks = [c for c in cases if c in ATTACKS]
+    cases = [c for c in cases if c in FAULTS]
     supported = party_flags()
     flags, notes = [], []
     for opt, val in (("--idle-timeout", idle_timeout), ("--connect-timeout", connect_timeout)):
@@ -755,12 +759,26 @@ def run(cases=None, clients: int = 2, idle_timeout=None, connect_timeout=None, b
             print(f"faults: {c} ...", file=sys.stderr, flush=True)
         rec = run_case(c, clients, flags, bound, deadline, seed, supported)
         rep["cases"].append(rec)
+    rep["attacks"] = []
+    for c in attacks:  # issue 43's trust attacks (bench.attacks)
+        loads.append(os.getloadavg()[0])
+        if progress:
+            print(f"faults: {c} ...", file=sys.stderr, flush=True)
+        rep["attacks"].append(run_attack(c, seed))
     rep["load_range"] = [round(min(loads), 2), round(max(loads), 2)] if loads else None
     rep["idle"] = bool(loads) and max(loads) < 0.5  # nothing else running: the 1-minute load stayed under 0.5
     return rep
 
 
 def print_table(rep: dict) -> None:
+    from bench.attacks import print_attacks
+
+    if rep["cases"]:
+        _print_faults(rep)
+    print_attacks(rep.get("attacks", []))
+
+
+def _print_faults(rep: dict) -> None:
     print(f"Fault injection: {rep['cases'][0]['parties'] if rep['cases'] else '?'} real MPyC party processes per "
           f"case on {rep['cpus']} cores; pass = every party that was not itself killed or stopped exits non-zero "
           f"within {rep['bound_s']:g} s of the fault naming the culprit, nothing released, nothing left (stray-*: "
@@ -808,7 +826,10 @@ def print_table(rep: dict) -> None:
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--cases", help=f"comma-separated cases (default: all): {', '.join(FAULTS)}")
+    from bench.attacks import ATTACKS
+
+    ap.add_argument("--cases", help=f"comma-separated cases (default: all): {', '.join(FAULTS)}; issue 43's trust "
+                                    f"attacks: {', '.join(ATTACKS)}")
     ap.add_argument("--clients", type=int, default=2, help="clients per job (default 2; parties = clients + 1)")
     ap.add_argument("--idle-timeout", type=float, help="passed to every party when python -m sqm.runtime.party has it "
                                                        "(default: the runtime's)")
@@ -826,5 +847,5 @@ def cli(args) -> int:
     cases = [c.strip() for c in args.cases.split(",") if c.strip()] if args.cases else None
     rep = run(cases, args.clients, args.idle_timeout, args.connect_timeout, args.bound, args.deadline, args.seed)
     finish(rep, args, print_table)
-    return 1 if args.check and not all(r["passed"] for r in rep["cases"]) else 0
+    return 1 if args.check and not all(r["passed"] for r in rep["cases"] + rep.get("attacks", [])) else 0
 
