@@ -21,7 +21,6 @@ import tempfile
 import threading
 import time
 
-import numpy as np
 
 
 def _listener() -> tuple[socket.socket, list, threading.Event]:
@@ -60,6 +59,8 @@ def _parties(job: str, extras: dict, work: str, timeout: float) -> dict:
 
 
 def jobfile_engine(seed: int = 0) -> dict:
+    import numpy as np
+
     from sqm.framework.spec import load_job, write_party_csvs, write_shared_job
     from sqm.runtime.certs import make_certificates
 

@@ -112,7 +112,7 @@ def _jobs(tmp_path, sets=None):
 
 def _noise_free(recs, rows_per_client, cols_per_client, seed=5):
     """The released integers less every client's noise share, regenerated from the (test-only) seed: client j's
-    AES-CTR stream after its rounding coins (one per value of every row it rounded)."""
+    AES-CTR stream after the 32 bytes that key its rounding coins (sqm.mechanism.coins), whatever its row count."""
     from sqm.mechanism.rng import make_rng, spawn_seeds
     from sqm.mechanism.skellam import skellam
 
@@ -123,7 +123,7 @@ def _noise_free(recs, rows_per_client, cols_per_client, seed=5):
     seeds = spawn_seeds(seed, n + 1)
     for j, (rows, cols) in enumerate(zip(rows_per_client, cols_per_client), start=1):
         rng = make_rng(seeds[j])
-        rng.bit_generator.advance(rows * cols)
+        rng.bytes(32)  # the coins' master key
         raw = raw - skellam(mu_share, raw.shape[0], rng).astype(object)
     return raw
 

@@ -220,7 +220,7 @@ def test_hidden_membership_lr_moments_job_equals_the_revealing_job(tmp_path, mon
     monkeypatch.setattr(client.QuantizedRows, "addend", lambda self: np.zeros(self.n_out, dtype=np.int64))
     # kappa y (kappa 0.7) is off gamma's grid: rounding to nearest here, so that no coin differs between the modes
     monkeypatch.setattr(client, "dependent_round",
-                        lambda x, gamma, groups, rng: np.rint(np.asarray(x) * gamma).astype(np.int64))
+                        lambda x, gamma, groups, rng=None, coins=None: np.rint(np.asarray(x) * gamma).astype(np.int64))
     _, sets, reveal, hide = _lr_jobs(tmp_path)
     task = dict(label_column="x5", gamma=1024.0, seed=5, insecure_reproducible=True)
     a = simulate(reveal, LRJobTask(1.0, **task))
