@@ -1,8 +1,9 @@
 """The across-hosts tutorial (docs/tutorials/across-hosts.md) runs as written: its bash blocks between the
 ``hosts:begin`` and ``hosts:end`` marks in order, in a fresh folder with this environment's ``sqm`` first on
 PATH; consecutive blocks marked ``<!-- party -->`` (one per host) run at once, as three hosts would, over
-loopback TLS.  Checked: every command exits 0; the PCA and the model are released; each client's own ledger
-holds both releases of its records; the requester's scores are the released model on its new customers' raw
+loopback TLS.  Checked: every command exits 0; each private key exists only in its owner's folder (each
+organisation made its own; the authority signed requests) and every party's key is pinned in the job files; the
+PCA and the model are released; each client's own ledger holds both releases of its records; the requester's scores are the released model on its new customers' raw
 values; nobody else received a score."""
 from __future__ import annotations
 
@@ -47,7 +48,8 @@ def _group(blocks):
 
 def test_the_script_groups_the_parties():
     s = script()
-    assert s.count("& pid_0=$!") == 3 and "sqm data example hosts && cd hosts" in s  # PCA, training, scoring
+    assert s.count("& pid_0=$!") == 4 and "sqm data example hosts && cd hosts" in s  # keys, PCA, training, scoring
+    assert "sqm.runtime.certs" not in s and "make_certificates" not in s  # no dealer: each party makes its own key
 
 
 @pytest.mark.slow
@@ -58,6 +60,12 @@ def test_the_tutorial_runs_as_written(tmp_path):
                           timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     d = tmp_path / "hosts"
+    keys = sorted(str(p.relative_to(d)) for p in d.rglob("*") if p.is_file() and b"PRIVATE KEY" in p.read_bytes())
+    assert keys == ["bank-keys/party_1.key", "ca/authority/mpyc_ca.key", "clinic-keys/party_2.key",
+                    "server-keys/party_0.key"]
+    for name in ("job.json", "train.json", "new.json"):
+        pins = [p.get("fingerprint", "") for p in json.loads((d / name).read_text())["parties"]]
+        assert all(re.fullmatch(r"sha256:[0-9a-f]{64}", p) for p in pins) and len(set(pins)) == 3, pins
     from sqm.mechanism.ledger import Ledger
 
     for j in (1, 2):  # each owner's ledger: the PCA and the model, both releases of its records

@@ -123,7 +123,7 @@ def job(job_help: str = "job file (JSON: parties' addresses, party 0 the server,
                         "over the job's authenticated session.  Never read from the job file")
     g.add_argument("--ssl-dir", default=None,
                    help="with --job --index: mutually authenticated TLS between parties, keys from this folder "
-                        "(made by python -m sqm.runtime.certs --job NAME); needed for parties started one by one, over "
+                        "(each party's own key: sqm keys request --job NAME); needed for parties started one by one, over "
                         "loopback too (without --index the launcher makes per-job keys itself)")
     g.add_argument("--connect-timeout", type=float, default=60.0,
                    help="with --job: seconds for every party to connect (default 60)")

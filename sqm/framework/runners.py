@@ -55,11 +55,16 @@ def run_local(spec: JobSpec, task: JobTask, timeout: float = 3600.0, connect_tim
         if not os.path.isfile(p.file):
             raise UsageError(f"client {j}'s party file {p.file} does not exist: put its CSV there or fix the "
                              f"path in {spec.path or 'the job file'}")
+    if spec.pins and ssl_dir is None:
+        raise UsageError(f"job file {spec.path or '(unnamed)'} pins parties' keys (\"fingerprint\"): the local "
+                         f"launcher's fresh per-job keys cannot match them; give --ssl-dir with the pinned keys, or "
+                         f"run each party with --index")
     programs = job_programs(spec, task, ledger)
     live = {} if idle_timeout is None else {"idle_timeout": idle_timeout}
     return run_parties(programs, timeout=timeout, connect_timeout=connect_timeout, addresses=spec.addresses,
                        ssl_dir=ssl_dir, min_clients=2, job_id=spec.job_id, job_name=spec.name,
-                       insecure_plaintext=insecure_plaintext, extra_args=_progress_args(progress_timeout), **live)
+                       insecure_plaintext=insecure_plaintext, extra_args=_progress_args(progress_timeout),
+                       pins=spec.pins, **live)
 
 
 def run_job(spec: JobSpec, task: JobTask, index: int | None = None, timeout: float = 3600.0,
@@ -120,8 +125,9 @@ def run_one(spec: JobSpec, index: int, task: JobTask, timeout: float = 3600.0,
     """Run party ``index`` only, in a child ``python -m sqm.runtime.party`` process (other hosts run the others).
 
     Its messages go to this terminal; returns its result record.  Raises MPCError if it fails.
-    ``ssl_dir``: this party's keys from ``python -m sqm.runtime.certs`` (mutually authenticated TLS, over loopback too;
-    without it the party looks in ./.config, and plain TCP needs ``insecure_plaintext``).
+    ``ssl_dir``: this party's keys (``sqm keys``; mutually authenticated TLS, over loopback too; without it the
+    party looks in ./.config, and plain TCP needs ``insecure_plaintext``).  The job file's pinned fingerprints go
+    to the party (``--pins``).
     The child and its private folder (program, result) go away with this wrapper however it ends: Ctrl-C,
     SIGTERM or SIGKILL (:class:`sqm.runtime.launch.Launch`).
     """
@@ -134,7 +140,7 @@ def run_one(spec: JobSpec, index: int, task: JobTask, timeout: float = 3600.0,
     with Launch("sqm-party-") as job:
         pf, rf = job.write("program", prog), job.path("result")
         cmd = party_command(pf, index, ",".join(spec.addresses), rf, timeout, connect_timeout, ssl_dir,
-                            spec.job_id, spec.name, insecure_plaintext)
+                            spec.job_id, spec.name, insecure_plaintext, spec.pins)
         live = ([] if idle_timeout is None else ["--idle-timeout", f"{idle_timeout:g}"]) + \
             _progress_args(progress_timeout)
         code = job.start(cmd + live, party_env()).wait()

@@ -47,7 +47,11 @@ and options on a command line may only repeat the file's values).
 ``job_id`` (32 hex digits, random, fresh for every job: :func:`write_job` draws one) binds every party to this
 job: the parties compare it, the addresses and the task before anything else, and refuse a party of another
 job naming it.  Running one party (``--index``) needs it.  ``name`` is the job's name in the parties' TLS
-certificates (``python -m sqm.runtime.certs --job NAME``; default: the name in each party's own certificate).
+certificates (``sqm keys request --job NAME``; default: the name in each party's own certificate).  A party's
+``"fingerprint": "sha256:<64 hex>"`` (``sqm keys fingerprint party_i.crt``) pins its public key: every other party
+refuses, on every connection, a certificate for that party holding another key (even one the job's authority
+signed), and the party refuses to start with a certificate that does not match it; every party agrees on the
+pins before anything else.
 ``dataset`` names the data the release is charged to in the server's privacy-budget ledger (default: the
 job's ``name``; see :class:`LedgerGuard`); every party agrees on it with the task.  TLS
 is on whenever an address is not loopback (each party's ``--ssl-dir``); plain TCP between hosts needs the
@@ -71,7 +75,7 @@ from sqm.framework.alignment import DEFAULT_MIN_INTERSECTION, check_min_intersec
 from sqm.framework.extras import require
 from sqm.framework.tables import PartyTable, read_table
 from sqm.framework.user_code import split_spec
-from sqm.runtime.certs import check_job_name
+from sqm.runtime.certs import check_fingerprint, check_job_name
 from sqm.runtime.errors import UsageError
 from sqm.runtime.launch import (
     new_job_id,
@@ -90,6 +94,7 @@ class PartySpec:
     workers: int | None = None  # shard workers of this party (every party the same count: the job's shards)
     worker_addresses: tuple[str, ...] | None = None  # where they listen (None: the ports after its address)
     engine: str | None = None  # its own Dask cluster's scheduler ("tcp://host:8786"); None: local processes
+    fingerprint: str | None = None  # "sha256:<hex>": its pinned public key (sqm keys fingerprint); None: not pinned
 
 
 @dataclass(frozen=True)
@@ -129,6 +134,11 @@ class JobSpec:
     @property
     def addresses(self) -> list[str]:
         return [p.address for p in self.parties]
+
+    @property
+    def pins(self) -> dict[int, str]:
+        """The pinned key fingerprints, by party index (parties without a pin left out)."""
+        return {i: p.fingerprint for i, p in enumerate(self.parties) if p.fingerprint is not None}
 
     @property
     def shards(self) -> int | None:
@@ -307,7 +317,7 @@ def load_job(path) -> JobSpec:
         parties.append(PartySpec(addr, f, str(e.get("name") or ("server" if i == 0 else f"client{i}")),
                                  check_bounds(e.get("bounds"), f"job file {path}: client {i}'s"),
                                  None if share is None else float(share), model,
-                                 *_workers_entry(e, i, path)))
+                                 *_workers_entry(e, i, path), fingerprint=_fingerprint_entry(e, i, path)))
     shares = [p.norm_share for p in parties[1:]]
     if any(v is not None for v in shares) and (None in shares or sum(shares) > 1 + 1e-9):
         raise UsageError(f"job file {path}: 'norm_share' must be given for every client or none, and the shares "
@@ -354,6 +364,18 @@ def load_job(path) -> JobSpec:
         raise UsageError(f"job file {path}: 'hide_membership' must be true or false, got {hide!r}")
     return JobSpec(tuple(parties), id_column, path, job_id, name, dataset, min_intersection=min_common, task=task,
                    hide_membership=hide, private=tuple(private))
+
+
+def _fingerprint_entry(e: dict, i: int, path) -> str | None:
+    """Party ``i``'s pinned key, ``"fingerprint": "sha256:<64 hex>"`` (None: not pinned)."""
+    pin = e.get("fingerprint")
+    if pin is None:
+        return None
+    who = "the server" if i == 0 else f"client {i}"
+    try:
+        return check_fingerprint(pin, f"{who}'s 'fingerprint'")
+    except ValueError as err:
+        raise UsageError(f"job file {path}: {err}") from None
 
 
 def _workers_entry(e: dict, i: int, path) -> tuple:
@@ -411,7 +433,7 @@ def write_job(path, addresses, files, id_column: str = "id", job_id: str | None 
               name: str | None = None, dataset: str | None = None, bounds=None, norm_shares=None,
               min_intersection: int | None = None, task: dict | None = None, server_file=None,
               models=None, workers: int | None = None, worker_addresses=None, engines=None,
-              hide_membership: bool = False) -> str:
+              hide_membership: bool = False, fingerprints=None) -> str:
     """Write a job file: ``addresses[0]`` the server's, then one address and one file per client (None: no file,
     as in a job file for parties started one by one, whose operators each give their own); a fresh
     random ``job_id`` unless given, the job's ``name`` (as in its certificates) and the ``dataset`` id (the
@@ -422,7 +444,8 @@ def write_job(path, addresses, files, id_column: str = "id", job_id: str | None 
     ``server_file``: the server's own table (a PBM-VFL job's labels); ``models``: per party (server first), None
     or its own model code "FILE:FACTORY" (files inside the job file's folder, as the data files); ``workers``:
     every party's shard workers (None: one process per party), ``worker_addresses`` per party (None: the ports
-    after its address), ``engines`` per party (None or its own Dask scheduler's address)."""
+    after its address), ``engines`` per party (None or its own Dask scheduler's address); ``fingerprints``: per
+    party (server first), None or its pinned key ``"sha256:<hex>"``."""
     if len(addresses) != len(files) + 1:
         raise UsageError(f"need one address per party: {len(addresses)} addresses for 1 server + "
                          f"{len(files)} clients")
@@ -453,6 +476,9 @@ def write_job(path, addresses, files, id_column: str = "id", job_id: str | None 
                 entry["worker_addresses"] = list(worker_addresses[j])
             if engines is not None and engines[j] is not None:
                 entry["engine"] = str(engines[j])
+    for j, pin in enumerate(fingerprints or []):
+        if pin is not None:
+            parties[j]["fingerprint"] = check_fingerprint(pin, f"party {j}'s fingerprint")
     for j, code in enumerate(models or []):
         if code is not None:
             file, name = split_spec(code)

@@ -127,11 +127,13 @@ def new_job_id() -> str:
 
 def party_command(program_file: str, index: int, addresses: str, result_file: str, timeout: float,
                   connect_timeout: float, ssl_dir: str | None = None, job_id: str | None = None,
-                  job_name: str | None = None, insecure_plaintext: bool = False) -> list[str]:
+                  job_name: str | None = None, insecure_plaintext: bool = False,
+                  pins: dict[int, str] | str | None = None) -> list[str]:
     """The command line starting party ``index`` of job ``job_id`` (``addresses``: comma-separated host:port
-    of all parties).  ``ssl_dir``: TLS with this party's keys from ``python -m sqm.runtime.certs`` (whose certificates
-    name the job ``job_name``, if given); ``insecure_plaintext``: the operator's opt-in to plain TCP (no peer
-    authentication, on loopback too).  The party logs at this process's level (:func:`sqm.runtime.logs.party_level_args`)."""
+    of all parties).  ``ssl_dir``: TLS with this party's keys (``sqm keys``; certificates naming the job
+    ``job_name``, if given); ``insecure_plaintext``: the operator's opt-in to plain TCP (no peer
+    authentication, on loopback too); ``pins``: the job's pinned key fingerprints (``{party: "sha256:..."}``, or
+    the party's ``--pins`` text).  The party logs at this process's level (:func:`sqm.runtime.logs.party_level_args`)."""
     if job_id is None:
         raise UsageError("a party needs its job's id (the same fresh id at every party of the job)")
     cmd = [sys.executable, "-m", "sqm.runtime.party", "--program", program_file, "--index", str(index),
@@ -143,6 +145,10 @@ def party_command(program_file: str, index: int, addresses: str, result_file: st
         cmd += ["--job-name", job_name]
     if insecure_plaintext:
         cmd.append("--insecure-plaintext")
+    if pins:
+        from .certs import format_pins
+
+        cmd += ["--pins", pins if isinstance(pins, str) else format_pins(pins)]
     return cmd
 
 
@@ -166,11 +172,12 @@ def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float 
                 extra_args: list[str] | None = None, on_start=None, addresses=None,
                 ssl_dir: str | None = None, blas_threads: int | None = None, min_clients: int = 1,
                 idle_timeout: float = IDLE_TIMEOUT_S, job_id: str | None = None, job_name: str | None = None,
-                insecure_plaintext: bool = False) -> list[dict]:
+                insecure_plaintext: bool = False, pins: dict[int, str] | None = None) -> list[dict]:
     """Run ``programs[i]`` as party ``i`` in its own process; return each party's result record.
 
-    ``ssl_dir``: a folder made by ``python -m sqm.runtime.certs``: every connection runs over mutually
-    authenticated TLS (its certificates naming job ``job_name``, if given).  Without one (and unless
+    ``ssl_dir``: a folder holding every party's keys (``party_i.crt``, ``party_i.key`` and ``mpyc_ca.crt``):
+    every connection runs over mutually authenticated TLS (its certificates naming job ``job_name``, if given);
+    ``pins``: the job's pinned key fingerprints by party (:func:`party_command`).  Without one (and unless
     ``insecure_plaintext``), this launcher makes a fresh authority and one key per party for
     this job alone, in its private folder (0700, keys 0600, removed with it), and every connection runs over TLS
     with them: on a shared host, loopback has no peer check, and another local user who reads the command lines
@@ -222,7 +229,7 @@ def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float 
         results = [job.path(f"party{i}.result") for i in range(M)]
         for i in range(M):
             cmd = party_command(files[i], i, addrs, results[i], timeout, connect_timeout, ssl_dir, job_id,
-                                job_name, insecure_plaintext)
+                                job_name, insecure_plaintext, pins)
             job.start(cmd + ["--idle-timeout", f"{idle_timeout:g}"] + (extra_args or []), env,
                       messages=job.path(f"party{i}.err"))
         procs = job.procs

@@ -19,7 +19,7 @@ class MPyCBackend(Backend):
                  insecure_share_rng: str | None = None):
         self.timeout = timeout
         self.outputs_to_clients = outputs_to_clients
-        self.ssl_dir = ssl_dir  # keys from python -m sqm.runtime.certs: TLS between all parties
+        self.ssl_dir = ssl_dir  # a folder with every party's keys: TLS between all parties
         # BENCHMARK ONLY: "pcg64" makes every party draw its Shamir coefficients from numpy's PCG64 (a
         # statistical generator) to measure what the default AES-CTR stream costs; never in a real job
         if insecure_share_rng not in (None, "pcg64"):

@@ -7,11 +7,12 @@ input unusable, 1 other error); nothing is released.
 
 Every party of a job gets the same ``--job-id`` (a fresh random 128-bit id) and address list.  Connecting
 (:mod:`sqm.runtime.session`): each party listens on its own job address only; a peer's identity is checked on both
-sides of every connection; every connection runs over mutually authenticated TLS (``--ssl-dir``: keys from
-``python -m sqm.runtime.certs``), loopback ones too: plain TCP has no peer check, so on a shared host another user who
-reads the command lines could connect as a party or listen first at a party's address.  Plain TCP needs the
+sides of every connection; every connection runs over mutually authenticated TLS (``--ssl-dir``: keys made with
+``sqm keys``; ``--pins``: the key fingerprints the job pins), loopback ones too: plain TCP has no peer check, so on
+a shared host another user who reads the command lines could connect as a party or listen first at a party's
+address.  Plain TCP needs the
 operator's ``--insecure-plaintext`` (sqm's local launchers make per-job keys themselves).  The first exchange then compares every party's job description
-(job id, job name, addresses, program): a party of another job is refused, naming it and what differs.
+(job id, job name, addresses, program, pins): a party of another job is refused, naming it and what differs.
 
 The program file is a pickle read from this party's own disk, never from the network: it must be written by
 this party's own operator (``sqm ... --job --index I`` writes it on the party's host).  Everything peers send
@@ -171,9 +172,13 @@ def main(argv=None) -> int:
                                        "party's own certificate)")
     ap.add_argument("--ssl", action="store_true",
                     help="mutually authenticated TLS (the default unless --insecure-plaintext; with it, TLS anyway); "
-                         "see python -m sqm.runtime.certs")
+                         "keys made with sqm keys")
     ap.add_argument("--ssl-dir", default=".config",
                     help="folder holding mpyc_ca.crt, party_I.crt and party_I.key (default: .config)")
+    ap.add_argument("--pins", default=None, metavar="I=sha256:HEX,...",
+                    help="the public-key fingerprints the job file pins, by party: a peer whose certificate holds "
+                         "another key for a pinned party is refused, and this party refuses to start if its own "
+                         "key is not its pin (every party must be given the same pins; needs TLS)")
     ap.add_argument("--insecure-plaintext", action="store_true",
                     help="INSECURE: plain TCP, no peer authentication (across hosts anyone on the path can read "
                          "the shares; on one host another local user can connect as a party); a trusted, isolated "
@@ -223,13 +228,24 @@ def main(argv=None) -> int:
     except ValueError as e:
         log.error(f"sqm.runtime.party: error: --job-id: {e}")
         return EXIT_USAGE
+    from .certs import IdentityError, parse_pins
+
+    try:
+        pins = parse_pins(args.pins)
+    except ValueError as e:
+        log.error(f"sqm.runtime.party: error: {e}")
+        return EXIT_USAGE
+    if pins and args.insecure_plaintext and not args.ssl:
+        log.error("sqm.runtime.party: error: --pins needs TLS (a pinned key is checked in the TLS handshake): leave "
+                  "out --insecure-plaintext")
+        return EXIT_USAGE
     tls = None
     remote = any(not is_loopback(split_address(a)[0]) for a in addrs)
     if args.ssl or not args.insecure_plaintext:
-        from .certs import IdentityError, TLSIdentity
+        from .certs import TLSIdentity
 
         try:
-            tls = TLSIdentity(args.ssl_dir, args.index, args.job_name)
+            tls = TLSIdentity(args.ssl_dir, args.index, args.job_name, pins)
         except (IdentityError, ValueError, OSError) as e:
             why = "" if args.ssl else f"{plaintext_refusal(addrs)}.  "
             log.error(f"sqm.runtime.party: error: {why}{e}")
@@ -276,11 +292,12 @@ def main(argv=None) -> int:
             share_rng = np.random.default_rng()
         ctx = PartyContext(mpc, rng=share_rng)
         job_name = tls.job if tls is not None else args.job_name
-        stats["job_digest"] = await agree_job(ctx, job_description(args.job_id, addrs, job_name, describe(program)))
+        stats["job_digest"] = await agree_job(ctx, job_description(args.job_id, addrs, job_name, describe(program),
+                                                                   pins))
         ctx.job_digest = stats["job_digest"]
         ctx.session = SessionSettings(args.job_id, job_name, args.ssl_dir if tls is not None else None,
                                       tls is None, args.connect_timeout, args.timeout, args.idle_timeout,
-                                      args.progress_timeout)  # a shard worker's session starts the same way
+                                      args.progress_timeout, args.pins)  # a shard worker's session starts the same way
         timeline["agreed"] = time.time()
         stats["connect_seconds"] = session.seconds
         log.debug(f"job {args.job_id} agreed: {describe(program)}")

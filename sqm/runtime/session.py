@@ -6,7 +6,8 @@ claims, bound all interfaces and retried every 0.1 s forever):
 - party i listens, on its own job address only, for parties < i and connects to parties > i, as MPyC does;
 - a connecting party sends its id (2 bytes, little endian, as MPyC); the listening party checks it (a party
   that should connect here, not yet connected) and, over TLS, that the peer's certificate names exactly
-  that party of the same job (:func:`sqm.runtime.certs.check_peer`); it answers one byte ``OK``, or ``NO`` and its
+  that party of the same job (:func:`sqm.runtime.certs.check_peer`) and, where the job pins that party's key, holds
+  that key (:meth:`sqm.runtime.certs.TLSIdentity.check`); it answers one byte ``OK``, or ``NO`` and its
   reason, so the connecting side learns why it was refused.  The connecting side checks the listener's
   certificate the same way before sending anything;
 - refused connections are retried with exponential back-off (20 ms doubling to 1 s); a TLS handshake failure,
@@ -17,8 +18,8 @@ claims, bound all interfaces and retried every 0.1 s forever):
   arrived early are passed on), and the listening socket is closed.
 
 :func:`agree_job` is then the first exchange: every party sends its job description (job id, job name,
-party addresses in order, the program's public description); any difference is refused naming the party
-and the field, before anything else is sent.
+party addresses in order, the program's public description, the pinned key fingerprints); any difference is
+refused naming the party and the field, before anything else is sent.
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ import struct
 import time
 
 from . import wire
-from .certs import IdentityError, check_peer
+from .certs import IdentityError
 from .errors import UsageError
 from .protocol import ABORT_PC, ProtocolError, abort_notice, party_label, printable, public_digest, read_abort_notice
 
@@ -76,10 +77,10 @@ def plaintext_refusal(addresses) -> str:
     remote = [a for a in addresses if not is_loopback(split_address(a)[0])]
     if remote:
         return (f"party addresses {', '.join(remote)} are not loopback: parties on other hosts must use TLS (keys "
-                f"from python -m sqm.runtime.certs, --ssl-dir DIR); plain TCP would let anyone on the path read the "
+                f"made with sqm keys, --ssl-dir DIR); plain TCP would let anyone on the path read the "
                 f"shares.  Pass --insecure-plaintext to run without TLS anyway (a trusted, isolated network only)")
-    return ("parties started one by one authenticate each other with TLS even over loopback (keys from python -m "
-            "sqm.runtime.certs, --ssl-dir DIR; sqm's local launchers make per-job keys themselves): plain loopback TCP has "
+    return ("parties started one by one authenticate each other with TLS even over loopback (keys made with sqm "
+            "keys, --ssl-dir DIR; sqm's local launchers make per-job keys themselves): plain loopback TCP has "
             "no peer check, so another user of this host who reads the command lines could connect as a party or "
             "listen first at a party's address and act as it.  Pass --insecure-plaintext to run without TLS anyway "
             "(a host no one else uses only)")
@@ -252,7 +253,7 @@ class _Accept(_Conn):
                 raise IdentityError(f"a second connection claiming to be {party_label(claimed)} ({s.name(claimed)} is "
                                     f"already connected)")
             if s.tls is not None:
-                check_peer(self.transport.get_extra_info("peercert"), claimed, s.tls.job)
+                s.tls.check(self.transport, claimed)
         except IdentityError as e:
             self.transport.write(NO + _clean(f"{e}; refused").encode())
             self.transport.close()
@@ -274,7 +275,7 @@ class _Dial(_Conn):
         transport.write(s.pid.to_bytes(2, "little"))  # public; sent first so that both sides check and report
         if s.tls is not None:
             try:
-                check_peer(transport.get_extra_info("peercert"), self.pid, s.tls.job)
+                s.tls.check(transport, self.pid)
             except IdentityError as e:
                 s.fail(f"{e} (listening on {s.addrs[self.pid]}); refused")
                 transport.close()
@@ -506,12 +507,16 @@ async def start(mpc, addresses, tls=None, connect_timeout: float = 60.0) -> Sess
 
 
 # ----- one job per session ----------------------------------------------------------------------------------
-FIELDS = ("job_id", "n_parties", "parties", "job_name", "program")
+FIELDS = ("job_id", "n_parties", "parties", "job_name", "program", "pins")
 
 
-def job_description(job_id: str, addresses, job_name: str | None, program: str) -> dict:
+def job_description(job_id: str, addresses, job_name: str | None, program: str,
+                    pins: dict[int, str] | None = None) -> dict:
+    """What every party of a job must agree on first; ``pins``: the key fingerprints the job pins, by party
+    (``""`` for a party without a pin), so that a party given other pins is refused."""
     return {"job_id": job_id, "n_parties": len(addresses), "parties": [a.strip() for a in addresses],
-            "job_name": job_name or "", "program": str(program)[:2000]}
+            "job_name": job_name or "", "program": str(program)[:2000],
+            "pins": [(pins or {}).get(i, "") for i in range(len(addresses))]}
 
 
 def _description_ok(d) -> bool:
@@ -519,7 +524,9 @@ def _description_ok(d) -> bool:
             and type(d["n_parties"]) is int and isinstance(d["parties"], list) and len(d["parties"]) <= 10000
             and all(isinstance(a, str) and len(a) <= 300 for a in d["parties"])
             and isinstance(d["job_name"], str) and len(d["job_name"]) <= 64
-            and isinstance(d["program"], str) and len(d["program"]) <= 2000)
+            and isinstance(d["program"], str) and len(d["program"]) <= 2000
+            and isinstance(d["pins"], list) and len(d["pins"]) <= 10000
+            and all(isinstance(x, str) and len(x) <= 80 for x in d["pins"]))
 
 
 def _short_id(x: str) -> str:
@@ -539,6 +546,10 @@ def differences(mine: dict, theirs: dict, label: str) -> list[str]:
                    f"party lists {mine['parties'][k]})")
     if theirs["job_name"] != mine["job_name"]:
         out.append(f"{label} runs job name {_clean(theirs['job_name'], 64)!r} (this party: {mine['job_name']!r})")
+    if theirs["pins"] != mine["pins"] and len(theirs["pins"]) == len(mine["pins"]):
+        k = next(i for i, (a, b) in enumerate(zip(theirs["pins"], mine["pins"])) if a != b)
+        out.append(f"{label} pins {_clean(theirs['pins'][k], 80) or 'no key'} for {party_label(k)} (this party pins "
+                   f"{mine['pins'][k] or 'no key'})")
     if theirs["program"] != mine["program"]:
         out.append(f"{label} runs a different program: {_clean(theirs['program'], 200)} (this party: "
                    f"{mine['program'][:200]})")
@@ -573,3 +584,4 @@ class SessionSettings:
     timeout: float
     idle_timeout: float
     progress_timeout: float
+    pins: str | None = None  # the job's pinned key fingerprints, as the party's --pins option

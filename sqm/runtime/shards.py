@@ -226,7 +226,7 @@ class ShardRunner:
         st = ctx.session
         cmd = party_command(program_file, ctx.pid, ",".join(a[s] for a in self.addresses), result_file,
                             st.timeout, st.connect_timeout, st.ssl_dir, shard_job_id(st.job_id, s), st.job_name,
-                            st.insecure_plaintext)
+                            st.insecure_plaintext, st.pins)
         return cmd + ["--idle-timeout", str(st.idle_timeout), "--progress-timeout", str(st.progress_timeout)]
 
     async def run(self, ctx, works: list) -> list[dict]:
