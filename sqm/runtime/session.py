@@ -53,8 +53,10 @@ HANDSHAKE_TIMEOUT = 10.0  # seconds for a TLS handshake and the listener's OK (a
 LINGER = 3.0  # seconds a party that gave up keeps dialling unreached parties to hand them its notice
 LOSS_GRACE = 0.5  # seconds between a connected peer leaving during the connect phase and reporting it
 MAX_EARLY = 1 << 24  # bytes buffered from one peer before the hand-over (the first exchange is small)
-MAX_PENDING_PER_SOURCE = 64  # connections from one host not yet identified (Session.admit: beyond, the oldest
-MAX_PENDING = 256  # makes room; from all hosts: beyond, the oldest of the host holding most makes room)
+# connections not yet identified, from one host and from all (Session.admit: beyond, the oldest makes room); over
+# TLS each holds asyncio's 256 KiB read buffer and a handshake's state, so MAX_PENDING bounds that memory
+MAX_PENDING_PER_SOURCE = 64
+MAX_PENDING = 128
 MIN_HOLD = 1.0  # seconds an unidentified connection is held before a newer one may take its place (a real party
 # identifies in milliseconds); while every one held is younger, new ones beyond the bounds are closed unread
 MAX_NOTES = 64  # notes kept about dropped connections (the timeout message shows the first few)
