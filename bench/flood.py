@@ -11,8 +11,9 @@ party closes it or the flood is stopped.  What an attacker without keys would se
 - ``garbage``: ``ff ff`` and 1 KiB of random bytes (not TLS; without TLS, an unknown party id);
 - ``nocert``: a whole TLS handshake without a client certificate (the attacker pays for its half).
 
-Once every connection was attempted the helper waits ``SETTLE_S`` (the party accepts what is still queued),
-counts the connections still open per source (those the party holds unidentified), prints ``opened`` and
+Once every connection was attempted the helper counts the connections still open per source (those the party
+holds unidentified), once that count has not changed for ``SETTLE_S`` (the party has accepted what was
+queued, and the helper has read the party's closes), prints ``opened`` and
 keeps them open (:meth:`Flood.count` counts them again).  :meth:`Flood.stop` ends it and returns the counts
 (JSON): ``opened``, ``connect_failed``, ``closed_by_party``, ``held`` / ``held_per_source`` (open after the
 flood: at most the party's bounds), ``answered_bytes`` and ``flood_s`` (seconds from the first connect to the
@@ -32,7 +33,8 @@ import time
 KINDS = ("idle", "hello", "garbage", "nocert")
 CONCURRENCY = 256  # connects in flight at a time (the listener's accept backlog is about 100)
 STARTED = 100  # connections open when the helper says "started" (the flood is under way)
-SETTLE_S = 1.0  # after the last connect, before counting what the party still holds
+SETTLE_S = 1.0  # the count of open connections must stay the same this long before it is reported (at most
+SETTLE_MAX_S = 20.0  # this long): the party has accepted what was queued and its closes have arrived
 
 
 def _client_context() -> ssl.SSLContext:
@@ -51,8 +53,18 @@ def client_hello(ctx: ssl.SSLContext) -> bytes:
     return out.read()
 
 
-def held(open_now: dict) -> dict:
-    return {"held": sum(open_now.values()), "held_per_source": {k: v for k, v in sorted(open_now.items()) if v}}
+async def held(open_now: dict) -> dict:
+    """The connections still open, once their count has stayed the same for SETTLE_S (a loaded party may still be
+    accepting what was queued, or its closes may not have been read yet)."""
+    end, last, since = time.monotonic() + SETTLE_MAX_S, None, time.monotonic()
+    while time.monotonic() < end:
+        now = dict(open_now)
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= SETTLE_S:
+            break
+        await asyncio.sleep(0.1)
+    return {"held": sum(last.values()), "held_per_source": {k: v for k, v in sorted(last.items()) if v}}
 
 
 async def _flood(host: str, port: int, n: int, wait: float, sources: list[str]) -> dict:
@@ -122,11 +134,10 @@ async def _flood(host: str, port: int, n: int, wait: float, sources: list[str]) 
 
     await asyncio.gather(*(one(i) for i in range(n)))
     stats["flood_s"] = round(time.monotonic() - t0, 3)
-    await asyncio.sleep(SETTLE_S)
-    stats.update(held(open_now))
+    stats.update(await held(open_now))
     print("opened", flush=True)  # every connection attempted; those the party has not closed are still open
     while await loop.run_in_executor(None, sys.stdin.readline):  # "count": what is held now; EOF: stop
-        print(json.dumps(held(open_now)), flush=True)
+        print(json.dumps(await held(open_now)), flush=True)
     for task in keep:
         task.cancel()
     await asyncio.gather(*keep, return_exceptions=True)
