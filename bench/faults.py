@@ -856,7 +856,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--clients", type=int, default=2, help="clients per job (default 2; parties = clients + 1)")
     ap.add_argument("--idle-timeout", type=float, help="passed to every party when python -m sqm.runtime.party has it "
                                                        "(default: the runtime's)")
-    ap.add_argument("--connect-timeout", type=float, help="passed to every party (default: the runtime's)")
+    ap.add_argument("--connect-timeout", type=float, help="passed to every party (default: the runtime's; the cases "
+                                                          "whose target never connects, kill-before-connect and "
+                                                          "readable-key: two thirds of --bound)")
     ap.add_argument("--bound", type=float, default=30.0, help="seconds within which every party must exit "
                                                               "(default 30, issue 12)")
     ap.add_argument("--deadline", type=float, default=90.0, help="seconds after the fault when the bench kills "

@@ -1,25 +1,29 @@
 """Unauthenticated noise never aborts a job (issues 25 and 43): during the connect phase, an HTTP request, two
 bytes claiming party 999, a TLS hello on plain TCP, many connections in a row, 3,000 connections held open at
-once (idle, a TLS ClientHello, garbage, a TLS handshake without a certificate; from the parties' own host and six
-others) and (over TLS) a handshake without a certificate reach a client's listening port; each is dropped and
-noted there, the listener holds at most its bounds of unidentified connections, and the job completes with every
-party's result (real processes over loopback)."""
+once (idle, a TLS ClientHello, garbage, a TLS handshake without a certificate; from the parties' own host and
+seven others) and (over TLS) a handshake without a certificate reach a client's listening port; each is dropped
+and noted there, the listener holds at most its bounds of unidentified connections, and the job completes with
+every party's result (real processes over loopback).  The last two tests hold a listener's bounds one by one
+(its session in this process, real sockets): the handshake timeout, and the oldest making room for the newest."""
 from __future__ import annotations
 
+import asyncio
 import os
 import pickle
 import shutil
 import socket
 import ssl
+import types
 
 import pytest
 from test_tls import Parties, _keys
 
 from bench.faults import send_stray
 from bench.flood import Flood
+from sqm.runtime.certs import TLSIdentity
 from sqm.runtime.exitcodes import EXIT_REFUSED, EXIT_TIMEOUT
-from sqm.runtime.launch import new_job_id
-from sqm.runtime.session import MAX_PENDING, MAX_PENDING_PER_SOURCE
+from sqm.runtime.launch import free_ports, new_job_id
+from sqm.runtime.session import MAX_PENDING, MAX_PENDING_PER_SOURCE, MIN_HOLD, Session
 
 OTHER_HOSTS = [f"127.0.0.{k}" for k in range(2, 9)]  # loopback addresses standing for 7 other hosts
 
@@ -120,3 +124,96 @@ def test_a_real_party_with_wrong_keys_is_still_named_under_a_flood(tmp_path):
             f"expected: the server (party 0) ({ps.addrs[0]})); dropped") in out[1][1], out[1]
     assert "unidentified connections dropped in all)" in out[1][1], out[1]
     assert ps.released() == []
+
+
+async def _listening(session):
+    """Start ``session``'s connect phase (it listens) and wait until its port answers."""
+    task = asyncio.create_task(session.connect())
+    host, port = session.hosts[session.pid]
+    for _ in range(200):
+        try:
+            _, w = await asyncio.open_connection(host, port)
+            w.close()
+            break
+        except OSError:
+            await asyncio.sleep(0.01)
+    await asyncio.sleep(0.2)  # that probe connection is gone
+    return task
+
+
+async def _open(addr, n, source="127.0.0.1"):
+    host, port = addr
+    out = []
+    for _ in range(n):
+        out.append(await asyncio.open_connection(host, port, local_addr=(source, 0)))
+    await asyncio.sleep(0.1)
+    return out
+
+
+async def _answer(conn, timeout=3.0) -> bytes | None:
+    """What the listener sent before closing ``conn`` (None: it is still open)."""
+    try:
+        return await asyncio.wait_for(conn[0].read(), timeout)
+    except asyncio.TimeoutError:
+        return None
+    except ConnectionError:
+        return b""
+
+
+def _session(tmp_path, tls: bool, connect_timeout: float):
+    ident = TLSIdentity(_keys(tmp_path, "keys"), 2) if tls else None
+    rt = types.SimpleNamespace(pid=2, parties=[types.SimpleNamespace(pid=i) for i in range(3)])
+    return Session(rt, [f"127.0.0.1:{p}" for p in free_ports(3)], ident, connect_timeout)
+
+
+def test_an_unidentified_connection_is_closed_at_the_handshake_timeout_and_uncounted(tmp_path):
+    """The cause of issue 43's failure: a connection whose TLS handshake timed out stayed counted for good (asyncio
+    does not call connection_lost during a handshake), so 64 idle connections shut their host out.  Now every
+    unidentified connection, over TLS or not, is closed at the handshake timeout and uncounted."""
+    async def run(tls):
+        s = _session(tmp_path / str(tls), tls, connect_timeout=3)  # handshake timeout 1.5 s
+        task = await _listening(s)
+        conns = await _open(s.hosts[2], 10)
+        assert s.n_unidentified == 10
+        assert [await _answer(c) for c in conns] == [b""] * 10  # closed by the listener, nothing said
+        assert s.n_unidentified == 0 and s.unidentified == {}
+        assert "named no party within 1.5 s; closed" in s.noise[-1]
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    for tls in (True, False):
+        (tmp_path / str(tls)).mkdir()
+        asyncio.run(run(tls))
+
+
+def test_a_new_connection_takes_the_place_of_the_oldest_unidentified_one(tmp_path):
+    """Known peers first, within the bounds (plain TCP, real sockets): beyond MAX_PENDING_PER_SOURCE connections
+    from one host a new one is closed unread while every one held is younger than MIN_HOLD; once the oldest was
+    held that long it is told BUSY and closed, and the new one held.  Beyond MAX_PENDING in all, the oldest of the
+    host holding most makes room."""
+    async def run():
+        s = _session(tmp_path, False, connect_timeout=60)
+        task = await _listening(s)
+        first = await _open(s.hosts[2], MAX_PENDING_PER_SOURCE)
+        assert s.n_unidentified == MAX_PENDING_PER_SOURCE
+        young = await _open(s.hosts[2], 1)
+        assert await _answer(young[0]) == b""  # refused unread: every one held is younger than MIN_HOLD
+        assert s.n_unidentified == MAX_PENDING_PER_SOURCE
+        await asyncio.sleep(MIN_HOLD)
+        late = await _open(s.hosts[2], 1)
+        assert await _answer(first[0]) == b"\x02"  # BUSY: the oldest made room
+        assert await _answer(first[1], 0.2) is None and await _answer(late[0], 0.2) is None  # still held
+        assert len(s.unidentified["127.0.0.1"]) == MAX_PENDING_PER_SOURCE
+        others = []
+        for k in range(2, 2 + (MAX_PENDING - MAX_PENDING_PER_SOURCE) // MAX_PENDING_PER_SOURCE):
+            others += await _open(s.hosts[2], MAX_PENDING_PER_SOURCE, f"127.0.0.{k}")
+        assert s.n_unidentified == MAX_PENDING
+        await asyncio.sleep(MIN_HOLD)
+        one_more = await _open(s.hosts[2], 1, "127.0.0.9")  # within its host's bound, beyond the total
+        assert await _answer(first[1]) == b"\x02"  # the oldest of the first host holding most made room
+        assert await _answer(one_more[0], 0.2) is None
+        assert s.n_unidentified == MAX_PENDING and len(s.unidentified["127.0.0.9"]) == 1
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(run())
