@@ -39,7 +39,12 @@ own session, all with the case's own ``TMPDIR``.  The faults:
 - ``stray-http`` / ``stray-party-999`` / ``stray-tls-hello`` (issue 25): those bytes reach client 2's port during
   its connect phase; these cases pass when the job is unaffected (every party exits 0, the server releases);
 - ``readable-key`` (issue 25): client 2's private key is mode 0644; it refuses to start naming the ``chmod``, the
-  others end at the connect timeout naming it (pass ``--connect-timeout`` under the bound);
+  others end at the connect timeout naming it;
+- ``conn-flood`` (issue 43): TLS; while client 2 is in its connect phase, 3,000 unauthenticated connections
+  (:mod:`bench.flood`: idle, a TLS ClientHello, garbage, a TLS handshake without a certificate; half from the
+  parties' own loopback host, half from six other loopback addresses) are opened to its port and held; then the
+  others start.  It passes when the job is unaffected and client 2 held at most its bounds of unidentified
+  connections (``sqm.runtime.session.MAX_PENDING_PER_SOURCE`` per host, ``MAX_PENDING`` in all);
 - ``local-impostor`` (issue 25): a co-tenant of the host starts the server's command line (job id, addresses
   and the public server program, as /proc shows them) with keys of an authority of its own, after the clients
   listen and before the real server starts; it passes when the clients drop it (it exits non-zero with nothing
@@ -54,6 +59,11 @@ the case's TMPDIR and which of the case's processes are still running.  A case p
 that was not itself killed or stopped exits non-zero within ``--bound`` seconds (30) of the fault, each
 assessed party names a culprit, nothing is released and nothing is left.  The bench stops a case
 ``--deadline`` seconds after the fault (kills what still runs and records it).
+
+A party that never connects (``kill-before-connect``, ``readable-key``) cannot be told from one still starting:
+the others name it at their connect timeout (60 s by default).  Those two cases therefore run every party with
+``--connect-timeout`` at two thirds of the bound (20 s for the default 30 s) unless ``--connect-timeout`` is
+given; the record's ``flags`` and the printed table say so.
 """
 from __future__ import annotations
 
@@ -73,6 +83,7 @@ from dataclasses import dataclass
 
 from bench import netsim
 from bench.common import finish
+from bench.flood import Flood
 from sqm.runtime.party import PartyProgram
 
 HOLD_MAX_S = 30.0  # the probe lets the target go on after this long even if the bench never acted
@@ -281,10 +292,11 @@ class Fault:
     payload: bytes = b""  # stray: the bytes sent to the target's port during the connect phase; malformed: the frame
     clients: int | None = None  # clients this case needs (None: the run's)
     framed: bool = False  # malformed: ``payload`` is a JSON header, sent in a wire frame (:func:`_frame`)
+    never_connects: bool = False  # the target never connects: run under a connect timeout below the bound
 
 
 FAULTS = {f.name: f for f in [
-    Fault("kill-before-connect", "client 2 killed before it connects", 2, "kill", None, (2,)),
+    Fault("kill-before-connect", "client 2 killed before it connects", 2, "kill", None, (2,), never_connects=True),
     Fault("kill-sharing", "client 2 killed while the others wait for its input shares", 2, "kill",
           "input shares", (2,)),
     Fault("kill-compute", "client 2 killed while the others wait for its degree-reduction sub-shares", 2, "kill",
@@ -331,12 +343,17 @@ FAULTS = {f.name: f for f in [
           "input shares", (2,), b'{"v": {"$a": 0}, "b": [["<i8", [0, ' + b"1" + b"0" * 30 + b'], 0]]}', framed=True),
     Fault("readable-key", "TLS; client 2's private key is readable by every user of the host (mode 0644): it refuses "
           "to start, naming the chmod; the others end at the connect timeout naming it", 2, "readable-key", None,
-          (2,)),
+          (2,), never_connects=True),
     Fault("local-impostor", "a co-tenant on the same host starts the server's command line (same job id, "
           "addresses and program) with keys of its own authority before the real server (the job must go on; "
           "the impostor gets nothing)", 0, "cotenant", None, ()),
+    Fault("conn-flood", "TLS; 3,000 unauthenticated connections (idle, TLS hellos, garbage, handshakes without a "
+          "certificate; half from the parties' host) held at client 2's port during its connect phase (the job "
+          "must go on)", 2, "conn-flood", None, ()),
 ]}
-UNAFFECTED = ("stray", "cotenant", "no-noise")  # actions after which the job must complete as if nothing happened
+UNAFFECTED = ("stray", "cotenant", "no-noise", "conn-flood")  # after these the job must complete as if unaffected
+FLOOD_N = 3000  # conn-flood: connections opened
+FLOOD_SOURCES = ["127.0.0.1"] * 6 + [f"127.0.0.{k}" for k in range(2, 8)]  # half from the parties' host
 
 
 def party_flags() -> set[str]:
@@ -473,7 +490,10 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
     go = os.path.join(marks, "go")
     procs: dict[int, subprocess.Popen] = {}
     extra: list[subprocess.Popen] = []
-    proxy = None
+    proxy = flood = None
+    supported = supported or party_flags()
+    if fault.never_connects and "--connect-timeout" not in flags and "--connect-timeout" in supported:
+        flags = [*flags, "--connect-timeout", f"{bound * 2 / 3:g}"]  # see the module docstring
     rec = {"case": name, "what": fault.what, "parties": M, "flags": list(flags), "load_before": round(load, 2)}
     try:
         spec = load_job(write_party_csvs(_data(seed), os.path.join(work, "job"), n_parties=clients, min_intersection=1))
@@ -493,7 +513,7 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
             programs[fault.target] = party_program(other, fault.target, task)
         holder = 1 if fault.action == "cut" else fault.target
         ssl_dirs = [None] * M
-        if fault.action in ("cotenant", "readable-key", "impostor"):  # TLS: the job's own keys, one folder a party
+        if fault.action in ("cotenant", "readable-key", "impostor", "conn-flood"):  # TLS: the job's keys, a folder each
             certs = os.path.join(work, "certs")
             _certs(certs, M)
             ssl_dirs = [_party_dir(certs, os.path.join(work, f"tls{i}"), i, i) for i in range(M)]
@@ -525,11 +545,11 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
             sq.stdout.readline()
             sq.stdout.close()
         addrs = ",".join(spec.addresses)
-        supported, job_ids = supported or party_flags(), {}
+        job_ids = {}
         t_start = time.monotonic()
         order = list(range(M))
-        if fault.action in ("stray", "cotenant"):  # the target first (stray: the bytes reach it during its
-            order = [fault.target] + [i for i in range(M) if i != fault.target]  # connect phase)
+        if fault.action in ("stray", "cotenant", "conn-flood"):  # the target first (stray, conn-flood: the bytes
+            order = [fault.target] + [i for i in range(M) if i != fault.target]  # reach it in its connect phase)
         if fault.action == "cotenant":  # the clients listen; the co-tenant comes first, the real server last
             order = [i for i in range(M) if i != fault.target] + [fault.target]
         for i in order:
@@ -554,6 +574,9 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
                 procs[i] = subprocess.Popen(cmd, env=env, start_new_session=True, cwd=work, stdout=out, stderr=err)
             if fault.action == "stray" and i == fault.target:
                 rec["stray_delivered"] = send_stray(spec.addresses[i], fault.payload, deadline)
+            if fault.action == "conn-flood" and i == fault.target:  # every connection opened before the others start
+                flood = Flood(spec.addresses[i], FLOOD_N, deadline, FLOOD_SOURCES)
+                rec["flood_opened"] = flood.wait()
         # ---- the fault ----
         t_fault, applied = None, None
         marker = os.path.join(marks, f"party{holder}")
@@ -579,7 +602,7 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
                 break
             time.sleep(0.01)
         if fault.action in ("foreign", "impostor", "squat", "stray", "inconsistent", "cotenant", "readable-key",
-                            "bounds", "offset", "no-noise"):
+                            "bounds", "offset", "no-noise", "conn-flood"):
             t_fault = t_start  # the fault is there from the start
         # ---- wait for the others ----
         hit = {fault.target} if fault.action in ("kill", "stop") else set()
@@ -594,6 +617,8 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
                 break
             time.sleep(0.02)
         time.sleep(0.3)  # what a party leaves behind right after the last exit
+        if flood is not None:
+            rec["flood"], flood = flood.stop(), None
         running = [i for i in waiting if i not in exit_at]
         ours = {p.pid for p in list(procs.values()) + extra}  # the parties themselves: see all_exited
         leftover_procs = [pid for pid in _processes_under(work) if pid not in ours]
@@ -620,7 +645,8 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
                 "message": msg[:400], "names": named(msg, i), "released": released, "stdout": out[:300],
                 "steps": _read(os.path.join(marks, f"party{i}")).split("\n")[:-1],
             })
-        rec.update(_verdict(fault, per_party, hit, running, t_fault, exit_at, waiting, bound, rec.get("impostor") or {}))
+        rec.update(_verdict(fault, per_party, hit, running, t_fault, exit_at, waiting, bound, rec.get("impostor") or {},
+                            rec.get("flood")))
         rec.update(applied=applied, per_party=per_party, tmp_leftovers=leftovers,
                    leftover_processes=len(leftover_procs), proxy_dropped_bytes=proxy.dropped if proxy else None)
         rec["passed"] = bool(applied) and passed(rec)
@@ -632,6 +658,8 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
                 p.wait()
         if proxy is not None:
             proxy.close()
+        if flood is not None:
+            flood.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -694,7 +722,7 @@ def send_stray(addr: str, payload: bytes, deadline: float = 30.0) -> bool:
     return False
 
 
-def _verdict(fault, per_party, hit, running, t_fault, exit_at, waiting, bound, impostor=None) -> dict:
+def _verdict(fault, per_party, hit, running, t_fault, exit_at, waiting, bound, impostor=None, flood=None) -> dict:
     """The acceptance criteria of issue 12 (issue 25's for the cases that must leave the job unaffected), each
     observed separately."""
     if fault.action in UNAFFECTED:
@@ -704,6 +732,13 @@ def _verdict(fault, per_party, hit, running, t_fault, exit_at, waiting, bound, i
                 "released_by_the_server": bool(per_party[0]["released"])}
         if fault.action == "cotenant":
             crit["impostor_refused"] = impostor.get("exit") not in (None, 0) and not impostor.get("released")
+        if fault.action == "conn-flood":  # every connection attempted, and the target held no more than its bounds
+            from sqm.runtime.session import MAX_PENDING, MAX_PENDING_PER_SOURCE
+
+            flood = flood or {}
+            crit["flood_delivered"] = flood.get("opened", 0) + flood.get("connect_failed", 0) == FLOOD_N
+            crit["flood_bounded"] = (flood.get("held", MAX_PENDING + 1) <= MAX_PENDING and all(
+                n <= MAX_PENDING_PER_SOURCE for n in flood.get("held_per_source", {}).values()))
         return {"seconds_to_last_exit": seconds, "still_running_at_deadline": running, "assessed": list(waiting),
                 "names_ok": {}, "criteria": crit}
     assessed = [i for i in waiting if i != fault.target or fault.action == "cut"]
@@ -781,11 +816,15 @@ def print_table(rep: dict) -> None:
 def _print_faults(rep: dict) -> None:
     print(f"Fault injection: {rep['cases'][0]['parties'] if rep['cases'] else '?'} real MPyC party processes per "
           f"case on {rep['cpus']} cores; pass = every party that was not itself killed or stopped exits non-zero "
-          f"within {rep['bound_s']:g} s of the fault naming the culprit, nothing released, nothing left (stray-*: "
-          f"every party exits 0 and the server releases, the job unaffected)")
+          f"within {rep['bound_s']:g} s of the fault naming the culprit, nothing released, nothing left (stray-*, "
+          f"local-impostor, no-noise, conn-flood: every party exits 0 and the server releases, the job unaffected)")
     for n in rep["notes"]:
         print(f"  note: {n}")
     print(f"  flags passed to every party: {' '.join(rep['flags']) or '(none: the runtime defaults)'}")
+    for r in rep["cases"]:
+        if r["flags"] != rep["flags"]:
+            print(f"  {r['case']}: every party ran with {' '.join(r['flags'])} (a party that never connects is named "
+                  f"at the others' connect timeout)")
     head = f"{'case':20s} {'exit codes':18s} {'time s':>7s}  {'names (party->named)':26s} {'released':8s} " \
            f"{'left in TMPDIR / procs':24s} {'load':>5s}  result"
     print(head)
@@ -823,6 +862,11 @@ def _print_faults(rep: dict) -> None:
         for p in r["per_party"]:
             if p["message"]:
                 print(f"  {r['case']} party {p['party']}: {p['message'][:160]}")
+        if r.get("flood"):
+            f = r["flood"]
+            print(f"  {r['case']}: {f.get('opened', 0)} connections opened in {f.get('flood_s', '?')} s "
+                  f"({f.get('connect_failed', 0)} cut during the connect or TLS), {f.get('held', '?')} still held by "
+                  f"party {FAULTS[r['case']].target} after the flood ({f.get('held_per_source', {})})")
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
@@ -833,7 +877,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--clients", type=int, default=2, help="clients per job (default 2; parties = clients + 1)")
     ap.add_argument("--idle-timeout", type=float, help="passed to every party when python -m sqm.runtime.party has it "
                                                        "(default: the runtime's)")
-    ap.add_argument("--connect-timeout", type=float, help="passed to every party (default: the runtime's)")
+    ap.add_argument("--connect-timeout", type=float, help="passed to every party (default: the runtime's; the cases "
+                                                          "whose target never connects, kill-before-connect and "
+                                                          "readable-key: two thirds of --bound)")
     ap.add_argument("--bound", type=float, default=30.0, help="seconds within which every party must exit "
                                                               "(default 30, issue 12)")
     ap.add_argument("--deadline", type=float, default=90.0, help="seconds after the fault when the bench kills "

@@ -10,9 +10,18 @@ claims, bound all interfaces and retried every 0.1 s forever):
   that key (:meth:`sqm.runtime.certs.TLSIdentity.check`); it answers one byte ``OK``, or ``NO`` and its
   reason, so the connecting side learns why it was refused.  The connecting side checks the listener's
   certificate the same way before sending anything;
-- refused connections are retried with exponential back-off (20 ms doubling to 1 s); a TLS handshake failure,
-  an identity mismatch, a listener that never says ``OK`` (another program on that port) or a port this
-  party cannot listen on abort the connect phase at once (:class:`ConnectError`, naming the peer);
+- refused connections are retried with exponential back-off (20 ms doubling to 1 s), and so are connections
+  closed or timed out during the TLS handshake and connections the listener answers ``BUSY``; a TLS handshake
+  failure, an identity mismatch, a listener that completed the handshake (or, without TLS, accepted) but never
+  says ``OK`` (another program on that port) or a port this party cannot listen on abort the connect phase at
+  once (:class:`ConnectError`, naming the peer);
+- unauthenticated noise never aborts the connect phase: a connection that fails the TLS handshake or names no
+  party that connects here is dropped and noted.  A listener holds at most :data:`MAX_PENDING_PER_SOURCE`
+  connections not yet identified per source host and :data:`MAX_PENDING` in all, each for at most the handshake
+  timeout; a new connection beyond a bound takes the place of the oldest unidentified one (of its host, else of
+  the host holding most; told ``BUSY`` if it got past TLS) once that one was held :data:`MIN_HOLD` s, and is
+  closed unread while every one held is younger, so that a real party, which identifies in milliseconds, is not
+  shut out by connections that never will (known peers first: identified parties are never counted);
 - after ``connect_timeout`` seconds the error names the parties not yet connected, with their addresses;
 - only when every peer is connected are the connections handed to MPyC's message exchangers (any bytes that
   arrived early are passed on), and the listening socket is closed.
@@ -38,13 +47,19 @@ from .certs import IdentityError
 from .errors import UsageError
 from .protocol import ABORT_PC, ProtocolError, abort_notice, party_label, printable, public_digest, read_abort_notice
 
-OK, NO = b"\x01", b"\x00"
+OK, NO, BUSY = b"\x01", b"\x00", b"\x02"  # BUSY: closed to make room for newer connections; try again
 BACKOFF_START, BACKOFF_CAP = 0.02, 1.0
-HANDSHAKE_TIMEOUT = 10.0  # seconds for a TLS handshake and the listener's OK: an idle party answers in ms
+HANDSHAKE_TIMEOUT = 10.0  # seconds for a TLS handshake and the listener's OK (an idle party answers in ms); a
+# listener closes a connection that has not named a party by then
 LINGER = 3.0  # seconds a party that gave up keeps dialling unreached parties to hand them its notice
 LOSS_GRACE = 0.5  # seconds between a connected peer leaving during the connect phase and reporting it
 MAX_EARLY = 1 << 24  # bytes buffered from one peer before the hand-over (the first exchange is small)
-MAX_PENDING_PER_SOURCE = 64  # connections from one host not yet identified; beyond, new ones are closed unread
+# connections not yet identified, from one host and from all (Session.admit: beyond, the oldest makes room); over
+# TLS each holds asyncio's 256 KiB read buffer and a handshake's state, so MAX_PENDING bounds that memory
+MAX_PENDING_PER_SOURCE = 64
+MAX_PENDING = 128
+MIN_HOLD = 1.0  # seconds an unidentified connection is held before a newer one may take its place (a real party
+# identifies in milliseconds); while every one held is younger, new ones beyond the bounds are closed unread
 MAX_NOTES = 64  # notes kept about dropped connections (the timeout message shows the first few)
 JOB_ID_RE = re.compile(r"[0-9a-f]{32}")
 
@@ -115,7 +130,6 @@ class _Conn(asyncio.Protocol):
         self.ready = False  # identity checked: the hand-over may take place
         self.lost = False
         self.noted = False  # dropped and noted already (drop)
-        self.counted = False  # counted among its host's unidentified connections (Session.pending_change)
         self.peer = "?"
 
     def connection_made(self, transport):
@@ -128,6 +142,7 @@ class _Conn(asyncio.Protocol):
         if len(self.buf) > MAX_EARLY and isinstance(self, _Accept) and not self.ready:  # unauthenticated: dropped
             self.drop(f"a connection from {self.peer} sent {len(self.buf)} bytes without naming a "
                       f"party; dropped")
+            self.settle()
             self.transport.abort()
         elif len(self.buf) > MAX_EARLY:
             self.s.fail(f"{self.name()} sent {len(self.buf)} bytes before the connect phase ended; refused")
@@ -156,27 +171,28 @@ class _Conn(asyncio.Protocol):
     def on_data(self):  # pragma: no cover - overridden
         pass
 
+    def settle(self) -> None:  # pragma: no cover - overridden
+        pass
+
     def name(self) -> str:
         return self.s.name(self.pid) if self.pid is not None else f"a party connecting from {self.peer}"
 
-    def drop(self, note: str) -> None:
+    def drop(self, note: str | None, telling: bool = False) -> None:
         """Note this unauthenticated connection as dropped (once; :meth:`Session.drop`)."""
         if not self.noted:
             self.noted = True
-            self.s.drop(note)
-
-    def uncount(self) -> None:
-        if self.counted:
-            self.counted = False
-            self.s.pending_change(self.peer, -1)
+            if note is not None:
+                self.s.drop(note, telling)
 
     def connection_lost(self, exc):
         self.lost = True
-        self.uncount()
+        self.settle()
         if self.s.done.done():
             return
         if isinstance(self, _Accept) and not self.ready:
             self.drop(f"a connection from {self.peer} closed before naming an expected party")
+            return
+        if isinstance(self, _Dial) and self.busy:  # the listener made room for newer connections: dialled again
             return
         if isinstance(self, _Dial) and isinstance(exc, ssl.SSLError):
             self.s.fail(f"TLS handshake with {self.name()} failed: it rejected this party's certificate "
@@ -193,29 +209,65 @@ class _Conn(asyncio.Protocol):
 
 
 class _Accept(_Conn):
-    """Listening side: the peer's first 2 bytes are the party id it claims; checked before anything else."""
+    """Listening side: the peer's first 2 bytes are the party id it claims; checked before anything else.
+
+    Until then the connection is unidentified: counted by :meth:`Session.admit` (which may close the oldest
+    unidentified one to make room for it) and closed after the handshake timeout."""
 
     def __init__(self, session):
         super().__init__(session, None)
         self.upgraded = session.tls is None
+        self.host, self.raw, self.timer = "?", None, None
+        self.counted = False  # among the session's unidentified connections (Session.admit, Session.forget)
+        self.closed_here = False  # this party closed it unidentified (to make room, or at its timeout)
 
     def connection_made(self, transport):
         super().connection_made(transport)
-        self.counted = True
-        if self.s.pending_change(self.peer, 1) > MAX_PENDING_PER_SOURCE:  # a flood from one host: closed unread
-            self.drop(f"more than {MAX_PENDING_PER_SOURCE} unidentified connections from "
-                      f"{self.peer.rpartition(':')[0]}; closed unread")
+        self.raw, self.host, self.born = transport, self.peer.rpartition(":")[0] or self.peer, self.s.loop.time()
+        if not self.s.admit(self):
+            self.closed_here = True
             transport.abort()
             return
+        self.timer = self.s.loop.call_later(self.s.handshake_timeout, self.expire)
         if not self.upgraded:
             transport.pause_reading()  # start_tls takes over the raw stream
             self.s.spawn(self.upgrade(transport))
 
+    def settle(self) -> None:
+        """No longer unidentified (identified, dropped or closed): uncounted, its timer stopped."""
+        self.s.forget(self)
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def expire(self) -> None:
+        self.timer = None
+        if self.pid is None and not self.lost:
+            self.close_unidentified(f"a connection from {self.peer} named no party within "
+                                    f"{self.s.handshake_timeout:g} s; closed")
+
+    def close_unidentified(self, note: str | None, busy: bool = False) -> None:
+        """Close this connection before it named a party, noting why (``note``; None: not noted).  ``busy``: a
+        connection past the TLS handshake (a party of this job, over TLS) is told ``BUSY`` first, so that it dials
+        again."""
+        if self.closed_here:
+            return
+        self.closed_here = True
+        self.settle()
+        self.drop(note)
+        if self.upgraded and not self.transport.is_closing():
+            if busy:
+                self.transport.write(BUSY)
+            self.transport.close()
+        else:
+            self.raw.abort()  # during the TLS handshake: start_tls ends (upgrade returns)
+
     async def upgrade(self, raw):
         try:
-            tls = await self.s.loop.start_tls(raw, self, self.s.tls.server_context(), server_side=True,
-                                              ssl_handshake_timeout=self.s.handshake_timeout)
+            tls = await self.s.loop.start_tls(raw, self, self.s.server_context, server_side=True,
+                                              ssl_handshake_timeout=self.s.handshake_timeout + 1)
         except (ConnectionError, asyncio.TimeoutError, ssl.SSLEOFError, ssl.SSLZeroReturnError) as e:
+            self.settle()
             self.drop(f"a connection from {self.peer} ended during the TLS handshake ({_reason(e)})")
             raw.close()
             return
@@ -224,29 +276,39 @@ class _Accept(_Conn):
         except Exception as e:  # noqa: BLE001  (ssl.SSLError and the like: no certificate, wrong keys, not TLS)
             # unauthenticated: dropped and noted, the job goes on (a stray packet must not abort it); a party with
             # wrong keys fails its own side of the handshake and says so, and this note is in the timeout message
+            # (ahead of the others: a certificate that does not verify is the likely mark of a real party)
+            self.settle()
             self.drop(f"a connection from {self.peer} failed the TLS handshake ({_reason(e)}; "
-                      f"expected: {self.s.expected_from_below()}); dropped")
+                      f"expected: {self.s.expected_from_below()}); dropped",
+                      telling=isinstance(e, ssl.SSLCertVerificationError))
+            raw.close()
+            return
+        if self.closed_here or tls is None:  # closed to make room, or at its timeout, during the handshake
+            self.settle()
             raw.close()
             return
         self.transport, self.upgraded = tls, True
         self.on_data()
 
     def on_data(self):
-        if not self.upgraded or len(self.buf) < 2 or self.pid is not None:
+        if not self.upgraded or len(self.buf) < 2 or self.pid is not None or self.closed_here:
             return
         claimed = int.from_bytes(self.buf[:2], "little")
         s = self.s
         if s.tls is None and self.buf[:2] == b"\x16\x03" or not 0 <= claimed < s.pid:
             # identifies as no party that connects here: dropped and noted, the job goes on
+            tls_hello = s.tls is None and self.buf[:2] == b"\x16\x03"
             what = ("a TLS connection (this party runs without TLS: give every party the same TLS setting)"
-                    if self.buf[:2] == b"\x16\x03" else
+                    if tls_hello else
                     f"party {claimed}" if claimed < len(s.addrs) else f"an unknown party id {claimed}")
+            self.settle()
             self.transport.write(NO + _clean(f"{what} cannot connect here: only parties 0..{s.pid - 1} connect to "
                                              f"this party; refused").encode())
             self.transport.close()
             self.drop(f"{what} tried to connect from {self.peer}: only parties 0..{s.pid - 1} connect "
-                      f"to this party; dropped")
+                      f"to this party; dropped", telling=tls_hello)
             return
+        self.settle()
         try:
             del self.buf[:2]
             if claimed in s.conns:
@@ -260,14 +322,24 @@ class _Accept(_Conn):
             s.fail(f"{e} (connecting from {self.peer}); refused")
             return
         self.pid, self.ready = claimed, True
-        self.uncount()
         self.transport.write(OK)
         s.connected(claimed, self)
         self.scan_for_abort()
 
 
 class _Dial(_Conn):
-    """Connecting side: checks the listener's certificate, sends this party's id, waits for its OK."""
+    """Connecting side: checks the listener's certificate, sends this party's id, waits for its OK (or NO and
+    its reason, or BUSY: dial again).  ``settled`` is True once the connection was accepted or a failure was
+    reported, False when the listener answered BUSY."""
+
+    def __init__(self, session: "Session", pid: int):
+        super().__init__(session, pid)
+        self.busy = False
+        self.settled = session.loop.create_future()
+
+    def settle(self, final: bool = True) -> None:
+        if not self.settled.done():
+            self.settled.set_result(final)
 
     def connection_made(self, transport):
         super().connection_made(transport)
@@ -279,11 +351,13 @@ class _Dial(_Conn):
             except IdentityError as e:
                 s.fail(f"{e} (listening on {s.addrs[self.pid]}); refused")
                 transport.close()
+                self.settle()
                 return
         s.answering[self.pid] = transport.get_extra_info("peername")
         s.dialed[self.pid] = self  # a notice sent here is read once the listener has checked this party
         if s.notice is not None:  # this party already gave up: this connection only carries its notice
             transport.write(s.notice)
+            self.settle()
             return
         s.loop.call_later(s.handshake_timeout, self.no_answer)
 
@@ -293,20 +367,31 @@ class _Dial(_Conn):
                         f"but did not answer as a party of this job within {self.s.handshake_timeout:g} s (another "
                         f"program on that port, or a party without TLS?)")
             self.transport.close()
+            self.settle()
 
     def on_data(self):
         if self.buf[:1] == OK:
             del self.buf[:1]
             self.ready = True
             self.s.connected(self.pid, self)
+            self.settle()
             self.scan_for_abort()
+        elif self.buf[:1] == BUSY:  # the listener closed this connection to make room: dial again
+            self.busy = True
+            self.s.answering.pop(self.pid, None)
+            if self.s.dialed.get(self.pid) is self:
+                del self.s.dialed[self.pid]
+            self.transport.close()
+            self.settle(False)
         elif self.buf[:1] == NO:
             self.s.fail(f"{self.name()} refused this party: {_clean(self.buf[1:].decode('utf-8', 'replace'))}")
             self.transport.close()
+            self.settle()
         else:
             self.s.fail(f"{self.name()}: the program listening on {self.s.addrs[self.pid]} is not a party of this "
                         f"protocol (it sent {len(self.buf)} unexpected bytes)")
             self.transport.close()
+            self.settle()
 
 
 class Session:
@@ -319,14 +404,20 @@ class Session:
         self.rt, self.pid, self.addrs = rt, rt.pid, [a.strip() for a in addresses]
         self.hosts = [split_address(a) for a in self.addrs]
         self.tls, self.connect_timeout = tls, connect_timeout
+        # one listening context for every connection (loading keys and authority per connection was 2/3 of
+        # what each unauthenticated connection cost)
+        self.server_context = tls.server_context() if tls is not None else None
         self.handshake_timeout = min(handshake_timeout, max(connect_timeout / 2, 0.5))
         self.conns: dict[int, _Conn] = {}
         self.last_error: dict[int, str] = {}
         self.answering: dict[int, object] = {}  # peers connected to but not yet answered OK
         self.dialed: dict[int, _Conn] = {}  # connections this party made whose identity it checked
         self.notice: bytes | None = None  # this party's abort notice, once it gave up
-        self.notes: list[str] = []
-        self.pending: dict[str, int] = {}  # open connections not yet identified, per source host
+        self.notes: list[str] = []  # why connections were dropped: the telling ones (a real party's?) first
+        self.noise: list[str] = []  # the first notes about the others
+        self.dropped = 0  # unidentified connections dropped in all
+        self.unidentified: dict[str, dict[_Accept, None]] = {}  # open, not identified: per host, oldest first
+        self.n_unidentified = 0
         self.tasks: set[asyncio.Task] = set()
         self.loop = self.done = None
 
@@ -361,20 +452,56 @@ class Session:
                 except Exception:  # noqa: BLE001  (a closed connection: that peer is gone anyway)
                     pass
 
-    def drop(self, note: str) -> None:
-        """A connection that failed the handshake or named no party that connects here: noted (the connect
-        timeout's message shows the first notes; at most :data:`MAX_NOTES` are kept), never fatal."""
-        if len(self.notes) < MAX_NOTES:
-            self.notes.append(note)
+    def drop(self, note: str, telling: bool = False) -> None:
+        """A connection that failed the handshake or named no party that connects here: noted, never fatal.  The
+        connect timeout's message shows the first notes, ``telling`` ones first (a certificate that does not
+        verify, TLS against a party without TLS: the marks of a real party misconfigured), then the count of the
+        others; at most :data:`MAX_NOTES` of each kind are kept."""
+        self.dropped += 1
+        kept = self.notes if telling else self.noise
+        if len(kept) < MAX_NOTES:
+            kept.append(note)
 
-    def pending_change(self, source: str, by: int) -> int:
-        """Count the connections from ``source``'s host not yet identified (each costs a handshake and a small
-        buffer); returns the new count.  Beyond :data:`MAX_PENDING_PER_SOURCE` new ones are closed unread, so one
-        host cannot exhaust this party; the count is of open connections, so parties that share a host (loopback)
-        are not shut out by an earlier flood."""
-        host = source.rpartition(":")[0] or source
-        self.pending[host] = self.pending.get(host, 0) + by
-        return self.pending[host]
+    def admit(self, conn: "_Accept") -> bool:
+        """Count a new unidentified connection (True), or refuse it (False: the caller closes it unread).
+
+        Within the bounds it is admitted.  If its host already holds :data:`MAX_PENDING_PER_SOURCE`, or
+        :data:`MAX_PENDING` are held in all, the oldest unidentified connection of that host (else of the host
+        holding most) makes room for it if it was held :data:`MIN_HOLD` s or more (known peers first: a real party
+        identifies within milliseconds, so connections that have not are the flood's); if even that one is
+        younger, the new connection is refused.  A refused or closed real party dials again (BUSY, or its
+        handshake cut).  So each unidentified connection costs at most one TLS handshake and one read and lives
+        at most the handshake timeout, and a real party is shut out only while a flood opens more than the bound
+        every :data:`MIN_HOLD` s."""
+        mine = self.unidentified.setdefault(conn.host, {})
+        if len(mine) >= MAX_PENDING_PER_SOURCE:
+            why, victims = f"more than {MAX_PENDING_PER_SOURCE} unidentified connections from {conn.host}", mine
+        elif self.n_unidentified >= MAX_PENDING:
+            why = f"more than {MAX_PENDING} unidentified connections"
+            victims = max(self.unidentified.values(), key=len)
+        else:
+            why = victims = None
+        if victims:
+            old = next(iter(victims))
+            if self.loop.time() - old.born < MIN_HOLD:
+                if not mine:
+                    del self.unidentified[conn.host]
+                conn.drop(f"{why}, each held less than {MIN_HOLD:g} s: a connection from {conn.peer} closed unread")
+                return False
+            old.close_unidentified(f"{why}: the oldest, from {old.peer}, closed", busy=True)
+        self.unidentified.setdefault(conn.host, {})[conn] = None
+        conn.counted = True
+        self.n_unidentified += 1
+        return True
+
+    def forget(self, conn: "_Accept") -> None:
+        if conn.counted:
+            conn.counted = False
+            mine = self.unidentified[conn.host]
+            del mine[conn]
+            if not mine:
+                del self.unidentified[conn.host]
+            self.n_unidentified -= 1
 
     def connected(self, pid: int, conn: _Conn) -> None:
         self.conns[pid] = conn
@@ -395,7 +522,7 @@ class Session:
         delay = BACKOFF_START
         while True:
             try:
-                await self.loop.create_connection(
+                _, conn = await self.loop.create_connection(
                     lambda: _Dial(self, j), host, port, ssl=ctx,
                     server_hostname=f"party-{j}.{self.tls.job}.sqm" if ctx else None,
                     ssl_handshake_timeout=self.handshake_timeout if ctx else None)
@@ -406,12 +533,16 @@ class Session:
                 else:
                     self.fail(f"TLS handshake with {self.name(j)} failed: {_reason(e)}")
                     return
-            except asyncio.TimeoutError:
-                self.fail(f"TLS handshake with {self.name(j)} did not complete within {self.handshake_timeout:g} s "
-                          f"(another program on that port, or a party without TLS?)")
-                return
+            except asyncio.TimeoutError:  # a listener busy with a flood, another program, a party without TLS
+                self.last_error[j] = (f"the TLS handshake did not complete within {self.handshake_timeout:g} s: a "
+                                      f"flooded listener, another program on that port, or a party without TLS?")
             except OSError as e:
                 self.last_error[j] = _reason(e)
+            else:
+                if await conn.settled:  # accepted, or the failure was reported
+                    return
+                self.last_error[j] = ("the listener closed the connection to make room for newer ones (it held "
+                                      "too many unidentified connections: a flood?)")
             await asyncio.sleep(delay)
             delay = min(2 * delay, BACKOFF_CAP)
 
@@ -438,7 +569,10 @@ class Session:
             else:
                 last = self.last_error.get(j)
                 out.append(f"{self.name(j)} could not be reached" + (f" (last attempt: {last})" if last else ""))
-        notes = f"; meanwhile {'; '.join(self.notes[:3])}" if self.notes else ""
+        shown = (self.notes + self.noise)[:3]
+        notes = f"; meanwhile {'; '.join(shown)}" if shown else ""
+        if self.dropped > len(shown):
+            notes += f" ({self.dropped} unidentified connections dropped in all)"
         return "; ".join(out) + notes
 
     async def connect(self) -> None:
@@ -478,6 +612,9 @@ class Session:
                 server.close()
             for task in list(self.tasks):
                 task.cancel()
+            for conns in list(self.unidentified.values()):  # none is kept past the connect phase
+                for conn in list(conns):
+                    conn.close_unidentified(None)
         self.seconds = time.monotonic() - t0
         self._hand_over()
 
