@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 
 from sqm.framework.jobtask import JobTask
-from sqm.framework.ledger_guard import LedgerGuard
+from sqm.framework.ledger_guard import DEFAULT_MAX_ALIGNMENTS, LedgerGuard
 from sqm.framework.party import job_programs, party_program
 from sqm.framework.spec import JobSpec
 from sqm.runtime.errors import UsageError
@@ -62,7 +62,8 @@ def run_job(spec: JobSpec, task: JobTask, index: int | None = None, timeout: flo
             ssl_dir: str | None = None, data_file: str | None = None, connect_timeout: float = 60.0,
             insecure_plaintext: bool = False, idle_timeout: float | None = None, backend: str = "mpyc",
             ledger: str | None = None, budget=None, progress_timeout: float | None = None,
-            client_ledger: bool = False) -> list[dict | None]:
+            client_ledger: bool = False, ledger_dataset: str | None = None,
+            max_alignments: int | None = DEFAULT_MAX_ALIGNMENTS) -> list[dict | None]:
     """Every party on this machine (``index`` None), or only party ``index`` (its record; None elsewhere).
 
     ``data_file``: client ``index``'s own file, any path on this machine (its operator's ``--data-file``),
@@ -72,13 +73,16 @@ def run_job(spec: JobSpec, task: JobTask, index: int | None = None, timeout: flo
     ``budget`` ((epsilon, delta)): the privacy-budget ledger (:class:`LedgerGuard`) of the server, or, with
     ``index`` a client's, that client's own; ``client_ledger``: a client started alone (``index`` > 0) keeps
     its ledger in the default file when no ``ledger`` path is given (the command's default; ``--no-ledger``
-    turns it off)."""
+    turns it off).  ``ledger_dataset``: the dataset that ledger charges (its operator's ``--ledger-dataset``; a
+    client's file is bound to it by digest, :class:`LedgerGuard`); ``max_alignments``: a client's cap on its
+    dataset's record alignments (None: none)."""
     if data_file is not None:
         if index is None:
             raise UsageError("--data-file replaces one client's file: give that client's --index too")
         spec = spec.with_file(index, data_file)
     own = client_ledger and index is not None and index > 0
-    guard = LedgerGuard(ledger, budget) if ledger is not None or budget is not None or own else None
+    keeps = ledger is not None or budget is not None or ledger_dataset is not None or own
+    guard = LedgerGuard(ledger, budget, dataset=ledger_dataset, max_alignments=max_alignments) if keeps else None
     if backend == "plain":
         if index is not None:
             raise UsageError("--backend plain runs every party of the job in this process: leave out --index")
