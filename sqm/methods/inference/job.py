@@ -160,22 +160,21 @@ class ScoringJobTask(JobTask):
     def _check_model(self, ctx, model: ReleasedModel, meta, requester: int, own: list[int]) -> None:
         """This client's two checks before it sends anything of its records (ProtocolError naming the reason,
         for every peer): the model is a release its ledger recorded; the scores do not determine its columns."""
-        me = f"client {ctx.pid}"
         digest = model.digest
         if self.ledger is None and self.need_record:
-            raise ProtocolError(f"{me}: keeps no ledger (--no-ledger), so it cannot check that the model is a "
+            raise ProtocolError(f"it keeps no ledger (--no-ledger), so it cannot check that the model is a "
                                 f"release it recorded; refused before any share was sent",
                                 public="it keeps no ledger to check the model against")
         if self.ledger is not None:
             entry = self.ledger.released_model(digest)
             if entry is None:
-                raise ProtocolError(f"{me}: the model (digest {digest[:16]}) is not a completed release in its ledger "
+                raise ProtocolError(f"the model (digest {digest[:16]}) is not a completed release in its ledger "
                                     f"{self.ledger.path or '(default)'}; refused before any share was sent",
                                     public=f"the model (digest {digest[:16]}) is not a release it recorded")
         if ctx.pid == requester or self.allow_revealing:
             return
         if len(meta.columns) != sum(meta.col_counts):  # the public schema names every client's columns
-            raise ProtocolError(f"{me}: the job's column names are not known; refused before any share was sent")
+            raise ProtocolError(f"the job's column names are not known; refused before any share was sent")
         start = sum(meta.col_counts[:requester - 1]) if requester > 0 else 0
         theirs = set(meta.columns[start:start + meta.col_counts[requester - 1]]) if requester > 0 else set()
         rest = [j for j, c in enumerate(model.columns) if c not in theirs]
@@ -191,6 +190,6 @@ class ScoringJobTask(JobTask):
             names = [model.columns[j] for j in hit]
             why = (f"the scores{' (with those of earlier scorings)' if len(weights) > 1 else ''} and the requester's "
                    f"own columns determine its column(s) {names}")
-            raise ProtocolError(f"{me}: {why}: the requester could solve for their values; refused before any share "
+            raise ProtocolError(f"{why}: the requester could solve for their values; refused before any share "
                                 f"was sent (its operator may allow it: --allow-revealing-scores)",
                                 public=f"{why}; refused")
