@@ -275,3 +275,52 @@ def test_a_party_killed_at_each_step_leaves_each_clients_ledger_charged_only_if_
         assert got == _expected(step, target, c), (c, got)
         spent = [led.status(d).spent for d in led.datasets() if led.budget(d) is not None]
         assert (sum(spent) > 0) == (got in (["failed"], ["completed"])), spent
+
+
+def _first_output_step(monkeypatch, run) -> dict:
+    """{client: the step of its first exchange that carried its shares of an output} (``output_shares_sent`` set
+    inside that exchange, just before its frames went), and that it was unset before it."""
+    seen = {}
+    real = PartyContext.send_recv
+
+    async def spy(self, outgoing, senders, expect, step="message"):
+        before = self.output_shares_sent
+        got = await real(self, outgoing, senders, expect, step)
+        if self.pid and not before and self.output_shares_sent:
+            seen.setdefault(self.pid, step)
+        return got
+
+    monkeypatch.setattr(PartyContext, "send_recv", spy)
+    run()
+    monkeypatch.undo()
+    return seen
+
+
+def test_the_first_message_that_carries_a_clients_shares_of_an_output(tmp_path, monkeypatch):
+    """Where each protocol marks ``output_shares_sent`` (the real BGW exchanges over in-memory mailboxes): a release
+    with a degree reduction at the outputs' reduction (not at the input shares); SQM-LR's per-batch kernel, whose
+    opened value is masked by a degree M - 1 sharing, at its first opening (not at its own degree reduction);
+    PBM-VFL's masked sum at the first masked value."""
+    from sqm.methods.logreg.job import LRJobTask
+
+    spec = load_job(_job(tmp_path))
+    pca = PCAJobTask(n_components=1, epsilon=1.0, gamma=1024.0)
+    assert _first_output_step(monkeypatch, lambda: run_in_process(
+        [party_program(spec, i, pca) for i in range(3)], timeout=60, ideal=False)) == {1: "degree reduction",
+                                                                                    2: "degree reduction"}
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(80, 4)) * 0.3
+    lr_spec = load_job(write_party_csvs(np.column_stack([X, X[:, 0] > 0]), str(tmp_path / "lr"), col_counts=[2, 3],
+                                        min_intersection=1))
+    sgd = LRJobTask(2.0, 1e-5, epochs=1, label_column="x4", solver="sgd")
+    assert _first_output_step(monkeypatch, lambda: run_in_process(
+        [party_program(lr_spec, i, sgd) for i in range(3)], timeout=120, ideal=False)) == {1: "open result",
+                                                                                       2: "open result"}
+    torch = pytest.importorskip("torch")  # noqa: F841
+    from sqm.methods.pbm_vfl import VFLConfig, load_split, train_vfl
+
+    btr, bte, ytr, yte, nc = load_split("digits", 2)
+    cfg = VFLConfig(epochs=1, n_classes=nc, b=16, beta=0.15, batch_size=50, hidden=16)
+    assert _first_output_step(monkeypatch, lambda: train_vfl([b[:60] for b in btr], [b[:20] for b in bte], ytr[:60],
+                                                             yte[:20], cfg, "plain", seed=1, secure_sum="masked")) == {
+        1: "masked sum", 2: "masked sum"}

@@ -301,3 +301,38 @@ def test_the_json_model_is_the_model_the_clients_record(tmp_path, monkeypatch):
         out = tmp_path / f"{cmd}.json"
         assert main([cmd, "--job", job, "--backend", "plain", "--json", str(out), "-q", *extra]) == 0
         assert load_model(out).digest == seen[-1][0]["result"]["model_digest"], cmd
+
+
+def test_scorings_of_the_same_file_add_up(tmp_path):
+    """Two recorded one-output models over client 1's two columns: each alone determines none of them, both do.
+    Client 1 scores its file with the first, then refuses the second for the same requester, naming the earlier
+    scorings; a third model scored for another requester is checked alone."""
+    from sqm.framework import released_models as rm
+    from sqm.framework.ledger_guard import LedgerGuard
+    from sqm.framework.party import party_program
+    from sqm.mechanism import events as ev
+    from sqm.mechanism.ledger import Ledger
+    from sqm.runtime.inprocess import run_in_process
+    from sqm.runtime.launch import MPCError
+
+    guards = {j: LedgerGuard(str(tmp_path / f"owner{j}.sqlite")) for j in (1, 2)}
+    cols = ("x0", "x1", "x2")
+    models = [ReleasedModel("linear", cols, np.array(w, dtype=float)[:, None], np.zeros(1))
+              for w in ([1.0, 2.0, 1.0], [1.0, -1.0, 1.0], [3.0, 1.0, 1.0])]
+    for j in (1, 2):  # as if each model had been released by a training job these owners took part in
+        led = Ledger(guards[j].path)
+        led.set_budget("train", 10.0, 1e-5)
+        for m in models:
+            led.reserve("train", [ev.SkellamDpEvent(10.0, 10.0, 300.0)], refundable=True).complete(
+                (m.digest, rm.to_json(m.to_wire())))
+    spec = load_job(_job(tmp_path, _records(8, 40)))
+
+    def score(m, requester=None):
+        return run_in_process([party_program(spec, i, ScoringJobTask(m if i == 0 else None, requester=requester),
+                                             guards.get(i)) for i in range(3)], timeout=120)
+
+    score(models[0])
+    with pytest.raises(MPCError, match=r"client 1 refused: the scores \(with those of earlier scorings\) and the "
+                                       r"requester's own columns determine its column\(s\) \['x0', 'x1'\]"):
+        score(models[1])
+    score(models[2], requester=0)  # the server requests: a rest of three columns, one output

@@ -53,7 +53,8 @@ def register(sub) -> None:
     bd.add_argument("dataset", metavar="DATASET", help="the dataset (your own name for these records)")
     bd.add_argument("file", metavar="FILE", help="the party file")
     bd.set_defaults(func=run_bind)
-    sh = bsub.add_parser("show", parents=[_ledger_parent()], help="a dataset's budget, spending and releases",
+    sh = bsub.add_parser("show", parents=[_ledger_parent()],
+                         help="a dataset's budget, spending, releases, files, alignments",
                          description="Print a dataset's budget, the epsilon spent (every counted release composed "
                                      "in RDP, at the budget's delta: refunded entries do not count) and left, its "
                                      "releases, the files bound to it and its record alignments.")

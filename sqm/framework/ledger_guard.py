@@ -70,16 +70,18 @@ class LedgerGuard:
 
     def refusal(self, task: "JobTask", meta: "JobMeta") -> tuple[str, str] | None:
         """None if this job's release fits the dataset's budget (nothing recorded), else (the reason for this
-        party's own operator, with the figures; the public reason, without them nor this owner's names)."""
+        party's own operator, with the figures; the public reason, without them: a client's names no dataset, the
+        server's names its own)."""
         from sqm.mechanism.ledger import BudgetError, NoBudget
 
         report = task.release(meta)
+        named = "" if self.client else f" for dataset {self.account!r}"  # the server's: the job file's, public
         try:
             self._ledger(self.account).check(self.account, report.events, float(getattr(report, "eta", 0.0)))
         except NoBudget as e:
-            return f"{e}" + ("; or --no-ledger to keep none" if self.client else ""), e.public
+            return f"{e}" + ("; or --no-ledger to keep none" if self.client else ""), e.public + named
         except BudgetError as e:
-            return str(e), e.public
+            return str(e), e.public + named
         return None
 
     def reserve(self, task: "JobTask", meta: "JobMeta"):

@@ -176,8 +176,8 @@ class JobParty(PartyProgram):
         """Every party whose operator keeps a privacy-budget ledger checks this job against it (nothing recorded
         yet); one exchange tells every party each verdict, so that a party over its own budget refuses the job
         before ANY party sends a share, and no other party's ledger is charged for a job that never ran.  The
-        verdicts are public ("" or e.g. "the job would exceed its own privacy budget for dataset 'X'"): a
-        refusing party's spent and left figures stay with its own operator."""
+        verdicts are public ("" or e.g. "the job would exceed its own privacy budget"; the server's names the job
+        file's dataset): a refusing party's figures, and a client's name for its dataset, stay with its operator."""
         mine = None if self.ledger is None else self.ledger.refusal(self.task, meta)
         if mine is not None:  # tell every party why, then refuse without waiting for anyone
             await ctx.send_recv({q: mine[1] for q in range(ctx.M)}, [], None, "budget verdict")

@@ -171,7 +171,7 @@ class AlignmentCapReached(BudgetError):
 
 
 class NoBudget(BudgetError):
-    public = "its own privacy-budget ledger holds no budget for the dataset it charges"
+    public = "its own privacy-budget ledger holds no budget"
 
 
 class BudgetExceeded(BudgetError):
