@@ -192,4 +192,4 @@ class ScoringJobTask(JobTask):
                    f"own columns determine its column(s) {names}")
             raise ProtocolError(f"{why}: the requester could solve for their values; refused before any share "
                                 f"was sent (its operator may allow it: --allow-revealing-scores)",
-                                public=f"{why}; refused")
+                                public=why)
