@@ -142,8 +142,12 @@ def _job_named(job: str, dataset: str) -> str:
     """Another job file over the same party files (the same folder), naming another dataset and a fresh job id."""
     import secrets
 
+    from sqm.runtime.launch import free_ports
+
     doc = json.loads(open(job).read())
     doc.update(dataset=dataset, job_id=secrets.token_hex(16))
+    for party, port in zip(doc["parties"], free_ports(len(doc["parties"]))):  # ports free now, not the last job's
+        party["address"] = f"127.0.0.1:{port}"
     path = os.path.join(os.path.dirname(job), f"{dataset}.json")
     with open(path, "w") as f:
         json.dump(doc, f)
@@ -267,8 +271,8 @@ def test_a_party_killed_at_each_step_leaves_each_clients_ledger_charged_only_if_
                 p.kill()
                 p.wait()
     assert codes[target] == -signal.SIGKILL
-    others = {i: c for i, c in codes.items() if i != target}
-    assert all(c != 0 for c in others.values()) if step != "closing barrier" else True, codes
+    if step != "closing barrier":  # the job was cut short: nobody finished
+        assert all(c != 0 for i, c in codes.items() if i != target), codes
     for c in (1, 2):
         led = Ledger(guards[c].path)
         got = [e["status"] for d in led.datasets() for e in led.releases(d)]

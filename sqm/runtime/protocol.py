@@ -234,12 +234,13 @@ class PartyContext:
         hold or send without any further message of this party, an output can be opened:
 
         - a program with a degree reduction (degree >= 2): this party's sub-shares in the reduction of the
-          outputs (:meth:`reshare`, ``output=True``).  Before them no other party can finish the reduction
-          (the Lagrange combination needs every worker's sub-shares: with 2t + 1 workers each degree-2t share
-          is needed), so no honest party holds a degree-t share of an output or sends one to be opened; a
-          coalition of at most t parties then holds at most t degree-t shares of anything, which reveal
-          nothing (an output needs t + 1).  Once they are sent, the other M - 1 >= t + 1 parties can finish
-          the reduction and open the outputs without this party;
+          outputs (:meth:`reshare`, ``output=True``).  Before them no honest party finishes the reduction (each
+          combines every worker's sub-shares), so none holds a degree-t share of an output or sends one to be
+          opened.  A coalition of at most t parties then holds its own degree-2t shares (at most t points of a
+          polynomial of degree 2t: the outputs need 2t + 1) and t points of each honest party's sub-share
+          polynomial (degree t: they reveal nothing of that party's share), so no output can be opened.  Once
+          they are sent, the other M - 1 >= t + 1 parties can finish the reduction and open the outputs
+          without this party (its own opening share is not needed: t + 1 shares open an output);
         - a program without one (a sum: degree <= 1): its input shares that complete its input (the last
           chunk, with its summands: :meth:`input_shares`, ``output=True``); the other M - 1 >= t + 1 parties
           then hold degree-t shares of the outputs;
