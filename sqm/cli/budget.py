@@ -1,7 +1,8 @@
 """``sqm budget``: the privacy-budget ledger (:mod:`sqm.mechanism.ledger`) on the command line.
 
     sqm budget set DATASET --budget EPS,DELTA [--replace]   the dataset's total budget, set once
-    sqm budget show DATASET                                  its budget, what is spent and left, every release
+    sqm budget bind DATASET FILE                             the file (its content digest) charges DATASET too
+    sqm budget show DATASET                                  budget, spent, left, releases, files, alignments
     sqm budget list                                          every dataset in the ledger
 
 Each takes ``--ledger PATH`` (default: the ledger in the sqm data folder, $SQM_DATA or ~/sqm_data).
@@ -23,22 +24,40 @@ def _ledger_parent() -> argparse.ArgumentParser:
 
 
 def register(sub) -> None:
-    b = sub.add_parser("budget", help="the privacy-budget ledger: set, show and list datasets' budgets",
-                       description="The server's privacy-budget ledger: every release per dataset, composed in "
-                                   "Renyi DP; a job that would exceed its dataset's budget is refused before any "
-                                   "share is sent.")
+    b = sub.add_parser("budget", help="the privacy-budget ledger: set, bind, show and list datasets",
+                       description="A party's privacy-budget ledger (each data owner's own, and the server's): "
+                                   "every release per dataset, composed in Renyi DP; a job that would exceed its "
+                                   "dataset's budget is refused before any share is sent.  A data owner names "
+                                   "the dataset its file charges (sqm <command> --job --ledger-dataset NAME); the "
+                                   "ledger binds the name to the file's content digest, so the same file always "
+                                   "charges the same dataset whatever a job file says.  A client's entry is "
+                                   "'refunded' (not counted) when its job ended before the client sent its shares "
+                                   "of any output, else it counts, failed or not.  Each job's record alignment "
+                                   "is counted too, up to the owner's --max-alignments.")
     bsub = b.add_subparsers(dest="budget_command", metavar="ACTION")
     s = bsub.add_parser("set", parents=[_ledger_parent()], help="set a dataset's total budget (once)",
                         description="Set a dataset's total (epsilon, delta) budget.  Setting the same budget "
                                     "again does nothing; a different one needs --replace.")
-    s.add_argument("dataset", metavar="DATASET", help="the dataset id (a job file's \"dataset\")")
+    s.add_argument("dataset", metavar="DATASET", help="the dataset (a data owner's own name for its records, "
+                                                      "--ledger-dataset; at the server, the job file's \"dataset\")")
     s.add_argument("--budget", type=options.budget, required=True, metavar="EPS,DELTA",
                    help="the dataset's total epsilon and delta, e.g. 4,1e-5")
     s.add_argument("--replace", action="store_true", help="change a budget the dataset already has")
     s.set_defaults(func=run_set)
-    sh = bsub.add_parser("show", parents=[_ledger_parent()], help="a dataset's budget, spending and releases",
-                         description="Print a dataset's budget, the epsilon spent (every release composed in RDP, "
-                                     "at the budget's delta) and left, and its releases.")
+    bd = bsub.add_parser("bind", parents=[_ledger_parent()], help="bind a file to a dataset (a new version)",
+                         description="Bind FILE (its content: SHA-256 of its bytes) to DATASET, so that jobs over "
+                                     "it charge DATASET: for a new version of the same records (a changed file "
+                                     "gets a new digest, and a dataset bound to another file refuses it until "
+                                     "its owner binds it).  A file bound to another dataset is refused: a file "
+                                     "always charges one dataset.")
+    bd.add_argument("dataset", metavar="DATASET", help="the dataset (your own name for these records)")
+    bd.add_argument("file", metavar="FILE", help="the party file")
+    bd.set_defaults(func=run_bind)
+    sh = bsub.add_parser("show", parents=[_ledger_parent()],
+                         help="a dataset's budget, spending, releases, files, alignments",
+                         description="Print a dataset's budget, the epsilon spent (every counted release composed "
+                                     "in RDP, at the budget's delta: refunded entries do not count) and left, its "
+                                     "releases, the files bound to it and its record alignments.")
     sh.add_argument("dataset", metavar="DATASET", help="the dataset id")
     sh.add_argument("--json", default=None, metavar="FILE", help="also write the ledger's rows to this JSON file")
     sh.set_defaults(func=run_show)
@@ -58,11 +77,22 @@ def run_set(args) -> int:
     return 0
 
 
+def run_bind(args) -> int:
+    from sqm.mechanism.ledger import Ledger, file_digest
+
+    led = Ledger(args.ledger)
+    digest = file_digest(args.file)
+    name = led.bind(args.dataset, digest, add=True)
+    print(f"file {args.file} (SHA-256 {digest}) charges dataset {name!r} (ledger {led.path})")
+    return 0
+
+
 def _summary(led, dataset) -> dict:
     from sqm.mechanism.ledger import NoBudget
 
     row = {"dataset": dataset, "budget epsilon": None, "budget delta": None, "spent": None, "left": None,
-           "releases": len(led.releases(dataset))}
+           "releases": sum(r["status"] != "refunded" for r in led.releases(dataset)),
+           "alignments": led.alignments(dataset)}
     try:
         st = led.status(dataset)
     except NoBudget:
@@ -81,27 +111,35 @@ def run_show(args) -> int:
     summary = _summary(led, args.dataset)
     rel = led.releases(args.dataset)
     bud = led.budget(args.dataset)
+    counted = summary["releases"]
+    refunded = len(rel) - counted
+    more = f" ({refunded} refunded, not counted)" if refunded else ""
     if bud is None:
         print(f"dataset {args.dataset!r}: no budget set (sqm budget set {args.dataset} --budget EPS,DELTA); "
-              f"{len(rel)} release(s) in {led.path}")
+              f"{counted} release(s){more} in {led.path}")
     else:
         print(f"dataset {args.dataset!r}: budget epsilon {bud.epsilon:g} at delta {bud.delta:g}; spent "
-              f"{summary['spent']:.4g}, left {summary['left']:.4g} over {len(rel)} release(s) (RDP composition "
-              f"of every entry, failed and unfinished ones included); ledger {led.path}")
+              f"{summary['spent']:.4g}, left {summary['left']:.4g} over {counted} release(s){more} (RDP "
+              f"composition of every counted entry, failed and unfinished ones included); ledger {led.path}")
+    files = led.files(args.dataset)
+    print(f"record alignments: {summary['alignments']}; files bound: "
+          + (", ".join(f"SHA-256 {f['digest'][:16]}... (since {f['bound']})" for f in files) or "none"))
     rows, events, eta = [], [], 0.0
     for r in rel:
-        events += r["events"]
-        eta += r["eta"]
+        if r["status"] != "refunded":
+            events += r["events"]
+            eta += r["eta"]
         rows.append({"id": r["id"], "time": r["time"], "statistic": r["statistic"], "job id": r["job_id"],
                      "status": r["status"], "epsilon": r["epsilon"], "at delta": r["delta"],
                      "eta": r["eta"] or None,
-                     "spent so far": spent_epsilon(events, bud, eta) if bud is not None else None})
+                     "spent so far": spent_epsilon(events, bud, eta) if bud is not None else None,
+                     "model": (r.get("model") or "")[:16] or None})
     if rows:
         print(render_table(rows, ["id", "time", "statistic", "job id", "status", ("epsilon", "epsilon", ".4g"),
                                   ("at delta", "at delta", ".3g"), ("eta", "eta", ".3g"),
-                                  ("spent so far", "spent so far", ".4g")]))
+                                  ("spent so far", "spent so far", ".4g"), "model"]))
     if args.json:
-        _write(args, rows, dataset=args.dataset, details={"summary": summary, "releases": [
+        _write(args, rows, dataset=args.dataset, details={"summary": summary, "files": files, "releases": [
             {**r, "events": ev.events_to_json(r["events"])} for r in rel]})
     return 0
 
@@ -116,7 +154,7 @@ def run_list(args) -> int:
         print(f"no datasets in the ledger {led.path}")
     else:
         print(render_table(rows, ["dataset", "budget epsilon", ("budget delta", "budget delta", ".3g"),
-                                  "spent", "left", "releases"]))
+                                  "spent", "left", "releases", "alignments"]))
     if args.json:
         _write(args, rows)
     return 0

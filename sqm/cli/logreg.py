@@ -79,8 +79,8 @@ def _run_job(args) -> int:
             print(render_table(rows, ["column", "weight"] + (["weight (scaled)"] if scaled else [])))
             if scaled:
                 print(f"  {RAW_UNITS_NOTE}")
-            print(f"  clients observe {CLIENT_VIEW} during training; epsilon_client is the guarantee of the final "
-                  f"model only if the server shares it with them")
+            print(f"  clients observe {CLIENT_VIEW} during training; the server sends them the final model at the "
+                  f"job's end (each records it in its ledger): epsilon_client is its guarantee against a client")
             return {"columns": cols, "coef": raw, "intercept": float(res["intercept"]), "schedule": sch,
                     "coef_scaled": {c: float(v) for c, v in zip(cols, res["coef"])}, "column_scales": scales}
 

@@ -8,7 +8,8 @@ One definition per flag, so flags cannot drift between commands::
 - :func:`runtime`: ``--backend`` (``mpyc``, the default everywhere: real party processes; ``plain``: the
   in-process simulation), ``--timeout``, ``--seed``, ``--insecure-reproducible``;
 - :func:`job`: the job-file options (``--job``, ``--index``, ``--data-file``, ``--ssl-dir``, ``--connect-timeout``,
-  ``--idle-timeout``, ``--insecure-plaintext``) and the server's privacy-budget ledger (``--ledger``, ``--budget``);
+  ``--idle-timeout``, ``--insecure-plaintext``) and this party's privacy-budget ledger (``--ledger``,
+  ``--ledger-dataset``, ``--budget``, ``--max-alignments``, ``--no-ledger``);
 - :func:`output`: ``--json``;
 - :func:`add_verbosity`: ``-v/--verbose`` and ``-q/--quiet``, which ``sqm`` adds to itself and to every
   subcommand (:func:`sqm.cli.command.build_parser`), so they work before and after the subcommand's name;
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 
+from sqm.framework.ledger_guard import DEFAULT_MAX_ALIGNMENTS
 from sqm.runtime import BACKENDS  # noqa: F401  (the CLI choices: the runtime's runners)
 from sqm.runtime.errors import UsageError
 
@@ -82,6 +84,17 @@ def budget(text: str) -> tuple[float, float]:
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
     return eps, delta
+
+
+def alignment_cap(text: str) -> int | None:
+    """``--max-alignments N``: an integer >= 0 (0: no cap, None)."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"--max-alignments needs an integer >= 0 (0: no cap), got {text!r}")
+    return n or None
 
 
 def columns(text: str) -> tuple[str, ...]:
@@ -147,18 +160,32 @@ def job(job_help: str = "job file (JSON: parties' addresses, party 0 the server,
                         "(default: the job file's \"min_intersection\", else 100); every party gives the same")
     g.add_argument("--ledger", default=None, metavar="PATH",
                    help="with --job: the privacy-budget ledger (SQLite, sqm.mechanism.ledger) that records every "
-                        "release per dataset (the job file's \"dataset\", else its \"name\") and refuses a job "
-                        "over the dataset's budget before any party sends a share.  A client started alone "
-                        "(--index I > 0) keeps one by default: the data owner charges each release of its records "
-                        "(their epsilon against the server) to its own budget, in ledger.sqlite in $SQM_DATA "
-                        "(default ~/sqm_data) unless PATH is given.  At the server, or for a whole job on one "
-                        "host, a ledger is kept with --ledger or --budget only")
+                        "release per dataset and refuses a job over the dataset's budget before any party sends a "
+                        "share.  A client started alone (--index I > 0) keeps one by default: the data owner "
+                        "charges each release of its records (their epsilon against the server) to its own "
+                        "dataset (--ledger-dataset), in ledger.sqlite in $SQM_DATA (default ~/sqm_data) unless PATH "
+                        "is given.  At the server, or for a whole job on one host, a ledger is kept with --ledger, "
+                        "--budget or --ledger-dataset only")
+    g.add_argument("--ledger-dataset", default=None, metavar="NAME",
+                   help="with --job: the dataset this party's ledger charges.  At a client, its own name for its "
+                        "file's records, bound to the file's content (SHA-256 of its bytes): the same file always "
+                        "charges the same dataset whatever a job file names, a file bound to another name is "
+                        "refused, and a name bound to another file needs sqm budget bind first (default: the "
+                        "name the file is bound to, else 'sha256:' and 16 hex digits of its digest).  At the "
+                        "server: default the job file's \"dataset\", else its \"name\"")
     g.add_argument("--budget", type=budget, default=None, metavar="EPS,DELTA",
                    help="with --job: the dataset's total (epsilon, delta) in this party's ledger, set once per "
                         "dataset (a dataset without one refuses every job: a client's first job needs it)")
+    g.add_argument("--max-alignments", type=alignment_cap, default=DEFAULT_MAX_ALIGNMENTS, metavar="N",
+                   help=f"with --job --index I > 0: the most record alignments (private set intersections, one per "
+                        f"job, refused ones included) this client runs on its dataset; the next job is refused "
+                        f"before the PSI (default {DEFAULT_MAX_ALIGNMENTS}; 0: no cap).  Each alignment shows a "
+                        f"client's peers the set sizes, so reruns that swap records probe membership: the cap "
+                        f"bounds them.  sqm budget show lists the count")
     g.add_argument("--no-ledger", action="store_true",
                    help="with --job --index I > 0: keep no privacy-budget ledger at this client (its operator "
-                        "accounts elsewhere)")
+                        "accounts elsewhere; it then counts no alignment and, in sqm score, can check no model "
+                        "and refuses the job)")
     return p
 
 
@@ -206,15 +233,17 @@ def job_run_options(args) -> dict:
                 connect_timeout=args.connect_timeout, insecure_plaintext=args.insecure_plaintext,
                 idle_timeout=args.idle_timeout, progress_timeout=args.progress_timeout,
                 backend=getattr(args, "backend", DEFAULT_BACKEND),
-                ledger=args.ledger, budget=args.budget,
+                ledger=args.ledger, budget=args.budget, ledger_dataset=getattr(args, "ledger_dataset", None),
+                max_alignments=getattr(args, "max_alignments", DEFAULT_MAX_ALIGNMENTS),
                 client_ledger=getattr(args, "index", None) is not None and not getattr(args, "no_ledger", False),
                 engine=getattr(args, "engine", None), worker_addresses=getattr(args, "worker_addresses", None))
 
 
 # The options of :func:`job` (and --insecure-reproducible) have a meaning with --job only.
-JOB_ONLY = ("job", "index", "data_file", "engine", "worker_addresses", "ssl_dir", "connect_timeout", "idle_timeout", "progress_timeout",
-            "insecure_plaintext",
-            "ledger", "budget", "no_ledger", "insecure_reproducible", "drop_columns", "min_intersection")
+JOB_ONLY = ("job", "index", "data_file", "engine", "worker_addresses", "ssl_dir", "connect_timeout", "idle_timeout",
+            "progress_timeout", "insecure_plaintext",
+            "ledger", "ledger_dataset", "max_alignments", "budget", "no_ledger", "insecure_reproducible",
+            "drop_columns", "min_intersection")
 MODE_WORDS = {"job": "with --job (the job file says which parties hold which columns and records)",
               "local": "without --job (a local comparison on one machine)",
               "propose": "with --propose-bounds (it only reads a party's table and prints proposed ranges)"}

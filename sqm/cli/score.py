@@ -5,8 +5,11 @@
     sqm score --job new.json --index 2 --ssl-dir keys/ --scores s.csv   # the requester's host (default: last client)
 
 The server sends the model (a training job's ``--json``: differentially private, so any party may hold it) to
-every client; each client scores its own columns; the partial scores are summed on secret shares and only the
-requester learns the scores (:mod:`sqm.methods.inference.job`).  Nothing is charged to a privacy budget.
+every client; each client started alone checks that it is a release its own ledger recorded (at the training
+job's end) and that the scores would not let the requester solve for its columns (unless its operator passes
+``--allow-revealing-scores``); each client scores its own columns; the partial scores are summed on secret
+shares and only the requester learns the scores (:mod:`sqm.methods.inference.job`).  Nothing is charged to a
+privacy budget.
 """
 from __future__ import annotations
 
@@ -54,10 +57,12 @@ def run(args) -> int:
     if not holds_server and args.model is not None:
         raise UsageError("--model is the server's: a client receives the model from the server")
     model = load_model(args.model) if args.model else None
-    task = ScoringJobTask(model, args.requester, args.score_bound)
+    task = ScoringJobTask(model, args.requester, args.score_bound, allow_revealing=args.allow_revealing_scores,
+                          need_record=args.index is not None and args.index > 0)
     recs = run_job(spec, task, args.index, **options.job_run_options(args))
     print("privacy: nothing is charged to any budget (the model is already released); the requester learns the "
-          "scores of the records every client holds, the other parties only their count")
+          "scores of the records every client holds (per record, the other clients' columns times their weights), "
+          "the other parties only their count")
     results, released = [], None
     for i, rec in enumerate(recs):
         if rec is None:
@@ -90,7 +95,10 @@ def register(sub) -> None:
         help="private inference: a released model's scores of new records split across the clients",
         description="Score new records with a released model (the --json of sqm logreg, linreg or pca --job): "
                     "each client scores its own columns, the partial scores are summed on secret shares, and "
-                    "only the requester learns the scores.  Nothing is charged to a privacy budget.")
+                    "only the requester learns the scores.  Nothing is charged to a privacy budget.  A client "
+                    "started alone refuses a model that is not a release its own ledger recorded (the server "
+                    "sends every client the model at a training job's end), and refuses scores from which the "
+                    "requester could solve for its columns.")
     p.add_argument("--model", default=None, metavar="FILE",
                    help="the server's: the released model, a training job's --json output (weights by raw column)")
     p.add_argument("--requester", type=int, default=None, metavar="I",
@@ -99,6 +107,12 @@ def register(sub) -> None:
     p.add_argument("--scores", default=None, metavar="FILE",
                    help="at the requester: write the scores as CSV (id, one column per output; for logistic "
                         "regression also the probability)")
+    p.add_argument("--allow-revealing-scores", action="store_true",
+                   help="at a client: allow scores from which the requester can solve for some of this client's "
+                        "columns (the requester learns, per record, the other clients' columns times their weights; "
+                        "as many independent outputs as their columns, e.g. a projection on that many components, "
+                        "or one output over a single column of theirs, give every value of those columns away).  "
+                        "Default: such a job is refused, naming the columns")
     p.add_argument("--score-bound", type=float, default=1e9,
                    help="public bound on each client's partial score (default 1e9); every party gives the same")
     p.set_defaults(func=run)

@@ -22,6 +22,12 @@ implements the three abstract methods; it overrides the hooks it supports:
   default False: a job file naming some is refused); ``for_party(index, party)`` gives the task party
   ``index`` runs, from its entry of the job file (:class:`sqm.framework.spec.PartySpec`; default: the task itself);
 - ``streams``: whether a party file sorted by id may be read chunk by chunk (default False: read whole);
+- ``releases_model``: the release is a model (default False); at the job's end the server sends
+  ``released_model(result)`` (:mod:`sqm.framework.released_models`: the model the command's ``--json`` holds, from
+  the server's result) to every client, whose ledger records its digest with the job's entry;
+- ``with_ledger(guard)``: the task this party runs with its own ledger guard in hand
+  (:class:`sqm.framework.ledger_guard.LedgerGuard`, its dataset resolved; default: the task itself; a scoring job
+  checks its model against it);
 - ``row_norm_bound``: the public bound on a record's features into which a client's declared column ranges
   (``"bounds"``) and norm shares (``"norm_share"``) scale (default None: the task takes neither, and a job file
   declaring them is refused); with it, ``party_bounds`` (each client's share, None: by column counts),
@@ -44,6 +50,7 @@ class JobTask(abc.ABC):
     server_table = False  # the server holds a table of its own (a PBM-VFL job's labels) and joins the alignment
     party_models = False  # each party runs its own model code (the job file's "model" entries)
     hides_membership = False  # the job may align records hiding membership (one covariance-like release over the union)
+    releases_model = False  # its release is a model, sent to every client at the end and recorded in their ledgers
     row_norm_bound: float | None = None
     party_bounds = None
 
@@ -81,6 +88,14 @@ class JobTask(abc.ABC):
         """The bound a column with a declared range is scaled to: by default its share ``col_bound`` of the row
         norm bound (a regression label has a bound of its own)."""
         return col_bound
+
+    def released_model(self, result: dict) -> dict:
+        """The server's model numbers (:func:`sqm.framework.released_models.model_numbers`) from its result."""
+        raise NotImplementedError(f"{type(self).__name__} releases no model")
+
+    def with_ledger(self, ledger) -> "JobTask":
+        """The task this party runs with its own ledger guard (default: this task)."""
+        return self
 
     def for_party(self, index: int, party) -> "JobTask":
         """The task party ``index`` runs, given its job-file entry ``party`` (default: this task)."""

@@ -18,14 +18,18 @@ program of each party (:func:`party_program`).  The steps:
    intersection size (refused below ``min_intersection``, default 100: job file ``"min_intersection"``,
    or ``--min-intersection``); a client with declared ``bounds`` scales them;
 5. every party that keeps a privacy-budget ledger (the server's operator; each client, by default) checks the
-   release (the task's ``release(meta)`` events) against the job file's dataset in it
-   (:class:`sqm.framework.ledger_guard.LedgerGuard`); one verdict exchange, and a party over its own budget
-   refuses the job before any share is sent; otherwise each records the release;
+   release (the task's ``release(meta)`` events) against its dataset in it
+   (:class:`sqm.framework.ledger_guard.LedgerGuard`: a client's is the one its owner binds its file's digest to,
+   never the job file's, and its record alignment was counted before the PSI, refused at its owner's cap); one
+   verdict exchange, and a party over its own budget refuses the job before any share is sent; otherwise each
+   records the release (a client's entry is refunded if the job ends before it sent its shares of any output);
 6. the task (e.g. :class:`sqm.methods.pca.PCAJobTask`, through :func:`sqm.mechanism.release.sqm_round`) plans the public
    release from the counts and runs it: each client clips its own rows to its bound, counts the clipped rows
    (reported to that party only, with a WARNING above 1% of its rows (:func:`clip_warning`): the count is
    data-dependent and is not released to the server), and its input carries the digest of its records'
-   order from the alignment, which the clients compare among themselves again before any share is sent.
+   order from the alignment, which the clients compare among themselves again before any share is sent;
+7. a task whose release is a model (``releases_model``): the server sends the model to every client, whose ledger
+   records its digest with the job's entry (what a scoring job later checks its model against).
 """
 from __future__ import annotations
 
@@ -87,11 +91,13 @@ def scale_to_bounds(block: np.ndarray, columns, bounds, factors: dict[str, float
 class JobMeta:
     """Public facts every party learns before the task runs: the clients' column counts and the record count (the
     size of the record alignment's intersection: the records the job runs on), and with membership hidden the size of
-    the union the clients' records are placed over (0: membership revealed)."""
+    the union the clients' records are placed over (0: membership revealed); ``columns``: every client's column names,
+    in client order (the public schema; empty where not known)."""
 
     col_counts: tuple[int, ...]
     n_records: int
     union: int = 0
+    columns: tuple = ()
 
     @property
     def n_parties(self) -> int:
@@ -170,10 +176,9 @@ class JobParty(PartyProgram):
         """Every party whose operator keeps a privacy-budget ledger checks this job against it (nothing recorded
         yet); one exchange tells every party each verdict, so that a party over its own budget refuses the job
         before ANY party sends a share, and no other party's ledger is charged for a job that never ran.  The
-        verdicts are public ("" or e.g. "the job would exceed its own privacy budget for dataset 'X'"): a
-        refusing party's spent and left figures stay with its own operator."""
-        mine = None if self.ledger is None else self.ledger.refusal(self.dataset, self.task, meta,
-                                                                     client=not ctx.is_server)
+        verdicts are public ("" or e.g. "the job would exceed its own privacy budget"; the server's names the job
+        file's dataset): a refusing party's figures, and a client's name for its dataset, stay with its operator."""
+        mine = None if self.ledger is None else self.ledger.refusal(self.task, meta)
         if mine is not None:  # tell every party why, then refuse without waiting for anyone
             await ctx.send_recv({q: mine[1] for q in range(ctx.M)}, [], None, "budget verdict")
             raise ProtocolError(f"{party_label(ctx.pid)} refused before any share was sent: {mine[0]}",
@@ -229,9 +234,13 @@ class JobParty(PartyProgram):
             table, mine = load_own_file(self.file, self.id_column, ctx.pid, self.own_bounds,
                                         () if ctx.is_server else self.drop_columns,
                                         stream=bool(self.task.streams) and not ctx.is_server)
+        mine, by_ledger = self._open_ledger(ctx, mine)  # a client's own dataset; this alignment counted
         out = {p: mine for p in range(ctx.M)} if mine is not None else {}
         if mine is not None and "error" in mine:  # its own file: tell everyone why and refuse at once (BAD_DATA)
             await ctx.send_recv(out, [], None, "client schemas")
+            if by_ledger:  # its owner's ledger refuses (binding, alignment cap): refused, not bad data
+                raise ProtocolError(f"{party_label(ctx.pid)} refused before any share was sent: {by_ledger}",
+                                    public=f"refused before any share was sent: {mine['error']}")
             raise InputRefused(f"{mine['error']} (refused before any share was sent)", "see the detail above")
         got = await ctx.send_recv(out, holders, wire.value(dict, "the party's schema or its refusal", _schema_ok),
                                   "client schemas")
@@ -253,7 +262,8 @@ class JobParty(PartyProgram):
             ctx.membership = union
         else:
             table, n_common = await align_records(ctx, table, sizes, self.min_intersection, self.task.seed)
-        meta = JobMeta(tuple(int(g["cols"]) for g in got), n_common, 0 if union is None else int(union.size))
+        meta = JobMeta(tuple(int(g["cols"]) for g in got), n_common, 0 if union is None else int(union.size),
+                       tuple(columns))
         outside = None
         if table is not None and self.own_bounds:  # scaled to the job file's public ranges
             table, outside = self._scaled(table, meta, ctx.pid)
@@ -262,12 +272,15 @@ class JobParty(PartyProgram):
             await self._budget_verdict(ctx, meta)  # every party's own ledger agrees, or nobody sends a share
         entry = None
         if self.ledger is not None and charged:  # charged before any share: refused if over budget
-            entry = self.ledger.reserve(self.dataset, self.task, meta, client=not ctx.is_server)
+            entry = self.ledger.reserve(self.task, meta)
+            if self.ledger.client:  # marked in the ledger just before this client's shares of an output go
+                ctx.before_output_shares = entry.shares_sent
+        task = self.task if self.ledger is None else self.task.with_ledger(self.ledger)
         try:
-            result = await self.task.run(ctx, table, meta)
+            result = await task.run(ctx, table, meta)
         except BaseException:
-            if entry is not None:
-                entry.fail()  # still counted: shares may have been sent
+            if entry is not None:  # refunded only if this client sent no share of any output; else counted
+                entry.fail(refund=self.ledger.client and not ctx.output_shares_sent)
             raise
         finally:
             if hasattr(table, "close"):  # a table over the union on disk: its bucket files go now
@@ -285,10 +298,6 @@ class JobParty(PartyProgram):
         result.setdefault("n_records", meta.n_records)
         result.setdefault("alignment", {"records": {str(j): v for j, v in sizes.items()}, "intersection": n_common,
                                         **({"union": union.size, "membership": "hidden"} if union is not None else {})})
-        if entry is not None:
-            entry.complete()
-            result.setdefault("ledger", {k: entry[k] for k in ("id", "dataset", "statistic", "epsilon", "delta",
-                                                               "status", "spent", "left", "ledger")})
         if table is not None and not ctx.is_server:
             result.setdefault("file", table.file)
             if outside is None and getattr(table, "transform", None) is not None:
@@ -303,7 +312,60 @@ class JobParty(PartyProgram):
             for j, b in enumerate(self.bounds, 1):
                 scales.update(declared_scales(self.task, meta, b, j))
             result.setdefault("column_scales", scales)
+        model = None
+        if self.task.releases_model:
+            try:
+                model = await self._released_model(ctx, result)
+            except BaseException:
+                if entry is not None:
+                    entry.fail()  # the release was made: counted
+                raise
+        if entry is not None:
+            entry.complete(model)
+            result.setdefault("ledger", {k: entry[k] for k in ("id", "dataset", "statistic", "epsilon", "delta",
+                                                               "status", "spent", "left", "ledger")})
+        if self.ledger is not None and self.ledger.client:
+            result.setdefault("ledger_dataset", self.ledger.account)
         return result
+
+    def _open_ledger(self, ctx, mine: dict | None) -> tuple[dict | None, str]:
+        """A client that keeps a ledger, its file read: the dataset it charges (its owner's name bound to the
+        file's content digest, :meth:`LedgerGuard.opened`) and this job's record alignment counted against its
+        owner's cap, before the PSI.  Returns its schema message (on refusal the ledger's public reason) and the
+        refusal's detail for its own operator ("" if none)."""
+        if self.ledger is None or ctx.is_server or mine is None or "error" in mine:
+            return mine, ""
+        from sqm.mechanism.ledger import BudgetError
+
+        try:
+            self.ledger = self.ledger.opened(self.file)
+            n = self.ledger.count_alignment()
+        except BudgetError as e:
+            log.error(f"{party_label(ctx.pid)}: {e}")
+            return {"error": e.public}, str(e)
+        cap = self.ledger.max_alignments
+        log.info(f"{party_label(ctx.pid)}: ledger dataset {self.ledger.account!r}: record alignment {n}"
+                 + (f" of at most {cap}" if cap is not None else ""))
+        return mine, ""
+
+    async def _released_model(self, ctx, result: dict) -> tuple[str, str] | None:
+        """The job's end, for a task whose release is a model: the server sends it (the task's
+        ``released_model``, the model the command's ``--json`` holds) to every client; a client checks it and
+        returns (its digest, its numbers as JSON) for its ledger entry (:mod:`sqm.framework.released_models`).
+        The model is the release, which the clients learn as well: ``epsilon_client`` is its guarantee against a
+        client (which knows its own noise share)."""
+        from sqm.framework import released_models as rm
+
+        mine = self.task.released_model(result) if ctx.is_server else None
+        got = await ctx.broadcast(mine, wire.value(dict, "the released model", rm.frame_ok), step="released model")
+        try:
+            model = rm.from_frame(got)
+        except UsageError as e:
+            raise ProtocolError(f"{party_label(ctx.pid)}: the server's released model is malformed ({e})") from None
+        digest = rm.model_digest(model)
+        if ctx.is_server:
+            result.setdefault("model_digest", digest)
+        return digest, rm.to_json(model)
 
 
 def canonical_order(ids) -> list[int]:
@@ -372,15 +434,20 @@ def _schema_ok(g) -> bool:
 
 def party_program(spec: JobSpec, index: int, task: JobTask, ledger: "LedgerGuard | None" = None) -> JobParty:
     """Party ``index``'s program: its own file only (a party never learns where others keep their data), and
-    its own ledger guard (``ledger``: the server's, or a client's own), which needs the job file's dataset."""
+    its own ledger guard (``ledger``: the server's, charged to its ``dataset`` or the job file's; or a client's
+    own, charged to the dataset its owner binds its file to, never the job file's)."""
     if not 0 <= index < len(spec.parties):
         raise UsageError(f"party index {index} out of range: the job file lists {len(spec.parties)} parties "
                          f"(0 = server, 1..{spec.n_clients} clients)")
-    if ledger is not None and spec.dataset_id is None:
-        raise UsageError(f"job file {spec.path or '(unnamed)'} names no dataset: the ledger charges each release "
-                         f"to the job file's \"dataset\" (or its \"name\"); add one")
-    if ledger is not None:
-        ledger = dataclasses.replace(ledger, job_id=spec.job_id)
+    if ledger is not None and index == 0:
+        account = ledger.dataset or spec.dataset_id
+        if account is None:
+            raise UsageError(f"job file {spec.path or '(unnamed)'} names no dataset: the server's ledger charges each "
+                             f"release to --ledger-dataset, else the job file's \"dataset\" (or its \"name\"); "
+                             f"give one")
+        ledger = dataclasses.replace(ledger, job_id=spec.job_id, client=False, account=account)
+    elif ledger is not None:
+        ledger = dataclasses.replace(ledger, job_id=spec.job_id, client=True, account=None)
     where = f"job file {spec.path or '(unnamed)'}"
     if index > 0 and spec.parties[index].file is None:
         raise UsageError(f"client {index} has no data file: its operator gives it with --data-file PATH (a job file "

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 
 from sqm.framework.jobtask import JobTask
-from sqm.framework.ledger_guard import LedgerGuard
+from sqm.framework.ledger_guard import DEFAULT_MAX_ALIGNMENTS, LedgerGuard
 from sqm.framework.party import job_programs, party_program
 from sqm.framework.spec import JobSpec, refuse_private_fields
 from sqm.runtime.errors import UsageError
@@ -71,7 +71,8 @@ def run_job(spec: JobSpec, task: JobTask, index: int | None = None, timeout: flo
             ssl_dir: str | None = None, data_file: str | None = None, connect_timeout: float = 60.0,
             insecure_plaintext: bool = False, idle_timeout: float | None = None, backend: str = "mpyc",
             ledger: str | None = None, budget=None, progress_timeout: float | None = None,
-            client_ledger: bool = False, engine: str | None = None,
+            client_ledger: bool = False, ledger_dataset: str | None = None,
+            max_alignments: int | None = DEFAULT_MAX_ALIGNMENTS, engine: str | None = None,
             worker_addresses=None) -> list[dict | None]:
     """Every party on this machine (``index`` None), or only party ``index`` (its record; None elsewhere).
 
@@ -82,8 +83,10 @@ def run_job(spec: JobSpec, task: JobTask, index: int | None = None, timeout: flo
     ``budget`` ((epsilon, delta)): the privacy-budget ledger (:class:`LedgerGuard`) of the server, or, with
     ``index`` a client's, that client's own; ``client_ledger``: a client started alone (``index`` > 0) keeps
     its ledger in the default file when no ``ledger`` path is given (the command's default; ``--no-ledger``
-    turns it off).  ``engine`` and ``worker_addresses``: party ``index``'s own shard engine and workers' addresses
-    (its operator's ``--engine``, ``--worker-addresses``).
+    turns it off).  ``ledger_dataset``: the dataset that ledger charges (its operator's ``--ledger-dataset``; a
+    client's file is bound to it by digest, :class:`LedgerGuard`); ``max_alignments``: a client's cap on its
+    dataset's record alignments (None: none).  ``engine`` and ``worker_addresses``: party ``index``'s own shard
+    engine and workers' addresses (its operator's ``--engine``, ``--worker-addresses``).
 
     A party started alone (``index``) refuses a job file that names any party's own settings (data file, model
     code, shard engine, worker addresses: :func:`sqm.framework.spec.refuse_private_fields`): those come from its
@@ -100,7 +103,8 @@ def run_job(spec: JobSpec, task: JobTask, index: int | None = None, timeout: flo
                              "too (without --index, the job file's entries serve every party on this machine)")
         spec = spec.with_workers(index, engine, worker_addresses)
     own = client_ledger and index is not None and index > 0
-    guard = LedgerGuard(ledger, budget) if ledger is not None or budget is not None or own else None
+    keeps = ledger is not None or budget is not None or ledger_dataset is not None or own
+    guard = LedgerGuard(ledger, budget, dataset=ledger_dataset, max_alignments=max_alignments) if keeps else None
     if backend == "plain":
         if index is not None:
             raise UsageError("--backend plain runs every party of the job in this process: leave out --index")

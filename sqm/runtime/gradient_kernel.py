@@ -179,7 +179,7 @@ async def secure_gradient(ctx, d: int, label_index: int, col_counts, n_records: 
     y = modarith.add_mod(y, modarith.mul_mod(C[:, d + 1], h, p), p)
     y = modarith.add_mod(modarith.add_mod(y, z, p), mask, p)  # degree <= M - 1, masked
     ctx._lap("local products")
-    res = await ctx.open_to(y, p, [0])
+    res = await ctx.open_to(y, p, [0], output=True)  # masked by degree M - 1: every party's share is needed
     ctx._lap("open result")
     return None if res is None else to_signed(res, p).astype(object)
 

@@ -183,6 +183,8 @@ class InProcessContext(PartyContext):
         party None.  SIMULATION only: a real :class:`~sqm.runtime.protocol.PartyContext` has no such step."""
         receivers = list(receivers)
         outgoing = {} if self.is_server else {r: my_input for r in receivers}
+        if any(r != self.pid for r in outgoing):  # the inputs themselves: an output's shares (output_shares_next)
+            self.mark_output_shares()
         got = await self._transport(outgoing, self.clients if self.pid in receivers else [])
         return got if self.pid in receivers else None
 

@@ -109,6 +109,7 @@ class MaskedSum:
         for j, key in self.keys.items():
             u = prg(key, self.counter, size, self.k)
             y += u if j > ctx.pid else -u
+        ctx.output_shares_next()  # with every other client's masked value, the server has the sum
         await ctx.send_recv({0: (y % mod).astype(dtype)}, [], None, "masked sum")
         return None
 

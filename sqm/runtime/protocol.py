@@ -181,6 +181,9 @@ class PartyContext:
         self.row_limit = None  # the evaluation's row limit (sqm.runtime.backend.Job.row_limit), while it runs
         self.job_digest = ""  # the agreed job description's digest (sqm.runtime.session.agree_job), once known
         self.session = None  # how this party's session was started (sqm.runtime.session.SessionSettings), if known
+        self.output_shares_sent = False  # this party has sent its shares of an output (output_shares_next)
+        self.before_output_shares = None  # optional callable, run once just before those are first sent
+        self._output_next = False
         self._clock = time.perf_counter()
         self.points = list(range(1, self.M + 1))
 
@@ -203,7 +206,12 @@ class PartyContext:
         senders = list(senders)
         self.exchanges += 1
         self.waits += any(s != self.pid for s in senders)
-        got = await self._transport({k: wire.encode(v) for k, v in outgoing.items()}, senders)
+        frames = {k: wire.encode(v) for k, v in outgoing.items()}
+        if self._output_next:  # this exchange carries this party's shares of an output (output_shares_next)
+            self._output_next = False
+            if any(k != self.pid for k in frames):
+                self.mark_output_shares()
+        got = await self._transport(frames, senders)
         out = []
         for s, g in zip(senders, got):
             check = expect.get(s) if isinstance(expect, dict) else expect
@@ -215,6 +223,46 @@ class PartyContext:
                 raise ProtocolError(f"party {self.pid}: malformed message from {party_label(s)} at step "
                                     f"'{step}': {e}; job aborted, nothing released") from None
         return out
+
+    # ----- output shares: what a party has given towards an opening ------------------------------------
+    def output_shares_next(self) -> None:
+        """The next :meth:`send_recv` of this party carries its shares of an output: :attr:`output_shares_sent`
+        is set (and :attr:`before_output_shares` run, once) just before its frames go to the transport, after
+        every wrapper of ``send_recv`` (a party killed before that point has sent none of them).
+
+        The point, per evaluation, is this party's first message from which, with what the other parties
+        hold or send without any further message of this party, an output can be opened:
+
+        - a program with a degree reduction (degree >= 2): this party's sub-shares in the reduction of the
+          outputs (:meth:`reshare`, ``output=True``).  Before them no honest party finishes the reduction (each
+          combines every worker's sub-shares), so none holds a degree-t share of an output or sends one to be
+          opened.  A coalition of at most t parties then holds its own degree-2t shares (at most t points of a
+          polynomial of degree 2t: the outputs need 2t + 1) and t points of each honest party's sub-share
+          polynomial (degree t: they reveal nothing of that party's share), so no output can be opened.  Once
+          they are sent, the other M - 1 >= t + 1 parties can finish the reduction and open the outputs
+          without this party (its own opening share is not needed: t + 1 shares open an output);
+        - a program without one (a sum: degree <= 1): its input shares that complete its input (the last
+          chunk, with its summands: :meth:`input_shares`, ``output=True``); the other M - 1 >= t + 1 parties
+          then hold degree-t shares of the outputs;
+        - an opening (:meth:`open_to`, ``output=True``): its own share, where no reduction came before or the
+          opened value carries a mask of degree M - 1 that needs every party's share (the gradient kernel);
+        - kernels that sum masked or clear values (:mod:`sqm.runtime.masked_sum`, :mod:`sqm.runtime.sum_exchange`)
+          call this before the value itself is sent.
+
+        Everything a party sends before that point is a degree-t share of its inputs (any t of them uniform),
+        a value masked by a uniform degree-t sharing (the sharing check), an opened uniform or public value
+        (the secure comparison's redraws), or a public message (digests, verdicts, counts, blinded ids).
+        Intermediate reductions (the membership or row-limit masking, higher-degree monomials) come before
+        the outputs' own, which still needs this party's sub-shares, so they are not the point.  A caller that
+        cannot tell may mark earlier: that only makes the flag conservative."""
+        self._output_next = True
+
+    def mark_output_shares(self) -> None:
+        """Set :attr:`output_shares_sent` now (running :attr:`before_output_shares` the first time)."""
+        if not self.output_shares_sent:
+            if self.before_output_shares is not None:
+                self.before_output_shares()
+            self.output_shares_sent = True
 
     async def _transport(self, outgoing: dict, senders: list) -> list:
         """Move encoded frames (MPyC's channels here; in-memory mailboxes in :mod:`sqm.runtime.inprocess`)."""
@@ -311,7 +359,8 @@ class PartyContext:
 
     # ----- sharing ---------------------------------------------------------------------------------
     async def input_shares(self, payload, p: int, widths=None, rows: int | None = None, summands=(),
-                           workers=None, per_client=()) -> tuple[np.ndarray | None, list[np.ndarray]]:
+                           workers=None, per_client=(), output: bool = False) -> tuple[np.ndarray | None,
+                                                                                      list[np.ndarray]]:
         """Each client Shamir-shares (degree t) its field arrays ``payload = [block, *summands]`` with the
         ``workers`` (default: every party; the server passes None).  Returns, at every worker, its shares of
         the clients' blocks side by side (records x all columns) and, for each summand, its share of the
@@ -320,7 +369,8 @@ class PartyContext:
         What arrives is checked: client j's block share must be int64 of shape (``rows``, ``widths[j-1]``)
         and each summand share of the shape in ``summands``, every entry in [0, p) (None: any length).
         When the server is a worker it sends every client an empty frame too, and every worker waits for every
-        other: no client runs more than one chunk ahead of the server, so no buffer grows with the records."""
+        other: no client runs more than one chunk ahead of the server, so no buffer grows with the records.
+        ``output``: these shares complete the outputs' inputs (:meth:`output_shares_next`)."""
         self.require_threshold()
         workers = list(range(self.M)) if workers is None else list(workers)
         if self.is_server:  # an empty frame to every client: the clients' pace (see above)
@@ -336,6 +386,8 @@ class PartyContext:
             parts += [wire.shares(tuple(s), p) for s in per_client]
             expect[c] = wire.list_of(parts, "input shares")
         senders = workers if self.pid in workers else []  # a worker hears from every worker (the server's: pace)
+        if output and payload is not None:
+            self.output_shares_next()
         got = await self.send_recv(outgoing, senders, expect, "input shares")
         self._lap("exchange input shares")
         if self.pid not in workers:
@@ -366,12 +418,13 @@ class PartyContext:
                                 f"clients are needed; refused")
 
     async def reshare(self, y2t: np.ndarray | None, p: int, workers=None, shape=None,
-                      receivers=None) -> np.ndarray | None:
+                      receivers=None, output: bool = False) -> np.ndarray | None:
         """Degree reduction: each of the ``workers`` (default: every party; at least 2t + 1 of them) shares its
         degree-2t share with a fresh degree-t polynomial; every party combines what the workers sent with the
         Lagrange coefficients of the workers' points.  A party that is no worker passes None and the
         ``shape`` of the shares; it receives its degree-t share all the same.  ``receivers`` (default: every
-        party): the parties that get a degree-t share (None elsewhere)."""
+        party): the parties that get a degree-t share (None elsewhere).  ``output``: the outputs' own reduction
+        (:meth:`output_shares_next`)."""
         workers = list(range(self.M)) if workers is None else list(workers)
         receivers = list(range(self.M)) if receivers is None else list(receivers)
         shape = y2t.shape if y2t is not None else tuple(shape)
@@ -379,6 +432,8 @@ class PartyContext:
         if self.pid in workers:
             sub = shamir.share(y2t, self.M, self.t, p, self.rng)
             out = {j: sub[j] for j in receivers}
+            if output:
+                self.output_shares_next()
         got = await self.send_recv(out, workers if self.pid in receivers else [], wire.shares(shape, p),
                                    "degree reduction")
         if self.pid not in receivers:
@@ -386,17 +441,19 @@ class PartyContext:
         return shamir.combine_subshares(np.stack(got), [w + 1 for w in workers], p)
 
     async def open_to(self, share: np.ndarray | None, p: int, receivers, senders=None, shape=None,
-                      degree: int | None = None) -> np.ndarray | None:
+                      degree: int | None = None, output: bool = False) -> np.ndarray | None:
         """Send my degree-t shares to ``receivers`` (from the ``senders``, default every party: each holding a
         share; a party that is no sender passes None and the ``shape``); they reconstruct (with the senders'
         points) and decode.  ``degree``: the sharing's degree, when known; with at least degree + 2 senders the
         receivers check that every entry's shares lie on one polynomial of that degree (ProtocolError
         otherwise: a party deviated in an input sharing of a sum that is not reduced, the degree reduction or the
-        opening; nothing is released)."""
+        opening; nothing is released).  ``output``: an output's opening (:meth:`output_shares_next`)."""
         receivers = list(receivers)
         shape = share.shape if share is not None else tuple(shape)
         senders = list(range(self.M)) if senders is None else list(senders)
         out = {r: share for r in receivers} if self.pid in senders else {}
+        if output and out:
+            self.output_shares_next()
         got = await self.send_recv(out, senders if self.pid in receivers else [],
                                    wire.shares(shape, p), "open result")
         if self.pid not in receivers:
@@ -512,7 +569,7 @@ class PartyContext:
                 if check is not None:  # the client's mask for the check
                     payload.append(self.rng.integers(0, p, size=1, dtype=np.int64))
             _, sums = await self.input_shares(payload, p, widths, 0, summands, workers,
-                                              ((1,),) if check is not None else ())
+                                              ((1,),) if check is not None else (), output=prog.degree < 2)
             self._lap("exchange summands")
             if check is not None:  # before anything is reduced or opened
                 check.add_masks(sums.pop())
@@ -520,27 +577,29 @@ class PartyContext:
                 self._lap("sharing check")
         else:
             moments, sums = await self._input_loop(prog, p, n_rows, rows_per_chunk, widths, feed, workers,
-                                                   summands, verify)
+                                                   summands, verify, output=prog.degree < 2)
         y = None
         if self.pid in workers:
             if moments is None:  # no record at all (a job of zero records): the moments are zero
                 moments = np.zeros(prog.n_vars ** 2 if prog.gram else len(prog.monomials), dtype=np.int64)
             y = modarith.add_mod(self._combine(prog, moments, sums[1] if needs_count else None, p), sums[0], p)
         if prog.degree >= 2:  # the moments have degree 2t: one reduction
-            y = await self.reshare(y, p, workers, (prog.n_out,))
+            y = await self.reshare(y, p, workers, (prog.n_out,), output=True)
             self._lap("degree reduction")
             workers = list(range(self.M))  # every party now holds a degree-t share
-        res = await self.open_to(y, p, receivers, workers, (prog.n_out,), degree=self.t)
+        res = await self.open_to(y, p, receivers, workers, (prog.n_out,), degree=self.t, output=True)
         self._lap("open result")
         return res
 
     async def _input_loop(self, prog, p: int, n_rows: int, rows_per_chunk: int, widths, feed: "_Feed | None",
-                          workers, summands=(), verify: bool = False, check=None, chunk_base: int = 0):
+                          workers, summands=(), verify: bool = False, check=None, chunk_base: int = 0,
+                          output: bool = False):
         """The input phase: each chunk shared and its moments added to this worker's running sums (None at a
         party that is no worker); the summands (shapes ``summands``; none: not sent) go with the last chunk.
         Returns (moments, summand sums).  ``check``: a shard worker's part of the sharing
         check (seeds agreed by its party's session, which also verifies): its chunks are added to it, labelled
-        ``chunk_base + k``."""
+        ``chunk_base + k``.  ``output``: the last chunk's shares complete the outputs' inputs (a program
+        without a degree reduction: :meth:`output_shares_next`)."""
         n_chunks = chunk_count(n_rows, rows_per_chunk)
         blocks = None if feed is None else feed.blocks(rows_per_chunk)
         moments, sums = None, []
@@ -559,7 +618,8 @@ class PartyContext:
                         payload.append(self.rng.integers(0, p, size=1, dtype=np.int64))
             rows_k = min(rows_per_chunk, n_rows - k * rows_per_chunk) if n_rows else 0
             extra = ((1,),) if own_check and last else ()
-            S, sums = await self.input_shares(payload, p, widths, rows_k, summands if last else (), workers, extra)
+            S, sums = await self.input_shares(payload, p, widths, rows_k, summands if last else (), workers, extra,
+                                              output=output and last)
             if check is not None:
                 check.add_chunk(chunk_base + k, S)
                 if last and own_check:

@@ -84,6 +84,7 @@ class SumExchange:
                                           "clear sum")
                 out = np.sum(got, axis=0)
             else:
+                ctx.output_shares_next()  # the value itself
                 await ctx.send_recv({0: mine.astype(np.float64)}, [], None, "clear sum")
                 out = None
         return None if out is None else out.reshape(-1, self.width)

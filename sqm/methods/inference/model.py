@@ -7,21 +7,23 @@ model is differentially private (it is the job's release), so every party of a s
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from sqm.framework.released_models import KINDS, linear_model, model_digest, model_numbers, projection_model
 from sqm.runtime.errors import UsageError
 
-KINDS = ("logistic", "linear", "projection")  # a probability and a score; a prediction; k projections
+__all__ = ["KINDS", "ReleasedModel", "load_model"]
 
 
 @dataclass(frozen=True)
 class ReleasedModel:
     """``weights`` (columns x outputs, raw units) and ``intercepts`` (outputs) of ``kind``: 'logistic' (one
     output, the log-odds; its probability is the logistic function of it), 'linear' (one output, the
-    prediction) or 'projection' (one output per principal component)."""
+    prediction) or 'projection' (one output per principal component).  Checked by
+    :func:`sqm.framework.released_models.model_numbers`; :attr:`digest` is its canonical digest, the one a client's
+    ledger records at the end of the training job that released it."""
 
     kind: str
     columns: tuple
@@ -29,19 +31,15 @@ class ReleasedModel:
     intercepts: np.ndarray
 
     def __post_init__(self):
-        W = np.asarray(self.weights, dtype=np.float64)
-        b = np.asarray(self.intercepts, dtype=np.float64).reshape(-1)
-        if self.kind not in KINDS:
-            raise UsageError(f"a released model is one of {KINDS}, got {self.kind!r}")
-        if W.ndim != 2 or W.shape[0] != len(self.columns) or W.shape[1] != b.size or b.size < 1:
-            raise UsageError(f"a released model needs one weight per column and output: {W.shape} weights for "
-                             f"{len(self.columns)} columns and {b.size} outputs")
-        if len(set(self.columns)) != len(self.columns) or not all(isinstance(c, str) for c in self.columns):
-            raise UsageError("a released model's columns must be distinct names")
-        if not (np.all(np.isfinite(W)) and np.all(np.isfinite(b))):
-            raise UsageError("a released model's weights must be finite")
-        object.__setattr__(self, "weights", W)
-        object.__setattr__(self, "intercepts", b)
+        m = model_numbers(self.kind, self.columns, self.weights, self.intercepts)
+        object.__setattr__(self, "columns", tuple(m["columns"]))
+        object.__setattr__(self, "weights", m["weights"])
+        object.__setattr__(self, "intercepts", m["intercepts"])
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 of the model's canonical encoding (:func:`sqm.framework.released_models.model_digest`)."""
+        return model_digest(self.to_wire())
 
     @property
     def outputs(self) -> list[str]:
@@ -75,19 +73,18 @@ def load_model(path) -> ReleasedModel:
     command = doc.get("command") if isinstance(doc, dict) else None
     if not isinstance(rel, dict):
         raise UsageError(f"model file {path} holds no released model (a training job's --json output is one)")
-    if command in ("logreg", "linreg") and isinstance(rel.get("coef"), dict):
-        cols = tuple(rel["coef"])
-        b = rel.get("intercept", 0.0)
-        if not isinstance(b, (int, float)) or not math.isfinite(b):
-            raise UsageError(f"model file {path}: its intercept must be a finite number")
-        return ReleasedModel("logistic" if command == "logreg" else "linear", cols,
-                             np.array([[float(rel["coef"][c])] for c in cols]), np.array([float(b)]))
-    if command == "pca":
-        comps = rel.get("projection_raw") or rel.get("components")
-        if isinstance(comps, list) and comps and all(isinstance(c, dict) for c in comps):
-            cols = tuple(comps[0])
-            if any(tuple(c) != cols for c in comps):
-                raise UsageError(f"model file {path}: its components name different columns")
-            return ReleasedModel("projection", cols, np.array([[float(c[k]) for c in comps] for k in cols]),
-                                 np.zeros(len(comps)))
+    try:
+        if command in ("logreg", "linreg") and isinstance(rel.get("coef"), dict):
+            b = rel.get("intercept", 0.0)
+            if not isinstance(b, (int, float)) or isinstance(b, bool):
+                raise UsageError("its intercept must be a finite number")
+            m = linear_model("logistic" if command == "logreg" else "linear", rel["coef"], b)
+            return ReleasedModel(m["kind"], tuple(m["columns"]), m["weights"], m["intercepts"])
+        if command == "pca":
+            comps = rel.get("projection_raw") or rel.get("components")
+            if isinstance(comps, list) and comps and all(isinstance(c, dict) for c in comps):
+                m = projection_model(comps)
+                return ReleasedModel(m["kind"], tuple(m["columns"]), m["weights"], m["intercepts"])
+    except (UsageError, TypeError, ValueError) as e:
+        raise UsageError(f"model file {path}: {e}") from None
     raise UsageError(f"model file {path} is not the --json of sqm logreg, linreg or pca with weights by column")

@@ -70,6 +70,23 @@ class LinRegJobTask(JobTask):
         """The privacy report (events) of the job's one SQM release, from the public counts only."""
         return self._plan(meta)[3]
 
+    releases_model = True  # the weights by raw column and the intercept (sqm linreg --job --json)
+
+    def released_model(self, result: dict) -> dict:
+        """The ridge model the server's result gives, as ``sqm linreg --job --json`` writes it: each feature's
+        weight on its raw column and the intercept, in the label's raw units (declared ranges' scaling undone)."""
+        from sqm.framework.released_models import linear_model
+        from sqm.framework.units import feature_columns, raw_linear_model
+
+        counts = result["col_counts"]
+        cols = feature_columns(result.get("columns") or [], counts, len(counts) - 1, self.label_column)
+        coef = np.asarray(result["coef"]).ravel()
+        cols = cols if len(cols) == len(coef) else [f"x{j}" for j in range(len(coef))]
+        scales = result.get("column_scales") or {}
+        raw, intercept = raw_linear_model(coef, cols, scales, result["intercept"],
+                                          float(scales.get(self.label_column, 1.0)))
+        return linear_model("linear", raw, intercept)
+
     async def run(self, ctx, table, meta) -> dict:
         from sqm.mechanism.release import sqm_round
         from sqm.mechanism.rng import make_rng, spawn_seeds

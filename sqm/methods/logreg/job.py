@@ -190,6 +190,22 @@ class LRJobTask(JobTask):
                 res["labels"] = labels
         return res
 
+    releases_model = True  # the weights by raw column and the intercept (sqm logreg --job --json)
+
+    def released_model(self, result: dict) -> dict:
+        """The logistic-regression model the server's result gives, as ``sqm logreg --job --json`` writes it:
+        each feature's weight on its raw column (declared ranges' scaling undone) and the intercept."""
+        from sqm.framework.released_models import linear_model
+        from sqm.framework.units import feature_columns, raw_linear_model
+
+        counts = result["col_counts"]
+        label = len(counts) - 1 if self.label_party is None else int(self.label_party)
+        cols = feature_columns(result.get("columns") or [], counts, label, self.label_column)
+        coef = np.asarray(result["coef"]).ravel()
+        cols = cols if len(cols) == len(coef) else [f"x{j}" for j in range(len(coef))]
+        raw, _ = raw_linear_model(coef, cols, result.get("column_scales") or {})
+        return linear_model("logistic", raw, float(result["intercept"]))
+
     def label_block(self, table) -> tuple[np.ndarray, str]:
         """The label party's block [features, label as 0/1] and what the mapping was, or InputRefused (its
         reason, sent to every peer, names no value; the detail with the fix stays at this party).  With membership

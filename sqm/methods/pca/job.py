@@ -96,6 +96,21 @@ class PCAJobTask(JobTask):
         """The privacy report (events) of this job's one SQM release, from the public counts only."""
         return self._plan(meta)[3]
 
+    releases_model = True  # the projection on the components (sqm pca --job --json)
+
+    def released_model(self, result: dict) -> dict:
+        """The projection the server's result gives, as ``sqm pca --job --json`` writes it: per component, a
+        weight per raw column (``projection_raw`` where declared ranges scaled the columns, else the components)."""
+        from sqm.framework.released_models import projection_model
+        from sqm.framework.units import is_scaled, raw_projection
+
+        V = np.asarray(result["components"])
+        cols = result.get("columns") or [f"x{j}" for j in range(V.shape[1])]
+        scales = result.get("column_scales") or {}
+        if is_scaled(scales):
+            return projection_model(raw_projection(V, cols, scales))
+        return projection_model([{c: float(v) for c, v in zip(cols, row)} for row in V])
+
     async def run(self, ctx, table, meta) -> dict:
         k, mech, plan, report = self._plan(meta)
         my_seed = spawn_seeds(self._seed, meta.n_parties + 1)[ctx.pid]  # this party's own entry, as SQM.run
