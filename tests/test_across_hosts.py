@@ -68,8 +68,8 @@ def test_the_tutorial_runs_as_written(tmp_path):
         assert all(re.fullmatch(r"sha256:[0-9a-f]{64}", p) for p in pins) and len(set(pins)) == 3, pins
     from sqm.mechanism.ledger import Ledger
 
-    for j in (1, 2):  # each owner's ledger: the PCA and the model, both releases of its records
-        entries = Ledger(str(d / f"ledger_{j}.sqlite")).releases("bank-clinic")
+    for j, name in ((1, "bank-customers"), (2, "clinic-patients")):  # each owner's ledger, under its own name: the
+        entries = Ledger(str(d / f"ledger_{j}.sqlite")).releases(name)  # PCA and the model, both of its records
         assert [e["status"] for e in entries] == ["completed", "completed"]
     lr = json.loads((d / "lr.json").read_text())
     coef, b = lr["released"]["coef"], lr["released"]["intercept"]

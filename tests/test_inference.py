@@ -139,8 +139,11 @@ def _start(command: str, job: str, extra: dict, timeout: int = 300) -> dict:
     import subprocess
     import sys
 
-    procs = {i: subprocess.Popen([sys.executable, "-m", "sqm", command, "--job", job, "--index", str(i),
-                                  "--insecure-plaintext", "--timeout", "120", *extra.get(i, [])],
+    from conftest import one_by_one
+
+    shared, files = one_by_one(job)  # the job file every party gets; each its own --data-file
+    procs = {i: subprocess.Popen([sys.executable, "-m", "sqm", command, "--job", shared, "--index", str(i),
+                                  "--insecure-plaintext", "--timeout", "120", *files[i], *extra.get(i, [])],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
              for i in range(3)}
     out = {}
