@@ -8,6 +8,11 @@ own, ``passed`` when every one holds.  The cases:
   attacker runs (a TCP listener here); every party is started alone (``sqm pca --job J --index I``, its own
   ``--data-file``).  Passes when every party refuses before connecting, naming the field, the attacker's listener
   receives no connection, and nothing is released.
+- ``score-solve`` / ``score-identity`` (attack 3): scores that would give client 1's columns to the requester, and a
+  crafted identity model: refused by the clients before any share, no score released.
+- ``ledger-names`` / ``ledger-drain`` (attack 4): job files naming other datasets over the same records, and a
+  server killed right after every reservation: the owner's one account is charged once, and reservations of jobs
+  that released nothing are refunded.
 """
 from __future__ import annotations
 
@@ -43,19 +48,41 @@ def _listener() -> tuple[socket.socket, list, threading.Event]:
     return srv, got, stop
 
 
-def _parties(job: str, extras: dict, work: str, timeout: float) -> dict:
-    """Every party of ``job`` started alone (``sqm pca --job J --index I``): {index: (exit, seconds, output)}."""
+def _parties(job: str, extras: dict, work: str, timeout: float, command: str = "pca") -> dict:
+    """Every party of ``job`` started alone (``sqm COMMAND --job J --index I``): {index: (exit, seconds, output)}."""
     procs, t0 = {}, time.monotonic()
     for i, extra in extras.items():
-        procs[i] = subprocess.Popen([sys.executable, "-m", "sqm", "pca", "--job", job, "--index", str(i),
-                                     "--json", os.path.join(work, f"out{i}.json"), "--timeout", f"{timeout:g}",
-                                     "--connect-timeout", "20", *extra], stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, text=True, cwd=work)
+        procs[i] = subprocess.Popen([sys.executable, "-m", "sqm", command, "--job", job, "--index", str(i),
+                                     "--timeout", f"{timeout:g}", "--connect-timeout", "20", *extra],
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=work)
     out = {}
     for i, p in procs.items():
         text, _ = p.communicate(timeout=timeout + 60)
         out[i] = (p.returncode, round(time.monotonic() - t0, 2), text)
     return out
+
+
+def _one_by_one(local: str, name: str, **changes) -> tuple[str, dict]:
+    """The shared form of local job file ``local`` (``name`` beside it; a fresh job id and ports; ``changes`` to its
+    head, e.g. a dataset) and each party's own ``--data-file`` option."""
+    import secrets
+
+    from sqm.framework.spec import load_job, write_shared_job
+    from sqm.runtime.launch import free_ports
+
+    spec = load_job(local)
+    out = write_shared_job(local, os.path.join(os.path.dirname(local), name))
+    raw = json.load(open(out))
+    raw.update(job_id=secrets.token_hex(16), **changes)
+    for party, port in zip(raw["parties"], free_ports(len(raw["parties"]))):
+        party["address"] = f"127.0.0.1:{port}"
+    json.dump(raw, open(out, "w"))
+    return out, {i: ([] if p.file is None else ["--data-file", p.file]) for i, p in enumerate(spec.parties)}
+
+
+def _last_line(text: str) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip() and "chunk" not in ln]
+    return lines[-1][:300] if lines else ""
 
 
 def jobfile_engine(seed: int = 0) -> dict:
@@ -81,10 +108,11 @@ def jobfile_engine(seed: int = 0) -> dict:
         make_certificates(keys, 3, days=1)
         extras = {i: ["--ssl-dir", keys] + ([] if p.file is None else ["--data-file", p.file, "--no-ledger"])
                   for i, p in enumerate(spec.parties)}
+        extras = {i: e + ["--json", os.path.join(work, f"out{i}.json")] for i, e in extras.items()}
         out = _parties(shared, extras, work, 60)
         time.sleep(0.3)
-        per_party = [{"party": i, "exit": c, "seconds": s, "message": t.strip().splitlines()[-1][:300] if t.strip()
-                      else "", "released": os.path.exists(os.path.join(work, f"out{i}.json"))}
+        per_party = [{"party": i, "exit": c, "seconds": s, "message": _last_line(t),
+                      "released": os.path.exists(os.path.join(work, f"out{i}.json"))}
                      for i, (c, s, t) in sorted(out.items())]
         crit = {"every_party_refused": all(p["exit"] not in (None, 0) for p in per_party),
                 "names_the_field": all('"engine"' in p["message"] for p in per_party),
@@ -99,8 +127,185 @@ def jobfile_engine(seed: int = 0) -> dict:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def ledger_names(seed: int = 0) -> dict:
+    """Attack 4a: two job files naming datasets 'bank-1' and 'bank-2' over the same records, each spending epsilon 1
+    against client 1's budget of 1.2.  Passes when the second job is refused by client 1 before any share (nothing
+    released) and its ledger holds one release, under its own account (its file's digest)."""
+    import numpy as np
+
+    from sqm.framework.spec import write_party_csvs
+    from sqm.mechanism.ledger import Ledger
+
+    work = tempfile.mkdtemp(prefix="sqm-attack-ledger-")
+    try:
+        X = np.random.default_rng(seed).normal(size=(60, 5)) * 0.2
+        local = write_party_csvs(X, os.path.join(work, "job"), col_counts=[2, 3], min_intersection=1,
+                                 task={"statistic": "pca", "components": 1, "epsilon": 1, "gamma": 1024})
+        ledger = os.path.join(work, "owner1.sqlite")
+        runs = []
+        for name in ("bank-1", "bank-2"):
+            job, files = _one_by_one(local, f"{name}.json", dataset=name)
+            extras = {0: ["--json", os.path.join(work, f"{name}.json.out")],
+                      1: files[1] + ["--ledger", ledger, "--budget", "1.2,1e-5"], 2: files[2] + ["--no-ledger"]}
+            runs.append(_parties(job, {i: ["--insecure-plaintext"] + e for i, e in extras.items()}, work, 60))
+        led = Ledger(ledger)
+        entries = {d: [e["status"] for e in led.releases(d)] for d in led.datasets()}
+        second = runs[1]
+        crit = {"first_job_ran": all(c == 0 for c, _, _ in runs[0].values()),
+                "second_job_refused_by_client_1": all(c != 0 for c, _, _ in second.values())
+                and "client 1 refused before any share was sent" in second[1][2],
+                "nothing_released_by_the_second": not os.path.exists(os.path.join(work, "bank-2.json.out")),
+                "one_release_charged": sum(len(v) for v in entries.values()) == 1
+                and not led.releases("bank-1") and not led.releases("bank-2")}
+        return {"what": "job files naming 'bank-1', 'bank-2' over the same records, against client 1's budget 1.2",
+                "per_party": [{"party": i, "exit": c, "message": _last_line(t)} for i, (c, _, t) in second.items()],
+                "ledger": entries, "criteria": crit, "passed": all(crit.values())}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def ledger_drain(seed: int = 0, rounds: int = 3) -> dict:
+    """Attack 4b: the server is killed right after the clients reserved their budgets (held before its first
+    input-shares exchange), ``rounds`` times.  Passes when every client's reservations are refunded (nothing was
+    sent from which an output could be opened), its spent epsilon stays 0 and the alignments are counted."""
+    import pickle
+    import secrets
+    import signal
+
+    import numpy as np
+
+    from bench.faults import Probe
+    from sqm.framework.ledger_guard import LedgerGuard
+    from sqm.framework.party import party_program
+    from sqm.framework.spec import load_job, write_party_csvs
+    from sqm.mechanism.ledger import Ledger
+    from sqm.methods.pca.job import PCAJobTask
+    from sqm.runtime.launch import free_ports, party_command, party_env
+
+    work = tempfile.mkdtemp(prefix="sqm-attack-drain-")
+    procs: dict = {}
+    try:
+        X = np.random.default_rng(seed).normal(size=(60, 5)) * 0.2
+        guards = {i: LedgerGuard(os.path.join(work, f"c{i}.sqlite"), (1.0, 1e-5)) for i in (1, 2)}
+        codes = []
+        for r in range(rounds):
+            spec = load_job(write_party_csvs(X, os.path.join(work, f"job{r}"), col_counts=[2, 3], min_intersection=1,
+                                             addresses=[f"127.0.0.1:{p}" for p in free_ports(3)]))
+            task = PCAJobTask(n_components=1, epsilon=1.0, gamma=1024.0)
+            go, job_id, procs = os.path.join(work, f"go{r}"), secrets.token_hex(16), {}
+            for i in range(3):
+                pf = os.path.join(work, f"r{r}party{i}.program")
+                with open(pf, "wb") as f:
+                    pickle.dump(Probe(party_program(spec, i, task, guards.get(i)), os.path.join(work, f"r{r}m{i}"),
+                                      "input shares", go), f)
+                cmd = party_command(pf, i, ",".join(spec.addresses), os.path.join(work, f"r{r}res{i}"), 60, 30,
+                                    job_id=job_id, insecure_plaintext=True)
+                procs[i] = subprocess.Popen(cmd, env=party_env(local_parties=3, blas_threads=1),
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            deadline = time.monotonic() + 120
+            mark = os.path.join(work, f"r{r}m0")
+            while not (os.path.exists(mark) and "HOLD input shares" in open(mark).read()):
+                if time.monotonic() > deadline or procs[0].poll() is not None:
+                    break
+                time.sleep(0.02)
+            os.kill(procs[0].pid, signal.SIGKILL)  # the server, right after every client reserved
+            open(go, "w").close()
+            codes.append({i: p.wait(90) for i, p in procs.items()})
+        status, spent, aligned = {}, {}, {}
+        for c, g in guards.items():
+            led = Ledger(g.path)
+            status[c] = [e["status"] for d in led.datasets() for e in led.releases(d)]
+            spent[c] = sum(led.status(d).spent for d in led.datasets() if led.budget(d) is not None)
+            aligned[c] = sum(led.alignments(d) for d in led.datasets())
+        crit = {"every_job_aborted": all(c != 0 for run in codes for c in run.values()),
+                "every_reservation_refunded": all(v == ["refunded"] * rounds for v in status.values()),
+                "nothing_spent": all(v == 0 for v in spent.values()),
+                "alignments_counted": all(v == rounds for v in aligned.values())}
+        return {"what": f"the server killed right after the clients reserved epsilon 1 of their budget 1, {rounds} "
+                        f"times", "ledgers": status, "spent": spent, "alignments": aligned, "criteria": crit,
+                "passed": all(crit.values())}
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _scoring_setup(work: str, seed: int) -> tuple:
+    """A released 6-component PCA over 2 clients x 3 columns (each client's ledger records its model) and a job
+    of 200 new records to score: (model file, new local job file, {client: its ledger options}, new records)."""
+    import numpy as np
+
+    from sqm.framework.spec import write_party_csvs
+
+    rng = np.random.default_rng(seed + 11)
+    train = write_party_csvs(rng.normal(size=(300, 6)) * 0.3, os.path.join(work, "train"), col_counts=[3, 3],
+                             min_intersection=1, task={"statistic": "pca", "components": 6, "epsilon": 2})
+    own = {j: ["--ledger", os.path.join(work, f"owner{j}.sqlite")] for j in (1, 2)}
+    model = os.path.join(work, "pca.json")
+    job, files = _one_by_one(train, "shared.json")
+    extras = {0: ["--json", model], **{j: files[j] + own[j] + ["--budget", "10,1e-5"] for j in (1, 2)}}
+    out = _parties(job, {i: ["--insecure-plaintext"] + e for i, e in extras.items()}, work, 120)
+    if any(c != 0 for c, _, _ in out.values()):
+        raise RuntimeError(f"the training job failed: {[_last_line(t) for _, _, t in out.values()]}")
+    X = rng.normal(size=(200, 6))
+    new = write_party_csvs(X, os.path.join(work, "new"), col_counts=[3, 3], min_intersection=1)
+    return model, new, own, X
+
+
+def _score(work: str, new: str, model: str, own: dict, name: str) -> tuple[dict, str]:
+    job, files = _one_by_one(new, name)
+    scores = os.path.join(work, f"{name}.scores.csv")
+    extras = {0: ["--model", model], 1: files[1] + own[1], 2: files[2] + own[2] + ["--scores", scores]}
+    return _parties(job, {i: ["--insecure-plaintext"] + e for i, e in extras.items()}, work, 120, "score"), scores
+
+
+def score_solve(seed: int = 0) -> dict:
+    """Attack 3a: scoring new records with an honest 6-component PCA over 2 clients x 3 columns for client 2, which
+    would subtract its own partial scores and solve for client 1's raw block.  Passes when client 1 refuses before
+    any share, naming the columns the scores would determine, and no score is released."""
+    work = tempfile.mkdtemp(prefix="sqm-attack-score-")
+    try:
+        model, new, own, _ = _scoring_setup(work, seed)
+        out, scores = _score(work, new, model, own, "solve.json")
+        crit = {"every_party_refused": all(c != 0 for c, _, _ in out.values()),
+                "client_1_names_its_columns": "determine its column(s) ['x0', 'x1', 'x2']" in out[1][2],
+                "no_score_released": not os.path.exists(scores)}
+        return {"what": "client 2 would solve client 1's raw columns from a 6-component projection's scores",
+                "per_party": [{"party": i, "exit": c, "message": _last_line(t)} for i, (c, _, t) in out.items()],
+                "criteria": crit, "passed": all(crit.values())}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def score_identity(seed: int = 0) -> dict:
+    """Attack 3b: the server scores with a crafted identity "model" (every column its own output).  Passes when
+    both clients refuse it before any share (not a release they recorded) and no score is released."""
+    work = tempfile.mkdtemp(prefix="sqm-attack-identity-")
+    try:
+        _, new, own, _ = _scoring_setup(work, seed)
+        crafted = os.path.join(work, "identity.json")
+        with open(crafted, "w") as f:
+            json.dump({"command": "pca", "released": {"components": [
+                {f"x{c}": float(c == k) for c in range(6)} for k in range(6)]}}, f)
+        out, scores = _score(work, new, crafted, own, "identity.json")
+        crit = {"every_party_refused": all(c != 0 for c, _, _ in out.values()),
+                "clients_name_an_unrecorded_model": all("is not a completed release in its ledger" in out[j][2]
+                                                        for j in (1, 2)),
+                "no_score_released": not os.path.exists(scores)}
+        return {"what": "the server scores with a crafted identity model",
+                "per_party": [{"party": i, "exit": c, "message": _last_line(t)} for i, (c, _, t) in out.items()],
+                "criteria": crit, "passed": all(crit.values())}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 ATTACKS = {
     "jobfile-engine": ("the job file points client 1's shard engine at the attacker's scheduler", jobfile_engine),
+    "score-solve": ("the requester would solve another client's columns from the scores", score_solve),
+    "score-identity": ("a crafted identity model is used for scoring", score_identity),
+    "ledger-names": ("job files name other datasets over the same records", ledger_names),
+    "ledger-drain": ("the server dies right after each reservation, again and again", ledger_drain),
 }
 
 

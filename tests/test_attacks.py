@@ -6,7 +6,7 @@ import pytest
 
 from bench import attacks
 
-QUICK = ["jobfile-engine"]
+QUICK = ["jobfile-engine", "score-solve", "score-identity", "ledger-names", "ledger-drain"]
 
 
 @pytest.mark.slow
