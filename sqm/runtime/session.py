@@ -15,6 +15,11 @@ claims, bound all interfaces and retried every 0.1 s forever):
   failure, an identity mismatch, a listener that completed the handshake (or, without TLS, accepted) but never
   says ``OK`` (another program on that port) or a port this party cannot listen on abort the connect phase at
   once (:class:`ConnectError`, naming the peer);
+- until it has every connection, a party sends every peer it has reached, every ``heartbeat`` seconds, a
+  heartbeat saying it is still connecting (:func:`sqm.runtime.liveness.heartbeat_payload`: the job's heartbeat
+  frame, flagged, with the parties not yet connected), so that a peer whose own connect phase is over waits for
+  it up to that peer's connect timeout instead of naming it silent at the idle timeout
+  (:func:`sqm.runtime.liveness.start_keep_alive`); heartbeats received during the connect phase are dropped;
 - unauthenticated noise never aborts the connect phase: a connection that fails the TLS handshake or names no
   party that connects here is dropped and noted.  A listener holds at most :data:`MAX_PENDING_PER_SOURCE`
   connections not yet identified per source host and :data:`MAX_PENDING` in all, each for at most the handshake
@@ -45,7 +50,8 @@ import time
 from . import wire
 from .certs import IdentityError
 from .errors import UsageError
-from .protocol import ABORT_PC, ProtocolError, abort_notice, party_label, printable, public_digest, read_abort_notice
+from .protocol import (ABORT_PC, HEARTBEAT_PC, ProtocolError, abort_notice, party_label, printable, public_digest,
+                       read_abort_notice)
 
 OK, NO, BUSY = b"\x01", b"\x00", b"\x02"  # BUSY: closed to make room for newer connections; try again
 BACKOFF_START, BACKOFF_CAP = 0.02, 1.0
@@ -154,8 +160,10 @@ class _Conn(asyncio.Protocol):
 
     def scan_for_abort(self):
         """A connected peer that gives up the connect phase sends an abort notice (MPyC's frame on the reserved
-        label ABORT_PC) before closing: fail at once with its reason, which names the cause.  Other frames
-        (the first exchange, sent by a peer that finished connecting) stay buffered for the hand-over."""
+        label ABORT_PC) before closing: fail at once with its reason, which names the cause.  Heartbeats (a peer
+        still connecting, or one in the job) only say it is alive: dropped here (this party's own liveness checks
+        start at the hand-over).  Other frames (the first exchange, sent by a peer that finished connecting) stay
+        buffered for the hand-over."""
         off = 0
         while len(self.buf) >= off + 12:
             pc, size = struct.unpack_from("<qI", self.buf, off)
@@ -166,6 +174,9 @@ class _Conn(asyncio.Protocol):
                 self.s.fail(f"{party_label(self.pid)} gave up the connect phase: {notice['abort']}", notify=False,
                             timed_out=notice["kind"] == "timeout")
                 return
+            if pc == HEARTBEAT_PC:
+                del self.buf[off:off + 12 + size]
+                continue
             off += 12 + size
 
     def on_data(self):  # pragma: no cover - overridden
@@ -400,10 +411,10 @@ class Session:
     ``tls``: this party's :class:`sqm.runtime.certs.TLSIdentity`, or None for plain TCP."""
 
     def __init__(self, rt, addresses, tls=None, connect_timeout: float = 60.0,
-                 handshake_timeout: float = HANDSHAKE_TIMEOUT):
+                 handshake_timeout: float = HANDSHAKE_TIMEOUT, heartbeat: float | None = None):
         self.rt, self.pid, self.addrs = rt, rt.pid, [a.strip() for a in addresses]
         self.hosts = [split_address(a) for a in self.addrs]
-        self.tls, self.connect_timeout = tls, connect_timeout
+        self.tls, self.connect_timeout, self.heartbeat = tls, connect_timeout, heartbeat
         # one listening context for every connection (loading keys and authority per connection was 2/3 of
         # what each unauthenticated connection cost)
         self.server_context = tls.server_context() if tls is not None else None
@@ -503,6 +514,22 @@ class Session:
                 del self.unidentified[conn.host]
             self.n_unidentified -= 1
 
+    async def beat(self) -> None:
+        """Every heartbeat period, a heartbeat saying "still connecting" (step 0, the parties not yet connected:
+        :func:`sqm.runtime.liveness.heartbeat_payload`) to every peer connected so far: a peer that has finished its own
+        connect phase and waits for this party's first message knows it is alive (the module docstring)."""
+        from .liveness import heartbeat_frame, heartbeat_payload
+
+        while not self.done.done():
+            await asyncio.sleep(self.heartbeat)
+            if self.done.done():
+                return
+            missing = [j for j in range(len(self.addrs)) if j != self.pid and j not in self.conns]
+            frame = heartbeat_frame(heartbeat_payload(0, False, missing, connecting=True))
+            for conn in list(self.conns.values()):
+                if conn.ready and not conn.lost and not conn.transport.is_closing():
+                    conn.transport.write(frame)
+
     def connected(self, pid: int, conn: _Conn) -> None:
         self.conns[pid] = conn
         if len(self.conns) == len(self.addrs) - 1 and not self.done.done():
@@ -595,6 +622,8 @@ class Session:
                     raise ConnectError(f"cannot listen on {self.addrs[self.pid]}: {what}") from None
             for j in range(self.pid + 1, len(self.addrs)):
                 self.spawn(self.dial(j))
+            if self.heartbeat:
+                self.spawn(self.beat())
             try:
                 await asyncio.wait_for(asyncio.shield(self.done), self.connect_timeout)
             except asyncio.TimeoutError:
@@ -636,9 +665,10 @@ class Session:
                 link.data_received(bytes(conn.buf))
 
 
-async def start(mpc, addresses, tls=None, connect_timeout: float = 60.0) -> Session:
-    """Connect party ``mpc.pid`` to every other party (see the module docstring); return the session."""
-    session = Session(mpc, addresses, tls, connect_timeout)
+async def start(mpc, addresses, tls=None, connect_timeout: float = 60.0, heartbeat: float | None = None) -> Session:
+    """Connect party ``mpc.pid`` to every other party (see the module docstring); return the session.
+    ``heartbeat``: seconds between this party's "still connecting" heartbeats (None: none)."""
+    session = Session(mpc, addresses, tls, connect_timeout, heartbeat=heartbeat)
     await session.connect()
     return session
 
