@@ -12,6 +12,8 @@ The floods here are real (:class:`bench.flood.Flood`, sustained), but which part
 gate (:class:`Gate`, the server's dials to client 2 through a loopback proxy that closes each one at once, as a
 flooded listener closes a connection unread) makes the same situation certain, so those tests fail on the old code
 every time.  The idle timeout is short (3 s) to keep the tests short; the default (25 s) is the same code.
+
+Also: a TLS port squatter is named after 1.5 handshake timeouts again, not at the connect timeout.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import asyncio
 import contextlib
 import os
 import pickle
+import socket
 import struct
 import time
 import types
@@ -27,7 +30,7 @@ from test_tls import Parties, _keys
 
 from bench import netsim
 from bench.flood import Flood
-from sqm.runtime.exitcodes import EXIT_TIMEOUT
+from sqm.runtime.exitcodes import EXIT_REFUSED, EXIT_TIMEOUT
 from sqm.runtime.launch import free_ports, new_job_id
 from sqm.runtime.liveness import heartbeat_frame, heartbeat_payload, read_heartbeat
 from sqm.runtime.protocol import HEARTBEAT_PC
@@ -158,6 +161,29 @@ def test_a_party_that_cannot_be_reached_is_named_by_every_party_at_the_connect_t
     assert all("no message from" not in msg and "still says it is connecting" not in msg
                for _, msg, _ in out.values()), out
     assert ps.released() == []
+
+
+def test_a_tls_port_squatter_is_named_before_the_connect_timeout(tmp_path):
+    """Another program holds client 1's port (listening; the kernel accepts, nothing answers).  Over TLS the server's
+    handshake there gets no answer; a party answers at once and closes what it holds unidentified within its
+    handshake timeout (6 s here), so after 1.5 times that (9 s) the server names the port, before its connect
+    timeout (12 s).  (Old code: a handshake timeout was dialled again until the connect timeout.)"""
+    keys = _keys(tmp_path, "keys")
+    job, ps = new_job_id(), Parties(tmp_path)
+    host, port = ps.addrs[1].rsplit(":", 1)
+    with socket.socket() as squatter:
+        squatter.bind((host, int(port)))
+        squatter.listen()
+        for i in range(3):
+            ps.start(i, job, keys, connect_timeout=12)
+        out = ps.finish(timeout=40)
+    assert out[1][0] == EXIT_REFUSED and f"cannot listen on {ps.addrs[1]}: address in use" in out[1][1], out[1]
+    assert out[0][0] == EXIT_REFUSED and (f"client 1 ({ps.addrs[1]}): the program listening on {ps.addrs[1]} accepted "
+                                          f"the connection but did not complete a TLS handshake within 9 s") in \
+        out[0][1], out[0]
+    assert out[2][0] != 0 and f"the program listening on {ps.addrs[1]} accepted" in out[2][1], out[2]  # told why
+    assert ps.released() == []
+    print("TLS squatter named after", {j: round(out[j][2], 2) for j in out}, "s")
 
 
 def test_a_session_sends_connecting_heartbeats_and_drops_those_it_receives():

@@ -11,10 +11,12 @@ claims, bound all interfaces and retried every 0.1 s forever):
   reason, so the connecting side learns why it was refused.  The connecting side checks the listener's
   certificate the same way before sending anything;
 - refused connections are retried with exponential back-off (20 ms doubling to 1 s), and so are connections
-  closed or timed out during the TLS handshake and connections the listener answers ``BUSY``; a TLS handshake
-  failure, an identity mismatch, a listener that completed the handshake (or, without TLS, accepted) but never
-  says ``OK`` (another program on that port) or a port this party cannot listen on abort the connect phase at
-  once (:class:`ConnectError`, naming the peer);
+  closed during the TLS handshake and connections the listener answers ``BUSY``; a TLS handshake failure, an
+  identity mismatch, a listener that completed the handshake (or, without TLS, accepted) but never says ``OK``,
+  one that accepted and answered nothing to a TLS handshake for :data:`SQUATTER_FACTOR` handshake timeouts (a
+  party answers as soon as it accepts, and closes what it holds unidentified at its handshake timeout: this is
+  another program on that port) or a port this party cannot listen on abort the connect phase at once
+  (:class:`ConnectError`, naming the peer);
 - until it has every connection, a party sends every peer it has reached, every ``heartbeat`` seconds, a
   heartbeat saying it is still connecting (:func:`sqm.runtime.liveness.heartbeat_payload`: the job's heartbeat
   frame, flagged, with the parties not yet connected), so that a peer whose own connect phase is over waits for
@@ -66,6 +68,7 @@ MAX_PENDING_PER_SOURCE = 64
 MAX_PENDING = 128
 MIN_HOLD = 1.0  # seconds an unidentified connection is held before a newer one may take its place (a real party
 # identifies in milliseconds); while every one held is younger, new ones beyond the bounds are closed unread
+SQUATTER_FACTOR = 1.5  # a dialled TLS handshake silent this many handshake timeouts: another program on that port
 MAX_NOTES = 64  # notes kept about dropped connections (the timeout message shows the first few)
 JOB_ID_RE = re.compile(r"[0-9a-f]{32}")
 
@@ -419,6 +422,9 @@ class Session:
         # what each unauthenticated connection cost)
         self.server_context = tls.server_context() if tls is not None else None
         self.handshake_timeout = min(handshake_timeout, max(connect_timeout / 2, 0.5))
+        # a dialled listener's TLS handshake: a party answers once it accepts, and closes what it holds unidentified
+        # at its handshake timeout, so silence this long is another program on that port (SQUATTER_FACTOR)
+        self.dial_handshake_timeout = SQUATTER_FACTOR * self.handshake_timeout
         self.conns: dict[int, _Conn] = {}
         self.last_error: dict[int, str] = {}
         self.answering: dict[int, object] = {}  # peers connected to but not yet answered OK
@@ -552,17 +558,23 @@ class Session:
                 _, conn = await self.loop.create_connection(
                     lambda: _Dial(self, j), host, port, ssl=ctx,
                     server_hostname=f"party-{j}.{self.tls.job}.sqm" if ctx else None,
-                    ssl_handshake_timeout=self.handshake_timeout if ctx else None)
+                    ssl_handshake_timeout=self.dial_handshake_timeout if ctx else None)
                 return
+            except ConnectionAbortedError as e:
+                if e.errno:  # the system's ECONNABORTED: dialled again
+                    self.last_error[j] = _reason(e)
+                else:  # asyncio's TLS handshake timeout: the listener accepted and then said nothing
+                    self.fail(f"{self.name(j)}: the program listening on {self.addrs[j]} accepted the connection but "
+                              f"did not complete a TLS handshake within {self.dial_handshake_timeout:g} s (a party "
+                              f"answers at once, and closes a connection it holds unidentified within "
+                              f"{self.handshake_timeout:g} s): another program on that port?")
+                    return
             except (ssl.SSLError, ssl.CertificateError) as e:
                 if isinstance(e, (ssl.SSLEOFError, ssl.SSLZeroReturnError)):
                     self.last_error[j] = f"the connection closed during the TLS handshake ({_reason(e)})"
                 else:
                     self.fail(f"TLS handshake with {self.name(j)} failed: {_reason(e)}")
                     return
-            except asyncio.TimeoutError:  # a listener busy with a flood, another program, a party without TLS
-                self.last_error[j] = (f"the TLS handshake did not complete within {self.handshake_timeout:g} s: a "
-                                      f"flooded listener, another program on that port, or a party without TLS?")
             except OSError as e:
                 self.last_error[j] = _reason(e)
             else:
