@@ -390,6 +390,35 @@ def test_a_peer_still_connecting_is_waited_for_up_to_the_connect_deadline(patche
     asyncio.run(main())
 
 
+def test_a_peer_still_connecting_that_stops_heartbeating_is_named_at_the_idle_timeout(patched):
+    """Connecting heartbeats keep a peer alive, not its silence: client 1 says it is still connecting, then stops
+    (a stopped process), and is named silent at the idle timeout (0.6 s), long before the connect deadline."""
+    from sqm.runtime.liveness import PeerSilent, start_keep_alive
+
+    state, make = patched
+
+    async def main():
+        rt = make(asyncio.get_running_loop())
+        p1, p2 = rt.parties[1].protocol, rt.parties[2].protocol
+        f1 = p1.receive(1)
+        watchdog = start_keep_alive(rt, state, 0.6, 1.0, connect_timeout=60.0)
+        for _ in range(20):  # 1 s of connecting heartbeats: alive
+            p1.data_received(connecting(waits=[2]))
+            p2.data_received(connecting(waits=[1]))
+            await asyncio.sleep(0.05)
+        assert not f1.done()
+        for _ in range(100_000):  # then client 1 stops; client 2 goes on (a hang guard, not a clock)
+            if f1.done():
+                break
+            p2.data_received(connecting(waits=[1]))
+            await asyncio.sleep(0.05)
+        await watchdog
+        with pytest.raises(PeerSilent, match=r"^no message from client 1 for 0.6 s \(stopped or partitioned\?\)"):
+            f1.result()
+
+    asyncio.run(main())
+
+
 def test_a_peer_giving_up_its_connect_phase_is_reported_with_its_reason(patched):
     """A peer still connecting reaches its own connect timeout and says whom it could not reach (a "timeout"
     notice): this party, which waited for it, ends with that reason (a timeout, exit 5), not blaming it."""
