@@ -561,7 +561,7 @@ class Session:
                     ssl_handshake_timeout=self.dial_handshake_timeout if ctx else None)
                 return
             except ConnectionAbortedError as e:
-                if e.errno:  # the system's ECONNABORTED: dialled again
+                if e.errno or ctx is None:  # the system's ECONNABORTED: dialled again
                     self.last_error[j] = _reason(e)
                 else:  # asyncio's TLS handshake timeout: the listener accepted and then said nothing
                     self.fail(f"{self.name(j)}: the program listening on {self.addrs[j]} accepted the connection but "
