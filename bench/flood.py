@@ -11,6 +11,10 @@ party closes it or the flood is stopped.  What an attacker without keys would se
 - ``garbage``: ``ff ff`` and 1 KiB of random bytes (not TLS; without TLS, an unknown party id);
 - ``nocert``: a whole TLS handshake without a client certificate (the attacker pays for its half).
 
+With ``duration`` (a sustained flood) it instead keeps ``n`` connects going for ``duration`` seconds: each
+connection the party closes is opened again at once, so that the party's bounds stay full of young connections
+and a real party's dial gets in only now and then; then it closes every connection and reports.
+
 Once every connection was attempted the helper counts the connections still open per source (those the party
 holds unidentified), once that count has not changed for ``SETTLE_S`` (the party has accepted what was
 queued, and the helper has read the party's closes), prints ``opened`` and
@@ -67,7 +71,7 @@ async def held(open_now: dict) -> dict:
     return {"held": sum(last.values()), "held_per_source": {k: v for k, v in sorted(last.items()) if v}}
 
 
-async def _flood(host: str, port: int, n: int, wait: float, sources: list[str]) -> dict:
+async def _flood(host: str, port: int, n: int, wait: float, sources: list[str], duration: float = 0.0) -> dict:
     import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -103,7 +107,8 @@ async def _flood(host: str, port: int, n: int, wait: float, sources: list[str]) 
         open_now[src] -= 1
         close()
 
-    async def one(i):
+    async def connect(i):
+        """Open connection ``i`` (its kind and source by ``i``): (read, src, close), or None when it failed."""
         kind, src = KINDS[i // len(sources) % len(KINDS)], sources[i % len(sources)]
         async with gate:
             s = socket.socket(family)
@@ -125,13 +130,44 @@ async def _flood(host: str, port: int, n: int, wait: float, sources: list[str]) 
                 stats["connect_failed"] += 1
                 stats["errors"][type(e).__name__] = stats["errors"].get(type(e).__name__, 0) + 1
                 s.close()
-                return
+                return None
             stats["opened"] += 1
             open_now[src] = open_now.get(src, 0) + 1
             if stats["opened"] == STARTED:
                 print("started", flush=True)
-            keep.append(loop.create_task(hold(read, src, close)))
+            return read, src, close
 
+    async def one(i):
+        got = await connect(i)
+        if got is not None:
+            keep.append(loop.create_task(hold(*got)))
+
+    async def sustained(i, end):
+        """Worker ``i`` of a sustained flood: open a connection, hold it until the party closes it, again."""
+        while time.monotonic() < end:
+            got = await connect(i)
+            if got is None:
+                await asyncio.sleep(0.01)  # the party refused it (or closed it unread): open the next at once
+                continue
+            task = loop.create_task(hold(*got))
+            try:
+                await asyncio.wait_for(asyncio.shield(task), max(end - time.monotonic(), 0.001))
+            except asyncio.TimeoutError:
+                keep.append(task)
+                return
+            i += n  # the next connection of this worker: the next kind
+
+    if duration > 0:
+        end = t0 + duration
+        await asyncio.gather(*(sustained(i, end) for i in range(n)))
+        stats["flood_s"] = round(time.monotonic() - t0, 3)
+        stats.update({"held": sum(open_now.values()), "held_per_source": {k: v for k, v in sorted(open_now.items())
+                                                                           if v}})
+        for task in keep:
+            task.cancel()
+        await asyncio.gather(*keep, return_exceptions=True)
+        print("ended", flush=True)
+        return stats
     await asyncio.gather(*(one(i) for i in range(n)))
     stats["flood_s"] = round(time.monotonic() - t0, 3)
     stats.update(await held(open_now))
@@ -149,14 +185,15 @@ class Flood:
     once; the helper waits up to ``wait`` s for the port to listen).  ``sources``: local addresses the
     connections come from, in turn (default: the system's choice, one source)."""
 
-    def __init__(self, addr: str, n: int = 3000, wait: float = 60.0, sources=None):
+    def __init__(self, addr: str, n: int = 3000, wait: float = 60.0, sources=None, duration: float = 0.0):
         host, port = addr.rsplit(":", 1)
         env = dict(os.environ)
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
         host = host.strip("[]")
         srcs = ",".join(sources or ["::" if ":" in host else "0.0.0.0"])
-        self.proc = subprocess.Popen([sys.executable, "-m", "bench.flood", host, port, str(n), str(wait), srcs],
+        self.proc = subprocess.Popen([sys.executable, "-m", "bench.flood", host, port, str(n), str(wait), srcs,
+                                      str(duration)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
 
     def wait(self, what: str = "opened") -> bool:
@@ -186,5 +223,5 @@ class Flood:
 
 
 if __name__ == "__main__":
-    h, p, count, w, srcs = sys.argv[1:6]
-    print(json.dumps(asyncio.run(_flood(h, int(p), int(count), float(w), srcs.split(",")))), flush=True)
+    h, p, count, w, srcs, d = sys.argv[1:7]
+    print(json.dumps(asyncio.run(_flood(h, int(p), int(count), float(w), srcs.split(","), float(d)))), flush=True)

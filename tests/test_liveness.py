@@ -137,7 +137,7 @@ def test_watchdog_names_the_silent_peer_and_tells_the_others(patched):
         sent1, sent2 = frames(p1.transport.out), frames(p2.transport.out)
         from sqm.runtime.liveness import read_heartbeat
         for sent in (sent1, sent2):  # heartbeats to both: this party at step 0, waiting on both
-            assert (0, False, {1, 2}) in [read_heartbeat(p, 3) for pc, p in sent if pc == HEARTBEAT_PC]
+            assert (0, False, {1, 2}, False) in [read_heartbeat(p, 3) for pc, p in sent if pc == HEARTBEAT_PC]
         notice = {"abort": "no message from client 2 for 0.6 s (stopped or partitioned?)", "kind": "silent", "party": 2}
         for sent in (sent1, sent2):  # the silent one too (if only its loop was blocked, it learns why)
             assert [wire.decode(p) for pc, p in sent if pc == ABORT_PC] == [notice]
@@ -328,11 +328,136 @@ def test_a_trickled_frame_and_a_false_wait_are_named(patched, monkeypatch):
 def test_heartbeat_payloads_round_trip_and_malformed_ones_are_refused():
     from sqm.runtime.liveness import heartbeat_payload, read_heartbeat
 
-    assert read_heartbeat(heartbeat_payload(7, True, [2, 0]), 3) == (7, True, frozenset({0, 2}))
+    assert read_heartbeat(heartbeat_payload(7, True, [2, 0]), 3) == (7, True, frozenset({0, 2}), False)
     for bad in (b"", b"\0" * 8, heartbeat_payload(1, False, [5]), heartbeat_payload(1, False, [0]) + b"\0",
                 heartbeat_payload(-1, False, []), heartbeat_payload(1, False, [0, 1, 2, 0])[:9] + b"\x02" * 8):
         with pytest.raises(ValueError, match="a heartbeat"):
             read_heartbeat(bad, 3)
+
+
+# ----- a peer still in its connect phase (issue 43, after its item 6) -----------------------------------------
+def connecting(waits=()):
+    """A heartbeat of a peer still in its connect phase (sqm.runtime.session), not yet connected to ``waits``."""
+    from sqm.runtime.liveness import heartbeat_payload
+
+    return frame(HEARTBEAT_PC, heartbeat_payload(0, False, waits, connecting=True))
+
+
+def test_connecting_heartbeats_round_trip_and_malformed_ones_are_refused():
+    from sqm.runtime.liveness import heartbeat_payload, read_heartbeat
+
+    assert read_heartbeat(heartbeat_payload(0, False, [2], connecting=True), 3) == (0, False, frozenset({2}), True)
+    for bad in (heartbeat_payload(1, False, [], connecting=True),  # still connecting, yet at step 1
+                heartbeat_payload(0, True, [], connecting=True),  # computing while connecting
+                heartbeat_payload(0, False, [])[:8] + b"\x04"):  # an unknown flag
+        with pytest.raises(ValueError, match="a heartbeat with flags"):
+            read_heartbeat(bad, 3)
+
+
+def test_a_peer_still_connecting_is_waited_for_up_to_the_connect_deadline(patched, monkeypatch):
+    """Client 1 and client 2 are still in their connect phase (each not yet connected to the other) and say so in
+    their heartbeats, while this party, whose connect phase is over, awaits their first message: neither the idle
+    timeout (0.6 s) nor the progress timeout (1 s) names them; past this party's connect timeout (2 s here) plus
+    the grace (0.5 s here) the first is named, the others told."""
+    from sqm.runtime import liveness
+    from sqm.runtime.liveness import PeerSilent, start_keep_alive
+
+    state, make = patched
+    monkeypatch.setattr(liveness, "CONNECT_GRACE_S", 0.5)
+
+    async def main():
+        rt = make(asyncio.get_running_loop())
+        p1, p2 = rt.parties[1].protocol, rt.parties[2].protocol
+        f1, f2 = p1.receive(1), p2.receive(1)
+        t0 = time.monotonic()
+        watchdog = start_keep_alive(rt, state, 0.6, 1.0, connect_timeout=2.0)
+        for _ in range(100_000):  # a hang guard, not a clock
+            if f1.done():
+                break
+            p1.data_received(connecting(waits=[2]))
+            p2.data_received(connecting(waits=[1]))
+            await asyncio.sleep(0.05)
+        await watchdog
+        assert time.monotonic() - t0 > 2.5  # not before the connect deadline (a lower bound no load can break)
+        with pytest.raises(PeerSilent, match=r"^client 1 still says it is connecting \(not yet connected to client 2\) "
+                                             r"2.5 s after this party connected to it, past the connect timeout \(2 s "
+                                             r"at this party\); job aborted, nothing released"):
+            f1.result()
+        with pytest.raises(PeerSilent, match="client 1 still says it is connecting"):
+            f2.result()
+        assert [(n["kind"], n["party"]) for n in _notices(p2)] == [("stalled", 1)]
+
+    asyncio.run(main())
+
+
+def test_a_peer_still_connecting_that_stops_heartbeating_is_named_at_the_idle_timeout(patched):
+    """Connecting heartbeats keep a peer alive, not its silence: client 1 says it is still connecting, then stops
+    (a stopped process), and is named silent at the idle timeout (0.6 s), long before the connect deadline."""
+    from sqm.runtime.liveness import PeerSilent, start_keep_alive
+
+    state, make = patched
+
+    async def main():
+        rt = make(asyncio.get_running_loop())
+        p1, p2 = rt.parties[1].protocol, rt.parties[2].protocol
+        f1 = p1.receive(1)
+        watchdog = start_keep_alive(rt, state, 0.6, 1.0, connect_timeout=60.0)
+        for _ in range(20):  # 1 s of connecting heartbeats: alive
+            p1.data_received(connecting(waits=[2]))
+            p2.data_received(connecting(waits=[1]))
+            await asyncio.sleep(0.05)
+        assert not f1.done()
+        for _ in range(100_000):  # then client 1 stops; client 2 goes on (a hang guard, not a clock)
+            if f1.done():
+                break
+            p2.data_received(connecting(waits=[1]))
+            await asyncio.sleep(0.05)
+        await watchdog
+        with pytest.raises(PeerSilent, match=r"^no message from client 1 for 0.6 s \(stopped or partitioned\?\)"):
+            f1.result()
+
+    asyncio.run(main())
+
+
+def test_a_peer_giving_up_its_connect_phase_is_reported_with_its_reason(patched):
+    """A peer still connecting reaches its own connect timeout and says whom it could not reach (a "timeout"
+    notice): this party, which waited for it, ends with that reason (a timeout, exit 5), not blaming it."""
+    from sqm.runtime.liveness import PeerSilent
+
+    state, make = patched
+
+    async def main():
+        rt = make(asyncio.get_running_loop())
+        p1 = rt.parties[1].protocol
+        f1 = p1.receive(1)
+        p1.data_received(connecting(waits=[2]))
+        reason = "connect phase: not connected within 60 s: client 2 (10.0.0.2:5002) could not be reached"
+        p1.data_received(frame(ABORT_PC, wire.encode({"abort": reason, "kind": "timeout"})))
+        with pytest.raises(PeerSilent, match=r"^client 1 gave up the connect phase: connect phase: not connected "
+                                             r"within 60 s: client 2 \(10.0.0.2:5002\) could not be reached; nothing "
+                                             r"released$"):
+            await f1
+
+    asyncio.run(main())
+
+
+def test_a_connecting_heartbeat_after_the_job_started_is_refused(patched):
+    """A party cannot go back to its connect phase: a "still connecting" heartbeat after a heartbeat of the job (a
+    peer playing for time) is refused naming it."""
+    from sqm.runtime.protocol import PartyAborted
+
+    state, make = patched
+
+    async def main():
+        rt = make(asyncio.get_running_loop())
+        p1 = rt.parties[1].protocol
+        f1 = p1.receive(2)
+        p1.data_received(beat(step=1) + connecting())
+        with pytest.raises(PartyAborted, match=r"^client 1 sent a connect-phase heartbeat after its first message of "
+                                               r"the job"):
+            await f1
+
+    asyncio.run(main())
 
 
 # ----- real party processes ---------------------------------------------------------------------------------

@@ -4,7 +4,8 @@ message exchanger).
 - A peer whose connection drops before the job is done fails every pending and future receive
   (:class:`PartyLost`).
 - An abort notice (a frame on the reserved label ``ABORT_PC``) fails every pending receive with the sender's
-  reason (:class:`~sqm.runtime.protocol.PartyAborted`, or :class:`PeerSilent` when it aborted on a silent peer).
+  reason (:class:`~sqm.runtime.protocol.PartyAborted`, or :class:`PeerSilent` when it aborted on a silent peer
+  or at its connect timeout).
 - Liveness during the job (:func:`keep_alive`): every party sends a 12-byte heartbeat frame (label
   ``HEARTBEAT_PC``, empty payload) to every peer every ``heartbeat`` seconds, and any bytes received from a
   peer mark it alive.  A receive pending on a peer from which nothing at all arrived for ``idle_timeout``
@@ -12,6 +13,14 @@ message exchanger).
   the detecting party first sends an abort notice naming the silent peer, so parties not waiting on it
   (e.g. waiting on the server, which waits on it) stop too.  A stopped process (SIGSTOP) or a partition
   keeps its TCP connection open, so only this timeout can see it.
+
+The connect phase (issue 43): a party still connecting sends the peers it has reached heartbeats flagged
+"connecting" (step 0; ``waits``: the parties not yet connected to it; :mod:`sqm.runtime.session`), so a party
+whose own connect phase is over sees it alive: it is waited for until this party's connect timeout plus
+:data:`CONNECT_GRACE_S` after this party's connect phase ended (it connected to this party before then, so an
+honest one has given up its own connect phase by then, and its notice names whom it could not reach), then named.
+The progress checks skip it (it is at no step).  One that stops heartbeating is named at the idle timeout; one
+that sends a connecting heartbeat after one of the job's is refused.
 
 Progress (issue 25): a peer that keeps sending heartbeats but not what the step expects.  Each heartbeat
 carries its sender's step (MPyC's program counter, which labels every message: :func:`sqm.runtime.protocol._exchange`
@@ -61,25 +70,38 @@ IDLE_TIMEOUT_S = 25.0  # default: a stopped or partitioned peer is detected with
 HEARTBEAT_MAX_S = 5.0  # heartbeats every min(this, idle_timeout / 6) seconds
 PROGRESS_TIMEOUT_S = 20.0  # default: a peer that heartbeats but does not send what the step expects is named
 MIN_FRAME_RATE = 1 << 20  # bytes/s: a frame in transit must arrive within the progress timeout + size / this
-_HB_HEAD = struct.Struct("<qB")  # heartbeat payload: the sender's step, its flags (1: computing), then u16 pids
+_HB_HEAD = struct.Struct("<qB")  # heartbeat payload: the sender's step, its flags, then u16 pids
+COMPUTING, CONNECTING = 1, 2  # a heartbeat's flags: computing off its receive path (busy); still connecting
+CONNECT_GRACE_S = 5.0  # seconds beyond the connect timeout a peer still connecting is waited for (its notice's way)
 
 
-def heartbeat_payload(step: int, computing: bool, waits) -> bytes:
-    """A heartbeat's payload: the sender's step, whether it is computing (:func:`busy`), the peers it waits on."""
-    return _HB_HEAD.pack(step, 1 if computing else 0) + b"".join(struct.pack("<H", w) for w in sorted(waits))
+def heartbeat_payload(step: int, computing: bool, waits, connecting: bool = False) -> bytes:
+    """A heartbeat's payload: the sender's step, whether it is computing (:func:`busy`) or still in its connect
+    phase (step 0; ``waits``: the parties not yet connected to it), the peers it waits on."""
+    flags = (COMPUTING if computing else 0) | (CONNECTING if connecting else 0)
+    return _HB_HEAD.pack(step, flags) + b"".join(struct.pack("<H", w) for w in sorted(waits))
 
 
-def read_heartbeat(payload, n_parties: int) -> tuple[int, bool, frozenset]:
-    """(step, computing, waits) of a heartbeat payload; ValueError naming what is wrong with a malformed one."""
+def heartbeat_frame(payload: bytes) -> bytes:
+    """A heartbeat as sent: an MPyC frame on the reserved label ``HEARTBEAT_PC``."""
+    from .protocol import HEARTBEAT_PC
+
+    return struct.pack("<qI", HEARTBEAT_PC, len(payload)) + payload
+
+
+def read_heartbeat(payload, n_parties: int) -> tuple[int, bool, frozenset, bool]:
+    """(step, computing, waits, connecting) of a heartbeat payload; ValueError naming what is wrong with a
+    malformed one."""
     payload = bytes(payload)
     if len(payload) < _HB_HEAD.size or (len(payload) - _HB_HEAD.size) % 2 or \
             len(payload) > _HB_HEAD.size + 2 * n_parties:
         raise UsageError(f"a heartbeat of {len(payload)} bytes")
     step, flags = _HB_HEAD.unpack_from(payload)
     waits = frozenset(struct.unpack_from(f"<{(len(payload) - _HB_HEAD.size) // 2}H", payload, _HB_HEAD.size))
-    if flags > 1 or step < 0 or any(w >= n_parties for w in waits):
+    if flags > COMPUTING | CONNECTING or flags == COMPUTING | CONNECTING or step < 0 or \
+            any(w >= n_parties for w in waits) or flags & CONNECTING and step:
         raise UsageError(f"a heartbeat with flags {flags}, step {step}, waits {sorted(waits)}")
-    return step, bool(flags), waits
+    return step, bool(flags & COMPUTING), waits, bool(flags & CONNECTING)
 
 
 @contextlib.contextmanager
@@ -103,7 +125,8 @@ class PartyLost(PeerLostError):
 
 class PeerSilent(TimedOutError):
     """Nothing at all arrived from a peer for the idle timeout while a message from it was awaited (a stopped
-    or partitioned party), or another party aborted the job for that reason.  Exit code EXIT_TIMEOUT."""
+    or partitioned party), one stalls (the progress checks) or is still connecting past the connect deadline, or
+    another party aborted the job for such a reason or at its connect timeout.  Exit code EXIT_TIMEOUT."""
 
 
 def _label(pid: int) -> str:
@@ -223,6 +246,10 @@ def install_loss_detection(state: dict) -> None:
         message = f"{_label(self.peer_pid).capitalize()} aborted the job: {reason}"
         if kind == "stalled":
             abort_all(self.runtime, f"{message}; nothing released", PeerSilent)
+        elif kind == "timeout":  # a peer still in its connect phase reached its connect timeout: its reason names
+            # the parties it could not reach (this party was waiting for it: connect-phase heartbeats)
+            abort_all(self.runtime, f"{_label(self.peer_pid)} gave up the connect phase: {reason}; nothing released",
+                      PeerSilent)
         elif kind == "silent":
             blocked = time.monotonic() - state.get("tick_at", time.monotonic())
             if silent == self.runtime.pid and blocked > state.get("idle_timeout", IDLE_TIMEOUT_S) / 2:
@@ -244,11 +271,20 @@ def install_loss_detection(state: dict) -> None:
         if peer is None or state["aborted"] is not None:
             return
         try:
-            step, computing, waits = read_heartbeat(payload, len(self.runtime.parties))
+            step, computing, waits, connecting = read_heartbeat(payload, len(self.runtime.parties))
         except ValueError as e:
             stalled(self.runtime, peer, f"sent a malformed heartbeat ({e})", PartyAborted)
             return
         info = state["peers"].setdefault(peer, {"step": None, "claims": {}})
+        if connecting:  # still in its connect phase (sqm.runtime.session): alive, at no step yet; waited for up to
+            # the connect deadline (keep_alive).  It cannot go back there once in the job: a lie, refused
+            if info["step"] is not None or peer in state["moved"]:
+                stalled(self.runtime, peer, "sent a connect-phase heartbeat after its first message of the job",
+                        PartyAborted)
+                return
+            info.update(computing=False, waits=waits, at=now, connecting=True)
+            return
+        info["connecting"] = False
         if info["step"] != step:
             info["step"], info["since"] = step, now
         info.update(computing=computing, waits=waits, at=now)
@@ -319,13 +355,20 @@ def heartbeat_period(idle_timeout: float) -> float:
 
 
 def start_keep_alive(rt, state: dict, idle_timeout: float = IDLE_TIMEOUT_S,
-                     progress_timeout: float = PROGRESS_TIMEOUT_S) -> asyncio.Task | None:
-    """Start the heartbeat, idle-timeout and progress task (after connecting; it stops by itself once
-    ``state['done']``).  ``idle_timeout`` <= 0 or None disables it (receives then wait for the whole-job
-    timeout); ``progress_timeout`` <= 0 or None disables the progress checks alone."""
+                     progress_timeout: float = PROGRESS_TIMEOUT_S,
+                     connect_timeout: float | None = None) -> asyncio.Task | None:
+    """Start the heartbeat, idle-timeout and progress task (right after this party's connect phase; it stops by
+    itself once ``state['done']``).  ``idle_timeout`` <= 0 or None disables it (receives then wait for the
+    whole-job timeout); ``progress_timeout`` <= 0 or None disables the progress checks alone.  A peer whose
+    heartbeats say it is still connecting is waited for until ``connect_timeout`` (this party's) plus
+    :data:`CONNECT_GRACE_S` from now: it connected to this party before now, so an honest one gives up its own
+    connect phase, and says so, before then (None: up to the job's timeout)."""
     if not idle_timeout or idle_timeout <= 0:
         return None
     state["progress_timeout"] = float(progress_timeout) if progress_timeout and progress_timeout > 0 else None
+    state["connect_timeout"] = float(connect_timeout) if connect_timeout and connect_timeout > 0 else None
+    state["connect_deadline"] = (time.monotonic() + state["connect_timeout"] + CONNECT_GRACE_S
+                                 if state["connect_timeout"] else float("inf"))
     return asyncio.ensure_future(keep_alive(rt, state, float(idle_timeout)))
 
 
@@ -368,8 +411,6 @@ def no_progress(rt, state: dict, pid: int, now: float, limit: float, fresh: floa
 
 
 async def keep_alive(rt, state: dict, idle_timeout: float) -> None:
-    from .protocol import HEARTBEAT_PC
-
     period = heartbeat_period(idle_timeout)
     tick = min(0.25, period)  # also the resolution of max_stall_s
     now = time.monotonic()
@@ -385,9 +426,8 @@ async def keep_alive(rt, state: dict, idle_timeout: float) -> None:
         if now - last_beat >= period:
             last_beat = now
             peers = list(_connected(rt))
-            payload = heartbeat_payload(rt._program_counter[0], state.get("busy", 0) > 0,
-                                        [pid for pid, proto in peers if _waiting(proto)])
-            beat = struct.pack("<qI", HEARTBEAT_PC, len(payload)) + payload  # an MPyC frame
+            beat = heartbeat_frame(heartbeat_payload(rt._program_counter[0], state.get("busy", 0) > 0,
+                                                     [pid for pid, proto in peers if _waiting(proto)]))
             for _, proto in peers:
                 tr = proto.transport
                 if tr is not None and not tr.is_closing():
@@ -401,12 +441,28 @@ async def keep_alive(rt, state: dict, idle_timeout: float) -> None:
                 if waiting and silence > idle_timeout:
                     declare_silent(rt, state, pid, idle_timeout)
                     return
+                late = still_connecting(state, pid, now) if waiting else None
+                if late is not None:
+                    state["stalled"](rt, pid, late, PeerSilent)
+                    return
                 stall = no_progress(rt, state, pid, now, limit, 2 * period + 2 * tick) if waiting and limit else None
                 if stall is not None:
                     state["stalled"](rt, pid, *stall)
                     return
         wake = time.monotonic() + tick
         await asyncio.sleep(tick)
+
+
+def still_connecting(state: dict, pid: int, now: float) -> str | None:
+    """Why peer ``pid``, whose message this party awaits, is named for being still in its connect phase (None: it
+    is not, or its connect deadline has not passed; see :func:`start_keep_alive`)."""
+    info = state["peers"].get(pid)
+    if info is None or not info.get("connecting") or now <= state.get("connect_deadline", float("inf")):
+        return None
+    waits = ", ".join(_label(q) for q in sorted(info["waits"])) or "no party"
+    waited = state["connect_timeout"] + CONNECT_GRACE_S
+    return (f"still says it is connecting (not yet connected to {waits}) {waited:g} s after this party connected "
+            f"to it, past the connect timeout ({state['connect_timeout']:g} s at this party)")
 
 
 def declare_silent(rt, state: dict, pid: int, idle_timeout: float) -> None:

@@ -42,7 +42,7 @@ from .errors import BadDataError, RefusedError, SQMError, exit_code, public_text
 from .exitcodes import (EXIT_BAD_DATA, EXIT_ERROR, EXIT_LOST, EXIT_REFUSED,  # noqa: F401,E402  (re-exported)
                         EXIT_TIMEOUT, EXIT_USAGE)
 from .liveness import (IDLE_TIMEOUT_S, PROGRESS_TIMEOUT_S, PartyLost, PeerSilent,  # noqa: E402
-                       install_loss_detection, start_keep_alive)
+                       heartbeat_period, install_loss_detection, start_keep_alive)
 
 log = logging.getLogger(__name__)
 
@@ -281,10 +281,13 @@ def main(argv=None) -> int:
     stats = {"timeline": timeline}
 
     async def run():
-        session = await start(mpc, addrs, tls, args.connect_timeout)
+        # with the idle timeout on, "still connecting" heartbeats to the peers reached (sqm.runtime.session)
+        beat = heartbeat_period(args.idle_timeout) if args.idle_timeout and args.idle_timeout > 0 else None
+        session = await start(mpc, addrs, tls, args.connect_timeout, beat)
         timeline["connected"] = time.time()
         log.info(f"connected to {len(addrs) - 1} parties in {session.seconds:.2f} s ({'TLS' if tls else 'plain TCP'})")
-        start_keep_alive(mpc, state, args.idle_timeout, args.progress_timeout)  # a silent or stalling peer aborts
+        start_keep_alive(mpc, state, args.idle_timeout, args.progress_timeout,  # a silent or stalling peer aborts;
+                         args.connect_timeout)  # one still connecting is waited for up to the connect timeout
         t0 = time.perf_counter()
         share_rng = None  # default: AES-CTR keyed from OS entropy (sqm.runtime.randomness)
         if args.insecure_pcg64_shares:

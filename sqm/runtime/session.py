@@ -11,10 +11,17 @@ claims, bound all interfaces and retried every 0.1 s forever):
   reason, so the connecting side learns why it was refused.  The connecting side checks the listener's
   certificate the same way before sending anything;
 - refused connections are retried with exponential back-off (20 ms doubling to 1 s), and so are connections
-  closed or timed out during the TLS handshake and connections the listener answers ``BUSY``; a TLS handshake
-  failure, an identity mismatch, a listener that completed the handshake (or, without TLS, accepted) but never
-  says ``OK`` (another program on that port) or a port this party cannot listen on abort the connect phase at
-  once (:class:`ConnectError`, naming the peer);
+  closed during the TLS handshake and connections the listener answers ``BUSY``; a TLS handshake failure, an
+  identity mismatch, a listener that completed the handshake (or, without TLS, accepted) but never says ``OK``,
+  one that accepted and answered nothing to a TLS handshake for :data:`SQUATTER_FACTOR` handshake timeouts (a
+  party answers as soon as it accepts, and closes what it holds unidentified at its handshake timeout: this is
+  another program on that port) or a port this party cannot listen on abort the connect phase at once
+  (:class:`ConnectError`, naming the peer);
+- until it has every connection, a party sends every peer it has reached, every ``heartbeat`` seconds, a
+  heartbeat saying it is still connecting (:func:`sqm.runtime.liveness.heartbeat_payload`: the job's heartbeat
+  frame, flagged, with the parties not yet connected), so that a peer whose own connect phase is over waits for
+  it up to that peer's connect timeout instead of naming it silent at the idle timeout
+  (:func:`sqm.runtime.liveness.start_keep_alive`); heartbeats received during the connect phase are dropped;
 - unauthenticated noise never aborts the connect phase: a connection that fails the TLS handshake or names no
   party that connects here is dropped and noted.  A listener holds at most :data:`MAX_PENDING_PER_SOURCE`
   connections not yet identified per source host and :data:`MAX_PENDING` in all, each for at most the handshake
@@ -45,7 +52,8 @@ import time
 from . import wire
 from .certs import IdentityError
 from .errors import UsageError
-from .protocol import ABORT_PC, ProtocolError, abort_notice, party_label, printable, public_digest, read_abort_notice
+from .protocol import (ABORT_PC, HEARTBEAT_PC, ProtocolError, abort_notice, party_label, printable, public_digest,
+                       read_abort_notice)
 
 OK, NO, BUSY = b"\x01", b"\x00", b"\x02"  # BUSY: closed to make room for newer connections; try again
 BACKOFF_START, BACKOFF_CAP = 0.02, 1.0
@@ -60,6 +68,7 @@ MAX_PENDING_PER_SOURCE = 64
 MAX_PENDING = 128
 MIN_HOLD = 1.0  # seconds an unidentified connection is held before a newer one may take its place (a real party
 # identifies in milliseconds); while every one held is younger, new ones beyond the bounds are closed unread
+SQUATTER_FACTOR = 1.5  # a dialled TLS handshake silent this many handshake timeouts: another program on that port
 MAX_NOTES = 64  # notes kept about dropped connections (the timeout message shows the first few)
 JOB_ID_RE = re.compile(r"[0-9a-f]{32}")
 
@@ -154,8 +163,10 @@ class _Conn(asyncio.Protocol):
 
     def scan_for_abort(self):
         """A connected peer that gives up the connect phase sends an abort notice (MPyC's frame on the reserved
-        label ABORT_PC) before closing: fail at once with its reason, which names the cause.  Other frames
-        (the first exchange, sent by a peer that finished connecting) stay buffered for the hand-over."""
+        label ABORT_PC) before closing: fail at once with its reason, which names the cause.  Heartbeats (a peer
+        still connecting, or one in the job) only say it is alive: dropped here (this party's own liveness checks
+        start at the hand-over).  Other frames (the first exchange, sent by a peer that finished connecting) stay
+        buffered for the hand-over."""
         off = 0
         while len(self.buf) >= off + 12:
             pc, size = struct.unpack_from("<qI", self.buf, off)
@@ -166,6 +177,9 @@ class _Conn(asyncio.Protocol):
                 self.s.fail(f"{party_label(self.pid)} gave up the connect phase: {notice['abort']}", notify=False,
                             timed_out=notice["kind"] == "timeout")
                 return
+            if pc == HEARTBEAT_PC:
+                del self.buf[off:off + 12 + size]
+                continue
             off += 12 + size
 
     def on_data(self):  # pragma: no cover - overridden
@@ -400,14 +414,17 @@ class Session:
     ``tls``: this party's :class:`sqm.runtime.certs.TLSIdentity`, or None for plain TCP."""
 
     def __init__(self, rt, addresses, tls=None, connect_timeout: float = 60.0,
-                 handshake_timeout: float = HANDSHAKE_TIMEOUT):
+                 handshake_timeout: float = HANDSHAKE_TIMEOUT, heartbeat: float | None = None):
         self.rt, self.pid, self.addrs = rt, rt.pid, [a.strip() for a in addresses]
         self.hosts = [split_address(a) for a in self.addrs]
-        self.tls, self.connect_timeout = tls, connect_timeout
+        self.tls, self.connect_timeout, self.heartbeat = tls, connect_timeout, heartbeat
         # one listening context for every connection (loading keys and authority per connection was 2/3 of
         # what each unauthenticated connection cost)
         self.server_context = tls.server_context() if tls is not None else None
         self.handshake_timeout = min(handshake_timeout, max(connect_timeout / 2, 0.5))
+        # a dialled listener's TLS handshake: a party answers once it accepts, and closes what it holds unidentified
+        # at its handshake timeout, so silence this long is another program on that port (SQUATTER_FACTOR)
+        self.dial_handshake_timeout = SQUATTER_FACTOR * self.handshake_timeout
         self.conns: dict[int, _Conn] = {}
         self.last_error: dict[int, str] = {}
         self.answering: dict[int, object] = {}  # peers connected to but not yet answered OK
@@ -503,6 +520,22 @@ class Session:
                 del self.unidentified[conn.host]
             self.n_unidentified -= 1
 
+    async def beat(self) -> None:
+        """Every heartbeat period, a heartbeat saying "still connecting" (step 0, the parties not yet connected:
+        :func:`sqm.runtime.liveness.heartbeat_payload`) to every peer connected so far: a peer that has finished its own
+        connect phase and waits for this party's first message knows it is alive (the module docstring)."""
+        from .liveness import heartbeat_frame, heartbeat_payload
+
+        while not self.done.done():
+            await asyncio.sleep(self.heartbeat)
+            if self.done.done():
+                return
+            missing = [j for j in range(len(self.addrs)) if j != self.pid and j not in self.conns]
+            frame = heartbeat_frame(heartbeat_payload(0, False, missing, connecting=True))
+            for conn in list(self.conns.values()):
+                if conn.ready and not conn.lost and not conn.transport.is_closing():
+                    conn.transport.write(frame)
+
     def connected(self, pid: int, conn: _Conn) -> None:
         self.conns[pid] = conn
         if len(self.conns) == len(self.addrs) - 1 and not self.done.done():
@@ -525,17 +558,23 @@ class Session:
                 _, conn = await self.loop.create_connection(
                     lambda: _Dial(self, j), host, port, ssl=ctx,
                     server_hostname=f"party-{j}.{self.tls.job}.sqm" if ctx else None,
-                    ssl_handshake_timeout=self.handshake_timeout if ctx else None)
+                    ssl_handshake_timeout=self.dial_handshake_timeout if ctx else None)
                 return
+            except ConnectionAbortedError as e:
+                if e.errno or ctx is None:  # the system's ECONNABORTED: dialled again
+                    self.last_error[j] = _reason(e)
+                else:  # asyncio's TLS handshake timeout: the listener accepted and then said nothing
+                    self.fail(f"{self.name(j)}: the program listening on {self.addrs[j]} accepted the connection but "
+                              f"did not complete a TLS handshake within {self.dial_handshake_timeout:g} s (a party "
+                              f"answers at once, and closes a connection it holds unidentified within "
+                              f"{self.handshake_timeout:g} s): another program on that port?")
+                    return
             except (ssl.SSLError, ssl.CertificateError) as e:
                 if isinstance(e, (ssl.SSLEOFError, ssl.SSLZeroReturnError)):
                     self.last_error[j] = f"the connection closed during the TLS handshake ({_reason(e)})"
                 else:
                     self.fail(f"TLS handshake with {self.name(j)} failed: {_reason(e)}")
                     return
-            except asyncio.TimeoutError:  # a listener busy with a flood, another program, a party without TLS
-                self.last_error[j] = (f"the TLS handshake did not complete within {self.handshake_timeout:g} s: a "
-                                      f"flooded listener, another program on that port, or a party without TLS?")
             except OSError as e:
                 self.last_error[j] = _reason(e)
             else:
@@ -595,6 +634,8 @@ class Session:
                     raise ConnectError(f"cannot listen on {self.addrs[self.pid]}: {what}") from None
             for j in range(self.pid + 1, len(self.addrs)):
                 self.spawn(self.dial(j))
+            if self.heartbeat:
+                self.spawn(self.beat())
             try:
                 await asyncio.wait_for(asyncio.shield(self.done), self.connect_timeout)
             except asyncio.TimeoutError:
@@ -636,9 +677,10 @@ class Session:
                 link.data_received(bytes(conn.buf))
 
 
-async def start(mpc, addresses, tls=None, connect_timeout: float = 60.0) -> Session:
-    """Connect party ``mpc.pid`` to every other party (see the module docstring); return the session."""
-    session = Session(mpc, addresses, tls, connect_timeout)
+async def start(mpc, addresses, tls=None, connect_timeout: float = 60.0, heartbeat: float | None = None) -> Session:
+    """Connect party ``mpc.pid`` to every other party (see the module docstring); return the session.
+    ``heartbeat``: seconds between this party's "still connecting" heartbeats (None: none)."""
+    session = Session(mpc, addresses, tls, connect_timeout, heartbeat=heartbeat)
     await session.connect()
     return session
 
