@@ -26,6 +26,7 @@ import argparse
 
 from sqm.runtime import BACKENDS  # noqa: F401  (the CLI choices: the runtime's runners)
 from sqm.runtime.errors import UsageError
+from sqm.framework.alignment import DEFAULT_MAX_SET_RATIO, check_max_set_ratio
 
 DEFAULT_BACKEND = "mpyc"
 
@@ -126,6 +127,12 @@ def job(job_help: str = "job file (JSON: parties' addresses, party 0 the server,
                    help="with --job: the fewest records in common (the clients' private set intersection) "
                         "the job runs on; a smaller intersection is refused before any share of data is sent "
                         "(default: the job file's \"min_intersection\", else 100); every party gives the same")
+    g.add_argument("--max-set-ratio", type=float, default=None, metavar="R",
+                   help="with --job: this party's size policy for the record alignment: it refuses, naming the "
+                        "party, before any id is sent, a peer whose declared set holds more than R times its own "
+                        "(a party holding no set, e.g. the server of a PCA job: a largest set above R times the "
+                        "smallest); sets above 2^32 - 1 are always refused.  Each party sets its own (not agreed; "
+                        f"default {DEFAULT_MAX_SET_RATIO:g})")
     g.add_argument("--ledger", default=None, metavar="PATH",
                    help="with --job: the privacy-budget ledger (SQLite, sqm.mechanism.ledger) that records every "
                         "release per dataset (the job file's \"dataset\", else its \"name\") and refuses a job "
@@ -188,13 +195,16 @@ def job_run_options(args) -> dict:
                 idle_timeout=args.idle_timeout, progress_timeout=args.progress_timeout,
                 backend=getattr(args, "backend", DEFAULT_BACKEND),
                 ledger=args.ledger, budget=args.budget,
-                client_ledger=getattr(args, "index", None) is not None and not getattr(args, "no_ledger", False))
+                client_ledger=getattr(args, "index", None) is not None and not getattr(args, "no_ledger", False),
+                max_set_ratio=(DEFAULT_MAX_SET_RATIO if getattr(args, "max_set_ratio", None) is None
+                               else check_max_set_ratio(args.max_set_ratio)))
 
 
 # The options of :func:`job` (and --insecure-reproducible) have a meaning with --job only.
 JOB_ONLY = ("job", "index", "data_file", "ssl_dir", "connect_timeout", "idle_timeout", "progress_timeout",
             "insecure_plaintext",
-            "ledger", "budget", "no_ledger", "insecure_reproducible", "drop_columns", "min_intersection")
+            "ledger", "budget", "no_ledger", "insecure_reproducible", "drop_columns", "min_intersection",
+            "max_set_ratio")
 MODE_WORDS = {"job": "with --job (the job file says which parties hold which columns and records)",
               "local": "without --job (a local comparison on one machine)",
               "propose": "with --propose-bounds (it only reads a party's table and prints proposed ranges)"}
