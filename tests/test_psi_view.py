@@ -210,7 +210,8 @@ def record_with_labels(folder, sets, labelled, wrap=None):
 def stage_two_secrets(sizes: dict, common: int):
     """The test-only seeded secrets of stage 2 (sqm.runtime.psi, "The server's own set"), regenerated as the parties
     draw them: each client's r_j (after its shuffle), and the server's s (after its shuffle, the padding's places
-    and random strings); ``common``: |V_C|."""
+    and random strings); ``common``: |V_C|.  (The server's list goes out under k_0 s when it is at least as long as
+    the padded V_C, else under k_0; V_C under s, else k_0 s: both come back under k_0 s K R.)"""
     from sqm.framework.alignment import _psi_secrets
     from sqm.runtime.psi import product_key
 
@@ -225,7 +226,7 @@ def stage_two_secrets(sizes: dict, common: int):
     rng.choice(L, size=common, replace=False)
     for _ in range(L):
         rng.bytes(16)
-    return r, rng.bytes(32)
+    return r, product_key(party_key_bytes(SEED, 0, "sqm-psi key"), rng)[0]
 
 
 @pytest.mark.slow
@@ -262,19 +263,20 @@ def test_a_server_holding_labels_joins_the_psi_and_still_no_party_can_test_a_gue
         assert len(got) == 2 * 340 + len(labelled) + 340
         for ks in ([], [keys[j]], [r[j]], [keys[j], r[j]]):
             assert not found(got, *ks)  # nothing a client holds opens any value it received
-        # power: the server's list under k_0 and k_i r_i of the clients before j; V_C under s, K and their r_i
+        # power: the server's list (300 ids, shorter than the padded V_C's 340) under k_0 and k_i r_i of the
+        # clients before j; V_C under k_0 s, K and their r_i
         before = [x for i in range(1, j) for x in (keys[i], r[i])]
         assert found(got, keys[0], *before) == set(map(str, labelled))
-        assert found(got, s, *K, *[r[i] for i in range(1, j)]) == set(map(str, allc))
+        assert found(got, keys[0], s, *K, *[r[i] for i in range(1, j)]) == set(map(str, allc))
         for S in itertools.chain.from_iterable(itertools.combinations((1, 2, 3), n) for n in range(4)):
-            assert not found(got, *[x for i in S for x in (keys[i], r[i])])  # without k_0 or s, none
+            assert not found(got, *[x for i in S for x in (keys[i], r[i])])  # without k_0 and s, none
     server = points(frames[0])
     for ks in ([], [keys[0]], [s], [keys[0], s], *[[k] for k in K]):
         assert not found(server, *ks)
     assert found(server, *K) == set(map(str, sum(sets, [])))  # power: the clients' lists
     R = [r[1], r[2], r[3]]
     assert found(server, keys[0], *K, *R) == set(map(str, labelled))  # its own, come back under the r's
-    assert found(server, s, *K, *R) == set(map(str, allc))  # V_C, come back
+    assert found(server, keys[0], s, *K, *R) == set(map(str, allc))  # V_C, come back
 
 
 @pytest.mark.slow
@@ -327,7 +329,7 @@ def test_a_server_whose_label_table_holds_the_whole_id_space_names_no_clients_id
     assert named([keys[0], s]) == {1: set(), 2: set(), 3: set()}  # with every secret the server holds: nothing
     for j in (1, 2, 3):  # power: with the r's, which it does not hold, it would name all 340 of each client
         mine_j = np.frombuffer(b"".join(lists[j]), np.uint8).reshape(-1, 32)
-        power = {lists[j][c.tobytes()] for c, t in zip(mine_j, under(mine_j, [keys[0], r[1], r[2], r[3]]))
+        power = {lists[j][c.tobytes()] for c, t in zip(mine_j, under(mine_j, [keys[0], s, r[1], r[2], r[3]]))
                  if t.tobytes() in server}
         assert power == set(sets[j - 1])
 

@@ -56,25 +56,27 @@ it never holds its own list in the same blinded space as any single client's lis
    and finds V_C, the values common to every client's list (learning the clients' Venn counts, as without a
    table); it does NOT blind the clients' lists with a key of its own;
 7. stage 2, one more pass around the ring, server -> client 1 -> ... -> client n -> server, pipelined, with two
-   lists: the server's own list, shuffled and blinded under its key k_0; and V_C, padded to the public length
-   L = the smallest client set with random points (hashed random strings) at random places, the whole blinded
-   under a fresh secret scalar s of the server.  Client j draws a fresh secret scalar r_j and blinds the server's
-   list under k_j r_j (one multiplication: :func:`product_key`) and the padded V_C under r_j alone; then the
-   same checks and one more verdict exchange;
-8. the server now holds its list under k_0 K R and V_C under s K R (R = r_1 ... r_n); it blinds the first with s
-   and the second with k_0 and compares them: it learns exactly which of its ids are in V_C, i.e. in the
-   intersection of all, and their rank (their place in V_C's order), and nothing per client: its own list lies
-   under the r's, which no client list carries, and V_C holds only values every client has.  Each client's
-   answer then marks its ids in V_C that the server holds too, ranked among those.
+   lists: the server's own list, shuffled, under its key k_0; and V_C, padded to the public length L = the
+   smallest client set with random points (hashed random strings) at random places, under a fresh secret scalar
+   s of the server.  The longer of the two goes out under k_0 s at once (one multiplication, :func:`product_key`),
+   the other gets the missing key when it comes back, so both come back under k_0 s.  Client j draws a fresh
+   secret scalar r_j and blinds the server's list under k_j r_j (one multiplication) and the padded V_C under r_j
+   alone; then the same checks and one more verdict exchange;
+8. the server now holds its list and V_C both under k_0 s K R (R = r_1 ... r_n) and compares them: it learns
+   exactly which of its ids are in V_C, i.e. in the intersection of all, and their rank (their place in V_C's
+   order), and nothing per client: its own list lies under the r's, which no client list carries, and V_C holds
+   only values every client has.  Each client's answer then marks its ids in V_C that the server holds too,
+   ranked among those.
 
 What each party receives (the tests record every frame: ``tests/test_psi_view.py``):
 
 - a client: chunks of the other clients' lists, each blinded under at least the key of their owner, which
   it does not hold (it cannot compute [k_owner] H(guess) for a guessed id: that is the DDH assumption), and
   each list under a different set of keys (the lists that have passed 1, 2, ... n - 1 hops), so it cannot
-  compare two of them either; with a server table, the server's list under k_0 and the padded V_C under s (keys
-  it does not hold; its length L is public, so it does not learn |V_C|); then from the server one membership bit
-  per entry of its own list and the ranks of its own members;
+  compare two of them either; with a server table, the server's list under k_0 and the padded V_C under s (one
+  of them under k_0 s: keys it does not hold, and no two of its lists comparable; V_C's length L is public, so it
+  does not learn |V_C|); then from the server one membership bit per entry of its own list and the ranks of its
+  own members;
 - the server: every client's list blinded under ALL the clients' keys, of which it holds none; it cannot
   hash a guess to anything comparable.  It sees which fully blinded values coincide, so with 3 or more
   clients it learns how many ids each group of clients shares (the sizes of the Venn diagram's regions);
@@ -96,8 +98,10 @@ receives depends on which of its ids are members.  The server learns the set siz
 Cost (``sqm bench psi``): n scalar multiplications per id of every client (each client blinds every list
 once), 32 bytes per id per hop (n - 1 hops between clients and one to the server), a membership bit and a
 4-byte rank back (hidden membership: a 4-byte position); the checks add a Jacobi symbol per value received
-and a sort of 16 bytes per value blinded.  A server table adds stage 2: the server blinds its list twice and V_C
-(padded to L) twice; each client blinds n_0 + L values; n_0 + L values make n + 1 hops.
+and a sort of 16 bytes per value blinded.  A server table adds stage 2: the server blinds n_0 + L values and the
+shorter list once more (n_0 + L + min(n_0, L)), pipelined with the clients' work; each client blinds n_0 + L
+values; n_0 + L values make n + 1 hops.  Before, the server blinded n_0 values and every client's list (the sum
+of the client sets), and its list made n + 1 hops.
 """
 from __future__ import annotations
 
@@ -463,11 +467,14 @@ async def _verdicts(ctx, found: list, sender_of, stage: str) -> None:
                             f"nothing released")
 
 
-async def _server_pass(ctx, lengths: list[int], chunk: int, lists: list | None = None, keys: list | None = None):
-    """Stage 2's pass around the ring (module docstring, step 7), pipelined like the clients' ring: the server sends
-    chunk k of each of ``lists`` (``lengths`` long) to client 1 at step k; client i blinds it under ``keys[q]`` at
-    step k + i and sends it on; client n sends it back to the server.  Returns the lists as they come back at the
-    server, and at a client the [list, hop] of each list whose values it found repeated after blinding."""
+async def _server_pass(ctx, lengths: list[int], chunk: int, lists: list | None = None, keys: list | None = None,
+                       back_keys: list | None = None):
+    """Stage 2's pass around the ring (module docstring, step 7), pipelined like the clients' ring: the server
+    blinds chunk k of each of ``lists`` (``lengths`` long) under ``keys[q]`` and sends it to client 1 at step k;
+    client i blinds it under its ``keys[q]`` at step k + i and sends it on; client n sends it back to the server,
+    which blinds it under ``back_keys[q]`` (None: not at all) as it arrives.  So the server's own work goes on
+    while the clients blind.  Returns the lists as they come back at the server, and at a client the [list, hop]
+    of each list whose values it found repeated after blinding."""
     n = len(ctx.clients)
     counts = [chunk_count(L, chunk) for L in lengths]
 
@@ -481,11 +488,16 @@ async def _server_pass(ctx, lengths: list[int], chunk: int, lists: list | None =
     if ctx.is_server:
         back = [np.empty((L, POINT_BYTES), dtype=np.uint8) for L in lengths]
         for s in range(steps):
-            out = [lists[q][k * chunk:(k + 1) * chunk] for q, k in at(s)]
+            out = [blind(keys[q], lists[q][k * chunk:(k + 1) * chunk]) for q, k in at(s)]
             inc = at(s - n)
             got = await ctx.send_recv({1: out} if out else {}, [n] if inc else [], expect(s - n), step)
             for (q, k), v in zip(inc, got[0] if inc else []):
                 _check_points(ctx, n, v)
+                if back_keys[q] is not None:
+                    try:
+                        v = blind(back_keys[q], v)
+                    except PSIError as e:
+                        raise _bad_peer(ctx, n, str(e)) from None
                 back[q][k * chunk:k * chunk + v.shape[0]] = v
         return back
     i = ctx.pid
@@ -631,18 +643,21 @@ async def _stage_two(ctx, own: _Own, vc: np.ndarray, common: np.ndarray, sizes: 
             return await loop.run_in_executor(None, fn, *args)
     n = len(sizes)
     perm = own.rng.permutation(own.size)
-    mine = await off_loop(blind, own.key, own.points[perm])  # shuffled and blinded before it leaves the server
     L = min(sizes.values())  # V_C padded to the smallest client set: a client learns nothing of |V_C|
     place = own.rng.choice(L, size=vc.shape[0], replace=False)
     padded = np.array(await off_loop(hash_ids, [DUMMY_DOMAIN + own.rng.bytes(16) for _ in range(L)]))
     padded[place] = vc
-    s = own.rng.bytes(32)
-    back = await _server_pass(ctx, [own.size, L], chunk, lists=[mine, await off_loop(blind, s, padded)])
-    del mine, padded
+    s, e = product_key(own.key, own.rng)  # a fresh secret s, and e = k_0 s: one multiplication by both
+    # Both lists must end under k_0 s K R: the longer goes out under e and comes back as it is, the other goes out
+    # under k_0 (its list) or s (V_C) and gets the other key when it comes back (n_0 + 2 L or 2 n_0 + L blindings).
+    keys, back_keys = ([e, s], [None, own.key]) if own.size >= L else ([own.key, e], [s, None])
+    back = await _server_pass(ctx, [own.size, L], chunk, lists=[own.points[perm], padded], keys=keys,
+                              back_keys=back_keys)
+    del padded
     found = [[q, n + 1] for q, v in enumerate(back) if _repeats([v])]
     await _verdicts(ctx, found, _pass_sender(n), "the server's lists")
-    theirs = (await off_loop(blind, own.key, back[1][place])).view(f"S{POINT_BYTES}").ravel()  # V_C, k_0 s K R
-    ours = (await off_loop(blind, s, back[0])).view(f"S{POINT_BYTES}").ravel()  # its list, s k_0 K R, shuffled
+    theirs = back[1][place].view(f"S{POINT_BYTES}").ravel()  # V_C under k_0 s K R, in V_C's order
+    ours = back[0].view(f"S{POINT_BYTES}").ravel()  # its list under k_0 s K R, in its shuffled order
     order = np.argsort(theirs, kind="stable")
     at = np.clip(np.searchsorted(theirs[order], ours), 0, max(0, theirs.shape[0] - 1))
     hit = theirs.shape[0] > 0
