@@ -11,6 +11,11 @@ Organisations never hold the same records.  Every job (``sqm pca --job``, ``sqm 
 - no id, hash or keyed digest of an id leaves its owner in a form that anyone holding it could test a
   guessed id against: every value a party receives is blinded under a key it does not hold.
 
+Before the PSI, every party applies its own size policy to the set sizes of the schema exchange
+(:func:`check_set_sizes`, the operator's ``--max-set-ratio``): a peer's set at most that many times its own, never
+above the PSI's 32-bit limit; a refusal names the peer.  Every table of what each role learns:
+``docs/explanation/record-alignment.md``.
+
 Each client then keeps its intersection records in the canonical id order (:func:`sqm.framework.party.canonical_order`,
 which every client computes alone; a file sorted by id is still read chunk by chunk, one mask bit per record
 held) and the clients check among themselves, through the PSI's ranks of the fully blinded values, that they
@@ -21,15 +26,18 @@ refuses a smaller one before any share of data is sent.
 
 A task whose server holds a table of its own (a PBM-VFL job: the labels, keyed by the same ids) aligns it too:
 the server is then a holder in the PSI (:mod:`sqm.runtime.psi`, "The server's own set"), learns which of its own
-records are in the intersection of every party's set, and sends the clients the digest of its order, which
-each compares with its own.
+records are in the intersection of every party's set (never which client holds one of its ids), and sends the
+clients the digest of its order, which each compares with its own.
 
 Neighbouring datasets across organisations: adding or removing one person at one organisation changes the
 intersection by at most one record, so the sensitivities of the job's release, proven per record, hold
 unchanged; the intersection size itself is released exactly, like the record count n of a job over
 identical sets.
 
-Randomness: each client's PSI key and shuffle come from streams of their own (OS entropy; in a seeded
+Membership hidden (:func:`hide_membership`): no client learns the intersection size; the server alone checks the
+minimum and, below it, withholds the release.
+
+Randomness: each client's PSI key and shuffle (and r, with a server table) come from streams of their own (OS entropy; in a seeded
 experiment, derived from the party's own seed under their own labels), so the alignment draws nothing from
 the job's other streams: a job releases bit for bit what it releases on pre-intersected files.
 """

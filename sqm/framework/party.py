@@ -13,10 +13,12 @@ program of each party (:func:`party_program`).  The steps:
    detail is printed at that party only); on any problem every party refuses, naming the client, before
    any share is sent;
 4. the clients align their records by private set intersection (:mod:`sqm.framework.alignment`, protocol
-   :mod:`sqm.runtime.psi`): no id leaves its owner except blinded under a key the receiver does not hold; each
-   client keeps the records every client holds, in canonical order, and the job's record count is the
-   intersection size (refused below ``min_intersection``, default 100: job file ``"min_intersection"``,
-   or ``--min-intersection``); a client with declared ``bounds`` scales them;
+   :mod:`sqm.runtime.psi`), each party first refusing set sizes beyond its own policy (``max_set_ratio``): no id
+   leaves its owner except blinded under a key the receiver does not hold; each client keeps the records every
+   client holds, in canonical order, and the job's record count is the intersection size (refused below
+   ``min_intersection``, default 100: job file ``"min_intersection"``, or ``--min-intersection``); with membership
+   hidden the records go over S positions (the sum of the set sizes), the count the job plans from, and only the
+   server learns the intersection size (:class:`JobMeta`); a client with declared ``bounds`` scales them;
 5. every party that keeps a privacy-budget ledger (the server's operator; each client, by default) checks the
    release (the task's ``release(meta)`` events) against the job file's dataset in it
    (:class:`sqm.framework.ledger_guard.LedgerGuard`); one verdict exchange, and a party over its own budget
