@@ -49,6 +49,9 @@ own session, all with the case's own ``TMPDIR``.  The faults:
   and the public server program, as /proc shows them) with keys of an authority of its own, after the clients
   listen and before the real server starts; it passes when the clients drop it (it exits non-zero with nothing
   written) and the job with the real server completes.
+- ``psi-duplicates`` / ``psi-twist`` / ``psi-huge-size`` (issue 43): an insider (client 2) puts the hashes of
+  guessed ids twice each in its PSI list, or a point of the curve's twist, or declares 10^12 records
+  (:class:`PSIAttack`): every other party refuses naming it, before the server compares anything.
 
 A fault lands in its phase because a bench-only wrapper (:class:`Probe`) around the target's program writes
 each exchange's step name to a marker file and, at the chosen step, waits (event loop running) until the
@@ -356,6 +359,61 @@ FLOOD_N = 3000  # conn-flood: connections opened
 FLOOD_SOURCES = ["127.0.0.1"] * 6 + [f"127.0.0.{k}" for k in range(2, 8)]  # half from the parties' host
 
 
+# ----- issue 43, attack 5: an insider's PSI (sqm.runtime.psi) ---------------------------------------------------------
+
+class PSIAttack(PartyProgram):
+    """BENCH AND TESTS ONLY: runs ``inner`` as a client that deviates in the record alignment: ``"psi-duplicates"``,
+    the hashes of 4 ids it guesses put twice each in its list (to learn from the answer which are held by exactly
+    one other client); ``"psi-twist"``, a point of the curve's twist in place of its first id's; ``"psi-huge-size"``,
+    a schema declaring 10^12 records."""
+
+    def __init__(self, inner: PartyProgram, how: str):
+        self.inner, self.how = inner, how
+
+    async def run(self, ctx):
+        import gmpy2
+        import numpy as np
+
+        from sqm.framework import alignment, party
+        from sqm.runtime.psi import _A, _P, hash_ids
+
+        if self.how == "psi-huge-size":
+            honest_file = party.load_own_file
+
+            def lying(*a, **kw):
+                table, schema = honest_file(*a, **kw)
+                return table, {**schema, "rows": 10 ** 12}
+            party.load_own_file = lying
+            return await self.inner.run(ctx)
+        honest, how = alignment.hash_ids_yielding, self.how
+
+        async def changed(ids, n=None, **kw):
+            pts = np.array(await honest(ids, n, **kw))
+            if how == "psi-duplicates":
+                pts[:8] = np.repeat(hash_ids([f"guess-{k}" for k in range(4)]), 2, axis=0)
+            else:
+                u = 2
+                while gmpy2.jacobi((u ** 3 + _A * u * u + u) % _P, _P) != -1:
+                    u += 1
+                pts[0] = np.frombuffer(u.to_bytes(32, "little"), np.uint8)
+            return pts
+        alignment.hash_ids_yielding = changed
+        return await self.inner.run(ctx)
+
+
+PSI_ATTACKS = ("psi-duplicates", "psi-twist", "psi-huge-size")
+FAULTS.update({f.name: f for f in [
+    Fault("psi-duplicates", "an insider (client 2) puts the hashes of guessed ids twice each in its PSI list: the "
+          "first receiver finds the repeats, and every party refuses naming it before the server compares anything",
+          2, "psi-duplicates", None, (2,)),
+    Fault("psi-twist", "an insider (client 2) puts a point of the curve's twist in its PSI list: its receiver "
+          "refuses it naming client 2", 2, "psi-twist", None, (2,)),
+    Fault("psi-huge-size", "an insider (client 2) declares 10^12 records: every other party refuses naming it "
+          "before any id is hashed or sent (before: the server's MemoryError named nobody)", 2, "psi-huge-size", None,
+          (2,)),
+]})
+
+
 def party_flags() -> set[str]:
     """The long options ``python -m sqm.runtime.party`` accepts (from its ``--help``)."""
     out = subprocess.run([sys.executable, "-m", "sqm.runtime.party", "--help"], capture_output=True, text=True,
@@ -502,6 +560,8 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
         programs = [party_program(spec, i, task) for i in range(M)]
         if fault.action == "inconsistent":
             programs[fault.target] = Deviate(programs[fault.target])
+        if fault.action in PSI_ATTACKS:
+            programs[fault.target] = PSIAttack(programs[fault.target], fault.action)
         if fault.action == "no-noise":
             programs[fault.target] = WithholdNoise(programs[fault.target])
         if fault.action in ("bounds", "offset"):
@@ -602,7 +662,7 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
                 break
             time.sleep(0.01)
         if fault.action in ("foreign", "impostor", "squat", "stray", "inconsistent", "cotenant", "readable-key",
-                            "bounds", "offset", "no-noise", "conn-flood"):
+                            "bounds", "offset", "no-noise", "conn-flood") or fault.action in PSI_ATTACKS:
             t_fault = t_start  # the fault is there from the start
         # ---- wait for the others ----
         hit = {fault.target} if fault.action in ("kill", "stop") else set()

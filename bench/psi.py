@@ -1,12 +1,18 @@
 """Record alignment (ECDH PSI, :mod:`sqm.runtime.psi`) through real party processes: time, bytes and memory per id.
 
     sqm bench psi --ids 10000,100000,1000000 --clients 2,3 --json psi.json --plot psi.png
+    sqm bench psi --ids 100000 --clients 3 --server-table --json psi-labels.json
 
 Each (ids, clients) cell is one job through real MPyC party processes on loopback whose task does nothing:
 every client reads its own Parquet party file (ids sorted, one feature column: read in batches), the parties
 exchange the schema, and the clients align their records by PSI (:mod:`sqm.framework.alignment`): hashing onto the
-curve, n blindings of every id around the ring, the server's comparison, the answers, the clients' order
-check.  Each client holds ``ids`` records, ``--overlap`` of them (default 0.7) in every client's set.
+curve, n blindings of every id around the ring (every value received checked on the curve, every list checked for
+repeated values), the verdict exchange, the server's comparison, the answers, the clients' order check.  Each
+client holds ``ids`` records, ``--overlap`` of them (default 0.7) in every client's set.
+
+``--server-table``: the server holds a table of its own too (a PBM-VFL job's labels), of every id any client
+holds (the whole id space of the job), and joins the PSI as a holder (:mod:`sqm.runtime.psi`, "The server's own
+set": stage 2 sends its list and the clients' common values around the ring once more).
 
 Reported per cell: end-to-end seconds (processes started to results), ids per second per core (all
 clients' ids over the end-to-end time and the machine's cores: the clients run in parallel), bytes sent per
@@ -67,10 +73,18 @@ class AlignOnly(JobTask):
         raise NotImplementedError
 
 
-def write_parties(directory: str, ids: int, clients: int, overlap: float, seed: int = 0) -> str:
+class AlignWithLabels(AlignOnly):
+    """:class:`AlignOnly` whose server holds a table of its own (``--server-table``)."""
+
+    server_table = True
+
+
+def write_parties(directory: str, ids: int, clients: int, overlap: float, seed: int = 0,
+                  server_table: bool = False) -> str:
     """Parquet party files (an int64 'id' column, sorted, and one float column) of ``ids`` records each, of
     which ``round(overlap * ids)`` are in every client's file and the rest in that client's file only; ids
-    are distinct random 12-digit numbers.  Returns the job file's path."""
+    are distinct random 12-digit numbers.  ``server_table``: the server's own file (CSV: 'id', 'label') holds
+    every id any client holds.  Returns the job file's path."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -93,19 +107,31 @@ def write_parties(directory: str, ids: int, clients: int, overlap: float, seed: 
                                  "x": pa.array(rng.normal(size=own.size))}), path, row_group_size=1 << 16)
         files.append(path)
     addresses = [f"127.0.0.1:{p}" for p in free_ports(clients + 1)]
-    return write_job(os.path.join(directory, "job.json"), addresses, files, min_intersection=1)
+    job = write_job(os.path.join(directory, "job.json"), addresses, files, min_intersection=1)
+    if server_table:  # the server's labels, every id of the job's id space
+        import json
+
+        every = np.sort(pool[:at])
+        with open(os.path.join(directory, "labels.csv"), "w") as f:
+            f.write("id,label\n" + "".join(f"{int(i)},{int(i) % 2}\n" for i in every))
+        raw = json.load(open(job))
+        raw["parties"][0]["file"] = "labels.csv"
+        json.dump(raw, open(job, "w"))
+    return job
 
 
-def run_one(job_file: str, timeout: float = 3600.0):
+def run_one(job_file: str, timeout: float = 3600.0, server_table: bool = False):
     from sqm.framework.spec import load_job
     from sqm.framework.runners import run_job
 
     t0 = time.perf_counter()
-    records = run_job(load_job(job_file), AlignOnly(), backend="mpyc", timeout=timeout)
+    records = run_job(load_job(job_file), AlignWithLabels() if server_table else AlignOnly(), backend="mpyc",
+                      timeout=timeout)
     return records, time.perf_counter() - t0
 
 
-def run(ids_list, clients_list, overlap: float = 0.7, workdir: str | None = None, progress: bool = True) -> dict:
+def run(ids_list, clients_list, overlap: float = 0.7, workdir: str | None = None, progress: bool = True,
+        server_table: bool = False) -> dict:
     from tqdm import tqdm
 
     cores = os.cpu_count() or 1
@@ -115,13 +141,14 @@ def run(ids_list, clients_list, overlap: float = 0.7, workdir: str | None = None
         cells = [(c, n) for c in clients_list for n in ids_list]
         for clients, ids in tqdm(cells, desc="psi", disable=not progress):
             folder = os.path.join(base, f"{clients}x{ids}")
-            job = write_parties(folder, ids, clients, overlap)
-            records, seconds = run_one(job)
+            job = write_parties(folder, ids, clients, overlap, server_table=server_table)
+            records, seconds = run_one(job, server_table=server_table)
             total_ids = ids * clients
             res = records[0]["result"]
             sent = [int(r.get("bytes_sent", 0)) for r in records]
             rows.append(dict(
                 clients=clients, ids=ids, intersection=int(res["alignment"]["intersection"]),
+                server_ids=res["alignment"]["records"].get("0"),
                 expected_intersection=int(round(overlap * ids)), seconds=seconds,
                 ids_per_s_per_core=total_ids / seconds / cores, bytes_sent=sent,
                 bytes_per_id=sum(sent) / total_ids, party_seconds=[float(r["seconds"]) for r in records],
@@ -131,7 +158,8 @@ def run(ids_list, clients_list, overlap: float = 0.7, workdir: str | None = None
     finally:
         if workdir is None:
             shutil.rmtree(base, ignore_errors=True)
-    return summarize(dict(cores=cores, overlap=overlap, x25519_us=X25519_US, rows=rows, published=PUBLISHED))
+    return summarize(dict(cores=cores, overlap=overlap, x25519_us=X25519_US, rows=rows, published=PUBLISHED,
+                          server_table=server_table, load_average=list(os.getloadavg())))
 
 
 def summarize(rep: dict) -> dict:
@@ -151,7 +179,8 @@ def summarize(rep: dict) -> dict:
 
 def print_table(rep: dict) -> None:
     print(f"record alignment (ECDH PSI over X25519) through real party processes, {rep['cores']} cores, "
-          f"{rep['overlap']:.0%} of each set in the intersection")
+          f"{rep['overlap']:.0%} of each set in the intersection"
+          + ("; the server holds a label table of every id" if rep.get("server_table") else ""))
     print(f"{'clients':>7} {'ids/client':>11} {'common':>9} {'end to end s':>13} {'floor s':>8} "
           f"{'ids/s/core':>11} {'bytes/id':>9} {'peak RSS MiB (server, clients)':>32}")
     for r in rep["rows"]:
@@ -198,6 +227,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--clients", default="2,3", help="comma list of client counts (default 2,3)")
     ap.add_argument("--overlap", type=float, default=0.7,
                     help="fraction of each client's ids held by every client (default 0.7)")
+    ap.add_argument("--server-table", action="store_true",
+                    help="the server holds a label table of its own (as in a PBM-VFL job), of every id any client "
+                         "holds, and joins the PSI as a holder")
     ap.add_argument("--hide-membership", action="store_true",
                     help="compare a whole PCA (or --task logreg) job revealing membership with one hiding it (bench/psi_hidden.py), for "
                          "intersections of --fractions of the union, with the last --clients count")
@@ -233,5 +265,6 @@ def cli(args) -> int:
     clients = [int(x) for x in args.clients.split(",") if x.strip()]
     if not 0 < args.overlap <= 1:
         raise ValueError(f"--overlap must be in (0, 1], got {args.overlap}")
-    rep = run(ids, clients, args.overlap, args.workdir, progress=not getattr(args, "quiet", 0))
+    rep = run(ids, clients, args.overlap, args.workdir, progress=not getattr(args, "quiet", 0),
+              server_table=args.server_table)
     return finish(rep, args, print_table, plot)

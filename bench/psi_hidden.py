@@ -6,19 +6,21 @@ intersection; the last client's file also holds a 0/1 label) instead.
     sqm bench psi --hide-membership --union 20000 --cols 12 --fractions 0.1,0.5,0.9 --json hidden.json
     sqm bench psi --hide-membership --task logreg --union 20000 --json hidden-lr.json
 
-An SQM-LR job hiding membership samples its Poisson batches over the union (rate q, cap from Binomial(U, q)) and
-multiplies each batch row by its membership inside the secure gradient (the clients reshare the server's one
-dealing of the indicator): per round about U / m times the batch rows, and one more exchange when M <= 3t.
+An SQM-LR job hiding membership samples its Poisson batches over the S positions its union is placed over (S the
+sum of the set sizes; rate q, cap from Binomial(S, q)) and multiplies each batch row by its membership inside the
+secure gradient (the clients reshare the server's one dealing of the indicator): per round about S / m times the
+batch rows, and one more exchange when M <= 3t.
 
 For each fraction f: 3 clients (``--clients``) and a union of U ids (``--union``), f U of them at every client and
 the rest split evenly among the clients (each held by one client only); Parquet files, ids sorted, ``--cols``
 feature columns split among the clients.  The same files go through ``sqm pca --job`` 's task
 (:class:`sqm.methods.pca.job.PCAJobTask`) through real party processes on loopback, revealing membership (the
-covariance over the m records in common) and hiding it (``"hide_membership"``: over the U records of the union,
-each multiplied inside the protocol by its secret membership: :mod:`sqm.framework.alignment`), alternately.
+covariance over the m records in common) and hiding it (``"hide_membership"``: over the S positions the U ids of
+the union are placed at, S the sum of the set sizes, each multiplied inside the protocol by its secret membership:
+:mod:`sqm.framework.alignment`), alternately.
 Reported per run: end-to-end seconds, bytes sent per party, peak resident memory per party, and the released
-record count (m in both modes).  Hiding costs, per client: the union's records instead of the intersection's in
-the input sharing, one more exchange and degree reduction per chunk for the membership, and the server's
+record count (m in both modes).  Hiding costs, per client: the S positions instead of the intersection's m
+records in the input sharing, one more exchange and degree reduction per chunk for the membership, and the server's
 indicator shares; the PSI itself is the same ring with positions in the answer instead of membership bits.
 """
 from __future__ import annotations
@@ -92,7 +94,8 @@ def run_once(job_file: str, epsilon: float, gamma: float, task: str = "pca", q: 
                  "b_max": int(res["b_max"])}
     return {**extra, "seconds": seconds, "bytes_sent": [int(r.get("bytes_sent", 0)) for r in recs],
             "max_rss_bytes": [int(r["max_rss_bytes"]) for r in recs], "records": int(res["n_records"]),
-            "union": res["alignment"].get("union"), "phases": [dict(r.get("phases", {})) for r in recs]}
+            "union": res["alignment"].get("union"), "positions": res["alignment"].get("positions"),
+            "phases": [dict(r.get("phases", {})) for r in recs]}
 
 
 def run(fractions, union: int = 20000, clients: int = 3, cols: int = 12, epsilon: float = 1.0,

@@ -250,3 +250,85 @@ def test_the_minimum_is_a_positive_integer_in_the_job_file_and_on_the_command_li
     assert load_job(job).min_intersection == 50
     code = main(["pca", "--job", job, "--components", "2", "--backend", "plain", "-q", "--min-intersection", "0"])
     assert code == EXIT_USAGE and "--min-intersection must be an integer >= 1" in capsys.readouterr().err
+
+
+# ----- each party's size policy (issue 43) ------------------------------------------------------------------------
+
+def test_each_party_refuses_peers_beyond_its_own_size_policy():
+    """sqm.framework.alignment.check_set_sizes: a peer's set at most R times this party's own; a party holding no set,
+    the largest at most R times the smallest; never above the PSI's 32-bit limit (hiding membership: their sum);
+    the message names the peer and the counts only."""
+    from sqm.framework.alignment import check_max_set_ratio, check_set_sizes
+    from sqm.runtime.party import ProtocolError
+
+    sizes = {1: 100, 2: 1000, 3: 1001}
+    check_set_sizes(2, sizes)  # 10x: within the default
+    with pytest.raises(ProtocolError, match=r"party 1 refused before any id was sent: client 3 declared 1,001 "
+                                            r"records, more than 10 times this party's 100 \(its --max-set-ratio\)"):
+        check_set_sizes(1, sizes)
+    with pytest.raises(ProtocolError, match=r"client 3 declared 1,001 records, more than 10 times the smallest set, "
+                                            r"100"):
+        check_set_sizes(0, sizes)  # the server of a PCA job: no set of its own
+    check_set_sizes(1, sizes, 10.01)
+    with pytest.raises(ProtocolError, match="client 2 declared 150 records, more than 1.2 times this party's 100"):
+        check_set_sizes(1, {1: 100, 2: 150}, 1.2)
+    with pytest.raises(ProtocolError, match="the server .party 0. declared 5,000 records, more than 3 times this "
+                                            "party's 1,500"):
+        check_set_sizes(2, {0: 5000, 1: 1500, 2: 1500}, 3)  # a PBM-VFL server's label table
+    huge = {1: 2 ** 32, 2: 2 ** 32}
+    with pytest.raises(ProtocolError, match="client 1 declared 4,294,967,296 records, above the 4,294,967,295"):
+        check_set_sizes(1, huge, 1e9)
+    with pytest.raises(ProtocolError, match="in all, above the 4,294,967,295 positions"):
+        check_set_sizes(1, {1: 2 ** 31, 2: 2 ** 31}, hide=True)
+    for bad in (0.5, float("nan"), "10", True):
+        with pytest.raises(ValueError, match="--max-set-ratio must be a number >= 1"):
+            check_max_set_ratio(bad)
+
+
+def test_max_set_ratio_reaches_every_party_program_from_the_command_line(tmp_path, capsys):
+    """--max-set-ratio (one option, sqm.cli.options' job group) is each party's own policy: with 1.5, a client
+    holding 286 records against the others' 143 is refused, naming it; the default (10) runs the job; below 1 is a
+    usage error."""
+    from sqm.cli.command import main
+    from sqm.runtime.exitcodes import EXIT_REFUSED, EXIT_USAGE
+
+    X = universe(m=400)
+    sets, common = overlap_sets()
+    big = sets[2] + list(range(1229, 1229 + len(sets[2])))  # client 3 twice the others
+    job = write_parties(tmp_path, X, [sets[0], sets[1], big], min_intersection=50)
+    base = ["pca", "--job", job, "--components", "2", "--backend", "plain", "-q"]
+    assert main(base + ["--max-set-ratio", "1.5"]) == EXIT_REFUSED
+    assert "client 3 declared 286 records, more than 1.5 times" in capsys.readouterr().err
+    assert main(base) == 0
+    assert main(base + ["--max-set-ratio", "0.5"]) == EXIT_USAGE
+    assert "--max-set-ratio must be a number >= 1" in capsys.readouterr().err
+
+
+def test_below_the_minimum_with_membership_hidden_the_server_alone_withholds_the_release(tmp_path, capsys):
+    """With membership hidden a refusal the clients see would tell them whether m is below the minimum; so the
+    server alone checks it: the job runs (with an indicator of zeros), every client's result is what it is with a
+    lower minimum, and the server's result holds the reason and no release; sqm pca --job exits REFUSED saying
+    so."""
+    import os
+
+    from sqm.cli.command import main
+    from sqm.framework.spec import write_job
+    from sqm.runtime.exitcodes import EXIT_REFUSED
+
+    X = universe()
+    sets, common = overlap_sets()
+    base = load_job(write_parties(tmp_path, X, sets, min_intersection=50))
+    runs = {}
+    for minimum in (100, 101):  # m = 100
+        spec = load_job(write_job(os.path.join(tmp_path, f"hide{minimum}.json"), base.addresses,
+                                  [p.file for p in base.parties[1:]], min_intersection=minimum, hide_membership=True))
+        runs[minimum] = simulate(spec, PCAJobTask(**TASK), timeout=120)
+    assert "raw" in runs[100][0]["result"] and runs[100][0]["result"]["n_records"] == 100
+    withheld = runs[101][0]["result"]
+    assert set(withheld) >= {"withheld"} and not {"raw", "components", "report"} & set(withheld)
+    assert "100 records in common" in withheld["withheld"] and "fewer than the job's minimum 101" in withheld["withheld"]
+    for j in (1, 2, 3):  # every client's result: the same in both jobs
+        assert runs[100][j]["result"] == runs[101][j]["result"]
+    code = main(["pca", "--job", os.path.join(tmp_path, "hide101.json"), "--components", "2", "--backend", "plain",
+                 "--seed", "5", "--insecure-reproducible", "-q"])
+    assert code == EXIT_REFUSED and "the server withholds the release" in capsys.readouterr().err

@@ -162,9 +162,13 @@ def test_hidden_membership_job_equals_the_revealing_job_in_the_simulation(tmp_pa
     Xq = np.rint(X[[i - 1000 for i in common]] * 1024).astype(np.int64)
     exact = [int(v) for v in (Xq.T @ Xq).reshape(-1)]
     assert [int(v) for v in a[0]["result"]["raw"]] == exact == [int(v) for v in b[0]["result"]["raw"]]
-    U = len(set().union(*map(set, sets)))
-    assert b[0]["result"]["alignment"] == {"records": {"1": len(sets[0]), "2": len(sets[1]), "3": len(sets[2])},
-                                           "intersection": len(common), "union": U, "membership": "hidden"}
+    U, S = len(set().union(*map(set, sets))), sum(map(len, sets))
+    records = {"1": len(sets[0]), "2": len(sets[1]), "3": len(sets[2])}
+    assert b[0]["result"]["alignment"] == {"records": records, "intersection": len(common), "union": U,
+                                           "positions": S, "membership": "hidden"}
+    for client in b[1:]:  # told neither U nor m (issue 43): only the sizes and S, a function of them
+        assert client["result"]["alignment"] == {"records": records, "positions": S, "membership": "hidden"}
+        assert "n_records" not in client["result"]
     assert "membership hidden" in b[0]["result"]["report"]["notes"]
 
 
@@ -184,8 +188,10 @@ def test_hidden_membership_job_through_real_processes(tmp_path):
     a = run_job(reveal, PCAJobTask(**TASK))
     b = run_job(hide, PCAJobTask(**TASK))
     assert [int(v) for v in _noise_free(a, [len(common)] * 3, COLS)] == exact
-    assert [int(v) for v in _noise_free(b, [U] * 3, COLS)] == exact
-    assert b[0]["result"]["alignment"]["union"] == U and b[1]["result"]["alignment"]["union"] == U
+    S = sum(map(len, sets))  # the clients round the S positions their union is placed over
+    assert [int(v) for v in _noise_free(b, [S] * 3, COLS)] == exact
+    assert b[0]["result"]["alignment"]["union"] == U and "union" not in b[1]["result"]["alignment"]
+    assert b[1]["result"]["alignment"]["positions"] == S
 
 
 def test_union_table_buckets_give_the_placed_rows_in_any_chunks_and_parts(tmp_path):
@@ -256,8 +262,8 @@ def test_a_streamed_file_is_placed_over_the_union_in_buckets_on_disk(tmp_path, m
         raws.append([int(v) for v in simulate(hide, PCAJobTask(**TASK, chunk_rows=64))[0]["result"]["raw"]])
         assert len(placed) == (0 if fmt == "csv" else 3)
     assert raws[0] == raws[1]
-    U = len(set().union(*map(set, sets)))
-    assert all(t.n_rows == U and len(t.edges) == 6 for t in placed)
+    S = sum(map(len, sets))  # the union placed over the sum of the set sizes
+    assert all(t.n_rows == S and len(t.edges) == 6 for t in placed)
     assert not any(os.path.exists(t.folder.path) for t in placed)
 
 
@@ -324,6 +330,17 @@ def _scenario(flip: bool):
     return [mine, sorted(common + list(range(5000, 5050))), sorted(common + list(range(6000, 6050)))], common
 
 
+def _swapped(swap: bool):
+    """Issue 43's rerun attack: as :func:`_scenario` (the first 100 of client 1's ids in common), and with ``swap``
+    client 1's id 1000, a member, replaced by 6400, an id nobody else holds: m falls from 100 to 99 and U rises
+    from 300 to 301, while every set size, hence S = 500, stays the same."""
+    sets, common = _scenario(False)
+    if swap:
+        sets[0] = sorted(sets[0][1:] + [6400])
+        common = common[1:]
+    return sets, common
+
+
 def _signature(tree):
     """A frame's structure: its kinds, dtypes and shapes, never its values."""
     if isinstance(tree, np.ndarray):
@@ -335,10 +352,21 @@ def _signature(tree):
     return (type(tree).__name__,)
 
 
-def recorded_views(tmp_path, X, task):
-    """Client 1's frames in a membership-hiding job of ``task`` through real processes, in the two scenarios of
-    :func:`_scenario` (X: the universe's rows, id 1000 + r at row r): per scenario (frames, (sets, common), the
-    parties' records)."""
+def _scalars(tree):
+    """Every value of a frame that is not an array (ints, strings: counts, digests, verdicts), in order."""
+    if isinstance(tree, np.ndarray):
+        return []
+    if isinstance(tree, list):
+        return [x for t in tree for x in _scalars(t)]
+    if isinstance(tree, dict):
+        return [x for k in sorted(tree) for x in [k] + _scalars(tree[k])]
+    return [tree]
+
+
+def recorded_views(tmp_path, X, task, scenarios=None):
+    """Client 1's frames in a membership-hiding job of ``task`` through real processes, in two scenarios (default:
+    the two of :func:`_scenario`; X: the universe's rows, id 1000 + r at row r): per scenario (frames, (sets,
+    common), the parties' records)."""
     import os
 
     from sqm.framework.party import job_programs
@@ -349,9 +377,8 @@ def recorded_views(tmp_path, X, task):
     from test_psi_view import Recording
 
     out = []
-    for flip in (False, True):
-        sets, common = _scenario(flip)
-        folder = tmp_path / str(flip)
+    for k, (sets, common) in enumerate(scenarios or [_scenario(False), _scenario(True)]):
+        folder = tmp_path / str(k)
         reveal = load_job(write_parties(folder, X, sets, min_intersection=50))
         spec = load_job(write_job(os.path.join(folder, "hide.json"), reveal.addresses,
                                   [p.file for p in reveal.parties[1:]], min_intersection=50, hide_membership=True))
@@ -365,55 +392,87 @@ def recorded_views(tmp_path, X, task):
     return out
 
 
-@pytest.mark.slow
-def test_a_clients_view_does_not_depend_on_which_of_its_records_are_in_the_intersection(tmp_path):
-    """Every frame client 1 receives in a membership-hiding PCA job, through real processes, recorded in two
-    scenarios that differ only in which of its records are in the intersection (same sizes): the frames have the
-    same structure, step by step; the union answer says the same sizes; every array of field elements it receives
-    (shares of the other clients' rows, of the server's indicator, of the degree reductions) is uniform on
-    [0, p) (mean of v / p within 5 standard errors of 1/2), and its shares of the indicator are uncorrelated
-    with the true membership of the positions (|r| < 5 / sqrt(U)).  The positions it is given are tested over
-    many alignments below; the blinded ids are the PSI's (tests/test_psi_view.py)."""
-    from sqm.methods.pca import PCAJobTask
-    from test_alignment import TASK
+def check_client_view(runs, S: int = 500):
+    """What every test of a client's recorded view asserts (client 1, two scenarios of ``runs``): the frames have the
+    same structure step by step and the same values wherever they are not arrays (counts, digests, verdicts); the
+    PSI's answer holds only client 1's positions, distinct, in 0..S-1; its result says the sizes and S alone;
+    every array of field elements it receives is uniform on [0, p) (mean of v / p within 5 standard errors of
+    1/2); the server's S indicator shares it receives are uncorrelated with the true membership of the positions
+    (|r| < 5 / sqrt(S)).  Returns the indicator arrays (per scenario) for further checks."""
     from test_psi_view import _arrays
 
-    runs = recorded_views(tmp_path, _grid_universe(m=6000), PCAJobTask(**TASK))
     views, truths = [f for f, _, _ in runs], [t for _, t, _ in runs]
-    assert all(recs[1]["result"]["alignment"]["membership"] == "hidden" for _, _, recs in runs)
     assert [(pc, peer, _signature(f)) for pc, peer, f in views[0]] == \
         [(pc, peer, _signature(f)) for pc, peer, f in views[1]]
-    answers = [f for _, peer, f in views[0] + views[1] if isinstance(f, dict) and "union" in f]
-    assert len(answers) == 2 and {(a["union"], a["intersection"]) for a in answers} == {(300, 100)}
-    U = 300
+    assert [_scalars(f) for _, _, f in views[0]] == [_scalars(f) for _, _, f in views[1]]
+    for _, (sets, _), recs in runs:
+        res = recs[1]["result"]
+        assert res["alignment"] == {"records": {"1": len(sets[0]), "2": len(sets[1]), "3": len(sets[2])},
+                                    "positions": S, "membership": "hidden"}
+        assert "n_records" not in res
+    out = []
     for frames, (sets, common) in zip(views, truths):
         field = np.concatenate([a.reshape(-1) for _, _, f in frames for a in _arrays(f)
                                 if a.dtype == np.int64 and a.size]).astype(np.float64)
         u = field / (field.max() + 1)  # the field's p, from below: the largest of many uniform values
         assert abs(u.mean() - 0.5) < 5 * np.sqrt(1 / 12 / u.size), u.mean()
-        ind = np.concatenate([a.reshape(-1) for _, peer, f in frames if peer == 0 for a in _arrays(f)
-                              if a.dtype == np.int64])  # the server sends a client only indicator shares
-        assert ind.shape == (U,)
-        truth, ordered = _membership_in_union_order(sets, set(common))
-        answer = next(f for _, peer, f in frames if isinstance(f, dict) and "union" in f)
-        assert sorted(answer["position"].tolist()) == [k for k, i in enumerate(ordered) if i in set(sets[0])]
-        assert truth.sum() == 100
+        answers = [f for _, peer, f in frames if isinstance(f, dict) and "position" in f]
+        assert len(answers) == 1 and set(answers[0]) == {"position"}
+        pos = answers[0]["position"].astype(np.int64)
+        assert pos.shape == (len(sets[0]),) and len(set(pos.tolist())) == pos.size and pos.max() < S
+        truth = _membership_over_positions(sets, set(common), pos, S)
+        assert truth.sum() == len(common)
+        dealt = [a for _, peer, f in frames if peer == 0 for a in _arrays(f) if a.dtype == np.int64 and a.shape == (S,)]
+        ind = dealt[0] if len(dealt) == 1 else np.concatenate(
+            [a.reshape(-1) for _, peer, f in frames if peer == 0 for a in _arrays(f) if a.dtype == np.int64])
+        assert ind.shape == (S,)
         r = np.corrcoef(ind.astype(np.float64), truth)[0, 1]
-        assert abs(r) < 5 / np.sqrt(U), r
+        assert abs(r) < 5 / np.sqrt(S), r
+        out.append(ind)
+    return out
 
 
-def _membership_in_union_order(sets, common) -> tuple[np.ndarray, list]:
-    """The intersection's indicator over the union in the order of the fully blinded values, and the union's ids in
-    that order, rebuilt by the test from the parties' seeded PSI keys (test only: no party holds them all)."""
-    from sqm.mechanism.rng import party_key_bytes
-    from sqm.runtime.psi import blind, hash_ids
+@pytest.mark.slow
+def test_a_clients_view_does_not_depend_on_which_of_its_records_are_in_the_intersection(tmp_path):
+    """Every frame client 1 receives in a membership-hiding PCA job, through real processes, recorded in two
+    scenarios that differ only in which of its records are in the intersection (same sizes): what
+    :func:`check_client_view` asserts.  The positions it is given are tested over many alignments below; the
+    blinded ids are the PSI's (tests/test_psi_view.py)."""
+    from sqm.methods.pca import PCAJobTask
+    from test_alignment import TASK
 
-    union = sorted(set().union(*map(set, sets)))
-    v = hash_ids([str(i) for i in union])
-    for j in (1, 2, 3):
-        v = blind(party_key_bytes(5, j, "sqm-psi key"), v)
-    order = np.argsort(v.view("S32").ravel(), kind="stable")
-    return np.array([1.0 if union[k] in common else 0.0 for k in order]), [union[k] for k in order]
+    check_client_view(recorded_views(tmp_path, _grid_universe(m=6000), PCAJobTask(**TASK)))
+
+
+@pytest.mark.slow
+def test_a_client_that_swaps_one_record_for_an_id_nobody_holds_learns_nothing(tmp_path):
+    """Issue 43's attack 6: a client reruns the alignment with one of its records swapped for an id nobody holds and
+    compares.  Before, every client was told m and U (100 and 300, then 99 and 301: the record's membership, 12/12);
+    now, recorded through real processes, the two views have the same structure and the same values wherever they
+    are not arrays, the same result, and uniform shares (:func:`check_client_view`): nothing it receives depends on
+    m or U.  The server's own result does change (it knows m)."""
+    from sqm.methods.pca import PCAJobTask
+    from test_alignment import TASK
+
+    runs = recorded_views(tmp_path, _grid_universe(m=6000), PCAJobTask(**TASK), [_swapped(False), _swapped(True)])
+    check_client_view(runs)
+    assert [r[2][0]["result"]["alignment"]["intersection"] for r in runs] == [100, 99]
+    assert [r[2][0]["result"]["alignment"]["union"] for r in runs] == [300, 301]
+
+
+def _membership_over_positions(sets, common, position, S: int) -> np.ndarray:
+    """The intersection's indicator over the S positions, rebuilt by the test from client 1's answer (its positions,
+    in the order of its shuffled list) and its shuffle, regenerated from the test-only seed 5 (no party holds the
+    placement and the membership both but the server)."""
+    from sqm.framework.alignment import _psi_secrets
+
+    _, rng = _psi_secrets(5, 1)  # the job's seed, as the alignment uses it (sqm.framework.alignment)
+    perm = rng.permutation(len(sets[0]))
+    mine = np.empty(len(sets[0]), dtype=np.int64)
+    mine[perm] = position  # the r-th of its ids (canonical order: sorted) at mine[r]
+    truth = np.zeros(S)
+    truth[[mine[r] for r, i in enumerate(sets[0]) if i in common]] = 1.0
+    return truth
 
 
 def _positions_over_runs(flip: bool, runs: int, leak: bool = False):
@@ -440,16 +499,15 @@ def _positions_over_runs(flip: bool, runs: int, leak: bool = False):
             g = secure_generator(1000 * self.run_ + self.j)
             return await psi.intersect(ctx, sizes, points[self.j], g.bytes(32), g, hide_membership=True)
 
-    real = psi.union_positions
+    real = psi.place_union
 
-    def members_first(values, lists):
-        position, indicator = real(values, lists)
-        order = np.argsort(~indicator, kind="stable")  # the intersection's positions first: a leak
-        rank = np.empty_like(order)
-        rank[order] = np.arange(order.size)
-        return {o: rank[v] for o, v in position.items()}, indicator[order]
+    def members_first(indicator, S, rng):  # a leak: the members take the lowest of the random positions
+        place, m = np.sort(real(indicator, S, rng)), int(indicator.sum())
+        out = np.empty_like(place)
+        out[indicator], out[~indicator] = place[:m], place[m:]
+        return out
 
-    psi.union_positions = members_first if leak else real
+    psi.place_union = members_first if leak else real
     try:
         for run in range(runs):
             recs = run_in_process([Align(j, run) for j in range(4)], min_clients=2)
@@ -457,7 +515,7 @@ def _positions_over_runs(flip: bool, runs: int, leak: bool = False):
             for i, pos in zip(sets[0], u.position):
                 (inside if i in common else outside).append(pos / u.size)
     finally:
-        psi.union_positions = real
+        psi.place_union = real
     return np.array(inside), np.array(outside)
 
 

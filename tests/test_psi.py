@@ -174,3 +174,140 @@ def test_hashing_many_ids_gives_the_event_loop_a_turn_between_batches():
     assert np.array_equal(out, hash_ids(ids)) and len(turns) >= 9  # a turn after each of the 10 batches but the last
     with pytest.raises(ValueError, match="1000 ids hashed, 999 expected"):
         asyncio.run(hash_ids_yielding(ids, 999))
+
+
+# ----- checks on what a party receives (issue 43, attack 5) ----------------------------------------------------------
+
+def test_off_curve_finds_twist_points_and_non_canonical_encodings():
+    from sqm.runtime.psi import off_curve
+
+    good = blind(b"\x05" * 32, hash_ids([str(i) for i in range(40)]))
+    assert off_curve(good) is None and off_curve(good[:0]) is None
+    u = 2
+    while gmpy2.jacobi((u ** 3 + _A * u * u + u) % _P, _P) != -1:
+        u += 1
+    for bad in (u.to_bytes(32, "little"),  # a point of the twist
+                (_P + 1).to_bytes(32, "little"),  # u >= p: not canonical (u - p = 1 is on neither... refused alike)
+                bytes(good[3][:31]) + bytes([good[3][31] | 0x80])):  # the top bit set
+        v = good.copy()
+        v[7] = np.frombuffer(bad, np.uint8)
+        assert off_curve(v) == 7, bad.hex()
+    v = good.copy()
+    v[2] = np.frombuffer(u.to_bytes(32, "little"), np.uint8)
+    v[5, 31] |= 0x80
+    assert off_curve(v) == 2  # the first bad value, whatever its fault
+
+
+def test_product_key_blinds_as_both_keys_do_on_every_point():
+    """[e]P = [k][r]P, also for points with a part of small order (u and 1/u differ by the point (0, 0) of order 2:
+    the same after any blinding), and e is a clamped scalar, so libsodium uses it as it is."""
+    from sqm.runtime.psi import _P, clamp, product_key
+
+    rng = np.random.default_rng(4)
+    P = hash_ids([str(i) for i in range(30)])
+    twin = np.array([np.frombuffer(pow(int.from_bytes(p.tobytes(), "little"), -1, _P).to_bytes(32, "little"),
+                                   np.uint8) for p in P])
+    for _ in range(5):
+        k = rng.bytes(32)
+        r, e = product_key(k, rng)
+        assert clamp(e) == int.from_bytes(e, "little")
+        assert np.array_equal(blind(e, P), blind(k, blind(r, P)))
+        assert np.array_equal(blind(e, twin), blind(e, P))
+
+
+class Tamper(PartyProgram):
+    """A client changes row 1 of a chunk it sends on the clients' ring, after its honest blinding: the first chunk of
+    its own list (``target`` "own"), of the list it forwards to the next client ("forward": the second chunk of a
+    step that sends two) or of the first it sends the server ("server").  ``"copy"`` puts row 0 there (a repeated
+    value), ``"twin"`` row 0 plus the point of order 2 (u -> 1/u: distinct, equal after the next blinding),
+    ``"twist"`` a point of the twist."""
+
+    def __init__(self, inner, how, target="own"):
+        self.inner, self.how, self.target = inner, how, target
+
+    async def run(self, ctx):
+        from sqm.runtime.psi import _P
+
+        honest, done = ctx.send_recv, []
+
+        async def send_recv(outgoing, senders, expect, step="message"):
+            pick = {"own": (lambda to, ch: to != 0, 0), "forward": (lambda to, ch: to != 0 and len(ch) == 2, 1),
+                    "server": (lambda to, ch: to == 0, None)}[self.target]
+            to = next((t for t, ch in outgoing.items() if pick[0](t, ch)), None)
+            if step == "PSI: blinding around the ring" and to is not None and not done:
+                done.append(1)
+                chunks = outgoing[to]
+                at = pick[1]
+                c = np.array(chunks if at is None else chunks[at])
+                if self.how == "copy":
+                    c[1] = c[0]
+                elif self.how == "twin":
+                    c[1] = np.frombuffer(pow(int.from_bytes(c[0].tobytes(), "little"), -1, _P).to_bytes(32, "little"),
+                                         np.uint8)
+                else:
+                    u = 2
+                    while gmpy2.jacobi((u ** 3 + 486662 * u * u + u) % _P, _P) != -1:
+                        u += 1
+                    c[1] = np.frombuffer(u.to_bytes(32, "little"), np.uint8)
+                outgoing = {**outgoing, to: c if at is None else [*chunks[:at], c, *chunks[at + 1:]]}
+            return await honest(outgoing, senders, expect, step)
+        ctx.send_recv = send_recv
+        return await self.inner.run(ctx)
+
+
+@pytest.mark.parametrize("who,how,target,culprit,what", [
+    (1, "copy", "own", "client 1", "repeated values in client 1's list"),  # the owner: client 2 finds it
+    (1, "twin", "own", "client 1", "repeated values in client 1's list"),  # distinct, equal under client 2's key
+    (2, "copy", "forward", "client 2", "repeated values in client 1's list"),  # a forwarder: client 3 finds it
+    (2, "twin", "forward", "client 2", "repeated values in client 1's list"),
+    (3, "copy", "server", "client 3", "repeated values in client 1's list"),  # the last hop: the server finds it
+    (1, "twist", "own", "client 1", "not the canonical encoding of a point of Curve25519"),
+    (3, "twist", "server", "client 3", "not the canonical encoding of a point of Curve25519"),  # to the server
+])
+def test_a_list_with_repeated_values_or_a_twist_point_is_refused_naming_its_sender(who, how, target, culprit, what):
+    """Every receiver checks what it receives and its blinded output of each list; one verdict exchange before the
+    server compares anything; every party names the same sender (3 clients, lists of several chunks)."""
+    from sqm.runtime.launch import MPCError
+
+    rng = np.random.default_rng(1)
+    sets = [[str(i) for i in sorted(rng.choice(100, 60, replace=False))] for _ in range(3)]
+    sizes = {j: len(s) for j, s in enumerate(sets, start=1)}
+    progs = [PSIProgram(None, sizes, 7, 0)] + [PSIProgram(s, sizes, 7, 0) for s in sets]
+    progs[who] = Tamper(progs[who], how, target)
+    with pytest.raises(MPCError) as e:
+        run_in_process(progs, timeout=60)
+    msg = str(e.value)
+    assert msg.count(culprit) >= 3 and what in msg, msg
+
+
+def test_a_server_holding_a_set_refuses_a_client_repeating_its_lists_values():
+    """Stage 2 (the server's own list and the clients' common values around the ring) is checked alike: client 2
+    repeats a value of the server's list it forwards; client 3 finds it, the verdict names client 2."""
+    from sqm.runtime.launch import MPCError
+
+    class Stage2(PartyProgram):
+        def __init__(self, inner):
+            self.inner = inner
+
+        async def run(self, ctx):
+            honest, done = ctx.send_recv, []
+
+            async def send_recv(outgoing, senders, expect, step="message"):
+                if step == "PSI: the server's lists around the ring" and outgoing and not done:
+                    done.append(1)
+                    (to, chunks), = outgoing.items()
+                    c = np.array(chunks[0])
+                    c[1] = c[0]
+                    outgoing = {to: [c] + list(chunks[1:])}
+                return await honest(outgoing, senders, expect, step)
+            ctx.send_recv = send_recv
+            return await self.inner.run(ctx)
+
+    rng = np.random.default_rng(2)
+    sets = [[str(i) for i in sorted(rng.choice(100, 60, replace=False))] for _ in range(3)]
+    server = [str(i) for i in range(100)]
+    sizes = {0: 100, **{j: len(s) for j, s in enumerate(sets, start=1)}}
+    progs = [PSIProgram(server, sizes, 7, 0)] + [PSIProgram(s, sizes, 7, 0) for s in sets]
+    progs[2] = Stage2(progs[2])
+    with pytest.raises(MPCError, match="client 2 sent repeated values in the server's list of blinded ids"):
+        run_in_process(progs, timeout=60)

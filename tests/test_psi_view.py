@@ -16,6 +16,8 @@ attacker: an honest-behaving party that keeps everything it receives).  The job 
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -88,15 +90,35 @@ def _arrays(tree):
             yield from _arrays(t)
 
 
-def record(folder, sets):
+def record(folder, sets, wrap=None):
     """Run the alignment-only job over client id ``sets`` through real processes; per party, the list of
-    (peer, decoded frame) it received."""
+    (peer, decoded frame) it received.  ``wrap``: {party: program wrapper} (an attacker's); the job's failure is
+    then raised after the frames are read, as ``(MPCError, frames)``."""
+    from sqm.runtime.launch import MPCError
+
     spec = load_job(write_parties(folder, universe(m=12000), sets, min_intersection=1))
     paths = [str(folder / f"frames{i}.bin") for i in range(len(spec.parties))]
     progs = [Recording(p, path) for p, path in zip(job_programs(spec, AlignOnly()), paths)]
-    run_parties(progs, timeout=120, addresses=spec.addresses, min_clients=2, job_id=spec.job_id)
-    return [[(peer, wire.decode(b)) for _, peer, b in sorted(wire.decode(open(p, "rb").read()), key=lambda e: e[:2])]
-            for p in paths]
+    for i, w in (wrap or {}).items():
+        progs[i] = w(progs[i])
+    failed = None
+    try:
+        run_parties(progs, timeout=120, addresses=spec.addresses, min_clients=2, job_id=spec.job_id)
+    except MPCError as e:
+        failed = e
+    frames = [[(peer, wire.decode(b)) for _, peer, b in sorted(wire.decode(open(p, "rb").read()), key=lambda e: e[:2])]
+              if failed is None or os.path.exists(p) else None for p in paths]  # a party killed after a failure: None
+    if failed is not None:
+        raise Attacked(failed, frames)
+    return frames
+
+
+class Attacked(Exception):
+    """The job failed (``error``: its MPCError); ``frames``: what each party had received."""
+
+    def __init__(self, error, frames):
+        super().__init__(str(error))
+        self.error, self.frames = error, frames
 
 
 def points(frames) -> set[bytes]:
@@ -160,19 +182,12 @@ class AlignWithServer(AlignOnly):
     server_table = True  # the server holds a table of its own (a PBM-VFL job's labels) and joins the PSI
 
 
-@pytest.mark.slow
-def test_a_server_holding_labels_joins_the_psi_and_still_no_party_can_test_a_guessed_id(tmp_path):
-    """A PBM-VFL job's alignment: the server holds a label table keyed by id.  Every frame each party receives is
-    recorded: no client can test a guessed id against the server's list (it lies under the server's key k_0,
-    which only the server holds) nor against any other list, and the server can test none with its own key or
-    any single client's; with the right keys, everything (the test's power)."""
+def record_with_labels(folder, sets, labelled, wrap=None):
+    """The alignment-only job with a server label table of ``labelled`` ids, through real processes; per party, the
+    (peer, decoded frame) it received, and the parties' records.  ``wrap``: {party: program wrapper} (attacks)."""
     import csv
-    import itertools
     import json
 
-    sets = sets_with_overlaps()
-    labelled = sorted(set(sum(sets, [])))[::2]  # 300 of the 600 ids any client holds
-    folder = tmp_path / "s"
     job = write_parties(folder, universe(m=12000), sets, min_intersection=1)
     with open(folder / "labels.csv", "w", newline="") as fh:
         w = csv.writer(fh)
@@ -184,13 +199,54 @@ def test_a_server_holding_labels_joins_the_psi_and_still_no_party_can_test_a_gue
     spec = load_job(job)
     paths = [str(folder / f"frames{i}.bin") for i in range(len(spec.parties))]
     progs = [Recording(p, path) for p, path in zip(job_programs(spec, AlignWithServer()), paths)]
+    for i, w in (wrap or {}).items():
+        progs[i] = w(progs[i])
     recs = run_parties(progs, timeout=120, addresses=spec.addresses, min_clients=2, job_id=spec.job_id)
-    common = set.intersection(set(labelled), *map(set, sets))
-    assert recs[0]["result"]["n_records"] == len(common) > 0
-    assert recs[0]["result"]["alignment"]["records"]["0"] == len(labelled)
     frames = [[(peer, wire.decode(b)) for _, peer, b in sorted(wire.decode(open(p, "rb").read()),
                                                                 key=lambda e: e[:2])] for p in paths]
+    return frames, recs
+
+
+def stage_two_secrets(sizes: dict, common: int):
+    """The test-only seeded secrets of stage 2 (sqm.runtime.psi, "The server's own set"), regenerated as the parties
+    draw them: each client's r_j (after its shuffle), and the server's s (after its shuffle, the padding's places
+    and random strings); ``common``: |V_C|.  (The server's list goes out under k_0 s when it is at least as long as
+    the padded V_C, else under k_0; V_C under s, else k_0 s: both come back under k_0 s K R.)"""
+    from sqm.framework.alignment import _psi_secrets
+    from sqm.runtime.psi import product_key
+
+    r = {}
+    for j in (1, 2, 3):
+        key, rng = _psi_secrets(SEED, j)
+        rng.permutation(sizes[j])
+        r[j] = product_key(key, rng)[0]
+    _, rng = _psi_secrets(SEED, 0)
+    rng.permutation(sizes[0])
+    L = min(sizes[j] for j in (1, 2, 3))
+    rng.choice(L, size=common, replace=False)
+    for _ in range(L):
+        rng.bytes(16)
+    return r, product_key(party_key_bytes(SEED, 0, "sqm-psi key"), rng)[0]
+
+
+@pytest.mark.slow
+def test_a_server_holding_labels_joins_the_psi_and_still_no_party_can_test_a_guessed_id(tmp_path):
+    """A PBM-VFL job's alignment: the server holds a label table keyed by id.  Every frame each party receives is
+    recorded: no client can test a guessed id against the server's list (under the server's key k_0) nor against
+    the padded list of the clients' common values (under the server's fresh s), nor against any other list, with its
+    own key and its r; the server can test none with its own keys (k_0, s) or any single client's; with the right
+    keys, everything (the test's power)."""
+    import itertools
+
+    sets = sets_with_overlaps()
+    labelled = sorted(set(sum(sets, [])))[::2]  # 300 of the 600 ids any client holds
+    frames, recs = record_with_labels(tmp_path / "s", sets, labelled)
+    allc = set.intersection(*map(set, sets))
+    common = set(labelled) & allc
+    assert recs[0]["result"]["n_records"] == len(common) > 0
+    assert recs[0]["result"]["alignment"]["records"]["0"] == len(labelled)
     keys = {j: party_key_bytes(SEED, j, "sqm-psi key") for j in (0, 1, 2, 3)}
+    r, s = stage_two_secrets({0: len(labelled), 1: 340, 2: 340, 3: 340}, len(allc))
     candidates = [str(i) for i in range(1000, 11000)]
     H = hash_ids(candidates)
 
@@ -200,20 +256,199 @@ def test_a_server_holding_labels_joins_the_psi_and_still_no_party_can_test_a_gue
             V = blind(k, V)
         return {c for v, c in zip(V, candidates) if v.tobytes() in received}
 
+    K = [keys[1], keys[2], keys[3]]
     for j in (1, 2, 3):
         got = points(frames[j])
-        assert len(got) == 2 * 340 + len(labelled)  # the two other clients' lists and the server's, once each
-        assert not found(got) and not found(got, keys[j])
-        # power: the server's list, as client j receives it, under k_0 and the keys of the clients before j
-        before = [keys[k] for k in range(1, j)]
+        # the two other clients' lists, the server's list and the padded common list (340 = the smallest set)
+        assert len(got) == 2 * 340 + len(labelled) + 340
+        for ks in ([], [keys[j]], [r[j]], [keys[j], r[j]]):
+            assert not found(got, *ks)  # nothing a client holds opens any value it received
+        # power: the server's list (300 ids, shorter than the padded V_C's 340) under k_0 and k_i r_i of the
+        # clients before j; V_C under k_0 s, K and their r_i
+        before = [x for i in range(1, j) for x in (keys[i], r[i])]
         assert found(got, keys[0], *before) == set(map(str, labelled))
-        theirs = blind(keys[0], hash_ids([str(i) for i in labelled]))
-        for k in before:
-            theirs = blind(k, theirs)
-        theirs = {v.tobytes() for v in theirs}
-        for S in itertools.chain.from_iterable(itertools.combinations((1, 2, 3), r) for r in range(4)):
-            assert not found(theirs, *[keys[k] for k in S])  # without k_0, no set of client keys opens it
+        assert found(got, keys[0], s, *K, *[r[i] for i in range(1, j)]) == set(map(str, allc))
+        for S in itertools.chain.from_iterable(itertools.combinations((1, 2, 3), n) for n in range(4)):
+            assert not found(got, *[x for i in S for x in (keys[i], r[i])])  # without k_0 and s, none
     server = points(frames[0])
-    assert not found(server) and not any(found(server, k) for k in keys.values())
-    assert found(server, keys[1], keys[2], keys[3]) == set(map(str, sum(sets, [])))  # power
-    assert found(server, keys[0], keys[1], keys[2], keys[3]) == set(map(str, labelled))  # its own, come back
+    for ks in ([], [keys[0]], [s], [keys[0], s], *[[k] for k in K]):
+        assert not found(server, *ks)
+    assert found(server, *K) == set(map(str, sum(sets, [])))  # power: the clients' lists
+    R = [r[1], r[2], r[3]]
+    assert found(server, keys[0], *K, *R) == set(map(str, labelled))  # its own, come back under the r's
+    assert found(server, keys[0], s, *K, *R) == set(map(str, allc))  # V_C, come back
+
+
+@pytest.mark.slow
+def test_a_server_whose_label_table_holds_the_whole_id_space_names_no_clients_ids(tmp_path):
+    """Issue 43's attack 2: the server's label table holds every id of the id space (1,000 ids, every id any client
+    holds among them).  With the previous protocol the server blinded each client's list with its key k_0 and
+    compared it with its own list come back under k_0 and every client's key, naming every id of every client (340
+    of 340).  Now, from every frame it received: no value of any client's list, blinded with any product of the
+    server's own secrets (k_0, s), equals any other value it received blinded likewise, so no id of a client links
+    to anything it can name; it learns only its own members (the 180 ids every client holds, all in its table).
+    Power: with the clients' r's (which it does not hold) the same search names every id of every client."""
+    import itertools
+
+    sets = sets_with_overlaps()
+    labelled = list(range(1000, 2000))  # the whole id space: every client's 340 ids are in it
+    assert set(sum(sets, [])) <= set(labelled)
+    frames, recs = record_with_labels(tmp_path / "w", sets, labelled)
+    allc = set.intersection(*map(set, sets))
+    assert recs[0]["result"]["n_records"] == len(allc) == 180
+    keys = {j: party_key_bytes(SEED, j, "sqm-psi key") for j in (0, 1, 2, 3)}
+    server = points(frames[0])
+    lists = {}  # each client's list as the server received it: under every client's key
+    for j in (1, 2, 3):
+        v = hash_ids([str(i) for i in sets[j - 1]])
+        for k in (1, 2, 3):
+            v = blind(keys[k], v)
+        lists[j] = {row.tobytes(): i for row, i in zip(v, sets[j - 1])}
+        assert set(lists[j]) <= server
+    others = np.frombuffer(b"".join(sorted(server - set().union(*lists.values()))), np.uint8).reshape(-1, 32)
+
+    def under(v: np.ndarray, ks) -> np.ndarray:
+        for k in ks:
+            v = blind(k, v)
+        return v
+
+    def named(secrets) -> dict:
+        """Per client, the ids the server links to anything else it received, blinding both sides with every
+        product of ``secrets`` (its own)."""
+        products = [[]] + [list(c) for n in range(1, len(secrets) + 1) for c in itertools.combinations(secrets, n)]
+        bridges = {row.tobytes() for ks in products for row in under(others, ks)}
+        out = {}
+        for j in (1, 2, 3):
+            mine_j = np.frombuffer(b"".join(lists[j]), np.uint8).reshape(-1, 32)
+            out[j] = {lists[j][c.tobytes()] for ks in products for c, t in zip(mine_j, under(mine_j, ks))
+                      if t.tobytes() in bridges}
+        return out
+
+    assert named([keys[0]]) == {1: set(), 2: set(), 3: set()}  # the attack of the issue (k_0): nothing
+    r, s = stage_two_secrets({0: len(labelled), 1: 340, 2: 340, 3: 340}, len(allc))
+    assert named([keys[0], s]) == {1: set(), 2: set(), 3: set()}  # with every secret the server holds: nothing
+    for j in (1, 2, 3):  # power: with the r's, which it does not hold, it would name all 340 of each client
+        mine_j = np.frombuffer(b"".join(lists[j]), np.uint8).reshape(-1, 32)
+        power = {lists[j][c.tobytes()] for c, t in zip(mine_j, under(mine_j, [keys[0], s, r[1], r[2], r[3]]))
+                 if t.tobytes() in server}
+        assert power == set(sets[j - 1])
+
+
+# ----- attacks of issue 43 (attack 5), each by a client process that deviates ---------------------------------------
+
+class Points(PartyProgram):
+    """An attacking client: runs ``inner`` with its hashed ids changed by ``how`` before its PSI (``"double"``: the
+    hashes of ``guesses``, ids it does not hold, each twice in place of its first ids; ``"twist"``: its first id's
+    point replaced by a point of the curve's twist)."""
+
+    def __init__(self, inner, how: str, guesses=()):
+        self.inner, self.how, self.guesses = inner, how, list(guesses)
+
+    async def run(self, ctx):
+        from sqm.framework import alignment
+
+        honest = alignment.hash_ids_yielding
+
+        async def changed(ids, n=None, **kw):
+            pts = np.array(await honest(ids, n, **kw))
+            if self.how == "double":
+                pts[:2 * len(self.guesses)] = np.repeat(hash_ids(self.guesses), 2, axis=0)
+            else:
+                pts[0] = np.frombuffer(twist_point(), np.uint8)
+            return pts
+        alignment.hash_ids_yielding = changed
+        return await self.inner.run(ctx)
+
+
+class Declares(PartyProgram):
+    """An attacking client: runs ``inner`` declaring ``rows`` records in its schema (issue 43: 10^12)."""
+
+    def __init__(self, inner, rows: int):
+        self.inner, self.rows = inner, rows
+
+    async def run(self, ctx):
+        from sqm.framework import party
+
+        honest = party.load_own_file
+
+        def lying(*a, **kw):
+            table, schema = honest(*a, **kw)
+            return table, {**schema, "rows": self.rows}
+        party.load_own_file = lying
+        return await self.inner.run(ctx)
+
+
+def twist_point() -> bytes:
+    """The smallest u whose u^3 + A u^2 + u is not a square mod p: a point of the twist, not of Curve25519."""
+    import gmpy2
+
+    from sqm.runtime.psi import _A, _P
+
+    u = 2
+    while gmpy2.jacobi((u ** 3 + _A * u * u + u) % _P, _P) != -1:
+        u += 1
+    return u.to_bytes(32, "little")
+
+
+def _lines(e) -> dict:
+    """Each party's line of a failed job's message (MPCError: "server (party 0) exited 3: ...; client 1 ...")."""
+    import re
+
+    msg = str(e.error)
+    cuts = [(m.start(), int(m.group(1) or 0)) for m in re.finditer(r"(?:server|client (\d+)) \(party \d+\) exited", msg)]
+    return {who: msg[a:b] for (a, who), (b, _) in zip(cuts, cuts[1:] + [(len(msg), None)])}
+
+
+@pytest.mark.slow
+def test_a_client_doubling_the_hashes_of_guessed_ids_is_refused_and_learns_nothing(tmp_path):
+    """Issue 43's duplicate attack: client 1 puts the hashes of 15 ids it does not hold (15 of them held by exactly
+    one other client) twice each in its list, so that before, the server's answer told it "held by exactly one other
+    client" for each (30/30, 0 false) and the honest clients then aborted blaming the server.  Now client 2, the
+    first receiver of client 1's list, finds the repeated values after its blinding, the verdict exchange tells
+    every party before the server compares anything, and every party exits 3 naming client 1; no party receives the
+    server's answer (client 1 recovers nothing)."""
+    sets = sets_with_overlaps()
+    others = set(sets[1]) | set(sets[2])
+    held_once = sorted((set(sets[1]) ^ set(sets[2])) - set(sets[0]))[:15]
+    guesses = [str(i) for i in held_once]
+    assert len(guesses) == 15 and not set(held_once) & set(sets[0]) and set(held_once) <= others
+    with pytest.raises(Attacked) as got:
+        record(tmp_path / "d", sets, {1: lambda p: Points(p, "double", guesses)})
+    lines = _lines(got.value)
+    assert set(got.value.error.codes.values()) == {3} and sorted(lines) == [0, 1, 2, 3]
+    for who, line in lines.items():
+        assert "client 1 sent repeated values in client 1's list of blinded ids" in line, (who, line)
+    for frames in got.value.frames:  # nobody got the server's answer
+        assert not any(isinstance(f, dict) and "member" in f for _, f in frames)
+
+
+@pytest.mark.slow
+def test_a_twist_point_is_refused_naming_its_sender(tmp_path):
+    """Issue 43: a point of the twist in client 1's list (blinded by client 1, still on the twist) is refused by
+    client 2, its first receiver, naming client 1; every party exits non-zero, naming client 1."""
+    sets = sets_with_overlaps()
+    with pytest.raises(Attacked) as got:
+        record(tmp_path / "t", sets, {1: lambda p: Points(p, "twist")})
+    lines = _lines(got.value)
+    assert "malformed message from client 1 in the PSI: a value that is not the canonical encoding of a point of " \
+           "Curve25519" in lines[2]
+    assert all("client 1" in line for line in lines.values()), lines
+
+
+@pytest.mark.slow
+def test_a_declared_set_of_a_trillion_is_refused_naming_the_client(tmp_path):
+    """Issue 43: client 2 declares 10^12 records.  Before, the server died of a MemoryError naming nobody; now every
+    party refuses it, naming client 2, before any id is hashed or sent: above the PSI's 32-bit ranks.  And a set far
+    smaller (10^6) but beyond the default size policy (a peer's set at most 10 times a party's own; at the server,
+    the largest at most 10 times the smallest) is refused alike."""
+    sets = sets_with_overlaps()
+    for rows, why in ((10 ** 12, ("above the 4,294,967,295 a private set intersection can rank",) * 2),
+                      (10 ** 6, ("more than 10 times the smallest set, 340", "more than 10 times this party's 340"))):
+        with pytest.raises(Attacked) as got:
+            record(tmp_path / str(rows), sets, {2: lambda p: Declares(p, rows)})
+        lines = _lines(got.value)
+        assert f"refused before any id was sent: client 2 declared {rows:,} records, {why[0]}" in lines[0]
+        for who in (1, 3):  # its own refusal, or the server's if that came first: either names client 2
+            assert any(f"refused before any id was sent: client 2 declared {rows:,} records, {w}" in lines[who]
+                       for w in why), lines[who]
+        assert all(frames is None or not points(frames) for frames in got.value.frames)  # no id was sent

@@ -17,7 +17,7 @@ from sqm.framework.spec import JobSpec, load_job
 from sqm.framework.party import clip_warning, seed_policy
 from sqm.framework.runners import run_job
 from sqm.mechanism.report import NEIGHBOURING, NEIGHBOURING_LINE, ZERO_OUT, conversion_line, render_table
-from sqm.runtime.errors import UsageError
+from sqm.runtime.errors import RefusedError, UsageError
 
 log = logging.getLogger(__name__)
 
@@ -94,16 +94,23 @@ def job_command(args, make_task, server_summary) -> int:
         counts = dict(alignment["records"])
         labels = counts.pop("0", None)  # the server's own table (a PBM-VFL job's labels), if it holds one
         held = ", ".join(f"{v:,}" for _, v in sorted(counts.items(), key=lambda kv: int(kv[0])))
-        if alignment.get("membership") == "hidden":
+        if alignment.get("membership") == "hidden" and "intersection" in alignment:  # the server's own counts
             print(f"record alignment hiding membership: the clients hold {held} records, {alignment['union']:,} "
-                  f"in their union; {alignment['intersection']:,} are at every client: the release counts them "
-                  f"only, and no client learns which of its records they are")
+                  f"in their union, placed over {alignment['positions']:,} positions; {alignment['intersection']:,} "
+                  f"are at every client: the release counts them only, and no client learns which of its records "
+                  f"they are, nor how many")
+        elif alignment.get("membership") == "hidden":  # a client: told neither the union nor the intersection size
+            print(f"record alignment hiding membership: the clients hold {held} records, placed over "
+                  f"{alignment['positions']:,} positions (the sum of the set sizes); only the server knows how "
+                  f"many are at every client, and no client learns which of its records they are")
         else:
             print(f"record alignment (private set intersection): the clients hold {held} records"
                   + ("" if labels is None else f", the server's label table {labels:,}")
                   + f"; {alignment['intersection']:,} are at every {'client' if labels is None else 'party'}: the "
                     f"job ran on them")
         out["extra"]["alignment"] = alignment
+    if recs[0] is not None and "withheld" in recs[0]["result"]:  # membership hidden, below --min-intersection
+        raise RefusedError(f"the server withholds the release: {recs[0]['result']['withheld']}")
     for i, rec in enumerate(recs):
         if rec is None:
             continue

@@ -28,6 +28,7 @@ import argparse
 from sqm.framework.ledger_guard import DEFAULT_MAX_ALIGNMENTS
 from sqm.runtime import BACKENDS  # noqa: F401  (the CLI choices: the runtime's runners)
 from sqm.runtime.errors import UsageError
+from sqm.framework.alignment import DEFAULT_MAX_SET_RATIO, check_max_set_ratio
 
 DEFAULT_BACKEND = "mpyc"
 
@@ -158,6 +159,12 @@ def job(job_help: str = "job file (JSON: parties' addresses, party 0 the server,
                    help="with --job: the fewest records in common (the clients' private set intersection) "
                         "the job runs on; a smaller intersection is refused before any share of data is sent "
                         "(default: the job file's \"min_intersection\", else 100); every party gives the same")
+    g.add_argument("--max-set-ratio", type=float, default=None, metavar="R",
+                   help="with --job: this party's size policy for the record alignment: it refuses, naming the "
+                        "party, before any id is sent, a peer whose declared set holds more than R times its own "
+                        "(a party holding no set, e.g. the server of a PCA job: a largest set above R times the "
+                        "smallest); sets above 2^32 - 1 are always refused.  Each party sets its own (not agreed; "
+                        f"default {DEFAULT_MAX_SET_RATIO:g})")
     g.add_argument("--ledger", default=None, metavar="PATH",
                    help="with --job: the privacy-budget ledger (SQLite, sqm.mechanism.ledger) that records every "
                         "release per dataset and refuses a job over the dataset's budget before any party sends a "
@@ -236,14 +243,16 @@ def job_run_options(args) -> dict:
                 ledger=args.ledger, budget=args.budget, ledger_dataset=getattr(args, "ledger_dataset", None),
                 max_alignments=getattr(args, "max_alignments", DEFAULT_MAX_ALIGNMENTS),
                 client_ledger=getattr(args, "index", None) is not None and not getattr(args, "no_ledger", False),
-                engine=getattr(args, "engine", None), worker_addresses=getattr(args, "worker_addresses", None))
+                engine=getattr(args, "engine", None), worker_addresses=getattr(args, "worker_addresses", None),
+                max_set_ratio=(DEFAULT_MAX_SET_RATIO if getattr(args, "max_set_ratio", None) is None
+                               else check_max_set_ratio(args.max_set_ratio)))
 
 
 # The options of :func:`job` (and --insecure-reproducible) have a meaning with --job only.
 JOB_ONLY = ("job", "index", "data_file", "engine", "worker_addresses", "ssl_dir", "connect_timeout", "idle_timeout",
             "progress_timeout", "insecure_plaintext",
             "ledger", "ledger_dataset", "max_alignments", "budget", "no_ledger", "insecure_reproducible",
-            "drop_columns", "min_intersection")
+            "drop_columns", "min_intersection", "max_set_ratio")
 MODE_WORDS = {"job": "with --job (the job file says which parties hold which columns and records)",
               "local": "without --job (a local comparison on one machine)",
               "propose": "with --propose-bounds (it only reads a party's table and prints proposed ranges)"}

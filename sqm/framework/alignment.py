@@ -11,6 +11,11 @@ Organisations never hold the same records.  Every job (``sqm pca --job``, ``sqm 
 - no id, hash or keyed digest of an id leaves its owner in a form that anyone holding it could test a
   guessed id against: every value a party receives is blinded under a key it does not hold.
 
+Before the PSI, every party applies its own size policy to the set sizes of the schema exchange
+(:func:`check_set_sizes`, the operator's ``--max-set-ratio``): a peer's set at most that many times its own, never
+above the PSI's 32-bit limit; a refusal names the peer.  Every table of what each role learns:
+``docs/explanation/record-alignment.md``.
+
 Each client then keeps its intersection records in the canonical id order (:func:`sqm.framework.party.canonical_order`,
 which every client computes alone; a file sorted by id is still read chunk by chunk, one mask bit per record
 held) and the clients check among themselves, through the PSI's ranks of the fully blinded values, that they
@@ -21,28 +26,33 @@ refuses a smaller one before any share of data is sent.
 
 A task whose server holds a table of its own (a PBM-VFL job: the labels, keyed by the same ids) aligns it too:
 the server is then a holder in the PSI (:mod:`sqm.runtime.psi`, "The server's own set"), learns which of its own
-records are in the intersection of every party's set, and sends the clients the digest of its order, which
-each compares with its own.
+records are in the intersection of every party's set (never which client holds one of its ids), and sends the
+clients the digest of its order, which each compares with its own.
 
 Neighbouring datasets across organisations: adding or removing one person at one organisation changes the
 intersection by at most one record, so the sensitivities of the job's release, proven per record, hold
 unchanged; the intersection size itself is released exactly, like the record count n of a job over
 identical sets.
 
-Randomness: each client's PSI key and shuffle come from streams of their own (OS entropy; in a seeded
+Membership hidden (:func:`hide_membership`): no client learns the intersection size; the server alone checks the
+minimum and, below it, withholds the release.
+
+Randomness: each client's PSI key and shuffle (and r, with a server table) come from streams of their own (OS entropy; in a seeded
 experiment, derived from the party's own seed under their own labels), so the alignment draws nothing from
 the job's other streams: a job releases bit for bit what it releases on pre-intersected files.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
+import math
 
 import numpy as np
 
 from sqm.framework.tables import PartyTable
 from sqm.runtime.party import ProtocolError
 from sqm.runtime.party import messages as wire
-from sqm.runtime.psi import hash_ids_yielding, intersect
+from sqm.runtime.psi import MAX_SET, hash_ids_yielding, intersect
 from sqm.runtime.randomness import secure_generator
 from sqm.mechanism.rng import party_key_bytes
 from sqm.runtime.errors import UsageError
@@ -50,6 +60,12 @@ from sqm.runtime.errors import UsageError
 log = logging.getLogger(__name__)
 
 DEFAULT_MIN_INTERSECTION = 100
+# A peer's set may hold at most this many times this party's own (a party holding no set: the largest set at most
+# this many times the smallest).  Why 10: organisations that align their records hold sets of comparable sizes
+# (customers of a bank and of an insurer in one region), and within 10x every party's work stays bounded by its
+# own (each client blinds every list: at most 1 + (n - 1) 10 times its own); a peer holding the whole id space
+# against this party's sample is refused.  Each party sets its own (--max-set-ratio): it is not agreed.
+DEFAULT_MAX_SET_RATIO = 10.0
 
 
 class TooFewInCommon(ProtocolError):
@@ -66,14 +82,53 @@ def check_min_intersection(v, where: str = "--min-intersection") -> int:
     return v
 
 
-async def align_records(ctx, table, sizes: dict[int, int], min_common: int, seed=None):
+def check_max_set_ratio(v, where: str = "--max-set-ratio") -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 1:
+        raise UsageError(f"{where} must be a number >= 1 (how many times this party's own set a peer's set may "
+                         f"hold), got {v!r}")
+    return float(v)
+
+
+def check_set_sizes(pid: int, sizes: dict[int, int], max_ratio: float = DEFAULT_MAX_SET_RATIO,
+                    hide: bool = False) -> None:
+    """This party's size policy, before any id is hashed or sent (every party has every set size from the schema
+    exchange): refused (a ProtocolError naming the peer) a set above the 32-bit limit of the PSI's ranks and
+    positions (:data:`sqm.runtime.psi.MAX_SET`; hiding membership, their sum too), and a peer's set above
+    ``max_ratio`` times this party's own, or, at a party holding no set (the server of a PCA or regression job),
+    a largest set above ``max_ratio`` times the smallest."""
+    from sqm.runtime.protocol import party_label
+
+    def refuse(who: int, why: str):
+        raise ProtocolError(f"party {pid} refused before any id was sent: {party_label(who)} declared "
+                            f"{sizes[who]:,} records, {why}")
+    for j, v in sorted(sizes.items()):
+        if v > MAX_SET:
+            refuse(j, f"above the {MAX_SET:,} a private set intersection can rank (32-bit positions)")
+    big = max(sorted(sizes), key=lambda j: sizes[j])
+    if hide and sum(sizes.values()) > MAX_SET:
+        refuse(big, f"and the sets hold {sum(sizes.values()):,} in all, above the {MAX_SET:,} positions a "
+                    f"membership-hiding alignment can place them at (32-bit)")
+    if pid in sizes:
+        for j, v in sorted(sizes.items()):
+            if j != pid and v > max_ratio * sizes[pid]:
+                refuse(j, f"more than {max_ratio:g} times this party's {sizes[pid]:,} (its --max-set-ratio)")
+    else:
+        small = min(sizes.values())
+        if sizes[big] > max_ratio * small:
+            refuse(big, f"more than {max_ratio:g} times the smallest set, {small:,} (this party's "
+                        f"--max-set-ratio)")
+
+
+async def align_records(ctx, table, sizes: dict[int, int], min_common: int, seed=None,
+                        max_ratio: float = DEFAULT_MAX_SET_RATIO):
     """Align this party's records with the other clients' (module docstring): returns ``(table, m)``, the
     client's table restricted to the intersection (None at the server) and the intersection size m.
     ``sizes``: every client's record count (public, from the schema exchange), and ``sizes[0]`` the server's
     when it holds a table of its own (``table``: a PBM-VFL job's labels, aligned like a client's); ``seed``: this party's job
-    seed (None: OS entropy; see :func:`sqm.mechanism.rng.party_key_bytes`).  Every party refuses, before any share
-    of data is sent, an intersection smaller than ``min_common``.  (Membership-hiding alignment:
-    :func:`hide_membership`.)"""
+    seed (None: OS entropy; see :func:`sqm.mechanism.rng.party_key_bytes`).  Every party first applies its size
+    policy (:func:`check_set_sizes`, ``max_ratio``), and refuses, before any share of data is sent, an
+    intersection smaller than ``min_common``.  (Membership-hiding alignment: :func:`hide_membership`.)"""
+    check_set_sizes(ctx.pid, sizes, max_ratio)
     if table is None:  # the server, holding no table
         m = await intersect(ctx, sizes)
         found = None
@@ -120,35 +175,49 @@ def _check_min(m: int, min_common: int, sizes) -> None:
                              f"job's minimum {min_common:,} (--min-intersection)" + (empty if m == 0 else ""))
 
 
-async def hide_membership(ctx, table, sizes: dict[int, int], min_common: int, seed=None):
-    """Membership-hiding alignment (issue 29): the PSI's union variant (:func:`sqm.runtime.psi.intersect`,
-    ``hide_membership``) places every client's records at their positions in the union of all clients' ids, in
-    the order of the fully blinded values (pseudo-random: the positions of a client's own records are a uniformly
-    random subset whichever of them the others hold); the server keeps the indicator of the intersection over
-    those positions, which enters the secure evaluation as a Shamir sharing (:meth:`PartyContext._masked_rows`),
-    so no client learns whether any of its records is in the intersection.  Returns ``(table, m, union)``: the
-    client's table over the union's U positions (its own rows where it holds the record, zeros elsewhere; in
-    memory, or for a streamed file a :class:`sqm.framework.union_table.UnionTable` read bucket by bucket), the intersection size m (public, like n) and the :class:`sqm.runtime.psi.Union` the evaluation
-    needs (``ctx.membership``).  The job's record count is m; every party refuses, before any share of data, an
-    intersection smaller than ``min_common``."""
+async def hide_membership(ctx, table, sizes: dict[int, int], min_common: int, seed=None,
+                          max_ratio: float = DEFAULT_MAX_SET_RATIO):
+    """Membership-hiding alignment (issues 29 and 43): the PSI's union variant (:func:`sqm.runtime.psi.intersect`,
+    ``hide_membership``) places the union of every client's ids at uniformly random distinct positions of
+    0..S-1, S = the sum of the set sizes (a function of the public sizes only), and tells each client the
+    positions of its own ids: a uniformly random subset of 0..S-1 whichever of them the others hold.  The server
+    keeps the indicator of the intersection over the S positions, which enters the secure evaluation as a Shamir
+    sharing (:meth:`PartyContext._masked_rows`).  No client learns the union size U, the intersection size m, or
+    whether any of its records is a member; the server, which deals the indicator, knows both.
+
+    Returns ``(table, union, withheld)``: the client's table over the S positions (its own rows where it holds the
+    record, zeros elsewhere; in memory, or for a streamed file a :class:`sqm.framework.union_table.UnionTable` read
+    bucket by bucket), the :class:`sqm.runtime.psi.Union` the evaluation needs (``ctx.membership``), and, at the
+    server only, the reason it will withhold the release (None: it will not).  ``min_common``: a client cannot
+    refuse a small intersection without learning it, so the server alone checks it; below it, the server deals an
+    indicator of zeros (the release then counts no record) and withholds the release at its end, while every
+    client's view stays what it would have been."""
     if 0 in sizes:
         raise UsageError("membership-hiding alignment is for tasks whose server holds no table")
+    check_set_sizes(ctx.pid, sizes, max_ratio, hide=True)
     if table is None:
         union = await intersect(ctx, sizes, hide_membership=True)
     else:
         key, rng = _psi_secrets(seed, ctx.pid)
         points = await hash_ids_yielding(table.iter_ids(), table.n_rows)
         union = await intersect(ctx, sizes, points, key, rng, hide_membership=True)
-    m = union.intersection
-    _check_min(m, min_common, sizes)
-    log.info(f"party {ctx.pid}: record alignment hiding membership (PSI over the union): {union.size:,} records in "
-             f"the union, {m:,} in common ({_held(sizes)})")
     if table is None:
-        return None, m, union
+        m, withheld = union.intersection, None
+        log.info(f"party {ctx.pid}: record alignment hiding membership: {union.union:,} ids in the union, {m:,} in "
+                 f"common ({_held(sizes)}), placed over {union.size:,} positions; the clients are told neither count")
+        try:
+            _check_min(m, min_common, sizes)
+        except TooFewInCommon as e:
+            withheld = f"{e}; membership hidden: the job ran with an indicator of zeros and the server withholds " \
+                       f"its release (no client can tell)"
+            union = dataclasses.replace(union, indicator=np.zeros_like(union.indicator))
+        return None, union, withheld
+    log.info(f"party {ctx.pid}: record alignment hiding membership: its {sizes[ctx.pid]:,} records placed over "
+             f"{union.size:,} positions (the sum of the set sizes); which of them every client holds stays secret")
     if hasattr(table, "chunks"):  # a streamed file stays streamed: its rows sorted into position buckets on disk
         from sqm.framework.union_table import place
 
-        return place(table, union.position, union.size), m, union
+        return place(table, union.position, union.size), union, None
     placed = np.zeros((union.size, table.block.shape[1]), dtype=np.float64)
     placed[union.position] = table.block
-    return PartyTable(table.file, list(table.columns), placed, [], held=np.sort(union.position)), m, union
+    return PartyTable(table.file, list(table.columns), placed, [], held=np.sort(union.position)), union, None

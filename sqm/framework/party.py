@@ -13,10 +13,12 @@ program of each party (:func:`party_program`).  The steps:
    detail is printed at that party only); on any problem every party refuses, naming the client, before
    any share is sent;
 4. the clients align their records by private set intersection (:mod:`sqm.framework.alignment`, protocol
-   :mod:`sqm.runtime.psi`): no id leaves its owner except blinded under a key the receiver does not hold; each
-   client keeps the records every client holds, in canonical order, and the job's record count is the
-   intersection size (refused below ``min_intersection``, default 100: job file ``"min_intersection"``,
-   or ``--min-intersection``); a client with declared ``bounds`` scales them;
+   :mod:`sqm.runtime.psi`), each party first refusing set sizes beyond its own policy (``max_set_ratio``): no id
+   leaves its owner except blinded under a key the receiver does not hold; each client keeps the records every
+   client holds, in canonical order, and the job's record count is the intersection size (refused below
+   ``min_intersection``, default 100: job file ``"min_intersection"``, or ``--min-intersection``); with membership
+   hidden the records go over S positions (the sum of the set sizes), the count the job plans from, and only the
+   server learns the intersection size (:class:`JobMeta`); a client with declared ``bounds`` scales them;
 5. every party that keeps a privacy-budget ledger (the server's operator; each client, by default) checks the
    release (the task's ``release(meta)`` events) against its dataset in it
    (:class:`sqm.framework.ledger_guard.LedgerGuard`: a client's is the one its owner binds its file's digest to,
@@ -41,7 +43,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sqm.framework.alignment import DEFAULT_MIN_INTERSECTION, align_records, hide_membership
+from sqm.framework.alignment import (
+    DEFAULT_MAX_SET_RATIO,
+    DEFAULT_MIN_INTERSECTION,
+    align_records,
+    check_max_set_ratio,
+    hide_membership,
+)
 from sqm.framework.jobtask import JobTask
 from sqm.framework.spec import JobSpec, read_party_csv
 from sqm.framework.tables import PartyFileError, PartyTable, id_order_key
@@ -89,23 +97,38 @@ def scale_to_bounds(block: np.ndarray, columns, bounds, factors: dict[str, float
 
 @dataclass(frozen=True)
 class JobMeta:
-    """Public facts every party learns before the task runs: the clients' column counts and the record count (the
-    size of the record alignment's intersection: the records the job runs on), and with membership hidden the size of
-    the union the clients' records are placed over (0: membership revealed); ``columns``: every client's column names,
-    in client order (the public schema; empty where not known)."""
+    """Public facts every party learns before the task runs: the clients' column counts and the record count the
+    job's evaluation runs over: the size m of the record alignment's intersection, or, with membership hidden, the
+    S positions the clients' records are placed over (``union``: S, the sum of the set sizes, a function of the
+    public sizes only; 0: membership revealed); ``columns``: every client's column names, in client order (the
+    public schema; empty where not known).  ``members``: with membership hidden, m at the server, which deals the
+    indicator, and None at a client, which must not learn it (:attr:`records_released`)."""
 
     col_counts: tuple[int, ...]
     n_records: int
     union: int = 0
     columns: tuple = ()
+    members: int | None = None
 
     @property
     def n_parties(self) -> int:
         return len(self.col_counts)
 
+    @property
+    def records_released(self) -> int:
+        """The records the release is over (m), for the server's post-processing (e.g. a covariance divided by
+        n).  With membership hidden only the server knows it: a client asking is a bug, refused."""
+        if not self.union:
+            return self.n_records
+        if self.members is None:
+            raise UsageError("with membership hidden a client does not know the intersection size (only the server "
+                             "does): nothing at a client may depend on it")
+        return self.members
 
-HIDDEN_NOTE = ("membership hidden: the clients' records went over the union of their ids ({u} records, a public "
-               "count), each multiplied inside the protocol by its secret membership of the intersection")
+
+HIDDEN_NOTE = ("membership hidden: the clients' records went over {s} positions (the sum of the set sizes, public; "
+               "{u} of them hold an id), each multiplied inside the protocol by its secret membership of the "
+               "intersection; no client was told the union or the intersection size")
 ALIGNMENT_NOTE = ("records: the {m} records all {k} clients hold (private set intersection of their ids); the "
                   "intersection size is released exactly, like n; adding or removing one person at one "
                   "organisation changes the intersection by at most one record, so the per-record sensitivity holds")
@@ -150,13 +173,14 @@ class JobParty(PartyProgram):
     def __init__(self, index: int, file: str | None, id_column: str, task: JobTask, dataset: str | None = None,
                  ledger: "LedgerGuard | None" = None, bounds: tuple = (), drop_columns: tuple = (),
                  min_intersection: int = DEFAULT_MIN_INTERSECTION, shards: tuple | None = None,
-                 hide_membership: bool = False):
+                 hide_membership: bool = False, max_set_ratio: float = DEFAULT_MAX_SET_RATIO):
         self.index, self.file, self.id_column, self.task = index, file, id_column, task
         self.shards = shards  # (count, this party's own workers' addresses, its own engine) or None
         self.hide_membership = bool(hide_membership)  # align over the union, members only inside the protocol
         self.dataset, self.ledger, self.bounds = dataset, ledger, tuple(bounds)
         self.drop_columns = tuple(drop_columns)
         self.min_intersection = int(min_intersection)
+        self.max_set_ratio = float(max_set_ratio)  # this party's own size policy (not agreed: not in public())
 
     @property
     def own_bounds(self) -> tuple:
@@ -256,14 +280,18 @@ class JobParty(PartyProgram):
         columns = [c for g in got for c in g["names"]]  # public schema: every client's column names, in order
         sizes = {j: int(schemas[j]["rows"]) for j in holders}
         log.warning(self.announcement(ctx, mine, sizes))
-        union = None
-        if self.hide_membership:  # over the union: the evaluation multiplies each record by its secret membership
-            table, n_common, union = await hide_membership(ctx, table, sizes, self.min_intersection, self.task.seed)
+        union, withheld = None, None
+        cols = tuple(int(g["cols"]) for g in got)
+        if self.hide_membership:  # over S positions: the evaluation multiplies each record by its secret membership
+            table, union, withheld = await hide_membership(ctx, table, sizes, self.min_intersection, self.task.seed,
+                                                           self.max_set_ratio)
             ctx.membership = union
+            n_common = union.intersection  # m at the server; None at a client, which is not told it
+            meta = JobMeta(cols, int(union.size), int(union.size), tuple(columns), members=n_common)
         else:
-            table, n_common = await align_records(ctx, table, sizes, self.min_intersection, self.task.seed)
-        meta = JobMeta(tuple(int(g["cols"]) for g in got), n_common, 0 if union is None else int(union.size),
-                       tuple(columns))
+            table, n_common = await align_records(ctx, table, sizes, self.min_intersection, self.task.seed,
+                                                  self.max_set_ratio)
+            meta = JobMeta(cols, n_common, columns=tuple(columns))
         outside = None
         if table is not None and self.own_bounds:  # scaled to the job file's public ranges
             table, outside = self._scaled(table, meta, ctx.pid)
@@ -285,19 +313,26 @@ class JobParty(PartyProgram):
         finally:
             if hasattr(table, "close"):  # a table over the union on disk: its bucket files go now
                 table.close()
-        rep = result.get("report")  # the release's report says what n is and that it is public
+        rep = result.get("report")  # the release's report (the server's) says what n is and that it is public
         if rep is not None:
             old = rep.get("notes") if isinstance(rep, dict) else rep.notes
             note = ALIGNMENT_NOTE.format(m=n_common, k=len(sizes))
             if union is not None:
-                note += "; " + HIDDEN_NOTE.format(u=union.size)
+                note += "; " + HIDDEN_NOTE.format(s=union.size, u=union.union)
             notes = "; ".join(x for x in (old, note) if x)
             result["report"] = ({**rep, "notes": notes} if isinstance(rep, dict)
                                 else dataclasses.replace(rep, notes=notes))
         result.setdefault("col_counts", list(meta.col_counts))
-        result.setdefault("n_records", meta.n_records)
-        result.setdefault("alignment", {"records": {str(j): v for j, v in sizes.items()}, "intersection": n_common,
-                                        **({"union": union.size, "membership": "hidden"} if union is not None else {})})
+        alignment = {"records": {str(j): v for j, v in sizes.items()}}
+        if union is None:
+            alignment["intersection"] = n_common
+        else:  # membership hidden: S at every party; U and m at the server only
+            alignment.update({"positions": int(union.size), "membership": "hidden"})
+            if ctx.is_server:
+                alignment.update({"intersection": n_common, "union": int(union.union)})
+        if n_common is not None:
+            result.setdefault("n_records", n_common)
+        result.setdefault("alignment", alignment)
         if table is not None and not ctx.is_server:
             result.setdefault("file", table.file)
             if outside is None and getattr(table, "transform", None) is not None:
@@ -326,6 +361,9 @@ class JobParty(PartyProgram):
                                                                "status", "spent", "left", "ledger")})
         if self.ledger is not None and self.ledger.client:
             result.setdefault("ledger_dataset", self.ledger.account)
+        if withheld is not None:  # the server alone: below --min-intersection, membership hidden; the release (of
+            # an all-zero indicator: noise only) ran to its end, so every client's view is unchanged
+            return {"withheld": withheld, **{k: result[k] for k in ("alignment", "ledger") if k in result}}
         return result
 
     def _open_ledger(self, ctx, mine: dict | None) -> tuple[dict | None, str]:
@@ -432,10 +470,13 @@ def _schema_ok(g) -> bool:
             and all(isinstance(n, str) and len(n) <= 1000 for n in g["names"]))
 
 
-def party_program(spec: JobSpec, index: int, task: JobTask, ledger: "LedgerGuard | None" = None) -> JobParty:
+def party_program(spec: JobSpec, index: int, task: JobTask, ledger: "LedgerGuard | None" = None,
+                  max_set_ratio: float = DEFAULT_MAX_SET_RATIO) -> JobParty:
     """Party ``index``'s program: its own file only (a party never learns where others keep their data), and
     its own ledger guard (``ledger``: the server's, charged to its ``dataset`` or the job file's; or a client's
-    own, charged to the dataset its owner binds its file to, never the job file's)."""
+    own, charged to the dataset its owner binds its file to, never the job file's).  ``max_set_ratio``: its own
+    size policy for the record alignment (:func:`sqm.framework.alignment.check_set_sizes`; the operator's
+    ``--max-set-ratio``)."""
     if not 0 <= index < len(spec.parties):
         raise UsageError(f"party index {index} out of range: the job file lists {len(spec.parties)} parties "
                          f"(0 = server, 1..{spec.n_clients} clients)")
@@ -493,12 +534,14 @@ def party_program(spec: JobSpec, index: int, task: JobTask, ledger: "LedgerGuard
             raise UsageError(f"job file {spec.path or '(unnamed)'} asks to hide membership (\"hide_membership\"): "
                              f"{why}")
     return JobParty(index, spec.parties[index].file, spec.id_column, task, spec.dataset_id, ledger, spec.bounds,
-                    spec.drop_columns, spec.min_intersection, shards, spec.hide_membership)
+                    spec.drop_columns, spec.min_intersection, shards, spec.hide_membership,
+                    check_max_set_ratio(max_set_ratio))
 
 
-def job_programs(spec: JobSpec, task: JobTask, ledger: "LedgerGuard | None" = None) -> list[JobParty]:
+def job_programs(spec: JobSpec, task: JobTask, ledger: "LedgerGuard | None" = None,
+                 max_set_ratio: float = DEFAULT_MAX_SET_RATIO) -> list[JobParty]:
     """Every party's program of a job started on this machine (the server's with ``ledger``)."""
-    return [party_program(spec, i, task, ledger if i == 0 else None) for i in range(len(spec.parties))]
+    return [party_program(spec, i, task, ledger if i == 0 else None, max_set_ratio) for i in range(len(spec.parties))]
 
 
 CLIP_WARN_FRACTION = 0.01  # a client that clipped more than this fraction of its rows is warned

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 
+from sqm.framework.alignment import DEFAULT_MAX_SET_RATIO
 from sqm.framework.jobtask import JobTask
 from sqm.framework.ledger_guard import DEFAULT_MAX_ALIGNMENTS, LedgerGuard
 from sqm.framework.party import job_programs, party_program
@@ -22,13 +23,13 @@ from sqm.runtime.launch import (
 
 
 def simulate(spec: JobSpec, task: JobTask, timeout: float = 3600.0, ledger: "LedgerGuard | None" = None,
-             **_transport) -> list[dict]:
+             max_set_ratio: float = DEFAULT_MAX_SET_RATIO, **_transport) -> list[dict]:
     """SIMULATION: every party's program of the job (the same :func:`party_program` objects) run in this one
     process by :func:`sqm.runtime.inprocess.run_in_process`; each client still reads only its own file.  Transport
     options (TLS, connect and idle timeouts) have no meaning here and are ignored."""
     from sqm.runtime.inprocess import run_in_process
 
-    programs = job_programs(spec, task, ledger)
+    programs = job_programs(spec, task, ledger, max_set_ratio)
     return run_in_process(programs, timeout=timeout, min_clients=2, job_id=spec.job_id, job_name=spec.name)
 
 
@@ -39,7 +40,7 @@ def _progress_args(progress_timeout: float | None) -> list[str]:
 def run_local(spec: JobSpec, task: JobTask, timeout: float = 3600.0, connect_timeout: float = 60.0,
               ssl_dir: str | None = None, idle_timeout: float | None = None,
               insecure_plaintext: bool = False, ledger: "LedgerGuard | None" = None,
-              progress_timeout: float | None = None) -> list[dict]:
+              progress_timeout: float | None = None, max_set_ratio: float = DEFAULT_MAX_SET_RATIO) -> list[dict]:
     """Start every party of the job on this machine (one process each, at the job file's addresses).
 
     Returns each party's result record (``result``, ``bytes_sent``, ``seconds``...), server first.  A party's
@@ -59,7 +60,7 @@ def run_local(spec: JobSpec, task: JobTask, timeout: float = 3600.0, connect_tim
         raise UsageError(f"job file {spec.path or '(unnamed)'} pins parties' keys (\"fingerprint\"): the local "
                          f"launcher's fresh per-job keys cannot match them; give --ssl-dir with the pinned keys, or "
                          f"run each party with --index")
-    programs = job_programs(spec, task, ledger)
+    programs = job_programs(spec, task, ledger, max_set_ratio)
     live = {} if idle_timeout is None else {"idle_timeout": idle_timeout}
     return run_parties(programs, timeout=timeout, connect_timeout=connect_timeout, addresses=spec.addresses,
                        ssl_dir=ssl_dir, min_clients=2, job_id=spec.job_id, job_name=spec.name,
@@ -73,7 +74,7 @@ def run_job(spec: JobSpec, task: JobTask, index: int | None = None, timeout: flo
             ledger: str | None = None, budget=None, progress_timeout: float | None = None,
             client_ledger: bool = False, ledger_dataset: str | None = None,
             max_alignments: int | None = DEFAULT_MAX_ALIGNMENTS, engine: str | None = None,
-            worker_addresses=None) -> list[dict | None]:
+            worker_addresses=None, max_set_ratio: float = DEFAULT_MAX_SET_RATIO) -> list[dict | None]:
     """Every party on this machine (``index`` None), or only party ``index`` (its record; None elsewhere).
 
     ``data_file``: client ``index``'s own file, any path on this machine (its operator's ``--data-file``),
@@ -86,7 +87,9 @@ def run_job(spec: JobSpec, task: JobTask, index: int | None = None, timeout: flo
     turns it off).  ``ledger_dataset``: the dataset that ledger charges (its operator's ``--ledger-dataset``; a
     client's file is bound to it by digest, :class:`LedgerGuard`); ``max_alignments``: a client's cap on its
     dataset's record alignments (None: none).  ``engine`` and ``worker_addresses``: party ``index``'s own shard
-    engine and workers' addresses (its operator's ``--engine``, ``--worker-addresses``).
+    engine and workers' addresses (its operator's ``--engine``, ``--worker-addresses``).  ``max_set_ratio``: the
+    size policy of this machine's parties for the record alignment
+    (:func:`sqm.framework.alignment.check_set_sizes`).
 
     A party started alone (``index``) refuses a job file that names any party's own settings (data file, model
     code, shard engine, worker addresses: :func:`sqm.framework.spec.refuse_private_fields`): those come from its
@@ -108,24 +111,24 @@ def run_job(spec: JobSpec, task: JobTask, index: int | None = None, timeout: flo
     if backend == "plain":
         if index is not None:
             raise UsageError("--backend plain runs every party of the job in this process: leave out --index")
-        return simulate(spec, task, timeout=timeout, ledger=guard)
+        return simulate(spec, task, timeout=timeout, ledger=guard, max_set_ratio=max_set_ratio)
     if backend != "mpyc":
         raise UsageError(f"unknown backend {backend!r}; choose 'mpyc' (party processes) or 'plain' (simulation)")
     if index is None:
         return run_local(spec, task, timeout=timeout, ssl_dir=ssl_dir, connect_timeout=connect_timeout,
                          insecure_plaintext=insecure_plaintext, idle_timeout=idle_timeout, ledger=guard,
-                         progress_timeout=progress_timeout)
+                         progress_timeout=progress_timeout, max_set_ratio=max_set_ratio)
     recs: list[dict | None] = [None] * len(spec.parties)
     recs[index] = run_one(spec, index, task, timeout=timeout, ssl_dir=ssl_dir, connect_timeout=connect_timeout,
                           insecure_plaintext=insecure_plaintext, idle_timeout=idle_timeout, ledger=guard,
-                          progress_timeout=progress_timeout)
+                          progress_timeout=progress_timeout, max_set_ratio=max_set_ratio)
     return recs
 
 
 def run_one(spec: JobSpec, index: int, task: JobTask, timeout: float = 3600.0,
             connect_timeout: float = 60.0, ssl_dir: str | None = None, idle_timeout: float | None = None,
             insecure_plaintext: bool = False, ledger: "LedgerGuard | None" = None,
-            progress_timeout: float | None = None) -> dict:
+            progress_timeout: float | None = None, max_set_ratio: float = DEFAULT_MAX_SET_RATIO) -> dict:
     """Run party ``index`` only, in a child ``python -m sqm.runtime.party`` process (other hosts run the others).
 
     Its messages go to this terminal; returns its result record.  Raises MPCError if it fails.
@@ -140,7 +143,7 @@ def run_one(spec: JobSpec, index: int, task: JobTask, timeout: float = 3600.0,
                          f"fresh id, so that a party of another job is refused.  Add one to the job file "
                          f"(\"job_id\": 32 hex digits from python -c 'import secrets; print(secrets.token_hex(16))') "
                          f"and give every party the same file")
-    prog = party_program(spec, index, task, ledger)
+    prog = party_program(spec, index, task, ledger, max_set_ratio)
     with Launch("sqm-party-") as job:
         pf, rf = job.write("program", prog), job.path("result")
         cmd = party_command(pf, index, ",".join(spec.addresses), rf, timeout, connect_timeout, ssl_dir,

@@ -1,12 +1,12 @@
 """A client's records over the union of every client's ids, held on disk in buckets (membership-hiding alignment,
 :func:`sqm.framework.alignment.hide_membership`), so that a streamed party file stays streamed.
 
-The union's order is that of the PSI's fully blinded values: pseudo-random, so a file sorted by id lands at random
-positions.  :func:`place` makes one pass over the file's chunks and appends each record, with its position, to
+The union's ids lie at random positions among S, the sum of the set sizes (the PSI's placement, drawn by the
+server), so a file sorted by id lands at random positions.  :func:`place` makes one pass over the file's chunks and appends each record, with its position, to
 one of about ``BUCKETS`` bucket files by position range; :meth:`UnionTable.chunks` then reads the buckets in
 order and scatters each into a dense block of its range (zeros where the client holds no record).  A client thus
-holds one bucket at a time (U / BUCKETS records of the union, at least ``MIN_BUCKET_ROWS``) and one chunk of the
-file, instead of the union's whole table.
+holds one bucket at a time (S / BUCKETS positions, at least ``MIN_BUCKET_ROWS``) and one chunk of the file,
+instead of the whole table over the S positions.
 
 The buckets are raw float64 files, each record as [position, values...] (positions < 2^53 are exact), in a
 folder of the client's own made by :func:`tempfile.mkdtemp` (mode 0700): the client's own data, never sent.  The
@@ -64,14 +64,14 @@ class _Borrowed:
 
 @dataclass
 class UnionTable(ChunkTransform):
-    """A client's table over the U positions of the union (its own records at their positions, zeros elsewhere),
+    """A client's table over the S positions of the union (its own records at their positions, zeros elsewhere),
     read chunk by chunk from its bucket files: the names of :class:`sqm.framework.table_stream.StreamedTable` where
     a streaming task uses them (``file``, ``columns``, ``n_rows``, ``n_cols``, ``chunks``, ``part``,
     ``with_transform``, ``counts``, ``parts_taken``)."""
 
     file: str
     columns: list[str]
-    n_rows: int  # positions of the union this table covers (U, or a part's)
+    n_rows: int  # positions of the union this table covers (S, or a part's)
     edges: tuple  # bucket b covers positions [edges[b], edges[b + 1])
     folder: object = field(repr=False)
     first: int = 0  # a part: the union position it starts at

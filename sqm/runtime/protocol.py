@@ -496,7 +496,7 @@ class PartyContext:
                           n_rows, int(job.addend_bound), bool(job.align_ids), p, self.M, self.t, rows_per_chunk)
                          + ((("verify_sharing", True),) if getattr(job, "verify_sharing", False) else ())
                          + ((("shards", self.shards.public()),) if self.shards is not None else ())
-                         + ((("hide_membership", positions, int(mask.intersection)),) if mask is not None else ())
+                         + ((("hide_membership", positions),) if mask is not None else ())
                          + ((("row_limit", int(job.row_limit)),) if job.row_limit is not None else ()))
         if mask is not None:
             self._check_membership(prog, n_rows)
@@ -525,7 +525,7 @@ class PartyContext:
             inp = as_input(my_input)
             mine = [j for j, o in enumerate(owner or []) if o == self.pid - 1]
             feed = _Feed(inp, positions, None if owner is None else [col_bounds[j] for j in mine], prog.n_out,
-                         needs_count, self.pid == 1, count=None if mask is None else n_rows)
+                         needs_count, self.pid == 1, count=None if mask is None else 0)
             problem = None  # this client's own input does not fit the public job: a short reason, no data
             if owner is not None and inp.n_cols != len(mine):
                 problem = f"it holds {inp.n_cols} columns, the job expects {len(mine)}"
@@ -624,12 +624,12 @@ class PartyContext:
                 check.add_chunk(chunk_base + k, S)
                 if last and own_check:
                     check.add_masks(sums.pop())
-            Y = None
+            Y = bits = None
             if self.membership is not None or self.row_limit is not None:  # each record's row times its secret bit
                 bits = await self._row_bits(S, k * rows_per_chunk, rows_k, p, workers)
                 Y = await self._masked_rows(S, bits, rows_k, prog.n_vars, p, workers)
             if S is not None:
-                m = await self._moments(prog, S, p, Y)
+                m = await self._moments(prog, S, p, Y, bits)
                 moments = m if moments is None else modarith.add_mod(moments, m, p)
             del S, payload
             self._lap("local moments")
@@ -666,15 +666,17 @@ class PartyContext:
         return list(range(self.M))
 
     def _check_membership(self, prog, n_rows: int) -> None:
-        """What a membership-hiding evaluation needs (refused before any share otherwise)."""
+        """What a membership-hiding evaluation needs (refused before any share otherwise).  The job's record count
+        is a public bound on the members (the field is sized by it): a client, which is not told the intersection
+        size, cannot check it; the server does."""
         mask = self.membership
         why = None
         if prog.degree > 2:
             why = "programs of degree 2 at most (one more multiplication by the membership)"
-        elif int(mask.intersection) != n_rows:
-            why = f"the job's record count to be the intersection size {mask.intersection}, not {n_rows}"
         elif self.is_server and (mask.indicator is None or mask.indicator.shape != (int(mask.size),)):
             why = "the server's indicator of the intersection over the union"
+        elif self.is_server and int(mask.indicator.sum()) > n_rows:
+            why = f"a record bound of at least the {int(mask.indicator.sum())} members, not {n_rows}"
         if why is not None:
             raise ProtocolError(f"party {self.pid}: a membership-hiding evaluation needs {why}; refused before any "
                                 f"share was sent")
@@ -724,7 +726,8 @@ class PartyContext:
         self._lap("masking rows")
         return Y
 
-    async def _moments(self, prog, S: np.ndarray, p: int, Y: np.ndarray | None = None) -> np.ndarray:
+    async def _moments(self, prog, S: np.ndarray, p: int, Y: np.ndarray | None = None,
+                       bits: np.ndarray | None = None) -> np.ndarray:
         """This party's shares of the program's moments over the records of ``S`` (its shares of one chunk),
         mod p: vec(S^T S) for a Gram program; else one per monomial (0 for the constant monomial, whose sum
         is the record count, added by :meth:`_combine`).  Degree > 2 monomials take one degree reduction
@@ -732,7 +735,7 @@ class PartyContext:
         ``Y``: the shares of the rows times their membership (:meth:`_masked_rows`), which then stand for each
         monomial's first factor (degree 2 at most)."""
         if Y is not None:
-            return self._masked_moments(prog, Y, S, p)
+            return self._masked_moments(prog, Y, S, p, bits)
         if prog.gram:
             return modarith.gram_mod(S, p).reshape(-1)
         monos = prog.monomials
@@ -768,8 +771,10 @@ class PartyContext:
         return moments
 
     @staticmethod
-    def _masked_moments(prog, Y: np.ndarray, S: np.ndarray, p: int) -> np.ndarray:
-        """The moments over the members only: sum of y_a (degree 1) and of y_a x_b (degree 2), y = I x."""
+    def _masked_moments(prog, Y: np.ndarray, S: np.ndarray, p: int, bits: np.ndarray | None = None) -> np.ndarray:
+        """The moments over the members only: sum of y_a (degree 1) and of y_a x_b (degree 2), y = I x; the
+        constant monomial's, the members' count: the sum of the bits I (membership hidden, no client knows it and
+        client 1 contributes 0 to the count summand: :meth:`_combine` adds it)."""
         if prog.gram:
             return modarith.matmul_mod(np.ascontiguousarray(Y.T), S, p).reshape(-1)
         monos = prog.monomials
@@ -779,7 +784,9 @@ class PartyContext:
         if any(len(mono) == 2 for mono in monos):
             G = modarith.matmul_mod(np.ascontiguousarray(Y.T), S, p)
         for k, mono in enumerate(monos):
-            if len(mono) == 1:
+            if len(mono) == 0 and bits is not None:
+                moments[k] = modarith.sum_mod(bits, 0, p)
+            elif len(mono) == 1:
                 moments[k] = colsum[mono[0]]
             elif len(mono) == 2:
                 moments[k] = G[mono[0], mono[1]]
@@ -787,13 +794,14 @@ class PartyContext:
 
     @staticmethod
     def _combine(prog, moments: np.ndarray, count, p: int) -> np.ndarray:
-        """The outputs' shares from the moments' (the constant monomial's moment is the shared count)."""
+        """The outputs' shares from the moments' (the constant monomial's moment plus the shared count: 0 plus
+        client 1's record count, or with membership hidden the members' bits summed plus client 1's 0)."""
         if prog.gram:
             return moments
         moments = moments.copy()
         for k, mono in enumerate(prog.monomials):
             if len(mono) == 0:
-                moments[k] = count[0]
+                moments[k] = (int(moments[k]) + int(count[0])) % p
         coefs = from_signed(prog.coefs.astype(object), p)
         terms = modarith.mul_mod(coefs, moments[prog.cols], p)
         return _segment_sum_mod(terms, prog.rows, prog.n_out, p)

@@ -143,7 +143,7 @@ class ShardWork(PartyProgram):
     n_out: int
     part: object
     job_digest: str
-    membership: tuple | None = None  # membership hiding: (m, the server's indicator of these positions or None)
+    membership: tuple | None = None  # membership hiding: (m, None at a client; the server's indicator here or None)
     seeds: dict | None = None  # the sharing check's seeds this party holds (secret: never in describe)
     row_limit: int | None = None  # the job's row limit (sqm.runtime.compare): public, in describe
 
@@ -156,7 +156,7 @@ class ShardWork(PartyProgram):
 
     async def run(self, ctx):
         if self.membership is not None:  # membership hiding: the server's indicator of this shard's positions
-            ctx.membership = Union(self.stop - self.start, int(self.membership[0]),
+            ctx.membership = Union(self.stop - self.start, self.membership[0],
                                    indicator=None if self.membership[1] is None else
                                    np.asarray(self.membership[1], dtype=bool))
         ctx.row_limit = None if self.row_limit is None else int(self.row_limit)
@@ -206,7 +206,7 @@ class ShardRunner:
             mask = None  # membership hiding: (m, the server's indicator of this shard's positions, None elsewhere)
             if ctx.membership is not None:
                 ind = ctx.membership.indicator
-                mask = (int(ctx.membership.intersection), None if ind is None else ind[a:b].copy())
+                mask = (ctx.membership.intersection, None if ind is None else ind[a:b].copy())
             works.append(ShardWork(s, self.count, a, b, prog, p, widths, rows_per_chunk, workers, bounds,
                                    prog.n_out, part, ctx.job_digest, mask,
                                    None if check is None else shard_seeds(check.seeds, s), ctx.row_limit))

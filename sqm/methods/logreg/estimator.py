@@ -353,9 +353,11 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
     def plan(self, n_records: int, col_counts, label_party: int, union: int = 0) -> tuple[LRPlan, PrivacyReport]:
         """Public plan and privacy report, before any randomness is drawn (validates the parameters).
 
-        ``union`` (membership hidden, :mod:`sqm.methods.logreg.party`): the batches are Poisson samples of the union's
-        U positions, of which the n_records members count; each member is still sampled independently at rate q,
-        so the accounting is the revealing mode's, with the cap b_max (and eta) of Binomial(U, q).
+        ``union`` (membership hidden, :mod:`sqm.methods.logreg.party`): the batches are Poisson samples of the
+        ``union`` positions the clients' records are placed over, of which the members count; each member is still
+        sampled independently at rate q, so the accounting is the revealing mode's, with the cap b_max (and eta) of
+        Binomial(union, q).  A job hiding membership passes S (the sum of the set sizes) as both ``n_records`` and
+        ``union``: its plan holds nothing a client may not know.
 
         The batch cap: the run differs from the uncapped mechanism only when a Poisson batch exceeds b_max, with
         probability eta (over all rounds, on every dataset), so an (epsilon, delta_mu)-DP uncapped run makes the
@@ -390,9 +392,9 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
             notes = (f"{MODEL_SHARED_NOTE}; {epochs} epochs; {intercept_note(plan)}; batch cap {b_max} (exceeded with probability "
                      f"{eta:.3g} over the run, which adds (1 + e^epsilon) x that = {cap_delta:.3g} to delta, "
                      f"included; the ledger adds it through eta)"
-                     + (f"; batches sampled over the union's {int(union)} positions, each counting times its secret "
-                        f"membership: every one of the {int(n_records)} members is in a batch with probability q, as "
-                        f"when membership is revealed" if union else ""))
+                     + (f"; batches sampled over the {int(union)} positions the union is placed over, each counting "
+                        f"times its secret membership: every member is in a batch with probability q, as when "
+                        f"membership is revealed" if union else ""))
         else:
             mu, eps_s, eps_c, evs, conversion = 0.0, math.inf, math.inf, (), ""
             notes = f"noise off; {epochs} epochs; {intercept_note(plan)}"

@@ -157,7 +157,7 @@ class LRJobTask(JobTask):
             if labels is not None:
                 res["labels"] = labels
             return res
-        _, w, b = fit_release(out.estimate, layout, meta.n_records, report.mu, mech.gamma,
+        _, w, b = fit_release(out.estimate, layout, max(1, meta.records_released), report.mu, mech.gamma,
                               bool(self.estimator.fit_intercept))
         return {"weights": np.r_[w, b], "coef": w, "intercept": float(b), "report": report,
                 "secure_mode": self.secure_mode, "fit_intercept": bool(self.estimator.fit_intercept),
@@ -175,6 +175,7 @@ class LRJobTask(JobTask):
                 block = table.block
         seeds = spawn_seeds(self.seed, meta.n_parties + 1)
         res = await train_party(ctx, plan, seeds[ctx.pid], block, check_ids=not meta.union,
+                                members=meta.members if ctx.is_server else None,
                                 ids_digest=None if table is None else table.ids_digest,
                                 progress_path=self.progress_path if ctx.is_server else None,
                                 every=max(1, plan.rounds // 200))

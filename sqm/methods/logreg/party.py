@@ -36,22 +36,25 @@ stays with the clients).  The output differs from the uncapped mechanism's only 
 (epsilon, delta_mu + (1 + e^epsilon) eta)-DP; mu is calibrated at delta_mu = delta minus that, so the total is
 the requested delta (:meth:`sqm.methods.logreg.SQMLogisticRegression.plan`).
 
-Membership hidden (``plan.union`` = U > 0, the job file's ``"hide_membership"``; issue 29): the clients' blocks are
-their rows placed at their positions in the union of their ids (zeros elsewhere; :mod:`sqm.framework.alignment`)
-and the server holds the 0/1 indicator of the intersection over those positions (``ctx.membership``).
+Membership hidden (``plan.union`` = S > 0, the job file's ``"hide_membership"``; issues 29 and 43): the clients'
+blocks are their rows placed at their positions among the S positions the union of their ids is placed over (S the
+sum of the set sizes, public; zeros elsewhere; :mod:`sqm.framework.alignment`) and the server holds the 0/1
+indicator of the intersection over those positions (``ctx.membership``).  The job plans from S (``n_records`` =
+``union`` = S, the default schedule too): nothing a client holds depends on m.
 1. once, after the plan: the server Shamir-shares (degree t) the indicator with the clients; the clients hold
    shares of it, the server keeps nothing of the sharing it needs later;
 2. the clients Poisson-sample union positions at rate q with their shared sampler (the server still never learns
    a batch): every member of the intersection is in a batch independently with probability q, exactly the
-   sampling of the revealing mode over its m records; the cap b_max is that of Binomial(U, q);
+   sampling of the revealing mode over its m records; the cap b_max is that of Binomial(S, q);
 3. in the secure gradient each client reshares its indicator shares at the batch's rows to every party, and
    each row's features are multiplied by the row's membership inside the protocol
    (:func:`sqm.runtime.gradient_kernel.secure_gradient`, ``masked``): a row outside the intersection adds zero;
-4. the server steps by the released sum over the batch's members divided by q m, the public expectation of their
-   number (the number itself stays secret, as with the revealing mode's Poisson batches).
+4. the server steps by the released sum over the batch's members divided by q m, m the intersection size, which
+   it alone knows (``members``; the number of members in a batch stays secret, as with the revealing mode's
+   Poisson batches).
 Accounting: Poisson subsampling at rate q of the m members and the same per-record sensitivity: the revealing
-mode's report, with eta from Binomial(U, q).  What each party learns: the sizes (|S_j|, U, m) and, at the server,
-the noisy gradients; a client's frames are shares only (tests/test_membership.py).
+mode's report, with eta from Binomial(S, q).  What each party learns: the set sizes and S; the server also U and m
+and the noisy gradients; a client's frames are shares only (tests/test_membership_lr.py).
 """
 from __future__ import annotations
 
@@ -113,11 +116,11 @@ class LRPlan:
     party_bounds: tuple[float, ...]  # per-client bound on the norm of its feature sub-row
     intercept: float = 0.0  # the intercept column's public constant c (0: no intercept)
     verify_sharing: bool = False  # every round checks each client's input sharing (sqm.runtime.protocol._SharingCheck)
-    union: int = 0  # membership hidden: the size U of the union the blocks are placed over (0: membership revealed)
+    union: int = 0  # membership hidden: the S positions the blocks are placed over (0: membership revealed)
 
     @property
     def positions(self) -> int:
-        """The rows of every client's block, which the batches are sampled from: U, or N when membership is revealed."""
+        """The rows of every client's block, which the batches are sampled from: S, or N when membership is revealed."""
         return int(self.union) if self.union else int(self.n_records)
 
     @property
@@ -217,9 +220,12 @@ def sample_batch(shared: np.random.Generator, n_records: int, q: float, b_max: i
 
 
 # ----- the server's step -----------------------------------------------------------------------------------
-def server_update(w: np.ndarray, gradient: np.ndarray, plan: LRPlan) -> np.ndarray:
-    """w - lr * (noisy gradient sum, already divided by gamma^3) / (q N), projected onto ||w||_2 <= W."""
-    w = w - plan.learning_rate * np.asarray(gradient, np.float64) / (plan.q * plan.n_records)
+def server_update(w: np.ndarray, gradient: np.ndarray, plan: LRPlan, members: int | None = None) -> np.ndarray:
+    """w - lr * (noisy gradient sum, already divided by gamma^3) / (q N), projected onto ||w||_2 <= W.  N: the
+    plan's record count, or with membership hidden ``members``, the intersection size only the server knows (the
+    plan, which every party holds, then counts the S positions; at least 1)."""
+    n = plan.n_records if members is None else max(1, int(members))
+    w = w - plan.learning_rate * np.asarray(gradient, np.float64) / (plan.q * n)
     return project(w, plan.weight_bound)
 
 
@@ -292,7 +298,8 @@ class LRParty(PartyProgram):
 
 
 async def train_party(ctx, plan: LRPlan, seed, block=None, eval_set=None, progress_path=None, every: int = 50,
-                      ids_digest: bytes | None = None, check_ids: bool = False, history: bool = False) -> dict:
+                      ids_digest: bytes | None = None, check_ids: bool = False, history: bool = False,
+                      members: int | None = None) -> dict:
     """This party's whole training run (see :class:`LRParty`); ``seed`` is this party's own seed (None: OS
     entropy); with ``check_ids`` the clients also compare the digests of their record ids among themselves
     (the server learns only pass/fail).  A client whose block does not have the plan's shape refuses its own
@@ -351,8 +358,9 @@ async def train_party(ctx, plan: LRPlan, seed, block=None, eval_set=None, progre
                 stat = plan.statistic(membership=BatchMembership(shares=shares[idx], positions=idx))
         out = await sqm_round(ctx, stat, batch, release, rng)
         if ctx.is_server:
-            w = server_update(w, out.estimate, plan)
-            report(it, w, plan.rounds, np.asarray(out.estimate, np.float64) / (plan.q * plan.n_records))
+            w = server_update(w, out.estimate, plan, members)
+            report(it, w, plan.rounds, np.asarray(out.estimate, np.float64)
+                   / (plan.q * (plan.n_records if members is None else max(1, int(members)))))
             if history:
                 trace.append(w)
     seconds = time.perf_counter() - t0
@@ -377,9 +385,8 @@ def _membership(ctx, plan: LRPlan):
     why = None
     if union is None:
         why = "the records were not aligned over the union"
-    elif int(union.size) != plan.union or int(union.intersection) != plan.n_records:
-        why = (f"the alignment gave a union of {union.size} and an intersection of {union.intersection}, the plan "
-               f"says {plan.union} and {plan.n_records}")
+    elif int(union.size) != plan.union:
+        why = f"the alignment gave a union of {union.size} positions, the plan says {plan.union}"
     elif ctx.is_server and (union.indicator is None or union.indicator.shape != (plan.union,)):
         why = "the server lacks the intersection's indicator over the union"
     if why is not None:

@@ -127,6 +127,6 @@ class PCAJobTask(JobTask):
                 progress.close()
         if not ctx.is_server:
             return {"clipped": int(out.clipped), "rows": table.n_rows, "cols": table.n_cols}
-        _, ev, V = components_from_covariance(out.estimate, int(sum(meta.col_counts)), k, meta.n_records)
+        _, ev, V = components_from_covariance(out.estimate, int(sum(meta.col_counts)), k, meta.records_released)
         return {"components": np.ascontiguousarray(V.T), "explained_variance": ev, "report": report.as_dict(),
                 "raw": out.raw}
