@@ -28,7 +28,7 @@ import argparse
 from sqm.framework.ledger_guard import DEFAULT_MAX_ALIGNMENTS
 from sqm.runtime import BACKENDS  # noqa: F401  (the CLI choices: the runtime's runners)
 from sqm.runtime.errors import UsageError
-from sqm.framework.alignment import DEFAULT_MAX_SET_RATIO, check_max_set_ratio
+from sqm.framework.alignment_policy import DEFAULT_MAX_SET_RATIO, check_max_set_ratio
 
 DEFAULT_BACKEND = "mpyc"
 

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 
 import numpy as np
 
@@ -56,17 +55,14 @@ from sqm.runtime.psi import MAX_SET, hash_ids_yielding, intersect
 from sqm.runtime.randomness import secure_generator
 from sqm.mechanism.rng import party_key_bytes
 from sqm.runtime.errors import UsageError
+from sqm.framework.alignment_policy import (  # noqa: F401  (the policy's one declaration, used here)
+    DEFAULT_MAX_SET_RATIO,
+    DEFAULT_MIN_INTERSECTION,
+    check_max_set_ratio,
+    check_min_intersection,
+)
 
 log = logging.getLogger(__name__)
-
-DEFAULT_MIN_INTERSECTION = 100
-# A peer's set may hold at most this many times this party's own (a party holding no set: the largest set at most
-# this many times the smallest).  Why 10: organisations that align their records hold sets of comparable sizes
-# (customers of a bank and of an insurer in one region), and within 10x every party's work stays bounded by its
-# own (each client blinds every list: at most 1 + (n - 1) 10 times its own); a peer holding the whole id space
-# against this party's sample is refused.  Each party sets its own (--max-set-ratio): it is not agreed.
-DEFAULT_MAX_SET_RATIO = 10.0
-
 
 class TooFewInCommon(ProtocolError):
     """Every party refuses the job, before any share of data is sent: the intersection is smaller than the job's
@@ -74,19 +70,6 @@ class TooFewInCommon(ProtocolError):
 
     def __init__(self, reason: str):
         super().__init__(f"refused before any share was sent: {reason}")
-
-
-def check_min_intersection(v, where: str = "--min-intersection") -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise UsageError(f"{where} must be an integer >= 1 (the fewest records in common a job runs on), got {v!r}")
-    return v
-
-
-def check_max_set_ratio(v, where: str = "--max-set-ratio") -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 1:
-        raise UsageError(f"{where} must be a number >= 1 (how many times this party's own set a peer's set may "
-                         f"hold), got {v!r}")
-    return float(v)
 
 
 def check_set_sizes(pid: int, sizes: dict[int, int], max_ratio: float = DEFAULT_MAX_SET_RATIO,
