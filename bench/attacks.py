@@ -10,6 +10,10 @@ own, ``passed`` when every one holds.  The cases:
   receives no connection, and nothing is released.
 - ``score-solve`` / ``score-identity`` (attack 3): scores that would give client 1's columns to the requester, and a
   crafted identity model: refused by the clients before any share, no score released.
+- ``psi-label-server`` (attack 2): a server whose label table holds the whole id space keeps everything it receives
+  and every key it blinds with, and tries to link any value of a client's list to anything else: it links none.
+- ``hiding-rerun`` (attack 6): with membership hidden, a client reruns the alignment with one member swapped for an
+  id nobody holds: its two views agree in every count and structure.
 - ``ledger-names`` / ``ledger-drain`` (attack 4): job files naming other datasets over the same records, and a
   server killed right after every reservation: the owner's one account is charged once, and reservations of jobs
   that released nothing are refunded.
@@ -25,6 +29,9 @@ import sys
 import tempfile
 import threading
 import time
+
+from sqm.framework.jobtask import JobTask
+from sqm.runtime.party import PartyProgram
 
 
 
@@ -300,12 +307,230 @@ def score_identity(seed: int = 0) -> dict:
         shutil.rmtree(work, ignore_errors=True)
 
 
+# ----- attacks 2 and 6: what a curious party computes from everything it receives in the record alignment ---------
+
+
+class AlignWithLabels(JobTask):
+    """BENCH ONLY: a job that aligns the records, the server holding a label table, and releases nothing."""
+
+    server_table = True
+
+    def public(self):
+        return ("align-only",)
+
+    async def run(self, ctx, table, meta):
+        return {}
+
+    def release(self, meta):
+        return None
+
+
+class Curious(PartyProgram):
+    """BENCH ONLY, a party program wrapper (picklable): runs ``inner`` and writes, to ``path``, every message this
+    party receives (step, sender, payload, through its context's ``send_recv``) and every key it blinds with in the
+    PSI (``sqm.runtime.psi.blind``): all that a party that follows the protocol and keeps everything holds."""
+
+    def __init__(self, inner, path: str):
+        self.inner, self.path = inner, path
+
+    def __getattr__(self, name):  # the wrapped program's public attributes (describe, public...)
+        if name in ("inner", "path"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    async def run(self, ctx):
+        from sqm.runtime import psi, wire
+
+        log, keys = [], []
+        real_send_recv, real_blind = ctx.send_recv, psi.blind
+
+        async def send_recv(outgoing, senders, expect, step="message"):
+            got = await real_send_recv(outgoing, senders, expect, step)
+            senders = list(senders)
+            for peer, g in zip(senders, got if len(senders) == len(got) else [got] * len(senders)):
+                log.append([step, int(peer), g])
+            return got
+
+        def blind(key, points):
+            keys.append(bytes(key))
+            return real_blind(key, points)
+
+        ctx.send_recv, psi.blind = send_recv, blind
+        try:
+            return await self.inner.run(ctx)
+        finally:
+            psi.blind = real_blind
+            with open(self.path, "wb") as f:
+                f.write(wire.encode({"log": log, "keys": sorted(set(keys))}))
+
+
+def _write_sets(folder: str, sets, cols: int = 2, seed: int = 0) -> list[str]:
+    """Client j's file: its ids ``sets[j - 1]``, ``cols`` columns of generated values each, rows shuffled."""
+    import csv
+
+    import numpy as np
+
+    os.makedirs(folder, exist_ok=True)
+    rng, files = np.random.default_rng(seed), []
+    for j, ids in enumerate(sets, start=1):
+        path = os.path.join(folder, f"party{j}.csv")
+        with open(path, "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["id"] + [f"c{j}_{t}" for t in range(cols)])
+            for i in rng.permutation(ids):
+                w.writerow([int(i)] + [f"{v:.6f}" for v in rng.normal(size=cols) * 0.1])
+        files.append(path)
+    return files
+
+
+def _points(tree) -> list[bytes]:
+    """Every 32-byte value (a blinded id) in a received payload."""
+    import numpy as np
+
+    if isinstance(tree, np.ndarray):
+        return [r.tobytes() for r in tree.reshape(-1, 32)] if tree.dtype == np.uint8 and tree.size % 32 == 0 else []
+    if isinstance(tree, list):
+        return [x for t in tree for x in _points(t)]
+    if isinstance(tree, dict):
+        return [x for v in tree.values() for x in _points(v)]
+    return []
+
+
+def psi_label_server(seed: int = 0) -> dict:
+    """Attack 2: in a job whose server holds a label table, the table holds every id of the id space (1,000; each of
+    3 clients holds 340 of them, 180 or more at every client).  The server follows the protocol and keeps every value it
+    receives and every key it blinds with; then, as the attacker of the issue did, it blinds each value of the
+    clients' lists with every product of its own keys and looks for it among everything else it received.  Passes
+    when it links no value of any client's list (so it names no client's id beyond what its own result says: which
+    of its ids are in the intersection of all) and its result is that intersection."""
+    import csv
+    import itertools
+    import secrets
+
+    import numpy as np
+
+    from sqm.framework.party import job_programs
+    from sqm.framework.spec import load_job, write_job
+    from sqm.runtime import wire
+    from sqm.runtime.launch import free_ports, run_parties
+    from sqm.runtime.psi import blind
+
+    work = tempfile.mkdtemp(prefix="sqm-attack-labels-")
+    try:
+        rng = np.random.default_rng(seed)
+        space = list(range(1000, 2000))
+        common = [int(i) for i in rng.choice(space, 180, replace=False)]
+        rest = [i for i in space if i not in set(common)]
+        sets = [sorted(common + [int(i) for i in rng.choice(rest, 160, replace=False)]) for _ in range(3)]
+        files = _write_sets(os.path.join(work, "job"), sets, seed=seed)
+        labels = os.path.join(work, "job", "labels.csv")
+        with open(labels, "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["id", "label"])
+            w.writerows([i, i % 2] for i in reversed(space))
+        spec = load_job(write_job(os.path.join(work, "job", "job.json"), [f"127.0.0.1:{p}" for p in free_ports(4)],
+                                  files, min_intersection=1, server_file=labels, job_id=secrets.token_hex(16)))
+        path = os.path.join(work, "server.view")
+        progs = job_programs(spec, AlignWithLabels())
+        progs[0] = Curious(progs[0], path)
+        recs = run_parties(progs, timeout=120, addresses=spec.addresses, min_clients=2, job_id=spec.job_id)
+        view = wire.decode(open(path, "rb").read())
+        received = [v for step, _, g in view["log"] if step == "PSI: blinding around the ring" for v in _points(g)]
+        stage1 = set(received)
+        others = {v for step, _, g in view["log"] if step != "PSI: blinding around the ring" for v in _points(g)}
+        keys = view["keys"]
+        values = np.frombuffer(b"".join(sorted(stage1)), np.uint8).reshape(-1, 32)
+        linked = set()
+        for n in range(1, len(keys) + 1):
+            for combo in itertools.combinations(keys, n):
+                v = values
+                for k in combo:
+                    v = blind(k, v)
+                linked |= {a.tobytes() for a, b in zip(values, v) if b.tobytes() in others or
+                           (b.tobytes() in stage1 and b.tobytes() != a.tobytes())}
+        result = recs[0]["result"]
+        crit = {"the_clients_lists_received": len(received) == sum(map(len, sets)),
+                "no_client_value_linked": not linked,
+                "its_result_is_the_intersection": result.get("n_records") == len(set.intersection(*map(set, sets)))}
+        return {"what": "a server whose label table holds the whole id space tries to name each client's ids",
+                "received_values": len(stage1) + len(others), "keys": len(keys), "linked": len(linked),
+                "criteria": crit, "passed": all(crit.values())}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def hiding_rerun(seed: int = 0) -> dict:
+    """Attack 6: with membership hidden, client 1 runs the alignment twice, the second time with one of its records
+    (a member) swapped for an id nobody else holds, and compares what it received.  Passes when its two views have
+    the same structure and the same values wherever they are not shares (counts, sizes, verdicts, positions' count),
+    and the same result, while the server's own count of members differs (100, then 99)."""
+    import secrets
+
+    import numpy as np
+
+    from sqm.framework.party import job_programs
+    from sqm.framework.spec import load_job, write_job
+    from sqm.methods.pca import PCAJobTask
+    from sqm.runtime import wire
+    from sqm.runtime.launch import free_ports, run_parties
+
+    def shape(tree):
+        if isinstance(tree, np.ndarray):
+            return ("array", str(tree.dtype), tree.shape)
+        if isinstance(tree, list):
+            return ("list", tuple(shape(t) for t in tree))
+        if isinstance(tree, dict):
+            return ("dict", tuple((k, shape(v)) for k, v in sorted(tree.items())))
+        return (type(tree).__name__,)
+
+    def scalars(tree):
+        if isinstance(tree, np.ndarray):
+            return []
+        if isinstance(tree, list):
+            return [x for t in tree for x in scalars(t)]
+        if isinstance(tree, dict):
+            return [x for k in sorted(tree) for x in [k] + scalars(tree[k])]
+        return [tree]
+
+    work = tempfile.mkdtemp(prefix="sqm-attack-rerun-")
+    try:
+        mine = list(range(1000, 1200))
+        common = mine[:100]
+        base = [mine, sorted(common + list(range(5000, 5050))), sorted(common + list(range(6000, 6050)))]
+        swapped = [sorted(mine[1:] + [6400]), base[1], base[2]]
+        views, results, server = [], [], []
+        for k, sets in enumerate((base, swapped)):
+            folder = os.path.join(work, str(k))
+            files = _write_sets(folder, sets, seed=seed)
+            spec = load_job(write_job(os.path.join(folder, "job.json"), [f"127.0.0.1:{p}" for p in free_ports(4)],
+                                      files, min_intersection=50, hide_membership=True, job_id=secrets.token_hex(16)))
+            path = os.path.join(folder, "client1.view")
+            progs = job_programs(spec, PCAJobTask(n_components=1, epsilon=1.0, gamma=1024.0))
+            progs[1] = Curious(progs[1], path)
+            recs = run_parties(progs, timeout=180, addresses=spec.addresses, min_clients=2, job_id=spec.job_id)
+            log = wire.decode(open(path, "rb").read())["log"]
+            views.append([(step, peer, shape(g), scalars(g)) for step, peer, g in log])
+            res = recs[1]["result"]
+            results.append({k2: res[k2] for k2 in ("alignment", "col_counts") if k2 in res} | {"has_n": "n_records" in res})
+            server.append(recs[0]["result"]["alignment"].get("intersection"))
+        crit = {"same_frames_and_counts": views[0] == views[1], "same_result": results[0] == results[1],
+                "no_member_count_at_the_client": not results[0]["has_n"],
+                "the_server_counts_100_then_99": server == [100, 99]}
+        return {"what": "a client reruns the hidden-membership alignment with one member swapped for an id nobody holds",
+                "frames": len(views[0]), "client_result": results[0], "server_members": server, "criteria": crit,
+                "passed": all(crit.values())}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 ATTACKS = {
     "jobfile-engine": ("the job file points client 1's shard engine at the attacker's scheduler", jobfile_engine),
     "score-solve": ("the requester would solve another client's columns from the scores", score_solve),
     "score-identity": ("a crafted identity model is used for scoring", score_identity),
     "ledger-names": ("job files name other datasets over the same records", ledger_names),
     "ledger-drain": ("the server dies right after each reservation, again and again", ledger_drain),
+    "psi-label-server": ("a server holding the whole id space tries to name each client's ids", psi_label_server),
+    "hiding-rerun": ("a client reruns a hidden alignment with one member swapped", hiding_rerun),
 }
 
 

@@ -6,7 +6,8 @@ import pytest
 
 from bench import attacks
 
-QUICK = ["jobfile-engine", "score-solve", "score-identity", "ledger-names", "ledger-drain"]
+QUICK = ["jobfile-engine", "score-solve", "score-identity", "ledger-names", "ledger-drain", "psi-label-server",
+         "hiding-rerun"]
 
 
 @pytest.mark.slow
