@@ -296,9 +296,13 @@ def score_identity(seed: int = 0) -> dict:
             json.dump({"command": "pca", "released": {"components": [
                 {f"x{c}": float(c == k) for c in range(6)} for k in range(6)]}}, f)
         out, scores = _score(work, new, crafted, own, "identity.json")
+        # each client checks the model on receipt; one may hear the other's refusal first, so every party must
+        # name a client's refusal of an unrecorded model, and at least one client its own ledger's verdict
         crit = {"every_party_refused": all(c != 0 for c, _, _ in out.values()),
-                "clients_name_an_unrecorded_model": all("is not a completed release in its ledger" in out[j][2]
-                                                        for j in (1, 2)),
+                "clients_name_an_unrecorded_model": all("is not a release it recorded" in out[i][2]
+                                                        or "is not a completed release in its ledger" in out[i][2]
+                                                        for i in (0, 1, 2))
+                and any("is not a completed release in its ledger" in out[j][2] for j in (1, 2)),
                 "no_score_released": not os.path.exists(scores)}
         return {"what": "the server scores with a crafted identity model",
                 "per_party": [{"party": i, "exit": c, "message": _last_line(t)} for i, (c, _, t) in out.items()],
