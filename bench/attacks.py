@@ -400,6 +400,32 @@ def _points(tree) -> list[bytes]:
     return []
 
 
+def frame_shape(tree):
+    """A received frame's structure: its kinds, dtypes and shapes, never its values."""
+    import numpy as np
+
+    if isinstance(tree, np.ndarray):
+        return ("array", str(tree.dtype), tree.shape)
+    if isinstance(tree, list):
+        return ("list", tuple(frame_shape(t) for t in tree))
+    if isinstance(tree, dict):
+        return ("dict", tuple((k, frame_shape(v)) for k, v in sorted(tree.items())))
+    return (type(tree).__name__,)
+
+
+def frame_scalars(tree) -> list:
+    """Every value of a received frame that is not an array (ints, strings: counts, digests, verdicts), in order."""
+    import numpy as np
+
+    if isinstance(tree, np.ndarray):
+        return []
+    if isinstance(tree, list):
+        return [x for t in tree for x in frame_scalars(t)]
+    if isinstance(tree, dict):
+        return [x for k in sorted(tree) for x in [k] + frame_scalars(tree[k])]
+    return [tree]
+
+
 def psi_label_server(seed: int = 0) -> dict:
     """Attack 2: in a job whose server holds a label table, the table holds every id of the id space (1,000; each of
     3 clients holds 340 of them, 180 or more at every client).  The server follows the protocol and keeps every value it
@@ -470,31 +496,11 @@ def hiding_rerun(seed: int = 0) -> dict:
     and the same result, while the server's own count of members differs (100, then 99)."""
     import secrets
 
-    import numpy as np
-
     from sqm.framework.party import job_programs
     from sqm.framework.spec import load_job, write_job
     from sqm.methods.pca import PCAJobTask
     from sqm.runtime import wire
     from sqm.runtime.launch import free_ports, run_parties
-
-    def shape(tree):
-        if isinstance(tree, np.ndarray):
-            return ("array", str(tree.dtype), tree.shape)
-        if isinstance(tree, list):
-            return ("list", tuple(shape(t) for t in tree))
-        if isinstance(tree, dict):
-            return ("dict", tuple((k, shape(v)) for k, v in sorted(tree.items())))
-        return (type(tree).__name__,)
-
-    def scalars(tree):
-        if isinstance(tree, np.ndarray):
-            return []
-        if isinstance(tree, list):
-            return [x for t in tree for x in scalars(t)]
-        if isinstance(tree, dict):
-            return [x for k in sorted(tree) for x in [k] + scalars(tree[k])]
-        return [tree]
 
     work = tempfile.mkdtemp(prefix="sqm-attack-rerun-")
     try:
@@ -513,7 +519,7 @@ def hiding_rerun(seed: int = 0) -> dict:
             progs[1] = Curious(progs[1], path)
             recs = run_parties(progs, timeout=180, addresses=spec.addresses, min_clients=2, job_id=spec.job_id)
             log = wire.decode(open(path, "rb").read())["log"]
-            views.append([(step, peer, shape(g), scalars(g)) for step, peer, g in log])
+            views.append([(step, peer, frame_shape(g), frame_scalars(g)) for step, peer, g in log])
             res = recs[1]["result"]
             results.append({k2: res[k2] for k2 in ("alignment", "col_counts") if k2 in res} | {"has_n": "n_records" in res})
             server.append(recs[0]["result"]["alignment"].get("intersection"))

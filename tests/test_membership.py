@@ -3,6 +3,8 @@ contribution multiplied inside the protocol by its secret membership of the inte
 import numpy as np
 import pytest
 
+from bench.attacks import frame_scalars, frame_shape
+
 from sqm.runtime.backend import Job
 from sqm.runtime.inprocess import run_in_process
 from sqm.runtime.party import PartyProgram
@@ -341,26 +343,7 @@ def _swapped(swap: bool):
     return sets, common
 
 
-def _signature(tree):
-    """A frame's structure: its kinds, dtypes and shapes, never its values."""
-    if isinstance(tree, np.ndarray):
-        return ("array", str(tree.dtype), tree.shape)
-    if isinstance(tree, list):
-        return ("list", tuple(_signature(t) for t in tree))
-    if isinstance(tree, dict):
-        return ("dict", tuple((k, _signature(v)) for k, v in sorted(tree.items())))
-    return (type(tree).__name__,)
-
-
-def _scalars(tree):
-    """Every value of a frame that is not an array (ints, strings: counts, digests, verdicts), in order."""
-    if isinstance(tree, np.ndarray):
-        return []
-    if isinstance(tree, list):
-        return [x for t in tree for x in _scalars(t)]
-    if isinstance(tree, dict):
-        return [x for k in sorted(tree) for x in [k] + _scalars(tree[k])]
-    return [tree]
+_signature, _scalars = frame_shape, frame_scalars  # what a client's two views are compared on (bench.attacks)
 
 
 def recorded_views(tmp_path, X, task, scenarios=None):
