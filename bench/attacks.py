@@ -31,7 +31,7 @@ import threading
 import time
 
 from sqm.framework.jobtask import JobTask
-from sqm.runtime.party import PartyProgram
+from sqm.mpc.net.party import PartyProgram
 
 
 
@@ -75,7 +75,7 @@ def _one_by_one(local: str, name: str, **changes) -> tuple[str, dict]:
     import secrets
 
     from sqm.framework.spec import load_job, write_shared_job
-    from sqm.runtime.launch import free_ports
+    from sqm.mpc.net.launch import free_ports
 
     spec = load_job(local)
     out = write_shared_job(local, os.path.join(os.path.dirname(local), name))
@@ -96,7 +96,7 @@ def jobfile_engine(seed: int = 0) -> dict:
     import numpy as np
 
     from sqm.framework.spec import load_job, write_party_csvs, write_shared_job
-    from sqm.runtime.certs import make_certificates
+    from sqm.mpc.net.certs import make_certificates
 
     work = tempfile.mkdtemp(prefix="sqm-attack-engine-")
     srv, got, stop = _listener()
@@ -186,8 +186,8 @@ def ledger_drain(seed: int = 0, rounds: int = 3) -> dict:
     from sqm.framework.party import party_program
     from sqm.framework.spec import load_job, write_party_csvs
     from sqm.mechanism.ledger import Ledger
-    from sqm.methods.pca.job import PCAJobTask
-    from sqm.runtime.launch import free_ports, party_command, party_env
+    from sqm.apps.pca.job import PCAJobTask
+    from sqm.mpc.net.launch import free_ports, party_command, party_env
 
     work = tempfile.mkdtemp(prefix="sqm-attack-drain-")
     procs: dict = {}
@@ -332,7 +332,7 @@ class AlignWithLabels(JobTask):
 class Curious(PartyProgram):
     """BENCH ONLY, a party program wrapper (picklable): runs ``inner`` and writes, to ``path``, every message this
     party receives (step, sender, payload, through its context's ``send_recv``) and every key it blinds with in the
-    PSI (``sqm.runtime.psi.blind``): all that a party that follows the protocol and keeps everything holds."""
+    PSI (``sqm.mpc.protocols.psi.blind``): all that a party that follows the protocol and keeps everything holds."""
 
     def __init__(self, inner, path: str):
         self.inner, self.path = inner, path
@@ -343,7 +343,8 @@ class Curious(PartyProgram):
         return getattr(self.inner, name)
 
     async def run(self, ctx):
-        from sqm.runtime import psi, wire
+        from sqm.mpc.protocols import psi
+        from sqm.mpc.net import wire
 
         log, keys = [], []
         real_send_recv, real_blind = ctx.send_recv, psi.blind
@@ -441,9 +442,9 @@ def psi_label_server(seed: int = 0) -> dict:
 
     from sqm.framework.party import job_programs
     from sqm.framework.spec import load_job, write_job
-    from sqm.runtime import wire
-    from sqm.runtime.launch import free_ports, run_parties
-    from sqm.runtime.psi import blind
+    from sqm.mpc.net import wire
+    from sqm.mpc.net.launch import free_ports, run_parties
+    from sqm.mpc.protocols.psi import blind
 
     work = tempfile.mkdtemp(prefix="sqm-attack-labels-")
     try:
@@ -498,9 +499,9 @@ def hiding_rerun(seed: int = 0) -> dict:
 
     from sqm.framework.party import job_programs
     from sqm.framework.spec import load_job, write_job
-    from sqm.methods.pca import PCAJobTask
-    from sqm.runtime import wire
-    from sqm.runtime.launch import free_ports, run_parties
+    from sqm.apps.pca import PCAJobTask
+    from sqm.mpc.net import wire
+    from sqm.mpc.net.launch import free_ports, run_parties
 
     work = tempfile.mkdtemp(prefix="sqm-attack-rerun-")
     try:

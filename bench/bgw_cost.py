@@ -10,7 +10,7 @@ rounding and noise) and with numpy's PCG64 in its place (the statistical generat
 and times drawing rows x cols uniform field elements and rounding coins with each generator.
 
 Every secure run is broken down per party (:func:`party_phases`, from the wall-clock timeline each party
-process records, :func:`sqm.runtime.party.main`, and the launcher's, :func:`sqm.runtime.launch.run_parties`): process start
+process records, :func:`sqm.mpc.net.party.main`, and the launcher's, :func:`sqm.mpc.net.launch.run_parties`): process start
 (spawned -> ready to connect: interpreter, imports, the program file), connect, the protocol's phases
 (``ctx.phases``: agree, client checks, share inputs, exchange input shares, local moments, degree reduction,
 open result), the program's time outside them, and output (result written, process exited, result collected).
@@ -34,7 +34,7 @@ import time
 from bench.common import finish
 
 # The per-party phases, in order: the party's start, its connection, the protocol's phases as
-# sqm.runtime.protocol.PartyContext names them (any other phase a party reports is added after them), the program's
+# sqm.mpc.protocols.context.PartyContext names them (any other phase a party reports is added after them), the program's
 # time outside those phases and the output.
 START, CONNECT, OTHER, OUTPUT, TOTAL = "process start", "connect", "program (outside phases)", "output", "total"
 PROTOCOL_PHASES = ("agree", "client checks", "share inputs (local)", "exchange input shares", "local moments",
@@ -46,7 +46,7 @@ PHASE_HEADERS = {START: "start", CONNECT: "connect", "agree": "agree", "client c
 
 
 def party_phases(record: dict) -> dict:
-    """Seconds of each phase of one party's run, from its record (:func:`sqm.runtime.launch.run_parties`):
+    """Seconds of each phase of one party's run, from its record (:func:`sqm.mpc.net.launch.run_parties`):
 
     - ``process start``: spawned by the launcher -> ready to connect (interpreter start-up, imports, the program
       file unpickled and its modules imported, MPyC imported);
@@ -77,7 +77,7 @@ def party_phases(record: dict) -> dict:
 
 
 def party_timeline(record: dict) -> dict:
-    """A party's timeline (:func:`sqm.runtime.party.main`) as seconds since the launcher spawned it."""
+    """A party's timeline (:func:`sqm.mpc.net.party.main`) as seconds since the launcher spawned it."""
     tl = record.get("timeline") or {}
     t0 = tl.get("spawned")
     return {} if t0 is None else {k: v - t0 for k, v in sorted(tl.items(), key=lambda kv: kv[1] or 0.0) if v}
@@ -86,7 +86,7 @@ def party_timeline(record: dict) -> dict:
 def phase_report(records: list[dict], t0: float, t1: float) -> dict:
     """A run's per-party breakdown (:func:`party_phases`, :func:`party_timeline`), the launcher's time before the
     first process was spawned (planning: calibration, the programs written) and after the last result was
-    collected, and the heavy packages each party imported (``heavy_modules``, :data:`sqm.runtime.party.HEAVY_MODULES`)."""
+    collected, and the heavy packages each party imported (``heavy_modules``, :data:`sqm.mpc.net.party.HEAVY_MODULES`)."""
     spawned = [r["timeline"]["spawned"] for r in records if r.get("timeline", {}).get("spawned")]
     collected = [r["timeline"]["collected"] for r in records if r.get("timeline", {}).get("collected")]
     return dict(party_phases=[party_phases(r) for r in records], party_timelines=[party_timeline(r) for r in records],
@@ -109,11 +109,11 @@ def stock_comparison(X, parties: int, gamma: float) -> dict:
     """
     import numpy as np
 
-    from sqm.runtime.backend import FixedClient, Job
-    from sqm.runtime.launch import run_parties
-    from sqm.runtime.mpyc_backend import MPyCBackend
-    from sqm.runtime.program import SumProgram
-    from sqm.runtime.stock import StockGram
+    from sqm.mpc.protocols.backend import FixedClient, Job
+    from sqm.mpc.net.launch import run_parties
+    from sqm.mpc.protocols.mpyc_backend import MPyCBackend
+    from sqm.mpc.protocols.program import SumProgram
+    from bench.stock import StockGram
     from sqm.mechanism.quantize import stochastic_round
     from sqm.mechanism.vertical import VerticalData
 
@@ -151,7 +151,7 @@ def stock_comparison(X, parties: int, gamma: float) -> dict:
 def _pcg64_backend():
     """The class :data:`PCG64Backend`, defined on first use: it derives from the runtime's mpyc backend, which
     this module does not import until a benchmark runs."""
-    from sqm.runtime.mpyc_backend import MPyCBackend
+    from sqm.mpc.protocols.mpyc_backend import MPyCBackend
 
     class PCG64Backend(MPyCBackend):
         """BENCHMARK ONLY: the mpyc backend with numpy's PCG64 (a statistical generator, insecure) in place of
@@ -180,7 +180,7 @@ def rng_microbench(n: int, p: int, repeat: int = 3) -> dict:
     uniform floats (rounding coins) with AES-128-CTR and with PCG64."""
     import numpy as np
 
-    from sqm.runtime.randomness import secure_generator
+    from sqm.mpc.shares.randomness import secure_generator
 
     out = dict(elements=int(n), field_prime_bits=int(p).bit_length())
     for name, rng in (("aes_ctr", secure_generator()), ("pcg64", np.random.default_rng())):
@@ -219,11 +219,11 @@ def rounding_microbench(blocks, gamma: float, repeat: int = 3) -> dict:
 
 def modmul_microbench(p: int, size: int = 2_000_000, repeat: int = 3) -> dict:
     """Seconds (best of ``repeat``) of ``size`` elementwise products mod p (the job's field) by
-    :func:`sqm.runtime.modarith.mul_mod` (float64 quotients) and with an 80-bit long double quotient (what it
-    used before: :func:`sqm.runtime.modarith.quotient_mul_mod`), with equal results checked."""
+    :func:`sqm.mpc.shares.modarith.mul_mod` (float64 quotients) and with an 80-bit long double quotient (what it
+    used before: :func:`sqm.mpc.shares.modarith.quotient_mul_mod`), with equal results checked."""
     import numpy as np
 
-    from sqm.runtime import modarith
+    from sqm.mpc.shares import modarith
 
     rng = np.random.default_rng(0)
     a, b = rng.integers(0, p, size=(2, size), dtype=np.int64)
@@ -279,7 +279,7 @@ def loopback_bandwidth(nbytes: int = 200 << 20, repeat: int = 3, tls: bool = Fal
 
     ctx_s = ctx_c = None
     if tls:
-        from sqm.runtime.certs import TLSIdentity, make_certificates
+        from sqm.mpc.net.certs import TLSIdentity, make_certificates
 
         keys = tempfile.mkdtemp(prefix="sqm-bench-keys-")
         make_certificates(keys, 2, days=1, job="sqm-bench")
@@ -329,7 +329,7 @@ def measure_floors(X, parties: int, mib: int = 200) -> dict:
     """The physical floors of this machine for :func:`add_floor_ratios` (see the module's docstring)."""
     import os
 
-    from sqm.runtime.launch import party_env
+    from sqm.mpc.net.launch import party_env
 
     threads = int(party_env(local_parties=parties + 1)["OPENBLAS_NUM_THREADS"])
     g = gram_floor(X, threads)
@@ -364,8 +364,8 @@ def run(rows=20000, cols=60, parties=2, gammas=None, epsilon=1.0, delta=1e-5, st
     import numpy as np
     from tqdm import tqdm
 
-    from sqm.runtime.field import prime_below
-    from sqm.runtime.launch import record_jobs
+    from sqm.mpc.shares.field import prime_below
+    from sqm.mpc.net.launch import record_jobs
     from sqm.mechanism.release import SQM
     from sqm.mechanism.polynomial import covariance
     from sqm.mechanism.vertical import VerticalData

@@ -25,7 +25,7 @@ def deviating_client(factor: float, offset: float, victim: int = 1):
     by ``factor``, adds ``offset`` (real units) and skips its own bounds checks; every other party is honest."""
     import numpy as np
 
-    from sqm.runtime.protocol import _Feed
+    from sqm.mpc.protocols.context import _Feed
     from sqm.mechanism.vertical import ColumnBounds
 
     honest_clip, honest_check, honest_checked = ColumnBounds.clip, _Feed.check_in_memory, _Feed._checked
@@ -46,7 +46,7 @@ def deviating_client(factor: float, offset: float, victim: int = 1):
 def run(runs: int = 20, rows: int = 500, cols: int = 8, gamma: float = 1024.0, progress: bool = True) -> dict:
     import numpy as np
 
-    from sqm.runtime.launch import MPCError
+    from sqm.mpc.net.launch import MPCError
     from sqm.mechanism.release import SQM
     from sqm.mechanism.polynomial import covariance
     from sqm.mechanism.vertical import VerticalData

@@ -4,7 +4,7 @@
     sqm bench faults --cases kill-compute,stopped --idle-timeout 5 --json faults.json
 
 Each case is one small SQM-PCA job from a job file (:func:`sqm.framework.spec.write_party_csvs`, 1 server + 2
-clients by default) whose parties are real ``python -m sqm.runtime.party`` processes over loopback TCP, each in its
+clients by default) whose parties are real ``python -m sqm.mpc.net.party`` processes over loopback TCP, each in its
 own session, all with the case's own ``TMPDIR``.  The faults:
 
 - ``kill-before-connect``: client 2 is killed (SIGKILL) 0.1 s after it starts, before it can connect;
@@ -16,7 +16,7 @@ own session, all with the case's own ``TMPDIR``.  The faults:
   party's job file and command line are unchanged); at the input shares the proxy stops forwarding both ways
   without closing either socket;
 - ``foreign-party``: client 2 is a party of another job (another job file, other data, the same addresses);
-- ``wrong-identity``: every party runs TLS (``python -m sqm.runtime.certs``); the server runs with client 2's
+- ``wrong-identity``: every party runs TLS (``python -m sqm.mpc.net.certs``); the server runs with client 2's
   certificate and key, its own copy of the code patched (by the same hook) to skip the check that its
   certificate names its own index: an insider holding one party's certificate acting as another;
 - ``port-squatted``: another process listens on client 2's port before the job starts;
@@ -30,10 +30,10 @@ own session, all with the case's own ``TMPDIR``.  The faults:
   it);
 - ``stall`` / ``skip`` (issue 25): an insider (client 2) keeps its heartbeats going but never starts the input
   shares step, or goes past it without sending (its step counter moves on): the progress checks of
-  :mod:`sqm.runtime.liveness` name it;
+  :mod:`sqm.mpc.net.liveness` name it;
 - ``malformed-garbage`` / ``-deep`` / ``-int`` / ``-shape`` (issue 25): an insider sends, instead of its input
   shares, random bytes, a header nested 100,000 deep, a 10,000-digit integer or an array claiming shape
-  [0, 10^30]: each receiver refuses the frame naming the sender (:mod:`sqm.runtime.wire`'s limits);
+  [0, 10^30]: each receiver refuses the frame naming the sender (:mod:`sqm.mpc.net.wire`'s limits);
 - ``inconsistent-sharing`` (issue 25): client 2 deals shares of degree above t in a job that checks sharings
   (3 clients);
 - ``stray-http`` / ``stray-party-999`` / ``stray-tls-hello`` (issue 25): those bytes reach client 2's port during
@@ -44,7 +44,7 @@ own session, all with the case's own ``TMPDIR``.  The faults:
   (:mod:`bench.flood`: idle, a TLS ClientHello, garbage, a TLS handshake without a certificate; half from the
   parties' own loopback host, half from six other loopback addresses) are opened to its port and held; then the
   others start.  It passes when the job is unaffected and client 2 held at most its bounds of unidentified
-  connections (``sqm.runtime.session.MAX_PENDING_PER_SOURCE`` per host, ``MAX_PENDING`` in all);
+  connections (``sqm.mpc.net.session.MAX_PENDING_PER_SOURCE`` per host, ``MAX_PENDING`` in all);
 - ``local-impostor`` (issue 25): a co-tenant of the host starts the server's command line (job id, addresses
   and the public server program, as /proc shows them) with keys of an authority of its own, after the clients
   listen and before the real server starts; it passes when the clients drop it (it exits non-zero with nothing
@@ -87,7 +87,7 @@ from dataclasses import dataclass
 from bench import netsim
 from bench.common import finish
 from bench.flood import Flood
-from sqm.runtime.party import PartyProgram
+from sqm.mpc.net.party import PartyProgram
 
 HOLD_MAX_S = 30.0  # the probe lets the target go on after this long even if the bench never acted
 
@@ -128,7 +128,7 @@ class Probe(PartyProgram):
                         await ctx._transport({k: self.raw for k in outgoing if k != ctx.pid}, [])
                     elif self.misbehave == "skip":
                         ctx.rt._program_counter[0] += 1
-                    from sqm.runtime import liveness
+                    from sqm.mpc.net import liveness
 
                     st = liveness._STATE  # until the others abort the job (or leave): then this party fails too
                     while st is not None and st["aborted"] is None and not st["lost"]:
@@ -150,7 +150,7 @@ class Deviate(PartyProgram):
         self.inner = inner
 
     async def run(self, ctx):
-        from sqm.runtime import shamir
+        from sqm.mpc.shares import shamir
 
         honest = shamir.share
 
@@ -176,7 +176,7 @@ class DeviateBounds(PartyProgram):
     async def run(self, ctx):
         import numpy as np
 
-        from sqm.runtime.protocol import _Feed
+        from sqm.mpc.protocols.context import _Feed
         from sqm.mechanism.vertical import ColumnBounds
 
         honest, factor, offset = ColumnBounds.clip, self.factor, self.offset
@@ -250,7 +250,7 @@ def _misbehave(ctx, how: str) -> None:
 _CLAIM_HOOK = '''
 if os.environ.get("SQM_FAULTS_CLAIM"):  # an insider's modified copy: no check that its own certificate is its own
     try:
-        import sqm.runtime.certs as _certs
+        import sqm.mpc.net.certs as _certs
         _file_identity = _certs.file_identity
 
         def file_identity(path):
@@ -275,10 +275,10 @@ class Proxy(netsim.DelayProxy):
 
 
 def _frame(header: bytes) -> bytes:
-    """A raw wire frame (:mod:`sqm.runtime.wire`) with this JSON header and no buffers: a malformed insider's message."""
+    """A raw wire frame (:mod:`sqm.mpc.net.wire`) with this JSON header and no buffers: a malformed insider's message."""
     import struct
 
-    from sqm.runtime import wire
+    from sqm.mpc.net import wire
 
     return wire.MAGIC + bytes([wire.VERSION]) + struct.pack("<I", len(header)) + header
 
@@ -359,7 +359,7 @@ FLOOD_N = 3000  # conn-flood: connections opened
 FLOOD_SOURCES = ["127.0.0.1"] * 6 + [f"127.0.0.{k}" for k in range(2, 8)]  # half from the parties' host
 
 
-# ----- issue 43, attack 5: an insider's PSI (sqm.runtime.psi) ---------------------------------------------------------
+# ----- issue 43, attack 5: an insider's PSI (sqm.mpc.protocols.psi) ---------------------------------------------------------
 
 class PSIAttack(PartyProgram):
     """BENCH AND TESTS ONLY: runs ``inner`` as a client that deviates in the record alignment: ``"psi-duplicates"``,
@@ -375,7 +375,7 @@ class PSIAttack(PartyProgram):
         import numpy as np
 
         from sqm.framework import alignment, party
-        from sqm.runtime.psi import _A, _P, hash_ids
+        from sqm.mpc.protocols.psi import _A, _P, hash_ids
 
         if self.how == "psi-huge-size":
             honest_file = party.load_own_file
@@ -415,14 +415,14 @@ FAULTS.update({f.name: f for f in [
 
 
 def party_flags() -> set[str]:
-    """The long options ``python -m sqm.runtime.party`` accepts (from its ``--help``)."""
-    out = subprocess.run([sys.executable, "-m", "sqm.runtime.party", "--help"], capture_output=True, text=True,
+    """The long options ``python -m sqm.mpc.net.party`` accepts (from its ``--help``)."""
+    out = subprocess.run([sys.executable, "-m", "sqm.mpc.net.party", "--help"], capture_output=True, text=True,
                          env=_env(None, 1), timeout=60).stdout
     return set(re.findall(r"(--[a-z][a-z0-9-]*)", out))
 
 
 def _env(tmp: str | None, local_parties: int, hook: str | None = None, hook_vars: dict | None = None) -> dict:
-    from sqm.runtime.launch import party_env
+    from sqm.mpc.net.launch import party_env
 
     env = party_env(local_parties=local_parties, blas_threads=1)
     if tmp is not None:
@@ -441,10 +441,10 @@ def _data(seed: int, rows: int = 60, cols: int = 4):
 
 
 def _certs(out: str, M: int) -> None:
-    res = subprocess.run([sys.executable, "-m", "sqm.runtime.certs", "--parties", str(M), "--out", out],
+    res = subprocess.run([sys.executable, "-m", "sqm.mpc.net.certs", "--parties", str(M), "--out", out],
                          capture_output=True, text=True, env=_env(None, 1), timeout=120)
     if res.returncode:
-        raise RuntimeError(f"python -m sqm.runtime.certs failed: {res.stderr.strip()}")
+        raise RuntimeError(f"python -m sqm.mpc.net.certs failed: {res.stderr.strip()}")
 
 
 def _party_dir(certs: str, dest: str, index: int, as_party: int) -> str:
@@ -463,11 +463,11 @@ _WHO = re.compile(r"\bserver\b|\b(?:client|party) (\d+)|\bparties \[?(\d+(?:(?:,
 
 
 def message(stderr: str) -> str:
-    """A party's message: its last line starting ``sqm.runtime.party`` (else its last line)."""
-    from sqm.runtime.logs import strip_role
+    """A party's message: its last line starting ``sqm.mpc.net.party`` (else its last line)."""
+    from sqm.mpc.net.logs import strip_role
 
     lines = [strip_role(ln.strip()) for ln in stderr.splitlines() if ln.strip()]
-    mine = [ln for ln in lines if ln.startswith("sqm.runtime.party")]
+    mine = [ln for ln in lines if ln.startswith("sqm.mpc.net.party")]
     return (mine or lines or [""])[-1]
 
 
@@ -535,7 +535,7 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
     """Run one fault case (see the module docstring); return what was observed."""
     from sqm.framework.party import party_program
     from sqm.framework.spec import load_job, write_party_csvs
-    from sqm.methods.pca import PCAJobTask
+    from sqm.apps.pca import PCAJobTask
 
     fault = FAULTS[name]
     clients = fault_clients = FAULTS[name].clients or clients
@@ -725,9 +725,9 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
 
 def _party_cmd(program: str, index: int, addrs: str, result: str, flags, supported: set[str], job_id: str,
                ssl_dir: str | None) -> list[str]:
-    """A ``python -m sqm.runtime.party`` command line of a case (the options that party's runtime has): TLS with
+    """A ``python -m sqm.mpc.net.party`` command line of a case (the options that party's runtime has): TLS with
     ``ssl_dir``'s keys, or plain loopback TCP without."""
-    cmd = [sys.executable, "-m", "sqm.runtime.party", "--program", program, "--index", str(index), "--parties", addrs,
+    cmd = [sys.executable, "-m", "sqm.mpc.net.party", "--program", program, "--index", str(index), "--parties", addrs,
            "--result", result, *flags]
     if "--job-id" in supported:
         cmd += ["--job-id", job_id]
@@ -793,7 +793,7 @@ def _verdict(fault, per_party, hit, running, t_fault, exit_at, waiting, bound, i
         if fault.action == "cotenant":
             crit["impostor_refused"] = impostor.get("exit") not in (None, 0) and not impostor.get("released")
         if fault.action == "conn-flood":  # every connection attempted, and the target held no more than its bounds
-            from sqm.runtime.session import MAX_PENDING, MAX_PENDING_PER_SOURCE
+            from sqm.mpc.net.session import MAX_PENDING, MAX_PENDING_PER_SOURCE
 
             flood = flood or {}
             crit["flood_delivered"] = flood.get("opened", 0) + flood.get("connect_failed", 0) == FLOOD_N
@@ -844,7 +844,7 @@ def run(cases=None, clients: int = 2, idle_timeout=None, connect_timeout=None, b
         if opt in supported:
             flags += [opt, f"{val:g}"]
         else:
-            notes.append(f"{opt} not supported by python -m sqm.runtime.party: not passed (runtime default used)")
+            notes.append(f"{opt} not supported by python -m sqm.mpc.net.party: not passed (runtime default used)")
     rep = {"cpus": os.cpu_count(), "bound_s": bound, "deadline_s": deadline, "flags": flags, "notes": notes,
            "runtime_flags": sorted(f for f in supported if "timeout" in f or f == "--ssl"), "cases": []}
     loads = []
@@ -935,7 +935,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--cases", help=f"comma-separated cases (default: all): {', '.join(FAULTS)}; issue 43's trust "
                                     f"attacks: {', '.join(ATTACKS)}")
     ap.add_argument("--clients", type=int, default=2, help="clients per job (default 2; parties = clients + 1)")
-    ap.add_argument("--idle-timeout", type=float, help="passed to every party when python -m sqm.runtime.party has it "
+    ap.add_argument("--idle-timeout", type=float, help="passed to every party when python -m sqm.mpc.net.party has it "
                                                        "(default: the runtime's)")
     ap.add_argument("--connect-timeout", type=float, help="passed to every party (default: the runtime's; the cases "
                                                           "whose target never connects, kill-before-connect and "

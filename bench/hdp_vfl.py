@@ -8,10 +8,10 @@ income (the data home) with the paper's settings (batch 3200 or the training siz
 e = 10, k = 1, delta = 0.01), beside single-party and centralized scikit-learn logistic regression and non-private
 VFL (Algorithm 1 without noise).  Figure 2: breast cancer, e in {5, 10, 15} at k = 1 and k in {0.1, 0.5, 1} at
 e = 10.  Each point is the mean (and standard deviation) over ``--repeats`` seeds on one fixed train/test split.
-Noise: the tightest sound Gaussian for each party's composed sequence (:mod:`sqm.methods.hdp_vfl.privacy`), not the paper's
+Noise: the tightest sound Gaussian for each party's composed sequence (:mod:`sqm.apps.hdp_vfl.privacy`), not the paper's
 sqrt(2 ln(1.25/delta))/epsilon; ``paper_sigma_ratio`` in each row says how much more noise the paper's formula
 adds at that epsilon (below 1 where the paper's formula is unsound).  The sweeps run the parties' programs in one
-process (:func:`sqm.runtime.inprocess.run_in_process`, the labelled simulation, bit for bit the two-process model for the
+process (:func:`sqm.mpc.protocols.inprocess.run_in_process`, the labelled simulation, bit for bit the two-process model for the
 same seeds); ``--verify-mpyc`` (on by default) re-runs one point as two processes and records that the models are
 identical.
 
@@ -27,7 +27,7 @@ import time
 from bench.common import finish
 
 from sqm.cli.hdp_vfl import DATASETS  # the command's module: argparse-level imports only
-from sqm.methods.hdp_vfl.privacy import GUARANTEE  # the guarantee's text (math only)
+from sqm.apps.hdp_vfl.privacy import GUARANTEE  # the guarantee's text (math only)
 
 REDUCED_EPS = [0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0]
 FULL_EPS = [m * 10.0 ** p for p in range(-3, 1) for m in (1, 2, 5)] + [10.0]
@@ -37,7 +37,7 @@ PAPER = dict(batch_size=3200, l2=0.001, epochs=10, k=1.0, delta=0.01)
 def sweep(Xtr, Xte, ytr, yte, active, epsilons, repeats, seed, bar, **kw) -> list[dict]:
     import numpy as np
 
-    from sqm.methods.hdp_vfl.estimator import HDPLogisticRegression
+    from sqm.apps.hdp_vfl.estimator import HDPLogisticRegression
 
     rows = []
     for eps in epsilons:
@@ -59,7 +59,7 @@ def run(datasets=DATASETS, epsilons=None, repeats=5, seed=0, split_seed=0, learn
     from tqdm import tqdm
 
     from sqm.cli.hdp_vfl import load_split, reference_accuracies
-    from sqm.methods.hdp_vfl.estimator import HDPLogisticRegression
+    from sqm.apps.hdp_vfl.estimator import HDPLogisticRegression
 
     epsilons = list(epsilons or REDUCED_EPS)
     data_paths = data_paths or {}

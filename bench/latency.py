@@ -7,15 +7,15 @@ Delay is added in user space (this kernel has no ``sch_netem``): every link betw
 loopback delay proxy (:func:`bench.netsim.delayed_parties`) that holds each chunk ``d`` ms each way.  The
 0 ms runs cross the same proxy, so they pay the same extra hop.
 
-Jobs (each party a ``python -m sqm.runtime.party`` process, :func:`sqm.runtime.launch.run_parties`):
+Jobs (each party a ``python -m sqm.mpc.net.party`` process, :func:`sqm.mpc.net.launch.run_parties`):
 
 - ``covariance``: one secure covariance release (:class:`sqm.mechanism.release.SQM` of
   :func:`sqm.mechanism.polynomial.covariance`, backend "mpyc": its party programs, :meth:`SQM.programs`);
 - ``covariance-check`` (not run by default): the same release with the secure row norm check
-  (``row_norm_check``, :mod:`sqm.runtime.compare`), whose comparison adds its rounds per chunk;
-- ``lr``: SQM-LR (:class:`sqm.methods.logreg.party.LRParty`) for R = 1 and R = ``--lr-rounds`` iterations: the
+  (``row_norm_check``, :mod:`sqm.mpc.protocols.compare`), whose comparison adds its rounds per chunk;
+- ``lr``: SQM-LR (:class:`sqm.apps.logreg.party.LRParty`) for R = 1 and R = ``--lr-rounds`` iterations: the
   difference, divided by R - 1, is the cost of one iteration without the setup (key, checks, plan);
-- ``pbm-vfl``: PBM-VFL (:class:`sqm.methods.pbm_vfl.party.PBMVFLProgram`, BGW secure sum) for 1 and
+- ``pbm-vfl``: PBM-VFL (:class:`sqm.apps.pbm_vfl.party.PBMVFLProgram`, BGW secure sum) for 1 and
   ``--vfl-steps`` training steps, likewise.
 
 Each party's program runs inside a bench-only wrapper (:class:`Traced`) that records the wall clock (the
@@ -69,7 +69,7 @@ import time
 
 
 from bench.common import finish
-from sqm.runtime.party import PartyProgram
+from sqm.mpc.net.party import PartyProgram
 
 JOBS = ("covariance", "lr", "pbm-vfl", "covariance-check")
 DEFAULT_JOBS = ("covariance", "lr", "pbm-vfl")
@@ -211,7 +211,7 @@ def covariance_programs(rows: int, cols: int, clients: int, seed: int, row_norm_
 def lr_programs(features: int, batch: int, clients: int, records: int, iterations: int, seed: int):
     import numpy as np
 
-    from sqm.methods.logreg import party
+    from sqm.apps.logreg import party
     from bench.lr_cost import setup
 
     blocks, plan, seeds, _ = setup(features, batch, clients, records, iterations, seed=seed)
@@ -222,8 +222,8 @@ def lr_programs(features: int, batch: int, clients: int, records: int, iteration
 def vfl_programs(clients: int, steps: int, seed: int):
     import numpy as np
 
-    from sqm.methods.pbm_vfl.config import VFLConfig
-    from sqm.methods.pbm_vfl.party import PBMVFLProgram
+    from sqm.apps.pbm_vfl.config import VFLConfig
+    from sqm.apps.pbm_vfl.party import PBMVFLProgram
 
     cfg = VFLConfig(method="pbm", b=64, beta=0.25, epochs=1, batch_size=100, hidden=64, embedding_size=16,
                     optimizer="sgd", n_classes=3)  # 3 classes: the server's metrics need no scikit-learn
@@ -243,7 +243,7 @@ def run_once(programs, delay_ms: float, preload=(), timeout: float = 600.0) -> d
     import numpy as np
 
     from bench.netsim import delayed_parties
-    from sqm.runtime.launch import run_parties
+    from sqm.mpc.net.launch import run_parties
 
     wrapped = [Traced(p, preload) for p in programs]
     with delayed_parties(delay_ms) as proxy:
@@ -336,7 +336,7 @@ def run(delays=(0, 5, 20, 50), jobs=DEFAULT_JOBS, clients: int = 3, rows: int = 
     if "covariance" in jobs:
         variants.append(("covariance", f"{rows} x {cols}", None,
                          lambda: covariance_programs(rows, cols, clients, seed), ()))
-    if "covariance-check" in jobs:  # the same release with the secure row norm check (sqm.runtime.compare)
+    if "covariance-check" in jobs:  # the same release with the secure row norm check (sqm.mpc.protocols.compare)
         variants.append(("covariance-check", f"{rows} x {cols}, row norm check", None,
                          lambda: covariance_programs(rows, cols, clients, seed, row_norm_check=True), ()))
     if "lr" in jobs:

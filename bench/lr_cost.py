@@ -23,14 +23,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from sqm.runtime.party import PartyProgram  # the standard library only
+from sqm.mpc.net.party import PartyProgram  # the standard library only
 from bench.common import finish
 
 
 def rate_for_cap(n_records: int, cap: int, epochs: int) -> float:
     """The largest q (to 0.1%) whose batch cap over epochs * round(1/q) rounds is <= ``cap``."""
-    from sqm.methods.logreg.estimator import steps
-    from sqm.methods.logreg.party import batch_cap
+    from sqm.apps.logreg.estimator import steps
+    from sqm.apps.logreg.party import batch_cap
 
     lo, hi = 1e-6, 1.0
     while hi / lo > 1.001:
@@ -75,7 +75,7 @@ def setup(features: int, batch: int, parties: int, records: int, rounds: int, ga
     ``batch`` (:func:`rate_for_cap`), the plan cut to ``rounds`` iterations.  (blocks, plan, party seeds, q)."""
     import numpy as np
 
-    from sqm.methods.logreg.estimator import SQMLogisticRegression
+    from sqm.apps.logreg.estimator import SQMLogisticRegression
     from sqm.mechanism.rng import spawn_seeds
     from sqm.mechanism.vertical import VerticalData
 
@@ -95,7 +95,7 @@ def run(features=100, batch=64, parties=3, rounds=100, records=20000, gamma=8192
         plain=True) -> dict:
     import numpy as np
 
-    from sqm.methods.logreg import party
+    from sqm.apps.logreg import party
 
     blocks, plan, seeds, q = setup(features, batch, parties, records, rounds, gamma, epsilon, seed)
     res = party.train(blocks, plan, seeds, backend="mpyc", wrap=CountExchanges)

@@ -6,7 +6,7 @@ For each gamma: the sensitivity overhead Delta2 / gamma^3 - 3/4 of the post-proc
 proven bound (sqm.mechanism.sensitivity.logreg_sensitivity) and the paper's Eq. 22; mu calibrated for the target
 (epsilon, delta) over R = epochs / q Poisson-subsampled rounds (Eq. 20) and the normalized noise std
 sqrt(2 mu) / gamma^3 on the server's side; as reference, the Gaussian std of centralized DPSGD (the noise
-multiplier z of Opacus' PRV accountant, the DPSGD baseline's calibration (sqm.methods.logreg.baselines.DPSGD_ACCOUNTANT), times
+multiplier z of Opacus' PRV accountant, the DPSGD baseline's calibration (sqm.apps.logreg.baselines.DPSGD_ACCOUNTANT), times
 clip norm 1) and z * 3/4 (a Gaussian on the same Taylor gradient).
 Analytic only: no training, finishes in seconds.
 """
@@ -19,7 +19,7 @@ from bench.common import finish
 
 
 def run(gammas=None, epsilon=1.0, delta=1e-5, d=800, q=0.001, epochs=5) -> dict:
-    from sqm.methods.logreg.baselines import DPSGD_ACCOUNTANT
+    from sqm.apps.logreg.baselines import DPSGD_ACCOUNTANT
     from sqm.mechanism import accounting
     from sqm.mechanism.sensitivity import l1_from_l2, logreg_l2_paper, logreg_sensitivity
 

@@ -5,7 +5,7 @@ within-class variance along w scaled by a factor, on the same releases.
     sqm bench lr-threshold --cases breast_cancer:1 --scales 0.5,1,2 --runs 10 --json thr.json
 
 Each run is one release of the defaults (``SQMLogisticRegression``, in process, gamma 8192, 3 clients, seed = run);
-the server's fit (:func:`sqm.methods.logreg.moments.fit_from_moments`) is then redone from the same noisy moments with
+the server's fit (:func:`sqm.apps.logreg.moments.fit_from_moments`) is then redone from the same noisy moments with
 v x scale, which moves only the threshold's prior term (v / D log(n_0 / n_1)) and the posterior's scale.  Scale 1
 is the shipped fit.  A scale that helps one data set and hurts another shows that no single variance rule fixes both.
 """
@@ -22,9 +22,9 @@ def run(cases=(("breast_cancer", 1.0), ("generated-imbalanced", 4.0)), scales=(0
 
     import numpy as np
 
-    from sqm.methods.logreg import SQMLogisticRegression
+    from sqm.apps.logreg import SQMLogisticRegression
     from sqm.cli.logreg import unit_ball_split
-    from sqm.methods.logreg.moments import fit_from_moments
+    from sqm.apps.logreg.moments import fit_from_moments
     from bench.lr_utility import GENERATED, generated
 
     t0, rows = time.perf_counter(), []

@@ -29,7 +29,7 @@ def run(dataset="adult", data_dir=None, epsilons=(0.5, 1, 2, 4, 8), gammas=(1024
     import numpy as np
     from tqdm import tqdm
 
-    from sqm.methods.logreg.estimator import paper_epochs
+    from sqm.apps.logreg.estimator import paper_epochs
 
     Xtr, ytr, Xte, yte, groups = unit_ball_split(dataset, data_dir)
     q = PAPER_Q.get(dataset, 0.001) if q is None else q

@@ -15,7 +15,7 @@ This machine's kernel has no ``sch_netem`` (``tc qdisc ... netem`` fails), so de
   partition), or ``SQM_NETSIM_PROXY="127.0.0.1:P"`` (every loopback destination, through the proxy at P
   with the preamble: ``sqm bench latency``).
 - :func:`delayed_parties` is the context manager that does both for every party process started inside it
-  (by :func:`sqm.runtime.launch.run_parties` or anything else copying this process's environment): every link of the
+  (by :func:`sqm.mpc.net.launch.run_parties` or anything else copying this process's environment): every link of the
   job crosses the proxy once, so each message takes ``delay_ms`` one way.
 
 Only loopback addresses are used (the proxy refuses to forward elsewhere); whatever is started is stopped

@@ -8,7 +8,7 @@ The sweep runs the plain backend (the same party programs in one process, a SIMU
 releases the same sums, metrics and parameters as the MPyC party processes, bit for bit).  Two LDP baselines:
 the paper's (sigma^2 = 2 M / (b beta^2), matched variance: it has a much SMALLER epsilon than PBM, so "PBM above
 LDP" compares unequal privacy) and LDP at PBM's accounted feature-level (epsilon, delta) over the same epochs
-(``ldp_eq``, :func:`sqm.methods.pbm_vfl.privacy.ldp_sigma_equal_epsilon`); each row records its epsilon.  ``--mpyc-epochs`` adds two short runs with one real
+(``ldp_eq``, :func:`sqm.apps.pbm_vfl.privacy.ldp_sigma_equal_epsilon`); each row records its epsilon.  ``--mpyc-epochs`` adds two short runs with one real
 MPyC process per party (BGW secure sum, and the paper's Protocol 0 pairwise-masked sum) to record the time
 per iteration, the share spent in the secure sum and the bytes the runtime sent, next to the paper's cost
 model T B M P (log2(b M) + 32) bits.
@@ -54,8 +54,8 @@ def run(parties=(5, 10), bs=(16, 64), betas=(0.1, 0.25), epochs=6, repeats=1, hi
     import numpy as np
     from tqdm import tqdm
 
-    from sqm.methods.pbm_vfl import VFLConfig, load_split, train_vfl
-    from sqm.methods.pbm_vfl.privacy import method_privacy
+    from sqm.apps.pbm_vfl import VFLConfig, load_split, train_vfl
+    from sqm.apps.pbm_vfl.privacy import method_privacy
 
     out = {"config": dict(parties=list(parties), b=list(bs), beta=list(betas), epochs=epochs, repeats=repeats,
                           hidden=hidden, lr=lr, optimizer=optimizer, batch_size=100, embedding_size=16,
@@ -137,7 +137,7 @@ def _checks(runs, epochs) -> dict:
 
 
 def _mpyc_timing(split, epochs, hidden, lr, optimizer, seed, secure_sum="bgw") -> dict:
-    from sqm.methods.pbm_vfl import VFLConfig, train_vfl
+    from sqm.apps.pbm_vfl import VFLConfig, train_vfl
 
     btr, bte, ytr, yte, nc = split
     cfg = VFLConfig(method="pbm", b=64, beta=0.25, epochs=epochs, batch_size=100, lr=lr, embedding_size=16,
@@ -166,7 +166,7 @@ def print_report(out) -> None:
     c = out["config"]
     print(f"PBM-VFL on phishing ({c['backend']}), {c['epochs']} epochs, {c['repeats']} run(s), "
           f"{c['optimizer']} lr {c['lr']}, hidden {c['hidden']}, B 100, P 16; target train AUPRC {TARGET}")
-    from sqm.methods.pbm_vfl.config import METHOD_LABELS
+    from sqm.apps.pbm_vfl.config import METHOD_LABELS
     from sqm.mechanism.report import render_table
 
     rows = [{"method": METHOD_LABELS[r["method"]], "M": r["parties"], "b": r["b"] or "-",
@@ -244,7 +244,7 @@ def plot(out: dict, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from sqm.methods.pbm_vfl.config import METHOD_LABELS
+    from sqm.apps.pbm_vfl.config import METHOD_LABELS
 
     parties = sorted({r["parties"] for r in out["runs"]})
     fig, axes = plt.subplots(1, len(parties), figsize=(6 * len(parties), 4), squeeze=False)

@@ -27,7 +27,7 @@ def run(devices=("cpu", "cuda"), epochs: int = 1, backend: str = "mpyc", dataset
         data=None, seed: int = 0) -> dict:
     import torch
 
-    from sqm.methods.pbm_vfl import VFLConfig, load_split, train_vfl
+    from sqm.apps.pbm_vfl import VFLConfig, load_split, train_vfl
 
     t0 = time.perf_counter()
     rows = []

@@ -31,7 +31,7 @@ def _seeds(spec: str) -> list[int]:
 def run(seeds=tuple(range(10)), datasets=("digits", "phishing"), data=None) -> dict:
     import numpy as np
 
-    from sqm.methods.pbm_vfl import VFLConfig, load_split, train_vfl
+    from sqm.apps.pbm_vfl import VFLConfig, load_split, train_vfl
     from sqm.cli.pbm_vfl import method_seed
 
     t0 = time.perf_counter()

@@ -40,7 +40,7 @@ def sweep(name: str, X: np.ndarray, parties: int, epsilons, gammas, ks, runs: in
     import numpy as np
     from tqdm import tqdm
 
-    from sqm.methods.pca import SQMPCA, central_dp_pca, local_dp_pca, nonprivate_pca, top_eigen
+    from sqm.apps.pca import SQMPCA, central_dp_pca, local_dp_pca, nonprivate_pca, top_eigen
     from sqm.mechanism.rng import spawn_seeds
     from sqm.mechanism.vertical import VerticalData
 

@@ -8,9 +8,9 @@ to integers, as an SQM client does (no noise on either side: the benchmark is th
 mechanism).  Both sides compute the exact integer X^T X of those same integer blocks and open it to one party;
 both results are checked against numpy's exact X^T X (max abs error, expected 0).
 
-- **ours**: the secure X^T X of :mod:`sqm.runtime` (BGW/Shamir over MPyC, real party processes over loopback TLS:
+- **ours**: the secure X^T X of :mod:`sqm.mpc` (BGW/Shamir over MPyC, real party processes over loopback TLS:
   a server and one process per data holder), run exactly as ``sqm bench bgw-cost``'s stock comparison runs its
-  fast path (a :class:`sqm.runtime.backend.Job` of fixed client blocks through :class:`MPyCBackend`), the per-party
+  fast path (a :class:`sqm.mpc.protocols.backend.Job` of fixed client blocks through :class:`MPyCBackend`), the per-party
   breakdown by :func:`bench.bgw_cost.phase_report`;
 - **SPU ABY3** and **SPU SEMI2K** (SecretFlow's SPU, the ``spu`` package, 3 nodes, ring ``--field``, FM64 by
   default: the Gram's entries need 2 log2(gamma) + log2(rows) + 1 bits): three real processes of the interpreter
@@ -391,15 +391,15 @@ def exact_gram(blocks):
 
 def ours_run(blocks, data) -> dict:
     """The same Gram through this project's runtime, as ``sqm bench bgw-cost``'s stock comparison runs its fast
-    path: a :class:`~sqm.runtime.backend.Job` of the fixed blocks (no noise) through :class:`MPyCBackend` (real
+    path: a :class:`~sqm.mpc.protocols.backend.Job` of the fixed blocks (no noise) through :class:`MPyCBackend` (real
     MPyC party processes: a server + one per data holder), the per-party phases by :func:`bench.bgw_cost.phase_report`."""
     import numpy as np
 
     from bench.bgw_cost import phase_report
-    from sqm.runtime.backend import FixedClient, Job
-    from sqm.runtime.launch import record_jobs
-    from sqm.runtime.mpyc_backend import MPyCBackend
-    from sqm.runtime.program import SumProgram
+    from sqm.mpc.protocols.backend import FixedClient, Job
+    from sqm.mpc.net.launch import record_jobs
+    from sqm.mpc.protocols.mpyc_backend import MPyCBackend
+    from sqm.mpc.protocols.program import SumProgram
 
     n = sum(b.shape[1] for b in blocks)
     job = Job(program=SumProgram.gram_program(n), clients=[FixedClient(b, n * n) for b in blocks],

@@ -1,4 +1,4 @@
-"""Record alignment (ECDH PSI, :mod:`sqm.runtime.psi`) through real party processes: time, bytes and memory per id.
+"""Record alignment (ECDH PSI, :mod:`sqm.mpc.protocols.psi`) through real party processes: time, bytes and memory per id.
 
     sqm bench psi --ids 10000,100000,1000000 --clients 2,3 --json psi.json --plot psi.png
     sqm bench psi --ids 100000 --clients 3 --server-table --json psi-labels.json
@@ -11,7 +11,7 @@ repeated values), the verdict exchange, the server's comparison, the answers, th
 client holds ``ids`` records, ``--overlap`` of them (default 0.7) in every client's set.
 
 ``--server-table``: the server holds a table of its own too (a PBM-VFL job's labels), of every id any client
-holds (the whole id space of the job), and joins the PSI as a holder (:mod:`sqm.runtime.psi`, "The server's own
+holds (the whole id space of the job), and joins the PSI as a holder (:mod:`sqm.mpc.protocols.psi`, "The server's own
 set": stage 2 sends its list and the clients' common values around the ring once more).
 
 Reported per cell: end-to-end seconds (processes started to results), ids per second per core (all
@@ -90,7 +90,7 @@ def write_parties(directory: str, ids: int, clients: int, overlap: float, seed: 
     import pyarrow.parquet as pq
 
     from sqm.framework.spec import write_job
-    from sqm.runtime.launch import free_ports
+    from sqm.mpc.net.launch import free_ports
 
     os.makedirs(directory, exist_ok=True)
     rng = np.random.default_rng(seed)
@@ -255,7 +255,7 @@ def cli(args) -> int:
         clients = [int(x) for x in args.clients.split(",") if x.strip()]
         fractions = [float(x) for x in args.fractions.split(",") if x.strip()]
         if not clients or not all(0 < f <= 1 for f in fractions) or args.union < 2:
-            from sqm.runtime.errors import UsageError
+            from sqm.errors import UsageError
 
             raise UsageError("--hide-membership takes --fractions in (0, 1] and --union >= 2")
         rep = psi_hidden.run(fractions, args.union, clients[-1], args.cols, repeat=args.repeat, workdir=args.workdir,

@@ -14,7 +14,7 @@ batch rows, and one more exchange when M <= 3t.
 For each fraction f: 3 clients (``--clients``) and a union of U ids (``--union``), f U of them at every client and
 the rest split evenly among the clients (each held by one client only); Parquet files, ids sorted, ``--cols``
 feature columns split among the clients.  The same files go through ``sqm pca --job`` 's task
-(:class:`sqm.methods.pca.job.PCAJobTask`) through real party processes on loopback, revealing membership (the
+(:class:`sqm.apps.pca.job.PCAJobTask`) through real party processes on loopback, revealing membership (the
 covariance over the m records in common) and hiding it (``"hide_membership"``: over the S positions the U ids of
 the union are placed at, S the sum of the set sizes, each multiplied inside the protocol by its secret membership:
 :mod:`sqm.framework.alignment`), alternately.
@@ -40,7 +40,7 @@ def write_parties(directory: str, union: int, fraction: float, clients: int, col
     import pyarrow.parquet as pq
 
     from sqm.framework.spec import write_job
-    from sqm.runtime.launch import free_ports
+    from sqm.mpc.net.launch import free_ports
 
     os.makedirs(directory, exist_ok=True)
     rng = np.random.default_rng(seed)
@@ -71,10 +71,10 @@ def write_parties(directory: str, union: int, fraction: float, clients: int, col
 
 def make_task(task: str, epsilon: float, gamma: float, q: float = 0.01, epochs: int = 2):
     if task == "logreg":
-        from sqm.methods.logreg.job import LRJobTask
+        from sqm.apps.logreg.job import LRJobTask
 
         return LRJobTask(epsilon, gamma=gamma, label_column="y", solver="sgd", q=q, epochs=epochs)
-    from sqm.methods.pca.job import PCAJobTask
+    from sqm.apps.pca.job import PCAJobTask
 
     return PCAJobTask(2, epsilon, gamma=gamma)
 

@@ -2,10 +2,10 @@
 
     sqm bench scale --rows 10000,100000,200000,500000,1000000,2000000 --json scale.json --plot scale.png
 
-Each record count is one PCA job (``sqm pca --job``'s task, :class:`sqm.methods.pca.job.PCAJobTask`) through real
+Each record count is one PCA job (``sqm pca --job``'s task, :class:`sqm.apps.pca.job.PCAJobTask`) through real
 MPyC party processes on loopback: every client reads its own Parquet file (written here in row groups,
 ids sorted) in chunks (:mod:`sqm.framework.table_stream`), and every party evaluates the secure covariance chunk
-by chunk (:mod:`sqm.runtime.stream`), so its peak memory should not grow with the record count.  Reported per
+by chunk (:mod:`sqm.mpc.protocols.stream`), so its peak memory should not grow with the record count.  Reported per
 record count: end-to-end seconds (processes started to result), each party's time inside the protocol and
 peak resident memory (``ru_maxrss``), bytes sent.  Targets (issue 15): peak memory per party within 20%
 from 2 x 10^5 to 2 x 10^6 records and under 1 GiB; time linear in the records; 2,000,000 x 117 under 60 s
@@ -33,7 +33,7 @@ def run_one(job_file: str, gamma: float, epsilon: float, chunk_rows=None, seed=N
     """One PCA job through real party processes: (records of every party, end-to-end seconds)."""
     from sqm.framework.spec import load_job
     from sqm.framework.runners import run_job
-    from sqm.methods.pca.job import PCAJobTask
+    from sqm.apps.pca.job import PCAJobTask
 
     task = PCAJobTask(2, epsilon, gamma=gamma, seed=seed, insecure_reproducible=seed is not None,
                       chunk_rows=chunk_rows)
@@ -46,7 +46,7 @@ def run(rows_list, cols: int = 117, clients: int = 3, gamma: float = 4096.0, eps
         check_rows: int | None = 20000, workdir: str | None = None, keep: bool = False, progress: bool = True) -> dict:
     from tqdm import tqdm
 
-    from sqm.runtime.stream import chunk_rows
+    from sqm.mpc.protocols.stream import chunk_rows
 
     base = workdir or tempfile.mkdtemp(prefix="sqm-bench-scale-")
     out_rows = []
@@ -158,7 +158,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--rows", default=None,
                     help="comma list of record counts (default 10^4 ... 2 x 10^6; with --workers 10^5,10^6,10^7)")
     ap.add_argument("--workers", type=int, default=1,
-                    help="shard workers per party (sqm.runtime.shards): each record count runs with one process "
+                    help="shard workers per party (sqm.mpc.protocols.shards): each record count runs with one process "
                          "per party and with W workers per party, interleaved, and a cost model is fitted "
                          "(bench/scale_workers.py; default 1: the job-mode table above)")
     ap.add_argument("--link-gbps", type=float, default=10.0,
@@ -185,7 +185,7 @@ def cli(args) -> int:
                                 args.workdir, args.keep, args.link_gbps, progress=not getattr(args, "quiet", 0))
         return finish(rep, args, scale_workers.print_table, None)
     if args.workers < 1:
-        from sqm.runtime.errors import UsageError
+        from sqm.errors import UsageError
 
         raise UsageError(f"--workers must be 1 or more, got {args.workers}")
     rows = [int(float(r)) for r in (args.rows or "10000,100000,200000,500000,1000000,2000000").split(",")

@@ -14,7 +14,7 @@ def write_parties(directory: str, rows: int, cols: int, clients: int, seed: int 
     import pyarrow.parquet as pq
 
     from sqm.framework.spec import write_job
-    from sqm.runtime.launch import free_ports
+    from sqm.mpc.net.launch import free_ports
 
     os.makedirs(directory, exist_ok=True)
     counts = [len(c) for c in np.array_split(np.arange(cols), clients)]

@@ -4,9 +4,9 @@ process per party, time and peak memory per worker, and a cost model fitted to t
     sqm bench scale --workers 2 --rows 100000,1000000,3000000 --json scale-workers.json
 
 For each record count the same Parquet party files (:func:`bench.scale_files.write_parties`: 3 clients, 117 columns,
-ids 0..N-1 sorted) go through the PCA job's task (:class:`sqm.methods.pca.job.PCAJobTask`, one SQM covariance
+ids 0..N-1 sorted) go through the PCA job's task (:class:`sqm.apps.pca.job.PCAJobTask`, one SQM covariance
 release) through real party processes on loopback, twice, interleaved: one process per party, then W shard
-workers per party (:mod:`sqm.runtime.shards`, local processes).  The files hold the same ids, so the record
+workers per party (:mod:`sqm.mpc.protocols.shards`, local processes).  The files hold the same ids, so the record
 alignment is left out here (it is the PSI's cost, measured by ``sqm bench psi``): the parties read their files
 as aligned (a bench-only program, :class:`DirectParty`).  The sharded release must equal the unsharded one bit
 for bit (benchmark-only seeds; reported as ``identical``).
@@ -37,7 +37,7 @@ import shutil
 import tempfile
 import time
 
-from sqm.runtime.party import PartyProgram
+from sqm.mpc.net.party import PartyProgram
 
 LINK_GBPS = 10.0
 CHECK_TOLERANCE = 0.20
@@ -54,7 +54,7 @@ class DirectParty(PartyProgram):
     async def run(self, ctx):
         from sqm.framework.party import JobMeta
         from sqm.framework.table_stream import StreamedTable
-        from sqm.runtime.shards import ShardRunner
+        from sqm.mpc.protocols.shards import ShardRunner
 
         if self.shards is not None:
             ctx.shards = ShardRunner(*self.shards)
@@ -66,8 +66,8 @@ def _programs(job_file: str, rows: int, task, workers: int):
     import pyarrow.parquet as pq
 
     from sqm.framework.spec import load_job
-    from sqm.runtime.launch import free_ports
-    from sqm.runtime.shards import shard_ranges  # noqa: F401  (the ranges the workers take)
+    from sqm.mpc.net.launch import free_ports
+    from sqm.mpc.protocols.shards import shard_ranges  # noqa: F401  (the ranges the workers take)
 
     spec = load_job(job_file)
     cols = []
@@ -88,8 +88,8 @@ def _programs(job_file: str, rows: int, task, workers: int):
 
 
 def run_once(job_file: str, rows: int, workers: int, gamma: float, epsilon: float, seed: int = 11) -> dict:
-    from sqm.methods.pca.job import PCAJobTask
-    from sqm.runtime.launch import run_parties
+    from sqm.apps.pca.job import PCAJobTask
+    from sqm.mpc.net.launch import run_parties
 
     task = PCAJobTask(2, epsilon, gamma=gamma, seed=seed, insecure_reproducible=True)
     progs, addrs = _programs(job_file, rows, task, workers)

@@ -6,9 +6,9 @@
 ``python -m sqm --help`` is run ``--repeat`` times in a fresh interpreter from the checkout ``--tree`` (default:
 this one) and the fastest wall time is kept (the first run, which may write the .pyc files, is not counted;
 ``$PYTHONDONTWRITEBYTECODE`` is removed for these runs, as an installed package has its .pyc); ``-X importtime``
-gives the modules it imported, their total import time and which heavy packages (:data:`sqm.runtime.party.HEAVY_MODULES`,
+gives the modules it imported, their total import time and which heavy packages (:data:`sqm.mpc.net.party.HEAVY_MODULES`,
 numpy) were among them.  Then a small secure covariance (``--rows`` x ``--cols``, 2 clients, real party processes)
-is run ``--repeat`` times and each party's start is broken down from its timeline (:func:`sqm.runtime.party.main`):
+is run ``--repeat`` times and each party's start is broken down from its timeline (:func:`sqm.mpc.net.party.main`):
 interpreter start-up, standard library, program unpickled (its modules imported), MPyC and the protocol imported
 (ready to connect), connect; the fastest run (end to end) is kept.  Last, the launcher's own start: a fresh
 interpreter runs the same secure covariance ``--repeat`` times (one job each), and its time from calling
@@ -59,7 +59,7 @@ def help_cost(tree: str, repeat: int = 5) -> dict:
 def party_start(rows: int = 2000, cols: int = 20, repeat: int = 5, seed: int = 0) -> dict:
     """Each party's start in the fastest of ``repeat`` secure covariances (real processes), step by step."""
     from bench.bgw_cost import make_data
-    from sqm.runtime.launch import record_jobs
+    from sqm.mpc.net.launch import record_jobs
     from sqm.mechanism.release import SQM
     from sqm.mechanism.polynomial import covariance
     from sqm.mechanism.vertical import VerticalData
@@ -84,7 +84,7 @@ def party_start(rows: int = 2000, cols: int = 20, repeat: int = 5, seed: int = 0
 
 
 # The launcher's first job in a fresh interpreter: stamps (time.time()) of its steps, printed as JSON.  The TLS
-# keys' step is found by wrapping sqm.runtime.certs.make_certificates (a timing wrapper, nothing else changes).
+# keys' step is found by wrapping sqm.mpc.net.certs.make_certificates (a timing wrapper, nothing else changes).
 _LAUNCHER = """
 import time
 T, C = {"started": time.time()}, {"started": time.process_time()}
@@ -93,8 +93,8 @@ import numpy as np
 from sqm.mechanism.polynomial import covariance
 from sqm.mechanism.release import SQM
 from sqm.mechanism.vertical import VerticalData
-from sqm.runtime import certs
-from sqm.runtime.launch import record_jobs
+from sqm.mpc.net import certs
+from sqm.mpc.net.launch import record_jobs
 T["imported"], C["imported"] = time.time(), time.process_time()
 rows, cols = int(sys.argv[1]), int(sys.argv[2])
 X = np.random.default_rng(0).normal(size=(rows, cols))

@@ -5,7 +5,7 @@ import sys
 import torch
 from torch import nn
 
-from sqm.methods.pbm_vfl import PBMVFL, Client, Server, load_split
+from sqm.apps.pbm_vfl import PBMVFL, Client, Server, load_split
 
 P = 16  # embedding size
 

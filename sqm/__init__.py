@@ -4,11 +4,11 @@ The one import package of the ``sqm-vfl`` distribution.  Its rooms, each importi
 (``tests/test_layering.py`` holds the table)::
 
     sqm.cli         the face: the ``sqm`` command, its options, printing, progress bars, --json
-    sqm.methods     PCA, linear and logistic regression, PBM-VFL, HDP-VFL: estimators, job tasks, experiments
+    sqm.apps     PCA, linear and logistic regression, PBM-VFL, HDP-VFL: estimators, job tasks, experiments
     sqm.framework   the job framework: job files, the task contract, record alignment, party steps, runners
     sqm.data        the data home and the bundled and real data sets
     sqm.mechanism   SQM itself: quantization, Skellam noise, polynomials, sensitivity, accounting, the ledger
-    sqm.runtime     the secret-sharing runtime (Shamir/BGW on MPyC party processes); it knows nothing of DP
+    sqm.mpc     the secret-sharing runtime (Shamir/BGW on MPyC party processes); it knows nothing of DP
 
 The public API is re-exported here, flat (``__all__``); each name is imported on first use, so ``import sqm``
 costs nothing a party process or ``sqm --help`` would notice::
@@ -23,11 +23,11 @@ import importlib
 # public name -> the module that defines it
 _API = {
     # estimators (scikit-learn conventions)
-    "SQMPCA": "sqm.methods.pca.estimator",
-    "SQMLinearRegression": "sqm.methods.linreg.estimator",
-    "SQMLogisticRegression": "sqm.methods.logreg.estimator",
-    "PBMVFLClassifier": "sqm.methods.pbm_vfl.estimator",
-    "HDPLogisticRegression": "sqm.methods.hdp_vfl.estimator",
+    "SQMPCA": "sqm.apps.pca.estimator",
+    "SQMLinearRegression": "sqm.apps.linreg.estimator",
+    "SQMLogisticRegression": "sqm.apps.logreg.estimator",
+    "PBMVFLClassifier": "sqm.apps.pbm_vfl.estimator",
+    "HDPLogisticRegression": "sqm.apps.hdp_vfl.estimator",
     # the mechanism on a polynomial of your own
     "SQM": "sqm.mechanism.release",
     "Polynomial": "sqm.mechanism.polynomial",
@@ -48,22 +48,22 @@ _API = {
     "write_job": "sqm.framework.spec",
     "run_job": "sqm.framework.runners",
     "JobTask": "sqm.framework.jobtask",
-    "PCAJobTask": "sqm.methods.pca.job",
-    "LinRegJobTask": "sqm.methods.linreg.job",
-    "LRJobTask": "sqm.methods.logreg.job",
+    "PCAJobTask": "sqm.apps.pca.job",
+    "LinRegJobTask": "sqm.apps.linreg.job",
+    "LRJobTask": "sqm.apps.logreg.job",
     # private inference with a released model (sqm score)
-    "ScoringJobTask": "sqm.methods.inference.job",
-    "ReleasedModel": "sqm.methods.inference.model",
-    "load_model": "sqm.methods.inference.model",
+    "ScoringJobTask": "sqm.apps.inference.job",
+    "ReleasedModel": "sqm.apps.inference.model",
+    "load_model": "sqm.apps.inference.model",
     # data
     "load_dataset": "sqm.data.datasets",
-    # one error system (sqm.runtime.errors): the root and its families, one exit code each
-    "SQMError": "sqm.runtime.errors",
-    "UsageError": "sqm.runtime.errors",
-    "RefusedError": "sqm.runtime.errors",
-    "BadDataError": "sqm.runtime.errors",
-    "PeerLostError": "sqm.runtime.errors",
-    "TimedOutError": "sqm.runtime.errors",
+    # one error system (sqm.errors): the root and its families, one exit code each
+    "SQMError": "sqm.errors",
+    "UsageError": "sqm.errors",
+    "RefusedError": "sqm.errors",
+    "BadDataError": "sqm.errors",
+    "PeerLostError": "sqm.errors",
+    "TimedOutError": "sqm.errors",
 }
 
 __all__ = sorted(_API) + ["__version__"]

@@ -1,5 +1,5 @@
 """Test-session setup: parallel workers (pytest-xdist) get disjoint loopback port ranges for their party
-processes (``$SQM_LOCAL_PORTS``, see :func:`sqm.runtime.launch.local_port_range`), below the operating system's
+processes (``$SQM_LOCAL_PORTS``, see :func:`sqm.mpc.net.launch.local_port_range`), below the operating system's
 ephemeral range, so two workers' jobs never pick the same port between choosing it and listening on it."""
 import os
 

@@ -49,7 +49,7 @@ def _group(blocks):
 def test_the_script_groups_the_parties():
     s = script()
     assert s.count("& pid_0=$!") == 4 and "sqm data example hosts && cd hosts" in s  # keys, PCA, training, scoring
-    assert "sqm.runtime.certs" not in s and "make_certificates" not in s  # no dealer: each party makes its own key
+    assert "sqm.mpc.net.certs" not in s and "make_certificates" not in s  # no dealer: each party makes its own key
 
 
 @pytest.mark.slow

@@ -14,10 +14,10 @@ import pytest
 from sqm.framework.spec import load_job, write_job
 
 from sqm.framework.runners import run_job, simulate
-from sqm.methods.pca import PCAJobTask
+from sqm.apps.pca import PCAJobTask
 from sqm.framework.tables import canonical_id, id_order_key
-from sqm.runtime.exitcodes import EXIT_BAD_DATA, EXIT_REFUSED
-from sqm.runtime.launch import MPCError, free_ports
+from sqm.errors import EXIT_BAD_DATA, EXIT_REFUSED
+from sqm.mpc.net.launch import MPCError, free_ports
 
 TASK = dict(n_components=2, epsilon=1.0, delta=1e-5, gamma=1024.0, seed=5, insecure_reproducible=True)
 COLS = (2, 2, 2)
@@ -125,14 +125,14 @@ def test_linreg_and_logreg_jobs_run_on_the_intersection(tmp_path, task):
     sets, common = overlap_sets(seed=5)
     if task == "logreg":
         X[:, -1] = (X[:, 0] + 0.3 * X[:, 2] > 0).astype(float)  # client 3's last column: the label
-        from sqm.methods.logreg.job import LRJobTask
+        from sqm.apps.logreg.job import LRJobTask
 
         make = lambda: LRJobTask(4.0, 1e-5, 256.0, 0.25, 1, 1.0, label_column="x5", seed=3, solver="sgd",  # noqa: E731
                                  insecure_reproducible=True)
         key = "coef"
     else:
-        from sqm.methods.linreg import SQMLinearRegression
-        from sqm.methods.linreg.job import LinRegJobTask
+        from sqm.apps.linreg import SQMLinearRegression
+        from sqm.apps.linreg.job import LinRegJobTask
 
         make = lambda: LinRegJobTask(SQMLinearRegression(epsilon=2.0, gamma=1024.0, seed=3),  # noqa: E731
                                      label_column="x5", insecure_reproducible=True)
@@ -234,7 +234,7 @@ def test_the_minimum_is_a_positive_integer_in_the_job_file_and_on_the_command_li
     import json
 
     from sqm.cli.command import main
-    from sqm.runtime.exitcodes import EXIT_USAGE
+    from sqm.errors import EXIT_USAGE
 
     X = universe()
     sets, _ = overlap_sets()
@@ -259,7 +259,7 @@ def test_each_party_refuses_peers_beyond_its_own_size_policy():
     the largest at most R times the smallest; never above the PSI's 32-bit limit (hiding membership: their sum);
     the message names the peer and the counts only."""
     from sqm.framework.alignment import check_max_set_ratio, check_set_sizes
-    from sqm.runtime.party import ProtocolError
+    from sqm.mpc.net.party import ProtocolError
 
     sizes = {1: 100, 2: 1000, 3: 1001}
     check_set_sizes(2, sizes)  # 10x: within the default
@@ -290,7 +290,7 @@ def test_max_set_ratio_reaches_every_party_program_from_the_command_line(tmp_pat
     holding 286 records against the others' 143 is refused, naming it; the default (10) runs the job; below 1 is a
     usage error."""
     from sqm.cli.command import main
-    from sqm.runtime.exitcodes import EXIT_REFUSED, EXIT_USAGE
+    from sqm.errors import EXIT_REFUSED, EXIT_USAGE
 
     X = universe(m=400)
     sets, common = overlap_sets()
@@ -313,7 +313,7 @@ def test_below_the_minimum_with_membership_hidden_the_server_alone_withholds_the
 
     from sqm.cli.command import main
     from sqm.framework.spec import write_job
-    from sqm.runtime.exitcodes import EXIT_REFUSED
+    from sqm.errors import EXIT_REFUSED
 
     X = universe()
     sets, common = overlap_sets()

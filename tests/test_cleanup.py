@@ -1,4 +1,4 @@
-"""Nothing left behind (sqm.runtime.launch.Launch): a launcher killed or interrupted mid-job takes its party processes
+"""Nothing left behind (sqm.mpc.net.launch.Launch): a launcher killed or interrupted mid-job takes its party processes
 and its private folder with it; a killed ``--index`` wrapper takes its party; files are owner-only.
 
 Each test gives the launcher a private TMPDIR and looks for leftovers there and in /proc."""
@@ -13,9 +13,9 @@ import time
 import numpy as np
 import pytest
 
-from sqm.runtime import wire
-from sqm.runtime.launch import Launch, party_env
-from sqm.runtime.party import PartyProgram
+from sqm.mpc.net import wire
+from sqm.mpc.net.launch import Launch, party_env
+from sqm.mpc.net.party import PartyProgram
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(TESTS)
@@ -43,7 +43,7 @@ faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks for a t
 signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.path[:0] = [{tests!r}, {root!r}]
 from test_cleanup import WaitAll
-from sqm.runtime.launch import run_parties
+from sqm.mpc.net.launch import run_parties
 run_parties([WaitAll({marker!r}) for _ in range(3)], timeout=300)
 """
 
@@ -52,7 +52,7 @@ import sys
 sys.path[:0] = [{root!r}]
 from sqm.framework.spec import load_job
 from sqm.framework.runners import run_one
-from sqm.methods.pca import PCAJobTask
+from sqm.apps.pca import PCAJobTask
 run_one(load_job({job!r}), 1, PCAJobTask(n_components=1, epsilon=1.0, delta=1e-5, gamma=1024.0), timeout=300,
         connect_timeout=120)
 """
@@ -116,7 +116,7 @@ def test_stopped_launcher_leaves_no_party_and_no_file(tmp_path, sig):
         assert sorted(f for f in files if f.endswith(".program")) == [f"party{i}.program" for i in range(3)]
         plain = [f for f in files if os.path.isfile(os.path.join(folder, f))]
         assert all(mode(os.path.join(folder, f)) == 0o600 for f in plain)  # programs hold client data
-        keys = os.path.join(folder, "keys")  # the job's own TLS keys (sqm.runtime.launch.run_parties): owner-only
+        keys = os.path.join(folder, "keys")  # the job's own TLS keys (sqm.mpc.net.launch.run_parties): owner-only
         assert mode(keys) == 0o700 and mode(os.path.join(keys, "party_0.key")) == 0o600
         launcher.send_signal(sig)
         try:

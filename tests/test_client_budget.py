@@ -21,13 +21,13 @@ from sqm.framework.spec import load_job, write_party_csvs
 
 from sqm.framework.party import party_program
 from sqm.mechanism.ledger import Ledger, default_account, file_digest
-from sqm.methods.pca.job import PCAJobTask
-from sqm.runtime.certs import DEFAULT_JOB, make_certificates
-from sqm.runtime.inprocess import run_in_process
-from sqm.runtime.launch import MPCError
+from sqm.apps.pca.job import PCAJobTask
+from sqm.mpc.net.certs import DEFAULT_JOB, make_certificates
+from sqm.mpc.protocols.inprocess import run_in_process
+from sqm.mpc.net.launch import MPCError
 
 from conftest import one_by_one
-from sqm.runtime.protocol import PartyContext
+from sqm.mpc.protocols.context import PartyContext
 
 TASK = {"statistic": "pca", "components": 1, "epsilon": 1, "gamma": 1024}
 DATASET = "customers-2026"
@@ -145,7 +145,7 @@ def _job_named(job: str, dataset: str) -> str:
     """Another job file over the same party files (the same folder), naming another dataset and a fresh job id."""
     import secrets
 
-    from sqm.runtime.launch import free_ports
+    from sqm.mpc.net.launch import free_ports
 
     doc = json.loads(open(job).read())
     doc.update(dataset=dataset, job_id=secrets.token_hex(16))
@@ -229,7 +229,7 @@ def _expected(step: str, target: int, client: int):
 @pytest.mark.parametrize("step", STEPS)
 def test_a_party_killed_at_each_step_leaves_each_clients_ledger_charged_only_if_it_sent_output_shares(
         tmp_path, step, target):
-    """Real party processes (``python -m sqm.runtime.party``, loopback), each party's program wrapped in the
+    """Real party processes (``python -m sqm.mpc.net.party``, loopback), each party's program wrapped in the
     fault bench's :class:`bench.faults.Probe`, which holds it before its first exchange named ``step``.  Once every
     party is held there, ``target`` is killed (SIGKILL) and the others let go: they send that step's messages
     and then fail on the dead party.  Every client's own ledger (the killed one's too, read after its death) then
@@ -241,7 +241,7 @@ def test_a_party_killed_at_each_step_leaves_each_clients_ledger_charged_only_if_
     import time
 
     from bench.faults import Probe
-    from sqm.runtime.launch import party_command, party_env
+    from sqm.mpc.net.launch import party_command, party_env
 
     spec = load_job(_job(tmp_path))
     task = PCAJobTask(n_components=1, epsilon=1.0, gamma=1024.0)
@@ -308,7 +308,7 @@ def test_the_first_message_that_carries_a_clients_shares_of_an_output(tmp_path, 
     with a degree reduction at the outputs' reduction (not at the input shares); SQM-LR's per-batch kernel, whose
     opened value is masked by a degree M - 1 sharing, at its first opening (not at its own degree reduction);
     PBM-VFL's masked sum at the first masked value."""
-    from sqm.methods.logreg.job import LRJobTask
+    from sqm.apps.logreg.job import LRJobTask
 
     spec = load_job(_job(tmp_path))
     pca = PCAJobTask(n_components=1, epsilon=1.0, gamma=1024.0)
@@ -324,7 +324,7 @@ def test_the_first_message_that_carries_a_clients_shares_of_an_output(tmp_path, 
         [party_program(lr_spec, i, sgd) for i in range(3)], timeout=120, ideal=False)) == {1: "open result",
                                                                                        2: "open result"}
     torch = pytest.importorskip("torch")  # noqa: F841
-    from sqm.methods.pbm_vfl import VFLConfig, load_split, train_vfl
+    from sqm.apps.pbm_vfl import VFLConfig, load_split, train_vfl
 
     btr, bte, ytr, yte, nc = load_split("digits", 2)
     cfg = VFLConfig(epochs=1, n_classes=nc, b=16, beta=0.15, batch_size=50, hidden=16)

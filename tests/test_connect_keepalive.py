@@ -2,7 +2,7 @@
 processes over loopback TLS.
 
 A flood on client 2's port keeps some parties' dials out for a while (the listener's bounds let a real party in now
-and then, :mod:`sqm.runtime.session`); a party that got through finishes its own connect phase and waits for the
+and then, :mod:`sqm.mpc.net.session`); a party that got through finishes its own connect phase and waits for the
 first message of the others.  Before, the parties still connecting sent it nothing, so it aborted at its idle
 timeout naming one of them, the healthy one still dialling client 2 (reproduced: the server, or client 1, named
 "no message from ... for 5 s").  Now a party sends "still connecting" heartbeats to every peer it has reached, and a
@@ -30,11 +30,11 @@ from test_tls import Parties, _keys
 
 from bench import netsim
 from bench.flood import Flood
-from sqm.runtime.exitcodes import EXIT_REFUSED, EXIT_TIMEOUT
-from sqm.runtime.launch import free_ports, new_job_id
-from sqm.runtime.liveness import heartbeat_frame, heartbeat_payload, read_heartbeat
-from sqm.runtime.protocol import HEARTBEAT_PC
-from sqm.runtime.session import OK, Session
+from sqm.errors import EXIT_REFUSED, EXIT_TIMEOUT
+from sqm.mpc.net.launch import free_ports, new_job_id
+from sqm.mpc.net.liveness import heartbeat_frame, heartbeat_payload, read_heartbeat
+from sqm.mpc.net.abort import HEARTBEAT_PC
+from sqm.mpc.net.session import OK, Session
 
 IDLE = 3.0  # seconds: every party's --idle-timeout here
 FLAGS = ["--idle-timeout", f"{IDLE:g}"]

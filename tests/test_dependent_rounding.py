@@ -10,7 +10,7 @@ import pytest
 from sqm.mechanism import quantize
 from sqm.mechanism.quantize import dependent_round, stochastic_round
 from sqm.mechanism.sensitivity import dependent_norm_bound_sq, quantized_norm_bound_sq
-from sqm.runtime.errors import UsageError
+from sqm.errors import UsageError
 
 
 class _Coins:
@@ -161,7 +161,7 @@ def test_a_client_input_takes_a_bound_or_its_column_groups_only():
     from sqm.mechanism.client import QuantizedRows
     from sqm.mechanism.coins import CoinKeys
     from sqm.mechanism.vertical import ColumnBounds
-    from sqm.runtime.stream import ArrayInput
+    from sqm.mpc.protocols.stream import ArrayInput
 
     x = np.random.default_rng(8).normal(size=(20, 4)) / 4
     bounds = ColumnBounds(((0, 1), (2,), (3,)), (0.8, 0.4, 0.4))

@@ -1,6 +1,6 @@
 """Diagnostics and exit codes (issue 12, item 5).
 
-- the exit-code table and the root cause of a failed job (:mod:`sqm.runtime.exitcodes`);
+- the exit-code table and the root cause of a failed job (:mod:`sqm.errors`);
 - a record-id mismatch names the odd client to the clients only: the server learns that the clients
   disagree, never which (``PartyContext.check_clients`` over an in-memory network, and through
   ``sqm pca --job``);
@@ -11,7 +11,7 @@
   client makes the job's exit code LOST.
 
 Exit codes and messages are classified by one function for real and in-process parties
-(:func:`sqm.runtime.party.failure`), so these run the job's party programs in process (``--backend plain``), except
+(:func:`sqm.mpc.net.party.failure`), so these run the job's party programs in process (``--backend plain``), except
 a killed client, which only a real process can be.
 """
 from __future__ import annotations
@@ -33,10 +33,13 @@ from sqm.framework.tables import MAX_ABS_VALUE, PartyFileError
 from sqm.framework.jobtask import JobTask
 
 from sqm.framework.spec import read_party_csv, write_party_csvs
-from sqm.runtime import exitcodes, protocol, wire
-from sqm.runtime.exitcodes import (EXIT_BAD_DATA, EXIT_ERROR, EXIT_LOST, EXIT_OK, EXIT_REFUSED, EXIT_TIMEOUT, EXIT_USAGE,
+from sqm import errors as exitcodes
+from sqm.mpc.protocols import context as protocol
+from sqm.mpc.net import wire
+from sqm.errors import (EXIT_BAD_DATA, EXIT_ERROR, EXIT_LOST, EXIT_OK, EXIT_REFUSED, EXIT_TIMEOUT, EXIT_USAGE,
                            job_exit_code)
-from sqm.runtime.protocol import InputRefused, PartyContext, ProtocolError
+from sqm.mpc.protocols.context import PartyContext
+from sqm.mpc.net.abort import InputRefused, ProtocolError
 from sqm.mechanism.vertical import clip_rows, row_norms
 
 # ----- the table ---------------------------------------------------------------------------------------------
@@ -63,7 +66,7 @@ def test_job_exit_code_is_the_root_cause():
 
 
 def test_mpc_error_carries_the_parties_codes():
-    from sqm.runtime.launch import MPCError
+    from sqm.mpc.net.launch import MPCError
 
     e = MPCError("x", codes={0: 3, 1: 6, 2: 3})
     assert e.codes == {0: 3, 1: 6, 2: 3} and e.exit_code == EXIT_BAD_DATA
@@ -138,7 +141,7 @@ def _check_clients(monkeypatch, values, what="record ids", problems=None):
 
 
 def _notice(e) -> str:
-    """What sqm.runtime.party's abort notice says about exception ``e`` (the text every peer, the server too, gets)."""
+    """What sqm.mpc.net.party's abort notice says about exception ``e`` (the text every peer, the server too, gets)."""
     return str(getattr(e, "public", None) or e)
 
 
@@ -171,7 +174,7 @@ def test_a_clients_own_refusal_reaches_every_party_naming_it(monkeypatch):
     a = b"a" * 32
     reason = "its addend has shape (3,), the job expects (4,)"
     out, _ = _check_clients(monkeypatch, [a, a, a], problems={2: reason})
-    assert isinstance(out[2], InputRefused) and str(out[2]) == reason  # sqm.runtime.party: "client 2 refused: <reason>"
+    assert isinstance(out[2], InputRefused) and str(out[2]) == reason  # sqm.mpc.net.party: "client 2 refused: <reason>"
     for c in (1, 3):
         assert not isinstance(out[c], InputRefused) and f"client 2 refused: {reason}" in _notice(out[c])
 
@@ -334,7 +337,7 @@ def test_exit_code_lost_when_a_client_is_killed(tmp_path):
     others name it as lost at once and the job's exit code is LOST."""
     from sqm.framework.spec import load_job
     from sqm.framework.runners import run_local
-    from sqm.runtime.launch import MPCError
+    from sqm.mpc.net.launch import MPCError
 
     spec = load_job(_job(tmp_path))
     marker = str(tmp_path / "client2.pid")

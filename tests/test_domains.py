@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 
-from sqm.runtime.errors import UsageError
+from sqm.errors import UsageError
 from sqm.mechanism.validation import DOMAINS, Interval, check_param
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -30,9 +30,9 @@ def test_domains_describe_themselves():
 
 
 def _entry_points(tmp_path):
-    from sqm.methods.hdp_vfl.estimator import HDPLogisticRegression
-    from sqm.methods.logreg import SQMLogisticRegression
-    from sqm.methods.pca import SQMPCA
+    from sqm.apps.hdp_vfl.estimator import HDPLogisticRegression
+    from sqm.apps.logreg import SQMLogisticRegression
+    from sqm.apps.pca import SQMPCA
     from sqm.mechanism.accounting import calibrate_mu, epsilon
     from sqm.mechanism.calibration import gaussian_sigma
     from sqm.mechanism.ledger import Ledger

@@ -1,4 +1,4 @@
-"""One error system (issue 26, part 5; sqm.runtime.errors): every error class of the project descends from one root, its
+"""One error system (issue 26, part 5; sqm.errors): every error class of the project descends from one root, its
 exit code is its family's, and which of its text may leave a party follows one rule.  Walks every class."""
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ import importlib
 
 import pytest
 
-from sqm.runtime import errors
-from sqm.runtime.errors import BadDataError, PeerLostError, RefusedError, SQMError, TimedOutError, UsageError
-from sqm.runtime.exitcodes import EXIT_BAD_DATA, EXIT_LOST, EXIT_REFUSED, EXIT_TIMEOUT, EXIT_USAGE, NAMES
+from sqm import errors
+from sqm.errors import BadDataError, PeerLostError, RefusedError, SQMError, TimedOutError, UsageError
+from sqm.errors import EXIT_BAD_DATA, EXIT_LOST, EXIT_REFUSED, EXIT_TIMEOUT, EXIT_USAGE, NAMES
 
-MODULES = ["sqm.runtime.protocol", "sqm.runtime.liveness", "sqm.runtime.wire", "sqm.runtime.field", "sqm.runtime.certs", "sqm.runtime.launch", "sqm.runtime.psi",
-           "sqm.runtime.session", "sqm.mechanism.input_check", "sqm.mechanism.ledger", "sqm.data.datahome", "sqm.framework.tables", "sqm.framework.table_stream",
+MODULES = ["sqm.mpc.protocols.context", "sqm.mpc.net.liveness", "sqm.mpc.net.wire", "sqm.mpc.shares.field", "sqm.mpc.net.certs", "sqm.mpc.net.launch", "sqm.mpc.protocols.psi",
+           "sqm.mpc.net.session", "sqm.mechanism.input_check", "sqm.mechanism.ledger", "sqm.data.datahome", "sqm.framework.tables", "sqm.framework.table_stream",
            "sqm.framework.alignment"]
 FAMILIES = [(BadDataError, EXIT_BAD_DATA), (UsageError, EXIT_USAGE), (RefusedError, EXIT_REFUSED),
             (PeerLostError, EXIT_LOST), (TimedOutError, EXIT_TIMEOUT)]
@@ -56,7 +56,7 @@ def test_every_error_class_of_the_project_is_found():
 @pytest.mark.parametrize("cls", _classes(), ids=lambda c: c.__name__)
 def test_each_class_exits_with_its_familys_code_everywhere(cls):
     from sqm.cli.command import error_exit
-    from sqm.runtime.party import failure
+    from sqm.mpc.net.party import failure
 
     e = _instance(cls)
     if cls.__name__ == "MPCError":  # a whole job's root cause, from every party's code
@@ -76,7 +76,7 @@ def test_each_class_exits_with_its_familys_code_everywhere(cls):
 def test_one_rule_for_what_leaves_a_party(cls):
     """A shareable error sends its public text (or its message, built to hold no data); any other its class name
     only; a refusal's public text replaces its message; bad data keeps its detail at home."""
-    from sqm.runtime.party import abort_reason
+    from sqm.mpc.net.party import abort_reason
 
     e = _instance(cls)
     told = abort_reason(e, "client 2")
@@ -93,8 +93,8 @@ def test_one_rule_for_what_leaves_a_party(cls):
 
 def test_the_kinds_are_also_the_standard_exceptions_callers_catch():
     assert issubclass(UsageError, ValueError) and issubclass(TimedOutError, TimeoutError)
-    from sqm.runtime.protocol import ProtocolError
-    from sqm.runtime.wire import WireError
+    from sqm.mpc.net.abort import ProtocolError
+    from sqm.mpc.net.wire import WireError
 
     assert issubclass(ProtocolError, RuntimeError) and issubclass(WireError, ValueError)
 

@@ -15,7 +15,7 @@ import pytest
 from dp_accounting.rdp.rdp_privacy_accountant import compute_epsilon as dp_compute_epsilon
 
 from sqm.mechanism import accounting, events, rdp
-from sqm.runtime.errors import UsageError
+from sqm.errors import UsageError
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sqm.runtime.sum_exchange import SECURE_SUMS
+from sqm.apps.pbm_vfl.sum_exchange import SECURE_SUMS
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = {"torch", "sklearn", "scipy", "dp_accounting", "opacus", "matplotlib", "pandas"}
@@ -39,7 +39,7 @@ def test_help_imports_no_heavy_package(argv):
 
 def test_help_quotes_the_constants_it_reads_without_importing():
     """The help texts quote one definition of each constant, kept in a light module (no source is parsed)."""
-    from sqm.methods.logreg import estimator, texts
+    from sqm.apps.logreg import estimator, texts
 
     assert estimator.SCHEDULE_HELP is texts.SCHEDULE_HELP and estimator.SOLVER_HELP is texts.SOLVER_HELP
     from sqm.cli.command import build_parser
@@ -51,24 +51,24 @@ def test_help_quotes_the_constants_it_reads_without_importing():
 
 def test_lazy_names_still_import():
     """The packages' and modules' names that moved behind PEP 562 hooks import as before."""
-    from sqm.methods.hdp_vfl import HDPParty, check_labels  # noqa: F401
-    from sqm.methods.linreg import LinRegJobTask, SQMLinearRegression  # noqa: F401
+    from sqm.apps.hdp_vfl import HDPParty, check_labels  # noqa: F401
+    from sqm.apps.linreg import LinRegJobTask, SQMLinearRegression  # noqa: F401
     from sqm.cli.linreg import LinRegJobTask as same
-    from sqm.methods.pbm_vfl import PBMVFLClassifier, PBMVFLProgram, VFLConfig  # noqa: F401
+    from sqm.apps.pbm_vfl import PBMVFLClassifier, PBMVFLProgram, VFLConfig  # noqa: F401
     from sqm.cli.pbm_vfl import register  # noqa: F401
     from bench.bgw_cost import PCG64Backend
-    from sqm.runtime.party import InputRefused, ProtocolError, messages, public_digest  # noqa: F401
-    from sqm.runtime.mpyc_backend import MPyCBackend
+    from sqm.mpc.net.party import InputRefused, ProtocolError, messages, public_digest  # noqa: F401
+    from sqm.mpc.protocols.mpyc_backend import MPyCBackend
 
-    assert same is LinRegJobTask and issubclass(PCG64Backend, MPyCBackend) and messages.__name__ == "sqm.runtime.wire"
+    assert same is LinRegJobTask and issubclass(PCG64Backend, MPyCBackend) and messages.__name__ == "sqm.mpc.net.wire"
     assert issubclass(InputRefused, ProtocolError)
 
 
 def test_covariance_parties_import_no_heavy_package():
     """A secure covariance through real party processes: no party imported torch, scikit-learn, SciPy,
     dp-accounting (or any of HEAVY): the launcher calibrates, the parties only quantize, share and add."""
-    from sqm.runtime.launch import record_jobs
-    from sqm.runtime.party import HEAVY_MODULES
+    from sqm.mpc.net.launch import record_jobs
+    from sqm.mpc.net.party import HEAVY_MODULES
     from sqm.mechanism.release import SQM
     from sqm.mechanism.polynomial import covariance
     from sqm.mechanism.vertical import VerticalData
@@ -93,7 +93,7 @@ def pca_job_heavy(tmp_path_factory) -> list[list[str]]:
     imported."""
     from sqm.framework.spec import load_job, write_party_csvs
     from sqm.framework.runners import run_local
-    from sqm.methods.pca import PCAJobTask
+    from sqm.apps.pca import PCAJobTask
 
     X = np.random.default_rng(1).normal(size=(30, 6))
     X /= np.linalg.norm(X, axis=1).max()

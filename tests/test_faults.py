@@ -1,6 +1,6 @@
 """Fault injection on real party processes (a subset of ``sqm bench faults``): issue 12's acceptance.
 
-Each case runs one small job-file SQM-PCA job (1 server + 2 clients, each a ``python -m sqm.runtime.party`` process
+Each case runs one small job-file SQM-PCA job (1 server + 2 clients, each a ``python -m sqm.mpc.net.party`` process
 with the case's own TMPDIR) and injects one fault; every party that was not itself killed or stopped must
 exit non-zero within 30 s of the fault, each message naming the culprit, with no result released, nothing
 left in the TMPDIR and no process left running.  ``stopped`` runs with a 3 s idle timeout to stay short.
@@ -11,7 +11,7 @@ import pytest
 
 from bench import faults
 
-# cases -> extra flags for every party (passed only if python -m sqm.runtime.party has them)
+# cases -> extra flags for every party (passed only if python -m sqm.mpc.net.party has them)
 # (the suite keeps one case: a foreign party and a squatted port are tests of test_session_binding, a stopped
 # party one of test_liveness; `sqm bench faults` runs them all)
 CASES = {"kill-compute": {}, "huge-frame": {}, "stray-party-999": {}, "inconsistent-sharing": {},
@@ -24,7 +24,7 @@ CASES = {"kill-compute": {}, "huge-frame": {}, "stray-party-999": {}, "inconsist
 # mechanisms of issue 12 that did not work yet when this module was written: criterion -> reason.  A case
 # listed here is reported as xfail only when that criterion really fails; any other failure fails the test.
 PENDING: dict[str, dict[str, str]] = {
-    "port-squatted": {"names_culprit": "connect-phase cascade (sqm.runtime.session): about 1 run in 3 on a loaded 2-core "
+    "port-squatted": {"names_culprit": "connect-phase cascade (sqm.mpc.net.session): about 1 run in 3 on a loaded 2-core "
                                        "machine client 1 sees the server close its connection after the server "
                                        "found the squatter, and names the server instead of client 2"},
 }
@@ -41,7 +41,7 @@ def test_fault_case(case, supported):
     flags = []
     for opt, val in CASES[case].items():
         if opt not in supported:
-            pytest.xfail(f"python -m sqm.runtime.party has no {opt}: the case needs it")
+            pytest.xfail(f"python -m sqm.mpc.net.party has no {opt}: the case needs it")
         flags += [opt, str(val)]
     rec = faults.run_case(case, flags=flags, bound=30.0, deadline=35.0, supported=supported)
     assert rec["applied"], f"{case}: the fault did not land at its step: {rec['per_party']}"
@@ -60,12 +60,12 @@ def test_fault_case(case, supported):
 
 def test_named_parties_in_messages():
     """The parties a message names, its own prefix and the party itself left out (the bench's naming check)."""
-    assert faults.named("sqm.runtime.party server: lost party 2 (client 2); job aborted, nothing released", 0) == [2]
-    assert faults.named("sqm.runtime.party client 1: timeout: The server (party 0) aborted the job: no message from "
+    assert faults.named("sqm.mpc.net.party server: lost party 2 (client 2); job aborted, nothing released", 0) == [2]
+    assert faults.named("sqm.mpc.net.party client 1: timeout: The server (party 0) aborted the job: no message from "
                         "client 2 for 30 s", 1) == [0, 2]
-    assert faults.named("sqm.runtime.party client 1: party 1: parties [0, 2] run a different task configuration", 1) == [0, 2]
-    assert faults.named("sqm.runtime.party client 2: cannot listen on 127.0.0.1:4000: address in use", 2) == []
-    assert faults.named("sqm.runtime.party server: timeout: not all 3 parties connected within 30 s", 0) == []
+    assert faults.named("sqm.mpc.net.party client 1: party 1: parties [0, 2] run a different task configuration", 1) == [0, 2]
+    assert faults.named("sqm.mpc.net.party client 2: cannot listen on 127.0.0.1:4000: address in use", 2) == []
+    assert faults.named("sqm.mpc.net.party server: timeout: not all 3 parties connected within 30 s", 0) == []
 
 
 def test_proxy_forwards_then_partitions_without_closing():

@@ -79,7 +79,7 @@ def test_the_ledger_composes_gdp_across_releases_and_falls_back_to_rdp():
 
 def test_the_pca_report_names_its_conversion():
     from sqm.mechanism.vertical import VerticalData
-    from sqm.methods.pca import SQMPCA
+    from sqm.apps.pca import SQMPCA
 
     X = np.random.default_rng(0).normal(size=(60, 6))
     X /= np.linalg.norm(X, axis=1).max()

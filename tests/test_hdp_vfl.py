@@ -1,4 +1,4 @@
-"""HDP-VFL (sqm.methods.hdp_vfl: party, privacy, estimator, cli): sensitivities, the passive party's residual clip,
+"""HDP-VFL (sqm.apps.hdp_vfl: party, privacy, estimator, cli): sensitivities, the passive party's residual clip,
 calibration of the composed releases, the one party program (in process; one real-process run proves it equal),
 scikit-learn conventions, refusals."""
 import json
@@ -9,11 +9,11 @@ import pytest
 from dp_accounting import ComposedDpEvent, GaussianDpEvent
 from dp_accounting.pld import PLDAccountant
 
-from sqm.methods.hdp_vfl.party import ACTIVE, PASSIVE, HDPConfig, HDPParty, PassiveParty, batches
-from sqm.methods.hdp_vfl import HDPLogisticRegression, active_sensitivity, load_split, passive_sensitivity
-from sqm.runtime.exitcodes import EXIT_BAD_DATA, EXIT_REFUSED, EXIT_TIMEOUT
-from sqm.runtime.inprocess import run_in_process
-from sqm.runtime.launch import MPCError
+from sqm.apps.hdp_vfl.party import ACTIVE, PASSIVE, HDPConfig, HDPParty, PassiveParty, batches
+from sqm.apps.hdp_vfl import HDPLogisticRegression, active_sensitivity, load_split, passive_sensitivity
+from sqm.errors import EXIT_BAD_DATA, EXIT_REFUSED, EXIT_TIMEOUT
+from sqm.mpc.protocols.inprocess import run_in_process
+from sqm.mpc.net.launch import MPCError
 from sqm.mechanism.calibration import gaussian_sigma
 
 
@@ -221,8 +221,8 @@ def test_weights_respect_bound_and_seeds(breast):
 
 
 def test_each_party_draws_from_its_own_cryptographic_stream():
-    from sqm.methods.hdp_vfl.party import ActiveParty
-    from sqm.runtime.randomness import is_secure
+    from sqm.apps.hdp_vfl.party import ActiveParty
+    from sqm.mpc.shares.randomness import is_secure
     from sqm.mechanism.rng import spawn_seeds
 
     cfg = HDPLogisticRegression(epsilon=1.0).config(50, 3, 2)

@@ -12,9 +12,9 @@ import pytest
 from sqm.cli.command import main
 from sqm.framework.spec import load_job, write_party_csvs
 from sqm.framework.runners import run_job
-from sqm.methods.inference.job import FRAC_BITS, ScoringJobTask
-from sqm.methods.inference.model import ReleasedModel, load_model
-from sqm.runtime.errors import UsageError
+from sqm.apps.inference.job import FRAC_BITS, ScoringJobTask
+from sqm.apps.inference.model import ReleasedModel, load_model
+from sqm.errors import UsageError
 
 TOL = 2 / 2 ** (FRAC_BITS + 1)  # two clients, each rounded to the nearest 2^-20
 
@@ -57,7 +57,7 @@ def test_the_server_may_be_the_requester_and_the_records_are_the_intersection(tm
 
 
 def test_a_client_column_the_model_lacks_or_a_score_over_the_bound_is_refused(tmp_path):
-    from sqm.runtime.launch import MPCError
+    from sqm.mpc.net.launch import MPCError
 
     X = _records(2, 30)
     spec = load_job(_job(tmp_path, X))
@@ -120,7 +120,7 @@ def test_the_estimators_score_vertical_data_through_the_secure_sum():
 def test_a_malformed_model_from_the_server_is_refused_naming_it(tmp_path, monkeypatch):
     """The model arrives as a typed frame; one of the right form but wrong content (a non-finite weight, more
     weights than columns) makes every client refuse, naming the server's model, before any share."""
-    from sqm.runtime.launch import MPCError
+    from sqm.mpc.net.launch import MPCError
 
     spec = load_job(_job(tmp_path, _records(5, 20)))
     bad = MODEL.to_wire()
@@ -158,7 +158,7 @@ def _fresh(job: str, name: str) -> str:
     import os
     import secrets
 
-    from sqm.runtime.launch import free_ports
+    from sqm.mpc.net.launch import free_ports
 
     doc = json.loads(open(job).read())
     doc["job_id"] = secrets.token_hex(16)
@@ -235,9 +235,9 @@ def test_a_recorded_logistic_regression_scores_and_other_models_are_refused(tmp_
     must check (started alone) refuses too."""
     from sqm.framework.ledger_guard import LedgerGuard
     from sqm.framework.party import party_program
-    from sqm.methods.logreg.job import LRJobTask
-    from sqm.runtime.inprocess import run_in_process
-    from sqm.runtime.launch import MPCError
+    from sqm.apps.logreg.job import LRJobTask
+    from sqm.mpc.protocols.inprocess import run_in_process
+    from sqm.mpc.net.launch import MPCError
 
     rng = np.random.default_rng(2)
     X = rng.normal(size=(200, 4)) * 0.3
@@ -271,9 +271,9 @@ def test_a_recorded_logistic_regression_scores_and_other_models_are_refused(tmp_
 
 
 def test_which_columns_the_scores_determine():
-    """The linear algebra of :func:`sqm.methods.inference.disclosure.determined_columns`: the requester learns
+    """The linear algebra of :func:`sqm.apps.inference.disclosure.determined_columns`: the requester learns
     x_rest W_rest per record; client c's column j is determined iff e_j is in the column space of W_rest."""
-    from sqm.methods.inference.disclosure import determined_columns
+    from sqm.apps.inference.disclosure import determined_columns
 
     rng = np.random.default_rng(0)
     W = rng.normal(size=(6, 6))  # a full projection: every column of the rest is determined
@@ -323,8 +323,8 @@ def test_scorings_of_the_same_file_add_up(tmp_path):
     from sqm.framework.party import party_program
     from sqm.mechanism import events as ev
     from sqm.mechanism.ledger import Ledger
-    from sqm.runtime.inprocess import run_in_process
-    from sqm.runtime.launch import MPCError
+    from sqm.mpc.protocols.inprocess import run_in_process
+    from sqm.mpc.net.launch import MPCError
 
     guards = {j: LedgerGuard(str(tmp_path / f"owner{j}.sqlite")) for j in (1, 2)}
     cols = ("x0", "x1", "x2")

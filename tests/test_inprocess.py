@@ -1,15 +1,15 @@
-"""The in-process runner (sqm.runtime.inprocess): the same party programs and interface as real processes, the
+"""The in-process runner (sqm.mpc.protocols.inprocess): the same party programs and interface as real processes, the
 ideal functionality for evaluations, the same refusals and exit codes; deadlocks refused, never hung."""
 import numpy as np
 import pytest
 
-from sqm.runtime import wire
-from sqm.runtime.backend import FixedClient, Job
-from sqm.runtime.exitcodes import EXIT_BAD_DATA, EXIT_ERROR, EXIT_OK, EXIT_REFUSED
-from sqm.runtime.inprocess import run_in_process
-from sqm.runtime.launch import MPCError
-from sqm.runtime.party import EvaluateJob, PartyProgram
-from sqm.runtime.program import SumProgram
+from sqm.mpc.net import wire
+from sqm.mpc.protocols.backend import FixedClient, Job
+from sqm.errors import EXIT_BAD_DATA, EXIT_ERROR, EXIT_OK, EXIT_REFUSED
+from sqm.mpc.protocols.inprocess import run_in_process
+from sqm.mpc.net.launch import MPCError
+from sqm.mpc.net.party import EvaluateJob, PartyProgram
+from sqm.mpc.protocols.program import SumProgram
 
 
 def _gram_job(blocks, bound=50):
@@ -141,7 +141,7 @@ def test_the_in_process_runner_does_not_import_mpyc():
     import subprocess
     import sys
 
-    code = ("import sys; sys.argv = ['x', '--b', '16']; import sqm.runtime.inprocess, sqm.runtime.launch, sqm.runtime.backend; "
+    code = ("import sys; sys.argv = ['x', '--b', '16']; import sqm.mpc.protocols.inprocess, sqm.mpc.net.launch, sqm.mpc.protocols.backend; "
             "print('mpyc' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr
@@ -153,8 +153,8 @@ def test_party_modules_import_no_planning_or_estimator_libraries():
     import subprocess
     import sys
 
-    code = ("import sys, pickle; import sqm.runtime.party, sqm.mechanism.release, sqm.mechanism.gradient, sqm.methods.pca.job, sqm.methods.logreg.party, "
-            "sqm.methods.linreg.statistic, sqm.methods.hdp_vfl.party, sqm.framework.spec; "
+    code = ("import sys, pickle; import sqm.mpc.net.party, sqm.mechanism.release, sqm.apps.logreg.gradient, sqm.apps.pca.job, sqm.apps.logreg.party, "
+            "sqm.apps.linreg.statistic, sqm.apps.hdp_vfl.party, sqm.framework.spec; "
             "print(sorted(m for m in ('sklearn', 'dp_accounting', 'scipy.stats', 'opacus') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "[]", (out.stdout, out.stderr)

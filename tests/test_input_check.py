@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from bench.bounds_check import deviating_client
-from sqm.runtime.launch import MPCError
+from sqm.mpc.net.launch import MPCError
 from sqm.mechanism.input_check import energy_limits
 from sqm.mechanism.release import SQM
 from sqm.mechanism.polynomial import covariance

@@ -2,7 +2,7 @@
 
 Real party processes where the transport is what is tested (the bit-for-bit equality with the simulation, one
 party per invocation, TLS, the ledger's refusal); refusals and validation run the same party programs in
-process (:func:`sqm.framework.runners.simulate`, i.e. :func:`sqm.runtime.inprocess.run_in_process`)."""
+process (:func:`sqm.framework.runners.simulate`, i.e. :func:`sqm.mpc.protocols.inprocess.run_in_process`)."""
 import json
 import os
 import pickle
@@ -11,17 +11,17 @@ import threading
 import numpy as np
 import pytest
 
-from sqm.runtime.certs import DEFAULT_JOB, make_certificates
+from sqm.mpc.net.certs import DEFAULT_JOB, make_certificates
 
 from sqm.framework.jobtask import JobTask
 from sqm.framework.party import party_program
 from sqm.framework.runners import run_job, run_local, run_one, simulate
 from sqm.framework.spec import load_job, read_party_csv, write_job, write_party_csvs, write_shared_job
-from sqm.runtime.errors import UsageError
+from sqm.errors import UsageError
 from sqm.framework.tables import PartyFileError
-from sqm.methods.pca import SQMPCA, PCAJobTask
-from sqm.runtime.inprocess import run_in_process
-from sqm.runtime.launch import MPCError, free_ports, run_parties
+from sqm.apps.pca import SQMPCA, PCAJobTask
+from sqm.mpc.protocols.inprocess import run_in_process
+from sqm.mpc.net.launch import MPCError, free_ports, run_parties
 from sqm.mechanism.vertical import VerticalData
 
 
@@ -221,7 +221,7 @@ def test_load_job_checks(tmp_path):
 
 
 def test_job_file_over_mutually_authenticated_tls(tmp_path):
-    from sqm.runtime.certs import make_certificates
+    from sqm.mpc.net.certs import make_certificates
 
     make_certificates(str(tmp_path / "keys"), 3, job="pca-test")  # certificates naming party i of job pca-test
     X = make_X(seed=3)
@@ -311,7 +311,7 @@ BAD_FILES = {  # each holds some of SECRETS in its cells
 @pytest.mark.parametrize("case", list(BAD_FILES))
 def test_refusal_sent_to_peers_names_no_cell_value(tmp_path, caplog, case):
     from sqm.framework.party import load_own_file
-    from sqm.runtime import wire
+    from sqm.mpc.net import wire
 
     f = tmp_path / "p.csv"
     f.write_text(BAD_FILES[case])
@@ -380,9 +380,9 @@ def test_job_file_paths_confined_to_its_folder(tmp_path, monkeypatch):
 def test_fewer_than_two_clients_refused_before_any_process_starts(monkeypatch):
     import subprocess
 
-    from sqm.runtime.mpyc_backend import MPyCBackend
-    from sqm.runtime.party import EvaluateJob
-    from sqm.runtime.secure_sum import SumClient, sum_job
+    from sqm.mpc.protocols.mpyc_backend import MPyCBackend
+    from sqm.mpc.net.party import EvaluateJob
+    from sqm.mpc.protocols.secure_sum import SumClient, sum_job
 
     def no_process(*a, **k):
         raise AssertionError("a party process was started")
@@ -465,7 +465,7 @@ def test_ledger_refusals_send_no_share(tmp_path, monkeypatch):
     the real protocol): a job over budget, or on a dataset without a budget, is refused before any party
     reaches it (the clients stop at the evaluation's first agreement, which the refusing server never
     answers); a job within budget reaches it at every party."""
-    from sqm.runtime.inprocess import InProcessContext
+    from sqm.mpc.protocols.inprocess import InProcessContext
 
     calls = []
     real = InProcessContext._secure_outputs

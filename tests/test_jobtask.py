@@ -11,9 +11,9 @@ from sqm.framework.jobtask import JobTask
 
 
 def test_every_task_subclasses_the_contract():
-    from sqm.methods.linreg.job import LinRegJobTask
-    from sqm.methods.logreg.job import LRJobTask
-    from sqm.methods.pca.job import PCAJobTask
+    from sqm.apps.linreg.job import LinRegJobTask
+    from sqm.apps.logreg.job import LRJobTask
+    from sqm.apps.pca.job import PCAJobTask
     from bench.psi import AlignOnly
 
     for cls in (PCAJobTask, LRJobTask, LinRegJobTask, AlignOnly):

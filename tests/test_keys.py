@@ -18,12 +18,12 @@ from test_tls import Parties
 from sqm.cli.command import main
 from sqm.framework.runners import run_one
 from sqm.framework.spec import load_job, write_job, write_party_csvs
-from sqm.methods.pca import PCAJobTask
-from sqm.runtime.certs import IdentityError, TLSIdentity, format_pins, parse_pins
-from sqm.runtime.errors import UsageError
-from sqm.runtime.exitcodes import EXIT_REFUSED
-from sqm.runtime.keys import check_folder, fingerprint, make_authority, make_request, sign_request
-from sqm.runtime.session import differences, job_description
+from sqm.apps.pca import PCAJobTask
+from sqm.mpc.net.certs import IdentityError, TLSIdentity, format_pins, parse_pins
+from sqm.errors import UsageError
+from sqm.errors import EXIT_REFUSED
+from sqm.mpc.net.keys import check_folder, fingerprint, make_authority, make_request, sign_request
+from sqm.mpc.net.session import differences, job_description
 
 JOB = "three-orgs"
 
@@ -122,7 +122,7 @@ def _request(tmp_path, name, job, i, extensions=(), subject=None):
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
 
-    from sqm.runtime.certs import party_subject
+    from sqm.mpc.net.certs import party_subject
 
     key = ec.generate_private_key(ec.SECP256R1())
     b = x509.CertificateSigningRequestBuilder().subject_name(subject or party_subject(job, i))
@@ -136,7 +136,7 @@ def _request(tmp_path, name, job, i, extensions=(), subject=None):
 def test_sign_refuses_a_request_that_names_anything_else(tmp_path, capsys):
     from cryptography import x509
 
-    from sqm.runtime.certs import party_names
+    from sqm.mpc.net.certs import party_names
 
     ca = str(tmp_path / "ca")
     make_authority(ca)
@@ -261,7 +261,7 @@ def test_a_rogue_authority_is_stopped_by_a_pin(tmp_path, capsys):
     with it: why a job file should pin keys.  With party 1's real key pinned in the job file, the server and
     client 2 refuse the impostor on connecting, naming client 1 and the pin, and nothing is released; the same
     pinned job with the real party 1 completes."""
-    from sqm.runtime.launch import new_job_id
+    from sqm.mpc.net.launch import new_job_id
 
     ca, folders, pins = organisations(tmp_path, capsys)
     rogue = str(tmp_path / "authority-host" / "rogue")
@@ -314,7 +314,7 @@ def test_a_party_whose_certificate_is_not_its_pin_refuses_to_start(tmp_path, cap
     assert f"holds the key {pins[1]}, but the job pins {other} for client 1 (party 1): refused to start" in str(e.value)
     assert TLSIdentity(folders[1], 1, JOB, {0: pins[0], 1: pins[1]}).pins == {0: pins[0], 1: pins[1]}
     ps = Parties(tmp_path, 2)  # a real party process: exit 3, naming the pin, before connecting to anyone
-    from sqm.runtime.launch import new_job_id
+    from sqm.mpc.net.launch import new_job_id
 
     ps.start(1, new_job_id(), folders[1], extra=["--pins", f"1={other}"])
     code, msg, _ = ps.finish(wait=[1])[1]
@@ -325,7 +325,7 @@ def test_a_party_whose_certificate_is_not_its_pin_refuses_to_start(tmp_path, cap
 def test_a_party_given_other_pins_is_refused_by_every_party(tmp_path, capsys):
     """Client 2 is given no pins while the others pin client 1's real key: the connections pass (every key is
     right), and the first exchange refuses, naming client 2 and the pin it lacks; nothing is released."""
-    from sqm.runtime.launch import new_job_id
+    from sqm.mpc.net.launch import new_job_id
 
     ca, folders, pins = organisations(tmp_path, capsys)
     ps, job = Parties(tmp_path), new_job_id()

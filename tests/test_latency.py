@@ -159,7 +159,7 @@ def test_lr_iteration_is_two_one_way_delays(clients):
     """SQM-LR's exchanges (in process, the real protocol over the mailboxes): each iteration adds 2 one-way
     delays to the critical path (2 exchanges with 3 clients, M > 3t; 3 with 2 clients), and the weights are
     those of the ideal functionality, bit for bit."""
-    from sqm.runtime.inprocess import run_in_process
+    from sqm.mpc.protocols.inprocess import run_in_process
 
     def traced(R):
         progs = latency.lr_programs(8, 16, clients, 400, R, seed=3)
@@ -180,9 +180,9 @@ def test_row_norm_check_adds_the_rounds_its_protocol_names(rows):
     """The covariance release with the secure row norm check (in process, the real protocol over the mailboxes):
     one chunk's critical path is that of the release without it plus compare.row_check_rounds(p, t) one-way
     delays (the bench's covariance-check job), and the integers are those of the ideal functionality."""
-    from sqm.runtime import compare
-    from sqm.runtime.field import prime_below
-    from sqm.runtime.inprocess import run_in_process
+    from sqm.mpc.protocols import compare
+    from sqm.mpc.shares.field import prime_below
+    from sqm.mpc.protocols.inprocess import run_in_process
 
     def traced(check):
         progs = latency.covariance_programs(rows, 4, 3, 3, row_norm_check=check)

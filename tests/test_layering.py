@@ -1,44 +1,68 @@
-"""The layering (issue 26): one import package, ``sqm``, whose rooms import one way.  Every import in every module,
-those inside functions included, read from the source, obeys the table below; the documentation's picture of
-the structure (docs/explanation/code-layout.md, linked from the README) is the same table."""
+"""The layering: one import package, ``sqm``, whose rooms import one way.  Every import in every module, those
+inside functions included, read from the source, obeys the table below; no room holds an import circle; the
+runtime (``sqm.mpc``) has three rooms of its own that import one way too, and names no application.  The
+documentation's picture of the structure (docs/explanation/code-layout.md, linked from the README) is the same
+table."""
 from __future__ import annotations
 
 import ast
 import pathlib
+import re
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-ROOMS = ("runtime", "mechanism", "framework", "data", "methods", "cli")
-# room -> the rooms it may import (besides itself); bench/ (not installed) may import any room
+ROOMS = ("mpc", "mechanism", "framework", "data", "apps", "cli")
+# room -> the rooms it may import (besides itself and the floor, sqm.errors); bench/ (not installed) may import any
 ALLOWED = {
-    "runtime": set(),
-    "mechanism": {"runtime"},
-    "framework": {"runtime", "mechanism"},
-    "data": {"runtime", "framework"},
-    "methods": {"runtime", "mechanism", "framework", "data"},
-    "cli": {"runtime", "mechanism", "framework", "data", "methods"},
+    "mpc": set(),
+    "mechanism": {"mpc"},
+    "framework": {"mpc", "mechanism"},
+    "data": {"mpc", "framework"},
+    "apps": {"mpc", "mechanism", "framework", "data"},
+    "cli": {"mpc", "mechanism", "framework", "data", "apps"},
 }
+FLOOR = "sqm.errors"  # the errors and exit codes, below every room
+# the runtime's own rooms, bottom up: each may import those below it (sqm/mpc/__init__.py, the runtime's door, any)
+MPC_ROOMS = ("shares", "net", "protocols")
 # the front door: sqm/__init__.py names the public API (as strings, imported on first use); sqm/__main__.py is
 # ``python -m sqm``, the command for an environment without the console script
 FRONT_DOOR = {"sqm/__init__.py", "sqm/__main__.py"}
 
 
-def _imports(path: pathlib.Path):
-    """(line, dotted module) of every absolute import in the file, ``from sqm.x import y`` as ``sqm.x.y``."""
+def _imports(path: pathlib.Path, typing_only: bool = True):
+    """(line, dotted module) of every import in the file, ``from sqm.x import y`` as ``sqm.x.y``, relative ones
+    made absolute; ``typing_only=False`` leaves out those under ``if TYPE_CHECKING:`` (annotations only)."""
     tree = ast.parse(path.read_text())
+    rel = path.relative_to(ROOT).with_suffix("").parts
+    package = rel[:-1]
+    skip = set()
+    if not typing_only:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+                skip |= {id(n) for b in node.body for n in ast.walk(b)}
     for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.Import):
             for a in node.names:
                 yield node.lineno, a.name
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             for a in node.names:
                 yield node.lineno, f"{node.module}.{a.name}"
+        elif isinstance(node, ast.ImportFrom) and node.level > 0:
+            base = ".".join(package[:len(package) - node.level + 1] + ((node.module,) if node.module else ()))
+            for a in node.names:
+                yield node.lineno, f"{base}.{a.name}"
 
 
 def _room(dotted: str) -> str | None:
     parts = dotted.split(".")
     return parts[1] if parts[0] == "sqm" and len(parts) > 1 and parts[1] in ROOMS else None
+
+
+def _floor(dotted: str) -> bool:
+    return dotted == FLOOR or dotted.startswith(FLOOR + ".")
 
 
 def _room_of(path: pathlib.Path) -> str:
@@ -65,6 +89,7 @@ def test_one_top_level_package_and_the_benchmarks_beside_it():
     tops = {p.parent.name for p in ROOT.glob("*/__init__.py")}
     assert tops == {"sqm", "bench"}, tops
     assert {p.name for p in (ROOT / "sqm").iterdir() if p.is_dir() and (p / "__init__.py").exists()} == set(ROOMS)
+    assert {p.name for p in (ROOT / "sqm" / "mpc").iterdir() if (p / "__init__.py").exists()} == set(MPC_ROOMS)
 
 
 def test_every_import_follows_the_layers():
@@ -75,6 +100,8 @@ def test_every_import_follows_the_layers():
             target = _room(mod)
             if mod.split(".")[0] == "bench":
                 bad.append(f"{path.relative_to(ROOT)}:{line} imports the benchmarks ({mod})")
+            elif _floor(mod):
+                continue
             elif target is None and mod.split(".")[0] == "sqm" and mod not in ("sqm.__version__",):
                 bad.append(f"{path.relative_to(ROOT)}:{line} imports the front door ({mod}): import the room")
             elif target and target != room and target not in ALLOWED[room]:
@@ -95,13 +122,13 @@ def test_the_face_is_imported_by_nothing_but_the_benchmarks_and_itself():
     assert not users, users
 
 
-LIBRARY_ONLY = ("mechanism", "framework", "data", "methods")
-# the runtime's party process and its certificate tool are programs of their own (python -m sqm.runtime.party,
-# python -m sqm.runtime.certs): their argparse and their output are not the face's
-RUNTIME_PROGRAMS = {"sqm/runtime/party.py", "sqm/runtime/certs.py"}
+LIBRARY_ONLY = ("mechanism", "framework", "data", "apps")
+# the runtime's party process and its certificate tool are programs of their own (python -m sqm.mpc.net.party,
+# python -m sqm.mpc.net.certs): their argparse and their output are not the face's
+RUNTIME_PROGRAMS = {"sqm/mpc/net/party.py", "sqm/mpc/net/certs.py"}
 
 
-@pytest.mark.parametrize("room", LIBRARY_ONLY + ("runtime",))
+@pytest.mark.parametrize("room", LIBRARY_ONLY + ("mpc",))
 def test_library_rooms_have_no_argparse_no_tqdm_no_print(room):
     """The methods, the framework, the data sets and the mechanism are a library: no argparse, no progress bar of
     their own (they ask :func:`sqm.framework.progress.make_bar`), no printing."""
@@ -119,63 +146,130 @@ def test_library_rooms_have_no_argparse_no_tqdm_no_print(room):
 
 
 def test_the_mechanism_sends_no_frame():
-    """The mechanism declares what it exchanges (``ctx.broadcast`` with a :mod:`sqm.runtime.wire` check); frames,
+    """The mechanism declares what it exchanges (``ctx.broadcast`` with a :mod:`sqm.mpc.net.wire` check); frames,
     sockets, sessions and MPyC are the runtime's."""
     bad = []
     for path in sorted((ROOT / "sqm" / "mechanism").rglob("*.py")):
         for line, mod in _imports(path):
             if mod.split(".")[0] in ("socket", "ssl", "asyncio", "mpyc", "struct") or mod.startswith(
-                    ("sqm.runtime.session", "sqm.runtime.liveness", "sqm.runtime.mpyc_backend",
-                     "sqm.runtime.sum_exchange", "sqm.runtime.masked_sum")):
+                    ("sqm.mpc.net.session", "sqm.mpc.net.liveness", "sqm.mpc.protocols.mpyc_backend",
+                     "sqm.apps.pbm_vfl.sum_exchange", "sqm.mpc.protocols.masked_sum")):
                 bad.append(f"{path.relative_to(ROOT)}:{line} imports {mod}")
         text = path.read_text()
         bad += [f"{path.relative_to(ROOT)} calls {c}" for c in ("._lap(", ".transfer(", ".send_message(") if c in text]
     assert not bad, bad
 
 
-def _module_graph(folder: pathlib.Path, dotted: str) -> dict[str, set[str]]:
+def _module_of(path: pathlib.Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """module -> the package modules it imports (any import, inside functions too, but not those for annotations
+    only; ``from a import b`` counts as ``a.b`` when that is a module, else ``a``)."""
+    modules = {_module_of(p): p for p in (ROOT / "sqm").rglob("*.py")}
     graph = {}
-    for path in folder.glob("*.py"):
+    for mod, path in modules.items():
         deps = set()
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.level == 1:
-                deps |= {node.module.split(".")[0]} if node.module else {a.name for a in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith(dotted + "."):
-                deps.add(node.module[len(dotted) + 1:].split(".")[0])
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == dotted:
-                deps |= {a.name for a in node.names}
-        graph[path.stem] = deps - {path.stem}
+        for _, dotted in _imports(path, typing_only=False):
+            while dotted and dotted not in modules:
+                dotted = dotted.rpartition(".")[0]
+            if dotted and dotted != mod:
+                deps.add(dotted)
+        graph[mod] = deps
     return graph
 
 
-# a method delegating to the module that implements it (Polynomial.compensate -> sqm.mechanism.compensation)
-ALLOWED_CYCLES = {frozenset({"compensation", "polynomial"})}
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
 
 
-def test_the_mechanism_has_no_import_circle():
-    """Issue 26: the accounting circle (accounting <-> events <-> pbm) is opened: the formulas live in
-    sqm.mechanism.rdp, a leaf; no other cycle among the mechanism's modules but the one allowed above."""
-    graph = _module_graph(ROOT / "sqm" / "mechanism", "sqm.mechanism")
-    cycles = set()
+def _inner_room(mod: str) -> str:
+    """The room a module is in, the runtime's own rooms apart (sqm.mpc.net, sqm.mpc.shares, ...)."""
+    parts = mod.split(".")
+    if len(parts) > 2 and parts[1] == "mpc" and parts[2] in MPC_ROOMS:
+        return ".".join(parts[:3])
+    return ".".join(parts[:2])
 
-    def walk(start, node, path):
-        for d in graph.get(node, ()):
-            if d == start:
-                cycles.add(frozenset(path))
-            elif d not in path and d in graph and len(path) < 8:
-                walk(start, d, path + [d])
 
-    for m in graph:
-        walk(m, m, [m])
-    assert cycles <= ALLOWED_CYCLES, [sorted(c) for c in cycles - ALLOWED_CYCLES]
-    assert not graph["rdp"] & {"accounting", "events", "pbm", "ledger"}
+def test_no_room_holds_an_import_circle():
+    """No circle of imports among a room's modules, nor among the whole package's: a room that needs another
+    module's names imports them one way."""
+    graph = _module_graph()
+    circles = _circles(graph)
+    assert not circles, circles
+
+
+def test_the_circle_finder_can_fail():
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_runtime_rooms_import_one_way():
+    """Inside the runtime: the shares import nothing of the network or the protocols; the network imports the
+    shares at most; the protocols both."""
+    bad = []
+    for mod, deps in _module_graph().items():
+        if not mod.startswith("sqm.mpc.") or mod.count(".") < 2:
+            continue
+        room = _inner_room(mod)
+        below = {f"sqm.mpc.{r}" for r in MPC_ROOMS[:MPC_ROOMS.index(room.split(".")[2]) + 1]} | {"sqm.mpc"}
+        for d in deps:
+            if d.startswith("sqm.mpc") and _inner_room(d) not in below:
+                bad.append(f"{mod} ({room}) imports {d}")
+    assert not bad, bad
+
+
+# the applications' names and their own words ("vfl" as in "PBM-VFL", not as in the distribution's name, sqm-vfl)
+APPLICATION_WORDS = re.compile(r"\b(pca|linreg|logreg|logistic|regression|pbm|hdp|(?<!sqm-)vfl|gradient|taylor|"
+                               r"principal|embedding|estimator)\b", re.I)
+
+
+def test_the_runtime_names_no_application():
+    """The runtime knows no application: neither its code nor its docstrings name one (the applications build on
+    its public primitives)."""
+    bad = []
+    for path in sorted((ROOT / "sqm" / "mpc").rglob("*.py")):
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            for m in APPLICATION_WORDS.finditer(line):
+                bad.append(f"{path.relative_to(ROOT)}:{i}: {m.group(0)}")
+    assert not bad, "\n".join(bad)
 
 
 def test_only_the_runtime_touches_mpyc():
-    """MPyC is the runtime's business: no module outside sqm.runtime imports it (the runtime's private hooks, e.g.
+    """MPyC is the runtime's business: no module outside sqm.mpc imports it (the runtime's private hooks, e.g.
     PartyContext._lap, are not called from outside it either)."""
     bad = []
-    files = [p for p in _package_files() if _room_of(p) != "runtime"] + sorted((ROOT / "bench").rglob("*.py"))
+    files = [p for p in _package_files() if _room_of(p) != "mpc"] + sorted((ROOT / "bench").rglob("*.py"))
     for path in files:
         text = path.read_text()
         bad += [f"{path.relative_to(ROOT)} imports mpyc" for _, m in _imports(path) if m.split(".")[0] == "mpyc"]
@@ -189,6 +283,6 @@ def test_the_public_api_is_flat_and_every_name_resolves():
     assert sqm.__all__ == sorted(sqm.__all__[:-1]) + ["__version__"]
     for name in sqm.__all__:
         assert getattr(sqm, name) is not None, name
-    assert sqm.SQMPCA.__module__ == "sqm.methods.pca.estimator"
+    assert sqm.SQMPCA.__module__ == "sqm.apps.pca.estimator"
     with pytest.raises(AttributeError):
         sqm.no_such_name  # noqa: B018

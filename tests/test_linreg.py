@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 
-from sqm.methods.linreg import SQMLinearRegression
-from sqm.methods.linreg.baselines import central_dp_linreg
-from sqm.methods.linreg.statistic import JointGram, joint_bounds, joint_matrix, solve_ridge
+from sqm.apps.linreg import SQMLinearRegression
+from sqm.apps.linreg.baselines import central_dp_linreg
+from sqm.apps.linreg.statistic import JointGram, joint_bounds, joint_matrix, solve_ridge
 from sqm.mechanism.sensitivity import l1_from_l2
 
 

@@ -1,4 +1,4 @@
-"""Liveness during a job (sqm.runtime.liveness): heartbeats keep a slow but alive party in the job, a stopped party
+"""Liveness during a job (sqm.mpc.net.liveness): heartbeats keep a slow but alive party in the job, a stopped party
 (SIGSTOP: its TCP connections stay open) is detected by the idle timeout and every other party exits naming it.
 
 The real-process tests use a short idle timeout (3-4 s) to stay fast; the default (30 s) is the same code."""
@@ -12,12 +12,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from sqm.runtime import wire
-from sqm.runtime.exitcodes import EXIT_TIMEOUT
-from sqm.runtime.launch import MPCError, run_parties
-from sqm.runtime.liveness import heartbeat_period
-from sqm.runtime.party import PartyProgram
-from sqm.runtime.protocol import ABORT_PC, HEARTBEAT_PC
+from sqm.mpc.net import wire
+from sqm.errors import EXIT_TIMEOUT
+from sqm.mpc.net.launch import MPCError, run_parties
+from sqm.mpc.net.liveness import heartbeat_period
+from sqm.mpc.net.party import PartyProgram
+from sqm.mpc.net.abort import ABORT_PC, HEARTBEAT_PC
 
 
 # ----- in one process: the patched message exchanger and the watchdog, on fake connections ----------------
@@ -42,7 +42,7 @@ def frame(pc, payload=b""):
 
 def beat(step=0, computing=False, waits=()):
     """A heartbeat frame: the sender at ``step``, waiting on ``waits``."""
-    from sqm.runtime.liveness import heartbeat_payload
+    from sqm.mpc.net.liveness import heartbeat_payload
 
     return frame(HEARTBEAT_PC, heartbeat_payload(step, computing, waits))
 
@@ -62,8 +62,8 @@ def patched(monkeypatch):
     """install_loss_detection on MPyC's MessageExchanger, undone after the test; two fake peers (1 and 2)."""
     from mpyc import asyncoro
 
-    from sqm.runtime import liveness
-    from sqm.runtime.liveness import install_loss_detection
+    from sqm.mpc.net import liveness
+    from sqm.mpc.net.liveness import install_loss_detection
 
     monkeypatch.setattr(liveness, "_STATE", None)
     for name in ("receive", "data_received", "connection_lost"):
@@ -82,7 +82,7 @@ def patched(monkeypatch):
 
 
 def test_heartbeats_and_notices_in_one_read_are_all_handled(patched):
-    from sqm.runtime.liveness import PeerSilent
+    from sqm.mpc.net.liveness import PeerSilent
 
     state, make = patched
 
@@ -103,7 +103,7 @@ def test_heartbeats_and_notices_in_one_read_are_all_handled(patched):
         with pytest.raises(PeerSilent, match="client 2"):  # and every later receive
             await rt.parties[2].protocol.receive(8)
         assert "later" not in state["aborted"]  # the first notice names the cause
-        from sqm.runtime.liveness import raise_if_aborted
+        from sqm.mpc.net.liveness import raise_if_aborted
         with pytest.raises(PeerSilent, match="client 2"):  # an exchange whose messages all came first fails too
             raise_if_aborted()
 
@@ -111,7 +111,7 @@ def test_heartbeats_and_notices_in_one_read_are_all_handled(patched):
 
 
 def test_watchdog_names_the_silent_peer_and_tells_the_others(patched):
-    from sqm.runtime.liveness import PeerSilent, keep_alive
+    from sqm.mpc.net.liveness import PeerSilent, keep_alive
 
     state, make = patched
     idle = 0.6
@@ -135,7 +135,7 @@ def test_watchdog_names_the_silent_peer_and_tells_the_others(patched):
         with pytest.raises(PeerSilent, match="client 2"):
             f1.result()
         sent1, sent2 = frames(p1.transport.out), frames(p2.transport.out)
-        from sqm.runtime.liveness import read_heartbeat
+        from sqm.mpc.net.liveness import read_heartbeat
         for sent in (sent1, sent2):  # heartbeats to both: this party at step 0, waiting on both
             assert (0, False, {1, 2}, False) in [read_heartbeat(p, 3) for pc, p in sent if pc == HEARTBEAT_PC]
         notice = {"abort": "no message from client 2 for 0.6 s (stopped or partitioned?)", "kind": "silent", "party": 2}
@@ -146,7 +146,7 @@ def test_watchdog_names_the_silent_peer_and_tells_the_others(patched):
 
 
 def test_a_party_named_silent_because_its_own_loop_was_blocked_is_told_so(patched):
-    from sqm.runtime.liveness import PeerSilent
+    from sqm.mpc.net.liveness import PeerSilent
 
     state, make = patched
 
@@ -165,7 +165,7 @@ def test_a_party_named_silent_because_its_own_loop_was_blocked_is_told_so(patche
 
 
 def test_watchdog_keeps_live_peers(patched):
-    from sqm.runtime.liveness import keep_alive
+    from sqm.mpc.net.liveness import keep_alive
 
     state, make = patched
 
@@ -194,7 +194,7 @@ def test_watchdog_keeps_live_peers(patched):
 
 
 def _watch(state, rt, idle=0.6, progress=1.0):
-    from sqm.runtime.liveness import keep_alive
+    from sqm.mpc.net.liveness import keep_alive
 
     state["progress_timeout"] = progress
     return asyncio.ensure_future(keep_alive(rt, state, idle))
@@ -207,7 +207,7 @@ def _notices(proto):
 def test_a_peer_past_the_step_without_its_message_is_named_at_once(patched):
     """Its heartbeat reports the awaited step: its message of that step would have come first (TCP keeps
     order), so it skipped it.  No timer is involved."""
-    from sqm.runtime.protocol import PartyAborted
+    from sqm.mpc.net.abort import PartyAborted
 
     state, make = patched
 
@@ -230,7 +230,7 @@ def test_a_peer_past_the_step_without_its_message_is_named_at_once(patched):
 def test_a_peer_that_heartbeats_but_sends_nothing_is_named(patched):
     """Client 1 stays at step 2, waits on nobody and does not compute, heartbeating; client 2 (at step 3,
     waiting on client 1, which is behind it: honest) is not blamed."""
-    from sqm.runtime.liveness import PeerSilent
+    from sqm.mpc.net.liveness import PeerSilent
 
     state, make = patched
 
@@ -258,7 +258,7 @@ def test_a_peer_that_heartbeats_but_sends_nothing_is_named(patched):
 
 
 def test_a_computing_peer_and_a_frame_arriving_are_waited_for(patched):
-    """A peer that says it computes (sqm.runtime.liveness.busy), and one whose frame keeps arriving at a good rate, are
+    """A peer that says it computes (sqm.mpc.net.liveness.busy), and one whose frame keeps arriving at a good rate, are
     not taken for stalling for several progress timeouts."""
     state, make = patched
 
@@ -280,9 +280,9 @@ def test_a_computing_peer_and_a_frame_arriving_are_waited_for(patched):
 
 
 def test_a_trickled_frame_and_a_false_wait_are_named(patched, monkeypatch):
-    from sqm.runtime import liveness
-    from sqm.runtime.liveness import PeerSilent
-    from sqm.runtime.protocol import PartyAborted
+    from sqm.mpc.net import liveness
+    from sqm.mpc.net.liveness import PeerSilent
+    from sqm.mpc.net.abort import PartyAborted
 
     state, make = patched
     monkeypatch.setattr(liveness, "MAX_FRAME_BYTES", 1 << 19)  # a false wait is named after 0.5 + 0.5 s here
@@ -326,7 +326,7 @@ def test_a_trickled_frame_and_a_false_wait_are_named(patched, monkeypatch):
 
 
 def test_heartbeat_payloads_round_trip_and_malformed_ones_are_refused():
-    from sqm.runtime.liveness import heartbeat_payload, read_heartbeat
+    from sqm.mpc.net.liveness import heartbeat_payload, read_heartbeat
 
     assert read_heartbeat(heartbeat_payload(7, True, [2, 0]), 3) == (7, True, frozenset({0, 2}), False)
     for bad in (b"", b"\0" * 8, heartbeat_payload(1, False, [5]), heartbeat_payload(1, False, [0]) + b"\0",
@@ -337,14 +337,14 @@ def test_heartbeat_payloads_round_trip_and_malformed_ones_are_refused():
 
 # ----- a peer still in its connect phase (issue 43, after its item 6) -----------------------------------------
 def connecting(waits=()):
-    """A heartbeat of a peer still in its connect phase (sqm.runtime.session), not yet connected to ``waits``."""
-    from sqm.runtime.liveness import heartbeat_payload
+    """A heartbeat of a peer still in its connect phase (sqm.mpc.net.session), not yet connected to ``waits``."""
+    from sqm.mpc.net.liveness import heartbeat_payload
 
     return frame(HEARTBEAT_PC, heartbeat_payload(0, False, waits, connecting=True))
 
 
 def test_connecting_heartbeats_round_trip_and_malformed_ones_are_refused():
-    from sqm.runtime.liveness import heartbeat_payload, read_heartbeat
+    from sqm.mpc.net.liveness import heartbeat_payload, read_heartbeat
 
     assert read_heartbeat(heartbeat_payload(0, False, [2], connecting=True), 3) == (0, False, frozenset({2}), True)
     for bad in (heartbeat_payload(1, False, [], connecting=True),  # still connecting, yet at step 1
@@ -359,8 +359,8 @@ def test_a_peer_still_connecting_is_waited_for_up_to_the_connect_deadline(patche
     their heartbeats, while this party, whose connect phase is over, awaits their first message: neither the idle
     timeout (0.6 s) nor the progress timeout (1 s) names them; past this party's connect timeout (2 s here) plus
     the grace (0.5 s here) the first is named, the others told."""
-    from sqm.runtime import liveness
-    from sqm.runtime.liveness import PeerSilent, start_keep_alive
+    from sqm.mpc.net import liveness
+    from sqm.mpc.net.liveness import PeerSilent, start_keep_alive
 
     state, make = patched
     monkeypatch.setattr(liveness, "CONNECT_GRACE_S", 0.5)
@@ -393,7 +393,7 @@ def test_a_peer_still_connecting_is_waited_for_up_to_the_connect_deadline(patche
 def test_a_peer_still_connecting_that_stops_heartbeating_is_named_at_the_idle_timeout(patched):
     """Connecting heartbeats keep a peer alive, not its silence: client 1 says it is still connecting, then stops
     (a stopped process), and is named silent at the idle timeout (0.6 s), long before the connect deadline."""
-    from sqm.runtime.liveness import PeerSilent, start_keep_alive
+    from sqm.mpc.net.liveness import PeerSilent, start_keep_alive
 
     state, make = patched
 
@@ -422,7 +422,7 @@ def test_a_peer_still_connecting_that_stops_heartbeating_is_named_at_the_idle_ti
 def test_a_peer_giving_up_its_connect_phase_is_reported_with_its_reason(patched):
     """A peer still connecting reaches its own connect timeout and says whom it could not reach (a "timeout"
     notice): this party, which waited for it, ends with that reason (a timeout, exit 5), not blaming it."""
-    from sqm.runtime.liveness import PeerSilent
+    from sqm.mpc.net.liveness import PeerSilent
 
     state, make = patched
 
@@ -444,7 +444,7 @@ def test_a_peer_giving_up_its_connect_phase_is_reported_with_its_reason(patched)
 def test_a_connecting_heartbeat_after_the_job_started_is_refused(patched):
     """A party cannot go back to its connect phase: a "still connecting" heartbeat after a heartbeat of the job (a
     peer playing for time) is refused naming it."""
-    from sqm.runtime.protocol import PartyAborted
+    from sqm.mpc.net.abort import PartyAborted
 
     state, make = patched
 
@@ -532,17 +532,17 @@ def test_stopped_client_makes_every_party_exit_naming_it(tmp_path):
     e = err.value
     assert e.codes[0] == EXIT_TIMEOUT and e.codes[1] == EXIT_TIMEOUT and e.exit_code == EXIT_TIMEOUT
     msg = str(e)
-    assert "server (party 0) exited 5: sqm.runtime.party server: timeout: no message from client 2 for 4 s " \
+    assert "server (party 0) exited 5: sqm.mpc.net.party server: timeout: no message from client 2 for 4 s " \
            "(stopped or partitioned?); job aborted, nothing released" in msg
-    assert "client 1 (party 1) exited 5: sqm.runtime.party client 1: timeout: The server (party 0) aborted the job: no " \
+    assert "client 1 (party 1) exited 5: sqm.mpc.net.party client 1: timeout: The server (party 0) aborted the job: no " \
            "message from client 2 for 4 s (stopped or partitioned?); nothing released" in msg
 
 
 def test_a_huge_frame_or_a_flood_from_a_peer_aborts_the_job_naming_it(patched, monkeypatch):
     """Issue 25: a peer that announces a 4 GiB frame, or sends more than the cap of bytes no step asked for, is
     named and the job aborts at once (its further bytes are dropped unread): memory stays bounded."""
-    from sqm.runtime import liveness
-    from sqm.runtime.protocol import PartyAborted
+    from sqm.mpc.net import liveness
+    from sqm.mpc.net.abort import PartyAborted
 
     state, make = patched
     monkeypatch.setattr(liveness, "MAX_BUFFERED_BYTES", 1 << 20)
@@ -563,8 +563,8 @@ def test_a_huge_frame_or_a_flood_from_a_peer_aborts_the_job_naming_it(patched, m
 
 
 def test_a_flood_of_unrequested_frames_is_capped(patched, monkeypatch):
-    from sqm.runtime import liveness
-    from sqm.runtime.protocol import PartyAborted
+    from sqm.mpc.net import liveness
+    from sqm.mpc.net.abort import PartyAborted
 
     state, make = patched
     monkeypatch.setattr(liveness, "MAX_BUFFERED_BYTES", 1 << 20)

@@ -10,9 +10,9 @@ import sys
 
 import numpy as np
 
-from sqm.runtime.launch import party_env, run_parties
-from sqm.runtime.party import EvaluateJob
-from sqm.runtime.secure_sum import SumClient, sum_job
+from sqm.mpc.net.launch import party_env, run_parties
+from sqm.mpc.net.party import EvaluateJob
+from sqm.mpc.protocols.secure_sum import SumClient, sum_job
 
 
 def test_a_local_impostor_with_the_command_line_cannot_join(tmp_path):

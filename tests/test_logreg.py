@@ -11,13 +11,13 @@ import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 from scipy.stats import binom
 
-from sqm.methods.logreg import party
-from sqm.methods.logreg.baselines import dpsgd_fit, taylor_fit
+from sqm.apps.logreg import party
+from sqm.apps.logreg.baselines import dpsgd_fit, taylor_fit
 from sqm.cli.logreg import compare, unit_ball_split
-from sqm.methods.logreg.estimator import SQMLogisticRegression
-from sqm.methods.logreg.party import LRPlan, batch_cap
-from sqm.runtime.inprocess import run_in_process
-from sqm.runtime.party import PartyProgram
+from sqm.apps.logreg.estimator import SQMLogisticRegression
+from sqm.apps.logreg.party import LRPlan, batch_cap
+from sqm.mpc.protocols.inprocess import run_in_process
+from sqm.mpc.net.party import PartyProgram
 from sqm.mechanism import accounting
 from sqm.mechanism.compensation import compensate
 from sqm.mechanism.polynomial import logreg_gradient
@@ -98,9 +98,9 @@ def test_sensitivity_is_the_logreg_bound_over_the_feature_groups():
 
 
 def test_rowdot_mod_is_exact():
-    """The row-wise products of the coefficient shares and the moment shares (sqm.runtime.modarith.rowdot_mod)."""
-    from sqm.runtime import modarith
-    from sqm.runtime.field import prime_below
+    """The row-wise products of the coefficient shares and the moment shares (sqm.mpc.shares.modarith.rowdot_mod)."""
+    from sqm.mpc.shares import modarith
+    from sqm.mpc.shares.field import prime_below
 
     rng = np.random.default_rng(14)
     for bits in (20, 51, 58, 61):
@@ -157,7 +157,7 @@ def test_calibration_meets_target_epsilon_with_the_batch_cap_in_delta(monkeypatc
     mu is the smallest that meets epsilon at delta - (1 + e) eta, and so more than epsilon at delta - eta needs."""
     import math
 
-    from sqm.methods.logreg import estimator
+    from sqm.apps.logreg import estimator
 
     Xtr, ytr, _, _ = unit_ball_split("breast_cancer")[:4]
     monkeypatch.setattr(estimator, "batch_cap", lambda n, q, r: batch_cap(n, q, r, log2_failure=-20))
@@ -231,7 +231,7 @@ def test_local_dp_noise_is_the_optimum_at_sensitivity_sqrt2():
     import dp_accounting
     from dp_accounting.pld import pld_privacy_accountant
 
-    from sqm.methods.logreg.baselines import LOCAL_DP_SENSITIVITY, local_dp_fit
+    from sqm.apps.logreg.baselines import LOCAL_DP_SENSITIVITY, local_dp_fit
     from sqm.mechanism.calibration import gaussian_sigma
 
     rng = np.random.default_rng(0)
@@ -315,9 +315,9 @@ def test_job_file_mode_equals_estimator_and_refuses_misaligned_records(tmp_path)
     from sqm.framework.party import JobMeta
     from sqm.framework.ledger_guard import LedgerGuard
     from sqm.framework.spec import write_party_csvs
-    from sqm.methods.logreg.job import LRJobTask
-    from sqm.runtime.exitcodes import EXIT_BAD_DATA, EXIT_REFUSED
-    from sqm.runtime.launch import MPCError
+    from sqm.apps.logreg.job import LRJobTask
+    from sqm.errors import EXIT_BAD_DATA, EXIT_REFUSED
+    from sqm.mpc.net.launch import MPCError
     from sqm.mechanism.vertical import VerticalData
 
     rng = np.random.default_rng(12)
@@ -366,8 +366,8 @@ def test_job_file_mode_equals_estimator_and_refuses_misaligned_records(tmp_path)
 def test_parties_with_different_plans_or_blocks_are_refused():
     """In process, as between real parties: a client whose block does not fit the public plan refuses its own
     input before any share is sent; a party running another plan is refused at the plan agreement."""
-    from sqm.runtime.exitcodes import EXIT_BAD_DATA
-    from sqm.runtime.launch import MPCError
+    from sqm.errors import EXIT_BAD_DATA
+    from sqm.mpc.net.launch import MPCError
 
     plan = small_plan(col_counts=(2, 3), label_party=1)
     rng = np.random.default_rng(3)

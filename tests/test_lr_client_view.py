@@ -1,8 +1,8 @@
 """What each client receives while SQM logistic regression trains; the real run equals the in-process run.
 
-The one real-process test of SQM-LR.  Its party programs (:class:`sqm.methods.logreg.party.LRParty`, wrapped) run twice with
+The one real-process test of SQM-LR.  Its party programs (:class:`sqm.apps.logreg.party.LRParty`, wrapped) run twice with
 the same seeds and the same share generators: as real MPyC party processes and in process
-(:func:`sqm.runtime.inprocess.run_in_process` with ``ideal=False``: the real protocol over in-memory mailboxes; its
+(:func:`sqm.mpc.protocols.inprocess.run_in_process` with ``ideal=False``: the real protocol over in-memory mailboxes; its
 default, the ideal functionality of the kernel, must give the same weights too).  A test-only wrapper records,
 at each client, every frame it receives from a peer with the step of the exchange: in the real processes at
 MPyC's own receive (``MessageExchanger.receive``, whatever arrived), in process at the context's transport.
@@ -29,13 +29,13 @@ import pickle
 import numpy as np
 from scipy import stats
 
-from sqm.methods.logreg import party
-from sqm.methods.logreg.party import LRPlan
-from sqm.runtime import wire
-from sqm.runtime.field import from_signed, prime_for_bound
-from sqm.runtime.inprocess import run_in_process
-from sqm.runtime.launch import run_parties
-from sqm.runtime.party import PartyProgram
+from sqm.apps.logreg import party
+from sqm.apps.logreg.party import LRPlan
+from sqm.mpc.net import wire
+from sqm.mpc.shares.field import from_signed, prime_for_bound
+from sqm.mpc.protocols.inprocess import run_in_process
+from sqm.mpc.net.launch import run_parties
+from sqm.mpc.net.party import PartyProgram
 from sqm.mechanism.rng import spawn_seeds
 
 PVALUE_MIN = 1e-3  # the uniformity test's threshold (the run is deterministic: fixed seeds)
@@ -50,7 +50,7 @@ class ClientView(PartyProgram):
         self.inner, self.folder, self.share_seed = inner, folder, share_seed
 
     async def run(self, ctx):
-        from sqm.runtime.randomness import secure_generator
+        from sqm.mpc.shares.randomness import secure_generator
 
         ctx.rng = secure_generator(np.random.SeedSequence([self.share_seed, ctx.pid]))  # test only: fixed
         steps, received, labels = [], [], {}
@@ -156,7 +156,7 @@ def test_real_run_equals_in_process_and_clients_receive_only_uniform_shares(tmp_
         frames = view["received"]
         assert frames == sim_view["received"]  # the in-process frames are the real ones, byte for byte
         # per iteration: input shares, the moments' reduction carrying the server's coefficient shares, the masked
-        # opening (y goes to the server without a degree reduction of its own: sqm.runtime.gradient_kernel.secure_gradient)
+        # opening (y goes to the server without a degree reduction of its own: sqm.apps.logreg.kernel.secure_gradient)
         assert sum(s == "degree reduction and coefficient shares" for s in steps) == plan.rounds
         shares, other = [], []
         for k, peer, payload in frames:

@@ -1,4 +1,4 @@
-"""SQM-LR's default solver (sqm.methods.logreg.moments): one SQM release of the augmented rows' Gram, the model fitted
+"""SQM-LR's default solver (sqm.apps.logreg.moments): one SQM release of the augmented rows' Gram, the model fitted
 from it at the server.  Exact: the noiseless fit is LDA's posterior computed from the records; the release is the
 covariance polynomial's with the Gram sensitivity of its column groups; job mode (each party its own file) and the
 estimator give bit for bit the same model for the same seed, and real party processes the same as the
@@ -10,8 +10,8 @@ import math
 import numpy as np
 import pytest
 
-from sqm.methods.logreg.estimator import SQMLogisticRegression, moments_release
-from sqm.methods.logreg.moments import MomentsLayout, _variance_along, discriminant, fit_from_moments, read_moments
+from sqm.apps.logreg.estimator import SQMLogisticRegression, moments_release
+from sqm.apps.logreg.moments import MomentsLayout, _variance_along, discriminant, fit_from_moments, read_moments
 from sqm.mechanism.sensitivity import gram_sensitivity
 from sqm.mechanism.vertical import VerticalData
 
@@ -83,7 +83,7 @@ def test_release_is_the_gram_of_the_augmented_rows_with_its_proven_sensitivity()
     sens = mech.sensitivity_for(VerticalData([np.zeros((1, 2)), np.zeros((1, 6))]))
     assert sens == gram_sensitivity(1024.0, mech.bounds_for(lay.block_counts))
     bounds = mech.bounds_for(lay.block_counts)
-    from sqm.methods.logreg.moments import CONSTANT, LABEL_WEIGHT, SCORE_WEIGHT
+    from sqm.apps.logreg.moments import CONSTANT, LABEL_WEIGHT, SCORE_WEIGHT
 
     assert dict(zip(bounds.groups, bounds.bounds))[(5,)] == CONSTANT == lay.constant == 0.7
     assert dict(zip(bounds.groups, bounds.bounds))[(6,)] == LABEL_WEIGHT == lay.label_weight
@@ -120,7 +120,7 @@ def test_job_mode_equals_the_estimator(tmp_path):
     from sqm.framework.party import JobMeta
     from sqm.framework.spec import load_job, write_party_csvs
     from sqm.framework.runners import simulate
-    from sqm.methods.logreg.job import LRJobTask
+    from sqm.apps.logreg.job import LRJobTask
 
     X, y = _data(60, 6)
     job = write_party_csvs(np.hstack([X, y[:, None]]), tmp_path, col_counts=[2, 2, 3], min_intersection=1)
@@ -140,7 +140,7 @@ def test_utility_on_breast_cancer_beats_the_majority_class():
     """A statistical property with a fixed seed: at epsilon 4 the default solver's model (10 seeds, in-process)
     ranks far above chance and beats the majority class.  Measured: accuracy 0.910 +- 0.018, AUC 0.966 +- 0.007
     (majority 0.629)."""
-    from sqm.methods.logreg.baselines import roc_auc
+    from sqm.apps.logreg.baselines import roc_auc
     from sqm.cli.logreg import unit_ball_split
 
     Xtr, ytr, Xte, yte, _ = unit_ball_split("breast_cancer")
@@ -193,7 +193,7 @@ def _generated(n, d, p, seed=5):
     """bench/lr_utility.py's generated kind (two classes shifted along a third of the features, a shared factor),
     standardized and clipped to the unit ball as its sets are."""
     from bench.lr_utility import generated_records
-    from sqm.methods.logreg.experiment import standardized_unit_rows
+    from sqm.apps.logreg.experiment import standardized_unit_rows
 
     X, y = generated_records(n, d, p, seed)
     return standardized_unit_rows(X, X)[0], y

@@ -127,8 +127,8 @@ def test_column_bounds_per_column_and_groups_must_stay_in_one_party():
 
 def test_sqm_round_in_a_long_lived_party_program():
     """Two releases awaited by one program per party (in process): the first equals SQM.run's bit for bit."""
-    from sqm.runtime.inprocess import run_in_process
-    from sqm.runtime.party import PartyProgram
+    from sqm.mpc.protocols.inprocess import run_in_process
+    from sqm.mpc.net.party import PartyProgram
     from sqm.mechanism.release import sqm_round
     from sqm.mechanism.rng import make_rng, spawn_seeds
 
@@ -154,7 +154,7 @@ def test_sqm_round_in_a_long_lived_party_program():
 
 def test_clients_refuse_coefficients_that_are_not_roundings():
     """Public coefficients are checked by every client before any share is sent."""
-    from sqm.runtime.launch import MPCError
+    from sqm.mpc.net.launch import MPCError
     from sqm.mechanism.compensation import CompensatedPolynomial
     from sqm.mechanism.polynomial import Polynomial
 

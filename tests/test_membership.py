@@ -5,11 +5,11 @@ import pytest
 
 from bench.attacks import frame_scalars, frame_shape
 
-from sqm.runtime.backend import Job
-from sqm.runtime.inprocess import run_in_process
-from sqm.runtime.party import PartyProgram
-from sqm.runtime.program import SumProgram
-from sqm.runtime.psi import Union, union_positions
+from sqm.mpc.protocols.backend import Job
+from sqm.mpc.protocols.inprocess import run_in_process
+from sqm.mpc.net.party import PartyProgram
+from sqm.mpc.protocols.program import SumProgram
+from sqm.mpc.protocols.psi import Union, union_positions
 
 
 class MaskedEvaluation(PartyProgram):
@@ -69,7 +69,7 @@ def test_masked_evaluation_counts_the_intersection_only(name, widths):
 
 @pytest.mark.slow
 def test_masked_evaluation_through_real_processes():
-    from sqm.runtime.launch import run_parties
+    from sqm.mpc.net.launch import run_parties
 
     programs, expected = _case(SumProgram.gram_program(7), U=500, m=333)
     got = run_parties(programs, min_clients=2)[0]["result"]
@@ -135,8 +135,8 @@ def test_hidden_membership_linreg_job_equals_the_revealing_job_in_the_simulation
     the constant column is 1 on every row, members or not, and the membership still counts members only)."""
     from sqm.framework.runners import run_job
     from sqm.mechanism import client
-    from sqm.methods.linreg.estimator import SQMLinearRegression
-    from sqm.methods.linreg.job import LinRegJobTask
+    from sqm.apps.linreg.estimator import SQMLinearRegression
+    from sqm.apps.linreg.job import LinRegJobTask
 
     monkeypatch.setattr(client.QuantizedRows, "addend", lambda self: np.zeros(self.n_out, dtype=np.int64))
     _, _, reveal, hide = _jobs(tmp_path)
@@ -153,7 +153,7 @@ def test_hidden_membership_job_equals_the_revealing_job_in_the_simulation(tmp_pa
     data on gamma's grid, so that no coin differs); the report says membership was hidden and the union size."""
     from sqm.framework.runners import run_job
     from sqm.mechanism import client
-    from sqm.methods.pca import PCAJobTask
+    from sqm.apps.pca import PCAJobTask
     from test_alignment import TASK
 
     monkeypatch.setattr(client.QuantizedRows, "addend", lambda self: np.zeros(self.n_out, dtype=np.int64))
@@ -179,7 +179,7 @@ def test_hidden_membership_job_through_real_processes(tmp_path):
     """The same through real party processes, with every client's noise: after taking out each client's noise
     share (regenerated from the test-only seed), both modes released the exact Gram of the intersection."""
     from sqm.framework.runners import run_job
-    from sqm.methods.pca import PCAJobTask
+    from sqm.apps.pca import PCAJobTask
     from test_alignment import COLS, TASK
 
     X, sets, reveal, hide = _jobs(tmp_path)
@@ -247,7 +247,7 @@ def test_a_streamed_file_is_placed_over_the_union_in_buckets_on_disk(tmp_path, m
     from sqm.framework import union_table
     from sqm.framework.runners import simulate
     from sqm.framework.spec import load_job, write_job
-    from sqm.methods.pca import PCAJobTask
+    from sqm.apps.pca import PCAJobTask
     from test_alignment import TASK, overlap_sets, write_parties
 
     monkeypatch.setattr(union_table, "BUCKETS", 5)
@@ -271,10 +271,10 @@ def test_a_streamed_file_is_placed_over_the_union_in_buckets_on_disk(tmp_path, m
 
 def test_hiding_membership_is_refused_where_it_is_not_offered(tmp_path):
     from sqm.framework.party import party_program
-    from sqm.runtime.errors import UsageError
+    from sqm.errors import UsageError
 
     _, _, _, hide = _jobs(tmp_path)
-    from sqm.methods.inference.job import ScoringJobTask
+    from sqm.apps.inference.job import ScoringJobTask
 
     with pytest.raises(UsageError, match="does not offer it"):
         party_program(hide, 1, ScoringJobTask.__new__(ScoringJobTask))
@@ -290,8 +290,8 @@ def test_hidden_membership_with_shard_workers_equals_one_process_per_party(tmp_p
 
     from sqm.framework.runners import run_job
     from sqm.framework.spec import load_job, write_job
-    from sqm.methods.pca import PCAJobTask
-    from sqm.runtime.launch import free_ports
+    from sqm.apps.pca import PCAJobTask
+    from sqm.mpc.net.launch import free_ports
     from test_alignment import TASK
 
     _, _, _, hide = _jobs(tmp_path)
@@ -354,8 +354,8 @@ def recorded_views(tmp_path, X, task, scenarios=None):
 
     from sqm.framework.party import job_programs
     from sqm.framework.spec import load_job, write_job
-    from sqm.runtime import wire
-    from sqm.runtime.launch import run_parties
+    from sqm.mpc.net import wire
+    from sqm.mpc.net.launch import run_parties
     from test_alignment import write_parties
     from test_psi_view import Recording
 
@@ -421,7 +421,7 @@ def test_a_clients_view_does_not_depend_on_which_of_its_records_are_in_the_inter
     scenarios that differ only in which of its records are in the intersection (same sizes): what
     :func:`check_client_view` asserts.  The positions it is given are tested over many alignments below; the
     blinded ids are the PSI's (tests/test_psi_view.py)."""
-    from sqm.methods.pca import PCAJobTask
+    from sqm.apps.pca import PCAJobTask
     from test_alignment import TASK
 
     check_client_view(recorded_views(tmp_path, _grid_universe(m=6000), PCAJobTask(**TASK)))
@@ -434,7 +434,7 @@ def test_a_client_that_swaps_one_record_for_an_id_nobody_holds_learns_nothing(tm
     now, recorded through real processes, the two views have the same structure and the same values wherever they
     are not arrays, the same result, and uniform shares (:func:`check_client_view`): nothing it receives depends on
     m or U.  The server's own result does change (it knows m)."""
-    from sqm.methods.pca import PCAJobTask
+    from sqm.apps.pca import PCAJobTask
     from test_alignment import TASK
 
     runs = recorded_views(tmp_path, _grid_universe(m=6000), PCAJobTask(**TASK), [_swapped(False), _swapped(True)])
@@ -462,9 +462,9 @@ def _positions_over_runs(flip: bool, runs: int, leak: bool = False):
     """Client 1's union positions (normalised by U) of its records in and out of the intersection, over ``runs``
     alignments with fresh keys (seeded, test only), through the PSI over in-memory mailboxes.  ``leak``: a broken
     server that orders the union with the intersection first (the test must see it)."""
-    from sqm.runtime import psi
-    from sqm.runtime.inprocess import run_in_process
-    from sqm.runtime.randomness import secure_generator
+    from sqm.mpc.protocols import psi
+    from sqm.mpc.protocols.inprocess import run_in_process
+    from sqm.mpc.shares.randomness import secure_generator
 
     sets, common = _scenario(flip)
     sizes = {j: len(s) for j, s in enumerate(sets, start=1)}

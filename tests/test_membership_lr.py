@@ -1,17 +1,17 @@
 """Membership-hiding alignment for SQM logistic regression (issue 29): the batches are Poisson samples of the union's
 positions, and each batch row counts times its secret membership of the intersection, inside the secure gradient
-(sqm.runtime.gradient_kernel.secure_gradient, ``masked``); the server dealt the indicator once and never learns a
+(sqm.apps.logreg.kernel.secure_gradient, ``masked``); the server dealt the indicator once and never learns a
 batch."""
 import numpy as np
 import pytest
 
-from sqm.mechanism.gradient import BatchMembership
-from sqm.methods.logreg import party
-from sqm.methods.logreg.party import LRPlan
-from sqm.runtime.gradient_kernel import deal_indicator
-from sqm.runtime.inprocess import run_in_process
-from sqm.runtime.party import PartyProgram
-from sqm.runtime.psi import Union
+from sqm.apps.logreg.gradient import BatchMembership
+from sqm.apps.logreg import party
+from sqm.apps.logreg.party import LRPlan
+from sqm.apps.logreg.kernel import deal_indicator
+from sqm.mpc.protocols.inprocess import run_in_process
+from sqm.mpc.net.party import PartyProgram
+from sqm.mpc.protocols.psi import Union
 
 
 def _plan(col_counts, U, m, b_max=12, mu=0.0, rounds=10, q=0.1, verify=False):
@@ -136,8 +136,9 @@ def test_the_sharing_check_covers_the_clients_resharing_of_the_indicator():
     above t is named before anything is opened."""
     import dataclasses
 
-    from sqm.runtime import gradient_kernel, shamir
-    from sqm.runtime.launch import MPCError
+    from sqm.apps.logreg import kernel as gradient_kernel
+    from sqm.mpc.shares import shamir
+    from sqm.mpc.net.launch import MPCError
 
     seeds = [7, 8, 9, 10, 11]
     for cc in ((2, 3, 2, 1), (2, 3, 2)):  # M = 5 reduces the masked rows first; M = 4 the degree-3t moments
@@ -173,7 +174,7 @@ def test_the_sharing_check_covers_the_clients_resharing_of_the_indicator():
 
 
 def test_a_hidden_plan_is_refused_without_the_union_and_the_union_without_the_plan():
-    from sqm.runtime.launch import MPCError
+    from sqm.mpc.net.launch import MPCError
 
     plan, indicator, blocks = _training()
     seeds = [1, 2, 3, 4]
@@ -215,7 +216,7 @@ def test_hidden_membership_lr_moments_job_equals_the_revealing_job(tmp_path, mon
     model; the label party's 3/7 labels are mapped from its own records only."""
     from sqm.framework.runners import simulate
     from sqm.mechanism import client
-    from sqm.methods.logreg.job import LRJobTask
+    from sqm.apps.logreg.job import LRJobTask
 
     monkeypatch.setattr(client.QuantizedRows, "addend", lambda self: np.zeros(self.n_out, dtype=np.int64))
     # kappa y (kappa 0.7) is off gamma's grid: rounding to nearest here, so that no coin differs between the modes
@@ -243,8 +244,8 @@ def test_hidden_membership_lr_sgd_job_learns_like_the_revealing_job(tmp_path):
     accuracy >= 0.85 and the means differ by < 0.05.  Measured: revealing 0.883, hiding 0.871 (over 12 seeds:
     0.899 and 0.877, standard deviation 0.045 per run)."""
     from sqm.framework.runners import simulate
-    from sqm.methods.logreg.job import LRJobTask
-    from sqm.methods.logreg.party import batch_cap
+    from sqm.apps.logreg.job import LRJobTask
+    from sqm.apps.logreg.party import batch_cap
 
     X, sets, reveal, hide = _lr_jobs(tmp_path, m=2000, common=1200)
     common = sorted(set(sets[0]) & set(sets[1]) & set(sets[2]))
@@ -278,7 +279,7 @@ def test_a_clients_view_in_an_sgd_job_does_not_depend_on_which_of_its_records_ar
     step by step, uniform field elements, the S = 500 shares of the server's one dealing of the indicator
     uncorrelated with the true membership), and the server deals the indicator once: nothing else it sends a
     client is per position."""
-    from sqm.methods.logreg.job import LRJobTask
+    from sqm.apps.logreg.job import LRJobTask
     from test_membership import _scenario, _swapped, check_client_view, recorded_views
 
     rng = np.random.default_rng(3)
@@ -319,7 +320,7 @@ def test_bench_psi_hide_membership_for_an_sgd_job(tmp_path):
 def test_hidden_training_through_real_processes_equals_the_simulation():
     """2 clients (M = 3: the masked rows are reduced first, 4 exchanges a round), through real party processes over
     loopback: bit for bit the weights of the in-process run (the same party programs and seeds)."""
-    from sqm.runtime.launch import run_parties
+    from sqm.mpc.net.launch import run_parties
 
     plan, indicator, blocks = _training(col_counts=(2, 3))
     U, m = plan.union, plan.n_records

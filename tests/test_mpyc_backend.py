@@ -5,12 +5,12 @@ Gram, general polynomials of degrees 0-3, the public-coefficient gradient, the s
 import numpy as np
 import pytest
 
-from sqm.runtime.backend import Job, PlainBackend
-from sqm.runtime.field import FieldTooSmall
-from sqm.runtime.launch import MPCError
-from sqm.runtime.mpyc_backend import MPyCBackend
-from sqm.runtime.program import SumProgram
-from sqm.runtime.secure_sum import SumClient, secure_sum
+from sqm.mpc.protocols.backend import Job, PlainBackend
+from sqm.mpc.shares.field import FieldTooSmall
+from sqm.mpc.net.launch import MPCError
+from sqm.mpc.protocols.mpyc_backend import MPyCBackend
+from sqm.mpc.protocols.program import SumProgram
+from sqm.mpc.protocols.secure_sum import SumClient, secure_sum
 from sqm.mechanism.release import SQM
 from sqm.mechanism.polynomial import Polynomial, covariance, logreg_gradient
 from sqm.mechanism.vertical import VerticalData
@@ -28,7 +28,8 @@ def bgw_in_process(monkeypatch):
     ideal functionality: the protocol's share arithmetic, checked without starting processes."""
     import functools
 
-    from sqm.runtime import inprocess, protocol
+    from sqm.mpc.net import inprocess
+    from sqm.mpc.protocols import context as protocol
 
     monkeypatch.setattr(inprocess, "run_in_process", functools.partial(inprocess.run_in_process, ideal=False))
     calls = []
@@ -56,7 +57,7 @@ def test_covariance_mpyc_equals_plain():
 
 def _both(make):
     """``make()`` run twice: the BGW protocol in process, then the ideal functionality."""
-    import sqm.runtime.inprocess as ip
+    import sqm.mpc.protocols.inprocess as ip
 
     first = make()
     ip.run_in_process.keywords["ideal"] = True

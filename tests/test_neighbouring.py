@@ -25,7 +25,7 @@ def test_sqm_lr_moments_zeroing_a_record_moves_the_release_by_at_most_its_sensit
     """The moments release: zeroing a record removes z_hat z_hat^T (constant included) from the integer Gram;
     over rounding outcomes of records at every bound, ||z_hat z_hat^T||_F = ||z_hat||^2 <= the report's L2; the
     server- and client-observed epsilons are those of that sensitivity (the client's without doubling)."""
-    from sqm.methods.logreg.estimator import SQMLogisticRegression
+    from sqm.apps.logreg.estimator import SQMLogisticRegression
 
     m = SQMLogisticRegression(epsilon=1.0, gamma=1024.0)
     mech, lay, rep = m.moments_plan(500, (2, 3), 1)
@@ -62,7 +62,7 @@ def test_sqm_lr_moments_zeroing_a_record_moves_the_release_by_at_most_its_sensit
 def test_sqm_lr_sgd_zeroed_record_contributes_no_gradient():
     """The per-batch protocol: the zeroed record's row (the intercept's constant included) makes every monomial
     of Eq. 19 zero, so its change is f_hat(x_hat), bounded by the report's sensitivity."""
-    from sqm.methods.logreg.estimator import SQMLogisticRegression
+    from sqm.apps.logreg.estimator import SQMLogisticRegression
     from sqm.mechanism.polynomial import logreg_gradient
 
     m = SQMLogisticRegression(epsilon=1.0, gamma=256.0, solver="sgd")
@@ -76,8 +76,8 @@ def test_baselines_are_computed_under_zero_out():
     """Local DP (LR): zeroing a unit row labelled 1 changes [X | y] by sqrt(2), its sensitivity; central and local
     PCA: x x^T and x; DPSGD: the zeroed record's gradient is 0, the clip norm bounds the change.  Each epsilon is
     that of its own sensitivity."""
-    from sqm.methods.logreg.baselines import LOCAL_DP_SENSITIVITY, local_dp_fit
-    from sqm.methods.pca.baselines import central_dp_pca, local_dp_pca
+    from sqm.apps.logreg.baselines import LOCAL_DP_SENSITIVITY, local_dp_fit
+    from sqm.apps.pca.baselines import central_dp_pca, local_dp_pca
     from sqm.mechanism.calibration import gaussian_epsilon
     from sqm.mechanism.vertical import VerticalData
 
@@ -97,7 +97,7 @@ def test_baselines_are_computed_under_zero_out():
 
 def test_dpsgd_report_names_zero_out():
     pytest.importorskip("opacus")
-    from sqm.methods.logreg.baselines import dpsgd_fit
+    from sqm.apps.logreg.baselines import dpsgd_fit
 
     rng = np.random.default_rng(2)
     X = np.hstack([rng.normal(size=(80, 3)) * 0.3, np.ones((80, 1))])
@@ -107,16 +107,16 @@ def test_dpsgd_report_names_zero_out():
 
 
 def test_pbm_reports_are_in_their_own_unit():
-    from sqm.methods.pbm_vfl.privacy import privacy_reports
-    from sqm.methods.pbm_vfl.config import VFLConfig
+    from sqm.apps.pbm_vfl.privacy import privacy_reports
+    from sqm.apps.pbm_vfl.config import VFLConfig
 
     reps = privacy_reports(VFLConfig(), 3)
     assert reps["pbm"].neighbouring == "embedding" and reps["npq"].neighbouring == "none"
 
 
 def test_pbm_reports_say_what_they_guarantee():
-    from sqm.methods.pbm_vfl.config import VFLConfig
-    from sqm.methods.pbm_vfl.privacy import privacy_reports
+    from sqm.apps.pbm_vfl.config import VFLConfig
+    from sqm.apps.pbm_vfl.privacy import privacy_reports
 
     reps = privacy_reports(VFLConfig(), 3)
     for m in ("pbm", "ldp", "ldp_eq"):

@@ -13,9 +13,9 @@ from sqm.framework.party import canonical_order
 from sqm.framework.spec import load_job, write_party_csvs
 
 from sqm.framework.runners import simulate
-from sqm.methods.pca import SQMPCA, PCAJobTask
+from sqm.apps.pca import SQMPCA, PCAJobTask
 from sqm.framework.tables import PartyFileError, read_table
-from sqm.runtime.launch import MPCError
+from sqm.mpc.net.launch import MPCError
 from sqm.mechanism.vertical import VerticalData
 
 JOB_TASK = dict(n_components=2, epsilon=1.0, delta=1e-5, gamma=1024.0, seed=5, insecure_reproducible=True)
@@ -192,7 +192,7 @@ def test_declared_ranges_scale_unscaled_data_and_no_bounds_warns(tmp_path, caplo
     """Columns in the thousands: with public ranges in the job file each client scales its own columns and
     the release's utility is that of the scaled run; without ranges every row is clipped and the client's
     own output and JSON carry the WARNING (its count never reaches the server)."""
-    from sqm.methods.pca.utility import utility_ratio
+    from sqm.apps.pca.utility import utility_ratio
 
     rng = np.random.default_rng(7)
     m, scale = 400, np.array([3000.0, 2000.0, 800.0, 2500.0, 1200.0, 400.0])

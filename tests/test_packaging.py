@@ -101,7 +101,7 @@ def test_the_wheel_installs_one_top_level_package_and_its_console_script(tmp_pat
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert tops == {"sqm"}, tops
-    assert {"sqm/cli/output.schema.json", "sqm/py.typed", "sqm/methods/pca/estimator.py"} <= set(names)
+    assert {"sqm/cli/output.schema.json", "sqm/py.typed", "sqm/apps/pca/estimator.py"} <= set(names)
     meta = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     assert "sqm = sqm.cli.command:main" in zipfile.ZipFile(wheel).read(meta).decode()
 
@@ -155,18 +155,18 @@ def test_v_and_q_before_and_after_the_command_add_up(argv, level, quiet):
 def test_quiet_hides_info_and_verbose_shows_it(capsys):
     from sqm.cli.options import log_level
     from sqm.cli.command import build_parser
-    from sqm.runtime import logs
+    from sqm.mpc.net import logs
 
     p = build_parser()
     try:
         logs.configure(log_level(p.parse_args(["pca", "-q"])))
-        logging.getLogger("sqm.runtime.launch").info("an info line")
-        logging.getLogger("sqm.runtime.launch").warning("a warning line")
+        logging.getLogger("sqm.mpc.net.launch").info("an info line")
+        logging.getLogger("sqm.mpc.net.launch").warning("a warning line")
         assert logs.party_level_args() == ["--log-level", "WARNING"]
         err = capsys.readouterr().err
         assert "an info line" not in err and "a warning line" in err
         logs.configure(log_level(p.parse_args(["-v", "pca"])))
-        logging.getLogger("sqm.runtime.launch").info("an info line")
+        logging.getLogger("sqm.mpc.net.launch").info("an info line")
         assert logs.party_level_args() == ["--log-level", "INFO"]
         assert "an info line" in capsys.readouterr().err
     finally:
@@ -174,7 +174,7 @@ def test_quiet_hides_info_and_verbose_shows_it(capsys):
 
 
 def _party(*extra):
-    cmd = [sys.executable, "-m", "sqm.runtime.party", "--program", "/nonexistent", "--index", "2", "--parties",
+    cmd = [sys.executable, "-m", "sqm.mpc.net.party", "--program", "/nonexistent", "--index", "2", "--parties",
            "127.0.0.1:9001", "--job-id", "0" * 32, "--insecure-pcg64-shares", *extra]
     return subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=60)
 
@@ -183,12 +183,12 @@ def test_a_party_prefixes_its_lines_with_its_role_at_the_level_it_is_given():
     res = _party()
     lines = res.stderr.strip().splitlines()
     assert res.returncode == 2 and lines == [
-        "[client 2] sqm.runtime.party: WARNING: party 2 draws its share randomness from PCG64 (--insecure-pcg64-shares, "
+        "[client 2] sqm.mpc.net.party: WARNING: party 2 draws its share randomness from PCG64 (--insecure-pcg64-shares, "
         "benchmark only): its shares are not cryptographically hidden",
-        "[client 2] sqm.runtime.party: error: need at least 2 parties (a server and a client)"], res.stderr
+        "[client 2] sqm.mpc.net.party: error: need at least 2 parties (a server and a client)"], res.stderr
     res = _party("--log-level", "ERROR")  # sqm -qq: the warning is not shown, the error is
     assert res.returncode == 2
-    assert res.stderr.strip() == "[client 2] sqm.runtime.party: error: need at least 2 parties (a server and a client)"
+    assert res.stderr.strip() == "[client 2] sqm.mpc.net.party: error: need at least 2 parties (a server and a client)"
 
 
 @pytest.mark.slow
@@ -198,7 +198,7 @@ def test_verbose_real_run_shows_each_partys_lines_with_its_role(capfd):
     try:
         assert main(["-v", "pca", "--dataset", "iris", "--parties", "2", "--components", "2", "--seed", "3"]) == 0
     finally:
-        from sqm.runtime import logs
+        from sqm.mpc.net import logs
 
         logs.configure(logging.WARNING)
     err = capfd.readouterr().err

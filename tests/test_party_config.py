@@ -6,10 +6,10 @@ import sys
 import numpy as np
 import pytest
 
-from sqm.runtime.certs import make_certificates
-from sqm.runtime.mpyc_backend import MPyCBackend
-from sqm.runtime.party import EXIT_REFUSED, EXIT_USAGE, EvaluateJob
-from sqm.runtime.secure_sum import SumClient, sum_job
+from sqm.mpc.net.certs import make_certificates
+from sqm.mpc.protocols.mpyc_backend import MPyCBackend
+from sqm.mpc.net.party import EXIT_REFUSED, EXIT_USAGE, EvaluateJob
+from sqm.mpc.protocols.secure_sum import SumClient, sum_job
 
 
 def test_secure_sum_over_mutually_authenticated_tls(tmp_path):
@@ -25,7 +25,7 @@ JOB_ID = "0123456789abcdef0123456789abcdef"
 def _party(tmp_path, *args, job_id=JOB_ID):
     prog = tmp_path / "p.program"
     prog.write_bytes(pickle.dumps(EvaluateJob(None)))
-    return subprocess.run([sys.executable, "-m", "sqm.runtime.party", "--program", str(prog), "--job-id", job_id, *args],
+    return subprocess.run([sys.executable, "-m", "sqm.mpc.net.party", "--program", str(prog), "--job-id", job_id, *args],
                           capture_output=True, text=True, timeout=60, cwd=tmp_path)
 
 
@@ -88,7 +88,7 @@ def test_plaintext_across_hosts_needs_the_opt_in_and_listens_on_its_own_address_
 
 
 def test_local_port_range_from_the_environment(monkeypatch):
-    from sqm.runtime.launch import free_ports
+    from sqm.mpc.net.launch import free_ports
 
     monkeypatch.setenv("SQM_LOCAL_PORTS", "23400-23409")
     ports = free_ports(4)
@@ -104,13 +104,13 @@ def test_local_port_range_from_the_environment(monkeypatch):
 def test_an_untested_mpyc_is_refused_loudly():
     """The runtime patches MPyC internals: the installed MPyC is one it was tested with, and another is refused
     with a message naming both (a party exits 'bad usage' before connecting)."""
-    import sqm.runtime
+    from sqm.mpc.net import mpyc_version
 
-    assert sqm.runtime.check_mpyc_version() in sqm.runtime.MPYC_TESTED or any(
-        sqm.runtime.check_mpyc_version().startswith(v + ".") for v in sqm.runtime.MPYC_TESTED)
+    assert mpyc_version.check_mpyc_version() in mpyc_version.MPYC_TESTED or any(
+        mpyc_version.check_mpyc_version().startswith(v + ".") for v in mpyc_version.MPYC_TESTED)
     with pytest.raises(RuntimeError, match=r"MPyC 0\.12 is installed.*tested only with MPyC 0\.11"):
-        sqm.runtime.check_mpyc_version("0.12")
-    assert sqm.runtime.check_mpyc_version("0.11.1") == "0.11.1"
+        mpyc_version.check_mpyc_version("0.12")
+    assert mpyc_version.check_mpyc_version("0.11.1") == "0.11.1"
 
 
 def test_one_version():

@@ -9,10 +9,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from sqm.methods.pbm_vfl import PBMVFLClassifier, VFLConfig, load_split, train_vfl  # noqa: E402
-from sqm.methods.pbm_vfl.privacy import ldp_epsilon, ldp_sigma, noise_sigma, pbm_privacy, privacy_reports  # noqa: E402
-from sqm.methods.pbm_vfl.training import model_bits  # noqa: E402
-from sqm.runtime.launch import MPCError  # noqa: E402
+from sqm.apps.pbm_vfl import PBMVFLClassifier, VFLConfig, load_split, train_vfl  # noqa: E402
+from sqm.apps.pbm_vfl.privacy import ldp_epsilon, ldp_sigma, noise_sigma, pbm_privacy, privacy_reports  # noqa: E402
+from sqm.apps.pbm_vfl.training import model_bits  # noqa: E402
+from sqm.mpc.net.launch import MPCError  # noqa: E402
 from sqm.mechanism import pbm  # noqa: E402
 
 
@@ -118,8 +118,8 @@ def test_parties_disagreeing_on_the_batch_are_refused(digits):
         train_vfl(btr, bte, ytr, yte, cfg, "plain", seed=0, batch_seeds=seeds)
     assert e.value.exit_code != 0
     # parties built with different public configurations are refused before anything else
-    from sqm.methods.pbm_vfl import PBMVFLProgram
-    from sqm.methods.pbm_vfl.training import run_programs
+    from sqm.apps.pbm_vfl import PBMVFLProgram
+    from sqm.apps.pbm_vfl.runs import run_programs
 
     progs = [PBMVFLProgram(cfg, 4, 50, 20, None, 0, y_train=ytr, y_test=yte)]
     progs += [PBMVFLProgram(replace(cfg, b=8) if j == 2 else cfg, 4, 50, 20, None, 0, X_train=btr[j], X_test=bte[j])

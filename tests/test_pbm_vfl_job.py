@@ -1,6 +1,6 @@
 """PBM-VFL job mode (issue 27, part 1): each party started on its own from one job file, with its own data file
 and its own model code; the server holds the labels, keyed by id, and joins the record alignment.  A job
-releases bit for bit what the local launcher (:class:`sqm.methods.pbm_vfl.PBMVFL`) releases on the aligned
+releases bit for bit what the local launcher (:class:`sqm.apps.pbm_vfl.PBMVFL`) releases on the aligned
 records with the same seeds and models; each party writes only its own checkpoint; a prediction job scores new
 records with the trained models and only the requester receives the probabilities."""
 from __future__ import annotations
@@ -15,11 +15,11 @@ torch = pytest.importorskip("torch")
 
 from sqm.framework.runners import run_job  # noqa: E402
 from sqm.framework.spec import load_job, write_job  # noqa: E402
-from sqm.methods.pbm_vfl.config import VFLConfig  # noqa: E402
-from sqm.methods.pbm_vfl.job import PBMVFLJobTask, public_split  # noqa: E402
-from sqm.methods.pbm_vfl.party import model_seed, party_seeds  # noqa: E402
-from sqm.methods.pbm_vfl.trainer import PBMVFL, Client, Server  # noqa: E402
-from sqm.runtime.launch import free_ports  # noqa: E402
+from sqm.apps.pbm_vfl.config import VFLConfig  # noqa: E402
+from sqm.apps.pbm_vfl.job import PBMVFLJobTask, public_split  # noqa: E402
+from sqm.apps.pbm_vfl.seeds import model_seed, party_seeds  # noqa: E402
+from sqm.apps.pbm_vfl.trainer import PBMVFL, Client, Server  # noqa: E402
+from sqm.mpc.net.launch import free_ports  # noqa: E402
 
 from conftest import one_by_one  # noqa: E402
 
@@ -109,7 +109,7 @@ def local_reference(X, y, held, code=False, backend="plain"):
     exec(SERVER_CODE, ns)
     server_build = ns["build"]
     cfg = VFLConfig(**{**CFG, "n_classes": 3})
-    from sqm.methods.pbm_vfl.modules import default_client_model, default_fusion_model
+    from sqm.apps.pbm_vfl.modules import default_client_model, default_fusion_model
 
     def seeded(f, s, *a):
         with torch.random.fork_rng(devices=[]):
@@ -165,7 +165,7 @@ def start_parties(tmp_path, job, extra: dict, n: int):
     import subprocess
     import sys
 
-    from sqm.runtime.certs import DEFAULT_JOB, make_certificates
+    from sqm.mpc.net.certs import DEFAULT_JOB, make_certificates
 
     keys = str(tmp_path / "keys")
     if not os.path.isdir(keys):
@@ -288,7 +288,7 @@ def _refusal(tmp_path, edit, **kw):
 
 
 def test_bad_labels_wrong_models_and_missing_files_are_refused_naming_the_party(tmp_path):
-    from sqm.runtime.launch import MPCError
+    from sqm.mpc.net.launch import MPCError
 
     def fractional(folder):
         text = (folder / "labels.csv").read_text().replace(",1\n", ",0.5\n")

@@ -9,14 +9,15 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import sqm.methods.pbm_vfl.trainer as trainer_module  # noqa: E402
-import sqm.runtime.masked_sum as ms  # noqa: E402
-from sqm.methods.pbm_vfl import PBMVFLProgram, VFLConfig, load_split, train_vfl  # noqa: E402
-from sqm.methods.pbm_vfl.party import ClientParty, public_batch_seed  # noqa: E402
-from sqm.runtime.masked_sum import MaskedSum, mask_bits, mask_key, mask_keypair  # noqa: E402
-from sqm.runtime.protocol import ProtocolError  # noqa: E402
-from sqm.runtime.randomness import is_secure  # noqa: E402
-from sqm.runtime.sum_exchange import SumExchange  # noqa: E402
+import sqm.apps.pbm_vfl.trainer as trainer_module  # noqa: E402
+import sqm.mpc.protocols.masked_sum as ms  # noqa: E402
+from sqm.apps.pbm_vfl import PBMVFLProgram, VFLConfig, load_split, train_vfl  # noqa: E402
+from sqm.apps.pbm_vfl.party import ClientParty  # noqa: E402
+from sqm.apps.pbm_vfl.seeds import public_batch_seed  # noqa: E402
+from sqm.mpc.protocols.masked_sum import MaskedSum, mask_bits, mask_key, mask_keypair  # noqa: E402
+from sqm.mpc.net.abort import ProtocolError  # noqa: E402
+from sqm.mpc.shares.randomness import is_secure  # noqa: E402
+from sqm.apps.pbm_vfl.sum_exchange import SumExchange  # noqa: E402
 from sqm.mechanism.rng import spawn_seeds  # noqa: E402
 
 # chi-square tolerance for masked values drawn from fresh OS-entropy keys (no seed can fix them): a correct
@@ -219,8 +220,8 @@ def test_parties_draw_secrets_from_their_own_cryptographic_streams(tiny):
     """Each epoch's noise stream and each step's torch seed are AES-CTR / SeedSequence functions of the party's
     own seed and the epoch (so a resumed run draws what an uninterrupted one would), differ between epochs and
     parties, and are fresh without a seed; the default models are initialised from the party's own seed."""
-    from sqm.methods.pbm_vfl.modules import default_client_model
-    from sqm.methods.pbm_vfl.party import party_stream, torch_step_seed
+    from sqm.apps.pbm_vfl.modules import default_client_model
+    from sqm.apps.pbm_vfl.seeds import party_stream, torch_step_seed
 
     btr, bte, ytr, yte, nc = tiny
     cfg = VFLConfig(epochs=1, n_classes=nc)

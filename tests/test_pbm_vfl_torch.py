@@ -1,4 +1,4 @@
-"""PBM-VFL as a torch library (sqm.methods.pbm_vfl.trainer): a user's own modules through real MPyC processes, save /
+"""PBM-VFL as a torch library (sqm.apps.pbm_vfl.trainer): a user's own modules through real MPyC processes, save /
 stop / resume against an uninterrupted run, the client's release as an autograd Function, bad input named."""
 import os
 import subprocess
@@ -11,9 +11,9 @@ import pytest
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
-from sqm.methods.pbm_vfl import PBMVFL, Client, Server, load_split  # noqa: E402
-from sqm.methods.pbm_vfl.encoding import PBMRelease, release  # noqa: E402
-from sqm.runtime.launch import MPCError  # noqa: E402
+from sqm.apps.pbm_vfl import PBMVFL, Client, Server, load_split  # noqa: E402
+from sqm.apps.pbm_vfl.encoding import PBMRelease, release  # noqa: E402
+from sqm.mpc.net.launch import MPCError  # noqa: E402
 from sqm.mechanism import pbm  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -9,7 +9,7 @@ import pytest
 from sklearn.decomposition import TruncatedSVD
 
 from sqm.data.datasets import load_dataset, scale_rows
-from sqm.methods.pca import (SQMPCA, central_dp_pca, check_components, local_dp_pca, nonprivate_pca, optimal_utility,
+from sqm.apps.pca import (SQMPCA, central_dp_pca, check_components, local_dp_pca, nonprivate_pca, optimal_utility,
                       pca_utility, symmetric_gaussian, top_eigen, utility_ratio)
 from sqm.mechanism.accounting import calibrate_mu
 from sqm.mechanism.calibration import gaussian_sigma
@@ -174,7 +174,7 @@ def test_bench_sweep_and_target_check():
 
 def test_local_comparison_records_secure_mode():
     """A seeded local run is a labelled experiment (secure_mode false); unseeded runs draw from OS entropy."""
-    from sqm.methods.pca import compare
+    from sqm.apps.pca import compare
 
     X = spectrum_data(40, 6, seed=5)
     seeded = compare(X, 2, 2, 1.0, 1e-5, 1024.0, backend="plain", seed=1, progress=False)

@@ -1,12 +1,12 @@
-"""The ECDH private set intersection (sqm.runtime.psi): the group operations, and the n-client protocol against
+"""The ECDH private set intersection (sqm.mpc.protocols.psi): the group operations, and the n-client protocol against
 Python's own set intersection, in process, for 2 to 4 clients with lists of several chunks."""
 import gmpy2
 import numpy as np
 import pytest
 
-from sqm.runtime.inprocess import run_in_process
-from sqm.runtime.party import PartyProgram
-from sqm.runtime.psi import _A, _P, blind, common_values, hash_ids, n_steps, schedule
+from sqm.mpc.protocols.inprocess import run_in_process
+from sqm.mpc.net.party import PartyProgram
+from sqm.mpc.protocols.psi import _A, _P, blind, common_values, hash_ids, n_steps, schedule
 
 
 def _on_curve(u: bytes) -> bool:
@@ -69,7 +69,7 @@ class PSIProgram(PartyProgram):
         self.ids, self.sizes, self.chunk, self.seed = ids, sizes, chunk, seed
 
     async def run(self, ctx):
-        from sqm.runtime.psi import hash_ids, intersect
+        from sqm.mpc.protocols.psi import hash_ids, intersect
 
         if ctx.is_server and self.ids is None:
             return {"m": await intersect(ctx, self.sizes, chunk=self.chunk)}
@@ -151,11 +151,11 @@ def test_bench_psi_through_real_processes_writes_its_figures(tmp_path):
 
 
 def test_hashing_many_ids_gives_the_event_loop_a_turn_between_batches():
-    """The heartbeat task (sqm.runtime.liveness) must run while a client hashes 10^6 ids (11 s): the hashing yields
+    """The heartbeat task (sqm.mpc.net.liveness) must run while a client hashes 10^6 ids (11 s): the hashing yields
     between batches, and the result equals hash_ids's."""
     import asyncio
 
-    from sqm.runtime.psi import hash_ids_yielding
+    from sqm.mpc.protocols.psi import hash_ids_yielding
 
     ids = [str(i) for i in range(1000)]
     turns = []
@@ -179,7 +179,7 @@ def test_hashing_many_ids_gives_the_event_loop_a_turn_between_batches():
 # ----- checks on what a party receives (issue 43, attack 5) ----------------------------------------------------------
 
 def test_off_curve_finds_twist_points_and_non_canonical_encodings():
-    from sqm.runtime.psi import off_curve
+    from sqm.mpc.protocols.psi import off_curve
 
     good = blind(b"\x05" * 32, hash_ids([str(i) for i in range(40)]))
     assert off_curve(good) is None and off_curve(good[:0]) is None
@@ -201,7 +201,7 @@ def test_off_curve_finds_twist_points_and_non_canonical_encodings():
 def test_product_key_blinds_as_both_keys_do_on_every_point():
     """[e]P = [k][r]P, also for points with a part of small order (u and 1/u differ by the point (0, 0) of order 2:
     the same after any blinding), and e is a clamped scalar, so libsodium uses it as it is."""
-    from sqm.runtime.psi import _P, clamp, product_key
+    from sqm.mpc.protocols.psi import _P, clamp, product_key
 
     rng = np.random.default_rng(4)
     P = hash_ids([str(i) for i in range(30)])
@@ -226,7 +226,7 @@ class Tamper(PartyProgram):
         self.inner, self.how, self.target = inner, how, target
 
     async def run(self, ctx):
-        from sqm.runtime.psi import _P
+        from sqm.mpc.protocols.psi import _P
 
         honest, done = ctx.send_recv, []
 
@@ -267,7 +267,7 @@ class Tamper(PartyProgram):
 def test_a_list_with_repeated_values_or_a_twist_point_is_refused_naming_its_sender(who, how, target, culprit, what):
     """Every receiver checks what it receives and its blinded output of each list; one verdict exchange before the
     server compares anything; every party names the same sender (3 clients, lists of several chunks)."""
-    from sqm.runtime.launch import MPCError
+    from sqm.mpc.net.launch import MPCError
 
     rng = np.random.default_rng(1)
     sets = [[str(i) for i in sorted(rng.choice(100, 60, replace=False))] for _ in range(3)]
@@ -283,7 +283,7 @@ def test_a_list_with_repeated_values_or_a_twist_point_is_refused_naming_its_send
 def test_a_server_holding_a_set_refuses_a_client_repeating_its_lists_values():
     """Stage 2 (the server's own list and the clients' common values around the ring) is checked alike: client 2
     repeats a value of the server's list it forwards; client 3 finds it, the verdict names client 2."""
-    from sqm.runtime.launch import MPCError
+    from sqm.mpc.net.launch import MPCError
 
     class Stage2(PartyProgram):
         def __init__(self, inner):

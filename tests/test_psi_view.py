@@ -26,10 +26,10 @@ from sqm.framework.jobtask import JobTask
 from sqm.framework.party import job_programs
 
 from sqm.framework.spec import load_job
-from sqm.runtime import wire
-from sqm.runtime.launch import run_parties
-from sqm.runtime.party import PartyProgram
-from sqm.runtime.psi import blind, hash_ids
+from sqm.mpc.net import wire
+from sqm.mpc.net.launch import run_parties
+from sqm.mpc.net.party import PartyProgram
+from sqm.mpc.protocols.psi import blind, hash_ids
 from sqm.mechanism.rng import party_key_bytes
 
 from test_alignment import universe, write_parties
@@ -94,7 +94,7 @@ def record(folder, sets, wrap=None):
     """Run the alignment-only job over client id ``sets`` through real processes; per party, the list of
     (peer, decoded frame) it received.  ``wrap``: {party: program wrapper} (an attacker's); the job's failure is
     then raised after the frames are read, as ``(MPCError, frames)``."""
-    from sqm.runtime.launch import MPCError
+    from sqm.mpc.net.launch import MPCError
 
     spec = load_job(write_parties(folder, universe(m=12000), sets, min_intersection=1))
     paths = [str(folder / f"frames{i}.bin") for i in range(len(spec.parties))]
@@ -208,12 +208,12 @@ def record_with_labels(folder, sets, labelled, wrap=None):
 
 
 def stage_two_secrets(sizes: dict, common: int):
-    """The test-only seeded secrets of stage 2 (sqm.runtime.psi, "The server's own set"), regenerated as the parties
+    """The test-only seeded secrets of stage 2 (sqm.mpc.protocols.psi, "The server's own set"), regenerated as the parties
     draw them: each client's r_j (after its shuffle), and the server's s (after its shuffle, the padding's places
     and random strings); ``common``: |V_C|.  (The server's list goes out under k_0 s when it is at least as long as
     the padded V_C, else under k_0; V_C under s, else k_0 s: both come back under k_0 s K R.)"""
     from sqm.framework.alignment import _psi_secrets
-    from sqm.runtime.psi import product_key
+    from sqm.mpc.protocols.psi import product_key
 
     r = {}
     for j in (1, 2, 3):
@@ -382,7 +382,7 @@ def twist_point() -> bytes:
     """The smallest u whose u^3 + A u^2 + u is not a square mod p: a point of the twist, not of Curve25519."""
     import gmpy2
 
-    from sqm.runtime.psi import _A, _P
+    from sqm.mpc.protocols.psi import _A, _P
 
     u = 2
     while gmpy2.jacobi((u ** 3 + _A * u * u + u) % _P, _P) != -1:

@@ -9,9 +9,10 @@ import pytest
 from randomgen import AESCounter
 from scipy.stats import chisquare
 
-from sqm.runtime import randomness, shamir
-from sqm.runtime.field import prime_below
-from sqm.runtime.randomness import derive_seed, is_secure, secure_generator
+from sqm.mpc.shares import randomness
+from sqm.mpc.shares import shamir
+from sqm.mpc.shares.field import prime_below
+from sqm.mpc.shares.randomness import derive_seed, is_secure, secure_generator
 from sqm.mechanism.client import QuantizingClient
 from sqm.mechanism.coins import CoinKeys
 from sqm.mechanism.compensation import compensate
@@ -77,9 +78,9 @@ def test_secret_draws_use_the_aes_ctr_stream():
 
 
 def test_no_statistical_generator_for_secrets_in_the_mechanism_and_the_runtime():
-    """numpy's PCG64 (default_rng) appears in sqm/ and sqm/runtime/ only on the benchmark-only insecure paths."""
+    """numpy's PCG64 (default_rng) appears in sqm/ and sqm/mpc/ only on the benchmark-only insecure paths."""
     allowed = {("sqm/mechanism/rng.py", "if insecure_pcg64"), ("sqm/mechanism/coins.py", "if self.insecure_pcg64"),
-               ("sqm/runtime/party.py", "share_rng = np.random.default_rng()")}
+               ("sqm/mpc/net/party.py", "share_rng = np.random.default_rng()")}
     found = []
     paths = sorted((ROOT / "sqm" / "mechanism").glob("*.py")) + sorted((ROOT / "sqm" / "runtime").glob("*.py"))
     assert len(paths) > 40  # the two rooms are read
@@ -215,8 +216,8 @@ def test_seeded_mechanism_reproduces_and_each_party_uses_its_derived_seed():
 # ----- the benchmark-only PCG64 path (sqm bench bgw-cost --compare-rng) ------------------------------
 def test_bench_compare_rng_runs_both_generators_through_real_parties():
     from bench.bgw_cost import PCG64Backend, print_table, run
-    from sqm.runtime.backend import PlainBackend
-    from sqm.runtime.mpyc_backend import MPyCBackend
+    from sqm.mpc.protocols.backend import PlainBackend
+    from sqm.mpc.protocols.mpyc_backend import MPyCBackend
 
     with pytest.raises(ValueError, match="benchmark only"):
         MPyCBackend(insecure_share_rng="mt19937")

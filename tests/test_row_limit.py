@@ -1,4 +1,4 @@
-"""The secure row norm check (sqm.runtime.compare, Job.row_limit; SQM's row_norm_check): exact comparisons on
+"""The secure row norm check (sqm.mpc.protocols.compare, Job.row_limit; SQM's row_norm_check): exact comparisons on
 shares, the evaluation over the records within the limit only, bit for bit between the real protocol, the ideal
 functionality and real processes, what each party receives, and the mechanism's limit and sensitivity."""
 import math
@@ -11,16 +11,18 @@ from scipy import stats
 from sqm.mechanism.quantize import dependent_round
 from sqm.mechanism.sensitivity import row_checked_gram_sensitivity, row_limit_sq
 from sqm.mechanism.vertical import VerticalData
-from sqm.methods.pca import SQMPCA
-from sqm.methods.pca.utility import covariance_release
-from sqm.runtime import compare, shamir, wire
-from sqm.runtime.backend import FixedClient, Job
-from sqm.runtime.errors import UsageError
-from sqm.runtime.inprocess import run_in_process
-from sqm.runtime.launch import MPCError
-from sqm.runtime.party import EvaluateJob, PartyProgram
-from sqm.runtime.program import SumProgram
-from sqm.runtime.psi import Union
+from sqm.apps.pca import SQMPCA
+from sqm.apps.pca.utility import covariance_release
+from sqm.mpc.protocols import compare
+from sqm.mpc.shares import shamir
+from sqm.mpc.net import wire
+from sqm.mpc.protocols.backend import FixedClient, Job
+from sqm.errors import UsageError
+from sqm.mpc.protocols.inprocess import run_in_process
+from sqm.mpc.net.launch import MPCError
+from sqm.mpc.net.party import EvaluateJob, PartyProgram
+from sqm.mpc.protocols.program import SumProgram
+from sqm.mpc.protocols.psi import Union
 
 ALPHA = 1e-4  # chi-square false-alarm probability per test
 
@@ -57,7 +59,7 @@ class Primitive(PartyProgram):
             res = None
             if bits is not None:
                 w = np.array([pow(2, i, p) for i in range(p.bit_length())], dtype=np.int64)[:, None]
-                from sqm.runtime import modarith
+                from sqm.mpc.shares import modarith
                 res = modarith.sum_mod(modarith.mul_mod(bits, w, p), 0, p)
         return await ctx.open_to(res, p, range(ctx.M), workers, (n,), degree=ctx.t)
 
@@ -262,7 +264,7 @@ def test_a_program_with_a_constant_monomial_is_refused_before_any_share():
 
 def test_real_processes_give_the_same_integers(tmp_path):
     """Real MPyC party processes over TCP: the same integers as the ideal functionality."""
-    from sqm.runtime.launch import run_parties
+    from sqm.mpc.net.launch import run_parties
 
     rng = np.random.default_rng(8)
     X = rng.integers(-50, 51, size=(120, 5))
@@ -405,7 +407,7 @@ def test_pca_job_with_the_check_equals_the_estimator(tmp_path):
     clips, and the task's public parameters carry the option (every party agrees on it)."""
     from sqm.framework.runners import run_job
     from sqm.framework.spec import load_job, write_party_csvs
-    from sqm.methods.pca import PCAJobTask
+    from sqm.apps.pca import PCAJobTask
 
     X, _ = _digits(60, 2)
     X = X[:, :6] / np.max(np.linalg.norm(X[:, :6], axis=1))

@@ -66,7 +66,7 @@ def test_per_party_groups_cost_at_most_one_more_last_fraction_each():
 
 @pytest.mark.parametrize("gamma", [8.0, 64.0, 1024.0])
 def test_logreg_bound_holds_numerically(gamma):
-    from sqm.mechanism.gradient import LRGradient
+    from sqm.apps.logreg.gradient import LRGradient
 
     rng = np.random.default_rng(1)
     d = 6
@@ -180,7 +180,7 @@ def test_the_linreg_gram_bound_of_issue_24_is_the_exact_integer():
     """Issue 24's example: a gram bound of exactly 12548 came out as 12547.999999999998 (a square root squared).
     With dependent rounding the 4-feature group's part is 64^2 + 1 + 2 * 64 + 2 = 4227 (was (64 + 2)^2 = 4356):
     12419 = 4227 + 2 x 4096 (each one-column group ceil(64)^2), exactly."""
-    from sqm.methods.linreg import SQMLinearRegression
+    from sqm.apps.linreg import SQMLinearRegression
 
     mech = SQMLinearRegression(gamma=64.0).mechanism([5, 1])
     assert mech.polynomial.sensitivity(64.0, mech.bounds_for([5, 1]), mech.preprocess).l2 == 12419.0

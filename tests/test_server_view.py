@@ -22,14 +22,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from sqm.runtime import wire
-from sqm.runtime.backend import FixedClient, Job
-from sqm.runtime.field import from_signed, prime_for_bound
-from sqm.runtime.inprocess import run_in_process
-from sqm.runtime.launch import MPCError, run_parties
+from sqm.mpc.net import wire
+from sqm.mpc.protocols.backend import FixedClient, Job
+from sqm.mpc.shares.field import from_signed, prime_for_bound
+from sqm.mpc.protocols.inprocess import run_in_process
+from sqm.mpc.net.launch import MPCError, run_parties
 
-from sqm.runtime.party import EvaluateJob, PartyProgram
-from sqm.runtime.program import SumProgram
+from sqm.mpc.net.party import EvaluateJob, PartyProgram
+from sqm.mpc.protocols.program import SumProgram
 
 ALPHA = 1e-4  # chi-square false-alarm probability per test
 BINS = 32
@@ -236,7 +236,7 @@ def test_server_holds_nothing_that_determines_a_clients_randomness(monkeypatch):
     server holds its program file and the messages above; its program is byte-identical across two runs
     whose clients drew different noise, so no function of it yields their noise.  With a seed (a local
     experiment) the server's program still holds no seed: each client holds only its own derived seed."""
-    import sqm.runtime.launch as mb
+    import sqm.mpc.net.launch as mb
     from sqm.mechanism.release import SQM
     from sqm.mechanism.polynomial import covariance
     from sqm.mechanism.vertical import VerticalData

@@ -5,9 +5,9 @@ import socket
 
 from test_tls import Parties
 
-from sqm.runtime.exitcodes import EXIT_REFUSED, EXIT_TIMEOUT
-from sqm.runtime.launch import new_job_id
-from sqm.runtime.session import differences, job_description
+from sqm.errors import EXIT_REFUSED, EXIT_TIMEOUT
+from sqm.mpc.net.launch import new_job_id
+from sqm.mpc.net.session import differences, job_description
 
 
 def test_differences_name_the_party_and_the_field():
@@ -100,7 +100,7 @@ def test_job_files_carry_a_fresh_job_id(tmp_path):
     from sqm.framework.spec import load_job, write_job
 
     from sqm.framework.runners import run_one
-    from sqm.methods.pca import PCAJobTask
+    from sqm.apps.pca import PCAJobTask
 
     for f in ("a.csv", "b.csv"):
         (tmp_path / f).write_text("id,x\n1,0.5\n")

@@ -1,4 +1,4 @@
-"""Shard workers (sqm.runtime.shards): a party's records split between worker processes, one MPC session per
+"""Shard workers (sqm.mpc.protocols.shards): a party's records split between worker processes, one MPC session per
 shard, the moments' shares added by each party, the noise added and the result opened once."""
 import logging
 import os
@@ -13,14 +13,14 @@ from sqm.framework.spec import load_job, write_job, write_party_csvs, write_shar
 from sqm.framework.table_stream import scan_table
 from sqm.mechanism.client import QuantizedRows
 from sqm.mechanism.rng import make_rng
-from sqm.methods.pca.job import PCAJobTask
-from sqm.runtime.errors import UsageError
-from sqm.runtime.launch import MPCError, free_ports
-from sqm.runtime.certs import DEFAULT_JOB, make_certificates
-from sqm.runtime.inprocess import run_in_process
-from sqm.runtime.party import PartyProgram
-from sqm.runtime.shards import agree_worker_addresses, shard_job_id, shard_ranges, worker_addresses
-from sqm.runtime.stream import ArrayInput
+from sqm.apps.pca.job import PCAJobTask
+from sqm.errors import UsageError
+from sqm.mpc.net.launch import MPCError, free_ports
+from sqm.mpc.net.certs import DEFAULT_JOB, make_certificates
+from sqm.mpc.protocols.inprocess import run_in_process
+from sqm.mpc.net.party import PartyProgram
+from sqm.mpc.protocols.shards import agree_worker_addresses, shard_job_id, shard_ranges, worker_addresses
+from sqm.mpc.protocols.stream import ArrayInput
 
 TASK = dict(n_components=2, epsilon=1.0, gamma=1024.0, seed=5, insecure_reproducible=True)
 BOUNDS = [None, {"x4": [-0.5, 0.5]}, None]
@@ -179,7 +179,7 @@ def test_killed_worker_aborts_the_job_naming_the_shard(tmp_path, caplog):
     killer = threading.Thread(target=_kill_worker_when_it_starts, args=(sharded.job_id, 2, 1, stop, killed))
     killer.start()
     try:
-        with pytest.raises(MPCError) as err, caplog.at_level(logging.INFO, logger="sqm.runtime.launch"):
+        with pytest.raises(MPCError) as err, caplog.at_level(logging.INFO, logger="sqm.mpc.net.launch"):
             run_job(sharded, PCAJobTask(**TASK, chunk_rows=64), timeout=120)
     finally:
         stop.set()
@@ -187,9 +187,9 @@ def test_killed_worker_aborts_the_job_naming_the_shard(tmp_path, caplog):
     assert killed, "the worker was never seen"
     assert set(err.value.codes) == {0, 1, 2, 3} and all(c != 0 for c in err.value.codes.values())
     # every party's own messages (the launcher shows them at INFO)
-    lines = [r.getMessage() for r in caplog.records if "sqm.runtime.party" in r.getMessage()]
+    lines = [r.getMessage() for r in caplog.records if "sqm.mpc.net.party" in r.getMessage()]
     for who in ("server", "client 1", "client 2", "client 3"):
-        mine = [ln for ln in lines if f"sqm.runtime.party {who}:" in ln]
+        mine = [ln for ln in lines if f"sqm.mpc.net.party {who}:" in ln]
         assert mine and all("shard 1 of 2" in ln for ln in mine), (who, lines)
     assert any("killed by signal 9" in ln for ln in lines if "client 2:" in ln)
 
@@ -226,8 +226,8 @@ def test_job_file_workers_are_checked(tmp_path):
 
 def test_workers_refused_for_a_task_that_does_not_stream(tmp_path):
     from sqm.framework.party import party_program
-    from sqm.methods.linreg.estimator import SQMLinearRegression
-    from sqm.methods.linreg.job import LinRegJobTask
+    from sqm.apps.linreg.estimator import SQMLinearRegression
+    from sqm.apps.linreg.job import LinRegJobTask
 
     X = np.random.default_rng(3).normal(size=(50, 4))
     spec = load_job(write_party_csvs(X, tmp_path, 2, min_intersection=1))
@@ -278,7 +278,7 @@ def test_the_sharing_check_runs_across_shards_and_names_a_deviating_client(tmp_p
     is named and nothing is released."""
     from bench.faults import Deviate
     from sqm.framework.party import job_programs
-    from sqm.runtime.launch import run_parties
+    from sqm.mpc.net.launch import run_parties
 
     spec, sharded = _sharded_job(tmp_path, rows=1200)
     task = PCAJobTask(**TASK, chunk_rows=128, verify_sharing=True)

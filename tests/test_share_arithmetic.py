@@ -2,8 +2,9 @@
 import numpy as np
 import pytest
 
-from sqm.runtime import modarith, shamir
-from sqm.runtime.field import FieldTooSmall, from_signed, prime_below, prime_for_bound, to_signed
+from sqm.mpc.shares import modarith
+from sqm.mpc.shares import shamir
+from sqm.mpc.shares.field import FieldTooSmall, from_signed, prime_below, prime_for_bound, to_signed
 
 # mul_mod's paths: int64 below 2^31, a float64 quotient up to 50 bits, split in 31-bit halves above (edges in)
 PRIMES = [prime_below(k) for k in (8, 31, 32, 40, 50, 51, 53, 61, 62)]

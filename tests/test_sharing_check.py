@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from bench.faults import Deviate
-from sqm.runtime.launch import MPCError, run_parties
-from sqm.runtime.shamir import consistent
+from sqm.mpc.net.launch import MPCError, run_parties
+from sqm.mpc.shares.shamir import consistent
 from sqm.mechanism.release import SQM
 from sqm.mechanism.polynomial import covariance
 from sqm.mechanism.vertical import VerticalData
@@ -66,9 +66,9 @@ def test_a_party_deviating_in_the_opening_is_detected_by_the_server():
 
 
 def _gradient_release(verify: bool):
-    """One release of SQM-LR's per-batch kernel (sqm.runtime.gradient_kernel.secure_gradient: the server's weights as secret
+    """One release of SQM-LR's per-batch kernel (sqm.apps.logreg.kernel.secure_gradient: the server's weights as secret
     coefficients) over 3 clients, the last holding the label."""
-    from sqm.mechanism.gradient import LRGradient
+    from sqm.apps.logreg.gradient import LRGradient
     from sqm.mechanism.vertical import ColumnBounds
 
     rng = np.random.default_rng(4)
@@ -93,7 +93,7 @@ def test_the_sgd_kernel_checks_sharings_too():
 
 
 def test_sqm_lr_sgd_takes_the_check_into_every_round():
-    from sqm.methods.logreg import SQMLogisticRegression
+    from sqm.apps.logreg import SQMLogisticRegression
 
     est = SQMLogisticRegression(solver="sgd", verify_sharing=True, epsilon=1.0)
     plan, _ = est.plan(200, (2, 2, 1), 2)

@@ -20,10 +20,10 @@ from test_tls import Parties, _keys
 
 from bench.faults import send_stray
 from bench.flood import Flood
-from sqm.runtime.certs import TLSIdentity
-from sqm.runtime.exitcodes import EXIT_REFUSED, EXIT_TIMEOUT
-from sqm.runtime.launch import free_ports, new_job_id
-from sqm.runtime.session import MAX_PENDING, MAX_PENDING_PER_SOURCE, MIN_HOLD, Session
+from sqm.mpc.net.certs import TLSIdentity
+from sqm.errors import EXIT_REFUSED, EXIT_TIMEOUT
+from sqm.mpc.net.launch import free_ports, new_job_id
+from sqm.mpc.net.session import MAX_PENDING, MAX_PENDING_PER_SOURCE, MIN_HOLD, Session
 
 OTHER_HOSTS = [f"127.0.0.{k}" for k in range(2, 9)]  # loopback addresses standing for 7 other hosts
 

@@ -6,12 +6,12 @@ import functools
 import numpy as np
 import pytest
 
-from sqm.runtime.backend import FixedClient, Job, PlainBackend
-from sqm.runtime.inprocess import run_in_process
-from sqm.runtime.launch import MPCError
-from sqm.runtime.party import EvaluateJob
-from sqm.runtime.program import SumProgram
-from sqm.runtime.stream import ArrayInput, ChunkedInput, chunk_rows, rechunk
+from sqm.mpc.protocols.backend import FixedClient, Job, PlainBackend
+from sqm.mpc.protocols.inprocess import run_in_process
+from sqm.mpc.net.launch import MPCError
+from sqm.mpc.net.party import EvaluateJob
+from sqm.mpc.protocols.program import SumProgram
+from sqm.mpc.protocols.stream import ArrayInput, ChunkedInput, chunk_rows, rechunk
 from sqm.mechanism.client import QuantizedRows, client_input
 from sqm.mechanism.release import SQM
 from sqm.mechanism.polynomial import covariance
@@ -121,7 +121,7 @@ def _sqm(chunk, backend="plain"):
 def test_sqm_covariance_same_integers_for_any_chunk_size(monkeypatch):
     """SQM's noisy X^T X with the same seeds: the same integers in chunks of 16 records as in one chunk, through
     real MPyC processes and through the BGW protocol in process, and equal to the ideal simulation."""
-    from sqm.runtime import inprocess
+    from sqm.mpc.net import inprocess
 
     ideal = _sqm(None).raw
     real = _sqm(16, "mpyc").raw

@@ -8,10 +8,10 @@ from sqm.framework.spec import load_job, write_party_csvs
 from sqm.framework.party import load_own_file
 
 from sqm.framework.runners import run_job
-from sqm.methods.pca.job import PCAJobTask
+from sqm.apps.pca.job import PCAJobTask
 from sqm.framework.table_stream import StreamedTable, scan_table
 from sqm.framework.tables import read_table
-from sqm.runtime.launch import MPCError
+from sqm.mpc.net.launch import MPCError
 
 TASK = dict(n_components=2, epsilon=1.0, delta=1e-5, gamma=1024.0, seed=5, insecure_reproducible=True)
 

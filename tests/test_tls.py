@@ -10,19 +10,19 @@ import time
 import numpy as np
 import pytest
 
-from sqm.runtime.certs import IdentityError, TLSIdentity, check_peer, file_identity, make_certificates
-from sqm.runtime.exitcodes import EXIT_REFUSED, EXIT_TIMEOUT
-from sqm.runtime.launch import free_ports, new_job_id, party_command, party_env
+from sqm.mpc.net.certs import IdentityError, TLSIdentity, check_peer, file_identity, make_certificates
+from sqm.errors import EXIT_REFUSED, EXIT_TIMEOUT
+from sqm.mpc.net.launch import free_ports, new_job_id, party_command, party_env
 
-from sqm.runtime.party import EvaluateJob
-from sqm.runtime.secure_sum import SumClient, sum_job
+from sqm.mpc.net.party import EvaluateJob
+from sqm.mpc.protocols.secure_sum import SumClient, sum_job
 
 # an insider's modified party program: its own certificate is another party's, it claims to be party CLAIM,
 # and it keeps trying when refused or hung up on (so that every honest party meets it)
-IMPOSTOR = ("import sys, sqm.runtime.certs as c, sqm.runtime.session as s; real = c.file_identity; "
+IMPOSTOR = ("import sys, sqm.mpc.net.certs as c, sqm.mpc.net.session as s; real = c.file_identity; "
             "c.file_identity = lambda p: (real(p)[0], int(sys.argv[1])); "
             "s._Conn.connection_lost = lambda self, exc: None; s.Session.fail = lambda self, message: None; "
-            "from sqm.runtime.party import main; sys.exit(main(sys.argv[2:]))")
+            "from sqm.mpc.net.party import main; sys.exit(main(sys.argv[2:]))")
 
 
 class Parties:

@@ -8,7 +8,7 @@ import struct
 import numpy as np
 import pytest
 
-from sqm.runtime import wire
+from sqm.mpc.net import wire
 
 
 class Exploit:

@@ -1,4 +1,4 @@
-"""The ``sqm`` command.  Its exit codes are the table in :mod:`sqm.runtime.exitcodes` (2: bad usage, 3: refused,
+"""The ``sqm`` command.  Its exit codes are the table in :mod:`sqm.errors` (2: bad usage, 3: refused,
 4: lost party, 5: timeout, 6: a party's own data unusable, 1: other error).
 
 Each application registers its own subcommand from its own module (a ``register(subparsers)`` function),
@@ -19,9 +19,9 @@ import sys
 from sqm.cli import progress
 from sqm.cli.options import add_verbosity, log_level
 from sqm.framework.extras import MissingExtra
-from sqm.runtime import logs
-from sqm.runtime.errors import SQMError, UsageError
-from sqm.runtime.exitcodes import EXIT_USAGE, NAMES
+from sqm.mpc.net import logs
+from sqm.errors import SQMError, UsageError
+from sqm.errors import EXIT_USAGE, NAMES
 
 log = logging.getLogger("sqm")
 
@@ -179,12 +179,12 @@ def main(argv=None) -> int:
 
 
 def error_exit(e: BaseException) -> int:
-    """Log the error a command ended with and return its exit code (one table, :mod:`sqm.runtime.errors`); re-raise an
+    """Log the error a command ended with and return its exit code (one table, :mod:`sqm.errors`); re-raise an
     exception that is none of ours (a bug: its traceback is the report)."""
-    from sqm.runtime.launch import MPCError  # the launcher is not part of building the parser (sqm --help)
+    from sqm.mpc.net.launch import MPCError  # the launcher is not part of building the parser (sqm --help)
 
     if isinstance(e, MPCError):  # a party refused, had bad data, was lost or timed out: nothing was released
-        code = e.exit_code  # the job's root cause (sqm.runtime.exitcodes.job_exit_code of every party's code)
+        code = e.exit_code  # the job's root cause (sqm.errors.job_exit_code of every party's code)
         log.error(f"sqm: {e} [exit {code}: {NAMES.get(code, 'error')}]")
         return code
     if isinstance(e, (UsageError, MissingExtra)):  # bad options, parameters or job file, before anything is sent

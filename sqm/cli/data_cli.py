@@ -15,8 +15,8 @@ import logging
 import os
 
 from sqm.data.datahome import ENV_MIRROR, REGISTRY, ChecksumError, data_home, dataset_info, fetch, status, verify_file
-from sqm.runtime.errors import UsageError
-from sqm.runtime.exitcodes import EXIT_BAD_DATA, EXIT_ERROR
+from sqm.errors import UsageError
+from sqm.errors import EXIT_BAD_DATA, EXIT_ERROR
 
 log = logging.getLogger("sqm")
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from sqm.cli import options
 from sqm.cli.options import runtime_options
-from sqm.runtime.errors import UsageError
+from sqm.errors import UsageError
 
 
 def run(args) -> int:

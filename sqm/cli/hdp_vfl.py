@@ -6,8 +6,8 @@ module to register the command (:mod:`sqm.cli.command`)."""
 from __future__ import annotations
 
 from sqm.cli import options
-from sqm.methods.hdp_vfl.experiment import DATASETS, load_split, reference_accuracies, sqm_accuracy  # noqa: F401 (the experiment, shared with bench/)
-from sqm.methods.hdp_vfl.privacy import GUARANTEE  # the guarantee's text (math only)
+from sqm.apps.hdp_vfl.experiment import DATASETS, load_split, reference_accuracies, sqm_accuracy  # noqa: F401 (the experiment, shared with bench/)
+from sqm.apps.hdp_vfl.privacy import GUARANTEE  # the guarantee's text (math only)
 
 SEEDED_WARNING = ("warning: --seed given: this run is an EXPERIMENT (secure_mode false): whoever knows the seed can "
                   "regenerate both parties' noise; omit --seed for a private run")
@@ -15,7 +15,7 @@ SEEDED_WARNING = ("warning: --seed given: this run is an EXPERIMENT (secure_mode
 
 def run(args) -> int:
     from sqm.mechanism.report import render_table
-    from sqm.methods.hdp_vfl.estimator import HDPLogisticRegression
+    from sqm.apps.hdp_vfl.estimator import HDPLogisticRegression
 
     secure_mode = args.seed is None
     if not secure_mode:

@@ -17,7 +17,7 @@ from sqm.framework.spec import JobSpec, load_job
 from sqm.framework.party import clip_warning, seed_policy
 from sqm.framework.runners import run_job
 from sqm.mechanism.report import NEIGHBOURING, NEIGHBOURING_LINE, ZERO_OUT, conversion_line, render_table
-from sqm.runtime.errors import RefusedError, UsageError
+from sqm.errors import RefusedError, UsageError
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ def apply_task_block(spec: JobSpec, args) -> list[str]:
     """Make the job file's ``task`` block the job: its statistic must be this command's, each of its parameters
     one this command takes (``args.task_params``: option destinations), and an option given on the command line
     (``args.argv``, as :func:`sqm.cli.command.parse` keeps it; re-parsed only here) may only repeat the file's value (a
-    difference is a :class:`sqm.runtime.errors.UsageError` before anything connects); the file's values then replace the
+    difference is a :class:`sqm.errors.UsageError` before anything connects); the file's values then replace the
     options'.  Returns the declared parameters as "name value"
     (none without a block: the command line is the task, as before)."""
     block = spec.task
@@ -65,7 +65,7 @@ def job_command(args, make_task, server_summary) -> int:
 
     Checks the seed policy and the job file, builds the task (``make_task()``), runs the parties of this
     machine (:func:`run_job` with :func:`sqm.cli.options.job_run_options`: processes, or ``--backend plain`` in
-    process; an :class:`sqm.runtime.launch.MPCError` makes ``sqm`` exit with the job's exit code), prints the server's
+    process; an :class:`sqm.mpc.net.launch.MPCError` makes ``sqm`` exit with the job's exit code), prints the server's
     privacy report as a table, its ledger entry and ``server_summary(result)`` (the app's lines; returns its
     JSON fields), and each client's own scalar results (its clipped rows...: known to that party only), and
     writes ``--json`` (:mod:`sqm.cli.output`, mode "job"; ``server_summary``'s keys go under "released", but

@@ -1,4 +1,4 @@
-"""``sqm keys``: TLS keys without a dealer (:mod:`sqm.runtime.keys`).  Each organisation makes its own private key;
+"""``sqm keys``: TLS keys without a dealer (:mod:`sqm.mpc.net.keys`).  Each organisation makes its own private key;
 the authority the organisations chose signs only certificate signing requests.
 
     sqm keys authority --out ca/                                   the authority, once: mpyc_ca.crt, authority/ key
@@ -87,7 +87,7 @@ def register(sub) -> None:
 def run_authority(args) -> int:
     import os
 
-    from sqm.runtime.keys import make_authority
+    from sqm.mpc.net.keys import make_authority
 
     make_authority(args.out, args.days, args.name)
     print(f"authority made in {args.out}: give {os.path.join(args.out, 'mpyc_ca.crt')} to every party; keep "
@@ -96,7 +96,7 @@ def run_authority(args) -> int:
 
 
 def run_request(args) -> int:
-    from sqm.runtime.keys import make_request
+    from sqm.mpc.net.keys import make_request
 
     key, csr = make_request(args.out, args.job, args.party)
     print(f"party {args.party}'s private key: {key} (0600; it stays on this host, never send it)")
@@ -106,7 +106,7 @@ def run_request(args) -> int:
 
 
 def run_sign(args) -> int:
-    from sqm.runtime.keys import sign_request
+    from sqm.mpc.net.keys import sign_request
 
     out, pin = sign_request(args.authority, args.job, args.party, args.csr, args.out, args.days)
     print(f"signed: {out} (party {args.party} of job {args.job!r}); send it back to that party with mpyc_ca.crt")
@@ -115,14 +115,14 @@ def run_sign(args) -> int:
 
 
 def run_fingerprint(args) -> int:
-    from sqm.runtime.keys import fingerprint
+    from sqm.mpc.net.keys import fingerprint
 
     print(fingerprint(args.file))
     return 0
 
 
 def run_check(args) -> int:
-    from sqm.runtime.keys import check_folder
+    from sqm.mpc.net.keys import check_folder
 
     print(check_folder(args.ssl_dir, args.party, args.job))
     return 0

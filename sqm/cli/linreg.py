@@ -10,13 +10,13 @@ import math
 
 from sqm.cli import options, output
 from sqm.cli.options import JOB_ONLY, check_mode, declare_task
-from sqm.runtime.errors import UsageError
-from sqm.methods.linreg.experiment import own_regression_data, TARGETS, compare, regression_data, scores  # noqa: F401 (the experiment, shared with bench/)
+from sqm.errors import UsageError
+from sqm.apps.linreg.experiment import own_regression_data, TARGETS, compare, regression_data, scores  # noqa: F401 (the experiment, shared with bench/)
 
 
 def __getattr__(name: str):
     if name == "LinRegJobTask":  # its home is .job (a party imports that module, not this one)
-        from sqm.methods.linreg.job import LinRegJobTask
+        from sqm.apps.linreg.job import LinRegJobTask
 
         return LinRegJobTask
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -92,8 +92,8 @@ def _run_job(args) -> int:
     import numpy as np
 
     from sqm.cli.job_cli import job_command
-    from sqm.methods.linreg.estimator import SQMLinearRegression
-    from sqm.methods.linreg.job import LinRegJobTask
+    from sqm.apps.linreg.estimator import SQMLinearRegression
+    from sqm.apps.linreg.job import LinRegJobTask
 
     def task():
         est = SQMLinearRegression(args.alpha, args.epsilon, args.delta, args.gamma, args.feature_bound,

@@ -1,5 +1,5 @@
 """``sqm logreg``: SQM-LR against its baselines on a data set (the comparison driver and its table), or, with
-``--job``, a real multi-party run from a job file (:class:`sqm.methods.logreg.job.LRJobTask`).
+``--job``, a real multi-party run from a job file (:class:`sqm.apps.logreg.job.LRJobTask`).
 
     sqm logreg --dataset breast_cancer --parties 3 --epsilon 1 --delta 1e-5 --gamma 8192
 
@@ -14,8 +14,8 @@ from sqm.cli import options
 from sqm.cli.options import JOB_ONLY, check_mode, declare_task, read_user_table
 from sqm.framework.extras import missing
 from sqm.framework.progress import follow_progress
-from sqm.methods.logreg import texts
-from sqm.methods.logreg.experiment import (  # noqa: F401 (the experiment, shared with bench/)
+from sqm.apps.logreg import texts
+from sqm.apps.logreg.experiment import (  # noqa: F401 (the experiment, shared with bench/)
     CLIENT_VIEW,
     DATASETS,
     UTILITY_COLUMNS,
@@ -26,7 +26,7 @@ from sqm.methods.logreg.experiment import (  # noqa: F401 (the experiment, share
     unit_ball_split,
     utility_rows,
 )
-from sqm.runtime.errors import UsageError
+from sqm.errors import UsageError
 
 if TYPE_CHECKING:
     pass
@@ -38,10 +38,10 @@ def _run_job(args) -> int:
 
     from sqm.cli.job_cli import job_command
     from sqm.mechanism.report import render_table
-    from sqm.methods.logreg.estimator import _progress
-    from sqm.methods.logreg.job import LRJobTask
+    from sqm.apps.logreg.estimator import _progress
+    from sqm.apps.logreg.job import LRJobTask
 
-    from sqm.runtime.launch import private_folder
+    from sqm.mpc.net.launch import private_folder
 
     with private_folder("sqm-lr-job-") as tmp:
         path = None if args.quiet or args.solver == "moments" else f"{tmp}/progress"  # moments: one release
@@ -111,7 +111,7 @@ def _local_data(args):
 
     from sklearn.model_selection import train_test_split
 
-    from sqm.methods.logreg.estimator import split_label
+    from sqm.apps.logreg.estimator import split_label
 
     t = read_user_table(args.data, args.id_column)
     X, y, columns, labels = split_label(t.block, t.columns, args.label_column, f"data file {args.data}")
@@ -124,7 +124,7 @@ def run(args) -> int:
     import numpy as np
 
     from sqm.mechanism.report import NEIGHBOURING_LINE, conversion_line, render_table
-    from sqm.methods.logreg.estimator import MODEL_SHARED_NOTE, resolve_schedule
+    from sqm.apps.logreg.estimator import MODEL_SHARED_NOTE, resolve_schedule
 
     if _PARSER:
         check_mode(args, _PARSER[-1], "job" if args.job else "local",

@@ -13,7 +13,7 @@ One definition per flag, so flags cannot drift between commands::
 - :func:`output`: ``--json``;
 - :func:`add_verbosity`: ``-v/--verbose`` and ``-q/--quiet``, which ``sqm`` adds to itself and to every
   subcommand (:func:`sqm.cli.command.build_parser`), so they work before and after the subcommand's name;
-  :func:`log_level` turns them into the level :func:`sqm.runtime.logs.configure` shows.
+  :func:`log_level` turns them into the level :func:`sqm.mpc.net.logs.configure` shows.
 
 :func:`check_mode` is the one check that an option given on the command line applies in the chosen mode
 (local comparison or ``--job``): an option the mode does not use is an error naming it, never ignored.
@@ -26,8 +26,8 @@ from __future__ import annotations
 import argparse
 
 from sqm.framework.ledger_guard import DEFAULT_MAX_ALIGNMENTS
-from sqm.runtime import BACKENDS  # noqa: F401  (the CLI choices: the runtime's runners)
-from sqm.runtime.errors import UsageError
+from sqm.mpc import BACKENDS  # noqa: F401  (the CLI choices: the runtime's runners)
+from sqm.errors import UsageError
 from sqm.framework.alignment_policy import DEFAULT_MAX_SET_RATIO, check_max_set_ratio
 
 DEFAULT_BACKEND = "mpyc"

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable
 
-from sqm.runtime.errors import UsageError
+from sqm.errors import UsageError
 
 SCHEMA_VERSION = "1"
 SCHEMA_FILE = "output.schema.json"

@@ -10,25 +10,25 @@ from dataclasses import replace
 from sqm.cli import options
 from sqm.cli.options import JOB_ONLY, check_mode, declare_task
 from sqm.framework.extras import require
-from sqm.methods.pbm_vfl.experiment import method_seed  # noqa: F401 (the experiment, shared with bench/)
-from sqm.runtime import SECURE_SUMS
+from sqm.apps.pbm_vfl.experiment import method_seed  # noqa: F401 (the experiment, shared with bench/)
+from sqm.mpc import SECURE_SUMS
 
 
 def _run_job(args) -> int:
     """``sqm pbm-vfl --job``: one PBM-VFL job (training, or with --predict prediction) from a job file
-    (:class:`sqm.methods.pbm_vfl.job.PBMVFLJobTask`)."""
+    (:class:`sqm.apps.pbm_vfl.job.PBMVFLJobTask`)."""
     from sqm.cli.job_cli import job_command
     from sqm.framework.progress import progress_bar
     from sqm.framework.spec import load_job
     from sqm.mechanism.report import render_table
-    from sqm.methods.pbm_vfl.config import VFLConfig
-    from sqm.methods.pbm_vfl.job import PBMVFLJobTask, job_batch_seed
-    from sqm.methods.pbm_vfl.training import show_iteration
-    from sqm.runtime.errors import UsageError
-    from sqm.runtime.launch import private_folder
+    from sqm.apps.pbm_vfl.config import VFLConfig
+    from sqm.apps.pbm_vfl.job import PBMVFLJobTask, job_batch_seed
+    from sqm.apps.pbm_vfl.runs import show_iteration
+    from sqm.errors import UsageError
+    from sqm.mpc.net.launch import private_folder
 
     require("vfl", "sqm pbm-vfl --job", ("torch",))
-    from sqm.methods.pbm_vfl.trainer import check_device, default_device
+    from sqm.apps.pbm_vfl.trainer import check_device, default_device
 
     spec = load_job(args.job)
     if args.party_model is not None and args.index is None:
@@ -89,13 +89,13 @@ _PARSER = []  # the `sqm pbm-vfl` parser (its defaults decide which options were
 
 def _run_local(args) -> int:
     from sqm.mechanism.report import render_table
-    from sqm.methods.pbm_vfl.config import METHOD_LABELS, METHODS, VFLConfig
-    from sqm.methods.pbm_vfl.data import load_split
-    from sqm.methods.pbm_vfl.privacy import pbm_privacy, privacy_reports
-    from sqm.methods.pbm_vfl.training import train_vfl
+    from sqm.apps.pbm_vfl.config import METHOD_LABELS, METHODS, VFLConfig
+    from sqm.apps.pbm_vfl.data import load_split
+    from sqm.apps.pbm_vfl.privacy import pbm_privacy, privacy_reports
+    from sqm.apps.pbm_vfl.training import train_vfl
 
     require("vfl", "sqm pbm-vfl", ("torch",))
-    from sqm.methods.pbm_vfl.trainer import check_device, default_device  # torch: after the extra's check
+    from sqm.apps.pbm_vfl.trainer import check_device, default_device  # torch: after the extra's check
     if args.plot:
         require("plot", "--plot")
 
@@ -158,7 +158,7 @@ def _run_local(args) -> int:
     if args.save:
         r.trainer.save(args.save)
         print(f"wrote {args.save} (PBM-VFL's trained party models and optimizers, the accountant; "
-              f"sqm.methods.pbm_vfl.PBMVFL.load resumes from it)")
+              f"sqm.apps.pbm_vfl.PBMVFL.load resumes from it)")
     if args.json:
         from sqm.cli import output
 
@@ -240,7 +240,7 @@ def register(sub) -> None:
     p.add_argument("--plot", default=None, help="write test accuracy by epoch (PNG) to FILE")
     p.add_argument("--save", default=None, metavar="FILE",
                    help="write PBM-VFL's checkpoint (every party's trained model and optimizer, the accountant; "
-                        "torch.save format, read back by sqm.methods.pbm_vfl.PBMVFL.load) to FILE")
+                        "torch.save format, read back by sqm.apps.pbm_vfl.PBMVFL.load) to FILE")
     g = p.add_argument_group("job mode (--job)")
     g.add_argument("--model", default=None, metavar="FILE:FACTORY", dest="party_model",
                    help="with --job --index I: this party's own model code, a Python file on this machine and the "

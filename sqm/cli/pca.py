@@ -8,7 +8,7 @@ from __future__ import annotations
 from sqm.cli import options, output
 from sqm.cli.options import JOB_ONLY, check_mode, declare_task, runtime_options
 from sqm.framework.progress import progress_bar
-from sqm.methods.pca.experiment import TABLE_COLUMNS, compare, table_rows  # noqa: F401 (the experiment, shared with bench/)
+from sqm.apps.pca.experiment import TABLE_COLUMNS, compare, table_rows  # noqa: F401 (the experiment, shared with bench/)
 
 
 def print_table(r: dict, dataset: str = "") -> None:
@@ -124,7 +124,7 @@ def _run_cli(args) -> int:
 
 
 def _run_job(args) -> int:
-    from sqm.runtime.launch import private_folder
+    from sqm.mpc.net.launch import private_folder
 
     with private_folder("sqm-pca-job-") as tmp:
         return _job_in(args, None if args.quiet else f"{tmp}/progress")
@@ -135,7 +135,7 @@ def _job_in(args, path: str | None) -> int:
     ``path.i`` on its machine; the bar follows this party's (``--index``), or client 1's when this command runs
     every party (the server, which may hold no shares, is not the pace).  ``path`` None: no bar."""
     from sqm.cli.job_cli import job_command
-    from sqm.methods.pca.job import PCAJobTask
+    from sqm.apps.pca.job import PCAJobTask
 
     def task():
         return PCAJobTask(args.components, args.epsilon, args.delta, args.gamma, args.row_norm_bound,

@@ -8,7 +8,7 @@ The server sends the model (a training job's ``--json``: differentially private,
 every client; each client started alone checks that it is a release its own ledger recorded (at the training
 job's end) and that the scores would not let the requester solve for its columns (unless its operator passes
 ``--allow-revealing-scores``); each client scores its own columns; the partial scores are summed on secret
-shares and only the requester learns the scores (:mod:`sqm.methods.inference.job`).  Nothing is charged to a
+shares and only the requester learns the scores (:mod:`sqm.apps.inference.job`).  Nothing is charged to a
 privacy budget.
 """
 from __future__ import annotations
@@ -40,9 +40,9 @@ def run(args) -> int:
     from sqm.framework.alignment import check_min_intersection
     from sqm.framework.spec import load_job
     from sqm.framework.runners import run_job
-    from sqm.methods.inference.job import ScoringJobTask
-    from sqm.methods.inference.model import load_model
-    from sqm.runtime.errors import UsageError
+    from sqm.apps.inference.job import ScoringJobTask
+    from sqm.apps.inference.model import load_model
+    from sqm.errors import UsageError
 
     if args.job is None:
         raise UsageError("sqm score needs --job FILE: the parties and each client's file of new records")

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sqm.framework.progress import make_bar
-from sqm.runtime.errors import UsageError
+from sqm.errors import UsageError
 
 if TYPE_CHECKING:  # numpy is imported where it is used: `sqm --help` reads this module
     import numpy as np

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sqm.data.datahome import fetch
-from sqm.runtime.errors import UsageError
+from sqm.errors import UsageError
 
 
 def scale_rows(X: np.ndarray, row_norm_bound: float = 1.0) -> np.ndarray:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
-from sqm.runtime.errors import UsageError
+from sqm.errors import UsageError
 
 FILES = ("bank.csv", "clinic.csv")
 

@@ -2,7 +2,7 @@
 
 Organisations never hold the same records.  Every job (``sqm pca --job``, ``sqm logreg --job``,
 ``sqm linreg --job``) therefore starts with an ECDH private set intersection of the clients' canonical ids
-(:func:`sqm.framework.tables.canonical_id`; the protocol: :mod:`sqm.runtime.psi`) and runs on the intersection:
+(:func:`sqm.framework.tables.canonical_id`; the protocol: :mod:`sqm.mpc.protocols.psi`) and runs on the intersection:
 
 - each client learns the intersection size and which of ITS OWN records are in it (the PSI semantics of
   every VFL platform), and the other clients' set sizes;
@@ -19,13 +19,13 @@ above the PSI's 32-bit limit; a refusal names the peer.  Every table of what eac
 Each client then keeps its intersection records in the canonical id order (:func:`sqm.framework.party.canonical_order`,
 which every client computes alone; a file sorted by id is still read chunk by chunk, one mask bit per record
 held) and the clients check among themselves, through the PSI's ranks of the fully blinded values, that they
-hold the intersection in the same order (:meth:`sqm.runtime.psi.Intersection.order_digest`); that digest also stands
+hold the intersection in the same order (:meth:`sqm.mpc.protocols.psi.Intersection.order_digest`); that digest also stands
 in the job's ``ids_digest``, compared again before any share.  The job's record count is the intersection
 size, a public count like n before it: ``--min-intersection`` (default :data:`DEFAULT_MIN_INTERSECTION`)
 refuses a smaller one before any share of data is sent.
 
 A task whose server holds a table of its own (a PBM-VFL job: the labels, keyed by the same ids) aligns it too:
-the server is then a holder in the PSI (:mod:`sqm.runtime.psi`, "The server's own set"), learns which of its own
+the server is then a holder in the PSI (:mod:`sqm.mpc.protocols.psi`, "The server's own set"), learns which of its own
 records are in the intersection of every party's set (never which client holds one of its ids), and sends the
 clients the digest of its order, which each compares with its own.
 
@@ -49,12 +49,12 @@ import logging
 import numpy as np
 
 from sqm.framework.tables import PartyTable
-from sqm.runtime.party import ProtocolError
-from sqm.runtime.party import messages as wire
-from sqm.runtime.psi import MAX_SET, hash_ids_yielding, intersect
-from sqm.runtime.randomness import secure_generator
+from sqm.mpc.net.party import ProtocolError
+from sqm.mpc.net.party import messages as wire
+from sqm.mpc.protocols.psi import MAX_SET, hash_ids_yielding, intersect
+from sqm.mpc.shares.randomness import secure_generator
 from sqm.mechanism.rng import party_key_bytes
-from sqm.runtime.errors import UsageError
+from sqm.errors import UsageError
 from sqm.framework.alignment_policy import (  # noqa: F401  (the policy's one declaration, used here)
     DEFAULT_MAX_SET_RATIO,
     DEFAULT_MIN_INTERSECTION,
@@ -76,10 +76,10 @@ def check_set_sizes(pid: int, sizes: dict[int, int], max_ratio: float = DEFAULT_
                     hide: bool = False) -> None:
     """This party's size policy, before any id is hashed or sent (every party has every set size from the schema
     exchange): refused (a ProtocolError naming the peer) a set above the 32-bit limit of the PSI's ranks and
-    positions (:data:`sqm.runtime.psi.MAX_SET`; hiding membership, their sum too), and a peer's set above
+    positions (:data:`sqm.mpc.protocols.psi.MAX_SET`; hiding membership, their sum too), and a peer's set above
     ``max_ratio`` times this party's own, or, at a party holding no set (the server of a PCA or regression job),
     a largest set above ``max_ratio`` times the smallest."""
-    from sqm.runtime.protocol import party_label
+    from sqm.mpc.net.abort import party_label
 
     def refuse(who: int, why: str):
         raise ProtocolError(f"party {pid} refused before any id was sent: {party_label(who)} declared "
@@ -160,7 +160,7 @@ def _check_min(m: int, min_common: int, sizes) -> None:
 
 async def hide_membership(ctx, table, sizes: dict[int, int], min_common: int, seed=None,
                           max_ratio: float = DEFAULT_MAX_SET_RATIO):
-    """Membership-hiding alignment (issues 29 and 43): the PSI's union variant (:func:`sqm.runtime.psi.intersect`,
+    """Membership-hiding alignment (issues 29 and 43): the PSI's union variant (:func:`sqm.mpc.protocols.psi.intersect`,
     ``hide_membership``) places the union of every client's ids at uniformly random distinct positions of
     0..S-1, S = the sum of the set sizes (a function of the public sizes only), and tells each client the
     positions of its own ids: a uniformly random subset of 0..S-1 whichever of them the others hold.  The server
@@ -170,7 +170,7 @@ async def hide_membership(ctx, table, sizes: dict[int, int], min_common: int, se
 
     Returns ``(table, union, withheld)``: the client's table over the S positions (its own rows where it holds the
     record, zeros elsewhere; in memory, or for a streamed file a :class:`sqm.framework.union_table.UnionTable` read
-    bucket by bucket), the :class:`sqm.runtime.psi.Union` the evaluation needs (``ctx.membership``), and, at the
+    bucket by bucket), the :class:`sqm.mpc.protocols.psi.Union` the evaluation needs (``ctx.membership``), and, at the
     server only, the reason it will withhold the release (None: it will not).  ``min_common``: a client cannot
     refuse a small intersection without learning it, so the server alone checks it; below it, the server deals an
     indicator of zeros (the release then counts no record) and withholds the release at its end, while every

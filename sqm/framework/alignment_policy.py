@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from sqm.runtime.errors import UsageError
+from sqm.errors import UsageError
 
 DEFAULT_MIN_INTERSECTION = 100
 # A peer's set may hold at most this many times this party's own (a party holding no set: the largest set at most

@@ -15,7 +15,7 @@ them never imports them.
 from __future__ import annotations
 
 import importlib
-from sqm.runtime.errors import UsageError
+from sqm.errors import UsageError
 
 EXTRAS = {"vfl": ("torch", "opacus", "cloudpickle"), "plot": ("matplotlib",), "parquet": ("pyarrow",),
           "scale": ("distributed",)}

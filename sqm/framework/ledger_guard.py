@@ -34,7 +34,7 @@ class LedgerGuard:
     events (the task's ``release(meta)``: the record-level guarantee against the server, the party that learns
     the result) composed with the dataset's entries, recorded in one transaction, or the job refused naming
     what is left (every party then exits "refused").  A client's entry is refundable: if the job ends before the
-    client sent its shares of any output (:meth:`sqm.runtime.protocol.PartyContext.output_shares_next`) it becomes
+    client sent its shares of any output (:meth:`sqm.mpc.protocols.context.PartyContext.output_shares_next`) it becomes
     ``refunded``, which does not count; otherwise (and always at the server) a failed job stays counted."""
 
     path: str | None = None
@@ -88,7 +88,7 @@ class LedgerGuard:
         """The :class:`sqm.mechanism.ledger.Reservation` of this job's release: its events against the server,
         charged by the server, or by a client to its own records' dataset (refundable); ProtocolError (refused)
         if the dataset has no budget or the release would exceed it."""
-        from sqm.framework.party import refused
+        from sqm.mpc.net.abort import refused
         from sqm.mechanism.ledger import BudgetError
 
         report = task.release(meta)

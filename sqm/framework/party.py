@@ -1,4 +1,4 @@
-"""What one party of a job-file job does (:class:`JobParty`, run inside ``python -m sqm.runtime.party``), and
+"""What one party of a job-file job does (:class:`JobParty`, run inside ``python -m sqm.mpc.net.party``), and
 the helpers it uses: the seed policy, loading and checking its own file, scaling declared column ranges, the
 program of each party (:func:`party_program`).  The steps:
 
@@ -13,7 +13,7 @@ program of each party (:func:`party_program`).  The steps:
    detail is printed at that party only); on any problem every party refuses, naming the client, before
    any share is sent;
 4. the clients align their records by private set intersection (:mod:`sqm.framework.alignment`, protocol
-   :mod:`sqm.runtime.psi`), each party first refusing set sizes beyond its own policy (``max_set_ratio``): no id
+   :mod:`sqm.mpc.protocols.psi`), each party first refusing set sizes beyond its own policy (``max_set_ratio``): no id
    leaves its owner except blinded under a key the receiver does not hold; each client keeps the records every
    client holds, in canonical order, and the job's record count is the intersection size (refused below
    ``min_intersection``, default 100: job file ``"min_intersection"``, or ``--min-intersection``); with membership
@@ -25,7 +25,7 @@ program of each party (:func:`party_program`).  The steps:
    never the job file's, and its record alignment was counted before the PSI, refused at its owner's cap); one
    verdict exchange, and a party over its own budget refuses the job before any share is sent; otherwise each
    records the release (a client's entry is refunded if the job ends before it sent its shares of any output);
-6. the task (e.g. :class:`sqm.methods.pca.PCAJobTask`, through :func:`sqm.mechanism.release.sqm_round`) plans the public
+6. the task (e.g. :class:`sqm.apps.pca.PCAJobTask`, through :func:`sqm.mechanism.release.sqm_round`) plans the public
    release from the counts and runs it: each client clips its own rows to its bound, counts the clipped rows
    (reported to that party only, with a WARNING above 1% of its rows (:func:`clip_warning`): the count is
    data-dependent and is not released to the server), and its input carries the digest of its records'
@@ -54,10 +54,10 @@ from sqm.framework.jobtask import JobTask
 from sqm.framework.spec import JobSpec, read_party_csv
 from sqm.framework.tables import PartyFileError, PartyTable, id_order_key
 from sqm.mechanism.vertical import party_norm_bounds
-from sqm.runtime.errors import UsageError
-from sqm.runtime.party import InputRefused, PartyProgram, ProtocolError, public_digest
-from sqm.runtime.party import messages as wire
-from sqm.runtime.protocol import party_label
+from sqm.errors import UsageError
+from sqm.mpc.net.party import InputRefused, PartyProgram, ProtocolError, public_digest
+from sqm.mpc.net.party import messages as wire
+from sqm.mpc.net.abort import party_label, refused
 
 if TYPE_CHECKING:
     from sqm.framework.ledger_guard import LedgerGuard
@@ -132,12 +132,6 @@ HIDDEN_NOTE = ("membership hidden: the clients' records went over {s} positions 
 ALIGNMENT_NOTE = ("records: the {m} records all {k} clients hold (private set intersection of their ids); the "
                   "intersection size is released exactly, like n; adding or removing one person at one "
                   "organisation changes the intersection by at most one record, so the per-record sensitivity holds")
-
-
-def refused(reason: str) -> Exception:
-    """The exception a task raises to refuse its job before any share is sent (every party exits "refused",
-    naming ``reason``, which reaches every peer: no data in it)."""
-    return ProtocolError(f"refused before any share was sent: {reason}")
 
 
 INSECURE_WARNING = ("WARNING: --insecure-reproducible: every party's randomness (Skellam noise, rounding, "
@@ -218,7 +212,7 @@ class JobParty(PartyProgram):
         declared ranges is never clipped."""
         factors = declared_scales(self.task, meta, self.own_bounds, pid)
         if hasattr(table, "with_transform"):  # read chunk by chunk: each chunk is scaled as it is read
-            # a partial, not a closure: a shard worker of this party gets the table pickled (sqm.runtime.shards)
+            # a partial, not a closure: a shard worker of this party gets the table pickled (sqm.mpc.protocols.shards)
             return table.with_transform(functools.partial(scale_to_bounds, columns=table.columns,
                                                           bounds=self.own_bounds, factors=factors)), None
         block, outside = scale_to_bounds(table.block, table.columns, self.own_bounds, factors)
@@ -246,7 +240,7 @@ class JobParty(PartyProgram):
             raise ProtocolError(f"party started as index {ctx.pid} but its program is for party {self.index}")
         await ctx.agree(tuple(self.public()), "task")
         if self.shards is not None:  # every party's workers' addresses, each announced by its own party
-            from sqm.runtime.shards import ShardRunner, agree_worker_addresses
+            from sqm.mpc.protocols.shards import ShardRunner, agree_worker_addresses
 
             count, own, engine = self.shards
             table = await agree_worker_addresses(ctx, count, own)

@@ -6,7 +6,7 @@ weighs (names), the weights (columns x outputs, float64) and the intercepts (out
 SHA-256 of one canonical encoding (the kind and columns as JSON, then the weights and intercepts as
 little-endian float64 bytes), so the same model always has the same digest, whoever computes it: the server
 from its result (the training task's ``released_model``), a client from the frame it received, ``sqm score``
-from the training job's ``--json`` (:func:`sqm.methods.inference.model.load_model`).
+from the training job's ``--json`` (:func:`sqm.apps.inference.model.load_model`).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from sqm.runtime.errors import UsageError
+from sqm.errors import UsageError
 
 KINDS = ("logistic", "linear", "projection")  # a probability and a score; a prediction; k projections
 MAX_COLUMNS, MAX_OUTPUTS = 100_000, 1000

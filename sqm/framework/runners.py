@@ -11,8 +11,8 @@ from sqm.framework.jobtask import JobTask
 from sqm.framework.ledger_guard import DEFAULT_MAX_ALIGNMENTS, LedgerGuard
 from sqm.framework.party import job_programs, party_program
 from sqm.framework.spec import JobSpec, refuse_private_fields
-from sqm.runtime.errors import UsageError
-from sqm.runtime.launch import (
+from sqm.errors import UsageError
+from sqm.mpc.net.launch import (
     Launch,
     MPCError,
     party_command,
@@ -25,9 +25,9 @@ from sqm.runtime.launch import (
 def simulate(spec: JobSpec, task: JobTask, timeout: float = 3600.0, ledger: "LedgerGuard | None" = None,
              max_set_ratio: float = DEFAULT_MAX_SET_RATIO, **_transport) -> list[dict]:
     """SIMULATION: every party's program of the job (the same :func:`party_program` objects) run in this one
-    process by :func:`sqm.runtime.inprocess.run_in_process`; each client still reads only its own file.  Transport
+    process by :func:`sqm.mpc.protocols.inprocess.run_in_process`; each client still reads only its own file.  Transport
     options (TLS, connect and idle timeouts) have no meaning here and are ignored."""
-    from sqm.runtime.inprocess import run_in_process
+    from sqm.mpc.protocols.inprocess import run_in_process
 
     programs = job_programs(spec, task, ledger, max_set_ratio)
     return run_in_process(programs, timeout=timeout, min_clients=2, job_id=spec.job_id, job_name=spec.name)
@@ -44,7 +44,7 @@ def run_local(spec: JobSpec, task: JobTask, timeout: float = 3600.0, connect_tim
     """Start every party of the job on this machine (one process each, at the job file's addresses).
 
     Returns each party's result record (``result``, ``bytes_sent``, ``seconds``...), server first.  A party's
-    failure raises :class:`sqm.runtime.launch.MPCError` naming it.  The launcher reads no party file; it only
+    failure raises :class:`sqm.mpc.net.launch.MPCError` naming it.  The launcher reads no party file; it only
     checks, for a clear error before starting anyone, that each client's file exists.  The job's id is the
     job file's (a fresh one if it has none: every party is started here).
     """
@@ -129,14 +129,14 @@ def run_one(spec: JobSpec, index: int, task: JobTask, timeout: float = 3600.0,
             connect_timeout: float = 60.0, ssl_dir: str | None = None, idle_timeout: float | None = None,
             insecure_plaintext: bool = False, ledger: "LedgerGuard | None" = None,
             progress_timeout: float | None = None, max_set_ratio: float = DEFAULT_MAX_SET_RATIO) -> dict:
-    """Run party ``index`` only, in a child ``python -m sqm.runtime.party`` process (other hosts run the others).
+    """Run party ``index`` only, in a child ``python -m sqm.mpc.net.party`` process (other hosts run the others).
 
     Its messages go to this terminal; returns its result record.  Raises MPCError if it fails.
     ``ssl_dir``: this party's keys (``sqm keys``; mutually authenticated TLS, over loopback too; without it the
     party looks in ./.config, and plain TCP needs ``insecure_plaintext``).  The job file's pinned fingerprints go
     to the party (``--pins``).
     The child and its private folder (program, result) go away with this wrapper however it ends: Ctrl-C,
-    SIGTERM or SIGKILL (:class:`sqm.runtime.launch.Launch`).
+    SIGTERM or SIGKILL (:class:`sqm.mpc.net.launch.Launch`).
     """
     if spec.job_id is None:
         raise UsageError(f"job file {spec.path or '(unnamed)'} has no 'job_id': every party of a job needs the same "

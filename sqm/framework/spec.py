@@ -36,7 +36,7 @@ record alignment like a client.  ``"model": "file.py:factory"`` (a PBM-VFL job):
 loaded at that party only and never sent (its operator may name any file with ``--model FILE:FACTORY``).
 
 ``"workers": W`` (every party the same W, or none): each party runs its share of the secure evaluation on W shard
-workers, one MPC session per shard (:mod:`sqm.runtime.shards`; a PCA job only), listening at the addresses its
+workers, one MPC session per shard (:mod:`sqm.mpc.protocols.shards`; a PCA job only), listening at the addresses its
 operator gives (``--worker-addresses``; default: its port + 1 ... + W), which it announces to the other parties,
 and run by its own Dask cluster (``--engine tcp://host:8786``) or as local processes.
 
@@ -75,9 +75,9 @@ from sqm.framework.alignment import DEFAULT_MIN_INTERSECTION, check_min_intersec
 from sqm.framework.extras import require
 from sqm.framework.tables import PartyTable, read_table
 from sqm.framework.user_code import split_spec
-from sqm.runtime.certs import check_fingerprint, check_job_name
-from sqm.runtime.errors import UsageError
-from sqm.runtime.launch import (
+from sqm.mpc.net.certs import check_fingerprint, check_job_name
+from sqm.errors import UsageError
+from sqm.mpc.net.launch import (
     new_job_id,
     require_two_clients,
 )
@@ -142,14 +142,14 @@ class JobSpec:
 
     @property
     def shards(self) -> int | None:
-        """The job's shard count (every party runs one worker per shard: :mod:`sqm.runtime.shards`), or None."""
+        """The job's shard count (every party runs one worker per shard: :mod:`sqm.mpc.protocols.shards`), or None."""
         return self.parties[0].workers
 
     def shard_addresses(self) -> list[list[str]] | None:
         """Per party, its workers' addresses, shard by shard (public: every party holds the same table)."""
         if self.shards is None:
             return None
-        from sqm.runtime.shards import worker_addresses
+        from sqm.mpc.protocols.shards import worker_addresses
 
         return [list(p.worker_addresses) if p.worker_addresses else worker_addresses(p.address, self.shards)
                 for p in self.parties]
@@ -330,7 +330,7 @@ def load_job(path) -> JobSpec:
     if len(set(addrs)) != len(addrs):
         raise UsageError(f"job file {path}: duplicate party addresses {addrs}")
     if counts[0] is not None:  # every listening address of the job, workers' included, differs
-        from sqm.runtime.shards import worker_addresses
+        from sqm.mpc.protocols.shards import worker_addresses
 
         every = addrs + [a for p in parties for a in (p.worker_addresses or worker_addresses(p.address, p.workers))]
         if len(set(every)) != len(every):
@@ -340,7 +340,7 @@ def load_job(path) -> JobSpec:
     id_column = raw.get("id_column", "id")
     if not isinstance(id_column, str) or not id_column:
         raise UsageError(f"job file {path}: 'id_column' must be a column name")
-    from sqm.runtime.session import check_job_id
+    from sqm.mpc.net.session import check_job_id
 
     job_id, name, dataset = raw.get("job_id"), raw.get("name"), raw.get("dataset")
     try:
@@ -483,7 +483,7 @@ def write_job(path, addresses, files, id_column: str = "id", job_id: str | None 
         if code is not None:
             file, name = split_spec(code)
             parties[j]["model"] = f"{inside(file, j)}:{name}"
-    from sqm.runtime.session import check_job_id
+    from sqm.mpc.net.session import check_job_id
 
     head = {"job_id": check_job_id(job_id) if job_id is not None else new_job_id()}
     if name is not None:
@@ -550,7 +550,7 @@ def write_party_csvs(X, directory, n_parties: int | None = None, col_counts=None
         files.append(f)
         start += k
     if addresses is None:
-        from sqm.runtime.launch import free_ports
+        from sqm.mpc.net.launch import free_ports
 
         addresses = [f"127.0.0.1:{p}" for p in free_ports(len(col_counts) + 1)]
     return write_job(os.path.join(directory, job_name), addresses, files, id_column, dataset=dataset,

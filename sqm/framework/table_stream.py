@@ -29,15 +29,15 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from sqm.runtime.party import InputRefused
-from sqm.runtime.stream import rechunk
+from sqm.mpc.net.party import InputRefused
+from sqm.mpc.protocols.stream import rechunk
 
 from sqm.framework.tables import MAX_ABS_VALUE, MISSING, PARQUET_EXTENSIONS, _sniff_separator, canonical_id, id_order_key
-from sqm.runtime.errors import UsageError
+from sqm.errors import UsageError
 
 log = logging.getLogger(__name__)
 
-BATCH_ROWS = 1 << 13  # records per batch read (chunks are regrouped from them: sqm.runtime.stream.rechunk)
+BATCH_ROWS = 1 << 13  # records per batch read (chunks are regrouped from them: sqm.mpc.protocols.stream.rechunk)
 _CSV_BLOCK_BYTES = 1 << 20  # pyarrow's CSV block size: a batch holds about this many bytes of text
 _PARQUET_BUFFER_BYTES = 1 << 20  # column chunks are streamed through buffers of this size, not read whole
 
@@ -112,7 +112,7 @@ class StreamedTable(ChunkTransform):
         return dataclasses.replace(self, keep=keep, n_rows=int(keep.sum()), file_rows=self.n_rows)
 
     def part(self, start: int, stop: int) -> "StreamedTable":
-        """Kept records ``[start, stop)`` (a shard worker's, :mod:`sqm.runtime.shards`): :meth:`chunks` yields
+        """Kept records ``[start, stop)`` (a shard worker's, :mod:`sqm.mpc.protocols.shards`): :meth:`chunks` yields
         exactly those rows of the whole table's.  A Parquet file is read from the row group holding the
         first of them and no further than the last; a CSV file is parsed from its start (rows before the part
         skipped unconverted).  The file was checked whole before it was split; every batch read is checked

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sqm.runtime.errors import BadDataError
+from sqm.errors import BadDataError
 
 # The largest magnitude a table may hold: squares (row norms, Gram entries) of values up to 1e150 stay far
 # inside float64 (max about 1.8e308); larger values are refused naming the column, never silently zeroed.

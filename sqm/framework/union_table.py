@@ -32,8 +32,8 @@ from typing import Callable, Iterator
 import numpy as np
 
 from sqm.framework.table_stream import ChunkTransform
-from sqm.runtime.errors import UsageError
-from sqm.runtime.stream import rechunk
+from sqm.errors import UsageError
+from sqm.mpc.protocols.stream import rechunk
 
 BUCKETS = 64  # position ranges the records are sorted into
 MIN_BUCKET_ROWS = 1 << 14  # a bucket covers at least this many positions of the union

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sqm.runtime.errors import UsageError
+from sqm.errors import UsageError
 
 RAW_UNITS_NOTE = ("weight: on the owners' raw columns (each declared range's scaling undone; clamp a new record's "
                   "values to the declared ranges first); weight (scaled): on the columns as the clients released them")

@@ -14,7 +14,7 @@ import importlib.util
 import os
 import sys
 
-from sqm.runtime.errors import UsageError
+from sqm.errors import UsageError
 
 
 def split_spec(spec: str, where: str = "model code") -> tuple[str, str]:

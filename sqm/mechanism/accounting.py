@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from sqm.runtime.errors import UsageError
+from sqm.errors import UsageError
 
 import numpy as np
 

@@ -27,7 +27,7 @@ from scipy.special import log_ndtr, ndtr
 
 from .sensitivity import float_up
 from .validation import check_delta, check_param
-from sqm.runtime.errors import UsageError
+from sqm.errors import UsageError
 
 
 def _check(epsilon, delta, l2_sensitivity):

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sqm.runtime.errors import UsageError
+from sqm.errors import UsageError
 
-from sqm.runtime.stream import ArrayInput, ChunkedInput
+from sqm.mpc.protocols.stream import ArrayInput, ChunkedInput
 
 from .coins import CoinKeys
 from .quantize import dependent_round
@@ -32,7 +32,7 @@ def client_input(block: np.ndarray, clip, gamma: float, noise_mu: float, n_out: 
 
 
 class QuantizedRows(ChunkedInput):
-    """A client's SQM input made chunk by chunk (:class:`sqm.runtime.stream.ChunkedInput`): each chunk of its real
+    """A client's SQM input made chunk by chunk (:class:`sqm.mpc.protocols.stream.ChunkedInput`): each chunk of its real
     rows (``source``: anything with ``n_rows``, ``n_cols`` and ``chunks(rows)`` yielding float blocks, e.g. a
     party file read in batches) is clipped (``clip`` as in :func:`client_input`) and rounded at scale gamma
     (:func:`sqm.mechanism.quantize.dependent_round`, per column group); once the last chunk is taken, the noise
@@ -107,7 +107,7 @@ class QuantizedRows(ChunkedInput):
 
 @dataclass
 class QuantizingClient:
-    """A picklable client program for :mod:`sqm.runtime` backends: returns (quantized block, Skellam noise share).
+    """A picklable client program for :mod:`sqm.mpc` backends: returns (quantized block, Skellam noise share).
 
     ``clip_bound``: the bound on this client's sub-row norm (party programs with column groups call
     :func:`client_input` from :func:`sqm.mechanism.release.sqm_round`).

@@ -6,7 +6,7 @@ coins of records ``[b B, (b + 1) B)`` (``B`` = :data:`COIN_BLOCK` records, a pub
 AES-128-CTR stream keyed by ``HMAC-SHA256(master, "sqm rounding coins" || b)``, one uint64 per value in row
 order, and the master is 32 bytes drawn once from the client's generator, whose later draws make its noise.
 
-Why: a shard worker of the client (:mod:`sqm.runtime.shards`) rounds only its own records.  It is handed the keys
+Why: a shard worker of the client (:mod:`sqm.mpc.protocols.shards`) rounds only its own records.  It is handed the keys
 of the blocks its records touch (:meth:`CoinKeys.restricted`), never the master and never the generator, so it
 can compute neither the coins of another block nor the noise share (the generator's key stays in the client's
 own process).  Where the keys live: the master and the generator in the client's party process only; each
@@ -27,8 +27,8 @@ import hmac
 import numpy as np
 from randomgen import AESCounter
 
-from sqm.runtime.errors import UsageError
-from sqm.runtime.randomness import is_secure
+from sqm.errors import UsageError
+from sqm.mpc.shares.randomness import is_secure
 
 COIN_BLOCK = 1 << 16  # records per coin key (public): a shard worker holds the keys of the blocks its records touch
 _LABEL = b"sqm rounding coins\x00"

@@ -9,15 +9,18 @@ covariance) needs no pre-processing: its output scale is gamma^lambda.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sqm.runtime.program import SumProgram
+from sqm.mpc.protocols.program import SumProgram
 
-from .polynomial import Polynomial
 from .rng import SeedLike, make_rng
 from .validation import check_gamma
-from sqm.runtime.errors import UsageError
+from sqm.errors import UsageError
+
+if TYPE_CHECKING:  # annotations only: Polynomial.compensate delegates here
+    from .polynomial import Polynomial
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ import numpy as np
 from dp_accounting import dp_event
 from dp_accounting.rdp import RdpAccountant
 
-from sqm.runtime.errors import UsageError
+from sqm.errors import UsageError
 
 from . import rdp
 from .conversion import gdp_mu_squared, pld_accountant, pld_epsilon, tighter_epsilon  # noqa: F401 (re-exported)

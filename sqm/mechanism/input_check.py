@@ -18,7 +18,7 @@ probability 2^-40).
 What it catches: a deviation that adds more to c's squared values than the room honest data leaves (a 1000x
 scaling unless c's honest data had a millionth of its bound's energy; a large offset on every value), and most
 deviations so large that the field wraps: the field is sized to the honest result bound (p just above twice
-it, :func:`sqm.runtime.field.prime_for_bound`), so a wrapped diagonal entry lands outside its honest range in about
+it, :func:`sqm.mpc.shares.field.prime_for_bound`), so a wrapped diagonal entry lands outside its honest range in about
 half the field, independently per column.  What it does not: values outside the bounds on a few records whose
 total stays within n N_c^2 -- in particular a client concentrating its allowed energy on one targeted record,
 which raises that record's sensitivity in the cross terms with the other clients (only per-record range proofs
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sqm.runtime.protocol import ProtocolError
+from sqm.mpc.net.abort import ProtocolError
 
 from .sensitivity import quantized_norm_bound_sq
 from .skellam import skellam_tail_bound

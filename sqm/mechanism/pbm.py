@@ -59,7 +59,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from .rng import make_rng
-from sqm.runtime.errors import UsageError
+from sqm.errors import UsageError
 
 
 
@@ -342,5 +342,5 @@ def privacy_report(b: int, beta: float, M: int, embedding_size: int, uses: int, 
 
 
 # ----------------------------------------------------------------------------------------------------
-# PBM-VFL's exchanges on a party context (sqm.runtime.protocol.PartyContext, real or in process)
+# PBM-VFL's exchanges on a party context (sqm.mpc.protocols.context.PartyContext, real or in process)
 # ----------------------------------------------------------------------------------------------------

@@ -18,8 +18,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from sqm.runtime.errors import UsageError
-from sqm.runtime.program import SumProgram
+from sqm.errors import UsageError
+from sqm.mpc.protocols.program import SumProgram
 
 from .sensitivity import general_sensitivity, gram_sensitivity
 
@@ -41,7 +41,7 @@ class StructuredPolynomial(Protocol):
     def degree(self) -> int: ...
 
     def program(self, int_coefs=None) -> SumProgram:
-        """The integer :class:`sqm.runtime.program.SumProgram` (with these coefficients)."""
+        """The integer :class:`sqm.mpc.protocols.program.SumProgram` (with these coefficients)."""
 
     def evaluate(self, X) -> np.ndarray:
         """sum_x f(x) over real data (float64 reference, no privacy)."""

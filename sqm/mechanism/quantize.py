@@ -5,7 +5,7 @@ import numpy as np
 
 from .rng import SeedLike, make_rng
 from .validation import check_finite, check_gamma
-from sqm.runtime.errors import UsageError
+from sqm.errors import UsageError
 
 
 def stochastic_round(x, gamma: float = 1.0, seed: SeedLike = None) -> np.ndarray:

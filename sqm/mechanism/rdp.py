@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from .validation import check_delta
-from sqm.runtime.errors import UsageError
+from sqm.errors import UsageError
 
 DEFAULT_ORDERS = tuple(list(range(2, 65)) + [80, 96, 128, 160, 192, 256, 384, 512, 768, 1024])
 

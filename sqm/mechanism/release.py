@@ -10,8 +10,8 @@
 
 :func:`sqm_round` is one release at one party: a long-lived party program awaits it every round.
 :class:`SQMParty` is the program of a single release and :meth:`SQM.run` runs its M copies as real MPyC
-processes (backend "mpyc", :func:`sqm.runtime.launch.run_parties`) or as the in-process simulation (backend "plain",
-:func:`sqm.runtime.inprocess.run_in_process`): the same program, so the same seeds give the same integers.
+processes (backend "mpyc", :func:`sqm.mpc.net.launch.run_parties`) or as the in-process simulation (backend "plain",
+:func:`sqm.mpc.protocols.inprocess.run_in_process`): the same program, so the same seeds give the same integers.
 """
 from __future__ import annotations
 
@@ -23,11 +23,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sqm.runtime import runner, wire
-from sqm.runtime.backend import Backend, Job, get_backend
-from sqm.runtime.errors import UsageError
-from sqm.runtime.party import PartyProgram, public_digest
-from sqm.runtime.stream import ArrayInput
+from sqm.mpc import runner
+from sqm.mpc.net import wire
+from sqm.mpc.protocols.backend import Backend, Job
+from sqm.mpc.protocols.secure_sum import get_backend
+from sqm.errors import UsageError
+from sqm.mpc.net.party import PartyProgram, public_digest
+from sqm.mpc.protocols.stream import ArrayInput
 
 from .client import QuantizedRows
 from .compensation import check_rounding
@@ -70,9 +72,9 @@ class SQMPlan:
     scale: float  # the server divides the integer result by this
     n_out: int
     align_ids: bool = False  # clients pass (x_hat, noise, ids digest) and compare digests before sharing
-    chunk_rows: int | None = None  # records per input chunk (None: sqm.runtime.stream.chunk_rows); never changes the result
+    chunk_rows: int | None = None  # records per input chunk (None: sqm.mpc.protocols.stream.chunk_rows); never changes the result
     noise_withheld: int = 0  # robust noise: the calibrated mu holds even if this many clients add no noise
-    verify_sharing: bool = False  # the parties check every client's input sharing (sqm.runtime.protocol._SharingCheck)
+    verify_sharing: bool = False  # the parties check every client's input sharing (sqm.mpc.protocols.context._SharingCheck)
     row_limit: int | None = None  # the secure row norm check: only records with ||x_hat||^2 <= row_limit count
 
     @property
@@ -102,7 +104,7 @@ class SQMPlan:
         return skellam_tail_bound(self.total_noise_mu, self.n_out)
 
     def job(self, program) -> Job:
-        """The public :class:`sqm.runtime.backend.Job` evaluating ``program`` on this plan's inputs."""
+        """The public :class:`sqm.mpc.protocols.backend.Job` evaluating ``program`` on this plan's inputs."""
         return Job(program=program, clients=[], col_bounds=self.int_col_bounds(), n_records=int(self.n_records),
                    addend_bound=self.addend_bound(), var_owner=self.owner, align_ids=self.align_ids,
                    chunk_rows=self.chunk_rows, verify_sharing=self.verify_sharing, row_limit=self.row_limit)
@@ -125,14 +127,14 @@ class RoundOutput:
 async def sqm_round(ctx, statistic: StructuredPolynomial, block, plan: SQMPlan, rng: np.random.Generator,
                     ids_digest: bytes | None = None) -> RoundOutput:
     """This party's share of one SQM release, inside any party program (``ctx``: a real
-    :class:`sqm.runtime.protocol.PartyContext` or the in-process one).  ``block``: a client's real columns (None at the
+    :class:`sqm.mpc.protocols.context.PartyContext` or the in-process one).  ``block``: a client's real columns (None at the
     server); ``rng``: this party's own generator (the server's rounds the coefficients; a client's rounds
     its data, then draws its noise).  ``block`` may also be a source of rows read chunk by chunk (``n_rows``,
     ``n_cols``, ``chunks(rows)``: a party file too large to hold); a statistic whose kernel is
     ``ctx.evaluate`` (``chunked_input``) then takes the records chunk by chunk, the same integers as whole.
     Every party makes the same exchanges."""
-    from sqm.runtime.field import prime_for_bound
-    from sqm.runtime.protocol import InputRefused, ProtocolError
+    from sqm.mpc.shares.field import prime_for_bound
+    from sqm.mpc.net.abort import InputRefused, ProtocolError
 
     if ctx.M != plan.n_parties + 1:
         raise ProtocolError(f"party {ctx.pid}: the plan has {plan.n_parties} clients but {ctx.M - 1} joined; refused")
@@ -202,7 +204,7 @@ async def _bounds_verdict(ctx, plan: SQMPlan, raw) -> None:
     """The server checks the covariance release against the clients' public bounds (:mod:`sqm.mechanism.input_check`) and
     tells every client the verdict (an empty string, or which client deviates: never a released figure); on a
     refusal every party raises, and nothing is released."""
-    from sqm.runtime.protocol import ProtocolError
+    from sqm.mpc.net.abort import ProtocolError
 
     from .input_check import InputBoundsError, check_input_energy
 
@@ -272,16 +274,16 @@ class SQM:
     c sqrt(n_p / n)).  ``seed=None`` keys every party's AES-CTR stream from fresh OS entropy; a seed
     (experiments only) is turned into per-party seeds by :func:`sqm.mechanism.rng.spawn_seeds`, none of which reveals
     another's.  ``chunk_rows``: records per input chunk of the secure evaluation (default
-    :func:`sqm.runtime.stream.chunk_rows`: about 4 MiB of shares per chunk); it bounds every party's memory and never
+    :func:`sqm.mpc.protocols.stream.chunk_rows`: about 4 MiB of shares per chunk); it bounds every party's memory and never
     changes the result.  ``robust_noise`` k (default 0): each client draws Sk(mu / (n - k)) instead of Sk(mu / n),
     so the calibrated mu, and the reported epsilons, hold even if up to k clients add no noise (a deviating
     client's saving); when all add theirs the noise is n / (n - k) times the variance (:func:`robust_noise_cost`).
     ``verify_sharing``: before any output is opened the parties check that every client's input sharing has
-    degree <= t, naming a client whose sharing does not (:class:`sqm.runtime.protocol._SharingCheck`; at least 3 clients).
+    degree <= t, naming a client whose sharing does not (:class:`sqm.mpc.protocols.context._SharingCheck`; at least 3 clients).
     ``row_norm_check`` (the covariance only): each client clips its sub-row to the whole bound c, not to its share
     of it, and the secure evaluation keeps only the records whose quantized squared norm over all clients' columns
     is within the row limit B (:func:`sqm.mechanism.sensitivity.row_limit_sq`; a secure comparison per record,
-    :mod:`sqm.runtime.compare`), as a curator holding whole rows would clip them; every record with ||x|| <= c is
+    :mod:`sqm.mpc.protocols.compare`), as a curator holding whole rows would clip them; every record with ||x|| <= c is
     kept, and the sensitivity is B.  Without it, each client clips its sub-row to c sqrt(n_p / n), which cuts
     sub-rows that whole rows within c need not lose.
     """

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any, Callable, Iterable
 
 import numpy as np
-from sqm.runtime.errors import UsageError
+from sqm.errors import UsageError
 
 
 ZERO_OUT = "zero-out"

@@ -1,17 +1,17 @@
-"""Randomness: a cryptographic keystream (AES-128-CTR, :mod:`sqm.runtime.randomness`) keyed from OS entropy unless the
+"""Randomness: a cryptographic keystream (AES-128-CTR, :mod:`sqm.mpc.shares.randomness`) keyed from OS entropy unless the
 caller passes a seed or a generator; per-party seeds derived so that none reveals another."""
 from __future__ import annotations
 
 import numpy as np
 
-from sqm.runtime.randomness import derive_seed, fresh_bytes, secure_generator
-from sqm.runtime.errors import UsageError
+from sqm.mpc.shares.randomness import derive_seed, fresh_bytes, secure_generator
+from sqm.errors import UsageError
 
 SeedLike = int | np.random.SeedSequence | np.random.Generator | None
 
 
 def make_rng(seed: SeedLike = None) -> np.random.Generator:
-    """A ``numpy.random.Generator`` on AES-128-CTR (:func:`sqm.runtime.randomness.secure_generator`): keyed from fresh
+    """A ``numpy.random.Generator`` on AES-128-CTR (:func:`sqm.mpc.shares.randomness.secure_generator`): keyed from fresh
     OS entropy when ``seed`` is None, else deterministically from the seed; a Generator is returned as it is."""
     return secure_generator(seed)
 

@@ -26,7 +26,7 @@ from fractions import Fraction
 import numpy as np
 
 from .validation import check_gamma, check_positive
-from sqm.runtime.errors import UsageError
+from sqm.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,7 @@ _ROW_SLACK = Fraction(1, 2 ** 38)
 
 def row_limit_sq(gamma: float, row_norm_bound: float, n_cols: int, n_groups: int) -> int:
     """The row limit B of a covariance release with the secure row norm check
-    (:attr:`sqm.runtime.backend.Job.row_limit`): an integer such that every record with ||x||_2 <= c, its G column
+    (:attr:`sqm.mpc.protocols.backend.Job.row_limit`): an integer such that every record with ||x||_2 <= c, its G column
     groups (a party's columns each) each clipped to c and rounded on its own by
     :func:`sqm.mechanism.quantize.dependent_round`, has ||x_hat||^2 <= B:
 
@@ -190,7 +190,7 @@ def logreg_sensitivity(gamma: float, d: int, row_norm_bound: float = 1.0, weight
         |a_half - a_y y_hat| <= A := max(ceil(gamma^2/2), ceil(gamma)^2 - floor(gamma^2/2)),
         ||a||_2 <= K := min(gamma W / 4 + sqrt(d), sqrt(D(gamma W / 4, d))),   ||x_hat||_2 <= N (per party, summed),
     and ||f_hat|| = ||x_hat|| |s| <= N (A + K N)  for ||w|| <= W.  Each output has its own coefficient vector a,
-    rounded as one group by dependent rounding (:meth:`sqm.mechanism.gradient.LRGradient.compensate`), hence
+    rounded as one group by dependent rounding (:meth:`sqm.apps.logreg.gradient.LRGradient.compensate`), hence
     D = :func:`dependent_norm_bound_sq` (about (gamma W / 4)^2 + d / 4 + gamma W / 2); the first bound holds for
     any rounding to floor or ceil.
     Leading term 3/4 gamma^3 c^2 (W = c = 1), as in Eq. 22; the overhead is O(gamma^2 sqrt(d)), below Eq. 22's.

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .rng import SeedLike, make_rng
-from sqm.runtime.errors import UsageError
+from sqm.errors import UsageError
 
 
 # Above this mean numpy's Poisson sampler works in float64 near lam and its draws lose their low-order

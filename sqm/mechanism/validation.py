@@ -1,5 +1,5 @@
 """Argument checks shared by the mechanism and the applications: each raises ValueError (the privacy parameters:
-:class:`sqm.runtime.errors.UsageError`, a ValueError) naming the problem; every privacy parameter's domain is declared once
+:class:`sqm.errors.UsageError`, a ValueError) naming the problem; every privacy parameter's domain is declared once
 (:data:`DOMAINS`)."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from sqm.runtime.errors import UsageError
+from sqm.errors import UsageError
 
 
 def check_finite(x: np.ndarray, name: str) -> None:
@@ -54,7 +54,7 @@ DOMAINS = {
 
 
 def check_param(name: str, value, label: str | None = None):
-    """``value`` if it lies in :data:`DOMAINS` [name], else :class:`sqm.runtime.errors.UsageError` naming ``label`` (default
+    """``value`` if it lies in :data:`DOMAINS` [name], else :class:`sqm.errors.UsageError` naming ``label`` (default
     ``name``), the domain and the value."""
     domain = DOMAINS[name]
     if value not in domain:

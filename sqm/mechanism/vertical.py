@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .validation import check_finite, check_positive
-from sqm.runtime.errors import UsageError
+from sqm.errors import UsageError
 
 
 def party_norm_bounds(row_norm_bound: float, col_counts, party_bounds=None) -> np.ndarray:

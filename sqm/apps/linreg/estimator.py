@@ -1,0 +1,85 @@
+"""The scikit-learn regressor: :class:`SQMLinearRegression`, one SQM release of the joint Gram, then the server's
+ridge solve (:mod:`sqm.apps.linreg.statistic`)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.utils.validation import check_array, check_is_fitted, check_X_y
+
+from sqm.mechanism.vertical import VerticalData
+
+from sqm.apps.linreg.statistic import JointGram, joint_bounds, joint_matrix, solve_ridge
+from sqm.errors import UsageError
+
+
+class SQMLinearRegression(RegressorMixin, BaseEstimator):
+    """Differentially private ridge regression over vertically partitioned data with SQM (a scikit-learn
+    regressor): one SQM release of [X 1 y]^T [X 1 y], then the server solves (:func:`solve_ridge`).
+
+    Parameters (stored unchanged; checked in :meth:`fit`): ``alpha`` (ridge penalty, on the record-sum scale
+    like :class:`sklearn.linear_model.Ridge`), ``epsilon`` (server-observed, at ``delta``), ``gamma``,
+    ``feature_bound`` c_x (every record's ||x||; each party clips its feature sub-row to c_x sqrt(n_p / d)),
+    ``label_bound`` c_y (|y| <= c_y, clipped on its own), ``fit_intercept``, ``n_parties`` (clients among whom
+    the columns of [X 1 y] are split, the last holding y), ``backend`` ('mpyc' real party processes, 'plain' the
+    in-process simulation of the same programs), ``seed`` (None: OS entropy), ``backend_options``.
+
+    After :meth:`fit`: ``coef_``, ``intercept_``, ``gram_`` (the noisy joint Gram), ``report_``
+    (:class:`sqm.mechanism.report.PrivacyReport`), ``clipped_`` (rows clipped per client), ``seconds_``, ``bytes_sent_``,
+    ``backend_``, ``raw_``, ``n_features_in_``."""
+
+    def __init__(self, alpha=1.0, epsilon=1.0, delta=1e-5, gamma=4096.0, feature_bound=1.0, label_bound=1.0,
+                 fit_intercept=True, n_parties=2, backend="mpyc", seed=None, backend_options=None):
+        self.alpha = alpha
+        self.epsilon = epsilon
+        self.delta = delta
+        self.gamma = gamma
+        self.feature_bound = feature_bound
+        self.label_bound = label_bound
+        self.fit_intercept = fit_intercept
+        self.n_parties = n_parties
+        self.backend = backend
+        self.seed = seed
+        self.backend_options = backend_options
+
+    def mechanism(self, col_counts):
+        """The SQM release of the joint Gram over clients holding ``col_counts`` columns of [X 1 y]."""
+        from sqm.mechanism.release import SQM
+
+        if not (isinstance(self.alpha, (int, float)) and math.isfinite(self.alpha) and self.alpha >= 0):
+            raise UsageError(f"alpha must be a finite number >= 0, got {self.alpha!r}")
+        bounds = joint_bounds(col_counts, self.feature_bound, self.label_bound, bool(self.fit_intercept))
+        return SQM(JointGram(int(sum(col_counts))), self.gamma, epsilon=self.epsilon, delta=self.delta,
+                   column_bounds=bounds, backend=self.backend, seed=self.seed, backend_options=self.backend_options)
+
+    def fit(self, X, y):
+        X, y = check_X_y(X, y, dtype=np.float64, y_numeric=True)
+        Z = joint_matrix(X, y, bool(self.fit_intercept))
+        n = self.n_parties
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 1 <= n <= Z.shape[1]:
+            raise UsageError(f"n_parties must be an integer in 1..{Z.shape[1]} (the columns of [X 1 y]), got {n!r}")
+        data = VerticalData.split(Z, int(n))
+        res = self.mechanism(data.col_counts).run(data)
+        self.gram_ = res.estimate.reshape(Z.shape[1], Z.shape[1])
+        std = math.sqrt(2.0 * res.report.mu) / res.scale
+        self.coef_, self.intercept_ = solve_ridge(self.gram_, float(self.alpha), std, bool(self.fit_intercept))
+        self.n_features_in_ = X.shape[1]
+        self.report_, self.clipped_, self.seconds_ = res.report, list(res.clipped), res.seconds
+        self.bytes_sent_, self.backend_, self.raw_ = list(res.bytes_sent), res.backend, res.raw
+        return self
+
+    def predict(self, X) -> np.ndarray:
+        """X w + intercept.  ``X`` a :class:`VerticalData` with ``backend='mpyc'``: through the runtime's secure
+        sum of the clients' partial predictions (:func:`sqm.apps.inference.secure.secure_scores`)."""
+        check_is_fitted(self, "coef_")
+        if isinstance(X, VerticalData) and self.backend == "mpyc" and len(X.blocks) >= 2:
+            from sqm.apps.inference.secure import secure_scores
+
+            return secure_scores(X.blocks, np.asarray(self.coef_)[:, None], [self.intercept_], self.backend)[:, 0]
+        X = X.to_matrix() if isinstance(X, VerticalData) else X
+        X = check_array(X, dtype=np.float64)
+        if X.shape[1] != self.n_features_in_:
+            raise UsageError(f"X has {X.shape[1]} features, but SQMLinearRegression is expecting "
+                             f"{self.n_features_in_} features as input")
+        return X @ self.coef_ + self.intercept_

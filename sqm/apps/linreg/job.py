@@ -1,0 +1,109 @@
+"""The SQM linear-regression task of job files (:mod:`sqm.framework.spec`), :class:`LinRegJobTask`: what a party process
+of a ``sqm linreg --job`` imports (with the estimator it holds), apart from the command in :mod:`.cli`."""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from sqm.framework.jobtask import JobTask
+from sqm.apps.linreg.statistic import joint_matrix, solve_ridge
+from sqm.errors import UsageError
+from sqm.mpc.net.party import InputRefused, ProtocolError
+
+if TYPE_CHECKING:
+    from sqm.apps.linreg.estimator import SQMLinearRegression
+
+
+class LinRegJobTask(JobTask):
+    """The SQM linear-regression task for :mod:`sqm.framework.spec`: the last client's CSV holds the label column
+    ``label_column`` besides its features; every party plans the same release from the clients' column and
+    record counts and runs :func:`sqm.mechanism.release.sqm_round`; the server solves.  Seeds as in
+    :class:`sqm.apps.pca.PCAJobTask` (never sent; a seeded job equals ``SQMLinearRegression(seed=...).fit``)."""
+
+    hides_membership = True  # "hide_membership": the joint Gram over the union, members only (sqm.framework.alignment)
+
+    def __init__(self, estimator: SQMLinearRegression, label_column: str = "label",
+                 insecure_reproducible: bool = False):
+        from sqm.framework.party import seed_policy
+
+        self.secure_mode = seed_policy(estimator.seed, insecure_reproducible, warn=False)
+        self.est, self.label_column, self.seed = estimator, label_column, estimator.seed
+        self.est.mechanism([1, 2])  # bad parameters refused here, before any party starts
+
+    @property
+    def row_norm_bound(self) -> float:
+        """The features' row norm bound: a client's declared column ranges scale into it (:mod:`sqm.framework.spec`)."""
+        return float(self.est.feature_bound)
+
+    def feature_counts(self, meta) -> list[int]:
+        """Each client's feature columns (the label party's label column excluded), as the release's column
+        groups (:func:`sqm.apps.linreg.statistic.joint_bounds`)."""
+        counts = list(meta.col_counts)
+        counts[-1] -= 1
+        if counts[-1] < 1:
+            raise ProtocolError(f"client {len(counts)} (the label party) needs feature columns besides the label; "
+                                f"refused")
+        return counts
+
+    def declared_bound(self, column: str, col_bound: float) -> float:
+        """A declared range of the label column scales it into the label bound; a feature's into its share."""
+        return float(self.est.label_bound) if column == self.label_column else col_bound
+
+    def with_party_bounds(self, party_bounds):
+        raise UsageError("sqm linreg --job takes no norm shares (\"norm_share\"): its clients share the feature "
+                         "bound by their column counts; remove them")
+
+    def public(self):
+        e = self.est
+        return ("linreg", float(e.alpha), float(e.epsilon), float(e.delta), float(e.gamma), float(e.feature_bound),
+                float(e.label_bound), bool(e.fit_intercept), self.label_column)
+
+    def _plan(self, meta):
+        counts = list(meta.col_counts)
+        counts[-1] += int(bool(self.est.fit_intercept))  # the label party adds the constant column
+        mech = self.est.mechanism(counts)
+        return (counts, mech, *mech.round_plan(counts, meta.n_records, align_ids=True))
+
+    def release(self, meta):
+        """The privacy report (events) of the job's one SQM release, from the public counts only."""
+        return self._plan(meta)[3]
+
+    releases_model = True  # the weights by raw column and the intercept (sqm linreg --job --json)
+
+    def released_model(self, result: dict) -> dict:
+        """The ridge model the server's result gives, as ``sqm linreg --job --json`` writes it: each feature's
+        weight on its raw column and the intercept, in the label's raw units (declared ranges' scaling undone)."""
+        from sqm.framework.released_models import linear_model
+        from sqm.framework.units import feature_columns, raw_linear_model
+
+        counts = result["col_counts"]
+        cols = feature_columns(result.get("columns") or [], counts, len(counts) - 1, self.label_column)
+        coef = np.asarray(result["coef"]).ravel()
+        cols = cols if len(cols) == len(coef) else [f"x{j}" for j in range(len(coef))]
+        scales = result.get("column_scales") or {}
+        raw, intercept = raw_linear_model(coef, cols, scales, result["intercept"],
+                                          float(scales.get(self.label_column, 1.0)))
+        return linear_model("linear", raw, intercept)
+
+    async def run(self, ctx, table, meta) -> dict:
+        from sqm.mechanism.release import sqm_round
+        from sqm.mechanism.rng import make_rng, spawn_seeds
+
+        counts, mech, plan, report = self._plan(meta)
+        block = None if table is None else table.block
+        if table is not None and ctx.pid == meta.n_parties:  # the label party: [features, 1, y]
+            if self.label_column not in table.columns:
+                raise InputRefused(f"its file has no label column '{self.label_column}'", table.file)
+            k = list(table.columns).index(self.label_column)
+            block = joint_matrix(np.delete(table.block, k, axis=1), table.block[:, k], bool(self.est.fit_intercept))
+        rng = make_rng(spawn_seeds(self.seed, meta.n_parties + 1)[ctx.pid])
+        out = await sqm_round(ctx, mech.polynomial, block, plan, rng,
+                              ids_digest=None if table is None else table.ids_digest)
+        if not ctx.is_server:
+            return {"clipped": out.clipped, "rows": table.n_rows, "cols": table.n_cols}
+        gram = out.estimate.reshape(sum(counts), sum(counts))
+        coef, intercept = solve_ridge(gram, float(self.est.alpha), math.sqrt(2 * report.mu) / out.scale,
+                                      bool(self.est.fit_intercept))
+        return {"coef": coef, "intercept": intercept, "report": report.as_dict(), "raw": out.raw}

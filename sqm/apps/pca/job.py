@@ -1,0 +1,133 @@
+"""The SQM-PCA task of job files (:mod:`sqm.framework.spec`): each party runs SQM's per-party step on its own file.
+
+A party process imports this module and :mod:`sqm.apps.pca.utility` only (no scikit-learn).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from sqm.framework.party import seed_policy
+from sqm.mpc.net.abort import refused
+from sqm.framework.jobtask import JobTask
+from sqm.mechanism.release import sqm_round
+from sqm.mechanism.rng import make_rng, spawn_seeds
+from sqm.apps.pca.utility import check_components, components_from_covariance, covariance_release
+
+
+class PCAJobTask(JobTask):
+    """The SQM-PCA task for :mod:`sqm.framework.spec`: every party plans the same public release from the clients'
+    column and record counts (:meth:`sqm.mechanism.release.SQM.round_plan`) and runs its part of it with
+    :func:`sqm.mechanism.release.sqm_round`, SQM's one per-party step: each client clips, quantizes and noises its own
+    file's columns, with the digest of its records' order from the alignment (:mod:`sqm.framework.alignment`), which the
+    clients compare again before any share; the server receives the
+    noisy X^T X and computes the components.
+
+    With ``seed=None`` (the default, ``secure_mode``) each party draws its own randomness from OS entropy.
+    A ``seed`` needs ``insecure_reproducible=True`` (see :func:`sqm.framework.party.seed_policy`): it is never sent
+    nor part of :meth:`public`; party i takes entry i of ``spawn_seeds(seed, M)`` from its own copy, so a
+    run whose parties were all given the same seed equals ``SQMPCA(..., seed=seed).fit`` on the same
+    columns bit for bit (tests), and anyone who knows that seed can regenerate every party's noise.
+    """
+
+    streams = True  # party files sorted by id are read chunk by chunk (sqm.framework.party.load_own_file)
+    hides_membership = True  # "hide_membership": the covariance over the union, members only (sqm.framework.alignment)
+
+    def __init__(self, n_components: int, epsilon: float, delta: float = 1e-5, gamma: float = 4096.0,
+                 row_norm_bound: float = 1.0, party_bounds=None, seed=None, insecure_reproducible: bool = False,
+                 chunk_rows: int | None = None, progress_path: str | None = None, robust_noise: int = 0,
+                 verify_sharing: bool = False, row_norm_check: bool = False):
+        self.secure_mode = seed_policy(seed, insecure_reproducible, warn=False)
+        self.n_components, self.epsilon, self.delta, self.gamma = n_components, epsilon, delta, gamma
+        self.row_norm_bound, self.party_bounds, self._seed = row_norm_bound, party_bounds, seed
+        self.robust_noise = int(robust_noise)  # clients that may withhold noise (sqm.mechanism.release.SQM)
+        self.verify_sharing = bool(verify_sharing)  # check every client's input sharing (sqm.mpc.protocols.context)
+        self.row_norm_check = bool(row_norm_check)  # whole rows within c, checked securely (sqm.mpc.protocols.compare)
+        self.chunk_rows = chunk_rows  # records per chunk of the secure evaluation (None: sqm.mpc.protocols.stream.chunk_rows)
+        self.progress_path = progress_path  # party i appends "chunks-done chunks-due" lines to PATH.i (not public)
+        self.mechanism(1)  # check the parameters now, before any party starts
+        self._plans = {}
+
+    def mechanism(self, n_cols: int):
+        # with the row norm check no client needs a share of c: declared norm shares are not used
+        return covariance_release(n_cols, self.gamma, self.epsilon, self.delta, self.row_norm_bound,
+                                  None if self.row_norm_check else self.party_bounds, seed=self._seed,
+                                  chunk_rows=self.chunk_rows, robust_noise=self.robust_noise,
+                                  verify_sharing=self.verify_sharing, row_norm_check=self.row_norm_check)
+
+    def with_party_bounds(self, party_bounds) -> "PCAJobTask":
+        """This task with the clients' sub-row bounds c_j (from the job file's declared norm shares)."""
+        import copy
+
+        task = copy.copy(self)
+        task.party_bounds, task._plans = tuple(float(b) for b in party_bounds), {}
+        return task
+
+    def __getstate__(self):
+        return {**self.__dict__, "_plans": {}}  # a party plans from its own copy
+
+    @property
+    def seed(self):
+        """This party's own seed from its own command line (None: OS entropy); never sent."""
+        return self._seed
+
+    def public(self):
+        e = self
+        pb = None if e.party_bounds is None else tuple(float(b) for b in e.party_bounds)
+        chunk = () if e.chunk_rows is None else (("chunk_rows", int(e.chunk_rows)),)
+        robust = () if not e.robust_noise else (("robust_noise", int(e.robust_noise)),)
+        robust += (("verify_sharing", True),) if e.verify_sharing else ()
+        robust += (("row_norm_check", True),) if e.row_norm_check else ()
+        return ("pca", int(e.n_components), float(e.epsilon), float(e.delta), float(e.gamma),
+                float(e.row_norm_bound), pb, *chunk, *robust)
+
+    def _plan(self, meta):
+        """(k, the SQM mechanism, its public plan, its privacy report) for the clients' counts; refused (before
+        any share is sent) if k does not fit the columns."""
+        if meta not in self._plans:
+            d = int(sum(meta.col_counts))
+            try:
+                k = check_components(self.n_components, d)
+            except ValueError as err:
+                raise refused(str(err)) from None
+            mech = self.mechanism(d)
+            self._plans[meta] = (k, mech, *mech.round_plan(meta.col_counts, meta.n_records, align_ids=True))
+        return self._plans[meta]
+
+    def release(self, meta):
+        """The privacy report (events) of this job's one SQM release, from the public counts only."""
+        return self._plan(meta)[3]
+
+    releases_model = True  # the projection on the components (sqm pca --job --json)
+
+    def released_model(self, result: dict) -> dict:
+        """The projection the server's result gives, as ``sqm pca --job --json`` writes it: per component, a
+        weight per raw column (``projection_raw`` where declared ranges scaled the columns, else the components)."""
+        from sqm.framework.released_models import projection_model
+        from sqm.framework.units import is_scaled, raw_projection
+
+        V = np.asarray(result["components"])
+        cols = result.get("columns") or [f"x{j}" for j in range(V.shape[1])]
+        scales = result.get("column_scales") or {}
+        if is_scaled(scales):
+            return projection_model(raw_projection(V, cols, scales))
+        return projection_model([{c: float(v) for c, v in zip(cols, row)} for row in V])
+
+    async def run(self, ctx, table, meta) -> dict:
+        k, mech, plan, report = self._plan(meta)
+        my_seed = spawn_seeds(self._seed, meta.n_parties + 1)[ctx.pid]  # this party's own entry, as SQM.run
+        rows = None if table is None else (table if hasattr(table, "chunks") else table.block)
+        progress = open(f"{self.progress_path}.{ctx.pid}", "w", buffering=1) if self.progress_path else None
+        if progress is not None:
+            ctx.on_chunk = lambda done, due: progress.write(f"{done} {due}\n")
+        try:
+            out = await sqm_round(ctx, mech.polynomial, rows, plan,
+                                  make_rng(my_seed), None if table is None else table.ids_digest)
+        finally:
+            if progress is not None:
+                ctx.on_chunk = None
+                progress.close()
+        if not ctx.is_server:
+            return {"clipped": int(out.clipped), "rows": table.n_rows, "cols": table.n_cols}
+        _, ev, V = components_from_covariance(out.estimate, int(sum(meta.col_counts)), k, meta.records_released)
+        return {"components": np.ascontiguousarray(V.T), "explained_variance": ev, "report": report.as_dict(),
+                "raw": out.raw}

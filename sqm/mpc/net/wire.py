@@ -1,0 +1,266 @@
+"""The wire format between parties: typed frames, never pickles.
+
+Every message a party sends is one frame::
+
+    b"SQMW" | version (1 byte) | header length (4 bytes, little endian) | header (UTF-8 JSON) | buffers
+
+The JSON header is ``{"v": TREE, "b": [[dtype, shape, nbytes], ...]}``.  TREE is plain JSON (null, booleans,
+integers of any size, finite or non-finite floats, strings, lists) where the objects are tagged:
+``{"$a": i}`` is buffer i read as a numpy array of the listed dtype and shape, ``{"$b": i}`` is buffer i as
+``bytes`` and ``{"$d": [[key, value], ...]}`` a dict with string keys.  Buffers follow the header back to
+back.  Only the dtypes in :data:`DTYPES` (no object arrays, no structured dtypes) are accepted.
+
+Why by hand: the standard library's safe formats (json, struct, ``numpy.save`` with ``allow_pickle=False``)
+each cover a part: json has no arrays or bytes, ``numpy.save`` carries one array and parses a Python-literal
+header.  This module is the small glue that frames a tree of them; it executes nothing it reads.
+
+:func:`decode` refuses any frame that is not exactly of this form (bad magic, truncated, trailing bytes,
+unknown tags or dtypes, sizes that disagree), raising :class:`WireError` and nothing else (a fuzz test of 20,000
+mutated frames holds it to that).  Limits, checked before anything is built: a header of at most
+:data:`MAX_HEADER` bytes, nesting of at most :data:`MAX_DEPTH` levels, integers of at most
+:data:`MAX_INT_DIGITS` digits, arrays of at most :data:`MAX_NDIM` dimensions each at most :data:`MAX_DIM` long,
+whose bytes must be in the frame.  What a protocol step expects is
+then checked by a validator (:func:`shares`, :func:`array`, :func:`digest`, :func:`value`): a frame of the
+right form but the wrong dtype, shape or range is refused too.
+"""
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any, Callable
+
+import numpy as np
+
+from sqm.errors import RefusedError
+
+MAGIC = b"SQMW"
+VERSION = 1
+MAX_HEADER = 1 << 24  # 16 MiB of JSON is far above any header the protocols send
+MAX_DEPTH = 16
+MAX_NDIM = 32  # an array's dimensions (numpy's own limit is 64)
+MAX_DIM = 1 << 40  # one dimension's length (an empty array may claim any shape; this bounds what it claims)
+MAX_INT_DIGITS = 4300  # integers in the header: Python's own limit on int/str conversion, refused cleanly here
+DTYPES = {np.dtype(t).str: np.dtype(t) for t in
+          ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32",
+           "float64")}
+
+
+class WireError(RefusedError, ValueError):
+    """A frame that is malformed or not what the protocol expects at this step."""
+
+
+# ----- encoding ---------------------------------------------------------------------------------------------
+def encode(obj: Any) -> bytes:
+    """One frame for ``obj``: None, bool, int, float, str, bytes, list/tuple, dict (str keys), numpy arrays of
+    the dtypes in :data:`DTYPES` and numpy scalars.  Tuples arrive as lists."""
+    buffers: list[bytes] = []
+    meta: list[list] = []
+
+    def tree(x, depth: int):
+        if depth > MAX_DEPTH:
+            raise WireError("message nests too deeply")
+        if x is None or isinstance(x, (bool, str)):
+            return x
+        if isinstance(x, (int, np.integer)):
+            return int(x)
+        if isinstance(x, (float, np.floating)):
+            return float(x)
+        if isinstance(x, np.bool_):
+            return bool(x)
+        if isinstance(x, (bytes, bytearray, memoryview)):
+            buffers.append(bytes(x))
+            meta.append(["bytes", [], len(buffers[-1])])
+            return {"$b": len(buffers) - 1}
+        if isinstance(x, np.ndarray):
+            a = np.ascontiguousarray(x)
+            dt = a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype
+            if dt.str not in DTYPES:
+                raise WireError(f"arrays of dtype {x.dtype} cannot be sent (allowed: numeric and bool)")
+            a = a.astype(dt, copy=False)
+            buffers.append(a.tobytes())
+            meta.append([dt.str, list(a.shape), len(buffers[-1])])
+            return {"$a": len(buffers) - 1}
+        if isinstance(x, (list, tuple)):
+            return [tree(v, depth + 1) for v in x]
+        if isinstance(x, dict):
+            if not all(isinstance(k, str) for k in x):
+                raise WireError("dict keys must be strings")
+            return {"$d": [[k, tree(v, depth + 1)] for k, v in x.items()]}
+        raise WireError(f"objects of type {type(x).__name__} cannot be sent")
+
+    header = json.dumps({"v": tree(obj, 0), "b": meta}, separators=(",", ":")).encode()
+    return b"".join([MAGIC, bytes([VERSION]), struct.pack("<I", len(header)), header, *buffers])
+
+
+# ----- decoding ---------------------------------------------------------------------------------------------
+def decode(data: bytes) -> Any:
+    """The object in one frame; :class:`WireError` for anything that is not exactly a frame."""
+    data = bytes(data)
+    if len(data) < 9 or data[:4] != MAGIC:
+        raise WireError("not a frame of this protocol (bad magic)")
+    if data[4] != VERSION:
+        raise WireError(f"frame version {data[4]}, expected {VERSION}")
+    (hlen,) = struct.unpack_from("<I", data, 5)
+    if hlen > MAX_HEADER or 9 + hlen > len(data):
+        raise WireError("frame header is truncated or too long")
+    try:
+        head = json.loads(data[9:9 + hlen].decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise WireError("frame header is not JSON") from None
+    except RecursionError:  # JSON nested beyond the interpreter's stack: far beyond MAX_DEPTH
+        raise WireError(f"frame header nests too deeply (more than {MAX_DEPTH} levels)") from None
+    except ValueError:  # an integer of more than MAX_INT_DIGITS digits (Python refuses to convert it)
+        raise WireError(f"frame header holds an integer of more than {MAX_INT_DIGITS} digits") from None
+    if not isinstance(head, dict) or set(head) != {"v", "b"} or not isinstance(head["b"], list):
+        raise WireError("frame header lacks its fields")
+    pos, bufs = 9 + hlen, []
+    for m in head["b"]:
+        if (not isinstance(m, list) or len(m) != 3 or not isinstance(m[0], str) or not isinstance(m[1], list)
+                or not _nonneg_int(m[2]) or not all(_nonneg_int(s) for s in m[1])):
+            raise WireError("frame buffer description is malformed")
+        kind, shape, n = m
+        if len(shape) > MAX_NDIM or any(d > MAX_DIM for d in shape):
+            raise WireError(f"frame buffer shape {_short_shape(shape)} is out of bounds (at most {MAX_NDIM} "
+                            f"dimensions of at most 2^40)")
+        if pos + n > len(data):
+            raise WireError("frame is truncated")
+        raw = data[pos:pos + n]
+        pos += n
+        if kind == "bytes":
+            if shape:
+                raise WireError("a bytes buffer has no shape")
+            bufs.append(raw)
+            continue
+        dt = DTYPES.get(kind)
+        if dt is None:
+            raise WireError(f"dtype {kind!r} is not allowed on the wire")
+        if int(np.prod(shape, dtype=object)) * dt.itemsize != n:
+            raise WireError(f"array of shape {shape} and dtype {dt} does not fill its {n} bytes")
+        try:
+            bufs.append(np.frombuffer(raw, dtype=dt).reshape(shape).copy())
+        except ValueError:  # a shape numpy cannot build (e.g. its size overflows): never reached by our frames
+            raise WireError(f"array of shape {_short_shape(shape)} cannot be built") from None
+    if pos != len(data):
+        raise WireError("frame has trailing bytes")
+    used = set()
+
+    def tree(x, depth: int):
+        if depth > MAX_DEPTH:
+            raise WireError("message nests too deeply")
+        if x is None or isinstance(x, (bool, int, float, str)):
+            return x
+        if isinstance(x, list):
+            return [tree(v, depth + 1) for v in x]
+        if isinstance(x, dict) and len(x) == 1:
+            (tag, val), = x.items()
+            if tag in ("$a", "$b") and _nonneg_int(val) and val < len(bufs) and val not in used:
+                want_bytes = tag == "$b"
+                if isinstance(bufs[val], bytes) != want_bytes:
+                    raise WireError("frame tag and buffer kind disagree")
+                used.add(val)
+                return bufs[val]
+            if tag == "$d" and isinstance(val, list) and all(
+                    isinstance(kv, list) and len(kv) == 2 and isinstance(kv[0], str) for kv in val):
+                return {k: tree(v, depth + 1) for k, v in val}
+        raise WireError("frame holds an unknown tag")
+
+    out = tree(head["v"], 0)
+    if len(used) != len(bufs):
+        raise WireError("frame holds a buffer nothing refers to")
+    return out
+
+
+def _short_shape(shape) -> str:
+    return "[" + ", ".join(str(d) if d < 10 ** 12 else f"~1e{len(str(d)) - 1}" for d in shape[:8]) + (
+        ", ...]" if len(shape) > 8 else "]")
+
+
+def _nonneg_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+
+# ----- what a step expects ------------------------------------------------------------------------------------
+Validator = Callable[[Any], Any]
+
+
+def shares(shape, p: int) -> Validator:
+    """An int64 array of exactly ``shape`` with every entry in [0, p): Shamir shares in F_p."""
+    return array(np.int64, shape, lo=0, hi=p - 1, what="shares")
+
+
+def array(dtype, shape=None, lo=None, hi=None, what: str = "array", finite: bool = True) -> Validator:
+    """A numpy array of ``dtype`` (exactly), of ``shape`` (None: any; entries None: any length) and, if given,
+    with entries in [lo, hi]; float arrays must be finite unless ``finite`` is False."""
+    dt = np.dtype(dtype)
+
+    def check(x):
+        if not isinstance(x, np.ndarray):
+            raise WireError(f"expected {what} (an array), got {type(x).__name__}")
+        if x.dtype != dt:
+            raise WireError(f"expected {what} of dtype {dt}, got {x.dtype}")
+        if shape is not None and (x.ndim != len(shape) or any(
+                s is not None and int(s) != n for s, n in zip(shape, x.shape))):
+            want = ", ".join("*" if s is None else str(int(s)) for s in shape)
+            raise WireError(f"expected {what} of shape ({want}), got {x.shape}")
+        if x.size:
+            if dt.kind == "f" and finite and not np.all(np.isfinite(x)):
+                raise WireError(f"{what} holds NaN or infinite values")
+            if lo is not None and x.min() < lo or hi is not None and x.max() > hi:
+                raise WireError(f"{what} holds values outside [{lo}, {hi}]")
+        return x
+    return check
+
+
+def digest(n: int = 32) -> Validator:
+    """A bytes string of exactly ``n`` bytes (a hash, an HMAC, a key contribution)."""
+    def check(x):
+        if not isinstance(x, bytes) or len(x) != n:
+            raise WireError(f"expected {n} bytes, got {type(x).__name__} of length {len(x) if hasattr(x, '__len__') else '-'}")
+        return x
+    return check
+
+
+def value(kind, what: str = "value", pred: Callable[[Any], bool] | None = None) -> Validator:
+    """A small public value of Python type ``kind`` (or a tuple of types) satisfying ``pred``."""
+    def check(x):
+        if isinstance(x, bool) and kind is not bool and (not isinstance(kind, tuple) or bool not in kind):
+            raise WireError(f"expected {what}, got a boolean")
+        if not isinstance(x, kind) or (pred is not None and not pred(x)):
+            raise WireError(f"expected {what}, got {type(x).__name__} {_short(x)}")
+        return x
+    return check
+
+
+def nothing(x):
+    """An empty message (used by parties that take part in an exchange with nothing to say)."""
+    if x is not None:
+        raise WireError("expected an empty message")
+    return x
+
+
+def list_of(validators, what: str) -> Validator:
+    """A list of exactly ``len(validators)`` items, item k checked by ``validators[k]``."""
+    validators = list(validators)
+
+    def check(x):
+        if not isinstance(x, list) or len(x) != len(validators):
+            raise WireError(f"expected {what}: a list of {len(validators)} arrays")
+        return [v(item) for v, item in zip(validators, x)]
+    return check
+
+
+def one_of(*validators: Validator) -> Validator:
+    def check(x):
+        errors = []
+        for v in validators:
+            try:
+                return v(x)
+            except WireError as e:
+                errors.append(str(e))
+        raise WireError(" / ".join(errors))
+    return check
+
+
+def _short(x) -> str:
+    s = repr(x) if isinstance(x, (int, float, bool)) or x is None else ""
+    return s[:40]
