@@ -26,7 +26,7 @@ import time
 
 from bench.common import finish
 
-from sqm.cli.hdp_vfl import DATASETS  # the command's module: argparse-level imports only
+from sqm.methods.hdp_vfl.experiment import DATASETS  # argparse-level imports only at its top
 from sqm.methods.hdp_vfl.privacy import GUARANTEE  # the guarantee's text (math only)
 
 REDUCED_EPS = [0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0]
@@ -58,7 +58,7 @@ def run(datasets=DATASETS, epsilons=None, repeats=5, seed=0, split_seed=0, learn
     import numpy as np
     from tqdm import tqdm
 
-    from sqm.cli.hdp_vfl import load_split, reference_accuracies
+    from sqm.methods.hdp_vfl.experiment import load_split, reference_accuracies
     from sqm.methods.hdp_vfl.estimator import HDPLogisticRegression
 
     epsilons = list(epsilons or REDUCED_EPS)

@@ -23,7 +23,7 @@ def run(cases=(("breast_cancer", 1.0), ("generated-imbalanced", 4.0)), scales=(0
     import numpy as np
 
     from sqm.methods.logreg import SQMLogisticRegression
-    from sqm.cli.logreg import unit_ball_split
+    from sqm.methods.logreg.experiment import unit_ball_split
     from sqm.methods.logreg.moments import fit_from_moments
     from bench.lr_utility import GENERATED, generated
 

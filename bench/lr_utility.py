@@ -17,7 +17,7 @@ import argparse
 
 from bench.common import finish
 
-from sqm.cli.logreg import DATASETS, compare, unit_ball_split
+from sqm.methods.logreg.experiment import DATASETS, compare, unit_ball_split
 
 
 PAPER_Q = {"breast_cancer": 0.05}  # the paper's sampling rate: 0.001 otherwise (not sqm logreg's record-count one)
@@ -104,7 +104,7 @@ def generated(name: str, seed: int = 0):
     split's statistics, clipped to +-3 and divided by 3 sqrt(d) (as a user's own table in ``sqm logreg --data``)."""
     from sklearn.model_selection import train_test_split
 
-    from sqm.cli.logreg import standardized_unit_rows
+    from sqm.methods.logreg.experiment import standardized_unit_rows
 
     X, y = generated_records(*GENERATED[name], seed=seed)
     Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.25, random_state=0, stratify=y)
@@ -121,7 +121,7 @@ def run_defaults(epsilons=(1.0, 4.0), runs=10, delta=1e-5, seed=0, datasets=("br
     import numpy as np
     from tqdm import tqdm
 
-    from sqm.cli.logreg import unit_ball_split
+    from sqm.methods.logreg.experiment import unit_ball_split
 
     t0 = time.perf_counter()
     rows, checks = [], []

@@ -141,7 +141,7 @@ def test_utility_on_breast_cancer_beats_the_majority_class():
     ranks far above chance and beats the majority class.  Measured: accuracy 0.910 +- 0.018, AUC 0.966 +- 0.007
     (majority 0.629)."""
     from sqm.methods.logreg.baselines import roc_auc
-    from sqm.cli.logreg import unit_ball_split
+    from sqm.methods.logreg.experiment import unit_ball_split
 
     Xtr, ytr, Xte, yte, _ = unit_ball_split("breast_cancer")
     acc, auc = [], []

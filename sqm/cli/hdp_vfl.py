@@ -6,7 +6,7 @@ module to register the command (:mod:`sqm.cli.command`)."""
 from __future__ import annotations
 
 from sqm.cli import options
-from sqm.methods.hdp_vfl.experiment import DATASETS, load_split, reference_accuracies, sqm_accuracy  # noqa: F401 (the experiment, shared with bench/)
+from sqm.methods.hdp_vfl.experiment import DATASETS, load_split, reference_accuracies, sqm_accuracy
 from sqm.methods.hdp_vfl.privacy import GUARANTEE  # the guarantee's text (math only)
 
 SEEDED_WARNING = ("warning: --seed given: this run is an EXPERIMENT (secure_mode false): whoever knows the seed can "

@@ -11,7 +11,7 @@ import math
 from sqm.cli import options, output
 from sqm.cli.options import JOB_ONLY, check_mode, declare_task
 from sqm.runtime.errors import UsageError
-from sqm.methods.linreg.experiment import own_regression_data, TARGETS, compare, regression_data, scores  # noqa: F401 (the experiment, shared with bench/)
+from sqm.methods.linreg.experiment import own_regression_data, TARGETS, compare, regression_data
 
 
 def __getattr__(name: str):

@@ -15,13 +15,12 @@ from sqm.cli.options import JOB_ONLY, check_mode, declare_task, read_user_table
 from sqm.framework.extras import missing
 from sqm.framework.progress import follow_progress
 from sqm.methods.logreg import texts
-from sqm.methods.logreg.experiment import (  # noqa: F401 (the experiment, shared with bench/)
+from sqm.methods.logreg.experiment import (
     CLIENT_VIEW,
     DATASETS,
     UTILITY_COLUMNS,
     _mean,
     compare,
-    public_split,
     standardized_unit_rows,
     unit_ball_split,
     utility_rows,

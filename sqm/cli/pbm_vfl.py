@@ -10,7 +10,7 @@ from dataclasses import replace
 from sqm.cli import options
 from sqm.cli.options import JOB_ONLY, check_mode, declare_task
 from sqm.framework.extras import require
-from sqm.methods.pbm_vfl.experiment import method_seed  # noqa: F401 (the experiment, shared with bench/)
+from sqm.methods.pbm_vfl.experiment import method_seed
 from sqm.runtime import SECURE_SUMS
 
 

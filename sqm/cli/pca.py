@@ -8,7 +8,7 @@ from __future__ import annotations
 from sqm.cli import options, output
 from sqm.cli.options import JOB_ONLY, check_mode, declare_task, runtime_options
 from sqm.framework.progress import progress_bar
-from sqm.methods.pca.experiment import TABLE_COLUMNS, compare, table_rows  # noqa: F401 (the experiment, shared with bench/)
+from sqm.methods.pca.experiment import TABLE_COLUMNS, compare, table_rows
 
 
 def print_table(r: dict, dataset: str = "") -> None:
