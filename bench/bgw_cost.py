@@ -507,7 +507,7 @@ def phase_rows(rep: dict) -> list[dict]:
 
 def print_phases(rep: dict) -> None:
     """The per-party phase table: seconds per phase of each party (AES-CTR runs), then the launcher's own."""
-    from sqm.mechanism.report import render_table
+    from sqm.cli.tables import render_table
 
     rows = phase_rows(rep)
     if not rows:
@@ -531,7 +531,7 @@ def print_phases(rep: dict) -> None:
 
 def print_floors(rep: dict) -> None:
     """The floors' table: each party's moments and exchange against their physical floors (``--floors``)."""
-    from sqm.mechanism.report import render_table
+    from sqm.cli.tables import render_table
 
     f = rep["floors"]
     mb = 1e6

@@ -113,7 +113,7 @@ def run(datasets=DATASETS, epsilons=None, repeats=5, seed=0, split_seed=0, learn
 
 
 def print_table(rep: dict) -> None:
-    from sqm.mechanism.report import render_table
+    from sqm.cli.tables import render_table
 
     s = rep["settings"]
     eps = [f"{e:g}" for e in rep["epsilons"]]

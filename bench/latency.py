@@ -382,7 +382,7 @@ def run(delays=(0, 5, 20, 50), jobs=DEFAULT_JOBS, clients: int = 3, rows: int = 
 
 
 def print_table(rep: dict) -> None:
-    from sqm.mechanism.report import render_table
+    from sqm.cli.tables import render_table
 
     print(f"Latency: {rep['parties']} real party processes ({rep['clients']} clients) on {rep['cpus']} cores, every "
           f"link through a loopback delay proxy (one-way delay d); simple model = compute (the 0 ms span) + L x d, "

@@ -70,7 +70,7 @@ def run(train: int = 6000, test: int = 2000, epsilon: float = 1.0, delta: float 
 
 
 def print_table(rep: dict) -> None:
-    from sqm.mechanism.report import render_table
+    from sqm.cli.tables import render_table
 
     print(f"SQM-LR job with defaults on {rep['train']} generated imbalanced records (backend {rep['backend']}), "
           f"scored on {rep['test']}; epsilon {rep['epsilon']:g}, delta {rep['delta']:g}")

@@ -44,7 +44,7 @@ def run(gammas=None, epsilon=1.0, delta=1e-5, d=800, q=0.001, epochs=5) -> dict:
 
 
 def print_table(rep: dict) -> None:
-    from sqm.mechanism.report import render_table
+    from sqm.cli.tables import render_table
 
     print(f"LR sensitivity and noise vs gamma: epsilon {rep['epsilon']:g}, delta {rep['delta']:g}, d {rep['d']}, "
           f"q {rep['q']:g}, {rep['epochs']} epochs ({rep['rounds']} rounds)")

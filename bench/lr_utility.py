@@ -152,7 +152,7 @@ def run_defaults(epsilons=(1.0, 4.0), runs=10, delta=1e-5, seed=0, datasets=("br
 
 
 def print_defaults(rep: dict) -> None:
-    from sqm.mechanism.report import render_table
+    from sqm.cli.tables import render_table
 
     print(f"logistic regression with every default ({rep['runs']} runs per cell, delta {rep['delta']:g}, SQM backend "
           f"{rep['backend']}): accuracy and AUC, mean +- std")
@@ -169,7 +169,7 @@ def print_defaults(rep: dict) -> None:
 
 
 def print_table(rep: dict) -> None:
-    from sqm.mechanism.report import render_table
+    from sqm.cli.tables import render_table
 
     print(f"logistic regression on {rep['dataset']} ({rep['n_train']} train, {rep['n_test']} test, d={rep['d']}), "
           f"q {rep['q']:g}, delta {rep['delta']:g}, {rep['parties']} clients, {rep['runs']} run(s), "

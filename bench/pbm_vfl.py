@@ -167,7 +167,7 @@ def print_report(out) -> None:
     print(f"PBM-VFL on phishing ({c['backend']}), {c['epochs']} epochs, {c['repeats']} run(s), "
           f"{c['optimizer']} lr {c['lr']}, hidden {c['hidden']}, B 100, P 16; target train AUPRC {TARGET}")
     from sqm.methods.pbm_vfl.config import METHOD_LABELS
-    from sqm.mechanism.report import render_table
+    from sqm.cli.tables import render_table
 
     rows = [{"method": METHOD_LABELS[r["method"]], "M": r["parties"], "b": r["b"] or "-",
              "beta": r["beta"] or "-", "epsilon": _fmt(r["epsilon"], ".4g"), "sigma": _fmt(r["sigma"], ".3f"),

@@ -56,7 +56,7 @@ def run(devices=("cpu", "cuda"), epochs: int = 1, backend: str = "mpyc", dataset
 
 
 def print_report(out: dict) -> None:
-    from sqm.mechanism.report import render_table
+    from sqm.cli.tables import render_table
 
     table = [{"dataset": r["dataset"], "device": r["device"], "backend": r["backend"],
               "ms / iteration": round(r["ms_per_iteration"], 2) if r["measured"] else "not measured",

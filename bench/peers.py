@@ -495,7 +495,7 @@ def print_table(rep: dict) -> None:
     if rep.get("skipped"):
         print(f"sqm bench peers: skipped, SecretFlow SPU is not available: {rep['reason']}")
         return
-    from sqm.mechanism.report import render_table
+    from sqm.cli.tables import render_table
 
     print(f"exact integer Gram X^T X of {rep['parties']} data holders' column blocks (gamma {rep['gamma']:g}, no "
           f"noise), opened to one party; ours: BGW over MPyC, {rep['parties'] + 1} processes, loopback TLS; "

@@ -160,7 +160,7 @@ def run(tree: str | None = None, repeat: int = 5, rows: int = 2000, cols: int = 
 
 
 def print_table(rep: dict) -> None:
-    from sqm.mechanism.report import render_table
+    from sqm.cli.tables import render_table
 
     h = rep["help"]
     print(f"python -m sqm --help from {h['tree']}: best {h['best_seconds']:.3f} s, median "

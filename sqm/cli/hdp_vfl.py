@@ -14,7 +14,7 @@ SEEDED_WARNING = ("warning: --seed given: this run is an EXPERIMENT (secure_mode
 
 
 def run(args) -> int:
-    from sqm.mechanism.report import render_table
+    from sqm.cli.tables import render_table
     from sqm.methods.hdp_vfl.estimator import HDPLogisticRegression
 
     secure_mode = args.seed is None

@@ -53,7 +53,7 @@ _PARSER = []  # the `sqm linreg` parser (its defaults decide which options were 
 
 
 def run(args) -> int:
-    from sqm.mechanism.report import render_table
+    from sqm.cli.tables import render_table
 
 
     check_mode(args, _PARSER[-1], "job" if args.job else "local", {"job": JOB_ONLY, "local": LOCAL_ONLY})
@@ -102,7 +102,7 @@ def _run_job(args) -> int:
 
     def server(res) -> dict:
         from sqm.framework.units import RAW_UNITS_NOTE, feature_columns, is_scaled, raw_linear_model
-        from sqm.mechanism.report import render_table
+        from sqm.cli.tables import render_table
 
         n = len(res["col_counts"])
         print(f"server: ridge coefficients over {len(res['coef'])} features of {res['n_records']} records "

@@ -36,7 +36,7 @@ def _run_job(args) -> int:
     import numpy as np
 
     from sqm.cli.job_cli import job_command
-    from sqm.mechanism.report import render_table
+    from sqm.cli.tables import render_table
     from sqm.methods.logreg.estimator import _progress
     from sqm.methods.logreg.job import LRJobTask
 
@@ -122,7 +122,7 @@ def _local_data(args):
 def run(args) -> int:
     import numpy as np
 
-    from sqm.mechanism.report import NEIGHBOURING_LINE, conversion_line, render_table
+    from sqm.cli.tables import NEIGHBOURING_LINE, conversion_line, render_table
     from sqm.methods.logreg.estimator import MODEL_SHARED_NOTE, resolve_schedule
 
     if _PARSER:

@@ -20,7 +20,7 @@ def _run_job(args) -> int:
     from sqm.cli.job_cli import job_command
     from sqm.framework.progress import progress_bar
     from sqm.framework.spec import load_job
-    from sqm.mechanism.report import render_table
+    from sqm.cli.tables import render_table
     from sqm.methods.pbm_vfl.config import VFLConfig
     from sqm.methods.pbm_vfl.job import PBMVFLJobTask, job_batch_seed
     from sqm.methods.pbm_vfl.training import show_iteration
@@ -88,7 +88,7 @@ _PARSER = []  # the `sqm pbm-vfl` parser (its defaults decide which options were
 
 
 def _run_local(args) -> int:
-    from sqm.mechanism.report import render_table
+    from sqm.cli.tables import render_table
     from sqm.methods.pbm_vfl.config import METHOD_LABELS, METHODS, VFLConfig
     from sqm.methods.pbm_vfl.data import load_split
     from sqm.methods.pbm_vfl.privacy import pbm_privacy, privacy_reports
