@@ -181,7 +181,7 @@ def ledger_drain(seed: int = 0, rounds: int = 3) -> dict:
 
     import numpy as np
 
-    from bench.faults import Probe
+    from bench.probe import Probe
     from sqm.framework.ledger_guard import LedgerGuard
     from sqm.framework.party import party_program
     from sqm.framework.spec import load_job, write_party_csvs
