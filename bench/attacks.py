@@ -1,5 +1,5 @@
 """Trust attacks (issue 43): what a hostile peer tries against the surfaces built for deployment, replayed through
-real party processes; cases of ``sqm bench faults`` (``--cases jobfile-engine,...``).
+real party processes; cases of ``python -m bench faults`` (``--cases jobfile-engine,...``).
 
 Each case returns the record the fault bench prints: what was observed and the criteria, each checked on its
 own, ``passed`` when every one holds.  The cases:

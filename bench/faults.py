@@ -1,7 +1,7 @@
 """Fault injection: what every party of a real job does when one party dies, stops, is cut off, is foreign, holds another party's certificate or finds its port taken.
 
-    sqm bench faults                                   # every case, the runtime's default timeouts
-    sqm bench faults --cases kill-compute,stopped --idle-timeout 5 --json faults.json
+    python -m bench faults                             # every case, the runtime's default timeouts
+    python -m bench faults --cases kill-compute,stopped --idle-timeout 5 --json faults.json
 
 Each case is one small SQM-PCA job from a job file (:func:`sqm.framework.spec.write_party_csvs`, 1 server + 2
 clients by default) whose parties are real ``python -m sqm.runtime.party`` processes over loopback TCP, each in its

@@ -1,7 +1,7 @@
 """HDP-VFL privacy-accuracy trade-off: the paper's Figure 1 (three datasets) and Figure 2 (e and k on breast cancer).
 
-    sqm bench hdp-vfl --json hdp.json --plot hdp.png            # reduced grid (about a minute)
-    sqm bench hdp-vfl --full --json hdp.json --plot hdp.png     # the paper's 10 runs per point, denser epsilons
+    python -m bench hdp-vfl --json hdp.json --plot hdp.png      # reduced grid (about a minute)
+    python -m bench hdp-vfl --full --json hdp.json --plot hdp.png     # the paper's 10 runs per point, denser epsilons
 
 Figure 1: test accuracy against epsilon in [0.001, 10] on breast cancer (scikit-learn), credit default and adult
 income (the data home) with the paper's settings (batch 3200 or the training size if smaller, lambda = 0.001,
@@ -15,8 +15,8 @@ process (:func:`sqm.runtime.inprocess.run_in_process`, the labelled simulation, 
 same seeds); ``--verify-mpyc`` (on by default) re-runs one point as two processes and records that the models are
 identical.
 
-numpy, scikit-learn and the runtime are imported inside the functions that run the benchmark: ``sqm --help``
-imports this module to register ``sqm bench hdp-vfl`` (:mod:`sqm.cli.command`).
+numpy, scikit-learn and the runtime are imported inside the functions that run the benchmark: ``python -m bench
+--help`` imports this module to register ``python -m bench hdp-vfl`` (:mod:`bench.command`).
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Latency: the same jobs through real party processes with 0, 5, 20, 50 ms one-way delay between parties, against the model rounds x delay + compute.
 
-    sqm bench latency                                  # delays 0,5,20,50 ms; covariance, SQM-LR, PBM-VFL
-    sqm bench latency --delays 0,50 --jobs lr --json latency.json --plot latency.png
+    python -m bench latency                            # delays 0,5,20,50 ms; covariance, SQM-LR, PBM-VFL
+    python -m bench latency --delays 0,50 --jobs lr --json latency.json --plot latency.png
 
 Delay is added in user space (this kernel has no ``sch_netem``): every link between two parties crosses one
 loopback delay proxy (:func:`bench.netsim.delayed_parties`) that holds each chunk ``d`` ms each way.  The

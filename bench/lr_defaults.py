@@ -1,8 +1,8 @@
 """Logistic regression on a user's own (unscaled, imbalanced) data in job mode with every default, against
 DPSGD and the majority class (issue 14's acceptance run; ``tests/test_owndata.py`` runs it and checks it).
 
-    sqm bench lr-defaults                     # 6,000 + 2,000 records, epsilon 1, seeds 0 and 1, simulation
-    sqm bench lr-defaults --backend mpyc      # the same job through real MPyC party processes
+    python -m bench lr-defaults               # 6,000 + 2,000 records, epsilon 1, seeds 0 and 1, simulation
+    python -m bench lr-defaults --backend mpyc      # the same job through real MPyC party processes
 
 Data (:func:`sqm.data.example_files.imbalanced_records`): 9 features in raw units (stretched x 0.5-20, offset
 +-5) over 3 clients, labels coded 1/2 at the last client, 25% positives.  Public ranges are proposed from the

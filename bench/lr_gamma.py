@@ -1,6 +1,6 @@
 """Figure 3 of the SQM paper: relative L2 sensitivity overhead and normalized noise std against gamma (LR).
 
-    sqm bench lr-gamma --json lr_gamma.json --plot lr_gamma.png
+    python -m bench lr-gamma --json lr_gamma.json --plot lr_gamma.png
 
 For each gamma: the sensitivity overhead Delta2 / gamma^3 - 3/4 of the post-processed gradient sum, with our
 proven bound (sqm.mechanism.sensitivity.logreg_sensitivity) and the paper's Eq. 22; mu calibrated for the target

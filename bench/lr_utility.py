@@ -1,8 +1,8 @@
 """Figure 2 of the SQM paper: test accuracy of private logistic regression against epsilon (SQM per gamma,
 DPSGD, VFL local DP; non-private references).
 
-    sqm bench lr-utility                          # reduced default: adult, 1 run, in-process simulation
-    sqm bench lr-utility --runs 20 --json lr_utility.json --plot lr_utility.png   # the paper's grid
+    python -m bench lr-utility                    # reduced default: adult, 1 run, in-process simulation
+    python -m bench lr-utility --runs 20 --json lr_utility.json --plot lr_utility.png   # the paper's grid
 
 epsilon in {0.5, 1, 2, 4, 8}, delta 1e-5, gamma in {2^10, 2^13}, the paper's epochs per epsilon
 (2, 5, 8, 10, 10), q = 0.001, 3 clients, ||w|| <= 8 and learning rate 0.5 for SQM and DPSGD alike, no

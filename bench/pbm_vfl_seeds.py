@@ -1,6 +1,6 @@
 """PBM-VFL's test metrics over seeds, on ``sqm pbm-vfl``'s documented settings: the spread a single run hides.
 
-    sqm bench pbm-vfl-seeds [--seeds 0-9] [--datasets digits,phishing] [--json seeds.json]
+    python -m bench pbm-vfl-seeds [--seeds 0-9] [--datasets digits,phishing] [--json seeds.json]
 
 digits: 4 clients (image quadrants), b 16, beta 0.15, 10 epochs; phishing: 5 clients, b 16, beta 0.25, 6
 epochs; the CLI's MLPs and Adam otherwise.  Seed k trains PBM-VFL in process (the simulation, bit-identical
