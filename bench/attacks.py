@@ -1,5 +1,5 @@
 """Trust attacks (issue 43): what a hostile peer tries against the surfaces built for deployment, replayed through
-real party processes; cases of ``sqm bench faults`` (``--cases jobfile-engine,...``).
+real party processes; cases of ``python -m bench faults`` (``--cases jobfile-engine,...``).
 
 Each case returns the record the fault bench prints: what was observed and the criteria, each checked on its
 own, ``passed`` when every one holds.  The cases:
@@ -181,7 +181,7 @@ def ledger_drain(seed: int = 0, rounds: int = 3) -> dict:
 
     import numpy as np
 
-    from bench.faults import Probe
+    from bench.probe import Probe
     from sqm.framework.ledger_guard import LedgerGuard
     from sqm.framework.party import party_program
     from sqm.framework.spec import load_job, write_party_csvs

@@ -1,6 +1,6 @@
 """BGW cost against gamma: secure covariance through the mpyc backend, MPyC's stock path and plaintext numpy.
 
-    sqm bench bgw-cost --rows 20000 --cols 60 --parties 2 --json bgw.json --plot bgw.png
+    python -m bench bgw-cost --rows 20000 --cols 60 --parties 2 --json bgw.json --plot bgw.png
 
 ``--parties`` counts the clients; the job runs 1 + parties MPyC processes (the server is party 0).
 
@@ -21,8 +21,8 @@ BLAS threads each party gets: this machine's cores / parties, best of 3), and ea
 bytes sent (the server: the largest client's, which it waits for) over the loopback bandwidth (one TCP connection on 127.0.0.1 pushing ``--floor-mib`` MiB between two
 threads, best of 3; the same over TLS 1.3 with the parties' kind of keys is reported beside it).
 
-numpy, the runtime and the mechanism are imported inside the functions that run the benchmark: ``sqm --help``
-imports this module to register ``sqm bench bgw-cost`` (:mod:`sqm.cli.command`).
+numpy, the runtime and the mechanism are imported inside the functions that run the benchmark: ``python -m bench
+--help`` imports this module to register ``python -m bench bgw-cost`` (:mod:`bench.command`).
 """
 from __future__ import annotations
 
@@ -507,7 +507,7 @@ def phase_rows(rep: dict) -> list[dict]:
 
 def print_phases(rep: dict) -> None:
     """The per-party phase table: seconds per phase of each party (AES-CTR runs), then the launcher's own."""
-    from sqm.mechanism.report import render_table
+    from sqm.cli.tables import render_table
 
     rows = phase_rows(rep)
     if not rows:
@@ -531,7 +531,7 @@ def print_phases(rep: dict) -> None:
 
 def print_floors(rep: dict) -> None:
     """The floors' table: each party's moments and exchange against their physical floors (``--floors``)."""
-    from sqm.mechanism.report import render_table
+    from sqm.cli.tables import render_table
 
     f = rep["floors"]
     mb = 1e6

@@ -1,7 +1,7 @@
 """How often the server's bounds check (sqm.mechanism.input_check) catches a client sharing values beyond its bounds.
 
-    sqm bench bounds-check                          # factors 1000, 10, 3 and offsets 1, 100; 20 seeds each
-    sqm bench bounds-check --runs 50 --json bounds.json
+    python -m bench bounds-check                    # factors 1000, 10, 3 and offsets 1, 100; 20 seeds each
+    python -m bench bounds-check --runs 50 --json bounds.json
 
 Each run is one SQM covariance release in the in-process simulation (the ideal functionality reduces the result
 mod p exactly as the real protocol's opening does): 2 clients, rows of norm 0.99 (every record near its bound:

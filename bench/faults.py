@@ -1,7 +1,7 @@
 """Fault injection: what every party of a real job does when one party dies, stops, is cut off, is foreign, holds another party's certificate or finds its port taken.
 
-    sqm bench faults                                   # every case, the runtime's default timeouts
-    sqm bench faults --cases kill-compute,stopped --idle-timeout 5 --json faults.json
+    python -m bench faults                             # every case, the runtime's default timeouts
+    python -m bench faults --cases kill-compute,stopped --idle-timeout 5 --json faults.json
 
 Each case is one small SQM-PCA job from a job file (:func:`sqm.framework.spec.write_party_csvs`, 1 server + 2
 clients by default) whose parties are real ``python -m sqm.mpc.net.party`` processes over loopback TCP, each in its
@@ -53,9 +53,9 @@ own session, all with the case's own ``TMPDIR``.  The faults:
   guessed ids twice each in its PSI list, or a point of the curve's twist, or declares 10^12 records
   (:class:`PSIAttack`): every other party refuses naming it, before the server compares anything.
 
-A fault lands in its phase because a bench-only wrapper (:class:`Probe`) around the target's program writes
-each exchange's step name to a marker file and, at the chosen step, waits (event loop running) until the
-bench has applied the fault (at most ``HOLD_MAX_S``).  What is recorded, per case: every party's exit code,
+A fault lands in its phase because a bench-only wrapper (:class:`bench.probe.Probe`) around the target's program
+writes each exchange's step name to a marker file and, at the chosen step, waits (event loop running) until the
+bench has applied the fault (at most ``bench.probe.HOLD_MAX_S``).  What is recorded, per case: every party's exit code,
 the seconds from the fault to the last party's exit, the parties each party's message names (and whether
 it names the culprit), whether anything was released (a result file or output on stdout), what is left in
 the case's TMPDIR and which of the case's processes are still running.  A case passes when every party
@@ -71,7 +71,6 @@ given; the record's ``flags`` and the printed table say so.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import pickle
 import re
@@ -87,59 +86,8 @@ from dataclasses import dataclass
 from bench import netsim
 from bench.common import finish
 from bench.flood import Flood
+from bench.probe import Probe
 from sqm.mpc.net.party import PartyProgram
-
-HOLD_MAX_S = 30.0  # the probe lets the target go on after this long even if the bench never acted
-
-
-# ----- inside a party process: the probe --------------------------------------------------------------------
-
-
-class Probe(PartyProgram):
-    """BENCH ONLY: runs ``inner`` and appends the step name of each exchange to ``marker``; at the first
-    exchange named ``hold_step`` it writes ``HOLD <step>`` and waits until the file ``go`` exists (or
-    ``HOLD_MAX_S``), so the bench can apply a fault while this party is at that step."""
-
-    def __init__(self, inner: PartyProgram, marker: str, hold_step: str | None = None, go: str | None = None,
-                 misbehave: str | None = None, raw: bytes = b""):
-        self.inner, self.marker, self.hold_step, self.go = inner, marker, hold_step, go
-        self.misbehave = misbehave  # an insider's deviation at hold_step (see FAULTS and _misbehave)
-        self.raw = raw  # "malformed": the frame it sends instead of its message
-
-    async def run(self, ctx):
-        send_recv, held = ctx.send_recv, []
-
-        async def probed(outgoing, senders, expect, step="message"):
-            with open(self.marker, "a") as f:
-                f.write(step + "\n")
-            if step == self.hold_step and not held:
-                held.append(step)
-                with open(self.marker, "a") as f:
-                    f.write(f"HOLD {step}\n")
-                t0 = time.monotonic()
-                while not os.path.exists(self.go) and time.monotonic() - t0 < HOLD_MAX_S:
-                    await asyncio.sleep(0.01)
-                if self.misbehave in ("huge-frame", "flood"):
-                    _misbehave(ctx, self.misbehave)
-                elif self.misbehave in ("stall", "skip", "malformed"):
-                    # heartbeats go on (the loop is free); "stall": it never starts the step; "skip": it starts it
-                    # (its step counter moves on) but sends nothing; "malformed": it sends a bad frame instead
-                    if self.misbehave == "malformed":
-                        await ctx._transport({k: self.raw for k in outgoing if k != ctx.pid}, [])
-                    elif self.misbehave == "skip":
-                        ctx.rt._program_counter[0] += 1
-                    from sqm.mpc.net import liveness
-
-                    st = liveness._STATE  # until the others abort the job (or leave): then this party fails too
-                    while st is not None and st["aborted"] is None and not st["lost"]:
-                        await asyncio.sleep(0.05)
-                    if st is not None and st["aborted"] is not None:
-                        raise st["abort_exc"](st["aborted"])
-                    raise liveness.PartyLost("the others left")
-            return await send_recv(outgoing, senders, expect, step)
-
-        ctx.send_recv = probed
-        return await self.inner.run(ctx)
 
 
 class Deviate(PartyProgram):
@@ -225,23 +173,6 @@ class DeviateOpening(PartyProgram):
 
         ctx.open_to = open_to
         return await self.inner.run(ctx)
-
-
-def _misbehave(ctx, how: str) -> None:
-    """BENCH ONLY: an insider (a party with valid keys) writes raw MPyC frames to every peer: a header
-    announcing a 4 GiB frame ("huge-frame"), or 300 MiB of 4 MiB frames on labels no step asks for ("flood")."""
-    import struct
-
-    for party in ctx.rt.parties:
-        proto = getattr(party, "protocol", None)
-        if party.pid == ctx.pid or proto is None or proto.transport is None:
-            continue
-        if how == "huge-frame":
-            proto.transport.write(struct.pack("<qI", 987_654_321, 0xFFFFFFFF) + b"\0" * 64)
-        elif how == "flood":
-            chunk = b"\0" * (4 << 20)
-            for k in range(75):
-                proto.transport.write(struct.pack("<qI", 987_000_000 + k, len(chunk)) + chunk)
 
 
 # sitecustomize for one party process: its connections to some addresses go elsewhere (the proxy: bench.netsim's

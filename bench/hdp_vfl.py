@@ -1,7 +1,7 @@
 """HDP-VFL privacy-accuracy trade-off: the paper's Figure 1 (three datasets) and Figure 2 (e and k on breast cancer).
 
-    sqm bench hdp-vfl --json hdp.json --plot hdp.png            # reduced grid (about a minute)
-    sqm bench hdp-vfl --full --json hdp.json --plot hdp.png     # the paper's 10 runs per point, denser epsilons
+    python -m bench hdp-vfl --json hdp.json --plot hdp.png      # reduced grid (about a minute)
+    python -m bench hdp-vfl --full --json hdp.json --plot hdp.png     # the paper's 10 runs per point, denser epsilons
 
 Figure 1: test accuracy against epsilon in [0.001, 10] on breast cancer (scikit-learn), credit default and adult
 income (the data home) with the paper's settings (batch 3200 or the training size if smaller, lambda = 0.001,
@@ -15,8 +15,8 @@ process (:func:`sqm.mpc.protocols.inprocess.run_in_process`, the labelled simula
 same seeds); ``--verify-mpyc`` (on by default) re-runs one point as two processes and records that the models are
 identical.
 
-numpy, scikit-learn and the runtime are imported inside the functions that run the benchmark: ``sqm --help``
-imports this module to register ``sqm bench hdp-vfl`` (:mod:`sqm.cli.command`).
+numpy, scikit-learn and the runtime are imported inside the functions that run the benchmark: ``python -m bench
+--help`` imports this module to register ``python -m bench hdp-vfl`` (:mod:`bench.command`).
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ import time
 
 from bench.common import finish
 
-from sqm.cli.hdp_vfl import DATASETS  # the command's module: argparse-level imports only
+from sqm.apps.hdp_vfl.experiment import DATASETS  # argparse-level imports only at its top
 from sqm.apps.hdp_vfl.privacy import GUARANTEE  # the guarantee's text (math only)
 
 REDUCED_EPS = [0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0]
@@ -58,7 +58,7 @@ def run(datasets=DATASETS, epsilons=None, repeats=5, seed=0, split_seed=0, learn
     import numpy as np
     from tqdm import tqdm
 
-    from sqm.cli.hdp_vfl import load_split, reference_accuracies
+    from sqm.apps.hdp_vfl.experiment import load_split, reference_accuracies
     from sqm.apps.hdp_vfl.estimator import HDPLogisticRegression
 
     epsilons = list(epsilons or REDUCED_EPS)
@@ -113,7 +113,7 @@ def run(datasets=DATASETS, epsilons=None, repeats=5, seed=0, split_seed=0, learn
 
 
 def print_table(rep: dict) -> None:
-    from sqm.mechanism.report import render_table
+    from sqm.cli.tables import render_table
 
     s = rep["settings"]
     eps = [f"{e:g}" for e in rep["epsilons"]]

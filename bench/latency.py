@@ -1,7 +1,7 @@
 """Latency: the same jobs through real party processes with 0, 5, 20, 50 ms one-way delay between parties, against the model rounds x delay + compute.
 
-    sqm bench latency                                  # delays 0,5,20,50 ms; covariance, SQM-LR, PBM-VFL
-    sqm bench latency --delays 0,50 --jobs lr --json latency.json --plot latency.png
+    python -m bench latency                            # delays 0,5,20,50 ms; covariance, SQM-LR, PBM-VFL
+    python -m bench latency --delays 0,50 --jobs lr --json latency.json --plot latency.png
 
 Delay is added in user space (this kernel has no ``sch_netem``): every link between two parties crosses one
 loopback delay proxy (:func:`bench.netsim.delayed_parties`) that holds each chunk ``d`` ms each way.  The
@@ -382,7 +382,7 @@ def run(delays=(0, 5, 20, 50), jobs=DEFAULT_JOBS, clients: int = 3, rows: int = 
 
 
 def print_table(rep: dict) -> None:
-    from sqm.mechanism.report import render_table
+    from sqm.cli.tables import render_table
 
     print(f"Latency: {rep['parties']} real party processes ({rep['clients']} clients) on {rep['cpus']} cores, every "
           f"link through a loopback delay proxy (one-way delay d); simple model = compute (the 0 ms span) + L x d, "

@@ -1,6 +1,6 @@
 """SQM logistic-regression cost per iteration through real MPyC party processes (milliseconds and bytes).
 
-    sqm bench lr-cost --features 100 --batch 64 --parties 3 --rounds 100 --json lr_cost.json
+    python -m bench lr-cost --features 100 --batch 64 --parties 3 --rounds 100 --json lr_cost.json
 
 One long-running set of party processes trains for ``--rounds`` iterations; each iteration is one secure
 evaluation of the d-dimensional gradient sum over a padded batch of ``--batch`` rows (the public batch cap
@@ -14,9 +14,9 @@ For reference, the earlier protocol (commit 45cf688, the server broadcast its ro
 to every client in the clear) took 4 exchanges and 298,660 bytes per iteration at the default shape (7.3 ms
 per iteration on an idle 2-core machine); see docs/benchmarks.md for the figures of the current protocol.
 
-numpy, scikit-learn and the mechanism are imported inside the functions that run the benchmark: ``sqm --help``
-imports this module to register ``sqm bench lr-cost`` (:mod:`sqm.cli.command`), and each party process unpickling its
-:class:`CountExchanges` imports it too.
+numpy, scikit-learn and the mechanism are imported inside the functions that run the benchmark: ``python -m bench
+--help`` imports this module to register ``python -m bench lr-cost`` (:mod:`bench.command`), and each party process
+unpickling its :class:`CountExchanges` imports it too.
 """
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """Logistic regression on a user's own (unscaled, imbalanced) data in job mode with every default, against
 DPSGD and the majority class (issue 14's acceptance run; ``tests/test_owndata.py`` runs it and checks it).
 
-    sqm bench lr-defaults                     # 6,000 + 2,000 records, epsilon 1, seeds 0 and 1, simulation
-    sqm bench lr-defaults --backend mpyc      # the same job through real MPyC party processes
+    python -m bench lr-defaults               # 6,000 + 2,000 records, epsilon 1, seeds 0 and 1, simulation
+    python -m bench lr-defaults --backend mpyc      # the same job through real MPyC party processes
 
 Data (:func:`sqm.data.example_files.imbalanced_records`): 9 features in raw units (stretched x 0.5-20, offset
 +-5) over 3 clients, labels coded 1/2 at the last client, 25% positives.  Public ranges are proposed from the
@@ -29,7 +29,7 @@ def run(train: int = 6000, test: int = 2000, epsilon: float = 1.0, delta: float 
     from sqm.data.example_files import imbalanced_records
     from sqm.framework.spec import load_job, write_party_csvs
     from sqm.framework.runners import run_local, simulate
-    from sqm.cli.logreg import compare
+    from sqm.apps.logreg.experiment import compare
     from sqm.apps.logreg.job import LRJobTask
     from sqm.framework.tables import PartyTable, propose_ranges
 
@@ -70,7 +70,7 @@ def run(train: int = 6000, test: int = 2000, epsilon: float = 1.0, delta: float 
 
 
 def print_table(rep: dict) -> None:
-    from sqm.mechanism.report import render_table
+    from sqm.cli.tables import render_table
 
     print(f"SQM-LR job with defaults on {rep['train']} generated imbalanced records (backend {rep['backend']}), "
           f"scored on {rep['test']}; epsilon {rep['epsilon']:g}, delta {rep['delta']:g}")

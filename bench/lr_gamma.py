@@ -1,6 +1,6 @@
 """Figure 3 of the SQM paper: relative L2 sensitivity overhead and normalized noise std against gamma (LR).
 
-    sqm bench lr-gamma --json lr_gamma.json --plot lr_gamma.png
+    python -m bench lr-gamma --json lr_gamma.json --plot lr_gamma.png
 
 For each gamma: the sensitivity overhead Delta2 / gamma^3 - 3/4 of the post-processed gradient sum, with our
 proven bound (sqm.mechanism.sensitivity.logreg_sensitivity) and the paper's Eq. 22; mu calibrated for the target
@@ -44,7 +44,7 @@ def run(gammas=None, epsilon=1.0, delta=1e-5, d=800, q=0.001, epochs=5) -> dict:
 
 
 def print_table(rep: dict) -> None:
-    from sqm.mechanism.report import render_table
+    from sqm.cli.tables import render_table
 
     print(f"LR sensitivity and noise vs gamma: epsilon {rep['epsilon']:g}, delta {rep['delta']:g}, d {rep['d']}, "
           f"q {rep['q']:g}, {rep['epochs']} epochs ({rep['rounds']} rounds)")

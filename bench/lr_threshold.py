@@ -1,8 +1,8 @@
 """Where SQM-LR's decision threshold goes wrong (issue 24): accuracy of the moments solver's fit with the
 within-class variance along w scaled by a factor, on the same releases.
 
-    sqm bench lr-threshold                                  # breast_cancer at epsilon 1, generated-imbalanced at 4
-    sqm bench lr-threshold --cases breast_cancer:1 --scales 0.5,1,2 --runs 10 --json thr.json
+    python -m bench lr-threshold                            # breast_cancer at epsilon 1, generated-imbalanced at 4
+    python -m bench lr-threshold --cases breast_cancer:1 --scales 0.5,1,2 --runs 10 --json thr.json
 
 Each run is one release of the defaults (``SQMLogisticRegression``, in process, gamma 8192, 3 clients, seed = run);
 the server's fit (:func:`sqm.apps.logreg.moments.fit_from_moments`) is then redone from the same noisy moments with
@@ -23,7 +23,7 @@ def run(cases=(("breast_cancer", 1.0), ("generated-imbalanced", 4.0)), scales=(0
     import numpy as np
 
     from sqm.apps.logreg import SQMLogisticRegression
-    from sqm.cli.logreg import unit_ball_split
+    from sqm.apps.logreg.experiment import unit_ball_split
     from sqm.apps.logreg.moments import fit_from_moments
     from bench.lr_utility import GENERATED, generated
 

@@ -1,8 +1,8 @@
 """Figure 2 of the SQM paper: test accuracy of private logistic regression against epsilon (SQM per gamma,
 DPSGD, VFL local DP; non-private references).
 
-    sqm bench lr-utility                          # reduced default: adult, 1 run, in-process simulation
-    sqm bench lr-utility --runs 20 --json lr_utility.json --plot lr_utility.png   # the paper's grid
+    python -m bench lr-utility                    # reduced default: adult, 1 run, in-process simulation
+    python -m bench lr-utility --runs 20 --json lr_utility.json --plot lr_utility.png   # the paper's grid
 
 epsilon in {0.5, 1, 2, 4, 8}, delta 1e-5, gamma in {2^10, 2^13}, the paper's epochs per epsilon
 (2, 5, 8, 10, 10), q = 0.001, 3 clients, ||w|| <= 8 and learning rate 0.5 for SQM and DPSGD alike, no
@@ -17,7 +17,7 @@ import argparse
 
 from bench.common import finish
 
-from sqm.cli.logreg import DATASETS, compare, unit_ball_split
+from sqm.apps.logreg.experiment import DATASETS, compare, unit_ball_split
 
 
 PAPER_Q = {"breast_cancer": 0.05}  # the paper's sampling rate: 0.001 otherwise (not sqm logreg's record-count one)
@@ -104,7 +104,7 @@ def generated(name: str, seed: int = 0):
     split's statistics, clipped to +-3 and divided by 3 sqrt(d) (as a user's own table in ``sqm logreg --data``)."""
     from sklearn.model_selection import train_test_split
 
-    from sqm.cli.logreg import standardized_unit_rows
+    from sqm.apps.logreg.experiment import standardized_unit_rows
 
     X, y = generated_records(*GENERATED[name], seed=seed)
     Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.25, random_state=0, stratify=y)
@@ -121,7 +121,7 @@ def run_defaults(epsilons=(1.0, 4.0), runs=10, delta=1e-5, seed=0, datasets=("br
     import numpy as np
     from tqdm import tqdm
 
-    from sqm.cli.logreg import unit_ball_split
+    from sqm.apps.logreg.experiment import unit_ball_split
 
     t0 = time.perf_counter()
     rows, checks = [], []
@@ -152,7 +152,7 @@ def run_defaults(epsilons=(1.0, 4.0), runs=10, delta=1e-5, seed=0, datasets=("br
 
 
 def print_defaults(rep: dict) -> None:
-    from sqm.mechanism.report import render_table
+    from sqm.cli.tables import render_table
 
     print(f"logistic regression with every default ({rep['runs']} runs per cell, delta {rep['delta']:g}, SQM backend "
           f"{rep['backend']}): accuracy and AUC, mean +- std")
@@ -169,7 +169,7 @@ def print_defaults(rep: dict) -> None:
 
 
 def print_table(rep: dict) -> None:
-    from sqm.mechanism.report import render_table
+    from sqm.cli.tables import render_table
 
     print(f"logistic regression on {rep['dataset']} ({rep['n_train']} train, {rep['n_test']} test, d={rep['d']}), "
           f"q {rep['q']:g}, delta {rep['delta']:g}, {rep['parties']} clients, {rep['runs']} run(s), "

@@ -11,9 +11,9 @@ This machine's kernel has no ``sch_netem`` (``tc qdisc ... netem`` fails), so de
   one-line preamble (``SQM-NETSIM host port``) written by the hook, so one proxy serves every link of a job.
 - :data:`HOOK` is a ``sitecustomize`` module for a party process (on its PYTHONPATH, see :func:`hook_dir`):
   its asyncio connections are redirected without changing its job file or command line, either
-  ``SQM_NETSIM_REDIRECT="h:p=h2:p2,..."`` (those addresses only, to fixed proxies: ``sqm bench faults``'
+  ``SQM_NETSIM_REDIRECT="h:p=h2:p2,..."`` (those addresses only, to fixed proxies: ``python -m bench faults``'
   partition), or ``SQM_NETSIM_PROXY="127.0.0.1:P"`` (every loopback destination, through the proxy at P
-  with the preamble: ``sqm bench latency``).
+  with the preamble: ``python -m bench latency``).
 - :func:`delayed_parties` is the context manager that does both for every party process started inside it
   (by :func:`sqm.mpc.net.launch.run_parties` or anything else copying this process's environment): every link of the
   job crosses the proxy once, so each message takes ``delay_ms`` one way.

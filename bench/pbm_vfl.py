@@ -1,8 +1,8 @@
 """PBM-VFL on phishing: test AUPRC/accuracy by epoch vs NPQ and LDP, epochs and bits to train AUPRC 0.9 (Table 3).
 
-    sqm bench pbm-vfl                          # reduced grid (a few minutes on 2 cores, plain backend)
-    sqm bench pbm-vfl --full --json pbm.json   # the paper's grid: b in {8,16,32,64}, beta in {.1,.15,.2,.25},
-                                               # 5 and 10 parties, 100 epochs, 3 runs
+    python -m bench pbm-vfl                          # reduced grid (a few minutes on 2 cores, plain backend)
+    python -m bench pbm-vfl --full --json pbm.json   # the paper's grid: b in {8,16,32,64}, beta in {.1,.15,.2,.25},
+                                                     # 5 and 10 parties, 100 epochs, 3 runs
 
 The sweep runs the plain backend (the same party programs in one process, a SIMULATION; a test proves it
 releases the same sums, metrics and parameters as the MPyC party processes, bit for bit).  Two LDP baselines:
@@ -167,7 +167,7 @@ def print_report(out) -> None:
     print(f"PBM-VFL on phishing ({c['backend']}), {c['epochs']} epochs, {c['repeats']} run(s), "
           f"{c['optimizer']} lr {c['lr']}, hidden {c['hidden']}, B 100, P 16; target train AUPRC {TARGET}")
     from sqm.apps.pbm_vfl.config import METHOD_LABELS
-    from sqm.mechanism.report import render_table
+    from sqm.cli.tables import render_table
 
     rows = [{"method": METHOD_LABELS[r["method"]], "M": r["parties"], "b": r["b"] or "-",
              "beta": r["beta"] or "-", "epsilon": _fmt(r["epsilon"], ".4g"), "sigma": _fmt(r["sigma"], ".3f"),

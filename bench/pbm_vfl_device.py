@@ -1,9 +1,9 @@
 """PBM-VFL's time per training iteration on each torch device, CPU the reference in the same run.
 
-    sqm bench pbm-vfl-device [--devices cpu,cuda] [--epochs 1] [--backend mpyc] [--json dev.json]
+    python -m bench pbm-vfl-device [--devices cpu,cuda] [--epochs 1] [--backend mpyc] [--json dev.json]
 
 Two settings: digits (4 clients, one image quadrant each, ``sqm pbm-vfl``'s defaults: b 16, beta 0.15, MLP width
-64, Adam) and phishing (5 clients, b 16, beta 0.25, width 256, SGD: ``sqm bench pbm-vfl``'s).  Every party runs
+64, Adam) and phishing (5 clients, b 16, beta 0.25, width 256, SGD: ``python -m bench pbm-vfl``'s).  Every party runs
 on the device: its model, its data, the PBM encoding and the server's decoding.  Only the secure sum's integers
 and the gradient go through the runtime on the host.  With ``--backend mpyc`` (the default) every party is a
 real MPyC process, all of them sharing the one GPU.  A device torch cannot use is reported as NOT MEASURED
@@ -56,7 +56,7 @@ def run(devices=("cpu", "cuda"), epochs: int = 1, backend: str = "mpyc", dataset
 
 
 def print_report(out: dict) -> None:
-    from sqm.mechanism.report import render_table
+    from sqm.cli.tables import render_table
 
     table = [{"dataset": r["dataset"], "device": r["device"], "backend": r["backend"],
               "ms / iteration": round(r["ms_per_iteration"], 2) if r["measured"] else "not measured",

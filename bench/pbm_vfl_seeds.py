@@ -1,11 +1,11 @@
 """PBM-VFL's test metrics over seeds, on ``sqm pbm-vfl``'s documented settings: the spread a single run hides.
 
-    sqm bench pbm-vfl-seeds [--seeds 0-9] [--datasets digits,phishing] [--json seeds.json]
+    python -m bench pbm-vfl-seeds [--seeds 0-9] [--datasets digits,phishing] [--json seeds.json]
 
 digits: 4 clients (image quadrants), b 16, beta 0.15, 10 epochs; phishing: 5 clients, b 16, beta 0.25, 6
 epochs; the CLI's MLPs and Adam otherwise.  Seed k trains PBM-VFL in process (the simulation, bit-identical
 to the party processes) exactly as ``sqm pbm-vfl --backend plain --seed k`` does (the same per-method seed,
-:func:`sqm.cli.pbm_vfl.method_seed`), and NPQ once (with the first seed) as the reference.  Prints, per setting, the
+:func:`sqm.apps.pbm_vfl.experiment.method_seed`), and NPQ once (with the first seed) as the reference.  Prints, per setting, the
 mean and standard deviation of the final test accuracy (and AUPRC for phishing) over the seeds.  To compare two
 versions of the code, run it in both trees on the same machine.
 """
@@ -32,7 +32,7 @@ def run(seeds=tuple(range(10)), datasets=("digits", "phishing"), data=None) -> d
     import numpy as np
 
     from sqm.apps.pbm_vfl import VFLConfig, load_split, train_vfl
-    from sqm.cli.pbm_vfl import method_seed
+    from sqm.apps.pbm_vfl.experiment import method_seed
 
     t0 = time.perf_counter()
     rows = []

@@ -1,7 +1,7 @@
 """PCA privacy-utility trade-off (the SQM paper's Figure 1): SQM vs central DP vs the local-DP VFL baseline.
 
-    sqm bench pca-utility                                  # digits, full epsilon x gamma grid, 5 runs
-    sqm bench pca-utility --runs 20 --datasets digits,citeseer --json pca.json --plot pca.png   # paper grid
+    python -m bench pca-utility                            # digits, full epsilon x gamma grid, 5 runs
+    python -m bench pca-utility --runs 20 --datasets digits,citeseer --json pca.json --plot pca.png   # paper grid
 
 Utility ||X V||_F^2 of the top-k subspace for k = 1..10, averaged over runs, at delta = 1e-5 for each
 epsilon; SQM for each gamma (plain backend: the in-process simulation of the parties' programs), central DP

@@ -1,6 +1,6 @@
 """Peers: the same exact integer Gram X^T X through SecretFlow SPU (ABY3, SEMI2K) and through this project's runtime.
 
-    sqm bench peers --spu-python /path/to/spu-venv/bin/python --json peers.json
+    python -m bench peers --spu-python /path/to/spu-venv/bin/python --json peers.json
 
 What is compared.  A matrix X (rows x cols, rows of norm <= 1, :func:`bench.bgw_cost.make_data`) is split by
 columns among ``--parties`` data holders (2 or 3) and each holder's block is stochastically rounded at ``--gamma``
@@ -9,7 +9,7 @@ mechanism).  Both sides compute the exact integer X^T X of those same integer bl
 both results are checked against numpy's exact X^T X (max abs error, expected 0).
 
 - **ours**: the secure X^T X of :mod:`sqm.mpc` (BGW/Shamir over MPyC, real party processes over loopback TLS:
-  a server and one process per data holder), run exactly as ``sqm bench bgw-cost``'s stock comparison runs its
+  a server and one process per data holder), run exactly as ``python -m bench bgw-cost``'s stock comparison runs its
   fast path (a :class:`sqm.mpc.protocols.backend.Job` of fixed client blocks through :class:`MPyCBackend`), the per-party
   breakdown by :func:`bench.bgw_cost.phase_report`;
 - **SPU ABY3** and **SPU SEMI2K** (SecretFlow's SPU, the ``spu`` package, 3 nodes, ring ``--field``, FM64 by
@@ -41,7 +41,7 @@ SPU is an optional peer, never a requirement.  ``spu`` 0.9.5 pins ``numpy<2`` an
 project's environment does not share, so it lives in its own virtual environment::
 
     python3 -m venv ~/spu-venv && ~/spu-venv/bin/pip install spu
-    sqm bench peers --spu-python ~/spu-venv/bin/python
+    python -m bench peers --spu-python ~/spu-venv/bin/python
 
 (``--spu-python`` defaults to ``$SQM_SPU_PYTHON``, else this interpreter when it can import ``spu``.)  Without
 it the benchmark prints a note saying so, writes ``{"skipped": true, ...}`` with ``--json`` and exits 0.  The
@@ -390,7 +390,7 @@ def exact_gram(blocks):
 
 
 def ours_run(blocks, data) -> dict:
-    """The same Gram through this project's runtime, as ``sqm bench bgw-cost``'s stock comparison runs its fast
+    """The same Gram through this project's runtime, as ``python -m bench bgw-cost``'s stock comparison runs its fast
     path: a :class:`~sqm.mpc.protocols.backend.Job` of the fixed blocks (no noise) through :class:`MPyCBackend` (real
     MPyC party processes: a server + one per data holder), the per-party phases by :func:`bench.bgw_cost.phase_report`."""
     import numpy as np
@@ -493,9 +493,9 @@ def _label(side: str) -> str:
 
 def print_table(rep: dict) -> None:
     if rep.get("skipped"):
-        print(f"sqm bench peers: skipped, SecretFlow SPU is not available: {rep['reason']}")
+        print(f"python -m bench peers: skipped, SecretFlow SPU is not available: {rep['reason']}")
         return
-    from sqm.mechanism.report import render_table
+    from sqm.cli.tables import render_table
 
     print(f"exact integer Gram X^T X of {rep['parties']} data holders' column blocks (gamma {rep['gamma']:g}, no "
           f"noise), opened to one party; ours: BGW over MPyC, {rep['parties'] + 1} processes, loopback TLS; "
@@ -532,7 +532,7 @@ def _pairs(rows: str, cols: str) -> list[tuple[int, int]]:
     r = [int(x) for x in rows.split(",") if x.strip()]
     c = [int(x) for x in cols.split(",") if x.strip()]
     if len(r) != len(c):
-        raise SystemExit(f"sqm bench peers: --rows and --cols need as many values ({len(r)} against {len(c)})")
+        raise SystemExit(f"python -m bench peers: --rows and --cols need as many values ({len(r)} against {len(c)})")
     return list(zip(r, c))
 
 
@@ -560,7 +560,7 @@ def cli(args) -> int:
     protocols = [p.strip().upper() for p in args.protocols.split(",") if p.strip()]
     unknown = [p for p in protocols if p not in PROTOCOLS]
     if unknown:
-        raise SystemExit(f"sqm bench peers: unknown SPU protocol(s) {unknown}; choose from {list(PROTOCOLS)}")
+        raise SystemExit(f"python -m bench peers: unknown SPU protocol(s) {unknown}; choose from {list(PROTOCOLS)}")
     rep = run(_pairs(args.rows, args.cols), args.parties, args.gamma, protocols, args.field, args.repeat,
               args.seed, args.spu_python, args.timeout)
     return finish(rep, args, print_table)
@@ -569,4 +569,4 @@ def cli(args) -> int:
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--spu-node":
         sys.exit(spu_node(sys.argv[2]))
-    sys.exit("usage: python -m bench.peers --spu-node CONFIG (an SPU node of sqm bench peers)")
+    sys.exit("usage: python -m bench.peers --spu-node CONFIG (an SPU node of python -m bench peers)")

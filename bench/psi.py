@@ -1,7 +1,7 @@
 """Record alignment (ECDH PSI, :mod:`sqm.mpc.protocols.psi`) through real party processes: time, bytes and memory per id.
 
-    sqm bench psi --ids 10000,100000,1000000 --clients 2,3 --json psi.json --plot psi.png
-    sqm bench psi --ids 100000 --clients 3 --server-table --json psi-labels.json
+    python -m bench psi --ids 10000,100000,1000000 --clients 2,3 --json psi.json --plot psi.png
+    python -m bench psi --ids 100000 --clients 3 --server-table --json psi-labels.json
 
 Each (ids, clients) cell is one job through real MPyC party processes on loopback whose task does nothing:
 every client reads its own Parquet party file (ids sorted, one feature column: read in batches), the parties

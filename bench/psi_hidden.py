@@ -1,10 +1,10 @@
-"""Membership-hiding alignment against the revealing PSI (``sqm bench psi --hide-membership``): a whole PCA job
+"""Membership-hiding alignment against the revealing PSI (``python -m bench psi --hide-membership``): a whole PCA job
 (alignment and the secure covariance) in each mode, interleaved, for intersections of 10%, 50% and 90% of the
 union; with ``--task logreg`` an SQM-LR job (sgd solver: ``--epochs`` epochs at sampling rate ``--q`` of the
 intersection; the last client's file also holds a 0/1 label) instead.
 
-    sqm bench psi --hide-membership --union 20000 --cols 12 --fractions 0.1,0.5,0.9 --json hidden.json
-    sqm bench psi --hide-membership --task logreg --union 20000 --json hidden-lr.json
+    python -m bench psi --hide-membership --union 20000 --cols 12 --fractions 0.1,0.5,0.9 --json hidden.json
+    python -m bench psi --hide-membership --task logreg --union 20000 --json hidden-lr.json
 
 An SQM-LR job hiding membership samples its Poisson batches over the S positions its union is placed over (S the
 sum of the set sizes; rate q, cap from Binomial(S, q)) and multiplies each batch row by its membership inside the

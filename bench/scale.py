@@ -1,6 +1,6 @@
 """Secure covariance at scale: job mode from Parquet party files, time and peak memory per party vs records.
 
-    sqm bench scale --rows 10000,100000,200000,500000,1000000,2000000 --json scale.json --plot scale.png
+    python -m bench scale --rows 10000,100000,200000,500000,1000000,2000000 --json scale.json --plot scale.png
 
 Each record count is one PCA job (``sqm pca --job``'s task, :class:`sqm.apps.pca.job.PCAJobTask`) through real
 MPyC party processes on loopback: every client reads its own Parquet file (written here in row groups,

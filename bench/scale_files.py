@@ -1,4 +1,4 @@
-"""Synthetic party files for the scale benchmarks (``sqm bench scale``, with and without ``--workers``): Parquet
+"""Synthetic party files for the scale benchmarks (``python -m bench scale``, with and without ``--workers``): Parquet
 files of Gaussian records written one row group at a time, and their job file."""
 from __future__ import annotations
 

@@ -1,13 +1,13 @@
-"""Shard workers (``sqm bench scale --workers W``): the secure covariance with W workers per party against one
+"""Shard workers (``python -m bench scale --workers W``): the secure covariance with W workers per party against one
 process per party, time and peak memory per worker, and a cost model fitted to the measurements.
 
-    sqm bench scale --workers 2 --rows 100000,1000000,3000000 --json scale-workers.json
+    python -m bench scale --workers 2 --rows 100000,1000000,3000000 --json scale-workers.json
 
 For each record count the same Parquet party files (:func:`bench.scale_files.write_parties`: 3 clients, 117 columns,
 ids 0..N-1 sorted) go through the PCA job's task (:class:`sqm.apps.pca.job.PCAJobTask`, one SQM covariance
 release) through real party processes on loopback, twice, interleaved: one process per party, then W shard
 workers per party (:mod:`sqm.mpc.protocols.shards`, local processes).  The files hold the same ids, so the record
-alignment is left out here (it is the PSI's cost, measured by ``sqm bench psi``): the parties read their files
+alignment is left out here (it is the PSI's cost, measured by ``python -m bench psi``): the parties read their files
 as aligned (a bench-only program, :class:`DirectParty`).  The sharded release must equal the unsharded one bit
 for bit (benchmark-only seeds; reported as ``identical``).
 

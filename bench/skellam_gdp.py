@@ -1,8 +1,8 @@
 """How far a 1-D Skellam shift is from a Gaussian one, in f-DP terms: the measured constant c(V) beside the proven
 one that the accountant uses (sqm.mechanism.skellam_gdp.gdp_constant).
 
-    sqm bench skellam-gdp                                  # variances 2 .. 1e7, proven also at 1e12, 1e15, 1e17
-    sqm bench skellam-gdp --variances 10,1e4 --json gdp.json
+    python -m bench skellam-gdp                            # variances 2 .. 1e7, proven also at 1e12, 1e15, 1e17
+    python -m bench skellam-gdp --variances 10,1e4 --json gdp.json
 
 Why this number.  Let Z be Skellam with variance V (p(k) = e^-V I_k(V)), F its CDF and g = Phi^-1 o F.  The pair
 (Z + s, Z), s a positive integer, is distinguished by threshold tests only (the pmf is log-concave, so the shift family

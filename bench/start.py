@@ -1,7 +1,7 @@
 """Start-up cost: ``sqm --help`` (wall time, modules imported) and a party process's start (spawn -> ready).
 
-    sqm bench start --repeat 5 --json start.json
-    sqm bench start --tree /path/to/another/checkout      # the same figures for another checkout (e.g. older)
+    python -m bench start --repeat 5 --json start.json
+    python -m bench start --tree /path/to/another/checkout      # the same figures for another checkout (e.g. older)
 
 ``python -m sqm --help`` is run ``--repeat`` times in a fresh interpreter from the checkout ``--tree`` (default:
 this one) and the fastest wall time is kept (the first run, which may write the .pyc files, is not counted;
@@ -160,7 +160,7 @@ def run(tree: str | None = None, repeat: int = 5, rows: int = 2000, cols: int = 
 
 
 def print_table(rep: dict) -> None:
-    from sqm.mechanism.report import render_table
+    from sqm.cli.tables import render_table
 
     h = rep["help"]
     print(f"python -m sqm --help from {h['tree']}: best {h['best_seconds']:.3f} s, median "

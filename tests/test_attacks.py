@@ -1,4 +1,4 @@
-"""Issue 43's trust attacks through real party processes (the quick cases of ``sqm bench faults``,
+"""Issue 43's trust attacks through real party processes (the quick cases of ``python -m bench faults``,
 :mod:`bench.attacks`): each must end in a named refusal or an unaffected job, nothing released over wrong data."""
 from __future__ import annotations
 

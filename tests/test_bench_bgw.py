@@ -1,12 +1,12 @@
-"""sqm bench bgw-cost at a tiny shape: the report the issue names, through real MPyC processes."""
+"""python -m bench bgw-cost at a tiny shape: the report the issue names, through real MPyC processes."""
 import json
 
-from sqm.cli.command import main
+from bench.command import main
 
 
 def test_bgw_cost_report_and_stock_comparison(tmp_path):
     out = tmp_path / "bgw.json"
-    assert main(["bench", "bgw-cost", "--rows", "300", "--cols", "6", "--gammas", "64,4096",
+    assert main(["bgw-cost", "--rows", "300", "--cols", "6", "--gammas", "64,4096",
                  "--stock-rows", "60", "--json", str(out), "--plot", str(tmp_path / "bgw.png")]) == 0
     doc = json.loads(out.read_text())  # sqm.cli.output: the table's rows as results, the report as details
     rep = doc["details"]

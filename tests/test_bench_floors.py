@@ -1,13 +1,13 @@
-"""sqm bench bgw-cost --floors: each party's moments and exchange beside their physical floors, measured in the same
+"""python -m bench bgw-cost --floors: each party's moments and exchange beside their physical floors, measured in the same
 run (the plaintext float64 Gram, loopback TCP and TLS bandwidth), in the table and the JSON."""
 import json
 
-from sqm.cli.command import main
+from bench.command import main
 
 
 def test_floors_in_the_report(tmp_path, capsys):
     out = tmp_path / "bgw.json"
-    assert main(["bench", "bgw-cost", "--rows", "300", "--cols", "6", "--gammas", "4096", "--stock-rows", "0",
+    assert main(["bgw-cost", "--rows", "300", "--cols", "6", "--gammas", "4096", "--stock-rows", "0",
                  "--floors", "--floor-mib", "4", "--json", str(out)]) == 0
     assert "x floor" in capsys.readouterr().out
     rep = json.loads(out.read_text())["details"]

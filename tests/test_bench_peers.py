@@ -1,4 +1,4 @@
-"""sqm bench peers: the Gram through SecretFlow SPU beside ours.  Without ``spu`` it is skipped with a note saying
+"""python -m bench peers: the Gram through SecretFlow SPU beside ours.  Without ``spu`` it is skipped with a note saying
 how to install it (exit 0, the JSON says skipped); with an interpreter that imports ``spu`` (``$SQM_SPU_PYTHON``,
 or this one), a tiny run whose SPU Grams (ABY3, SEMI2K) and ours equal numpy's exact X^T X.  No timing bounds."""
 import importlib.util
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from sqm.cli.command import main
+from bench.command import main
 
 
 def _no_spu_python(tmp_path):
@@ -33,7 +33,7 @@ def _check_skipped(out, capsys, tmp_path):
 def test_skipped_with_a_note_without_spu(tmp_path, capsys, which):
     out = tmp_path / "peers.json"
     python = _no_spu_python(tmp_path) if which == "without spu" else str(tmp_path / "no-such-python")
-    assert main(["bench", "peers", "--rows", "200", "--cols", "6", "--spu-python", python, "--json", str(out)]) == 0
+    assert main(["peers", "--rows", "200", "--cols", "6", "--spu-python", python, "--json", str(out)]) == 0
     _check_skipped(out, capsys, tmp_path)
 
 
@@ -42,7 +42,7 @@ def test_default_interpreter_without_spu_is_skipped(tmp_path, capsys, monkeypatc
         pytest.skip("this interpreter imports spu: the default is not skipped")
     monkeypatch.delenv("SQM_SPU_PYTHON", raising=False)
     out = tmp_path / "peers.json"
-    assert main(["bench", "peers", "--rows", "200", "--cols", "6", "--json", str(out)]) == 0
+    assert main(["peers", "--rows", "200", "--cols", "6", "--json", str(out)]) == 0
     _check_skipped(out, capsys, tmp_path)
 
 
@@ -60,7 +60,7 @@ def _spu_python():
 def test_tiny_run_spu_gram_is_exact(tmp_path):
     python = _spu_python()
     out = tmp_path / "peers.json"
-    assert main(["bench", "peers", "--rows", "200", "--cols", "6", "--repeat", "1", "--spu-python", python,
+    assert main(["peers", "--rows", "200", "--cols", "6", "--repeat", "1", "--spu-python", python,
                  "--json", str(out)]) == 0
     rep = json.loads(out.read_text())["details"]
     assert not rep.get("skipped") and rep["shape"] == [[200, 6]]

@@ -230,7 +230,7 @@ def _expected(step: str, target: int, client: int):
 def test_a_party_killed_at_each_step_leaves_each_clients_ledger_charged_only_if_it_sent_output_shares(
         tmp_path, step, target):
     """Real party processes (``python -m sqm.mpc.net.party``, loopback), each party's program wrapped in the
-    fault bench's :class:`bench.faults.Probe`, which holds it before its first exchange named ``step``.  Once every
+    fault bench's :class:`bench.probe.Probe`, which holds it before its first exchange named ``step``.  Once every
     party is held there, ``target`` is killed (SIGKILL) and the others let go: they send that step's messages
     and then fail on the dead party.  Every client's own ledger (the killed one's too, read after its death) then
     holds what :func:`_expected` says: the old code left every reservation counted, so a server that dies after
@@ -240,7 +240,7 @@ def test_a_party_killed_at_each_step_leaves_each_clients_ledger_charged_only_if_
     import signal
     import time
 
-    from bench.faults import Probe
+    from bench.probe import Probe
     from sqm.mpc.net.launch import party_command, party_env
 
     spec = load_job(_job(tmp_path))

@@ -235,33 +235,45 @@ def bash_lines(text: str) -> list[str]:
     return lines
 
 
+def _is_bench(words: list[str]) -> bool:
+    """``python -m bench ...`` (any interpreter): a benchmark of the checkout, not an ``sqm`` command."""
+    return len(words) >= 3 and os.path.basename(words[0]).startswith("python") and words[1:3] == ["-m", "bench"]
+
+
 def sqm_commands(text: str) -> list[str]:
-    """Every ``sqm ...`` command of the bash blocks (``.venv/bin/sqm`` too), split at ``&&``, ``;`` and ``|``."""
+    """Every ``sqm ...`` command of the bash blocks (``.venv/bin/sqm`` too) and every ``python -m bench ...``, split
+    at ``&&``, ``;`` and ``|``."""
     commands = []
     for line in bash_lines(text):
         for part in re.split(r"&&|\|\||;|\|", line):
             words = shlex.split(part, comments=True)
-            if words and (words[0] == "sqm" or words[0].endswith("/bin/sqm")):
+            if words and (words[0] == "sqm" or words[0].endswith("/bin/sqm") or _is_bench(words)):
                 commands.append(part.strip())
     return commands
 
 
 def test_command_extraction():
     text = "```bash\nsqm data example demo && cd demo\nsqm pca --job j.json \\\n  --index 0   # server\n" \
-           "cat > x <<'EOF'\nsqm not-a-command\nEOF\n.venv/bin/sqm pca --dataset digits\n```\n"
+           "cat > x <<'EOF'\nsqm not-a-command\nEOF\n.venv/bin/sqm pca --dataset digits\n" \
+           "python -m bench psi --ids 400\npython -m compileall -q sqm bench\n```\n"
     assert sqm_commands(text) == ["sqm data example demo", "sqm pca --job j.json    --index 0   # server",
-                                  ".venv/bin/sqm pca --dataset digits"]
+                                  ".venv/bin/sqm pca --dataset digits", "python -m bench psi --ids 400"]
 
 
 def parse_errors(commands: list[str]) -> list[str]:
+    from bench.command import build_parser as bench_parser
     from sqm.cli.command import build_parser
 
     errors = []
     for command in commands:
         if any(p in command for p in PLACEHOLDERS):
             continue
+        words = shlex.split(command, comments=True)
         try:
-            build_parser().parse_args(shlex.split(command, comments=True)[1:])
+            if _is_bench(words):
+                bench_parser().parse_args(words[3:])
+            else:
+                build_parser().parse_args(words[1:])
         except SystemExit as e:
             if e.code:
                 errors.append(f"{command}: exit {e.code}")
@@ -269,8 +281,10 @@ def parse_errors(commands: list[str]) -> list[str]:
 
 
 def test_a_bad_command_is_found(capsys):
-    assert parse_errors(["sqm pca --components 2", "sqm pca [--backend mpyc]", "sqm nonsense"]) == [
-        "sqm pca [--backend mpyc]: exit 2", "sqm nonsense: exit 2"]
+    assert parse_errors(["sqm pca --components 2", "sqm pca [--backend mpyc]", "sqm nonsense", "sqm bench psi",
+                         "python -m bench psi --ids 400", "python -m bench psi --no-such-option"]) == [
+        "sqm pca [--backend mpyc]: exit 2", "sqm nonsense: exit 2", "sqm bench psi: exit 2",
+        "python -m bench psi --no-such-option: exit 2"]
 
 
 def test_every_sqm_command_shown_parses(capsys):

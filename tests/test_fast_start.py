@@ -1,6 +1,6 @@
 """Fast start (issue 15, part 3): ``sqm --help`` builds every command's parser without importing the learning,
 accounting or plotting libraries, and a party process imports only what its program needs, which its record
-says (``heavy_modules``).  Properties, not timings: the timings are ``sqm bench bgw-cost``'s phases."""
+says (``heavy_modules``).  Properties, not timings: the timings are ``python -m bench bgw-cost``'s phases."""
 from __future__ import annotations
 
 import os
@@ -29,12 +29,13 @@ def imported(argv: list[str]) -> tuple[subprocess.CompletedProcess, set[str]]:
     return p, {n.split(".")[0] for n in names}
 
 
-@pytest.mark.parametrize("argv", [["-m", "sqm", "--help"], ["-m", "sqm", "--help"], ["-m", "sqm", "bench", "--help"],
+@pytest.mark.parametrize("argv", [["-m", "sqm", "--help"], ["-m", "sqm", "--help"], ["-m", "bench", "--help"],
                                   ["-m", "sqm", "logreg", "--help"], ["-m", "sqm", "pbm-vfl", "--help"]])
 def test_help_imports_no_heavy_package(argv):
     p, top = imported(argv)
-    assert p.returncode == 0 and p.stdout.startswith("usage: sqm"), p.stderr[-2000:]
-    assert not HELP_HEAVY & top, f"sqm {' '.join(argv[2:])} imported {sorted(HELP_HEAVY & top)}"
+    usage = "usage: python -m bench" if argv[1] == "bench" else "usage: sqm"
+    assert p.returncode == 0 and p.stdout.startswith(usage), p.stderr[-2000:]
+    assert not HELP_HEAVY & top, f"{' '.join(argv[1:])} imported {sorted(HELP_HEAVY & top)}"
 
 
 def test_help_quotes_the_constants_it_reads_without_importing():
@@ -124,13 +125,13 @@ def test_pca_job_parties_import_no_accounting_library(pca_job_heavy):
 
 
 def test_bench_start_report(tmp_path):
-    """sqm bench start: the help's figures and each party's start, step by step, in its JSON."""
+    """python -m bench start: the help's figures and each party's start, step by step, in its JSON."""
     import json
 
-    from sqm.cli.command import main
+    from bench.command import main
 
     out = tmp_path / "start.json"
-    assert main(["bench", "start", "--repeat", "1", "--rows", "60", "--cols", "4", "--json", str(out), "-q"]) == 0
+    assert main(["start", "--repeat", "1", "--rows", "60", "--cols", "4", "--json", str(out), "-q"]) == 0
     rep = json.loads(out.read_text())["details"]
     assert rep["help"]["tree"] == str(ROOT) and rep["help"]["best_seconds"] > 0 and rep["help"]["modules"] > 0
     assert not HELP_HEAVY & set(rep["help"]["heavy"])

@@ -1,4 +1,4 @@
-"""Fault injection on real party processes (a subset of ``sqm bench faults``): issue 12's acceptance.
+"""Fault injection on real party processes (a subset of ``python -m bench faults``): issue 12's acceptance.
 
 Each case runs one small job-file SQM-PCA job (1 server + 2 clients, each a ``python -m sqm.mpc.net.party`` process
 with the case's own TMPDIR) and injects one fault; every party that was not itself killed or stopped must
@@ -13,7 +13,7 @@ from bench import faults
 
 # cases -> extra flags for every party (passed only if python -m sqm.mpc.net.party has them)
 # (the suite keeps one case: a foreign party and a squatted port are tests of test_session_binding, a stopped
-# party one of test_liveness; `sqm bench faults` runs them all)
+# party one of test_liveness; `python -m bench faults` runs them all)
 CASES = {"kill-compute": {}, "huge-frame": {}, "stray-party-999": {}, "inconsistent-sharing": {},
          "stall": {"--progress-timeout": 5}, "skip": {}, "malformed-deep": {}, "local-impostor": {},
          "out-of-bounds": {}}

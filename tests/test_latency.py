@@ -1,5 +1,5 @@
 """The latency bench's pieces (issue 15, items 4 and 5): the critical-path count, the loopback delay proxy and
-its hook, and SQM-LR's 2 one-way delays per iteration.  Timings are the bench's (``sqm bench latency``); here
+its hook, and SQM-LR's 2 one-way delays per iteration.  Timings are the bench's (``python -m bench latency``); here
 only what holds on any machine: the proxy never forwards a chunk before it is due (a lower bound), keeps the
 order, forwards to loopback only and leaves nothing behind."""
 from __future__ import annotations

@@ -13,7 +13,7 @@ from sqm.mechanism.sensitivity import l1_from_l2
 
 
 def _diabetes(n=None):
-    from sqm.cli.linreg import regression_data
+    from sqm.apps.linreg.experiment import regression_data
 
     X, y, _ = regression_data("diabetes")
     return (X, y) if n is None else (X[:n], y[:n])

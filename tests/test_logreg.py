@@ -13,7 +13,7 @@ from scipy.stats import binom
 
 from sqm.apps.logreg import party
 from sqm.apps.logreg.baselines import dpsgd_fit, taylor_fit
-from sqm.cli.logreg import compare, unit_ball_split
+from sqm.apps.logreg.experiment import compare, unit_ball_split
 from sqm.apps.logreg.estimator import SQMLogisticRegression
 from sqm.apps.logreg.party import LRPlan, batch_cap
 from sqm.mpc.protocols.inprocess import run_in_process
@@ -408,7 +408,7 @@ def test_public_split_cuts_between_attributes_and_never_clips():
     """adult's one-hot groups (public metadata) are never cut; on breast_cancer (one attribute a column, rows
     scaled to the unit ball) the attribute-proportional bounds clip nothing."""
     from sqm.data.datasets import adult_feature_names
-    from sqm.cli.logreg import public_split
+    from sqm.apps.logreg.experiment import public_split
 
     groups = [n.split("=")[0] for n in adult_feature_names()]
     counts, bounds = public_split(groups, 3)

@@ -141,7 +141,7 @@ def test_utility_on_breast_cancer_beats_the_majority_class():
     ranks far above chance and beats the majority class.  Measured: accuracy 0.910 +- 0.018, AUC 0.966 +- 0.007
     (majority 0.629)."""
     from sqm.apps.logreg.baselines import roc_auc
-    from sqm.cli.logreg import unit_ball_split
+    from sqm.apps.logreg.experiment import unit_ball_split
 
     Xtr, ytr, Xte, yte, _ = unit_ball_split("breast_cancer")
     acc, auc = [], []
@@ -178,7 +178,7 @@ def test_robust_noise_and_the_sharing_check_reach_the_moments_release():
 
 
 def test_the_variance_scale_of_the_threshold_bench_is_the_shipped_fit_at_one():
-    """sqm bench lr-threshold refits from the same release with v x scale: at scale 1 it is the estimator's own
+    """python -m bench lr-threshold refits from the same release with v x scale: at scale 1 it is the estimator's own
     model bit for bit, and a larger scale shrinks the posterior's scale D / v."""
     X, y = _data(200, 5)
     est = SQMLogisticRegression(epsilon=2.0, gamma=1024.0, n_parties=2, seed=4, backend="in-process").fit(X, y)

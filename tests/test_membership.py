@@ -519,7 +519,7 @@ def test_a_clients_positions_do_not_depend_on_membership():
 
 @pytest.mark.slow
 def test_bench_psi_hide_membership(tmp_path):
-    """`sqm bench psi --hide-membership` (small): both modes release over the same m records; hiding sends more
+    """`python -m bench psi --hide-membership` (small): both modes release over the same m records; hiding sends more
     per client (the union's records, the membership's reductions) and the report has a ratio per fraction."""
     from bench import psi_hidden
 

@@ -303,8 +303,8 @@ def test_a_clients_view_in_an_sgd_job_does_not_depend_on_which_of_its_records_ar
 
 @pytest.mark.slow
 def test_bench_psi_hide_membership_for_an_sgd_job(tmp_path):
-    """`sqm bench psi --hide-membership --task logreg` (small): both modes train over the same m records for the same
-    rounds; hiding samples over the union (a larger batch cap) and sends more per client."""
+    """`python -m bench psi --hide-membership --task logreg` (small): both modes train over the same m records for the
+    same rounds; hiding samples over the union (a larger batch cap) and sends more per client."""
     from bench import psi_hidden
 
     rep = psi_hidden.run([0.5], union=400, clients=3, cols=6, workdir=str(tmp_path), progress=False, task="logreg",

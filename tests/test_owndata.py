@@ -274,7 +274,7 @@ def test_declared_norm_shares_set_each_clients_bound(tmp_path):
 # ----- logistic regression on a user's own (unscaled, imbalanced) data, job mode with its defaults ---------
 
 def test_logreg_job_with_defaults_beats_majority_and_is_within_2_points_of_dpsgd():
-    """Issue 14's acceptance run (``sqm bench lr-defaults``, through the plain simulation): 6,000 training
+    """Issue 14's acceptance run (``python -m bench lr-defaults``, through the plain simulation): 6,000 training
     records (9 features over 3 clients, labels coded 1/2, 25% positives), ranges proposed from the data
     declared in the job file, SQM-LR in job mode with every default (intercept, schedule from the record count)
     at epsilon 1.  The released model, scored on 2,000 held-out records scaled by the same public ranges,

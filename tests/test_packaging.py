@@ -115,11 +115,15 @@ def _commands(parser: argparse.ArgumentParser, path=()):
 
 
 def test_every_command_accepts_v_and_q():
+    from bench.command import build_parser as bench_parser
     from sqm.cli.command import build_parser
 
     commands = list(_commands(build_parser()))
     names = {" ".join(p) for p, _ in commands}
-    assert {"", "pca", "logreg", "linreg", "pbm-vfl", "hdp-vfl", "budget", "demo", "bench", "bench faults"} <= names
+    assert {"", "pca", "logreg", "linreg", "pbm-vfl", "hdp-vfl", "budget", "demo"} <= names
+    benches = [(("bench",) + p, parser) for p, parser in _commands(bench_parser())]  # python -m bench NAME
+    assert {"bench", "bench faults"} <= {" ".join(p) for p, _ in benches}
+    commands += benches
     for path, parser in commands:
         text = parser.format_help()
         assert "-v, --verbose" in text and "-q, --quiet" in text, " ".join(path)

@@ -182,7 +182,7 @@ def test_estimator_passes_scikit_learn_checks():
 
 
 def test_bench_seeds_reproduces_the_cli_run(tmp_path):
-    """sqm bench pbm-vfl-seeds' seed k is `sqm pbm-vfl --backend plain --seed k`'s PBM-VFL run (the same
+    """python -m bench pbm-vfl-seeds' seed k is `sqm pbm-vfl --backend plain --seed k`'s PBM-VFL run (the same
     per-method seed), so the benchmark page's multi-seed figures are the CLI's."""
     import json
 

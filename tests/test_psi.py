@@ -139,10 +139,10 @@ def test_disjoint_sets_and_one_chunk_lists():
 def test_bench_psi_through_real_processes_writes_its_figures(tmp_path):
     import json
 
-    from sqm.cli.command import main
+    from bench.command import main
 
     out = tmp_path / "psi.json"
-    assert main(["bench", "psi", "--ids", "400", "--clients", "2", "--overlap", "0.5", "--json", str(out), "-q"]) == 0
+    assert main(["psi", "--ids", "400", "--clients", "2", "--overlap", "0.5", "--json", str(out), "-q"]) == 0
     rep = json.loads(out.read_text())["details"]
     (row,) = rep["rows"]
     assert rep["correct"] and row["intersection"] == 200 and row["clients"] == 2

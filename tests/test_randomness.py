@@ -213,7 +213,7 @@ def test_seeded_mechanism_reproduces_and_each_party_uses_its_derived_seed():
     assert list(a.raw) == list(Xq.T.dot(Xq).reshape(-1) + noise)
 
 
-# ----- the benchmark-only PCG64 path (sqm bench bgw-cost --compare-rng) ------------------------------
+# ----- the benchmark-only PCG64 path (python -m bench bgw-cost --compare-rng) ------------------------------
 def test_bench_compare_rng_runs_both_generators_through_real_parties():
     from bench.bgw_cost import PCG64Backend, print_table, run
     from sqm.mpc.protocols.backend import PlainBackend

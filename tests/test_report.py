@@ -1,4 +1,4 @@
-"""sqm.mechanism.report: the one privacy-report type and the one table / JSON helper."""
+"""sqm.mechanism.report: the one privacy-report type and its JSON form; sqm.cli.tables: the one table helper."""
 import json
 import math
 
@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from sqm.mechanism import events as ev
-from sqm.mechanism.report import PrivacyReport, jsonable, render_table, to_json
+from sqm.cli.tables import render_table
+from sqm.mechanism.report import PrivacyReport, jsonable, to_json
 
 
 def test_report_as_dict_is_strict_json_with_events():

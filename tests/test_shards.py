@@ -258,7 +258,7 @@ def test_sharded_job_on_a_dask_cluster_equals_local_workers(tmp_path):
 
 @pytest.mark.slow
 def test_bench_scale_workers_releases_the_same_integers(tmp_path):
-    """`sqm bench scale --workers 2` (small): each record count runs with one process per party and with 2
+    """`python -m bench scale --workers 2` (small): each record count runs with one process per party and with 2
     workers per party; the releases are identical and the model gives a figure for every run and the 10^8
     predictions."""
     from bench import scale_workers

@@ -131,17 +131,17 @@ def test_file_changed_during_the_job_is_refused(tmp_path, monkeypatch):
 
 
 def test_bench_scale_small_run(tmp_path):
-    """sqm bench scale end to end on small Parquet jobs (real processes): the report's rows, its schema, and the
+    """python -m bench scale end to end on small Parquet jobs (real processes): the report's rows, its schema, and the
     chunked-vs-one-chunk identity check of the released integers."""
     import json
 
     import jsonschema
 
     from sqm.cli import output
-    from sqm.cli.command import parse
+    from bench.command import parse
 
     out = tmp_path / "scale.json"
-    args = parse(["bench", "scale", "--rows", "3000,6000", "--cols", "12", "--check-rows", "3000",
+    args = parse(["scale", "--rows", "3000,6000", "--cols", "12", "--check-rows", "3000",
                   "--workdir", str(tmp_path / "w"), "--json", str(out), "-q"])
     assert args.func(args) == 0
     doc = json.loads(out.read_text())

@@ -105,7 +105,7 @@ def _summary(led, dataset) -> dict:
 def run_show(args) -> int:
     from sqm.mechanism import events as ev
     from sqm.mechanism.ledger import Ledger, spent_epsilon
-    from sqm.mechanism.report import render_table
+    from sqm.cli.tables import render_table
 
     led = Ledger(args.ledger)
     summary = _summary(led, args.dataset)
@@ -146,7 +146,7 @@ def run_show(args) -> int:
 
 def run_list(args) -> int:
     from sqm.mechanism.ledger import Ledger
-    from sqm.mechanism.report import render_table
+    from sqm.cli.tables import render_table
 
     led = Ledger(args.ledger)
     rows = [_summary(led, d) for d in led.datasets()]

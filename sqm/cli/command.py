@@ -1,11 +1,10 @@
 """The ``sqm`` command.  Its exit codes are the table in :mod:`sqm.errors` (2: bad usage, 3: refused,
 4: lost party, 5: timeout, 6: a party's own data unusable, 1: other error).
 
-Each application registers its own subcommand from its own module (a ``register(subparsers)`` function),
-and each benchmark under ``bench/`` is reached as ``sqm bench NAME`` (its module's ``add_arguments`` and
-``cli``), so adding one touches only its module and the two tables below.
+Each application registers its own subcommand from its own module (a ``register(subparsers)`` function), so
+adding one touches only its module and the table below.
 
-Building the parser imports every command's and benchmark's module, so those modules import only argparse-level
+Building the parser imports every command's module, so those modules import only argparse-level
 code at their top: numpy, scikit-learn, SciPy, dp-accounting, torch and the runtime are imported inside the
 functions that run a command (``sqm --help`` answers without them; tests/test_fast_start.py checks it).
 """
@@ -29,42 +28,6 @@ log = logging.getLogger("sqm")
 COMMANDS = ["sqm.cli.demo", "sqm.cli.pca", "sqm.cli.linreg", "sqm.cli.logreg", "sqm.cli.pbm_vfl", "sqm.cli.hdp_vfl",
             "sqm.cli.score", "sqm.cli.budget", "sqm.cli.data_cli", "sqm.cli.keys"]
 
-# sqm bench NAME -> module defining add_arguments(parser) and cli(args) -> int
-BENCHMARKS = {
-    "bgw-cost": "bench.bgw_cost",
-    "pca-utility": "bench.pca_utility",
-    "lr-utility": "bench.lr_utility",
-    "lr-gamma": "bench.lr_gamma",
-    "lr-cost": "bench.lr_cost",
-    "lr-defaults": "bench.lr_defaults",
-    "pbm-vfl": "bench.pbm_vfl",
-    "pbm-vfl-device": "bench.pbm_vfl_device",
-    "pbm-vfl-seeds": "bench.pbm_vfl_seeds",
-    "hdp-vfl": "bench.hdp_vfl",
-    "faults": "bench.faults",
-    "bounds-check": "bench.bounds_check",
-    "lr-threshold": "bench.lr_threshold",
-    "skellam-gdp": "bench.skellam_gdp",
-    "latency": "bench.latency",
-    "scale": "bench.scale",
-    "psi": "bench.psi",
-    "start": "bench.start",
-    "peers": "bench.peers",
-}
-
-
-def _checkout_benchmarks() -> None:
-    """The benchmarks (the top-level ``bench`` package) are not installed into site-packages: they ship with a
-    source checkout.  An editable install (``pip install -e .``, the README's set-up) runs ``sqm`` from the
-    checkout, so its ``bench/`` beside ``sqm/`` is put on the path; an installed wheel has none, and ``sqm bench``
-    says where to get it."""
-    import os
-
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    if os.path.isfile(os.path.join(root, "bench", "__init__.py")) and root not in sys.path:
-        sys.path.append(root)
-
-
 def _available(modules):
     for name in modules:
         try:
@@ -85,10 +48,6 @@ class _Version(argparse._VersionAction):
         super().__call__(parser, namespace, values, option_string)
 
 
-def _bench(args) -> int:
-    return int(args.bench_cli(args) or 0)
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="sqm",
@@ -98,19 +57,6 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for _, mod in _available(COMMANDS):
         mod.register(sub)
-    _checkout_benchmarks()
-    b = sub.add_parser("bench", help="measured benchmarks (figures printed and written as JSON)",
-                       description="Benchmarks: each prints a table and writes JSON (--json) and plots (--plot). "
-                                   "They ship with a source checkout (git clone, then pip install -e .), not with "
-                                   "an installed wheel.")
-    bsub = b.add_subparsers(dest="bench", metavar="NAME")
-    for name, mod in _available(BENCHMARKS.values()):
-        key = next(k for k, v in BENCHMARKS.items() if v == name)
-        doc = (mod.__doc__ or key).strip().splitlines()[0]
-        bp = bsub.add_parser(key, help=doc, description=doc)
-        mod.add_arguments(bp)
-        bp.set_defaults(func=_bench, bench_cli=mod.cli)
-    b.set_defaults(func=lambda a: (b.print_help(), 0)[1])
     _add_verbosity(p)
     return p
 
@@ -155,7 +101,7 @@ def given_options(parser: argparse.ArgumentParser, argv) -> set[str]:
 
     try:
         suppress(parser)
-        return set(vars(parser.parse_args(argv))) - {"command", "bench"}
+        return set(vars(parser.parse_args(argv))) - {"command"}
     finally:
         for p, a, value in saved:
             if p is not None:

@@ -12,7 +12,7 @@ def run(args) -> int:
     from sqm.data.datasets import BUNDLED, load_dataset, scale_rows
     from sqm.mechanism.polynomial import covariance
     from sqm.mechanism.release import SQM
-    from sqm.mechanism.report import render_table
+    from sqm.cli.tables import render_table
     from sqm.mechanism.vertical import VerticalData
 
     if args.dataset not in BUNDLED:

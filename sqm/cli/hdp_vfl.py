@@ -6,7 +6,7 @@ module to register the command (:mod:`sqm.cli.command`)."""
 from __future__ import annotations
 
 from sqm.cli import options
-from sqm.apps.hdp_vfl.experiment import DATASETS, load_split, reference_accuracies, sqm_accuracy  # noqa: F401 (the experiment, shared with bench/)
+from sqm.apps.hdp_vfl.experiment import DATASETS, load_split, reference_accuracies, sqm_accuracy
 from sqm.apps.hdp_vfl.privacy import GUARANTEE  # the guarantee's text (math only)
 
 SEEDED_WARNING = ("warning: --seed given: this run is an EXPERIMENT (secure_mode false): whoever knows the seed can "
@@ -14,7 +14,7 @@ SEEDED_WARNING = ("warning: --seed given: this run is an EXPERIMENT (secure_mode
 
 
 def run(args) -> int:
-    from sqm.mechanism.report import render_table
+    from sqm.cli.tables import render_table
     from sqm.apps.hdp_vfl.estimator import HDPLogisticRegression
 
     secure_mode = args.seed is None

@@ -12,11 +12,12 @@ import logging
 from sqm.cli import output
 from sqm.cli.command import build_parser, given_options
 from sqm.cli.options import job_run_options
+from sqm.cli.tables import NEIGHBOURING_LINE, conversion_line, render_table
 from sqm.framework.alignment import check_min_intersection
 from sqm.framework.spec import JobSpec, load_job
 from sqm.framework.party import clip_warning, seed_policy
 from sqm.framework.runners import run_job
-from sqm.mechanism.report import NEIGHBOURING, NEIGHBOURING_LINE, ZERO_OUT, conversion_line, render_table
+from sqm.mechanism.report import NEIGHBOURING, ZERO_OUT
 from sqm.errors import RefusedError, UsageError
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ import math
 from sqm.cli import options, output
 from sqm.cli.options import JOB_ONLY, check_mode, declare_task
 from sqm.errors import UsageError
-from sqm.apps.linreg.experiment import own_regression_data, TARGETS, compare, regression_data, scores  # noqa: F401 (the experiment, shared with bench/)
+from sqm.apps.linreg.experiment import own_regression_data, TARGETS, compare, regression_data
 
 
 def __getattr__(name: str):
@@ -53,7 +53,7 @@ _PARSER = []  # the `sqm linreg` parser (its defaults decide which options were 
 
 
 def run(args) -> int:
-    from sqm.mechanism.report import render_table
+    from sqm.cli.tables import render_table
 
 
     check_mode(args, _PARSER[-1], "job" if args.job else "local", {"job": JOB_ONLY, "local": LOCAL_ONLY})
@@ -102,7 +102,7 @@ def _run_job(args) -> int:
 
     def server(res) -> dict:
         from sqm.framework.units import RAW_UNITS_NOTE, feature_columns, is_scaled, raw_linear_model
-        from sqm.mechanism.report import render_table
+        from sqm.cli.tables import render_table
 
         n = len(res["col_counts"])
         print(f"server: ridge coefficients over {len(res['coef'])} features of {res['n_records']} records "

@@ -15,13 +15,12 @@ from sqm.cli.options import JOB_ONLY, check_mode, declare_task, read_user_table
 from sqm.framework.extras import missing
 from sqm.framework.progress import follow_progress
 from sqm.apps.logreg import texts
-from sqm.apps.logreg.experiment import (  # noqa: F401 (the experiment, shared with bench/)
+from sqm.apps.logreg.experiment import (
     CLIENT_VIEW,
     DATASETS,
     UTILITY_COLUMNS,
     _mean,
     compare,
-    public_split,
     standardized_unit_rows,
     unit_ball_split,
     utility_rows,
@@ -37,7 +36,7 @@ def _run_job(args) -> int:
     import numpy as np
 
     from sqm.cli.job_cli import job_command
-    from sqm.mechanism.report import render_table
+    from sqm.cli.tables import render_table
     from sqm.apps.logreg.estimator import _progress
     from sqm.apps.logreg.job import LRJobTask
 
@@ -123,7 +122,7 @@ def _local_data(args):
 def run(args) -> int:
     import numpy as np
 
-    from sqm.mechanism.report import NEIGHBOURING_LINE, conversion_line, render_table
+    from sqm.cli.tables import NEIGHBOURING_LINE, conversion_line, render_table
     from sqm.apps.logreg.estimator import MODEL_SHARED_NOTE, resolve_schedule
 
     if _PARSER:

@@ -26,7 +26,7 @@ SCHEMA_FILE = "output.schema.json"
 OPTIONAL = ("columns", "released", "warnings", "clients", "ledger", "alignment", "job", "details")
 MODES = ("local", "job", "bench", "ledger")
 # argparse destinations that are not parameters of the run (dispatch and output options)
-NOT_PARAMETERS = {"func", "bench_cli", "command", "bench", "budget_command", "json", "quiet", "plot", "argv",
+NOT_PARAMETERS = {"func", "command", "budget_command", "json", "quiet", "plot", "argv",
                   "task_params"}  # argv, task_params: the command line itself, the task's options (sqm.cli.command.parse)
 
 
@@ -38,9 +38,9 @@ def schema() -> dict:
 
 
 def command_name(args) -> str:
-    """The subcommand that runs: ``"pca"``, ``"bench pca-utility"``, ``"budget show"``...  (``args.command``;
-    for a parser built without that destination, the application package of ``args.func``: ``hdp-vfl``.)"""
-    sub = getattr(args, "bench", None) or getattr(args, "budget_command", None)
+    """The subcommand that runs: ``"pca"``, ``"budget show"``...  (``args.command``, then ``args.budget_command``
+    when given; for a parser built without that destination, the application package of ``args.func``: ``hdp-vfl``.)"""
+    sub = getattr(args, "budget_command", None)
     name = getattr(args, "command", None) or args.func.__module__.split(".")[1].replace("_", "-")
     return f"{name} {sub}" if sub else str(name)
 

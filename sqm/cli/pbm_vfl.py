@@ -10,7 +10,7 @@ from dataclasses import replace
 from sqm.cli import options
 from sqm.cli.options import JOB_ONLY, check_mode, declare_task
 from sqm.framework.extras import require
-from sqm.apps.pbm_vfl.experiment import method_seed  # noqa: F401 (the experiment, shared with bench/)
+from sqm.apps.pbm_vfl.experiment import method_seed
 from sqm.mpc import SECURE_SUMS
 
 
@@ -20,7 +20,7 @@ def _run_job(args) -> int:
     from sqm.cli.job_cli import job_command
     from sqm.framework.progress import progress_bar
     from sqm.framework.spec import load_job
-    from sqm.mechanism.report import render_table
+    from sqm.cli.tables import render_table
     from sqm.apps.pbm_vfl.config import VFLConfig
     from sqm.apps.pbm_vfl.job import PBMVFLJobTask, job_batch_seed
     from sqm.apps.pbm_vfl.runs import show_iteration
@@ -88,7 +88,7 @@ _PARSER = []  # the `sqm pbm-vfl` parser (its defaults decide which options were
 
 
 def _run_local(args) -> int:
-    from sqm.mechanism.report import render_table
+    from sqm.cli.tables import render_table
     from sqm.apps.pbm_vfl.config import METHOD_LABELS, METHODS, VFLConfig
     from sqm.apps.pbm_vfl.data import load_split
     from sqm.apps.pbm_vfl.privacy import pbm_privacy, privacy_reports

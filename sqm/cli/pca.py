@@ -8,11 +8,11 @@ from __future__ import annotations
 from sqm.cli import options, output
 from sqm.cli.options import JOB_ONLY, check_mode, declare_task, runtime_options
 from sqm.framework.progress import progress_bar
-from sqm.apps.pca.experiment import TABLE_COLUMNS, compare, table_rows  # noqa: F401 (the experiment, shared with bench/)
+from sqm.apps.pca.experiment import TABLE_COLUMNS, compare, table_rows
 
 
 def print_table(r: dict, dataset: str = "") -> None:
-    from sqm.mechanism.report import NEIGHBOURING_LINE, conversion_line, render_table
+    from sqm.cli.tables import NEIGHBOURING_LINE, conversion_line, render_table
 
     print(f"PCA of {dataset} {r['shape'][0]} x {r['shape'][1]}, {r['parties']} clients, k = {r['components']}, "
           f"epsilon {r['sqm']['epsilon_server']:.4g}, delta {r['delta']:g}, gamma {r['gamma']:g}, "
@@ -148,7 +148,7 @@ def _job_in(args, path: str | None) -> int:
               f"{sum(res['col_counts'])} columns (clients' columns {res['col_counts']})")
         print("  explained variance (per record): " + ", ".join(f"{v:.4g}" for v in res["explained_variance"]))
         cols = res.get("columns") or [f"x{j}" for j in range(sum(res["col_counts"]))]
-        from sqm.mechanism.report import render_table
+        from sqm.cli.tables import render_table
 
         rows = [{"column": c, **{f"PC{k + 1}": float(v[j]) for k, v in enumerate(res["components"])}}
                 for j, c in enumerate(cols)]

@@ -8,7 +8,7 @@
   those (the record alignment's private set intersection).
 
 The label follows a logistic model of age, bmi, glucose and income.  Generated, not real: nobody's data.
-:func:`imbalanced_records` is the generated imbalanced table of ``sqm bench lr-defaults``.
+:func:`imbalanced_records` is the generated imbalanced table of ``python -m bench lr-defaults``.
 """
 from __future__ import annotations
 

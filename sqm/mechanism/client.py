@@ -115,7 +115,7 @@ class QuantizingClient:
     (:func:`sqm.mechanism.rng.make_rng`) consumed in a fixed order (rounding, then noise: :func:`client_input`), so the
     same seed gives the same integers in any backend.
 
-    ``insecure_pcg64``: BENCHMARK ONLY (``sqm bench bgw-cost --compare-rng``): draw from numpy's PCG64, a
+    ``insecure_pcg64``: BENCHMARK ONLY (``python -m bench bgw-cost --compare-rng``): draw from numpy's PCG64, a
     statistical generator whose outputs reveal its state, to measure what the cryptographic stream costs.
     Never set it for a job whose noise must stay secret.
     """

@@ -37,7 +37,7 @@ _LABEL = b"sqm rounding coins\x00"
 class CoinKeys:
     """The coins of an input of ``n_cols`` columns: every block's key derivable from ``master`` (a whole input),
     or only the keys in ``blocks`` (block index -> key; a part).  ``insecure_pcg64``: BENCHMARK ONLY, numpy's
-    PCG64 streams (``sqm bench bgw-cost --compare-rng``)."""
+    PCG64 streams (``python -m bench bgw-cost --compare-rng``)."""
 
     def __init__(self, n_cols: int, master: bytes | None = None, blocks: dict[int, int] | None = None,
                  insecure_pcg64: bool = False):

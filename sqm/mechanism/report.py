@@ -1,13 +1,13 @@
-"""The one privacy-report type for every method, and the one table / JSON helper.
+"""The one privacy-report type for every method, and its JSON form.
 
 :class:`PrivacyReport` describes what one method releases: SQM (server- and client-observed epsilon, mu,
 sensitivities, gamma), central or local DP (sigma), PBM, HDP-VFL, or no privacy (``epsilon_server=inf``).
 ``events`` holds the releases as :mod:`sqm.mechanism.events` (dp-accounting ``DpEvent``s), which the privacy-budget ledger
 (:mod:`sqm.mechanism.ledger`) composes across jobs.
 
-:func:`render_table` prints rows of dicts (a ``"method"`` column first, then metric columns) as an aligned text
-table; :func:`jsonable` / :func:`to_json` turn reports, numpy values and events into JSON (non-finite floats as
-the strings ``"inf"``, ``"-inf"``, ``"nan"``, so the file is strict JSON).
+:func:`jsonable` / :func:`to_json` turn reports, numpy values and events into JSON (non-finite floats as the
+strings ``"inf"``, ``"-inf"``, ``"nan"``, so the file is strict JSON).  Printing them is the face's
+(:mod:`sqm.cli.tables`).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from collections.abc import Sequence
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import numpy as np
 from sqm.errors import UsageError
@@ -32,8 +32,6 @@ NEIGHBOURING = {
                   "unit, taking the embeddings as given; not a guarantee for the records' features)"),
     "none": "no privacy guarantee",
 }
-NEIGHBOURING_LINE = ("every epsilon above is under zero-out neighbours: one record's values replaced by zeros, the "
-                     "record count public (sqm.mechanism.report.NEIGHBOURING)")
 """The neighbouring relations a report can name.  Every record-level guarantee of this project (SQM server- and
 client-observed, every baseline) is under ONE of them, zero-out: with n public (the schedule and the record
 alignment's count depend on it) add/remove-one is not what is protected, and replace-one is implied by
@@ -50,11 +48,6 @@ CONVERSIONS = {
 }
 """How an SQM report's server-observed epsilon was converted (``PrivacyReport.conversion``): both conversions
 are sound for the same releases and the smaller epsilon is reported (:func:`sqm.mechanism.conversion.tighter_epsilon`)."""
-
-
-def conversion_line(conversion: str) -> str | None:
-    """The line a command prints under its table for an SQM report's ``conversion`` (None for "")."""
-    return f"SQM's server-observed epsilon: {CONVERSIONS[conversion]} (conversion {conversion})" if conversion else None
 
 
 class DeferredEvents(Sequence):
@@ -190,47 +183,3 @@ def to_json(obj: Any, path: str | None = None, indent: int | None = 2) -> str:
 def write_json(path: str, obj: Any, indent: int | None = 2) -> None:
     """Write ``obj`` to ``path`` as strict JSON (:func:`to_json`)."""
     to_json(obj, path, indent)
-
-
-def fmt_value(v: Any, spec: str | Callable[[Any], str] | None = None) -> str:
-    """One table cell: None as "-", non-finite floats as "inf" / "-inf" / "nan", floats with ``spec``
-    (default ".4g"), anything else with str (or ``spec`` when it is a callable or applies)."""
-    if callable(spec):
-        return spec(v)
-    if v is None:
-        return "-"
-    if isinstance(v, (float, np.floating)):
-        v = float(v)
-        if not math.isfinite(v):
-            return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
-        return format(v, spec or ".4g")
-    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
-        return format(int(v), spec or "d")
-    return format(str(v), spec) if spec else str(v)
-
-
-def render_table(rows: Iterable[dict], columns: Iterable | None = None) -> str:
-    """Rows of dicts as an aligned text table.
-
-    ``columns``: keys, ``(key, header)`` or ``(key, header, fmt)`` (``fmt`` a format spec such as ".4f" or
-    a callable returning the cell text; see :func:`fmt_value`); default: every key in order of first
-    appearance.  A ``"method"`` column comes first whenever a row has one, whether or not it is listed; the
-    first column is left-aligned, the others right-aligned.  A missing value prints as "-"."""
-    rows = list(rows)
-    if columns is None:
-        columns = list(dict.fromkeys(k for r in rows for k in r))
-    cols = []
-    for c in columns:
-        key, header, spec = (c, c, None) if isinstance(c, str) else (tuple(c) + (None, None))[:3]
-        cols.append((key, header if header is not None else key, spec))
-    if any("method" in r for r in rows) and all(k != "method" for k, _, _ in cols):
-        cols.insert(0, ("method", "method", None))
-    cells = [[str(h) for _, h, _ in cols]] + [[fmt_value(r.get(k), s) for k, _, s in cols] for r in rows]
-    widths = [max(len(line[i]) for line in cells) for i in range(len(cols))]
-    left = [i == 0 for i in range(len(cols))]
-
-    def line(items):
-        return "  ".join(x.ljust(w) if lft else x.rjust(w) for x, w, lft in zip(items, widths, left)).rstrip()
-
-    out = [line(cells[0]), "  ".join("-" * w for w in widths)] + [line(c) for c in cells[1:]]
-    return "\n".join(out)

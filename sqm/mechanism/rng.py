@@ -17,7 +17,7 @@ def make_rng(seed: SeedLike = None) -> np.random.Generator:
 
 
 def party_rng(seed: SeedLike = None, insecure_pcg64: bool = False) -> np.random.Generator:
-    """A party's own generator: :func:`make_rng`, or BENCHMARK ONLY (``sqm bench bgw-cost --compare-rng``,
+    """A party's own generator: :func:`make_rng`, or BENCHMARK ONLY (``python -m bench bgw-cost --compare-rng``,
     ``insecure_pcg64``) numpy's PCG64, a statistical generator whose outputs reveal its state, to measure what
     the cryptographic stream costs.  Never the insecure one for a job whose noise must stay secret."""
     return np.random.default_rng(seed) if insecure_pcg64 else make_rng(seed)

@@ -165,7 +165,7 @@ def fit_from_moments(K: np.ndarray, layout: MomentsLayout, n_records: int, noise
     Var(noise of m_1 - m_0), the midpoint debiased for the noise w shares with s; the returned model is LDA's
     posterior log-odds (D / v)(w.x - t), t = the midpoint + (v / D) log(n_0 / n_1).
     Without: the Taylor loss's minimizer with no intercept, w = -4 (G + lambda I)^-1 (s / 2 - h).
-    ``variance_scale`` (a diagnostic of ``sqm bench lr-threshold``; 1 in every fit): v multiplied by it."""
+    ``variance_scale`` (a diagnostic of ``python -m bench lr-threshold``; 1 in every fit): v multiplied by it."""
     m = read_moments(K, layout, n_records, noise_sd)
     if not fit_intercept:
         A = _psd(m.G) + m.ridge * np.eye(m.s.size)

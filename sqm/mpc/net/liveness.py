@@ -46,7 +46,7 @@ party that claims to be computing (:func:`busy`) is waited for up to the whole j
 Heartbeats come from an asyncio task, so a party whose event loop is blocked by a long local computation
 (numpy on the loop's thread) sends none meanwhile: ``idle_timeout`` must exceed the longest blocking local
 phase of any party.  Each party records its longest loop stall (``state["max_stall_s"]``, in its result
-record as ``max_loop_stall_s``, resolution 0.25 s).  At the KDDCUP shape (``sqm bench bgw-cost --rows 195666
+record as ``max_loop_stall_s``, resolution 0.25 s).  At the KDDCUP shape (``python -m bench bgw-cost --rows 195666
 --cols 117``, 3 parties on a 2-core machine under load) the longest is a client's input sharing (Shamir shares
 of its 195,666 x 58 block, their encoding and first writes: 2.2-3.7 s), the server's 1.2-1.5 s: far below the
 25 s default.  A party that was named silent only because its own loop was blocked is told so (its message

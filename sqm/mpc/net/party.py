@@ -138,7 +138,8 @@ def abort_reason(e: BaseException, who: str) -> str:
 def peak_rss_bytes(usage=None) -> int:
     """This process's peak resident memory: Linux's ``VmHWM`` (the high-water mark of this process's own memory
     since its exec), else ``ru_maxrss``.  Not ``ru_maxrss`` first: Linux keeps it across exec, so a party started by
-    a launcher holding 400 MiB would report at least 400 MiB (noticed by ``sqm bench peers``, which samples VmHWM)."""
+    a launcher holding 400 MiB would report at least 400 MiB (noticed by ``python -m bench peers``, which samples
+    VmHWM)."""
     try:
         with open("/proc/self/status") as f:
             for line in f:
@@ -197,9 +198,9 @@ def main(argv=None) -> int:
                          f"job is aborted naming it (default {PROGRESS_TIMEOUT_S:g}; a frame in transit gets its "
                          f"size at 1 MiB/s more; 0: off)")
     ap.add_argument("--insecure-pcg64-shares", action="store_true",
-                    help="BENCHMARK ONLY (sqm bench bgw-cost --compare-rng): draw Shamir coefficients from numpy's "
-                         "PCG64, a statistical generator whose outputs reveal its state, instead of AES-CTR keyed "
-                         "from OS entropy; never use it between parties that do not trust each other")
+                    help="BENCHMARK ONLY (python -m bench bgw-cost --compare-rng): draw Shamir coefficients from "
+                         "numpy's PCG64, a statistical generator whose outputs reveal its state, instead of AES-CTR "
+                         "keyed from OS entropy; never use it between parties that do not trust each other")
     ap.add_argument("--log-level", default="WARNING", choices=logs.LEVELS,
                     help="messages shown on stderr, each prefixed by this party's role (default WARNING; the sqm "
                          "command passes its own: -v INFO, -vv DEBUG, -qq ERROR)")

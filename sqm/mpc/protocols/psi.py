@@ -95,7 +95,7 @@ and keeps the intersection's indicator over the S positions for the secure evalu
 subset of 0..S-1 of its set's size, whatever the others hold, and it is told neither U nor m: nothing it
 receives depends on which of its ids are members.  The server learns the set sizes, U, m and the Venn counts.
 
-Cost (``sqm bench psi``): n scalar multiplications per id of every client (each client blinds every list
+Cost (``python -m bench psi``): n scalar multiplications per id of every client (each client blinds every list
 once), 32 bytes per id per hop (n - 1 hops between clients and one to the server), a membership bit and a
 4-byte rank back (hidden membership: a 4-byte position); the checks add a Jacobi symbol per value received
 and a sort of 16 bytes per value blinded.  A server table adds stage 2: the server blinds n_0 + L values and the

@@ -92,7 +92,7 @@ def _float_product(a: np.ndarray, b, p: int, af: np.ndarray | None = None) -> np
 def quotient_mul_mod(a: np.ndarray, b: np.ndarray, p: int, ftype) -> np.ndarray:
     """a * b mod p (int64 arrays in [0, p)) with the quotient estimated in ``ftype``: np.float64 (exact for
     p < 2^50, :func:`mul_mod`'s path there) or np.longdouble (p < 2^62; what mul_mod used before, kept for
-    ``sqm bench bgw-cost``, which times it against mul_mod)."""
+    ``python -m bench bgw-cost``, which times it against mul_mod)."""
     if ftype is np.float64:
         if int(p).bit_length() > FLOAT_QUOTIENT_BITS:
             raise UsageError(f"a float64 quotient is exact for p below 2^{FLOAT_QUOTIENT_BITS}, not {p}")
