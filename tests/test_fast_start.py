@@ -29,7 +29,7 @@ def imported(argv: list[str]) -> tuple[subprocess.CompletedProcess, set[str]]:
     return p, {n.split(".")[0] for n in names}
 
 
-@pytest.mark.parametrize("argv", [["-m", "sqm", "--help"], ["-m", "sqm", "--help"], ["-m", "bench", "--help"],
+@pytest.mark.parametrize("argv", [["-m", "sqm", "--help"], ["-m", "sqm", "pca", "--help"], ["-m", "bench", "--help"],
                                   ["-m", "sqm", "logreg", "--help"], ["-m", "sqm", "pbm-vfl", "--help"]])
 def test_help_imports_no_heavy_package(argv):
     p, top = imported(argv)

@@ -28,7 +28,7 @@ def bgw_in_process(monkeypatch):
     ideal functionality: the protocol's share arithmetic, checked without starting processes."""
     import functools
 
-    from sqm.mpc.net import inprocess
+    from sqm.mpc.protocols import inprocess
     from sqm.mpc.protocols import context as protocol
 
     monkeypatch.setattr(inprocess, "run_in_process", functools.partial(inprocess.run_in_process, ideal=False))
