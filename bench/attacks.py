@@ -81,7 +81,7 @@ def _one_by_one(local: str, name: str, **changes) -> tuple[str, dict]:
     out = write_shared_job(local, os.path.join(os.path.dirname(local), name))
     raw = json.load(open(out))
     raw.update(job_id=secrets.token_hex(16), **changes)
-    for party, port in zip(raw["parties"], free_ports(len(raw["parties"]))):
+    for party, port in zip(raw["parties"], free_ports(len(raw["parties"])), strict=False):
         party["address"] = f"127.0.0.1:{port}"
     json.dump(raw, open(out, "w"))
     return out, {i: ([] if p.file is None else ["--data-file", p.file]) for i, p in enumerate(spec.parties)}
@@ -352,7 +352,7 @@ class Curious(PartyProgram):
         async def send_recv(outgoing, senders, expect, step="message"):
             got = await real_send_recv(outgoing, senders, expect, step)
             senders = list(senders)
-            for peer, g in zip(senders, got if len(senders) == len(got) else [got] * len(senders)):
+            for peer, g in zip(senders, got if len(senders) == len(got) else [got] * len(senders), strict=False):
                 log.append([step, int(peer), g])
             return got
 
@@ -477,7 +477,7 @@ def psi_label_server(seed: int = 0) -> dict:
                 v = values
                 for k in combo:
                     v = blind(k, v)
-                linked |= {a.tobytes() for a, b in zip(values, v) if b.tobytes() in others or
+                linked |= {a.tobytes() for a, b in zip(values, v, strict=False) if b.tobytes() in others or
                            (b.tobytes() in stage1 and b.tobytes() != a.tobytes())}
         result = recs[0]["result"]
         crit = {"the_clients_lists_received": len(received) == sum(map(len, sets)),

@@ -44,6 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import contextlib
 
 PKG = {"ray": "ray", "dask": "distributed"}
 MODULE = {"ray": "ray", "dask": "distributed"}
@@ -326,10 +327,8 @@ def du_bytes(path):
     tot = 0
     for root, dirs, files in os.walk(path):
         for f in files + dirs:
-            try:
+            with contextlib.suppress(OSError):
                 tot += os.lstat(os.path.join(root, f)).st_blocks * 512
-            except OSError:
-                pass
     return tot
 
 
@@ -450,7 +449,7 @@ def main():
     rows = []
 
     def rtt_cell(x):
-        return "%.3f / %.3f (1st %.2f); ovh %.3f / %.3f" % (
+        return "{:.3f} / {:.3f} (1st {:.2f}); ovh {:.3f} / {:.3f}".format(
             x["best_s"], x["median_s"], x["first_s"], x["overhead_best_s"], x["overhead_median_s"])
     for name, r in res["engines"].items():
         st = r["starts"]
@@ -462,21 +461,21 @@ def main():
             mb(r["install"]["added_bytes"]) + f" (numpy {mb(r['install']['numpy_bytes'])})",
             mb(r["wheels"]["total_bytes"]) if "wheels" in r else "-",
             f"{r['import']['importtime_cumulative_s']:.2f} / {r['import']['wall_s']:.2f}",
-            "%.2f [%s]" % (best["start_s"], ", ".join("%.2f" % s["start_s"] for s in st)),
+            "{:.2f} [{}]".format(best["start_s"], ", ".join("{:.2f}".format(s["start_s"]) for s in st)),
             "%s + drv %s (%d procs; PSS %s)" % (mb(last["children_rss"]), mb(last["driver_rss"]),
                                                  last["children"], mb(last["children_pss"] + last["driver_pss"])),
             rtt_cell(rt) if rt else "-",
-            "%.2f/%.2f/%.2f" % (max(r["import"]["load1"]), last["load1_idle"], rt.get("load1", float("nan"))),
+            "{:.2f}/{:.2f}/{:.2f}".format(max(r["import"]["load1"]), last["load1_idle"], rt.get("load1", float("nan"))),
         ])
     def rtt_cell(x):
-        return "%.3f / %.3f (1st %.2f); ovh %.3f / %.3f" % (
+        return "{:.3f} / {:.3f} (1st {:.2f}); ovh {:.3f} / {:.3f}".format(
             x["best_s"], x["median_s"], x["first_s"], x["overhead_best_s"], x["overhead_median_s"])
     for name, r in res["engines"].items():
         for k, x in r["starts"][-1].get("rtt_baseline_interleaved", {}).items():
-            rows.append([f"  baseline {k} (w/ {name})", "-", "-", "-", "-", "-", rtt_cell(x), "rtt %.2f" % x["load1"]])
+            rows.append([f"  baseline {k} (w/ {name})", "-", "-", "-", "-", "-", rtt_cell(x), "rtt {:.2f}".format(x["load1"])])
     b = res["baseline"]
     for k in ("processpool", "subprocess"):
-        rows.append([f"baseline {k} (alone)", "-", "-", "-", "-", "-", rtt_cell(b[k]), "rtt %.2f" % b[k]["load1"]])
+        rows.append([f"baseline {k} (alone)", "-", "-", "-", "-", "-", rtt_cell(b[k]), "rtt {:.2f}".format(b[k]["load1"])])
     head = ["engine", "install added", "wheels", "import s (importtime/wall)", "start s best [all]",
             "idle RSS children + driver", "2-task RTT s best/median (1st); overhead best/median", "load1 imp/idle/rtt"]
     w = [max(len(str(x[i])) for x in rows + [head]) for i in range(len(head))]

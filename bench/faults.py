@@ -88,6 +88,7 @@ from bench.common import finish
 from bench.flood import Flood
 from bench.probe import Probe
 from sqm.mpc.net.party import PartyProgram
+import contextlib
 
 
 class Deviate(PartyProgram):
@@ -703,10 +704,8 @@ def send_stray(addr: str, payload: bytes, deadline: float = 30.0) -> bool:
         try:
             with socket.create_connection((host, int(port)), timeout=2) as sock:
                 sock.sendall(payload)
-                try:
+                with contextlib.suppress(OSError):
                     sock.recv(256)
-                except OSError:
-                    pass
                 return True
         except OSError:
             time.sleep(0.02)

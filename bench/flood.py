@@ -33,6 +33,7 @@ import ssl
 import subprocess
 import sys
 import time
+import contextlib
 
 KINDS = ("idle", "hello", "garbage", "nocert")
 CONCURRENCY = 256  # connects in flight at a time (the listener's accept backlog is about 100)
@@ -50,10 +51,8 @@ def _client_context() -> ssl.SSLContext:
 def client_hello(ctx: ssl.SSLContext) -> bytes:
     """A fresh TLS ClientHello, as any TLS client sends it first."""
     obj = ctx.wrap_bio(ssl.MemoryBIO(), out := ssl.MemoryBIO())
-    try:
+    with contextlib.suppress(ssl.SSLWantReadError):
         obj.do_handshake()
-    except ssl.SSLWantReadError:
-        pass
     return out.read()
 
 
@@ -126,7 +125,7 @@ async def _flood(host: str, port: int, n: int, wait: float, sources: list[str], 
                     elif kind == "garbage":
                         await loop.sock_sendall(s, b"\xff\xff" + os.urandom(1024))
                     read, close = (lambda: loop.sock_recv(s, 65536)), s.close
-            except (OSError, ssl.SSLError, asyncio.TimeoutError) as e:
+            except (TimeoutError, OSError, ssl.SSLError) as e:
                 stats["connect_failed"] += 1
                 stats["errors"][type(e).__name__] = stats["errors"].get(type(e).__name__, 0) + 1
                 s.close()
@@ -152,7 +151,7 @@ async def _flood(host: str, port: int, n: int, wait: float, sources: list[str], 
             task = loop.create_task(hold(*got))
             try:
                 await asyncio.wait_for(asyncio.shield(task), max(end - time.monotonic(), 0.001))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 keep.append(task)
                 return
             i += n  # the next connection of this worker: the next kind

@@ -121,17 +121,17 @@ def print_table(rep: dict) -> None:
           f"delta={s['delta']}, lr={s['learning_rate']}, u={s['intercept']}, noise {s['calibration']}; "
           f"mean test accuracy of {s['repeats']} seeds at each epsilon")
     refs = {"single_party": "single", "centralized": "central", "nonprivate_vfl": "np-VFL", "majority_class": "major."}
-    rows = [{"method": name, **{e: r["accuracy_mean"] for e, r in zip(eps, f["rows"])},
+    rows = [{"method": name, **{e: r["accuracy_mean"] for e, r in zip(eps, f["rows"], strict=False)},
              **{short: f["references"][key] for key, short in refs.items()}} for name, f in rep["figure1"].items()]
     print(render_table(rows, eps + list(refs.values())))
     if rep["figure2"]:
         print("Figure 2 (breast cancer):")
         print(render_table([{"method": f"e={c['epochs']} k={c['k']:g}",
-                             **{e: r["accuracy_mean"] for e, r in zip(eps, c["rows"])}} for c in rep["figure2"]], eps))
+                             **{e: r["accuracy_mean"] for e, r in zip(eps, c["rows"], strict=False)}} for c in rep["figure2"]], eps))
     first = next(iter(rep["figure1"].values()), None)
     if first:
         print("paper's sigma / ours:",
-              ", ".join(f"{e}: {r['paper_sigma_ratio']:.3f}" for e, r in zip(eps, first["rows"])))
+              ", ".join(f"{e}: {r['paper_sigma_ratio']:.3f}" for e, r in zip(eps, first["rows"], strict=False)))
     t = rep.get("target_breast_cancer_eps1")
     if t:
         print(f"breast cancer at epsilon=1 (paper: about 0.9): {t['mean']:.3f} +- {t['std']:.3f}")

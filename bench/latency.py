@@ -216,7 +216,7 @@ def lr_programs(features: int, batch: int, clients: int, records: int, iteration
 
     blocks, plan, seeds, _ = setup(features, batch, clients, records, iterations, seed=seed)
     return [party.LRParty(plan, seeds[0])] + [party.LRParty(plan, s, np.asarray(b, np.float64))
-                                              for s, b in zip(seeds[1:], blocks)]
+                                              for s, b in zip(seeds[1:], blocks, strict=False)]
 
 
 def vfl_programs(clients: int, steps: int, seed: int):
@@ -432,7 +432,7 @@ def plot(rep: dict, path: str) -> None:
     for r in rep["rows"]:
         groups.setdefault((r["job"], r["variant"]), []).append(r)
     fig, axes = plt.subplots(1, len(groups), figsize=(4 * len(groups), 3.6), squeeze=False)
-    for ax, ((job, variant), rs) in zip(axes[0], groups.items()):
+    for ax, ((job, variant), rs) in zip(axes[0], groups.items(), strict=False):
         d = [r["delay_ms"] for r in rs]
         ax.plot(d, [1e3 * r["span_s"] for r in rs], "o", label="measured")
         ax.plot(d, [1e3 * r["model_s"] for r in rs], "-", label="compute + L x d")

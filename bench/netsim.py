@@ -129,7 +129,7 @@ class DelayProxy:
         self.loop.call_soon_threadsafe(stop)
         self._thread.join(5)
 
-    def __enter__(self) -> "DelayProxy":
+    def __enter__(self) -> DelayProxy:
         self.start()
         return self
 
@@ -165,7 +165,7 @@ class DelayProxy:
                 if tag.encode() != PREAMBLE or not _is_loopback(host):
                     raise ValueError(line)
                 target = (host, int(port))
-            except (ValueError, UnicodeDecodeError, asyncio.TimeoutError, OSError):
+            except (TimeoutError, ValueError, UnicodeDecodeError, OSError):
                 writer.close()
                 return
         t0 = time.monotonic()

@@ -248,7 +248,7 @@ def plot(out: dict, path: str) -> None:
 
     parties = sorted({r["parties"] for r in out["runs"]})
     fig, axes = plt.subplots(1, len(parties), figsize=(6 * len(parties), 4), squeeze=False)
-    for ax, M in zip(axes[0], parties):
+    for ax, M in zip(axes[0], parties, strict=False):
         for r in out["runs"]:
             if r["parties"] != M:
                 continue

@@ -70,7 +70,7 @@ def sweep(name: str, X: np.ndarray, parties: int, epsilons, gammas, ks, runs: in
             bar.update()
             loc.append(prefix_utilities(X, local_dp_pca(data, kmax, eps, delta, seed=s_l).components, ks))
             bar.update()
-            for g, sg in zip(gammas, s_g):
+            for g, sg in zip(gammas, s_g, strict=False):
                 m = SQMPCA(kmax, eps, delta, g, backend="plain", seed=sg, robust_noise=robust_noise,
                            row_norm_check=row_norm_check).fit(data)
                 sq[str(g)].append(prefix_utilities(X, m.components_.T, ks))
@@ -118,7 +118,7 @@ def check_target(r: dict, min_gamma: float = 2.0 ** 10, level: float = 0.99) -> 
             if float(g) < min_gamma:
                 continue
             ratio = np.array(vals) / cen
-            for k, q in zip(r["ks"], ratio):
+            for k, q in zip(r["ks"], ratio, strict=False):
                 if worst is None or q < worst["ratio"]:
                     worst = {"epsilon": float(e), "gamma": float(g), "k": k, "ratio": float(q)}
                 if q < level:

@@ -275,7 +275,7 @@ def spu_run(python: str, blocks: list, owners: list[int], protocol: str, field: 
             tl = dict(rec["timeline"], collected=collected)
             logs[rank].seek(0)
             link = _link_bytes(logs[rank].read())
-            ph = {name: tl[b] - tl[a] for name, a, b in zip(SPU_PHASES, SPU_STAMPS, SPU_STAMPS[1:])}
+            ph = {name: tl[b] - tl[a] for name, a, b in zip(SPU_PHASES, SPU_STAMPS, SPU_STAMPS[1:], strict=False)}
             ph["total"] = tl["collected"] - tl["spawned"]
             nodes.append(dict(phases=ph, protocol_seconds=tl["opened"] - tl["compiled"],
                               max_rss_bytes=int(rec["max_rss_bytes"]), cpu_seconds=float(rec["cpu_seconds"]),
@@ -411,7 +411,7 @@ def ours_run(blocks, data) -> dict:
     seconds = time.perf_counter() - t0
     ph = phase_report(jobs[-1], w0, time.time())
     nodes = [dict(phases=p, protocol_seconds=float(s), max_rss_bytes=int(m), bytes_sent=int(b))
-             for p, s, m, b in zip(ph["party_phases"], res.party_seconds, res.max_rss_bytes, res.bytes_sent)]
+             for p, s, m, b in zip(ph["party_phases"], res.party_seconds, res.max_rss_bytes, res.bytes_sent, strict=False)]
     return dict(result=np.asarray(res.values, dtype=object).reshape(n, n), seconds=seconds, nodes=nodes,
                 field_bits=res.field_bits)
 
@@ -533,7 +533,7 @@ def _pairs(rows: str, cols: str) -> list[tuple[int, int]]:
     c = [int(x) for x in cols.split(",") if x.strip()]
     if len(r) != len(c):
         raise SystemExit(f"python -m bench peers: --rows and --cols need as many values ({len(r)} against {len(c)})")
-    return list(zip(r, c))
+    return list(zip(r, c, strict=False))
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:

@@ -170,7 +170,7 @@ def summarize(rep: dict) -> dict:
         mine = sorted((r for r in rows if r["clients"] == c), key=lambda r: r["ids"])
         if len(mine) >= 2 and mine[-1]["ids"] > mine[0]["ids"]:
             d = mine[-1]["ids"] - mine[0]["ids"]
-            growth[str(c)] = [(b - a) / d for a, b in zip(mine[0]["max_rss_bytes"], mine[-1]["max_rss_bytes"])]
+            growth[str(c)] = [(b - a) / d for a, b in zip(mine[0]["max_rss_bytes"], mine[-1]["max_rss_bytes"], strict=False)]
     rep["rss_bytes_per_id"] = growth  # per party: peak memory growth per id of each client's set
     target = [r for r in rows if r["ids"] == TARGET_IDS and r["clients"] == TARGET_CLIENTS]
     rep["target_met"] = (target[0]["seconds"] < TARGET_S) if target else None

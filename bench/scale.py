@@ -77,7 +77,7 @@ def run(rows_list, cols: int = 117, clients: int = 3, gamma: float = 4096.0, eps
             whole, _ = run_one(job, gamma, epsilon, chunk_rows=check_rows, seed=11)
             a, b = chunked[0]["result"]["raw"], whole[0]["result"]["raw"]
             check = dict(rows=int(check_rows), chunk_rows=small, chunks=-(-check_rows // small),
-                         identical=bool(len(a) == len(b) and all(int(x) == int(y) for x, y in zip(a, b))))
+                         identical=bool(len(a) == len(b) and all(int(x) == int(y) for x, y in zip(a, b, strict=False))))
             if not keep:
                 shutil.rmtree(folder, ignore_errors=True)
     finally:

@@ -83,7 +83,7 @@ def _programs(job_file: str, rows: int, task, workers: int):
         waddr = [[f"127.0.0.1:{p}" for p in ports[M + i * workers:M + (i + 1) * workers]] for i in range(M)]
         shards = (workers, waddr, None)
     progs = [DirectParty(task, None, [], rows, counts, shards)]
-    progs += [DirectParty(task, p.file, c, rows, counts, shards) for p, c in zip(spec.parties[1:], cols)]
+    progs += [DirectParty(task, p.file, c, rows, counts, shards) for p, c in zip(spec.parties[1:], cols, strict=False)]
     return progs, addrs
 
 
@@ -98,7 +98,7 @@ def run_once(job_file: str, rows: int, workers: int, gamma: float, epsilon: floa
     seconds = time.perf_counter() - t0
     out = {"rows": rows, "workers": workers, "seconds": seconds, "raw_digest": _digest(recs[0]["result"]["raw"]),
            "parties": []}
-    for i, r in enumerate(recs):
+    for _i, r in enumerate(recs):
         tl = r.get("timeline", {})
         ws = r.get("shard_workers") or []
         out["parties"].append({
