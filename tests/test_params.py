@@ -109,3 +109,41 @@ def test_the_pca_command_and_task_block_come_from_the_declaration():
     assert PCAParams.from_options(args) == PCAParams(n_components=3, gamma=1024.0, robust_noise=1,
                                                      row_norm_check=True)
 
+
+
+@pytest.mark.parametrize("values", list(itertools.product([0, 1.0, 2], [0.5, 1], [1e-5, 1e-6], [1024.0, 4096],
+                                                          [1.0, 0.5], [1, 2.0], [False, True], ["label", "y"])))
+def test_the_linreg_task_agrees_on_the_tuple_it_agreed_on_before(values):
+    from sqm.methods.linreg import LinRegJobTask, SQMLinearRegression
+
+    alpha, eps, delta, gamma, fb, lb, fit_intercept, label = values
+    legacy = ("linreg", float(alpha), float(eps), float(delta), float(gamma), float(fb), float(lb),
+              bool(fit_intercept), label)
+    est = SQMLinearRegression(alpha, eps, delta, gamma, fb, lb, fit_intercept)
+    assert LinRegJobTask(est, label).public() == legacy
+
+
+def test_the_linreg_estimator_command_and_task_block_come_from_the_declaration():
+    from sqm.methods.linreg import SQMLinearRegression
+    from sqm.methods.linreg.params import LinRegJobParams, LinRegParams
+
+    sig = inspect.signature(SQMLinearRegression.__init__).parameters
+    assert all(sig[name].default == p.default for name, p in LinRegParams.declared())
+    p = _subcommand("linreg")
+    assert set(p.get_default("task_params")) == set(LinRegJobParams.options())
+    assert "fit_intercept" not in LinRegJobParams.options()  # no option: a job always fits the intercept
+    for dest, name in LinRegJobParams.options().items():
+        assert p.get_default(dest) == LinRegJobParams.default(name), dest
+    with pytest.raises(UsageError, match="^alpha must be a finite number >= 0, got -1$"):
+        SQMLinearRegression(alpha=-1, backend="plain").fit([[0.1, 0.2], [0.2, 0.1]], [0.1, 0.3])
+    with pytest.raises(UsageError, match="^label_bound must be > 0, got 0$"):
+        LinRegParams(label_bound=0)
+
+
+def test_gamma_default_is_written_once():
+    """The default quantization scale of the polynomial statistics is one declaration (sqm.mechanism.params)."""
+    found = [f"{p.relative_to(ROOT)}:{i}" for p in (ROOT / "sqm").rglob("*.py")
+             for i, line in enumerate(p.read_text().splitlines(), 1) if re.search(r"\b4096\.0\b", line)]
+    assert found == ["sqm/mechanism/params.py:" + str(next(
+        i for i, line in enumerate((ROOT / "sqm/mechanism/params.py").read_text().splitlines(), 1)
+        if "4096.0" in line))], found
