@@ -101,6 +101,16 @@ def test_pbm_vfl(tmp_path):
     assert [p["method"] for p in doc["privacy"]] == ["PBM-VFL"] and doc["simulation"] is True
 
 
+def test_correlation_local_and_job(tmp_path, job):
+    local = run(tmp_path, "corr", "correlation", "--dataset", "iris", "--backend", "plain", "--seed", "1", "-q")
+    assert (local["command"], local["mode"], local["secure_mode"]) == ("correlation", "local", False)
+    assert np.array(local["released"]["correlation"]).shape == (4, 4)
+    doc = run(tmp_path, "corrjob", "correlation", "--job", job, "--backend", "plain", "-q")
+    assert (doc["command"], doc["mode"], doc["dataset"]) == ("correlation", "job", "schema-test")
+    assert doc["columns"] == [f"x{j}" for j in range(6)]
+    assert np.array(doc["released"]["correlation"]).shape == (6, 6)
+
+
 def test_budget_show_and_list(tmp_path):
     from sqm.mechanism import events as ev
     from sqm.mechanism.ledger import Ledger
@@ -141,7 +151,8 @@ def test_every_json_command_is_covered():
     """Every subcommand with --json is run above (the commands) or writes through bench.common.finish (benches)."""
     from bench.command import build_parser as bench_parser
 
-    covered = {"pca", "linreg", "logreg", "hdp-vfl", "pbm-vfl", "score", "budget show", "budget list"}
+    covered = {"pca", "linreg", "correlation", "logreg", "hdp-vfl", "pbm-vfl", "score", "budget show",
+               "budget list"}
 
     def walk(parser, prefix=""):
         for a in parser._actions:

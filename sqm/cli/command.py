@@ -25,7 +25,7 @@ from sqm.errors import EXIT_USAGE, NAMES
 log = logging.getLogger("sqm")
 
 # subcommand modules: each defines register(subparsers)
-COMMANDS = ["sqm.cli.demo", "sqm.cli.pca", "sqm.cli.linreg", "sqm.cli.logreg", "sqm.cli.pbm_vfl", "sqm.cli.hdp_vfl",
+COMMANDS = ["sqm.cli.demo", "sqm.cli.pca", "sqm.cli.linreg", "sqm.cli.correlation", "sqm.cli.logreg", "sqm.cli.pbm_vfl", "sqm.cli.hdp_vfl",
             "sqm.cli.score", "sqm.cli.budget", "sqm.cli.data_cli", "sqm.cli.keys"]
 
 def _available(modules):

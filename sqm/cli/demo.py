@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from sqm.cli import options
 from sqm.cli.options import runtime_options
+from sqm.mechanism.params import GAMMA, add_option
 from sqm.errors import UsageError
 
 
@@ -41,5 +42,5 @@ def register(sub) -> None:
                                    "covariance X^T X through SQM and print its error against the exact one.")
     d.add_argument("--dataset", default="digits", help="scikit-learn bundled dataset (default: digits)")
     d.add_argument("--parties", type=int, default=3, help="number of clients holding column blocks (default: 3)")
-    d.add_argument("--gamma", type=float, default=4096.0, help="quantization scale gamma >= 1 (default: 4096)")
+    add_option(d, "gamma", GAMMA)
     d.set_defaults(func=run)

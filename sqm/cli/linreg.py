@@ -10,6 +10,7 @@ import math
 
 from sqm.cli import options, output
 from sqm.cli.options import JOB_ONLY, check_mode, declare_task
+from sqm.apps.linreg.params import LinRegJobParams
 from sqm.errors import UsageError
 from sqm.apps.linreg.experiment import own_regression_data, TARGETS, compare, regression_data
 
@@ -96,9 +97,9 @@ def _run_job(args) -> int:
     from sqm.apps.linreg.job import LinRegJobTask
 
     def task():
-        est = SQMLinearRegression(args.alpha, args.epsilon, args.delta, args.gamma, args.feature_bound,
-                                  args.label_bound, seed=args.seed)
-        return LinRegJobTask(est, args.label_column, args.insecure_reproducible)
+        params = LinRegJobParams.from_options(args).as_dict()
+        label_column = params.pop("label_column")
+        return LinRegJobTask(SQMLinearRegression(**params, seed=args.seed), label_column, args.insecure_reproducible)
 
     def server(res) -> dict:
         from sqm.framework.units import RAW_UNITS_NOTE, feature_columns, is_scaled, raw_linear_model
@@ -146,14 +147,10 @@ def register(sub) -> None:
                    help="with --data FILE: the column holding record ids, left out of the features (default: a "
                         "column named 'id', if any)")
     p.add_argument("--parties", type=int, default=3, help="clients holding column blocks of [X 1 y] (default 3)")
-    p.add_argument("--alpha", type=float, default=1.0, help="ridge penalty on the record-sum scale (default 1)")
-    p.add_argument("--gamma", type=float, default=4096.0, help="quantization scale gamma >= 1 (default 4096)")
-    p.add_argument("--feature-bound", type=float, default=1.0, help="c_x: every record's ||x|| (default 1)")
-    p.add_argument("--label-bound", type=float, default=1.0, help="c_y: every record's |y| (default 1)")
+    LinRegJobParams.add_options(p, only=("alpha", "gamma", "feature_bound", "label_bound"))
     p.add_argument("--test-size", type=float, default=0.25, help="held-out fraction (default 0.25)")
     p.add_argument("--runs", type=int, default=1, help="average over this many runs (default 1)")
-    p.add_argument("--label-column", default="label",
-                   help="the target column: of the last client's file (--job) or of your own table (--data FILE)")
+    LinRegJobParams.add_options(p)  # --label-column
     p.set_defaults(func=run)
-    declare_task(p, ("alpha", "epsilon", "delta", "gamma", "feature_bound", "label_bound", "label_column"))
+    declare_task(p, LinRegJobParams.options())
     _PARSER[:] = [p]

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 
 from sqm.framework.ledger_guard import DEFAULT_MAX_ALIGNMENTS
+from sqm.mechanism.params import DELTA, EPSILON, ROBUST_NOISE
 from sqm.mpc import BACKENDS  # noqa: F401  (the CLI choices: the runtime's runners)
 from sqm.errors import UsageError
 from sqm.framework.alignment_policy import DEFAULT_MAX_SET_RATIO, check_max_set_ratio
@@ -43,7 +44,7 @@ def _parent() -> argparse.ArgumentParser:
     return argparse.ArgumentParser(add_help=False)
 
 
-def privacy(epsilon: float = 1.0, delta: float = 1e-5,
+def privacy(epsilon: float = EPSILON.default, delta: float = DELTA.default,
             epsilon_help: str = "server-observed epsilon target") -> argparse.ArgumentParser:
     p = _parent()
     g = p.add_argument_group("privacy")
@@ -309,7 +310,7 @@ def deviating_clients(parser: argparse.ArgumentParser, release: str = "", checke
     whose release is an SQM release (``release``: which one, where the command has others; ``checked``: when the
     sharings are checked)."""
     pre = f"{release}: " if release else ""
-    parser.add_argument("--robust-noise", type=int, default=0, metavar="K",
+    parser.add_argument("--robust-noise", type=int, default=ROBUST_NOISE.default, metavar=ROBUST_NOISE.metavar,
                         help=f"{pre}each client adds Sk(mu / (n - K)) so that the epsilon holds even if up to K "
                              f"clients add no noise (a deviating client's saving); the noise variance is then "
                              f"n / (n - K) times the calibrated one (default 0: the semi-honest model, where every "

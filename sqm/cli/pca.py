@@ -9,6 +9,7 @@ from sqm.cli import options, output
 from sqm.cli.options import JOB_ONLY, check_mode, declare_task, runtime_options
 from sqm.framework.progress import progress_bar
 from sqm.apps.pca.experiment import TABLE_COLUMNS, compare, table_rows
+from sqm.apps.pca.params import PCAParams
 
 
 def print_table(r: dict, dataset: str = "") -> None:
@@ -107,10 +108,10 @@ def _run_cli(args) -> int:
 
     X, columns, name = _local_data(args)
     X = scale_rows(X, args.row_norm_bound)
-    r = compare(X, args.parties, args.components, args.epsilon, args.delta, args.gamma, args.row_norm_bound,
-                args.backend, args.runs, args.seed, progress=not args.quiet, backend_options=runtime_options(args),
-                robust_noise=args.robust_noise, verify_sharing=args.verify_sharing,
-                row_norm_check=args.row_norm_check)
+    release = PCAParams.from_options(args).as_dict()
+    first = [release.pop(k) for k in ("n_components", "epsilon", "delta", "gamma", "row_norm_bound")]
+    r = compare(X, args.parties, *first, args.backend, args.runs, args.seed, progress=not args.quiet,
+                backend_options=runtime_options(args), **release)
     r["dataset"] = name
     r["columns"] = columns
     r["released"] = {"components": released_components(r["sqm"].pop("components"), columns)}
@@ -138,10 +139,8 @@ def _job_in(args, path: str | None) -> int:
     from sqm.apps.pca.job import PCAJobTask
 
     def task():
-        return PCAJobTask(args.components, args.epsilon, args.delta, args.gamma, args.row_norm_bound,
-                          seed=args.seed, insecure_reproducible=args.insecure_reproducible,
-                          chunk_rows=args.chunk_rows, progress_path=path, robust_noise=args.robust_noise,
-                          verify_sharing=args.verify_sharing, row_norm_check=args.row_norm_check)
+        return PCAJobTask(params=PCAParams.from_options(args), seed=args.seed,
+                          insecure_reproducible=args.insecure_reproducible, progress_path=path)
 
     def server(res) -> dict:
         print(f"server: {len(res['components'])} components of {res['n_records']} records x "
@@ -198,32 +197,9 @@ def register(sub) -> None:
                    help="print public column ranges (the job file's \"bounds\" entry) proposed from this party's "
                         "own table, for its operator to review: data-derived bounds are NOT private")
     p.add_argument("--parties", type=int, default=3, help="clients holding column blocks (default 3)")
-    p.add_argument("--components", type=int, default=5, help="principal components k (default 5)")
     options.deviating_clients(p)
-    p.add_argument("--gamma", type=float, default=4096.0, help="quantization scale gamma >= 1 (default 4096)")
-    p.add_argument("--chunk-rows", type=int, default=None, metavar="N",
-                   help="with --job: records per chunk of the secure evaluation, the same at every party (default: "
-                        "2^19 values over all columns, 4,481 records at 117 columns); a party holds about one "
-                        "chunk of shares at a time, and a party file sorted by id is read chunk by chunk. The "
-                        "result does not depend on it")
-    p.add_argument("--row-norm-bound", type=float, default=1.0,
-                   help="c (default 1).  Without --job: rows are scaled so the largest norm is c (a data-derived "
-                        "scaling: the local comparison only), then each party clips its sub-rows to c sqrt(its "
-                        "columns / all columns) (to c with --row-norm-check).  With --job: each client first "
-                        "scales its columns to the public bounds declared in the job file (\"bounds\"; none "
-                        "declared: NO scaling), then clips its sub-rows to its share of c; clipped rows are "
-                        "counted and a WARNING is printed at that client when more than 1%% of its rows were "
-                        "clipped")
-    p.add_argument("--row-norm-check", action="store_true",
-                   help="bound whole rows by c inside the secure evaluation, as a curator holding whole rows "
-                        "would, instead of each client clipping its sub-rows to its share of c: each client "
-                        "clips its sub-row to c and a secure comparison per record keeps the records whose "
-                        "quantized squared norm over all columns is within the row limit (every record with "
-                        "||x|| <= c is kept; nobody learns which records were left out).  About 25 more "
-                        "exchanges per chunk and several times the bytes (see the docs' benchmarks); works "
-                        "with shard workers and membership hiding; at least 2 clients")
+    PCAParams.add_options(p)  # --components, --gamma, --row-norm-bound, --chunk-rows, --row-norm-check
     p.add_argument("--runs", type=int, default=1, help="average utilities over this many runs (default 1)")
     p.set_defaults(func=_run_cli)
-    declare_task(p, ("components", "epsilon", "delta", "gamma", "row_norm_bound", "chunk_rows", "robust_noise",
-                     "verify_sharing", "row_norm_check"))
+    declare_task(p, PCAParams.options())
     _PARSER[:] = [p]

@@ -33,6 +33,7 @@ from sqm.mpc.protocols.stream import ArrayInput
 
 from .client import QuantizedRows
 from .compensation import check_rounding
+from .params import CHUNK_ROWS, ROBUST_NOISE, ROW_NORM_BOUND, Integer, Param
 from .polynomial import CovariancePolynomial, StructuredPolynomial
 from .report import DeferredEvents, PrivacyReport
 from .rng import party_rng, spawn_seeds
@@ -297,9 +298,7 @@ class SQM:
                  row_norm_check: bool = False):
         check_gamma(gamma)
         check_delta(delta)
-        if isinstance(robust_noise, bool) or int(robust_noise) != robust_noise or robust_noise < 0:
-            raise UsageError(f"robust_noise must be an integer >= 0 (clients that may withhold noise), got "
-                             f"{robust_noise!r}")
+        ROBUST_NOISE.check(robust_noise, "robust_noise")
         self.robust_noise = int(robust_noise)
         self.verify_sharing = bool(verify_sharing)
         if mu is None and epsilon is None:
@@ -310,10 +309,8 @@ class SQM:
             check_epsilon(epsilon)
         if not 0 < q <= 1:
             raise UsageError(f"sampling rate q must lie in (0, 1], got {q!r}")
-        if int(rounds) != rounds or rounds < 1:
-            raise UsageError(f"rounds must be an integer >= 1, got {rounds!r}")
-        if row_norm_bound <= 0 or not math.isfinite(row_norm_bound):
-            raise UsageError(f"row_norm_bound must be > 0, got {row_norm_bound!r}")
+        Param(rule=Integer(1)).check(rounds, "rounds")
+        ROW_NORM_BOUND.check(row_norm_bound, "row_norm_bound")
         if column_bounds is not None and party_bounds is not None:
             raise UsageError("give column_bounds or party_bounds, not both")
         if column_bounds is not None and not isinstance(column_bounds, ColumnBounds):
@@ -340,8 +337,7 @@ class SQM:
         self.preprocess = polynomial.needs_preprocessing() if preprocess == "auto" else bool(preprocess)
         self.q, self.rounds = float(q), int(rounds)
         self.max_records = max_records
-        if chunk_rows is not None and (int(chunk_rows) != chunk_rows or chunk_rows < 1):
-            raise UsageError(f"chunk_rows must be an integer >= 1, got {chunk_rows!r}")
+        CHUNK_ROWS.check(chunk_rows, "chunk_rows")
         self.chunk_rows = None if chunk_rows is None else int(chunk_rows)
 
     # ----- planning (no randomness) --------------------------------------------------------------

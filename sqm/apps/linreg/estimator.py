@@ -10,8 +10,12 @@ from sklearn.utils.validation import check_array, check_is_fitted, check_X_y
 
 from sqm.mechanism.vertical import VerticalData
 
+from sqm.apps.linreg.params import LinRegParams
 from sqm.apps.linreg.statistic import JointGram, joint_bounds, joint_matrix, solve_ridge
 from sqm.errors import UsageError
+
+
+P = LinRegParams  # the declared defaults of SQMLinearRegression's parameters
 
 
 class SQMLinearRegression(RegressorMixin, BaseEstimator):
@@ -29,8 +33,9 @@ class SQMLinearRegression(RegressorMixin, BaseEstimator):
     (:class:`sqm.mechanism.report.PrivacyReport`), ``clipped_`` (rows clipped per client), ``seconds_``, ``bytes_sent_``,
     ``backend_``, ``raw_``, ``n_features_in_``."""
 
-    def __init__(self, alpha=1.0, epsilon=1.0, delta=1e-5, gamma=4096.0, feature_bound=1.0, label_bound=1.0,
-                 fit_intercept=True, n_parties=2, backend="mpyc", seed=None, backend_options=None):
+    def __init__(self, alpha=P.alpha, epsilon=P.epsilon, delta=P.delta, gamma=P.gamma, feature_bound=P.feature_bound,
+                 label_bound=P.label_bound, fit_intercept=P.fit_intercept, n_parties=2, backend="mpyc", seed=None,
+                 backend_options=None):
         self.alpha = alpha
         self.epsilon = epsilon
         self.delta = delta
@@ -43,15 +48,18 @@ class SQMLinearRegression(RegressorMixin, BaseEstimator):
         self.seed = seed
         self.backend_options = backend_options
 
+    def params(self) -> LinRegParams:
+        """This estimator's release parameters (checked: a UsageError names the first one out of its domain)."""
+        return LinRegParams(**{name: getattr(self, name) for name in LinRegParams.names()})
+
     def mechanism(self, col_counts):
         """The SQM release of the joint Gram over clients holding ``col_counts`` columns of [X 1 y]."""
         from sqm.mechanism.release import SQM
 
-        if not (isinstance(self.alpha, (int, float)) and math.isfinite(self.alpha) and self.alpha >= 0):
-            raise UsageError(f"alpha must be a finite number >= 0, got {self.alpha!r}")
-        bounds = joint_bounds(col_counts, self.feature_bound, self.label_bound, bool(self.fit_intercept))
-        return SQM(JointGram(int(sum(col_counts))), self.gamma, epsilon=self.epsilon, delta=self.delta,
-                   column_bounds=bounds, backend=self.backend, seed=self.seed, backend_options=self.backend_options)
+        p = self.params()
+        bounds = joint_bounds(col_counts, p.feature_bound, p.label_bound, bool(p.fit_intercept))
+        return SQM(JointGram(int(sum(col_counts))), **p.mechanism_kwargs(), column_bounds=bounds,
+                   backend=self.backend, seed=self.seed, backend_options=self.backend_options)
 
     def fit(self, X, y):
         X, y = check_X_y(X, y, dtype=np.float64, y_numeric=True)

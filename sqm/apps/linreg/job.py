@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sqm.framework.jobtask import JobTask
+from sqm.apps.linreg.params import LinRegJobParams
 from sqm.apps.linreg.statistic import joint_matrix, solve_ridge
 from sqm.errors import UsageError
 from sqm.mpc.net.party import InputRefused, ProtocolError
@@ -30,7 +31,8 @@ class LinRegJobTask(JobTask):
 
         self.secure_mode = seed_policy(estimator.seed, insecure_reproducible, warn=False)
         self.est, self.label_column, self.seed = estimator, label_column, estimator.seed
-        self.est.mechanism([1, 2])  # bad parameters refused here, before any party starts
+        self.params  # bad parameters (the label column's too) refused here, before any party starts
+        self.est.mechanism([1, 2])
 
     @property
     def row_norm_bound(self) -> float:
@@ -55,10 +57,13 @@ class LinRegJobTask(JobTask):
         raise UsageError("sqm linreg --job takes no norm shares (\"norm_share\"): its clients share the feature "
                          "bound by their column counts; remove them")
 
+    @property
+    def params(self) -> LinRegJobParams:
+        """The job's declared parameters: the estimator's release and the label column."""
+        return LinRegJobParams(**self.est.params().as_dict(), label_column=self.label_column)
+
     def public(self):
-        e = self.est
-        return ("linreg", float(e.alpha), float(e.epsilon), float(e.delta), float(e.gamma), float(e.feature_bound),
-                float(e.label_bound), bool(e.fit_intercept), self.label_column)
+        return self.params.public()
 
     def _plan(self, meta):
         counts = list(meta.col_counts)

@@ -12,6 +12,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from sqm.mechanism.vertical import VerticalData
 
+from sqm.apps.pca.params import PCAParams
 from sqm.apps.pca.utility import (as_matrix, check_components, components_from_covariance, covariance_release, pca_utility,
                       utility_ratio)
 from sqm.errors import UsageError
@@ -31,6 +32,9 @@ def _as_vertical(data, n_parties) -> VerticalData:
     return VerticalData.split(X, int(n_parties))
 
 
+P = PCAParams  # the declared defaults of SQMPCA's parameters
+
+
 class SQMPCA(TransformerMixin, BaseEstimator):
     """Differentially private PCA over vertically partitioned data with SQM (a scikit-learn transformer).
 
@@ -43,7 +47,9 @@ class SQMPCA(TransformerMixin, BaseEstimator):
     epsilon holds even if up to k clients add no noise, at n / (n - k) times the noise variance; default 0),
     ``verify_sharing`` (check every client's input sharing before the release; at least 3 clients),
     ``row_norm_check`` (whole rows bounded by c inside the secure evaluation, as a curator would clip them,
-    instead of each party's sub-row by c_j: a secure comparison per record; at least 2 clients).
+    instead of each party's sub-row by c_j: a secure comparison per record; at least 2 clients), ``chunk_rows``
+    (records per chunk of the secure evaluation; never changes the result).  The defaults and checks of the
+    release's parameters are :class:`sqm.apps.pca.params.PCAParams`'s.
 
     After :meth:`fit`: ``components_`` (k x d, rows orthonormal, sklearn's layout), ``explained_variance_``
     (top-k eigenvalues of the noisy X^T X divided by the record count), ``covariance_`` (the noisy X^T X,
@@ -52,9 +58,10 @@ class SQMPCA(TransformerMixin, BaseEstimator):
     ``backend_``, ``raw_`` (the integers the server received).  PCA is uncentered, as in the paper.
     """
 
-    def __init__(self, n_components=5, epsilon=1.0, delta=1e-5, gamma=4096.0, row_norm_bound=1.0,
-                 backend="mpyc", seed=None, party_bounds=None, n_parties=2, backend_options=None, robust_noise=0,
-                 verify_sharing=False, row_norm_check=False):
+    def __init__(self, n_components=P.n_components, epsilon=P.epsilon, delta=P.delta, gamma=P.gamma,
+                 row_norm_bound=P.row_norm_bound, backend="mpyc", seed=None, party_bounds=P.party_bounds, n_parties=2,
+                 backend_options=None, robust_noise=P.robust_noise, verify_sharing=P.verify_sharing,
+                 row_norm_check=P.row_norm_check, chunk_rows=P.chunk_rows):
         self.n_components = n_components
         self.epsilon = epsilon
         self.delta = delta
@@ -68,13 +75,16 @@ class SQMPCA(TransformerMixin, BaseEstimator):
         self.robust_noise = robust_noise
         self.verify_sharing = verify_sharing
         self.row_norm_check = row_norm_check
+        self.chunk_rows = chunk_rows
+
+    def params(self) -> PCAParams:
+        """This estimator's release parameters (checked: a UsageError names the first one out of its domain)."""
+        return PCAParams(**{name: getattr(self, name) for name in PCAParams.names()})
 
     def mechanism(self, n_cols: int):
         """The SQM release of X^T X for ``n_cols`` columns (checks every privacy parameter)."""
-        return covariance_release(n_cols, self.gamma, self.epsilon, self.delta, self.row_norm_bound,
-                                  self.party_bounds, self.backend, self.seed, self.backend_options,
-                                  robust_noise=self.robust_noise, verify_sharing=self.verify_sharing,
-                                  row_norm_check=self.row_norm_check)
+        return covariance_release(n_cols, **self.params().mechanism_kwargs(), backend=self.backend, seed=self.seed,
+                                  backend_options=self.backend_options)
 
     def fit(self, X, y=None) -> "SQMPCA":
         """One SQM release of X^T X over ``X`` (a VerticalData, or a matrix split among ``n_parties``)."""

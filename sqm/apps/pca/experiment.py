@@ -10,8 +10,10 @@ from sqm.errors import UsageError
 
 def compare(X, n_parties: int, k: int, epsilon: float, delta: float, gamma: float, row_norm_bound: float = 1.0,
             backend: str = "mpyc", runs: int = 1, seed=None, progress: bool = True, backend_options=None,
-            robust_noise: int = 0, verify_sharing: bool = False, row_norm_check: bool = False) -> dict:
-    """Utility of SQM, central DP, local DP and non-private PCA on ``X`` split among ``n_parties``, averaged."""
+            **options) -> dict:
+    """Utility of SQM, central DP, local DP and non-private PCA on ``X`` split among ``n_parties``, averaged.
+    ``options``: :class:`sqm.apps.pca.estimator.SQMPCA`'s other parameters (``robust_noise``,
+    ``verify_sharing``, ``row_norm_check``...: SQM's alone, the baselines have none)."""
     import numpy as np
 
     from sqm.mechanism.report import PrivacyReport
@@ -41,8 +43,7 @@ def compare(X, n_parties: int, k: int, epsilon: float, delta: float, gamma: floa
     for s in seeds:
         s_sqm, s_c, s_l = s.spawn(3)
         m = SQMPCA(k, epsilon, delta, gamma, row_norm_bound, backend=backend, seed=s_sqm,
-                   backend_options=backend_options, robust_noise=robust_noise,
-                   verify_sharing=verify_sharing, row_norm_check=row_norm_check).fit(data)
+                   backend_options=backend_options, **options).fit(data)
         u["sqm"].append(m.utility(X)), secs["sqm"].append(m.seconds_)
         V = m.components_
         bytes_sent.append(m.bytes_sent_)

@@ -4,6 +4,8 @@ A party process imports this module and :mod:`sqm.apps.pca.utility` only (no sci
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from sqm.framework.party import seed_policy
@@ -11,6 +13,7 @@ from sqm.mpc.net.abort import refused
 from sqm.framework.jobtask import JobTask
 from sqm.mechanism.release import sqm_round
 from sqm.mechanism.rng import make_rng, spawn_seeds
+from sqm.apps.pca.params import PCAParams
 from sqm.apps.pca.utility import check_components, components_from_covariance, covariance_release
 
 
@@ -32,34 +35,44 @@ class PCAJobTask(JobTask):
     streams = True  # party files sorted by id are read chunk by chunk (sqm.framework.party.load_own_file)
     hides_membership = True  # "hide_membership": the covariance over the union, members only (sqm.framework.alignment)
 
-    def __init__(self, n_components: int, epsilon: float, delta: float = 1e-5, gamma: float = 4096.0,
-                 row_norm_bound: float = 1.0, party_bounds=None, seed=None, insecure_reproducible: bool = False,
-                 chunk_rows: int | None = None, progress_path: str | None = None, robust_noise: int = 0,
-                 verify_sharing: bool = False, row_norm_check: bool = False):
+    def __init__(self, *args, seed=None, insecure_reproducible: bool = False, progress_path: str | None = None,
+                 params: PCAParams | None = None, **values):
+        """``params`` (a :class:`PCAParams`), or its fields as arguments (``PCAJobTask(2, epsilon=1.0)``);
+        ``seed`` this party's own (never public); ``progress_path``: party i appends "chunks-done chunks-due"
+        lines to PATH.i (not public)."""
         self.secure_mode = seed_policy(seed, insecure_reproducible, warn=False)
-        self.n_components, self.epsilon, self.delta, self.gamma = n_components, epsilon, delta, gamma
-        self.row_norm_bound, self.party_bounds, self._seed = row_norm_bound, party_bounds, seed
-        self.robust_noise = int(robust_noise)  # clients that may withhold noise (sqm.mechanism.release.SQM)
-        self.verify_sharing = bool(verify_sharing)  # check every client's input sharing (sqm.mpc.protocols.context)
-        self.row_norm_check = bool(row_norm_check)  # whole rows within c, checked securely (sqm.mpc.protocols.compare)
-        self.chunk_rows = chunk_rows  # records per chunk of the secure evaluation (None: sqm.mpc.protocols.stream.chunk_rows)
-        self.progress_path = progress_path  # party i appends "chunks-done chunks-due" lines to PATH.i (not public)
+        self.params = params if params is not None else PCAParams(*args, **values)
+        self._seed, self.progress_path = seed, progress_path
         self.mechanism(1)  # check the parameters now, before any party starts
         self._plans = {}
 
+    def __getattr__(self, name: str):
+        """The parameters read as the task's own attributes (``task.epsilon``)."""
+        if name in PCAParams.names():
+            return getattr(self.params, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @property
+    def row_norm_bound(self) -> float:
+        return self.params.row_norm_bound
+
+    @property
+    def party_bounds(self):
+        return self.params.party_bounds
+
     def mechanism(self, n_cols: int):
-        # with the row norm check no client needs a share of c: declared norm shares are not used
-        return covariance_release(n_cols, self.gamma, self.epsilon, self.delta, self.row_norm_bound,
-                                  None if self.row_norm_check else self.party_bounds, seed=self._seed,
-                                  chunk_rows=self.chunk_rows, robust_noise=self.robust_noise,
-                                  verify_sharing=self.verify_sharing, row_norm_check=self.row_norm_check)
+        p = self.params
+        if p.row_norm_check:  # no client needs a share of c: declared norm shares are not used
+            p = dataclasses.replace(p, party_bounds=None)
+        return covariance_release(n_cols, **p.mechanism_kwargs(), seed=self._seed)
 
     def with_party_bounds(self, party_bounds) -> "PCAJobTask":
         """This task with the clients' sub-row bounds c_j (from the job file's declared norm shares)."""
         import copy
 
         task = copy.copy(self)
-        task.party_bounds, task._plans = tuple(float(b) for b in party_bounds), {}
+        task.params = dataclasses.replace(self.params, party_bounds=tuple(float(b) for b in party_bounds))
+        task._plans = {}
         return task
 
     def __getstate__(self):
@@ -71,14 +84,7 @@ class PCAJobTask(JobTask):
         return self._seed
 
     def public(self):
-        e = self
-        pb = None if e.party_bounds is None else tuple(float(b) for b in e.party_bounds)
-        chunk = () if e.chunk_rows is None else (("chunk_rows", int(e.chunk_rows)),)
-        robust = () if not e.robust_noise else (("robust_noise", int(e.robust_noise)),)
-        robust += (("verify_sharing", True),) if e.verify_sharing else ()
-        robust += (("row_norm_check", True),) if e.row_norm_check else ()
-        return ("pca", int(e.n_components), float(e.epsilon), float(e.delta), float(e.gamma),
-                float(e.row_norm_bound), pb, *chunk, *robust)
+        return self.params.public()
 
     def _plan(self, meta):
         """(k, the SQM mechanism, its public plan, its privacy report) for the clients' counts; refused (before
@@ -86,7 +92,7 @@ class PCAJobTask(JobTask):
         if meta not in self._plans:
             d = int(sum(meta.col_counts))
             try:
-                k = check_components(self.n_components, d)
+                k = check_components(self.params.n_components, d)
             except ValueError as err:
                 raise refused(str(err)) from None
             mech = self.mechanism(d)

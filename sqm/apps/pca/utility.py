@@ -10,16 +10,13 @@ import numpy as np
 
 from sqm.mechanism.polynomial import covariance
 from sqm.mechanism.vertical import VerticalData
+from sqm.apps.pca.params import N_COMPONENTS
 from sqm.errors import UsageError
 
 
 def check_components(k, n_cols: int) -> int:
-    """k must be an integer in 1..n_cols."""
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) and not (isinstance(k, float) and k.is_integer()):
-        raise UsageError(f"the number of components must be an integer, got {k!r}")
-    k = int(k)
-    if k < 1:
-        raise UsageError(f"the number of components must be >= 1, got {k}")
+    """k must be an integer in 1..n_cols (:data:`sqm.apps.pca.params.N_COMPONENTS`, then the columns)."""
+    k = int(N_COMPONENTS.check(k, "n_components"))
     if k > n_cols:
         raise UsageError(f"cannot find {k} components in data with {n_cols} columns (need k <= columns)")
     return k
@@ -77,17 +74,15 @@ def as_matrix(X) -> np.ndarray:
 
 
 
-def covariance_release(n_cols: int, gamma: float, epsilon: float, delta: float, row_norm_bound: float = 1.0,
-                       party_bounds=None, backend="plain", seed=None, backend_options=None, chunk_rows=None,
-                       robust_noise: int = 0, verify_sharing: bool = False, row_norm_check: bool = False):
+def covariance_release(n_cols: int, gamma: float, epsilon: float, delta: float, backend="plain", seed=None,
+                       backend_options=None, **options):
     """The SQM release of X^T X over ``n_cols`` columns (the covariance polynomial; checks every parameter;
-    ``robust_noise``, ``verify_sharing``, ``row_norm_check``: :class:`sqm.mechanism.release.SQM`'s)."""
+    ``options``: :class:`sqm.mechanism.release.SQM`'s other keyword arguments, e.g. a
+    :meth:`sqm.apps.pca.params.PCAParams.mechanism_kwargs`)."""
     from sqm.mechanism.release import SQM
 
-    return SQM(covariance(n_cols), gamma, epsilon=epsilon, delta=delta, row_norm_bound=row_norm_bound,
-               party_bounds=party_bounds, backend=backend, seed=seed, backend_options=backend_options,
-               chunk_rows=chunk_rows, robust_noise=robust_noise, verify_sharing=verify_sharing,
-               row_norm_check=row_norm_check)
+    return SQM(covariance(n_cols), gamma, epsilon=epsilon, delta=delta, backend=backend, seed=seed,
+               backend_options=backend_options, **options)
 
 
 def components_from_covariance(raw_estimate: np.ndarray, n_cols: int, k: int, n_records: int):

@@ -1,0 +1,300 @@
+"""One declaration per parameter: a release's parameters as a frozen dataclass whose fields carry their constraint,
+default, help text and command-line spelling (scikit-learn's ``_parameter_constraints`` is the model).
+
+From the one declaration (a subclass of :class:`Params`, each field made by :meth:`Param.field`) come:
+
+- :meth:`Params.validate` (run on construction): every value inside its declared constraint, else a
+  :class:`sqm.errors.UsageError` naming the parameter, its constraint and the value;
+- :meth:`Params.public`: the tuple every party of a job agrees on (its digest binds them), built from the fields
+  in declaration order: the statistic's name, then each ``public="always"`` field, then each ``public="tagged"``
+  field as ``(name, value)`` where it differs from its default (so a job that leaves such a knob alone agrees
+  on the same tuple as before the knob existed);
+- :meth:`Params.add_options` and :meth:`Params.options`: the command line's options and the job file's task
+  block keys (an option's argparse destination is the block's key);
+- :meth:`Params.from_options`, :meth:`Params.mechanism_kwargs`: the values from parsed options, and the ones
+  :class:`sqm.mechanism.release.SQM` takes as keyword arguments.
+
+The parameters every SQM release shares (:data:`EPSILON`, :data:`DELTA`, :data:`GAMMA`, :data:`ROW_NORM_BOUND`,
+:data:`PARTY_BOUNDS`, :data:`CHUNK_ROWS`, :data:`ROBUST_NOISE`, :data:`VERIFY_SHARING`, :data:`ROW_NORM_CHECK`) are
+declared here once; an application's dataclass lists them (optionally with its own default or help) beside its own.
+Standard library only: ``sqm --help`` and every party process import it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+from typing import Any, Callable, ClassVar
+
+from sqm.errors import UsageError
+
+# ----- constraints --------------------------------------------------------------------------------------------
+
+
+class Interval:
+    """A parameter's domain, in scikit-learn's constraint style (``sklearn.utils._param_validation.Interval``):
+    real numbers (not bools, not NaN) between ``low`` and ``high``, ``closed`` "neither", "left", "right" or
+    "both".  Written here because the mechanism's modules must not import scikit-learn (party processes).
+    ``says``: how an error words the domain (default: :meth:`describe`'s words)."""
+
+    kind = float
+
+    def __init__(self, low: float, high: float, closed: str, says: str | None = None):
+        if closed not in ("neither", "left", "right", "both"):
+            raise UsageError(f"closed must be neither, left, right or both, got {closed!r}")
+        self.low, self.high, self.closed, self.says = float(low), float(high), closed, says
+
+    def __contains__(self, v) -> bool:
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or math.isnan(v):
+            return False
+        lo_ok = v >= self.low if self.closed in ("left", "both") else v > self.low
+        hi_ok = v <= self.high if self.closed in ("right", "both") else v < self.high
+        return bool(lo_ok and hi_ok)
+
+    def describe(self) -> str:
+        if self.says is not None:
+            return self.says
+        lo = ">=" if self.closed in ("left", "both") else ">"
+        if self.high == math.inf:
+            return f"be > {self.low:g} (math.inf allowed)" if self.closed in ("right", "both") else \
+                f"be a finite number {lo} {self.low:g}"
+        return (f"lie in {'[' if lo == '>=' else '('}{self.low:g}, {self.high:g}"
+                f"{']' if self.closed in ('right', 'both') else ')'}")
+
+
+class Integer:
+    """Whole numbers from ``low`` (and up to ``high``, if given): ints or integer-valued floats, never bools.
+    ``note``: what the count counts, said in the error."""
+
+    kind = int
+
+    def __init__(self, low: int, high: int | None = None, note: str = ""):
+        self.low, self.high, self.note = int(low), high, note
+
+    def __contains__(self, v) -> bool:
+        if isinstance(v, bool) or not (isinstance(v, numbers.Integral)
+                                       or isinstance(v, float) and v.is_integer()):
+            return False
+        return self.low <= v and (self.high is None or v <= self.high)
+
+    def describe(self) -> str:
+        span = f">= {self.low}" if self.high is None else f"in [{self.low}, {self.high}]"
+        return f"be an integer {span}" + (f" ({self.note})" if self.note else "")
+
+
+class Boolean:
+    """True or false (a flag on the command line)."""
+
+    kind = bool
+
+    def __contains__(self, v) -> bool:
+        return isinstance(v, (bool, int)) and v in (True, False) or type(v).__name__ == "bool_"
+
+    def describe(self) -> str:
+        return "be true or false"
+
+
+class Choice:
+    """One of the ``values`` given."""
+
+    kind = str
+
+    def __init__(self, *values):
+        self.values = tuple(values)
+
+    def __contains__(self, v) -> bool:
+        return isinstance(v, str) and v in self.values
+
+    def describe(self) -> str:
+        return "be one of " + ", ".join(repr(v) for v in self.values)
+
+
+class Text:
+    """A non-empty string (a column name)."""
+
+    kind = str
+
+    def __contains__(self, v) -> bool:
+        return isinstance(v, str) and bool(v)
+
+    def describe(self) -> str:
+        return "be a non-empty string"
+
+
+# Every privacy parameter's domain, declared once and used by the mechanism, the accountant, the ledger, the
+# estimators, the job tasks and the command line (sqm.mechanism.validation.check_param).
+DOMAINS = {
+    "epsilon": Interval(0, math.inf, "neither"),
+    "epsilon or inf": Interval(0, math.inf, "right"),  # math.inf: no privacy (the non-private references)
+    "delta": Interval(0, 1, "neither"),
+    "gamma": Interval(1, math.inf, "left"),
+    "mu": Interval(0, math.inf, "neither"),
+}
+
+
+# ----- one parameter's declaration ------------------------------------------------------------------------------
+
+
+def _floats(v):
+    return tuple(float(b) for b in v)
+
+
+@dataclasses.dataclass(frozen=True)
+class Param:
+    """One parameter's declaration: ``default``; ``rule`` its constraint (None: any value, checked where it is
+    used); ``optional``: None is allowed too; ``help``: the command-line help (``{default}`` is replaced by the
+    default, formatted ``:g`` for numbers); ``option``: its argparse destination and task-block key (None: the
+    field's name; "": no command-line option); ``flag`` (default ``--`` and the option with dashes);
+    ``metavar``; ``public``: "always" (a position of :meth:`Params.public`), "tagged" (``(name, value)`` only
+    where not the default) or "never"; ``label``: how an error names it (default: the field's name);
+    ``canon``: the value as :meth:`Params.public` holds it (default: by the rule's kind; None stays None);
+    ``mechanism``: an argument of :class:`sqm.mechanism.release.SQM` by the same name."""
+
+    default: Any = None
+    rule: Any = None
+    help: str = ""
+    optional: bool = False
+    option: str | None = None
+    flag: str | None = None
+    metavar: str | None = None
+    public: str = "always"
+    label: str | None = None
+    canon: Callable | None = None
+    mechanism: bool = False
+
+    def field(self, **changes):
+        """This declaration (with ``changes``) as a dataclass field of a :class:`Params` subclass."""
+        p = dataclasses.replace(self, **changes)
+        if p.public not in ("always", "tagged", "never"):
+            raise UsageError(f"public must be always, tagged or never, got {p.public!r}")
+        return dataclasses.field(default=p.default, metadata={"param": p})
+
+    def check(self, value, name: str):
+        """``value`` if it satisfies this declaration, else a UsageError naming the parameter and its rule."""
+        if value is None and (self.optional or self.rule is None):
+            return value
+        if self.rule is not None and value not in self.rule:
+            raise UsageError(f"{self.label or name} must {self.rule.describe()}, got {value!r}")
+        return value
+
+    def public_value(self, value):
+        if value is None:
+            return None
+        if self.canon is not None:
+            return self.canon(value)
+        kind = getattr(self.rule, "kind", None)
+        return value if kind is None else kind(value)
+
+    def help_text(self) -> str:
+        d = self.default
+        shown = f"{d:g}" if isinstance(d, float) else str(d)
+        return self.help.replace("{default}", shown)
+
+
+# ----- a release's parameters --------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Params:
+    """The base of every release's parameter dataclass (subclasses: ``@dataclasses.dataclass(frozen=True)``, a
+    ``statistic`` name, fields made by :meth:`Param.field`).  Valid by construction (:meth:`validate`)."""
+
+    statistic: ClassVar[str] = ""
+
+    def __post_init__(self):
+        self.validate()
+
+    @classmethod
+    def declared(cls) -> list[tuple[str, Param]]:
+        """(name, declaration) of every field, in declaration order."""
+        return [(f.name, f.metadata["param"]) for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(name for name, _ in cls.declared())
+
+    @classmethod
+    def default(cls, name: str):
+        """Field ``name``'s declared default."""
+        return dict(cls.declared())[name].default
+
+    def validate(self) -> None:
+        """Every field inside its declared constraint (in declaration order), else a UsageError naming it."""
+        for name, p in self.declared():
+            p.check(getattr(self, name), name)
+
+    def as_dict(self) -> dict:
+        return {name: getattr(self, name) for name in self.names()}
+
+    def public(self) -> tuple:
+        """The public parameters every party agrees on: the statistic, the ``always`` fields in declaration
+        order, then each ``tagged`` field that differs from its default as ``(name, value)``."""
+        head, tagged = [self.statistic], []
+        for name, p in self.declared():
+            v = getattr(self, name)
+            if p.public == "always":
+                head.append(p.public_value(v))
+            elif p.public == "tagged" and v != p.default:
+                tagged.append((name, p.public_value(v)))
+        return (*head, *tagged)
+
+    def mechanism_kwargs(self) -> dict:
+        """The fields :class:`sqm.mechanism.release.SQM` takes, by name."""
+        return {name: getattr(self, name) for name, p in self.declared() if p.mechanism}
+
+    # ----- the command line and the job file's task block -----------------------------------------------------
+    @classmethod
+    def options(cls) -> dict[str, str]:
+        """argparse destination (the task block's key) -> field name, for the fields with an option."""
+        return {p.option or name: name for name, p in cls.declared() if p.option != ""}
+
+    @classmethod
+    def from_options(cls, args, **changes):
+        """The parameters from parsed options (fields without an option: their defaults, or ``changes``)."""
+        values = {name: getattr(args, dest) for dest, name in cls.options().items()}
+        return cls(**{**values, **changes})
+
+    @classmethod
+    def add_options(cls, parser, only=None) -> None:
+        """Add an option to ``parser`` for every field that has one (or the fields named in ``only``), in
+        declaration order, skipping those the parser has already (a shared parent's)."""
+        have = {a.dest for a in parser._actions}
+        for name, p in cls.declared():
+            if p.option != "" and (p.option or name) not in have and (only is None or name in only):
+                add_option(parser, p.option or name, p)
+
+
+def add_option(parser, dest: str, p: Param) -> None:
+    """Parameter ``p``'s command-line option on ``parser`` (argparse destination ``dest``): a flag for a
+    :class:`Boolean`, else typed by its rule, with its default, help and metavar."""
+    flag = p.flag or "--" + dest.replace("_", "-")
+    kw = {"dest": dest, "help": p.help_text()}
+    if isinstance(p.rule, Boolean):
+        parser.add_argument(flag, action="store_true", **kw)
+        return
+    kw.update(default=p.default, type=getattr(p.rule, "kind", None) or str)
+    if isinstance(p.rule, Choice):
+        kw["choices"] = p.rule.values
+    if p.metavar:
+        kw["metavar"] = p.metavar
+    parser.add_argument(flag, **kw)
+
+
+# ----- the parameters every SQM release shares ----------------------------------------------------------------
+
+EPSILON = Param(1.0, DOMAINS["epsilon"], "server-observed epsilon target (default {default})", mechanism=True)
+DELTA = Param(1e-5, DOMAINS["delta"], "delta (default {default})", mechanism=True)
+GAMMA = Param(4096.0, DOMAINS["gamma"], "quantization scale gamma >= 1 (default {default})", mechanism=True)
+ROW_NORM_BOUND = Param(1.0, Interval(0, math.inf, "neither", says="be > 0"), "c: every record's ||x|| (default "
+                       "{default})", mechanism=True)
+# each client's share c_j of the row norm bound (None: by its columns); from the job file's norm shares
+PARTY_BOUNDS = Param(None, None, option="", canon=_floats, mechanism=True)
+CHUNK_ROWS = Param(None, Integer(1), "records per chunk of the secure evaluation, the same at every party; the "
+                   "result does not depend on it", optional=True, metavar="N", public="tagged", mechanism=True)
+ROBUST_NOISE = Param(0, Integer(0, note="clients that may withhold noise"), "each client adds Sk(mu / (n - K)) so "
+                     "that the epsilon holds even if up to K clients add no noise", metavar="K", public="tagged",
+                     mechanism=True)
+VERIFY_SHARING = Param(False, Boolean(), "the parties check that every client's input sharing is consistent",
+                       public="tagged", mechanism=True)
+ROW_NORM_CHECK = Param(False, Boolean(), "bound whole rows by c inside the secure evaluation", public="tagged",
+                       mechanism=True)

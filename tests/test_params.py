@@ -1,0 +1,149 @@
+"""One declaration per parameter (sqm.mechanism.params): each release's parameters are one frozen dataclass, and the
+job task's public tuple, the estimator's defaults, the command line's options and the job file's task block keys
+all come from it.  The public tuples are checked against the hand-written tuples they replace: the parties' job
+agreement digests them, so a job that agrees today agrees the same way."""
+from __future__ import annotations
+
+import inspect
+import itertools
+import pathlib
+import re
+
+import pytest
+
+from sqm.mechanism.params import CHUNK_ROWS, ROBUST_NOISE, Integer, Param
+from sqm.apps.pca.params import PCAParams
+from sqm.errors import UsageError
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _subcommand(name: str):
+    from sqm.cli.command import build_parser
+
+    return next(a for a in build_parser()._actions if a.dest == "command").choices[name]
+
+
+def _legacy_pca_public(k, eps, delta, gamma, c, pb, chunk_rows, robust_noise, verify_sharing, row_norm_check):
+    """``PCAJobTask.public`` as it was written by hand before the declaration."""
+    pb = None if pb is None else tuple(float(b) for b in pb)
+    chunk = () if chunk_rows is None else (("chunk_rows", int(chunk_rows)),)
+    robust = () if not robust_noise else (("robust_noise", int(robust_noise)),)
+    robust += (("verify_sharing", True),) if verify_sharing else ()
+    robust += (("row_norm_check", True),) if row_norm_check else ()
+    return ("pca", int(k), float(eps), float(delta), float(gamma), float(c), pb, *chunk, *robust)
+
+
+@pytest.mark.parametrize("values", list(itertools.product(
+    [2, 5], [0.5, 1], [1e-5], [1024.0, 4096], [1.0, 2], [None, (0.6, 0.8)], [None, 16], [0, 1], [False, True],
+    [False, True])))
+def test_the_pca_task_agrees_on_the_tuple_it_agreed_on_before(values):
+    from sqm.apps.pca.job import PCAJobTask
+
+    k, eps, delta, gamma, c, pb, chunk, robust, verify, check = values
+    task = PCAJobTask(k, eps, delta, gamma, c, pb, chunk_rows=chunk, robust_noise=robust, verify_sharing=verify,
+                      row_norm_check=check)
+    assert task.public() == _legacy_pca_public(*values)
+    assert task.with_party_bounds([0.5, 0.5]).public() == _legacy_pca_public(k, eps, delta, gamma, c, (0.5, 0.5),
+                                                                             chunk, robust, verify, check)
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"n_components": 0}, "the number of components must be an integer >= 1, got 0"),
+    ({"n_components": 2.5}, "the number of components must be an integer >= 1, got 2.5"),
+    ({"robust_noise": 1.5}, r"robust_noise must be an integer >= 0 \(clients that may withhold noise\), got 1.5"),
+    ({"robust_noise": True}, r"robust_noise must be an integer >= 0 \(clients that may withhold noise\), got True"),
+    ({"chunk_rows": 0}, "chunk_rows must be an integer >= 1, got 0"),
+    ({"epsilon": 0}, "epsilon must be a finite number > 0, got 0"),
+    ({"delta": 1.5}, r"delta must lie in \(0, 1\), got 1.5"),
+    ({"gamma": 0.5}, "gamma must be a finite number >= 1, got 0.5"),
+    ({"row_norm_bound": -1.0}, "row_norm_bound must be > 0, got -1.0"),
+    ({"verify_sharing": "yes"}, "verify_sharing must be true or false, got 'yes'"),
+])
+def test_every_declared_constraint_is_checked_naming_the_parameter(changes, message):
+    with pytest.raises(UsageError, match=f"^{message}$"):
+        PCAParams(**changes)
+    from sqm.apps.pca import PCAJobTask, SQMPCA
+
+    with pytest.raises(UsageError, match=f"^{message}$"):
+        PCAJobTask(**changes)
+    with pytest.raises(UsageError, match=f"^{message}$"):
+        SQMPCA(**{"n_components": 1, **changes}, backend="plain").fit([[0.1, 0.2], [0.3, 0.1], [0.0, 0.2]])
+
+
+def test_the_mechanism_checks_its_counts_with_the_same_declarations():
+    from sqm.mechanism.polynomial import covariance
+    from sqm.mechanism.release import SQM
+
+    for kw, p in (({"robust_noise": -1}, ROBUST_NOISE), ({"chunk_rows": 2.5}, CHUNK_ROWS)):
+        name, value = next(iter(kw.items()))
+        with pytest.raises(UsageError) as err:
+            SQM(covariance(2), 64.0, epsilon=1.0, **kw)
+        with pytest.raises(UsageError) as same:
+            p.check(value, name)
+        assert str(err.value) == str(same.value)
+    with pytest.raises(UsageError, match="^rounds must be an integer >= 1, got 0$"):
+        SQM(covariance(2), 64.0, epsilon=1.0, rounds=0)
+    assert Param(rule=Integer(1)).check(3.0, "n") == 3.0
+
+
+def test_the_pca_estimator_takes_its_defaults_from_the_declaration():
+    from sqm.apps.pca import SQMPCA
+
+    sig = inspect.signature(SQMPCA.__init__).parameters
+    for name, p in PCAParams.declared():
+        assert sig[name].default == p.default, name
+    est = SQMPCA(n_components=3, robust_noise=1)
+    assert est.params() == PCAParams(n_components=3, robust_noise=1)
+    assert set(PCAParams.names()) <= set(est.get_params())
+
+
+def test_the_pca_command_and_task_block_come_from_the_declaration():
+    p = _subcommand("pca")
+    assert set(p.get_default("task_params")) == set(PCAParams.options())
+    for dest, name in PCAParams.options().items():
+        assert p.get_default(dest) == PCAParams.default(name), dest
+    from sqm.cli.command import parse
+
+    args = parse(["pca", "--components", "3", "--gamma", "1024", "--robust-noise", "1", "--row-norm-check"])
+    assert PCAParams.from_options(args) == PCAParams(n_components=3, gamma=1024.0, robust_noise=1,
+                                                     row_norm_check=True)
+
+
+
+@pytest.mark.parametrize("values", list(itertools.product([0, 1.0, 2], [0.5, 1], [1e-5, 1e-6], [1024.0, 4096],
+                                                          [1.0, 0.5], [1, 2.0], [False, True], ["label", "y"])))
+def test_the_linreg_task_agrees_on_the_tuple_it_agreed_on_before(values):
+    from sqm.apps.linreg import LinRegJobTask, SQMLinearRegression
+
+    alpha, eps, delta, gamma, fb, lb, fit_intercept, label = values
+    legacy = ("linreg", float(alpha), float(eps), float(delta), float(gamma), float(fb), float(lb),
+              bool(fit_intercept), label)
+    est = SQMLinearRegression(alpha, eps, delta, gamma, fb, lb, fit_intercept)
+    assert LinRegJobTask(est, label).public() == legacy
+
+
+def test_the_linreg_estimator_command_and_task_block_come_from_the_declaration():
+    from sqm.apps.linreg import SQMLinearRegression
+    from sqm.apps.linreg.params import LinRegJobParams, LinRegParams
+
+    sig = inspect.signature(SQMLinearRegression.__init__).parameters
+    assert all(sig[name].default == p.default for name, p in LinRegParams.declared())
+    p = _subcommand("linreg")
+    assert set(p.get_default("task_params")) == set(LinRegJobParams.options())
+    assert "fit_intercept" not in LinRegJobParams.options()  # no option: a job always fits the intercept
+    for dest, name in LinRegJobParams.options().items():
+        assert p.get_default(dest) == LinRegJobParams.default(name), dest
+    with pytest.raises(UsageError, match="^alpha must be a finite number >= 0, got -1$"):
+        SQMLinearRegression(alpha=-1, backend="plain").fit([[0.1, 0.2], [0.2, 0.1]], [0.1, 0.3])
+    with pytest.raises(UsageError, match="^label_bound must be > 0, got 0$"):
+        LinRegParams(label_bound=0)
+
+
+def test_gamma_default_is_written_once():
+    """The default quantization scale of the polynomial statistics is one declaration (sqm.mechanism.params)."""
+    found = [f"{p.relative_to(ROOT)}:{i}" for p in (ROOT / "sqm").rglob("*.py")
+             for i, line in enumerate(p.read_text().splitlines(), 1) if re.search(r"\b4096\.0\b", line)]
+    assert found == ["sqm/mechanism/params.py:" + str(next(
+        i for i, line in enumerate((ROOT / "sqm/mechanism/params.py").read_text().splitlines(), 1)
+        if "4096.0" in line))], found
