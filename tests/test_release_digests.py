@@ -9,7 +9,7 @@ integers at the server (every server-side :class:`sqm.mechanism.release.RoundOut
 linear regression and the moments solver, one per round for the sgd solver); PBM-VFL's are every embedding sum
 the server decoded, of which its result carries the digest (``sum_digest``).  The integers are compared
 exactly; the floats to a relative 1e-6, which allows the last-bit differences of linear-algebra and torch
-kernels between machines and nothing a change of the computation would give.
+kernels between machines.
 
 Every run goes through the in-process simulation (the same party programs as real party processes, whose
 equality with it bit for bit other tests prove), seeded, on a small table of exact numbers (multiples of 1/64
@@ -38,10 +38,10 @@ CASES = ("pca job", "pca estimator", "linreg job", "linreg estimator", "logreg m
 
 
 def table(m: int = 48, d: int = 6) -> np.ndarray:
-    """``m`` records of ``d`` columns, each a multiple of 1/64 in [-1/2, 1/2] (some rows beyond the unit norm,
-    so clipping takes part), from an integer formula: the same numbers on every machine."""
+    """``m`` records of ``d`` columns, multiples of 1/64 in [-1/2, 1/2], every sixth record twice as large (beyond
+    the norm bounds, so clipping takes part), from an integer formula: the same numbers on every machine."""
     i, j = np.arange(m)[:, None], np.arange(d)[None, :]
-    return (((i * 7919 + j * 104729 + 1) * 2654435761) % 65 - 32) / 64.0
+    return (((i * 7919 + j * 104729 + 1) * 2654435761) % 65 - 32) / np.where(i % 6 == 0, 32.0, 64.0)
 
 
 def labels(X: np.ndarray) -> np.ndarray:
