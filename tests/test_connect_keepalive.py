@@ -26,6 +26,8 @@ import struct
 import time
 import types
 
+import pytest
+
 from test_tls import Parties, _keys
 
 from bench import netsim
@@ -79,6 +81,7 @@ def _record(tmp_path, i: int) -> dict:
         return pickle.load(f)
 
 
+@pytest.mark.slow
 def test_a_flood_longer_than_the_idle_timeout_leaves_the_job_unaffected(tmp_path):
     """A sustained flood on client 2's port for 4 idle timeouts, during every party's connect phase (connect timeout
     40 s): the job completes and the server releases the exact sum, whichever party got through first.  (Old code:
@@ -163,6 +166,7 @@ def test_a_party_that_cannot_be_reached_is_named_by_every_party_at_the_connect_t
     assert ps.released() == []
 
 
+@pytest.mark.slow
 def test_a_tls_port_squatter_is_named_before_the_connect_timeout(tmp_path):
     """Another program holds client 1's port (listening; the kernel accepts, nothing answers).  Over TLS the server's
     handshake there gets no answer; a party answers at once and closes what it holds unidentified within its

@@ -65,6 +65,7 @@ def _params(n: int, seed: int = 1):
         yield l1, l2, mu, q, rounds, int(rng.integers(2, 9)), delta
 
 
+@pytest.mark.slow
 def test_server_and_client_epsilons_equal_the_accountants():
     """accounting.server_epsilon / client_epsilon (direct curves) = events.compose of the events (dp-accounting's
     RdpAccountant, extended), exactly, over both order sets."""

@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import jsonschema
+import pytest
 
 from sqm.cli import output
 
@@ -35,6 +36,7 @@ def _strict(path) -> dict:
     return doc
 
 
+@pytest.mark.slow
 def test_the_guide_runs_as_written(tmp_path):
     script = "set -euo pipefail\n" + "\n".join(guide_blocks())
     env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}

@@ -500,6 +500,7 @@ def test_slow_but_alive_parties_are_not_killed(tmp_path):
     assert res[0]["max_loop_stall_s"] > 3.0  # the server's blocked stretch, measured
 
 
+@pytest.mark.slow
 def test_stopped_client_makes_every_party_exit_naming_it(tmp_path):
     # the server waits on client 2 (stopped), client 1 waits on the server (alive, sending heartbeats): the
     # server detects the silence, client 1 learns it from the server's abort notice

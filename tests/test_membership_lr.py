@@ -235,6 +235,7 @@ def test_hidden_membership_lr_moments_job_equals_the_revealing_job(tmp_path, mon
 EPS, SEEDS = 8.0, (1, 2, 3, 4, 5, 6)
 
 
+@pytest.mark.slow
 def test_hidden_membership_lr_sgd_job_learns_like_the_revealing_job(tmp_path):
     """The sgd solver through the job framework (simulation), 3 clients, 2,000 records of which 1,200 are in
     every client's set: the hiding job samples over the S = 4,400 positions its union is placed over (the sum of

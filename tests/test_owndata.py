@@ -273,6 +273,7 @@ def test_declared_norm_shares_set_each_clients_bound(tmp_path):
 
 # ----- logistic regression on a user's own (unscaled, imbalanced) data, job mode with its defaults ---------
 
+@pytest.mark.slow
 def test_logreg_job_with_defaults_beats_majority_and_is_within_2_points_of_dpsgd():
     """Issue 14's acceptance run (``python -m bench lr-defaults``, through the plain simulation): 6,000 training
     records (9 features over 3 clients, labels coded 1/2, 25% positives), ranges proposed from the data

@@ -163,6 +163,7 @@ def test_estimator_follows_scikit_learn_conventions(digits):
         clone(est).set_params(n_parties=1).fit(X, ytr)
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.SkipTestWarning")
 def test_estimator_passes_scikit_learn_checks():
     """scikit-learn's whole check_estimator suite, on the NPQ method (deterministic for a seed; PBM's noise

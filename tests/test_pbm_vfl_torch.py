@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "examples" / "pbm_vfl_torch.py"
 
 
+@pytest.mark.slow
 def test_user_script_trains_a_cnn_and_an_mlp_through_real_processes(tmp_path):
     """The PBM-VFL guide's script (docs/how-to/pbm-vfl.md includes the file) (under 40 lines): three quadrant CNNs, one MLP with dropout and a fusion MLP, through
     five real MPyC party processes for 3 epochs; every party's trained module and optimizer come back."""

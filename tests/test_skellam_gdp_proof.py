@@ -138,7 +138,8 @@ def test_the_gdp_conversion_is_the_exact_analytic_gaussian(mu_g, delta):
     assert gaussian_delta(1.0, mu_g, eps) <= delta
 
 
-@pytest.mark.parametrize("shift", [(1,), (3,), (1, 1), (2, 1)])
+@pytest.mark.parametrize("shift", [(1,), (3,), pytest.param((1, 1), marks=pytest.mark.slow),
+                                   pytest.param((2, 1), marks=pytest.mark.slow)])
 def test_the_release_meets_its_gdp_epsilon_exactly(shift):
     """Exact hockey-stick divergence of (Z + s, Z), Z independent Skellam of variance 1e4 on each coordinate,
     at the GDP epsilon of c ||s|| / sqrt V, is at most the target delta (both orders; Z is symmetric)."""

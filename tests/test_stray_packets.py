@@ -64,6 +64,7 @@ def test_a_tls_hello_without_a_certificate_is_dropped_and_the_job_completes(tmp_
     assert ps.released() == [0, 1, 2]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tls", [True, False], ids=["tls", "plain-tcp"])
 def test_a_flood_of_3000_connections_leaves_the_job_unaffected(tmp_path, tls):
     """Issue 43's attack: 3,000 unauthenticated connections held open at client 2's port during its connect
@@ -97,6 +98,7 @@ def test_a_flood_of_3000_connections_leaves_the_job_unaffected(tmp_path, tls):
     print("flood:", got, "; parties' seconds:", {j: round(out[j][2], 2) for j in out})
 
 
+@pytest.mark.slow
 def test_a_real_party_with_wrong_keys_is_still_named_under_a_flood(tmp_path):
     """The connect timeout's message names a real party whose certificate does not verify, ahead of the
     3,000 flood connections dropped meanwhile (the old code kept the first 64 notes: the flood's)."""

@@ -130,6 +130,7 @@ def test_file_changed_during_the_job_is_refused(tmp_path, monkeypatch):
     assert err.value.codes[2] == 6 and "its party file changed during the job" in str(err.value)
 
 
+@pytest.mark.slow
 def test_bench_scale_small_run(tmp_path):
     """python -m bench scale end to end on small Parquet jobs (real processes): the report's rows, its schema, and the
     chunked-vs-one-chunk identity check of the released integers."""
