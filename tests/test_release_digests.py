@@ -107,46 +107,46 @@ def run(case: str, folder: str) -> dict:
     Xy = np.c_[X, y]
     with server_releases() as seen:
         if case == "pca job":
-            from sqm.methods.pca import PCAJobTask
+            from sqm.apps.pca import PCAJobTask
 
             r = _simulate(_job(folder, X, [3, 3]), PCAJobTask(2, 1.0, seed=SEED, insecure_reproducible=True))
             outputs = _floats(r["components"], r["explained_variance"])
         elif case == "pca estimator":
-            from sqm.methods.pca import SQMPCA
+            from sqm.apps.pca import SQMPCA
 
             m = SQMPCA(2, backend="plain", seed=SEED).fit(X)
             outputs = _floats(m.components_, m.explained_variance_)
         elif case == "linreg job":  # the estimator's split of [X 1 y]: 4 columns each
-            from sqm.methods.linreg import LinRegJobTask, SQMLinearRegression
+            from sqm.apps.linreg import LinRegJobTask, SQMLinearRegression
 
             task = LinRegJobTask(SQMLinearRegression(seed=SEED), label_column="x6", insecure_reproducible=True)
             r = _simulate(_job(folder, Xy, [4, 3]), task)
             outputs = _floats(r["coef"], r["intercept"])
         elif case == "linreg estimator":
-            from sqm.methods.linreg import SQMLinearRegression
+            from sqm.apps.linreg import SQMLinearRegression
 
             m = SQMLinearRegression(backend="plain", seed=SEED).fit(X, y)
             outputs = _floats(m.coef_, m.intercept_)
         elif case in ("logreg moments job", "logreg sgd job"):
-            from sqm.methods.logreg import LRJobTask
+            from sqm.apps.logreg import LRJobTask
 
             task = LRJobTask(1.0, label_column="x6", seed=SEED, insecure_reproducible=True, solver=case.split()[1])
             r = _simulate(_job(folder, Xy, [3, 4]), task)
             outputs = _floats(r["coef"], r["intercept"])
         elif case in ("logreg moments estimator", "logreg sgd estimator"):
-            from sqm.methods.logreg import SQMLogisticRegression
+            from sqm.apps.logreg import SQMLogisticRegression
 
             m = SQMLogisticRegression(backend="in-process", n_parties=2, seed=SEED, solver=case.split()[1]).fit(X, y)
             outputs = _floats(m.coef_, m.intercept_)
         elif case == "pbm-vfl job":
-            from sqm.methods.pbm_vfl import VFLConfig
-            from sqm.methods.pbm_vfl.job import PBMVFLJobTask
+            from sqm.apps.pbm_vfl import VFLConfig
+            from sqm.apps.pbm_vfl.job import PBMVFLJobTask
 
             task = PBMVFLJobTask(VFLConfig(epochs=2), seed=SEED, insecure_reproducible=True)
             r = _simulate(_pbm_job(folder, X, y), task)
             return _pbm(r["sum_digest"], r["stats"]["iterations"], r["history"])
         elif case == "pbm-vfl estimator":
-            from sqm.methods.pbm_vfl import PBMVFLClassifier
+            from sqm.apps.pbm_vfl import PBMVFLClassifier
 
             m = PBMVFLClassifier(epochs=2, backend="plain", seed=SEED).fit(X, y)
             return _pbm(m.result_.sum_digest, m.result_.iterations, m.history_)
@@ -184,7 +184,7 @@ def test_releases_are_the_recorded_ones(case, tmp_path):
 
 def test_a_changed_release_changes_the_digest(tmp_path):
     """The digest sees the integers: the same PCA job at another gamma records another digest."""
-    from sqm.methods.pca import PCAJobTask
+    from sqm.apps.pca import PCAJobTask
 
     X = table()
     with server_releases() as seen:
