@@ -160,7 +160,7 @@ def _check_min(m: int, min_common: int, sizes) -> None:
 
 async def hide_membership(ctx, table, sizes: dict[int, int], min_common: int, seed=None,
                           max_ratio: float = DEFAULT_MAX_SET_RATIO):
-    """Membership-hiding alignment (issues 29 and 43): the PSI's union variant (:func:`sqm.mpc.protocols.psi.intersect`,
+    """Membership-hiding alignment: the PSI's union variant (:func:`sqm.mpc.protocols.psi.intersect`,
     ``hide_membership``) places the union of every client's ids at uniformly random distinct positions of
     0..S-1, S = the sum of the set sizes (a function of the public sizes only), and tells each client the
     positions of its own ids: a uniformly random subset of 0..S-1 whichever of them the others hold.  The server

@@ -108,7 +108,7 @@ class JobSpec:
     drop_columns: tuple[str, ...] = ()  # columns of the party files this job leaves out (--drop-columns)
     min_intersection: int = DEFAULT_MIN_INTERSECTION  # fewest records in common a job runs on (--min-intersection)
     task: dict | None = None  # the job file's "task" block: {"statistic": "pca", its parameters...} (None: none)
-    hide_membership: bool = False  # align over the union; membership of the intersection stays secret (issue 29)
+    hide_membership: bool = False  # align over the union; membership of the intersection stays secret
     private: tuple[tuple[int, str], ...] = ()  # (party, key) of each party's own setting the job file named
 
     @property

@@ -19,7 +19,7 @@ this module); releases are accounted as events (:mod:`sqm.mechanism.events`): ``
 :func:`server_curve` and :func:`client_curve` compute with the operations of :class:`sqm.mechanism.events.SQMAccountant`
 (an accountant that starts at zero and adds count x the event's curve), so the two give the same floats
 (``tests/test_fast_calibration.py``) and calibrating mu imports neither dp-accounting nor SciPy (only the
-subsampled bound, q < 1, imports SciPy): a launcher plans a job in milliseconds, not 1-2 s of imports.  A bad event of probability eta (e.g. a batch cap overflowing)
+subsampled bound, q < 1, imports SciPy): a launcher plans a job without their import time.  A bad event of probability eta (e.g. a batch cap overflowing)
 enters delta as (1 + e^epsilon) eta (:func:`delta_with_failure`, :func:`delta_before_failure`).
 """
 from __future__ import annotations

@@ -12,8 +12,9 @@ log space, so any epsilon works).
 
 Why not dp-accounting's ``calibrate_dp_mechanism`` with the PLD accountant, as a first choice: it computes the
 same optimum (within 1e-9 relative when tested, see ``tests/test_calibration.py``, which checks the two against
-each other) but takes 0.1-45 s per calibration depending on its discretization and bracket (its default
-discretization needs 13-46 s at epsilon 0.1-20), and it can return a value 5e-10 below the minimum.  Its
+each other) but takes from a tenth of a second to most of a minute per calibration depending on its discretization and
+bracket (docs/benchmarks.md, "Figures behind design choices"), and it can return a value a hair below the
+minimum.  Its
 ``get_sigma_gaussian`` solves the same condition but may also land a hair below.  So the exact solve is the
 policy, and dp-accounting's PLD is the independent check.
 """

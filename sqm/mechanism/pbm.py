@@ -65,7 +65,7 @@ from sqm.errors import UsageError
 
 def __getattr__(name):
     """``PBM_ORDERS``: the RDP orders of :func:`privacy_report`, built on first use (:mod:`sqm.mechanism.rdp` imports
-    dp-accounting, about 1 s, which a party process that only encodes and sums never needs)."""
+    dp-accounting, whose import time a party process that only encodes and sums never needs)."""
     if name == "PBM_ORDERS":
         from .rdp import DEFAULT_ORDERS
 

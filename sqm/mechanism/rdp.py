@@ -8,7 +8,7 @@ Lemma 2 / Eq. 3, 12, 13, 20-23); :func:`exact_skellam_renyi` checks them against
 It imports numpy only at its top: the Skellam curve (Lemma 2) and the conversion (:func:`epsilon_and_order`, the
 same operations as dp-accounting's ``compute_epsilon``, which ``tests/test_fast_calibration.py`` checks bit for
 bit) need nothing else, so a launcher or a party process calibrates mu without importing SciPy or dp-accounting
-(1-2 s of imports).  SciPy is imported where a formula needs it (the subsampled bound, the exact divergence).
+(their import time is the cost of a party's start).  SciPy is imported where a formula needs it (the subsampled bound, the exact divergence).
 """
 from __future__ import annotations
 

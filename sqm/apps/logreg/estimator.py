@@ -67,13 +67,10 @@ def default_schedule(n_records: int, epsilon: float) -> Schedule:
     - epochs: the paper's for this epsilon (2, 5, 8, 10, 10 at 0.5, 1, 2, 4, 8);
     - learning rate 2 and ||w|| <= 8.
 
-    Measured (in-process, epsilon 1, gamma 2^13, 2 seeds) on generated imbalanced data (6,000 records, 15
-    features scaled to +-3 sd / (3 sqrt 15), 20% positives; majority rate 0.7955, non-private 0.889): the
-    Taylor reference learns nothing with ||w|| <= 4 (the rows' small features need large weights) and
-    oscillates at learning rate 8 (the intercept's direction has curvature c^2 / 4 = 1/4); at lr 2-4 and
-    W 8 SQM gave 0.76-0.82 against DPSGD's 0.81, at W 16 SQM fell to 0.59-0.76 (its sensitivity grows with
-    W, DPSGD's does not); larger batches (q 0.05, 0.1) leave too few steps for every method at the paper's
-    epochs (all at the majority rate)."""
+    Why these: with a smaller weight bound the Taylor reference learns nothing (the rows' small features need
+    large weights), a larger learning rate oscillates (the intercept's direction has curvature c^2 / 4 = 1/4),
+    a larger weight bound raises SQM's sensitivity (DPSGD's does not), and larger batches leave too few steps at
+    the paper's epochs; the measurements are in docs/benchmarks.md ("Figures behind design choices")."""
     check_epsilon(epsilon)
     n = int(n_records)
     if n < 1:

@@ -1,7 +1,7 @@
 """SQM-LR's default solver: ONE SQM release of the records' second moments, then a model fitted from them at the
 server (post-processing: no further privacy cost).
 
-Why (issue 24, measured): the per-batch protocol (:mod:`sqm.apps.logreg.party`, ``solver="sgd"``) releases a Taylor
+Why: the per-batch protocol (:mod:`sqm.apps.logreg.party`, ``solver="sgd"``) releases a Taylor
 gradient every round, and every release pays for the worst record under the worst weights: its sensitivity
 grows with the weight bound W (a record's gradient term x (1/2 + <w, x>/4 - y) has norm up to
 c (1/2 + W c / 4)), and R rounds compose.  But the second-order Taylor loss the protocol descends,
@@ -23,8 +23,8 @@ unpenalized) has the Fisher discriminant's direction w = (S_W + lambda I)^-1 (m_
 scatter; Sherman-Morrison), and the logistic model whose log-odds are linear in x with that direction is LDA's
 posterior; its intercept is LDA's threshold.  Both come from the released moments only; the threshold's class
 separation is debiased for the release's known noise variance (the noise enters both the direction and the
-separation, which inflates the latter: measured on breast_cancer at epsilon 1, accuracy 0.77 without the
-correction, 0.85 with it).  Solved by hand: no library fits LDA from noisy second moments with a known noise
+separation, which inflates the latter; what the correction gains is in docs/benchmarks.md, "Figures behind
+design choices").  Solved by hand: no library fits LDA from noisy second moments with a known noise
 variance (scikit-learn's LDA takes the records).
 """
 from __future__ import annotations

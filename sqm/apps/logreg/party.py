@@ -36,7 +36,7 @@ stays with the clients).  The output differs from the uncapped mechanism's only 
 (epsilon, delta_mu + (1 + e^epsilon) eta)-DP; mu is calibrated at delta_mu = delta minus that, so the total is
 the requested delta (:meth:`sqm.apps.logreg.SQMLogisticRegression.plan`).
 
-Membership hidden (``plan.union`` = S > 0, the job file's ``"hide_membership"``; issues 29 and 43): the clients'
+Membership hidden (``plan.union`` = S > 0, the job file's ``"hide_membership"``): the clients'
 blocks are their rows placed at their positions among the S positions the union of their ids is placed over (S the
 sum of the set sizes, public; zeros elsewhere; :mod:`sqm.framework.alignment`) and the server holds the 0/1
 indicator of the intersection over those positions (``ctx.membership``).  The job plans from S (``n_records`` =

@@ -14,7 +14,7 @@ message exchanger).
   (e.g. waiting on the server, which waits on it) stop too.  A stopped process (SIGSTOP) or a partition
   keeps its TCP connection open, so only this timeout can see it.
 
-The connect phase (issue 43): a party still connecting sends the peers it has reached heartbeats flagged
+The connect phase: a party still connecting sends the peers it has reached heartbeats flagged
 "connecting" (step 0; ``waits``: the parties not yet connected to it; :mod:`sqm.mpc.net.session`), so a party
 whose own connect phase is over sees it alive: it is waited for until this party's connect timeout plus
 :data:`CONNECT_GRACE_S` after this party's connect phase ended (it connected to this party before then, so an
@@ -22,7 +22,7 @@ honest one has given up its own connect phase by then, and its notice names whom
 The progress checks skip it (it is at no step).  One that stops heartbeating is named at the idle timeout; one
 that sends a connecting heartbeat after one of the job's is refused.
 
-Progress (issue 25): a peer that keeps sending heartbeats but not what the step expects.  Each heartbeat
+Progress: a peer that keeps sending heartbeats but not what the step expects.  Each heartbeat
 carries its sender's step (MPyC's program counter, which labels every message: :func:`sqm.mpc.protocols.context._exchange`
 advances it and sends that step's messages in one synchronous block), whether it is computing off its receive
 path (:func:`busy`: PSI's hashing and intersection) and the peers it is waiting on (:func:`heartbeat_payload`).
@@ -46,10 +46,8 @@ party that claims to be computing (:func:`busy`) is waited for up to the whole j
 Heartbeats come from an asyncio task, so a party whose event loop is blocked by a long local computation
 (numpy on the loop's thread) sends none meanwhile: ``idle_timeout`` must exceed the longest blocking local
 phase of any party.  Each party records its longest loop stall (``state["max_stall_s"]``, in its result
-record as ``max_loop_stall_s``, resolution 0.25 s).  At the KDDCUP shape (``python -m bench bgw-cost --rows 195666
---cols 117``, 3 parties on a 2-core machine under load) the longest is a client's input sharing (Shamir shares
-of its 195,666 x 58 block, their encoding and first writes: 2.2-3.7 s), the server's 1.2-1.5 s: far below the
-25 s default.  A party that was named silent only because its own loop was blocked is told so (its message
+record as ``max_loop_stall_s``, resolution 0.25 s); the longest measured stalls, far below the default idle
+timeout, are in docs/benchmarks.md ("Figures behind design choices").  A party that was named silent only because its own loop was blocked is told so (its message
 suggests a longer ``--idle-timeout``).  A party whose own loop was blocked does not blame its peers for that time: on waking, the
 bytes that arrived meanwhile are read before the watchdog looks (asyncio runs I/O callbacks before due
 timers), and a watchdog round that woke late skips its check once.

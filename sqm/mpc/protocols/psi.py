@@ -15,8 +15,8 @@ u^3 + A u^2 + u is a square mod p); every key is a fresh X25519 scalar (clamped:
 cofactor 8, so from the first blinding on every value lies in the subgroup of prime order l).  Blinding is
 u -> [k]u, and blindings commute: [k_1][k_2]u = [k_2][k_1]u, so a value blinded under every client's key is the
 same at whichever client it started.  Why this group and not ristretto255: PyNaCl binds no ristretto255
-function, and libsodium's ristretto255 scalar multiplication took 60 us here against 42 us for X25519 (2-core
-AMD EPYC, idle; OpenSSL's own X25519 is 42 us too): the protocol's cost is n such multiplications per id.  Why
+function, and libsodium's ristretto255 scalar multiplication is slower than its X25519 (docs/benchmarks.md,
+"Figures behind design choices"): the protocol's cost is n such multiplications per id.  Why
 not a PSI library: OpenMined's PSI (the well-kept one on PyPI) is a two-party client/server protocol on P-256;
 it does not cover n parties that must not see each other's values.
 
@@ -37,9 +37,9 @@ has refused sizes beyond its own policy before this starts: :func:`sqm.framework
    only, which positions are in the intersection and their ranks in the sorted order of the fully blinded
    values of the intersection.
 
-Checks on everything received (attacks of issue 43): every value must be the canonical encoding of a point of
+Checks on everything received: every value must be the canonical encoding of a point of
 Curve25519 (u < p, top bit clear, u^3 + A u^2 + u a square mod p: :func:`off_curve`, one Jacobi symbol per
-value, about 2 us against 33 us for its blinding) and not of small order (its blinding would be zero), else the
+value, a small fraction of its blinding's cost) and not of small order (its blinding would be zero), else the
 receiver refuses naming the sender at once.  The values of a list must be distinct: blinding is a bijection of the
 prime-order subgroup, so a repeated value (a client doubling the hash of a guessed id would otherwise learn
 "held by exactly one other client" from the answer) survives every hop, and two values that differ by a point
@@ -86,7 +86,7 @@ What each party receives (the tests record every frame: ``tests/test_psi_view.py
 Against a coalition of the server and one client (outside the runtime's model, t = 1 for up to 4 parties):
 the coalition holds some keys, never all the clients', so it still cannot test a guessed id against any value.
 
-Hiding membership (``hide_membership``, issues 29 and 43): stage 1 is the same (the server holds no table); the
+Hiding membership (``hide_membership``): stage 1 is the same (the server holds no table); the
 server then places the U values of the union of every client's list at uniformly random distinct positions of
 0..S-1, S = the sum of the set sizes (a public function of the sizes; the placement from the server's own
 cryptographic generator, :func:`place_union`), answers each client with the position of every id of its list,
@@ -171,8 +171,8 @@ def hash_ids(ids, n: int | None = None) -> np.ndarray:
 
 
 async def hash_ids_yielding(ids, n: int | None = None, batch: int = CHUNK_IDS) -> np.ndarray:
-    """:func:`hash_ids` in batches of ``batch`` ids, giving the event loop a turn between batches (0.2 s of
-    hashing each): a party hashing 10^6 ids (11 s) keeps sending its heartbeats, so its peers, waiting for its
+    """:func:`hash_ids` in batches of ``batch`` ids, giving the event loop a turn between batches: a
+    party hashing millions of ids keeps sending its heartbeats, so its peers, waiting for its
     first chunk, do not take it for silent (``sqm.mpc.net.liveness``)."""
     import asyncio
     import itertools
@@ -208,7 +208,7 @@ def blind(key: bytes, points: np.ndarray) -> np.ndarray:
 def off_curve(points: np.ndarray) -> int | None:
     """The index of the first value of ``points`` ((N, 32) uint8) that is not the canonical encoding of a point of
     Curve25519: its top bit set, u >= p, or u^3 + A u^2 + u not a square mod p (a point of the twist); None if
-    every value is one.  One Jacobi symbol per value (gmpy2), about 2 us."""
+    every value is one.  One Jacobi symbol per value (gmpy2)."""
     import gmpy2
 
     if points.shape[0] == 0:
