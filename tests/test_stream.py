@@ -121,7 +121,7 @@ def _sqm(chunk, backend="plain"):
 def test_sqm_covariance_same_integers_for_any_chunk_size(monkeypatch):
     """SQM's noisy X^T X with the same seeds: the same integers in chunks of 16 records as in one chunk, through
     real MPyC processes and through the BGW protocol in process, and equal to the ideal simulation."""
-    from sqm.mpc.net import inprocess
+    from sqm.mpc.protocols import inprocess
 
     ideal = _sqm(None).raw
     real = _sqm(16, "mpyc").raw

@@ -34,6 +34,7 @@ import numpy as np
 from sqm.mpc.protocols import compare
 from sqm.mpc.protocols import sharing
 from sqm.mpc.shares import modarith
+from sqm.mpc.shares import shamir
 from sqm.mpc.net import wire
 from sqm.mpc.net.abort import InputRefused, ProtocolError
 from sqm.errors import UsageError
