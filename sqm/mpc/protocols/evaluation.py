@@ -197,7 +197,8 @@ class Evaluation:
         without a degree reduction: :meth:`sqm.mpc.net.transport.PartyTransport.output_shares_next`)."""
         n_chunks = chunk_count(n_rows, rows_per_chunk)
         blocks = None if feed is None else feed.blocks(rows_per_chunk)
-        moments, sums = None, []
+        moments = None
+        sums: list = []
         own_check = check is None and verify
         if own_check:
             check = sharing.SharingCheck(self.tr, p, widths)
@@ -342,7 +343,7 @@ class Evaluation:
         if len(deg2) > S.shape[1]:
             G = modarith.gram_mod(S, p)
         high = [k for k, mono in enumerate(monos) if len(mono) > 2]
-        prefix = {}
+        prefix: dict[tuple, np.ndarray] = {}
         if high:  # elementwise products with degree reduction, one round per extra factor
             depth = max(len(monos[k]) for k in high)
             for level in range(2, depth):

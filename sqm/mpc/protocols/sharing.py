@@ -39,6 +39,7 @@ async def input_shares(ctx, payload, p: int, widths=None, rows: int | None = Non
     (:meth:`~sqm.mpc.net.transport.PartyTransport.output_shares_next`)."""
     ctx.require_threshold()
     workers = list(range(ctx.M)) if workers is None else list(workers)
+    outgoing: dict[int, object]
     if ctx.is_server:  # an empty frame to every client: the clients' pace (see above)
         outgoing = {j: None for j in range(ctx.M)} if 0 in workers else {}
     else:
