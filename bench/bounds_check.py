@@ -25,7 +25,7 @@ def deviating_client(factor: float, offset: float, victim: int = 1):
     by ``factor``, adds ``offset`` (real units) and skips its own bounds checks; every other party is honest."""
     import numpy as np
 
-    from sqm.mpc.protocols.context import _Feed
+    from sqm.mpc.protocols.evaluation import _Feed
     from sqm.mechanism.vertical import ColumnBounds
 
     honest_clip, honest_check, honest_checked = ColumnBounds.clip, _Feed.check_in_memory, _Feed._checked

@@ -125,7 +125,7 @@ class DeviateBounds(PartyProgram):
     async def run(self, ctx):
         import numpy as np
 
-        from sqm.mpc.protocols.context import _Feed
+        from sqm.mpc.protocols.evaluation import _Feed
         from sqm.mechanism.vertical import ColumnBounds
 
         honest, factor, offset = ColumnBounds.clip, self.factor, self.offset
@@ -163,17 +163,22 @@ class DeviateOpening(PartyProgram):
         self.inner = inner
 
     async def run(self, ctx):
-        honest = ctx.open_to
-
         import numpy as np
 
-        async def open_to(share, p, *args, **kw):
+        from sqm.mpc.protocols import sharing
+
+        honest = sharing.open_to  # this party's process: every opening it makes goes through the module's
+
+        async def open_to(at, share, p, *args, **kw):
             if share is not None:
                 share = (np.asarray(share, np.int64) + 1) % p
-            return await honest(share, p, *args, **kw)
+            return await honest(at, share, p, *args, **kw)
 
-        ctx.open_to = open_to
-        return await self.inner.run(ctx)
+        sharing.open_to = open_to
+        try:
+            return await self.inner.run(ctx)
+        finally:
+            sharing.open_to = honest
 
 
 # sitecustomize for one party process: its connections to some addresses go elsewhere (the proxy: bench.netsim's

@@ -54,12 +54,12 @@ class DirectParty(PartyProgram):
     async def run(self, ctx):
         from sqm.framework.party import JobMeta
         from sqm.framework.table_stream import StreamedTable
+        from sqm.mpc.protocols.context import PartyContext
         from sqm.mpc.protocols.shards import ShardRunner
 
-        if self.shards is not None:
-            ctx.shards = ShardRunner(*self.shards)
+        runner = None if self.shards is None else ShardRunner(*self.shards)
         table = None if self.file is None else StreamedTable(self.file, self.columns, self.n_rows, "id")
-        return await self.task.run(ctx, table, JobMeta(self.col_counts, self.n_rows))
+        return await self.task.run(PartyContext(ctx, shards=runner), table, JobMeta(self.col_counts, self.n_rows))
 
 
 def _programs(job_file: str, rows: int, task, workers: int):

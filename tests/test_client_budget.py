@@ -27,7 +27,7 @@ from sqm.mpc.protocols.inprocess import run_in_process
 from sqm.mpc.net.launch import MPCError
 
 from conftest import one_by_one
-from sqm.mpc.protocols.context import PartyContext
+from sqm.mpc.net.transport import PartyTransport
 
 TASK = {"statistic": "pca", "components": 1, "epsilon": 1, "gamma": 1024}
 DATASET = "customers-2026"
@@ -120,13 +120,13 @@ def test_after_a_refusal_no_party_sends_anything(tmp_path, monkeypatch):
               1: LedgerGuard(str(tmp_path / "c1.sqlite"), (10.0, 1e-5)),
               2: LedgerGuard(str(tmp_path / "c2.sqlite"), (0.5, 1e-5))}
     sent = []
-    real = PartyContext.send_recv
+    real = PartyTransport.send_recv
 
     async def spy(self, outgoing, senders, expect, step="message"):
         sent.append((self.pid, step, sorted(outgoing)))
         return await real(self, outgoing, senders, expect, step)
 
-    monkeypatch.setattr(PartyContext, "send_recv", spy)
+    monkeypatch.setattr(PartyTransport, "send_recv", spy)
     programs = [party_program(spec, i, task, guards[i]) for i in range(3)]
     with pytest.raises(MPCError) as e:
         run_in_process(programs, timeout=60)
@@ -186,13 +186,13 @@ def test_the_alignment_cap_refuses_before_the_psi(tmp_path, monkeypatch):
               2: LedgerGuard(str(tmp_path / "c2.sqlite"), (10.0, 1e-5))}
     run_in_process([party_program(spec, i, task, guards.get(i)) for i in range(3)], timeout=60)
     sent = []
-    real = PartyContext.send_recv
+    real = PartyTransport.send_recv
 
     async def spy(self, outgoing, senders, expect, step="message"):
         sent.append((self.pid, step))
         return await real(self, outgoing, senders, expect, step)
 
-    monkeypatch.setattr(PartyContext, "send_recv", spy)
+    monkeypatch.setattr(PartyTransport, "send_recv", spy)
     with pytest.raises(MPCError, match="client 1 refused: its owner's cap on record alignments of this dataset is "
                                       "reached") as e:
         run_in_process([party_program(spec, i, task, guards.get(i)) for i in range(3)], timeout=60)
@@ -214,7 +214,7 @@ STEPS = ("client schemas", "agree on job", "input shares", "degree reduction", "
 def _expected(step: str, target: int, client: int):
     """What client ``client``'s ledger holds after ``target`` was killed at ``step`` (every party held before
     ``step``, then the others let go): no entry before the budget verdict; 'refunded' while this client had sent
-    no share of any output (its degree-reduction sub-shares: :meth:`PartyContext.output_shares_next`); 'failed'
+    no share of any output (its degree-reduction sub-shares: :meth:`PartyTransport.output_shares_next`); 'failed'
     (counted) once it had; 'completed' after the job."""
     if step == "client schemas":
         return []
@@ -288,7 +288,7 @@ def _first_output_step(monkeypatch, run) -> dict:
     """{client: the step of its first exchange that carried its shares of an output} (``output_shares_sent`` set
     inside that exchange, just before its frames went), and that it was unset before it."""
     seen = {}
-    real = PartyContext.send_recv
+    real = PartyTransport.send_recv
 
     async def spy(self, outgoing, senders, expect, step="message"):
         before = self.output_shares_sent
@@ -297,7 +297,7 @@ def _first_output_step(monkeypatch, run) -> dict:
             seen.setdefault(self.pid, step)
         return got
 
-    monkeypatch.setattr(PartyContext, "send_recv", spy)
+    monkeypatch.setattr(PartyTransport, "send_recv", spy)
     run()
     monkeypatch.undo()
     return seen

@@ -2,7 +2,7 @@
 
 - the exit-code table and the root cause of a failed job (:mod:`sqm.errors`);
 - a record-id mismatch names the odd client to the clients only: the server learns that the clients
-  disagree, never which (``PartyContext.check_clients`` over an in-memory network, and through
+  disagree, never which (``PartyTransport.check_clients`` over an in-memory network, and through
   ``sqm pca --job``);
 - a party's own input error reaches the others as "client j refused: <reason without data>" and that party
   exits BAD_DATA (a logistic-regression label error, a value too large for float64);
@@ -34,11 +34,11 @@ from sqm.framework.jobtask import JobTask
 
 from sqm.framework.spec import read_party_csv, write_party_csvs
 from sqm import errors as exitcodes
-from sqm.mpc.protocols import context as protocol
+from sqm.mpc.net import transport as protocol
 from sqm.mpc.net import wire
 from sqm.errors import (EXIT_BAD_DATA, EXIT_ERROR, EXIT_LOST, EXIT_OK, EXIT_REFUSED, EXIT_TIMEOUT, EXIT_USAGE,
                            job_exit_code)
-from sqm.mpc.protocols.context import PartyContext
+from sqm.mpc.net.transport import PartyTransport
 from sqm.mpc.net.abort import InputRefused, ProtocolError
 from sqm.mechanism.vertical import clip_rows, row_norms
 
@@ -123,7 +123,7 @@ def _check_clients(monkeypatch, values, what="record ids", problems=None):
 
     async def party(pid):
         _ME.set(pid)
-        ctx = PartyContext(_RT(pid, M))
+        ctx = PartyTransport(_RT(pid, M))
         if pid == 0:
             return await ctx.check_clients(None, "record ids", None)
         return await ctx.check_clients(values[pid - 1], what, wire.digest(32), problem=problems.get(pid))

@@ -8,7 +8,8 @@ from sqm.mpc.protocols.backend import FixedClient, Job
 from sqm.errors import EXIT_BAD_DATA, EXIT_ERROR, EXIT_OK, EXIT_REFUSED
 from sqm.mpc.protocols.inprocess import run_in_process
 from sqm.mpc.net.launch import MPCError
-from sqm.mpc.net.party import EvaluateJob, PartyProgram
+from sqm.mpc.net.party import PartyProgram
+from sqm.mpc.protocols.context import EvaluateJob
 from sqm.mpc.protocols.program import SumProgram
 
 

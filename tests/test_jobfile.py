@@ -381,7 +381,7 @@ def test_fewer_than_two_clients_refused_before_any_process_starts(monkeypatch):
     import subprocess
 
     from sqm.mpc.protocols.mpyc_backend import MPyCBackend
-    from sqm.mpc.net.party import EvaluateJob
+    from sqm.mpc.protocols.context import EvaluateJob
     from sqm.mpc.protocols.secure_sum import SumClient, sum_job
 
     def no_process(*a, **k):
@@ -465,16 +465,16 @@ def test_ledger_refusals_send_no_share(tmp_path, monkeypatch):
     the real protocol): a job over budget, or on a dataset without a budget, is refused before any party
     reaches it (the clients stop at the evaluation's first agreement, which the refusing server never
     answers); a job within budget reaches it at every party."""
-    from sqm.mpc.protocols.inprocess import InProcessContext
+    from sqm.mpc.protocols.evaluation import Evaluation
 
     calls = []
-    real = InProcessContext._secure_outputs
+    real = Evaluation._secure_outputs
 
     async def spy(self, *a, **k):
-        calls.append(self.pid)
+        calls.append(self.tr.pid)
         return await real(self, *a, **k)
 
-    monkeypatch.setattr(InProcessContext, "_secure_outputs", spy)
+    monkeypatch.setattr(Evaluation, "_secure_outputs", spy)
     spec, task, two, budget = _ledger_setup(tmp_path)
     path = str(tmp_path / "ledger.sqlite")
     with pytest.raises(MPCError, match="has no privacy budget in the ledger") as err:

@@ -267,7 +267,7 @@ def test_the_runtime_names_no_application():
 
 def test_only_the_runtime_touches_mpyc():
     """MPyC is the runtime's business: no module outside sqm.mpc imports it (the runtime's private hooks, e.g.
-    PartyContext._lap, are not called from outside it either)."""
+    a phase timer's former ``_lap``, are not called from outside it either)."""
     bad = []
     files = [p for p in _package_files() if _room_of(p) != "mpc"] + sorted((ROOT / "bench").rglob("*.py"))
     for path in files:
@@ -275,6 +275,53 @@ def test_only_the_runtime_touches_mpyc():
         bad += [f"{path.relative_to(ROOT)} imports mpyc" for _, m in _imports(path) if m.split(".")[0] == "mpyc"]
         bad += [f"{path.relative_to(ROOT)} calls _lap" for _ in [0] if "._lap(" in text]
     assert not bad, bad
+
+
+# a party's runtime objects as the library's code names them: what applications hold of sqm.mpc
+RUNTIME_HANDLES = ("ctx", "transport", "evaluation", "self.ctx", "self.tr", "link.ctx")
+
+
+def _private_runtime_uses(path: pathlib.Path) -> list[str]:
+    """Where a module outside sqm.mpc reaches into the runtime's own names: ``from sqm.mpc... import _x``,
+    ``module._x`` of an imported sqm.mpc module, or ``ctx._x`` (any of :data:`RUNTIME_HANDLES`)."""
+    tree = ast.parse(path.read_text())
+    rel = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name
+    aliases = set()  # local names bound to sqm.mpc modules
+    bad = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("sqm.mpc"):
+            for a in node.names:
+                if a.name.startswith("_"):
+                    bad.append(f"{rel}:{node.lineno} imports {node.module}.{a.name}")
+                aliases.add(a.asname or a.name)
+        elif isinstance(node, ast.Import):
+            aliases |= {a.asname for a in node.names if a.name.startswith("sqm.mpc") and a.asname}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            owner = ast.unparse(node.value)
+            if owner in RUNTIME_HANDLES or owner in aliases:
+                bad.append(f"{rel}:{node.lineno} uses {owner}.{node.attr}")
+    return bad
+
+
+def test_applications_use_the_runtime_s_public_names_only():
+    """No module of the library outside sqm.mpc imports a private name of the runtime, or reads a private
+    attribute of a runtime module or of a party's context, transport or evaluation: applications build on the
+    public primitives (:mod:`sqm.mpc.protocols.sharing`, :mod:`sqm.mpc.protocols.api`).  The benchmarks' fault
+    injection (bench/) deliberately reaches inside and is not held to it."""
+    bad = []
+    for path in _package_files():
+        if _room_of(path) != "mpc":
+            bad += _private_runtime_uses(path)
+    assert not bad, "\n".join(bad)
+
+
+def test_the_private_use_finder_can_fail(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("from sqm.mpc.protocols import sharing\nfrom sqm.mpc.protocols.evaluation import _Feed\n"
+                     "async def f(ctx):\n    ctx._lap('x')\n    sharing._r\n    ctx.phase('x')\n")
+    found = sorted(b.split(" ", 1)[1] for b in _private_runtime_uses(probe))
+    assert found == ["imports sqm.mpc.protocols.evaluation._Feed", "uses ctx._lap", "uses sharing._r"]
 
 
 def test_the_public_api_is_flat_and_every_name_resolves():

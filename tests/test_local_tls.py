@@ -11,7 +11,7 @@ import sys
 import numpy as np
 
 from sqm.mpc.net.launch import party_env, run_parties
-from sqm.mpc.net.party import EvaluateJob
+from sqm.mpc.protocols.context import EvaluateJob
 from sqm.mpc.protocols.secure_sum import SumClient, sum_job
 
 

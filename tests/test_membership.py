@@ -8,6 +8,7 @@ from bench.attacks import frame_scalars, frame_shape
 from sqm.mpc.protocols.backend import Job
 from sqm.mpc.protocols.inprocess import run_in_process
 from sqm.mpc.net.party import PartyProgram
+from sqm.mpc.protocols.context import PartyContext
 from sqm.mpc.protocols.program import SumProgram
 from sqm.mpc.protocols.psi import Union, union_positions
 
@@ -20,9 +21,8 @@ class MaskedEvaluation(PartyProgram):
         self.job, self.union, self.block, self.addend = job, union, block, addend
 
     async def run(self, ctx):
-        ctx.membership = self.union
         mine = None if self.block is None else (self.block, self.addend)
-        return await ctx.evaluate(self.job, mine)
+        return await PartyContext(ctx, membership=self.union).evaluate(self.job, mine)
 
 
 def _case(prog, U=300, m=140, widths=(2, 3, 2), seed=0):

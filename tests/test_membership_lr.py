@@ -11,6 +11,7 @@ from sqm.apps.logreg.party import LRPlan
 from sqm.apps.logreg.kernel import deal_indicator
 from sqm.mpc.protocols.inprocess import run_in_process
 from sqm.mpc.net.party import PartyProgram
+from sqm.mpc.protocols.context import PartyContext
 from sqm.mpc.protocols.psi import Union
 
 
@@ -75,14 +76,13 @@ def test_masked_secure_gradient_is_the_exact_sum_over_the_batchs_members(col_cou
 
 
 class Hiding(PartyProgram):
-    """An :class:`LRParty` whose records were aligned hiding membership (``ctx.membership`` as the job sets it)."""
+    """An :class:`LRParty` whose records were aligned hiding membership (its context's ``membership``, as the job sets it)."""
 
     def __init__(self, program, union):
         self.program, self.union = program, union
 
     async def run(self, ctx):
-        ctx.membership = self.union
-        return await self.program.run(ctx)
+        return await self.program.run(PartyContext(ctx, membership=self.union))
 
 
 def _training(col_counts=(2, 3, 2), U=90, m=50, seed=4, mu=2e6, verify=False):

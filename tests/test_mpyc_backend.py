@@ -29,17 +29,17 @@ def bgw_in_process(monkeypatch):
     import functools
 
     from sqm.mpc.protocols import inprocess
-    from sqm.mpc.protocols import context as protocol
+    from sqm.mpc.protocols import sharing
 
     monkeypatch.setattr(inprocess, "run_in_process", functools.partial(inprocess.run_in_process, ideal=False))
     calls = []
-    real = protocol.PartyContext.input_shares
+    real = sharing.input_shares
 
-    async def spy(self, *a, **k):
-        calls.append(self.pid)
-        return await real(self, *a, **k)
+    async def spy(ctx, *a, **k):
+        calls.append(ctx.pid)
+        return await real(ctx, *a, **k)
 
-    monkeypatch.setattr(protocol.PartyContext, "input_shares", spy)
+    monkeypatch.setattr(sharing, "input_shares", spy)
     return calls  # the parties that shared inputs (the protocol ran, not only the ideal functionality)
 
 

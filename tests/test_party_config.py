@@ -8,7 +8,8 @@ import pytest
 
 from sqm.mpc.net.certs import make_certificates
 from sqm.mpc.protocols.mpyc_backend import MPyCBackend
-from sqm.mpc.net.party import EXIT_REFUSED, EXIT_USAGE, EvaluateJob
+from sqm.mpc.net.party import EXIT_REFUSED, EXIT_USAGE
+from sqm.mpc.protocols.context import EvaluateJob
 from sqm.mpc.protocols.secure_sum import SumClient, sum_job
 
 

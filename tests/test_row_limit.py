@@ -14,13 +14,15 @@ from sqm.mechanism.vertical import VerticalData
 from sqm.apps.pca import SQMPCA
 from sqm.apps.pca.utility import covariance_release
 from sqm.mpc.protocols import compare
+from sqm.mpc.protocols import sharing
 from sqm.mpc.shares import shamir
 from sqm.mpc.net import wire
 from sqm.mpc.protocols.backend import FixedClient, Job
 from sqm.errors import UsageError
 from sqm.mpc.protocols.inprocess import run_in_process
 from sqm.mpc.net.launch import MPCError
-from sqm.mpc.net.party import EvaluateJob, PartyProgram
+from sqm.mpc.net.party import PartyProgram
+from sqm.mpc.protocols.context import EvaluateJob, PartyContext
 from sqm.mpc.protocols.program import SumProgram
 from sqm.mpc.protocols.psi import Union
 
@@ -61,7 +63,7 @@ class Primitive(PartyProgram):
                 w = np.array([pow(2, i, p) for i in range(p.bit_length())], dtype=np.int64)[:, None]
                 from sqm.mpc.shares import modarith
                 res = modarith.sum_mod(modarith.mul_mod(bits, w, p), 0, p)
-        return await ctx.open_to(res, p, range(ctx.M), workers, (n,), degree=ctx.t)
+        return await sharing.open_to(ctx, res, p, range(ctx.M), workers, (n,), degree=ctx.t)
 
 
 def _run(what, p, clients, values=None, limit=0, n=None, seed=None):
@@ -125,7 +127,7 @@ class AtLeastP(PartyProgram):
             out = {j: sh[j] for j in workers}
         got = await ctx.send_recv(out, [1] if ctx.pid in workers else [], wire.shares((k, self.n), p), "bits")
         res = await compare.at_least_p(ctx, got[0] if got else None, p, workers, self.n)
-        return await ctx.open_to(res, p, range(ctx.M), workers, (self.n,), degree=ctx.t)
+        return await sharing.open_to(ctx, res, p, range(ctx.M), workers, (self.n,), degree=ctx.t)
 
 
 # p = 2^k - m for m = 1 (Mersenne: the top bits alone), 9, 15, 25 (a few low bits), 125 and 255 (one top bit)
@@ -155,15 +157,18 @@ def _opened_by(client, what_values, p, limit, seed):
             return "Primitive"
 
         async def run(self, ctx):
-            orig = ctx.open_to
+            orig = sharing.open_to
 
-            async def open_to(share, q, receivers, *a, **kw):
-                res = await orig(share, q, receivers, *a, **kw)
-                if res is not None and list(receivers) != list(range(ctx.M)):
+            async def open_to(at, share, q, receivers, *a, **kw):  # every party's openings: this one's recorded
+                res = await orig(at, share, q, receivers, *a, **kw)
+                if at is ctx and res is not None and list(receivers) != list(range(ctx.M)):
                     seen.append(res)
                 return res
-            ctx.open_to = open_to
-            return await super().run(ctx)
+            sharing.open_to = open_to
+            try:
+                return await super().run(ctx)
+            finally:
+                sharing.open_to = orig
 
     n = len(what_values)
     progs = [(Spy if i == client else Primitive)("at_most", p, n, what_values if i == 1 else None, limit)
@@ -243,9 +248,9 @@ def test_row_limit_and_membership_together_keep_the_members_within_the_limit():
             self.block, self.server = block, server
 
         async def run(self, ctx):
-            ctx.membership = Union(U, m, indicator=ind) if self.server else Union(U, m)
+            union = Union(U, m, indicator=ind) if self.server else Union(U, m)
             mine = None if self.block is None else (self.block, np.zeros(prog.n_out, np.int64))
-            return await ctx.evaluate(job, mine)
+            return await PartyContext(ctx, membership=union).evaluate(job, mine)
 
     progs = [Masked(server=True)] + [Masked(X[:, 2 * j:2 * j + 2]) for j in range(3)]
     ideal = run_in_process(progs)[0]["result"]
@@ -384,7 +389,7 @@ class Suffix(PartyProgram):
             out = {j: sh[j] for j in workers}
         got = await ctx.send_recv(out, [1] if ctx.pid in workers else [], wire.shares(self.shape, p), "values")
         Q = await compare.suffix_products(ctx, got[0] if got else None, p, workers, self.shape)
-        return await ctx.open_to(Q, p, range(ctx.M), workers, self.shape, degree=ctx.t)
+        return await sharing.open_to(ctx, Q, p, range(ctx.M), workers, self.shape, degree=ctx.t)
 
 
 @pytest.mark.parametrize("k", [1, 2, 3, 5, 8, 9, 16, 37, 62])

@@ -28,7 +28,9 @@ from sqm.mpc.shares.field import from_signed, prime_for_bound
 from sqm.mpc.protocols.inprocess import run_in_process
 from sqm.mpc.net.launch import MPCError, run_parties
 
-from sqm.mpc.net.party import EvaluateJob, PartyProgram
+from sqm.mpc.net.party import PartyProgram
+from sqm.mpc.protocols import sharing
+from sqm.mpc.protocols.context import EvaluateJob
 from sqm.mpc.protocols.program import SumProgram
 
 ALPHA = 1e-4  # chi-square false-alarm probability per test
@@ -56,17 +58,18 @@ class Recording(PartyProgram):
                                       log.append([peer, pc, bytes(f.result())]))
             return got
         asyncoro.MessageExchanger.receive = receive
-        orig_open = ctx.open_to
+        orig_open = sharing.open_to  # this party's process: every opening goes through the module's
 
-        async def open_to(share, p, receivers, *args, **kw):
-            res = await orig_open(share, p, receivers, *args, **kw)
+        async def open_to(at, share, p, receivers, *args, **kw):
+            res = await orig_open(at, share, p, receivers, *args, **kw)
             if res is not None:
                 opened.append(res)
             return res
-        ctx.open_to = open_to
+        sharing.open_to = open_to
         try:
             return await self.inner.run(ctx)
         finally:
+            sharing.open_to = orig_open
             asyncoro.MessageExchanger.receive = orig_receive
             with open(self.path, "wb") as f:
                 f.write(wire.encode({"received": log, "opened": opened}))

@@ -9,7 +9,7 @@ import pytest
 from sqm.mpc.protocols.backend import FixedClient, Job, PlainBackend
 from sqm.mpc.protocols.inprocess import run_in_process
 from sqm.mpc.net.launch import MPCError
-from sqm.mpc.net.party import EvaluateJob
+from sqm.mpc.protocols.context import EvaluateJob
 from sqm.mpc.protocols.program import SumProgram
 from sqm.mpc.protocols.stream import ArrayInput, ChunkedInput, chunk_rows, rechunk
 from sqm.mechanism.client import QuantizedRows, client_input

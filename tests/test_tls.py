@@ -14,7 +14,7 @@ from sqm.mpc.net.certs import IdentityError, TLSIdentity, check_peer, file_ident
 from sqm.errors import EXIT_REFUSED, EXIT_TIMEOUT
 from sqm.mpc.net.launch import free_ports, new_job_id, party_command, party_env
 
-from sqm.mpc.net.party import EvaluateJob
+from sqm.mpc.protocols.context import EvaluateJob
 from sqm.mpc.protocols.secure_sum import SumClient, sum_job
 
 # an insider's modified party program: its own certificate is another party's, it claims to be party CLAIM,

@@ -165,12 +165,12 @@ async def hide_membership(ctx, table, sizes: dict[int, int], min_common: int, se
     0..S-1, S = the sum of the set sizes (a function of the public sizes only), and tells each client the
     positions of its own ids: a uniformly random subset of 0..S-1 whichever of them the others hold.  The server
     keeps the indicator of the intersection over the S positions, which enters the secure evaluation as a Shamir
-    sharing (:meth:`PartyContext._masked_rows`).  No client learns the union size U, the intersection size m, or
+    sharing (:meth:`sqm.mpc.protocols.evaluation.Evaluation._masked_rows`).  No client learns the union size U, the intersection size m, or
     whether any of its records is a member; the server, which deals the indicator, knows both.
 
     Returns ``(table, union, withheld)``: the client's table over the S positions (its own rows where it holds the
     record, zeros elsewhere; in memory, or for a streamed file a :class:`sqm.framework.union_table.UnionTable` read
-    bucket by bucket), the :class:`sqm.mpc.protocols.psi.Union` the evaluation needs (``ctx.membership``), and, at the
+    bucket by bucket), the :class:`sqm.mpc.protocols.psi.Union` the evaluation needs (``PartyContext(ctx, membership=union)``), and, at the
     server only, the reason it will withhold the release (None: it will not).  ``min_common``: a client cannot
     refuse a small intersection without learning it, so the server alone checks it; below it, the server deals an
     indicator of zeros (the release then counts no record) and withholds the release at its end, while every

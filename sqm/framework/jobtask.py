@@ -38,6 +38,10 @@ implements the three abstract methods; it overrides the hooks it supports:
 from __future__ import annotations
 
 import abc
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sqm.mpc.protocols.api import PartyAPI
 
 
 class JobTask(abc.ABC):
@@ -59,8 +63,9 @@ class JobTask(abc.ABC):
         """The public parameters every party agrees on."""
 
     @abc.abstractmethod
-    async def run(self, ctx, table, meta) -> dict:
-        """This party's part of the job."""
+    async def run(self, ctx: PartyAPI, table, meta) -> dict:
+        """This party's part of the job: ``ctx`` its transport with the job's secure evaluation (its shard workers
+        and membership hiding, as the job file says)."""
 
     @abc.abstractmethod
     def release(self, meta):

@@ -34,7 +34,7 @@ class LedgerGuard:
     events (the task's ``release(meta)``: the record-level guarantee against the server, the party that learns
     the result) composed with the dataset's entries, recorded in one transaction, or the job refused naming
     what is left (every party then exits "refused").  A client's entry is refundable: if the job ends before the
-    client sent its shares of any output (:meth:`sqm.mpc.protocols.context.PartyContext.output_shares_next`) it becomes
+    client sent its shares of any output (:meth:`sqm.mpc.net.transport.PartyTransport.output_shares_next`) it becomes
     ``refunded``, which does not count; otherwise (and always at the server) a failed job stays counted."""
 
     path: str | None = None

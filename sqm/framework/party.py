@@ -58,6 +58,8 @@ from sqm.errors import UsageError
 from sqm.mpc.net.party import InputRefused, PartyProgram, ProtocolError, public_digest
 from sqm.mpc.net.party import messages as wire
 from sqm.mpc.net.abort import party_label, refused
+from sqm.mpc.protocols.api import Transport
+from sqm.mpc.protocols.context import PartyContext
 
 if TYPE_CHECKING:
     from sqm.framework.ledger_guard import LedgerGuard
@@ -235,17 +237,18 @@ class JobParty(PartyProgram):
                 f"{self.task.summary()}; {own}peers hold: {held}; next, the record alignment "
                 f"({mode}), then shares; nothing derived from records has been sent yet")
 
-    async def run(self, ctx):
+    async def run(self, ctx: Transport):
         if ctx.pid != self.index:
             raise ProtocolError(f"party started as index {ctx.pid} but its program is for party {self.index}")
         await ctx.agree(tuple(self.public()), "task")
+        runner = None  # this party's shard workers, or None: its evaluations run in this process
         if self.shards is not None:  # every party's workers' addresses, each announced by its own party
             from sqm.mpc.protocols.shards import ShardRunner, agree_worker_addresses
 
             count, own, engine = self.shards
             table = await agree_worker_addresses(ctx, count, own)
             if ctx.session is not None:  # a party process: its workers run the records
-                ctx.shards = ShardRunner(count, table, engine, wrap=getattr(self, "shard_wrap", None))
+                runner = ShardRunner(count, table, engine, wrap=getattr(self, "shard_wrap", None))
         holders = ([0] if self.task.server_table else []) + list(ctx.clients)  # who holds a table of records
         table, mine = None, None
         if ctx.pid in holders:
@@ -279,7 +282,6 @@ class JobParty(PartyProgram):
         if self.hide_membership:  # over S positions: the evaluation multiplies each record by its secret membership
             table, union, withheld = await hide_membership(ctx, table, sizes, self.min_intersection, self.task.seed,
                                                            self.max_set_ratio)
-            ctx.membership = union
             n_common = union.intersection  # m at the server; None at a client, which is not told it
             meta = JobMeta(cols, int(union.size), int(union.size), tuple(columns), members=n_common)
         else:
@@ -299,7 +301,7 @@ class JobParty(PartyProgram):
                 ctx.before_output_shares = entry.shares_sent
         task = self.task if self.ledger is None else self.task.with_ledger(self.ledger)
         try:
-            result = await task.run(ctx, table, meta)
+            result = await task.run(PartyContext(ctx, shards=runner, membership=union), table, meta)
         except BaseException:
             if entry is not None:  # refunded only if this client sent no share of any output; else counted
                 entry.fail(refund=self.ledger.client and not ctx.output_shares_sent)

@@ -14,7 +14,7 @@ anything, so a party killed at any later point never releases without an entry. 
 released.  A refundable reservation (``refundable=True``: a data owner's, :class:`sqm.framework.ledger_guard.LedgerGuard`)
 becomes ``refunded``, which does not count, when the job ended before its party sent its shares of any output
 (:meth:`Reservation.shares_sent`, marked in the ledger just before they are sent: the point is
-:meth:`sqm.mpc.protocols.context.PartyContext.output_shares_next`).  Its process holds an exclusive lock
+:meth:`sqm.mpc.net.transport.PartyTransport.output_shares_next`).  Its process holds an exclusive lock
 (``flock``) on a file of its own beside the ledger (``<ledger>.locks/``) while the job runs; a reservation
 whose process died (the lock is free) is settled the next time the ledger is read: ``refunded`` if its shares
 were not marked sent, else ``failed``.

@@ -342,5 +342,5 @@ def privacy_report(b: int, beta: float, M: int, embedding_size: int, uses: int, 
 
 
 # ----------------------------------------------------------------------------------------------------
-# PBM-VFL's exchanges on a party context (sqm.mpc.protocols.context.PartyContext, real or in process)
+# PBM-VFL's exchanges on a party's transport (sqm.mpc.net.transport.PartyTransport, real or in process)
 # ----------------------------------------------------------------------------------------------------

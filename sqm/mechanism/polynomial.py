@@ -19,6 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from sqm.errors import UsageError
+from sqm.mpc.protocols.context import PartyContext
 from sqm.mpc.protocols.program import SumProgram
 
 from .sensitivity import general_sensitivity, gram_sensitivity
@@ -188,8 +189,9 @@ class Polynomial:
         return plan.job(self.program(int_coefs)).result_bound()
 
     async def kernel(self, ctx, plan, int_coefs, my_input):
-        """The BGW evaluation of :meth:`program` with public coefficients (``ctx.evaluate``)."""
-        return await ctx.evaluate(plan.job(self.program(int_coefs)), my_input)
+        """The BGW evaluation of :meth:`program` with public coefficients (``ctx.evaluate``; a bare transport
+        evaluates without options: :meth:`sqm.mpc.protocols.context.PartyContext.of`)."""
+        return await PartyContext.of(ctx).evaluate(plan.job(self.program(int_coefs)), my_input)
 
 
 class CovariancePolynomial(Polynomial):

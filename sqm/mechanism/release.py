@@ -75,7 +75,7 @@ class SQMPlan:
     align_ids: bool = False  # clients pass (x_hat, noise, ids digest) and compare digests before sharing
     chunk_rows: int | None = None  # records per input chunk (None: sqm.mpc.protocols.stream.chunk_rows); never changes the result
     noise_withheld: int = 0  # robust noise: the calibrated mu holds even if this many clients add no noise
-    verify_sharing: bool = False  # the parties check every client's input sharing (sqm.mpc.protocols.context._SharingCheck)
+    verify_sharing: bool = False  # the parties check every client's input sharing (sqm.mpc.protocols.sharing.SharingCheck)
     row_limit: int | None = None  # the secure row norm check: only records with ||x_hat||^2 <= row_limit count
 
     @property
@@ -127,8 +127,8 @@ class RoundOutput:
 
 async def sqm_round(ctx, statistic: StructuredPolynomial, block, plan: SQMPlan, rng: np.random.Generator,
                     ids_digest: bytes | None = None) -> RoundOutput:
-    """This party's share of one SQM release, inside any party program (``ctx``: a real
-    :class:`sqm.mpc.protocols.context.PartyContext` or the in-process one).  ``block``: a client's real columns (None at the
+    """This party's share of one SQM release, inside any party program (``ctx``: the party's transport, real or in
+    process, or a :class:`sqm.mpc.protocols.context.PartyContext` over it).  ``block``: a client's real columns (None at the
     server); ``rng``: this party's own generator (the server's rounds the coefficients; a client's rounds
     its data, then draws its noise).  ``block`` may also be a source of rows read chunk by chunk (``n_rows``,
     ``n_cols``, ``chunks(rows)``: a party file too large to hold); a statistic whose kernel is
@@ -280,7 +280,7 @@ class SQM:
     so the calibrated mu, and the reported epsilons, hold even if up to k clients add no noise (a deviating
     client's saving); when all add theirs the noise is n / (n - k) times the variance (:func:`robust_noise_cost`).
     ``verify_sharing``: before any output is opened the parties check that every client's input sharing has
-    degree <= t, naming a client whose sharing does not (:class:`sqm.mpc.protocols.context._SharingCheck`; at least 3 clients).
+    degree <= t, naming a client whose sharing does not (:class:`sqm.mpc.protocols.sharing.SharingCheck`; at least 3 clients).
     ``row_norm_check`` (the covariance only): each client clips its sub-row to the whole bound c, not to its share
     of it, and the secure evaluation keeps only the records whose quantized squared norm over all clients' columns
     is within the row limit B (:func:`sqm.mechanism.sensitivity.row_limit_sq`; a secure comparison per record,

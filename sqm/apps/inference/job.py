@@ -16,7 +16,7 @@ features are split across the clients, learned by one requesting party only.
    intersection, in the job's canonical order; a column with a declared range clamped to it, as when training):
    a partial score per output, in fixed point
    (``round(s * 2^frac_bits)``, each at most the public ``score_bound`` in absolute value).
-4. The partial scores are summed on Shamir shares (:meth:`sqm.mpc.protocols.context.PartyContext.evaluate` of a
+4. The partial scores are summed on Shamir shares (:meth:`sqm.mpc.protocols.evaluation.Evaluation.evaluate` of a
    secure-sum job) and opened to the requester alone, which adds the intercepts.
 
 What each party learns: the requester the scores of the aligned records (a client also knows which of its

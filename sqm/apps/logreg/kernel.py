@@ -1,7 +1,9 @@
 """The secure kernel of SQM logistic regression's per-batch gradient (:class:`sqm.apps.logreg.gradient.LRGradient`): a BGW
 evaluation of the compensated Eq. 19 gradient sum with the coefficients secret (the server's input) and the
-batch secret (the clients' inputs).  A protocol, so it lives with the runtime; the statistic, its coefficients and
-its sensitivity are the mechanism's (:mod:`sqm.apps.logreg.gradient`)."""
+batch secret (the clients' inputs); the statistic, its coefficients and its sensitivity are
+:mod:`sqm.apps.logreg.gradient`'s.  The application's own protocol, built on the runtime's public primitives
+(:mod:`sqm.mpc.protocols.sharing`: the sharing check, degree reduction, opening to a party; the transport's
+exchanges and phase timer, :class:`sqm.mpc.protocols.api.Transport`)."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,11 +11,13 @@ import numpy as np
 from sqm.mpc.shares import modarith
 from sqm.mpc.shares import shamir
 from sqm.mpc.net import wire
+from sqm.mpc.protocols import sharing
+from sqm.mpc.protocols.api import Transport
 from sqm.mpc.shares.field import from_signed, to_signed
 
 
-async def secure_gradient(ctx, d: int, label_index: int, col_counts, n_records: int, int_coefs, my_input, p: int,
-                          verify_sharing: bool = False, masked: bool = False):
+async def secure_gradient(ctx: Transport, d: int, label_index: int, col_counts, n_records: int, int_coefs, my_input,
+                          p: int, verify_sharing: bool = False, masked: bool = False):
     """BGW evaluation of the compensated Eq. 19 gradient sum plus the clients' noise, with the coefficients
     secret (the server's input) and the batch secret (the clients' inputs):
 
@@ -22,7 +26,7 @@ async def secure_gradient(ctx, d: int, label_index: int, col_counts, n_records: 
 
     Exchanges (every party makes the same sequence; with ``verify_sharing`` the server first sends the
     sharing-check seeds, each client adds a uniform degree-t mask to its input shares, and one exchange checks
-    every client's block and noise sharings before the opening: :class:`sqm.mpc.protocols.context._SharingCheck`):
+    every client's block and noise sharings before the opening: :class:`sqm.mpc.protocols.sharing.SharingCheck`):
 
     1. ``input shares``: each client Shamir-shares (degree t) its padded quantized block and its noise share,
        and sends every party a share of a random polynomial of degree M - 1 whose constant term is 0 (its
@@ -80,10 +84,8 @@ async def secure_gradient(ctx, d: int, label_index: int, col_counts, n_records: 
     widths, n_rows, n_coefs = [int(c) for c in col_counts], int(n_records), d * (d + 2)
     check = None
     if verify_sharing:  # every party holds shares of every input here: the check needs nothing else
-        from sqm.mpc.protocols.context import _SharingCheck
-
-        ctx.require_checkable()
-        check = _SharingCheck(ctx, p, widths)
+        sharing.require_checkable(ctx)
+        check = sharing.SharingCheck(ctx, p, widths)
         await check.agree_seeds()
     # ---- 1. input shares (and, when direct, the server's coefficient shares) ----
     outgoing = {}
@@ -105,7 +107,7 @@ async def secure_gradient(ctx, d: int, label_index: int, col_counts, n_records: 
             check_sub = shamir.share(ctx.rng.integers(0, p, size=1, dtype=np.int64), M, t, p, ctx.rng)
             for j in range(M):
                 outgoing[j].append(check_sub[j])
-    ctx._lap("share inputs (local)")
+    ctx.phase("share inputs (local)")
     extra = [wire.shares((d,), p), wire.shares((d,), p)] + ([wire.shares((n_rows,), p)] if masked else []) \
         + ([wire.shares((1,), p)] if check is not None else [])
     expect = {c: wire.list_of([wire.shares((n_rows, widths[c - 1]), p)] + extra, "input shares")
@@ -115,7 +117,7 @@ async def secure_gradient(ctx, d: int, label_index: int, col_counts, n_records: 
         expect[0] = wire.list_of([wire.shares((n_coefs,), p)], "coefficient shares")
         senders = [0] + senders
     got = await ctx.send_recv(outgoing, senders, expect, "input and coefficient shares" if direct else "input shares")
-    ctx._lap("exchange input shares")
+    ctx.phase("exchange input shares")
     got = dict(zip(senders, got))
     S = np.hstack([got[c][0] for c in ctx.clients])
     z, mask = got[ctx.clients[0]][1], got[ctx.clients[0]][2]
@@ -135,10 +137,10 @@ async def secure_gradient(ctx, d: int, label_index: int, col_counts, n_records: 
         ind = shamir.reconstruct(np.stack([got[c][3] for c in ctx.clients]), [c + 1 for c in ctx.clients], p)
         F = np.ascontiguousarray(S[:, feats])
         Y = modarith.mul_mod(F, np.broadcast_to(ind[:, None], F.shape), p)  # degree 2t
-        ctx._lap("membership (local)")
+        ctx.phase("membership (local)")
         if not deep:  # ---- 2. M <= 3t: the masked rows back to degree t first ----
-            Y = await ctx.reshare(Y, p)
-            ctx._lap("membership reduction")
+            Y = await sharing.reshare(ctx, Y, p)
+            ctx.phase("membership reduction")
         YT = np.ascontiguousarray(Y.T)
         s = modarith.sum_mod(Y, 0, p)
         G = modarith.matmul_mod(YT, F, p)  # degree 3t (deep) or 2t; its shares need not be symmetric
@@ -160,7 +162,7 @@ async def secure_gradient(ctx, d: int, label_index: int, col_counts, n_records: 
         expect = {j: wire.list_of([wire.shares((width,), p)], "degree-reduction sub-shares") for j in ctx.clients}
         expect[0] = wire.list_of([wire.shares((width,), p), wire.shares((n_coefs,), p)],
                                  "degree-reduction sub-shares and coefficient shares")
-        ctx._lap("local moments")
+        ctx.phase("local moments")
         got = await ctx.send_recv(outgoing, range(M), expect, "degree reduction and coefficient shares")
         red = shamir.combine_subshares(np.stack([g[0] for g in got]), ctx.points, p)
         C = got[0][1]
@@ -170,23 +172,23 @@ async def secure_gradient(ctx, d: int, label_index: int, col_counts, n_records: 
         h = red[m:m + d]
         if deep:
             s = red[m + d:]
-        ctx._lap("degree reduction")
+        ctx.phase("degree reduction")
     C = C.reshape(d, d + 2)
     if check is not None:  # before anything is opened
         await check.verify()
-        ctx._lap("sharing check")
+        ctx.phase("sharing check")
     # ---- 3. the masked opening, to the server only ----
     y = modarith.mul_mod(C[:, 0], s, p)
     y = modarith.add_mod(y, modarith.rowdot_mod(C[:, 1:d + 1], G, p), p)
     y = modarith.add_mod(y, modarith.mul_mod(C[:, d + 1], h, p), p)
     y = modarith.add_mod(modarith.add_mod(y, z, p), mask, p)  # degree <= M - 1, masked
-    ctx._lap("local products")
-    res = await ctx.open_to(y, p, [0], output=True)  # masked by degree M - 1: every party's share is needed
-    ctx._lap("open result")
+    ctx.phase("local products")
+    res = await sharing.open_to(ctx, y, p, [0], output=True)  # masked by degree M - 1: every party's share is needed
+    ctx.phase("open result")
     return None if res is None else to_signed(res, p).astype(object)
 
 
-async def deal_indicator(ctx, indicator: np.ndarray | None, size: int, p: int) -> np.ndarray | None:
+async def deal_indicator(ctx: Transport, indicator: np.ndarray | None, size: int, p: int) -> np.ndarray | None:
     """Membership hidden, once per training run (before the first :func:`secure_gradient` with ``masked``): the
     server Shamir-shares (degree t, field p) the intersection's 0/1 ``indicator`` over the union's ``size``
     positions with the clients (its own share is not kept: the clients reshare theirs at each batch's rows).

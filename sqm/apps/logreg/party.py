@@ -115,7 +115,7 @@ class LRPlan:
     weight_bound: float
     party_bounds: tuple[float, ...]  # per-client bound on the norm of its feature sub-row
     intercept: float = 0.0  # the intercept column's public constant c (0: no intercept)
-    verify_sharing: bool = False  # every round checks each client's input sharing (sqm.mpc.protocols.context._SharingCheck)
+    verify_sharing: bool = False  # every round checks each client's input sharing (sqm.mpc.protocols.sharing.SharingCheck)
     union: int = 0  # membership hidden: the S positions the blocks are placed over (0: membership revealed)
 
     @property
@@ -375,7 +375,8 @@ async def train_party(ctx, plan: LRPlan, seed, block=None, eval_set=None, progre
 
 
 def _membership(ctx, plan: LRPlan):
-    """The party's :class:`sqm.mpc.protocols.psi.Union` when the plan hides membership (refused if it does not fit)."""
+    """The party's :class:`sqm.mpc.protocols.psi.Union` when the plan hides membership (refused if it does not fit):
+    its context's (:attr:`sqm.mpc.protocols.context.PartyContext.membership`; a bare transport has none)."""
     union = getattr(ctx, "membership", None)
     if not plan.union:
         if union is not None:

@@ -1,11 +1,14 @@
 """One party's side of split training's per-round exchanges (PBM-VFL, :mod:`sqm.apps.pbm_vfl`): the clients' vectors
-up through a secure sum, the server's gradient down.  A protocol, so it lives with the runtime; PBM's encoding and
-accounting are the mechanism's (:mod:`sqm.mechanism.pbm`)."""
+up through a secure sum, the server's gradient down: the application's own exchanges, on the runtime's public
+ones (the transport's messages and agreement, the secure sum's evaluation); PBM's encoding and accounting are the
+mechanism's (:mod:`sqm.mechanism.pbm`)."""
 from __future__ import annotations
 
 import numpy as np
 
 from sqm.mpc.net import wire
+from sqm.mpc.protocols.api import Transport
+from sqm.mpc.protocols.context import PartyContext
 
 from sqm.mpc import SECURE_SUMS  # noqa: F401 (re-exported; defined with the runtime's other choices)
 from sqm.errors import UsageError
@@ -23,7 +26,7 @@ class SumExchange:
     through real processes (an in-process run has no transport to measure: zeros).
     """
 
-    def __init__(self, ctx, mode: str, width: int, bound: int | None = None):
+    def __init__(self, ctx: Transport, mode: str, width: int, bound: int | None = None):
         if mode not in SECURE_SUMS + ("clear",):
             raise UsageError(f"secure sum must be one of {SECURE_SUMS}, got {mode!r}")
         if mode != "clear" and len(ctx.clients) < 2:
@@ -35,10 +38,7 @@ class SumExchange:
         self._masked = None
 
     def _sent(self) -> int:
-        rt = getattr(self.ctx, "rt", None)
-        if rt is None:
-            return 0
-        return int(sum(p.protocol.nbytes_sent for p in rt.parties if p.pid != rt.pid and p.protocol is not None))
+        return self.ctx.bytes_sent()
 
     async def _count(self, kind: str, coro):
         b0 = self._sent()
@@ -74,11 +74,9 @@ class SumExchange:
             from sqm.mpc.protocols.secure_sum import sum_job
 
             my_input = None if mine is None else (np.zeros((0, 0), np.int64), mine.astype(np.int64))
-            out = await ctx.evaluate(sum_job([], size, self.bound), my_input)
+            out = await PartyContext.of(ctx).evaluate(sum_job([], size, self.bound), my_input)
             out = None if out is None else np.asarray(out, dtype=object).astype(np.int64)
         else:
-            from sqm.mpc.net import wire
-
             if ctx.is_server:
                 got = await ctx.send_recv({}, ctx.clients, wire.array(np.float64, (size,), what="embeddings"),
                                           "clear sum")

@@ -10,6 +10,8 @@ import numpy as np
 
 from sqm.framework.party import seed_policy
 from sqm.mpc.net.abort import refused
+from sqm.mpc.protocols.api import PartyAPI
+from sqm.mpc.protocols.context import PartyContext
 from sqm.framework.jobtask import JobTask
 from sqm.mechanism.release import sqm_round
 from sqm.mechanism.rng import make_rng, spawn_seeds
@@ -118,19 +120,18 @@ class PCAJobTask(JobTask):
             return projection_model(raw_projection(V, cols, scales))
         return projection_model([{c: float(v) for c, v in zip(cols, row)} for row in V])
 
-    async def run(self, ctx, table, meta) -> dict:
+    async def run(self, ctx: PartyAPI, table, meta) -> dict:
         k, mech, plan, report = self._plan(meta)
         my_seed = spawn_seeds(self._seed, meta.n_parties + 1)[ctx.pid]  # this party's own entry, as SQM.run
         rows = None if table is None else (table if hasattr(table, "chunks") else table.block)
         progress = open(f"{self.progress_path}.{ctx.pid}", "w", buffering=1) if self.progress_path else None
-        if progress is not None:
-            ctx.on_chunk = lambda done, due: progress.write(f"{done} {due}\n")
+        if progress is not None:  # the evaluation reports each chunk done
+            ctx = PartyContext(ctx, on_chunk=lambda done, due: progress.write(f"{done} {due}\n"))
         try:
             out = await sqm_round(ctx, mech.polynomial, rows, plan,
                                   make_rng(my_seed), None if table is None else table.ids_digest)
         finally:
             if progress is not None:
-                ctx.on_chunk = None
                 progress.close()
         if not ctx.is_server:
             return {"clipped": int(out.clipped), "rows": table.n_rows, "cols": table.n_cols}

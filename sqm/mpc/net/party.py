@@ -56,7 +56,7 @@ HEAVY_MODULES = ("torch", "sklearn", "scipy", "dp_accounting", "opacus", "matplo
 _LAZY = {"InputRefused": "sqm.mpc.net.abort", "ProtocolError": "sqm.mpc.net.abort", "public_digest": "sqm.mpc.net.abort",
          "messages": "sqm.mpc.net.wire"}
 
-__all__ = ["PartyProgram", "EvaluateJob", "describe", "failure", "abort_reason", "main", "HEAVY_MODULES",
+__all__ = ["PartyProgram", "describe", "failure", "abort_reason", "main", "HEAVY_MODULES",
            "heavy_modules", *_LAZY]
 
 
@@ -100,17 +100,6 @@ class PartyProgram:
 def describe(program) -> str:
     d = getattr(program, "describe", None)
     return str(d()) if callable(d) else type(program).__name__
-
-
-class EvaluateJob(PartyProgram):
-    """Evaluate one :class:`sqm.mpc.protocols.backend.Job` (public part) with this party's input program (None at the server)."""
-
-    def __init__(self, job, client=None, outputs_to_clients: bool = False):
-        self.job, self.client, self.outputs_to_clients = job, client, outputs_to_clients
-
-    async def run(self, ctx):
-        my_input = self.client() if self.client is not None else None
-        return await ctx.evaluate(self.job, my_input, self.outputs_to_clients)
 
 
 def failure(e: BaseException, who: str, timeout: float) -> tuple[int, str]:
@@ -275,7 +264,7 @@ def main(argv=None) -> int:
         return EXIT_USAGE
     from mpyc.runtime import mpc  # noqa: E402  (MPyC reads sys.argv at import)
 
-    from sqm.mpc.protocols.context import PartyContext
+    from sqm.mpc.net.transport import PartyTransport
     from sqm.mpc.net.abort import PartyAborted, ProtocolError
     from sqm.mpc.net.session import SessionSettings, agree_job, job_description, start
 
@@ -297,7 +286,7 @@ def main(argv=None) -> int:
         if args.insecure_pcg64_shares:
             import numpy as np
             share_rng = np.random.default_rng()
-        ctx = PartyContext(mpc, rng=share_rng)
+        ctx = PartyTransport(mpc, rng=share_rng)
         job_name = tls.job if tls is not None else args.job_name
         stats["job_digest"] = await agree_job(ctx, job_description(args.job_id, addrs, job_name, describe(program),
                                                                    pins))
@@ -324,12 +313,11 @@ def main(argv=None) -> int:
         stats["max_rss_bytes"] = peak_rss_bytes(usage)
         stats["cpu_seconds"] = usage.ru_utime + usage.ru_stime  # this process's, since it started
         stats["heavy_modules"] = heavy_modules()  # what the program's modules pulled in (HEAVY_MODULES)
-        stats["bytes_sent"] = sum(p.protocol.nbytes_sent for p in mpc.parties
-                                  if p.pid != mpc.pid and p.protocol is not None)
-        if ctx.shards is not None:  # each shard worker's own record: seconds, peak memory, bytes, phases
+        stats["bytes_sent"] = ctx.bytes_sent()
+        if ctx.worker_records is not None:  # each shard worker's own record: seconds, peak memory, bytes, phases
             stats["shard_workers"] = [{k: r.get(k) for k in ("seconds", "max_rss_bytes", "bytes_sent", "phases",
                                                               "timeline", "connect_seconds", "cpu_seconds")}
-                                      for r in ctx.shards.records]
+                                      for r in ctx.worker_records]
         state["done"] = True
         log.info(f"finished in {stats['seconds']:.2f} s, sent {stats['bytes_sent']:,} bytes; phases "
                  + ", ".join(f"{k} {v:.2f} s" for k, v in stats["phases"].items()))

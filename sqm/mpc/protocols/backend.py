@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from sqm.errors import UsageError
-from sqm.mpc.net.party import EvaluateJob
+from sqm.mpc.protocols.context import EvaluateJob
 from sqm.mpc.protocols.program import SumProgram
 
 ClientInput = Callable[[], tuple[np.ndarray, np.ndarray]]
@@ -87,7 +87,7 @@ class Backend:
 
 
 class PlainBackend(Backend):
-    """SIMULATION: the job's party programs (:class:`sqm.mpc.net.party.EvaluateJob`) run in this process by
+    """SIMULATION: the job's party programs (:class:`sqm.mpc.protocols.context.EvaluateJob`) run in this process by
     :func:`sqm.mpc.protocols.inprocess.run_in_process`, which evaluates in the clear (the ideal functionality).
 
     For experiments and sweeps.  It runs the same checks and returns bit for bit what the MPyC parties compute

@@ -37,13 +37,14 @@ import numpy as np
 from sqm.mpc.shares import modarith
 from sqm.mpc.shares import shamir
 from sqm.mpc.net import wire
+from sqm.mpc.protocols import sharing
 
 
 async def mul(ctx, a, b, p: int, workers, shape) -> np.ndarray | None:
     """Shares of a * b (elementwise, degree t) from shares of a and b, among ``workers`` (one degree reduction;
     None at a party that is no worker, which takes part with ``shape`` only)."""
     y = modarith.mul_mod(a, b, p) if ctx.pid in workers else None
-    return await ctx.reshare(y, p, workers, tuple(shape), receivers=workers)
+    return await sharing.reshare(ctx, y, p, workers, tuple(shape), receivers=workers)
 
 
 async def random_bits(ctx, shape, p: int, workers) -> np.ndarray | None:
@@ -178,7 +179,7 @@ async def uniform_with_bits(ctx, n: int, p: int, workers) -> np.ndarray | None:
     todo = np.arange(n)
     while todo.size:
         over = await at_least_p(ctx, None if bits is None else bits[:, todo], p, workers, todo.size)
-        opened = await ctx.open_to(over, p, range(ctx.M), workers, (todo.size,), degree=ctx.t)
+        opened = await sharing.open_to(ctx, over, p, range(ctx.M), workers, (todo.size,), degree=ctx.t)
         todo = todo[np.asarray(opened) == 1]  # every party learns which draws were at least p, nothing else
         if todo.size:
             fresh = await random_bits(ctx, (k, todo.size), p, workers)
@@ -197,7 +198,7 @@ async def lsb(ctx, x, p: int, workers, n: int) -> np.ndarray | None:
         weights = np.array([pow(2, i, p) for i in range(k)], dtype=np.int64)[:, None]
         r = modarith.sum_mod(modarith.mul_mod(rb, weights, p), 0, p)
         masked = modarith.add_mod(x, r, p)
-    c = await ctx.open_to(masked, p, workers, workers, (n,), degree=ctx.t)  # uniform in F_p: r is
+    c = await sharing.open_to(ctx, masked, p, workers, workers, (n,), degree=ctx.t)  # uniform in F_p: r is
     cb = None if c is None else public_bits(c, k)
     w = await public_less_than(ctx, cb, rb, p, workers, (k, n))
     r0 = None if rb is None else rb[0]
@@ -247,5 +248,5 @@ async def row_norm_within(ctx, S, limit: int, p: int, workers, n: int) -> np.nda
     """Shares of [sum_j S_ij^2 <= limit] for each of the n records of ``S`` (this worker's degree-t shares of
     the records, n x variables; None at a party that is no worker)."""
     v2 = modarith.rowdot_mod(S, S, p) if ctx.pid in workers else None
-    v = await ctx.reshare(v2, p, workers, (n,), receivers=workers)
+    v = await sharing.reshare(ctx, v2, p, workers, (n,), receivers=workers)
     return await at_most(ctx, v, limit, p, workers, n)

@@ -1,15 +1,16 @@
 """SIMULATION: a job's party programs run in one process, on one event loop: the ideal functionality.
 
 :func:`run_in_process` takes exactly the party programs that :func:`sqm.mpc.net.launch.run_parties` starts as real
-MPyC processes and runs their coroutines side by side, each with an :class:`InProcessContext`: the same
-interface as :class:`sqm.mpc.protocols.context.PartyContext`.  What differs is only below that interface:
+MPyC processes and runs their coroutines side by side, each with an :class:`InProcessTransport`: the same
+interface as :class:`sqm.mpc.net.transport.PartyTransport`.  What differs is only below that interface:
 
 - messages travel through in-memory mailboxes instead of TCP, as the same typed frames (:mod:`sqm.mpc.net.wire`),
   checked by the same validators, so a malformed or unexpected frame is refused exactly as between processes;
-- :meth:`InProcessContext.evaluate` runs the same public agreement and client checks as the real protocol,
-  then computes the result in the clear (the ideal functionality of BGW): the exact integers, reduced into
-  the same field, which is what the parties reconstruct; the sharing primitives (``input_shares``, ``reshare``,
-  ``open_to``) are the real ones over the mailboxes, for programs with their own secure kernels.
+- an evaluation (:meth:`sqm.mpc.protocols.evaluation.Evaluation.evaluate`) runs the same public agreement and
+  client checks as the real protocol, then hands the outputs to :meth:`InProcessTransport.ideal_outputs`, which
+  computes them in the clear (the ideal functionality of BGW): the exact integers, reduced into the same field,
+  which is what the parties reconstruct; the sharing primitives (:mod:`sqm.mpc.protocols.sharing`) are the real
+  ones over the mailboxes, for programs with their own secure kernels.
 
 So a simulation is never a second implementation of an app: it is the app's one party program on another
 runner, and for the same program seeds the result is bit for bit what the real parties compute (each app
@@ -38,7 +39,7 @@ from sqm.errors import UsageError
 from sqm.errors import EXIT_OK
 from sqm.mpc.net.launch import MPCError, new_job_id, party_name, require_two_clients
 from sqm.mpc.net.party import abort_reason, describe, failure
-from sqm.mpc.protocols.context import PartyContext
+from sqm.mpc.net.transport import PartyTransport
 from sqm.mpc.net.abort import PartyAborted, ProtocolError, party_label
 from sqm.mpc.shares.randomness import secure_generator
 from sqm.mpc.net.session import agree_job, job_description
@@ -109,15 +110,17 @@ class _Hub:
             self._check_deadlock()
 
 
-class InProcessContext(PartyContext):
-    """:class:`sqm.mpc.protocols.context.PartyContext` for one party of an in-process run (see the module docstring)."""
+class InProcessTransport(PartyTransport):
+    """:class:`sqm.mpc.net.transport.PartyTransport` for one party of an in-process run (see the module docstring).
+    ``ideal``: an evaluation over it is the ideal functionality (:meth:`ideal_outputs`), else the real protocol
+    over the mailboxes."""
 
     def __init__(self, hub: _Hub, pid: int, rng: np.random.Generator | None = None, ideal: bool = True):
         self.rt = None
         self.hub = hub
         self.ideal = ideal
-        self._setup(pid, hub.M, (hub.M - 1) // 2, rng or secure_generator())
         self._counter = 0
+        self._setup(pid, hub.M, (hub.M - 1) // 2, rng or secure_generator())
 
     async def _transport(self, outgoing: dict, senders: list) -> list:
         self._counter += 1
@@ -138,16 +141,11 @@ class InProcessContext(PartyContext):
             got.append(frame)
         return got
 
-    async def _secure_outputs(self, prog, p: int, n_rows: int, rows_per_chunk: int, widths, needs_count: bool,
-                              feed, receivers, verify: bool = False):
-        """The ideal functionality: every client hands its records (all chunks, stacked) and addend to the
-        receivers in the clear, which compute the program's exact integers and reduce them into the field, as
-        the real protocol opens (every party follows it: the sharing check has nothing to check).  With
-        ``ideal=False``: the real BGW protocol over the mailboxes (chunked shares, the sharing check when asked,
-        degree reduction, opening)."""
-        if not self.ideal:
-            return await super()._secure_outputs(prog, p, n_rows, rows_per_chunk, widths, needs_count, feed,
-                                                 receivers, verify)
+    async def ideal_outputs(self, evaluation, prog, p: int, n_rows: int, rows_per_chunk: int, feed, receivers):
+        """The ideal functionality, in place of an ``evaluation``'s input phase, reduction and opening (every party
+        at the same point): every client hands its records (all chunks, stacked) and addend to the receivers in
+        the clear, which compute the program's exact integers and reduce them into the field, as the real
+        protocol opens (every party follows it: the sharing check has nothing to check)."""
         mine = None
         if feed is not None:
             chunks = list(feed.blocks(rows_per_chunk))
@@ -155,22 +153,22 @@ class InProcessContext(PartyContext):
             mine = (block, np.asarray(feed.summands()[0]))
         got = await self.ideal_inputs(mine, receivers)
         keep = None
-        if self.membership is not None:  # the server's indicator of the intersection, to the receivers
-            out = {r: self.membership.indicator for r in receivers} if self.is_server else {}
+        if evaluation.membership is not None:  # the server's indicator of the intersection, to the receivers
+            out = {r: evaluation.membership.indicator for r in receivers} if self.is_server else {}
             ind = await self._transport(out, [0] if self.pid in receivers else [])
             keep = np.asarray(ind[0], dtype=bool) if ind else None
-        self._lap("ideal evaluation (simulation)")
-        if self.on_chunk is not None:  # every chunk at once
+        self.phase("ideal evaluation (simulation)")
+        if evaluation.on_chunk is not None:  # every chunk at once
             due = chunk_count(n_rows, rows_per_chunk)
-            self.on_chunk(due, due)
+            evaluation.on_chunk(due, due)
         if got is None:
             return None
         blocks = [np.asarray(b, dtype=np.int64) for b, _ in got]
         X = np.hstack(blocks) if prog.n_vars else np.zeros((0, 0), np.int64)
         if keep is not None:  # membership hiding: the records of the intersection only
             X = X[keep[:X.shape[0]]] if prog.n_vars else X
-        if self.row_limit is not None:  # the records whose squared norm is within the limit only
-            X = X[(X.astype(object) ** 2).sum(axis=1) <= self.row_limit] if X.shape[0] else X
+        if evaluation.row_limit is not None:  # the records whose squared norm is within the limit only
+            X = X[(X.astype(object) ** 2).sum(axis=1) <= evaluation.row_limit] if X.shape[0] else X
         y = prog.evaluate(X)
         for _, addend in got:
             y = y + np.asarray(addend).astype(object)
@@ -181,7 +179,7 @@ class InProcessContext(PartyContext):
         """The ideal functionality's input step, for secure kernels of their own (an
         application's): each client hands ``my_input`` (any Python object; None at the
         server) to ``receivers`` in the clear; a receiver gets the clients' inputs in client order, any other
-        party None.  SIMULATION only: a real :class:`~sqm.mpc.protocols.context.PartyContext` has no such step."""
+        party None.  SIMULATION only: a real :class:`~sqm.mpc.net.transport.PartyTransport` has no such step."""
         receivers = list(receivers)
         outgoing = {} if self.is_server else {r: my_input for r in receivers}
         if any(r != self.pid for r in outgoing):  # the inputs themselves: an output's shares (output_shares_next)
@@ -209,7 +207,7 @@ async def _run_all(programs, timeout: float, job_id: str, job_name: str | None, 
     errors: list = [None] * M
 
     async def one(i: int):
-        ctx = InProcessContext(hub, i, None if rngs is None else rngs[i], ideal)
+        ctx = InProcessTransport(hub, i, None if rngs is None else rngs[i], ideal)
         who = "server" if i == 0 else f"client {i}"
         try:
             digest = await agree_job(ctx, job_description(job_id, addrs, job_name, describe(programs[i])))
@@ -294,4 +292,4 @@ def _run_coroutine(coro):
     return box["value"]
 
 
-__all__ = ["InProcessContext", "run_in_process"]
+__all__ = ["InProcessTransport", "run_in_process"]

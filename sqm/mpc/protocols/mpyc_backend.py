@@ -6,7 +6,7 @@ import time
 from sqm.mpc.protocols.backend import Backend, Job, JobResult
 from sqm.mpc.shares.field import prime_for_bound
 from sqm.mpc.net.launch import require_two_clients, run_parties
-from sqm.mpc.net.party import EvaluateJob
+from sqm.mpc.protocols.context import EvaluateJob
 from sqm.errors import UsageError
 
 

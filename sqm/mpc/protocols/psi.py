@@ -91,7 +91,7 @@ server then places the U values of the union of every client's list at uniformly
 0..S-1, S = the sum of the set sizes (a public function of the sizes; the placement from the server's own
 cryptographic generator, :func:`place_union`), answers each client with the position of every id of its list,
 and keeps the intersection's indicator over the S positions for the secure evaluation
-(:meth:`sqm.mpc.protocols.context.PartyContext._masked_rows`).  A client's positions are then a uniformly random
+(:meth:`sqm.mpc.protocols.evaluation.Evaluation._masked_rows`).  A client's positions are then a uniformly random
 subset of 0..S-1 of its set's size, whatever the others hold, and it is told neither U nor m: nothing it
 receives depends on which of its ids are members.  The server learns the set sizes, U, m and the Venn counts.
 

@@ -8,7 +8,7 @@ sharing, so the records can be split: with ``S`` shards,
 2. party i runs ``S`` worker processes; worker s of every party forms one MPC session of its own (shard s:
    the same parties, indices, threshold and field as the job, its own job id :func:`shard_job_id`, the same
    TLS identities), in which the clients share shard s's records chunk by chunk and the workers add their
-   moments (:meth:`sqm.mpc.protocols.context.PartyContext.shard_moments`);
+   moments (:meth:`sqm.mpc.protocols.evaluation.Evaluation.shard_moments`);
 3. each worker returns its shares of its shard's moments to its own party (nothing crosses to another
    organisation: the worker is the party's own process), which adds them: shares of a sum, at the same
    point, in the same field;
@@ -50,6 +50,7 @@ import numpy as np
 from sqm.errors import UsageError
 from sqm.mpc.net.party import PartyProgram
 from sqm.mpc.net.abort import ProtocolError, party_label
+from sqm.mpc.protocols.evaluation import Evaluation
 from sqm.mpc.protocols.psi import Union
 
 POLL_S = 0.05  # how often a party looks at its shard workers
@@ -128,7 +129,7 @@ async def agree_worker_addresses(ctx, count: int, own) -> list[list[str]]:
 @dataclass
 class ShardWork(PartyProgram):
     """Shard ``shard``'s part of one evaluation at one party (public parameters, and at a client its ``part``
-    of the records): run in the shard's session by :meth:`sqm.mpc.protocols.context.PartyContext.shard_moments`."""
+    of the records): run in the shard's session by :meth:`sqm.mpc.protocols.evaluation.Evaluation.shard_moments`."""
 
     shard: int
     count: int
@@ -155,12 +156,12 @@ class ShardWork(PartyProgram):
                 + (f", row limit {int(self.row_limit)}" if self.row_limit is not None else ""))
 
     async def run(self, ctx):
+        union = None
         if self.membership is not None:  # membership hiding: the server's indicator of this shard's positions
-            ctx.membership = Union(self.stop - self.start, self.membership[0],
-                                   indicator=None if self.membership[1] is None else
-                                   np.asarray(self.membership[1], dtype=bool))
-        ctx.row_limit = None if self.row_limit is None else int(self.row_limit)
-        return await ctx.shard_moments(self)
+            union = Union(self.stop - self.start, self.membership[0],
+                          indicator=None if self.membership[1] is None else np.asarray(self.membership[1], dtype=bool))
+        row_limit = None if self.row_limit is None else int(self.row_limit)
+        return await Evaluation(ctx, membership=union, row_limit=row_limit).shard_moments(self)
 
 
 class ShardFailed(ProtocolError):
@@ -189,14 +190,16 @@ class ShardRunner:
     def public(self):
         return (self.count, tuple(tuple(a) for a in self.addresses))
 
-    async def moments(self, ctx, prog, p: int, n_rows: int, rows_per_chunk: int, widths, feed, workers,
+    async def moments(self, evaluation, prog, p: int, n_rows: int, rows_per_chunk: int, widths, feed, workers,
                       check=None):
         """This party's shares of the moments over every record (None at a party that is no worker), made by its
         shard workers: shard s's records go through one MPC session of the parties' s-th workers, each returns
         its shares of its records' moments to its own party, which adds them (shares of a sum at the same
         point, in the same field).  ``feed``: a client's input (its parts round its records exactly as it
         would: :meth:`sqm.mpc.protocols.stream.ChunkedInput.part`), None at the server; ``check``: the sharing check of
-        the party's session, to which the workers' sums are added."""
+        the party's session, to which the workers' sums are added.  ``evaluation``: the party's
+        (:class:`sqm.mpc.protocols.evaluation.Evaluation`), whose options its workers take."""
+        ctx = evaluation.tr
         works = []
         for s, (a, b) in enumerate(shard_ranges(n_rows, self.count)):
             part, bounds = None, None
@@ -204,14 +207,15 @@ class ShardRunner:
                 own = feed.inp.n_rows
                 part, bounds = feed.inp.part(min(a, own), min(b, own)), feed.bounds
             mask = None  # membership hiding: (m, the server's indicator of this shard's positions, None elsewhere)
-            if ctx.membership is not None:
-                ind = ctx.membership.indicator
-                mask = (ctx.membership.intersection, None if ind is None else ind[a:b].copy())
+            if evaluation.membership is not None:
+                ind = evaluation.membership.indicator
+                mask = (evaluation.membership.intersection, None if ind is None else ind[a:b].copy())
             works.append(ShardWork(s, self.count, a, b, prog, p, widths, rows_per_chunk, workers, bounds,
                                    prog.n_out, part, ctx.job_digest, mask,
-                                   None if check is None else shard_seeds(check.seeds, s), ctx.row_limit))
-        results = await self.run(ctx, works)
-        ctx._lap("shards")
+                                   None if check is None else shard_seeds(check.seeds, s), evaluation.row_limit))
+        results = await self.run(ctx, works, evaluation.on_chunk)
+        ctx.worker_records = self.records
+        ctx.phase("shards")
         if feed is not None:
             feed.inp.parts_taken([r["counts"] for r in results])
         if check is not None:  # the workers' sums of the check, shard by shard
@@ -229,7 +233,7 @@ class ShardRunner:
                             st.insecure_plaintext, st.pins)
         return cmd + ["--idle-timeout", str(st.idle_timeout), "--progress-timeout", str(st.progress_timeout)]
 
-    async def run(self, ctx, works: list) -> list[dict]:
+    async def run(self, ctx, works: list, on_chunk=None) -> list[dict]:
         """Run every shard's work on this party's workers; their results in shard order.  Raises
         :class:`ShardFailed` naming the first shard that failed (every worker of this party is then stopped),
         or what the job's own session raises if a peer aborts or is lost meanwhile."""
@@ -239,10 +243,10 @@ class ShardRunner:
 
         with busy():  # peers waiting on this party meanwhile see it computing, not stalled
             if self.engine is None:
-                return await self._run_local(ctx, works)
-            return await self._run_dask(ctx, works)
+                return await self._run_local(ctx, works, on_chunk)
+            return await self._run_dask(ctx, works, on_chunk)
 
-    async def _run_local(self, ctx, works) -> list[dict]:
+    async def _run_local(self, ctx, works, on_chunk=None) -> list[dict]:
         from sqm.mpc.net.launch import Launch, party_env
 
         with Launch(prefix="sqm-shards-") as launch:
@@ -268,16 +272,16 @@ class ShardRunner:
                                       f"{why}; job aborted, nothing released",
                                       public=f"shard {s} of {self.count} failed at {party_label(ctx.pid)} "
                                              f"({_public_why(codes[s])}); job aborted, nothing released")
-                self._progress(ctx, works, [c == 0 for c in codes])
+                self._progress(on_chunk, works, [c == 0 for c in codes])
                 if all(c == 0 for c in codes):
                     break
                 await asyncio.sleep(POLL_S)
             records = [launch.load(f) for f in files]
         return self._results(records)
 
-    def _progress(self, ctx, works, done) -> None:
-        """The party's progress callback (``ctx.on_chunk``) in chunks: those of the shards done so far."""
-        if ctx.on_chunk is None:
+    def _progress(self, on_chunk, works, done) -> None:
+        """The evaluation's progress callback (``on_chunk``) in chunks: those of the shards done so far."""
+        if on_chunk is None:
             return
         from sqm.mpc.protocols.stream import chunk_count
 
@@ -285,7 +289,7 @@ class ShardRunner:
         finished = sum(k for k, d in zip(sizes, done) if d)
         if finished != self._reported:
             self._reported = finished
-            ctx.on_chunk(finished, sum(sizes))
+            on_chunk(finished, sum(sizes))
 
     @staticmethod
     def _settle(codes, seen) -> float:
@@ -301,7 +305,7 @@ class ShardRunner:
         self.records = [{k: v for k, v in r.items() if k != "result"} for r in records]
         return [r["result"] for r in records]
 
-    async def _run_dask(self, ctx, works) -> list[dict]:
+    async def _run_dask(self, ctx, works, on_chunk=None) -> list[dict]:
         try:
             from distributed import Client
         except ImportError:
@@ -341,7 +345,7 @@ class ShardRunner:
                                       f"cluster {self.engine}: {exc}; job aborted, nothing released",
                                       public=f"shard {s} of {self.count} failed at {party_label(ctx.pid)}; job "
                                              f"aborted, nothing released")
-                self._progress(ctx, works, [st == "finished" for st in states])
+                self._progress(on_chunk, works, [st == "finished" for st in states])
                 if all(st == "finished" for st in states):
                     break
                 await asyncio.sleep(POLL_S)
