@@ -140,18 +140,8 @@ def peak_rss_bytes(usage=None) -> int:
     return usage.ru_maxrss * 1024  # Linux: KiB
 
 
-def main(argv=None) -> int:
-    """Run one party (see the module's docstring); its result file holds ``{"result": ..., **stats}``.
-
-    ``stats["timeline"]``: wall-clock stamps (``time.time()``, comparable between the processes of one machine)
-    of this party's start: ``started`` (this module's first statement, interpreter start-up before it),
-    ``main`` (the standard library imported), ``unpickled`` (the program file read: its modules imported),
-    ``ready`` (MPyC and the protocol imported: about to connect), ``connected`` (every peer connected),
-    ``agreed`` (the job description agreed), ``finished`` (the program returned), ``closed`` (the closing
-    barrier passed) and ``writing`` (the result about to be pickled); :func:`sqm.mpc.net.launch.run_parties` adds
-    ``spawned``, ``exited`` and ``collected`` to each record.  ``connect_seconds``: the connect phase as
-    :mod:`sqm.mpc.net.session` timed it."""
-    timeline = {"started": STARTED_AT, "main": time.time()}
+def _parser() -> argparse.ArgumentParser:
+    """The party process's options (the launcher writes them; an operator reads them with --help)."""
     ap = argparse.ArgumentParser(prog="python -m sqm.mpc.net.party", description=__doc__.splitlines()[0])
     ap.add_argument("--program", required=True, help="pickled PartyProgram for this party")
     ap.add_argument("--index", type=int, required=True, help="this party's index (0 = server)")
@@ -193,64 +183,181 @@ def main(argv=None) -> int:
     ap.add_argument("--log-level", default="WARNING", choices=logs.LEVELS,
                     help="messages shown on stderr, each prefixed by this party's role (default WARNING; the sqm "
                          "command passes its own: -v INFO, -vv DEBUG, -qq ERROR)")
-    args = ap.parse_args(argv)
-    logs.configure(args.log_level, logs.role(args.index))
-    if args.insecure_pcg64_shares:
-        log.warning(f"sqm.mpc.net.party: WARNING: party {args.index} draws its share randomness from PCG64 "
-                    f"(--insecure-pcg64-shares, benchmark only): its shares are not cryptographically hidden")
+    return ap
+
+
+def _addresses(args) -> list[str] | None:
+    """Every party's address in index order, or None (the reason logged) when they are too few, repeated or the
+    index is out of range."""
     addrs = [a.strip() for a in args.parties.split(",") if a.strip()]
     if len(addrs) < 2:
         log.error("sqm.mpc.net.party: error: need at least 2 parties (a server and a client)")
-        return EXIT_USAGE
+        return None
     if len(set(addrs)) != len(addrs):
         log.error(f"sqm.mpc.net.party: error: duplicate party addresses in {addrs}")
-        return EXIT_USAGE
+        return None
     if not 0 <= args.index < len(addrs):
         log.error(f"sqm.mpc.net.party: error: index {args.index} out of range for {len(addrs)} parties")
-        return EXIT_USAGE
-    with open(args.program, "rb") as f:
-        program = pickle.load(f)
-    timeline["unpickled"] = time.time()
-    if args.result:
-        args.result = os.path.abspath(args.result)
+        return None
+    return addrs
+
+
+def _identity(args, addrs: list[str]):
+    """(exit code or None, this party's TLS identity or None for plain TCP, the pinned fingerprints): the job id,
+    the pins and the keys checked before anything connects; plain TCP warned about."""
+    from sqm.mpc.net.certs import IdentityError, parse_pins
     from sqm.mpc.net.session import check_job_id, is_loopback, plaintext_refusal, split_address
 
     try:
         check_job_id(args.job_id)
     except ValueError as e:
         log.error(f"sqm.mpc.net.party: error: --job-id: {e}")
-        return EXIT_USAGE
-    from sqm.mpc.net.certs import IdentityError, parse_pins
-
+        return EXIT_USAGE, None, None
     try:
         pins = parse_pins(args.pins)
     except ValueError as e:
         log.error(f"sqm.mpc.net.party: error: {e}")
-        return EXIT_USAGE
+        return EXIT_USAGE, None, None
     if pins and args.insecure_plaintext and not args.ssl:
         log.error("sqm.mpc.net.party: error: --pins needs TLS (a pinned key is checked in the TLS handshake): leave "
                   "out --insecure-plaintext")
-        return EXIT_USAGE
-    tls = None
+        return EXIT_USAGE, None, None
     remote = any(not is_loopback(split_address(a)[0]) for a in addrs)
     if args.ssl or not args.insecure_plaintext:
         from sqm.mpc.net.certs import TLSIdentity
 
         try:
-            tls = TLSIdentity(args.ssl_dir, args.index, args.job_name, pins)
+            return None, TLSIdentity(args.ssl_dir, args.index, args.job_name, pins), pins
         except (IdentityError, ValueError, OSError) as e:
             why = "" if args.ssl else f"{plaintext_refusal(addrs)}.  "
             log.error(f"sqm.mpc.net.party: error: {why}{e}")
-            return EXIT_REFUSED
-    elif remote:
-        log.warning(f"sqm.mpc.net.party: WARNING: party {args.index} runs WITHOUT TLS across hosts (--insecure-plaintext): "
-                    f"anyone on the path between the parties can read and alter every message; a tap on one "
-                    f"client's link alone sees enough of its shares (those it sends and receives) to rebuild its "
-                    f"whole quantized input block, and can forge or alter shares undetected")
+            return EXIT_REFUSED, None, None
+    if remote:
+        log.warning(f"sqm.mpc.net.party: WARNING: party {args.index} runs WITHOUT TLS across hosts "
+                    f"(--insecure-plaintext): anyone on the path between the parties can read and alter every "
+                    f"message; a tap on one client's link alone sees enough of its shares (those it sends and "
+                    f"receives) to rebuild its whole quantized input block, and can forge or alter shares undetected")
     else:
-        log.warning(f"sqm.mpc.net.party: WARNING: party {args.index} runs plain TCP over loopback (--insecure-plaintext): "
-                    f"unauthenticated, so another user of this host could connect as a party or listen first at "
-                    f"a party's address and act as it")
+        log.warning(f"sqm.mpc.net.party: WARNING: party {args.index} runs plain TCP over loopback "
+                    f"(--insecure-plaintext): unauthenticated, so another user of this host could connect as a "
+                    f"party or listen first at a party's address and act as it")
+    return None, None, pins
+
+
+def _record(ctx, state: dict, stats: dict, t0: float) -> None:
+    """This party's measured costs into ``stats`` once its program has returned."""
+    stats["seconds"] = time.perf_counter() - t0
+    stats["timeline"]["finished"] = time.time()
+    stats["phases"] = dict(ctx.phases)
+    stats["exchanges"], stats["waits"] = ctx.exchanges, ctx.waits
+    stats["max_loop_stall_s"] = state["max_stall_s"]  # longest blocked stretch of this party's loop
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    stats["max_rss_bytes"] = peak_rss_bytes(usage)
+    stats["cpu_seconds"] = usage.ru_utime + usage.ru_stime  # this process's, since it started
+    stats["heavy_modules"] = heavy_modules()  # what the program's modules pulled in (HEAVY_MODULES)
+    stats["bytes_sent"] = ctx.bytes_sent()
+    if ctx.worker_records is not None:  # each shard worker's own record: seconds, peak memory, bytes, phases
+        stats["shard_workers"] = [{k: r.get(k) for k in ("seconds", "max_rss_bytes", "bytes_sent", "phases",
+                                                          "timeline", "connect_seconds", "cpu_seconds")}
+                                  for r in ctx.worker_records]
+
+
+async def _run(mpc, args, addrs: list[str], tls, pins, program, state: dict, stats: dict):
+    """Connect, agree on the job, run the program (telling every peer why if it fails), record, close."""
+    from sqm.mpc.net.abort import PartyAborted, ProtocolError
+    from sqm.mpc.net.session import SessionSettings, agree_job, job_description, start
+    from sqm.mpc.net.transport import PartyTransport
+
+    timeline = stats["timeline"]
+    who = "server" if args.index == 0 else f"client {args.index}"
+    # with the idle timeout on, "still connecting" heartbeats to the peers reached (sqm.mpc.net.session)
+    beat = heartbeat_period(args.idle_timeout) if args.idle_timeout and args.idle_timeout > 0 else None
+    session = await start(mpc, addrs, tls, args.connect_timeout, beat)
+    timeline["connected"] = time.time()
+    log.info(f"connected to {len(addrs) - 1} parties in {session.seconds:.2f} s ({'TLS' if tls else 'plain TCP'})")
+    start_keep_alive(mpc, state, args.idle_timeout, args.progress_timeout,  # a silent or stalling peer aborts;
+                     args.connect_timeout)  # one still connecting is waited for up to the connect timeout
+    t0 = time.perf_counter()
+    share_rng = None  # default: AES-CTR keyed from OS entropy (sqm.mpc.shares.randomness)
+    if args.insecure_pcg64_shares:
+        import numpy as np
+        share_rng = np.random.default_rng()
+    ctx = PartyTransport(mpc, rng=share_rng)
+    job_name = tls.job if tls is not None else args.job_name
+    stats["job_digest"] = await agree_job(ctx, job_description(args.job_id, addrs, job_name, describe(program),
+                                                               pins))
+    ctx.job_digest = stats["job_digest"]
+    ctx.session = SessionSettings(args.job_id, job_name, args.ssl_dir if tls is not None else None,
+                                  tls is None, args.connect_timeout, args.timeout, args.idle_timeout,
+                                  args.progress_timeout, args.pins)  # a shard worker's session starts the same way
+    timeline["agreed"] = time.time()
+    stats["connect_seconds"] = session.seconds
+    log.debug(f"job {args.job_id} agreed: {describe(program)}")
+    try:
+        result = await asyncio.wait_for(program.run(ctx), args.timeout)
+    except (PartyLost, PartyAborted, PeerSilent):
+        raise
+    except Exception as e:  # noqa: BLE001  tell the others why, so every party names the cause
+        await ctx.abort(abort_reason(e, who))
+        raise
+    _record(ctx, state, stats, t0)
+    state["done"] = True
+    log.info(f"finished in {stats['seconds']:.2f} s, sent {stats['bytes_sent']:,} bytes; phases "
+             + ", ".join(f"{k} {v:.2f} s" for k, v in stats["phases"].items()))
+    try:  # the result is complete: a peer that leaves during the closing barrier cannot spoil it
+        await asyncio.wait_for(ctx.close(), 10.0)
+    except (asyncio.TimeoutError, PartyLost, ProtocolError):
+        pass
+    timeline["closed"] = time.time()
+    return result
+
+
+def _lost_code(mpc, state: dict, who: str, e: Exception) -> int:
+    """The exit code of a party whose peer left: an abort notice still in flight names the cause (REFUSED or
+    TIMEOUT), else LOST."""
+    from sqm.mpc.net.abort import ProtocolError
+
+    # A peer that left may have left because another party aborted the job, whose notice is still in
+    # flight on another connection: the first abort notice is the cause, so give it a moment to arrive.
+    try:
+        mpc._loop.run_until_complete(asyncio.sleep(0.5))
+    except Exception:  # noqa: BLE001
+        pass
+    if state["aborted"] is not None:
+        log.error(f"sqm.mpc.net.party {who}: {state['aborted']}")
+        return EXIT_TIMEOUT if issubclass(state.get("abort_exc", ProtocolError), TimeoutError) else EXIT_REFUSED
+    log.error(f"sqm.mpc.net.party {who}: {e}; job aborted, nothing released")
+    return EXIT_LOST
+
+
+def main(argv=None) -> int:
+    """Run one party (see the module's docstring); its result file holds ``{"result": ..., **stats}``.
+
+    ``stats["timeline"]``: wall-clock stamps (``time.time()``, comparable between the processes of one machine)
+    of this party's start: ``started`` (this module's first statement, interpreter start-up before it),
+    ``main`` (the standard library imported), ``unpickled`` (the program file read: its modules imported),
+    ``ready`` (MPyC and the protocol imported: about to connect), ``connected`` (every peer connected),
+    ``agreed`` (the job description agreed), ``finished`` (the program returned), ``closed`` (the closing
+    barrier passed) and ``writing`` (the result about to be pickled); :func:`sqm.mpc.net.launch.run_parties` adds
+    ``spawned``, ``exited`` and ``collected`` to each record.  ``connect_seconds``: the connect phase as
+    :mod:`sqm.mpc.net.session` timed it."""
+    timeline = {"started": STARTED_AT, "main": time.time()}
+    args = _parser().parse_args(argv)
+    logs.configure(args.log_level, logs.role(args.index))
+    if args.insecure_pcg64_shares:
+        log.warning(f"sqm.mpc.net.party: WARNING: party {args.index} draws its share randomness from PCG64 "
+                    f"(--insecure-pcg64-shares, benchmark only): its shares are not cryptographically hidden")
+    addrs = _addresses(args)
+    if addrs is None:
+        return EXIT_USAGE
+    with open(args.program, "rb") as f:
+        program = pickle.load(f)
+    timeline["unpickled"] = time.time()
+    if args.result:
+        args.result = os.path.abspath(args.result)
+    refused, tls, pins = _identity(args, addrs)
+    if refused is not None:
+        return refused
 
     mpyc_argv = [sys.argv[0]]
     for a in addrs:
@@ -264,99 +371,27 @@ def main(argv=None) -> int:
         return EXIT_USAGE
     from mpyc.runtime import mpc  # noqa: E402  (MPyC reads sys.argv at import)
 
-    from sqm.mpc.net.transport import PartyTransport
-    from sqm.mpc.net.abort import PartyAborted, ProtocolError
-    from sqm.mpc.net.session import SessionSettings, agree_job, job_description, start
-
     state = {"done": False, "lost": set(), "aborted": None}
     install_loss_detection(state)
     who = "server" if args.index == 0 else f"client {args.index}"
     stats = {"timeline": timeline}
-
-    async def run():
-        # with the idle timeout on, "still connecting" heartbeats to the peers reached (sqm.mpc.net.session)
-        beat = heartbeat_period(args.idle_timeout) if args.idle_timeout and args.idle_timeout > 0 else None
-        session = await start(mpc, addrs, tls, args.connect_timeout, beat)
-        timeline["connected"] = time.time()
-        log.info(f"connected to {len(addrs) - 1} parties in {session.seconds:.2f} s ({'TLS' if tls else 'plain TCP'})")
-        start_keep_alive(mpc, state, args.idle_timeout, args.progress_timeout,  # a silent or stalling peer aborts;
-                         args.connect_timeout)  # one still connecting is waited for up to the connect timeout
-        t0 = time.perf_counter()
-        share_rng = None  # default: AES-CTR keyed from OS entropy (sqm.mpc.shares.randomness)
-        if args.insecure_pcg64_shares:
-            import numpy as np
-            share_rng = np.random.default_rng()
-        ctx = PartyTransport(mpc, rng=share_rng)
-        job_name = tls.job if tls is not None else args.job_name
-        stats["job_digest"] = await agree_job(ctx, job_description(args.job_id, addrs, job_name, describe(program),
-                                                                   pins))
-        ctx.job_digest = stats["job_digest"]
-        ctx.session = SessionSettings(args.job_id, job_name, args.ssl_dir if tls is not None else None,
-                                      tls is None, args.connect_timeout, args.timeout, args.idle_timeout,
-                                      args.progress_timeout, args.pins)  # a shard worker's session starts the same way
-        timeline["agreed"] = time.time()
-        stats["connect_seconds"] = session.seconds
-        log.debug(f"job {args.job_id} agreed: {describe(program)}")
-        try:
-            result = await asyncio.wait_for(program.run(ctx), args.timeout)
-        except (PartyLost, PartyAborted, PeerSilent):
-            raise
-        except Exception as e:  # noqa: BLE001  tell the others why, so every party names the cause
-            await ctx.abort(abort_reason(e, who))
-            raise
-        stats["seconds"] = time.perf_counter() - t0
-        timeline["finished"] = time.time()
-        stats["phases"] = dict(ctx.phases)
-        stats["exchanges"], stats["waits"] = ctx.exchanges, ctx.waits
-        stats["max_loop_stall_s"] = state["max_stall_s"]  # longest blocked stretch of this party's loop
-        usage = resource.getrusage(resource.RUSAGE_SELF)
-        stats["max_rss_bytes"] = peak_rss_bytes(usage)
-        stats["cpu_seconds"] = usage.ru_utime + usage.ru_stime  # this process's, since it started
-        stats["heavy_modules"] = heavy_modules()  # what the program's modules pulled in (HEAVY_MODULES)
-        stats["bytes_sent"] = ctx.bytes_sent()
-        if ctx.worker_records is not None:  # each shard worker's own record: seconds, peak memory, bytes, phases
-            stats["shard_workers"] = [{k: r.get(k) for k in ("seconds", "max_rss_bytes", "bytes_sent", "phases",
-                                                              "timeline", "connect_seconds", "cpu_seconds")}
-                                      for r in ctx.worker_records]
-        state["done"] = True
-        log.info(f"finished in {stats['seconds']:.2f} s, sent {stats['bytes_sent']:,} bytes; phases "
-                 + ", ".join(f"{k} {v:.2f} s" for k, v in stats["phases"].items()))
-        try:  # the result is complete: a peer that leaves during the closing barrier cannot spoil it
-            await asyncio.wait_for(ctx.close(), 10.0)
-        except (asyncio.TimeoutError, PartyLost, ProtocolError):
-            pass
-        timeline["closed"] = time.time()
-        return result
-
     code = 0
     try:
         timeline["ready"] = time.time()
-        result = mpc.run(run())
+        result = mpc.run(_run(mpc, args, addrs, tls, pins, program, state, stats))
         if args.result:
             timeline["writing"] = time.time()
             with open(args.result + ".tmp", "wb") as f:
                 pickle.dump({"result": result, **stats}, f, protocol=5)
             os.replace(args.result + ".tmp", args.result)
     except PartyLost as e:
-        # A peer that left may have left because another party aborted the job, whose notice is still in
-        # flight on another connection: the first abort notice is the cause, so give it a moment to arrive.
-        try:
-            mpc._loop.run_until_complete(asyncio.sleep(0.5))
-        except Exception:  # noqa: BLE001
-            pass
-        if state["aborted"] is not None:
-            log.error(f"sqm.mpc.net.party {who}: {state['aborted']}")
-            code = EXIT_TIMEOUT if issubclass(state.get("abort_exc", ProtocolError), TimeoutError) else EXIT_REFUSED
-        else:
-            log.error(f"sqm.mpc.net.party {who}: {e}; job aborted, nothing released")
-            code = EXIT_LOST
+        code = _lost_code(mpc, state, who, e)
     except Exception as e:  # noqa: BLE001
         code, line = failure(e, who, args.timeout)
         log.error(line)
     logging.shutdown()
     sys.stdout.flush(), sys.stderr.flush()
     os._exit(code)  # do not wait on sockets of lost peers
-
 
 if __name__ == "__main__":
     sys.exit(main())
