@@ -241,44 +241,16 @@ class JobParty(PartyProgram):
         if ctx.pid != self.index:
             raise ProtocolError(f"party started as index {ctx.pid} but its program is for party {self.index}")
         await ctx.agree(tuple(self.public()), "task")
-        runner = None  # this party's shard workers, or None: its evaluations run in this process
-        if self.shards is not None:  # every party's workers' addresses, each announced by its own party
-            from sqm.mpc.protocols.shards import ShardRunner, agree_worker_addresses
-
-            count, own, engine = self.shards
-            table = await agree_worker_addresses(ctx, count, own)
-            if ctx.session is not None:  # a party process: its workers run the records
-                runner = ShardRunner(count, table, engine, wrap=getattr(self, "shard_wrap", None))
+        runner = await self._shard_runner(ctx)
         holders = ([0] if self.task.server_table else []) + list(ctx.clients)  # who holds a table of records
         table, mine = None, None
         if ctx.pid in holders:
             table, mine = load_own_file(self.file, self.id_column, ctx.pid, self.own_bounds,
                                         () if ctx.is_server else self.drop_columns,
                                         stream=bool(self.task.streams) and not ctx.is_server)
-        mine, by_ledger = self._open_ledger(ctx, mine)  # a client's own dataset; this alignment counted
-        out = {p: mine for p in range(ctx.M)} if mine is not None else {}
-        if mine is not None and "error" in mine:  # its own file: tell everyone why and refuse at once (BAD_DATA)
-            await ctx.send_recv(out, [], None, "client schemas")
-            if by_ledger:  # its owner's ledger refuses (binding, alignment cap): refused, not bad data
-                raise ProtocolError(f"{party_label(ctx.pid)} refused before any share was sent: {by_ledger}",
-                                    public=f"refused before any share was sent: {mine['error']}")
-            raise InputRefused(f"{mine['error']} (refused before any share was sent)", "see the detail above")
-        got = await ctx.send_recv(out, holders, wire.value(dict, "the party's schema or its refusal", _schema_ok),
-                                  "client schemas")
-        errors = [f"{party_label(j)} refused: {g['error']}" for j, g in zip(holders, got) if "error" in g]
-        if errors:  # only the parties' short categories: this message also goes to every peer
-            raise refused("; ".join(errors))
-        schemas = dict(zip(holders, got))
-        got = [schemas[j] for j in ctx.clients]  # the clients' columns are the job's columns
-        dropped = {c for g in got for c in g.get("dropped", ())}
-        unknown = [c for c in self.drop_columns if c not in dropped]
-        if unknown:  # a typo is an error, never silently ignored (column names are the public schema)
-            raise refused(f"no client's file has the column(s) {unknown} named by --drop-columns")
-        columns = [c for g in got for c in g["names"]]  # public schema: every client's column names, in order
-        sizes = {j: int(schemas[j]["rows"]) for j in holders}
+        columns, sizes, cols = await self._schemas(ctx, holders, mine)
         log.warning(self.announcement(ctx, mine, sizes))
         union, withheld = None, None
-        cols = tuple(int(g["cols"]) for g in got)
         if self.hide_membership:  # over S positions: the evaluation multiplies each record by its secret membership
             table, union, withheld = await hide_membership(ctx, table, sizes, self.min_intersection, self.task.seed,
                                                            self.max_set_ratio)
@@ -309,6 +281,69 @@ class JobParty(PartyProgram):
         finally:
             if hasattr(table, "close"):  # a table over the union on disk: its bucket files go now
                 table.close()
+        self._describe(ctx, result, meta, table, outside, columns, sizes, union, n_common)
+        model = None
+        if self.task.releases_model:
+            try:
+                model = await self._released_model(ctx, result)
+            except BaseException:
+                if entry is not None:
+                    entry.fail()  # the release was made: counted
+                raise
+        if entry is not None:
+            entry.complete(model)
+            result.setdefault("ledger", {k: entry[k] for k in ("id", "dataset", "statistic", "epsilon", "delta",
+                                                               "status", "spent", "left", "ledger")})
+        if self.ledger is not None and self.ledger.client:
+            result.setdefault("ledger_dataset", self.ledger.account)
+        if withheld is not None:  # the server alone: below --min-intersection, membership hidden; the release (of
+            # an all-zero indicator: noise only) ran to its end, so every client's view is unchanged
+            return {"withheld": withheld, **{k: result[k] for k in ("alignment", "ledger") if k in result}}
+        return result
+
+    async def _shard_runner(self, ctx: Transport):
+        """This party's shard workers (every party's workers' addresses agreed, each announced by its own party),
+        or None: its evaluations run in this process."""
+        if self.shards is None:
+            return None
+        from sqm.mpc.protocols.shards import ShardRunner, agree_worker_addresses
+
+        count, own, engine = self.shards
+        table = await agree_worker_addresses(ctx, count, own)
+        if ctx.session is None:  # the simulation: no worker processes
+            return None
+        return ShardRunner(count, table, engine, wrap=getattr(self, "shard_wrap", None))
+
+    async def _schemas(self, ctx: Transport, holders: list[int], mine: dict | None):
+        """Every holder's schema (or its refusal) exchanged: (the job's columns in client order, each holder's
+        record count, each client's column count); refused at once if any holder refused its own file or its
+        owner's ledger refused."""
+        mine, by_ledger = self._open_ledger(ctx, mine)  # a client's own dataset; this alignment counted
+        out = {p: mine for p in range(ctx.M)} if mine is not None else {}
+        if mine is not None and "error" in mine:  # its own file: tell everyone why and refuse at once (BAD_DATA)
+            await ctx.send_recv(out, [], None, "client schemas")
+            if by_ledger:  # its owner's ledger refuses (binding, alignment cap): refused, not bad data
+                raise ProtocolError(f"{party_label(ctx.pid)} refused before any share was sent: {by_ledger}",
+                                    public=f"refused before any share was sent: {mine['error']}")
+            raise InputRefused(f"{mine['error']} (refused before any share was sent)", "see the detail above")
+        got = await ctx.send_recv(out, holders, wire.value(dict, "the party's schema or its refusal", _schema_ok),
+                                  "client schemas")
+        errors = [f"{party_label(j)} refused: {g['error']}" for j, g in zip(holders, got) if "error" in g]
+        if errors:  # only the parties' short categories: this message also goes to every peer
+            raise refused("; ".join(errors))
+        schemas = dict(zip(holders, got))
+        got = [schemas[j] for j in ctx.clients]  # the clients' columns are the job's columns
+        dropped = {c for g in got for c in g.get("dropped", ())}
+        unknown = [c for c in self.drop_columns if c not in dropped]
+        if unknown:  # a typo is an error, never silently ignored (column names are the public schema)
+            raise refused(f"no client's file has the column(s) {unknown} named by --drop-columns")
+        columns = [c for g in got for c in g["names"]]  # public schema: every client's column names, in order
+        sizes = {j: int(schemas[j]["rows"]) for j in holders}
+        return columns, sizes, tuple(int(g["cols"]) for g in got)
+
+    def _describe(self, ctx: Transport, result: dict, meta, table, outside, columns, sizes, union, n_common) -> None:
+        """What this party's result says beside the release: the report's alignment note, the alignment's public
+        counts, a client's file and its values outside the declared ranges, the server's columns and scales."""
         rep = result.get("report")  # the release's report (the server's) says what n is and that it is public
         if rep is not None:
             old = rep.get("notes") if isinstance(rep, dict) else rep.notes
@@ -343,24 +378,6 @@ class JobParty(PartyProgram):
             for j, b in enumerate(self.bounds, 1):
                 scales.update(declared_scales(self.task, meta, b, j))
             result.setdefault("column_scales", scales)
-        model = None
-        if self.task.releases_model:
-            try:
-                model = await self._released_model(ctx, result)
-            except BaseException:
-                if entry is not None:
-                    entry.fail()  # the release was made: counted
-                raise
-        if entry is not None:
-            entry.complete(model)
-            result.setdefault("ledger", {k: entry[k] for k in ("id", "dataset", "statistic", "epsilon", "delta",
-                                                               "status", "spent", "left", "ledger")})
-        if self.ledger is not None and self.ledger.client:
-            result.setdefault("ledger_dataset", self.ledger.account)
-        if withheld is not None:  # the server alone: below --min-intersection, membership hidden; the release (of
-            # an all-zero indicator: noise only) ran to its end, so every client's view is unchanged
-            return {"withheld": withheld, **{k: result[k] for k in ("alignment", "ledger") if k in result}}
-        return result
 
     def _open_ledger(self, ctx, mine: dict | None) -> tuple[dict | None, str]:
         """A client that keeps a ledger, its file read: the dataset it charges (its owner's name bound to the
