@@ -147,3 +147,84 @@ def test_gamma_default_is_written_once():
     assert found == ["sqm/mechanism/params.py:" + str(next(
         i for i, line in enumerate((ROOT / "sqm/mechanism/params.py").read_text().splitlines(), 1)
         if "4096.0" in line))], found
+
+
+def _legacy_logreg_public(task):
+    """``LRJobTask.public`` as it was written by hand before the declaration."""
+    e = task.estimator
+    opt = lambda v: None if v is None else float(v)
+    return ("sqm-logreg", float(e.epsilon), float(e.delta), float(e.gamma), opt(e.sampling_rate), e.epochs,
+            opt(e.learning_rate), opt(e.weight_bound), task.label_column, task.label_party,
+            bool(e.fit_intercept), float(e.intercept_scaling),
+            None if e.party_bounds is None else tuple(float(b) for b in e.party_bounds), e.solver,
+            int(e.robust_noise), bool(e.verify_sharing))
+
+
+_SGD = [(None, None, None, None), (0.25, 2, 1.0, None), (0.5, 1, 2, 4)]
+
+
+@pytest.mark.parametrize("values", [v for v in itertools.product(
+    [0.5, 2], [1e-5], [1024.0, 8192], ["moments", "sgd"], range(3), ["label", "y"], [None, 1], [False, True],
+    [1.0, 0.5], [0, 1], [False, True]) if not (v[3] == "sgd" and v[9] or v[3] == "moments" and v[4])])
+def test_the_logreg_task_agrees_on_the_tuple_it_agreed_on_before(values):
+    """Every solver (the moments solver has no schedule and sgd no robust noise: those are refused)."""
+    from sqm.apps.logreg import LRJobTask
+    from sqm.mpc.net.wire import encode
+
+    eps, delta, gamma, solver, sched, label, party, no_intercept, scaling, robust, verify = values
+    q, epochs, lr, w = _SGD[sched]
+    task = LRJobTask(eps, delta, gamma, q, epochs, lr, w, label, party, fit_intercept=not no_intercept,
+                     intercept_scaling=scaling, solver=solver, robust_noise=robust, verify_sharing=verify)
+    for t in (task, task.with_party_bounds([0.6, 0.8])):
+        assert t.public() == _legacy_logreg_public(t)
+        assert encode(t.public()) == encode(_legacy_logreg_public(t))  # the agreement digest's bytes
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"sampling_rate": 0.0}, r"sampling rate q must lie in \(0, 1\], got 0.0"),
+    ({"epochs": 0}, "epochs must be an integer >= 1, got 0"),
+    ({"epochs": 1.5}, "epochs must be an integer >= 1, got 1.5"),
+    ({"learning_rate": -1}, "learning_rate must be > 0, got -1"),
+    ({"weight_bound": 0.0}, "weight_bound must be > 0, got 0.0"),
+    ({"intercept_scaling": float("inf")}, "intercept_scaling must be > 0, got inf"),
+    ({"gamma": 0.5}, "gamma must be a finite number >= 1, got 0.5"),
+    ({"label_party": -1}, r"label_party must be an integer >= 0 \(a 0-based client index\), got -1"),
+    ({"solver": "newton"}, "solver must be one of 'moments', 'sgd', got 'newton'"),
+    ({"robust_noise": 1.5}, r"robust_noise must be an integer >= 0 \(clients that may withhold noise\), got 1.5"),
+])
+def test_the_logreg_parameters_are_checked_by_their_declarations(changes, message):
+    from sqm.apps.logreg import LRJobTask, SQMLogisticRegression
+    from sqm.apps.logreg.params import LogRegParams
+
+    with pytest.raises(UsageError, match=f"^{message}$"):
+        LogRegParams(**changes)
+    with pytest.raises(UsageError, match=f"^{message}$"):
+        LRJobTask(**{"solver": "sgd", **changes})
+    with pytest.raises(UsageError, match=f"^{message}$"):
+        SQMLogisticRegression(**changes, backend="in-process").fit([[0.1, 0.2, 0.1], [0.3, 0.1, 0.2]], [0, 1])
+
+
+def test_the_logreg_estimator_command_and_task_block_come_from_the_declaration():
+    from sqm.apps.logreg import LRJobTask, SQMLogisticRegression
+    from sqm.apps.logreg.params import LogRegJobParams, LogRegParams
+    from sqm.cli.command import parse
+
+    sig = inspect.signature(SQMLogisticRegression.__init__).parameters
+    for name, p in LogRegParams.declared():
+        assert sig[name].default == p.default, name
+    assert LogRegJobParams.names()[:9] == ("epsilon", "delta", "gamma", "sampling_rate", "epochs", "learning_rate",
+                                           "weight_bound", "label_column", "label_party")  # LRJobTask's positions
+    p = _subcommand("logreg")
+    assert set(p.get_default("task_params")) == {
+        "epsilon", "delta", "gamma", "q", "epochs", "learning_rate", "weight_bound", "label_column", "label_party",
+        "no_intercept", "solver", "robust_noise", "verify_sharing"} == set(LogRegJobParams.options())
+    for dest, name in LogRegJobParams.options().items():
+        p_ = dict(LogRegJobParams.declared())[name]
+        assert p.get_default(dest) == (False if p_.negate else p_.default), dest
+    args = parse(["logreg", "--q", "0.5", "--epochs", "2", "--no-intercept", "--solver", "sgd", "--label-party", "0"])
+    params = LogRegJobParams.from_options(args)
+    assert params == LogRegJobParams(sampling_rate=0.5, epochs=2, fit_intercept=False, solver="sgd", label_party=0)
+    task = LRJobTask(params=params)
+    assert task.public() == LRJobTask(1.0, q=0.5, epochs=2, fit_intercept=False, solver="sgd",
+                                      label_party=0).public()
+    assert task.estimator.get_params()["sampling_rate"] == 0.5 and task.label_party == 0
