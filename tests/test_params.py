@@ -5,13 +5,14 @@ agreement digests them, so a job that agrees today agrees the same way."""
 from __future__ import annotations
 
 import inspect
+import math
 import itertools
 import pathlib
 import re
 
 import pytest
 
-from sqm.mechanism.params import CHUNK_ROWS, ROBUST_NOISE, Integer, Param
+from sqm.mechanism.params import CHUNK_ROWS, ROBUST_NOISE, Boolean, Integer, Interval, Param
 from sqm.apps.pca.params import PCAParams
 from sqm.errors import UsageError
 
@@ -228,3 +229,47 @@ def test_the_logreg_estimator_command_and_task_block_come_from_the_declaration()
     assert task.public() == LRJobTask(1.0, q=0.5, epochs=2, fit_intercept=False, solver="sgd",
                                       label_party=0).public()
     assert task.estimator.get_params()["sampling_rate"] == 0.5 and task.label_party == 0
+
+
+def _estimators():
+    from sqm.apps.correlation.estimator import SQMCorrelation
+    from sqm.apps.correlation.params import CorrelationParams
+    from sqm.apps.linreg import SQMLinearRegression
+    from sqm.apps.linreg.params import LinRegParams
+    from sqm.apps.logreg import SQMLogisticRegression
+    from sqm.apps.logreg.params import LogRegParams
+    from sqm.apps.pca import SQMPCA
+
+    return [(SQMPCA, PCAParams), (SQMLinearRegression, LinRegParams), (SQMCorrelation, CorrelationParams),
+            (SQMLogisticRegression, LogRegParams)]
+
+
+# values on both sides of every kind of rule; scikit-learn's intervals take bools, its integral ones no
+# integer-valued floats and its "boolean" not 0 and 1 (sqm.mechanism.params.sklearn_constraints): those are left out
+_PROBES = [-1, 0, 1, 2, 3, 0.5, 1.0 + 1e-9, 1e-5, 4096.0, math.inf, -math.inf, math.nan, None, "moments", "sgd",
+           "newton", "", "label", (0.5, 0.5), True, False]
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_scikit_learn_reads_the_declared_constraints(index):
+    """Each estimator's ``_parameter_constraints`` are its declaration's (scikit-learn's validation accepts the
+    defaults and accepts or refuses every probe as the declaration does); ``fit`` still runs the declaration's
+    check, whose message names the parameter in the project's words."""
+    from sklearn.utils._param_validation import InvalidParameterError, validate_parameter_constraints
+
+    estimator, params = _estimators()[index]
+    assert set(estimator._parameter_constraints) == set(params.names())
+    validate_parameter_constraints(estimator._parameter_constraints, estimator().get_params(), "est")
+    for name, p in params.declared():
+        for v in _PROBES:
+            if (isinstance(p.rule, Integer) and isinstance(v, float) and v.is_integer()
+                    or isinstance(p.rule, Boolean) and v in (0, 1) and not isinstance(v, bool)
+                    or isinstance(p.rule, (Interval, Integer)) and isinstance(v, bool)):
+                continue
+            ours = p.rule is None or v is None and p.optional or v in p.rule
+            try:
+                validate_parameter_constraints({name: estimator._parameter_constraints[name]}, {name: v}, "est")
+                theirs = True
+            except InvalidParameterError:
+                theirs = False
+            assert ours == theirs, (name, v)

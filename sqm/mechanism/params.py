@@ -246,6 +246,13 @@ class Params:
         """The fields :class:`sqm.mechanism.release.SQM` takes, by name."""
         return {name: getattr(self, name) for name, p in self.declared() if p.mechanism}
 
+    @classmethod
+    def parameter_constraints(cls) -> dict[str, list | str]:
+        """The fields' constraints in scikit-learn's ``_parameter_constraints`` form, for an estimator whose
+        parameters these are (scikit-learn's tooling reads them; :meth:`validate` stays the check that runs,
+        naming the parameter in the project's words).  Imports scikit-learn: an estimator's module calls it."""
+        return {name: sklearn_constraints(p) for name, p in cls.declared()}
+
     # ----- the command line and the job file's task block -----------------------------------------------------
     @classmethod
     def options(cls) -> dict[str, str]:
@@ -270,6 +277,39 @@ class Params:
             p = declared[name]
             if p.option != "" and (p.option or name) not in have:
                 add_option(parser, p.option or name, p)
+
+
+def sklearn_constraints(p: Param) -> list | str:
+    """Declaration ``p``'s rule as scikit-learn constraints (``sklearn.utils._param_validation``): an
+    :class:`Interval` a real ``Interval``, an :class:`Integer` an integral one, a :class:`Boolean` "boolean", a
+    :class:`Choice` ``StrOptions``, a :class:`Text` ``str`` (None added where optional); no rule: "no_validation".
+    scikit-learn's are a little wider or narrower at the edges: its intervals take bools, its integral ones no
+    integer-valued floats, its "boolean" not 0 and 1."""
+    from numbers import Integral, Real
+
+    from sklearn.utils._param_validation import Interval as SkInterval
+    from sklearn.utils._param_validation import StrOptions
+
+    rule = p.rule
+    out: list
+    if rule is None:
+        return "no_validation"
+    if isinstance(rule, Interval):
+        inf_ok = rule.closed in ("right", "both")
+        right = None if rule.high == math.inf and not inf_ok else rule.high
+        left = None if rule.low == -math.inf else rule.low
+        out = [SkInterval(Real, left, right, closed=rule.closed)]
+    elif isinstance(rule, Integer):
+        out = [SkInterval(Integral, rule.low, rule.high, closed="left" if rule.high is None else "both")]
+    elif isinstance(rule, Boolean):
+        out = ["boolean"]
+    elif isinstance(rule, Choice):
+        out = [StrOptions(set(rule.values))]
+    elif isinstance(rule, Text):
+        out = [str]
+    else:
+        raise UsageError(f"no scikit-learn form for the constraint {rule!r}")
+    return out + [None] * p.optional
 
 
 def add_option(parser, dest: str, p: Param) -> None:

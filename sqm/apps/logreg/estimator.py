@@ -10,6 +10,7 @@ import functools
 import math
 import time
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 from scipy.special import expit
@@ -251,6 +252,9 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
     ``timeout``: seconds for the whole run.
     Parameters are validated in ``fit``.
     """
+
+    # scikit-learn's constraints of the declared parameters (its tooling reads them; the declaration checks them)
+    _parameter_constraints: ClassVar[dict] = P.parameter_constraints()
 
     def __init__(self, epsilon: float = P.epsilon, delta: float = P.delta, gamma: float = P.gamma,
                  sampling_rate: float | None = P.sampling_rate, epochs: int | None = P.epochs,
