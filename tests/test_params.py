@@ -238,10 +238,12 @@ def _estimators():
     from sqm.apps.linreg.params import LinRegParams
     from sqm.apps.logreg import SQMLogisticRegression
     from sqm.apps.logreg.params import LogRegParams
+    from sqm.apps.hdp_vfl.estimator import HDPLogisticRegression
+    from sqm.apps.hdp_vfl.params import HDPParams
     from sqm.apps.pca import SQMPCA
 
     return [(SQMPCA, PCAParams), (SQMLinearRegression, LinRegParams), (SQMCorrelation, CorrelationParams),
-            (SQMLogisticRegression, LogRegParams)]
+            (SQMLogisticRegression, LogRegParams), (HDPLogisticRegression, HDPParams)]
 
 
 # values on both sides of every kind of rule; scikit-learn's intervals take bools, its integral ones no
@@ -250,7 +252,7 @@ _PROBES = [-1, 0, 1, 2, 3, 0.5, 1.0 + 1e-9, 1e-5, 4096.0, math.inf, -math.inf, m
            "newton", "", "label", (0.5, 0.5), True, False]
 
 
-@pytest.mark.parametrize("index", range(4))
+@pytest.mark.parametrize("index", range(5))
 def test_scikit_learn_reads_the_declared_constraints(index):
     """Each estimator's ``_parameter_constraints`` are its declaration's (scikit-learn's validation accepts the
     defaults and accepts or refuses every probe as the declaration does); ``fit`` still runs the declaration's
@@ -273,3 +275,30 @@ def test_scikit_learn_reads_the_declared_constraints(index):
             except InvalidParameterError:
                 theirs = False
             assert ours == theirs, (name, v)
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"epsilon": 0}, r"epsilon must be > 0 \(math.inf allowed\), got 0"),
+    ({"delta": 1}, r"delta must lie in \(0, 1\), got 1"),
+    ({"epochs": 0}, "epochs must be an integer >= 1, got 0"),
+    ({"batch_size": 2.5}, "batch_size must be an integer >= 1, got 2.5"),
+    ({"k": math.inf}, "the weight norm bound k must be a finite number > 0, got inf"),
+    ({"l2": -0.1}, r"l2 \(lambda\) must be a finite number >= 0, got -0.1"),
+    ({"learning_rate": 0}, "learning_rate must be > 0, got 0"),
+    ({"intercept": 1.0}, r"intercept \(the constant column's value u\) must lie in \[0, 1\), got 1.0"),
+])
+def test_the_hdp_parameters_are_checked_by_their_declarations(changes, message):
+    """The messages the estimator's hand-written checks gave, now from the declaration; the command's options
+    (flags, defaults) come from it too."""
+    from sqm.apps.hdp_vfl.estimator import HDPLogisticRegression
+    from sqm.apps.hdp_vfl.params import HDPParams
+
+    with pytest.raises(UsageError, match=f"^{message}$"):
+        HDPParams(**changes)
+    with pytest.raises(UsageError, match=f"^{message}$"):
+        HDPLogisticRegression(**changes).fit([[0.1, 0.2], [0.3, 0.1], [0.2, 0.2], [0.0, 0.1]], [0, 1, 0, 1])
+    p = _subcommand("hdp-vfl")
+    for dest, name in HDPParams.options().items():
+        assert p.get_default(dest) == HDPParams.default(name), dest
+    sig = inspect.signature(HDPLogisticRegression.__init__).parameters
+    assert all(sig[name].default == d.default for name, d in HDPParams.declared())
