@@ -5,13 +5,14 @@ agreement digests them, so a job that agrees today agrees the same way."""
 from __future__ import annotations
 
 import inspect
+import math
 import itertools
 import pathlib
 import re
 
 import pytest
 
-from sqm.mechanism.params import CHUNK_ROWS, ROBUST_NOISE, Integer, Param
+from sqm.mechanism.params import CHUNK_ROWS, ROBUST_NOISE, Boolean, Integer, Interval, Param
 from sqm.apps.pca.params import PCAParams
 from sqm.errors import UsageError
 
@@ -147,3 +148,157 @@ def test_gamma_default_is_written_once():
     assert found == ["sqm/mechanism/params.py:" + str(next(
         i for i, line in enumerate((ROOT / "sqm/mechanism/params.py").read_text().splitlines(), 1)
         if "4096.0" in line))], found
+
+
+def _legacy_logreg_public(task):
+    """``LRJobTask.public`` as it was written by hand before the declaration."""
+    e = task.estimator
+    opt = lambda v: None if v is None else float(v)
+    return ("sqm-logreg", float(e.epsilon), float(e.delta), float(e.gamma), opt(e.sampling_rate), e.epochs,
+            opt(e.learning_rate), opt(e.weight_bound), task.label_column, task.label_party,
+            bool(e.fit_intercept), float(e.intercept_scaling),
+            None if e.party_bounds is None else tuple(float(b) for b in e.party_bounds), e.solver,
+            int(e.robust_noise), bool(e.verify_sharing))
+
+
+_SGD = [(None, None, None, None), (0.25, 2, 1.0, None), (0.5, 1, 2, 4)]
+
+
+@pytest.mark.parametrize("values", [v for v in itertools.product(
+    [0.5, 2], [1e-5], [1024.0, 8192], ["moments", "sgd"], range(3), ["label", "y"], [None, 1], [False, True],
+    [1.0, 0.5], [0, 1], [False, True]) if not (v[3] == "sgd" and v[9] or v[3] == "moments" and v[4])])
+def test_the_logreg_task_agrees_on_the_tuple_it_agreed_on_before(values):
+    """Every solver (the moments solver has no schedule and sgd no robust noise: those are refused)."""
+    from sqm.apps.logreg import LRJobTask
+    from sqm.mpc.net.wire import encode
+
+    eps, delta, gamma, solver, sched, label, party, no_intercept, scaling, robust, verify = values
+    q, epochs, lr, w = _SGD[sched]
+    task = LRJobTask(eps, delta, gamma, q, epochs, lr, w, label, party, fit_intercept=not no_intercept,
+                     intercept_scaling=scaling, solver=solver, robust_noise=robust, verify_sharing=verify)
+    for t in (task, task.with_party_bounds([0.6, 0.8])):
+        assert t.public() == _legacy_logreg_public(t)
+        assert encode(t.public()) == encode(_legacy_logreg_public(t))  # the agreement digest's bytes
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"sampling_rate": 0.0}, r"sampling rate q must lie in \(0, 1\], got 0.0"),
+    ({"epochs": 0}, "epochs must be an integer >= 1, got 0"),
+    ({"epochs": 1.5}, "epochs must be an integer >= 1, got 1.5"),
+    ({"learning_rate": -1}, "learning_rate must be > 0, got -1"),
+    ({"weight_bound": 0.0}, "weight_bound must be > 0, got 0.0"),
+    ({"intercept_scaling": float("inf")}, "intercept_scaling must be > 0, got inf"),
+    ({"gamma": 0.5}, "gamma must be a finite number >= 1, got 0.5"),
+    ({"label_party": -1}, r"label_party must be an integer >= 0 \(a 0-based client index\), got -1"),
+    ({"solver": "newton"}, "solver must be one of 'moments', 'sgd', got 'newton'"),
+    ({"robust_noise": 1.5}, r"robust_noise must be an integer >= 0 \(clients that may withhold noise\), got 1.5"),
+])
+def test_the_logreg_parameters_are_checked_by_their_declarations(changes, message):
+    from sqm.apps.logreg import LRJobTask, SQMLogisticRegression
+    from sqm.apps.logreg.params import LogRegParams
+
+    with pytest.raises(UsageError, match=f"^{message}$"):
+        LogRegParams(**changes)
+    with pytest.raises(UsageError, match=f"^{message}$"):
+        LRJobTask(**{"solver": "sgd", **changes})
+    with pytest.raises(UsageError, match=f"^{message}$"):
+        SQMLogisticRegression(**changes, backend="in-process").fit([[0.1, 0.2, 0.1], [0.3, 0.1, 0.2]], [0, 1])
+
+
+def test_the_logreg_estimator_command_and_task_block_come_from_the_declaration():
+    from sqm.apps.logreg import LRJobTask, SQMLogisticRegression
+    from sqm.apps.logreg.params import LogRegJobParams, LogRegParams
+    from sqm.cli.command import parse
+
+    sig = inspect.signature(SQMLogisticRegression.__init__).parameters
+    for name, p in LogRegParams.declared():
+        assert sig[name].default == p.default, name
+    assert LogRegJobParams.names()[:9] == ("epsilon", "delta", "gamma", "sampling_rate", "epochs", "learning_rate",
+                                           "weight_bound", "label_column", "label_party")  # LRJobTask's positions
+    p = _subcommand("logreg")
+    assert set(p.get_default("task_params")) == {
+        "epsilon", "delta", "gamma", "q", "epochs", "learning_rate", "weight_bound", "label_column", "label_party",
+        "no_intercept", "solver", "robust_noise", "verify_sharing"} == set(LogRegJobParams.options())
+    for dest, name in LogRegJobParams.options().items():
+        p_ = dict(LogRegJobParams.declared())[name]
+        assert p.get_default(dest) == (False if p_.negate else p_.default), dest
+    args = parse(["logreg", "--q", "0.5", "--epochs", "2", "--no-intercept", "--solver", "sgd", "--label-party", "0"])
+    params = LogRegJobParams.from_options(args)
+    assert params == LogRegJobParams(sampling_rate=0.5, epochs=2, fit_intercept=False, solver="sgd", label_party=0)
+    task = LRJobTask(params=params)
+    assert task.public() == LRJobTask(1.0, q=0.5, epochs=2, fit_intercept=False, solver="sgd",
+                                      label_party=0).public()
+    assert task.estimator.get_params()["sampling_rate"] == 0.5 and task.label_party == 0
+
+
+def _estimators():
+    from sqm.apps.correlation.estimator import SQMCorrelation
+    from sqm.apps.correlation.params import CorrelationParams
+    from sqm.apps.linreg import SQMLinearRegression
+    from sqm.apps.linreg.params import LinRegParams
+    from sqm.apps.logreg import SQMLogisticRegression
+    from sqm.apps.logreg.params import LogRegParams
+    from sqm.apps.hdp_vfl.estimator import HDPLogisticRegression
+    from sqm.apps.hdp_vfl.params import HDPParams
+    from sqm.apps.pca import SQMPCA
+
+    return [(SQMPCA, PCAParams), (SQMLinearRegression, LinRegParams), (SQMCorrelation, CorrelationParams),
+            (SQMLogisticRegression, LogRegParams), (HDPLogisticRegression, HDPParams)]
+
+
+# values on both sides of every kind of rule; scikit-learn's intervals take bools, its integral ones no
+# integer-valued floats and its "boolean" not 0 and 1 (sqm.mechanism.params.sklearn_constraints): those are left out
+_PROBES = [-1, 0, 1, 2, 3, 0.5, 1.0 + 1e-9, 1e-5, 4096.0, math.inf, -math.inf, math.nan, None, "moments", "sgd",
+           "newton", "", "label", (0.5, 0.5), True, False]
+
+
+@pytest.mark.parametrize("index", range(5))
+def test_scikit_learn_reads_the_declared_constraints(index):
+    """Each estimator's ``_parameter_constraints`` are its declaration's (scikit-learn's validation accepts the
+    defaults and accepts or refuses every probe as the declaration does); ``fit`` still runs the declaration's
+    check, whose message names the parameter in the project's words."""
+    from sklearn.utils._param_validation import InvalidParameterError, validate_parameter_constraints
+
+    estimator, params = _estimators()[index]
+    assert set(estimator._parameter_constraints) == set(params.names())
+    validate_parameter_constraints(estimator._parameter_constraints, estimator().get_params(), "est")
+    for name, p in params.declared():
+        for v in _PROBES:
+            if (isinstance(p.rule, Integer) and isinstance(v, float) and v.is_integer()
+                    or isinstance(p.rule, Boolean) and v in (0, 1) and not isinstance(v, bool)
+                    or isinstance(p.rule, (Interval, Integer)) and isinstance(v, bool)):
+                continue
+            ours = p.rule is None or v is None and p.optional or v in p.rule
+            try:
+                validate_parameter_constraints({name: estimator._parameter_constraints[name]}, {name: v}, "est")
+                theirs = True
+            except InvalidParameterError:
+                theirs = False
+            assert ours == theirs, (name, v)
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"epsilon": 0}, r"epsilon must be > 0 \(math.inf allowed\), got 0"),
+    ({"delta": 1}, r"delta must lie in \(0, 1\), got 1"),
+    ({"epochs": 0}, "epochs must be an integer >= 1, got 0"),
+    ({"batch_size": 2.5}, "batch_size must be an integer >= 1, got 2.5"),
+    ({"k": math.inf}, "the weight norm bound k must be a finite number > 0, got inf"),
+    ({"l2": -0.1}, r"l2 \(lambda\) must be a finite number >= 0, got -0.1"),
+    ({"learning_rate": 0}, "learning_rate must be > 0, got 0"),
+    ({"intercept": 1.0}, r"intercept \(the constant column's value u\) must lie in \[0, 1\), got 1.0"),
+])
+def test_the_hdp_parameters_are_checked_by_their_declarations(changes, message):
+    """The messages the estimator's hand-written checks gave, now from the declaration; the command's options
+    (flags, defaults) come from it too."""
+    from sqm.apps.hdp_vfl.estimator import HDPLogisticRegression
+    from sqm.apps.hdp_vfl.params import HDPParams
+
+    with pytest.raises(UsageError, match=f"^{message}$"):
+        HDPParams(**changes)
+    with pytest.raises(UsageError, match=f"^{message}$"):
+        HDPLogisticRegression(**changes).fit([[0.1, 0.2], [0.3, 0.1], [0.2, 0.2], [0.0, 0.1]], [0, 1, 0, 1])
+    p = _subcommand("hdp-vfl")
+    for dest, name in HDPParams.options().items():
+        assert p.get_default(dest) == HDPParams.default(name), dest
+    sig = inspect.signature(HDPLogisticRegression.__init__).parameters
+    assert all(sig[name].default == d.default for name, d in HDPParams.declared())

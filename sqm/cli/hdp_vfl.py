@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from sqm.cli import options
 from sqm.apps.hdp_vfl.experiment import DATASETS, load_split, reference_accuracies, sqm_accuracy
+from sqm.apps.hdp_vfl.params import HDPParams
 from sqm.apps.hdp_vfl.privacy import GUARANTEE  # the guarantee's text (math only)
 
 SEEDED_WARNING = ("warning: --seed given: this run is an EXPERIMENT (secure_mode false): whoever knows the seed can "
@@ -87,19 +88,11 @@ def register(sub) -> None:
     p.add_argument("--data", default=None,
                    help="UCI_Credit_Card.csv for credit_default, the folder of adult.data/adult.test for adult "
                         "(default: the data home's, see `sqm data`)")
-    p.add_argument("--epochs", type=int, default=10, help="epochs e (default: 10)")
-    p.add_argument("--batch-size", type=int, default=3200,
-                   help="mini-batch size b; the training size if smaller (default: 3200)")
-    p.add_argument("--weight-bound", type=float, default=1.0, help="weight norm bound k > 0 (default: 1)")
-    p.add_argument("--l2", type=float, default=0.001, help="l2 regularization lambda (default: 0.001)")
-    p.add_argument("--learning-rate", type=float, default=0.5, help="learning rate eta (default: 0.5)")
+    HDPParams.add_options(p, only=("epochs", "batch_size", "k", "l2", "learning_rate"))
     p.add_argument("--active-features", type=int, default=None,
                    help="number of leading columns held by the active party (default: the paper's split: "
                         "breast cancer 10 of 30, credit X1..X13, adult its first 6 attributes)")
-    p.add_argument("--intercept", type=float, default=0.5,
-                   help="value u in [0, 1) of a constant column the active party prepends (its weight is the "
-                        "intercept; the features share the remaining row norm sqrt(1 - u^2)); 0: none "
-                        "(default: 0.5)")
+    HDPParams.add_options(p, only=("intercept",))
     p.add_argument("--split-seed", type=int, default=0, help="seed of the train/test split (default: 0)")
     p.add_argument("--test-size", type=float, default=0.2, help="test fraction (default: 0.2)")
     p.add_argument("--no-sqm", action="store_true", help="skip the SQM-LR comparison")

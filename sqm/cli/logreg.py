@@ -15,6 +15,7 @@ from sqm.cli.options import JOB_ONLY, check_mode, declare_task, read_user_table
 from sqm.framework.extras import missing
 from sqm.framework.progress import follow_progress
 from sqm.apps.logreg import texts
+from sqm.apps.logreg.params import LogRegJobParams
 from sqm.apps.logreg.experiment import (
     CLIENT_VIEW,
     DATASETS,
@@ -46,11 +47,8 @@ def _run_job(args) -> int:
         path = None if args.quiet or args.solver == "moments" else f"{tmp}/progress"  # moments: one release
 
         def make_task():
-            return LRJobTask(args.epsilon, args.delta, args.gamma, args.q, args.epochs, args.learning_rate,
-                             args.weight_bound, args.label_column, args.label_party, seed=args.seed,
-                             insecure_reproducible=args.insecure_reproducible,
-                             fit_intercept=not args.no_intercept, progress_path=path, solver=args.solver,
-                             robust_noise=args.robust_noise, verify_sharing=args.verify_sharing)
+            return LRJobTask(params=LogRegJobParams.from_options(args), seed=args.seed,
+                             insecure_reproducible=args.insecure_reproducible, progress_path=path)
 
         def server_summary(res) -> dict:
             rep, w = res["report"], np.asarray(res["weights"])
@@ -205,33 +203,11 @@ def register(sub) -> None:
                          "training split's statistics")
     p.add_argument("--parties", type=int, default=3, help="clients holding column blocks (default 3); the "
                                                           "last holds the label")
-    p.add_argument("--gamma", type=float, default=8192.0, help="quantization scale gamma (default 8192 = 2^13)")
-    p.add_argument("--solver", default="moments", choices=("moments", "sgd"),
-                   help=texts.SOLVER_HELP)
-    options.deviating_clients(p, "solver moments", checked="before the release (with --solver sgd: before every "
-                                                         "round's opening)",
-                              extra="two more exchanges are made, the seeds and the check (with --solver sgd: "
-                                    "per round)")
-    p.add_argument("--q", type=float, default=None,
-                   help="Poisson sampling rate (default: chosen from the record count n: max(64, sqrt n) / n)")
-    p.add_argument("--epochs", type=int, default=None,
-                   help="epochs (default: the paper's 2, 5, 8, 10, 10 for epsilon 0.5, 1, 2, 4, 8)")
-    p.add_argument("--learning-rate", type=float, default=None,
-                   help="learning rate for SQM, DPSGD and the Taylor reference (default 2)")
-    p.add_argument("--weight-bound", type=float, default=None,
-                   help="project ||w||_2 <= W (the intercept's weight included) after each step, SQM and DPSGD "
-                        "alike; W enters SQM's sensitivity (default 8)")
-    p.add_argument("--no-intercept", action="store_true",
-                   help="fit no intercept (default: an intercept, as scikit-learn: the label party appends a "
-                        "public constant column 1, counted in the sensitivity; every baseline fits one too)")
+    LogRegJobParams.add_options(p, only=("gamma", "solver", "robust_noise", "verify_sharing", "sampling_rate",
+                                         "epochs", "learning_rate", "weight_bound", "fit_intercept"))  # in this order
     p.add_argument("--runs", type=int, default=1, help="independent runs to average (default 1)")
     p.add_argument("--no-baselines", action="store_true", help="train SQM only")
-    p.add_argument("--label-column", default="label",
-                   help="with --job or --data FILE: the label column's name (default label); any two values, the "
-                        "smaller mapped to 0 and the larger to 1 (said in the output)")
-    p.add_argument("--label-party", type=int, default=None,
-                   help="with --job: 0-based client index holding the label (default the last client)")
+    LogRegJobParams.add_options(p)  # --label-column, --label-party
     p.set_defaults(func=run)
-    declare_task(p, ("epsilon", "delta", "gamma", "q", "epochs", "learning_rate", "weight_bound", "label_column",
-                     "label_party", "no_intercept", "solver", "robust_noise", "verify_sharing"))
+    declare_task(p, LogRegJobParams.options())
     _PARSER[:] = [p]

@@ -26,7 +26,7 @@ from __future__ import annotations
 import argparse
 
 from sqm.framework.ledger_guard import DEFAULT_MAX_ALIGNMENTS
-from sqm.mechanism.params import DELTA, EPSILON, ROBUST_NOISE
+from sqm.mechanism.params import DELTA, EPSILON
 from sqm.mpc import BACKENDS  # noqa: F401  (the CLI choices: the runtime's runners)
 from sqm.errors import UsageError
 from sqm.framework.alignment_policy import DEFAULT_MAX_SET_RATIO, check_max_set_ratio
@@ -301,24 +301,6 @@ def declare_task(parser: argparse.ArgumentParser, dests) -> None:
     if missing:
         raise UsageError(f"no options {missing} to declare as task parameters")
     parser.set_defaults(task_params={d: types[d] for d in dests})
-
-
-def deviating_clients(parser: argparse.ArgumentParser, release: str = "", checked: str = "before the release",
-                      extra: str = "two more exchanges are made: the seeds and the check") -> None:
-    """``--robust-noise K`` and ``--verify-sharing``: tolerating clients that withhold their noise and detecting
-    inconsistent sharings (:class:`sqm.mechanism.release.SQM`'s ``robust_noise`` and ``verify_sharing``), for the commands
-    whose release is an SQM release (``release``: which one, where the command has others; ``checked``: when the
-    sharings are checked)."""
-    pre = f"{release}: " if release else ""
-    parser.add_argument("--robust-noise", type=int, default=ROBUST_NOISE.default, metavar=ROBUST_NOISE.metavar,
-                        help=f"{pre}each client adds Sk(mu / (n - K)) so that the epsilon holds even if up to K "
-                             f"clients add no noise (a deviating client's saving); the noise variance is then "
-                             f"n / (n - K) times the calibrated one (default 0: the semi-honest model, where every "
-                             f"client adds its share)")
-    parser.add_argument("--verify-sharing", action="store_true",
-                        help=f"{checked}, the parties check that every client's input sharing is "
-                             f"consistent (degree <= t) and name a client whose sharing is not (at least 3 clients; "
-                             f"the server then receives shares of every input too, and {extra})")
 
 
 def read_user_table(path, id_column: str | None = None) -> "PartyTable":  # noqa: F821

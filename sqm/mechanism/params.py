@@ -130,6 +130,7 @@ DOMAINS = {
     "gamma": Interval(1, math.inf, "left"),
     "mu": Interval(0, math.inf, "neither"),
 }
+POSITIVE = Interval(0, math.inf, "neither", says="be > 0")  # a bound, a scale, a rate: finite and > 0
 
 
 # ----- one parameter's declaration ------------------------------------------------------------------------------
@@ -148,7 +149,9 @@ class Param:
     ``metavar``; ``public``: "always" (a position of :meth:`Params.public`), "tagged" (``(name, value)`` only
     where not the default) or "never"; ``label``: how an error names it (default: the field's name);
     ``canon``: the value as :meth:`Params.public` holds it (default: by the rule's kind; None stays None);
-    ``mechanism``: an argument of :class:`sqm.mechanism.release.SQM` by the same name."""
+    ``mechanism``: an argument of :class:`sqm.mechanism.release.SQM` by the same name; ``negate`` (a
+    :class:`Boolean` whose default is True): its option is a flag that says the opposite (``--no-intercept``
+    for ``fit_intercept``), and so is the task block's key."""
 
     default: Any = None
     rule: Any = None
@@ -161,6 +164,7 @@ class Param:
     label: str | None = None
     canon: Callable | None = None
     mechanism: bool = False
+    negate: bool = False
 
     def field(self, **changes):
         """This declaration (with ``changes``) as a dataclass field of a :class:`Params` subclass."""
@@ -242,6 +246,13 @@ class Params:
         """The fields :class:`sqm.mechanism.release.SQM` takes, by name."""
         return {name: getattr(self, name) for name, p in self.declared() if p.mechanism}
 
+    @classmethod
+    def parameter_constraints(cls) -> dict[str, list | str]:
+        """The fields' constraints in scikit-learn's ``_parameter_constraints`` form, for an estimator whose
+        parameters these are (scikit-learn's tooling reads them; :meth:`validate` stays the check that runs,
+        naming the parameter in the project's words).  Imports scikit-learn: an estimator's module calls it."""
+        return {name: sklearn_constraints(p) for name, p in cls.declared()}
+
     # ----- the command line and the job file's task block -----------------------------------------------------
     @classmethod
     def options(cls) -> dict[str, str]:
@@ -251,17 +262,54 @@ class Params:
     @classmethod
     def from_options(cls, args, **changes):
         """The parameters from parsed options (fields without an option: their defaults, or ``changes``)."""
-        values = {name: getattr(args, dest) for dest, name in cls.options().items()}
+        declared = dict(cls.declared())
+        values = {name: not getattr(args, dest) if declared[name].negate else getattr(args, dest)
+                  for dest, name in cls.options().items()}
         return cls(**{**values, **changes})
 
     @classmethod
     def add_options(cls, parser, only=None) -> None:
-        """Add an option to ``parser`` for every field that has one (or the fields named in ``only``), in
-        declaration order, skipping those the parser has already (a shared parent's)."""
+        """Add an option to ``parser`` for every field that has one, in declaration order (or for the fields named
+        in ``only``, in that order), skipping those the parser has already (a shared parent's)."""
         have = {a.dest for a in parser._actions}
-        for name, p in cls.declared():
-            if p.option != "" and (p.option or name) not in have and (only is None or name in only):
+        declared = dict(cls.declared())
+        for name in cls.names() if only is None else only:
+            p = declared[name]
+            if p.option != "" and (p.option or name) not in have:
                 add_option(parser, p.option or name, p)
+
+
+def sklearn_constraints(p: Param) -> list | str:
+    """Declaration ``p``'s rule as scikit-learn constraints (``sklearn.utils._param_validation``): an
+    :class:`Interval` a real ``Interval``, an :class:`Integer` an integral one, a :class:`Boolean` "boolean", a
+    :class:`Choice` ``StrOptions``, a :class:`Text` ``str`` (None added where optional); no rule: "no_validation".
+    scikit-learn's are a little wider or narrower at the edges: its intervals take bools, its integral ones no
+    integer-valued floats, its "boolean" not 0 and 1."""
+    from numbers import Integral, Real
+
+    from sklearn.utils._param_validation import Interval as SkInterval
+    from sklearn.utils._param_validation import StrOptions
+
+    rule = p.rule
+    out: list
+    if rule is None:
+        return "no_validation"
+    if isinstance(rule, Interval):
+        inf_ok = rule.closed in ("right", "both")
+        right = None if rule.high == math.inf and not inf_ok else rule.high
+        left = None if rule.low == -math.inf else rule.low
+        out = [SkInterval(Real, left, right, closed=rule.closed)]
+    elif isinstance(rule, Integer):
+        out = [SkInterval(Integral, rule.low, rule.high, closed="left" if rule.high is None else "both")]
+    elif isinstance(rule, Boolean):
+        out = ["boolean"]
+    elif isinstance(rule, Choice):
+        out = [StrOptions(set(rule.values))]
+    elif isinstance(rule, Text):
+        out = [str]
+    else:
+        raise UsageError(f"no scikit-learn form for the constraint {rule!r}")
+    return out + [None] * p.optional
 
 
 def add_option(parser, dest: str, p: Param) -> None:
@@ -269,7 +317,7 @@ def add_option(parser, dest: str, p: Param) -> None:
     :class:`Boolean`, else typed by its rule, with its default, help and metavar."""
     flag = p.flag or "--" + dest.replace("_", "-")
     kw = {"dest": dest, "help": p.help_text()}
-    if isinstance(p.rule, Boolean):
+    if isinstance(p.rule, Boolean):  # a flag: given, the value is True (False for a negated one)
         parser.add_argument(flag, action="store_true", **kw)
         return
     kw.update(default=p.default, type=getattr(p.rule, "kind", None) or str)
@@ -285,16 +333,33 @@ def add_option(parser, dest: str, p: Param) -> None:
 EPSILON = Param(1.0, DOMAINS["epsilon"], "server-observed epsilon target (default {default})", mechanism=True)
 DELTA = Param(1e-5, DOMAINS["delta"], "delta (default {default})", mechanism=True)
 GAMMA = Param(4096.0, DOMAINS["gamma"], "quantization scale gamma >= 1 (default {default})", mechanism=True)
-ROW_NORM_BOUND = Param(1.0, Interval(0, math.inf, "neither", says="be > 0"), "c: every record's ||x|| (default "
+ROW_NORM_BOUND = Param(1.0, POSITIVE, "c: every record's ||x|| (default "
                        "{default})", mechanism=True)
 # each client's share c_j of the row norm bound (None: by its columns); from the job file's norm shares
 PARTY_BOUNDS = Param(None, None, option="", canon=_floats, mechanism=True)
 CHUNK_ROWS = Param(None, Integer(1), "records per chunk of the secure evaluation, the same at every party; the "
                    "result does not depend on it", optional=True, metavar="N", public="tagged", mechanism=True)
-ROBUST_NOISE = Param(0, Integer(0, note="clients that may withhold noise"), "each client adds Sk(mu / (n - K)) so "
-                     "that the epsilon holds even if up to K clients add no noise", metavar="K", public="tagged",
-                     mechanism=True)
-VERIFY_SHARING = Param(False, Boolean(), "the parties check that every client's input sharing is consistent",
-                       public="tagged", mechanism=True)
+
+
+def robust_noise_help(release: str = "") -> str:
+    """``--robust-noise``'s help (``release``: which release it applies to, where a command has others)."""
+    return (f"{release + ': ' if release else ''}each client adds Sk(mu / (n - K)) so that the epsilon holds even if "
+            f"up to K clients add no noise (a deviating client's saving); the noise variance is then n / (n - K) "
+            f"times the calibrated one (default {{default}}: the semi-honest model, where every client adds its "
+            f"share)")
+
+
+def verify_sharing_help(checked: str = "before the release",
+                        extra: str = "two more exchanges are made: the seeds and the check") -> str:
+    """``--verify-sharing``'s help (``checked``: when the sharings are checked; ``extra``: what it costs)."""
+    return (f"{checked}, the parties check that every client's input sharing is consistent (degree <= t) and name "
+            f"a client whose sharing is not (at least 3 clients; the server then receives shares of every input "
+            f"too, and {extra})")
+
+
+# tolerating clients that withhold their noise, detecting inconsistent sharings (SQM's robust_noise, verify_sharing)
+ROBUST_NOISE = Param(0, Integer(0, note="clients that may withhold noise"), robust_noise_help(), metavar="K",
+                     public="tagged", mechanism=True)
+VERIFY_SHARING = Param(False, Boolean(), verify_sharing_help(), public="tagged", mechanism=True)
 ROW_NORM_CHECK = Param(False, Boolean(), "bound whole rows by c inside the secure evaluation", public="tagged",
                        mechanism=True)

@@ -1,6 +1,8 @@
 """The private correlation matrix in one process, scikit-learn style: :class:`SQMCorrelation`."""
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_array
@@ -26,6 +28,9 @@ class SQMCorrelation(BaseEstimator):
 
     After :meth:`fit`: ``correlation_`` (d x d), ``mean_``, ``n_records_`` (the noisy count), ``gram_``,
     ``report_`` (:class:`sqm.mechanism.report.PrivacyReport`), ``clipped_``, ``raw_``, ``n_features_in_``."""
+
+    # scikit-learn's constraints of the declared parameters (its tooling reads them; the declaration checks them)
+    _parameter_constraints: ClassVar[dict] = P.parameter_constraints()
 
     def __init__(self, epsilon=P.epsilon, delta=P.delta, gamma=P.gamma, row_norm_bound=P.row_norm_bound,
                  party_bounds=P.party_bounds, robust_noise=P.robust_noise, verify_sharing=P.verify_sharing,

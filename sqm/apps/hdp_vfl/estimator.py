@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import ClassVar
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -20,8 +21,8 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sqm.mechanism.calibration import gaussian_sigma
 from sqm.mechanism.report import PrivacyReport
 from sqm.mechanism.rng import spawn_seeds
-from sqm.mechanism.validation import check_delta, check_param, check_positive
 from sqm.mechanism.vertical import clip_rows
+from sqm.apps.hdp_vfl.params import HDPParams
 from sqm.apps.hdp_vfl.party import ACTIVE, PASSIVE, HDPConfig, HDPParty
 from sqm.apps.hdp_vfl.privacy import LOGISTIC, active_sensitivity, max_learning_rate, passive_sensitivity
 from sqm.mpc import BACKENDS, runner
@@ -37,27 +38,20 @@ def _is_real(v) -> bool:
 
 
 def check_params(m: "HDPLogisticRegression") -> None:
-    """The estimator's parameters, checked when it is used (scikit-learn's convention), each naming the problem."""
-    check_param("epsilon or inf", m.epsilon, "epsilon")
-    check_delta(m.delta)
-    for v, name in ((m.epochs, "epochs"), (m.batch_size, "batch_size")):
-        if not (_is_int(v) and v >= 1):
-            raise UsageError(f"{name} must be an integer >= 1, got {v!r}")
-    if not (_is_real(m.k) and math.isfinite(m.k) and m.k > 0):
-        raise UsageError(f"the weight norm bound k must be a finite number > 0, got {m.k!r}")
-    if not (_is_real(m.l2) and math.isfinite(m.l2) and m.l2 >= 0):
-        raise UsageError(f"l2 (lambda) must be a finite number >= 0, got {m.l2!r}")
-    check_positive(m.learning_rate, "learning_rate")
+    """The estimator's parameters, checked when it is used (scikit-learn's convention), each naming the problem:
+    each inside its declared domain (:class:`sqm.apps.hdp_vfl.params.HDPParams`), then how they combine."""
+    m.params()
     top = max_learning_rate(m.l2)
     if m.learning_rate > top:
         raise UsageError(f"learning_rate {m.learning_rate:g} exceeds 2 / (beta + gamma) = {top:.4g} (beta = 0.25 + "
                          f"l2, gamma = l2), which the paper's sensitivity lemmas assume")
-    if not (_is_real(m.intercept) and 0 <= m.intercept < 1):
-        raise UsageError(f"intercept (the constant column's value u) must lie in [0, 1), got {m.intercept!r}")
     if m.backend not in BACKENDS:
         raise UsageError(f"backend must be 'plain' or 'mpyc', got {m.backend!r}")
     if not (_is_real(m.timeout) and m.timeout > 0):
         raise UsageError(f"timeout must be > 0 seconds, got {m.timeout!r}")
+
+
+P = HDPParams  # the declared defaults of HDPLogisticRegression's training parameters
 
 
 class HDPLogisticRegression(ClassifierMixin, BaseEstimator):
@@ -84,14 +78,21 @@ class HDPLogisticRegression(ClassifierMixin, BaseEstimator):
     ``privacy_`` (the parties' :class:`sqm.mechanism.report.PrivacyReport`), ``seconds_``, ``bytes_sent_`` (per party).
     """
 
-    def __init__(self, epsilon: float = 1.0, delta: float = 0.01, epochs: int = 10, batch_size: int = 3200,
-                 k: float = 1.0, l2: float = 0.001, learning_rate: float = 0.5, backend: str = "plain", seed=None,
-                 active_features: int | None = None, intercept: float = 0.5, progress: bool = False,
+    _parameter_constraints: ClassVar[dict] = P.parameter_constraints()  # scikit-learn's tooling reads them
+
+    def __init__(self, epsilon: float = P.epsilon, delta: float = P.delta, epochs: int = P.epochs,
+                 batch_size: int = P.batch_size, k: float = P.k, l2: float = P.l2,
+                 learning_rate: float = P.learning_rate, backend: str = "plain", seed=None,
+                 active_features: int | None = None, intercept: float = P.intercept, progress: bool = False,
                  timeout: float = 3600.0):
         self.epsilon, self.delta, self.epochs, self.batch_size = epsilon, delta, epochs, batch_size
         self.k, self.l2, self.learning_rate, self.backend, self.seed = k, l2, learning_rate, backend, seed
         self.active_features, self.intercept = active_features, intercept
         self.progress, self.timeout = progress, timeout
+
+    def params(self) -> HDPParams:
+        """This estimator's training parameters (checked: a UsageError names the first one out of its domain)."""
+        return HDPParams(**{name: getattr(self, name) for name in HDPParams.names()})
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -106,12 +107,12 @@ class HDPLogisticRegression(ClassifierMixin, BaseEstimator):
         check_params(self)
         if n_records < 1:
             raise UsageError("no records to train on")
-        b = min(self.batch_size, n_records)
-        T = self.epochs * (n_records // b)
-        dA = active_sensitivity(self.epochs, T, self.learning_rate, b, self.k, **LOGISTIC)
-        dB = passive_sensitivity(self.epochs, T, self.learning_rate, b, self.k, L=LOGISTIC["L"])
+        b, epochs = min(int(self.batch_size), n_records), int(self.epochs)  # integers (declared), maybe as floats
+        T = epochs * (n_records // b)
+        dA = active_sensitivity(epochs, T, self.learning_rate, b, self.k, **LOGISTIC)
+        dB = passive_sensitivity(epochs, T, self.learning_rate, b, self.k, L=LOGISTIC["L"])
         return HDPConfig(n_records=n_records, active_features=active_features, passive_features=passive_features,
-                         batch_size=b, epochs=self.epochs, k=float(self.k), l2=float(self.l2),
+                         batch_size=b, epochs=epochs, k=float(self.k), l2=float(self.l2),
                          learning_rate=float(self.learning_rate),
                          sigma_active=gaussian_sigma(dA, self.epsilon, self.delta),
                          sigma_passive=gaussian_sigma(dB, self.epsilon, self.delta), intercept=float(self.intercept))

@@ -3,6 +3,7 @@ ridge solve (:mod:`sqm.apps.linreg.statistic`)."""
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
@@ -32,6 +33,9 @@ class SQMLinearRegression(RegressorMixin, BaseEstimator):
     After :meth:`fit`: ``coef_``, ``intercept_``, ``gram_`` (the noisy joint Gram), ``report_``
     (:class:`sqm.mechanism.report.PrivacyReport`), ``clipped_`` (rows clipped per client), ``seconds_``, ``bytes_sent_``,
     ``backend_``, ``raw_``, ``n_features_in_``."""
+
+    # scikit-learn's constraints of the declared parameters (its tooling reads them; the declaration checks them)
+    _parameter_constraints: ClassVar[dict] = P.parameter_constraints()
 
     def __init__(self, alpha=P.alpha, epsilon=P.epsilon, delta=P.delta, gamma=P.gamma, feature_bound=P.feature_bound,
                  label_bound=P.label_bound, fit_intercept=P.fit_intercept, n_parties=2, backend="mpyc", seed=None,

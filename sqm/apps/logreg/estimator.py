@@ -10,6 +10,7 @@ import functools
 import math
 import time
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 from scipy.special import expit
@@ -23,10 +24,11 @@ from sqm.mechanism.polynomial import covariance
 from sqm.mechanism.release import SQM
 from sqm.mechanism.report import PrivacyReport
 from sqm.mechanism.rng import spawn_seeds
-from sqm.mechanism.validation import check_delta, check_epsilon, check_gamma
+from sqm.mechanism.validation import check_epsilon
 from sqm.mechanism.vertical import ColumnBounds, VerticalData, party_norm_bounds
 from sqm.apps.logreg import party
 from sqm.apps.logreg.moments import CONSTANT, LABEL_WEIGHT, MomentsLayout, fit_release
+from sqm.apps.logreg.params import EPOCHS, LEARNING_RATE, SAMPLING_RATE, SOLVERS, LogRegParams  # noqa: F401
 from sqm.apps.logreg.party import LRPlan, batch_cap
 from sqm.apps.logreg.texts import SCHEDULE_HELP, SOLVER_HELP  # noqa: F401 (re-exported)
 from sqm.errors import UsageError
@@ -93,8 +95,6 @@ def resolve_schedule(n_records: int, epsilon: float, q=None, epochs=None, learni
         raise UsageError(f"weight_bound must be > 0, got {weight_bound!r}")
     return dataclasses.replace(s, epochs=int(s.epochs))
 
-
-SOLVERS = ("moments", "sgd")
 
 
 def moments_release(feature_counts, label_party: int, gamma: float, epsilon: float, delta: float,
@@ -195,12 +195,10 @@ def split_label(block, columns, label_column: str, where: str) -> tuple[np.ndarr
 
 
 def check_schedule(q: float, epochs, learning_rate: float) -> None:
-    if not (isinstance(q, (int, float, np.floating)) and math.isfinite(q) and 0 < q <= 1):
-        raise UsageError(f"sampling rate q must lie in (0, 1], got {q!r}")
-    if isinstance(epochs, bool) or int(epochs) != epochs or epochs < 1:
-        raise UsageError(f"epochs must be an integer >= 1, got {epochs!r}")
-    if not (math.isfinite(learning_rate) and learning_rate > 0):
-        raise UsageError(f"learning_rate must be > 0, got {learning_rate!r}")
+    """A schedule's values inside their declared domains (:mod:`sqm.apps.logreg.params`), none left None."""
+    for p, value, name in ((SAMPLING_RATE, q, "sampling_rate"), (EPOCHS, epochs, "epochs"),
+                           (LEARNING_RATE, learning_rate, "learning_rate")):
+        dataclasses.replace(p, optional=False).check(value, name)
 
 
 def steps(q: float, epochs: int) -> int:
@@ -219,6 +217,9 @@ def _progress(total: int | None, desc: str, enabled: bool, figure: str = "loss")
         state["n"] = i
         bar.set_postfix_str(f"{figure} {value:.4g}")
     return bar, cb
+
+
+P = LogRegParams  # the declared defaults of SQMLogisticRegression's release parameters
 
 
 class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
@@ -249,13 +250,17 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
     Parameters are validated in ``fit``.
     """
 
-    def __init__(self, epsilon: float = 1.0, delta: float = 1e-5, gamma: float = 8192.0,
-                 sampling_rate: float | None = None, epochs: int | None = None,
-                 learning_rate: float | None = None, backend: str = "mpyc", n_parties: int = 3,
-                 label_party: int | None = None, weight_bound: float | None = None, party_bounds=None,
-                 noise: bool = True, seed=None, progress: bool = False, eval_every: int | None = None,
-                 timeout: float = 3600.0, fit_intercept: bool = True, intercept_scaling: float = 1.0,
-                 solver: str = "moments", robust_noise: int = 0, verify_sharing: bool = False):
+    # scikit-learn's constraints of the declared parameters (its tooling reads them; the declaration checks them)
+    _parameter_constraints: ClassVar[dict] = P.parameter_constraints()
+
+    def __init__(self, epsilon: float = P.epsilon, delta: float = P.delta, gamma: float = P.gamma,
+                 sampling_rate: float | None = P.sampling_rate, epochs: int | None = P.epochs,
+                 learning_rate: float | None = P.learning_rate, backend: str = "mpyc", n_parties: int = 3,
+                 label_party: int | None = P.label_party, weight_bound: float | None = P.weight_bound,
+                 party_bounds=P.party_bounds, noise: bool = True, seed=None, progress: bool = False,
+                 eval_every: int | None = None, timeout: float = 3600.0, fit_intercept: bool = P.fit_intercept,
+                 intercept_scaling: float = P.intercept_scaling, solver: str = P.solver,
+                 robust_noise: int = P.robust_noise, verify_sharing: bool = P.verify_sharing):
         self.epsilon, self.delta, self.gamma = epsilon, delta, gamma
         self.sampling_rate, self.epochs, self.learning_rate = sampling_rate, epochs, learning_rate
         self.backend, self.n_parties, self.label_party = backend, n_parties, label_party
@@ -272,16 +277,14 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
         return tags
 
     # ----- planning ------------------------------------------------------------------------------------
+    def params(self) -> LogRegParams:
+        """This estimator's release parameters (checked: a UsageError names the first one out of its domain)."""
+        return LogRegParams(**{name: getattr(self, name) for name in LogRegParams.names()})
+
     def check_params(self) -> None:
-        """Validates the parameters (raises ValueError naming the bad one), those left None included."""
-        check_epsilon(self.epsilon)
-        check_delta(self.delta)
-        check_gamma(self.gamma)
-        check_schedule(1.0 if self.sampling_rate is None else self.sampling_rate,
-                       1 if self.epochs is None else self.epochs,
-                       1.0 if self.learning_rate is None else self.learning_rate)
-        if self.solver not in SOLVERS:
-            raise UsageError(f"solver must be one of {SOLVERS}, got {self.solver!r}")
+        """Validates the parameters (raises ValueError naming the bad one), those left None included: each
+        inside its declared domain (:class:`sqm.apps.logreg.params.LogRegParams`), then how they combine."""
+        self.params()
         if self.solver == "sgd" and self.robust_noise:
             raise UsageError("robust_noise applies to the moments solver's release, not to the per-batch sgd "
                              "protocol")
@@ -294,14 +297,6 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
                                  f"to use one)")
         if self.backend not in party.BACKENDS:
             raise UsageError(f"backend must be one of {party.BACKENDS}, got {self.backend!r}")
-        for name in ("weight_bound", "intercept_scaling"):
-            v = getattr(self, name)
-            if not (v is None and name == "weight_bound") and not (
-                    isinstance(v, (int, float, np.number)) and not isinstance(v, bool) and math.isfinite(v)
-                    and v > 0):
-                raise UsageError(f"{name} must be > 0, got {v!r}")
-        if not isinstance(self.fit_intercept, (bool, np.bool_)):
-            raise UsageError(f"fit_intercept must be True or False, got {self.fit_intercept!r}")
         if isinstance(self.n_parties, bool) or int(self.n_parties) != self.n_parties or self.n_parties < 2:
             raise UsageError(f"n_parties must be an integer >= 2 (Shamir sharing needs two clients), "
                              f"got {self.n_parties!r}")

@@ -13,6 +13,7 @@ from sqm.mechanism.report import PrivacyReport
 from sqm.mechanism.rng import make_rng, spawn_seeds
 from sqm.apps.logreg.estimator import SQMLogisticRegression, split_label, split_weights
 from sqm.apps.logreg.moments import fit_release
+from sqm.apps.logreg.params import LogRegJobParams
 from sqm.apps.logreg.party import LRPlan, train_party
 from sqm.errors import UsageError
 from sqm.mpc.net.party import InputRefused, ProtocolError
@@ -36,22 +37,28 @@ class LRJobTask(JobTask):
     regenerate every client's noise: it is refused unless ``insecure_reproducible=True``, and the report then
     records ``secure_mode: False``.  The seed is never part of the public parameters the parties agree on."""
 
-    def __init__(self, epsilon: float, delta: float = 1e-5, gamma: float = 8192.0, q: float | None = None,
-                 epochs: int | None = None, learning_rate: float | None = None, weight_bound: float | None = None,
-                 label_column: str = "label", label_party: int | None = None, seed=None,
-                 insecure_reproducible: bool = False, fit_intercept: bool = True, intercept_scaling: float = 1.0,
-                 progress_path: str | None = None, solver: str = "moments", robust_noise: int = 0,
-                 verify_sharing: bool = False):
+    def __init__(self, *args, seed=None, insecure_reproducible: bool = False, progress_path: str | None = None,
+                 params: LogRegJobParams | None = None, **values):
+        """``params`` (a :class:`LogRegJobParams`), or its fields as arguments, in its order or by name (the
+        sampling rate by its task-block key ``q`` too): ``LRJobTask(1.0, 1e-5, 8192.0, label_column="y")``;
+        ``seed`` this party's own (never public)."""
         seed_policy(seed, insecure_reproducible, warn=False)  # a seed without the opt-in: refused
-        self.estimator = SQMLogisticRegression(epsilon, delta, gamma, q, epochs, learning_rate, "mpyc",
-                                               weight_bound=weight_bound, label_party=label_party, seed=seed,
-                                               fit_intercept=fit_intercept, intercept_scaling=intercept_scaling,
-                                               solver=solver, robust_noise=robust_noise,
-                                               verify_sharing=verify_sharing)
+        if "q" in values:
+            values["sampling_rate"] = values.pop("q")
+        self.params = params if params is not None else LogRegJobParams(*args, **values)
+        self.seed, self.progress_path = seed, progress_path
+        self.estimator = self._estimator(self.params)
         self.estimator.check_params()  # bad parameters refused here, before any party starts
-        self.label_column, self.label_party, self.seed = label_column, label_party, seed
-        self.progress_path = progress_path
-        self._moment_plans = {}
+        self._moment_plans: dict = {}
+
+    def _estimator(self, params: LogRegJobParams) -> SQMLogisticRegression:
+        return SQMLogisticRegression(**params.release().as_dict(), backend="mpyc", seed=self.seed)
+
+    def __getattr__(self, name: str):
+        """The parameters read as the task's own attributes (``task.label_column``)."""
+        if name in LogRegJobParams.names():
+            return getattr(self.params, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __getstate__(self):
         return {**self.__dict__, "_moment_plans": {}}  # a party plans from its own copy
@@ -69,16 +76,16 @@ class LRJobTask(JobTask):
     @property
     def party_bounds(self):
         """The clients' feature sub-row bounds c_j (None: c_j = sqrt(its feature columns / all))."""
-        return self.estimator.party_bounds
+        return self.params.party_bounds
 
     def with_party_bounds(self, party_bounds) -> "LRJobTask":
         """This task with the clients' sub-row bounds c_j (from the job file's declared norm shares)."""
         import copy
 
         task = copy.copy(self)
-        task.estimator = copy.deepcopy(self.estimator)
+        task.params = dataclasses.replace(self.params, party_bounds=tuple(float(b) for b in party_bounds))
+        task.estimator = task._estimator(task.params)
         task._moment_plans = {}
-        task.estimator.party_bounds = tuple(float(b) for b in party_bounds)
         return task
 
     def feature_counts(self, meta) -> list[int]:
@@ -108,17 +115,7 @@ class LRJobTask(JobTask):
                                  f"'{self.label_column}': only feature columns are scaled; remove it")
 
     def public(self):
-        e = self.estimator
-        opt = lambda v: None if v is None else float(v)  # noqa: E731  (None: from the record count)
-        return ("sqm-logreg", float(e.epsilon), float(e.delta), float(e.gamma), opt(e.sampling_rate), e.epochs,
-                opt(e.learning_rate), opt(e.weight_bound), self.label_column, self.label_party,
-                bool(e.fit_intercept), float(e.intercept_scaling),
-                None if e.party_bounds is None else tuple(float(b) for b in e.party_bounds), e.solver,
-                int(e.robust_noise), bool(e.verify_sharing))
-
-    @property
-    def solver(self) -> str:
-        return self.estimator.solver
+        return self.params.public()
 
     def _moments(self, meta):
         """(the SQM release, its layout, its report) of the moments solver, from the public counts."""

@@ -6,6 +6,8 @@ rescales by 1 / gamma^2 and takes the top-k eigenvectors of its symmetric part.
 """
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
@@ -57,6 +59,9 @@ class SQMPCA(TransformerMixin, BaseEstimator):
     ``seconds_``, ``bytes_sent_`` (per party, server first), ``clipped_`` (rows clipped per party),
     ``backend_``, ``raw_`` (the integers the server received).  PCA is uncentered, as in the paper.
     """
+
+    # scikit-learn's constraints of the declared parameters (its tooling reads them; the declaration checks them)
+    _parameter_constraints: ClassVar[dict] = P.parameter_constraints()
 
     def __init__(self, n_components=P.n_components, epsilon=P.epsilon, delta=P.delta, gamma=P.gamma,
                  row_norm_bound=P.row_norm_bound, backend="mpyc", seed=None, party_bounds=P.party_bounds, n_parties=2,
