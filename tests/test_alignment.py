@@ -43,7 +43,7 @@ def write_parties(folder, X, sets, cols=COLS, fmt="csv", shuffle=True, id_text=s
     sorted by id (Parquet, read in chunks); ``id_text`` writes an id (CSV only)."""
     os.makedirs(folder, exist_ok=True)
     files, start, rng = [], 0, np.random.default_rng(seed)
-    for j, (k, ids) in enumerate(zip(cols, sets), start=1):
+    for j, (k, ids) in enumerate(zip(cols, sets, strict=False), start=1):
         rows = [(i, X[i - 1000, start:start + k]) for i in ids]
         names = [f"x{start + t}" for t in range(k)]
         start += k

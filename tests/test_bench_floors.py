@@ -17,7 +17,7 @@ def test_floors_in_the_report(tmp_path, capsys):
     row = rep["rows"][0]
     assert len(row["floor_ratios"]) == 3
     sent = row["bytes_per_party"]
-    for i, (fr, ph) in enumerate(zip(row["floor_ratios"], row["party_phases"])):
+    for i, (fr, ph) in enumerate(zip(row["floor_ratios"], row["party_phases"], strict=False)):
         waited = sent[i] if i else max(sent[1:])  # the server waits for the largest client's shares
         assert fr["exchange_floor_seconds"] == waited / f["loopback_bytes_per_s"]
         assert fr["exchange_tls_floor_seconds"] == waited / f["loopback_tls_bytes_per_s"]

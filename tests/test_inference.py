@@ -162,7 +162,7 @@ def _fresh(job: str, name: str) -> str:
 
     doc = json.loads(open(job).read())
     doc["job_id"] = secrets.token_hex(16)
-    for party, port in zip(doc["parties"], free_ports(len(doc["parties"]))):  # ports free now, not the last job's
+    for party, port in zip(doc["parties"], free_ports(len(doc["parties"])), strict=False):  # ports free now, not the last job's
         party["address"] = f"127.0.0.1:{port}"
     path = os.path.join(os.path.dirname(job), name)
     with open(path, "w") as f:

@@ -15,7 +15,7 @@ from sqm.mpc.net.certs import DEFAULT_JOB, make_certificates
 
 from sqm.framework.jobtask import JobTask
 from sqm.framework.party import party_program
-from sqm.framework.runners import run_job, run_local, run_one, simulate
+from sqm.framework.runners import run_job, run_local, simulate
 from sqm.framework.spec import load_job, read_party_csv, write_job, write_party_csvs, write_shared_job
 from sqm.errors import UsageError
 from sqm.framework.tables import PartyFileError
@@ -107,7 +107,7 @@ def test_cli_job_mode_writes_json(tmp_path):
 
 def _rewrite_ids(path, ids):
     lines = open(path).read().splitlines()
-    body = [f"{i},{line.split(',', 1)[1]}" for i, line in zip(ids, lines[1:])]
+    body = [f"{i},{line.split(',', 1)[1]}" for i, line in zip(ids, lines[1:], strict=False)]
     with open(path, "w") as f:
         f.write("\n".join([lines[0]] + body) + "\n")
 

@@ -42,7 +42,7 @@ def test_joint_gram_sensitivity_exhaustive_small_grid(gamma):
     bounds = joint_bounds(counts, cx, cy, True)
     sens = JointGram(5).sensitivity(gamma, bounds)
     assert sens.l1 == l1_from_l2(sens.l2, 25)
-    (g1, b1), (g2, b2) = [(g, b) for g, b in zip(bounds.groups, bounds.bounds)][:2]
+    (g1, b1), (g2, b2) = [(g, b) for g, b in zip(bounds.groups, bounds.bounds, strict=False)][:2]
     step = 1 / (2 * gamma)
     grid = np.arange(-math.ceil(cx / step), math.ceil(cx / step) + 1) * step
     rows = []
@@ -202,7 +202,7 @@ def test_the_local_comparison_on_the_users_own_table(tmp_path, capsys):
     X = np.column_stack([rng.uniform(20, 80, n), rng.uniform(0, 5000, n)])
     y = 0.05 * X[:, 0] + 0.001 * X[:, 1] + rng.normal(0, 0.1, n)
     f = tmp_path / "t.csv"
-    f.write_text("id,age,income,spend\n" + "".join(f"{i},{a},{b},{c}\n" for i, (a, b, c) in enumerate(zip(*X.T, y))))
+    f.write_text("id,age,income,spend\n" + "".join(f"{i},{a},{b},{c}\n" for i, (a, b, c) in enumerate(zip(*X.T, y, strict=False))))
     out = tmp_path / "o.json"
     assert main(["linreg", "--data", str(f), "--label-column", "spend", "--parties", "2", "--backend", "plain",
                  "--epsilon", "4", "--seed", "0", "--json", str(out)]) == 0

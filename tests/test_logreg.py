@@ -293,7 +293,7 @@ def test_secure_gradient_equals_exact_sum(col_counts, label_party, ideal):
     X_hat[:, plan.label_index] = rng.integers(0, 2, 9) * int(plan.gamma)
     cuts = np.cumsum(plan.block_widths)[:-1]
     noise = [skellam(plan.mu / plan.n_parties, plan.d, rng) for _ in col_counts]
-    inputs = [(b, z) for b, z in zip(np.split(X_hat, cuts, axis=1), noise)]
+    inputs = [(b, z) for b, z in zip(np.split(X_hat, cuts, axis=1), noise, strict=False)]
     res = run_in_process([OneGradient(plan, ints)] + [OneGradient(plan, my_input=x) for x in inputs], ideal=ideal)
     exact = plan.statistic().program(ints).evaluate(X_hat) + sum(n.astype(object) for n in noise)
     assert res[0]["result"]["y"] == [int(v) for v in exact]
@@ -419,7 +419,7 @@ def test_public_split_cuts_between_attributes_and_never_clips():
     counts, bounds = public_split(attrs, 3)
     for X in (Xtr, Xte):
         blocks = np.split(X, np.cumsum(counts)[:-1], axis=1)
-        assert all(np.all(np.linalg.norm(b, axis=1) <= c + 1e-12) for b, c in zip(blocks, bounds))
+        assert all(np.all(np.linalg.norm(b, axis=1) <= c + 1e-12) for b, c in zip(blocks, bounds, strict=False))
 
 
 # scikit-learn conventions.  The checks run the estimator in process (the same party programs as real parties) with

@@ -67,7 +67,7 @@ class ClientView(PartyProgram):
 
             async def recording(outgoing, senders):
                 got = await transport(outgoing, senders)
-                received.extend((len(steps) - 1, s, bytes(g)) for s, g in zip(senders, got) if s != ctx.pid)
+                received.extend((len(steps) - 1, s, bytes(g)) for s, g in zip(senders, got, strict=False) if s != ctx.pid)
                 return got
             ctx._transport = recording
             return await self._finish(ctx, steps, lambda: received)
@@ -126,7 +126,7 @@ def test_real_run_equals_in_process_and_clients_receive_only_uniform_shares(tmp_
     plan, blocks, seeds = small_run()
     p = prime_for_bound(plan.result_bound(), plan.n_parties + 1)
     programs = [party.LRParty(plan, seeds[0], history=True)]
-    programs += [party.LRParty(plan, s, b) for s, b in zip(seeds[1:], blocks)]
+    programs += [party.LRParty(plan, s, b) for s, b in zip(seeds[1:], blocks, strict=False)]
     (tmp_path / "real").mkdir(), (tmp_path / "sim").mkdir()
     real = run_parties([ClientView(prog, str(tmp_path / "real"), 5) for prog in programs], timeout=120,
                        blas_threads=1)
@@ -164,7 +164,7 @@ def test_real_run_equals_in_process_and_clients_receive_only_uniform_shares(tmp_
             step, obj = steps[k], wire.decode(payload)
             for x in (obj if isinstance(obj, list) else [obj]):
                 if isinstance(x, np.ndarray):
-                    assert x.dtype == np.int64 and x.size and 0 <= x.min() and x.max() < p, (peer, step)
+                    assert x.dtype == np.int64 and x.size and x.min() >= 0 and x.max() < p, (peer, step)
                     assert not any(x.size == c.size and np.array_equal(x.reshape(-1), c.reshape(-1))
                                    for c in secret), (peer, step)
                     shares.append(x.reshape(-1))

@@ -145,7 +145,7 @@ def test_sqm_round_in_a_long_lived_party_program():
             return [await sqm_round(ctx, mech.polynomial, self.block, plan, rng) for _ in range(2)]
 
     seeds = spawn_seeds(11, 3)
-    recs = run_in_process([TwoRounds(None)] + [TwoRounds(s, b) for s, b in zip(seeds[1:], data.blocks)])
+    recs = run_in_process([TwoRounds(None)] + [TwoRounds(s, b) for s, b in zip(seeds[1:], data.blocks, strict=False)])
     first, second = recs[0]["result"]
     assert list(first.raw) == list(mech.run(data).raw)
     assert list(second.raw) != list(first.raw)  # fresh rounding and noise: the clients' streams go on

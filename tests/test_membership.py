@@ -42,7 +42,7 @@ def _case(prog, U=300, m=140, widths=(2, 3, 2), seed=0):
     job = Job(program=prog, clients=[], col_bounds=[50] * X.shape[1], n_records=m, addend_bound=3000,
               var_owner=owner, chunk_rows=64)
     programs = [MaskedEvaluation(job, Union(U, m, indicator=ind))]
-    programs += [MaskedEvaluation(job, Union(U, m), b, a) for b, a in zip(blocks, addends)]
+    programs += [MaskedEvaluation(job, Union(U, m), b, a) for b, a in zip(blocks, addends, strict=False)]
     expected = prog.evaluate(X[ind]) + sum(a.astype(object) for a in addends)
     return programs, expected
 
@@ -123,7 +123,7 @@ def _noise_free(recs, rows_per_client, cols_per_client, seed=5):
     mu_share = float(rep["mu"]) / n
     raw = np.array([int(v) for v in recs[0]["result"]["raw"]], dtype=object)
     seeds = spawn_seeds(seed, n + 1)
-    for j, (rows, cols) in enumerate(zip(rows_per_client, cols_per_client), start=1):
+    for j, (_rows, _cols) in enumerate(zip(rows_per_client, cols_per_client, strict=False), start=1):
         rng = make_rng(seeds[j])
         rng.bytes(32)  # the coins' master key
         raw = raw - skellam(mu_share, raw.shape[0], rng).astype(object)
@@ -394,7 +394,7 @@ def check_client_view(runs, S: int = 500):
                                     "positions": S, "membership": "hidden"}
         assert "n_records" not in res
     out = []
-    for frames, (sets, common) in zip(views, truths):
+    for frames, (sets, common) in zip(views, truths, strict=False):
         field = np.concatenate([a.reshape(-1) for _, _, f in frames for a in _arrays(f)
                                 if a.dtype == np.int64 and a.size]).astype(np.float64)
         u = field / (field.max() + 1)  # the field's p, from below: the largest of many uniform values
@@ -495,7 +495,7 @@ def _positions_over_runs(flip: bool, runs: int, leak: bool = False):
         for run in range(runs):
             recs = run_in_process([Align(j, run) for j in range(4)], min_clients=2)
             u = recs[1]["result"]
-            for i, pos in zip(sets[0], u.position):
+            for i, pos in zip(sets[0], u.position, strict=False):
                 (inside if i in common else outside).append(pos / u.size)
     finally:
         psi.place_union = real

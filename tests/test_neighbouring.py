@@ -35,7 +35,7 @@ def test_sqm_lr_moments_zeroing_a_record_moves_the_release_by_at_most_its_sensit
     worst = 0.0
     for _ in range(200):
         z = np.zeros(lay.n_cols)
-        for g, b in zip(bounds.groups, bounds.bounds):
+        for g, b in zip(bounds.groups, bounds.bounds, strict=False):
             v = rng.normal(size=len(g))
             z[list(g)] = b * v / np.linalg.norm(v)  # every group at its bound
         z[lay.label_index] = lay.label_weight  # a positive label

@@ -106,7 +106,7 @@ def _rewrite_rows(path, order, ids=None):
     lines = open(path).read().splitlines()
     body = lines[1:]
     if ids is not None:
-        body = [f"{i},{line.split(',', 1)[1]}" for i, line in zip(ids, body)]
+        body = [f"{i},{line.split(',', 1)[1]}" for i, line in zip(ids, body, strict=False)]
     with open(path, "w") as f:
         f.write("\n".join([lines[0]] + [body[k] for k in order]) + "\n")
 
@@ -263,7 +263,7 @@ def test_declared_norm_shares_set_each_clients_bound(tmp_path):
     for shares in ([0.8, 0.3], [0.5, None]):
         bad = write_party_csvs(Z, tmp_path / "bad", 2, min_intersection=1)
         raw = json.load(open(bad))
-        for p, s in zip(raw["parties"][1:], shares):
+        for p, s in zip(raw["parties"][1:], shares, strict=False):
             if s is not None:
                 p["norm_share"] = s
         json.dump(raw, open(bad, "w"))
@@ -323,7 +323,7 @@ def test_logreg_data_file_maps_labels_and_names_a_wrong_label_column(tmp_path, c
     X, y = imbalanced_records(400, d=4)
     f = tmp_path / "own.csv"
     f.write_text("id,a,b,c,d,y\n" + "".join(f"{i},{','.join(f'{v:.6g}' for v in x)},{int(2 * t - 1)}\n"
-                                             for i, (x, t) in enumerate(zip(X, y))))
+                                             for i, (x, t) in enumerate(zip(X, y, strict=False))))
     out = tmp_path / "lr.json"
     assert pca(["--data", str(f), "--label-column", "y", "--backend", "plain", "--seed", "0", "--no-baselines",
                 "--json", str(out)], command="logreg") == 0

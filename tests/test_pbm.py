@@ -70,7 +70,7 @@ def test_feature_rdp_upper_bounds_brute_force(b, M, beta):
     orders = [1.5, 2.0, 3.0, 6.5, 16.0]
     bound = pbm.feature_rdp(np.array(orders), b, beta, M)
     pmfs = {ps: _sum_pmf([grid[i] for i in ps], b) for ps in itertools.product(range(len(grid)), repeat=M)}
-    for a, bd in zip(orders, bound):
+    for a, bd in zip(orders, bound, strict=False):
         worst = 0.0
         for i, j in itertools.product(range(len(grid)), repeat=2):
             for others in itertools.product(range(len(grid)), repeat=M - 1):

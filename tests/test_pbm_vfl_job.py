@@ -63,7 +63,7 @@ def write(folder, X, y, held, code=False) -> str:
     os.makedirs(folder, exist_ok=True)
     rng = np.random.default_rng(3)
     files, start = [], 0
-    for j, (k, ids) in enumerate(zip(COLS, held[1:]), start=1):
+    for j, (k, ids) in enumerate(zip(COLS, held[1:], strict=False), start=1):
         path = os.path.join(folder, f"party{j}.csv")
         with open(path, "w", newline="") as fh:
             w = csv.writer(fh)
@@ -240,7 +240,7 @@ def test_each_party_started_alone_trains_as_the_local_launcher_and_predicts_for_
     Xn = rng.normal(size=(120, sum(COLS)))
     new_held = [sorted(int(i) + 5000 for i in np.flatnonzero(rng.random(120) < 0.9)) for _ in COLS]
     files, start = [], 0
-    for j, (k, ids) in enumerate(zip(COLS, new_held), start=1):
+    for j, (k, ids) in enumerate(zip(COLS, new_held, strict=False), start=1):
         path = tmp_path / "new" / f"party{j}.csv"
         os.makedirs(path.parent, exist_ok=True)
         with open(path, "w", newline="") as fh:

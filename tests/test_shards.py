@@ -30,7 +30,7 @@ def test_shard_ranges_cover_every_record_once():
     for n, s in [(0, 2), (1, 3), (10, 3), (1000, 7), (5, 8)]:
         r = shard_ranges(n, s)
         assert len(r) == s and r[0][0] == 0 and r[-1][1] == n
-        assert all(a == b for (_, a), (b, _) in zip(r, r[1:]))  # contiguous, in order
+        assert all(a == b for (_, a), (b, _) in zip(r, r[1:], strict=False))  # contiguous, in order
         sizes = [b - a for a, b in r]
         assert max(sizes) - min(sizes) <= 1
     with pytest.raises(UsageError):
@@ -138,14 +138,14 @@ def test_sharded_job_equals_unsharded_job_bit_for_bit(tmp_path):
     for i in range(4):  # progress in chunks, as shards finish: ends with every chunk of both shards done
         lines = open(f"{tmp_path / 'progress'}.{i}").read().split("\n")[:-1]
         assert lines[-1] == "24 24" and lines[0].split()[1] == "24"  # 2 shards of 1500 records, 12 chunks each
-    for ra, rb in zip(a[1:], b[1:]):
+    for ra, rb in zip(a[1:], b[1:], strict=False):
         assert ra["result"]["clipped"] == rb["result"]["clipped"]
         assert ra["result"].get("outside_declared_range") == rb["result"].get("outside_declared_range")
     assert b[2]["result"]["outside_declared_range"] > 0 and sum(r["result"]["clipped"] for r in b[1:]) > 0
     assert all("shards" in r["phases"] for r in b) and not any("shards" in r["phases"] for r in a)
     # the records' shares went through the workers' sessions: each client's two workers sent them, the
     # client itself only its alignment, the summands, the degree reduction and the opening
-    for ra, rb in zip(a[1:], b[1:]):
+    for ra, rb in zip(a[1:], b[1:], strict=False):
         workers = rb["shard_workers"]
         assert len(workers) == 2 and all(w["bytes_sent"] > 0 and w["max_rss_bytes"] > 0 for w in workers)
         assert rb["bytes_sent"] < ra["bytes_sent"] < rb["bytes_sent"] + sum(w["bytes_sent"] for w in workers)

@@ -154,7 +154,7 @@ async def _answer(conn, timeout=3.0) -> bytes | None:
     """What the listener sent before closing ``conn`` (None: it is still open)."""
     try:
         return await asyncio.wait_for(conn[0].read(), timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return None
     except ConnectionError:
         return b""
