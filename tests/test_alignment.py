@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -164,7 +165,7 @@ def test_leading_zeros_and_integer_columns_align_across_clients(tmp_path):
     plain = load_job(write_parties(tmp_path / "plain", X, sets, min_intersection=50))
     spec = load_job(write_parties(tmp_path / "mixed", X, sets, id_text=lambda i: f"{i:07d}", min_intersection=50))
     pq_spec = load_job(write_parties(tmp_path / "pq", X, sets, fmt="parquet", min_intersection=50))
-    assert open(spec.parties[1].file).read().splitlines()[1].split(",")[0].startswith("000")
+    assert Path(spec.parties[1].file).read_text().splitlines()[1].split(",")[0].startswith("000")
     parties = list(spec.parties)
     parties[3] = pq_spec.parties[3]
     import dataclasses
@@ -186,7 +187,7 @@ def test_bad_id_columns_are_refused_naming_the_client_and_never_an_id(tmp_path, 
     sets, _ = overlap_sets()
     spec = load_job(write_parties(tmp_path, X, sets, min_intersection=50))
     f = spec.parties[2].file
-    lines = open(f).read().splitlines()
+    lines = Path(f).read_text().splitlines()
     victim = lines[5].split(",")[0]
     if case == "repeat after canonicalisation":
         lines[9] = "000" + victim + "," + lines[9].split(",", 1)[1]  # '0001234' repeats '1234'
@@ -194,7 +195,7 @@ def test_bad_id_columns_are_refused_naming_the_client_and_never_an_id(tmp_path, 
     else:
         lines[9] = "," + lines[9].split(",", 1)[1]
         want = "client 2 refused: its file has an empty 'id' value"
-    open(f, "w").write("\n".join(lines) + "\n")
+    Path(f).write_text("\n".join(lines) + "\n")
     err = _refused(spec)
     assert want in str(err) and err.codes[2] == EXIT_BAD_DATA and err.codes[0] == EXIT_REFUSED
     everything = str(err) + caplog.text
@@ -239,7 +240,7 @@ def test_the_minimum_is_a_positive_integer_in_the_job_file_and_on_the_command_li
     X = universe()
     sets, _ = overlap_sets()
     job = write_parties(tmp_path, X, sets, min_intersection=50)
-    raw_job = json.loads(open(job).read())
+    raw_job = json.loads(Path(job).read_text())
     for bad in (0, -3, 2.5, "100", True):
         with open(job, "w") as f:
             json.dump({**raw_job, "min_intersection": bad}, f)

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -147,7 +148,7 @@ def _job_named(job: str, dataset: str) -> str:
 
     from sqm.mpc.net.launch import free_ports
 
-    doc = json.loads(open(job).read())
+    doc = json.loads(Path(job).read_text())
     doc.update(dataset=dataset, job_id=secrets.token_hex(16))
     for party, port in zip(doc["parties"], free_ports(len(doc["parties"])), strict=False):  # ports free now, not the last job's
         party["address"] = f"127.0.0.1:{port}"

@@ -24,6 +24,7 @@ import signal
 import threading
 import time
 from collections import Counter, defaultdict
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -346,7 +347,7 @@ def test_exit_code_lost_when_a_client_is_killed(tmp_path):
     def killer():
         while not stop.is_set():
             if os.path.exists(marker):
-                os.kill(int(open(marker).read()), signal.SIGKILL)
+                os.kill(int(Path(marker).read_text()), signal.SIGKILL)
                 found["at"] = time.monotonic()
                 return
             time.sleep(0.01)

@@ -149,7 +149,7 @@ def test_sqm_budget_command(tmp_path, capsys):
     spent = ev.compose([E], 1e-5)
     assert f"spent {spent:.4g}, left {2 - spent:.4g} over 1 release(s)" in out
     assert out.splitlines()[-1].split()[2:6] == ["pca", "job-1", "completed", f"{spent:.4g}"]
-    saved = json.load(open(tmp_path / "s.json"))
+    saved = json.loads((tmp_path / "s.json").read_text())
     assert saved["command"] == "budget show" and saved["mode"] == "ledger"  # sqm.cli.output
     details = saved["details"]
     assert ev.events_from_json(details["releases"][0]["events"]) == [E] and details["summary"]["spent"] == spent

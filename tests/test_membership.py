@@ -1,5 +1,7 @@
 """Membership-hiding alignment (issue 29): the clients' records over the union of their ids, each record's
 contribution multiplied inside the protocol by its secret membership of the intersection."""
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -369,7 +371,7 @@ def recorded_views(tmp_path, X, task, scenarios=None):
         progs = job_programs(spec, task)
         progs[1] = Recording(progs[1], path)
         recs = run_parties(progs, timeout=120, addresses=spec.addresses, min_clients=2, job_id=spec.job_id)
-        frames = [(pc, peer, wire.decode(b)) for pc, peer, b in sorted(wire.decode(open(path, "rb").read()),
+        frames = [(pc, peer, wire.decode(b)) for pc, peer, b in sorted(wire.decode(Path(path).read_bytes()),
                                                                        key=lambda e: e[:2])]
         out.append((frames, (sets, common), recs))
     return out

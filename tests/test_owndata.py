@@ -4,6 +4,7 @@ modes, ``sqm pca --data FILE``.  Everything runs in process (``sqm.framework.run
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -103,7 +104,7 @@ def test_parquet_table(tmp_path):
 
 def _rewrite_rows(path, order, ids=None):
     """Rewrite a party CSV with its records in ``order`` (and, optionally, other ids)."""
-    lines = open(path).read().splitlines()
+    lines = Path(path).read_text().splitlines()
     body = lines[1:]
     if ids is not None:
         body = [f"{i},{line.split(',', 1)[1]}" for i, line in zip(ids, body, strict=False)]
@@ -262,11 +263,11 @@ def test_declared_norm_shares_set_each_clients_bound(tmp_path):
     assert [recs[j]["result"]["clipped"] for j in (1, 2)] == [0, 0]
     for shares in ([0.8, 0.3], [0.5, None]):
         bad = write_party_csvs(Z, tmp_path / "bad", 2, min_intersection=1)
-        raw = json.load(open(bad))
+        raw = json.loads(Path(bad).read_text())
         for p, s in zip(raw["parties"][1:], shares, strict=False):
             if s is not None:
                 p["norm_share"] = s
-        json.dump(raw, open(bad, "w"))
+        Path(bad).write_text(json.dumps(raw))
         with pytest.raises(ValueError, match="'norm_share' must be given for every client or none"):
             load_job(bad)
 

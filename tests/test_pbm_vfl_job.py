@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -194,7 +195,7 @@ def _failed(out) -> str:
 def _write_task(job_path, task_block):
     import json
 
-    raw = json.load(open(job_path))
+    raw = json.loads(Path(job_path).read_text())
     raw["task"] = task_block
     with open(job_path, "w") as fh:
         json.dump(raw, fh)
@@ -222,7 +223,7 @@ def test_each_party_started_alone_trains_as_the_local_launcher_and_predicts_for_
     vfl, m = local_reference(X, y, held, code=True, backend="mpyc")
     import json
 
-    server = json.load(open(tmp_path / "out0.json"))
+    server = json.loads((tmp_path / "out0.json").read_text())
     assert server["released"]["sum_digest"] == vfl.last_run.records[0]["result"]["sum_digest"]
     assert server["released"]["history"] == vfl.history
     assert server["released"]["n_train"] + server["released"]["n_test"] == m
@@ -272,7 +273,7 @@ def test_each_party_started_alone_trains_as_the_local_launcher_and_predicts_for_
     assert [int(r[0]) for r in got[1:]] == common
     assert np.array_equal(np.array([[float(v) for v in r[1:]] for r in got[1:]]), want)
     for i in (0, 1, 2):  # no other party holds a score
-        res = json.load(open(tmp_path / f"pred{i}.json"))
+        res = json.loads((tmp_path / f"pred{i}.json").read_text())
         assert "scores_file" not in json.dumps(res) and "p0" not in json.dumps(res)
 
 

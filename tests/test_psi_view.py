@@ -17,6 +17,7 @@ attacker: an honest-behaving party that keeps everything it receives).  The job 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -106,7 +107,7 @@ def record(folder, sets, wrap=None):
         run_parties(progs, timeout=120, addresses=spec.addresses, min_clients=2, job_id=spec.job_id)
     except MPCError as e:
         failed = e
-    frames = [[(peer, wire.decode(b)) for _, peer, b in sorted(wire.decode(open(p, "rb").read()), key=lambda e: e[:2])]
+    frames = [[(peer, wire.decode(b)) for _, peer, b in sorted(wire.decode(Path(p).read_bytes()), key=lambda e: e[:2])]
               if failed is None or os.path.exists(p) else None for p in paths]  # a party killed after a failure: None
     if failed is not None:
         raise Attacked(failed, frames)
@@ -193,16 +194,16 @@ def record_with_labels(folder, sets, labelled, wrap=None):
         w = csv.writer(fh)
         w.writerow(["id", "label"])
         w.writerows([i, i % 2] for i in reversed(labelled))
-    raw = json.load(open(job))
+    raw = json.loads(Path(job).read_text())
     raw["parties"][0]["file"] = "labels.csv"
-    json.dump(raw, open(job, "w"))
+    Path(job).write_text(json.dumps(raw))
     spec = load_job(job)
     paths = [str(folder / f"frames{i}.bin") for i in range(len(spec.parties))]
     progs = [Recording(p, path) for p, path in zip(job_programs(spec, AlignWithServer()), paths, strict=False)]
     for i, w in (wrap or {}).items():
         progs[i] = w(progs[i])
     recs = run_parties(progs, timeout=120, addresses=spec.addresses, min_clients=2, job_id=spec.job_id)
-    frames = [[(peer, wire.decode(b)) for _, peer, b in sorted(wire.decode(open(p, "rb").read()),
+    frames = [[(peer, wire.decode(b)) for _, peer, b in sorted(wire.decode(Path(p).read_bytes()),
                                                                 key=lambda e: e[:2])] for p in paths]
     return frames, recs
 

@@ -4,6 +4,7 @@ import logging
 import os
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -136,7 +137,7 @@ def test_sharded_job_equals_unsharded_job_bit_for_bit(tmp_path):
     b = run_job(sharded, PCAJobTask(**TASK, chunk_rows=128, progress_path=str(tmp_path / "progress")))
     assert np.array_equal(a[0]["result"]["raw"], b[0]["result"]["raw"])
     for i in range(4):  # progress in chunks, as shards finish: ends with every chunk of both shards done
-        lines = open(f"{tmp_path / 'progress'}.{i}").read().split("\n")[:-1]
+        lines = Path(f"{tmp_path / 'progress'}.{i}").read_text().split("\n")[:-1]
         assert lines[-1] == "24 24" and lines[0].split()[1] == "24"  # 2 shards of 1500 records, 12 chunks each
     for ra, rb in zip(a[1:], b[1:], strict=False):
         assert ra["result"]["clipped"] == rb["result"]["clipped"]
@@ -207,19 +208,19 @@ def test_job_file_workers_are_checked(tmp_path):
     assert load_job(job).shards == 2
     import json
 
-    raw = json.load(open(job))
+    raw = json.loads(Path(job).read_text())
     raw["parties"][1]["workers"] = 3
-    json.dump(raw, open(job, "w"))
+    Path(job).write_text(json.dumps(raw))
     with pytest.raises(UsageError, match="same number for every party"):
         load_job(job)
     raw["parties"][1]["workers"] = 1
-    json.dump(raw, open(job, "w"))
+    Path(job).write_text(json.dumps(raw))
     with pytest.raises(UsageError, match="from 2 to 1024"):
         load_job(job)
     ports = [int(a.rsplit(":", 1)[1]) for a in spec.addresses]
     raw["parties"][1]["workers"] = 2
     raw["parties"][1]["address"] = f"127.0.0.1:{ports[0] + 1}"  # the server's first worker's port
-    json.dump(raw, open(job, "w"))
+    Path(job).write_text(json.dumps(raw))
     with pytest.raises(UsageError, match="overlap"):
         load_job(job)
 
@@ -246,10 +247,10 @@ def test_sharded_job_on_a_dask_cluster_equals_local_workers(tmp_path):
                                   protocol="tcp://", host="127.0.0.1") as cluster:
         import json
 
-        raw = json.load(open(sharded.path))
+        raw = json.loads(Path(sharded.path).read_text())
         for p in raw["parties"]:
             p["engine"] = cluster.scheduler_address
-        json.dump(raw, open(sharded.path, "w"))
+        Path(sharded.path).write_text(json.dumps(raw))
         on_dask = run_job(load_job(sharded.path), PCAJobTask(**TASK, chunk_rows=128))
     local = run_job(spec, PCAJobTask(**TASK, chunk_rows=128))
     assert np.array_equal(on_dask[0]["result"]["raw"], local[0]["result"]["raw"])
@@ -318,10 +319,10 @@ def test_an_unreachable_dask_scheduler_is_named_before_any_share(tmp_path):
     import json
 
     _, sharded = _sharded_job(tmp_path, rows=600)
-    raw = json.load(open(sharded.path))
+    raw = json.loads(Path(sharded.path).read_text())
     dead = free_ports(1)[0]  # nothing listens there
     raw["parties"][1]["engine"] = f"tcp://127.0.0.1:{dead}"
-    json.dump(raw, open(sharded.path, "w"))
+    Path(sharded.path).write_text(json.dumps(raw))
     with pytest.raises(MPCError) as err:
         run_job(load_job(sharded.path), PCAJobTask(**TASK), connect_timeout=3, timeout=60)
     assert f"could not reach its Dask scheduler tcp://127.0.0.1:{dead}" in str(err.value) or \
@@ -366,9 +367,9 @@ def test_a_job_file_naming_an_engine_is_refused_and_the_operators_own_engine_run
     shared_path = write_shared_job(sharded.path, tmp_path / "shared.json")
     attacker = socket.create_server(("127.0.0.1", 0))
     attacker.settimeout(0.5)
-    raw = json.load(open(shared_path))
+    raw = json.loads(Path(shared_path).read_text())
     raw["parties"][1]["engine"] = f"tcp://127.0.0.1:{attacker.getsockname()[1]}"
-    json.dump(raw, open(tmp_path / "attack.json", "w"))
+    (tmp_path / "attack.json").write_text(json.dumps(raw))
     with pytest.raises(UsageError, match="names client 1's \"engine\": refused.*its own operator \\(--engine\\)"):
         run_job(load_job(tmp_path / "attack.json"), PCAJobTask(**TASK), 1, data_file=spec.parties[1].file)
     with pytest.raises(socket.timeout):
