@@ -62,8 +62,8 @@ def test_subsampled_rdp_properties():
     # direct evaluation of Eq. 20 for small alpha
     a, q, R = 4, 0.05, 10
     direct = (1 - q) ** (a - 1) * (a * q - q + 1) + sum(
-        math.comb(a, l) * (1 - q) ** (a - l) * q ** l * math.exp((l - 1) * acc.skellam_rdp(l, l1, l2, mu))
-        for l in range(2, a + 1))
+        math.comb(a, j) * (1 - q) ** (a - j) * q ** j * math.exp((j - 1) * acc.skellam_rdp(j, l1, l2, mu))
+        for j in range(2, a + 1))
     assert math.isclose(acc.subsampled_rdp(a, q, R, l1, l2, mu), R / (a - 1) * math.log(direct), rel_tol=1e-10)
 
 

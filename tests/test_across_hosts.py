@@ -3,8 +3,8 @@
 PATH; consecutive blocks marked ``<!-- party -->`` (one per host) run at once, as three hosts would, over
 loopback TLS.  Checked: every command exits 0; each private key exists only in its owner's folder (each
 organisation made its own; the authority signed requests) and every party's key is pinned in the job files; the
-PCA and the model are released; each client's own ledger holds both releases of its records; the requester's scores are the released model on its new customers' raw
-values; nobody else received a score."""
+PCA and the model are released; each client's own ledger holds both releases of its records; the requester's scores are
+the released model on its new customers' raw values; nobody else received a score."""
 from __future__ import annotations
 
 import csv

@@ -1,5 +1,5 @@
-"""python -m bench bgw-cost --floors: each party's moments and exchange beside their physical floors, measured in the same
-run (the plaintext float64 Gram, loopback TCP and TLS bandwidth), in the table and the JSON."""
+"""python -m bench bgw-cost --floors: each party's moments and exchange beside their physical floors, measured in the
+same run (the plaintext float64 Gram, loopback TCP and TLS bandwidth), in the table and the JSON."""
 import json
 
 from bench.command import main

@@ -150,7 +150,8 @@ def _job_named(job: str, dataset: str) -> str:
 
     doc = json.loads(Path(job).read_text())
     doc.update(dataset=dataset, job_id=secrets.token_hex(16))
-    for party, port in zip(doc["parties"], free_ports(len(doc["parties"])), strict=False):  # ports free now, not the last job's
+    # ports free now, not the last job's
+    for party, port in zip(doc["parties"], free_ports(len(doc["parties"])), strict=False):
         party["address"] = f"127.0.0.1:{port}"
     path = os.path.join(os.path.dirname(job), f"{dataset}.json")
     with open(path, "w") as f:

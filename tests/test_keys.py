@@ -97,7 +97,8 @@ def test_three_organisations_make_their_own_keys_and_run_a_pinned_job(tmp_path, 
     path = write_job(str(data / "pinned.json"), plain.addresses, [p.file for p in plain.parties[1:]],
                      name=JOB, min_intersection=1, fingerprints=pins)
     spec = load_job(path)
-    assert spec.pins == dict(enumerate(pins)) and json.loads(Path(path).read_text())["parties"][1]["fingerprint"] == pins[1]
+    assert spec.pins == dict(enumerate(pins))
+    assert json.loads(Path(path).read_text())["parties"][1]["fingerprint"] == pins[1]
     task = PCAJobTask(n_components=2, epsilon=1.0, delta=1e-5, gamma=1024.0)
     out: dict = {}
 

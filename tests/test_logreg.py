@@ -199,7 +199,8 @@ def test_bad_data_raises(kwargs, y, match):
     labels = {"three-labels": np.r_[np.zeros(10), 2 * np.ones(5), np.ones(5)], "one-label": np.ones(20),
               "none": None, "short": np.r_[np.zeros(10), np.ones(9)]}.get(y, np.r_[np.zeros(10), np.ones(10)])
     with pytest.raises(ValueError, match=match):
-        SQMLogisticRegression(1.0, backend="in-process", sampling_rate=0.5, epochs=1, solver="sgd", **kwargs).fit(X, labels)
+        SQMLogisticRegression(1.0, backend="in-process", sampling_rate=0.5, epochs=1, solver="sgd",
+                              **kwargs).fit(X, labels)
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -227,7 +228,8 @@ def test_clipping_counted_per_party():
 
 def test_local_dp_noise_is_the_optimum_at_sensitivity_sqrt2():
     """Local DP: one Gaussian release of [X | y], L2 sensitivity sqrt(2) (add/remove one record, ||x|| <= 1,
-    y in {0, 1}), calibrated by sqm.mechanism.calibration: it meets (1, 1e-5) by dp-accounting's PLD, 2% less does not."""
+    y in {0, 1}), calibrated by sqm.mechanism.calibration: it meets (1, 1e-5) by dp-accounting's PLD, 2% less does
+    not."""
     import dp_accounting
     from dp_accounting.pld import pld_privacy_accountant
 
@@ -323,7 +325,8 @@ def test_job_file_mode_equals_estimator_and_refuses_misaligned_records(tmp_path)
     rng = np.random.default_rng(12)
     X = rng.normal(size=(40, 6)) * 0.25
     y = (X[:, 0] - X[:, 5] > 0).astype(float)
-    job = write_party_csvs(np.hstack([X, y[:, None]]), tmp_path, col_counts=[2, 2, 3], dataset="lr-test", min_intersection=1)
+    job = write_party_csvs(np.hstack([X, y[:, None]]), tmp_path, col_counts=[2, 2, 3], dataset="lr-test",
+                           min_intersection=1)
     with pytest.raises(ValueError, match="--insecure-reproducible"):
         LRJobTask(4.0, 1e-5, 256.0, 0.25, 1, 1.0, label_column="x6", seed=5, solver="sgd")
     task = LRJobTask(4.0, 1e-5, 256.0, 0.25, 1, 1.0, label_column="x6", seed=5, insecure_reproducible=True,
@@ -428,8 +431,8 @@ def test_public_split_cuts_between_attributes_and_never_clips():
 # DP model cannot promise on every toy set (with noise at epsilon 1 every check passed as well, in 25 s instead
 # of 4 s).  Skipped by scikit-learn itself here: check_array_api_input (SCIPY_ARRAY_API unset) and
 # check_classifier_data_not_an_array (pandas not installed).
-@parametrize_with_checks([SQMLogisticRegression(gamma=1024.0, sampling_rate=1.0, epochs=1, backend="in-process", solver="sgd",
-                                                n_parties=2, noise=False, seed=0)])
+@parametrize_with_checks([SQMLogisticRegression(gamma=1024.0, sampling_rate=1.0, epochs=1, backend="in-process",
+                                                solver="sgd", n_parties=2, noise=False, seed=0)])
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
 

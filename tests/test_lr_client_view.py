@@ -1,11 +1,11 @@
 """What each client receives while SQM logistic regression trains; the real run equals the in-process run.
 
-The one real-process test of SQM-LR.  Its party programs (:class:`sqm.apps.logreg.party.LRParty`, wrapped) run twice with
-the same seeds and the same share generators: as real MPyC party processes and in process
-(:func:`sqm.mpc.protocols.inprocess.run_in_process` with ``ideal=False``: the real protocol over in-memory mailboxes; its
-default, the ideal functionality of the kernel, must give the same weights too).  A test-only wrapper records,
-at each client, every frame it receives from a peer with the step of the exchange: in the real processes at
-MPyC's own receive (``MessageExchanger.receive``, whatever arrived), in process at the context's transport.
+The one real-process test of SQM-LR.  Its party programs (:class:`sqm.apps.logreg.party.LRParty`, wrapped) run twice
+with the same seeds and the same share generators: as real MPyC party processes and in process
+(:func:`sqm.mpc.protocols.inprocess.run_in_process` with ``ideal=False``: the real protocol over in-memory mailboxes;
+its default, the ideal functionality of the kernel, must give the same weights too).  A test-only wrapper records, at
+each client, every frame it receives from a peer with the step of the exchange: in the real processes at MPyC's own
+receive (``MessageExchanger.receive``, whatever arrived), in process at the context's transport.
 Assertions:
 
 - the real run and the in-process run are bit for bit the same: the server's weights after EVERY iteration,
@@ -67,7 +67,8 @@ class ClientView(PartyProgram):
 
             async def recording(outgoing, senders):
                 got = await transport(outgoing, senders)
-                received.extend((len(steps) - 1, s, bytes(g)) for s, g in zip(senders, got, strict=False) if s != ctx.pid)
+                received.extend((len(steps) - 1, s, bytes(g))
+                                for s, g in zip(senders, got, strict=False) if s != ctx.pid)
                 return got
             ctx._transport = recording
             return await self._finish(ctx, steps, lambda: received)

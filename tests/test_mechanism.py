@@ -86,7 +86,8 @@ def test_bad_data_raises_before_randomness(monkeypatch):
     X = digits_like(20, 4)
     with pytest.raises(ValueError, match="has 4 variables but the parties hold 3"):
         mech.run(VerticalData.split(X[:, :3], 3))
-    bad = X.copy(); bad[3, 1] = np.nan
+    bad = X.copy()
+    bad[3, 1] = np.nan
     with pytest.raises(ValueError, match="NaN or infinite"):
         mech.run(VerticalData.split(bad, 2))
     with pytest.raises(ValueError, match="different record counts"):

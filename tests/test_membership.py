@@ -170,9 +170,9 @@ def test_hidden_membership_job_equals_the_revealing_job_in_the_simulation(tmp_pa
     records = {"1": len(sets[0]), "2": len(sets[1]), "3": len(sets[2])}
     assert b[0]["result"]["alignment"] == {"records": records, "intersection": len(common), "union": U,
                                            "positions": S, "membership": "hidden"}
-    for client in b[1:]:  # told neither U nor m (issue 43): only the sizes and S, a function of them
-        assert client["result"]["alignment"] == {"records": records, "positions": S, "membership": "hidden"}
-        assert "n_records" not in client["result"]
+    for rec in b[1:]:  # told neither U nor m (issue 43): only the sizes and S, a function of them
+        assert rec["result"]["alignment"] == {"records": records, "positions": S, "membership": "hidden"}
+        assert "n_records" not in rec["result"]
     assert "membership hidden" in b[0]["result"]["report"]["notes"]
 
 
@@ -307,8 +307,9 @@ def test_hidden_membership_with_shard_workers_equals_one_process_per_party(tmp_p
     streamed = load_job(write_parties(tmp_path / "pq", _grid_universe(), overlap_sets()[0], fmt="parquet"))
     ports = free_ports(4 + 8)
     pq = load_job(write_job(os.path.join(tmp_path, "pq", "both.json"), [f"127.0.0.1:{p}" for p in ports[:4]],
-                            [p.file for p in streamed.parties[1:]], min_intersection=50, hide_membership=True, workers=2,
-                            worker_addresses=[[f"127.0.0.1:{p}" for p in ports[4 + 2 * i:6 + 2 * i]] for i in range(4)]))
+                            [p.file for p in streamed.parties[1:]], min_intersection=50, hide_membership=True,
+                            workers=2, worker_addresses=[[f"127.0.0.1:{p}" for p in ports[4 + 2 * i:6 + 2 * i]]
+                                                         for i in range(4)]))
     a = run_job(hide, PCAJobTask(**TASK, chunk_rows=64))
     b = run_job(both, PCAJobTask(**TASK, chunk_rows=64))
     c = run_job(both, PCAJobTask(**TASK, chunk_rows=64, verify_sharing=True))  # the sharing check too

@@ -211,8 +211,8 @@ def _lr_jobs(tmp_path, m=229, common=100, seed=0):
 
 
 def test_hidden_membership_lr_moments_job_equals_the_revealing_job(tmp_path, monkeypatch):
-    """The default solver (one release of the Gram of [features, c, kappa y, beta (1/2 - y)]) over the union, members only: the
-    same integers as the revealing job (noise set to zero, rounding to nearest: no coin differs), so the same
+    """The default solver (one release of the Gram of [features, c, kappa y, beta (1/2 - y)]) over the union, members
+    only: the same integers as the revealing job (noise set to zero, rounding to nearest: no coin differs), so the same
     model; the label party's 3/7 labels are mapped from its own records only."""
     from sqm.framework.runners import simulate
     from sqm.mechanism import client

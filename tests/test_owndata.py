@@ -202,7 +202,8 @@ def test_declared_ranges_scale_unscaled_data_and_no_bounds_warns(tmp_path, caplo
     raw = Z * scale  # the users' files: values in the thousands
     task = PCAJobTask(**{**JOB_TASK, "gamma": 4096.0, "epsilon": 4.0})
     ranges = [{f"x{j}": [-scale[j], scale[j]] for j in range(3)}, {f"x{j}": [-scale[j], scale[j]] for j in range(3, 6)}]
-    declared = simulate(load_job(write_party_csvs(raw, tmp_path / "declared", 2, bounds=ranges, min_intersection=1)), task, timeout=120)
+    declared = simulate(load_job(write_party_csvs(raw, tmp_path / "declared", 2, bounds=ranges, min_intersection=1)),
+                        task, timeout=120)
     Xs = Z / np.sqrt(6)  # what the clients hold after scaling: every column in [-1/sqrt(6), 1/sqrt(6)]
     scaled = simulate(load_job(write_party_csvs(Xs, tmp_path / "scaled", 2, min_intersection=1)), task, timeout=120)
     assert list(declared[0]["result"]["raw"]) == list(scaled[0]["result"]["raw"])  # the same release, bit for bit
@@ -306,7 +307,8 @@ def test_drop_columns_leaves_a_column_out_and_a_typo_is_refused(tmp_path):
     spec = load_job(write_party_csvs(Z, tmp_path / "all", 2, min_intersection=1))
     ref = load_job(write_party_csvs(Z[:, :5], tmp_path / "five", col_counts=[3, 2], min_intersection=1))
     recs = simulate(dataclasses.replace(spec, drop_columns=("x5",)), PCAJobTask(**JOB_TASK), timeout=120)
-    assert list(recs[0]["result"]["raw"]) == list(simulate(ref, PCAJobTask(**JOB_TASK), timeout=120)[0]["result"]["raw"])
+    want = simulate(ref, PCAJobTask(**JOB_TASK), timeout=120)[0]["result"]["raw"]
+    assert list(recs[0]["result"]["raw"]) == list(want)
     assert recs[0]["result"]["columns"] == [f"x{j}" for j in range(5)]
     with pytest.raises(MPCError, match=r"no client's file has the column\(s\) \['x9'\] named by --drop-columns"):
         simulate(dataclasses.replace(spec, drop_columns=("x5", "x9")), PCAJobTask(**JOB_TASK), timeout=120)

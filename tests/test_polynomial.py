@@ -67,7 +67,8 @@ def test_compensation_scales_every_degree_to_gamma_lambda_plus_one(gamma):
     y = comp.program().evaluate(xi)
     exact_rounded = np.zeros(2)
     for t, ahat, mono, deg in zip(p.term_out, comp.int_coefs, p.term_vars, p.term_degrees, strict=False):
-        exact_rounded[t] += ahat * np.prod([x[:, j] for j in mono], axis=0).sum() * gamma ** deg if mono else ahat * 2 * 1.0
+        exact_rounded[t] += (ahat * np.prod([x[:, j] for j in mono], axis=0).sum() * gamma ** deg if mono
+                             else ahat * 2 * 1.0)
     assert np.allclose(np.array([float(v) for v in y]), exact_rounded, rtol=1e-12)
     assert np.allclose(np.array([float(v) for v in y]) / comp.scale, p.evaluate(x), rtol=2 / gamma, atol=8 / gamma)
 

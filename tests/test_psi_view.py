@@ -209,10 +209,10 @@ def record_with_labels(folder, sets, labelled, wrap=None):
 
 
 def stage_two_secrets(sizes: dict, common: int):
-    """The test-only seeded secrets of stage 2 (sqm.mpc.protocols.psi, "The server's own set"), regenerated as the parties
-    draw them: each client's r_j (after its shuffle), and the server's s (after its shuffle, the padding's places
-    and random strings); ``common``: |V_C|.  (The server's list goes out under k_0 s when it is at least as long as
-    the padded V_C, else under k_0; V_C under s, else k_0 s: both come back under k_0 s K R.)"""
+    """The test-only seeded secrets of stage 2 (sqm.mpc.protocols.psi, "The server's own set"), regenerated as the
+    parties draw them: each client's r_j (after its shuffle), and the server's s (after its shuffle, the padding's
+    places and random strings); ``common``: |V_C|.  (The server's list goes out under k_0 s when it is at least as long
+    as the padded V_C, else under k_0; V_C under s, else k_0 s: both come back under k_0 s K R.)"""
     from sqm.framework.alignment import _psi_secrets
     from sqm.mpc.protocols.psi import product_key
 
@@ -330,7 +330,8 @@ def test_a_server_whose_label_table_holds_the_whole_id_space_names_no_clients_id
     assert named([keys[0], s]) == {1: set(), 2: set(), 3: set()}  # with every secret the server holds: nothing
     for j in (1, 2, 3):  # power: with the r's, which it does not hold, it would name all 340 of each client
         mine_j = np.frombuffer(b"".join(lists[j]), np.uint8).reshape(-1, 32)
-        power = {lists[j][c.tobytes()] for c, t in zip(mine_j, under(mine_j, [keys[0], s, r[1], r[2], r[3]]), strict=False)
+        power = {lists[j][c.tobytes()]
+                 for c, t in zip(mine_j, under(mine_j, [keys[0], s, r[1], r[2], r[3]]), strict=False)
                  if t.tobytes() in server}
         assert power == set(sets[j - 1])
 
@@ -396,7 +397,8 @@ def _lines(e) -> dict:
     import re
 
     msg = str(e.error)
-    cuts = [(m.start(), int(m.group(1) or 0)) for m in re.finditer(r"(?:server|client (\d+)) \(party \d+\) exited", msg)]
+    cuts = [(m.start(), int(m.group(1) or 0))
+            for m in re.finditer(r"(?:server|client (\d+)) \(party \d+\) exited", msg)]
     return {who: msg[a:b] for (a, who), (b, _) in zip(cuts, cuts[1:] + [(len(msg), None)], strict=False)}
 
 
@@ -446,7 +448,7 @@ def test_a_declared_set_of_a_trillion_is_refused_naming_the_client(tmp_path):
     for rows, why in ((10 ** 12, ("above the 4,294,967,295 a private set intersection can rank",) * 2),
                       (10 ** 6, ("more than 10 times the smallest set, 340", "more than 10 times this party's 340"))):
         with pytest.raises(Attacked) as got:
-            record(tmp_path / str(rows), sets, {2: lambda p: Declares(p, rows)})
+            record(tmp_path / str(rows), sets, {2: lambda p, rows=rows: Declares(p, rows)})
         lines = _lines(got.value)
         assert f"refused before any id was sent: client 2 declared {rows:,} records, {why[0]}" in lines[0]
         for who in (1, 3):  # its own refusal, or the server's if that came first: either names client 2

@@ -18,7 +18,8 @@ def worst_records(n, c, gamma, rng, k=300):
     if np.linalg.norm(half) <= c:
         recs.append(half)
     recs.append(np.full(n, c / math.sqrt(n)))
-    e = np.zeros(n); e[0] = c
+    e = np.zeros(n)
+    e[0] = c
     recs.append(e)
     return recs
 

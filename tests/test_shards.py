@@ -163,7 +163,8 @@ def _kill_worker_when_it_starts(job_id: str, index: int, shard: int, stop: threa
                     args = f.read().split(b"\0")
             except OSError:
                 continue
-            if target.encode() in args and b"--index" in args and args[args.index(b"--index") + 1] == str(index).encode():
+            if (target.encode() in args and b"--index" in args
+                    and args[args.index(b"--index") + 1] == str(index).encode()):
                 time.sleep(0.3)
                 os.kill(int(pid), 9)
                 killed.append(int(pid))
@@ -346,7 +347,8 @@ def test_each_party_announces_its_own_workers_and_a_stolen_address_is_refused():
     own = [[f"h{i}:{7000 + 10 * i + s}" for s in range(2)] for i in range(3)]
     recs = run_in_process([_Announce(a) for a in own], min_clients=2)
     assert all(r["result"] == own for r in recs)  # every party holds the same table, each row from its owner
-    with pytest.raises(MPCError, match="client 2 announces worker address h0:7001, which is also the server \\(party 0\\)'s"):
+    with pytest.raises(MPCError, match="client 2 announces worker address h0:7001, which is also the server "
+                                       "\\(party 0\\)'s"):
         run_in_process([_Announce(own[0]), _Announce(own[1]), _Announce(["h2:7020", "h0:7001"])], min_clients=2)
     with pytest.raises(MPCError, match="2 worker addresses"):
         run_in_process([_Announce(own[0]), _Announce(["h1:7010"]), _Announce(own[2])], min_clients=2)

@@ -1,5 +1,5 @@
-"""Every malformed frame is a clean refusal (issue 25): 20,000+ mutated frames through :func:`sqm.mpc.net.wire.decode` and
-the validators a protocol step applies give a value or :class:`sqm.mpc.net.wire.WireError`, never another exception.
+"""Every malformed frame is a clean refusal (issue 25): 20,000+ mutated frames through :func:`sqm.mpc.net.wire.decode`
+and the validators a protocol step applies give a value or :class:`sqm.mpc.net.wire.WireError`, never another exception.
 Mutations: random byte flips, insertions, deletions and truncations of real frames, and crafted headers (JSON nested
 100,000 deep, integers of 5,000 digits, shapes like [0, 10^30], unknown tags, lying lengths)."""
 from __future__ import annotations
