@@ -4,6 +4,7 @@ Mutations: random byte flips, insertions, deletions and truncations of real fram
 100,000 deep, integers of 5,000 digits, shapes like [0, 10^30], unknown tags, lying lengths)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import struct
 
@@ -11,7 +12,6 @@ import numpy as np
 import pytest
 
 from sqm.mpc.net import wire
-import contextlib
 
 
 def _frames(rng):
