@@ -79,12 +79,19 @@ def _one_by_one(local: str, name: str, **changes) -> tuple[str, dict]:
 
     spec = load_job(local)
     out = write_shared_job(local, os.path.join(os.path.dirname(local), name))
-    raw = json.load(open(out))
+    with open(out) as fh:
+        raw = json.load(fh)
     raw.update(job_id=secrets.token_hex(16), **changes)
     for party, port in zip(raw["parties"], free_ports(len(raw["parties"])), strict=False):
         party["address"] = f"127.0.0.1:{port}"
-    json.dump(raw, open(out, "w"))
+    with open(out, "w") as fh:
+        json.dump(raw, fh)
     return out, {i: ([] if p.file is None else ["--data-file", p.file]) for i, p in enumerate(spec.parties)}
+
+
+def _read(path: str) -> str:
+    with open(path) as fh:
+        return fh.read()
 
 
 def _last_line(text: str) -> str:
@@ -106,11 +113,13 @@ def jobfile_engine(seed: int = 0) -> dict:
                                  task={"statistic": "pca", "components": 1, "epsilon": 1})
         spec = load_job(local)
         shared = write_shared_job(local, os.path.join(work, "job", "shared.json"))
-        raw = json.load(open(shared))
+        with open(shared) as fh:
+            raw = json.load(fh)
         for p in raw["parties"]:
             p["workers"] = 2
         raw["parties"][1]["engine"] = f"tcp://127.0.0.1:{srv.getsockname()[1]}"
-        json.dump(raw, open(shared, "w"))
+        with open(shared, "w") as fh:
+            json.dump(raw, fh)
         keys = os.path.join(work, "keys")
         make_certificates(keys, 3, days=1)
         extras = {i: ["--ssl-dir", keys] + ([] if p.file is None else ["--data-file", p.file, "--no-ledger"])
@@ -211,12 +220,13 @@ def ledger_drain(seed: int = 0, rounds: int = 3) -> dict:
                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             deadline = time.monotonic() + 120
             mark = os.path.join(work, f"r{r}m0")
-            while not (os.path.exists(mark) and "HOLD input shares" in open(mark).read()):
+            while not (os.path.exists(mark) and "HOLD input shares" in _read(mark)):
                 if time.monotonic() > deadline or procs[0].poll() is not None:
                     break
                 time.sleep(0.02)
             os.kill(procs[0].pid, signal.SIGKILL)  # the server, right after every client reserved
-            open(go, "w").close()
+            with open(go, "w"):
+                pass
             codes.append({i: p.wait(90) for i, p in procs.items()})
         status, spent, aligned = {}, {}, {}
         for c, g in guards.items():
@@ -465,7 +475,8 @@ def psi_label_server(seed: int = 0) -> dict:
         progs = job_programs(spec, AlignWithLabels())
         progs[0] = Curious(progs[0], path)
         recs = run_parties(progs, timeout=120, addresses=spec.addresses, min_clients=2, job_id=spec.job_id)
-        view = wire.decode(open(path, "rb").read())
+        with open(path, "rb") as fh:
+            view = wire.decode(fh.read())
         received = [v for step, _, g in view["log"] if step == "PSI: blinding around the ring" for v in _points(g)]
         stage1 = set(received)
         others = {v for step, _, g in view["log"] if step != "PSI: blinding around the ring" for v in _points(g)}
@@ -519,15 +530,18 @@ def hiding_rerun(seed: int = 0) -> dict:
             progs = job_programs(spec, PCAJobTask(n_components=1, epsilon=1.0, gamma=1024.0))
             progs[1] = Curious(progs[1], path)
             recs = run_parties(progs, timeout=180, addresses=spec.addresses, min_clients=2, job_id=spec.job_id)
-            log = wire.decode(open(path, "rb").read())["log"]
+            with open(path, "rb") as fh:
+                log = wire.decode(fh.read())["log"]
             views.append([(step, peer, frame_shape(g), frame_scalars(g)) for step, peer, g in log])
             res = recs[1]["result"]
-            results.append({k2: res[k2] for k2 in ("alignment", "col_counts") if k2 in res} | {"has_n": "n_records" in res})
+            results.append({k2: res[k2] for k2 in ("alignment", "col_counts") if k2 in res}
+                           | {"has_n": "n_records" in res})
             server.append(recs[0]["result"]["alignment"].get("intersection"))
         crit = {"same_frames_and_counts": views[0] == views[1], "same_result": results[0] == results[1],
                 "no_member_count_at_the_client": not results[0]["has_n"],
                 "the_server_counts_100_then_99": server == [100, 99]}
-        return {"what": "a client reruns the hidden-membership alignment with one member swapped for an id nobody holds",
+        return {"what": ("a client reruns the hidden-membership alignment with one member swapped for an id"
+                         " nobody holds"),
                 "frames": len(views[0]), "client_result": results[0], "server_members": server, "criteria": crit,
                 "passed": all(crit.values())}
     finally:

@@ -10,16 +10,17 @@ rounding and noise) and with numpy's PCG64 in its place (the statistical generat
 and times drawing rows x cols uniform field elements and rounding coins with each generator.
 
 Every secure run is broken down per party (:func:`party_phases`, from the wall-clock timeline each party
-process records, :func:`sqm.mpc.net.party.main`, and the launcher's, :func:`sqm.mpc.net.launch.run_parties`): process start
-(spawned -> ready to connect: interpreter, imports, the program file), connect, the protocol's phases
+process records, :func:`sqm.mpc.net.party.main`, and the launcher's, :func:`sqm.mpc.net.launch.run_parties`):
+process start (spawned -> ready to connect: interpreter, imports, the program file), connect, the protocol's phases
 (``ctx.phases``: agree, client checks, share inputs, exchange input shares, local moments, degree reduction,
 open result), the program's time outside them, and output (result written, process exited, result collected).
 
 ``--floors`` adds each phase's ratio to its physical floor on this machine, measured in the same run: the local
 products ("moments") against the plaintext float64 Gram ``X.T @ X`` of the same shape (numpy's BLAS, with the
 BLAS threads each party gets: this machine's cores / parties, best of 3), and each party's exchange against its
-bytes sent (the server: the largest client's, which it waits for) over the loopback bandwidth (one TCP connection on 127.0.0.1 pushing ``--floor-mib`` MiB between two
-threads, best of 3; the same over TLS 1.3 with the parties' kind of keys is reported beside it).
+bytes sent (the server: the largest client's, which it waits for) over the loopback bandwidth (one TCP connection
+on 127.0.0.1 pushing ``--floor-mib`` MiB between two threads, best of 3; the same over TLS 1.3 with the parties'
+kind of keys is reported beside it).
 
 numpy, the runtime and the mechanism are imported inside the functions that run the benchmark: ``python -m bench
 --help`` imports this module to register ``python -m bench bgw-cost`` (:mod:`bench.command`).
@@ -86,7 +87,8 @@ def party_timeline(record: dict) -> dict:
 def phase_report(records: list[dict], t0: float, t1: float) -> dict:
     """A run's per-party breakdown (:func:`party_phases`, :func:`party_timeline`), the launcher's time before the
     first process was spawned (planning: calibration, the programs written) and after the last result was
-    collected, and the heavy packages each party imported (``heavy_modules``, :data:`sqm.mpc.net.party.HEAVY_MODULES`)."""
+    collected, and the heavy packages each party imported (``heavy_modules``,
+    :data:`sqm.mpc.net.party.HEAVY_MODULES`)."""
     spawned = [r["timeline"]["spawned"] for r in records if r.get("timeline", {}).get("spawned")]
     collected = [r["timeline"]["collected"] for r in records if r.get("timeline", {}).get("collected")]
     return dict(party_phases=[party_phases(r) for r in records], party_timelines=[party_timeline(r) for r in records],
@@ -184,8 +186,8 @@ def rng_microbench(n: int, p: int, repeat: int = 3) -> dict:
 
     out = dict(elements=int(n), field_prime_bits=int(p).bit_length())
     for name, rng in (("aes_ctr", secure_generator()), ("pcg64", np.random.default_rng())):
-        for what, draw in (("field_elements", lambda: rng.integers(0, p, size=n, dtype=np.int64)),
-                           ("uniform_floats", lambda: rng.random(n))):
+        for what, draw in (("field_elements", lambda rng=rng: rng.integers(0, p, size=n, dtype=np.int64)),
+                           ("uniform_floats", lambda rng=rng: rng.random(n))):
             best = float("inf")
             for _ in range(repeat):
                 t0 = time.perf_counter()
@@ -291,7 +293,7 @@ def loopback_bandwidth(nbytes: int = 200 << 20, repeat: int = 3, tls: bool = Fal
         port = lsock.getsockname()[1]
         got = [0]
 
-        def receive():
+        def receive(lsock=lsock, got=got):
             conn, _ = lsock.accept()
             if ctx_s is not None:
                 conn = ctx_s.wrap_socket(conn, server_side=True)
@@ -333,7 +335,8 @@ def measure_floors(X, parties: int, mib: int = 200) -> dict:
 
     threads = int(party_env(local_parties=parties + 1)["OPENBLAS_NUM_THREADS"])
     g = gram_floor(X, threads)
-    return dict(gram_seconds=g["seconds"], gram_blas_threads=g["threads"], gram_all_threads_seconds=gram_floor(X)["seconds"],
+    return dict(gram_seconds=g["seconds"], gram_blas_threads=g["threads"],
+                gram_all_threads_seconds=gram_floor(X)["seconds"],
                 loopback_mib=int(mib), loopback_bytes_per_s=loopback_bandwidth(int(mib) << 20),
                 loopback_tls_bytes_per_s=loopback_bandwidth(int(mib) << 20, tls=True),
                 load_average=list(os.getloadavg()), cpus=os.cpu_count())
@@ -489,9 +492,11 @@ def print_table(rep: dict) -> None:
               f"(x{mb['uniform_floats_ratio']:.2f})")
     if rep.get("stock_seconds"):
         print(f"same quantized {rep['stock_shape'][0]} x {rep['stock_shape'][1]} X^T X, no noise, end to end: "
-              f"MPyC stock np_matmul {rep['stock_seconds']:.2f} s, fast path {rep['fast_seconds_at_stock_shape']:.2f} s, "
+              f"MPyC stock np_matmul {rep['stock_seconds']:.2f} s, "
+              f"fast path {rep['fast_seconds_at_stock_shape']:.2f} s, "
               f"speed-up {rep['speedup']:.1f}x (target >= 50x); inside the protocol (process start excluded, "
-              f"slowest party): stock {rep['stock_protocol_seconds']:.2f} s, fast {rep['fast_protocol_seconds']:.3f} s, "
+              f"slowest party): stock {rep['stock_protocol_seconds']:.2f} s, "
+              f"fast {rep['fast_protocol_seconds']:.3f} s, "
               f"speed-up {rep['protocol_speedup']:.0f}x; both equal the exact integers: "
               f"{rep['stock_identical'] and rep['fast_identical']}")
 
@@ -562,12 +567,14 @@ def plot(rep: dict, path: str) -> None:
     fig, ax = plt.subplots(1, 3, figsize=(13, 3.6))
     ax[0].semilogx(g, [r["seconds"] for r in rep["rows"]], "o-", base=2)
     ax[0].axhline(rep["plaintext_seconds"], ls="--", c="gray", label="plaintext numpy")
-    ax[0].set(xlabel="gamma", ylabel="seconds", title="wall time"); ax[0].legend()
+    ax[0].set(xlabel="gamma", ylabel="seconds", title="wall time")
+    ax[0].legend()
     ax[1].semilogx(g, [max(r["bytes_per_party"]) / 2 ** 20 for r in rep["rows"]], "o-", base=2)
     ax[1].set(xlabel="gamma", ylabel="MiB", title="bytes sent (max party)")
     ax[2].loglog(g, [r["rel_error"] for r in rep["rows"]], "o-", base=2)
     ax[2].set(xlabel="gamma", ylabel="relative Frobenius error", title="error at epsilon=1")
-    fig.tight_layout(); fig.savefig(path, dpi=120)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
 
 
 

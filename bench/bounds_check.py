@@ -74,8 +74,8 @@ def run(runs: int = 20, rows: int = 500, cols: int = 8, gamma: float = 1024.0, p
 
 
 def print_table(rep: dict) -> None:
-    print(f"Server's bounds check (sqm.mechanism.input_check), simulation: {rep['rows']} x {rep['cols']} rows at 0.99 of the "
-          f"norm bound, 2 clients, gamma {rep['gamma']:g}; client 2 deviates")
+    print(f"Server's bounds check (sqm.mechanism.input_check), simulation: {rep['rows']} x {rep['cols']} rows "
+          f"at 0.99 of the norm bound, 2 clients, gamma {rep['gamma']:g}; client 2 deviates")
     print(f"{'client 2 shares':<22} {'refused':>10}")
     for c in rep["cases"]:
         what = "honest values" if c["honest"] else (f"values x {c['factor']:g}" if c["offset"] == 0 else

@@ -462,20 +462,23 @@ def main():
             mb(r["wheels"]["total_bytes"]) if "wheels" in r else "-",
             f"{r['import']['importtime_cumulative_s']:.2f} / {r['import']['wall_s']:.2f}",
             "{:.2f} [{}]".format(best["start_s"], ", ".join("{:.2f}".format(s["start_s"]) for s in st)),
-            "%s + drv %s (%d procs; PSS %s)" % (mb(last["children_rss"]), mb(last["driver_rss"]),
-                                                 last["children"], mb(last["children_pss"] + last["driver_pss"])),
+            f"{mb(last['children_rss'])} + drv {mb(last['driver_rss'])} ({last['children']:d} procs; "
+            f"PSS {mb(last['children_pss'] + last['driver_pss'])})",
             rtt_cell(rt) if rt else "-",
-            "{:.2f}/{:.2f}/{:.2f}".format(max(r["import"]["load1"]), last["load1_idle"], rt.get("load1", float("nan"))),
+            "{:.2f}/{:.2f}/{:.2f}".format(max(r["import"]["load1"]), last["load1_idle"],
+                                          rt.get("load1", float("nan"))),
         ])
     def rtt_cell(x):
         return "{:.3f} / {:.3f} (1st {:.2f}); ovh {:.3f} / {:.3f}".format(
             x["best_s"], x["median_s"], x["first_s"], x["overhead_best_s"], x["overhead_median_s"])
     for name, r in res["engines"].items():
         for k, x in r["starts"][-1].get("rtt_baseline_interleaved", {}).items():
-            rows.append([f"  baseline {k} (w/ {name})", "-", "-", "-", "-", "-", rtt_cell(x), "rtt {:.2f}".format(x["load1"])])
+            rows.append([f"  baseline {k} (w/ {name})", "-", "-", "-", "-", "-", rtt_cell(x),
+                         "rtt {:.2f}".format(x["load1"])])
     b = res["baseline"]
     for k in ("processpool", "subprocess"):
-        rows.append([f"baseline {k} (alone)", "-", "-", "-", "-", "-", rtt_cell(b[k]), "rtt {:.2f}".format(b[k]["load1"])])
+        rows.append([f"baseline {k} (alone)", "-", "-", "-", "-", "-", rtt_cell(b[k]),
+                     "rtt {:.2f}".format(b[k]["load1"])])
     head = ["engine", "install added", "wheels", "import s (importtime/wall)", "start s best [all]",
             "idle RSS children + driver", "2-task RTT s best/median (1st); overhead best/median", "load1 imp/idle/rtt"]
     w = [max(len(str(x[i])) for x in rows + [head]) for i in range(len(head))]
@@ -490,8 +493,8 @@ def main():
               f"object_store={last.get('object_store_bytes')} shutdown={last['shutdown_s']:.2f}s "
               f"rtt distinct worker pids={last.get('rtt', {}).get('distinct_worker_pids')} "
               f"task OMP_NUM_THREADS={last.get('rtt', {}).get('task_OMP_NUM_THREADS')}")
-        for l in last["listening"]:
-            print(f"   listen {l['addr']:<22} {l['proc']}")
+        for sock in last["listening"]:
+            print(f"   listen {sock['addr']:<22} {sock['proc']}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=1)

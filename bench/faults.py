@@ -67,7 +67,7 @@ A party that never connects (``kill-before-connect``, ``readable-key``) cannot b
 the others name it at their connect timeout (60 s by default).  Those two cases therefore run every party with
 ``--connect-timeout`` at two thirds of the bound (20 s for the default 30 s) unless ``--connect-timeout`` is
 given; the record's ``flags`` and the printed table say so.
-"""
+"""  # noqa: E501 (the first line is ``python -m bench --help``'s one-line summary of this benchmark)
 from __future__ import annotations
 
 import argparse
@@ -212,7 +212,8 @@ class Proxy(netsim.DelayProxy):
 
 
 def _frame(header: bytes) -> bytes:
-    """A raw wire frame (:mod:`sqm.mpc.net.wire`) with this JSON header and no buffers: a malformed insider's message."""
+    """A raw wire frame (:mod:`sqm.mpc.net.wire`) with this JSON header and no buffers: a malformed insider's
+    message."""
     import struct
 
     from sqm.mpc.net import wire
@@ -296,7 +297,7 @@ FLOOD_N = 3000  # conn-flood: connections opened
 FLOOD_SOURCES = ["127.0.0.1"] * 6 + [f"127.0.0.{k}" for k in range(2, 8)]  # half from the parties' host
 
 
-# ----- issue 43, attack 5: an insider's PSI (sqm.mpc.protocols.psi) ---------------------------------------------------------
+# ----- issue 43, attack 5: an insider's PSI (sqm.mpc.protocols.psi) ----------------------------------------------
 
 class PSIAttack(PartyProgram):
     """BENCH AND TESTS ONLY: runs ``inner`` as a client that deviates in the record alignment: ``"psi-duplicates"``,
@@ -505,8 +506,8 @@ def run_case(name: str, clients: int = 2, flags: list[str] = (), bound: float = 
             programs[fault.target] = DeviateBounds(programs[fault.target], *((1000.0, 0.0) if fault.action == "bounds"
                                                                              else (1.0, 100.0)))
         if fault.action == "foreign":
-            other = load_job(write_party_csvs(_data(seed + 1), os.path.join(work, "other"),
-                                                              n_parties=clients, addresses=spec.addresses, min_intersection=1))
+            other = load_job(write_party_csvs(_data(seed + 1), os.path.join(work, "other"), n_parties=clients,
+                                              addresses=spec.addresses, min_intersection=1))
             programs[fault.target] = party_program(other, fault.target, task)
         holder = 1 if fault.action == "cut" else fault.target
         ssl_dirs = [None] * M

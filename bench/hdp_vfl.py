@@ -8,12 +8,12 @@ income (the data home) with the paper's settings (batch 3200 or the training siz
 e = 10, k = 1, delta = 0.01), beside single-party and centralized scikit-learn logistic regression and non-private
 VFL (Algorithm 1 without noise).  Figure 2: breast cancer, e in {5, 10, 15} at k = 1 and k in {0.1, 0.5, 1} at
 e = 10.  Each point is the mean (and standard deviation) over ``--repeats`` seeds on one fixed train/test split.
-Noise: the tightest sound Gaussian for each party's composed sequence (:mod:`sqm.apps.hdp_vfl.privacy`), not the paper's
-sqrt(2 ln(1.25/delta))/epsilon; ``paper_sigma_ratio`` in each row says how much more noise the paper's formula
-adds at that epsilon (below 1 where the paper's formula is unsound).  The sweeps run the parties' programs in one
-process (:func:`sqm.mpc.protocols.inprocess.run_in_process`, the labelled simulation, bit for bit the two-process model for the
-same seeds); ``--verify-mpyc`` (on by default) re-runs one point as two processes and records that the models are
-identical.
+Noise: the tightest sound Gaussian for each party's composed sequence (:mod:`sqm.apps.hdp_vfl.privacy`), not the
+paper's sqrt(2 ln(1.25/delta))/epsilon; ``paper_sigma_ratio`` in each row says how much more noise the paper's
+formula adds at that epsilon (below 1 where the paper's formula is unsound).  The sweeps run the parties' programs
+in one process (:func:`sqm.mpc.protocols.inprocess.run_in_process`, the labelled simulation, bit for bit the
+two-process model for the same seeds); ``--verify-mpyc`` (on by default) re-runs one point as two processes and
+records that the models are identical.
 
 numpy, scikit-learn and the runtime are imported inside the functions that run the benchmark: ``python -m bench
 --help`` imports this module to register ``python -m bench hdp-vfl`` (:mod:`bench.command`).
@@ -127,7 +127,8 @@ def print_table(rep: dict) -> None:
     if rep["figure2"]:
         print("Figure 2 (breast cancer):")
         print(render_table([{"method": f"e={c['epochs']} k={c['k']:g}",
-                             **{e: r["accuracy_mean"] for e, r in zip(eps, c["rows"], strict=False)}} for c in rep["figure2"]], eps))
+                             **{e: r["accuracy_mean"] for e, r in zip(eps, c["rows"], strict=False)}}
+                            for c in rep["figure2"]], eps))
     first = next(iter(rep["figure1"].values()), None)
     if first:
         print("paper's sigma / ours:",

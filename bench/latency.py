@@ -59,7 +59,7 @@ critical path: a party may wait for a message already there), L, the model and m
 shared machine (the load average is recorded): each cell keeps the fastest of ``--repeat`` runs (3; the delays
 interleaved, so that a change of load hits them alike), its span and its end-to-end time each; compare with
 the 0 ms row of the same invocation.
-"""
+"""  # noqa: E501 (the first line is ``python -m bench --help``'s one-line summary of this benchmark)
 from __future__ import annotations
 
 import argparse

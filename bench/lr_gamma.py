@@ -6,8 +6,8 @@ For each gamma: the sensitivity overhead Delta2 / gamma^3 - 3/4 of the post-proc
 proven bound (sqm.mechanism.sensitivity.logreg_sensitivity) and the paper's Eq. 22; mu calibrated for the target
 (epsilon, delta) over R = epochs / q Poisson-subsampled rounds (Eq. 20) and the normalized noise std
 sqrt(2 mu) / gamma^3 on the server's side; as reference, the Gaussian std of centralized DPSGD (the noise
-multiplier z of Opacus' PRV accountant, the DPSGD baseline's calibration (sqm.apps.logreg.baselines.DPSGD_ACCOUNTANT), times
-clip norm 1) and z * 3/4 (a Gaussian on the same Taylor gradient).
+multiplier z of Opacus' PRV accountant, the DPSGD baseline's calibration (sqm.apps.logreg.baselines.DPSGD_ACCOUNTANT),
+times clip norm 1) and z * 3/4 (a Gaussian on the same Taylor gradient).
 Analytic only: no training, finishes in seconds.
 """
 from __future__ import annotations
@@ -65,12 +65,15 @@ def plot(rep: dict, path: str) -> None:
     fig, ax = plt.subplots(1, 2, figsize=(10, 3.6))
     ax[0].loglog(g, [r["overhead"] for r in rep["rows"]], "o-", base=2, label="proven bound")
     ax[0].loglog(g, [r["overhead_paper"] for r in rep["rows"]], "s--", base=2, label="paper Eq. 22")
-    ax[0].set(xlabel="gamma", ylabel="relative L2 sensitivity overhead"); ax[0].legend()
+    ax[0].set(xlabel="gamma", ylabel="relative L2 sensitivity overhead")
+    ax[0].legend()
     ax[1].loglog(g, [r["noise_std"] for r in rep["rows"]], "o-", base=2, label="SQM (proven bound)")
     ax[1].axhline(rep["gaussian_std_taylor"], ls="--", c="gray", label="Gaussian, Taylor gradient")
     ax[1].axhline(rep["dpsgd_std"], ls=":", c="k", label="DPSGD (clip 1)")
-    ax[1].set(xlabel="gamma", ylabel="normalized noise std"); ax[1].legend()
-    fig.tight_layout(); fig.savefig(path, dpi=120)
+    ax[1].set(xlabel="gamma", ylabel="normalized noise std")
+    ax[1].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:

@@ -162,7 +162,8 @@ def print_defaults(rep: dict) -> None:
     print(render_table(table, ["dataset", ("epsilon", "epsilon", "g"), "accuracy", "AUC",
                                ("eps server", "eps server", ".4f")]))
     for c in rep["checks"]:
-        print(f"  {c['dataset']} (n {c['n_train']}, d {c['d']}, majority {c['majority']:.3f}) epsilon {c['epsilon']:g}: "
+        print(f"  {c['dataset']} (n {c['n_train']}, d {c['d']}, majority {c['majority']:.3f}) "
+              f"epsilon {c['epsilon']:g}: "
               f"DPSGD - SQM = {c['gap_accuracy_points']:+.2f} accuracy points, {c['gap_auc_points']:+.2f} AUC points "
               f"(target <= 2: {'met' if c['within_2'] else 'NOT met'})")
     print(f"  all met: {rep['all_met']}  ({rep['seconds']:.0f} s)")
@@ -202,7 +203,9 @@ def plot(rep: dict, path: str) -> None:
                     marker="o", capsize=3, label=m)
     ax.axhline(rep["majority"], ls=":", c="gray", label="majority class")
     ax.set(xscale="log", xlabel="epsilon", ylabel="test accuracy", title=rep["dataset"])
-    ax.legend(); fig.tight_layout(); fig.savefig(path, dpi=120)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:

@@ -150,10 +150,9 @@ class DelayProxy:
         self.loop.close()
 
     async def _handle(self, reader, writer):
-        try:
+        # the proxy is closing: end quietly (asyncio would log the cancellation)
+        with contextlib.suppress(asyncio.CancelledError):
             await self._forward(reader, writer)
-        except asyncio.CancelledError:  # the proxy is closing: end quietly (asyncio would log the cancellation)
-            pass
 
     async def _forward(self, reader, writer):
         self._writers.append(writer)

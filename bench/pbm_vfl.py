@@ -8,10 +8,10 @@ The sweep runs the plain backend (the same party programs in one process, a SIMU
 releases the same sums, metrics and parameters as the MPyC party processes, bit for bit).  Two LDP baselines:
 the paper's (sigma^2 = 2 M / (b beta^2), matched variance: it has a much SMALLER epsilon than PBM, so "PBM above
 LDP" compares unequal privacy) and LDP at PBM's accounted feature-level (epsilon, delta) over the same epochs
-(``ldp_eq``, :func:`sqm.apps.pbm_vfl.privacy.ldp_sigma_equal_epsilon`); each row records its epsilon.  ``--mpyc-epochs`` adds two short runs with one real
-MPyC process per party (BGW secure sum, and the paper's Protocol 0 pairwise-masked sum) to record the time
-per iteration, the share spent in the secure sum and the bytes the runtime sent, next to the paper's cost
-model T B M P (log2(b M) + 32) bits.
+(``ldp_eq``, :func:`sqm.apps.pbm_vfl.privacy.ldp_sigma_equal_epsilon`); each row records its epsilon.
+``--mpyc-epochs`` adds two short runs with one real MPyC process per party (BGW secure sum, and the paper's Protocol 0
+pairwise-masked sum) to record the time per iteration, the share spent in the secure sum and the bytes the runtime sent,
+next to the paper's cost model T B M P (log2(b M) + 32) bits.
 
 Train AUPRC is the AUPRC of the server's predictions on each epoch's mini-batches (post-processing of
 released sums: no extra privacy cost); test metrics go through each method's release mechanism.

@@ -5,9 +5,9 @@
 digits: 4 clients (image quadrants), b 16, beta 0.15, 10 epochs; phishing: 5 clients, b 16, beta 0.25, 6
 epochs; the CLI's MLPs and Adam otherwise.  Seed k trains PBM-VFL in process (the simulation, bit-identical
 to the party processes) exactly as ``sqm pbm-vfl --backend plain --seed k`` does (the same per-method seed,
-:func:`sqm.apps.pbm_vfl.experiment.method_seed`), and NPQ once (with the first seed) as the reference.  Prints, per setting, the
-mean and standard deviation of the final test accuracy (and AUPRC for phishing) over the seeds.  To compare two
-versions of the code, run it in both trees on the same machine.
+:func:`sqm.apps.pbm_vfl.experiment.method_seed`), and NPQ once (with the first seed) as the reference.  Prints, per
+setting, the mean and standard deviation of the final test accuracy (and AUPRC for phishing) over the seeds.  To compare
+two versions of the code, run it in both trees on the same machine.
 """
 from __future__ import annotations
 

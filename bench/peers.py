@@ -9,9 +9,9 @@ mechanism).  Both sides compute the exact integer X^T X of those same integer bl
 both results are checked against numpy's exact X^T X (max abs error, expected 0).
 
 - **ours**: the secure X^T X of :mod:`sqm.mpc` (BGW/Shamir over MPyC, real party processes over loopback TLS:
-  a server and one process per data holder), run exactly as ``python -m bench bgw-cost``'s stock comparison runs its
-  fast path (a :class:`sqm.mpc.protocols.backend.Job` of fixed client blocks through :class:`MPyCBackend`), the per-party
-  breakdown by :func:`bench.bgw_cost.phase_report`;
+  a server and one process per data holder), run exactly as ``python -m bench bgw-cost``'s stock comparison runs
+  its fast path (a :class:`sqm.mpc.protocols.backend.Job` of fixed client blocks through :class:`MPyCBackend`), the
+  per-party breakdown by :func:`bench.bgw_cost.phase_report`;
 - **SPU ABY3** and **SPU SEMI2K** (SecretFlow's SPU, the ``spu`` package, 3 nodes, ring ``--field``, FM64 by
   default: the Gram's entries need 2 log2(gamma) + log2(rows) + 1 bits): three real processes of the interpreter
   ``--spu-python`` linked by SPU's brpc link over loopback (no TLS).  Each data holder is an SPU node (node 0 is
@@ -244,8 +244,9 @@ def spu_run(python: str, blocks: list, owners: list[int], protocol: str, field: 
             cfgs.append((path, cfg))
         spawned, exited = [], [None] * SPU_NODES
         t0 = time.perf_counter()
-        for rank, (path, cfg) in enumerate(cfgs):
-            logs.append(open(os.path.join(tmp, f"node{rank}.log"), "w+"))
+        for rank, (path, _cfg) in enumerate(cfgs):
+            # open until the node exits (its stdout and stderr); closed with the other logs below
+            logs.append(open(os.path.join(tmp, f"node{rank}.log"), "w+"))  # noqa: SIM115
             spawned.append(time.time())
             procs.append(subprocess.Popen([python, "-m", "bench.peers", "--spu-node", path], cwd=ROOT, env=env,
                                           stdout=logs[-1], stderr=subprocess.STDOUT))
@@ -392,7 +393,8 @@ def exact_gram(blocks):
 def ours_run(blocks, data) -> dict:
     """The same Gram through this project's runtime, as ``python -m bench bgw-cost``'s stock comparison runs its fast
     path: a :class:`~sqm.mpc.protocols.backend.Job` of the fixed blocks (no noise) through :class:`MPyCBackend` (real
-    MPyC party processes: a server + one per data holder), the per-party phases by :func:`bench.bgw_cost.phase_report`."""
+    MPyC party processes: a server + one per data holder), the per-party phases by
+    :func:`bench.bgw_cost.phase_report`."""
     import numpy as np
 
     from bench.bgw_cost import phase_report
@@ -411,7 +413,8 @@ def ours_run(blocks, data) -> dict:
     seconds = time.perf_counter() - t0
     ph = phase_report(jobs[-1], w0, time.time())
     nodes = [dict(phases=p, protocol_seconds=float(s), max_rss_bytes=int(m), bytes_sent=int(b))
-             for p, s, m, b in zip(ph["party_phases"], res.party_seconds, res.max_rss_bytes, res.bytes_sent, strict=False)]
+             for p, s, m, b in zip(ph["party_phases"], res.party_seconds, res.max_rss_bytes, res.bytes_sent,
+                                   strict=False)]
     return dict(result=np.asarray(res.values, dtype=object).reshape(n, n), seconds=seconds, nodes=nodes,
                 field_bits=res.field_bits)
 

@@ -23,7 +23,7 @@ between the smallest and largest id counts, and the share of the PSI in a party'
 The floor: n scalar multiplications per id of every client on n clients, 42 us each here (libsodium's
 X25519; OpenSSL's ``openssl speed ecdhx25519`` gives the same), spread over the machine's cores.
 :data:`PUBLISHED` holds peers' published figures (their sources named), for the docs' side-by-side table.
-"""
+"""  # noqa: E501 (the first line is ``python -m bench --help``'s one-line summary of this benchmark)
 from __future__ import annotations
 
 import argparse
@@ -114,9 +114,11 @@ def write_parties(directory: str, ids: int, clients: int, overlap: float, seed: 
         every = np.sort(pool[:at])
         with open(os.path.join(directory, "labels.csv"), "w") as f:
             f.write("id,label\n" + "".join(f"{int(i)},{int(i) % 2}\n" for i in every))
-        raw = json.load(open(job))
+        with open(job) as f:
+            raw = json.load(f)
         raw["parties"][0]["file"] = "labels.csv"
-        json.dump(raw, open(job, "w"))
+        with open(job, "w") as f:
+            json.dump(raw, f)
     return job
 
 
@@ -170,7 +172,8 @@ def summarize(rep: dict) -> dict:
         mine = sorted((r for r in rows if r["clients"] == c), key=lambda r: r["ids"])
         if len(mine) >= 2 and mine[-1]["ids"] > mine[0]["ids"]:
             d = mine[-1]["ids"] - mine[0]["ids"]
-            growth[str(c)] = [(b - a) / d for a, b in zip(mine[0]["max_rss_bytes"], mine[-1]["max_rss_bytes"], strict=False)]
+            growth[str(c)] = [(b - a) / d
+                              for a, b in zip(mine[0]["max_rss_bytes"], mine[-1]["max_rss_bytes"], strict=False)]
     rep["rss_bytes_per_id"] = growth  # per party: peak memory growth per id of each client's set
     target = [r for r in rows if r["ids"] == TARGET_IDS and r["clients"] == TARGET_CLIENTS]
     rep["target_met"] = (target[0]["seconds"] < TARGET_S) if target else None
@@ -231,8 +234,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="the server holds a label table of its own (as in a PBM-VFL job), of every id any client "
                          "holds, and joins the PSI as a holder")
     ap.add_argument("--hide-membership", action="store_true",
-                    help="compare a whole PCA (or --task logreg) job revealing membership with one hiding it (bench/psi_hidden.py), for "
-                         "intersections of --fractions of the union, with the last --clients count")
+                    help="compare a whole PCA (or --task logreg) job revealing membership with one hiding it "
+                         "(bench/psi_hidden.py), for intersections of --fractions of the union, with the last "
+                         "--clients count")
     ap.add_argument("--union", type=int, default=20000, help="with --hide-membership: ids in the union (default 20000)")
     ap.add_argument("--fractions", default="0.1,0.5,0.9",
                     help="with --hide-membership: the intersection's share of the union (default 0.1,0.5,0.9)")

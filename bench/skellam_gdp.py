@@ -70,7 +70,8 @@ def run(variances=(2, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7, 1e12, 1e15, 1e17), progr
 
 def print_table(rep: dict) -> None:
     print("Skellam shift against the Gaussian, f-DP: c(V) = sqrt(V) x the largest one-step Gaussian-score increment")
-    print(f"{'variance':>10} {'measured c(V)':>14} {'at w':>6} {'1 + 1/(6V)':>14} {'8V(c - 1)':>10} {'proven c(V)':>14}")
+    print(f"{'variance':>10} {'measured c(V)':>14} {'at w':>6} {'1 + 1/(6V)':>14} {'8V(c - 1)':>10} "
+          f"{'proven c(V)':>14}")
 
     def cell(v, spec):
         return format(v, spec) if v is not None else format("-", spec.split(".")[0].rstrip("d"))

@@ -5,8 +5,8 @@
 
 ``python -m sqm --help`` is run ``--repeat`` times in a fresh interpreter from the checkout ``--tree`` (default:
 this one) and the fastest wall time is kept (the first run, which may write the .pyc files, is not counted;
-``$PYTHONDONTWRITEBYTECODE`` is removed for these runs, as an installed package has its .pyc); ``-X importtime``
-gives the modules it imported, their total import time and which heavy packages (:data:`sqm.mpc.net.party.HEAVY_MODULES`,
+``$PYTHONDONTWRITEBYTECODE`` is removed for these runs, as an installed package has its .pyc); ``-X importtime`` gives
+the modules it imported, their total import time and which heavy packages (:data:`sqm.mpc.net.party.HEAVY_MODULES`,
 numpy) were among them.  Then a small secure covariance (``--rows`` x ``--cols``, 2 clients, real party processes)
 is run ``--repeat`` times and each party's start is broken down from its timeline (:func:`sqm.mpc.net.party.main`):
 interpreter start-up, standard library, program unpickled (its modules imported), MPyC and the protocol imported

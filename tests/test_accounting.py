@@ -57,13 +57,13 @@ def test_subsampled_rdp_properties():
         full = acc.skellam_rdp(a, l1, l2, mu)
         assert math.isclose(acc.subsampled_rdp(a, 1.0, 7, l1, l2, mu), 7 * full)
         vals = [acc.subsampled_rdp(a, q, 3, l1, l2, mu) for q in (0.001, 0.01, 0.1, 0.5)]
-        assert all(x < y for x, y in zip(vals, vals[1:]))
+        assert all(x < y for x, y in zip(vals, vals[1:], strict=False))
         assert vals[-1] <= 3 * full
     # direct evaluation of Eq. 20 for small alpha
     a, q, R = 4, 0.05, 10
     direct = (1 - q) ** (a - 1) * (a * q - q + 1) + sum(
-        math.comb(a, l) * (1 - q) ** (a - l) * q ** l * math.exp((l - 1) * acc.skellam_rdp(l, l1, l2, mu))
-        for l in range(2, a + 1))
+        math.comb(a, j) * (1 - q) ** (a - j) * q ** j * math.exp((j - 1) * acc.skellam_rdp(j, l1, l2, mu))
+        for j in range(2, a + 1))
     assert math.isclose(acc.subsampled_rdp(a, q, R, l1, l2, mu), R / (a - 1) * math.log(direct), rel_tol=1e-10)
 
 
@@ -125,7 +125,7 @@ def _window(alpha, shift, mu):
     return int(min(0, alpha * shift)) - margin, int(max(0, alpha * shift)) + margin
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _skellam_pmf_mp(mu, K):
     """P(0..K) of Sk(mu) = e^-2mu I_k(2mu) in mpmath: Miller's backward recurrence I_(k-1) = I_(k+1) + (2k / x)
     I_k from far beyond K, normalized by sum_k P(k) = 1 (mpmath's exponents do not underflow)."""
@@ -168,7 +168,7 @@ def test_log_skellam_pmf_beyond_float_range():
     got = acc.log_skellam_pmf(ks, 1e4)
     with mpmath.workdps(40):
         P = _skellam_pmf_mp(1e4, _window(64, 1000, 1e4)[1] + 1000)  # the same as the divergence test's
-    for k, g in zip(ks, got):
+    for k, g in zip(ks, got, strict=False):
         assert g == pytest.approx(float(mpmath.log(P[k])), rel=1e-11, abs=1e-11)
 
 

@@ -3,8 +3,8 @@
 PATH; consecutive blocks marked ``<!-- party -->`` (one per host) run at once, as three hosts would, over
 loopback TLS.  Checked: every command exits 0; each private key exists only in its owner's folder (each
 organisation made its own; the authority signed requests) and every party's key is pinned in the job files; the
-PCA and the model are released; each client's own ledger holds both releases of its records; the requester's scores are the released model on its new customers' raw
-values; nobody else received a score."""
+PCA and the model are released; each client's own ledger holds both releases of its records; the requester's scores are
+the released model on its new customers' raw values; nobody else received a score."""
 from __future__ import annotations
 
 import csv
@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,7 +24,7 @@ PAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 
 def script() -> str:
     """One bash script: sequential blocks as they are, each group of party blocks started at once and waited."""
-    text = open(PAGE, encoding="utf-8").read()
+    text = Path(PAGE).read_text(encoding="utf-8")
     m = re.search(r"<!-- hosts:begin.*?-->(.*?)<!-- hosts:end -->", text, re.S)
     assert m, "the tutorial has no hosts:begin ... hosts:end section"
     parts, group = ["set -euo pipefail"], []
@@ -73,12 +74,14 @@ def test_the_tutorial_runs_as_written(tmp_path):
         assert [e["status"] for e in entries] == ["completed", "completed"]
     lr = json.loads((d / "lr.json").read_text())
     coef, b = lr["released"]["coef"], lr["released"]["intercept"]
-    rows = list(csv.DictReader(open(d / "scores.csv")))
+    with open(d / "scores.csv") as fh:
+        rows = list(csv.DictReader(fh))
     assert rows and list(rows[0]) == ["id", "log_odds", "probability"]
     raw = {}
     for name in ("bank.csv", "clinic.csv"):
-        for r in csv.DictReader(open(d / "new" / name)):
-            raw.setdefault(r["id"], {}).update(r)
+        with open(d / "new" / name) as fh:
+            for r in csv.DictReader(fh):
+                raw.setdefault(r["id"], {}).update(r)
     job = json.loads((d / "new.json").read_text())
     lohi = {c: v for p in job["parties"][1:] for c, v in p.get("bounds", {}).items()}
     for r in rows:

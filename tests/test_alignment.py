@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -43,7 +44,7 @@ def write_parties(folder, X, sets, cols=COLS, fmt="csv", shuffle=True, id_text=s
     sorted by id (Parquet, read in chunks); ``id_text`` writes an id (CSV only)."""
     os.makedirs(folder, exist_ok=True)
     files, start, rng = [], 0, np.random.default_rng(seed)
-    for j, (k, ids) in enumerate(zip(cols, sets), start=1):
+    for j, (k, ids) in enumerate(zip(cols, sets, strict=False), start=1):
         rows = [(i, X[i - 1000, start:start + k]) for i in ids]
         names = [f"x{start + t}" for t in range(k)]
         start += k
@@ -164,7 +165,7 @@ def test_leading_zeros_and_integer_columns_align_across_clients(tmp_path):
     plain = load_job(write_parties(tmp_path / "plain", X, sets, min_intersection=50))
     spec = load_job(write_parties(tmp_path / "mixed", X, sets, id_text=lambda i: f"{i:07d}", min_intersection=50))
     pq_spec = load_job(write_parties(tmp_path / "pq", X, sets, fmt="parquet", min_intersection=50))
-    assert open(spec.parties[1].file).read().splitlines()[1].split(",")[0].startswith("000")
+    assert Path(spec.parties[1].file).read_text().splitlines()[1].split(",")[0].startswith("000")
     parties = list(spec.parties)
     parties[3] = pq_spec.parties[3]
     import dataclasses
@@ -186,7 +187,7 @@ def test_bad_id_columns_are_refused_naming_the_client_and_never_an_id(tmp_path, 
     sets, _ = overlap_sets()
     spec = load_job(write_parties(tmp_path, X, sets, min_intersection=50))
     f = spec.parties[2].file
-    lines = open(f).read().splitlines()
+    lines = Path(f).read_text().splitlines()
     victim = lines[5].split(",")[0]
     if case == "repeat after canonicalisation":
         lines[9] = "000" + victim + "," + lines[9].split(",", 1)[1]  # '0001234' repeats '1234'
@@ -194,7 +195,7 @@ def test_bad_id_columns_are_refused_naming_the_client_and_never_an_id(tmp_path, 
     else:
         lines[9] = "," + lines[9].split(",", 1)[1]
         want = "client 2 refused: its file has an empty 'id' value"
-    open(f, "w").write("\n".join(lines) + "\n")
+    Path(f).write_text("\n".join(lines) + "\n")
     err = _refused(spec)
     assert want in str(err) and err.codes[2] == EXIT_BAD_DATA and err.codes[0] == EXIT_REFUSED
     everything = str(err) + caplog.text
@@ -226,7 +227,8 @@ def test_an_empty_or_too_small_intersection_is_refused_before_any_share(tmp_path
     assert at_default[0]["result"]["n_records"] == 100  # the default minimum, 100 records: met exactly
     err = _refused(load_job(write_parties(tmp_path / "small", X, sets, min_intersection=101)))
     assert (f"the clients' record sets have 100 records in common (client 1 {len(sets[0])}, client 2 "
-            f"{len(sets[1])}, client 3 {len(sets[2])}), fewer than the job's minimum 101 (--min-intersection)") in str(err)
+            f"{len(sets[1])}, client 3 {len(sets[2])}), fewer than the job's minimum 101 (--min-intersection)"
+            ) in str(err)
     assert set(err.codes.values()) == {EXIT_REFUSED}
 
 
@@ -239,7 +241,7 @@ def test_the_minimum_is_a_positive_integer_in_the_job_file_and_on_the_command_li
     X = universe()
     sets, _ = overlap_sets()
     job = write_parties(tmp_path, X, sets, min_intersection=50)
-    raw_job = json.loads(open(job).read())
+    raw_job = json.loads(Path(job).read_text())
     for bad in (0, -3, 2.5, "100", True):
         with open(job, "w") as f:
             json.dump({**raw_job, "min_intersection": bad}, f)
@@ -326,7 +328,8 @@ def test_below_the_minimum_with_membership_hidden_the_server_alone_withholds_the
     assert "raw" in runs[100][0]["result"] and runs[100][0]["result"]["n_records"] == 100
     withheld = runs[101][0]["result"]
     assert set(withheld) >= {"withheld"} and not {"raw", "components", "report"} & set(withheld)
-    assert "100 records in common" in withheld["withheld"] and "fewer than the job's minimum 101" in withheld["withheld"]
+    assert "100 records in common" in withheld["withheld"]
+    assert "fewer than the job's minimum 101" in withheld["withheld"]
     for j in (1, 2, 3):  # every client's result: the same in both jobs
         assert runs[100][j]["result"] == runs[101][j]["result"]
     code = main(["pca", "--job", os.path.join(tmp_path, "hide101.json"), "--components", "2", "--backend", "plain",

@@ -31,7 +31,7 @@ def test_bgw_cost_report_and_stock_comparison(tmp_path):
 
     for r in rep["rows"]:
         assert len(r["party_phases"]) == len(r["party_timelines"]) == 3 and r["heavy_modules"] == [[], [], []]
-        for i, (ph, tl) in enumerate(zip(r["party_phases"], r["party_timelines"])):
+        for i, (ph, tl) in enumerate(zip(r["party_phases"], r["party_timelines"], strict=False)):
             assert {START, CONNECT, "exchange input shares", "degree reduction", "open result", OTHER, OUTPUT,
                     TOTAL} <= set(ph)
             assert ("client checks" in ph) == (i > 0)  # the clients check each other, the server has no input
@@ -39,9 +39,10 @@ def test_bgw_cost_report_and_stock_comparison(tmp_path):
             steps = ["spawned", "started", "main", "unpickled", "ready", "connected", "agreed", "finished", "closed",
                      "writing", "exited", "collected"]
             assert list(tl) == steps and tl["spawned"] == 0  # seconds since spawned, in the order they happened
-            assert all(tl[a] <= tl[b] for a, b in zip(steps, steps[1:]))
+            assert all(tl[a] <= tl[b] for a, b in zip(steps, steps[1:], strict=False))
             assert list(ph)[:2] == [START, CONNECT] and list(ph)[-3:] == [OTHER, OUTPUT, TOTAL]
             assert [k for k in ph if k in PROTOCOL_PHASES] == [k for k in PROTOCOL_PHASES if k in ph]
-            assert abs(sum(v for k, v in ph.items() if k != TOTAL) - ph[TOTAL]) < 1e-6 and abs(tl["collected"] - ph[TOTAL]) < 1e-6
+            assert abs(sum(v for k, v in ph.items() if k != TOTAL) - ph[TOTAL]) < 1e-6
+            assert abs(tl["collected"] - ph[TOTAL]) < 1e-6
         assert r["launcher_before_spawn_seconds"] >= 0 and r["launcher_after_collect_seconds"] >= 0
     assert len(rep["stock_party_phases"]) == 3 and all(p[START] > 0 for p in rep["stock_party_phases"])

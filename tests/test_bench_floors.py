@@ -1,5 +1,5 @@
-"""python -m bench bgw-cost --floors: each party's moments and exchange beside their physical floors, measured in the same
-run (the plaintext float64 Gram, loopback TCP and TLS bandwidth), in the table and the JSON."""
+"""python -m bench bgw-cost --floors: each party's moments and exchange beside their physical floors, measured in the
+same run (the plaintext float64 Gram, loopback TCP and TLS bandwidth), in the table and the JSON."""
 import json
 
 from bench.command import main
@@ -17,7 +17,7 @@ def test_floors_in_the_report(tmp_path, capsys):
     row = rep["rows"][0]
     assert len(row["floor_ratios"]) == 3
     sent = row["bytes_per_party"]
-    for i, (fr, ph) in enumerate(zip(row["floor_ratios"], row["party_phases"])):
+    for i, (fr, ph) in enumerate(zip(row["floor_ratios"], row["party_phases"], strict=False)):
         waited = sent[i] if i else max(sent[1:])  # the server waits for the largest client's shares
         assert fr["exchange_floor_seconds"] == waited / f["loopback_bytes_per_s"]
         assert fr["exchange_tls_floor_seconds"] == waited / f["loopback_tls_bytes_per_s"]

@@ -49,7 +49,8 @@ def test_default_interpreter_without_spu_is_skipped(tmp_path, capsys, monkeypatc
 def _spu_python():
     python = os.environ.get("SQM_SPU_PYTHON") or (sys.executable if importlib.util.find_spec("spu") else None)
     if python is None:
-        pytest.skip("no interpreter imports spu (set SQM_SPU_PYTHON to one that does, e.g. a venv with pip install spu)")
+        pytest.skip("no interpreter imports spu (set SQM_SPU_PYTHON to one that does, e.g. a venv with "
+                    "pip install spu)")
     p = subprocess.run([python, "-c", "import spu"], capture_output=True, timeout=120)
     if p.returncode != 0:
         pytest.skip(f"{python} cannot import spu")

@@ -102,9 +102,9 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="re
 def test_stopped_launcher_leaves_no_party_and_no_file(tmp_path, sig):
     tmpdir, env = private_tmp(tmp_path)
     marker = str(tmp_path / "holding")
-    err = open(tmp_path / "launcher.err", "w")
-    launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER.format(tests=TESTS, root=ROOT, marker=marker)],
-                                env=env, stdout=subprocess.DEVNULL, stderr=err)
+    with open(tmp_path / "launcher.err", "w") as err:  # the launcher writes to its own copy of the descriptor
+        launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER.format(tests=TESTS, root=ROOT, marker=marker)],
+                                    env=env, stdout=subprocess.DEVNULL, stderr=err)
     try:
         assert wait_until(lambda: os.path.exists(marker), 60), "the job did not start"
         parties = live_processes_naming(os.path.join(tmpdir, "sqm-job-"))
@@ -131,7 +131,6 @@ def test_stopped_launcher_leaves_no_party_and_no_file(tmp_path, sig):
         assert wait_until(lambda: not os.listdir(tmpdir), 5), f"left behind: {os.listdir(tmpdir)}"
     finally:
         launcher.kill()
-        err.close()
         for pid in live_processes_naming(tmpdir):
             os.kill(pid, signal.SIGKILL)
 

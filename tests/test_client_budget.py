@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -147,9 +148,10 @@ def _job_named(job: str, dataset: str) -> str:
 
     from sqm.mpc.net.launch import free_ports
 
-    doc = json.loads(open(job).read())
+    doc = json.loads(Path(job).read_text())
     doc.update(dataset=dataset, job_id=secrets.token_hex(16))
-    for party, port in zip(doc["parties"], free_ports(len(doc["parties"]))):  # ports free now, not the last job's
+    # ports free now, not the last job's
+    for party, port in zip(doc["parties"], free_ports(len(doc["parties"])), strict=False):
         party["address"] = f"127.0.0.1:{port}"
     path = os.path.join(os.path.dirname(job), f"{dataset}.json")
     with open(path, "w") as f:

@@ -86,11 +86,11 @@ def test_groups_are_rounded_apart_and_each_keeps_its_own_bound(monkeypatch):
     rng = np.random.default_rng(3)
     for _ in range(25):
         x = np.zeros(d)
-        for g, b in zip(groups, bounds):
+        for g, b in zip(groups, bounds, strict=False):
             v = rng.normal(size=len(g))
             x[g] = v / np.linalg.norm(v) * b * rng.random() ** 0.2
         outs = every_outcome(x, gamma, groups, monkeypatch)
-        for g, b in zip(groups, bounds):
+        for g, b in zip(groups, bounds, strict=False):
             cap = min(dependent_norm_bound_sq(Fraction(gamma) * Fraction(b), len(g)),
                       len(g) * math.ceil(Fraction(gamma) * Fraction(b)) ** 2)
             assert int(np.max(np.sum(outs[:, g] ** 2, axis=1))) <= cap

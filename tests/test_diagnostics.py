@@ -24,6 +24,7 @@ import signal
 import threading
 import time
 from collections import Counter, defaultdict
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -295,7 +296,8 @@ def test_logreg_label_error_reaches_the_others_as_a_refusal(tmp_path, capsys):
     y[7] = 2.0
     job = write_party_csvs(np.hstack([X, y[:, None]]), tmp_path, col_counts=[2, 3], min_intersection=1)
     code, err = _sqm(["logreg", "--job", job, "--label-column", "x4", "--epsilon", "4", "--gamma", "256",
-                      "--q", "0.25", "--epochs", "1", "--learning-rate", "1", "--backend", "plain", "--solver", "sgd"], capsys)
+                      "--q", "0.25", "--epochs", "1", "--learning-rate", "1", "--backend", "plain", "--solver", "sgd"],
+                     capsys)
     assert code == EXIT_BAD_DATA, err
     lines = _party_lines(err)
     # three label values (0, 1, 2): the detail with the fix stays at the label party, the others get a refusal
@@ -346,7 +348,7 @@ def test_exit_code_lost_when_a_client_is_killed(tmp_path):
     def killer():
         while not stop.is_set():
             if os.path.exists(marker):
-                os.kill(int(open(marker).read()), signal.SIGKILL)
+                os.kill(int(Path(marker).read_text()), signal.SIGKILL)
                 found["at"] = time.monotonic()
                 return
             time.sleep(0.01)

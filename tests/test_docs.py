@@ -195,8 +195,8 @@ def test_readme_keeps_the_two_setup_commands():
     text = README.read_text(encoding="utf-8")
     assert ("python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/sqm pca --dataset digits --parties 3 "
             "--components 5 --epsilon 1 --delta 1e-5 --gamma 4096\n") in text
-    assert ".venv/bin/pip install torch==2.13.0 && .venv/bin/pip install -e '.[test]' && .venv/bin/python -m pytest -q " \
-        "-n 3\n" in text
+    assert (".venv/bin/pip install torch==2.13.0 && .venv/bin/pip install -e '.[test]' && "
+            ".venv/bin/python -m pytest -q -n 3\n") in text
     ci = (ROOT / ".ci" / "run").read_text()
     assert ".venv/bin/pip install torch==2.13.0\n" in ci and ".venv/bin/pip install -e '.[test]'\n" in ci
     assert ".venv/bin/python -m pytest -q -n 3 " in ci  # the README's test command, in parallel as there

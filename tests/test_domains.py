@@ -1,5 +1,5 @@
-"""Parameter domains declared once (issue 26, part 5; sqm.mechanism.validation.DOMAINS): every entry point refuses a privacy
-parameter outside its domain with the same UsageError, and no module keeps a hand-written copy of a domain."""
+"""Parameter domains declared once (issue 26, part 5; sqm.mechanism.validation.DOMAINS): every entry point refuses a
+privacy parameter outside its domain with the same UsageError, and no module keeps a hand-written copy of a domain."""
 from __future__ import annotations
 
 import math
@@ -16,7 +16,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("value, inside", [(0.5, True), (1e-12, True), (0, False), (1, False), (-0.1, False),
-                                           (float("nan"), False), (True, False), ("0.5", False), (np.float32(0.1), True)])
+                                           (float("nan"), False), (True, False), ("0.5", False),
+                                           (np.float32(0.1), True)])
 def test_the_delta_domain(value, inside):
     assert (value in DOMAINS["delta"]) == inside
 

@@ -10,9 +10,10 @@ from sqm import errors
 from sqm.errors import BadDataError, PeerLostError, RefusedError, SQMError, TimedOutError, UsageError
 from sqm.errors import EXIT_BAD_DATA, EXIT_LOST, EXIT_REFUSED, EXIT_TIMEOUT, EXIT_USAGE, NAMES
 
-MODULES = ["sqm.mpc.protocols.context", "sqm.mpc.net.liveness", "sqm.mpc.net.wire", "sqm.mpc.shares.field", "sqm.mpc.net.certs", "sqm.mpc.net.launch", "sqm.mpc.protocols.psi",
-           "sqm.mpc.net.session", "sqm.mechanism.input_check", "sqm.mechanism.ledger", "sqm.data.datahome", "sqm.framework.tables", "sqm.framework.table_stream",
-           "sqm.framework.alignment"]
+MODULES = ["sqm.mpc.protocols.context", "sqm.mpc.net.liveness", "sqm.mpc.net.wire", "sqm.mpc.shares.field",
+           "sqm.mpc.net.certs", "sqm.mpc.net.launch", "sqm.mpc.protocols.psi", "sqm.mpc.net.session",
+           "sqm.mechanism.input_check", "sqm.mechanism.ledger", "sqm.data.datahome", "sqm.framework.tables",
+           "sqm.framework.table_stream", "sqm.framework.alignment"]
 FAMILIES = [(BadDataError, EXIT_BAD_DATA), (UsageError, EXIT_USAGE), (RefusedError, EXIT_REFUSED),
             (PeerLostError, EXIT_LOST), (TimedOutError, EXIT_TIMEOUT)]
 SECRET = "patient-4711 at /home/bank/ids.csv"

@@ -14,7 +14,7 @@ from sqm.mechanism import events as ev
 from sqm.mechanism import pbm
 
 ORD = np.array(ev.ORDERS)
-INT = (ORD == np.round(ORD)) & (ORD >= 2)
+INT = (np.round(ORD) == ORD) & (ORD >= 2)
 
 
 def test_two_sqm_releases_compose_as_the_sum_of_their_rdp():

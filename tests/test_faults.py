@@ -24,8 +24,8 @@ CASES = {"kill-compute": {}, "huge-frame": {}, "stray-party-999": {}, "inconsist
 # mechanisms of issue 12 that did not work yet when this module was written: criterion -> reason.  A case
 # listed here is reported as xfail only when that criterion really fails; any other failure fails the test.
 PENDING: dict[str, dict[str, str]] = {
-    "port-squatted": {"names_culprit": "connect-phase cascade (sqm.mpc.net.session): about 1 run in 3 on a loaded 2-core "
-                                       "machine client 1 sees the server close its connection after the server "
+    "port-squatted": {"names_culprit": "connect-phase cascade (sqm.mpc.net.session): about 1 run in 3 on a loaded "
+                                       "2-core machine client 1 sees the server close its connection after the server "
                                        "found the squatter, and names the server instead of client 2"},
 }
 
@@ -63,7 +63,8 @@ def test_named_parties_in_messages():
     assert faults.named("sqm.mpc.net.party server: lost party 2 (client 2); job aborted, nothing released", 0) == [2]
     assert faults.named("sqm.mpc.net.party client 1: timeout: The server (party 0) aborted the job: no message from "
                         "client 2 for 30 s", 1) == [0, 2]
-    assert faults.named("sqm.mpc.net.party client 1: party 1: parties [0, 2] run a different task configuration", 1) == [0, 2]
+    assert faults.named("sqm.mpc.net.party client 1: party 1: parties [0, 2] run a different task configuration",
+                        1) == [0, 2]
     assert faults.named("sqm.mpc.net.party client 2: cannot listen on 127.0.0.1:4000: address in use", 2) == []
     assert faults.named("sqm.mpc.net.party server: timeout: not all 3 parties connected within 30 s", 0) == []
 

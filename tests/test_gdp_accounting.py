@@ -66,8 +66,8 @@ def test_the_ledger_composes_gdp_across_releases_and_falls_back_to_rdp():
     assert acc.get_delta(eps) <= 1e-5 < acc.get_delta(0.9 * eps)
     # a subsampled event: no GDP bound for the whole, the PLD of the dominating Gaussians (smaller than RDP's)
     acc2 = events.accountant([sk, events.server_event(L1, L2, mu, q=0.5), gauss])
-    pairs = [(events.dominating_gaussian(sk), 1), (events.dominating_gaussian(events.server_event(L1, L2, mu, q=0.5)), 1),
-             (gauss, 1)]
+    pairs = [(events.dominating_gaussian(sk), 1),
+             (events.dominating_gaussian(events.server_event(L1, L2, mu, q=0.5)), 1), (gauss, 1)]
     assert acc2.gdp_mu == math.inf
     assert acc2.get_epsilon_and_conversion(1e-5) == (events.pld_epsilon(pairs, 1e-5), "pld")
     assert events.pld_epsilon(pairs, 1e-5) < acc2.get_epsilon_and_optimal_order(1e-5)[0]

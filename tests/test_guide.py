@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -20,7 +21,7 @@ GUIDE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def guide_blocks() -> list[str]:
-    text = open(GUIDE, encoding="utf-8").read()
+    text = Path(GUIDE).read_text(encoding="utf-8")
     m = re.search(r"<!-- guide:begin.*?-->(.*?)<!-- guide:end -->", text, re.S)
     assert m, "docs/tutorials/own-data.md has no guide:begin ... guide:end section"
     blocks = re.findall(r"```bash\n(.*?)```", m.group(1), re.S)
@@ -31,7 +32,7 @@ def guide_blocks() -> list[str]:
 def _strict(path) -> dict:
     def refuse(name):
         raise ValueError(f"{path} holds {name}: not JSON")
-    doc = json.loads(open(path).read(), parse_constant=refuse)
+    doc = json.loads(Path(path).read_text(), parse_constant=refuse)
     jsonschema.validate(doc, output.schema())
     return doc
 
@@ -65,12 +66,14 @@ def test_the_guide_runs_as_written(tmp_path):
 
     import numpy as np
 
-    rows = list(csv.DictReader(open(demo / "scores.csv")))
+    with open(demo / "scores.csv") as fh:
+        rows = list(csv.DictReader(fh))
     assert len(rows) == 560 and list(rows[0]) == ["id", "log_odds", "probability"]
     raw = {}
     for name in ("bank.csv", "clinic.csv"):
-        for r in csv.DictReader(open(demo / name)):
-            raw.setdefault(r["id"], {}).update(r)
+        with open(demo / name) as fh:
+            for r in csv.DictReader(fh):
+                raw.setdefault(r["id"], {}).update(r)
     coef, b = lr["released"]["coef"], lr["released"]["intercept"]
     bounds = json.loads((demo / "job.json").read_text())["parties"]
     lohi = {c: v for party in bounds[1:] for c, v in party.get("bounds", {}).items()}

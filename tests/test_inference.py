@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -89,7 +90,8 @@ def test_train_then_score_new_records_with_the_command(tmp_path):
     scores, out = tmp_path / "scores.csv", tmp_path / "score.json"
     assert main(["score", "--job", job, "--model", str(model_file), "--scores", str(scores), "--json", str(out),
                  "-q"]) == 0
-    rows = list(csv.DictReader(open(scores)))
+    with open(scores) as fh:
+        rows = list(csv.DictReader(fh))
     assert len(rows) == 50 and list(rows[0]) == ["id", "prediction"]
     got = np.array([float(r["prediction"]) for r in rows])
     want = model.plain_scores(new[[int(r["id"]) for r in rows]])[:, 0]
@@ -160,9 +162,10 @@ def _fresh(job: str, name: str) -> str:
 
     from sqm.mpc.net.launch import free_ports
 
-    doc = json.loads(open(job).read())
+    doc = json.loads(Path(job).read_text())
     doc["job_id"] = secrets.token_hex(16)
-    for party, port in zip(doc["parties"], free_ports(len(doc["parties"]))):  # ports free now, not the last job's
+    # ports free now, not the last job's
+    for party, port in zip(doc["parties"], free_ports(len(doc["parties"])), strict=False):
         party["address"] = f"127.0.0.1:{port}"
     path = os.path.join(os.path.dirname(job), name)
     with open(path, "w") as f:
@@ -207,7 +210,8 @@ def test_a_projection_that_gives_a_clients_columns_away_is_refused_and_a_crafted
                                                           1: own[1] + ["--allow-revealing-scores"],
                                                           2: own[2] + ["--scores", str(scores)]})
     assert {i: c for i, (c, _) in allowed.items()} == {0: 0, 1: 0, 2: 0}, allowed
-    rows = list(csv.DictReader(open(scores)))
+    with open(scores) as fh:
+        rows = list(csv.DictReader(fh))
     ids = [int(r["id"]) for r in rows]
     S = np.array([[float(r[f"PC{k + 1}"]) for k in range(6)] for r in rows])
     W = load_model(model).weights

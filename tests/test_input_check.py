@@ -1,5 +1,5 @@
-"""The server's aggregate bounds check on covariance releases (issue 25, sqm.mechanism.input_check): honest inputs at their
-bounds pass; a client sharing values 1000x outside its bounds, or offset, is refused naming it, nothing released.
+"""The server's aggregate bounds check on covariance releases (issue 25, sqm.mechanism.input_check): honest inputs at
+their bounds pass; a client sharing values 1000x outside its bounds, or offset, is refused naming it, nothing released.
 In-process simulation here; ``python -m bench faults --cases out-of-bounds`` runs it through real processes."""
 from __future__ import annotations
 

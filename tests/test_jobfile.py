@@ -7,6 +7,7 @@ import json
 import os
 import pickle
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ from sqm.mpc.net.certs import DEFAULT_JOB, make_certificates
 
 from sqm.framework.jobtask import JobTask
 from sqm.framework.party import party_program
-from sqm.framework.runners import run_job, run_local, run_one, simulate
+from sqm.framework.runners import run_job, run_local, simulate
 from sqm.framework.spec import load_job, read_party_csv, write_job, write_party_csvs, write_shared_job
 from sqm.errors import UsageError
 from sqm.framework.tables import PartyFileError
@@ -106,8 +107,8 @@ def test_cli_job_mode_writes_json(tmp_path):
 
 
 def _rewrite_ids(path, ids):
-    lines = open(path).read().splitlines()
-    body = [f"{i},{line.split(',', 1)[1]}" for i, line in zip(ids, lines[1:])]
+    lines = Path(path).read_text().splitlines()
+    body = [f"{i},{line.split(',', 1)[1]}" for i, line in zip(ids, lines[1:], strict=False)]
     with open(path, "w") as f:
         f.write("\n".join([lines[0]] + body) + "\n")
 
@@ -124,11 +125,11 @@ def test_different_ids_run_on_the_records_in_common(tmp_path):
 
 def _set_cell(f, line: int, col: int, text: str) -> None:
     """Write ``text`` into one cell of a party CSV (0-based line, header included, and column)."""
-    lines = open(f).read().splitlines()
+    lines = Path(f).read_text().splitlines()
     parts = lines[line].split(",")
     parts[col] = text
     lines[line] = ",".join(parts)
-    open(f, "w").write("\n".join(lines) + "\n")
+    Path(f).write_text("\n".join(lines) + "\n")
 
 
 def test_nan_in_a_party_file_refused_before_sharing(tmp_path):
@@ -156,7 +157,7 @@ def test_missing_party_file(tmp_path):
 def test_empty_party_and_too_many_components(tmp_path):
     spec = write(tmp_path, make_X(), parties=2)
     f = spec.parties[1].file
-    open(f, "w").write("id\n" + "\n".join(str(i) for i in range(30)) + "\n")  # ids only, no columns
+    Path(f).write_text("id\n" + "\n".join(str(i) for i in range(30)) + "\n")  # ids only, no columns
     with pytest.raises(MPCError, match="empty party"):
         simulate(spec, PCAJobTask(**JOB_TASK))
     spec = write(tmp_path / "b", make_X(), parties=2)
@@ -226,7 +227,7 @@ def test_job_file_over_mutually_authenticated_tls(tmp_path):
     make_certificates(str(tmp_path / "keys"), 3, job="pca-test")  # certificates naming party i of job pca-test
     X = make_X(seed=3)
     spec = write(tmp_path / "job", X, parties=2)
-    raw = json.loads(open(spec.path).read())
+    raw = json.loads(Path(spec.path).read_text())
     with open(spec.path, "w") as f:  # the job file names the job as its certificates do
         json.dump({**raw, "name": "pca-test"}, f)
     spec = load_job(spec.path)

@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -65,7 +66,7 @@ def private_key_files(root) -> list[str]:
     found = []
     for d, _, files in os.walk(root):
         for f in files:
-            if b"PRIVATE KEY" in open(os.path.join(d, f), "rb").read():
+            if b"PRIVATE KEY" in Path(os.path.join(d, f)).read_bytes():
                 found.append(os.path.relpath(os.path.join(d, f), root))
     return sorted(found)
 
@@ -83,9 +84,9 @@ def test_three_organisations_make_their_own_keys_and_run_a_pinned_job(tmp_path, 
                                            "org1-host/keys/party_1.key", "org2-host/keys/party_2.key"]
     for i, d in enumerate(folders):
         assert os.stat(d).st_mode & 0o777 == 0o700 and os.stat(f"{d}/party_{i}.key").st_mode & 0o777 == 0o600
-        key = serialization.load_pem_private_key(open(f"{d}/party_{i}.key", "rb").read(), None)
+        key = serialization.load_pem_private_key(Path(f"{d}/party_{i}.key").read_bytes(), None)
         secret = key.private_numbers().private_value.to_bytes(32, "big")
-        csr = open(f"{d}/party_{i}.csr", "rb").read()
+        csr = Path(f"{d}/party_{i}.csr").read_bytes()
         raw = x509.load_pem_x509_csr(csr).public_bytes(serialization.Encoding.DER)
         assert secret not in raw and secret not in csr and b"PRIVATE" not in csr
     assert os.stat(f"{ca}/authority").st_mode & 0o777 == 0o700
@@ -96,7 +97,8 @@ def test_three_organisations_make_their_own_keys_and_run_a_pinned_job(tmp_path, 
     path = write_job(str(data / "pinned.json"), plain.addresses, [p.file for p in plain.parties[1:]],
                      name=JOB, min_intersection=1, fingerprints=pins)
     spec = load_job(path)
-    assert spec.pins == dict(enumerate(pins)) and json.load(open(path))["parties"][1]["fingerprint"] == pins[1]
+    assert spec.pins == dict(enumerate(pins))
+    assert json.loads(Path(path).read_text())["parties"][1]["fingerprint"] == pins[1]
     task = PCAJobTask(n_components=2, epsilon=1.0, delta=1e-5, gamma=1024.0)
     out: dict = {}
 
@@ -153,12 +155,12 @@ def test_sign_refuses_a_request_that_names_anything_else(tmp_path, capsys):
     broken = tmp_path / "broken.csr"  # one letter of a name changed after signing: same length, valid DER
     from cryptography.hazmat.primitives import serialization
 
-    der = x509.load_pem_x509_csr(open(good, "rb").read()).public_bytes(serialization.Encoding.DER)
+    der = x509.load_pem_x509_csr(Path(good).read_bytes()).public_bytes(serialization.Encoding.DER)
     assert der.count(b"party-1.alpha.sqm") == 1
     forged = x509.load_der_x509_csr(der.replace(b"party-1.alpha.sqm", b"party-0.alpha.sqm"))
     broken.write_bytes(forged.public_bytes(serialization.Encoding.PEM))
     with_key = tmp_path / "with_key.csr"
-    with_key.write_bytes(open(tmp_path / "p1" / "party_1.key", "rb").read() + open(good, "rb").read())
+    with_key.write_bytes((tmp_path / "p1" / "party_1.key").read_bytes() + Path(good).read_bytes())
     cases = [(other_party, "names party 2, not party 1: refused"),
              (other_job, "names job 'beta', not 'alpha': refused"),
              (extra, "names more than party 1 of job 'alpha': DNS:bank.example: refused"),
@@ -185,7 +187,7 @@ def test_fingerprint_is_the_sha256_of_the_public_key_info(tmp_path):
     make_authority(str(tmp_path / "ca"))
     key, csr = make_request(str(tmp_path / "k"), "alpha", 0)
     crt, pin = sign_request(str(tmp_path / "ca"), "alpha", 0, csr)
-    spki = x509.load_pem_x509_certificate(open(crt, "rb").read()).public_key().public_bytes(
+    spki = x509.load_pem_x509_certificate(Path(crt).read_bytes()).public_key().public_bytes(
         serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
     assert pin == fingerprint(crt) == fingerprint(csr) == "sha256:" + hashlib.sha256(spki).hexdigest()
     with pytest.raises(UsageError, match="holds a private key"):
@@ -236,14 +238,14 @@ def test_check_names_the_problem(tmp_path):
 def test_job_file_pins_are_checked(tmp_path):
     data = tmp_path / "job"
     spec = load_job(write_party_csvs(np.eye(6)[:5] / 2, data, 2, min_intersection=1))
-    raw = json.load(open(spec.path))
+    raw = json.loads(Path(spec.path).read_text())
     raw["parties"][2]["fingerprint"] = "sha256:1234"
-    json.dump(raw, open(spec.path, "w"))
+    Path(spec.path).write_text(json.dumps(raw))
     with pytest.raises(UsageError, match="client 2's 'fingerprint' must be 'sha256:' and 64 hex digits"):
         load_job(spec.path)
     pin = "sha256:" + "AB" * 32
     raw["parties"][2]["fingerprint"] = pin
-    json.dump(raw, open(spec.path, "w"))
+    Path(spec.path).write_text(json.dumps(raw))
     assert load_job(spec.path).pins == {2: pin.lower()}
 
 

@@ -79,7 +79,8 @@ def test_the_readme_draws_the_same_rooms():
 
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     rows = re.findall(r"^\| `sqm\.(\w+)` \| [^|]+ \| ([^|]+) \|$", text, re.M)
-    drawn = {room: set() if deps.strip() == "-" else set(ROOMS[:ROOMS.index(room)]) if deps.strip() == "all of the above"
+    drawn = {room: set() if deps.strip() == "-"
+             else set(ROOMS[:ROOMS.index(room)]) if deps.strip() == "all of the above"
              else {d.strip() for d in deps.split(",")} for room, deps in rows}
     assert drawn == ALLOWED
 

@@ -57,9 +57,8 @@ def test_budget_is_set_once_and_is_required(tmp_path):
 def test_a_failed_job_stays_counted_and_eta_enters_delta(tmp_path):
     led = Ledger(str(tmp_path / "l.sqlite"))
     led.set_budget("d", 5.0, 1e-5)
-    with pytest.raises(RuntimeError):
-        with led.reserve("d", [E], "pca", "j1") as entry:
-            raise RuntimeError("lost a party after the shares were sent")
+    with pytest.raises(RuntimeError), led.reserve("d", [E], "pca", "j1") as entry:
+        raise RuntimeError("lost a party after the shares were sent")
     assert entry["status"] == "failed" and led.releases("d")[0]["status"] == "failed"
     assert led.status("d").spent == ev.compose([E], 1e-5)
     with led.reserve("d", [E], "pca", "j2", eta=1e-9) as entry:
@@ -150,7 +149,7 @@ def test_sqm_budget_command(tmp_path, capsys):
     spent = ev.compose([E], 1e-5)
     assert f"spent {spent:.4g}, left {2 - spent:.4g} over 1 release(s)" in out
     assert out.splitlines()[-1].split()[2:6] == ["pca", "job-1", "completed", f"{spent:.4g}"]
-    saved = json.load(open(tmp_path / "s.json"))
+    saved = json.loads((tmp_path / "s.json").read_text())
     assert saved["command"] == "budget show" and saved["mode"] == "ledger"  # sqm.cli.output
     details = saved["details"]
     assert ev.events_from_json(details["releases"][0]["events"]) == [E] and details["summary"]["spent"] == spent
@@ -316,7 +315,7 @@ def test_sqm_budget_bind_and_show(tmp_path, capsys):
     f = tmp_path / "bank.csv"
     f.write_text("id,x\n1,2\n")
     assert main(["budget", "bind", "bank", str(f), "--ledger", path]) == 0
-    assert f"charges dataset 'bank'" in capsys.readouterr().out
+    assert "charges dataset 'bank'" in capsys.readouterr().out
     led = Ledger(path)
     led.count_alignment("bank", None)
     led.set_budget("bank", 2.0, 1e-5)

@@ -42,7 +42,7 @@ def test_joint_gram_sensitivity_exhaustive_small_grid(gamma):
     bounds = joint_bounds(counts, cx, cy, True)
     sens = JointGram(5).sensitivity(gamma, bounds)
     assert sens.l1 == l1_from_l2(sens.l2, 25)
-    (g1, b1), (g2, b2) = [(g, b) for g, b in zip(bounds.groups, bounds.bounds)][:2]
+    (g1, b1), (g2, b2) = [(g, b) for g, b in zip(bounds.groups, bounds.bounds, strict=False)][:2]
     step = 1 / (2 * gamma)
     grid = np.arange(-math.ceil(cx / step), math.ceil(cx / step) + 1) * step
     rows = []
@@ -140,7 +140,8 @@ def test_estimator_clone_and_r2_close_to_nonprivate_at_large_epsilon():
     assert clone(m).get_params() == m.get_params() and not hasattr(clone(m), "coef_")
     # the central baseline at the same epsilon is also close
     cd = central_dp_linreg(Xtr, ytr, 0.1, 1e3, 1e-5, seed=2)
-    assert abs(1 - np.sum((yte - Xte @ cd["coef"] - cd["intercept"]) ** 2) / np.sum((yte - yte.mean()) ** 2) - ref) < 0.01
+    r2 = 1 - np.sum((yte - Xte @ cd["coef"] - cd["intercept"]) ** 2) / np.sum((yte - yte.mean()) ** 2)
+    assert abs(r2 - ref) < 0.01
 
 
 def test_sklearn_estimator_checks():
@@ -178,7 +179,8 @@ def test_cli_job_through_real_processes_equals_the_estimator(tmp_path, capsys):
 
     X, y = _diabetes(50)
     X = X[:, :4]
-    job = write_party_csvs(np.c_[X, y], str(tmp_path), col_counts=[3, 2], min_intersection=1)  # client 2: x3 and the label x4
+    # client 2: x3 and the label x4
+    job = write_party_csvs(np.c_[X, y], str(tmp_path), col_counts=[3, 2], min_intersection=1)
     out = tmp_path / "out.json"
     code = main(["linreg", "--job", job, "--seed", "5", "--insecure-reproducible", "--epsilon", "2", "--gamma",
                  "1024", "--alpha", "0.5", "--label-column", "x4", "--json", str(out)])
@@ -186,7 +188,8 @@ def test_cli_job_through_real_processes_equals_the_estimator(tmp_path, capsys):
     r = json.loads(out.read_text())
     assert r["secure_mode"] is False and "ridge coefficients" in capsys.readouterr().out
     ref = SQMLinearRegression(alpha=0.5, epsilon=2.0, gamma=1024.0, n_parties=2, backend="plain", seed=5).fit(X, y)
-    assert np.array_equal(np.array([r["released"]["coef"][c] for c in r["columns"]]), ref.coef_) and r["released"]["intercept"] == ref.intercept_
+    assert np.array_equal(np.array([r["released"]["coef"][c] for c in r["columns"]]), ref.coef_)
+    assert r["released"]["intercept"] == ref.intercept_
     assert r["privacy"][0]["epsilon_server"] == ref.report_.epsilon_server
 
 
@@ -202,7 +205,8 @@ def test_the_local_comparison_on_the_users_own_table(tmp_path, capsys):
     X = np.column_stack([rng.uniform(20, 80, n), rng.uniform(0, 5000, n)])
     y = 0.05 * X[:, 0] + 0.001 * X[:, 1] + rng.normal(0, 0.1, n)
     f = tmp_path / "t.csv"
-    f.write_text("id,age,income,spend\n" + "".join(f"{i},{a},{b},{c}\n" for i, (a, b, c) in enumerate(zip(*X.T, y))))
+    f.write_text("id,age,income,spend\n"
+                 + "".join(f"{i},{a},{b},{c}\n" for i, (a, b, c) in enumerate(zip(*X.T, y, strict=False))))
     out = tmp_path / "o.json"
     assert main(["linreg", "--data", str(f), "--label-column", "spend", "--parties", "2", "--backend", "plain",
                  "--epsilon", "4", "--seed", "0", "--json", str(out)]) == 0

@@ -535,8 +535,8 @@ def test_stopped_client_makes_every_party_exit_naming_it(tmp_path):
     msg = str(e)
     assert "server (party 0) exited 5: sqm.mpc.net.party server: timeout: no message from client 2 for 4 s " \
            "(stopped or partitioned?); job aborted, nothing released" in msg
-    assert "client 1 (party 1) exited 5: sqm.mpc.net.party client 1: timeout: The server (party 0) aborted the job: no " \
-           "message from client 2 for 4 s (stopped or partitioned?); nothing released" in msg
+    assert "client 1 (party 1) exited 5: sqm.mpc.net.party client 1: timeout: The server (party 0) aborted the job: " \
+           "no message from client 2 for 4 s (stopped or partitioned?); nothing released" in msg
 
 
 def test_a_huge_frame_or_a_flood_from_a_peer_aborts_the_job_naming_it(patched, monkeypatch):

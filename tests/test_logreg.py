@@ -199,7 +199,8 @@ def test_bad_data_raises(kwargs, y, match):
     labels = {"three-labels": np.r_[np.zeros(10), 2 * np.ones(5), np.ones(5)], "one-label": np.ones(20),
               "none": None, "short": np.r_[np.zeros(10), np.ones(9)]}.get(y, np.r_[np.zeros(10), np.ones(10)])
     with pytest.raises(ValueError, match=match):
-        SQMLogisticRegression(1.0, backend="in-process", sampling_rate=0.5, epochs=1, solver="sgd", **kwargs).fit(X, labels)
+        SQMLogisticRegression(1.0, backend="in-process", sampling_rate=0.5, epochs=1, solver="sgd",
+                              **kwargs).fit(X, labels)
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -227,7 +228,8 @@ def test_clipping_counted_per_party():
 
 def test_local_dp_noise_is_the_optimum_at_sensitivity_sqrt2():
     """Local DP: one Gaussian release of [X | y], L2 sensitivity sqrt(2) (add/remove one record, ||x|| <= 1,
-    y in {0, 1}), calibrated by sqm.mechanism.calibration: it meets (1, 1e-5) by dp-accounting's PLD, 2% less does not."""
+    y in {0, 1}), calibrated by sqm.mechanism.calibration: it meets (1, 1e-5) by dp-accounting's PLD, 2% less does
+    not."""
     import dp_accounting
     from dp_accounting.pld import pld_privacy_accountant
 
@@ -293,7 +295,7 @@ def test_secure_gradient_equals_exact_sum(col_counts, label_party, ideal):
     X_hat[:, plan.label_index] = rng.integers(0, 2, 9) * int(plan.gamma)
     cuts = np.cumsum(plan.block_widths)[:-1]
     noise = [skellam(plan.mu / plan.n_parties, plan.d, rng) for _ in col_counts]
-    inputs = [(b, z) for b, z in zip(np.split(X_hat, cuts, axis=1), noise)]
+    inputs = [(b, z) for b, z in zip(np.split(X_hat, cuts, axis=1), noise, strict=False)]
     res = run_in_process([OneGradient(plan, ints)] + [OneGradient(plan, my_input=x) for x in inputs], ideal=ideal)
     exact = plan.statistic().program(ints).evaluate(X_hat) + sum(n.astype(object) for n in noise)
     assert res[0]["result"]["y"] == [int(v) for v in exact]
@@ -323,7 +325,8 @@ def test_job_file_mode_equals_estimator_and_refuses_misaligned_records(tmp_path)
     rng = np.random.default_rng(12)
     X = rng.normal(size=(40, 6)) * 0.25
     y = (X[:, 0] - X[:, 5] > 0).astype(float)
-    job = write_party_csvs(np.hstack([X, y[:, None]]), tmp_path, col_counts=[2, 2, 3], dataset="lr-test", min_intersection=1)
+    job = write_party_csvs(np.hstack([X, y[:, None]]), tmp_path, col_counts=[2, 2, 3], dataset="lr-test",
+                           min_intersection=1)
     with pytest.raises(ValueError, match="--insecure-reproducible"):
         LRJobTask(4.0, 1e-5, 256.0, 0.25, 1, 1.0, label_column="x6", seed=5, solver="sgd")
     task = LRJobTask(4.0, 1e-5, 256.0, 0.25, 1, 1.0, label_column="x6", seed=5, insecure_reproducible=True,
@@ -419,7 +422,7 @@ def test_public_split_cuts_between_attributes_and_never_clips():
     counts, bounds = public_split(attrs, 3)
     for X in (Xtr, Xte):
         blocks = np.split(X, np.cumsum(counts)[:-1], axis=1)
-        assert all(np.all(np.linalg.norm(b, axis=1) <= c + 1e-12) for b, c in zip(blocks, bounds))
+        assert all(np.all(np.linalg.norm(b, axis=1) <= c + 1e-12) for b, c in zip(blocks, bounds, strict=False))
 
 
 # scikit-learn conventions.  The checks run the estimator in process (the same party programs as real parties) with
@@ -428,8 +431,8 @@ def test_public_split_cuts_between_attributes_and_never_clips():
 # DP model cannot promise on every toy set (with noise at epsilon 1 every check passed as well, in 25 s instead
 # of 4 s).  Skipped by scikit-learn itself here: check_array_api_input (SCIPY_ARRAY_API unset) and
 # check_classifier_data_not_an_array (pandas not installed).
-@parametrize_with_checks([SQMLogisticRegression(gamma=1024.0, sampling_rate=1.0, epochs=1, backend="in-process", solver="sgd",
-                                                n_parties=2, noise=False, seed=0)])
+@parametrize_with_checks([SQMLogisticRegression(gamma=1024.0, sampling_rate=1.0, epochs=1, backend="in-process",
+                                                solver="sgd", n_parties=2, noise=False, seed=0)])
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
 

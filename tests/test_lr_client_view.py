@@ -1,11 +1,11 @@
 """What each client receives while SQM logistic regression trains; the real run equals the in-process run.
 
-The one real-process test of SQM-LR.  Its party programs (:class:`sqm.apps.logreg.party.LRParty`, wrapped) run twice with
-the same seeds and the same share generators: as real MPyC party processes and in process
-(:func:`sqm.mpc.protocols.inprocess.run_in_process` with ``ideal=False``: the real protocol over in-memory mailboxes; its
-default, the ideal functionality of the kernel, must give the same weights too).  A test-only wrapper records,
-at each client, every frame it receives from a peer with the step of the exchange: in the real processes at
-MPyC's own receive (``MessageExchanger.receive``, whatever arrived), in process at the context's transport.
+The one real-process test of SQM-LR.  Its party programs (:class:`sqm.apps.logreg.party.LRParty`, wrapped) run twice
+with the same seeds and the same share generators: as real MPyC party processes and in process
+(:func:`sqm.mpc.protocols.inprocess.run_in_process` with ``ideal=False``: the real protocol over in-memory mailboxes;
+its default, the ideal functionality of the kernel, must give the same weights too).  A test-only wrapper records, at
+each client, every frame it receives from a peer with the step of the exchange: in the real processes at MPyC's own
+receive (``MessageExchanger.receive``, whatever arrived), in process at the context's transport.
 Assertions:
 
 - the real run and the in-process run are bit for bit the same: the server's weights after EVERY iteration,
@@ -67,7 +67,8 @@ class ClientView(PartyProgram):
 
             async def recording(outgoing, senders):
                 got = await transport(outgoing, senders)
-                received.extend((len(steps) - 1, s, bytes(g)) for s, g in zip(senders, got) if s != ctx.pid)
+                received.extend((len(steps) - 1, s, bytes(g))
+                                for s, g in zip(senders, got, strict=False) if s != ctx.pid)
                 return got
             ctx._transport = recording
             return await self._finish(ctx, steps, lambda: received)
@@ -126,7 +127,7 @@ def test_real_run_equals_in_process_and_clients_receive_only_uniform_shares(tmp_
     plan, blocks, seeds = small_run()
     p = prime_for_bound(plan.result_bound(), plan.n_parties + 1)
     programs = [party.LRParty(plan, seeds[0], history=True)]
-    programs += [party.LRParty(plan, s, b) for s, b in zip(seeds[1:], blocks)]
+    programs += [party.LRParty(plan, s, b) for s, b in zip(seeds[1:], blocks, strict=False)]
     (tmp_path / "real").mkdir(), (tmp_path / "sim").mkdir()
     real = run_parties([ClientView(prog, str(tmp_path / "real"), 5) for prog in programs], timeout=120,
                        blas_threads=1)
@@ -164,7 +165,7 @@ def test_real_run_equals_in_process_and_clients_receive_only_uniform_shares(tmp_
             step, obj = steps[k], wire.decode(payload)
             for x in (obj if isinstance(obj, list) else [obj]):
                 if isinstance(x, np.ndarray):
-                    assert x.dtype == np.int64 and x.size and 0 <= x.min() and x.max() < p, (peer, step)
+                    assert x.dtype == np.int64 and x.size and x.min() >= 0 and x.max() < p, (peer, step)
                     assert not any(x.size == c.size and np.array_equal(x.reshape(-1), c.reshape(-1))
                                    for c in secret), (peer, step)
                     shares.append(x.reshape(-1))

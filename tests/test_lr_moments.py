@@ -85,11 +85,11 @@ def test_release_is_the_gram_of_the_augmented_rows_with_its_proven_sensitivity()
     bounds = mech.bounds_for(lay.block_counts)
     from sqm.apps.logreg.moments import CONSTANT, LABEL_WEIGHT, SCORE_WEIGHT
 
-    assert dict(zip(bounds.groups, bounds.bounds))[(5,)] == CONSTANT == lay.constant == 0.7
-    assert dict(zip(bounds.groups, bounds.bounds))[(6,)] == LABEL_WEIGHT == lay.label_weight
-    assert dict(zip(bounds.groups, bounds.bounds))[(7,)] == SCORE_WEIGHT / 2 == lay.score_weight / 2
+    assert dict(zip(bounds.groups, bounds.bounds, strict=False))[(5,)] == CONSTANT == lay.constant == 0.7
+    assert dict(zip(bounds.groups, bounds.bounds, strict=False))[(6,)] == LABEL_WEIGHT == lay.label_weight
+    assert dict(zip(bounds.groups, bounds.bounds, strict=False))[(7,)] == SCORE_WEIGHT / 2 == lay.score_weight / 2
     # the feature groups share ||x|| <= 1: c_j = sqrt(n_j / d)
-    assert dict(zip(bounds.groups, bounds.bounds))[(0, 1)] == pytest.approx(math.sqrt(2 / 5))
+    assert dict(zip(bounds.groups, bounds.bounds, strict=False))[(0, 1)] == pytest.approx(math.sqrt(2 / 5))
     # a worst record: every feature group at its bound, the constant, a positive label and its score column
     assert sens.l2 >= (1024.0 * math.sqrt(1 + CONSTANT ** 2 + LABEL_WEIGHT ** 2 + SCORE_WEIGHT ** 2 / 4)) ** 2
 

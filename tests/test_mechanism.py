@@ -86,7 +86,8 @@ def test_bad_data_raises_before_randomness(monkeypatch):
     X = digits_like(20, 4)
     with pytest.raises(ValueError, match="has 4 variables but the parties hold 3"):
         mech.run(VerticalData.split(X[:, :3], 3))
-    bad = X.copy(); bad[3, 1] = np.nan
+    bad = X.copy()
+    bad[3, 1] = np.nan
     with pytest.raises(ValueError, match="NaN or infinite"):
         mech.run(VerticalData.split(bad, 2))
     with pytest.raises(ValueError, match="different record counts"):
@@ -145,7 +146,7 @@ def test_sqm_round_in_a_long_lived_party_program():
             return [await sqm_round(ctx, mech.polynomial, self.block, plan, rng) for _ in range(2)]
 
     seeds = spawn_seeds(11, 3)
-    recs = run_in_process([TwoRounds(None)] + [TwoRounds(s, b) for s, b in zip(seeds[1:], data.blocks)])
+    recs = run_in_process([TwoRounds(None)] + [TwoRounds(s, b) for s, b in zip(seeds[1:], data.blocks, strict=False)])
     first, second = recs[0]["result"]
     assert list(first.raw) == list(mech.run(data).raw)
     assert list(second.raw) != list(first.raw)  # fresh rounding and noise: the clients' streams go on

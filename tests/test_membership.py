@@ -1,5 +1,7 @@
 """Membership-hiding alignment (issue 29): the clients' records over the union of their ids, each record's
 contribution multiplied inside the protocol by its secret membership of the intersection."""
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -42,7 +44,7 @@ def _case(prog, U=300, m=140, widths=(2, 3, 2), seed=0):
     job = Job(program=prog, clients=[], col_bounds=[50] * X.shape[1], n_records=m, addend_bound=3000,
               var_owner=owner, chunk_rows=64)
     programs = [MaskedEvaluation(job, Union(U, m, indicator=ind))]
-    programs += [MaskedEvaluation(job, Union(U, m), b, a) for b, a in zip(blocks, addends)]
+    programs += [MaskedEvaluation(job, Union(U, m), b, a) for b, a in zip(blocks, addends, strict=False)]
     expected = prog.evaluate(X[ind]) + sum(a.astype(object) for a in addends)
     return programs, expected
 
@@ -123,7 +125,7 @@ def _noise_free(recs, rows_per_client, cols_per_client, seed=5):
     mu_share = float(rep["mu"]) / n
     raw = np.array([int(v) for v in recs[0]["result"]["raw"]], dtype=object)
     seeds = spawn_seeds(seed, n + 1)
-    for j, (rows, cols) in enumerate(zip(rows_per_client, cols_per_client), start=1):
+    for j, (_rows, _cols) in enumerate(zip(rows_per_client, cols_per_client, strict=False), start=1):
         rng = make_rng(seeds[j])
         rng.bytes(32)  # the coins' master key
         raw = raw - skellam(mu_share, raw.shape[0], rng).astype(object)
@@ -168,9 +170,9 @@ def test_hidden_membership_job_equals_the_revealing_job_in_the_simulation(tmp_pa
     records = {"1": len(sets[0]), "2": len(sets[1]), "3": len(sets[2])}
     assert b[0]["result"]["alignment"] == {"records": records, "intersection": len(common), "union": U,
                                            "positions": S, "membership": "hidden"}
-    for client in b[1:]:  # told neither U nor m (issue 43): only the sizes and S, a function of them
-        assert client["result"]["alignment"] == {"records": records, "positions": S, "membership": "hidden"}
-        assert "n_records" not in client["result"]
+    for rec in b[1:]:  # told neither U nor m (issue 43): only the sizes and S, a function of them
+        assert rec["result"]["alignment"] == {"records": records, "positions": S, "membership": "hidden"}
+        assert "n_records" not in rec["result"]
     assert "membership hidden" in b[0]["result"]["report"]["notes"]
 
 
@@ -305,8 +307,9 @@ def test_hidden_membership_with_shard_workers_equals_one_process_per_party(tmp_p
     streamed = load_job(write_parties(tmp_path / "pq", _grid_universe(), overlap_sets()[0], fmt="parquet"))
     ports = free_ports(4 + 8)
     pq = load_job(write_job(os.path.join(tmp_path, "pq", "both.json"), [f"127.0.0.1:{p}" for p in ports[:4]],
-                            [p.file for p in streamed.parties[1:]], min_intersection=50, hide_membership=True, workers=2,
-                            worker_addresses=[[f"127.0.0.1:{p}" for p in ports[4 + 2 * i:6 + 2 * i]] for i in range(4)]))
+                            [p.file for p in streamed.parties[1:]], min_intersection=50, hide_membership=True,
+                            workers=2, worker_addresses=[[f"127.0.0.1:{p}" for p in ports[4 + 2 * i:6 + 2 * i]]
+                                                         for i in range(4)]))
     a = run_job(hide, PCAJobTask(**TASK, chunk_rows=64))
     b = run_job(both, PCAJobTask(**TASK, chunk_rows=64))
     c = run_job(both, PCAJobTask(**TASK, chunk_rows=64, verify_sharing=True))  # the sharing check too
@@ -369,7 +372,7 @@ def recorded_views(tmp_path, X, task, scenarios=None):
         progs = job_programs(spec, task)
         progs[1] = Recording(progs[1], path)
         recs = run_parties(progs, timeout=120, addresses=spec.addresses, min_clients=2, job_id=spec.job_id)
-        frames = [(pc, peer, wire.decode(b)) for pc, peer, b in sorted(wire.decode(open(path, "rb").read()),
+        frames = [(pc, peer, wire.decode(b)) for pc, peer, b in sorted(wire.decode(Path(path).read_bytes()),
                                                                        key=lambda e: e[:2])]
         out.append((frames, (sets, common), recs))
     return out
@@ -394,7 +397,7 @@ def check_client_view(runs, S: int = 500):
                                     "positions": S, "membership": "hidden"}
         assert "n_records" not in res
     out = []
-    for frames, (sets, common) in zip(views, truths):
+    for frames, (sets, common) in zip(views, truths, strict=False):
         field = np.concatenate([a.reshape(-1) for _, _, f in frames for a in _arrays(f)
                                 if a.dtype == np.int64 and a.size]).astype(np.float64)
         u = field / (field.max() + 1)  # the field's p, from below: the largest of many uniform values
@@ -495,7 +498,7 @@ def _positions_over_runs(flip: bool, runs: int, leak: bool = False):
         for run in range(runs):
             recs = run_in_process([Align(j, run) for j in range(4)], min_clients=2)
             u = recs[1]["result"]
-            for i, pos in zip(sets[0], u.position):
+            for i, pos in zip(sets[0], u.position, strict=False):
                 (inside if i in common else outside).append(pos / u.size)
     finally:
         psi.place_union = real

@@ -66,7 +66,7 @@ def test_masked_secure_gradient_is_the_exact_sum_over_the_batchs_members(col_cou
     noise = [skellam(plan.mu / plan.n_parties, plan.d, rng) for _ in col_counts]
     programs = [MaskedGradient(plan, indicator, ints)]
     programs += [MaskedGradient(plan, my_input=(b, z), positions=positions)
-                 for b, z in zip(np.split(X_hat, cuts, axis=1), noise)]
+                 for b, z in zip(np.split(X_hat, cuts, axis=1), noise, strict=False)]
     res = run_in_process(programs, ideal=ideal)
     exact = plan.statistic().program(ints).evaluate(X_hat[indicator[positions]]) + sum(n.astype(object) for n in noise)
     assert res[0]["result"]["y"] == [int(v) for v in exact]
@@ -104,7 +104,7 @@ def _training(col_counts=(2, 3, 2), U=90, m=50, seed=4, mu=2e6, verify=False):
 
 def _programs(plan, union_server, blocks, seeds, union_client):
     programs = [Hiding(party.LRParty(plan, seeds[0], history=True), union_server)]
-    programs += [Hiding(party.LRParty(plan, s, b), union_client) for s, b in zip(seeds[1:], blocks)]
+    programs += [Hiding(party.LRParty(plan, s, b), union_client) for s, b in zip(seeds[1:], blocks, strict=False)]
     return programs
 
 
@@ -180,7 +180,7 @@ def test_a_hidden_plan_is_refused_without_the_union_and_the_union_without_the_pl
     seeds = [1, 2, 3, 4]
     U, m = plan.union, plan.n_records
     with pytest.raises(MPCError, match="not aligned over the union"):
-        run_in_process([party.LRParty(plan, s, b) for s, b in zip(seeds, [None] + blocks)])
+        run_in_process([party.LRParty(plan, s, b) for s, b in zip(seeds, [None] + blocks, strict=False)])
     with pytest.raises(MPCError, match="union of 91"):
         run_in_process(_programs(plan, Union(U + 1, m, indicator=np.ones(U + 1, bool)), blocks, seeds, Union(U + 1, m)))
     import dataclasses
@@ -211,8 +211,8 @@ def _lr_jobs(tmp_path, m=229, common=100, seed=0):
 
 
 def test_hidden_membership_lr_moments_job_equals_the_revealing_job(tmp_path, monkeypatch):
-    """The default solver (one release of the Gram of [features, c, kappa y, beta (1/2 - y)]) over the union, members only: the
-    same integers as the revealing job (noise set to zero, rounding to nearest: no coin differs), so the same
+    """The default solver (one release of the Gram of [features, c, kappa y, beta (1/2 - y)]) over the union, members
+    only: the same integers as the revealing job (noise set to zero, rounding to nearest: no coin differs), so the same
     model; the label party's 3/7 labels are mapped from its own records only."""
     from sqm.framework.runners import simulate
     from sqm.mechanism import client
@@ -290,7 +290,7 @@ def test_a_clients_view_in_an_sgd_job_does_not_depend_on_which_of_its_records_ar
                      insecure_reproducible=True)  # seeded PSI shuffles: the test rebuilds the membership's positions
     for k, scenarios in enumerate(([_scenario(False), _scenario(True)], [_swapped(False), _swapped(True)])):
         runs = recorded_views(tmp_path / str(k), X, task, scenarios)
-        for (_, (sets, common), recs) in runs:
+        for (_, (_sets, common), recs) in runs:
             assert recs[0]["result"]["alignment"] == {"records": {"1": 200, "2": 150, "3": 150},
                                                       "intersection": len(common), "union": 300 + (len(common) < 100),
                                                       "positions": 500, "membership": "hidden"}

@@ -86,7 +86,8 @@ def test_general_polynomial_protocol_equals_ideal(bgw_in_process):
 
 def test_logreg_gradient_protocol_equals_ideal(bgw_in_process):
     rng = np.random.default_rng(3)
-    X = rng.normal(size=(40, 6)); X /= np.linalg.norm(X, axis=1, keepdims=True) * 1.1
+    X = rng.normal(size=(40, 6))
+    X /= np.linalg.norm(X, axis=1, keepdims=True) * 1.1
     y = (rng.random(40) < 0.5).astype(float)
     d = VerticalData([X[:, :3], np.c_[X[:, 3:], y]])
     g = logreg_gradient(rng.normal(size=6) * 0.2)

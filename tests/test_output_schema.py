@@ -97,7 +97,8 @@ def test_hdp_vfl(tmp_path):
 def test_pbm_vfl(tmp_path):
     pytest.importorskip("torch")
     doc = run(tmp_path, "pbm", "pbm-vfl", "--backend", "plain", "--parties", "2", "--epochs", "1", "--hidden",
-              "4", "--embedding-size", "2", "--batch-size", "1000", "--device", "cpu", "--no-baselines", "--secure-sum", "masked", "-q")
+              "4", "--embedding-size", "2", "--batch-size", "1000", "--device", "cpu", "--no-baselines",
+              "--secure-sum", "masked", "-q")
     assert [p["method"] for p in doc["privacy"]] == ["PBM-VFL"] and doc["simulation"] is True
 
 

@@ -4,6 +4,7 @@ modes, ``sqm pca --data FILE``.  Everything runs in process (``sqm.framework.run
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -103,10 +104,10 @@ def test_parquet_table(tmp_path):
 
 def _rewrite_rows(path, order, ids=None):
     """Rewrite a party CSV with its records in ``order`` (and, optionally, other ids)."""
-    lines = open(path).read().splitlines()
+    lines = Path(path).read_text().splitlines()
     body = lines[1:]
     if ids is not None:
-        body = [f"{i},{line.split(',', 1)[1]}" for i, line in zip(ids, body)]
+        body = [f"{i},{line.split(',', 1)[1]}" for i, line in zip(ids, body, strict=False)]
     with open(path, "w") as f:
         f.write("\n".join([lines[0]] + [body[k] for k in order]) + "\n")
 
@@ -201,7 +202,8 @@ def test_declared_ranges_scale_unscaled_data_and_no_bounds_warns(tmp_path, caplo
     raw = Z * scale  # the users' files: values in the thousands
     task = PCAJobTask(**{**JOB_TASK, "gamma": 4096.0, "epsilon": 4.0})
     ranges = [{f"x{j}": [-scale[j], scale[j]] for j in range(3)}, {f"x{j}": [-scale[j], scale[j]] for j in range(3, 6)}]
-    declared = simulate(load_job(write_party_csvs(raw, tmp_path / "declared", 2, bounds=ranges, min_intersection=1)), task, timeout=120)
+    declared = simulate(load_job(write_party_csvs(raw, tmp_path / "declared", 2, bounds=ranges, min_intersection=1)),
+                        task, timeout=120)
     Xs = Z / np.sqrt(6)  # what the clients hold after scaling: every column in [-1/sqrt(6), 1/sqrt(6)]
     scaled = simulate(load_job(write_party_csvs(Xs, tmp_path / "scaled", 2, min_intersection=1)), task, timeout=120)
     assert list(declared[0]["result"]["raw"]) == list(scaled[0]["result"]["raw"])  # the same release, bit for bit
@@ -262,11 +264,11 @@ def test_declared_norm_shares_set_each_clients_bound(tmp_path):
     assert [recs[j]["result"]["clipped"] for j in (1, 2)] == [0, 0]
     for shares in ([0.8, 0.3], [0.5, None]):
         bad = write_party_csvs(Z, tmp_path / "bad", 2, min_intersection=1)
-        raw = json.load(open(bad))
-        for p, s in zip(raw["parties"][1:], shares):
+        raw = json.loads(Path(bad).read_text())
+        for p, s in zip(raw["parties"][1:], shares, strict=False):
             if s is not None:
                 p["norm_share"] = s
-        json.dump(raw, open(bad, "w"))
+        Path(bad).write_text(json.dumps(raw))
         with pytest.raises(ValueError, match="'norm_share' must be given for every client or none"):
             load_job(bad)
 
@@ -306,7 +308,8 @@ def test_drop_columns_leaves_a_column_out_and_a_typo_is_refused(tmp_path):
     spec = load_job(write_party_csvs(Z, tmp_path / "all", 2, min_intersection=1))
     ref = load_job(write_party_csvs(Z[:, :5], tmp_path / "five", col_counts=[3, 2], min_intersection=1))
     recs = simulate(dataclasses.replace(spec, drop_columns=("x5",)), PCAJobTask(**JOB_TASK), timeout=120)
-    assert list(recs[0]["result"]["raw"]) == list(simulate(ref, PCAJobTask(**JOB_TASK), timeout=120)[0]["result"]["raw"])
+    want = simulate(ref, PCAJobTask(**JOB_TASK), timeout=120)[0]["result"]["raw"]
+    assert list(recs[0]["result"]["raw"]) == list(want)
     assert recs[0]["result"]["columns"] == [f"x{j}" for j in range(5)]
     with pytest.raises(MPCError, match=r"no client's file has the column\(s\) \['x9'\] named by --drop-columns"):
         simulate(dataclasses.replace(spec, drop_columns=("x5", "x9")), PCAJobTask(**JOB_TASK), timeout=120)
@@ -324,7 +327,7 @@ def test_logreg_data_file_maps_labels_and_names_a_wrong_label_column(tmp_path, c
     X, y = imbalanced_records(400, d=4)
     f = tmp_path / "own.csv"
     f.write_text("id,a,b,c,d,y\n" + "".join(f"{i},{','.join(f'{v:.6g}' for v in x)},{int(2 * t - 1)}\n"
-                                             for i, (x, t) in enumerate(zip(X, y))))
+                                             for i, (x, t) in enumerate(zip(X, y, strict=False))))
     out = tmp_path / "lr.json"
     assert pca(["--data", str(f), "--label-column", "y", "--backend", "plain", "--seed", "0", "--no-baselines",
                 "--json", str(out)], command="logreg") == 0

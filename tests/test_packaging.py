@@ -187,8 +187,8 @@ def test_a_party_prefixes_its_lines_with_its_role_at_the_level_it_is_given():
     res = _party()
     lines = res.stderr.strip().splitlines()
     assert res.returncode == 2 and lines == [
-        "[client 2] sqm.mpc.net.party: WARNING: party 2 draws its share randomness from PCG64 (--insecure-pcg64-shares, "
-        "benchmark only): its shares are not cryptographically hidden",
+        "[client 2] sqm.mpc.net.party: WARNING: party 2 draws its share randomness from PCG64 "
+        "(--insecure-pcg64-shares, benchmark only): its shares are not cryptographically hidden",
         "[client 2] sqm.mpc.net.party: error: need at least 2 parties (a server and a client)"], res.stderr
     res = _party("--log-level", "ERROR")  # sqm -qq: the warning is not shown, the error is
     assert res.returncode == 2

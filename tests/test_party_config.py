@@ -26,8 +26,8 @@ JOB_ID = "0123456789abcdef0123456789abcdef"
 def _party(tmp_path, *args, job_id=JOB_ID):
     prog = tmp_path / "p.program"
     prog.write_bytes(pickle.dumps(EvaluateJob(None)))
-    return subprocess.run([sys.executable, "-m", "sqm.mpc.net.party", "--program", str(prog), "--job-id", job_id, *args],
-                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    return subprocess.run([sys.executable, "-m", "sqm.mpc.net.party", "--program", str(prog), "--job-id", job_id,
+                           *args], capture_output=True, text=True, timeout=60, cwd=tmp_path)
 
 
 @pytest.mark.parametrize("args, message", [

@@ -70,7 +70,7 @@ def test_feature_rdp_upper_bounds_brute_force(b, M, beta):
     orders = [1.5, 2.0, 3.0, 6.5, 16.0]
     bound = pbm.feature_rdp(np.array(orders), b, beta, M)
     pmfs = {ps: _sum_pmf([grid[i] for i in ps], b) for ps in itertools.product(range(len(grid)), repeat=M)}
-    for a, bd in zip(orders, bound):
+    for a, bd in zip(orders, bound, strict=False):
         worst = 0.0
         for i, j in itertools.product(range(len(grid)), repeat=2):
             for others in itertools.product(range(len(grid)), repeat=M - 1):
@@ -132,8 +132,8 @@ def test_pbm_rdp_composes_coordinates_and_uses_and_refuses_bad_levels():
     assert isinstance(pbm.pbm_rdp(2.0, 4, 0.1, 2), float)
     rep = pbm.privacy_report(16, 0.15, 4, 16, uses=10, delta=1e-5)
     from sqm.mechanism.accounting import epsilon
-    assert rep.epsilon_feature == pytest.approx(epsilon(pbm.PBM_ORDERS, pbm.pbm_rdp(pbm.PBM_ORDERS, 16, 0.15, 4, 16, 10),
-                                                        1e-5))
+    assert rep.epsilon_feature == pytest.approx(
+        epsilon(pbm.PBM_ORDERS, pbm.pbm_rdp(pbm.PBM_ORDERS, 16, 0.15, 4, 16, 10), 1e-5))
     with pytest.raises(ValueError, match="level"):
         pbm.pbm_rdp(a, 16, 0.15, 4, level="record")
     with pytest.raises(ValueError, match="uses"):

@@ -37,7 +37,7 @@ def test_real_processes_equal_in_process_bit_for_bit(same_state):
     assert real.sum_digest == plain.sum_digest and real.sum_digest is not None
     assert real.history == plain.history and len(real.history) == 2
     assert len(real.states) == len(plain.states) == 3
-    assert all(same_state(a, b) for a, b in zip(real.states, plain.states))
+    assert all(same_state(a, b) for a, b in zip(real.states, plain.states, strict=False))
     # the returned states are the trainer's modules' (models and optimizers)
     assert same_state(real.states[1]["module"], real.trainer.clients[0].module.state_dict())
     assert real.iterations == plain.iterations == 2 * math.ceil(100 / 50)
@@ -81,9 +81,9 @@ def test_equal_epsilon_ldp_baseline_matches_pbm_and_the_paper_setting_does_not()
     assert rep["ldp"].epsilon_server == pytest.approx(36.55, rel=1e-3) and rep["ldp"].sigma == paper
     assert rep["pbm"].epsilon_server == eps_pbm and rep["pbm"].delta == rep["ldp"].delta == 1e-5
     assert all(isinstance(r.as_dict(), dict) for r in rep.values())
-    # as accounting events (sqm.mechanism.events, for the ledger): PBM's compose to its epsilon (other RDP orders: within
-    # 1%); the Gaussian's compose through Gaussian DP, exactly: the analytic Gaussian's epsilon (its RDP conversion,
-    # looser, is not the one taken)
+    # as accounting events (sqm.mechanism.events, for the ledger): PBM's compose to its epsilon (other RDP orders:
+    # within 1%); the Gaussian's compose through Gaussian DP, exactly: the analytic Gaussian's epsilon (its RDP
+    # conversion, looser, is not the one taken)
     from sqm.mechanism.events import accountant, compose
     assert compose(rep["pbm"].events, 1e-5) == pytest.approx(eps_pbm, rel=0.01)
     assert compose(rep["ldp"].events, 1e-5) == pytest.approx(rep["ldp"].epsilon_server, rel=1e-9)

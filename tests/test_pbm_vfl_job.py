@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -63,7 +64,7 @@ def write(folder, X, y, held, code=False) -> str:
     os.makedirs(folder, exist_ok=True)
     rng = np.random.default_rng(3)
     files, start = [], 0
-    for j, (k, ids) in enumerate(zip(COLS, held[1:]), start=1):
+    for j, (k, ids) in enumerate(zip(COLS, held[1:], strict=False), start=1):
         path = os.path.join(folder, f"party{j}.csv")
         with open(path, "w", newline="") as fh:
             w = csv.writer(fh)
@@ -194,7 +195,7 @@ def _failed(out) -> str:
 def _write_task(job_path, task_block):
     import json
 
-    raw = json.load(open(job_path))
+    raw = json.loads(Path(job_path).read_text())
     raw["task"] = task_block
     with open(job_path, "w") as fh:
         json.dump(raw, fh)
@@ -222,7 +223,7 @@ def test_each_party_started_alone_trains_as_the_local_launcher_and_predicts_for_
     vfl, m = local_reference(X, y, held, code=True, backend="mpyc")
     import json
 
-    server = json.load(open(tmp_path / "out0.json"))
+    server = json.loads((tmp_path / "out0.json").read_text())
     assert server["released"]["sum_digest"] == vfl.last_run.records[0]["result"]["sum_digest"]
     assert server["released"]["history"] == vfl.history
     assert server["released"]["n_train"] + server["released"]["n_test"] == m
@@ -240,7 +241,7 @@ def test_each_party_started_alone_trains_as_the_local_launcher_and_predicts_for_
     Xn = rng.normal(size=(120, sum(COLS)))
     new_held = [sorted(int(i) + 5000 for i in np.flatnonzero(rng.random(120) < 0.9)) for _ in COLS]
     files, start = [], 0
-    for j, (k, ids) in enumerate(zip(COLS, new_held), start=1):
+    for j, (k, ids) in enumerate(zip(COLS, new_held, strict=False), start=1):
         path = tmp_path / "new" / f"party{j}.csv"
         os.makedirs(path.parent, exist_ok=True)
         with open(path, "w", newline="") as fh:
@@ -272,7 +273,7 @@ def test_each_party_started_alone_trains_as_the_local_launcher_and_predicts_for_
     assert [int(r[0]) for r in got[1:]] == common
     assert np.array_equal(np.array([[float(v) for v in r[1:]] for r in got[1:]]), want)
     for i in (0, 1, 2):  # no other party holds a score
-        res = json.load(open(tmp_path / f"pred{i}.json"))
+        res = json.loads((tmp_path / f"pred{i}.json").read_text())
         assert "scores_file" not in json.dumps(res) and "p0" not in json.dumps(res)
 
 

@@ -53,7 +53,7 @@ class RecordingProgram(PBMVFLProgram):
             senders = list(senders)
             got = await orig_send_recv(outgoing, senders, expect, step)
             log({"call": step, "senders": senders})
-            for s, g in zip(senders, got):
+            for s, g in zip(senders, got, strict=False):
                 log({"sender": s, "step": step, **json.loads(json.dumps(_jsonable(g)))})
             return got
 
@@ -275,7 +275,7 @@ def test_cli_records_secure_mode(tmp_path, capsys):
     # the table and the JSON report the paper's LDP and the equal-epsilon one, with their epsilons
     methods = obj["details"]["methods"]  # sqm.cli.output: privacy holds the reports in the methods' order
     assert list(methods) == ["pbm", "npq", "ldp", "ldp_eq"] and len(obj["privacy"]) == len(obj["results"]) == 4
-    p = dict(zip(methods, obj["privacy"]))
+    p = dict(zip(methods, obj["privacy"], strict=False))
     assert p["ldp_eq"]["epsilon_server"] == pytest.approx(p["pbm"]["epsilon_server"])
     assert p["ldp"]["epsilon_server"] < p["pbm"]["epsilon_server"] and p["ldp"]["sigma"] > p["ldp_eq"]["sigma"]
     assert p["npq"]["epsilon_server"] == "inf"  # strict JSON (sqm.mechanism.report.write_json)

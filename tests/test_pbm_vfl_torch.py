@@ -22,8 +22,9 @@ SCRIPT = ROOT / "examples" / "pbm_vfl_torch.py"
 
 @pytest.mark.slow
 def test_user_script_trains_a_cnn_and_an_mlp_through_real_processes(tmp_path):
-    """The PBM-VFL guide's script (docs/how-to/pbm-vfl.md includes the file) (under 40 lines): three quadrant CNNs, one MLP with dropout and a fusion MLP, through
-    five real MPyC party processes for 3 epochs; every party's trained module and optimizer come back."""
+    """The PBM-VFL guide's script (docs/how-to/pbm-vfl.md includes the file) (under 40 lines): three quadrant CNNs, one
+    MLP with dropout and a fusion MLP, through five real MPyC party processes for 3 epochs; every party's trained module
+    and optimizer come back."""
     assert len(SCRIPT.read_text().splitlines()) < 40
     ckpt = tmp_path / "ckpt.pt"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -106,8 +107,8 @@ def test_save_stop_resume_equals_an_uninterrupted_run(tmp_path, same_state):
 
 
 def test_release_is_an_autograd_function_with_the_mechanisms_coins():
-    """Forward: the integers are sqm.mechanism.pbm.encode's for the same stream (one sampler for numpy and torch), h their
-    decoded contribution; backward: the gradient passes where |x| <= C and is zero where x was clipped.  Over many
+    """Forward: the integers are sqm.mechanism.pbm.encode's for the same stream (one sampler for numpy and torch), h
+    their decoded contribution; backward: the gradient passes where |x| <= C and is zero where x was clipped.  Over many
     draws h is unbiased for clip(x) (fixed seed, 4 standard errors)."""
     x = torch.tensor([[0.5, -2.0, 0.9999, 1.5, -0.25]], requires_grad=True)
     h, q = PBMRelease.apply(x, 16, 0.25, 1.0, pbm.make_rng(3))
@@ -178,7 +179,7 @@ def test_bad_input_is_refused_naming_the_party(tmp_path, same_state):
     with pytest.raises(MPCError, match="client 2.*NaN or infinite embeddings"):
         vfl.fit(1)
     assert vfl.epoch == 0 and vfl.accountant.uses == 0
-    assert all(same_state(b, p.module.state_dict()) for b, p in zip(before, [vfl.server] + vfl.clients))
+    assert all(same_state(b, p.module.state_dict()) for b, p in zip(before, [vfl.server] + vfl.clients, strict=False))
 
     # checkpoints: only a PBM-VFL checkpoint for the same mechanism and modules of the same shapes
     good = PBMVFL(clients(mlp(), mlp()), server(), seed=0)

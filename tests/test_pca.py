@@ -29,7 +29,7 @@ def test_huge_epsilon_matches_uncentered_pca():
     m.fit(VerticalData.split(X, 2))
     assert m.clipped_ == [0, 0]
     svd = TruncatedSVD(n_components=3, algorithm="arpack", random_state=0).fit(X)  # no centering
-    for ours, ref in zip(m.components_, svd.components_):
+    for ours, ref in zip(m.components_, svd.components_, strict=False):
         assert abs(float(ours @ ref)) > 1 - 1e-10
     # and the eigenvalues of X^T X / m
     ref_ev = np.linalg.eigvalsh(X.T @ X)[::-1][:3] / X.shape[0]
@@ -153,7 +153,7 @@ def test_bench_sweep_and_target_check():
     r = sweep("iris", X, 2, [1.0], [64.0, 4096.0], [1, 2, 3], runs=2, seed=0, progress=False)
     assert r["nonprivate"] == pytest.approx(r["optimum"], rel=1e-12)
     for vals in [r["central"]["1.0"], r["local"]["1.0"], *r["sqm"]["1.0"].values()]:
-        assert all(0 < v <= o * (1 + 1e-12) for v, o in zip(vals, r["optimum"]))
+        assert all(0 < v <= o * (1 + 1e-12) for v, o in zip(vals, r["optimum"], strict=False))
     # the SQM / central ratio's standard error, by the delta method from the two samples' spreads
     g = "4096.0"
     R = np.array(r["sqm"]["1.0"][g]) / np.array(r["central"]["1.0"])
@@ -164,7 +164,7 @@ def test_bench_sweep_and_target_check():
     assert all(math.isnan(v) for v in ratio_se([1.0], [0.0], [1.0], [0.0], 1))
     # central DP on the rows as SQM's clients clip them: never more energy than the rows themselves
     assert 0 < r["party_clip_energy"] <= 1 and len(r["central_party_clip"]["1.0"]) == 3
-    assert all(0 < v <= o * (1 + 1e-12) for v, o in zip(r["central_party_clip"]["1.0"], r["optimum"]))
+    assert all(0 < v <= o * (1 + 1e-12) for v, o in zip(r["central_party_clip"]["1.0"], r["optimum"], strict=False))
     fake = {"ks": [1, 2], "central": {"1": [10.0, 20.0]}, "local": {"1": [1.0, 2.0]},
             "sqm": {"1": {"64": [5.0, 5.0], "1024": [9.95, 19.7], "4096": [10.0, 20.5]}}}
     t = check_target(fake)

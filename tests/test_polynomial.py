@@ -58,7 +58,7 @@ def test_compensation_scales_every_degree_to_gamma_lambda_plus_one(gamma):
     assert comp.scale == gamma ** 4
     scales = gamma ** (1 + 3 - p.term_degrees)
     assert np.array_equal(scales, comp.coefficient_scales())
-    for a, s, ahat in zip(p.term_coef, scales, comp.int_coefs):
+    for a, s, ahat in zip(p.term_coef, scales, comp.int_coefs, strict=False):
         assert abs(ahat - a * s) < 1  # stochastic rounding of a * gamma^(1+lambda-lambda_l)
     # with data scaled by gamma (integers here so rounding is exact), every monomial ends up scaled
     # by gamma^(lambda+1): the compensated integer result / scale equals the polynomial
@@ -66,8 +66,9 @@ def test_compensation_scales_every_degree_to_gamma_lambda_plus_one(gamma):
     xi = (x * gamma).astype(np.int64)
     y = comp.program().evaluate(xi)
     exact_rounded = np.zeros(2)
-    for t, ahat, mono, deg in zip(p.term_out, comp.int_coefs, p.term_vars, p.term_degrees):
-        exact_rounded[t] += ahat * np.prod([x[:, j] for j in mono], axis=0).sum() * gamma ** deg if mono else ahat * 2 * 1.0
+    for t, ahat, mono, deg in zip(p.term_out, comp.int_coefs, p.term_vars, p.term_degrees, strict=False):
+        exact_rounded[t] += (ahat * np.prod([x[:, j] for j in mono], axis=0).sum() * gamma ** deg if mono
+                             else ahat * 2 * 1.0)
     assert np.allclose(np.array([float(v) for v in y]), exact_rounded, rtol=1e-12)
     assert np.allclose(np.array([float(v) for v in y]) / comp.scale, p.evaluate(x), rtol=2 / gamma, atol=8 / gamma)
 
@@ -103,4 +104,4 @@ def test_quantized_estimate_converges_as_gamma_grows():
         errs.append(np.abs(np.array([float(v) for v in y]) / comp.scale - exact).max())
     assert errs[-1] < 1e-2 * errs[0]
     assert errs[-1] < 1e-3
-    assert all(b < a for a, b in zip(errs, errs[1:]))
+    assert all(b < a for a, b in zip(errs, errs[1:], strict=False))

@@ -97,7 +97,7 @@ def test_each_client_learns_which_of_its_own_ids_every_client_holds_in_one_commo
     out = run_psi(sets)
     assert out[0]["m"] == len(common) > 0
     ranks = {}
-    for s, r in zip(sets, out[1:]):
+    for s, r in zip(sets, out[1:], strict=False):
         assert r["m"] == len(common)
         assert [x in common for x in s] == list(r["member"])
         assert all(r["rank"][k] == -1 for k in range(len(s)) if not r["member"][k])
@@ -121,7 +121,7 @@ def test_a_server_holding_a_set_of_its_own_learns_which_of_its_ids_every_holder_
     out = run_psi(sets, chunk=chunk, server_set=server)
     assert 0 < len(common) < min(map(len, sets))  # the server's set matters
     ranks = None
-    for s, r in zip([server] + sets, out):
+    for s, r in zip([server] + sets, out, strict=False):
         assert r["m"] == len(common)
         assert [x in common for x in s] == list(r["member"])
         mine = {x: int(r["rank"][k]) for k, x in enumerate(s) if r["member"][k]}

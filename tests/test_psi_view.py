@@ -17,6 +17,7 @@ attacker: an honest-behaving party that keeps everything it receives).  The job 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -98,7 +99,7 @@ def record(folder, sets, wrap=None):
 
     spec = load_job(write_parties(folder, universe(m=12000), sets, min_intersection=1))
     paths = [str(folder / f"frames{i}.bin") for i in range(len(spec.parties))]
-    progs = [Recording(p, path) for p, path in zip(job_programs(spec, AlignOnly()), paths)]
+    progs = [Recording(p, path) for p, path in zip(job_programs(spec, AlignOnly()), paths, strict=False)]
     for i, w in (wrap or {}).items():
         progs[i] = w(progs[i])
     failed = None
@@ -106,7 +107,7 @@ def record(folder, sets, wrap=None):
         run_parties(progs, timeout=120, addresses=spec.addresses, min_clients=2, job_id=spec.job_id)
     except MPCError as e:
         failed = e
-    frames = [[(peer, wire.decode(b)) for _, peer, b in sorted(wire.decode(open(p, "rb").read()), key=lambda e: e[:2])]
+    frames = [[(peer, wire.decode(b)) for _, peer, b in sorted(wire.decode(Path(p).read_bytes()), key=lambda e: e[:2])]
               if failed is None or os.path.exists(p) else None for p in paths]  # a party killed after a failure: None
     if failed is not None:
         raise Attacked(failed, frames)
@@ -144,10 +145,10 @@ def test_no_party_can_test_a_guessed_id_and_the_server_view_does_not_depend_on_t
     candidates = [str(i) for i in range(1000, 11000)]  # every id any client holds, and 9,400 others
     assert set(map(str, sum(sets, []))) <= set(candidates)
     H = hash_ids(candidates)
-    hashed = {h.tobytes(): c for h, c in zip(H, candidates)}
+    hashed = {h.tobytes(): c for h, c in zip(H, candidates, strict=False)}
 
     def found(received: set, key=None) -> set:
-        table = hashed if key is None else {h.tobytes(): c for h, c in zip(blind(key, H), candidates)}
+        table = hashed if key is None else {h.tobytes(): c for h, c in zip(blind(key, H), candidates, strict=False)}
         return {table[v] for v in received if v in table}
 
     for j in (1, 2, 3):
@@ -160,7 +161,7 @@ def test_no_party_can_test_a_guessed_id_and_the_server_view_does_not_depend_on_t
     assert len(server) == 180 + 3 * 40 + 3 * 80  # 3 x 340 fully blinded values, this many distinct
     assert not found(server) and not any(found(server, k) for k in keys.values())
     full = blind(keys[1], blind(keys[2], blind(keys[3], H)))  # power: under all three keys, every id appears
-    assert {c for v, c in zip(full, candidates) if v.tobytes() in server} == set(map(str, sum(sets, [])))
+    assert {c for v, c in zip(full, candidates, strict=False) if v.tobytes() in server} == set(map(str, sum(sets, [])))
 
     # (b) other ids, the same sizes and overlaps: the same kinds of frames, the same equality pattern
     other = record(tmp_path / "b", sets_with_overlaps(offset=5000))
@@ -193,25 +194,25 @@ def record_with_labels(folder, sets, labelled, wrap=None):
         w = csv.writer(fh)
         w.writerow(["id", "label"])
         w.writerows([i, i % 2] for i in reversed(labelled))
-    raw = json.load(open(job))
+    raw = json.loads(Path(job).read_text())
     raw["parties"][0]["file"] = "labels.csv"
-    json.dump(raw, open(job, "w"))
+    Path(job).write_text(json.dumps(raw))
     spec = load_job(job)
     paths = [str(folder / f"frames{i}.bin") for i in range(len(spec.parties))]
-    progs = [Recording(p, path) for p, path in zip(job_programs(spec, AlignWithServer()), paths)]
+    progs = [Recording(p, path) for p, path in zip(job_programs(spec, AlignWithServer()), paths, strict=False)]
     for i, w in (wrap or {}).items():
         progs[i] = w(progs[i])
     recs = run_parties(progs, timeout=120, addresses=spec.addresses, min_clients=2, job_id=spec.job_id)
-    frames = [[(peer, wire.decode(b)) for _, peer, b in sorted(wire.decode(open(p, "rb").read()),
+    frames = [[(peer, wire.decode(b)) for _, peer, b in sorted(wire.decode(Path(p).read_bytes()),
                                                                 key=lambda e: e[:2])] for p in paths]
     return frames, recs
 
 
 def stage_two_secrets(sizes: dict, common: int):
-    """The test-only seeded secrets of stage 2 (sqm.mpc.protocols.psi, "The server's own set"), regenerated as the parties
-    draw them: each client's r_j (after its shuffle), and the server's s (after its shuffle, the padding's places
-    and random strings); ``common``: |V_C|.  (The server's list goes out under k_0 s when it is at least as long as
-    the padded V_C, else under k_0; V_C under s, else k_0 s: both come back under k_0 s K R.)"""
+    """The test-only seeded secrets of stage 2 (sqm.mpc.protocols.psi, "The server's own set"), regenerated as the
+    parties draw them: each client's r_j (after its shuffle), and the server's s (after its shuffle, the padding's
+    places and random strings); ``common``: |V_C|.  (The server's list goes out under k_0 s when it is at least as long
+    as the padded V_C, else under k_0; V_C under s, else k_0 s: both come back under k_0 s K R.)"""
     from sqm.framework.alignment import _psi_secrets
     from sqm.mpc.protocols.psi import product_key
 
@@ -254,7 +255,7 @@ def test_a_server_holding_labels_joins_the_psi_and_still_no_party_can_test_a_gue
         V = H
         for k in ks:
             V = blind(k, V)
-        return {c for v, c in zip(V, candidates) if v.tobytes() in received}
+        return {c for v, c in zip(V, candidates, strict=False) if v.tobytes() in received}
 
     K = [keys[1], keys[2], keys[3]]
     for j in (1, 2, 3):
@@ -303,7 +304,7 @@ def test_a_server_whose_label_table_holds_the_whole_id_space_names_no_clients_id
         v = hash_ids([str(i) for i in sets[j - 1]])
         for k in (1, 2, 3):
             v = blind(keys[k], v)
-        lists[j] = {row.tobytes(): i for row, i in zip(v, sets[j - 1])}
+        lists[j] = {row.tobytes(): i for row, i in zip(v, sets[j - 1], strict=False)}
         assert set(lists[j]) <= server
     others = np.frombuffer(b"".join(sorted(server - set().union(*lists.values()))), np.uint8).reshape(-1, 32)
 
@@ -320,7 +321,7 @@ def test_a_server_whose_label_table_holds_the_whole_id_space_names_no_clients_id
         out = {}
         for j in (1, 2, 3):
             mine_j = np.frombuffer(b"".join(lists[j]), np.uint8).reshape(-1, 32)
-            out[j] = {lists[j][c.tobytes()] for ks in products for c, t in zip(mine_j, under(mine_j, ks))
+            out[j] = {lists[j][c.tobytes()] for ks in products for c, t in zip(mine_j, under(mine_j, ks), strict=False)
                       if t.tobytes() in bridges}
         return out
 
@@ -329,7 +330,8 @@ def test_a_server_whose_label_table_holds_the_whole_id_space_names_no_clients_id
     assert named([keys[0], s]) == {1: set(), 2: set(), 3: set()}  # with every secret the server holds: nothing
     for j in (1, 2, 3):  # power: with the r's, which it does not hold, it would name all 340 of each client
         mine_j = np.frombuffer(b"".join(lists[j]), np.uint8).reshape(-1, 32)
-        power = {lists[j][c.tobytes()] for c, t in zip(mine_j, under(mine_j, [keys[0], s, r[1], r[2], r[3]]))
+        power = {lists[j][c.tobytes()]
+                 for c, t in zip(mine_j, under(mine_j, [keys[0], s, r[1], r[2], r[3]]), strict=False)
                  if t.tobytes() in server}
         assert power == set(sets[j - 1])
 
@@ -395,8 +397,9 @@ def _lines(e) -> dict:
     import re
 
     msg = str(e.error)
-    cuts = [(m.start(), int(m.group(1) or 0)) for m in re.finditer(r"(?:server|client (\d+)) \(party \d+\) exited", msg)]
-    return {who: msg[a:b] for (a, who), (b, _) in zip(cuts, cuts[1:] + [(len(msg), None)])}
+    cuts = [(m.start(), int(m.group(1) or 0))
+            for m in re.finditer(r"(?:server|client (\d+)) \(party \d+\) exited", msg)]
+    return {who: msg[a:b] for (a, who), (b, _) in zip(cuts, cuts[1:] + [(len(msg), None)], strict=False)}
 
 
 @pytest.mark.slow
@@ -445,7 +448,7 @@ def test_a_declared_set_of_a_trillion_is_refused_naming_the_client(tmp_path):
     for rows, why in ((10 ** 12, ("above the 4,294,967,295 a private set intersection can rank",) * 2),
                       (10 ** 6, ("more than 10 times the smallest set, 340", "more than 10 times this party's 340"))):
         with pytest.raises(Attacked) as got:
-            record(tmp_path / str(rows), sets, {2: lambda p: Declares(p, rows)})
+            record(tmp_path / str(rows), sets, {2: lambda p, rows=rows: Declares(p, rows)})
         lines = _lines(got.value)
         assert f"refused before any id was sent: client 2 declared {rows:,} records, {why[0]}" in lines[0]
         for who in (1, 3):  # its own refusal, or the server's if that came first: either names client 2

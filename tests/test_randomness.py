@@ -207,7 +207,7 @@ def test_seeded_mechanism_reproduces_and_each_party_uses_its_derived_seed():
     # client j's program ran on spawn_seeds(11, 3)[j] (entry 0 is the server's): redo it by hand
     bounds = party_norm_bounds(1.0, data.col_counts)
     outs = [QuantizingClient(blk, 2.0**8, float(bd), a.report.mu / 2, 16, s)()
-            for blk, bd, s in zip(data.blocks, bounds, spawn_seeds(11, 3)[1:])]
+            for blk, bd, s in zip(data.blocks, bounds, spawn_seeds(11, 3)[1:], strict=False)]
     Xq = np.hstack([x for x, _ in outs]).astype(object)
     noise = sum(z.astype(object) for _, z in outs)
     assert list(a.raw) == list(Xq.T.dot(Xq).reshape(-1) + noise)

@@ -4,6 +4,7 @@ released model is labelled by column and given on the raw columns; it scores raw
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -83,9 +84,9 @@ def test_logreg_and_pca_jobs_release_raw_unit_models(tmp_path, capsys):
     X, y = _data(2)
     lab = (y > np.median(y)).astype(float)
     job = _job(tmp_path / "lr", X, lab, {"statistic": "logreg", "epsilon": 2, "label_column": "y"})
-    cfg = json.loads(open(job).read())
+    cfg = json.loads(Path(job).read_text())
     cfg["parties"][2]["bounds"] = {k: v for k, v in cfg["parties"][2]["bounds"].items() if k != "y"}  # no label range
-    open(job, "w").write(json.dumps(cfg))
+    Path(job).write_text(json.dumps(cfg))
     out = tmp_path / "lr.json"
     assert main(["logreg", "--job", job, "--backend", "plain", "--json", str(out)]) == 0
     assert "weight (scaled)" in capsys.readouterr().out

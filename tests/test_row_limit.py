@@ -303,7 +303,7 @@ def test_every_row_within_c_rounds_within_the_limit(gamma, widths):
         x = x / np.linalg.norm(x) * c * (rng.uniform(0.9, 1.0) if rng.random() < 0.5 else 1.0)
         for coins in range(3):
             sq = 0
-            for a, b in zip(starts[:-1], starts[1:]):
+            for a, b in zip(starts[:-1], starts[1:], strict=False):
                 q = dependent_round(x[None, a:b], gamma, [np.arange(b - a)], np.random.default_rng(coins))
                 sq += int((q.astype(object) ** 2).sum())
             assert sq <= B

@@ -18,7 +18,8 @@ def worst_records(n, c, gamma, rng, k=300):
     if np.linalg.norm(half) <= c:
         recs.append(half)
     recs.append(np.full(n, c / math.sqrt(n)))
-    e = np.zeros(n); e[0] = c
+    e = np.zeros(n)
+    e[0] = c
     recs.append(e)
     return recs
 
@@ -61,7 +62,7 @@ def test_per_party_groups_cost_at_most_one_more_last_fraction_each():
     bs, cols = [math.sqrt(0.3), math.sqrt(0.7)], [3, 7]
     per = covariance_sensitivity(gamma, c, 10, party_bounds=bs, party_cols=cols).l2
     assert glob < per <= glob + sum(2 * math.ceil(Fraction(gamma) * Fraction(b)) + 3 for b in bs)
-    assert per < sum((gamma * b + math.sqrt(n)) ** 2 for b, n in zip(bs, cols))
+    assert per < sum((gamma * b + math.sqrt(n)) ** 2 for b, n in zip(bs, cols, strict=False))
 
 
 @pytest.mark.parametrize("gamma", [8.0, 64.0, 1024.0])
@@ -160,7 +161,7 @@ def test_every_bound_is_at_or_above_its_value_in_50_digit_arithmetic(seed):
                                 n * mpmath.ceil(mpmath.mpf(gamma) * mpmath.mpf(c)) ** 2,
                                 mpmath.floor((mpmath.mpf(gamma) * mpmath.mpf(c)) ** 2 * (1 + mpmath.mpf(2) ** -40)
                                              + mpmath.mpf(n) / 4) + 2 * mpmath.ceil(mpmath.mpf(gamma) * mpmath.mpf(c))
-                                + 2) for c, n in zip(bounds, cols))
+                                + 2) for c, n in zip(bounds, cols, strict=False))
         s = covariance_sensitivity(gamma, 1.0, int(sum(cols)), party_bounds=bounds, party_cols=cols)
         assert mpmath.mpf(s.l2) >= exact and mpmath.mpf(s.l2) <= exact * (1 + mpmath.mpf(2) ** -50)
         d = int(sum(cols))

@@ -78,7 +78,7 @@ class Recording(PartyProgram):
 def gram_job(blocks, bound, noise):
     n_out = sum(b.shape[1] for b in blocks) ** 2
     owner = [j for j, b in enumerate(blocks) for _ in range(b.shape[1])]
-    clients = [FixedClient(b, n_out, z) for b, z in zip(blocks, noise)]
+    clients = [FixedClient(b, n_out, z) for b, z in zip(blocks, noise, strict=False)]
     return Job(program=SumProgram.gram_program(len(owner)), clients=clients, col_bounds=[bound] * len(owner),
                n_records=blocks[0].shape[0], addend_bound=10 ** 6, var_owner=owner)
 
@@ -103,7 +103,7 @@ def classify(view, p):
             if isinstance(x, str):
                 public.append(x)
             elif isinstance(x, np.ndarray):
-                assert x.dtype == np.int64 and x.size and 0 <= x.min() and x.max() < p, (peer, pc)
+                assert x.dtype == np.int64 and x.size and x.min() >= 0 and x.max() < p, (peer, pc)
                 shares.append((peer, pc, x))
             else:
                 raise AssertionError(f"the server received an unexpected {type(x).__name__} from party {peer}")

@@ -105,8 +105,9 @@ def test_job_files_carry_a_fresh_job_id(tmp_path):
     for f in ("a.csv", "b.csv"):
         (tmp_path / f).write_text("id,x\n1,0.5\n")
     addrs = ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"]
-    one = load_job(write_job(tmp_path / "one.json", addrs, [tmp_path / "a.csv", tmp_path / "b.csv"], min_intersection=1))
-    two = load_job(write_job(tmp_path / "two.json", addrs, [tmp_path / "a.csv", tmp_path / "b.csv"], name="census", min_intersection=1))
+    files = [tmp_path / "a.csv", tmp_path / "b.csv"]
+    one = load_job(write_job(tmp_path / "one.json", addrs, files, min_intersection=1))
+    two = load_job(write_job(tmp_path / "two.json", addrs, files, name="census", min_intersection=1))
     assert len(one.job_id) == 32 and one.job_id != two.job_id and two.name == "census" and one.name is None
     raw = json.loads((tmp_path / "one.json").read_text())
     for bad, msg in [({"job_id": "job-1"}, "job id 'job-1' is not 32 lowercase hex digits"),

@@ -4,6 +4,7 @@ import logging
 import os
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -30,7 +31,7 @@ def test_shard_ranges_cover_every_record_once():
     for n, s in [(0, 2), (1, 3), (10, 3), (1000, 7), (5, 8)]:
         r = shard_ranges(n, s)
         assert len(r) == s and r[0][0] == 0 and r[-1][1] == n
-        assert all(a == b for (_, a), (b, _) in zip(r, r[1:]))  # contiguous, in order
+        assert all(a == b for (_, a), (b, _) in zip(r, r[1:], strict=False))  # contiguous, in order
         sizes = [b - a for a, b in r]
         assert max(sizes) - min(sizes) <= 1
     with pytest.raises(UsageError):
@@ -136,16 +137,16 @@ def test_sharded_job_equals_unsharded_job_bit_for_bit(tmp_path):
     b = run_job(sharded, PCAJobTask(**TASK, chunk_rows=128, progress_path=str(tmp_path / "progress")))
     assert np.array_equal(a[0]["result"]["raw"], b[0]["result"]["raw"])
     for i in range(4):  # progress in chunks, as shards finish: ends with every chunk of both shards done
-        lines = open(f"{tmp_path / 'progress'}.{i}").read().split("\n")[:-1]
+        lines = Path(f"{tmp_path / 'progress'}.{i}").read_text().split("\n")[:-1]
         assert lines[-1] == "24 24" and lines[0].split()[1] == "24"  # 2 shards of 1500 records, 12 chunks each
-    for ra, rb in zip(a[1:], b[1:]):
+    for ra, rb in zip(a[1:], b[1:], strict=False):
         assert ra["result"]["clipped"] == rb["result"]["clipped"]
         assert ra["result"].get("outside_declared_range") == rb["result"].get("outside_declared_range")
     assert b[2]["result"]["outside_declared_range"] > 0 and sum(r["result"]["clipped"] for r in b[1:]) > 0
     assert all("shards" in r["phases"] for r in b) and not any("shards" in r["phases"] for r in a)
     # the records' shares went through the workers' sessions: each client's two workers sent them, the
     # client itself only its alignment, the summands, the degree reduction and the opening
-    for ra, rb in zip(a[1:], b[1:]):
+    for ra, rb in zip(a[1:], b[1:], strict=False):
         workers = rb["shard_workers"]
         assert len(workers) == 2 and all(w["bytes_sent"] > 0 and w["max_rss_bytes"] > 0 for w in workers)
         assert rb["bytes_sent"] < ra["bytes_sent"] < rb["bytes_sent"] + sum(w["bytes_sent"] for w in workers)
@@ -162,7 +163,8 @@ def _kill_worker_when_it_starts(job_id: str, index: int, shard: int, stop: threa
                     args = f.read().split(b"\0")
             except OSError:
                 continue
-            if target.encode() in args and b"--index" in args and args[args.index(b"--index") + 1] == str(index).encode():
+            if (target.encode() in args and b"--index" in args
+                    and args[args.index(b"--index") + 1] == str(index).encode()):
                 time.sleep(0.3)
                 os.kill(int(pid), 9)
                 killed.append(int(pid))
@@ -207,19 +209,19 @@ def test_job_file_workers_are_checked(tmp_path):
     assert load_job(job).shards == 2
     import json
 
-    raw = json.load(open(job))
+    raw = json.loads(Path(job).read_text())
     raw["parties"][1]["workers"] = 3
-    json.dump(raw, open(job, "w"))
+    Path(job).write_text(json.dumps(raw))
     with pytest.raises(UsageError, match="same number for every party"):
         load_job(job)
     raw["parties"][1]["workers"] = 1
-    json.dump(raw, open(job, "w"))
+    Path(job).write_text(json.dumps(raw))
     with pytest.raises(UsageError, match="from 2 to 1024"):
         load_job(job)
     ports = [int(a.rsplit(":", 1)[1]) for a in spec.addresses]
     raw["parties"][1]["workers"] = 2
     raw["parties"][1]["address"] = f"127.0.0.1:{ports[0] + 1}"  # the server's first worker's port
-    json.dump(raw, open(job, "w"))
+    Path(job).write_text(json.dumps(raw))
     with pytest.raises(UsageError, match="overlap"):
         load_job(job)
 
@@ -246,10 +248,10 @@ def test_sharded_job_on_a_dask_cluster_equals_local_workers(tmp_path):
                                   protocol="tcp://", host="127.0.0.1") as cluster:
         import json
 
-        raw = json.load(open(sharded.path))
+        raw = json.loads(Path(sharded.path).read_text())
         for p in raw["parties"]:
             p["engine"] = cluster.scheduler_address
-        json.dump(raw, open(sharded.path, "w"))
+        Path(sharded.path).write_text(json.dumps(raw))
         on_dask = run_job(load_job(sharded.path), PCAJobTask(**TASK, chunk_rows=128))
     local = run_job(spec, PCAJobTask(**TASK, chunk_rows=128))
     assert np.array_equal(on_dask[0]["result"]["raw"], local[0]["result"]["raw"])
@@ -318,10 +320,10 @@ def test_an_unreachable_dask_scheduler_is_named_before_any_share(tmp_path):
     import json
 
     _, sharded = _sharded_job(tmp_path, rows=600)
-    raw = json.load(open(sharded.path))
+    raw = json.loads(Path(sharded.path).read_text())
     dead = free_ports(1)[0]  # nothing listens there
     raw["parties"][1]["engine"] = f"tcp://127.0.0.1:{dead}"
-    json.dump(raw, open(sharded.path, "w"))
+    Path(sharded.path).write_text(json.dumps(raw))
     with pytest.raises(MPCError) as err:
         run_job(load_job(sharded.path), PCAJobTask(**TASK), connect_timeout=3, timeout=60)
     assert f"could not reach its Dask scheduler tcp://127.0.0.1:{dead}" in str(err.value) or \
@@ -345,7 +347,8 @@ def test_each_party_announces_its_own_workers_and_a_stolen_address_is_refused():
     own = [[f"h{i}:{7000 + 10 * i + s}" for s in range(2)] for i in range(3)]
     recs = run_in_process([_Announce(a) for a in own], min_clients=2)
     assert all(r["result"] == own for r in recs)  # every party holds the same table, each row from its owner
-    with pytest.raises(MPCError, match="client 2 announces worker address h0:7001, which is also the server \\(party 0\\)'s"):
+    with pytest.raises(MPCError, match="client 2 announces worker address h0:7001, which is also the server "
+                                       "\\(party 0\\)'s"):
         run_in_process([_Announce(own[0]), _Announce(own[1]), _Announce(["h2:7020", "h0:7001"])], min_clients=2)
     with pytest.raises(MPCError, match="2 worker addresses"):
         run_in_process([_Announce(own[0]), _Announce(["h1:7010"]), _Announce(own[2])], min_clients=2)
@@ -366,9 +369,9 @@ def test_a_job_file_naming_an_engine_is_refused_and_the_operators_own_engine_run
     shared_path = write_shared_job(sharded.path, tmp_path / "shared.json")
     attacker = socket.create_server(("127.0.0.1", 0))
     attacker.settimeout(0.5)
-    raw = json.load(open(shared_path))
+    raw = json.loads(Path(shared_path).read_text())
     raw["parties"][1]["engine"] = f"tcp://127.0.0.1:{attacker.getsockname()[1]}"
-    json.dump(raw, open(tmp_path / "attack.json", "w"))
+    (tmp_path / "attack.json").write_text(json.dumps(raw))
     with pytest.raises(UsageError, match="names client 1's \"engine\": refused.*its own operator \\(--engine\\)"):
         run_job(load_job(tmp_path / "attack.json"), PCAJobTask(**TASK), 1, data_file=spec.parties[1].file)
     with pytest.raises(socket.timeout):

@@ -63,7 +63,7 @@ def test_float64_quotient_products_are_exact_where_a_b_over_p_is_near_an_integer
     a = rng.integers(1, p, size=100_000, dtype=np.int64)
     r = rng.integers(0, 1000, size=100_000)
     r = np.where(rng.random(100_000) < 0.5, r, p - 1 - r)
-    b = np.array([int(ri) * pow(int(ai), -1, p) % p for ai, ri in zip(a, r)], dtype=np.int64)
+    b = np.array([int(ri) * pow(int(ai), -1, p) % p for ai, ri in zip(a, r, strict=False)], dtype=np.int64)
     assert list(modarith.mul_mod(a, b, p)) == [int(v) for v in r]
     a, b = rng.integers(0, p, size=(2, 100_000), dtype=np.int64)
     assert list(modarith.mul_mod(a, b, p)) == list(_exact(a) * _exact(b) % p)

@@ -51,10 +51,10 @@ def test_a_tls_hello_without_a_certificate_is_dropped_and_the_job_completes(tmp_
     ctx = ssl.create_default_context()
     ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
     try:
-        with socket.create_connection((host, int(port)), timeout=5) as raw:
-            with ctx.wrap_socket(raw) as s:  # no client certificate: the party requires one
-                s.sendall(b"\x00\x00")
-                s.recv(16)
+        # no client certificate: the party requires one
+        with socket.create_connection((host, int(port)), timeout=5) as raw, ctx.wrap_socket(raw) as s:
+            s.sendall(b"\x00\x00")
+            s.recv(16)
     except (OSError, ssl.SSLError):
         pass  # refused by the party: what matters is that the job goes on
     ps.start(0, job, keys)
@@ -156,7 +156,7 @@ async def _answer(conn, timeout=3.0) -> bytes | None:
     """What the listener sent before closing ``conn`` (None: it is still open)."""
     try:
         return await asyncio.wait_for(conn[0].read(), timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return None
     except ConnectionError:
         return b""

@@ -63,7 +63,7 @@ def test_gram_in_chunks_equals_the_exact_integers(chunk):
     assert np.array_equal(got, want)
     one = _bgw(_job(SumProgram.gram_program(5), blocks, 1000, addends=addends))[1]
     extra = -(-53 // chunk) - 1
-    assert all(r["exchanges"] == o["exchanges"] + extra for r, o in zip(records, one))
+    assert all(r["exchanges"] == o["exchanges"] + extra for r, o in zip(records, one, strict=False))
 
 
 def test_general_program_and_padding_in_chunks():

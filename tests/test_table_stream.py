@@ -1,5 +1,7 @@
 """Party files read in batches (issue 15): one checking pass, then chunks; the same ids, values, errors and
 job results as reading the file whole, and a file that changes during the job is refused."""
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -120,8 +122,8 @@ def test_file_changed_during_the_job_is_refused(tmp_path, monkeypatch):
     def scan_then_truncate(path, id_column):
         t = real(path, id_column)
         if path == f:
-            lines = open(f).read().splitlines(True)
-            open(f, "w").write("".join(lines[:60]))
+            lines = Path(f).read_text().splitlines(True)
+            Path(f).write_text("".join(lines[:60]))
         return t
 
     monkeypatch.setattr(ts, "scan_table", scan_then_truncate)

@@ -4,6 +4,7 @@ the command line may only repeat the file (a difference is refused before anythi
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,7 +25,7 @@ def test_the_block_is_read_and_checked(tmp_path):
     spec = load_job(_job(tmp_path, {"statistic": "pca", "components": 1, "epsilon": 1}))
     assert spec.task == {"statistic": "pca", "components": 1, "epsilon": 1}
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({**json.loads(open(spec.path).read()), "task": {"components": 1}}))
+    bad.write_text(json.dumps({**json.loads(Path(spec.path).read_text()), "task": {"components": 1}}))
     with pytest.raises(ValueError, match="'task' must be an object naming its \"statistic\""):
         load_job(str(bad))
 
