@@ -35,8 +35,8 @@ import time
 from bench.common import finish
 
 # The per-party phases, in order: the party's start, its connection, the protocol's phases as
-# sqm.mpc.protocols.evaluation.Evaluation names them (any other phase a party reports is added after them), the program's
-# time outside those phases and the output.
+# sqm.mpc.protocols.evaluation.Evaluation names them (any other phase a party reports is added after them), the
+# program's time outside those phases and the output.
 START, CONNECT, OTHER, OUTPUT, TOTAL = "process start", "connect", "program (outside phases)", "output", "total"
 PROTOCOL_PHASES = ("agree", "client checks", "share inputs (local)", "exchange input shares", "local moments",
                    "degree reduction", "open result")

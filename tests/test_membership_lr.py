@@ -76,7 +76,8 @@ def test_masked_secure_gradient_is_the_exact_sum_over_the_batchs_members(col_cou
 
 
 class Hiding(PartyProgram):
-    """An :class:`LRParty` whose records were aligned hiding membership (its context's ``membership``, as the job sets it)."""
+    """An :class:`LRParty` whose records were aligned hiding membership (its context's ``membership``, as the job
+    sets it)."""
 
     def __init__(self, program, union):
         self.program, self.union = program, union

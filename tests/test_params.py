@@ -153,7 +153,10 @@ def test_gamma_default_is_written_once():
 def _legacy_logreg_public(task):
     """``LRJobTask.public`` as it was written by hand before the declaration."""
     e = task.estimator
-    opt = lambda v: None if v is None else float(v)
+
+    def opt(v):
+        return None if v is None else float(v)
+
     return ("sqm-logreg", float(e.epsilon), float(e.delta), float(e.gamma), opt(e.sampling_rate), e.epochs,
             opt(e.learning_rate), opt(e.weight_bound), task.label_column, task.label_party,
             bool(e.fit_intercept), float(e.intercept_scaling),
