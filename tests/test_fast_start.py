@@ -47,7 +47,7 @@ def test_help_quotes_the_constants_it_reads_without_importing():
 
     sub = next(a for a in build_parser()._actions if a.dest == "command").choices
     assert " ".join(estimator.SCHEDULE_HELP.split()) in " ".join(sub["logreg"].format_help().split())
-    assert [a for a in sub["pbm-vfl"]._actions if a.dest == "secure_sum"][0].choices == list(SECURE_SUMS)
+    assert list([a for a in sub["pbm-vfl"]._actions if a.dest == "secure_sum"][0].choices) == list(SECURE_SUMS)
 
 
 def test_lazy_names_still_import():

@@ -244,9 +244,14 @@ def _estimators():
     from sqm.apps.hdp_vfl.estimator import HDPLogisticRegression
     from sqm.apps.hdp_vfl.params import HDPParams
     from sqm.apps.pca import SQMPCA
+    from sqm.apps.pbm_vfl.config import PBMJobParams, VFLConfig
+    from sqm.apps.pbm_vfl.estimator import ESTIMATED, PBMVFLClassifier
 
-    return [(SQMPCA, PCAParams), (SQMLinearRegression, LinRegParams), (SQMCorrelation, CorrelationParams),
-            (SQMLogisticRegression, LogRegParams), (HDPLogisticRegression, HDPParams)]
+    pbm = [(n, p) for n, p in VFLConfig.declared() if n in ESTIMATED] + [
+        (n, p) for n, p in PBMJobParams.declared() if n == "secure_sum"]
+    return [(SQMPCA, PCAParams.declared()), (SQMLinearRegression, LinRegParams.declared()),
+            (SQMCorrelation, CorrelationParams.declared()), (SQMLogisticRegression, LogRegParams.declared()),
+            (HDPLogisticRegression, HDPParams.declared()), (PBMVFLClassifier, pbm)]
 
 
 # values on both sides of every kind of rule; scikit-learn's intervals take bools, its integral ones no
@@ -255,17 +260,17 @@ _PROBES = [-1, 0, 1, 2, 3, 0.5, 1.0 + 1e-9, 1e-5, 4096.0, math.inf, -math.inf, m
            "newton", "", "label", (0.5, 0.5), True, False]
 
 
-@pytest.mark.parametrize("index", range(5))
+@pytest.mark.parametrize("index", range(6))
 def test_scikit_learn_reads_the_declared_constraints(index):
     """Each estimator's ``_parameter_constraints`` are its declaration's (scikit-learn's validation accepts the
     defaults and accepts or refuses every probe as the declaration does); ``fit`` still runs the declaration's
     check, whose message names the parameter in the project's words."""
     from sklearn.utils._param_validation import InvalidParameterError, validate_parameter_constraints
 
-    estimator, params = _estimators()[index]
-    assert set(estimator._parameter_constraints) == set(params.names())
+    estimator, declared = _estimators()[index]
+    assert set(estimator._parameter_constraints) == {name for name, _ in declared}
     validate_parameter_constraints(estimator._parameter_constraints, estimator().get_params(), "est")
-    for name, p in params.declared():
+    for name, p in declared:
         for v in _PROBES:
             if (isinstance(p.rule, Integer) and isinstance(v, float) and v.is_integer()
                     or isinstance(p.rule, Boolean) and v in (0, 1) and not isinstance(v, bool)
@@ -305,3 +310,128 @@ def test_the_hdp_parameters_are_checked_by_their_declarations(changes, message):
         assert p.get_default(dest) == HDPParams.default(name), dest
     sig = inspect.signature(HDPLogisticRegression.__init__).parameters
     assert all(sig[name].default == d.default for name, d in HDPParams.declared())
+
+
+def _legacy_vfl_public(method, b, beta, epochs, batch_size, lr, embedding_size, hidden, optimizer, C, n_classes,
+                       eval_chunk, delta):
+    """``VFLConfig.public`` as it was written by hand before the declaration: its fields but the device, in order."""
+    return {"method": method, "b": b, "beta": beta, "epochs": epochs, "batch_size": batch_size, "lr": lr,
+            "embedding_size": embedding_size, "hidden": hidden, "optimizer": optimizer, "C": C,
+            "n_classes": n_classes, "eval_chunk": eval_chunk, "delta": delta}
+
+
+_VFL_GRID = list(itertools.product(["pbm", "npq", "ldp", "ldp_eq"], [1, 16], [0.15, 0.25], [1, 10], [100], [0.01, 1],
+                                   [4, 16], [64], ["adam", "sgd"], [1.0, 2], [None, 2, 10], [4000, 7], [1e-5]))
+
+
+def test_the_pbm_vfl_configuration_agrees_on_the_dict_it_agreed_on_before():
+    """Every method and knob: the same names, order, values and types (the wire encoding is typed and ordered)."""
+    from sqm.apps.pbm_vfl.config import VFLConfig
+    from sqm.mpc.net.wire import encode
+
+    for values in _VFL_GRID:
+        cfg = VFLConfig(*values[:11], "cuda", *values[11:])
+        legacy = _legacy_vfl_public(*values)
+        assert cfg.public() == legacy and encode(cfg.public()) == encode(legacy), values
+        assert list(cfg.public()) == list(legacy)
+
+
+@pytest.mark.parametrize("job", list(itertools.product(["bgw", "masked"], [0, 0.25], [0, 3], [0, 2**62 + 5],
+                                                       [(False, None), (True, None), (True, 2)])))
+def test_the_pbm_vfl_task_agrees_on_the_list_it_agreed_on_before(job):
+    from sqm.apps.pbm_vfl.config import VFLConfig
+    from sqm.apps.pbm_vfl.job import PBMVFLJobTask
+    from sqm.mpc.net.wire import encode
+
+    secure_sum, test_fraction, split_seed, batch_seed, (predict, requester) = job
+    for values in _VFL_GRID[::37]:
+        if values[0] != "pbm":
+            continue
+        cfg = VFLConfig(*values[:11], "cpu", *values[11:])
+        task = PBMVFLJobTask(cfg, secure_sum, test_fraction, split_seed, batch_seed, predict=predict,
+                             requester=requester, checkpoint_dir="ckpt" if predict else None)
+        legacy_cfg = {k: v for k, v in _legacy_vfl_public(*values).items() if k != "n_classes"}
+        legacy = ["pbm-vfl (feature-level)", legacy_cfg, secure_sum, float(test_fraction), int(split_seed),
+                  int(batch_seed), ("predict", predict, requester)]
+        assert task.public() == legacy and encode(task.public()) == encode(legacy), values
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"method": "foo"}, r"unknown method 'foo'; choose one of \('pbm', 'npq', 'ldp', 'ldp_eq'\)"),
+    ({"b": 0}, "PBM needs an integer number of trials b >= 1, got 0"),
+    ({"b": 2.5}, "PBM needs an integer number of trials b >= 1, got 2.5"),
+    ({"b": True}, "PBM needs an integer number of trials b >= 1, got True"),
+    ({"beta": 0.3}, r"PBM needs beta in \(0, 1/4\], got 0.3"),
+    ({"beta": math.nan}, r"PBM needs beta in \(0, 1/4\], got nan"),
+    ({"C": math.inf}, "PBM needs a clipping bound C > 0, got inf"),
+    ({"epochs": 1.5}, "epochs must be an integer >= 1, got 1.5"),
+    ({"batch_size": 0}, "batch-size must be an integer >= 1, got 0"),
+    ({"embedding_size": 0}, "embedding-size must be an integer >= 1, got 0"),
+    ({"hidden": -1}, "hidden must be an integer >= 1, got -1"),
+    ({"eval_chunk": 0}, "eval-chunk must be an integer >= 1, got 0"),
+    ({"lr": -1.0}, "learning rate must be > 0, got -1.0"),
+    ({"optimizer": "rmsprop"}, "optimizer must be 'adam' or 'sgd', got 'rmsprop'"),
+    ({"n_classes": 1}, "need at least 2 classes, got 1"),
+    ({"delta": 0.0}, r"delta must lie in \(0, 1\), got 0.0"),
+])
+def test_the_pbm_vfl_parameters_are_checked_by_their_declarations(changes, message):
+    """The messages the hand-written checks gave, from the configuration, the estimator and a replaced
+    configuration (a frozen one is changed by dataclasses.replace, which checks again)."""
+    import dataclasses
+
+    from sqm.apps.pbm_vfl.config import VFLConfig
+    from sqm.apps.pbm_vfl.estimator import PBMVFLClassifier
+
+    with pytest.raises(UsageError, match=f"^{message}$"):
+        VFLConfig(**changes)
+    with pytest.raises(UsageError, match=f"^{message}$"):
+        dataclasses.replace(VFLConfig(), **changes)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        VFLConfig().b = 8  # type: ignore[misc]
+    if "n_classes" not in changes and "eval_chunk" not in changes:
+        with pytest.raises(UsageError, match=f"^{message}$"):
+            PBMVFLClassifier(**changes)._config(2)
+
+
+def test_the_pbm_vfl_counts_are_held_as_ints():
+    import numpy as np
+
+    from sqm.apps.pbm_vfl.config import VFLConfig
+
+    cfg = VFLConfig(b=np.int64(8), epochs=3.0, n_classes=np.int32(4))
+    assert cfg == VFLConfig(b=8, epochs=3, n_classes=4)
+    assert [type(cfg.public()[k]) for k in ("b", "epochs", "n_classes")] == [int, int, int]
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"secure_sum": "xor"}, r"secure sum must be one of \('bgw', 'masked'\), got 'xor'"),
+    ({"test_fraction": 1.0}, r"--test-fraction must be in \[0, 1\), got 1.0"),
+    ({"split_seed": -1}, "split_seed must be an integer >= 0, got -1"),
+])
+def test_the_pbm_vfl_job_parameters_are_checked_by_their_declarations(changes, message):
+    from sqm.apps.pbm_vfl.config import VFLConfig
+    from sqm.apps.pbm_vfl.job import PBMVFLJobTask
+
+    with pytest.raises(UsageError, match=f"^{message}$"):
+        PBMVFLJobTask(VFLConfig(n_classes=None), **changes)
+
+
+def test_the_pbm_vfl_estimator_command_and_task_block_come_from_the_declaration():
+    from sqm.apps.pbm_vfl.config import PBMJobParams, VFLConfig
+    from sqm.apps.pbm_vfl.estimator import ESTIMATED, PBMVFLClassifier
+    from sqm.cli.command import parse
+
+    sig = inspect.signature(PBMVFLClassifier.__init__).parameters
+    assert all(sig[name].default == VFLConfig.default(name) for name in ESTIMATED)
+    assert sig["secure_sum"].default == PBMJobParams.default("secure_sum")
+    p = _subcommand("pbm-vfl")
+    assert set(p.get_default("task_params")) == {
+        "b", "beta", "epochs", "batch_size", "learning_rate", "optimizer", "embedding_size", "hidden", "delta",
+        "secure_sum", "split_seed", "batch_seed", "test_fraction"} == {*VFLConfig.options(), *PBMJobParams.options()}
+    for params in (VFLConfig, PBMJobParams):
+        for dest, name in params.options().items():
+            assert p.get_default(dest) == params.default(name), dest
+    args = parse(["pbm-vfl", "--b", "8", "--beta", "0.25", "--learning-rate", "0.5", "--optimizer", "sgd",
+                  "--batch-size", "20", "--delta", "1e-6"])
+    assert VFLConfig.from_options(args, device="cpu") == VFLConfig(b=8, beta=0.25, lr=0.5, optimizer="sgd",
+                                                                   batch_size=20, delta=1e-6)

@@ -10,8 +10,8 @@ from dataclasses import replace
 from sqm.cli import options
 from sqm.cli.options import JOB_ONLY, check_mode, declare_task
 from sqm.framework.extras import require
+from sqm.apps.pbm_vfl.config import PBMJobParams, VFLConfig
 from sqm.apps.pbm_vfl.experiment import method_seed
-from sqm.mpc import SECURE_SUMS
 
 
 def _run_job(args) -> int:
@@ -21,7 +21,6 @@ def _run_job(args) -> int:
     from sqm.framework.progress import progress_bar
     from sqm.framework.spec import load_job
     from sqm.cli.tables import render_table
-    from sqm.apps.pbm_vfl.config import VFLConfig
     from sqm.apps.pbm_vfl.job import PBMVFLJobTask, job_batch_seed
     from sqm.apps.pbm_vfl.runs import show_iteration
     from sqm.errors import UsageError
@@ -40,9 +39,7 @@ def _run_job(args) -> int:
     device = check_device(args.device or default_device())  # this party's own: not a public parameter
 
     def make_task(path=None):
-        cfg = VFLConfig(method="pbm", b=args.b, beta=args.beta, epochs=args.epochs, batch_size=args.batch_size,
-                        lr=args.learning_rate, embedding_size=args.embedding_size, hidden=args.hidden,
-                        optimizer=args.optimizer, n_classes=args.n_classes, device=device, delta=args.delta)
+        cfg = VFLConfig.from_options(args, method="pbm", n_classes=args.n_classes, device=device)
         return PBMVFLJobTask(cfg, args.secure_sum, args.test_fraction, args.split_seed,
                              args.batch_seed if args.batch_seed is not None else job_batch_seed(spec.job_id),
                              args.label_column, seed=args.seed, insecure_reproducible=args.insecure_reproducible,
@@ -89,7 +86,7 @@ _PARSER = []  # the `sqm pbm-vfl` parser (its defaults decide which options were
 
 def _run_local(args) -> int:
     from sqm.cli.tables import render_table
-    from sqm.apps.pbm_vfl.config import METHOD_LABELS, METHODS, VFLConfig
+    from sqm.apps.pbm_vfl.config import METHOD_LABELS, METHODS
     from sqm.apps.pbm_vfl.data import load_split
     from sqm.apps.pbm_vfl.privacy import pbm_privacy, privacy_reports
     from sqm.apps.pbm_vfl.training import train_vfl
@@ -101,10 +98,7 @@ def _run_local(args) -> int:
 
     device = check_device(args.device or default_device())
     btr, bte, ytr, yte, n_classes = load_split(args.dataset, args.parties, args.data, split_seed=args.split_seed)
-    base = VFLConfig(method="pbm", b=args.b, beta=args.beta, epochs=args.epochs, batch_size=args.batch_size,
-                     lr=args.learning_rate, embedding_size=args.embedding_size, hidden=args.hidden,
-                     optimizer=args.optimizer, n_classes=n_classes, device=device, delta=args.delta)
-    base.validate()
+    base = VFLConfig.from_options(args, method="pbm", n_classes=n_classes, device=device)
     M = len(btr)
     secure_mode = args.seed is None
     print(f"PBM-VFL on {args.dataset}: {len(ytr)} train / {len(yte)} test records, {M} clients "
@@ -194,20 +188,7 @@ SEEDED_WARNING = ("warning: --seed given: this run is an EXPERIMENT (secure_mode
                   "private run")
 
 
-def add_training_arguments(p) -> None:
-    p.add_argument("--epochs", type=int, default=10, help="training epochs (default: 10)")
-    p.add_argument("--batch-size", type=int, default=100, help="mini-batch size B (default: 100)")
-    p.add_argument("--learning-rate", type=float, default=0.01, help="learning rate (default: 0.01)")
-    p.add_argument("--optimizer", default="adam", choices=["adam", "sgd"], help="optimizer (default: adam)")
-    p.add_argument("--embedding-size", type=int, default=16, help="embedding size P (default: 16)")
-    p.add_argument("--hidden", type=int, default=64, help="hidden width of the party MLPs (default: 64)")
-    p.add_argument("--device", default=None,
-                   help="torch device for the models (default: cuda when available, else cpu)")
-
-
 def register(sub) -> None:
-    secure_sums = SECURE_SUMS
-
     p = sub.add_parser("pbm-vfl", help="PBM-VFL: split neural training with Poisson-Binomial-quantized embeddings",
                        parents=[options.runtime(),
                                 options.job("job file (JSON: parties' addresses; party 0 the server with its label "
@@ -225,17 +206,11 @@ def register(sub) -> None:
                                                 "(default: the data home's, see `sqm data`)")
     p.add_argument("--parties", type=int, default=4,
                    help="number of clients; digits with 4 clients uses image quadrants (default: 4)")
-    p.add_argument("--b", type=int, default=16, help="PBM trials b >= 1 (default: 16)")
-    p.add_argument("--beta", type=float, default=0.15, help="PBM beta in (0, 1/4] (default: 0.15)")
-    add_training_arguments(p)
-    p.add_argument("--delta", type=float, default=1e-5, help="delta for (epsilon, delta) (default: 1e-5)")
-    p.add_argument("--secure-sum", default="bgw", choices=list(secure_sums),
-                   help="'bgw' (default) Shamir-shared sum on the mpc runtime; 'masked' the paper's Protocol 0, "
-                        "pairwise masks modulo 2^k > b M (k bits per value), SHAKE-256 streams of keys the clients "
-                        "agree on by X25519 (fresh per run)")
-    p.add_argument("--split-seed", type=int, default=0, help="public train/test split seed (default: 0)")
-    p.add_argument("--batch-seed", type=int, default=None,
-                   help="PUBLIC seed of the mini-batch order (default: fresh; with --seed, derived one way from it)")
+    VFLConfig.add_options(p, only=("b", "beta", "epochs", "batch_size", "lr", "optimizer", "embedding_size", "hidden"))
+    p.add_argument("--device", default=None,
+                   help="torch device for the models (default: cuda when available, else cpu)")
+    VFLConfig.add_options(p)  # --delta
+    PBMJobParams.add_options(p, only=("secure_sum", "split_seed", "batch_seed"))
     p.add_argument("--no-baselines", action="store_true", help="skip the NPQ and LDP baselines")
     p.add_argument("--plot", default=None, help="write test accuracy by epoch (PNG) to FILE")
     p.add_argument("--save", default=None, metavar="FILE",
@@ -259,14 +234,11 @@ def register(sub) -> None:
                    help="with --predict: the client that receives the probabilities (default: the last client)")
     g.add_argument("--scores", default=None, metavar="FILE",
                    help="with --predict, at the requester: write the probabilities as CSV (id, one column per class)")
-    g.add_argument("--test-fraction", type=float, default=0.2,
-                   help="with --job: the fraction of the records in common held out for the server's test metrics "
-                        "(a public split of their positions by --split-seed; default 0.2; 0: none)")
+    PBMJobParams.add_options(g)  # --test-fraction
     g.add_argument("--label-column", default=None,
                    help="with --job: the server's label column (default: its table's only column besides the ids)")
     g.add_argument("--n-classes", type=int, default=None,
                    help="with --job: the number of classes K (default: the largest label + 1)")
     p.set_defaults(func=run)
-    declare_task(p, ("b", "beta", "epochs", "batch_size", "learning_rate", "optimizer", "embedding_size", "hidden",
-                     "delta", "secure_sum", "split_seed", "batch_seed", "test_fraction"))
+    declare_task(p, (*VFLConfig.options(), *PBMJobParams.options()))
     _PARSER[:] = [p]

@@ -151,7 +151,8 @@ class Param:
     ``canon``: the value as :meth:`Params.public` holds it (default: by the rule's kind; None stays None);
     ``mechanism``: an argument of :class:`sqm.mechanism.release.SQM` by the same name; ``negate`` (a
     :class:`Boolean` whose default is True): its option is a flag that says the opposite (``--no-intercept``
-    for ``fit_intercept``), and so is the task block's key."""
+    for ``fit_intercept``), and so is the task block's key; ``error``: the whole message of a value outside the
+    rule (``{value}`` is replaced by the value's repr), where a parameter's words are not "NAME must ..."."""
 
     default: Any = None
     rule: Any = None
@@ -165,6 +166,7 @@ class Param:
     canon: Callable | None = None
     mechanism: bool = False
     negate: bool = False
+    error: str | None = None
 
     def field(self, **changes):
         """This declaration (with ``changes``) as a dataclass field of a :class:`Params` subclass."""
@@ -178,6 +180,8 @@ class Param:
         if value is None and (self.optional or self.rule is None):
             return value
         if self.rule is not None and value not in self.rule:
+            if self.error is not None:
+                raise UsageError(self.error.replace("{value}", repr(value)))
             raise UsageError(f"{self.label or name} must {self.rule.describe()}, got {value!r}")
         return value
 

@@ -1,9 +1,11 @@
 """PBM-VFL as a scikit-learn classifier."""
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
-from sqm.apps.pbm_vfl.config import VFLConfig
+from sqm.apps.pbm_vfl.config import PBMJobParams, VFLConfig
 from sqm.apps.pbm_vfl.privacy import method_privacy
 from sqm.apps.pbm_vfl.training import train_vfl
 from sqm.errors import UsageError
@@ -12,6 +14,10 @@ try:
     from sklearn.base import BaseEstimator, ClassifierMixin
 except ImportError:  # pragma: no cover - scikit-learn is a dependency
     BaseEstimator, ClassifierMixin = object, object
+
+
+P = VFLConfig  # the declared defaults of PBMVFLClassifier's training parameters
+ESTIMATED = tuple(name for name in P.names() if name not in ("n_classes", "eval_chunk"))  # the estimator's
 
 
 class PBMVFLClassifier(ClassifierMixin, BaseEstimator):
@@ -30,9 +36,14 @@ class PBMVFLClassifier(ClassifierMixin, BaseEstimator):
     optimizer state, server first) and ``privacy_`` (its releases' :func:`method_privacy`).
     """
 
-    def __init__(self, n_parties=2, feature_blocks=None, method="pbm", b=16, beta=0.15, epochs=10,
-                 batch_size=100, lr=0.01, embedding_size=16, hidden=64, optimizer="adam", C=1.0, delta=1e-5,
-                 secure_sum="bgw", backend="mpyc", seed=None, device="cpu", timeout=3600.0):
+    _parameter_constraints: ClassVar[dict] = {  # scikit-learn's tooling reads them
+        **{name: c for name, c in P.parameter_constraints().items() if name in ESTIMATED},
+        "secure_sum": PBMJobParams.parameter_constraints()["secure_sum"]}
+
+    def __init__(self, n_parties=2, feature_blocks=None, method=P.method, b=P.b, beta=P.beta, epochs=P.epochs,
+                 batch_size=P.batch_size, lr=P.lr, embedding_size=P.embedding_size, hidden=P.hidden,
+                 optimizer=P.optimizer, C=P.C, delta=P.delta, secure_sum=PBMJobParams.secure_sum, backend="mpyc",
+                 seed=None, device=P.device, timeout=3600.0):
         self.n_parties = n_parties
         self.feature_blocks = feature_blocks
         self.method = method
@@ -53,12 +64,9 @@ class PBMVFLClassifier(ClassifierMixin, BaseEstimator):
         self.timeout = timeout
 
     def _config(self, n_classes: int) -> VFLConfig:
-        cfg = VFLConfig(method=self.method, b=self.b, beta=self.beta, epochs=self.epochs,
-                        batch_size=self.batch_size, lr=self.lr, embedding_size=self.embedding_size,
-                        hidden=self.hidden, optimizer=self.optimizer, C=self.C, n_classes=n_classes,
-                        device=self.device, delta=self.delta)
-        cfg.validate()
-        return cfg
+        """The training configuration for ``n_classes`` classes (checked: a UsageError names the first parameter
+        out of its declared domain)."""
+        return VFLConfig(**{name: getattr(self, name) for name in ESTIMATED}, n_classes=n_classes)
 
     def _blocks(self, d: int) -> list[np.ndarray]:
         if self.feature_blocks is None:

@@ -45,7 +45,7 @@ from sqm.framework.party import seed_policy
 from sqm.mpc.net.abort import refused
 from sqm.framework.user_code import load_factory
 from sqm.mechanism.rng import derive_seed, spawn_seeds
-from sqm.apps.pbm_vfl.config import SECURE_SUMS, VFLConfig
+from sqm.apps.pbm_vfl.config import PBMJobParams, VFLConfig
 from sqm.apps.pbm_vfl.party import PBMVFLProgram, to_cpu
 from sqm.apps.pbm_vfl.seeds import model_seed
 from sqm.apps.pbm_vfl.privacy import method_privacy
@@ -56,7 +56,6 @@ from sqm.mpc.net.abort import party_label
 
 CHECKPOINT_FORMAT = "sqm-vfl PBM-VFL party checkpoint 1"
 BATCH_SEED_LABEL = "sqm-vfl PBM-VFL job's public mini-batch order"
-STATISTIC = "pbm-vfl (feature-level)"
 
 
 def job_batch_seed(job_id: str) -> int:
@@ -115,16 +114,12 @@ class PBMVFLJobTask(JobTask):
         if cfg.method != "pbm":
             raise UsageError(f"a PBM-VFL job runs the secure protocol (method 'pbm'); {cfg.method!r} is a baseline "
                              f"that sends embeddings in the clear: run it locally (sqm pbm-vfl without --job)")
-        if secure_sum not in SECURE_SUMS:
-            raise UsageError(f"secure sum must be one of {SECURE_SUMS}, got {secure_sum!r}")
-        cfg.validate()
-        if not 0 <= float(test_fraction) < 1:
-            raise UsageError(f"--test-fraction must be in [0, 1), got {test_fraction!r}")
+        self.params = PBMJobParams(secure_sum, test_fraction, split_seed, int(batch_seed))
         if predict and checkpoint_dir is None:
             raise UsageError("a prediction job needs each party's trained model: --checkpoints DIR (where that "
                              "party's training job wrote it)")
-        self.cfg, self.secure_sum = cfg, secure_sum
-        self.test_fraction, self.split_seed, self.batch_seed = float(test_fraction), int(split_seed), int(batch_seed)
+        _, self.secure_sum, self.test_fraction, self.split_seed, self.batch_seed = self.params.public()
+        self.cfg = cfg
         self.label_column, self.seed, self.model = label_column, seed, model
         self.checkpoint_dir, self.predict, self.requester = checkpoint_dir, bool(predict), requester
         self.device, self.threads, self.progress_path = device, int(threads), progress_path
@@ -137,8 +132,8 @@ class PBMVFLJobTask(JobTask):
 
     def public(self):
         cfg = {k: v for k, v in self.cfg.public().items() if k != "n_classes"}  # K: the server's business
-        return [STATISTIC, cfg, self.secure_sum, self.test_fraction, self.split_seed, self.batch_seed,
-                ("predict", self.predict, self.requester)]
+        statistic, *knobs = self.params.public()  # the secure sum, the split and the mini-batch seed
+        return [statistic, cfg, *knobs, ("predict", self.predict, self.requester)]
 
     def for_party(self, index: int, party) -> "PBMVFLJobTask":
         task = copy.copy(self)
@@ -269,7 +264,7 @@ class PBMVFLJobTask(JobTask):
         os.makedirs(self.checkpoint_dir, exist_ok=True)
         path = checkpoint_path(self.checkpoint_dir, ctx.pid)
         torch.save({"format": CHECKPOINT_FORMAT, "party": int(ctx.pid), "epochs": int(cfg.epochs),
-                    "n_classes": int(cfg.n_classes), "embedding_size": int(cfg.embedding_size),
+                    "n_classes": cfg.n_classes, "embedding_size": int(cfg.embedding_size),
                     "module": to_cpu(state["module"]), "optimizer": to_cpu(state["optimizer"])}, path)
         return path
 

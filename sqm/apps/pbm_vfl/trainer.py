@@ -163,7 +163,6 @@ class PBMVFL:
         K = self._classes(P)
         self.cfg = VFLConfig(method=method, b=b, beta=beta, epochs=epochs, batch_size=batch_size, embedding_size=P,
                              C=C, n_classes=K, eval_chunk=eval_chunk, delta=delta)
-        self.cfg.validate()
         for who, party in [("server", server)] + [(f"client {j + 1}", c) for j, c in enumerate(self.clients)]:
             try:
                 check_device(party.device)

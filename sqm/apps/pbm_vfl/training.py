@@ -75,7 +75,6 @@ def mlp_trainer(blocks_train, blocks_test, y_train, y_test, cfg: VFLConfig, back
         raise UsageError(f"secure sum must be one of {SECURE_SUMS}, got {secure_sum!r}")
     if backend not in BACKENDS:
         raise UsageError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
-    cfg.validate()
     _check_blocks(blocks_train, blocks_test, y_train, y_test)
     M = len(blocks_train)
     problem = two_clients_problem(M) if cfg.method == "pbm" else None
