@@ -63,6 +63,7 @@ from sqm.mpc.protocols.context import PartyContext
 
 if TYPE_CHECKING:
     from sqm.framework.ledger_guard import LedgerGuard
+    from sqm.framework.table_stream import StreamedTable
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,8 @@ def declared_scales(task: JobTask, meta: "JobMeta", bounds, pid: int) -> dict[st
         return {}
     if task.clamp_only:
         return {col: 1.0 for col, _, _ in bounds}
+    if task.row_norm_bound is None:  # takes_bounds: a row norm bound or clamp_only
+        raise UsageError(f"{type(task).__name__} takes no declared column ranges")
     counts = task.feature_counts(meta)
     c_j = party_norm_bounds(task.row_norm_bound, counts, task.party_bounds)[pid - 1]
     col_bound = float(c_j) / np.sqrt(counts[pid - 1])
@@ -209,7 +212,7 @@ class JobParty(PartyProgram):
         if bad:
             raise ProtocolError(f"refused before any share was sent: {party_label(bad[0][0])} refused: {bad[0][1]}")
 
-    def _scaled(self, table: PartyTable, meta: "JobMeta", pid: int) -> tuple[PartyTable, int]:
+    def _scaled(self, table, meta: JobMeta, pid: int) -> tuple[PartyTable | StreamedTable, int | None]:
         """This client's table scaled to its declared ranges (:func:`declared_scales`), so a row inside the
         declared ranges is never clipped."""
         factors = declared_scales(self.task, meta, self.own_bounds, pid)
@@ -276,7 +279,7 @@ class JobParty(PartyProgram):
             result = await task.run(PartyContext(ctx, shards=runner, membership=union), table, meta)
         except BaseException:
             if entry is not None:  # refunded only if this client sent no share of any output; else counted
-                entry.fail(refund=self.ledger.client and not ctx.output_shares_sent)
+                entry.fail(refund=self.ledger is not None and self.ledger.client and not ctx.output_shares_sent)
             raise
         finally:
             if hasattr(table, "close"):  # a table over the union on disk: its bucket files go now
@@ -354,7 +357,7 @@ class JobParty(PartyProgram):
             result["report"] = ({**rep, "notes": notes} if isinstance(rep, dict)
                                 else dataclasses.replace(rep, notes=notes))
         result.setdefault("col_counts", list(meta.col_counts))
-        alignment = {"records": {str(j): v for j, v in sizes.items()}}
+        alignment: dict[str, object] = {"records": {str(j): v for j, v in sizes.items()}}
         if union is None:
             alignment["intersection"] = n_common
         else:  # membership hidden: S at every party; U and m at the server only
@@ -428,7 +431,7 @@ def canonical_order(ids) -> list[int]:
 
 
 def load_own_file(file, id_column: str, pid: int, bounds: tuple = (), drop_columns: tuple = (),
-                  stream: bool = False) -> tuple[PartyTable | None, dict]:
+                  stream: bool = False) -> tuple[PartyTable | StreamedTable | None, dict]:
     """A client's table, its rows in :func:`canonical_order` of their ids, and the schema message it sends
     every party: ``{"cols", "rows", "names"}`` (its column names: the public schema of a valid file; with
     ``drop_columns`` also ``"dropped"``: those of them it held and left out), or ``{"error": short category}``
@@ -438,7 +441,7 @@ def load_own_file(file, id_column: str, pid: int, bounds: tuple = (), drop_colum
     (:class:`sqm.framework.table_stream.StreamedTable`: bounded memory); any other file is read whole, as without."""
     dropped: list[str] = []
     try:
-        table = None
+        table: PartyTable | StreamedTable | None = None
         if stream:
             from sqm.framework.table_stream import scan_table
 
@@ -446,8 +449,8 @@ def load_own_file(file, id_column: str, pid: int, bounds: tuple = (), drop_colum
             if table is not None:
                 log.info(f"client {pid}: party file {file}: {table.n_rows:,} records checked; read in chunks")
         if table is None:
-            table = read_party_csv(file, id_column)
-            table = table.reordered(canonical_order(table.ids))
+            whole = read_party_csv(file, id_column)
+            table = whole.reordered(canonical_order(whole.ids))
         if drop_columns:
             dropped = [c for c in table.columns if c in drop_columns]
             keep = [j for j, c in enumerate(table.columns) if c not in drop_columns]
@@ -530,14 +533,20 @@ def party_program(spec: JobSpec, index: int, task: JobTask, ledger: "LedgerGuard
         if not task.takes_bounds:
             raise UsageError(f"job file {spec.path or '(unnamed)'} declares norm shares (\"norm_share\"), which "
                              f"{type(task).__name__} does not use: remove them")
-        task = task.with_party_bounds([task.row_norm_bound * float(np.sqrt(s)) for s in spec.norm_shares])
+        c = task.row_norm_bound
+        if c is None:
+            raise UsageError(f"job file {spec.path or '(unnamed)'} declares norm shares (\"norm_share\"), which "
+                             f"{type(task).__name__} does not use (it clamps only): remove them")
+        task = task.with_party_bounds([c * float(np.sqrt(s)) for s in spec.norm_shares])
     shards = None
     if spec.shards is not None:
         if not task.streams:
             raise UsageError(f"job file {spec.path or '(unnamed)'} gives the parties shard workers (\"workers\"), "
                              f"which serve tasks whose records are read in chunks (the PCA job); "
                              f"{type(task).__name__} is not one: remove \"workers\"")
-        shards = (spec.shards, spec.shard_addresses()[index], spec.parties[index].engine)
+        addresses = spec.shard_addresses()
+        assert addresses is not None  # spec.shards is set
+        shards = (spec.shards, addresses[index], spec.parties[index].engine)
     if spec.hide_membership:
         why = None
         if not task.hides_membership:

@@ -123,8 +123,8 @@ class JobSpec:
     @property
     def norm_shares(self) -> tuple[float, ...] | None:
         """The clients' declared shares of the squared row norm bound (None: none declared)."""
-        shares = tuple(p.norm_share for p in self.parties[1:])
-        return None if shares[0] is None else shares
+        shares = [p.norm_share for p in self.parties[1:]]
+        return None if None in shares else tuple(float(s) for s in shares if s is not None)
 
     @property
     def bounds(self) -> tuple:
@@ -291,35 +291,36 @@ def load_job(path) -> JobSpec:
     require_two_clients(max(0, len(entries) - 1), f"job file {path}: ")
     base = os.path.dirname(os.path.abspath(path))
     parties, private = [], []
-    for i, e in enumerate(entries):
-        if not isinstance(e, dict):
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict):
             raise UsageError(f"job file {path}: party {i} must be an object with 'address' (and 'file')")
-        private += [(i, k) for k in PRIVATE_FIELDS if e.get(k) is not None]
-        addr = _check_address(e.get("address"), i)
-        f = e.get("file")
-        if i > 0 and f is not None and (not isinstance(f, str) or not f):
-            raise UsageError(f"job file {path}: client {i}'s 'file' must be a path (its CSV), got {f!r}")
-        if i == 0 and f is not None and (not isinstance(f, str) or not f):
+        private += [(i, k) for k in PRIVATE_FIELDS if entry.get(k) is not None]
+        addr = _check_address(entry.get("address"), i)
+        file = entry.get("file")
+        if i > 0 and file is not None and (not isinstance(file, str) or not file):
+            raise UsageError(f"job file {path}: client {i}'s 'file' must be a path (its CSV), got {file!r}")
+        if i == 0 and file is not None and (not isinstance(file, str) or not file):
             raise UsageError(f"job file {path}: the server's 'file' (its own table, e.g. a PBM-VFL job's labels) "
-                             f"must be a path, got {f!r}")
-        if f is not None:  # the server's is its own table (labels), for a task that takes one (party_program)
-            f = _confined(f, base, i, path)
-        model = e.get("model")
+                             f"must be a path, got {file!r}")
+        if file is not None:  # the server's is its own table (labels), for a task that takes one (party_program)
+            file = _confined(file, base, i, path)
+        model = entry.get("model")
         if model is not None:
             model = _confined_code(model, base, i, path)
-        if i == 0 and (e.get("bounds") is not None or e.get("norm_share") is not None):
+        if i == 0 and (entry.get("bounds") is not None or entry.get("norm_share") is not None):
             raise UsageError(f"job file {path}: party 0 is the server and holds no data; remove its 'bounds' "
                              f"and 'norm_share'")
-        share = e.get("norm_share")
+        share = entry.get("norm_share")
         if share is not None and (isinstance(share, bool) or not isinstance(share, (int, float))
                                   or not 0 < share <= 1):
             raise UsageError(f"job file {path}: client {i}'s 'norm_share' must be a number in (0, 1], got {share!r}")
-        parties.append(PartySpec(addr, f, str(e.get("name") or ("server" if i == 0 else f"client{i}")),
-                                 check_bounds(e.get("bounds"), f"job file {path}: client {i}'s"),
-                                 None if share is None else float(share), model,
-                                 *_workers_entry(e, i, path), fingerprint=_fingerprint_entry(e, i, path)))
+        workers, waddrs, engine = _workers_entry(entry, i, path)
+        parties.append(PartySpec(addr, file, str(entry.get("name") or ("server" if i == 0 else f"client{i}")),
+                                 check_bounds(entry.get("bounds"), f"job file {path}: client {i}'s"),
+                                 None if share is None else float(share), model, workers, waddrs, engine,
+                                 fingerprint=_fingerprint_entry(entry, i, path)))
     shares = [p.norm_share for p in parties[1:]]
-    if any(v is not None for v in shares) and (None in shares or sum(shares) > 1 + 1e-9):
+    if any(v is not None for v in shares) and (None in shares or sum(v for v in shares if v is not None) > 1 + 1e-9):
         raise UsageError(f"job file {path}: 'norm_share' must be given for every client or none, and the shares "
                          f"must add up to at most 1 (whole rows then satisfy ||x|| <= c); got {shares}")
     counts = [p.workers for p in parties]
@@ -329,10 +330,11 @@ def load_job(path) -> JobSpec:
     addrs = [p.address for p in parties]
     if len(set(addrs)) != len(addrs):
         raise UsageError(f"job file {path}: duplicate party addresses {addrs}")
-    if counts[0] is not None:  # every listening address of the job, workers' included, differs
+    shards = counts[0]  # every party's count (checked equal above)
+    if shards is not None:  # every listening address of the job, workers' included, differs
         from sqm.mpc.protocols.shards import worker_addresses
 
-        every = addrs + [a for p in parties for a in (p.worker_addresses or worker_addresses(p.address, p.workers))]
+        every = addrs + [a for p in parties for a in (p.worker_addresses or worker_addresses(p.address, shards))]
         if len(set(every)) != len(every):
             raise UsageError(f"job file {path}: the parties' and workers' addresses overlap (a worker listens at "
                              f"its party's port + 1 + its shard unless 'worker_addresses' are given): "
@@ -485,7 +487,7 @@ def write_job(path, addresses, files, id_column: str = "id", job_id: str | None 
             parties[j]["model"] = f"{inside(file, j)}:{name}"
     from sqm.mpc.net.session import check_job_id
 
-    head = {"job_id": check_job_id(job_id) if job_id is not None else new_job_id()}
+    head: dict[str, object] = {"job_id": check_job_id(job_id) if job_id is not None else new_job_id()}
     if name is not None:
         head["name"] = check_job_name(name)
     if dataset is not None:

@@ -47,8 +47,12 @@ class Interval:
     def __contains__(self, v) -> bool:
         if isinstance(v, bool) or not isinstance(v, numbers.Real) or math.isnan(v):
             return False
-        lo_ok = v >= self.low if self.closed in ("left", "both") else v > self.low
-        hi_ok = v <= self.high if self.closed in ("right", "both") else v < self.high
+        try:
+            x = float(v)
+        except OverflowError:  # an int beyond the floats: beyond any finite bound too
+            x = math.copysign(math.inf, v)
+        lo_ok = x >= self.low if self.closed in ("left", "both") else x > self.low
+        hi_ok = x <= self.high if self.closed in ("right", "both") else x < self.high
         return bool(lo_ok and hi_ok)
 
     def describe(self) -> str:
@@ -75,7 +79,8 @@ class Integer:
         if isinstance(v, bool) or not (isinstance(v, numbers.Integral)
                                        or isinstance(v, float) and v.is_integer()):
             return False
-        return self.low <= v and (self.high is None or v <= self.high)
+        n = int(v)
+        return self.low <= n and (self.high is None or n <= self.high)
 
     def describe(self) -> str:
         span = f">= {self.low}" if self.high is None else f"in [{self.low}, {self.high}]"
@@ -320,7 +325,7 @@ def add_option(parser, dest: str, p: Param) -> None:
     """Parameter ``p``'s command-line option on ``parser`` (argparse destination ``dest``): a flag for a
     :class:`Boolean`, else typed by its rule, with its default, help and metavar."""
     flag = p.flag or "--" + dest.replace("_", "-")
-    kw = {"dest": dest, "help": p.help_text()}
+    kw: dict[str, object] = {"dest": dest, "help": p.help_text()}
     if isinstance(p.rule, Boolean):  # a flag: given, the value is True (False for a negated one)
         parser.add_argument(flag, action="store_true", **kw)
         return

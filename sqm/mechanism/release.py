@@ -34,7 +34,7 @@ from sqm.mpc.protocols.stream import ArrayInput
 from .client import QuantizedRows
 from .compensation import check_rounding
 from .params import CHUNK_ROWS, ROBUST_NOISE, ROW_NORM_BOUND, Integer, Param
-from .polynomial import CovariancePolynomial, StructuredPolynomial
+from .polynomial import CovariancePolynomial, Polynomial, StructuredPolynomial
 from .report import DeferredEvents, PrivacyReport
 from .rng import party_rng, spawn_seeds
 from .sensitivity import Sensitivity, row_checked_gram_sensitivity, row_limit_sq
@@ -149,11 +149,13 @@ async def sqm_round(ctx, statistic: StructuredPolynomial, block, plan: SQMPlan, 
                                                lambda c: all(type(v) is int for v in c)),
                                     step="compensated coefficients")
         if not ctx.is_server:
+            if not isinstance(statistic, Polynomial):  # its terms say which roundings are possible
+                raise UsageError(f"a statistic with public coefficients is a Polynomial, got {type(statistic)}")
             try:
                 check_rounding(statistic, plan.gamma, coefs)
             except ValueError as e:
                 raise ProtocolError(f"party {ctx.pid}: the server's {e}; refused before any share was sent") from None
-    my_input = None
+    my_input: object = None
     if not ctx.is_server:
         j = ctx.pid - 1
         source = block if hasattr(block, "chunks") else None  # rows read chunk by chunk (a party file)
@@ -247,7 +249,8 @@ def run_programs(programs: list, backend: Backend, timeout: float | None = None)
     A backend with ``insecure_share_rng = "pcg64"`` (BENCHMARK ONLY) also gets the parties' PCG64 shares."""
     if backend.name == "mpyc":
         extra = ["--insecure-pcg64-shares"] if _pcg64(backend) else None
-        return runner("mpyc")(programs, timeout=timeout or backend.timeout, ssl_dir=backend.ssl_dir,
+        return runner("mpyc")(programs, timeout=timeout or getattr(backend, "timeout", None),
+                              ssl_dir=getattr(backend, "ssl_dir", None),
                               extra_args=extra, min_clients=2)
     return runner(backend.name)(programs, timeout=timeout or 3600.0)
 
@@ -379,6 +382,7 @@ class SQM:
         if k >= n:
             raise UsageError(f"robust_noise {k}: with {n} clients at least one must add noise (k <= {n - 1})")
         if self.mu is None:
+            assert self.epsilon is not None  # the constructor takes mu or a target epsilon
             cal = accounting.calibrate_mu(self.epsilon, self.delta, sens.l1, sens.l2, q=self.q,
                                           rounds=self.rounds, n_parties=n if n >= 2 else None)
             mu = cal.mu
@@ -422,6 +426,7 @@ class SQM:
 
     def _release_plan(self, report: PrivacyReport, col_counts, n_records: int, align_ids: bool = False) -> SQMPlan:
         """The public plan of a release whose accounting is ``report`` (its calibrated mu and scale)."""
+        assert report.mu is not None and report.scale is not None  # a release's report holds both
         return SQMPlan(self.gamma, report.mu, self.bounds_for(col_counts), tuple(int(c) for c in col_counts),
                        int(self.max_records or n_records), self.preprocess, report.scale, self.polynomial.n_out,
                        align_ids, self.chunk_rows, self.robust_noise, self.verify_sharing, self.row_limit(col_counts))

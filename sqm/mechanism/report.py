@@ -82,7 +82,7 @@ class DeferredEvents(Sequence):
     def __eq__(self, other) -> bool:
         return isinstance(other, Sequence) and tuple(self) == tuple(other)
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]  # equal to any equal sequence: unhashable, as a list
 
     def __repr__(self) -> str:
         return repr(self._get()) if self._events is not None else "DeferredEvents(not built yet)"
@@ -115,7 +115,7 @@ class PrivacyReport:
     n_parties: int | None = None
     sampling_rate: float = 1.0
     rounds: int = 1
-    events: tuple = field(default_factory=tuple)
+    events: Sequence = field(default_factory=tuple)
     eta: float = 0.0  # a failure probability outside the events (e.g. a batch cap): adds (1 + e^eps) eta to delta
     notes: str = ""
     neighbouring: str = ZERO_OUT
@@ -159,8 +159,9 @@ def jsonable(obj: Any) -> Any:
 
         return event_to_json(obj)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        if callable(getattr(obj, "as_dict", None)):
-            return jsonable(obj.as_dict())
+        as_dict = getattr(obj, "as_dict", None)
+        if callable(as_dict):
+            return jsonable(as_dict())
         return {f.name: jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, dict):
         return {str(k): jsonable(v) for k, v in obj.items()}

@@ -22,12 +22,17 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from sqm.mpc.net import wire
 from sqm.mpc.net.abort import InputRefused, ProtocolError, abort_notice, party_label, public_digest
 from sqm.errors import UsageError
+
+if TYPE_CHECKING:
+    from sqm.mpc.net.session import SessionSettings
 from sqm.mpc.net.liveness import raise_if_aborted, send_abort
 from sqm.mpc.shares.randomness import secure_generator
 
@@ -116,10 +121,10 @@ class PartyTransport:
         self.exchanges = 0  # send_recv steps made (every party makes the same sequence)
         self.waits = 0  # of them, those where this party awaited a message from another party (latency shows)
         self.job_digest = ""  # the agreed job description's digest (sqm.mpc.net.session.agree_job), once known
-        self.session = None  # how this party's session was started (sqm.mpc.net.session.SessionSettings), if known
+        self.session: SessionSettings | None = None  # how this party's session was started (sqm.mpc.net.session.SessionSettings), if known
         self.worker_records: list[dict] | None = None  # this party's worker processes' records, once they ran
         self.output_shares_sent = False  # this party has sent its shares of an output (output_shares_next)
-        self.before_output_shares = None  # optional callable, run once just before those are first sent
+        self.before_output_shares: Callable[[], object] | None = None  # optional callable, run once just before those are first sent
         self._output_next = False
         self._clock = time.perf_counter()
         self.points = list(range(1, self.M + 1))  # the parties' evaluation points, in party order

@@ -207,6 +207,7 @@ class Evaluation:
             last = k == n_chunks - 1
             payload = None
             if feed is not None:
+                assert blocks is not None  # a feed's blocks, made with it above
                 payload = [from_signed(next(blocks), p)]
                 if last and summands:
                     payload += [from_signed(v, p) for v in feed.summands()]
@@ -354,7 +355,8 @@ class Evaluation:
                     prods.append(modarith.mul_mod(base, S[:, pre[level - 1]], p))
                 if prods:
                     reduced = await sharing.reshare(self.tr, np.stack(prods), p)
-                    for pre, r in zip(need, reduced):
+                    assert reduced is not None  # every party receives (receivers: default, every party)
+                    for pre, r in zip(need, reduced, strict=True):
                         prefix[pre] = r
         for k, mono in enumerate(monos):
             if len(mono) == 1:

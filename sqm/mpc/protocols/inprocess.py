@@ -55,8 +55,9 @@ class _Hub:
 
     def __init__(self, M: int):
         self.M = M
-        self.boxes = collections.defaultdict(collections.deque)  # (src, dst) -> deque of (label, frame)
-        self.waiting = {}  # dst -> (src, future): the one receive each party may have pending
+        self.boxes: collections.defaultdict[tuple[int, int], collections.deque] = collections.defaultdict(
+            collections.deque)  # (src, dst) -> deque of (label, frame)
+        self.waiting: dict[int, tuple] = {}  # dst -> (src, future): the one receive each party may have pending
         self.finished: set[int] = set()
         self.abort_message: str | None = None
         self.bytes_sent = [0] * M

@@ -185,7 +185,7 @@ class ShardRunner:
         self.engine = engine
         self.wrap = wrap  # BENCH AND TESTS ONLY: applied to each shard's program (fault injection in a worker)
         self.records: list[dict] = []  # each worker's record (timings, memory) once the shards are done
-        self._reported = None  # the chunks last reported to the progress callback
+        self._reported: int | None = None  # the chunks last reported to the progress callback
 
     def public(self):
         return (self.count, tuple(tuple(a) for a in self.addresses))
@@ -267,11 +267,13 @@ class ShardRunner:
                         seen.setdefault(s, time.monotonic())
                 if seen and time.monotonic() - min(seen.values()) >= self._settle(codes, seen):
                     s = min(seen, key=lambda k: (seen[k], k))  # the first seen to fail
-                    why = _why(codes[s], launch.read_text(f"shard{s}.log"))
+                    code = codes[s]
+                    assert code is not None  # seen: it exited
+                    why = _why(code, launch.read_text(f"shard{s}.log"))
                     raise ShardFailed(f"{party_label(ctx.pid)}: shard {s} of {self.count} failed: its worker "
                                       f"{why}; job aborted, nothing released",
                                       public=f"shard {s} of {self.count} failed at {party_label(ctx.pid)} "
-                                             f"({_public_why(codes[s])}); job aborted, nothing released")
+                                             f"({_public_why(code)}); job aborted, nothing released")
                 self._progress(on_chunk, works, [c == 0 for c in codes])
                 if all(c == 0 for c in codes):
                     break
