@@ -107,6 +107,7 @@ class Polynomial:
                 outs.append(t)
                 coefs.append(coef)
                 vars_.append(tuple(int(j) for j in np.repeat(np.arange(n_vars), row)))
+        assert n_vars is not None  # set by the first output: coefficients is not empty
         return cls(n_vars=int(n_vars), n_out=len(coefficients), term_out=np.array(outs, np.int64),
                    term_coef=np.array(coefs, np.float64), term_vars=tuple(vars_), name=name)
 
@@ -269,11 +270,19 @@ def logreg_gradient(w, label_index: int | None = None) -> Polynomial:
     if not 0 <= label <= d:
         raise UsageError(f"label_index must lie in 0..{d}, got {label_index}")
     feats = [j for j in range(d + 1) if j != label]
-    outs, coefs, vars_ = [], [], []
+    outs: list[int] = []
+    coefs: list[float] = []
+    vars_: list[tuple[int, ...]] = []
     for t, j in enumerate(feats):
-        outs.append(t), coefs.append(0.5), vars_.append((j,))
+        outs.append(t)
+        coefs.append(0.5)
+        vars_.append((j,))
         for k_pos, k in enumerate(feats):
-            outs.append(t), coefs.append(w[k_pos] / 4.0), vars_.append(tuple(sorted((k, j))))
-        outs.append(t), coefs.append(-1.0), vars_.append(tuple(sorted((label, j))))
+            outs.append(t)
+            coefs.append(w[k_pos] / 4.0)
+            vars_.append(tuple(sorted((k, j))))
+        outs.append(t)
+        coefs.append(-1.0)
+        vars_.append(tuple(sorted((label, j))))
     return Polynomial(n_vars=d + 1, n_out=d, term_out=np.array(outs, np.int64),
                       term_coef=np.array(coefs, np.float64), term_vars=tuple(vars_), name="logreg-gradient")
