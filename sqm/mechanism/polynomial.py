@@ -32,10 +32,18 @@ class StructuredPolynomial(Protocol):
     record bound, layout: every party holds the same); ``int_coefs`` the compensated integer coefficients
     (None for a statistic whose own coefficients are used, or at a client when they are secret)."""
 
-    name: str
-    n_vars: int
-    n_out: int
-    public_coefficients: bool  # False: the server's rounded coefficients stay secret (its kernel shares them)
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def n_vars(self) -> int: ...
+
+    @property
+    def n_out(self) -> int: ...
+
+    @property
+    def public_coefficients(self) -> bool:
+        """False: the server's rounded coefficients stay secret (its kernel shares them)."""
 
     @property
     def degree(self) -> int: ...
