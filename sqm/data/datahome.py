@@ -211,7 +211,7 @@ class _PlanetoidUnpickler(pickle.Unpickler):
         try:
             from numpy._core.multiarray import _reconstruct
         except ImportError:  # numpy < 2
-            from numpy.core.multiarray import _reconstruct
+            from numpy.core.multiarray import _reconstruct  # type: ignore[no-redef]  # numpy 1's name for it
         allowed = {("numpy", "dtype"): np.dtype, ("numpy", "ndarray"): np.ndarray,
                    ("numpy.core.multiarray", "_reconstruct"): _reconstruct,
                    ("scipy.sparse.csr", "csr_matrix"): csr_matrix,
@@ -246,8 +246,8 @@ def assemble_citeseer(files: dict[str, str]) -> dict[str, np.ndarray]:
     features[:len(allx)], onehot[:len(allx)] = allx, part["ally"]
     features[test], onehot[test] = tx, part["ty"]  # tx's row k is node test[k]
     labels = np.where(onehot.any(axis=1), onehot.argmax(axis=1), -1).astype(np.int64)
-    edges = {(min(u, v), max(u, v)) for u, vs in part["graph"].items() for v in vs if u != v}
-    edges = np.array(sorted(edges), dtype=np.int64).reshape(-1, 2)
+    pairs = {(min(u, v), max(u, v)) for u, vs in part["graph"].items() for v in vs if u != v}
+    edges = np.array(sorted(pairs), dtype=np.int64).reshape(-1, 2)
     ny = len(part["y"])
     return dict(features=features, labels=labels, edges=edges, idx_train=np.arange(ny, dtype=np.int64),
                 idx_val=np.arange(ny, ny + 500, dtype=np.int64), idx_test=order)
@@ -257,7 +257,8 @@ def build_citeseer_npz(files: dict[str, str], out: str) -> None:
     import numpy as np
 
     with open(out, "wb") as f:
-        np.savez_compressed(f, **assemble_citeseer(files))
+        # numpy's stub: keyword arrays could fill its allow_pickle parameter (these are named after the parts)
+        np.savez_compressed(f, **assemble_citeseer(files))  # type: ignore[arg-type]
 
 
 BUILDERS = {"phishing.csv": lambda files, out: build_phishing_csv(files["Training_Dataset.arff"], out),

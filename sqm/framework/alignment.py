@@ -51,7 +51,7 @@ import numpy as np
 from sqm.framework.tables import PartyTable
 from sqm.mpc.net.party import ProtocolError
 from sqm.mpc.net.party import messages as wire
-from sqm.mpc.protocols.psi import MAX_SET, hash_ids_yielding, intersect
+from sqm.mpc.protocols.psi import MAX_SET, Intersection, Union, hash_ids_yielding, intersect
 from sqm.mpc.shares.randomness import secure_generator
 from sqm.mechanism.rng import party_key_bytes
 from sqm.errors import UsageError
@@ -112,13 +112,16 @@ async def align_records(ctx, table, sizes: dict[int, int], min_common: int, seed
     policy (:func:`check_set_sizes`, ``max_ratio``), and refuses, before any share of data is sent, an
     intersection smaller than ``min_common``.  (Membership-hiding alignment: :func:`hide_membership`.)"""
     check_set_sizes(ctx.pid, sizes, max_ratio)
+    found: Intersection | None
     if table is None:  # the server, holding no table
-        m = await intersect(ctx, sizes)
-        found = None
+        size = await intersect(ctx, sizes)
+        assert isinstance(size, int)  # the server without a set of its own gets the intersection size
+        m, found = size, None
     else:  # a client, or a server holding a table of its own (sizes[0]: a PBM-VFL job's labels)
         key, rng = _psi_secrets(seed, ctx.pid)
-        found = await intersect(ctx, sizes, await hash_ids_yielding(table.iter_ids(), table.n_rows), key, rng)
-        m = found.size
+        got = await intersect(ctx, sizes, await hash_ids_yielding(table.iter_ids(), table.n_rows), key, rng)
+        assert isinstance(got, Intersection)  # a holder of a set gets its Intersection
+        m, found = got.size, got
     _check_min(m, min_common, sizes)
     log.info(f"party {ctx.pid}: record alignment (PSI): {m:,} records in common ({_held(sizes)})")
     digest = None if found is None else found.order_digest()
@@ -179,12 +182,16 @@ async def hide_membership(ctx, table, sizes: dict[int, int], min_common: int, se
         raise UsageError("membership-hiding alignment is for tasks whose server holds no table")
     check_set_sizes(ctx.pid, sizes, max_ratio, hide=True)
     if table is None:
-        union = await intersect(ctx, sizes, hide_membership=True)
+        result = await intersect(ctx, sizes, hide_membership=True)
     else:
         key, rng = _psi_secrets(seed, ctx.pid)
         points = await hash_ids_yielding(table.iter_ids(), table.n_rows)
-        union = await intersect(ctx, sizes, points, key, rng, hide_membership=True)
+        result = await intersect(ctx, sizes, points, key, rng, hide_membership=True)
+    assert isinstance(result, Union)  # hiding membership, every party gets a Union
+    union = result
     if table is None:
+        # the server's Union holds the counts and the indicator
+        assert union.intersection is not None and union.indicator is not None
         m, withheld = union.intersection, None
         log.info(f"party {ctx.pid}: record alignment hiding membership: {union.union:,} ids in the union, {m:,} in "
                  f"common ({_held(sizes)}), placed over {union.size:,} positions; the clients are told neither count")
@@ -195,6 +202,7 @@ async def hide_membership(ctx, table, sizes: dict[int, int], min_common: int, se
                        f"its release (no client can tell)"
             union = dataclasses.replace(union, indicator=np.zeros_like(union.indicator))
         return None, union, withheld
+    assert union.position is not None  # a client's Union holds the positions of its ids
     log.info(f"party {ctx.pid}: record alignment hiding membership: its {sizes[ctx.pid]:,} records placed over "
              f"{union.size:,} positions (the sum of the set sizes); which of them every client holds stays secret")
     if hasattr(table, "chunks"):  # a streamed file stays streamed: its rows sorted into position buckets on disk

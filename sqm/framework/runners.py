@@ -5,6 +5,8 @@ machine (:func:`run_local`), one party (:func:`run_one`), or any of them from a 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
+from typing import Any
 
 from sqm.framework.alignment import DEFAULT_MAX_SET_RATIO
 from sqm.framework.jobtask import JobTask
@@ -61,7 +63,7 @@ def run_local(spec: JobSpec, task: JobTask, timeout: float = 3600.0, connect_tim
                          f"launcher's fresh per-job keys cannot match them; give --ssl-dir with the pinned keys, or "
                          f"run each party with --index")
     programs = job_programs(spec, task, ledger, max_set_ratio)
-    live = {} if idle_timeout is None else {"idle_timeout": idle_timeout}
+    live: dict[str, Any] = {} if idle_timeout is None else {"idle_timeout": idle_timeout}
     return run_parties(programs, timeout=timeout, connect_timeout=connect_timeout, addresses=spec.addresses,
                        ssl_dir=ssl_dir, min_clients=2, job_id=spec.job_id, job_name=spec.name,
                        insecure_plaintext=insecure_plaintext, extra_args=_progress_args(progress_timeout),
@@ -74,7 +76,7 @@ def run_job(spec: JobSpec, task: JobTask, index: int | None = None, timeout: flo
             ledger: str | None = None, budget=None, progress_timeout: float | None = None,
             client_ledger: bool = False, ledger_dataset: str | None = None,
             max_alignments: int | None = DEFAULT_MAX_ALIGNMENTS, engine: str | None = None,
-            worker_addresses=None, max_set_ratio: float = DEFAULT_MAX_SET_RATIO) -> list[dict | None]:
+            worker_addresses=None, max_set_ratio: float = DEFAULT_MAX_SET_RATIO) -> Sequence[dict | None]:
     """Every party on this machine (``index`` None), or only party ``index`` (its record; None elsewhere).
 
     ``data_file``: client ``index``'s own file, any path on this machine (its operator's ``--data-file``),

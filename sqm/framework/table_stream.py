@@ -25,7 +25,7 @@ import dataclasses
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator
 
 import numpy as np
 
@@ -55,6 +55,12 @@ class ChunkTransform:
     counts summed in its ``transformed_count`` field): :class:`StreamedTable`'s and
     :class:`sqm.framework.union_table.UnionTable`'s.  A shard worker's part counts its own chunks
     (:meth:`counts`), which its party adds (:meth:`parts_taken`)."""
+
+    # the dataclass fields this mixin reads and sets (every class using it is a dataclass declaring them)
+    transform: Callable | None
+    transformed_count: int
+    if TYPE_CHECKING:
+        __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
 
     def with_transform(self, fn: Callable):
         return dataclasses.replace(self, transform=fn, transformed_count=0)
@@ -125,6 +131,7 @@ class StreamedTable(ChunkTransform):
 
     def _part_blocks(self, rows: int):
         """The part's rows (see :meth:`part`), float64 blocks of at most ``rows`` records, in file order."""
+        assert self.first is not None  # chunks reads this way only a part
         keep, end = self.keep, self.first + self.n_rows
         if self.n_rows == 0:
             return

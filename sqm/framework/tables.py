@@ -179,6 +179,7 @@ def read_table(path, id_column: str | None = "id", require_id: bool = True, what
                              "its file holds no records: an empty party")
     if parquet:
         if has_id:
+            assert id_column is not None  # has_id
             _check_parquet_id_type(pcols[id_column].type, id_column, path, what)
         ids = [canonical_id(v) if v is not None else "" for v in pcols[id_column].to_pylist()] if has_id else []
         cells = {c: pcols[c] for c in columns}
@@ -188,7 +189,7 @@ def read_table(path, id_column: str | None = "id", require_id: bool = True, what
                 raise PartyFileError(f"{what} {path}, {_where(r, lines)}: {len(row)} fields, the header has "
                                      f"{len(header)}", "its file has a line whose field count differs from the header's")
         at = {h: j for j, h in enumerate(header)}
-        ids = [canonical_id(row[at[id_column]]) for row in body] if has_id else []
+        ids = [canonical_id(row[at[id_column]]) for row in body] if has_id and id_column is not None else []
         cells = {c: [row[at[c]] for row in body] for c in columns}
     block = np.empty((n_rows, len(columns)), dtype=np.float64)
     missing = np.zeros((n_rows, len(columns)), dtype=bool)
@@ -215,6 +216,7 @@ def read_table(path, id_column: str | None = "id", require_id: bool = True, what
                              f"squares would overflow float64; rescale those columns first",
                              f"its file holds values of magnitude above {MAX_ABS_VALUE:g}")
     if has_id:
+        assert id_column is not None  # has_id
         _check_ids(ids, id_column, path, what, lines)
     return PartyTable(path, columns, block, ids)
 

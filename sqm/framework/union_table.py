@@ -73,7 +73,7 @@ class UnionTable(ChunkTransform):
     columns: list[str]
     n_rows: int  # positions of the union this table covers (S, or a part's)
     edges: tuple  # bucket b covers positions [edges[b], edges[b + 1])
-    folder: object = field(repr=False)
+    folder: _Folder | _Borrowed = field(repr=False)
     first: int = 0  # a part: the union position it starts at
     transform: Callable | None = field(default=None, repr=False)
     transformed_count: int = 0

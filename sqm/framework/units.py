@@ -51,4 +51,4 @@ def raw_projection(components, columns, scales: dict) -> list[dict[str, float]]:
 
 def is_scaled(scales: dict | None) -> bool:
     """Whether any column was scaled (a declared range): the raw-unit model then differs from the released one."""
-    return bool(scales) and any(float(v) != 1.0 for v in scales.values())
+    return bool(scales and any(float(v) != 1.0 for v in scales.values()))

@@ -12,7 +12,7 @@ from sqm.mpc.protocols.stream import ArrayInput, ChunkedInput
 
 from .coins import CoinKeys
 from .quantize import dependent_round
-from .rng import party_rng
+from .rng import SeedLike, party_rng
 from .skellam import skellam
 from .vertical import OwnGroups, clip_rows
 
@@ -125,7 +125,7 @@ class QuantizingClient:
     clip_bound: float
     noise_mu: float  # this client's share of the noise parameter, mu / n
     n_out: int
-    seed: object = None
+    seed: SeedLike = None
     insecure_pcg64: bool = False  # benchmark only: the old statistical generator
 
     def __call__(self) -> tuple[np.ndarray, np.ndarray]:

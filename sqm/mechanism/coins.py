@@ -61,6 +61,7 @@ class CoinKeys:
         if self._master is not None:
             digest = hmac.new(self._master, _LABEL + int(b).to_bytes(8, "little"), hashlib.sha256).digest()
             return int.from_bytes(digest[:16], "little")
+        assert self._blocks is not None  # no master: the constructor took the block keys
         if b not in self._blocks:
             raise UsageError(f"these coin keys hold blocks {sorted(self._blocks)}, not block {b}: a part rounds only "
                              f"its own records")
@@ -80,6 +81,7 @@ class CoinKeys:
             if offset:
                 bg.advance(offset)
             self._gen = np.random.Generator(bg)
+        assert self._gen is not None  # _at is set only with _gen
         return self._gen
 
     def random(self, start: int, rows: int) -> np.ndarray:

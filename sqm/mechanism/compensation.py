@@ -9,7 +9,7 @@ covariance) needs no pre-processing: its output scale is gamma^lambda.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -20,12 +20,12 @@ from .validation import check_gamma
 from sqm.errors import UsageError
 
 if TYPE_CHECKING:  # annotations only: Polynomial.compensate delegates here
-    from .polynomial import Polynomial
+    from .polynomial import Polynomial, StructuredPolynomial
 
 
 @dataclass(frozen=True)
 class CompensatedPolynomial:
-    polynomial: Polynomial
+    polynomial: StructuredPolynomial  # a Polynomial (compensate's), or a statistic rounding its own coefficients
     gamma: float
     int_coefs: tuple[int, ...] | None  # None: the polynomial's own integer coefficients
     scale: float  # the server divides the integer result by this
@@ -38,8 +38,9 @@ class CompensatedPolynomial:
         """gamma^(1 + lambda - lambda_l) for each term (1 where not pre-processed)."""
         if not self.preprocessed:
             return np.ones(len(self.int_coefs or ()))
-        lam = self.polynomial.degree
-        return float(self.gamma) ** (1 + lam - self.polynomial.term_degrees)
+        poly = cast("Polynomial", self.polynomial)  # term degrees: a Polynomial's (compensate's), no import here
+        lam = poly.degree
+        return float(self.gamma) ** (1 + lam - poly.term_degrees)
 
 
 def needs_preprocessing(poly: Polynomial) -> bool:

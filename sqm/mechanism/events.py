@@ -313,6 +313,7 @@ def epsilon_delta(events: Iterable[dp_event.DpEvent], *, delta: float | None = N
     acc = accountant(events, orders)
     if delta is not None:
         return float(acc.get_epsilon(delta)), float(delta)
+    assert epsilon is not None  # exactly one of delta and epsilon was given
     if not (epsilon >= 0 and not math.isnan(epsilon)):
         raise UsageError(f"epsilon must be >= 0, got {epsilon!r}")
     return float(epsilon), float(acc.get_delta(epsilon))

@@ -54,6 +54,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 from scipy.special import logsumexp
@@ -116,6 +117,9 @@ def encode(x, b: int, beta: float, C: float = 1.0, rng=None) -> PBMEncoding:
     below 1.2e-16 per coin in probability).  Entries outside [-C, C] are clipped and counted; NaN or infinite
     entries raise UsageError."""
     check_params(b, beta, C)
+    p: Any  # these: numpy arrays, or torch tensors (one code path serves both)
+    q: Any
+    u: Any
     if _is_tensor(x):
         import torch
 
@@ -237,7 +241,7 @@ def _feature_rdp_cached(orders: tuple, b: int, beta: float, M: int) -> tuple:
     pd_hi = [binom.pmf(np.arange(d + 1), d, hi) for d in range(b + 1)]
     pd_lo = [binom.pmf(np.arange(d + 1), d, lo) for d in range(b + 1)]
     terms = []  # per grid point: log W_j + log G(k_j), for every order
-    last_logG = None
+    last_logG: np.ndarray | None = None
     for j, k in enumerate(grid):
         upper = grid[j + 1] if j + 1 < len(grid) else n_other + 1
         logW = logsumexp(logw_all[k:upper])
@@ -256,6 +260,8 @@ def _feature_rdp_cached(orders: tuple, b: int, beta: float, M: int) -> tuple:
             logE = logsumexp(a[:, None] * lp[None, :] + (1 - a)[:, None] * lq[None, :], axis=1)
             best = np.maximum(best, logE)
         if not ok:  # underflow: use the previous grid point's G (G is non-increasing in k): still an upper bound
+            # the first point, k = 0, convolves nothing: its binomials do not underflow (kmax >= 0)
+            assert last_logG is not None
             best = last_logG
         last_logG = best
         terms.append(logW + best)

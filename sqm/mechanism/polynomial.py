@@ -33,10 +33,18 @@ class StructuredPolynomial(Protocol):
     record bound, layout: every party holds the same); ``int_coefs`` the compensated integer coefficients
     (None for a statistic whose own coefficients are used, or at a client when they are secret)."""
 
-    name: str
-    n_vars: int
-    n_out: int
-    public_coefficients: bool  # False: the server's rounded coefficients stay secret (its kernel shares them)
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def n_vars(self) -> int: ...
+
+    @property
+    def n_out(self) -> int: ...
+
+    @property
+    def public_coefficients(self) -> bool:
+        """False: the server's rounded coefficients stay secret (its kernel shares them)."""
 
     @property
     def degree(self) -> int: ...
@@ -108,6 +116,7 @@ class Polynomial:
                 outs.append(t)
                 coefs.append(coef)
                 vars_.append(tuple(int(j) for j in np.repeat(np.arange(n_vars), row)))
+        assert n_vars is not None  # set by the first output: coefficients is not empty
         return cls(n_vars=int(n_vars), n_out=len(coefficients), term_out=np.array(outs, np.int64),
                    term_coef=np.array(coefs, np.float64), term_vars=tuple(vars_), name=name)
 
@@ -271,11 +280,19 @@ def logreg_gradient(w, label_index: int | None = None) -> Polynomial:
     if not 0 <= label <= d:
         raise UsageError(f"label_index must lie in 0..{d}, got {label_index}")
     feats = [j for j in range(d + 1) if j != label]
-    outs, coefs, vars_ = [], [], []
+    outs: list[int] = []
+    coefs: list[float] = []
+    vars_: list[tuple[int, ...]] = []
     for t, j in enumerate(feats):
-        outs.append(t), coefs.append(0.5), vars_.append((j,))
+        outs.append(t)
+        coefs.append(0.5)
+        vars_.append((j,))
         for k_pos, k in enumerate(feats):
-            outs.append(t), coefs.append(w[k_pos] / 4.0), vars_.append(tuple(sorted((k, j))))
-        outs.append(t), coefs.append(-1.0), vars_.append(tuple(sorted((label, j))))
+            outs.append(t)
+            coefs.append(w[k_pos] / 4.0)
+            vars_.append(tuple(sorted((k, j))))
+        outs.append(t)
+        coefs.append(-1.0)
+        vars_.append(tuple(sorted((label, j))))
     return Polynomial(n_vars=d + 1, n_out=d, term_out=np.array(outs, np.int64),
                       term_coef=np.array(coefs, np.float64), term_vars=tuple(vars_), name="logreg-gradient")

@@ -106,7 +106,9 @@ def quantized_norm_bound_sq(gamma: float, party_bounds, party_cols) -> Fraction:
     total = Fraction(0)
     for c, n in zip(np.asarray(party_bounds, np.float64).tolist(), np.asarray(party_cols).tolist()):
         gc = g * Fraction(c)
-        total += min((gc + sqrt_up(int(n))) ** 2, int(n) * math.ceil(gc) ** 2, dependent_norm_bound_sq(gc, int(n)))
+        bounds: list[Fraction | int] = [(gc + sqrt_up(int(n))) ** 2, int(n) * math.ceil(gc) ** 2,
+                                        dependent_norm_bound_sq(gc, int(n))]
+        total += min(bounds)
     return total
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 from sqm.errors import UsageError
 
 
@@ -31,6 +32,7 @@ def load_split(name: str, path: str | None = None, test_size: float = 0.2, seed:
         mu, sd = Xtr.mean(0), Xtr.std(0)
         sd[sd == 0] = 1.0
         Xtr, Xte = (Xtr - mu) / sd, (Xte - mu) / sd
+    assert ds.party_columns is not None  # every dataset of DATASETS ships the paper's column split
     return Xtr, Xte, ytr, yte, len(ds.party_columns[0])
 
 
@@ -73,7 +75,7 @@ def sqm_accuracy(Xtr, Xte, ytr, yte, active_features: int, epsilon: float, delta
     try:
         model = SQMLogisticRegression(**params, n_parties=2, label_party=0, seed=seed)
         model.fit(VerticalData([Xtr[:, :active_features], Xtr[:, active_features:]]), ytr)
-        rep = getattr(model, "report_", None)
+        rep: Any = getattr(model, "report_", None)
         rep = rep.as_dict() if hasattr(rep, "as_dict") else dict(rep or {})
         out = {"accuracy": float(model.score(Xte, yte)), "params": {**params, "epochs": model.epochs_},
                "epsilon_server": rep.get("epsilon_server"), "epsilon_client": rep.get("epsilon_client"),

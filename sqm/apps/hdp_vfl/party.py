@@ -231,8 +231,8 @@ class HDPParty(PartyProgram):
         # record counts: each party sends its count; both check the same pair, so both refuse together
         n_mine = int(np.shape(self.X)[0]) if np.ndim(self.X) == 2 else -1
         got = await ctx.send_recv({other: n_mine}, [other], wire.value(int, "a record count"), "record count")
-        counts = (n_mine, got[0]) if self.role == ACTIVE else (got[0], n_mine)
-        problem = record_count_problem(*counts, cfg.n_records)
+        n_active, n_passive = (n_mine, got[0]) if self.role == ACTIVE else (got[0], n_mine)
+        problem = record_count_problem(n_active, n_passive, cfg.n_records)
         if problem:
             raise ProtocolError(problem)
         me = self._state()

@@ -30,6 +30,7 @@ def secure_scores(blocks, weights, intercepts, backend="mpyc", frac_bits: int = 
         enc, problem = encode_partial(b @ W[starts[j]:starts[j + 1]], score_bound, frac_bits)
         if problem:
             raise UsageError(f"client {j + 1}: {problem}")
+        assert enc is not None  # no problem: encoded
         parts.append(enc)
     bound = sum_bound(len(blocks), score_bound, frac_bits)
     total = secure_sum(parts, bound, backend).values

@@ -30,8 +30,9 @@ def regression_data(name: str, path=None, feature_bound: float = 1.0, label_boun
         raise UsageError(f"no regression target known for {name!r}; choose one of {', '.join(TARGETS)}")
     ds = load_dataset(name, path)
     X, y = ds.X, np.asarray(ds.y, np.float64)
-    if TARGETS[name] is not None:
-        k = list(ds.feature_names).index(TARGETS[name])
+    target = TARGETS[name]
+    if target is not None:
+        k = list(ds.feature_names).index(target)
         X, y = np.delete(X, k, axis=1), X[:, k]
     y_scale = float(np.max(np.abs(y))) / label_bound
     return scale_rows(X, feature_bound), y / y_scale, y_scale
@@ -73,7 +74,7 @@ def compare(X, y, n_parties: int, alpha: float, epsilon: float, delta: float, ga
     from sqm.apps.linreg.estimator import SQMLinearRegression
 
     Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=test_size, random_state=split_seed)
-    rows = {"SQM": [], "central DP": []}
+    rows: dict[str, list[dict]] = {"SQM": [], "central DP": []}
     rep = None
     for s in spawn_seeds(seed, int(runs)):
         s_sqm, s_c = s.spawn(2)
@@ -85,6 +86,7 @@ def compare(X, y, n_parties: int, alpha: float, epsilon: float, delta: float, ga
         c = central_dp_linreg(Xtr, ytr, alpha, epsilon, delta, feature_bound, label_bound, True, s_c)
         rows["central DP"].append({**scores(c["coef"], c["intercept"], Xte, yte, y_scale), "seconds": c["seconds"],
                                    "sigma": c["sigma"]})
+    assert rep is not None  # runs >= 1: the loop set it
     ridge = nonprivate_linreg(Xtr, ytr, alpha)
     nonpriv = {"method": "non-private (Ridge)", **scores(ridge["coef"], ridge["intercept"], Xte, yte, y_scale),
                "epsilon": math.inf, "seconds": ridge["seconds"]}

@@ -172,6 +172,7 @@ class LRGradient:
             padded[: x_hat.shape[0]] = x_hat
             my_input = (padded, z)
             if mem is not None:  # a padding row's share: 0 (the row is zeros: it adds nothing anyway)
+                assert mem.shares is not None  # a client (it has an input) holds its shares of the indicator
                 ind = np.zeros(plan.n_records, dtype=np.int64)
                 ind[: x_hat.shape[0]] = mem.shares
                 my_input += (ind,)

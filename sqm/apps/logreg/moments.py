@@ -209,7 +209,7 @@ def read_moments(K: np.ndarray, layout: MomentsLayout, n_records: int, noise_sd:
     n1 = float(np.clip(K[ci, li] / (c * kappa), 1.0, N - 1.0))
     ridge = max(RIDGE_NOISE_MULTIPLE * float(noise_sd) * math.sqrt(F.size), 1e-12)
     h, s = K[F, li] / kappa, K[F, ci] / c
-    noise = np.zeros((2, 2))
+    noise: np.ndarray = np.zeros((2, 2))
     tau2 = float(noise_sd) ** 2 / 2.0  # an off-diagonal entry's noise variance after symmetrization
     if tau2 > 0:
         # three readings of each feature's (h, s), each with independent noise: h (var tau2 / kappa^2), s (tau2 / c^2)

@@ -173,6 +173,7 @@ class LRPlan:
         over these groups) counts the constant column as the feature it is."""
         separate = {self.label_index: 1.0}
         if self.has_intercept:
+            assert self.intercept_index is not None  # set with an intercept
             separate[self.intercept_index] = abs(float(self.intercept))
         return ColumnBounds.parties(self.block_widths, 1.0, self.party_bounds, separate=separate)
 
@@ -265,16 +266,19 @@ class _Eval:
     gradient is the release itself (post-processing costs no privacy)."""
 
     def __init__(self, eval_set, every: int, callback):
+        self.X: np.ndarray | None
+        self.y: np.ndarray | None
         self.X, self.y = eval_set if eval_set is not None else (None, None)
         self.every, self.callback = max(1, int(every)), callback
-        self.grad = None
+        self.grad: float | None = None
 
     def __call__(self, it: int, w: np.ndarray, rounds: int, gradient: np.ndarray) -> None:
         g = float(np.linalg.norm(gradient))
         self.grad = g if self.grad is None else 0.9 * self.grad + 0.1 * g
         if self.callback is None or ((it + 1) % self.every and it + 1 != rounds):
             return
-        self.callback(it + 1, logistic_loss(w, self.X, self.y) if self.X is not None else self.grad)
+        self.callback(it + 1, logistic_loss(w, self.X, self.y) if self.X is not None and self.y is not None
+                      else self.grad)
 
 
 class LRParty(PartyProgram):
@@ -330,6 +334,7 @@ async def train_party(ctx, plan: LRPlan, seed, block=None, eval_set=None, progre
         await ctx.check_clients(int(block.shape[0]), "record count", wire.value(int, "a record count"),
                                 problem=problem)
         if check_ids:
+            assert ids_digest is not None  # the caller checking ids gives their digest
             await ctx.check_clients(bytes(ids_digest), "record ids (different ids or a different order)",
                                     wire.digest(32))
         if ctx.pid - 1 == plan.label_party and problem is None:
@@ -355,9 +360,11 @@ async def train_party(ctx, plan: LRPlan, seed, block=None, eval_set=None, progre
             truncated += tr
             batch = block[idx]
             if plan.union:
+                assert shares is not None  # dealt above for a union
                 stat = plan.statistic(membership=BatchMembership(shares=shares[idx], positions=idx))
         out = await sqm_round(ctx, stat, batch, release, rng)
         if ctx.is_server:
+            assert out.estimate is not None  # the server's part of a release
             w = server_update(w, out.estimate, plan, members)
             report(it, w, plan.rounds, np.asarray(out.estimate, np.float64)
                    / (plan.q * (plan.n_records if members is None else max(1, int(members)))))
@@ -367,10 +374,10 @@ async def train_party(ctx, plan: LRPlan, seed, block=None, eval_set=None, progre
     if ctx.is_server:
         if progress:
             progress.close()
-        out = {"weights": w, "seconds": seconds}
+        result = {"weights": w, "seconds": seconds}
         if history:
-            out["history"] = np.array(trace).reshape(plan.rounds, plan.d)
-        return out
+            result["history"] = np.array(trace).reshape(plan.rounds, plan.d)
+        return result
     return {"clipped": clipped, "truncated": truncated, "seconds": seconds}
 
 

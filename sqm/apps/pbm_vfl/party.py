@@ -39,6 +39,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+import typing
 
 import numpy as np
 
@@ -139,7 +140,7 @@ class ClientParty(_Party):
             self.data[split] = torch.as_tensor(X, device=self.device)
         self.sigma = noise_sigma(cfg, M)
         self.clipped = 0
-        self.rng = None
+        self.rng: np.random.Generator | None = None
         self._h = None
 
     def begin(self, epoch: int) -> None:
@@ -189,10 +190,11 @@ class ServerParty(_Party):
             if y is not None and (y.ndim != 1 or (y.size and (y.min() < 0 or y.max() >= cfg.n_classes))):
                 raise UsageError(f"{split} labels must be a 1-D array of classes 0..{cfg.n_classes - 1}")
         self.hash = hashlib.sha256()
-        self._probs = {"train": [], "test": []}
-        self._idx = {"train": [], "test": []}
+        self._probs: dict[str, list[np.ndarray]] = {"train": [], "test": []}
+        self._idx: dict[str, list[np.ndarray]] = {"train": [], "test": []}
         self.loss_sum, self.loss_n = 0.0, 0
-        self.progress, self.iterations = None, 0
+        self.progress: typing.IO[str] | None = None
+        self.iterations = 0
 
     def decode(self, total):
         """The embedding sum, on this party's device, as float32."""
@@ -210,7 +212,9 @@ class ServerParty(_Party):
         h = self.decode(total)
         h.requires_grad_(True)
         logits = self.forward(h, epoch, step, train=True)
-        y = torch.as_tensor(self.y["train"][idx], device=self.device)
+        labels = self.y["train"]
+        assert labels is not None  # a training server holds the training labels
+        y = torch.as_tensor(labels[idx], device=self.device)
         loss = self.loss(logits, y)
         self.opt.zero_grad()
         loss.backward()
@@ -239,9 +243,10 @@ class ServerParty(_Party):
     def epoch_metrics(self, epoch: int) -> dict:
         out = {"epoch": epoch, "train_loss": self.loss_sum / max(self.loss_n, 1)}
         for split, tag in (("train", "train_running"), ("test", "test")):
-            if not self._probs[split] or self.y[split] is None:
+            labels = self.y[split]
+            if not self._probs[split] or labels is None:
                 continue
-            y = self.y[split][np.concatenate(self._idx[split])]
+            y = labels[np.concatenate(self._idx[split])]
             probs = self.probabilities(split)
             out[f"{tag}_accuracy"] = float(np.mean(probs.argmax(1) == y))
             if self.cfg.n_classes == 2:  # scikit-learn only then: a party process does not import it otherwise
@@ -269,6 +274,7 @@ async def train_loop(cfg: VFLConfig, link, server: ServerParty | None, client: C
     exchanges: one agreement per epoch, one secure sum and one gradient message per iteration, one secure sum
     per evaluation chunk of the test records (if any)."""
     me = server if server is not None else client
+    assert me is not None  # this party is the server or a client
     B = cfg.batch_size
     history, stats = [], {"iterations": 0, "records": 0, "sum_seconds": 0.0, "iter_seconds": 0.0,
                           "eval_seconds": 0.0}
@@ -402,6 +408,7 @@ class PBMVFLProgram(PartyProgram):
         if server is not None and server.progress is not None:
             server.progress.close()
         me = server if server is not None else client
+        assert me is not None  # this party is the server or a client
         out.update(bytes=dict(link.bytes), clipped=client.clipped if client is not None else 0, state=me.state())
         if server is not None:
             out["sum_digest"] = server.hash.hexdigest()

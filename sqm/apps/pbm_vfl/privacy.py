@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import replace
+from typing import Any
 
 from sqm.mechanism import pbm
 from sqm.mechanism.calibration import gaussian_epsilon, gaussian_sigma
@@ -71,7 +72,7 @@ def method_privacy(cfg: VFLConfig, M: int):
     epsilon of each client's Gaussian releases (which the server sees directly): for the paper's sigma it is
     much smaller than PBM's (that noise matches PBM's variance, not its privacy); the equal-epsilon baseline is
     calibrated to PBM's.  NPQ: no privacy."""
-    common = dict(method=METHOD_LABELS[cfg.method], n_parties=M, rounds=cfg.epochs)
+    common: dict[str, Any] = dict(method=METHOD_LABELS[cfg.method], n_parties=M, rounds=cfg.epochs)
     if cfg.method == "npq":
         return PrivacyReport(epsilon_server=math.inf, delta=0.0, notes="no privacy, no quantization",
                              neighbouring="none", **common)

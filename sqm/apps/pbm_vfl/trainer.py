@@ -198,7 +198,7 @@ class PBMVFL:
                 c.x_test = _rows(c.x_test, who, "x_test")
                 if c.x_test.shape[1] != c.x_train.shape[1]:
                     raise UsageError(f"{who}: x_test has {c.x_test.shape[1]} columns, x_train {c.x_train.shape[1]}")
-            if len(c.x_train) != n_train or (n_test is not None and len(c.x_test) != n_test):
+            if len(c.x_train) != n_train or (n_test is not None and c.x_test is not None and len(c.x_test) != n_test):
                 raise UsageError(f"{who} holds {len(c.x_train)}/{'-' if c.x_test is None else len(c.x_test)} "
                                  f"records, the labels {n_train}/{'-' if n_test is None else n_test}: records are "
                                  f"misaligned")

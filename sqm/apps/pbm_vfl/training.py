@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -128,7 +129,7 @@ def train_vfl(blocks_train, blocks_test, y_train, y_test, cfg: VFLConfig, backen
     out = res[0]["result"]
     if backend == "mpyc":
         bytes_sent = int(sum(r.get("bytes_sent", 0) for r in res))
-        detail = {k: int(sum(r["result"]["bytes"][k] for r in res)) for k in ("sum", "grad", "control")}
+        detail: dict[str, Any] = {k: int(sum(r["result"]["bytes"][k] for r in res)) for k in ("sum", "grad", "control")}
         detail["per_party"] = [int(r.get("bytes_sent", 0)) for r in res]
     else:
         bytes_sent, detail = None, {}

@@ -38,7 +38,7 @@ class BaselineResult:
     seconds: float
 
     @property
-    def sigma(self) -> float:
+    def sigma(self) -> float | None:
         return self.report.sigma
 
     @property

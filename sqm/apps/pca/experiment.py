@@ -35,8 +35,8 @@ def compare(X, n_parties: int, k: int, epsilon: float, delta: float, gamma: floa
     t0 = time.perf_counter()
     Vn = nonprivate_pca(X, k)
     nonpriv_s = time.perf_counter() - t0
-    u = {"sqm": [], "central": [], "local": []}
-    secs = {"sqm": [], "central": [], "local": []}
+    u: dict[str, list[float]] = {"sqm": [], "central": [], "local": []}
+    secs: dict[str, list[float]] = {"sqm": [], "central": [], "local": []}
     bytes_sent, rep, clipped, central, local = [], None, None, None, None
     seeds = spawn_seeds(seed, runs)
     bar = make_bar(total=runs, desc=f"pca runs ({backend})", disable=not progress or runs == 1)
@@ -44,16 +44,20 @@ def compare(X, n_parties: int, k: int, epsilon: float, delta: float, gamma: floa
         s_sqm, s_c, s_l = s.spawn(3)
         m = SQMPCA(k, epsilon, delta, gamma, row_norm_bound, backend=backend, seed=s_sqm,
                    backend_options=backend_options, **options).fit(data)
-        u["sqm"].append(m.utility(X)), secs["sqm"].append(m.seconds_)
+        u["sqm"].append(m.utility(X))
+        secs["sqm"].append(m.seconds_)
         V = m.components_
         bytes_sent.append(m.bytes_sent_)
         rep, clipped = m.report_, m.clipped_
         central = central_dp_pca(X, k, epsilon, delta, row_norm_bound, seed=s_c)
-        u["central"].append(pca_utility(X, central.components)), secs["central"].append(central.seconds)
+        u["central"].append(pca_utility(X, central.components))
+        secs["central"].append(central.seconds)
         local = local_dp_pca(data, k, epsilon, delta, row_norm_bound, seed=s_l)
-        u["local"].append(pca_utility(X, local.components)), secs["local"].append(local.seconds)
+        u["local"].append(pca_utility(X, local.components))
+        secs["local"].append(local.seconds)
         bar.update(1)
     bar.close()
+    assert rep is not None and central is not None and local is not None  # runs >= 1: the loop set them
 
     def summary(name, report):
         vals = np.array(u[name])

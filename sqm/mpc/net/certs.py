@@ -156,10 +156,10 @@ def load_authority(ca_dir: str):
             raise UsageError(f"{ca_dir} is not an authority's folder: no {os.path.relpath(f, ca_dir)} (make one with "
                              f"sqm keys authority --out DIR)")
     check_private_file(key_path, "the authority's private key")
-    with open(key_path, "rb") as f:
-        key = serialization.load_pem_private_key(f.read(), password=None)
-    with open(crt_path, "rb") as f:
-        crt = x509.load_pem_x509_certificate(f.read())
+    with open(key_path, "rb") as fh:
+        key = serialization.load_pem_private_key(fh.read(), password=None)
+    with open(crt_path, "rb") as fh:
+        crt = x509.load_pem_x509_certificate(fh.read())
     return key, crt
 
 

@@ -116,7 +116,7 @@ def _names(san) -> list[str]:
     """Every name of a subject alternative name extension, as ``TYPE:value``."""
     from cryptography import x509
 
-    kinds = {x509.UniformResourceIdentifier: "URI", x509.DNSName: "DNS", x509.RFC822Name: "email",
+    kinds: dict[type, str] = {x509.UniformResourceIdentifier: "URI", x509.DNSName: "DNS", x509.RFC822Name: "email",
              x509.IPAddress: "IP", x509.DirectoryName: "dirName", x509.RegisteredID: "RID", x509.OtherName: "otherName"}
     return [f"{kinds.get(type(g), type(g).__name__)}:{g.value}" for g in san]
 

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import typing
 from pathlib import Path
 
 from sqm.mpc.net import logs
@@ -32,10 +33,7 @@ class MPCError(SQMError, RuntimeError):
     def __init__(self, message: str, codes: dict | None = None):
         super().__init__(message)
         self.codes = dict(codes or {})
-
-    @property
-    def exit_code(self) -> int:
-        return job_exit_code(self.codes) or EXIT_ERROR
+        self.exit_code = job_exit_code(self.codes) or EXIT_ERROR
 
 
 LOCAL_PORTS_ENV = "SQM_LOCAL_PORTS"
@@ -270,7 +268,8 @@ def _wait(procs, deadline_s: float, on_exit=None, grace_s: float = 30.0, lone_s:
     """Wait for all; on the first failure give the others ``grace_s`` to notice (a lone survivor, whose peers
     have all exited, ``lone_s``), then kill them.  ``on_exit(p)`` is called once for each process reaped."""
     start = time.monotonic()
-    failed_at = last_exit = None
+    failed_at: float | None = None
+    last_exit: float | None = None
     seen = set()
     while True:
         codes = [p.poll() for p in procs]
@@ -286,7 +285,7 @@ def _wait(procs, deadline_s: float, on_exit=None, grace_s: float = 30.0, lone_s:
             failed_at = now
         if all(c is not None for c in codes):
             return [i for i, c in enumerate(codes) if c != 0]
-        lone = len(procs) - len(seen) == 1 and now - last_exit > lone_s
+        lone = len(procs) - len(seen) == 1 and last_exit is not None and now - last_exit > lone_s
         if (failed_at is not None and (now - failed_at > grace_s or lone)) or now - start > deadline_s:
             for p in procs:
                 if p.poll() is None:
@@ -359,7 +358,7 @@ class Launch:
         self.procs: list[subprocess.Popen] = []
         self.spawned_at: list[float] = []  # time.time() just before each process was started
         self.exited_at: dict[int, float] = {}  # process index -> time.time() when its exit was seen
-        self._logs = []
+        self._logs: list[typing.IO[str]] = []
         try:
             self._janitor = subprocess.Popen([sys.executable, "-I", "-S", "-c", _JANITOR], stdin=subprocess.PIPE,
                                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -370,9 +369,11 @@ class Launch:
         self._note(f"dir {self.dir}")
 
     def _note(self, line: str) -> None:
+        stdin = self._janitor.stdin
+        assert stdin is not None  # started with stdin=PIPE
         try:
-            self._janitor.stdin.write(line + "\n")
-            self._janitor.stdin.flush()
+            stdin.write(line + "\n")
+            stdin.flush()
         except (OSError, ValueError):  # the janitor is gone: this process's own cleanup remains
             pass
 
@@ -431,8 +432,10 @@ class Launch:
             f.close()
         shutil.rmtree(self.dir, ignore_errors=True)
         self._note("clean")
+        stdin = self._janitor.stdin
+        assert stdin is not None  # started with stdin=PIPE
         try:
-            self._janitor.stdin.close()
+            stdin.close()
         except OSError:
             pass
         try:

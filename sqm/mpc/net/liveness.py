@@ -58,6 +58,7 @@ import asyncio
 import contextlib
 import struct
 import time
+import typing
 
 from sqm.errors import PeerLostError, TimedOutError
 from sqm.errors import UsageError
@@ -226,6 +227,7 @@ def install_loss_detection(state: dict) -> None:
         self.runtime.unset_protocol(peer)
 
     def receive(self, pc):
+        fut: asyncio.Future[typing.Any]
         if state["aborted"] is not None:
             fut = asyncio.Future(loop=self.runtime._loop)
             fut.set_exception(state["abort_exc"](state["aborted"]))
@@ -443,9 +445,9 @@ async def keep_alive(rt, state: dict, idle_timeout: float) -> None:
                 if late is not None:
                     state["stalled"](rt, pid, late, PeerSilent)
                     return
-                stall = no_progress(rt, state, pid, now, limit, 2 * period + 2 * tick) if waiting and limit else None
-                if stall is not None:
-                    state["stalled"](rt, pid, *stall)
+                stalling = no_progress(rt, state, pid, now, limit, 2 * period + 2 * tick) if waiting and limit else None
+                if stalling is not None:
+                    state["stalled"](rt, pid, *stalling)
                     return
         wake = time.monotonic() + tick
         await asyncio.sleep(tick)

@@ -133,8 +133,10 @@ def _clean(text: str, n: int = 300) -> str:
 class _Conn(asyncio.Protocol):
     """One connection during the connect phase, until it is handed to MPyC (buffers early bytes)."""
 
+    transport: asyncio.Transport  # set by connection_made, which asyncio calls before any other callback
+
     def __init__(self, session: "Session", pid: int | None):
-        self.s, self.pid, self.transport, self.buf = session, pid, None, bytearray()
+        self.s, self.pid, self.buf = session, pid, bytearray()
         self.ready = False  # identity checked: the hand-over may take place
         self.lost = False
         self.noted = False  # dropped and noted already (drop)
@@ -172,6 +174,7 @@ class _Conn(asyncio.Protocol):
             if len(self.buf) < off + 12 + size:
                 return
             if pc == ABORT_PC:
+                assert self.pid is not None  # called only once ready: the peer's party id is known
                 notice = read_abort_notice(bytes(self.buf[off + 12:off + 12 + size]))
                 self.s.fail(f"{party_label(self.pid)} gave up the connect phase: {notice['abort']}", notify=False,
                             timed_out=notice["kind"] == "timeout")
@@ -227,10 +230,14 @@ class _Accept(_Conn):
     Until then the connection is unidentified: counted by :meth:`Session.admit` (which may close the oldest
     unidentified one to make room for it) and closed after the handshake timeout."""
 
+    raw: asyncio.Transport  # the connection before TLS (set by connection_made)
+    born: float  # the loop's time at connection_made
+
     def __init__(self, session):
         super().__init__(session, None)
         self.upgraded = session.tls is None
-        self.host, self.raw, self.timer = "?", None, None
+        self.host = "?"
+        self.timer: asyncio.TimerHandle | None = None
         self.counted = False  # among the session's unidentified connections (Session.admit, Session.forget)
         self.closed_here = False  # this party closed it unidentified (to make room, or at its timeout)
 
@@ -276,6 +283,7 @@ class _Accept(_Conn):
             self.raw.abort()  # during the TLS handshake: start_tls ends (upgrade returns)
 
     async def upgrade(self, raw):
+        assert self.s.server_context is not None  # connection_made starts an upgrade only over TLS
         try:
             tls = await self.s.loop.start_tls(raw, self, self.s.server_context, server_side=True,
                                               ssl_handshake_timeout=self.s.handshake_timeout + 1)
@@ -345,6 +353,8 @@ class _Dial(_Conn):
     its reason, or BUSY: dial again).  ``settled`` is True once the connection was accepted or a failure was
     reported, False when the listener answered BUSY."""
 
+    pid: int  # the party dialled: known from the start
+
     def __init__(self, session: "Session", pid: int):
         super().__init__(session, pid)
         self.busy = False
@@ -412,6 +422,9 @@ class Session:
 
     ``tls``: this party's :class:`sqm.mpc.net.certs.TLSIdentity`, or None for plain TCP."""
 
+    loop: asyncio.AbstractEventLoop  # the running loop (set by connect)
+    done: asyncio.Future[None]  # every peer connected, or the connect phase failed (set by connect)
+
     def __init__(self, rt, addresses, tls=None, connect_timeout: float = 60.0,
                  handshake_timeout: float = HANDSHAKE_TIMEOUT, heartbeat: float | None = None):
         self.rt, self.pid, self.addrs = rt, rt.pid, [a.strip() for a in addresses]
@@ -435,7 +448,6 @@ class Session:
         self.unidentified: dict[str, dict[_Accept, None]] = {}  # open, not identified: per host, oldest first
         self.n_unidentified = 0
         self.tasks: set[asyncio.Task] = set()
-        self.loop = self.done = None
 
     def name(self, pid: int) -> str:
         return f"{party_label(pid)} ({self.addrs[pid]})"
@@ -490,13 +502,15 @@ class Session:
         at most the handshake timeout, and a real party is shut out only while a flood opens more than the bound
         every :data:`MIN_HOLD` s."""
         mine = self.unidentified.setdefault(conn.host, {})
+        why: str | None
+        victims: dict[_Accept, None] | None
         if len(mine) >= MAX_PENDING_PER_SOURCE:
             why, victims = f"more than {MAX_PENDING_PER_SOURCE} unidentified connections from {conn.host}", mine
         elif self.n_unidentified >= MAX_PENDING:
             why = f"more than {MAX_PENDING} unidentified connections"
             victims = max(self.unidentified.values(), key=len)
         else:
-            why = victims = None
+            why, victims = None, None
         if victims:
             old = next(iter(victims))
             if self.loop.time() - old.born < MIN_HOLD:
@@ -525,6 +539,7 @@ class Session:
         connect phase and waits for this party's first message knows it is alive (the module docstring)."""
         from sqm.mpc.net.liveness import heartbeat_frame, heartbeat_payload
 
+        assert self.heartbeat is not None  # connect spawns beat only with a heartbeat period
         while not self.done.done():
             await asyncio.sleep(self.heartbeat)
             if self.done.done():
@@ -627,9 +642,11 @@ class Session:
                 try:
                     server = await self.loop.create_server(lambda: _Accept(self), host=host, port=port)
                 except OSError as e:
-                    what = {errno.EADDRINUSE: "address in use (another process holds this port)",
-                            errno.EADDRNOTAVAIL: "address not available on this host (is this the host of "
-                                                 f"{party_label(self.pid)} in the job?)"}.get(e.errno, _reason(e))
+                    whats: dict[int | None, str] = {
+                        errno.EADDRINUSE: "address in use (another process holds this port)",
+                        errno.EADDRNOTAVAIL: "address not available on this host (is this the host of "
+                                             f"{party_label(self.pid)} in the job?)"}
+                    what = whats.get(e.errno, _reason(e))
                     raise ConnectError(f"cannot listen on {self.addrs[self.pid]}: {what}") from None
             for j in range(self.pid + 1, len(self.addrs)):
                 self.spawn(self.dial(j))
@@ -643,7 +660,9 @@ class Session:
                     self.done.set_exception(TimeoutError(message))
                     self.notify(message, "timeout")
                 await asyncio.sleep(0.05)  # let the notices leave before the process exits
-                raise self.done.exception() from None
+                failure = self.done.exception()
+                assert failure is not None  # failed just above, or by a peer's notice that came first
+                raise failure from None
             except (ConnectError, TimeoutError):
                 await self.linger()
                 raise

@@ -113,7 +113,8 @@ def decode(data: bytes) -> Any:
         raise WireError(f"frame header holds an integer of more than {MAX_INT_DIGITS} digits") from None
     if not isinstance(head, dict) or set(head) != {"v", "b"} or not isinstance(head["b"], list):
         raise WireError("frame header lacks its fields")
-    pos, bufs = 9 + hlen, []
+    pos = 9 + hlen
+    bufs: list[bytes | np.ndarray] = []
     for m in head["b"]:
         if (not isinstance(m, list) or len(m) != 3 or not isinstance(m[0], str) or not isinstance(m[1], list)
                 or not _nonneg_int(m[2]) or not all(_nonneg_int(s) for s in m[1])):

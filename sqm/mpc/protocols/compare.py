@@ -32,6 +32,8 @@ unpickle what peers send (see :mod:`bench.stock`); this module uses the runtime'
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from sqm.mpc.shares import modarith
@@ -59,7 +61,7 @@ async def random_bits(ctx, shape, p: int, workers) -> np.ndarray | None:
         sh = shamir.share(b, ctx.M, ctx.t, p, ctx.rng)
         out = {j: sh[j] for j in workers}
     got = await ctx.send_recv(out, dealers if mine else [], wire.shares(shape, p), "random bits")
-    bits = list(got) if mine else [None] * len(dealers)
+    bits: list[Any] = list(got) if mine else [None] * len(dealers)  # shares at a worker, None elsewhere
     while len(bits) > 1:  # pairwise XOR, a tree of ceil(log2 (t + 1)) rounds
         half = len(bits) // 2
         a = np.stack(bits[0:2 * half:2]) if mine else None
@@ -92,6 +94,7 @@ async def suffix_products(ctx, D, p: int, workers, shape) -> np.ndarray | None:
         prod = await mul(ctx, None if a is None else a[targets - s], None if a is None else a[targets], p, workers,
                          (len(targets),) + rest)
         if mine:
+            assert a is not None  # a worker holds D
             a[targets] = prod
 
     s = 1
@@ -123,6 +126,7 @@ async def public_less_than(ctx, c_bits, r_bits, p: int, workers, shape) -> np.nd
     Q = await suffix_products(ctx, D, p, workers, (k,) + rest)
     if not mine:
         return None
+    assert Q is not None  # a worker gets its shares
     nxt = np.concatenate([Q[1:], np.ones((1,) + rest, dtype=np.int64)])
     diff = modarith.sub_mod(nxt, Q, p)  # Q_{i+1} - Q_i
     diff = np.where(np.asarray(c_bits) == 0, diff, 0)
@@ -166,7 +170,11 @@ async def at_least_p(ctx, bits, p: int, workers, n: int) -> np.ndarray | None:
     if low_bound > 0:
         c = public_bits(np.full(n, low_bound - 1), ell) if mine else None
         low = await public_less_than(ctx, c, bits[:ell] if mine else None, p, workers, (ell, n))
-        factors = np.concatenate([factors, low[None]]) if mine else None
+        if mine:
+            assert low is not None  # a worker gets its shares
+            factors = np.concatenate([factors, low[None]])
+        else:
+            factors = None
     return await product(ctx, factors, p, workers, (k - ell + (low_bound > 0), n))
 
 
@@ -184,6 +192,7 @@ async def uniform_with_bits(ctx, n: int, p: int, workers) -> np.ndarray | None:
         if todo.size:
             fresh = await random_bits(ctx, (k, todo.size), p, workers)
             if mine:
+                assert bits is not None  # a worker gets its shares
                 bits[:, todo] = fresh
     return bits
 
@@ -205,6 +214,7 @@ async def lsb(ctx, x, p: int, workers, n: int) -> np.ndarray | None:
     prod = await mul(ctx, r0, w, p, workers, (n,))
     if not mine:
         return None
+    assert cb is not None  # opened to every worker
     s = modarith.sub_mod(modarith.add_mod(r0, w, p), modarith.small_mul_mod(prod, 2, p), p)  # r_0 xor w
     return np.where(cb[0] == 1, modarith.sub_mod(np.ones_like(s), s, p), s)
 

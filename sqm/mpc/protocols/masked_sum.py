@@ -73,7 +73,8 @@ class MaskedSum:
         if len(ctx.clients) < 2:
             raise ProtocolError(f"party {ctx.pid}: a masked sum needs at least two clients, got "
                                 f"{len(ctx.clients)}: one client's masked value is its data in the clear; refused")
-        self.ctx, self.k, self.keys, self.counter = ctx, mask_bits(bound), {}, 0
+        self.ctx, self.k, self.counter = ctx, mask_bits(bound), 0
+        self.keys: dict[int, bytes] = {}
 
     async def setup(self) -> None:
         """Pairwise key agreement among the clients only: each sends its 32-byte X25519 public key to the other

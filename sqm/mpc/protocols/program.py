@@ -54,7 +54,7 @@ class SumProgram:
         cols = np.array([k for _, k, _ in items], dtype=np.int64)
         coefs = np.empty(len(items), dtype=object)
         coefs[:] = [c for _, _, c in items]
-        monos = [None] * len(index)
+        monos: list[tuple[int, ...]] = [()] * len(index)  # every slot is set below: index holds 0..len - 1
         for key, k in index.items():
             monos[k] = key
         return cls(n_vars=n_vars, n_out=n_out, monomials=tuple(monos), rows=rows, cols=cols, coefs=coefs)

@@ -347,11 +347,15 @@ async def intersect(ctx, sizes: dict[int, int], points: np.ndarray | None = None
                          f"and ranks are 32-bit), got {sizes if own is None else {0: own, **sizes}}")
     if ctx.is_server:
         rng = secure_generator() if rng is None else rng
-        return await _server(ctx, sizes, chunk, None if own is None else _Own(points, key, rng, own), hide_membership,
-                             rng)
+        holder = None
+        if own is not None:
+            assert points is not None and key is not None  # a server holding a set gives its points and key
+            holder = _Own(points, key, rng, own)
+        return await _server(ctx, sizes, chunk, holder, hide_membership, rng)
     i = ctx.pid
     if points is None or points.shape != (sizes[i], POINT_BYTES):
         raise UsageError(f"client {i}: {sizes[i]} hashed ids expected")
+    assert key is not None and rng is not None  # a client gives its key and generator (the docstring)
     perm = rng.permutation(sizes[i])
     mine = points[perm]  # shuffled before anything leaves this client
     del points  # the caller passes the only other reference: one copy of the points is held
@@ -396,7 +400,8 @@ async def _client_ring(ctx, sizes: dict[int, int], mine: np.ndarray, key: bytes,
     held: dict[tuple[int, int], np.ndarray] = {}  # chunks received, blinded at the next step
     seen: dict[int, list[np.ndarray]] = {}  # owner -> the first bytes of this client's blinded values of its list
     for s in range(n_steps(sizes, chunk)):
-        to_next, to_server = [], []
+        to_next: list[np.ndarray] = []
+        to_server: list[np.ndarray] = []
         for h, o, k in schedule(i, s, sizes, chunk):
             data = mine[k * chunk:(k + 1) * chunk] if h == 0 else held.pop((o, k))
             try:
@@ -407,7 +412,7 @@ async def _client_ring(ctx, sizes: dict[int, int], mine: np.ndarray, key: bytes,
                 seen.setdefault(o, []).append(out[:, :SEEN_BYTES].copy())
             (to_next if h < n - 1 else to_server).append(out)
         incoming = [(o, k) for h, o, k in schedule(prv, s, sizes, chunk) if h < n - 1]
-        outgoing = {}
+        outgoing: dict[int, list[np.ndarray] | np.ndarray] = {}  # the next client: chunks; the server: one
         if to_next:
             outgoing[nxt] = to_next
         if to_server:
@@ -485,7 +490,9 @@ async def _server_pass(ctx, lengths: list[int], chunk: int, lists: list | None =
         return wire.list_of([_points(_chunk_len(lengths[q], kk, chunk)) for q, kk in at(k)], "blinded id chunks")
     step = "PSI: the server's lists around the ring"
     steps = max(counts) + n
+    assert keys is not None  # every party blinds under its keys
     if ctx.is_server:
+        assert lists is not None and back_keys is not None  # the server sends its lists, blinds them coming back
         back = [np.empty((L, POINT_BYTES), dtype=np.uint8) for L in lengths]
         for s in range(steps):
             out = [blind(keys[q], lists[q][k * chunk:(k + 1) * chunk]) for q, k in at(s)]
@@ -676,7 +683,7 @@ def place_union(indicator: np.ndarray, S: int, rng: np.random.Generator) -> np.n
     """Membership hidden: the position in 0..S-1 of each of the union's U values (``indicator``: which are in
     every list; unused here, a test replaces this function by one that uses it), uniformly random and distinct,
     from the server's cryptographic generator ``rng``."""
-    return rng.choice(S, size=indicator.shape[0], replace=False)
+    return rng.choice(S, size=int(indicator.shape[0]), replace=False)
 
 
 def common_values(values: np.ndarray, sizes: dict[int, int]) -> tuple[dict, dict]:

@@ -191,6 +191,7 @@ def _shift_sum(partials: list[np.ndarray], w: int, p: int) -> np.ndarray:
         for s, P in enumerate(partials):
             term = scalar_mul_mod(np.rint(P).astype(np.int64) % p, pow(2, w * s, p), p)
             out = term if out is None else add_mod(out, term, p)
+        assert out is not None  # callers pass 2 L - 1 >= 1 partials
         return out
     acc = None
     for P in reversed(partials):
@@ -204,6 +205,7 @@ def _shift_sum(partials: list[np.ndarray], w: int, p: int) -> np.ndarray:
             acc = (acc << s) % p
             k -= s
         acc = (acc + Q) % p  # acc < 2^58, Q < 2^53
+    assert acc is not None  # callers pass 2 L - 1 >= 1 partials
     return acc
 
 
