@@ -117,7 +117,7 @@ class ScoringJobTask(JobTask):
         requester = self.requester_of(meta)
         if ctx.is_server and self.model is None:
             raise UsageError("the server of a scoring job needs the released model (--model FILE)")
-        got = await ctx.broadcast(self.model.to_wire() if ctx.is_server else None,
+        got = await ctx.broadcast(self.model.to_wire() if ctx.is_server and self.model is not None else None,
                                   wire.value(dict, "the released model", released_models.frame_ok),
                                   step="released model")
         model = self.model
@@ -127,6 +127,7 @@ class ScoringJobTask(JobTask):
             except UsageError as e:  # a malformed message is a refusal naming its sender
                 raise ProtocolError(f"client {ctx.pid}: the server's released model is malformed ({e}); refused "
                                     f"before any share was sent") from None
+        assert model is not None  # the server's own (checked above) or the one it sent (read above)
         k, n = model.weights.shape[1], meta.n_records
         unit = 1 << self.frac_bits
         bound = sum_bound(meta.n_parties, self.score_bound, self.frac_bits) if n else 0
@@ -147,6 +148,7 @@ class ScoringJobTask(JobTask):
                                           self.score_bound, self.frac_bits)
             if problem:
                 raise InputRefused(problem)
+            assert enc is not None  # no problem: encoded
             my_input = (np.zeros((0, 0), np.int64), enc.reshape(-1), table.ids_digest)
         job = dataclasses.replace(sum_job([], n * k, bound), align_ids=True)
         if self.ledger is not None and not ctx.is_server:

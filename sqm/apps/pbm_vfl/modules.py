@@ -34,6 +34,7 @@ def default_client_model(cfg: VFLConfig, in_dim: int, seed) -> nn.Module:
 
 def default_fusion_model(cfg: VFLConfig, seed) -> nn.Module:
     """A linear layer from the embedding sum to the ``cfg.n_classes`` class scores, initialised from ``seed``."""
+    assert cfg.n_classes is not None  # a server's config names its classes (a job derives them from its labels)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(model_seed(seed))
         return nn.Linear(cfg.embedding_size, cfg.n_classes)

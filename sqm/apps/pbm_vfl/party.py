@@ -186,9 +186,11 @@ class ServerParty(_Party):
         self.loss = loss if loss is not None else torch.nn.CrossEntropyLoss()
         self.y = {"train": None if y_train is None else np.asarray(y_train, dtype=np.int64),
                   "test": None if y_test is None else np.asarray(y_test, dtype=np.int64)}
+        k = cfg.n_classes
+        assert k is not None  # a server's config names its classes (a job derives them from its labels)
         for split, y in self.y.items():
-            if y is not None and (y.ndim != 1 or (y.size and (y.min() < 0 or y.max() >= cfg.n_classes))):
-                raise UsageError(f"{split} labels must be a 1-D array of classes 0..{cfg.n_classes - 1}")
+            if y is not None and (y.ndim != 1 or (y.size and (y.min() < 0 or y.max() >= k))):
+                raise UsageError(f"{split} labels must be a 1-D array of classes 0..{k - 1}")
         self.hash = hashlib.sha256()
         self._probs: dict[str, list[np.ndarray]] = {"train": [], "test": []}
         self._idx: dict[str, list[np.ndarray]] = {"train": [], "test": []}
@@ -236,7 +238,7 @@ class ServerParty(_Party):
         self._idx[split].append(idx)
 
     def probabilities(self, split: str = "test") -> np.ndarray:
-        probs = np.concatenate(self._probs[split]) if self._probs[split] else np.zeros((0, self.cfg.n_classes))
+        probs = np.concatenate(self._probs[split]) if self._probs[split] else np.zeros((0, int(self.cfg.n_classes or 0)))
         self._probs[split], self._idx[split] = [], []
         return probs
 
