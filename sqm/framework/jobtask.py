@@ -98,15 +98,15 @@ class JobTask(abc.ABC):
         """The server's model numbers (:func:`sqm.framework.released_models.model_numbers`) from its result."""
         raise NotImplementedError(f"{type(self).__name__} releases no model")
 
-    def with_ledger(self, ledger) -> "JobTask":
+    def with_ledger(self, ledger) -> JobTask:
         """The task this party runs with its own ledger guard (default: this task)."""
         return self
 
-    def for_party(self, index: int, party) -> "JobTask":
+    def for_party(self, index: int, party) -> JobTask:
         """The task party ``index`` runs, given its job-file entry ``party`` (default: this task)."""
         return self
 
-    def with_party_bounds(self, party_bounds) -> "JobTask":
+    def with_party_bounds(self, party_bounds) -> JobTask:
         """This task with each client's share of ``row_norm_bound`` given (norm shares)."""
         raise NotImplementedError(f"{type(self).__name__} takes no norm shares")
 

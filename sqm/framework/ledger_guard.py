@@ -53,7 +53,7 @@ class LedgerGuard:
             ledger.set_budget(dataset, *self.budget)
         return ledger
 
-    def opened(self, file) -> "LedgerGuard":
+    def opened(self, file) -> LedgerGuard:
         """This client's guard with its dataset resolved: its file's digest (streamed SHA-256) bound to the
         owner's name (:class:`sqm.mechanism.ledger.BindingError` if it is bound to another)."""
         from sqm.mechanism.ledger import file_digest
@@ -68,7 +68,7 @@ class LedgerGuard:
     def alignments(self) -> int:
         return self._ledger().alignments(self.account)
 
-    def refusal(self, task: "JobTask", meta: "JobMeta") -> tuple[str, str] | None:
+    def refusal(self, task: JobTask, meta: JobMeta) -> tuple[str, str] | None:
         """None if this job's release fits the dataset's budget (nothing recorded), else (the reason for this
         party's own operator, with the figures; the public reason, without them: a client's names no dataset, the
         server's names its own)."""
@@ -84,7 +84,7 @@ class LedgerGuard:
             return str(e), e.public + named
         return None
 
-    def reserve(self, task: "JobTask", meta: "JobMeta"):
+    def reserve(self, task: JobTask, meta: JobMeta):
         """The :class:`sqm.mechanism.ledger.Reservation` of this job's release: its events against the server,
         charged by the server, or by a client to its own records' dataset (refundable); ProtocolError (refused)
         if the dataset has no budget or the release would exceed it."""

@@ -68,7 +68,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def declared_scales(task: JobTask, meta: "JobMeta", bounds, pid: int) -> dict[str, float]:
+def declared_scales(task: JobTask, meta: JobMeta, bounds, pid: int) -> dict[str, float]:
     """Client ``pid``'s declared columns -> the factor :func:`scale_to_bounds` multiplies each by: the column's
     bound over ``max(|lo|, |hi|)``, a column's bound being its share of the task's row norm bound,
     c_j / sqrt(its columns) (c_j: :func:`sqm.mechanism.vertical.party_norm_bounds`, over the columns the task's
@@ -170,7 +170,7 @@ class JobParty(PartyProgram):
     client's own ledger of its records' releases; None: none)."""
 
     def __init__(self, index: int, file: str | None, id_column: str, task: JobTask, dataset: str | None = None,
-                 ledger: "LedgerGuard | None" = None, bounds: tuple = (), drop_columns: tuple = (),
+                 ledger: LedgerGuard | None = None, bounds: tuple = (), drop_columns: tuple = (),
                  min_intersection: int = DEFAULT_MIN_INTERSECTION, shards: tuple | None = None,
                  hide_membership: bool = False, max_set_ratio: float = DEFAULT_MAX_SET_RATIO):
         self.index, self.file, self.id_column, self.task = index, file, id_column, task
@@ -195,7 +195,7 @@ class JobParty(PartyProgram):
         return ["sqm-jobfile", self.id_column, self.dataset, self.task.public(), ("min_intersection",
                                                                                  self.min_intersection), *extra]
 
-    async def _budget_verdict(self, ctx, meta: "JobMeta") -> None:
+    async def _budget_verdict(self, ctx, meta: JobMeta) -> None:
         """Every party whose operator keeps a privacy-budget ledger checks this job against it (nothing recorded
         yet); one exchange tells every party each verdict, so that a party over its own budget refuses the job
         before ANY party sends a share, and no other party's ledger is charged for a job that never ran.  The
@@ -331,10 +331,10 @@ class JobParty(PartyProgram):
             raise InputRefused(f"{mine['error']} (refused before any share was sent)", "see the detail above")
         got = await ctx.send_recv(out, holders, wire.value(dict, "the party's schema or its refusal", _schema_ok),
                                   "client schemas")
-        errors = [f"{party_label(j)} refused: {g['error']}" for j, g in zip(holders, got) if "error" in g]
+        errors = [f"{party_label(j)} refused: {g['error']}" for j, g in zip(holders, got, strict=False) if "error" in g]
         if errors:  # only the parties' short categories: this message also goes to every peer
             raise refused("; ".join(errors))
-        schemas = dict(zip(holders, got))
+        schemas = dict(zip(holders, got, strict=False))
         got = [schemas[j] for j in ctx.clients]  # the clients' columns are the job's columns
         dropped = {c for g in got for c in g.get("dropped", ())}
         unknown = [c for c in self.drop_columns if c not in dropped]
@@ -486,7 +486,7 @@ def _schema_ok(g) -> bool:
             and all(isinstance(n, str) and len(n) <= 1000 for n in g["names"]))
 
 
-def party_program(spec: JobSpec, index: int, task: JobTask, ledger: "LedgerGuard | None" = None,
+def party_program(spec: JobSpec, index: int, task: JobTask, ledger: LedgerGuard | None = None,
                   max_set_ratio: float = DEFAULT_MAX_SET_RATIO) -> JobParty:
     """Party ``index``'s program: its own file only (a party never learns where others keep their data), and
     its own ledger guard (``ledger``: the server's, charged to its ``dataset`` or the job file's; or a client's
@@ -560,7 +560,7 @@ def party_program(spec: JobSpec, index: int, task: JobTask, ledger: "LedgerGuard
                     check_max_set_ratio(max_set_ratio))
 
 
-def job_programs(spec: JobSpec, task: JobTask, ledger: "LedgerGuard | None" = None,
+def job_programs(spec: JobSpec, task: JobTask, ledger: LedgerGuard | None = None,
                  max_set_ratio: float = DEFAULT_MAX_SET_RATIO) -> list[JobParty]:
     """Every party's program of a job started on this machine (the server's with ``ledger``)."""
     return [party_program(spec, i, task, ledger if i == 0 else None, max_set_ratio) for i in range(len(spec.parties))]

@@ -24,7 +24,7 @@ from sqm.mpc.net.launch import (
 )
 
 
-def simulate(spec: JobSpec, task: JobTask, timeout: float = 3600.0, ledger: "LedgerGuard | None" = None,
+def simulate(spec: JobSpec, task: JobTask, timeout: float = 3600.0, ledger: LedgerGuard | None = None,
              max_set_ratio: float = DEFAULT_MAX_SET_RATIO, **_transport) -> list[dict]:
     """SIMULATION: every party's program of the job (the same :func:`party_program` objects) run in this one
     process by :func:`sqm.mpc.protocols.inprocess.run_in_process`; each client still reads only its own file.  Transport
@@ -41,7 +41,7 @@ def _progress_args(progress_timeout: float | None) -> list[str]:
 
 def run_local(spec: JobSpec, task: JobTask, timeout: float = 3600.0, connect_timeout: float = 60.0,
               ssl_dir: str | None = None, idle_timeout: float | None = None,
-              insecure_plaintext: bool = False, ledger: "LedgerGuard | None" = None,
+              insecure_plaintext: bool = False, ledger: LedgerGuard | None = None,
               progress_timeout: float | None = None, max_set_ratio: float = DEFAULT_MAX_SET_RATIO) -> list[dict]:
     """Start every party of the job on this machine (one process each, at the job file's addresses).
 
@@ -129,7 +129,7 @@ def run_job(spec: JobSpec, task: JobTask, index: int | None = None, timeout: flo
 
 def run_one(spec: JobSpec, index: int, task: JobTask, timeout: float = 3600.0,
             connect_timeout: float = 60.0, ssl_dir: str | None = None, idle_timeout: float | None = None,
-            insecure_plaintext: bool = False, ledger: "LedgerGuard | None" = None,
+            insecure_plaintext: bool = False, ledger: LedgerGuard | None = None,
             progress_timeout: float | None = None, max_set_ratio: float = DEFAULT_MAX_SET_RATIO) -> dict:
     """Run party ``index`` only, in a child ``python -m sqm.mpc.net.party`` process (other hosts run the others).
 

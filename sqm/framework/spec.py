@@ -154,7 +154,7 @@ class JobSpec:
         return [list(p.worker_addresses) if p.worker_addresses else worker_addresses(p.address, self.shards)
                 for p in self.parties]
 
-    def with_model(self, index: int, model: str) -> "JobSpec":
+    def with_model(self, index: int, model: str) -> JobSpec:
         """This job with party ``index``'s model code replaced by ``model`` ("FILE:FACTORY", its operator's own
         ``--model``: any file on that party's machine)."""
         if index is None or not 0 <= index <= self.n_clients:
@@ -164,7 +164,7 @@ class JobSpec:
         parties[index] = dataclasses.replace(parties[index], model=f"{os.path.abspath(file)}:{name}")
         return dataclasses.replace(self, parties=tuple(parties))
 
-    def with_file(self, index: int, path) -> "JobSpec":
+    def with_file(self, index: int, path) -> JobSpec:
         """This job with client ``index``'s file replaced by ``path`` (its operator's own ``--data-file``:
         any path on that party's machine, absolute or relative to the working folder)."""
         if index is None or not 0 <= index <= self.n_clients:
@@ -174,7 +174,7 @@ class JobSpec:
         parties[index] = dataclasses.replace(parties[index], file=os.path.abspath(str(path)))
         return dataclasses.replace(self, parties=tuple(parties))
 
-    def with_workers(self, index: int, engine: str | None = None, addresses=None) -> "JobSpec":
+    def with_workers(self, index: int, engine: str | None = None, addresses=None) -> JobSpec:
         """This job with party ``index``'s shard engine (its own Dask scheduler) and its workers' addresses set by
         its operator (``--engine``, ``--worker-addresses``); the job's shard count is the job file's."""
         if engine is None and addresses is None:
@@ -464,7 +464,7 @@ def write_job(path, addresses, files, id_column: str = "id", job_id: str | None 
     parties = [{"address": addresses[0]}]
     if server_file is not None:
         parties[0]["file"] = inside(server_file, 0)
-    for j, (a, f) in enumerate(zip(addresses[1:], files), start=1):
+    for j, (a, f) in enumerate(zip(addresses[1:], files, strict=False), start=1):
         parties.append({"address": a} if f is None else {"address": a, "file": inside(f, j)})
         if bounds is not None and bounds[j - 1] is not None:
             check_bounds(bounds[j - 1], f"client {j}'s")
@@ -548,7 +548,7 @@ def write_party_csvs(X, directory, n_parties: int | None = None, col_counts=None
         with open(f, "w", newline="") as fh:
             csv.writer(fh).writerow([id_column] + [f"x{start + t}" for t in range(k)])
             fh.write("".join(f"{i}," + ",".join(map(repr, row)) + "\r\n"  # floats' repr: exact round trip
-                             for i, row in zip(ids, X[:, start:start + k].tolist())))
+                             for i, row in zip(ids, X[:, start:start + k].tolist(), strict=False)))
         files.append(f)
         start += k
     if addresses is None:

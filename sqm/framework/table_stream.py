@@ -25,7 +25,8 @@ import dataclasses
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator
+from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -105,11 +106,11 @@ class StreamedTable(ChunkTransform):
     def n_cols(self) -> int:
         return len(self.columns)
 
-    def select(self, keep) -> "StreamedTable":
+    def select(self, keep) -> StreamedTable:
         """The same file with only the feature columns at indices ``keep``."""
         return dataclasses.replace(self, columns=[self.columns[j] for j in keep])
 
-    def restricted(self, keep) -> "StreamedTable":
+    def restricted(self, keep) -> StreamedTable:
         """The same file with only the records where ``keep`` (a boolean mask over its records) is true: one
         bit per record held, the rows themselves still read chunk by chunk."""
         keep = np.asarray(keep, dtype=bool)
@@ -117,7 +118,7 @@ class StreamedTable(ChunkTransform):
             raise UsageError(f"a mask of {keep.shape} for the file's {self.n_rows} records (restricted once)")
         return dataclasses.replace(self, keep=keep, n_rows=int(keep.sum()), file_rows=self.n_rows)
 
-    def part(self, start: int, stop: int) -> "StreamedTable":
+    def part(self, start: int, stop: int) -> StreamedTable:
         """Kept records ``[start, stop)`` (a shard worker's, :mod:`sqm.mpc.protocols.shards`): :meth:`chunks` yields
         exactly those rows of the whole table's.  A Parquet file is read from the row group holding the
         first of them and no further than the last; a CSV file is parsed from its start (rows before the part
@@ -173,7 +174,7 @@ class StreamedTable(ChunkTransform):
                 mask = self.keep[at:at + k]
                 if len(mask) != k:  # more records than the checking pass found: refused by _check_count
                     raise FileChanged(f"party file {self.file} now holds more than {self._file_rows} records")
-                yield b[mask] if isinstance(b, np.ndarray) else [x for x, m in zip(b, mask) if m]
+                yield b[mask] if isinstance(b, np.ndarray) else [x for x, m in zip(b, mask, strict=False) if m]
             at += k
         self._seen = at
 

@@ -77,19 +77,19 @@ class PartyTable:
     def n_cols(self) -> int:
         return self.block.shape[1]
 
-    def select(self, keep) -> "PartyTable":
+    def select(self, keep) -> PartyTable:
         """The same table with only the feature columns at indices ``keep``."""
         return PartyTable(self.file, [self.columns[j] for j in keep], self.block[:, list(keep)], self.ids)
 
     def iter_ids(self):
         return iter(self.ids)
 
-    def restricted(self, keep) -> "PartyTable":
+    def restricted(self, keep) -> PartyTable:
         """The same table with only the records where ``keep`` (a boolean mask) is true, in the same order."""
         idx = np.flatnonzero(np.asarray(keep, dtype=bool))
         return PartyTable(self.file, self.columns, self.block[idx], [self.ids[i] for i in idx] if self.ids else [])
 
-    def reordered(self, order) -> "PartyTable":
+    def reordered(self, order) -> PartyTable:
         """The same table with its rows in ``order`` (indices)."""
         order = np.asarray(order, dtype=np.intp)
         ids = [self.ids[i] for i in order] if self.ids else []
@@ -229,7 +229,7 @@ def _text_error(c: str, value, r: int, path: str, what: str, lines) -> PartyFile
 def _csv_column(vals: list[str], c: str, path: str, what: str, lines) -> tuple[np.ndarray, np.ndarray]:
     miss = np.fromiter((v.lower() in MISSING for v in vals), dtype=bool, count=len(vals))
     out = np.zeros(len(vals), dtype=np.float64)
-    present = [v for v, m in zip(vals, miss) if not m]
+    present = [v for v, m in zip(vals, miss, strict=False) if not m]
     try:
         out[~miss] = np.asarray(present, dtype=np.float64)
     except ValueError:

@@ -27,7 +27,7 @@ import shutil
 import tempfile
 import weakref
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -87,7 +87,7 @@ class UnionTable(ChunkTransform):
         """Remove the bucket files (the placing process; a shard worker's copy removes nothing)."""
         self.folder.remove()
 
-    def part(self, start: int, stop: int) -> "UnionTable":
+    def part(self, start: int, stop: int) -> UnionTable:
         """Positions ``[start, stop)`` of this table (a shard worker's): :meth:`chunks` yields exactly those rows."""
         start, stop = int(start), int(stop)
         if not 0 <= start <= stop <= self.n_rows:

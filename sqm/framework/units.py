@@ -38,7 +38,7 @@ def raw_linear_model(coef, columns, scales: dict, intercept: float = 0.0,
     if len(coef) != len(columns):
         raise UsageError(f"{len(coef)} weights for {len(columns)} columns")
     ls = float(label_scale)
-    return ({c: float(w) * float(scales.get(c, 1.0)) / ls for c, w in zip(columns, coef)}, float(intercept) / ls)
+    return ({c: float(w) * float(scales.get(c, 1.0)) / ls for c, w in zip(columns, coef, strict=False)}, float(intercept) / ls)
 
 
 def raw_projection(components, columns, scales: dict) -> list[dict[str, float]]:
@@ -46,7 +46,7 @@ def raw_projection(components, columns, scales: dict) -> list[dict[str, float]]:
     sum_c weight_c x_c (the component's loading times its column's factor)."""
     V = np.atleast_2d(np.asarray(components, dtype=np.float64))
     s = np.array([float(scales.get(c, 1.0)) for c in columns])
-    return [{c: float(v) for c, v in zip(columns, row * s)} for row in V]
+    return [{c: float(v) for c, v in zip(columns, row * s, strict=False)} for row in V]
 
 
 def is_scaled(scales: dict | None) -> bool:

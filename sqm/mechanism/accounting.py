@@ -55,7 +55,7 @@ def _event_params(l1, l2, mu):
     """(l1, l2, mu) as floats, refused as :func:`sqm.mechanism.events.server_event` refuses them (float() first, then
     finite and > 0)."""
     out = tuple(float(v) for v in (l1, l2, mu))
-    for v, name in zip(out, ("the L1 sensitivity l1", "the L2 sensitivity l2", "mu")):
+    for v, name in zip(out, ("the L1 sensitivity l1", "the L2 sensitivity l2", "mu"), strict=False):
         if not math.isfinite(v):
             raise UsageError(f"{name} must be a finite number, got {v!r}")
         if v <= 0:

@@ -61,7 +61,7 @@ class QuantizedRows(ChunkedInput):
         self.coins = coins
         self._row = int(first_row)  # the next record's index in the whole input (its coins' place)
 
-    def part(self, start: int, stop: int) -> "QuantizedRows":
+    def part(self, start: int, stop: int) -> QuantizedRows:
         """Records ``[start, stop)``, rounded with the same coins as in the whole input: the part holds the keys of
         the coin blocks those records touch (:meth:`sqm.mechanism.coins.CoinKeys.restricted`) and nothing else of
         this client's randomness: no master key, no generator, so no noise (the addend stays with this input)."""

@@ -49,7 +49,7 @@ class CoinKeys:
         self._gen: np.random.Generator | None = None
 
     @classmethod
-    def from_generator(cls, rng: np.random.Generator, n_cols: int) -> "CoinKeys":
+    def from_generator(cls, rng: np.random.Generator, n_cols: int) -> CoinKeys:
         """A fresh master from 32 bytes of ``rng`` (the client's own generator, whose later draws make its noise)."""
         return cls(n_cols, master=rng.bytes(32), insecure_pcg64=not is_secure(rng))
 
@@ -67,7 +67,7 @@ class CoinKeys:
                              f"its own records")
         return self._blocks[b]
 
-    def restricted(self, start: int, stop: int) -> "CoinKeys":
+    def restricted(self, start: int, stop: int) -> CoinKeys:
         """The keys of the blocks that records ``[start, stop)`` touch, and nothing else (no master)."""
         first, last = int(start) // COIN_BLOCK, (max(int(stop), int(start) + 1) - 1) // COIN_BLOCK
         return CoinKeys(self.n_cols, blocks={b: self.block_key(b) for b in range(first, last + 1)},

@@ -55,7 +55,7 @@ def check_rounding(poly: Polynomial, gamma: float, int_coefs) -> None:
     ints = list(int_coefs)
     if len(ints) != low.size:
         raise UsageError(f"{len(ints)} coefficients received, the {poly.name} polynomial has {low.size} terms")
-    for i, (c, lo) in enumerate(zip(ints, low.tolist())):
+    for i, (c, lo) in enumerate(zip(ints, low.tolist(), strict=False)):
         if c - int(lo) not in (0, 1):
             raise UsageError(f"coefficient {i} is {c}, not a rounding of {poly.term_coef[i]!r} x {scales[i]:g}")
 
@@ -67,7 +67,7 @@ def round_scaled(values: np.ndarray, scales: np.ndarray, rng: np.random.Generato
         raise UsageError("a scaled coefficient overflows float64: gamma or the coefficients are too large")
     low = np.floor(scaled)
     up = rng.random(scaled.shape) < (scaled - low)
-    return tuple(int(lo) + int(u) for lo, u in zip(low.tolist(), up.tolist()))
+    return tuple(int(lo) + int(u) for lo, u in zip(low.tolist(), up.tolist(), strict=False))
 
 
 def compensate(poly: Polynomial, gamma: float, seed: SeedLike = None,

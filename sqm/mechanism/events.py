@@ -27,7 +27,7 @@ is the one-call form.  :func:`event_to_json` / :func:`event_from_json` write and
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 import attr
 import numpy as np

@@ -49,7 +49,7 @@ def energy_limits(plan) -> list[tuple[list[int], int]]:
     out = []
     for c in range(plan.n_parties):
         cols = [j for j, o in enumerate(owner) if o == c]
-        groups = [(g, b) for g, b in zip(plan.bounds.groups, plan.bounds.bounds) if owner[g[0]] == c]
+        groups = [(g, b) for g, b in zip(plan.bounds.groups, plan.bounds.bounds, strict=False) if owner[g[0]] == c]
         energy = quantized_norm_bound_sq(plan.gamma, [b for _, b in groups], [len(g) for g, _ in groups])
         honest = -((-energy.numerator * int(plan.n_records)) // energy.denominator)  # ceil(n N_c^2)
         noise = skellam_tail_bound(plan.total_noise_mu * len(cols), plan.n_parties, FALSE_ALARM_LOG2) if cols else 0

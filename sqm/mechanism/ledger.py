@@ -60,7 +60,7 @@ import os
 import secrets
 import sqlite3
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 
 from dp_accounting import dp_event
 
@@ -305,7 +305,7 @@ def _holder_alive(ledger_path: str, token: str) -> bool:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def _check_dataset(dataset):

@@ -24,7 +24,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
+from collections.abc import Callable
 
 from sqm.errors import UsageError
 

@@ -91,7 +91,7 @@ def _check_parties(M) -> None:
 
 @dataclass
 class PBMEncoding:
-    q: "np.ndarray"  # int64 entries in [0, b]: a numpy array, or a torch tensor on the input's device
+    q: np.ndarray  # int64 entries in [0, b]: a numpy array, or a torch tensor on the input's device
     clipped: int  # entries of the input outside [-C, C], clipped before encoding
 
 

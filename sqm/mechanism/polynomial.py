@@ -87,7 +87,7 @@ class Polynomial:
 
     # ----- construction -------------------------------------------------------------------------
     @classmethod
-    def from_exponents(cls, coefficients, exponents, name: str = "polynomial") -> "Polynomial":
+    def from_exponents(cls, coefficients, exponents, name: str = "polynomial") -> Polynomial:
         """Eq. 11: ``coefficients[t]`` is the vector a_t (length v_t), ``exponents[t]`` the matrix B_t (v_t x n)."""
         if len(coefficients) != len(exponents):
             raise UsageError(f"{len(coefficients)} coefficient vectors but {len(exponents)} exponent matrices")
@@ -95,7 +95,7 @@ class Polynomial:
             raise UsageError("a polynomial needs at least one output dimension")
         n_vars = None
         outs, coefs, vars_ = [], [], []
-        for t, (a, B) in enumerate(zip(coefficients, exponents)):
+        for t, (a, B) in enumerate(zip(coefficients, exponents, strict=False)):
             a = np.atleast_1d(np.asarray(a, dtype=np.float64))
             B = np.atleast_2d(np.asarray(B))
             if not np.all(np.isfinite(a)):
@@ -103,7 +103,7 @@ class Polynomial:
             if B.shape[0] != a.shape[0]:
                 raise UsageError(f"output {t}: {a.shape[0]} coefficients but {B.shape[0]} exponent rows")
             if not np.issubdtype(B.dtype, np.integer):
-                if not np.all(np.isfinite(B)) or not np.all(B == np.round(B)):
+                if not np.all(np.isfinite(B)) or not np.all(np.round(B) == B):
                     raise UsageError(f"output {t}: exponents must be integers")
                 B = B.astype(np.int64)
             if np.any(B < 0):
@@ -112,7 +112,7 @@ class Polynomial:
                 n_vars = B.shape[1]
             elif B.shape[1] != n_vars:
                 raise UsageError(f"output {t}: exponent matrix has {B.shape[1]} columns, expected {n_vars}")
-            for coef, row in zip(a, B):
+            for coef, row in zip(a, B, strict=False):
                 outs.append(t)
                 coefs.append(coef)
                 vars_.append(tuple(int(j) for j in np.repeat(np.arange(n_vars), row)))
@@ -145,7 +145,7 @@ class Polynomial:
         X = self.check_data(np.asarray(X, dtype=np.float64))
         y = np.zeros(self.n_out)
         cache: dict[tuple[int, ...], float] = {}
-        for t, a, mono in zip(self.term_out, self.term_coef, self.term_vars):
+        for t, a, mono in zip(self.term_out, self.term_coef, self.term_vars, strict=False):
             if mono not in cache:
                 prod = np.ones(X.shape[0])
                 for j in mono:
@@ -158,7 +158,7 @@ class Polynomial:
         """f(x) for each row: (records x n_out)."""
         X = self.check_data(np.asarray(X, dtype=np.float64))
         out = np.zeros((X.shape[0], self.n_out))
-        for t, a, mono in zip(self.term_out, self.term_coef, self.term_vars):
+        for t, a, mono in zip(self.term_out, self.term_coef, self.term_vars, strict=False):
             prod = np.full(X.shape[0], a)
             for j in mono:
                 prod = prod * X[:, j]

@@ -125,7 +125,7 @@ def compute_epsilon(orders, rdp_values, delta: float) -> tuple[float, float]:
     if len(orders) != len(rdp_values):
         raise UsageError("Input lists must have the same length.")
     eps = []
-    for a, r in zip(orders, rdp_values):
+    for a, r in zip(orders, rdp_values, strict=False):
         if a < 1:
             raise UsageError(f"Renyi divergence order must be at least 1. Found {a}.")
         if r < 0:

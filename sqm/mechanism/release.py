@@ -137,7 +137,7 @@ async def sqm_round(ctx, statistic: StructuredPolynomial, block, plan: SQMPlan, 
     from sqm.mpc.shares.field import prime_for_bound
     from sqm.mpc.net.abort import InputRefused, ProtocolError
 
-    if ctx.M != plan.n_parties + 1:
+    if plan.n_parties + 1 != ctx.M:
         raise ProtocolError(f"party {ctx.pid}: the plan has {plan.n_parties} clients but {ctx.M - 1} joined; refused")
     coefs = None
     if ctx.is_server:
@@ -441,7 +441,7 @@ class SQM:
         pcg = _pcg64(self.backend)
         # the server's program holds a seed only where it rounds coefficients (nothing else is random there)
         programs = [SQMParty(self.polynomial, plan, seeds[0] if plan.preprocess else None, None, pcg)]
-        programs += [SQMParty(self.polynomial, plan, s, b, pcg) for s, b in zip(seeds[1:], data.blocks)]
+        programs += [SQMParty(self.polynomial, plan, s, b, pcg) for s, b in zip(seeds[1:], data.blocks, strict=False)]
         return programs, report
 
     def run(self, data: VerticalData) -> SQMResult:

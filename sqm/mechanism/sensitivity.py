@@ -104,7 +104,7 @@ def quantized_norm_bound_sq(gamma: float, party_bounds, party_cols) -> Fraction:
     check_gamma(gamma)
     g = Fraction(gamma)
     total = Fraction(0)
-    for c, n in zip(np.asarray(party_bounds, np.float64).tolist(), np.asarray(party_cols).tolist()):
+    for c, n in zip(np.asarray(party_bounds, np.float64).tolist(), np.asarray(party_cols).tolist(), strict=False):
         gc = g * Fraction(c)
         bounds: list[Fraction | int] = [(gc + sqrt_up(int(n))) ** 2, int(n) * math.ceil(gc) ** 2,
                                         dependent_norm_bound_sq(gc, int(n))]
@@ -234,11 +234,11 @@ def general_sensitivity(polynomial, gamma: float, col_bounds, int_coefs=None, pr
     if int_coefs is None:
         if preprocess:
             int_coefs = [math.ceil(abs(Fraction(float(a))) * g ** int(1 + lam - k))
-                         for a, k in zip(polynomial.term_coef, polynomial.term_degrees)]
+                         for a, k in zip(polynomial.term_coef, polynomial.term_degrees, strict=False)]
         else:
             int_coefs = [abs(a) for a in polynomial.term_coef]
     per_out = [Fraction(0)] * polynomial.n_out  # exact: every coefficient and bound is a rational
-    for t, c, mono in zip(polynomial.term_out, int_coefs, polynomial.term_vars):
+    for t, c, mono in zip(polynomial.term_out, int_coefs, polynomial.term_vars, strict=False):
         v = abs(Fraction(int(c)) if float(c).is_integer() else Fraction(float(c)))
         for j in mono:
             v *= qb[j]

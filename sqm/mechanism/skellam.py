@@ -70,8 +70,8 @@ def poisson_offset(lam: float, size, rng: np.random.Generator) -> np.ndarray:
             jf = np.floor((2 * a / us + b) * U + frac + 0.43)
             ok = np.isfinite(jf) & (jf > -lam0) & (np.abs(jf) < 2.0 ** 62)
             j = np.where(ok, jf, 0.0)
-            quick = ok & (us >= 0.07) & (V <= vr)
-            maybe = ok & ~quick & ~((us < 0.013) & (V > us))
+            quick = ok & (us >= 0.07) & (vr >= V)
+            maybe = ok & ~quick & ~((us < 0.013) & (us < V))
             d = j - frac
             k = lam + d
             logp = -_lam_h(d, lam) - 0.5 * np.log(2 * np.pi * k) - 1 / (12 * k) + 1 / (360 * k ** 3)

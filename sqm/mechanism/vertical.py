@@ -116,20 +116,20 @@ class ColumnBounds:
         object.__setattr__(self, "bounds", bounds)
 
     @classmethod
-    def per_column(cls, bounds) -> "ColumnBounds":
+    def per_column(cls, bounds) -> ColumnBounds:
         """|x_j| <= bounds[j] for every column j (each column its own group)."""
         b = np.asarray(bounds, dtype=np.float64).reshape(-1)
         return cls(tuple((j,) for j in range(b.size)), tuple(b.tolist()))
 
     @classmethod
-    def blocks(cls, col_counts, bounds) -> "ColumnBounds":
+    def blocks(cls, col_counts, bounds) -> ColumnBounds:
         """One group per party, its whole block of columns, with bound ``bounds[p]`` (||x_p||_2 <= bounds[p])."""
         starts = block_starts(col_counts)
         return cls(tuple(tuple(range(starts[p], starts[p + 1])) for p in range(len(starts) - 1)),
                    tuple(float(b) for b in bounds))
 
     @classmethod
-    def parties(cls, col_counts, row_norm_bound: float = 1.0, party_bounds=None, separate=None) -> "ColumnBounds":
+    def parties(cls, col_counts, row_norm_bound: float = 1.0, party_bounds=None, separate=None) -> ColumnBounds:
         """One group per party (its sub-row, bounds from :func:`party_norm_bounds` over the columns left in it),
         except the columns in ``separate`` ({global column: bound}), each its own group: e.g. a label column."""
         counts = [int(c) for c in col_counts]
@@ -153,7 +153,7 @@ class ColumnBounds:
     def column_bounds(self) -> np.ndarray:
         """b_j: the bound of the group holding column j (|x_j| <= ||x_G|| <= b_G)."""
         out = np.empty(self.n_cols)
-        for g, b in zip(self.groups, self.bounds):
+        for g, b in zip(self.groups, self.bounds, strict=False):
             out[list(g)] = b
         return out
 
@@ -165,7 +165,7 @@ class ColumnBounds:
             raise UsageError(f"column bounds cover {self.n_cols} columns but the parties hold {starts[-1]}")
         owner = np.repeat(np.arange(len(counts)), counts)
         out = []
-        for g, b in zip(self.groups, self.bounds):
+        for g, b in zip(self.groups, self.bounds, strict=False):
             owners = sorted(set(owner[list(g)].tolist()))
             if len(owners) != 1:
                 raise UsageError(f"column group {list(g)} spans parties {[o + 1 for o in owners]}: each group "
@@ -174,7 +174,7 @@ class ColumnBounds:
                 out.append((np.asarray(g, dtype=np.int64) - starts[party], b))
         return out
 
-    def own(self, col_counts, party: int) -> "OwnGroups":
+    def own(self, col_counts, party: int) -> OwnGroups:
         """Party ``party``'s (0-based) view: its groups' local columns and bounds, to clip and round by."""
         return OwnGroups(self, tuple(int(c) for c in col_counts), int(party))
 
@@ -241,7 +241,7 @@ class VerticalData:
             self.names = [f"client{j + 1}" for j in range(len(blocks))]
 
     @classmethod
-    def split(cls, X, n_parties: int) -> "VerticalData":
+    def split(cls, X, n_parties: int) -> VerticalData:
         """Split the columns of ``X`` into ``n_parties`` contiguous, near-equal blocks."""
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2:
@@ -273,8 +273,8 @@ class VerticalData:
     def to_matrix(self) -> np.ndarray:
         return np.hstack(self.blocks)
 
-    def clip(self, row_norm_bound: float = 1.0, party_bounds=None, column_bounds: "ColumnBounds | None" = None
-             ) -> tuple["VerticalData", list[int]]:
+    def clip(self, row_norm_bound: float = 1.0, party_bounds=None, column_bounds: ColumnBounds | None = None
+             ) -> tuple[VerticalData, list[int]]:
         """Each party clips its own column groups (default: its sub-row, so whole rows satisfy ||x||_2 <= c);
         returns the data and the number of rows clipped per party."""
         cb = column_bounds or ColumnBounds.parties(self.col_counts, row_norm_bound, party_bounds)

@@ -32,7 +32,7 @@ def determined_columns(weights, rest, own) -> list[int]:
     live = norms > 0
     W = np.where(live[:, None], W / np.where(live, norms, 1.0)[:, None], 0.0)
     U, S, _ = np.linalg.svd(W, full_matrices=False)
-    rank = int(np.count_nonzero(S > RANK_TOL * S[0])) if S.size and S[0] > 0 else 0
+    rank = int(np.count_nonzero(RANK_TOL * S[0] < S)) if S.size and S[0] > 0 else 0
     inside = np.sum(U[:, :rank] ** 2, axis=1)  # squared norm of e_j's projection on the column space
     dist = np.sqrt(np.clip(1.0 - inside, 0.0, None))
     at = {r: k for k, r in enumerate(rest)}

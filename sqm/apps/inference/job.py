@@ -71,7 +71,7 @@ class ScoringJobTask(JobTask):
     charges = False  # a released model's scores charge no privacy budget of the training data
     clamp_only = True  # a client clamps a declared column to its range, as when training; the model is in raw units
 
-    def with_party_bounds(self, party_bounds) -> "ScoringJobTask":
+    def with_party_bounds(self, party_bounds) -> ScoringJobTask:
         """Norm shares scale training data; scores use the raw columns: nothing to change."""
         return self
 
@@ -89,7 +89,7 @@ class ScoringJobTask(JobTask):
         self.allow_revealing, self.need_record = bool(allow_revealing), bool(need_record)
         self.ledger = None  # this client's own ledger guard (with_ledger), its dataset resolved
 
-    def with_ledger(self, ledger) -> "ScoringJobTask":
+    def with_ledger(self, ledger) -> ScoringJobTask:
         import copy
 
         task = copy.copy(self)
@@ -168,8 +168,8 @@ class ScoringJobTask(JobTask):
         for every peer): the model is a release its ledger recorded; the scores do not determine its columns."""
         digest = model.digest
         if self.ledger is None and self.need_record:
-            raise ProtocolError(f"it keeps no ledger (--no-ledger), so it cannot check that the model is a "
-                                f"release it recorded; refused before any share was sent",
+            raise ProtocolError("it keeps no ledger (--no-ledger), so it cannot check that the model is a "
+                                "release it recorded; refused before any share was sent",
                                 public="it keeps no ledger to check the model against")
         if self.ledger is not None:
             entry = self.ledger.released_model(digest)
@@ -180,7 +180,7 @@ class ScoringJobTask(JobTask):
         if ctx.pid == requester or self.allow_revealing:
             return
         if len(meta.columns) != sum(meta.col_counts):  # the public schema names every client's columns
-            raise ProtocolError(f"the job's column names are not known; refused before any share was sent")
+            raise ProtocolError("the job's column names are not known; refused before any share was sent")
         start = sum(meta.col_counts[:requester - 1]) if requester > 0 else 0
         theirs = set(meta.columns[start:start + meta.col_counts[requester - 1]]) if requester > 0 else set()
         rest = [j for j, c in enumerate(model.columns) if c not in theirs]

@@ -57,7 +57,7 @@ class ReleasedModel:
                 "intercepts": self.intercepts}
 
     @classmethod
-    def from_wire(cls, obj: dict) -> "ReleasedModel":
+    def from_wire(cls, obj: dict) -> ReleasedModel:
         return cls(obj["kind"], tuple(obj["columns"]), obj["weights"], obj["intercepts"])
 
 

@@ -65,8 +65,8 @@ def public_split(groups: list[str], n_parties: int) -> tuple[list[int], np.ndarr
         options = [b for b in starts[1:-1] if b > cuts[-1] and len([x for x in starts if x > b]) >= n_parties - k]
         cuts.append(min(options, key=lambda b: abs(b - target)))
     cuts.append(d)
-    counts = [b - a for a, b in zip(cuts[:-1], cuts[1:])]
-    n_attr = [len({groups[j] for j in range(a, b)}) for a, b in zip(cuts[:-1], cuts[1:])]
+    counts = [b - a for a, b in zip(cuts[:-1], cuts[1:], strict=False)]
+    n_attr = [len({groups[j] for j in range(a, b)}) for a, b in zip(cuts[:-1], cuts[1:], strict=False)]
     return counts, np.sqrt(np.asarray(n_attr, np.float64) / sum(n_attr))
 
 

@@ -123,7 +123,7 @@ class LRGradient:
     def sensitivity(self, gamma: float, bounds: ColumnBounds, preprocess: bool = True) -> Sensitivity:
         """:func:`sqm.mechanism.sensitivity.logreg_sensitivity` over the feature groups (the label's group left out:
         y in {0, 1} enters the bound itself) for ||w|| <= ``weight_bound``."""
-        groups = [(len(g), b) for g, b in zip(bounds.groups, bounds.bounds) if self.label_index not in g]
+        groups = [(len(g), b) for g, b in zip(bounds.groups, bounds.bounds, strict=False) if self.label_index not in g]
         cols, bs = [g for g, _ in groups], [b for _, b in groups]
         return logreg_sensitivity(float(gamma), self.d, math.sqrt(sum(b * b for b in bs)), self.weight_bound,
                                   bs, cols)

@@ -182,7 +182,7 @@ class LRPlan:
         return SQMPlan(float(self.gamma), float(self.mu), self.column_bounds(), tuple(self.block_widths),
                        int(self.b_max), True, self.scale, self.d, verify_sharing=bool(self.verify_sharing))
 
-    def statistic(self, w=None, membership=None) -> "LRGradient":
+    def statistic(self, w=None, membership=None) -> LRGradient:
         return LRGradient(self.d, self.label_index, float(self.weight_bound), self.n_parties, w, membership)
 
     def result_bound(self) -> int:
@@ -309,7 +309,7 @@ async def train_party(ctx, plan: LRPlan, seed, block=None, eval_set=None, progre
     (the server learns only pass/fail).  A client whose block does not have the plan's shape refuses its own
     input at the record-count check (every party learns only that it refused).  The weights stay at the
     server: it returns them, the clients return their clip and truncation counts."""
-    if ctx.M != plan.n_parties + 1:
+    if plan.n_parties + 1 != ctx.M:
         raise ProtocolError(f"party {ctx.pid}: the plan has {plan.n_parties} clients but {ctx.M - 1} client "
                             f"parties joined; refused")
     if ctx.t < 1:
@@ -426,7 +426,7 @@ def train(blocks, plan: LRPlan, seeds, eval_set=None, callback=None, every: int 
     with private_folder("sqm-lr-") as tmp:  # removed however this process ends (sqm.mpc.net.launch.Launch)
         path = os.path.join(tmp, "progress")
         programs = [LRParty(plan, seeds[0], None, eval_set, path if callback else None, every, history)]
-        programs += [LRParty(plan, s, np.asarray(b, np.float64)) for s, b in zip(seeds[1:], blocks)]
+        programs += [LRParty(plan, s, np.asarray(b, np.float64)) for s, b in zip(seeds[1:], blocks, strict=False)]
         if wrap is not None:
             programs = [wrap(prog) for prog in programs]
         with follow_progress(path, callback) if callback else contextlib.nullcontext():

@@ -45,7 +45,7 @@ import numpy as np
 
 from sqm.mechanism import pbm
 from sqm.apps.pbm_vfl.config import VFLConfig
-from sqm.apps.pbm_vfl.seeds import party_stream, public_batch_seed, torch_step_seed
+from sqm.apps.pbm_vfl.seeds import party_stream, torch_step_seed
 from sqm.apps.pbm_vfl.privacy import noise_sigma
 from sqm.errors import UsageError
 from sqm.mpc.net.party import PartyProgram
@@ -359,7 +359,7 @@ class PBMVFLProgram(PartyProgram):
             import pickle
 
             objs = pickle.loads(payload)
-        for k, o in zip(TORCH_OBJECTS, objs):
+        for k, o in zip(TORCH_OBJECTS, objs, strict=False):
             setattr(self, k, o)
 
     def describe(self) -> str:

@@ -266,7 +266,7 @@ class PBMVFL:
         steps = int(n) * math.ceil(len(self.server.y_train) / self.cfg.batch_size)
         records = run_programs(self._fit_programs(int(n)), self.backend, self.timeout, self.threads,
                                progress=steps if progress else None)
-        for party, rec in zip(self._parties(), records):
+        for party, rec in zip(self._parties(), records, strict=False):
             _load_party(party, rec["result"]["state"])
         new = records[0]["result"]["history"]
         self.epoch += int(n)
@@ -312,13 +312,13 @@ class PBMVFL:
         try:
             self.accountant.load_state_dict(state["accountant"])  # refuses another mechanism's
             for who, party, st in [("server", self.server, state["server"])] + [
-                    (f"client {j + 1}", c, s) for j, (c, s) in enumerate(zip(self.clients, state["clients"]))]:
+                    (f"client {j + 1}", c, s) for j, (c, s) in enumerate(zip(self.clients, state["clients"], strict=False))]:
                 try:
                     _load_party(party, st)
                 except (RuntimeError, ValueError, KeyError) as e:
                     raise UsageError(f"{who}: the checkpoint does not fit its module or optimizer: {e}") from None
         except Exception:  # nothing half-loaded: every party back as it was
-            for party, st in zip(self._parties(), [backup["server"]] + backup["clients"]):
+            for party, st in zip(self._parties(), [backup["server"]] + backup["clients"], strict=False):
                 _load_party(party, st)
             raise
         self.epoch, self.batch_seed = int(state["epoch"]), int(state["batch_seed"])

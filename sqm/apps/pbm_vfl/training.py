@@ -53,7 +53,7 @@ class TrainResult:
 def _check_blocks(blocks_train, blocks_test, y_train, y_test):
     if len(blocks_train) != len(blocks_test) or not blocks_train:
         raise UsageError("need the same (>= 1) number of train and test column blocks")
-    for j, (a, t) in enumerate(zip(blocks_train, blocks_test)):
+    for j, (a, t) in enumerate(zip(blocks_train, blocks_test, strict=False)):
         a, t = np.asarray(a), np.asarray(t)
         if a.ndim != 2 or t.ndim != 2 or a.shape[1] != t.shape[1]:
             raise UsageError(f"client {j + 1}: train/test blocks must be 2-D with the same columns")

@@ -104,7 +104,7 @@ def local_dp_pca(data, k: int, epsilon: float, delta: float, row_norm_bound: flo
     bounds = party_norm_bounds(c, data.col_counts, party_bounds)
     sigma = gaussian_sigma(c, epsilon, delta)
     noisy, clipped = [], 0
-    for block, b, s in zip(data.blocks, bounds, spawn_seeds(seed, data.n_parties)):
+    for block, b, s in zip(data.blocks, bounds, spawn_seeds(seed, data.n_parties), strict=False):
         cb, n = clip_rows(block, float(b))
         clipped += n
         noisy.append(cb + sigma * make_rng(s).standard_normal(cb.shape))

@@ -73,14 +73,14 @@ def pem_private_key(key) -> bytes:
 
 
 def _validity(days: int):
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     return now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=days)
 
 
 def not_after(crt) -> datetime.datetime:
     """A certificate's end of validity (UTC, aware), on every supported ``cryptography`` version."""
     end = getattr(crt, "not_valid_after_utc", None)
-    return end if end is not None else crt.not_valid_after.replace(tzinfo=datetime.timezone.utc)
+    return end if end is not None else crt.not_valid_after.replace(tzinfo=datetime.UTC)
 
 
 def new_authority(name: str, days: int = 365):

@@ -258,7 +258,7 @@ def check_folder(ssl_dir: str, i: int, job: str | None = None) -> str:
         raise IdentityError(f"{paths[crt_name]} names party {index}, not party {i}")
     if job is not None and their_job != job:
         raise IdentityError(f"{paths[crt_name]} names job {their_job!r}, not {job!r}")
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     for what, c in (("the certificate", crt), ("the authority's certificate", ca)):
         if not_after(c) < now:
             raise IdentityError(f"{what} expired on {not_after(c):%Y-%m-%d}")

@@ -443,7 +443,7 @@ class Launch:
         except subprocess.TimeoutExpired:
             pass
 
-    def __enter__(self) -> "Launch":
+    def __enter__(self) -> Launch:
         return self
 
     def __exit__(self, *exc) -> None:

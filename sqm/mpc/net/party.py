@@ -306,7 +306,7 @@ async def _run(mpc, args, addrs: list[str], tls, pins, program, state: dict, sta
              + ", ".join(f"{k} {v:.2f} s" for k, v in stats["phases"].items()))
     try:  # the result is complete: a peer that leaves during the closing barrier cannot spoil it
         await asyncio.wait_for(ctx.close(), 10.0)
-    except (asyncio.TimeoutError, PartyLost, ProtocolError):
+    except (TimeoutError, PartyLost, ProtocolError):
         pass
     timeline["closed"] = time.time()
     return result

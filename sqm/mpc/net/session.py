@@ -135,7 +135,7 @@ class _Conn(asyncio.Protocol):
 
     transport: asyncio.Transport  # set by connection_made, which asyncio calls before any other callback
 
-    def __init__(self, session: "Session", pid: int | None):
+    def __init__(self, session: Session, pid: int | None):
         self.s, self.pid, self.buf = session, pid, bytearray()
         self.ready = False  # identity checked: the hand-over may take place
         self.lost = False
@@ -287,7 +287,7 @@ class _Accept(_Conn):
         try:
             tls = await self.s.loop.start_tls(raw, self, self.s.server_context, server_side=True,
                                               ssl_handshake_timeout=self.s.handshake_timeout + 1)
-        except (ConnectionError, asyncio.TimeoutError, ssl.SSLEOFError, ssl.SSLZeroReturnError) as e:
+        except (TimeoutError, ConnectionError, ssl.SSLEOFError, ssl.SSLZeroReturnError) as e:
             self.settle()
             self.drop(f"a connection from {self.peer} ended during the TLS handshake ({_reason(e)})")
             raw.close()
@@ -355,7 +355,7 @@ class _Dial(_Conn):
 
     pid: int  # the party dialled: known from the start
 
-    def __init__(self, session: "Session", pid: int):
+    def __init__(self, session: Session, pid: int):
         super().__init__(session, pid)
         self.busy = False
         self.settled = session.loop.create_future()
@@ -490,7 +490,7 @@ class Session:
         if len(kept) < MAX_NOTES:
             kept.append(note)
 
-    def admit(self, conn: "_Accept") -> bool:
+    def admit(self, conn: _Accept) -> bool:
         """Count a new unidentified connection (True), or refuse it (False: the caller closes it unread).
 
         Within the bounds it is admitted.  If its host already holds :data:`MAX_PENDING_PER_SOURCE`, or
@@ -524,7 +524,7 @@ class Session:
         self.n_unidentified += 1
         return True
 
-    def forget(self, conn: "_Accept") -> None:
+    def forget(self, conn: _Accept) -> None:
         if conn.counted:
             conn.counted = False
             mine = self.unidentified[conn.host]
@@ -654,7 +654,7 @@ class Session:
                 self.spawn(self.beat())
             try:
                 await asyncio.wait_for(asyncio.shield(self.done), self.connect_timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 message = f"connect phase: not connected within {self.connect_timeout:g} s: {self.missing()}"
                 if not self.done.done():  # (a peer's timeout notice may have come first)
                     self.done.set_exception(TimeoutError(message))
@@ -738,13 +738,13 @@ def differences(mine: dict, theirs: dict, label: str) -> list[str]:
     if theirs["n_parties"] != mine["n_parties"]:
         out.append(f"{label} expects {theirs['n_parties']} parties (this party: {mine['n_parties']})")
     elif theirs["parties"] != mine["parties"]:
-        k = next(i for i, (a, b) in enumerate(zip(theirs["parties"], mine["parties"])) if a != b)
+        k = next(i for i, (a, b) in enumerate(zip(theirs["parties"], mine["parties"], strict=False)) if a != b)
         out.append(f"{label} lists different party addresses (party {k}: {_clean(theirs['parties'][k], 80)}; this "
                    f"party lists {mine['parties'][k]})")
     if theirs["job_name"] != mine["job_name"]:
         out.append(f"{label} runs job name {_clean(theirs['job_name'], 64)!r} (this party: {mine['job_name']!r})")
     if theirs["pins"] != mine["pins"] and len(theirs["pins"]) == len(mine["pins"]):
-        k = next(i for i, (a, b) in enumerate(zip(theirs["pins"], mine["pins"])) if a != b)
+        k = next(i for i, (a, b) in enumerate(zip(theirs["pins"], mine["pins"], strict=False)) if a != b)
         out.append(f"{label} pins {_clean(theirs['pins'][k], 80) or 'no key'} for {party_label(k)} (this party pins "
                    f"{mine['pins'][k] or 'no key'})")
     if theirs["program"] != mine["program"]:
@@ -761,7 +761,7 @@ async def agree_job(ctx, description: dict) -> str:
     got = await ctx.send_recv({p: description for p in others}, others,
                               wire.value(dict, "a job description", _description_ok), "job agreement")
     problems = []
-    for p, theirs in zip(others, got):
+    for p, theirs in zip(others, got, strict=False):
         problems += differences(description, theirs, party_label(p))
     if problems:
         raise ProtocolError("refused before anything else: " + "; ".join(problems))

@@ -171,7 +171,7 @@ class PartyTransport:
                 self.mark_output_shares()
         got = await self._transport(frames, senders)
         out = []
-        for s, g in zip(senders, got):
+        for s, g in zip(senders, got, strict=False):
             check = expect.get(s) if isinstance(expect, dict) else expect
             try:
                 if check is None:
@@ -275,7 +275,7 @@ class PartyTransport:
                                      f"compare {what}")
                 raise InputRefused(str(problem))
             others = await self.send_recv({c: value for c in self.clients}, self.clients, check, f"compare {what}")
-            named, generic = _client_verdicts(dict(zip(self.clients, others)), what)
+            named, generic = _client_verdicts(dict(zip(self.clients, others, strict=False)), what)
             if named != "ok":  # every client found the same: refuse now, naming the clients to clients only
                 raise ProtocolError(f"party {self.pid}: refused before any share was sent: {named}",
                                     public=f"refused before any share was sent: {generic}")

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import json
 import struct
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
@@ -200,7 +201,7 @@ def array(dtype, shape=None, lo=None, hi=None, what: str = "array", finite: bool
         if x.dtype != dt:
             raise WireError(f"expected {what} of dtype {dt}, got {x.dtype}")
         if shape is not None and (x.ndim != len(shape) or any(
-                s is not None and int(s) != n for s, n in zip(shape, x.shape))):
+                s is not None and int(s) != n for s, n in zip(shape, x.shape, strict=False))):
             want = ", ".join("*" if s is None else str(int(s)) for s in shape)
             raise WireError(f"expected {what} of shape ({want}), got {x.shape}")
         if x.size:
@@ -246,7 +247,7 @@ def list_of(validators, what: str) -> Validator:
     def check(x):
         if not isinstance(x, list) or len(x) != len(validators):
             raise WireError(f"expected {what}: a list of {len(validators)} arrays")
-        return [v(item) for v, item in zip(validators, x)]
+        return [v(item) for v, item in zip(validators, x, strict=False)]
     return check
 
 

@@ -8,7 +8,8 @@ runtime ``rt``) is the runtime's own.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
+from collections.abc import Callable
 
 import numpy as np
 

@@ -13,11 +13,10 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from sqm.errors import UsageError
 from sqm.mpc.protocols.context import EvaluateJob
 from sqm.mpc.protocols.program import SumProgram
 
@@ -37,7 +36,7 @@ class Job:
     verify_sharing: bool = False  # check every client's input sharing has degree <= t before any output opens
     row_limit: int | None = None  # keep only records with sum_j x_ij^2 <= row_limit (secure comparison, in secret)
 
-    def public(self) -> "Job":
+    def public(self) -> Job:
         """The job without client programs: what the server and every other party may see."""
         return dataclasses.replace(self, clients=[])
 

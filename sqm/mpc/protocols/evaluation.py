@@ -140,7 +140,7 @@ class Evaluation:
         return None if res is None else to_signed(res, p).astype(object)
 
     async def _secure_outputs(self, prog, p: int, n_rows: int, rows_per_chunk: int, widths, needs_count: bool,
-                              feed: "_Feed | None", receivers, verify: bool = False):
+                              feed: _Feed | None, receivers, verify: bool = False):
         """BGW on the clients' chunks: share each chunk, add its moments (on shares) to the running sums; with
         the last chunk the clients also share their summands (addend; record count); combine, reduce the
         degree once, open to ``receivers`` (field elements there, None elsewhere).  ``feed``: this client's
@@ -186,7 +186,7 @@ class Evaluation:
         self.tr.phase("open result")
         return res
 
-    async def _input_loop(self, prog, p: int, n_rows: int, rows_per_chunk: int, widths, feed: "_Feed | None",
+    async def _input_loop(self, prog, p: int, n_rows: int, rows_per_chunk: int, widths, feed: _Feed | None,
                           workers, summands=(), verify: bool = False, check=None, chunk_base: int = 0,
                           output: bool = False):
         """The input phase: each chunk shared and its moments added to this worker's running sums (None at a

@@ -87,7 +87,7 @@ class MaskedSum:
         others = [j for j in ctx.clients if j != ctx.pid]
         sk, pk = mask_keypair()
         got = await ctx.send_recv({j: pk for j in others}, others, wire.digest(32), "mask public keys")
-        self.keys = {j: mask_key(sk, ctx.pid, pk, j, pk_j) for j, pk_j in zip(others, got)}
+        self.keys = {j: mask_key(sk, ctx.pid, pk, j, pk_j) for j, pk_j in zip(others, got, strict=False)}
 
     async def sum(self, values, size: int):
         """Clients pass their vector of ``size`` integers, the server None; the server gets the exact sum (int64),

@@ -32,16 +32,16 @@ class SumProgram:
     gram: bool = False  # outputs are vec(X^T X) row-major, coefficient 1 each
 
     @classmethod
-    def gram_program(cls, n_vars: int) -> "SumProgram":
+    def gram_program(cls, n_vars: int) -> SumProgram:
         """y = vec(X^T X): the n_vars^2 degree-two moments with coefficient 1."""
         return cls(n_vars=n_vars, n_out=n_vars * n_vars, gram=True)
 
     @classmethod
-    def from_terms(cls, n_vars: int, n_out: int, term_vars, term_out, term_coef) -> "SumProgram":
+    def from_terms(cls, n_vars: int, n_out: int, term_vars, term_out, term_coef) -> SumProgram:
         """Build from terms (variables of the monomial with repetition, output index, integer coefficient)."""
         index: dict[tuple[int, ...], int] = {}
         acc: dict[tuple[int, int], int] = {}
-        for vars_, t, c in zip(term_vars, term_out, term_coef):
+        for vars_, t, c in zip(term_vars, term_out, term_coef, strict=False):
             key = tuple(sorted(int(v) for v in vars_))
             if any(v < 0 or v >= n_vars for v in key):
                 raise UsageError(f"monomial {key} refers to a variable outside 0..{n_vars - 1}")
@@ -80,7 +80,7 @@ class SumProgram:
                 v *= b[j]
             mono_bound.append(v)
         per_out = [0] * self.n_out
-        for t, k, c in zip(self.rows, self.cols, self.coefs):
+        for t, k, c in zip(self.rows, self.cols, self.coefs, strict=False):
             per_out[int(t)] += abs(int(c)) * mono_bound[int(k)]
         return n_records * max(per_out, default=0)
 

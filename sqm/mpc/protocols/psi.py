@@ -419,7 +419,7 @@ async def _client_ring(ctx, sizes: dict[int, int], mine: np.ndarray, key: bytes,
             outgoing[0] = to_server[0]
         expect = wire.list_of([_points(_chunk_len(sizes[o], k, chunk)) for o, k in incoming], "blinded id chunks")
         got = await ctx.send_recv(outgoing, [prv] if incoming else [], expect, "PSI: blinding around the ring")
-        for (o, k), g in zip(incoming, got[0] if incoming else []):
+        for (o, k), g in zip(incoming, got[0] if incoming else [], strict=False):
             _check_points(ctx, prv, g)
             held[(o, k)] = g
     return [[o, (i - o) % n] for o, parts in sorted(seen.items()) if _repeats(parts)]
@@ -498,7 +498,7 @@ async def _server_pass(ctx, lengths: list[int], chunk: int, lists: list | None =
             out = [blind(keys[q], lists[q][k * chunk:(k + 1) * chunk]) for q, k in at(s)]
             inc = at(s - n)
             got = await ctx.send_recv({1: out} if out else {}, [n] if inc else [], expect(s - n), step)
-            for (q, k), v in zip(inc, got[0] if inc else []):
+            for (q, k), v in zip(inc, got[0] if inc else [], strict=False):
                 _check_points(ctx, n, v)
                 if back_keys[q] is not None:
                     try:
@@ -522,7 +522,7 @@ async def _server_pass(ctx, lengths: list[int], chunk: int, lists: list | None =
             out.append(v)
         inc = at(s - prv)
         got = await ctx.send_recv({nxt: out} if out else {}, [prv] if inc else [], expect(s - prv), step)
-        for (q, k), g in zip(inc, got[0] if inc else []):
+        for (q, k), g in zip(inc, got[0] if inc else [], strict=False):
             _check_points(ctx, prv, g)
             held[(q, k)] = g
     return [[q, i] for q in sorted(seen) if _repeats(seen[q])]
@@ -592,7 +592,7 @@ async def _server(ctx, sizes: dict[int, int], chunk: int, own: _Own | None, hide
     import asyncio
 
     n = len(sizes)
-    start = dict(zip(sizes, np.cumsum([0] + list(sizes.values()))[:-1].tolist()))
+    start = dict(zip(sizes, np.cumsum([0] + list(sizes.values()))[:-1].tolist(), strict=False))
     values = np.empty((sum(sizes.values()), POINT_BYTES), dtype=np.uint8)  # the lists, owner after owner
     for s in range(n_steps(sizes, chunk)):
         senders, expect, where = [], {}, []
@@ -603,7 +603,7 @@ async def _server(ctx, sizes: dict[int, int], chunk: int, own: _Own | None, hide
                 expect[c] = _points(_chunk_len(sizes[last[0][0]], last[0][1], chunk))
                 where.append(last[0])
         got = await ctx.send_recv({}, senders, expect, "PSI: blinding around the ring")
-        for c, (o, k), v in zip(senders, where, got):
+        for c, (o, k), v in zip(senders, where, got, strict=False):
             _check_points(ctx, c, v)
             at = start[o] + k * chunk
             values[at:at + v.shape[0]] = v

@@ -63,7 +63,7 @@ def shard_ranges(n_rows: int, count: int) -> list[tuple[int, int]]:
     if count < 1:
         raise UsageError(f"a job runs on at least one shard, got {count}")
     cuts = [n_rows * s // count for s in range(count + 1)]
-    return list(zip(cuts[:-1], cuts[1:]))
+    return list(zip(cuts[:-1], cuts[1:], strict=False))
 
 
 def shard_job_id(job_id: str, shard: int) -> str:
@@ -288,7 +288,7 @@ class ShardRunner:
         from sqm.mpc.protocols.stream import chunk_count
 
         sizes = [chunk_count(w.stop - w.start, w.rows_per_chunk) for w in works]
-        finished = sum(k for k, d in zip(sizes, done) if d)
+        finished = sum(k for k, d in zip(sizes, done, strict=False) if d)
         if finished != self._reported:
             self._reported = finished
             on_chunk(finished, sum(sizes))

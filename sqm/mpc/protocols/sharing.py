@@ -59,7 +59,7 @@ async def input_shares(ctx, payload, p: int, widths=None, rows: int | None = Non
     ctx.phase("exchange input shares")
     if ctx.pid not in workers:
         return None, []
-    got = [g for j, g in zip(senders, got) if j != 0]
+    got = [g for j, g in zip(senders, got, strict=False) if j != 0]
     sums = []
     for k in range(1, 1 + len(summands)):
         acc = got[0][k]
@@ -125,7 +125,7 @@ async def open_to(ctx, share: np.ndarray | None, p: int, receivers, senders=None
 
 def require_checkable(ctx) -> None:
     """:class:`SharingCheck` needs t + 2 points besides each client (at least 3 clients)."""
-    if ctx.M - 1 < ctx.t + 2:
+    if ctx.t + 2 > ctx.M - 1:
         raise ProtocolError(f"party {ctx.pid}: checking the clients' sharings needs at least t + 2 = "
                             f"{ctx.t + 2} parties besides each client (this job has {ctx.M}: at least 3 "
                             f"clients); refused before any share was sent")
@@ -172,7 +172,7 @@ class SharingCheck:
         expect = wire.list_of([wire.digest(16)] * (len(ctx.clients) - 1), "sharing-check seeds")
         got = await ctx.send_recv(outgoing, [] if ctx.is_server else [0], expect, "sharing-check seeds")
         if not ctx.is_server:
-            self.seeds = dict(zip(others(ctx.pid), got[0]))
+            self.seeds = dict(zip(others(ctx.pid), got[0], strict=False))
 
     def _r(self, c: int, k: int, shape) -> np.ndarray:
         key = hashlib.sha256(self.seeds[c] + int(k).to_bytes(8, "little")).digest()
@@ -184,7 +184,7 @@ class SharingCheck:
         if S is None:
             return
         start = 0
-        for c, w in zip(self.ctx.clients, self.widths if widths is None else widths):
+        for c, w in zip(self.ctx.clients, self.widths if widths is None else widths, strict=False):
             if c in self.lam and S.shape[0] and w:
                 block = S[:, start:start + w]
                 prod = modarith.mul_mod(self._r(c, k, block.shape), block, self.p)
@@ -193,7 +193,7 @@ class SharingCheck:
 
     def add_masks(self, per_client) -> None:
         """Add this party's shares of the clients' masks (per client, client order: the mask's share first)."""
-        for c, parts in zip(self.ctx.clients, per_client):
+        for c, parts in zip(self.ctx.clients, per_client, strict=False):
             if c in self.lam:
                 self.lam[c] = (self.lam[c] + int(parts[0][0])) % self.p
 
@@ -203,7 +203,7 @@ class SharingCheck:
         mine = np.array([self.lam.get(c, 0) for c in ctx.clients], dtype=np.int64)
         got = await ctx.send_recv({j: mine for j in range(ctx.M) if j != ctx.pid}, [j for j in range(ctx.M)
                                   if j != ctx.pid], wire.shares((len(ctx.clients),), p), "sharing check")
-        vals = dict(zip([j for j in range(ctx.M) if j != ctx.pid], got))
+        vals = dict(zip([j for j in range(ctx.M) if j != ctx.pid], got, strict=False))
         vals[ctx.pid] = mine
         bad = []
         for i, c in enumerate(ctx.clients):

@@ -49,7 +49,7 @@ class ChunkedInput:
         raise NotImplementedError
 
     # ----- shards (sqm.mpc.protocols.shards): the records split between workers of this party -----------------
-    def part(self, start: int, stop: int) -> "ChunkedInput":
+    def part(self, start: int, stop: int) -> ChunkedInput:
         """The records ``[start, stop)`` as an input of their own, picklable, for one of this party's shard
         workers: it yields exactly the integers :meth:`chunks` yields for those records (whatever the chunk
         sizes), and has no addend.  An input that cannot be split says so."""
@@ -84,7 +84,7 @@ class ArrayInput(ChunkedInput):
     def addend(self) -> np.ndarray:
         return self._addend
 
-    def part(self, start: int, stop: int) -> "ArrayInput":
+    def part(self, start: int, stop: int) -> ArrayInput:
         return ArrayInput(self.block[int(start):int(stop)], None)
 
 

@@ -15,7 +15,7 @@ class FieldTooSmall(UsageError):
     """The job's result bound does not fit the largest field the fast runtime handles."""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def prime_below(bits: int) -> int:
     """The largest prime p < 2^bits (deterministic)."""
     if bits < 2:

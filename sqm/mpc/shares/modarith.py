@@ -118,7 +118,7 @@ SCALAR_FLOAT_BITS = 49  # a scalar below 2^49 multiplies with a float64 quotient
 def small_mul_mod(a, s: int, p: int) -> np.ndarray:
     """a * s mod p for a small non-negative integer s with s * p < 2^63 (plain int64 arithmetic; any other s
     goes to :func:`scalar_mul_mod`)."""
-    if not 0 <= s or s * p >= (1 << 63):
+    if not s >= 0 or s * p >= (1 << 63):
         return scalar_mul_mod(a, s, p)
     return np.asarray(a, dtype=np.int64) * np.int64(s) % p
 

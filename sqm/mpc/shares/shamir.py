@@ -80,9 +80,9 @@ def consistent(shares, points, degree: int, p: int) -> bool:
     the first degree + 1 points determine them, every further share is checked against its prediction."""
     shares = np.asarray(shares, dtype=np.int64)
     base = list(points[:degree + 1])
-    for x, s in zip(points[degree + 1:], shares[degree + 1:]):
+    for x, s in zip(points[degree + 1:], shares[degree + 1:], strict=False):
         pred = np.zeros(shares.shape[1:], dtype=np.int64)
-        for l_i, b in zip(lagrange_at(base, x, p), shares[:degree + 1]):
+        for l_i, b in zip(lagrange_at(base, x, p), shares[:degree + 1], strict=False):
             pred = modarith.add_mod(pred, modarith.scalar_mul_mod(b, l_i, p), p)
         if not np.array_equal(pred, s):
             return False
@@ -96,11 +96,11 @@ def reconstruct(shares, points, p: int) -> np.ndarray:
     signed = [int(v) if v <= p // 2 else int(v) - p for v in lam]  # small for points 1..M: +-binomials
     if sum(abs(v) for v in signed) * p < (1 << 63):  # sum_i l_i s_i exact in int64, one reduction at the end
         acc = shares[0] * np.int64(signed[0])
-        for l_i, s in zip(signed[1:], shares[1:]):
+        for l_i, s in zip(signed[1:], shares[1:], strict=False):
             acc += s * np.int64(l_i)
         return np.asarray(acc % p)
     acc = np.zeros(shares.shape[1:], dtype=np.int64)
-    for l_i, s in zip(lam, shares):
+    for l_i, s in zip(lam, shares, strict=False):
         acc = modarith.add_mod(acc, modarith.scalar_mul_mod(s, l_i, p), p)
     return acc
 
