@@ -72,7 +72,8 @@ def run_set(args) -> int:
     from sqm.mechanism.ledger import Ledger
 
     led = Ledger(args.ledger)
-    bud = led.set_budget(args.dataset, *args.budget, replace=args.replace)
+    epsilon, delta = args.budget
+    bud = led.set_budget(args.dataset, epsilon, delta, replace=args.replace)
     print(f"dataset {args.dataset!r}: budget epsilon {bud.epsilon:g}, delta {bud.delta:g} (ledger {led.path})")
     return 0
 

@@ -25,8 +25,8 @@ from sqm.errors import EXIT_USAGE, NAMES
 log = logging.getLogger("sqm")
 
 # subcommand modules: each defines register(subparsers)
-COMMANDS = ["sqm.cli.demo", "sqm.cli.pca", "sqm.cli.linreg", "sqm.cli.correlation", "sqm.cli.logreg", "sqm.cli.pbm_vfl", "sqm.cli.hdp_vfl",
-            "sqm.cli.score", "sqm.cli.budget", "sqm.cli.data_cli", "sqm.cli.keys"]
+COMMANDS = ["sqm.cli.demo", "sqm.cli.pca", "sqm.cli.linreg", "sqm.cli.correlation", "sqm.cli.logreg", "sqm.cli.pbm_vfl",
+            "sqm.cli.hdp_vfl", "sqm.cli.score", "sqm.cli.budget", "sqm.cli.data_cli", "sqm.cli.keys"]
 
 def _available(modules):
     for name in modules:
@@ -138,8 +138,9 @@ def error_exit(e: BaseException) -> int:
         return EXIT_USAGE
     if isinstance(e, SQMError):  # this process's own refusal, bad data, lost peer or timeout
         code = e.exit_code
-        detail = f" ({e.detail})" if getattr(e, "detail", None) else ""
-        log.error(f"sqm: {e}{detail} [exit {code}: {NAMES.get(code, 'error')}]")
+        detail = getattr(e, "detail", None)  # a refusal's own detail, for this party's operator only
+        suffix = f" ({detail})" if detail else ""
+        log.error(f"sqm: {e}{suffix} [exit {code}: {NAMES.get(code, 'error')}]")
         return code
     raise e  # none of ours (a plain ValueError too): an internal error, exit 1, its traceback the report
 

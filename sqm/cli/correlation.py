@@ -6,16 +6,19 @@ numpy and the runtime are imported inside the functions that use them: ``sqm --h
 register the command (:mod:`sqm.cli.command`)."""
 from __future__ import annotations
 
+import argparse
+
 from sqm.cli import options, output
 from sqm.cli.options import JOB_ONLY, check_mode, declare_task, runtime_options
 from sqm.apps.correlation.params import CorrelationParams
 
 LOCAL_ONLY = ("dataset", "parties")
-_PARSER = []  # the `sqm correlation` parser (its defaults decide which options were given)
+_PARSER: list[argparse.ArgumentParser] = []  # the `sqm correlation` parser (its defaults: which options were given)
 
 
 def _matrix_rows(corr, columns) -> list[dict]:
-    return [{"column": c, **{k: float(v) for k, v in zip(columns, row)}} for c, row in zip(columns, corr)]
+    return [{"column": c, **{k: float(v) for k, v in zip(columns, row, strict=False)}}
+            for c, row in zip(columns, corr, strict=False)]
 
 
 def run(args) -> int:

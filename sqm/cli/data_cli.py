@@ -63,8 +63,8 @@ def register(sub) -> None:
     e = dsub.add_parser("example", help="write two generated party files (bank.csv, clinic.csv) to try a job",
                         description="Write bank.csv (id, age, income, balance) and clinic.csv (id, bmi, glucose, "
                                     "systolic, outcome: a 0/1 label), generated party files of the same customers "
-                                    "in different row orders, into FOLDER: the 'Your own data' tutorial (docs/tutorials/own-data.md) "
-                                    "runs on them.")
+                                    "in different row orders, into FOLDER: the 'Your own data' tutorial "
+                                    "(docs/tutorials/own-data.md) runs on them.")
     e.add_argument("folder", metavar="FOLDER", help="where to write them (made if missing; must not hold them)")
     e.add_argument("--records", type=int, default=800,
                    help="records per organisation (default 800; 70%% of them, 560, are people both hold)")
@@ -86,7 +86,7 @@ def run_list(args) -> int:
         rows.append((ds.folder, str(len(ds.files)), _size(sum(f.size for f in ds.files)), state, ds.about))
     widths = [max(len(r[k]) for r in rows) for k in range(4)]
     for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[4])
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[4])
     return 0
 
 

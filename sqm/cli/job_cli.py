@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from typing import Any
 
 from sqm.cli import output
 from sqm.cli.command import build_parser, given_options
@@ -87,9 +88,9 @@ def job_command(args, make_task, server_summary) -> int:
     if not secure_mode:
         print("secure_mode: false (--insecure-reproducible: every party's noise can be regenerated from the seed)")
     simulation = getattr(args, "backend", "mpyc") == "plain"  # no bytes are measured in the simulation
-    out = {"clients": {}, "privacy": [], "results": [], "released": {}, "extra": {}, "timings": {},
-           "bytes": [None] * len(spec.parties)}
-    warnings = []  # this machine's clients' own clipping warnings
+    out: dict[str, Any] = {"clients": {}, "privacy": [], "results": [], "released": {}, "extra": {}, "timings": {},
+                           "bytes": [None] * len(spec.parties)}
+    warnings: list[str] = []  # this machine's clients' own clipping warnings
     alignment = next((rec["result"].get("alignment") for rec in recs if rec is not None), None)
     if alignment is not None:  # every party learns the same counts
         counts = dict(alignment["records"])

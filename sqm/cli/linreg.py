@@ -6,6 +6,7 @@ numpy, scikit-learn and the runtime are imported inside the functions that use t
 module to register the command (:mod:`sqm.cli.command`)."""
 from __future__ import annotations
 
+import argparse
 import math
 
 from sqm.cli import options, output
@@ -50,7 +51,7 @@ def output_document(r: dict, args) -> dict:
 
 
 LOCAL_ONLY = ("dataset", "data", "id_column", "parties", "test_size", "runs")
-_PARSER = []  # the `sqm linreg` parser (its defaults decide which options were given)
+_PARSER: list[argparse.ArgumentParser] = []  # the `sqm linreg` parser (its defaults decide which options were given)
 
 
 def run(args) -> int:
@@ -115,14 +116,14 @@ def _run_job(args) -> int:
         raw, intercept = raw_linear_model(res["coef"], cols, scales, res["intercept"], label_scale)
         scaled = is_scaled(scales)
         rows = [{"column": c, "weight": raw[c], **({"weight (scaled)": float(w)} if scaled else {})}
-                for c, w in zip(cols, np.asarray(res["coef"]).ravel())]
+                for c, w in zip(cols, np.asarray(res["coef"]).ravel(), strict=False)]
         rows.append({"column": "(intercept)", "weight": intercept,
                      **({"weight (scaled)": float(res["intercept"])} if scaled else {})})
         print(render_table(rows, ["column", "weight"] + (["weight (scaled)"] if scaled else [])))
         if scaled:
             print(f"  {RAW_UNITS_NOTE}; the label '{args.label_column}' too")
         return {"columns": cols, "coef": raw, "intercept": intercept, "label_column": args.label_column,
-                "coef_scaled": {c: float(v) for c, v in zip(cols, np.asarray(res["coef"]).ravel())},
+                "coef_scaled": {c: float(v) for c, v in zip(cols, np.asarray(res["coef"]).ravel(), strict=False)},
                 "intercept_scaled": float(res["intercept"]), "column_scales": scales}
 
     return job_command(args, task, server)
@@ -135,7 +136,8 @@ def register(sub) -> None:
         description="Private ridge regression with SQM: one release of the joint Gram [X 1 y]^T [X 1 y] computed by "
                     "MPyC party processes, solved by the server.  Without --job: split a dataset's columns among "
                     "--parties clients and compare SQM, central DP and non-private ridge on a held-out split "
-                    "(R^2, RMSE).  With --job: a real multi-party job, the last client's CSV holding the label.", epilog=options.OWN_DATA_EPILOG)
+                    "(R^2, RMSE).  With --job: a real multi-party job, the last client's CSV holding the label.",
+        epilog=options.OWN_DATA_EPILOG)
     p.add_argument("--dataset", default="diabetes", choices=sorted(TARGETS),
                    help="diabetes (default; its target), breast_cancer (target: mean radius), adult (target: "
                         "hours-per-week, read from the data home, see `sqm data`)")

@@ -8,6 +8,7 @@ imports this module to register the command (:mod:`sqm.cli.command`).
 """
 from __future__ import annotations
 
+import argparse
 from typing import TYPE_CHECKING
 
 from sqm.cli import options
@@ -69,7 +70,7 @@ def _run_job(args) -> int:
             raw, _ = raw_linear_model(res["coef"], cols, scales)
             scaled = is_scaled(scales)
             rows = [{"column": c, "weight": raw[c], **({"weight (scaled)": float(w)} if scaled else {})}
-                    for c, w in zip(cols, res["coef"])]
+                    for c, w in zip(cols, res["coef"], strict=False)]
             if res["fit_intercept"]:
                 rows.append({"column": "(intercept)", "weight": float(res["intercept"]),
                              **({"weight (scaled)": float(res["intercept"])} if scaled else {})})
@@ -79,7 +80,8 @@ def _run_job(args) -> int:
             print(f"  clients observe {CLIENT_VIEW} during training; the server sends them the final model at the "
                   f"job's end (each records it in its ledger): epsilon_client is its guarantee against a client")
             return {"columns": cols, "coef": raw, "intercept": float(res["intercept"]), "schedule": sch,
-                    "coef_scaled": {c: float(v) for c, v in zip(cols, res["coef"])}, "column_scales": scales}
+                    "coef_scaled": {c: float(v) for c, v in zip(cols, res["coef"], strict=False)},
+                    "column_scales": scales}
 
         if path is None:
             return job_command(args, make_task, server_summary)
@@ -93,7 +95,7 @@ def _run_job(args) -> int:
 
 LOCAL_ONLY = ("dataset", "data", "id_column", "parties", "runs", "no_baselines")
 JOB_MODE_ONLY = ("label_party",)
-_PARSER = []  # the `sqm logreg` parser (its defaults decide which options were given)
+_PARSER: list[argparse.ArgumentParser] = []  # the `sqm logreg` parser (its defaults decide which options were given)
 
 
 def _local_data(args):
@@ -133,7 +135,7 @@ def run(args) -> int:
     Xtr, ytr, Xte, yte, groups, name, columns, labels = _local_data(args)
     sched = resolve_schedule(len(Xtr), args.epsilon, args.q, args.epochs, args.learning_rate, args.weight_bound)
     q, epochs, lr, W = sched.q, sched.epochs, sched.learning_rate, sched.weight_bound
-    methods = ("sqm",) if args.no_baselines else ("sqm", "dpsgd", "local", "nonprivate", "taylor")
+    methods: tuple[str, ...] = ("sqm",) if args.no_baselines else ("sqm", "dpsgd", "local", "nonprivate", "taylor")
     not_run = {"dpsgd": why} if "dpsgd" in methods and (why := missing("vfl", "DPSGD (Opacus)")) else {}
     methods = tuple(m for m in methods if m not in not_run)
     runs = []
@@ -152,8 +154,9 @@ def run(args) -> int:
     if labels is not None:
         print(f"  labels {labels}; majority-class rate on the test split {max(np.mean(yte), 1 - np.mean(yte)):.4f}")
     if args.solver == "sgd":
-        print(f"  SQM solver sgd: q {q:.4g}  epochs {epochs}  rounds {rep.rounds}  batch cap {s['b_max']}  lr {lr:g}  "
-              f"||w|| <= {W:g}  gamma {args.gamma:g}  mu {rep.mu:.4g}  intercept {'no' if args.no_intercept else 'yes'}")
+        print(f"  SQM solver sgd: q {q:.4g}  epochs {epochs}  rounds {rep.rounds}  batch cap {s['b_max']}  "
+              f"lr {lr:g}  ||w|| <= {W:g}  gamma {args.gamma:g}  mu {rep.mu:.4g}  "
+              f"intercept {'no' if args.no_intercept else 'yes'}")
         print(f"  clipped records per client {s['clipped']}  batches truncated {s['batches_truncated']}")
     else:
         print(f"  SQM solver moments: one release of the second moments, gamma {args.gamma:g}  mu {rep.mu:.4g}  "
@@ -195,7 +198,8 @@ def register(sub) -> None:
                        description="Train logistic regression (with an intercept) on vertically partitioned "
                                    "data with SQM (real MPyC party processes by default) and compare with DPSGD "
                                    "(Opacus), VFL local DP and non-private training at the same (epsilon, delta). "
-                                   f"Schedule defaults, local and job mode alike: {schedule_help}.", epilog=options.OWN_DATA_EPILOG)
+                                   f"Schedule defaults, local and job mode alike: {schedule_help}.",
+                              epilog=options.OWN_DATA_EPILOG)
     p.add_argument("--dataset", default="breast_cancer", choices=DATASETS,
                    help="breast_cancer (scikit-learn, default), adult (UCI files), credit_default (UCI file)")
     options.own_table(p, " for the local comparison: --label-column is the label (any two values), every other "

@@ -24,6 +24,7 @@ Every command's data option is ``--data`` (a file or folder) and a learning rate
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from sqm.framework.ledger_guard import DEFAULT_MAX_ALIGNMENTS
 from sqm.mechanism.params import DELTA, EPSILON
@@ -31,9 +32,13 @@ from sqm.mpc import BACKENDS  # noqa: F401  (the CLI choices: the runtime's runn
 from sqm.errors import UsageError
 from sqm.framework.alignment_policy import DEFAULT_MAX_SET_RATIO, check_max_set_ratio
 
+if TYPE_CHECKING:
+    from sqm.framework.tables import PartyTable
+
 DEFAULT_BACKEND = "mpyc"
 
-OWN_DATA_EPILOG = ("Your own data: the tutorial \"Your own data\" (docs/tutorials/own-data.md) takes two CSV or Parquet files (one per "
+OWN_DATA_EPILOG = ("Your own data: the tutorial \"Your own data\" (docs/tutorials/own-data.md) takes two CSV or "
+                   "Parquet files (one per "
                    "organisation) to a PCA and a logistic-regression result: party files, the job file and its "
                    "public column ranges (sqm pca --propose-bounds FILE), --drop-columns, the label column, gamma, "
                    "epsilon and what each printed figure means.  `sqm data example FOLDER` writes two party files "
@@ -138,8 +143,8 @@ def job(job_help: str = "job file (JSON: parties' addresses, party 0 the server,
                         "over the job's authenticated session.  Never read from the job file")
     g.add_argument("--ssl-dir", default=None,
                    help="with --job --index: mutually authenticated TLS between parties, keys from this folder "
-                        "(each party's own key: sqm keys request --job NAME); needed for parties started one by one, over "
-                        "loopback too (without --index the launcher makes per-job keys itself)")
+                        "(each party's own key: sqm keys request --job NAME); needed for parties started one by one, "
+                        "over loopback too (without --index the launcher makes per-job keys itself)")
     g.add_argument("--connect-timeout", type=float, default=60.0,
                    help="with --job: seconds for every party to connect (default 60)")
     g.add_argument("--idle-timeout", type=float, default=None,
@@ -303,7 +308,7 @@ def declare_task(parser: argparse.ArgumentParser, dests) -> None:
     parser.set_defaults(task_params={d: types[d] for d in dests})
 
 
-def read_user_table(path, id_column: str | None = None) -> "PartyTable":  # noqa: F821
+def read_user_table(path, id_column: str | None = None) -> PartyTable:
     """A user's own table for a local comparison (``sqm pca --data FILE``, ``sqm logreg --data FILE``):
     ``id_column`` (default: a column named ``id``, if any) holds record ids, left out of the features (said on
     stdout); a named id column that is missing is an error."""

@@ -17,7 +17,8 @@ numbers and lists.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 from sqm.errors import UsageError
 
@@ -27,7 +28,7 @@ OPTIONAL = ("columns", "released", "warnings", "clients", "ledger", "alignment",
 MODES = ("local", "job", "bench", "ledger")
 # argparse destinations that are not parameters of the run (dispatch and output options)
 NOT_PARAMETERS = {"func", "command", "budget_command", "json", "quiet", "plot", "argv",
-                  "task_params"}  # argv, task_params: the command line itself, the task's options (sqm.cli.command.parse)
+                  "task_params"}  # argv, task_params: the command line, the task's options (sqm.cli.command.parse)
 
 
 def schema() -> dict:
@@ -58,8 +59,9 @@ def byte_counts(per_party: Iterable | None = None, total: int | None = None) -> 
     """``{"total", "per_party"}``: bytes each party sent (index 0 the server; None: not measured here) and
     their sum (None when any is unmeasured, unless given)."""
     per = [None if b is None else int(b) for b in (per_party or [])]
-    if total is None and per and all(b is not None for b in per):
-        total = sum(per)
+    measured = [b for b in per if b is not None]
+    if total is None and per and len(measured) == len(per):
+        total = sum(measured)
     return {"total": None if total is None else int(total), "per_party": per}
 
 

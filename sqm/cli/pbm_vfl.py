@@ -5,13 +5,18 @@ numpy, torch and the runtime are imported inside :func:`run`: ``sqm --help`` imp
 command (:mod:`sqm.cli.command`)."""
 from __future__ import annotations
 
+import argparse
 from dataclasses import replace
+from typing import TYPE_CHECKING, cast
 
 from sqm.cli import options
 from sqm.cli.options import JOB_ONLY, check_mode, declare_task
 from sqm.framework.extras import require
 from sqm.apps.pbm_vfl.config import PBMJobParams, VFLConfig
 from sqm.apps.pbm_vfl.experiment import method_seed
+
+if TYPE_CHECKING:
+    from sqm.apps.pbm_vfl.trainer import PBMVFL
 
 
 def _run_job(args) -> int:
@@ -40,8 +45,12 @@ def _run_job(args) -> int:
 
     def make_task(path=None):
         cfg = VFLConfig.from_options(args, method="pbm", n_classes=args.n_classes, device=device)
-        return PBMVFLJobTask(cfg, args.secure_sum, args.test_fraction, args.split_seed,
-                             args.batch_seed if args.batch_seed is not None else job_batch_seed(spec.job_id),
+        if args.batch_seed is not None:
+            batch_seed = args.batch_seed
+        else:
+            assert spec.job_id is not None  # a job file without one is refused above unless --batch-seed is given
+            batch_seed = job_batch_seed(spec.job_id)
+        return PBMVFLJobTask(cfg, args.secure_sum, args.test_fraction, args.split_seed, batch_seed,
                              args.label_column, seed=args.seed, insecure_reproducible=args.insecure_reproducible,
                              checkpoint_dir=args.checkpoints, predict=args.predict, requester=args.requester,
                              device=device, progress_path=path, scores_path=args.scores)
@@ -81,7 +90,7 @@ def run(args) -> int:
 LOCAL_ONLY = ("dataset", "data", "parties", "no_baselines", "plot", "save")
 JOB_MODE_ONLY = ("party_model", "checkpoints", "predict", "requester", "scores", "test_fraction", "label_column",
                  "n_classes")
-_PARSER = []  # the `sqm pbm-vfl` parser (its defaults decide which options were given)
+_PARSER: list[argparse.ArgumentParser] = []  # the `sqm pbm-vfl` parser (its defaults decide which options were given)
 
 
 def _run_local(args) -> int:
@@ -128,7 +137,7 @@ def _run_local(args) -> int:
         where = "real processes" if r.backend == "mpyc" else "in process"
         row = {"method": f"{p.method} ({where})", "test accuracy": round(r.accuracy, 4)}
         if n_classes == 2:
-            row["test AUPRC"] = round(r.auprc, 4)
+            row["test AUPRC"] = None if r.auprc is None else round(r.auprc, 4)  # None: no test records
         row.update({"epsilon (feature)": round(p.epsilon_server, 4), "delta": p.delta,
                     "sigma": None if p.sigma is None else round(p.sigma, 4)})
         rows.append(row)
@@ -150,7 +159,7 @@ def _run_local(args) -> int:
     print(f"  time {r.seconds:.2f} s, {1e3 * r.iter_seconds / max(r.iterations, 1):.2f} ms per iteration, "
           f"{100 * r.sum_seconds / max(r.iter_seconds, 1e-12):.1f}% in the secure sum; clipped entries {r.clipped}")
     if args.save:
-        r.trainer.save(args.save)
+        cast("PBMVFL", r.trainer).save(args.save)  # train_vfl always returns the trainer it used
         print(f"wrote {args.save} (PBM-VFL's trained party models and optimizers, the accountant; "
               f"sqm.apps.pbm_vfl.PBMVFL.load resumes from it)")
     if args.json:
@@ -160,7 +169,7 @@ def _run_local(args) -> int:
         output.write(args.json, output.document(
             output.command_name(args), "local", parameters=output.parameters(args, parties=M, device=device),
             results=rows, privacy=[privacy[k] for k in results], secure_mode=secure_mode, simulation=plain,
-            timings={row["method"]: v.seconds for row, v in zip(rows, results.values())},
+            timings={row["method"]: v.seconds for row, v in zip(rows, results.values(), strict=False)},
             bytes=output.byte_counts(total=None if plain else r.bytes_sent), dataset=args.dataset,
             details={"methods": {k: v.as_dict() for k, v in results.items()}, "pbm_accounting": rep.as_dict()}))
         print(f"wrote {args.json}")

@@ -5,6 +5,8 @@ numpy, SciPy, scikit-learn and the runtime are imported inside the functions tha
 imports this module to register the command (:mod:`sqm.cli.command`)."""
 from __future__ import annotations
 
+import argparse
+
 from sqm.cli import options, output
 from sqm.cli.options import JOB_ONLY, check_mode, declare_task, runtime_options
 from sqm.framework.progress import progress_bar
@@ -36,14 +38,14 @@ RELEASE = ("epsilon", "delta", "components", "gamma", "row_norm_bound", "backend
 PROPOSE_NOTE = ("NOTE: these ranges are computed from this party's OWN DATA and are NOT private (a minimum or a "
                 "maximum can be one person's value).  Review them, replace them by public knowledge where you can "
                 "(units, legal or physical limits) and round them before declaring them in the job file.")
-_PARSER = []  # the `sqm pca` parser (its defaults decide which options were given)
+_PARSER: list[argparse.ArgumentParser] = []  # the `sqm pca` parser (its defaults decide which options were given)
 
 
 def released_components(V, columns) -> list[dict]:
     """Components (k x d, one per row) in the columns' terms: one {column: loading} per component."""
     import numpy as np
 
-    return [{c: float(v) for c, v in zip(columns, row)} for row in np.asarray(V)]
+    return [{c: float(v) for c, v in zip(columns, row, strict=False)} for row in np.asarray(V)]
 
 
 def propose_bounds(path, id_column: str | None = None) -> int:
@@ -93,7 +95,7 @@ def output_document(r: dict, args) -> dict:
         columns=r.get("columns"), released=r.get("released"),
         details={"shape": r["shape"], "runs": r["runs"], "clipped": r["sqm"]["clipped"],
                  "utilities": {row["method"]: r[k].get("utilities") for row, k in
-                               zip(rows, ("sqm", "central", "local", "nonprivate"))}})
+                               zip(rows, ("sqm", "central", "local", "nonprivate"), strict=False)}})
 
 
 def _run_cli(args) -> int:
@@ -109,9 +111,10 @@ def _run_cli(args) -> int:
     X, columns, name = _local_data(args)
     X = scale_rows(X, args.row_norm_bound)
     release = PCAParams.from_options(args).as_dict()
-    first = [release.pop(k) for k in ("n_components", "epsilon", "delta", "gamma", "row_norm_bound")]
-    r = compare(X, args.parties, *first, args.backend, args.runs, args.seed, progress=not args.quiet,
-                backend_options=runtime_options(args), **release)
+    k, epsilon, delta, gamma, row_norm_bound = (
+        release.pop(key) for key in ("n_components", "epsilon", "delta", "gamma", "row_norm_bound"))
+    r = compare(X, args.parties, k, epsilon, delta, gamma, row_norm_bound, args.backend, args.runs, args.seed,
+                progress=not args.quiet, backend_options=runtime_options(args), **release)
     r["dataset"] = name
     r["columns"] = columns
     r["released"] = {"components": released_components(r["sqm"].pop("components"), columns)}

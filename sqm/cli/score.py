@@ -28,7 +28,7 @@ def _write_scores(path: str, res: dict) -> None:
         w = csv.writer(f)
         w.writerow(header)
         keys = res.get("ids") or range(len(scores))
-        for key, row in zip(keys, scores):
+        for key, row in zip(keys, scores, strict=False):
             extra = [expit(row[0])] if res["kind"] == "logistic" else []
             w.writerow([key, *[repr(float(v)) for v in row], *[repr(float(v)) for v in extra]])
 

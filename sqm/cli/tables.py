@@ -5,7 +5,8 @@ form, are the mechanism's (:mod:`sqm.mechanism.report`)."""
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -58,7 +59,8 @@ def render_table(rows: Iterable[dict], columns: Iterable | None = None) -> str:
     left = [i == 0 for i in range(len(cols))]
 
     def line(items):
-        return "  ".join(x.ljust(w) if lft else x.rjust(w) for x, w, lft in zip(items, widths, left)).rstrip()
+        cells = zip(items, widths, left, strict=False)
+        return "  ".join(x.ljust(w) if lft else x.rjust(w) for x, w, lft in cells).rstrip()
 
     out = [line(cells[0]), "  ".join("-" * w for w in widths)] + [line(c) for c in cells[1:]]
     return "\n".join(out)

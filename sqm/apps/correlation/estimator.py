@@ -50,7 +50,7 @@ class SQMCorrelation(BaseEstimator):
     def params(self) -> CorrelationParams:
         return CorrelationParams(**{name: getattr(self, name) for name in CorrelationParams.names()})
 
-    def fit(self, X, y=None) -> "SQMCorrelation":
+    def fit(self, X, y=None) -> SQMCorrelation:
         """One release over ``X`` (a :class:`VerticalData`, or a matrix split among ``n_parties`` clients)."""
         params = self.params()
         if isinstance(X, VerticalData):

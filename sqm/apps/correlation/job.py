@@ -40,7 +40,7 @@ class CorrelationJobTask(JobTask):
     def party_bounds(self):
         return self.params.party_bounds
 
-    def with_party_bounds(self, party_bounds) -> "CorrelationJobTask":
+    def with_party_bounds(self, party_bounds) -> CorrelationJobTask:
         """This task with the clients' sub-row bounds c_j (the job file's declared norm shares)."""
         import copy
 

@@ -37,7 +37,7 @@ def _is_real(v) -> bool:
     return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and not math.isnan(v)
 
 
-def check_params(m: "HDPLogisticRegression") -> None:
+def check_params(m: HDPLogisticRegression) -> None:
     """The estimator's parameters, checked when it is used (scikit-learn's convention), each naming the problem:
     each inside its declared domain (:class:`sqm.apps.hdp_vfl.params.HDPParams`), then how they combine."""
     m.params()

@@ -31,8 +31,8 @@ class SQMLinearRegression(RegressorMixin, BaseEstimator):
     in-process simulation of the same programs), ``seed`` (None: OS entropy), ``backend_options``.
 
     After :meth:`fit`: ``coef_``, ``intercept_``, ``gram_`` (the noisy joint Gram), ``report_``
-    (:class:`sqm.mechanism.report.PrivacyReport`), ``clipped_`` (rows clipped per client), ``seconds_``, ``bytes_sent_``,
-    ``backend_``, ``raw_``, ``n_features_in_``."""
+    (:class:`sqm.mechanism.report.PrivacyReport`), ``clipped_`` (rows clipped per client), ``seconds_``,
+    ``bytes_sent_``, ``backend_``, ``raw_``, ``n_features_in_``."""
 
     # scikit-learn's constraints of the declared parameters (its tooling reads them; the declaration checks them)
     _parameter_constraints: ClassVar[dict] = P.parameter_constraints()

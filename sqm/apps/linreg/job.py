@@ -31,7 +31,7 @@ class LinRegJobTask(JobTask):
 
         self.secure_mode = seed_policy(estimator.seed, insecure_reproducible, warn=False)
         self.est, self.label_column, self.seed = estimator, label_column, estimator.seed
-        self.params  # bad parameters (the label column's too) refused here, before any party starts
+        _ = self.params  # bad parameters (the label column's too) refused here, before any party starts
         self.est.mechanism([1, 2])
 
     @property
@@ -108,6 +108,7 @@ class LinRegJobTask(JobTask):
                               ids_digest=None if table is None else table.ids_digest)
         if not ctx.is_server:
             return {"clipped": out.clipped, "rows": table.n_rows, "cols": table.n_cols}
+        assert out.estimate is not None  # the server's part of a release: the estimate
         gram = out.estimate.reshape(sum(counts), sum(counts))
         coef, intercept = solve_ridge(gram, float(self.est.alpha), math.sqrt(2 * report.mu) / out.scale,
                                       bool(self.est.fit_intercept))

@@ -133,6 +133,7 @@ def split_weights(w, plan: LRPlan) -> tuple[np.ndarray, np.ndarray]:
     if not plan.has_intercept:
         return w.reshape(1, -1), np.zeros(1)
     k = plan.intercept_index
+    assert k is not None  # a plan with an intercept has its column
     return np.delete(w, k).reshape(1, -1), np.array([w[k] * plan.intercept])
 
 
@@ -236,11 +237,12 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
     ||w||_2 <= W.  ``sampling_rate``, ``epochs``, ``learning_rate``, ``weight_bound`` left None are chosen in
     ``fit`` from the record count by :func:`default_schedule` (``schedule_`` holds what ran).
     mu is calibrated before training for the server-observed (epsilon, delta) over R = epochs * round(1/q)
-    Poisson-subsampled rounds (Eq. 20) with the proven sensitivity of :func:`sqm.mechanism.sensitivity.logreg_sensitivity`.
-    The weights stay at the server (their coefficients are secret-shared): during training the clients observe
-    nothing but Shamir shares.  ``report_`` (:class:`sqm.mechanism.report.PrivacyReport`): its ``epsilon_client`` (Eq. 21:
-    a client knows the batches and its own noise share) is the guarantee against a client only if the server
-    chooses to share the final model with the clients.  ``noise=False`` trains without noise (for tests and the
+    Poisson-subsampled rounds (Eq. 20) with the proven sensitivity of
+    :func:`sqm.mechanism.sensitivity.logreg_sensitivity`.  The weights stay at the server (their coefficients are
+    secret-shared): during training the clients observe nothing but Shamir shares.  ``report_``
+    (:class:`sqm.mechanism.report.PrivacyReport`): its ``epsilon_client`` (Eq. 21: a client knows the batches and
+    its own noise share) is the guarantee against a client only if the server chooses to share the final model with
+    the clients.  ``noise=False`` trains without noise (for tests and the
     approximation's cost; epsilon is then infinite).  ``seed=None``: every party's randomness from OS entropy;
     a seed makes the run reproducible (each party's seed derived from it by :func:`sqm.mechanism.rng.spawn_seeds`), so
     whoever holds it can regenerate every party's randomness (``secure_mode_`` is then False).
@@ -313,7 +315,7 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
         """The constant column's value (0: no intercept)."""
         return float(self.intercept_scaling) if self.fit_intercept else 0.0
 
-    def _data(self, X, y) -> tuple[list[np.ndarray], tuple[int, ...], int]:
+    def _data(self, X, y) -> tuple[list[np.ndarray], list[int], int]:
         """The clients' blocks (the label party's with the 0/1 label column last), column counts, label party;
         sets ``classes_`` and ``n_features_in_``."""
         if isinstance(X, VerticalData):
@@ -380,10 +382,10 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
             cal = _calibrate_mu(float(self.epsilon), delta_mu, sens.l1, sens.l2, q=q, rounds=R,
                                 n_parties=n if n >= 2 else None)
             mu, eps_s, eps_c, conversion = cal.mu, cal.epsilon_server, cal.epsilon_client, cal.conversion
-            evs = (events.server_event(sens.l1, sens.l2, mu, q, R),)
-            notes = (f"{MODEL_SHARED_NOTE}; {epochs} epochs; {intercept_note(plan)}; batch cap {b_max} (exceeded with probability "
-                     f"{eta:.3g} over the run, which adds (1 + e^epsilon) x that = {cap_delta:.3g} to delta, "
-                     f"included; the ledger adds it through eta)"
+            evs: tuple = (events.server_event(sens.l1, sens.l2, mu, q, R),)  # PrivacyReport.events
+            notes = (f"{MODEL_SHARED_NOTE}; {epochs} epochs; {intercept_note(plan)}; batch cap {b_max} "
+                     f"(exceeded with probability {eta:.3g} over the run, which adds (1 + e^epsilon) x that = "
+                     f"{cap_delta:.3g} to delta, included; the ledger adds it through eta)"
                      + (f"; batches sampled over the {int(union)} positions the union is placed over, each counting "
                         f"times its secret membership: every member is in a batch with probability q, as when "
                         f"membership is revealed" if union else ""))
@@ -411,13 +413,13 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
             raise UsageError("noise=False is available with solver='sgd' only (the moments solver's release is "
                              "always noisy)")
         _, report = mech.round_plan(layout.block_counts, n_records)
-        notes = (f"{MODEL_SHARED_NOTE}; one release of the second moments of [features, {layout.constant:g}, {layout.label_weight:g} y, "
-                 f"{layout.score_weight:g} (1/2 - y)]; "
+        notes = (f"{MODEL_SHARED_NOTE}; one release of the second moments of [features, {layout.constant:g}, "
+                 f"{layout.label_weight:g} y, {layout.score_weight:g} (1/2 - y)]; "
                  f"the model is fitted from them at the server (post-processing)")
         report = dataclasses.replace(report, notes="; ".join(n for n in (notes, report.notes) if n))
         return mech, layout, report
 
-    def _fit_moments(self, blocks, counts, label) -> "SQMLogisticRegression":
+    def _fit_moments(self, blocks, counts, label) -> SQMLogisticRegression:
         n = blocks[0].shape[0]
         mech, layout, report = self.moments_plan(n, counts, label)
         blocks = [layout.block(b[:, :-1], b[:, -1]) if j == label else b for j, b in enumerate(blocks)]
@@ -425,7 +427,10 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
         res = mech.run(VerticalData(blocks))
         self.moments_, w, b = fit_release(res.estimate, layout, n, res.report.mu, self.gamma, bool(self.fit_intercept))
         self.coef_, self.intercept_ = w.reshape(1, -1), np.array([b])
-        self.schedule_, self.epochs_, self.plan_, self.layout_ = None, None, None, layout
+        self.schedule_: Schedule | None = None  # the moments solver has no schedule and no training plan
+        self.epochs_: int | None = None
+        self.plan_: LRPlan | None = None
+        self.layout_ = layout
         self.report_ = report
         self.clipped_, self.batches_truncated_ = list(res.clipped), 0
         self.seconds_, self.bytes_sent_, self.backend_ = time.perf_counter() - t0, list(res.bytes_sent), res.backend
@@ -433,7 +438,7 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
         return self
 
     # ----- training ------------------------------------------------------------------------------------
-    def fit(self, X, y, eval_set=None) -> "SQMLogisticRegression":
+    def fit(self, X, y, eval_set=None) -> SQMLogisticRegression:
         """Train; ``eval_set=(X, y)`` (held by the server, e.g. a public validation set) drives the running
         loss shown on the progress bar of ``solver="sgd"`` (nothing else is computed from it)."""
         self.check_params()
@@ -446,7 +451,7 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
             n_feat = plan.d - int(plan.has_intercept)
             if ex.ndim != 2 or ex.shape[1] != n_feat:
                 raise UsageError(f"eval_set features must have {n_feat} columns, got shape {ex.shape}")
-            if plan.has_intercept:
+            if plan.intercept_index is not None:  # has_intercept
                 ex = np.insert(ex, plan.intercept_index, plan.intercept, axis=1)
             ey = np.asarray(eval_set[1])
             if ey.shape != (ex.shape[0],) or not np.all(np.isin(ey, self.classes_)):

@@ -78,7 +78,7 @@ class LRJobTask(JobTask):
         """The clients' feature sub-row bounds c_j (None: c_j = sqrt(its feature columns / all))."""
         return self.params.party_bounds
 
-    def with_party_bounds(self, party_bounds) -> "LRJobTask":
+    def with_party_bounds(self, party_bounds) -> LRJobTask:
         """This task with the clients' sub-row bounds c_j (from the job file's declared norm shares)."""
         import copy
 
@@ -135,7 +135,8 @@ class LRJobTask(JobTask):
 
     async def _run_moments(self, ctx, table, meta) -> dict:
         """The moments solver's one release (:func:`sqm.mechanism.release.sqm_round` of the Gram of [features, c,
-        kappa y, beta (1/2 - y)], as a PCA job's) and, at the server, the model fitted from it (:mod:`sqm.apps.logreg.moments`)."""
+        kappa y, beta (1/2 - y)], as a PCA job's) and, at the server, the model fitted from it
+        (:mod:`sqm.apps.logreg.moments`)."""
         mech, layout, report = self._moments(meta)
         label = layout.label_party
         plan = mech._release_plan(report, layout.block_counts, meta.n_records, align_ids=True)
@@ -150,6 +151,7 @@ class LRJobTask(JobTask):
         out = await sqm_round(ctx, mech.polynomial, rows, plan, make_rng(my_seed),
                               None if table is None else table.ids_digest)
         if not ctx.is_server:
+            assert out.clipped is not None  # a client's part of a release: its clip count
             res = {"clipped": int(out.clipped), "rows": table.n_rows}
             if labels is not None:
                 res["labels"] = labels

@@ -1,5 +1,5 @@
-"""The secure kernel of SQM logistic regression's per-batch gradient (:class:`sqm.apps.logreg.gradient.LRGradient`): a BGW
-evaluation of the compensated Eq. 19 gradient sum with the coefficients secret (the server's input) and the
+"""The secure kernel of SQM logistic regression's per-batch gradient (:class:`sqm.apps.logreg.gradient.LRGradient`):
+a BGW evaluation of the compensated Eq. 19 gradient sum with the coefficients secret (the server's input) and the
 batch secret (the clients' inputs); the statistic, its coefficients and its sensitivity are
 :mod:`sqm.apps.logreg.gradient`'s.  The application's own protocol, built on the runtime's public primitives
 (:mod:`sqm.mpc.protocols.sharing`: the sharing check, degree reduction, opening to a party; the transport's
@@ -79,8 +79,8 @@ async def secure_gradient(ctx: Transport, d: int, label_index: int, col_counts, 
     """
     M, t = ctx.M, ctx.t
     ctx.require_threshold()
-    direct = M > 3 * t and not masked  # products with the coefficients have degree 3t < M: no moment reduction
-    deep = masked and M > 3 * t  # the masked moments have degree 3t < M: reduced at once, the rows not first
+    direct = 3 * t < M and not masked  # products with the coefficients have degree 3t < M: no moment reduction
+    deep = masked and 3 * t < M  # the masked moments have degree 3t < M: reduced at once, the rows not first
     widths, n_rows, n_coefs = [int(c) for c in col_counts], int(n_records), d * (d + 2)
     check = None
     if verify_sharing:  # every party holds shares of every input here: the check needs nothing else
@@ -116,9 +116,10 @@ async def secure_gradient(ctx: Transport, d: int, label_index: int, col_counts, 
     if direct:
         expect[0] = wire.list_of([wire.shares((n_coefs,), p)], "coefficient shares")
         senders = [0] + senders
-    got = await ctx.send_recv(outgoing, senders, expect, "input and coefficient shares" if direct else "input shares")
+    replies = await ctx.send_recv(outgoing, senders, expect,
+                                  "input and coefficient shares" if direct else "input shares")
     ctx.phase("exchange input shares")
-    got = dict(zip(senders, got))
+    got = dict(zip(senders, replies, strict=False))
     S = np.hstack([got[c][0] for c in ctx.clients])
     z, mask = got[ctx.clients[0]][1], got[ctx.clients[0]][2]
     for c in ctx.clients[1:]:
@@ -139,7 +140,9 @@ async def secure_gradient(ctx: Transport, d: int, label_index: int, col_counts, 
         Y = modarith.mul_mod(F, np.broadcast_to(ind[:, None], F.shape), p)  # degree 2t
         ctx.phase("membership (local)")
         if not deep:  # ---- 2. M <= 3t: the masked rows back to degree t first ----
-            Y = await sharing.reshare(ctx, Y, p)
+            Y_reduced = await sharing.reshare(ctx, Y, p)
+            assert Y_reduced is not None  # every party reshares and receives (the default workers and receivers)
+            Y = Y_reduced
             ctx.phase("membership reduction")
         YT = np.ascontiguousarray(Y.T)
         s = modarith.sum_mod(Y, 0, p)
@@ -155,17 +158,19 @@ async def secure_gradient(ctx: Transport, d: int, label_index: int, col_counts, 
         upper = np.triu_indices(d)  # G is symmetric: its upper triangle's reduced shares rebuild it
         m = len(upper[0])
         sub = shamir.share(np.concatenate([G[upper], h] + ([s] if deep else [])), M, t, p, ctx.rng)
-        coef_sub = shamir.share(from_signed(np.asarray(int_coefs, np.int64), p), M, t, p, ctx.rng) \
-            if ctx.is_server else None
-        outgoing = {j: [sub[j]] + ([coef_sub[j]] if ctx.is_server else []) for j in range(M)}
+        outgoing = {j: [sub[j]] for j in range(M)}
+        if ctx.is_server:
+            coef_sub = shamir.share(from_signed(np.asarray(int_coefs, np.int64), p), M, t, p, ctx.rng)
+            for j in range(M):
+                outgoing[j].append(coef_sub[j])
         width = m + d + (d if deep else 0)
         expect = {j: wire.list_of([wire.shares((width,), p)], "degree-reduction sub-shares") for j in ctx.clients}
         expect[0] = wire.list_of([wire.shares((width,), p), wire.shares((n_coefs,), p)],
                                  "degree-reduction sub-shares and coefficient shares")
         ctx.phase("local moments")
-        got = await ctx.send_recv(outgoing, range(M), expect, "degree reduction and coefficient shares")
-        red = shamir.combine_subshares(np.stack([g[0] for g in got]), ctx.points, p)
-        C = got[0][1]
+        reduced = await ctx.send_recv(outgoing, range(M), expect, "degree reduction and coefficient shares")
+        red = shamir.combine_subshares(np.stack([g[0] for g in reduced]), ctx.points, p)
+        C = reduced[0][1]
         G = np.empty((d, d), dtype=np.int64)
         G[upper] = red[:m]
         G[upper[1], upper[0]] = red[:m]

@@ -1,7 +1,7 @@
 """PBM-VFL as a scikit-learn classifier."""
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar, cast
 
 import numpy as np
 
@@ -9,6 +9,9 @@ from sqm.apps.pbm_vfl.config import PBMJobParams, VFLConfig
 from sqm.apps.pbm_vfl.privacy import method_privacy
 from sqm.apps.pbm_vfl.training import train_vfl
 from sqm.errors import UsageError
+
+if TYPE_CHECKING:
+    from sqm.apps.pbm_vfl.trainer import PBMVFL
 
 try:
     from sklearn.base import BaseEstimator, ClassifierMixin
@@ -96,7 +99,7 @@ class PBMVFLClassifier(ClassifierMixin, BaseEstimator):
         blocks = [X[:, c] for c in self.feature_blocks_]
         self.result_ = train_vfl(blocks, [b[:0] for b in blocks], y_enc, y_enc[:0], cfg, backend=self.backend,
                                  seed=self.seed, secure_sum=self.secure_sum, timeout=self.timeout)
-        self.trainer_ = self.result_.trainer
+        self.trainer_ = cast("PBMVFL", self.result_.trainer)  # train_vfl always returns the trainer it used
         self.history_ = self.result_.history
         self.states_ = self.result_.states
         self.privacy_ = method_privacy(cfg, len(blocks))

@@ -135,7 +135,7 @@ class PBMVFLJobTask(JobTask):
         statistic, *knobs = self.params.public()  # the secure sum, the split and the mini-batch seed
         return [statistic, cfg, *knobs, ("predict", self.predict, self.requester)]
 
-    def for_party(self, index: int, party) -> "PBMVFLJobTask":
+    def for_party(self, index: int, party) -> PBMVFLJobTask:
         task = copy.copy(self)
         task.model = party.model
         return task
@@ -190,7 +190,12 @@ class PBMVFLJobTask(JobTask):
 
         from sqm.apps.pbm_vfl.trainer import _probe
 
-        x = torch.zeros(1, self.cfg.embedding_size if ctx.is_server else n_features)
+        if ctx.is_server:
+            width = self.cfg.embedding_size
+        else:
+            assert n_features is not None  # a client passes its column count
+            width = n_features
+        x = torch.zeros(1, width)
         try:
             shape = _probe(module, x)
         except Exception as e:
@@ -206,6 +211,7 @@ class PBMVFLJobTask(JobTask):
             return None
         import torch
 
+        assert self.checkpoint_dir is not None  # a prediction job without one is refused when it is made
         path = checkpoint_path(self.checkpoint_dir, ctx.pid)
         try:
             state = torch.load(path, weights_only=True)
@@ -226,7 +232,11 @@ class PBMVFLJobTask(JobTask):
         X = y = None
         saved = self._checkpoint(ctx)
         if ctx.is_server:  # K: from its labels, or from its trained model's checkpoint
-            y, K = (None, int(saved["n_classes"])) if self.predict else self._labels(table)
+            if self.predict:
+                assert saved is not None  # _checkpoint loads it for a prediction
+                y, K = None, int(saved["n_classes"])
+            else:
+                y, K = self._labels(table)
         else:
             X = np.asarray(table.block, dtype=np.float32)
             K = 2  # a client does not use it
@@ -247,7 +257,7 @@ class PBMVFLJobTask(JobTask):
             return await self._deliver(ctx, out, table, meta)
         written = None
         if self.checkpoint_dir is not None:
-            written = self._save(ctx, out.pop("state"), cfg)
+            written = self._save(ctx, self.checkpoint_dir, out.pop("state"), cfg)
         else:
             out.pop("state")
         res = {"n_train": len(train), "n_test": len(test), "clipped": int(out["clipped"]),
@@ -257,12 +267,13 @@ class PBMVFLJobTask(JobTask):
                        n_classes=K, stats=out["stats"])
         return res
 
-    def _save(self, ctx, state: dict, cfg: VFLConfig) -> str:
-        """This party's own model and optimizer, to its own checkpoint file (nothing of any other party's)."""
+    def _save(self, ctx, directory: str, state: dict, cfg: VFLConfig) -> str:
+        """This party's own model and optimizer, to its own checkpoint file in ``directory`` (nothing of any
+        other party's)."""
         import torch
 
-        os.makedirs(self.checkpoint_dir, exist_ok=True)
-        path = checkpoint_path(self.checkpoint_dir, ctx.pid)
+        os.makedirs(directory, exist_ok=True)
+        path = checkpoint_path(directory, ctx.pid)
         torch.save({"format": CHECKPOINT_FORMAT, "party": int(ctx.pid), "epochs": int(cfg.epochs),
                     "n_classes": cfg.n_classes, "embedding_size": int(cfg.embedding_size),
                     "module": to_cpu(state["module"]), "optimizer": to_cpu(state["optimizer"])}, path)
@@ -293,5 +304,5 @@ def write_scores(path: str, ids, probs: np.ndarray) -> None:
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["id"] + [f"p{k}" for k in range(probs.shape[1])])
-        w.writerows([i, *[repr(float(v)) for v in row]] for i, row in zip(ids, probs))
+        w.writerows([i, *[repr(float(v)) for v in row]] for i, row in zip(ids, probs, strict=False))
 

@@ -4,6 +4,8 @@ ones (the transport's messages and agreement, the secure sum's evaluation); PBM'
 mechanism's (:mod:`sqm.mechanism.pbm`)."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from sqm.mpc.net import wire
@@ -13,6 +15,9 @@ from sqm.mpc.protocols.context import PartyContext
 from sqm.mpc import SECURE_SUMS  # noqa: F401 (re-exported; defined with the runtime's other choices)
 from sqm.errors import UsageError
 
+if TYPE_CHECKING:
+    from sqm.mpc.protocols.masked_sum import MaskedSum
+
 
 class SumExchange:
     """One party's side of split training's per-round exchanges: the clients' vectors up, summed, only the
@@ -20,8 +25,8 @@ class SumExchange:
 
     ``mode`` 'bgw': integer vectors in [0, bound] (PBM encodings) summed by ``ctx.evaluate`` of the secure-sum
     job (:func:`sqm.mpc.protocols.secure_sum.sum_job`, Shamir shares); 'masked': the same by the pairwise-masked sum
-    (:class:`sqm.mpc.protocols.masked_sum.MaskedSum`, the paper's Protocol 0); 'clear': float vectors sent to the server as
-    they are (the NPQ and LDP baselines: they are not secure protocols, and say so).  Secure modes refuse
+    (:class:`sqm.mpc.protocols.masked_sum.MaskedSum`, the paper's Protocol 0); 'clear': float vectors sent to the
+    server as they are (the NPQ and LDP baselines: they are not secure protocols, and say so).  Secure modes refuse
     fewer than two clients.  ``bytes`` counts what this party sent per kind ('sum', 'grad', 'control')
     through real processes (an in-process run has no transport to measure: zeros).
     """
@@ -35,7 +40,7 @@ class SumExchange:
             raise ProtocolError(f"party {ctx.pid}: {two_clients_problem(len(ctx.clients))}")
         self.ctx, self.mode, self.width, self.bound = ctx, mode, int(width), bound
         self.bytes = {"sum": 0, "grad": 0, "control": 0}
-        self._masked = None
+        self._masked: MaskedSum | None = None  # made by setup() in 'masked' mode
 
     def _sent(self) -> int:
         return self.ctx.bytes_sent()
@@ -51,6 +56,7 @@ class SumExchange:
         if self.mode == "masked":
             from sqm.mpc.protocols.masked_sum import MaskedSum
 
+            assert self.bound is not None  # the secure modes are given the encodings' bound
             self._masked = MaskedSum(self.ctx, self.bound)
             await self._count("control", self._masked.setup())
 
@@ -69,10 +75,12 @@ class SumExchange:
         if mine is not None and mine.size != size:
             raise UsageError(f"client {ctx.pid} holds {mine.size} values, the sum needs {size}")
         if self.mode == "masked":
+            assert self._masked is not None  # setup() runs before the first sum
             out = await self._masked.sum(mine, size)
         elif self.mode == "bgw":
             from sqm.mpc.protocols.secure_sum import sum_job
 
+            assert self.bound is not None  # the secure modes are given the encodings' bound
             my_input = None if mine is None else (np.zeros((0, 0), np.int64), mine.astype(np.int64))
             out = await PartyContext.of(ctx).evaluate(sum_job([], size, self.bound), my_input)
             out = None if out is None else np.asarray(out, dtype=object).astype(np.int64)
@@ -82,6 +90,7 @@ class SumExchange:
                                           "clear sum")
                 out = np.sum(got, axis=0)
             else:
+                assert mine is not None  # a client holds its vector
                 ctx.output_shares_next()  # the value itself
                 await ctx.send_recv({0: mine.astype(np.float64)}, [], None, "clear sum")
                 out = None

@@ -15,8 +15,8 @@ from sklearn.utils.validation import check_is_fitted
 from sqm.mechanism.vertical import VerticalData
 
 from sqm.apps.pca.params import PCAParams
-from sqm.apps.pca.utility import (as_matrix, check_components, components_from_covariance, covariance_release, pca_utility,
-                      utility_ratio)
+from sqm.apps.pca.utility import (as_matrix, check_components, components_from_covariance, covariance_release,
+                                  pca_utility, utility_ratio)
 from sqm.errors import UsageError
 
 
@@ -91,7 +91,7 @@ class SQMPCA(TransformerMixin, BaseEstimator):
         return covariance_release(n_cols, **self.params().mechanism_kwargs(), backend=self.backend, seed=self.seed,
                                   backend_options=self.backend_options)
 
-    def fit(self, X, y=None) -> "SQMPCA":
+    def fit(self, X, y=None) -> SQMPCA:
         """One SQM release of X^T X over ``X`` (a VerticalData, or a matrix split among ``n_parties``)."""
         data = _as_vertical(X, self.n_parties)
         k = check_components(self.n_components, data.n_cols)

@@ -4,7 +4,9 @@ A party process imports this module and :mod:`sqm.apps.pca.utility` only (no sci
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -17,6 +19,11 @@ from sqm.mechanism.release import sqm_round
 from sqm.mechanism.rng import make_rng, spawn_seeds
 from sqm.apps.pca.params import PCAParams
 from sqm.apps.pca.utility import check_components, components_from_covariance, covariance_release
+
+if TYPE_CHECKING:
+    from sqm.framework.party import JobMeta
+    from sqm.mechanism.release import SQM, SQMPlan
+    from sqm.mechanism.report import PrivacyReport
 
 
 class PCAJobTask(JobTask):
@@ -46,7 +53,7 @@ class PCAJobTask(JobTask):
         self.params = params if params is not None else PCAParams(*args, **values)
         self._seed, self.progress_path = seed, progress_path
         self.mechanism(1)  # check the parameters now, before any party starts
-        self._plans = {}
+        self._plans: dict[JobMeta, tuple[int, SQM, SQMPlan, PrivacyReport]] = {}
 
     def __getattr__(self, name: str):
         """The parameters read as the task's own attributes (``task.epsilon``)."""
@@ -68,7 +75,7 @@ class PCAJobTask(JobTask):
             p = dataclasses.replace(p, party_bounds=None)
         return covariance_release(n_cols, **p.mechanism_kwargs(), seed=self._seed)
 
-    def with_party_bounds(self, party_bounds) -> "PCAJobTask":
+    def with_party_bounds(self, party_bounds) -> PCAJobTask:
         """This task with the clients' sub-row bounds c_j (from the job file's declared norm shares)."""
         import copy
 
@@ -118,23 +125,22 @@ class PCAJobTask(JobTask):
         scales = result.get("column_scales") or {}
         if is_scaled(scales):
             return projection_model(raw_projection(V, cols, scales))
-        return projection_model([{c: float(v) for c, v in zip(cols, row)} for row in V])
+        return projection_model([{c: float(v) for c, v in zip(cols, row, strict=False)} for row in V])
 
     async def run(self, ctx: PartyAPI, table, meta) -> dict:
         k, mech, plan, report = self._plan(meta)
         my_seed = spawn_seeds(self._seed, meta.n_parties + 1)[ctx.pid]  # this party's own entry, as SQM.run
         rows = None if table is None else (table if hasattr(table, "chunks") else table.block)
-        progress = open(f"{self.progress_path}.{ctx.pid}", "w", buffering=1) if self.progress_path else None
-        if progress is not None:  # the evaluation reports each chunk done
-            ctx = PartyContext(ctx, on_chunk=lambda done, due: progress.write(f"{done} {due}\n"))
-        try:
+        with contextlib.ExitStack() as stack:
+            if self.progress_path:  # the evaluation reports each chunk done
+                progress = stack.enter_context(open(f"{self.progress_path}.{ctx.pid}", "w", buffering=1))
+                ctx = PartyContext(ctx, on_chunk=lambda done, due: progress.write(f"{done} {due}\n"))
             out = await sqm_round(ctx, mech.polynomial, rows, plan,
                                   make_rng(my_seed), None if table is None else table.ids_digest)
-        finally:
-            if progress is not None:
-                progress.close()
         if not ctx.is_server:
+            assert out.clipped is not None  # a client's part of a release: its clip count
             return {"clipped": int(out.clipped), "rows": table.n_rows, "cols": table.n_cols}
+        assert out.estimate is not None  # the server's part: the estimate
         _, ev, V = components_from_covariance(out.estimate, int(sum(meta.col_counts)), k, meta.records_released)
         return {"components": np.ascontiguousarray(V.T), "explained_variance": ev, "report": report.as_dict(),
                 "raw": out.raw}
