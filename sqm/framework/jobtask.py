@@ -51,12 +51,24 @@ class JobTask(abc.ABC):
     streams = False
     charges = True  # its release is charged to the privacy-budget ledgers (a scoring job's is not)
     clamp_only = False  # declared column ranges clamp the values without scaling them (a scoring job's)
-    server_table = False  # the server holds a table of its own (a PBM-VFL job's labels) and joins the alignment
     party_models = False  # each party runs its own model code (the job file's "model" entries)
     hides_membership = False  # the job may align records hiding membership (one covariance-like release over the union)
     releases_model = False  # its release is a model, sent to every client at the end and recorded in their ledgers
-    row_norm_bound: float | None = None
-    party_bounds = None
+
+    @property
+    def server_table(self) -> bool:
+        """The server holds a table of its own (a PBM-VFL job's labels) and joins the alignment."""
+        return False
+
+    @property
+    def row_norm_bound(self) -> float | None:
+        """The public bound on a record's features into which declared column ranges scale (None: none)."""
+        return None
+
+    @property
+    def party_bounds(self) -> tuple | None:
+        """Each client's share of :attr:`row_norm_bound` (None: the default split)."""
+        return None
 
     @abc.abstractmethod
     def public(self):

@@ -51,7 +51,8 @@ class PCAJobTask(JobTask):
         lines to PATH.i (not public)."""
         self.secure_mode = seed_policy(seed, insecure_reproducible, warn=False)
         self.params = params if params is not None else PCAParams(*args, **values)
-        self._seed, self.progress_path = seed, progress_path
+        # this party's own seed from its own command line (None: OS entropy); never sent
+        self.seed, self.progress_path = seed, progress_path
         self.mechanism(1)  # check the parameters now, before any party starts
         self._plans: dict[JobMeta, tuple[int, SQM, SQMPlan, PrivacyReport]] = {}
 
@@ -73,7 +74,7 @@ class PCAJobTask(JobTask):
         p = self.params
         if p.row_norm_check:  # no client needs a share of c: declared norm shares are not used
             p = dataclasses.replace(p, party_bounds=None)
-        return covariance_release(n_cols, **p.mechanism_kwargs(), seed=self._seed)
+        return covariance_release(n_cols, **p.mechanism_kwargs(), seed=self.seed)
 
     def with_party_bounds(self, party_bounds) -> PCAJobTask:
         """This task with the clients' sub-row bounds c_j (from the job file's declared norm shares)."""
@@ -86,11 +87,6 @@ class PCAJobTask(JobTask):
 
     def __getstate__(self):
         return {**self.__dict__, "_plans": {}}  # a party plans from its own copy
-
-    @property
-    def seed(self):
-        """This party's own seed from its own command line (None: OS entropy); never sent."""
-        return self._seed
 
     def public(self):
         return self.params.public()
@@ -129,7 +125,7 @@ class PCAJobTask(JobTask):
 
     async def run(self, ctx: PartyAPI, table, meta) -> dict:
         k, mech, plan, report = self._plan(meta)
-        my_seed = spawn_seeds(self._seed, meta.n_parties + 1)[ctx.pid]  # this party's own entry, as SQM.run
+        my_seed = spawn_seeds(self.seed, meta.n_parties + 1)[ctx.pid]  # this party's own entry, as SQM.run
         rows = None if table is None else (table if hasattr(table, "chunks") else table.block)
         with contextlib.ExitStack() as stack:
             if self.progress_path:  # the evaluation reports each chunk done
