@@ -162,7 +162,7 @@ def load_credit_default(path) -> tuple[np.ndarray, np.ndarray]:
     _missing(path, "UCI_Credit_Card.csv", "credit-default")
     raw: np.ndarray = np.genfromtxt(path, delimiter=",", names=True, dtype=np.float64)
     assert raw.dtype.names is not None  # names=True: a structured array, one field per column
-    need = ["X%d" % k for k in range(1, 24)] + ["Y"]
+    need = [f"X{k}" for k in range(1, 24)] + ["Y"]
     missing = [c for c in need if c not in raw.dtype.names]
     if missing:
         raise UsageError(f"{path}: missing columns {missing}")

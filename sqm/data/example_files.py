@@ -1,5 +1,6 @@
 """Two generated party files for trying a job before bringing your own (``sqm data example FOLDER``): the
-"Your own data" tutorial (docs/tutorials/own-data.md) runs on them, and ``tests/test_guide.py`` runs the guide's commands on them.
+"Your own data" tutorial (docs/tutorials/own-data.md) runs on them, and ``tests/test_guide.py`` runs the guide's
+commands on them.
 
 - ``bank.csv``: ``id, age, income, balance`` (a bank's columns for its ``records`` customers);
 - ``clinic.csv``: ``id, bmi, glucose, systolic, outcome`` (a clinic's columns and a 0/1 label, about 27%

@@ -19,8 +19,8 @@ above the PSI's 32-bit limit; a refusal names the peer.  Every table of what eac
 Each client then keeps its intersection records in the canonical id order (:func:`sqm.framework.party.canonical_order`,
 which every client computes alone; a file sorted by id is still read chunk by chunk, one mask bit per record
 held) and the clients check among themselves, through the PSI's ranks of the fully blinded values, that they
-hold the intersection in the same order (:meth:`sqm.mpc.protocols.psi.Intersection.order_digest`); that digest also stands
-in the job's ``ids_digest``, compared again before any share.  The job's record count is the intersection
+hold the intersection in the same order (:meth:`sqm.mpc.protocols.psi.Intersection.order_digest`); that digest also
+stands in the job's ``ids_digest``, compared again before any share.  The job's record count is the intersection
 size, a public count like n before it: ``--min-intersection`` (default :data:`DEFAULT_MIN_INTERSECTION`)
 refuses a smaller one before any share of data is sent.
 
@@ -37,8 +37,8 @@ identical sets.
 Membership hidden (:func:`hide_membership`): no client learns the intersection size; the server alone checks the
 minimum and, below it, withholds the release.
 
-Randomness: each client's PSI key and shuffle (and r, with a server table) come from streams of their own (OS entropy; in a seeded
-experiment, derived from the party's own seed under their own labels), so the alignment draws nothing from
+Randomness: each client's PSI key and shuffle (and r, with a server table) come from streams of their own (OS entropy;
+in a seeded experiment, derived from the party's own seed under their own labels), so the alignment draws nothing from
 the job's other streams: a job releases bit for bit what it releases on pre-intersected files.
 """
 from __future__ import annotations
@@ -107,9 +107,9 @@ async def align_records(ctx, table, sizes: dict[int, int], min_common: int, seed
     """Align this party's records with the other clients' (module docstring): returns ``(table, m)``, the
     client's table restricted to the intersection (None at the server) and the intersection size m.
     ``sizes``: every client's record count (public, from the schema exchange), and ``sizes[0]`` the server's
-    when it holds a table of its own (``table``: a PBM-VFL job's labels, aligned like a client's); ``seed``: this party's job
-    seed (None: OS entropy; see :func:`sqm.mechanism.rng.party_key_bytes`).  Every party first applies its size
-    policy (:func:`check_set_sizes`, ``max_ratio``), and refuses, before any share of data is sent, an
+    when it holds a table of its own (``table``: a PBM-VFL job's labels, aligned like a client's); ``seed``: this
+    party's job seed (None: OS entropy; see :func:`sqm.mechanism.rng.party_key_bytes`).  Every party first applies its
+    size policy (:func:`check_set_sizes`, ``max_ratio``), and refuses, before any share of data is sent, an
     intersection smaller than ``min_common``.  (Membership-hiding alignment: :func:`hide_membership`.)"""
     check_set_sizes(ctx.pid, sizes, max_ratio)
     found: Intersection | None
@@ -168,16 +168,16 @@ async def hide_membership(ctx, table, sizes: dict[int, int], min_common: int, se
     0..S-1, S = the sum of the set sizes (a function of the public sizes only), and tells each client the
     positions of its own ids: a uniformly random subset of 0..S-1 whichever of them the others hold.  The server
     keeps the indicator of the intersection over the S positions, which enters the secure evaluation as a Shamir
-    sharing (:meth:`sqm.mpc.protocols.evaluation.Evaluation._masked_rows`).  No client learns the union size U, the intersection size m, or
-    whether any of its records is a member; the server, which deals the indicator, knows both.
+    sharing (:meth:`sqm.mpc.protocols.evaluation.Evaluation._masked_rows`).  No client learns the union size U, the
+    intersection size m, or whether any of its records is a member; the server, which deals the indicator, knows both.
 
     Returns ``(table, union, withheld)``: the client's table over the S positions (its own rows where it holds the
     record, zeros elsewhere; in memory, or for a streamed file a :class:`sqm.framework.union_table.UnionTable` read
-    bucket by bucket), the :class:`sqm.mpc.protocols.psi.Union` the evaluation needs (``PartyContext(ctx, membership=union)``), and, at the
-    server only, the reason it will withhold the release (None: it will not).  ``min_common``: a client cannot
-    refuse a small intersection without learning it, so the server alone checks it; below it, the server deals an
-    indicator of zeros (the release then counts no record) and withholds the release at its end, while every
-    client's view stays what it would have been."""
+    bucket by bucket), the :class:`sqm.mpc.protocols.psi.Union` the evaluation needs
+    (``PartyContext(ctx, membership=union)``), and, at the server only, the reason it will withhold the release (None:
+    it will not).  ``min_common``: a client cannot refuse a small intersection without learning it, so the server alone
+    checks it; below it, the server deals an indicator of zeros (the release then counts no record) and withholds the
+    release at its end, while every client's view stays what it would have been."""
     if 0 in sizes:
         raise UsageError("membership-hiding alignment is for tasks whose server holds no table")
     check_set_sizes(ctx.pid, sizes, max_ratio, hide=True)

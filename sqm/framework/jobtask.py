@@ -1,5 +1,5 @@
-"""The task contract of job-file jobs: every hook the job framework (:mod:`sqm.framework.spec`) calls on a task, declared
-once, with its default.  Standard library only: a party process and ``sqm --help`` import it.
+"""The task contract of job-file jobs: every hook the job framework (:mod:`sqm.framework.spec`) calls on a task,
+declared once, with its default.  Standard library only: a party process and ``sqm --help`` import it.
 
 A task is picklable (it travels to the party processes this machine starts, never over the network) and
 implements the three abstract methods; it overrides the hooks it supports:
@@ -8,8 +8,8 @@ implements the three abstract methods; it overrides the hooks it supports:
   derived from one;
 - ``async run(ctx, table, meta)``: this party's part (``table`` is its party table, None at the server), making the
   same sequence of exchanges at every party; returns this party's result dict;
-- ``release(meta)``: the :class:`sqm.mechanism.report.PrivacyReport` of what the job releases (its events), planned from the
-  public counts without randomness; the server's ledger charges it before any share is sent;
+- ``release(meta)``: the :class:`sqm.mechanism.report.PrivacyReport` of what the job releases (its events), planned from
+  the public counts without randomness; the server's ledger charges it before any share is sent;
 - ``seed``: None (OS entropy) or the seed from this party's own command line (a labelled insecure experiment,
   :func:`sqm.framework.party.seed_policy`);
 - ``charges``: whether the ledgers charge ``release(meta)`` (default True; a job that releases nothing of the
@@ -98,7 +98,7 @@ class JobTask(abc.ABC):
         """The columns per client that ``row_norm_bound`` covers (default: all of them)."""
         return list(meta.col_counts)
 
-    def check_bounds(self, bounds) -> None:
+    def check_bounds(self, bounds) -> None:  # noqa: B027  an optional hook: by default every declared range is usable
         """Refuse declared column ranges this task cannot use (a ValueError naming them); default: any."""
 
     def declared_bound(self, column: str, col_bound: float) -> float:

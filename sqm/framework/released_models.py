@@ -68,7 +68,8 @@ def model_digest(m: dict) -> str:
 def to_json(m: dict) -> str:
     """The model's numbers as JSON (exact: Python writes every float64 so that it reads back the same)."""
     return json.dumps({"kind": m["kind"], "columns": list(m["columns"]),
-                       "weights": np.asarray(m["weights"]).tolist(), "intercepts": np.asarray(m["intercepts"]).tolist()},
+                       "weights": np.asarray(m["weights"]).tolist(),
+                       "intercepts": np.asarray(m["intercepts"]).tolist()},
                       allow_nan=False)
 
 

@@ -41,8 +41,8 @@ operator gives (``--worker-addresses``; default: its port + 1 ... + W), which it
 and run by its own Dask cluster (``--engine tcp://host:8786``) or as local processes.
 
 ``task`` (optional): ``{"statistic": "pca", "components": 5, "epsilon": 1, ...}``, the job itself: the statistic
-(the command that runs it) and its parameters (:func:`sqm.cli.job_cli.apply_task_block`: a command of another statistic is refused,
-and options on a command line may only repeat the file's values).
+(the command that runs it) and its parameters (:func:`sqm.cli.job_cli.apply_task_block`: a command of another statistic
+is refused, and options on a command line may only repeat the file's values).
 
 ``job_id`` (32 hex digits, random, fresh for every job: :func:`write_job` draws one) binds every party to this
 job: the parties compare it, the addresses and the task before anything else, and refuse a party of another
@@ -442,12 +442,12 @@ def write_job(path, addresses, files, id_column: str = "id", job_id: str | None 
     ledger's) if given; ``bounds``: per client, None or its public column ranges ``{column: [lo, hi]}``;
     ``norm_shares``: each client's public share of c^2 (None: c_j = c sqrt(its columns / all columns));
     ``min_intersection``: the fewest records in common the job runs on (None: the default, not written);
-    ``task``: the job's task block, ``{"statistic": "pca", its parameters...}`` (:func:`sqm.cli.job_cli.apply_task_block`);
-    ``server_file``: the server's own table (a PBM-VFL job's labels); ``models``: per party (server first), None
-    or its own model code "FILE:FACTORY" (files inside the job file's folder, as the data files); ``workers``:
-    every party's shard workers (None: one process per party), ``worker_addresses`` per party (None: the ports
-    after its address), ``engines`` per party (None or its own Dask scheduler's address); ``fingerprints``: per
-    party (server first), None or its pinned key ``"sha256:<hex>"``."""
+    ``task``: the job's task block, ``{"statistic": "pca", its parameters...}``
+    (:func:`sqm.cli.job_cli.apply_task_block`); ``server_file``: the server's own table (a PBM-VFL job's labels);
+    ``models``: per party (server first), None or its own model code "FILE:FACTORY" (files inside the job file's folder,
+    as the data files); ``workers``: every party's shard workers (None: one process per party), ``worker_addresses`` per
+    party (None: the ports after its address), ``engines`` per party (None or its own Dask scheduler's address);
+    ``fingerprints``: per party (server first), None or its pinned key ``"sha256:<hex>"``."""
     if len(addresses) != len(files) + 1:
         raise UsageError(f"need one address per party: {len(addresses)} addresses for 1 server + "
                          f"{len(files)} clients")

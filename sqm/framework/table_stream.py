@@ -4,8 +4,8 @@
 ``open_csv``) and checks what :func:`sqm.framework.tables.read_table` checks, batch by batch: an id column and numeric
 feature columns, nothing missing, nothing infinite or above :data:`sqm.framework.tables.MAX_ABS_VALUE`, no blank
 and no repeated id.  Repeats are found without holding the ids because a streamed file must already be in
-:func:`sqm.framework.party.canonical_order` (:func:`sqm.framework.tables.id_order_key`: integer ids by value, then text ids
-by text): a repeat is then two equal neighbours.  A file that passes gives a :class:`StreamedTable`, which
+:func:`sqm.framework.party.canonical_order` (:func:`sqm.framework.tables.id_order_key`: integer ids by value, then text
+ids by text): a repeat is then two equal neighbours.  A file that passes gives a :class:`StreamedTable`, which
 reads the file again for each use (the ids for the record alignment, the rows chunk by chunk) and re-checks
 every batch, so a file changed in between is
 refused, never half used.
@@ -33,7 +33,8 @@ import numpy as np
 from sqm.mpc.net.party import InputRefused
 from sqm.mpc.protocols.stream import rechunk
 
-from sqm.framework.tables import MAX_ABS_VALUE, MISSING, PARQUET_EXTENSIONS, _sniff_separator, canonical_id, id_order_key
+from sqm.framework.tables import (MAX_ABS_VALUE, MISSING, PARQUET_EXTENSIONS, _sniff_separator, canonical_id,
+                                  id_order_key)
 from sqm.errors import UsageError
 
 log = logging.getLogger(__name__)

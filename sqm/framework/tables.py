@@ -187,7 +187,8 @@ def read_table(path, id_column: str | None = "id", require_id: bool = True, what
         for r, row in enumerate(body):
             if len(row) != len(header):
                 raise PartyFileError(f"{what} {path}, {_where(r, lines)}: {len(row)} fields, the header has "
-                                     f"{len(header)}", "its file has a line whose field count differs from the header's")
+                                     f"{len(header)}",
+                                     "its file has a line whose field count differs from the header's")
         at = {h: j for j, h in enumerate(header)}
         ids = [canonical_id(row[at[id_column]]) for row in body] if has_id and id_column is not None else []
         cells = {c: [row[at[c]] for row in body] for c in columns}

@@ -2,11 +2,11 @@
 :func:`sqm.framework.alignment.hide_membership`), so that a streamed party file stays streamed.
 
 The union's ids lie at random positions among S, the sum of the set sizes (the PSI's placement, drawn by the
-server), so a file sorted by id lands at random positions.  :func:`place` makes one pass over the file's chunks and appends each record, with its position, to
-one of about ``BUCKETS`` bucket files by position range; :meth:`UnionTable.chunks` then reads the buckets in
-order and scatters each into a dense block of its range (zeros where the client holds no record).  A client thus
-holds one bucket at a time (S / BUCKETS positions, at least ``MIN_BUCKET_ROWS``) and one chunk of the file,
-instead of the whole table over the S positions.
+server), so a file sorted by id lands at random positions.  :func:`place` makes one pass over the file's chunks and
+appends each record, with its position, to one of about ``BUCKETS`` bucket files by position range;
+:meth:`UnionTable.chunks` then reads the buckets in order and scatters each into a dense block of its range (zeros where
+the client holds no record).  A client thus holds one bucket at a time (S / BUCKETS positions, at least
+``MIN_BUCKET_ROWS``) and one chunk of the file, instead of the whole table over the S positions.
 
 The buckets are raw float64 files, each record as [position, values...] (positions < 2^53 are exact), in a
 folder of the client's own made by :func:`tempfile.mkdtemp` (mode 0700): the client's own data, never sent.  The

@@ -38,7 +38,8 @@ def raw_linear_model(coef, columns, scales: dict, intercept: float = 0.0,
     if len(coef) != len(columns):
         raise UsageError(f"{len(coef)} weights for {len(columns)} columns")
     ls = float(label_scale)
-    return ({c: float(w) * float(scales.get(c, 1.0)) / ls for c, w in zip(columns, coef, strict=False)}, float(intercept) / ls)
+    return ({c: float(w) * float(scales.get(c, 1.0)) / ls for c, w in zip(columns, coef, strict=False)},
+            float(intercept) / ls)
 
 
 def raw_projection(components, columns, scales: dict) -> list[dict[str, float]]:

@@ -12,15 +12,16 @@ Formulas (SQM paper, Bao et al.):
 - Eq. 20 / 23: Poisson subsampling at rate q over R rounds (integer alpha >= 2).
 - Eq. 21: client-observed over R rounds, no subsampling benefit (a client knows the batch).
 
-The formulas themselves are in :mod:`sqm.mechanism.rdp` (a leaf: the events and PBM's accounting use them without importing
-this module); releases are accounted as events (:mod:`sqm.mechanism.events`): ``server_epsilon``,
+The formulas themselves are in :mod:`sqm.mechanism.rdp` (a leaf: the events and PBM's accounting use them without
+importing this module); releases are accounted as events (:mod:`sqm.mechanism.events`): ``server_epsilon``,
 ``client_epsilon``, ``privacy_report`` and ``calibrate_mu`` account the events of one SQM job, and the ledger
 (:mod:`sqm.mechanism.ledger`) composes the events of many.  One job's own events compose to one curve, which
 :func:`server_curve` and :func:`client_curve` compute with the operations of :class:`sqm.mechanism.events.SQMAccountant`
 (an accountant that starts at zero and adds count x the event's curve), so the two give the same floats
 (``tests/test_fast_calibration.py``) and calibrating mu imports neither dp-accounting nor SciPy (only the
-subsampled bound, q < 1, imports SciPy): a launcher plans a job without their import time.  A bad event of probability eta (e.g. a batch cap overflowing)
-enters delta as (1 + e^epsilon) eta (:func:`delta_with_failure`, :func:`delta_before_failure`).
+subsampled bound, q < 1, imports SciPy): a launcher plans a job without their import time.  A bad event of probability
+eta (e.g. a batch cap overflowing) enters delta as (1 + e^epsilon) eta (:func:`delta_with_failure`,
+:func:`delta_before_failure`).
 """
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ from .rdp import (  # noqa: F401
     _check_sens,
     client_rdp,
     client_rdp_rounds,
-    epsilon,
+    epsilon as epsilon,  # an explicit re-export: some parameters below are named epsilon too
     epsilon_and_order,
     exact_skellam_renyi,
     log_skellam_pmf,

@@ -56,9 +56,9 @@ def pld_accountant(pairs):
 
 def pld_epsilon(pairs, delta: float) -> float:
     """Epsilon at ``delta`` of the composition of ``pairs`` ((Gaussian event, count), from
-    :func:`sqm.mechanism.events.dominating_gaussian`) by dp-accounting's privacy-loss-distribution accountant (pessimistic
-    discretization: an upper bound), under add/remove-one, which for a sum is zero-out (a record adds x or 0).
-    Cached: a job's calibration, its report and the ledger ask for the same composition (each a PLD
+    :func:`sqm.mechanism.events.dominating_gaussian`) by dp-accounting's privacy-loss-distribution accountant
+    (pessimistic discretization: an upper bound), under add/remove-one, which for a sum is zero-out (a record adds x or
+    0).  Cached: a job's calibration, its report and the ledger ask for the same composition (each a PLD
     composition, far slower than a cache lookup)."""
     return _pld_epsilon(tuple((g, int(c)) for g, c in pairs), float(delta))
 

@@ -80,7 +80,8 @@ def check_input_energy(plan, raw) -> None:
             continue
         what = (f"{len(bad)} of its {len(cols)} columns have a released sum of squares outside what "
                 f"{int(plan.n_records)} records within its bounds give (e.g. column {bad[0] - owner.index(c) + 1}: "
-                f"{_sci(int(G[bad[0], bad[0]]))} quantized units, allowed -{_sci(tail)} to {_sci(highs[bad[0]] + tail)})"
+                f"{_sci(int(G[bad[0], bad[0]]))} quantized units, allowed -{_sci(tail)} to "
+                f"{_sci(highs[bad[0]] + tail)})"
                 if bad else
                 f"the released sum of its squared values is {_sci(total)} (quantized units), above what "
                 f"{int(plan.n_records)} records within its bounds give plus the noise's tail ({_sci(limit)})")

@@ -11,11 +11,11 @@ transaction started with ``BEGIN IMMEDIATE``, so concurrent jobs on one ledger (
 serialized by SQLite and never overspend; the entry is committed (status ``reserved``) before the job sends
 anything, so a party killed at any later point never releases without an entry.  The entry becomes
 ``completed`` when the job ends, or ``failed`` when it raises; ``failed`` entries count: the job may have
-released.  A refundable reservation (``refundable=True``: a data owner's, :class:`sqm.framework.ledger_guard.LedgerGuard`)
-becomes ``refunded``, which does not count, when the job ended before its party sent its shares of any output
-(:meth:`Reservation.shares_sent`, marked in the ledger just before they are sent: the point is
-:meth:`sqm.mpc.net.transport.PartyTransport.output_shares_next`).  Its process holds an exclusive lock
-(``flock``) on a file of its own beside the ledger (``<ledger>.locks/``) while the job runs; a reservation
+released.  A refundable reservation (``refundable=True``: a data owner's,
+:class:`sqm.framework.ledger_guard.LedgerGuard`) becomes ``refunded``, which does not count, when the job ended before
+its party sent its shares of any output (:meth:`Reservation.shares_sent`, marked in the ledger just before they are
+sent: the point is :meth:`sqm.mpc.net.transport.PartyTransport.output_shares_next`).  Its process holds an exclusive
+lock (``flock``) on a file of its own beside the ledger (``<ledger>.locks/``) while the job runs; a reservation
 whose process died (the lock is free) is settled the next time the ledger is read: ``refunded`` if its shares
 were not marked sent, else ``failed``.
 
@@ -46,8 +46,8 @@ Usage (the server, before any share is sent)::
     # entry["status"] is now "completed" ("failed", still counted, if run_the_job raised)
 
 ``ledger.check(dataset, events)`` is the same test without recording; ``sqm budget show DATASET`` prints it.
-Each client keeps its own ledger in job mode (:class:`sqm.framework.ledger_guard.LedgerGuard`): the same events, charged to
-the data owner's own budget for its records.
+Each client keeps its own ledger in job mode (:class:`sqm.framework.ledger_guard.LedgerGuard`): the same events, charged
+to the data owner's own budget for its records.
 """
 from __future__ import annotations
 
@@ -318,7 +318,8 @@ def _as_events(events) -> list:
         events = [events]
     events = list(events)
     if not events or not all(isinstance(e, dp_event.DpEvent) for e in events):
-        raise UsageError(f"a release must name its DpEvents (sqm.mechanism.events; NoOpDpEvent for none), got {events!r}")
+        raise UsageError(f"a release must name its DpEvents (sqm.mechanism.events; NoOpDpEvent for none), "
+                         f"got {events!r}")
     return events
 
 
@@ -459,7 +460,8 @@ class Ledger:
         return n
 
     def _settle(self, con) -> int:
-        rows = con.execute("SELECT id, lock, sent FROM releases WHERE status = 'reserved' AND lock IS NOT NULL").fetchall()
+        rows = con.execute("SELECT id, lock, sent FROM releases "
+                           "WHERE status = 'reserved' AND lock IS NOT NULL").fetchall()
         dead = [r for r in rows if not _holder_alive(self.path, r["lock"])]
         for r in dead:
             con.execute("UPDATE releases SET status = ?, finished = ? WHERE id = ?",
@@ -508,13 +510,13 @@ class Ledger:
         """Check the budget and record the release in one transaction (BEGIN IMMEDIATE: concurrent jobs are
         serialized), committed before this returns; BudgetExceeded (nothing recorded) if it would exceed.
         ``delta``: the release's own delta, for its stand-alone epsilon (default: the budget's); ``eta``: its
-        failure probability.  ``unit``: the neighbouring relation of the events (:data:`sqm.mechanism.report.NEIGHBOURING`;
-        None: "embedding" for PBM events, else "zero-out", the record-level relation): a dataset's entries are all
-        in one unit, since a feature-level epsilon (PBM-VFL's, for embeddings taken as given) and a record-level
-        one do not compose into any guarantee; another unit is refused (ValueError, nothing recorded).
-        ``refundable``: the entry may become ``refunded`` (not counted) if its job ends before its party sends its
-        shares of an output (:meth:`Reservation.shares_sent`, :meth:`Reservation.fail`); this process then holds
-        its lock until it is finished, and if the process dies first the entry is settled by :meth:`settle`.
+        failure probability.  ``unit``: the neighbouring relation of the events
+        (:data:`sqm.mechanism.report.NEIGHBOURING`; None: "embedding" for PBM events, else "zero-out", the record-level
+        relation): a dataset's entries are all in one unit, since a feature-level epsilon (PBM-VFL's, for embeddings
+        taken as given) and a record-level one do not compose into any guarantee; another unit is refused (ValueError,
+        nothing recorded).  ``refundable``: the entry may become ``refunded`` (not counted) if its job ends before its
+        party sends its shares of an output (:meth:`Reservation.shares_sent`, :meth:`Reservation.fail`); this process
+        then holds its lock until it is finished, and if the process dies first the entry is settled by :meth:`settle`.
         Default False: every entry counts, finished or not.
         Returns the entry (status 'reserved'); use it as a context manager, or call ``complete()`` / ``fail()``."""
         _check_dataset(dataset)

@@ -105,16 +105,16 @@ def _is_tensor(x) -> bool:
 
 def encode(x, b: int, beta: float, C: float = 1.0, rng=None) -> PBMEncoding:
     """Algorithm 1, elementwise: q ~ Binom(b, p), p = 1/2 + beta clip(x, -C, C) / C, as the count of b coins
-    u_k < p with u_k uniform from the AES-CTR stream (:func:`sqm.mechanism.rng.make_rng`; ``rng`` a seed or Generator, OS
-    entropy when None).
+    u_k < p with u_k uniform from the AES-CTR stream (:func:`sqm.mechanism.rng.make_rng`; ``rng`` a seed or Generator,
+    OS entropy when None).
 
     ``x``: a numpy array, or a torch tensor: then the probabilities, the comparisons and q stay on the tensor's
     device (a GPU included) and only the uniforms travel there from the host.  Written by hand rather than with
     ``numpy.random.Generator.binomial`` or ``torch.binomial`` so that both kinds of array share one sampler, and
     because torch's generators (MT19937 on the CPU, Philox on CUDA) are not cryptographic while the coins are
     the party's secret noise.  Coin k of every entry comes before coin k + 1 in the stream, so the integers do not
-    depend on how many coins are drawn at once.  Each coin is Bernoulli(p) up to the 2^-53 grid of a float64 uniform (an error
-    below 1.2e-16 per coin in probability).  Entries outside [-C, C] are clipped and counted; NaN or infinite
+    depend on how many coins are drawn at once.  Each coin is Bernoulli(p) up to the 2^-53 grid of a float64 uniform (an
+    error below 1.2e-16 per coin in probability).  Entries outside [-C, C] are clipped and counted; NaN or infinite
     entries raise UsageError."""
     check_params(b, beta, C)
     p: Any  # these: numpy arrays, or torch tensors (one code path serves both)

@@ -1,14 +1,16 @@
 """Rényi DP of the Skellam mechanism and its conversion to (epsilon, delta): the formulas, with no composition.
 
 A leaf of the accounting: :mod:`sqm.mechanism.events` describes releases with these
-curves, :mod:`sqm.mechanism.pbm` converts PBM's, and :mod:`sqm.mechanism.accounting` composes and calibrates with the events; none of
-them imports the others in a circle.  The formulas are those of :mod:`sqm.mechanism.accounting`'s docstring (SQM paper,
-Lemma 2 / Eq. 3, 12, 13, 20-23); :func:`exact_skellam_renyi` checks them against the exact divergence.
+curves, :mod:`sqm.mechanism.pbm` converts PBM's, and :mod:`sqm.mechanism.accounting` composes and calibrates with the
+events; none of them imports the others in a circle.  The formulas are those of :mod:`sqm.mechanism.accounting`'s
+docstring (SQM paper, Lemma 2 / Eq. 3, 12, 13, 20-23); :func:`exact_skellam_renyi` checks them against the exact
+divergence.
 
 It imports numpy only at its top: the Skellam curve (Lemma 2) and the conversion (:func:`epsilon_and_order`, the
 same operations as dp-accounting's ``compute_epsilon``, which ``tests/test_fast_calibration.py`` checks bit for
 bit) need nothing else, so a launcher or a party process calibrates mu without importing SciPy or dp-accounting
-(their import time is the cost of a party's start).  SciPy is imported where a formula needs it (the subsampled bound, the exact divergence).
+(their import time is the cost of a party's start).  SciPy is imported where a formula needs it (the subsampled bound,
+the exact divergence).
 """
 from __future__ import annotations
 

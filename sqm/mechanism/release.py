@@ -73,9 +73,11 @@ class SQMPlan:
     scale: float  # the server divides the integer result by this
     n_out: int
     align_ids: bool = False  # clients pass (x_hat, noise, ids digest) and compare digests before sharing
-    chunk_rows: int | None = None  # records per input chunk (None: sqm.mpc.protocols.stream.chunk_rows); never changes the result
+    # records per input chunk (None: sqm.mpc.protocols.stream.chunk_rows); never changes the result
+    chunk_rows: int | None = None
     noise_withheld: int = 0  # robust noise: the calibrated mu holds even if this many clients add no noise
-    verify_sharing: bool = False  # the parties check every client's input sharing (sqm.mpc.protocols.sharing.SharingCheck)
+    # the parties check every client's input sharing (sqm.mpc.protocols.sharing.SharingCheck)
+    verify_sharing: bool = False
     row_limit: int | None = None  # the secure row norm check: only records with ||x_hat||^2 <= row_limit count
 
     @property
@@ -128,8 +130,8 @@ class RoundOutput:
 async def sqm_round(ctx, statistic: StructuredPolynomial, block, plan: SQMPlan, rng: np.random.Generator,
                     ids_digest: bytes | None = None) -> RoundOutput:
     """This party's share of one SQM release, inside any party program (``ctx``: the party's transport, real or in
-    process, or a :class:`sqm.mpc.protocols.context.PartyContext` over it).  ``block``: a client's real columns (None at the
-    server); ``rng``: this party's own generator (the server's rounds the coefficients; a client's rounds
+    process, or a :class:`sqm.mpc.protocols.context.PartyContext` over it).  ``block``: a client's real columns (None at
+    the server); ``rng``: this party's own generator (the server's rounds the coefficients; a client's rounds
     its data, then draws its noise).  ``block`` may also be a source of rows read chunk by chunk (``n_rows``,
     ``n_cols``, ``chunks(rows)``: a party file too large to hold); a statistic whose kernel is
     ``ctx.evaluate`` (``chunked_input``) then takes the records chunk by chunk, the same integers as whole.
@@ -204,8 +206,8 @@ def _server_events_json(l1: float, l2: float, mu: float, q: float, rounds: int) 
 
 
 async def _bounds_verdict(ctx, plan: SQMPlan, raw) -> None:
-    """The server checks the covariance release against the clients' public bounds (:mod:`sqm.mechanism.input_check`) and
-    tells every client the verdict (an empty string, or which client deviates: never a released figure); on a
+    """The server checks the covariance release against the clients' public bounds (:mod:`sqm.mechanism.input_check`)
+    and tells every client the verdict (an empty string, or which client deviates: never a released figure); on a
     refusal every party raises, and nothing is released."""
     from sqm.mpc.net.abort import ProtocolError
 
@@ -218,7 +220,8 @@ async def _bounds_verdict(ctx, plan: SQMPlan, raw) -> None:
         except InputBoundsError as e:
             refusal = e
     verdict = await ctx.broadcast("" if refusal is None else refusal.public,
-                                  wire.value(str, "the server's verdict on the inputs' bounds", lambda v: len(v) <= 500),
+                                  wire.value(str, "the server's verdict on the inputs' bounds",
+                                             lambda v: len(v) <= 500),
                                   step="input bounds check")
     if refusal is not None:
         raise refusal
@@ -278,14 +281,14 @@ class SQM:
     c sqrt(n_p / n)).  ``seed=None`` keys every party's AES-CTR stream from fresh OS entropy; a seed
     (experiments only) is turned into per-party seeds by :func:`sqm.mechanism.rng.spawn_seeds`, none of which reveals
     another's.  ``chunk_rows``: records per input chunk of the secure evaluation (default
-    :func:`sqm.mpc.protocols.stream.chunk_rows`: about 4 MiB of shares per chunk); it bounds every party's memory and never
-    changes the result.  ``robust_noise`` k (default 0): each client draws Sk(mu / (n - k)) instead of Sk(mu / n),
+    :func:`sqm.mpc.protocols.stream.chunk_rows`: about 4 MiB of shares per chunk); it bounds every party's memory and
+    never changes the result.  ``robust_noise`` k (default 0): each client draws Sk(mu / (n - k)) instead of Sk(mu / n),
     so the calibrated mu, and the reported epsilons, hold even if up to k clients add no noise (a deviating
     client's saving); when all add theirs the noise is n / (n - k) times the variance (:func:`robust_noise_cost`).
     ``verify_sharing``: before any output is opened the parties check that every client's input sharing has
-    degree <= t, naming a client whose sharing does not (:class:`sqm.mpc.protocols.sharing.SharingCheck`; at least 3 clients).
-    ``row_norm_check`` (the covariance only): each client clips its sub-row to the whole bound c, not to its share
-    of it, and the secure evaluation keeps only the records whose quantized squared norm over all clients' columns
+    degree <= t, naming a client whose sharing does not (:class:`sqm.mpc.protocols.sharing.SharingCheck`; at least 3
+    clients).  ``row_norm_check`` (the covariance only): each client clips its sub-row to the whole bound c, not to its
+    share of it, and the secure evaluation keeps only the records whose quantized squared norm over all clients' columns
     is within the row limit B (:func:`sqm.mechanism.sensitivity.row_limit_sq`; a secure comparison per record,
     :mod:`sqm.mpc.protocols.compare`), as a curator holding whole rows would clip them; every record with ||x|| <= c is
     kept, and the sensitivity is B.  Without it, each client clips its sub-row to c sqrt(n_p / n), which cuts

@@ -2,8 +2,8 @@
 
 :class:`PrivacyReport` describes what one method releases: SQM (server- and client-observed epsilon, mu,
 sensitivities, gamma), central or local DP (sigma), PBM, HDP-VFL, or no privacy (``epsilon_server=inf``).
-``events`` holds the releases as :mod:`sqm.mechanism.events` (dp-accounting ``DpEvent``s), which the privacy-budget ledger
-(:mod:`sqm.mechanism.ledger`) composes across jobs.
+``events`` holds the releases as :mod:`sqm.mechanism.events` (dp-accounting ``DpEvent``s), which the privacy-budget
+ledger (:mod:`sqm.mechanism.ledger`) composes across jobs.
 
 :func:`jsonable` / :func:`to_json` turn reports, numpy values and events into JSON (non-finite floats as the
 strings ``"inf"``, ``"-inf"``, ``"nan"``, so the file is strict JSON).  Printing them is the face's
@@ -47,7 +47,8 @@ CONVERSIONS = {
     "": "not stated (a baseline: its notes say how it is calibrated)",
 }
 """How an SQM report's server-observed epsilon was converted (``PrivacyReport.conversion``): both conversions
-are sound for the same releases and the smaller epsilon is reported (:func:`sqm.mechanism.conversion.tighter_epsilon`)."""
+are sound for the same releases and the smaller epsilon is reported
+(:func:`sqm.mechanism.conversion.tighter_epsilon`)."""
 
 
 class DeferredEvents(Sequence):
@@ -96,11 +97,11 @@ class PrivacyReport:
     server, against whoever sees its output); ``epsilon_client``: against a client that knows its own noise
     share (None where it does not apply, e.g. a single client).  ``events``: the releases as
     :mod:`sqm.mechanism.events`, for composition in the ledger; ``eta``: the probability of a failure event outside them
-    (the ledger adds (1 + e^epsilon) eta to delta, :func:`sqm.mechanism.accounting.delta_with_failure`).  ``method`` defaults to "SQM" so that
-    :class:`sqm.mechanism.release.SQM` builds it with its own fields only.  ``neighbouring``: the relation every epsilon of
-    the report is computed under (a key of :data:`NEIGHBOURING`; default zero-out, the record-level relation of
-    every method here).  ``conversion``: for SQM, which conversion gave ``epsilon_server`` (a key of
-    :data:`CONVERSIONS`)."""
+    (the ledger adds (1 + e^epsilon) eta to delta, :func:`sqm.mechanism.accounting.delta_with_failure`).  ``method``
+    defaults to "SQM" so that :class:`sqm.mechanism.release.SQM` builds it with its own fields only.  ``neighbouring``:
+    the relation every epsilon of the report is computed under (a key of :data:`NEIGHBOURING`; default zero-out, the
+    record-level relation of every method here).  ``conversion``: for SQM, which conversion gave ``epsilon_server`` (a
+    key of :data:`CONVERSIONS`)."""
 
     method: str = "SQM"
     epsilon_server: float

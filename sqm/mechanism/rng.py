@@ -1,5 +1,5 @@
-"""Randomness: a cryptographic keystream (AES-128-CTR, :mod:`sqm.mpc.shares.randomness`) keyed from OS entropy unless the
-caller passes a seed or a generator; per-party seeds derived so that none reveals another."""
+"""Randomness: a cryptographic keystream (AES-128-CTR, :mod:`sqm.mpc.shares.randomness`) keyed from OS entropy unless
+the caller passes a seed or a generator; per-party seeds derived so that none reveals another."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,8 +11,8 @@ SeedLike = int | np.random.SeedSequence | np.random.Generator | None
 
 
 def make_rng(seed: SeedLike = None) -> np.random.Generator:
-    """A ``numpy.random.Generator`` on AES-128-CTR (:func:`sqm.mpc.shares.randomness.secure_generator`): keyed from fresh
-    OS entropy when ``seed`` is None, else deterministically from the seed; a Generator is returned as it is."""
+    """A ``numpy.random.Generator`` on AES-128-CTR (:func:`sqm.mpc.shares.randomness.secure_generator`): keyed from
+    fresh OS entropy when ``seed`` is None, else deterministically from the seed; a Generator is returned as it is."""
     return secure_generator(seed)
 
 

@@ -170,8 +170,8 @@ def covariance_sensitivity(gamma: float, row_norm_bound: float, n_vars: int,
 
 
 def gram_sensitivity(gamma: float, bounds) -> Sensitivity:
-    """The covariance bound for column groups (:class:`sqm.mechanism.vertical.ColumnBounds`): adding or removing a record
-    changes the quantized Gram sum_i x_hat_i x_hat_i^T by x_hat x_hat^T, whose Frobenius norm is ||x_hat||^2
+    """The covariance bound for column groups (:class:`sqm.mechanism.vertical.ColumnBounds`): adding or removing a
+    record changes the quantized Gram sum_i x_hat_i x_hat_i^T by x_hat x_hat^T, whose Frobenius norm is ||x_hat||^2
     <= sum_G N_G^2 (:func:`quantized_norm_bound` per group); L1 = ||x_hat||_1^2 <= min(L2^2, n L2)."""
     return covariance_sensitivity(gamma, float(np.sqrt(np.sum(np.square(bounds.bounds)))), bounds.n_cols,
                                   bounds.bounds, bounds.sizes)

@@ -13,7 +13,8 @@ from __future__ import annotations
 import importlib
 
 _LAZY = {"ACTIVE": "party", "PASSIVE": "party", "ActiveParty": "party", "HDPConfig": "party", "HDPParty": "party",
-         "PassiveParty": "party", "check_labels": "party", "HDPLogisticRegression": "estimator", "check_params": "estimator",
+         "PassiveParty": "party", "check_labels": "party", "HDPLogisticRegression": "estimator",
+         "check_params": "estimator",
          "LOGISTIC": "privacy", "GUARANTEE": "privacy", "active_sensitivity": "privacy",
          "passive_sensitivity": "privacy", "max_learning_rate": "privacy",
          "DATASETS": "experiment", "load_split": "experiment", "reference_accuracies": "experiment",

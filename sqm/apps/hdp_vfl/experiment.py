@@ -1,4 +1,5 @@
-"""The experiment behind ``sqm hdp-vfl`` and ``python -m bench hdp-vfl``: the paper's data splits, the reference methods and SQM-LR on the same split."""
+"""The experiment behind ``sqm hdp-vfl`` and ``python -m bench hdp-vfl``: the paper's data splits, the reference
+methods and SQM-LR on the same split."""
 from __future__ import annotations
 
 import math

@@ -26,8 +26,9 @@ every record is used at most once per epoch and every batch has size ``b``, as t
 Runtime roles: party 0 of the ``sqm.mpc`` runtime is the ACTIVE party and party 1 the PASSIVE party (the runtime
 names party 0 "server"; HDP-VFL has no server and uses no secret sharing: the messages are the differentially
 private outputs themselves).  :class:`HDPParty` is the one party program: run as two processes by
-:func:`sqm.mpc.net.launch.run_parties`, or as the labelled SIMULATION by :func:`sqm.mpc.protocols.inprocess.run_in_process` (the
-same programs on one event loop), which gives bit for bit the same model for the same seeds.
+:func:`sqm.mpc.net.launch.run_parties`, or as the labelled SIMULATION by
+:func:`sqm.mpc.protocols.inprocess.run_in_process` (the same programs on one event loop), which gives bit for bit the
+same model for the same seeds.
 
 Randomness: each party draws its noise and (the active party) the batch order from its OWN generator, AES-CTR
 (:func:`sqm.mechanism.rng.make_rng`) keyed from fresh OS entropy, or from the party's own seed in a seeded
@@ -203,8 +204,9 @@ def record_count_problem(n_active: int, n_passive: int, n_config: int) -> str | 
 
 class HDPParty(PartyProgram):
     """HDP-VFL's one party program: party 0 = active (labels), party 1 = passive.  Real run: these programs
-    with :func:`sqm.mpc.net.launch.run_parties`; simulation: the same programs with :func:`sqm.mpc.protocols.inprocess.run_in_process`.
-    ``on_epoch`` (in-process runs only, e.g. a progress bar's update) is called after each epoch."""
+    with :func:`sqm.mpc.net.launch.run_parties`; simulation: the same programs with
+    :func:`sqm.mpc.protocols.inprocess.run_in_process`.  ``on_epoch`` (in-process runs only, e.g. a progress bar's
+    update) is called after each epoch."""
 
     def __init__(self, role: int, cfg: HDPConfig, X, y=None, seed=None, on_epoch=None):
         if role not in (ACTIVE, PASSIVE):

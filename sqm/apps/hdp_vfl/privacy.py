@@ -20,8 +20,8 @@ Lemma 3 holds only because the passive party clips the noisy residual it receive
 paper's Algorithm 1, multiplying by the noisy Sec[IR_A], does not ensure (a residual history exists that reaches
 several times Delta_B without the clip).
 
-Noise, one calibration policy for every Gaussian baseline (:func:`sqm.mechanism.calibration.gaussian_sigma`): each party's
-IR sequence is T Gaussian releases with the same sigma, adaptively composed; per step, given everything
+Noise, one calibration policy for every Gaussian baseline (:func:`sqm.mechanism.calibration.gaussian_sigma`): each
+party's IR sequence is T Gaussian releases with the same sigma, adaptively composed; per step, given everything
 exchanged before, its sensitivity is bounded by a number fixed in advance (the public batch order decides in which
 step a record is used), and the squares of these bounds sum to at most Delta^2 (the lemma's proof).  Composing
 Gaussian mechanisms is exact in Gaussian DP (mu = sqrt(sum Delta_t^2) / sigma, Dong, Roth & Su 2019, Cor. 3.3):

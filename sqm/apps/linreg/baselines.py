@@ -16,7 +16,8 @@ def central_dp_linreg(X, y, alpha: float, epsilon: float, delta: float, feature_
     """A trusted curator clips rows (||x|| <= c_x, |y| <= c_y) and releases [X 1 y]^T [X 1 y] + (G + G^T) / 2,
     G iid N(0, sigma^2): the Gaussian mechanism on the full Gram, whose change when a record z = [x, 1, y] is
     added or removed is z z^T with ||z z^T||_F = ||z||^2 <= c_x^2 + 1 + c_y^2 (its L2 sensitivity; the
-    symmetric part is post-processing, as for SQM's noise).  sigma from :func:`sqm.mechanism.calibration.gaussian_sigma`."""
+    symmetric part is post-processing, as for SQM's noise).  sigma from
+    :func:`sqm.mechanism.calibration.gaussian_sigma`."""
     from sqm.mechanism.calibration import gaussian_sigma
 
 

@@ -1,4 +1,5 @@
-"""The experiment behind ``sqm logreg`` and the SQM-LR benchmarks: the data splits, SQM-LR against its baselines, and the table's rows."""
+"""The experiment behind ``sqm logreg`` and the SQM-LR benchmarks: the data splits, SQM-LR against its baselines,
+and the table's rows."""
 from __future__ import annotations
 
 import math
@@ -77,16 +78,17 @@ def compare(Xtr, ytr, Xte, yte, *, epsilon, delta, gamma, parties, backend, seed
     """Test accuracy and privacy of SQM and each baseline for one seed (an int or None): method -> a row
     ``{"method", "accuracy", "seconds", "bytes_sent", "report": PrivacyReport, ...}``.  ``groups`` (the
     attribute of each column) makes the parties' split and norm bounds follow attributes (:func:`public_split`).
-    The schedule (q, epochs, learning rate, ||w|| bound) left None is :func:`sqm.apps.logreg.estimator.default_schedule`'s
-    for the training records, the same for SQM, DPSGD and the Taylor reference; with ``fit_intercept`` every
-    method fits an intercept (DPSGD and Taylor on the rows with SQM's constant column, clipped at their norm
-    bound sqrt(1 + 1))."""
+    The schedule (q, epochs, learning rate, ||w|| bound) left None is
+    :func:`sqm.apps.logreg.estimator.default_schedule`'s for the training records, the same for SQM, DPSGD and the
+    Taylor reference; with ``fit_intercept`` every method fits an intercept (DPSGD and Taylor on the rows with SQM's
+    constant column, clipped at their norm bound sqrt(1 + 1))."""
     import numpy as np
 
     from sqm.mechanism.report import PrivacyReport
     from sqm.mechanism.vertical import VerticalData
 
-    from sqm.apps.logreg.baselines import dpsgd_fit, local_dp_fit, nonprivate_fit, roc_auc, taylor_fit, with_intercept_column
+    from sqm.apps.logreg.baselines import (dpsgd_fit, local_dp_fit, nonprivate_fit, roc_auc, taylor_fit,
+                                           with_intercept_column)
     from sqm.apps.logreg.estimator import SQMLogisticRegression, resolve_schedule
     from sqm.apps.logreg.party import logistic_loss
 

@@ -149,8 +149,8 @@ class LRGradient:
     async def kernel(self, ctx, plan: SQMPlan, int_coefs, my_input):
         """:func:`secure_gradient`, a client's quantized batch padded with zero rows to the public b_max (a zero
         row adds nothing: every monomial of Eq. 19 has degree >= 1).  In an in-process SIMULATION whose context
-        computes secure evaluations ideally (:class:`sqm.mpc.protocols.inprocess.InProcessTransport` ``ideal``, its default),
-        the ideal functionality instead: the clients hand their rows and noise to the server, which computes
+        computes secure evaluations ideally (:class:`sqm.mpc.protocols.inprocess.InProcessTransport` ``ideal``, its
+        default), the ideal functionality instead: the clients hand their rows and noise to the server, which computes
         the exact integers the protocol reconstructs (so the same weights); with membership hidden the clients
         also hand it the batch's positions, and it keeps the rows its indicator marks."""
         mem = self.membership

@@ -1,13 +1,15 @@
 """SQM logistic regression (Section 5.2): the per-iteration steps and THE party program, :class:`LRParty`.
-It runs as real MPyC party processes or, as a simulation, in one process (:func:`sqm.mpc.protocols.inprocess.run_in_process`):
-the same program, so both compute bit for bit the same weights for the same seeds (:func:`train`).
+It runs as real MPyC party processes or, as a simulation, in one process
+(:func:`sqm.mpc.protocols.inprocess.run_in_process`): the same program, so both compute bit for bit the same weights for
+the same seeds (:func:`train`).
 
 Parties: the server (party 0, no data) and n clients; client ``label_party`` holds the label column as the
 last column of its block.  Variables of the gradient polynomial (Eq. 19) are the clients' columns in client
 order, so the label sits at ``label_index``; the d outputs are the feature coordinates in that order.
 
-Every iteration is one SQM release (:func:`sqm.mechanism.release.sqm_round`) of the statistic :class:`sqm.apps.logreg.gradient.LRGradient`,
-a structured polynomial whose coefficients are secret (the weights w never leave the server):
+Every iteration is one SQM release (:func:`sqm.mechanism.release.sqm_round`) of the statistic
+:class:`sqm.apps.logreg.gradient.LRGradient`, a structured polynomial whose coefficients are secret (the weights w never
+leave the server):
 1. the server stochastically rounds the coefficients of Eq. 19 (1/2 at scale gamma^2, w_k/4 and -1 at
    scale gamma: Algorithm 3, lines 1-3) with its own generator and Shamir-shares them (degree t) as its
    own input: the clients receive only shares;
@@ -115,7 +117,8 @@ class LRPlan:
     weight_bound: float
     party_bounds: tuple[float, ...]  # per-client bound on the norm of its feature sub-row
     intercept: float = 0.0  # the intercept column's public constant c (0: no intercept)
-    verify_sharing: bool = False  # every round checks each client's input sharing (sqm.mpc.protocols.sharing.SharingCheck)
+    # every round checks each client's input sharing (sqm.mpc.protocols.sharing.SharingCheck)
+    verify_sharing: bool = False
     union: int = 0  # membership hidden: the S positions the blocks are placed over (0: membership revealed)
 
     @property
@@ -195,7 +198,8 @@ SEED_BYTES = 32  # each client's contribution to the shared sampling seed
 
 def party_generator(seed) -> np.random.Generator:
     """A party's own generator (rounding, noise, seed contribution): AES-128-CTR keyed from OS entropy when
-    ``seed`` is None, else from the party's own seed (:func:`sqm.mechanism.rng.spawn_seeds` gives each party its own)."""
+    ``seed`` is None, else from the party's own seed (:func:`sqm.mechanism.rng.spawn_seeds` gives each party its
+    own)."""
     return make_rng(seed)
 
 
@@ -288,7 +292,8 @@ class LRParty(PartyProgram):
 
     Every party makes the same sequence of exchanges: one seed exchange among the clients (the server takes
     part with nothing to send or receive), a record-count check, the plan agreement, then per round the
-    exchanges of :func:`sqm.apps.logreg.kernel.secure_gradient`.  ``history`` (the server): also return the weights after every round.
+    exchanges of :func:`sqm.apps.logreg.kernel.secure_gradient`.  ``history`` (the server): also return the weights
+    after every round.
     """
 
     def __init__(self, plan: LRPlan, seed, block=None, eval_set=None, progress_path=None, every: int = 50,
@@ -323,7 +328,8 @@ async def train_party(ctx, plan: LRPlan, seed, block=None, eval_set=None, progre
         await ctx.check_clients(None, "record count", None)
         if check_ids:
             await ctx.check_clients(None, "record ids", None)
-        progress = open(progress_path, "w", buffering=1) if progress_path else None
+        # not a with block: the report callback writes to it through every round; closed after the rounds loop
+        progress = open(progress_path, "w", buffering=1) if progress_path else None  # noqa: SIM115
         report = _Eval(eval_set, every, (lambda i, loss: progress.write(f"{i} {loss!r}\n")) if progress else None)
     else:
         block = np.asarray(block, np.float64)

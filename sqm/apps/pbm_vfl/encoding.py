@@ -10,8 +10,8 @@ it.  The gradient with respect to the sum is what it sends every client (Algorit
 identity), and the client feeds it to ``h.backward``.  Backward is straight through the sampling (E[h] =
 clip(x)) and zero where the embedding was clipped (the derivative of the clip).
 
-The secure sum itself runs on the party's event loop (:class:`sqm.apps.pbm_vfl.sum_exchange.SumExchange`). An autograd Function is
-synchronous, so the party program awaits the sum between ``forward`` and ``backward``.  For the baselines
+The secure sum itself runs on the party's event loop (:class:`sqm.apps.pbm_vfl.sum_exchange.SumExchange`). An autograd
+Function is synchronous, so the party program awaits the sum between ``forward`` and ``backward``.  For the baselines
 (NPQ, LDP), :func:`release` clips with ``torch.clamp``, which has the same gradient.
 """
 from __future__ import annotations

@@ -13,8 +13,8 @@ layer with cross-entropy).  Per iteration, with a public shared mini-batch:
 
 ONE party program, :class:`PBMVFLProgram`, is run by every party; ``backend`` picks the runner only:
 'mpyc' (default) one real MPyC process per party (:func:`sqm.mpc.net.launch.run_parties`), 'plain' the same programs in
-one process (:func:`sqm.mpc.protocols.inprocess.run_in_process`, a SIMULATION: secure sums are computed in the clear, the
-ideal functionality), so for the same seeds both release the same sums bit for bit.  A program carries its
+one process (:func:`sqm.mpc.protocols.inprocess.run_in_process`, a SIMULATION: secure sums are computed in the clear,
+the ideal functionality), so for the same seeds both release the same sums bit for bit.  A program carries its
 party's model, optimizer and loss; the launcher serializes them with cloudpickle for its own party processes,
 so classes defined in a user's script travel too.  Nothing a peer sends is unpickled.
 
@@ -238,7 +238,8 @@ class ServerParty(_Party):
         self._idx[split].append(idx)
 
     def probabilities(self, split: str = "test") -> np.ndarray:
-        probs = np.concatenate(self._probs[split]) if self._probs[split] else np.zeros((0, int(self.cfg.n_classes or 0)))
+        probs = (np.concatenate(self._probs[split]) if self._probs[split]
+                 else np.zeros((0, int(self.cfg.n_classes or 0))))
         self._probs[split], self._idx[split] = [], []
         return probs
 
@@ -405,7 +406,8 @@ class PBMVFLProgram(PartyProgram):
                     "clipped": client.clipped if client is not None else 0}
         epochs = range(self.first_epoch, self.first_epoch + self.epochs)
         if server is not None and self.progress_path:
-            server.progress = open(self.progress_path, "a")
+            # not a with block: the server writes to it on every step of train_loop; closed once that returns
+            server.progress = open(self.progress_path, "a")  # noqa: SIM115
         out = await train_loop(cfg, link, server, client, self.n_train, self.n_test, epochs)
         if server is not None and server.progress is not None:
             server.progress.close()

@@ -81,7 +81,8 @@ def method_privacy(cfg: VFLConfig, M: int):
     trained.record(cfg.epochs)
     events = tuple(trained.events())
     if cfg.method == "pbm":
-        return PrivacyReport(epsilon_server=rep.epsilon_feature, delta=cfg.delta, events=events, neighbouring="embedding",
+        return PrivacyReport(epsilon_server=rep.epsilon_feature, delta=cfg.delta, events=events,
+                             neighbouring="embedding",
                              notes=f"feature-level, b={cfg.b}, beta={cfg.beta:g}, P={cfg.embedding_size}; "
                                    f"sample-level epsilon {rep.epsilon_sample:.4g}; {EMBEDDING_NOTE}", **common)
     sigma = trained.sigma
@@ -104,10 +105,11 @@ class VFLAccountant:
     """The privacy spent so far by a training that may stop and resume: each record's releases (``uses``: one per
     epoch, one per prediction) under ``cfg.method`` with ``M`` clients, with a state to save and load.
 
-    ``epsilon()``: feature-level epsilon against the server at ``cfg.delta`` (PBM: :func:`sqm.mechanism.pbm.privacy_report`;
-    LDP: the exact Gaussian epsilon of the method's sigma, calibrated to the PLANNED ``cfg.epochs``; NPQ: inf);
-    ``events()``: the same releases as accounting events (:mod:`sqm.mechanism.events`, one per method's release composed
-    ``uses`` times; :func:`method_privacy`'s too) for a budget ledger."""
+    ``epsilon()``: feature-level epsilon against the server at ``cfg.delta`` (PBM:
+    :func:`sqm.mechanism.pbm.privacy_report`; LDP: the exact Gaussian epsilon of the method's sigma, calibrated to the
+    PLANNED ``cfg.epochs``; NPQ: inf); ``events()``: the same releases as accounting events
+    (:mod:`sqm.mechanism.events`, one per method's release composed ``uses`` times; :func:`method_privacy`'s too) for a
+    budget ledger."""
 
     def __init__(self, cfg: VFLConfig, M: int):
         self.cfg, self.M, self.uses = cfg, int(M), 0

@@ -33,8 +33,8 @@ def run_programs(programs: list, backend: str, timeout: float = 3600.0, threads:
             path = f"{stack.enter_context(tempfile.TemporaryDirectory(prefix='sqm-vfl-'))}/progress"
             programs[0].progress_path = path
 
-            stack.enter_context(progress_bar(path, show_iteration, total=progress, desc=f"PBM-VFL iterations ({backend})",
-                                             unit="it"))
+            stack.enter_context(progress_bar(path, show_iteration, total=progress,
+                                             desc=f"PBM-VFL iterations ({backend})", unit="it"))
         if backend == "mpyc":
             return run(programs, timeout=timeout)
         import torch

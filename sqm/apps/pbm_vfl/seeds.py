@@ -20,8 +20,8 @@ def _child(seed, *key) -> np.random.SeedSequence:
 
 
 def party_seeds(seed, n: int) -> list:
-    """Each party's own seed, entry 0 the server's and j client j's: :func:`sqm.mechanism.rng.spawn_seeds` of ``seed`` (an
-    int, a sequence of ints or a SeedSequence); for ``seed`` None, None for every party: each draws fresh OS
+    """Each party's own seed, entry 0 the server's and j client j's: :func:`sqm.mechanism.rng.spawn_seeds` of ``seed``
+    (an int, a sequence of ints or a SeedSequence); for ``seed`` None, None for every party: each draws fresh OS
     entropy itself."""
     if seed is None:
         return [None] * n

@@ -312,7 +312,8 @@ class PBMVFL:
         try:
             self.accountant.load_state_dict(state["accountant"])  # refuses another mechanism's
             for who, party, st in [("server", self.server, state["server"])] + [
-                    (f"client {j + 1}", c, s) for j, (c, s) in enumerate(zip(self.clients, state["clients"], strict=False))]:
+                    (f"client {j + 1}", c, s)
+                    for j, (c, s) in enumerate(zip(self.clients, state["clients"], strict=False))]:
                 try:
                     _load_party(party, st)
                 except (RuntimeError, ValueError, KeyError) as e:

@@ -68,9 +68,9 @@ def central_dp_pca(X, k: int, epsilon: float, delta: float, row_norm_bound: floa
     Frobenius (= L2) norm is ||x||^2 <= c^2 -- followed by taking the symmetric part (post-processing).  So
     sigma is calibrated to L2 sensitivity c^2 by the one policy for Gaussian baselines,
     :func:`sqm.mechanism.calibration.gaussian_sigma` (the exact optimum for one release).  E is symmetric, with
-    variance sigma^2 on the diagonal and sigma^2 / 2 off it; DTTZ's variant (iid N(0, sigma^2) on the upper triangle, mirrored) is also private at
-    this sigma but adds twice the off-diagonal variance.  Ours is the same noise SQM ends up with after its
-    symmetrization (Skellam of variance 2 mu per entry), so the comparison isolates quantization and
+    variance sigma^2 on the diagonal and sigma^2 / 2 off it; DTTZ's variant (iid N(0, sigma^2) on the upper triangle,
+    mirrored) is also private at this sigma but adds twice the off-diagonal variance.  Ours is the same noise SQM ends
+    up with after its symmetrization (Skellam of variance 2 mu per entry), so the comparison isolates quantization and
     distribution.  Rows above the bound are scaled down to norm c first (the curator holds whole rows).
     """
     t0 = time.perf_counter()

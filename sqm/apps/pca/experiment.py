@@ -1,4 +1,5 @@
-"""The experiment behind ``sqm pca`` and ``python -m bench pca-utility``: SQM against its baselines on one data set, and its table's rows."""
+"""The experiment behind ``sqm pca`` and ``python -m bench pca-utility``: SQM against its baselines on one data set,
+and its table's rows."""
 from __future__ import annotations
 
 import math

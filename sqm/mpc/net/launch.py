@@ -131,7 +131,8 @@ def party_command(program_file: str, index: int, addresses: str, result_file: st
     of all parties).  ``ssl_dir``: TLS with this party's keys (``sqm keys``; certificates naming the job
     ``job_name``, if given); ``insecure_plaintext``: the operator's opt-in to plain TCP (no peer
     authentication, on loopback too); ``pins``: the job's pinned key fingerprints (``{party: "sha256:..."}``, or
-    the party's ``--pins`` text).  The party logs at this process's level (:func:`sqm.mpc.net.logs.party_level_args`)."""
+    the party's ``--pins`` text).  The party logs at this process's level
+    (:func:`sqm.mpc.net.logs.party_level_args`)."""
     if job_id is None:
         raise UsageError("a party needs its job's id (the same fresh id at every party of the job)")
     cmd = [sys.executable, "-m", "sqm.mpc.net.party", "--program", program_file, "--index", str(index),
@@ -181,9 +182,9 @@ def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float 
     with them: on a shared host, loopback has no peer check, and another local user who reads the command lines
     (the job id and addresses are public there) could otherwise connect as a party; without the keys its
     handshake fails and it is dropped (:mod:`sqm.mpc.net.session`).  ``job_id``: the job's id (a job
-    file's; default a fresh random one), agreed by all parties before anything else.  ``blas_threads``: BLAS threads per party (default: this machine's cores / M).
-    ``min_clients``: 2 for a job that Shamir-shares client data (refused before any process starts, see
-    :func:`require_two_clients`); 1 only for protocols without shares (two parties).
+    file's; default a fresh random one), agreed by all parties before anything else.  ``blas_threads``: BLAS threads per
+    party (default: this machine's cores / M).  ``min_clients``: 2 for a job that Shamir-shares client data (refused
+    before any process starts, see :func:`require_two_clients`); 1 only for protocols without shares (two parties).
     ``timeout``: seconds for the whole job; ``idle_timeout``: seconds without any bytes from a peer whose
     message is awaited before every party aborts naming it (a stopped or partitioned party, see
     :mod:`sqm.mpc.net.liveness`).
@@ -240,8 +241,8 @@ def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float 
                 for line in errors[i].splitlines():
                     log.info(line)
         if failed:
-            msgs = "; ".join(f"{party_name(i)} exited {procs[i].returncode}: {_last_words(errors[i], procs[i].returncode)}"
-                             for i in failed)
+            msgs = "; ".join(f"{party_name(i)} exited {procs[i].returncode}: "
+                             f"{_last_words(errors[i], procs[i].returncode)}" for i in failed)
             raise MPCError(f"MPC job failed, no result released: {msgs}",
                            codes={i: procs[i].returncode for i in range(M)}) from None
         records = [job.load(rf) for rf in results]
@@ -434,14 +435,10 @@ class Launch:
         self._note("clean")
         stdin = self._janitor.stdin
         assert stdin is not None  # started with stdin=PIPE
-        try:
+        with contextlib.suppress(OSError):
             stdin.close()
-        except OSError:
-            pass
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self._janitor.wait(5)
-        except subprocess.TimeoutExpired:
-            pass
 
     def __enter__(self) -> Launch:
         return self

@@ -23,10 +23,10 @@ The progress checks skip it (it is at no step).  One that stops heartbeating is 
 that sends a connecting heartbeat after one of the job's is refused.
 
 Progress: a peer that keeps sending heartbeats but not what the step expects.  Each heartbeat
-carries its sender's step (MPyC's program counter, which labels every message: :func:`sqm.mpc.protocols.context._exchange`
-advances it and sends that step's messages in one synchronous block), whether it is computing off its receive
-path (:func:`busy`: PSI's hashing and intersection) and the peers it is waiting on (:func:`heartbeat_payload`).
-A party waiting on peer p for a message of step k names p and aborts the job when:
+carries its sender's step (MPyC's program counter, which labels every message:
+:func:`sqm.mpc.protocols.context._exchange` advances it and sends that step's messages in one synchronous block),
+whether it is computing off its receive path (:func:`busy`: PSI's hashing and intersection) and the peers it is waiting
+on (:func:`heartbeat_payload`).  A party waiting on peer p for a message of step k names p and aborts the job when:
 
 - p's heartbeat reports step >= k: p went past step k without sending it (TCP keeps order, so a message p had
   sent would have arrived before that heartbeat) -- at once, exact;
@@ -47,10 +47,10 @@ Heartbeats come from an asyncio task, so a party whose event loop is blocked by 
 (numpy on the loop's thread) sends none meanwhile: ``idle_timeout`` must exceed the longest blocking local
 phase of any party.  Each party records its longest loop stall (``state["max_stall_s"]``, in its result
 record as ``max_loop_stall_s``, resolution 0.25 s); the longest measured stalls, far below the default idle
-timeout, are in docs/benchmarks.md ("Figures behind design choices").  A party that was named silent only because its own loop was blocked is told so (its message
-suggests a longer ``--idle-timeout``).  A party whose own loop was blocked does not blame its peers for that time: on waking, the
-bytes that arrived meanwhile are read before the watchdog looks (asyncio runs I/O callbacks before due
-timers), and a watchdog round that woke late skips its check once.
+timeout, are in docs/benchmarks.md ("Figures behind design choices").  A party that was named silent only because its
+own loop was blocked is told so (its message suggests a longer ``--idle-timeout``).  A party whose own loop was blocked
+does not blame its peers for that time: on waking, the bytes that arrived meanwhile are read before the watchdog looks
+(asyncio runs I/O callbacks before due timers), and a watchdog round that woke late skips its check once.
 """
 from __future__ import annotations
 
@@ -288,7 +288,8 @@ def install_loss_detection(state: dict) -> None:
         if info["step"] != step:
             info["step"], info["since"] = step, now
         info.update(computing=computing, waits=waits, at=now)
-        skipped = [k for k, f in self.buffers.items() if isinstance(f, asyncio.Future) and not f.done() and 0 <= k <= step]
+        skipped = [k for k, f in self.buffers.items()
+                   if isinstance(f, asyncio.Future) and not f.done() and 0 <= k <= step]
         if skipped:  # its message of that step would have arrived before this heartbeat: it was never sent
             stalled(self.runtime, peer, f"went past step {min(skipped)} without sending this party its message "
                                         f"there (its heartbeat reports step {step})", PartyAborted)
@@ -481,7 +482,5 @@ def send_abort(rt, frame: bytes) -> None:
 
     for _, proto in _connected(rt):
         if proto.transport is not None and not proto.transport.is_closing():
-            try:
+            with contextlib.suppress(Exception):  # a closed connection: that peer is gone anyway
                 proto.send(ABORT_PC, frame)
-            except Exception:  # noqa: BLE001  (a closed connection: that peer is gone anyway)
-                pass

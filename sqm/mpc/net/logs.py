@@ -1,6 +1,6 @@
 """Where log records go: the one configuration of :mod:`logging`, made by an entry point only (``sqm``'s
-:func:`sqm.cli.command.main`, a party process's :func:`sqm.mpc.net.party.main`, ``python -m sqm.mpc.net.certs``), never by library code,
-which only logs to its module's logger (``logging.getLogger(__name__)``).
+:func:`sqm.cli.command.main`, a party process's :func:`sqm.mpc.net.party.main`, ``python -m sqm.mpc.net.certs``), never
+by library code, which only logs to its module's logger (``logging.getLogger(__name__)``).
 
 Records go to the process's current ``sys.stderr``, one line each: the message alone (its own prefix such as
 ``sqm: error:`` or ``sqm.mpc.net.party client 1:`` names its source), and in a party process prefixed by the party's

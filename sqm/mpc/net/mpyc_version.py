@@ -2,7 +2,8 @@
 message exchanger (:mod:`sqm.mpc.net.session`, :mod:`sqm.mpc.net.liveness`), so a party refuses to start on another."""
 from __future__ import annotations
 
-MPYC_TESTED = ("0.11",)  # MPyC versions whose internals sqm.mpc.net.session and sqm.mpc.net.liveness were written and tested against
+# MPyC versions whose internals sqm.mpc.net.session and sqm.mpc.net.liveness were written and tested against
+MPYC_TESTED = ("0.11",)
 
 
 def check_mpyc_version(installed: str | None = None) -> str:

@@ -11,8 +11,9 @@ sides of every connection; every connection runs over mutually authenticated TLS
 ``sqm keys``; ``--pins``: the key fingerprints the job pins), loopback ones too: plain TCP has no peer check, so on
 a shared host another user who reads the command lines could connect as a party or listen first at a party's
 address.  Plain TCP needs the
-operator's ``--insecure-plaintext`` (sqm's local launchers make per-job keys themselves).  The first exchange then compares every party's job description
-(job id, job name, addresses, program, pins): a party of another job is refused, naming it and what differs.
+operator's ``--insecure-plaintext`` (sqm's local launchers make per-job keys themselves).  The first exchange then
+compares every party's job description (job id, job name, addresses, program, pins): a party of another job is refused,
+naming it and what differs.
 
 The program file is a pickle read from this party's own disk, never from the network: it must be written by
 this party's own operator (``sqm ... --job --index I`` writes it on the party's host).  Everything peers send
@@ -31,6 +32,7 @@ STARTED_AT = time.time()  # this process's first statement of ours (python -m sq
 
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
+import contextlib  # noqa: E402
 import logging  # noqa: E402
 import os  # noqa: E402
 import pickle  # noqa: E402
@@ -38,7 +40,7 @@ import resource  # noqa: E402
 import sys  # noqa: E402
 
 from sqm.mpc.net.mpyc_version import check_mpyc_version  # noqa: E402
-from sqm.mpc.net import logs
+from sqm.mpc.net import logs  # noqa: E402
 from sqm.errors import BadDataError, RefusedError, SQMError, exit_code, public_text  # noqa: E402
 from sqm.errors import (EXIT_BAD_DATA, EXIT_ERROR, EXIT_LOST, EXIT_REFUSED,  # noqa: F401,E402  (re-exported)
                         EXIT_TIMEOUT, EXIT_USAGE)
@@ -51,10 +53,10 @@ log = logging.getLogger(__name__)
 # party's record lists those that were imported (the party's program pulled them in through its pickle).
 HEAVY_MODULES = ("torch", "sklearn", "scipy", "dp_accounting", "opacus", "matplotlib", "pandas")
 
-# The party-program API's names that live in sqm.mpc.net.abort and sqm.mpc.net.wire (numpy), imported on first use (PEP 562)
-# so that importing this module, as every party program's module does, costs the standard library alone.
-_LAZY = {"InputRefused": "sqm.mpc.net.abort", "ProtocolError": "sqm.mpc.net.abort", "public_digest": "sqm.mpc.net.abort",
-         "messages": "sqm.mpc.net.wire"}
+# The party-program API's names that live in sqm.mpc.net.abort and sqm.mpc.net.wire (numpy), imported on first use
+# (PEP 562) so that importing this module, as every party program's module does, costs the standard library alone.
+_LAZY = {"InputRefused": "sqm.mpc.net.abort", "ProtocolError": "sqm.mpc.net.abort",
+         "public_digest": "sqm.mpc.net.abort", "messages": "sqm.mpc.net.wire"}
 
 __all__ = ["PartyProgram", "describe", "failure", "abort_reason", "main", "HEAVY_MODULES",
            "heavy_modules", *_LAZY]
@@ -76,9 +78,10 @@ def heavy_modules() -> list[str]:
 
 
 # The party-program API: an application's party program needs PartyProgram, the errors it raises to refuse
-# (ProtocolError; InputRefused for its own unusable input), ``public_digest`` (of public parameters) and ``messages`` (sqm.mpc.net.wire's validators of what a
-# step expects: messages.value, messages.array, ...); it runs on sqm.mpc.net.launch.run_parties or
-# sqm.mpc.protocols.inprocess.run_in_process.  Applications import these from here, never the runtime's internals.
+# (ProtocolError; InputRefused for its own unusable input), ``public_digest`` (of public parameters) and ``messages``
+# (sqm.mpc.net.wire's validators of what a step expects: messages.value, messages.array, ...); it runs on
+# sqm.mpc.net.launch.run_parties or sqm.mpc.protocols.inprocess.run_in_process.  Applications import these from here,
+# never the runtime's internals.
 
 
 class PartyProgram:
@@ -304,10 +307,9 @@ async def _run(mpc, args, addrs: list[str], tls, pins, program, state: dict, sta
     state["done"] = True
     log.info(f"finished in {stats['seconds']:.2f} s, sent {stats['bytes_sent']:,} bytes; phases "
              + ", ".join(f"{k} {v:.2f} s" for k, v in stats["phases"].items()))
-    try:  # the result is complete: a peer that leaves during the closing barrier cannot spoil it
+    # the result is complete: a peer that leaves during the closing barrier cannot spoil it
+    with contextlib.suppress(TimeoutError, PartyLost, ProtocolError):
         await asyncio.wait_for(ctx.close(), 10.0)
-    except (TimeoutError, PartyLost, ProtocolError):
-        pass
     timeline["closed"] = time.time()
     return result
 
@@ -319,10 +321,8 @@ def _lost_code(mpc, state: dict, who: str, e: Exception) -> int:
 
     # A peer that left may have left because another party aborted the job, whose notice is still in
     # flight on another connection: the first abort notice is the cause, so give it a moment to arrive.
-    try:
+    with contextlib.suppress(Exception):
         mpc._loop.run_until_complete(asyncio.sleep(0.5))
-    except Exception:  # noqa: BLE001
-        pass
     if state["aborted"] is not None:
         log.error(f"sqm.mpc.net.party {who}: {state['aborted']}")
         return EXIT_TIMEOUT if issubclass(state.get("abort_exc", ProtocolError), TimeoutError) else EXIT_REFUSED

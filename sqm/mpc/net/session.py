@@ -40,6 +40,7 @@ refused naming the party and the field, before anything else is sent.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass
 import errno
 import ipaddress
@@ -52,7 +53,8 @@ import time
 from sqm.mpc.net import wire
 from sqm.mpc.net.certs import IdentityError
 from sqm.errors import UsageError
-from sqm.mpc.net.abort import ABORT_PC, HEARTBEAT_PC, ProtocolError, abort_notice, party_label, printable, public_digest, read_abort_notice
+from sqm.mpc.net.abort import (ABORT_PC, HEARTBEAT_PC, ProtocolError, abort_notice, party_label, printable,
+                               public_digest, read_abort_notice)
 
 OK, NO, BUSY = b"\x01", b"\x00", b"\x02"  # BUSY: closed to make room for newer connections; try again
 BACKOFF_START, BACKOFF_CAP = 0.02, 1.0
@@ -475,10 +477,8 @@ class Session:
         packet = self.notice = struct.pack("<qI", ABORT_PC, len(frame)) + frame
         for conn in {id(c): c for c in [*self.conns.values(), *self.dialed.values()]}.values():
             if (conn.ready or isinstance(conn, _Dial)) and not conn.transport.is_closing():
-                try:
+                with contextlib.suppress(Exception):  # a closed connection: that peer is gone anyway
                     conn.transport.write(packet)
-                except Exception:  # noqa: BLE001  (a closed connection: that peer is gone anyway)
-                    pass
 
     def drop(self, note: str, telling: bool = False) -> None:
         """A connection that failed the handshake or named no party that connects here: noted, never fatal.  The
@@ -663,7 +663,7 @@ class Session:
                 failure = self.done.exception()
                 assert failure is not None  # failed just above, or by a peer's notice that came first
                 raise failure from None
-            except (ConnectError, TimeoutError):
+            except ConnectError:  # (a TimeoutError is handled just above)
                 await self.linger()
                 raise
         finally:

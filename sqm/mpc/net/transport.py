@@ -121,10 +121,12 @@ class PartyTransport:
         self.exchanges = 0  # send_recv steps made (every party makes the same sequence)
         self.waits = 0  # of them, those where this party awaited a message from another party (latency shows)
         self.job_digest = ""  # the agreed job description's digest (sqm.mpc.net.session.agree_job), once known
-        self.session: SessionSettings | None = None  # how this party's session was started (sqm.mpc.net.session.SessionSettings), if known
+        # how this party's session was started (sqm.mpc.net.session.SessionSettings), if known
+        self.session: SessionSettings | None = None
         self.worker_records: list[dict] | None = None  # this party's worker processes' records, once they ran
         self.output_shares_sent = False  # this party has sent its shares of an output (output_shares_next)
-        self.before_output_shares: Callable[[], object] | None = None  # optional callable, run once just before those are first sent
+        # optional callable, run once just before those are first sent
+        self.before_output_shares: Callable[[], object] | None = None
         self._output_next = False
         self._clock = time.perf_counter()
         self.points = list(range(1, self.M + 1))  # the parties' evaluation points, in party order

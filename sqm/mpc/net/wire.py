@@ -217,7 +217,8 @@ def digest(n: int = 32) -> Validator:
     """A bytes string of exactly ``n`` bytes (a hash, an HMAC, a key contribution)."""
     def check(x):
         if not isinstance(x, bytes) or len(x) != n:
-            raise WireError(f"expected {n} bytes, got {type(x).__name__} of length {len(x) if hasattr(x, '__len__') else '-'}")
+            raise WireError(f"expected {n} bytes, got {type(x).__name__} of length "
+                            f"{len(x) if hasattr(x, '__len__') else '-'}")
         return x
     return check
 

@@ -32,7 +32,8 @@ class Job:
     addend_bound: int = 0  # public: |sum of the clients' addends| <= addend_bound (except w.p. < 2^-64)
     var_owner: Sequence[int] | None = None  # client index owning each variable (in client order)
     align_ids: bool = False  # clients return (block, addend, ids_digest); digests must agree before sharing
-    chunk_rows: int | None = None  # records per input chunk (public; None: sqm.mpc.protocols.stream.chunk_rows of the columns)
+    # records per input chunk (public; None: sqm.mpc.protocols.stream.chunk_rows of the columns)
+    chunk_rows: int | None = None
     verify_sharing: bool = False  # check every client's input sharing has degree <= t before any output opens
     row_limit: int | None = None  # keep only records with sum_j x_ij^2 <= row_limit (secure comparison, in secret)
 

@@ -62,11 +62,11 @@ class Evaluation:
                        outputs_to=None) -> np.ndarray | None:
         """Securely evaluate ``job`` (a :class:`sqm.mpc.protocols.backend.Job` stripped of client programs).
 
-        ``my_input`` is this client's :class:`sqm.mpc.protocols.stream.ChunkedInput` or ``(block, addend[, ids digest])``;
-        None at the server.  The records go through in chunks of ``job.chunk_rows`` (public; default
-        :func:`sqm.mpc.protocols.stream.chunk_rows`): every party accumulates its shares of the moments chunk by chunk, so
-        no party holds more than one chunk of shares, and the result is the same integers whatever the chunk
-        size.  Returns the signed integer result (object array) at the receivers, None elsewhere: the server
+        ``my_input`` is this client's :class:`sqm.mpc.protocols.stream.ChunkedInput` or
+        ``(block, addend[, ids digest])``; None at the server.  The records go through in chunks of ``job.chunk_rows``
+        (public; default :func:`sqm.mpc.protocols.stream.chunk_rows`): every party accumulates its shares of the moments
+        chunk by chunk, so no party holds more than one chunk of shares, and the result is the same integers whatever
+        the chunk size.  Returns the signed integer result (object array) at the receivers, None elsewhere: the server
         (and the clients, ``outputs_to_clients``), or the parties ``outputs_to`` names (e.g. one client alone).
         """
         prog = job.program
@@ -304,8 +304,8 @@ class Evaluation:
         return bits
 
     async def _membership_bits(self, start: int, rows: int, p: int, workers):
-        """Membership-hiding alignment (:mod:`sqm.mpc.protocols.psi`, ``hide_membership``): the server, which knows which
-        positions of the union are in the intersection (never which ids), Shamir-shares the 0/1 indicator of this
+        """Membership-hiding alignment (:mod:`sqm.mpc.protocols.psi`, ``hide_membership``): the server, which knows
+        which positions of the union are in the intersection (never which ids), Shamir-shares the 0/1 indicator of this
         chunk's positions with the workers (their shares returned, None elsewhere)."""
         out = {}
         if self.tr.is_server:

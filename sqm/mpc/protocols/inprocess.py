@@ -18,8 +18,8 @@ keeps one test proving it).  Every party sees every other party's data in this p
 between parties that do not trust one process.
 
 Failures mirror real processes: a party whose program raises tells every other party why (the same abort
-notice text), exit codes are classified by :func:`sqm.mpc.net.party.failure`, and :class:`sqm.mpc.net.launch.MPCError` is raised
-with the same message format and per-party codes.  A deadlock (parties making different sequences of
+notice text), exit codes are classified by :func:`sqm.mpc.net.party.failure`, and :class:`sqm.mpc.net.launch.MPCError`
+is raised with the same message format and per-party codes.  A deadlock (parties making different sequences of
 exchanges, or a party waiting on one that has finished) is detected at once and refused, naming the waiting
 parties: in one process there is no silent peer to wait for.
 
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import threading
 import time
 
@@ -88,9 +89,9 @@ class _Hub:
         if not all(p in self.waiting and not self.waiting[p][1].done() for p in live):
             return
         waits = "; ".join(f"{party_label(d)} waits for {party_label(s)}" for d, (s, _) in sorted(self.waiting.items()))
+        which = "finished" if any(s in self.finished for s, _ in self.waiting.values()) else "nothing to send"
         self.fail_all(ProtocolError(f"the parties' sequences of exchanges differ ({waits}, which has "
-                                    f"{'finished' if any(s in self.finished for s, _ in self.waiting.values()) else 'nothing to send'}); "
-                                    f"refused, nothing released"))
+                                    f"{which}); refused, nothing released"))
 
     def fail_all(self, exc: BaseException) -> None:
         for _, fut in list(self.waiting.values()):
@@ -221,10 +222,9 @@ async def _run_all(programs, timeout: float, job_id: str, job_name: str | None, 
                 await ctx.abort(abort_reason(e, who))
                 raise
             seconds = time.perf_counter() - t0
-            try:  # the result is complete: a peer's abort during the closing barrier cannot spoil it
+            # the result is complete: a peer's abort during the closing barrier cannot spoil it
+            with contextlib.suppress(ProtocolError):
                 await ctx.close()
-            except ProtocolError:
-                pass
             records[i] = {"result": result, "seconds": seconds, "phases": dict(ctx.phases),
                           "exchanges": ctx.exchanges, "waits": ctx.waits,
                           "bytes_sent": hub.bytes_sent[i], "job_digest": digest, "backend": "in-process"}

@@ -325,8 +325,8 @@ async def intersect(ctx, sizes: dict[int, int], points: np.ndarray | None = None
     size.  ``sizes``: every client's set size (public, the same at every party, already within every party's size
     policy).  ``rng`` at the server: its cryptographic generator (None: one keyed from OS entropy).
 
-    With ``sizes[0]`` too, the server holds a set of its own (e.g. the labels of a job that trains a model) and takes part
-    as a holder: it gives its points, key and generator like a client and gets its :class:`Intersection`
+    With ``sizes[0]`` too, the server holds a set of its own (e.g. the labels of a job that trains a model) and takes
+    part as a holder: it gives its points, key and generator like a client and gets its :class:`Intersection`
     (see "The server's own set" in the module docstring).
 
     ``hide_membership``: the server answers each client with the positions of its ids in the union placed over

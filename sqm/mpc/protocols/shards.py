@@ -21,9 +21,10 @@ handed of its party's secrets: for a client, the keys of the rounding coins of t
 touches (:mod:`sqm.mechanism.coins`), never the party's generator or the coins' master key, so never its noise
 share; with the sharing check, seeds derived for its shard alone (:func:`shard_seeds`); at the server under
 membership hiding, the indicator of its shard's positions.  The party's TLS key is read by each worker from the
-party's own ``--ssl-dir`` on the host that runs it (a path on its command line, never the key itself).  Any shard failing (a worker killed, a worker's
-peer lost, a refusal inside a shard) makes the party abort the whole job naming the shard; the other parties
-see their own workers of that shard fail, or the abort notice, and name it too; nothing is released.
+party's own ``--ssl-dir`` on the host that runs it (a path on its command line, never the key itself).  Any shard
+failing (a worker killed, a worker's peer lost, a refusal inside a shard) makes the party abort the whole job naming the
+shard; the other parties see their own workers of that shard fail, or the abort notice, and name it too; nothing is
+released.
 
 Contiguous ranges, not a keyed hash of the position: positions are public after the alignment, so any public
 assignment reveals nothing; ranges let each worker read only its part of a file sorted by id (Parquet row

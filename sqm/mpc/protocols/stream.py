@@ -1,7 +1,7 @@
 """A client's input to a secure evaluation, delivered in row chunks so that no party holds all records at once.
 
-:meth:`sqm.mpc.protocols.evaluation.Evaluation.evaluate` takes a client's input as a :class:`ChunkedInput`: its record and
-column counts up front, then its integer rows chunk by chunk (:meth:`ChunkedInput.chunks`), then, once every
+:meth:`sqm.mpc.protocols.evaluation.Evaluation.evaluate` takes a client's input as a :class:`ChunkedInput`: its record
+and column counts up front, then its integer rows chunk by chunk (:meth:`ChunkedInput.chunks`), then, once every
 chunk has been taken, its addend (:meth:`ChunkedInput.addend`).  That order lets a client draw whatever it
 draws for the addend (an SQM client: its noise share) after the draws for its rows, exactly as an
 evaluation of the whole block would, so chunking never changes a client's integers.
