@@ -57,6 +57,10 @@ job's ``name``; see :class:`LedgerGuard`); every party agrees on it with the tas
 is on whenever an address is not loopback (each party's ``--ssl-dir``); plain TCP between hosts needs the
 operator's ``--insecure-plaintext``.
 
+Every key of the file and of a party's entry is declared once, with its JSON type, default and meaning, in
+:mod:`sqm.framework.job_schema`: a key not declared there (a misspelling) or a value of another type is refused,
+naming the party and the closest valid key, before anything else is read.
+
 Seeds never leave a party: no seed is part of the public parameters or of any message.  ``--seed`` is
 refused in job mode unless ``--insecure-reproducible`` is given (:func:`seed_policy`); then each party
 derives its own seed from the seed on its own command line (``sqm.mechanism.rng.spawn_seeds``, entry I for party I).
@@ -73,6 +77,7 @@ import numpy as np
 
 from sqm.framework.alignment import DEFAULT_MIN_INTERSECTION, check_min_intersection
 from sqm.framework.extras import require
+from sqm.framework.job_schema import check_job_keys
 from sqm.framework.tables import PartyTable, read_table
 from sqm.framework.user_code import split_spec
 from sqm.mpc.net.certs import check_fingerprint, check_job_name
@@ -285,8 +290,10 @@ def load_job(path) -> JobSpec:
             raw = json.load(f)
     except json.JSONDecodeError as e:
         raise UsageError(f"job file {path} is not valid JSON: {e}") from None
-    if not isinstance(raw, dict) or not isinstance(raw.get("parties"), list):
-        raise UsageError(f"job file {path} needs a 'parties' list (party 0 the server, then the clients)")
+    if not isinstance(raw, dict):
+        raise UsageError(f"job file {path} must be an object with a 'parties' list (party 0 the server, then the "
+                         f"clients)")
+    check_job_keys(raw, f"job file {path}")  # unknown keys and values of another JSON type: refused
     entries = raw["parties"]
     require_two_clients(max(0, len(entries) - 1), f"job file {path}: ")
     base = os.path.dirname(os.path.abspath(path))
@@ -361,9 +368,7 @@ def load_job(path) -> JobSpec:
                                  and all(isinstance(k, str) for k in task)):
         raise UsageError(f"job file {path}: 'task' must be an object naming its \"statistic\" (e.g. \"pca\") and "
                          f"its parameters, e.g. {{\"statistic\": \"pca\", \"components\": 5, \"epsilon\": 1}}")
-    hide = raw.get("hide_membership", False)
-    if not isinstance(hide, bool):
-        raise UsageError(f"job file {path}: 'hide_membership' must be true or false, got {hide!r}")
+    hide = raw.get("hide_membership", False)  # a boolean (checked with every key's type above)
     return JobSpec(tuple(parties), id_column, path, job_id, name, dataset, min_intersection=min_common, task=task,
                    hide_membership=hide, private=tuple(private))
 
