@@ -205,6 +205,8 @@ def test_load_job_checks(tmp_path):
         json.dumps({"parties": [{"address": "h:1"}, {"address": "h:2", "file": "a", "model": "m.py"},
                                 {"address": "h:3", "file": "b.csv"}]}): "file.py:factory",
         json.dumps({"parties": [{"address": "h:1"}, {"address": "h:2", "file": 5}, {"address": "h:3", "file": "b"}]}):
+            "client 1's 'file' must be a string or null, got 5",
+        json.dumps({"parties": [{"address": "h:1"}, {"address": "h:2", "file": ""}, {"address": "h:3", "file": "b"}]}):
             "client 1's 'file' must be a path",
         json.dumps({"parties": [{"address": "h:1"}, {"address": "h:1", "file": "a.csv"},
                                 {"address": "h:3", "file": "b.csv"}]}): "duplicate",
