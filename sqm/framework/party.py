@@ -237,8 +237,25 @@ class JobParty(PartyProgram):
         held = ", ".join(f"{party_label(j)} {v:,} records" for j, v in sorted(sizes.items()) if j != ctx.pid)
         mode = "hiding membership" if self.hide_membership else "revealing to each holder which of its records match"
         return (f"about to run job {str(job)[:8] + '... ' if job else ''}"
-                f"{self.task.summary()}; {own}peers hold: {held}; next, the record alignment "
-                f"({mode}), then shares; nothing derived from records has been sent yet")
+                f"{self.task.summary()}; {own}peers hold: {held}; switches: {self.switches()}; next, the record "
+                f"alignment ({mode}), then shares; nothing derived from records has been sent yet")
+
+    def switches(self) -> str:
+        """Every privacy-relevant switch of this job, in words for the operator: the release's declared parameters
+        (:mod:`sqm.mechanism.params`), the alignment's (membership, the least intersection, this party's size
+        policy), the ledger's and whether the randomness is seeded (insecure, reproducible)."""
+        from sqm.mechanism.params import Params
+
+        declared = next((v for v in (getattr(self.task, "params", None), getattr(self.task, "cfg", None))
+                         if isinstance(v, Params)), None)
+        parts = [] if declared is None else [
+            f"{name} {value}" for name, value in declared.as_dict().items() if name not in ("epsilon", "delta")]
+        parts += [f"hide_membership {self.hide_membership}", f"min_intersection {self.min_intersection}",
+                  f"max_set_ratio {self.max_set_ratio:g}",
+                  f"ledger {'kept' if self.ledger is not None else 'none'}"]
+        if getattr(self.task, "secure_mode", True) is False:
+            parts.append("INSECURE reproducible randomness (a seed every party's noise derives from)")
+        return ", ".join(parts)
 
     async def run(self, ctx: Transport):
         if ctx.pid != self.index:
