@@ -38,7 +38,9 @@ implements the three abstract methods; it overrides the hooks it supports:
 from __future__ import annotations
 
 import abc
-from typing import TYPE_CHECKING
+import copy
+import dataclasses
+from typing import TYPE_CHECKING, Any, Self
 
 if TYPE_CHECKING:
     from sqm.mpc.protocols.api import PartyAPI
@@ -127,3 +129,32 @@ class JobTask(abc.ABC):
         """Whether declared column ranges and norm shares scale into this task's ``row_norm_bound`` (or, with
         ``clamp_only``, only clamp the values)."""
         return self.row_norm_bound is not None or self.clamp_only
+
+
+class DeclaredTask(JobTask):
+    """A job task whose release's parameters are one declaration, ``self.params`` (a
+    :class:`sqm.mechanism.params.Params`): its fields read as the task's own attributes (``task.epsilon``), and
+    the row norm bound and the clients' shares of it are the declaration's."""
+
+    params: Any
+
+    def __getattr__(self, name: str):
+        params = self.__dict__.get("params")  # not self.params: this runs for attributes not yet set, too
+        if params is not None and name in type(params).names():
+            return getattr(params, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @property
+    def row_norm_bound(self) -> float | None:
+        """A client's declared column ranges scale into it (:mod:`sqm.framework.spec`)."""
+        return self.params.row_norm_bound
+
+    @property
+    def party_bounds(self) -> tuple | None:
+        return self.params.party_bounds
+
+    def with_party_bounds(self, party_bounds) -> Self:
+        """This task with the clients' sub-row bounds c_j (from the job file's declared norm shares)."""
+        task = copy.copy(self)
+        task.params = dataclasses.replace(self.params, party_bounds=tuple(float(b) for b in party_bounds))
+        return task

@@ -3,9 +3,8 @@ file, the last one adding the constant column; the server receives the noisy Gra
 correlations."""
 from __future__ import annotations
 
-import dataclasses
 
-from sqm.framework.jobtask import JobTask
+from sqm.framework.jobtask import DeclaredTask
 from sqm.framework.party import seed_policy
 from sqm.mechanism.release import sqm_round
 from sqm.mechanism.rng import make_rng, spawn_seeds
@@ -13,7 +12,7 @@ from sqm.apps.correlation.params import CorrelationParams
 from sqm.apps.correlation.statistic import correlation_from_gram, correlation_release, with_constant
 
 
-class CorrelationJobTask(JobTask):
+class CorrelationJobTask(DeclaredTask):
     """The correlation task: every party plans the same release from the clients' column and record counts and
     runs :func:`sqm.mechanism.release.sqm_round`.  Seeds as in :class:`sqm.apps.pca.job.PCAJobTask` (never
     sent; a seeded job needs ``insecure_reproducible``)."""
@@ -24,29 +23,6 @@ class CorrelationJobTask(JobTask):
         self.params = params if params is not None else CorrelationParams(**values)
         self.seed = seed
         correlation_release([1, 1], self.params)  # bad parameters refused here, before any party starts
-
-    def __getattr__(self, name: str):
-        """The parameters read as the task's own attributes (``task.epsilon``)."""
-        if name in CorrelationParams.names():
-            return getattr(self.params, name)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
-    @property
-    def row_norm_bound(self) -> float:
-        """A client's declared column ranges scale into it (:mod:`sqm.framework.spec`)."""
-        return self.params.row_norm_bound
-
-    @property
-    def party_bounds(self):
-        return self.params.party_bounds
-
-    def with_party_bounds(self, party_bounds) -> CorrelationJobTask:
-        """This task with the clients' sub-row bounds c_j (the job file's declared norm shares)."""
-        import copy
-
-        task = copy.copy(self)
-        task.params = dataclasses.replace(self.params, party_bounds=tuple(float(b) for b in party_bounds))
-        return task
 
     def public(self):
         return self.params.public()

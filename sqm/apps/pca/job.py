@@ -14,7 +14,7 @@ from sqm.framework.party import seed_policy
 from sqm.mpc.net.abort import refused
 from sqm.mpc.protocols.api import PartyAPI
 from sqm.mpc.protocols.context import PartyContext
-from sqm.framework.jobtask import JobTask
+from sqm.framework.jobtask import DeclaredTask
 from sqm.mechanism.release import sqm_round
 from sqm.mechanism.rng import make_rng, spawn_seeds
 from sqm.apps.pca.params import PCAParams
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from sqm.mechanism.report import PrivacyReport
 
 
-class PCAJobTask(JobTask):
+class PCAJobTask(DeclaredTask):
     """The SQM-PCA task for :mod:`sqm.framework.spec`: every party plans the same public release from the clients'
     column and record counts (:meth:`sqm.mechanism.release.SQM.round_plan`) and runs its part of it with
     :func:`sqm.mechanism.release.sqm_round`, SQM's one per-party step: each client clips, quantizes and noises its own
@@ -56,20 +56,6 @@ class PCAJobTask(JobTask):
         self.mechanism(1)  # check the parameters now, before any party starts
         self._plans: dict[JobMeta, tuple[int, SQM, SQMPlan, PrivacyReport]] = {}
 
-    def __getattr__(self, name: str):
-        """The parameters read as the task's own attributes (``task.epsilon``)."""
-        if name in PCAParams.names():
-            return getattr(self.params, name)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
-    @property
-    def row_norm_bound(self) -> float:
-        return self.params.row_norm_bound
-
-    @property
-    def party_bounds(self):
-        return self.params.party_bounds
-
     def mechanism(self, n_cols: int):
         p = self.params
         if p.row_norm_check:  # no client needs a share of c: declared norm shares are not used
@@ -77,12 +63,8 @@ class PCAJobTask(JobTask):
         return covariance_release(n_cols, **p.mechanism_kwargs(), seed=self.seed)
 
     def with_party_bounds(self, party_bounds) -> PCAJobTask:
-        """This task with the clients' sub-row bounds c_j (from the job file's declared norm shares)."""
-        import copy
-
-        task = copy.copy(self)
-        task.params = dataclasses.replace(self.params, party_bounds=tuple(float(b) for b in party_bounds))
-        task._plans = {}
+        task = super().with_party_bounds(party_bounds)
+        task._plans = {}  # plans of the bounds it had
         return task
 
     def __getstate__(self):
