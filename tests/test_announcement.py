@@ -36,7 +36,7 @@ def test_every_declared_parameter_and_alignment_switch_is_named():
 
 
 def test_seeded_randomness_is_called_insecure():
-    assert "INSECURE reproducible randomness" in _line(PCAJobTask(2, 1.0, seed=3, insecure_reproducible=True))
+    assert "randomness INSECURE: seeded" in _line(PCAJobTask(2, 1.0, seed=3, insecure_reproducible=True))
 
 
 def test_the_line_is_logged_before_the_alignment(tmp_path, caplog):

@@ -46,6 +46,9 @@ if TYPE_CHECKING:
     from sqm.mpc.protocols.api import PartyAPI
 
 
+INSECURE_SEEDED = "INSECURE: seeded (every party's noise derives from the seed)"
+
+
 class JobTask(abc.ABC):
     """What a job computes (see the module docstring for every hook)."""
 
@@ -71,6 +74,11 @@ class JobTask(abc.ABC):
     def party_bounds(self) -> tuple | None:
         """Each client's share of :attr:`row_norm_bound` (None: the default split)."""
         return None
+
+    def switches(self) -> dict[str, object]:
+        """The release's privacy-relevant parameters, for the announcement each party prints before its records are
+        used (default: none declared); ``"randomness"`` says when a seed makes it reproducible, hence insecure."""
+        return {}
 
     @abc.abstractmethod
     def public(self):
@@ -152,6 +160,10 @@ class DeclaredTask(JobTask):
     @property
     def party_bounds(self) -> tuple | None:
         return self.params.party_bounds
+
+    def switches(self) -> dict[str, object]:
+        out = {k: v for k, v in self.params.as_dict().items() if k not in ("epsilon", "delta")}
+        return out | ({} if self.__dict__.get("secure_mode", True) else {"randomness": INSECURE_SEEDED})
 
     def with_party_bounds(self, party_bounds) -> Self:
         """This task with the clients' sub-row bounds c_j (from the job file's declared norm shares)."""

@@ -244,17 +244,10 @@ class JobParty(PartyProgram):
         """Every privacy-relevant switch of this job, in words for the operator: the release's declared parameters
         (:mod:`sqm.mechanism.params`), the alignment's (membership, the least intersection, this party's size
         policy), the ledger's and whether the randomness is seeded (insecure, reproducible)."""
-        from sqm.mechanism.params import Params
-
-        declared = next((v for v in (getattr(self.task, "params", None), getattr(self.task, "cfg", None))
-                         if isinstance(v, Params)), None)
-        parts = [] if declared is None else [
-            f"{name} {value}" for name, value in declared.as_dict().items() if name not in ("epsilon", "delta")]
+        parts = [f"{name} {value}" for name, value in self.task.switches().items()]
         parts += [f"hide_membership {self.hide_membership}", f"min_intersection {self.min_intersection}",
                   f"max_set_ratio {self.max_set_ratio:g}",
                   f"ledger {'kept' if self.ledger is not None else 'none'}"]
-        if getattr(self.task, "secure_mode", True) is False:
-            parts.append("INSECURE reproducible randomness (a seed every party's noise derives from)")
         return ", ".join(parts)
 
     async def run(self, ctx: Transport):

@@ -40,7 +40,7 @@ import os
 
 import numpy as np
 
-from sqm.framework.jobtask import JobTask
+from sqm.framework.jobtask import INSECURE_SEEDED, JobTask
 from sqm.framework.party import seed_policy
 from sqm.mpc.net.abort import refused
 from sqm.framework.user_code import load_factory
@@ -129,6 +129,10 @@ class PBMVFLJobTask(JobTask):
     def server_table(self) -> bool:
         """Training: the server holds the labels (its own table, aligned with the clients'); prediction: no table."""
         return not self.predict
+
+    def switches(self) -> dict[str, object]:
+        out = {k: v for k, v in self.cfg.public().items() if k != "delta"} | self.params.as_dict()
+        return out | ({} if self.seed is None else {"randomness": INSECURE_SEEDED})
 
     def public(self):
         cfg = {k: v for k, v in self.cfg.public().items() if k != "n_classes"}  # K: the server's business
