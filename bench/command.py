@@ -75,19 +75,8 @@ def parse(argv=None, parser: argparse.ArgumentParser | None = None) -> argparse.
 
 def main(argv=None) -> int:
     """Run ``python -m bench ARGV``; its exit code (0 with the help when no benchmark is named)."""
-    from sqm.cli import progress
-    from sqm.cli.command import error_exit
-    from sqm.mpc.net import logs
+    from sqm.cli.command import dispatch
 
     parser = build_parser()
-    args = parse(argv, parser)
-    logs.configure(args.log_level)
-    progress.install()
-    if args.command is None:
-        parser.print_help()
-        return 0
-    try:
-        return int(args.func(args) or 0)
-    except Exception as e:  # noqa: BLE001  (what is not ours is re-raised by error_exit)
-        return error_exit(e)
+    return dispatch(parser, parse(argv, parser))
 

@@ -112,7 +112,13 @@ def given_options(parser: argparse.ArgumentParser, argv) -> set[str]:
 
 def main(argv=None) -> int:
     parser = build_parser()
-    args = parse(argv, parser)
+    return dispatch(parser, parse(argv, parser))
+
+
+def dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """Run a parsed command (``sqm``'s, or another entry's such as ``python -m bench``): logging at the level its
+    -v/-q chose, progress bars, the help when no subcommand was named, and its exit code (errors through
+    :func:`error_exit`)."""
     logs.configure(args.log_level)
     progress.install()
     if not getattr(args, "func", None):
