@@ -49,6 +49,13 @@ if TYPE_CHECKING:
 INSECURE_SEEDED = "INSECURE: seeded (every party's noise derives from the seed)"
 
 
+def switches_of(values: dict, secure_mode: bool) -> dict[str, object]:
+    """A task's announced switches from its declared values (epsilon and delta left out: the task's summary says
+    them) and whether its randomness is OS entropy (else ``"randomness"`` says it is seeded, hence insecure)."""
+    out: dict[str, object] = {k: v for k, v in values.items() if k not in ("epsilon", "delta")}
+    return out | ({} if secure_mode else {"randomness": INSECURE_SEEDED})
+
+
 class JobTask(abc.ABC):
     """What a job computes (see the module docstring for every hook)."""
 
@@ -145,6 +152,7 @@ class DeclaredTask(JobTask):
     the row norm bound and the clients' shares of it are the declaration's."""
 
     params: Any
+    secure_mode: bool = True  # False: a seeded run (insecure_reproducible)
 
     def __getattr__(self, name: str):
         params = self.__dict__.get("params")  # not self.params: this runs for attributes not yet set, too
@@ -162,8 +170,7 @@ class DeclaredTask(JobTask):
         return self.params.party_bounds
 
     def switches(self) -> dict[str, object]:
-        out = {k: v for k, v in self.params.as_dict().items() if k not in ("epsilon", "delta")}
-        return out | ({} if self.__dict__.get("secure_mode", True) else {"randomness": INSECURE_SEEDED})
+        return switches_of(self.params.as_dict(), self.secure_mode)
 
     def with_party_bounds(self, party_bounds) -> Self:
         """This task with the clients' sub-row bounds c_j (from the job file's declared norm shares)."""

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sqm.framework.jobtask import INSECURE_SEEDED, JobTask
+from sqm.framework.jobtask import JobTask, switches_of
 from sqm.apps.linreg.params import LinRegJobParams
 from sqm.apps.linreg.statistic import joint_matrix, solve_ridge
 from sqm.errors import UsageError
@@ -66,8 +66,7 @@ class LinRegJobTask(JobTask):
         return self.params.public()
 
     def switches(self) -> dict[str, object]:
-        out = {k: v for k, v in self.params.as_dict().items() if k not in ("epsilon", "delta")}
-        return out | ({} if self.secure_mode else {"randomness": INSECURE_SEEDED})
+        return switches_of(self.params.as_dict(), self.secure_mode)
 
     def _plan(self, meta):
         counts = list(meta.col_counts)

@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 
 from sqm.framework.party import seed_policy
-from sqm.framework.jobtask import INSECURE_SEEDED, JobTask
+from sqm.framework.jobtask import JobTask, switches_of
 from sqm.mechanism.release import sqm_round
 from sqm.mechanism.report import PrivacyReport
 from sqm.mechanism.rng import make_rng, spawn_seeds
@@ -74,8 +74,7 @@ class LRJobTask(JobTask):
         return self.seed is None
 
     def switches(self) -> dict[str, object]:
-        out = {k: v for k, v in self.params.as_dict().items() if k not in ("epsilon", "delta")}
-        return out | ({} if self.secure_mode else {"randomness": INSECURE_SEEDED})
+        return switches_of(self.params.as_dict(), self.secure_mode)
 
     @property
     def party_bounds(self):

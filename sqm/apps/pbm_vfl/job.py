@@ -40,7 +40,7 @@ import os
 
 import numpy as np
 
-from sqm.framework.jobtask import INSECURE_SEEDED, JobTask
+from sqm.framework.jobtask import JobTask, switches_of
 from sqm.framework.party import seed_policy
 from sqm.mpc.net.abort import refused
 from sqm.framework.user_code import load_factory
@@ -131,8 +131,7 @@ class PBMVFLJobTask(JobTask):
         return not self.predict
 
     def switches(self) -> dict[str, object]:
-        out = {k: v for k, v in self.cfg.public().items() if k != "delta"} | self.params.as_dict()
-        return out | ({} if self.seed is None else {"randomness": INSECURE_SEEDED})
+        return switches_of(self.cfg.public() | self.params.as_dict(), self.seed is None)
 
     def public(self):
         cfg = {k: v for k, v in self.cfg.public().items() if k != "n_classes"}  # K: the server's business
