@@ -1,15 +1,17 @@
 """Every output the documentation shows is what its command prints today.
 
 Scope: ``README.md``, ``docs/tutorials/*.md`` and ``docs/how-to/*.md`` (the benchmarks pages are rebuilt by their
-own benches).  Every ``text``, ``json`` or ``console`` block there carries a marker on the line above its fence:
+own benches).  Every ``text``, ``json`` or ``console`` block there, and every fence that names no language,
+carries a marker on the line above its fence:
 
 - ``<!-- output -->``: the block is what the nearest ``bash`` (or ``python``) block above it prints on stdout,
   run in a fresh folder after the page's setup blocks that come before that command, in order.  The command
   states its seed, so the figures are exact; stderr (progress, warnings) is not compared.
 - ``<!-- output-setup -->`` (above a ``bash`` block): the block makes what the page's outputs need (files, a
   job file); it runs, its output is not compared.
-- ``<!-- output: checked by tests/NAME.py -->``: an excerpt of a real-process run that another test makes
-  anyway; that test checks its lines in order with :func:`excerpt_missing`.
+- ``<!-- output: checked by tests/NAME.py -->``: what another test prints anyway (an excerpt of a real-process
+  run, checked line by line with :func:`excerpt_missing`; one log line wrapped, compared word for word); that
+  test reads the block through :func:`blocks` and names the page.
 - ``<!-- not-output: REASON -->``: not an output (a file's lines, a job file, commands to type).
 
 What legitimately varies is written in the docs as ``...``, and only where these rules put it (the test applies
@@ -40,7 +42,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORD_COMMAND = "python -m tests.test_docs_outputs --record"
-OUTPUT_LANGS = ("text", "json", "console")
+OUTPUT_LANGS = ("text", "json", "console", "")  # "": a fence that names no language
 COMMAND_LANGS = ("bash", "python")
 OUTPUT, SETUP = "<!-- output -->", "<!-- output-setup -->"
 ELSEWHERE = re.compile(r"<!-- output: checked by (tests/\w+\.py) -->")
@@ -227,7 +229,7 @@ def test_excerpts_name_a_test_that_checks_them():
             m = ELSEWHERE.fullmatch(b.marker)
             if m:
                 test = (ROOT / m.group(1)).read_text(encoding="utf-8")
-                assert "excerpt_missing" in test and p.name in test, f"{b.where}: {m.group(1)} does not check it"
+                assert "test_docs_outputs" in test and p.name in test, f"{b.where}: {m.group(1)} does not check it"
 
 
 def test_the_rules_mask_only_what_varies(tmp_path):
