@@ -1,10 +1,12 @@
 """The across-hosts tutorial (docs/tutorials/across-hosts.md) runs as written: its bash blocks between the
 ``hosts:begin`` and ``hosts:end`` marks in order, in a fresh folder with this environment's ``sqm`` first on
 PATH; consecutive blocks marked ``<!-- party -->`` (one per host) run at once, as three hosts would, over
-loopback TLS.  Checked: every command exits 0; each private key exists only in its owner's folder (each
-organisation made its own; the authority signed requests) and every party's key is pinned in the job files; the
-PCA and the model are released; each client's own ledger holds both releases of its records; the requester's scores are
-the released model on its new customers' raw values; nobody else received a score."""
+loopback TLS (each party's stdout appended to ``party_K.out``, its stderr to ``party_K.log``).  Checked: every
+command exits 0; each private key exists only in its owner's folder (each organisation made its own; the
+authority signed requests) and every party's key is pinned in the job files; the PCA and the model are
+released; each client's own ledger holds both releases of its records; the requester's scores are the released
+model on its new customers' raw values; nobody else received a score; the page's excerpt of the server's output
+(marked ``<!-- output: checked by tests/test_across_hosts.py -->``) is what the server printed."""
 from __future__ import annotations
 
 import csv
@@ -42,8 +44,8 @@ def script() -> str:
 def _group(blocks):
     if not blocks:
         return []
-    lines = [f"(\n{b}\n) > party_{k}.log 2>&1 & pid_{k}=$!" for k, b in enumerate(blocks)]
-    lines += [f"wait $pid_{k} || {{ cat party_*.log; exit 1; }}" for k in range(len(blocks))]
+    lines = [f"(\n{b}\n) >> party_{k}.out 2>> party_{k}.log & pid_{k}=$!" for k, b in enumerate(blocks)]
+    lines += [f"wait $pid_{k} || {{ cat party_*.out party_*.log; exit 1; }}" for k in range(len(blocks))]
     return lines
 
 
@@ -88,5 +90,12 @@ def test_the_tutorial_runs_as_written(tmp_path):
         x = raw[r["id"]]
         want = b + sum(w * float(np.clip(float(x[c]), *lohi[c])) for c, w in coef.items())
         assert abs(float(r["log_odds"]) - want) < 1e-5
-    logs = {k: (d / f"party_{k}.log").read_text() for k in range(3)}
+    logs = {k: (d / f"party_{k}.out").read_text() + (d / f"party_{k}.log").read_text() for k in range(3)}
     assert "(the requester)" in logs[2] and "it learns no score" in logs[0] and "it learns no score" in logs[1]
+    # the page's excerpt of what the server printed (its stdout, every step appended)
+    from test_docs_outputs import ELSEWHERE, blocks, excerpt_missing, normalise
+
+    shown = [b for b in blocks(Path(PAGE)) if ELSEWHERE.fullmatch(b.marker)]
+    printed = normalise((d / "party_0.out").read_text(), str(tmp_path))
+    assert len(shown) == 1 and excerpt_missing(shown[0].body, printed) == [], (
+        f"{shown[0].where}: lines the server did not print: {excerpt_missing(shown[0].body, printed)}")

@@ -51,3 +51,13 @@ def test_the_line_is_logged_before_the_alignment(tmp_path, caplog):
     assert all("switches: n_components 2, gamma " in lines[i] for i in about)
     psi = [i for i, m in enumerate(lines) if m.startswith("party ") and "record alignment (PSI)" in m]
     assert len(psi) == 3 and min(psi) > max(about)  # every party announced before any party aligned
+
+
+def test_the_job_files_page_shows_this_line():
+    """docs/how-to/job-files.md's example (``<!-- output: checked by tests/test_announcement.py -->``, wrapped
+    there) is this line, word for word: edit the page's block to the line printed here when the wording changes."""
+    from test_docs_outputs import ELSEWHERE, ROOT, blocks
+
+    shown = [b for b in blocks(ROOT / "docs" / "how-to" / "job-files.md") if ELSEWHERE.fullmatch(b.marker)]
+    line = _line(PCAJobTask(2, 1.0), hide_membership=True)
+    assert len(shown) == 1 and " ".join(shown[0].body.split()) == line, f"{shown[0].where} should show:\n{line}"

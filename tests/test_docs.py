@@ -4,6 +4,7 @@ key pages with the Material theme, the README stays short and its Python example
 ``sqm`` command line shown in a bash block parses with the real ``sqm`` parser."""
 from __future__ import annotations
 
+import argparse
 import html.parser
 import json
 import os
@@ -293,3 +294,159 @@ def test_every_sqm_command_shown_parses(capsys):
     assert len(commands) >= 40
     errors = [f"{where} -> {err}" for where, c in commands.items() for err in parse_errors([c])]
     assert errors == []
+
+
+# ------------------------------------------------------------------------------------------ options named in prose
+PROSE_DIRS = ("tutorials", "how-to", "reference")  # the benchmarks pages are rebuilt by their benches
+
+
+def command_parsers() -> dict[str, argparse.ArgumentParser]:
+    """Every ``sqm`` command's parser by its words (``""`` for ``sqm`` itself): ``"pca"``, ``"keys request"``,
+    ``"budget show"``, ..., and every benchmark's as ``"bench NAME"`` (``python -m bench NAME``)."""
+    from sqm.cli.command import build_parser
+
+    found: dict[str, argparse.ArgumentParser] = {}
+
+    def walk(parser, words):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, child in action.choices.items():
+                    found[" ".join([*words, name])] = child
+                    walk(child, [*words, name])
+    top = build_parser()
+    found[""] = top  # `sqm --help`, `sqm -v`
+    walk(top, [])
+    from bench.command import build_parser as bench_parser
+
+    for action in bench_parser()._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            found.update({f"bench {name}": child for name, child in action.choices.items()})
+    return found
+
+
+def prose(text: str) -> str:
+    """A page's text outside its fenced blocks and HTML comments, its lines joined by spaces."""
+    text = re.sub(r"^```.*?^```", " ", text, flags=re.S | re.M)
+    return re.sub(r"\s+", " ", re.sub(r"<!--.*?-->", " ", text, flags=re.S))
+
+
+def command_of(span: str, parsers: dict) -> str | None:
+    """The longest command a code span ``sqm WORDS ...`` names (``.venv/bin/sqm`` too; ``python -m bench NAME``
+    as ``bench NAME``), or None."""
+    words = span.split()
+    if _is_bench(words):
+        return f"bench {words[3]}" if len(words) > 3 and f"bench {words[3]}" in parsers else None
+    if not words or not (words[0] == "sqm" or words[0].endswith("/bin/sqm")):
+        return None
+    for k in range(len(words), 0, -1):
+        if " ".join(words[1:k]) in parsers:
+            return " ".join(words[1:k])
+    return None
+
+
+def _shown(command: str) -> str:
+    return f"python -m {command}" if command.startswith("bench ") else f"sqm {command}".strip()
+
+
+def _options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    return dict(parser._option_string_actions)
+
+
+# what follows an option's code span when the prose claims its default: "`--x` (default 10)", "`--x N`, default 20",
+# "`--x` (its own, default 10)", "`--x`, 60 s by default", "`--x` (digits by default)", "`--x moments` (the default)"
+_DEFAULT = re.compile(r"^(?:\s*\(|,)[^`()]{0,30}?\bdefault:? (?P<claim>[^`);,.]*(?:`[^`]*`[^`);,.]*)*)"
+                      r"|^,? \(?(?P<by>[\w.^-]+)(?: s)? by default"
+                      r"|^ ?[(,] ?(?:the|its) default\b(?P<itself>)")
+
+
+def _claim_holds(claim: str, action: argparse.Action) -> bool:
+    """A prose default (``100``, ``1e-5``, ``10^9``, ``label``, ``the last client``) agrees with the parser: the
+    same number or word as the parser's default, or the same words as the option's ``--help``.  An option whose
+    parser default is None (chosen at run time: "a column named `id`, if any", "its data home's") needs only a
+    ``--help`` that states its default."""
+    claim = claim.replace("`", "").replace("'", "").strip()
+    first = re.split(r"[ ,;:]", claim)[0]
+    num = re.sub(r"^(\d+)\^(\d+)$", lambda m: str(int(m.group(1)) ** int(m.group(2))), first)
+    default = action.default
+    if default is None:
+        return "default" in (action.help or "").lower()
+    if default is not None and not isinstance(default, bool):
+        try:
+            if float(num) == float(default):
+                return True
+        except (TypeError, ValueError):
+            if first == str(default):
+                return True
+    words = lambda s: re.sub(r"[`'\"]", "", re.sub(r"\s+", " ", s)).lower()  # noqa: E731
+    said, help_ = re.escape(words(claim)), words(action.help or "")  # "(default: X" or "X (..., default)"
+    return bool(re.search(rf"default:? {said}|{said}[^,;]{{0,24}}\bdefault\b", help_))
+
+
+def option_spans(body: str) -> list[tuple[str, str]]:
+    """Every code span of a page's prose that holds an option, with the 80 characters after it."""
+    return [(m.group(1), body[m.end():m.end() + 80]) for m in re.finditer(r"`([^`]*--[a-z][\w-]*[^`]*)`", body)]
+
+
+def prose_option_errors(pages: dict[str, str], parsers: dict) -> list[str]:
+    """Every option named in prose (a code span holding ``--name``) that its command lacks, and every default
+    claimed for one (``(default X)`` or ``X by default`` right after it) that the parser or its ``--help``
+    contradicts.  A span ``sqm CMD ... --name`` names its command; a bare ``--name`` belongs to the commands the
+    page names (in spans or bash blocks), and must exist in at least one of them (else in some ``sqm`` command:
+    a benchmark's page names the options it passes to its parties) and hold its claim in one that has it."""
+    errors = []
+    for where, text in pages.items():
+        named = {c for s in re.findall(r"`([^`]+)`", prose(text)) if (c := command_of(s, parsers))}
+        named |= {c for s in sqm_commands(text) if (c := command_of(s, parsers))}
+        candidates = sorted(named) or sorted(parsers)
+        body = prose(text)
+        for span, after in option_spans(body):
+            command = command_of(span, parsers)
+            words = span.split()
+            if command is None and (words[0] == "sqm" or words[0].endswith("/bin/sqm") or _is_bench(words)):
+                errors.append(f"{where}: `{span}`: no such command")
+                continue
+            if command is None and (words[0] in ("python", "pip", "mkdocs", "pytest") or "*" in span):
+                continue  # another program's options, or a pattern (`--sqm-*`)
+            names = re.findall(r"(?<![\w-])(--[a-z][\w-]*)", span)
+            scope = [command] if command else candidates
+            for name in names:
+                if command is None and not any(name in _options(parsers[c]) for c in scope):
+                    scope = [c for c in sorted(parsers) if not c.startswith("bench ")]  # an sqm option the page's
+                if not any(name in _options(parsers[c]) for c in scope):  # bench passes to its parties
+                    errors.append(f"{where}: `{span}`: {name} is no option of {' / '.join(map(_shown, scope))}")
+            d = _DEFAULT.match(after)
+            if d and len(names) == 1:
+                value = re.search(re.escape(names[0]) + r"[ =](\S+)", span)
+                claim = d.group("claim") or d.group("by") or (value.group(1) if value else "")
+                actions = {c: a for c in scope if (a := _options(parsers[c]).get(names[0])) is not None}
+                if actions and not any(_claim_holds(claim, a) for a in actions.values()):
+                    errors += [f"{where}: `{span}` (default {claim}): {_shown(c)}'s default is {a.default!r} and "
+                               f"its --help says {a.help!r}" for c, a in actions.items()]
+    return errors
+
+
+def test_prose_option_checks_find_mistakes():
+    parsers = command_parsers()
+    assert {"pca", "keys request", "budget show", "data example"} <= set(parsers)
+    page = ("Run `sqm pca --components 2` with `--epsilon` (default 1) and `--delta` (default 1e-5); "
+            "`--connect-timeout`, 60 s by default; `--min-intersection` (default 100), `--max-set-ratio R` (its own, "
+            "default 10), `sqm logreg --solver moments` (the default), `--dataset` (digits by default).")
+    assert prose_option_errors({"ok": page}, parsers) == []
+    bad = ("Run `sqm pca --component 2`, `--epsilon` (default 2), `sqm keys make --out x`, "
+           "`--connect-timeout`, 30 s by default, and `--no-such-thing`. `sqm logreg --solver sgd` (the default).")
+    errors = prose_option_errors({"bad": bad}, parsers)
+    assert list(dict.fromkeys(e.split(": ", 2)[1] for e in errors)) == [
+        "`sqm pca --component 2`", "`--epsilon` (default 2)", "`sqm keys make --out x`",
+        "`--connect-timeout` (default 30)",
+        "`--no-such-thing`", "`sqm logreg --solver sgd` (default sgd)"], errors
+
+
+def test_every_option_named_in_prose_exists_with_its_default():
+    """Options and defaults the tutorials, how-to guides and reference pages name in their text are the
+    parser's (``--help``'s): a renamed option or a changed default fails here, naming the page."""
+    parsers = command_parsers()
+    pages = {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8")
+             for d in PROSE_DIRS for p in sorted((DOCS / d).glob("*.md"))}
+    spans = [s for t in pages.values() for s in option_spans(prose(t))]
+    assert len(spans) >= 100 and sum(bool(_DEFAULT.match(after)) for _, after in spans) >= 15
+    assert prose_option_errors(pages, parsers) == []

@@ -25,9 +25,11 @@ def _ledger_parent() -> argparse.ArgumentParser:
 
 def register(sub) -> None:
     b = sub.add_parser("budget", help="the privacy-budget ledger: set, bind, show and list datasets",
-                       description="A party's privacy-budget ledger (each data owner's own, and the server's): "
-                                   "every release per dataset, composed in Renyi DP; a job that would exceed its "
-                                   "dataset's budget is refused before any share is sent.  A data owner names "
+                       description="A party's privacy-budget ledger: every release per dataset, composed in "
+                                   "Renyi DP; a job that would exceed its dataset's budget is refused before any "
+                                   "share is sent.  Each client (data owner) keeps its own, by default when it "
+                                   "runs alone (--job --index I); the server, or a whole job on one host, keeps "
+                                   "one only when given --ledger, --budget or --ledger-dataset.  A data owner names "
                                    "the dataset its file charges (sqm <command> --job --ledger-dataset NAME); the "
                                    "ledger binds the name to the file's content digest, so the same file always "
                                    "charges the same dataset whatever a job file says.  A client's entry is "
