@@ -49,8 +49,8 @@ def apply_task_block(spec: JobSpec, args) -> list[str]:
     for key in sorted(set(block) - {"statistic"}):
         value, convert = block[key], params[key]
         if convert is not None and not isinstance(value, bool) and value is not None:
-            try:
-                value = convert(str(value))
+            try:  # a list (a range [lo, hi]): each of its values, as its option reads them
+                value = [convert(str(v)) for v in value] if isinstance(value, list) else convert(str(value))
             except (TypeError, ValueError) as e:
                 raise UsageError(f"{where}: task parameter {key} = {block[key]!r}: {e}") from None
         if key in given and getattr(args, key) != value:

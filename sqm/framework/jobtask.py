@@ -33,7 +33,14 @@ implements the three abstract methods; it overrides the hooks it supports:
   declaring them is refused); with it, ``party_bounds`` (each client's share, None: by column counts),
   ``with_party_bounds(bounds)`` (the task with given shares), ``feature_counts(meta)`` (the columns the bound
   covers, per client), ``check_bounds(bounds)`` (refuses ranges it cannot use, e.g. on a label) and
-  ``declared_bound(column, col_bound)`` (the bound one declared column is scaled to).
+  ``declared_bound(column, col_bound)`` (the bound one declared column is scaled to);
+- ``declared_ranges(n_clients)``: column ranges the task itself declares, by client (a regression label's
+  ``label_range``), used as ranges of that client's ``bounds`` (default: none);
+- ``preflight(headers, n_clients)``: checks that need only the clients' column names (``headers``: client index
+  -> its columns, the id column and dropped columns left out; every client for a local job, a party's own alone
+  with ``--index``), run before any party starts or connects (default: none);
+- ``check_table(table, pid, n_clients)``: a client's refusal of its own table, ``(detail, public reason)`` or
+  None, made once it is read and before anything derived from it is sent (default: None).
 """
 from __future__ import annotations
 
@@ -122,6 +129,19 @@ class JobTask(abc.ABC):
         """The bound a column with a declared range is scaled to: by default its share ``col_bound`` of the row
         norm bound (a regression label has a bound of its own)."""
         return col_bound
+
+    def declared_ranges(self, n_clients: int) -> dict[int, tuple]:
+        """Column ranges the task declares itself, client index -> ((column, lo, hi), ...) (default: none)."""
+        return {}
+
+    def preflight(self, headers: dict[int, list[str]], n_clients: int) -> None:  # noqa: B027  optional hook
+        """Refuse (a UsageError naming the cause and the client) what the clients' column names alone show to be
+        wrong; ``headers`` holds the clients known here (default: nothing to check)."""
+
+    def check_table(self, table, pid: int, n_clients: int) -> tuple[str, str] | None:
+        """Client ``pid``'s refusal of its own table read whole: (the detail for its operator, the public reason
+        every peer is told), or None (default)."""
+        return None
 
     def released_model(self, result: dict) -> dict:
         """The server's model numbers (:func:`sqm.framework.released_models.model_numbers`) from its result."""
