@@ -63,6 +63,24 @@ def switches_of(values: dict, secure_mode: bool) -> dict[str, object]:
     return out | ({} if secure_mode else {"randomness": INSECURE_SEEDED})
 
 
+def check_label_header(headers: dict[int, list[str]], client: int, column: str) -> None:
+    """The label party's (client ``client``) column names must hold the label ``column`` and a feature besides it;
+    a UsageError names the client and the columns (and the client whose file holds the label instead)."""
+    from sqm.errors import UsageError
+
+    cols = headers.get(client)
+    if cols is None:
+        return
+    if column not in cols:
+        elsewhere = [j for j, c in headers.items() if column in c]
+        hint = (f": client {elsewhere[0]}'s file has it, but the label party is client {client}" if elsewhere
+                else ": name the label's column with --label-column or \"label_column\" in the task block")
+        raise UsageError(f"client {client} (the label party) has no label column '{column}' in its file; its "
+                         f"columns are {cols[:20]}{hint}")
+    if len(cols) < 2:
+        raise UsageError(f"client {client} (the label party) needs feature columns besides the label '{column}'")
+
+
 class JobTask(abc.ABC):
     """What a job computes (see the module docstring for every hook)."""
 

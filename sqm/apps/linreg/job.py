@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sqm.framework.jobtask import JobTask, switches_of
+from sqm.framework.jobtask import JobTask, check_label_header, switches_of
 from sqm.apps.linreg.params import MAX_LABEL_CLIPPED, LinRegJobParams
 from sqm.apps.linreg.statistic import joint_matrix, solve_ridge
 from sqm.errors import UsageError
@@ -79,18 +79,7 @@ class LinRegJobTask(JobTask):
 
     def preflight(self, headers: dict[int, list[str]], n_clients: int) -> None:
         """The label party's (the last client's) file must hold the label column and a feature besides it."""
-        cols = headers.get(n_clients)
-        if cols is None:
-            return
-        if self.label_column not in cols:
-            elsewhere = [j for j, c in headers.items() if self.label_column in c]
-            hint = (f" (client {elsewhere[0]}'s file has it: the label party is the last client)" if elsewhere
-                    else "; name it with --label-column or \"label_column\" in the task block")
-            raise UsageError(f"client {n_clients} (the label party) has no label column '{self.label_column}' in its "
-                             f"file; its columns are {cols[:20]}{hint}")
-        if len(cols) < 2:
-            raise UsageError(f"client {n_clients} (the label party) needs feature columns besides the label "
-                             f"'{self.label_column}'")
+        check_label_header(headers, n_clients, self.label_column)
 
     def check_table(self, table, pid: int, n_clients: int) -> tuple[str, str] | None:
         """The label party refuses, before anything derived from its records is sent, a label outside the declared

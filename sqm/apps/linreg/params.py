@@ -58,13 +58,12 @@ class LinRegJobParams(LinRegParams):
                                      "more than this share of its rows has a label outside --label-range "
                                      "(default {default})", metavar="SHARE", public="tagged").field()
 
-    def require_label_range(self, where: str = "sqm linreg --job") -> tuple[float, float]:
+    def require_label_range(self) -> tuple[float, float]:
         """The declared label range, or a UsageError saying how to declare it (a job without one would clip
         every label beyond --label-bound and still release)."""
         if self.label_range is None:
-            raise UsageError(f"{where} needs the label's public range: declare it once, in the job file's task "
-                             f"block (\"task\": {{\"statistic\": \"linreg\", \"label_column\": "
-                             f"\"{self.label_column}\", \"label_range\": [lo, hi]}}) or with --label-range LO HI; "
-                             f"without it every label beyond --label-bound {self.label_bound:g} would be clipped")
+            raise UsageError(f"a linreg job needs its label's public range, declared once: \"label_range\": [lo, hi] "
+                             f"in the task block, or --label-range LO HI (labels beyond --label-bound "
+                             f"{self.label_bound:g} would be clipped)")
         lo, hi = self.label_range
         return float(lo), float(hi)
