@@ -85,8 +85,8 @@ def job_command(args, make_task, server_summary) -> int:
         print(f"task (from the job file {spec.path}): sqm {args.command} " + ", ".join(declared))
     try:
         task = make_task()
-    except UsageError as e:  # the task's parameters, the job file's block among them: refused before any party starts
-        raise UsageError(f"job file {spec.path}: {e}") from None
+    except UsageError as bad:  # the task's parameters, the job file's block among them: refused before any party starts
+        raise UsageError(f"job file {spec.path}: {bad}") from None
     recs = run_job(spec, task, args.index, **job_run_options(args))
     if not secure_mode:
         print("secure_mode: false (--insecure-reproducible: every party's noise can be regenerated from the seed)")

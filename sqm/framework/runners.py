@@ -1,7 +1,8 @@
 """Running a job-file job: every party in this process (:func:`simulate`), every party as a process on this
 machine (:func:`run_local`), one party (:func:`run_one`), or any of them from a command's options
-(:func:`run_job`).  Each first runs :func:`preflight`, the checks that need only the clients' column names,
-before any party starts.
+(:func:`run_job`).  The two that start party processes first run :func:`preflight`, the checks that need only
+the clients' column names, before any process starts (the simulation leaves them to the parties, which make
+them all again on their data).
 """
 from __future__ import annotations
 
@@ -61,7 +62,6 @@ def simulate(spec: JobSpec, task: JobTask, timeout: float = 3600.0, ledger: Ledg
     options (TLS, connect and idle timeouts) have no meaning here and are ignored."""
     from sqm.mpc.protocols.inprocess import run_in_process
 
-    preflight(spec, task)
     programs = job_programs(spec, task, ledger, max_set_ratio)
     return run_in_process(programs, timeout=timeout, min_clients=2, job_id=spec.job_id, job_name=spec.name)
 
