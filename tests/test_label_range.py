@@ -117,6 +117,24 @@ def test_a_job_with_a_label_range_releases_with_no_label_clipped(tmp_path):
     assert np.allclose(model["weights"][:, 0], ref.coef_, rtol=0.05, atol=0), (model["weights"], ref.coef_)
 
 
+def test_the_task_range_releases_the_integers_a_range_in_bounds_did(tmp_path, monkeypatch):
+    """The label's range declared in the task is the range the label party's "bounds" used to declare: the same
+    clamp and the same scale, so a job moved to the new declaration releases the same integers (the old
+    declaration re-enabled here by undoing the one-place check)."""
+    from sqm.apps.linreg.job import LinRegJobTask
+    from sqm.framework.runners import simulate
+
+    X, y = _raw()
+    y[:2] = [25.0, -12.0]  # two labels clamped (1% of the rows: allowed)
+    new = simulate(load_job(_job(tmp_path / "new", X, y)), _task([-10, 20]))[0]["result"]
+    monkeypatch.setattr(LinRegJobTask, "check_bounds", lambda self, bounds: None)
+    monkeypatch.setattr(LinRegJobTask, "declared_ranges", lambda self, n: {})
+    old_bounds = [{"x0": [0, 100], "x1": [-5, 5]}, {"x2": [0, 10000], "x3": [-10, 20]}]
+    old = simulate(load_job(_job(tmp_path / "old", X, y, bounds=old_bounds)), _task([-10, 20]))[0]["result"]
+    assert [int(v) for v in new["raw"]] == [int(v) for v in old["raw"]]
+    assert new["column_scales"] == old["column_scales"]
+
+
 # ----- the clipped-share refusal -----------------------------------------------------------------------------
 
 
