@@ -128,15 +128,9 @@ class Text:
 
 
 def public_range(v) -> tuple[float, float]:
-    """A range ``[lo, hi]`` as the pair of floats :class:`Range` holds: from a list or tuple (a job file's task
-    block) or from text, ``LO,HI`` or ``[LO, HI]`` (the command line); a ValueError if it is no pair of
-    numbers."""
-    if isinstance(v, str):
-        parts = [t.strip() for t in v.strip().strip("[]()").split(",")]
-        if len(parts) != 2:
-            raise ValueError(f"need a range LO,HI, e.g. -10,20, got {v!r}")
-        v = parts
-    if not isinstance(v, (list, tuple)) or len(v) != 2 or any(isinstance(b, bool) for b in v):
+    """A range ``[lo, hi]`` (a list or tuple: a job file's task block, or an option's two numbers) as the pair of
+    floats :class:`Range` holds; a ValueError if it is no pair of numbers."""
+    if not isinstance(v, (list, tuple)) or len(v) != 2 or any(isinstance(b, (bool, str)) for b in v):
         raise ValueError(f"need a range [lo, hi] of two numbers, got {v!r}")
     return float(v[0]), float(v[1])
 

@@ -8,7 +8,7 @@ import dataclasses
 import math
 
 from sqm.errors import UsageError
-from sqm.mechanism.params import DELTA, EPSILON, GAMMA, Boolean, Interval, Param, Params, Range, Text
+from sqm.mechanism.params import DELTA, EPSILON, GAMMA, Boolean, Interval, Param, Params, Range, Text, public_range
 
 POSITIVE = Interval(0, math.inf, "neither", says="be > 0")
 
@@ -65,5 +65,4 @@ class LinRegJobParams(LinRegParams):
             raise UsageError(f"a linreg job needs its label's public range, declared once: \"label_range\": [lo, hi] "
                              f"in the task block, or --label-range LO HI (labels beyond --label-bound "
                              f"{self.label_bound:g} would be clipped)")
-        lo, hi = self.label_range
-        return float(lo), float(hi)
+        return public_range(self.label_range)
