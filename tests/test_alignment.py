@@ -136,7 +136,7 @@ def test_linreg_and_logreg_jobs_run_on_the_intersection(tmp_path, task):
         from sqm.apps.linreg.job import LinRegJobTask
 
         make = lambda: LinRegJobTask(SQMLinearRegression(epsilon=2.0, gamma=1024.0, seed=3),  # noqa: E731
-                                     label_column="x5", insecure_reproducible=True)
+                                     label_column="x5", insecure_reproducible=True, label_range=(-1, 1))
         key = "coef"
     partial = load_job(write_parties(tmp_path / "partial", X, sets, min_intersection=50))
     pre = load_job(write_parties(tmp_path / "pre", X, [common] * 3, min_intersection=50))

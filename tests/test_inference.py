@@ -79,8 +79,9 @@ def test_train_then_score_new_records_with_the_command(tmp_path):
     X = _records(3, 300)
     y = 0.05 * X[:, 0] - 0.8 * X[:, 1] + 0.001 * X[:, 2] + rng.normal(0, 0.1, 300)
     train = write_party_csvs(np.column_stack([X, y]), str(tmp_path / "train"), col_counts=[2, 2],
-                             min_intersection=1, task={"statistic": "linreg", "epsilon": 2, "label_column": "x3"},
-                             bounds=[{"x0": [0, 100], "x1": [-10, 10]}, {"x2": [0, 10000], "x3": [-10, 10]}])
+                             min_intersection=1, task={"statistic": "linreg", "epsilon": 2, "label_column": "x3",
+                                                         "label_range": [-10, 10]},
+                             bounds=[{"x0": [0, 100], "x1": [-10, 10]}, {"x2": [0, 10000]}])
     model_file = tmp_path / "model.json"
     assert main(["linreg", "--job", train, "--backend", "plain", "--json", str(model_file), "-q"]) == 0
     model = load_model(model_file)
@@ -308,7 +309,7 @@ def test_the_json_model_is_the_model_the_clients_record(tmp_path, monkeypatch):
                          rng.normal(size=200)])
     y = (X[:, 1] > 0).astype(float)
     bounds = [{"x0": [0, 10]}, {"x2": [-5, 5]}]
-    for cmd, extra in (("pca", ["--components", "2"]), ("linreg", ["--label-column", "x3"]),
+    for cmd, extra in (("pca", ["--components", "2"]), ("linreg", ["--label-column", "x3", "--label-range", "-5", "5"]),
                        ("logreg", ["--label-column", "x4", "--solver", "moments"])):
         data = np.column_stack([X, y]) if cmd == "logreg" else X
         job = write_party_csvs(data, str(tmp_path / cmd), col_counts=[2, data.shape[1] - 2], min_intersection=1,

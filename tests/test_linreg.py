@@ -183,7 +183,7 @@ def test_cli_job_through_real_processes_equals_the_estimator(tmp_path, capsys):
     job = write_party_csvs(np.c_[X, y], str(tmp_path), col_counts=[3, 2], min_intersection=1)
     out = tmp_path / "out.json"
     code = main(["linreg", "--job", job, "--seed", "5", "--insecure-reproducible", "--epsilon", "2", "--gamma",
-                 "1024", "--alpha", "0.5", "--label-column", "x4", "--json", str(out)])
+                 "1024", "--alpha", "0.5", "--label-column", "x4", "--label-range", "-1", "1", "--json", str(out)])
     assert code == 0
     r = json.loads(out.read_text())
     assert r["secure_mode"] is False and "ridge coefficients" in capsys.readouterr().out

@@ -142,7 +142,7 @@ def test_hidden_membership_linreg_job_equals_the_revealing_job_in_the_simulation
 
     monkeypatch.setattr(client.QuantizedRows, "addend", lambda self: np.zeros(self.n_out, dtype=np.int64))
     _, _, reveal, hide = _jobs(tmp_path)
-    task = dict(label_column="x5", insecure_reproducible=True)
+    task = dict(label_column="x5", insecure_reproducible=True, label_range=(-1, 1))
     a = run_job(reveal, LinRegJobTask(SQMLinearRegression(gamma=1024.0, seed=5), **task), backend="plain")
     b = run_job(hide, LinRegJobTask(SQMLinearRegression(gamma=1024.0, seed=5), **task), backend="plain")
     assert [int(v) for v in a[0]["result"]["raw"]] == [int(v) for v in b[0]["result"]["raw"]]

@@ -76,7 +76,8 @@ def test_linreg_local_and_job(tmp_path, job):
     local = run(tmp_path, "linreg", "linreg", "--backend", "plain", "--parties", "2", "-q")
     assert [p["method"] for p in local["privacy"]][1:] == ["central DP (Gauss)", "non-private (Ridge)"]
     assert local["results"][2]["epsilon"] == "inf"
-    jobdoc = run(tmp_path, "linjob", "linreg", "--job", job, "--backend", "plain", "--label-column", "x5")
+    jobdoc = run(tmp_path, "linjob", "linreg", "--job", job, "--backend", "plain", "--label-column", "x5",
+                 "--label-range", "-10", "10")
     assert jobdoc["mode"] == "job" and set(jobdoc["parameters"]) == set(local["parameters"])
     assert len(jobdoc["released"]["coef"]) == 5 and math.isfinite(jobdoc["released"]["intercept"])
 

@@ -121,7 +121,8 @@ def test_the_linreg_task_agrees_on_the_tuple_it_agreed_on_before(values):
     legacy = ("linreg", float(alpha), float(eps), float(delta), float(gamma), float(fb), float(lb),
               bool(fit_intercept), label)
     est = SQMLinearRegression(alpha, eps, delta, gamma, fb, lb, fit_intercept)
-    assert LinRegJobTask(est, label).public() == legacy
+    # a job now declares its label's range, which every party agrees on too (tagged: after the others)
+    assert LinRegJobTask(est, label, label_range=[-1, 2]).public() == (*legacy, ("label_range", (-1.0, 2.0)))
 
 
 def test_the_linreg_estimator_command_and_task_block_come_from_the_declaration():

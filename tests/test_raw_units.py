@@ -23,7 +23,7 @@ def _data(seed=0, n=400):
     return X, y
 
 
-RANGES = [{"age": [0, 100], "debt": [-5, 5]}, {"income": [0, 10000], "score": [0, 1], "y": [-10, 20]}]
+RANGES = [{"age": [0, 100], "debt": [-5, 5]}, {"income": [0, 10000], "score": [0, 1]}]  # the label's: the task's
 NAMES = ["age", "debt", "income", "score", "y"]
 
 
@@ -60,7 +60,7 @@ def test_linreg_job_on_own_files_with_declared_ranges_releases_the_raw_model(tmp
     non-private least-squares fit on the raw data within 2%."""
     X, y = _data()
     job = _job(tmp_path, X, y, {"statistic": "linreg", "epsilon": 1e6, "gamma": 65536, "alpha": 0,
-                                "label_column": "y"})
+                                "label_column": "y", "label_range": [-10, 20]})
     out = tmp_path / "out.json"
     assert main(["linreg", "--job", job, "--json", str(out), "--seed", "0", "--insecure-reproducible"]) == 0
     doc = json.loads(out.read_text())

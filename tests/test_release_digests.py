@@ -119,7 +119,8 @@ def run(case: str, folder: str) -> dict:
         elif case == "linreg job":  # the estimator's split of [X 1 y]: 4 columns each
             from sqm.apps.linreg import LinRegJobTask, SQMLinearRegression
 
-            task = LinRegJobTask(SQMLinearRegression(seed=SEED), label_column="x6", insecure_reproducible=True)
+            task = LinRegJobTask(SQMLinearRegression(seed=SEED), label_column="x6", insecure_reproducible=True,
+                                 label_range=(0, 1))  # the labels' range: scaled by 1, nothing clamped
             r = _simulate(_job(folder, Xy, [4, 3]), task)
             outputs = _floats(r["coef"], r["intercept"])
         elif case == "linreg estimator":

@@ -235,7 +235,8 @@ def test_workers_refused_for_a_task_that_does_not_stream(tmp_path):
     spec = load_job(write_party_csvs(X, tmp_path, 2, min_intersection=1))
     job = write_job(os.path.join(tmp_path, "w.json"), SPACED, [p.file for p in spec.parties[1:]], workers=2)
     with pytest.raises(UsageError, match="read in chunks"):
-        party_program(load_job(job), 1, LinRegJobTask(SQMLinearRegression(), label_column="x3"))
+        party_program(load_job(job), 1, LinRegJobTask(SQMLinearRegression(), label_column="x3",
+                                                                 label_range=(-5, 5)))
 
 
 @pytest.mark.slow

@@ -33,7 +33,8 @@ def test_the_block_is_read_and_checked(tmp_path):
 @pytest.mark.parametrize("command, task, extra, label", [
     ("pca", {"statistic": "pca", "components": 1, "epsilon": 2, "gamma": 1024}, ["--progress-timeout", "7"], False),
     ("logreg", {"statistic": "logreg", "epsilon": 2, "gamma": 1024, "label_column": "x4"}, [], True),
-    ("linreg", {"statistic": "linreg", "epsilon": 2, "gamma": 1024, "alpha": 0.5, "label_column": "x4"}, [], True),
+    ("linreg", {"statistic": "linreg", "epsilon": 2, "gamma": 1024, "alpha": 0.5, "label_column": "x4",
+                "label_range": [-1, 1]}, [], True),
 ])
 def test_every_job_command_runs_the_files_task_through_real_processes(tmp_path, capsys, command, task, extra, label):
     job = _job(tmp_path, task, label)

@@ -49,8 +49,8 @@ def apply_task_block(spec: JobSpec, args) -> list[str]:
     for key in sorted(set(block) - {"statistic"}):
         value, convert = block[key], params[key]
         if convert is not None and not isinstance(value, bool) and value is not None:
-            try:
-                value = convert(str(value))
+            try:  # a list (a range [lo, hi]): each of its values, as its option reads them
+                value = [convert(str(v)) for v in value] if isinstance(value, list) else convert(str(value))
             except (TypeError, ValueError) as e:
                 raise UsageError(f"{where}: task parameter {key} = {block[key]!r}: {e}") from None
         if key in given and getattr(args, key) != value:
@@ -83,7 +83,10 @@ def job_command(args, make_task, server_summary) -> int:
     declared = apply_task_block(spec, args)
     if declared:
         print(f"task (from the job file {spec.path}): sqm {args.command} " + ", ".join(declared))
-    task = make_task()
+    try:
+        task = make_task()
+    except UsageError as bad:  # the task's parameters, the job file's block among them: refused before any party starts
+        raise UsageError(f"job file {spec.path}: {bad}") from None
     recs = run_job(spec, task, args.index, **job_run_options(args))
     if not secure_mode:
         print("secure_mode: false (--insecure-reproducible: every party's noise can be regenerated from the seed)")

@@ -50,6 +50,7 @@ def output_document(r: dict, args) -> dict:
         details={k: r[k] for k in ("shape", "train", "test", "runs")})
 
 
+JOB_TASK = ("label_range", "max_label_clipped")  # the job's label range and its refusal share: --job only
 LOCAL_ONLY = ("dataset", "data", "id_column", "parties", "test_size", "runs")
 _PARSER: list[argparse.ArgumentParser] = []  # the `sqm linreg` parser (its defaults decide which options were given)
 
@@ -58,7 +59,7 @@ def run(args) -> int:
     from sqm.cli.tables import render_table
 
 
-    check_mode(args, _PARSER[-1], "job" if args.job else "local", {"job": JOB_ONLY, "local": LOCAL_ONLY})
+    check_mode(args, _PARSER[-1], "job" if args.job else "local", {"job": JOB_ONLY + JOB_TASK, "local": LOCAL_ONLY})
     if args.job:
         return _run_job(args)
     import os
@@ -99,8 +100,9 @@ def _run_job(args) -> int:
 
     def task():
         params = LinRegJobParams.from_options(args).as_dict()
-        label_column = params.pop("label_column")
-        return LinRegJobTask(SQMLinearRegression(**params, seed=args.seed), label_column, args.insecure_reproducible)
+        label = {k: params.pop(k) for k in ("label_column", "label_range", "max_label_clipped")}
+        return LinRegJobTask(SQMLinearRegression(**params, seed=args.seed),
+                             insecure_reproducible=args.insecure_reproducible, **label)
 
     def server(res) -> dict:
         from sqm.framework.units import RAW_UNITS_NOTE, feature_columns, is_scaled, raw_linear_model

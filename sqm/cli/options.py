@@ -322,3 +322,16 @@ def read_user_table(path, id_column: str | None = None) -> PartyTable:
     if t.ids:
         print(f"(column '{id_column or 'id'}' holds record ids: left out of the features)")
     return t
+
+
+def omit(parser: argparse.ArgumentParser, dests) -> argparse.ArgumentParser:
+    """``parser`` (a parent of this module) without the options ``dests``, for a command in which they would do
+    nothing (``sqm score``: no seed, no budget to set); the command sets their values' defaults itself."""
+    for action in [a for a in parser._actions if a.dest in dests]:
+        parser._remove_action(action)
+        for group in parser._action_groups:
+            if action in group._group_actions:
+                group._group_actions.remove(action)
+        for s in action.option_strings:
+            parser._option_string_actions.pop(s, None)
+    return parser

@@ -89,9 +89,15 @@ def run(args) -> int:
     return 0
 
 
+# Shared options that do nothing in a scoring job, left off its command line: it has no randomness of its own (no
+# noise: no seed), charges no budget (nothing to set), and its task reads whole tables (no shard workers).
+UNUSED = {"seed": None, "insecure_reproducible": False, "budget": None, "engine": None, "worker_addresses": None}
+
+
 def register(sub) -> None:
     p = sub.add_parser(
-        "score", parents=[options.runtime(), options.job(), options.output()],
+        "score", parents=[options.omit(options.runtime(), UNUSED), options.omit(options.job(), UNUSED),
+                          options.output()],
         help="private inference: a released model's scores of new records split across the clients",
         description="Score new records with a released model (the --json of sqm logreg, linreg or pca --job): "
                     "each client scores its own columns, the partial scores are summed on secret shares, and "
@@ -115,4 +121,4 @@ def register(sub) -> None:
                         "Default: such a job is refused, naming the columns")
     p.add_argument("--score-bound", type=float, default=1e9,
                    help="public bound on each client's partial score (default 1e9); every party gives the same")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, **UNUSED)

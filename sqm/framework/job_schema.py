@@ -50,7 +50,8 @@ JOB_KEYS: tuple[Key, ...] = (
     Key("hide_membership", ("boolean",), "`false`",
         "align the records without telling any client who is in the intersection, or how many"),
     Key("task", ("object", "null"), "none (the command line is the task)",
-        'the job: `{"statistic": "pca", its parameters...}`, checked against the command\'s parameters'),
+        'the job: `{"statistic": "pca", its parameters...}`, checked against the command\'s parameters (a '
+        'linreg job\'s label range among them: `"label_range": [lo, hi]`)'),
     Key("parties", ("array",), None, "the parties' entries in index order: party 0 the server, then the clients"),
 )
 
@@ -60,7 +61,7 @@ PARTY_KEYS: tuple[Key, ...] = (
     Key("file", ("string", "null"), "none (its operator's `--data-file`)",
         "its table, relative to the job file's folder (a party's own setting: a local job only)"),
     Key("bounds", ("object", "null"), "none (no column scaled)",
-        'a client\'s public column ranges, `{"age": [0, 120], ...}`'),
+        'a client\'s public column ranges, `{"age": [0, 120], ...}` (a regression label\'s range is the task\'s)'),
     Key("norm_share", ("number", "null"), "its share of the columns",
         "a client's public share of the squared row norm bound, in (0, 1] (every client or none)"),
     Key("fingerprint", ("string", "null"), "none (not pinned)",

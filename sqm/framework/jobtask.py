@@ -33,7 +33,14 @@ implements the three abstract methods; it overrides the hooks it supports:
   declaring them is refused); with it, ``party_bounds`` (each client's share, None: by column counts),
   ``with_party_bounds(bounds)`` (the task with given shares), ``feature_counts(meta)`` (the columns the bound
   covers, per client), ``check_bounds(bounds)`` (refuses ranges it cannot use, e.g. on a label) and
-  ``declared_bound(column, col_bound)`` (the bound one declared column is scaled to).
+  ``declared_bound(column, col_bound)`` (the bound one declared column is scaled to);
+- ``declared_ranges(n_clients)``: column ranges the task itself declares, by client (a regression label's
+  ``label_range``), used as ranges of that client's ``bounds`` (default: none);
+- ``preflight(headers, n_clients)``: checks that need only the clients' column names (``headers``: client index
+  -> its columns, the id column and dropped columns left out; every client for a local job, a party's own alone
+  with ``--index``), run before any party starts or connects (default: none);
+- ``check_table(table, pid, n_clients)``: a client's refusal of its own table, ``(detail, public reason)`` or
+  None, made once it is read and before anything derived from it is sent (default: None).
 """
 from __future__ import annotations
 
@@ -54,6 +61,24 @@ def switches_of(values: dict, secure_mode: bool) -> dict[str, object]:
     them) and whether its randomness is OS entropy (else ``"randomness"`` says it is seeded, hence insecure)."""
     out: dict[str, object] = {k: v for k, v in values.items() if k not in ("epsilon", "delta")}
     return out | ({} if secure_mode else {"randomness": INSECURE_SEEDED})
+
+
+def check_label_header(headers: dict[int, list[str]], client: int, column: str) -> None:
+    """The label party's (client ``client``) column names must hold the label ``column`` and a feature besides it;
+    a UsageError names the client and the columns (and the client whose file holds the label instead)."""
+    from sqm.errors import UsageError
+
+    cols = headers.get(client)
+    if cols is None:
+        return
+    if column not in cols:
+        elsewhere = [j for j, c in headers.items() if column in c]
+        hint = (f": client {elsewhere[0]}'s file has it, but the label party is client {client}" if elsewhere
+                else ": name the label's column with --label-column or \"label_column\" in the task block")
+        raise UsageError(f"client {client} (the label party) has no label column '{column}' in its file; its "
+                         f"columns are {cols[:20]}{hint}")
+    if len(cols) < 2:
+        raise UsageError(f"client {client} (the label party) needs feature columns besides the label '{column}'")
 
 
 class JobTask(abc.ABC):
@@ -122,6 +147,19 @@ class JobTask(abc.ABC):
         """The bound a column with a declared range is scaled to: by default its share ``col_bound`` of the row
         norm bound (a regression label has a bound of its own)."""
         return col_bound
+
+    def declared_ranges(self, n_clients: int) -> dict[int, tuple]:
+        """Column ranges the task declares itself, client index -> ((column, lo, hi), ...) (default: none)."""
+        return {}
+
+    def preflight(self, headers: dict[int, list[str]], n_clients: int) -> None:  # noqa: B027  optional hook
+        """Refuse (a UsageError naming the cause and the client) what the clients' column names alone show to be
+        wrong; ``headers`` holds the clients known here (default: nothing to check)."""
+
+    def check_table(self, table, pid: int, n_clients: int) -> tuple[str, str] | None:
+        """Client ``pid``'s refusal of its own table read whole: (the detail for its operator, the public reason
+        every peer is told), or None (default)."""
+        return None
 
     def released_model(self, result: dict) -> dict:
         """The server's model numbers (:func:`sqm.framework.released_models.model_numbers`) from its result."""

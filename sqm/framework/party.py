@@ -261,6 +261,11 @@ class JobParty(PartyProgram):
             table, mine = load_own_file(self.file, self.id_column, ctx.pid, self.own_bounds,
                                         () if ctx.is_server else self.drop_columns,
                                         stream=bool(self.task.streams) and not ctx.is_server)
+            problem = self.task.check_table(table, ctx.pid, len(ctx.clients)) if isinstance(table, PartyTable) \
+                else None
+            if problem is not None:  # its own data refused: the detail here, the public reason to every peer
+                log.error(f"{party_label(ctx.pid)}: party file {self.file}: {problem[0]}")
+                table, mine = None, {"error": problem[1]}
         columns, sizes, cols = await self._schemas(ctx, holders, mine)
         log.warning(self.announcement(ctx, mine, sizes))
         union, withheld = None, None
@@ -533,12 +538,13 @@ def party_program(spec: JobSpec, index: int, task: JobTask, ledger: LedgerGuard 
     if any(spec.bounds) and not task.takes_bounds:
         raise UsageError(f"job file {spec.path or '(unnamed)'} declares column ranges (\"bounds\"), which "
                          f"{type(task).__name__} does not use: remove them")
-    declared = {c for b in spec.bounds for c, _, _ in b}
+    if any(spec.bounds):
+        task.check_bounds(spec.bounds)  # e.g. a label column may not be scaled, or its range is the task's
+    bounds = task_bounds(spec, task)
+    declared = {c for b in bounds for c, _, _ in b}
     if declared & set(spec.drop_columns):
         raise UsageError(f"job file {spec.path or '(unnamed)'} declares ranges for column(s) "
                          f"{sorted(declared & set(spec.drop_columns))} that --drop-columns leaves out: keep one")
-    if any(spec.bounds):
-        task.check_bounds(spec.bounds)  # e.g. a label column may not be scaled
     if spec.norm_shares is not None:
         if not task.takes_bounds:
             raise UsageError(f"job file {spec.path or '(unnamed)'} declares norm shares (\"norm_share\"), which "
@@ -565,9 +571,16 @@ def party_program(spec: JobSpec, index: int, task: JobTask, ledger: LedgerGuard 
         if why is not None:
             raise UsageError(f"job file {spec.path or '(unnamed)'} asks to hide membership (\"hide_membership\"): "
                              f"{why}")
-    return JobParty(index, spec.parties[index].file, spec.id_column, task, spec.dataset_id, ledger, spec.bounds,
+    return JobParty(index, spec.parties[index].file, spec.id_column, task, spec.dataset_id, ledger, bounds,
                     spec.drop_columns, spec.min_intersection, shards, spec.hide_membership,
                     check_max_set_ratio(max_set_ratio))
+
+
+def task_bounds(spec: JobSpec, task: JobTask) -> tuple:
+    """Each client's declared column ranges: the job file's ``bounds`` and those the task declares itself
+    (:meth:`JobTask.declared_ranges`, e.g. a regression label's range), one tuple per client."""
+    extra = task.declared_ranges(spec.n_clients)
+    return tuple(tuple(b) + tuple(extra.get(j, ())) for j, b in enumerate(spec.bounds, start=1))
 
 
 def job_programs(spec: JobSpec, task: JobTask, ledger: LedgerGuard | None = None,

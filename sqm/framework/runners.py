@@ -1,6 +1,8 @@
 """Running a job-file job: every party in this process (:func:`simulate`), every party as a process on this
 machine (:func:`run_local`), one party (:func:`run_one`), or any of them from a command's options
-(:func:`run_job`).
+(:func:`run_job`).  The two that start party processes first run :func:`preflight`, the checks that need only
+the clients' column names, before any process starts (the simulation leaves them to the parties, which make
+them all again on their data).
 """
 from __future__ import annotations
 
@@ -11,8 +13,9 @@ from typing import Any
 from sqm.framework.alignment import DEFAULT_MAX_SET_RATIO
 from sqm.framework.jobtask import JobTask
 from sqm.framework.ledger_guard import DEFAULT_MAX_ALIGNMENTS, LedgerGuard
-from sqm.framework.party import job_programs, party_program
+from sqm.framework.party import job_programs, party_program, task_bounds
 from sqm.framework.spec import JobSpec, refuse_private_fields
+from sqm.framework.tables import read_header
 from sqm.errors import UsageError
 from sqm.mpc.net.launch import (
     Launch,
@@ -22,6 +25,34 @@ from sqm.mpc.net.launch import (
     party_name,
     run_parties,
 )
+
+
+def preflight(spec: JobSpec, task: JobTask, indices=None) -> None:
+    """The checks that need no data, before any party starts (a refusal then costs no connection, alignment or
+    wait): each client's column names among ``indices`` (None: every client, the launcher of a local job; a party
+    started alone checks its own) read from its file's header alone (:func:`sqm.framework.tables.read_header`;
+    the id column and ``--drop-columns`` left out), the columns whose ranges the job declares present, then the
+    task's own checks (:meth:`JobTask.preflight`: more components than columns, a label column missing...).
+    A UsageError names the job file, the client and the cause."""
+    where = f"job file {spec.path or '(unnamed)'}"
+    bounds = task_bounds(spec, task)
+    headers: dict[int, list[str]] = {}
+    for j in range(1, spec.n_clients + 1) if indices is None else [i for i in indices if i > 0]:
+        f = spec.parties[j].file
+        cols = None if f is None or not os.path.isfile(f) else read_header(f, spec.id_column)
+        if cols is None:  # no file here, or not readable cheaply: its party refuses it with the detail
+            continue
+        headers[j] = [c for c in cols if c not in spec.drop_columns]
+    try:
+        task.preflight(headers, spec.n_clients)
+    except UsageError as e:
+        raise UsageError(f"{where}: {e} (refused before any party started)") from None
+    for j, cols in headers.items():
+        absent = [c for c, _, _ in bounds[j - 1] if c not in cols]
+        if absent:
+            raise UsageError(f"{where}: client {j}'s file {spec.parties[j].file} lacks the column(s) {absent} whose "
+                             f"ranges the job declares; its columns are {cols[:20]} (refused before any party "
+                             f"started)")
 
 
 def simulate(spec: JobSpec, task: JobTask, timeout: float = 3600.0, ledger: LedgerGuard | None = None,
@@ -62,6 +93,7 @@ def run_local(spec: JobSpec, task: JobTask, timeout: float = 3600.0, connect_tim
         raise UsageError(f"job file {spec.path or '(unnamed)'} pins parties' keys (\"fingerprint\"): the local "
                          f"launcher's fresh per-job keys cannot match them; give --ssl-dir with the pinned keys, or "
                          f"run each party with --index")
+    preflight(spec, task)
     programs = job_programs(spec, task, ledger, max_set_ratio)
     live: dict[str, Any] = {} if idle_timeout is None else {"idle_timeout": idle_timeout}
     return run_parties(programs, timeout=timeout, connect_timeout=connect_timeout, addresses=spec.addresses,
@@ -145,6 +177,7 @@ def run_one(spec: JobSpec, index: int, task: JobTask, timeout: float = 3600.0,
                          f"fresh id, so that a party of another job is refused.  Add one to the job file "
                          f"(\"job_id\": 32 hex digits from python -c 'import secrets; print(secrets.token_hex(16))') "
                          f"and give every party the same file")
+    preflight(spec, task, [index])
     prog = party_program(spec, index, task, ledger, max_set_ratio)
     with Launch("sqm-party-") as job:
         pf, rf = job.write("program", prog), job.path("result")

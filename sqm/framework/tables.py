@@ -138,6 +138,27 @@ def _read_parquet(path: str) -> tuple[list[str], dict, int]:
     return list(t.column_names), {n: t.column(n) for n in t.column_names}, t.num_rows
 
 
+def read_header(path, id_column: str = "id") -> list[str] | None:
+    """A table's column names but the id column, read cheaply (a CSV file's first line, a Parquet file's
+    schema), for checks that need no data; None where that cannot be read here (the party reading the whole file
+    then says why)."""
+    path = str(path)
+    try:
+        if path.lower().endswith(PARQUET_EXTENSIONS):
+            import pyarrow.parquet as pq
+
+            names = list(pq.read_schema(path).names)
+        else:
+            with open(path, newline="", encoding="utf-8-sig") as fh:
+                first = next((ln.rstrip("\r\n") for ln in fh if ln.strip()), "")
+            if not first:
+                return None
+            names = [c.strip() for c in next(csv.reader([first], delimiter=_sniff_separator(first)))]
+    except (ImportError, OSError, UnicodeDecodeError, ValueError):
+        return None
+    return [c for c in names if c != id_column]
+
+
 def _where(r: int, lines) -> str:
     return f"row {r + 1}" + (f" (line {lines[r]})" if lines is not None else "")
 

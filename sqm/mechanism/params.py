@@ -127,6 +127,30 @@ class Text:
         return "be a non-empty string"
 
 
+def public_range(v) -> tuple[float, float]:
+    """A range ``[lo, hi]`` (a list or tuple: a job file's task block, or an option's two numbers) as the pair of
+    floats :class:`Range` holds; a ValueError if it is no pair of numbers."""
+    if not isinstance(v, (list, tuple)) or len(v) != 2 or any(isinstance(b, (bool, str)) for b in v):
+        raise ValueError(f"need a range [lo, hi] of two numbers, got {v!r}")
+    return float(v[0]), float(v[1])
+
+
+class Range:
+    """A public range ``[lo, hi]``: two finite numbers with lo < hi (a column's declared range)."""
+
+    kind = staticmethod(public_range)
+
+    def __contains__(self, v) -> bool:
+        try:
+            lo, hi = public_range(v)
+        except (TypeError, ValueError):
+            return False
+        return math.isfinite(lo) and math.isfinite(hi) and lo < hi
+
+    def describe(self) -> str:
+        return "be a range [lo, hi] of finite numbers with lo < hi"
+
+
 # Every privacy parameter's domain, declared once and used by the mechanism, the accountant, the ledger, the
 # estimators, the job tasks and the command line (sqm.mechanism.validation.check_param).
 DOMAINS = {
@@ -329,6 +353,9 @@ def add_option(parser, dest: str, p: Param) -> None:
     kw: dict[str, object] = {"dest": dest, "help": p.help_text()}
     if isinstance(p.rule, Boolean):  # a flag: given, the value is True (False for a negated one)
         parser.add_argument(flag, action="store_true", **kw)
+        return
+    if isinstance(p.rule, Range):  # two numbers, "--label-range -10 20" (argparse reads "-10" as a number)
+        parser.add_argument(flag, nargs=2, type=float, default=p.default, metavar=("LO", "HI"), **kw)
         return
     kw.update(default=p.default, type=getattr(p.rule, "kind", None) or str)
     if isinstance(p.rule, Choice):

@@ -7,10 +7,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sqm.framework.jobtask import JobTask, switches_of
-from sqm.apps.linreg.params import LinRegJobParams
+from sqm.framework.jobtask import JobTask, check_label_header, switches_of
+from sqm.apps.linreg.params import MAX_LABEL_CLIPPED, LinRegJobParams
 from sqm.apps.linreg.statistic import joint_matrix, solve_ridge
 from sqm.errors import UsageError
+from sqm.mechanism.params import Range, public_range
 from sqm.mpc.net.party import InputRefused, ProtocolError
 
 if TYPE_CHECKING:
@@ -19,19 +20,26 @@ if TYPE_CHECKING:
 
 class LinRegJobTask(JobTask):
     """The SQM linear-regression task for :mod:`sqm.framework.spec`: the last client's CSV holds the label column
-    ``label_column`` besides its features; every party plans the same release from the clients' column and
-    record counts and runs :func:`sqm.mechanism.release.sqm_round`; the server solves.  Seeds as in
+    ``label_column`` besides its features, whose public range ``label_range`` the task declares (required: the
+    label party clamps the label to it and scales it into the label bound, and refuses the release when more than
+    ``max_label_clipped`` of its rows lie outside it); every party plans the same release from the clients' column
+    and record counts and runs :func:`sqm.mechanism.release.sqm_round`; the server solves.  Seeds as in
     :class:`sqm.apps.pca.PCAJobTask` (never sent; a seeded job equals ``SQMLinearRegression(seed=...).fit``)."""
 
     hides_membership = True  # "hide_membership": the joint Gram over the union, members only (sqm.framework.alignment)
 
     def __init__(self, estimator: SQMLinearRegression, label_column: str = "label",
-                 insecure_reproducible: bool = False):
+                 insecure_reproducible: bool = False, label_range=None,
+                 max_label_clipped: float = MAX_LABEL_CLIPPED):
         from sqm.framework.party import seed_policy
 
         self.secure_mode = seed_policy(estimator.seed, insecure_reproducible, warn=False)
         self.est, self.label_column, self.seed = estimator, label_column, estimator.seed
-        _ = self.params  # bad parameters (the label column's too) refused here, before any party starts
+        self.label_range = label_range if label_range not in Range() else public_range(label_range)
+        self.max_label_clipped = max_label_clipped
+        # bad parameters (the label column's and range's too) and a missing label range refused here, before any
+        # party starts
+        self.params.require_label_range()
         self.est.mechanism([1, 2])
 
     @property
@@ -53,6 +61,45 @@ class LinRegJobTask(JobTask):
         """A declared range of the label column scales it into the label bound; a feature's into its share."""
         return float(self.est.label_bound) if column == self.label_column else col_bound
 
+    def check_bounds(self, bounds) -> None:
+        """The label's range is the task's (``label_range``), declared once: a client's ``bounds`` naming the label
+        column too is refused."""
+        for j, b in enumerate(bounds, start=1):
+            if any(col == self.label_column for col, _, _ in b):
+                raise UsageError(f"client {j} declares a range (\"bounds\") for the label column "
+                                 f"'{self.label_column}': the label's range is declared once, in the task "
+                                 f"(\"label_range\": [lo, hi] in the job file's task block, or --label-range LO HI); "
+                                 f"remove it from \"bounds\"")
+
+    def declared_ranges(self, n_clients: int) -> dict[int, tuple]:
+        """The label's declared range, a column range of the label party (the last client): it clamps its label to
+        it and scales it into the label bound (:meth:`declared_bound`), as a range in ``bounds`` would."""
+        lo, hi = self.params.require_label_range()
+        return {n_clients: ((self.label_column, lo, hi),)}
+
+    def preflight(self, headers: dict[int, list[str]], n_clients: int) -> None:
+        """The label party's (the last client's) file must hold the label column and a feature besides it."""
+        check_label_header(headers, n_clients, self.label_column)
+
+    def check_table(self, table, pid: int, n_clients: int) -> tuple[str, str] | None:
+        """The label party refuses, before anything derived from its records is sent, a label outside the declared
+        range on more than ``max_label_clipped`` of its rows: (the detail for its operator, the public reason)."""
+        if pid != n_clients or self.label_column not in table.columns:
+            return None
+        lo, hi = self.params.require_label_range()
+        y = np.asarray(table.block, dtype=np.float64)[:, list(table.columns).index(self.label_column)]
+        outside = int(np.count_nonzero((y < lo) | (y > hi)))
+        share = outside / max(1, y.size)
+        if share <= float(self.max_label_clipped):
+            return None
+        public = (f"its label lies outside the declared label_range [{lo:g}, {hi:g}] on more than "
+                  f"max_label_clipped {float(self.max_label_clipped):g} of its rows (it would be clamped)")
+        detail = (f"its label '{self.label_column}' lies outside the declared label_range [{lo:g}, {hi:g}] on "
+                  f"{outside:,} of its {y.size:,} rows ({100 * share:.1f}%, above max_label_clipped "
+                  f"{float(self.max_label_clipped):g}; observed range [{y.min():g}, {y.max():g}]): widen "
+                  f"\"label_range\" in the task block, or raise \"max_label_clipped\"")
+        return detail, public
+
     def with_party_bounds(self, party_bounds):
         raise UsageError("sqm linreg --job takes no norm shares (\"norm_share\"): its clients share the feature "
                          "bound by their column counts; remove them")
@@ -60,7 +107,8 @@ class LinRegJobTask(JobTask):
     @property
     def params(self) -> LinRegJobParams:
         """The job's declared parameters: the estimator's release and the label column."""
-        return LinRegJobParams(**self.est.params().as_dict(), label_column=self.label_column)
+        return LinRegJobParams(**self.est.params().as_dict(), label_column=self.label_column,
+                               label_range=self.label_range, max_label_clipped=self.max_label_clipped)
 
     def public(self):
         return self.params.public()

@@ -7,7 +7,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from sqm.mechanism.params import DELTA, EPSILON, GAMMA, Boolean, Interval, Param, Params, Text
+from sqm.errors import UsageError
+from sqm.mechanism.params import DELTA, EPSILON, GAMMA, Boolean, Interval, Param, Params, Range, Text, public_range
 
 POSITIVE = Interval(0, math.inf, "neither", says="be > 0")
 
@@ -30,9 +31,38 @@ class LinRegParams(Params):
     fit_intercept: bool = Param(True, Boolean(), option="").field()
 
 
+# The largest share of the label party's rows whose label may lie outside the declared label range (and be
+# clamped to it) before the label party refuses the release.  1%: the share above which every client is warned
+# that clipping biases its release (sqm.framework.party.CLIP_WARN_FRACTION); a regression fitted on a target
+# clamped on more rows than that is fitted to another target, so such a range is a mistake to fix, not a release
+# to make.  A range left out of a job is refused outright.
+MAX_LABEL_CLIPPED = 0.01
+
+LABEL_RANGE_HELP = ("with --job: the label's public range LO HI (job file: \"label_range\": [lo, hi] in the task "
+                    "block), declared once: the label party clamps its label to it and scales it into --label-bound; "
+                    "required with --job")
+
+
 @dataclasses.dataclass(frozen=True)
 class LinRegJobParams(LinRegParams):
-    """A ``sqm linreg --job``'s parameters: the release's, and the label column of the last client's file."""
+    """A ``sqm linreg --job``'s parameters: the release's, the label column of the last client's file, the label's
+    public range (required in a job: :meth:`require_label_range`) and the largest share of rows whose label may
+    lie outside it."""
 
     label_column: str = Param("label", Text(), "the target column: of the last client's file (--job) or of your "
                               "own table (--data FILE)").field()
+    label_range: tuple | None = Param(None, Range(), LABEL_RANGE_HELP, optional=True,
+                                      public="tagged").field()
+    max_label_clipped: float = Param(MAX_LABEL_CLIPPED, Interval(0, 1, "both"),
+                                     "with --job: the label party refuses the release, before sending anything, when "
+                                     "more than this share of its rows has a label outside --label-range "
+                                     "(default {default})", metavar="SHARE", public="tagged").field()
+
+    def require_label_range(self) -> tuple[float, float]:
+        """The declared label range, or a UsageError saying how to declare it (a job without one would clip
+        every label beyond --label-bound and still release)."""
+        if self.label_range is None:
+            raise UsageError(f"a linreg job needs its label's public range, declared once: \"label_range\": [lo, hi] "
+                             f"in the task block, or --label-range LO HI (labels beyond --label-bound "
+                             f"{self.label_bound:g} would be clipped)")
+        return public_range(self.label_range)

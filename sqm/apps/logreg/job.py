@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 
 from sqm.framework.party import seed_policy
-from sqm.framework.jobtask import JobTask, switches_of
+from sqm.framework.jobtask import JobTask, check_label_header, switches_of
 from sqm.mechanism.release import sqm_round
 from sqm.mechanism.report import PrivacyReport
 from sqm.mechanism.rng import make_rng, spawn_seeds
@@ -109,6 +109,12 @@ class LRJobTask(JobTask):
         if not 0 <= label < n:  # every party sees the same public counts: all refuse alike
             raise ProtocolError(f"label party {label} is missing: the job has clients 0..{n - 1}; refused")
         return label
+
+    def preflight(self, headers: dict[int, list[str]], n_clients: int) -> None:
+        """The label party's file must hold the label column and a feature besides it (labels need no range:
+        they are mapped to 0/1, which the release bounds exactly)."""
+        label = n_clients if self.label_party is None else int(self.label_party) + 1
+        check_label_header(headers, label, self.label_column)
 
     def check_bounds(self, bounds) -> None:
         """The job file's declared ranges (per client) may not scale the label column."""

@@ -70,6 +70,11 @@ class PCAJobTask(DeclaredTask):
     def __getstate__(self):
         return {**self.__dict__, "_plans": {}}  # a party plans from its own copy
 
+    def preflight(self, headers: dict[int, list[str]], n_clients: int) -> None:
+        """More components than the clients' columns: refused from their headers, when every client's is known."""
+        if len(headers) == n_clients:
+            check_components(self.params.n_components, sum(len(c) for c in headers.values()))
+
     def public(self):
         return self.params.public()
 
