@@ -50,7 +50,7 @@ NOT_OUTPUT = re.compile(r"<!-- not-output: \S.* -->")
 MASK = "..."
 TIMEOUT = 300
 # pages whose output-like blocks are not marked yet (keep this empty: mark their blocks instead)
-UNMARKED_PAGES: tuple[str, ...] = ("docs/how-to/inference.md",)
+UNMARKED_PAGES: tuple[str, ...] = ()
 
 
 def pages() -> list[Path]:
