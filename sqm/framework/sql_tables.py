@@ -260,10 +260,14 @@ def _duckdb_batches(path: str, stmt: str, rows: int):
 
 
 def _sqlalchemy_batches(url: str, stmt: str, rows: int):
+    import sqlalchemy
+
     engine = _engine(url)
     try:
         with engine.connect() as conn:
-            result = conn.execution_options(stream_results=True, yield_per=int(rows)).exec_driver_sql(stmt)
+            # text() with every colon escaped: no bind parameters, and a "%" reaches the database as written
+            result = conn.execution_options(stream_results=True, yield_per=int(rows)).execute(
+                sqlalchemy.text(stmt.replace(":", "\\:")))
             names = [str(k) for k in result.keys()]  # noqa: SIM118  (a Result, not a dict)
             at, empty = 0, True
             for part in result.partitions(int(rows)):
@@ -278,7 +282,10 @@ def _sqlalchemy_batches(url: str, stmt: str, rows: int):
 
 def _record_batch(names: list[str], part):
     """Rows (tuples) as a pyarrow record batch, column by column; a column pyarrow cannot type as one (text
-    among numbers) becomes text, which the checks then name."""
+    among numbers) becomes a text column of its text cells alone (its numbers as nulls), so the checks name its
+    first text cell and that cell's row."""
+    from decimal import Decimal
+
     import pyarrow as pa
 
     cols = list(zip(*part, strict=True)) if part else [() for _ in names]
@@ -287,7 +294,8 @@ def _record_batch(names: list[str], part):
         try:
             arr = pa.array(vals, from_pandas=False)
         except (pa.ArrowInvalid, pa.ArrowTypeError):
-            arr = pa.array([None if v is None else str(v) for v in vals], type=pa.string())
+            arr = pa.array([None if v is None or isinstance(v, (int, float, Decimal)) else str(v) for v in vals],
+                           type=pa.string())
         if pa.types.is_null(arr.type):  # every cell NULL (or none): missing numbers
             arr = pa.array(vals, type=pa.float64())
         arrays.append(arr)
