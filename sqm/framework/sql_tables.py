@@ -37,6 +37,9 @@ _SCHEME = re.compile(r"\s*([A-Za-z][A-Za-z0-9.\-]*)(\+[A-Za-z0-9_.\-]+)?://")
 # keys a job file might use to name a database source or its credentials: refused with the reason
 JOB_FILE_KEYS = frozenset({"sql", "data_sql", "database", "connection", "connection_string", "url", "dsn",
                            "query", "data_query", "data_table", "password", "credentials"})
+# DuckDB's own memory for a party's query (its buffer pool; a larger sort spills to disk) and one thread: without
+# them its caches grow with the rows read, and a party's memory would not stay bounded
+DUCKDB_CONFIG = (("memory_limit", "64MB"), ("threads", 1))
 OPTIONS = "--data-sql-env VAR, --data-sql-file PATH or --data-sql URL, with --data-query SQL or --data-table NAME"
 
 
@@ -239,7 +242,7 @@ def _duckdb_batches(path: str, stmt: str, rows: int):
     if not os.path.isfile(path):
         raise PartyFileError(f"{WHAT}: the DuckDB database file {path} does not exist",
                              "its database could not be reached")
-    con = duckdb.connect(path, read_only=True)
+    con = duckdb.connect(path, read_only=True, config=dict(DUCKDB_CONFIG))
     try:
         rel = con.sql(stmt)
         if rel is None:
