@@ -108,6 +108,11 @@ def test_a_job_file_naming_a_connection_string_query_or_credentials_is_refused(t
     assert "secret" not in msg  # the refusal echoes no credential
 
 
+def test_a_column_named_like_a_setting_is_no_setting(tmp_path):
+    spec = load_job(_job_json(tmp_path, p1=("bounds", {"url": [0, 1], "query": [0, 2]})))
+    assert spec.bounds[0] == (("url", 0.0, 1.0), ("query", 0.0, 2.0))
+
+
 def pca(argv) -> int:
     """``sqm pca ARGV`` through the command's own parser (its errors raise)."""
     from sqm.cli.command import parse

@@ -148,18 +148,19 @@ def from_options(url: str | None = None, url_env: str | None = None, url_file: s
 def refuse_in_job_file(raw, where: str) -> None:
     """Refuse a job file naming a database connection string, a query or credentials (a key of
     :data:`JOB_FILE_KEYS` in the job or a party's entry, or a string holding a database URL anywhere): where a
-    party's records come from, and with what password, is its own operator's choice alone."""
+    party's records come from, and with what password, is its own operator's choice alone.  Deeper keys (a
+    declared range's column name) are not names of settings and are not checked."""
     from sqm.errors import UsageError
 
-    def walk(v, at: str):
+    def walk(v, at: str, top: bool = True):
         if isinstance(v, dict):
             for k, x in v.items():
-                if isinstance(k, str) and k.lower() in JOB_FILE_KEYS:
+                if top and isinstance(k, str) and k.lower() in JOB_FILE_KEYS:
                     yield f"{at}\"{k}\""
-                yield from walk(x, at)
+                yield from walk(x, at, False)
         elif isinstance(v, list):
             for x in v:
-                yield from walk(x, at)
+                yield from walk(x, at, False)
         elif isinstance(v, str):
             m = _SCHEME.match(v)
             if m and m.group(1).lower() in DB_SCHEMES:
