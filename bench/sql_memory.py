@@ -1,6 +1,6 @@
 """A party's peak memory reading its table from a database in batches, at growing row counts.
 
-    python -m bench sql-memory --rows 100000,1000000 --engine duckdb,postgres --json sql-memory.json
+    python -m bench sql-memory --rows 100000,1000000 --engine duckdb,postgres,postgres-psycopg --json sql-memory.json
 
 For each engine and row count, a table of ``--cols`` float columns and an integer id (sorted) is made in a fresh
 database (a DuckDB file, or a throwaway PostgreSQL server: bench/pg_server.py), and a child process reads it as a
@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 
+ENGINES = ("duckdb", "postgres", "postgres-psycopg")
 ENV = "SQM_BENCH_SQL_URL"  # the child's connection string: in its environment, as an operator gives it
 
 
@@ -33,16 +34,21 @@ def _status_mib(key: str) -> float:
     raise RuntimeError(f"no {key} in /proc/self/status")
 
 
-def child(mode: str, cols: int) -> None:
-    """Read the table ``t`` of ``$SQM_BENCH_SQL_URL`` (``mode`` "streamed" or "whole"); print JSON figures."""
+def child(mode: str, cols: int, adbc: bool = True) -> None:
+    """Read the table ``t`` of ``$SQM_BENCH_SQL_URL`` (``mode`` "streamed" or "whole"; ``adbc`` False: PostgreSQL
+    through SQLAlchemy and psycopg even where the ADBC driver is installed); print JSON figures."""
     import duckdb  # noqa: F401  every driver imported before the baseline
     import numpy as np
     import psycopg  # noqa: F401
     import pyarrow  # noqa: F401
     import sqlalchemy  # noqa: F401
 
+    from sqm.framework import sql_tables
     from sqm.framework.sql_tables import SqlSource, read_sql_table
     from sqm.framework.table_stream import scan_table
+
+    if not adbc:
+        sql_tables._adbc_uri = lambda url: None  # type: ignore[assignment]  # this benchmark's comparison only
 
     base = _status_mib("VmRSS")
     t0 = time.perf_counter()
@@ -80,8 +86,8 @@ def _fill(engine: str, url: str, rows: int, cols: int) -> None:
     e.dispose()
 
 
-def _read(url: str, mode: str, cols: int) -> dict:
-    code = f"from bench.sql_memory import child; child({mode!r}, {cols})"
+def _read(url: str, mode: str, cols: int, adbc: bool) -> dict:
+    code = f"from bench.sql_memory import child; child({mode!r}, {cols}, {adbc})"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=3600,
                          env={**os.environ, ENV: url})
     if out.returncode:
@@ -92,19 +98,21 @@ def _read(url: str, mode: str, cols: int) -> dict:
 def run(rows: list[int], engines: list[str], cols: int, whole: bool = False, progress: bool = True) -> dict:
     from contextlib import ExitStack
 
-    cases = []
+    cases, pg_url = [], None
     with ExitStack() as stack, tempfile.TemporaryDirectory() as tmp:
         for engine in engines:
-            if engine == "postgres":
+            if engine.startswith("postgres"):
                 from bench.pg_server import throwaway_postgres
 
-                url = stack.enter_context(throwaway_postgres())
+                if pg_url is None:
+                    pg_url = stack.enter_context(throwaway_postgres())
+                url = pg_url
             else:
                 url = f"duckdb:///{os.path.join(tmp, 'bench.duckdb')}"
             for n in rows:
                 _fill(engine, url, n, cols)
                 for mode in ("streamed", "whole") if whole else ("streamed",):
-                    got = _read(url, mode, cols)
+                    got = _read(url, mode, cols, adbc=engine != "postgres-psycopg")
                     assert got["records"] == got["ids"] == n, got
                     case = {"engine": engine, "mode": mode, "rows": n, "cols": cols,
                             "peak_mib": round(got["peak_mib"], 1), "baseline_mib": round(got["baseline_mib"], 1),
@@ -128,9 +136,10 @@ def print_table(rep: dict) -> None:
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--rows", default="100000,1000000", help="comma list of row counts (default 10^5, 10^6)")
     ap.add_argument("--cols", type=int, default=4, help="float columns besides the id (default 4)")
-    ap.add_argument("--engine", default="duckdb,postgres",
+    ap.add_argument("--engine", default="duckdb,postgres,postgres-psycopg",
                     help="comma list of databases: duckdb (a file), postgres (a throwaway server: needs "
-                         "PostgreSQL's server programs) (default both)")
+                         "PostgreSQL's server programs; read through ADBC where installed), postgres-psycopg (the "
+                         "same through SQLAlchemy and psycopg) (default all three)")
     ap.add_argument("--whole", action="store_true", help="also read each table whole, for contrast")
     ap.add_argument("--json", help="write the figures to this JSON file")
 
@@ -141,7 +150,7 @@ def cli(args) -> int:
 
     rows = [int(float(x)) for x in args.rows.split(",") if x.strip()]
     engines = [e.strip() for e in args.engine.split(",") if e.strip()]
-    if not rows or min(rows) < 1 or args.cols < 1 or not set(engines) <= {"duckdb", "postgres"} or not engines:
-        raise UsageError("--rows needs counts >= 1, --cols >= 1, --engine duckdb and/or postgres")
+    if not rows or min(rows) < 1 or args.cols < 1 or not engines or not set(engines) <= set(ENGINES):
+        raise UsageError("--rows needs counts >= 1, --cols >= 1, --engine duckdb, postgres, postgres-psycopg")
     rep = run(rows, engines, args.cols, whole=args.whole, progress=not getattr(args, "quiet", 0))
     return finish(rep, args, print_table)

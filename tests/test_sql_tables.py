@@ -257,3 +257,35 @@ def test_a_pca_job_whose_clients_read_postgresql_releases_the_csv_runs_integers(
     released = [json.loads(Path(p).read_text())["released"] for p in (csv_out, sql_out)]
     assert len(released[0]["components"]) == 2  # the release (from the same seeded integers): exactly equal
     assert released[0] == released[1]
+
+
+def test_postgresql_through_adbc_and_through_psycopg_gives_the_same_table_and_refusals(postgres, monkeypatch):
+    import sqlalchemy
+
+    from sqm.framework import sql_tables
+
+    engine = sqlalchemy.create_engine(postgres)
+    with engine.begin() as con:
+        con.exec_driver_sql("CREATE TABLE pg AS SELECT i::bigint AS id, (i * 0.1)::float8 AS a, "
+                            "(i / 7.0)::numeric(12, 6) AS b, mod(i, 3)::int AS c FROM generate_series(1, 20000) i")
+        con.exec_driver_sql("CREATE TABLE pg_nan AS SELECT * FROM (VALUES (1, 0.5::float8), (2, 'NaN'::float8), "
+                            "(3, NULL)) v(id, a)")
+    engine.dispose()
+    good, nan = SqlSource(url=postgres, table="pg"), SqlSource(url=postgres, table="pg_nan")
+    read = {}
+    for path in ("adbc", "psycopg"):
+        if path == "psycopg":
+            monkeypatch.setattr(sql_tables, "_adbc_uri", lambda url: None)
+        elif sql_tables._adbc_uri(postgres) is None:
+            pytest.skip("the ADBC PostgreSQL driver is not installed")
+        whole, streamed = read_sql_table(good), scan_table(good, "id")
+        assert isinstance(streamed, StreamedTable) and streamed.ids == whole.ids
+        assert np.array_equal(streamed.block, whole.block)
+        with pytest.raises(PartyFileError) as e:
+            read_sql_table(nan)
+        read[path] = (whole, str(e.value))
+    assert read["adbc"][0].columns == read["psycopg"][0].columns == ["a", "b", "c"]
+    assert np.array_equal(read["adbc"][0].block, read["psycopg"][0].block)
+    assert read["adbc"][0].block[6].tolist() == [0.7, 1.0, 1.0]  # 7 * 0.1 (numeric, then float8); 7 / 7.0; 7 mod 3
+    assert read["adbc"][1] == read["psycopg"][1]
+    assert "2 missing value(s)" in read["adbc"][1] and "the first at row 2, column 'a'" in read["adbc"][1]

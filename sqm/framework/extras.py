@@ -8,7 +8,8 @@ A PCA, regression or budget user installs none of them: ``pip install sqm-vfl`` 
 - ``[plot]``: matplotlib (``--plot``);
 - ``[parquet]``: pyarrow (Parquet tables).
 - ``[scale]``: Dask distributed (a party's shard workers on its own cluster).
-- ``[sql]``: SQLAlchemy, DuckDB and its SQLAlchemy dialect, psycopg, pyarrow (a party's table from a database).
+- ``[sql]``: SQLAlchemy, DuckDB and its SQLAlchemy dialect, psycopg, the ADBC PostgreSQL driver, pyarrow (a
+  party's table from a database).
 
 Modules of an extra are imported where they are used, never at module level, so a command that does not need
 them never imports them.
