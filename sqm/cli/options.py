@@ -132,6 +132,25 @@ def job(job_help: str = "job file (JSON: parties' addresses, party 0 the server,
                         "machine.  A party started alone takes its file from here only: it refuses a job file that "
                         "names any party's file, model, engine or worker addresses (without --index, every party "
                         "runs here and the job file's \"file\" entries, inside its folder, are used)")
+    g.add_argument("--data-sql-env", default=None, metavar="VAR",
+                   help="with --job --index I, instead of --data-file: this party's table from a database whose "
+                        "SQLAlchemy connection string (e.g. postgresql+psycopg://user:password@host/db, "
+                        "sqlite:///FILE, duckdb:///FILE) is in environment variable VAR, so no password is on a "
+                        "command line; with --data-query or --data-table.  Never read from the job file (one "
+                        "naming a connection string, query or credentials is refused).  Needs the [sql] extra")
+    g.add_argument("--data-sql-file", default=None, metavar="PATH",
+                   help="with --job --index I: as --data-sql-env, the connection string read from this file "
+                        "(readable by this party's operator only)")
+    g.add_argument("--data-sql", default=None, metavar="URL",
+                   help="with --job --index I: as --data-sql-env, the connection string itself (a password in it "
+                        "shows in the process list: prefer --data-sql-env or --data-sql-file)")
+    g.add_argument("--data-query", default=None, metavar="SQL",
+                   help="with --data-sql*: the query whose rows are this party's records (the id column and numeric "
+                        "feature columns, checked as a file is); ORDER BY the id column to read it in batches, in "
+                        "bounded memory")
+    g.add_argument("--data-table", default=None, metavar="NAME",
+                   help="with --data-sql*: this table (NAME or SCHEMA.NAME) is this party's records, read "
+                        "ORDER BY the id column")
     g.add_argument("--engine", default=None, metavar="ADDRESS",
                    help="with --job --index I, in a job whose parties run shard workers (\"workers\"): this party's "
                         "own Dask scheduler, e.g. tcp://10.0.0.5:8786, which runs its workers (default: local "
@@ -242,7 +261,12 @@ def runtime_options(args) -> dict | None:
 
 def job_run_options(args) -> dict:
     """:func:`sqm.framework.runners.run_job`'s keyword arguments from the options of :func:`job` and :func:`runtime`."""
-    return dict(timeout=args.timeout, ssl_dir=args.ssl_dir, data_file=args.data_file,
+    from sqm.framework.sql_tables import from_options
+
+    data_sql = from_options(getattr(args, "data_sql", None), getattr(args, "data_sql_env", None),
+                            getattr(args, "data_sql_file", None), getattr(args, "data_query", None),
+                            getattr(args, "data_table", None))
+    return dict(timeout=args.timeout, ssl_dir=args.ssl_dir, data_file=args.data_file, data_sql=data_sql,
                 connect_timeout=args.connect_timeout, insecure_plaintext=args.insecure_plaintext,
                 idle_timeout=args.idle_timeout, progress_timeout=args.progress_timeout,
                 backend=getattr(args, "backend", DEFAULT_BACKEND),
@@ -258,7 +282,8 @@ def job_run_options(args) -> dict:
 JOB_ONLY = ("job", "index", "data_file", "engine", "worker_addresses", "ssl_dir", "connect_timeout", "idle_timeout",
             "progress_timeout", "insecure_plaintext",
             "ledger", "ledger_dataset", "max_alignments", "budget", "no_ledger", "insecure_reproducible",
-            "drop_columns", "min_intersection", "max_set_ratio")
+            "drop_columns", "min_intersection", "max_set_ratio",
+            "data_sql", "data_sql_env", "data_sql_file", "data_query", "data_table")
 MODE_WORDS = {"job": "with --job (the job file says which parties hold which columns and records)",
               "local": "without --job (a local comparison on one machine)",
               "propose": "with --propose-bounds (it only reads a party's table and prints proposed ranges)"}

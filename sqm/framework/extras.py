@@ -8,6 +8,8 @@ A PCA, regression or budget user installs none of them: ``pip install sqm-vfl`` 
 - ``[plot]``: matplotlib (``--plot``);
 - ``[parquet]``: pyarrow (Parquet tables).
 - ``[scale]``: Dask distributed (a party's shard workers on its own cluster).
+- ``[sql]``: SQLAlchemy, DuckDB and its SQLAlchemy dialect, psycopg, the ADBC PostgreSQL driver, pyarrow (a
+  party's table from a database).
 
 Modules of an extra are imported where they are used, never at module level, so a command that does not need
 them never imports them.
@@ -18,7 +20,7 @@ import importlib
 from sqm.errors import UsageError
 
 EXTRAS = {"vfl": ("torch", "opacus", "cloudpickle"), "plot": ("matplotlib",), "parquet": ("pyarrow",),
-          "scale": ("distributed",)}
+          "scale": ("distributed",), "sql": ("sqlalchemy", "duckdb", "duckdb_engine", "psycopg", "pyarrow")}
 
 
 class MissingExtra(ImportError):

@@ -54,11 +54,15 @@ class LedgerGuard:
         return ledger
 
     def opened(self, file) -> LedgerGuard:
-        """This client's guard with its dataset resolved: its file's digest (streamed SHA-256) bound to the
-        owner's name (:class:`sqm.mechanism.ledger.BindingError` if it is bound to another)."""
+        """This client's guard with its dataset resolved: its file's digest (streamed SHA-256; a database
+        query's: :meth:`sqm.framework.sql_tables.SqlSource.digest`) bound to the owner's name
+        (:class:`sqm.mechanism.ledger.BindingError` if it is bound to another)."""
         from sqm.mechanism.ledger import file_digest
+        from sqm.framework.sql_tables import SqlSource
 
-        name = self._ledger().bind(self.dataset, file_digest(file))
+        # a database query has no bytes of its own: its database and statement stand for them
+        digest = file.digest() if isinstance(file, SqlSource) else file_digest(file)
+        name = self._ledger().bind(self.dataset, digest)
         return dataclasses.replace(self, account=name)
 
     def count_alignment(self) -> int:

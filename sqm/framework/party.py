@@ -52,6 +52,7 @@ from sqm.framework.alignment import (
 )
 from sqm.framework.jobtask import JobTask
 from sqm.framework.spec import JobSpec, read_party_csv
+from sqm.framework.sql_tables import SqlSource, read_sql_table
 from sqm.framework.tables import PartyFileError, PartyTable, id_order_key
 from sqm.mechanism.vertical import party_norm_bounds
 from sqm.errors import UsageError
@@ -169,7 +170,8 @@ class JobParty(PartyProgram):
     job file's dataset id (public, agreed); ``ledger``: this party's :class:`LedgerGuard` (the server's, or a
     client's own ledger of its records' releases; None: none)."""
 
-    def __init__(self, index: int, file: str | None, id_column: str, task: JobTask, dataset: str | None = None,
+    def __init__(self, index: int, file: str | SqlSource | None, id_column: str, task: JobTask,
+                 dataset: str | None = None,
                  ledger: LedgerGuard | None = None, bounds: tuple = (), drop_columns: tuple = (),
                  min_intersection: int = DEFAULT_MIN_INTERSECTION, shards: tuple | None = None,
                  hide_membership: bool = False, max_set_ratio: float = DEFAULT_MAX_SET_RATIO):
@@ -383,7 +385,7 @@ class JobParty(PartyProgram):
             result.setdefault("n_records", n_common)
         result.setdefault("alignment", alignment)
         if table is not None and not ctx.is_server:
-            result.setdefault("file", table.file)
+            result.setdefault("file", str(table.file))
             if outside is None and getattr(table, "transform", None) is not None:
                 outside = table.transformed_count  # counted while the task read the chunks
             if outside is not None:
@@ -451,8 +453,9 @@ def load_own_file(file, id_column: str, pid: int, bounds: tuple = (), drop_colum
     every party: ``{"cols", "rows", "names"}`` (its column names: the public schema of a valid file; with
     ``drop_columns`` also ``"dropped"``: those of them it held and left out), or ``{"error": short category}``
     naming no path, header or value (the full detail is printed here only).  ``bounds``: its declared column
-    ranges; a declared column missing from the file is refused.  ``stream``: a file already in canonical
-    order is checked in one pass and read again chunk by chunk when used
+    ranges; a declared column missing from the file is refused.  ``file`` may be a database query
+    (:class:`sqm.framework.sql_tables.SqlSource`), read and checked as a file is.  ``stream``: a file already in
+    canonical order is checked in one pass and read again chunk by chunk when used
     (:class:`sqm.framework.table_stream.StreamedTable`: bounded memory); any other file is read whole, as without."""
     dropped: list[str] = []
     try:
@@ -464,7 +467,8 @@ def load_own_file(file, id_column: str, pid: int, bounds: tuple = (), drop_colum
             if table is not None:
                 log.info(f"client {pid}: party file {file}: {table.n_rows:,} records checked; read in chunks")
         if table is None:
-            whole = read_party_csv(file, id_column)
+            whole = (read_sql_table(file, id_column) if isinstance(file, SqlSource)
+                     else read_party_csv(file, id_column))
             table = whole.reordered(canonical_order(whole.ids))
         if drop_columns:
             dropped = [c for c in table.columns if c in drop_columns]

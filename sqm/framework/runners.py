@@ -15,6 +15,7 @@ from sqm.framework.jobtask import JobTask
 from sqm.framework.ledger_guard import DEFAULT_MAX_ALIGNMENTS, LedgerGuard
 from sqm.framework.party import job_programs, party_program, task_bounds
 from sqm.framework.spec import JobSpec, refuse_private_fields
+from sqm.framework.sql_tables import SqlSource
 from sqm.framework.tables import read_header
 from sqm.errors import UsageError
 from sqm.mpc.net.launch import (
@@ -86,7 +87,7 @@ def run_local(spec: JobSpec, task: JobTask, timeout: float = 3600.0, connect_tim
             raise UsageError(f"{spec.path or 'the job file'} names no file for client {j}: to run every party on this "
                              f"machine, give each client a \"file\"; a job file without them is for parties started "
                              f"one by one (--index I --data-file PATH on each host)")
-        if not os.path.isfile(p.file):
+        if isinstance(p.file, str) and not os.path.isfile(p.file):
             raise UsageError(f"client {j}'s party file {p.file} does not exist: put its CSV there or fix the "
                              f"path in {spec.path or 'the job file'}")
     if spec.pins and ssl_dir is None:
@@ -108,7 +109,8 @@ def run_job(spec: JobSpec, task: JobTask, index: int | None = None, timeout: flo
             ledger: str | None = None, budget=None, progress_timeout: float | None = None,
             client_ledger: bool = False, ledger_dataset: str | None = None,
             max_alignments: int | None = DEFAULT_MAX_ALIGNMENTS, engine: str | None = None,
-            worker_addresses=None, max_set_ratio: float = DEFAULT_MAX_SET_RATIO) -> Sequence[dict | None]:
+            worker_addresses=None, max_set_ratio: float = DEFAULT_MAX_SET_RATIO,
+            data_sql: SqlSource | None = None) -> Sequence[dict | None]:
     """Every party on this machine (``index`` None), or only party ``index`` (its record; None elsewhere).
 
     ``data_file``: client ``index``'s own file, any path on this machine (its operator's ``--data-file``),
@@ -123,7 +125,8 @@ def run_job(spec: JobSpec, task: JobTask, index: int | None = None, timeout: flo
     dataset's record alignments (None: none).  ``engine`` and ``worker_addresses``: party ``index``'s own shard
     engine and workers' addresses (its operator's ``--engine``, ``--worker-addresses``).  ``max_set_ratio``: the
     size policy of this machine's parties for the record alignment
-    (:func:`sqm.framework.alignment.check_set_sizes`).
+    (:func:`sqm.framework.alignment.check_set_sizes`).  ``data_sql``: party ``index``'s table from a database
+    instead of a file (its operator's ``--data-sql`` options, :class:`sqm.framework.sql_tables.SqlSource`).
 
     A party started alone (``index``) refuses a job file that names any party's own settings (data file, model
     code, shard engine, worker addresses: :func:`sqm.framework.spec.refuse_private_fields`): those come from its
@@ -134,6 +137,11 @@ def run_job(spec: JobSpec, task: JobTask, index: int | None = None, timeout: flo
         if index is None:
             raise UsageError("--data-file gives one party's own file: give that party's --index too")
         spec = spec.with_file(index, data_file)
+    if data_sql is not None:
+        if index is None or data_file is not None:
+            raise UsageError("--data-sql gives one party's own table instead of a file: give that party's --index, "
+                             "and no --data-file")
+        spec = spec.with_sql(index, data_sql)
     if engine is not None or worker_addresses is not None:
         if index is None:
             raise UsageError("--engine and --worker-addresses set one party's own shard workers: give its --index "

@@ -78,6 +78,7 @@ import numpy as np
 from sqm.framework.alignment import DEFAULT_MIN_INTERSECTION, check_min_intersection
 from sqm.framework.extras import require
 from sqm.framework.job_schema import check_job_keys
+from sqm.framework.sql_tables import SqlSource, refuse_in_job_file
 from sqm.framework.tables import PartyTable, read_table
 from sqm.framework.user_code import split_spec
 from sqm.mpc.net.certs import check_fingerprint, check_job_name
@@ -91,7 +92,7 @@ from sqm.mpc.net.launch import (
 @dataclass(frozen=True)
 class PartySpec:
     address: str
-    file: str | None = None  # None for the server
+    file: str | SqlSource | None = None  # None for the server; a database query: its operator's --data-sql
     name: str = ""
     bounds: tuple = ()  # ((column, lo, hi), ...): public ranges declared for this client's columns
     norm_share: float | None = None  # public: this client's share of c^2 (its sub-rows' bound c sqrt(share))
@@ -177,6 +178,15 @@ class JobSpec:
                              f"server's own table, for a task where it holds one, e.g. PBM-VFL's labels)")
         parties = list(self.parties)
         parties[index] = dataclasses.replace(parties[index], file=os.path.abspath(str(path)))
+        return dataclasses.replace(self, parties=tuple(parties))
+
+    def with_sql(self, index: int, source: SqlSource) -> JobSpec:
+        """This job with party ``index``'s table read from a database (its operator's ``--data-sql`` options:
+        :class:`sqm.framework.sql_tables.SqlSource`) instead of a file."""
+        if index is None or not 0 <= index <= self.n_clients:
+            raise UsageError(f"--data-sql gives one party's own table: give --index 0..{self.n_clients} too")
+        parties = list(self.parties)
+        parties[index] = dataclasses.replace(parties[index], file=source)
         return dataclasses.replace(self, parties=tuple(parties))
 
     def with_workers(self, index: int, engine: str | None = None, addresses=None) -> JobSpec:
@@ -293,6 +303,7 @@ def load_job(path) -> JobSpec:
     if not isinstance(raw, dict):
         raise UsageError(f"job file {path} must be an object with a 'parties' list (party 0 the server, then the "
                          f"clients)")
+    refuse_in_job_file(raw, f"job file {path}")  # a database and its credentials: the party's operator's only
     check_job_keys(raw, f"job file {path}")  # unknown keys and values of another JSON type: refused
     entries = raw["parties"]
     require_two_clients(max(0, len(entries) - 1), f"job file {path}: ")

@@ -1,4 +1,5 @@
-"""A party file read in batches, so that a job's client never holds its whole table (CSV or Parquet).
+"""A party file read in batches, so that a job's client never holds its whole table (CSV, Parquet or a database
+query: :mod:`sqm.framework.sql_tables`).
 
 :func:`scan_table` makes one pass over a file with pyarrow's batch readers (Parquet ``iter_batches``, CSV
 ``open_csv``) and checks what :func:`sqm.framework.tables.read_table` checks, batch by batch: an id column and numeric
@@ -33,8 +34,9 @@ import numpy as np
 from sqm.mpc.net.party import InputRefused
 from sqm.mpc.protocols.stream import rechunk
 
-from sqm.framework.tables import (MAX_ABS_VALUE, MISSING, PARQUET_EXTENSIONS, _sniff_separator, canonical_id,
-                                  id_order_key)
+from sqm.framework.sql_tables import SqlSource, sql_batches
+from sqm.framework.tables import (MAX_ABS_VALUE, MISSING, PARQUET_EXTENSIONS, PartyFileError, _sniff_separator,
+                                  canonical_id, id_order_key)
 from sqm.errors import UsageError
 
 log = logging.getLogger(__name__)
@@ -91,7 +93,7 @@ class StreamedTable(ChunkTransform):
     the file's ``file_rows`` records, or None: all): the records the job uses (the record alignment's
     intersection); ``n_rows`` counts them, and every read skips the others."""
 
-    file: str
+    file: str | SqlSource  # a file's path, or a database query (read again for each use, as a file is)
     columns: list[str]
     n_rows: int
     id_column: str
@@ -218,10 +220,17 @@ class StreamedTable(ChunkTransform):
         return np.vstack(chunks) if chunks else np.zeros((0, self.n_cols))
 
 
-def _batches(path: str, names, rows: int, sep: str, id_column: str, from_row: int = 0):
+def _batches(path: str | SqlSource, names, rows: int, sep: str, id_column: str, from_row: int = 0):
     """(file row of its first record, pyarrow record batch) of the columns ``names`` (in that order) of a Parquet
-    or CSV file (a CSV's id column read as text, its other columns as float64).  ``from_row``: a Parquet file is
-    read from the row group holding that record (earlier batches may still come: the caller skips them)."""
+    or CSV file (a CSV's id column read as text, its other columns as float64), or of a database query (every
+    column of its result: the readers take theirs by name).  ``from_row``: a Parquet file is read from the row
+    group holding that record (earlier batches may still come: the caller skips them)."""
+    if isinstance(path, SqlSource):
+        try:
+            yield from sql_batches(path, id_column, rows)
+        except PartyFileError as e:  # the database was checked once: now it fails or refuses
+            raise FileChanged(str(e)) from None
+        return
     if path.lower().endswith(PARQUET_EXTENSIONS):
         import pyarrow.parquet as pq
 
@@ -258,7 +267,7 @@ def _ids(col) -> list[str]:
     return [canonical_id(v) if v is not None else "" for v in col.to_pylist()]
 
 
-def _floats(batch, names, path: str) -> np.ndarray:
+def _floats(batch, names, path: str | SqlSource) -> np.ndarray:
     """A batch's feature columns as a float64 block; FileChanged unless every value is a finite number within
     MAX_ABS_VALUE (the checking pass found them so)."""
     out = np.empty((batch.num_rows, len(names)), dtype=np.float64)
@@ -315,6 +324,8 @@ def scan_table(path, id_column: str) -> StreamedTable | None:
     """One checking pass over a party file in batches: a :class:`StreamedTable` if it is valid and its ids
     are in canonical order (strictly increasing: no repeats), else None (read it whole; see the module
     docstring).  Needs pyarrow; without it, None."""
+    if isinstance(path, SqlSource):
+        return _scan_sql(path, id_column)
     path = str(path)
     try:
         import pyarrow
@@ -362,3 +373,39 @@ def scan_table(path, id_column: str) -> StreamedTable | None:
         log.debug(f"party file {path}: not read in batches ({type(e).__name__}: {e}); reading it whole")
         return None
     return StreamedTable(path, columns, n_rows, id_column, sep)
+
+
+def _scan_sql(source: SqlSource, id_column: str) -> StreamedTable | None:
+    """:func:`scan_table` of a database query: its result checked batch by batch as a file's is (None: read it
+    whole, which names the problem, or sorts records whose ids the query did not give in canonical order).  A
+    database that cannot be reached, or refuses the query, raises :class:`PartyFileError` naming it."""
+    import pyarrow as pa
+
+    order, n_rows, columns = _Order(), 0, None
+    try:
+        for _, batch in sql_batches(source, id_column, BATCH_ROWS):
+            header = list(batch.schema.names)
+            if columns is None:
+                columns = [h for h in header if h != id_column]
+                if len(set(header)) != len(header) or id_column not in header or not columns:
+                    return None
+            if not all(_numeric(batch.schema.field(n).type) for n in columns):
+                return None
+            typ = batch.schema.field(id_column).type
+            if _numeric(typ) and not pa.types.is_integer(typ):
+                return None
+            ids = _ids(batch.column(id_column))
+            if any(i.lower() in MISSING for i in ids):
+                return None
+            order.add(ids)
+            if not order.canonical:
+                log.info(f"{source.label}: its ids do not come in canonical order (integers by value, then text), "
+                         f"so it is read whole and sorted in memory; a query ordered by id is read in bounded memory")
+                return None
+            _floats(batch, columns, source)
+            n_rows += batch.num_rows
+    except FileChanged:
+        return None  # a NULL, NaN, infinite or too large value: read_sql_table names it
+    if n_rows == 0 or columns is None:
+        return None
+    return StreamedTable(source, columns, n_rows, id_column)

@@ -173,13 +173,26 @@ def read_table(path, id_column: str | None = "id", require_id: bool = True, what
                              f"feature columns) there, or fix the path", "its party file does not exist")
     if not os.path.isfile(path):
         raise PartyFileError(f"{what} {path} is not a file", "its party file is not a regular file")
-    parquet = path.lower().endswith(PARQUET_EXTENSIONS)
-    if parquet:
+    if path.lower().endswith(PARQUET_EXTENSIONS):
         header, pcols, n_rows = _read_parquet(path)
-        lines = None
-    else:
-        header, body, lines = _read_csv(path)
-        n_rows = len(body)
+        return arrow_table(path, header, pcols, n_rows, id_column, require_id, what)
+    header, body, lines = _read_csv(path)
+    return _checked(path, header, body, len(body), lines, id_column, require_id, what, parquet=False)
+
+
+def arrow_table(path: str, header: list[str], pcols: dict, n_rows: int, id_column: str | None = "id",
+                require_id: bool = True, what: str = "party file") -> PartyTable:
+    """A table read as pyarrow columns (``{name: column}`` in ``header`` order; a Parquet file's, or a
+    database query's: :mod:`sqm.framework.sql_tables`) checked as :func:`read_table` checks it; ``path`` is how
+    the messages name the table."""
+    return _checked(path, header, pcols, n_rows, None, id_column, require_id, what, parquet=True)
+
+
+def _checked(path: str, header: list[str], cells_by, n_rows: int, lines, id_column: str | None, require_id: bool,
+             what: str, parquet: bool) -> PartyTable:
+    """The checks of :func:`read_table` on a table already read: ``cells_by`` is a CSV's rows of cells, or
+    (``parquet``) ``{name: pyarrow column}``."""
+    pcols, body = (cells_by, []) if parquet else ({}, cells_by)
     if len(set(header)) != len(header):
         rep = next(h for h in header if header.count(h) > 1)
         raise PartyFileError(f"{what} {path} repeats the column name '{_name(rep)}' in its header",
