@@ -265,7 +265,8 @@ def test_a_party_started_alone_checks_its_own_file_before_connecting(tmp_path, c
 
 
 SCORE_OPTIONS = ["--model", "--requester", "--scores", "--allow-revealing-scores", "--score-bound", "--backend",
-                 "--timeout", "--job", "--index", "--data-file", "--ssl-dir", "--connect-timeout", "--idle-timeout",
+                 "--timeout", "--job", "--index", "--data-file", "--data-sql-env", "--data-sql-file", "--data-sql",
+                 "--data-query", "--data-table", "--ssl-dir", "--connect-timeout", "--idle-timeout",
                  "--progress-timeout", "--insecure-plaintext", "--drop-columns", "--min-intersection",
                  "--max-set-ratio", "--ledger", "--ledger-dataset", "--max-alignments", "--no-ledger", "--json"]
 

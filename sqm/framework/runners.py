@@ -40,7 +40,7 @@ def preflight(spec: JobSpec, task: JobTask, indices=None) -> None:
     headers: dict[int, list[str]] = {}
     for j in range(1, spec.n_clients + 1) if indices is None else [i for i in indices if i > 0]:
         f = spec.parties[j].file
-        cols = None if f is None or not os.path.isfile(f) else read_header(f, spec.id_column)
+        cols = None if not isinstance(f, str) or not os.path.isfile(f) else read_header(f, spec.id_column)
         if cols is None:  # no file here, or not readable cheaply: its party refuses it with the detail
             continue
         headers[j] = [c for c in cols if c not in spec.drop_columns]
