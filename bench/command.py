@@ -39,6 +39,7 @@ BENCHMARKS = {
     "psi": "bench.psi",
     "start": "bench.start",
     "peers": "bench.peers",
+    "site": "bench.site",
 }
 
 
