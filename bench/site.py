@@ -96,7 +96,7 @@ def cli(args) -> int:
         refresh()
     stale = [page for page, (old, new) in pages().items() if old != new]
     if args.check:
-        missing = [str(p.relative_to(ROOT)) for p in expected_images() if not p.is_file()]
+        missing = [str(p.relative_to(ROOT)) for p in expected_images(IMG) if not p.is_file()]
         for what in stale + missing:
             print(f"stale: {what} (run python -m bench site)")
         return 1 if stale or missing else 0
@@ -105,6 +105,6 @@ def cli(args) -> int:
             (DOCS / page).write_text(new)
             print(f"rewrote {page}")
     if not args.no_plots:
-        for path in draw_all(load_all()):
+        for path in draw_all(load_all(), IMG):
             print(f"drew {path.relative_to(ROOT)}")
     return 0

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.site import IMG
-
 
 def _bench_plot(module: str, record: str):
     """A benchmark's own ``plot``, drawn from the stored record ``record``'s report."""
@@ -100,11 +98,12 @@ PLOTS = {
 }
 
 
-def expected_images(img: Path = IMG) -> list[Path]:
+def expected_images(img: Path) -> list[Path]:
+    """The plots :func:`draw_all` draws into ``img``."""
     return [img / name for name in PLOTS]
 
 
-def draw_all(data: dict, img: Path = IMG) -> list[Path]:
+def draw_all(data: dict, img: Path) -> list[Path]:
     """Draw every plot of :data:`PLOTS` into ``img``; the paths written."""
     import matplotlib
     matplotlib.use("Agg")

@@ -56,6 +56,14 @@ def _bench(name: str, args: list[str]) -> tuple[str, dict, list[float]]:
     return f"python -m bench {name} {' '.join(args)}".strip(), doc["details"], [before, os.getloadavg()[0]]
 
 
+def _pbm() -> tuple[str, dict, list[float]]:
+    """The PBM-VFL grid, with the delta its epsilons are at (the configuration's default, which the bench uses)."""
+    from sqm.apps.pbm_vfl.config import VFLConfig
+
+    command, report, loads = _bench("pbm-vfl", PBM_ARGS)
+    return command, {**report, "delta": VFLConfig().delta}, loads
+
+
 def _sqm_sweep(app: str, plain: list[str], real: list[str], keep) -> tuple[str, dict, list[float]]:
     """Per epsilon: the in-process comparison (``plain``, several seeded runs) and one release through real party
     processes (``real``); ``keep(plain_doc, real_doc)`` picks the figures."""
@@ -105,7 +113,7 @@ def refresh_all(data: Path) -> None:
         "lr-gamma": lambda: _bench("lr-gamma", []),
         "bgw-cost": lambda: _bench("bgw-cost", BGW_ARGS),
         "pca-utility": lambda: _bench("pca-utility", []),
-        "pbm-vfl": lambda: _bench("pbm-vfl", PBM_ARGS),
+        "pbm-vfl": _pbm,
         "pca-time": lambda: _sqm_sweep("pca", ["--dataset", "digits", "--parties", "3"],
                                        ["--dataset", "digits", "--parties", "3"], _pca),
         "linreg": lambda: _sqm_sweep("linreg", ["--dataset", "diabetes", "--runs", "10", "--seed", "0"],

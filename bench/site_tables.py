@@ -188,7 +188,7 @@ def pbm_table(d: dict) -> str:
         run = r["runs"][0]
         times = [f"{fmt(m['ms_per_iteration'], '.1f')} ({s})" for (mb, mbeta, s), m in mpyc.items()
                  if (mb, mbeta) == (b, beta)]
-        rows.append([f"b {b}, beta {beta:g}", eps(float(f"{r['epsilon']:.4g}")), "1e-05",
+        rows.append([f"b {b}, beta {beta:g}", eps(float(f"{r['epsilon']:.4g}")), eps(rep["delta"]),
                      fmt(run["test_auprc"]), fmt(eq["runs"][0]["test_auprc"]),
                      fmt(run["epochs_to_target"], "d") if run["epochs_to_target"] else "not in 6",
                      ", ".join(times) or "-"])
@@ -235,8 +235,10 @@ def bgw_table(d: dict) -> str:
     rows = [[f"2^{int(math.log2(r['gamma']))}", r.get("field_bits", "-"), fmt(r["seconds"], ".2f"),
              fmt(max(r["bytes_per_party"]) / 2 ** 20, ".1f"), fmt(r["rel_error"], ".2e")] for r in rep["rows"]]
     cols = ["gamma", "field bits", "end to end s", "MiB sent (largest party)", "relative Frobenius error"]
-    return with_provenance(table(cols, rows, "rrrrr") + f"\n\nPlaintext numpy X^T X of the same shape: "
-                           f"{fmt(rep['plaintext_seconds'], '.4f')} s; epsilon {eps(rep.get('epsilon', 1))}.", rec)
+    shape = " x ".join(f"{n:,}" for n in rep["shape"])
+    return with_provenance(table(cols, rows, "rrrrr") + f"\n\n{shape}, {rep['clients']} clients, epsilon 1 (the "
+                           f"bench's); plaintext numpy X^T X of the same shape: "
+                           f"{fmt(rep['plaintext_seconds'], '.4f')} s.", rec)
 
 
 def scale_table(d: dict) -> str:
@@ -281,7 +283,8 @@ def spu_table(d: dict) -> str:
              r["max_abs_error"]] for r in rec["report"]["rows"]]
     cols = ["shape", "side", "end to end s", "protocol s", "CPU s (all processes)", "peak RSS per process, MiB",
             "MiB sent per process", "max abs error"]
-    return with_provenance(table(cols, rows, "llrrrllr"), rec)
+    return with_provenance(table(cols, rows, "llrrrllr") + f"\n\nGamma {rec['report']['gamma']}, SecretFlow SPU "
+                           f"{rec['report']['spu_version']} in its 64-bit ring.", rec)
 
 
 def hdp_table(d: dict) -> str:

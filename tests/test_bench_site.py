@@ -65,11 +65,11 @@ def test_every_image_the_pages_show_exists_and_is_valid():
 
 def test_every_drawn_plot_is_shown_and_every_shown_plot_drawn():
     shown = {img for page in PAGES for img in images(page)}
-    assert shown == {p.resolve() for p in site_plots.expected_images()}
+    assert shown == {p.resolve() for p in site_plots.expected_images(site.IMG)}
 
 
 def test_image_check_rejects_a_truncated_png(tmp_path):
-    good = site_plots.expected_images()[0]
+    good = site_plots.expected_images(site.IMG)[0]
     bad = tmp_path / "bad.png"
     bad.write_bytes(good.read_bytes()[:100])
     assert valid_image(good) and not valid_image(bad)
