@@ -72,7 +72,7 @@ def pages(docs: Path = DOCS, data: Path = DATA) -> dict[str, tuple[str, str]]:
 
 
 def refresh(data: Path = DATA) -> None:
-    """Re-run the quick benchmarks (about 5 minutes on 2 cores) and store their figures."""
+    """Re-run the quick benchmarks and store their figures."""
     from bench.site_refresh import refresh_all
 
     refresh_all(data)
@@ -81,7 +81,7 @@ def refresh(data: Path = DATA) -> None:
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--refresh", action="store_true",
                     help="first re-run the quick benchmarks (PCA utility and release time, logistic and linear "
-                         "regression per epsilon, the gamma sweeps; a few minutes) and store their JSON under "
+                         "regression per epsilon, the gamma sweeps; several minutes) and store their JSON under "
                          "docs/benchmarks/data; the slow ones keep their stored figures")
     ap.add_argument("--check", action="store_true",
                     help="write nothing: exit 1 if a page's generated tables differ from the stored figures' or "

@@ -221,6 +221,46 @@ def pbm_peers(d: dict) -> str:
     return with_provenance(table(PEER_COLUMNS, _peer_rows(d["papers"]["report"]["pbm-vfl"])), d["papers"])
 
 
+# ------------------------------------------------------------------------------------------------ at a glance
+GLANCE_EPSILON = 1.0
+
+
+def glance(d: dict) -> str:
+    """One row per task at epsilon 1 (PBM-VFL: the setting whose time was measured through real processes):
+    quality beside the baselines' and time at the same epsilon, each from the task's own table."""
+    e = GLANCE_EPSILON
+    rows = []
+    rep = d["pca-utility"]["report"]
+    r = rep["results"]["digits"]
+    ki, key = r["ks"].index(K), str(float(e))
+    t = next(x for x in d["pca-time"]["report"]["rows"] if x["epsilon"] == e)
+    rows.append(["PCA", "digits", eps(e), eps(rep["delta"]),
+                 f"utility {fmt(r['sqm'][key]['4096.0'][ki] / r['central'][key][ki], '.4f')} x central DP's, "
+                 f"local DP {fmt(r['local'][key][ki] / r['central'][key][ki], '.3f')} x",
+                 f"{fmt(t['seconds'], '.2f')} s per release"])
+    x = next(x for x in d["logreg"]["report"]["rows"] if x["epsilon"] == e)
+    rows.append(["logistic regression", "breast_cancer", eps(e), eps(x["delta"]),
+                 f"accuracy {fmt(x['sqm_accuracy'])}; DPSGD {fmt(x['dpsgd_accuracy'])}; non-private "
+                 f"{fmt(x['nonprivate_accuracy'])}", f"{fmt(x['seconds'], '.2f')} s per release"])
+    x = next(x for x in d["linreg"]["report"]["rows"] if x["epsilon"] == e)
+    rows.append(["linear regression", "diabetes", eps(e), eps(x["delta"]),
+                 f"R^2 {fmt(x['sqm_r2'])}; central DP {fmt(x['central_r2'])}; non-private {fmt(x['nonprivate_r2'])}",
+                 f"{fmt(x['seconds'], '.2f')} s per release"])
+    pb = d["pbm-vfl"]["report"]
+    ms = [m for m in pb.get("mpyc", []) if m["secure_sum"] == "masked"]
+    runs = [x for x in pb["runs"] if x["method"] == "pbm"]
+    x = next((x for x in runs if ms and (x["b"], x["beta"]) == (ms[0]["b"], ms[0]["beta"])), None) or \
+        min(runs, key=lambda x: x["epsilon"])
+    eq = next(y for y in pb["runs"] if y["method"] == "ldp_eq" and (y["b"], y["beta"]) == (x["b"], x["beta"]))
+    npq = next(y for y in pb["runs"] if y["method"] == "npq")
+    rows.append(["PBM-VFL", f"phishing, b {x['b']}, beta {x['beta']:g}", eps(float(f"{x['epsilon']:.4g}")),
+                 eps(pb["delta"]), f"test AUPRC {fmt(x['runs'][0]['test_auprc'])}; LDP at the same epsilon "
+                 f"{fmt(eq['runs'][0]['test_auprc'])}; NPQ {fmt(npq['runs'][0]['test_auprc'])}",
+                 f"{fmt(ms[0]['ms_per_iteration'], '.1f')} ms per iteration (masked sum)" if ms else "-"])
+    cols = ["task", "data", "epsilon", "delta", "quality (SQM; baselines)", "time"]
+    return table(cols, rows, "llrrll") + "\n\n*From the per-task tables below, where each figure's run is named.*"
+
+
 # ------------------------------------------------------------------------------------------------- the rest
 def generic(name: str):
     def make(d: dict) -> str:
@@ -298,6 +338,7 @@ def hdp_table(d: dict) -> str:
 
 
 MAKERS = {
+    "glance": glance,
     "pca-table": pca_table, "pca-peers": pca_peers,
     "logreg-table": logreg_table, "logreg-datasets": logreg_datasets, "logreg-peers": logreg_peers,
     "linreg-table": linreg_table, "linreg-peers": linreg_peers,
