@@ -67,16 +67,24 @@ def _pbm() -> tuple[str, dict, list[float]]:
 def _sqm_sweep(app: str, plain: list[str], real: list[str], keep) -> tuple[str, dict, list[float]]:
     """Per epsilon: the in-process comparison (``plain``, several seeded runs) and one release through real party
     processes (``real``); ``keep(plain_doc, real_doc)`` picks the figures."""
-    loads, rows = [os.getloadavg()[0]], []
+    loads, rows, setting = [os.getloadavg()[0]], [], {}
     for eps in EPSILONS:
         e = ["--epsilon", f"{eps:g}"]
         p = _run(["-m", "sqm", app, *plain, *e, "--backend", "plain"])
         r = _run(["-m", "sqm", app, *real, *e])
         rows.append({"epsilon": eps, "delta": p["parameters"]["delta"], **keep(p, r)})
+        setting = _setting(p)
         loads.append(os.getloadavg()[0])
     command = (f"sqm {app} {' '.join(plain)} --backend plain --epsilon E; sqm {app} {' '.join(real)} --epsilon E "
                f"(real processes), E in {', '.join(f'{e:g}' for e in EPSILONS)}")
-    return command, {"rows": rows}, loads
+    return command, {"setting": setting, "rows": rows}, loads
+
+
+def _setting(doc: dict) -> dict:
+    """The run's data set, clients and knobs (and its shape where the app reports one)."""
+    p, details = doc["parameters"], doc.get("details") or {}
+    out = {k: p[k] for k in ("dataset", "parties", "gamma", "alpha") if p.get(k) is not None}
+    return {**out, **{k: details[k] for k in ("shape", "train", "test") if k in details}}
 
 
 def _by_method(doc: dict) -> dict:

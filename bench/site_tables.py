@@ -80,8 +80,8 @@ def pca_table(d: dict) -> str:
             f"utility: local DP / central DP, k = {K}", "time: one release, real processes, s",
             "MB sent, all parties"]
     body = table(cols, rows, "rrrrrr")
-    return with_provenance(body + f"\n\ndigits ({r['shape'][0]:,} x {r['shape'][1]}), 3 clients; utility is "
-                           f"||X V||_F^2 of the top {K} components.", util, time_)
+    return with_provenance(body + f"\n\ndigits ({r['shape'][0]:,} x {r['shape'][1]}), {r['parties']} clients; "
+                           f"utility is ||X V||_F^2 of the top {K} components.", util, time_)
 
 
 def _peer_rows(rows: list[dict]) -> list[list]:
@@ -115,7 +115,8 @@ def logreg_table(d: dict) -> str:
     cols = ["epsilon", "delta", f"accuracy / AUC: SQM ({runs} runs)", "DPSGD", "local DP accuracy",
             "non-private", "time: one release, real processes, s", "bytes sent"]
     body = table(cols, rows, "rrllrlrr")
-    return with_provenance(body + "\n\nbreast_cancer (426 training records, 30 features), 3 clients, every default "
+    s = rec["report"]["setting"]
+    return with_provenance(body + f"\n\n{s['dataset']}, {s['parties']} clients, gamma {s['gamma']:g}, every default "
                            "(the moments solver: one release).", rec)
 
 
@@ -166,7 +167,9 @@ def linreg_table(d: dict) -> str:
     cols = ["epsilon", "delta", f"R^2 (RMSE): SQM ({runs} runs)", "R^2: central DP", "R^2: non-private",
             "time: one release, real processes, s", "bytes sent"]
     body = table(cols, rows, "rrlrrrr")
-    return with_provenance(body + "\n\ndiabetes (442 x 10, a quarter held out), 3 clients, gamma 4096, alpha 1.", rec)
+    s = rec["report"]["setting"]
+    return with_provenance(body + f"\n\n{s['dataset']} ({s['shape'][0]} x {s['shape'][1]}, {s['test']} held out), "
+                           f"{s['parties']} clients, gamma {s['gamma']:g}, alpha {s['alpha']:g}.", rec)
 
 
 def linreg_peers(d: dict) -> str:
