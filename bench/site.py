@@ -81,8 +81,8 @@ def refresh(data: Path = DATA) -> None:
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--refresh", action="store_true",
                     help="first re-run the quick benchmarks (PCA utility and release time, logistic and linear "
-                         "regression per epsilon, the gamma sweeps; several minutes) and store their JSON under "
-                         "docs/benchmarks/data; the slow ones keep their stored figures")
+                         "regression per epsilon, the PBM-VFL grid, the gamma sweeps; several minutes) and store "
+                         "their JSON under docs/benchmarks/data; the slow ones keep their stored figures")
     ap.add_argument("--check", action="store_true",
                     help="write nothing: exit 1 if a page's generated tables differ from the stored figures' or "
                          "a plot is missing")
