@@ -40,6 +40,7 @@ BENCHMARKS = {
     "start": "bench.start",
     "peers": "bench.peers",
     "sql-memory": "bench.sql_memory",
+    "site": "bench.site",
 }
 
 
