@@ -120,7 +120,7 @@ def dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     -v/-q chose, progress bars, the help when no subcommand was named, and its exit code (errors through
     :func:`error_exit`)."""
     logs.configure(args.log_level)
-    progress.install()
+    progress.install(quiet=bool(getattr(args, "quiet", 0)))
     if not getattr(args, "func", None):
         parser.print_help()
         return 0

@@ -4,7 +4,6 @@ A party process imports this module and :mod:`sqm.apps.pca.utility` only (no sci
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from typing import TYPE_CHECKING
 
@@ -13,7 +12,6 @@ import numpy as np
 from sqm.framework.party import seed_policy
 from sqm.mpc.net.abort import refused
 from sqm.mpc.protocols.api import PartyAPI
-from sqm.mpc.protocols.context import PartyContext
 from sqm.framework.jobtask import DeclaredTask
 from sqm.mechanism.release import sqm_round
 from sqm.mechanism.rng import make_rng, spawn_seeds
@@ -47,8 +45,8 @@ class PCAJobTask(DeclaredTask):
     def __init__(self, *args, seed=None, insecure_reproducible: bool = False, progress_path: str | None = None,
                  params: PCAParams | None = None, **values):
         """``params`` (a :class:`PCAParams`), or its fields as arguments (``PCAJobTask(2, epsilon=1.0)``);
-        ``seed`` this party's own (never public); ``progress_path``: party i appends "chunks-done chunks-due"
-        lines to PATH.i (not public)."""
+        ``seed`` this party's own (never public); ``progress_path``: party i reports its progress to PATH.i
+        (:attr:`sqm.framework.jobtask.JobTask.progress_path`; not public)."""
         self.secure_mode = seed_policy(seed, insecure_reproducible, warn=False)
         self.params = params if params is not None else PCAParams(*args, **values)
         # this party's own seed from its own command line (None: OS entropy); never sent
@@ -109,12 +107,9 @@ class PCAJobTask(DeclaredTask):
         k, mech, plan, report = self._plan(meta)
         my_seed = spawn_seeds(self.seed, meta.n_parties + 1)[ctx.pid]  # this party's own entry, as SQM.run
         rows = None if table is None else (table if hasattr(table, "chunks") else table.block)
-        with contextlib.ExitStack() as stack:
-            if self.progress_path:  # the evaluation reports each chunk done
-                progress = stack.enter_context(open(f"{self.progress_path}.{ctx.pid}", "w", buffering=1))
-                ctx = PartyContext(ctx, on_chunk=lambda done, due: progress.write(f"{done} {due}\n"))
-            out = await sqm_round(ctx, mech.polynomial, rows, plan,
-                                  make_rng(my_seed), None if table is None else table.ids_digest)
+        # the evaluation's chunks are this party's progress (its transport's, sqm.framework.progress.follow_steps)
+        out = await sqm_round(ctx, mech.polynomial, rows, plan, make_rng(my_seed),
+                              None if table is None else table.ids_digest)
         if not ctx.is_server:
             assert out.clipped is not None  # a client's part of a release: its clip count
             return {"clipped": int(out.clipped), "rows": table.n_rows, "cols": table.n_cols}
