@@ -266,7 +266,7 @@ def test_sqm_exit_codes_bad_data_and_a_value_too_large(tmp_path, capsys):
     assert code == EXIT_BAD_DATA, err
     lines = _party_lines(err)
     assert lines[2][0] == EXIT_BAD_DATA and "magnitude above 1e+150" in lines[2][1]
-    assert _first(err).startswith("sqm: client 2 refused its data: its file holds values of magnitude above 1e+150")
+    assert _first(err).startswith("sqm: client 2 refused: its file holds values of magnitude above 1e+150")
     for i in (0, 1):  # the others refused on client 2's notice (its public reason: no column, no value, no path)
         assert lines[i] == (EXIT_REFUSED, "on client 2's notice"), lines[i]
 
@@ -308,7 +308,7 @@ def test_logreg_label_error_reaches_the_others_as_a_refusal(tmp_path, capsys):
     # three label values (0, 1, 2): the detail with the fix stays at the label party, the others get a refusal
     assert lines[2][0] == EXIT_BAD_DATA and "holds 3 distinct value(s) (0, 1, 2)" in lines[2][1]
     assert "recode it to two values" in lines[2][1]
-    assert _first(err).startswith("sqm: client 2 refused its data: its label column does not hold exactly two classes")
+    assert _first(err).startswith("sqm: client 2 refused: its label column does not hold exactly two classes")
     for i in (0, 1):
         assert lines[i] == (EXIT_REFUSED, "on client 2's notice"), lines[i]
 

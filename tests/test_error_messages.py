@@ -34,7 +34,7 @@ CASES = {
                   2: Outcome(6, ["client 2: party file /data/bank.csv has 1 missing value(s) in column 'age'",
                                  f"{P} client 2: refused its own input: its file has missing values (refused before "
                                  f"any share was sent) (see the detail above); job aborted, nothing released"])},
-                 "client 2 refused its data: its file has missing values"),
+                 "client 2 refused: its file has missing values"),
     "port squatted at start": ({0: Outcome(3, [f"{P} server: client 1 gave up the connect phase: client 2 "
                                                f"(127.0.0.1:5003): the program listening on 127.0.0.1:5003 accepted "
                                                f"the connection but did not complete a TLS handshake within 15 s"]),
@@ -61,6 +61,15 @@ CASES = {
     "refused everywhere alike": ({i: Outcome(3, [f"{P} {failures.who(i)}: refused before any share was sent: the "
                                                  f"clients' record sets have 39 records in common, fewer than 40 "
                                                  f"{LONG}"]) for i in range(3)}, None),
+    "a refusal told differently": ({0: Outcome(3, [f"{P} server: refused before any share was sent: client 1 refused: "
+                                                   f"the model (digest ab12) is not a release it recorded"]),
+                                    1: Outcome(3, [f"{P} client 1: the model (digest ab12) is not a completed "
+                                                   f"release in its ledger /x/o1.sqlite; refused before any share was "
+                                                   f"sent"]),
+                                    2: Outcome(3, [f"{P} client 2: Client 1 aborted the job: client 1 refused: the "
+                                                   f"model (digest ab12) is not a release it recorded"])},
+                                   "client 1 refused: the model (digest ab12) is not a completed release in its ledger "
+                                   "/x/o1.sqlite"),
     "the launcher's deadline": ({0: Outcome(-9, [], stopped=True), 1: Outcome(-9, [], stopped=True)},
                                 "the job did not finish in time: the launcher stopped every party still running"),
 }
@@ -80,6 +89,9 @@ def test_every_failure_has_a_short_first_line_naming_party_and_cause(case):
     texts = [d.split(": ", 1)[1] for d in parties]
     causes = [t for t in texts if t not in ("the same cause",) and "'s notice" not in t and "stopped by" not in t]
     assert len(causes) == len(set(causes))  # each distinct cause once
+    if case == "a refusal told differently":  # what the others were told, once: it differs from the party's words
+        assert texts[1:] == ["on client 1's notice: client 1 refused: the model (digest ab12) is not a release it "
+                             "recorded", "on client 1's notice"], texts
     if case == "refused everywhere alike":
         assert texts.count("the same cause") == 2 and e.headline.startswith("server: refused before any share")
 
@@ -126,7 +138,7 @@ def test_parties_stopped_by_the_launcher_are_reported_as_stopped(monkeypatch):
     with pytest.raises(MPCError) as err:
         run_parties([Busy(), Busy(), Refuses()], timeout=60)
     e = err.value
-    assert e.headline == "client 2 refused its data: its file has missing values (bank.csv row 7 column 'age': NaN)"
+    assert e.headline == "client 2 refused: its file has missing values (bank.csv row 7 column 'age': NaN)"
     assert len(_first_printed(e)) < FIRST_LINE_MAX
     assert e.codes[2] == EXIT_BAD_DATA and e.codes[0] < 0 and e.codes[1] < 0 and e.exit_code == EXIT_BAD_DATA
     assert e.details[0].startswith("client 2 (party 2) exited 6: refused its own input: its file has missing values")
@@ -179,7 +191,7 @@ def test_in_process_failures_have_the_same_short_first_line():
     with pytest.raises(MPCError) as err:
         run_in_process([Wait(), Wait(), Refuse()])
     e = err.value
-    assert e.headline.startswith("client 2 refused its data: its file has missing values (row 7 xxx")
+    assert e.headline.startswith("client 2 refused: its file has missing values (row 7 xxx")
     assert len(_first_printed(e)) < FIRST_LINE_MAX and e.headline.endswith("...")
     assert e.details[1:3] == ["server (party 0) exited 3 (refused): on client 2's notice",
                               "client 1 (party 1) exited 3 (refused): on client 2's notice"]

@@ -58,7 +58,7 @@ def test_a_client_refusing_its_input_gives_the_real_exit_codes():
     assert e.value.codes == {0: EXIT_REFUSED, 1: EXIT_REFUSED, 2: EXIT_BAD_DATA}
     assert e.value.exit_code == EXIT_BAD_DATA
     assert "client 2 refused: its integer data exceeds the public column bounds" in e.value.messages[0]
-    assert e.value.headline == "client 2 refused its data: its integer data exceeds the public column bounds"
+    assert e.value.headline == "client 2 refused: its integer data exceeds the public column bounds"
 
 
 class _Chat(PartyProgram):

@@ -81,8 +81,9 @@ def test_a_job_reports_the_alignment_the_evaluation_and_training_rounds(job, bar
     assert align.total == 120  # client 1 blinds both clients' 60 ids, one hop each
     _finished(bars, "secure evaluation")
     bars.clear()
-    assert _run(["logreg", "--job", _write(tmp_path / "lr", label_range=False), "--label-column", "x4", "--epsilon", "4", "--gamma", "256", "--q", "0.25",
-                 "--epochs", "2", "--learning-rate", "1", "--backend", "plain", "--solver", "sgd"]) == 0
+    assert _run(["logreg", "--job", _write(tmp_path / "lr", label_range=False), "--label-column", "x4", "--epsilon",
+                 "4", "--gamma", "256", "--q", "0.25", "--epochs", "2", "--learning-rate", "1", "--backend", "plain",
+                 "--solver", "sgd"]) == 0
     [rounds] = _finished(bars, "training rounds")
     assert rounds.total == 8 and rounds.positions[-1] == 8  # 2 epochs of 1 / q = 4 rounds
     bars.clear()

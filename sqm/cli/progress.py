@@ -24,7 +24,7 @@ def job_progress(args, task):
     """While a job runs, a bar per long step of the party this command shows (``--index``'s, or client 1's when it
     runs every party: the server, which may hold no shares, is not the pace): the record alignment's ids blinded,
     each secure evaluation's chunks, training rounds (:func:`sqm.framework.progress.follow_steps`).  The party
-    reports them to a file in a private folder of this machine (``task.progress_path``); ``-q``: none."""
+    reports them to a file in a private folder of this machine (``task.steps_path``); ``-q``: none."""
     if getattr(args, "quiet", 0):
         yield
         return
@@ -34,6 +34,6 @@ def job_progress(args, task):
     index = getattr(args, "index", None)
     pid = 1 if index is None else index
     with private_folder("sqm-progress-") as folder:
-        task.progress_path = f"{folder}/steps"
-        with follow_steps(f"{task.progress_path}.{pid}", "server" if pid == 0 else f"client {pid}"):
+        task.steps_path = f"{folder}/steps"
+        with follow_steps(f"{task.steps_path}.{pid}", "server" if pid == 0 else f"client {pid}"):
             yield

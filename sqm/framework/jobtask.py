@@ -68,7 +68,7 @@ class JobTask(abc.ABC):
     releases_model = False  # its release is a model, sent to every client at the end and recorded in their ledgers
     # a file on each party's machine (party i's: "PATH.i") where its long steps' progress goes (the command that
     # launched it shows bars, sqm.framework.progress.follow_steps); not public, never compared; None: none
-    progress_path: str | None = None
+    steps_path: str | None = None
 
     @property
     def server_table(self) -> bool:

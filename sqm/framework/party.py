@@ -252,7 +252,7 @@ class JobParty(PartyProgram):
         return ", ".join(parts)
 
     async def run(self, ctx: Transport):
-        path = getattr(self.task, "progress_path", None)
+        path = getattr(self.task, "steps_path", None)
         if not path:
             return await self._run(ctx)
         from sqm.framework.progress import step_lines

@@ -42,15 +42,15 @@ class PCAJobTask(DeclaredTask):
     streams = True  # party files sorted by id are read chunk by chunk (sqm.framework.party.load_own_file)
     hides_membership = True  # "hide_membership": the covariance over the union, members only (sqm.framework.alignment)
 
-    def __init__(self, *args, seed=None, insecure_reproducible: bool = False, progress_path: str | None = None,
+    def __init__(self, *args, seed=None, insecure_reproducible: bool = False, steps_path: str | None = None,
                  params: PCAParams | None = None, **values):
         """``params`` (a :class:`PCAParams`), or its fields as arguments (``PCAJobTask(2, epsilon=1.0)``);
-        ``seed`` this party's own (never public); ``progress_path``: party i reports its progress to PATH.i
-        (:attr:`sqm.framework.jobtask.JobTask.progress_path`; not public)."""
+        ``seed`` this party's own (never public); ``steps_path``: party i reports its progress to PATH.i
+        (:attr:`sqm.framework.jobtask.JobTask.steps_path`; not public)."""
         self.secure_mode = seed_policy(seed, insecure_reproducible, warn=False)
         self.params = params if params is not None else PCAParams(*args, **values)
         # this party's own seed from its own command line (None: OS entropy); never sent
-        self.seed, self.progress_path = seed, progress_path
+        self.seed, self.steps_path = seed, steps_path
         self.mechanism(1)  # check the parameters now, before any party starts
         self._plans: dict[JobMeta, tuple[int, SQM, SQMPlan, PrivacyReport]] = {}
 

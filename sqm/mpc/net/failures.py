@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from sqm.errors import EXIT_BAD_DATA, EXIT_OK, NAMES, ROOT_CAUSE_ORDER
+from sqm.errors import EXIT_BAD_DATA, EXIT_OK, EXIT_REFUSED, NAMES, ROOT_CAUSE_ORDER
 
 HEADLINE_MAX = 150  # the first line; ``sqm: `` before it keeps the printed line under 160 characters
 
@@ -21,9 +21,11 @@ _PREFIX = re.compile(r"^sqm\.mpc\.net\.party (?:server|client \d+): ")
 # a party echoing another's failure: its abort notice, or its notice in the connect phase
 _ECHO = re.compile(r"(?i)\b(?:the server \(party 0\)|the server|client (\d+)) (?:aborted the job|gave up the "
                    r"connect phase|refused:|failed \()")
+_NOTICE_HEAD = re.compile(r"^:?\s*(?:(?:the server \(party 0\)|the server|client \d+) (?:refused: |failed \())?", re.I)
 _IN_USE = re.compile(r"cannot listen on (\S+):(\d+): address in use")
 _BOILERPLATE = ("; job aborted, nothing released", "; nothing released", " (see the detail above)",
-                " (refused before any share was sent)")
+                " (refused before any share was sent)", "; refused before any share was sent")  # the last two: the
+# first line's (a party's own line keeps them)
 
 
 def who(i: int) -> str:
@@ -51,6 +53,14 @@ class Outcome:
             return None
         return int(m.group(1)) if m.group(1) else 0
 
+    def notice(self) -> tuple[str, str]:
+        """(the notice this party was told, as it quotes it; its reason alone), for a party that echoes another."""
+        m = _ECHO.search(self.last)
+        if m is None:
+            return "", ""
+        told = _plain(self.last[m.start():], _BOILERPLATE)
+        return told, _NOTICE_HEAD.sub("", self.last[m.end():]).strip()
+
 
 def in_use(text: str) -> str | None:
     """``port P on HOST is in use`` for a party that could not listen on its address, else None."""
@@ -74,9 +84,11 @@ def cause(o: Outcome) -> str:
     if port:
         return port
     if o.code == EXIT_BAD_DATA and "refused its own input: " in text:
-        return "refused its data: " + text.split("refused its own input: ", 1)[1]
+        return "refused: " + text.split("refused its own input: ", 1)[1]  # as its peers were told, detail added
     if text.startswith("timeout: "):
         return "timed out: " + text[len("timeout: "):]
+    if o.code == EXIT_REFUSED and text and not text.lower().startswith(("refused", "the server", "client ")):
+        return "refused: " + text  # its own refusal (a mismatch, a malformed message, its ledger): as peers say it
     return text or f"exited {o.code} ({NAMES.get(o.code or 0, 'error')}) without a message"
 
 
@@ -102,7 +114,7 @@ def headline(i: int, o: Outcome) -> str:
                  if c.startswith(me)), None)  # it names itself: said once
     if rest is not None:
         line = f"{who(i)} {rest}"
-    elif c.startswith("refused its data"):
+    elif c.startswith("refused: "):
         line = f"{who(i)} {c}"
     else:
         line = f"{who(i)}: {c}"
@@ -118,7 +130,7 @@ def report(outcomes: dict[int, Outcome]) -> tuple[str, list[str]]:
         r_who = "the deadline"
     else:
         first, r_who = headline(r, outcomes[r]), who(r)
-    details, seen = [], set()
+    details, seen, notices = [], set(), set()
     for i in sorted(outcomes, key=lambda k: (k != r, k)):  # the root cause's party first
         o = outcomes[i]
         name = f"{who(i)} (party {i})"
@@ -138,7 +150,12 @@ def report(outcomes: dict[int, Outcome]) -> tuple[str, list[str]]:
                 break
             src = nxt
         if src is not None and src != i and i != r:
-            details.append(f"{code} ({NAMES.get(o.code, 'error')}): on {who(src)}'s notice")
+            told, reason = o.notice()
+            said = _plain(outcomes[r].last, _BOILERPLATE) if r is not None else ""
+            known = not reason or _plain(reason, _BOILERPLATE).rstrip(")") in said  # the root's words already
+            details.append(f"{code} ({NAMES.get(o.code, 'error')}): on {who(src)}'s notice"
+                           + ("" if known or reason in notices else f": {told}"))
+            notices.add(reason)
             continue
         text = _plain(o.last)
         if text in seen:
