@@ -195,10 +195,11 @@ def test_the_alignment_cap_refuses_before_the_psi(tmp_path, monkeypatch):
         return await real(self, outgoing, senders, expect, step)
 
     monkeypatch.setattr(PartyTransport, "send_recv", spy)
-    with pytest.raises(MPCError, match="client 1 refused: its owner's cap on record alignments of this dataset is "
-                                      "reached") as e:
+    with pytest.raises(MPCError, match=r"^client 1 refused before any share was sent: dataset .* has had 1 record "
+                                      r"alignment\(s\)") as e:
         run_in_process([party_program(spec, i, task, guards.get(i)) for i in range(3)], timeout=60)
     assert e.value.codes == {0: 3, 1: 3, 2: 3}
+    assert "client 1 refused: its owner's cap on record alignments of this dataset is reached" in e.value.messages[0]
     assert not any(step.startswith("PSI") for _, step in sent), sent
     for i, n in ((1, 1), (2, 2)):  # client 1's second alignment was refused, not counted
         led = Ledger(guards[i].path)

@@ -7,9 +7,13 @@ left in the TMPDIR and no process left running.  ``stopped`` runs with a 3 s idl
 """
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from bench import faults
+from sqm.mpc.net.failures import Outcome
+from sqm.mpc.net.launch import MPCError
 
 # cases -> extra flags for every party (passed only if python -m sqm.mpc.net.party has them)
 # (the suite keeps one case: a foreign party and a squatted port are tests of test_session_binding, a stopped
@@ -56,6 +60,12 @@ def test_fault_case(case, supported):
         pytest.xfail("; ".join(pending[k] for k in failed) + " -- " + detail)
     assert not failed, detail
     assert rec["passed"]
+    # the launcher's message of this job: who failed and why in one short first line, naming a party
+    outcomes = {i: Outcome(p["exit"], [p["message"]] if p["message"] else []) for i, p in enumerate(rec["per_party"])
+                if p["exit"] is not None}
+    if any(o.code for o in outcomes.values()):
+        e = MPCError.of(outcomes)
+        assert len(f"sqm: {e.headline}") < 160 and re.match(r"(server|client \d+)[ :]", e.headline), e.headline
 
 
 def test_named_parties_in_messages():

@@ -57,7 +57,8 @@ def test_a_client_refusing_its_input_gives_the_real_exit_codes():
         run_in_process(_programs(_gram_job(blocks)))
     assert e.value.codes == {0: EXIT_REFUSED, 1: EXIT_REFUSED, 2: EXIT_BAD_DATA}
     assert e.value.exit_code == EXIT_BAD_DATA
-    assert "client 2 refused: its integer data exceeds the public column bounds" in str(e.value)
+    assert "client 2 refused: its integer data exceeds the public column bounds" in e.value.messages[0]
+    assert e.value.headline == "client 2 refused: its integer data exceeds the public column bounds"
 
 
 class _Chat(PartyProgram):
@@ -95,8 +96,9 @@ def test_a_failing_party_tells_the_others_its_exception_type_only():
         run_in_process([_Chat(), _Chat(fail=True), _Chat()])
     # client 2 had its whole program done before the notice: like a real party, its result is complete
     assert e.value.codes == {0: EXIT_REFUSED, 1: EXIT_ERROR, 2: EXIT_OK}
-    server_line = str(e.value).split(";")[0]
+    server_line = e.value.messages[0]  # what the server was told
     assert "client 1 failed (ValueError)" in server_line and "42" not in server_line
+    assert e.value.headline == "client 1: ValueError: secret value 42 must not reach a peer"  # its own operator's
 
 
 class _Waiter(PartyProgram):

@@ -149,7 +149,7 @@ def test_missing_party_file(tmp_path):
         run_local(spec, PCAJobTask(**JOB_TASK))
     # a party on another host whose file is missing: its own process refuses, naming it, for everyone
     programs = [party_program(spec, i, PCAJobTask(**JOB_TASK)) for i in range(3)]
-    with pytest.raises(MPCError, match="client 1 refused: its party file does not exist") as err:
+    with pytest.raises(MPCError, match="^client 1 refused: its party file does not exist") as err:
         run_in_process(programs, timeout=60)
     assert spec.parties[1].file not in str(err.value)  # peers are not told where a party keeps its data
 
@@ -333,7 +333,8 @@ def test_headerless_file_refused_without_sending_its_first_record(tmp_path):
     with pytest.raises(MPCError) as err:
         simulate(spec, PCAJobTask(**JOB_TASK), timeout=120)
     msg = str(err.value)  # every party's last word, the server's included
-    assert "client 2 refused: its file has no id column 'id'" in msg and "server (party 0) exited 3" in msg
+    assert "client 2 refused: its file has no id column 'id'" in err.value.messages[0] and err.value.codes[0] == 3
+    assert msg.startswith("client 2 refused: its file has no id column 'id'"), msg
     assert not any(s in msg for s in SECRETS)
 
 
@@ -456,10 +457,14 @@ def test_ledger_composes_two_releases_and_refuses_a_third_before_any_share(tmp_p
         run_job(spec, task, ledger=path, budget=budget)  # real party processes
     assert err.value.codes == {0: 3, 1: 3, 2: 3}, err.value  # refused at every party, no one lost or crashed
     msg = str(err.value)
-    assert msg.count("refused before any share was sent: dataset 'survey' is over its privacy budget") == 1, msg
+    assert msg.startswith("server refused before any share was sent: dataset 'survey' is over its privacy budget")
     assert msg.count(f"left {budget[0] - two:.4g}") == 1  # the server's figures stay with the server's operator
-    assert msg.count("the server (party 0) refused: the job would exceed its own privacy budget for dataset "
-                     "'survey'") == 2  # what the clients are told
+    for i in (1, 2):  # what the clients are told, not repeated in the message
+        assert ("the server (party 0) refused: the job would exceed its own privacy budget for dataset 'survey'"
+                in err.value.messages[i]), err.value.messages
+        assert any(d.startswith(f"client {i} (party {i}) exited 3 (refused): on server's notice")
+                   for d in err.value.details), err.value.details
+    assert msg.count("the job would exceed its own privacy budget for dataset 'survey'") == 1  # told, said once
     assert len(ledger.releases("survey")) == 2
 
 
@@ -514,10 +519,11 @@ def test_a_client_keeps_its_own_ledger(tmp_path):
     [entry] = [e for d in led.datasets() for e in led.releases(d)]  # its own dataset (its file's), not 'survey'
     assert entry["dataset"] != "survey" and entry["epsilon"] == pytest.approx(report.epsilon_server, rel=1e-9)
     assert entry["statistic"].endswith("(this client's records, released to the server)")
-    with pytest.raises(MPCError, match="refused before any share was sent: client 1 refused: the job would exceed "
-                                       "its own privacy budget") as err:
+    with pytest.raises(MPCError, match="^client 1 refused before any share was sent: dataset ") as err:
         run_in_process(programs(LedgerGuard(str(tmp_path / "strict.sqlite"), (0.5, 1e-5))))
     assert err.value.codes == {0: 3, 1: 3, 2: 3}
+    assert ("refused before any share was sent: client 1 refused: the job would exceed its own privacy budget"
+            in err.value.messages[0])  # what the others are told
 
 
 def test_cli_job_ledger_and_budget(tmp_path):
@@ -548,4 +554,4 @@ def test_a_local_jobs_operator_sees_the_bad_files_detail(tmp_path):
         run_local(spec, PCAJobTask(**JOB_TASK))
     msg = str(err.value)
     assert err.value.codes[2] == 6 and os.path.basename(f) in msg  # the detail names its own file
-    assert "client 1 (party 1) exited 3" in msg and msg.count(os.path.basename(f)) >= 1
+    assert "client 1 (party 1) exited 3 (refused): on client 2's notice" in msg and msg.count(os.path.basename(f)) >= 1

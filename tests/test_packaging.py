@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from sqm.mpc.net import logs
+
 ROOT = Path(__file__).resolve().parent.parent
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
@@ -130,7 +132,7 @@ def test_every_command_accepts_v_and_q():
 
 
 @pytest.mark.parametrize("argv, level, quiet", [
-    ([], logging.WARNING, 0),
+    ([], logs.NOTICE, 0),
     (["-q"], logging.WARNING, 1),
     (["-qq"], logging.ERROR, 2),
     (["--quiet", "--quiet"], logging.ERROR, 2),

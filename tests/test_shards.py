@@ -134,11 +134,12 @@ def test_sharded_job_equals_unsharded_job_bit_for_bit(tmp_path):
     the same counts of clipped rows and values outside the declared ranges."""
     spec, sharded = _sharded_job(tmp_path)
     a = run_job(spec, PCAJobTask(**TASK, chunk_rows=128))
-    b = run_job(sharded, PCAJobTask(**TASK, chunk_rows=128, progress_path=str(tmp_path / "progress")))
+    b = run_job(sharded, PCAJobTask(**TASK, chunk_rows=128, steps_path=str(tmp_path / "progress")))
     assert np.array_equal(a[0]["result"]["raw"], b[0]["result"]["raw"])
     for i in range(4):  # progress in chunks, as shards finish: ends with every chunk of both shards done
-        lines = Path(f"{tmp_path / 'progress'}.{i}").read_text().split("\n")[:-1]
-        assert lines[-1] == "24 24" and lines[0].split()[1] == "24"  # 2 shards of 1500 records, 12 chunks each
+        lines = [ln.split("\t", 1)[1] for ln in Path(f"{tmp_path / 'progress'}.{i}").read_text().split("\n")[:-1]
+                 if ln.startswith("secure evaluation\t")]
+        assert lines[-1] == "24\t24" and lines[0].split()[1] == "24"  # 2 shards of 1500 records, 12 chunks each
     for ra, rb in zip(a[1:], b[1:], strict=False):
         assert ra["result"]["clipped"] == rb["result"]["clipped"]
         assert ra["result"].get("outside_declared_range") == rb["result"].get("outside_declared_range")

@@ -195,13 +195,17 @@ def _release(doc):
 
 
 def test_parties_write_chunk_progress(tmp_path):
-    """Each party of a PCA job appends "done due" per chunk to its own progress file, PATH.i (the command's bar
-    follows one of them)."""
+    """Each party of a PCA job appends "secure evaluation<TAB>done<TAB>due" per chunk to its own progress file,
+    PATH.i (sqm.framework.progress.step_lines: the command's bar follows one of them)."""
     X = make_X(m=100)
     spec = load_job(write_party_csvs(X, tmp_path, 2, min_intersection=1))
     path = tmp_path / "progress"
-    run_job(spec, PCAJobTask(**TASK, chunk_rows=16, progress_path=str(path)), backend="mpyc")
+
+    def chunks(i: int) -> list:
+        lines = (tmp_path / f"progress.{i}").read_text().splitlines()
+        return [ln for ln in lines if ln.startswith("secure evaluation\t")]
+    run_job(spec, PCAJobTask(**TASK, chunk_rows=16, steps_path=str(path)), backend="mpyc")
     for i in range(3):
-        assert (tmp_path / f"progress.{i}").read_text().splitlines() == [f"{k} 7" for k in range(1, 8)]
-    run_job(spec, PCAJobTask(**TASK, chunk_rows=16, progress_path=str(path)), backend="plain")
-    assert (tmp_path / "progress.1").read_text().splitlines() == ["7 7"]  # the simulation: every chunk at once
+        assert chunks(i) == [f"secure evaluation\t{k}\t7" for k in range(1, 8)]
+    run_job(spec, PCAJobTask(**TASK, chunk_rows=16, steps_path=str(path)), backend="plain")
+    assert chunks(1) == ["secure evaluation\t7\t7"]  # the simulation: every chunk at once

@@ -120,7 +120,7 @@ def dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     -v/-q chose, progress bars, the help when no subcommand was named, and its exit code (errors through
     :func:`error_exit`)."""
     logs.configure(args.log_level)
-    progress.install()
+    progress.install(quiet=bool(getattr(args, "quiet", 0)))
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
@@ -137,7 +137,8 @@ def error_exit(e: BaseException) -> int:
 
     if isinstance(e, MPCError):  # a party refused, had bad data, was lost or timed out: nothing was released
         code = e.exit_code  # the job's root cause (sqm.errors.job_exit_code of every party's code)
-        log.error(f"sqm: {e} [exit {code}: {NAMES.get(code, 'error')}]")
+        # who failed and why first (under 160 characters), then each party's line (sqm.mpc.net.failures)
+        log.error("\n  ".join([f"sqm: {e.headline}", *e.details, f"exit {code}: {NAMES.get(code, 'error')}"]))
         return code
     if isinstance(e, (UsageError, MissingExtra)):  # bad options, parameters or job file, before anything is sent
         log.error(f"sqm: error: {e}")

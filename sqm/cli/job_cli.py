@@ -13,6 +13,7 @@ from typing import Any
 from sqm.cli import output
 from sqm.cli.command import build_parser, given_options
 from sqm.cli.options import job_run_options
+from sqm.cli.progress import job_progress
 from sqm.cli.tables import NEIGHBOURING_LINE, conversion_line, render_table
 from sqm.framework.alignment import check_min_intersection
 from sqm.framework.spec import JobSpec, load_job
@@ -87,7 +88,8 @@ def job_command(args, make_task, server_summary) -> int:
         task = make_task()
     except UsageError as bad:  # the task's parameters, the job file's block among them: refused before any party starts
         raise UsageError(f"job file {spec.path}: {bad}") from None
-    recs = run_job(spec, task, args.index, **job_run_options(args))
+    with job_progress(args, task):  # bars on stderr (none with -q): stdout and the release are unchanged
+        recs = run_job(spec, task, args.index, **job_run_options(args))
     if not secure_mode:
         print("secure_mode: false (--insecure-reproducible: every party's noise can be regenerated from the seed)")
     simulation = getattr(args, "backend", "mpyc") == "plain"  # no bytes are measured in the simulation

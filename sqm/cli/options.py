@@ -239,19 +239,23 @@ def add_verbosity(parser: argparse.ArgumentParser, suffix: str = "") -> None:
     g.add_argument("-v", "--verbose", action="count", default=0, dest="verbose" + suffix,
                    help="more messages on stderr: -v progress of the parties and runtime (INFO), -vv DEBUG")
     g.add_argument("-q", "--quiet", action="count", default=0, dest="quiet" + suffix,
-                   help="no progress bars, warnings and errors only; -qq errors only")
+                   help="for scripts: no progress bars and no announcements, warnings and errors only; -qq errors "
+                        "only")
 
 
 def log_level(args) -> int:
-    """The logging level -v/-q chose (default WARNING: warnings, errors and progress bars, as without
-    -v/-q); sets ``args.verbose`` and ``args.quiet`` to the totals over every position they were given in."""
+    """The logging level -v/-q chose (default NOTICE: each party's announcement of the job it is about to run,
+    warnings, errors and progress bars; -q WARNING: warnings and errors only, no bars; -qq ERROR); sets
+    ``args.verbose`` and ``args.quiet`` to the totals over every position they were given in."""
     import logging
+
+    from sqm.mpc.net.logs import NOTICE
 
     for name in VERBOSITY:
         setattr(args, name, sum(int(v or 0) for k, v in vars(args).items() if k.startswith(name)))
     if args.verbose:
         return logging.INFO if args.verbose == 1 else logging.DEBUG
-    return logging.ERROR if args.quiet >= 2 else logging.WARNING
+    return logging.ERROR if args.quiet >= 2 else logging.WARNING if args.quiet else NOTICE
 
 
 def runtime_options(args) -> dict | None:

@@ -9,7 +9,6 @@ import argparse
 
 from sqm.cli import options, output
 from sqm.cli.options import JOB_ONLY, check_mode, declare_task, runtime_options
-from sqm.framework.progress import progress_bar
 from sqm.apps.pca.experiment import TABLE_COLUMNS, compare, table_rows
 from sqm.apps.pca.params import PCAParams
 
@@ -128,22 +127,13 @@ def _run_cli(args) -> int:
 
 
 def _run_job(args) -> int:
-    from sqm.mpc.net.launch import private_folder
-
-    with private_folder("sqm-pca-job-") as tmp:
-        return _job_in(args, None if args.quiet else f"{tmp}/progress")
-
-
-def _job_in(args, path: str | None) -> int:
-    """The job, with a progress bar of the secure evaluation's chunks: party i's program writes them to
-    ``path.i`` on its machine; the bar follows this party's (``--index``), or client 1's when this command runs
-    every party (the server, which may hold no shares, is not the pace).  ``path`` None: no bar."""
+    """The job (its progress bars: :func:`sqm.cli.job_cli.job_command`'s)."""
     from sqm.cli.job_cli import job_command
     from sqm.apps.pca.job import PCAJobTask
 
     def task():
         return PCAJobTask(params=PCAParams.from_options(args), seed=args.seed,
-                          insecure_reproducible=args.insecure_reproducible, progress_path=path)
+                          insecure_reproducible=args.insecure_reproducible)
 
     def server(res) -> dict:
         print(f"server: {len(res['components'])} components of {res['n_records']} records x "
@@ -167,17 +157,7 @@ def _job_in(args, path: str | None) -> int:
                   "a raw record, use --json's released.projection_raw (one weight per raw column)")
         return {"columns": cols, "released": released, "gamma": args.gamma, "delta": args.delta}
 
-    if path is None:
-        return job_command(args, task, server)
-    who = "client 1" if args.index is None else ("server" if args.index == 0 else f"client {args.index}")
-
-    def advance(bar, done: int, due: float) -> None:
-        bar.total = int(due)
-        bar.update(done - bar.n)
-
-    with progress_bar(f"{path}.{1 if args.index is None else args.index}", advance, total=None,
-                      desc=f"secure covariance ({who})", unit="chunk", leave=False, miniters=1):
-        return job_command(args, task, server)
+    return job_command(args, task, server)
 
 
 def register(sub) -> None:

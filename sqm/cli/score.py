@@ -59,7 +59,10 @@ def run(args) -> int:
     model = load_model(args.model) if args.model else None
     task = ScoringJobTask(model, args.requester, args.score_bound, allow_revealing=args.allow_revealing_scores,
                           need_record=args.index is not None and args.index > 0)
-    recs = run_job(spec, task, args.index, **options.job_run_options(args))
+    from sqm.cli.progress import job_progress
+
+    with job_progress(args, task):  # the alignment's and the scoring evaluation's bars (none with -q)
+        recs = run_job(spec, task, args.index, **options.job_run_options(args))
     print("privacy: nothing is charged to any budget (the model is already released); the requester learns the "
           "scores of the records every client holds (per record, the other clients' columns times their weights), "
           "the other parties only their count")

@@ -91,6 +91,9 @@ class JobTask(abc.ABC):
     party_models = False  # each party runs its own model code (the job file's "model" entries)
     hides_membership = False  # the job may align records hiding membership (one covariance-like release over the union)
     releases_model = False  # its release is a model, sent to every client at the end and recorded in their ledgers
+    # a file on each party's machine (party i's: "PATH.i") where its long steps' progress goes (the command that
+    # launched it shows bars, sqm.framework.progress.follow_steps); not public, never compared; None: none
+    steps_path: str | None = None
 
     @property
     def server_table(self) -> bool:

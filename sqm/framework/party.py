@@ -59,6 +59,7 @@ from sqm.errors import UsageError
 from sqm.mpc.net.party import InputRefused, PartyProgram, ProtocolError, public_digest
 from sqm.mpc.net.party import messages as wire
 from sqm.mpc.net.abort import party_label, refused
+from sqm.mpc.net.logs import NOTICE
 from sqm.mpc.protocols.api import Transport
 from sqm.mpc.protocols.context import PartyContext
 
@@ -253,6 +254,19 @@ class JobParty(PartyProgram):
         return ", ".join(parts)
 
     async def run(self, ctx: Transport):
+        path = getattr(self.task, "steps_path", None)
+        if not path:
+            return await self._run(ctx)
+        from sqm.framework.progress import step_lines
+
+        ctx.on_progress, close = step_lines(f"{path}.{ctx.pid}")  # this party's long steps, for its own command
+        try:
+            return await self._run(ctx)
+        finally:
+            ctx.on_progress = None
+            close()
+
+    async def _run(self, ctx: Transport):
         if ctx.pid != self.index:
             raise ProtocolError(f"party started as index {ctx.pid} but its program is for party {self.index}")
         await ctx.agree(tuple(self.public()), "task")
@@ -269,7 +283,7 @@ class JobParty(PartyProgram):
                 log.error(f"{party_label(ctx.pid)}: party file {self.file}: {problem[0]}")
                 table, mine = None, {"error": problem[1]}
         columns, sizes, cols = await self._schemas(ctx, holders, mine)
-        log.warning(self.announcement(ctx, mine, sizes))
+        log.log(NOTICE, self.announcement(ctx, mine, sizes))  # shown unless -q
         union, withheld = None, None
         if self.hide_membership:  # over S positions: the evaluation multiplies each record by its secret membership
             table, union, withheld = await hide_membership(ctx, table, sizes, self.min_intersection, self.task.seed,

@@ -1,6 +1,8 @@
-"""Progress of a party program shown by the command that launched it: the server's program appends lines
-``"i value"`` to a file on its own machine and the command follows the file (:func:`follow_progress`),
-because a party process's own terminal output is not the user's.
+"""Progress of a party program shown by the command that launched it: the party's program appends lines to a file
+on its own machine and the command follows the file, because a party process's own terminal output is not the
+user's.  Two kinds of lines: ``"i value"`` (an application's own figure per round, :func:`follow_progress`), and
+``"step<TAB>done<TAB>total"`` (:func:`step_lines`, one per report of a long step of any job: ids blinded in the
+record alignment, chunks of a secure evaluation, training rounds; :func:`follow_steps` shows one bar per step).
 
 A progress bar is the face's business (:mod:`sqm.cli.progress`): the methods ask :func:`make_bar` for one, and
 get tqdm's only where the face (the ``sqm`` command) or the user installed it with :func:`set_bar_factory`;
@@ -9,12 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+from typing import Any
 
 
 @contextlib.contextmanager
-def follow_progress(path: str, callback):
-    """While the block runs, a thread calls ``callback(i, value)`` for each line ``"i value"`` the server's
-    program appends to ``path`` (SQM-LR: round and running figure; a PCA job: chunks done and due), and once
+def _tail(path: str, on_line):
+    """While the block runs, a thread calls ``on_line(line)`` for each whole line appended to ``path``, and once
     more at the end."""
     import threading
 
@@ -29,8 +31,7 @@ def follow_progress(path: str, callback):
                     f.seek(pos)
                     for line in f.readlines():
                         if line.endswith("\n"):
-                            i, value = line.split()
-                            callback(int(i), float(value))
+                            on_line(line)
                             pos += len(line)
     th = threading.Thread(target=tail, daemon=True)
     th.start()
@@ -41,16 +42,73 @@ def follow_progress(path: str, callback):
         th.join()
 
 
+def follow_progress(path: str, callback):
+    """While the block runs, a thread calls ``callback(i, value)`` for each line ``"i value"`` the server's
+    program appends to ``path`` (SQM-LR: round and running figure; PBM-VFL: iterations and loss), and once
+    more at the end."""
+    def on_line(line: str) -> None:
+        i, value = line.split()
+        callback(int(i), float(value))
+    return _tail(path, on_line)
+
+
+def report_progress(ctx, step: str, done: int, total: int | None = None) -> None:
+    """A party program's progress in a long step: its transport's
+    (:meth:`sqm.mpc.net.transport.PartyTransport.progress`), where it has one."""
+    report = getattr(ctx, "progress", None)
+    if report is not None:
+        report(step, done, total)
+
+
+def step_lines(path: str):
+    """A party's progress callback ``(step, done, total)`` (:meth:`sqm.mpc.net.transport.PartyTransport.progress`)
+    appending ``"step<TAB>done<TAB>total"`` lines to the new file ``path``, and the function that closes it."""
+    f = open(path, "w", buffering=1)  # noqa: SIM115  (closed by the function returned)
+
+    def write(step: str, done: int, total: int | None) -> None:
+        f.write(f"{step}\t{done}\t{'' if total is None else total}\n")
+    return write, f.close
+
+
+@contextlib.contextmanager
+def follow_steps(path: str, who: str):
+    """While the block runs, one bar (:func:`make_bar`) per step that party ``who``'s program reports in ``path``
+    (:func:`step_lines`): its units done of those due; a step that starts again (the next evaluation's chunks)
+    starts its bar again.  The bars are closed at the end."""
+    bars: dict[str, Any] = {}
+
+    def on_line(line: str) -> None:
+        step, done_text, total_text = line.rstrip("\n").split("\t")
+        done, total = int(done_text), (int(total_text) if total_text else None)
+        bar = bars.get(step)
+        if bar is None:
+            bar = bars[step] = make_bar(total=total, desc=f"{step} ({who})", leave=False, miniters=1)
+        elif done < bar.n:
+            bar.reset(total=total)
+        bar.total = total
+        bar.update(done - bar.n)
+    try:
+        with _tail(path, on_line):
+            yield bars
+    finally:
+        for bar in bars.values():
+            bar.close()
+
+
 class NullBar:
     """A progress bar that shows nothing (the library's default): tqdm's methods the methods call."""
 
     n = 0
+    total = None
 
-    def __init__(self, *args, **kwargs):
-        self.n = 0
+    def __init__(self, *args, total=None, **kwargs):
+        self.n, self.total = 0, total
 
     def update(self, k: int = 1) -> None:
         self.n += k
+
+    def reset(self, total=None) -> None:
+        self.n = 0
 
     def set_postfix(self, *args, **kwargs) -> None:
         pass

@@ -69,7 +69,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sqm.framework.progress import follow_progress
+from sqm.framework.progress import follow_progress, report_progress
 from sqm.apps.logreg.gradient import BatchMembership, LRGradient
 from sqm.mechanism.release import SQMPlan, sqm_round
 from sqm.mechanism.rng import make_rng
@@ -306,6 +306,9 @@ class LRParty(PartyProgram):
                                  self.every, history=self.history)
 
 
+ROUNDS_STEP = "training rounds"  # a party's progress in SQM-LR's rounds (sqm.mpc.net.transport.PartyTransport.progress)
+
+
 async def train_party(ctx, plan: LRPlan, seed, block=None, eval_set=None, progress_path=None, every: int = 50,
                       ids_digest: bytes | None = None, check_ids: bool = False, history: bool = False,
                       members: int | None = None) -> dict:
@@ -376,6 +379,7 @@ async def train_party(ctx, plan: LRPlan, seed, block=None, eval_set=None, progre
                    / (plan.q * (plan.n_records if members is None else max(1, int(members)))))
             if history:
                 trace.append(w)
+        report_progress(ctx, ROUNDS_STEP, it + 1, plan.rounds)  # every party: one round done (a bar at its command)
     seconds = time.perf_counter() - t0
     if ctx.is_server:
         if progress:

@@ -50,6 +50,7 @@ from sqm.apps.pbm_vfl.privacy import noise_sigma
 from sqm.errors import UsageError
 from sqm.mpc.net.party import PartyProgram
 from sqm.apps.pbm_vfl.sum_exchange import SumExchange
+from sqm.framework.progress import report_progress
 
 
 def _modules():
@@ -260,6 +261,9 @@ class ServerParty(_Party):
         return out
 
 
+ITERATIONS_STEP = "training iterations"  # a party's progress (sqm.mpc.net.transport.PartyTransport.progress)
+
+
 async def _evaluate(cfg: VFLConfig, link, server, client, n: int, epoch: int) -> None:
     """One pass over the test records through the method's release (chunks of ``cfg.eval_chunk``)."""
     for step, start in enumerate(range(0, n, cfg.eval_chunk)):
@@ -271,11 +275,12 @@ async def _evaluate(cfg: VFLConfig, link, server, client, n: int, epoch: int) ->
 
 
 async def train_loop(cfg: VFLConfig, link, server: ServerParty | None, client: ClientParty | None, n_train: int,
-                     n_test: int, epochs) -> dict:
+                     n_test: int, epochs, ctx=None) -> dict:
     """Algorithm 2 at one party (the server or one client) for ``epochs`` (their numbers: the public batch order,
     the noise streams and the torch seeds are functions of the epoch); every party makes the same sequence of
     exchanges: one agreement per epoch, one secure sum and one gradient message per iteration, one secure sum
-    per evaluation chunk of the test records (if any)."""
+    per evaluation chunk of the test records (if any).  ``ctx``: this party's transport, told each iteration done
+    (its progress)."""
     me = server if server is not None else client
     assert me is not None  # this party is the server or a client
     B = cfg.batch_size
@@ -299,6 +304,7 @@ async def train_loop(cfg: VFLConfig, link, server: ServerParty | None, client: C
             stats["iter_seconds"] += time.perf_counter() - t0
             stats["iterations"] += 1
             stats["records"] += len(idx)
+            report_progress(ctx, ITERATIONS_STEP, int(stats["iterations"]), len(epochs) * -(-n_train // B))
         t0 = time.perf_counter()
         await _evaluate(cfg, link, server, client, n_test, epoch)
         stats["eval_seconds"] += time.perf_counter() - t0
@@ -408,7 +414,7 @@ class PBMVFLProgram(PartyProgram):
         if server is not None and self.progress_path:
             # not a with block: the server writes to it on every step of train_loop; closed once that returns
             server.progress = open(self.progress_path, "a")  # noqa: SIM115
-        out = await train_loop(cfg, link, server, client, self.n_train, self.n_test, epochs)
+        out = await train_loop(cfg, link, server, client, self.n_train, self.n_test, epochs, ctx)
         if server is not None and server.progress is not None:
             server.progress.close()
         me = server if server is not None else client

@@ -4,7 +4,6 @@ A party process imports this module and :mod:`sqm.apps.pca.utility` only (no sci
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from typing import TYPE_CHECKING
 
@@ -13,7 +12,6 @@ import numpy as np
 from sqm.framework.party import seed_policy
 from sqm.mpc.net.abort import refused
 from sqm.mpc.protocols.api import PartyAPI
-from sqm.mpc.protocols.context import PartyContext
 from sqm.framework.jobtask import DeclaredTask
 from sqm.mechanism.release import sqm_round
 from sqm.mechanism.rng import make_rng, spawn_seeds
@@ -44,15 +42,15 @@ class PCAJobTask(DeclaredTask):
     streams = True  # party files sorted by id are read chunk by chunk (sqm.framework.party.load_own_file)
     hides_membership = True  # "hide_membership": the covariance over the union, members only (sqm.framework.alignment)
 
-    def __init__(self, *args, seed=None, insecure_reproducible: bool = False, progress_path: str | None = None,
+    def __init__(self, *args, seed=None, insecure_reproducible: bool = False, steps_path: str | None = None,
                  params: PCAParams | None = None, **values):
         """``params`` (a :class:`PCAParams`), or its fields as arguments (``PCAJobTask(2, epsilon=1.0)``);
-        ``seed`` this party's own (never public); ``progress_path``: party i appends "chunks-done chunks-due"
-        lines to PATH.i (not public)."""
+        ``seed`` this party's own (never public); ``steps_path``: party i reports its progress to PATH.i
+        (:attr:`sqm.framework.jobtask.JobTask.steps_path`; not public)."""
         self.secure_mode = seed_policy(seed, insecure_reproducible, warn=False)
         self.params = params if params is not None else PCAParams(*args, **values)
         # this party's own seed from its own command line (None: OS entropy); never sent
-        self.seed, self.progress_path = seed, progress_path
+        self.seed, self.steps_path = seed, steps_path
         self.mechanism(1)  # check the parameters now, before any party starts
         self._plans: dict[JobMeta, tuple[int, SQM, SQMPlan, PrivacyReport]] = {}
 
@@ -114,12 +112,9 @@ class PCAJobTask(DeclaredTask):
         k, mech, plan, report = self._plan(meta)
         my_seed = spawn_seeds(self.seed, meta.n_parties + 1)[ctx.pid]  # this party's own entry, as SQM.run
         rows = None if table is None else (table if hasattr(table, "chunks") else table.block)
-        with contextlib.ExitStack() as stack:
-            if self.progress_path:  # the evaluation reports each chunk done
-                progress = stack.enter_context(open(f"{self.progress_path}.{ctx.pid}", "w", buffering=1))
-                ctx = PartyContext(ctx, on_chunk=lambda done, due: progress.write(f"{done} {due}\n"))
-            out = await sqm_round(ctx, mech.polynomial, rows, plan,
-                                  make_rng(my_seed), None if table is None else table.ids_digest)
+        # the evaluation's chunks are this party's progress (its transport's, sqm.framework.progress.follow_steps)
+        out = await sqm_round(ctx, mech.polynomial, rows, plan, make_rng(my_seed),
+                              None if table is None else table.ids_digest)
         if not ctx.is_server:
             assert out.clipped is not None  # a client's part of a release: its clip count
             return {"clipped": int(out.clipped), "rows": table.n_rows, "cols": table.n_cols}

@@ -16,7 +16,7 @@ import time
 import typing
 from pathlib import Path
 
-from sqm.mpc.net import logs
+from sqm.mpc.net import failures, logs
 from sqm.errors import SQMError, UsageError
 from sqm.errors import EXIT_BAD_DATA, EXIT_ERROR, job_exit_code
 from sqm.mpc.net.liveness import IDLE_TIMEOUT_S
@@ -28,12 +28,26 @@ _ROOT = str(Path(__file__).resolve().parent.parent)
 
 class MPCError(SQMError, RuntimeError):
     """A party failed or refused; no result was released.  ``codes``: each party's exit code (party index ->
-    code, :mod:`sqm.errors`; a negative code: killed by that signal); ``exit_code``: the job's root cause."""
+    code, :mod:`sqm.errors`; a negative code: killed by that signal); ``exit_code``: the job's root cause;
+    ``headline``: the first line (who failed and why, :mod:`sqm.mpc.net.failures`), ``details``: one line per
+    party, each cause once; ``messages``: each failed party's own last words, in full.  ``str(e)``: the headline,
+    then the details indented, one a line."""
 
-    def __init__(self, message: str, codes: dict | None = None):
-        super().__init__(message)
+    def __init__(self, message: str, codes: dict | None = None, details: list[str] | None = None,
+                 messages: dict[int, str] | None = None):
+        self.headline, self.details = message, list(details or [])
+        super().__init__("\n  ".join([message, *self.details]))
         self.codes = dict(codes or {})
+        self.messages = dict(messages or {})
         self.exit_code = job_exit_code(self.codes) or EXIT_ERROR
+
+    @classmethod
+    def of(cls, outcomes: dict, codes: dict | None = None) -> MPCError:
+        """The error of a job whose parties ended as ``outcomes`` (:class:`sqm.mpc.net.failures.Outcome` by party)."""
+        first, details = failures.report(outcomes)
+        codes = codes if codes is not None else {i: o.code for i, o in outcomes.items()}
+        messages = {i: " / ".join(o.lines) for i, o in outcomes.items() if o.code not in (None, 0)}
+        return cls(first, codes, details + ["no result released"], messages)
 
 
 LOCAL_PORTS_ENV = "SQM_LOCAL_PORTS"
@@ -77,6 +91,33 @@ def free_ports(n: int) -> list[int]:
     finally:
         for s in socks:
             s.close()
+
+
+def check_listen_addresses(addresses: list[str]) -> None:
+    """Refuse at once a job whose parties this launcher starts where one cannot listen on its address (another
+    process holds the port, or the host is not this machine's), naming the party and the port: its peers would
+    otherwise dial the other program until their handshake or connect timeout.  Parties 1.. listen (the server
+    only dials, :mod:`sqm.mpc.net.session`); a port taken between this probe and the party's start is still
+    refused by the party itself."""
+    import errno
+
+    from sqm.errors import EXIT_REFUSED
+
+    for i, a in enumerate(addresses):
+        host, _, port = a.rpartition(":")
+        if i == 0 or not port.isdigit():
+            continue  # a malformed address is the party's own refusal
+        with socket.socket(socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio's listener: TIME_WAIT is no owner
+            try:
+                s.bind((host.strip("[]"), int(port)))
+            except OSError as e:
+                why = (f"port {port} on {host} is in use" if e.errno == errno.EADDRINUSE else
+                       f"cannot listen on {a}: {e.strerror or e}")
+                raise MPCError(f"{failures.who(i)}: {why}", codes={i: EXIT_REFUSED},
+                               details=[f"{party_name(i)}: {why} (another program holds it: stop it, or give the "
+                                        f"party another port); no party was started", "no result released"],
+                               messages={i: why}) from None
 
 
 def party_name(i: int) -> str:
@@ -207,6 +248,7 @@ def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float 
         if len(addresses) != M:
             raise UsageError(f"{len(addresses)} party addresses for {M} parties")
         addrs = ",".join(str(a).strip() for a in addresses)
+        check_listen_addresses([str(a).strip() for a in addresses])
     else:
         addrs = ",".join(f"127.0.0.1:{p}" for p in free_ports(M))
     job_id = job_id or new_job_id()
@@ -234,17 +276,16 @@ def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float 
         procs = job.procs
         if on_start is not None:
             on_start(procs)
-        failed = _wait(procs, timeout + connect_timeout + 30, job.reaped)
+        stopped: set[int] = set()
+        failed = _wait(procs, timeout + connect_timeout + 30, job.reaped, stopped=stopped)
         errors = {i: job.read_text(f"party{i}.err").strip() for i in range(M)}
         if log.isEnabledFor(logging.INFO):  # each party logged at this process's level: show its lines
             for i in range(M):
                 for line in errors[i].splitlines():
                     log.info(line)
         if failed:
-            msgs = "; ".join(f"{party_name(i)} exited {procs[i].returncode}: "
-                             f"{_last_words(errors[i], procs[i].returncode)}" for i in failed)
-            raise MPCError(f"MPC job failed, no result released: {msgs}",
-                           codes={i: procs[i].returncode for i in range(M)}) from None
+            raise MPCError.of({i: failures.Outcome(procs[i].returncode, _words(errors[i]), i in stopped)
+                               for i in range(M)}) from None
         records = [job.load(rf) for rf in results]
         for i, rec in enumerate(records):
             if isinstance(rec, dict):
@@ -255,19 +296,34 @@ def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float 
         return records
 
 
+def _words(stderr: str) -> list[str]:
+    """A party's logged lines, its role prefix taken off (its last words last: the launcher's error quotes them;
+    a party whose own input is unusable logged its detail, the column, the line, the path, before them)."""
+    return [logs.strip_role(ln) for ln in stderr.strip().splitlines() if ln.strip()]
+
+
 def _last_words(stderr: str, code: int) -> str:
-    """A failed party's message for the launcher's error: its last line; for a party whose own input is unusable
-    (BAD_DATA) every line it logged, so that its operator (this launcher's user) sees the detail -- the column,
-    the line, the path -- that it kept from its peers."""
-    lines = [logs.strip_role(ln) for ln in stderr.strip().splitlines() if ln.strip()]
+    """A failed process's message in one line (a shard worker's, for its party's operator): its last line; for one
+    whose own input is unusable (BAD_DATA) every line it logged, the detail it kept from its peers included."""
+    lines = _words(stderr)
     if not lines:
         return "(no message)"
     return " / ".join(lines) if code == EXIT_BAD_DATA else lines[-1]
 
 
-def _wait(procs, deadline_s: float, on_exit=None, grace_s: float = 30.0, lone_s: float = 5.0) -> list[int]:
+# after a party fails, the seconds the others get to notice and say why before they are stopped (a lone survivor,
+# whose peers have all exited: LONE_S)
+STOP_GRACE_S = 30.0
+LONE_S = 5.0
+
+
+def _wait(procs, deadline_s: float, on_exit=None, grace_s: float | None = None, lone_s: float | None = None,
+          stopped: set | None = None) -> list[int]:
     """Wait for all; on the first failure give the others ``grace_s`` to notice (a lone survivor, whose peers
-    have all exited, ``lone_s``), then kill them.  ``on_exit(p)`` is called once for each process reaped."""
+    have all exited, ``lone_s``), then kill them, adding their indices to ``stopped``.  ``on_exit(p)`` is called
+    once for each process reaped."""
+    grace_s = STOP_GRACE_S if grace_s is None else grace_s
+    lone_s = LONE_S if lone_s is None else lone_s
     start = time.monotonic()
     failed_at: float | None = None
     last_exit: float | None = None
@@ -288,9 +344,11 @@ def _wait(procs, deadline_s: float, on_exit=None, grace_s: float = 30.0, lone_s:
             return [i for i, c in enumerate(codes) if c != 0]
         lone = len(procs) - len(seen) == 1 and last_exit is not None and now - last_exit > lone_s
         if (failed_at is not None and (now - failed_at > grace_s or lone)) or now - start > deadline_s:
-            for p in procs:
+            for i, p in enumerate(procs):
                 if p.poll() is None:
                     p.kill()
+                    if stopped is not None:
+                        stopped.add(i)
             for p in procs:
                 p.wait()
                 if on_exit is not None and procs.index(p) not in seen:

@@ -13,7 +13,11 @@ import logging
 import re
 import sys
 
-LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+# what a party tells its operator before it acts (the job it is about to run, sqm.framework.party): shown by default,
+# hidden by -q (a script's stderr then holds warnings and errors only)
+NOTICE = 25
+logging.addLevelName(NOTICE, "NOTICE")
+LEVELS = ("DEBUG", "INFO", "NOTICE", "WARNING", "ERROR")
 
 
 class _Stderr(logging.StreamHandler):
@@ -34,7 +38,7 @@ class _Stderr(logging.StreamHandler):
 _installed: list[logging.Handler] = []
 
 
-def configure(level: int | str = logging.WARNING, role: str | None = None) -> None:
+def configure(level: int | str = NOTICE, role: str | None = None) -> None:
     """Send records at ``level`` and above to stderr, prefixed ``[role] `` when given.  Called again, it
     replaces its own previous handler (and leaves any other, e.g. a test runner's, alone)."""
     root = logging.getLogger()

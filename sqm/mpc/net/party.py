@@ -183,9 +183,10 @@ def _parser() -> argparse.ArgumentParser:
                     help="BENCHMARK ONLY (python -m bench bgw-cost --compare-rng): draw Shamir coefficients from "
                          "numpy's PCG64, a statistical generator whose outputs reveal its state, instead of AES-CTR "
                          "keyed from OS entropy; never use it between parties that do not trust each other")
-    ap.add_argument("--log-level", default="WARNING", choices=logs.LEVELS,
-                    help="messages shown on stderr, each prefixed by this party's role (default WARNING; the sqm "
-                         "command passes its own: -v INFO, -vv DEBUG, -qq ERROR)")
+    ap.add_argument("--log-level", default="NOTICE", choices=logs.LEVELS,
+                    help="messages shown on stderr, each prefixed by this party's role (default NOTICE: the job it "
+                         "is about to run, warnings and errors; the sqm command passes its own: -v INFO, -vv DEBUG, "
+                         "-q WARNING, -qq ERROR)")
     return ap
 
 

@@ -128,6 +128,8 @@ class PartyTransport:
         # optional callable, run once just before those are first sent
         self.before_output_shares: Callable[[], object] | None = None
         self._output_next = False
+        # optional callable(step, done, total): this party's progress in its long steps (see progress)
+        self.on_progress: Callable[[str, int, int | None], object] | None = None
         self._clock = time.perf_counter()
         self.points = list(range(1, self.M + 1))  # the parties' evaluation points, in party order
         self._sealed = True
@@ -148,6 +150,13 @@ class PartyTransport:
         now = time.perf_counter()
         self.phases[name] = self.phases.get(name, 0.0) + now - self._clock
         self._clock = now
+
+    def progress(self, step: str, done: int, total: int | None = None) -> None:
+        """This party has done ``done`` of the ``total`` units (None: unknown) of a long ``step`` (ids blinded in
+        the record alignment, chunks of an evaluation, training rounds): passed to ``on_progress``, which the
+        program that launched this party's job may set (a progress bar at its command); nothing otherwise."""
+        if self.on_progress is not None:
+            self.on_progress(step, int(done), None if total is None else int(total))
 
     def bytes_sent(self) -> int:
         """The bytes this party has sent to the others so far (0 where the transport does not count them)."""

@@ -27,6 +27,7 @@ class Transport(Protocol):
     session: Any  # how this party's session was started (sqm.mpc.net.session.SessionSettings), or None
     output_shares_sent: bool
     before_output_shares: Callable[[], None] | None
+    on_progress: Callable[[str, int, int | None], object] | None  # where progress goes (set by the party's program)
 
     @property
     def is_server(self) -> bool: ...
@@ -34,6 +35,8 @@ class Transport(Protocol):
     def phase(self, name: str) -> None: ...
 
     def bytes_sent(self) -> int: ...
+
+    def progress(self, step: str, done: int, total: int | None = None) -> None: ...
 
     async def send_recv(self, outgoing: dict, senders, expect, step: str = "message") -> list: ...
 

@@ -55,8 +55,14 @@ class Evaluation:
         self.tr = transport
         self.shards = shards
         self.membership = membership
-        self.on_chunk = on_chunk
+        self.on_chunk = on_chunk if on_chunk is not None else self._chunk_progress
         self.row_limit = row_limit  # the evaluation's row limit, while it runs
+
+    def _chunk_progress(self, done: int, due: int) -> None:
+        """Without an ``on_chunk`` of its own, an evaluation's chunks are its transport's progress."""
+        report = getattr(self.tr, "progress", None)
+        if report is not None:
+            report("secure evaluation", done, due)
 
     async def evaluate(self, job, my_input=None, outputs_to_clients: bool = False,
                        outputs_to=None) -> np.ndarray | None:

@@ -38,7 +38,8 @@ import numpy as np
 from sqm.mpc.net import wire
 from sqm.errors import UsageError
 from sqm.errors import EXIT_OK
-from sqm.mpc.net.launch import MPCError, new_job_id, party_name, require_two_clients
+from sqm.mpc.net.failures import Outcome
+from sqm.mpc.net.launch import MPCError, new_job_id, require_two_clients
 from sqm.mpc.net.party import abort_reason, describe, failure
 from sqm.mpc.net.transport import PartyTransport
 from sqm.mpc.net.abort import PartyAborted, ProtocolError, party_label
@@ -251,7 +252,7 @@ def run_in_process(programs: list, timeout: float = 3600.0, min_clients: int = 1
     reduction, opening: every frame a real party would receive) instead of the ideal functionality.
     ``idle_timeout`` is accepted for signature parity and unused: one process has no silent peer, and a party
     waiting forever is a deadlock, refused at once.  Raises :class:`sqm.mpc.net.launch.MPCError` like ``run_parties``
-    when any party fails (message ``"MPC job failed, no result released: client 2 exited 6: ..."``, ``codes``).
+    when any party fails (the same message as there: who failed and why, then one line per party; ``codes``).
     """
     M = len(programs)
     if M < 2:
@@ -265,9 +266,7 @@ def run_in_process(programs: list, timeout: float = 3600.0, min_clients: int = 1
         for i, e in enumerate(errors):
             codes[i], lines[i] = (EXIT_OK, "") if e is None else failure(e, "server" if i == 0 else f"client {i}",
                                                                            timeout)
-        failed = [i for i in range(M) if codes[i] != EXIT_OK]
-        msgs = "; ".join(f"{party_name(i)} exited {codes[i]}: {lines[i]}" for i in failed)
-        raise MPCError(f"MPC job failed, no result released: {msgs}", codes=codes) from None
+        raise MPCError.of({i: Outcome(codes[i], [lines[i]] if lines[i] else []) for i in range(M)}) from None
     return records
 
 

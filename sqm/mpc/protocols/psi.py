@@ -116,6 +116,7 @@ from sqm.mpc.net.liveness import busy
 from sqm.mpc.protocols.stream import chunk_count
 
 POINT_BYTES = 32
+ALIGNMENT_STEP = "record alignment: ids blinded"  # a client's progress: ids it blinded, over every hop
 CHUNK_IDS = 1 << 14  # ids per chunk on the ring: 512 KiB a chunk, about 0.7 s of blinding
 DOMAIN = b"sqm-psi-v1 hash to curve25519\x00"
 DUMMY_DOMAIN = b"sqm-psi-v1 padding\x00"  # the random strings the padding of V_C hashes (never an id's form)
@@ -245,6 +246,13 @@ def product_key(key: bytes, rng: np.random.Generator) -> tuple[bytes, bytes]:
         e = a + ((-a * inv) % 8) * _L
         if 1 << 254 <= e < 1 << 255:
             return r, e.to_bytes(32, "little")
+
+
+def _progress(ctx, step: str, done: int, due: int) -> None:
+    """This party's progress (:meth:`sqm.mpc.net.transport.PartyTransport.progress`), where its transport has one."""
+    report = getattr(ctx, "progress", None)
+    if report is not None:
+        report(step, done, due)
 
 
 def ring_next(j: int, n: int) -> int:
@@ -399,6 +407,7 @@ async def _client_ring(ctx, sizes: dict[int, int], mine: np.ndarray, key: bytes,
     nxt, prv = ring_next(i, n), _owner(i, 1, n)
     held: dict[tuple[int, int], np.ndarray] = {}  # chunks received, blinded at the next step
     seen: dict[int, list[np.ndarray]] = {}  # owner -> the first bytes of this client's blinded values of its list
+    blinded, due = 0, sum(sizes.values())  # this client blinds every client's list once, hop by hop
     for s in range(n_steps(sizes, chunk)):
         to_next: list[np.ndarray] = []
         to_server: list[np.ndarray] = []
@@ -408,6 +417,8 @@ async def _client_ring(ctx, sizes: dict[int, int], mine: np.ndarray, key: bytes,
                 out = blind(key, data)
             except PSIError as e:
                 raise _bad_peer(ctx, prv, str(e)) from None
+            blinded += len(data)
+            _progress(ctx, ALIGNMENT_STEP, blinded, due)
             if h:
                 seen.setdefault(o, []).append(out[:, :SEEN_BYTES].copy())
             (to_next if h < n - 1 else to_server).append(out)
@@ -511,6 +522,7 @@ async def _server_pass(ctx, lengths: list[int], chunk: int, lists: list | None =
     prv, nxt = i - 1, (i + 1 if i < n else 0)
     held: dict[tuple[int, int], np.ndarray] = {}
     seen: dict[int, list[np.ndarray]] = {q: [] for q in range(len(lengths))}
+    blinded, due = 0, sum(lengths)
     for s in range(steps):
         out = []
         for q, k in at(s - i):
@@ -518,6 +530,8 @@ async def _server_pass(ctx, lengths: list[int], chunk: int, lists: list | None =
                 v = blind(keys[q], held.pop((q, k)))
             except PSIError as e:
                 raise _bad_peer(ctx, prv, str(e)) from None
+            blinded += len(v)
+            _progress(ctx, ALIGNMENT_STEP + " (the server's lists)", blinded, due)
             seen[q].append(v[:, :SEEN_BYTES].copy())
             out.append(v)
         inc = at(s - prv)
