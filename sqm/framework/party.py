@@ -254,7 +254,7 @@ class JobParty(PartyProgram):
         return ", ".join(parts)
 
     async def run(self, ctx: Transport):
-        path = getattr(self.task, "steps_path", None)
+        path = self.task.steps_path
         if not path:
             return await self._run(ctx)
         from sqm.framework.progress import step_lines

@@ -129,9 +129,9 @@ class Text:
 
 def public_range(v) -> tuple[float, float]:
     """A range ``[lo, hi]`` (a list or tuple: a job file's task block, or an option's two numbers) as the pair of
-    floats :class:`Range` holds; a ValueError if it is no pair of numbers."""
+    floats :class:`Range` holds; a UsageError (a ValueError) if it is no pair of numbers."""
     if not isinstance(v, (list, tuple)) or len(v) != 2 or any(isinstance(b, (bool, str)) for b in v):
-        raise ValueError(f"need a range [lo, hi] of two numbers, got {v!r}")
+        raise UsageError(f"need a range [lo, hi] of two numbers, got {v!r}")
     return float(v[0]), float(v[1])
 
 

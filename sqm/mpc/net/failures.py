@@ -153,8 +153,9 @@ def report(outcomes: dict[int, Outcome]) -> tuple[str, list[str]]:
             told, reason = o.notice()
             said = _plain(outcomes[r].last, _BOILERPLATE) if r is not None else ""
             known = not reason or _plain(reason, _BOILERPLATE).rstrip(")") in said  # the root's words already
+            relayed = any(prev and prev in reason for prev in notices)  # the same notice, passed on by a peer
             details.append(f"{code} ({NAMES.get(o.code, 'error')}): on {who(src)}'s notice"
-                           + ("" if known or reason in notices else f": {told}"))
+                           + ("" if known or relayed else f": {told}"))
             notices.add(reason)
             continue
         text = _plain(o.last)
