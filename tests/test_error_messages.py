@@ -195,3 +195,24 @@ def test_in_process_failures_have_the_same_short_first_line():
     assert len(_first_printed(e)) < FIRST_LINE_MAX and e.headline.endswith("...")
     assert e.details[1:3] == ["server (party 0) exited 3 (refused): on client 2's notice",
                               "client 1 (party 1) exited 3 (refused): on client 2's notice"]
+
+
+@pytest.mark.parametrize("text", [
+    "sqm: error: job file job.json: client 2 (the label party) has no label column 'y' in its file; its columns are "
+    "['bmi', 'glucose', 'systolic', 'outcome']: name the label's column with --label-column (refused before any "
+    "party started)",
+    "sqm: error: a linreg job needs its label's public range, declared once: \"label_range\": [lo, hi] in the task "
+    "block, or --label-range LO HI (labels beyond --label-bound 1 would be clipped)",
+    "sqm: " + "word " * 60 + "end",
+    "sqm: short enough\n  second line",
+])
+def test_a_long_message_keeps_a_short_first_line_and_loses_nothing(text):
+    """The face's errors (usage errors, a party's own refusal): the first line under 160 characters, broken at a
+    clause boundary, and the lines joined by a space give the message back word for word."""
+    from sqm.cli.command import short_first_line
+
+    out = short_first_line(text)
+    assert len(out.splitlines()[0]) < 160
+    assert out.replace("\n  ", " ") == text.replace("\n  ", " ")
+    if len(text.partition("\n")[0]) < 160:
+        assert out == text

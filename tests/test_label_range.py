@@ -56,6 +56,14 @@ def no_spawn(monkeypatch):
     return calls
 
 
+def _printed(capsys) -> str:
+    """What sqm printed on stderr, its first line's break undone (sqm.cli.command.short_first_line), after checking
+    that the first line of each message is short."""
+    err = capsys.readouterr().err
+    assert all(len(ln) < 160 for ln in err.splitlines() if ln.startswith("sqm: ")), err
+    return err.replace("\n  ", " ")
+
+
 # ----- one declaration ---------------------------------------------------------------------------------------
 
 
@@ -63,7 +71,7 @@ def test_a_linreg_job_without_a_label_range_is_refused_before_any_party_starts(t
     X, y = _raw()
     job = _job(tmp_path, X, y, {"statistic": "linreg", "label_column": "x3"})
     assert main(["linreg", "--job", job]) == 2
-    err = capsys.readouterr().err
+    err = _printed(capsys)
     assert (f"job file {job}: a linreg job needs its label's public range, declared once: \"label_range\": "
             f"[lo, hi] in the task block, or --label-range LO HI") in err
     assert no_spawn == []
@@ -79,7 +87,7 @@ def test_the_label_range_is_declared_once(tmp_path, capsys, no_spawn):
                bounds=[{"x0": [0, 100]}, {"x2": [0, 10000], "x3": [-10, 20]}])
     assert main(["linreg", "--job", job]) == 2
     assert ("client 2 declares a range (\"bounds\") for the label column 'x3': the label's range is declared "
-            "once, in the task") in capsys.readouterr().err
+            "once, in the task") in _printed(capsys)
     assert no_spawn == []
     with pytest.raises(UsageError, match=r"label_range must be a range \[lo, hi\] of finite numbers with lo < hi"):
         _task((5, 1))
@@ -92,7 +100,7 @@ def test_the_task_block_and_the_option_are_one_parameter(tmp_path, capsys):
     job = _job(tmp_path, X, y, {"statistic": "linreg", "label_column": "x3", "label_range": [-10, 20]})
     assert main(["linreg", "--job", job, "--label-range", "-10", "20", "--backend", "plain", "-q"]) == 0
     assert main(["linreg", "--job", job, "--label-range", "-10", "30", "--backend", "plain"]) == 2
-    assert "--label-range [-10.0, 30.0] differs from the task in job file" in capsys.readouterr().err
+    assert "--label-range [-10.0, 30.0] differs from the task in job file" in _printed(capsys)
     assert ("label_range", (-10.0, 20.0)) in _task([-10, 20]).public()
 
 
@@ -229,9 +237,9 @@ def test_more_components_than_columns_is_refused_before_any_party_is_spawned(tmp
     job = _job(tmp_path, X, y)
     assert main(["pca", "--job", job, "--components", "5"]) == 2
     assert (f"job file {job}: cannot find 5 components in data with 4 columns (need k <= columns) (refused before "
-            f"any party started)") in capsys.readouterr().err
+            f"any party started)") in _printed(capsys)
     assert main(["pca", "--job", job, "--components", "4", "--drop-columns", "x3"]) == 2  # 3 columns left
-    assert "cannot find 4 components in data with 3 columns" in capsys.readouterr().err
+    assert "cannot find 4 components in data with 3 columns" in _printed(capsys)
     assert no_spawn == []
 
 
@@ -240,11 +248,11 @@ def test_a_label_column_no_client_file_has_is_refused_before_any_party_is_spawne
     job = _job(tmp_path, X, y)
     assert main(["linreg", "--job", job, "--label-column", "target", "--label-range", "-10", "20"]) == 2
     assert ("client 2 (the label party) has no label column 'target' in its file; its columns are ['x2', 'x3']: "
-            "name the label's column with --label-column") in capsys.readouterr().err
+            "name the label's column with --label-column") in _printed(capsys)
     assert main(["linreg", "--job", job, "--label-column", "x0", "--label-range", "0", "100"]) == 2
-    assert "client 1's file has it, but the label party is client 2" in capsys.readouterr().err
+    assert "client 1's file has it, but the label party is client 2" in _printed(capsys)
     assert main(["logreg", "--job", job, "--label-column", "target"]) == 2
-    assert "client 2 (the label party) has no label column 'target'" in capsys.readouterr().err
+    assert "client 2 (the label party) has no label column 'target'" in _printed(capsys)
     assert no_spawn == []
 
 
@@ -257,7 +265,7 @@ def test_a_party_started_alone_checks_its_own_file_before_connecting(tmp_path, c
     code = main(["linreg", "--job", shared, "--index", "2", "--data-file", str(tmp_path / "party2.csv"),
                  "--no-ledger", "--ssl-dir", str(tmp_path)])
     assert code == 2
-    assert "client 2 (the label party) has no label column 'target' in its file" in capsys.readouterr().err
+    assert "client 2 (the label party) has no label column 'target' in its file" in _printed(capsys)
     assert no_spawn == []
 
 

@@ -3,6 +3,7 @@ blinded, each secure evaluation's chunks, training rounds and scoring are report
 the library prints nothing, -q installs none and leaves stderr empty, and the bars change neither stdout, the JSON
 output nor the released values."""
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -93,7 +94,7 @@ def test_a_job_reports_the_alignment_the_evaluation_and_training_rounds(job, bar
     _finished(bars, "secure evaluation")  # the scores' sum on shares
 
 
-def test_quiet_prints_nothing_on_stderr_and_bars_change_no_output(job, tmp_path, capsys):
+def test_quiet_prints_nothing_on_stderr_and_bars_change_no_output(job, tmp_path, capsys, monkeypatch):
     assert main(["pca", "--job", job, "--components", "2", "--backend", "plain", "-q"]) == 0
     assert capsys.readouterr().err == ""  # a successful job: no bar, no announcement
     seeded = ["pca", "--job", job, "--components", "2", "--backend", "plain", "--seed", "4",
@@ -101,6 +102,10 @@ def test_quiet_prints_nothing_on_stderr_and_bars_change_no_output(job, tmp_path,
     assert main([*seeded, "-q", "--json", str(tmp_path / "quiet.json")]) == 0
     quiet = capsys.readouterr()
     assert quiet.err.startswith("WARNING: --insecure-reproducible") and ALIGNMENT_STEP not in quiet.err
+    assert main([*seeded, "--json", str(tmp_path / "piped.json")]) == 0
+    piped = capsys.readouterr()  # stderr not a terminal: the announcement, no bar frames
+    assert "about to run job" in piped.err and ALIGNMENT_STEP not in piped.err
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)  # a terminal: tqdm draws its bars
     assert main([*seeded, "--json", str(tmp_path / "bars.json")]) == 0
     shown = capsys.readouterr()
     assert ALIGNMENT_STEP in shown.err and "about to run job" in shown.err
@@ -108,8 +113,8 @@ def test_quiet_prints_nothing_on_stderr_and_bars_change_no_output(job, tmp_path,
     def same(out: str) -> list:  # stdout, its timings aside (seconds differ from run to run)
         return [ln for ln in out.splitlines() if "seconds" not in ln and not ln.startswith("SQM ")]
     assert same(quiet.out) == same(shown.out)
-    released = [json.loads((tmp_path / f).read_text())["released"] for f in ("quiet.json", "bars.json")]
-    assert released[0] == released[1]
+    released = [json.loads((tmp_path / f).read_text())["released"] for f in ("quiet.json", "piped.json", "bars.json")]
+    assert released[0] == released[1] == released[2]
 
 
 def test_the_library_prints_nothing_without_a_bar_factory(tmp_path, capsys):

@@ -130,6 +130,26 @@ def dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         return error_exit(e)
 
 
+FIRST_LINE_MAX = 159  # a message's first line: who failed and why, readable at a glance
+
+
+def short_first_line(text: str, limit: int = FIRST_LINE_MAX) -> str:
+    """``text`` with its first line at most ``limit`` characters: a longer one is broken at its last clause
+    boundary (``": "``, ``"; "`` or ``" ("``) that fits, the rest on an indented line of its own (nothing is
+    dropped: joining the lines with a space gives ``text`` back); a line with no such boundary at all is broken at
+    its last space that fits."""
+    first, _, rest = text.partition("\n")
+    if len(first) <= limit:
+        return text
+    cut = max(first.rfind(sep, 0, limit - len(sep) + 1) for sep in (": ", "; ", " ("))
+    if cut < 20:
+        cut = first.rfind(" ", 0, limit)
+    if cut <= 0:
+        return text
+    head, tail = first[:cut + (first[cut] in ":;")], first[cut:].lstrip(":; ")
+    return "\n".join([head, "  " + tail] + ([rest] if rest else []))
+
+
 def error_exit(e: BaseException) -> int:
     """Log the error a command ended with and return its exit code (one table, :mod:`sqm.errors`); re-raise an
     exception that is none of ours (a bug: its traceback is the report)."""
@@ -141,13 +161,13 @@ def error_exit(e: BaseException) -> int:
         log.error("\n  ".join([f"sqm: {e.headline}", *e.details, f"exit {code}: {NAMES.get(code, 'error')}"]))
         return code
     if isinstance(e, (UsageError, MissingExtra)):  # bad options, parameters or job file, before anything is sent
-        log.error(f"sqm: error: {e}")
+        log.error(short_first_line(f"sqm: error: {e}"))
         return EXIT_USAGE
     if isinstance(e, SQMError):  # this process's own refusal, bad data, lost peer or timeout
         code = e.exit_code
         detail = getattr(e, "detail", None)  # a refusal's own detail, for this party's operator only
         suffix = f" ({detail})" if detail else ""
-        log.error(f"sqm: {e}{suffix} [exit {code}: {NAMES.get(code, 'error')}]")
+        log.error(short_first_line(f"sqm: {e}{suffix}") + f"\n  exit {code}: {NAMES.get(code, 'error')}")
         return code
     raise e  # none of ours (a plain ValueError too): an internal error, exit 1, its traceback the report
 

@@ -1,6 +1,7 @@
 """Progress bars on the terminal (tqdm): the face installs them for the library's methods, which ask
 :func:`sqm.framework.progress.make_bar` for a bar and show nothing without one.  ``-q/--quiet`` (on every command,
-:func:`sqm.cli.options.add_verbosity`) installs none: a script's stderr then holds warnings and errors only."""
+:func:`sqm.cli.options.add_verbosity`) installs none: a script's stderr then holds warnings and errors only.  Bars are drawn only where stderr is a
+terminal (tqdm's ``disable=None``): redirected to a file, it holds no cursor movements."""
 from __future__ import annotations
 
 import contextlib
@@ -14,9 +15,11 @@ def install(quiet: bool = False) -> None:
     if quiet:
         set_bar_factory(None)
         return
+    import functools
+
     from tqdm import tqdm
 
-    set_bar_factory(tqdm)
+    set_bar_factory(functools.partial(tqdm, disable=None))  # drawn on a terminal only: a log file gets no bar frames
 
 
 @contextlib.contextmanager
