@@ -168,7 +168,7 @@ def spu_psi_run(python: str, csvs: list[str], protocol: str, timeout: float = 18
                 logs[rank].seek(0)
                 tail = "\n".join(logs[rank].read().splitlines()[-15:])
                 raise RuntimeError(f"SecretFlow {protocol} party {rank} exited with {p.returncode}:\n{tail}")
-            with open(cfg["record"]) as f:
+            with open(str(cfg["record"])) as f:
                 records.append(json.load(f))
         return dict(seconds=seconds, records=records)
     finally:
