@@ -196,9 +196,7 @@ def _measured(fn):
                      launcher_cpu_seconds=launcher, load_1min=load)
 
 
-def _ours(job: str, ids: int, clients: int) -> dict:
-    from bench.psi import run_one
-
+def _ours(run_one, job: str, ids: int, clients: int) -> dict:
     (records, _), m = _measured(lambda: run_one(job))
     sent = [int(r.get("bytes_sent", 0)) for r in records]
     return dict(m, intersection=int(records[0]["result"]["alignment"]["intersection"]), processes=len(records),
@@ -219,13 +217,13 @@ def _secretflow(python: str, csvs: list[str], protocol: str, timeout: float) -> 
                 max_rss_bytes=[int(r["max_rss_bytes"]) for r in recs])
 
 
-def run(ids_list, clients_list, overlap: float = 0.7, protocols=PROTOCOLS, repeat: int = 1,
+def run(ids_list, clients_list, write_parties, run_one, overlap: float = 0.7, protocols=PROTOCOLS, repeat: int = 1,
         spu_python: str | None = None, workdir: str | None = None, timeout: float = 1800.0,
         progress: bool = True) -> dict:
     """Interleaved runs (ours, then each SecretFlow protocol that applies, ``repeat`` rounds) of every cell; ours
-    alone, with ``secretflow`` null and a ``note``, when no interpreter imports ``spu``."""
-    from bench.psi import write_parties
-
+    alone, with ``secretflow`` null and a ``note``, when no interpreter imports ``spu``.  ``write_parties`` and
+    ``run_one``: :func:`bench.psi.write_parties` and :func:`bench.psi.run_one`, passed in by that module (this one
+    does not import it: it is imported by it)."""
     if int(repeat) != repeat or repeat < 1:
         raise ValueError(f"--repeat must be an integer >= 1, got {repeat!r}")
     python, version = spu_probe(spu_python)
@@ -246,7 +244,7 @@ def run(ids_list, clients_list, overlap: float = 0.7, protocols=PROTOCOLS, repea
                         if progress:
                             print(f"psi peer: {clients} clients x {ids:,} ids, {side}, round {r + 1}",
                                   file=sys.stderr)
-                        got = (_ours(job, ids, clients) if side == OURS
+                        got = (_ours(run_one, job, ids, clients) if side == OURS
                                else _secretflow(python, csvs, side, timeout))  # type: ignore[arg-type]
                         got.update(side=side, clients=clients, ids=ids, repeat=r,
                                    expected_intersection=int(round(overlap * ids)))
@@ -314,7 +312,7 @@ def print_table(rep: dict) -> None:
     print(f"intersections equal to the sets' built-in one: {'yes' if rep['correct'] else 'NO'}")
 
 
-def add_arguments(ap) -> None:
+def add_peer_arguments(ap) -> None:
     """``python -m bench psi``'s options for the peer comparison (the id sets come from --ids, --clients,
     --overlap; the rounds from --repeat)."""
     ap.add_argument("--peer", action="store_true",
@@ -330,7 +328,9 @@ def add_arguments(ap) -> None:
                     help="with --peer: seconds per SecretFlow run (default 1800)")
 
 
-def cli(args) -> int:
+def peer_cli(args, write_parties, run_one) -> int:
+    """``python -m bench psi --peer``: :func:`run` with the psi benchmark's id-set options and its ``write_parties``
+    and ``run_one``."""
     from sqm.errors import UsageError
 
     protocols = [p.strip().upper() for p in args.peer_protocols.split(",") if p.strip()]
@@ -341,12 +341,13 @@ def cli(args) -> int:
     clients = [int(x) for x in args.clients.split(",") if x.strip()]
     if not ids or not clients or min(clients) < 2 or not 0 < args.overlap <= 1:
         raise UsageError("--peer takes --ids, --clients of at least 2 and --overlap in (0, 1]")
-    rep = run(ids, clients, args.overlap, protocols, args.repeat, args.spu_python, args.workdir, args.peer_timeout,
-              progress=not getattr(args, "quiet", 0))
+    rep = run(ids, clients, write_parties, run_one, args.overlap, protocols, args.repeat, args.spu_python,
+              args.workdir, args.peer_timeout, progress=not getattr(args, "quiet", 0))
     return finish(rep, args, print_table)
 
 
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--spu-psi-node":
         sys.exit(spu_psi_node(sys.argv[2]))
-    sys.exit("usage: python -m bench.psi_peer --spu-psi-node CONFIG (a SecretFlow party of python -m bench psi --peer)")
+    sys.exit("usage: python -m bench.psi_peer --spu-psi-node CONFIG (a SecretFlow party of "
+             "python -m bench psi --peer)")

@@ -2,10 +2,11 @@
 "SecretFlow absent: ..." and measures ours alone (exit 0, the JSON's runs are ours only, each intersection checked);
 which SecretFlow protocols run on how many clients; the options' parsing.  No timing bounds."""
 import json
+import os
 
 import pytest
 
-from bench import psi_peer
+from bench import psi, psi_peer
 from bench.command import build_parser, main, parse
 from sqm.errors import UsageError
 
@@ -48,7 +49,8 @@ def test_without_spu_a_note_and_ours_alone_in_the_json(tmp_path, capsys, monkeyp
     """The skip path without party processes: ours stubbed, every cell and round asked of ours only."""
     asked = []
 
-    def fake_ours(job, ids, clients):
+    def fake_ours(run_one, job, ids, clients):
+        assert run_one is psi.run_one and os.path.basename(job) == "job.json"  # bench.psi's own, on its files
         asked.append((ids, clients))
         return dict(wall_seconds=1.0, cpu_seconds=2.0, load_1min=0.5, processes=clients + 1,
                     intersection=int(round(0.5 * ids)), bytes_per_id=64.0)
