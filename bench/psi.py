@@ -250,9 +250,16 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--workdir", help="folder for the party files (default: a temporary folder, removed)")
     ap.add_argument("--json", help="write the figures to this JSON file")
     ap.add_argument("--plot", help="write a PNG plot to this file")
+    from bench import psi_peer
+
+    psi_peer.add_peer_arguments(ap)  # --peer: SecretFlow's PSI beside ours (bench/psi_peer.py)
 
 
 def cli(args) -> int:
+    if args.peer:
+        from bench import psi_peer
+
+        return psi_peer.peer_cli(args, write_parties, run_one)
     if args.hide_membership:
         from bench import psi_hidden
 
