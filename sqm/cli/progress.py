@@ -1,7 +1,8 @@
 """Progress bars on the terminal (tqdm): the face installs them for the library's methods, which ask
 :func:`sqm.framework.progress.make_bar` for a bar and show nothing without one.  ``-q/--quiet`` (on every command,
-:func:`sqm.cli.options.add_verbosity`) installs none: a script's stderr then holds warnings and errors only.  Bars are drawn only where stderr is a
-terminal (tqdm's ``disable=None``): redirected to a file, it holds no cursor movements."""
+:func:`sqm.cli.options.add_verbosity`) installs none: a script's stderr then holds warnings and errors only.
+Bars are drawn only where stderr is a terminal (tqdm's ``disable=None``): redirected to a file, it holds no cursor
+movements."""
 from __future__ import annotations
 
 import contextlib

@@ -130,7 +130,9 @@ def report(outcomes: dict[int, Outcome]) -> tuple[str, list[str]]:
         r_who = "the deadline"
     else:
         first, r_who = headline(r, outcomes[r]), who(r)
-    details, seen, notices = [], set(), set()
+    details: list[str] = []
+    seen: set[str] = set()
+    notices: set[str] = set()
     for i in sorted(outcomes, key=lambda k: (k != r, k)):  # the root cause's party first
         o = outcomes[i]
         name = f"{who(i)} (party {i})"
