@@ -31,7 +31,7 @@ def stochastic_round(x, gamma: float = 1.0, seed: SeedLike = None) -> np.ndarray
 # dependent_round keeps every weighted sum it moves along within this bound (columns x weights), so its float
 # drift stays far below the 1 that sensitivity.dependent_norm_bound_sq allows for it (see dependent_round)
 _DRIFT_SAFE = 2.0 ** 40
-_ROWS = 16384  # rows per block of the pipage loop (its dozens of temporaries stay in cache: 2x faster at 100k rows)
+_ROWS = 4096  # records per block of the pipage loop: its few dozen column-long temporaries stay in cache
 
 
 def dependent_round(x, gamma: float = 1.0, groups=None, seed: SeedLike = None, coins: np.ndarray | None = None
@@ -71,7 +71,40 @@ def dependent_round(x, gamma: float = 1.0, groups=None, seed: SeedLike = None, c
     chain uses the coin of the column that began it.  ``coins``: those uniforms given instead (an array of
     ``x``'s shape; ``seed`` is then unused): a client's come from its per-block coin keys
     (:class:`sqm.mechanism.coins.CoinKeys`), so a part of its rows rounds as the whole input does.  Written here
-    because no library offers dependent rounding vectorized over rows with a fixed coin budget."""
+    because no library offers dependent rounding vectorized over rows with a fixed coin budget.
+
+    Computed in blocks of :data:`_ROWS` records, transposed so that each column is contiguous, every pairing
+    step elementwise on whole columns.  A step is written in the direction t in which the carried fraction p_1
+    rises (p_1 moves by |w_j| t, p_j by -sign(w_c w_j) |w_c| t), with branch-free selects and no allocation;
+    every number it compares or carries is the same IEEE operation on the same operands as in
+    :func:`dependent_round_reference` (a - b = -(b - a), x / -y = -(x / y) and min/max pick equal values), up
+    to the sign of zeros, which no comparison sees: so both give the same integers, bit for bit."""
+    x, groups, coins = _checked(x, gamma, groups, seed, coins)
+    n, d = x.shape
+    out = np.empty((n, d), dtype=np.int64)
+    for a in range(0, n, _ROWS):
+        _round_rows(x[a:a + _ROWS], float(gamma), coins[a:a + _ROWS], groups, out[a:a + _ROWS])
+    return out
+
+
+def dependent_round_reference(x, gamma: float = 1.0, groups=None, seed: SeedLike = None,
+                              coins: np.ndarray | None = None) -> np.ndarray:
+    """:func:`dependent_round` computed as first written: each pairing step in the sign cases of its two weights
+    (up and down rooms selected per case), the carried column tracked by index.  The slow reference which the
+    tests and ``python -m bench rounding`` hold :func:`dependent_round` to, bit for bit; not used by a job."""
+    x, groups, coins = _checked(x, gamma, groups, seed, coins)
+    n, d = x.shape
+    scaled = x * float(gamma)
+    low = np.floor(scaled)
+    frac = scaled - low  # exact (Sterbenz)
+    weight = 2.0 * low + 1.0  # odd, never 0
+    up = np.concatenate([_pipage_reference(frac[a:a + _ROWS], weight[a:a + _ROWS], coins[a:a + _ROWS], groups)
+                         for a in range(0, n, _ROWS)]) if n else np.zeros((0, d), dtype=bool)
+    return low.astype(np.int64) + up.astype(np.int64)
+
+
+def _checked(x, gamma, groups, seed, coins) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
+    """(x as float64, its column groups, its coins) once every argument of :func:`dependent_round` is checked."""
     x = np.asarray(x, dtype=np.float64)
     check_finite(x, "data")
     check_gamma(gamma)
@@ -84,25 +117,143 @@ def dependent_round(x, gamma: float = 1.0, groups=None, seed: SeedLike = None, c
     cols = np.sort(np.concatenate(groups)) if groups else np.zeros(0, np.int64)
     if not np.array_equal(cols, np.arange(d)):
         raise UsageError(f"dependent_round: the column groups must be disjoint and cover the block's {d} columns")
-    scaled = x * float(gamma)
-    top = float(np.max(np.abs(scaled))) if scaled.size else 0.0
+    # max |gamma x| without a scaled copy: rounding is monotone, so it is the product of max |x| and gamma
+    top = max(float(np.max(x)), -float(np.min(x))) * float(gamma) if x.size else 0.0
     if top and max(len(g) for g in groups) * (2.0 * top + 2.0) >= _DRIFT_SAFE:
         raise UsageError(f"gamma * |x| reaches {top:.3g}: too large for dependent rounding (its float drift is "
                          f"bounded only while columns x (2 gamma |x| + 2) < 2^40)")
     if coins is None:
-        coins = make_rng(seed).random(scaled.shape)
-    elif np.shape(coins) != scaled.shape:
-        raise UsageError(f"dependent_round: {np.shape(coins)} coins for a block of shape {scaled.shape}")
-    low = np.floor(scaled)
-    frac = scaled - low  # exact (Sterbenz)
-    weight = 2.0 * low + 1.0  # odd, never 0
-    up = np.concatenate([_pipage(frac[a:a + _ROWS], weight[a:a + _ROWS], coins[a:a + _ROWS], groups)
-                         for a in range(0, n, _ROWS)]) if n else np.zeros((0, d), dtype=bool)
-    return low.astype(np.int64) + up.astype(np.int64)
+        coins = make_rng(seed).random(x.shape)
+    elif np.shape(coins) != x.shape:
+        raise UsageError(f"dependent_round: {np.shape(coins)} coins for a block of shape {x.shape}")
+    return x, groups, np.asarray(coins, dtype=np.float64)
 
 
-def _pipage(frac, weight, coins, groups) -> np.ndarray:
-    """The up-or-down bits of :func:`dependent_round` for a block of rows (fractions, odd weights, coins): each
+def _select(out: np.ndarray, mask: np.ndarray, a: np.ndarray, b: np.ndarray, tmp: np.ndarray) -> np.ndarray:
+    """``out`` = a where ``mask`` (int64, -1 or 0) else b, bit for bit, in place (``out`` may be ``b``)."""
+    bi = b.view(np.int64)
+    np.bitwise_xor(a.view(np.int64), bi, out=tmp)
+    np.bitwise_and(tmp, mask, out=tmp)
+    np.bitwise_xor(tmp, bi, out=out.view(np.int64))
+    return out
+
+
+def _round_rows(x: np.ndarray, gamma: float, coins: np.ndarray, groups, out: np.ndarray) -> None:
+    """:func:`dependent_round` of one block of records into ``out``.
+
+    Per row, a chain carries one fraction p (weight w_c) from column to column; at column j (fraction p_j,
+    weight w_j, coin u) the feasible moves t of p are [L, U] (U = min(rooms up), L = max(rooms down), one room
+    from each fraction), t goes up with probability -L / (U - L) (the coin test of the reference, taken in the
+    direction of s = sign(w_j) t), and whichever fraction meets its bound first is settled: that decision's bit is
+    recorded with whether column j became the carried one; a backward pass then hands each carried column the
+    bit decided when it was next settled (or by its chain's last coin)."""
+    r, d = x.shape
+    frac = np.multiply(x.T, gamma, order="C")  # gamma x, transposed: one contiguous row per column
+    low = np.floor(frac)
+    np.subtract(frac, low, out=frac)  # exact (Sterbenz)
+    u_all = np.ascontiguousarray(coins.T)
+    bit = np.empty((d, r), dtype=bool)  # the bit decided at each column (for the carried column, or its own)
+    took = np.empty((d, r), dtype=bool)  # whether column j became the carried one there
+    (w2, s2, a2, na2, q1, cu, cl, c, nq2, e1, e2, pu, pl, hi, lo, nlo, tot, tt, m1, m2, pn, p, w1,
+     coin0) = (np.empty(r) for _ in range(24))
+    go, tpos, f1, f2, kpos, live, has, pair, start, nxt, swap = (np.empty(r, dtype=bool) for _ in range(11))
+    mask, tmp = np.empty(r, dtype=np.int64), np.empty(r, dtype=np.int64)
+    for g in groups:
+        cols = g.tolist()
+        has.fill(False)
+        p.fill(0.0)
+        w1.fill(1.0)  # where no fraction is carried yet: keeps the unused divisions finite
+        coin0.fill(0.0)
+        all_has = False  # every row carries a fraction (from its first non-integral column on)
+        for j in cols:
+            p2, u, dj, first = frac[j], u_all[j], bit[j], took[j]
+            np.greater(p2, 0.0, out=live)
+            full = all_has and bool(live.all())  # every row pairs: no masks
+            np.multiply(low[j], 2.0, out=w2)
+            np.add(w2, 1.0, out=w2)  # the odd weight w_j
+            if full or (all_has or bool(has.any())) and bool(np.logical_and(live, has, out=pair).any()):
+                np.copysign(1.0, w2, out=s2)
+                np.abs(w2, out=a2)
+                np.negative(a2, out=na2)
+                # the carried fraction's rooms: up (1 - p) / |w_j|, down -p / |w_j|
+                np.subtract(1.0, p, out=q1)
+                np.divide(q1, a2, out=cu)
+                np.divide(p, na2, out=cl)
+                # column j's: p_j / c and (p_j - 1) / c with c = sign(w_j) w_c, one >= 0 (up), one <= 0 (down)
+                np.multiply(w1, s2, out=c)
+                np.subtract(p2, 1.0, out=nq2)
+                np.divide(p2, c, out=e1)
+                np.divide(nq2, c, out=e2)
+                np.maximum(e1, e2, out=pu)
+                np.minimum(e1, e2, out=pl)
+                np.minimum(cu, pu, out=hi)
+                np.maximum(cl, pl, out=lo)
+                np.negative(lo, out=nlo)
+                np.add(hi, nlo, out=tot)
+                np.multiply(tot, u, out=tot)
+                # p rises where s goes up and w_j > 0, or s goes down and w_j < 0; s goes up iff
+                # u (s_up + s_dn) < s_dn, with s_dn = -L where w_j > 0 and U where w_j < 0
+                np.less(tot, nlo, out=go)
+                np.less(tot, hi, out=tpos)
+                np.greater(w2, 0.0, out=f1)
+                np.logical_and(go, f1, out=go)
+                np.logical_or(tpos, f1, out=tpos)
+                np.greater_equal(go, tpos, out=tpos)
+                # the carried fraction settles first where its own room binds in that direction
+                np.less_equal(cu, pu, out=f1)
+                np.greater_equal(cl, pl, out=f2)
+                np.logical_and(tpos, f1, out=f1)
+                np.greater(f2, tpos, out=f2)
+                np.logical_or(f1, f2, out=first)
+                if not full:
+                    np.logical_and(first, pair, out=first)
+                np.negative(tpos, out=mask, dtype=np.int64, casting="unsafe")
+                _select(tt, mask, hi, lo, tmp)  # the move t
+                # the one not settled moves: p + |w_j| t, or p_j - c t where the carried one settles
+                np.multiply(a2, tt, out=m1)
+                np.add(p, m1, out=m1)
+                np.multiply(c, tt, out=m2)
+                np.subtract(p2, m2, out=m2)
+                np.negative(first, out=mask, dtype=np.int64, casting="unsafe")
+                _select(pn, mask, m2, m1, tmp)
+                np.minimum(pn, 1.0, out=pn)
+                np.maximum(pn, 0.0, out=pn)
+                # the bit decided: the carried fraction's (it rose: t > 0), else column j's (it rose: t c < 0)
+                np.greater(c, 0.0, out=kpos)
+                np.greater(kpos, first, out=kpos)
+                np.not_equal(tpos, kpos, out=dj)
+                _select(w1, mask, w2, w1, tmp)
+                if full:
+                    np.copyto(p, pn)
+                else:
+                    np.copyto(p, pn, where=pair)
+                    np.logical_and(dj, pair, out=dj)
+            else:
+                dj.fill(False)
+                first.fill(False)
+            if not all_has:
+                np.greater(live, has, out=start)  # chains that begin at column j
+                if start.any():
+                    np.copyto(p, p2, where=start)
+                    np.copyto(w1, w2, where=start)
+                    np.copyto(coin0, u, where=start)
+                    np.logical_or(first, start, out=first)
+                    np.logical_or(has, start, out=has)
+                all_has = bool(has.all())
+        # each chain's last fraction by its first coin; then, backwards, each column that became the carried
+        # one takes the bit decided where it was next settled
+        np.less(coin0, p, out=nxt)
+        for j in reversed(cols):
+            np.logical_xor(nxt, bit[j], out=swap)
+            np.logical_and(swap, took[j], out=swap)
+            np.logical_xor(nxt, swap, out=nxt)
+            np.logical_xor(bit[j], swap, out=bit[j])
+    np.add(low, bit, out=low)
+    np.copyto(out, low.T, casting="unsafe")
+
+
+def _pipage_reference(frac, weight, coins, groups) -> np.ndarray:
+    """The up-or-down bits of :func:`dependent_round_reference` for a block of rows (fractions, odd weights, coins): each
     group's columns in order, every row at once (elementwise on whole columns, rows independent)."""
     n, d = frac.shape
     fT, wT, cT = np.ascontiguousarray(frac.T), np.ascontiguousarray(weight.T), np.ascontiguousarray(coins.T)
