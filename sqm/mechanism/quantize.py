@@ -78,7 +78,8 @@ def dependent_round(x, gamma: float = 1.0, groups=None, seed: SeedLike = None, c
     rises (p_1 moves by |w_j| t, p_j by -sign(w_c w_j) |w_c| t), with branch-free selects and no allocation;
     every number it compares or carries is the same IEEE operation on the same operands as in
     :func:`dependent_round_reference` (a - b = -(b - a), x / -y = -(x / y) and min/max pick equal values), up
-    to the sign of zeros, which no comparison sees: so both give the same integers, bit for bit."""
+    to the sign of zeros, which no comparison sees (no zero is ever a divisor): so both give the same integers,
+    bit for bit."""
     x, groups, coins = _checked(x, gamma, groups, seed, coins)
     n, d = x.shape
     out = np.empty((n, d), dtype=np.int64)
@@ -152,12 +153,14 @@ def _round_rows(x: np.ndarray, gamma: float, coins: np.ndarray, groups, out: np.
     low = np.floor(frac)
     np.subtract(frac, low, out=frac)  # exact (Sterbenz)
     u_all = np.ascontiguousarray(coins.T)
+    dense = (frac.min(axis=1) > 0.0).tolist() if r else [False] * d  # columns with no integral value
     bit = np.empty((d, r), dtype=bool)  # the bit decided at each column (for the carried column, or its own)
     took = np.empty((d, r), dtype=bool)  # whether column j became the carried one there
     (w2, s2, a2, na2, q1, cu, cl, c, nq2, e1, e2, pu, pl, hi, lo, nlo, tot, tt, m1, m2, pn, p, w1,
      coin0) = (np.empty(r) for _ in range(24))
     go, tpos, f1, f2, kpos, live, has, pair, start, nxt, swap = (np.empty(r, dtype=bool) for _ in range(11))
     mask, tmp = np.empty(r, dtype=np.int64), np.empty(r, dtype=np.int64)
+    zeros, ones = np.zeros(r), np.ones(r)  # the clip's bounds as arrays (faster than scalars)
     for g in groups:
         cols = g.tolist()
         has.fill(False)
@@ -167,13 +170,14 @@ def _round_rows(x: np.ndarray, gamma: float, coins: np.ndarray, groups, out: np.
         all_has = False  # every row carries a fraction (from its first non-integral column on)
         for j in cols:
             p2, u, dj, first = frac[j], u_all[j], bit[j], took[j]
-            np.greater(p2, 0.0, out=live)
-            full = all_has and bool(live.all())  # every row pairs: no masks
+            full = all_has and dense[j]  # every row pairs: no masks
+            if not full:
+                np.greater(p2, 0.0, out=live)
             np.multiply(low[j], 2.0, out=w2)
             np.add(w2, 1.0, out=w2)  # the odd weight w_j
             if full or (all_has or bool(has.any())) and bool(np.logical_and(live, has, out=pair).any()):
-                np.copysign(1.0, w2, out=s2)
                 np.abs(w2, out=a2)
+                np.divide(w2, a2, out=s2)  # sign(w_j), exactly
                 np.negative(a2, out=na2)
                 # the carried fraction's rooms: up (1 - p) / |w_j|, down -p / |w_j|
                 np.subtract(1.0, p, out=q1)
@@ -215,17 +219,15 @@ def _round_rows(x: np.ndarray, gamma: float, coins: np.ndarray, groups, out: np.
                 np.multiply(c, tt, out=m2)
                 np.subtract(p2, m2, out=m2)
                 np.negative(first, out=mask, dtype=np.int64, casting="unsafe")
-                _select(pn, mask, m2, m1, tmp)
-                np.minimum(pn, 1.0, out=pn)
-                np.maximum(pn, 0.0, out=pn)
+                new = _select(p if full else pn, mask, m2, m1, tmp)
+                np.minimum(new, ones, out=new)
+                np.maximum(new, zeros, out=new)
                 # the bit decided: the carried fraction's (it rose: t > 0), else column j's (it rose: t c < 0)
                 np.greater(c, 0.0, out=kpos)
                 np.greater(kpos, first, out=kpos)
                 np.not_equal(tpos, kpos, out=dj)
                 _select(w1, mask, w2, w1, tmp)
-                if full:
-                    np.copyto(p, pn)
-                else:
+                if not full:
                     np.copyto(p, pn, where=pair)
                     np.logical_and(dj, pair, out=dj)
             else:
@@ -253,8 +255,8 @@ def _round_rows(x: np.ndarray, gamma: float, coins: np.ndarray, groups, out: np.
 
 
 def _pipage_reference(frac, weight, coins, groups) -> np.ndarray:
-    """The up-or-down bits of :func:`dependent_round_reference` for a block of rows (fractions, odd weights, coins): each
-    group's columns in order, every row at once (elementwise on whole columns, rows independent)."""
+    """The up-or-down bits of :func:`dependent_round_reference` for a block of rows (fractions, odd weights,
+    coins): each group's columns in order, every row at once (elementwise on whole columns, rows independent)."""
     n, d = frac.shape
     fT, wT, cT = np.ascontiguousarray(frac.T), np.ascontiguousarray(weight.T), np.ascontiguousarray(coins.T)
     upT = np.zeros((d, n), dtype=bool)
