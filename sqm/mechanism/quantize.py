@@ -74,12 +74,11 @@ def dependent_round(x, gamma: float = 1.0, groups=None, seed: SeedLike = None, c
     because no library offers dependent rounding vectorized over rows with a fixed coin budget.
 
     Computed in blocks of :data:`_ROWS` records, transposed so that each column is contiguous, every pairing
-    step elementwise on whole columns.  A step is written in the direction t in which the carried fraction p_1
-    rises (p_1 moves by |w_j| t, p_j by -sign(w_c w_j) |w_c| t), with branch-free selects and no allocation;
-    every number it compares or carries is the same IEEE operation on the same operands as in
-    :func:`dependent_round_reference` (a - b = -(b - a), x / -y = -(x / y) and min/max pick equal values), up
-    to the sign of zeros, which no comparison sees (no zero is ever a divisor): so both give the same integers,
-    bit for bit."""
+    step elementwise on whole columns, its sign cases folded into quotients by signed weights (min/max instead
+    of selects), with bitwise selects and no allocation.  Every number it compares or carries equals the one
+    :func:`dependent_round_reference` computes (a - b = -(b - a) and x / -y = -(x / y) in IEEE arithmetic,
+    and min/max pick equal values), up to the sign of zeros, which no comparison sees (no zero is ever a
+    divisor): so both give the same integers, bit for bit."""
     x, groups, coins = _checked(x, gamma, groups, seed, coins)
     n, d = x.shape
     out = np.empty((n, d), dtype=np.int64)
@@ -143,29 +142,30 @@ def _round_rows(x: np.ndarray, gamma: float, coins: np.ndarray, groups, out: np.
     """:func:`dependent_round` of one block of records into ``out``.
 
     Per row, a chain carries one fraction p (weight w_c) from column to column; at column j (fraction p_j,
-    weight w_j, coin u) the feasible moves t of p are [L, U] (U = min(rooms up), L = max(rooms down), one room
-    from each fraction), t goes up with probability -L / (U - L) (the coin test of the reference, taken in the
-    direction of s = sign(w_j) t), and whichever fraction meets its bound first is settled: that decision's bit is
-    recorded with whether column j became the carried one; a backward pass then hands each carried column the
-    bit decided when it was next settled (or by its chain's last coin)."""
+    weight w_j, coin u) the step s moves p by w_j s and p_j by -w_c s.  Each fraction's two bounds on s are
+    quotients by a signed weight, one >= 0 (its room up) and one <= 0 (minus its room down), so the step's room
+    up is the least of the two maxima and minus its room down the greatest of the two minima: no case on the
+    signs.  The fraction that meets its bound first is settled; that bit is recorded with whether column j
+    became the carried one, and a backward pass hands each carried column the bit decided when it was next
+    settled (or by its chain's last coin)."""
     r, d = x.shape
     frac = np.multiply(x.T, gamma, order="C")  # gamma x, transposed: one contiguous row per column
     low = np.floor(frac)
     np.subtract(frac, low, out=frac)  # exact (Sterbenz)
     u_all = np.ascontiguousarray(coins.T)
-    dense = (frac.min(axis=1) > 0.0).tolist() if r else [False] * d  # columns with no integral value
+    dense = (frac.min(axis=1) > 0.0).tolist()  # columns with no integral value
     bit = np.empty((d, r), dtype=bool)  # the bit decided at each column (for the carried column, or its own)
     took = np.empty((d, r), dtype=bool)  # whether column j became the carried one there
-    (w2, s2, a2, na2, q1, cu, cl, c, nq2, e1, e2, pu, pl, hi, lo, nlo, tot, tt, m1, m2, pn, p, w1,
-     coin0) = (np.empty(r) for _ in range(24))
-    go, tpos, f1, f2, kpos, live, has, pair, start, nxt, swap = (np.empty(r, dtype=bool) for _ in range(11))
+    (nw2, q2, np2, pm1, a1, a2, b1, b2, ua, ub, la, lb, s_up, nsd, tot, s, m1, m2, pn, p, nw1,
+     coin0) = (np.empty(r) for _ in range(22))
+    go, f1, f2, neg2, pos1, live, has, pair, start, nxt, swap = (np.empty(r, dtype=bool) for _ in range(11))
     mask, tmp = np.empty(r, dtype=np.int64), np.empty(r, dtype=np.int64)
     zeros, ones = np.zeros(r), np.ones(r)  # the clip's bounds as arrays (faster than scalars)
     for g in groups:
         cols = g.tolist()
         has.fill(False)
         p.fill(0.0)
-        w1.fill(1.0)  # where no fraction is carried yet: keeps the unused divisions finite
+        nw1.fill(-1.0)  # where no fraction is carried yet: keeps the unused divisions finite
         coin0.fill(0.0)
         all_has = False  # every row carries a fraction (from its first non-integral column on)
         for j in cols:
@@ -173,60 +173,57 @@ def _round_rows(x: np.ndarray, gamma: float, coins: np.ndarray, groups, out: np.
             full = all_has and dense[j]  # every row pairs: no masks
             if not full:
                 np.greater(p2, 0.0, out=live)
-            np.multiply(low[j], 2.0, out=w2)
-            np.add(w2, 1.0, out=w2)  # the odd weight w_j
+            np.multiply(low[j], -2.0, out=nw2)
+            np.subtract(nw2, 1.0, out=nw2)  # -w_j, odd
             if full or (all_has or bool(has.any())) and bool(np.logical_and(live, has, out=pair).any()):
-                np.abs(w2, out=a2)
-                np.divide(w2, a2, out=s2)  # sign(w_j), exactly
-                np.negative(a2, out=na2)
-                # the carried fraction's rooms: up (1 - p) / |w_j|, down -p / |w_j|
-                np.subtract(1.0, p, out=q1)
-                np.divide(q1, a2, out=cu)
-                np.divide(p, na2, out=cl)
-                # column j's: p_j / c and (p_j - 1) / c with c = sign(w_j) w_c, one >= 0 (up), one <= 0 (down)
-                np.multiply(w1, s2, out=c)
-                np.subtract(p2, 1.0, out=nq2)
-                np.divide(p2, c, out=e1)
-                np.divide(nq2, c, out=e2)
-                np.maximum(e1, e2, out=pu)
-                np.minimum(e1, e2, out=pl)
-                np.minimum(cu, pu, out=hi)
-                np.maximum(cl, pl, out=lo)
-                np.negative(lo, out=nlo)
-                np.add(hi, nlo, out=tot)
+                # rooms of p (moved by w_j s): (1 - p) / w_j and p / -w_j; of p_j (moved by -w_c s): (1 - p_j) / -w_c
+                # and p_j / w_c; each pair has one >= 0, the step's room up, and one <= 0, minus its room down
+                np.subtract(p, 1.0, out=pm1)
+                np.divide(pm1, nw2, out=a1)
+                np.divide(p, nw2, out=a2)
+                np.subtract(1.0, p2, out=q2)
+                np.negative(p2, out=np2)
+                np.divide(q2, nw1, out=b1)
+                np.divide(np2, nw1, out=b2)
+                np.maximum(a1, a2, out=ua)
+                np.maximum(b1, b2, out=ub)
+                np.minimum(a1, a2, out=la)
+                np.minimum(b1, b2, out=lb)
+                np.minimum(ua, ub, out=s_up)
+                np.maximum(la, lb, out=nsd)  # minus the largest step down
+                # s goes up iff u (s_up + s_dn) < s_dn: P(up) = s_dn / (s_up + s_dn), so E[s] = 0
+                np.subtract(s_up, nsd, out=tot)
                 np.multiply(tot, u, out=tot)
-                # p rises where s goes up and w_j > 0, or s goes down and w_j < 0; s goes up iff
-                # u (s_up + s_dn) < s_dn, with s_dn = -L where w_j > 0 and U where w_j < 0
-                np.less(tot, nlo, out=go)
-                np.less(tot, hi, out=tpos)
-                np.greater(w2, 0.0, out=f1)
-                np.logical_and(go, f1, out=go)
-                np.logical_or(tpos, f1, out=tpos)
-                np.greater_equal(go, tpos, out=tpos)
-                # the carried fraction settles first where its own room binds in that direction
-                np.less_equal(cu, pu, out=f1)
-                np.greater_equal(cl, pl, out=f2)
-                np.logical_and(tpos, f1, out=f1)
-                np.greater(f2, tpos, out=f2)
+                np.negative(tot, out=tot)
+                np.greater(tot, nsd, out=go)
+                # p settles first where its own room binds in that direction
+                np.less_equal(ua, ub, out=f1)
+                np.greater_equal(la, lb, out=f2)
+                np.logical_and(f1, go, out=f1)
+                np.greater(f2, go, out=f2)
                 np.logical_or(f1, f2, out=first)
                 if not full:
                     np.logical_and(first, pair, out=first)
-                np.negative(tpos, out=mask, dtype=np.int64, casting="unsafe")
-                _select(tt, mask, hi, lo, tmp)  # the move t
-                # the one not settled moves: p + |w_j| t, or p_j - c t where the carried one settles
-                np.multiply(a2, tt, out=m1)
-                np.add(p, m1, out=m1)
-                np.multiply(c, tt, out=m2)
-                np.subtract(p2, m2, out=m2)
+                np.negative(go, out=mask, dtype=np.int64, casting="unsafe")
+                _select(s, mask, s_up, nsd, tmp)
+                # the one not settled moves: p + w_j s, or p_j - w_c s where p settles
+                np.multiply(nw2, s, out=m1)
+                np.subtract(p, m1, out=m1)
+                np.multiply(nw1, s, out=m2)
+                np.add(p2, m2, out=m2)
                 np.negative(first, out=mask, dtype=np.int64, casting="unsafe")
                 new = _select(p if full else pn, mask, m2, m1, tmp)
                 np.minimum(new, ones, out=new)
                 np.maximum(new, zeros, out=new)
-                # the bit decided: the carried fraction's (it rose: t > 0), else column j's (it rose: t c < 0)
-                np.greater(c, 0.0, out=kpos)
-                np.greater(kpos, first, out=kpos)
-                np.not_equal(tpos, kpos, out=dj)
-                _select(w1, mask, w2, w1, tmp)
+                # the bit decided: p's where it settles (up iff s and w_j have one sign), else p_j's (up iff s and
+                # w_c have opposite signs)
+                np.greater(nw2, 0.0, out=neg2)
+                np.less(nw1, 0.0, out=pos1)
+                np.logical_and(first, neg2, out=neg2)
+                np.greater(pos1, first, out=pos1)
+                np.logical_or(neg2, pos1, out=neg2)
+                np.not_equal(go, neg2, out=dj)
+                _select(nw1, mask, nw2, nw1, tmp)
                 if not full:
                     np.copyto(p, pn, where=pair)
                     np.logical_and(dj, pair, out=dj)
@@ -237,7 +234,7 @@ def _round_rows(x: np.ndarray, gamma: float, coins: np.ndarray, groups, out: np.
                 np.greater(live, has, out=start)  # chains that begin at column j
                 if start.any():
                     np.copyto(p, p2, where=start)
-                    np.copyto(w1, w2, where=start)
+                    np.copyto(nw1, nw2, where=start)
                     np.copyto(coin0, u, where=start)
                     np.logical_or(first, start, out=first)
                     np.logical_or(has, start, out=has)
