@@ -82,8 +82,9 @@ def dependent_round(x, gamma: float = 1.0, groups=None, seed: SeedLike = None, c
     x, groups, coins = _checked(x, gamma, groups, seed, coins)
     n, d = x.shape
     out = np.empty((n, d), dtype=np.int64)
+    work = _Work(d, min(n, _ROWS))
     for a in range(0, n, _ROWS):
-        _round_rows(x[a:a + _ROWS], float(gamma), coins[a:a + _ROWS], groups, out[a:a + _ROWS])
+        _round_rows(x[a:a + _ROWS], float(gamma), coins[a:a + _ROWS], groups, out[a:a + _ROWS], work)
     return out
 
 
@@ -138,7 +139,20 @@ def _select(out: np.ndarray, mask: np.ndarray, a: np.ndarray, b: np.ndarray, tmp
     return out
 
 
-def _round_rows(x: np.ndarray, gamma: float, coins: np.ndarray, groups, out: np.ndarray) -> None:
+class _Work:
+    """The buffers of :func:`_round_rows` for blocks of up to ``rows`` records of ``d`` columns, allocated once
+    per call (fresh ones per block would cost a page fault per page each time)."""
+
+    def __init__(self, d: int, rows: int):
+        self.frac, self.low, self.coins = (np.empty((d, rows)) for _ in range(3))
+        self.bit, self.took = np.empty((d, rows), dtype=bool), np.empty((d, rows), dtype=bool)
+        self.floats = np.empty((22, rows))
+        self.bools = np.empty((11, rows), dtype=bool)
+        self.ints = np.empty((2, rows), dtype=np.int64)
+        self.zeros, self.ones = np.zeros(rows), np.ones(rows)  # the clip's bounds (faster than scalars)
+
+
+def _round_rows(x: np.ndarray, gamma: float, coins: np.ndarray, groups, out: np.ndarray, work: _Work) -> None:
     """:func:`dependent_round` of one block of records into ``out``.
 
     Per row, a chain carries one fraction p (weight w_c) from column to column; at column j (fraction p_j,
@@ -149,18 +163,19 @@ def _round_rows(x: np.ndarray, gamma: float, coins: np.ndarray, groups, out: np.
     became the carried one, and a backward pass hands each carried column the bit decided when it was next
     settled (or by its chain's last coin)."""
     r, d = x.shape
-    frac = np.multiply(x.T, gamma, order="C")  # gamma x, transposed: one contiguous row per column
-    low = np.floor(frac)
+    frac, low, u_all = work.frac[:, :r], work.low[:, :r], work.coins[:, :r]
+    np.multiply(x.T, gamma, out=frac)  # gamma x, transposed: one contiguous row per column
+    np.floor(frac, out=low)
     np.subtract(frac, low, out=frac)  # exact (Sterbenz)
-    u_all = np.ascontiguousarray(coins.T)
+    np.copyto(u_all, coins.T)
     dense = (frac.min(axis=1) > 0.0).tolist()  # columns with no integral value
-    bit = np.empty((d, r), dtype=bool)  # the bit decided at each column (for the carried column, or its own)
-    took = np.empty((d, r), dtype=bool)  # whether column j became the carried one there
+    bit = work.bit[:, :r]  # the bit decided at each column (for the carried column, or its own)
+    took = work.took[:, :r]  # whether column j became the carried one there
     (nw2, q2, np2, pm1, a1, a2, b1, b2, ua, ub, la, lb, s_up, nsd, tot, s, m1, m2, pn, p, nw1,
-     coin0) = (np.empty(r) for _ in range(22))
-    go, f1, f2, neg2, pos1, live, has, pair, start, nxt, swap = (np.empty(r, dtype=bool) for _ in range(11))
-    mask, tmp = np.empty(r, dtype=np.int64), np.empty(r, dtype=np.int64)
-    zeros, ones = np.zeros(r), np.ones(r)  # the clip's bounds as arrays (faster than scalars)
+     coin0) = work.floats[:, :r]
+    go, f1, f2, neg2, pos1, live, has, pair, start, nxt, swap = work.bools[:, :r]
+    mask, tmp = work.ints[:, :r]
+    zeros, ones = work.zeros[:r], work.ones[:r]
     for g in groups:
         cols = g.tolist()
         has.fill(False)
