@@ -127,3 +127,22 @@ def test_both_refuse_the_same_inputs():
                 fn(*args)
     with pytest.raises(UsageError, match="coins for a block"):
         dependent_round(np.ones((2, 3)) * 0.1, 10.0, None, coins=np.zeros((3, 2)))
+
+
+def test_the_rounding_bench_checks_the_integers(tmp_path):
+    """``python -m bench rounding`` at a small shape: its report holds every timing and ratio, says the kernel's
+    integers equal the reference's, and its JSON document is written."""
+    import json
+
+    from bench.command import build_parser, parse
+
+    path = tmp_path / "rounding.json"
+    args = parse(["rounding", "--rows", "300", "--cols", "7", "--integral", "0.2", "--repeat", "1",
+                  "--json", str(path)], build_parser())
+    assert args.func(args) == 0
+    rep = json.loads(path.read_text())["details"]
+    assert rep["same_integers"] is True and rep["values"] == 2100
+    for name in ("independent", "dependent", "reference"):
+        assert rep[f"{name}_cpu_seconds"] >= 0 and rep[f"{name}_given_cpu_seconds"] >= 0
+    assert rep["dependent_ratio"] == pytest.approx(rep["dependent_cpu_seconds"]
+                                                   / max(rep["independent_cpu_seconds"], 1e-9))
