@@ -41,6 +41,7 @@ BENCHMARKS = {
     "peers": "bench.peers",
     "sql-memory": "bench.sql_memory",
     "site": "bench.site",
+    "rounding": "bench.rounding",
 }
 
 

@@ -31,7 +31,7 @@ def stochastic_round(x, gamma: float = 1.0, seed: SeedLike = None) -> np.ndarray
 # dependent_round keeps every weighted sum it moves along within this bound (columns x weights), so its float
 # drift stays far below the 1 that sensitivity.dependent_norm_bound_sq allows for it (see dependent_round)
 _DRIFT_SAFE = 2.0 ** 40
-_ROWS = 16384  # rows per block of the pipage loop (its dozens of temporaries stay in cache: 2x faster at 100k rows)
+_ROWS = 4096  # records per block of the pipage loop: its few dozen column-long temporaries stay in cache
 
 
 def dependent_round(x, gamma: float = 1.0, groups=None, seed: SeedLike = None, coins: np.ndarray | None = None
@@ -71,7 +71,41 @@ def dependent_round(x, gamma: float = 1.0, groups=None, seed: SeedLike = None, c
     chain uses the coin of the column that began it.  ``coins``: those uniforms given instead (an array of
     ``x``'s shape; ``seed`` is then unused): a client's come from its per-block coin keys
     (:class:`sqm.mechanism.coins.CoinKeys`), so a part of its rows rounds as the whole input does.  Written here
-    because no library offers dependent rounding vectorized over rows with a fixed coin budget."""
+    because no library offers dependent rounding vectorized over rows with a fixed coin budget.
+
+    Computed in blocks of :data:`_ROWS` records, transposed so that each column is contiguous, every pairing
+    step elementwise on whole columns, its sign cases folded into quotients by signed weights (min/max instead
+    of selects), with bitwise selects and no allocation.  Every number it compares or carries equals the one
+    :func:`dependent_round_reference` computes (a - b = -(b - a) and x / -y = -(x / y) in IEEE arithmetic,
+    and min/max pick equal values), up to the sign of zeros, which no comparison sees (no zero is ever a
+    divisor): so both give the same integers, bit for bit."""
+    x, groups, coins = _checked(x, gamma, groups, seed, coins)
+    n, d = x.shape
+    out = np.empty((n, d), dtype=np.int64)
+    work = _Work(d, min(n, _ROWS))
+    for a in range(0, n, _ROWS):
+        _round_rows(x[a:a + _ROWS], float(gamma), coins[a:a + _ROWS], groups, out[a:a + _ROWS], work)
+    return out
+
+
+def dependent_round_reference(x, gamma: float = 1.0, groups=None, seed: SeedLike = None,
+                              coins: np.ndarray | None = None) -> np.ndarray:
+    """:func:`dependent_round` computed as first written: each pairing step in the sign cases of its two weights
+    (up and down rooms selected per case), the carried column tracked by index.  The slow reference which the
+    tests and ``python -m bench rounding`` hold :func:`dependent_round` to, bit for bit; not used by a job."""
+    x, groups, coins = _checked(x, gamma, groups, seed, coins)
+    n, d = x.shape
+    scaled = x * float(gamma)
+    low = np.floor(scaled)
+    frac = scaled - low  # exact (Sterbenz)
+    weight = 2.0 * low + 1.0  # odd, never 0
+    up = np.concatenate([_pipage_reference(frac[a:a + _ROWS], weight[a:a + _ROWS], coins[a:a + _ROWS], groups)
+                         for a in range(0, n, _ROWS)]) if n else np.zeros((0, d), dtype=bool)
+    return low.astype(np.int64) + up.astype(np.int64)
+
+
+def _checked(x, gamma, groups, seed, coins) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
+    """(x as float64, its column groups, its coins) once every argument of :func:`dependent_round` is checked."""
     x = np.asarray(x, dtype=np.float64)
     check_finite(x, "data")
     check_gamma(gamma)
@@ -84,26 +118,157 @@ def dependent_round(x, gamma: float = 1.0, groups=None, seed: SeedLike = None, c
     cols = np.sort(np.concatenate(groups)) if groups else np.zeros(0, np.int64)
     if not np.array_equal(cols, np.arange(d)):
         raise UsageError(f"dependent_round: the column groups must be disjoint and cover the block's {d} columns")
-    scaled = x * float(gamma)
-    top = float(np.max(np.abs(scaled))) if scaled.size else 0.0
+    # max |gamma x| without a scaled copy: rounding is monotone, so it is the product of max |x| and gamma
+    top = max(float(np.max(x)), -float(np.min(x))) * float(gamma) if x.size else 0.0
     if top and max(len(g) for g in groups) * (2.0 * top + 2.0) >= _DRIFT_SAFE:
         raise UsageError(f"gamma * |x| reaches {top:.3g}: too large for dependent rounding (its float drift is "
                          f"bounded only while columns x (2 gamma |x| + 2) < 2^40)")
     if coins is None:
-        coins = make_rng(seed).random(scaled.shape)
-    elif np.shape(coins) != scaled.shape:
-        raise UsageError(f"dependent_round: {np.shape(coins)} coins for a block of shape {scaled.shape}")
-    low = np.floor(scaled)
-    frac = scaled - low  # exact (Sterbenz)
-    weight = 2.0 * low + 1.0  # odd, never 0
-    up = np.concatenate([_pipage(frac[a:a + _ROWS], weight[a:a + _ROWS], coins[a:a + _ROWS], groups)
-                         for a in range(0, n, _ROWS)]) if n else np.zeros((0, d), dtype=bool)
-    return low.astype(np.int64) + up.astype(np.int64)
+        coins = make_rng(seed).random(x.shape)
+    elif np.shape(coins) != x.shape:
+        raise UsageError(f"dependent_round: {np.shape(coins)} coins for a block of shape {x.shape}")
+    return x, groups, np.asarray(coins, dtype=np.float64)
 
 
-def _pipage(frac, weight, coins, groups) -> np.ndarray:
-    """The up-or-down bits of :func:`dependent_round` for a block of rows (fractions, odd weights, coins): each
-    group's columns in order, every row at once (elementwise on whole columns, rows independent)."""
+def _select(out: np.ndarray, mask: np.ndarray, a: np.ndarray, b: np.ndarray, tmp: np.ndarray) -> np.ndarray:
+    """``out`` = a where ``mask`` (int64, -1 or 0) else b, bit for bit, in place (``out`` may be ``b``)."""
+    bi = b.view(np.int64)
+    np.bitwise_xor(a.view(np.int64), bi, out=tmp)
+    np.bitwise_and(tmp, mask, out=tmp)
+    np.bitwise_xor(tmp, bi, out=out.view(np.int64))
+    return out
+
+
+class _Work:
+    """The buffers of :func:`_round_rows` for blocks of up to ``rows`` records of ``d`` columns, allocated once
+    per call (fresh ones per block would cost a page fault per page each time)."""
+
+    def __init__(self, d: int, rows: int):
+        self.frac, self.low, self.coins = (np.empty((d, rows)) for _ in range(3))
+        self.bit, self.took = np.empty((d, rows), dtype=bool), np.empty((d, rows), dtype=bool)
+        self.floats = np.empty((22, rows))
+        self.bools = np.empty((11, rows), dtype=bool)
+        self.ints = np.empty((2, rows), dtype=np.int64)
+        self.zeros, self.ones = np.zeros(rows), np.ones(rows)  # the clip's bounds (faster than scalars)
+
+
+def _round_rows(x: np.ndarray, gamma: float, coins: np.ndarray, groups, out: np.ndarray, work: _Work) -> None:
+    """:func:`dependent_round` of one block of records into ``out``.
+
+    Per row, a chain carries one fraction p (weight w_c) from column to column; at column j (fraction p_j,
+    weight w_j, coin u) the step s moves p by w_j s and p_j by -w_c s.  Each fraction's two bounds on s are
+    quotients by a signed weight, one >= 0 (its room up) and one <= 0 (minus its room down), so the step's room
+    up is the least of the two maxima and minus its room down the greatest of the two minima: no case on the
+    signs.  The fraction that meets its bound first is settled; that bit is recorded with whether column j
+    became the carried one, and a backward pass hands each carried column the bit decided when it was next
+    settled (or by its chain's last coin)."""
+    r, d = x.shape
+    frac, low, u_all = work.frac[:, :r], work.low[:, :r], work.coins[:, :r]
+    np.multiply(x.T, gamma, out=frac)  # gamma x, transposed: one contiguous row per column
+    np.floor(frac, out=low)
+    np.subtract(frac, low, out=frac)  # exact (Sterbenz)
+    np.copyto(u_all, coins.T)
+    dense = (frac.min(axis=1) > 0.0).tolist()  # columns with no integral value
+    bit = work.bit[:, :r]  # the bit decided at each column (for the carried column, or its own)
+    took = work.took[:, :r]  # whether column j became the carried one there
+    (nw2, q2, np2, pm1, a1, a2, b1, b2, ua, ub, la, lb, s_up, nsd, tot, s, m1, m2, pn, p, nw1,
+     coin0) = work.floats[:, :r]
+    go, f1, f2, neg2, pos1, live, has, pair, start, nxt, swap = work.bools[:, :r]
+    mask, tmp = work.ints[:, :r]
+    zeros, ones = work.zeros[:r], work.ones[:r]
+    for g in groups:
+        cols = g.tolist()
+        has.fill(False)
+        p.fill(0.0)
+        nw1.fill(-1.0)  # where no fraction is carried yet: keeps the unused divisions finite
+        coin0.fill(0.0)
+        all_has = False  # every row carries a fraction (from its first non-integral column on)
+        for j in cols:
+            p2, u, dj, first = frac[j], u_all[j], bit[j], took[j]
+            full = all_has and dense[j]  # every row pairs: no masks
+            if not full:
+                np.greater(p2, 0.0, out=live)
+            np.multiply(low[j], -2.0, out=nw2)
+            np.subtract(nw2, 1.0, out=nw2)  # -w_j, odd
+            if full or (all_has or bool(has.any())) and bool(np.logical_and(live, has, out=pair).any()):
+                # rooms of p (moved by w_j s): (1 - p) / w_j and p / -w_j; of p_j (moved by -w_c s): (1 - p_j) / -w_c
+                # and p_j / w_c; each pair has one >= 0, the step's room up, and one <= 0, minus its room down
+                np.subtract(p, 1.0, out=pm1)
+                np.divide(pm1, nw2, out=a1)
+                np.divide(p, nw2, out=a2)
+                np.subtract(1.0, p2, out=q2)
+                np.negative(p2, out=np2)
+                np.divide(q2, nw1, out=b1)
+                np.divide(np2, nw1, out=b2)
+                np.maximum(a1, a2, out=ua)
+                np.maximum(b1, b2, out=ub)
+                np.minimum(a1, a2, out=la)
+                np.minimum(b1, b2, out=lb)
+                np.minimum(ua, ub, out=s_up)
+                np.maximum(la, lb, out=nsd)  # minus the largest step down
+                # s goes up iff u (s_up + s_dn) < s_dn: P(up) = s_dn / (s_up + s_dn), so E[s] = 0
+                np.subtract(s_up, nsd, out=tot)
+                np.multiply(tot, u, out=tot)
+                np.negative(tot, out=tot)
+                np.greater(tot, nsd, out=go)
+                # p settles first where its own room binds in that direction
+                np.less_equal(ua, ub, out=f1)
+                np.greater_equal(la, lb, out=f2)
+                np.logical_and(f1, go, out=f1)
+                np.greater(f2, go, out=f2)
+                np.logical_or(f1, f2, out=first)
+                if not full:
+                    np.logical_and(first, pair, out=first)
+                np.negative(go, out=mask, dtype=np.int64, casting="unsafe")
+                _select(s, mask, s_up, nsd, tmp)
+                # the one not settled moves: p + w_j s, or p_j - w_c s where p settles
+                np.multiply(nw2, s, out=m1)
+                np.subtract(p, m1, out=m1)
+                np.multiply(nw1, s, out=m2)
+                np.add(p2, m2, out=m2)
+                np.negative(first, out=mask, dtype=np.int64, casting="unsafe")
+                new = _select(p if full else pn, mask, m2, m1, tmp)
+                np.minimum(new, ones, out=new)
+                np.maximum(new, zeros, out=new)
+                # the bit decided: p's where it settles (up iff s and w_j have one sign), else p_j's (up iff s and
+                # w_c have opposite signs)
+                np.greater(nw2, 0.0, out=neg2)
+                np.less(nw1, 0.0, out=pos1)
+                np.logical_and(first, neg2, out=neg2)
+                np.greater(pos1, first, out=pos1)
+                np.logical_or(neg2, pos1, out=neg2)
+                np.not_equal(go, neg2, out=dj)
+                _select(nw1, mask, nw2, nw1, tmp)
+                if not full:
+                    np.copyto(p, pn, where=pair)
+                    np.logical_and(dj, pair, out=dj)
+            else:
+                dj.fill(False)
+                first.fill(False)
+            if not all_has:
+                np.greater(live, has, out=start)  # chains that begin at column j
+                if start.any():
+                    np.copyto(p, p2, where=start)
+                    np.copyto(nw1, nw2, where=start)
+                    np.copyto(coin0, u, where=start)
+                    np.logical_or(first, start, out=first)
+                    np.logical_or(has, start, out=has)
+                all_has = bool(has.all())
+        # each chain's last fraction by its first coin; then, backwards, each column that became the carried
+        # one takes the bit decided where it was next settled
+        np.less(coin0, p, out=nxt)
+        for j in reversed(cols):
+            np.logical_xor(nxt, bit[j], out=swap)
+            np.logical_and(swap, took[j], out=swap)
+            np.logical_xor(nxt, swap, out=nxt)
+            np.logical_xor(bit[j], swap, out=bit[j])
+    np.add(low, bit, out=low)
+    np.copyto(out, low.T, casting="unsafe")
+
+
+def _pipage_reference(frac, weight, coins, groups) -> np.ndarray:
+    """The up-or-down bits of :func:`dependent_round_reference` for a block of rows (fractions, odd weights,
+    coins): each group's columns in order, every row at once (elementwise on whole columns, rows independent)."""
     n, d = frac.shape
     fT, wT, cT = np.ascontiguousarray(frac.T), np.ascontiguousarray(weight.T), np.ascontiguousarray(coins.T)
     upT = np.zeros((d, n), dtype=bool)
