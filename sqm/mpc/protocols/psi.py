@@ -132,39 +132,57 @@ class PSIError(RefusedError):
     """A peer's value could not be blinded (a point of small order: only a deviating peer sends one)."""
 
 
+def _square_rows(us: list[int]) -> list[bool]:
+    """For each u-coordinate (an int below 2^255): whether u < p and u^3 + A u^2 + u is a non-zero square mod p
+    (a point of Curve25519, not of its twist).  One Legendre symbol per value, over the list at once."""
+    import gmpy2
+
+    legendre, p = gmpy2.legendre, gmpy2.mpz(_P)
+    rhs = [gmpy2.mpz(u * (u * (u + _A) + 1) % _P) for u in us]
+    return [u < _P and s == 1 for u, s in zip(us, map(legendre, rhs, [p] * len(rhs)), strict=True)]
+
+
+def _hash_batch(ids: list[bytes]) -> bytes:
+    """:func:`hash_ids` of a list of byte strings: their u-coordinates, 32 bytes each, one after another."""
+    out = [b""] * len(ids)
+    todo = list(range(len(ids)))  # ids not yet on the curve
+    sha512, from_bytes = hashlib.sha512, int.from_bytes
+    for c in range(256):
+        if not todo:
+            break
+        pre = DOMAIN + bytes([c])
+        digests = [sha512(pre + ids[i]).digest() for i in todo]
+        for half in (0, 32):  # the first half, then the second half of the ids whose first half failed
+            us = [from_bytes(d[half:half + POINT_BYTES], "little") & _MASK for d in digests]
+            left, left_digests = [], []
+            for i, d, u, ok in zip(todo, digests, us, _square_rows(us), strict=True):
+                if ok:
+                    out[i] = u.to_bytes(POINT_BYTES, "little")
+                else:
+                    left.append(i)
+                    left_digests.append(d)
+            todo, digests = left, left_digests
+    if todo:  # pragma: no cover - probability 2^-512 per id
+        raise PSIError("an id could not be hashed onto the curve")
+    return b"".join(out)
+
+
 def hash_ids(ids, n: int | None = None) -> np.ndarray:
     """The ids (an iterable of str or bytes) hashed onto Curve25519 (not its twist): an (N, 32) uint8 array of
     u-coordinates, little endian.  Try-and-increment: SHA-512 of :data:`DOMAIN`, a counter byte and the id's
     UTF-8 bytes; each 32-byte half in turn, its top bit cleared, is u if u < p and u^3 + A u^2 + u is a
     non-zero square mod p (a half fails with probability 1/2: 1.3 hashes per id on average; no id needs all
-    256 counters but with probability 2^-512).  ``n``: the number of ids, when known (checked)."""
-    import gmpy2
+    256 counters but with probability 2^-512).  Batches of ids go through each step together (the hashes, then
+    the Legendre symbols of those still off the curve).  ``n``: the number of ids, when known (checked)."""
+    import itertools
 
-    p, a, jacobi, mpz = gmpy2.mpz(_P), gmpy2.mpz(_A), gmpy2.jacobi, gmpy2.mpz
-    sha512, from_bytes = hashlib.sha512, int.from_bytes
-    prefixes = [DOMAIN + bytes([c]) for c in range(256)]
-    chunks: list[np.ndarray] = []  # blocks of about 4 MiB: no copy of the whole list is ever made twice
-    out = bytearray()
-    for x in ids:
-        b = x.encode() if isinstance(x, str) else bytes(x)
-        for pre in prefixes:
-            h = sha512(pre + b).digest()
-            u = mpz(from_bytes(h[:32], "little") & _MASK)
-            if u < p and jacobi(u * (u * (u + a) + 1) % p, p) == 1:
-                out += h[:31]
-                out.append(h[31] & 0x7F)
-                break
-            u = mpz(from_bytes(h[32:], "little") & _MASK)
-            if u < p and jacobi(u * (u * (u + a) + 1) % p, p) == 1:
-                out += h[32:63]
-                out.append(h[63] & 0x7F)
-                break
-        else:  # pragma: no cover - probability 2^-512
-            raise PSIError("an id could not be hashed onto the curve")
-        if len(out) >= 1 << 22:
-            chunks.append(np.frombuffer(bytes(out), dtype=np.uint8).reshape(-1, POINT_BYTES))
-            out = bytearray()
-    chunks.append(np.frombuffer(bytes(out), dtype=np.uint8).reshape(-1, POINT_BYTES))
+    chunks: list[np.ndarray] = []  # blocks of 2^17 ids (4 MiB): no copy of the whole list is ever made twice
+    it = iter(ids)
+    while True:
+        batch = [x.encode() if isinstance(x, str) else bytes(x) for x in itertools.islice(it, 1 << 17)]
+        chunks.append(np.frombuffer(_hash_batch(batch), dtype=np.uint8).reshape(-1, POINT_BYTES))
+        if len(batch) < 1 << 17:
+            break
     got = sum(c.shape[0] for c in chunks)
     if n is not None and got != n:
         raise UsageError(f"{got} ids hashed, {n} expected")
@@ -194,22 +212,20 @@ async def hash_ids_yielding(ids, n: int | None = None, batch: int = CHUNK_IDS) -
 
 
 def blind(key: bytes, points: np.ndarray) -> np.ndarray:
-    """Every u-coordinate in ``points`` ((N, 32) uint8) multiplied by the scalar ``key`` (X25519)."""
-    from nacl.bindings import crypto_scalarmult
-    from nacl.exceptions import RuntimeError as NaclError
+    """Every u-coordinate in ``points`` ((N, 32) uint8) multiplied by the scalar ``key`` (X25519, many points a
+    call where Intel's multi-buffer library is installed: :mod:`sqm.mpc.protocols.x25519`)."""
+    from sqm.mpc.protocols.x25519 import SmallOrderError, scalarmult
 
-    b = points.tobytes()
     try:
-        out = b"".join([crypto_scalarmult(key, b[i:i + POINT_BYTES]) for i in range(0, len(b), POINT_BYTES)])
-    except NaclError:
+        return scalarmult(key, points)
+    except SmallOrderError:
         raise PSIError("a value is a point of small order (blinding it gives zero)") from None
-    return np.frombuffer(out, dtype=np.uint8).reshape(-1, POINT_BYTES)
 
 
 def off_curve(points: np.ndarray) -> int | None:
     """The index of the first value of ``points`` ((N, 32) uint8) that is not the canonical encoding of a point of
     Curve25519: its top bit set, u >= p, or u^3 + A u^2 + u not a square mod p (a point of the twist); None if
-    every value is one.  One Jacobi symbol per value (gmpy2)."""
+    every value is one.  One Legendre symbol per value (gmpy2), over the values at once."""
     import gmpy2
 
     if points.shape[0] == 0:
@@ -217,12 +233,14 @@ def off_curve(points: np.ndarray) -> int | None:
     big = (points[:, 31] == 0x7F) & np.all(points[:, 1:31] == 0xFF, axis=1) & (points[:, 0] >= 0xED)  # p <= u
     bad = np.flatnonzero((points[:, 31] & 0x80).astype(bool) | big)
     limit = int(bad[0]) if bad.size else points.shape[0]
-    p, a, jacobi, mpz, from_bytes = gmpy2.mpz(_P), gmpy2.mpz(_A), gmpy2.jacobi, gmpy2.mpz, int.from_bytes
-    b = points[:limit].tobytes()
-    for r in range(limit):
-        u = mpz(from_bytes(b[r * POINT_BYTES:(r + 1) * POINT_BYTES], "little"))
-        if jacobi(u * (u * (u + a) + 1) % p, p) < 0:  # 0 only at u = 0, a point of small order (refused by blind)
-            return r
+    b, from_bytes, mpz = points[:limit].tobytes(), int.from_bytes, gmpy2.mpz
+    us = [from_bytes(b[r:r + POINT_BYTES], "little") for r in range(0, len(b), POINT_BYTES)]
+    rhs = [mpz(u * (u * (u + _A) + 1) % _P) for u in us]
+    # 0 only at u = 0, a point of small order (refused by blind)
+    symbols = np.fromiter(map(gmpy2.legendre, rhs, [mpz(_P)] * len(rhs)), dtype=np.int8, count=len(rhs))
+    twist = np.flatnonzero(symbols < 0)
+    if twist.size:
+        return int(twist[0])
     return None if limit == points.shape[0] else limit
 
 
