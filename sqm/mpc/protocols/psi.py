@@ -106,6 +106,7 @@ of the client sets), and its list made n + 1 hops.
 from __future__ import annotations
 
 import hashlib
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -132,39 +133,44 @@ class PSIError(RefusedError):
     """A peer's value could not be blinded (a point of small order: only a deviating peer sends one)."""
 
 
-def _square_rows(us: list[int]) -> list[bool]:
-    """For each u-coordinate (an int below 2^255): whether u < p and u^3 + A u^2 + u is a non-zero square mod p
-    (a point of Curve25519, not of its twist).  One Legendre symbol per value, over the list at once."""
+def _symbols(rows: np.ndarray) -> np.ndarray:
+    """The Legendre symbol of u^3 + A u^2 + u mod p for the u-coordinate of each row of ``rows`` ((N, 32) uint8,
+    little endian, top bit clear): an int8 array, 1 on Curve25519, -1 on its twist, 0 at u = 0 (and u = p).  One
+    symbol per row (gmpy2), over the rows at once."""
     import gmpy2
 
-    legendre, p = gmpy2.legendre, gmpy2.mpz(_P)
-    rhs = [gmpy2.mpz(u * (u * (u + _A) + 1) % _P) for u in us]
-    return [u < _P and s == 1 for u, s in zip(us, map(legendre, rhs, [p] * len(rhs)), strict=True)]
+    b, from_bytes, mpz = rows.tobytes(), int.from_bytes, gmpy2.mpz
+    p, a = mpz(_P), mpz(_A)
+    us = [mpz(from_bytes(b[r:r + POINT_BYTES], "little")) for r in range(0, len(b), POINT_BYTES)]
+    rhs = [u * (u * (u + a) + 1) % p for u in us]
+    return np.fromiter(map(gmpy2.legendre, rhs, itertools.repeat(p, len(rhs))), dtype=np.int8, count=len(rhs))
 
 
-def _hash_batch(ids: list[bytes]) -> bytes:
-    """:func:`hash_ids` of a list of byte strings: their u-coordinates, 32 bytes each, one after another."""
-    out = [b""] * len(ids)
-    todo = list(range(len(ids)))  # ids not yet on the curve
-    sha512, from_bytes = hashlib.sha512, int.from_bytes
+def _not_below_p(rows: np.ndarray) -> np.ndarray:
+    """Which rows of ``rows`` ((N, 32) uint8, top bit clear) hold a u-coordinate of p or more."""
+    return (rows[:, 31] == 0x7F) & np.all(rows[:, 1:31] == 0xFF, axis=1) & (rows[:, 0] >= 0xED)
+
+
+def _hash_batch(ids: list[bytes]) -> np.ndarray:
+    """:func:`hash_ids` of a list of byte strings."""
+    out = np.empty((len(ids), POINT_BYTES), dtype=np.uint8)
+    todo = np.arange(len(ids))  # the ids not yet on the curve
+    sha512 = hashlib.sha512
     for c in range(256):
-        if not todo:
+        if not todo.size:
             break
         pre = DOMAIN + bytes([c])
-        digests = [sha512(pre + ids[i]).digest() for i in todo]
-        for half in (0, 32):  # the first half, then the second half of the ids whose first half failed
-            us = [from_bytes(d[half:half + POINT_BYTES], "little") & _MASK for d in digests]
-            left, left_digests = [], []
-            for i, d, u, ok in zip(todo, digests, us, _square_rows(us), strict=True):
-                if ok:
-                    out[i] = u.to_bytes(POINT_BYTES, "little")
-                else:
-                    left.append(i)
-                    left_digests.append(d)
-            todo, digests = left, left_digests
-    if todo:  # pragma: no cover - probability 2^-512 per id
+        digests = np.frombuffer(b"".join([sha512(pre + ids[i]).digest() for i in todo.tolist()]),
+                                dtype=np.uint8).reshape(-1, 2, POINT_BYTES).copy()
+        for half in (0, 1):  # the first half, then the second half of the ids whose first half failed
+            u = digests[:, half]
+            u[:, 31] &= 0x7F
+            ok = (_symbols(u) == 1) & ~_not_below_p(u)
+            out[todo[ok]] = u[ok]
+            todo, digests = todo[~ok], digests[~ok]
+    if todo.size:  # pragma: no cover - probability 2^-512 per id
         raise PSIError("an id could not be hashed onto the curve")
-    return b"".join(out)
+    return out
 
 
 def hash_ids(ids, n: int | None = None) -> np.ndarray:
@@ -174,13 +180,11 @@ def hash_ids(ids, n: int | None = None) -> np.ndarray:
     non-zero square mod p (a half fails with probability 1/2: 1.3 hashes per id on average; no id needs all
     256 counters but with probability 2^-512).  Batches of ids go through each step together (the hashes, then
     the Legendre symbols of those still off the curve).  ``n``: the number of ids, when known (checked)."""
-    import itertools
-
     chunks: list[np.ndarray] = []  # blocks of 2^17 ids (4 MiB): no copy of the whole list is ever made twice
     it = iter(ids)
     while True:
         batch = [x.encode() if isinstance(x, str) else bytes(x) for x in itertools.islice(it, 1 << 17)]
-        chunks.append(np.frombuffer(_hash_batch(batch), dtype=np.uint8).reshape(-1, POINT_BYTES))
+        chunks.append(_hash_batch(batch))
         if len(batch) < 1 << 17:
             break
     got = sum(c.shape[0] for c in chunks)
@@ -194,8 +198,6 @@ async def hash_ids_yielding(ids, n: int | None = None, batch: int = CHUNK_IDS) -
     party hashing millions of ids keeps sending its heartbeats, so its peers, waiting for its
     first chunk, do not take it for silent (``sqm.mpc.net.liveness``)."""
     import asyncio
-    import itertools
-
 
     it, parts = iter(ids), []
     with busy():  # computing, loop free: its peers wait for its first chunk (sqm.mpc.net.liveness)
@@ -226,18 +228,11 @@ def off_curve(points: np.ndarray) -> int | None:
     """The index of the first value of ``points`` ((N, 32) uint8) that is not the canonical encoding of a point of
     Curve25519: its top bit set, u >= p, or u^3 + A u^2 + u not a square mod p (a point of the twist); None if
     every value is one.  One Legendre symbol per value (gmpy2), over the values at once."""
-    import gmpy2
-
     if points.shape[0] == 0:
         return None
-    big = (points[:, 31] == 0x7F) & np.all(points[:, 1:31] == 0xFF, axis=1) & (points[:, 0] >= 0xED)  # p <= u
-    bad = np.flatnonzero((points[:, 31] & 0x80).astype(bool) | big)
+    bad = np.flatnonzero((points[:, 31] & 0x80).astype(bool) | _not_below_p(points))
     limit = int(bad[0]) if bad.size else points.shape[0]
-    b, from_bytes, mpz = points[:limit].tobytes(), int.from_bytes, gmpy2.mpz
-    us = [from_bytes(b[r:r + POINT_BYTES], "little") for r in range(0, len(b), POINT_BYTES)]
-    rhs = [mpz(u * (u * (u + _A) + 1) % _P) for u in us]
-    # 0 only at u = 0, a point of small order (refused by blind)
-    symbols = np.fromiter(map(gmpy2.legendre, rhs, [mpz(_P)] * len(rhs)), dtype=np.int8, count=len(rhs))
+    symbols = _symbols(points[:limit])  # 0 only at u = 0, a point of small order (refused by blind)
     twist = np.flatnonzero(symbols < 0)
     if twist.size:
         return int(twist[0])

@@ -9,19 +9,18 @@ Two backends give the same bytes for the same key and point:
 - libsodium's ``crypto_scalarmult`` through PyNaCl, one point per call, otherwise.
 
 Refusal is libsodium's on both: a point on libsodium's list of small-order encodings (top bit ignored), or a
-product that is zero, raises :class:`SmallOrderError` naming no value.  ``SQM_X25519=sodium`` in the environment
-keeps libsodium (to compare the two).
+product that is zero, raises :class:`SmallOrderError` naming no value.
 """
 from __future__ import annotations
 
 import ctypes
-import os
 from functools import lru_cache
 
 import numpy as np
 
 POINT_BYTES = 32
 _LANES = 8
+_RUNTIME = ["libintlc", "libimf", "libsvml", "libirng"]  # Intel's compiler runtime that crypto_mb links, in load order
 # libsodium's small-order u-coordinates (crypto_scalarmult/curve25519/ref10/x25519_ref10.c), little endian
 _SMALL_ORDER = [0, 1, 325606250916557431795983626356110631294008115727848805560023387167927233504,
                 39382357235489614581723060781553021112529911719440698176882885853963445705823,
@@ -54,29 +53,33 @@ def _sodium(key: bytes, points: np.ndarray) -> np.ndarray:
     return np.frombuffer(out, dtype=np.uint8).reshape(-1, POINT_BYTES)
 
 
-def _library_files(dist: str, names: tuple[str, ...]) -> dict[str, str]:
-    """Paths of the shared libraries ``names`` that the installed distribution ``dist`` holds."""
+def _library_files(dist: str, wanted) -> dict[str, str]:
+    """Name -> path of the files of the installed distribution ``dist`` whose name ``wanted`` accepts."""
     from importlib import metadata
 
-    found: dict[str, str] = {}
-    for f in metadata.distribution(dist).files or []:
-        if f.name in names:
-            found[f.name] = str(f.locate())
-    return found
+    return {f.name: str(f.locate()) for f in metadata.distribution(dist).files or [] if wanted(f.name)}
+
+
+def _load(paths: list[str], mode: int = ctypes.DEFAULT_MODE) -> ctypes.CDLL:
+    """The first of ``paths`` that loads, the most specific version first (a wheel copies ``libx.so``,
+    ``libx.so.N``, ``libx.so.N.M``, and the shortest may be a linker script)."""
+    for path in sorted(paths, key=len, reverse=True):
+        try:
+            return ctypes.CDLL(path, mode=mode)
+        except OSError:
+            continue
+    raise OSError(f"none of {paths} loads")
 
 
 @lru_cache(maxsize=1)
 def _multibuffer():
     """``mbx_x25519_mb8`` from crypto_mb, or None where it is not installed, does not load, or disagrees with
     libsodium on a sample (a CPU without AVX-512 IFMA)."""
-    if os.environ.get("SQM_X25519", "").lower() == "sodium":
-        return None
     try:
-        runtime = ("libintlc.so.5", "libimf.so", "libsvml.so", "libirng.so")
-        deps = _library_files("intel-cmplr-lib-rt", runtime)
-        for name in runtime:
-            ctypes.CDLL(deps[name], mode=ctypes.RTLD_GLOBAL)
-        lib = ctypes.CDLL(_library_files("ipp-crypto", ("libcrypto_mb.so.13",))["libcrypto_mb.so.13"])
+        runtime = _library_files("intel-cmplr-lib-rt", lambda name: name.split(".so")[0] in _RUNTIME)
+        for base in _RUNTIME:  # the compiler runtime first, where the global symbol table finds it
+            _load([path for name, path in runtime.items() if name.split(".so")[0] == base], ctypes.RTLD_GLOBAL)
+        lib = _load(list(_library_files("ipp-crypto", lambda name: name.startswith("libcrypto_mb.so")).values()))
         fn = lib.mbx_x25519_mb8
     except Exception:  # not installed, or not loadable here: libsodium
         return None
