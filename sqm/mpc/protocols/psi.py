@@ -8,7 +8,8 @@ Every party learns every set size (from the job's schema exchange, before the PS
 what else each role learns is the table in ``docs/explanation/record-alignment.md`` ("What each party learns").
 
 The group: Curve25519's prime-order subgroup, x-only (X25519, RFC 7748, through libsodium's
-``crypto_scalarmult`` in PyNaCl).  An id is hashed onto the curve, never its twist (whose points would give
+``crypto_scalarmult`` in PyNaCl, or Intel's multi-buffer X25519 where installed, the same bytes:
+:mod:`sqm.mpc.protocols.x25519`).  An id is hashed onto the curve, never its twist (whose points would give
 away one bit of each id's hash, which a receiver could test a guess against), by try-and-increment
 (:func:`hash_ids`: halves of SHA-512 of a domain, a counter and the id, as u-coordinates, until
 u^3 + A u^2 + u is a square mod p); every key is a fresh X25519 scalar (clamped: a multiple of the
