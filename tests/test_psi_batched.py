@@ -104,3 +104,26 @@ def test_blind_equals_libsodium_and_refuses_alike():
             with pytest.raises(PSIError, match="small order"):
                 blind(rng.bytes(32), bad)
     assert x25519.backend() in ("crypto_mb", "libsodium")
+
+
+def test_small_order_rows_are_libsodiums_refusals():
+    """The multi-buffer backend's refusal rule (a blocklisted input, top bit ignored) refuses what libsodium does."""
+    from nacl.bindings import crypto_scalarmult
+    from nacl.exceptions import RuntimeError as NaclError
+
+    rng = np.random.default_rng(8)
+    values = [u + top for u in x25519._SMALL_ORDER for top in (0, 1 << 255)] + [_P + 18, 2, _P - 2]
+    pts = np.concatenate([np.stack([_encode(v) for v in values]),
+                          np.frombuffer(rng.bytes(32 * 200), dtype=np.uint8).reshape(-1, 32)])
+    key = rng.bytes(32)
+
+    def refused(p):
+        try:
+            crypto_scalarmult(key, p.tobytes())
+        except NaclError:
+            return True
+        return False
+
+    expected = np.array([refused(p) for p in pts])
+    assert expected[:14].all() and not expected[14:].any()
+    assert np.array_equal(x25519._small_order_rows(pts), expected)
