@@ -160,8 +160,10 @@ def run(ids_list, clients_list, overlap: float = 0.7, workdir: str | None = None
     finally:
         if workdir is None:
             shutil.rmtree(base, ignore_errors=True)
+    from sqm.mpc.protocols.x25519 import backend
+
     return summarize(dict(cores=cores, overlap=overlap, x25519_us=X25519_US, rows=rows, published=PUBLISHED,
-                          server_table=server_table, load_average=list(os.getloadavg())))
+                          server_table=server_table, load_average=list(os.getloadavg()), x25519_backend=backend()))
 
 
 def summarize(rep: dict) -> dict:
@@ -183,7 +185,8 @@ def summarize(rep: dict) -> dict:
 def print_table(rep: dict) -> None:
     print(f"record alignment (ECDH PSI over X25519) through real party processes, {rep['cores']} cores, "
           f"{rep['overlap']:.0%} of each set in the intersection"
-          + ("; the server holds a label table of every id" if rep.get("server_table") else ""))
+          + ("; the server holds a label table of every id" if rep.get("server_table") else "")
+          + (f"; X25519 through {rep['x25519_backend']}" if rep.get("x25519_backend") else ""))
     print(f"{'clients':>7} {'ids/client':>11} {'common':>9} {'end to end s':>13} {'floor s':>8} "
           f"{'ids/s/core':>11} {'bytes/id':>9} {'peak RSS MiB (server, clients)':>32}")
     for r in rep["rows"]:

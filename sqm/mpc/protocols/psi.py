@@ -8,7 +8,8 @@ Every party learns every set size (from the job's schema exchange, before the PS
 what else each role learns is the table in ``docs/explanation/record-alignment.md`` ("What each party learns").
 
 The group: Curve25519's prime-order subgroup, x-only (X25519, RFC 7748, through libsodium's
-``crypto_scalarmult`` in PyNaCl).  An id is hashed onto the curve, never its twist (whose points would give
+``crypto_scalarmult`` in PyNaCl, or Intel's multi-buffer X25519 where installed, the same bytes:
+:mod:`sqm.mpc.protocols.x25519`).  An id is hashed onto the curve, never its twist (whose points would give
 away one bit of each id's hash, which a receiver could test a guess against), by try-and-increment
 (:func:`hash_ids`: halves of SHA-512 of a domain, a counter and the id, as u-coordinates, until
 u^3 + A u^2 + u is a square mod p); every key is a fresh X25519 scalar (clamped: a multiple of the
@@ -106,6 +107,7 @@ of the client sets), and its list made n + 1 hops.
 from __future__ import annotations
 
 import hashlib
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -132,39 +134,60 @@ class PSIError(RefusedError):
     """A peer's value could not be blinded (a point of small order: only a deviating peer sends one)."""
 
 
+def _symbols(rows: np.ndarray) -> np.ndarray:
+    """The Legendre symbol of u^3 + A u^2 + u mod p for the u-coordinate of each row of ``rows`` ((N, 32) uint8,
+    little endian, top bit clear): an int8 array, 1 on Curve25519, -1 on its twist, 0 at u = 0 (and u = p).  One
+    symbol per row (gmpy2), over the rows at once."""
+    import gmpy2
+
+    b, from_bytes, mpz = rows.tobytes(), int.from_bytes, gmpy2.mpz
+    p, a = mpz(_P), mpz(_A)
+    us = [mpz(from_bytes(b[r:r + POINT_BYTES], "little")) for r in range(0, len(b), POINT_BYTES)]
+    rhs = [u * (u * (u + a) + 1) % p for u in us]
+    return np.fromiter(map(gmpy2.legendre, rhs, itertools.repeat(p, len(rhs))), dtype=np.int8, count=len(rhs))
+
+
+def _not_below_p(rows: np.ndarray) -> np.ndarray:
+    """Which rows of ``rows`` ((N, 32) uint8, top bit clear) hold a u-coordinate of p or more."""
+    return (rows[:, 31] == 0x7F) & np.all(rows[:, 1:31] == 0xFF, axis=1) & (rows[:, 0] >= 0xED)
+
+
+def _hash_batch(ids: list[bytes]) -> np.ndarray:
+    """:func:`hash_ids` of a list of byte strings."""
+    out = np.empty((len(ids), POINT_BYTES), dtype=np.uint8)
+    todo = np.arange(len(ids))  # the ids not yet on the curve
+    sha512 = hashlib.sha512
+    for c in range(256):
+        if not todo.size:
+            break
+        pre = DOMAIN + bytes([c])
+        digests = np.frombuffer(b"".join([sha512(pre + ids[i]).digest() for i in todo.tolist()]),
+                                dtype=np.uint8).reshape(-1, 2, POINT_BYTES).copy()
+        for half in (0, 1):  # the first half, then the second half of the ids whose first half failed
+            u = digests[:, half]
+            u[:, 31] &= 0x7F
+            ok = (_symbols(u) == 1) & ~_not_below_p(u)
+            out[todo[ok]] = u[ok]
+            todo, digests = todo[~ok], digests[~ok]
+    if todo.size:  # pragma: no cover - probability 2^-512 per id
+        raise PSIError("an id could not be hashed onto the curve")
+    return out
+
+
 def hash_ids(ids, n: int | None = None) -> np.ndarray:
     """The ids (an iterable of str or bytes) hashed onto Curve25519 (not its twist): an (N, 32) uint8 array of
     u-coordinates, little endian.  Try-and-increment: SHA-512 of :data:`DOMAIN`, a counter byte and the id's
     UTF-8 bytes; each 32-byte half in turn, its top bit cleared, is u if u < p and u^3 + A u^2 + u is a
     non-zero square mod p (a half fails with probability 1/2: 1.3 hashes per id on average; no id needs all
-    256 counters but with probability 2^-512).  ``n``: the number of ids, when known (checked)."""
-    import gmpy2
-
-    p, a, jacobi, mpz = gmpy2.mpz(_P), gmpy2.mpz(_A), gmpy2.jacobi, gmpy2.mpz
-    sha512, from_bytes = hashlib.sha512, int.from_bytes
-    prefixes = [DOMAIN + bytes([c]) for c in range(256)]
-    chunks: list[np.ndarray] = []  # blocks of about 4 MiB: no copy of the whole list is ever made twice
-    out = bytearray()
-    for x in ids:
-        b = x.encode() if isinstance(x, str) else bytes(x)
-        for pre in prefixes:
-            h = sha512(pre + b).digest()
-            u = mpz(from_bytes(h[:32], "little") & _MASK)
-            if u < p and jacobi(u * (u * (u + a) + 1) % p, p) == 1:
-                out += h[:31]
-                out.append(h[31] & 0x7F)
-                break
-            u = mpz(from_bytes(h[32:], "little") & _MASK)
-            if u < p and jacobi(u * (u * (u + a) + 1) % p, p) == 1:
-                out += h[32:63]
-                out.append(h[63] & 0x7F)
-                break
-        else:  # pragma: no cover - probability 2^-512
-            raise PSIError("an id could not be hashed onto the curve")
-        if len(out) >= 1 << 22:
-            chunks.append(np.frombuffer(bytes(out), dtype=np.uint8).reshape(-1, POINT_BYTES))
-            out = bytearray()
-    chunks.append(np.frombuffer(bytes(out), dtype=np.uint8).reshape(-1, POINT_BYTES))
+    256 counters but with probability 2^-512).  Batches of ids go through each step together (the hashes, then
+    the Legendre symbols of those still off the curve).  ``n``: the number of ids, when known (checked)."""
+    chunks: list[np.ndarray] = []  # blocks of 2^17 ids (4 MiB): no copy of the whole list is ever made twice
+    it = iter(ids)
+    while True:
+        batch = [x.encode() if isinstance(x, str) else bytes(x) for x in itertools.islice(it, 1 << 17)]
+        chunks.append(_hash_batch(batch))
+        if len(batch) < 1 << 17:
+            break
     got = sum(c.shape[0] for c in chunks)
     if n is not None and got != n:
         raise UsageError(f"{got} ids hashed, {n} expected")
@@ -176,8 +199,6 @@ async def hash_ids_yielding(ids, n: int | None = None, batch: int = CHUNK_IDS) -
     party hashing millions of ids keeps sending its heartbeats, so its peers, waiting for its
     first chunk, do not take it for silent (``sqm.mpc.net.liveness``)."""
     import asyncio
-    import itertools
-
 
     it, parts = iter(ids), []
     with busy():  # computing, loop free: its peers wait for its first chunk (sqm.mpc.net.liveness)
@@ -194,35 +215,28 @@ async def hash_ids_yielding(ids, n: int | None = None, batch: int = CHUNK_IDS) -
 
 
 def blind(key: bytes, points: np.ndarray) -> np.ndarray:
-    """Every u-coordinate in ``points`` ((N, 32) uint8) multiplied by the scalar ``key`` (X25519)."""
-    from nacl.bindings import crypto_scalarmult
-    from nacl.exceptions import RuntimeError as NaclError
+    """Every u-coordinate in ``points`` ((N, 32) uint8) multiplied by the scalar ``key`` (X25519, many points a
+    call where Intel's multi-buffer library is installed: :mod:`sqm.mpc.protocols.x25519`)."""
+    from sqm.mpc.protocols.x25519 import SmallOrderError, scalarmult
 
-    b = points.tobytes()
     try:
-        out = b"".join([crypto_scalarmult(key, b[i:i + POINT_BYTES]) for i in range(0, len(b), POINT_BYTES)])
-    except NaclError:
+        return scalarmult(key, points)
+    except SmallOrderError:
         raise PSIError("a value is a point of small order (blinding it gives zero)") from None
-    return np.frombuffer(out, dtype=np.uint8).reshape(-1, POINT_BYTES)
 
 
 def off_curve(points: np.ndarray) -> int | None:
     """The index of the first value of ``points`` ((N, 32) uint8) that is not the canonical encoding of a point of
     Curve25519: its top bit set, u >= p, or u^3 + A u^2 + u not a square mod p (a point of the twist); None if
-    every value is one.  One Jacobi symbol per value (gmpy2)."""
-    import gmpy2
-
+    every value is one.  One Legendre symbol per value (gmpy2), over the values at once."""
     if points.shape[0] == 0:
         return None
-    big = (points[:, 31] == 0x7F) & np.all(points[:, 1:31] == 0xFF, axis=1) & (points[:, 0] >= 0xED)  # p <= u
-    bad = np.flatnonzero((points[:, 31] & 0x80).astype(bool) | big)
+    bad = np.flatnonzero((points[:, 31] & 0x80).astype(bool) | _not_below_p(points))
     limit = int(bad[0]) if bad.size else points.shape[0]
-    p, a, jacobi, mpz, from_bytes = gmpy2.mpz(_P), gmpy2.mpz(_A), gmpy2.jacobi, gmpy2.mpz, int.from_bytes
-    b = points[:limit].tobytes()
-    for r in range(limit):
-        u = mpz(from_bytes(b[r * POINT_BYTES:(r + 1) * POINT_BYTES], "little"))
-        if jacobi(u * (u * (u + a) + 1) % p, p) < 0:  # 0 only at u = 0, a point of small order (refused by blind)
-            return r
+    symbols = _symbols(points[:limit])  # 0 only at u = 0, a point of small order (refused by blind)
+    twist = np.flatnonzero(symbols < 0)
+    if twist.size:
+        return int(twist[0])
     return None if limit == points.shape[0] else limit
 
 
