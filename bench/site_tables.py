@@ -44,7 +44,8 @@ def provenance(rec: dict) -> str:
     if rec["how"] == "measured":
         lo, hi = rec["load_average"]
         idle = "idle" if lo < IDLE_LOAD else "shared with other work"
-        line = (f"*Measured by `{rec['command']}` (run by `python -m bench site --refresh`) on {rec['machine']}, "
+        by = "" if rec.get("by_hand") else " (run by `python -m bench site --refresh`)"
+        line = (f"*Measured by `{rec['command']}`{by} on {rec['machine']}, "
                 f"{rec['when']}; 1-minute load average {lo:g}-{hi:g} ({idle} before the runs; the runs' own "
                 f"processes count).*")
     elif rec["how"] == "published":
@@ -348,7 +349,7 @@ MAKERS = {
     "pbm-table": pbm_table, "pbm-digits": pbm_digits, "pbm-peers": pbm_peers,
     "hdp-table": hdp_table, "design-choices": generic("design-choices"),
     "bgw-table": bgw_table, "scale-table": scale_table, "scale-workers": generic("scale-workers"),
-    "psi-table": psi_table, "psi-published": psi_published, "psi-hidden": generic("psi-hidden"),
+    "psi-table": psi_table, "psi-published": psi_published, "psi-peer": generic("psi-peer"), "psi-hidden": generic("psi-hidden"),
     "spu-table": spu_table,
 }
 
