@@ -349,7 +349,8 @@ MAKERS = {
     "pbm-table": pbm_table, "pbm-digits": pbm_digits, "pbm-peers": pbm_peers,
     "hdp-table": hdp_table, "design-choices": generic("design-choices"),
     "bgw-table": bgw_table, "scale-table": scale_table, "scale-workers": generic("scale-workers"),
-    "psi-table": psi_table, "psi-published": psi_published, "psi-peer": generic("psi-peer"), "psi-hidden": generic("psi-hidden"),
+    "psi-table": psi_table, "psi-published": psi_published,
+    "psi-peer": generic("psi-peer"), "psi-hidden": generic("psi-hidden"),
     "spu-table": spu_table,
 }
 
