@@ -20,8 +20,8 @@ id (all parties' bytes over all clients' ids), each party's peak resident memory
 between the smallest and largest id counts, and the share of the PSI in a party's time.  Target (issue 23):
 10^6 ids per client, 3 clients, under 120 s end to end on a 2-core machine.
 
-The floor: n scalar multiplications per id of every client on n clients, 42 us each here (libsodium's
-X25519; OpenSSL's ``openssl speed ecdhx25519`` gives the same), spread over the machine's cores.
+The floor: n scalar multiplications per id of every client on n clients, each at the CPU cost one multiplication
+has in the same run (:func:`x25519_us`, by the backend the PSI uses), spread over the machine's cores.
 :data:`PUBLISHED` holds peers' published figures (their sources named), for the docs' side-by-side table.
 """  # noqa: E501 (the first line is ``python -m bench --help``'s one-line summary of this benchmark)
 from __future__ import annotations
@@ -38,7 +38,21 @@ from bench.common import finish
 
 TARGET_S = 120.0
 TARGET_IDS, TARGET_CLIENTS = 1_000_000, 3
-X25519_US = 42.0  # one X25519 scalar multiplication on this 2-core AMD EPYC (idle), measured with openssl speed
+def x25519_us(points: int = 20000) -> float:
+    """CPU microseconds of one X25519 multiplication by the backend the PSI uses here
+    (:func:`sqm.mpc.protocols.x25519.scalarmult`), measured now on ``points`` random points of the curve: the
+    floor's unit, taken in the same run as the figures it bounds."""
+    import secrets
+    import time
+
+    from sqm.mpc.protocols import psi, x25519
+
+    pts = psi.hash_ids([str(i) for i in range(points)])
+    key = secrets.token_bytes(32)
+    x25519.scalarmult(key, pts[:64])  # the first use: the backend loads and checks itself
+    t0 = time.process_time()
+    x25519.scalarmult(key, pts)
+    return (time.process_time() - t0) / points * 1e6
 
 # Peers' published PSI figures, 2 parties, 10^7 ids each (the documents state the hardware; none ran here).
 # ids/s per core: both parties' ids over the time and both parties' cores.
@@ -136,7 +150,10 @@ def run(ids_list, clients_list, overlap: float = 0.7, workdir: str | None = None
         server_table: bool = False) -> dict:
     from tqdm import tqdm
 
+    from sqm.mpc.protocols import x25519
+
     cores = os.cpu_count() or 1
+    unit = x25519_us()  # the floor's unit, measured in this run
     base = workdir or tempfile.mkdtemp(prefix="sqm-bench-psi-")
     rows = []
     try:
@@ -155,15 +172,14 @@ def run(ids_list, clients_list, overlap: float = 0.7, workdir: str | None = None
                 ids_per_s_per_core=total_ids / seconds / cores, bytes_sent=sent,
                 bytes_per_id=sum(sent) / total_ids, party_seconds=[float(r["seconds"]) for r in records],
                 max_rss_bytes=[int(r["max_rss_bytes"]) for r in records],
-                floor_seconds=clients * total_ids * X25519_US * 1e-6 / cores))
+                floor_seconds=clients * total_ids * unit * 1e-6 / cores))
             shutil.rmtree(folder, ignore_errors=True)
     finally:
         if workdir is None:
             shutil.rmtree(base, ignore_errors=True)
-    from sqm.mpc.protocols.x25519 import backend
-
-    return summarize(dict(cores=cores, overlap=overlap, x25519_us=X25519_US, rows=rows, published=PUBLISHED,
-                          server_table=server_table, load_average=list(os.getloadavg()), x25519_backend=backend()))
+    return summarize(dict(cores=cores, overlap=overlap, x25519_us=unit, rows=rows, published=PUBLISHED,
+                          server_table=server_table, load_average=list(os.getloadavg()),
+                          x25519_backend=x25519.backend()))
 
 
 def summarize(rep: dict) -> dict:
@@ -186,7 +202,8 @@ def print_table(rep: dict) -> None:
     print(f"record alignment (ECDH PSI over X25519) through real party processes, {rep['cores']} cores, "
           f"{rep['overlap']:.0%} of each set in the intersection"
           + ("; the server holds a label table of every id" if rep.get("server_table") else "")
-          + (f"; X25519 through {rep['x25519_backend']}" if rep.get("x25519_backend") else ""))
+          + (f"; X25519 through {rep['x25519_backend']}" if rep.get("x25519_backend") else "")
+          + f"; floor: {rep['x25519_us']:.1f} us of CPU per multiplication, measured in this run")
     print(f"{'clients':>7} {'ids/client':>11} {'common':>9} {'end to end s':>13} {'floor s':>8} "
           f"{'ids/s/core':>11} {'bytes/id':>9} {'peak RSS MiB (server, clients)':>32}")
     for r in rep["rows"]:
