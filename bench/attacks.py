@@ -95,8 +95,11 @@ def _read(path: str) -> str:
 
 
 def _last_line(text: str) -> str:
+    """A party's last message: its last unindented line with the indented lines after it (a message whose first
+    line was broken to stay short continues on an indented line), joined by spaces."""
     lines = [ln for ln in text.strip().splitlines() if ln.strip() and "chunk" not in ln]
-    return lines[-1][:300] if lines else ""
+    start = max([i for i, ln in enumerate(lines) if not ln.startswith(" ")] or [0])
+    return " ".join(ln.strip() for ln in lines[start:])[:600]
 
 
 def jobfile_engine(seed: int = 0) -> dict:

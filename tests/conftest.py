@@ -58,3 +58,31 @@ def one_by_one(job_path) -> tuple[str, dict]:
     extras = {i: ([] if p.file is None else ["--data-file", p.file]) + ([] if p.model is None else ["--model", p.model])
               for i, p in enumerate(local.parties)}
     return shared, extras
+
+
+def joined(err: str) -> str:
+    """``err`` with the face's break of a long usage error undone (:func:`sqm.cli.command.short_first_line` breaks
+    a first line of 160 characters or more at a clause boundary; where depends on the length of the paths in it,
+    so a test's substring would straddle the break on one machine and not on another)."""
+    import re
+
+    return re.sub(r"(?m)^(sqm: error: [^\n]*)\n  ", r"\1 ", err)
+
+
+class _JoinedCapture:
+    """pytest's capsys, its ``readouterr().err`` :func:`joined`; ``readouterr(raw=True)`` as printed."""
+
+    def __init__(self, inner):
+        self._inner = inner
+
+    def readouterr(self, raw: bool = False):
+        r = self._inner.readouterr()
+        return r if raw else type(r)(r.out, joined(r.err))
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+@pytest.fixture
+def capsys(capsys):
+    return _JoinedCapture(capsys)

@@ -16,6 +16,7 @@ import pytest
 from sqm.errors import UsageError
 from sqm.framework.job_schema import JOB_KEYS, PARTY_KEYS, check_job_keys, markdown_table
 from sqm.framework.spec import load_job, write_job, write_party_csvs, write_shared_job
+from conftest import joined
 
 ROOT = Path(__file__).resolve().parent.parent
 MISSPELT = [  # (change to a valid job file, the refusal's text)
@@ -82,7 +83,7 @@ def test_the_command_line_refuses_a_misspelt_key_before_any_party_starts(tmp_pat
                         str(out)], capture_output=True, text=True, cwd=ROOT, timeout=300,
                        env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert p.returncode == 2, p.stderr[-2000:]
-    assert "unknown key 'hide_membershp': did you mean 'hide_membership'?" in p.stderr
+    assert "unknown key 'hide_membershp': did you mean 'hide_membership'?" in joined(p.stderr)
     assert not out.exists() and "party" not in p.stdout.lower()
 
 

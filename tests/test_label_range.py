@@ -59,7 +59,7 @@ def no_spawn(monkeypatch):
 def _printed(capsys) -> str:
     """What sqm printed on stderr, its first line's break undone (sqm.cli.command.short_first_line), after checking
     that the first line of each message is short."""
-    err = capsys.readouterr().err
+    err = capsys.readouterr(raw=True).err
     assert all(len(ln) < 160 for ln in err.splitlines() if ln.startswith("sqm: ")), err
     return err.replace("\n  ", " ")
 

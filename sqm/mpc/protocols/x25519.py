@@ -14,6 +14,7 @@ product that is zero, raises :class:`SmallOrderError` naming no value.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 from functools import lru_cache
 
 import numpy as np
@@ -85,7 +86,8 @@ def _multibuffer():
         return None
     fn.restype = ctypes.c_uint32
     fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-    sample = np.frombuffer(np.random.default_rng(25519).bytes(POINT_BYTES * 3 * _LANES), dtype=np.uint8)
+    # a public sample, fixed: SHAKE-256 of a label (no generator: nothing secret is drawn here)
+    sample = np.frombuffer(hashlib.shake_256(b"sqm x25519 sample").digest(POINT_BYTES * 3 * _LANES), dtype=np.uint8)
     key, pts = sample[:POINT_BYTES].tobytes(), sample[POINT_BYTES:].reshape(-1, POINT_BYTES)
     try:
         out, failed = _batched(fn, key, pts)
