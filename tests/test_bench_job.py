@@ -120,6 +120,18 @@ def test_without_spu_ours_alone_through_real_processes(tmp_path, capsys):
     assert doc["results"] == rep["rows"]
 
 
+def test_no_peer_runs_ours_alone_without_asking_for_spu(tmp_path, monkeypatch):
+    monkeypatch.setattr("bench.peers.spu_probe", lambda python: pytest.fail("--no-peer looks for no spu"))
+    monkeypatch.setattr(job, "run_peer", lambda *a, **k: pytest.fail("--no-peer runs no peer"))
+    monkeypatch.setattr(job, "run_ours", lambda path, timeout: dict(
+        wall_seconds=1.0, cpu_seconds=2.0, load_1min=0.5, processes=3, intersection=40, phases=[]))
+    out = tmp_path / "job.json"
+    assert main(["job", "--rows", "50", "--cols", "4", "--clients", "2", "--no-peer", "--json", str(out), "-q"]) == 0
+    rep = json.loads(out.read_text())["details"]
+    assert rep["note"] == "the peer not run (--no-peer): ours alone" and [r["side"] for r in rep["rows"]] == ["ours"]
+    assert rep["rows"][0]["correct"] is True  # 80% of 50 ids
+
+
 def _spu_python():
     python = os.environ.get("SQM_SPU_PYTHON") or (sys.executable if importlib.util.find_spec("spu") else None)
     if python is None:
