@@ -296,7 +296,7 @@ def print_table(rep: dict) -> None:
         print(rep["note"])
     print(f"the whole job on the same party files ({rep['overlap']:.0%} of each client's ids in every client's set), "
           f"{rep['cores']} cores; ours: server + one process per client over loopback TLS, X25519 through "
-          f"{rep['x25519_backend']}; peer ({rep['secretflow'] or 'absent'}): PSI, then the Gram on 3 SPU nodes")
+          f"{rep['x25519_backend']}; peer ({rep['secretflow'] or 'not run'}): PSI, then the Gram on 3 SPU nodes")
     table = [dict(cell=f"{r['clients']} x {r['rows']:,} x {r['cols']}", side=_label(r), procs=r["processes"],
                   cpu=r["cpu_seconds"], wall=r["wall_seconds"],
                   split="-" if "psi_cpu_seconds" not in r else
