@@ -42,6 +42,7 @@ BENCHMARKS = {
     "sql-memory": "bench.sql_memory",
     "site": "bench.site",
     "rounding": "bench.rounding",
+    "job": "bench.job",
 }
 
 
