@@ -384,7 +384,8 @@ def test_a_job_file_naming_an_engine_is_refused_and_the_operators_own_engine_run
     assert all(p.engine is None and p.worker_addresses is None and p.file is None for p in shared.parties)
     keys = str(tmp_path / "keys")
     make_certificates(keys, 4, days=1, job=shared.name or DEFAULT_JOB)
-    ports = free_ports(8)
+    taken = {int(p.address.rsplit(":", 1)[1]) for p in shared.parties}  # the parties' ports, not bound yet
+    ports = next(ps for ps in iter(lambda: free_ports(8), None) if not taken & set(ps))
     out = {}
     with distributed.LocalCluster(n_workers=1, threads_per_worker=8, processes=False, dashboard_address=None,
                                   protocol="tcp://", host="127.0.0.1") as cluster:
