@@ -76,6 +76,25 @@ SPU_PHASES = ("start", "connect", "compile", "share", "gram", "open", "output")
 
 
 # --------------------------------------------------------------------------------------------- the SPU node
+def spu_link(cfg: dict, rank: int, name: str):
+    """SecretFlow's brpc link of party ``rank`` over loopback to every port of ``cfg["ports"]`` (parties named
+    ``name0``, ``name1``...), job ``cfg["job"]``, ``cfg["timeout"]`` seconds per receive; returned once every party
+    has joined (runs in the ``spu`` interpreter)."""
+    from spu import libspu
+
+    desc = libspu.link.Desc()
+    desc.id = cfg["job"]
+    for r, port in enumerate(cfg["ports"]):
+        desc.add_party(f"{name}{r}", f"127.0.0.1:{port}")
+    desc.connect_retry_times = 600
+    desc.connect_retry_interval_ms = 100
+    desc.recv_timeout_ms = int(cfg["timeout"] * 1000)
+    desc.http_timeout_ms = int(cfg["timeout"] * 1000)
+    lctx = libspu.link.create_brpc(desc, rank)
+    lctx.barrier()
+    return lctx
+
+
 def spu_node(config_path: str) -> int:
     """One SPU node (runs in the ``spu`` interpreter as ``python -m bench.peers --spu-node CONFIG``): link to the
     other two, compile the Gram, share its own block (if it holds one) and receive the others' shares, run,
@@ -97,16 +116,7 @@ def spu_node(config_path: str) -> int:
     tl = {"ready": time.time()}
     sent = 0
 
-    desc = libspu.link.Desc()
-    desc.id = cfg["job"]
-    for r, port in enumerate(cfg["ports"]):
-        desc.add_party(f"node{r}", f"127.0.0.1:{port}")
-    desc.connect_retry_times = 600
-    desc.connect_retry_interval_ms = 100
-    desc.recv_timeout_ms = int(cfg["timeout"] * 1000)
-    desc.http_timeout_ms = int(cfg["timeout"] * 1000)
-    lctx = libspu.link.create_brpc(desc, rank)
-    lctx.barrier()
+    lctx = spu_link(cfg, rank, "node")
     tl["connected"] = time.time()
 
     names = [f"block{i}" for i in range(len(shapes))]

@@ -39,7 +39,7 @@ import tempfile
 import time
 
 from bench.common import finish
-from bench.peers import INSTALL_NOTE, ROOT, _free_ports, spu_probe
+from bench.peers import INSTALL_NOTE, ROOT, _free_ports, spu_link, spu_probe
 
 OURS = "ours"
 TWO_PARTY = ("ECDH", "RR22", "KKRT")  # libpsi's 2PC protocols (PsiProtocol.PROTOCOL_<name>)
@@ -61,22 +61,12 @@ def spu_psi_node(config_path: str) -> int:
     tl = {"started": time.time()}
     import spu
     import spu.psi as psi
-    from spu import libspu
 
     with open(config_path) as f:
         cfg = json.load(f)
     rank = int(cfg["rank"])
     tl["ready"] = time.time()
-    desc = libspu.link.Desc()
-    desc.id = cfg["job"]
-    for r, port in enumerate(cfg["ports"]):
-        desc.add_party(f"party{r}", f"127.0.0.1:{port}")
-    desc.connect_retry_times = 600
-    desc.connect_retry_interval_ms = 100
-    desc.recv_timeout_ms = int(cfg["timeout"] * 1000)
-    desc.http_timeout_ms = int(cfg["timeout"] * 1000)
-    lctx = libspu.link.create_brpc(desc, rank)
-    lctx.barrier()
+    lctx = spu_link(cfg, rank, "party")
     tl["connected"] = time.time()
 
     proto = psi.PsiProtocolConfig()
