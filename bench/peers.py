@@ -228,6 +228,18 @@ def _link_bytes(log: str) -> int | None:
     return int(got[-1]) if got else None
 
 
+def stop_run(procs, logs, tmp: str) -> None:
+    """The end of a peer run, whatever happened: its own processes still running (only on failure are any left)
+    killed and reaped, its log files closed, its folder removed."""
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    for f in logs:
+        f.close()
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
 def spu_run(python: str, blocks: list, owners: list[int], protocol: str, field: str, timeout: float = 1800.0) -> dict:
     """The Gram of ``blocks`` (int64, block i held by SPU node ``owners[i]``) through 3 SPU processes of
     ``python``: the result (node 0's reconstruction), end-to-end seconds and each node's figures."""
@@ -295,13 +307,7 @@ def spu_run(python: str, blocks: list, owners: list[int], protocol: str, field: 
                               bytes_sent=None if link is None else link + int(rec["python_bytes_sent"])))
         return dict(result=G, seconds=seconds, nodes=nodes, spu_version=records[0].get("spu_version"))
     finally:
-        for p in procs:  # only on failure are any left: stop this run's own node processes
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        for f in logs:
-            f.close()
-        shutil.rmtree(tmp, ignore_errors=True)
+        stop_run(procs, logs, tmp)
 
 
 class PeakRSS:

@@ -39,7 +39,7 @@ import tempfile
 import time
 
 from bench.common import finish
-from bench.peers import INSTALL_NOTE, ROOT, _free_ports, spu_link, spu_probe
+from bench.peers import INSTALL_NOTE, ROOT, _free_ports, spu_link, spu_probe, stop_run
 
 OURS = "ours"
 TWO_PARTY = ("ECDH", "RR22", "KKRT")  # libpsi's 2PC protocols (PsiProtocol.PROTOCOL_<name>)
@@ -162,13 +162,7 @@ def spu_psi_run(python: str, csvs: list[str], protocol: str, timeout: float = 18
                 records.append(json.load(f))
         return dict(seconds=seconds, records=records)
     finally:
-        for p in procs:  # only on failure are any left: stop this run's own party processes
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        for f in logs:
-            f.close()
-        shutil.rmtree(tmp, ignore_errors=True)
+        stop_run(procs, logs, tmp)
 
 
 def _measured(fn):

@@ -355,15 +355,10 @@ def scan_table(path, id_column: str) -> StreamedTable | None:
             return None
         order, n_rows = _Order(), 0
         for _, batch in _batches(path, [id_column] + columns, BATCH_ROWS, sep, id_column):
-            ids = _ids(batch.column(id_column))
-            if any(i.lower() in MISSING for i in ids):
+            if not _checked_batch(batch, id_column, columns, order, path,
+                                  f"party file {path}: its ids are not sorted (integers by value, then text), so it "
+                                  f"is read whole and sorted in memory; a file sorted by id is read in bounded memory"):
                 return None
-            order.add(ids)
-            if not order.canonical:
-                log.info(f"party file {path}: its ids are not sorted (integers by value, then text), so it is read "
-                         f"whole and sorted in memory; a file sorted by id is read in bounded memory")
-                return None
-            _floats(batch, columns, path)
             n_rows += batch.num_rows
         if n_rows == 0 or not order.canonical:
             return None
@@ -373,6 +368,21 @@ def scan_table(path, id_column: str) -> StreamedTable | None:
         log.debug(f"party file {path}: not read in batches ({type(e).__name__}: {e}); reading it whole")
         return None
     return StreamedTable(path, columns, n_rows, id_column, sep)
+
+
+def _checked_batch(batch, id_column: str, columns: list[str], order: _Order, where, unsorted_note: str) -> bool:
+    """One batch of a table scanned for streaming (a file's or a query's): its ids present and, with those before
+    them, in canonical order (``order``), its values finite floats (:func:`_floats` raises :class:`FileChanged`
+    otherwise).  False where the table must be read whole instead (``unsorted_note`` logged when the order breaks)."""
+    ids = _ids(batch.column(id_column))
+    if any(i.lower() in MISSING for i in ids):
+        return False
+    order.add(ids)
+    if not order.canonical:
+        log.info(unsorted_note)
+        return False
+    _floats(batch, columns, where)
+    return True
 
 
 def _scan_sql(source: SqlSource, id_column: str) -> StreamedTable | None:
@@ -394,15 +404,11 @@ def _scan_sql(source: SqlSource, id_column: str) -> StreamedTable | None:
             typ = batch.schema.field(id_column).type
             if _numeric(typ) and not pa.types.is_integer(typ):
                 return None
-            ids = _ids(batch.column(id_column))
-            if any(i.lower() in MISSING for i in ids):
+            if not _checked_batch(batch, id_column, columns, order, source,
+                                  f"{source.label}: its ids do not come in canonical order (integers by value, then "
+                                  f"text), so it is read whole and sorted in memory; a query ordered by id is read in "
+                                  f"bounded memory"):
                 return None
-            order.add(ids)
-            if not order.canonical:
-                log.info(f"{source.label}: its ids do not come in canonical order (integers by value, then text), "
-                         f"so it is read whole and sorted in memory; a query ordered by id is read in bounded memory")
-                return None
-            _floats(batch, columns, source)
             n_rows += batch.num_rows
     except FileChanged:
         return None  # a NULL, NaN, infinite or too large value: read_sql_table names it
