@@ -112,9 +112,13 @@ def jobfile_engine(seed: int = 0) -> dict:
     srv, got, stop = _listener()
     try:
         X = np.random.default_rng(seed).normal(size=(80, 4)) * 0.2
-        local = write_party_csvs(X, os.path.join(work, "job"), 2, min_intersection=1,
-                                 task={"statistic": "pca", "components": 1, "epsilon": 1})
-        spec = load_job(local)
+        while True:  # party ports drawn at random: redraw until no party's 2 default worker ports is another's
+            local = write_party_csvs(X, os.path.join(work, "job"), 2, min_intersection=1,
+                                     task={"statistic": "pca", "components": 1, "epsilon": 1})
+            spec = load_job(local)
+            ports = [int(p.address.rsplit(":", 1)[1]) for p in spec.parties]
+            if not {q + k for q in ports for k in (1, 2)} & set(ports):
+                break
         shared = write_shared_job(local, os.path.join(work, "job", "shared.json"))
         with open(shared) as fh:
             raw = json.load(fh)
