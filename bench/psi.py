@@ -20,8 +20,12 @@ id (all parties' bytes over all clients' ids), each party's peak resident memory
 between the smallest and largest id counts, and the share of the PSI in a party's time.  Target (issue 23):
 10^6 ids per client, 3 clients, under 120 s end to end on a 2-core machine.
 
-The floor: n scalar multiplications per id of every client on n clients, each at the CPU cost one multiplication
-has in the same run (:func:`x25519_us`, by the backend the PSI uses), spread over the machine's cores.
+``--keys``: the job file's ``alignment_keys`` (default ``threshold``: with up to 3 clients, threshold t = 1, each
+client blinds its own list once under the clients' shared key; ``all``: every list under every client's key).
+
+The floor: the scalar multiplications per id of every client (:func:`multiplications_per_id`: 1 under the shared
+key, n under every client's), each at the CPU cost one multiplication has in the same run (:func:`x25519_us`, by the
+backend the PSI uses), spread over the machine's cores.
 :data:`PUBLISHED` holds peers' published figures (their sources named), for the docs' side-by-side table.
 """  # noqa: E501 (the first line is ``python -m bench --help``'s one-line summary of this benchmark)
 from __future__ import annotations
@@ -94,11 +98,11 @@ class AlignWithLabels(AlignOnly):
 
 
 def write_parties(directory: str, ids: int, clients: int, overlap: float, seed: int = 0,
-                  server_table: bool = False) -> str:
+                  server_table: bool = False, keys: str = "threshold") -> str:
     """Parquet party files (an int64 'id' column, sorted, and one float column) of ``ids`` records each, of
     which ``round(overlap * ids)`` are in every client's file and the rest in that client's file only; ids
     are distinct random 12-digit numbers.  ``server_table``: the server's own file (CSV: 'id', 'label') holds
-    every id any client holds.  Returns the job file's path."""
+    every id any client holds.  ``keys``: the job file's ``alignment_keys``.  Returns the job file's path."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -121,7 +125,8 @@ def write_parties(directory: str, ids: int, clients: int, overlap: float, seed: 
                                  "x": pa.array(rng.normal(size=own.size))}), path, row_group_size=1 << 16)
         files.append(path)
     addresses = [f"127.0.0.1:{p}" for p in free_ports(clients + 1)]
-    job = write_job(os.path.join(directory, "job.json"), addresses, files, min_intersection=1)
+    job = write_job(os.path.join(directory, "job.json"), addresses, files, min_intersection=1,
+                    alignment_keys=None if keys == "threshold" else keys)
     if server_table:  # the server's labels, every id of the job's id space
         import json
 
@@ -146,8 +151,14 @@ def run_one(job_file: str, timeout: float = 3600.0, server_table: bool = False):
     return records, time.perf_counter() - t0
 
 
+def multiplications_per_id(clients: int, keys: str = "threshold") -> int:
+    """Scalar multiplications per id of every client's list: one under the clients' shared key (``keys``
+    "threshold" where the runtime's threshold is t = 1: up to 3 clients), else one by every client."""
+    return 1 if keys == "threshold" and clients // 2 <= 1 else clients
+
+
 def run(ids_list, clients_list, overlap: float = 0.7, workdir: str | None = None, progress: bool = True,
-        server_table: bool = False) -> dict:
+        server_table: bool = False, keys: str = "threshold") -> dict:
     from tqdm import tqdm
 
     from sqm.mpc.protocols import x25519
@@ -160,7 +171,7 @@ def run(ids_list, clients_list, overlap: float = 0.7, workdir: str | None = None
         cells = [(c, n) for c in clients_list for n in ids_list]
         for clients, ids in tqdm(cells, desc="psi", disable=not progress):
             folder = os.path.join(base, f"{clients}x{ids}")
-            job = write_parties(folder, ids, clients, overlap, server_table=server_table)
+            job = write_parties(folder, ids, clients, overlap, server_table=server_table, keys=keys)
             records, seconds = run_one(job, server_table=server_table)
             total_ids = ids * clients
             res = records[0]["result"]
@@ -172,13 +183,13 @@ def run(ids_list, clients_list, overlap: float = 0.7, workdir: str | None = None
                 ids_per_s_per_core=total_ids / seconds / cores, bytes_sent=sent,
                 bytes_per_id=sum(sent) / total_ids, party_seconds=[float(r["seconds"]) for r in records],
                 max_rss_bytes=[int(r["max_rss_bytes"]) for r in records],
-                floor_seconds=clients * total_ids * unit * 1e-6 / cores))
+                floor_seconds=multiplications_per_id(clients, keys) * total_ids * unit * 1e-6 / cores))
             shutil.rmtree(folder, ignore_errors=True)
     finally:
         if workdir is None:
             shutil.rmtree(base, ignore_errors=True)
     return summarize(dict(cores=cores, overlap=overlap, x25519_us=unit, rows=rows, published=PUBLISHED,
-                          server_table=server_table, load_average=list(os.getloadavg()),
+                          server_table=server_table, keys=keys, load_average=list(os.getloadavg()),
                           x25519_backend=x25519.backend()))
 
 
@@ -253,6 +264,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--server-table", action="store_true",
                     help="the server holds a label table of its own (as in a PBM-VFL job), of every id any client "
                          "holds, and joins the PSI as a holder")
+    ap.add_argument("--keys", choices=("threshold", "all"), default="threshold",
+                    help="the job file's alignment_keys: threshold (the default: with up to 3 clients one key the "
+                         "clients share, one multiplication per id) or all (every list under every client's key)")
     ap.add_argument("--hide-membership", action="store_true",
                     help="compare a whole PCA (or --task logreg) job revealing membership with one hiding it "
                          "(bench/psi_hidden.py), for intersections of --fractions of the union, with the last "
@@ -297,5 +311,5 @@ def cli(args) -> int:
     if not 0 < args.overlap <= 1:
         raise ValueError(f"--overlap must be in (0, 1], got {args.overlap}")
     rep = run(ids, clients, args.overlap, args.workdir, progress=not getattr(args, "quiet", 0),
-              server_table=args.server_table)
+              server_table=args.server_table, keys=args.keys)
     return finish(rep, args, print_table, plot)

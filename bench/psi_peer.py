@@ -7,7 +7,9 @@ What is compared.  For every (ids, clients) cell the same id sets are built once
 ours from the job's Parquet party files, SecretFlow from a CSV copy of each client's ids (one ``id`` column).
 
 - **ours**: the record alignment of a job that computes nothing (:func:`bench.psi.run_one`): a server and one
-  process per client over loopback TLS, ECDH over X25519 around the ring, the server comparing;
+  process per client over loopback TLS, ECDH over X25519, the server comparing; twice, with the job file's
+  ``alignment_keys`` at its default (``ours``: with up to 3 clients each client blinds its own list once under the
+  clients' shared key) and ``"all"`` (``ours-all``: every list around the ring under every client's key);
 - **SecretFlow** (``spu.psi.psi_execute``, libpsi's "PSI v2" entry point): one process per client of the
   interpreter ``--spu-python``, linked by brpc over loopback (no TLS), each reading its CSV and writing its share
   of the intersection (aligned: SecretFlow's default), the result broadcast to every party.  Two-party protocols
@@ -42,6 +44,7 @@ from bench.common import finish
 from bench.peers import INSTALL_NOTE, ROOT, _free_ports, spu_link, spu_probe, stop_run
 
 OURS = "ours"
+OURS_ALL = "ours-all"  # ours with "alignment_keys": "all" (every list under every client's key)
 TWO_PARTY = ("ECDH", "RR22", "KKRT")  # libpsi's 2PC protocols (PsiProtocol.PROTOCOL_<name>)
 MULTI_PARTY = ("ECDH_NPC", "KKRT_NPC")  # its n-party ones
 PROTOCOLS = TWO_PARTY + MULTI_PARTY
@@ -221,14 +224,16 @@ def run(ids_list, clients_list, write_parties, run_one, overlap: float = 0.7, pr
             for ids in ids_list:
                 folder = os.path.join(base, f"{clients}x{ids}")
                 job = write_parties(folder, ids, clients, overlap)
+                every = _all_keys_copy(job)
                 csvs = write_csvs(job) if python else []
-                sides = [OURS] + ([p for p in protocols if applies(p, clients)] if python else [])
+                sides = [OURS, OURS_ALL] + ([p for p in protocols if applies(p, clients)] if python else [])
                 for r in range(int(repeat)):
                     for side in sides:
                         if progress:
                             print(f"psi peer: {clients} clients x {ids:,} ids, {side}, round {r + 1}",
                                   file=sys.stderr)
-                        got = (_ours(run_one, job, ids, clients) if side == OURS
+                        got = (_ours(run_one, job if side == OURS else every, ids, clients)
+                               if side in (OURS, OURS_ALL)
                                else _secretflow(python, csvs, side, timeout))  # type: ignore[arg-type]
                         got.update(side=side, clients=clients, ids=ids, repeat=r,
                                    expected_intersection=int(round(overlap * ids)))
@@ -241,6 +246,18 @@ def run(ids_list, clients_list, write_parties, run_one, overlap: float = 0.7, pr
     return summarize(dict(overlap=overlap, repeat=int(repeat), protocols=list(protocols), cores=os.cpu_count(),
                           spu_python=python, secretflow=version if python else None, note=note, curve=CURVE,
                           runs=runs, load_average=list(os.getloadavg())))
+
+
+def _all_keys_copy(job: str) -> str:
+    """The job file ``job`` with ``"alignment_keys": "all"``, beside it (the same party files)."""
+    import json
+
+    with open(job) as f:
+        raw = json.load(f)
+    path = os.path.join(os.path.dirname(job), "job-all-keys.json")
+    with open(path, "w") as f:
+        json.dump({**raw, "alignment_keys": "all"}, f)
+    return path
 
 
 def summarize(rep: dict) -> dict:
@@ -268,7 +285,8 @@ def summarize(rep: dict) -> dict:
 
 
 def _label(side: str) -> str:
-    return "ours (ECDH X25519 ring)" if side == OURS else f"SecretFlow {side}"
+    return {OURS: "ours (ECDH X25519, threshold keys)", OURS_ALL: "ours (ECDH X25519, every client's key)"}.get(
+        side, f"SecretFlow {side}")
 
 
 def print_table(rep: dict) -> None:

@@ -99,12 +99,14 @@ def test_every_key_the_writers_emit_is_declared_and_loads(tmp_path):
                      task={"statistic": "pca", "components": 1}, server_file=tmp_path / "labels.csv",
                      models=[None, str(tmp_path / "m.py") + ":build", None], workers=2,
                      worker_addresses=[None, ["127.0.0.1:6001", "127.0.0.1:6002"], None],
-                     engines=[None, "tcp://127.0.0.1:8786", None], hide_membership=True, fingerprints=pins)
+                     engines=[None, "tcp://127.0.0.1:8786", None], hide_membership=True, fingerprints=pins,
+                     alignment_keys="all")
     raw = json.loads(Path(path).read_text())
     assert set(raw) == {k.name for k in JOB_KEYS}
     assert {k for e in raw["parties"] for k in e} == {k.name for k in PARTY_KEYS} - {"name"}
     spec = load_job(path)
-    assert spec.hide_membership and spec.parties[1].bounds == (("x", 0.0, 5.0),) and spec.shards == 2
+    assert spec.hide_membership and spec.alignment_keys == "all"
+    assert spec.parties[1].bounds == (("x", 0.0, 5.0),) and spec.shards == 2
     shared = load_job(write_shared_job(path, tmp_path / "shared.json"))
     assert shared.parties[1].file is None and shared.task == {"statistic": "pca", "components": 1}
 
@@ -141,3 +143,24 @@ def test_the_reference_table_is_the_declaration():
         "regenerate the table between the <!-- job-schema --> markers with "
         "python -c 'from sqm.framework.job_schema import markdown_table; print(markdown_table(), end=\"\")'")
     assert len(table.group(1).splitlines()) == 2 + len(JOB_KEYS) + len(PARTY_KEYS)
+
+
+def test_alignment_keys_takes_threshold_or_all_and_refuses_anything_else(tmp_path):
+    """The PSI's keys: absent is the threshold's; "all" loads; another value is refused naming the key and the
+    choices (before any party starts)."""
+    (tmp_path / "a.csv").write_text("id,x\n1,2\n")
+    (tmp_path / "b.csv").write_text("id,x\n1,2\n")
+    path = write_job(tmp_path / "job.json", ["127.0.0.1:5000", "127.0.0.1:5010", "127.0.0.1:5020"],
+                     [tmp_path / "a.csv", tmp_path / "b.csv"])
+    assert load_job(path).alignment_keys == "threshold"
+    raw = json.loads(Path(path).read_text())
+    for value, ok in (("all", True), ("threshold", True), ("none", False), ("ALL", False)):
+        Path(path).write_text(json.dumps({**raw, "alignment_keys": value}))
+        if ok:
+            assert load_job(path).alignment_keys == value
+        else:
+            with pytest.raises(UsageError, match=f"'alignment_keys' must be one of 'threshold', 'all', got '{value}'"):
+                load_job(path)
+    with pytest.raises(UsageError, match="alignment_keys must be one of"):
+        write_job(tmp_path / "j2.json", ["127.0.0.1:5000", "127.0.0.1:5010", "127.0.0.1:5020"],
+                  [tmp_path / "a.csv", tmp_path / "b.csv"], alignment_keys="some")

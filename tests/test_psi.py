@@ -65,36 +65,39 @@ def test_the_schedule_blinds_every_chunk_once_by_every_client_in_ring_order():
 class PSIProgram(PartyProgram):
     """Party ``pid`` of a bare PSI over ``ids`` (None at the server); returns the member mask and ranks."""
 
-    def __init__(self, ids, sizes, chunk, seed):
-        self.ids, self.sizes, self.chunk, self.seed = ids, sizes, chunk, seed
+    def __init__(self, ids, sizes, chunk, seed, all_keys=False):
+        self.ids, self.sizes, self.chunk, self.seed, self.all_keys = ids, sizes, chunk, seed, all_keys
 
     async def run(self, ctx):
         from sqm.mpc.protocols.psi import hash_ids, intersect
 
         if ctx.is_server and self.ids is None:
-            return {"m": await intersect(ctx, self.sizes, chunk=self.chunk)}
+            return {"m": await intersect(ctx, self.sizes, chunk=self.chunk, all_keys=self.all_keys)}
         rng = np.random.default_rng([self.seed, ctx.pid])
-        got = await intersect(ctx, self.sizes, hash_ids(self.ids), rng.bytes(32), rng, chunk=self.chunk)
+        got = await intersect(ctx, self.sizes, hash_ids(self.ids), rng.bytes(32), rng, chunk=self.chunk,
+                              all_keys=self.all_keys)
         return {"member": got.member, "rank": got.rank, "m": got.size}
 
 
-def run_psi(sets, chunk=7, seed=0, runner=run_in_process, server_set=None, **kw):
+def run_psi(sets, chunk=7, seed=0, runner=run_in_process, server_set=None, all_keys=False, **kw):
     sizes = {j: len(s) for j, s in enumerate(sets, start=1)}
     if server_set is not None:
         sizes[0] = len(server_set)
-    progs = [PSIProgram(None if server_set is None else list(server_set), sizes, chunk, seed)]
-    progs += [PSIProgram(list(s), sizes, chunk, seed) for s in sets]
+    progs = [PSIProgram(None if server_set is None else list(server_set), sizes, chunk, seed, all_keys)]
+    progs += [PSIProgram(list(s), sizes, chunk, seed, all_keys) for s in sets]
     return [r["result"] for r in runner(progs, timeout=120, **kw)]
 
 
+@pytest.mark.parametrize("all_keys", [False, True])
 @pytest.mark.parametrize("n", [2, 3, 4])
-def test_each_client_learns_which_of_its_own_ids_every_client_holds_in_one_common_order(n):
+def test_each_client_learns_which_of_its_own_ids_every_client_holds_in_one_common_order(n, all_keys):
+    """Both modes (n = 4 clients, t = 2: every client's key in both), 2 to 4 clients, lists of several chunks."""
     rng = np.random.default_rng(n)
     universe = [str(i) for i in range(120)]
     sets = [[universe[i] for i in sorted(rng.choice(120, size=int(rng.integers(40, 90)), replace=False))]
             for _ in range(n)]
     common = set.intersection(*map(set, sets))
-    out = run_psi(sets)
+    out = run_psi(sets, all_keys=all_keys)
     assert out[0]["m"] == len(common) > 0
     ranks = {}
     for s, r in zip(sets, out[1:], strict=False):
@@ -107,8 +110,10 @@ def test_each_client_learns_which_of_its_own_ids_every_client_holds_in_one_commo
         assert mine == ranks  # every client ranks every common id alike
 
 
+@pytest.mark.parametrize("all_keys", [False, True])
 @pytest.mark.parametrize("n,chunk,server_size", [(2, 7, 100), (3, 7, 30), (3, 5, 7), (4, 1 << 14, 60)])
-def test_a_server_holding_a_set_of_its_own_learns_which_of_its_ids_every_holder_holds(n, chunk, server_size):
+def test_a_server_holding_a_set_of_its_own_learns_which_of_its_ids_every_holder_holds(n, chunk, server_size,
+                                                                                      all_keys):
     """The server as a holder (a PBM-VFL job's labels): every holder, the server too, learns which of its own ids
     are in the intersection of all the sets (the server's included), ranked in one common order; lists of
     several chunks, a server list shorter and longer than the clients'."""
@@ -118,7 +123,7 @@ def test_a_server_holding_a_set_of_its_own_learns_which_of_its_ids_every_holder_
             for _ in range(n)]
     server = [universe[i] for i in rng.choice(150, size=server_size, replace=False)]
     common = set.intersection(set(server), *map(set, sets))
-    out = run_psi(sets, chunk=chunk, server_set=server)
+    out = run_psi(sets, chunk=chunk, server_set=server, all_keys=all_keys)
     assert 0 < len(common) < min(map(len, sets))  # the server's set matters
     ranks = None
     for s, r in zip([server] + sets, out, strict=False):
@@ -142,11 +147,14 @@ def test_bench_psi_through_real_processes_writes_its_figures(tmp_path):
     from bench.command import main
 
     out = tmp_path / "psi.json"
-    assert main(["psi", "--ids", "400", "--clients", "2", "--overlap", "0.5", "--json", str(out), "-q"]) == 0
-    rep = json.loads(out.read_text())["details"]
-    (row,) = rep["rows"]
-    assert rep["correct"] and row["intersection"] == 200 and row["clients"] == 2
-    assert row["bytes_per_id"] >= 2 * 32  # each id crosses 2 hops as a 32-byte point; the rest is framing
+    for keys, hops in (("threshold", 1), ("all", 2)):
+        assert main(["psi", "--ids", "400", "--clients", "2", "--overlap", "0.5", "--keys", keys, "--json", str(out),
+                     "-q"]) == 0
+        rep = json.loads(out.read_text())["details"]
+        (row,) = rep["rows"]
+        assert rep["correct"] and row["intersection"] == 200 and row["clients"] == 2 and rep["keys"] == keys
+        # each id crosses 1 hop (the shared key: to the server) or 2 (the ring) as a 32-byte point, plus framing
+        assert hops * 32 <= row["bytes_per_id"] < (hops + 1) * 32
     assert len(row["max_rss_bytes"]) == 3 and rep["target_met"] is None  # no 10^6-id cell in this run
 
 
@@ -234,7 +242,8 @@ class Tamper(PartyProgram):
             pick = {"own": (lambda to, ch: to != 0, 0), "forward": (lambda to, ch: to != 0 and len(ch) == 2, 1),
                     "server": (lambda to, ch: to == 0, None)}[self.target]
             to = next((t for t, ch in outgoing.items() if pick[0](t, ch)), None)
-            if step == "PSI: blinding around the ring" and to is not None and not done:
+            if step in ("PSI: blinding around the ring", "PSI: each client's list under the shared key") \
+                    and to is not None and not done:
                 done.append(1)
                 chunks = outgoing[to]
                 at = pick[1]
@@ -266,18 +275,116 @@ class Tamper(PartyProgram):
 ])
 def test_a_list_with_repeated_values_or_a_twist_point_is_refused_naming_its_sender(who, how, target, culprit, what):
     """Every receiver checks what it receives and its blinded output of each list; one verdict exchange before the
-    server compares anything; every party names the same sender (3 clients, lists of several chunks)."""
+    server compares anything; every party names the same sender (3 clients, every client's key, lists of several
+    chunks)."""
     from sqm.mpc.net.launch import MPCError
 
     rng = np.random.default_rng(1)
     sets = [[str(i) for i in sorted(rng.choice(100, 60, replace=False))] for _ in range(3)]
     sizes = {j: len(s) for j, s in enumerate(sets, start=1)}
-    progs = [PSIProgram(None, sizes, 7, 0)] + [PSIProgram(s, sizes, 7, 0) for s in sets]
+    progs = [PSIProgram(None, sizes, 7, 0, True)] + [PSIProgram(s, sizes, 7, 0, True) for s in sets]
     progs[who] = Tamper(progs[who], how, target)
     with pytest.raises(MPCError) as e:
         run_in_process(progs, timeout=60)
     msg = str(e.value)
     assert msg.count(culprit) >= 3 and what in msg, msg
+
+
+@pytest.mark.parametrize("who,how,what", [
+    (2, "copy", "client 2 sent repeated values in client 2's list"),
+    (3, "twist", "malformed message from client 3 in the PSI: a value that is not the canonical encoding"),
+])
+def test_with_the_shared_key_the_server_refuses_a_list_with_repeats_or_a_twist_point_naming_its_owner(who, how,
+                                                                                                       what):
+    """The shared key (3 clients, t = 1): each client sends its own list to the server, which checks every value and
+    the list's distinctness before comparing anything and names the owner."""
+    from sqm.mpc.net.launch import MPCError
+
+    rng = np.random.default_rng(3)
+    sets = [[str(i) for i in sorted(rng.choice(100, 60, replace=False))] for _ in range(3)]
+    sizes = {j: len(s) for j, s in enumerate(sets, start=1)}
+    progs = [PSIProgram(None, sizes, 7, 0)] + [PSIProgram(s, sizes, 7, 0) for s in sets]
+    progs[who] = Tamper(progs[who], how, "server")
+    with pytest.raises(MPCError) as e:
+        run_in_process(progs, timeout=60)
+    assert what in str(e.value), str(e.value)
+
+
+def test_clients_given_different_shares_of_the_shared_key_are_refused_before_any_id_is_sent():
+    """A client that sends another contribution to the shared key to one client than to the other: the clients'
+    digests of K differ, every client refuses naming the odd one out before any blinded id is sent."""
+    from sqm.mpc.net.launch import MPCError
+
+    class Equivocate(PartyProgram):
+        def __init__(self, inner):
+            self.inner = inner
+
+        async def run(self, ctx):
+            honest = ctx.send_recv
+            sent = []
+
+            async def send_recv(outgoing, senders, expect, step="message"):
+                if step == "PSI: blinding around the ring" or step.startswith("PSI: each client"):
+                    sent.append(step)
+                if step == "PSI: the clients' shared key":
+                    outgoing = {**outgoing, 3: bytes(32)}
+                return await honest(outgoing, senders, expect, step)
+            ctx.send_recv = send_recv
+            try:
+                return await self.inner.run(ctx)
+            finally:
+                assert not sent
+
+    rng = np.random.default_rng(5)
+    sets = [[str(i) for i in sorted(rng.choice(100, 60, replace=False))] for _ in range(3)]
+    sizes = {j: len(s) for j, s in enumerate(sets, start=1)}
+    progs = [PSIProgram(None, sizes, 7, 0)] + [PSIProgram(s, sizes, 7, 0) for s in sets]
+    progs[1] = Equivocate(progs[1])
+    with pytest.raises(MPCError, match="disagree on the alignment's shared key"):
+        run_in_process(progs, timeout=60)
+
+
+def test_the_shared_key_is_one_multiplication_per_id_and_every_client_receives_no_list(monkeypatch):
+    """Counting what the parties blind and each receives: with the shared key (3 clients) the clients blind each id
+    once (their lists' 165 ids) and receive no blinded id; under every client's key every list is blinded by every
+    client (3 x 165) and each client receives the two other lists."""
+    import sqm.mpc.protocols.psi as psi
+
+    rng = np.random.default_rng(6)
+    sets = [[str(i) for i in sorted(rng.choice(100, 50 + 5 * j, replace=False))] for j in range(3)]
+    orig = psi.blind
+    for all_keys, blinded, received in ((False, 165, [0, 0, 0]), (True, 3 * 165, [115, 110, 105])):
+        counts: dict = {"blinded": 0}
+
+        def blind(key, points, counts=counts):
+            counts["blinded"] += points.shape[0]
+            return orig(key, points)
+        monkeypatch.setattr(psi, "blind", blind)
+
+        class Count(PartyProgram):
+            def __init__(self, inner, counts):
+                self.inner, self.counts = inner, counts
+
+            async def run(self, ctx):
+                honest, counts = ctx.send_recv, self.counts
+                counts[ctx.pid] = 0
+
+                async def send_recv(outgoing, senders, expect, step="message"):
+                    got = await honest(outgoing, senders, expect, step)
+                    if step.startswith("PSI: b") or step.startswith("PSI: each"):
+                        for g in got or []:
+                            for a in (g if isinstance(g, list) else [g]):
+                                counts[ctx.pid] += a.shape[0]
+                    return got
+                ctx.send_recv = send_recv
+                return await self.inner.run(ctx)
+        sizes = {j: len(s) for j, s in enumerate(sets, start=1)}
+        progs = [Count(PSIProgram(None, sizes, 7, 0, all_keys), counts)]
+        progs += [Count(PSIProgram(s, sizes, 7, 0, all_keys), counts) for s in sets]
+        run_in_process(progs, timeout=60)
+        assert counts["blinded"] == blinded
+        assert [counts[j] for j in (1, 2, 3)] == received
+        assert counts[0] == 165
 
 
 def test_a_server_holding_a_set_refuses_a_client_repeating_its_lists_values():

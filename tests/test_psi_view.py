@@ -91,13 +91,39 @@ def _arrays(tree):
             yield from _arrays(t)
 
 
-def record(folder, sets, wrap=None):
-    """Run the alignment-only job over client id ``sets`` through real processes; per party, the list of
-    (peer, decoded frame) it received.  ``wrap``: {party: program wrapper} (an attacker's); the job's failure is
-    then raised after the frames are read, as ``(MPCError, frames)``."""
+def with_keys(job: str, keys: str) -> str:
+    """The job file ``job`` with its ``alignment_keys`` set to ``keys`` (in place)."""
+    import json
+
+    raw = json.loads(Path(job).read_text())
+    raw["alignment_keys"] = keys
+    Path(job).write_text(json.dumps(raw))
+    return job
+
+
+def shared_key() -> bytes:
+    """The clients' shared key K of the 3-client test jobs (threshold keys, t = 1): SHA-256 of the domain and the
+    clients' contributions, their seeded PSI keys (:func:`sqm.mpc.protocols.psi._shared_key`)."""
+    import hashlib
+
+    from sqm.mpc.protocols.psi import SHARED_KEY_DOMAIN
+
+    return hashlib.sha256(SHARED_KEY_DOMAIN + b"".join(party_key_bytes(SEED, j, "sqm-psi key")
+                                                       for j in (1, 2, 3))).digest()
+
+
+def list_keys(keys: str) -> list[bytes]:
+    """The keys every client's list ends under at the server: K alone (threshold keys), or every client's."""
+    return [shared_key()] if keys == "threshold" else [party_key_bytes(SEED, j, "sqm-psi key") for j in (1, 2, 3)]
+
+
+def record(folder, sets, wrap=None, keys="threshold"):
+    """Run the alignment-only job over client id ``sets`` through real processes, the job file's ``alignment_keys``
+    ``keys``; per party, the list of (peer, decoded frame) it received.  ``wrap``: {party: program wrapper} (an
+    attacker's); the job's failure is then raised after the frames are read, as ``(MPCError, frames)``."""
     from sqm.mpc.net.launch import MPCError
 
-    spec = load_job(write_parties(folder, universe(m=12000), sets, min_intersection=1))
+    spec = load_job(with_keys(write_parties(folder, universe(m=12000), sets, min_intersection=1), keys))
     paths = [str(folder / f"frames{i}.bin") for i in range(len(spec.parties))]
     progs = [Recording(p, path) for p, path in zip(job_programs(spec, AlignOnly()), paths, strict=False)]
     for i, w in (wrap or {}).items():
@@ -138,9 +164,13 @@ def sets_with_overlaps(offset=0, seed=0):
 
 
 @pytest.mark.slow
-def test_no_party_can_test_a_guessed_id_and_the_server_view_does_not_depend_on_the_ids(tmp_path):
+@pytest.mark.parametrize("mode", ["threshold", "all"])
+def test_no_party_can_test_a_guessed_id_and_the_server_view_does_not_depend_on_the_ids(tmp_path, mode):
+    """Both key modes.  Threshold keys (3 clients, t = 1): no client receives a single blinded id, the server's
+    values open under the clients' shared key K only (which no party alone both holds and sees a list under).  Every
+    client's key: each client receives the two other lists, the server the lists under all three keys."""
     sets = sets_with_overlaps()
-    frames = record(tmp_path / "a", sets)
+    frames = record(tmp_path / "a", sets, keys=mode)
     keys = {j: party_key_bytes(SEED, j, "sqm-psi key") for j in (1, 2, 3)}
     candidates = [str(i) for i in range(1000, 11000)]  # every id any client holds, and 9,400 others
     assert set(map(str, sum(sets, []))) <= set(candidates)
@@ -153,6 +183,9 @@ def test_no_party_can_test_a_guessed_id_and_the_server_view_does_not_depend_on_t
 
     for j in (1, 2, 3):
         got = points(frames[j])
+        if mode == "threshold":
+            assert not got  # no client receives any blinded id
+            continue
         assert len(got) == 2 * 340  # the two other clients' lists, once each, never its own
         assert not found(got) and not found(got, keys[j])  # (a): the attack recovers nothing
         prev = (j - 2) % 3 + 1  # power: with the key of the owner of the list it received first, everything
@@ -160,11 +193,13 @@ def test_no_party_can_test_a_guessed_id_and_the_server_view_does_not_depend_on_t
     server = points(frames[0])
     assert len(server) == 180 + 3 * 40 + 3 * 80  # 3 x 340 fully blinded values, this many distinct
     assert not found(server) and not any(found(server, k) for k in keys.values())
-    full = blind(keys[1], blind(keys[2], blind(keys[3], H)))  # power: under all three keys, every id appears
+    full = H
+    for k in list_keys(mode):  # power: under K (or all three keys), every id appears
+        full = blind(k, full)
     assert {c for v, c in zip(full, candidates, strict=False) if v.tobytes() in server} == set(map(str, sum(sets, [])))
 
     # (b) other ids, the same sizes and overlaps: the same kinds of frames, the same equality pattern
-    other = record(tmp_path / "b", sets_with_overlaps(offset=5000))
+    other = record(tmp_path / "b", sets_with_overlaps(offset=5000), keys=mode)
 
     def shape(frames):
         return [(peer, [(a.dtype.str, a.shape) for a in _arrays(f)]) for peer, f in frames]
@@ -183,7 +218,7 @@ class AlignWithServer(AlignOnly):
     server_table = True  # the server holds a table of its own (a PBM-VFL job's labels) and joins the PSI
 
 
-def record_with_labels(folder, sets, labelled, wrap=None):
+def record_with_labels(folder, sets, labelled, wrap=None, keys="threshold"):
     """The alignment-only job with a server label table of ``labelled`` ids, through real processes; per party, the
     (peer, decoded frame) it received, and the parties' records.  ``wrap``: {party: program wrapper} (attacks)."""
     import csv
@@ -196,6 +231,7 @@ def record_with_labels(folder, sets, labelled, wrap=None):
         w.writerows([i, i % 2] for i in reversed(labelled))
     raw = json.loads(Path(job).read_text())
     raw["parties"][0]["file"] = "labels.csv"
+    raw["alignment_keys"] = keys
     Path(job).write_text(json.dumps(raw))
     spec = load_job(job)
     paths = [str(folder / f"frames{i}.bin") for i in range(len(spec.parties))]
@@ -208,11 +244,12 @@ def record_with_labels(folder, sets, labelled, wrap=None):
     return frames, recs
 
 
-def stage_two_secrets(sizes: dict, common: int):
+def stage_two_secrets(sizes: dict, common: int, mode: str = "all"):
     """The test-only seeded secrets of stage 2 (sqm.mpc.protocols.psi, "The server's own set"), regenerated as the
     parties draw them: each client's r_j (after its shuffle), and the server's s (after its shuffle, the padding's
     places and random strings); ``common``: |V_C|.  (The server's list goes out under k_0 s when it is at least as long
-    as the padded V_C, else under k_0; V_C under s, else k_0 s: both come back under k_0 s K R.)"""
+    as the padded V_C, else under k_0; V_C under s, else k_0 s: both come back under k_0 s K R.)  Threshold keys:
+    each r_j is drawn against the shared key K, not k_j."""
     from sqm.framework.alignment import _psi_secrets
     from sqm.mpc.protocols.psi import product_key
 
@@ -220,7 +257,7 @@ def stage_two_secrets(sizes: dict, common: int):
     for j in (1, 2, 3):
         key, rng = _psi_secrets(SEED, j)
         rng.permutation(sizes[j])
-        r[j] = product_key(key, rng)[0]
+        r[j] = product_key(shared_key() if mode == "threshold" else key, rng)[0]
     _, rng = _psi_secrets(SEED, 0)
     rng.permutation(sizes[0])
     L = min(sizes[j] for j in (1, 2, 3))
@@ -231,23 +268,25 @@ def stage_two_secrets(sizes: dict, common: int):
 
 
 @pytest.mark.slow
-def test_a_server_holding_labels_joins_the_psi_and_still_no_party_can_test_a_guessed_id(tmp_path):
+@pytest.mark.parametrize("mode", ["threshold", "all"])
+def test_a_server_holding_labels_joins_the_psi_and_still_no_party_can_test_a_guessed_id(tmp_path, mode):
     """A PBM-VFL job's alignment: the server holds a label table keyed by id.  Every frame each party receives is
     recorded: no client can test a guessed id against the server's list (under the server's key k_0) nor against
     the padded list of the clients' common values (under the server's fresh s), nor against any other list, with its
     own key and its r; the server can test none with its own keys (k_0, s) or any single client's; with the right
-    keys, everything (the test's power)."""
+    keys, everything (the test's power).  Both key modes: with threshold keys the clients' lists go to the server
+    alone, under K, and client 1 adds K to the server's list (K r_1), the others r_j."""
     import itertools
 
     sets = sets_with_overlaps()
     labelled = sorted(set(sum(sets, [])))[::2]  # 300 of the 600 ids any client holds
-    frames, recs = record_with_labels(tmp_path / "s", sets, labelled)
+    frames, recs = record_with_labels(tmp_path / "s", sets, labelled, keys=mode)
     allc = set.intersection(*map(set, sets))
     common = set(labelled) & allc
     assert recs[0]["result"]["n_records"] == len(common) > 0
     assert recs[0]["result"]["alignment"]["records"]["0"] == len(labelled)
     keys = {j: party_key_bytes(SEED, j, "sqm-psi key") for j in (0, 1, 2, 3)}
-    r, s = stage_two_secrets({0: len(labelled), 1: 340, 2: 340, 3: 340}, len(allc))
+    r, s = stage_two_secrets({0: len(labelled), 1: 340, 2: 340, 3: 340}, len(allc), mode)
     candidates = [str(i) for i in range(1000, 11000)]
     H = hash_ids(candidates)
 
@@ -257,23 +296,26 @@ def test_a_server_holding_labels_joins_the_psi_and_still_no_party_can_test_a_gue
             V = blind(k, V)
         return {c for v, c in zip(V, candidates, strict=False) if v.tobytes() in received}
 
-    K = [keys[1], keys[2], keys[3]]
+    K = list_keys(mode)
+    held = {j: (K if mode == "threshold" else [keys[j]]) for j in (1, 2, 3)}  # the keys client j holds
+    adds = {j: ((K if j == 1 else []) if mode == "threshold" else [keys[j]]) for j in (1, 2, 3)}  # to the server's
     for j in (1, 2, 3):
         got = points(frames[j])
-        # the two other clients' lists, the server's list and the padded common list (340 = the smallest set)
-        assert len(got) == 2 * 340 + len(labelled) + 340
-        for ks in ([], [keys[j]], [r[j]], [keys[j], r[j]]):
+        # (every key: the two other clients' lists), the server's list and the padded common list (340: the
+        # smallest set)
+        assert len(got) == (0 if mode == "threshold" else 2 * 340) + len(labelled) + 340
+        for ks in ([], held[j], [r[j]], [*held[j], r[j]]):
             assert not found(got, *ks)  # nothing a client holds opens any value it received
-        # power: the server's list (300 ids, shorter than the padded V_C's 340) under k_0 and k_i r_i of the
-        # clients before j; V_C under k_0 s, K and their r_i
-        before = [x for i in range(1, j) for x in (keys[i], r[i])]
+        # power: the server's list (300 ids, shorter than the padded V_C's 340) under k_0 and what the clients
+        # before j added; V_C under k_0 s, K and their r_i
+        before = [x for i in range(1, j) for x in (*adds[i], r[i])]
         assert found(got, keys[0], *before) == set(map(str, labelled))
         assert found(got, keys[0], s, *K, *[r[i] for i in range(1, j)]) == set(map(str, allc))
         for S in itertools.chain.from_iterable(itertools.combinations((1, 2, 3), n) for n in range(4)):
-            assert not found(got, *[x for i in S for x in (keys[i], r[i])])  # without k_0 and s, none
+            assert not found(got, *[x for i in S for x in (*held[i], r[i])])  # without k_0 and s, none
     server = points(frames[0])
-    for ks in ([], [keys[0]], [s], [keys[0], s], *[[k] for k in K]):
-        assert not found(server, *ks)
+    for ks in ([], [keys[0]], [s], [keys[0], s], *[[keys[j]] for j in (1, 2, 3)]):
+        assert not found(server, *ks)  # (threshold keys: K, which every client holds, is the power below)
     assert found(server, *K) == set(map(str, sum(sets, [])))  # power: the clients' lists
     R = [r[1], r[2], r[3]]
     assert found(server, keys[0], *K, *R) == set(map(str, labelled))  # its own, come back under the r's
@@ -281,7 +323,8 @@ def test_a_server_holding_labels_joins_the_psi_and_still_no_party_can_test_a_gue
 
 
 @pytest.mark.slow
-def test_a_server_whose_label_table_holds_the_whole_id_space_names_no_clients_ids(tmp_path):
+@pytest.mark.parametrize("mode", ["threshold", "all"])
+def test_a_server_whose_label_table_holds_the_whole_id_space_names_no_clients_ids(tmp_path, mode):
     """Issue 43's attack 2: the server's label table holds every id of the id space (1,000 ids, every id any client
     holds among them).  With the previous protocol the server blinded each client's list with its key k_0 and
     compared it with its own list come back under k_0 and every client's key, naming every id of every client (340
@@ -294,16 +337,16 @@ def test_a_server_whose_label_table_holds_the_whole_id_space_names_no_clients_id
     sets = sets_with_overlaps()
     labelled = list(range(1000, 2000))  # the whole id space: every client's 340 ids are in it
     assert set(sum(sets, [])) <= set(labelled)
-    frames, recs = record_with_labels(tmp_path / "w", sets, labelled)
+    frames, recs = record_with_labels(tmp_path / "w", sets, labelled, keys=mode)
     allc = set.intersection(*map(set, sets))
     assert recs[0]["result"]["n_records"] == len(allc) == 180
     keys = {j: party_key_bytes(SEED, j, "sqm-psi key") for j in (0, 1, 2, 3)}
     server = points(frames[0])
-    lists = {}  # each client's list as the server received it: under every client's key
+    lists = {}  # each client's list as the server received it: under K (or every client's key)
     for j in (1, 2, 3):
         v = hash_ids([str(i) for i in sets[j - 1]])
-        for k in (1, 2, 3):
-            v = blind(keys[k], v)
+        for k in list_keys(mode):
+            v = blind(k, v)
         lists[j] = {row.tobytes(): i for row, i in zip(v, sets[j - 1], strict=False)}
         assert set(lists[j]) <= server
     others = np.frombuffer(b"".join(sorted(server - set().union(*lists.values()))), np.uint8).reshape(-1, 32)
@@ -326,7 +369,7 @@ def test_a_server_whose_label_table_holds_the_whole_id_space_names_no_clients_id
         return out
 
     assert named([keys[0]]) == {1: set(), 2: set(), 3: set()}  # the attack of the issue (k_0): nothing
-    r, s = stage_two_secrets({0: len(labelled), 1: 340, 2: 340, 3: 340}, len(allc))
+    r, s = stage_two_secrets({0: len(labelled), 1: 340, 2: 340, 3: 340}, len(allc), mode)
     assert named([keys[0], s]) == {1: set(), 2: set(), 3: set()}  # with every secret the server holds: nothing
     for j in (1, 2, 3):  # power: with the r's, which it does not hold, it would name all 340 of each client
         mine_j = np.frombuffer(b"".join(lists[j]), np.uint8).reshape(-1, 32)
@@ -398,20 +441,22 @@ def _lines(e) -> dict:
 
 
 @pytest.mark.slow
-def test_a_client_doubling_the_hashes_of_guessed_ids_is_refused_and_learns_nothing(tmp_path):
+@pytest.mark.parametrize("mode", ["threshold", "all"])
+def test_a_client_doubling_the_hashes_of_guessed_ids_is_refused_and_learns_nothing(tmp_path, mode):
     """Issue 43's duplicate attack: client 1 puts the hashes of 15 ids it does not hold (15 of them held by exactly
     one other client) twice each in its list, so that before, the server's answer told it "held by exactly one other
     client" for each (30/30, 0 false) and the honest clients then aborted blaming the server.  Now client 2, the
-    first receiver of client 1's list, finds the repeated values after its blinding, the verdict exchange tells
-    every party before the server compares anything, and every party exits 3 naming client 1; no party receives the
-    server's answer (client 1 recovers nothing)."""
+    first receiver of client 1's list, finds the repeated values after its blinding (threshold keys: the server, its
+    only receiver, finds them in the list as received), the verdict exchange tells every party before the server
+    compares anything, and every party exits 3 naming client 1; no party receives the server's answer (client 1
+    recovers nothing)."""
     sets = sets_with_overlaps()
     others = set(sets[1]) | set(sets[2])
     held_once = sorted((set(sets[1]) ^ set(sets[2])) - set(sets[0]))[:15]
     guesses = [str(i) for i in held_once]
     assert len(guesses) == 15 and not set(held_once) & set(sets[0]) and set(held_once) <= others
     with pytest.raises(Attacked) as got:
-        record(tmp_path / "d", sets, {1: lambda p: Points(p, "double", guesses)})
+        record(tmp_path / "d", sets, {1: lambda p: Points(p, "double", guesses)}, keys=mode)
     lines = _lines(got.value)
     assert set(got.value.error.codes.values()) == {3} and sorted(lines) == [0, 1, 2, 3]
     for who, line in lines.items():
@@ -421,15 +466,17 @@ def test_a_client_doubling_the_hashes_of_guessed_ids_is_refused_and_learns_nothi
 
 
 @pytest.mark.slow
-def test_a_twist_point_is_refused_naming_its_sender(tmp_path):
-    """Issue 43: a point of the twist in client 1's list (blinded by client 1, still on the twist) is refused by
-    client 2, its first receiver, naming client 1; every party exits non-zero, naming client 1."""
+@pytest.mark.parametrize("mode,receiver", [("threshold", 0), ("all", 2)])
+def test_a_twist_point_is_refused_naming_its_sender(tmp_path, mode, receiver):
+    """Issue 43: a point of the twist in client 1's list (blinded by client 1, still on the twist) is refused by its
+    first receiver (client 2; threshold keys: the server) naming client 1; every party exits non-zero, naming
+    client 1."""
     sets = sets_with_overlaps()
     with pytest.raises(Attacked) as got:
-        record(tmp_path / "t", sets, {1: lambda p: Points(p, "twist")})
+        record(tmp_path / "t", sets, {1: lambda p: Points(p, "twist")}, keys=mode)
     lines = _lines(got.value)
     assert "malformed message from client 1 in the PSI: a value that is not the canonical encoding of a point of " \
-           "Curve25519" in lines[2]
+           "Curve25519" in lines[receiver]
     assert all("client 1" in line for line in lines.values()), lines
 
 

@@ -56,6 +56,7 @@ from sqm.mpc.shares.randomness import secure_generator
 from sqm.mechanism.rng import party_key_bytes
 from sqm.errors import UsageError
 from sqm.framework.alignment_policy import (  # noqa: F401  (the policy's one declaration, used here)
+    DEFAULT_ALIGNMENT_KEYS,
     DEFAULT_MAX_SET_RATIO,
     DEFAULT_MIN_INTERSECTION,
     check_max_set_ratio,
@@ -103,23 +104,26 @@ def check_set_sizes(pid: int, sizes: dict[int, int], max_ratio: float = DEFAULT_
 
 
 async def align_records(ctx, table, sizes: dict[int, int], min_common: int, seed=None,
-                        max_ratio: float = DEFAULT_MAX_SET_RATIO):
+                        max_ratio: float = DEFAULT_MAX_SET_RATIO, all_keys: bool = False):
     """Align this party's records with the other clients' (module docstring): returns ``(table, m)``, the
     client's table restricted to the intersection (None at the server) and the intersection size m.
     ``sizes``: every client's record count (public, from the schema exchange), and ``sizes[0]`` the server's
     when it holds a table of its own (``table``: a PBM-VFL job's labels, aligned like a client's); ``seed``: this
     party's job seed (None: OS entropy; see :func:`sqm.mechanism.rng.party_key_bytes`).  Every party first applies its
     size policy (:func:`check_set_sizes`, ``max_ratio``), and refuses, before any share of data is sent, an
-    intersection smaller than ``min_common``.  (Membership-hiding alignment: :func:`hide_membership`.)"""
+    intersection smaller than ``min_common``.  ``all_keys``: every list under every client's key (the job file's
+    ``"alignment_keys": "all"``), else keys as strong as the runtime's threshold
+    (:func:`sqm.mpc.protocols.psi.shared_mode`).  (Membership-hiding alignment: :func:`hide_membership`.)"""
     check_set_sizes(ctx.pid, sizes, max_ratio)
     found: Intersection | None
     if table is None:  # the server, holding no table
-        size = await intersect(ctx, sizes)
+        size = await intersect(ctx, sizes, all_keys=all_keys)
         assert isinstance(size, int)  # the server without a set of its own gets the intersection size
         m, found = size, None
     else:  # a client, or a server holding a table of its own (sizes[0]: a PBM-VFL job's labels)
         key, rng = _psi_secrets(seed, ctx.pid)
-        got = await intersect(ctx, sizes, await hash_ids_yielding(table.iter_ids(), table.n_rows), key, rng)
+        got = await intersect(ctx, sizes, await hash_ids_yielding(table.iter_ids(), table.n_rows), key, rng,
+                              all_keys=all_keys)
         assert isinstance(got, Intersection)  # a holder of a set gets its Intersection
         m, found = got.size, got
     _check_min(m, min_common, sizes)
@@ -162,7 +166,7 @@ def _check_min(m: int, min_common: int, sizes) -> None:
 
 
 async def hide_membership(ctx, table, sizes: dict[int, int], min_common: int, seed=None,
-                          max_ratio: float = DEFAULT_MAX_SET_RATIO):
+                          max_ratio: float = DEFAULT_MAX_SET_RATIO, all_keys: bool = False):
     """Membership-hiding alignment: the PSI's union variant (:func:`sqm.mpc.protocols.psi.intersect`,
     ``hide_membership``) places the union of every client's ids at uniformly random distinct positions of
     0..S-1, S = the sum of the set sizes (a function of the public sizes only), and tells each client the
@@ -182,11 +186,11 @@ async def hide_membership(ctx, table, sizes: dict[int, int], min_common: int, se
         raise UsageError("membership-hiding alignment is for tasks whose server holds no table")
     check_set_sizes(ctx.pid, sizes, max_ratio, hide=True)
     if table is None:
-        result = await intersect(ctx, sizes, hide_membership=True)
+        result = await intersect(ctx, sizes, hide_membership=True, all_keys=all_keys)
     else:
         key, rng = _psi_secrets(seed, ctx.pid)
         points = await hash_ids_yielding(table.iter_ids(), table.n_rows)
-        result = await intersect(ctx, sizes, points, key, rng, hide_membership=True)
+        result = await intersect(ctx, sizes, points, key, rng, hide_membership=True, all_keys=all_keys)
     assert isinstance(result, Union)  # hiding membership, every party gets a Union
     union = result
     if table is None:

@@ -13,6 +13,12 @@ DEFAULT_MIN_INTERSECTION = 100
 # own (each client blinds every list: at most 1 + (n - 1) 10 times its own); a peer holding the whole id space
 # against this party's sample is refused.  Each party sets its own (--max-set-ratio): it is not agreed.
 DEFAULT_MAX_SET_RATIO = 10.0
+# The PSI's keys (the job file's "alignment_keys", agreed): "threshold", as strong as the runtime's threshold t (with
+# t = 1, one key the clients share: no party alone holds it and sees a list under it, as no party alone holds a
+# secret of the sharing), or "all", every list under every client's key (a coalition of the server and all clients
+# but one still cannot test an id), at n multiplications per id instead of one.
+ALIGNMENT_KEYS = ("threshold", "all")
+DEFAULT_ALIGNMENT_KEYS = "threshold"
 
 
 def check_min_intersection(v, where: str = "--min-intersection") -> int:

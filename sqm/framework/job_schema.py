@@ -49,6 +49,10 @@ JOB_KEYS: tuple[Key, ...] = (
     Key("min_intersection", ("integer",), "100", "the fewest records in common the job runs on"),
     Key("hide_membership", ("boolean",), "`false`",
         "align the records without telling any client who is in the intersection, or how many"),
+    Key("alignment_keys", ("string",), '`"threshold"`',
+        '`"threshold"`: ids blinded under keys no coalition of up to t parties holds (t the runtime\'s threshold; '
+        'with t = 1, one key the clients share, one multiplication per id); `"all"`: under every client\'s key, so '
+        'no coalition lacking one client can test an id (n multiplications per id)'),
     Key("task", ("object", "null"), "none (the command line is the task)",
         'the job: `{"statistic": "pca", its parameters...}`, checked against the command\'s parameters (a '
         'linreg job\'s label range among them: `"label_range": [lo, hi]`)'),

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from sqm.framework.alignment import (
+    DEFAULT_ALIGNMENT_KEYS,
     DEFAULT_MAX_SET_RATIO,
     DEFAULT_MIN_INTERSECTION,
     align_records,
@@ -175,10 +176,12 @@ class JobParty(PartyProgram):
                  dataset: str | None = None,
                  ledger: LedgerGuard | None = None, bounds: tuple = (), drop_columns: tuple = (),
                  min_intersection: int = DEFAULT_MIN_INTERSECTION, shards: tuple | None = None,
-                 hide_membership: bool = False, max_set_ratio: float = DEFAULT_MAX_SET_RATIO):
+                 hide_membership: bool = False, max_set_ratio: float = DEFAULT_MAX_SET_RATIO,
+                 alignment_keys: str = DEFAULT_ALIGNMENT_KEYS):
         self.index, self.file, self.id_column, self.task = index, file, id_column, task
         self.shards = shards  # (count, this party's own workers' addresses, its own engine) or None
         self.hide_membership = bool(hide_membership)  # align over the union, members only inside the protocol
+        self.all_keys = alignment_keys == "all"  # the PSI under every client's key, not only the threshold's
         self.dataset, self.ledger, self.bounds = dataset, ledger, tuple(bounds)
         self.drop_columns = tuple(drop_columns)
         self.min_intersection = int(min_intersection)
@@ -193,6 +196,7 @@ class JobParty(PartyProgram):
         extra = [self.bounds] if any(self.bounds) else []  # every client's declared ranges, agreed by all
         extra += [("drop", self.drop_columns)] if self.drop_columns else []  # the columns left out, agreed
         extra += [("hide_membership",)] if self.hide_membership else []
+        extra += [("alignment_keys", "all")] if self.all_keys else []
         if self.shards is not None:  # the shard count, agreed (each party announces its own workers' addresses)
             extra += [("shards", int(self.shards[0]))]
         return ["sqm-jobfile", self.id_column, self.dataset, self.task.public(), ("min_intersection",
@@ -248,7 +252,9 @@ class JobParty(PartyProgram):
         (:mod:`sqm.mechanism.params`), the alignment's (membership, the least intersection, this party's size
         policy), the ledger's and whether the randomness is seeded (insecure, reproducible)."""
         parts = [f"{name} {value}" for name, value in self.task.switches().items()]
-        parts += [f"hide_membership {self.hide_membership}", f"min_intersection {self.min_intersection}",
+        parts += [f"hide_membership {self.hide_membership}",
+                  f"alignment_keys {'all' if self.all_keys else DEFAULT_ALIGNMENT_KEYS}",
+                  f"min_intersection {self.min_intersection}",
                   f"max_set_ratio {self.max_set_ratio:g}",
                   f"ledger {'kept' if self.ledger is not None else 'none'}"]
         return ", ".join(parts)
@@ -287,12 +293,12 @@ class JobParty(PartyProgram):
         union, withheld = None, None
         if self.hide_membership:  # over S positions: the evaluation multiplies each record by its secret membership
             table, union, withheld = await hide_membership(ctx, table, sizes, self.min_intersection, self.task.seed,
-                                                           self.max_set_ratio)
+                                                           self.max_set_ratio, self.all_keys)
             n_common = union.intersection  # m at the server; None at a client, which is not told it
             meta = JobMeta(cols, int(union.size), int(union.size), tuple(columns), members=n_common)
         else:
             table, n_common = await align_records(ctx, table, sizes, self.min_intersection, self.task.seed,
-                                                  self.max_set_ratio)
+                                                  self.max_set_ratio, self.all_keys)
             meta = JobMeta(cols, n_common, columns=tuple(columns))
         outside = None
         if table is not None and self.own_bounds:  # scaled to the job file's public ranges
@@ -591,7 +597,7 @@ def party_program(spec: JobSpec, index: int, task: JobTask, ledger: LedgerGuard 
                              f"{why}")
     return JobParty(index, spec.parties[index].file, spec.id_column, task, spec.dataset_id, ledger, bounds,
                     spec.drop_columns, spec.min_intersection, shards, spec.hide_membership,
-                    check_max_set_ratio(max_set_ratio))
+                    check_max_set_ratio(max_set_ratio), spec.alignment_keys)
 
 
 def task_bounds(spec: JobSpec, task: JobTask) -> tuple:

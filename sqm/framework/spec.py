@@ -76,6 +76,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sqm.framework.alignment import DEFAULT_MIN_INTERSECTION, check_min_intersection
+from sqm.framework.alignment_policy import ALIGNMENT_KEYS, DEFAULT_ALIGNMENT_KEYS
 from sqm.framework.extras import require
 from sqm.framework.job_schema import check_job_keys
 from sqm.framework.sql_tables import SqlSource, refuse_in_job_file
@@ -115,6 +116,7 @@ class JobSpec:
     min_intersection: int = DEFAULT_MIN_INTERSECTION  # fewest records in common a job runs on (--min-intersection)
     task: dict | None = None  # the job file's "task" block: {"statistic": "pca", its parameters...} (None: none)
     hide_membership: bool = False  # align over the union; membership of the intersection stays secret
+    alignment_keys: str = DEFAULT_ALIGNMENT_KEYS  # the PSI's keys: the runtime's threshold's, or "all" clients'
     private: tuple[tuple[int, str], ...] = ()  # (party, key) of each party's own setting the job file named
 
     @property
@@ -380,8 +382,12 @@ def load_job(path) -> JobSpec:
         raise UsageError(f"job file {path}: 'task' must be an object naming its \"statistic\" (e.g. \"pca\") and "
                          f"its parameters, e.g. {{\"statistic\": \"pca\", \"components\": 5, \"epsilon\": 1}}")
     hide = raw.get("hide_membership", False)  # a boolean (checked with every key's type above)
+    keys = raw.get("alignment_keys", DEFAULT_ALIGNMENT_KEYS)
+    if keys not in ALIGNMENT_KEYS:
+        raise UsageError(f"job file {path}: 'alignment_keys' must be one of {', '.join(map(repr, ALIGNMENT_KEYS))}, "
+                         f"got {keys!r}")
     return JobSpec(tuple(parties), id_column, path, job_id, name, dataset, min_intersection=min_common, task=task,
-                   hide_membership=hide, private=tuple(private))
+                   hide_membership=hide, alignment_keys=keys, private=tuple(private))
 
 
 def _fingerprint_entry(e: dict, i: int, path) -> str | None:
@@ -451,7 +457,7 @@ def write_job(path, addresses, files, id_column: str = "id", job_id: str | None 
               name: str | None = None, dataset: str | None = None, bounds=None, norm_shares=None,
               min_intersection: int | None = None, task: dict | None = None, server_file=None,
               models=None, workers: int | None = None, worker_addresses=None, engines=None,
-              hide_membership: bool = False, fingerprints=None) -> str:
+              hide_membership: bool = False, fingerprints=None, alignment_keys: str | None = None) -> str:
     """Write a job file: ``addresses[0]`` the server's, then one address and one file per client (None: no file,
     as in a job file for parties started one by one, whose operators each give their own); a fresh
     random ``job_id`` unless given, the job's ``name`` (as in its certificates) and the ``dataset`` id (the
@@ -463,7 +469,8 @@ def write_job(path, addresses, files, id_column: str = "id", job_id: str | None 
     ``models``: per party (server first), None or its own model code "FILE:FACTORY" (files inside the job file's folder,
     as the data files); ``workers``: every party's shard workers (None: one process per party), ``worker_addresses`` per
     party (None: the ports after its address), ``engines`` per party (None or its own Dask scheduler's address);
-    ``fingerprints``: per party (server first), None or its pinned key ``"sha256:<hex>"``."""
+    ``fingerprints``: per party (server first), None or its pinned key ``"sha256:<hex>"``; ``alignment_keys``: the
+    PSI's keys, ``"threshold"`` or ``"all"`` (None: the default, not written)."""
     if len(addresses) != len(files) + 1:
         raise UsageError(f"need one address per party: {len(addresses)} addresses for 1 server + "
                          f"{len(files)} clients")
@@ -512,6 +519,11 @@ def write_job(path, addresses, files, id_column: str = "id", job_id: str | None 
         head["min_intersection"] = check_min_intersection(min_intersection, "min_intersection")
     if hide_membership:
         head["hide_membership"] = True
+    if alignment_keys is not None:
+        if alignment_keys not in ALIGNMENT_KEYS:
+            raise UsageError(f"alignment_keys must be one of {', '.join(map(repr, ALIGNMENT_KEYS))}, got "
+                             f"{alignment_keys!r}")
+        head["alignment_keys"] = alignment_keys
     if task is not None:
         if not isinstance(task, dict) or not isinstance(task.get("statistic"), str):
             raise UsageError(f"a task block names its statistic, e.g. {{\"statistic\": \"pca\", ...}}, got {task!r}")

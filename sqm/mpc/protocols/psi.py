@@ -340,7 +340,7 @@ class Union:
 
 async def intersect(ctx, sizes: dict[int, int], points: np.ndarray | None = None, key: bytes | None = None,
                     rng: np.random.Generator | None = None, chunk: int = CHUNK_IDS,
-                    hide_membership: bool = False) -> Intersection | Union | int:
+                    hide_membership: bool = False, all_keys: bool = False) -> Intersection | Union | int:
     """Run the PSI (module docstring) in party ``ctx``: a client gives its ids hashed onto the curve
     (``points``, :func:`hash_ids`), its secret ``key`` and a cryptographic generator ``rng`` (its shuffle and, with
     a server table, its r), and gets its :class:`Intersection`; the server gives nothing and gets the intersection
@@ -353,7 +353,11 @@ async def intersect(ctx, sizes: dict[int, int], points: np.ndarray | None = None
 
     ``hide_membership``: the server answers each client with the positions of its ids in the union placed over
     S = the sum of the set sizes instead, and keeps the intersection's indicator over those positions; every party
-    gets a :class:`Union`.  Not with a server set of its own."""
+    gets a :class:`Union`.  Not with a server set of its own.
+
+    ``all_keys``: every list blinded under every client's key (the ring), whatever the runtime's threshold; else
+    keys as strong as the job (:func:`shared_mode`: with threshold t = 1, one key the clients share; every party
+    must pass the same value)."""
     from sqm.mpc.shares.randomness import secure_generator
 
     sizes = {int(c): int(v) for c, v in sizes.items()}
@@ -367,13 +371,16 @@ async def intersect(ctx, sizes: dict[int, int], points: np.ndarray | None = None
     if max(sizes.values()) > MAX_SET or (own or 0) > MAX_SET or (hide_membership and sum(sizes.values()) > MAX_SET):
         raise UsageError(f"PSI sets (and, hiding membership, their sum) are limited to {MAX_SET:,} ids (positions "
                          f"and ranks are 32-bit), got {sizes if own is None else {0: own, **sizes}}")
+    shared = shared_mode(ctx, all_keys)
     if ctx.is_server:
         rng = secure_generator() if rng is None else rng
         holder = None
         if own is not None:
             assert points is not None and key is not None  # a server holding a set gives its points and key
             holder = _Own(points, key, rng, own)
-        return await _server(ctx, sizes, chunk, holder, hide_membership, rng)
+        if shared:
+            await _shared_key(ctx, None)
+        return await _server(ctx, sizes, chunk, holder, hide_membership, rng, shared)
     i = ctx.pid
     if points is None or points.shape != (sizes[i], POINT_BYTES):
         raise UsageError(f"client {i}: {sizes[i]} hashed ids expected")
@@ -381,11 +388,17 @@ async def intersect(ctx, sizes: dict[int, int], points: np.ndarray | None = None
     perm = rng.permutation(sizes[i])
     mine = points[perm]  # shuffled before anything leaves this client
     del points  # the caller passes the only other reference: one copy of the points is held
-    await _verdicts(ctx, await _client_ring(ctx, sizes, mine, key, chunk), _ring_sender(n), "the clients' lists")
+    if shared:  # the clients' shared key K: each blinds its own list under it, straight to the server
+        key = await _shared_key(ctx, key)
+        assert key is not None  # a client gets K
+        await _client_direct(ctx, sizes, mine, key, chunk)
+        await _verdicts(ctx, [], _direct_sender, "the clients' lists")
+    else:
+        await _verdicts(ctx, await _client_ring(ctx, sizes, mine, key, chunk), _ring_sender(n), "the clients' lists")
     del mine
-    if own is not None:  # stage 2: the server's list under k_j r_j, the padded V_C under r_j
+    if own is not None:  # stage 2: the server's list under k_j r_j (shared: K r_1, then r_j), the padded V_C under r_j
         r, e = product_key(key, rng)
-        found = await _server_pass(ctx, [own, min(sizes.values())], chunk, keys=[e, r])
+        found = await _server_pass(ctx, [own, min(sizes.values())], chunk, keys=[e if i == 1 or not shared else r, r])
         await _verdicts(ctx, found, _pass_sender(n), "the server's lists")
     if hide_membership:
         S = sum(sizes.values())
@@ -443,11 +456,71 @@ async def _client_ring(ctx, sizes: dict[int, int], mine: np.ndarray, key: bytes,
         if to_server:
             outgoing[0] = to_server[0]
         expect = wire.list_of([_points(_chunk_len(sizes[o], k, chunk)) for o, k in incoming], "blinded id chunks")
-        got = await ctx.send_recv(outgoing, [prv] if incoming else [], expect, "PSI: blinding around the ring")
+        got = await ctx.send_recv(outgoing, [prv] if incoming else [], expect, _RING_STEP)
         for (o, k), g in zip(incoming, got[0] if incoming else [], strict=False):
             _check_points(ctx, prv, g)
             held[(o, k)] = g
     return [[o, (i - o) % n] for o, parts in sorted(seen.items()) if _repeats(parts)]
+
+
+_RING_STEP = "PSI: blinding around the ring"
+_DIRECT_STEP = "PSI: each client's list under the shared key"
+KEY_STEP = "PSI: the clients' shared key"  # each client's fresh random contribution to K, to every other client
+KEY_CHECK = "the alignment's shared key"  # what the clients compare (a digest of K) through ctx.check_clients
+KEY_STEPS = (KEY_STEP, f"compare {KEY_CHECK}")  # the exchanges whose values are fresh random bytes of every job
+SHARED_KEY_DOMAIN = b"sqm-psi-v1 the clients' shared key\x00"
+
+
+def shared_mode(ctx, all_keys: bool = False) -> bool:
+    """Whether this job's alignment blinds under one key the clients share (the default where the runtime's
+    threshold is t = 1: no party alone holds the key and sees a list under it; module docstring, "Keys as strong as
+    the job") rather than under every client's key (``all_keys``, or t >= 2, where a coalition of t parties may
+    hold a client and the server)."""
+    return not all_keys and int(getattr(ctx, "t", (ctx.M - 1) // 2)) <= 1
+
+
+async def _shared_key(ctx, contribution: bytes | None) -> bytes | None:
+    """The clients' shared key K (None at the server, which takes part in the same exchanges and sees none of it):
+    each client sends its 32-byte ``contribution`` (fresh from its own cryptographic generator) to every other
+    client, never to the server; K = SHA-256 of a domain and every client's contribution in client order, uniform
+    unless every client colludes.  The clients then compare a digest of K among themselves (a client that sent
+    different contributions to different clients is refused before any id is sent; the server learns only the
+    verdict)."""
+    others = [c for c in ctx.clients if c != ctx.pid]
+    check = wire.digest(POINT_BYTES)
+    step = KEY_STEP
+    if ctx.is_server:
+        await ctx.send_recv({}, [], None, step)
+        await ctx.check_clients(None, KEY_CHECK, check)
+        return None
+    assert contribution is not None and len(contribution) == POINT_BYTES  # a client's own 32 random bytes
+    got = dict(zip(others, await ctx.send_recv({c: contribution for c in others}, others, check, step), strict=True))
+    got[ctx.pid] = contribution
+    key = hashlib.sha256(SHARED_KEY_DOMAIN + b"".join(got[c] for c in sorted(got))).digest()
+    await ctx.check_clients(hashlib.sha256(SHARED_KEY_DOMAIN + b"digest\x00" + key).digest(),
+                            KEY_CHECK, check)
+    return key
+
+
+async def _client_direct(ctx, sizes: dict[int, int], mine: np.ndarray, key: bytes, chunk: int) -> None:
+    """Client ``ctx.pid``'s part with the shared key: its own (shuffled) list blinded under K, chunk by chunk, straight
+    to the server (one multiplication per id); it receives no list."""
+    i = ctx.pid
+    steps = max(chunk_count(v, chunk) for v in sizes.values())
+    for s in range(steps):
+        out = {}
+        if s < chunk_count(sizes[i], chunk):
+            try:
+                out[0] = blind(key, mine[s * chunk:(s + 1) * chunk])
+            except PSIError as e:  # pragma: no cover - its own hashed ids are on the curve
+                raise _bad_peer(ctx, i, str(e)) from None
+            _progress(ctx, ALIGNMENT_STEP, min((s + 1) * chunk, sizes[i]), sizes[i])
+        await ctx.send_recv(out, [], None, _DIRECT_STEP)
+
+
+def _direct_sender(o: int, h: int) -> int:
+    """With the shared key: who sent list ``o`` to the server (its owner)."""
+    return o
 
 
 def _ring_sender(n: int):
@@ -612,31 +685,37 @@ def _bad_peer(ctx, peer: int, what: str) -> Exception:
                          f"aborted, nothing released")
 
 
-async def _server(ctx, sizes: dict[int, int], chunk: int, own: _Own | None, hide: bool, rng: np.random.Generator):
-    """The server's side: collect each client's fully blinded list (from the last client on its ring) into one
-    array, check it, hear every client's verdict, then find the values in every list and answer each client about
-    its own list; returns the intersection size.  With ``own``, stage 2 first (module docstring, steps 6-8), and
-    returns its own :class:`Intersection`.  ``hide``: the answer is the positions of the union placed over S."""
+async def _server(ctx, sizes: dict[int, int], chunk: int, own: _Own | None, hide: bool, rng: np.random.Generator,
+                  shared: bool = False):
+    """The server's side: collect each client's fully blinded list (from the last client on its ring; ``shared``:
+    from its owner) into one array, check it, hear every client's verdict, then find the values in every list and
+    answer each client about its own list; returns the intersection size.  With ``own``, stage 2 first (module
+    docstring, steps 6-8), and returns its own :class:`Intersection`.  ``hide``: the answer is the positions of the
+    union placed over S."""
     import asyncio
 
     n = len(sizes)
     start = dict(zip(sizes, np.cumsum([0] + list(sizes.values()))[:-1].tolist(), strict=False))
     values = np.empty((sum(sizes.values()), POINT_BYTES), dtype=np.uint8)  # the lists, owner after owner
-    for s in range(n_steps(sizes, chunk)):
+    steps = max(chunk_count(v, chunk) for v in sizes.values()) if shared else n_steps(sizes, chunk)
+    for s in range(steps):
         senders, expect, where = [], {}, []
-        for c in sizes:  # client c sends the chunk it blinds last: list next(c), chunk s - (n - 1)
-            last = [(o, k) for h, o, k in schedule(c, s, sizes, chunk) if h == n - 1]
+        for c in sizes:
+            if shared:  # client c sends chunk s of its own list
+                last = [(c, s)] if s < chunk_count(sizes[c], chunk) else []
+            else:  # client c sends the chunk it blinds last: list next(c), chunk s - (n - 1)
+                last = [(o, k) for h, o, k in schedule(c, s, sizes, chunk) if h == n - 1]
             if last:
                 senders.append(c)
                 expect[c] = _points(_chunk_len(sizes[last[0][0]], last[0][1], chunk))
                 where.append(last[0])
-        got = await ctx.send_recv({}, senders, expect, "PSI: blinding around the ring")
+        got = await ctx.send_recv({}, senders, expect, _DIRECT_STEP if shared else _RING_STEP)
         for c, (o, k), v in zip(senders, where, got, strict=False):
             _check_points(ctx, c, v)
             at = start[o] + k * chunk
             values[at:at + v.shape[0]] = v
     found = [[o, n] for o in sizes if _repeats([values[start[o]:start[o] + sizes[o]]])]
-    await _verdicts(ctx, found, _ring_sender(n), "the clients' lists")
+    await _verdicts(ctx, found, _direct_sender if shared else _ring_sender(n), "the clients' lists")
     loop = asyncio.get_running_loop()
     # in a worker thread: numpy's sort releases the GIL (the event loop ran within 0.3 s throughout 3 x 10^6
     # values, 2 s of sorting), so the server's heartbeats go on while the clients await its answer
