@@ -21,7 +21,8 @@ function, and libsodium's ristretto255 scalar multiplication is slower than its 
 not a PSI library: OpenMined's PSI (the well-kept one on PyPI) is a two-party client/server protocol on P-256;
 it does not cover n parties that must not see each other's values.
 
-The protocol (clients 1..n, server 0; every set size is public, from the job's schema exchange, and each party
+The protocol with every client's key (``"alignment_keys": "all"``, and every job with t >= 2; the default where
+t = 1 replaces steps 1-3: "Keys as strong as the job" below) (clients 1..n, server 0; every set size is public, from the job's schema exchange, and each party
 has refused sizes beyond its own policy before this starts: :func:`sqm.framework.alignment.check_set_sizes`):
 
 1. each client draws a secret key k_j (32 bytes from its cryptographic generator, fresh for every job),
@@ -48,6 +49,29 @@ of small order become equal at the next blinding.  So every client checks that i
 it received has distinct values (it keeps 16 bytes of each), and the server checks each list it receives; the
 verdict exchange (step 4) puts every finding before the server's comparison, and every party blames the same
 party: the sender to the first receiver, in ring order, that found repeats in a list.
+
+Keys as strong as the job (the default; the job file's ``"alignment_keys": "threshold"``).  The secret sharing the
+job runs on resists t parties (t = (M - 1) // 2 for M parties): with a server and 2 or 3 clients, t = 1, and the
+server and any one client together already hold enough shares to rebuild every client's data.  Blinding every list
+under every client's key (steps 1-3, n multiplications per id of every list) pays for coalitions the rest of the job
+does not resist.  So where t = 1 (:func:`shared_mode`):
+
+1'. the clients agree a key K: each client sends a fresh 32-byte contribution (its PSI key, from its cryptographic
+    generator) to every other client, never to the server; K = SHA-256 of a domain and every contribution in client
+    order (uniform unless every client colludes); the clients compare a digest of K among themselves
+    (``ctx.check_clients``: a client that sent different contributions to different clients is refused before any
+    id is sent; the server learns only the verdict);
+2'. each client shuffles its list, blinds it under K (one multiplication per id) and sends it, chunk by chunk,
+    straight to the server; no client receives any list;
+3'. the server checks each list as it checks a fully blinded one (on the curve, distinct), one verdict exchange
+    (the clients find nothing, having received nothing), then steps 5 on.
+
+With a server table, stage 2 is the same but client 1 blinds the server's list under K r_1 and every other client
+under r_j alone (V_C, from stage 1, is already under K).  What changes: every party alone learns what it learns with
+every key (the server receives lists under K, which it does not hold; a client receives no list at all); but the
+server together with any one client holds K and can test guessed ids against every client's list, as it can
+rebuild every share of the job's data.  With t >= 2 (5 or more parties) the ring runs in both modes: no design
+with one key the clients share resists a coalition of the server and a client.
 
 The server's own set (a job where the server holds the labels, keyed by id): the server is then a holder
 too, and must learn only which of ITS ids are in the intersection of all, never which client holds an id.  So
@@ -84,8 +108,9 @@ What each party receives (the tests record every frame: ``tests/test_psi_view.py
   with 2 clients that is the clients' intersection size.  With a table of its own, its list and V_C come back
   under the clients' r's, which it cannot remove.  Values are unlinkable across jobs (fresh keys).
 
-Against a coalition of the server and one client (outside the runtime's model, t = 1 for up to 4 parties):
-the coalition holds some keys, never all the clients', so it still cannot test a guessed id against any value.
+Against a coalition of the server and one client (outside the runtime's model, t = 1 for up to 4 parties): with
+every client's key (``"alignment_keys": "all"``) the coalition holds some keys, never all the clients', so it still
+cannot test a guessed id against any value; with the threshold's keys (the default) it holds K and can.
 
 Hiding membership (``hide_membership``): stage 1 is the same (the server holds no table); the
 server then places the U values of the union of every client's list at uniformly random distinct positions of
@@ -96,10 +121,11 @@ and keeps the intersection's indicator over the S positions for the secure evalu
 subset of 0..S-1 of its set's size, whatever the others hold, and it is told neither U nor m: nothing it
 receives depends on which of its ids are members.  The server learns the set sizes, U, m and the Venn counts.
 
-Cost (``python -m bench psi``): n scalar multiplications per id of every client (each client blinds every list
-once), 32 bytes per id per hop (n - 1 hops between clients and one to the server), a membership bit and a
-4-byte rank back (hidden membership: a 4-byte position); the checks add a Jacobi symbol per value received
-and a sort of 16 bytes per value blinded.  A server table adds stage 2: the server blinds n_0 + L values and the
+Cost (``python -m bench psi``): with every client's key, n scalar multiplications per id of every client (each
+client blinds every list once), 32 bytes per id per hop (n - 1 hops between clients and one to the server); with
+the shared key, one multiplication and one hop (to the server) per id; then a membership bit and a 4-byte rank back
+(hidden membership: a 4-byte position); the checks add a Jacobi symbol per value received and a sort of 16 bytes
+per value blinded.  A server table adds stage 2: the server blinds n_0 + L values and the
 shorter list once more (n_0 + L + min(n_0, L)), pipelined with the clients' work; each client blinds n_0 + L
 values; n_0 + L values make n + 1 hops.  Before, the server blinded n_0 values and every client's list (the sum
 of the client sets), and its list made n + 1 hops.
