@@ -200,6 +200,10 @@ async def hash_ids_yielding(ids, n: int | None = None, batch: int = CHUNK_IDS) -
     first chunk, do not take it for silent (``sqm.mpc.net.liveness``)."""
     import asyncio
 
+    pool = _pooled(n)
+    if pool is not None:  # on this party's own local processes, the loop free meanwhile
+        with busy():
+            return await pool.hash_ids(ids, n, batch)
     it, parts = iter(ids), []
     with busy():  # computing, loop free: its peers wait for its first chunk (sqm.mpc.net.liveness)
         while True:
@@ -214,11 +218,22 @@ async def hash_ids_yielding(ids, n: int | None = None, batch: int = CHUNK_IDS) -
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
+def _pooled(n: int | None):
+    """This party's local processes for ``n`` values (None: a count not known yet) where it has some
+    (:mod:`sqm.mpc.protocols.psi_pool`, a job with workers), or None: this process does the work."""
+    from sqm.mpc.protocols.psi_pool import active
+
+    return active(n)
+
+
 def blind(key: bytes, points: np.ndarray) -> np.ndarray:
     """Every u-coordinate in ``points`` ((N, 32) uint8) multiplied by the scalar ``key`` (X25519, many points a
     call where Intel's multi-buffer library is installed: :mod:`sqm.mpc.protocols.x25519`)."""
     from sqm.mpc.protocols.x25519 import SmallOrderError, scalarmult
 
+    pool = _pooled(points.shape[0])
+    if pool is not None:
+        return pool.blind(key, points)
     try:
         return scalarmult(key, points)
     except SmallOrderError:
@@ -231,6 +246,9 @@ def off_curve(points: np.ndarray) -> int | None:
     every value is one.  One Legendre symbol per value (gmpy2), over the values at once."""
     if points.shape[0] == 0:
         return None
+    pool = _pooled(points.shape[0])
+    if pool is not None:
+        return pool.off_curve(points)
     bad = np.flatnonzero((points[:, 31] & 0x80).astype(bool) | _not_below_p(points))
     limit = int(bad[0]) if bad.size else points.shape[0]
     symbols = _symbols(points[:limit])  # 0 only at u = 0, a point of small order (refused by blind)
