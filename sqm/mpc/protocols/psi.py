@@ -106,6 +106,7 @@ of the client sets), and its list made n + 1 hops.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 from dataclasses import dataclass
@@ -203,7 +204,7 @@ async def hash_ids_yielding(ids, n: int | None = None, batch: int = CHUNK_IDS) -
     pool = _pooled(n)
     if pool is not None:  # on this party's own local processes, the loop free meanwhile
         with busy():
-            return await pool.hash_ids(ids, n, batch)
+            return await pool.hash_ids(hash_ids, ids, n, batch)
     it, parts = iter(ids), []
     with busy():  # computing, loop free: its peers wait for its first chunk (sqm.mpc.net.liveness)
         while True:
@@ -232,8 +233,8 @@ def blind(key: bytes, points: np.ndarray) -> np.ndarray:
     from sqm.mpc.protocols.x25519 import SmallOrderError, scalarmult
 
     pool = _pooled(points.shape[0])
-    if pool is not None:
-        return pool.blind(key, points)
+    if pool is not None:  # contiguous parts on this party's own local processes, in order (a refusal raised here)
+        return np.concatenate([v for _, v in pool.parts(functools.partial(blind, key), points)])
     try:
         return scalarmult(key, points)
     except SmallOrderError:
@@ -247,8 +248,8 @@ def off_curve(points: np.ndarray) -> int | None:
     if points.shape[0] == 0:
         return None
     pool = _pooled(points.shape[0])
-    if pool is not None:
-        return pool.off_curve(points)
+    if pool is not None:  # contiguous parts on this party's own local processes: the first bad value of the first
+        return next((a + g for a, g in pool.parts(off_curve, points) if g is not None), None)  # part holding one
     bad = np.flatnonzero((points[:, 31] & 0x80).astype(bool) | _not_below_p(points))
     limit = int(bad[0]) if bad.size else points.shape[0]
     symbols = _symbols(points[:limit])  # 0 only at u = 0, a point of small order (refused by blind)

@@ -10,8 +10,9 @@ pool, and what each party receives (its view) is unchanged.
 
 What the processes are given: the party's PSI key and its own ids, hashed points and received values; they are
 the party's own processes on its own host (started here with the 'spawn' method, dying with the party), and they
-run only this module's functions on them, never anything a peer sent.  A process that dies makes the party
-abort the job naming itself (:class:`PoolFailed`); nothing is released.
+run only the PSI's own functions on them (:mod:`sqm.mpc.protocols.psi` hands them over by name), never anything a
+peer sent.  A process that dies makes the party abort the job naming itself (:class:`PoolFailed`); nothing is
+released.
 
 Small batches (below :data:`POOL_MIN` values) stay in the party's process: sending them would cost more than it
 saves.  The pool is active for the task that entered :func:`pooled` (a context variable): in a simulation that runs
@@ -54,28 +55,6 @@ def _init(parent: int) -> None:
         os._exit(1)
 
 
-def _blind(key: bytes, points: np.ndarray):
-    """:func:`sqm.mpc.protocols.psi.blind` in a pool process: the values, or the refusal's message."""
-    from sqm.mpc.protocols.psi import PSIError, blind
-
-    try:
-        return blind(key, points)
-    except PSIError as e:
-        return str(e)
-
-
-def _off_curve(points: np.ndarray):
-    from sqm.mpc.protocols.psi import off_curve
-
-    return off_curve(points)
-
-
-def _hash(ids: list) -> np.ndarray:
-    from sqm.mpc.protocols.psi import hash_ids
-
-    return hash_ids(ids)
-
-
 def cuts(n: int, parts: int) -> list[tuple[int, int]]:
     """``parts`` contiguous ranges covering 0..n in order, sizes differing by at most one (empty ones left out)."""
     bounds = [n * s // parts for s in range(parts + 1)]
@@ -112,37 +91,29 @@ class PSIPool:
         except (BrokenProcessPool, OSError) as e:
             raise self._failed(e) from None
 
-    def blind(self, key: bytes, points: np.ndarray) -> np.ndarray:
-        """:func:`sqm.mpc.protocols.psi.blind` of ``points`` on the pool (the same values, the same refusal)."""
-        from sqm.mpc.protocols.psi import PSIError
+    def parts(self, fn, values: np.ndarray) -> list[tuple[int, object]]:
+        """``fn`` (a module-level function of the PSI: pickled by name) of each of W contiguous parts of ``values``,
+        on the pool: (the part's first index, its result), in order.  An exception ``fn`` raises in a process is
+        raised here, as it would be in this process."""
+        cut = cuts(values.shape[0], self.workers)
+        got = self._map(fn, [(values[a:b],) for a, b in cut])
+        self.values += values.shape[0]
+        return [(a, g) for (a, _), g in zip(cut, got, strict=False)]
 
-        got = self._map(_blind, [(key, points[a:b]) for a, b in cuts(points.shape[0], self.workers)])
-        self.values += points.shape[0]
-        refused = [g for g in got if isinstance(g, str)]
-        if refused:
-            raise PSIError(refused[0])
-        return np.concatenate(got)
-
-    def off_curve(self, points: np.ndarray) -> int | None:
-        """:func:`sqm.mpc.protocols.psi.off_curve` of ``points`` on the pool: the first bad value's index, or None."""
-        parts = cuts(points.shape[0], self.workers)
-        got = self._map(_off_curve, [(points[a:b],) for a, b in parts])
-        self.values += points.shape[0]
-        return next((a + g for (a, _), g in zip(parts, got, strict=False) if g is not None), None)
-
-    async def hash_ids(self, ids, n: int | None, batch: int) -> np.ndarray:
-        """:func:`sqm.mpc.protocols.psi.hash_ids` of ``ids`` on the pool, the event loop free meanwhile (the caller
-        marks this party busy): the ids are read ``size`` at a time (each process's share of a batch), at most two
-        parts per process in flight, the results concatenated in order."""
+    async def hash_ids(self, fn, ids, n: int | None, batch: int) -> np.ndarray:
+        """``fn`` (:func:`sqm.mpc.protocols.psi.hash_ids`) of ``ids`` on the pool, the event loop free meanwhile (the
+        caller marks this party busy): the ids are read ``size`` at a time (each process's share of a batch of
+        ``batch``, or of the ``n`` ids), at most two parts per process in flight, the results concatenated in order."""
         from concurrent.futures.process import BrokenProcessPool
 
         size = max(1, batch // self.workers if n is None else min(batch, -(-n // self.workers)))
-        it, parts, flight = iter(ids), [], deque()
+        it, parts = iter(ids), []
+        flight: deque[asyncio.Future] = deque()
         try:
             while True:
                 part = list(itertools.islice(it, size))
                 if part:
-                    flight.append(asyncio.wrap_future(self._executor.submit(_hash, part)))
+                    flight.append(asyncio.wrap_future(self._executor.submit(fn, part)))
                     self.values += len(part)
                 while flight and (len(flight) >= 2 * self.workers or len(part) < size):
                     parts.append(await flight.popleft())
@@ -156,7 +127,7 @@ class PSIPool:
         if n is not None and got != n:
             raise UsageError(f"{got} ids hashed, {n} expected")
         if not parts:
-            return np.empty((0, 32), dtype=np.uint8)
+            return fn([])
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def close(self) -> float:
