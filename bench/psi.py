@@ -189,7 +189,8 @@ def run(ids_list, clients_list, overlap: float = 0.7, workdir: str | None = None
             res = records[0]["result"]
             sent = [int(r.get("bytes_sent", 0)) for r in records]
             rows.append(dict(
-                clients=clients, ids=ids, workers=w or 1, cpu_seconds=cpu, intersection=int(res["alignment"]["intersection"]),
+                clients=clients, ids=ids, workers=w or 1, cpu_seconds=cpu,
+                intersection=int(res["alignment"]["intersection"]),
                 server_ids=res["alignment"]["records"].get("0"),
                 expected_intersection=int(round(overlap * ids)), seconds=seconds,
                 ids_per_s_per_core=total_ids / seconds / cores, bytes_sent=sent,
