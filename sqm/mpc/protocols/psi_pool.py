@@ -73,6 +73,8 @@ class PSIPool:
         self._cpu0 = _children_cpu()
         self._executor = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
                                              initializer=_init, initargs=(os.getpid(),))
+        for _ in range(self.workers):  # every process starts now (its imports), not at the first batch it is sent
+            self._executor.submit(int)
 
     def _failed(self, e: BaseException) -> PoolFailed:
         return PoolFailed(f"{party_label(self.pid)}: a local process of its record alignment (PSI) failed "
