@@ -2,6 +2,7 @@
 
     python -m bench psi --ids 10000,100000,1000000 --clients 2,3 --json psi.json --plot psi.png
     python -m bench psi --ids 100000 --clients 3 --server-table --json psi-labels.json
+    python -m bench psi --ids 200000 --clients 2 --workers 2
 
 Each (ids, clients) cell is one job through real MPyC party processes on loopback whose task does nothing:
 every client reads its own Parquet party file (ids sorted, one feature column: read in batches), the parties
@@ -13,6 +14,11 @@ client holds ``ids`` records, ``--overlap`` of them (default 0.7) in every clien
 ``--server-table``: the server holds a table of its own too (a PBM-VFL job's labels), of every id any client
 holds (the whole id space of the job), and joins the PSI as a holder (:mod:`sqm.mpc.protocols.psi`, "The server's own
 set": stage 2 sends its list and the clients' common values around the ring once more).
+
+``--workers W``: each cell runs twice, one after the other: with one process per party, then with W workers per
+party (the job file's ``"workers"``: each party's hashing, blinding and checks on W local processes of its own,
+:mod:`sqm.mpc.protocols.psi_pool`); both report their CPU seconds (every party process and its pool, from this
+process's children's usage) beside the end-to-end time.
 
 Reported per cell: end-to-end seconds (processes started to results), ids per second per core (all
 clients' ids over the end-to-end time and the machine's cores: the clients run in parallel), bytes sent per
@@ -98,11 +104,12 @@ class AlignWithLabels(AlignOnly):
 
 
 def write_parties(directory: str, ids: int, clients: int, overlap: float, seed: int = 0,
-                  server_table: bool = False, keys: str = "threshold") -> str:
+                  server_table: bool = False, keys: str = "threshold", workers: int | None = None) -> str:
     """Parquet party files (an int64 'id' column, sorted, and one float column) of ``ids`` records each, of
     which ``round(overlap * ids)`` are in every client's file and the rest in that client's file only; ids
     are distinct random 12-digit numbers.  ``server_table``: the server's own file (CSV: 'id', 'label') holds
-    every id any client holds.  ``keys``: the job file's ``alignment_keys``.  Returns the job file's path."""
+    every id any client holds.  ``keys``: the job file's ``alignment_keys``.  ``workers``: every party's workers
+    (their addresses drawn free).  Returns the job file's path."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -124,9 +131,12 @@ def write_parties(directory: str, ids: int, clients: int, overlap: float, seed: 
         pq.write_table(pa.table({"id": pa.array(own.astype(np.int64)),
                                  "x": pa.array(rng.normal(size=own.size))}), path, row_group_size=1 << 16)
         files.append(path)
-    addresses = [f"127.0.0.1:{p}" for p in free_ports(clients + 1)]
-    job = write_job(os.path.join(directory, "job.json"), addresses, files, min_intersection=1,
-                    alignment_keys=None if keys == "threshold" else keys)
+    ports = free_ports((clients + 1) * (1 + (workers or 0)))
+    addresses = [f"127.0.0.1:{p}" for p in ports[:clients + 1]]
+    shards = None if workers is None else [[f"127.0.0.1:{p}" for p in ports[clients + 1 + i * workers:][:workers]]
+                                           for i in range(clients + 1)]
+    job = write_job(os.path.join(directory, "job.json"), addresses, files, min_intersection=1, workers=workers,
+                    worker_addresses=shards, alignment_keys=None if keys == "threshold" else keys)
     if server_table:  # the server's labels, every id of the job's id space
         import json
 
@@ -142,13 +152,24 @@ def write_parties(directory: str, ids: int, clients: int, overlap: float, seed: 
 
 
 def run_one(job_file: str, timeout: float = 3600.0, server_table: bool = False):
+    records, seconds, _ = run_measured(job_file, timeout, server_table)
+    return records, seconds
+
+
+def run_measured(job_file: str, timeout: float = 3600.0, server_table: bool = False):
+    """(records, end-to-end seconds, CPU seconds of every process the job started: parties and their pools)."""
+    import resource
+
     from sqm.framework.spec import load_job
     from sqm.framework.runners import run_job
 
-    t0 = time.perf_counter()
+    def children() -> float:
+        u = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return u.ru_utime + u.ru_stime
+    t0, c0 = time.perf_counter(), children()
     records = run_job(load_job(job_file), AlignWithLabels() if server_table else AlignOnly(), backend="mpyc",
                       timeout=timeout)
-    return records, time.perf_counter() - t0
+    return records, time.perf_counter() - t0, children() - c0
 
 
 def multiplications_per_id(clients: int, keys: str = "threshold") -> int:
@@ -158,7 +179,7 @@ def multiplications_per_id(clients: int, keys: str = "threshold") -> int:
 
 
 def run(ids_list, clients_list, overlap: float = 0.7, workdir: str | None = None, progress: bool = True,
-        server_table: bool = False, keys: str = "threshold") -> dict:
+        server_table: bool = False, keys: str = "threshold", workers: int | None = None) -> dict:
     from tqdm import tqdm
 
     from sqm.mpc.protocols import x25519
@@ -168,16 +189,19 @@ def run(ids_list, clients_list, overlap: float = 0.7, workdir: str | None = None
     base = workdir or tempfile.mkdtemp(prefix="sqm-bench-psi-")
     rows = []
     try:
-        cells = [(c, n) for c in clients_list for n in ids_list]
-        for clients, ids in tqdm(cells, desc="psi", disable=not progress):
-            folder = os.path.join(base, f"{clients}x{ids}")
-            job = write_parties(folder, ids, clients, overlap, server_table=server_table, keys=keys)
-            records, seconds = run_one(job, server_table=server_table)
+        cells = [(c, n, w) for c in clients_list for n in ids_list for w in ([None] if workers is None
+                                                                              else [None, workers])]
+        for clients, ids, w in tqdm(cells, desc="psi", disable=not progress):
+            folder = os.path.join(base, f"{clients}x{ids}" + (f"w{w}" if w else ""))
+            job = write_parties(folder, ids, clients, overlap, server_table=server_table, keys=keys,
+                                workers=w)
+            records, seconds, cpu = run_measured(job, server_table=server_table)
             total_ids = ids * clients
             res = records[0]["result"]
             sent = [int(r.get("bytes_sent", 0)) for r in records]
             rows.append(dict(
-                clients=clients, ids=ids, intersection=int(res["alignment"]["intersection"]),
+                clients=clients, ids=ids, workers=w or 1, cpu_seconds=cpu,
+                intersection=int(res["alignment"]["intersection"]),
                 server_ids=res["alignment"]["records"].get("0"),
                 expected_intersection=int(round(overlap * ids)), seconds=seconds,
                 ids_per_s_per_core=total_ids / seconds / cores, bytes_sent=sent,
@@ -194,8 +218,8 @@ def run(ids_list, clients_list, overlap: float = 0.7, workdir: str | None = None
 
 
 def summarize(rep: dict) -> dict:
-    rows = rep["rows"]
-    rep["correct"] = all(r["intersection"] == r["expected_intersection"] for r in rows)
+    rep["correct"] = all(r["intersection"] == r["expected_intersection"] for r in rep["rows"])
+    rows = [r for r in rep["rows"] if r.get("workers", 1) == 1]  # the growth and the target: one process per party
     growth = {}
     for c in sorted({r["clients"] for r in rows}):
         mine = sorted((r for r in rows if r["clients"] == c), key=lambda r: r["ids"])
@@ -215,12 +239,14 @@ def print_table(rep: dict) -> None:
           + ("; the server holds a label table of every id" if rep.get("server_table") else "")
           + (f"; X25519 through {rep['x25519_backend']}" if rep.get("x25519_backend") else "")
           + f"; floor: {rep['x25519_us']:.1f} us of CPU per multiplication, measured in this run")
-    print(f"{'clients':>7} {'ids/client':>11} {'common':>9} {'end to end s':>13} {'floor s':>8} "
-          f"{'ids/s/core':>11} {'bytes/id':>9} {'peak RSS MiB (server, clients)':>32}")
+    print(f"{'clients':>7} {'ids/client':>11} {'workers':>7} {'common':>9} {'end to end s':>13} {'CPU s':>7} "
+          f"{'floor s':>8} {'ids/s/core':>11} {'bytes/id':>9} {'peak RSS MiB (server, clients)':>32}")
     for r in rep["rows"]:
         rss = " ".join(f"{b / 2 ** 20:5.0f}" for b in r["max_rss_bytes"])
-        print(f"{r['clients']:>7} {r['ids']:>11,} {r['intersection']:>9,} {r['seconds']:>13.2f} "
-              f"{r['floor_seconds']:>8.1f} {r['ids_per_s_per_core']:>11,.0f} {r['bytes_per_id']:>9.1f} {rss:>32}")
+        cpu = f"{r['cpu_seconds']:>7.1f}" if "cpu_seconds" in r else f"{'':>7}"
+        print(f"{r['clients']:>7} {r['ids']:>11,} {r.get('workers', 1):>7} {r['intersection']:>9,} "
+              f"{r['seconds']:>13.2f} {cpu} {r['floor_seconds']:>8.1f} {r['ids_per_s_per_core']:>11,.0f} "
+              f"{r['bytes_per_id']:>9.1f} {rss:>32}")
     for c, g in rep["rss_bytes_per_id"].items():
         print(f"{c} clients: peak memory growth per id of a client's set (server, clients): "
               + ", ".join(f"{x:.0f} B" for x in g))
@@ -281,6 +307,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--q", type=float, default=0.01,
                     help="with --task logreg: the sampling rate of the intersection's records (default 0.01)")
     ap.add_argument("--epochs", type=int, default=2, help="with --task logreg: epochs (default 2)")
+    ap.add_argument("--workers", type=int, default=None,
+                    help="also run each cell with this many workers per party (2 or more: the PSI's hashing, "
+                         "blinding and checks on each party's own local processes), after the run without")
     ap.add_argument("--workdir", help="folder for the party files (default: a temporary folder, removed)")
     ap.add_argument("--json", help="write the figures to this JSON file")
     ap.add_argument("--plot", help="write a PNG plot to this file")
@@ -310,6 +339,8 @@ def cli(args) -> int:
     clients = [int(x) for x in args.clients.split(",") if x.strip()]
     if not 0 < args.overlap <= 1:
         raise ValueError(f"--overlap must be in (0, 1], got {args.overlap}")
+    if args.workers is not None and args.workers < 2:
+        raise ValueError(f"--workers must be 2 or more, got {args.workers}")
     rep = run(ids, clients, args.overlap, args.workdir, progress=not getattr(args, "quiet", 0),
-              server_table=args.server_table, keys=args.keys)
+              server_table=args.server_table, keys=args.keys, workers=args.workers)
     return finish(rep, args, print_table, plot)

@@ -127,8 +127,9 @@ async def align_records(ctx, table, sizes: dict[int, int], min_common: int, seed
         assert isinstance(got, Intersection)  # a holder of a set gets its Intersection
         m, found = got.size, got
     _check_min(m, min_common, sizes)
-    log.info(f"party {ctx.pid}: record alignment (PSI): {m:,} records in common ({_held(sizes)})")
     digest = None if found is None else found.order_digest()
+    order = "" if digest is None else f", their order's digest {digest.hex()[:16]}"  # compared among the clients
+    log.info(f"party {ctx.pid}: record alignment (PSI): {m:,} records in common ({_held(sizes)}){order}")
     await ctx.check_clients(digest, "the order of the records in common (after the PSI)", wire.digest(32))
     if 0 in sizes:  # the server's table in the same order as the clients' (its digest, which it sends them)
         theirs = await ctx.broadcast(digest if ctx.is_server else None, wire.digest(32), sender=0,

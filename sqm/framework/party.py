@@ -63,6 +63,7 @@ from sqm.mpc.net.abort import party_label, refused
 from sqm.mpc.net.logs import NOTICE
 from sqm.mpc.protocols.api import Transport
 from sqm.mpc.protocols.context import PartyContext
+from sqm.mpc.protocols.psi_pool import pooled
 
 if TYPE_CHECKING:
     from sqm.framework.ledger_guard import LedgerGuard
@@ -291,15 +292,17 @@ class JobParty(PartyProgram):
         columns, sizes, cols = await self._schemas(ctx, holders, mine)
         log.log(NOTICE, self.announcement(ctx, mine, sizes))  # shown unless -q
         union, withheld = None, None
-        if self.hide_membership:  # over S positions: the evaluation multiplies each record by its secret membership
-            table, union, withheld = await hide_membership(ctx, table, sizes, self.min_intersection, self.task.seed,
-                                                           self.max_set_ratio, self.all_keys)
-            n_common = union.intersection  # m at the server; None at a client, which is not told it
-            meta = JobMeta(cols, int(union.size), int(union.size), tuple(columns), members=n_common)
-        else:
-            table, n_common = await align_records(ctx, table, sizes, self.min_intersection, self.task.seed,
-                                                  self.max_set_ratio, self.all_keys)
-            meta = JobMeta(cols, n_common, columns=tuple(columns))
+        with pooled(None if runner is None else runner.count, ctx.pid, log):  # its workers hash, blind and check
+            if self.hide_membership:  # over S positions: the evaluation multiplies each record by its membership
+                table, union, withheld = await hide_membership(ctx, table, sizes, self.min_intersection,
+                                                               self.task.seed, self.max_set_ratio,
+                                                               self.all_keys)
+                n_common = union.intersection  # m at the server; None at a client, which is not told it
+                meta = JobMeta(cols, int(union.size), int(union.size), tuple(columns), members=n_common)
+            else:
+                table, n_common = await align_records(ctx, table, sizes, self.min_intersection, self.task.seed,
+                                                      self.max_set_ratio, self.all_keys)
+                meta = JobMeta(cols, n_common, columns=tuple(columns))
         outside = None
         if table is not None and self.own_bounds:  # scaled to the job file's public ranges
             table, outside = self._scaled(table, meta, ctx.pid)

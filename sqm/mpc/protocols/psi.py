@@ -17,13 +17,14 @@ cofactor 8, so from the first blinding on every value lies in the subgroup of pr
 u -> [k]u, and blindings commute: [k_1][k_2]u = [k_2][k_1]u, so a value blinded under every client's key is the
 same at whichever client it started.  Why this group and not ristretto255: PyNaCl binds no ristretto255
 function, and libsodium's ristretto255 scalar multiplication is slower than its X25519 (docs/benchmarks.md,
-"Figures behind design choices"): the protocol's cost is n such multiplications per id.  Why
+"Figures behind design choices"): the protocol's cost is one or n such multiplications per id.  Why
 not a PSI library: OpenMined's PSI (the well-kept one on PyPI) is a two-party client/server protocol on P-256;
 it does not cover n parties that must not see each other's values.
 
-The protocol with every client's key (``"alignment_keys": "all"``, and every job with t >= 2; the default where
-t = 1 replaces steps 1-3: "Keys as strong as the job" below) (clients 1..n, server 0; every set size is public, from the job's schema exchange, and each party
-has refused sizes beyond its own policy before this starts: :func:`sqm.framework.alignment.check_set_sizes`):
+The protocol with every client's key (``"alignment_keys": "all"``, and every job with t >= 2; where t = 1 the
+default replaces steps 1-3: "Keys as strong as the job" below) (clients 1..n, server 0; every set size is public,
+from the job's schema exchange, and each party has refused sizes beyond its own policy before this starts:
+:func:`sqm.framework.alignment.check_set_sizes`):
 
 1. each client draws a secret key k_j (32 bytes from its cryptographic generator, fresh for every job),
    hashes its ids onto the curve, SHUFFLES the list with a permutation from its own cryptographic generator,
@@ -132,6 +133,7 @@ of the client sets), and its list made n + 1 hops.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 from dataclasses import dataclass
@@ -226,6 +228,10 @@ async def hash_ids_yielding(ids, n: int | None = None, batch: int = CHUNK_IDS) -
     first chunk, do not take it for silent (``sqm.mpc.net.liveness``)."""
     import asyncio
 
+    pool = _pooled(n)
+    if pool is not None:  # on this party's own local processes, the loop free meanwhile
+        with busy():
+            return await pool.hash_ids(hash_ids, ids, n, batch)
     it, parts = iter(ids), []
     with busy():  # computing, loop free: its peers wait for its first chunk (sqm.mpc.net.liveness)
         while True:
@@ -240,11 +246,22 @@ async def hash_ids_yielding(ids, n: int | None = None, batch: int = CHUNK_IDS) -
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
+def _pooled(n: int | None):
+    """This party's local processes for ``n`` values (None: a count not known yet) where it has some
+    (:mod:`sqm.mpc.protocols.psi_pool`, a job with workers), or None: this process does the work."""
+    from sqm.mpc.protocols.psi_pool import active
+
+    return active(n)
+
+
 def blind(key: bytes, points: np.ndarray) -> np.ndarray:
     """Every u-coordinate in ``points`` ((N, 32) uint8) multiplied by the scalar ``key`` (X25519, many points a
     call where Intel's multi-buffer library is installed: :mod:`sqm.mpc.protocols.x25519`)."""
     from sqm.mpc.protocols.x25519 import SmallOrderError, scalarmult
 
+    pool = _pooled(points.shape[0])
+    if pool is not None:  # contiguous parts on this party's own local processes, in order (a refusal raised here)
+        return np.concatenate([v for _, v in pool.parts(functools.partial(blind, key), points)])
     try:
         return scalarmult(key, points)
     except SmallOrderError:
@@ -257,6 +274,9 @@ def off_curve(points: np.ndarray) -> int | None:
     every value is one.  One Legendre symbol per value (gmpy2), over the values at once."""
     if points.shape[0] == 0:
         return None
+    pool = _pooled(points.shape[0])
+    if pool is not None:  # contiguous parts on this party's own local processes: the first bad value of the first
+        return next((a + g for a, g in pool.parts(off_curve, points) if g is not None), None)  # part holding one
     bad = np.flatnonzero((points[:, 31] & 0x80).astype(bool) | _not_below_p(points))
     limit = int(bad[0]) if bad.size else points.shape[0]
     symbols = _symbols(points[:limit])  # 0 only at u = 0, a point of small order (refused by blind)
