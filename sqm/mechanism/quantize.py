@@ -147,7 +147,7 @@ class _Work:
         self.frac, self.low, self.coins = (np.empty((d, rows)) for _ in range(3))
         self.bit, self.took = np.empty((d, rows), dtype=bool), np.empty((d, rows), dtype=bool)
         self.floats = np.empty((22, rows))
-        self.bools = np.empty((11, rows), dtype=bool)
+        self.bools = np.empty((9, rows), dtype=bool)
         self.ints = np.empty((2, rows), dtype=np.int64)
         self.zeros, self.ones = np.zeros(rows), np.ones(rows)  # the clip's bounds (faster than scalars)
 
@@ -173,7 +173,7 @@ def _round_rows(x: np.ndarray, gamma: float, coins: np.ndarray, groups, out: np.
     took = work.took[:, :r]  # whether column j became the carried one there
     (nw2, q2, np2, pm1, a1, a2, b1, b2, ua, ub, la, lb, s_up, nsd, tot, s, m1, m2, pn, p, nw1,
      coin0) = work.floats[:, :r]
-    go, f1, f2, neg2, pos1, live, has, pair, start, nxt, swap = work.bools[:, :r]
+    go, f1, f2, live, has, pair, start, nxt, swap = work.bools[:, :r]
     mask, tmp = work.ints[:, :r]
     zeros, ones = work.zeros[:r], work.ones[:r]
     for g in groups:
@@ -206,10 +206,10 @@ def _round_rows(x: np.ndarray, gamma: float, coins: np.ndarray, groups, out: np.
                 np.minimum(b1, b2, out=lb)
                 np.minimum(ua, ub, out=s_up)
                 np.maximum(la, lb, out=nsd)  # minus the largest step down
-                # s goes up iff u (s_up + s_dn) < s_dn: P(up) = s_dn / (s_up + s_dn), so E[s] = 0
-                np.subtract(s_up, nsd, out=tot)
+                # s goes up iff u (s_up + s_dn) < s_dn, that is u (-s_dn - s_up) > -s_dn: P(up) = s_dn /
+                # (s_up + s_dn), so E[s] = 0
+                np.subtract(nsd, s_up, out=tot)
                 np.multiply(tot, u, out=tot)
-                np.negative(tot, out=tot)
                 np.greater(tot, nsd, out=go)
                 # p settles first where its own room binds in that direction
                 np.less_equal(ua, ub, out=f1)
@@ -230,15 +230,13 @@ def _round_rows(x: np.ndarray, gamma: float, coins: np.ndarray, groups, out: np.
                 new = _select(p if full else pn, mask, m2, m1, tmp)
                 np.minimum(new, ones, out=new)
                 np.maximum(new, zeros, out=new)
-                # the bit decided: p's where it settles (up iff s and w_j have one sign), else p_j's (up iff s and
-                # w_c have opposite signs)
-                np.greater(nw2, 0.0, out=neg2)
-                np.less(nw1, 0.0, out=pos1)
-                np.logical_and(first, neg2, out=neg2)
-                np.greater(pos1, first, out=pos1)
-                np.logical_or(neg2, pos1, out=neg2)
-                np.not_equal(go, neg2, out=dj)
                 _select(nw1, mask, nw2, nw1, tmp)
+                # the bit decided: p's where it settles (up iff s and w_j have one sign), else p_j's (up iff s and
+                # w_c have opposite signs); where p settles w_j is the carried weight now, so either way the bit
+                # is go xor first xor (the carried weight > 0)
+                np.less(nw1, 0.0, out=dj)
+                np.logical_xor(dj, first, out=dj)
+                np.logical_xor(dj, go, out=dj)
                 if not full:
                     np.copyto(p, pn, where=pair)
                     np.logical_and(dj, pair, out=dj)
