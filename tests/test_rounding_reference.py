@@ -146,3 +146,4 @@ def test_the_rounding_bench_checks_the_integers(tmp_path):
         assert rep[f"{name}_cpu_seconds"] >= 0 and rep[f"{name}_given_cpu_seconds"] >= 0
     assert rep["dependent_ratio"] == pytest.approx(rep["dependent_cpu_seconds"]
                                                    / max(rep["independent_cpu_seconds"], 1e-9))
+    assert rep["target_ratio"] == 1.5 and rep["target_met"] is (rep["dependent_ratio"] <= 1.5)
