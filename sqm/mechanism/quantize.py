@@ -32,6 +32,7 @@ def stochastic_round(x, gamma: float = 1.0, seed: SeedLike = None) -> np.ndarray
 # drift stays far below the 1 that sensitivity.dependent_norm_bound_sq allows for it (see dependent_round)
 _DRIFT_SAFE = 2.0 ** 40
 _ROWS = 4096  # records per block of the pipage loop: its few dozen column-long temporaries stay in cache
+_TILE = 512  # records per tile of the block's transposing copies: both sides of a tile stay in cache
 
 
 def dependent_round(x, gamma: float = 1.0, groups=None, seed: SeedLike = None, coins: np.ndarray | None = None
@@ -164,10 +165,11 @@ def _round_rows(x: np.ndarray, gamma: float, coins: np.ndarray, groups, out: np.
     settled (or by its chain's last coin)."""
     r, d = x.shape
     frac, low, u_all = work.frac[:, :r], work.low[:, :r], work.coins[:, :r]
-    np.multiply(x.T, gamma, out=frac)  # gamma x, transposed: one contiguous row per column
+    for a in range(0, r, _TILE):  # gamma x and the coins, transposed: one contiguous row per column
+        np.multiply(x[a:a + _TILE].T, gamma, out=frac[:, a:a + _TILE])
+        np.copyto(u_all[:, a:a + _TILE], coins[a:a + _TILE].T)
     np.floor(frac, out=low)
     np.subtract(frac, low, out=frac)  # exact (Sterbenz)
-    np.copyto(u_all, coins.T)
     dense = (frac.min(axis=1) > 0.0).tolist()  # columns with no integral value
     bit = work.bit[:, :r]  # the bit decided at each column (for the carried column, or its own)
     took = work.took[:, :r]  # whether column j became the carried one there
