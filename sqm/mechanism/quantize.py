@@ -31,7 +31,7 @@ def stochastic_round(x, gamma: float = 1.0, seed: SeedLike = None) -> np.ndarray
 # dependent_round keeps every weighted sum it moves along within this bound (columns x weights), so its float
 # drift stays far below the 1 that sensitivity.dependent_norm_bound_sq allows for it (see dependent_round)
 _DRIFT_SAFE = 2.0 ** 40
-_ROWS = 4096  # records per block of the pipage loop: its few dozen column-long temporaries stay in cache
+_ROWS = 8192  # records per block of the pipage loop: few numpy calls per value, its temporaries in cache
 _TILE = 512  # records per tile of the block's transposing copies: both sides of a tile stay in cache
 
 
