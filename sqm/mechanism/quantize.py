@@ -140,6 +140,14 @@ def _select(out: np.ndarray, mask: np.ndarray, a: np.ndarray, b: np.ndarray, tmp
     return out
 
 
+def _mask(out: np.ndarray, flags: np.ndarray, byte: np.ndarray) -> np.ndarray:
+    """``out`` (int64) = -1 where ``flags`` (bool) else 0: negated as bytes, then widened (cheaper than one
+    casting negation)."""
+    np.negative(flags.view(np.int8), out=byte)
+    np.copyto(out, byte)
+    return out
+
+
 class _Work:
     """The buffers of :func:`_round_rows` for blocks of up to ``rows`` records of ``d`` columns, allocated once
     per call (fresh ones per block would cost a page fault per page each time)."""
@@ -150,6 +158,7 @@ class _Work:
         self.floats = np.empty((22, rows))
         self.bools = np.empty((9, rows), dtype=bool)
         self.ints = np.empty((2, rows), dtype=np.int64)
+        self.bytes = np.empty(rows, dtype=np.int8)
         self.zeros, self.ones = np.zeros(rows), np.ones(rows)  # the clip's bounds (faster than scalars)
 
 
@@ -177,6 +186,7 @@ def _round_rows(x: np.ndarray, gamma: float, coins: np.ndarray, groups, out: np.
      coin0) = work.floats[:, :r]
     go, f1, f2, live, has, pair, start, nxt, swap = work.bools[:, :r]
     mask, tmp = work.ints[:, :r]
+    byte = work.bytes[:r]
     zeros, ones = work.zeros[:r], work.ones[:r]
     for g in groups:
         cols = g.tolist()
@@ -221,14 +231,14 @@ def _round_rows(x: np.ndarray, gamma: float, coins: np.ndarray, groups, out: np.
                 np.logical_or(f1, f2, out=first)
                 if not full:
                     np.logical_and(first, pair, out=first)
-                np.negative(go, out=mask, dtype=np.int64, casting="unsafe")
+                _mask(mask, go, byte)
                 _select(s, mask, s_up, nsd, tmp)
                 # the one not settled moves: p + w_j s, or p_j - w_c s where p settles
                 np.multiply(nw2, s, out=m1)
                 np.subtract(p, m1, out=m1)
                 np.multiply(nw1, s, out=m2)
                 np.add(p2, m2, out=m2)
-                np.negative(first, out=mask, dtype=np.int64, casting="unsafe")
+                _mask(mask, first, byte)
                 new = _select(p if full else pn, mask, m2, m1, tmp)
                 np.minimum(new, ones, out=new)
                 np.maximum(new, zeros, out=new)
