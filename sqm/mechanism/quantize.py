@@ -74,9 +74,10 @@ def dependent_round(x, gamma: float = 1.0, groups=None, seed: SeedLike = None, c
     (:class:`sqm.mechanism.coins.CoinKeys`), so a part of its rows rounds as the whole input does.  Written here
     because no library offers dependent rounding vectorized over rows with a fixed coin budget.
 
-    Computed in blocks of :data:`_ROWS` records, transposed so that each column is contiguous, every pairing
-    step elementwise on whole columns, its sign cases folded into quotients by signed weights (min/max instead
-    of selects), with bitwise selects and no allocation.  Every number it compares or carries equals the one
+    Computed in blocks of :data:`_ROWS` records, transposed (:data:`_TILE` records at a time) so that each
+    column is contiguous, every pairing step elementwise on whole columns, its sign cases folded into quotients
+    by signed weights (min/max instead of selects), with bitwise selects (branch-free, where ``np.where``
+    mispredicts on random masks) and no allocation.  Every number it compares or carries equals the one
     :func:`dependent_round_reference` computes (a - b = -(b - a) and x / -y = -(x / y) in IEEE arithmetic,
     and min/max pick equal values), up to the sign of zeros, which no comparison sees (no zero is ever a
     divisor): so both give the same integers, bit for bit."""
