@@ -77,11 +77,15 @@ def test_dense_blocks_across_block_boundaries_and_seeds():
                               dependent_round_reference(x, 4096.0, None, seed=seed))
 
 
-def test_block_size_does_not_change_the_kernel(monkeypatch):
+@pytest.mark.parametrize("tile", [1, 5, 64, 512])
+def test_block_and_tile_sizes_do_not_change_the_kernel(monkeypatch, tile):
+    """Blocks of any size (one record, partial last blocks, one block) transposed in tiles of any size (one
+    record, a partial last tile, a tile larger than the block) give the reference's integers."""
     rng = np.random.default_rng(12)
     x = edge_block(rng, 500, 9, 100.0)
     coins = edge_coins(rng, x.shape)
     want = dependent_round_reference(x, 100.0, [[0, 4, 6], [1, 2, 3, 5, 7, 8]], coins=coins)
+    monkeypatch.setattr(quantize, "_TILE", tile)
     for rows in (1, 7, 499, 500, 4096):
         monkeypatch.setattr(quantize, "_ROWS", rows)
         assert np.array_equal(dependent_round(x, 100.0, [[0, 4, 6], [1, 2, 3, 5, 7, 8]], coins=coins), want)
@@ -146,3 +150,4 @@ def test_the_rounding_bench_checks_the_integers(tmp_path):
         assert rep[f"{name}_cpu_seconds"] >= 0 and rep[f"{name}_given_cpu_seconds"] >= 0
     assert rep["dependent_ratio"] == pytest.approx(rep["dependent_cpu_seconds"]
                                                    / max(rep["independent_cpu_seconds"], 1e-9))
+    assert rep["target_ratio"] == 1.5 and rep["target_met"] is (rep["dependent_ratio"] <= 1.5)

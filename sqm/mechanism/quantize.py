@@ -31,7 +31,8 @@ def stochastic_round(x, gamma: float = 1.0, seed: SeedLike = None) -> np.ndarray
 # dependent_round keeps every weighted sum it moves along within this bound (columns x weights), so its float
 # drift stays far below the 1 that sensitivity.dependent_norm_bound_sq allows for it (see dependent_round)
 _DRIFT_SAFE = 2.0 ** 40
-_ROWS = 4096  # records per block of the pipage loop: its few dozen column-long temporaries stay in cache
+_ROWS = 8192  # records per block of the pipage loop: few numpy calls per value, its temporaries in cache
+_TILE = 512  # records per tile of the block's transposing copies: both sides of a tile stay in cache
 
 
 def dependent_round(x, gamma: float = 1.0, groups=None, seed: SeedLike = None, coins: np.ndarray | None = None
@@ -73,9 +74,10 @@ def dependent_round(x, gamma: float = 1.0, groups=None, seed: SeedLike = None, c
     (:class:`sqm.mechanism.coins.CoinKeys`), so a part of its rows rounds as the whole input does.  Written here
     because no library offers dependent rounding vectorized over rows with a fixed coin budget.
 
-    Computed in blocks of :data:`_ROWS` records, transposed so that each column is contiguous, every pairing
-    step elementwise on whole columns, its sign cases folded into quotients by signed weights (min/max instead
-    of selects), with bitwise selects and no allocation.  Every number it compares or carries equals the one
+    Computed in blocks of :data:`_ROWS` records, transposed (:data:`_TILE` records at a time) so that each
+    column is contiguous, every pairing step elementwise on whole columns, its sign cases folded into quotients
+    by signed weights (min/max instead of selects), with bitwise selects (branch-free, where ``np.where``
+    mispredicts on random masks) and no allocation.  Every number it compares or carries equals the one
     :func:`dependent_round_reference` computes (a - b = -(b - a) and x / -y = -(x / y) in IEEE arithmetic,
     and min/max pick equal values), up to the sign of zeros, which no comparison sees (no zero is ever a
     divisor): so both give the same integers, bit for bit."""
@@ -139,6 +141,14 @@ def _select(out: np.ndarray, mask: np.ndarray, a: np.ndarray, b: np.ndarray, tmp
     return out
 
 
+def _mask(out: np.ndarray, flags: np.ndarray, byte: np.ndarray) -> np.ndarray:
+    """``out`` (int64) = -1 where ``flags`` (bool) else 0: negated as bytes, then widened (cheaper than one
+    casting negation)."""
+    np.negative(flags.view(np.int8), out=byte)
+    np.copyto(out, byte)
+    return out
+
+
 class _Work:
     """The buffers of :func:`_round_rows` for blocks of up to ``rows`` records of ``d`` columns, allocated once
     per call (fresh ones per block would cost a page fault per page each time)."""
@@ -147,8 +157,9 @@ class _Work:
         self.frac, self.low, self.coins = (np.empty((d, rows)) for _ in range(3))
         self.bit, self.took = np.empty((d, rows), dtype=bool), np.empty((d, rows), dtype=bool)
         self.floats = np.empty((22, rows))
-        self.bools = np.empty((11, rows), dtype=bool)
+        self.bools = np.empty((9, rows), dtype=bool)
         self.ints = np.empty((2, rows), dtype=np.int64)
+        self.bytes = np.empty(rows, dtype=np.int8)
         self.zeros, self.ones = np.zeros(rows), np.ones(rows)  # the clip's bounds (faster than scalars)
 
 
@@ -164,17 +175,19 @@ def _round_rows(x: np.ndarray, gamma: float, coins: np.ndarray, groups, out: np.
     settled (or by its chain's last coin)."""
     r, d = x.shape
     frac, low, u_all = work.frac[:, :r], work.low[:, :r], work.coins[:, :r]
-    np.multiply(x.T, gamma, out=frac)  # gamma x, transposed: one contiguous row per column
+    for a in range(0, r, _TILE):  # gamma x and the coins, transposed: one contiguous row per column
+        np.multiply(x[a:a + _TILE].T, gamma, out=frac[:, a:a + _TILE])
+        np.copyto(u_all[:, a:a + _TILE], coins[a:a + _TILE].T)
     np.floor(frac, out=low)
     np.subtract(frac, low, out=frac)  # exact (Sterbenz)
-    np.copyto(u_all, coins.T)
     dense = (frac.min(axis=1) > 0.0).tolist()  # columns with no integral value
     bit = work.bit[:, :r]  # the bit decided at each column (for the carried column, or its own)
     took = work.took[:, :r]  # whether column j became the carried one there
     (nw2, q2, np2, pm1, a1, a2, b1, b2, ua, ub, la, lb, s_up, nsd, tot, s, m1, m2, pn, p, nw1,
      coin0) = work.floats[:, :r]
-    go, f1, f2, neg2, pos1, live, has, pair, start, nxt, swap = work.bools[:, :r]
+    go, f1, f2, live, has, pair, start, nxt, swap = work.bools[:, :r]
     mask, tmp = work.ints[:, :r]
+    byte = work.bytes[:r]
     zeros, ones = work.zeros[:r], work.ones[:r]
     for g in groups:
         cols = g.tolist()
@@ -206,10 +219,10 @@ def _round_rows(x: np.ndarray, gamma: float, coins: np.ndarray, groups, out: np.
                 np.minimum(b1, b2, out=lb)
                 np.minimum(ua, ub, out=s_up)
                 np.maximum(la, lb, out=nsd)  # minus the largest step down
-                # s goes up iff u (s_up + s_dn) < s_dn: P(up) = s_dn / (s_up + s_dn), so E[s] = 0
-                np.subtract(s_up, nsd, out=tot)
+                # s goes up iff u (s_up + s_dn) < s_dn, that is u (-s_dn - s_up) > -s_dn: P(up) = s_dn /
+                # (s_up + s_dn), so E[s] = 0
+                np.subtract(nsd, s_up, out=tot)
                 np.multiply(tot, u, out=tot)
-                np.negative(tot, out=tot)
                 np.greater(tot, nsd, out=go)
                 # p settles first where its own room binds in that direction
                 np.less_equal(ua, ub, out=f1)
@@ -219,26 +232,24 @@ def _round_rows(x: np.ndarray, gamma: float, coins: np.ndarray, groups, out: np.
                 np.logical_or(f1, f2, out=first)
                 if not full:
                     np.logical_and(first, pair, out=first)
-                np.negative(go, out=mask, dtype=np.int64, casting="unsafe")
+                _mask(mask, go, byte)
                 _select(s, mask, s_up, nsd, tmp)
                 # the one not settled moves: p + w_j s, or p_j - w_c s where p settles
                 np.multiply(nw2, s, out=m1)
                 np.subtract(p, m1, out=m1)
                 np.multiply(nw1, s, out=m2)
                 np.add(p2, m2, out=m2)
-                np.negative(first, out=mask, dtype=np.int64, casting="unsafe")
+                _mask(mask, first, byte)
                 new = _select(p if full else pn, mask, m2, m1, tmp)
                 np.minimum(new, ones, out=new)
                 np.maximum(new, zeros, out=new)
-                # the bit decided: p's where it settles (up iff s and w_j have one sign), else p_j's (up iff s and
-                # w_c have opposite signs)
-                np.greater(nw2, 0.0, out=neg2)
-                np.less(nw1, 0.0, out=pos1)
-                np.logical_and(first, neg2, out=neg2)
-                np.greater(pos1, first, out=pos1)
-                np.logical_or(neg2, pos1, out=neg2)
-                np.not_equal(go, neg2, out=dj)
                 _select(nw1, mask, nw2, nw1, tmp)
+                # the bit decided: p's where it settles (up iff s and w_j have one sign), else p_j's (up iff s and
+                # w_c have opposite signs); where p settles w_j is the carried weight now, so either way the bit
+                # is go xor first xor (the carried weight > 0)
+                np.less(nw1, 0.0, out=dj)
+                np.logical_xor(dj, first, out=dj)
+                np.logical_xor(dj, go, out=dj)
                 if not full:
                     np.copyto(p, pn, where=pair)
                     np.logical_and(dj, pair, out=dj)
