@@ -267,12 +267,13 @@ def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float 
             make_certificates(job.path("keys"), M, days=2, job=cert_job)
             ssl_dir = job.path("keys")
         files = [job.write(f"party{i}.program", prog) for i, prog in enumerate(programs)]
+        preload = tuple(sorted({type(prog).__module__ for prog in programs}))  # a warm replacement's imports
         results = [job.path(f"party{i}.result") for i in range(M)]
         for i in range(M):
             cmd = party_command(files[i], i, addrs, results[i], timeout, connect_timeout, ssl_dir, job_id,
                                 job_name, insecure_plaintext, pins)
             job.start(cmd + ["--idle-timeout", f"{idle_timeout:g}"] + (extra_args or []), env,
-                      messages=job.path(f"party{i}.err"))
+                      messages=job.path(f"party{i}.err"), preload=preload)
         procs = job.procs
         if on_start is not None:
             on_start(procs)
@@ -418,6 +419,7 @@ class Launch:
         self.spawned_at: list[float] = []  # time.time() just before each process was started
         self.exited_at: dict[int, float] = {}  # process index -> time.time() when its exit was seen
         self._logs: list[typing.IO[str]] = []
+        self._warm_wanted: list[tuple[dict, tuple[str, ...]]] = []  # party starts in a warm block: refilled at close
         try:
             self._janitor = subprocess.Popen([sys.executable, "-I", "-S", "-c", _JANITOR], stdin=subprocess.PIPE,
                                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -457,17 +459,27 @@ class Launch:
         except OSError:
             return ""
 
-    def start(self, cmd: list[str], env: dict, messages: str | None = None) -> subprocess.Popen:
+    def start(self, cmd: list[str], env: dict, messages: str | None = None,
+              preload: tuple[str, ...] = ()) -> subprocess.Popen:
         """Start a party process: its files are owner-only (umask 077), it dies with this process, and its
-        stderr goes to ``messages`` (a file in the folder; no pipe to fill up), else to this process's."""
+        stderr goes to ``messages`` (a file in the folder; no pipe to fill up), else to this process's.  Inside a
+        :func:`sqm.mpc.net.warm.warm_parties` block a party command goes to a warm process when one with ``env`` is
+        idle (its replacement preloads ``preload``, the program's modules)."""
+        from sqm.mpc.net import warm
+
         err = None
         if messages is not None:
             err = os.fdopen(os.open(messages, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w")
             self._logs.append(err)
         spawned = time.time()
-        p = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL,
-                             stdout=subprocess.DEVNULL if messages is not None else None, stderr=err,
-                             umask=0o077, start_new_session=True, preexec_fn=_parent_death_signal())
+        pool = warm.current()
+        p = None if pool is None else pool.take(cmd, env, messages)
+        if pool is not None and pool.serves(cmd):
+            self._warm_wanted.append((env, preload))
+        if p is None:
+            p = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.DEVNULL if messages is not None else None, stderr=err,
+                                 umask=0o077, start_new_session=True, preexec_fn=_parent_death_signal())
         self.procs.append(p)
         self.spawned_at.append(spawned)
         self._note(f"pid {p.pid}")
@@ -489,6 +501,7 @@ class Launch:
             self.reaped(p)
         for f in self._logs:
             f.close()
+        self._refill_warm()
         shutil.rmtree(self.dir, ignore_errors=True)
         self._note("clean")
         stdin = self._janitor.stdin
@@ -497,6 +510,18 @@ class Launch:
             stdin.close()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self._janitor.wait(5)
+
+    def _refill_warm(self) -> None:
+        """Inside a warm block: as many warm processes as this launch started parties, per environment."""
+        from sqm.mpc.net import warm
+
+        pool = warm.current()
+        if pool is None or not self._warm_wanted:
+            return
+        for env in {id(e): e for e, _ in self._warm_wanted}.values():
+            mine = [pl for e, pl in self._warm_wanted if e is env]
+            pool.refill(env, tuple(sorted({m for pl in mine for m in pl})), count=len(mine),
+                        preexec=_parent_death_signal())
 
     def __enter__(self) -> Launch:
         return self

@@ -331,7 +331,7 @@ def _lost_code(mpc, state: dict, who: str, e: Exception) -> int:
     return EXIT_LOST
 
 
-def main(argv=None) -> int:
+def main(argv=None, warm: bool = False) -> int:
     """Run one party (see the module's docstring); its result file holds ``{"result": ..., **stats}``.
 
     ``stats["timeline"]``: wall-clock stamps (``time.time()``, comparable between the processes of one machine)
@@ -341,8 +341,9 @@ def main(argv=None) -> int:
     ``agreed`` (the job description agreed), ``finished`` (the program returned), ``closed`` (the closing
     barrier passed) and ``writing`` (the result about to be pickled); :func:`sqm.mpc.net.launch.run_parties` adds
     ``spawned``, ``exited`` and ``collected`` to each record.  ``connect_seconds``: the connect phase as
-    :mod:`sqm.mpc.net.session` timed it."""
-    timeline = {"started": STARTED_AT, "main": time.time()}
+    :mod:`sqm.mpc.net.session` timed it.  ``warm``: a warm process (:mod:`sqm.mpc.net.warm`) given its job now: its
+    ``started`` and ``main`` are this moment, and its record says ``warm``."""
+    timeline = {"started": time.time() if warm else STARTED_AT, "main": time.time()}
     args = _parser().parse_args(argv)
     logs.configure(args.log_level, logs.role(args.index))
     if args.insecure_pcg64_shares:
@@ -375,7 +376,7 @@ def main(argv=None) -> int:
     state = {"done": False, "lost": set(), "aborted": None}
     install_loss_detection(state)
     who = "server" if args.index == 0 else f"client {args.index}"
-    stats = {"timeline": timeline}
+    stats = {"timeline": timeline, "warm": bool(warm)}
     code = 0
     try:
         timeline["ready"] = time.time()
@@ -395,4 +396,9 @@ def main(argv=None) -> int:
     os._exit(code)  # do not wait on sockets of lost peers
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--warm"]:  # a warm party (sqm.mpc.net.warm): imports first, then one job from stdin
+        from sqm.mpc.net.warm import wait_for_job
+
+        job = wait_for_job(sys.argv[3].split(",") if sys.argv[2:3] == ["--preload"] else [])
+        sys.exit(0 if job is None else main(job, warm=True))
     sys.exit(main())
