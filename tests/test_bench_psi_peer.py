@@ -3,6 +3,7 @@
 which SecretFlow protocols run on how many clients; the options' parsing.  No timing bounds."""
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -50,8 +51,11 @@ def test_without_spu_a_note_and_ours_alone_in_the_json(tmp_path, capsys, monkeyp
     asked = []
 
     def fake_ours(run_one, job, ids, clients):
-        assert run_one is psi.run_one and os.path.basename(job) == "job.json"  # bench.psi's own, on its files
-        asked.append((ids, clients))
+        # bench.psi's own, on its files: the job file (threshold keys) and its copy with every client's key
+        assert run_one is psi.run_one and os.path.basename(job) in ("job.json", "job-all-keys.json")
+        if os.path.basename(job) == "job-all-keys.json":
+            assert json.loads(Path(job).read_text())["alignment_keys"] == "all"
+        asked.append((ids, clients, os.path.basename(job)))
         return dict(wall_seconds=1.0, cpu_seconds=2.0, load_1min=0.5, processes=clients + 1,
                     intersection=int(round(0.5 * ids)), bytes_per_id=64.0)
 
@@ -62,11 +66,11 @@ def test_without_spu_a_note_and_ours_alone_in_the_json(tmp_path, capsys, monkeyp
                  "--spu-python", str(tmp_path / "no-such-python"), "--json", str(out), "-q"]) == 0
     text = capsys.readouterr().out
     assert text.startswith("SecretFlow absent: --spu-python ") and "no such executable" in text.splitlines()[0]
-    assert asked == [(40, 2), (60, 2), (40, 3), (60, 3)]
+    assert asked == [(i, c, f) for c in (2, 3) for i in (40, 60) for f in ("job.json", "job-all-keys.json")]
     doc = json.loads(out.read_text())
     assert doc["command"] == "bench psi" and doc["mode"] == "bench"
     assert [(r["clients"], r["ids"], r["side"]) for r in doc["results"]] == [
-        (2, 40, "ours"), (2, 60, "ours"), (3, 40, "ours"), (3, 60, "ours")]
+        (c, i, s) for c in (2, 3) for i in (40, 60) for s in ("ours", "ours-all")]
     rep = doc["details"]
     assert rep["secretflow"] is None and rep["spu_python"] is None and rep["correct"] is True
     assert rep["note"] == text.splitlines()[0]
@@ -83,15 +87,18 @@ def test_without_spu_ours_alone_with_a_note(tmp_path, capsys):
     doc = json.loads(out.read_text())
     rep = doc["details"]
     assert doc["command"] == "bench psi" and rep["secretflow"] is None and rep["note"].startswith("SecretFlow absent")
-    assert [(r["side"], r["repeat"]) for r in rep["runs"]] == [("ours", 0), ("ours", 1)]
-    assert len(doc["results"]) == 1 and doc["results"][0]["side"] == "ours"  # one row per cell and side
+    assert [(r["side"], r["repeat"]) for r in rep["runs"]] == [("ours", 0), ("ours-all", 0), ("ours", 1),
+                                                                ("ours-all", 1)]
+    assert [r["side"] for r in doc["results"]] == ["ours", "ours-all"]  # one row per cell and side
     for r in rep["runs"]:
         assert r["intersection"] == r["expected_intersection"] == 140 and r["correct"]
         assert r["processes"] == 3 and len(r["bytes_sent"]) == 3 and r["bytes_per_id"] > 0
         assert r["bytes_per_id"] == sum(r["bytes_sent"]) / 400
         assert r["cpu_seconds"] == pytest.approx(r["children_cpu_seconds"] + r["launcher_cpu_seconds"])
         assert r["children_cpu_seconds"] > 0  # the party processes' CPU is counted
-    assert rep["correct"] is True and rep["rows"][0]["all_wall_seconds"] == [r["wall_seconds"] for r in rep["runs"]]
+    assert rep["correct"] is True
+    for row in rep["rows"]:
+        assert row["all_wall_seconds"] == [r["wall_seconds"] for r in rep["runs"] if r["side"] == row["side"]]
 
 
 def test_summary_rows_take_the_fastest_run_and_check_every_intersection():

@@ -9,6 +9,7 @@ import os
 import numpy as np
 import pytest
 
+from sqm.errors import UsageError
 from sqm.mpc.net.launch import Launch, MPCError, record_jobs, run_parties
 from sqm.mpc.net.party import PartyProgram
 from sqm.mpc.net.warm import WarmPool, warm_parties
@@ -106,7 +107,7 @@ def test_only_party_commands_of_an_idle_environment_start_warm():
     finally:
         pool.close()
     assert len(idle) == 1 and all(p.poll() is not None for p in idle) and not pool._idle  # closed: it exited
-    with pytest.raises(ValueError, match="at least one process"):
+    with pytest.raises(UsageError, match="at least one process"):
         WarmPool(0)
 
 

@@ -38,6 +38,8 @@ import sys
 import threading
 import time
 
+from sqm.errors import UsageError
+
 # Imported by every warm process before it waits: the runtime's own heavy modules (not mpyc.runtime, which reads
 # the job's parties from sys.argv when imported).
 BASE_PRELOAD = ("numpy", "gmpy2", "mpyc.gmpy", "mpyc.finfields", "mpyc.sectypes", "mpyc.asyncoro",
@@ -50,7 +52,7 @@ class WarmPool:
 
     def __init__(self, size: int = 1):
         if int(size) != size or size < 1:
-            raise ValueError(f"a pool of warm parties holds at least one process, got {size!r}")
+            raise UsageError(f"a pool of warm parties holds at least one process, got {size!r}")
         self.size = int(size)  # idle processes kept per environment, at least (more if a job started more)
         self._idle: list[tuple[dict, subprocess.Popen]] = []
         self._lock = threading.Lock()
