@@ -461,6 +461,7 @@ def psi_label_server(seed: int = 0) -> dict:
     from sqm.framework.spec import load_job, write_job
     from sqm.mpc.net import wire
     from sqm.mpc.net.launch import free_ports, run_parties
+    from sqm.mpc.protocols import psi
     from sqm.mpc.protocols.psi import blind
 
     work = tempfile.mkdtemp(prefix="sqm-attack-labels-")
@@ -484,7 +485,7 @@ def psi_label_server(seed: int = 0) -> dict:
         recs = run_parties(progs, timeout=120, addresses=spec.addresses, min_clients=2, job_id=spec.job_id)
         with open(path, "rb") as fh:
             view = wire.decode(fh.read())
-        lists = ("PSI: blinding around the ring", "PSI: each client's list under the shared key")  # stage 1's
+        lists = (psi.RING_STEP, psi.DIRECT_STEP)  # stage 1's steps
         received = [v for step, _, g in view["log"] if step in lists for v in _points(g)]
         stage1 = set(received)
         others = {v for step, _, g in view["log"] if step not in lists for v in _points(g)}

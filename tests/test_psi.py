@@ -6,6 +6,7 @@ import pytest
 
 from sqm.mpc.protocols.inprocess import run_in_process
 from sqm.mpc.net.party import PartyProgram
+from sqm.mpc.protocols import psi
 from sqm.mpc.protocols.psi import _A, _P, blind, common_values, hash_ids, n_steps, schedule
 
 
@@ -242,7 +243,7 @@ class Tamper(PartyProgram):
             pick = {"own": (lambda to, ch: to != 0, 0), "forward": (lambda to, ch: to != 0 and len(ch) == 2, 1),
                     "server": (lambda to, ch: to == 0, None)}[self.target]
             to = next((t for t, ch in outgoing.items() if pick[0](t, ch)), None)
-            if step in ("PSI: blinding around the ring", "PSI: each client's list under the shared key") \
+            if step in (psi.RING_STEP, psi.DIRECT_STEP) \
                     and to is not None and not done:
                 done.append(1)
                 chunks = outgoing[to]
@@ -326,7 +327,7 @@ def test_clients_given_different_shares_of_the_shared_key_are_refused_before_any
             async def send_recv(outgoing, senders, expect, step="message"):
                 if step == "PSI: blinding around the ring" or step.startswith("PSI: each client"):
                     sent.append(step)
-                if step == "PSI: the clients' shared key":
+                if step == psi.KEY_STEP:
                     outgoing = {**outgoing, 3: bytes(32)}
                 return await honest(outgoing, senders, expect, step)
             ctx.send_recv = send_recv
@@ -340,7 +341,7 @@ def test_clients_given_different_shares_of_the_shared_key_are_refused_before_any
     sizes = {j: len(s) for j, s in enumerate(sets, start=1)}
     progs = [PSIProgram(None, sizes, 7, 0)] + [PSIProgram(s, sizes, 7, 0) for s in sets]
     progs[1] = Equivocate(progs[1])
-    with pytest.raises(MPCError, match="disagree on the alignment's shared key"):
+    with pytest.raises(MPCError, match=f"disagree on {psi.KEY_CHECK}"):
         run_in_process(progs, timeout=60)
 
 

@@ -502,17 +502,17 @@ async def _client_ring(ctx, sizes: dict[int, int], mine: np.ndarray, key: bytes,
         if to_server:
             outgoing[0] = to_server[0]
         expect = wire.list_of([_points(_chunk_len(sizes[o], k, chunk)) for o, k in incoming], "blinded id chunks")
-        got = await ctx.send_recv(outgoing, [prv] if incoming else [], expect, _RING_STEP)
+        got = await ctx.send_recv(outgoing, [prv] if incoming else [], expect, RING_STEP)
         for (o, k), g in zip(incoming, got[0] if incoming else [], strict=False):
             _check_points(ctx, prv, g)
             held[(o, k)] = g
     return [[o, (i - o) % n] for o, parts in sorted(seen.items()) if _repeats(parts)]
 
 
-_RING_STEP = "PSI: blinding around the ring"
-_DIRECT_STEP = "PSI: each client's list under the shared key"
-KEY_STEP = "PSI: the clients' shared key"  # each client's fresh random contribution to K, to every other client
-KEY_CHECK = "the alignment's shared key"  # what the clients compare (a digest of K) through ctx.check_clients
+RING_STEP = "PSI: blinding around the ring"
+DIRECT_STEP = "PSI: each client's list under the clients' key"  # (no "share" in a PSI step's name)
+KEY_STEP = "PSI: the clients' key contributions"  # each client's fresh random contribution to K, to every other client
+KEY_CHECK = "the alignment's client key"  # what the clients compare (a digest of K) through ctx.check_clients
 KEY_STEPS = (KEY_STEP, f"compare {KEY_CHECK}")  # the exchanges whose values are fresh random bytes of every job
 SHARED_KEY_DOMAIN = b"sqm-psi-v1 the clients' shared key\x00"
 
@@ -561,7 +561,7 @@ async def _client_direct(ctx, sizes: dict[int, int], mine: np.ndarray, key: byte
             except PSIError as e:  # pragma: no cover - its own hashed ids are on the curve
                 raise _bad_peer(ctx, i, str(e)) from None
             _progress(ctx, ALIGNMENT_STEP, min((s + 1) * chunk, sizes[i]), sizes[i])
-        await ctx.send_recv(out, [], None, _DIRECT_STEP)
+        await ctx.send_recv(out, [], None, DIRECT_STEP)
 
 
 def _direct_sender(o: int, h: int) -> int:
@@ -755,7 +755,7 @@ async def _server(ctx, sizes: dict[int, int], chunk: int, own: _Own | None, hide
                 senders.append(c)
                 expect[c] = _points(_chunk_len(sizes[last[0][0]], last[0][1], chunk))
                 where.append(last[0])
-        got = await ctx.send_recv({}, senders, expect, _DIRECT_STEP if shared else _RING_STEP)
+        got = await ctx.send_recv({}, senders, expect, DIRECT_STEP if shared else RING_STEP)
         for c, (o, k), v in zip(senders, where, got, strict=False):
             _check_points(ctx, c, v)
             at = start[o] + k * chunk
