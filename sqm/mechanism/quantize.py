@@ -1,6 +1,11 @@
 """Stochastic rounding (Algorithm 2 of the SQM paper)."""
 from __future__ import annotations
 
+import ctypes
+import importlib.util
+import os
+from functools import lru_cache
+
 import numpy as np
 
 from .rng import SeedLike, make_rng
@@ -82,11 +87,94 @@ def dependent_round(x, gamma: float = 1.0, groups=None, seed: SeedLike = None, c
     and min/max pick equal values), up to the sign of zeros, which no comparison sees (no zero is ever a
     divisor): so both give the same integers, bit for bit."""
     x, groups, coins = _checked(x, gamma, groups, seed, coins)
+    fn = _compiled()
+    out = None if fn is None else _round_compiled(fn, x, float(gamma), groups, coins)
+    return _round_numpy(x, float(gamma), groups, coins) if out is None else out
+
+
+def kernel_backend() -> str:
+    """Which kernel :func:`dependent_round` runs here: "compiled" (``sqm/mechanism/_dependent_round.c``, where it
+    was built and agrees with the numpy kernel on a sample) or "numpy".  Both give the same integers."""
+    return "numpy" if _compiled() is None else "compiled"
+
+
+def _library():
+    """The compiled kernel's C function (through ctypes, which releases the GIL while it runs), or None where the
+    extension was not built or does not load."""
+    try:
+        spec = importlib.util.find_spec("sqm.mechanism._dependent_round")
+        if spec is None or not spec.origin:
+            return None
+        fn = ctypes.CDLL(spec.origin).sqm_dependent_round
+    except (OSError, AttributeError, ImportError):
+        return None
+    fn.restype = ctypes.c_int
+    ptr, i64 = ctypes.c_void_p, ctypes.c_int64
+    fn.argtypes = [ptr, ptr, i64, i64, ctypes.c_double, ptr, ptr, i64, ptr]
+    return fn
+
+
+@lru_cache(maxsize=1)
+def _compiled():
+    """:func:`_library`'s kernel where it gives the numpy kernel's integers on a fixed sample, else None (also
+    where ``SQM_ROUNDING_KERNEL=numpy`` asks for the numpy kernel)."""
+    if os.environ.get("SQM_ROUNDING_KERNEL", "").strip().lower() == "numpy":
+        return None
+    fn = _library()
+    if fn is None:
+        return None
+    for block, gamma, grouping, given in _sample():
+        x, groups, coins = _checked(block, gamma, grouping, None, given)
+        try:
+            got = _round_compiled(fn, x, gamma, groups, coins)
+        except Exception:  # a kernel that fails its first calls: the numpy kernel
+            return None
+        if got is None or not np.array_equal(got, _round_numpy(x, gamma, groups, coins)):
+            return None
+    return fn
+
+
+def _sample():
+    """Fixed public blocks (a seeded generator: nothing secret) on which the compiled kernel must give the numpy
+    kernel's integers: ties, exact integers, rows with none or one fraction, coins at both ends, groups of odd
+    sizes and singletons, and a block that is not a whole number of the compiled kernel's batches."""
+    rng = np.random.default_rng(20260)
+    n, d = 403, 13
+    x = rng.normal(size=(n, d)) * (rng.random((n, 1)) ** 2) / 4
+    x[::7] = 0.0
+    x[1::7, 1:] = 0.0  # one value per row
+    x[::3, 5] = np.round(x[::3, 5] * 64.0) / 64.0  # exact integers after scaling
+    x[2::7] = 2.5 / 64.0  # ties at every step
+    x[3::7] = 0.5 / 64.0 * np.where(np.arange(d) % 2, 1.0, -1.0)  # ties, weights of both signs
+    x[4::7] = 0.25 / 64.0
+    coins = rng.random((n, d))
+    coins[::5] = 0.0
+    coins[1::6] = 1.0 - 2.0 ** -53
+    odd = [np.arange(0, d, 2), np.arange(1, d, 4), np.arange(3, d, 4)]
+    return [(x, 64.0, [np.arange(d)], coins), (x, 64.0, odd, coins), (x * 3.7, 1.0, [[j] for j in range(d)], coins),
+            (x[:1], 64.0, [np.arange(d)], coins[:1]), (x[:0], 64.0, [np.arange(d)], coins[:0])]
+
+
+def _round_compiled(fn, x: np.ndarray, gamma: float, groups, coins: np.ndarray) -> np.ndarray | None:
+    """The compiled kernel's integers for checked inputs, or None where it could not run (its work buffer)."""
+    n, d = x.shape
+    x, coins = np.ascontiguousarray(x), np.ascontiguousarray(coins)
+    cols = np.ascontiguousarray(np.concatenate(groups) if groups else np.zeros(0), dtype=np.int64)
+    starts = np.zeros(len(groups) + 1, dtype=np.int64)
+    np.cumsum([len(g) for g in groups], out=starts[1:])
+    out = np.empty((n, d), dtype=np.int64)
+    rc = fn(x.ctypes.data, coins.ctypes.data, n, d, gamma, cols.ctypes.data, starts.ctypes.data, len(groups),
+            out.ctypes.data)
+    return out if rc == 0 else None
+
+
+def _round_numpy(x: np.ndarray, gamma: float, groups, coins: np.ndarray) -> np.ndarray:
+    """The numpy kernel: :func:`_round_rows` block by block, for checked inputs."""
     n, d = x.shape
     out = np.empty((n, d), dtype=np.int64)
     work = _Work(d, min(n, _ROWS))
     for a in range(0, n, _ROWS):
-        _round_rows(x[a:a + _ROWS], float(gamma), coins[a:a + _ROWS], groups, out[a:a + _ROWS], work)
+        _round_rows(x[a:a + _ROWS], gamma, coins[a:a + _ROWS], groups, out[a:a + _ROWS], work)
     return out
 
 
