@@ -6,6 +6,6 @@ from setuptools import Extension, setup
 setup(ext_modules=[Extension(
     "sqm.mechanism._dependent_round", ["sqm/mechanism/_dependent_round.c"],
     # IEEE-754 doubles as numpy computes them: no fused multiply-add, no reassociation
-    extra_compile_args=["-O2", "-ffp-contract=off", "-fno-fast-math"],
+    extra_compile_args=["-O2", "-ffp-contract=off", "-fno-fast-math", "-Wno-psabi"],
     optional=True,
 )])

@@ -29,17 +29,37 @@ typedef long long v4i __attribute__((vector_size(32)));
 
 /* a where m (lanes -1 or 0) else b, bit for bit: the numpy kernel's _select */
 static inline v4d sel(v4i m, v4d a, v4d b) { return (v4d)(((v4i)a & m) | ((v4i)b & ~m)); }
+static inline v4i sel_i(v4i m, v4i a, v4i b) { return (a & m) | (b & ~m); }
 /* np.minimum/np.maximum for non-NaN values (no NaN reaches a lane that counts); where the two are equal they
  * differ at most in the sign of a zero, which no comparison or integer sees */
 static inline v4d vmin(v4d a, v4d b) { return sel(a < b, a, b); }
 static inline v4d vmax(v4d a, v4d b) { return sel(a > b, a, b); }
 
-/* One batch of nb <= BATCH rows starting at row r0.  bit/took: d * BATCH bytes (column j at j * BATCH). */
+/* One batch of nb <= BATCH rows starting at row r0, transposed into work: for column j, its BATCH rows at
+ * work + j * BATCH (five such tables of d * BATCH values: fraction, floor, coin, bit decided, carried). */
 CLONES static void batch(const double *x, const double *coins, int64_t r0, int64_t nb, int64_t d, double gamma,
-                         const int64_t *cols, const int64_t *starts, int64_t ngroups, int64_t *out,
-                         unsigned char *bit, unsigned char *took)
+                         const int64_t *cols, const int64_t *starts, int64_t ngroups, int64_t *out, v4d *work)
 {
     const v4d zero = {0.0, 0.0, 0.0, 0.0}, one = {1.0, 1.0, 1.0, 1.0}, mone = {-1.0, -1.0, -1.0, -1.0};
+    double *fr = (double *)work, *lo = fr + d * BATCH, *cn = lo + d * BATCH;
+    v4i *bit = (v4i *)(cn + d * BATCH), *took = bit + d * VECS;
+    /* gamma x, its floor and fraction, and the coins, row by row as they lie; rows past nb integral (never
+     * paired, never written) */
+    for (int64_t k = 0; k < nb; k++) {
+        const double *xr = x + (r0 + k) * d, *ur = coins + (r0 + k) * d;
+        for (int64_t j = 0; j < d; j++) {
+            const double y = xr[j] * gamma;
+            const double low = floor(y);
+            fr[j * BATCH + k] = y - low; /* exact (Sterbenz) */
+            lo[j * BATCH + k] = low;
+            cn[j * BATCH + k] = ur[j];
+        }
+    }
+    for (int64_t k = nb; k < BATCH; k++)
+        for (int64_t j = 0; j < d; j++)
+            fr[j * BATCH + k] = lo[j * BATCH + k] = cn[j * BATCH + k] = 0.0;
+    const v4d *vfr = (const v4d *)fr, *vcn = (const v4d *)cn;
+    v4d *vlo = (v4d *)lo;
     for (int64_t g = 0; g < ngroups; g++) {
         v4d p[VECS], nw1[VECS], coin0[VECS];
         v4i has[VECS];
@@ -51,26 +71,11 @@ CLONES static void batch(const double *x, const double *coins, int64_t r0, int64
         }
         for (int64_t c = starts[g]; c < starts[g + 1]; c++) {
             const int64_t j = cols[c];
-            unsigned char *dj = bit + j * BATCH, *first = took + j * BATCH;
-            /* column j of the batch: fraction, -w_j (odd) and coin per row; rows past nb integral (never paired) */
-            v4d fr[VECS], nw[VECS], cn[VECS];
-            for (int k = 0; k < BATCH; k++) {
-                double p2 = 0.0, nw2 = -1.0, u = 0.0;
-                if (k < nb) {
-                    const int64_t at = (r0 + k) * d + j;
-                    const double y = x[at] * gamma;
-                    const double low = floor(y);
-                    p2 = y - low; /* exact (Sterbenz) */
-                    nw2 = low * -2.0;
-                    nw2 = nw2 - 1.0;
-                    u = coins[at];
-                }
-                fr[k / LANES][k % LANES] = p2;
-                nw[k / LANES][k % LANES] = nw2;
-                cn[k / LANES][k % LANES] = u;
-            }
             for (int v = 0; v < VECS; v++) {
-                const v4d p2 = fr[v], nw2 = nw[v], u = cn[v], pk = p[v], n1 = nw1[v];
+                const int64_t at = j * VECS + v;
+                const v4d p2 = vfr[at], u = vcn[at], pk = p[v], n1 = nw1[v];
+                v4d nw2 = vlo[at] * (v4d){-2.0, -2.0, -2.0, -2.0};
+                nw2 = nw2 - one; /* -w_j, odd */
                 const v4i live = p2 > zero, h = has[v], pair = live & h;
                 /* the rooms of p (moved by w_j s) and of p_j (moved by -w_c s), as quotients by signed weights */
                 const v4d pm1 = pk - one;
@@ -99,38 +104,31 @@ CLONES static void batch(const double *x, const double *coins, int64_t r0, int64
                 nv = vmin(nv, one);
                 nv = vmax(nv, zero);
                 const v4d w = sel(fs, nw2, n1);
-                const v4i decided = ((w < zero) ^ fs ^ go) & pair;
                 const v4i start = live & ~h; /* a chain begins at column j */
                 p[v] = sel(start, p2, sel(pair, nv, pk));
                 nw1[v] = sel(start, nw2, w);
                 coin0[v] = sel(start, u, coin0[v]);
                 has[v] = h | start;
-                const v4i fst = fs | start;
-                for (int l = 0; l < LANES; l++) {
-                    dj[v * LANES + l] = (unsigned char)(decided[l] & 1);
-                    first[v * LANES + l] = (unsigned char)(fst[l] & 1);
-                }
+                bit[at] = ((w < zero) ^ fs ^ go) & pair; /* the bit decided */
+                took[at] = fs | start;                   /* column j became the carried one */
             }
         }
         /* each chain's last fraction by its first coin; then, backwards, each column that became the carried one
-         * takes the bit decided where it was next settled; and the output, floor + bit */
-        unsigned char nxt[BATCH];
+         * takes the bit decided where it was next settled; floor + bit, in place of the floor */
         for (int v = 0; v < VECS; v++) {
-            const v4i last = coin0[v] < p[v];
-            for (int l = 0; l < LANES; l++)
-                nxt[v * LANES + l] = (unsigned char)(last[l] & 1);
-        }
-        for (int64_t c = starts[g + 1] - 1; c >= starts[g]; c--) {
-            const int64_t j = cols[c];
-            const unsigned char *dj = bit + j * BATCH, *first = took + j * BATCH;
-            for (int64_t k = 0; k < nb; k++) {
-                const int64_t at = (r0 + k) * d + j;
-                const unsigned char b = first[k] ? nxt[k] : dj[k];
-                nxt[k] = first[k] ? dj[k] : nxt[k];
-                const double low = floor(x[at] * gamma);
-                out[at] = (int64_t)(low + (double)b);
+            v4i nxt = coin0[v] < p[v];
+            for (int64_t c = starts[g + 1] - 1; c >= starts[g]; c--) {
+                const int64_t at = cols[c] * VECS + v;
+                const v4i b = sel_i(took[at], nxt, bit[at]);
+                nxt = sel_i(took[at], bit[at], nxt);
+                vlo[at] = vlo[at] + sel(b, one, zero);
             }
         }
+    }
+    for (int64_t k = 0; k < nb; k++) {
+        int64_t *orow = out + (r0 + k) * d;
+        for (int64_t j = 0; j < d; j++)
+            orow[j] = (int64_t)lo[j * BATCH + k];
     }
 }
 
@@ -142,13 +140,11 @@ int sqm_dependent_round(const double *x, const double *coins, int64_t n, int64_t
 {
     if (n <= 0 || d <= 0)
         return 0;
-    unsigned char *work = malloc((size_t)(2 * d * BATCH));
+    v4d *work = aligned_alloc(sizeof(v4d), (size_t)(5 * d * BATCH) * sizeof(double));
     if (!work)
         return -1;
-    for (int64_t r0 = 0; r0 < n; r0 += BATCH) {
-        const int64_t nb = n - r0 < BATCH ? n - r0 : BATCH;
-        batch(x, coins, r0, nb, d, gamma, cols, starts, ngroups, out, work, work + d * BATCH);
-    }
+    for (int64_t r0 = 0; r0 < n; r0 += BATCH)
+        batch(x, coins, r0, n - r0 < BATCH ? n - r0 : BATCH, d, gamma, cols, starts, ngroups, out, work);
     free(work);
     return 0;
 }
