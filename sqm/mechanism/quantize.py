@@ -136,23 +136,37 @@ def _compiled():
 
 def _sample():
     """Fixed public blocks (a seeded generator: nothing secret) on which the compiled kernel must give the numpy
-    kernel's integers: ties, exact integers, rows with none or one fraction, coins at both ends, groups of odd
-    sizes and singletons, and a block that is not a whole number of the compiled kernel's batches."""
+    kernel's integers: rows of mixed norms and signs, exact integers (whole rows, first columns, one column),
+    fractions just above 0 and just below 1, halves, ties at every step, coins at 0 and just below 1; one group,
+    groups of odd sizes, singletons; at scales from 1 to 2^30; and blocks that are not a whole number of the
+    compiled kernel's batches (one row, none)."""
     rng = np.random.default_rng(20260)
-    n, d = 403, 13
-    x = rng.normal(size=(n, d)) * (rng.random((n, 1)) ** 2) / 4
-    x[::7] = 0.0
-    x[1::7, 1:] = 0.0  # one value per row
-    x[::3, 5] = np.round(x[::3, 5] * 64.0) / 64.0  # exact integers after scaling
-    x[2::7] = 2.5 / 64.0  # ties at every step
-    x[3::7] = 0.5 / 64.0 * np.where(np.arange(d) % 2, 1.0, -1.0)  # ties, weights of both signs
-    x[4::7] = 0.25 / 64.0
-    coins = rng.random((n, d))
-    coins[::5] = 0.0
-    coins[1::6] = 1.0 - 2.0 ** -53
-    odd = [np.arange(0, d, 2), np.arange(1, d, 4), np.arange(3, d, 4)]
-    return [(x, 64.0, [np.arange(d)], coins), (x, 64.0, odd, coins), (x * 3.7, 1.0, [[j] for j in range(d)], coins),
-            (x[:1], 64.0, [np.arange(d)], coins[:1]), (x[:0], 64.0, [np.arange(d)], coins[:0])]
+    n, d = 403, 11
+    blocks = []
+    for gamma in (1.0, 7.3, 4096.0, 2.0 ** 30):
+        x = rng.normal(size=(n, d))
+        x *= rng.random((n, 1)) ** 2 / np.linalg.norm(x, axis=1, keepdims=True)
+        x[::13] *= 1e-6
+        x[1::17] = 0.0
+        x[::5, 0] = 0.0
+        x[::3, d // 2] = np.round(x[::3, d // 2] * gamma) / gamma
+        x[::7, 1] = (np.floor(x[::7, 1] * gamma) + 2.0 ** -30) / gamma
+        x[::9, 2] = (np.floor(x[::9, 2] * gamma) + 1 - 2.0 ** -30) / gamma
+        x[::11, 3] = (np.floor(x[::11, 3] * gamma) + 0.5) / gamma
+        x[4::23] = 0.0
+        x[4::23, d - 1] = 1.0
+        x[6::23] = 2.5 / gamma
+        x[7::23] = 0.5 / gamma * np.where(np.arange(d) % 2, 1.0, -1.0)
+        x[8::23] = 0.25 / gamma
+        coins = rng.random((n, d))
+        coins[::6] = 0.0
+        coins[1::8] = 1.0 - 2.0 ** -53
+        blocks.append((x, gamma, coins))
+    odd = [np.arange(0, d, 2), np.arange(1, d, 4), np.arange(d - 4, 0, -4)]
+    x, gamma, coins = blocks[2]
+    return [(x, gamma, groups, coins) for x, gamma, coins in blocks
+            for groups in (None, odd, [[j] for j in range(d)])] + [(x[:1], gamma, None, coins[:1]),
+                                                                  (x[:0], gamma, None, coins[:0])]
 
 
 def _round_compiled(fn, x: np.ndarray, gamma: float, groups, coins: np.ndarray) -> np.ndarray | None:
