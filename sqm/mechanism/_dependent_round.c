@@ -16,8 +16,8 @@
 #define LANES 4
 #define VECS (BATCH / LANES)
 
-typedef double v4d __attribute__((vector_size(32)));
-typedef long long v4i __attribute__((vector_size(32)));
+typedef double v4d __attribute__((vector_size(32), may_alias)); /* read where doubles were written */
+typedef long long v4i __attribute__((vector_size(32), may_alias));
 
 /* the processors' vector instructions where they have them (AVX2), chosen when the module loads; the same IEEE
  * operations on each lane either way */

@@ -79,7 +79,11 @@ def dependent_round(x, gamma: float = 1.0, groups=None, seed: SeedLike = None, c
     (:class:`sqm.mechanism.coins.CoinKeys`), so a part of its rows rounds as the whole input does.  Written here
     because no library offers dependent rounding vectorized over rows with a fixed coin budget.
 
-    Computed in blocks of :data:`_ROWS` records, transposed (:data:`_TILE` records at a time) so that each
+    Two kernels give the same integers: a compiled one (``sqm/mechanism/_dependent_round.c``, an optional
+    extension doing the numpy kernel's operations in the same order, on rows in vector lanes) where it was built
+    and agrees with the numpy kernel on a fixed sample at first use (:func:`kernel_backend`;
+    ``SQM_ROUNDING_KERNEL=numpy`` asks for the numpy kernel), else the numpy kernel.  The numpy kernel computes in
+    blocks of :data:`_ROWS` records, transposed (:data:`_TILE` records at a time) so that each
     column is contiguous, every pairing step elementwise on whole columns, its sign cases folded into quotients
     by signed weights (min/max instead of selects), with bitwise selects (branch-free, where ``np.where``
     mispredicts on random masks) and no allocation.  Every number it compares or carries equals the one
