@@ -139,12 +139,12 @@ def _compiled():
 
 
 def _sample():
-    """Fixed public blocks (a seeded generator: nothing secret) on which the compiled kernel must give the numpy
+    """Fixed public blocks (from a fixed seed: nothing secret) on which the compiled kernel must give the numpy
     kernel's integers: rows of mixed norms and signs, exact integers (whole rows, first columns, one column),
     fractions just above 0 and just below 1, halves, ties at every step, coins at 0 and just below 1; one group,
     groups of odd sizes, singletons; at scales from 1 to 2^30; and blocks that are not a whole number of the
     compiled kernel's batches (one row, none)."""
-    rng = np.random.default_rng(20260)
+    rng = make_rng(20260)
     n, d = 403, 11
     blocks = []
     for gamma in (1.0, 7.3, 4096.0, 2.0 ** 30):
