@@ -153,6 +153,20 @@ def test_empty_and_narrow_blocks(kernel):
         assert np.array_equal(got, dependent_round_reference(x, 50.0, None, coins=coins))
 
 
+def test_input_layouts_do_not_change_the_integers(kernel):
+    """Column-major records, strided views of records and coins, float32 records: the integers of the same
+    values in a contiguous float64 block."""
+    rng = np.random.default_rng(34)
+    x = edge_block(rng, 600, 10, 64.0)
+    coins = edge_coins(rng, (600, 20))
+    want = dependent_round_reference(x, 64.0, None, coins=coins[:, ::2])
+    for xs in (np.asfortranarray(x), np.repeat(x, 2, axis=1)[:, ::2]):
+        assert np.array_equal(dependent_round(xs, 64.0, None, coins=coins[:, ::2]), want)
+    x32 = x.astype(np.float32)
+    assert np.array_equal(dependent_round(x32, 64.0, None, coins=np.asfortranarray(coins[:, ::2])),
+                          dependent_round_reference(x32.astype(np.float64), 64.0, None, coins=coins[:, ::2]))
+
+
 def test_the_compiled_kernel_equals_the_numpy_kernel_on_every_edge_block():
     """Directly, kernel against kernel: every grouping and scale of the edge blocks, with a row count that is not
     a whole number of the compiled kernel's batches."""
