@@ -167,10 +167,10 @@ def _sample():
         coins[1::8] = 1.0 - 2.0 ** -53
         blocks.append((x, gamma, coins))
     odd = [np.arange(0, d, 2), np.arange(1, d, 4), np.arange(d - 4, 0, -4)]
+    cases = [(x, gamma, groups, coins) for x, gamma, coins in blocks
+             for groups in (None, odd, [[j] for j in range(d)])]
     x, gamma, coins = blocks[2]
-    return [(x, gamma, groups, coins) for x, gamma, coins in blocks
-            for groups in (None, odd, [[j] for j in range(d)])] + [(x[:1], gamma, None, coins[:1]),
-                                                                  (x[:0], gamma, None, coins[:0])]
+    return cases + [(x[:1], gamma, None, coins[:1]), (x[:0], gamma, None, coins[:0])]
 
 
 def _round_compiled(fn, x: np.ndarray, gamma: float, groups, coins: np.ndarray) -> np.ndarray | None:
