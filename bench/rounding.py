@@ -8,10 +8,13 @@ each one's fastest CPU seconds (this process's ``time.process_time``: other load
 
 * ``independent``: :func:`sqm.mechanism.quantize.stochastic_round` (the paper's Algorithm 2), its coins drawn from a
   seed (AES-128-CTR, as a client's are);
-* ``dependent``: :func:`sqm.mechanism.quantize.dependent_round`, the clients' rounding, the same way;
+* ``dependent``: :func:`sqm.mechanism.quantize.dependent_round`, the clients' rounding, the same way, on the
+  kernel it runs here (``kernel``: "compiled" where ``sqm/mechanism/_dependent_round.c`` was built and agrees
+  with the numpy kernel, else "numpy");
+* ``numpy``: the same with its numpy kernel (what ``SQM_ROUNDING_KERNEL=numpy`` runs);
 * ``reference``: :func:`sqm.mechanism.quantize.dependent_round_reference`, the algorithm as first written;
 
-and the same three with the coins drawn beforehand (``*_given``: the rounding alone).  The kernel's integers are
+and the same four with the coins drawn beforehand (``*_given``: the rounding alone).  Both kernels' integers are
 checked equal to the reference's, bit for bit; the ratios to independent rounding are printed with the load
 average, and the ratio with the coins drawn against the target :data:`TARGET` (``target_met``).
 """
@@ -42,6 +45,14 @@ def _independent_given(x, gamma: float, coins):
     return low.astype(np.int64) + up.astype(np.int64)
 
 
+def _dependent_numpy(x, gamma: float, seed=None, coins=None):
+    """:func:`sqm.mechanism.quantize.dependent_round` on its numpy kernel, whichever kernel it runs here."""
+    from sqm.mechanism import quantize
+
+    x, groups, coins = quantize._checked(x, gamma, None, seed, coins)
+    return quantize._round_numpy(x, float(gamma), groups, coins)
+
+
 def block(rows: int, cols: int, integral: float, seed: int):
     """A client's block: records of norm at most 1 (random directions and radii); a share ``integral`` of the
     values set to 0 (a column a chain skips)."""
@@ -59,16 +70,19 @@ def run(rows: int = 195_666, cols: int = 117, gamma: float = 4096.0, integral: f
         seed: int = 0) -> dict:
     import numpy as np
 
-    from sqm.mechanism.quantize import dependent_round, dependent_round_reference, make_rng, stochastic_round
+    from sqm.mechanism.quantize import (dependent_round, dependent_round_reference, kernel_backend, make_rng,
+                                        stochastic_round)
 
     x = block(rows, cols, integral, seed)
     coins = make_rng(seed + 1).random(x.shape)
     cases = {
         "independent": lambda: stochastic_round(x, gamma, seed=seed + 1),
         "dependent": lambda: dependent_round(x, gamma, None, seed=seed + 1),
+        "numpy": lambda: _dependent_numpy(x, gamma, seed=seed + 1),
         "reference": lambda: dependent_round_reference(x, gamma, None, seed=seed + 1),
         "independent_given": lambda: _independent_given(x, gamma, coins),
         "dependent_given": lambda: dependent_round(x, gamma, None, coins=coins),
+        "numpy_given": lambda: _dependent_numpy(x, gamma, coins=coins),
         "reference_given": lambda: dependent_round_reference(x, gamma, None, coins=coins),
     }
     best = {k: float("inf") for k in cases}
@@ -79,19 +93,19 @@ def run(rows: int = 195_666, cols: int = 117, gamma: float = 4096.0, integral: f
             t0 = time.process_time()
             out = fn()
             best[name] = min(best[name], time.process_time() - t0)
-            if name.startswith(("dependent", "reference")):
+            if not name.startswith("independent"):
                 outs[name] = out
             del out
-    same = bool(np.array_equal(outs["dependent"], outs["reference"])
-                and np.array_equal(outs["dependent_given"], outs["reference_given"])
-                and np.array_equal(outs["dependent"], outs["dependent_given"]))
+    same = all(np.array_equal(outs[f"{name}{tail}"], outs["reference"])
+               for name in ("dependent", "numpy", "reference") for tail in ("", "_given"))
     rep = dict(rows=int(rows), cols=int(cols), values=int(rows * cols), gamma=float(gamma), integral=float(integral),
-               repeat=int(repeat), seed=int(seed), same_integers=same, load_average=list(os.getloadavg()),
-               seconds=time.perf_counter() - t_all)
+               repeat=int(repeat), seed=int(seed), kernel=kernel_backend(), same_integers=same,
+               load_average=list(os.getloadavg()), seconds=time.perf_counter() - t_all)
     rep.update({f"{k}_cpu_seconds": v for k, v in best.items()})
     for tail in ("", "_given"):
         ind = max(best[f"independent{tail}"], 1e-9)  # a clock's tick at tiny shapes
         rep[f"dependent_ratio{tail}"] = best[f"dependent{tail}"] / ind
+        rep[f"numpy_ratio{tail}"] = best[f"numpy{tail}"] / ind
         rep[f"reference_ratio{tail}"] = best[f"reference{tail}"] / ind
         rep[f"speedup{tail}"] = best[f"reference{tail}"] / best[f"dependent{tail}"]
     rep["target_ratio"] = TARGET
@@ -103,15 +117,17 @@ def print_table(rep: dict) -> None:
     print(f"{rep['rows']} x {rep['cols']} values ({rep['values']:,}), gamma {rep['gamma']:g}, "
           f"integral share {rep['integral']:g}; best of {rep['repeat']}, CPU seconds; load average "
           + ", ".join(f"{v:.2f}" for v in rep["load_average"]))
+    print(f"dependent rounding's kernel here: {rep['kernel']}")
     print(f"{'':24s}{'coins drawn':>14s}{'coins given':>14s}")
-    for name in ("independent", "dependent", "reference"):
+    for name in ("independent", "dependent", "numpy", "reference"):
         print(f"{name:24s}{rep[f'{name}_cpu_seconds']:14.3f}{rep[f'{name}_given_cpu_seconds']:14.3f}")
     print(f"{'dependent / independent':24s}{rep['dependent_ratio']:14.2f}{rep['dependent_ratio_given']:14.2f}")
+    print(f"{'numpy / independent':24s}{rep['numpy_ratio']:14.2f}{rep['numpy_ratio_given']:14.2f}")
     print(f"{'reference / independent':24s}{rep['reference_ratio']:14.2f}{rep['reference_ratio_given']:14.2f}")
     print(f"{'reference / dependent':24s}{rep['speedup']:14.2f}{rep['speedup_given']:14.2f}")
-    print("same integers as the reference: " + ("yes" if rep["same_integers"] else "NO"))
+    print("same integers as the reference (both kernels): " + ("yes" if rep["same_integers"] else "NO"))
     print(f"target: dependent / independent (coins drawn) at most {rep['target_ratio']:g}, measured "
-          f"{rep['dependent_ratio']:.2f}: " + ("met" if rep["target_met"] else "NOT met"))
+          f"{rep['dependent_ratio']:.2f} ({rep['kernel']} kernel): " + ("met" if rep["target_met"] else "NOT met"))
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:

@@ -1,6 +1,10 @@
-"""The clients' rounding kernel (sqm.mechanism.quantize.dependent_round) against its slow reference
-(dependent_round_reference, the algorithm as first written): the same integers, bit for bit, on random inputs
-with the edge cases each branch of the kernel takes."""
+"""The clients' rounding kernels (sqm.mechanism.quantize.dependent_round: the compiled one,
+sqm/mechanism/_dependent_round.c, and the numpy one) against its slow reference (dependent_round_reference, the
+algorithm as first written): the same integers, bit for bit, on random inputs with the edge cases each branch of
+the kernels takes; and the compiled kernel used only where it agrees with the numpy kernel."""
+import ctypes
+import os
+
 import numpy as np
 import pytest
 
@@ -40,6 +44,35 @@ def edge_coins(rng, shape):
     return u
 
 
+def built_kernel():
+    """The compiled kernel's C function; the test is skipped where it is not built (it fails instead under
+    ``SQM_REQUIRE_ROUNDING_KERNEL``, which CI sets)."""
+    fn = quantize._library()
+    if fn is None:
+        if os.environ.get("SQM_REQUIRE_ROUNDING_KERNEL"):
+            pytest.fail("SQM_REQUIRE_ROUNDING_KERNEL is set but the compiled rounding kernel "
+                        "(sqm/mechanism/_dependent_round.c) is not built or does not load")
+        pytest.skip("the compiled rounding kernel is not built (python setup.py build_ext --inplace, or "
+                    "pip install -e .)")
+    return fn
+
+
+@pytest.fixture(params=["compiled", "numpy"])
+def kernel(request, monkeypatch):
+    """Runs the test once with each kernel behind dependent_round (the compiled one as built, unchecked)."""
+    fn = built_kernel() if request.param == "compiled" else None
+    monkeypatch.setattr(quantize, "_compiled", lambda: fn)
+    return request.param
+
+
+@pytest.fixture
+def fresh_choice():
+    """The kernel chosen anew in the test, and again after it (the choice is cached per process)."""
+    quantize._compiled.cache_clear()
+    yield
+    quantize._compiled.cache_clear()
+
+
 GROUPINGS = {
     "one group": lambda d: None,
     "interleaved": lambda d: [np.arange(0, d, 3), np.arange(1, d, 3), np.arange(2, d, 3)],
@@ -50,7 +83,7 @@ GROUPINGS = {
 
 @pytest.mark.parametrize("grouping", sorted(GROUPINGS))
 @pytest.mark.parametrize("gamma", [1.0, 7.3, 4096.0, 2.0 ** 30])
-def test_the_kernel_gives_the_reference_integers(grouping, gamma):
+def test_the_kernel_gives_the_reference_integers(grouping, gamma, kernel):
     rng = np.random.default_rng(int(gamma) % 1000 + len(grouping))
     n, d = 3000, 11
     x = edge_block(rng, n, d, gamma)
@@ -66,7 +99,7 @@ def test_the_kernel_gives_the_reference_integers(grouping, gamma):
     assert np.any(got == np.floor(y)) and np.any(got == np.ceil(y) * (y != np.floor(y)))
 
 
-def test_dense_blocks_across_block_boundaries_and_seeds():
+def test_dense_blocks_across_block_boundaries_and_seeds(kernel):
     """Every value fractional (the kernel's unmasked path on every column) over several row blocks, one of them
     partial, with the coins drawn from a seed as a caller without coins gets them."""
     rng = np.random.default_rng(11)
@@ -78,9 +111,10 @@ def test_dense_blocks_across_block_boundaries_and_seeds():
 
 
 @pytest.mark.parametrize("tile", [1, 5, 64, 512])
-def test_block_and_tile_sizes_do_not_change_the_kernel(monkeypatch, tile):
+def test_block_and_tile_sizes_do_not_change_the_kernel(monkeypatch, tile, kernel):
     """Blocks of any size (one record, partial last blocks, one block) transposed in tiles of any size (one
-    record, a partial last tile, a tile larger than the block) give the reference's integers."""
+    record, a partial last tile, a tile larger than the block) give the reference's integers (the compiled
+    kernel's own batches of rows: whole, partial, a single row)."""
     rng = np.random.default_rng(12)
     x = edge_block(rng, 500, 9, 100.0)
     coins = edge_coins(rng, x.shape)
@@ -91,7 +125,7 @@ def test_block_and_tile_sizes_do_not_change_the_kernel(monkeypatch, tile):
         assert np.array_equal(dependent_round(x, 100.0, [[0, 4, 6], [1, 2, 3, 5, 7, 8]], coins=coins), want)
 
 
-def test_a_client_input_across_coin_blocks_matches_the_reference():
+def test_a_client_input_across_coin_blocks_matches_the_reference(kernel):
     """A client's rows across the 65,536-record boundary of its coin keys, rounded whole and in parts, give the
     reference's integers for the same coins."""
     from sqm.mechanism.client import QuantizedRows
@@ -110,13 +144,95 @@ def test_a_client_input_across_coin_blocks_matches_the_reference():
     assert np.array_equal(np.concatenate(list(part.chunks(257))), want[a:b])
 
 
-def test_empty_and_narrow_blocks():
+def test_empty_and_narrow_blocks(kernel):
     for shape in ((0, 4), (5, 1), (1, 6)):
         x = np.random.default_rng(14).normal(size=shape) / 3
         coins = np.random.default_rng(15).random(shape)
         got = dependent_round(x, 50.0, None, coins=coins)
         assert got.shape == shape
         assert np.array_equal(got, dependent_round_reference(x, 50.0, None, coins=coins))
+
+
+def test_input_layouts_do_not_change_the_integers(kernel):
+    """Column-major records, strided views of records and coins, float32 records: the integers of the same
+    values in a contiguous float64 block."""
+    rng = np.random.default_rng(34)
+    x = edge_block(rng, 600, 10, 64.0)
+    coins = edge_coins(rng, (600, 20))
+    want = dependent_round_reference(x, 64.0, None, coins=coins[:, ::2])
+    for xs in (np.asfortranarray(x), np.repeat(x, 2, axis=1)[:, ::2]):
+        assert np.array_equal(dependent_round(xs, 64.0, None, coins=coins[:, ::2]), want)
+    x32 = x.astype(np.float32)
+    assert np.array_equal(dependent_round(x32, 64.0, None, coins=np.asfortranarray(coins[:, ::2])),
+                          dependent_round_reference(x32.astype(np.float64), 64.0, None, coins=coins[:, ::2]))
+
+
+def test_the_compiled_kernel_equals_the_numpy_kernel_on_every_edge_block():
+    """Directly, kernel against kernel: every grouping and scale of the edge blocks, with a row count that is not
+    a whole number of the compiled kernel's batches."""
+    fn = built_kernel()
+    for grouping in sorted(GROUPINGS):
+        for gamma in (1.0, 7.3, 4096.0, 2.0 ** 30):
+            rng = np.random.default_rng(31)
+            x = edge_block(rng, 1001, 11, gamma)
+            x, groups, coins = quantize._checked(x, gamma, GROUPINGS[grouping](11), None, edge_coins(rng, x.shape))
+            want = quantize._round_numpy(x, gamma, groups, coins)
+            assert np.array_equal(quantize._round_compiled(fn, x, gamma, groups, coins), want)
+
+
+def test_the_built_kernel_is_chosen_unless_numpy_is_asked(monkeypatch, fresh_choice):
+    built_kernel()
+    monkeypatch.delenv("SQM_ROUNDING_KERNEL", raising=False)
+    assert quantize.kernel_backend() == "compiled"
+    monkeypatch.setenv("SQM_ROUNDING_KERNEL", "numpy")
+    quantize._compiled.cache_clear()
+    assert quantize.kernel_backend() == "numpy"
+
+
+def _zeros(x, coins, n, d, gamma, cols, starts, ngroups, out):
+    ctypes.memset(out, 0, n * d * 8)
+    return 0
+
+
+def _fails(*args):
+    raise OSError("no kernel")
+
+
+@pytest.mark.parametrize("fake", [_zeros, _fails, lambda *args: -1], ids=["wrong integers", "raises", "no memory"])
+def test_a_kernel_that_disagrees_or_fails_is_refused(monkeypatch, fresh_choice, fake):
+    """A kernel that writes other integers on the sample (zeros), raises, or cannot run is not used: the numpy
+    kernel rounds, with the reference's integers."""
+    monkeypatch.delenv("SQM_ROUNDING_KERNEL", raising=False)
+    monkeypatch.setattr(quantize, "_library", lambda: fake)
+    assert quantize.kernel_backend() == "numpy"
+    x = edge_block(np.random.default_rng(32), 200, 6, 64.0)
+    assert np.array_equal(dependent_round(x, 64.0, None, seed=3), dependent_round_reference(x, 64.0, None, seed=3))
+
+
+def test_a_kernel_one_value_off_is_refused(monkeypatch, fresh_choice):
+    """The built kernel with one integer of its output changed fails the sample check."""
+    fn = built_kernel()
+
+    def off_by_one(x, coins, n, d, gamma, cols, starts, ngroups, out):
+        rc = fn(x, coins, n, d, gamma, cols, starts, ngroups, out)
+        if n * d:
+            ctypes.c_int64.from_address(out + 8 * (n * d - 1)).value += 1
+        return rc
+
+    monkeypatch.delenv("SQM_ROUNDING_KERNEL", raising=False)
+    monkeypatch.setattr(quantize, "_library", lambda: off_by_one)
+    assert quantize.kernel_backend() == "numpy"
+    monkeypatch.setattr(quantize, "_library", lambda: fn)
+    quantize._compiled.cache_clear()
+    assert quantize.kernel_backend() == "compiled"
+
+
+def test_a_kernel_that_cannot_run_falls_back_per_call(monkeypatch):
+    """A kernel accepted at first use that later cannot allocate its work buffer: that call rounds on the numpy
+    kernel, with the same integers."""
+    monkeypatch.setattr(quantize, "_compiled", lambda: (lambda *args: -1))
+    x = edge_block(np.random.default_rng(33), 300, 7, 64.0)
+    assert np.array_equal(dependent_round(x, 64.0, None, seed=4), dependent_round_reference(x, 64.0, None, seed=4))
 
 
 def test_both_refuse_the_same_inputs():
@@ -146,8 +262,10 @@ def test_the_rounding_bench_checks_the_integers(tmp_path):
     assert args.func(args) == 0
     rep = json.loads(path.read_text())["details"]
     assert rep["same_integers"] is True and rep["values"] == 2100
-    for name in ("independent", "dependent", "reference"):
+    assert rep["kernel"] == quantize.kernel_backend()
+    for name in ("independent", "dependent", "numpy", "reference"):
         assert rep[f"{name}_cpu_seconds"] >= 0 and rep[f"{name}_given_cpu_seconds"] >= 0
     assert rep["dependent_ratio"] == pytest.approx(rep["dependent_cpu_seconds"]
                                                    / max(rep["independent_cpu_seconds"], 1e-9))
+    assert rep["numpy_ratio"] == pytest.approx(rep["numpy_cpu_seconds"] / max(rep["independent_cpu_seconds"], 1e-9))
     assert rep["target_ratio"] == 1.5 and rep["target_met"] is (rep["dependent_ratio"] <= 1.5)

@@ -1,6 +1,11 @@
 """Stochastic rounding (Algorithm 2 of the SQM paper)."""
 from __future__ import annotations
 
+import ctypes
+import importlib.util
+import os
+from functools import lru_cache
+
 import numpy as np
 
 from .rng import SeedLike, make_rng
@@ -74,7 +79,11 @@ def dependent_round(x, gamma: float = 1.0, groups=None, seed: SeedLike = None, c
     (:class:`sqm.mechanism.coins.CoinKeys`), so a part of its rows rounds as the whole input does.  Written here
     because no library offers dependent rounding vectorized over rows with a fixed coin budget.
 
-    Computed in blocks of :data:`_ROWS` records, transposed (:data:`_TILE` records at a time) so that each
+    Two kernels give the same integers: a compiled one (``sqm/mechanism/_dependent_round.c``, an optional
+    extension doing the numpy kernel's operations in the same order, on rows in vector lanes) where it was built
+    and agrees with the numpy kernel on a fixed sample at first use (:func:`kernel_backend`;
+    ``SQM_ROUNDING_KERNEL=numpy`` asks for the numpy kernel), else the numpy kernel.  The numpy kernel computes in
+    blocks of :data:`_ROWS` records, transposed (:data:`_TILE` records at a time) so that each
     column is contiguous, every pairing step elementwise on whole columns, its sign cases folded into quotients
     by signed weights (min/max instead of selects), with bitwise selects (branch-free, where ``np.where``
     mispredicts on random masks) and no allocation.  Every number it compares or carries equals the one
@@ -82,11 +91,108 @@ def dependent_round(x, gamma: float = 1.0, groups=None, seed: SeedLike = None, c
     and min/max pick equal values), up to the sign of zeros, which no comparison sees (no zero is ever a
     divisor): so both give the same integers, bit for bit."""
     x, groups, coins = _checked(x, gamma, groups, seed, coins)
+    fn = _compiled()
+    out = None if fn is None else _round_compiled(fn, x, float(gamma), groups, coins)
+    return _round_numpy(x, float(gamma), groups, coins) if out is None else out
+
+
+def kernel_backend() -> str:
+    """Which kernel :func:`dependent_round` runs here: "compiled" (``sqm/mechanism/_dependent_round.c``, where it
+    was built and agrees with the numpy kernel on a sample) or "numpy".  Both give the same integers."""
+    return "numpy" if _compiled() is None else "compiled"
+
+
+def _library():
+    """The compiled kernel's C function (through ctypes, which releases the GIL while it runs), or None where the
+    extension was not built or does not load."""
+    try:
+        spec = importlib.util.find_spec("sqm.mechanism._dependent_round")
+        if spec is None or not spec.origin:
+            return None
+        fn = ctypes.CDLL(spec.origin).sqm_dependent_round
+    except (OSError, AttributeError, ImportError):
+        return None
+    fn.restype = ctypes.c_int
+    ptr, i64 = ctypes.c_void_p, ctypes.c_int64
+    fn.argtypes = [ptr, ptr, i64, i64, ctypes.c_double, ptr, ptr, i64, ptr]
+    return fn
+
+
+@lru_cache(maxsize=1)
+def _compiled():
+    """:func:`_library`'s kernel where it gives the numpy kernel's integers on a fixed sample, else None (also
+    where ``SQM_ROUNDING_KERNEL=numpy`` asks for the numpy kernel)."""
+    if os.environ.get("SQM_ROUNDING_KERNEL", "").strip().lower() == "numpy":
+        return None
+    fn = _library()
+    if fn is None:
+        return None
+    for block, gamma, grouping, given in _sample():
+        x, groups, coins = _checked(block, gamma, grouping, None, given)
+        try:
+            got = _round_compiled(fn, x, gamma, groups, coins)
+        except Exception:  # a kernel that fails its first calls: the numpy kernel
+            return None
+        if got is None or not np.array_equal(got, _round_numpy(x, gamma, groups, coins)):
+            return None
+    return fn
+
+
+def _sample():
+    """Fixed public blocks (from a fixed seed: nothing secret) on which the compiled kernel must give the numpy
+    kernel's integers: rows of mixed norms and signs, exact integers (whole rows, first columns, one column),
+    fractions just above 0 and just below 1, halves, ties at every step, coins at 0 and just below 1; one group,
+    groups of odd sizes, singletons; at scales from 1 to 2^30; and blocks that are not a whole number of the
+    compiled kernel's batches (one row, none)."""
+    rng = make_rng(20260)
+    n, d = 403, 11
+    blocks = []
+    for gamma in (1.0, 7.3, 4096.0, 2.0 ** 30):
+        x = rng.normal(size=(n, d))
+        x *= rng.random((n, 1)) ** 2 / np.linalg.norm(x, axis=1, keepdims=True)
+        x[::13] *= 1e-6
+        x[1::17] = 0.0
+        x[::5, 0] = 0.0
+        x[::3, d // 2] = np.round(x[::3, d // 2] * gamma) / gamma
+        x[::7, 1] = (np.floor(x[::7, 1] * gamma) + 2.0 ** -30) / gamma
+        x[::9, 2] = (np.floor(x[::9, 2] * gamma) + 1 - 2.0 ** -30) / gamma
+        x[::11, 3] = (np.floor(x[::11, 3] * gamma) + 0.5) / gamma
+        x[4::23] = 0.0
+        x[4::23, d - 1] = 1.0
+        x[6::23] = 2.5 / gamma
+        x[7::23] = 0.5 / gamma * np.where(np.arange(d) % 2, 1.0, -1.0)
+        x[8::23] = 0.25 / gamma
+        coins = rng.random((n, d))
+        coins[::6] = 0.0
+        coins[1::8] = 1.0 - 2.0 ** -53
+        blocks.append((x, gamma, coins))
+    odd = [np.arange(0, d, 2), np.arange(1, d, 4), np.arange(d - 4, 0, -4)]
+    cases = [(x, gamma, groups, coins) for x, gamma, coins in blocks
+             for groups in (None, odd, [[j] for j in range(d)])]
+    x, gamma, coins = blocks[2]
+    return cases + [(x[:1], gamma, None, coins[:1]), (x[:0], gamma, None, coins[:0])]
+
+
+def _round_compiled(fn, x: np.ndarray, gamma: float, groups, coins: np.ndarray) -> np.ndarray | None:
+    """The compiled kernel's integers for checked inputs, or None where it could not run (its work buffer)."""
+    n, d = x.shape
+    x, coins = np.ascontiguousarray(x), np.ascontiguousarray(coins)
+    cols = np.ascontiguousarray(np.concatenate(groups) if groups else np.zeros(0), dtype=np.int64)
+    starts = np.zeros(len(groups) + 1, dtype=np.int64)
+    np.cumsum([len(g) for g in groups], out=starts[1:])
+    out = np.empty((n, d), dtype=np.int64)
+    rc = fn(x.ctypes.data, coins.ctypes.data, n, d, gamma, cols.ctypes.data, starts.ctypes.data, len(groups),
+            out.ctypes.data)
+    return out if rc == 0 else None
+
+
+def _round_numpy(x: np.ndarray, gamma: float, groups, coins: np.ndarray) -> np.ndarray:
+    """The numpy kernel: :func:`_round_rows` block by block, for checked inputs."""
     n, d = x.shape
     out = np.empty((n, d), dtype=np.int64)
     work = _Work(d, min(n, _ROWS))
     for a in range(0, n, _ROWS):
-        _round_rows(x[a:a + _ROWS], float(gamma), coins[a:a + _ROWS], groups, out[a:a + _ROWS], work)
+        _round_rows(x[a:a + _ROWS], gamma, coins[a:a + _ROWS], groups, out[a:a + _ROWS], work)
     return out
 
 
