@@ -43,6 +43,7 @@ BENCHMARKS = {
     "site": "bench.site",
     "rounding": "bench.rounding",
     "job": "bench.job",
+    "release": "bench.release",
 }
 
 
