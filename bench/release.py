@@ -12,7 +12,8 @@ collects and turns into the components.  The records are ``--rows`` x ``--cols``
 (:func:`bench.bgw_cost.make_data`, rows of norm at most 1), split among the clients as evenly as possible; there
 is no record alignment (the clients' rows are the same records in the same order).
 
-Per run: ``seconds``, from the first party process spawned to the last result collected by the launcher (the
+Before the runs the ``sqm`` package's bytecode is written (:func:`compile_package`), as an installed package has
+it.  Per run: ``seconds``, from the first party process spawned to the last result collected by the launcher (the
 release end to end: what :data:`TARGET_SECONDS` is about); ``call_seconds``, the whole call including the
 launcher's planning before the first spawn and its work after the last result (the components); CPU seconds of
 every process the run started (user + system of the reaped children) plus this launcher's during the run; the
@@ -26,6 +27,7 @@ CPU seconds are the figure to compare).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -35,6 +37,37 @@ from bench.common import finish
 KDDCUP = (195666, 117)
 TARGET_SECONDS = 2.5  # the release at the KDDCUP shape with 2 clients, end to end, idle
 TARGET_CLIENTS = 2
+THIS, BASELINE = "this checkout", "baseline"
+
+
+def compile_package(tree: str | None = None) -> bool:
+    """Write the bytecode of the ``sqm`` package the parties import (this checkout's, or ``tree``'s), as an
+    installed package has it, so that no party compiles modules from source at its start
+    (``$PYTHONDONTWRITEBYTECODE`` would otherwise make every process of every run do it); True when every module
+    compiled."""
+    import compileall
+
+    import sqm
+
+    folder = os.path.join(tree, "sqm") if tree else os.path.dirname(sqm.__file__)
+    return bool(compileall.compile_dir(folder, quiet=1))
+
+
+@contextlib.contextmanager
+def parties_from(tree: str | None):
+    """Within this block the party processes import the ``sqm`` package of checkout ``tree`` (None: this one's):
+    the launcher (its planning, the programs it pickles) stays this checkout's, so ``tree`` must unpickle them."""
+    from sqm.mpc.net import launch
+
+    if tree is None:
+        yield
+        return
+    old = launch._ROOT
+    launch._ROOT = os.path.abspath(tree)
+    try:
+        yield
+    finally:
+        launch._ROOT = old
 
 
 def run_one(data, seed: int = 0) -> dict:
@@ -67,13 +100,18 @@ def run_one(data, seed: int = 0) -> dict:
                 released_sha256=hashlib.sha256(",".join(str(int(v)) for v in raw).encode()).hexdigest())
 
 
-def run(rows_list, cols_list, clients_list, repeat: int = 1, seed: int = 0, progress: bool = True) -> dict:
-    """Every cell (clients x rows x cols) ``repeat`` times, the cells interleaved round by round."""
+def run(rows_list, cols_list, clients_list, repeat: int = 1, seed: int = 0, progress: bool = True,
+        baseline: str | None = None) -> dict:
+    """Every cell (clients x rows x cols) ``repeat`` times, the cells interleaved round by round; with ``baseline``
+    (another checkout) each run is followed by the same run with the parties on that checkout's code
+    (:func:`parties_from`)."""
     from bench.bgw_cost import make_data
     from sqm.mechanism.vertical import VerticalData
 
     if int(repeat) != repeat or repeat < 1:
         raise ValueError(f"--repeat must be an integer >= 1, got {repeat!r}")
+    compiled = compile_package() and (baseline is None or compile_package(baseline))
+    sides = [THIS] + ([BASELINE] if baseline else [])
     cells = [(c, r, k) for c in clients_list for r in rows_list for k in cols_list]
     data = {}
     for clients, rows, cols in cells:
@@ -81,12 +119,15 @@ def run(rows_list, cols_list, clients_list, repeat: int = 1, seed: int = 0, prog
     runs = []
     for rnd in range(int(repeat)):
         for clients, rows, cols in cells:
-            if progress:
-                print(f"release: {clients} clients x {rows:,} x {cols}, round {rnd + 1}", file=sys.stderr)
-            got = run_one(data[clients, rows, cols], seed)
-            got.update(clients=clients, rows=rows, cols=cols, repeat=rnd)
-            runs.append(got)
-    return summarize(dict(repeat=int(repeat), seed=seed, cores=os.cpu_count(), runs=runs,
+            for side in sides:
+                if progress:
+                    print(f"release: {clients} clients x {rows:,} x {cols}, {side}, round {rnd + 1}", file=sys.stderr)
+                with parties_from(baseline if side == BASELINE else None):
+                    got = run_one(data[clients, rows, cols], seed)
+                got.update(clients=clients, rows=rows, cols=cols, repeat=rnd, side=side)
+                runs.append(got)
+    return summarize(dict(repeat=int(repeat), seed=seed, cores=os.cpu_count(), runs=runs, bytecode=compiled,
+                          baseline=os.path.abspath(baseline) if baseline else None,
                           load_average=list(os.getloadavg()), date=time.strftime("%Y-%m-%d %H:%M %Z")))
 
 
@@ -96,18 +137,22 @@ def summarize(rep: dict) -> dict:
     rows = []
     keys: list[tuple] = []
     for r in rep["runs"]:
-        if (k := (r["clients"], r["rows"], r["cols"])) not in keys:
+        if (k := (r["clients"], r["rows"], r["cols"], r.get("side", THIS))) not in keys:
             keys.append(k)
     for k in keys:
-        mine = [r for r in rep["runs"] if (r["clients"], r["rows"], r["cols"]) == k]
+        mine = [r for r in rep["runs"] if (r["clients"], r["rows"], r["cols"], r.get("side", THIS)) == k]
         best = min(mine, key=lambda r: r["seconds"])
-        rows.append(dict(clients=k[0], rows=k[1], cols=k[2], processes=best["processes"], seconds=best["seconds"],
+        rows.append(dict(clients=k[0], rows=k[1], cols=k[2], side=k[3], processes=best["processes"],
+                         seconds=best["seconds"],
                          call_seconds=best["call_seconds"], cpu_seconds=best["cpu_seconds"],
                          min_cpu_seconds=min(r["cpu_seconds"] for r in mine),
                          all_seconds=[r["seconds"] for r in mine], all_cpu_seconds=[r["cpu_seconds"] for r in mine],
                          load_1min=[r["load_1min"] for r in mine], phases=best["phases"],
                          same_release=len({r["released_sha256"] for r in mine}) == 1))
-    target = [r for r in rows if (r["rows"], r["cols"], r["clients"]) == (*KDDCUP, TARGET_CLIENTS)]
+    for r in rows:  # every side of a cell releases the same integers (the same seed)
+        r["same_release"] = r["same_release"] and len({q["released_sha256"] for q in rep["runs"] if (
+            q["clients"], q["rows"], q["cols"]) == (r["clients"], r["rows"], r["cols"])}) == 1
+    target = [r for r in rows if (r["rows"], r["cols"], r["clients"], r["side"]) == (*KDDCUP, TARGET_CLIENTS, THIS)]
     rep.update(rows=rows, target_seconds=TARGET_SECONDS,
                target_met=(target[0]["seconds"] < TARGET_SECONDS) if target else None,
                target_load_1min=target[0]["load_1min"] if target else None)
@@ -125,21 +170,23 @@ def print_table(rep: dict) -> None:
 
     print(f"the DP release alone (SQM-PCA at its defaults, no record alignment), server + one process per client over "
           f"loopback TLS, {rep['cores']} cores; fastest of {rep['repeat']} run(s) per cell")
-    table = [dict(cell=f"{r['clients']} x {r['rows']:,} x {r['cols']}", seconds=r["seconds"], call=r["call_seconds"],
-                  cpu=r["cpu_seconds"], same="yes" if r["same_release"] else "NO",
+    table = [dict(cell=f"{r['clients']} x {r['rows']:,} x {r['cols']}", side=r["side"], seconds=r["seconds"],
+                  call=r["call_seconds"], cpu=r["cpu_seconds"], same="yes" if r["same_release"] else "NO",
                   load=", ".join(f"{x:.2f}" for x in r["load_1min"]),
                   runs=", ".join(f"{w:.2f}/{c:.1f}" for w, c in zip(r["all_seconds"], r["all_cpu_seconds"],
                                                                      strict=True)))
              for r in rep["rows"]]
-    print(render_table(table, [("cell", "clients x rows x cols"), ("seconds", "spawn -> result s", ".2f"),
-                               ("call", "whole call s", ".2f"), ("cpu", "CPU s (all)", ".2f"),
+    print(render_table(table, [("cell", "clients x rows x cols"), ("side", "parties' code"),
+                               ("seconds", "spawn -> result s", ".2f"), ("call", "whole call s", ".2f"),
+                               ("cpu", "CPU s (all)", ".2f"),
                                ("same", "same release"), ("load", "load 1 min"),
                                ("runs", "every run s/CPU s")]))
     print("spawn -> result: first party process spawned -> last result collected by the launcher; whole call: "
           "SQMPCA.fit, with the launcher's planning and the components")
     for r in rep["rows"]:
         names = [n for n in PHASE_COLUMNS if any(n in p for p in r["phases"])]
-        print(f"\nseconds per phase, {r['clients']} x {r['rows']:,} x {r['cols']} (each party's own timings)")
+        print(f"\nseconds per phase, {r['clients']} x {r['rows']:,} x {r['cols']}, {r['side']} (each party's own "
+              "timings)")
         print(render_table(r["phases"], ["process"] + [(n, PHASE_HEADERS.get(n, n), ".3f") for n in names]
                            + [("cpu", "CPU s", ".2f")]))
     if rep["target_met"] is not None:
@@ -157,6 +204,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--repeat", type=int, default=3, help="runs per cell, the cells interleaved; the table quotes "
                                                           "each cell's fastest (default 3)")
     ap.add_argument("--seed", type=int, default=0, help="the data's and the release's seed (default 0)")
+    ap.add_argument("--baseline", metavar="TREE",
+                    help="another checkout (e.g. an older commit's files): each run is repeated with the parties "
+                         "on its code, interleaved, for a before/after in one run")
     ap.add_argument("--json", help="write the figures to this JSON file")
 
 
@@ -171,5 +221,6 @@ def cli(args) -> int:
         raise UsageError(f"--repeat takes an integer >= 1, got {args.repeat}")
     if min(cols) < max(clients):
         raise UsageError(f"--cols {min(cols)}: every one of {max(clients)} clients needs a column")
-    return finish(run(rows, cols, clients, args.repeat, args.seed, progress=not getattr(args, "quiet", 0)), args,
+    return finish(run(rows, cols, clients, args.repeat, args.seed, progress=not getattr(args, "quiet", 0),
+                      baseline=args.baseline), args,
                   print_table)
