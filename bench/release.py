@@ -83,7 +83,9 @@ def run_one(data, seed: int = 0) -> dict:
     from sqm.mpc.net.launch import record_jobs
 
     with record_jobs() as jobs:
+        w0 = time.time()
         model, m = _measured(lambda: SQMPCA(backend="mpyc", seed=seed, n_parties=len(data.blocks)).fit(data))
+        w1 = time.time()
     records = jobs[-1]
     spawned = min(r["timeline"]["spawned"] for r in records)
     collected = max(r["timeline"]["collected"] for r in records)
@@ -93,7 +95,8 @@ def run_one(data, seed: int = 0) -> dict:
                "cpu": float(r.get("cpu_seconds", 0.0))}
         phases.append(row)
     raw = np.asarray(model.raw_, dtype=object).reshape(-1)
-    return dict(seconds=collected - spawned, call_seconds=m["wall_seconds"], cpu_seconds=m["cpu_seconds"],
+    return dict(seconds=collected - spawned, call_seconds=m["wall_seconds"], before_spawn_seconds=spawned - w0,
+                after_collect_seconds=w1 - collected, cpu_seconds=m["cpu_seconds"],
                 children_cpu_seconds=m["children_cpu_seconds"], launcher_cpu_seconds=m["launcher_cpu_seconds"],
                 load_1min=m["load_1min"], processes=len(records), phases=phases,
                 bytes_sent=[int(b) for b in model.bytes_sent_],
@@ -144,7 +147,8 @@ def summarize(rep: dict) -> dict:
         best = min(mine, key=lambda r: r["seconds"])
         rows.append(dict(clients=k[0], rows=k[1], cols=k[2], side=k[3], processes=best["processes"],
                          seconds=best["seconds"],
-                         call_seconds=best["call_seconds"], cpu_seconds=best["cpu_seconds"],
+                         call_seconds=best["call_seconds"], before_spawn_seconds=best["before_spawn_seconds"],
+                         after_collect_seconds=best["after_collect_seconds"], cpu_seconds=best["cpu_seconds"],
                          min_cpu_seconds=min(r["cpu_seconds"] for r in mine),
                          all_seconds=[r["seconds"] for r in mine], all_cpu_seconds=[r["cpu_seconds"] for r in mine],
                          load_1min=[r["load_1min"] for r in mine], phases=best["phases"],
@@ -182,7 +186,9 @@ def print_table(rep: dict) -> None:
                                ("same", "same release"), ("load", "load 1 min"),
                                ("runs", "every run s/CPU s")]))
     print("spawn -> result: first party process spawned -> last result collected by the launcher; whole call: "
-          "SQMPCA.fit, with the launcher's planning and the components")
+          "SQMPCA.fit, with the launcher's planning and the components: "
+          + "; ".join(f"{r['clients']} clients, {r['side']}: {r['before_spawn_seconds']:.2f} s before the first "
+                      f"spawn, {r['after_collect_seconds']:.2f} s after the last result" for r in rep["rows"]))
     for r in rep["rows"]:
         names = [n for n in PHASE_COLUMNS if any(n in p for p in r["phases"])]
         print(f"\nseconds per phase, {r['clients']} x {r['rows']:,} x {r['cols']}, {r['side']} (each party's own "
