@@ -20,6 +20,9 @@ every process the run started (user + system of the reaped children) plus this l
 1-minute load average before it; each party's phases (:func:`bench.bgw_cost.party_phases`: process start, connect,
 the protocol's phases, the rest, output) and its own CPU seconds.  The table quotes each cell's fastest run.
 
+Then the exchange path's cost per message of input shares (:func:`frame_costs`: one chunk of the client with the
+most columns), for this checkout and the baseline's wire format code.
+
 Target: the release at the KDDCUP shape (195,666 x 117) with 2 clients in under :data:`TARGET_SECONDS` s end to end
 on an idle machine; the report says whether the run met it and the load it ran under (on a loaded machine the
 CPU seconds are the figure to compare).
@@ -103,6 +106,45 @@ def run_one(data, seed: int = 0) -> dict:
                 released_sha256=hashlib.sha256(",".join(str(int(v)) for v in raw).encode()).hexdigest())
 
 
+def frame_costs(rows: int, cols: int, baseline: str | None = None, repeat: int = 30) -> dict:
+    """CPU milliseconds of one message of input shares (``rows`` x ``cols`` int64) on the exchange path in this
+    process: framed (:func:`sqm.mpc.net.wire.encode`) and handed to the connection (MPyC's head packed with the
+    frame, as MPyC's send does, for the baseline; the head alone, :func:`sqm.mpc.net.transport.send_frame`, here),
+    then decoded; best of ``repeat``.  With ``baseline``, the same for that checkout's ``wire`` module."""
+    import importlib.util
+    import struct
+
+    import numpy as np
+
+    from sqm.mpc.net import wire
+
+    msg = [np.random.default_rng(0).integers(0, 1 << 40, size=(rows, cols), dtype=np.int64)]
+
+    def best(fn) -> float:
+        times = []
+        for _ in range(repeat):
+            t0 = time.process_time()
+            fn()
+            times.append(time.process_time() - t0)
+        return 1e3 * min(times)
+
+    def costs(mod, pack_frame: bool) -> dict:
+        frame = mod.encode(msg)
+        pack = (lambda: struct.pack(f"<qI{len(frame)}s", 1, len(frame), frame)) if pack_frame else \
+            (lambda: struct.pack("<qI", 1, len(frame)))
+        return dict(encode_ms=best(lambda: mod.encode(msg)), send_copy_ms=best(pack),
+                    decode_ms=best(lambda: mod.decode(frame)), mib=len(frame) / 2 ** 20)
+
+    out = {THIS: costs(wire, False)}
+    if baseline:
+        spec = importlib.util.spec_from_file_location("baseline_wire", os.path.join(baseline, "sqm", "mpc", "net",
+                                                                                     "wire.py"))
+        old = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        spec.loader.exec_module(old)  # type: ignore[union-attr]
+        out[BASELINE] = costs(old, True)
+    return out
+
+
 def run(rows_list, cols_list, clients_list, repeat: int = 1, seed: int = 0, progress: bool = True,
         baseline: str | None = None) -> dict:
     """Every cell (clients x rows x cols) ``repeat`` times, the cells interleaved round by round; with ``baseline``
@@ -129,8 +171,12 @@ def run(rows_list, cols_list, clients_list, repeat: int = 1, seed: int = 0, prog
                     got = run_one(data[clients, rows, cols], seed)
                 got.update(clients=clients, rows=rows, cols=cols, repeat=rnd, side=side)
                 runs.append(got)
-    return summarize(dict(repeat=int(repeat), seed=seed, cores=os.cpu_count(), runs=runs, bytecode=compiled,
-                          baseline=os.path.abspath(baseline) if baseline else None,
+    from sqm.mpc.protocols.stream import chunk_rows
+
+    k = max(cols_list)
+    frames = frame_costs(chunk_rows(k), -(-k // min(clients_list)), baseline)
+    return summarize(dict(repeat=int(repeat), seed=seed, frames=frames, cores=os.cpu_count(), runs=runs,
+                          bytecode=compiled, baseline=os.path.abspath(baseline) if baseline else None,
                           load_average=list(os.getloadavg()), date=time.strftime("%Y-%m-%d %H:%M %Z")))
 
 
@@ -199,6 +245,9 @@ def print_table(rep: dict) -> None:
         print(f"\ntarget (KDDCUP shape, {TARGET_CLIENTS} clients, spawn -> result < {TARGET_SECONDS:g} s on an idle "
               f"machine): {'met' if rep['target_met'] else 'NOT met'} (1-minute load before the runs: "
               f"{', '.join(f'{x:.2f}' for x in rep['target_load_1min'])})")
+    for side, f in rep.get("frames", {}).items():
+        print(f"one message of input shares ({f['mib']:.1f} MiB), {side}: encode {f['encode_ms']:.2f} ms, copy into "
+              f"MPyC's message {f['send_copy_ms']:.2f} ms, decode {f['decode_ms']:.2f} ms (CPU, best of 30)")
     print(f"load average at the end {', '.join(f'{x:.2f}' for x in rep['load_average'])}")
 
 

@@ -89,3 +89,12 @@ def test_a_tiny_real_run_reports_every_partys_phases_and_one_release(tmp_path, c
         assert all("share inputs (local)" in p for p in r["phases"][1:])
         assert r["seconds"] <= r["call_seconds"]
     assert "seconds per phase, 2 x 300 x 6" in capsys.readouterr().out
+
+
+def test_frame_costs_time_this_checkout_and_a_baselines_wire_code():
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    got = release.frame_costs(100, 7, baseline=here, repeat=2)
+    assert sorted(got) == sorted([release.THIS, release.BASELINE])
+    for side in got.values():
+        assert side["mib"] == pytest.approx((100 * 7 * 8 + 60) / 2 ** 20, rel=0.1)
+        assert all(side[k] >= 0 for k in ("encode_ms", "send_copy_ms", "decode_ms"))
