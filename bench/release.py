@@ -92,16 +92,18 @@ def run_one(data, seed: int = 0) -> dict:
     records = jobs[-1]
     spawned = min(r["timeline"]["spawned"] for r in records)
     collected = max(r["timeline"]["collected"] for r in records)
-    phases = []
+    from bench.start import STEPS
+
+    phases, starts = [], []
     for i, r in enumerate(records):
-        row = {"process": "server" if i == 0 else f"client {i}", **party_phases(r),
-               "cpu": float(r.get("cpu_seconds", 0.0))}
-        phases.append(row)
+        who, tl = "server" if i == 0 else f"client {i}", r["timeline"]
+        phases.append({"process": who, **party_phases(r), "cpu": float(r.get("cpu_seconds", 0.0))})
+        starts.append({"process": who, **{name: tl[b] - tl[a] for name, a, b in STEPS if a in tl and b in tl}})
     raw = np.asarray(model.raw_, dtype=object).reshape(-1)
     return dict(seconds=collected - spawned, call_seconds=m["wall_seconds"], before_spawn_seconds=spawned - w0,
                 after_collect_seconds=w1 - collected, cpu_seconds=m["cpu_seconds"],
                 children_cpu_seconds=m["children_cpu_seconds"], launcher_cpu_seconds=m["launcher_cpu_seconds"],
-                load_1min=m["load_1min"], processes=len(records), phases=phases,
+                load_1min=m["load_1min"], processes=len(records), phases=phases, starts=starts,
                 bytes_sent=[int(b) for b in model.bytes_sent_],
                 released_sha256=hashlib.sha256(",".join(str(int(v)) for v in raw).encode()).hexdigest())
 
@@ -197,7 +199,7 @@ def summarize(rep: dict) -> dict:
                          after_collect_seconds=best["after_collect_seconds"], cpu_seconds=best["cpu_seconds"],
                          min_cpu_seconds=min(r["cpu_seconds"] for r in mine),
                          all_seconds=[r["seconds"] for r in mine], all_cpu_seconds=[r["cpu_seconds"] for r in mine],
-                         load_1min=[r["load_1min"] for r in mine], phases=best["phases"],
+                         load_1min=[r["load_1min"] for r in mine], phases=best["phases"], starts=best["starts"],
                          same_release=len({r["released_sha256"] for r in mine}) == 1))
     for r in rows:  # every side of a cell releases the same integers (the same seed)
         r["same_release"] = r["same_release"] and len({q["released_sha256"] for q in rep["runs"] if (
@@ -216,6 +218,7 @@ PHASE_COLUMNS = ("process start", "connect", "agree", "client checks", "share in
 
 def print_table(rep: dict) -> None:
     from bench.bgw_cost import PHASE_HEADERS
+    from bench.start import STEPS
     from sqm.cli.tables import render_table
 
     print(f"the DP release alone (SQM-PCA at its defaults, no record alignment), server + one process per client over "
@@ -241,6 +244,9 @@ def print_table(rep: dict) -> None:
               "timings)")
         print(render_table(r["phases"], ["process"] + [(n, PHASE_HEADERS.get(n, n), ".3f") for n in names]
                            + [("cpu", "CPU s", ".2f")]))
+        print("its start, step by step (python -m bench start's steps: interpreter, standard library, program file "
+              "unpickled with its data and modules, MPyC imported, every peer connected)")
+        print(render_table(r["starts"], ["process"] + [(n, n, ".3f") for n, _, _ in STEPS]))
     if rep["target_met"] is not None:
         print(f"\ntarget (KDDCUP shape, {TARGET_CLIENTS} clients, spawn -> result < {TARGET_SECONDS:g} s on an idle "
               f"machine): {'met' if rep['target_met'] else 'NOT met'} (1-minute load before the runs: "

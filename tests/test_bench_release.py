@@ -39,7 +39,7 @@ def test_bad_options_are_refused(argv, message, monkeypatch):
 def _run(clients, side, seconds, digest="a", rows=195666, cols=117):
     return dict(clients=clients, rows=rows, cols=cols, side=side, seconds=seconds, call_seconds=seconds + 0.3,
                 before_spawn_seconds=0.2, after_collect_seconds=0.1, cpu_seconds=2 * seconds, load_1min=0.5,
-                processes=clients + 1, phases=[], released_sha256=digest)
+                processes=clients + 1, phases=[], starts=[], released_sha256=digest)
 
 
 def test_rows_quote_the_fastest_run_and_the_target_is_the_kddcup_cell_with_2_clients():
@@ -87,6 +87,8 @@ def test_a_tiny_real_run_reports_every_partys_phases_and_one_release(tmp_path, c
         assert [p["process"] for p in r["phases"]] == ["server", "client 1", "client 2"]
         assert all(p["process start"] > 0 and p["total"] > 0 and p["cpu"] > 0 for p in r["phases"])
         assert all("share inputs (local)" in p for p in r["phases"][1:])
+        assert all(set(s) == {"process", "interpreter", "stdlib", "program", "runtime", "connect"}
+                   for s in r["starts"])
         assert r["seconds"] <= r["call_seconds"]
     assert "seconds per phase, 2 x 300 x 6" in capsys.readouterr().out
 
