@@ -108,12 +108,14 @@ def run_one(data, seed: int = 0) -> dict:
                 released_sha256=hashlib.sha256(",".join(str(int(v)) for v in raw).encode()).hexdigest())
 
 
-def frame_costs(rows: int, cols: int, baseline: str | None = None, repeat: int = 30) -> dict:
-    """CPU milliseconds of one message of input shares (``rows`` x ``cols`` int64) on the exchange path in this
-    process: framed (:func:`sqm.mpc.net.wire.encode`) and handed to the connection (MPyC's head packed with the
-    frame, as MPyC's send does, for the baseline; the head alone, :func:`sqm.mpc.net.transport.send_frame`, here),
-    then decoded; best of ``repeat``.  With ``baseline``, the same for that checkout's ``wire`` module."""
+def frame_costs(rows: int, cols: int, baseline: str | None = None, repeat: int = 200) -> dict:
+    """Milliseconds (median of ``repeat``) of one message of input shares (``rows`` x ``cols`` int64) on the
+    exchange path, in this process: framed (:func:`sqm.mpc.net.wire.encode`), handed to the connection (the baseline:
+    MPyC's head packed with a copy of the frame, as MPyC's send does; here the head alone,
+    :func:`sqm.mpc.net.transport.send_frame`) and decoded.  With ``baseline``, that checkout's ``wire`` module
+    timed in turn with this one's (interleaved, so that both see the same allocator and caches)."""
     import importlib.util
+    import statistics
     import struct
 
     import numpy as np
@@ -121,30 +123,27 @@ def frame_costs(rows: int, cols: int, baseline: str | None = None, repeat: int =
     from sqm.mpc.net import wire
 
     msg = [np.random.default_rng(0).integers(0, 1 << 40, size=(rows, cols), dtype=np.int64)]
-
-    def best(fn) -> float:
-        times = []
-        for _ in range(repeat):
-            t0 = time.process_time()
-            fn()
-            times.append(time.process_time() - t0)
-        return 1e3 * min(times)
-
-    def costs(mod, pack_frame: bool) -> dict:
-        frame = mod.encode(msg)
-        pack = (lambda: struct.pack(f"<qI{len(frame)}s", 1, len(frame), frame)) if pack_frame else \
-            (lambda: struct.pack("<qI", 1, len(frame)))
-        return dict(encode_ms=best(lambda: mod.encode(msg)), send_copy_ms=best(pack),
-                    decode_ms=best(lambda: mod.decode(frame)), mib=len(frame) / 2 ** 20)
-
-    out = {THIS: costs(wire, False)}
+    mods = {THIS: (wire, False)}
     if baseline:
         spec = importlib.util.spec_from_file_location("baseline_wire", os.path.join(baseline, "sqm", "mpc", "net",
                                                                                      "wire.py"))
         old = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
         spec.loader.exec_module(old)  # type: ignore[union-attr]
-        out[BASELINE] = costs(old, True)
-    return out
+        mods[BASELINE] = (old, True)
+    times: dict = {side: {"encode_ms": [], "send_copy_ms": [], "decode_ms": []} for side in mods}
+    for _ in range(repeat):
+        for side, (mod, pack_frame) in mods.items():
+            t0 = time.perf_counter()
+            frame = mod.encode(msg)
+            t1 = time.perf_counter()
+            struct.pack(f"<qI{len(frame)}s", 1, len(frame), frame) if pack_frame else struct.pack("<qI", 1, len(frame))
+            t2 = time.perf_counter()
+            mod.decode(frame)
+            t3 = time.perf_counter()
+            for key, dt in (("encode_ms", t1 - t0), ("send_copy_ms", t2 - t1), ("decode_ms", t3 - t2)):
+                times[side][key].append(1e3 * dt)
+    size = len(wire.encode(msg)) / 2 ** 20
+    return {side: {**{k: statistics.median(v) for k, v in t.items()}, "mib": size} for side, t in times.items()}
 
 
 def run(rows_list, cols_list, clients_list, repeat: int = 1, seed: int = 0, progress: bool = True,
@@ -253,7 +252,7 @@ def print_table(rep: dict) -> None:
               f"{', '.join(f'{x:.2f}' for x in rep['target_load_1min'])})")
     for side, f in rep.get("frames", {}).items():
         print(f"one message of input shares ({f['mib']:.1f} MiB), {side}: encode {f['encode_ms']:.2f} ms, copy into "
-              f"MPyC's message {f['send_copy_ms']:.2f} ms, decode {f['decode_ms']:.2f} ms (CPU, best of 30)")
+              f"MPyC's message {f['send_copy_ms']:.2f} ms, decode {f['decode_ms']:.2f} ms (median of 200, interleaved)")
     print(f"load average at the end {', '.join(f'{x:.2f}' for x in rep['load_average'])}")
 
 
