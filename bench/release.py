@@ -2,6 +2,7 @@
 
     python -m bench release --json release.json                      # the KDDCUP shape, 2 and 3 clients
     python -m bench release --rows 195666 --cols 117 --clients 2 --repeat 3
+    python -m bench release --clients 2 --baseline ../old-checkout       # before/after: the parties on older code
 
 What runs.  The release a user runs with ``sqm pca --data FILE --parties N`` (:class:`sqm.apps.pca.estimator.SQMPCA`
 at its defaults, ``backend="mpyc"``): the launcher plans the release (calibrating the noise, the report, the
@@ -18,7 +19,10 @@ release end to end: what :data:`TARGET_SECONDS` is about); ``call_seconds``, the
 launcher's planning before the first spawn and its work after the last result (the components); CPU seconds of
 every process the run started (user + system of the reaped children) plus this launcher's during the run; the
 1-minute load average before it; each party's phases (:func:`bench.bgw_cost.party_phases`: process start, connect,
-the protocol's phases, the rest, output) and its own CPU seconds.  The table quotes each cell's fastest run.
+the protocol's phases, the rest, output), its start step by step (:data:`bench.start.STEPS`) and its own CPU
+seconds; a digest of the integers released (every run of a cell, on either side, must release the same: the seed
+is fixed).  The table quotes each cell's fastest run.  ``--baseline TREE`` follows each run with the same run whose
+parties import checkout TREE's ``sqm`` (:func:`parties_from`), interleaved.
 
 Then the exchange path's cost per message of input shares (:func:`frame_costs`: one chunk of the client with the
 most columns), for this checkout and the baseline's wire format code.
