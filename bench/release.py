@@ -63,22 +63,18 @@ def compile_package(tree: str | None = None) -> bool:
 @contextlib.contextmanager
 def parties_from(tree: str | None):
     """Within this block the party processes import the ``sqm`` package of checkout ``tree`` (None: this one's):
-    it comes first on their path and is their working folder (``python -m`` puts that first), and the launcher
-    writes their programs before it starts them, as before ``--program-wait``.  The launcher (its planning, the
-    programs it pickles) stays this checkout's, so ``tree`` must unpickle them."""
+    the launcher (its planning, the programs it pickles) stays this checkout's, so ``tree`` must unpickle them."""
     from sqm.mpc.net import launch
 
     if tree is None:
         yield
         return
-    old = launch._ROOT, launch._START_BEFORE_PROGRAMS, os.getcwd()
-    launch._ROOT, launch._START_BEFORE_PROGRAMS = os.path.abspath(tree), False
-    os.chdir(tree)
+    old = launch._ROOT
+    launch._ROOT = os.path.abspath(tree)
     try:
         yield
     finally:
-        launch._ROOT, launch._START_BEFORE_PROGRAMS = old[:2]
-        os.chdir(old[2])
+        launch._ROOT = old
 
 
 def run_one(data, seed: int = 0) -> dict:

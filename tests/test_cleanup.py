@@ -168,29 +168,3 @@ def test_files_a_party_writes_are_owner_only_and_removed(tmp_path):
         assert mode(path) == 0o600  # the party's umask is 077
         folder = job.dir
     assert not os.path.exists(folder)
-
-
-def test_a_program_file_appears_whole_and_a_waiting_party_reads_it():
-    """Launch.write renames its pickle into place once whole (owner-only, nothing left aside) and never
-    overwrites; a process started before the file exists waits for it (party.await_file) and reads it whole."""
-    import pickle
-
-    from sqm.mpc.net.party import await_file
-
-    read = ("import pickle, sys; from sqm.mpc.net.party import await_file; "
-            "assert await_file(sys.argv[1], 60); assert int(pickle.load(open(sys.argv[1], 'rb')).sum()) == "
-            "int(sys.argv[2])")
-    block = np.arange(1 << 20, dtype=np.int64)
-    with Launch("sqm-test-") as job:
-        path = job.path("party1.program")
-        p = job.start([sys.executable, "-c", read, path, str(int(block.sum()))], party_env(),
-                      messages=job.path("party1.err"))
-        time.sleep(0.2)  # started well before the file
-        assert job.write("party1.program", block) == path
-        assert p.wait(60) == 0, job.read_text("party1.err")
-        assert mode(path) == 0o600 and os.listdir(job.dir).count("party1.program.part") == 0
-        with open(path, "rb") as f:
-            assert pickle.load(f).sum() == block.sum()
-        with pytest.raises(FileExistsError):
-            job.write("party1.program", block)
-        assert not await_file(job.path("never"), 0.05) and await_file(path, 0)

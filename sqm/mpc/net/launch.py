@@ -193,9 +193,6 @@ def party_command(program_file: str, index: int, addresses: str, result_file: st
 
 
 _RECORDERS: list[list] = []  # the lists of open record_jobs() blocks
-# run_parties starts the parties before it writes their programs (False: after, for party code older than
-# --program-wait, e.g. a benchmark's baseline checkout)
-_START_BEFORE_PROGRAMS = True
 
 
 @contextlib.contextmanager
@@ -269,21 +266,13 @@ def run_parties(programs: list, timeout: float = 3600.0, connect_timeout: float 
                 cert_job, job_name = "sqm-local", None
             make_certificates(job.path("keys"), M, days=2, job=cert_job)
             ssl_dir = job.path("keys")
-        # the parties start first (interpreter, standard library) while this process writes their programs,
-        # each renamed into place once whole; a party waits for its file up to the connect timeout
-        early = _START_BEFORE_PROGRAMS
-        files = [job.write(f"party{i}.program", prog) for i, prog in enumerate(programs)] if not early else \
-            [job.path(f"party{i}.program") for i in range(M)]
+        files = [job.write(f"party{i}.program", prog) for i, prog in enumerate(programs)]
         results = [job.path(f"party{i}.result") for i in range(M)]
         for i in range(M):
             cmd = party_command(files[i], i, addrs, results[i], timeout, connect_timeout, ssl_dir, job_id,
                                 job_name, insecure_plaintext, pins)
-            wait = ["--program-wait", f"{connect_timeout:g}"] if early else []
-            job.start(cmd + ["--idle-timeout", f"{idle_timeout:g}"] + wait + (extra_args or []), env,
+            job.start(cmd + ["--idle-timeout", f"{idle_timeout:g}"] + (extra_args or []), env,
                       messages=job.path(f"party{i}.err"))
-        if early:
-            for i, prog in enumerate(programs):
-                job.write(f"party{i}.program", prog)
         procs = job.procs
         if on_start is not None:
             on_start(procs)
@@ -451,15 +440,10 @@ class Launch:
         return os.path.join(self.dir, name)
 
     def write(self, name: str, obj) -> str:
-        """Pickle ``obj`` to a new owner-only (0600) file in the folder, which appears under ``name`` only once
-        whole (written aside, then renamed: a party may be waiting for it); return its path."""
+        """Pickle ``obj`` to a new owner-only (0600) file in the folder; return its path."""
         path = self.path(name)
-        part = path + ".part"
-        with os.fdopen(os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
+        with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
             pickle.dump(obj, f, protocol=5)
-        if os.path.exists(path):
-            raise FileExistsError(f"{path} exists already")
-        os.replace(part, path)
         return path
 
     def load(self, path: str):

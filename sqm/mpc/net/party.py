@@ -143,24 +143,10 @@ def peak_rss_bytes(usage=None) -> int:
     return usage.ru_maxrss * 1024  # Linux: KiB
 
 
-def await_file(path: str, seconds: float, poll_s: float = 0.002) -> bool:
-    """Wait up to ``seconds`` for ``path`` to exist (the launcher renames a program file into place once it is
-    whole); whether it does.  Its absence is then the caller's error to report, as without a wait."""
-    deadline = time.monotonic() + max(0.0, seconds)
-    while not os.path.exists(path):
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(poll_s)
-    return True
-
-
 def _parser() -> argparse.ArgumentParser:
     """The party process's options (the launcher writes them; an operator reads them with --help)."""
     ap = argparse.ArgumentParser(prog="python -m sqm.mpc.net.party", description=__doc__.splitlines()[0])
     ap.add_argument("--program", required=True, help="pickled PartyProgram for this party")
-    ap.add_argument("--program-wait", type=float, default=0.0, metavar="SECONDS",
-                    help="wait up to this long for the program file to appear (a launcher that starts the parties "
-                         "while it still writes their programs; default 0: it must exist)")
     ap.add_argument("--index", type=int, required=True, help="this party's index (0 = server)")
     ap.add_argument("--parties", required=True, help="comma-separated host:port of all parties, in index order")
     ap.add_argument("--result", help="where to write this party's result (pickle)")
@@ -365,7 +351,6 @@ def main(argv=None) -> int:
     addrs = _addresses(args)
     if addrs is None:
         return EXIT_USAGE
-    await_file(args.program, args.program_wait)
     with open(args.program, "rb") as f:
         program = pickle.load(f)
     timeline["unpickled"] = time.time()
