@@ -63,18 +63,21 @@ def compile_package(tree: str | None = None) -> bool:
 @contextlib.contextmanager
 def parties_from(tree: str | None):
     """Within this block the party processes import the ``sqm`` package of checkout ``tree`` (None: this one's):
-    the launcher (its planning, the programs it pickles) stays this checkout's, so ``tree`` must unpickle them."""
+    it comes first on their path and is their working folder (``python -m`` puts that first).  The launcher (its
+    planning, the programs it pickles) stays this checkout's, so ``tree`` must unpickle them."""
     from sqm.mpc.net import launch
 
     if tree is None:
         yield
         return
-    old = launch._ROOT
+    old = launch._ROOT, os.getcwd()
     launch._ROOT = os.path.abspath(tree)
+    os.chdir(tree)
     try:
         yield
     finally:
-        launch._ROOT = old
+        launch._ROOT = old[0]
+        os.chdir(old[1])
 
 
 def run_one(data, seed: int = 0) -> dict:

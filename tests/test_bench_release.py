@@ -62,14 +62,15 @@ def test_a_side_that_releases_other_integers_is_flagged():
     assert [r["same_release"] for r in rows] == [False, False, True]
 
 
-def test_parties_from_switches_the_parties_code_and_restores_it():
-    before = launch._ROOT
+def test_parties_from_switches_the_parties_code_and_restores_it(tmp_path):
+    before = (launch._ROOT, os.getcwd())
     with release.parties_from(None):
-        assert before == launch._ROOT
-    with pytest.raises(RuntimeError), release.parties_from("some/tree"):
-        assert os.path.abspath("some/tree") == launch._ROOT
+        assert (launch._ROOT, os.getcwd()) == before
+    with pytest.raises(RuntimeError), release.parties_from(str(tmp_path)):
+        assert str(tmp_path) == launch._ROOT
+        assert os.getcwd() == str(tmp_path)  # python -m puts the working folder first on the parties' path
         raise RuntimeError("a failed run")
-    assert before == launch._ROOT
+    assert (launch._ROOT, os.getcwd()) == before
 
 
 @pytest.mark.slow
@@ -100,3 +101,21 @@ def test_frame_costs_time_this_checkout_and_a_baselines_wire_code():
     for side in got.values():
         assert side["mib"] == pytest.approx((100 * 7 * 8 + 60) / 2 ** 20, rel=0.1)
         assert all(side[k] >= 0 for k in ("encode_ms", "send_copy_ms", "decode_ms"))
+
+
+@pytest.mark.slow
+def test_the_baseline_parties_run_the_baselines_own_code(tmp_path):
+    """A baseline whose party module stops at once: the baseline's run fails (its parties imported its code, not
+    this checkout's, although the launcher's working folder holds this checkout)."""
+    import shutil
+
+    import sqm
+
+    shutil.copytree(os.path.dirname(sqm.__file__), tmp_path / "sqm", ignore=shutil.ignore_patterns("__pycache__"))
+    with open(tmp_path / "sqm" / "mpc" / "net" / "party.py", "a") as f:
+        f.write("\nraise SystemExit('the baseline code ran')\n")
+    args = parse(["release", "--rows", "300", "--cols", "6", "--clients", "2", "--repeat", "1", "--baseline",
+                  str(tmp_path)], build_parser())
+    with pytest.raises(Exception) as err:
+        args.func(args)
+    assert "the baseline code ran" in str(err.value)
