@@ -44,6 +44,7 @@ BENCHMARKS = {
     "rounding": "bench.rounding",
     "job": "bench.job",
     "warm": "bench.warm",
+    "release": "bench.release",
 }
 
 

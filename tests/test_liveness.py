@@ -583,3 +583,21 @@ def test_a_flood_of_unrequested_frames_is_capped(patched, monkeypatch):
         assert sum(len(v) for v in p1.buffers.values() if isinstance(v, bytes)) == 0
 
     asyncio.run(main())
+
+
+def test_send_frame_writes_and_counts_what_mpycs_send_does():
+    """The transport's sender (head and frame as two buffers) puts on the wire the same bytes as MPyC's
+    MessageExchanger.send and counts the same bytes sent."""
+    from mpyc import asyncoro
+
+    from sqm.mpc.net.transport import send_frame
+
+    rt = SimpleNamespace(pid=0, parties=[])
+    ours, theirs = asyncoro.MessageExchanger(rt, 1), asyncoro.MessageExchanger(rt, 1)
+    ours.transport, theirs.transport = FakeTransport(), FakeTransport()
+    for pc, payload in ((7, b"frame"), (-3, b""), (2 ** 40, bytes(range(256)) * 9)):
+        send_frame(ours, pc, payload)
+        theirs.send(pc, payload)
+    assert bytes(ours.transport.out) == bytes(theirs.transport.out)
+    assert frames(ours.transport.out)[0] == (7, b"frame")
+    assert ours.nbytes_sent == theirs.nbytes_sent == 3 * 12 + 5 + 256 * 9

@@ -123,3 +123,22 @@ def test_other_validators():
         wire.nothing(0)
     either = wire.one_of(wire.digest(32), wire.digest(0))
     assert either(b"") == b""
+
+
+def test_frame_layout_is_header_then_each_arrays_bytes():
+    """The frame is byte for byte the documented layout (the arrays' bytes are joined in, not re-encoded): a
+    strided and a big-endian array go as their C-order little-endian bytes, and the arrays decoded own their
+    memory (writing to one changes neither the frame nor the other)."""
+    strided = np.arange(24, dtype=np.int64).reshape(4, 6)[:, ::2]
+    big = np.arange(5, dtype=">i4")
+    frame = wire.encode([strided, b"xy", big, np.zeros((2, 0), bool)])
+    header = json.dumps({"v": [{"$a": 0}, {"$b": 1}, {"$a": 2}, {"$a": 3}],
+                         "b": [["<i8", [4, 3], 96], ["bytes", [], 2], ["<i4", [5], 20], ["|b1", [2, 0], 0]]},
+                        separators=(",", ":")).encode()
+    body = np.ascontiguousarray(strided).tobytes() + b"xy" + big.astype("<i4").tobytes()
+    assert frame == wire.MAGIC + bytes([wire.VERSION]) + struct.pack("<I", len(header)) + header + body
+    a, xy, b, e = wire.decode(frame)
+    assert np.array_equal(a, strided) and xy == b"xy" and list(b) == [0, 1, 2, 3, 4] and e.shape == (2, 0)
+    assert a.flags.owndata and b.flags.owndata
+    a[0, 0] = 99
+    assert wire.decode(frame)[0][0, 0] == 0

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import struct
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -52,11 +53,21 @@ async def _exchange(outgoing: dict, senders: list) -> list:
     rt._program_counter[0] += 1
     for pid, data in outgoing.items():
         if pid != rt.pid:
-            rt._send_message(pid, data)
+            send_frame(rt.parties[pid].protocol, rt._program_counter[0], data)
     pending = [outgoing[pid] if pid == rt.pid else rt._receive_message(pid) for pid in senders]
     got = list(await asyncio.gather(*(p if isinstance(p, asyncio.Future) else _done(p) for p in pending)))
     raise_if_aborted()
     return got
+
+
+_MPYC_HEAD = struct.Struct("<qI")  # MPyC's message head: program counter, payload length
+
+
+def send_frame(protocol, pc: int, frame: bytes) -> None:
+    """What MPyC's ``MessageExchanger.send(pc, frame)`` sends (head, then the frame) and counts, without its copy
+    of the frame into one packed string: the head and the frame go to the connection as two buffers."""
+    protocol.transport.writelines((_MPYC_HEAD.pack(pc, len(frame)), frame))
+    protocol.nbytes_sent += _MPYC_HEAD.size + len(frame)
 
 
 async def _done(value):

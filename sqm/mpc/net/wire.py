@@ -54,7 +54,7 @@ class WireError(RefusedError, ValueError):
 def encode(obj: Any) -> bytes:
     """One frame for ``obj``: None, bool, int, float, str, bytes, list/tuple, dict (str keys), numpy arrays of
     the dtypes in :data:`DTYPES` and numpy scalars.  Tuples arrive as lists."""
-    buffers: list[bytes] = []
+    buffers: list = []  # bytes and arrays of uint8, joined once into the frame
     meta: list[list] = []
 
     def tree(x, depth: int):
@@ -78,8 +78,8 @@ def encode(obj: Any) -> bytes:
             if dt.str not in DTYPES:
                 raise WireError(f"arrays of dtype {x.dtype} cannot be sent (allowed: numeric and bool)")
             a = a.astype(dt, copy=False)
-            buffers.append(a.tobytes())
-            meta.append([dt.str, list(a.shape), len(buffers[-1])])
+            buffers.append(a.reshape(-1).view(np.uint8))  # its bytes, joined into the frame below: no copy here
+            meta.append([dt.str, list(a.shape), a.nbytes])
             return {"$a": len(buffers) - 1}
         if isinstance(x, (list, tuple)):
             return [tree(v, depth + 1) for v in x]
@@ -126,12 +126,12 @@ def decode(data: bytes) -> Any:
                             f"dimensions of at most 2^40)")
         if pos + n > len(data):
             raise WireError("frame is truncated")
-        raw = data[pos:pos + n]
+        at = pos
         pos += n
         if kind == "bytes":
             if shape:
                 raise WireError("a bytes buffer has no shape")
-            bufs.append(raw)
+            bufs.append(data[at:pos])
             continue
         dt = DTYPES.get(kind)
         if dt is None:
@@ -139,7 +139,8 @@ def decode(data: bytes) -> Any:
         if int(np.prod(shape, dtype=object)) * dt.itemsize != n:
             raise WireError(f"array of shape {shape} and dtype {dt} does not fill its {n} bytes")
         try:
-            bufs.append(np.frombuffer(raw, dtype=dt).reshape(shape).copy())
+            # read in place, then one copy: the array owns its (writable) memory, not the frame's
+            bufs.append(np.frombuffer(data, dtype=dt, count=n // dt.itemsize, offset=at).reshape(shape).copy())
         except ValueError:  # a shape numpy cannot build (e.g. its size overflows): never reached by our frames
             raise WireError(f"array of shape {_short_shape(shape)} cannot be built") from None
     if pos != len(data):
