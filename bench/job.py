@@ -28,6 +28,15 @@ and the plan; ``share inputs (local)``: reading, clipping, rounding and noising 
 ``exchange input shares``; ``local moments``: the Gram on shares; ``degree reduction``; ``open result``); the
 peer's PSI parties (start, connect, psi) and Gram nodes (start, connect, compile, share, gram, open, output).
 
+The model (:mod:`bench.job_model`): every process's CPU of ours split into start, record alignment and release at
+the parties' phase boundaries (sampled from ``/proc``); fixed + per-unit costs per role fitted on the smaller
+cells of each client count, checked within 20% at the largest (CPU seconds of all processes; wall too), and the
+alignment and release of 10^8 ids per client predicted on ``--predict-cores`` cores per party (as many local
+workers) over a ``--link-gbps`` link.  One extra run of ours with ``--probe-workers`` local workers per party at
+the smallest cell gives a worker's start cost.  The peer's Gram is skipped, with the reason printed and kept,
+where its memory or CPU extrapolated from its smaller cells of the same run would not fit this machine or
+``--peer-budget``; its PSI still runs.
+
 Target: at the KDDCUP shape (195,666 x 117) with 2 clients, ours at most one eighth of the peer's CPU seconds
 (:data:`TARGET_RATIO`); the report says whether the run met it.  Without ``spu`` (or with ``--no-peer``) it runs
 ours alone, prints a note and exits 0.

@@ -153,7 +153,7 @@ def _spu_python():
 def test_tiny_run_beside_the_peer(tmp_path, clients, protocol):
     out = tmp_path / "job.json"
     assert main(["job", "--rows", "300", "--cols", "6", "--clients", str(clients), "--spu-python", _spu_python(),
-                 "--json", str(out), "-q"]) == 0
+                 "--probe-workers", "1", "--json", str(out), "-q"]) == 0
     rep = json.loads(out.read_text())["details"]
     ours, peer = rep["rows"]
     assert (ours["side"], peer["side"], peer["psi_protocol"]) == ("ours", "peer", protocol)
@@ -162,6 +162,7 @@ def test_tiny_run_beside_the_peer(tmp_path, clients, protocol):
         f"Gram node {i}" for i in range(3)]
     assert [(q["clients"], q["ratio"]) for q in rep["ratios"]] == [(clients, peer["cpu_seconds"] / ours["cpu_seconds"])]
     assert rep["target_met"] is None  # not the KDDCUP cell
+    assert peer["gram_skipped"] is None and len(peer["gram_max_rss_bytes"]) == 3  # the Gram ran, its memory kept
 
 
 # ------------------------------------------------------------------------------------------------ the model
