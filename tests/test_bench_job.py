@@ -6,6 +6,7 @@ import importlib.util
 import json
 import os
 import subprocess
+import time
 import sys
 
 import numpy as np
@@ -42,6 +43,8 @@ def test_options_parse_with_their_defaults():
     (["--overlap", "0"], "--overlap takes a fraction in (0, 1]"),
     (["--repeat", "0"], "--repeat takes an integer >= 1"),
     (["--cols", "2", "--clients", "3"], "--cols 2: every one of 3 clients needs a column"),
+    (["--probe-workers", "0"], "--probe-workers takes an integer >= 1, got 0"),
+    (["--predict-cores", "many"], "--predict-cores takes a comma list of integers, got 'many'"),
 ])
 def test_bad_options_are_refused(argv, message, monkeypatch):
     monkeypatch.setattr(job, "run", lambda *a, **k: pytest.fail("refused before any run"))
@@ -100,7 +103,7 @@ def test_phase_names_keep_each_process_order():
 def test_without_spu_ours_alone_through_real_processes(tmp_path, capsys):
     out = tmp_path / "job.json"
     assert main(["job", "--rows", "300", "--cols", "6", "--clients", "2", "--spu-python", _no_spu_python(tmp_path),
-                 "--json", str(out), "-q"]) == 0
+                 "--probe-workers", "1", "--json", str(out), "-q"]) == 0
     text = capsys.readouterr().out
     assert "SecretFlow absent" in text and "pip install spu" in text  # the note, and how to get the peer
     assert "seconds per phase, ours" in text and "target (KDDCUP" not in text  # no verdict without the peer
@@ -118,6 +121,9 @@ def test_without_spu_ours_alone_through_real_processes(tmp_path, capsys):
         assert p["cpu"] > 0 and p["start"] > 0
     assert all("share inputs (local)" in p for p in row["phases"][1:])  # the clients round, noise and share
     assert doc["results"] == rep["rows"]
+    split = row["phase_cpu_seconds"]  # every process's CPU split at the parties' phase boundaries
+    assert sum(split.values()) == pytest.approx(row["cpu_seconds"]) and split["alignment"] > 0
+    assert rep["model"]["checks"] == [] and len(rep["model"]["cells"]) == 1  # one size: nothing to check
 
 
 def test_no_peer_runs_ours_alone_without_asking_for_spu(tmp_path, monkeypatch):
@@ -126,7 +132,8 @@ def test_no_peer_runs_ours_alone_without_asking_for_spu(tmp_path, monkeypatch):
     monkeypatch.setattr(job, "run_ours", lambda path, timeout: dict(
         wall_seconds=1.0, cpu_seconds=2.0, load_1min=0.5, processes=3, intersection=40, phases=[]))
     out = tmp_path / "job.json"
-    assert main(["job", "--rows", "50", "--cols", "4", "--clients", "2", "--no-peer", "--json", str(out), "-q"]) == 0
+    assert main(["job", "--rows", "50", "--cols", "4", "--clients", "2", "--no-peer", "--probe-workers", "1",
+                 "--json", str(out), "-q"]) == 0
     rep = json.loads(out.read_text())["details"]
     assert rep["note"] == "the peer not run (--no-peer): ours alone" and [r["side"] for r in rep["rows"]] == ["ours"]
     assert rep["rows"][0]["correct"] is True  # 80% of 50 ids
@@ -146,7 +153,7 @@ def _spu_python():
 def test_tiny_run_beside_the_peer(tmp_path, clients, protocol):
     out = tmp_path / "job.json"
     assert main(["job", "--rows", "300", "--cols", "6", "--clients", str(clients), "--spu-python", _spu_python(),
-                 "--json", str(out), "-q"]) == 0
+                 "--probe-workers", "1", "--json", str(out), "-q"]) == 0
     rep = json.loads(out.read_text())["details"]
     ours, peer = rep["rows"]
     assert (ours["side"], peer["side"], peer["psi_protocol"]) == ("ours", "peer", protocol)
@@ -155,3 +162,152 @@ def test_tiny_run_beside_the_peer(tmp_path, clients, protocol):
         f"Gram node {i}" for i in range(3)]
     assert [(q["clients"], q["ratio"]) for q in rep["ratios"]] == [(clients, peer["cpu_seconds"] / ours["cpu_seconds"])]
     assert rep["target_met"] is None  # not the KDDCUP cell
+    assert peer["gram_skipped"] is None and len(peer["gram_max_rss_bytes"]) == 3  # the Gram ran, its memory kept
+
+
+# ------------------------------------------------------------------------------------------------ the model
+from bench import job_model as jm  # noqa: E402
+
+
+def _cell(clients, rows, a=(0.5, 4e-6, 1e-5), r=(0.2, 3e-6, 2e-6), start=1.5, overlap=0.8, bump=0.0):
+    """A cell whose phases follow known costs: alignment fixed + per id (server, busiest client), release fixed
+    + per record; ``bump`` added to the alignment's CPU (a term gone wrong)."""
+    recs = int(overlap * rows)
+    al_s, al_c = a[0] + a[1] * rows, a[0] + a[2] * rows
+    re_s, re_c = r[0] + r[1] * recs, r[0] + r[2] * recs
+    al, re = al_s + clients * al_c + bump, re_s + clients * re_c
+    return dict(clients=clients, rows=rows, cols=117, records=recs, load_1min=1.0, processes=clients + 1,
+                start_cpu=start, alignment_cpu=al, release_cpu=re, job_cpu=start + al + re,
+                alignment_cpu_server=al_s, alignment_cpu_client=al_c, release_cpu_server=re_s,
+                release_cpu_client=re_c, alignment_wall=al_c, release_wall=re_c, start_wall=0.7,
+                job_wall=0.7 + al_c + re_c, job_bytes=100 * rows)
+
+
+def test_the_fit_recovers_known_per_unit_costs():
+    model = jm.fit([_cell(2, n) for n in (10_000, 40_000, 90_000)])[2]
+    assert model["alignment_cpu_server"]["per_unit"] == pytest.approx(4e-6, rel=1e-9)
+    assert model["alignment_cpu_client"]["per_unit"] == pytest.approx(1e-5, rel=1e-9)
+    assert model["alignment_cpu_client"]["fixed"] == pytest.approx(0.5, rel=1e-9)
+    assert model["release_cpu_server"]["per_unit"] == pytest.approx(3e-6, rel=1e-9)
+    assert model["release_cpu"]["per_unit"] == pytest.approx(3e-6 + 2 * 2e-6, rel=1e-9)  # per record in common
+    assert model["alignment_cpu"]["fixed"] == pytest.approx(3 * 0.5, rel=1e-9)
+    assert model["start_cpu"] == 1.5 and model["job_bytes_per_row"] == 100
+
+
+def test_the_check_passes_an_exact_model_and_names_the_term_of_a_miss():
+    model = jm.fit([_cell(3, n) for n in (10_000, 40_000)])
+    good = jm.check(model, [_cell(3, 1_000_000)])
+    assert {c["check"] for c in good} == {"start CPU", "alignment CPU", "release CPU", "job CPU", "alignment wall",
+                                          "release wall", "job wall"}
+    assert all(c["within"] and abs(c["rel_error"]) < 1e-9 for c in good)
+    bad = {c["check"]: c for c in jm.check(model, [_cell(3, 1_000_000, bump=60.0)])}  # alignment CPU 60 s over
+    assert not bad["alignment CPU"]["within"] and bad["release CPU"]["within"] and bad["start CPU"]["within"]
+    assert bad["alignment CPU"]["measured"] - bad["alignment CPU"]["predicted"] == pytest.approx(60.0)
+    assert bad["alignment CPU"]["rel_error"] < -jm.TOLERANCE
+    assert bad["job CPU"]["wrong_term"].startswith("the alignment's per-row cpu cost")
+    assert "at this cell" in bad["alignment CPU"]["wrong_term"]
+
+
+def test_the_prediction_divides_the_per_unit_work_over_the_cores():
+    model = jm.fit([_cell(2, n) for n in (10_000, 40_000, 90_000)])
+    p = jm.predict(model, 2, 10 ** 8, 0.8, 16, 10.0, worker_start_cpu=0.5)
+    assert p["workers"] == 16 and p["records"] == 8 * 10 ** 7
+    assert p["alignment"]["cpu_s_per_party"] == pytest.approx(1e-5 * 1e8)  # the busiest role: a client
+    assert p["alignment"]["compute_s"] == pytest.approx(1e-5 * 1e8 / 16)
+    assert p["alignment"]["fixed_s"] == pytest.approx(0.7 + 0.5 + 0.5)  # start wall, workers' start, fixed CPU
+    assert p["release"]["compute_s"] == pytest.approx((0.2 + 3e-6 * 8e7) / 16)  # the server: 3 us > 2 us
+    assert p["transfer_s"] == pytest.approx(100 * 1e8 / 1.25e9)
+    assert p["seconds"] == pytest.approx(p["alignment"]["seconds"] + p["release"]["seconds"] + p["transfer_s"])
+    p32 = jm.predict(model, 2, 10 ** 8, 0.8, 32, 10.0, worker_start_cpu=0.5)
+    assert p32["alignment"]["compute_s"] == pytest.approx(p["alignment"]["compute_s"] / 2)
+
+
+class _Sampler:
+    """A stand-in for TreeSampler: party i's CPU rises linearly from 0 at t = 0 by (i + 1) per second."""
+
+    def groups(self, count):
+        return [[i] for i in range(count)]
+
+    def at(self, pids, when):
+        return sum((p + 1) * when for p in pids)
+
+    def last(self, pids):
+        return sum((p + 1) * 10.0 for p in pids)
+
+
+def test_the_split_attributes_each_party_cpu_at_its_phase_boundaries():
+    recs = [dict(timeline=dict(spawned=0.0, started=0.1, agreed=1.0, finished=9.0, exited=9.5),
+                 phases={"agree": 4.0}, cpu_seconds=0.0, bytes_sent=10 * (i + 1)) for i in range(3)]
+    s = jm.split(_Sampler(), recs)
+    assert [p["process"] for p in s["parties"]] == ["server", "client 1", "client 2"]
+    assert s["parties"][2]["cpu"] == {"start": 3.0, "alignment": 12.0, "release": 15.0}  # 3 s per second
+    assert s["cpu"] == {"start": 6.0, "alignment": 24.0, "release": 30.0}
+    assert s["wall"] == {"start": 1.0, "alignment": 4.0, "release": 4.5}
+    assert jm.split(_Sampler(), recs, total_cpu=70.0)["cpu"]["start"] == 16.0  # the rest: launcher and exits
+    assert [p["bytes_sent"] for p in s["parties"]] == [10, 20, 30]
+
+
+def test_the_sampler_follows_a_child_process():
+    import subprocess
+
+    with jm.TreeSampler(interval=0.02) as s:
+        subprocess.run([sys.executable, "-c", "import time\nt = time.process_time()\n"
+                        "while time.process_time() - t < 0.3: pass"], check=True)
+    [[pid]] = s.groups(1)
+    assert s.last([pid]) >= 0.25 and s.cpu_seconds > 0
+    assert s.at([pid], 0.0) <= s.at([pid], time.time() + 1) == s.last([pid])  # clamped either side
+
+
+def test_the_peer_gram_is_skipped_with_its_reason():
+    done = [dict(clients=2, rows=rows, cpu_seconds=cpu, gram_cpu_seconds=cpu, gram_max_rss_bytes=[rss] * 3)
+            for rows, cpu, rss in ((50_000, 20.0, 1 << 30), (100_000, 40.0, 3 << 29))]
+    fits, why = jm.peer_feasible(done, 200_000, 2, 1000.0, 64 << 30)
+    assert fits and "7.5 GiB and 80 CPU-s at 200,000" in why  # on the line through the two
+    fits, why = jm.peer_feasible(done, 1_000_000, 2, 1000.0, 20 << 30)
+    assert not fits and why.startswith("SPU's Gram would not fit") and "over 60% of the 20.0 GiB" in why
+    fits, why = jm.peer_feasible(done, 1_000_000, 2, 100.0, 1 << 40)
+    assert not fits and "over --peer-budget 100 CPU-s" in why and "400 CPU-s at 1,000,000" in why
+    assert jm.peer_feasible(done, 1_000_000, 3, 1.0, 1) == (True, "no smaller peer run to extrapolate from")
+
+
+def test_the_model_report_fits_the_smaller_cells_and_checks_the_largest():
+    def run(clients, rows, side="ours", cpu=None):
+        c = _cell(clients, rows)
+        split = dict(parties=[dict(processes=1, bytes_sent=c["job_bytes"],
+                                   cpu={"start": 0.5, "alignment": c["alignment_cpu_server"],
+                                        "release": c["release_cpu_server"]})]
+                     + [dict(processes=1, bytes_sent=0, cpu={"start": 0.5, "alignment": c["alignment_cpu_client"],
+                                                            "release": c["release_cpu_client"]})] * clients,
+                     cpu={k: c[f"{k}_cpu"] for k in jm.PHASES},
+                     wall={k: c[f"{k}_wall"] for k in jm.PHASES})
+        return dict(side=side, clients=clients, rows=rows, cols=117, intersection=c["records"],
+                    cpu_seconds=cpu or c["job_cpu"], wall_seconds=c["job_wall"], load_1min=1.0, split=split,
+                    workers=2 if side != "ours" else 1)
+
+    runs = [run(2, n) for n in (10_000, 40_000, 90_000, 1_000_000)]
+    runs.append(run(2, 10_000, job.WORKERS, cpu=runs[0]["cpu_seconds"] + 3 * 0.25))  # 3 parties, 1 worker more
+    rep = job.model_report(runs, 0.8)
+    assert rep["fitted_on"] == {2: [10_000, 40_000, 90_000]} and rep["cpu_checks_within"] is True
+    assert {c["rows"] for c in rep["checks"]} == {1_000_000}
+    assert rep["worker_start_cpu_seconds"] == pytest.approx(0.25)
+    assert [(p["clients"], p["cores"]) for p in rep["predictions"]] == [(2, 16), (2, 32)]
+
+
+@pytest.mark.slow
+def test_tiny_run_fits_checks_and_predicts(tmp_path, capsys):
+    out = tmp_path / "job.json"
+    assert main(["job", "--rows", "300,600,1200", "--cols", "6", "--clients", "2", "--no-peer", "--json", str(out),
+                 "-q"]) == 0
+    text = capsys.readouterr().out
+    assert "the model's checks" in text and "predicted: 1e+08 ids per client" in text and "assumptions:" in text
+    rep = json.loads(out.read_text())["details"]
+    assert [(r["side"], r["rows"]) for r in rep["rows"]] == [("ours", 300), (job.WORKERS, 300), ("ours", 600),
+                                                             ("ours", 1200)]
+    assert rep["rows"][1]["workers"] == 2 and rep["rows"][1]["correct"] is True  # the same intersection
+    m = rep["model"]
+    assert m["fitted_on"] == {"2": [300, 600]}  # JSON keys
+    assert {(c["rows"], c["check"]) for c in m["checks"]} >= {(1200, "alignment CPU"), (1200, "job CPU")}
+    assert all(c["within"] == (abs(c["rel_error"]) <= m["tolerance"]) for c in m["checks"])
+    assert [(p["clients"], p["cores"], p["workers"]) for p in m["predictions"]] == [(2, 16, 16), (2, 32, 32)]
+    for c in m["cells"]:  # the phases add up to the job's CPU
+        assert c["start_cpu"] + c["alignment_cpu"] + c["release_cpu"] == pytest.approx(c["job_cpu"])
