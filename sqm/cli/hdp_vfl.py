@@ -62,7 +62,7 @@ def run(args) -> int:
     print(f"  {relation_line([('SQM-LR', ZERO_OUT)])}")
     if sqm_res.get("accuracy") is None:
         print(f"SQM-LR: {sqm_res.get('message', '')}")
-    print("Note: " + GUARANTEE)
+    print(f"Note: {GUARANTEE}  Each is under {relation_phrase(ZERO_OUT)}.")
     if args.json:
         from sqm.cli import output
 
