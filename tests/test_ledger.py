@@ -148,13 +148,13 @@ def test_sqm_budget_command(tmp_path, capsys):
     out = capsys.readouterr().out
     spent = ev.compose([E], 1e-5)
     assert f"spent {spent:.4g}, left {2 - spent:.4g} over 1 release(s)" in out
-    assert out.splitlines()[-1].split()[2:6] == ["pca", "job-1", "completed", f"{spent:.4g}"]
+    assert out.splitlines()[-2].split()[2:6] == ["pca", "job-1", "completed", f"{spent:.4g}"]
     saved = json.loads((tmp_path / "s.json").read_text())
     assert saved["command"] == "budget show" and saved["mode"] == "ledger"  # sqm.cli.output
     details = saved["details"]
     assert ev.events_from_json(details["releases"][0]["events"]) == [E] and details["summary"]["spent"] == spent
     assert main(["budget", "list", "--ledger", path]) == 0
-    assert capsys.readouterr().out.splitlines()[-1].split() == ["adult", "2", "1e-05", f"{spent:.4g}",
+    assert capsys.readouterr().out.splitlines()[-2].split() == ["adult", "2", "1e-05", f"{spent:.4g}",
                                                                f"{2 - spent:.4g}", "1", "0"]
 
 
@@ -322,7 +322,7 @@ def test_sqm_budget_bind_and_show(tmp_path, capsys):
     led.reserve("bank", [E], "pca", "j", refundable=True).fail(refund=True)
     assert main(["budget", "show", "bank", "--ledger", path]) == 0
     out = capsys.readouterr().out
-    assert "over 0 release(s) (1 refunded, not counted)" in out and "refunded" in out.splitlines()[-1]
+    assert "over 0 release(s) (1 refunded, not counted)" in out and "refunded" in out.splitlines()[-2]
     assert f"record alignments: 1; files bound: SHA-256 {file_digest(f)[:16]}..." in out
 
 

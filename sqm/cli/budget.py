@@ -70,13 +70,26 @@ def register(sub) -> None:
     b.set_defaults(func=lambda a: (b.print_help(), 0)[1])
 
 
+def _relation(led, dataset: str) -> tuple[str, str]:
+    """(the neighbouring relation of a dataset's budget, in words): that of its releases (one per dataset, the
+    ledger refuses another), or, before any, record-level zero-out unless its first release is PBM-VFL's."""
+    from sqm.mechanism.report import ZERO_OUT, relation_phrase
+
+    units = [r.get("unit") or ZERO_OUT for r in led.releases(dataset)]
+    if units:
+        return units[0], relation_phrase(units[0], "the server")
+    return ZERO_OUT, (f"{relation_phrase(ZERO_OUT, 'the server')} (until a release fixes it: a PBM-VFL one "
+                      f"makes it {relation_phrase('embedding')})")
+
+
 def run_set(args) -> int:
     from sqm.mechanism.ledger import Ledger
 
     led = Ledger(args.ledger)
     epsilon, delta = args.budget
     bud = led.set_budget(args.dataset, epsilon, delta, replace=args.replace)
-    print(f"dataset {args.dataset!r}: budget epsilon {bud.epsilon:g}, delta {bud.delta:g} (ledger {led.path})")
+    print(f"dataset {args.dataset!r}: budget epsilon {bud.epsilon:g}, delta {bud.delta:g} "
+          f"({_relation(led, args.dataset)[1]}; ledger {led.path})")
     return 0
 
 
@@ -108,7 +121,7 @@ def _summary(led, dataset) -> dict:
 def run_show(args) -> int:
     from sqm.mechanism import events as ev
     from sqm.mechanism.ledger import Ledger, spent_epsilon
-    from sqm.cli.tables import render_table
+    from sqm.cli.tables import relation_line, render_table
 
     led = Ledger(args.ledger)
     summary = _summary(led, args.dataset)
@@ -121,7 +134,8 @@ def run_show(args) -> int:
         print(f"dataset {args.dataset!r}: no budget set (sqm budget set {args.dataset} --budget EPS,DELTA); "
               f"{counted} release(s){more} in {led.path}")
     else:
-        print(f"dataset {args.dataset!r}: budget epsilon {bud.epsilon:g} at delta {bud.delta:g}; spent "
+        print(f"dataset {args.dataset!r}: budget epsilon {bud.epsilon:g} at delta {bud.delta:g} "
+              f"({_relation(led, args.dataset)[1]}); spent "
               f"{summary['spent']:.4g}, left {summary['left']:.4g} over {counted} release(s){more} (RDP "
               f"composition of every counted entry, failed and unfinished ones included); ledger {led.path}")
     files = led.files(args.dataset)
@@ -141,6 +155,7 @@ def run_show(args) -> int:
         print(render_table(rows, ["id", "time", "statistic", "job id", "status", ("epsilon", "epsilon", ".4g"),
                                   ("at delta", "at delta", ".3g"), ("eta", "eta", ".3g"),
                                   ("spent so far", "spent so far", ".4g"), "model"]))
+        print(f"  {relation_line([(args.dataset, _relation(led, args.dataset)[0])])}")
     if args.json:
         _write(args, rows, dataset=args.dataset, details={"summary": summary, "files": files, "releases": [
             {**r, "events": ev.events_to_json(r["events"])} for r in rel]})
@@ -149,7 +164,7 @@ def run_show(args) -> int:
 
 def run_list(args) -> int:
     from sqm.mechanism.ledger import Ledger
-    from sqm.cli.tables import render_table
+    from sqm.cli.tables import relation_line, render_table
 
     led = Ledger(args.ledger)
     rows = [_summary(led, d) for d in led.datasets()]
@@ -158,6 +173,7 @@ def run_list(args) -> int:
     else:
         print(render_table(rows, ["dataset", "budget epsilon", ("budget delta", "budget delta", ".3g"),
                                   "spent", "left", "releases", "alignments"]))
+        print(f"  {relation_line((r['dataset'], _relation(led, r['dataset'])[0]) for r in rows)}")
     if args.json:
         _write(args, rows)
     return 0

@@ -28,7 +28,7 @@ def run(args) -> int:
     import numpy as np
 
     from sqm.data.datasets import BUNDLED, load_dataset
-    from sqm.cli.tables import render_table
+    from sqm.cli.tables import relation_line, render_table
     from sqm.apps.correlation.estimator import SQMCorrelation
     from sqm.errors import UsageError
 
@@ -46,6 +46,7 @@ def run(args) -> int:
     print(f"correlations of {args.dataset} ({X.shape[0]} x {X.shape[1]}), {args.parties} clients, backend "
           f"{args.backend}: largest difference from the exact correlations {err:.3g}")
     print(render_table([m.report_.as_dict()], ["epsilon_server", "epsilon_client", "delta", "gamma", "mu"]))
+    print(f"  {relation_line([m.report_])}")
     if args.json:
         output.write(args.json, output.document(
             output.command_name(args), "local", parameters=output.parameters(args),

@@ -13,7 +13,7 @@ def run(args) -> int:
     from sqm.data.datasets import BUNDLED, load_dataset, scale_rows
     from sqm.mechanism.polynomial import covariance
     from sqm.mechanism.release import SQM
-    from sqm.cli.tables import render_table
+    from sqm.cli.tables import relation_line, render_table
     from sqm.mechanism.vertical import VerticalData
 
     if args.dataset not in BUNDLED:
@@ -32,6 +32,7 @@ def run(args) -> int:
                          "bytes": sum(res.bytes_sent)}],
                        ["gamma", "mu", "l2_sensitivity", "epsilon_server", "epsilon_client", "delta",
                         ("relative error", "rel. Frobenius error vs exact X^T X", ".3e"), "seconds", "bytes"]))
+    print(f"  {relation_line([res.report])}")
     return 0
 
 

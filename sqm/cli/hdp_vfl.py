@@ -15,7 +15,8 @@ SEEDED_WARNING = ("warning: --seed given: this run is an EXPERIMENT (secure_mode
 
 
 def run(args) -> int:
-    from sqm.cli.tables import render_table
+    from sqm.cli.tables import relation_line, render_table
+    from sqm.mechanism.report import ZERO_OUT, relation_phrase
     from sqm.apps.hdp_vfl.estimator import HDPLogisticRegression
 
     secure_mode = args.seed is None
@@ -41,13 +42,14 @@ def run(args) -> int:
                                args.sqm_sampling_rate, args.sqm_epochs, args.sqm_learning_rate, args.backend,
                                args.seed)
     print(f"{args.dataset}: {Xtr.shape[0]} training / {Xte.shape[0]} test records, {a} active + {d - a} passive "
-          f"features; epsilon {args.epsilon:g}, delta {args.delta:g}")
+          f"features; epsilon {args.epsilon:g}, delta {args.delta:g} ({relation_phrase(ZERO_OUT, 'the other party')})")
     cfg = model.config_
     print(f"HDP-VFL ({args.backend}): e={cfg.epochs} b={cfg.batch_size} T={cfg.iterations} k={cfg.k:g} "
           f"lambda={cfg.l2:g} lr={cfg.learning_rate:g} u={cfg.intercept:g}; noise: the tightest Gaussian "
           f"(sqm.mechanism.calibration) for each party's composed sequence")
     print(render_table([r.as_dict() for r in model.privacy_],
                        [("epsilon_server", "epsilon"), "delta", ("l2_sensitivity", "sensitivity"), "sigma"]))
+    print(f"  {relation_line(model.privacy_)}; each party's epsilon holds against the other party")
     rows = [{"method": "HDP-VFL", "test accuracy": hdp["accuracy"]},
             {"method": "SQM-LR (same eps, delta)", "test accuracy": sqm_res.get("accuracy"),
              "epsilon_server": sqm_res.get("epsilon_server"), "epsilon_client": sqm_res.get("epsilon_client")},
@@ -57,9 +59,10 @@ def run(args) -> int:
             {"method": "majority class", "test accuracy": refs["majority_class"]}]
     print(render_table(rows, [("test accuracy", "test accuracy", ".4f"), ("epsilon_server", "server epsilon"),
                               ("epsilon_client", "client epsilon")]))
+    print(f"  {relation_line([('SQM-LR', ZERO_OUT)])}")
     if sqm_res.get("accuracy") is None:
         print(f"SQM-LR: {sqm_res.get('message', '')}")
-    print("Note: " + GUARANTEE)
+    print(f"Note: {GUARANTEE}  Each is under {relation_phrase(ZERO_OUT)}.")
     if args.json:
         from sqm.cli import output
 

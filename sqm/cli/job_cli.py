@@ -14,12 +14,12 @@ from sqm.cli import output
 from sqm.cli.command import build_parser, given_options
 from sqm.cli.options import job_run_options
 from sqm.cli.progress import job_progress
-from sqm.cli.tables import NEIGHBOURING_LINE, conversion_line, render_table
+from sqm.cli.tables import conversion_line, relation_line, render_table
 from sqm.framework.alignment import check_min_intersection
 from sqm.framework.spec import JobSpec, load_job
 from sqm.framework.party import clip_warning, seed_policy
 from sqm.framework.runners import run_job
-from sqm.mechanism.report import NEIGHBOURING, ZERO_OUT
+from sqm.mechanism.report import ZERO_OUT, relation_phrase
 from sqm.errors import RefusedError, UsageError
 
 log = logging.getLogger(__name__)
@@ -132,15 +132,15 @@ def job_command(args, make_task, server_summary) -> int:
                                  "bytes": None if simulation else rec.get("bytes_sent")}],
                                ["epsilon_server", "epsilon_client", "delta", "gamma", "mu", "seconds", "bytes"]))
             relation = rep.get("neighbouring", ZERO_OUT)
-            print(f"  {NEIGHBOURING_LINE}" if relation == ZERO_OUT else
-                  f"  the epsilon above is {NEIGHBOURING[relation]}")
+            print(f"  {relation_line([rep])}")
             line = conversion_line(rep.get("conversion", ""))
             if line:
                 print(f"  {line}")
             if res.get("ledger") is not None:
                 e = res["ledger"]
                 print(f"ledger {e['ledger']}: dataset {e['dataset']!r}, this release epsilon {e['epsilon']:.4g} at "
-                      f"delta {e['delta']:g}; spent {e['spent']:.4g}, left {e['left']:.4g}")
+                      f"delta {e['delta']:g} ({relation_phrase(relation, 'the server')}); spent {e['spent']:.4g}, "
+                      f"left {e['left']:.4g}")
             out["privacy"] = [rep]
             out["results"] = [{"method": rep.get("method", "SQM"), "epsilon_server": rep["epsilon_server"],
                                "epsilon_client": rep.get("epsilon_client"), "delta": rep["delta"],

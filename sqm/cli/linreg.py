@@ -56,7 +56,7 @@ _PARSER: list[argparse.ArgumentParser] = []  # the `sqm linreg` parser (its defa
 
 
 def run(args) -> int:
-    from sqm.cli.tables import render_table
+    from sqm.cli.tables import relation_line, render_table
 
 
     check_mode(args, _PARSER[-1], "job" if args.job else "local", {"job": JOB_ONLY + JOB_TASK, "local": LOCAL_ONLY})
@@ -84,6 +84,7 @@ def run(args) -> int:
           f"{r['runs']} run(s)")
     print(render_table(r["rows"], [("epsilon", "eps server", ".4f"), ("r2", "R^2", ".4f"), ("rmse", "RMSE", ".4g"),
                                    ("seconds", "seconds", ".3f"), ("bytes", "bytes", ",.0f")]))
+    print(f"  {relation_line(output_document(r, args)['privacy'])}")
     if args.backend == "plain":
         print("(plain backend: the in-process SIMULATION of the parties' programs; bytes are not measured)")
     if args.json:

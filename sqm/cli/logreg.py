@@ -77,8 +77,11 @@ def _run_job(args) -> int:
             print(render_table(rows, ["column", "weight"] + (["weight (scaled)"] if scaled else [])))
             if scaled:
                 print(f"  {RAW_UNITS_NOTE}")
+            from sqm.mechanism.report import relation_phrase
+
             print(f"  clients observe {CLIENT_VIEW} during training; the server sends them the final model at the "
-                  f"job's end (each records it in its ledger): epsilon_client is its guarantee against a client")
+                  f"job's end (each records it in its ledger): epsilon_client is its guarantee "
+                  f"({relation_phrase(rep.neighbouring, 'a client')})")
             return {"columns": cols, "coef": raw, "intercept": float(res["intercept"]), "schedule": sch,
                     "coef_scaled": {c: float(v) for c, v in zip(cols, res["coef"], strict=False)},
                     "column_scales": scales}
@@ -122,7 +125,7 @@ def _local_data(args):
 def run(args) -> int:
     import numpy as np
 
-    from sqm.cli.tables import NEIGHBOURING_LINE, conversion_line, render_table
+    from sqm.cli.tables import conversion_line, relation_line, render_table
     from sqm.apps.logreg.estimator import MODEL_SHARED_NOTE, resolve_schedule
 
     if _PARSER:
@@ -166,7 +169,7 @@ def run(args) -> int:
     for why in not_run.values():
         print(f"  not run: {why}")
     print(f"  * SQM: {MODEL_SHARED_NOTE}")
-    print(f"  {NEIGHBOURING_LINE}")
+    print(f"  {relation_line(r['report'] for r in res.values())}")
     line = conversion_line(rep.conversion)
     if line:
         print(f"  {line}")

@@ -94,7 +94,8 @@ _PARSER: list[argparse.ArgumentParser] = []  # the `sqm pbm-vfl` parser (its def
 
 
 def _run_local(args) -> int:
-    from sqm.cli.tables import render_table
+    from sqm.cli.tables import relation_line, render_table
+    from sqm.mechanism.report import relation_phrase
     from sqm.apps.pbm_vfl.config import METHOD_LABELS, METHODS
     from sqm.apps.pbm_vfl.data import load_split
     from sqm.apps.pbm_vfl.privacy import pbm_privacy, privacy_reports
@@ -142,10 +143,12 @@ def _run_local(args) -> int:
                     "sigma": None if p.sigma is None else round(p.sigma, 4)})
         rows.append(row)
     print(render_table(rows, list(rows[0])))
+    print(f"  {relation_line(privacy[m] for m in results)}")
     rep = pbm_privacy(base, M)
     print(f"privacy: each record released {args.epochs} times ({rep.note}); PBM sample-level epsilon "
-          f"{rep.epsilon_sample:.4g}; the paper's LDP sigma is {privacy['ldp'].sigma / privacy['ldp_eq'].sigma:.2f}x "
-          f"the sigma PBM's epsilon needs")
+          f"{rep.epsilon_sample:.4g} ({relation_phrase('sample', 'the server')})")
+    print(f"  the paper's LDP sigma is {privacy['ldp'].sigma / privacy['ldp_eq'].sigma:.2f}x the sigma PBM's epsilon "
+          f"needs ({relation_phrase('embedding')})")
     r = results["pbm"]
     print(f"communication of PBM-VFL training ({r.iterations} iterations, {r.records} record-uses): "
           f"model T B M P (log2(bM) + 32) = {r.bits_model:.4g} bits ({r.bits_model / 8e6:.4g} MB)")

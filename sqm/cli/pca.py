@@ -14,13 +14,15 @@ from sqm.apps.pca.params import PCAParams
 
 
 def print_table(r: dict, dataset: str = "") -> None:
-    from sqm.cli.tables import NEIGHBOURING_LINE, conversion_line, render_table
+    from sqm.cli.tables import conversion_line, relation_line, render_table
+    from sqm.mechanism.report import relation_phrase
 
+    reports = [r[k]["report"] for k in ("sqm", "central", "local", "nonprivate")]
     print(f"PCA of {dataset} {r['shape'][0]} x {r['shape'][1]}, {r['parties']} clients, k = {r['components']}, "
-          f"epsilon {r['sqm']['epsilon_server']:.4g}, delta {r['delta']:g}, gamma {r['gamma']:g}, "
-          f"{r['runs']} run(s)")
+          f"epsilon {r['sqm']['epsilon_server']:.4g} ({relation_phrase(reports[0].neighbouring, 'the server')}), "
+          f"delta {r['delta']:g}, gamma {r['gamma']:g}, {r['runs']} run(s)")
     print(render_table(table_rows(r), TABLE_COLUMNS))
-    print(f"  {NEIGHBOURING_LINE}")
+    print(f"  {relation_line(reports)}")
     line = conversion_line(getattr(r["sqm"]["report"], "conversion", ""))
     if line:
         print(f"  {line}")

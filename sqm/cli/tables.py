@@ -1,6 +1,6 @@
 """The face's text tables: :func:`render_table` prints rows of dicts (a ``"method"`` column first, then metric
 columns) as an aligned text table, :func:`fmt_value` writes one cell, and the lines a command prints under an
-epsilon column (:data:`NEIGHBOURING_LINE`, :func:`conversion_line`).  The reports themselves, and their JSON
+epsilon column (:func:`relation_line`, :func:`conversion_line`).  The reports themselves, and their JSON
 form, are the mechanism's (:mod:`sqm.mechanism.report`)."""
 from __future__ import annotations
 
@@ -10,10 +10,31 @@ from typing import Any
 
 import numpy as np
 
-from sqm.mechanism.report import CONVERSIONS
+from sqm.mechanism.report import CONVERSIONS, ZERO_OUT, relation_phrase
 
-NEIGHBOURING_LINE = ("every epsilon above is under zero-out neighbours: one record's values replaced by zeros, the "
-                     "record count public (sqm.mechanism.report.NEIGHBOURING)")
+
+def relation_line(reports: Iterable) -> str:
+    """The line a command prints under a table with an epsilon column: the neighbouring relation of each row's
+    epsilon in words (:func:`sqm.mechanism.report.relation_phrase`).  ``reports``: the rows' privacy reports
+    (:class:`sqm.mechanism.report.PrivacyReport` or their dicts), or ``(label, relation)`` pairs.  One relation for
+    every finite epsilon is said once; otherwise each relation names its rows; rows without privacy (relation
+    "none", epsilon inf) are named apart."""
+    groups: dict[str, list[str]] = {}
+    for r in reports:
+        if isinstance(r, tuple):
+            label, relation = r
+        else:
+            get = r.get if isinstance(r, dict) else lambda k, d=None, r=r: getattr(r, k, d)
+            label, relation = get("method", "SQM"), get("neighbouring", ZERO_OUT)
+        groups.setdefault(relation, []).append(str(label))
+    private = [k for k in groups if k != "none"]
+    if len(private) == 1:
+        parts = [f"every epsilon above: {relation_phrase(private[0])}"]
+    else:
+        parts = [f"epsilon of {', '.join(groups[k])}: {relation_phrase(k)}" for k in private]
+    if "none" in groups:
+        parts.append(f"inf ({', '.join(groups['none'])}): {relation_phrase('none')}")
+    return "; ".join(parts)
 
 
 def conversion_line(conversion: str) -> str | None:

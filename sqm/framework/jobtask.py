@@ -49,6 +49,8 @@ import copy
 import dataclasses
 from typing import TYPE_CHECKING, Any, Self
 
+from sqm.mechanism.report import ZERO_OUT, relation_phrase
+
 if TYPE_CHECKING:
     from sqm.mpc.protocols.api import PartyAPI
 
@@ -91,6 +93,7 @@ class JobTask(abc.ABC):
     party_models = False  # each party runs its own model code (the job file's "model" entries)
     hides_membership = False  # the job may align records hiding membership (one covariance-like release over the union)
     releases_model = False  # its release is a model, sent to every client at the end and recorded in their ledgers
+    neighbouring = ZERO_OUT  # the relation of its report's epsilons (sqm.mechanism.report.NEIGHBOURING), announced
     # a file on each party's machine (party i's: "PATH.i") where its long steps' progress goes (the command that
     # launched it shows bars, sqm.framework.progress.follow_steps); not public, never compared; None: none
     steps_path: str | None = None
@@ -130,13 +133,15 @@ class JobTask(abc.ABC):
 
     def summary(self) -> str:
         """What the job releases, in one phrase for each party's operator (printed before any data leaves a party):
-        the statistic and its privacy target (epsilon, delta against the server) where the task has one."""
+        the statistic and its privacy target (epsilon, delta against the server, its relation in words,
+        :func:`sqm.mechanism.report.relation_phrase`) where the task has one."""
         name = str(self.public()[0])
         for owner in (self, getattr(self, "est", None), getattr(self, "estimator", None)):
             eps, delta = getattr(owner, "epsilon", None), getattr(owner, "delta", None)
             if isinstance(eps, (int, float)) and not isinstance(eps, bool):
                 return (f"{name} released to the server at epsilon {eps:g}"
-                        + (f", delta {delta:g}" if isinstance(delta, float) else ""))
+                        + (f", delta {delta:g}" if isinstance(delta, float) else "")
+                        + f" ({relation_phrase(self.neighbouring)})")
         return name + ("" if self.charges else " (charges no privacy budget)")
 
     def feature_counts(self, meta) -> list[int]:

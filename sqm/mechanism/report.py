@@ -37,6 +37,27 @@ client-observed, every baseline) is under ONE of them, zero-out: with n public (
 alignment's count depend on it) add/remove-one is not what is protected, and replace-one is implied by
 zero-out twice (group privacy).  PBM-VFL's feature-level epsilon is in another unit ("embedding")."""
 
+RELATION_WORDS = {
+    ZERO_OUT: "zero-out: a record replaced by a null record that contributes nothing, intercept constant included",
+    "embedding": "embedding: one client's embedding of one record changed, not the record's features",
+    "none": "no privacy guarantee",
+    "sample": "sample-level: every client's embedding of one record changed, not the record's features",
+}
+"""Each relation of :data:`NEIGHBOURING` in a few words, for every line that prints an epsilon
+(:func:`relation_phrase`): zero-out's null record is the one whose every contribution, to every released sum and
+monomial, is zero (the intercept's public constant and a label's encoding included).  "sample" is no report's
+relation: PBM-VFL prints its sample-level epsilon beside the report's feature-level ("embedding") one."""
+
+
+def relation_phrase(neighbouring: str, against: str = "") -> str:
+    """The words a printed epsilon carries for its relation ``neighbouring`` (a key of :data:`NEIGHBOURING`), with
+    the observer it holds against when given (``against="the server"``): "zero-out: a record replaced by a null
+    record ..., against the server".  The one place the face's epsilons get their relation's words."""
+    if neighbouring not in RELATION_WORDS:
+        raise UsageError(f"neighbouring must be one of {sorted(RELATION_WORDS)}, got {neighbouring!r}")
+    words = RELATION_WORDS[neighbouring]
+    return f"{words}, against {against}" if against and neighbouring != "none" else words
+
 
 CONVERSIONS = {
     "gdp": ("Gaussian DP with the proven Skellam constant (sqm.mechanism.skellam_gdp), converted exactly; taken "

@@ -104,6 +104,7 @@ class PBMVFLJobTask(JobTask):
     this party's torch device and CPU threads; ``progress_path``: the server's progress file (local)."""
 
     party_models = True
+    neighbouring = "embedding"  # feature-level, as its report (sqm.apps.pbm_vfl.privacy.method_privacy)
 
     def __init__(self, cfg: VFLConfig, secure_sum: str = "bgw", test_fraction: float = 0.2, split_seed: int = 0,
                  batch_seed: int = 0, label_column: str | None = None, seed=None,
