@@ -104,3 +104,15 @@ def test_released_r2_of_an_exact_gram_is_the_training_r2():
     assert est == pytest.approx(r2, rel=1e-9) and lower < est
     fit = guarded_solve(A, None, 0.0)
     assert not fit["mean_returned"] and fit["alpha"] == 0.0 and np.allclose(fit["coef"], coef)
+
+
+def test_released_r2_without_an_intercept_is_against_the_zero_model():
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((300, 2))
+    y = X @ np.array([0.7, -0.2]) + 0.3 * rng.standard_normal(300)
+    Z = np.c_[X, y]
+    A = Z.T @ Z
+    coef, b = solve_ridge(A, 0.0, fit_intercept=False)
+    r2 = 1 - np.sum((y - X @ coef) ** 2) / np.sum(y ** 2)
+    est, lower = released_r2(A, coef, b, 0.0, fit_intercept=False, n_records=300)
+    assert b == 0.0 and est == pytest.approx(r2, rel=1e-9) and 0 < lower < est

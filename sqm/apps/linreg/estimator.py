@@ -84,7 +84,7 @@ class SQMLinearRegression(RegressorMixin, BaseEstimator):
         self.gram_ = res.estimate.reshape(Z.shape[1], Z.shape[1])
         std = math.sqrt(2.0 * res.report.mu) / res.scale
         fit = guarded_solve(self.gram_, None if self.alpha is None else float(self.alpha), std,
-                            bool(self.fit_intercept))
+                            bool(self.fit_intercept), n_records=X.shape[0])
         self.coef_, self.intercept_, self.alpha_, self.noise_std_ = fit["coef"], fit["intercept"], fit["alpha"], std
         self.r2_released_, self.r2_lower_, self.mean_returned_ = (fit["r2_released"], fit["r2_lower"],
                                                                   fit["mean_returned"])

@@ -164,7 +164,8 @@ class LinRegJobTask(JobTask):
         # post-processing of the release (no privacy cost): the penalty from public quantities, the solve, the
         # released R^2 and the mean when the model does not beat it on the released statistics
         alpha = None if self.est.alpha is None else float(self.est.alpha)
-        fit = guarded_solve(gram, alpha, math.sqrt(2 * report.mu) / out.scale, bool(self.est.fit_intercept))
+        fit = guarded_solve(gram, alpha, math.sqrt(2 * report.mu) / out.scale, bool(self.est.fit_intercept),
+                            n_records=meta.n_records)
         return {"coef": fit["coef"], "intercept": fit["intercept"], "alpha": fit["alpha"],
                 "r2_released": fit["r2_released"], "r2_lower": fit["r2_lower"],
                 "mean_returned": fit["mean_returned"], "report": report.as_dict(), "raw": out.raw}

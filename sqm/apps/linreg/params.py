@@ -23,8 +23,9 @@ class LinRegParams(Params):
     statistic = "linreg"
 
     alpha: float | None = Param(None, Interval(0, math.inf, "left"),
-                                "ridge penalty on the record-sum scale (default: from public quantities only, "
-                                "of the order of the released noise's spectral norm; see the how-to)",
+                                "ridge penalty on the record-sum scale, on top of the solve's floor of the "
+                                "released X^T X's eigenvalues at the noise's spectral norm (default: from public "
+                                "quantities only; see the linear-regression how-to)",
                                 optional=True).field()
     epsilon: float = EPSILON.field()
     delta: float = DELTA.field()

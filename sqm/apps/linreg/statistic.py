@@ -110,7 +110,8 @@ def noise_penalty(n_features: int, noise_std: float, fit_intercept: bool = True,
 
 
 def released_r2(A, coef, intercept: float, noise_std: float = 0.0, fit_intercept: bool = True,
-                sigmas: float = R2_GUARD_SIGMAS, alpha: float = 0.0) -> tuple[float, float]:
+                sigmas: float = R2_GUARD_SIGMAS, alpha: float = 0.0,
+                n_records: int | None = None) -> tuple[float, float]:
     """(estimate, lower bound) of the model's training R^2 computed from the released joint Gram ``A`` alone
     (post-processing of the release: no privacy cost).
 
@@ -122,17 +123,19 @@ def released_r2(A, coef, intercept: float, noise_std: float = 0.0, fit_intercept
     all, the fit would still lower RSS by about b^T M^-1 b, b the part of X'y + e beyond the mean, whose
     expectation is sigma_y^2 (tr(M^-1 C) - 1) + s^2 tr(M^-1) (C the released [X 1] block, M the system
     :func:`solve_ridge` solves, sigma_y^2 <= TSS / n, s the noise std per entry: e's).  That chance share of
-    TSS is subtracted (the chance-corrected R^2, like the adjusted R^2 of least squares); then the noise of the
-    two quadratic forms (u^T E u has std s ||u||^2 for E with independent entries of std s, or its symmetric
-    part) moves RSS ``sigmas`` such deviations up and TSS as many down (-inf when TSS could be <= 0)."""
+    TSS is subtracted (the chance-corrected R^2, like the adjusted R^2 of least squares; n the released 1'1,
+    or without an intercept the public record count ``n_records``, else y'y, which is at most n when |y| <= 1);
+    then the noise of the two quadratic forms (u^T E u has std s ||u||^2 for E with independent entries of std
+    s, or its symmetric part) moves RSS ``sigmas`` such deviations up and TSS as many down (-inf when TSS
+    could be <= 0)."""
     S, M = ridge_system(A, alpha, noise_std, fit_intercept)
     u = np.concatenate([-np.asarray(coef, np.float64).ravel()] + ([[-float(intercept)]] if fit_intercept else [])
                        + [[1.0]])
     u0 = np.zeros_like(u)
     u0[-1] = 1.0
-    n = float(S[-2, -2]) if fit_intercept else float(max(S[-1, -1], 1.0))
+    n = float(S[-2, -2]) if fit_intercept else float(n_records) if n_records else float(max(S[-1, -1], 1.0))
     if fit_intercept:
-        u0[-2] = -S[-2, -1] / n if n > 0 else 0.0
+        u0[-2] = -S[-2, -1] / S[-2, -2] if S[-2, -2] > 0 else 0.0
     rss, tss = float(u @ S @ u), float(u0 @ S @ u0)
     estimate = 1.0 - rss / tss if tss > 0 else -math.inf
     Minv = np.linalg.pinv(M)
@@ -155,15 +158,16 @@ MEAN_NOTE = "the fitted model did not beat the mean on the released statistics: 
 
 
 def guarded_solve(A, alpha: float | None, noise_std: float, fit_intercept: bool = True,
-                  sigmas: float = R2_GUARD_SIGMAS) -> dict:
+                  sigmas: float = R2_GUARD_SIGMAS, n_records: int | None = None) -> dict:
     """The server's whole solve from the released Gram ``A`` (post-processing: no privacy cost): the ridge
     penalty (``alpha``, or None: :func:`noise_penalty` from public quantities), :func:`solve_ridge`, the
-    released training R^2 (:func:`released_r2`) and, when its lower bound is not above 0, the mean instead
+    released training R^2 (:func:`released_r2`, with the public record count ``n_records``) and, when its
+    lower bound is not above 0, the mean instead
     (:func:`mean_model`).  Returns coef, intercept, alpha, r2_released, r2_lower, mean_returned."""
     d = np.asarray(A).shape[0] - 1 - int(bool(fit_intercept))
     a = noise_penalty(d, noise_std, fit_intercept) if alpha is None else float(alpha)
     coef, intercept = solve_ridge(A, a, noise_std, fit_intercept)
-    r2, lower = released_r2(A, coef, intercept, noise_std, fit_intercept, sigmas, a)
+    r2, lower = released_r2(A, coef, intercept, noise_std, fit_intercept, sigmas, a, n_records)
     fallback = not lower > 0.0
     if fallback:
         coef, intercept = mean_model(A, d, fit_intercept)
