@@ -23,6 +23,7 @@ BENCHMARKS = {
     "bgw-cost": "bench.bgw_cost",
     "pca-utility": "bench.pca_utility",
     "lr-utility": "bench.lr_utility",
+    "linreg-utility": "bench.linreg_utility",
     "lr-gamma": "bench.lr_gamma",
     "lr-cost": "bench.lr_cost",
     "lr-defaults": "bench.lr_defaults",

@@ -170,7 +170,24 @@ def linreg_table(d: dict) -> str:
     body = table(cols, rows, "rrlrrrr")
     s = rec["report"]["setting"]
     return with_provenance(body + f"\n\n{s['dataset']} ({s['shape'][0]} x {s['shape'][1]}, {s['test']} held out), "
-                           f"{s['parties']} clients, gamma {s['gamma']:g}, alpha {s['alpha']:g}.", rec)
+                           f"{s['parties']} clients, gamma {s['gamma']:g}, alpha "
+                           f"{'from public quantities' if s['alpha'] is None else format(s['alpha'], 'g')}.", rec)
+
+
+def linreg_utility(d: dict) -> str:
+    """SQM-linreg with its defaults beside AdaSSP, OLS and the mean (``python -m bench linreg-utility``)."""
+    rec = d["linreg-utility"]
+    rep = rec["report"]
+    rows = [[r["dataset"] + (" (tuning)" if r["tuning_set"] else ""), f"{r['n_train']:,} x {r['d']}",
+             eps(r["epsilon"]), f"{fmt(r['sqm_r2'])} +- {fmt(r['sqm_r2_std'])}", fmt(r["sqm_r2_min"]),
+             str(r["sqm_mean_returned"]), f"{fmt(r['adassp_r2'])} +- {fmt(r['adassp_r2_std'])}",
+             fmt(r["ols_r2"]), fmt(r["mean_r2"])] for r in rep["rows"]]
+    cols = ["data set", "train", "epsilon", f"test R^2: SQM ({rep['rows'][0]['runs']} runs)", "SQM: worst run",
+            "SQM: runs returning the mean", "AdaSSP", "OLS", "the mean"]
+    verdict = (f"\n\nDelta {rep['delta']:g}. SQM within 0.05 R^2 of AdaSSP in every row: "
+               f"{'yes' if rep['all_within'] else 'no'}; its mean R^2 never below the mean's (minus 0.01): "
+               f"{'yes' if rep['all_not_below_mean'] else 'no'}.")
+    return with_provenance(table(cols, rows, "lrrlrrlrr") + verdict, rec)
 
 
 def linreg_peers(d: dict) -> str:
@@ -345,7 +362,7 @@ MAKERS = {
     "glance": glance,
     "pca-table": pca_table, "pca-peers": pca_peers,
     "logreg-table": logreg_table, "logreg-datasets": logreg_datasets, "logreg-peers": logreg_peers,
-    "linreg-table": linreg_table, "linreg-peers": linreg_peers,
+    "linreg-table": linreg_table, "linreg-peers": linreg_peers, "linreg-utility": linreg_utility,
     "pbm-table": pbm_table, "pbm-digits": pbm_digits, "pbm-peers": pbm_peers,
     "hdp-table": hdp_table, "design-choices": generic("design-choices"),
     "bgw-table": bgw_table, "scale-table": scale_table, "scale-workers": generic("scale-workers"),

@@ -122,12 +122,12 @@ def run(case: str, folder: str) -> dict:
             task = LinRegJobTask(SQMLinearRegression(seed=SEED), label_column="x6", insecure_reproducible=True,
                                  label_range=(0, 1))  # the labels' range: scaled by 1, nothing clamped
             r = _simulate(_job(folder, Xy, [4, 3]), task)
-            outputs = _floats(r["coef"], r["intercept"])
+            outputs = _floats(r["coef"], r["intercept"], r["r2_released"], r["r2_lower"])
         elif case == "linreg estimator":
             from sqm.apps.linreg import SQMLinearRegression
 
             m = SQMLinearRegression(backend="plain", seed=SEED).fit(X, y)
-            outputs = _floats(m.coef_, m.intercept_)
+            outputs = _floats(m.coef_, m.intercept_, m.r2_released_, m.r2_lower_)
         elif case in ("logreg moments job", "logreg sgd job"):
             from sqm.apps.logreg import LRJobTask
 

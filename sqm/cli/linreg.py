@@ -79,8 +79,9 @@ def run(args) -> int:
     r["dataset"] = args.dataset
     if columns is not None:
         r["columns"] = columns
+    alpha = "from public quantities" if args.alpha is None else f"{args.alpha:g}"
     print(f"ridge regression on {args.dataset} {r['shape'][0]} x {r['shape'][1]} ({r['train']} train, {r['test']} "
-          f"held out), {args.parties} clients, alpha {args.alpha:g}, delta {args.delta:g}, gamma {args.gamma:g}, "
+          f"held out), {args.parties} clients, alpha {alpha}, delta {args.delta:g}, gamma {args.gamma:g}, "
           f"{r['runs']} run(s)")
     print(render_table(r["rows"], [("epsilon", "eps server", ".4f"), ("r2", "R^2", ".4f"), ("rmse", "RMSE", ".4g"),
                                    ("seconds", "seconds", ".3f"), ("bytes", "bytes", ",.0f")]))
@@ -107,6 +108,7 @@ def _run_job(args) -> int:
 
     def server(res) -> dict:
         from sqm.framework.units import RAW_UNITS_NOTE, feature_columns, is_scaled, raw_linear_model
+        from sqm.apps.linreg.statistic import MEAN_NOTE
         from sqm.cli.tables import render_table
 
         n = len(res["col_counts"])
@@ -125,7 +127,11 @@ def _run_job(args) -> int:
         print(render_table(rows, ["column", "weight"] + (["weight (scaled)"] if scaled else [])))
         if scaled:
             print(f"  {RAW_UNITS_NOTE}; the label '{args.label_column}' too")
-        return {"columns": cols, "coef": raw, "intercept": intercept, "label_column": args.label_column,
+        print(f"  training R^2 from the released statistics {res['r2_released']:.3f}, chance-corrected lower bound "
+              f"{res['r2_lower']:.3f} (post-processing of the release: no privacy cost)"
+              + (f"; {MEAN_NOTE}" if res["mean_returned"] else ""))
+        quality = {k: res[k] for k in ("r2_released", "r2_lower", "mean_returned", "alpha")}
+        return {**quality, "columns": cols, "coef": raw, "intercept": intercept, "label_column": args.label_column,
                 "coef_scaled": {c: float(v) for c, v in zip(cols, np.asarray(res["coef"]).ravel(), strict=False)},
                 "intercept_scaled": float(res["intercept"]), "column_scales": scales}
 

@@ -3,6 +3,7 @@ ridge solve (:mod:`sqm.apps.linreg.statistic`)."""
 from __future__ import annotations
 
 import math
+import warnings
 from typing import ClassVar
 
 import numpy as np
@@ -12,7 +13,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, check_X_y
 from sqm.mechanism.vertical import VerticalData
 
 from sqm.apps.linreg.params import LinRegParams
-from sqm.apps.linreg.statistic import JointGram, joint_bounds, joint_matrix, solve_ridge
+from sqm.apps.linreg.statistic import MEAN_NOTE, JointGram, guarded_solve, joint_bounds, joint_matrix
 from sqm.errors import UsageError
 
 
@@ -24,13 +25,20 @@ class SQMLinearRegression(RegressorMixin, BaseEstimator):
     regressor): one SQM release of [X 1 y]^T [X 1 y], then the server solves (:func:`solve_ridge`).
 
     Parameters (stored unchanged; checked in :meth:`fit`): ``alpha`` (ridge penalty, on the record-sum scale
-    like :class:`sklearn.linear_model.Ridge`), ``epsilon`` (server-observed, at ``delta``), ``gamma``,
+    like :class:`sklearn.linear_model.Ridge`; None, the default: from public quantities only,
+    :func:`sqm.apps.linreg.statistic.noise_penalty`, on top of the solve's eigenvalue floor at the released
+    noise's spectral norm), ``epsilon`` (server-observed, at ``delta``), ``gamma``,
     ``feature_bound`` c_x (every record's ||x||; each party clips its feature sub-row to c_x sqrt(n_p / d)),
     ``label_bound`` c_y (|y| <= c_y, clipped on its own), ``fit_intercept``, ``n_parties`` (clients among whom
     the columns of [X 1 y] are split, the last holding y), ``backend`` ('mpyc' real party processes, 'plain' the
     in-process simulation of the same programs), ``seed`` (None: OS entropy), ``backend_options``.
 
-    After :meth:`fit`: ``coef_``, ``intercept_``, ``gram_`` (the noisy joint Gram), ``report_``
+    After :meth:`fit`: ``coef_``, ``intercept_``, ``alpha_`` (the penalty used), ``noise_std_`` (the released Gram's
+    noise std per entry, public), ``r2_released_`` and
+    ``r2_lower_`` (the model's training R^2 and its noise-aware lower bound, computed from the release alone:
+    post-processing, no privacy cost), ``mean_returned_`` (True when that lower bound was not above 0 and the
+    released mean replaced the model: :data:`sqm.apps.linreg.statistic.MEAN_NOTE`), ``gram_`` (the noisy joint
+    Gram), ``report_``
     (:class:`sqm.mechanism.report.PrivacyReport`), ``clipped_`` (rows clipped per client), ``seconds_``,
     ``bytes_sent_``, ``backend_``, ``raw_``, ``n_features_in_``."""
 
@@ -75,7 +83,14 @@ class SQMLinearRegression(RegressorMixin, BaseEstimator):
         res = self.mechanism(data.col_counts).run(data)
         self.gram_ = res.estimate.reshape(Z.shape[1], Z.shape[1])
         std = math.sqrt(2.0 * res.report.mu) / res.scale
-        self.coef_, self.intercept_ = solve_ridge(self.gram_, float(self.alpha), std, bool(self.fit_intercept))
+        fit = guarded_solve(self.gram_, None if self.alpha is None else float(self.alpha), std,
+                            bool(self.fit_intercept), n_records=X.shape[0])
+        self.coef_, self.intercept_, self.alpha_, self.noise_std_ = fit["coef"], fit["intercept"], fit["alpha"], std
+        self.r2_released_, self.r2_lower_, self.mean_returned_ = (fit["r2_released"], fit["r2_lower"],
+                                                                  fit["mean_returned"])
+        if self.mean_returned_:
+            warnings.warn(f"{MEAN_NOTE} (training R^2 {self.r2_released_:.3f}, chance-corrected lower bound "
+                          f"{self.r2_lower_:.3f}; post-processing, no privacy cost)", UserWarning, stacklevel=2)
         self.n_features_in_ = X.shape[1]
         self.report_, self.clipped_, self.seconds_ = res.report, list(res.clipped), res.seconds
         self.bytes_sent_, self.backend_, self.raw_ = list(res.bytes_sent), res.backend, res.raw

@@ -61,7 +61,7 @@ def own_regression_data(path, label_column: str = "label", id_column: str | None
     return scale_rows(X, feature_bound), y / y_scale, y_scale, columns
 
 
-def compare(X, y, n_parties: int, alpha: float, epsilon: float, delta: float, gamma: float,
+def compare(X, y, n_parties: int, alpha: float | None, epsilon: float, delta: float, gamma: float,
             feature_bound: float = 1.0, label_bound: float = 1.0, backend: str = "mpyc", runs: int = 1, seed=None,
             test_size: float = 0.25, y_scale: float = 1.0, split_seed: int = 0) -> dict:
     """SQM, central DP and non-private ridge on a held-out split, averaged over ``runs``."""

@@ -9,7 +9,7 @@ import numpy as np
 
 from sqm.framework.jobtask import JobTask, check_label_header, switches_of
 from sqm.apps.linreg.params import MAX_LABEL_CLIPPED, LinRegJobParams
-from sqm.apps.linreg.statistic import joint_matrix, solve_ridge
+from sqm.apps.linreg.statistic import guarded_solve, joint_matrix
 from sqm.errors import UsageError
 from sqm.mechanism.params import Range, public_range
 from sqm.mpc.net.party import InputRefused, ProtocolError
@@ -161,6 +161,11 @@ class LinRegJobTask(JobTask):
             return {"clipped": out.clipped, "rows": table.n_rows, "cols": table.n_cols}
         assert out.estimate is not None  # the server's part of a release: the estimate
         gram = out.estimate.reshape(sum(counts), sum(counts))
-        coef, intercept = solve_ridge(gram, float(self.est.alpha), math.sqrt(2 * report.mu) / out.scale,
-                                      bool(self.est.fit_intercept))
-        return {"coef": coef, "intercept": intercept, "report": report.as_dict(), "raw": out.raw}
+        # post-processing of the release (no privacy cost): the penalty from public quantities, the solve, the
+        # released R^2 and the mean when the model does not beat it on the released statistics
+        alpha = None if self.est.alpha is None else float(self.est.alpha)
+        fit = guarded_solve(gram, alpha, math.sqrt(2 * report.mu) / out.scale, bool(self.est.fit_intercept),
+                            n_records=meta.n_records)
+        return {"coef": fit["coef"], "intercept": fit["intercept"], "alpha": fit["alpha"],
+                "r2_released": fit["r2_released"], "r2_lower": fit["r2_lower"],
+                "mean_returned": fit["mean_returned"], "report": report.as_dict(), "raw": out.raw}

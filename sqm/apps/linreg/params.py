@@ -16,13 +16,17 @@ POSITIVE = Interval(0, math.inf, "neither", says="be > 0")
 @dataclasses.dataclass(frozen=True)
 class LinRegParams(Params):
     """One SQM release of the joint Gram [X 1 y]^T [X 1 y] and the server's ridge solve: ``alpha`` (the ridge
-    penalty, on the record-sum scale), the privacy parameters, ``feature_bound`` c_x (every record's ||x||),
+    penalty, on the record-sum scale; None: :func:`sqm.apps.linreg.statistic.noise_penalty`, from public
+    quantities only), the privacy parameters, ``feature_bound`` c_x (every record's ||x||),
     ``label_bound`` c_y (|y|), ``fit_intercept``."""
 
     statistic = "linreg"
 
-    alpha: float = Param(1.0, Interval(0, math.inf, "left"),
-                         "ridge penalty on the record-sum scale (default {default})").field()
+    alpha: float | None = Param(None, Interval(0, math.inf, "left"),
+                                "ridge penalty on the record-sum scale, on top of the solve's floor of the "
+                                "released X^T X's eigenvalues at the noise's spectral norm (default: from public "
+                                "quantities only; see the linear-regression how-to)",
+                                optional=True).field()
     epsilon: float = EPSILON.field()
     delta: float = DELTA.field()
     gamma: float = GAMMA.field()

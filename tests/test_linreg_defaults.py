@@ -1,0 +1,118 @@
+"""SQM linear regression's defaults and guard, and its central-DP baseline AdaSSP: AdaSSP's noise is the exact
+Gaussian optimum for its sensitivities; the default penalty reads only public quantities; a model that does not
+beat the mean on the released statistics is replaced by the released mean, and says so."""
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+from sqm.apps.linreg import SQMLinearRegression
+from sqm.apps.linreg.baselines import adassp, adassp_sigmas
+from sqm.apps.linreg.statistic import MEAN_NOTE, guarded_solve, noise_penalty, released_r2, solve_ridge
+from sqm.data.datasets import scale_rows
+from sqm.mechanism.calibration import gaussian_delta, gaussian_sigma
+
+GRID = [(eps, delta, cx, cy, icpt) for eps in (0.3, 1.0, 4.0, 10.0) for delta in (1e-5, 1e-8)
+        for cx, cy in ((1.0, 1.0), (2.5, 0.5)) for icpt in (True, False)]
+
+
+@pytest.mark.parametrize("eps,delta,cx,cy,icpt", GRID)
+def test_adassp_noise_is_the_exact_gaussian_optimum_of_its_three_parts(eps, delta, cx, cy, icpt):
+    """Each part's std is z times its sensitivity (B^2, B^2, B c_y; B^2 = c_x^2 + intercept), and the three
+    together, one Gaussian mechanism of normalized sensitivity sqrt(3), meet the exact (epsilon, delta)
+    condition at z and miss it just below: z / sqrt(3) is the analytic Gaussian optimum."""
+    s = adassp_sigmas(cx, cy, eps, delta, icpt)
+    b2 = cx ** 2 + (1.0 if icpt else 0.0)
+    assert s["b2"] == b2
+    for part, sens in (("lambda_min", b2), ("xtx", b2), ("xty", math.sqrt(b2) * cy)):
+        assert s[part] == pytest.approx(gaussian_sigma(math.sqrt(3.0) * sens, eps, delta), rel=1e-9)
+        assert s[part] / sens == pytest.approx(s["z"], rel=1e-12)
+    assert s["z"] / math.sqrt(3.0) == pytest.approx(gaussian_sigma(1.0, eps, delta), rel=1e-12)
+    assert gaussian_delta(s["z"], math.sqrt(3.0), eps) <= delta
+    assert gaussian_delta(s["z"] * (1 - 1e-4), math.sqrt(3.0), eps) > delta
+
+
+def test_adassp_uses_its_calibrated_sigmas_and_recovers_a_clean_signal():
+    rng = np.random.default_rng(0)
+    X = scale_rows(rng.standard_normal((20000, 5)))
+    w = np.array([0.5, -0.3, 0.2, 0.0, 0.1])
+    y = X @ w + 0.1
+    a = adassp(X, y, 4.0, 1e-5, seed=1)
+    assert a["sigmas"] == adassp_sigmas(1.0, 1.0, 4.0, 1e-5, True) and a["clipped"] == 0
+    assert np.abs(a["coef"] - w).max() < 0.1 and abs(a["intercept"] - 0.1) < 0.02
+
+
+def test_the_default_penalty_reads_only_public_quantities():
+    """Two data sets of the same shape and bounds (one pure noise, one a clean linear signal) get the same
+    penalty and noise std; the penalty is the declared formula of them."""
+    rng = np.random.default_rng(3)
+    X1, X2 = scale_rows(rng.standard_normal((300, 6))), scale_rows(rng.uniform(-1, 1, (300, 6)))
+    y1, y2 = rng.uniform(-1, 1, 300), X2 @ np.ones(6) / 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m1 = SQMLinearRegression(epsilon=1.0, backend="plain", seed=1).fit(X1, y1)
+        m2 = SQMLinearRegression(epsilon=1.0, backend="plain", seed=2).fit(X2, y2)
+    assert (m1.alpha_, m1.noise_std_) == (m2.alpha_, m2.noise_std_)
+    assert m1.alpha_ == noise_penalty(6, m1.noise_std_, True) and m1.noise_std_ > 0
+    assert noise_penalty(6, 2.0, True, factor=0.5) == 0.5 * 2 * math.sqrt(7) * 2.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m3 = SQMLinearRegression(epsilon=4.0, backend="plain", seed=1).fit(X1, y1)  # the noise follows epsilon
+        assert m3.noise_std_ < m1.noise_std_ / 2
+        assert SQMLinearRegression(alpha=0.25, epsilon=1.0, backend="plain", seed=1).fit(X2, y2).alpha_ == 0.25
+
+
+def test_a_model_without_signal_returns_the_released_mean_and_says_so():
+    rng = np.random.default_rng(0)
+    X, y = scale_rows(rng.standard_normal((2000, 10))), rng.uniform(-1, 1, 2000)
+    with pytest.warns(UserWarning, match=MEAN_NOTE):
+        m = SQMLinearRegression(epsilon=1.0, backend="plain", seed=0).fit(X, y)
+    assert m.mean_returned_ and m.r2_lower_ <= 0
+    assert np.array_equal(m.coef_, np.zeros(10)) and m.intercept_ == m.gram_[-2, -1] / m.gram_[-2, -2]
+    # pure noise over many seeds: the chance-corrected bound keeps the fitted model at most rarely
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        kept = sum(not SQMLinearRegression(epsilon=1.0, backend="plain", seed=s).fit(X, y).mean_returned_
+                   for s in range(1, 21))
+    assert kept <= 6
+
+
+def test_a_model_with_signal_is_kept_and_its_released_r2_is_close():
+    rng = np.random.default_rng(1)
+    X = scale_rows(rng.standard_normal((3000, 8)))
+    y = X @ np.linspace(-1, 1, 8) + 0.05 * rng.standard_normal(3000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no mean note
+        m = SQMLinearRegression(epsilon=4.0, backend="plain", seed=0).fit(X, y)
+    r2 = m.score(X, y)
+    assert not m.mean_returned_ and r2 > 0.5 and 0 < m.r2_lower_ <= m.r2_released_
+    assert abs(m.r2_released_ - r2) < 0.1
+
+
+def test_released_r2_of_an_exact_gram_is_the_training_r2():
+    """Without noise the released R^2 estimate is the training R^2 exactly, and the guard keeps a real fit."""
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((400, 3))
+    y = X @ np.array([1.0, -2.0, 0.5]) + 3.0 + rng.standard_normal(400)
+    Z = np.c_[X, np.ones(400), y]
+    A = Z.T @ Z
+    coef, b = solve_ridge(A, 0.0)
+    pred = X @ coef + b
+    r2 = 1 - np.sum((y - pred) ** 2) / np.sum((y - y.mean()) ** 2)
+    est, lower = released_r2(A, coef, b, 0.0)
+    assert est == pytest.approx(r2, rel=1e-9) and lower < est
+    fit = guarded_solve(A, None, 0.0)
+    assert not fit["mean_returned"] and fit["alpha"] == 0.0 and np.allclose(fit["coef"], coef)
+
+
+def test_released_r2_without_an_intercept_is_against_the_zero_model():
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((300, 2))
+    y = X @ np.array([0.7, -0.2]) + 0.3 * rng.standard_normal(300)
+    Z = np.c_[X, y]
+    A = Z.T @ Z
+    coef, b = solve_ridge(A, 0.0, fit_intercept=False)
+    r2 = 1 - np.sum((y - X @ coef) ** 2) / np.sum(y ** 2)
+    est, lower = released_r2(A, coef, b, 0.0, fit_intercept=False, n_records=300)
+    assert b == 0.0 and est == pytest.approx(r2, rel=1e-9) and 0 < lower < est
