@@ -139,7 +139,9 @@ def _overlapping_job(tmp_path, rows: int = 9000):
     plain = load_job(write_job(os.path.join(tmp_path, "plain.json"), addrs, files, min_intersection=1))
     sharded = load_job(write_job(os.path.join(tmp_path, "sharded.json"), addrs, files, workers=2,
                                  worker_addresses=workers, min_intersection=1))
-    return plain, sharded, rows - 3 * (rows // 10)
+    ring = load_job(write_job(os.path.join(tmp_path, "ring.json"), addrs, files, workers=2,
+                              worker_addresses=workers, min_intersection=1, alignment_keys="all"))
+    return plain, sharded, ring, rows - 3 * (rows // 10)
 
 
 def _orders(lines: list[str]) -> dict[int, str]:
@@ -150,29 +152,35 @@ def _orders(lines: list[str]) -> dict[int, str]:
 
 @pytest.mark.slow
 def test_two_workers_per_party_align_and_release_as_one_process(tmp_path, caplog):
-    """Real party processes: the pooled alignment finds the same intersection, in the same order (the digest of the
-    PSI's ranks each client logs), and the job releases the same integers; every party's log says its own 2
-    processes hashed, blinded or checked its values."""
+    """Real party processes, 2 workers per party against one process per party: with the threshold's keys the
+    alignment runs as 2 bucket PSIs on the parties' shard workers (every party logs it), with every client's key on
+    the parties' own local processes (every party logs how many values its 2 processes hashed, blinded or checked);
+    both find the same intersection, every client holds it in one order (the digest of the PSI's ranks, equal at
+    the 3 clients: bucket after bucket with buckets), and the job releases the same integers as the one-process
+    job, so the records line up in the same order."""
     from sqm.apps.pca.job import PCAJobTask
     from sqm.framework.runners import run_job
 
-    plain, sharded, common = _overlapping_job(tmp_path)
+    plain, sharded, ring, common = _overlapping_job(tmp_path)
     runs, logs = [], []
-    for spec in (plain, sharded):
+    for spec in (plain, sharded, ring):
         caplog.clear()
         with caplog.at_level(logging.INFO):  # the parties log at the root logger's level; the launcher shows it
             runs.append(run_job(spec, PCAJobTask(**TASK, chunk_rows=512)))
         logs.append([r.getMessage() for r in caplog.records])
-    a, b = runs
-    assert np.array_equal(a[0]["result"]["raw"], b[0]["result"]["raw"])
-    for ra, rb in zip(a, b, strict=False):
-        assert ra["result"]["alignment"] == rb["result"]["alignment"]
-        assert ra["result"]["alignment"]["intersection"] == common
-    first, second = _orders(logs[0]), _orders(logs[1])
-    assert sorted(first) == [1, 2, 3] and len(set(first.values())) == 1 and first == second, logs
-    assert not any("local processes" in ln for ln in logs[0])
-    for pid in range(4):  # every party hashed, blinded or checked its values on its 2 processes
+    for other in runs[1:]:
+        assert np.array_equal(runs[0][0]["result"]["raw"], other[0]["result"]["raw"])
+        for ra, rb in zip(runs[0], other, strict=False):
+            assert ra["result"]["alignment"] == rb["result"]["alignment"]
+            assert ra["result"]["alignment"]["intersection"] == common
+    for lines in logs:
+        orders = _orders(lines)
+        assert sorted(orders) == [1, 2, 3] and len(set(orders.values())) == 1, lines
+    assert not any("local processes" in ln or "buckets" in ln for ln in logs[0])
+    assert not any("local processes" in ln for ln in logs[1])  # the buckets' workers did the work, no pool
+    for pid in range(4):
+        assert sum(f"party {pid}: record alignment in 2 buckets on its shard workers" in ln for ln in logs[1]) == 1
         got = [re.search(rf"party {pid}: record alignment on 2 local processes: ([0-9,]+) values", ln)
-               for ln in logs[1]]
+               for ln in logs[2]]
         counts = [int(g.group(1).replace(",", "")) for g in got if g]
-        assert len(counts) == 1 and counts[0] >= common, logs[1]
+        assert len(counts) == 1 and counts[0] >= common, logs[2]

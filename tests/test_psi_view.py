@@ -497,3 +497,82 @@ def test_a_declared_set_of_a_trillion_is_refused_naming_the_client(tmp_path):
             assert any(f"refused before any id was sent: client 2 declared {rows:,} records, {w}" in lines[who]
                        for w in why), lines[who]
         assert all(frames is None or not points(frames) for frames in got.value.frames)  # no id was sent
+
+
+# ----- the bucketed alignment: one PSI per bucket on the parties' shard workers ------------------------------------
+
+class AlignStreamed(AlignOnly):
+    streams = True  # records read in chunks: the job may give its parties shard workers
+
+
+class RecordShard:
+    """A party's shard wrapper (picklable): each of its workers records what it receives to ``folder``."""
+
+    def __init__(self, folder, pid):
+        self.folder, self.pid = str(folder), pid
+
+    def __call__(self, work):
+        return Recording(work, os.path.join(self.folder, f"worker{self.pid}.{work.shard}.bin"))
+
+
+def record_buckets(folder, sets, workers=2):
+    """The alignment-only job over client id ``sets`` with ``workers`` shard workers per party (so the bucketed
+    alignment); per party, the (peer, frame) its workers received, and the results."""
+    import json
+
+    from sqm.mpc.net.launch import free_ports
+
+    job = write_parties(folder, universe(m=12000), sets, min_intersection=1)
+    raw = json.loads(Path(job).read_text())
+    ports = free_ports(len(raw["parties"]) * workers)
+    for i, entry in enumerate(raw["parties"]):
+        entry["workers"] = workers
+        entry["worker_addresses"] = [f"127.0.0.1:{p}" for p in ports[i * workers:(i + 1) * workers]]
+    Path(job).write_text(json.dumps(raw))
+    spec = load_job(job)
+    progs = job_programs(spec, AlignStreamed())
+    for i, p in enumerate(progs):
+        p.shard_wrap = RecordShard(folder, i)
+    recs = run_parties(progs, timeout=120, addresses=spec.addresses, min_clients=2, job_id=spec.job_id)
+    frames = []
+    for i in range(len(progs)):
+        got = []
+        for s in range(workers):
+            log = wire.decode(Path(folder / f"worker{i}.{s}.bin").read_bytes())
+            got += [(peer, wire.decode(b)) for _, peer, b in sorted(log, key=lambda e: e[:2])]
+        frames.append(got)
+    return frames, recs
+
+
+@pytest.mark.slow
+def test_the_bucketed_alignment_shows_each_party_what_one_psi_shows(tmp_path):
+    """With shard workers (2 per party, 3 clients, the threshold's keys) the alignment runs as 2 bucket PSIs, each
+    client's bucket padded to a public length.  Recorded in every worker: no client's worker receives a blinded id;
+    the server's workers receive every client's padded buckets, the same shapes for a job over other ids with the
+    same sizes (the padding hides how the ids fall in the buckets), and the equal values among them are the Venn
+    counts the one-process PSI shows the server (180 in all three lists, 3 x 40 in two), nothing repeated between
+    the two jobs; the intersection is the one-process job's."""
+    from sqm.mpc.protocols.psi_buckets import padded_size
+
+    sets = sets_with_overlaps()
+    frames, recs = record_buckets(tmp_path / "a", sets)
+    assert recs[0]["result"]["alignment"]["intersection"] == 180
+    for j in (1, 2, 3):
+        assert not points(frames[j])  # no client's worker receives any blinded id
+
+    def values(frames):
+        return [row.tobytes() for _, f in frames for a in _arrays(f) if a.dtype == np.uint8 and a.ndim == 2
+                and a.shape[1] == 32 for row in a]
+
+    got = values(frames[0])
+    assert len(got) == 3 * 2 * padded_size(340, 2)  # every client's 2 padded buckets, once each
+    counts = np.bincount(np.unique(got, return_counts=True)[1])
+    assert counts[3] == 180 and counts[2] == 3 * 40 and counts[1] == len(got) - 3 * 180 - 2 * 120
+
+    other, _ = record_buckets(tmp_path / "b", sets_with_overlaps(offset=5000))
+
+    def shape(frames):
+        return sorted((peer, str([(a.dtype.str, a.shape) for a in _arrays(f)])) for peer, f in frames)
+
+    assert shape(other[0]) == shape(frames[0])
+    assert not set(values(other[0])) & set(got)

@@ -145,12 +145,15 @@ def test_sharded_job_equals_unsharded_job_bit_for_bit(tmp_path):
         assert ra["result"].get("outside_declared_range") == rb["result"].get("outside_declared_range")
     assert b[2]["result"]["outside_declared_range"] > 0 and sum(r["result"]["clipped"] for r in b[1:]) > 0
     assert all("shards" in r["phases"] for r in b) and not any("shards" in r["phases"] for r in a)
-    # the records' shares went through the workers' sessions: each client's two workers sent them, the
-    # client itself only its alignment, the summands, the degree reduction and the opening
+    # the records' shares went through the workers' sessions: each client's two workers sent them (and its
+    # alignment's two buckets), the client itself only the bucket key, the summands, the degree reduction and the
+    # opening
     for ra, rb in zip(a[1:], b[1:], strict=False):
-        workers = rb["shard_workers"]
-        assert len(workers) == 2 and all(w["bytes_sent"] > 0 and w["max_rss_bytes"] > 0 for w in workers)
-        assert rb["bytes_sent"] < ra["bytes_sent"] < rb["bytes_sent"] + sum(w["bytes_sent"] for w in workers)
+        workers, buckets = rb["shard_workers"], rb["alignment_workers"]
+        assert len(workers) == len(buckets) == 2
+        assert all(w["bytes_sent"] > 0 and w["max_rss_bytes"] > 0 for w in workers + buckets)
+        assert rb["bytes_sent"] < ra["bytes_sent"] < rb["bytes_sent"] + sum(w["bytes_sent"] for w in workers + buckets)
+        assert "alignment_workers" not in ra
 
 
 def _kill_worker_when_it_starts(job_id: str, index: int, shard: int, stop: threading.Event, killed: list):

@@ -103,8 +103,57 @@ def check_set_sizes(pid: int, sizes: dict[int, int], max_ratio: float = DEFAULT_
                         f"--max-set-ratio)")
 
 
+class _Ids:
+    """A table's ids, for a shard worker's bucket of the alignment (:mod:`sqm.mpc.protocols.psi_buckets`): an
+    in-memory table's ids without its values (a streamed table goes as it is: a worker reads its file)."""
+
+    def __init__(self, ids):
+        self.ids = list(ids)
+
+    def iter_ids(self):
+        return iter(self.ids)
+
+
+async def _bucketed(ctx, runner, table, sizes: dict[int, int], seed):
+    """The alignment as one PSI per bucket on this party's shard workers (:mod:`sqm.mpc.protocols.psi_buckets`):
+    (m, this client's Intersection or None at the server)."""
+    import hashlib
+
+    from sqm.mpc.protocols.psi import client_key
+    from sqm.mpc.protocols.psi_buckets import BUCKET_DOMAIN, BucketPSI, merge, padded_size
+
+    W = runner.count
+    padded = {c: padded_size(v, W) for c, v in sizes.items()}
+    mine = None if table is None else party_key_bytes(seed, ctx.pid, "sqm-psi bucket key contribution")
+    kb = await client_key(ctx, mine)
+    if table is None:
+        works = [BucketPSI(s, W, padded, ctx.job_digest) for s in range(W)]
+    else:
+        assert kb is not None  # a client holds the bucket key
+        ids = table if hasattr(table, "chunks") else _Ids(table.iter_ids())
+        key = hashlib.sha256(BUCKET_DOMAIN + kb).digest()
+        works = [BucketPSI(s, W, padded, ctx.job_digest, ids, key,
+                           party_key_bytes(seed, ctx.pid, f"sqm-psi bucket {s}")) for s in range(W)]
+    results = await runner.run(ctx, works)
+    ctx.alignment_worker_records = list(runner.records)
+    log.info(f"party {ctx.pid}: record alignment in {W} buckets on its shard workers (padded lengths "
+             f"{', '.join(f'{v:,}' for _, v in sorted(padded.items()))})")
+    if table is None:
+        return sum(int(r["m"]) for r in results), None
+    found = merge(results, table.n_rows)
+    return found.size, found
+
+
+def runs_bucketed(ctx, sizes: dict[int, int], all_keys: bool, runner, hide: bool = False) -> bool:
+    """Whether this job's alignment runs one PSI per bucket on the shard workers (:func:`align_records`): it has
+    workers, the threshold's keys, no server table, and reveals membership."""
+    from sqm.mpc.protocols.psi import shared_mode
+
+    return runner is not None and not hide and 0 not in sizes and shared_mode(ctx, all_keys)
+
+
 async def align_records(ctx, table, sizes: dict[int, int], min_common: int, seed=None,
-                        max_ratio: float = DEFAULT_MAX_SET_RATIO, all_keys: bool = False):
+                        max_ratio: float = DEFAULT_MAX_SET_RATIO, all_keys: bool = False, runner=None):
     """Align this party's records with the other clients' (module docstring): returns ``(table, m)``, the
     client's table restricted to the intersection (None at the server) and the intersection size m.
     ``sizes``: every client's record count (public, from the schema exchange), and ``sizes[0]`` the server's
@@ -113,10 +162,14 @@ async def align_records(ctx, table, sizes: dict[int, int], min_common: int, seed
     size policy (:func:`check_set_sizes`, ``max_ratio``), and refuses, before any share of data is sent, an
     intersection smaller than ``min_common``.  ``all_keys``: every list under every client's key (the job file's
     ``"alignment_keys": "all"``), else keys as strong as the runtime's threshold
-    (:func:`sqm.mpc.protocols.psi.shared_mode`).  (Membership-hiding alignment: :func:`hide_membership`.)"""
+    (:func:`sqm.mpc.protocols.psi.shared_mode`).  ``runner``: this party's shard workers
+    (:class:`sqm.mpc.protocols.shards.ShardRunner`): with the threshold's keys and no server table, one PSI per bucket
+    on them (:mod:`sqm.mpc.protocols.psi_buckets`).  (Membership-hiding alignment: :func:`hide_membership`.)"""
     check_set_sizes(ctx.pid, sizes, max_ratio)
     found: Intersection | None
-    if table is None:  # the server, holding no table
+    if runs_bucketed(ctx, sizes, all_keys, runner):
+        m, found = await _bucketed(ctx, runner, table, sizes, seed)
+    elif table is None:  # the server, holding no table
         size = await intersect(ctx, sizes, all_keys=all_keys)
         assert isinstance(size, int)  # the server without a set of its own gets the intersection size
         m, found = size, None

@@ -50,6 +50,7 @@ from sqm.framework.alignment import (
     align_records,
     check_max_set_ratio,
     hide_membership,
+    runs_bucketed,
 )
 from sqm.framework.jobtask import JobTask
 from sqm.framework.spec import JobSpec, read_party_csv
@@ -292,7 +293,10 @@ class JobParty(PartyProgram):
         columns, sizes, cols = await self._schemas(ctx, holders, mine)
         log.log(NOTICE, self.announcement(ctx, mine, sizes))  # shown unless -q
         union, withheld = None, None
-        with pooled(None if runner is None else runner.count, ctx.pid, log):  # its workers hash, blind and check
+        # its local processes hash, blind and check, unless its shard workers run the alignment's buckets
+        local = None if runner is None or runs_bucketed(ctx, sizes, self.all_keys, runner, self.hide_membership) \
+            else runner.count
+        with pooled(local, ctx.pid, log):
             if self.hide_membership:  # over S positions: the evaluation multiplies each record by its membership
                 table, union, withheld = await hide_membership(ctx, table, sizes, self.min_intersection,
                                                                self.task.seed, self.max_set_ratio,
@@ -301,7 +305,7 @@ class JobParty(PartyProgram):
                 meta = JobMeta(cols, int(union.size), int(union.size), tuple(columns), members=n_common)
             else:
                 table, n_common = await align_records(ctx, table, sizes, self.min_intersection, self.task.seed,
-                                                      self.max_set_ratio, self.all_keys)
+                                                      self.max_set_ratio, self.all_keys, runner)
                 meta = JobMeta(cols, n_common, columns=tuple(columns))
         outside = None
         if table is not None and self.own_bounds:  # scaled to the job file's public ranges

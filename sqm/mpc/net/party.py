@@ -260,10 +260,11 @@ def _record(ctx, state: dict, stats: dict, t0: float) -> None:
     stats["cpu_seconds"] = usage.ru_utime + usage.ru_stime  # this process's, since it started
     stats["heavy_modules"] = heavy_modules()  # what the program's modules pulled in (HEAVY_MODULES)
     stats["bytes_sent"] = ctx.bytes_sent()
+    keys = ("seconds", "max_rss_bytes", "bytes_sent", "phases", "timeline", "connect_seconds", "cpu_seconds")
     if ctx.worker_records is not None:  # each shard worker's own record: seconds, peak memory, bytes, phases
-        stats["shard_workers"] = [{k: r.get(k) for k in ("seconds", "max_rss_bytes", "bytes_sent", "phases",
-                                                          "timeline", "connect_seconds", "cpu_seconds")}
-                                  for r in ctx.worker_records]
+        stats["shard_workers"] = [{k: r.get(k) for k in keys} for r in ctx.worker_records]
+    if getattr(ctx, "alignment_worker_records", None) is not None:  # the same, of its alignment's buckets
+        stats["alignment_workers"] = [{k: r.get(k) for k in keys} for r in ctx.alignment_worker_records]
 
 
 async def _run(mpc, args, addrs: list[str], tls, pins, program, state: dict, stats: dict):

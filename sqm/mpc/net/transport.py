@@ -135,6 +135,7 @@ class PartyTransport:
         # how this party's session was started (sqm.mpc.net.session.SessionSettings), if known
         self.session: SessionSettings | None = None
         self.worker_records: list[dict] | None = None  # this party's worker processes' records, once they ran
+        self.alignment_worker_records: list[dict] | None = None  # those of its workers' alignment buckets
         self.output_shares_sent = False  # this party has sent its shares of an output (output_shares_next)
         # optional callable, run once just before those are first sent
         self.before_output_shares: Callable[[], object] | None = None

@@ -564,6 +564,12 @@ async def _client_direct(ctx, sizes: dict[int, int], mine: np.ndarray, key: byte
         await ctx.send_recv(out, [], None, DIRECT_STEP)
 
 
+async def client_key(ctx, contribution: bytes | None) -> bytes | None:
+    """A fresh key the clients agree among themselves as :func:`_shared_key` does (None at the server, which sees
+    none of it); the record alignment's buckets are keyed by one (:mod:`sqm.mpc.protocols.psi_buckets`)."""
+    return await _shared_key(ctx, contribution)
+
+
 def _direct_sender(o: int, h: int) -> int:
     """With the shared key: who sent list ``o`` to the server (its owner)."""
     return o
