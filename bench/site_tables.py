@@ -171,7 +171,7 @@ def linreg_table(d: dict) -> str:
     s = rec["report"]["setting"]
     return with_provenance(body + f"\n\n{s['dataset']} ({s['shape'][0]} x {s['shape'][1]}, {s['test']} held out), "
                            f"{s['parties']} clients, gamma {s['gamma']:g}, alpha "
-                           f"{'from public quantities' if s['alpha'] is None else format(s['alpha'], 'g')}.", rec)
+                           f"{'from public quantities' if s.get('alpha') is None else format(s['alpha'], 'g')}.", rec)
 
 
 def linreg_utility(d: dict) -> str:
