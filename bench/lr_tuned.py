@@ -156,8 +156,11 @@ def run_split(X, y, split, epsilon: float, delta: float, seed: int, methods: dic
         chosen, val = {}, None
         if grid:
             points = grid_points(grid)
-            chosen, vals = grid_search(points, lambda p: scores_of(yva, fit(Xtr, ytr, p, epsilon, delta,
-                                                                               tune_seed)[0](Xva))[SELECT[select]])
+
+            def validation_score(p, fit=fit, seed=tune_seed):
+                return scores_of(yva, fit(Xtr, ytr, p, epsilon, delta, seed)[0](Xva))[SELECT[select]]
+
+            chosen, vals = grid_search(points, validation_score)
             val = max(v for v in vals if not math.isnan(v)) if any(not math.isnan(v) for v in vals) else math.nan
         predict, eps = fit(Xtr, ytr, chosen, epsilon, delta, refit_seed)
         acc, auc = scores_of(yte, predict(Xte))
@@ -209,7 +212,8 @@ def run(datasets=("breast_cancer", "phishing"), epsilons=(1.0,), runs=3, delta=1
                                  auc_std=float(np.std(auc)), runs=len(vals),
                                  epsilon_spent=float(max(v["epsilon_spent"] for v in vals)),
                                  chosen=[v["chosen"] for v in vals]))
-    return dict(protocol=NOT_COUNTED, select=select, delta=delta, runs=runs, seed=seed, split="stratified 60/20/20 per run",
+    return dict(protocol=NOT_COUNTED, select=select, delta=delta, runs=runs, seed=seed,
+                split="stratified 60/20/20 per run",
                 grids={"dpsgd": DPSGD_GRID, "sqm-tuned": SQM_GRID}, dpsgd_weight_bound=DPSGD_WEIGHT_BOUND,
                 nonprivate_C=NONPRIVATE_C, rows=rows, per_run=per_run, seconds=time.perf_counter() - t0,
                 cpu_seconds=time.process_time() - c0)
@@ -222,8 +226,8 @@ def _chosen_text(chosen: list[dict]) -> str:
 
 
 def print_table(rep: dict) -> None:
-    print(f"SQM-LR and DPSGD tuned on validation {rep['select']} (delta {rep['delta']:g}, {rep['runs']} runs, {rep['split']}); "
-          f"{rep['protocol']}")
+    print(f"SQM-LR and DPSGD tuned on validation {rep['select']} (delta {rep['delta']:g}, {rep['runs']} runs, "
+          f"{rep['split']}); {rep['protocol']}")
     print("* dataset used to choose SQM-LR's default constants (test splits included)")
     print(f"{'dataset':16s} {'eps':>4s} {'method':12s} {'accuracy':>16s} {'AUC':>16s}  chosen (per run)")
     for r in rep["rows"]:
