@@ -82,3 +82,18 @@ def test_tiny_real_run_prints_and_writes_json(tmp_path, capsys):
     dp = next(r for r in rows if r["method"] == "dpsgd")
     assert set(dp["chosen"][0]) == set(lr_tuned.DPSGD_GRID) and dp["epsilon_spent"] <= 1.0 + 1e-9
     assert "not counted" in capsys.readouterr().out
+
+
+def test_tuned_sqm_at_the_default_constants_is_the_estimator_bit_for_bit():
+    """The bench's SQM-LR fit (the release with c, kappa, gamma given) at the defaults is the estimator's own."""
+    from sqm.apps.logreg.moments import CONSTANT, LABEL_WEIGHT
+
+    X, y = lr_tuned.load("breast_cancer")
+    tr, _, te = lr_tuned.split_indices(y, 2)
+    from sqm.apps.logreg.experiment import standardized_unit_rows
+
+    Xtr, Xte = standardized_unit_rows(X[tr], X[te])
+    p = dict(constant=CONSTANT, label_weight=LABEL_WEIGHT, gamma=8192.0)
+    ours, eps = lr_tuned.fit_sqm(Xtr, y[tr], p, 1.0, 1e-5, seed=11)
+    theirs, eps_default = lr_tuned.fit_sqm_default(Xtr, y[tr], {}, 1.0, 1e-5, seed=11)
+    assert np.array_equal(ours(Xte), theirs(Xte)) and eps == eps_default <= 1.0
