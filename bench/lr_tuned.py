@@ -153,7 +153,8 @@ def run_split(X, y, split, epsilon: float, delta: float, seed: int, methods: dic
     out = {}
     for name, (fit, grid) in (methods or METHODS).items():
         tune_seed, refit_seed = (int(s) for s in rng.integers(0, 2 ** 62, size=2))
-        chosen, val = {}, None
+        chosen: dict = {}
+        val = None
         if grid:
             points = grid_points(grid)
 
@@ -176,6 +177,7 @@ def load(name: str, data_dir=None, max_records: int | None = None, seed: int = 0
     from sqm.data.datasets import load_dataset
 
     ds = load_dataset(name, data_dir)
+    assert ds.y is not None  # every offered set is labelled
     X, y = np.asarray(ds.X, np.float64), (np.asarray(ds.y) == np.max(ds.y)).astype(np.int64)
     if max_records is not None and len(y) > max_records:
         from sklearn.model_selection import train_test_split
