@@ -46,6 +46,7 @@ BENCHMARKS = {
     "job": "bench.job",
     "warm": "bench.warm",
     "release": "bench.release",
+    "lr-tuned": "bench.lr_tuned",
 }
 
 

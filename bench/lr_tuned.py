@@ -1,0 +1,262 @@
+"""SQM-LR against DPSGD with every method's hyperparameters chosen on validation data only.
+
+    python -m bench lr-tuned                      # breast_cancer and phishing, epsilon 1, 3 runs
+    python -m bench lr-tuned --datasets breast_cancer credit_default --epsilons 1 4 --runs 5 --json lr_tuned.json
+
+The protocol, per dataset, epsilon and run (seed ``seed + run``):
+
+1. a stratified train / validation / test split (60 / 20 / 20) of the dataset's records with that seed;
+   breast_cancer and phishing are standardized with the training split's statistics, clipped to +-3 and divided
+   by 3 sqrt(d) (every row in the unit ball); credit_default's encoding is public and in the unit ball already;
+2. each private method fits every point of its grid on train and scores it by AUC on validation; the argmax
+   (the first on ties) is its choice;
+3. the chosen point is refitted on train (a fresh seed) and scored on test (accuracy and AUC).
+
+Grids (24 points each): DPSGD (Opacus, PRV accountant, :func:`sqm.apps.logreg.baselines.dpsgd_fit`) over the
+expected batch q n in {64, 256}, epochs {2, 5}, learning rate {0.5, 2, 8}, clip norm {0.5, sqrt 2} (||w|| <= 8 as
+SQM's sgd schedule, an intercept through a constant column 1).  SQM-LR (the moments solver, in process): the
+estimator exposes gamma only; the release function :func:`sqm.apps.logreg.estimator.moments_release` also takes the
+intercept's constant c and the label weight kappa, so the grid is c in {0.35, 0.5, 0.7, 1} x kappa in {0.5, 0.7, 1}
+x gamma in {2^10, 2^13}, fitted with the estimator's own code (:func:`sqm.apps.logreg.moments.fit_release`).
+``sqm-default`` is SQM-LR with its defaults, untuned (their constants were chosen on breast_cancer, adult,
+credit_default and generated sets, test splits included).  Non-private: scikit-learn's logistic regression with
+its fixed default regularization (C = 1), no tuning.
+
+Tuning's privacy cost is not counted, for any method alike: each reported epsilon is that of the final refit only.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from collections.abc import Callable, Sequence
+
+from bench.common import finish
+
+DATASETS = ("breast_cancer", "phishing", "credit_default")
+# the data sets on which SQM-LR's default constants (c, kappa, beta, the variance floor) and schedule were chosen,
+# test splits included (sqm/apps/logreg/moments.py); phishing was never used to choose them
+USED_FOR_DEFAULTS = {"breast_cancer": True, "credit_default": True, "phishing": False}
+STANDARDIZED = ("breast_cancer", "phishing")  # scaled with the training split's statistics (else: public encoding)
+
+DPSGD_GRID = dict(batch=(64, 256), epochs=(2, 5), learning_rate=(0.5, 2.0, 8.0), clip=(0.5, math.sqrt(2.0)))
+SQM_GRID = dict(constant=(0.35, 0.5, 0.7, 1.0), label_weight=(0.5, 0.7, 1.0), gamma=(1024.0, 8192.0))
+DPSGD_WEIGHT_BOUND = 8.0
+NONPRIVATE_C = 1.0
+NOT_COUNTED = ("tuning's privacy cost is not counted, for any method alike: each epsilon is the final refit's; "
+               "hyperparameters chosen by a validation score on train -> validation, refitted on train, scored on test")
+
+
+def grid_points(grid: dict) -> list[dict]:
+    """Every combination of ``grid``'s values (name -> values), the first name varying slowest."""
+    import itertools
+
+    names = list(grid)
+    return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*(grid[n] for n in names))]
+
+
+def split_indices(y, seed: int, validation: float = 0.2, test: float = 0.2):
+    """(train, validation, test) index arrays of a stratified split of labels ``y`` with ``seed``."""
+    import numpy as np
+    from sklearn.model_selection import train_test_split
+
+    idx = np.arange(len(y))
+    rest, te = train_test_split(idx, test_size=test, random_state=seed, stratify=y)
+    tr, va = train_test_split(rest, test_size=validation / (1 - test), random_state=seed + 1, stratify=y[rest])
+    return np.sort(tr), np.sort(va), np.sort(te)
+
+
+def grid_search(points: Sequence[dict], score: Callable[[dict], float]) -> tuple[dict, list[float]]:
+    """(the point of highest ``score``, every point's score): the first on ties; NaN scores never win."""
+    scores = [float(score(p)) for p in points]
+    best = max(range(len(points)), key=lambda i: (-math.inf if math.isnan(scores[i]) else scores[i], -i))
+    return dict(points[best]), scores
+
+
+# ----- the methods: fit(Xtr, ytr, params, epsilon, delta, seed) -> a scoring function of X --------------------
+def fit_dpsgd(Xtr, ytr, p: dict, epsilon: float, delta: float, seed: int):
+    from sqm.apps.logreg.baselines import dpsgd_fit, with_intercept_column
+
+    q = min(1.0, p["batch"] / len(ytr))
+    w, rep = dpsgd_fit(with_intercept_column(Xtr, 1.0), ytr, epsilon, delta, q, int(p["epochs"]),
+                       p["learning_rate"], DPSGD_WEIGHT_BOUND, max_grad_norm=p["clip"], seed=seed)
+    return (lambda X: with_intercept_column(X, 1.0) @ w), rep.epsilon_server
+
+
+def fit_sqm(Xtr, ytr, p: dict, epsilon: float, delta: float, seed: int, parties: int = 3):
+    """SQM-LR's moments solver, in process, with the release's c, kappa and gamma (``p``), as the estimator
+    runs it (same release, same fit)."""
+    import numpy as np
+
+    from sqm.apps.logreg.estimator import moments_release
+    from sqm.apps.logreg.moments import fit_release
+    from sqm.mechanism.vertical import VerticalData
+
+    blocks = np.array_split(np.asarray(Xtr, np.float64), parties, axis=1)
+    label = parties - 1
+    mech, layout = moments_release([b.shape[1] for b in blocks], label, p["gamma"], epsilon, delta,
+                                   constant=p["constant"], label_weight=p["label_weight"], backend="plain",
+                                   seed=seed)
+    blocks[label] = layout.block(blocks[label], np.asarray(ytr, np.float64))
+    res = mech.run(VerticalData(blocks))
+    _, w, b = fit_release(res.estimate, layout, len(ytr), res.report.mu, p["gamma"], True)
+    return (lambda X: np.asarray(X, np.float64) @ w + b), res.report.epsilon_server
+
+
+def fit_sqm_default(Xtr, ytr, p: dict, epsilon: float, delta: float, seed: int):
+    from sqm.apps.logreg.estimator import SQMLogisticRegression
+
+    m = SQMLogisticRegression(epsilon, delta, backend="in-process", seed=seed).fit(Xtr, ytr)
+    return m.decision_function, m.report_.epsilon_server
+
+
+def fit_nonprivate(Xtr, ytr, p: dict, epsilon: float, delta: float, seed: int):
+    from sklearn.linear_model import LogisticRegression
+
+    m = LogisticRegression(C=NONPRIVATE_C, max_iter=5000).fit(Xtr, ytr)
+    return m.decision_function, math.inf
+
+
+METHODS = {"dpsgd": (fit_dpsgd, DPSGD_GRID), "sqm-tuned": (fit_sqm, SQM_GRID), "sqm-default": (fit_sqm_default, None),
+           "nonprivate": (fit_nonprivate, None)}
+
+
+def scores_of(y, s) -> tuple[float, float]:
+    """(accuracy of the sign of ``s``, AUC of ``s``) against labels ``y``."""
+    import numpy as np
+
+    from sqm.apps.logreg.baselines import roc_auc
+
+    s = np.asarray(s, np.float64)
+    return float(np.mean((s > 0) == (np.asarray(y) == 1))), roc_auc(y, s)
+
+
+SELECT = {"auc": 1, "accuracy": 0}  # the validation score a grid search maximizes: index into scores_of
+
+
+def run_split(X, y, split, epsilon: float, delta: float, seed: int, methods: dict | None = None,
+              standardize: bool = True, select: str = "auc") -> dict:
+    """One run of the protocol on records (X, y) with ``split`` = (train, validation, test) indices: method ->
+    {chosen, validation (the chosen point's ``select`` score), accuracy, auc, epsilon_spent}.  Nothing but train
+    and validation enters the choice."""
+    import numpy as np
+
+    from sqm.apps.logreg.experiment import standardized_unit_rows
+
+    tr, va, te = split
+    Xtr, Xva, Xte = X[tr], X[va], X[te]
+    if standardize:
+        Xtr, Xva = standardized_unit_rows(X[tr], X[va])
+        _, Xte = standardized_unit_rows(X[tr], X[te])
+    ytr, yva, yte = y[tr], y[va], y[te]
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, (fit, grid) in (methods or METHODS).items():
+        tune_seed, refit_seed = (int(s) for s in rng.integers(0, 2 ** 62, size=2))
+        chosen: dict = {}
+        val = None
+        if grid:
+            points = grid_points(grid)
+
+            def validation_score(p, fit=fit, seed=tune_seed):
+                return scores_of(yva, fit(Xtr, ytr, p, epsilon, delta, seed)[0](Xva))[SELECT[select]]
+
+            chosen, vals = grid_search(points, validation_score)
+            val = max(v for v in vals if not math.isnan(v)) if any(not math.isnan(v) for v in vals) else math.nan
+        predict, eps = fit(Xtr, ytr, chosen, epsilon, delta, refit_seed)
+        acc, auc = scores_of(yte, predict(Xte))
+        out[name] = dict(chosen=chosen, validation=val, accuracy=acc, auc=auc, epsilon_spent=float(eps))
+    return out
+
+
+def load(name: str, data_dir=None, max_records: int | None = None, seed: int = 0):
+    """(X, y) of dataset ``name`` (all its records; adult is not offered), at most ``max_records`` of them (a
+    stratified subsample with ``seed``) when given."""
+    import numpy as np
+
+    from sqm.data.datasets import load_dataset
+
+    ds = load_dataset(name, data_dir)
+    assert ds.y is not None  # every offered set is labelled
+    X, y = np.asarray(ds.X, np.float64), (np.asarray(ds.y) == np.max(ds.y)).astype(np.int64)
+    if max_records is not None and len(y) > max_records:
+        from sklearn.model_selection import train_test_split
+
+        keep, _ = train_test_split(np.arange(len(y)), train_size=max_records, random_state=seed, stratify=y)
+        X, y = X[np.sort(keep)], y[np.sort(keep)]
+    return X, y
+
+
+def run(datasets=("breast_cancer", "phishing"), epsilons=(1.0,), runs=3, delta=1e-5, seed=0, max_records=None,
+        methods: Sequence[str] | None = None, progress=True, select: str = "auc") -> dict:
+    import numpy as np
+    from tqdm import tqdm
+
+    chosen_methods = {m: METHODS[m] for m in (methods or METHODS)}
+    t0, c0 = time.perf_counter(), time.process_time()
+    rows, per_run = [], []
+    for name in datasets:
+        X, y = load(name, max_records=max_records, seed=seed)
+        for e in epsilons:
+            cells: dict[str, list] = {}
+            for r in tqdm(range(runs), desc=f"lr-tuned {name} eps {e:g}", disable=not progress, leave=False):
+                split = split_indices(y, seed + r)
+                res = run_split(X, y, split, e, delta, seed + r, chosen_methods, standardize=name in STANDARDIZED,
+                                select=select)
+                for m, v in res.items():
+                    cells.setdefault(m, []).append(v)
+                    per_run.append(dict(dataset=name, epsilon=e, run=r, method=m, **v))
+            for m, vals in cells.items():
+                acc, auc = [v["accuracy"] for v in vals], [v["auc"] for v in vals]
+                rows.append(dict(dataset=name, used_for_defaults=USED_FOR_DEFAULTS[name], n=int(len(y)),
+                                 d=int(X.shape[1]), epsilon=e, method=m, accuracy=float(np.mean(acc)),
+                                 accuracy_std=float(np.std(acc)), auc=float(np.mean(auc)),
+                                 auc_std=float(np.std(auc)), runs=len(vals),
+                                 epsilon_spent=float(max(v["epsilon_spent"] for v in vals)),
+                                 chosen=[v["chosen"] for v in vals]))
+    return dict(protocol=NOT_COUNTED, select=select, delta=delta, runs=runs, seed=seed,
+                split="stratified 60/20/20 per run",
+                grids={"dpsgd": DPSGD_GRID, "sqm-tuned": SQM_GRID}, dpsgd_weight_bound=DPSGD_WEIGHT_BOUND,
+                nonprivate_C=NONPRIVATE_C, rows=rows, per_run=per_run, seconds=time.perf_counter() - t0,
+                cpu_seconds=time.process_time() - c0)
+
+
+def _chosen_text(chosen: list[dict]) -> str:
+    if not chosen or not chosen[0]:
+        return "-"
+    return "; ".join(",".join(f"{k}={v:.3g}" for k, v in c.items()) for c in chosen)
+
+
+def print_table(rep: dict) -> None:
+    print(f"SQM-LR and DPSGD tuned on validation {rep['select']} (delta {rep['delta']:g}, {rep['runs']} runs, "
+          f"{rep['split']}); {rep['protocol']}")
+    print("* dataset used to choose SQM-LR's default constants (test splits included)")
+    print(f"{'dataset':16s} {'eps':>4s} {'method':12s} {'accuracy':>16s} {'AUC':>16s}  chosen (per run)")
+    for r in rep["rows"]:
+        mark = "*" if r["used_for_defaults"] else " "
+        print(f"{r['dataset'] + mark:16s} {r['epsilon']:4g} {r['method']:12s} "
+              f"{r['accuracy']:.4f} +- {r['accuracy_std']:.4f} {r['auc']:.4f} +- {r['auc_std']:.4f}  "
+              f"{_chosen_text(r['chosen'])}")
+    print(f"{rep['seconds']:.0f} s wall, {rep['cpu_seconds']:.0f} CPU s")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--datasets", nargs="+", default=["breast_cancer", "phishing"], choices=DATASETS,
+                   help="data sets (default breast_cancer phishing)")
+    p.add_argument("--epsilons", nargs="+", type=float, default=[1.0], help="epsilons (default 1)")
+    p.add_argument("--runs", type=int, default=3, help="runs (splits and seeds) per cell (default 3)")
+    p.add_argument("--delta", type=float, default=1e-5, help="delta (default 1e-5)")
+    p.add_argument("--seed", type=int, default=0, help="first run's seed (default 0)")
+    p.add_argument("--max-records", type=int, default=None,
+                   help="a stratified subsample of at most this many records per data set (default all)")
+    p.add_argument("--methods", nargs="+", choices=list(METHODS), default=None,
+                   help="methods (default all: " + ", ".join(METHODS) + ")")
+    p.add_argument("--select", choices=list(SELECT), default="auc",
+                   help="the validation score each grid search maximizes (default auc)")
+    p.add_argument("--json", help="write the report here")
+
+
+def cli(args) -> int:
+    rep = run(tuple(args.datasets), tuple(args.epsilons), args.runs, args.delta, args.seed, args.max_records,
+              args.methods, progress=not args.quiet, select=args.select)
+    return finish(rep, args, print_table)

@@ -1,0 +1,99 @@
+"""bench lr-tuned's protocol: disjoint stratified splits, a choice made from train and validation only, the grid
+search's argmax, and a tiny real run."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from bench import lr_tuned
+from bench.command import parse
+
+
+def test_split_is_disjoint_stratified_and_covers_every_record():
+    y = np.r_[np.zeros(70, int), np.ones(30, int)]
+    tr, va, te = lr_tuned.split_indices(y, seed=3)
+    assert not set(tr) & set(va) and not set(tr) & set(te) and not set(va) & set(te)
+    assert sorted(np.r_[tr, va, te].tolist()) == list(range(100))
+    assert (len(tr), len(va), len(te)) == (60, 20, 20)
+    assert [int(y[s].sum()) for s in (tr, va, te)] == [18, 6, 6]  # 30% positives in each
+    again = lr_tuned.split_indices(y, seed=3)
+    assert all(np.array_equal(a, b) for a, b in zip((tr, va, te), again, strict=True))
+
+
+def test_grid_search_picks_the_argmax_of_validation_scores_first_on_ties():
+    points = lr_tuned.grid_points(dict(a=(1, 2, 3), b=(10, 20)))
+    assert len(points) == 6 and points[0] == dict(a=1, b=10) and points[1] == dict(a=1, b=20)
+    table = {(1, 10): 0.5, (1, 20): math.nan, (2, 10): 0.9, (2, 20): 0.7, (3, 10): 0.9, (3, 20): 0.1}
+    best, scores = lr_tuned.grid_search(points, lambda p: table[p["a"], p["b"]])
+    assert best == dict(a=2, b=10)  # 0.9 first reached there; the NaN never wins
+    assert scores[0] == 0.5 and math.isnan(scores[1])
+
+
+def _stub_fit(Xtr, ytr, p, epsilon, delta, seed):
+    """A stub 'method': scores records by p["w"] times their first feature (fitting nothing)."""
+    return (lambda X: p["w"] * (X[:, 0] - 0.5)), 1.0
+
+
+def test_stub_method_gets_the_point_with_the_best_validation_auc():
+    rng = np.random.default_rng(0)
+    y = (rng.random(200) < 0.5).astype(int)
+    X = np.c_[y + rng.normal(0, 0.5, 200), rng.normal(size=200)]
+    split = lr_tuned.split_indices(y, 0)
+    res = lr_tuned.run_split(X, y, split, 1.0, 1e-5, 0, {"stub": (_stub_fit, dict(w=(-1.0, 1.0)))},
+                             standardize=False)["stub"]
+    assert res["chosen"] == dict(w=1.0)  # feature 0 rises with the label: +1 ranks validation records right
+    assert res["validation"] > 0.8 and res["auc"] > 0.8
+
+
+def test_choice_does_not_change_when_test_labels_are_permuted():
+    """The real methods (DPSGD and SQM-LR, tiny grids) choose the same points when the test split's labels are
+    shuffled: the choice sees train and validation only."""
+    pytest.importorskip("opacus")
+    X, y = lr_tuned.load("breast_cancer")
+    split = lr_tuned.split_indices(y, 1)
+    methods = {"dpsgd": (lr_tuned.fit_dpsgd, dict(batch=(64,), epochs=(1,), learning_rate=(0.5, 8.0), clip=(1.0,))),
+               "sqm-tuned": (lr_tuned.fit_sqm, dict(constant=(0.35, 1.0), label_weight=(0.5, 1.0),
+                                                    gamma=(8192.0,)))}
+    a = lr_tuned.run_split(X, y, split, 1.0, 1e-5, 5, methods)
+    y2 = y.copy()
+    te = split[2]
+    y2[te] = np.random.default_rng(9).permutation(y[te])
+    assert not np.array_equal(y2, y)
+    b = lr_tuned.run_split(X, y2, split, 1.0, 1e-5, 5, methods)
+    for m in methods:
+        assert a[m]["chosen"] == b[m]["chosen"] and a[m]["validation"] == b[m]["validation"]
+    assert a["dpsgd"]["auc"] != b["dpsgd"]["auc"]  # the test score itself does see the permuted labels
+
+
+@pytest.mark.slow
+def test_tiny_real_run_prints_and_writes_json(tmp_path, capsys):
+    pytest.importorskip("opacus")
+    out = tmp_path / "t.json"
+    args = parse(["lr-tuned", "--datasets", "breast_cancer", "--runs", "1", "-q", "--json", str(out)])
+    assert args.func(args) == 0
+    import json
+
+    doc = json.loads(out.read_text())
+    rows = doc["details"]["rows"]
+    assert {r["method"] for r in rows} == set(lr_tuned.METHODS)
+    assert "not counted" in doc["details"]["protocol"]
+    dp = next(r for r in rows if r["method"] == "dpsgd")
+    assert set(dp["chosen"][0]) == set(lr_tuned.DPSGD_GRID) and dp["epsilon_spent"] <= 1.0 + 1e-9
+    assert "not counted" in capsys.readouterr().out
+
+
+def test_tuned_sqm_at_the_default_constants_is_the_estimator_bit_for_bit():
+    """The bench's SQM-LR fit (the release with c, kappa, gamma given) at the defaults is the estimator's own."""
+    from sqm.apps.logreg.moments import CONSTANT, LABEL_WEIGHT
+
+    X, y = lr_tuned.load("breast_cancer")
+    tr, _, te = lr_tuned.split_indices(y, 2)
+    from sqm.apps.logreg.experiment import standardized_unit_rows
+
+    Xtr, Xte = standardized_unit_rows(X[tr], X[te])
+    p = dict(constant=CONSTANT, label_weight=LABEL_WEIGHT, gamma=8192.0)
+    ours, eps = lr_tuned.fit_sqm(Xtr, y[tr], p, 1.0, 1e-5, seed=11)
+    theirs, eps_default = lr_tuned.fit_sqm_default(Xtr, y[tr], {}, 1.0, 1e-5, seed=11)
+    assert np.array_equal(ours(Xte), theirs(Xte)) and eps == eps_default <= 1.0
