@@ -22,13 +22,11 @@ statistic, finitely many runs).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-
-from .rng import make_rng
 
 
 def clopper_pearson_upper(k: int, n: int, alpha: float) -> float:
@@ -78,36 +76,28 @@ def best_threshold(scores_in, scores_out, delta: float) -> float:
 
 
 @dataclass(frozen=True)
-class AuditResult:
-    """One audit: the claimed epsilon, the empirical lower bound at ``confidence``, the runs on each side."""
+class AuditBound:
+    """One audit's bound: ``epsilon_lower`` at ``confidence``, the threshold (chosen on the first half of each
+    side's runs) and its errors on the held-out halves (``positives`` runs with the canary, ``negatives`` without)."""
 
-    claimed_epsilon: float
-    lower_bound: float
-    runs: int
+    epsilon_lower: float
     confidence: float
     threshold: float
-    delta: float
+    positives: int
+    negatives: int
+    false_negatives: int
+    false_positives: int
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
 
 
-def audit_scores(scores_in, scores_out, claimed_epsilon: float, delta: float,
-                 confidence: float = 0.95) -> AuditResult:
+def audit_scores(scores_in, scores_out, delta: float, confidence: float = 0.95) -> AuditBound:
     """The threshold chosen on the first half of each side's runs, the bound measured on the second half."""
     s_in, s_out = np.asarray(scores_in, float), np.asarray(scores_out, float)
     hi, ho = len(s_in) // 2, len(s_out) // 2
     t = best_threshold(s_in[:hi], s_out[:ho], delta)
-    lb = epsilon_lower_bound(s_in[hi:], s_out[ho:], t, delta, confidence)
-    return AuditResult(float(claimed_epsilon), float(lb), int(min(len(s_in), len(s_out))), float(confidence), t,
-                       float(delta))
-
-
-def collect_scores(release: Callable[[object, int], np.ndarray], data_in, data_out,
-                   score: Callable[[np.ndarray], float], runs: int, seed=None) -> tuple[np.ndarray, np.ndarray]:
-    """``runs`` releases of each data set, ``release(data, seed)`` with a fresh seed for every run (drawn from the
-    project's generator, :func:`sqm.mechanism.rng.make_rng`, keyed by ``seed``; None: OS entropy), each scored by
-    ``score``; the two sides' runs interleaved."""
-    rng = make_rng(seed)
-    s_in, s_out = [], []
-    for _ in range(int(runs)):
-        s_in.append(score(release(data_in, int(rng.integers(0, 2**62)))))
-        s_out.append(score(release(data_out, int(rng.integers(0, 2**62)))))
-    return np.array(s_in), np.array(s_out)
+    test_in, test_out = s_in[hi:], s_out[ho:]
+    lb = epsilon_lower_bound(test_in, test_out, t, delta, confidence)
+    return AuditBound(float(lb), float(confidence), t, len(test_in), len(test_out), int(np.sum(test_in < t)),
+                      int(np.sum(test_out >= t)))
