@@ -62,8 +62,8 @@ def test_audit_scores_splits_its_runs_and_refuses_too_few():
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_the_lower_bound_stays_below_the_claimed_epsilon(name):
     """The real release at epsilon 4 (its calibration's claim), 200 runs per world: the canary is seen (the
-    statistic's mean moves by ||z||^2) but the bound stays below the claim (:func:`test_a_miscalibrated_release_is_caught`
-    shows the same test exceeds a claim the noise does not meet)."""
+    statistic's mean moves by ||z||^2) but the bound stays below the claim (the next test shows the same audit
+    exceeds a claim the noise does not meet)."""
     case = CASES[name](4.0, 1e-5, GAMMA, 30, make_rng(1))
     scores_in, scores_out, report = run_case(case, 200, seed=2)
     assert report.epsilon_server == pytest.approx(4.0, rel=1e-3) and report.neighbouring == ZERO_OUT

@@ -17,8 +17,8 @@ The rates are estimated from runs; to keep the bound a bound at a stated confide
 their one-sided Clopper-Pearson upper limits (each at (1 - confidence) / 2, so both hold together at
 ``confidence`` by the union bound), and the test's threshold is chosen on one half of the runs
 (:func:`choose_threshold`) and evaluated on the other half only (:func:`audit_scores`; so choosing it costs no
-correction).  A lower bound below the claimed epsilon is what a correct mechanism must give; it proves nothing about the claim's tightness beyond the test's own power (one canary, one
-statistic, finitely many runs).
+correction).  A lower bound below the claimed epsilon is what a correct mechanism must give; it proves nothing
+about the claim's tightness beyond the test's own power (one canary, one statistic, finitely many runs).
 """
 from __future__ import annotations
 
