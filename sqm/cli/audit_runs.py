@@ -16,8 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from sqm.mechanism.release import SQM
+    from sqm.mechanism.report import PrivacyReport
+    from sqm.mechanism.vertical import VerticalData
 
 NOT_AUDITED = {
     "logreg-sgd": "logistic regression's per-batch sgd solver",
@@ -35,9 +41,9 @@ class AuditCase:
     ``statistic`` (the released estimate to the score)."""
 
     name: str
-    mechanism: object
-    data_in: object
-    data_out: object
+    mechanism: SQM
+    data_in: VerticalData
+    data_out: VerticalData
     z: np.ndarray
     statistic: Callable[[np.ndarray], float]
 
@@ -146,7 +152,7 @@ def logreg_moments_case(epsilon: float, delta: float, gamma: float, n_records: i
 CASES = {"pca": pca_case, "linreg": linreg_case, "logreg-moments": logreg_moments_case}
 
 
-def run_case(case: AuditCase, runs: int, seed=None) -> tuple[np.ndarray, np.ndarray, object]:
+def run_case(case: AuditCase, runs: int, seed=None) -> tuple[np.ndarray, np.ndarray, PrivacyReport]:
     """(scores with the canary, scores without, the release's privacy report): ``runs`` releases of each world,
     every one with its own seed (:func:`sqm.mechanism.rng.spawn_seeds`; ``seed`` None: OS entropy each)."""
     from sqm.mechanism.rng import spawn_seeds
