@@ -100,3 +100,11 @@ def test_the_command_prints_each_claim_with_its_relation(tmp_path, capsys):
     assert all(r["runs_per_world"] == 8 and r["positives"] == 4 for r in doc["results"])
     with pytest.raises(SystemExit):
         main(["audit", "--releases", "svm"])
+
+
+def test_the_command_lists_every_audited_release():
+    """The command's light list of release types (its parser imports no numpy) is the table of cases, and no
+    release type is both audited and listed as not audited."""
+    from sqm.cli.audit import RELEASES
+
+    assert tuple(CASES) == RELEASES and not set(CASES) & set(NOT_AUDITED)

@@ -16,7 +16,8 @@ import argparse
 from sqm.cli import options
 from sqm.mechanism.params import GAMMA
 
-RELEASES = ("pca", "linreg", "logreg-moments")  # the keys of sqm.cli.audit_runs.CASES (not imported: numpy)
+# the keys of sqm.cli.audit_runs.CASES (not imported here: it imports numpy)
+RELEASES = ("pca", "linreg", "logreg-moments", "correlation")
 
 
 def _releases(text: str) -> tuple[str, ...]:

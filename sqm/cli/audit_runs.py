@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 
 NOT_AUDITED = {
     "logreg-sgd": "logistic regression's per-batch sgd solver",
-    "correlation": "the correlation release",
     "pbm-vfl": "PBM-VFL's embedding-level relation",
     "hdp-vfl": "HDP-VFL",
 }
@@ -149,7 +148,28 @@ def logreg_moments_case(epsilon: float, delta: float, gamma: float, n_records: i
     return AuditCase("logreg-moments", mech, d_in, d_out, z, _gram_statistic(z))
 
 
-CASES = {"pca": pca_case, "linreg": linreg_case, "logreg-moments": logreg_moments_case}
+def correlation_case(epsilon: float, delta: float, gamma: float, n_records: int, rng: np.random.Generator,
+                     mu: float | None = None) -> AuditCase:
+    """The correlation release (the Gram of [X 1], :func:`sqm.apps.correlation.statistic.correlation_release`),
+    3 features over 2 clients (2 and 1, the second also holding the constant column), row norm bound 1."""
+    from sqm.apps.correlation.params import CorrelationParams
+    from sqm.apps.correlation.statistic import correlation_release
+
+    mech = correlation_release((2, 1), CorrelationParams(epsilon=epsilon, delta=delta, gamma=gamma))
+    if mu is not None:
+        mech.mu = float(mu)
+    col_counts = (2, 2)  # the second client's feature and the constant
+
+    def fill(X, rng):  # every record's constant 1
+        X[:, 3] = 1.0
+
+    X, z = canary_rows(mech.bounds_for(col_counts), n_records - 1, rng, fill)
+    d_in, d_out = _worlds(X, z, col_counts)
+    return AuditCase("correlation", mech, d_in, d_out, z, _gram_statistic(z))
+
+
+CASES = {"pca": pca_case, "linreg": linreg_case, "logreg-moments": logreg_moments_case,
+         "correlation": correlation_case}
 
 
 def run_case(case: AuditCase, runs: int, seed=None) -> tuple[np.ndarray, np.ndarray, PrivacyReport]:
