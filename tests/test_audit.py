@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from sqm.cli.audit_runs import CASES, NOT_AUDITED, run_case
+from sqm.cli.audit_runs import CASES, NOT_AUDITED, pbm_scores, run_case
 from sqm.cli.command import main
 from sqm.errors import UsageError
 from sqm.mechanism.audit import audit_scores, clopper_pearson_upper, epsilon_lower_bound
@@ -107,4 +107,12 @@ def test_the_command_lists_every_audited_release():
     release type is both audited and listed as not audited."""
     from sqm.cli.audit import RELEASES
 
-    assert tuple(CASES) == RELEASES and not set(CASES) & set(NOT_AUDITED)
+    assert (*CASES, "pbm-vfl") == RELEASES and not set(RELEASES) & set(NOT_AUDITED)
+
+
+def test_pbm_vfl_one_coordinate_stays_below_its_feature_level_claim():
+    """PBM-VFL's default b and beta, one coordinate, 400 runs per world: the decoded sums differ by 2C on average
+    (unbiased decoding), and the bound stays below the claimed feature-level epsilon."""
+    scores_in, scores_out, claimed, _ = pbm_scores(1e-5, 400, seed=4)
+    assert claimed > 1 and abs(np.mean(scores_in) - np.mean(scores_out) - 2.0) < 0.5
+    assert audit_scores(scores_in, scores_out, 1e-5).epsilon_lower < claimed

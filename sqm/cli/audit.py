@@ -17,7 +17,7 @@ from sqm.cli import options
 from sqm.mechanism.params import GAMMA
 
 # the keys of sqm.cli.audit_runs.CASES (not imported here: it imports numpy)
-RELEASES = ("pca", "linreg", "logreg-moments", "correlation")
+RELEASES = ("pca", "linreg", "logreg-moments", "correlation", "pbm-vfl")
 
 
 def _releases(text: str) -> tuple[str, ...]:
@@ -79,6 +79,9 @@ def run(args) -> int:
     seeds = spawn_seeds(args.seed, 2 * len(args.releases))
     results, reports = [], []
     for i, name in enumerate(args.releases):
+        if name == "pbm-vfl":
+            results.append(_pbm(args, seeds[2 * i + 1] if args.seed is not None else None))
+            continue
         case = CASES[name](args.epsilon, args.delta, args.gamma, args.records, make_rng(seeds[2 * i]))
         scores_in, scores_out, report = run_case(case, args.runs, seeds[2 * i + 1] if args.seed is not None else None)
         bound = audit_scores(scores_in, scores_out, args.delta, args.confidence)
@@ -99,3 +102,20 @@ def run(args) -> int:
                               details={"not_audited": NOT_AUDITED})
         output.write(args.json, doc)
     return 0
+
+
+def _pbm(args, seed) -> dict:
+    """PBM-VFL's one-coordinate release (:func:`sqm.cli.audit_runs.pbm_scores`): its bound, printed and as a row."""
+    from sqm.cli.audit_runs import pbm_scores
+    from sqm.mechanism.audit import audit_scores
+    from sqm.mechanism.report import relation_phrase
+
+    scores_in, scores_out, claimed, setting = pbm_scores(args.delta, args.runs, seed)
+    bound = audit_scores(scores_in, scores_out, args.delta, args.confidence)
+    relation = relation_phrase("embedding", "the server")
+    print(f"pbm-vfl: claimed epsilon {claimed:.4g} at delta {args.delta:g} ({relation}; {setting}, PBM-VFL's "
+          f"defaults: --epsilon does not apply); empirical lower bound {bound.epsilon_lower:.4g} at "
+          f"{100 * args.confidence:g}% confidence ({bound.false_negatives} missed of {bound.positives}, "
+          f"{bound.false_positives} false alarms of {bound.negatives})")
+    return {"method": "pbm-vfl", "epsilon_server": claimed, "relation": relation, "runs_per_world": args.runs,
+            **bound.as_dict()}

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 
 NOT_AUDITED = {
     "logreg-sgd": "logistic regression's per-batch sgd solver",
-    "pbm-vfl": "PBM-VFL's embedding-level relation",
+    "pbm-vfl-sample": "PBM-VFL's sample-level epsilon and its training as a whole (one coordinate's release is "
+                      "audited)",
     "hdp-vfl": "HDP-VFL",
 }
 """The release types ``sqm audit`` does not audit yet, in words (printed with every audit)."""
@@ -186,3 +187,27 @@ def run_case(case: AuditCase, runs: int, seed=None) -> tuple[np.ndarray, np.ndar
             mech.seed = seeds[2 * i + w]
             scores[w, i] = case.statistic(mech.run(data).estimate)
     return scores[0], scores[1], report
+
+
+def pbm_scores(delta: float, runs: int, seed=None) -> tuple[np.ndarray, np.ndarray, float, str]:
+    """PBM-VFL's release of one embedding coordinate at its default b and beta (:class:`sqm.apps.pbm_vfl.config.
+    VFLConfig`), 2 parties: (decoded sums with party 0's value at +C, the same at -C (its embedding-level
+    neighbour: one client's embedding of one record changed anywhere in [-C, C]), the claimed feature-level epsilon
+    of that one release (:func:`sqm.mechanism.pbm.privacy_report`), the setting in words).  The other party's value
+    sits at +C, where its coins are least random.  Each party's coins come from its own seed, as in training
+    (:func:`sqm.mechanism.pbm.encode`); their sum is taken in the clear (the secure sum opens the same integer)."""
+    from sqm.apps.pbm_vfl.config import VFLConfig
+    from sqm.mechanism.pbm import decode, encode, privacy_report
+    from sqm.mechanism.rng import spawn_seeds
+
+    cfg, parties = VFLConfig(), 2
+    b, beta, C = int(cfg.b), float(cfg.beta), float(cfg.C)
+    claimed = privacy_report(b, beta, parties, 1, 1, delta).epsilon_feature
+    seeds = spawn_seeds(seed, 2 * runs * parties)
+    scores = np.empty((2, runs))
+    for i in range(runs):
+        for w, x0 in enumerate((C, -C)):
+            q = sum(int(encode(np.array([x]), b, beta, C, seeds[(2 * i + w) * parties + m]).q[0])
+                    for m, x in enumerate([x0] + [C] * (parties - 1)))
+            scores[w, i] = float(decode(np.array([q]), b, beta, parties, C)[0])
+    return scores[0], scores[1], float(claimed), f"b {b}, beta {beta:g}, {parties} parties, one coordinate"
