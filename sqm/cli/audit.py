@@ -36,7 +36,8 @@ def register(sub) -> None:
                                    "with a canary record at the clipping bounds and with its null record "
                                    "(zero-out), in the in-process SIMULATION (the same party programs as real "
                                    "processes, bit for bit), and turn a membership test (the released Gram's "
-                                   "quadratic form along the canary, thresholded on half of the runs) into a "
+                                   "quadratic form along the canary; for PBM-VFL, one coordinate's decoded sum; "
+                                   "thresholded on half of the runs) into a "
                                    "lower bound on epsilon with Clopper-Pearson confidence bounds on its error "
                                    "rates.  A bound above the claimed epsilon refutes the claim; one below shows "
                                    "how much of it this attack demonstrates.")

@@ -11,6 +11,7 @@ other records leave at zero; single-column groups (the intercept's constant, the
 fills at their bound too.  Its neighbour is the null record of the zero-out relation: every value zero, the
 intercept's constant included, the record count unchanged.  The test statistic is the released Gram's quadratic
 form u' G u along the canary's direction u = z / ||z||: the canary adds ||z||^2 to it, the noise is symmetric.
+PBM-VFL's release is audited apart (:func:`pbm_scores`): one embedding coordinate under its own relation.
 """
 from __future__ import annotations
 
