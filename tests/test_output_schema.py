@@ -149,12 +149,19 @@ def test_score(tmp_path, job):
     assert model["released"]["components"] and [r["requester"] for r in doc["results"]] == [2, 2, 2]
 
 
+def test_audit(tmp_path):
+    doc = run(tmp_path, "audit", "audit", "--releases", "pca", "--runs", "4", "--records", "5", "--gamma", "16",
+              "--seed", "1", "-q")
+    assert (doc["command"], doc["mode"], doc["simulation"]) == ("audit", "local", True)
+    assert [r["method"] for r in doc["results"]] == ["pca"] and len(doc["privacy"]) == 1
+
+
 def test_every_json_command_is_covered():
     """Every subcommand with --json is run above (the commands) or writes through bench.common.finish (benches)."""
     from bench.command import build_parser as bench_parser
 
     covered = {"pca", "linreg", "correlation", "logreg", "hdp-vfl", "pbm-vfl", "score", "budget show",
-               "budget list"}
+               "budget list", "audit"}
 
     def walk(parser, prefix=""):
         for a in parser._actions:

@@ -26,7 +26,7 @@ log = logging.getLogger("sqm")
 
 # subcommand modules: each defines register(subparsers)
 COMMANDS = ["sqm.cli.demo", "sqm.cli.pca", "sqm.cli.linreg", "sqm.cli.correlation", "sqm.cli.logreg", "sqm.cli.pbm_vfl",
-            "sqm.cli.hdp_vfl", "sqm.cli.score", "sqm.cli.budget", "sqm.cli.data_cli", "sqm.cli.keys"]
+            "sqm.cli.hdp_vfl", "sqm.cli.score", "sqm.cli.budget", "sqm.cli.data_cli", "sqm.cli.keys", "sqm.cli.audit"]
 
 def _available(modules):
     for name in modules:
