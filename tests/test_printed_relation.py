@@ -136,3 +136,11 @@ def test_a_job_its_announcement_ledger_and_budget_name_the_relation(tmp_path, ca
     out += _printed(capsys, ["budget", "show", "toy", "--ledger", ledger])
     out += _printed(capsys, ["budget", "list", "--ledger", ledger])
     assert unnamed("\n".join(announced) + "\n" + out) == [], out
+
+
+def test_a_job_tasks_default_relation_is_the_reports_zero_out():
+    """JobTask spells the zero-out relation itself (its module stays free of numpy for --help): the same text."""
+    from sqm.framework.jobtask import JobTask
+    from sqm.mechanism.report import NEIGHBOURING, ZERO_OUT
+
+    assert JobTask.neighbouring == ZERO_OUT and ZERO_OUT in NEIGHBOURING

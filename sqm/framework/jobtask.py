@@ -49,8 +49,6 @@ import copy
 import dataclasses
 from typing import TYPE_CHECKING, Any, Self
 
-from sqm.mechanism.report import ZERO_OUT, relation_phrase
-
 if TYPE_CHECKING:
     from sqm.mpc.protocols.api import PartyAPI
 
@@ -93,7 +91,9 @@ class JobTask(abc.ABC):
     party_models = False  # each party runs its own model code (the job file's "model" entries)
     hides_membership = False  # the job may align records hiding membership (one covariance-like release over the union)
     releases_model = False  # its release is a model, sent to every client at the end and recorded in their ledgers
-    neighbouring = ZERO_OUT  # the relation of its report's epsilons (sqm.mechanism.report.NEIGHBOURING), announced
+    # the relation of its report's epsilons (sqm.mechanism.report.NEIGHBOURING; ZERO_OUT, spelled here so that this
+    # module does not import numpy for --help), announced
+    neighbouring = "zero-out"
     # a file on each party's machine (party i's: "PATH.i") where its long steps' progress goes (the command that
     # launched it shows bars, sqm.framework.progress.follow_steps); not public, never compared; None: none
     steps_path: str | None = None
@@ -135,6 +135,8 @@ class JobTask(abc.ABC):
         """What the job releases, in one phrase for each party's operator (printed before any data leaves a party):
         the statistic and its privacy target (epsilon, delta against the server, its relation in words,
         :func:`sqm.mechanism.report.relation_phrase`) where the task has one."""
+        from sqm.mechanism.report import relation_phrase
+
         name = str(self.public()[0])
         for owner in (self, getattr(self, "est", None), getattr(self, "estimator", None)):
             eps, delta = getattr(owner, "epsilon", None), getattr(owner, "delta", None)
