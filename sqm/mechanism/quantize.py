@@ -147,7 +147,7 @@ def _sample():
     rng = make_rng(20260)
     n, d = 403, 11
     blocks = []
-    for gamma in (1.0, 7.3, 4096.0, 2.0 ** 30):
+    for gamma in (1.0, 7.3, 2.0 ** 12, 2.0 ** 30):
         x = rng.normal(size=(n, d))
         x *= rng.random((n, 1)) ** 2 / np.linalg.norm(x, axis=1, keepdims=True)
         x[::13] *= 1e-6
