@@ -29,3 +29,11 @@ def finish(rep: dict, args, print_table=None, plot=None, indent: int = 2) -> int
     if plot is not None and getattr(args, "plot", None):
         plot(rep, args.plot)
     return 0
+
+
+def children_cpu() -> float:
+    """CPU seconds (user + system) of this process's reaped children so far."""
+    import resource
+
+    u = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return u.ru_utime + u.ru_stime

@@ -44,7 +44,7 @@ import time
 
 from sqm.framework.jobtask import JobTask
 
-from bench.common import finish
+from bench.common import children_cpu, finish
 
 TARGET_S = 120.0
 TARGET_IDS, TARGET_CLIENTS = 1_000_000, 3
@@ -158,18 +158,13 @@ def run_one(job_file: str, timeout: float = 3600.0, server_table: bool = False):
 
 def run_measured(job_file: str, timeout: float = 3600.0, server_table: bool = False):
     """(records, end-to-end seconds, CPU seconds of every process the job started: parties and their pools)."""
-    import resource
-
     from sqm.framework.spec import load_job
     from sqm.framework.runners import run_job
 
-    def children() -> float:
-        u = resource.getrusage(resource.RUSAGE_CHILDREN)
-        return u.ru_utime + u.ru_stime
-    t0, c0 = time.perf_counter(), children()
+    t0, c0 = time.perf_counter(), children_cpu()
     records = run_job(load_job(job_file), AlignWithLabels() if server_table else AlignOnly(), backend="mpyc",
                       timeout=timeout)
-    return records, time.perf_counter() - t0, children() - c0
+    return records, time.perf_counter() - t0, children_cpu() - c0
 
 
 def multiplications_per_id(clients: int, keys: str = "threshold") -> int:

@@ -16,17 +16,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import time
 
-from bench.common import finish
+from bench.common import children_cpu, finish
 
 TARGET_S = 0.15  # start and connect per job, warm
-
-
-def _children_cpu() -> float:
-    u = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return u.ru_utime + u.ru_stime
 
 
 def _job(data, cols: int, seed: int):
@@ -52,15 +46,15 @@ def run(rows: int = 2000, cols: int = 20, repeat: int = 5, seed: int = 0, gap: f
 
     data = VerticalData.split(make_data(rows, cols, seed), 2)
     sides: dict[str, list] = {"cold": [], "warm": []}
-    c0 = _children_cpu()
+    c0 = children_cpu()
     reference = None
     for _ in range(repeat):
         time.sleep(gap)
         got, res = _job(data, cols, seed)
         sides["cold"].append(got)
         reference = res if reference is None else reference
-    cpu = {"cold": _children_cpu() - c0}
-    c0 = _children_cpu()
+    cpu = {"cold": children_cpu() - c0}
+    c0 = children_cpu()
     same = True
     with warm_parties():
         for _ in range(repeat + 1):
@@ -70,7 +64,7 @@ def run(rows: int = 2000, cols: int = 20, repeat: int = 5, seed: int = 0, gap: f
                 sides["warm"].append(got)
             assert reference is not None
             same &= bool(np.array_equal(res.raw, reference.raw))
-    cpu["warm"] = _children_cpu() - c0
+    cpu["warm"] = children_cpu() - c0
     summary = {}
     for side, jobs in sides.items():
         starts = sorted(j["start_seconds"] for j in jobs)

@@ -425,7 +425,7 @@ async def intersect(ctx, sizes: dict[int, int], points: np.ndarray | None = None
             assert points is not None and key is not None  # a server holding a set gives its points and key
             holder = _Own(points, key, rng, own)
         if shared:
-            await _shared_key(ctx, None)
+            await client_key(ctx, None)
         return await _server(ctx, sizes, chunk, holder, hide_membership, rng, shared)
     i = ctx.pid
     if points is None or points.shape != (sizes[i], POINT_BYTES):
@@ -435,7 +435,7 @@ async def intersect(ctx, sizes: dict[int, int], points: np.ndarray | None = None
     mine = points[perm]  # shuffled before anything leaves this client
     del points  # the caller passes the only other reference: one copy of the points is held
     if shared:  # the clients' shared key K: each blinds its own list under it, straight to the server
-        key = await _shared_key(ctx, key)
+        key = await client_key(ctx, key)
         assert key is not None  # a client gets K
         await _client_direct(ctx, sizes, mine, key, chunk)
         await _verdicts(ctx, [], _direct_sender, "the clients' lists")
@@ -525,7 +525,7 @@ def shared_mode(ctx, all_keys: bool = False) -> bool:
     return not all_keys and int(getattr(ctx, "t", (ctx.M - 1) // 2)) <= 1
 
 
-async def _shared_key(ctx, contribution: bytes | None) -> bytes | None:
+async def client_key(ctx, contribution: bytes | None) -> bytes | None:
     """The clients' shared key K (None at the server, which takes part in the same exchanges and sees none of it):
     each client sends its 32-byte ``contribution`` (fresh from its own cryptographic generator) to every other
     client, never to the server; K = SHA-256 of a domain and every client's contribution in client order, uniform
@@ -562,12 +562,6 @@ async def _client_direct(ctx, sizes: dict[int, int], mine: np.ndarray, key: byte
                 raise _bad_peer(ctx, i, str(e)) from None
             _progress(ctx, ALIGNMENT_STEP, min((s + 1) * chunk, sizes[i]), sizes[i])
         await ctx.send_recv(out, [], None, DIRECT_STEP)
-
-
-async def client_key(ctx, contribution: bytes | None) -> bytes | None:
-    """A fresh key the clients agree among themselves as :func:`_shared_key` does (None at the server, which sees
-    none of it); the record alignment's buckets are keyed by one (:mod:`sqm.mpc.protocols.psi_buckets`)."""
-    return await _shared_key(ctx, contribution)
 
 
 def _direct_sender(o: int, h: int) -> int:
