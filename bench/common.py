@@ -31,6 +31,22 @@ def finish(rep: dict, args, print_table=None, plot=None, indent: int = 2) -> int
     return 0
 
 
+def relation_note() -> str:
+    """The note a bench prints under a table whose epsilons are all record-level (SQM's and every baseline's:
+    zero-out), indented as the notes under a command's table (:func:`sqm.cli.tables.relation_line`)."""
+    from sqm.cli.tables import relation_line
+    from sqm.mechanism.report import ZERO_OUT
+
+    return "  " + relation_line([("", ZERO_OUT)])
+
+
+def relation_words() -> str:
+    """Zero-out's words, for a title line that prints an epsilon (:func:`sqm.mechanism.report.relation_phrase`)."""
+    from sqm.mechanism.report import ZERO_OUT, relation_phrase
+
+    return relation_phrase(ZERO_OUT)
+
+
 def children_cpu() -> float:
     """CPU seconds (user + system) of this process's reaped children so far."""
     import resource

@@ -113,33 +113,37 @@ def run(datasets=DATASETS, epsilons=None, repeats=5, seed=0, split_seed=0, learn
 
 
 def print_table(rep: dict) -> None:
+    from bench.common import relation_note, relation_words
     from sqm.cli.tables import render_table
 
     s = rep["settings"]
     eps = [f"{e:g}" for e in rep["epsilons"]]
     print(f"HDP-VFL (Figure 1): b={s['batch_size']} (or n), lambda={s['l2']}, e={s['epochs']}, k={s['k']}, "
           f"delta={s['delta']}, lr={s['learning_rate']}, u={s['intercept']}, noise {s['calibration']}; "
-          f"mean test accuracy of {s['repeats']} seeds at each epsilon")
+          f"mean test accuracy of {s['repeats']} seeds at each epsilon ({relation_words()})")
     refs = {"single_party": "single", "centralized": "central", "nonprivate_vfl": "np-VFL", "majority_class": "major."}
     rows = [{"method": name, **{e: r["accuracy_mean"] for e, r in zip(eps, f["rows"], strict=False)},
              **{short: f["references"][key] for key, short in refs.items()}} for name, f in rep["figure1"].items()]
     print(render_table(rows, eps + list(refs.values())))
+    print(relation_note())
     if rep["figure2"]:
         print("Figure 2 (breast cancer):")
         print(render_table([{"method": f"e={c['epochs']} k={c['k']:g}",
                              **{e: r["accuracy_mean"] for e, r in zip(eps, c["rows"], strict=False)}}
                             for c in rep["figure2"]], eps))
+        print(relation_note())
     first = next(iter(rep["figure1"].values()), None)
     if first:
         print("paper's sigma / ours:",
               ", ".join(f"{e}: {r['paper_sigma_ratio']:.3f}" for e, r in zip(eps, first["rows"], strict=False)))
     t = rep.get("target_breast_cancer_eps1")
     if t:
-        print(f"breast cancer at epsilon=1 (paper: about 0.9): {t['mean']:.3f} +- {t['std']:.3f}")
+        print(f"breast cancer at epsilon=1 ({relation_words()}; paper: about 0.9): {t['mean']:.3f} +- "
+              f"{t['std']:.3f}")
     m = rep.get("mpyc_check")
     if m:
-        print(f"two-process check ({m['dataset']}, epsilon=1): identical to in-process: {m['identical']}; "
-              f"{m['seconds_two_processes']:.2f} s, bytes sent {m['bytes_sent']}")
+        print(f"two-process check ({m['dataset']}, epsilon=1, {relation_words()}): identical to in-process: "
+              f"{m['identical']}; {m['seconds_two_processes']:.2f} s, bytes sent {m['bytes_sent']}")
     print(f"total {rep['seconds']:.1f} s.  Note: {rep['guarantee_note']}")
 
 

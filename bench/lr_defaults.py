@@ -70,11 +70,13 @@ def run(train: int = 6000, test: int = 2000, epsilon: float = 1.0, delta: float 
 
 
 def print_table(rep: dict) -> None:
+    from bench.common import relation_note, relation_words
     from sqm.cli.tables import render_table
 
     print(f"SQM-LR job with defaults on {rep['train']} generated imbalanced records (backend {rep['backend']}), "
-          f"scored on {rep['test']}; epsilon {rep['epsilon']:g}, delta {rep['delta']:g}")
+          f"scored on {rep['test']}; epsilon {rep['epsilon']:g} ({relation_words()}), delta {rep['delta']:g}")
     print(render_table(rep["rows"], ["seed", "sqm", "dpsgd", "sqm_epsilon", "dpsgd_epsilon", "q", "rounds"]))
+    print(relation_note())
     print(f"  majority {rep['majority']:.4f}; mean SQM {rep['sqm_mean']:.4f}, DPSGD {rep['dpsgd_mean']:.4f} "
           f"(target: SQM > majority and >= DPSGD - 0.02: {'met' if rep['target_met'] else 'MISSED'}); "
           f"{rep['seconds']:.1f} s")

@@ -44,16 +44,18 @@ def run(gammas=None, epsilon=1.0, delta=1e-5, d=800, q=0.001, epochs=5) -> dict:
 
 
 def print_table(rep: dict) -> None:
+    from bench.common import relation_note, relation_words
     from sqm.cli.tables import render_table
 
-    print(f"LR sensitivity and noise vs gamma: epsilon {rep['epsilon']:g}, delta {rep['delta']:g}, d {rep['d']}, "
-          f"q {rep['q']:g}, {rep['epochs']} epochs ({rep['rounds']} rounds)")
+    print(f"LR sensitivity and noise vs gamma: epsilon {rep['epsilon']:g} ({relation_words()}), delta "
+          f"{rep['delta']:g}, d {rep['d']}, q {rep['q']:g}, {rep['epochs']} epochs ({rep['rounds']} rounds)")
     print(f"  DPSGD Gaussian std (clip 1): {rep['dpsgd_std']:.4f}; Gaussian on the Taylor gradient (3/4): "
           f"{rep['gaussian_std_taylor']:.4f}")
     print(render_table(rep["rows"], ["gamma", ("overhead", "overhead", ".4g"), ("overhead_paper", "(Eq. 22)", ".4g"),
                                      ("noise_std", "noise std", ".4f"),
                                      ("noise_std_paper_sensitivity", "(Eq. 22)", ".4f"),
                                      ("epsilon_server", "eps", ".4f")]))
+    print(relation_note())
 
 
 def plot(rep: dict, path: str) -> None:

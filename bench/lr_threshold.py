@@ -49,11 +49,14 @@ def run(cases=(("breast_cancer", 1.0), ("generated-imbalanced", 4.0)), scales=(0
 
 
 def print_table(rep: dict) -> None:
+    from bench.common import relation_note
+    from sqm.cli.tables import render_table
+
     print("SQM-LR moments fit, within-class variance along w scaled (1 = shipped); accuracy over the runs")
-    print(f"{'dataset':<22} {'eps':>4} {'scale':>6} {'accuracy':>9} {'sd':>6} {'majority':>9}")
-    for r in rep["rows"]:
-        print(f"{r['dataset']:<22} {r['epsilon']:>4g} {r['scale']:>6g} {r['accuracy']:>9.4f} {r['accuracy_std']:>6.3f} "
-              f"{r['majority']:>9.3f}")
+    print(render_table(rep["rows"], ["dataset", ("epsilon", "eps", "g"), ("scale", "scale", "g"),
+                                     ("accuracy", "accuracy", ".4f"), ("accuracy_std", "sd", ".3f"),
+                                     ("majority", "majority", ".3f")]))
+    print(relation_note())
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:

@@ -152,6 +152,7 @@ def run_defaults(epsilons=(1.0, 4.0), runs=10, delta=1e-5, seed=0, datasets=("br
 
 
 def print_defaults(rep: dict) -> None:
+    from bench.common import relation_note
     from sqm.cli.tables import render_table
 
     print(f"logistic regression with every default ({rep['runs']} runs per cell, delta {rep['delta']:g}, SQM backend "
@@ -161,6 +162,7 @@ def print_defaults(rep: dict) -> None:
               "eps server": r["epsilon_server"]} for r in rep["rows"]]
     print(render_table(table, ["dataset", ("epsilon", "epsilon", "g"), "accuracy", "AUC",
                                ("eps server", "eps server", ".4f")]))
+    print(relation_note())
     for c in rep["checks"]:
         print(f"  {c['dataset']} (n {c['n_train']}, d {c['d']}, majority {c['majority']:.3f}) "
               f"epsilon {c['epsilon']:g}: "
@@ -170,6 +172,7 @@ def print_defaults(rep: dict) -> None:
 
 
 def print_table(rep: dict) -> None:
+    from bench.common import relation_note
     from sqm.cli.tables import render_table
 
     print(f"logistic regression on {rep['dataset']} ({rep['n_train']} train, {rep['n_test']} test, d={rep['d']}), "
@@ -184,6 +187,7 @@ def print_table(rep: dict) -> None:
         table.append({"epsilon": e, "epochs": cells[methods[0]]["epochs"],
                       **{m: f"{cells[m]['accuracy']:.4f}±{cells[m]['accuracy_std']:.3f}" for m in methods}})
     print(render_table(table, [("epsilon", "epsilon", "g"), "epochs"] + methods))
+    print(relation_note())
     for c in rep["checks"]:
         print(f"  epsilon {c['epsilon']:g}: DPSGD - SQM(gamma {c['gamma']}) = {c['gap_points']:+.2f} points "
               f"(target <= 1.5: {'met' if c['within_1_5'] else 'NOT met'}); local DP below both: "

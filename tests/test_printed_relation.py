@@ -144,3 +144,63 @@ def test_a_job_tasks_default_relation_is_the_reports_zero_out():
     from sqm.mechanism.report import NEIGHBOURING, ZERO_OUT
 
     assert JobTask.neighbouring == ZERO_OUT and ZERO_OUT in NEIGHBOURING
+
+
+def test_an_over_budget_error_names_the_relation_of_its_epsilons(tmp_path):
+    """The refusal's epsilons (budget, spent, left) are in the dataset's unit, named in words: zero-out for SQM
+    releases, embedding for PBM-VFL's."""
+    from sqm.mechanism.events import PBMDpEvent, server_event
+    from sqm.mechanism.ledger import BudgetExceeded, Ledger
+
+    led = Ledger(str(tmp_path / "l.db"))
+    for dataset, events, unit in (("d", [server_event(10.0, 10.0, 1e4)], ZERO_OUT),
+                                  ("emb", [PBMDpEvent(8, 0.2, 3, 4, "feature")], "embedding")):
+        led.set_budget(dataset, 1e-3, 1e-5)
+        for call in (lambda d=dataset, e=events: led.check(d, e), lambda d=dataset, e=events: led.reserve(d, e, "x")):
+            with pytest.raises(BudgetExceeded) as err:
+                call()
+            assert str(err.value).endswith(f"(every epsilon here: {relation_phrase(unit)})")
+            assert unnamed(str(err.value)) == []
+
+
+def _table_text(print_table, rep: dict, capsys) -> str:
+    print_table(rep)
+    return capsys.readouterr().out
+
+
+def test_the_benches_tables_name_the_relation(capsys):
+    """The tables of ``python -m bench`` name the relation of every epsilon they print: the stored record of
+    lr-gamma, and crafted reports of the shapes the other benches print."""
+    import json
+    from pathlib import Path
+
+    import bench.hdp_vfl
+    import bench.lr_defaults
+    import bench.lr_gamma
+    import bench.lr_threshold
+    import bench.lr_utility
+
+    stored = json.loads((Path(__file__).parents[1] / "docs/benchmarks/data/lr-gamma.json").read_text())["report"]
+    refs = dict(single_party=0.8, centralized=0.9, nonprivate_vfl=0.9, majority_class=0.6)
+    hdp = dict(settings=dict(batch_size=64, l2=0.01, epochs=5, k=1, delta=1e-5, learning_rate=0.1, intercept=1,
+                             calibration="tight", repeats=2), epsilons=[1.0, 4.0],
+               figure1={"HDP-VFL": dict(rows=[dict(accuracy_mean=0.8, paper_sigma_ratio=1.1)] * 2, references=refs)},
+               figure2=[dict(epochs=5, k=1.0, rows=[dict(accuracy_mean=0.8)] * 2)],
+               target_breast_cancer_eps1=dict(mean=0.9, std=0.01), seconds=1.0, guarantee_note="",
+               mpyc_check=dict(dataset="bc", identical=True, seconds_two_processes=1.0, bytes_sent=10))
+    cell = dict(dataset="bc", epsilon=1.0, method="sqm", accuracy=0.9, accuracy_std=0.01, auc=0.95, auc_std=0.01,
+                epsilon_server=1.0)
+    check = dict(dataset="bc", n_train=100, d=3, majority=0.6, epsilon=1.0, gap_accuracy_points=1.0,
+                 gap_auc_points=0.5, within_2=True)
+    defaults = dict(runs=2, delta=1e-5, backend="plain", rows=[cell], checks=[check], all_met=True, seconds=1.0)
+    lr_def = dict(train=100, test=50, backend="plain", epsilon=1.0, delta=1e-5, majority=0.6, sqm_mean=0.8,
+                  dpsgd_mean=0.8, target_met=True, seconds=1.0,
+                  rows=[dict(seed=0, sqm=0.8, dpsgd=0.8, sqm_epsilon=1.0, dpsgd_epsilon=1.0, q=0.01, rounds=10)])
+    threshold = dict(rows=[dict(dataset="bc", epsilon=1.0, scale=1.0, accuracy=0.9, accuracy_std=0.01,
+                                majority=0.6)])
+    for print_table, rep in ((bench.lr_gamma.print_table, stored), (bench.hdp_vfl.print_table, hdp),
+                             (bench.lr_utility.print_defaults, defaults), (bench.lr_defaults.print_table, lr_def),
+                             (bench.lr_threshold.print_table, threshold)):
+        text = _table_text(print_table, rep, capsys)
+        assert EPSILON.search(text), print_table
+        assert unnamed(text) == [], (print_table.__module__, unnamed(text))

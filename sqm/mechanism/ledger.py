@@ -67,7 +67,7 @@ from dp_accounting import dp_event
 from sqm.errors import UsageError
 
 from . import events as ev
-from .report import NEIGHBOURING
+from .report import NEIGHBOURING, ZERO_OUT, relation_phrase
 from .validation import check_param
 
 RELEASES = """
@@ -178,13 +178,13 @@ class BudgetExceeded(BudgetError):
     """The release would exceed the dataset's budget; ``dataset``, ``budget``, ``spent`` (epsilon at the
     budget's delta), ``left`` (budget epsilon - spent), ``after`` (epsilon with this release)."""
 
-    def __init__(self, dataset, budget, spent, left, after, n_releases):
+    def __init__(self, dataset, budget, spent, left, after, n_releases, unit: str = ZERO_OUT):
         self.dataset, self.budget, self.spent, self.left, self.after = dataset, budget, spent, left, after
         self.public = "the job would exceed its own privacy budget"
         super().__init__(
             f"dataset {dataset!r} is over its privacy budget: budget epsilon {budget.epsilon:g} at delta "
             f"{budget.delta:g}; spent epsilon {spent:.4g} over {n_releases} release(s); left {left:.4g}; "
-            f"this release would bring it to {after:.4g}")
+            f"this release would bring it to {after:.4g} (every epsilon here: {relation_phrase(unit)})")
 
 
 @dataclass(frozen=True)
@@ -494,14 +494,15 @@ class Ledger:
         _check_dataset(dataset)
         self.settle()
         with self._connect() as con:
-            return self._check(con, dataset, _as_events(new_events), eta)
+            events = _as_events(new_events)
+            return self._check(con, dataset, events, eta, release_unit(events))
 
-    def _check(self, con, dataset, new_events, eta) -> Status:
+    def _check(self, con, dataset, new_events, eta, unit: str) -> Status:
         before = self._status(con, dataset)
         after = self._status(con, dataset, new_events, eta)
         if not after.spent <= before.budget.epsilon:
             raise BudgetExceeded(dataset, before.budget, before.spent, before.left, after.spent,
-                                 before.n_releases)
+                                 before.n_releases, unit)
         return after
 
     def reserve(self, dataset: str, events, statistic: str = "", job_id: str | None = None, *,
@@ -536,7 +537,7 @@ class Ledger:
                     raise UsageError(f"dataset {dataset!r} holds {other[0]['unit']} entries in the ledger {self.path}: "
                                      f"a {unit} release does not compose with them (different units); charge it to "
                                      f"a dataset id of its own")
-                after = self._check(con, dataset, events, eta)
+                after = self._check(con, dataset, events, eta, unit)
             except BaseException:
                 con.execute("ROLLBACK")
                 _drop_lock(self.path, token)
