@@ -84,15 +84,12 @@ def print_table(rep: dict) -> None:
     print(f"warm parties: {rep['repeat']} jobs per side, secure covariance {rep['shape'][0]:,} x {rep['shape'][1]} "
           f"(2 clients, real processes), {rep['gap_seconds']:g} s between jobs; load average "
           f"{', '.join(f'{x:.2f}' for x in rep['load_average'])} on {rep['cores']} cores")
-    print(f"{'side':<5} {'jobs':>4} {'start+connect median s':>23} {'best s':>7} {'job median s':>13} "
-          f"{'CPU s per job (all processes)':>30}")
-    for side in ("cold", "warm"):
-        r = s[side]
-        if not r["jobs"]:
-            print(f"{side:<5} {0:>4}")
-            continue
-        print(f"{side:<5} {r['jobs']:>4} {r['start_median']:>23.3f} {r['start_best']:>7.3f} "
-              f"{r['seconds_median']:>13.3f} {r['cpu_seconds_per_job']:>30.2f}")
+    from sqm.cli.tables import render_table
+
+    rows = [dict(side=side, **s[side]) for side in ("cold", "warm")]
+    print(render_table(rows, ["side", "jobs", ("start_median", "start+connect median s", ".3f"),
+                              ("start_best", "best s", ".3f"), ("seconds_median", "job median s", ".3f"),
+                              ("cpu_seconds_per_job", "CPU s per job (all processes)", ".2f")]))
     print("start+connect: the slowest party's, from being handed its job (a cold process spawned; a warm one given "
           "its command line) to every peer connected; warm CPU includes the pool's imports between jobs")
     print(f"warm releases equal to the cold one (same seed): {'yes' if rep['same_release'] else 'NO'}")
