@@ -10,7 +10,9 @@ The protocol, per dataset, epsilon and run (seed ``seed + run``):
    by 3 sqrt(d) (every row in the unit ball); credit_default's encoding is public and in the unit ball already;
 2. each private method fits every point of its grid on train and scores it by AUC on validation; the argmax
    (the first on ties) is its choice;
-3. the chosen point is refitted on train (a fresh seed) and scored on test (accuracy and AUC).
+3. the chosen point is refitted on train (a fresh seed); its decision threshold is the one of highest accuracy on
+   the validation split (:func:`validation_threshold`, every method alike: a model's intercept is one more
+   hyperparameter); it is scored on test (accuracy at that threshold, AUC; the accuracy at threshold 0 too).
 
 Grids (24 points each): DPSGD (Opacus, PRV accountant, :func:`sqm.apps.logreg.baselines.dpsgd_fit`) over the
 expected batch q n in {64, 256}, epochs {2, 5}, learning rate {0.5, 2, 8}, clip norm {0.5, sqrt 2} (||w|| <= 8 as
@@ -131,13 +133,29 @@ def scores_of(y, s) -> tuple[float, float]:
     return float(np.mean((s > 0) == (np.asarray(y) == 1))), roc_auc(y, s)
 
 
+def validation_threshold(y, s) -> float:
+    """The decision threshold of highest accuracy on validation labels ``y`` with scores ``s``: among 0 and the
+    midpoints between consecutive distinct scores, the one closest to 0 on ties (the refitted model's threshold,
+    chosen like any hyperparameter, on validation data only)."""
+    import numpy as np
+
+    s = np.asarray(s, np.float64)
+    y = np.asarray(y) == 1
+    u = np.unique(s[np.isfinite(s)])
+    cands = np.concatenate([[0.0], (u[1:] + u[:-1]) / 2, u[:1] - 1.0, u[-1:] + 1.0]) if u.size else np.zeros(1)
+    acc = np.array([np.mean((s > t) == y) for t in cands])
+    best = np.flatnonzero(acc == acc.max())
+    return float(cands[best[np.argmin(np.abs(cands[best]))]])
+
+
 SELECT = {"auc": 1, "accuracy": 0}  # the validation score a grid search maximizes: index into scores_of
 
 
 def run_split(X, y, split, epsilon: float, delta: float, seed: int, methods: dict | None = None,
               standardize: bool = True, select: str = "auc") -> dict:
     """One run of the protocol on records (X, y) with ``split`` = (train, validation, test) indices: method ->
-    {chosen, validation (the chosen point's ``select`` score), accuracy, auc, epsilon_spent}.  Nothing but train
+    {chosen, validation (the chosen point's ``select`` score), accuracy (at the validation threshold), auc,
+    accuracy_at_zero, threshold, epsilon_spent}.  Nothing but train
     and validation enters the choice."""
     import numpy as np
 
@@ -164,8 +182,12 @@ def run_split(X, y, split, epsilon: float, delta: float, seed: int, methods: dic
             chosen, vals = grid_search(points, validation_score)
             val = max(v for v in vals if not math.isnan(v)) if any(not math.isnan(v) for v in vals) else math.nan
         predict, eps = fit(Xtr, ytr, chosen, epsilon, delta, refit_seed)
-        acc, auc = scores_of(yte, predict(Xte))
-        out[name] = dict(chosen=chosen, validation=val, accuracy=acc, auc=auc, epsilon_spent=float(eps))
+        threshold = validation_threshold(yva, predict(Xva))
+        s_te = np.asarray(predict(Xte), np.float64)
+        acc_zero, auc = scores_of(yte, s_te)
+        acc = float(np.mean((s_te > threshold) == (yte == 1)))
+        out[name] = dict(chosen=chosen, validation=val, accuracy=acc, auc=auc, accuracy_at_zero=acc_zero,
+                         threshold=threshold, epsilon_spent=float(eps))
     return out
 
 
@@ -228,15 +250,18 @@ def _chosen_text(chosen: list[dict]) -> str:
 
 
 def print_table(rep: dict) -> None:
+    from bench.common import relation_note
+    from sqm.cli.tables import render_table
+
     print(f"SQM-LR and DPSGD tuned on validation {rep['select']} (delta {rep['delta']:g}, {rep['runs']} runs, "
           f"{rep['split']}); {rep['protocol']}")
     print("* dataset used to choose SQM-LR's default constants (test splits included)")
-    print(f"{'dataset':16s} {'eps':>4s} {'method':12s} {'accuracy':>16s} {'AUC':>16s}  chosen (per run)")
-    for r in rep["rows"]:
-        mark = "*" if r["used_for_defaults"] else " "
-        print(f"{r['dataset'] + mark:16s} {r['epsilon']:4g} {r['method']:12s} "
-              f"{r['accuracy']:.4f} +- {r['accuracy_std']:.4f} {r['auc']:.4f} +- {r['auc_std']:.4f}  "
-              f"{_chosen_text(r['chosen'])}")
+    table = [{"dataset": r["dataset"] + ("*" if r["used_for_defaults"] else ""), "eps": r["epsilon"],
+              "method": r["method"], "accuracy": f"{r['accuracy']:.4f} +- {r['accuracy_std']:.4f}",
+              "AUC": f"{r['auc']:.4f} +- {r['auc_std']:.4f}", "chosen (per run)": _chosen_text(r["chosen"])}
+             for r in rep["rows"]]
+    print(render_table(table, ["dataset", ("eps", "eps", "g"), "method", "accuracy", "AUC", "chosen (per run)"]))
+    print(relation_note())
     print(f"{rep['seconds']:.0f} s wall, {rep['cpu_seconds']:.0f} CPU s")
 
 

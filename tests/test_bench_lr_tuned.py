@@ -97,3 +97,31 @@ def test_tuned_sqm_at_the_default_constants_is_the_estimator_bit_for_bit():
     ours, eps = lr_tuned.fit_sqm(Xtr, y[tr], p, 1.0, 1e-5, seed=11)
     theirs, eps_default = lr_tuned.fit_sqm_default(Xtr, y[tr], {}, 1.0, 1e-5, seed=11)
     assert np.array_equal(ours(Xte), theirs(Xte)) and eps == eps_default <= 1.0
+
+
+def test_the_threshold_is_the_validation_accuracy_argmax_closest_to_zero():
+    y = np.array([0, 0, 0, 1, 1])
+    assert lr_tuned.validation_threshold(y, [-3.0, 1.0, 2.0, 5.0, 6.0]) == 3.5  # 2 < t < 5 separates them all
+    assert lr_tuned.validation_threshold([0, 1], [-1.0, 1.0]) == 0.0  # every t in (-1, 1) ties: 0
+    assert lr_tuned.validation_threshold([1, 1, 1], [-5.0, -4.0, -3.0]) == -6.0  # below every score
+    assert lr_tuned.validation_threshold([0, 1], [2.0, 2.0]) == 0.0  # no threshold separates equal scores
+
+
+def test_the_reported_accuracy_uses_the_validation_threshold_only():
+    """A stub whose scores are shifted by 10: at threshold 0 it predicts one class everywhere; the threshold chosen
+    on validation recovers its accuracy, and permuting the test labels does not move the threshold."""
+    rng = np.random.default_rng(1)
+    y = (rng.random(300) < 0.4).astype(int)
+    X = np.c_[y + rng.normal(0, 0.3, 300)]
+
+    def shifted(Xtr, ytr, p, epsilon, delta, seed):
+        return (lambda X: X[:, 0] - 0.5 + 10.0), 1.0
+
+    split = lr_tuned.split_indices(y, 0)
+    res = lr_tuned.run_split(X, y, split, 1.0, 1e-5, 0, {"stub": (shifted, None)}, standardize=False)["stub"]
+    assert res["accuracy_at_zero"] == pytest.approx(float(np.mean(y[split[2]] == 1)))
+    assert res["accuracy"] > 0.9 and 9.0 < res["threshold"] < 11.0
+    y2 = y.copy()
+    y2[split[2]] = rng.permutation(y[split[2]])
+    again = lr_tuned.run_split(X, y2, split, 1.0, 1e-5, 0, {"stub": (shifted, None)}, standardize=False)["stub"]
+    assert again["threshold"] == res["threshold"]

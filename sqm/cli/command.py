@@ -26,7 +26,8 @@ log = logging.getLogger("sqm")
 
 # subcommand modules: each defines register(subparsers)
 COMMANDS = ["sqm.cli.demo", "sqm.cli.pca", "sqm.cli.linreg", "sqm.cli.correlation", "sqm.cli.logreg", "sqm.cli.pbm_vfl",
-            "sqm.cli.hdp_vfl", "sqm.cli.score", "sqm.cli.budget", "sqm.cli.data_cli", "sqm.cli.keys", "sqm.cli.audit"]
+            "sqm.cli.hdp_vfl", "sqm.cli.score", "sqm.cli.budget", "sqm.cli.data_cli", "sqm.cli.keys", "sqm.cli.audit",
+            "sqm.cli.bench_cli"]
 
 def _available(modules):
     for name in modules:
@@ -75,10 +76,13 @@ def parse(argv=None, parser: argparse.ArgumentParser | None = None) -> argparse.
     """``sqm ARGV``'s options as its commands receive them: -v/-q totalled into ``args.verbose`` and
     ``args.quiet`` and the logging level they choose in ``args.log_level`` (nothing configured yet).  Tests
     call a command as ``parse([...]).func(args)``, so its errors raise instead of becoming exit codes."""
+    from sqm.cli.bench_cli import pass_through
+
     parser = parser or build_parser()
-    args = parser.parse_args(argv)
+    given = list(argv if argv is not None else sys.argv[1:])
+    args = parser.parse_args(pass_through(given))
     args.log_level = log_level(args)
-    args.argv = list(argv if argv is not None else sys.argv[1:])  # a job file's task block reads what was given
+    args.argv = given  # a job file's task block reads what was given
     return args
 
 

@@ -1,0 +1,346 @@
+"""Utility over many public real data sets: SQM's PCA, logistic and linear regression and PBM-VFL, each beside its
+reference in the same run, over epsilons and runs.
+
+    python -m bench utility                                    # every data set and method, epsilon 0.5..8
+    python -m bench utility --methods pca linreg --runs 3 --epsilons 1 4 --json u.json --plot u.png
+    sqm bench utility ...                                      # the same, from a source checkout
+
+Data sets (offline: scikit-learn's bundled files and the data home, :func:`sqm.data.datasets.load_dataset`), each
+with the tasks it serves (:data:`TASKS`): rows scaled to norm <= 1 (PCA, linear regression) or standardized on the
+training split (logistic regression, :func:`bench.lr_tuned.run_split`); the larger sets drawn at ``--records``
+records (a stratified or uniform subsample with seed 0, said in the output).
+
+Per method and cell (data set x epsilon), ``--runs`` runs, each with its own split and seeds (run r: seed r):
+
+- PCA: captured variance ||X V_k||_F^2 at k = min(5, d - 1) of SQM-PCA (its defaults, in-process simulation of the
+  parties' programs) over central-DP PCA's (Analyze Gauss, :func:`sqm.apps.pca.central_dp_pca`, the tightest
+  Gaussian calibration), means over the runs; nothing tuned (SQM's gamma is its default).
+- logistic regression: :func:`bench.lr_tuned.run_split`: a stratified 60/20/20 split; DPSGD's grid (batch, epochs,
+  learning rate, clip) chosen on the validation split's AUC, every method's decision threshold on the validation
+  split's accuracy; SQM-LR with its defaults; scikit-learn's non-private model.  Labels: the data set's largest
+  class against the rest.
+- linear regression: a 75/25 split; SQM linear regression (defaults) beside AdaSSP (the central-DP
+  sufficient-statistics baseline), OLS and the training mean, test R^2.  Targets: :data:`LINREG_TARGETS`.
+- PBM-VFL: ``sqm pbm-vfl``'s documented settings (:data:`bench.pbm_vfl_seeds.SETTINGS`) against NPQ (no
+  quantization, no noise), test accuracy; its epsilon is fixed by (b, beta, epochs), printed with its relation.
+
+The done-when checks of each cell: SQM-PCA >= 99% of central DP; SQM-LR within 2 points of tuned DPSGD in accuracy
+and AUC; SQM linear regression within 0.05 R^2 of AdaSSP and not below the mean; PBM-VFL within 5 points of NPQ.
+Data sets on which a default was chosen are marked (:data:`USED_FOR_DEFAULTS`); the others were never used to
+choose anything.  Tuning's privacy cost is not counted, for any method alike.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import time
+
+from bench.common import finish
+
+DATASETS = ("breast_cancer", "digits", "wine", "iris", "diabetes", "phishing", "credit_default", "adult",
+            "citeseer")
+METHODS = ("pca", "lr", "linreg", "pbm")
+EPSILONS = (0.5, 1.0, 2.0, 4.0, 8.0)
+# data set -> the methods run on it
+TASKS = {"breast_cancer": ("pca", "lr", "linreg"), "digits": ("pca", "lr", "pbm"), "wine": ("pca", "lr", "linreg"),
+         "iris": ("pca", "lr"), "diabetes": ("pca", "linreg"), "phishing": ("pca", "lr", "pbm"),
+         "credit_default": ("pca", "lr", "linreg"), "adult": ("pca", "lr", "linreg"), "citeseer": ("pca",)}
+# linear regression's target: None for the data set's own, else the named feature column (removed from X)
+LINREG_TARGETS = {"diabetes": None, "breast_cancer": "mean radius", "wine": "alcohol", "adult": "hours-per-week",
+                  "credit_default": "X1"}
+# the data sets on which each method's defaults were chosen (sqm/apps/logreg/moments.py,
+# bench/linreg_utility.SETS, the PBM-VFL settings); every other cell is held out
+USED_FOR_DEFAULTS = {"lr": ("breast_cancer", "credit_default", "adult"), "linreg": ("diabetes", "breast_cancer"),
+                     "pbm": ("digits", "phishing"), "pca": ()}
+PCA_K = 5
+PCA_PARTIES = 2
+TARGETS = {"pca": 0.99, "lr": 2.0, "linreg": 0.05, "pbm": 5.0}
+NOT_COUNTED = "tuning's privacy cost is not counted, for any method alike"
+
+
+def met(method: str, row: dict) -> bool:
+    """Whether a cell meets its done-when check (:data:`TARGETS`): PCA: SQM's mean over the reference's >= 0.99;
+    LR: the tuned DPSGD's lead <= 2 points in accuracy and in AUC; linreg: AdaSSP's lead <= 0.05 R^2 and SQM's mean
+    R^2 not below the mean's; PBM-VFL: NPQ's lead <= 5 points."""
+    if method == "pca":
+        return bool(row["sqm"]["mean"] >= TARGETS["pca"] * row["reference"]["mean"])
+    if method == "lr":
+        return bool(row["gap_accuracy_points"] <= TARGETS["lr"] and row["gap_auc_points"] <= TARGETS["lr"])
+    if method == "linreg":
+        return bool(row["reference"]["mean"] - row["sqm"]["mean"] <= TARGETS["linreg"]
+                    and row["sqm"]["mean"] >= row["mean"]["mean"])
+    if method == "pbm":
+        return bool(100 * (row["reference"]["mean"] - row["sqm"]["mean"]) <= TARGETS["pbm"])
+    raise ValueError(f"unknown method {method!r}")
+
+
+def load(name: str, records: int):
+    """(X, y, feature names) of ``name``, at most ``records`` records (a stratified subsample for labelled
+    classification sets, uniform otherwise; seed 0)."""
+    import numpy as np
+
+    from sqm.data.datasets import load_dataset
+
+    ds = load_dataset(name)
+    X, y = np.asarray(ds.X, np.float64), np.asarray(ds.y)
+    if len(y) > records:
+        from sklearn.model_selection import train_test_split
+
+        strat = y if len(np.unique(y)) <= 50 else None
+        keep, _ = train_test_split(np.arange(len(y)), train_size=records, random_state=0, stratify=strat)
+        X, y = X[np.sort(keep)], y[np.sort(keep)]
+    return X, y, list(ds.feature_names)
+
+
+def _summary(values) -> dict:
+    import numpy as np
+
+    v = np.asarray(values, np.float64)
+    return {"mean": float(v.mean()), "std": float(v.std()), "min": float(v.min()), "runs": int(v.size)}
+
+
+# ----- one cell per method: (X, y, names, epsilon, delta, runs) -> row ----------------------------------------
+def pca_cell(X, y, names, epsilon: float, delta: float, runs: int) -> dict:
+    import numpy as np
+
+    from bench.pca_utility import prefix_utilities
+    from sqm.apps.pca import SQMPCA, central_dp_pca
+    from sqm.data.datasets import scale_rows
+    from sqm.mechanism.rng import spawn_seeds
+    from sqm.mechanism.vertical import VerticalData
+
+    X = scale_rows(X, 1.0)
+    k = max(1, min(PCA_K, X.shape[1] - 1))
+    data = VerticalData.split(X, PCA_PARTIES)
+    sqm, central, eps = [], [], math.nan
+    for s in spawn_seeds(0, runs):
+        s_c, s_s = s.spawn(2)
+        central.append(prefix_utilities(X, central_dp_pca(X, k, epsilon, delta, seed=s_c).components, [k])[0])
+        m = SQMPCA(k, epsilon, delta, backend="plain", seed=s_s).fit(data)
+        sqm.append(prefix_utilities(X, m.components_.T, [k])[0])
+        eps = m.report_.epsilon_server
+    ratio = float(np.mean(sqm) / np.mean(central))
+    return {"metric": f"captured variance, k = {k}", "sqm": _summary(sqm), "reference": _summary(central),
+            "reference_name": "central DP", "ratio": ratio, "epsilon_spent": eps}
+
+
+def lr_cell(X, y, names, epsilon: float, delta: float, runs: int) -> dict:
+    import numpy as np
+
+    from bench import lr_tuned
+
+    y = (y == np.max(y)).astype(np.int64)
+    methods = {m: lr_tuned.METHODS[m] for m in ("dpsgd", "sqm-default", "nonprivate")}
+    per: dict[str, dict[str, list]] = {m: {"accuracy": [], "auc": []} for m in methods}
+    eps = math.nan
+    for r in range(runs):
+        split = lr_tuned.split_indices(y, r)
+        res = lr_tuned.run_split(X, y, split, epsilon, delta, r, methods, standardize=True)
+        for m, v in res.items():
+            per[m]["accuracy"].append(v["accuracy"])
+            per[m]["auc"].append(v["auc"])
+        eps = res["sqm-default"]["epsilon_spent"]
+    sq, dp = per["sqm-default"], per["dpsgd"]
+    gap_acc = 100 * (np.mean(dp["accuracy"]) - np.mean(sq["accuracy"]))
+    gap_auc = 100 * (np.mean(dp["auc"]) - np.mean(sq["auc"]))
+    return {"metric": "test accuracy / AUC", "sqm": _summary(sq["accuracy"]), "sqm_auc": _summary(sq["auc"]),
+            "reference": _summary(dp["accuracy"]), "reference_auc": _summary(dp["auc"]), "reference_name": "DPSGD",
+            "nonprivate": _summary(per["nonprivate"]["accuracy"]),
+            "nonprivate_auc": _summary(per["nonprivate"]["auc"]), "positive_share": float(np.mean(y)),
+            "gap_accuracy_points": float(gap_acc), "gap_auc_points": float(gap_auc), "epsilon_spent": eps}
+
+
+def linreg_cell(X, y, names, epsilon: float, delta: float, runs: int, name: str = "") -> dict:
+    import warnings
+
+    import numpy as np
+    from sklearn.model_selection import train_test_split
+
+    from sqm.apps.linreg import SQMLinearRegression
+    from sqm.apps.linreg.baselines import adassp, nonprivate_linreg
+    from sqm.apps.linreg.experiment import scores
+    from sqm.data.datasets import scale_rows
+    from sqm.mechanism.rng import spawn_seeds
+
+    target = LINREG_TARGETS[name]
+    if target is not None:
+        j = names.index(target)
+        X, y = np.delete(X, j, axis=1), X[:, j]
+    y = np.asarray(y, np.float64)
+    y = 2.0 * (y - y.min()) / (y.max() - y.min()) - 1.0  # onto [-1, 1] by its range (the declared bounds)
+    X = scale_rows(X, 1.0)
+    warnings.filterwarnings("ignore", message="the fitted model did not beat the mean")
+    sqm, ada, ols, mean, eps = [], [], [], [], math.nan
+    for r, s in enumerate(spawn_seeds(0, runs)):
+        Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.25, random_state=r)
+        s_s, s_a = s.spawn(2)
+        m = SQMLinearRegression(epsilon=epsilon, delta=delta, backend="plain", n_parties=2, seed=s_s).fit(Xtr, ytr)
+        sqm.append(scores(m.coef_, m.intercept_, Xte, yte)["r2"])
+        eps = m.report_.epsilon_server
+        a = adassp(Xtr, ytr, epsilon, delta, seed=s_a)
+        ada.append(scores(a["coef"], a["intercept"], Xte, yte)["r2"])
+        o = nonprivate_linreg(Xtr, ytr)
+        ols.append(scores(o["coef"], o["intercept"], Xte, yte)["r2"])
+        mean.append(scores(np.zeros(X.shape[1]), float(np.mean(ytr)), Xte, yte)["r2"])
+    gap = float(np.mean(ada) - np.mean(sqm))
+    return {"metric": "test R^2", "target": target or "its own", "sqm": _summary(sqm), "reference": _summary(ada),
+            "reference_name": "AdaSSP", "nonprivate": _summary(ols), "mean": _summary(mean), "gap_r2": gap,
+            "epsilon_spent": eps}
+
+
+def pbm_cell(name: str, runs: int) -> dict:
+    """PBM-VFL at ``sqm pbm-vfl``'s documented setting for ``name`` against NPQ, ``runs`` seeds each (the epsilon
+    is the setting's: PBM's b, beta and epochs fix it)."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from bench.pbm_vfl_seeds import SETTINGS
+    from sqm.apps.pbm_vfl import VFLConfig, load_split, train_vfl
+    from sqm.apps.pbm_vfl.experiment import method_seed
+    from sqm.apps.pbm_vfl.privacy import pbm_privacy
+
+    s = SETTINGS[name]
+    btr, bte, ytr, yte, nc = load_split(name, s["parties"])
+    cfg = VFLConfig(b=s["b"], beta=s["beta"], epochs=s["epochs"], n_classes=nc)
+    pbm = [train_vfl(btr, bte, ytr, yte, cfg, "plain", seed=method_seed(k, "pbm")).accuracy for k in range(runs)]
+    npq = [train_vfl(btr, bte, ytr, yte, replace(cfg, method="npq"), "plain",
+                     seed=method_seed(k, "npq")).accuracy for k in range(runs)]
+    rep = pbm_privacy(cfg, s["parties"])
+    gap = 100 * float(np.mean(npq) - np.mean(pbm))
+    return {"metric": "test accuracy", "setting": dict(s), "sqm": _summary(pbm), "reference": _summary(npq),
+            "reference_name": "NPQ", "gap_points": gap, "epsilon_spent": float(rep.epsilon_feature),
+            "epsilon_sample": float(rep.epsilon_sample)}
+
+
+def run(datasets=DATASETS, methods=METHODS, epsilons=EPSILONS, runs: int = 10, pbm_runs: int = 5,
+        records: int = 5000, delta: float = 1e-5, progress: bool = True) -> dict:
+    from tqdm import tqdm
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    cells = [(d, m) for d in datasets for m in methods if m in TASKS[d]]
+    total = sum(1 if m == "pbm" else len(epsilons) for _, m in cells)
+    bar = tqdm(total=total, desc="utility", disable=not progress)
+    rows, loaded = [], {}
+    for name, method in cells:
+        if name not in loaded:
+            loaded = {name: load(name, records)}
+        X, y, names = loaded[name]
+        base = dict(dataset=name, method=method, records=int(len(y)), d=int(X.shape[1]),
+                    used_for_defaults=name in USED_FOR_DEFAULTS[method])
+        if method == "pbm":
+            bar.set_postfix_str(f"{name} pbm")
+            row = pbm_cell(name, pbm_runs)
+            rows.append(dict(base, epsilon=None, met=met(method, row), **row))
+            bar.update()
+            continue
+        for e in epsilons:
+            bar.set_postfix_str(f"{name} {method} eps {e:g}")
+            if method == "pca":
+                row = pca_cell(X, y, names, e, delta, runs)
+            elif method == "lr":
+                row = lr_cell(X, y, names, e, delta, runs)
+            else:
+                row = linreg_cell(X, y, names, e, delta, runs, name)
+            rows.append(dict(base, epsilon=e, met=met(method, row), **row))
+            bar.update()
+    bar.close()
+    from sqm.mechanism.report import ZERO_OUT, relation_phrase
+
+    return {"rows": rows, "delta": delta, "runs": runs, "pbm_runs": pbm_runs, "records": records,
+            "targets": TARGETS, "protocol": NOT_COUNTED, "relation": relation_phrase(ZERO_OUT, "the server"),
+            "pbm_relation": relation_phrase("embedding", "the server"),
+            "all_met": all(r["met"] for r in rows), "seconds": time.perf_counter() - t0,
+            "cpu_seconds": time.process_time() - c0}
+
+
+def _pm(s: dict, spec: str = ".3f") -> str:
+    return f"{s['mean']:{spec}} +- {s['std']:{spec}}"
+
+
+def print_table(rep: dict) -> None:
+    from sqm.cli.tables import render_table
+
+    print(f"utility over real data sets: {rep['runs']} runs per cell (PBM-VFL {rep['pbm_runs']}), delta "
+          f"{rep['delta']:g}, at most {rep['records']:,} records per set; {rep['protocol']}; * a set on which the "
+          "method's defaults were chosen")
+    labels = {"pca": "PCA: SQM / central DP", "lr": "LR: accuracy, AUC (SQM, DPSGD tuned)",
+              "linreg": "linreg: test R^2 (SQM, AdaSSP, mean)", "pbm": "PBM-VFL: accuracy (PBM, NPQ)"}
+    for method in METHODS:
+        rows = [r for r in rep["rows"] if r["method"] == method]
+        if not rows:
+            continue
+        table = []
+        for r in rows:
+            t = {"set": r["dataset"] + ("*" if r["used_for_defaults"] else ""), "n": r["records"], "d": r["d"],
+                 "epsilon": "-" if r["epsilon"] is None else f"{r['epsilon']:g}",
+                 "eps spent": r["epsilon_spent"], "SQM": _pm(r["sqm"]), "reference": _pm(r["reference"]),
+                 "worst SQM": r["sqm"]["min"], "met": "yes" if r["met"] else "NO"}
+            if method == "pca":
+                t["ratio"] = r["ratio"]
+            elif method == "lr":
+                t["SQM AUC"], t["ref AUC"] = _pm(r["sqm_auc"]), _pm(r["reference_auc"])
+                t["gap acc/AUC"] = f"{r['gap_accuracy_points']:+.1f}/{r['gap_auc_points']:+.1f}"
+            elif method == "linreg":
+                t["mean"], t["OLS"] = r["mean"]["mean"], r["nonprivate"]["mean"]
+            else:
+                t["gap"] = f"{r['gap_points']:+.1f}"
+                t["sample eps"] = r["epsilon_sample"]
+            table.append(t)
+        print(f"\n{labels[method]}")
+        print(render_table(table, [(k, k, ".4g") if k in ("eps spent", "worst SQM", "ratio", "mean", "OLS",
+                                                        "sample eps") else k for k in table[0]]))
+        relation = rep["pbm_relation"] if method == "pbm" else rep["relation"]
+        print(f"  every epsilon above: {relation}")
+    print(f"\nall checks met: {rep['all_met']}  ({rep['seconds']:.0f} s wall, {rep['cpu_seconds']:.0f} CPU s)")
+
+
+def plot(rep: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    methods = [m for m in ("pca", "lr", "linreg") if any(r["method"] == m for r in rep["rows"])]
+    if not methods:
+        return
+    fig, axes = plt.subplots(1, len(methods), figsize=(5 * len(methods), 4), squeeze=False)
+    for ax, method in zip(axes[0], methods, strict=True):
+        rows = [r for r in rep["rows"] if r["method"] == method]
+        for k, name in enumerate(dict.fromkeys(r["dataset"] for r in rows)):
+            rs = [r for r in rows if r["dataset"] == name]
+            e = [r["epsilon"] for r in rs]
+            color = f"C{k}"
+            if method == "pca":
+                ax.plot(e, [r["ratio"] for r in rs], "-o", color=color, label=name)
+            else:
+                ax.plot(e, [r["sqm"]["mean"] for r in rs], "-o", color=color, label=name)
+                ax.plot(e, [r["reference"]["mean"] for r in rs], "--", color=color)
+        ax.set_xscale("log", base=2)
+        ax.set(xlabel="epsilon (zero-out)", title={"pca": "PCA: SQM / central DP", "lr": "LR accuracy: SQM (solid), "
+                                                   "DPSGD (dashed)", "linreg": "R^2: SQM (solid), AdaSSP (dashed)"}
+               [method])
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--datasets", nargs="+", choices=DATASETS, default=list(DATASETS),
+                   help="data sets (default: all " + str(len(DATASETS)) + ")")
+    p.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS), help="methods (default: all)")
+    p.add_argument("--epsilons", nargs="+", type=float, default=list(EPSILONS),
+                   help="epsilons (default 0.5 1 2 4 8)")
+    p.add_argument("--runs", type=int, default=10, help="runs per cell (default 10)")
+    p.add_argument("--pbm-runs", type=int, default=5, help="PBM-VFL seeds per setting (default 5)")
+    p.add_argument("--records", type=int, default=5000,
+                   help="at most this many records per data set (a subsample with seed 0; default 5000)")
+    p.add_argument("--delta", type=float, default=1e-5, help="delta (default 1e-5)")
+    p.add_argument("--json", help="write the report here")
+    p.add_argument("--plot", help="write a PNG (one panel per method) here")
+
+
+def cli(args) -> int:
+    rep = run(tuple(args.datasets), tuple(args.methods), tuple(args.epsilons), args.runs, args.pbm_runs,
+              args.records, args.delta, progress=not args.quiet)
+    return finish(rep, args, print_table, plot)

@@ -1,0 +1,73 @@
+"""``python -m bench utility`` (and ``sqm bench``): the cells' checks, a tiny real run, the launcher."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from bench import utility
+from bench.command import parse
+from sqm.cli import bench_cli
+from sqm.errors import UsageError
+
+
+def _s(mean: float) -> dict:
+    return {"mean": mean, "std": 0.0, "min": mean, "runs": 1}
+
+
+def test_each_check_passes_and_fails_at_its_target():
+    assert utility.met("pca", {"sqm": _s(99.0), "reference": _s(100.0)})
+    assert not utility.met("pca", {"sqm": _s(98.9), "reference": _s(100.0)})
+    assert utility.met("lr", {"gap_accuracy_points": 2.0, "gap_auc_points": -5.0})
+    assert not utility.met("lr", {"gap_accuracy_points": 1.0, "gap_auc_points": 2.1})
+    assert utility.met("linreg", {"sqm": _s(0.30), "reference": _s(0.35), "mean": _s(-0.01)})
+    assert not utility.met("linreg", {"sqm": _s(0.29), "reference": _s(0.35), "mean": _s(-0.01)})
+    assert not utility.met("linreg", {"sqm": _s(-0.02), "reference": _s(-0.03), "mean": _s(-0.01)})  # below mean
+    assert utility.met("pbm", {"sqm": _s(0.90), "reference": _s(0.95)})
+    assert not utility.met("pbm", {"sqm": _s(0.89), "reference": _s(0.95)})
+
+
+def test_every_data_set_has_tasks_and_eight_or_more_are_offered():
+    assert len(utility.DATASETS) >= 8 and set(utility.TASKS) == set(utility.DATASETS)
+    assert all(set(t) <= set(utility.METHODS) for t in utility.TASKS.values())
+    assert {d for d, t in utility.TASKS.items() if "linreg" in t} == set(utility.LINREG_TARGETS)
+
+
+def test_a_tiny_run_prints_names_the_relation_and_writes_json(tmp_path, capsys):
+    from tests.test_printed_relation import unnamed
+
+    out = tmp_path / "u.json"
+    args = parse(["utility", "--datasets", "wine", "--methods", "pca", "linreg", "--epsilons", "4", "--runs", "2",
+                  "-q", "--json", str(out)])
+    assert args.func(args) == 0
+    text = capsys.readouterr().out
+    assert unnamed(text) == []
+    rows = json.loads(out.read_text())["details"]["rows"]
+    assert [(r["dataset"], r["method"], r["epsilon"]) for r in rows] == [("wine", "pca", 4.0), ("wine", "linreg", 4.0)]
+    for r in rows:
+        assert r["sqm"]["runs"] == 2 and r["met"] == utility.met(r["method"], r)
+        assert r["epsilon_spent"] == pytest.approx(4.0, rel=1e-3)
+
+
+def test_pass_through_sends_everything_after_bench_to_the_benchmark():
+    assert bench_cli.pass_through(["bench", "--help"]) == ["bench", "--", "--help"]
+    assert bench_cli.pass_through(["-v", "bench", "utility", "-q"]) == ["-v", "bench", "--", "utility", "-q"]
+    assert bench_cli.pass_through(["pca", "--help"]) == ["pca", "--help"]
+
+
+def test_the_launcher_refuses_without_a_checkout(monkeypatch):
+    from sqm.cli.command import parse as sqm_parse
+
+    monkeypatch.setattr(bench_cli, "checkout_root", lambda: None)
+    args = sqm_parse(["bench", "utility", "--help"])
+    with pytest.raises(UsageError, match="source checkout"):
+        args.func(args)
+
+
+def test_the_launcher_runs_the_checkouts_bench():
+    assert bench_cli.checkout_root() is not None
+    done = subprocess.run([sys.executable, "-m", "sqm", "bench", "--help"], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and "utility" in done.stdout and "lr-tuned" in done.stdout
