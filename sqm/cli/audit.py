@@ -17,7 +17,8 @@ from sqm.cli import options
 from sqm.mechanism.params import GAMMA
 
 # the keys of sqm.cli.audit_runs.CASES (not imported here: it imports numpy)
-RELEASES = ("pca", "linreg", "logreg-moments", "correlation", "pbm-vfl")
+RELEASES = ("pca", "linreg", "logreg-moments", "correlation", "pbm-vfl", "logreg-sgd", "hdp-vfl", "pbm-vfl-sample")
+SCORED = ("logreg-sgd", "hdp-vfl", "pbm-vfl-sample")  # audited from trained weights or a training's releases
 
 
 def _releases(text: str) -> tuple[str, ...]:
@@ -78,10 +79,15 @@ def run(args) -> int:
           f"what real party processes release; {args.runs} runs with the canary and {args.runs} without, per "
           f"release type, {args.records} records")
     seeds = spawn_seeds(args.seed, 2 * len(args.releases))
-    results, reports = [], []
+    results: list[dict] = []
+    reports: list = []
     for i, name in enumerate(args.releases):
         if name == "pbm-vfl":
             results.append(_pbm(args, seeds[2 * i + 1] if args.seed is not None else None))
+            continue
+        if name in SCORED:
+            results.append(_scored(name, args, make_rng(seeds[2 * i]), seeds[2 * i + 1] if args.seed is not None
+                                   else None, reports))
             continue
         case = CASES[name](args.epsilon, args.delta, args.gamma, args.records, make_rng(seeds[2 * i]))
         scores_in, scores_out, report = run_case(case, args.runs, seeds[2 * i + 1] if args.seed is not None else None)
@@ -119,4 +125,29 @@ def _pbm(args, seed) -> dict:
           f"{100 * args.confidence:g}% confidence ({bound.false_negatives} missed of {bound.positives}, "
           f"{bound.false_positives} false alarms of {bound.negatives})")
     return {"method": "pbm-vfl", "epsilon_server": claimed, "relation": relation, "runs_per_world": args.runs,
+            **bound.as_dict()}
+
+
+def _scored(name: str, args, rng, seed, reports: list) -> dict:
+    """A release audited from its own statistic (:class:`sqm.cli.audit_runs.ScoredAudit`): its bound, printed and
+    as a row; its privacy report appended to ``reports`` when it has one."""
+    from sqm.cli import audit_runs
+    from sqm.mechanism.audit import audit_scores
+    from sqm.mechanism.report import relation_phrase
+
+    if name == "logreg-sgd":
+        a = audit_runs.logreg_sgd_scores(args.epsilon, args.delta, args.gamma, args.records, rng, args.runs, seed)
+    elif name == "hdp-vfl":
+        a = audit_runs.hdp_scores(args.epsilon, args.delta, args.records, rng, args.runs, seed)
+    else:
+        a = audit_runs.pbm_sample_scores(args.delta, args.runs, seed)
+    bound = audit_scores(a.scores_in, a.scores_out, args.delta, args.confidence)
+    relation = relation_phrase(a.relation, a.against)
+    print(f"{name}: claimed epsilon {a.claimed:.4g} at delta {args.delta:g} ({relation}; {a.setting}); empirical "
+          f"lower bound {bound.epsilon_lower:.4g} at {100 * args.confidence:g}% confidence "
+          f"({bound.false_negatives} missed of {bound.positives}, {bound.false_positives} false alarms of "
+          f"{bound.negatives})")
+    if a.report is not None:
+        reports.append(a.report)
+    return {"method": name, "epsilon_server": a.claimed, "relation": relation, "runs_per_world": args.runs,
             **bound.as_dict()}

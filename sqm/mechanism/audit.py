@@ -32,9 +32,10 @@ from sqm.errors import UsageError
 
 @dataclass(frozen=True)
 class AuditBound:
-    """One membership test's figures: the ``epsilon_lower`` bound (at ``confidence``), the ``threshold`` (chosen
-    on the other half of the runs), the evaluation half's counts (``false_negatives`` of ``positives`` runs with the
-    canary, ``false_positives`` of ``negatives`` runs without) and ``delta``."""
+    """One membership test's figures: the ``epsilon_lower`` bound (at ``confidence``), the ``threshold`` (on the
+    statistic times the test's ``orientation``: +1, "canary in" above it, -1, below; both chosen on the other
+    half of the runs), the evaluation half's counts (``false_negatives`` of ``positives`` runs with the canary,
+    ``false_positives`` of ``negatives`` runs without) and ``delta``."""
 
     epsilon_lower: float
     threshold: float
@@ -44,6 +45,7 @@ class AuditBound:
     negatives: int
     delta: float
     confidence: float
+    orientation: int = 1
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -104,16 +106,23 @@ def choose_threshold(scores_in, scores_out, delta: float, confidence: float = 0.
 
 def audit_scores(scores_in, scores_out, delta: float, confidence: float = 0.95) -> AuditBound:
     """The membership test's epsilon lower bound from the statistic's values in runs with the canary
-    (``scores_in``) and without it (``scores_out``): the threshold chosen on the first half of each, the bound
-    evaluated on the second half (the runs are independent, so the split is fair)."""
+    (``scores_in``) and without it (``scores_out``): the threshold and the orientation (the canary moving the
+    statistic up or down; a trained model's response to it may go either way) chosen on the first half of each,
+    the bound evaluated on the second half (the runs are independent, so the split is fair)."""
     _check(delta, confidence)
     s_in, s_out = np.asarray(scores_in, np.float64), np.asarray(scores_out, np.float64)
     if len(s_in) < 4 or len(s_out) < 4 or not (np.all(np.isfinite(s_in)) and np.all(np.isfinite(s_out))):
         raise UsageError(f"an audit needs at least 4 finite scores per world, got {len(s_in)} and {len(s_out)}")
     hi, ho = len(s_in) // 2, len(s_out) // 2
-    t = choose_threshold(s_in[:hi], s_out[:ho], delta, confidence)
-    fn, fp = _counts(s_in[hi:], s_out[ho:], np.array([t]))
+
+    def first_half(sign: int) -> tuple[float, float]:
+        t = choose_threshold(sign * s_in[:hi], sign * s_out[:ho], delta, confidence)
+        fn, fp = _counts(sign * s_in[:hi], sign * s_out[:ho], np.array([t]))
+        return float(np.atleast_1d(epsilon_lower_bound(fn, hi, fp, ho, delta, confidence))[0]), t
+
+    (_, t), sign = max((first_half(sg), sg) for sg in (1, -1))  # ties: +1 (max keeps the first of equals)
+    fn, fp = _counts(sign * s_in[hi:], sign * s_out[ho:], np.array([t]))
     eps = float(np.atleast_1d(epsilon_lower_bound(int(fn[0]), len(s_in) - hi, int(fp[0]), len(s_out) - ho, delta,
                                                   confidence))[0])
     return AuditBound(eps if math.isfinite(eps) else 0.0, t, int(fn[0]), len(s_in) - hi, int(fp[0]),
-                      len(s_out) - ho, float(delta), float(confidence))
+                      len(s_out) - ho, float(delta), float(confidence), sign)
