@@ -2,6 +2,8 @@
 
     sqm audit                                      # every audited release type, epsilon 1, 1000 runs per world
     sqm audit --releases pca,linreg --epsilon 4 --runs 2000 --json audit.json
+    sqm audit --attack reconstruction --epsilon 1   # an informed adversary rebuilds a record from the Gram
+    sqm audit --attack label-inference              # a PBM-VFL client scores the server's labels
 
 Each release type's real release (:mod:`sqm.cli.audit_runs`: the clients' clipping, rounding and noise, the
 calibration and accounting) runs ``--runs`` times on a small synthetic data set with a canary record and
@@ -18,7 +20,8 @@ from sqm.mechanism.params import GAMMA
 
 # the keys of sqm.cli.audit_runs.CASES (not imported here: it imports numpy)
 RELEASES = ("pca", "linreg", "logreg-moments", "correlation", "pbm-vfl", "logreg-sgd", "hdp-vfl", "pbm-vfl-sample")
-SCORED = ("logreg-sgd", "hdp-vfl", "pbm-vfl-sample")  # audited from trained weights or a training's releases
+SCORED = ("logreg-sgd", "hdp-vfl", "pbm-vfl-sample")
+ATTACKS = ("reconstruction", "label-inference")  # audited from trained weights or a training's releases
 
 
 def _releases(text: str) -> tuple[str, ...]:
@@ -54,6 +57,11 @@ def register(sub) -> None:
     p.add_argument("--confidence", type=float, default=0.95,
                    help="confidence of the lower bound (default 0.95: each error rate's Clopper-Pearson upper "
                         "bound at 97.5%%)")
+    p.add_argument("--attack", choices=ATTACKS, default=None,
+                   help="run an attack instead of the audits: reconstruction (an adversary knowing every other "
+                        "record rebuilds the target from SQM-PCA's released Gram; --runs targets, with and without "
+                        "the noise) or label-inference (a PBM-VFL client scores the server's training labels from "
+                        "the gradients it receives; phishing, PBM and NPQ)")
     p.add_argument("--seed", type=int, default=None,
                    help="seed of the data set and of every run's party seeds, for a reproducible audit "
                         "(default: OS entropy)")
@@ -70,6 +78,8 @@ def run(args) -> int:
     from sqm.mechanism.report import relation_phrase
     from sqm.mechanism.rng import make_rng, spawn_seeds
 
+    if args.attack is not None:
+        return _attack(args)
     if args.runs < 4:
         raise UsageError(f"--runs must be at least 4 (two per half of each world), got {args.runs}")
     if args.records < 2:
@@ -151,3 +161,41 @@ def _scored(name: str, args, rng, seed, reports: list) -> dict:
         reports.append(a.report)
     return {"method": name, "epsilon_server": a.claimed, "relation": relation, "runs_per_world": args.runs,
             **bound.as_dict()}
+
+
+def _attack(args) -> int:
+    """``--attack``: :mod:`sqm.cli.attack_runs`' reconstruction (with and without noise) or label inference (PBM
+    and NPQ), printed and written as rows."""
+    import time
+
+    from sqm.cli import attack_runs, output
+    from sqm.mechanism.report import relation_phrase
+
+    t0 = time.perf_counter()
+    print("SIMULATION: the parties' programs run in this one process (backend plain), bit for bit what real party "
+          "processes compute")
+    rows = []
+    if args.attack == "reconstruction":
+        for noise in (True, False):
+            r = attack_runs.reconstruction(args.epsilon, args.delta, args.gamma, args.records, args.runs,
+                                           args.seed, noise=noise)
+            what = (f"epsilon {r['epsilon']:.4g} at delta {args.delta:g} ({relation_phrase('zero-out', 'the server')})"
+                    if noise else "without noise (no privacy)")
+            print(f"reconstruction from SQM-PCA's Gram, {what}: relative error mean {r['relative_error_mean']:.3g}, "
+                  f"median {r['relative_error_median']:.3g}; {100 * r['success_rate']:.0f}% of {r['runs']} targets "
+                  f"within 1/2 (guessing zero: error 1)")
+            rows.append({"method": "reconstruction" + ("" if noise else " (no noise)"), **r})
+    else:
+        for method in ("pbm", "npq"):
+            r = attack_runs.label_inference(method, seed=args.seed or 0)
+            print(f"label inference by a PBM-VFL client ({method}, {r['dataset']}, {r['parties']} clients, first "
+                  f"epoch): AUC {r['auc']:.4f} over {r['records']:,} training records (0.5: nothing learnt)")
+            rows.append({"method": f"label inference ({method})", **r})
+        print("  the gradients a client receives carry the server's labels: PBM's noise protects the embeddings, "
+              "not the labels")
+    if args.json:
+        output.write(args.json, output.document(output.command_name(args), "local", parameters=output.parameters(args),
+                                                results=rows, timings={"total": time.perf_counter() - t0},
+                                                simulation=True, secure_mode=args.seed is None,
+                                                dataset="synthetic" if args.attack == "reconstruction" else "phishing"))
+    return 0
