@@ -135,6 +135,7 @@ def run(epsilons=(0.5, 1.0, 4.0, 10.0), runs: int = 10, records: int = 2000, del
 
 
 def print_table(rep: dict) -> None:
+    from bench.common import relation_note
     from sqm.cli.tables import render_table
 
     if "best" in rep:
@@ -147,6 +148,7 @@ def print_table(rep: dict) -> None:
                                      ("sqm_r2_min", "SQM min", ".3f"), ("adassp_r2", "AdaSSP", ".3f"),
                                      ("adassp_r2_std", "+-", ".3f"), ("adassp_r2_min", "AdaSSP min", ".3f"),
                                      ("sqm_mean_returned", "mean ret.", "d")]))
+    print(relation_note())
     print(f"  SQM within 0.05 of AdaSSP everywhere: {rep['all_within']}; never below the mean: "
           f"{rep['all_not_below_mean']}; {rep['cpu_seconds']:.1f} CPU s")
 

@@ -167,7 +167,7 @@ def print_report(out) -> None:
     print(f"PBM-VFL on phishing ({c['backend']}), {c['epochs']} epochs, {c['repeats']} run(s), "
           f"{c['optimizer']} lr {c['lr']}, hidden {c['hidden']}, B 100, P 16; target train AUPRC {TARGET}")
     from sqm.apps.pbm_vfl.config import METHOD_LABELS
-    from sqm.cli.tables import render_table
+    from sqm.cli.tables import relation_line, render_table
 
     rows = [{"method": METHOD_LABELS[r["method"]], "M": r["parties"], "b": r["b"] or "-",
              "beta": r["beta"] or "-", "epsilon": _fmt(r["epsilon"], ".4g"), "sigma": _fmt(r["sigma"], ".3f"),
@@ -177,6 +177,8 @@ def print_report(out) -> None:
              "paper": _fmt(r["paper_epochs"], "g"), "Gbit->0.9": _fmt(r["gbits_to_target"], ".3f"),
              "ms/iter": f"{r['ms_per_iteration']:.1f}"} for r in out["runs"]]
     print(render_table(rows, list(rows[0])))
+    print("  " + relation_line([(METHOD_LABELS[r["method"]], "none" if r["method"] == "npq" else "embedding")
+                                for r in out["runs"]]))
     ch = out["checks"]
     for x in ch["near_npq_b64_beta025"]:
         print(f"target b=64 beta=0.25 within 2 points of NPQ ({x['parties']} parties): PBM {x['pbm']:.4f} vs NPQ "

@@ -132,6 +132,8 @@ def check_target(r: dict, min_gamma: float = 2.0 ** 10, level: float = 0.99) -> 
 def print_table(name: str, r: dict) -> None:
     import numpy as np
 
+    from bench.common import relation_note, relation_words
+
     ks = r["ks"]
     show = [k for k in (1, 2, 5, 10) if k in ks] or ks[:3]
     idx = [ks.index(k) for k in show]
@@ -139,6 +141,7 @@ def print_table(name: str, r: dict) -> None:
           f"optimum (k = {', '.join(map(str, show))}), {r['seconds']:.0f} s")
     head = "  ".join(f"{'k=' + str(k):>6}" for k in show)
     print(f"{'epsilon':>7} {'method':<16} {head}   SQM/central")
+    print(f"{'-' * 7} {'-' * 16} {'  '.join('-' * 6 for _ in show)}   {'-' * 11}")
     opt = np.array(r["optimum"])
     for e in r["central"]:
         cen = np.array(r["central"][e])
@@ -157,6 +160,7 @@ def print_table(name: str, r: dict) -> None:
                 pm = f" +- {se[i_min]:.4f}" if se is not None and np.isfinite(se[i_min]) else ""
                 rel = f"{(v / cen)[i_min]:.4f}{pm} (min over k, at k = {ks[i_min]}; +- one standard error)"
             print(f"{e:>7} {label:<16} {vals}   {rel}")
+    print(relation_note())
     if r.get("row_norm_check"):
         print("  SQM with the row norm check: no client clips its sub-row to a share of the bound (whole rows are "
               "bounded inside the secure evaluation); 'central, p-clip' is what per-party clipping would cost")
@@ -170,7 +174,8 @@ def print_table(name: str, r: dict) -> None:
     t = r["target"]
     w = t["worst"]
     print(f"target SQM >= {t['level']:.0%} of central for gamma >= 2^{int(np.log2(t['min_gamma']))}: "
-          f"{'HOLDS' if t['holds'] else 'DOES NOT HOLD'} (worst ratio {w['ratio']:.4f} at epsilon {w['epsilon']:g}, "
+          f"{'HOLDS' if t['holds'] else 'DOES NOT HOLD'} (worst ratio {w['ratio']:.4f} at epsilon {w['epsilon']:g} "
+          f"({relation_words()}), "
           f"gamma 2^{int(np.log2(w['gamma']))}, k {w['k']}; {len(t['misses'])} misses); "
           f"local DP at most {t['max_local_over_min_sqm_central']:.3f} x min(SQM, central)")
 
