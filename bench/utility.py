@@ -38,13 +38,16 @@ import time
 from bench.common import finish
 
 DATASETS = ("breast_cancer", "digits", "wine", "iris", "diabetes", "phishing", "credit_default", "adult",
-            "citeseer")
+            "citeseer", "adult-imbalanced")
 METHODS = ("pca", "lr", "linreg", "pbm")
 EPSILONS = (0.5, 1.0, 2.0, 4.0, 8.0)
 # data set -> the methods run on it
 TASKS = {"breast_cancer": ("pca", "lr", "linreg"), "digits": ("pca", "lr", "pbm"), "wine": ("pca", "lr", "linreg"),
          "iris": ("pca", "lr"), "diabetes": ("pca", "linreg"), "phishing": ("pca", "lr", "pbm"),
-         "credit_default": ("pca", "lr", "linreg"), "adult": ("pca", "lr", "linreg"), "citeseer": ("pca",)}
+         "credit_default": ("pca", "lr", "linreg"), "adult": ("pca", "lr", "linreg"), "citeseer": ("pca",),
+         "adult-imbalanced": ("lr",)}
+# the hard case of logistic regression: imbalanced and wide, as Caravan (6% positives, 85 features, 2,000 records)
+IMBALANCED = dict(source="adult", records=2000, positive_share=0.06)
 # linear regression's target: None for the data set's own, else the named feature column (removed from X)
 LINREG_TARGETS = {"diabetes": None, "breast_cancer": "mean radius", "wine": "alcohol", "adult": "hours-per-week",
                   "credit_default": "X1"}
@@ -81,6 +84,8 @@ def load(name: str, records: int):
 
     from sqm.data.datasets import load_dataset
 
+    if name == "adult-imbalanced":
+        return imbalanced()
     ds = load_dataset(name)
     X, y = np.asarray(ds.X, np.float64), np.asarray(ds.y)
     if len(y) > records:
@@ -90,6 +95,22 @@ def load(name: str, records: int):
         keep, _ = train_test_split(np.arange(len(y)), train_size=records, random_state=0, stratify=strat)
         X, y = X[np.sort(keep)], y[np.sort(keep)]
     return X, y, list(ds.feature_names)
+
+
+def imbalanced():
+    """(X, y, feature names) of the hard case (:data:`IMBALANCED`): adult's records (its public encoding, 104
+    columns), 120 positives (income > 50K) and 1,880 negatives drawn without replacement with seed 0."""
+    import numpy as np
+
+    from sqm.data.datasets import load_dataset
+
+    ds = load_dataset(IMBALANCED["source"])
+    X, y = np.asarray(ds.X, np.float64), np.asarray(ds.y)
+    pos = int(round(IMBALANCED["records"] * IMBALANCED["positive_share"]))
+    rng = np.random.default_rng(0)
+    keep = np.sort(np.r_[rng.choice(np.flatnonzero(y == y.max()), pos, replace=False),
+                         rng.choice(np.flatnonzero(y != y.max()), IMBALANCED["records"] - pos, replace=False)])
+    return X[keep], y[keep], list(ds.feature_names)
 
 
 def _summary(values) -> dict:
