@@ -273,6 +273,8 @@ def parse_errors(commands: list[str]) -> list[str]:
         try:
             if _is_bench(words):
                 bench_parser().parse_args(words[3:])
+            elif words[:2] == ["sqm", "bench"]:  # sqm bench NAME ...: python -m bench NAME ... (sqm.cli.bench_cli)
+                bench_parser().parse_args(words[2:])
             else:
                 build_parser().parse_args(words[1:])
         except SystemExit as e:
@@ -283,8 +285,9 @@ def parse_errors(commands: list[str]) -> list[str]:
 
 def test_a_bad_command_is_found(capsys):
     assert parse_errors(["sqm pca --components 2", "sqm pca [--backend mpyc]", "sqm nonsense", "sqm bench psi",
-                         "python -m bench psi --ids 400", "python -m bench psi --no-such-option"]) == [
-        "sqm pca [--backend mpyc]: exit 2", "sqm nonsense: exit 2", "sqm bench psi: exit 2",
+                         "sqm bench psi --no-such-option", "python -m bench psi --ids 400",
+                         "python -m bench psi --no-such-option"]) == [
+        "sqm pca [--backend mpyc]: exit 2", "sqm nonsense: exit 2", "sqm bench psi --no-such-option: exit 2",
         "python -m bench psi --no-such-option: exit 2"]
 
 
