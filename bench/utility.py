@@ -145,6 +145,13 @@ def pca_cell(X, y, names, epsilon: float, delta: float, runs: int) -> dict:
             "reference_name": "central DP", "ratio": ratio, "epsilon_spent": eps}
 
 
+def ratio_se(row: dict) -> float:
+    """The standard error of a PCA cell's ratio of means from its runs' spread (the delta method, as
+    :func:`bench.pca_utility.ratio_se`): how far the ratio can sit from its expectation by sampling alone."""
+    s, c = row["sqm"], row["reference"]
+    return row["ratio"] * math.sqrt(((s["std"] / s["mean"]) ** 2 + (c["std"] / c["mean"]) ** 2) / s["runs"])
+
+
 def lr_cell(X, y, names, epsilon: float, delta: float, runs: int) -> dict:
     import numpy as np
 
@@ -282,9 +289,9 @@ def _pm(s: dict, spec: str = ".3f") -> str:
 def print_table(rep: dict) -> None:
     from sqm.cli.tables import render_table
 
-    print(f"utility over real data sets: {rep['runs']} runs per cell (PBM-VFL {rep['pbm_runs']}), delta "
-          f"{rep['delta']:g}, at most {rep['records']:,} records per set; {rep['protocol']}; * a set on which the "
-          "method's defaults were chosen")
+    print(f"utility over real data sets: mean +- std over each cell's runs, delta {rep['delta']:g}, at most "
+          f"{rep['records']:,} records per set (n: those used); {rep['protocol']}; * a set on which the method's "
+          "defaults were chosen")
     labels = {"pca": "PCA: SQM / central DP", "lr": "LR: accuracy, AUC (SQM, DPSGD tuned)",
               "linreg": "linreg: test R^2 (SQM, AdaSSP, mean)", "pbm": "PBM-VFL: accuracy (PBM, NPQ)"}
     for method in METHODS:
@@ -294,11 +301,11 @@ def print_table(rep: dict) -> None:
         table = []
         for r in rows:
             t = {"set": r["dataset"] + ("*" if r["used_for_defaults"] else ""), "n": r["records"], "d": r["d"],
-                 "epsilon": "-" if r["epsilon"] is None else f"{r['epsilon']:g}",
+                 "runs": r["sqm"]["runs"], "epsilon": "-" if r["epsilon"] is None else f"{r['epsilon']:g}",
                  "eps spent": r["epsilon_spent"], "SQM": _pm(r["sqm"]), "reference": _pm(r["reference"]),
                  "worst SQM": r["sqm"]["min"], "met": "yes" if r["met"] else "NO"}
             if method == "pca":
-                t["ratio"] = r["ratio"]
+                t["ratio +- se"] = f"{r['ratio']:.4f} +- {ratio_se(r):.4f}"
             elif method == "lr":
                 t["SQM AUC"], t["ref AUC"] = _pm(r["sqm_auc"]), _pm(r["reference_auc"])
                 t["gap acc/AUC"] = f"{r['gap_accuracy_points']:+.1f}/{r['gap_auc_points']:+.1f}"
@@ -309,7 +316,7 @@ def print_table(rep: dict) -> None:
                 t["sample eps"] = r["epsilon_sample"]
             table.append(t)
         print(f"\n{labels[method]}")
-        print(render_table(table, [(k, k, ".4g") if k in ("eps spent", "worst SQM", "ratio", "mean", "OLS",
+        print(render_table(table, [(k, k, ".4g") if k in ("eps spent", "worst SQM", "mean", "OLS",
                                                         "sample eps") else k for k in table[0]]))
         relation = rep["pbm_relation"] if method == "pbm" else rep["relation"]
         print(f"  every epsilon above: {relation}")
@@ -346,6 +353,46 @@ def plot(rep: dict, path: str) -> None:
     fig.savefig(path, dpi=110)
 
 
+BLOCK = ("<!-- generated:utility (python -m bench utility ... --page FILE) -->", "<!-- end:utility -->")
+
+
+def printed(rep: dict) -> str:
+    """What :func:`print_table` prints for ``rep``."""
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        print_table(rep)
+    return buf.getvalue()
+
+
+def write_page(path: str, rep: dict) -> None:
+    """Replace the text between the :data:`BLOCK` markers of the page ``path`` by the printed tables of ``rep``
+    (a fenced block): the page shows exactly what the command printed."""
+    from pathlib import Path
+
+    page = Path(path)
+    text = page.read_text(encoding="utf-8")
+    start, end = text.index(BLOCK[0]) + len(BLOCK[0]), text.index(BLOCK[1])
+    page.write_text(text[:start] + "\n\n```text\n" + printed(rep).strip("\n") + "\n```\n\n" + text[end:],
+                    encoding="utf-8")
+
+
+def merge(paths) -> dict:
+    """One report from the JSON documents of several runs (``--json`` of each): their rows in order, the
+    checks over all of them; runs and records as each row says."""
+    import json
+    from pathlib import Path
+
+    reps = [json.loads(Path(p).read_text(encoding="utf-8"))["details"] for p in paths]
+    first = reps[0]
+    rows = [r for rep in reps for r in rep["rows"]]
+    return dict(first, rows=rows, records=max(rep["records"] for rep in reps), all_met=all(r["met"] for r in rows),
+                seconds=sum(rep["seconds"] for rep in reps), cpu_seconds=sum(rep["cpu_seconds"] for rep in reps),
+                merged=[str(p) for p in paths])
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--datasets", nargs="+", choices=DATASETS, default=list(DATASETS),
                    help="data sets (default: all " + str(len(DATASETS)) + ")")
@@ -359,9 +406,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--delta", type=float, default=1e-5, help="delta (default 1e-5)")
     p.add_argument("--json", help="write the report here")
     p.add_argument("--plot", help="write a PNG (one panel per method) here")
+    p.add_argument("--page", metavar="FILE", help="also write the printed tables into this markdown page, between "
+                                                  "its generated:utility markers")
+    p.add_argument("--merge", nargs="+", metavar="JSON", help="run nothing: print (and write, plot) one report "
+                                                              "from these runs' --json files")
 
 
 def cli(args) -> int:
-    rep = run(tuple(args.datasets), tuple(args.methods), tuple(args.epsilons), args.runs, args.pbm_runs,
-              args.records, args.delta, progress=not args.quiet)
+    rep = merge(args.merge) if args.merge else None
+    if rep is None:
+        rep = run(tuple(args.datasets), tuple(args.methods), tuple(args.epsilons), args.runs, args.pbm_runs,
+                  args.records, args.delta, progress=not args.quiet)
+    if args.page:
+        write_page(args.page, rep)
     return finish(rep, args, print_table, plot)

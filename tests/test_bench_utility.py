@@ -71,3 +71,23 @@ def test_the_launcher_runs_the_checkouts_bench():
     done = subprocess.run([sys.executable, "-m", "sqm", "bench", "--help"], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0 and "utility" in done.stdout and "lr-tuned" in done.stdout
+
+
+def test_merge_and_page_show_exactly_what_the_command_prints(tmp_path, capsys):
+    """Two runs merged into one report (rows in order, the checks over all), and the page's generated block is
+    the printed tables of that report, replaced in place."""
+    outs = []
+    for k, eps in enumerate(("2", "8")):
+        outs.append(tmp_path / f"r{k}.json")
+        args = parse(["utility", "--datasets", "iris", "--methods", "pca", "--epsilons", eps, "--runs", "2", "-q",
+                      "--json", str(outs[-1])])
+        assert args.func(args) == 0
+    page = tmp_path / "page.md"
+    page.write_text(f"# t\n\n{utility.BLOCK[0]}\nold\n{utility.BLOCK[1]}\n\nafter\n")
+    args = parse(["utility", "--merge", *map(str, outs), "--page", str(page), "--json", str(tmp_path / "m.json"), "-q"])
+    assert args.func(args) == 0
+    rep = json.loads((tmp_path / "m.json").read_text())["details"]
+    assert [r["epsilon"] for r in rep["rows"]] == [2.0, 8.0] and rep["all_met"] == all(r["met"] for r in rep["rows"])
+    text = page.read_text()
+    assert "old" not in text and text.endswith(f"{utility.BLOCK[1]}\n\nafter\n")
+    assert "```text\n" + utility.printed(rep).strip("\n") + "\n```" in text
