@@ -13,8 +13,9 @@ declares), alike for every method.  Protocol: one 75/25 train/test split per dat
 method fits on train and is scored on test (R^2).  Tuning: diabetes and breast_cancer only, on a 75/25
 fit/validation split of their training part, :data:`FOLDS` folds (``--tune``: the eigenvalue floor's factor
 :data:`sqm.apps.linreg.statistic.FLOOR_FACTOR` and the uniform penalty's :data:`PENALTY_FACTOR`, by the mean
-validation R^2 among the settings that meet the target below in every validation cell, with the chance
-correction's guard :data:`R2_GUARD_SIGMAS`); the
+validation R^2 among the settings whose worst validation run is no worse than AdaSSP's, with the chance
+correction's guard :data:`R2_GUARD_SIGMAS`; diabetes also as ``sqm linreg``
+scales it, over 3 clients: :data:`TUNING`); the
 other data sets were never used to choose anything.  AdaSSP has no tuned constant (the paper's rho = 0.05).
 Tuning's own privacy cost is not counted, for any method.  Target: SQM's mean R^2 within 0.05 of AdaSSP's and
 never below the mean's (minus 0.01, the released mean's own noise) at every cell.  Each cell also counts how
@@ -39,6 +40,9 @@ FACTORS = (0.0, 0.25)  # PENALTY_FACTOR candidates
 FLOORS = (0.25, 0.375, 0.5, 0.75, 1.0)  # FLOOR_FACTOR candidates
 GUARDS = (0.0, 0.5, 1.0)  # R2_GUARD_SIGMAS candidates
 FOLDS = 4  # validation folds of each tuning set's training part
+# the tuning configurations: (data set, clients, scaled as `sqm linreg` scales it: the label over its largest |y|,
+# not onto [-1, 1], so its mean sits away from 0 and its spread is smaller against the label bound)
+TUNING = (("diabetes", 2, False), ("breast_cancer", 2, False), ("diabetes", 3, True))
 
 
 def load(name: str, records: int):
@@ -76,23 +80,24 @@ def tune(epsilons, runs: int, records: int, delta: float) -> dict:
     """Validation R^2 of each (floor factor, guard sigmas, penalty factor) over the tuning sets, epsilons and runs
     (``runs`` per fold of a :data:`FOLDS`-fold split of each training part, the test split never read): one
     release per run, every setting solved from the same released Gram (post-processing); AdaSSP and the
-    mean beside it, cell by cell.  Chosen: the highest mean validation R^2 among the settings that meet the
-    target (mean within 0.05 of AdaSSP's, not below the mean's minus 0.01) in every validation cell."""
+    mean beside it, cell by cell, for every configuration of :data:`TUNING`.  Chosen: the highest mean validation
+    R^2 among the settings whose worst single run is no worse than AdaSSP's worst on the same splits (no heavier
+    tail than the baseline's); ``worst_cell_margin`` (the target's: mean within 0.05 of AdaSSP's and not below
+    the mean's minus 0.01, the smallest over cells) is shown beside it."""
     import numpy as np
     from sklearn.model_selection import KFold
 
     from sqm.apps.linreg import SQMLinearRegression
     from sqm.apps.linreg.baselines import adassp
+    from sqm.apps.linreg.experiment import regression_data
     from sqm.apps.linreg.statistic import guarded_solve, noise_penalty
     from sqm.mechanism.rng import spawn_seeds
 
     warnings.filterwarnings("ignore", message="the fitted model did not beat the mean")
     settings = [(f, k, g) for f in FACTORS for k in FLOORS for g in GUARDS]
     cells: dict[tuple, dict] = {}
-    for name, (_, tuning) in SETS.items():
-        if not tuning:
-            continue
-        X, y = load(name, records)
+    for name, parties, scaled in TUNING:
+        X, y = regression_data(name)[:2] if scaled else load(name, records)
         Xtr, _, ytr, _ = _split(X, y)
         folds = list(KFold(FOLDS, shuffle=True, random_state=1).split(Xtr))
         mean_r2 = float(np.mean([_r2(np.zeros(X.shape[1]), float(np.mean(ytr[f])), Xtr[v], ytr[v]) for f, v in folds]))
@@ -102,15 +107,15 @@ def tune(epsilons, runs: int, records: int, delta: float) -> dict:
                 s_sqm, s_ada = s.spawn(2)
                 fi, vi = folds[i % FOLDS]
                 Xf, Xv, yf, yv = Xtr[fi], Xtr[vi], ytr[fi], ytr[vi]
-                m = SQMLinearRegression(epsilon=eps, delta=delta, backend="plain", n_parties=2, seed=s_sqm).fit(
-                    Xf, yf)
+                m = SQMLinearRegression(epsilon=eps, delta=delta, backend="plain", n_parties=parties,
+                                        seed=s_sqm).fit(Xf, yf)
                 for f, k, g in settings:
                     fit = guarded_solve(m.gram_, noise_penalty(Xf.shape[1], m.noise_std_, True, f), m.noise_std_,
                                         True, g, n_records=len(yf), floor_factor=k)
                     cell[f, k, g].append(_r2(fit["coef"], fit["intercept"], Xv, yv))
                 a = adassp(Xf, yf, eps, delta, seed=s_ada)
                 cell["adassp"].append(_r2(a["coef"], a["intercept"], Xv, yv))
-            cells[name, eps] = cell
+            cells[name, parties, scaled, eps] = cell
     rows = []
     for st in settings:
         margins = [min(np.mean(c[st]) - np.mean(c["adassp"]) + 0.05, np.mean(c[st]) - c["mean"] + 0.01)
@@ -119,9 +124,9 @@ def tune(epsilons, runs: int, records: int, delta: float) -> dict:
                      "validation_r2": float(np.mean([np.mean(c[st]) for c in cells.values()])),
                      "worst_cell_margin": float(min(margins)),
                      "worst_run_r2": float(min(min(c[st]) for c in cells.values()))})
-    ok = [r for r in rows if r["worst_cell_margin"] >= 0] or rows
-    best = max(ok, key=lambda r: r["validation_r2"])
     ada = [v for c in cells.values() for v in c["adassp"]]
+    ok = [r for r in rows if r["worst_run_r2"] >= min(ada)] or rows
+    best = max(ok, key=lambda r: r["validation_r2"])
     return {"rows": rows, "adassp_validation_r2": float(np.mean(ada)), "adassp_worst_run_r2": float(np.min(ada)),
             "best": best["penalty_factor"], "best_floor_factor": best["floor_factor"],
             "best_guard_sigmas": best["guard_sigmas"]}
@@ -181,7 +186,8 @@ def print_table(rep: dict) -> None:
                                          "worst_cell_margin", "worst_run_r2"]))
         print(f"  AdaSSP on the same validation splits: {rep['adassp_validation_r2']:.3f}, worst run "
               f"{rep['adassp_worst_run_r2']:.3f}")
-        print(f"  best on validation (the highest mean R^2 meeting the target in every cell): penalty factor "
+        print(f"  best on validation (the highest mean R^2 among settings whose worst run is no worse than "
+              f"AdaSSP's): penalty factor "
               f"{rep['best']:g}, floor factor {rep['best_floor_factor']:g}, guard {rep['best_guard_sigmas']:g} "
               f"sigmas; tuning's privacy cost is not counted, for any method")
         return

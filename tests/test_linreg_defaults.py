@@ -65,9 +65,9 @@ def test_the_default_penalty_reads_only_public_quantities():
 
 def test_a_model_without_signal_is_the_released_mean_up_to_a_small_shrunk_part():
     """Labels of pure noise: the shrinkage pulls the model to the released mean.  At seed 0 it is the mean exactly
-    (and says so); over 20 seeds the mean comes back at least 16 times, and every released model's predictions
+    (and says so); over 20 seeds the mean comes back at least 8 times, and every released model's predictions
     stay within 0.15 of the released mean in root mean square (a quarter of the labels' standard deviation), its
-    training R^2 at least -0.05."""
+    training R^2 at least -0.05 and the top of its released R^2 interval at most 0.1."""
     rng = np.random.default_rng(0)
     X, y = scale_rows(rng.standard_normal((2000, 10))), rng.uniform(-1, 1, 2000)
     with pytest.warns(UserWarning, match=MEAN_NOTE):
@@ -78,11 +78,11 @@ def test_a_model_without_signal_is_the_released_mean_up_to_a_small_shrunk_part()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fits = [SQMLinearRegression(epsilon=1.0, backend="plain", seed=s).fit(X, y) for s in range(1, 21)]
-    assert sum(f.mean_returned_ for f in fits) >= 16
+    assert sum(f.mean_returned_ for f in fits) >= 8
     for f in fits:
         ybar = (f.gram_[-2, -1] + f.gram_[-1, -2]) / 2 / f.gram_[-2, -2]
         assert np.sqrt(np.mean((f.predict(X) - ybar) ** 2)) <= 0.15 and 0.0 <= f.shrinkage_ < 1.0
-        assert f.score(X, y) >= -0.05
+        assert f.score(X, y) >= -0.05 and f.r2_upper_ <= 0.1  # and the output says there is nothing to keep
 
 
 def test_a_model_with_strong_signal_is_the_unguarded_solve_and_its_r2_is_bracketed():
