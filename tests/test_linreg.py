@@ -189,8 +189,10 @@ def test_cli_job_through_real_processes_equals_the_estimator(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert r["secure_mode"] is False and "ridge coefficients" in printed
     ref = SQMLinearRegression(alpha=0.5, epsilon=2.0, gamma=1024.0, n_parties=2, backend="plain", seed=5).fit(X, y)
-    # 50 records: the model does not beat the mean on the released statistics; the server says so
-    assert ref.mean_returned_ and f"{ref.r2_lower_:.3f} (post-processing" in printed and MEAN_NOTE in printed
+    # the server prints the released model's R^2 interval and its shrinkage toward the mean, as the estimator's
+    assert f"interval [{ref.r2_lower_:.3f}, {ref.r2_upper_:.3f}]" in printed
+    assert f"toward the mean by {ref.shrinkage_:.2f}" in printed and (MEAN_NOTE in printed) == ref.mean_returned_
+    assert r["released"]["shrinkage"] == ref.shrinkage_ and r["released"]["r2_upper"] == ref.r2_upper_
     assert np.array_equal(np.array([r["released"]["coef"][c] for c in r["columns"]]), ref.coef_)
     assert r["released"]["intercept"] == ref.intercept_
     assert r["privacy"][0]["epsilon_server"] == ref.report_.epsilon_server

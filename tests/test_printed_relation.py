@@ -198,14 +198,12 @@ def test_the_benches_tables_name_the_relation(capsys):
                   rows=[dict(seed=0, sqm=0.8, dpsgd=0.8, sqm_epsilon=1.0, dpsgd_epsilon=1.0, q=0.01, rounds=10)])
     threshold = dict(rows=[dict(dataset="bc", epsilon=1.0, scale=1.0, accuracy=0.9, accuracy_std=0.01,
                                 majority=0.6)])
-    import bench.linreg_utility
     import bench.pca_utility
 
     data = Path(__file__).parents[1] / "docs/benchmarks/data"
     pca = json.loads((data / "pca-utility.json").read_text())["report"]["results"]["digits"]
-    linreg = json.loads((data / "linreg-utility.json").read_text())["report"]
     for print_table, rep in ((lambda r: bench.pca_utility.print_table("digits", r), pca),
-                             (bench.linreg_utility.print_table, linreg), (bench.lr_gamma.print_table, stored),
+                             (bench.lr_gamma.print_table, stored),
                              (bench.hdp_vfl.print_table, hdp),
                              (bench.lr_utility.print_defaults, defaults), (bench.lr_defaults.print_table, lr_def),
                              (bench.lr_threshold.print_table, threshold)):

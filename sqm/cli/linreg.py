@@ -47,7 +47,17 @@ def output_document(r: dict, args) -> dict:
         timings={row["method"]: row["seconds"] for row in r["rows"]}, simulation=plain,
         secure_mode=r["secure_mode"], bytes=output.byte_counts(total=None if plain else round(sqm_row["bytes"])),
         dataset=r.get("dataset"), columns=r.get("columns"),
-        details={k: r[k] for k in ("shape", "train", "test", "runs")})
+        details={k: r[k] for k in ("shape", "train", "test", "runs", "quality")})
+
+
+def quality_line(q: dict) -> str:
+    """The released model's training R^2 with its standard error and interval, and the shrinkage toward the mean
+    (:func:`sqm.apps.linreg.statistic.guarded_solve`'s keys), as one printed line."""
+    from sqm.apps.linreg.statistic import R2_Z_HIGH, R2_Z_LOW
+
+    return (f"training R^2 from the released statistics {q['r2_released']:.3f}, standard error {q['r2_std']:.3f}, "
+            f"interval [{q['r2_lower']:.3f}, {q['r2_upper']:.3f}] ({R2_Z_LOW:g} below, {R2_Z_HIGH:g} above), "
+            f"model shrunk toward the mean by {q['shrinkage']:.2f} (post-processing of the release: no privacy cost)")
 
 
 JOB_TASK = ("label_range", "max_label_clipped")  # the job's label range and its refusal share: --job only
@@ -85,6 +95,7 @@ def run(args) -> int:
           f"{r['runs']} run(s)")
     print(render_table(r["rows"], [("epsilon", "eps server", ".4f"), ("r2", "R^2", ".4f"), ("rmse", "RMSE", ".4g"),
                                    ("seconds", "seconds", ".3f"), ("bytes", "bytes", ",.0f")]))
+    print(f"  SQM, last run: {quality_line(r['quality'])}")
     print(f"  {relation_line(output_document(r, args)['privacy'])}")
     if args.backend == "plain":
         print("(plain backend: the in-process SIMULATION of the parties' programs; bytes are not measured)")
@@ -127,10 +138,9 @@ def _run_job(args) -> int:
         print(render_table(rows, ["column", "weight"] + (["weight (scaled)"] if scaled else [])))
         if scaled:
             print(f"  {RAW_UNITS_NOTE}; the label '{args.label_column}' too")
-        print(f"  training R^2 from the released statistics {res['r2_released']:.3f}, chance-corrected lower bound "
-              f"{res['r2_lower']:.3f} (post-processing of the release: no privacy cost)"
-              + (f"; {MEAN_NOTE}" if res["mean_returned"] else ""))
-        quality = {k: res[k] for k in ("r2_released", "r2_lower", "mean_returned", "alpha")}
+        print(f"  {quality_line(res)}" + (f"; {MEAN_NOTE}" if res["mean_returned"] else ""))
+        quality = {k: res[k] for k in ("r2_released", "r2_std", "r2_lower", "r2_upper", "shrinkage",
+                                       "mean_returned", "alpha")}
         return {**quality, "columns": cols, "coef": raw, "intercept": intercept, "label_column": args.label_column,
                 "coef_scaled": {c: float(v) for c, v in zip(cols, np.asarray(res["coef"]).ravel(), strict=False)},
                 "intercept_scaled": float(res["intercept"]), "column_scales": scales}

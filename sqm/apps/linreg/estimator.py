@@ -34,11 +34,12 @@ class SQMLinearRegression(RegressorMixin, BaseEstimator):
     in-process simulation of the same programs), ``seed`` (None: OS entropy), ``backend_options``.
 
     After :meth:`fit`: ``coef_``, ``intercept_``, ``alpha_`` (the penalty used), ``noise_std_`` (the released Gram's
-    noise std per entry, public), ``r2_released_`` and
-    ``r2_lower_`` (the model's training R^2 and its noise-aware lower bound, computed from the release alone:
-    post-processing, no privacy cost), ``mean_returned_`` (True when that lower bound was not above 0 and the
-    released mean replaced the model: :data:`sqm.apps.linreg.statistic.MEAN_NOTE`), ``gram_`` (the noisy joint
-    Gram), ``report_``
+    noise std per entry, public), ``shrinkage_`` (the factor t pulling the fitted model toward the released mean:
+    :func:`sqm.apps.linreg.statistic.shrinkage`), ``r2_released_``, ``r2_std_``, ``r2_lower_`` and ``r2_upper_``
+    (the released model's training R^2, its standard error and interval, computed from the release alone:
+    :func:`sqm.apps.linreg.statistic.r2_interval`; post-processing, no privacy cost), ``mean_returned_`` (True
+    when nothing beyond chance was left and the released mean is the model:
+    :data:`sqm.apps.linreg.statistic.MEAN_NOTE`), ``gram_`` (the noisy joint Gram), ``report_``
     (:class:`sqm.mechanism.report.PrivacyReport`), ``clipped_`` (rows clipped per client), ``seconds_``,
     ``bytes_sent_``, ``backend_``, ``raw_``, ``n_features_in_``."""
 
@@ -86,11 +87,12 @@ class SQMLinearRegression(RegressorMixin, BaseEstimator):
         fit = guarded_solve(self.gram_, None if self.alpha is None else float(self.alpha), std,
                             bool(self.fit_intercept), n_records=X.shape[0])
         self.coef_, self.intercept_, self.alpha_, self.noise_std_ = fit["coef"], fit["intercept"], fit["alpha"], std
-        self.r2_released_, self.r2_lower_, self.mean_returned_ = (fit["r2_released"], fit["r2_lower"],
-                                                                  fit["mean_returned"])
+        self.shrinkage_, self.mean_returned_ = fit["shrinkage"], fit["mean_returned"]
+        self.r2_released_, self.r2_std_ = fit["r2_released"], fit["r2_std"]
+        self.r2_lower_, self.r2_upper_ = fit["r2_lower"], fit["r2_upper"]
         if self.mean_returned_:
-            warnings.warn(f"{MEAN_NOTE} (training R^2 {self.r2_released_:.3f}, chance-corrected lower bound "
-                          f"{self.r2_lower_:.3f}; post-processing, no privacy cost)", UserWarning, stacklevel=2)
+            warnings.warn(f"{MEAN_NOTE} (the fit's training R^2 {fit['r2_fit']:.3f}, chance-corrected "
+                          f"{fit['r2_corrected']:.3f}; post-processing, no privacy cost)", UserWarning, stacklevel=2)
         self.n_features_in_ = X.shape[1]
         self.report_, self.clipped_, self.seconds_ = res.report, list(res.clipped), res.seconds
         self.bytes_sent_, self.backend_, self.raw_ = list(res.bytes_sent), res.backend, res.raw

@@ -87,6 +87,8 @@ def compare(X, y, n_parties: int, alpha: float | None, epsilon: float, delta: fl
         rows["central DP"].append({**scores(c["coef"], c["intercept"], Xte, yte, y_scale), "seconds": c["seconds"],
                                    "sigma": c["sigma"]})
     assert rep is not None  # runs >= 1: the loop set it
+    quality = {"r2_released": m.r2_released_, "r2_std": m.r2_std_, "r2_lower": m.r2_lower_,
+               "r2_upper": m.r2_upper_, "shrinkage": m.shrinkage_, "mean_returned": bool(m.mean_returned_)}
     ridge = nonprivate_linreg(Xtr, ytr, alpha)
     nonpriv = {"method": "non-private (Ridge)", **scores(ridge["coef"], ridge["intercept"], Xte, yte, y_scale),
                "epsilon": math.inf, "seconds": ridge["seconds"]}
@@ -96,5 +98,5 @@ def compare(X, y, n_parties: int, alpha: float | None, epsilon: float, delta: fl
              {"method": "central DP (Gauss)", "epsilon": epsilon,
               **{k: float(np.mean([r[k] for r in rows["central DP"]])) for k in rows["central DP"][0]}}, nonpriv]
     return {"rows": table, "report": rep.as_dict(), "shape": list(X.shape), "train": len(ytr), "test": len(yte),
-            "parties": n_parties, "alpha": alpha, "gamma": gamma, "delta": delta, "runs": int(runs),
+            "parties": n_parties, "alpha": alpha, "gamma": gamma, "delta": delta, "runs": int(runs), "quality": quality,
             "secure_mode": seed is None}

@@ -162,10 +162,10 @@ class LinRegJobTask(JobTask):
         assert out.estimate is not None  # the server's part of a release: the estimate
         gram = out.estimate.reshape(sum(counts), sum(counts))
         # post-processing of the release (no privacy cost): the penalty from public quantities, the solve, the
-        # released R^2 and the mean when the model does not beat it on the released statistics
+        # shrinkage toward the released mean and the released model's training R^2 with its interval
         alpha = None if self.est.alpha is None else float(self.est.alpha)
         fit = guarded_solve(gram, alpha, math.sqrt(2 * report.mu) / out.scale, bool(self.est.fit_intercept),
                             n_records=meta.n_records)
-        return {"coef": fit["coef"], "intercept": fit["intercept"], "alpha": fit["alpha"],
-                "r2_released": fit["r2_released"], "r2_lower": fit["r2_lower"],
-                "mean_returned": fit["mean_returned"], "report": report.as_dict(), "raw": out.raw}
+        quality = ("alpha", "shrinkage", "r2_released", "r2_std", "r2_lower", "r2_upper", "mean_returned")
+        return {"coef": fit["coef"], "intercept": fit["intercept"], **{k: fit[k] for k in quality},
+                "report": report.as_dict(), "raw": out.raw}
