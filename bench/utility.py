@@ -385,12 +385,14 @@ def merge(paths) -> dict:
     import json
     from pathlib import Path
 
-    reps = [json.loads(Path(p).read_text(encoding="utf-8"))["details"] for p in paths]
+    docs = [json.loads(Path(p).read_text(encoding="utf-8")) for p in paths]
+    reps = [d["details"] for d in docs]
     first = reps[0]
     rows = [r for rep in reps for r in rep["rows"]]
     return dict(first, rows=rows, records=max(rep["records"] for rep in reps), all_met=all(r["met"] for r in rows),
                 seconds=sum(rep["seconds"] for rep in reps), cpu_seconds=sum(rep["cpu_seconds"] for rep in reps),
-                merged=[str(p) for p in paths])
+                merged=[{"file": Path(p).name, "parameters": d["parameters"]}
+                        for p, d in zip(paths, docs, strict=True)])
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -91,3 +91,14 @@ def test_merge_and_page_show_exactly_what_the_command_prints(tmp_path, capsys):
     text = page.read_text()
     assert "old" not in text and text.endswith(f"{utility.BLOCK[1]}\n\nafter\n")
     assert "```text\n" + utility.printed(rep).strip("\n") + "\n```" in text
+
+
+def test_the_utility_page_shows_its_stored_report():
+    """docs/benchmarks/utility.md's results are the printed tables of docs/benchmarks/data/utility.json."""
+    from pathlib import Path
+
+    root = Path(__file__).parents[1]
+    rep = json.loads((root / "docs/benchmarks/data/utility.json").read_text())["details"]
+    assert len({r["dataset"] for r in rep["rows"]}) >= 8
+    text = (root / "docs/benchmarks/utility.md").read_text()
+    assert "```text\n" + utility.printed(rep).strip("\n") + "\n```" in text
