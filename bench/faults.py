@@ -140,6 +140,54 @@ class DeviateBounds(PartyProgram):
         return await self.inner.run(ctx)
 
 
+class DeviateRecord(PartyProgram):
+    """BENCH AND TESTS ONLY: runs ``inner`` as a client that bends one record (``record``) and proves the bent block
+    as if it were honest, skipping its own checks: ``"value"`` puts 3 times its bound in the record's first column
+    (one value outside its range); ``"norm"`` sets every column of the record to its bound (each value in range, the
+    record's squared norm over its group above the limit: all its energy on one record).  Its witness claims the
+    values clipped to their ranges and the norms capped at their limits (:mod:`sqm.mpc.protocols.input_proof`)."""
+
+    def __init__(self, inner: PartyProgram, mode: str = "value", record: int = 0):
+        if mode not in ("value", "norm"):
+            raise ValueError(f"mode is 'value' or 'norm', got {mode!r}")
+        self.inner, self.mode, self.record = inner, mode, record
+
+    async def run(self, ctx):
+        import numpy as np
+
+        from sqm.mpc.protocols import input_proof
+        from sqm.mpc.protocols.evaluation import _Feed
+        from sqm.mechanism.vertical import ColumnBounds
+
+        honest, mode, rec = ColumnBounds.clip, self.mode, self.record
+
+        def clip(self, block, col_counts, party):
+            out, k = honest(self, block, col_counts, party)
+            out = np.array(out, dtype=np.float64)
+            bounds = [b for cols, b in self.local(col_counts, party) for _ in cols]
+            cols = [j for cols, _ in self.local(col_counts, party) for j in cols]
+            if mode == "value":
+                out[rec, cols[0]] = 3 * bounds[0]
+            else:
+                out[rec, cols] = bounds
+            return out, k
+
+        def cheat(block, claim):
+            x = np.clip(np.asarray(block, np.int64), claim.lo, claim.hi)
+            lo = np.array(claim.lo, dtype=np.int64)
+            parts = [input_proof.encode_range(x[:, j] - lo[j], claim.hi[j] - claim.lo[j]) for j in range(x.shape[1])]
+            norms = [np.minimum(np.einsum("ij,ij->i", x[:, list(c)], x[:, list(c)]), lim) for c, lim in claim.groups]
+            parts += [s[:, None] for s in norms]
+            parts += [input_proof.encode_range(lim - s, lim) for (_, lim), s in zip(claim.groups, norms, strict=True)]
+            return np.hstack(parts)
+
+        ColumnBounds.clip = clip
+        input_proof.witness = cheat
+        _Feed.check_in_memory = lambda self: None
+        _Feed._checked = lambda self, chunk, want: np.asarray(chunk, np.int64)
+        return await self.inner.run(ctx)
+
+
 class WithholdNoise(PartyProgram):
     """BENCH AND TESTS ONLY: runs ``inner`` as a client that adds no noise share (its addend is all zeros)."""
 

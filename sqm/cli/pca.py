@@ -182,7 +182,7 @@ def register(sub) -> None:
                    help="print public column ranges (the job file's \"bounds\" entry) proposed from this party's "
                         "own table, for its operator to review: data-derived bounds are NOT private")
     p.add_argument("--parties", type=int, default=3, help="clients holding column blocks (default 3)")
-    PCAParams.add_options(p, only=("robust_noise", "verify_sharing"))
+    PCAParams.add_options(p, only=("robust_noise", "verify_sharing", "verify_inputs"))
     PCAParams.add_options(p)  # --components, --gamma, --row-norm-bound, --chunk-rows, --row-norm-check
     p.add_argument("--runs", type=int, default=1, help="average utilities over this many runs (default 1)")
     p.set_defaults(func=_run_cli)

@@ -400,3 +400,9 @@ ROBUST_NOISE = Param(0, Integer(0, note="clients that may withhold noise"), robu
 VERIFY_SHARING = Param(False, Boolean(), verify_sharing_help(), public="tagged", mechanism=True)
 ROW_NORM_CHECK = Param(False, Boolean(), "bound whole rows by c inside the secure evaluation", public="tagged",
                        mechanism=True)
+VERIFY_INPUTS = Param(False, Boolean(), "before the release, every client proves to the other parties, without "
+                      "revealing its values, that each quantized value it shares is within its column's bound and "
+                      "each record's squared norm within its column group's limit (the bounds the sensitivity "
+                      "uses); a client whose proof fails is named and nothing is released (the server then receives "
+                      "shares of every input, and each chunk costs five more exchanges and about one field element "
+                      "per bit of every value)", public="tagged", mechanism=True)

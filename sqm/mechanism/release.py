@@ -37,7 +37,7 @@ from .params import CHUNK_ROWS, ROBUST_NOISE, ROW_NORM_BOUND, Integer, Param
 from .polynomial import CovariancePolynomial, Polynomial, StructuredPolynomial
 from .report import DeferredEvents, PrivacyReport
 from .rng import party_rng, spawn_seeds
-from .sensitivity import Sensitivity, row_checked_gram_sensitivity, row_limit_sq
+from .sensitivity import Sensitivity, quantized_norm_bound_sq, row_checked_gram_sensitivity, row_limit_sq
 from .skellam import skellam_tail_bound
 from .validation import check_delta, check_epsilon, check_gamma, check_mu
 from .vertical import ColumnBounds, VerticalData
@@ -79,6 +79,7 @@ class SQMPlan:
     # the parties check every client's input sharing (sqm.mpc.protocols.sharing.SharingCheck)
     verify_sharing: bool = False
     row_limit: int | None = None  # the secure row norm check: only records with ||x_hat||^2 <= row_limit count
+    verify_inputs: bool = False  # every client proves its values and group norms within bounds (input_proof)
 
     @property
     def n_parties(self) -> int:
@@ -106,11 +107,24 @@ class SQMPlan:
     def addend_bound(self) -> int:
         return skellam_tail_bound(self.total_noise_mu, self.n_out)
 
+    def input_limits(self) -> list[tuple[tuple[int, ...], int]] | None:
+        """With ``verify_inputs``, the (columns, limit) every client proves of each record: per column group of
+        several columns, floor of its N_G^2 (:func:`sqm.mechanism.sensitivity.quantized_norm_bound_sq`, the bound
+        the sensitivity sums); a group of one column is within its column bound already (proved too)."""
+        if not self.verify_inputs:
+            return None
+        out = []
+        for cols, b in zip(self.bounds.groups, self.bounds.bounds, strict=True):
+            if len(cols) > 1:
+                out.append((tuple(cols), math.floor(quantized_norm_bound_sq(self.gamma, [b], [len(cols)]))))
+        return out
+
     def job(self, program) -> Job:
         """The public :class:`sqm.mpc.protocols.backend.Job` evaluating ``program`` on this plan's inputs."""
         return Job(program=program, clients=[], col_bounds=self.int_col_bounds(), n_records=int(self.n_records),
                    addend_bound=self.addend_bound(), var_owner=self.owner, align_ids=self.align_ids,
-                   chunk_rows=self.chunk_rows, verify_sharing=self.verify_sharing, row_limit=self.row_limit)
+                   chunk_rows=self.chunk_rows, verify_sharing=self.verify_sharing, row_limit=self.row_limit,
+                   input_limits=self.input_limits())
 
     def public(self) -> tuple:
         return dataclasses.astuple(self)
@@ -287,7 +301,9 @@ class SQM:
     client's saving); when all add theirs the noise is n / (n - k) times the variance (:func:`robust_noise_cost`).
     ``verify_sharing``: before any output is opened the parties check that every client's input sharing has
     degree <= t, naming a client whose sharing does not (:class:`sqm.mpc.protocols.sharing.SharingCheck`; at least 3
-    clients).  ``row_norm_check`` (the covariance only): each client clips its sub-row to the whole bound c, not to its
+    clients).  ``verify_inputs``: every client proves, without revealing them, that its quantized values are within
+    their column bounds and each record's squared norm within its column group's N_G^2 (what the sensitivity sums;
+    :meth:`SQMPlan.input_limits`, :mod:`sqm.mpc.protocols.input_proof`); a client whose proof fails is named.  ``row_norm_check`` (the covariance only): each client clips its sub-row to the whole bound c, not to its
     share of it, and the secure evaluation keeps only the records whose quantized squared norm over all clients' columns
     is within the row limit B (:func:`sqm.mechanism.sensitivity.row_limit_sq`; a secure comparison per record,
     :mod:`sqm.mpc.protocols.compare`), as a curator holding whole rows would clip them; every record with ||x|| <= c is
@@ -301,12 +317,13 @@ class SQM:
                  sensitivity: Sensitivity | None = None, preprocess: bool | str = "auto",
                  q: float = 1.0, rounds: int = 1, max_records: int | None = None, backend_options=None,
                  chunk_rows: int | None = None, robust_noise: int = 0, verify_sharing: bool = False,
-                 row_norm_check: bool = False):
+                 row_norm_check: bool = False, verify_inputs: bool = False):
         check_gamma(gamma)
         check_delta(delta)
         ROBUST_NOISE.check(robust_noise, "robust_noise")
         self.robust_noise = int(robust_noise)
         self.verify_sharing = bool(verify_sharing)
+        self.verify_inputs = bool(verify_inputs)
         if mu is None and epsilon is None:
             raise UsageError("give either mu or a target epsilon")
         if mu is not None:
@@ -432,7 +449,8 @@ class SQM:
         assert report.mu is not None and report.scale is not None  # a release's report holds both
         return SQMPlan(self.gamma, report.mu, self.bounds_for(col_counts), tuple(int(c) for c in col_counts),
                        int(self.max_records or n_records), self.preprocess, report.scale, self.polynomial.n_out,
-                       align_ids, self.chunk_rows, self.robust_noise, self.verify_sharing, self.row_limit(col_counts))
+                       align_ids, self.chunk_rows, self.robust_noise, self.verify_sharing, self.row_limit(col_counts),
+                       self.verify_inputs)
 
     # ----- running -------------------------------------------------------------------------------
     def programs(self, data: VerticalData) -> tuple[list[SQMParty], PrivacyReport]:

@@ -50,7 +50,8 @@ class SQMPCA(TransformerMixin, BaseEstimator):
     ``verify_sharing`` (check every client's input sharing before the release; at least 3 clients),
     ``row_norm_check`` (whole rows bounded by c inside the secure evaluation, as a curator would clip them,
     instead of each party's sub-row by c_j: a secure comparison per record; at least 2 clients), ``chunk_rows``
-    (records per chunk of the secure evaluation; never changes the result).  The defaults and checks of the
+    (records per chunk of the secure evaluation; never changes the result), ``verify_inputs`` (every client proves its
+    quantized values and sub-row norms within the bounds the sensitivity uses; a failing client is named).  The defaults and checks of the
     release's parameters are :class:`sqm.apps.pca.params.PCAParams`'s.
 
     After :meth:`fit`: ``components_`` (k x d, rows orthonormal, sklearn's layout), ``explained_variance_``
@@ -66,7 +67,7 @@ class SQMPCA(TransformerMixin, BaseEstimator):
     def __init__(self, n_components=P.n_components, epsilon=P.epsilon, delta=P.delta, gamma=P.gamma,
                  row_norm_bound=P.row_norm_bound, backend="mpyc", seed=None, party_bounds=P.party_bounds, n_parties=2,
                  backend_options=None, robust_noise=P.robust_noise, verify_sharing=P.verify_sharing,
-                 row_norm_check=P.row_norm_check, chunk_rows=P.chunk_rows):
+                 row_norm_check=P.row_norm_check, chunk_rows=P.chunk_rows, verify_inputs=P.verify_inputs):
         self.n_components = n_components
         self.epsilon = epsilon
         self.delta = delta
@@ -81,6 +82,7 @@ class SQMPCA(TransformerMixin, BaseEstimator):
         self.verify_sharing = verify_sharing
         self.row_norm_check = row_norm_check
         self.chunk_rows = chunk_rows
+        self.verify_inputs = verify_inputs
 
     def params(self) -> PCAParams:
         """This estimator's release parameters (checked: a UsageError names the first one out of its domain)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from sqm.mechanism.params import (CHUNK_ROWS, DELTA, EPSILON, GAMMA, PARTY_BOUNDS, ROBUST_NOISE, ROW_NORM_BOUND,
-                                  ROW_NORM_CHECK, VERIFY_SHARING, Integer, Param, Params)
+                                  ROW_NORM_CHECK, VERIFY_INPUTS, VERIFY_SHARING, Integer, Param, Params)
 
 ROW_NORM_BOUND_HELP = (
     "c (default {default}).  Without --job: rows are scaled so the largest norm is c (a data-derived "
@@ -37,7 +37,7 @@ N_COMPONENTS = Param(5, Integer(1), "principal components k (default {default})"
 class PCAParams(Params):
     """One SQM release of X^T X and its top-k eigenvectors: ``n_components`` k, then the SQM release's own
     (:class:`sqm.mechanism.release.SQM`: ``row_norm_bound`` c, each client's share ``party_bounds`` c_j, the
-    ``chunk_rows`` of the secure evaluation, ``robust_noise`` k, ``verify_sharing``, ``row_norm_check``)."""
+    ``chunk_rows`` of the secure evaluation, ``robust_noise`` k, ``verify_sharing``, ``row_norm_check``, ``verify_inputs``)."""
 
     statistic = "pca"
 
@@ -51,3 +51,4 @@ class PCAParams(Params):
     robust_noise: int = ROBUST_NOISE.field()
     verify_sharing: bool = VERIFY_SHARING.field()
     row_norm_check: bool = ROW_NORM_CHECK.field(help=ROW_NORM_CHECK_HELP)
+    verify_inputs: bool = VERIFY_INPUTS.field()

@@ -36,6 +36,9 @@ class Job:
     chunk_rows: int | None = None
     verify_sharing: bool = False  # check every client's input sharing has degree <= t before any output opens
     row_limit: int | None = None  # keep only records with sum_j x_ij^2 <= row_limit (secure comparison, in secret)
+    # each client proves its values within col_bounds and, per (columns, limit), each record's squared norm over
+    # those columns (one client's) at most limit (sqm.mpc.protocols.input_proof); None: no proof
+    input_limits: Sequence[tuple[Sequence[int], int]] | None = None
 
     def public(self) -> Job:
         """The job without client programs: what the server and every other party may see."""
@@ -47,7 +50,32 @@ class Job:
         bound = self.program.output_bound(self.col_bounds, self.n_records) + int(self.addend_bound)
         if self.row_limit is not None:
             bound = max(bound, int(self.row_limit), sum(int(b) ** 2 for b in self.col_bounds))
+        if self.input_limits is not None:
+            from sqm.mpc.protocols.input_proof import needed_bound
+
+            bound = max(bound, needed_bound(self.claims()))
         return bound
+
+    def claims(self) -> list:
+        """Each client's :class:`sqm.mpc.protocols.input_proof.Claim` (client order): its columns within
+        [-col_bounds[j], col_bounds[j]] and the ``input_limits`` over its columns."""
+        from sqm.mpc.protocols.input_proof import Claim
+
+        owner = list(self.var_owner or [])
+        for cols, _ in self.input_limits or ():
+            if not cols or len({owner[int(j)] for j in cols}) != 1:
+                from sqm.errors import UsageError
+
+                raise UsageError(f"an input limit's columns {list(cols)} must be non-empty and one client's")
+        out = []
+        for c in range(max(owner, default=-1) + 1):
+            mine = [j for j, o in enumerate(owner) if o == c]
+            local = {j: k for k, j in enumerate(mine)}
+            groups = tuple((tuple(local[j] for j in cols), int(lim)) for cols, lim in (self.input_limits or ())
+                           if cols and all(j in local for j in cols))
+            out.append(Claim(tuple(-int(self.col_bounds[j]) for j in mine), tuple(int(self.col_bounds[j]) for j in mine),
+                             groups))
+        return out
 
 
 @dataclass

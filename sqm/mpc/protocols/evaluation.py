@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from sqm.mpc.protocols import compare
+from sqm.mpc.protocols import input_proof
 from sqm.mpc.protocols import sharing
 from sqm.mpc.shares import modarith
 from sqm.mpc.shares import shamir
@@ -57,6 +58,7 @@ class Evaluation:
         self.membership = membership
         self.on_chunk = on_chunk if on_chunk is not None else self._chunk_progress
         self.row_limit = row_limit  # the evaluation's row limit, while it runs
+        self.proofs: input_proof.InputProofs | None = None  # the clients' input proofs, while it runs
 
     def _chunk_progress(self, done: int, due: int) -> None:
         """Without an ``on_chunk`` of its own, an evaluation's chunks are its transport's progress."""
@@ -94,7 +96,8 @@ class Evaluation:
                          + ((("verify_sharing", True),) if getattr(job, "verify_sharing", False) else ())
                          + ((("shards", self.shards.public()),) if self.shards is not None else ())
                          + ((("hide_membership", positions),) if mask is not None else ())
-                         + ((("row_limit", int(job.row_limit)),) if job.row_limit is not None else ()))
+                         + ((("row_limit", int(job.row_limit)),) if job.row_limit is not None else ())
+                         + ((("input_limits", _limits(job.input_limits)),) if _proves(job) else ()))
         if mask is not None:
             self._check_membership(prog, n_rows)
         self.row_limit = None if job.row_limit is None else int(job.row_limit)
@@ -106,6 +109,13 @@ class Evaluation:
                                 f"(var_owner); refused before any share was sent")
         if verify:
             sharing.require_checkable(self.tr)
+        self.proofs = None
+        if _proves(job):
+            if owner is None or self.shards is not None:
+                raise ProtocolError(f"party {self.tr.pid}: checking the clients' input proofs needs the job's column "
+                                    f"owners (var_owner) and one process per party (no shard workers); refused "
+                                    f"before any share was sent")
+            self.proofs = input_proof.InputProofs(self.tr, p, job.claims())
         if owner is not None and sorted(set(owner)) != list(range(self.tr.M - 1)) and prog.n_vars:
             raise ProtocolError(f"party {self.tr.pid}: the job's columns belong to clients "
                                 f"{sorted(set(o + 1 for o in owner))} but {self.tr.M - 1} clients joined; refused "
@@ -157,7 +167,7 @@ class Evaluation:
         if getattr(self.tr, "ideal", False):
             return await self.tr.ideal_outputs(self, prog, p, n_rows, rows_per_chunk, feed, receivers)
         summands = [(prog.n_out,)] + ([(1,)] if needs_count else [])
-        workers = list(range(self.tr.M)) if verify else self._workers(prog)
+        workers = list(range(self.tr.M)) if verify or self.proofs is not None else self._workers(prog)
         if self.shards is not None:
             check = None
             if verify:  # the seeds in this session; every shard worker adds its chunks; verified here
@@ -211,10 +221,11 @@ class Evaluation:
             await check.agree_seeds()
         for k in range(n_chunks):
             last = k == n_chunks - 1
-            payload = None
+            payload = block = None
             if feed is not None:
                 assert blocks is not None  # a feed's blocks, made with it above
-                payload = [from_signed(next(blocks), p)]
+                block = next(blocks)
+                payload = [from_signed(block, p)]
                 if last and summands:
                     payload += [from_signed(v, p) for v in feed.summands()]
                     if own_check:  # the client's mask for the check: uniform, shared with the last chunk
@@ -227,6 +238,8 @@ class Evaluation:
                 check.add_chunk(chunk_base + k, S)
                 if last and own_check:
                     check.add_masks(sums.pop())
+            if self.proofs is not None:  # every client proves this chunk's claims before it counts
+                await self.proofs.check_chunk(S, block, widths)
             Y = bits = None
             if self.membership is not None or self.row_limit is not None:  # each record's row times its secret bit
                 bits = await self._row_bits(S, k * rows_per_chunk, rows_k, p, workers)
@@ -234,7 +247,7 @@ class Evaluation:
             if S is not None:
                 m = await self._moments(prog, S, p, Y, bits)
                 moments = m if moments is None else modarith.add_mod(moments, m, p)
-            del S, payload
+            del S, payload, block
             self.tr.phase("local moments")
             if self.on_chunk is not None:
                 self.on_chunk(k + 1, n_chunks)
@@ -490,3 +503,12 @@ def _segment_sum_mod(values: np.ndarray, rows: np.ndarray, n: int, p: int) -> np
     np.add.at(acc_lo, rows, lo)
     np.add.at(acc_hi, rows, hi)
     return modarith.add_mod(acc_lo % p, modarith.scalar_mul_mod(acc_hi % p, 1 << 31, p), p)
+
+
+def _proves(job) -> bool:
+    return getattr(job, "input_limits", None) is not None
+
+
+def _limits(limits) -> tuple:
+    """The job's input limits as a public description (agreed by every party)."""
+    return tuple((tuple(int(j) for j in cols), int(lim)) for cols, lim in limits)

@@ -167,6 +167,8 @@ class InProcessTransport(PartyTransport):
         if got is None:
             return None
         blocks = [np.asarray(b, dtype=np.int64) for b, _ in got]
+        if evaluation.proofs is not None:  # the input proofs' ideal functionality: every claim checked in the clear
+            evaluation.proofs.check_clear(blocks)
         X = np.hstack(blocks) if prog.n_vars else np.zeros((0, 0), np.int64)
         if keep is not None:  # membership hiding: the records of the intersection only
             X = X[keep[:X.shape[0]]] if prog.n_vars else X
