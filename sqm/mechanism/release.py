@@ -303,8 +303,9 @@ class SQM:
     degree <= t, naming a client whose sharing does not (:class:`sqm.mpc.protocols.sharing.SharingCheck`; at least 3
     clients).  ``verify_inputs``: every client proves, without revealing them, that its quantized values are within
     their column bounds and each record's squared norm within its column group's N_G^2 (what the sensitivity sums;
-    :meth:`SQMPlan.input_limits`, :mod:`sqm.mpc.protocols.input_proof`); a client whose proof fails is named.  ``row_norm_check`` (the covariance only): each client clips its sub-row to the whole bound c, not to its
-    share of it, and the secure evaluation keeps only the records whose quantized squared norm over all clients' columns
+    :meth:`SQMPlan.input_limits`, :mod:`sqm.mpc.protocols.input_proof`); a client whose proof fails is named.
+    ``row_norm_check`` (the covariance only): each client clips its sub-row to the whole bound c, not to its share of
+    it, and the secure evaluation keeps only the records whose quantized squared norm over all clients' columns
     is within the row limit B (:func:`sqm.mechanism.sensitivity.row_limit_sq`; a secure comparison per record,
     :mod:`sqm.mpc.protocols.compare`), as a curator holding whole rows would clip them; every record with ||x|| <= c is
     kept, and the sensitivity is B.  Without it, each client clips its sub-row to c sqrt(n_p / n), which cuts

@@ -37,7 +37,8 @@ N_COMPONENTS = Param(5, Integer(1), "principal components k (default {default})"
 class PCAParams(Params):
     """One SQM release of X^T X and its top-k eigenvectors: ``n_components`` k, then the SQM release's own
     (:class:`sqm.mechanism.release.SQM`: ``row_norm_bound`` c, each client's share ``party_bounds`` c_j, the
-    ``chunk_rows`` of the secure evaluation, ``robust_noise`` k, ``verify_sharing``, ``row_norm_check``, ``verify_inputs``)."""
+    ``chunk_rows`` of the secure evaluation, ``robust_noise`` k, ``verify_sharing``, ``row_norm_check``,
+    ``verify_inputs``)."""
 
     statistic = "pca"
 

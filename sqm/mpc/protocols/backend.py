@@ -73,8 +73,8 @@ class Job:
             local = {j: k for k, j in enumerate(mine)}
             groups = tuple((tuple(local[j] for j in cols), int(lim)) for cols, lim in (self.input_limits or ())
                            if cols and all(j in local for j in cols))
-            out.append(Claim(tuple(-int(self.col_bounds[j]) for j in mine), tuple(int(self.col_bounds[j]) for j in mine),
-                             groups))
+            lo = tuple(-int(self.col_bounds[j]) for j in mine)
+            out.append(Claim(lo, tuple(int(self.col_bounds[j]) for j in mine), groups))
         return out
 
 

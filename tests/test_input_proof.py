@@ -1,0 +1,199 @@
+"""Verifiable inputs (``verify_inputs``): every client proves on shares that its values are within their ranges and
+each record's squared group norms within their limits; a deviating client is named and nothing is released; an
+honest job releases the same integers with and without the proofs."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from sqm.mpc.protocols import flp
+from sqm.mpc.protocols import input_proof as ip
+from sqm.mpc.net.abort import InputRefused
+from sqm.mpc.shares import shamir
+from sqm.mpc.shares.field import from_signed, prime_below
+
+P = prime_below(40)
+CLAIM = ip.Claim(lo=(-5, -5, -7), hi=(5, 5, 7), groups=(((0, 1), 40),))
+
+
+def _honest(rows=50, seed=1):
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-4, 5, size=(rows, 3))
+    x[:, 2] = rng.integers(-7, 8, size=rows)
+    return x
+
+
+def _verdict(x, W, claim=CLAIM, M=3, proof=None, seed=0):
+    """The checks of :class:`sqm.mpc.protocols.input_proof.InputProofs` for client 1's block ``x`` and witness ``W``,
+    each of the M parties on its shares, opened by the parties other than client 1: (linear, claim, identity ok)."""
+    rng = np.random.default_rng(seed)
+    t = (M - 1) // 2
+    co = ip.coins(bytes(32), 1, x.shape[0], claim, P)
+    X = from_signed(np.asarray(x, np.int64), P)
+    u, v, _ = ip.quadratic_vectors(X, np.asarray(W, np.int64) % P, claim, co, P)
+    proof = flp.prove(u, v, P, rng) if proof is None else proof(u, v)
+    Xs, Ws, Ps = (shamir.share(a, M, t, P, rng) for a in (X, np.asarray(W, np.int64) % P, proof))
+    r = flp.draw_point(rng, u.size, P)
+    opened = []
+    for j in range(M):
+        uj, vj, zj = ip.quadratic_vectors(Xs[j], Ws[j], claim, co, P)
+        q = flp.query(uj, vj, Ps[j], r, P)
+        q[0] = (int(q[0]) - zj) % P
+        opened.append(np.concatenate([[ip.linear_check(Xs[j], Ws[j], claim, co, P)], q]))
+    others = [j for j in range(M) if j != 1]
+    o = shamir.reconstruct(np.stack([opened[j] for j in others]), [j + 1 for j in others], P)
+    return int(o[0]), int(o[1]), flp.decide(o[1:], P)
+
+
+@pytest.mark.parametrize("width", range(0, 70))
+def test_range_weights_reach_exactly_the_range(width):
+    w = ip.range_weights(width)
+    sums = {sum(c) for k in range(len(w) + 1) for c in itertools.combinations(w.tolist(), k)}
+    assert sums == set(range(width + 1))
+    v = np.arange(width + 1)
+    assert np.array_equal(ip.encode_range(v, width) @ w, v)
+    assert set(np.unique(ip.encode_range(v, width))) <= {0, 1}
+
+
+@pytest.mark.parametrize("M", [3, 4, 5])
+def test_an_honest_witness_passes_on_shares(M):
+    x = _honest()
+    assert _verdict(x, ip.witness(x, CLAIM), M=M) == (0, 0, True)
+
+
+def test_an_honest_client_refuses_its_own_bad_block():
+    x = _honest()
+    x[3, 2] = 8
+    with pytest.raises(InputRefused, match="outside its declared ranges"):
+        ip.witness(x, CLAIM)
+    x = _honest()
+    x[0, :2] = 5  # 25 + 25 > 40
+    with pytest.raises(InputRefused, match="squared norm is above its declared limit"):
+        ip.witness(x, CLAIM)
+
+
+def test_a_value_out_of_range_with_the_bits_of_an_in_range_value_fails_the_linear_check():
+    x = _honest()
+    x[3, 2] = 100
+    W = ip.witness(np.clip(x, CLAIM.lo, CLAIM.hi), CLAIM)
+    lin, claim, ok = _verdict(x, W)
+    assert lin != 0 and claim == 0 and ok
+
+
+def test_a_value_out_of_range_as_non_bits_fails_the_quadratic_check():
+    """x = 100 written with a bit of value 94 (so the linear relation holds) fails the proof of the bits."""
+    x = _honest()
+    x[3, 2] = 100
+    W = ip.witness(np.clip(x, CLAIM.lo, CLAIM.hi), CLAIM)
+    col, _ = CLAIM.widths
+    first = col[0] + col[1]  # the bits of column 2, weight 1 first
+    W[3, first] += 100 - 7
+    lin, claim, ok = _verdict(x, W)
+    assert lin == 0 and ok and claim != 0
+
+
+def test_a_record_over_its_norm_limit_fails_the_quadratic_check():
+    """Each value in range, the record's squared norm 50 above the limit 40, reported as 40 (slack 0)."""
+    x = _honest()
+    x[0, :2] = 5
+    W = ip.witness(x, ip.Claim(CLAIM.lo, CLAIM.hi, ()))  # the true bits of every value
+    s = np.einsum("ij,ij->i", x[:, :2], x[:, :2])
+    s[0] = 40
+    W = np.hstack([W, s[:, None], ip.encode_range(40 - s, 40)])
+    lin, claim, ok = _verdict(x, W)
+    assert lin == 0 and ok and claim != 0
+
+
+def test_a_proof_that_is_not_the_product_polynomial_fails_the_identity():
+    """A prover that shifts P(1) to make the sum match a false claim breaks P = sum_j U_j V_j at the query point."""
+    x = _honest()
+    x[0, :2] = 5
+    W = ip.witness(x, ip.Claim(CLAIM.lo, CLAIM.hi, ()))
+    s = np.einsum("ij,ij->i", x[:, :2], x[:, :2])
+    s[0] = 40
+    W = np.hstack([W, s[:, None], ip.encode_range(40 - s, 40)])
+
+    def forged(u, v):
+        pr = flp.prove(u, v, P, np.random.default_rng(5))
+        g, m = flp.layout(u.size)
+        co = ip.coins(bytes(32), 1, x.shape[0], CLAIM, P)
+        z = ip.quadratic_vectors(from_signed(x, P), W % P, CLAIM, co, P)[2]
+        true = int(np.sum(pr[2 * m + 1:2 * m + 1 + g].astype(object))) % P
+        pr[2 * m + 1] = (int(pr[2 * m + 1]) + z - true) % P  # the sum of P(1..G) now equals z
+        return pr
+
+    lin, claim, ok = _verdict(x, W, proof=forged)
+    assert lin == 0 and claim == 0 and not ok
+
+
+def test_the_opened_values_of_an_honest_proof_are_uniform():
+    """U(r) and V(r) are masked by the blinds: over 400 proofs of one fixed witness, their low bits are fair (each
+    of the 2m opened values' lowest bit within 5 standard errors of 1/2)."""
+    x = _honest(rows=4)
+    W = ip.witness(x, CLAIM)
+    co = ip.coins(bytes(32), 1, 4, CLAIM, P)
+    u, v, _ = ip.quadratic_vectors(from_signed(x, P), W, CLAIM, co, P)
+    rng = np.random.default_rng(7)
+    bits = []
+    for _ in range(400):
+        pr = flp.prove(u, v, P, rng)
+        r = flp.draw_point(rng, u.size, P)
+        bits.append(flp.query(u, v, pr, r, P)[2:] & 1)
+    mean = np.mean(bits, axis=0)
+    assert np.all(np.abs(mean - 0.5) < 5 * 0.5 / np.sqrt(400))
+
+
+def test_the_field_must_hold_the_claims():
+    assert ip.needed_bound([CLAIM]) == 50  # 5^2 + 5^2 over the group
+    assert flp.error_bound(10 ** 6, P) == 2 * 32 / (P - 65)
+
+
+# ----- through real party processes -----------------------------------------------------------------------------
+
+def _data():
+    rng = np.random.default_rng(4)
+    return (rng.normal(size=(30, 2)) * 0.2, rng.normal(size=(30, 3)) * 0.2)
+
+
+def _mech(verify: bool, cols: int = 5):
+    from sqm.mechanism.polynomial import covariance
+    from sqm.mechanism.release import SQM
+
+    return SQM(covariance(cols), 1024.0, epsilon=4.0, backend="mpyc", seed=3, verify_inputs=verify)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["value", "norm"])
+def test_a_deviating_client_is_named_and_nothing_is_released(mode):
+    """Client 2 bends record 0 (one value 3x its bound; or every column at its bound, the record's squared norm 3x
+    its group's limit) and proves the clipped block: without the proofs the job releases; with them it is named."""
+    from bench.faults import DeviateRecord
+    from sqm.mechanism.vertical import VerticalData
+    from sqm.mpc.net.launch import MPCError, run_parties
+
+    data = VerticalData(list(_data()))
+    programs, _ = _mech(False).programs(data)
+    programs[2] = DeviateRecord(programs[2], mode)
+    released = run_parties(programs, timeout=60, connect_timeout=30, min_clients=2)
+    assert released[0]["result"].raw is not None  # the deviation passes the checks without the proofs
+    programs, _ = _mech(True).programs(data)
+    programs[2] = DeviateRecord(programs[2], mode)
+    with pytest.raises(MPCError) as err:
+        run_parties(programs, timeout=60, connect_timeout=30, min_clients=2)
+    msg = str(err.value)
+    assert "the input proof of client 2 failed" in msg, msg
+    assert "the input proof of client 1" not in msg
+
+
+@pytest.mark.slow
+def test_an_honest_job_releases_the_same_integers_with_the_proofs():
+    from sqm.mechanism.vertical import VerticalData
+
+    rng = np.random.default_rng(4)
+    data = VerticalData([rng.normal(size=(40, 2)) * 0.2, rng.normal(size=(40, 3)) * 0.2, rng.normal(size=(40, 1))])
+    plain = _mech(False, 6).run(data)
+    checked = _mech(True, 6).run(data)
+    assert [int(v) for v in np.asarray(checked.raw).reshape(-1)] == [int(v) for v in np.asarray(plain.raw).reshape(-1)]
+    assert sum(checked.bytes_sent) > sum(plain.bytes_sent)  # the proofs ran
