@@ -48,6 +48,7 @@ BENCHMARKS = {
     "release": "bench.release",
     "lr-tuned": "bench.lr_tuned",
     "utility": "bench.utility",
+    "verify": "bench.verify",
 }
 
 
