@@ -1,4 +1,4 @@
-"""The cost of verifiable inputs: an SQM covariance release with the clients' input proofs beside the same release without.
+"""The cost of verifiable inputs: an SQM covariance release with the clients' input proofs beside the one without.
 
     python -m bench verify --shapes 2000x20,20000x60 --clients 2 --gamma 4096 --json verify.json
 
@@ -74,7 +74,9 @@ def print_table(rep: dict) -> None:
           f"{'cpu s':>7} {'x':>5} {'proof s':>7} {'bits':>4} {'same':>5}")
     for r in rep["rows"]:
         v = r["verify_inputs"]
-        ratio = (lambda k: f"{r[k + '_ratio']:.2f}") if v else (lambda k: "")  # noqa: E731
+
+        def ratio(k, r=r, v=v):
+            return f"{r[k + '_ratio']:.2f}" if v else ""
         print(f"{r['rows']:>7}x{r['cols']:<4} {'yes' if v else 'no':>6} {r['bytes'] / 1e6:>9.2f} {ratio('bytes'):>6} "
               f"{r['exchanges']:>5} {ratio('exchanges'):>5} {r['seconds']:>7.2f} {ratio('seconds'):>5} "
               f"{r['cpu_seconds']:>7.2f} {ratio('cpu_seconds'):>5} {r['proof_phase_seconds']:>7.2f} "

@@ -197,3 +197,19 @@ def test_an_honest_job_releases_the_same_integers_with_the_proofs():
     checked = _mech(True, 6).run(data)
     assert [int(v) for v in np.asarray(checked.raw).reshape(-1)] == [int(v) for v in np.asarray(plain.raw).reshape(-1)]
     assert sum(checked.bytes_sent) > sum(plain.bytes_sent)  # the proofs ran
+
+
+@pytest.mark.parametrize("M", [3, 4, 5, 6])
+def test_seeded_shares_lie_on_one_polynomial_through_the_secret(M):
+    """A client's seeded sharing: the t seeded parties expand their seeds, the others get shares; the M - 1 points
+    besides the client lie on one polynomial of degree t through the secret."""
+    t = (M - 1) // 2
+    secret = np.arange(12, dtype=np.int64).reshape(3, 4) * 1000003 % P
+    for client in range(1, M):
+        out = ip.seeded_shares(secret, client, M, t, P)
+        assert sorted(out) == [j for j in range(M) if j != client]
+        assert all(isinstance(out[j], bytes) and len(out[j]) == 32 for j in ip.seeded(client, M, t))
+        shares = [ip.expand(out[j], secret.shape, P) if isinstance(out[j], bytes) else out[j] for j in sorted(out)]
+        xs = [j + 1 for j in sorted(out)]
+        assert shamir.consistent(shares, xs, t, P) if len(xs) >= t + 2 else True
+        assert np.array_equal(shamir.reconstruct(np.stack(shares), xs, P), secret)

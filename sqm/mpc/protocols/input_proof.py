@@ -191,6 +191,47 @@ def quadratic_vectors(X, W, claim: Claim, co, p: int) -> tuple[np.ndarray, np.nd
 
 # ----- the protocol ----------------------------------------------------------------------------------------------
 
+def seeded(client: int, M: int, t: int) -> list[int]:
+    """The t parties (the lowest besides ``client``) whose shares of ``client``'s witness and proof are drawn from a
+    seed the client sends them: a degree-t polynomial is free at t points besides the secret."""
+    return [j for j in range(M) if j != client][:t]
+
+
+def seeded_shares(secret, client: int, M: int, t: int, p: int) -> dict[int, object]:
+    """``client``'s Shamir sharing (degree t) of ``secret`` for every party but itself: a 32-byte seed to each party
+    of :func:`seeded` (its share is the AES-CTR stream of the seed, :func:`expand`), the shares the polynomial
+    through the secret and those points gives to the others."""
+    secret = np.asarray(secret, dtype=np.int64)
+    free = seeded(client, M, t)
+    seeds = {j: fresh_bytes(32) for j in free}
+    vals = {j: expand(seeds[j], secret.shape, p) for j in free}
+    points = [0] + [j + 1 for j in free]
+    out: dict[int, object] = dict(seeds)
+    for j in range(M):
+        if j == client or j in free:
+            continue
+        lag = shamir.lagrange_at(points, j + 1, p)
+        acc = modarith.scalar_mul_mod(secret, lag[0], p)
+        for c, k in zip(lag[1:], free, strict=True):
+            acc = modarith.add_mod(acc, modarith.scalar_mul_mod(vals[k], c, p), p)
+        out[j] = acc
+    return out
+
+
+def expand(seed: bytes, shape, p: int) -> np.ndarray:
+    """A seeded party's share: uniform field elements from the seed's AES-CTR stream."""
+    return secure_generator(int.from_bytes(seed, "little")).integers(0, p, size=shape, dtype=np.int64)
+
+
+def _received(got, client: int, ctx, shape, p: int) -> np.ndarray:
+    """This party's share of ``client``'s array: expanded from its seed, or as sent."""
+    return expand(got, shape, p) if ctx.pid in seeded(client, ctx.M, ctx.t) else got
+
+
+def _expected(client: int, ctx, shape, p: int):
+    return wire.digest(32) if ctx.pid in seeded(client, ctx.M, ctx.t) else wire.shares(shape, p)
+
+
 class InputProofs:
     """The parties' check of every client's claims (:class:`Claim`, one per client, client order), chunk by chunk
     (:meth:`check_chunk`).  Every party holds a share of every client's block (every party is a worker)."""
@@ -227,17 +268,19 @@ class InputProofs:
         out: dict[int, object] = {}
         if not ctx.is_server:
             mine_w = witness(block, self._claim(ctx.pid))
-            sh = shamir.share(mine_w, ctx.M, ctx.t, p, ctx.rng)
-            out = {j: [commit, sh[j]] for j in range(ctx.M)}
+            sh = seeded_shares(mine_w, ctx.pid, ctx.M, ctx.t, p)
+            out = {j: [commit] + ([sh[j]] if j in sh else []) for j in range(ctx.M)}
         else:
             out = {j: [commit] for j in range(ctx.M)}
         expect = {0: wire.list_of([wire.digest(64)], "coin commitment")}
         for c in ctx.clients:
-            expect[c] = wire.list_of([wire.digest(64), wire.shares((rows, self._claim(c).witness_width), p)],
+            shape = (rows, self._claim(c).witness_width)
+            expect[c] = wire.list_of([wire.digest(64)] + ([_expected(c, ctx, shape, p)] if c != ctx.pid else []),
                                      "input witness")
         got = await self._exchange(out, expect, "input proof: witness")
         commits = {j: g[0] for j, g in got.items()}
-        W = {c: got[c][1] for c in ctx.clients}
+        W = {c: _received(got[c][1], c, ctx, (rows, self._claim(c).witness_width), p)
+             for c in ctx.clients if c != ctx.pid}
         ctx.phase("input proof: witness")
         # 2. reveal the first seeds: the coins of the combinations
         seed1 = await self._reveal(seeds[0], commits, 0, "input proof: coins")
@@ -249,13 +292,14 @@ class InputProofs:
             x = from_signed(np.asarray(block, dtype=np.int64), p)
             u, v, _ = quadratic_vectors(x, mine_w, claim, co[ctx.pid], p)
             proof = flp.prove(u, v, p, ctx.rng)
-            sh = shamir.share(proof, ctx.M, ctx.t, p, ctx.rng)
-            proofs_out = {j: sh[j] for j in range(ctx.M)}
+            proofs_out.update(seeded_shares(proof, ctx.pid, ctx.M, ctx.t, p))
         expect = {0: wire.nothing}
         lengths = {c: self._quad_length(rows, self._claim(c)) for c in ctx.clients}
         for c in ctx.clients:
-            expect[c] = wire.shares((flp.proof_length(lengths[c]),), p)
+            expect[c] = wire.nothing if c == ctx.pid else _expected(c, ctx, (flp.proof_length(lengths[c]),), p)
         got = await self._exchange(proofs_out, expect, "input proof: proof")
+        got = {c: _received(got[c], c, ctx, (flp.proof_length(lengths[c]),), p) for c in ctx.clients
+               if c != ctx.pid}
         ctx.phase("input proof: proof")
         # 4. reveal the second seeds: the query point; 5. open each client's checks among the others
         seed2 = await self._reveal(seeds[1], commits, 1, "input proof: query point")
