@@ -32,19 +32,20 @@ def _verdict(x, W, claim=CLAIM, M=3, proof=None, seed=0):
     t = (M - 1) // 2
     co = ip.coins(bytes(32), 1, x.shape[0], claim, P)
     X = from_signed(np.asarray(x, np.int64), P)
-    u, v, _ = ip.quadratic_vectors(X, np.asarray(W, np.int64) % P, claim, co, P)
-    proof = flp.prove(u, v, P, rng) if proof is None else proof(u, v)
-    Xs, Ws, Ps = (shamir.share(a, M, t, P, rng) for a in (X, np.asarray(W, np.int64) % P, proof))
-    r = flp.draw_point(rng, u.size, P)
+    W = np.asarray(W, np.int64) % P
+    Y, kinds, beta, _ = ip.grid(X, W, claim, co, P)
+    proof = flp.prove(Y, kinds, beta, P, rng) if proof is None else proof(Y, kinds, beta, co)
+    Xs, Ws, Ps = (shamir.share(a, M, t, P, rng) for a in (X, W, proof))
+    r = flp.draw_point(rng, P)
     opened = []
     for j in range(M):
-        uj, vj, zj = ip.quadratic_vectors(Xs[j], Ws[j], claim, co, P)
-        q = flp.query(uj, vj, Ps[j], r, P)
+        Yj, _, _, zj = ip.grid(Xs[j], Ws[j], claim, co, P)
+        q = flp.query(Yj, Ps[j], co["alpha"], r, P)
         q[0] = (int(q[0]) - zj) % P
         opened.append(np.concatenate([[ip.linear_check(Xs[j], Ws[j], claim, co, P)], q]))
     others = [j for j in range(M) if j != 1]
     o = shamir.reconstruct(np.stack([opened[j] for j in others]), [j + 1 for j in others], P)
-    return int(o[0]), int(o[1]), flp.decide(o[1:], P)
+    return int(o[0]), int(o[1]), flp.decide(o[1:], kinds, beta, P)
 
 
 @pytest.mark.parametrize("width", range(0, 70))
@@ -115,13 +116,13 @@ def test_a_proof_that_is_not_the_product_polynomial_fails_the_identity():
     s[0] = 40
     W = np.hstack([W, s[:, None], ip.encode_range(40 - s, 40)])
 
-    def forged(u, v):
-        pr = flp.prove(u, v, P, np.random.default_rng(5))
-        g, m = flp.layout(u.size)
-        co = ip.coins(bytes(32), 1, x.shape[0], CLAIM, P)
-        z = ip.quadratic_vectors(from_signed(x, P), W % P, CLAIM, co, P)[2]
-        true = int(np.sum(pr[2 * m + 1:2 * m + 1 + g].astype(object))) % P
-        pr[2 * m + 1] = (int(pr[2 * m + 1]) + z - true) % P  # the sum of P(1..G) now equals z
+    def forged(Y, kinds, beta, co):
+        pr = flp.prove(Y, kinds, beta, P, np.random.default_rng(5))
+        m, g = Y.shape[1], Y.shape[0]
+        z = ip.grid(from_signed(x, P), W % P, CLAIM, co, P)[3]
+        true = int(np.sum(co["alpha"].astype(object) * pr[m + 1:m + 1 + g].astype(object))) % P
+        inv = pow(int(co["alpha"][0]), -1, P)
+        pr[m + 1] = (int(pr[m + 1]) + (z - true) * inv) % P  # sum_k alpha_k P(k) now equals z
         return pr
 
     lin, claim, ok = _verdict(x, W, proof=forged)
@@ -129,25 +130,24 @@ def test_a_proof_that_is_not_the_product_polynomial_fails_the_identity():
 
 
 def test_the_opened_values_of_an_honest_proof_are_uniform():
-    """U(r) and V(r) are masked by the blinds: over 400 proofs of one fixed witness, their low bits are fair (each
-    of the 2m opened values' lowest bit within 5 standard errors of 1/2)."""
+    """U(r) is masked by the blinds: over 400 proofs of one fixed witness, the lowest bit of each of the m opened
+    values is fair (within 5 standard errors of 1/2)."""
     x = _honest(rows=4)
     W = ip.witness(x, CLAIM)
     co = ip.coins(bytes(32), 1, 4, CLAIM, P)
-    u, v, _ = ip.quadratic_vectors(from_signed(x, P), W, CLAIM, co, P)
+    Y, kinds, beta, _ = ip.grid(from_signed(x, P), W, CLAIM, co, P)
     rng = np.random.default_rng(7)
     bits = []
     for _ in range(400):
-        pr = flp.prove(u, v, P, rng)
-        r = flp.draw_point(rng, u.size, P)
-        bits.append(flp.query(u, v, pr, r, P)[2:] & 1)
+        pr = flp.prove(Y, kinds, beta, P, rng)
+        bits.append(flp.query(Y, pr, co["alpha"], flp.draw_point(rng, P), P)[2:] & 1)
     mean = np.mean(bits, axis=0)
     assert np.all(np.abs(mean - 0.5) < 5 * 0.5 / np.sqrt(400))
 
 
 def test_the_field_must_hold_the_claims():
     assert ip.needed_bound([CLAIM]) == 50  # 5^2 + 5^2 over the group
-    assert flp.error_bound(10 ** 6, P) == 2 * 32 / (P - 65)
+    assert flp.error_bound(P) == 2 * 32 / (P - 65)
 
 
 # ----- through real party processes -----------------------------------------------------------------------------

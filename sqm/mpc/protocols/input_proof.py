@@ -5,24 +5,25 @@ is within the group's limit.  A client whose proof fails is named and nothing is
 **What the client shares (its witness, :func:`witness`), per chunk, besides its block x:** the bits of
 x_ij - lo_j in the weights of :func:`range_weights` (K_j = bitlength(hi_j - lo_j) bits; the last weight makes every
 sum of bits lie in [0, hi_j - lo_j] exactly), and per record and group g its squared norm s_ig and the bits of
-L_g - s_ig in [0, L_g].  Then, after joint randomness no single party controls (:func:`joint_seed`: each party
-commits to a seed, then reveals it), the parties check on shares:
+L_g - s_ig in [0, L_g].  Then, after joint randomness no single party controls (each party commits to a seed with
+the witness, then reveals it: :meth:`InputProofs._reveal`), the parties check on shares:
 
-- **linear relations**, by one random combination opened (alpha, beta from the coins):
-  sum alpha_ij (x_ij - lo_j - sum_k w_jk b_ijk) + sum beta_ig (L_g - s_ig - sum_k w_gk c_igk) = 0;
-- **bits and norms**, one quadratic relation with rho, sigma from the coins: sum rho b (b - 1) over every bit plus
-  sum sigma_ig (sum_{j in g} x_ij^2 - s_ig) = 0, that is <u, v> = sum sigma s with u = (rho b, sigma x), v = (b - 1, x),
-  proved by the client with a fully linear proof (:mod:`sqm.mpc.protocols.flp`) shared after the coins and
-  checked at a point drawn after the proof.
+- **linear relations**, by one random combination opened (:func:`linear_check`):
+  sum lambda_ij (x_ij - lo_j - sum_k w_jk b_ijk) + sum lambda'_ig (L_g - s_ig - sum_k w_gk c_igk) = 0;
+- **bits and norms**, one statement with weights from the coins (alpha per node, beta per bit column, gamma per
+  record and group): sum alpha beta b (b - 1) over every bit plus sum alpha gamma (sum_{j in g} x_ij^2 - s_ig) over
+  every record and group = 0, a bilinear form in the weights that is zero for every draw only if every bit is 0 or
+  1 and every s is its record's norm (:func:`grid` lays the bits and values out), proved by the client with a fully
+  linear proof (:mod:`sqm.mpc.protocols.flp`) shared after the coins and checked at a point drawn after the proof.
 
 Every opened value is a linear combination of degree-t sharings (an opening reveals its value alone), and each client's
 values are opened by the parties other than that client, so the client cannot bend its own verdict.
 
 **Soundness** (a deviating client, the other parties following the protocol): a false statement passes a chunk's
-check with probability at most 1/p (linear) + 1/p (the combination of the quadratic relations) + 2G/(p - 2G - 1)
-(:func:`sqm.mpc.protocols.flp.error_bound`).  **No wrap-around:** bits in {0, 1} and x - lo = sum w b in F_p give
-an integer in [lo, hi] when hi - lo < p; then sum_{j in g} x_ij^2 < p and L_g < p make L_g - s = sum w c an integer
-inequality (:func:`needed_bound`, what the field must exceed).
+check with probability at most 1/p (linear) + 2/p (the bilinear combination, Schwartz-Zippel) + 2G/(p - 2G - 1)
+(the proof's identity, :func:`sqm.mpc.protocols.flp.error_bound`).  **No wrap-around:** bits in {0, 1} and
+x - lo = sum w b in F_p give an integer in [lo, hi] when hi - lo < p; then sum_{j in g} x_ij^2 < p and L_g < p make
+L_g - s = sum w c an integer inequality (:func:`needed_bound`, what the field must exceed).
 """
 from __future__ import annotations
 
@@ -144,16 +145,28 @@ def _weighted(bits, widths, ranges, p: int) -> np.ndarray:
     return out
 
 
-def coins(seed: bytes, client: int, rows: int, claim: Claim, p: int) -> dict[str, np.ndarray]:
-    """The public random coefficients of ``client``'s checks, from a joint seed."""
+def layout(rows: int, claim: Claim, g: int = flp.ROWS) -> tuple[int, int, int]:
+    """(R', m_bits, m_x): the records padded to a multiple of G (at least G), and the grid's columns of bits and of
+    the grouped values (:func:`grid`)."""
+    col, grp = claim.widths
+    padded = max(1, -(-int(rows) // g)) * g
+    per = padded // g
+    return padded, per * (sum(col) + sum(grp)), per * sum(len(cols) for cols, _ in claim.groups)
+
+
+def coins(seed: bytes, client: int, rows: int, claim: Claim, p: int, g: int = flp.ROWS) -> dict[str, np.ndarray]:
+    """The public random coefficients of ``client``'s checks, from a joint seed: ``lin_x``, ``lin_s`` (the linear
+    relations, one per value and per record norm), ``alpha`` (per node), ``beta`` (per bit column of the grid) and
+    ``gamma`` (per record of a node and group)."""
     rng = secure_generator(int.from_bytes(hashlib.sha256(seed + int(client).to_bytes(4, "little")).digest(),
                                           "little"))
-    col, grp = claim.widths
+    padded, m_bits, _ = layout(rows, claim, g)
     ng = len(claim.groups)
-    return {"alpha": rng.integers(0, p, size=(rows, len(col)), dtype=np.int64),
-            "beta": rng.integers(0, p, size=(rows, ng), dtype=np.int64),
-            "rho": rng.integers(0, p, size=(rows, sum(col) + sum(grp)), dtype=np.int64),
-            "sigma": rng.integers(0, p, size=(rows, ng), dtype=np.int64)}
+    return {"lin_x": rng.integers(0, p, size=(rows, len(claim.lo)), dtype=np.int64),
+            "lin_s": rng.integers(0, p, size=(rows, ng), dtype=np.int64),
+            "alpha": rng.integers(0, p, size=g, dtype=np.int64),
+            "beta": rng.integers(0, p, size=m_bits, dtype=np.int64),
+            "gamma": rng.integers(0, p, size=(padded // g, ng), dtype=np.int64)}
 
 
 def linear_check(X, W, claim: Claim, co, p: int) -> int:
@@ -161,12 +174,12 @@ def linear_check(X, W, claim: Claim, co, p: int) -> int:
     bits_x, s, bits_s, col, grp = _split(W, claim)
     lo = from_signed(np.array(claim.lo, dtype=object), p)
     res = modarith.sub_mod(modarith.sub_mod(X, lo[None, :], p), _weighted(bits_x, col, _widths(claim), p), p)
-    total = modarith.sum_mod(modarith.mul_mod(co["alpha"], res, p).reshape(-1), 0, p)
+    total = modarith.sum_mod(modarith.mul_mod(co["lin_x"], res, p).reshape(-1), 0, p)
     if claim.groups:
         lim = np.array([lim for _, lim in claim.groups], dtype=np.int64) % p
         slack = modarith.sub_mod(modarith.sub_mod(np.broadcast_to(lim, s.shape), s, p),
                                  _weighted(bits_s, grp, [lim for _, lim in claim.groups], p), p)
-        total = modarith.add_mod(total, modarith.sum_mod(modarith.mul_mod(co["beta"], slack, p).reshape(-1), 0, p), p)
+        total = modarith.add_mod(total, modarith.sum_mod(modarith.mul_mod(co["lin_s"], slack, p).reshape(-1), 0, p), p)
     return int(total)
 
 
@@ -174,19 +187,43 @@ def _widths(claim: Claim) -> list[int]:
     return [h - lo for lo, h in zip(claim.lo, claim.hi, strict=True)]
 
 
-def quadratic_vectors(X, W, claim: Claim, co, p: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """(u, v, z) with <u, v> = z exactly when every bit is 0 or 1 and every s is its group's squared norm (up to the
-    random combination): u = (rho b, sigma x), v = (b - 1, x), z = sum sigma s.  Shares in, shares out."""
+def grid(X, W, claim: Claim, co, p: int, g: int = flp.ROWS) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """(Y, c, beta, z) for :mod:`sqm.mpc.protocols.flp`: the G x m grid of every bit (c = 1: must be 0 or 1) and of
+    every grouped value (c = 0: squared), records padded with zeros to R' and split among the G nodes in order;
+    the column weights (a bit column's from the coins, a value column's the gamma of its record and group); and the
+    claim z = sum_k alpha_k sum gamma s over the node's records (the weighted record norms).  Shares in, shares out:
+    every step is linear."""
+    rows = X.shape[0]
+    padded, m_bits, m_x = layout(rows, claim, g)
     bits_x, s, bits_s, _, _ = _split(W, claim)
-    bits = np.hstack([bits_x, bits_s])
-    u = [modarith.mul_mod(co["rho"], bits, p).reshape(-1)]
-    v = [modarith.sub_mod(bits, np.ones(1, dtype=np.int64), p).reshape(-1)]
-    for g, (cols, _) in enumerate(claim.groups):
-        sub = X[:, list(cols)]
-        u.append(modarith.mul_mod(np.broadcast_to(co["sigma"][:, g:g + 1], sub.shape), sub, p).reshape(-1))
-        v.append(np.ascontiguousarray(sub).reshape(-1))
-    z = modarith.sum_mod(modarith.mul_mod(co["sigma"], s, p).reshape(-1), 0, p) if claim.groups else 0
-    return np.concatenate(u), np.concatenate(v), int(z)
+    cols = [j for c, _ in claim.groups for j in c]
+    bits = np.zeros((padded, bits_x.shape[1] + bits_s.shape[1]), dtype=np.int64)
+    bits[:rows, :bits_x.shape[1]] = bits_x
+    bits[:rows, bits_x.shape[1]:] = bits_s
+    vals = np.zeros((padded, len(cols)), dtype=np.int64)
+    vals[:rows] = X[:, cols]
+    Y = np.hstack([bits.reshape(g, m_bits), vals.reshape(g, m_x)])
+    kinds, beta = weights(rows, claim, co, g)
+    z = 0
+    if claim.groups:
+        sp = np.zeros((padded, len(claim.groups)), dtype=np.int64)
+        sp[:rows] = s
+        per_node = modarith.matmul_mod(sp.reshape(g, -1), co["gamma"].reshape(-1), p)
+        z = int(modarith.sum_mod(modarith.mul_mod(co["alpha"], per_node, p), 0, p))
+    if Y.shape[1] == 0:  # nothing to prove: one zero bit
+        Y = np.zeros((g, 1), np.int64)
+    return Y, kinds, beta, z
+
+
+def weights(rows: int, claim: Claim, co, g: int = flp.ROWS) -> tuple[np.ndarray, np.ndarray]:
+    """The grid's public column kinds (1: bits, 0: values) and weights (:func:`grid`)."""
+    _, m_bits, m_x = layout(rows, claim, g)
+    which = np.array([q for q, (c, _) in enumerate(claim.groups) for _ in c], dtype=np.int64)
+    beta_x = co["gamma"][:, which].reshape(-1)  # per record of a node (row-major) and value column
+    if m_bits + m_x == 0:
+        return np.ones(1, np.int64), np.zeros(1, np.int64)
+    return (np.concatenate([np.ones(m_bits, np.int64), np.zeros(m_x, np.int64)]),
+            np.concatenate([co["beta"], beta_x]))
 
 
 # ----- the protocol ----------------------------------------------------------------------------------------------
@@ -285,36 +322,33 @@ class InputProofs:
         # 2. reveal the first seeds: the coins of the combinations
         seed1 = await self._reveal(seeds[0], commits, 0, "input proof: coins")
         co = {c: coins(seed1, c, rows, self._claim(c), p) for c in ctx.clients}
-        # 3. each client's proof of its quadratic relation
+        # 3. each client's proof of its bits and norms
         proofs_out: dict[int, object] = {j: None for j in range(ctx.M)}
         if not ctx.is_server:
-            claim = self._claim(ctx.pid)
             x = from_signed(np.asarray(block, dtype=np.int64), p)
-            u, v, _ = quadratic_vectors(x, mine_w, claim, co[ctx.pid], p)
-            proof = flp.prove(u, v, p, ctx.rng)
-            proofs_out.update(seeded_shares(proof, ctx.pid, ctx.M, ctx.t, p))
+            Y, kinds, beta, _ = grid(x, mine_w, self._claim(ctx.pid), co[ctx.pid], p)
+            proofs_out.update(seeded_shares(flp.prove(Y, kinds, beta, p, ctx.rng), ctx.pid, ctx.M, ctx.t, p))
         expect = {0: wire.nothing}
-        lengths = {c: self._quad_length(rows, self._claim(c)) for c in ctx.clients}
+        lengths = {c: flp.proof_length(max(1, sum(layout(rows, self._claim(c))[1:]))) for c in ctx.clients}
         for c in ctx.clients:
-            expect[c] = wire.nothing if c == ctx.pid else _expected(c, ctx, (flp.proof_length(lengths[c]),), p)
+            expect[c] = wire.nothing if c == ctx.pid else _expected(c, ctx, (lengths[c],), p)
         got = await self._exchange(proofs_out, expect, "input proof: proof")
-        got = {c: _received(got[c], c, ctx, (flp.proof_length(lengths[c]),), p) for c in ctx.clients
-               if c != ctx.pid}
+        got = {c: _received(got[c], c, ctx, (lengths[c],), p) for c in ctx.clients if c != ctx.pid}
         ctx.phase("input proof: proof")
         # 4. reveal the second seeds: the query point; 5. open each client's checks among the others
         seed2 = await self._reveal(seeds[1], commits, 1, "input proof: query point")
         mine_q = {}
         for c in ctx.clients:
+            claim = self._claim(c)
             if c == ctx.pid:
                 continue
-            claim = self._claim(c)
-            u, v, z = quadratic_vectors(X[c], W[c], claim, co[c], p)
+            Y, _, _, z = grid(X[c], W[c], claim, co[c], p)
             r = flp.draw_point(secure_generator(int.from_bytes(hashlib.sha256(
-                seed2 + int(c).to_bytes(4, "little")).digest(), "little")), u.size, p)
-            q = flp.query(u, v, got[c], r, p)
-            q[0] = (int(q[0]) - z) % p  # the claim: sum P(k) - z, zero for an honest client
+                seed2 + int(c).to_bytes(4, "little")).digest(), "little")), p)
+            q = flp.query(Y, got[c], co[c]["alpha"], r, p)
+            q[0] = (int(q[0]) - z) % p  # the claim: sum alpha_k P(k) - z, zero for an honest client
             mine_q[c] = np.concatenate([np.array([linear_check(X[c], W[c], claim, co[c], p)], dtype=np.int64), q])
-        sizes = {c: 1 + 2 + 2 * flp.layout(lengths[c])[1] for c in ctx.clients}
+        sizes = {c: 1 + 2 + lengths[c] - 2 * flp.ROWS - 1 for c in ctx.clients}
         msg = [mine_q.get(c, np.zeros(0, dtype=np.int64)) for c in ctx.clients]
         expect = {j: wire.list_of([wire.shares((0 if c == j else sizes[c],), p) for c in ctx.clients],
                                   "input proof checks") for j in range(ctx.M)}
@@ -329,7 +363,8 @@ class InputProofs:
                 bad.append(c)
                 continue
             opened = shamir.reconstruct(np.stack(vals), xs, p)
-            if int(opened[0]) != 0 or int(opened[1]) != 0 or not flp.decide(opened[1:], p):
+            kinds, beta = weights(rows, self._claim(c), co[c])
+            if int(opened[0]) != 0 or int(opened[1]) != 0 or not flp.decide(opened[1:], kinds, beta, p):
                 bad.append(c)
         self._refuse(bad)
 
@@ -350,11 +385,6 @@ class InputProofs:
             except InputRefused:
                 bad.append(c)
         self._refuse(bad)
-
-    @staticmethod
-    def _quad_length(rows: int, claim: Claim) -> int:
-        col, grp = claim.widths
-        return rows * (sum(col) + sum(grp) + sum(len(cols) for cols, _ in claim.groups))
 
     async def _reveal(self, seed: bytes, commits: dict, which: int, step: str) -> bytes:
         """Every party reveals its seed; each is checked against its commitment; the joint seed is their hash."""
