@@ -213,3 +213,33 @@ def test_seeded_shares_lie_on_one_polynomial_through_the_secret(M):
         xs = [j + 1 for j in sorted(out)]
         assert shamir.consistent(shares, xs, t, P) if len(xs) >= t + 2 else True
         assert np.array_equal(shamir.reconstruct(np.stack(shares), xs, P), secret)
+
+
+def test_the_ideal_functionality_names_a_client_whose_block_breaks_its_claim():
+    """The simulation's receivers check every claim in the clear (:meth:`InputProofs.check_clear`)."""
+    from types import SimpleNamespace
+
+    from sqm.mpc.net.abort import ProtocolError
+
+    ctx = SimpleNamespace(pid=0, M=3, clients=[1, 2])
+    proofs = ip.InputProofs(ctx, P, [CLAIM, CLAIM])
+    bad = _honest()
+    bad[0, :2] = 5
+    proofs.check_clear([_honest(), _honest()])
+    with pytest.raises(ProtocolError, match="the input proof of client 2 failed"):
+        proofs.check_clear([_honest(), bad])
+
+
+@pytest.mark.slow
+def test_three_clients_with_the_sharing_check_release_the_same_integers():
+    """M = 4 (t = 1: one seeded party per client, two with shares), with ``verify_sharing`` too."""
+    from sqm.mechanism.polynomial import covariance
+    from sqm.mechanism.release import SQM
+    from sqm.mechanism.vertical import VerticalData
+
+    rng = np.random.default_rng(5)
+    data = VerticalData([rng.normal(size=(25, 2)) * 0.2, rng.normal(size=(25, 2)) * 0.2, rng.normal(size=(25, 1))])
+    runs = [SQM(covariance(5), 256.0, epsilon=4.0, backend="mpyc", seed=2, verify_sharing=True,
+                verify_inputs=v).run(data) for v in (False, True)]
+    plain, checked = ([int(v) for v in np.asarray(r.raw).reshape(-1)] for r in runs)
+    assert checked == plain
