@@ -431,6 +431,10 @@ class SQM:
             notes.append(f"robust noise: each client adds Sk(mu / {n - k}), so these epsilons hold even if up to {k} "
                          f"client(s) add no noise; with every share the noise variance is "
                          f"{robust_noise_cost(n, k):.4g}x the calibrated one")
+        if self.verify_inputs:
+            notes.append("verified inputs: every client proved, on shares, its quantized values within their column "
+                         "bounds and each record's squared group norms within the bounds the sensitivity sums (a "
+                         "false proof passes a chunk's check with probability under 3/p + 64/(p - 65))")
         if self.row_norm_check:
             notes.append(f"row norm check: only records whose quantized squared norm over all clients' columns is at "
                          f"most {self.row_limit(col_counts)} count (checked in secret; "
