@@ -30,7 +30,6 @@ import time
 import warnings
 
 from bench.common import finish
-from sqm.mechanism.report import ZERO_OUT, relation_phrase
 
 SETS = {"diabetes": (None, True), "breast_cancer": ("mean radius", True), "adult": ("hours-per-week", False),
         "credit_default": ("X1", False), "credit_bill": ("X12", False),
@@ -168,6 +167,8 @@ def run(epsilons=(0.5, 1.0, 2.0, 4.0, 8.0), runs: int = 10, records: int = 2000,
             row["within_0.05_of_adassp"] = bool(row["sqm_r2"] >= row["adassp_r2"] - 0.05)
             row["not_below_mean"] = bool(row["sqm_r2"] >= mean_r2 - 0.01)
             rows.append(row)
+    from sqm.mechanism.report import ZERO_OUT, relation_phrase
+
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return {"rows": rows, "delta": delta, "records": records, "penalty_factor": PENALTY_FACTOR,
             "floor_factor": FLOOR_FACTOR, "r2_z": [R2_Z_LOW, R2_Z_HIGH], "relation": relation_phrase(ZERO_OUT),

@@ -94,11 +94,11 @@ def test_merge_and_page_show_exactly_what_the_command_prints(tmp_path, capsys):
 
 
 def test_the_utility_page_shows_its_stored_report():
-    """docs/benchmarks/utility.md's results are the printed tables of docs/benchmarks/data/utility.json."""
+    """docs/benchmarks/utility.md's results are the printed tables of docs/benchmarks/utility.json."""
     from pathlib import Path
 
     root = Path(__file__).parents[1]
-    rep = json.loads((root / "docs/benchmarks/data/utility.json").read_text())["details"]
+    rep = json.loads((root / "docs/benchmarks/utility.json").read_text())["details"]
     assert len({r["dataset"] for r in rep["rows"]}) >= 8
     text = (root / "docs/benchmarks/utility.md").read_text()
     assert "```text\n" + utility.printed(rep).strip("\n") + "\n```" in text
