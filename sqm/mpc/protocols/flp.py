@@ -29,6 +29,8 @@ import functools
 
 import numpy as np
 
+from sqm.errors import UsageError
+
 from sqm.mpc.shares import modarith
 from sqm.mpc.shares.shamir import lagrange_at
 
@@ -87,7 +89,7 @@ def query(Y, proof, alpha, r: int, p: int) -> np.ndarray:
     g, m = Y.shape
     proof = np.asarray(proof, dtype=np.int64)
     if proof.shape != (proof_length(m, g),):
-        raise ValueError(f"a proof for a {g} x {m} grid has {proof_length(m, g)} entries, got {proof.shape}")
+        raise UsageError(f"a proof for a {g} x {m} grid has {proof_length(m, g)} entries, got {proof.shape}")
     a, pv = proof[:m], proof[m:]
     lu = lagrange_at(range(g + 1), r, p)
     ur = modarith.add_mod(modarith.scalar_mul_mod(a, lu[0], p),

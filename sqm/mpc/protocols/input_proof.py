@@ -32,6 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sqm.errors import UsageError
+
 from sqm.mpc.net import wire
 from sqm.mpc.net.abort import InputRefused, ProtocolError, party_label
 from sqm.mpc.protocols import flp
@@ -80,7 +82,7 @@ def range_weights(width: int) -> np.ndarray:
     subsets are exactly the integers 0..width."""
     width = int(width)
     if width < 0:
-        raise ValueError(f"a range has width >= 0, got {width}")
+        raise UsageError(f"a range has width >= 0, got {width}")
     k = width.bit_length()
     if k == 0:
         return np.zeros(0, dtype=np.int64)
