@@ -48,17 +48,29 @@ def load(name: str, records: int):
     """(X, y) of ``name``: features scaled to row norm 1, target onto [-1, 1]; at most ``records`` rows."""
     import numpy as np
 
-    from sqm.data.datasets import load_dataset, scale_rows
+    from sqm.data.datasets import load_dataset
 
     ds = load_dataset(SOURCES.get(name, name))
-    X, y = ds.X, np.asarray(ds.y, np.float64)
-    target = SETS[name][0]
-    if target is not None:
-        k = list(ds.feature_names).index(target)
-        X, y = np.delete(X, k, axis=1), X[:, k].astype(np.float64)
+    X, y = ds.X, ds.y
     if len(y) > records:
         idx = np.random.default_rng(0).choice(len(y), records, replace=False)
         X, y = X[idx], y[idx]
+    return regression_task(X, y, list(ds.feature_names), SETS[name][0])
+
+
+def regression_task(X, y, names: list[str], target: str | None):
+    """(X, y) of a regression task on a data set's records: the target column ``target`` taken out of X (None:
+    its own y), the features scaled to row norm 1 and the target onto [-1, 1] by its range (standing for the
+    public bounds a job declares)."""
+    import numpy as np
+
+    from sqm.data.datasets import scale_rows
+
+    if target is None:
+        y = np.asarray(y, np.float64)
+    else:
+        k = names.index(target)
+        X, y = np.delete(X, k, axis=1), np.asarray(X[:, k], np.float64)
     lo, hi = float(y.min()), float(y.max())
     return scale_rows(X, 1.0), (2.0 * (y - lo) / (hi - lo) - 1.0)
 

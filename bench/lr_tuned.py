@@ -38,7 +38,7 @@ from bench.common import finish
 DATASETS = ("breast_cancer", "phishing", "credit_default")
 # the data sets on which SQM-LR's default constants (c, kappa, beta, the variance floor) and schedule were chosen,
 # test splits included (sqm/apps/logreg/moments.py); phishing was never used to choose them
-USED_FOR_DEFAULTS = {"breast_cancer": True, "credit_default": True, "phishing": False}
+USED_FOR_DEFAULTS = {"breast_cancer": True, "credit_default": True, "adult": True, "phishing": False}
 STANDARDIZED = ("breast_cancer", "phishing")  # scaled with the training split's statistics (else: public encoding)
 
 DPSGD_GRID = dict(batch=(64, 256), epochs=(2, 5), learning_rate=(0.5, 2.0, 8.0), clip=(0.5, math.sqrt(2.0)))

@@ -35,6 +35,7 @@ import argparse
 import math
 import time
 
+from bench import linreg_utility, lr_tuned
 from bench.common import finish
 
 DATASETS = ("breast_cancer", "digits", "wine", "iris", "diabetes", "phishing", "credit_default", "adult",
@@ -48,12 +49,14 @@ TASKS = {"breast_cancer": ("pca", "lr", "linreg"), "digits": ("pca", "lr", "pbm"
          "adult-imbalanced": ("lr",)}
 # the hard case of logistic regression: imbalanced and wide, as Caravan (6% positives, 85 features, 2,000 records)
 IMBALANCED = dict(source="adult", records=2000, positive_share=0.06)
-# linear regression's target: None for the data set's own, else the named feature column (removed from X)
-LINREG_TARGETS = {"diabetes": None, "breast_cancer": "mean radius", "wine": "alcohol", "adult": "hours-per-week",
-                  "credit_default": "X1"}
-# the data sets on which each method's defaults were chosen (sqm/apps/logreg/moments.py,
+# linear regression's target (None: the data set's own, else the named feature column, removed from X): those of
+# bench/linreg_utility.SETS, one per data set
+LINREG_TARGETS = {name: target for name, (target, _) in linreg_utility.SETS.items()
+                  if name not in linreg_utility.SOURCES}
+# the data sets on which each method's defaults were chosen (bench/lr_tuned.USED_FOR_DEFAULTS,
 # bench/linreg_utility.SETS, the PBM-VFL settings); every other cell is held out
-USED_FOR_DEFAULTS = {"lr": ("breast_cancer", "credit_default", "adult"), "linreg": ("diabetes", "breast_cancer"),
+USED_FOR_DEFAULTS = {"lr": tuple(n for n, used in lr_tuned.USED_FOR_DEFAULTS.items() if used),
+                     "linreg": tuple(n for n, (_, used) in linreg_utility.SETS.items() if used),
                      "pbm": ("digits", "phishing"), "pca": ()}
 PCA_K = 5
 PCA_PARTIES = 2
@@ -146,16 +149,17 @@ def pca_cell(X, y, names, epsilon: float, delta: float, runs: int) -> dict:
 
 
 def ratio_se(row: dict) -> float:
-    """The standard error of a PCA cell's ratio of means from its runs' spread (the delta method, as
-    :func:`bench.pca_utility.ratio_se`): how far the ratio can sit from its expectation by sampling alone."""
+    """The standard error of a PCA cell's ratio of means from its runs' spread
+    (:func:`bench.pca_utility.ratio_se`, the delta method): how far the ratio can sit from its expectation by
+    sampling alone."""
+    from bench.pca_utility import ratio_se as per_k
+
     s, c = row["sqm"], row["reference"]
-    return row["ratio"] * math.sqrt(((s["std"] / s["mean"]) ** 2 + (c["std"] / c["mean"]) ** 2) / s["runs"])
+    return per_k([s["mean"]], [s["std"]], [c["mean"]], [c["std"]], s["runs"])[0]
 
 
 def lr_cell(X, y, names, epsilon: float, delta: float, runs: int) -> dict:
     import numpy as np
-
-    from bench import lr_tuned
 
     y = (y == np.max(y)).astype(np.int64)
     methods = {m: lr_tuned.METHODS[m] for m in ("dpsgd", "sqm-default", "nonprivate")}
@@ -187,16 +191,10 @@ def linreg_cell(X, y, names, epsilon: float, delta: float, runs: int, name: str 
     from sqm.apps.linreg import SQMLinearRegression
     from sqm.apps.linreg.baselines import adassp, nonprivate_linreg
     from sqm.apps.linreg.experiment import scores
-    from sqm.data.datasets import scale_rows
     from sqm.mechanism.rng import spawn_seeds
 
     target = LINREG_TARGETS[name]
-    if target is not None:
-        j = names.index(target)
-        X, y = np.delete(X, j, axis=1), X[:, j]
-    y = np.asarray(y, np.float64)
-    y = 2.0 * (y - y.min()) / (y.max() - y.min()) - 1.0  # onto [-1, 1] by its range (the declared bounds)
-    X = scale_rows(X, 1.0)
+    X, y = linreg_utility.regression_task(X, y, names, target)
     warnings.filterwarnings("ignore", message="the fitted model did not beat the mean")
     sqm, ada, ols, mean, eps = [], [], [], [], math.nan
     for r, s in enumerate(spawn_seeds(0, runs)):
