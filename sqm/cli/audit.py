@@ -92,10 +92,7 @@ def run(args) -> int:
     results: list[dict] = []
     reports: list = []
     for i, name in enumerate(args.releases):
-        if name == "pbm-vfl":
-            results.append(_pbm(args, seeds[2 * i + 1] if args.seed is not None else None))
-            continue
-        if name in SCORED:
+        if name == "pbm-vfl" or name in SCORED:
             results.append(_scored(name, args, make_rng(seeds[2 * i]), seeds[2 * i + 1] if args.seed is not None
                                    else None, reports))
             continue
@@ -121,23 +118,6 @@ def run(args) -> int:
     return 0
 
 
-def _pbm(args, seed) -> dict:
-    """PBM-VFL's one-coordinate release (:func:`sqm.cli.audit_runs.pbm_scores`): its bound, printed and as a row."""
-    from sqm.cli.audit_runs import pbm_scores
-    from sqm.mechanism.audit import audit_scores
-    from sqm.mechanism.report import relation_phrase
-
-    scores_in, scores_out, claimed, setting = pbm_scores(args.delta, args.runs, seed)
-    bound = audit_scores(scores_in, scores_out, args.delta, args.confidence)
-    relation = relation_phrase("embedding", "the server")
-    print(f"pbm-vfl: claimed epsilon {claimed:.4g} at delta {args.delta:g} ({relation}; {setting}, PBM-VFL's "
-          f"defaults: --epsilon does not apply); empirical lower bound {bound.epsilon_lower:.4g} at "
-          f"{100 * args.confidence:g}% confidence ({bound.false_negatives} missed of {bound.positives}, "
-          f"{bound.false_positives} false alarms of {bound.negatives})")
-    return {"method": "pbm-vfl", "epsilon_server": claimed, "relation": relation, "runs_per_world": args.runs,
-            **bound.as_dict()}
-
-
 def _scored(name: str, args, rng, seed, reports: list) -> dict:
     """A release audited from its own statistic (:class:`sqm.cli.audit_runs.ScoredAudit`): its bound, printed and
     as a row; its privacy report appended to ``reports`` when it has one."""
@@ -149,6 +129,10 @@ def _scored(name: str, args, rng, seed, reports: list) -> dict:
         a = audit_runs.logreg_sgd_scores(args.epsilon, args.delta, args.gamma, args.records, rng, args.runs, seed)
     elif name == "hdp-vfl":
         a = audit_runs.hdp_scores(args.epsilon, args.delta, args.records, rng, args.runs, seed)
+    elif name == "pbm-vfl":  # one coordinate, at PBM-VFL's defaults
+        scores_in, scores_out, claimed, setting = audit_runs.pbm_scores(args.delta, args.runs, seed)
+        a = audit_runs.ScoredAudit(scores_in, scores_out, claimed, "embedding", "the server",
+                                   f"{setting}, PBM-VFL's defaults: --epsilon does not apply")
     else:
         a = audit_runs.pbm_sample_scores(args.delta, args.runs, seed)
     bound = audit_scores(a.scores_in, a.scores_out, args.delta, args.confidence)
