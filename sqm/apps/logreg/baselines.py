@@ -3,6 +3,7 @@
 noiseless Taylor gradient (the cost of SQM's approximation alone)."""
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -49,6 +50,27 @@ DPSGD_ACCOUNTANT = "prv"  # Opacus' tightest: the PRV accountant (numerical comp
 # 22-26%; epsilon 1, delta 1e-5)
 
 
+@functools.lru_cache(maxsize=256)
+def _noise_multiplier(epsilon: float, delta: float, q: float, R: int) -> float:
+    """Opacus' noise multiplier for R Poisson steps at rate q reaching (epsilon, delta) under
+    :data:`DPSGD_ACCOUNTANT`: a function of public schedule quantities only, so cached (a grid search asks for the
+    same schedule many times, and the accountant's search costs more than the training)."""
+    from opacus.accountants.utils import get_noise_multiplier
+
+    return float(get_noise_multiplier(target_epsilon=epsilon, target_delta=delta, sample_rate=q, steps=R,
+                                      accountant=DPSGD_ACCOUNTANT))
+
+
+@functools.lru_cache(maxsize=256)
+def _spent_epsilon(sigma: float, q: float, R: int, delta: float) -> float:
+    """The epsilon at ``delta`` of R Poisson steps at rate q with noise multiplier sigma (same accountant)."""
+    from opacus.accountants import create_accountant
+
+    acc = create_accountant(DPSGD_ACCOUNTANT)
+    acc.history = [(sigma, q, R)]
+    return float(acc.get_epsilon(delta))
+
+
 def dpsgd_fit(X, y, epsilon: float, delta: float, q: float, epochs: int, learning_rate: float,
               weight_bound: float | None = 1.0, max_grad_norm: float = 1.0, seed=None
               ) -> tuple[np.ndarray, PrivacyReport]:
@@ -65,7 +87,6 @@ def dpsgd_fit(X, y, epsilon: float, delta: float, q: float, epochs: int, learnin
     import torch
     from dp_accounting import dp_event
     from opacus import PrivacyEngine
-    from opacus.accountants.utils import get_noise_multiplier
     from opacus.data_loader import DPDataLoader
 
     check_epsilon(epsilon)
@@ -74,8 +95,7 @@ def dpsgd_fit(X, y, epsilon: float, delta: float, q: float, epochs: int, learnin
     X = np.asarray(X, np.float32)
     y = check_labels(y, X.shape[0]).astype(np.float32)
     R = steps(q, epochs)
-    sigma = get_noise_multiplier(target_epsilon=epsilon, target_delta=delta, sample_rate=q, steps=R,
-                                 accountant=DPSGD_ACCOUNTANT)
+    sigma = _noise_multiplier(float(epsilon), float(delta), float(q), int(R))
     gen = torch.Generator().manual_seed(int(np.random.default_rng(seed).integers(2 ** 62)))
     ds = torch.utils.data.TensorDataset(torch.from_numpy(X), torch.from_numpy(y))
     loader = DPDataLoader(ds, sample_rate=q, generator=gen)
@@ -110,11 +130,7 @@ def dpsgd_fit(X, y, epsilon: float, delta: float, q: float, epochs: int, learnin
                     break
     # the epsilon of what ran: R Poisson steps at rate q (the engine's own accountant books 1 / len(loader) as
     # the rate, e.g. 1/9 for q = 0.1067, and so over-reports: 1.038 for a 0.994 run)
-    from opacus.accountants import create_accountant
-
-    acc = create_accountant(DPSGD_ACCOUNTANT)
-    acc.history = [(float(sigma), float(q), int(R))]
-    eps = float(acc.get_epsilon(delta))
+    eps = _spent_epsilon(float(sigma), float(q), int(R), float(delta))
     wt = model._module.weight if hasattr(model, "_module") else model.weight
     step = dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(float(sigma)))
     report = PrivacyReport(method="DPSGD", epsilon_server=eps, epsilon_client=eps, delta=float(delta),
