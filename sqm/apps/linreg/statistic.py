@@ -219,13 +219,32 @@ def r2_interval(A, coef, intercept: float, noise_std: float, fit_intercept: bool
     return estimate, se
 
 
-def mean_model(A, n_features: int, fit_intercept: bool = True):
+def mean_model(A, n_features: int, fit_intercept: bool = True, noise_std: float = 0.0):
     """(coef, intercept) of the intercept-only model from the released Gram: zero weights and the released mean
-    (1'y) / (1'1) (zero without an intercept), 1'y from the symmetric part (the mean of its two noisy copies, as
-    every other use of the release)."""
+    m = (1'y) / (1'1) (zero without an intercept), 1'y from the symmetric part (the mean of its two noisy copies, as
+    every other use of the release), pulled toward 0, the centre of the label's declared bound |y| <= c_y, by the
+    empirical-Bayes factor max(0, 1 - v / m^2), v = ``noise_std``^2 / (2 (1'1)^2) the variance the noise gives m
+    (:func:`shrink_to_centre`).  Post-processing of the release and public quantities: no privacy cost."""
     S = (np.asarray(A, np.float64) + np.asarray(A, np.float64).T) / 2.0
-    b = float(S[-2, -1] / S[-2, -2]) if fit_intercept and S[-2, -2] > 0 else 0.0
-    return np.zeros(int(n_features)), b
+    if not (fit_intercept and S[-2, -2] > 0):
+        return np.zeros(int(n_features)), 0.0
+    n = float(S[-2, -2])
+    return np.zeros(int(n_features)), shrink_to_centre(float(S[-2, -1] / n), float(noise_std) ** 2 / (2.0 * n * n))
+
+
+def shrink_to_centre(m: float, v: float) -> float:
+    """A noisy mean ``m`` (noise variance ``v``) pulled toward 0: m max(0, 1 - v / m^2).
+
+    Why: at a few hundred records and a small epsilon the released mean's own noise costs more R^2 than the
+    fitted model gains (the mean's error enters every prediction).  Under a prior m ~ N(0, tau^2) the posterior
+    mean is m tau^2 / (tau^2 + v), and m^2 - v estimates tau^2 (empirical Bayes): a mean within its noise of the
+    bound's centre is pulled to it, one many noise deviations away is kept (factor 1 - v / m^2 -> 1).  Its mean
+    squared error is a third of the raw mean's at the centre, below it within 1.15 noise deviations of it, and at
+    most 1.5 times it (2.35 deviations away; exact integrals over the Gaussian noise in the tests), an excess that
+    falls as 1 / n^2 with the record count."""
+    if v <= 0.0 or m == 0.0:
+        return float(m)
+    return float(m * max(0.0, 1.0 - v / (m * m)))
 
 
 MEAN_NOTE = "the fitted model did not beat the mean on the released statistics: the mean is returned"
@@ -247,7 +266,7 @@ def guarded_solve(A, alpha: float | None, noise_std: float, fit_intercept: bool 
     coef, intercept = solve_ridge(A, a, noise_std, fit_intercept, floor_factor)
     r2, corrected = released_r2(A, coef, intercept, noise_std, fit_intercept, sigmas, a, n_records, floor_factor)
     t = shrinkage(r2, corrected)
-    _, ybar = mean_model(A, d, fit_intercept)
+    _, ybar = mean_model(A, d, fit_intercept, noise_std)
     fitted = np.concatenate([np.asarray(coef, np.float64)] + ([[intercept]] if fit_intercept else []))
     coef, intercept = t * np.asarray(coef, np.float64), float(ybar + t * (intercept - ybar))
     est, se = r2_interval(A, coef, intercept, noise_std, fit_intercept, t, a, n_records, floor_factor, fitted)
