@@ -10,7 +10,8 @@ with the tasks it serves (:data:`TASKS`): rows scaled to norm <= 1 (PCA, linear 
 training split (logistic regression, :func:`bench.lr_tuned.run_split`); the larger sets drawn at ``--records``
 records (a stratified or uniform subsample with seed 0, said in the output).
 
-Per method and cell (data set x epsilon), ``--runs`` runs, each with its own split and seeds (run r: seed r):
+Per method and cell (data set x epsilon), ``--runs`` runs for logistic regression (its DPSGD grid is the cost),
+``--pca-runs`` and ``--linreg-runs`` for the cheap cells, each run with its own split and seeds (run r: seed r):
 
 - PCA: captured variance ||X V_k||_F^2 at k = min(5, d - 1) of SQM-PCA (its defaults, in-process simulation of the
   parties' programs) over central-DP PCA's (Analyze Gauss, :func:`sqm.apps.pca.central_dp_pca`, the tightest
@@ -240,7 +241,8 @@ def pbm_cell(name: str, runs: int) -> dict:
 
 
 def run(datasets=DATASETS, methods=METHODS, epsilons=EPSILONS, runs: int = 10, pbm_runs: int = 5,
-        records: int = 5000, delta: float = 1e-5, progress: bool = True) -> dict:
+        records: int = 5000, delta: float = 1e-5, progress: bool = True, pca_runs: int = 100,
+        linreg_runs: int = 100) -> dict:
     from tqdm import tqdm
 
     t0, c0 = time.perf_counter(), time.process_time()
@@ -263,17 +265,18 @@ def run(datasets=DATASETS, methods=METHODS, epsilons=EPSILONS, runs: int = 10, p
         for e in epsilons:
             bar.set_postfix_str(f"{name} {method} eps {e:g}")
             if method == "pca":
-                row = pca_cell(X, y, names, e, delta, runs)
+                row = pca_cell(X, y, names, e, delta, pca_runs)
             elif method == "lr":
                 row = lr_cell(X, y, names, e, delta, runs)
             else:
-                row = linreg_cell(X, y, names, e, delta, runs, name)
+                row = linreg_cell(X, y, names, e, delta, linreg_runs, name)
             rows.append(dict(base, epsilon=e, met=met(method, row), **row))
             bar.update()
     bar.close()
     from sqm.mechanism.report import ZERO_OUT, relation_phrase
 
-    return {"rows": rows, "delta": delta, "runs": runs, "pbm_runs": pbm_runs, "records": records,
+    return {"rows": rows, "delta": delta, "runs": runs, "pbm_runs": pbm_runs, "pca_runs": pca_runs,
+            "linreg_runs": linreg_runs, "records": records,
             "targets": TARGETS, "protocol": NOT_COUNTED, "relation": relation_phrase(ZERO_OUT, "the server"),
             "pbm_relation": relation_phrase("embedding", "the server"),
             "all_met": all(r["met"] for r in rows), "seconds": time.perf_counter() - t0,
@@ -399,7 +402,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS), help="methods (default: all)")
     p.add_argument("--epsilons", nargs="+", type=float, default=list(EPSILONS),
                    help="epsilons (default 0.5 1 2 4 8)")
-    p.add_argument("--runs", type=int, default=10, help="runs per cell (default 10)")
+    p.add_argument("--runs", type=int, default=10, help="runs per logistic-regression cell (default 10)")
+    p.add_argument("--pca-runs", type=int, default=100,
+                   help="runs per PCA cell (default 100: a cell takes seconds on the small sets, and at 10 runs the "
+                        "ratio's standard error, about 0.02 at epsilon 0.5, is twice the target's 1%% margin)")
+    p.add_argument("--linreg-runs", type=int, default=100,
+                   help="runs per linear-regression cell (default 100: cheap, and the small sets' R^2 varies by "
+                        "0.1 between splits)")
     p.add_argument("--pbm-runs", type=int, default=5, help="PBM-VFL seeds per setting (default 5)")
     p.add_argument("--records", type=int, default=5000,
                    help="at most this many records per data set (a subsample with seed 0; default 5000)")
@@ -416,7 +425,8 @@ def cli(args) -> int:
     rep = merge(args.merge) if args.merge else None
     if rep is None:
         rep = run(tuple(args.datasets), tuple(args.methods), tuple(args.epsilons), args.runs, args.pbm_runs,
-                  args.records, args.delta, progress=not args.quiet)
+                  args.records, args.delta, progress=not args.quiet, pca_runs=args.pca_runs,
+                  linreg_runs=args.linreg_runs)
     if args.page:
         write_page(args.page, rep)
     return finish(rep, args, print_table, plot)

@@ -39,15 +39,15 @@ def test_a_tiny_run_prints_names_the_relation_and_writes_json(tmp_path, capsys):
     from tests.test_printed_relation import unnamed
 
     out = tmp_path / "u.json"
-    args = parse(["utility", "--datasets", "wine", "--methods", "pca", "linreg", "--epsilons", "4", "--runs", "2",
-                  "-q", "--json", str(out)])
+    args = parse(["utility", "--datasets", "wine", "--methods", "pca", "linreg", "--epsilons", "4", "--pca-runs", "2",
+                  "--linreg-runs", "3", "-q", "--json", str(out)])
     assert args.func(args) == 0
     text = capsys.readouterr().out
     assert unnamed(text) == []
     rows = json.loads(out.read_text())["details"]["rows"]
     assert [(r["dataset"], r["method"], r["epsilon"]) for r in rows] == [("wine", "pca", 4.0), ("wine", "linreg", 4.0)]
     for r in rows:
-        assert r["sqm"]["runs"] == 2 and r["met"] == utility.met(r["method"], r)
+        assert r["sqm"]["runs"] == {"pca": 2, "linreg": 3}[r["method"]] and r["met"] == utility.met(r["method"], r)
         assert r["epsilon_spent"] == pytest.approx(4.0, rel=1e-3)
 
 
@@ -79,7 +79,7 @@ def test_merge_and_page_show_exactly_what_the_command_prints(tmp_path, capsys):
     outs = []
     for k, eps in enumerate(("2", "8")):
         outs.append(tmp_path / f"r{k}.json")
-        args = parse(["utility", "--datasets", "iris", "--methods", "pca", "--epsilons", eps, "--runs", "2", "-q",
+        args = parse(["utility", "--datasets", "iris", "--methods", "pca", "--epsilons", eps, "--pca-runs", "2", "-q",
                       "--json", str(outs[-1])])
         assert args.func(args) == 0
     page = tmp_path / "page.md"
