@@ -192,15 +192,19 @@ def linreg_cell(X, y, names, epsilon: float, delta: float, runs: int, name: str 
     from sqm.apps.linreg import SQMLinearRegression
     from sqm.apps.linreg.baselines import adassp, nonprivate_linreg
     from sqm.apps.linreg.experiment import scores
+    from sqm.mechanism.calibration import gaussian_sigma
     from sqm.mechanism.rng import spawn_seeds
 
     target = LINREG_TARGETS[name]
     X, y = linreg_utility.regression_task(X, y, names, target)
     warnings.filterwarnings("ignore", message="the fitted model did not beat the mean")
-    sqm, ada, ols, mean, eps = [], [], [], [], math.nan
+    sqm, ada, ols, mean, dp_mean, eps = [], [], [], [], [], math.nan
+    # the mean released alone by the Gaussian mechanism with the whole budget (zero-out: 1'y moves by |y| <= 1, the
+    # record count public), the tightest calibration: what releasing the mean alone costs
+    mean_sigma = gaussian_sigma(1.0, epsilon, delta)
     for r, s in enumerate(spawn_seeds(0, runs)):
         Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.25, random_state=r)
-        s_s, s_a = s.spawn(2)
+        s_s, s_a, s_m = s.spawn(3)
         m = SQMLinearRegression(epsilon=epsilon, delta=delta, backend="plain", n_parties=2, seed=s_s).fit(Xtr, ytr)
         sqm.append(scores(m.coef_, m.intercept_, Xte, yte)["r2"])
         eps = m.report_.epsilon_server
@@ -209,9 +213,12 @@ def linreg_cell(X, y, names, epsilon: float, delta: float, runs: int, name: str 
         o = nonprivate_linreg(Xtr, ytr)
         ols.append(scores(o["coef"], o["intercept"], Xte, yte)["r2"])
         mean.append(scores(np.zeros(X.shape[1]), float(np.mean(ytr)), Xte, yte)["r2"])
+        noisy = float(np.mean(ytr)) + float(np.random.default_rng(s_m).normal(0.0, mean_sigma)) / len(ytr)
+        dp_mean.append(scores(np.zeros(X.shape[1]), noisy, Xte, yte)["r2"])
     gap = float(np.mean(ada) - np.mean(sqm))
     return {"metric": "test R^2", "target": target or "its own", "sqm": _summary(sqm), "reference": _summary(ada),
-            "reference_name": "AdaSSP", "nonprivate": _summary(ols), "mean": _summary(mean), "gap_r2": gap,
+            "reference_name": "AdaSSP", "nonprivate": _summary(ols), "mean": _summary(mean),
+            "dp_mean": _summary(dp_mean), "gap_r2": gap,
             "epsilon_spent": eps}
 
 
@@ -312,13 +319,18 @@ def print_table(rep: dict) -> None:
                 t["gap acc/AUC"] = f"{r['gap_accuracy_points']:+.1f}/{r['gap_auc_points']:+.1f}"
             elif method == "linreg":
                 t["mean"], t["OLS"] = r["mean"]["mean"], r["nonprivate"]["mean"]
+                if "dp_mean" in r:
+                    t["DP mean"] = r["dp_mean"]["mean"]
             else:
                 t["gap"] = f"{r['gap_points']:+.1f}"
                 t["sample eps"] = r["epsilon_sample"]
             table.append(t)
         print(f"\n{labels[method]}")
-        print(render_table(table, [(k, k, ".4g") if k in ("eps spent", "worst SQM", "mean", "OLS",
+        print(render_table(table, [(k, k, ".4g") if k in ("eps spent", "worst SQM", "mean", "OLS", "DP mean",
                                                         "sample eps") else k for k in table[0]]))
+        if method == "linreg" and any("dp_mean" in r for r in rows):
+            print("  DP mean: the training mean released alone by the Gaussian mechanism with the whole budget "
+                  "(tightest calibration, the record count public): what releasing the mean alone costs")
         relation = rep["pbm_relation"] if method == "pbm" else rep["relation"]
         print(f"  every epsilon above: {relation}")
     print(f"\nall checks met: {rep['all_met']}  ({rep['seconds']:.0f} s wall, {rep['cpu_seconds']:.0f} CPU s)")

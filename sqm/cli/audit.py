@@ -19,8 +19,9 @@ from sqm.cli import options
 from sqm.mechanism.params import GAMMA
 
 # the keys of sqm.cli.audit_runs.CASES (not imported here: it imports numpy)
-RELEASES = ("pca", "linreg", "logreg-moments", "correlation", "pbm-vfl", "logreg-sgd", "hdp-vfl", "pbm-vfl-sample")
-SCORED = ("logreg-sgd", "hdp-vfl", "pbm-vfl-sample")
+RELEASES = ("pca", "linreg", "logreg-moments", "correlation", "pbm-vfl", "logreg-sgd", "logreg-sgd-sampled",
+            "hdp-vfl", "pbm-vfl-sample")
+SCORED = ("logreg-sgd", "logreg-sgd-sampled", "hdp-vfl", "pbm-vfl-sample")
 ATTACKS = ("reconstruction", "label-inference")  # audited from trained weights or a training's releases
 
 
@@ -108,7 +109,8 @@ def run(args) -> int:
         results.append({"method": name, "epsilon_server": report.epsilon_server, "relation": relation,
                         "runs_per_world": args.runs, **bound.as_dict()})
         reports.append(report)
-    print("not audited yet: " + "; ".join(f"{k} ({v})" for k, v in NOT_AUDITED.items()))
+    if NOT_AUDITED:
+        print("not audited yet: " + "; ".join(f"{k} ({v})" for k, v in NOT_AUDITED.items()))
     if args.json:
         doc = output.document(output.command_name(args), "local", parameters=output.parameters(args),
                               results=results, privacy=reports, timings={"total": time.perf_counter() - t0},
@@ -125,8 +127,9 @@ def _scored(name: str, args, rng, seed, reports: list) -> dict:
     from sqm.mechanism.audit import audit_scores
     from sqm.mechanism.report import relation_phrase
 
-    if name == "logreg-sgd":
-        a = audit_runs.logreg_sgd_scores(args.epsilon, args.delta, args.gamma, args.records, rng, args.runs, seed)
+    if name in ("logreg-sgd", "logreg-sgd-sampled"):
+        a = audit_runs.logreg_sgd_scores(args.epsilon, args.delta, args.gamma, args.records, rng, args.runs, seed,
+                                         schedule=audit_runs.SGD_SAMPLED_SCHEDULE if name.endswith("sampled") else None)
     elif name == "hdp-vfl":
         a = audit_runs.hdp_scores(args.epsilon, args.delta, args.records, rng, args.runs, seed)
     elif name == "pbm-vfl":  # one coordinate, at PBM-VFL's defaults
