@@ -14,12 +14,15 @@ The protocol, per dataset, epsilon and run (seed ``seed + run``):
    the validation split (:func:`validation_threshold`, every method alike: a model's intercept is one more
    hyperparameter); it is scored on test (accuracy at that threshold, AUC; the accuracy at threshold 0 too).
 
-Grids (24 points each): DPSGD (Opacus, PRV accountant, :func:`sqm.apps.logreg.baselines.dpsgd_fit`) over the
+Grids (24 points for DPSGD, 48 for SQM-LR): DPSGD (Opacus, PRV accountant,
+:func:`sqm.apps.logreg.baselines.dpsgd_fit`) over the
 expected batch q n in {64, 256}, epochs {2, 5}, learning rate {0.5, 2, 8}, clip norm {0.5, sqrt 2} (||w|| <= 8 as
 SQM's sgd schedule, an intercept through a constant column 1).  SQM-LR (the moments solver, in process): the
 estimator exposes gamma only; the release function :func:`sqm.apps.logreg.estimator.moments_release` also takes the
 intercept's constant c and the label weight kappa, so the grid is c in {0.35, 0.5, 0.7, 1} x kappa in {0.5, 0.7, 1}
-x gamma in {2^10, 2^13}, fitted with the estimator's own code (:func:`sqm.apps.logreg.moments.fit_release`).
+x gamma in {2^10, 2^13} x a row scale in {1, 2} (the rows multiplied before the release, which clips them: the
+counterpart of DPSGD's clip norm, whose grid holds 1/2 and sqrt 2 against the unit-ball rows), fitted with the
+estimator's own code (:func:`sqm.apps.logreg.moments.fit_release`).
 ``sqm-default`` is SQM-LR with its defaults, untuned (their constants were chosen on breast_cancer, adult,
 credit_default and generated sets, test splits included).  Non-private: scikit-learn's logistic regression with
 its fixed default regularization (C = 1), no tuning.
@@ -42,7 +45,8 @@ USED_FOR_DEFAULTS = {"breast_cancer": True, "credit_default": True, "adult": Tru
 STANDARDIZED = ("breast_cancer", "phishing")  # scaled with the training split's statistics (else: public encoding)
 
 DPSGD_GRID = dict(batch=(64, 256), epochs=(2, 5), learning_rate=(0.5, 2.0, 8.0), clip=(0.5, math.sqrt(2.0)))
-SQM_GRID = dict(constant=(0.35, 0.5, 0.7, 1.0), label_weight=(0.5, 0.7, 1.0), gamma=(1024.0, 8192.0))
+SQM_GRID = dict(constant=(0.35, 0.5, 0.7, 1.0), label_weight=(0.5, 0.7, 1.0), gamma=(1024.0, 8192.0),
+                scale=(1.0, 2.0))
 DPSGD_WEIGHT_BOUND = 8.0
 NONPRIVATE_C = 1.0
 NOT_COUNTED = ("tuning's privacy cost is not counted, for any method alike: each epsilon is the final refit's; "
@@ -87,9 +91,13 @@ def fit_dpsgd(Xtr, ytr, p: dict, epsilon: float, delta: float, seed: int):
 
 def fit_sqm(Xtr, ytr, p: dict, epsilon: float, delta: float, seed: int, parties: int = 3):
     """SQM-LR's moments solver, in process, with the release's c, kappa and gamma (``p``), as the estimator
-    runs it (same release, same fit)."""
+    runs it (same release, same fit).  ``p["scale"]`` (default 1): the rows are multiplied by it before the
+    release, whose clients clip each sub-row to its share of the unit bound, and before prediction: SQM's
+    counterpart of DPSGD's clip norm (scale 2 is a clip at norm 1/2 of the unit-ball rows)."""
     import numpy as np
 
+    scale = float(p.get("scale", 1.0))
+    Xtr = np.asarray(Xtr, np.float64) * scale
     from sqm.apps.logreg.estimator import moments_release
     from sqm.apps.logreg.moments import fit_release
     from sqm.mechanism.vertical import VerticalData
@@ -102,7 +110,7 @@ def fit_sqm(Xtr, ytr, p: dict, epsilon: float, delta: float, seed: int, parties:
     blocks[label] = layout.block(blocks[label], np.asarray(ytr, np.float64))
     res = mech.run(VerticalData(blocks))
     _, w, b = fit_release(res.estimate, layout, len(ytr), res.report.mu, p["gamma"], True)
-    return (lambda X: np.asarray(X, np.float64) @ w + b), res.report.epsilon_server
+    return (lambda X: (np.asarray(X, np.float64) * scale) @ w + b), res.report.epsilon_server
 
 
 def fit_sqm_default(Xtr, ytr, p: dict, epsilon: float, delta: float, seed: int):

@@ -19,7 +19,8 @@ Per method and cell (data set x epsilon), ``--runs`` runs for logistic regressio
 - logistic regression: :func:`bench.lr_tuned.run_split`: a stratified 60/20/20 split; DPSGD's grid (batch, epochs,
   learning rate, clip) chosen on the validation split's AUC, every method's decision threshold on the validation
   split's accuracy; SQM-LR tuned alike on the validation AUC over its own grid (the intercept's constant, the label
-  weight, gamma: :data:`bench.lr_tuned.SQM_GRID`), the check's figure, and with its defaults untuned beside it;
+  weight, gamma, the row scale that is its clip norm: :data:`bench.lr_tuned.SQM_GRID`), the check's figure, and
+  with its defaults untuned beside it;
   scikit-learn's non-private model.  Labels: the data set's largest
   class against the rest.
 - linear regression: a 75/25 split; SQM linear regression (defaults) beside AdaSSP (the central-DP
@@ -162,8 +163,8 @@ def ratio_se(row: dict) -> float:
 
 
 def lr_cell(X, y, names, epsilon: float, delta: float, runs: int) -> dict:
-    """SQM-LR tuned on validation (``sqm-tuned``: the intercept's constant, the label weight and gamma, on the
-    validation split's AUC, as DPSGD's grid) against DPSGD tuned alike; SQM-LR with its defaults untuned
+    """SQM-LR tuned on validation (``sqm-tuned``: the intercept's constant, the label weight, gamma and the row
+    scale, on the validation split's AUC, as DPSGD's grid) against DPSGD tuned alike; SQM-LR with its defaults untuned
     (``sqm-default``) and scikit-learn's non-private model beside them.  The check reads the tuned SQM-LR."""
     import numpy as np
 

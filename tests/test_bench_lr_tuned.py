@@ -125,3 +125,18 @@ def test_the_reported_accuracy_uses_the_validation_threshold_only():
     y2[split[2]] = rng.permutation(y[split[2]])
     again = lr_tuned.run_split(X, y2, split, 1.0, 1e-5, 0, {"stub": (shifted, None)}, standardize=False)["stub"]
     assert again["threshold"] == res["threshold"]
+
+
+def test_the_sqm_row_scale_is_applied_before_the_release_and_at_prediction():
+    """SQM-LR's clip-norm counterpart: the fit at row scale 2 is the fit of the doubled rows at scale 1, bit for
+    bit (same seed), and it predicts the doubled test rows; the clients clip the doubled rows that leave the bound."""
+    X, y = lr_tuned.load("iris")
+    tr, _, te = lr_tuned.split_indices(y, 0)
+    from sqm.apps.logreg.experiment import standardized_unit_rows
+
+    Xtr, Xte = standardized_unit_rows(X[tr], X[te])
+    p = dict(constant=0.7, label_weight=0.7, gamma=8192.0)
+    scaled, _ = lr_tuned.fit_sqm(Xtr, y[tr], dict(p, scale=2.0), 1.0, 1e-5, seed=3)
+    doubled, _ = lr_tuned.fit_sqm(2.0 * Xtr, y[tr], p, 1.0, 1e-5, seed=3)
+    plain, _ = lr_tuned.fit_sqm(Xtr, y[tr], p, 1.0, 1e-5, seed=3)
+    assert np.array_equal(scaled(Xte), doubled(2.0 * Xte)) and not np.array_equal(scaled(Xte), plain(Xte))
