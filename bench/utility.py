@@ -405,15 +405,22 @@ def write_page(path: str, rep: dict) -> None:
 
 
 def merge(paths) -> dict:
-    """One report from the JSON documents of several runs (``--json`` of each): their rows in order, the
-    checks over all of them; runs and records as each row says."""
+    """One report from the JSON documents of several runs (``--json`` of each): their rows in the bench's order
+    (method, then data set as :data:`DATASETS`, then epsilon; a cell in two runs kept from the last), the checks
+    over all of them; runs and records as each row says."""
     import json
     from pathlib import Path
 
     docs = [json.loads(Path(p).read_text(encoding="utf-8")) for p in paths]
     reps = [d["details"] for d in docs]
     first = reps[0]
-    rows = [r for rep in reps for r in rep["rows"]]
+    cells = {(r["method"], r["dataset"], r["epsilon"]): r for rep in reps for r in rep["rows"]}
+
+    def order(key):
+        method, dataset, epsilon = key
+        return (METHODS.index(method), DATASETS.index(dataset), -1.0 if epsilon is None else epsilon)
+
+    rows = [cells[k] for k in sorted(cells, key=order)]
     return dict(first, rows=rows, records=max(rep["records"] for rep in reps), all_met=all(r["met"] for r in rows),
                 seconds=sum(rep["seconds"] for rep in reps), cpu_seconds=sum(rep["cpu_seconds"] for rep in reps),
                 merged=[{"file": Path(p).name, "parameters": d["parameters"]}

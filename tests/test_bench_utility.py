@@ -74,8 +74,8 @@ def test_the_launcher_runs_the_checkouts_bench():
 
 
 def test_merge_and_page_show_exactly_what_the_command_prints(tmp_path, capsys):
-    """Two runs merged into one report (rows in order, the checks over all), and the page's generated block is
-    the printed tables of that report, replaced in place."""
+    """Two runs merged into one report (rows in the bench's order whatever the files' order, the checks over
+    all), and the page's generated block is the printed tables of that report, replaced in place."""
     outs = []
     for k, eps in enumerate(("2", "8")):
         outs.append(tmp_path / f"r{k}.json")
@@ -84,7 +84,8 @@ def test_merge_and_page_show_exactly_what_the_command_prints(tmp_path, capsys):
         assert args.func(args) == 0
     page = tmp_path / "page.md"
     page.write_text(f"# t\n\n{utility.BLOCK[0]}\nold\n{utility.BLOCK[1]}\n\nafter\n")
-    args = parse(["utility", "--merge", *map(str, outs), "--page", str(page), "--json", str(tmp_path / "m.json"), "-q"])
+    args = parse(["utility", "--merge", *map(str, outs[::-1]), "--page", str(page), "--json", str(tmp_path / "m.json"),
+                  "-q"])
     assert args.func(args) == 0
     rep = json.loads((tmp_path / "m.json").read_text())["details"]
     assert [r["epsilon"] for r in rep["rows"]] == [2.0, 8.0] and rep["all_met"] == all(r["met"] for r in rep["rows"])
