@@ -138,6 +138,42 @@ def test_honest_clients_pass_and_the_shares_sum_their_addends(n):
     assert np.array_equal(got, want)
 
 
+def test_a_client_cannot_cancel_its_checked_noise_through_its_summand(monkeypatch):
+    """The real protocol over in-memory mailboxes: client 1 shares its checked noise Z_1 and -Z_1 as its addend
+    summand.  The release less the checked shares is the same integers as an honest job's (same seeds): the
+    evaluation adds the checked sharings and ignores the summand."""
+    from sqm.mechanism.polynomial import covariance
+    from sqm.mechanism.release import SQM
+    from sqm.mechanism.vertical import VerticalData
+    from sqm.mpc.protocols import evaluation
+    from sqm.mpc.protocols.inprocess import run_in_process
+
+    drawn: dict[int, np.ndarray] = {}
+    attack = {"on": False}
+    own, summands = ac.AddendCheck.own_addend, evaluation._Feed.summands
+
+    def recorded(self, key):
+        drawn[self.ctx.pid] = z = own(self, key)
+        return z
+
+    def cancelling(self):
+        out = summands(self)
+        if self.first_client and attack["on"]:
+            out[0] = (-drawn[1]).astype(object)
+        return out
+
+    monkeypatch.setattr(ac.AddendCheck, "own_addend", recorded)
+    monkeypatch.setattr(evaluation._Feed, "summands", cancelling)
+    data = VerticalData(list(_data()))
+    less = []
+    for on in (False, True):
+        attack["on"] = on
+        programs, _ = SQM(covariance(5), 1024.0, epsilon=4.0, seed=3, verify_inputs=True).programs(data)
+        raw = run_in_process(programs, timeout=60, min_clients=2, ideal=False)[0]["result"].raw
+        less.append([int(v) for v in np.asarray(raw, dtype=object) - (drawn[1] + drawn[2]).astype(object)])
+    assert less[0] == less[1]
+
+
 # ----- through real party processes -----------------------------------------------------------------------------
 
 def _data():

@@ -453,11 +453,14 @@ class SQM:
             left = verified_noise_left(1.0, n, k)
             notes.append("verified noise: each client's noise share is the exact Skellam draw from a seed it "
                          "committed to before the parties' joint coins, checked on shares by the next client, which "
-                         "learns that share (a skipped or altered share passes with probability 1/p); so the "
-                         "client-observed epsilon is for the server with one client knowing two noise shares, "
+                         "learns that share (a skipped or altered share passes with probability 1/p; chosen over "
+                         "robust noise by default because it names a skipping client and keeps an honest job's "
+                         "noise as calibrated); so the client-observed epsilon is for the server with one client "
+                         "knowing two noise shares, "
                          + (f"{left:.4g} of mu left" if left else
                             "none left with 2 clients: no client-observed guarantee (a client colluding with the "
-                            "server knows every noise share)"))
+                            "server knows every noise share)")
+                         + (" (robust noise K = 1 makes it robust noise's own figure)" if left and not k else ""))
         if self.row_norm_check:
             notes.append(f"row norm check: only records whose quantized squared norm over all clients' columns is at "
                          f"most {self.row_limit(col_counts)} count (checked in secret; "

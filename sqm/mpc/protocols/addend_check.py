@@ -21,7 +21,9 @@ client order, cyclically, :func:`verifier`):
    from the parties other than c (checking that they are consistent where there are t + 2 or more) and names c if
    d_c != 0 or v(c) flagged its reveal.
 
-The outputs then carry sum_c Z_c (the clients' own sharings, checked): :attr:`AddendCheck.total`.
+The outputs then carry sum_c Z_c (the clients' own sharings, checked): :attr:`AddendCheck.total`, which the
+evaluation adds in place of the clients' addend summands (it ignores what those carry, so no client can cancel its
+addend there).
 
 **Soundness** (one deviating client, the other parties following the protocol): its seed was fixed before r, so
 its key is a hash of a fresh r it could not steer (random oracle); if the addend it shared differs from law(k_c) in

@@ -159,7 +159,7 @@ class Evaluation:
             own = await self.addends.run()
             if feed is not None:  # the ideal functionality adds it in the clear; the protocol, the checked shares
                 assert own is not None  # a client's
-                feed.addend = own if getattr(self.tr, "ideal", False) else np.zeros_like(own)
+                feed.addend = own if getattr(self.tr, "ideal", False) else np.zeros_like(own)  # zeros: unused
         widths = None if owner is None else [owner.count(j) for j in range(self.tr.M - 1)]
         receivers = ([0] + (self.tr.clients if outputs_to_clients else []) if outputs_to is None
                      else sorted({int(r) for r in outputs_to}))
@@ -207,10 +207,11 @@ class Evaluation:
         if self.tr.pid in workers:
             if moments is None:  # no record at all (a job of zero records): the moments are zero
                 moments = np.zeros(prog.n_vars ** 2 if prog.gram else len(prog.monomials), dtype=np.int64)
-            y = modarith.add_mod(self._combine(prog, moments, sums[1] if needs_count else None, p), sums[0], p)
-            if self.addends is not None:  # the clients' checked addends (their summands carried zeros)
+            addend = sums[0]
+            if self.addends is not None:  # the clients' checked addends; what their addend summands carry is ignored
                 assert self.addends.total is not None  # the check ran before the input phase
-                y = modarith.add_mod(y, self.addends.total, p)
+                addend = self.addends.total
+            y = modarith.add_mod(self._combine(prog, moments, sums[1] if needs_count else None, p), addend, p)
         if prog.degree >= 2:  # the moments have degree 2t: one reduction
             y = await sharing.reshare(self.tr, y, p, workers, (prog.n_out,), output=True)
             self.tr.phase("degree reduction")
