@@ -939,3 +939,59 @@ def cli(args) -> int:
     finish(rep, args, print_table)
     return 1 if args.check and not all(r["passed"] for r in rep["cases"] + rep.get("attacks", [])) else 0
 
+
+
+class SkipVerifiedNoise(PartyProgram):
+    """BENCH AND TESTS ONLY: runs ``inner`` as a client that, under verified addends
+    (:mod:`sqm.mpc.protocols.addend_check`), adds no noise (shares zeros for its addend, ``"skip"``), reveals no seed
+    to its verifier (``"withhold"``) or a seed other than the one it committed to (``"wrong-seed"``)."""
+
+    def __init__(self, inner: PartyProgram, mode: str = "skip"):
+        if mode not in ("skip", "withhold", "wrong-seed"):
+            raise ValueError(f"mode is 'skip', 'withhold' or 'wrong-seed', got {mode!r}")
+        self.inner, self.mode = inner, mode
+
+    async def run(self, ctx):
+        import os
+
+        import numpy as np
+
+        from sqm.mpc.protocols.addend_check import AddendCheck
+
+        if self.mode == "skip":
+            AddendCheck.own_addend = lambda self, key: np.zeros(self.size, dtype=np.int64)
+        elif self.mode == "withhold":
+            AddendCheck.seed_for_verifier = lambda self, seed: b""
+        else:
+            AddendCheck.seed_for_verifier = lambda self, seed: os.urandom(len(seed))
+        return await self.inner.run(ctx)
+
+
+class RecordNoise(PartyProgram):
+    """TESTS ONLY: runs ``inner`` as a client that also writes the noise share it adds to ``path`` (``numpy.save``):
+    its own draw (:class:`sqm.mechanism.client.QuantizedRows`), or under verified addends the checked one."""
+
+    def __init__(self, inner: PartyProgram, path: str):
+        self.inner, self.path = inner, path
+
+    async def run(self, ctx):
+        import numpy as np
+
+        from sqm.mechanism.client import QuantizedRows
+        from sqm.mpc.protocols.addend_check import AddendCheck
+
+        path, own, drawn = self.path, AddendCheck.own_addend, QuantizedRows.addend
+
+        def own_addend(self, key):
+            z = own(self, key)
+            np.save(path, z)
+            return z
+
+        def addend(self):
+            z = drawn(self)
+            np.save(path, z)
+            return z
+
+        AddendCheck.own_addend = own_addend
+        QuantizedRows.addend = addend
+        return await self.inner.run(ctx)

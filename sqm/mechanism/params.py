@@ -403,6 +403,9 @@ ROW_NORM_CHECK = Param(False, Boolean(), "bound whole rows by c inside the secur
 VERIFY_INPUTS = Param(False, Boolean(), "before the release, every client proves to the other parties, without "
                       "revealing its values, that each quantized value it shares is within its column's bound and "
                       "each record's squared norm within its column group's limit (the bounds the sensitivity "
-                      "uses); a client whose proof fails is named and nothing is released (the server then receives "
-                      "shares of every input, and each chunk costs five more exchanges and about one field element "
-                      "per bit of every value)", public="tagged", mechanism=True)
+                      "uses), and that its noise share is the exact draw from a seed it committed to before joint "
+                      "coins (checked by the next client, which learns that share: the client-observed epsilon "
+                      "counts it); "
+                      "a client whose proof or noise check fails is named and nothing is released (the server then "
+                      "receives shares of every input, and each chunk costs five more exchanges and about one field "
+                      "element per bit of every value)", public="tagged", mechanism=True)

@@ -38,7 +38,7 @@ from .polynomial import CovariancePolynomial, Polynomial, StructuredPolynomial
 from .report import DeferredEvents, PrivacyReport
 from .rng import party_rng, spawn_seeds
 from .sensitivity import Sensitivity, quantized_norm_bound_sq, row_checked_gram_sensitivity, row_limit_sq
-from .skellam import skellam_tail_bound
+from .skellam import SkellamAddend, skellam_tail_bound
 from .validation import check_delta, check_epsilon, check_gamma, check_mu
 from .vertical import ColumnBounds, VerticalData
 
@@ -124,7 +124,8 @@ class SQMPlan:
         return Job(program=program, clients=[], col_bounds=self.int_col_bounds(), n_records=int(self.n_records),
                    addend_bound=self.addend_bound(), var_owner=self.owner, align_ids=self.align_ids,
                    chunk_rows=self.chunk_rows, verify_sharing=self.verify_sharing, row_limit=self.row_limit,
-                   input_limits=self.input_limits())
+                   input_limits=self.input_limits(),
+                   addend_law=SkellamAddend(self.noise_share_mu, self.n_out) if self.verify_inputs else None)
 
     def public(self) -> tuple:
         return dataclasses.astuple(self)
@@ -285,6 +286,12 @@ def robust_noise_cost(n_clients: int, k: int) -> float:
     return n_clients / (n_clients - k)
 
 
+def verified_noise_left(mu: float, n_clients: int, k: int) -> float:
+    """With verified noise, the noise a coalition of the server and one client does not know: the n - 2 shares
+    Sk(mu / (n - k)) other than its own and the one it verifies (:mod:`sqm.mpc.protocols.addend_check`)."""
+    return mu * (n_clients - 2) / (n_clients - k)
+
+
 class SQM:
     """Noisy ``sum_x f(x)`` of a polynomial over vertically partitioned data, with its privacy report.
 
@@ -304,6 +311,10 @@ class SQM:
     clients).  ``verify_inputs``: every client proves, without revealing them, that its quantized values are within
     their column bounds and each record's squared norm within its column group's N_G^2 (what the sensitivity sums;
     :meth:`SQMPlan.input_limits`, :mod:`sqm.mpc.protocols.input_proof`); a client whose proof fails is named.
+    With it each client's noise share is also verified: drawn exactly from a seed committed before joint coins and
+    checked on shares by the next client (:mod:`sqm.mpc.protocols.addend_check`), so a client that skips or shrinks
+    its noise is named; the checker learns that share, which the client-observed epsilon accounts for
+    (:func:`verified_noise_left`).
     ``row_norm_check`` (the covariance only): each client clips its sub-row to the whole bound c, not to its share of
     it, and the secure evaluation keeps only the records whose quantized squared norm over all clients' columns
     is within the row limit B (:func:`sqm.mechanism.sensitivity.row_limit_sq`; a secure comparison per record,
@@ -414,6 +425,10 @@ class SQM:
         eps_s, eps_c, conversion = accounting.privacy_conversion(mu, self.delta, sens.l1, sens.l2, q=self.q,
                                                                  rounds=self.rounds,
                                                                  n_parties=n - k if n - k >= 2 else None)
+        if self.verify_inputs:  # verified noise: a skip is caught, but each client knows the share it verifies
+            left = verified_noise_left(mu, n, k)
+            eps_c = None if left == 0 else accounting.client_epsilon(2 * left, self.delta, sens.l1, sens.l2, 2,
+                                                                      self.rounds)
         lam = self.polynomial.degree
         scale = self.gamma ** (lam + 1) if self.preprocess else self.gamma ** lam
         # built on first use: dp-accounting's events import it and SciPy, after the parties have started
@@ -435,6 +450,17 @@ class SQM:
             notes.append("verified inputs: every client proved, on shares, its quantized values within their column "
                          "bounds and each record's squared group norms within the bounds the sensitivity sums (a "
                          "false proof passes a chunk's check with probability under 3/p + 64/(p - 65))")
+            left = verified_noise_left(1.0, n, k)
+            notes.append("verified noise: each client's noise share is the exact Skellam draw from a seed it "
+                         "committed to before the parties' joint coins, checked on shares by the next client, which "
+                         "learns that share (a skipped or altered share passes with probability 1/p; chosen over "
+                         "robust noise by default because it names a skipping client and keeps an honest job's "
+                         "noise as calibrated); so the client-observed epsilon is for the server with one client "
+                         "knowing two noise shares, "
+                         + (f"{left:.4g} of mu left" if left else
+                            "none left with 2 clients: no client-observed guarantee (a client colluding with the "
+                            "server knows every noise share)")
+                         + (" (robust noise K = 1 makes it robust noise's own figure)" if left and not k else ""))
         if self.row_norm_check:
             notes.append(f"row norm check: only records whose quantized squared norm over all clients' columns is at "
                          f"most {self.row_limit(col_counts)} count (checked in secret; "

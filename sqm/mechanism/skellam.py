@@ -1,6 +1,8 @@
 """Skellam noise: Sk(mu) = Pois(mu) - Pois(mu), exact int64 integers."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from .rng import SeedLike, make_rng
@@ -80,6 +82,18 @@ def poisson_offset(lam: float, size, rng: np.random.Generator) -> np.ndarray:
         out[filled:filled + got.size] = got
         filled += got.size
     return out.reshape(size)
+
+
+@dataclass(frozen=True)
+class SkellamAddend:
+    """A client's noise share as a public law for the verified addends (:mod:`sqm.mpc.protocols.addend_check`):
+    ``size`` draws of Sk(mu) by :func:`skellam` (the exact sampler) on the generator it is given."""
+
+    mu: float
+    size: int
+
+    def __call__(self, rng: np.random.Generator) -> np.ndarray:
+        return skellam(self.mu, self.size, rng)
 
 
 def skellam_share(mu: float, n_parties: int, size, seed: SeedLike = None) -> np.ndarray:

@@ -51,7 +51,8 @@ class SQMPCA(TransformerMixin, BaseEstimator):
     ``row_norm_check`` (whole rows bounded by c inside the secure evaluation, as a curator would clip them,
     instead of each party's sub-row by c_j: a secure comparison per record; at least 2 clients), ``chunk_rows``
     (records per chunk of the secure evaluation; never changes the result), ``verify_inputs`` (every client proves its
-    quantized values and sub-row norms within the bounds the sensitivity uses; a failing client is named).  The
+    quantized values and sub-row norms within the bounds the sensitivity uses, and its noise share is checked; a
+    failing client is named).  The
     defaults and checks of the release's parameters are :class:`sqm.apps.pca.params.PCAParams`'s.
 
     After :meth:`fit`: ``components_`` (k x d, rows orthonormal, sklearn's layout), ``explained_variance_``

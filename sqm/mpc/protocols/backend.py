@@ -39,6 +39,9 @@ class Job:
     # each client proves its values within col_bounds and, per (columns, limit), each record's squared norm over
     # those columns (one client's) at most limit (sqm.mpc.protocols.input_proof); None: no proof
     input_limits: Sequence[tuple[Sequence[int], int]] | None = None
+    # each client's addend is this public law's draw (a callable on a generator, ``size`` entries, a deterministic
+    # repr) from a key of committed randomness, checked by another client (sqm.mpc.protocols.addend_check)
+    addend_law: Callable | None = None
 
     def public(self) -> Job:
         """The job without client programs: what the server and every other party may see."""

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sqm.mpc.protocols import addend_check
 from sqm.mpc.protocols import compare
 from sqm.mpc.protocols import input_proof
 from sqm.mpc.protocols import sharing
@@ -59,6 +60,7 @@ class Evaluation:
         self.on_chunk = on_chunk if on_chunk is not None else self._chunk_progress
         self.row_limit = row_limit  # the evaluation's row limit, while it runs
         self.proofs: input_proof.InputProofs | None = None  # the clients' input proofs, while it runs
+        self.addends: addend_check.AddendCheck | None = None  # the clients' verified addends, while it runs
 
     def _chunk_progress(self, done: int, due: int) -> None:
         """Without an ``on_chunk`` of its own, an evaluation's chunks are its transport's progress."""
@@ -97,7 +99,8 @@ class Evaluation:
                          + ((("shards", self.shards.public()),) if self.shards is not None else ())
                          + ((("hide_membership", positions),) if mask is not None else ())
                          + ((("row_limit", int(job.row_limit)),) if job.row_limit is not None else ())
-                         + ((("input_limits", _limits(job.input_limits)),) if _proves(job) else ()))
+                         + ((("input_limits", _limits(job.input_limits)),) if _proves(job) else ())
+                         + ((("addend_law", repr(job.addend_law)),) if _law(job) is not None else ()))
         if mask is not None:
             self._check_membership(prog, n_rows)
         self.row_limit = None if job.row_limit is None else int(job.row_limit)
@@ -116,6 +119,12 @@ class Evaluation:
                                     f"owners (var_owner) and one process per party (no shard workers); refused "
                                     f"before any share was sent")
             self.proofs = input_proof.InputProofs(self.tr, p, job.claims())
+        self.addends = None
+        if _law(job) is not None:
+            if self.shards is not None:
+                raise ProtocolError(f"party {self.tr.pid}: checking the clients' addends needs one process per party "
+                                    f"(no shard workers); refused before any share was sent")
+            self.addends = addend_check.AddendCheck(self.tr, p, _law(job))
         if owner is not None and sorted(set(owner)) != list(range(self.tr.M - 1)) and prog.n_vars:
             raise ProtocolError(f"party {self.tr.pid}: the job's columns belong to clients "
                                 f"{sorted(set(o + 1 for o in owner))} but {self.tr.M - 1} clients joined; refused "
@@ -146,6 +155,11 @@ class Evaluation:
                 await self.tr.check_clients(inp.ids_digest or b"", "record ids (different ids or a "
                                          "different order)", wire.one_of(wire.digest(32), wire.digest(0)))
             self.tr.phase("client checks")
+        if self.addends is not None:  # each client's addend drawn from committed randomness and checked
+            own = await self.addends.run()
+            if feed is not None:  # the ideal functionality adds it in the clear; the protocol, the checked shares
+                assert own is not None  # a client's
+                feed.addend = own if getattr(self.tr, "ideal", False) else np.zeros_like(own)  # zeros: unused
         widths = None if owner is None else [owner.count(j) for j in range(self.tr.M - 1)]
         receivers = ([0] + (self.tr.clients if outputs_to_clients else []) if outputs_to is None
                      else sorted({int(r) for r in outputs_to}))
@@ -193,7 +207,11 @@ class Evaluation:
         if self.tr.pid in workers:
             if moments is None:  # no record at all (a job of zero records): the moments are zero
                 moments = np.zeros(prog.n_vars ** 2 if prog.gram else len(prog.monomials), dtype=np.int64)
-            y = modarith.add_mod(self._combine(prog, moments, sums[1] if needs_count else None, p), sums[0], p)
+            addend = sums[0]
+            if self.addends is not None:  # the clients' checked addends; what their addend summands carry is ignored
+                assert self.addends.total is not None  # the check ran before the input phase
+                addend = self.addends.total
+            y = modarith.add_mod(self._combine(prog, moments, sums[1] if needs_count else None, p), addend, p)
         if prog.degree >= 2:  # the moments have degree 2t: one reduction
             y = await sharing.reshare(self.tr, y, p, workers, (prog.n_out,), output=True)
             self.tr.phase("degree reduction")
@@ -439,6 +457,7 @@ class _Feed:
         self.needs_count, self.first_client = needs_count, first_client
         self.bounds = None if bounds is None else np.array(bounds, dtype=np.int64)
         self.checked_whole = False  # a block in memory, checked whole: its chunks need no second bounds check
+        self.addend: np.ndarray | None = None  # a verified addend (addend_check) in place of the input's own
 
     def check_in_memory(self) -> str | None:
         """A block held in memory is checked whole before anything is sent (a short reason, or None)."""
@@ -484,7 +503,7 @@ class _Feed:
     def summands(self) -> list:
         """[addend] (plus, where the program has a constant monomial, the record count: client 1's, 0 at the
         others) as object arrays of signed integers."""
-        addend = np.asarray(self.inp.addend())
+        addend = np.asarray(self.inp.addend() if self.addend is None else self.addend)
         if addend.shape != (self.n_out,):
             raise InputRefused(f"its addend has shape {addend.shape}, the job expects ({self.n_out},)")
         out = [addend.astype(object)]
@@ -507,6 +526,10 @@ def _segment_sum_mod(values: np.ndarray, rows: np.ndarray, n: int, p: int) -> np
 
 def _proves(job) -> bool:
     return getattr(job, "input_limits", None) is not None
+
+
+def _law(job):
+    return getattr(job, "addend_law", None)
 
 
 def _limits(limits) -> tuple:
