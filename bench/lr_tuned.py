@@ -42,7 +42,11 @@ USED_FOR_DEFAULTS = {"breast_cancer": True, "credit_default": True, "adult": Tru
 STANDARDIZED = ("breast_cancer", "phishing")  # scaled with the training split's statistics (else: public encoding)
 
 DPSGD_GRID = dict(batch=(64, 256), epochs=(2, 5), learning_rate=(0.5, 2.0, 8.0), clip=(0.5, math.sqrt(2.0)))
-SQM_GRID = dict(constant=(0.35, 0.5, 0.7, 1.0), label_weight=(0.5, 0.7, 1.0), gamma=(1024.0, 8192.0))
+# SQM-LR's grid: the release's c, kappa, gamma, beta, the fit's ridge multiple and the rows' scale (SQM's clip
+# bound, fit_sqm); the variance floor's share is left at its default: it only scales the fitted direction and moves
+# the model's own threshold, so neither the AUC nor the accuracy at the validation threshold depends on it
+SQM_GRID = dict(constant=(0.35, 0.7, 1.0), label_weight=(0.5, 0.7, 1.0), gamma=(1024.0, 8192.0),
+                score_weight=(0.75, 1.5), ridge_multiple=(1.0, 16.0), row_scale=(1.0, 2.0, 4.0))
 DPSGD_WEIGHT_BOUND = 8.0
 NONPRIVATE_C = 1.0
 NOT_COUNTED = ("tuning's privacy cost is not counted, for any method alike: each epsilon is the final refit's; "
@@ -86,23 +90,30 @@ def fit_dpsgd(Xtr, ytr, p: dict, epsilon: float, delta: float, seed: int):
 
 
 def fit_sqm(Xtr, ytr, p: dict, epsilon: float, delta: float, seed: int, parties: int = 3):
-    """SQM-LR's moments solver, in process, with the release's c, kappa and gamma (``p``), as the estimator
-    runs it (same release, same fit)."""
+    """SQM-LR's moments solver, in process, with the release's c, kappa, gamma and (when ``p`` names them) beta
+    ``score_weight``, the fit's ``floor_share`` and ``ridge_multiple`` (else the defaults), as the estimator
+    runs it (same release, same fit).  ``row_scale`` (default 1): the rows are multiplied by it before the release,
+    whose clients clip them to the unit ball as ever: SQM's clip bound is 1 / row_scale in the rows' units (as
+    DPSGD's clip norm, a choice between clipping's bias and the noise's share of the signal); the scores of the
+    returned function are those of the scaled rows."""
     import numpy as np
 
     from sqm.apps.logreg.estimator import moments_release
-    from sqm.apps.logreg.moments import fit_release
+    from sqm.apps.logreg.moments import RIDGE_NOISE_MULTIPLE, SCORE_WEIGHT, VARIANCE_FLOOR_SHARE, fit_release
     from sqm.mechanism.vertical import VerticalData
 
-    blocks = np.array_split(np.asarray(Xtr, np.float64), parties, axis=1)
+    scale = float(p.get("row_scale", 1.0))
+    blocks = np.array_split(scale * np.asarray(Xtr, np.float64), parties, axis=1)
     label = parties - 1
     mech, layout = moments_release([b.shape[1] for b in blocks], label, p["gamma"], epsilon, delta,
                                    constant=p["constant"], label_weight=p["label_weight"], backend="plain",
-                                   seed=seed)
+                                   seed=seed, score_weight=p.get("score_weight", SCORE_WEIGHT))
     blocks[label] = layout.block(blocks[label], np.asarray(ytr, np.float64))
     res = mech.run(VerticalData(blocks))
-    _, w, b = fit_release(res.estimate, layout, len(ytr), res.report.mu, p["gamma"], True)
-    return (lambda X: np.asarray(X, np.float64) @ w + b), res.report.epsilon_server
+    _, w, b = fit_release(res.estimate, layout, len(ytr), res.report.mu, p["gamma"], True,
+                          floor_share=p.get("floor_share", VARIANCE_FLOOR_SHARE),
+                          ridge_multiple=p.get("ridge_multiple", RIDGE_NOISE_MULTIPLE))
+    return (lambda X: scale * np.asarray(X, np.float64) @ w + b), res.report.epsilon_server
 
 
 def fit_sqm_default(Xtr, ytr, p: dict, epsilon: float, delta: float, seed: int):

@@ -141,36 +141,40 @@ def _psd(A: np.ndarray) -> np.ndarray:
     return (U * np.maximum(ev, 0.0)) @ U.T
 
 
-def _variance_along(w: np.ndarray, S: np.ndarray, noise_sd: float) -> float:
-    """w^T S w with S's eigenvalues raised to at least min(:data:`VARIANCE_FLOOR_SHARE` x their mean, the noise's
-    spectral scale noise_sd sqrt(2 d)) (a floor of 0, the PSD projection, without noise)."""
+def _variance_along(w: np.ndarray, S: np.ndarray, noise_sd: float,
+                    floor_share: float = VARIANCE_FLOOR_SHARE) -> float:
+    """w^T S w with S's eigenvalues raised to at least min(``floor_share`` (:data:`VARIANCE_FLOOR_SHARE`) x their
+    mean, the noise's spectral scale noise_sd sqrt(2 d)) (a floor of 0, the PSD projection, without noise)."""
     S = (S + S.T) / 2.0
     ev, U = np.linalg.eigh(S)
     d = ev.size
-    floor = min(VARIANCE_FLOOR_SHARE * max(float(np.sum(ev)), 0.0) / d, noise_sd * math.sqrt(2.0 * d))
+    floor = min(float(floor_share) * max(float(np.sum(ev)), 0.0) / d, noise_sd * math.sqrt(2.0 * d))
     return float(((U.T @ w) ** 2) @ np.maximum(ev, max(floor, 0.0)))
 
 
 def fit_from_moments(K: np.ndarray, layout: MomentsLayout, n_records: int, noise_sd: float,
-                     fit_intercept: bool = True, variance_scale: float = 1.0) -> tuple[np.ndarray, float]:
+                     fit_intercept: bool = True, variance_scale: float = 1.0,
+                     floor_share: float = VARIANCE_FLOOR_SHARE,
+                     ridge_multiple: float = RIDGE_NOISE_MULTIPLE) -> tuple[np.ndarray, float]:
     """(w over the features in column order, intercept) from the noisy Gram ``K`` of the augmented rows (real
     units: the integers over gamma^2), ``n_records`` (public) and ``noise_sd`` (sqrt(2 mu) / gamma^2: the
     standard deviation of one entry's noise before symmetrization; the symmetrized off-diagonal has noise_sd^2 / 2).
 
     With ``fit_intercept``: LDA from the moments, m_1 = h / n_1, m_0 = (s - h) / n_0, the within-class scatter
     S = G - n_1 m_1 m_1^T - n_0 m_0 m_0^T (made PSD), direction w = (S + lambda I)^-1 (m_1 - m_0) with
-    lambda = :data:`RIDGE_NOISE_MULTIPLE` x noise_sd x sqrt(d); along w the classes have means
+    lambda = ``ridge_multiple`` (:data:`RIDGE_NOISE_MULTIPLE`) x noise_sd x sqrt(d); along w the classes have means
     w.m +- (class share) D and variance v = w^T S w / (N - 2) (S's eigenvalues floored where the noise hides
     them: :func:`_variance_along`), D = w.(m_1 - m_0) debiased by its noise part tr((S + lambda I)^-1)
     Var(noise of m_1 - m_0), the midpoint debiased for the noise w shares with s; the returned model is LDA's
     posterior log-odds (D / v)(w.x - t), t = the midpoint + (v / D) log(n_0 / n_1).
     Without: the Taylor loss's minimizer with no intercept, w = -4 (G + lambda I)^-1 (s / 2 - h).
-    ``variance_scale`` (a diagnostic of ``python -m bench lr-threshold``; 1 in every fit): v multiplied by it."""
-    m = read_moments(K, layout, n_records, noise_sd)
+    ``variance_scale`` (a diagnostic of ``python -m bench lr-threshold``; 1 in every fit): v multiplied by it;
+    ``floor_share``: the eigenvalue floor's share of their mean (:data:`VARIANCE_FLOOR_SHARE`, a tuning knob)."""
+    m = read_moments(K, layout, n_records, noise_sd, ridge_multiple)
     if not fit_intercept:
         A = _psd(m.G) + m.ridge * np.eye(m.s.size)
         return -4.0 * np.linalg.solve(A, m.s / 2.0 - m.h), 0.0
-    lda = _discriminant(m, n_records, noise_sd, variance_scale)
+    lda = _discriminant(m, n_records, noise_sd, variance_scale, floor_share)
     if lda is None:
         return np.zeros(m.s.size), float(math.log(m.n1 / m.n0))
     t = lda.mid + lda.variance / lda.separation * math.log(lda.n0 / lda.n1)
@@ -199,7 +203,8 @@ class Moments:
         return self.G - self.n1 * np.outer(m1, m1) - self.n0 * np.outer(m0, m0)
 
 
-def read_moments(K: np.ndarray, layout: MomentsLayout, n_records: int, noise_sd: float) -> Moments:
+def read_moments(K: np.ndarray, layout: MomentsLayout, n_records: int, noise_sd: float,
+                 ridge_multiple: float = RIDGE_NOISE_MULTIPLE) -> Moments:
     """:class:`Moments` from the noisy Gram ``K`` of the augmented rows (see :func:`fit_from_moments`)."""
     K = np.asarray(K, np.float64)
     K = (K + K.T) / 2.0
@@ -207,7 +212,7 @@ def read_moments(K: np.ndarray, layout: MomentsLayout, n_records: int, noise_sd:
     c, beta = float(layout.constant), float(layout.score_weight)
     N = float(n_records)
     n1 = float(np.clip(K[ci, li] / (c * kappa), 1.0, N - 1.0))
-    ridge = max(RIDGE_NOISE_MULTIPLE * float(noise_sd) * math.sqrt(F.size), 1e-12)
+    ridge = max(float(ridge_multiple) * float(noise_sd) * math.sqrt(F.size), 1e-12)
     h, s = K[F, li] / kappa, K[F, ci] / c
     noise: np.ndarray = np.zeros((2, 2))
     tau2 = float(noise_sd) ** 2 / 2.0  # an off-diagonal entry's noise variance after symmetrization
@@ -244,7 +249,8 @@ def discriminant(K: np.ndarray, layout: MomentsLayout, n_records: int, noise_sd:
     return _discriminant(read_moments(K, layout, n_records, noise_sd), n_records, noise_sd, variance_scale)
 
 
-def _discriminant(m: Moments, n_records: int, noise_sd: float, variance_scale: float) -> Discriminant | None:
+def _discriminant(m: Moments, n_records: int, noise_sd: float, variance_scale: float,
+                  floor_share: float = VARIANCE_FLOOR_SHARE) -> Discriminant | None:
     """:func:`discriminant` from the moments already read."""
     s, h, n1, n0, N, d = m.s, m.h, m.n1, m.n0, float(n_records), m.s.size
     m1, m0 = h / n1, (s - h) / n0
@@ -269,15 +275,19 @@ def _discriminant(m: Moments, n_records: int, noise_sd: float, variance_scale: f
     # -0.82 within-class standard deviations along w without the correction, -0.30 with it; accuracy 0.812 -> 0.850
     correction = -float(np.trace(Si)) * float(a * m.noise[0, 1] + b * m.noise[1, 1]) / N
     mid = float(w @ (s / N)) + (n0 - n1) / N * D / 2.0 + correction
-    v = max(float(variance_scale) * _variance_along(w, S_raw, float(noise_sd)) / max(N - 2.0, 1.0), 1e-300)
+    v = max(float(variance_scale) * _variance_along(w, S_raw, float(noise_sd), floor_share) / max(N - 2.0, 1.0),
+            1e-300)
     return Discriminant(w=w, mid=mid, mid_correction=correction, separation=D, variance=v, n1=n1, n0=n0)
 
 
 def fit_release(estimate, layout: MomentsLayout, n_records: int, mu: float, gamma: float,
-                fit_intercept: bool = True) -> tuple[np.ndarray, np.ndarray, float]:
+                fit_intercept: bool = True, floor_share: float = VARIANCE_FLOOR_SHARE,
+                ridge_multiple: float = RIDGE_NOISE_MULTIPLE) -> tuple[np.ndarray, np.ndarray, float]:
     """(the released Gram as a square matrix, w, intercept) from the release's estimate (the integers over
     gamma^2) and its public mu: :func:`fit_from_moments` with the noise's standard deviation per entry
-    sqrt(2 mu) / gamma^2 (local and job mode alike)."""
+    sqrt(2 mu) / gamma^2 (local and job mode alike); ``floor_share``, ``ridge_multiple``: the fit's two knobs
+    (:func:`fit_from_moments`)."""
     K = np.asarray(estimate, np.float64).reshape(layout.n_cols, layout.n_cols)
-    w, b = fit_from_moments(K, layout, n_records, math.sqrt(2.0 * mu) / float(gamma) ** 2, fit_intercept)
+    w, b = fit_from_moments(K, layout, n_records, math.sqrt(2.0 * mu) / float(gamma) ** 2, fit_intercept,
+                            floor_share=floor_share, ridge_multiple=ridge_multiple)
     return K, w, b
