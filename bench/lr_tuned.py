@@ -14,15 +14,15 @@ The protocol, per dataset, epsilon and run (seed ``seed + run``):
    the validation split (:func:`validation_threshold`, every method alike: a model's intercept is one more
    hyperparameter); it is scored on test (accuracy at that threshold, AUC; the accuracy at threshold 0 too).
 
-Grids (24 points each): DPSGD (Opacus, PRV accountant, :func:`sqm.apps.logreg.baselines.dpsgd_fit`) over the
+Grids: DPSGD (24 points; Opacus, PRV accountant, :func:`sqm.apps.logreg.baselines.dpsgd_fit`) over the
 expected batch q n in {64, 256}, epochs {2, 5}, learning rate {0.5, 2, 8}, clip norm {0.5, sqrt 2} (||w|| <= 8 as
-SQM's sgd schedule, an intercept through a constant column 1).  SQM-LR (the moments solver, in process): the
-estimator exposes gamma only; the release function :func:`sqm.apps.logreg.estimator.moments_release` also takes the
-intercept's constant c and the label weight kappa, so the grid is c in {0.35, 0.5, 0.7, 1} x kappa in {0.5, 0.7, 1}
-x gamma in {2^10, 2^13}, fitted with the estimator's own code (:func:`sqm.apps.logreg.moments.fit_release`).
-``sqm-default`` is SQM-LR with its defaults, untuned (their constants were chosen on breast_cancer, adult,
-credit_default and generated sets, test splits included).  Non-private: scikit-learn's logistic regression with
-its fixed default regularization (C = 1), no tuning.
+SQM's sgd schedule, an intercept through a constant column 1).  SQM-LR (216 points, :data:`SQM_GRID`; the moments
+solver, in process, :func:`fit_sqm`): the release's intercept constant c, label weight kappa, gamma and score
+weight beta (:func:`sqm.apps.logreg.estimator.moments_release`), the fit's ridge multiple, and the rows' scale
+before the clients clip them to the unit ball (SQM's clip bound, as DPSGD's clip norm), fitted with the
+estimator's own code (:func:`sqm.apps.logreg.moments.fit_release`).  ``sqm-default`` is SQM-LR with its defaults,
+untuned (chosen by ``python -m bench lr-constants`` on the validation splits of breast_cancer, credit_default and
+adult).  Non-private: scikit-learn's logistic regression with its fixed default regularization (C = 1), no tuning.
 
 Tuning's privacy cost is not counted, for any method alike: each reported epsilon is that of the final refit only.
 """
@@ -36,8 +36,8 @@ from collections.abc import Callable, Sequence
 from bench.common import finish
 
 DATASETS = ("breast_cancer", "phishing", "credit_default")
-# the data sets on which SQM-LR's default constants (c, kappa, beta, the variance floor) and schedule were chosen,
-# test splits included (sqm/apps/logreg/moments.py); phishing was never used to choose them
+# the data sets on which SQM-LR's default constants (c, kappa, beta, the ridge, the variance floor) were chosen, on
+# their training/validation splits (python -m bench lr-constants); phishing was never used to choose them
 USED_FOR_DEFAULTS = {"breast_cancer": True, "credit_default": True, "adult": True, "phishing": False}
 STANDARDIZED = ("breast_cancer", "phishing")  # scaled with the training split's statistics (else: public encoding)
 
@@ -266,7 +266,7 @@ def print_table(rep: dict) -> None:
 
     print(f"SQM-LR and DPSGD tuned on validation {rep['select']} (delta {rep['delta']:g}, {rep['runs']} runs, "
           f"{rep['split']}); {rep['protocol']}")
-    print("* dataset used to choose SQM-LR's default constants (test splits included)")
+    print("* dataset used to choose SQM-LR's default constants (its training/validation splits: bench lr-constants)")
     table = [{"dataset": r["dataset"] + ("*" if r["used_for_defaults"] else ""), "eps": r["epsilon"],
               "method": r["method"], "accuracy": f"{r['accuracy']:.4f} +- {r['accuracy_std']:.4f}",
               "AUC": f"{r['auc']:.4f} +- {r['auc_std']:.4f}", "chosen (per run)": _chosen_text(r["chosen"])}
