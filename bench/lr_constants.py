@@ -79,7 +79,7 @@ def score_grid(data: dict, points: Sequence[dict], epsilons: Sequence[float], sp
     fit = fit or lr_tuned.fit_sqm
     out = np.full((len(points), len(data), len(epsilons), splits, seeds, len(SCORES)), np.nan)
     bar = tqdm(total=len(data) * len(epsilons) * splits, desc="lr-constants", disable=not progress)
-    for a, (name, (X, y)) in enumerate(data.items()):
+    for a, (X, y) in enumerate(data.values()):
         for s in range(splits):
             Xtr, ytr, Xva, yva = tuning_parts(X, y, s)
             for b, eps in enumerate(epsilons):

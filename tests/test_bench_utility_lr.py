@@ -28,7 +28,8 @@ def test_the_check_compares_the_tuned_sqm_with_dpsgd_and_reports_the_default_bes
     ('sqm-default', random scores) trails by far and is reported, not checked."""
     X, y = _data()
     methods = {"dpsgd": (_on_feature, dict(w=(1.0,))), "sqm-tuned": (_on_feature, dict(w=(-1.0, 1.0))),
-               "sqm-default": (_random, None), "nonprivate": (lambda *a: _on_feature(*a[:2], dict(w=1.0), *a[3:]), None)}
+               "sqm-default": (_random, None),
+               "nonprivate": (lambda *a: _on_feature(*a[:2], dict(w=1.0), *a[3:]), None)}
     row = utility.lr_cell(X, y, [], 1.0, 1e-5, 2, methods)
     assert row["sqm_chosen"] == [dict(w=1.0), dict(w=1.0)]  # chosen on each run's validation split
     assert row["sqm_auc"]["mean"] == row["reference_auc"]["mean"] > 0.8  # the same scores as the DPSGD stub
