@@ -47,6 +47,7 @@ BENCHMARKS = {
     "warm": "bench.warm",
     "release": "bench.release",
     "lr-tuned": "bench.lr_tuned",
+    "lr-constants": "bench.lr_constants",
     "utility": "bench.utility",
     "verify": "bench.verify",
 }

@@ -14,18 +14,15 @@ The protocol, per dataset, epsilon and run (seed ``seed + run``):
    the validation split (:func:`validation_threshold`, every method alike: a model's intercept is one more
    hyperparameter); it is scored on test (accuracy at that threshold, AUC; the accuracy at threshold 0 too).
 
-Grids (24 points for DPSGD, 48 for SQM-LR): DPSGD (Opacus, PRV accountant,
-:func:`sqm.apps.logreg.baselines.dpsgd_fit`) over the
+Grids: DPSGD (24 points; Opacus, PRV accountant, :func:`sqm.apps.logreg.baselines.dpsgd_fit`) over the
 expected batch q n in {64, 256}, epochs {2, 5}, learning rate {0.5, 2, 8}, clip norm {0.5, sqrt 2} (||w|| <= 8 as
-SQM's sgd schedule, an intercept through a constant column 1).  SQM-LR (the moments solver, in process): the
-estimator exposes gamma only; the release function :func:`sqm.apps.logreg.estimator.moments_release` also takes the
-intercept's constant c and the label weight kappa, so the grid is c in {0.35, 0.5, 0.7, 1} x kappa in {0.5, 0.7, 1}
-x gamma in {2^10, 2^13} x a row scale in {1, 2} (the rows multiplied before the release, which clips them: the
-counterpart of DPSGD's clip norm, whose grid holds 1/2 and sqrt 2 against the unit-ball rows), fitted with the
-estimator's own code (:func:`sqm.apps.logreg.moments.fit_release`).
-``sqm-default`` is SQM-LR with its defaults, untuned (their constants were chosen on breast_cancer, adult,
-credit_default and generated sets, test splits included).  Non-private: scikit-learn's logistic regression with
-its fixed default regularization (C = 1), no tuning.
+SQM's sgd schedule, an intercept through a constant column 1).  SQM-LR (216 points, :data:`SQM_GRID`; the moments
+solver, in process, :func:`fit_sqm`): the release's intercept constant c, label weight kappa, gamma and score
+weight beta (:func:`sqm.apps.logreg.estimator.moments_release`), the fit's ridge multiple, and the rows' scale
+before the clients clip them to the unit ball (SQM's clip bound, as DPSGD's clip norm), fitted with the
+estimator's own code (:func:`sqm.apps.logreg.moments.fit_release`).  ``sqm-default`` is SQM-LR with its defaults,
+untuned (chosen by ``python -m bench lr-constants`` on the validation splits of breast_cancer, credit_default and
+adult).  Non-private: scikit-learn's logistic regression with its fixed default regularization (C = 1), no tuning.
 
 Tuning's privacy cost is not counted, for any method alike: each reported epsilon is that of the final refit only.
 """
@@ -39,14 +36,17 @@ from collections.abc import Callable, Sequence
 from bench.common import finish
 
 DATASETS = ("breast_cancer", "phishing", "credit_default")
-# the data sets on which SQM-LR's default constants (c, kappa, beta, the variance floor) and schedule were chosen,
-# test splits included (sqm/apps/logreg/moments.py); phishing was never used to choose them
+# the data sets on which SQM-LR's default constants (c, kappa, beta, the ridge, the variance floor) were chosen, on
+# their training/validation splits (python -m bench lr-constants); phishing was never used to choose them
 USED_FOR_DEFAULTS = {"breast_cancer": True, "credit_default": True, "adult": True, "phishing": False}
 STANDARDIZED = ("breast_cancer", "phishing")  # scaled with the training split's statistics (else: public encoding)
 
 DPSGD_GRID = dict(batch=(64, 256), epochs=(2, 5), learning_rate=(0.5, 2.0, 8.0), clip=(0.5, math.sqrt(2.0)))
-SQM_GRID = dict(constant=(0.35, 0.5, 0.7, 1.0), label_weight=(0.5, 0.7, 1.0), gamma=(1024.0, 8192.0),
-                scale=(1.0, 2.0))
+# SQM-LR's grid: the release's c, kappa, gamma, beta, the fit's ridge multiple and the rows' scale (SQM's clip
+# bound, fit_sqm); the variance floor's share is left at its default: it only scales the fitted direction and moves
+# the model's own threshold, so neither the AUC nor the accuracy at the validation threshold depends on it
+SQM_GRID = dict(constant=(0.35, 0.7, 1.0), label_weight=(0.5, 0.7, 1.0), gamma=(1024.0, 8192.0),
+                score_weight=(0.75, 1.5), ridge_multiple=(1.0, 16.0), row_scale=(1.0, 2.0, 4.0))
 DPSGD_WEIGHT_BOUND = 8.0
 NONPRIVATE_C = 1.0
 NOT_COUNTED = ("tuning's privacy cost is not counted, for any method alike: each epsilon is the final refit's; "
@@ -90,27 +90,30 @@ def fit_dpsgd(Xtr, ytr, p: dict, epsilon: float, delta: float, seed: int):
 
 
 def fit_sqm(Xtr, ytr, p: dict, epsilon: float, delta: float, seed: int, parties: int = 3):
-    """SQM-LR's moments solver, in process, with the release's c, kappa and gamma (``p``), as the estimator
-    runs it (same release, same fit).  ``p["scale"]`` (default 1): the rows are multiplied by it before the
-    release, whose clients clip each sub-row to its share of the unit bound, and before prediction: SQM's
-    counterpart of DPSGD's clip norm (scale 2 is a clip at norm 1/2 of the unit-ball rows)."""
+    """SQM-LR's moments solver, in process, with the release's c, kappa, gamma and (when ``p`` names them) beta
+    ``score_weight``, the fit's ``floor_share`` and ``ridge_multiple`` (else the defaults), as the estimator
+    runs it (same release, same fit).  ``row_scale`` (default 1): the rows are multiplied by it before the release,
+    whose clients clip them to the unit ball as ever: SQM's clip bound is 1 / row_scale in the rows' units (as
+    DPSGD's clip norm, a choice between clipping's bias and the noise's share of the signal); the scores of the
+    returned function are those of the scaled rows."""
     import numpy as np
 
-    scale = float(p.get("scale", 1.0))
-    Xtr = np.asarray(Xtr, np.float64) * scale
     from sqm.apps.logreg.estimator import moments_release
-    from sqm.apps.logreg.moments import fit_release
+    from sqm.apps.logreg.moments import RIDGE_NOISE_MULTIPLE, SCORE_WEIGHT, VARIANCE_FLOOR_SHARE, fit_release
     from sqm.mechanism.vertical import VerticalData
 
-    blocks = np.array_split(np.asarray(Xtr, np.float64), parties, axis=1)
+    scale = float(p.get("row_scale", 1.0))
+    blocks = np.array_split(scale * np.asarray(Xtr, np.float64), parties, axis=1)
     label = parties - 1
     mech, layout = moments_release([b.shape[1] for b in blocks], label, p["gamma"], epsilon, delta,
                                    constant=p["constant"], label_weight=p["label_weight"], backend="plain",
-                                   seed=seed)
+                                   seed=seed, score_weight=p.get("score_weight", SCORE_WEIGHT))
     blocks[label] = layout.block(blocks[label], np.asarray(ytr, np.float64))
     res = mech.run(VerticalData(blocks))
-    _, w, b = fit_release(res.estimate, layout, len(ytr), res.report.mu, p["gamma"], True)
-    return (lambda X: (np.asarray(X, np.float64) * scale) @ w + b), res.report.epsilon_server
+    _, w, b = fit_release(res.estimate, layout, len(ytr), res.report.mu, p["gamma"], True,
+                          floor_share=p.get("floor_share", VARIANCE_FLOOR_SHARE),
+                          ridge_multiple=p.get("ridge_multiple", RIDGE_NOISE_MULTIPLE))
+    return (lambda X: scale * np.asarray(X, np.float64) @ w + b), res.report.epsilon_server
 
 
 def fit_sqm_default(Xtr, ytr, p: dict, epsilon: float, delta: float, seed: int):
@@ -263,7 +266,7 @@ def print_table(rep: dict) -> None:
 
     print(f"SQM-LR and DPSGD tuned on validation {rep['select']} (delta {rep['delta']:g}, {rep['runs']} runs, "
           f"{rep['split']}); {rep['protocol']}")
-    print("* dataset used to choose SQM-LR's default constants (test splits included)")
+    print("* dataset used to choose SQM-LR's default constants (its training/validation splits: bench lr-constants)")
     table = [{"dataset": r["dataset"] + ("*" if r["used_for_defaults"] else ""), "eps": r["epsilon"],
               "method": r["method"], "accuracy": f"{r['accuracy']:.4f} +- {r['accuracy_std']:.4f}",
               "AUC": f"{r['auc']:.4f} +- {r['auc_std']:.4f}", "chosen (per run)": _chosen_text(r["chosen"])}

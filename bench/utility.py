@@ -18,10 +18,8 @@ Per method and cell (data set x epsilon), ``--runs`` runs for logistic regressio
   Gaussian calibration), means over the runs; nothing tuned (SQM's gamma is its default).
 - logistic regression: :func:`bench.lr_tuned.run_split`: a stratified 60/20/20 split; DPSGD's grid (batch, epochs,
   learning rate, clip) chosen on the validation split's AUC, every method's decision threshold on the validation
-  split's accuracy; SQM-LR tuned alike on the validation AUC over its own grid (the intercept's constant, the label
-  weight, gamma, the row scale that is its clip norm: :data:`bench.lr_tuned.SQM_GRID`), the check's figure, and
-  with its defaults untuned beside it;
-  scikit-learn's non-private model.  Labels: the data set's largest
+  split's accuracy; SQM-LR tuned alike (:data:`bench.lr_tuned.SQM_GRID`: the check's SQM-LR) and with its defaults
+  beside; scikit-learn's non-private model.  Labels: the data set's largest
   class against the rest.
 - linear regression: a 75/25 split; SQM linear regression (defaults) beside AdaSSP (the central-DP
   sufficient-statistics baseline), OLS and the training mean, test R^2.  Targets: :data:`LINREG_TARGETS`.
@@ -162,15 +160,19 @@ def ratio_se(row: dict) -> float:
     return per_k([s["mean"]], [s["std"]], [c["mean"]], [c["std"]], s["runs"])[0]
 
 
-def lr_cell(X, y, names, epsilon: float, delta: float, runs: int) -> dict:
-    """SQM-LR tuned on validation (``sqm-tuned``: the intercept's constant, the label weight, gamma and the row
-    scale, on the validation split's AUC, as DPSGD's grid) against DPSGD tuned alike; SQM-LR with its defaults untuned
-    (``sqm-default``) and scikit-learn's non-private model beside them.  The check reads the tuned SQM-LR."""
+LR_METHODS = ("dpsgd", "sqm-tuned", "sqm-default", "nonprivate")  # lr_cell's, from bench/lr_tuned.METHODS
+
+
+def lr_cell(X, y, names, epsilon: float, delta: float, runs: int, methods: dict | None = None) -> dict:
+    """Logistic regression's cell: per run, :func:`bench.lr_tuned.run_split` with DPSGD and SQM-LR each tuned on
+    the validation split (``sqm-tuned``: :data:`bench.lr_tuned.SQM_GRID`), SQM-LR with its defaults
+    (``sqm-default``) and the non-private model; the check compares the tuned SQM-LR with the tuned DPSGD
+    (``methods``: :data:`LR_METHODS` from :data:`bench.lr_tuned.METHODS` unless given, for tests)."""
     import numpy as np
 
     y = (y == np.max(y)).astype(np.int64)
-    methods = {m: lr_tuned.METHODS[m] for m in ("dpsgd", "sqm-tuned", "sqm-default", "nonprivate")}
-    per: dict[str, dict[str, list]] = {m: {"accuracy": [], "auc": []} for m in methods}
+    methods = methods or {m: lr_tuned.METHODS[m] for m in LR_METHODS}
+    per: dict[str, dict[str, list]] = {m: {"accuracy": [], "auc": [], "chosen": []} for m in methods}
     eps = math.nan
     for r in range(runs):
         split = lr_tuned.split_indices(y, r)
@@ -178,16 +180,21 @@ def lr_cell(X, y, names, epsilon: float, delta: float, runs: int) -> dict:
         for m, v in res.items():
             per[m]["accuracy"].append(v["accuracy"])
             per[m]["auc"].append(v["auc"])
-        eps = max(res["sqm-tuned"]["epsilon_spent"], res["sqm-default"]["epsilon_spent"])
-    sq, dp, sd = per["sqm-tuned"], per["dpsgd"], per["sqm-default"]
+            per[m]["chosen"].append(v["chosen"])
+        eps = res["sqm-tuned"]["epsilon_spent"]
+    sq, sd, dp = per["sqm-tuned"], per["sqm-default"], per["dpsgd"]
     gap_acc = 100 * (np.mean(dp["accuracy"]) - np.mean(sq["accuracy"]))
     gap_auc = 100 * (np.mean(dp["auc"]) - np.mean(sq["auc"]))
     return {"metric": "test accuracy / AUC", "sqm": _summary(sq["accuracy"]), "sqm_auc": _summary(sq["auc"]),
+            "sqm_name": "SQM-LR tuned on validation", "sqm_chosen": sq["chosen"],
             "sqm_default": _summary(sd["accuracy"]), "sqm_default_auc": _summary(sd["auc"]),
             "reference": _summary(dp["accuracy"]), "reference_auc": _summary(dp["auc"]), "reference_name": "DPSGD",
+            "reference_chosen": dp["chosen"],
             "nonprivate": _summary(per["nonprivate"]["accuracy"]),
             "nonprivate_auc": _summary(per["nonprivate"]["auc"]), "positive_share": float(np.mean(y)),
-            "gap_accuracy_points": float(gap_acc), "gap_auc_points": float(gap_auc), "epsilon_spent": eps}
+            "gap_accuracy_points": float(gap_acc), "gap_auc_points": float(gap_auc),
+            "default_gap_accuracy_points": float(100 * (np.mean(dp["accuracy"]) - np.mean(sd["accuracy"]))),
+            "default_gap_auc_points": float(100 * (np.mean(dp["auc"]) - np.mean(sd["auc"]))), "epsilon_spent": eps}
 
 
 def linreg_cell(X, y, names, epsilon: float, delta: float, runs: int, name: str = "") -> dict:
@@ -327,7 +334,7 @@ def print_table(rep: dict) -> None:
             elif method == "lr":
                 t["SQM AUC"], t["ref AUC"] = _pm(r["sqm_auc"]), _pm(r["reference_auc"])
                 t["gap acc/AUC"] = f"{r['gap_accuracy_points']:+.1f}/{r['gap_auc_points']:+.1f}"
-                if "sqm_default" in r:
+                if "sqm_default" in r:  # SQM-LR with its defaults, beside (not checked)
                     t["default acc/AUC"] = f"{r['sqm_default']['mean']:.3f}/{r['sqm_default_auc']['mean']:.3f}"
             elif method == "linreg":
                 t["mean"], t["OLS"] = r["mean"]["mean"], r["nonprivate"]["mean"]
@@ -337,6 +344,8 @@ def print_table(rep: dict) -> None:
                 t["gap"] = f"{r['gap_points']:+.1f}"
                 t["sample eps"] = r["epsilon_sample"]
             table.append(t)
+        if method == "lr" and any("sqm_default" in r for r in rows):
+            labels["lr"] = "LR: accuracy, AUC (SQM-LR and DPSGD tuned on validation; SQM-LR's defaults beside)"
         print(f"\n{labels[method]}")
         print(render_table(table, [(k, k, ".4g") if k in ("eps spent", "worst SQM", "mean", "OLS", "DP mean",
                                                         "sample eps") else k for k in table[0]]))

@@ -136,7 +136,7 @@ def test_the_sqm_row_scale_is_applied_before_the_release_and_at_prediction():
 
     Xtr, Xte = standardized_unit_rows(X[tr], X[te])
     p = dict(constant=0.7, label_weight=0.7, gamma=8192.0)
-    scaled, _ = lr_tuned.fit_sqm(Xtr, y[tr], dict(p, scale=2.0), 1.0, 1e-5, seed=3)
+    scaled, _ = lr_tuned.fit_sqm(Xtr, y[tr], dict(p, row_scale=2.0), 1.0, 1e-5, seed=3)
     doubled, _ = lr_tuned.fit_sqm(2.0 * Xtr, y[tr], p, 1.0, 1e-5, seed=3)
     plain, _ = lr_tuned.fit_sqm(Xtr, y[tr], p, 1.0, 1e-5, seed=3)
     assert np.array_equal(scaled(Xte), doubled(2.0 * Xte)) and not np.array_equal(scaled(Xte), plain(Xte))

@@ -27,7 +27,7 @@ from sqm.mechanism.rng import spawn_seeds
 from sqm.mechanism.validation import check_epsilon
 from sqm.mechanism.vertical import ColumnBounds, VerticalData, party_norm_bounds
 from sqm.apps.logreg import party
-from sqm.apps.logreg.moments import CONSTANT, LABEL_WEIGHT, MomentsLayout, fit_release
+from sqm.apps.logreg.moments import CONSTANT, LABEL_WEIGHT, SCORE_WEIGHT, MomentsLayout, fit_release
 from sqm.apps.logreg.params import EPOCHS, LEARNING_RATE, SAMPLING_RATE, SOLVERS, LogRegParams  # noqa: F401
 from sqm.apps.logreg.party import LRPlan, batch_cap
 from sqm.apps.logreg.texts import SCHEDULE_HELP, SOLVER_HELP  # noqa: F401 (re-exported)
@@ -99,15 +99,18 @@ def resolve_schedule(n_records: int, epsilon: float, q=None, epochs=None, learni
 
 def moments_release(feature_counts, label_party: int, gamma: float, epsilon: float, delta: float,
                     constant: float | None = None, party_bounds=None, backend: str = "plain", seed=None, timeout=3600.0,
-                    chunk_rows=None, label_weight=None, robust_noise: int = 0, verify_sharing: bool = False):
+                    chunk_rows=None, label_weight=None, robust_noise: int = 0, verify_sharing: bool = False,
+                    score_weight=None):
     """(the :class:`sqm.mechanism.release.SQM` release of the augmented rows' Gram, its
     :class:`sqm.apps.logreg.moments.MomentsLayout`) for clients holding ``feature_counts`` feature columns (the
     label party's features bounded with the others' by ||x||_2 <= 1, the constant and kappa y each a column of its
     own): the default solver's one release (:mod:`sqm.apps.logreg.moments`); ``robust_noise``, ``verify_sharing``:
-    :class:`sqm.mechanism.release.SQM`'s."""
+    :class:`sqm.mechanism.release.SQM`'s; ``constant``, ``label_weight``, ``score_weight`` None: the defaults
+    c, kappa, beta (:mod:`sqm.apps.logreg.moments`)."""
     kappa = LABEL_WEIGHT if label_weight is None else float(label_weight)
     constant = CONSTANT if constant is None else float(constant)
-    layout = MomentsLayout(tuple(int(c) for c in feature_counts), int(label_party), constant, kappa)
+    beta = SCORE_WEIGHT if score_weight is None else float(score_weight)
+    layout = MomentsLayout(tuple(int(c) for c in feature_counts), int(label_party), constant, kappa, beta)
     bounds = ColumnBounds.parties(layout.block_counts, 1.0, party_bounds, separate=layout.separate_bounds())
     backend = "plain" if backend == "in-process" else backend
     opts = {"timeout": float(timeout)} if backend == "mpyc" else None

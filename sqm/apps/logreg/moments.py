@@ -35,44 +35,34 @@ from dataclasses import dataclass
 import numpy as np
 from sqm.errors import UsageError
 
-LABEL_WEIGHT = 0.7  # kappa: the label column enters the Gram as kappa * y (y in {0, 1})
+# The constants below (c, kappa, beta, the ridge multiple, the variance floor's share) were chosen by
+# ``python -m bench lr-constants`` on the training/validation splits of breast_cancer, credit_default and adult (never
+# their test splits; c, kappa, beta and the ridge by mean validation AUC at epsilon 1 and 4, the floor's share, which
+# leaves the AUC unchanged, by the validation accuracy of the model's own decision); the figures are in
+# docs/benchmarks.md ("SQM-LR's constants chosen on validation").
+LABEL_WEIGHT = 0.5  # kappa: the label column enters the Gram as kappa * y (y in {0, 1})
 # kappa trades the noise on h = sum y x (which sets the direction and the threshold) against the noise on
-# everything else (||z||^2 <= 1 + 1 + kappa^2 scales all of it).  Measured in process, 10 seeds, epsilon 1 / 4, with
-# kappa 0.5, 0.7, 1 (chosen on these benchmark sets, test splits included, so the choice is not held out):
-# breast_cancer accuracy 0.822 / 0.815 / 0.773 and AUC 0.915 / 0.932 / 0.938 at epsilon 1; generated-imbalanced AUC
-# 0.602 / 0.625 / 0.644 at epsilon 1; adult unchanged (0.837 accuracy at epsilon 1 with 0.5 and 1)
-CONSTANT = 0.7  # c: the intercept's constant column in the released Gram (its value, public)
+# everything else (||z||^2 <= 1 + c^2 + kappa^2 + beta^2 / 4 scales all of it).
+CONSTANT = 0.5  # c: the intercept's constant column in the released Gram (its value, public)
 # c trades the noise on s = sum x (read from the constant's column, so its noise is divided by c) against the noise
-# on everything else (||z||^2 <= 1 + c^2 + kappa^2 scales all of it).  Measured in process, 10 seeds (0-9), gamma
-# 8192, 3 clients, c = 0.7 against 1 (chosen on these benchmark sets, test splits included, like kappa): AUC at
-# epsilon 1 breast_cancer 0.942 / 0.932, generated-imbalanced 0.651 / 0.625, generated-2000 0.690 / 0.666, adult
-# 0.889 / 0.888, credit_default 0.726 / 0.724, generated 0.789 / 0.785; accuracy within +-0.4 points everywhere
-# except generated-400 (+1.9); c = 0.5 cost breast_cancer 3.8 accuracy points at epsilon 1
+# on everything else (||z||^2 scales all of it).
 SCORE_WEIGHT = 1.5  # beta: the label party's block also holds beta (1/2 - y), the score column
 # Its Gram column carries beta t, t = sum (1/2 - y) x = s / 2 - h, a third noisy reading of (h, s), and the fit combines
 # the three by generalized least squares.  Why: the class means' difference u = m_1 - m_0 comes from h and s, and in
 # the Gram their entries carry a small share of the sensitivity (h's noise is divided by kappa, s's by c), so u's noise
-# set the direction's error at a few thousand records (measured at 2,000 records, epsilon 1, ad-hoc: AUC 0.708 with the
-# records' exact scatter and the noisy means, 0.799 with the noisy scatter and the exact means).  The column adds
-# beta^2 / 4 to ||z||^2 (1.98 -> 2.54: every entry's noise x 1.28) and reads t with noise / beta.  Measured in process
-# with Gaussian noise of the release's scale, 10 seeds, against beta = 0 (ad-hoc, chosen on these benchmark sets, test
-# splits included, like kappa and c): beta 1 / 1.5 / 2 / 3 gave AUC at 2,000 records, epsilon 1, 0.737 / 0.754 /
-# 0.759 / 0.754 (0.687 without), breast_cancer accuracy at epsilon 1 0.908 / 0.910 / 0.903 / 0.878 (0.894),
-# generated-imbalanced AUC at epsilon 1 0.679 / 0.684 / 0.679 / 0.652 (0.639); adult, credit_default and generated
-# within 0.3 points of beta = 0 up to beta = 2
-RIDGE_NOISE_MULTIPLE = 1.0  # lambda = this x the noise's standard deviation per entry x sqrt(features)
+# sets the direction's error at a few thousand records.  The column adds beta^2 / 4 to ||z||^2 (every entry's noise
+# grows with it) and reads t with noise / beta.
+RIDGE_NOISE_MULTIPLE = 4.0  # lambda = this x the noise's standard deviation per entry x sqrt(features)
+# A larger ridge moves the direction (S + lambda I)^-1 u towards the means' difference u itself: the noise on the
+# scatter's small eigenvalues then steers w less.
 SEPARATION_FLOOR = 0.05
 SEPARATION_MARGIN_SD = 1.0  # the debiased class separation is kept >= this fraction of the raw one
-VARIANCE_FLOOR_SHARE = 0.5
+VARIANCE_FLOOR_SHARE = 0.1
 # The within-class variance along w is read from the scatter's eigenvalues, each raised to at least
 # min(VARIANCE_FLOOR_SHARE x the mean eigenvalue, the noise's spectral scale noise_sd sqrt(2 d)): an eigenvalue below
 # the noise's scale is not known, and the noise drives w towards exactly those directions (the PSD projection, a floor
-# of 0, underestimated v 0.44-0.63x in median on breast_cancer and 0.51x on generated-imbalanced at epsilon 4, against
-# the records' own scatter along the same w).  No noise, no floor: the fit stays LDA's.  Measured in process, 10 seeds
-# (0-9), gamma 8192, 3 clients, with the midpoint's correction: shares 0.3 / 0.5 / 0.7 / 1 gave generated-imbalanced
-# at epsilon 4 accuracy 0.914 / 0.918 / 0.919 / 0.920, breast_cancer at epsilon 1 0.850 / 0.850 / 0.848 / 0.844,
-# credit_default at epsilon 4 0.797 / 0.798 / 0.790 / 0.784 (the share chosen on these benchmark sets, test splits
-# included, like kappa and c)
+# of 0, underestimates v against the records' own scatter along the same w).  No noise, no floor: the fit stays LDA's.
+# The floor only scales the fitted model and moves its threshold: the direction, hence the AUC, does not depend on it.
 
 
 @dataclass(frozen=True)
@@ -141,36 +131,40 @@ def _psd(A: np.ndarray) -> np.ndarray:
     return (U * np.maximum(ev, 0.0)) @ U.T
 
 
-def _variance_along(w: np.ndarray, S: np.ndarray, noise_sd: float) -> float:
-    """w^T S w with S's eigenvalues raised to at least min(:data:`VARIANCE_FLOOR_SHARE` x their mean, the noise's
-    spectral scale noise_sd sqrt(2 d)) (a floor of 0, the PSD projection, without noise)."""
+def _variance_along(w: np.ndarray, S: np.ndarray, noise_sd: float,
+                    floor_share: float = VARIANCE_FLOOR_SHARE) -> float:
+    """w^T S w with S's eigenvalues raised to at least min(``floor_share`` (:data:`VARIANCE_FLOOR_SHARE`) x their
+    mean, the noise's spectral scale noise_sd sqrt(2 d)) (a floor of 0, the PSD projection, without noise)."""
     S = (S + S.T) / 2.0
     ev, U = np.linalg.eigh(S)
     d = ev.size
-    floor = min(VARIANCE_FLOOR_SHARE * max(float(np.sum(ev)), 0.0) / d, noise_sd * math.sqrt(2.0 * d))
+    floor = min(float(floor_share) * max(float(np.sum(ev)), 0.0) / d, noise_sd * math.sqrt(2.0 * d))
     return float(((U.T @ w) ** 2) @ np.maximum(ev, max(floor, 0.0)))
 
 
 def fit_from_moments(K: np.ndarray, layout: MomentsLayout, n_records: int, noise_sd: float,
-                     fit_intercept: bool = True, variance_scale: float = 1.0) -> tuple[np.ndarray, float]:
+                     fit_intercept: bool = True, variance_scale: float = 1.0,
+                     floor_share: float = VARIANCE_FLOOR_SHARE,
+                     ridge_multiple: float = RIDGE_NOISE_MULTIPLE) -> tuple[np.ndarray, float]:
     """(w over the features in column order, intercept) from the noisy Gram ``K`` of the augmented rows (real
     units: the integers over gamma^2), ``n_records`` (public) and ``noise_sd`` (sqrt(2 mu) / gamma^2: the
     standard deviation of one entry's noise before symmetrization; the symmetrized off-diagonal has noise_sd^2 / 2).
 
     With ``fit_intercept``: LDA from the moments, m_1 = h / n_1, m_0 = (s - h) / n_0, the within-class scatter
     S = G - n_1 m_1 m_1^T - n_0 m_0 m_0^T (made PSD), direction w = (S + lambda I)^-1 (m_1 - m_0) with
-    lambda = :data:`RIDGE_NOISE_MULTIPLE` x noise_sd x sqrt(d); along w the classes have means
+    lambda = ``ridge_multiple`` (:data:`RIDGE_NOISE_MULTIPLE`) x noise_sd x sqrt(d); along w the classes have means
     w.m +- (class share) D and variance v = w^T S w / (N - 2) (S's eigenvalues floored where the noise hides
     them: :func:`_variance_along`), D = w.(m_1 - m_0) debiased by its noise part tr((S + lambda I)^-1)
     Var(noise of m_1 - m_0), the midpoint debiased for the noise w shares with s; the returned model is LDA's
     posterior log-odds (D / v)(w.x - t), t = the midpoint + (v / D) log(n_0 / n_1).
     Without: the Taylor loss's minimizer with no intercept, w = -4 (G + lambda I)^-1 (s / 2 - h).
-    ``variance_scale`` (a diagnostic of ``python -m bench lr-threshold``; 1 in every fit): v multiplied by it."""
-    m = read_moments(K, layout, n_records, noise_sd)
+    ``variance_scale`` (a diagnostic of ``python -m bench lr-threshold``; 1 in every fit): v multiplied by it;
+    ``floor_share``: the eigenvalue floor's share of their mean (:data:`VARIANCE_FLOOR_SHARE`, a tuning knob)."""
+    m = read_moments(K, layout, n_records, noise_sd, ridge_multiple)
     if not fit_intercept:
         A = _psd(m.G) + m.ridge * np.eye(m.s.size)
         return -4.0 * np.linalg.solve(A, m.s / 2.0 - m.h), 0.0
-    lda = _discriminant(m, n_records, noise_sd, variance_scale)
+    lda = _discriminant(m, n_records, noise_sd, variance_scale, floor_share)
     if lda is None:
         return np.zeros(m.s.size), float(math.log(m.n1 / m.n0))
     t = lda.mid + lda.variance / lda.separation * math.log(lda.n0 / lda.n1)
@@ -199,7 +193,8 @@ class Moments:
         return self.G - self.n1 * np.outer(m1, m1) - self.n0 * np.outer(m0, m0)
 
 
-def read_moments(K: np.ndarray, layout: MomentsLayout, n_records: int, noise_sd: float) -> Moments:
+def read_moments(K: np.ndarray, layout: MomentsLayout, n_records: int, noise_sd: float,
+                 ridge_multiple: float = RIDGE_NOISE_MULTIPLE) -> Moments:
     """:class:`Moments` from the noisy Gram ``K`` of the augmented rows (see :func:`fit_from_moments`)."""
     K = np.asarray(K, np.float64)
     K = (K + K.T) / 2.0
@@ -207,7 +202,7 @@ def read_moments(K: np.ndarray, layout: MomentsLayout, n_records: int, noise_sd:
     c, beta = float(layout.constant), float(layout.score_weight)
     N = float(n_records)
     n1 = float(np.clip(K[ci, li] / (c * kappa), 1.0, N - 1.0))
-    ridge = max(RIDGE_NOISE_MULTIPLE * float(noise_sd) * math.sqrt(F.size), 1e-12)
+    ridge = max(float(ridge_multiple) * float(noise_sd) * math.sqrt(F.size), 1e-12)
     h, s = K[F, li] / kappa, K[F, ci] / c
     noise: np.ndarray = np.zeros((2, 2))
     tau2 = float(noise_sd) ** 2 / 2.0  # an off-diagonal entry's noise variance after symmetrization
@@ -244,7 +239,8 @@ def discriminant(K: np.ndarray, layout: MomentsLayout, n_records: int, noise_sd:
     return _discriminant(read_moments(K, layout, n_records, noise_sd), n_records, noise_sd, variance_scale)
 
 
-def _discriminant(m: Moments, n_records: int, noise_sd: float, variance_scale: float) -> Discriminant | None:
+def _discriminant(m: Moments, n_records: int, noise_sd: float, variance_scale: float,
+                  floor_share: float = VARIANCE_FLOOR_SHARE) -> Discriminant | None:
     """:func:`discriminant` from the moments already read."""
     s, h, n1, n0, N, d = m.s, m.h, m.n1, m.n0, float(n_records), m.s.size
     m1, m0 = h / n1, (s - h) / n0
@@ -269,15 +265,19 @@ def _discriminant(m: Moments, n_records: int, noise_sd: float, variance_scale: f
     # -0.82 within-class standard deviations along w without the correction, -0.30 with it; accuracy 0.812 -> 0.850
     correction = -float(np.trace(Si)) * float(a * m.noise[0, 1] + b * m.noise[1, 1]) / N
     mid = float(w @ (s / N)) + (n0 - n1) / N * D / 2.0 + correction
-    v = max(float(variance_scale) * _variance_along(w, S_raw, float(noise_sd)) / max(N - 2.0, 1.0), 1e-300)
+    v = max(float(variance_scale) * _variance_along(w, S_raw, float(noise_sd), floor_share) / max(N - 2.0, 1.0),
+            1e-300)
     return Discriminant(w=w, mid=mid, mid_correction=correction, separation=D, variance=v, n1=n1, n0=n0)
 
 
 def fit_release(estimate, layout: MomentsLayout, n_records: int, mu: float, gamma: float,
-                fit_intercept: bool = True) -> tuple[np.ndarray, np.ndarray, float]:
+                fit_intercept: bool = True, floor_share: float = VARIANCE_FLOOR_SHARE,
+                ridge_multiple: float = RIDGE_NOISE_MULTIPLE) -> tuple[np.ndarray, np.ndarray, float]:
     """(the released Gram as a square matrix, w, intercept) from the release's estimate (the integers over
     gamma^2) and its public mu: :func:`fit_from_moments` with the noise's standard deviation per entry
-    sqrt(2 mu) / gamma^2 (local and job mode alike)."""
+    sqrt(2 mu) / gamma^2 (local and job mode alike); ``floor_share``, ``ridge_multiple``: the fit's two knobs
+    (:func:`fit_from_moments`)."""
     K = np.asarray(estimate, np.float64).reshape(layout.n_cols, layout.n_cols)
-    w, b = fit_from_moments(K, layout, n_records, math.sqrt(2.0 * mu) / float(gamma) ** 2, fit_intercept)
+    w, b = fit_from_moments(K, layout, n_records, math.sqrt(2.0 * mu) / float(gamma) ** 2, fit_intercept,
+                            floor_share=floor_share, ridge_multiple=ridge_multiple)
     return K, w, b
