@@ -47,6 +47,7 @@ BENCHMARKS = {
     "warm": "bench.warm",
     "release": "bench.release",
     "lr-tuned": "bench.lr_tuned",
+    "pbm-tuned": "bench.pbm_tuned",
 }
 
 
