@@ -16,14 +16,16 @@ The protocol, per dataset, epsilon and run (seed ``seed + run``):
    model of an e-epoch run; a test checks it);
 3. the chosen point is refitted on train with a fresh seed and scored on test.
 
-Grids: learning rate, epochs and hidden width (:data:`GRID`) for both methods.  PBM-VFL's privacy claim is its
-feature-level epsilon (relation "embedding": one client's embedding of one record changed, not the record's
+Grids (:data:`GRID`, the same for both methods): learning rate, hidden width, mini-batch size and epochs.  The
+batch size leaves every claim as it is (each record is released once per epoch whatever the batch), and smaller
+batches train more per release, so fewer epochs (a larger beta at the same epsilon) suffice.  PBM-VFL's privacy
+claim is its feature-level epsilon (relation "embedding": one client's embedding of one record changed, not the record's
 features, against the server; :func:`sqm.apps.pbm_vfl.privacy.method_privacy`) at delta 1e-5, which depends on
 (b, beta, clients, P, epochs).  The claim is held fixed across the grid: b is fixed at ``sqm pbm-vfl``'s 16 and
 beta is SOLVED from the epsilon for each grid point's epochs (:func:`beta_for_epsilon`: the largest beta <= 1/4
 whose epsilon is at most the target), so no grid point spends more than the stated epsilon.  b is not tuned: at a
-fixed epsilon the decoded noise's variance bound 1/(b beta^2) moves little with b (b 64 against 16: 9-17% lower at
-epsilon 8-200), at four times the coins and two more bits per value.  NPQ has no privacy.  Tuning's privacy cost
+fixed epsilon the decoded noise's variance bound 1/(b beta^2) moves little with b (docs/how-to/pbm-vfl.md), while
+a larger b costs more coins and bits per value.  NPQ has no privacy.  Tuning's privacy cost
 is not counted, for either method alike: each epsilon is that of the final refit.
 """
 from __future__ import annotations
@@ -38,7 +40,7 @@ from bench.common import finish
 DATASETS = ("digits", "phishing", "breast_cancer", "wine", "iris")
 PARTIES = {"digits": 4, "phishing": 5, "breast_cancer": 3, "wine": 3, "iris": 2}  # clients (digits: quadrants)
 STANDARDIZED = ("breast_cancer", "wine", "iris")  # each client's columns, with the training split's statistics
-GRID = dict(lr=(0.003, 0.01, 0.03), hidden=(64, 256), epochs=(5, 10))
+GRID = dict(lr=(0.003, 0.01), hidden=(64, 256), batch_size=(25, 100), epochs=(5, 10))
 METHODS = ("pbm", "npq")
 B = 16  # PBM's trials: sqm pbm-vfl's default, not tuned (see the module docstring)
 EMBEDDING_SIZE = 16
@@ -116,18 +118,19 @@ def client_blocks(name: str, X, fit_idx, eval_idx) -> tuple[list, list]:
 
 def fit_score(name: str, X, y, n_classes: int, method: str, point: dict, fit_idx, eval_idx, epsilon: float,
               seed: int, delta: float = DELTA) -> dict:
-    """Train ``method`` at grid ``point`` on the records ``fit_idx`` and score every epoch on ``eval_idx``:
-    {accuracy (per epoch), auprc (last epoch, binary only), b, beta, epsilon_spent}.  The one place a model is
-    trained, so a test can check which records each call sees."""
+    """Train ``method`` at grid ``point`` (lr, hidden, epochs; optionally embedding_size and batch_size, else
+    :data:`EMBEDDING_SIZE` and ``sqm pbm-vfl``'s batch) on the records ``fit_idx`` and score every epoch on
+    ``eval_idx``: {accuracy (per epoch), auprc (last epoch, binary only), b, beta, epsilon_spent}.  The one place a
+    model is trained, so a test can check which records each call sees."""
     from sqm.apps.pbm_vfl import VFLConfig, train_vfl
     from sqm.apps.pbm_vfl.privacy import method_privacy
 
     btr, bev = client_blocks(name, X, fit_idx, eval_idx)
-    M = len(btr)
-    beta = beta_for_epsilon(float(epsilon), B, M, EMBEDDING_SIZE, int(point["epochs"]), delta) \
-        if method == "pbm" else 0.25
+    M, P = len(btr), int(point.get("embedding_size", EMBEDDING_SIZE))
+    beta = beta_for_epsilon(float(epsilon), B, M, P, int(point["epochs"]), delta) if method == "pbm" else 0.25
     cfg = VFLConfig(method=method, b=B, beta=beta, epochs=int(point["epochs"]), lr=float(point["lr"]),
-                    hidden=int(point["hidden"]), embedding_size=EMBEDDING_SIZE, n_classes=n_classes, delta=delta)
+                    hidden=int(point["hidden"]), embedding_size=P, n_classes=n_classes, delta=delta,
+                    batch_size=int(point.get("batch_size", VFLConfig.batch_size)))
     r = train_vfl(btr, bev, y[fit_idx], y[eval_idx], cfg, "plain", seed=seed)
     return dict(accuracy=[h["test_accuracy"] for h in r.history], auprc=r.auprc if n_classes == 2 else None,
                 b=B if method == "pbm" else None, beta=beta if method == "pbm" else None,
@@ -226,7 +229,8 @@ def run(datasets=("digits", "phishing"), epsilons=(200.0,), runs=5, seed=0, data
 
 
 def _chosen(c: dict) -> str:
-    return f"lr {c['lr']:g}, h {c['hidden']}, ep {c['epochs']}"
+    return f"lr {c['lr']:g}, h {c['hidden']}" + (f", B {c['batch_size']}" if "batch_size" in c else "") \
+        + f", ep {c['epochs']}"
 
 
 def print_table(rep: dict) -> None:
