@@ -83,3 +83,12 @@ def test_gap_check(pbm_acc, npq_acc, ok):
     res = pbm_tuned.gap_check(pbm_acc, npq_acc)
     assert res["ok"] is ok
     assert res["gap_points"] == pytest.approx(100 * (npq_acc - pbm_acc), abs=1e-9)
+
+
+def test_cell_rows_mean_std_min_and_the_check():
+    cells = {"pbm": [dict(accuracy=a, epsilon_spent=10.0, chosen={}, beta=0.1) for a in (0.90, 0.92, 0.88)],
+             "npq": [dict(accuracy=a, epsilon_spent=math.inf, chosen={}, beta=None) for a in (0.96, 0.97, 0.95)]}
+    pbm, npq = pbm_tuned.cell_rows("digits", 100, 10, 50.0, cells)
+    assert pbm["accuracy"] == pytest.approx(0.90) and pbm["accuracy_min"] == 0.88
+    assert pbm["accuracy_std"] == pytest.approx(0.02) and npq["accuracy_std"] == pytest.approx(0.01)
+    assert pbm["gap_points"] == pytest.approx(6.0) and pbm["ok"] is False and "ok" not in npq
