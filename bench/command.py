@@ -49,6 +49,7 @@ BENCHMARKS = {
     "lr-tuned": "bench.lr_tuned",
     "utility": "bench.utility",
     "verify": "bench.verify",
+    "pbm-tuned": "bench.pbm_tuned",
 }
 
 
