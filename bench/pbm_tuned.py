@@ -16,17 +16,26 @@ The protocol, per dataset, epsilon and run (seed ``seed + run``):
    model of an e-epoch run; a test checks it);
 3. the chosen point is refitted on train with a fresh seed and scored on test.
 
-Grids (:data:`GRID`, the same for both methods): learning rate, hidden width and epochs, at ``sqm pbm-vfl``'s
-mini-batch size.  A grid point may also name ``batch_size`` (and ``embedding_size``): the batch size leaves every
-claim as it is (each record is released once per epoch whatever the batch).  PBM-VFL's privacy
-claim is its feature-level epsilon (relation "embedding": one client's embedding of one record changed, not the record's
-features, against the server; :func:`sqm.apps.pbm_vfl.privacy.method_privacy`) at delta 1e-5, which depends on
-(b, beta, clients, P, epochs).  The claim is held fixed across the grid: b is fixed at ``sqm pbm-vfl``'s 16 and
-beta is SOLVED from the epsilon for each grid point's epochs (:func:`beta_for_epsilon`: the largest beta <= 1/4
-whose epsilon is at most the target), so no grid point spends more than the stated epsilon.  b is not tuned: at a
-fixed epsilon the decoded noise's variance bound 1/(b beta^2) moves little with b (docs/how-to/pbm-vfl.md), while
-a larger b costs more coins and bits per value.  NPQ has no privacy.  Tuning's privacy cost
-is not counted, for either method alike: each epsilon is that of the final refit.
+Grids (:data:`GRID`, the same for both methods): learning rate, hidden width, mini-batch size and epochs; PBM-VFL
+also picks its trials b from :data:`PBM_B` (NPQ has none).  A grid point may also name ``embedding_size``.
+
+The privacy level is fixed before any run (``--epsilon``, default :data:`EPSILON`) and holds for every grid point
+and every record: it is PBM-VFL's feature-level epsilon (relation "embedding": one client's embedding of one record
+changed, not the record's features, against the server; :func:`sqm.mechanism.pbm.privacy_report`) at delta 1e-5;
+the sample-level epsilon (every client's embedding of one record changed) of the same releases is printed beside
+it.  Two kinds of record, disjoint by the split, are released:
+
+- a training record, once per epoch at the grid point's (b, beta): beta is SOLVED from the epsilon for the point's
+  b and epochs (:func:`beta_for_epsilon`: the largest beta <= 1/4 within it), so no grid point spends more;
+- a scored record (validation while tuning, test at the refit) ONCE, after training, through a prediction release
+  (:func:`score_release`: the b of :data:`SCORE_B` with beta solved for one use whose variance bound
+  C^2 M / (4 beta^2 b) is smallest).  Training evaluates no record along the way: ``sqm pbm-vfl`` releases its test
+  records after every epoch at the training (b, beta), ``epochs`` releases of which only the last is scored; one
+  release at the same per-record epsilon carries far less noise.
+
+Each record's feature-level epsilon is the larger of the two kinds' (a record is of one kind only); both are
+reported.  NPQ has no privacy.  Tuning's privacy cost is not counted, for either method alike: each epsilon is
+that of the final refit and its scoring.
 """
 from __future__ import annotations
 
@@ -40,15 +49,19 @@ from bench.common import finish
 DATASETS = ("digits", "phishing", "breast_cancer", "wine", "iris")
 PARTIES = {"digits": 4, "phishing": 5, "breast_cancer": 3, "wine": 3, "iris": 2}  # clients (digits: quadrants)
 STANDARDIZED = ("breast_cancer", "wine", "iris")  # each client's columns, with the training split's statistics
-GRID = dict(lr=(0.003, 0.01, 0.03), hidden=(64, 256), epochs=(5, 10))
+GRID = dict(lr=(0.003, 0.01, 0.03), hidden=(256,), batch_size=(25, 100), epochs=(5, 10))
 METHODS = ("pbm", "npq")
-B = 16  # PBM's trials: sqm pbm-vfl's default, not tuned (see the module docstring)
+PBM_B = (16, 64)  # PBM-VFL's trials b while training: a grid dimension of PBM-VFL's only
+SCORE_B = (16, 32, 64)  # the trials b a scored record's one release may use (the smallest variance bound wins)
+EPSILON = 200.0  # the feature-level epsilon fixed in advance (the default of --epsilons)
+MAX_RECORDS = 3000  # bench utility's PBM-VFL cells: at most this many records per data set (phishing's subsample)
 EMBEDDING_SIZE = 16
 DELTA = 1e-5
 GAP_POINTS = 5.0  # the check: PBM-VFL's mean test accuracy within this many points of NPQ's
 NOT_COUNTED = ("tuning's privacy cost is not counted, for either method alike: each epsilon is the final refit's; "
                "hyperparameters chosen by validation accuracy (train -> validation), refitted on train, scored on test")
-RESULT_KEYS = ("accuracy", "auprc", "validation", "chosen", "b", "beta", "epsilon_spent")
+RESULT_KEYS = ("accuracy", "auprc", "validation", "chosen", "b", "beta", "score_b", "score_beta", "epsilon_spent",
+               "epsilon_sample")
 
 
 def grid_points(grid: dict) -> list[dict]:
@@ -116,31 +129,91 @@ def client_blocks(name: str, X, fit_idx, eval_idx) -> tuple[list, list]:
     return [A[:, c] for c in cols], [E[:, c] for c in cols]
 
 
+@functools.cache
+def score_release(epsilon: float, M: int, P: int, delta: float = DELTA) -> tuple[int, float]:
+    """(b, beta) of a scored record's one release at feature-level ``epsilon``: over :data:`SCORE_B`, beta
+    solved for one use (:func:`beta_for_epsilon`), the pair of smallest variance bound C^2 M / (4 beta^2 b) (the
+    first on ties).  Public quantities only: no data is looked at."""
+    from sqm.mechanism import pbm
+
+    pairs = []
+    for b in SCORE_B:
+        try:
+            pairs.append((b, beta_for_epsilon(float(epsilon), b, M, P, 1, delta)))
+        except ValueError:
+            continue
+    if not pairs:
+        raise ValueError(f"no scoring release (b in {SCORE_B}) meets feature-level epsilon {epsilon:g}")
+    return min(pairs, key=lambda bb: pbm.variance_bound(bb[0], bb[1], M))
+
+
+def predict_once(trainer, blocks, b: int, beta: float, seed: int):
+    """Class probabilities of the records whose client blocks are ``blocks``, each released ONCE through PBM at
+    (``b``, ``beta``) with the trained parties of ``trainer`` (a fitted :class:`sqm.apps.pbm_vfl.trainer.PBMVFL`),
+    in process; the parties' noise from ``seed`` (never a training seed: :func:`fit_score` derives it)."""
+    from sqm.apps.pbm_vfl.trainer import PBMVFL
+
+    cfg = trainer.cfg
+    pred = PBMVFL(trainer.clients, trainer.server, b=int(b), beta=float(beta), C=cfg.C, epochs=1,
+                  batch_size=cfg.batch_size, delta=cfg.delta, method="pbm", backend="plain", seed=seed,
+                  eval_chunk=cfg.eval_chunk)
+    return pred.predict_proba(blocks)
+
+
+def _score_seed(seed: int) -> int:
+    """The prediction's seed of a fit with ``seed``: another stream than every training party's."""
+    import numpy as np
+
+    return int(np.random.SeedSequence([int(seed), 1]).generate_state(1, np.uint64)[0] >> 2)
+
+
 def fit_score(name: str, X, y, n_classes: int, method: str, point: dict, fit_idx, eval_idx, epsilon: float,
               seed: int, delta: float = DELTA) -> dict:
-    """Train ``method`` at grid ``point`` (lr, hidden, epochs; optionally embedding_size and batch_size, else
-    :data:`EMBEDDING_SIZE` and ``sqm pbm-vfl``'s batch) on the records ``fit_idx`` and score every epoch on
-    ``eval_idx``: {accuracy (per epoch), auprc (last epoch, binary only), b, beta, epsilon_spent}.  The one place a
-    model is trained, so a test can check which records each call sees."""
+    """Train ``method`` at grid ``point`` (lr, hidden, epochs; optionally batch_size, embedding_size and, for
+    PBM-VFL, b; else ``sqm pbm-vfl``'s batch, :data:`EMBEDDING_SIZE` and ``PBM_B[0]``) on the records ``fit_idx``
+    and score it on ``eval_idx``: {accuracy (a list: NPQ's per epoch on the clean sums; PBM-VFL's one entry, the
+    records released once after training by :func:`predict_once` at :func:`score_release`), auprc (binary only),
+    b, beta (training), score_b, score_beta (the scoring release), epsilon_spent and epsilon_sample (the larger
+    of the training records' and the scored records' feature- and sample-level epsilons)}.  The one place a model
+    is trained, so a test can check which records each call sees."""
+    import numpy as np
+
     from sqm.apps.pbm_vfl import VFLConfig, train_vfl
-    from sqm.apps.pbm_vfl.privacy import method_privacy
+    from sqm.mechanism import pbm
 
     btr, bev = client_blocks(name, X, fit_idx, eval_idx)
     M, P = len(btr), int(point.get("embedding_size", EMBEDDING_SIZE))
-    beta = beta_for_epsilon(float(epsilon), B, M, P, int(point["epochs"]), delta) if method == "pbm" else 0.25
-    cfg = VFLConfig(method=method, b=B, beta=beta, epochs=int(point["epochs"]), lr=float(point["lr"]),
+    epochs, b = int(point["epochs"]), int(point.get("b", PBM_B[0]))
+    beta = beta_for_epsilon(float(epsilon), b, M, P, epochs, delta) if method == "pbm" else 0.25
+    cfg = VFLConfig(method=method, b=b, beta=beta, epochs=epochs, lr=float(point["lr"]),
                     hidden=int(point["hidden"]), embedding_size=P, n_classes=n_classes, delta=delta,
                     batch_size=int(point.get("batch_size", VFLConfig.batch_size)))
-    r = train_vfl(btr, bev, y[fit_idx], y[eval_idx], cfg, "plain", seed=seed)
-    return dict(accuracy=[h["test_accuracy"] for h in r.history], auprc=r.auprc if n_classes == 2 else None,
-                b=B if method == "pbm" else None, beta=beta if method == "pbm" else None,
-                epsilon_spent=float(method_privacy(cfg, M).epsilon_server))
+    yfit, yev = y[fit_idx], y[eval_idx]
+    if method != "pbm":
+        r = train_vfl(btr, bev, yfit, yev, cfg, "plain", seed=seed)
+        return dict(accuracy=[h["test_accuracy"] for h in r.history], auprc=r.auprc if n_classes == 2 else None,
+                    b=None, beta=None, score_b=None, score_beta=None, epsilon_spent=math.inf,
+                    epsilon_sample=math.inf)
+    # no record to score while training: the scored records are released once, afterwards
+    r = train_vfl(btr, [e[:0] for e in bev], yfit, yev[:0], cfg, "plain", seed=seed)
+    sb, sbeta = score_release(float(epsilon), M, P, delta)
+    probs = predict_once(r.trainer, bev, sb, sbeta, _score_seed(seed))
+    auprc = None
+    if n_classes == 2:
+        from sklearn.metrics import average_precision_score
+
+        auprc = float(average_precision_score(yev, probs[:, 1]))
+    trained = pbm.privacy_report(b, beta, M, P, epochs, delta)
+    scored = pbm.privacy_report(sb, sbeta, M, P, 1, delta)
+    return dict(accuracy=[float(np.mean(probs.argmax(1) == yev))], auprc=auprc, b=b, beta=beta, score_b=sb,
+                score_beta=sbeta, epsilon_spent=float(max(trained.epsilon_feature, scored.epsilon_feature)),
+                epsilon_sample=float(max(trained.epsilon_sample, scored.epsilon_sample)))
 
 
 def tune(name: str, X, y, n_classes: int, method: str, grid: dict, tr, va, epsilon: float, seed: int,
          delta: float = DELTA) -> tuple[dict, float]:
     """(the grid point of highest validation accuracy, its accuracy): every point trained on ``tr`` and scored on
-    ``va`` only.  NPQ: one run per (lr, hidden) at the most epochs, each epoch count read from its history."""
+    ``va`` only.  NPQ: one run per point at the most epochs, each epoch count read from its history."""
     score: dict[tuple, float] = {}
     epochs = sorted(grid["epochs"])
     for p in grid_points({k: v for k, v in grid.items() if k != "epochs"}):
@@ -163,12 +236,13 @@ def _key(point: dict) -> tuple:
 
 
 def tuned_cell(name: str, epsilon: float, seed: int, *, grid: dict | None = None, methods=METHODS, data=None,
-               max_records: int | None = None, delta: float = DELTA, loaded=None) -> dict:
+               max_records: int | None = None, delta: float = DELTA, loaded=None, pbm_b=PBM_B) -> dict:
     """One run of the protocol (module docstring) on dataset ``name`` at PBM-VFL feature-level ``epsilon``
     with ``seed`` (the split's and the training seeds'): method -> {accuracy (test), auprc (test, binary sets;
-    else None), validation (the chosen point's validation accuracy), chosen (lr, hidden, epochs), b, beta (PBM;
-    None for NPQ), epsilon_spent (the refit's feature-level epsilon; inf for NPQ)}, plus "split": the
-    (train, validation, test) sizes.  ``loaded``: (X, y, n_classes) already loaded (else :func:`load`)."""
+    else None), validation (the chosen point's validation accuracy), chosen (the grid point; PBM-VFL's with its b
+    from ``pbm_b``), b, beta, score_b, score_beta (PBM; None for NPQ), epsilon_spent, epsilon_sample (the
+    refit's and its scoring's, :func:`fit_score`; inf for NPQ)}, plus "split": the (train, validation, test)
+    sizes.  ``loaded``: (X, y, n_classes) already loaded (else :func:`load`)."""
     import numpy as np
 
     from bench.lr_tuned import split_indices
@@ -179,10 +253,13 @@ def tuned_cell(name: str, epsilon: float, seed: int, *, grid: dict | None = None
     out: dict = {"split": (len(tr), len(va), len(te))}
     for method in methods:
         tune_seed, refit_seed = (int(s) for s in rng.integers(0, 2 ** 62, size=2))
-        chosen, val = tune(name, X, y, K, method, grid or GRID, tr, va, epsilon, tune_seed, delta)
+        g = dict(grid or GRID)
+        if method == "pbm" and "b" not in g:
+            g["b"] = tuple(pbm_b)
+        chosen, val = tune(name, X, y, K, method, g, tr, va, epsilon, tune_seed, delta)
         r = fit_score(name, X, y, K, method, chosen, tr, te, epsilon, refit_seed, delta)
         out[method] = dict(accuracy=float(r["accuracy"][-1]), auprc=r["auprc"], validation=float(val),
-                           chosen=chosen, b=r["b"], beta=r["beta"], epsilon_spent=r["epsilon_spent"])
+                           chosen=chosen, **{k: r[k] for k in RESULT_KEYS[4:]})
     return out
 
 
@@ -192,12 +269,18 @@ def gap_check(pbm_accuracy: float, npq_accuracy: float, points: float = GAP_POIN
     return dict(gap_points=gap, ok=bool(gap <= points + 1e-9))  # 1e-9: a gap of exactly ``points`` passes
 
 
-def run(datasets=("digits", "phishing"), epsilons=(200.0,), runs=5, seed=0, data=None, max_records=None,
-        grid: dict | None = None, delta: float = DELTA, progress=True) -> dict:
+def relations() -> dict:
+    """The words of the two printed epsilons' relations, against the server."""
+    from sqm.mechanism.report import relation_phrase
+
+    return dict(relation=relation_phrase("embedding", "the server"),
+                relation_sample=relation_phrase("sample", "the server"))
+
+
+def run(datasets=("digits", "phishing"), epsilons=(EPSILON,), runs=5, seed=0, data=None, max_records=None,
+        grid: dict | None = None, delta: float = DELTA, progress=True, pbm_b=PBM_B) -> dict:
     import torch
     from tqdm import tqdm
-
-    from sqm.mechanism.report import relation_phrase
 
     torch.set_num_threads(1)
     t0, c0 = time.perf_counter(), time.process_time()
@@ -207,12 +290,12 @@ def run(datasets=("digits", "phishing"), epsilons=(200.0,), runs=5, seed=0, data
         for e in epsilons:
             cells: dict[str, list] = {m: [] for m in METHODS}
             for r in tqdm(range(runs), desc=f"pbm-tuned {name} eps {e:g}", disable=not progress, leave=False):
-                res = tuned_cell(name, e, seed + r, grid=grid, delta=delta, loaded=loaded)
+                res = tuned_cell(name, e, seed + r, grid=grid, delta=delta, loaded=loaded, pbm_b=pbm_b)
                 for m in METHODS:
                     cells[m].append(res[m])
                     per_run.append(dict(dataset=name, epsilon=e, run=r, method=m, **res[m]))
             rows += cell_rows(name, int(len(loaded[1])), loaded[2], e, cells)
-    return dict(protocol=NOT_COUNTED, relation=relation_phrase("embedding", "the server"), delta=delta, b=B,
+    return dict(protocol=NOT_COUNTED, **relations(), delta=delta, pbm_b=list(pbm_b), score_b=list(SCORE_B),
                 embedding_size=EMBEDDING_SIZE, grid=grid or GRID, runs=runs, seed=seed,
                 split="stratified 60/20/20 per run", gap_points_allowed=GAP_POINTS, rows=rows, per_run=per_run,
                 seconds=time.perf_counter() - t0, cpu_seconds=time.process_time() - c0)
@@ -220,40 +303,53 @@ def run(datasets=("digits", "phishing"), epsilons=(200.0,), runs=5, seed=0, data
 
 def cell_rows(name: str, n: int, classes: int, epsilon: float, cells: dict) -> list[dict]:
     """The table's rows of one (dataset, epsilon): per method the mean, sample standard deviation and minimum of
-    the runs' test accuracies (``cells``: method -> the runs' :func:`tuned_cell` entries), PBM-VFL's with
-    :func:`gap_check` against NPQ."""
+    the runs' test accuracies (``cells``: method -> the runs' :func:`tuned_cell` entries), the largest epsilons
+    spent, PBM-VFL's with its releases' (b, beta) per run and :func:`gap_check` against NPQ."""
     import numpy as np
 
     acc = {m: np.array([v["accuracy"] for v in cells[m]]) for m in METHODS}
     runs = len(acc["pbm"])
+
+    def per_run(m, k):
+        return [v[k] for v in cells[m]] if m == "pbm" else None
+
     return [dict(dataset=name, clients=PARTIES[name], classes=classes, n=n, epsilon=epsilon, method=m,
                  accuracy=float(acc[m].mean()), accuracy_std=float(acc[m].std(ddof=1)) if runs > 1 else 0.0,
                  accuracy_min=float(acc[m].min()), runs=runs,
                  epsilon_spent=float(max(v["epsilon_spent"] for v in cells[m])),
-                 chosen=[v["chosen"] for v in cells[m]], beta=[v["beta"] for v in cells[m]] if m == "pbm" else None,
+                 epsilon_sample=float(max(v.get("epsilon_sample", math.inf) for v in cells[m])),
+                 chosen=[v["chosen"] for v in cells[m]], beta=per_run(m, "beta"),
+                 score=[(v["score_b"], v["score_beta"]) for v in cells[m]] if m == "pbm" else None,
                  **(gap_check(acc["pbm"].mean(), acc["npq"].mean()) if m == "pbm" else {})) for m in METHODS]
 
 
 def _chosen(c: dict) -> str:
     return f"lr {c['lr']:g}, h {c['hidden']}" + (f", B {c['batch_size']}" if "batch_size" in c else "") \
-        + f", ep {c['epochs']}"
+        + f", ep {c['epochs']}" + (f", b {c['b']}" if "b" in c else "")
 
 
 def print_table(rep: dict) -> None:
-    print(f"PBM-VFL (b {rep['b']}, beta solved from epsilon per epochs, P {rep['embedding_size']}) and NPQ, tuned "
-          f"on validation accuracy, {rep['runs']} runs ({rep['split']}); in process (the simulation)")
-    print(f"epsilon: PBM-VFL's feature-level epsilon at delta {rep['delta']:g}, relation {rep['relation']}; "
-          f"NPQ: no privacy")
+    print(f"PBM-VFL (trials b in {rep['pbm_b']} tuned, beta solved from epsilon per b and epochs; each scored record "
+          f"released once, b in {rep['score_b']} with beta solved for one use, the smallest variance bound; P "
+          f"{rep['embedding_size']}) and NPQ, tuned on validation accuracy, {rep['runs']} runs ({rep['split']}); in "
+          "process (the simulation)")
+    print(f"eps: PBM-VFL's feature-level epsilon at delta {rep['delta']:g} ({rep['relation']}), fixed in advance; "
+          f"spent: the largest over runs of the training records' and the scored records' (disjoint records); "
+          f"sample eps: the same releases' sample-level epsilon ({rep['relation_sample']}); NPQ: no privacy")
     print(rep["protocol"])
     print(f"{'dataset':14s} {'eps':>5s} {'method':7s} {'accuracy mean +- std':>21s} {'min':>7s} {'gap':>6s} "
-          f"{'check':6s} chosen (per run)")
+          f"{'check':6s} {'spent':>6s} {'sample':>7s} chosen (per run)")
     for r in rep["rows"]:
         gap = f"{r['gap_points']:6.2f}" if "gap_points" in r else " " * 6
         ok = ("pass" if r["ok"] else "FAIL") if "ok" in r else ""
         label = "PBM-VFL" if r["method"] == "pbm" else "NPQ"
         beta = "" if not r.get("beta") else " beta " + ",".join(f"{b:.3g}" for b in r["beta"])
+        score = "" if not r.get("score") else "; scored once at " + ",".join(
+            f"b {b} beta {x:.3g}" for b, x in dict.fromkeys(tuple(s) for s in r["score"]))
         print(f"{r['dataset']:14s} {r['epsilon']:5g} {label:7s} {r['accuracy']:.4f} +- {r['accuracy_std']:.4f}    "
-              f"{r['accuracy_min']:.4f} {gap} {ok:6s} {'; '.join(_chosen(c) for c in r['chosen'])}{beta}")
+              f"{r['accuracy_min']:.4f} {gap} {ok:6s} {r['epsilon_spent']:6.4g} "
+              f"{r.get('epsilon_sample', math.inf):7.4g} "
+              f"{'; '.join(_chosen(c) for c in r['chosen'])}{beta}{score}")
     print(f"check: PBM-VFL's mean test accuracy within {rep['gap_points_allowed']:g} points of NPQ's; "
           f"{rep['seconds']:.0f} s wall, {rep['cpu_seconds']:.0f} CPU s")
 
@@ -261,8 +357,8 @@ def print_table(rep: dict) -> None:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--datasets", nargs="+", default=["digits", "phishing"], choices=DATASETS,
                    help="data sets (default digits phishing)")
-    p.add_argument("--epsilons", nargs="+", type=float, default=[200.0],
-                   help="PBM-VFL feature-level epsilons (relation 'embedding'; default 200)")
+    p.add_argument("--epsilons", nargs="+", type=float, default=[EPSILON],
+                   help=f"PBM-VFL feature-level epsilons, fixed in advance (relation 'embedding'; default {EPSILON:g})")
     p.add_argument("--runs", type=int, default=5, help="runs (splits and seeds) per cell (default 5)")
     p.add_argument("--seed", type=int, default=0, help="first run's seed (default 0)")
     p.add_argument("--max-records", type=int, default=None,
