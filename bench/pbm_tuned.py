@@ -58,7 +58,8 @@ MAX_RECORDS = 3000  # bench utility's PBM-VFL cells: at most this many records p
 EMBEDDING_SIZE = 16
 DELTA = 1e-5
 GAP_POINTS = 5.0  # the check: PBM-VFL's mean test accuracy within this many points of NPQ's
-NOT_COUNTED = ("tuning's privacy cost is not counted, for either method alike: each epsilon is the final refit's; "
+NOT_COUNTED = ("tuning's privacy cost is not counted, for either method alike: each epsilon is the final refit's "
+               "and its test records' one release; "
                "hyperparameters chosen by validation accuracy (train -> validation), refitted on train, scored on test")
 RESULT_KEYS = ("accuracy", "auprc", "validation", "chosen", "b", "beta", "score_b", "score_beta", "epsilon_spent",
                "epsilon_sample")

@@ -49,6 +49,7 @@ def test_tuning_sees_no_test_index_and_takes_the_validation_argmax(monkeypatch):
     assert [c[1]["epochs"] for c in calls if c[0] == "npq"] == [2, 2, 1]
 
 
+@pytest.mark.slow  # the scoring release's accounting at b 64
 def test_tiny_configuration_runs_and_returns_the_documented_keys():
     from sqm.mechanism import pbm as mech
 
@@ -89,6 +90,7 @@ def test_beta_for_epsilon_is_the_largest_beta_within_the_target():
     assert pbm_tuned.beta_for_epsilon(1e4, 16, 4, 16, 5) == 0.25
 
 
+@pytest.mark.slow  # the scoring release's accounting at b 64
 def test_a_scored_record_is_released_once_at_the_scoring_release_and_never_while_training(monkeypatch):
     """PBM-VFL's fit_score: every message a client sends about a scored (eval) record comes from the one
     prediction, at score_release's (b, beta), and covers each scored record exactly once; training messages carry
@@ -120,6 +122,7 @@ def test_a_scored_record_is_released_once_at_the_scoring_release_and_never_while
     assert sorted(np.concatenate([s[1] for s in trained])) == sorted(list(range(len(tr))) * M * 2)
 
 
+@pytest.mark.slow  # the scoring release's accounting at b 64
 def test_score_release_holds_the_epsilon_with_the_smallest_variance_bound():
     from sqm.mechanism import pbm
 
