@@ -50,6 +50,7 @@ BENCHMARKS = {
     "lr-constants": "bench.lr_constants",
     "utility": "bench.utility",
     "verify": "bench.verify",
+    "pbm-tuned": "bench.pbm_tuned",
 }
 
 

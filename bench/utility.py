@@ -23,8 +23,9 @@ Per method and cell (data set x epsilon), ``--runs`` runs for logistic regressio
   class against the rest.
 - linear regression: a 75/25 split; SQM linear regression (defaults) beside AdaSSP (the central-DP
   sufficient-statistics baseline), OLS and the training mean, test R^2.  Targets: :data:`LINREG_TARGETS`.
-- PBM-VFL: ``sqm pbm-vfl``'s documented settings (:data:`bench.pbm_vfl_seeds.SETTINGS`) against NPQ (no
-  quantization, no noise), test accuracy; its epsilon is fixed by (b, beta, epochs), printed with its relation.
+- PBM-VFL: :mod:`bench.pbm_tuned`'s protocol (:func:`pbm_cell`): PBM-VFL and NPQ (no quantization, no noise)
+  tuned alike on validation, test accuracy; PBM-VFL's feature-level epsilon fixed in advance, its sample-level one
+  beside it, each printed with its relation.
 
 The done-when checks of each cell: SQM-PCA >= 99% of central DP; SQM-LR within 2 points of tuned DPSGD in accuracy
 and AUC; SQM linear regression within 0.05 R^2 of AdaSSP and not below the mean; PBM-VFL within 5 points of NPQ.
@@ -237,28 +238,33 @@ def linreg_cell(X, y, names, epsilon: float, delta: float, runs: int, name: str 
 
 
 def pbm_cell(name: str, runs: int) -> dict:
-    """PBM-VFL at ``sqm pbm-vfl``'s documented setting for ``name`` against NPQ, ``runs`` seeds each (the epsilon
-    is the setting's: PBM's b, beta and epochs fix it)."""
-    from dataclasses import replace
-
+    """PBM-VFL against NPQ by :mod:`bench.pbm_tuned`'s protocol, ``runs`` runs (run r: seed r): both tuned alike on
+    validation over its grid (PBM-VFL also over its trials b, beta solved from the epsilon), at PBM-VFL's
+    feature-level epsilon fixed in advance (:data:`bench.pbm_tuned.EPSILON`; every record's, the scored records'
+    one release included), at most :data:`bench.pbm_tuned.MAX_RECORDS` records (a stratified subsample)."""
     import numpy as np
+    import torch
 
-    from bench.pbm_vfl_seeds import SETTINGS
-    from sqm.apps.pbm_vfl import VFLConfig, load_split, train_vfl
-    from sqm.apps.pbm_vfl.experiment import method_seed
-    from sqm.apps.pbm_vfl.privacy import pbm_privacy
+    from bench import pbm_tuned
 
-    s = SETTINGS[name]
-    btr, bte, ytr, yte, nc = load_split(name, s["parties"])
-    cfg = VFLConfig(b=s["b"], beta=s["beta"], epochs=s["epochs"], n_classes=nc)
-    pbm = [train_vfl(btr, bte, ytr, yte, cfg, "plain", seed=method_seed(k, "pbm")).accuracy for k in range(runs)]
-    npq = [train_vfl(btr, bte, ytr, yte, replace(cfg, method="npq"), "plain",
-                     seed=method_seed(k, "npq")).accuracy for k in range(runs)]
-    rep = pbm_privacy(cfg, s["parties"])
+    torch.set_num_threads(1)  # as the party processes run
+    loaded = pbm_tuned.load(name, None, pbm_tuned.MAX_RECORDS, 0)
+    cells: dict[str, list] = {m: [] for m in pbm_tuned.METHODS}
+    for r in range(runs):
+        res = pbm_tuned.tuned_cell(name, pbm_tuned.EPSILON, r, loaded=loaded)
+        for m in cells:
+            cells[m].append(res[m])
+    pbm, npq = ([c["accuracy"] for c in cells[m]] for m in ("pbm", "npq"))
     gap = 100 * float(np.mean(npq) - np.mean(pbm))
-    return {"metric": "test accuracy", "setting": dict(s), "sqm": _summary(pbm), "reference": _summary(npq),
-            "reference_name": "NPQ", "gap_points": gap, "epsilon_spent": float(rep.epsilon_feature),
-            "epsilon_sample": float(rep.epsilon_sample)}
+    return {"metric": "test accuracy", "records": int(len(loaded[1])),
+            "setting": dict(epsilon=pbm_tuned.EPSILON, grid=pbm_tuned.GRID, pbm_b=pbm_tuned.PBM_B,
+                            score_b=pbm_tuned.SCORE_B, tuned="on validation, both methods alike"),
+            "chosen": {m: [c["chosen"] for c in cells[m]] for m in cells},
+            "releases": [dict(b=c["b"], beta=c["beta"], score_b=c["score_b"], score_beta=c["score_beta"])
+                         for c in cells["pbm"]],
+            "sqm": _summary(pbm), "reference": _summary(npq), "reference_name": "NPQ (tuned alike)",
+            "gap_points": gap, "epsilon_spent": max(c["epsilon_spent"] for c in cells["pbm"]),
+            "epsilon_sample": max(c["epsilon_sample"] for c in cells["pbm"])}
 
 
 def run(datasets=DATASETS, methods=METHODS, epsilons=EPSILONS, runs: int = 10, pbm_runs: int = 5,
@@ -299,7 +305,8 @@ def run(datasets=DATASETS, methods=METHODS, epsilons=EPSILONS, runs: int = 10, p
     return {"rows": rows, "delta": delta, "runs": runs, "pbm_runs": pbm_runs, "pca_runs": pca_runs,
             "linreg_runs": linreg_runs, "records": records,
             "targets": TARGETS, "protocol": NOT_COUNTED, "relation": relation_phrase(ZERO_OUT, "the server"),
-            "pbm_relation": relation_phrase("embedding", "the server"),
+            "pbm_relation": (f"eps spent: {relation_phrase('embedding', 'the server')}; sample eps: "
+                             f"{relation_phrase('sample', 'the server')}"),
             "all_met": all(r["met"] for r in rows), "seconds": time.perf_counter() - t0,
             "cpu_seconds": time.process_time() - c0}
 

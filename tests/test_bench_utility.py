@@ -103,3 +103,32 @@ def test_the_utility_page_shows_its_stored_report():
     assert len({r["dataset"] for r in rep["rows"]}) >= 8
     text = (root / "docs/benchmarks/utility.md").read_text()
     assert "```text\n" + utility.printed(rep).strip("\n") + "\n```" in text
+
+
+def test_the_pbm_cell_runs_the_tuned_protocol_at_the_fixed_epsilon(monkeypatch):
+    """pbm_cell: bench.pbm_tuned's protocol, run r with seed r, at the epsilon fixed in advance, on the subsample of
+    at most MAX_RECORDS records; the gap of the mean test accuracies and the largest epsilons spent."""
+    from bench import pbm_tuned
+
+    loads, calls = [], []
+
+    def fake_load(name, data, max_records, seed):
+        loads.append((name, max_records, seed))
+        return "X", "y" * 7, 10
+
+    def fake_cell(name, epsilon, seed, *, loaded):
+        calls.append((name, epsilon, seed, loaded))
+        res = {m: dict(accuracy=a, chosen={"lr": 0.01}, b=16, beta=0.1, score_b=64, score_beta=0.2,
+                       epsilon_spent=e, epsilon_sample=10 * e)
+               for m, a, e in (("pbm", 0.90 + seed / 100, 199.0 + seed / 10), ("npq", 0.97, float("inf")))}
+        return {"split": (4, 2, 1), **res}
+
+    monkeypatch.setattr(pbm_tuned, "load", fake_load)
+    monkeypatch.setattr(pbm_tuned, "tuned_cell", fake_cell)
+    row = utility.pbm_cell("digits", 3)
+    assert loads == [("digits", pbm_tuned.MAX_RECORDS, 0)]
+    assert calls == [("digits", pbm_tuned.EPSILON, r, ("X", "y" * 7, 10)) for r in range(3)]
+    assert row["sqm"]["mean"] == pytest.approx(0.91) and row["reference"]["mean"] == pytest.approx(0.97)
+    assert row["gap_points"] == pytest.approx(6.0) and not utility.met("pbm", row)
+    assert row["epsilon_spent"] == pytest.approx(199.2) and row["epsilon_sample"] == pytest.approx(1992.0)
+    assert row["records"] == 7 and row["setting"]["epsilon"] == pbm_tuned.EPSILON
