@@ -33,29 +33,34 @@ def _verdict(x, W, claim=CLAIM, M=3, proof=None, seed=0):
     co = ip.coins(bytes(32), 1, x.shape[0], claim, P)
     X = from_signed(np.asarray(x, np.int64), P)
     W = np.asarray(W, np.int64) % P
-    Y, kinds, beta, _ = ip.grid(X, W, claim, co, P)
-    proof = flp.prove(Y, kinds, beta, P, rng) if proof is None else proof(Y, kinds, beta, co)
+    Y, polys, beta, _ = ip.grid(X, W, claim, co, P)
+    proof = flp.prove(Y, polys, beta, P, rng) if proof is None else proof(Y, polys, beta, co)
     Xs, Ws, Ps = (shamir.share(a, M, t, P, rng) for a in (X, W, proof))
-    r = flp.draw_point(rng, P)
+    r = flp.draw_point(rng, P, ip.BASE)
     opened = []
     for j in range(M):
         Yj, _, _, zj = ip.grid(Xs[j], Ws[j], claim, co, P)
-        q = flp.query(Yj, Ps[j], co["alpha"], r, P)
+        q = flp.query(Yj, Ps[j], co["alpha"], r, P, ip.BASE)
         q[0] = (int(q[0]) - zj) % P
         opened.append(np.concatenate([[ip.linear_check(Xs[j], Ws[j], claim, co, P)], q]))
     others = [j for j in range(M) if j != 1]
     o = shamir.reconstruct(np.stack([opened[j] for j in others]), [j + 1 for j in others], P)
-    return int(o[0]), int(o[1]), flp.decide(o[1:], kinds, beta, P)
+    return int(o[0]), int(o[1]), flp.decide(o[1:], polys, beta, P)
 
 
-@pytest.mark.parametrize("width", range(0, 70))
-def test_range_weights_reach_exactly_the_range(width):
-    w = ip.range_weights(width)
-    sums = {sum(c) for k in range(len(w) + 1) for c in itertools.combinations(w.tolist(), k)}
-    assert sums == set(range(width + 1))
+@pytest.mark.parametrize("width", list(range(0, 70)) + [255, 256, 8192])
+def test_digits_reach_exactly_the_range(width):
+    """Every choice of each digit among its allowed values sums (with the weights) into [0, width], and every
+    integer there is reached, by the encoding in particular."""
+    w, roots = ip.range_weights(width), ip.digit_roots(width)
+    assert roots.shape == (ip.digit_count(width), ip.BASE) and w.shape == (roots.shape[0],)
+    if width <= 256:
+        sums = {int(np.dot(c, w)) for c in itertools.product(*roots.tolist())}
+        assert sums == set(range(width + 1))
     v = np.arange(width + 1)
-    assert np.array_equal(ip.encode_range(v, width) @ w, v)
-    assert set(np.unique(ip.encode_range(v, width))) <= {0, 1}
+    enc = ip.encode_range(v, width)
+    assert np.array_equal(enc @ w, v)
+    assert all(np.isin(enc[:, k], roots[k]).all() for k in range(roots.shape[0]))
 
 
 @pytest.mark.parametrize("M", [3, 4, 5])
@@ -75,7 +80,7 @@ def test_an_honest_client_refuses_its_own_bad_block():
         ip.witness(x, CLAIM)
 
 
-def test_a_value_out_of_range_with_the_bits_of_an_in_range_value_fails_the_linear_check():
+def test_a_value_out_of_range_with_the_digits_of_an_in_range_value_fails_the_linear_check():
     x = _honest()
     x[3, 2] = 100
     W = ip.witness(np.clip(x, CLAIM.lo, CLAIM.hi), CLAIM)
@@ -83,13 +88,14 @@ def test_a_value_out_of_range_with_the_bits_of_an_in_range_value_fails_the_linea
     assert lin != 0 and claim == 0 and ok
 
 
-def test_a_value_out_of_range_as_non_bits_fails_the_quadratic_check():
-    """x = 100 written with a bit of value 94 (so the linear relation holds) fails the proof of the bits."""
+def test_a_value_out_of_range_as_a_bad_digit_fails_the_quadratic_check():
+    """x = 100 written with a lowest digit 93 above its value (so the linear relation holds) fails the proof of the
+    digits."""
     x = _honest()
     x[3, 2] = 100
     W = ip.witness(np.clip(x, CLAIM.lo, CLAIM.hi), CLAIM)
     col, _ = CLAIM.widths
-    first = col[0] + col[1]  # the bits of column 2, weight 1 first
+    first = col[0] + col[1]  # the digits of column 2, weight 1 first
     W[3, first] += 100 - 7
     lin, claim, ok = _verdict(x, W)
     assert lin == 0 and ok and claim != 0
@@ -99,7 +105,7 @@ def test_a_record_over_its_norm_limit_fails_the_quadratic_check():
     """Each value in range, the record's squared norm 50 above the limit 40, reported as 40 (slack 0)."""
     x = _honest()
     x[0, :2] = 5
-    W = ip.witness(x, ip.Claim(CLAIM.lo, CLAIM.hi, ()))  # the true bits of every value
+    W = ip.witness(x, ip.Claim(CLAIM.lo, CLAIM.hi, ()))  # the true digits of every value
     s = np.einsum("ij,ij->i", x[:, :2], x[:, :2])
     s[0] = 40
     W = np.hstack([W, s[:, None], ip.encode_range(40 - s, 40)])
@@ -116,8 +122,8 @@ def test_a_proof_that_is_not_the_product_polynomial_fails_the_identity():
     s[0] = 40
     W = np.hstack([W, s[:, None], ip.encode_range(40 - s, 40)])
 
-    def forged(Y, kinds, beta, co):
-        pr = flp.prove(Y, kinds, beta, P, np.random.default_rng(5))
+    def forged(Y, polys, beta, co):
+        pr = flp.prove(Y, polys, beta, P, np.random.default_rng(5))
         m, g = Y.shape[1], Y.shape[0]
         z = ip.grid(from_signed(x, P), W % P, CLAIM, co, P)[3]
         true = int(np.sum(co["alpha"].astype(object) * pr[m + 1:m + 1 + g].astype(object))) % P
@@ -135,19 +141,20 @@ def test_the_opened_values_of_an_honest_proof_are_uniform():
     x = _honest(rows=4)
     W = ip.witness(x, CLAIM)
     co = ip.coins(bytes(32), 1, 4, CLAIM, P)
-    Y, kinds, beta, _ = ip.grid(from_signed(x, P), W, CLAIM, co, P)
+    Y, polys, beta, _ = ip.grid(from_signed(x, P), W, CLAIM, co, P)
     rng = np.random.default_rng(7)
     bits = []
     for _ in range(400):
-        pr = flp.prove(Y, kinds, beta, P, rng)
-        bits.append(flp.query(Y, pr, co["alpha"], flp.draw_point(rng, P), P)[2:] & 1)
+        pr = flp.prove(Y, polys, beta, P, rng)
+        bits.append(flp.query(Y, pr, co["alpha"], flp.draw_point(rng, P, ip.BASE), P, ip.BASE)[2:] & 1)
     mean = np.mean(bits, axis=0)
     assert np.all(np.abs(mean - 0.5) < 5 * 0.5 / np.sqrt(400))
 
 
 def test_the_field_must_hold_the_claims():
     assert ip.needed_bound([CLAIM]) == 50  # 5^2 + 5^2 over the group
-    assert flp.error_bound(P) == 2 * 32 / (P - 65)
+    assert flp.error_bound(P, ip.BASE) == 4 * 16 / (P - 65)
+    assert ip.soundness_error(P) == 3 / P + 64 / (P - 65)
 
 
 # ----- through real party processes -----------------------------------------------------------------------------
