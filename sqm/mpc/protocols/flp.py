@@ -71,14 +71,37 @@ def _extension(g: int, points: int, p: int) -> np.ndarray:
 
 
 def _gadget(U: np.ndarray, polys: np.ndarray, beta, p: int) -> np.ndarray:
-    """sum_j beta_j g_j(U[k, j]) for each row k."""
+    """sum_j beta_j g_j(U[k, j]) for each row k.  A leading run of columns whose g_j is the digit polynomial
+    prod_{v < d} (u - v) (d even) takes d/2 products: (u - v)(u - (d-1-v)) = w + v (d-1-v) with w = u (u - d + 1)."""
     lin, roots = polys
-    acc = None
-    for i in range(lin.shape[1]):
-        f = modarith.sub_mod(U * lin[None, :, i], np.broadcast_to(roots[None, :, i], U.shape), p)
-        acc = f if acc is None else modarith.mul_mod(acc, f, p)
-    assert acc is not None  # d >= 1
-    return modarith.rowdot_mod(acc, np.broadcast_to(np.asarray(beta, dtype=np.int64), acc.shape), p)
+    d = lin.shape[1]
+    std = _digit_prefix(polys)
+    vals = np.empty(U.shape, dtype=np.int64)
+    if std:
+        u = U[:, :std]
+        w = modarith.mul_mod(u, modarith.sub_mod(u, np.int64((d - 1) % p), p), p)
+        acc = w
+        for v in range(1, d // 2):
+            acc = modarith.mul_mod(acc, modarith.add_mod(w, np.int64(v * (d - 1 - v) % p), p), p)
+        vals[:, :std] = acc
+    if std < U.shape[1]:
+        u = U[:, std:]
+        prod = np.ones(u.shape, dtype=np.int64)
+        for i in range(d):
+            f = modarith.sub_mod(u * lin[None, std:, i], np.broadcast_to(roots[None, std:, i], u.shape), p)
+            prod = f if i == 0 else modarith.mul_mod(prod, f, p)
+        vals[:, std:] = prod
+    return modarith.matmul_mod(vals, np.asarray(beta, dtype=np.int64), p)
+
+
+def _digit_prefix(polys: np.ndarray) -> int:
+    """How many leading columns hold the digit polynomial prod_{v < d} (u - v) (0 for an odd d)."""
+    lin, roots = polys
+    m, d = lin.shape
+    if d % 2 or d < 2:
+        return 0
+    ok = (lin == 1).all(axis=1) & (roots == np.arange(d)).all(axis=1)
+    return m if ok.all() else int(np.argmin(ok))
 
 
 def prove(Y, polys, beta, p: int, rng: np.random.Generator) -> np.ndarray:

@@ -219,10 +219,11 @@ def _widths(claim: Claim) -> list[int]:
 
 def grid(X, W, claim: Claim, co, p: int, g: int = flp.ROWS) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """(Y, polys, beta, z) for :mod:`sqm.mpc.protocols.flp`: the G x m grid of every digit (its polynomial zero at
-    its allowed values) and of every grouped value (squared), records padded with zeros to R' and split among the
-    G nodes in order; the columns' polynomials and weights (a digit column's from the coins, a value column's the
-    gamma of its record and group: :func:`weights`); and the claim z = sum_k alpha_k sum gamma s over the node's
-    records (the weighted record norms).  Shares in, shares out: every step is linear."""
+    its allowed values: the low digits, then the top ones, :func:`_digit_order`) and of every grouped value
+    (squared), records padded with zeros to R' and split among the G nodes in order; the columns' polynomials and
+    weights (a digit column's from the coins, a value column's the gamma of its record and group: :func:`weights`);
+    and the claim z = sum_k alpha_k sum gamma s over the node's records (the weighted record norms).  Shares in,
+    shares out: every step is linear."""
     rows = X.shape[0]
     padded, m_dig, m_x = layout(rows, claim, g)
     dig_x, s, dig_s, _, _ = _split(W, claim)
@@ -232,7 +233,10 @@ def grid(X, W, claim: Claim, co, p: int, g: int = flp.ROWS) -> tuple[np.ndarray,
     dig[:rows, dig_x.shape[1]:] = dig_s
     vals = np.zeros((padded, len(cols)), dtype=np.int64)
     vals[:rows] = X[:, cols]
-    Y = np.hstack([dig.reshape(g, m_dig), vals.reshape(g, m_x)])
+    low, top = _digit_order(claim)
+    per = padded // g
+    Y = np.hstack([dig[:, low].reshape(g, per * len(low)), dig[:, top].reshape(g, per * len(top)),
+                   vals.reshape(g, m_x)])
     polys, beta = weights(rows, claim, co, p, g)
     z = 0
     if claim.groups:
@@ -250,8 +254,9 @@ def weights(rows: int, claim: Claim, co, p: int, g: int = flp.ROWS) -> tuple[np.
     allowed values, a value's the square) and weights (:func:`grid`)."""
     padded, m_dig, m_x = layout(rows, claim, g)
     per = padded // g
-    roots = np.vstack([digit_roots(w) for w in _widths(claim) + [lim for _, lim in claim.groups]]
-                      + [np.zeros((0, BASE), np.int64)])
+    low, _ = _digit_order(claim)
+    top = np.array([digit_roots(w)[-1] for w in _widths(claim) + [lim for _, lim in claim.groups] if w > 0],
+                   dtype=np.int64).reshape(-1, BASE)
     square_lin = np.array([1, 1] + [0] * (BASE - 2), np.int64)
     square_roots = np.array([0, 0] + [-1] * (BASE - 2), np.int64)
     which = np.array([q for q, (c, _) in enumerate(claim.groups) for _ in c], dtype=np.int64)
@@ -259,8 +264,21 @@ def weights(rows: int, claim: Claim, co, p: int, g: int = flp.ROWS) -> tuple[np.
     if m_dig + m_x == 0:
         return flp.column_polys(np.ones((1, BASE), np.int64), np.arange(BASE)[None, :], p), np.zeros(1, np.int64)
     lin = np.vstack([np.ones((m_dig, BASE), np.int64), np.tile(square_lin, (m_x, 1))])
-    allr = np.vstack([np.tile(roots, (per, 1)), np.tile(square_roots, (m_x, 1))])
+    allr = np.vstack([np.tile(np.arange(BASE, dtype=np.int64), (per * len(low), 1)), np.tile(top, (per, 1)),
+                      np.tile(square_roots, (m_x, 1))])
     return flp.column_polys(lin, allr, p), np.concatenate([co["beta"], beta_x])
+
+
+def _digit_order(claim: Claim) -> tuple[list[int], list[int]]:
+    """The witness's digit columns (values' then slacks') split into the low digits (allowed values 0..3) and the
+    top ones, in order: the grid lays each part out on its own (the low digits first, one polynomial for all)."""
+    col, grp = claim.widths
+    low, top, off = [], [], 0
+    for k in col + grp:
+        low += list(range(off, off + k - 1))
+        top += [off + k - 1] * (k > 0)
+        off += k
+    return low, top
 
 
 def soundness_error(p: int) -> float:
