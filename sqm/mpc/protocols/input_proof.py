@@ -20,7 +20,7 @@ parties check on shares:
   the proof.
 
 Every opened value is a linear combination of degree-t sharings (an opening reveals its value alone), and each client's
-values are opened by the parties other than that client, so the client cannot bend its own verdict.
+values are opened by and to the parties other than that client, so the client cannot bend its own verdict.
 
 **Soundness** (a deviating client, the other parties following the protocol): a false statement passes a chunk's
 check with probability at most 1/p (linear) + 2/p (the bilinear combination, Schwartz-Zippel) + 4G/(p - 4G - 1)
@@ -353,7 +353,8 @@ class InputProofs:
 
     async def check_chunk(self, S, block, widths) -> None:
         """Check the chunk whose shares this party holds (``S``: every client's columns side by side, ``widths`` per
-        client) and, at a client, its own signed ``block``.  Raises ProtocolError naming every failing client."""
+        client) and, at a client, its own signed ``block``.  Raises ProtocolError naming every failing client
+        (other than this party: a client's checks are opened to the parties that verify it, not to itself)."""
         ctx, p = self.ctx, self.p
         rows = S.shape[0]
         starts = np.cumsum([0] + list(widths))
@@ -409,13 +410,18 @@ class InputProofs:
             q[0] = (int(q[0]) - z) % p  # the claim: sum alpha_k P(k) - z, zero for an honest client
             mine_q[c] = np.concatenate([np.array([linear_check(X[c], W[c], claim, co[c], p)], dtype=np.int64), q])
         sizes = {c: 1 + 2 + lengths[c] - BASE * flp.ROWS - 1 for c in ctx.clients}
-        msg = [mine_q.get(c, np.zeros(0, dtype=np.int64)) for c in ctx.clients]
-        expect = {j: wire.list_of([wire.shares((0 if c == j else sizes[c],), p) for c in ctx.clients],
+        empty = np.zeros(0, dtype=np.int64)
+        # a client's checks go to the parties that verify it (not to itself): party i hears from j those of the
+        # clients other than i and j
+        out_q = {i: [empty if c == i else mine_q.get(c, empty) for c in ctx.clients] for i in range(ctx.M)}
+        expect = {j: wire.list_of([wire.shares((0 if c in (j, ctx.pid) else sizes[c],), p) for c in ctx.clients],
                                   "input proof checks") for j in range(ctx.M)}
-        got = await self._exchange({j: msg for j in range(ctx.M)}, expect, "input proof: check")
+        got = await self._exchange(out_q, expect, "input proof: check")
         ctx.phase("input proof: check")
         bad = []
         for k, c in enumerate(ctx.clients):
+            if c == ctx.pid:
+                continue
             others = [j for j in range(ctx.M) if j != c]
             vals = [got[j][k] for j in others]
             xs = [j + 1 for j in others]
