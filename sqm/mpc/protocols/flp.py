@@ -120,11 +120,30 @@ def prove(Y, polys, beta, p: int, rng: np.random.Generator) -> np.ndarray:
     for s in range(0, m, BLOCK):
         cols = slice(s, s + BLOCK)
         part = polys[:, cols]
-        head = modarith.add_mod(head, _gadget(U[:, cols], part, beta[cols], p), p)
+        at_nodes = _gadget_small(Y[:, cols], part, beta[cols], p)  # P(1..G), from small integers when they are
+        if at_nodes is None:
+            head = modarith.add_mod(head, _gadget(U[:, cols], part, beta[cols], p), p)
+        else:
+            head = modarith.add_mod(head, np.concatenate([_gadget(U[:1, cols], part, beta[cols], p), at_nodes]), p)
         if E.size:
             ext = _extend(E, U[:, cols], Y[:, cols], p)
             tail = modarith.add_mod(tail, _gadget(ext, part, beta[cols], p), p)
     return np.concatenate([U[0], head, tail])
+
+
+def _gadget_small(y: np.ndarray, polys: np.ndarray, beta, p: int) -> np.ndarray | None:
+    """:func:`_gadget` at the nodes, where the grid holds small signed integers (digits, quantized values): each
+    g_j(y) in exact int64 arithmetic (None when the factors' product could reach 2^62), reduced mod p once."""
+    lin, roots = polys
+    signed = np.where(y > p // 2, y - p, y)
+    rs = np.where(roots > p // 2, roots - p, roots)
+    big = (int(np.abs(signed).max()) if signed.size else 0) + (int(np.abs(rs).max()) if rs.size else 0)
+    if big ** lin.shape[1] >= 1 << 62:
+        return None
+    prod = np.ones(signed.shape, dtype=np.int64)
+    for i in range(lin.shape[1]):
+        prod *= signed * lin[None, :, i] - rs[None, :, i]
+    return modarith.matmul_mod(prod % p, np.asarray(beta, dtype=np.int64), p)
 
 
 def _extend(E: np.ndarray, U: np.ndarray, y: np.ndarray, p: int) -> np.ndarray:
