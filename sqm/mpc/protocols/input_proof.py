@@ -164,15 +164,17 @@ def _split(W, claim: Claim):
     return W[:, :kx], W[:, kx:kx + ng], W[:, kx + ng:], col, grp
 
 
-def _weighted(bits, widths, ranges, p: int) -> np.ndarray:
-    """Per block of digits (widths[q] columns each), sum_k w_k digits[:, k] (rows x len(widths))."""
-    out = np.zeros((bits.shape[0], len(widths)), dtype=np.int64)
+def _weighted(digits, widths, ranges, p: int) -> np.ndarray:
+    """Per block of digits (widths[q] columns each), sum_k w_k digits[:, k] (rows x len(widths)): one product with
+    the public matrix of the small weights (:func:`sqm.mpc.shares.modarith.matmul_small_mod`)."""
+    B = np.zeros((sum(widths), len(widths)), dtype=np.int64)
     off = 0
     for q, (k, width) in enumerate(zip(widths, ranges, strict=True)):
-        for i, w in enumerate(range_weights(width).tolist()):
-            out[:, q] = modarith.add_mod(out[:, q], modarith.scalar_mul_mod(bits[:, off + i], w, p), p)
+        B[off:off + k, q] = range_weights(width)
         off += k
-    return out
+    if B.size == 0:
+        return np.zeros((digits.shape[0], len(widths)), dtype=np.int64)
+    return modarith.matmul_small_mod(np.asarray(digits, dtype=np.int64), B, p)
 
 
 def layout(rows: int, claim: Claim, g: int = flp.ROWS) -> tuple[int, int, int]:
