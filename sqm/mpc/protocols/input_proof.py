@@ -328,7 +328,12 @@ def _received(got, client: int, ctx, shape, p: int) -> np.ndarray:
 
 
 def _expected(client: int, ctx, shape, p: int):
-    return wire.digest(32) if ctx.pid in seeded(client, ctx.M, ctx.t) else wire.shares(shape, p)
+    return wire.digest(32) if ctx.pid in seeded(client, ctx.M, ctx.t) else wire.packed_shares(shape, p)
+
+
+def _packed(out: dict, p: int) -> dict:
+    """A sharing for sending: the seeds as they are, the shares packed (:func:`sqm.mpc.net.wire.pack_shares`)."""
+    return {j: v if isinstance(v, bytes) else wire.pack_shares(v, p) for j, v in out.items()}
 
 
 class InputProofs:
@@ -368,7 +373,7 @@ class InputProofs:
         out: dict[int, object] = {}
         if not ctx.is_server:
             mine_w = witness(block, self._claim(ctx.pid))
-            sh = seeded_shares(mine_w, ctx.pid, ctx.M, ctx.t, p)
+            sh = _packed(seeded_shares(mine_w, ctx.pid, ctx.M, ctx.t, p), p)
             out = {j: [commit] + ([sh[j]] if j in sh else []) for j in range(ctx.M)}
         else:
             out = {j: [commit] for j in range(ctx.M)}
@@ -390,7 +395,8 @@ class InputProofs:
         if not ctx.is_server:
             x = from_signed(np.asarray(block, dtype=np.int64), p)
             Y, polys, beta, _ = grid(x, mine_w, self._claim(ctx.pid), co[ctx.pid], p)
-            proofs_out.update(seeded_shares(flp.prove(Y, polys, beta, p, ctx.rng), ctx.pid, ctx.M, ctx.t, p))
+            proofs_out.update(_packed(seeded_shares(flp.prove(Y, polys, beta, p, ctx.rng), ctx.pid, ctx.M, ctx.t, p),
+                                      p))
         expect = {0: wire.nothing}
         lengths = {c: flp.proof_length(max(1, sum(layout(rows, self._claim(c))[1:])), BASE) for c in ctx.clients}
         for c in ctx.clients:
@@ -415,8 +421,10 @@ class InputProofs:
         empty = np.zeros(0, dtype=np.int64)
         # a client's checks go to the parties that verify it (not to itself): party i hears from j those of the
         # clients other than i and j
-        out_q = {i: [empty if c == i else mine_q.get(c, empty) for c in ctx.clients] for i in range(ctx.M)}
-        expect = {j: wire.list_of([wire.shares((0 if c in (j, ctx.pid) else sizes[c],), p) for c in ctx.clients],
+        out_q = {i: [wire.pack_shares(empty if c == i else mine_q.get(c, empty), p) for c in ctx.clients]
+                 for i in range(ctx.M)}
+        expect = {j: wire.list_of([wire.packed_shares((0 if c in (j, ctx.pid) else sizes[c],), p)
+                                   for c in ctx.clients],
                                   "input proof checks") for j in range(ctx.M)}
         got = await self._exchange(out_q, expect, "input proof: check")
         ctx.phase("input proof: check")
