@@ -215,6 +215,14 @@ def linear_check(X, W, claim: Claim, co, p: int) -> int:
     return int(total)
 
 
+def values(W, claim: Claim, p: int) -> np.ndarray:
+    """Shares (or values) of the client's integers from its witness: x_ij = lo_j + sum_k w_jk d_ijk (mod p)."""
+    digits, _, _, col, _ = _split(W, claim)
+    lo = from_signed(np.array(claim.lo, dtype=object), p).astype(np.int64)
+    return modarith.add_mod(_weighted(digits, col, _widths(claim), p), np.broadcast_to(lo, (W.shape[0], lo.size)),
+                            p)
+
+
 def _widths(claim: Claim) -> list[int]:
     return [h - lo for lo, h in zip(claim.lo, claim.hi, strict=True)]
 
@@ -297,9 +305,9 @@ def seeded(client: int, M: int, t: int) -> list[int]:
 
 
 def seeded_shares(secret, client: int, M: int, t: int, p: int) -> dict[int, object]:
-    """``client``'s Shamir sharing (degree t) of ``secret`` for every party but itself: a 32-byte seed to each party
-    of :func:`seeded` (its share is the AES-CTR stream of the seed, :func:`expand`), the shares the polynomial
-    through the secret and those points gives to the others."""
+    """``client``'s Shamir sharing (degree t) of ``secret`` for every party, itself included: a 32-byte seed to each
+    party of :func:`seeded` (its share is the AES-CTR stream of the seed, :func:`expand`), the shares the polynomial
+    through the secret and those points gives to the others (the client keeps its own)."""
     secret = np.asarray(secret, dtype=np.int64)
     free = seeded(client, M, t)
     seeds = {j: fresh_bytes(32) for j in free}
@@ -307,7 +315,7 @@ def seeded_shares(secret, client: int, M: int, t: int, p: int) -> dict[int, obje
     points = [0] + [j + 1 for j in free]
     out: dict[int, object] = dict(seeds)
     for j in range(M):
-        if j == client or j in free:
+        if j in free:
             continue
         lag = shamir.lagrange_at(points, j + 1, p)
         acc = modarith.scalar_mul_mod(secret, lag[0], p)
@@ -358,14 +366,13 @@ class InputProofs:
         got = await ctx.send_recv(mine, list(range(ctx.M)), expect, step)
         return dict(zip(range(ctx.M), got, strict=True))
 
-    async def check_chunk(self, S, block, widths) -> None:
-        """Check the chunk whose shares this party holds (``S``: every client's columns side by side, ``widths`` per
-        client) and, at a client, its own signed ``block``.  Raises ProtocolError naming every failing client
-        (other than this party: a client's checks are opened to the parties that verify it, not to itself)."""
+    async def check_chunk(self, block, rows: int) -> np.ndarray:
+        """Share and check one chunk of ``rows`` records: each client (``block``: its own signed integers) shares its
+        witness, whose digits define its values (x = lo + sum w d, :func:`values`: a client's input shares are its
+        witness's), and proves its claims.  Returns this party's shares of every client's values side by side
+        (client order).  Raises ProtocolError naming every failing client (other than this party: a client's
+        checks are opened to the parties that verify it, not to itself)."""
         ctx, p = self.ctx, self.p
-        rows = S.shape[0]
-        starts = np.cumsum([0] + list(widths))
-        X = {c: S[:, starts[k]:starts[k + 1]] for k, c in enumerate(ctx.clients)}
         seeds = (fresh_bytes(32), fresh_bytes(32))
         commit = hashlib.sha256(seeds[0]).digest() + hashlib.sha256(seeds[1]).digest()
         # 1. the witness (clients) and commitments to the coins (everyone)
@@ -373,7 +380,9 @@ class InputProofs:
         out: dict[int, object] = {}
         if not ctx.is_server:
             mine_w = witness(block, self._claim(ctx.pid))
-            sh = _packed(seeded_shares(mine_w, ctx.pid, ctx.M, ctx.t, p), p)
+            sh = seeded_shares(mine_w, ctx.pid, ctx.M, ctx.t, p)
+            own = sh.pop(ctx.pid)
+            sh = _packed(sh, p)
             out = {j: [commit] + ([sh[j]] if j in sh else []) for j in range(ctx.M)}
         else:
             out = {j: [commit] for j in range(ctx.M)}
@@ -386,6 +395,9 @@ class InputProofs:
         commits = {j: g[0] for j, g in got.items()}
         W = {c: _received(got[c][1], c, ctx, (rows, self._claim(c).witness_width), p)
              for c in ctx.clients if c != ctx.pid}
+        if not ctx.is_server:
+            W[ctx.pid] = np.asarray(own, dtype=np.int64)
+        X = {c: values(W[c], self._claim(c), p) for c in ctx.clients}
         ctx.phase("input proof: witness")
         # 2. reveal the first seeds: the coins of the combinations
         seed1 = await self._reveal(seeds[0], commits, 0, "input proof: coins")
@@ -395,8 +407,9 @@ class InputProofs:
         if not ctx.is_server:
             x = from_signed(np.asarray(block, dtype=np.int64), p)
             Y, polys, beta, _ = grid(x, mine_w, self._claim(ctx.pid), co[ctx.pid], p)
-            proofs_out.update(_packed(seeded_shares(flp.prove(Y, polys, beta, p, ctx.rng), ctx.pid, ctx.M, ctx.t, p),
-                                      p))
+            sh = seeded_shares(flp.prove(Y, polys, beta, p, ctx.rng), ctx.pid, ctx.M, ctx.t, p)
+            del sh[ctx.pid]  # its own share of its proof: not needed
+            proofs_out.update(_packed(sh, p))
         expect = {0: wire.nothing}
         lengths = {c: flp.proof_length(max(1, sum(layout(rows, self._claim(c))[1:])), BASE) for c in ctx.clients}
         for c in ctx.clients:
@@ -443,6 +456,7 @@ class InputProofs:
             if int(opened[0]) != 0 or int(opened[1]) != 0 or not flp.decide(opened[1:], polys, beta, p):
                 bad.append(c)
         self._refuse(bad)
+        return np.hstack([X[c] for c in ctx.clients]) if X else np.zeros((rows, 0), dtype=np.int64)
 
     def _refuse(self, bad) -> None:
         if bad:
