@@ -25,24 +25,24 @@ def _honest(rows=50, seed=1):
     return x
 
 
-def _verdict(x, W, claim=CLAIM, M=3, proof=None, seed=0):
-    """The checks of :class:`sqm.mpc.protocols.input_proof.InputProofs` for client 1's block ``x`` and witness ``W``,
-    each of the M parties on its shares, opened by the parties other than client 1: (linear, claim, identity ok)."""
+def _verdict(W, claim=CLAIM, M=3, proof=None, seed=0):
+    """The checks of :class:`sqm.mpc.protocols.input_proof.InputProofs` for client 1's witness ``W`` (whose digits
+    define its values), each of the M parties on its shares, opened by the parties other than client 1: (slack
+    relations, claim, identity ok)."""
     rng = np.random.default_rng(seed)
     t = (M - 1) // 2
-    co = ip.coins(bytes(32), 1, x.shape[0], claim, P)
-    X = from_signed(np.asarray(x, np.int64), P)
     W = np.asarray(W, np.int64) % P
-    Y, polys, beta, _ = ip.grid(X, W, claim, co, P)
+    co = ip.coins(bytes(32), 1, W.shape[0], claim, P)
+    Y, polys, beta, _ = ip.grid(ip.values(W, claim, P), W, claim, co, P)
     proof = flp.prove(Y, polys, beta, P, rng) if proof is None else proof(Y, polys, beta, co)
-    Xs, Ws, Ps = (shamir.share(a, M, t, P, rng) for a in (X, W, proof))
+    Ws, Ps = (shamir.share(a, M, t, P, rng) for a in (W, proof))
     r = flp.draw_point(rng, P, ip.BASE)
     opened = []
     for j in range(M):
-        Yj, _, _, zj = ip.grid(Xs[j], Ws[j], claim, co, P)
+        Yj, _, _, zj = ip.grid(ip.values(Ws[j], claim, P), Ws[j], claim, co, P)
         q = flp.query(Yj, Ps[j], co["alpha"], r, P, ip.BASE)
         q[0] = (int(q[0]) - zj) % P
-        opened.append(np.concatenate([[ip.linear_check(Xs[j], Ws[j], claim, co, P)], q]))
+        opened.append(np.concatenate([[ip.linear_check(Ws[j], claim, co, P)], q]))
     others = [j for j in range(M) if j != 1]
     o = shamir.reconstruct(np.stack([opened[j] for j in others]), [j + 1 for j in others], P)
     return int(o[0]), int(o[1]), flp.decide(o[1:], polys, beta, P)
@@ -66,7 +66,7 @@ def test_digits_reach_exactly_the_range(width):
 @pytest.mark.parametrize("M", [3, 4, 5])
 def test_an_honest_witness_passes_on_shares(M):
     x = _honest()
-    assert _verdict(x, ip.witness(x, CLAIM), M=M) == (0, 0, True)
+    assert _verdict(ip.witness(x, CLAIM), M=M) == (0, 0, True)
 
 
 def test_an_honest_client_refuses_its_own_bad_block():
@@ -80,11 +80,43 @@ def test_an_honest_client_refuses_its_own_bad_block():
         ip.witness(x, CLAIM)
 
 
-def test_a_value_out_of_range_with_the_digits_of_an_in_range_value_fails_the_linear_check():
+def test_the_values_are_the_witness_digits_on_shares():
+    """A client's input shares are its witness's: values() gives back its block exactly, and on shares a sharing
+    of it (so no value can differ from what its digits say)."""
     x = _honest()
-    x[3, 2] = 100
-    W = ip.witness(np.clip(x, CLAIM.lo, CLAIM.hi), CLAIM)
-    lin, claim, ok = _verdict(x, W)
+    W = ip.witness(x, CLAIM)
+    assert np.array_equal(ip.values(W, CLAIM, P), from_signed(x, P))
+    shares = shamir.share(W, 3, 1, P, np.random.default_rng(2))
+    got = shamir.reconstruct(np.stack([ip.values(shares[j], CLAIM, P) for j in (0, 2)]), [1, 3], P)
+    assert np.array_equal(got, from_signed(x, P))
+
+
+@pytest.mark.parametrize("field_bits", [23, 61])
+def test_the_values_of_wide_ranges_in_a_wide_field(field_bits):
+    """values() in int64 where its sums fit, by the small-weight product where they could not (a 61-bit field)."""
+    p, top = prime_below(field_bits), 1 << 20
+    claim = ip.Claim(lo=(-top, 0), hi=(top, 3))
+    x = np.random.default_rng(field_bits).integers(-top, top, size=(40, 2))
+    x[:, 1] = x[:, 1] % 4
+    x[0, 0], x[1, 0] = -top, top
+    W = ip.witness(x, claim)
+    assert np.array_equal(ip.values(W, claim, p), from_signed(x, p))
+    shares = shamir.share(W, 3, 1, p, np.random.default_rng(1))
+    got = shamir.reconstruct(np.stack([ip.values(shares[j], claim, p) for j in (0, 2)]), [1, 3], p)
+    assert np.array_equal(got, from_signed(x, p))
+
+
+def test_slack_digits_that_do_not_add_up_to_the_slack_fail_the_linear_check():
+    """A record's lowest slack digit moved to another allowed value: every digit valid, the norm true, but
+    L - s != sum w e."""
+    x = _honest()
+    W = ip.witness(x, CLAIM)
+    col, _ = CLAIM.widths
+    first = sum(col) + len(CLAIM.groups)  # the group's slack digits, weight 1 first
+    rec = int(np.argmax(W[:, first] < 3))
+    assert W[rec, first] < 3
+    W[rec, first] += 1
+    lin, claim, ok = _verdict(W)
     assert lin != 0 and claim == 0 and ok
 
 
@@ -97,7 +129,8 @@ def test_a_value_out_of_range_as_a_bad_digit_fails_the_quadratic_check():
     col, _ = CLAIM.widths
     first = col[0] + col[1]  # the digits of column 2, weight 1 first
     W[3, first] += 100 - 7
-    lin, claim, ok = _verdict(x, W)
+    assert ip.values(W, CLAIM, P)[3, 2] == 100  # the value the release would compute on
+    lin, claim, ok = _verdict(W)
     assert lin == 0 and ok and claim != 0
 
 
@@ -109,7 +142,7 @@ def test_a_record_over_its_norm_limit_fails_the_quadratic_check():
     s = np.einsum("ij,ij->i", x[:, :2], x[:, :2])
     s[0] = 40
     W = np.hstack([W, s[:, None], ip.encode_range(40 - s, 40)])
-    lin, claim, ok = _verdict(x, W)
+    lin, claim, ok = _verdict(W)
     assert lin == 0 and ok and claim != 0
 
 
@@ -131,7 +164,7 @@ def test_a_proof_that_is_not_the_product_polynomial_fails_the_identity():
         pr[m + 1] = (int(pr[m + 1]) + (z - true) * inv) % P  # sum_k alpha_k P(k) now equals z
         return pr
 
-    lin, claim, ok = _verdict(x, W, proof=forged)
+    lin, claim, ok = _verdict(W, proof=forged)
     assert lin == 0 and claim == 0 and not ok
 
 

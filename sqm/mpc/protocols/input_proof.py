@@ -2,15 +2,17 @@
 shared lies in its declared range [lo_j, hi_j] and that each record's squared norm over each declared column group
 is within the group's limit.  A client whose proof fails is named and nothing is opened.
 
-**What the client shares (its witness, :func:`witness`), per chunk, besides its block x:** the base-4 digits of
+**What the client shares (its witness, :func:`witness`), per chunk, instead of its block x:** the base-4 digits of
 x_ij - lo_j (:func:`encode_range`: K_j digits, K_j the fewest with 4^K_j > hi_j - lo_j; the top digit takes one of
 4 values chosen so that the sums are exactly the integers 0..hi_j - lo_j, :func:`digit_roots`), and per record and
 group g its squared norm s_ig and the digits of L_g - s_ig in [0, L_g].  Then, after joint randomness no single
 party controls (each party commits to a seed with the witness, then reveals it: :meth:`InputProofs._reveal`), the
 parties check on shares:
 
-- **linear relations**, by one random combination opened (:func:`linear_check`):
-  sum lambda_ij (x_ij - lo_j - sum_k w_jk d_ijk) + sum lambda'_ig (L_g - s_ig - sum_k w_gk e_igk) = 0;
+- **values**: the client's input shares are its witness's, x_ij = lo_j + sum_k w_jk d_ijk on shares
+  (:func:`values`), so the values computed on are the digits' by construction;
+- **slack relations**, by one random combination opened (:func:`linear_check`):
+  sum lambda_ig (L_g - s_ig - sum_k w_gk e_igk) = 0;
 - **digits and norms**, one statement with weights from the coins (alpha per node, beta per digit column, gamma per
   record and group): sum alpha beta prod_{v in D}(d - v) over every digit (D its 4 allowed values) plus
   sum alpha gamma (sum_{j in g} x_ij^2 - s_ig) over every record and group = 0, a bilinear form in the weights that
@@ -23,7 +25,7 @@ Every opened value is a linear combination of degree-t sharings (an opening reve
 values are opened by and to the parties other than that client, so the client cannot bend its own verdict.
 
 **Soundness** (a deviating client, the other parties following the protocol): a false statement passes a chunk's
-check with probability at most 1/p (linear) + 2/p (the bilinear combination, Schwartz-Zippel) + 4G/(p - 4G - 1)
+check with probability at most 1/p (slack relations) + 2/p (the bilinear combination, Schwartz-Zippel) + 4G/(p - 4G - 1)
 (the proof's identity, :func:`sqm.mpc.protocols.flp.error_bound`; :func:`soundness_error`).  **No wrap-around:**
 digits in their sets and x - lo = sum w d in F_p give an integer in [lo, hi] when hi - lo < p; then
 sum_{j in g} x_ij^2 < p and L_g < p make L_g - s = sum w e an integer inequality (:func:`needed_bound`, what the
@@ -165,16 +167,23 @@ def _split(W, claim: Claim):
 
 
 def _weighted(digits, widths, ranges, p: int) -> np.ndarray:
-    """Per block of digits (widths[q] columns each), sum_k w_k digits[:, k] (rows x len(widths)): one product with
-    the public matrix of the small weights (:func:`sqm.mpc.shares.modarith.matmul_small_mod`)."""
-    B = np.zeros((sum(widths), len(widths)), dtype=np.int64)
+    """Per block of digits (widths[q] columns each), sum_k w_k digits[:, k] (rows x len(widths)): in int64 when no
+    block's sum can reach 2^63 (digits below p, small weights), else one product with the public matrix of the
+    weights (:func:`sqm.mpc.shares.modarith.matmul_small_mod`)."""
+    digits = np.asarray(digits, dtype=np.int64)
+    rows, n = digits.shape[0], len(widths)
+    if sum(widths) == 0:
+        return np.zeros((rows, n), dtype=np.int64)
+    w = np.concatenate([range_weights(r) for r in ranges])
+    if (p - 1) * int(w.max()) * max(widths) < 1 << 63 and min(widths) > 0:
+        starts = np.cumsum([0] + list(widths[:-1]))
+        return np.add.reduceat(digits * w, starts, axis=1) % p
+    B = np.zeros((sum(widths), n), dtype=np.int64)
     off = 0
     for q, (k, width) in enumerate(zip(widths, ranges, strict=True)):
         B[off:off + k, q] = range_weights(width)
         off += k
-    if B.size == 0:
-        return np.zeros((digits.shape[0], len(widths)), dtype=np.int64)
-    return modarith.matmul_small_mod(np.asarray(digits, dtype=np.int64), B, p)
+    return modarith.matmul_small_mod(digits, B, p)
 
 
 def layout(rows: int, claim: Claim, g: int = flp.ROWS) -> tuple[int, int, int]:
@@ -187,32 +196,29 @@ def layout(rows: int, claim: Claim, g: int = flp.ROWS) -> tuple[int, int, int]:
 
 
 def coins(seed: bytes, client: int, rows: int, claim: Claim, p: int, g: int = flp.ROWS) -> dict[str, np.ndarray]:
-    """The public random coefficients of ``client``'s checks, from a joint seed: ``lin_x``, ``lin_s`` (the linear
-    relations, one per value and per record norm), ``alpha`` (per node), ``beta`` (per digit column of the grid) and
-    ``gamma`` (per record of a node and group)."""
+    """The public random coefficients of ``client``'s checks, from a joint seed: ``lin_s`` (the linear relations,
+    one per record norm), ``alpha`` (per node), ``beta`` (per digit column of the grid) and ``gamma`` (per record of
+    a node and group)."""
     rng = secure_generator(int.from_bytes(hashlib.sha256(seed + int(client).to_bytes(4, "little")).digest(),
                                           "little"))
     padded, m_bits, _ = layout(rows, claim, g)
     ng = len(claim.groups)
-    return {"lin_x": rng.integers(0, p, size=(rows, len(claim.lo)), dtype=np.int64),
-            "lin_s": rng.integers(0, p, size=(rows, ng), dtype=np.int64),
+    return {"lin_s": rng.integers(0, p, size=(rows, ng), dtype=np.int64),
             "alpha": rng.integers(0, p, size=g, dtype=np.int64),
             "beta": rng.integers(0, p, size=m_bits, dtype=np.int64),
             "gamma": rng.integers(0, p, size=(padded // g, ng), dtype=np.int64)}
 
 
-def linear_check(X, W, claim: Claim, co, p: int) -> int:
-    """Shares (or values) of the random combination of the linear relations (0 for an honest client)."""
-    bits_x, s, bits_s, col, grp = _split(W, claim)
-    lo = from_signed(np.array(claim.lo, dtype=object), p)
-    res = modarith.sub_mod(modarith.sub_mod(X, lo[None, :], p), _weighted(bits_x, col, _widths(claim), p), p)
-    total = modarith.sum_mod(modarith.mul_mod(co["lin_x"], res, p).reshape(-1), 0, p)
-    if claim.groups:
-        lim = np.array([lim for _, lim in claim.groups], dtype=np.int64) % p
-        slack = modarith.sub_mod(modarith.sub_mod(np.broadcast_to(lim, s.shape), s, p),
-                                 _weighted(bits_s, grp, [lim for _, lim in claim.groups], p), p)
-        total = modarith.add_mod(total, modarith.sum_mod(modarith.mul_mod(co["lin_s"], slack, p).reshape(-1), 0, p), p)
-    return int(total)
+def linear_check(W, claim: Claim, co, p: int) -> int:
+    """Shares (or values) of the random combination of the slack relations L_g - s_ig = sum_k w_k e_igk (0 for an
+    honest client).  The values' relation x = lo + sum w d holds by construction (:func:`values`)."""
+    _, s, digits_s, _, grp = _split(W, claim)
+    if not claim.groups:
+        return 0
+    lim = np.array([lim for _, lim in claim.groups], dtype=np.int64) % p
+    slack = modarith.sub_mod(modarith.sub_mod(np.broadcast_to(lim, s.shape), s, p),
+                             _weighted(digits_s, grp, [lim for _, lim in claim.groups], p), p)
+    return int(modarith.sum_mod(modarith.mul_mod(co["lin_s"], slack, p).reshape(-1), 0, p))
 
 
 def values(W, claim: Claim, p: int) -> np.ndarray:
@@ -429,7 +435,7 @@ class InputProofs:
                 seed2 + int(c).to_bytes(4, "little")).digest(), "little")), p, BASE)
             q = flp.query(Y, got[c], co[c]["alpha"], r, p, BASE)
             q[0] = (int(q[0]) - z) % p  # the claim: sum alpha_k P(k) - z, zero for an honest client
-            mine_q[c] = np.concatenate([np.array([linear_check(X[c], W[c], claim, co[c], p)], dtype=np.int64), q])
+            mine_q[c] = np.concatenate([np.array([linear_check(W[c], claim, co[c], p)], dtype=np.int64), q])
         sizes = {c: 1 + 2 + lengths[c] - BASE * flp.ROWS - 1 for c in ctx.clients}
         empty = np.zeros(0, dtype=np.int64)
         # a client's checks go to the parties that verify it (not to itself): party i hears from j those of the
