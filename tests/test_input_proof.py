@@ -240,19 +240,20 @@ def test_an_honest_job_releases_the_same_integers_with_the_proofs():
 
 
 @pytest.mark.parametrize("M", [3, 4, 5, 6])
-def test_seeded_shares_lie_on_one_polynomial_through_the_secret(M):
+@pytest.mark.parametrize("p", [P, prime_below(62)])  # int64 coefficients; field products
+def test_seeded_shares_lie_on_one_polynomial_through_the_secret(M, p):
     """A client's seeded sharing: the t seeded parties expand their seeds, the others (the client too) get shares;
     the M points lie on one polynomial of degree t through the secret."""
     t = (M - 1) // 2
-    secret = np.arange(12, dtype=np.int64).reshape(3, 4) * 1000003 % P
+    secret = np.arange(12, dtype=np.int64).reshape(3, 4) * 1000003 % p
     for client in range(1, M):
-        out = ip.seeded_shares(secret, client, M, t, P)
+        out = ip.seeded_shares(secret, client, M, t, p)
         assert sorted(out) == list(range(M))  # the client keeps its own share
         assert all(isinstance(out[j], bytes) and len(out[j]) == 32 for j in ip.seeded(client, M, t))
-        shares = [ip.expand(out[j], secret.shape, P) if isinstance(out[j], bytes) else out[j] for j in sorted(out)]
+        shares = [ip.expand(out[j], secret.shape, p) if isinstance(out[j], bytes) else out[j] for j in sorted(out)]
         xs = [j + 1 for j in sorted(out)]
-        assert shamir.consistent(shares, xs, t, P) if len(xs) >= t + 2 else True
-        assert np.array_equal(shamir.reconstruct(np.stack(shares), xs, P), secret)
+        assert shamir.consistent(shares, xs, t, p) if len(xs) >= t + 2 else True
+        assert np.array_equal(shamir.reconstruct(np.stack(shares), xs, p), secret)
 
 
 def test_the_ideal_functionality_names_a_client_whose_block_breaks_its_claim():

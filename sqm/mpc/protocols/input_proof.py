@@ -323,10 +323,16 @@ def seeded_shares(secret, client: int, M: int, t: int, p: int) -> dict[int, obje
     for j in range(M):
         if j in free:
             continue
-        lag = shamir.lagrange_at(points, j + 1, p)
-        acc = modarith.scalar_mul_mod(secret, lag[0], p)
+        lag = [c if c <= p // 2 else c - p for c in shamir.lagrange_at(points, j + 1, p)]  # signed
+        if sum(abs(c) for c in lag) * p < 1 << 63:  # small coefficients (few parties): one int64 pass
+            acc = secret * np.int64(lag[0])
+            for c, k in zip(lag[1:], free, strict=True):
+                acc += vals[k] * np.int64(c)
+            out[j] = acc % p
+            continue
+        acc = modarith.scalar_mul_mod(secret, lag[0] % p, p)
         for c, k in zip(lag[1:], free, strict=True):
-            acc = modarith.add_mod(acc, modarith.scalar_mul_mod(vals[k], c, p), p)
+            acc = modarith.add_mod(acc, modarith.scalar_mul_mod(vals[k], c % p, p), p)
         out[j] = acc
     return out
 
