@@ -33,6 +33,7 @@ field must exceed).
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 
@@ -266,23 +267,36 @@ def grid(X, W, claim: Claim, co, p: int, g: int = flp.ROWS) -> tuple[np.ndarray,
 
 
 def weights(rows: int, claim: Claim, co, p: int, g: int = flp.ROWS) -> tuple[np.ndarray, np.ndarray]:
-    """The grid's public column polynomials (:func:`sqm.mpc.protocols.flp.column_polys`: a digit's zero at its
-    allowed values, a value's the square) and weights (:func:`grid`)."""
+    """The grid's public column polynomials (:func:`polys`) and weights (:func:`grid`): a digit column's from the
+    coins, a value column's the gamma of its record and group."""
     padded, m_dig, m_x = layout(rows, claim, g)
-    per = padded // g
-    low, _ = _digit_order(claim)
-    top = np.array([digit_roots(w)[-1] for w in _widths(claim) + [lim for _, lim in claim.groups] if w > 0],
-                   dtype=np.int64).reshape(-1, BASE)
-    square_lin = np.array([1, 1] + [0] * (BASE - 2), np.int64)
-    square_roots = np.array([0, 0] + [-1] * (BASE - 2), np.int64)
+    if m_dig + m_x == 0:
+        return polys(rows, claim, p, g), np.zeros(1, np.int64)
     which = np.array([q for q, (c, _) in enumerate(claim.groups) for _ in c], dtype=np.int64)
     beta_x = co["gamma"][:, which].reshape(-1)  # per record of a node (row-major) and value column
+    return polys(rows, claim, p, g), np.concatenate([co["beta"], beta_x])
+
+
+@functools.lru_cache(maxsize=8)
+def polys(rows: int, claim: Claim, p: int, g: int = flp.ROWS) -> np.ndarray:
+    """The grid's public column polynomials (:func:`sqm.mpc.protocols.flp.column_polys`): a digit's zero at its
+    allowed values, a value's the square (the same for every chunk of ``rows`` records: cached, read-only)."""
+    padded, m_dig, m_x = layout(rows, claim, g)
     if m_dig + m_x == 0:
-        return flp.column_polys(np.ones((1, BASE), np.int64), np.arange(BASE)[None, :], p), np.zeros(1, np.int64)
-    lin = np.vstack([np.ones((m_dig, BASE), np.int64), np.tile(square_lin, (m_x, 1))])
-    allr = np.vstack([np.tile(np.arange(BASE, dtype=np.int64), (per * len(low), 1)), np.tile(top, (per, 1)),
-                      np.tile(square_roots, (m_x, 1))])
-    return flp.column_polys(lin, allr, p), np.concatenate([co["beta"], beta_x])
+        out = flp.column_polys(np.ones((1, BASE), np.int64), np.arange(BASE)[None, :], p)
+    else:
+        per = padded // g
+        low, _ = _digit_order(claim)
+        top = np.array([digit_roots(w)[-1] for w in _widths(claim) + [lim for _, lim in claim.groups] if w > 0],
+                       dtype=np.int64).reshape(-1, BASE)
+        square_lin = np.array([1, 1] + [0] * (BASE - 2), np.int64)
+        square_roots = np.array([0, 0] + [-1] * (BASE - 2), np.int64)
+        lin = np.vstack([np.ones((m_dig, BASE), np.int64), np.tile(square_lin, (m_x, 1))])
+        allr = np.vstack([np.tile(np.arange(BASE, dtype=np.int64), (per * len(low), 1)), np.tile(top, (per, 1)),
+                          np.tile(square_roots, (m_x, 1))])
+        out = flp.column_polys(lin, allr, p)
+    out.flags.writeable = False
+    return out
 
 
 def _digit_order(claim: Claim) -> tuple[list[int], list[int]]:
