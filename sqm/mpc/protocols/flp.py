@@ -37,7 +37,7 @@ from sqm.mpc.shares import modarith
 from sqm.mpc.shares.shamir import lagrange_at
 
 ROWS = 16  # G: the polynomials U_j's degree (the nodes 1..G); see the module docstring for the trade-off
-BLOCK = 16384  # columns the prover extends at once
+BLOCK = 4096  # columns the prover extends at once (its arrays stay in cache)
 
 
 def proof_length(m: int, d: int, g: int = ROWS) -> int:
