@@ -284,3 +284,14 @@ def test_three_clients_with_the_sharing_check_release_the_same_integers():
                 verify_inputs=v).run(data) for v in (False, True)]
     plain, checked = ([int(v) for v in np.asarray(r.raw).reshape(-1)] for r in runs)
     assert checked == plain
+
+
+def test_the_provers_blocks_of_columns_never_change_the_proof(monkeypatch):
+    x = _honest(rows=40)
+    W = ip.witness(x, CLAIM)
+    co = ip.coins(bytes(32), 1, 40, CLAIM, P)
+    Y, polys, beta, _ = ip.grid(from_signed(x, P), W, CLAIM, co, P)
+    whole = flp.prove(Y, polys, beta, P, np.random.default_rng(3))
+    monkeypatch.setattr(flp, "BLOCK", 3)
+    assert Y.shape[1] > 3
+    assert np.array_equal(flp.prove(Y, polys, beta, P, np.random.default_rng(3)), whole)
