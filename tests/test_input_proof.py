@@ -295,3 +295,17 @@ def test_the_provers_blocks_of_columns_never_change_the_proof(monkeypatch):
     monkeypatch.setattr(flp, "BLOCK", 3)
     assert Y.shape[1] > 3
     assert np.array_equal(flp.prove(Y, polys, beta, P, np.random.default_rng(3)), whole)
+
+
+@pytest.mark.parametrize("bits", [40, 45, 46, 61])
+def test_the_provers_extension_is_the_field_product(bits):
+    """The grid's extension (exact float products below 2^46, limbs above) equals E @ U in the field."""
+    p = prime_below(bits)
+    rng = np.random.default_rng(bits)
+    y = rng.integers(-(1 << 13), 1 << 13, size=(flp.ROWS, 300)) % p
+    y[0, :4] = [0, p - 1, (1 << 13) % p, p - (1 << 13)]
+    U = np.vstack([rng.integers(0, p, size=(1, 300)), y])
+    E = flp._extension(flp.ROWS, 3 * flp.ROWS, p)
+    from sqm.mpc.shares import modarith
+
+    assert np.array_equal(flp._extend(E, U, y, p), modarith.matmul_mod(E, U, p))

@@ -146,12 +146,31 @@ def _gadget_small(y: np.ndarray, polys: np.ndarray, beta, p: int) -> np.ndarray 
     return modarith.matmul_mod(prod % p, np.asarray(beta, dtype=np.int64), p)
 
 
+SPLIT = 23  # below 2^46, E's entries are cut at this bit for the extension's exact float products
+
+
 def _extend(E: np.ndarray, U: np.ndarray, y: np.ndarray, p: int) -> np.ndarray:
     """E @ U mod p for U = (blinds; y): the blinds' row times E's first column, plus E's other columns times the
-    grid y as signed integers (digits and quantized values are small: exact float64 products,
-    :func:`sqm.mpc.shares.modarith.matmul_small_mod`, which falls back to a field product otherwise)."""
+    grid y read as signed integers (digits and quantized values are small).
+
+    With E = H 2^23 + L (:data:`SPLIT`, p < 2^46) and |y| G 2^23 < 2^53, H @ y and L @ y are exact float64
+    integers; q = floor((H @ y) 2^23 / p + (L @ y) / p) in float64 is off by at most one (V / p is far below
+    2^50), so r = (H @ y) 2^23 + L @ y - q p in wrapping int64 is the exact residue, in [-p, 2p), corrected once
+    each way.  Otherwise :func:`sqm.mpc.shares.modarith.matmul_small_mod` (limbs of E, Horner's rule mod p)."""
     signed = np.where(y > p // 2, y - p, y)
-    rest = modarith.matmul_small_mod(E[:, 1:], signed, p)
+    big = int(np.abs(signed).max()) if signed.size else 0
+    if p >= 1 << (2 * SPLIT) or max(big, 1) * y.shape[0] >= 1 << (53 - SPLIT):
+        rest = modarith.matmul_small_mod(E[:, 1:], signed, p)
+    else:
+        En = E[:, 1:]
+        yf = signed.astype(np.float64)
+        hi = (En >> SPLIT).astype(np.float64) @ yf
+        lo = (En & ((1 << SPLIT) - 1)).astype(np.float64) @ yf
+        q = np.floor(hi * ((1 << SPLIT) / p) + lo * (1.0 / p)).astype(np.int64)
+        with np.errstate(over="ignore"):
+            rest = (hi.astype(np.int64) << SPLIT) + lo.astype(np.int64) - q * np.int64(p)
+        rest += p * (rest < 0)
+        rest -= p * (rest >= p)
     return modarith.add_mod(rest, modarith.mul_mod(E[:, :1], U[:1], p), p)
 
 
