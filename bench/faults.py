@@ -144,8 +144,9 @@ class DeviateRecord(PartyProgram):
     """BENCH AND TESTS ONLY: runs ``inner`` as a client that bends one record (``record``) and proves the bent block
     as if it were honest, skipping its own checks: ``"value"`` puts 3 times its bound in the record's first column
     (one value outside its range); ``"norm"`` sets every column of the record to its bound (each value in range, the
-    record's squared norm over its group above the limit: all its energy on one record).  Its witness claims the
-    values clipped to their ranges and the norms capped at their limits (:mod:`sqm.mpc.protocols.input_proof`)."""
+    record's squared norm over its group above the limit: all its energy on one record).  Its witness (whose digits
+    define its shared values, :mod:`sqm.mpc.protocols.input_proof`) encodes the bent values, each value's excess
+    over its range added to its lowest digit, and the norms capped at their limits."""
 
     def __init__(self, inner: PartyProgram, mode: str = "value", record: int = 0):
         if mode not in ("value", "norm"):
@@ -173,10 +174,15 @@ class DeviateRecord(PartyProgram):
             return out, k
 
         def cheat(block, claim):
-            x = np.clip(np.asarray(block, np.int64), claim.lo, claim.hi)
+            bent = np.asarray(block, np.int64)
+            x = np.clip(bent, claim.lo, claim.hi)
             lo = np.array(claim.lo, dtype=np.int64)
             parts = [input_proof.encode_range(x[:, j] - lo[j], claim.hi[j] - claim.lo[j]) for j in range(x.shape[1])]
-            norms = [np.minimum(np.einsum("ij,ij->i", x[:, list(c)], x[:, list(c)]), lim) for c, lim in claim.groups]
+            for j, part in enumerate(parts):
+                if part.shape[1]:
+                    part[:, 0] += bent[:, j] - x[:, j]  # the digits now sum to the bent value
+            norms = [np.minimum(np.einsum("ij,ij->i", bent[:, list(c)], bent[:, list(c)]), lim)
+                     for c, lim in claim.groups]
             parts += [s[:, None] for s in norms]
             parts += [input_proof.encode_range(lim - s, lim) for (_, lim), s in zip(claim.groups, norms, strict=True)]
             return np.hstack(parts)

@@ -25,43 +25,48 @@ def _honest(rows=50, seed=1):
     return x
 
 
-def _verdict(x, W, claim=CLAIM, M=3, proof=None, seed=0):
-    """The checks of :class:`sqm.mpc.protocols.input_proof.InputProofs` for client 1's block ``x`` and witness ``W``,
-    each of the M parties on its shares, opened by the parties other than client 1: (linear, claim, identity ok)."""
+def _verdict(W, claim=CLAIM, M=3, proof=None, seed=0):
+    """The checks of :class:`sqm.mpc.protocols.input_proof.InputProofs` for client 1's witness ``W`` (whose digits
+    define its values), each of the M parties on its shares, opened by the parties other than client 1: (slack
+    relations, claim, identity ok)."""
     rng = np.random.default_rng(seed)
     t = (M - 1) // 2
-    co = ip.coins(bytes(32), 1, x.shape[0], claim, P)
-    X = from_signed(np.asarray(x, np.int64), P)
     W = np.asarray(W, np.int64) % P
-    Y, kinds, beta, _ = ip.grid(X, W, claim, co, P)
-    proof = flp.prove(Y, kinds, beta, P, rng) if proof is None else proof(Y, kinds, beta, co)
-    Xs, Ws, Ps = (shamir.share(a, M, t, P, rng) for a in (X, W, proof))
-    r = flp.draw_point(rng, P)
+    co = ip.coins(bytes(32), 1, W.shape[0], claim, P)
+    Y, polys, beta, _ = ip.grid(ip.values(W, claim, P), W, claim, co, P)
+    proof = flp.prove(Y, polys, beta, P, rng) if proof is None else proof(Y, polys, beta, co)
+    Ws, Ps = (shamir.share(a, M, t, P, rng) for a in (W, proof))
+    r = flp.draw_point(rng, P, ip.BASE)
     opened = []
     for j in range(M):
-        Yj, _, _, zj = ip.grid(Xs[j], Ws[j], claim, co, P)
-        q = flp.query(Yj, Ps[j], co["alpha"], r, P)
+        Yj, _, _, zj = ip.grid(ip.values(Ws[j], claim, P), Ws[j], claim, co, P)
+        q = flp.query(Yj, Ps[j], co["alpha"], r, P, ip.BASE)
         q[0] = (int(q[0]) - zj) % P
-        opened.append(np.concatenate([[ip.linear_check(Xs[j], Ws[j], claim, co, P)], q]))
+        opened.append(np.concatenate([[ip.linear_check(Ws[j], claim, co, P)], q]))
     others = [j for j in range(M) if j != 1]
     o = shamir.reconstruct(np.stack([opened[j] for j in others]), [j + 1 for j in others], P)
-    return int(o[0]), int(o[1]), flp.decide(o[1:], kinds, beta, P)
+    return int(o[0]), int(o[1]), flp.decide(o[1:], polys, beta, P)
 
 
-@pytest.mark.parametrize("width", range(0, 70))
-def test_range_weights_reach_exactly_the_range(width):
-    w = ip.range_weights(width)
-    sums = {sum(c) for k in range(len(w) + 1) for c in itertools.combinations(w.tolist(), k)}
-    assert sums == set(range(width + 1))
+@pytest.mark.parametrize("width", list(range(0, 70)) + [255, 256, 8192])
+def test_digits_reach_exactly_the_range(width):
+    """Every choice of each digit among its allowed values sums (with the weights) into [0, width], and every
+    integer there is reached, by the encoding in particular."""
+    w, roots = ip.range_weights(width), ip.digit_roots(width)
+    assert roots.shape == (ip.digit_count(width), ip.BASE) and w.shape == (roots.shape[0],)
+    if width <= 256:
+        sums = {int(np.dot(c, w)) for c in itertools.product(*roots.tolist())}
+        assert sums == set(range(width + 1))
     v = np.arange(width + 1)
-    assert np.array_equal(ip.encode_range(v, width) @ w, v)
-    assert set(np.unique(ip.encode_range(v, width))) <= {0, 1}
+    enc = ip.encode_range(v, width)
+    assert np.array_equal(enc @ w, v)
+    assert all(np.isin(enc[:, k], roots[k]).all() for k in range(roots.shape[0]))
 
 
 @pytest.mark.parametrize("M", [3, 4, 5])
 def test_an_honest_witness_passes_on_shares(M):
     x = _honest()
-    assert _verdict(x, ip.witness(x, CLAIM), M=M) == (0, 0, True)
+    assert _verdict(ip.witness(x, CLAIM), M=M) == (0, 0, True)
 
 
 def test_an_honest_client_refuses_its_own_bad_block():
@@ -75,23 +80,57 @@ def test_an_honest_client_refuses_its_own_bad_block():
         ip.witness(x, CLAIM)
 
 
-def test_a_value_out_of_range_with_the_bits_of_an_in_range_value_fails_the_linear_check():
+def test_the_values_are_the_witness_digits_on_shares():
+    """A client's input shares are its witness's: values() gives back its block exactly, and on shares a sharing
+    of it (so no value can differ from what its digits say)."""
     x = _honest()
-    x[3, 2] = 100
-    W = ip.witness(np.clip(x, CLAIM.lo, CLAIM.hi), CLAIM)
-    lin, claim, ok = _verdict(x, W)
+    W = ip.witness(x, CLAIM)
+    assert np.array_equal(ip.values(W, CLAIM, P), from_signed(x, P))
+    shares = shamir.share(W, 3, 1, P, np.random.default_rng(2))
+    got = shamir.reconstruct(np.stack([ip.values(shares[j], CLAIM, P) for j in (0, 2)]), [1, 3], P)
+    assert np.array_equal(got, from_signed(x, P))
+
+
+@pytest.mark.parametrize("field_bits", [23, 61])
+def test_the_values_of_wide_ranges_in_a_wide_field(field_bits):
+    """values() in int64 where its sums fit, by the small-weight product where they could not (a 61-bit field)."""
+    p, top = prime_below(field_bits), 1 << 20
+    claim = ip.Claim(lo=(-top, 0), hi=(top, 3))
+    x = np.random.default_rng(field_bits).integers(-top, top, size=(40, 2))
+    x[:, 1] = x[:, 1] % 4
+    x[0, 0], x[1, 0] = -top, top
+    W = ip.witness(x, claim)
+    assert np.array_equal(ip.values(W, claim, p), from_signed(x, p))
+    shares = shamir.share(W, 3, 1, p, np.random.default_rng(1))
+    got = shamir.reconstruct(np.stack([ip.values(shares[j], claim, p) for j in (0, 2)]), [1, 3], p)
+    assert np.array_equal(got, from_signed(x, p))
+
+
+def test_slack_digits_that_do_not_add_up_to_the_slack_fail_the_linear_check():
+    """A record's lowest slack digit moved to another allowed value: every digit valid, the norm true, but
+    L - s != sum w e."""
+    x = _honest()
+    W = ip.witness(x, CLAIM)
+    col, _ = CLAIM.widths
+    first = sum(col) + len(CLAIM.groups)  # the group's slack digits, weight 1 first
+    rec = int(np.argmax(W[:, first] < 3))
+    assert W[rec, first] < 3
+    W[rec, first] += 1
+    lin, claim, ok = _verdict(W)
     assert lin != 0 and claim == 0 and ok
 
 
-def test_a_value_out_of_range_as_non_bits_fails_the_quadratic_check():
-    """x = 100 written with a bit of value 94 (so the linear relation holds) fails the proof of the bits."""
+def test_a_value_out_of_range_as_a_bad_digit_fails_the_quadratic_check():
+    """x = 100 written with a lowest digit 93 above its value (so the linear relation holds) fails the proof of the
+    digits."""
     x = _honest()
     x[3, 2] = 100
     W = ip.witness(np.clip(x, CLAIM.lo, CLAIM.hi), CLAIM)
     col, _ = CLAIM.widths
-    first = col[0] + col[1]  # the bits of column 2, weight 1 first
+    first = col[0] + col[1]  # the digits of column 2, weight 1 first
     W[3, first] += 100 - 7
-    lin, claim, ok = _verdict(x, W)
+    assert ip.values(W, CLAIM, P)[3, 2] == 100  # the value the release would compute on
+    lin, claim, ok = _verdict(W)
     assert lin == 0 and ok and claim != 0
 
 
@@ -99,11 +138,11 @@ def test_a_record_over_its_norm_limit_fails_the_quadratic_check():
     """Each value in range, the record's squared norm 50 above the limit 40, reported as 40 (slack 0)."""
     x = _honest()
     x[0, :2] = 5
-    W = ip.witness(x, ip.Claim(CLAIM.lo, CLAIM.hi, ()))  # the true bits of every value
+    W = ip.witness(x, ip.Claim(CLAIM.lo, CLAIM.hi, ()))  # the true digits of every value
     s = np.einsum("ij,ij->i", x[:, :2], x[:, :2])
     s[0] = 40
     W = np.hstack([W, s[:, None], ip.encode_range(40 - s, 40)])
-    lin, claim, ok = _verdict(x, W)
+    lin, claim, ok = _verdict(W)
     assert lin == 0 and ok and claim != 0
 
 
@@ -116,8 +155,8 @@ def test_a_proof_that_is_not_the_product_polynomial_fails_the_identity():
     s[0] = 40
     W = np.hstack([W, s[:, None], ip.encode_range(40 - s, 40)])
 
-    def forged(Y, kinds, beta, co):
-        pr = flp.prove(Y, kinds, beta, P, np.random.default_rng(5))
+    def forged(Y, polys, beta, co):
+        pr = flp.prove(Y, polys, beta, P, np.random.default_rng(5))
         m, g = Y.shape[1], Y.shape[0]
         z = ip.grid(from_signed(x, P), W % P, CLAIM, co, P)[3]
         true = int(np.sum(co["alpha"].astype(object) * pr[m + 1:m + 1 + g].astype(object))) % P
@@ -125,7 +164,7 @@ def test_a_proof_that_is_not_the_product_polynomial_fails_the_identity():
         pr[m + 1] = (int(pr[m + 1]) + (z - true) * inv) % P  # sum_k alpha_k P(k) now equals z
         return pr
 
-    lin, claim, ok = _verdict(x, W, proof=forged)
+    lin, claim, ok = _verdict(W, proof=forged)
     assert lin == 0 and claim == 0 and not ok
 
 
@@ -135,19 +174,20 @@ def test_the_opened_values_of_an_honest_proof_are_uniform():
     x = _honest(rows=4)
     W = ip.witness(x, CLAIM)
     co = ip.coins(bytes(32), 1, 4, CLAIM, P)
-    Y, kinds, beta, _ = ip.grid(from_signed(x, P), W, CLAIM, co, P)
+    Y, polys, beta, _ = ip.grid(from_signed(x, P), W, CLAIM, co, P)
     rng = np.random.default_rng(7)
     bits = []
     for _ in range(400):
-        pr = flp.prove(Y, kinds, beta, P, rng)
-        bits.append(flp.query(Y, pr, co["alpha"], flp.draw_point(rng, P), P)[2:] & 1)
+        pr = flp.prove(Y, polys, beta, P, rng)
+        bits.append(flp.query(Y, pr, co["alpha"], flp.draw_point(rng, P, ip.BASE), P, ip.BASE)[2:] & 1)
     mean = np.mean(bits, axis=0)
     assert np.all(np.abs(mean - 0.5) < 5 * 0.5 / np.sqrt(400))
 
 
 def test_the_field_must_hold_the_claims():
     assert ip.needed_bound([CLAIM]) == 50  # 5^2 + 5^2 over the group
-    assert flp.error_bound(P) == 2 * 32 / (P - 65)
+    assert flp.error_bound(P, ip.BASE) == 4 * 16 / (P - 65)
+    assert ip.soundness_error(P) == 3 / P + 64 / (P - 65)
 
 
 # ----- through real party processes -----------------------------------------------------------------------------
@@ -215,19 +255,20 @@ def test_an_honest_job_releases_the_same_integers_with_the_proofs(tmp_path):
 
 
 @pytest.mark.parametrize("M", [3, 4, 5, 6])
-def test_seeded_shares_lie_on_one_polynomial_through_the_secret(M):
-    """A client's seeded sharing: the t seeded parties expand their seeds, the others get shares; the M - 1 points
-    besides the client lie on one polynomial of degree t through the secret."""
+@pytest.mark.parametrize("p", [P, prime_below(62)])  # int64 coefficients; field products
+def test_seeded_shares_lie_on_one_polynomial_through_the_secret(M, p):
+    """A client's seeded sharing: the t seeded parties expand their seeds, the others (the client too) get shares;
+    the M points lie on one polynomial of degree t through the secret."""
     t = (M - 1) // 2
-    secret = np.arange(12, dtype=np.int64).reshape(3, 4) * 1000003 % P
+    secret = np.arange(12, dtype=np.int64).reshape(3, 4) * 1000003 % p
     for client in range(1, M):
-        out = ip.seeded_shares(secret, client, M, t, P)
-        assert sorted(out) == [j for j in range(M) if j != client]
+        out = ip.seeded_shares(secret, client, M, t, p)
+        assert sorted(out) == list(range(M))  # the client keeps its own share
         assert all(isinstance(out[j], bytes) and len(out[j]) == 32 for j in ip.seeded(client, M, t))
-        shares = [ip.expand(out[j], secret.shape, P) if isinstance(out[j], bytes) else out[j] for j in sorted(out)]
+        shares = [ip.expand(out[j], secret.shape, p) if isinstance(out[j], bytes) else out[j] for j in sorted(out)]
         xs = [j + 1 for j in sorted(out)]
-        assert shamir.consistent(shares, xs, t, P) if len(xs) >= t + 2 else True
-        assert np.array_equal(shamir.reconstruct(np.stack(shares), xs, P), secret)
+        assert shamir.consistent(shares, xs, t, p) if len(xs) >= t + 2 else True
+        assert np.array_equal(shamir.reconstruct(np.stack(shares), xs, p), secret)
 
 
 def test_the_ideal_functionality_names_a_client_whose_block_breaks_its_claim():
@@ -258,3 +299,28 @@ def test_three_clients_with_the_sharing_check_release_the_same_integers(tmp_path
     plain, checked = (_less_noise(SQM(covariance(5), 256.0, epsilon=4.0, backend="mpyc", seed=2, verify_sharing=True,
                                       verify_inputs=v), data, tmp_path)[0] for v in (False, True))
     assert checked == plain
+
+
+def test_the_provers_blocks_of_columns_never_change_the_proof(monkeypatch):
+    x = _honest(rows=40)
+    W = ip.witness(x, CLAIM)
+    co = ip.coins(bytes(32), 1, 40, CLAIM, P)
+    Y, polys, beta, _ = ip.grid(from_signed(x, P), W, CLAIM, co, P)
+    whole = flp.prove(Y, polys, beta, P, np.random.default_rng(3))
+    monkeypatch.setattr(flp, "BLOCK", 3)
+    assert Y.shape[1] > 3
+    assert np.array_equal(flp.prove(Y, polys, beta, P, np.random.default_rng(3)), whole)
+
+
+@pytest.mark.parametrize("bits", [40, 45, 46, 61])
+def test_the_provers_extension_is_the_field_product(bits):
+    """The grid's extension (exact float products below 2^46, limbs above) equals E @ U in the field."""
+    p = prime_below(bits)
+    rng = np.random.default_rng(bits)
+    y = rng.integers(-(1 << 13), 1 << 13, size=(flp.ROWS, 300)) % p
+    y[0, :4] = [0, p - 1, (1 << 13) % p, p - (1 << 13)]
+    U = np.vstack([rng.integers(0, p, size=(1, 300)), y])
+    E = flp._extension(flp.ROWS, 3 * flp.ROWS, p)
+    from sqm.mpc.shares import modarith
+
+    assert np.array_equal(flp._extend(E, U, y, p), modarith.matmul_mod(E, U, p))

@@ -142,3 +142,22 @@ def test_frame_layout_is_header_then_each_arrays_bytes():
     assert a.flags.owndata and b.flags.owndata
     a[0, 0] = 99
     assert wire.decode(frame)[0][0, 0] == 0
+
+
+@pytest.mark.parametrize("bits", [8, 39, 40, 46, 61])
+def test_packed_shares_round_trip_in_the_fields_bytes_and_refuse_what_is_not_a_share(bits):
+    from sqm.mpc.shares.field import prime_below
+
+    p = prime_below(bits)
+    a = np.random.default_rng(bits).integers(0, p, size=(7, 3), dtype=np.int64)
+    a[0, 0], a[0, 1] = 0, p - 1
+    frame = wire.pack_shares(a, p)
+    assert frame.dtype == np.uint8 and frame.shape == (21, -(-bits // 8))
+    back = wire.packed_shares((7, 3), p)(wire.decode(wire.encode(frame)))
+    assert back.dtype == np.int64 and np.array_equal(back, a)
+    with pytest.raises(wire.WireError, match="shape"):
+        wire.packed_shares((7, 4), p)(frame)
+    over = frame.copy()
+    over[0] = 255  # all ones: 2^(8 nb) - 1 >= p
+    with pytest.raises(wire.WireError, match="outside"):
+        wire.packed_shares((7, 3), p)(over)

@@ -20,8 +20,8 @@ mutated frames holds it to that).  Limits, checked before anything is built: a h
 :data:`MAX_HEADER` bytes, nesting of at most :data:`MAX_DEPTH` levels, integers of at most
 :data:`MAX_INT_DIGITS` digits, arrays of at most :data:`MAX_NDIM` dimensions each at most :data:`MAX_DIM` long,
 whose bytes must be in the frame.  What a protocol step expects is
-then checked by a validator (:func:`shares`, :func:`array`, :func:`digest`, :func:`value`): a frame of the
-right form but the wrong dtype, shape or range is refused too.
+then checked by a validator (:func:`shares`, :func:`packed_shares`, :func:`array`, :func:`digest`, :func:`value`):
+a frame of the right form but the wrong dtype, shape or range is refused too.
 """
 from __future__ import annotations
 
@@ -189,6 +189,34 @@ Validator = Callable[[Any], Any]
 def shares(shape, p: int) -> Validator:
     """An int64 array of exactly ``shape`` with every entry in [0, p): Shamir shares in F_p."""
     return array(np.int64, shape, lo=0, hi=p - 1, what="shares")
+
+
+def share_bytes(p: int) -> int:
+    """Bytes per field element in a packed frame (:func:`pack_shares`): those of p - 1."""
+    return max(1, -(-(int(p) - 1).bit_length() // 8))
+
+
+def pack_shares(a, p: int) -> np.ndarray:
+    """Field elements (int64 in [0, p)) as their :func:`share_bytes` low little-endian bytes each: a uint8 array of
+    shape (elements, bytes), what :func:`packed_shares` reads back (a 40-bit field's shares in 5 bytes, not 8)."""
+    a = np.ascontiguousarray(np.asarray(a, dtype="<i8")).reshape(-1)
+    return np.ascontiguousarray(a.view(np.uint8).reshape(-1, 8)[:, :share_bytes(p)])
+
+
+def packed_shares(shape, p: int) -> Validator:
+    """A :func:`pack_shares` frame of the shares of exactly ``shape`` (uint8, (elements, bytes)), unpacked to int64
+    with every entry in [0, p) (:func:`shares`)."""
+    nb = share_bytes(p)
+    n = int(np.prod(shape, dtype=np.int64))
+    raw = array(np.uint8, (n, nb), what="packed shares")
+    full = shares(tuple(shape), p)
+
+    def check(x):
+        b = raw(x)
+        out = np.zeros((n, 8), dtype=np.uint8)
+        out[:, :nb] = b
+        return full(out.view("<i8").reshape(tuple(shape)).astype(np.int64, copy=False))
+    return check
 
 
 def array(dtype, shape=None, lo=None, hi=None, what: str = "array", finite: bool = True) -> Validator:

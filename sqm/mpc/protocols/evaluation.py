@@ -243,21 +243,23 @@ class Evaluation:
             if feed is not None:
                 assert blocks is not None  # a feed's blocks, made with it above
                 block = next(blocks)
-                payload = [from_signed(block, p)]
+                # with input proofs a client's shares of its values are its witness's (proofs.check_chunk)
+                payload = [from_signed(block, p) if self.proofs is None else np.zeros((block.shape[0], 0), np.int64)]
                 if last and summands:
                     payload += [from_signed(v, p) for v in feed.summands()]
                     if own_check:  # the client's mask for the check: uniform, shared with the last chunk
                         payload.append(self.tr.rng.integers(0, p, size=1, dtype=np.int64))
             rows_k = min(rows_per_chunk, n_rows - k * rows_per_chunk) if n_rows else 0
             extra = ((1,),) if own_check and last else ()
-            S, sums = await sharing.input_shares(self.tr, payload, p, widths, rows_k, summands if last else (),
-                                                 workers, extra, output=output and last)
+            S, sums = await sharing.input_shares(self.tr, payload, p, widths if self.proofs is None else
+                                                 [0] * len(widths), rows_k, summands if last else (), workers, extra,
+                                                 output=output and last)
+            if self.proofs is not None:  # every client shares and proves this chunk's values before they count
+                S = await self.proofs.check_chunk(block, rows_k)
             if check is not None:
                 check.add_chunk(chunk_base + k, S)
                 if last and own_check:
                     check.add_masks(sums.pop())
-            if self.proofs is not None:  # every client proves this chunk's claims before it counts
-                await self.proofs.check_chunk(S, block, widths)
             Y = bits = None
             if self.membership is not None or self.row_limit is not None:  # each record's row times its secret bit
                 bits = await self._row_bits(S, k * rows_per_chunk, rows_k, p, workers)

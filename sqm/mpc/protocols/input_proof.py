@@ -2,31 +2,38 @@
 shared lies in its declared range [lo_j, hi_j] and that each record's squared norm over each declared column group
 is within the group's limit.  A client whose proof fails is named and nothing is opened.
 
-**What the client shares (its witness, :func:`witness`), per chunk, besides its block x:** the bits of
-x_ij - lo_j in the weights of :func:`range_weights` (K_j = bitlength(hi_j - lo_j) bits; the last weight makes every
-sum of bits lie in [0, hi_j - lo_j] exactly), and per record and group g its squared norm s_ig and the bits of
-L_g - s_ig in [0, L_g].  Then, after joint randomness no single party controls (each party commits to a seed with
-the witness, then reveals it: :meth:`InputProofs._reveal`), the parties check on shares:
+**What the client shares (its witness, :func:`witness`), per chunk, instead of its block x:** the base-4 digits of
+x_ij - lo_j (:func:`encode_range`: K_j digits, K_j the fewest with 4^K_j > hi_j - lo_j; the top digit takes one of
+4 values chosen so that the sums are exactly the integers 0..hi_j - lo_j, :func:`digit_roots`), and per record and
+group g its squared norm s_ig and the digits of L_g - s_ig in [0, L_g].  Then, after joint randomness no single
+party controls (each party commits to a seed with the witness, then reveals it: :meth:`InputProofs._reveal`), the
+parties check on shares:
 
-- **linear relations**, by one random combination opened (:func:`linear_check`):
-  sum lambda_ij (x_ij - lo_j - sum_k w_jk b_ijk) + sum lambda'_ig (L_g - s_ig - sum_k w_gk c_igk) = 0;
-- **bits and norms**, one statement with weights from the coins (alpha per node, beta per bit column, gamma per
-  record and group): sum alpha beta b (b - 1) over every bit plus sum alpha gamma (sum_{j in g} x_ij^2 - s_ig) over
-  every record and group = 0, a bilinear form in the weights that is zero for every draw only if every bit is 0 or
-  1 and every s is its record's norm (:func:`grid` lays the bits and values out), proved by the client with a fully
-  linear proof (:mod:`sqm.mpc.protocols.flp`) shared after the coins and checked at a point drawn after the proof.
+- **values**: the client's input shares are its witness's, x_ij = lo_j + sum_k w_jk d_ijk on shares
+  (:func:`values`), so the values computed on are the digits' by construction;
+- **slack relations**, by one random combination opened (:func:`linear_check`):
+  sum lambda_ig (L_g - s_ig - sum_k w_gk e_igk) = 0;
+- **digits and norms**, one statement with weights from the coins (alpha per node, beta per digit column, gamma per
+  record and group): sum alpha beta prod_{v in D}(d - v) over every digit (D its 4 allowed values) plus
+  sum alpha gamma (sum_{j in g} x_ij^2 - s_ig) over every record and group = 0, a bilinear form in the weights that
+  is zero for every draw only if every digit is one of its allowed values and every s is its record's norm
+  (:func:`grid` lays the digits and values out), proved by the client with a fully linear proof
+  (:mod:`sqm.mpc.protocols.flp`, polynomials of degree 4) shared after the coins and checked at a point drawn after
+  the proof.
 
 Every opened value is a linear combination of degree-t sharings (an opening reveals its value alone), and each client's
-values are opened by the parties other than that client, so the client cannot bend its own verdict.
+values are opened by and to the parties other than that client, so the client cannot bend its own verdict.
 
 **Soundness** (a deviating client, the other parties following the protocol): a false statement passes a chunk's
-check with probability at most 1/p (linear) + 2/p (the bilinear combination, Schwartz-Zippel) + 2G/(p - 2G - 1)
-(the proof's identity, :func:`sqm.mpc.protocols.flp.error_bound`).  **No wrap-around:** bits in {0, 1} and
-x - lo = sum w b in F_p give an integer in [lo, hi] when hi - lo < p; then sum_{j in g} x_ij^2 < p and L_g < p make
-L_g - s = sum w c an integer inequality (:func:`needed_bound`, what the field must exceed).
+check with probability at most 1/p (slack relations) + 2/p (the bilinear combination, Schwartz-Zippel) + 4G/(p - 4G - 1)
+(the proof's identity, :func:`sqm.mpc.protocols.flp.error_bound`; :func:`soundness_error`).  **No wrap-around:**
+digits in their sets and x - lo = sum w d in F_p give an integer in [lo, hi] when hi - lo < p; then
+sum_{j in g} x_ij^2 < p and L_g < p make L_g - s = sum w e an integer inequality (:func:`needed_bound`, what the
+field must exceed).
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 
@@ -54,9 +61,9 @@ class Claim:
 
     @property
     def widths(self) -> tuple[list[int], list[int]]:
-        """Bits per column and per group."""
-        return ([len(range_weights(h - lo)) for lo, h in zip(self.lo, self.hi, strict=True)],
-                [len(range_weights(lim)) for _, lim in self.groups])
+        """Digits per column and per group."""
+        return ([digit_count(h - lo) for lo, h in zip(self.lo, self.hi, strict=True)],
+                [digit_count(lim) for _, lim in self.groups])
 
     @property
     def witness_width(self) -> int:
@@ -77,37 +84,61 @@ def needed_bound(claims) -> int:
     return max((c.needed_bound() for c in claims), default=0)
 
 
-def range_weights(width: int) -> np.ndarray:
-    """Weights w_0..w_{K-1} (K = bitlength(width)): 1, 2, .., 2^(K-2) and width - 2^(K-1) + 1, so that the sums of
-    subsets are exactly the integers 0..width."""
+BASE = 4  # the digits' base: the proof's polynomials have this degree (one factor per allowed digit value)
+
+
+def digit_count(width: int) -> int:
+    """K: the fewest base-4 digits whose top one (:func:`digit_roots`) reaches ``width`` (0 for width 0)."""
     width = int(width)
     if width < 0:
         raise UsageError(f"a range has width >= 0, got {width}")
-    k = width.bit_length()
+    k = 0
+    while BASE ** k <= width:
+        k += 1
+    return k
+
+
+def range_weights(width: int) -> np.ndarray:
+    """Weights of the K digits: 1, 4, .., 4^(K-2) and 1 for the top digit (which holds its value, a multiple of
+    nothing: one of :func:`digit_roots`'s last row)."""
+    k = digit_count(width)
+    return np.array([BASE ** i for i in range(k - 1)] + [1] * (k > 0), dtype=np.int64)
+
+
+def digit_roots(width: int) -> np.ndarray:
+    """The allowed values of each digit (K x 4): 0..3 for the low ones; for the top one
+    min(i R, width - R + 1), i = 0..3, R = 4^(K-1), so that (low digits reach 0..R-1, consecutive top values differ
+    by at most R) the sums are exactly the integers 0..width."""
+    k = digit_count(width)
     if k == 0:
-        return np.zeros(0, dtype=np.int64)
-    return np.array([1 << i for i in range(k - 1)] + [width - (1 << (k - 1)) + 1], dtype=np.int64)
+        return np.zeros((0, BASE), dtype=np.int64)
+    r = BASE ** (k - 1)
+    out = np.tile(np.arange(BASE, dtype=np.int64), (k, 1))
+    out[-1] = [min(i * r, int(width) - r + 1) for i in range(BASE)]
+    return out
 
 
 def encode_range(v, width: int) -> np.ndarray:
-    """Bits (n x K) of integers ``v`` in [0, width] in :func:`range_weights`: sum_k w_k bits[:, k] = v."""
+    """Digits (n x K) of integers ``v`` in [0, width]: sum_k w_k digits[:, k] = v (:func:`range_weights`), each
+    digit one of its allowed values (:func:`digit_roots`)."""
     v = np.asarray(v, dtype=np.int64).reshape(-1)
-    w = range_weights(width)
-    k = w.size
+    k = digit_count(width)
     out = np.zeros((v.size, k), dtype=np.int64)
     if k == 0:
         return out
-    top = v >= (1 << (k - 1))
+    r = BASE ** (k - 1)
+    cap = int(width) - r + 1
+    top = np.where(v >= cap, cap, (v // r) * r)
     out[:, k - 1] = top
-    rest = v - top * w[-1]
+    rest = v - top
     for i in range(k - 1):
-        out[:, i] = (rest >> i) & 1
+        out[:, i] = (rest // BASE ** i) % BASE
     return out
 
 
 def witness(block, claim: Claim) -> np.ndarray:
-    """An honest client's witness for its integer ``block`` (records x its columns): the bits of each column's
-    value above lo, each group's squared norm, the bits of each group's slack; refused (naming no value) if the
+    """An honest client's witness for its integer ``block`` (records x its columns): the digits of each column's
+    value above lo, each group's squared norm, the digits of each group's slack; refused (naming no value) if the
     block breaks its claim."""
     x = np.asarray(block, dtype=np.int64)
     lo, hi = np.array(claim.lo, dtype=np.int64), np.array(claim.hi, dtype=np.int64)
@@ -136,20 +167,29 @@ def _split(W, claim: Claim):
     return W[:, :kx], W[:, kx:kx + ng], W[:, kx + ng:], col, grp
 
 
-def _weighted(bits, widths, ranges, p: int) -> np.ndarray:
-    """Per block of bits (widths[q] columns each), sum_k w_k bits[:, k] (rows x len(widths))."""
-    out = np.zeros((bits.shape[0], len(widths)), dtype=np.int64)
+def _weighted(digits, widths, ranges, p: int) -> np.ndarray:
+    """Per block of digits (widths[q] columns each), sum_k w_k digits[:, k] (rows x len(widths)): in int64 when no
+    block's sum can reach 2^63 (digits below p, small weights), else one product with the public matrix of the
+    weights (:func:`sqm.mpc.shares.modarith.matmul_small_mod`)."""
+    digits = np.asarray(digits, dtype=np.int64)
+    rows, n = digits.shape[0], len(widths)
+    if sum(widths) == 0:
+        return np.zeros((rows, n), dtype=np.int64)
+    w = np.concatenate([range_weights(r) for r in ranges])
+    if (p - 1) * int(w.max()) * max(widths) < 1 << 63 and min(widths) > 0:
+        starts = np.cumsum([0] + list(widths[:-1]))
+        return np.add.reduceat(digits * w, starts, axis=1) % p
+    B = np.zeros((sum(widths), n), dtype=np.int64)
     off = 0
     for q, (k, width) in enumerate(zip(widths, ranges, strict=True)):
-        for i, w in enumerate(range_weights(width).tolist()):
-            out[:, q] = modarith.add_mod(out[:, q], modarith.scalar_mul_mod(bits[:, off + i], w, p), p)
+        B[off:off + k, q] = range_weights(width)
         off += k
-    return out
+    return modarith.matmul_small_mod(digits, B, p)
 
 
 def layout(rows: int, claim: Claim, g: int = flp.ROWS) -> tuple[int, int, int]:
-    """(R', m_bits, m_x): the records padded to a multiple of G (at least G), and the grid's columns of bits and of
-    the grouped values (:func:`grid`)."""
+    """(R', m_digits, m_x): the records padded to a multiple of G (at least G), and the grid's columns of digits and
+    of the grouped values (:func:`grid`)."""
     col, grp = claim.widths
     padded = max(1, -(-int(rows) // g)) * g
     per = padded // g
@@ -157,32 +197,37 @@ def layout(rows: int, claim: Claim, g: int = flp.ROWS) -> tuple[int, int, int]:
 
 
 def coins(seed: bytes, client: int, rows: int, claim: Claim, p: int, g: int = flp.ROWS) -> dict[str, np.ndarray]:
-    """The public random coefficients of ``client``'s checks, from a joint seed: ``lin_x``, ``lin_s`` (the linear
-    relations, one per value and per record norm), ``alpha`` (per node), ``beta`` (per bit column of the grid) and
-    ``gamma`` (per record of a node and group)."""
+    """The public random coefficients of ``client``'s checks, from a joint seed: ``lin_s`` (the linear relations,
+    one per record norm), ``alpha`` (per node), ``beta`` (per digit column of the grid) and ``gamma`` (per record of
+    a node and group)."""
     rng = secure_generator(int.from_bytes(hashlib.sha256(seed + int(client).to_bytes(4, "little")).digest(),
                                           "little"))
     padded, m_bits, _ = layout(rows, claim, g)
     ng = len(claim.groups)
-    return {"lin_x": rng.integers(0, p, size=(rows, len(claim.lo)), dtype=np.int64),
-            "lin_s": rng.integers(0, p, size=(rows, ng), dtype=np.int64),
+    return {"lin_s": rng.integers(0, p, size=(rows, ng), dtype=np.int64),
             "alpha": rng.integers(0, p, size=g, dtype=np.int64),
             "beta": rng.integers(0, p, size=m_bits, dtype=np.int64),
             "gamma": rng.integers(0, p, size=(padded // g, ng), dtype=np.int64)}
 
 
-def linear_check(X, W, claim: Claim, co, p: int) -> int:
-    """Shares (or values) of the random combination of the linear relations (0 for an honest client)."""
-    bits_x, s, bits_s, col, grp = _split(W, claim)
-    lo = from_signed(np.array(claim.lo, dtype=object), p)
-    res = modarith.sub_mod(modarith.sub_mod(X, lo[None, :], p), _weighted(bits_x, col, _widths(claim), p), p)
-    total = modarith.sum_mod(modarith.mul_mod(co["lin_x"], res, p).reshape(-1), 0, p)
-    if claim.groups:
-        lim = np.array([lim for _, lim in claim.groups], dtype=np.int64) % p
-        slack = modarith.sub_mod(modarith.sub_mod(np.broadcast_to(lim, s.shape), s, p),
-                                 _weighted(bits_s, grp, [lim for _, lim in claim.groups], p), p)
-        total = modarith.add_mod(total, modarith.sum_mod(modarith.mul_mod(co["lin_s"], slack, p).reshape(-1), 0, p), p)
-    return int(total)
+def linear_check(W, claim: Claim, co, p: int) -> int:
+    """Shares (or values) of the random combination of the slack relations L_g - s_ig = sum_k w_k e_igk (0 for an
+    honest client).  The values' relation x = lo + sum w d holds by construction (:func:`values`)."""
+    _, s, digits_s, _, grp = _split(W, claim)
+    if not claim.groups:
+        return 0
+    lim = np.array([lim for _, lim in claim.groups], dtype=np.int64) % p
+    slack = modarith.sub_mod(modarith.sub_mod(np.broadcast_to(lim, s.shape), s, p),
+                             _weighted(digits_s, grp, [lim for _, lim in claim.groups], p), p)
+    return int(modarith.sum_mod(modarith.mul_mod(co["lin_s"], slack, p).reshape(-1), 0, p))
+
+
+def values(W, claim: Claim, p: int) -> np.ndarray:
+    """Shares (or values) of the client's integers from its witness: x_ij = lo_j + sum_k w_jk d_ijk (mod p)."""
+    digits, _, _, col, _ = _split(W, claim)
+    lo = from_signed(np.array(claim.lo, dtype=object), p).astype(np.int64)
+    return modarith.add_mod(_weighted(digits, col, _widths(claim), p), np.broadcast_to(lo, (W.shape[0], lo.size)),
+                            p)
 
 
 def _widths(claim: Claim) -> list[int]:
@@ -190,42 +235,85 @@ def _widths(claim: Claim) -> list[int]:
 
 
 def grid(X, W, claim: Claim, co, p: int, g: int = flp.ROWS) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """(Y, c, beta, z) for :mod:`sqm.mpc.protocols.flp`: the G x m grid of every bit (c = 1: must be 0 or 1) and of
-    every grouped value (c = 0: squared), records padded with zeros to R' and split among the G nodes in order;
-    the column weights (a bit column's from the coins, a value column's the gamma of its record and group); and the
-    claim z = sum_k alpha_k sum gamma s over the node's records (the weighted record norms).  Shares in, shares out:
-    every step is linear."""
+    """(Y, polys, beta, z) for :mod:`sqm.mpc.protocols.flp`: the G x m grid of every digit (its polynomial zero at
+    its allowed values: the low digits, then the top ones, :func:`_digit_order`) and of every grouped value
+    (squared), records padded with zeros to R' and split among the G nodes in order; the columns' polynomials and
+    weights (a digit column's from the coins, a value column's the gamma of its record and group: :func:`weights`);
+    and the claim z = sum_k alpha_k sum gamma s over the node's records (the weighted record norms).  Shares in,
+    shares out: every step is linear."""
     rows = X.shape[0]
-    padded, m_bits, m_x = layout(rows, claim, g)
-    bits_x, s, bits_s, _, _ = _split(W, claim)
+    padded, m_dig, m_x = layout(rows, claim, g)
+    dig_x, s, dig_s, _, _ = _split(W, claim)
     cols = [j for c, _ in claim.groups for j in c]
-    bits = np.zeros((padded, bits_x.shape[1] + bits_s.shape[1]), dtype=np.int64)
-    bits[:rows, :bits_x.shape[1]] = bits_x
-    bits[:rows, bits_x.shape[1]:] = bits_s
+    dig = np.zeros((padded, dig_x.shape[1] + dig_s.shape[1]), dtype=np.int64)
+    dig[:rows, :dig_x.shape[1]] = dig_x
+    dig[:rows, dig_x.shape[1]:] = dig_s
     vals = np.zeros((padded, len(cols)), dtype=np.int64)
     vals[:rows] = X[:, cols]
-    Y = np.hstack([bits.reshape(g, m_bits), vals.reshape(g, m_x)])
-    kinds, beta = weights(rows, claim, co, g)
+    low, top = _digit_order(claim)
+    per = padded // g
+    Y = np.hstack([dig[:, low].reshape(g, per * len(low)), dig[:, top].reshape(g, per * len(top)),
+                   vals.reshape(g, m_x)])
+    polys, beta = weights(rows, claim, co, p, g)
     z = 0
     if claim.groups:
         sp = np.zeros((padded, len(claim.groups)), dtype=np.int64)
         sp[:rows] = s
         per_node = modarith.matmul_mod(sp.reshape(g, -1), co["gamma"].reshape(-1), p)
         z = int(modarith.sum_mod(modarith.mul_mod(co["alpha"], per_node, p), 0, p))
-    if Y.shape[1] == 0:  # nothing to prove: one zero bit
+    if Y.shape[1] == 0:  # nothing to prove: one zero digit
         Y = np.zeros((g, 1), np.int64)
-    return Y, kinds, beta, z
+    return Y, polys, beta, z
 
 
-def weights(rows: int, claim: Claim, co, g: int = flp.ROWS) -> tuple[np.ndarray, np.ndarray]:
-    """The grid's public column kinds (1: bits, 0: values) and weights (:func:`grid`)."""
-    _, m_bits, m_x = layout(rows, claim, g)
+def weights(rows: int, claim: Claim, co, p: int, g: int = flp.ROWS) -> tuple[np.ndarray, np.ndarray]:
+    """The grid's public column polynomials (:func:`polys`) and weights (:func:`grid`): a digit column's from the
+    coins, a value column's the gamma of its record and group."""
+    padded, m_dig, m_x = layout(rows, claim, g)
+    if m_dig + m_x == 0:
+        return polys(rows, claim, p, g), np.zeros(1, np.int64)
     which = np.array([q for q, (c, _) in enumerate(claim.groups) for _ in c], dtype=np.int64)
     beta_x = co["gamma"][:, which].reshape(-1)  # per record of a node (row-major) and value column
-    if m_bits + m_x == 0:
-        return np.ones(1, np.int64), np.zeros(1, np.int64)
-    return (np.concatenate([np.ones(m_bits, np.int64), np.zeros(m_x, np.int64)]),
-            np.concatenate([co["beta"], beta_x]))
+    return polys(rows, claim, p, g), np.concatenate([co["beta"], beta_x])
+
+
+@functools.lru_cache(maxsize=8)
+def polys(rows: int, claim: Claim, p: int, g: int = flp.ROWS) -> np.ndarray:
+    """The grid's public column polynomials (:func:`sqm.mpc.protocols.flp.column_polys`): a digit's zero at its
+    allowed values, a value's the square (the same for every chunk of ``rows`` records: cached, read-only)."""
+    padded, m_dig, m_x = layout(rows, claim, g)
+    if m_dig + m_x == 0:
+        out = flp.column_polys(np.ones((1, BASE), np.int64), np.arange(BASE)[None, :], p)
+    else:
+        per = padded // g
+        low, _ = _digit_order(claim)
+        top = np.array([digit_roots(w)[-1] for w in _widths(claim) + [lim for _, lim in claim.groups] if w > 0],
+                       dtype=np.int64).reshape(-1, BASE)
+        square_lin = np.array([1, 1] + [0] * (BASE - 2), np.int64)
+        square_roots = np.array([0, 0] + [-1] * (BASE - 2), np.int64)
+        lin = np.vstack([np.ones((m_dig, BASE), np.int64), np.tile(square_lin, (m_x, 1))])
+        allr = np.vstack([np.tile(np.arange(BASE, dtype=np.int64), (per * len(low), 1)), np.tile(top, (per, 1)),
+                          np.tile(square_roots, (m_x, 1))])
+        out = flp.column_polys(lin, allr, p)
+    out.flags.writeable = False
+    return out
+
+
+def _digit_order(claim: Claim) -> tuple[list[int], list[int]]:
+    """The witness's digit columns (values' then slacks') split into the low digits (allowed values 0..3) and the
+    top ones, in order: the grid lays each part out on its own (the low digits first, one polynomial for all)."""
+    col, grp = claim.widths
+    low, top, off = [], [], 0
+    for k in col + grp:
+        low += list(range(off, off + k - 1))
+        top += [off + k - 1] * (k > 0)
+        off += k
+    return low, top
+
+
+def soundness_error(p: int) -> float:
+    """The probability that a client's false statement passes one chunk's check (the module docstring)."""
+    return 3 / p + flp.error_bound(p, BASE)
 
 
 # ----- the protocol ----------------------------------------------------------------------------------------------
@@ -237,9 +325,9 @@ def seeded(client: int, M: int, t: int) -> list[int]:
 
 
 def seeded_shares(secret, client: int, M: int, t: int, p: int) -> dict[int, object]:
-    """``client``'s Shamir sharing (degree t) of ``secret`` for every party but itself: a 32-byte seed to each party
-    of :func:`seeded` (its share is the AES-CTR stream of the seed, :func:`expand`), the shares the polynomial
-    through the secret and those points gives to the others."""
+    """``client``'s Shamir sharing (degree t) of ``secret`` for every party, itself included: a 32-byte seed to each
+    party of :func:`seeded` (its share is the AES-CTR stream of the seed, :func:`expand`), the shares the polynomial
+    through the secret and those points gives to the others (the client keeps its own)."""
     secret = np.asarray(secret, dtype=np.int64)
     free = seeded(client, M, t)
     seeds = {j: fresh_bytes(32) for j in free}
@@ -247,12 +335,18 @@ def seeded_shares(secret, client: int, M: int, t: int, p: int) -> dict[int, obje
     points = [0] + [j + 1 for j in free]
     out: dict[int, object] = dict(seeds)
     for j in range(M):
-        if j == client or j in free:
+        if j in free:
             continue
-        lag = shamir.lagrange_at(points, j + 1, p)
-        acc = modarith.scalar_mul_mod(secret, lag[0], p)
+        lag = [c if c <= p // 2 else c - p for c in shamir.lagrange_at(points, j + 1, p)]  # signed
+        if sum(abs(c) for c in lag) * p < 1 << 63:  # small coefficients (few parties): one int64 pass
+            acc = secret * np.int64(lag[0])
+            for c, k in zip(lag[1:], free, strict=True):
+                acc += vals[k] * np.int64(c)
+            out[j] = acc % p
+            continue
+        acc = modarith.scalar_mul_mod(secret, lag[0] % p, p)
         for c, k in zip(lag[1:], free, strict=True):
-            acc = modarith.add_mod(acc, modarith.scalar_mul_mod(vals[k], c, p), p)
+            acc = modarith.add_mod(acc, modarith.scalar_mul_mod(vals[k], c % p, p), p)
         out[j] = acc
     return out
 
@@ -268,7 +362,12 @@ def _received(got, client: int, ctx, shape, p: int) -> np.ndarray:
 
 
 def _expected(client: int, ctx, shape, p: int):
-    return wire.digest(32) if ctx.pid in seeded(client, ctx.M, ctx.t) else wire.shares(shape, p)
+    return wire.digest(32) if ctx.pid in seeded(client, ctx.M, ctx.t) else wire.packed_shares(shape, p)
+
+
+def _packed(out: dict, p: int) -> dict:
+    """A sharing for sending: the seeds as they are, the shares packed (:func:`sqm.mpc.net.wire.pack_shares`)."""
+    return {j: v if isinstance(v, bytes) else wire.pack_shares(v, p) for j, v in out.items()}
 
 
 class InputProofs:
@@ -293,13 +392,13 @@ class InputProofs:
         got = await ctx.send_recv(mine, list(range(ctx.M)), expect, step)
         return dict(zip(range(ctx.M), got, strict=True))
 
-    async def check_chunk(self, S, block, widths) -> None:
-        """Check the chunk whose shares this party holds (``S``: every client's columns side by side, ``widths`` per
-        client) and, at a client, its own signed ``block``.  Raises ProtocolError naming every failing client."""
+    async def check_chunk(self, block, rows: int) -> np.ndarray:
+        """Share and check one chunk of ``rows`` records: each client (``block``: its own signed integers) shares its
+        witness, whose digits define its values (x = lo + sum w d, :func:`values`: a client's input shares are its
+        witness's), and proves its claims.  Returns this party's shares of every client's values side by side
+        (client order).  Raises ProtocolError naming every failing client (other than this party: a client's
+        checks are opened to the parties that verify it, not to itself)."""
         ctx, p = self.ctx, self.p
-        rows = S.shape[0]
-        starts = np.cumsum([0] + list(widths))
-        X = {c: S[:, starts[k]:starts[k + 1]] for k, c in enumerate(ctx.clients)}
         seeds = (fresh_bytes(32), fresh_bytes(32))
         commit = hashlib.sha256(seeds[0]).digest() + hashlib.sha256(seeds[1]).digest()
         # 1. the witness (clients) and commitments to the coins (everyone)
@@ -308,6 +407,8 @@ class InputProofs:
         if not ctx.is_server:
             mine_w = witness(block, self._claim(ctx.pid))
             sh = seeded_shares(mine_w, ctx.pid, ctx.M, ctx.t, p)
+            own = sh.pop(ctx.pid)
+            sh = _packed(sh, p)
             out = {j: [commit] + ([sh[j]] if j in sh else []) for j in range(ctx.M)}
         else:
             out = {j: [commit] for j in range(ctx.M)}
@@ -320,18 +421,23 @@ class InputProofs:
         commits = {j: g[0] for j, g in got.items()}
         W = {c: _received(got[c][1], c, ctx, (rows, self._claim(c).witness_width), p)
              for c in ctx.clients if c != ctx.pid}
+        if not ctx.is_server:
+            W[ctx.pid] = np.asarray(own, dtype=np.int64)
+        X = {c: values(W[c], self._claim(c), p) for c in ctx.clients}
         ctx.phase("input proof: witness")
         # 2. reveal the first seeds: the coins of the combinations
         seed1 = await self._reveal(seeds[0], commits, 0, "input proof: coins")
         co = {c: coins(seed1, c, rows, self._claim(c), p) for c in ctx.clients}
-        # 3. each client's proof of its bits and norms
+        # 3. each client's proof of its digits and norms
         proofs_out: dict[int, object] = {j: None for j in range(ctx.M)}
         if not ctx.is_server:
             x = from_signed(np.asarray(block, dtype=np.int64), p)
-            Y, kinds, beta, _ = grid(x, mine_w, self._claim(ctx.pid), co[ctx.pid], p)
-            proofs_out.update(seeded_shares(flp.prove(Y, kinds, beta, p, ctx.rng), ctx.pid, ctx.M, ctx.t, p))
+            Y, polys, beta, _ = grid(x, mine_w, self._claim(ctx.pid), co[ctx.pid], p)
+            sh = seeded_shares(flp.prove(Y, polys, beta, p, ctx.rng), ctx.pid, ctx.M, ctx.t, p)
+            del sh[ctx.pid]  # its own share of its proof: not needed
+            proofs_out.update(_packed(sh, p))
         expect = {0: wire.nothing}
-        lengths = {c: flp.proof_length(max(1, sum(layout(rows, self._claim(c))[1:]))) for c in ctx.clients}
+        lengths = {c: flp.proof_length(max(1, sum(layout(rows, self._claim(c))[1:])), BASE) for c in ctx.clients}
         for c in ctx.clients:
             expect[c] = wire.nothing if c == ctx.pid else _expected(c, ctx, (lengths[c],), p)
         got = await self._exchange(proofs_out, expect, "input proof: proof")
@@ -346,18 +452,25 @@ class InputProofs:
                 continue
             Y, _, _, z = grid(X[c], W[c], claim, co[c], p)
             r = flp.draw_point(secure_generator(int.from_bytes(hashlib.sha256(
-                seed2 + int(c).to_bytes(4, "little")).digest(), "little")), p)
-            q = flp.query(Y, got[c], co[c]["alpha"], r, p)
+                seed2 + int(c).to_bytes(4, "little")).digest(), "little")), p, BASE)
+            q = flp.query(Y, got[c], co[c]["alpha"], r, p, BASE)
             q[0] = (int(q[0]) - z) % p  # the claim: sum alpha_k P(k) - z, zero for an honest client
-            mine_q[c] = np.concatenate([np.array([linear_check(X[c], W[c], claim, co[c], p)], dtype=np.int64), q])
-        sizes = {c: 1 + 2 + lengths[c] - 2 * flp.ROWS - 1 for c in ctx.clients}
-        msg = [mine_q.get(c, np.zeros(0, dtype=np.int64)) for c in ctx.clients]
-        expect = {j: wire.list_of([wire.shares((0 if c == j else sizes[c],), p) for c in ctx.clients],
+            mine_q[c] = np.concatenate([np.array([linear_check(W[c], claim, co[c], p)], dtype=np.int64), q])
+        sizes = {c: 1 + 2 + lengths[c] - BASE * flp.ROWS - 1 for c in ctx.clients}
+        empty = np.zeros(0, dtype=np.int64)
+        # a client's checks go to the parties that verify it (not to itself): party i hears from j those of the
+        # clients other than i and j
+        out_q = {i: [wire.pack_shares(empty if c == i else mine_q.get(c, empty), p) for c in ctx.clients]
+                 for i in range(ctx.M)}
+        expect = {j: wire.list_of([wire.packed_shares((0 if c in (j, ctx.pid) else sizes[c],), p)
+                                   for c in ctx.clients],
                                   "input proof checks") for j in range(ctx.M)}
-        got = await self._exchange({j: msg for j in range(ctx.M)}, expect, "input proof: check")
+        got = await self._exchange(out_q, expect, "input proof: check")
         ctx.phase("input proof: check")
         bad = []
         for k, c in enumerate(ctx.clients):
+            if c == ctx.pid:
+                continue
             others = [j for j in range(ctx.M) if j != c]
             vals = [got[j][k] for j in others]
             xs = [j + 1 for j in others]
@@ -365,10 +478,11 @@ class InputProofs:
                 bad.append(c)
                 continue
             opened = shamir.reconstruct(np.stack(vals), xs, p)
-            kinds, beta = weights(rows, self._claim(c), co[c])
-            if int(opened[0]) != 0 or int(opened[1]) != 0 or not flp.decide(opened[1:], kinds, beta, p):
+            polys, beta = weights(rows, self._claim(c), co[c], p)
+            if int(opened[0]) != 0 or int(opened[1]) != 0 or not flp.decide(opened[1:], polys, beta, p):
                 bad.append(c)
         self._refuse(bad)
+        return np.hstack([X[c] for c in ctx.clients]) if X else np.zeros((rows, 0), dtype=np.int64)
 
     def _refuse(self, bad) -> None:
         if bad:
