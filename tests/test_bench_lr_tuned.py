@@ -125,3 +125,16 @@ def test_the_reported_accuracy_uses_the_validation_threshold_only():
     y2[split[2]] = rng.permutation(y[split[2]])
     again = lr_tuned.run_split(X, y2, split, 1.0, 1e-5, 0, {"stub": (shifted, None)}, standardize=False)["stub"]
     assert again["threshold"] == res["threshold"]
+
+
+def test_the_sqm_grids_first_point_is_the_estimators_defaults():
+    """grid_search keeps the first point on ties, so the tuned SQM-LR falls back on its defaults when a small
+    validation split ranks several points alike: the grid's first point is the estimator's defaults (row scale 1:
+    the rows as given)."""
+    from sqm.apps.logreg import moments
+    from sqm.apps.logreg.params import LogRegParams
+
+    first = lr_tuned.grid_points(lr_tuned.SQM_GRID)[0]
+    assert first == dict(constant=moments.CONSTANT, label_weight=moments.LABEL_WEIGHT, gamma=LogRegParams().gamma,
+                         score_weight=moments.SCORE_WEIGHT, ridge_multiple=moments.RIDGE_NOISE_MULTIPLE, row_scale=1.0)
+    assert len(lr_tuned.grid_points(lr_tuned.SQM_GRID)) == 216
