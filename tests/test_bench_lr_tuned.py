@@ -140,3 +140,16 @@ def test_the_sqm_row_scale_is_applied_before_the_release_and_at_prediction():
     doubled, _ = lr_tuned.fit_sqm(2.0 * Xtr, y[tr], p, 1.0, 1e-5, seed=3)
     plain, _ = lr_tuned.fit_sqm(Xtr, y[tr], p, 1.0, 1e-5, seed=3)
     assert np.array_equal(scaled(Xte), doubled(2.0 * Xte)) and not np.array_equal(scaled(Xte), plain(Xte))
+
+
+def test_the_sqm_grids_first_point_is_the_estimators_defaults():
+    """grid_search keeps the first point on ties, so the tuned SQM-LR falls back on its defaults when a small
+    validation split ranks several points alike: the grid's first point is the estimator's defaults (row scale 1:
+    the rows as given)."""
+    from sqm.apps.logreg import moments
+    from sqm.apps.logreg.params import LogRegParams
+
+    first = lr_tuned.grid_points(lr_tuned.SQM_GRID)[0]
+    assert first == dict(constant=moments.CONSTANT, label_weight=moments.LABEL_WEIGHT, gamma=LogRegParams().gamma,
+                         score_weight=moments.SCORE_WEIGHT, ridge_multiple=moments.RIDGE_NOISE_MULTIPLE, row_scale=1.0)
+    assert len(lr_tuned.grid_points(lr_tuned.SQM_GRID)) == 216
