@@ -30,6 +30,7 @@ def every_outcome(x, gamma, groups, monkeypatch):
     coin vectors reach every outcome of positive probability."""
     d = len(x)
     coins = np.array(list(itertools.product([0.0, 1.0 - 2.0 ** -53], repeat=d)))
+    quantize._compiled()  # the kernel's one-time self-check draws its sample with make_rng: run it unpatched
     monkeypatch.setattr(quantize, "make_rng", lambda seed: _Coins(coins))
     out = dependent_round(np.repeat(np.asarray(x, float)[None, :], len(coins), axis=0), gamma, groups)
     monkeypatch.undo()
