@@ -321,10 +321,7 @@ def print_table(rep: dict) -> None:
     print(f"utility over real data sets: mean +- std over each cell's runs, delta {rep['delta']:g}, at most "
           f"{rep['records']:,} records per set (n: those used); {rep['protocol']}; * a set on which the method's "
           "defaults were chosen")
-    tuned = any("sqm_default" in r for r in rep["rows"] if r["method"] == "lr")
-    labels = {"pca": "PCA: SQM / central DP",
-              "lr": "LR: accuracy, AUC (SQM and DPSGD, each tuned on validation; SQM's defaults untuned beside)"
-              if tuned else "LR: accuracy, AUC (SQM, DPSGD tuned)",
+    labels = {"pca": "PCA: SQM / central DP", "lr": "LR: accuracy, AUC (SQM, DPSGD tuned)",
               "linreg": "linreg: test R^2 (SQM, AdaSSP, mean)", "pbm": "PBM-VFL: accuracy (PBM, NPQ)"}
     for method in METHODS:
         rows = [r for r in rep["rows"] if r["method"] == method]

@@ -127,9 +127,9 @@ def _scored(name: str, args, rng, seed, reports: list) -> dict:
     from sqm.mechanism.audit import audit_scores
     from sqm.mechanism.report import relation_phrase
 
-    if name in ("logreg-sgd", "logreg-sgd-sampled"):
+    if name in audit_runs.SGD_SCHEDULES:
         a = audit_runs.logreg_sgd_scores(args.epsilon, args.delta, args.gamma, args.records, rng, args.runs, seed,
-                                         schedule=audit_runs.SGD_SAMPLED_SCHEDULE if name.endswith("sampled") else None)
+                                         schedule=audit_runs.SGD_SCHEDULES[name])
     elif name == "hdp-vfl":
         a = audit_runs.hdp_scores(args.epsilon, args.delta, args.records, rng, args.runs, seed)
     elif name == "pbm-vfl":  # one coordinate, at PBM-VFL's defaults

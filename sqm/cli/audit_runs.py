@@ -239,6 +239,8 @@ strongest audit of the composition)."""
 SGD_SAMPLED_SCHEDULE = dict(sampling_rate=0.5, epochs=2)
 """The schedule ``logreg-sgd-sampled`` audits: Poisson batches at rate 1/2, four rounds; the claim is the
 subsampled accounting's (amplification by sampling), the canary in each round's batch with probability 1/2."""
+SGD_SCHEDULES = {"logreg-sgd": SGD_SCHEDULE, "logreg-sgd-sampled": SGD_SAMPLED_SCHEDULE}
+"""The sgd solver's audited release types, each with its schedule."""
 
 
 def logreg_sgd_scores(epsilon: float, delta: float, gamma: float, n_records: int, rng: np.random.Generator,
