@@ -119,7 +119,10 @@ def _sharded_job(tmp_path, rows: int = 3000, fmt: str = "parquet"):
     spec = load_job(write_party_csvs(X, tmp_path, 3, fmt=fmt, row_group_rows=500, min_intersection=1,
                                      bounds=BOUNDS, ids=ids))
     files = [p.file for p in spec.parties[1:]]
-    ports = free_ports(4 + 8)
+    def spaced(ps):  # a worker's default port (its party's + 1 + shard) is no other party's port
+        return not any(0 < q - p <= 2 for p in ps[:4] for q in ps[:4])
+
+    ports = next(ps for ps in iter(lambda: free_ports(4 + 8), None) if spaced(ps))
     addrs = [f"127.0.0.1:{p}" for p in ports[:4]]
     workers = [[f"127.0.0.1:{p}" for p in ports[4 + 2 * i:6 + 2 * i]] for i in range(4)]
     sharded = load_job(write_job(os.path.join(tmp_path, "sharded.json"), addrs, files, workers=2,
