@@ -29,6 +29,7 @@ Tuning's privacy cost is not counted, for any method alike: each reported epsilo
 from __future__ import annotations
 
 import argparse
+import hashlib
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -91,6 +92,13 @@ def fit_dpsgd(Xtr, ytr, p: dict, epsilon: float, delta: float, seed: int):
     return (lambda X: with_intercept_column(X, 1.0) @ w), rep.epsilon_server
 
 
+# fit_sqm's releases by everything they depend on (the data, the release's parameters, the seed): the grid's points
+# that differ only in the fit's knobs (the ridge multiple) post-process one release, exactly as a fresh release with
+# the same seed would give; the few latest are kept (the grid varies the fit's knob and the row scale fastest)
+_RELEASES: dict = {}
+RELEASES_KEPT = 8
+
+
 def fit_sqm(Xtr, ytr, p: dict, epsilon: float, delta: float, seed: int, parties: int = 3):
     """SQM-LR's moments solver, in process, with the release's c, kappa, gamma and (when ``p`` names them) beta
     ``score_weight``, the fit's ``floor_share`` and ``ridge_multiple`` (else the defaults), as the estimator
@@ -105,17 +113,25 @@ def fit_sqm(Xtr, ytr, p: dict, epsilon: float, delta: float, seed: int, parties:
     from sqm.mechanism.vertical import VerticalData
 
     scale = float(p.get("row_scale", 1.0))
-    blocks = np.array_split(scale * np.asarray(Xtr, np.float64), parties, axis=1)
-    label = parties - 1
-    mech, layout = moments_release([b.shape[1] for b in blocks], label, p["gamma"], epsilon, delta,
-                                   constant=p["constant"], label_weight=p["label_weight"], backend="plain",
-                                   seed=seed, score_weight=p.get("score_weight", SCORE_WEIGHT))
-    blocks[label] = layout.block(blocks[label], np.asarray(ytr, np.float64))
-    res = mech.run(VerticalData(blocks))
-    _, w, b = fit_release(res.estimate, layout, len(ytr), res.report.mu, p["gamma"], True,
+    Xtr, ytr = np.ascontiguousarray(Xtr, np.float64), np.ascontiguousarray(ytr, np.float64)
+    key = (hashlib.sha256(Xtr.tobytes() + ytr.tobytes()).hexdigest(), Xtr.shape, scale, p["gamma"], epsilon, delta,
+           p["constant"], p["label_weight"], p.get("score_weight", SCORE_WEIGHT), seed, parties)
+    if key not in _RELEASES:
+        blocks = np.array_split(scale * Xtr, parties, axis=1)
+        label = parties - 1
+        mech, layout = moments_release([b.shape[1] for b in blocks], label, p["gamma"], epsilon, delta,
+                                       constant=p["constant"], label_weight=p["label_weight"], backend="plain",
+                                       seed=seed, score_weight=p.get("score_weight", SCORE_WEIGHT))
+        blocks[label] = layout.block(blocks[label], ytr)
+        res = mech.run(VerticalData(blocks))
+        _RELEASES[key] = (np.array(res.estimate, copy=True), layout, res.report.mu, res.report.epsilon_server)
+    estimate, layout, mu, spent = _RELEASES[key]
+    while len(_RELEASES) > RELEASES_KEPT:
+        _RELEASES.pop(next(iter(_RELEASES)))
+    _, w, b = fit_release(estimate.copy(), layout, len(ytr), mu, p["gamma"], True,
                           floor_share=p.get("floor_share", VARIANCE_FLOOR_SHARE),
                           ridge_multiple=p.get("ridge_multiple", RIDGE_NOISE_MULTIPLE))
-    return (lambda X: scale * np.asarray(X, np.float64) @ w + b), res.report.epsilon_server
+    return (lambda X: scale * np.asarray(X, np.float64) @ w + b), spent
 
 
 def fit_sqm_default(Xtr, ytr, p: dict, epsilon: float, delta: float, seed: int):

@@ -153,3 +153,31 @@ def test_the_sqm_grids_first_point_is_the_estimators_defaults():
     assert first == dict(constant=moments.CONSTANT, label_weight=moments.LABEL_WEIGHT, gamma=LogRegParams().gamma,
                          score_weight=moments.SCORE_WEIGHT, ridge_multiple=moments.RIDGE_NOISE_MULTIPLE, row_scale=1.0)
     assert len(lr_tuned.grid_points(lr_tuned.SQM_GRID)) == 216
+
+
+def test_a_kept_release_fits_exactly_as_a_fresh_one():
+    """Grid points that differ only in the fit's ridge multiple post-process one kept release: every score equals
+    the fresh release's (same seed), and a point with another row scale or gamma is released anew."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(300, 6)) * 0.2
+    y = (X @ np.arange(1, 7) + rng.normal(size=300) > 0).astype(int)
+    base = dict(constant=0.5, label_weight=0.5, gamma=1024.0, score_weight=1.5, row_scale=2.0)
+    points = [dict(base, ridge_multiple=m) for m in (4.0, 16.0)] + [dict(base, ridge_multiple=4.0, row_scale=1.0)]
+
+    def scores(kept):
+        lr_tuned._RELEASES.clear()
+        old, lr_tuned.RELEASES_KEPT = lr_tuned.RELEASES_KEPT, kept
+        try:
+            out = []
+            for p in points:
+                f, spent = lr_tuned.fit_sqm(X, y, p, 1.0, 1e-5, seed=7)
+                out.append((f(X).tolist(), spent))
+            return out, len(lr_tuned._RELEASES)
+        finally:
+            lr_tuned.RELEASES_KEPT = old
+            lr_tuned._RELEASES.clear()
+
+    fresh, none_kept = scores(0)
+    kept, releases = scores(8)
+    assert fresh == kept and none_kept == 0 and releases == 2  # two releases for three points
+    assert fresh[0][0] != fresh[1][0] and fresh[0][0] != fresh[2][0]  # the knobs do change the fit
