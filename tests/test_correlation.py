@@ -45,7 +45,7 @@ def test_the_task_agrees_on_its_declared_public_parameters():
         CorrelationJobTask(gamma=0.5)
     assert CorrelationParams.options() == {"epsilon": "epsilon", "delta": "delta", "gamma": "gamma",
                                            "row_norm_bound": "row_norm_bound", "robust_noise": "robust_noise",
-                                           "verify_sharing": "verify_sharing"}
+                                           "verify_sharing": "verify_sharing", "verify_inputs": "verify_inputs"}
 
 
 def test_a_seeded_job_equals_the_estimator_bit_for_bit(tmp_path):

@@ -222,7 +222,7 @@ def test_the_logreg_estimator_command_and_task_block_come_from_the_declaration()
     p = _subcommand("logreg")
     assert set(p.get_default("task_params")) == {
         "epsilon", "delta", "gamma", "q", "epochs", "learning_rate", "weight_bound", "label_column", "label_party",
-        "no_intercept", "solver", "robust_noise", "verify_sharing"} == set(LogRegJobParams.options())
+        "no_intercept", "solver", "robust_noise", "verify_sharing", "verify_inputs"} == set(LogRegJobParams.options())
     for dest, name in LogRegJobParams.options().items():
         p_ = dict(LogRegJobParams.declared())[name]
         assert p.get_default(dest) == (False if p_.negate else p_.default), dest

@@ -88,7 +88,7 @@ def register(sub) -> None:
                     "--job: a real multi-party job, the last client also holding the constant column.")
     p.add_argument("--dataset", default="wine", help="scikit-learn bundled dataset (default wine)")
     p.add_argument("--parties", type=int, default=2, help="clients holding column blocks (default 2)")
-    CorrelationParams.add_options(p, only=("robust_noise", "verify_sharing"))
+    CorrelationParams.add_options(p, only=("robust_noise", "verify_sharing", "verify_inputs"))
     CorrelationParams.add_options(p)  # --gamma, --row-norm-bound
     p.set_defaults(func=run)
     declare_task(p, CorrelationParams.options())

@@ -85,7 +85,8 @@ def run(args) -> int:
                              "(or --job)")
         X, y, y_scale = regression_data(args.dataset, args.data, args.feature_bound, args.label_bound)
     r = compare(X, y, args.parties, args.alpha, args.epsilon, args.delta, args.gamma, args.feature_bound,
-                args.label_bound, args.backend, args.runs, args.seed, args.test_size, y_scale)
+                args.label_bound, args.backend, args.runs, args.seed, args.test_size, y_scale,
+                verify_inputs=args.verify_inputs)
     r["dataset"] = args.dataset
     if columns is not None:
         r["columns"] = columns
@@ -168,7 +169,7 @@ def register(sub) -> None:
                    help="with --data FILE: the column holding record ids, left out of the features (default: a "
                         "column named 'id', if any)")
     p.add_argument("--parties", type=int, default=3, help="clients holding column blocks of [X 1 y] (default 3)")
-    LinRegJobParams.add_options(p, only=("alpha", "gamma", "feature_bound", "label_bound"))
+    LinRegJobParams.add_options(p, only=("alpha", "gamma", "feature_bound", "label_bound", "verify_inputs"))
     p.add_argument("--test-size", type=float, default=0.25, help="held-out fraction (default 0.25)")
     p.add_argument("--runs", type=int, default=1, help="average over this many runs (default 1)")
     LinRegJobParams.add_options(p)  # --label-column

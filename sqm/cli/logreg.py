@@ -149,7 +149,7 @@ def run(args) -> int:
                             seed=seed, weight_bound=W, methods=methods, groups=groups,
                             progress=not args.quiet, timeout=args.timeout, fit_intercept=not args.no_intercept,
                             solver=args.solver, robust_noise=args.robust_noise,
-                            verify_sharing=args.verify_sharing))
+                            verify_sharing=args.verify_sharing, verify_inputs=args.verify_inputs))
     res = _mean(runs)
     s, rep = res["sqm"], res["sqm"]["report"]
     print(f"logistic regression on {name}: {Xtr.shape[0]} train / {Xte.shape[0]} test records, "
@@ -210,7 +210,8 @@ def register(sub) -> None:
                          "training split's statistics")
     p.add_argument("--parties", type=int, default=3, help="clients holding column blocks (default 3); the "
                                                           "last holds the label")
-    LogRegJobParams.add_options(p, only=("gamma", "solver", "robust_noise", "verify_sharing", "sampling_rate",
+    LogRegJobParams.add_options(p, only=("gamma", "solver", "robust_noise", "verify_sharing", "verify_inputs",
+                                         "sampling_rate",
                                          "epochs", "learning_rate", "weight_bound", "fit_intercept"))  # in this order
     p.add_argument("--runs", type=int, default=1, help="independent runs to average (default 1)")
     p.add_argument("--no-baselines", action="store_true", help="train SQM only")

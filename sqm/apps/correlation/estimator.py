@@ -22,9 +22,9 @@ class SQMCorrelation(BaseEstimator):
     Parameters (stored unchanged; checked in :meth:`fit`, as :class:`CorrelationParams` declares them):
     ``epsilon`` (server-observed, at ``delta``), ``gamma``, ``row_norm_bound`` c (every record's ||x||; each
     client clips its sub-row to c sqrt(n_p / d) unless ``party_bounds`` gives the c_j), ``robust_noise``,
-    ``verify_sharing``; ``n_parties`` (clients among whom a matrix's columns are split, the last also holding the
-    constant column), ``backend`` ('mpyc' real party processes, 'plain' the in-process simulation), ``seed``
-    (None: OS entropy), ``backend_options``.
+    ``verify_sharing``, ``verify_inputs``; ``n_parties`` (clients among whom a matrix's columns are split, the
+    last also holding the constant column), ``backend`` ('mpyc' real party processes, 'plain' the in-process
+    simulation), ``seed`` (None: OS entropy), ``backend_options``.
 
     After :meth:`fit`: ``correlation_`` (d x d), ``mean_``, ``n_records_`` (the noisy count), ``gram_``,
     ``report_`` (:class:`sqm.mechanism.report.PrivacyReport`), ``clipped_``, ``raw_``, ``n_features_in_``."""
@@ -34,7 +34,7 @@ class SQMCorrelation(BaseEstimator):
 
     def __init__(self, epsilon=P.epsilon, delta=P.delta, gamma=P.gamma, row_norm_bound=P.row_norm_bound,
                  party_bounds=P.party_bounds, robust_noise=P.robust_noise, verify_sharing=P.verify_sharing,
-                 n_parties=2, backend="mpyc", seed=None, backend_options=None):
+                 n_parties=2, backend="mpyc", seed=None, backend_options=None, verify_inputs=P.verify_inputs):
         self.epsilon = epsilon
         self.delta = delta
         self.gamma = gamma
@@ -46,6 +46,7 @@ class SQMCorrelation(BaseEstimator):
         self.backend = backend
         self.seed = seed
         self.backend_options = backend_options
+        self.verify_inputs = verify_inputs
 
     def params(self) -> CorrelationParams:
         return CorrelationParams(**{name: getattr(self, name) for name in CorrelationParams.names()})

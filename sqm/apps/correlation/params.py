@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import dataclasses
 
-from sqm.mechanism.params import (DELTA, EPSILON, GAMMA, PARTY_BOUNDS, ROBUST_NOISE, ROW_NORM_BOUND, VERIFY_SHARING,
-                                  Params)
+from sqm.mechanism.params import (DELTA, EPSILON, GAMMA, PARTY_BOUNDS, ROBUST_NOISE, ROW_NORM_BOUND, VERIFY_INPUTS,
+                                  VERIFY_SHARING, Params)
 
 
 @dataclasses.dataclass(frozen=True)
 class CorrelationParams(Params):
     """One SQM release of the Gram of [X 1]: the privacy parameters, ``row_norm_bound`` c (every record's
     ||x||; the constant column is a group of its own, bounded by 1), each client's share ``party_bounds`` c_j,
-    ``robust_noise`` and ``verify_sharing`` (:class:`sqm.mechanism.release.SQM`'s)."""
+    ``robust_noise``, ``verify_sharing`` and ``verify_inputs`` (:class:`sqm.mechanism.release.SQM`'s)."""
 
     statistic = "correlation"
 
@@ -25,3 +25,4 @@ class CorrelationParams(Params):
     party_bounds: tuple | None = PARTY_BOUNDS.field(mechanism=False)
     robust_noise: int = ROBUST_NOISE.field()
     verify_sharing: bool = VERIFY_SHARING.field()
+    verify_inputs: bool = VERIFY_INPUTS.field()

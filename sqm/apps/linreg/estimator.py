@@ -31,7 +31,9 @@ class SQMLinearRegression(RegressorMixin, BaseEstimator):
     ``feature_bound`` c_x (every record's ||x||; each party clips its feature sub-row to c_x sqrt(n_p / d)),
     ``label_bound`` c_y (|y| <= c_y, clipped on its own), ``fit_intercept``, ``n_parties`` (clients among whom
     the columns of [X 1 y] are split, the last holding y), ``backend`` ('mpyc' real party processes, 'plain' the
-    in-process simulation of the same programs), ``seed`` (None: OS entropy), ``backend_options``.
+    in-process simulation of the same programs), ``seed`` (None: OS entropy), ``backend_options``,
+    ``verify_inputs`` (every client proves its values and row norms within the release's bounds, and its noise
+    drawn as committed, before anything is released: :class:`sqm.mechanism.release.SQM`'s).
 
     After :meth:`fit`: ``coef_``, ``intercept_``, ``alpha_`` (the penalty used), ``noise_std_`` (the released Gram's
     noise std per entry, public), ``shrinkage_`` (the factor t pulling the fitted model toward the released mean:
@@ -48,7 +50,7 @@ class SQMLinearRegression(RegressorMixin, BaseEstimator):
 
     def __init__(self, alpha=P.alpha, epsilon=P.epsilon, delta=P.delta, gamma=P.gamma, feature_bound=P.feature_bound,
                  label_bound=P.label_bound, fit_intercept=P.fit_intercept, n_parties=2, backend="mpyc", seed=None,
-                 backend_options=None):
+                 backend_options=None, verify_inputs=P.verify_inputs):
         self.alpha = alpha
         self.epsilon = epsilon
         self.delta = delta
@@ -60,6 +62,7 @@ class SQMLinearRegression(RegressorMixin, BaseEstimator):
         self.backend = backend
         self.seed = seed
         self.backend_options = backend_options
+        self.verify_inputs = verify_inputs
 
     def params(self) -> LinRegParams:
         """This estimator's release parameters (checked: a UsageError names the first one out of its domain)."""

@@ -63,8 +63,9 @@ def own_regression_data(path, label_column: str = "label", id_column: str | None
 
 def compare(X, y, n_parties: int, alpha: float | None, epsilon: float, delta: float, gamma: float,
             feature_bound: float = 1.0, label_bound: float = 1.0, backend: str = "mpyc", runs: int = 1, seed=None,
-            test_size: float = 0.25, y_scale: float = 1.0, split_seed: int = 0) -> dict:
-    """SQM, central DP and non-private ridge on a held-out split, averaged over ``runs``."""
+            test_size: float = 0.25, y_scale: float = 1.0, split_seed: int = 0, verify_inputs: bool = False) -> dict:
+    """SQM, central DP and non-private ridge on a held-out split, averaged over ``runs`` (``verify_inputs``: SQM's
+    clients prove their inputs and noise, :class:`sqm.apps.linreg.estimator.SQMLinearRegression`'s)."""
     import numpy as np
     from sklearn.model_selection import train_test_split
 
@@ -79,7 +80,7 @@ def compare(X, y, n_parties: int, alpha: float | None, epsilon: float, delta: fl
     for s in spawn_seeds(seed, int(runs)):
         s_sqm, s_c = s.spawn(2)
         m = SQMLinearRegression(alpha, epsilon, delta, gamma, feature_bound, label_bound, True, n_parties, backend,
-                                s_sqm).fit(Xtr, ytr)
+                                s_sqm, verify_inputs=verify_inputs).fit(Xtr, ytr)
         rep = m.report_
         rows["SQM"].append({**scores(m.coef_, m.intercept_, Xte, yte, y_scale), "seconds": m.seconds_,
                             "bytes": float(sum(m.bytes_sent_)) if backend != "plain" else None})  # not measured

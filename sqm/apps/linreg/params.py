@@ -8,7 +8,8 @@ import dataclasses
 import math
 
 from sqm.errors import UsageError
-from sqm.mechanism.params import DELTA, EPSILON, GAMMA, Boolean, Interval, Param, Params, Range, Text, public_range
+from sqm.mechanism.params import (DELTA, EPSILON, GAMMA, VERIFY_INPUTS, Boolean, Interval, Param, Params, Range, Text,
+                                  public_range)
 
 POSITIVE = Interval(0, math.inf, "neither", says="be > 0")
 
@@ -18,7 +19,8 @@ class LinRegParams(Params):
     """One SQM release of the joint Gram [X 1 y]^T [X 1 y] and the server's ridge solve: ``alpha`` (the ridge
     penalty, on the record-sum scale; None: :func:`sqm.apps.linreg.statistic.noise_penalty`, from public
     quantities only), the privacy parameters, ``feature_bound`` c_x (every record's ||x||),
-    ``label_bound`` c_y (|y|), ``fit_intercept``."""
+    ``label_bound`` c_y (|y|), ``fit_intercept``, ``verify_inputs`` (every client proves its values and row norms
+    within these bounds and its noise drawn as committed: :class:`sqm.mechanism.release.SQM`'s)."""
 
     statistic = "linreg"
 
@@ -33,6 +35,7 @@ class LinRegParams(Params):
     feature_bound: float = Param(1.0, POSITIVE, "c_x: every record's ||x|| (default {default})").field()
     label_bound: float = Param(1.0, POSITIVE, "c_y: every record's |y| (default {default})").field()
     fit_intercept: bool = Param(True, Boolean(), option="").field()
+    verify_inputs: bool = VERIFY_INPUTS.field()
 
 
 # The largest share of the label party's rows whose label may lie outside the declared label range (and be

@@ -100,11 +100,12 @@ def resolve_schedule(n_records: int, epsilon: float, q=None, epochs=None, learni
 def moments_release(feature_counts, label_party: int, gamma: float, epsilon: float, delta: float,
                     constant: float | None = None, party_bounds=None, backend: str = "plain", seed=None, timeout=3600.0,
                     chunk_rows=None, label_weight=None, robust_noise: int = 0, verify_sharing: bool = False,
-                    score_weight=None):
+                    score_weight=None, verify_inputs: bool = False):
     """(the :class:`sqm.mechanism.release.SQM` release of the augmented rows' Gram, its
     :class:`sqm.apps.logreg.moments.MomentsLayout`) for clients holding ``feature_counts`` feature columns (the
     label party's features bounded with the others' by ||x||_2 <= 1, the constant and kappa y each a column of its
-    own): the default solver's one release (:mod:`sqm.apps.logreg.moments`); ``robust_noise``, ``verify_sharing``:
+    own): the default solver's one release (:mod:`sqm.apps.logreg.moments`); ``robust_noise``, ``verify_sharing``,
+    ``verify_inputs``:
     :class:`sqm.mechanism.release.SQM`'s; ``constant``, ``label_weight``, ``score_weight`` None: the defaults
     c, kappa, beta (:mod:`sqm.apps.logreg.moments`)."""
     kappa = LABEL_WEIGHT if label_weight is None else float(label_weight)
@@ -116,7 +117,7 @@ def moments_release(feature_counts, label_party: int, gamma: float, epsilon: flo
     opts = {"timeout": float(timeout)} if backend == "mpyc" else None
     mech = SQM(covariance(layout.n_cols), gamma, epsilon=epsilon, delta=delta, column_bounds=bounds,
                backend=backend, seed=seed, backend_options=opts, chunk_rows=chunk_rows, robust_noise=robust_noise,
-               verify_sharing=verify_sharing)
+               verify_sharing=verify_sharing, verify_inputs=verify_inputs)
     return mech, layout
 
 
@@ -265,7 +266,8 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
                  party_bounds=P.party_bounds, noise: bool = True, seed=None, progress: bool = False,
                  eval_every: int | None = None, timeout: float = 3600.0, fit_intercept: bool = P.fit_intercept,
                  intercept_scaling: float = P.intercept_scaling, solver: str = P.solver,
-                 robust_noise: int = P.robust_noise, verify_sharing: bool = P.verify_sharing):
+                 robust_noise: int = P.robust_noise, verify_sharing: bool = P.verify_sharing,
+                 verify_inputs: bool = P.verify_inputs):
         self.epsilon, self.delta, self.gamma = epsilon, delta, gamma
         self.sampling_rate, self.epochs, self.learning_rate = sampling_rate, epochs, learning_rate
         self.backend, self.n_parties, self.label_party = backend, n_parties, label_party
@@ -274,6 +276,7 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
         self.fit_intercept, self.intercept_scaling = fit_intercept, intercept_scaling
         self.solver = solver
         self.robust_noise, self.verify_sharing = robust_noise, verify_sharing
+        self.verify_inputs = verify_inputs
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -293,6 +296,9 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
         if self.solver == "sgd" and self.robust_noise:
             raise UsageError("robust_noise applies to the moments solver's release, not to the per-batch sgd "
                              "protocol")
+        if self.solver == "sgd" and self.verify_inputs:
+            raise UsageError("verify_inputs applies to the moments solver's release, not to the per-batch sgd "
+                             "protocol (its rounds are not proven)")
         if self.solver == "moments":
             given = [n for n in ("sampling_rate", "epochs", "learning_rate", "weight_bound")
                      if getattr(self, n) is not None]
@@ -411,7 +417,8 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
         mech, layout = moments_release(feature_counts, label_party, self.gamma, self.epsilon, self.delta,
                                        party_bounds=self.party_bounds, backend=self.backend, seed=self.seed,
                                        timeout=self.timeout, robust_noise=int(self.robust_noise),
-                                       verify_sharing=bool(self.verify_sharing))
+                                       verify_sharing=bool(self.verify_sharing),
+                                       verify_inputs=bool(self.verify_inputs))
         if not self.noise:
             raise UsageError("noise=False is available with solver='sgd' only (the moments solver's release is "
                              "always noisy)")

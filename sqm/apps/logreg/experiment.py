@@ -74,7 +74,8 @@ def public_split(groups: list[str], n_parties: int) -> tuple[list[int], np.ndarr
 def compare(Xtr, ytr, Xte, yte, *, epsilon, delta, gamma, parties, backend, seed, q=None, epochs=None,
             learning_rate=None, weight_bound=None, methods=("sqm", "dpsgd", "local", "nonprivate", "taylor"),
             progress=False, groups=None, timeout: float = 3600.0, fit_intercept: bool = True,
-            solver: str = "moments", robust_noise: int = 0, verify_sharing: bool = False) -> dict:
+            solver: str = "moments", robust_noise: int = 0, verify_sharing: bool = False,
+            verify_inputs: bool = False) -> dict:
     """Test accuracy and privacy of SQM and each baseline for one seed (an int or None): method -> a row
     ``{"method", "accuracy", "seconds", "bytes_sent", "report": PrivacyReport, ...}``.  ``groups`` (the
     attribute of each column) makes the parties' split and norm bounds follow attributes (:func:`public_split`).
@@ -117,7 +118,7 @@ def compare(Xtr, ytr, Xte, yte, *, epsilon, delta, gamma, parties, backend, seed
                                   weight_bound=weight_bound if sgd else None, party_bounds=bounds, seed=sub[0],
                                   progress=progress, timeout=timeout, fit_intercept=fit_intercept,
                                   intercept_scaling=1.0, solver=solver, robust_noise=robust_noise,
-                                  verify_sharing=verify_sharing)
+                                  verify_sharing=verify_sharing, verify_inputs=verify_inputs)
         t0 = time.perf_counter()
         m.fit(data, ytr, eval_set=(Xte, yte) if progress and sgd else None)
         row("sqm", m.decision_function(Xte), t0, m.report_,

@@ -19,6 +19,7 @@ from sqm.mechanism.params import (
     PARTY_BOUNDS,
     POSITIVE,
     ROBUST_NOISE,
+    VERIFY_INPUTS,
     VERIFY_SHARING,
     Boolean,
     Choice,
@@ -54,6 +55,7 @@ ROBUST_NOISE_HELP = robust_noise_help("solver moments")
 VERIFY_SHARING_HELP = verify_sharing_help(
     "before the release (with --solver sgd: before every round's opening)",
     "two more exchanges are made, the seeds and the check (with --solver sgd: per round)")
+VERIFY_INPUTS_HELP = VERIFY_INPUTS.help + "; the moments solver's release only (refused with --solver sgd)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +87,7 @@ class _Model(Params):
     solver: str = SOLVER.field()
     robust_noise: int = ROBUST_NOISE.field(public="always", help=ROBUST_NOISE_HELP)
     verify_sharing: bool = VERIFY_SHARING.field(public="always", help=VERIFY_SHARING_HELP)
+    verify_inputs: bool = VERIFY_INPUTS.field(help=VERIFY_INPUTS_HELP)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,7 +95,7 @@ class LogRegParams(_Model, _Schedule):
     """SQM-LR's release parameters (:class:`sqm.apps.logreg.estimator.SQMLogisticRegression`'s): epsilon, delta,
     gamma, the sgd solver's schedule (``sampling_rate`` q, ``epochs``, ``learning_rate``, ``weight_bound`` W),
     ``label_party``, ``fit_intercept`` and ``intercept_scaling``, each client's share ``party_bounds``,
-    ``solver``, ``robust_noise`` and ``verify_sharing``."""
+    ``solver``, ``robust_noise``, ``verify_sharing`` and ``verify_inputs`` (the moments solver's release only)."""
 
     statistic = "sqm-logreg"
 
