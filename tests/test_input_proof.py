@@ -323,4 +323,4 @@ def test_the_provers_extension_is_the_field_product(bits):
     E = flp._extension(flp.ROWS, 3 * flp.ROWS, p)
     from sqm.mpc.shares import modarith
 
-    assert np.array_equal(flp._extend(E, U, y, p), modarith.matmul_mod(E, U, p))
+    assert np.array_equal(flp._extend(E, U[0], y, p), modarith.matmul_mod(E, U, p))
