@@ -186,8 +186,9 @@ def test_the_opened_values_of_an_honest_proof_are_uniform():
 
 def test_the_field_must_hold_the_claims():
     assert ip.needed_bound([CLAIM]) == 50  # 5^2 + 5^2 over the group
-    assert flp.error_bound(P, ip.BASE) == 4 * 16 / (P - 65)
-    assert ip.soundness_error(P) == 3 / P + 64 / (P - 65)
+    d, g = ip.BASE, flp.ROWS
+    assert flp.error_bound(P, d) == d * g / (P - d * g - 1)
+    assert ip.soundness_error(P) == 3 / P + d * g / (P - d * g - 1)
 
 
 # ----- through real party processes -----------------------------------------------------------------------------
@@ -269,6 +270,24 @@ def test_seeded_shares_lie_on_one_polynomial_through_the_secret(M, p):
         xs = [j + 1 for j in sorted(out)]
         assert shamir.consistent(shares, xs, t, p) if len(xs) >= t + 2 else True
         assert np.array_equal(shamir.reconstruct(np.stack(shares), xs, p), secret)
+
+
+@pytest.mark.parametrize("M", [3, 4, 5, 6])
+@pytest.mark.parametrize("p", [P, prime_below(62)])
+def test_the_blinds_are_seeded_at_t_plus_one_parties_and_shared_on_one_polynomial(M, p):
+    """A client's proof blinds: the t + 1 lowest other parties expand their seeds, the rest get shares; the M - 1
+    points lie on one polynomial of degree t through the blinds, and fresh seeds give fresh blinds."""
+    t = (M - 1) // 2
+    for client in range(1, M):
+        blinds, out = ip.blind_shares(client, M, t, 7, p)
+        assert sorted(out) == [j for j in range(M) if j != client]
+        assert [j for j in sorted(out) if isinstance(out[j], bytes)] == ip.seeded(client, M, t + 1)
+        shares = [ip.expand(out[j], (7,), p) if isinstance(out[j], bytes) else out[j] for j in sorted(out)]
+        xs = [j + 1 for j in sorted(out)]
+        assert shamir.consistent(shares, xs, t, p) if len(xs) >= t + 2 else True
+        assert np.array_equal(shamir.reconstruct(np.stack(shares), xs, p), blinds)
+        assert blinds.min() >= 0 and blinds.max() < p
+        assert not np.array_equal(ip.blind_shares(client, M, t, 7, p)[0], blinds)
 
 
 def test_the_ideal_functionality_names_a_client_whose_block_breaks_its_claim():

@@ -37,7 +37,7 @@ from sqm.mpc.shares import modarith
 from sqm.mpc.shares.shamir import lagrange_at
 
 ROWS = 16  # G: the polynomials U_j's degree (the nodes 1..G); see the module docstring for the trade-off
-BLOCK = 4096  # columns the prover extends at once (its arrays stay in cache)
+BLOCK = 1024  # columns the prover extends at once (its arrays stay in cache)
 
 
 def proof_length(m: int, d: int, g: int = ROWS) -> int:
@@ -80,21 +80,64 @@ def _gadget(U: np.ndarray, polys: np.ndarray, beta, p: int, std: int | None = No
     std = _digit_prefix(polys) if std is None else std
     beta = np.asarray(beta, dtype=np.int64)
     out = np.zeros(U.shape[0], dtype=np.int64)
-    if std:
+    if std and p < 1 << LAZY_BITS:
+        u = U[:, :std]
+        w = _lazy_mul(u, u + np.int64(p - (d - 1)), p)
+        acc = w
+        for v in range(1, d // 2):
+            acc = _lazy_mul(acc, w + np.int64(v * (d - 1 - v)), p)
+        acc = _lazy_mul(acc, np.broadcast_to(beta[:std], acc.shape), p)
+        run = max(1, (1 << 62) // (3 * p))  # columns summed in int64 before a reduction
+        for s in range(0, std, run):
+            out = (out + acc[:, s:s + run].sum(axis=1)) % p
+    elif std:
         u = U[:, :std]
         w = _float_mul(u, u + np.int64(p - (d - 1) % p), p)
         acc = w
         for v in range(1, d // 2):
             acc = _float_mul(acc, w + np.int64(v * (d - 1 - v) % p), p)
         out = _weighted_sum(acc, beta[:std], p)
-    if std < U.shape[1]:
+    if std < U.shape[1] and p < 1 << LAZY_BITS:
         u = U[:, std:]
-        prod = np.ones(u.shape, dtype=np.int64)
-        for i in range(d):
+        part: np.ndarray | None = None
+        for i in _factors(polys, std, p):
+            f = u * lin[None, std:, i] + ((p - roots[None, std:, i]) % p)  # lin u - root, in [0, 2p)
+            part = f if part is None else _lazy_mul(part, f, p)
+        acc = np.broadcast_to(beta[std:], u.shape) if part is None else _lazy_mul(
+            part, np.broadcast_to(beta[std:], u.shape), p)
+        run = max(1, (1 << 62) // (3 * p))
+        for s in range(0, acc.shape[1], run):
+            out = (out + acc[:, s:s + run].sum(axis=1)) % p
+    elif std < U.shape[1]:
+        u = U[:, std:]
+        prod = None
+        for i in _factors(polys, std, p):
             f = modarith.sub_mod(u * lin[None, std:, i], np.broadcast_to(roots[None, std:, i], u.shape), p)
-            prod = f if i == 0 else modarith.mul_mod(prod, f, p)
+            prod = f if prod is None else modarith.mul_mod(prod, f, p)
+        if prod is None:
+            prod = np.ones(u.shape, dtype=np.int64)
         out = modarith.add_mod(out, _weighted_sum(prod, beta[std:], p), p)
     return out
+
+
+LAZY_BITS = 46  # below 2^46 the digit gadget's products stay unreduced in [0, 3p) (:func:`_lazy_mul`)
+
+
+def _lazy_mul(a: np.ndarray, b: np.ndarray, p: int) -> np.ndarray:
+    """a b mod p, up to a multiple of p: a value in [0, 3p), for non-negative a, b below 2^53 with a b / p < 2^50.
+    q = trunc(float(a) b (1/p)) (three roundings of relative error 2^-53: off from a b / p by less than 1/2, so
+    by at most one from its floor), r = a b - q p in wrapping int64 (exact: the true value lies in [-p, 2p)),
+    returned plus p.  Three and nine times p keep the products of the digit gadget below 2^50 p for p < 2^46."""
+    q = a.astype(np.float64)
+    np.multiply(q, b, out=q)
+    q *= 1.0 / p
+    qi = q.astype(np.int64)
+    qi *= np.int64(p)
+    with np.errstate(over="ignore"):
+        r = np.multiply(a, b)
+        r -= qi
+    r += np.int64(p)
+    return r
 
 
 def _float_mul(a: np.ndarray, b: np.ndarray, p: int) -> np.ndarray:
@@ -166,30 +209,41 @@ def _signed(y: np.ndarray, p: int) -> np.ndarray:
 
 def _gadget_small(signed: np.ndarray, polys: np.ndarray, beta, p: int) -> np.ndarray | None:
     """:func:`_gadget` at the nodes, where the grid holds small signed integers (``signed``: digits, quantized
-    values, as signed representatives): each g_j(y) in exact int64 arithmetic (None when the factors' product
-    could reach 2^62), reduced mod p once."""
+    values, as signed representatives): the digit polynomial's pairs in exact int64 (below (d/2 + |u|)^d), every
+    other factor multiplied in and reduced one at a time (|acc| < p, |factor| < 2^63 / p); None where a bound
+    fails."""
     lin, roots = polys
     rs = np.where(roots > p // 2, roots - p, roots)
-    big = (int(np.abs(signed).max()) if signed.size else 0) + (int(np.abs(rs).max()) if rs.size else 0)
-    if big ** lin.shape[1] >= 1 << 62:
-        return None
     std = _digit_prefix(polys)
     d = lin.shape[1]
     prod = np.empty(signed.shape, dtype=np.int64)
     if std:
         u = signed[:, :std]
+        big = int(np.abs(u).max()) if u.size else 0
+        if (big + d) ** d >= 1 << 62:
+            return None
         w = u * (u - (d - 1))
         acc = w
         for v in range(1, d // 2):
             acc = acc * (w + v * (d - 1 - v))
-        prod[:, :std] = acc
+        prod[:, :std] = acc % p
     if std < signed.shape[1]:
         u = signed[:, std:]
+        big = (int(np.abs(u).max()) if u.size else 0) + (int(np.abs(rs[std:]).max()) if rs[std:].size else 0)
+        if big * p >= 1 << 62:
+            return None
         acc = np.ones(u.shape, dtype=np.int64)
-        for i in range(d):
-            acc *= u * lin[None, std:, i] - rs[None, std:, i]
+        for i in _factors(polys, std, p):
+            acc = acc * (u * lin[None, std:, i] - rs[None, std:, i]) % p
         prod[:, std:] = acc
-    return _weighted_sum(prod % p, np.asarray(beta, dtype=np.int64), p)
+    return _weighted_sum(prod, np.asarray(beta, dtype=np.int64), p)
+
+
+def _factors(polys: np.ndarray, start: int, p: int) -> list[int]:
+    """The factors i (lin u - root) of the columns from ``start`` on that are not the constant 1 (lin 0, root
+    -1) in every one of them."""
+    lin, roots = polys
+    return [i for i in range(lin.shape[1]) if lin[start:, i].any() or (roots[start:, i] != p - 1).any()]
 
 
 SPLIT = 23  # below 2^46, E's entries are cut at this bit for the extension's exact float products

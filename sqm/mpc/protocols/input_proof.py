@@ -84,7 +84,7 @@ def needed_bound(claims) -> int:
     return max((c.needed_bound() for c in claims), default=0)
 
 
-BASE = 4  # the digits' base: the proof's polynomials have this degree (one factor per allowed digit value)
+BASE = 8  # the digits' base: the proof's polynomials have this degree (one factor per allowed digit value)
 
 
 def digit_count(width: int) -> int:
@@ -287,16 +287,24 @@ def polys(rows: int, claim: Claim, p: int, g: int = flp.ROWS) -> np.ndarray:
     else:
         per = padded // g
         low, _ = _digit_order(claim)
-        top = np.array([digit_roots(w)[-1] for w in _widths(claim) + [lim for _, lim in claim.groups] if w > 0],
-                       dtype=np.int64).reshape(-1, BASE)
-        square_lin = np.array([1, 1] + [0] * (BASE - 2), np.int64)
-        square_roots = np.array([0, 0] + [-1] * (BASE - 2), np.int64)
-        lin = np.vstack([np.ones((m_dig, BASE), np.int64), np.tile(square_lin, (m_x, 1))])
+        one = np.array([0, -1])  # the factor 0 u - (-1) = 1: a top digit's repeated allowed values, the square's pad
+        tops = [_distinct(digit_roots(w)[-1]) for w in _widths(claim) + [lim for _, lim in claim.groups] if w > 0]
+        top_lin = np.array([[1] * len(t) + [0] * (BASE - len(t)) for t in tops], np.int64).reshape(-1, BASE)
+        top = np.array([t + [one[1]] * (BASE - len(t)) for t in tops], np.int64).reshape(-1, BASE)
+        square_lin = np.array([1, 1] + [one[0]] * (BASE - 2), np.int64)
+        square_roots = np.array([0, 0] + [one[1]] * (BASE - 2), np.int64)
+        lin = np.vstack([np.ones((per * len(low), BASE), np.int64), np.tile(top_lin, (per, 1)),
+                         np.tile(square_lin, (m_x, 1))])
         allr = np.vstack([np.tile(np.arange(BASE, dtype=np.int64), (per * len(low), 1)), np.tile(top, (per, 1)),
                           np.tile(square_roots, (m_x, 1))])
         out = flp.column_polys(lin, allr, p)
     out.flags.writeable = False
     return out
+
+
+def _distinct(values) -> list[int]:
+    """A top digit's allowed values, each once (its polynomial's zeros: the same set, fewer factors)."""
+    return list(dict.fromkeys(int(v) for v in values))
 
 
 def _digit_order(claim: Claim) -> tuple[list[int], list[int]]:
@@ -351,14 +359,40 @@ def seeded_shares(secret, client: int, M: int, t: int, p: int) -> dict[int, obje
     return out
 
 
+def blind_shares(client: int, M: int, t: int, m: int, p: int) -> tuple[np.ndarray, dict[int, object]]:
+    """``client``'s proof blinds (m uniform field elements) and their degree-t sharing for every other party: a
+    32-byte seed to each of the t + 1 lowest others (their shares are its AES-CTR stream, :func:`expand`, and the
+    blinds the polynomial through them at 0: uniform, unknown to any t of them), the shares that polynomial gives
+    to the rest."""
+    free = seeded(client, M, t + 1)
+    seeds = {j: fresh_bytes(32) for j in free}
+    vals = [expand(seeds[j], (m,), p) for j in free]
+    xs = [j + 1 for j in free]
+    out: dict[int, object] = dict(seeds)
+    for j in range(M):
+        if j != client and j not in free:
+            out[j] = _through(vals, xs, j + 1, p)
+    return _through(vals, xs, 0, p), out
+
+
+def _through(vals, xs, at: int, p: int) -> np.ndarray:
+    """The polynomial of degree len(xs) - 1 through (xs[i], vals[i]) at ``at``."""
+    acc = np.zeros_like(vals[0])
+    for c, v in zip(shamir.lagrange_at(xs, at, p), vals, strict=True):
+        acc = modarith.add_mod(acc, modarith.scalar_mul_mod(v, c, p), p)
+    return acc
+
+
 def expand(seed: bytes, shape, p: int) -> np.ndarray:
     """A seeded party's share: uniform field elements from the seed's AES-CTR stream."""
     return secure_generator(int.from_bytes(seed, "little")).integers(0, p, size=shape, dtype=np.int64)
 
 
-def _received(got, client: int, ctx, shape, p: int) -> np.ndarray:
-    """This party's share of ``client``'s array: expanded from its seed, or as sent."""
-    return expand(got, shape, p) if ctx.pid in seeded(client, ctx.M, ctx.t) else got
+def _received(got, client: int, ctx, shape, p: int, seeded_parties: int | None = None) -> np.ndarray:
+    """This party's share of ``client``'s array: expanded from its seed (the ``seeded_parties`` lowest others get
+    one, t unless given), or as sent."""
+    free = seeded(client, ctx.M, ctx.t if seeded_parties is None else seeded_parties)
+    return expand(got, shape, p) if ctx.pid in free else got
 
 
 def _expected(client: int, ctx, shape, p: int):
@@ -430,18 +464,28 @@ class InputProofs:
         co = {c: coins(seed1, c, rows, self._claim(c), p) for c in ctx.clients}
         # 3. each client's proof of its digits and norms
         proofs_out: dict[int, object] = {j: None for j in range(ctx.M)}
+        cols = {c: max(1, sum(layout(rows, self._claim(c))[1:])) for c in ctx.clients}  # the grid's columns
         if not ctx.is_server:
             x = from_signed(np.asarray(block, dtype=np.int64), p)
             Y, polys, beta, _ = grid(x, mine_w, self._claim(ctx.pid), co[ctx.pid], p)
-            sh = seeded_shares(flp.prove(Y, polys, beta, p, ctx.rng), ctx.pid, ctx.M, ctx.t, p)
+            blinds, bl = blind_shares(ctx.pid, ctx.M, ctx.t, cols[ctx.pid], p)
+            proof = flp.prove(Y, polys, beta, p, blinds)
+            sh = seeded_shares(proof[cols[ctx.pid]:], ctx.pid, ctx.M, ctx.t, p)
             del sh[ctx.pid]  # its own share of its proof: not needed
-            proofs_out.update(_packed(sh, p))
+            sh, bl = _packed(sh, p), _packed(bl, p)
+            proofs_out.update({j: [sh[j], bl[j]] for j in sh})
         expect = {0: wire.nothing}
-        lengths = {c: flp.proof_length(max(1, sum(layout(rows, self._claim(c))[1:])), BASE) for c in ctx.clients}
+        tail = flp.proof_length(0, BASE)  # the proof's values P(0..dG), after the blinds
         for c in ctx.clients:
-            expect[c] = wire.nothing if c == ctx.pid else _expected(c, ctx, (lengths[c],), p)
+            expect[c] = wire.nothing if c == ctx.pid else wire.list_of(
+                [_expected(c, ctx, (tail,), p),
+                 wire.digest(32) if ctx.pid in seeded(c, ctx.M, ctx.t + 1) else wire.packed_shares((cols[c],), p)],
+                "input proof")
         got = await self._exchange(proofs_out, expect, "input proof: proof")
-        got = {c: _received(got[c], c, ctx, (lengths[c],), p) for c in ctx.clients if c != ctx.pid}
+        got = {c: np.concatenate([_received(got[c][1], c, ctx, (cols[c],), p, ctx.t + 1),
+                                  _received(got[c][0], c, ctx, (tail,), p)])
+               for c in ctx.clients if c != ctx.pid}
+        lengths = {c: cols[c] + tail for c in ctx.clients}
         ctx.phase("input proof: proof")
         # 4. reveal the second seeds: the query point; 5. open each client's checks among the others
         seed2 = await self._reveal(seeds[1], commits, 1, "input proof: query point")
