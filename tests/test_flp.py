@@ -79,3 +79,9 @@ def test_an_honest_proof_passes_and_a_changed_one_fails(bits):
     bad = proof.copy()
     bad[Y.shape[1] + 5] = (bad[Y.shape[1] + 5] + 1) % p
     assert not flp.decide(flp.query(Y, bad, alpha, r, p, 4), polys, beta, p)
+
+
+@pytest.mark.parametrize("n,x", [(17, 10 ** 9 + 7), (129, 123456789), (5, 5), (65, 2 ** 41)])
+def test_the_lagrange_coefficients_at_consecutive_nodes(n, x):
+    p = prime_below(42)
+    assert flp._lagrange_nodes(n, x, p) == lagrange_at(range(n), x, p)

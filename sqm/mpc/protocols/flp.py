@@ -21,9 +21,11 @@ random r (drawn from the p - dG - 1 points outside the nodes) with probability <
 nodes, U_j(r) is uniform (the blind enters with a non-zero Lagrange coefficient) and P(r) is its function, so the
 opened values are simulated from nothing.
 
-Cost: the prover extends the columns to (d - 1) G more points (a ((d-1)G x (G+1)) by ((G+1) x m) product) and
-evaluates the factors at dG + 1 rows; each verifier makes one (1 x (G+1)) by ((G+1) x m) product; m + 3 values are
-opened.  ``G`` (:data:`ROWS`) trades the prover's work and the error against the blinds and the opening.
+Cost: the prover extends the columns to (d - 1) G more points (a ((d-1)G x (G+1)) by ((G+1) x m) product, in
+float64 where it is exact: :func:`_extend`) and evaluates the gadget there, d/2 + 1 products per digit column and
+point (:func:`_gadget`): about (d - 1)(d/2 + 1) products per grid entry, whatever G; each verifier makes G + 1
+scalar products of m values; m + 3 values are opened.  ``G`` (:data:`ROWS`) trades the extension's float work and
+the error against the blinds and the opening.
 """
 from __future__ import annotations
 
@@ -296,6 +298,26 @@ def _extend(E: np.ndarray, a: np.ndarray, y: np.ndarray, p: int, signed: np.ndar
     return rest
 
 
+def _lagrange_nodes(n: int, x: int, p: int) -> list[int]:
+    """:func:`sqm.mpc.shares.shamir.lagrange_at` for the nodes 0..n-1 at x (not a node), in O(n):
+    l_i = prod_{j != i} (x - j) / (i! (n-1-i)! (-1)^(n-1-i)), from prefix and suffix products."""
+    x %= p
+    pre, suf = [1] * (n + 1), [1] * (n + 1)
+    for i in range(n):
+        pre[i + 1] = pre[i] * (x - i) % p
+        suf[n - 1 - i] = suf[n - i] * (x - (n - 1 - i)) % p
+    fact = [1] * n
+    for i in range(1, n):
+        fact[i] = fact[i - 1] * i % p
+    out = []
+    for i in range(n):
+        den = fact[i] * fact[n - 1 - i] % p
+        if (n - 1 - i) % 2:
+            den = p - den
+        out.append(pre[i] * suf[i + 1] % p * pow(den, -1, p) % p)
+    return out
+
+
 def draw_point(rng: np.random.Generator, p: int, d: int, g: int = ROWS) -> int:
     """A query point uniform outside the nodes 0..dG."""
     return int(rng.integers(d * g + 1, p))
@@ -310,9 +332,9 @@ def query(Y, proof, alpha, r: int, p: int, d: int) -> np.ndarray:
     if proof.shape != (proof_length(m, d, g),):
         raise UsageError(f"a proof for a {g} x {m} grid has {proof_length(m, d, g)} entries, got {proof.shape}")
     a, pv = proof[:m], proof[m:]
-    lu = lagrange_at(range(g + 1), r, p)
+    lu = _lagrange_nodes(g + 1, r, p)
     ur = _combine(a, Y, lu, p)
-    lp = np.array(lagrange_at(range(d * g + 1), r, p), dtype=np.int64)
+    lp = np.array(_lagrange_nodes(d * g + 1, r, p), dtype=np.int64)
     pr = modarith.sum_mod(modarith.mul_mod(lp, pv, p), 0, p)
     total = modarith.sum_mod(modarith.mul_mod(np.asarray(alpha, dtype=np.int64), pv[1:g + 1], p), 0, p)
     return np.concatenate([np.array([total, pr], dtype=np.int64), ur])

@@ -2,30 +2,31 @@
 shared lies in its declared range [lo_j, hi_j] and that each record's squared norm over each declared column group
 is within the group's limit.  A client whose proof fails is named and nothing is opened.
 
-**What the client shares (its witness, :func:`witness`), per chunk, instead of its block x:** the base-4 digits of
-x_ij - lo_j (:func:`encode_range`: K_j digits, K_j the fewest with 4^K_j > hi_j - lo_j; the top digit takes one of
-4 values chosen so that the sums are exactly the integers 0..hi_j - lo_j, :func:`digit_roots`), and per record and
-group g its squared norm s_ig and the digits of L_g - s_ig in [0, L_g].  Then, after joint randomness no single
-party controls (each party commits to a seed with the witness, then reveals it: :meth:`InputProofs._reveal`), the
-parties check on shares:
+**What the client shares (its witness, :func:`witness`), per chunk, instead of its block x:** the base-8 digits
+of x_ij - lo_j (:func:`encode_range`: K_j digits, K_j the fewest with 8^K_j > hi_j - lo_j; the top digit takes one
+of at most 8 values chosen so that the sums are exactly the integers 0..hi_j - lo_j, :func:`digit_roots`), and per
+record and group g its squared norm s_ig and the digits of L_g - s_ig in [0, L_g].  Then, after joint randomness
+no single party controls (each party commits to a seed with the witness, then reveals it:
+:meth:`InputProofs._reveal`), the parties check on shares:
 
 - **values**: the client's input shares are its witness's, x_ij = lo_j + sum_k w_jk d_ijk on shares
   (:func:`values`), so the values computed on are the digits' by construction;
 - **slack relations**, by one random combination opened (:func:`linear_check`):
   sum lambda_ig (L_g - s_ig - sum_k w_gk e_igk) = 0;
 - **digits and norms**, one statement with weights from the coins (alpha per node, beta per digit column, gamma per
-  record and group): sum alpha beta prod_{v in D}(d - v) over every digit (D its 4 allowed values) plus
+  record and group): sum alpha beta prod_{v in D}(d - v) over every digit (D its allowed values, at most 8) plus
   sum alpha gamma (sum_{j in g} x_ij^2 - s_ig) over every record and group = 0, a bilinear form in the weights that
   is zero for every draw only if every digit is one of its allowed values and every s is its record's norm
   (:func:`grid` lays the digits and values out), proved by the client with a fully linear proof
-  (:mod:`sqm.mpc.protocols.flp`, polynomials of degree 4) shared after the coins and checked at a point drawn after
-  the proof.
+  (:mod:`sqm.mpc.protocols.flp`, polynomials of degree 8) shared after the coins and checked at a point drawn after
+  the proof.  The proof's blinds (one per column of the grid) are drawn from seeds the client sends the t + 1
+  lowest other parties (:func:`blind_shares`): uniform and unknown to any t of them, and no shares to send.
 
 Every opened value is a linear combination of degree-t sharings (an opening reveals its value alone), and each client's
 values are opened by and to the parties other than that client, so the client cannot bend its own verdict.
 
 **Soundness** (a deviating client, the other parties following the protocol): a false statement passes a chunk's
-check with probability at most 1/p (slack relations) + 2/p (the bilinear combination, Schwartz-Zippel) + 4G/(p - 4G - 1)
+check with probability at most 1/p (slack relations) + 2/p (the bilinear combination, Schwartz-Zippel) + 8G/(p - 8G - 1)
 (the proof's identity, :func:`sqm.mpc.protocols.flp.error_bound`; :func:`soundness_error`).  **No wrap-around:**
 digits in their sets and x - lo = sum w d in F_p give an integer in [lo, hi] when hi - lo < p; then
 sum_{j in g} x_ij^2 < p and L_g < p make L_g - s = sum w e an integer inequality (:func:`needed_bound`, what the
@@ -84,11 +85,13 @@ def needed_bound(claims) -> int:
     return max((c.needed_bound() for c in claims), default=0)
 
 
-BASE = 8  # the digits' base: the proof's polynomials have this degree (one factor per allowed digit value)
+BASE = 8  # the digits' base: the proof's polynomials have this degree (one factor per allowed digit value); 8
+# against 4: 5 digits instead of 7 for a 13-bit range (the bytes), for 7 extension points of d/2 + 1 products per
+# digit instead of 3 of 3 (the prover's time, :mod:`sqm.mpc.protocols.flp`)
 
 
 def digit_count(width: int) -> int:
-    """K: the fewest base-4 digits whose top one (:func:`digit_roots`) reaches ``width`` (0 for width 0)."""
+    """K: the fewest base-8 digits whose top one (:func:`digit_roots`) reaches ``width`` (0 for width 0)."""
     width = int(width)
     if width < 0:
         raise UsageError(f"a range has width >= 0, got {width}")
@@ -99,15 +102,15 @@ def digit_count(width: int) -> int:
 
 
 def range_weights(width: int) -> np.ndarray:
-    """Weights of the K digits: 1, 4, .., 4^(K-2) and 1 for the top digit (which holds its value, a multiple of
+    """Weights of the K digits: 1, 8, .., 8^(K-2) and 1 for the top digit (which holds its value, a multiple of
     nothing: one of :func:`digit_roots`'s last row)."""
     k = digit_count(width)
     return np.array([BASE ** i for i in range(k - 1)] + [1] * (k > 0), dtype=np.int64)
 
 
 def digit_roots(width: int) -> np.ndarray:
-    """The allowed values of each digit (K x 4): 0..3 for the low ones; for the top one
-    min(i R, width - R + 1), i = 0..3, R = 4^(K-1), so that (low digits reach 0..R-1, consecutive top values differ
+    """The allowed values of each digit (K x 8): 0..7 for the low ones; for the top one
+    min(i R, width - R + 1), i = 0..7, R = 8^(K-1), so that (low digits reach 0..R-1, consecutive top values differ
     by at most R) the sums are exactly the integers 0..width."""
     k = digit_count(width)
     if k == 0:
@@ -308,7 +311,7 @@ def _distinct(values) -> list[int]:
 
 
 def _digit_order(claim: Claim) -> tuple[list[int], list[int]]:
-    """The witness's digit columns (values' then slacks') split into the low digits (allowed values 0..3) and the
+    """The witness's digit columns (values' then slacks') split into the low digits (allowed values 0..7) and the
     top ones, in order: the grid lays each part out on its own (the low digits first, one polynomial for all)."""
     col, grp = claim.widths
     low, top, off = [], [], 0
