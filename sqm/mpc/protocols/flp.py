@@ -189,18 +189,19 @@ def prove(Y, polys, beta, p: int, blinds) -> np.ndarray:
     beta = np.asarray(beta, dtype=np.int64)
     std = _digit_prefix(polys)
     E = _extension(g, (d - 1) * g, p)
-    signed = _signed(Y, p)
-    head = _gadget(a[None, :], polys, beta, p, std)  # P(0), from the blinds
-    nodes = _gadget_small(signed, polys, beta, p)  # P(1..G), from small integers when they are
-    if nodes is None:
-        nodes = _gadget(Y, polys, beta, p, std)
-    tail = np.zeros((d - 1) * g, dtype=np.int64)  # P(G+1..dG), over blocks of columns (the products stay in cache)
-    if E.size:
-        for s in range(0, m, BLOCK):
-            cols = slice(s, s + BLOCK)
-            part = polys[:, cols]
-            ext = _extend(E, a[cols], Y[:, cols], p, np.ascontiguousarray(signed[:, cols]))
-            tail = modarith.add_mod(tail, _gadget(ext, part, beta[cols], p, max(0, min(std - s, BLOCK))), p)
+    head = np.zeros(1, dtype=np.int64)  # P(0), from the blinds
+    nodes = np.zeros(g, dtype=np.int64)  # P(1..G), from small integers when they are
+    tail = np.zeros((d - 1) * g, dtype=np.int64)  # P(G+1..dG)
+    for s in range(0, m, BLOCK):  # blocks of columns: the products stay in cache
+        cols = slice(s, s + BLOCK)
+        part, b, k = polys[:, cols], beta[cols], max(0, min(std - s, BLOCK))
+        y = np.ascontiguousarray(Y[:, cols])
+        signed = _signed(y, p)
+        head = modarith.add_mod(head, _gadget(a[None, cols], part, b, p, k), p)
+        at_nodes = _gadget_small(signed, part, b, p, k)
+        nodes = modarith.add_mod(nodes, _gadget(y, part, b, p, k) if at_nodes is None else at_nodes, p)
+        if E.size:
+            tail = modarith.add_mod(tail, _gadget(_extend(E, a[cols], y, p, signed), part, b, p, k), p)
     return np.concatenate([a, head, nodes, tail])
 
 
@@ -209,14 +210,14 @@ def _signed(y: np.ndarray, p: int) -> np.ndarray:
     return np.where(y > p // 2, y - p, y)
 
 
-def _gadget_small(signed: np.ndarray, polys: np.ndarray, beta, p: int) -> np.ndarray | None:
+def _gadget_small(signed: np.ndarray, polys: np.ndarray, beta, p: int, std: int | None = None) -> np.ndarray | None:
     """:func:`_gadget` at the nodes, where the grid holds small signed integers (``signed``: digits, quantized
     values, as signed representatives): the digit polynomial's pairs in exact int64 (below (d/2 + |u|)^d), every
     other factor multiplied in and reduced one at a time (|acc| < p, |factor| < 2^63 / p); None where a bound
     fails."""
     lin, roots = polys
     rs = np.where(roots > p // 2, roots - p, roots)
-    std = _digit_prefix(polys)
+    std = _digit_prefix(polys) if std is None else std
     d = lin.shape[1]
     prod = np.empty(signed.shape, dtype=np.int64)
     if std:
