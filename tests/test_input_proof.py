@@ -290,6 +290,32 @@ def test_the_blinds_are_seeded_at_t_plus_one_parties_and_shared_on_one_polynomia
         assert not np.array_equal(ip.blind_shares(client, M, t, 7, p)[0], blinds)
 
 
+@pytest.mark.parametrize("rows", [1, 15, 16, 40])
+def test_the_grid_lays_each_record_at_its_node(rows):
+    """Node k holds records k per .. (k + 1) per - 1 (records padded with zeros to G per): first every low digit of
+    each, then every top digit, then the grouped values, each record's columns side by side."""
+    g = flp.ROWS
+    width = CLAIM.witness_width
+    W = (np.arange(rows)[:, None] * 1000 + np.arange(width)[None, :]) + 1
+    X = -(np.arange(rows)[:, None] * 1000 + np.arange(3)[None, :]) - 1
+    co = ip.coins(bytes(32), 1, rows, CLAIM, P)
+    Y, _, _, _ = ip.grid(X, W, CLAIM, co, P)
+    per = max(1, -(-rows // g))
+    low, top = ip._digit_order(CLAIM)
+    col, grp = CLAIM.widths
+    wcol = [c if c < sum(col) else c + len(grp) for c in range(sum(col) + sum(grp))]
+    parts = [(W, [wcol[c] for c in low]), (W, [wcol[c] for c in top]), (X, [0, 1])]
+    assert Y.shape == (g, per * sum(len(i) for _, i in parts))
+    off = 0
+    for src, idx in parts:
+        for k in range(g):
+            for r in range(per):
+                rec = k * per + r
+                want = src[rec, idx] if rec < rows else np.zeros(len(idx))
+                assert np.array_equal(Y[k, off + r * len(idx):off + (r + 1) * len(idx)], want)
+        off += per * len(idx)
+
+
 def test_the_ideal_functionality_names_a_client_whose_block_breaks_its_claim():
     """The simulation's receivers check every claim in the clear (:meth:`InputProofs.check_clear`)."""
     from types import SimpleNamespace

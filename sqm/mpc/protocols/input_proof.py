@@ -246,17 +246,21 @@ def grid(X, W, claim: Claim, co, p: int, g: int = flp.ROWS) -> tuple[np.ndarray,
     shares out: every step is linear."""
     rows = X.shape[0]
     padded, m_dig, m_x = layout(rows, claim, g)
-    dig_x, s, dig_s, _, _ = _split(W, claim)
+    _, s, _, col, _ = _split(W, claim)
+    kx, ng = sum(col), len(claim.groups)
     cols = [j for c, _ in claim.groups for j in c]
-    dig = np.zeros((padded, dig_x.shape[1] + dig_s.shape[1]), dtype=np.int64)
-    dig[:rows, :dig_x.shape[1]] = dig_x
-    dig[:rows, dig_x.shape[1]:] = dig_s
-    vals = np.zeros((padded, len(cols)), dtype=np.int64)
-    vals[:rows] = X[:, cols]
     low, top = _digit_order(claim)
     per = padded // g
-    Y = np.hstack([dig[:, low].reshape(g, per * len(low)), dig[:, top].reshape(g, per * len(top)),
-                   vals.reshape(g, m_x)])
+    wcol = [c if c < kx else c + ng for c in range(kx + sum(claim.widths[1]))]  # digit column -> witness column
+    Y = np.empty((g, m_dig + m_x), dtype=np.int64)
+    off = 0
+    for src, idx in ((W, [wcol[c] for c in low]), (W, [wcol[c] for c in top]), (X, cols)):
+        view = Y[:, off:off + per * len(idx)].reshape(g, per, len(idx))  # node k: records k per .. (k + 1) per - 1
+        for k in range(g):
+            n = max(0, min(per, rows - k * per))
+            view[k, :n] = src[k * per:k * per + n][:, idx]
+            view[k, n:] = 0
+        off += per * len(idx)
     polys, beta = weights(rows, claim, co, p, g)
     z = 0
     if claim.groups:
