@@ -47,11 +47,12 @@ def _instance(p: int, d: int, m_digits: int, m_square: int, spread: int, seed: i
     return Y, polys, rng.integers(0, p, size=m), rng.integers(0, p, size=m)
 
 
-@pytest.mark.parametrize("bits,d,spread", [(39, 4, 3000), (42, 8, 5000), (46, 4, 1 << 20), (49, 16, 200),
-                                           (61, 4, 3000), (31, 4, 100)])
+@pytest.mark.parametrize("bits,d,spread", [(39, 4, 3000), (42, 8, 5000), (45, 8, 3000), (46, 4, 1 << 20),
+                                           (49, 16, 200), (61, 4, 3000), (31, 4, 100)])
 def test_the_proof_is_its_definition(bits, d, spread):
-    """Every path (float products with the blinds in limbs below 2^46, lazy reductions below 2^49, the field
-    products above; small-integer nodes or not) gives the definition's proof, bit for bit."""
+    """Every path (float products with the blinds in limbs below 2^46, lazy reductions there, the degree-8 digit
+    gadget's three products below 2^44, the field products above; small-integer nodes or not) gives the
+    definition's proof, bit for bit."""
     p = prime_below(bits)
     Y, polys, beta, a = _instance(p, d, 9, 4, spread, bits)
     got = flp.prove(Y, polys, beta, p, a)
@@ -85,3 +86,17 @@ def test_an_honest_proof_passes_and_a_changed_one_fails(bits):
 def test_the_lagrange_coefficients_at_consecutive_nodes(n, x):
     p = prime_below(42)
     assert flp._lagrange_nodes(n, x, p) == lagrange_at(range(n), x, p)
+
+
+@pytest.mark.parametrize("bits", [39, 42, 45])
+def test_the_lazy_extension_is_the_field_product_up_to_multiples_of_p(bits):
+    p = prime_below(bits)
+    rng = np.random.default_rng(bits)
+    y = rng.integers(-3000, 3001, size=(flp.ROWS, 200)) % p
+    a = rng.integers(0, p, size=200)
+    E = flp._extension(flp.ROWS, 7 * flp.ROWS, p)
+    from sqm.mpc.shares import modarith
+
+    lazy = flp._extend(E, a, y, p, lazy=True)
+    assert lazy.min() >= 0 and lazy.max() < 3 * p
+    assert np.array_equal(lazy % p, modarith.matmul_mod(E, np.vstack([a, y]), p))

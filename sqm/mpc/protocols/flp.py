@@ -73,10 +73,10 @@ def _extension(g: int, points: int, p: int) -> np.ndarray:
 
 
 def _gadget(U: np.ndarray, polys: np.ndarray, beta, p: int, std: int | None = None) -> np.ndarray:
-    """sum_j beta_j g_j(U[k, j]) for each row k.  A leading run of ``std`` columns (:func:`_digit_prefix`) whose
-    g_j is the digit polynomial prod_{v < d} (u - v) (d even) takes d/2 products:
-    (u - v)(u - (d-1-v)) = w + v (d-1-v) with w = u (u - d + 1); their factors enter the products unreduced (below
-    2p: :func:`sqm.mpc.shares.modarith.mul_mod` is exact there, a b / p < 2^50)."""
+    """sum_j beta_j g_j(U[k, j]) for each row k (U's entries in [0, 3p) below 2^46, else in [0, p)).  A leading run
+    of ``std`` columns (:func:`_digit_prefix`) whose g_j is the digit polynomial prod_{v < d} (u - v) (d even) takes
+    d/2 products: (u - v)(u - (d-1-v)) = w + v (d-1-v) with w = u (u - d + 1) (for d = 8, 3 in all: with z = w + 6,
+    g = (z^2 + 4z)(z^2 - 36)); below 2^46 the factors enter the products unreduced (:func:`_lazy_mul`)."""
     lin, roots = polys
     d = lin.shape[1]
     std = _digit_prefix(polys) if std is None else std
@@ -85,9 +85,17 @@ def _gadget(U: np.ndarray, polys: np.ndarray, beta, p: int, std: int | None = No
     if std and p < 1 << LAZY_BITS:
         u = U[:, :std]
         w = _lazy_mul(u, u + np.int64(p - (d - 1)), p)
-        acc = w
-        for v in range(1, d // 2):
-            acc = _lazy_mul(acc, w + np.int64(v * (d - 1 - v)), p)
+        if d == 8 and p < 1 << (LAZY_BITS - 2):  # g = w (w+6)(w+10)(w+12) = (z^2 + 4z)(z^2 - 36), z = w + 6
+            w += 6
+            t = _lazy_mul(w, w, p)
+            w *= 4
+            w += t
+            t += np.int64(p - 36)
+            acc = _lazy_mul(w, t, p)  # below 15p + 24 and 4p: a b / p < 2^50 for p < 2^44
+        else:
+            acc = w
+            for v in range(1, d // 2):
+                acc = _lazy_mul(acc, w + np.int64(v * (d - 1 - v)), p)
         acc = _lazy_mul(acc, np.broadcast_to(beta[:std], acc.shape), p)
         run = max(1, (1 << 62) // (3 * p))  # columns summed in int64 before a reduction
         for s in range(0, std, run):
@@ -201,7 +209,7 @@ def prove(Y, polys, beta, p: int, blinds) -> np.ndarray:
         at_nodes = _gadget_small(signed, part, b, p, k)
         nodes = modarith.add_mod(nodes, _gadget(y, part, b, p, k) if at_nodes is None else at_nodes, p)
         if E.size:
-            tail = modarith.add_mod(tail, _gadget(_extend(E, a[cols], y, p, signed), part, b, p, k), p)
+            tail = modarith.add_mod(tail, _gadget(_extend(E, a[cols], y, p, signed, lazy=True), part, b, p, k), p)
     return np.concatenate([a, head, nodes, tail])
 
 
@@ -268,7 +276,8 @@ def _extension_split(g: int, points: int, p: int) -> tuple[np.ndarray, np.ndarra
     return H, L, limbs
 
 
-def _extend(E: np.ndarray, a: np.ndarray, y: np.ndarray, p: int, signed: np.ndarray | None = None) -> np.ndarray:
+def _extend(E: np.ndarray, a: np.ndarray, y: np.ndarray, p: int, signed: np.ndarray | None = None,
+            lazy: bool = False) -> np.ndarray:
     """E @ U mod p for U = (a; y), the blinds ``a`` over the grid ``y`` (G x m): in two exact float64 products
     when p < 2^46 and the grid holds small signed integers (``signed``: its signed representatives).
 
@@ -276,8 +285,9 @@ def _extend(E: np.ndarray, a: np.ndarray, y: np.ndarray, p: int, signed: np.ndar
     (:data:`SPLIT`) and every entry of U' below 2^16 with G + 3 rows, H @ U' and L @ U' are exact float64 integers
     (below 2^23 2^16 2^6 < 2^53); q = floor((H @ U') 2^23 / p + (L @ U') / p) in float64 is off by at most one
     (V / p is far below 2^50), so r = (H @ U') 2^23 + L @ U' - q p in wrapping int64 is the exact residue, in
-    [-p, 2p), corrected once each way.  Otherwise the field product (:func:`sqm.mpc.shares.modarith.matmul_mod`
-    for the blinds, :func:`sqm.mpc.shares.modarith.matmul_small_mod` for the grid)."""
+    [-p, 2p), corrected once each way (or, ``lazy``, moved to [0, 3p)). Otherwise the field product
+    (:func:`sqm.mpc.shares.modarith.matmul_mod` for the blinds, :func:`sqm.mpc.shares.modarith.matmul_small_mod` for the
+    grid)."""
     g = y.shape[0]
     signed = _signed(y, p) if signed is None else signed
     big = int(np.abs(signed).max()) if signed.size else 0
@@ -294,6 +304,9 @@ def _extend(E: np.ndarray, a: np.ndarray, y: np.ndarray, p: int, signed: np.ndar
     q = np.floor(hi * ((1 << SPLIT) / p) + lo * (1.0 / p)).astype(np.int64)
     with np.errstate(over="ignore"):
         rest = hi.astype(np.int64) * np.int64(1 << SPLIT) + lo.astype(np.int64) - q * np.int64(p)
+    if lazy:  # for the gadget (:func:`_gadget`): in [0, 3p), not corrected
+        rest += np.int64(p)
+        return rest
     rest += p * (rest < 0)
     rest -= p * (rest >= p)
     return rest
