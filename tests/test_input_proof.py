@@ -316,6 +316,30 @@ def test_the_grid_lays_each_record_at_its_node(rows):
         off += per * len(idx)
 
 
+@pytest.mark.parametrize("bits", [8, 32, 33, 36, 39, 42, 45, 49, 61])
+def test_witness_shares_travel_in_their_bits_and_only_shares_are_read_back(bits):
+    """:func:`sqm.mpc.net.wire.pack_bits` (the witness, proof and checks' frames): 4 bytes and the high bits k to a
+    group per element, read back exactly; a frame of the wrong length or holding a value >= p is refused."""
+    from sqm.mpc.net import wire
+
+    p = prime_below(bits)
+    for n in (0, 1, 7, 8, 9, 301):
+        a = np.random.default_rng(bits + n).integers(0, p, size=(n, 1), dtype=np.int64)
+        if n:
+            a[0, 0], a[-1, 0] = p - 1, 0
+        frame = wire.pack_bits(a, p)
+        h = max(1, bits - 32)
+        k = 8 if h <= 8 else 4 if h <= 16 else 2
+        size = n * wire.share_bytes(p) if bits <= 32 else 4 * n + -(-n // k) * -(-k * h // 8)
+        assert frame.dtype == np.uint8 and frame.shape == (size,)
+        assert np.array_equal(wire.packed_bits((n, 1), p)(wire.decode(wire.encode(frame))), a)
+    with pytest.raises(wire.WireError, match="shape"):
+        wire.packed_bits((302, 1), p)(frame)
+    over = np.full_like(frame, 255)  # every bit set: above p - 1
+    with pytest.raises(wire.WireError, match="outside"):
+        wire.packed_bits((301, 1), p)(over)
+
+
 def test_the_ideal_functionality_names_a_client_whose_block_breaks_its_claim():
     """The simulation's receivers check every claim in the clear (:meth:`InputProofs.check_clear`)."""
     from types import SimpleNamespace

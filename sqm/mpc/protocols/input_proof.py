@@ -403,12 +403,12 @@ def _received(got, client: int, ctx, shape, p: int, seeded_parties: int | None =
 
 
 def _expected(client: int, ctx, shape, p: int):
-    return wire.digest(32) if ctx.pid in seeded(client, ctx.M, ctx.t) else wire.packed_shares(shape, p)
+    return wire.digest(32) if ctx.pid in seeded(client, ctx.M, ctx.t) else wire.packed_bits(shape, p)
 
 
 def _packed(out: dict, p: int) -> dict:
-    """A sharing for sending: the seeds as they are, the shares packed (:func:`sqm.mpc.net.wire.pack_shares`)."""
-    return {j: v if isinstance(v, bytes) else wire.pack_shares(v, p) for j, v in out.items()}
+    """A sharing for sending: the seeds as they are, the shares packed (:func:`sqm.mpc.net.wire.pack_bits`)."""
+    return {j: v if isinstance(v, bytes) else wire.pack_bits(v, p) for j, v in out.items()}
 
 
 class InputProofs:
@@ -486,7 +486,7 @@ class InputProofs:
         for c in ctx.clients:
             expect[c] = wire.nothing if c == ctx.pid else wire.list_of(
                 [_expected(c, ctx, (tail,), p),
-                 wire.digest(32) if ctx.pid in seeded(c, ctx.M, ctx.t + 1) else wire.packed_shares((cols[c],), p)],
+                 wire.digest(32) if ctx.pid in seeded(c, ctx.M, ctx.t + 1) else wire.packed_bits((cols[c],), p)],
                 "input proof")
         got = await self._exchange(proofs_out, expect, "input proof: proof")
         got = {c: np.concatenate([_received(got[c][1], c, ctx, (cols[c],), p, ctx.t + 1),
@@ -511,9 +511,9 @@ class InputProofs:
         empty = np.zeros(0, dtype=np.int64)
         # a client's checks go to the parties that verify it (not to itself): party i hears from j those of the
         # clients other than i and j
-        out_q = {i: [wire.pack_shares(empty if c == i else mine_q.get(c, empty), p) for c in ctx.clients]
+        out_q = {i: [wire.pack_bits(empty if c == i else mine_q.get(c, empty), p) for c in ctx.clients]
                  for i in range(ctx.M)}
-        expect = {j: wire.list_of([wire.packed_shares((0 if c in (j, ctx.pid) else sizes[c],), p)
+        expect = {j: wire.list_of([wire.packed_bits((0 if c in (j, ctx.pid) else sizes[c],), p)
                                    for c in ctx.clients],
                                   "input proof checks") for j in range(ctx.M)}
         got = await self._exchange(out_q, expect, "input proof: check")
