@@ -238,7 +238,7 @@ def pack_bits(a, p: int) -> np.ndarray:
     if int(p) - 1 < 1 << 32:
         return pack_shares(a, p).reshape(-1)
     h, k, nb, groups, _ = _bit_plan(p, a.size)
-    low = a.view(np.uint8).reshape(-1, 8)[:, :4]
+    low = a.astype("<u4").view(np.uint8)  # the low 32 bits (the cast wraps modulo 2^32)
     flat = np.zeros(groups * k, dtype="<u8")
     flat[:a.size] = a >> 32
     high = flat.reshape(groups, k)
@@ -264,17 +264,17 @@ def packed_bits(shape, p: int) -> Validator:
 
     def check(x):
         b = raw(x)
-        out = np.zeros((n, 8), dtype=np.uint8)
-        out[:, :4] = b[:4 * n].reshape(n, 4)
-        vals = out.view("<i8").reshape(n)
+        vals = np.frombuffer(b[:4 * n].tobytes(), dtype="<u4").astype(np.int64)  # the low 32 bits
         words = np.zeros((groups, 8), dtype=np.uint8)
         words[:, :nb] = b[4 * n:].reshape(groups, nb)
         word = words.view("<u8").reshape(groups)
-        high = np.empty((groups, k), dtype="<u8")
+        high = np.empty((k, groups), dtype="<u8")
         for i in range(k):
-            high[:, i] = (word >> np.uint64(i * h)) & mask
-        vals |= high.reshape(-1)[:n].astype(np.int64) << 32
-        return full(vals.reshape(tuple(shape)).astype(np.int64, copy=False))
+            np.right_shift(word, np.uint64(i * h), out=high[i])
+        high &= mask
+        high <<= np.uint64(32)
+        vals |= high.T.reshape(-1)[:n].view(np.int64)
+        return full(vals.reshape(tuple(shape)))
     return check
 
 
