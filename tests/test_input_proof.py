@@ -186,8 +186,9 @@ def test_the_opened_values_of_an_honest_proof_are_uniform():
 
 def test_the_field_must_hold_the_claims():
     assert ip.needed_bound([CLAIM]) == 50  # 5^2 + 5^2 over the group
-    assert flp.error_bound(P, ip.BASE) == 4 * 16 / (P - 65)
-    assert ip.soundness_error(P) == 3 / P + 64 / (P - 65)
+    d, g = ip.BASE, flp.ROWS
+    assert flp.error_bound(P, d) == d * g / (P - d * g - 1)
+    assert ip.soundness_error(P) == 3 / P + d * g / (P - d * g - 1)
 
 
 # ----- through real party processes -----------------------------------------------------------------------------
@@ -271,6 +272,74 @@ def test_seeded_shares_lie_on_one_polynomial_through_the_secret(M, p):
         assert np.array_equal(shamir.reconstruct(np.stack(shares), xs, p), secret)
 
 
+@pytest.mark.parametrize("M", [3, 4, 5, 6])
+@pytest.mark.parametrize("p", [P, prime_below(62)])
+def test_the_blinds_are_seeded_at_t_plus_one_parties_and_shared_on_one_polynomial(M, p):
+    """A client's proof blinds: the t + 1 lowest other parties expand their seeds, the rest get shares; the M - 1
+    points lie on one polynomial of degree t through the blinds, and fresh seeds give fresh blinds."""
+    t = (M - 1) // 2
+    for client in range(1, M):
+        blinds, out = ip.blind_shares(client, M, t, 7, p)
+        assert sorted(out) == [j for j in range(M) if j != client]
+        assert [j for j in sorted(out) if isinstance(out[j], bytes)] == ip.seeded(client, M, t + 1)
+        shares = [ip.expand(out[j], (7,), p) if isinstance(out[j], bytes) else out[j] for j in sorted(out)]
+        xs = [j + 1 for j in sorted(out)]
+        assert shamir.consistent(shares, xs, t, p) if len(xs) >= t + 2 else True
+        assert np.array_equal(shamir.reconstruct(np.stack(shares), xs, p), blinds)
+        assert blinds.min() >= 0 and blinds.max() < p
+        assert not np.array_equal(ip.blind_shares(client, M, t, 7, p)[0], blinds)
+
+
+@pytest.mark.parametrize("rows", [1, 15, 16, 40])
+def test_the_grid_lays_each_record_at_its_node(rows):
+    """Node k holds records k per .. (k + 1) per - 1 (records padded with zeros to G per): first every low digit of
+    each, then every top digit, then the grouped values, each record's columns side by side."""
+    g = flp.ROWS
+    width = CLAIM.witness_width
+    W = (np.arange(rows)[:, None] * 1000 + np.arange(width)[None, :]) + 1
+    X = -(np.arange(rows)[:, None] * 1000 + np.arange(3)[None, :]) - 1
+    co = ip.coins(bytes(32), 1, rows, CLAIM, P)
+    Y, _, _, _ = ip.grid(X, W, CLAIM, co, P)
+    per = max(1, -(-rows // g))
+    low, top = ip._digit_order(CLAIM)
+    col, grp = CLAIM.widths
+    wcol = [c if c < sum(col) else c + len(grp) for c in range(sum(col) + sum(grp))]
+    parts = [(W, [wcol[c] for c in low]), (W, [wcol[c] for c in top]), (X, [0, 1])]
+    assert Y.shape == (g, per * sum(len(i) for _, i in parts))
+    off = 0
+    for src, idx in parts:
+        for k in range(g):
+            for r in range(per):
+                rec = k * per + r
+                want = src[rec, idx] if rec < rows else np.zeros(len(idx))
+                assert np.array_equal(Y[k, off + r * len(idx):off + (r + 1) * len(idx)], want)
+        off += per * len(idx)
+
+
+@pytest.mark.parametrize("bits", [8, 32, 33, 36, 39, 42, 45, 49, 61])
+def test_witness_shares_travel_in_their_bits_and_only_shares_are_read_back(bits):
+    """:func:`sqm.mpc.net.wire.pack_bits` (the witness, proof and checks' frames): 4 bytes and the high bits k to a
+    group per element, read back exactly; a frame of the wrong length or holding a value >= p is refused."""
+    from sqm.mpc.net import wire
+
+    p = prime_below(bits)
+    for n in (0, 1, 7, 8, 9, 301):
+        a = np.random.default_rng(bits + n).integers(0, p, size=(n, 1), dtype=np.int64)
+        if n:
+            a[0, 0], a[-1, 0] = p - 1, 0
+        frame = wire.pack_bits(a, p)
+        h = max(1, bits - 32)
+        k = 8 if h <= 8 else 4 if h <= 16 else 2
+        size = n * wire.share_bytes(p) if bits <= 32 else 4 * n + -(-n // k) * -(-k * h // 8)
+        assert frame.dtype == np.uint8 and frame.shape == (size,)
+        assert np.array_equal(wire.packed_bits((n, 1), p)(wire.decode(wire.encode(frame))), a)
+    with pytest.raises(wire.WireError, match="shape"):
+        wire.packed_bits((302, 1), p)(frame)
+    over = np.full_like(frame, 255)  # every bit set: above p - 1
+    with pytest.raises(wire.WireError, match="outside"):
+        wire.packed_bits((301, 1), p)(over)
+
+
 def test_the_ideal_functionality_names_a_client_whose_block_breaks_its_claim():
     """The simulation's receivers check every claim in the clear (:meth:`InputProofs.check_clear`)."""
     from types import SimpleNamespace
@@ -323,4 +392,4 @@ def test_the_provers_extension_is_the_field_product(bits):
     E = flp._extension(flp.ROWS, 3 * flp.ROWS, p)
     from sqm.mpc.shares import modarith
 
-    assert np.array_equal(flp._extend(E, U, y, p), modarith.matmul_mod(E, U, p))
+    assert np.array_equal(flp._extend(E, U[0], y, p), modarith.matmul_mod(E, U, p))

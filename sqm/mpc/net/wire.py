@@ -219,6 +219,65 @@ def packed_shares(shape, p: int) -> Validator:
     return check
 
 
+def _bit_plan(p: int, n: int) -> tuple[int, int, int, int, int]:
+    """(h, k, nb, groups, bytes) of :func:`pack_bits` for n elements: high parts of h bits, k to a group in nb
+    bytes."""
+    h = max(1, (int(p) - 1).bit_length() - 32)
+    k = 8 if h <= 8 else 4 if h <= 16 else 2
+    nb = -(-k * h // 8)
+    groups = -(-int(n) // k)
+    return h, k, nb, groups, 4 * int(n) + groups * nb
+
+
+def pack_bits(a, p: int) -> np.ndarray:
+    """Field elements (int64 in [0, p), p above 2^32) in their bits, nearly: each one's low 32 bits as 4 bytes,
+    then its high h = bits(p - 1) - 32 bits packed k to a group of nb bytes (h <= 8: 8 in h bytes; h <= 16: 4 in
+    ceil(h/2); else 2): a flat uint8 array that :func:`packed_bits` reads back (a 42-bit field's shares in 5.25
+    bytes, not :func:`pack_shares`' 6).  Fields below 2^33: :func:`pack_shares`, flattened."""
+    a = np.ascontiguousarray(np.asarray(a, dtype="<i8")).reshape(-1)
+    if int(p) - 1 < 1 << 32:
+        return pack_shares(a, p).reshape(-1)
+    h, k, nb, groups, _ = _bit_plan(p, a.size)
+    low = a.astype("<u4").view(np.uint8)  # the low 32 bits (the cast wraps modulo 2^32)
+    flat = np.zeros(groups * k, dtype="<u8")
+    flat[:a.size] = a >> 32
+    high = flat.reshape(groups, k)
+    word = high[:, 0].copy()
+    for i in range(1, k):
+        word |= high[:, i] << np.uint64(i * h)
+    return np.concatenate([low.reshape(-1), word.view(np.uint8).reshape(groups, 8)[:, :nb].reshape(-1)])
+
+
+def packed_bits(shape, p: int) -> Validator:
+    """A :func:`pack_bits` frame of the shares of exactly ``shape``, unpacked to int64 with every entry in [0, p)
+    (:func:`shares`)."""
+    n = int(np.prod(shape, dtype=np.int64))
+    if int(p) - 1 < 1 << 32:
+        nbytes = share_bytes(p)
+        flat = packed_shares(tuple(shape), p)
+        raw_small = array(np.uint8, (n * nbytes,), what="packed shares")
+        return lambda x: flat(raw_small(x).reshape(n, nbytes))
+    h, k, nb, groups, total = _bit_plan(p, n)
+    raw = array(np.uint8, (total,), what="packed shares")
+    full = shares(tuple(shape), p)
+    mask = np.uint64((1 << h) - 1)
+
+    def check(x):
+        b = raw(x)
+        vals = np.frombuffer(b[:4 * n].tobytes(), dtype="<u4").astype(np.int64)  # the low 32 bits
+        words = np.zeros((groups, 8), dtype=np.uint8)
+        words[:, :nb] = b[4 * n:].reshape(groups, nb)
+        word = words.view("<u8").reshape(groups)
+        high = np.empty((k, groups), dtype="<u8")
+        for i in range(k):
+            np.right_shift(word, np.uint64(i * h), out=high[i])
+        high &= mask
+        high <<= np.uint64(32)
+        vals |= high.T.reshape(-1)[:n].view(np.int64)
+        return full(vals.reshape(tuple(shape)))
+    return check
+
+
 def array(dtype, shape=None, lo=None, hi=None, what: str = "array", finite: bool = True) -> Validator:
     """A numpy array of ``dtype`` (exactly), of ``shape`` (None: any; entries None: any length) and, if given,
     with entries in [lo, hi]; float arrays must be finite unless ``finite`` is False."""

@@ -21,9 +21,11 @@ random r (drawn from the p - dG - 1 points outside the nodes) with probability <
 nodes, U_j(r) is uniform (the blind enters with a non-zero Lagrange coefficient) and P(r) is its function, so the
 opened values are simulated from nothing.
 
-Cost: the prover extends the columns to (d - 1) G more points (a ((d-1)G x (G+1)) by ((G+1) x m) product) and
-evaluates the factors at dG + 1 rows; each verifier makes one (1 x (G+1)) by ((G+1) x m) product; m + 3 values are
-opened.  ``G`` (:data:`ROWS`) trades the prover's work and the error against the blinds and the opening.
+Cost: the prover extends the columns to (d - 1) G more points (a ((d-1)G x (G+1)) by ((G+1) x m) product, in
+float64 where it is exact: :func:`_extend`) and evaluates the gadget there, d/2 + 1 products per digit column and
+point (:func:`_gadget`): about (d - 1)(d/2 + 1) products per grid entry, whatever G; each verifier makes G + 1
+scalar products of m values; m + 3 values are opened.  ``G`` (:data:`ROWS`) trades the extension's float work and
+the error against the blinds and the opening.
 """
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ from sqm.mpc.shares import modarith
 from sqm.mpc.shares.shamir import lagrange_at
 
 ROWS = 16  # G: the polynomials U_j's degree (the nodes 1..G); see the module docstring for the trade-off
-BLOCK = 4096  # columns the prover extends at once (its arrays stay in cache)
+BLOCK = 1024  # columns the prover extends at once (its arrays stay in cache)
 
 
 def proof_length(m: int, d: int, g: int = ROWS) -> int:
@@ -70,28 +72,104 @@ def _extension(g: int, points: int, p: int) -> np.ndarray:
     return np.array([lagrange_at(range(g + 1), g + 1 + i, p) for i in range(points)], dtype=np.int64)
 
 
-def _gadget(U: np.ndarray, polys: np.ndarray, beta, p: int) -> np.ndarray:
-    """sum_j beta_j g_j(U[k, j]) for each row k.  A leading run of columns whose g_j is the digit polynomial
-    prod_{v < d} (u - v) (d even) takes d/2 products: (u - v)(u - (d-1-v)) = w + v (d-1-v) with w = u (u - d + 1)."""
+def _gadget(U: np.ndarray, polys: np.ndarray, beta, p: int, std: int | None = None) -> np.ndarray:
+    """sum_j beta_j g_j(U[k, j]) for each row k (U's entries in [0, 3p) below 2^46, else in [0, p)).  A leading run
+    of ``std`` columns (:func:`_digit_prefix`) whose g_j is the digit polynomial prod_{v < d} (u - v) (d even) takes
+    d/2 products: (u - v)(u - (d-1-v)) = w + v (d-1-v) with w = u (u - d + 1) (for d = 8, 3 in all: with z = w + 6,
+    g = (z^2 + 4z)(z^2 - 36)); below 2^46 the factors enter the products unreduced (:func:`_lazy_mul`)."""
     lin, roots = polys
     d = lin.shape[1]
-    std = _digit_prefix(polys)
-    vals = np.empty(U.shape, dtype=np.int64)
-    if std:
+    std = _digit_prefix(polys) if std is None else std
+    beta = np.asarray(beta, dtype=np.int64)
+    out = np.zeros(U.shape[0], dtype=np.int64)
+    if std and p < 1 << LAZY_BITS:
         u = U[:, :std]
-        w = modarith.mul_mod(u, modarith.sub_mod(u, np.int64((d - 1) % p), p), p)
+        w = _lazy_mul(u, u + np.int64(p - (d - 1)), p)
+        if d == 8 and p < 1 << (LAZY_BITS - 2):  # g = w (w+6)(w+10)(w+12) = (z^2 + 4z)(z^2 - 36), z = w + 6
+            w += 6
+            t = _lazy_mul(w, w, p)
+            w *= 4
+            w += t
+            t += np.int64(p - 36)
+            acc = _lazy_mul(w, t, p)  # below 15p + 24 and 4p: a b / p < 2^50 for p < 2^44
+        else:
+            acc = w
+            for v in range(1, d // 2):
+                acc = _lazy_mul(acc, w + np.int64(v * (d - 1 - v)), p)
+        acc = _lazy_mul(acc, np.broadcast_to(beta[:std], acc.shape), p)
+        run = max(1, (1 << 62) // (3 * p))  # columns summed in int64 before a reduction
+        for s in range(0, std, run):
+            out = (out + acc[:, s:s + run].sum(axis=1)) % p
+    elif std:
+        u = U[:, :std]
+        w = _float_mul(u, u + np.int64(p - (d - 1) % p), p)
         acc = w
         for v in range(1, d // 2):
-            acc = modarith.mul_mod(acc, modarith.add_mod(w, np.int64(v * (d - 1 - v) % p), p), p)
-        vals[:, :std] = acc
-    if std < U.shape[1]:
+            acc = _float_mul(acc, w + np.int64(v * (d - 1 - v) % p), p)
+        out = _weighted_sum(acc, beta[:std], p)
+    if std < U.shape[1] and p < 1 << LAZY_BITS:
         u = U[:, std:]
-        prod = np.ones(u.shape, dtype=np.int64)
-        for i in range(d):
+        part: np.ndarray | None = None
+        for i in _factors(polys, std, p):
+            f = u * lin[None, std:, i] + ((p - roots[None, std:, i]) % p)  # lin u - root, in [0, 2p)
+            part = f if part is None else _lazy_mul(part, f, p)
+        acc = np.broadcast_to(beta[std:], u.shape) if part is None else _lazy_mul(
+            part, np.broadcast_to(beta[std:], u.shape), p)
+        run = max(1, (1 << 62) // (3 * p))
+        for s in range(0, acc.shape[1], run):
+            out = (out + acc[:, s:s + run].sum(axis=1)) % p
+    elif std < U.shape[1]:
+        u = U[:, std:]
+        prod = None
+        for i in _factors(polys, std, p):
             f = modarith.sub_mod(u * lin[None, std:, i], np.broadcast_to(roots[None, std:, i], u.shape), p)
-            prod = f if i == 0 else modarith.mul_mod(prod, f, p)
-        vals[:, std:] = prod
-    return modarith.matmul_mod(vals, np.asarray(beta, dtype=np.int64), p)
+            prod = f if prod is None else modarith.mul_mod(prod, f, p)
+        if prod is None:
+            prod = np.ones(u.shape, dtype=np.int64)
+        out = modarith.add_mod(out, _weighted_sum(prod, beta[std:], p), p)
+    return out
+
+
+LAZY_BITS = 46  # below 2^46 the digit gadget's products stay unreduced in [0, 3p) (:func:`_lazy_mul`)
+
+
+def _lazy_mul(a: np.ndarray, b: np.ndarray, p: int) -> np.ndarray:
+    """a b mod p, up to a multiple of p: a value in [0, 3p), for non-negative a, b below 2^53 with a b / p < 2^50.
+    q = trunc(float(a) b (1/p)) (three roundings of relative error 2^-53: off from a b / p by less than 1/2, so
+    by at most one from its floor), r = a b - q p in wrapping int64 (exact: the true value lies in [-p, 2p)),
+    returned plus p.  Three and nine times p keep the products of the digit gadget below 2^50 p for p < 2^46."""
+    q = a.astype(np.float64)
+    np.multiply(q, b, out=q)
+    q *= 1.0 / p
+    qi = q.astype(np.int64)
+    qi *= np.int64(p)
+    with np.errstate(over="ignore"):
+        r = np.multiply(a, b)
+        r -= qi
+    r += np.int64(p)
+    return r
+
+
+def _float_mul(a: np.ndarray, b: np.ndarray, p: int) -> np.ndarray:
+    """a b mod p for a, b in [0, 2p) (:func:`sqm.mpc.shares.modarith.mul_mod`'s float64 quotient where it is
+    exact, a b / p < 2^50; else reduced first)."""
+    if int(p).bit_length() <= modarith.FLOAT_QUOTIENT_BITS - 1:
+        return modarith._float_product(a, b, p)
+    return modarith.mul_mod(a % p, b % p, p)
+
+
+def _weighted_sum(vals: np.ndarray, beta: np.ndarray, p: int) -> np.ndarray:
+    """sum_j beta_j vals[k, j] mod p per row k: the products reduced, summed in int64 in runs short enough not to
+    overflow (each below p < 2^62 / run), then reduced."""
+    if vals.shape[1] == 0:
+        return np.zeros(vals.shape[0], dtype=np.int64)
+    if int(p).bit_length() > modarith.FLOAT_QUOTIENT_BITS:
+        return modarith.matmul_mod(vals, beta, p)
+    prod = modarith._float_product(vals, beta[None, :], p)
+    run = max(1, ((1 << 62) // p))
+    if prod.shape[1] <= run:
+        return prod.sum(axis=1) % p
+    return modarith.sum_mod(prod, 1, p)
 
 
 def _digit_prefix(polys: np.ndarray) -> int:
@@ -104,74 +182,154 @@ def _digit_prefix(polys: np.ndarray) -> int:
     return m if ok.all() else int(np.argmin(ok))
 
 
-def prove(Y, polys, beta, p: int, rng: np.random.Generator) -> np.ndarray:
+def prove(Y, polys, beta, p: int, blinds) -> np.ndarray:
     """The proof (a, P(0..dG)) for the grid ``Y`` (G x m field elements), the columns' polynomials ``polys``
-    (:func:`column_polys`) and weights ``beta``; ``rng`` draws the blinds."""
+    (:func:`column_polys`) and weights ``beta``; ``blinds``: the m blinds a (uniform field elements), or a
+    generator that draws them."""
     Y = np.asarray(Y, dtype=np.int64)
     g, m = Y.shape
     d = degree(polys)
-    U = np.empty((g + 1, m), dtype=np.int64)
-    U[0] = rng.integers(0, p, size=m, dtype=np.int64)
-    U[1:] = Y
+    if isinstance(blinds, np.random.Generator):
+        blinds = blinds.integers(0, p, size=m, dtype=np.int64)
+    a = np.asarray(blinds, dtype=np.int64)
+    if a.shape != (m,):
+        raise UsageError(f"a {g} x {m} grid takes {m} blinds, got {a.shape}")
     beta = np.asarray(beta, dtype=np.int64)
+    std = _digit_prefix(polys)
     E = _extension(g, (d - 1) * g, p)
-    head = np.zeros(g + 1, dtype=np.int64)  # P(0..G)
-    tail = np.zeros((d - 1) * g, dtype=np.int64)  # P(G+1..dG), over blocks of columns (the products stay in cache)
-    for s in range(0, m, BLOCK):
+    head = np.zeros(1, dtype=np.int64)  # P(0), from the blinds
+    nodes = np.zeros(g, dtype=np.int64)  # P(1..G), from small integers when they are
+    tail = np.zeros((d - 1) * g, dtype=np.int64)  # P(G+1..dG)
+    for s in range(0, m, BLOCK):  # blocks of columns: the products stay in cache
         cols = slice(s, s + BLOCK)
-        part = polys[:, cols]
-        at_nodes = _gadget_small(Y[:, cols], part, beta[cols], p)  # P(1..G), from small integers when they are
-        if at_nodes is None:
-            head = modarith.add_mod(head, _gadget(U[:, cols], part, beta[cols], p), p)
-        else:
-            head = modarith.add_mod(head, np.concatenate([_gadget(U[:1, cols], part, beta[cols], p), at_nodes]), p)
+        part, b, k = polys[:, cols], beta[cols], max(0, min(std - s, BLOCK))
+        y = np.ascontiguousarray(Y[:, cols])
+        signed = _signed(y, p)
+        head = modarith.add_mod(head, _gadget(a[None, cols], part, b, p, k), p)
+        at_nodes = _gadget_small(signed, part, b, p, k)
+        nodes = modarith.add_mod(nodes, _gadget(y, part, b, p, k) if at_nodes is None else at_nodes, p)
         if E.size:
-            ext = _extend(E, U[:, cols], Y[:, cols], p)
-            tail = modarith.add_mod(tail, _gadget(ext, part, beta[cols], p), p)
-    return np.concatenate([U[0], head, tail])
+            tail = modarith.add_mod(tail, _gadget(_extend(E, a[cols], y, p, signed, lazy=True), part, b, p, k), p)
+    return np.concatenate([a, head, nodes, tail])
 
 
-def _gadget_small(y: np.ndarray, polys: np.ndarray, beta, p: int) -> np.ndarray | None:
-    """:func:`_gadget` at the nodes, where the grid holds small signed integers (digits, quantized values): each
-    g_j(y) in exact int64 arithmetic (None when the factors' product could reach 2^62), reduced mod p once."""
+def _signed(y: np.ndarray, p: int) -> np.ndarray:
+    """The signed representatives (in (-p/2, p/2]) of field elements."""
+    return np.where(y > p // 2, y - p, y)
+
+
+def _gadget_small(signed: np.ndarray, polys: np.ndarray, beta, p: int, std: int | None = None) -> np.ndarray | None:
+    """:func:`_gadget` at the nodes, where the grid holds small signed integers (``signed``: digits, quantized
+    values, as signed representatives): the digit polynomial's pairs in exact int64 (below (d/2 + |u|)^d), every
+    other factor multiplied in and reduced one at a time (|acc| < p, |factor| < 2^63 / p); None where a bound
+    fails."""
     lin, roots = polys
-    signed = np.where(y > p // 2, y - p, y)
     rs = np.where(roots > p // 2, roots - p, roots)
-    big = (int(np.abs(signed).max()) if signed.size else 0) + (int(np.abs(rs).max()) if rs.size else 0)
-    if big ** lin.shape[1] >= 1 << 62:
-        return None
-    prod = np.ones(signed.shape, dtype=np.int64)
-    for i in range(lin.shape[1]):
-        prod *= signed * lin[None, :, i] - rs[None, :, i]
-    return modarith.matmul_mod(prod % p, np.asarray(beta, dtype=np.int64), p)
+    std = _digit_prefix(polys) if std is None else std
+    d = lin.shape[1]
+    prod = np.empty(signed.shape, dtype=np.int64)
+    if std:
+        u = signed[:, :std]
+        big = int(np.abs(u).max()) if u.size else 0
+        if (big + d) ** d >= 1 << 62:
+            return None
+        w = u * (u - (d - 1))
+        acc = w
+        for v in range(1, d // 2):
+            acc = acc * (w + v * (d - 1 - v))
+        prod[:, :std] = acc % p
+    if std < signed.shape[1]:
+        u = signed[:, std:]
+        big = (int(np.abs(u).max()) if u.size else 0) + (int(np.abs(rs[std:]).max()) if rs[std:].size else 0)
+        if big * p >= 1 << 62:
+            return None
+        acc = np.ones(u.shape, dtype=np.int64)
+        for i in _factors(polys, std, p):
+            acc = acc * (u * lin[None, std:, i] - rs[None, std:, i]) % p
+        prod[:, std:] = acc
+    return _weighted_sum(prod, np.asarray(beta, dtype=np.int64), p)
+
+
+def _factors(polys: np.ndarray, start: int, p: int) -> list[int]:
+    """The factors i (lin u - root) of the columns from ``start`` on that are not the constant 1 (lin 0, root
+    -1) in every one of them."""
+    lin, roots = polys
+    return [i for i in range(lin.shape[1]) if lin[start:, i].any() or (roots[start:, i] != p - 1).any()]
 
 
 SPLIT = 23  # below 2^46, E's entries are cut at this bit for the extension's exact float products
+BLIND_LIMB = 16  # the blinds enter the float products as limbs of this many bits
 
 
-def _extend(E: np.ndarray, U: np.ndarray, y: np.ndarray, p: int) -> np.ndarray:
-    """E @ U mod p for U = (blinds; y): the blinds' row times E's first column, plus E's other columns times the
-    grid y read as signed integers (digits and quantized values are small).
+@functools.lru_cache(maxsize=16)
+def _extension_split(g: int, points: int, p: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """E's float halves for :func:`_extend`, with the blinds' column repeated per limb (times 2^(16 i) mod p):
+    (H, L, limbs) with E' = H 2^23 + L."""
+    E = _extension(g, points, p)
+    limbs = -(-int(p - 1).bit_length() // BLIND_LIMB)
+    cols = [E[:, :1] * 1 if i == 0 else modarith.scalar_mul_mod(E[:, :1], (1 << (BLIND_LIMB * i)) % p, p)
+            for i in range(limbs)]
+    Ep = np.hstack(cols + [E[:, 1:]])
+    H = (Ep >> SPLIT).astype(np.float64)
+    L = (Ep & ((1 << SPLIT) - 1)).astype(np.float64)
+    H.flags.writeable = L.flags.writeable = False
+    return H, L, limbs
 
-    With E = H 2^23 + L (:data:`SPLIT`, p < 2^46) and |y| G 2^23 < 2^53, H @ y and L @ y are exact float64
-    integers; q = floor((H @ y) 2^23 / p + (L @ y) / p) in float64 is off by at most one (V / p is far below
-    2^50), so r = (H @ y) 2^23 + L @ y - q p in wrapping int64 is the exact residue, in [-p, 2p), corrected once
-    each way.  Otherwise :func:`sqm.mpc.shares.modarith.matmul_small_mod` (limbs of E, Horner's rule mod p)."""
-    signed = np.where(y > p // 2, y - p, y)
+
+def _extend(E: np.ndarray, a: np.ndarray, y: np.ndarray, p: int, signed: np.ndarray | None = None,
+            lazy: bool = False) -> np.ndarray:
+    """E @ U mod p for U = (a; y), the blinds ``a`` over the grid ``y`` (G x m): in two exact float64 products
+    when p < 2^46 and the grid holds small signed integers (``signed``: its signed representatives).
+
+    The blinds enter as limbs of 16 bits (rows a_i, E's first column times 2^(16 i) mod p).  With E' = H 2^23 + L
+    (:data:`SPLIT`) and every entry of U' below 2^16 with G + 3 rows, H @ U' and L @ U' are exact float64 integers
+    (below 2^23 2^16 2^6 < 2^53); q = floor((H @ U') 2^23 / p + (L @ U') / p) in float64 is off by at most one
+    (V / p is far below 2^50), so r = (H @ U') 2^23 + L @ U' - q p in wrapping int64 is the exact residue, in
+    [-p, 2p), corrected once each way (or, ``lazy``, moved to [0, 3p)). Otherwise the field product
+    (:func:`sqm.mpc.shares.modarith.matmul_mod` for the blinds, :func:`sqm.mpc.shares.modarith.matmul_small_mod` for the
+    grid)."""
+    g = y.shape[0]
+    signed = _signed(y, p) if signed is None else signed
     big = int(np.abs(signed).max()) if signed.size else 0
-    if p >= 1 << (2 * SPLIT) or max(big, 1) * y.shape[0] >= 1 << (53 - SPLIT):
+    H, L, limbs = _extension_split(g, E.shape[0], p)
+    if p >= 1 << (2 * SPLIT) or max(big, (1 << BLIND_LIMB) - 1) * (g + limbs) >= 1 << (53 - SPLIT):
         rest = modarith.matmul_small_mod(E[:, 1:], signed, p)
-    else:
-        En = E[:, 1:]
-        yf = signed.astype(np.float64)
-        hi = (En >> SPLIT).astype(np.float64) @ yf
-        lo = (En & ((1 << SPLIT) - 1)).astype(np.float64) @ yf
-        q = np.floor(hi * ((1 << SPLIT) / p) + lo * (1.0 / p)).astype(np.int64)
-        with np.errstate(over="ignore"):
-            rest = (hi.astype(np.int64) << SPLIT) + lo.astype(np.int64) - q * np.int64(p)
-        rest += p * (rest < 0)
-        rest -= p * (rest >= p)
-    return modarith.add_mod(rest, modarith.mul_mod(E[:, :1], U[:1], p), p)
+        return modarith.add_mod(rest, modarith.mul_mod(E[:, :1], a[None, :], p), p)
+    Uf = np.empty((limbs + g, y.shape[1]), dtype=np.float64)
+    for i in range(limbs):
+        Uf[i] = (a >> (BLIND_LIMB * i)) & ((1 << BLIND_LIMB) - 1)
+    Uf[limbs:] = signed
+    hi = H @ Uf
+    lo = L @ Uf
+    q = np.floor(hi * ((1 << SPLIT) / p) + lo * (1.0 / p)).astype(np.int64)
+    with np.errstate(over="ignore"):
+        rest = hi.astype(np.int64) * np.int64(1 << SPLIT) + lo.astype(np.int64) - q * np.int64(p)
+    if lazy:  # for the gadget (:func:`_gadget`): in [0, 3p), not corrected
+        rest += np.int64(p)
+        return rest
+    rest += p * (rest < 0)
+    rest -= p * (rest >= p)
+    return rest
+
+
+def _lagrange_nodes(n: int, x: int, p: int) -> list[int]:
+    """:func:`sqm.mpc.shares.shamir.lagrange_at` for the nodes 0..n-1 at x (not a node), in O(n):
+    l_i = prod_{j != i} (x - j) / (i! (n-1-i)! (-1)^(n-1-i)), from prefix and suffix products."""
+    x %= p
+    pre, suf = [1] * (n + 1), [1] * (n + 1)
+    for i in range(n):
+        pre[i + 1] = pre[i] * (x - i) % p
+        suf[n - 1 - i] = suf[n - i] * (x - (n - 1 - i)) % p
+    fact = [1] * n
+    for i in range(1, n):
+        fact[i] = fact[i - 1] * i % p
+    out = []
+    for i in range(n):
+        den = fact[i] * fact[n - 1 - i] % p
+        if (n - 1 - i) % 2:
+            den = p - den
+        out.append(pre[i] * suf[i + 1] % p * pow(den, -1, p) % p)
+    return out
 
 
 def draw_point(rng: np.random.Generator, p: int, d: int, g: int = ROWS) -> int:
@@ -188,13 +346,24 @@ def query(Y, proof, alpha, r: int, p: int, d: int) -> np.ndarray:
     if proof.shape != (proof_length(m, d, g),):
         raise UsageError(f"a proof for a {g} x {m} grid has {proof_length(m, d, g)} entries, got {proof.shape}")
     a, pv = proof[:m], proof[m:]
-    lu = lagrange_at(range(g + 1), r, p)
-    ur = modarith.add_mod(modarith.scalar_mul_mod(a, lu[0], p),
-                          modarith.matmul_mod(np.array([lu[1:]], dtype=np.int64), Y, p)[0], p)
-    lp = np.array(lagrange_at(range(d * g + 1), r, p), dtype=np.int64)
+    lu = _lagrange_nodes(g + 1, r, p)
+    ur = _combine(a, Y, lu, p)
+    lp = np.array(_lagrange_nodes(d * g + 1, r, p), dtype=np.int64)
     pr = modarith.sum_mod(modarith.mul_mod(lp, pv, p), 0, p)
     total = modarith.sum_mod(modarith.mul_mod(np.asarray(alpha, dtype=np.int64), pv[1:g + 1], p), 0, p)
     return np.concatenate([np.array([total, pr], dtype=np.int64), ur])
+
+
+def _combine(a: np.ndarray, Y: np.ndarray, coef, p: int) -> np.ndarray:
+    """(coef_0 a + sum_k coef_{k+1} Y[k]) mod p: each term reduced (below p), G + 1 of them summed in int64
+    (below 2^63 for p < 2^58), reduced once."""
+    if (Y.shape[0] + 1) * p >= 1 << 63:
+        return modarith.add_mod(modarith.scalar_mul_mod(a, coef[0], p),
+                                modarith.matmul_mod(np.array([coef[1:]], dtype=np.int64), Y, p)[0], p)
+    acc = modarith.scalar_mul_mod(a, coef[0], p)
+    for k in range(Y.shape[0]):
+        acc += modarith.scalar_mul_mod(Y[k], coef[k + 1], p)
+    return acc % p
 
 
 def decide(opened, polys, beta, p: int) -> bool:

@@ -2,30 +2,31 @@
 shared lies in its declared range [lo_j, hi_j] and that each record's squared norm over each declared column group
 is within the group's limit.  A client whose proof fails is named and nothing is opened.
 
-**What the client shares (its witness, :func:`witness`), per chunk, instead of its block x:** the base-4 digits of
-x_ij - lo_j (:func:`encode_range`: K_j digits, K_j the fewest with 4^K_j > hi_j - lo_j; the top digit takes one of
-4 values chosen so that the sums are exactly the integers 0..hi_j - lo_j, :func:`digit_roots`), and per record and
-group g its squared norm s_ig and the digits of L_g - s_ig in [0, L_g].  Then, after joint randomness no single
-party controls (each party commits to a seed with the witness, then reveals it: :meth:`InputProofs._reveal`), the
-parties check on shares:
+**What the client shares (its witness, :func:`witness`), per chunk, instead of its block x:** the base-8 digits
+of x_ij - lo_j (:func:`encode_range`: K_j digits, K_j the fewest with 8^K_j > hi_j - lo_j; the top digit takes one
+of at most 8 values chosen so that the sums are exactly the integers 0..hi_j - lo_j, :func:`digit_roots`), and per
+record and group g its squared norm s_ig and the digits of L_g - s_ig in [0, L_g].  Then, after joint randomness
+no single party controls (each party commits to a seed with the witness, then reveals it:
+:meth:`InputProofs._reveal`), the parties check on shares:
 
 - **values**: the client's input shares are its witness's, x_ij = lo_j + sum_k w_jk d_ijk on shares
   (:func:`values`), so the values computed on are the digits' by construction;
 - **slack relations**, by one random combination opened (:func:`linear_check`):
   sum lambda_ig (L_g - s_ig - sum_k w_gk e_igk) = 0;
 - **digits and norms**, one statement with weights from the coins (alpha per node, beta per digit column, gamma per
-  record and group): sum alpha beta prod_{v in D}(d - v) over every digit (D its 4 allowed values) plus
+  record and group): sum alpha beta prod_{v in D}(d - v) over every digit (D its allowed values, at most 8) plus
   sum alpha gamma (sum_{j in g} x_ij^2 - s_ig) over every record and group = 0, a bilinear form in the weights that
   is zero for every draw only if every digit is one of its allowed values and every s is its record's norm
   (:func:`grid` lays the digits and values out), proved by the client with a fully linear proof
-  (:mod:`sqm.mpc.protocols.flp`, polynomials of degree 4) shared after the coins and checked at a point drawn after
-  the proof.
+  (:mod:`sqm.mpc.protocols.flp`, polynomials of degree 8) shared after the coins and checked at a point drawn after
+  the proof.  The proof's blinds (one per column of the grid) are drawn from seeds the client sends the t + 1
+  lowest other parties (:func:`blind_shares`): uniform and unknown to any t of them, and no shares to send.
 
 Every opened value is a linear combination of degree-t sharings (an opening reveals its value alone), and each client's
 values are opened by and to the parties other than that client, so the client cannot bend its own verdict.
 
 **Soundness** (a deviating client, the other parties following the protocol): a false statement passes a chunk's
-check with probability at most 1/p (slack relations) + 2/p (the bilinear combination, Schwartz-Zippel) + 4G/(p - 4G - 1)
+check with probability at most 1/p (slack relations) + 2/p (the bilinear combination, Schwartz-Zippel) + 8G/(p - 8G - 1)
 (the proof's identity, :func:`sqm.mpc.protocols.flp.error_bound`; :func:`soundness_error`).  **No wrap-around:**
 digits in their sets and x - lo = sum w d in F_p give an integer in [lo, hi] when hi - lo < p; then
 sum_{j in g} x_ij^2 < p and L_g < p make L_g - s = sum w e an integer inequality (:func:`needed_bound`, what the
@@ -84,11 +85,13 @@ def needed_bound(claims) -> int:
     return max((c.needed_bound() for c in claims), default=0)
 
 
-BASE = 4  # the digits' base: the proof's polynomials have this degree (one factor per allowed digit value)
+BASE = 8  # the digits' base: the proof's polynomials have this degree (one factor per allowed digit value); 8
+# against 4: 5 digits instead of 7 for a 13-bit range (the bytes), for 7 extension points of d/2 + 1 products per
+# digit instead of 3 of 3 (the prover's time, :mod:`sqm.mpc.protocols.flp`)
 
 
 def digit_count(width: int) -> int:
-    """K: the fewest base-4 digits whose top one (:func:`digit_roots`) reaches ``width`` (0 for width 0)."""
+    """K: the fewest base-8 digits whose top one (:func:`digit_roots`) reaches ``width`` (0 for width 0)."""
     width = int(width)
     if width < 0:
         raise UsageError(f"a range has width >= 0, got {width}")
@@ -99,15 +102,15 @@ def digit_count(width: int) -> int:
 
 
 def range_weights(width: int) -> np.ndarray:
-    """Weights of the K digits: 1, 4, .., 4^(K-2) and 1 for the top digit (which holds its value, a multiple of
+    """Weights of the K digits: 1, 8, .., 8^(K-2) and 1 for the top digit (which holds its value, a multiple of
     nothing: one of :func:`digit_roots`'s last row)."""
     k = digit_count(width)
     return np.array([BASE ** i for i in range(k - 1)] + [1] * (k > 0), dtype=np.int64)
 
 
 def digit_roots(width: int) -> np.ndarray:
-    """The allowed values of each digit (K x 4): 0..3 for the low ones; for the top one
-    min(i R, width - R + 1), i = 0..3, R = 4^(K-1), so that (low digits reach 0..R-1, consecutive top values differ
+    """The allowed values of each digit (K x 8): 0..7 for the low ones; for the top one
+    min(i R, width - R + 1), i = 0..7, R = 8^(K-1), so that (low digits reach 0..R-1, consecutive top values differ
     by at most R) the sums are exactly the integers 0..width."""
     k = digit_count(width)
     if k == 0:
@@ -243,17 +246,21 @@ def grid(X, W, claim: Claim, co, p: int, g: int = flp.ROWS) -> tuple[np.ndarray,
     shares out: every step is linear."""
     rows = X.shape[0]
     padded, m_dig, m_x = layout(rows, claim, g)
-    dig_x, s, dig_s, _, _ = _split(W, claim)
+    _, s, _, col, _ = _split(W, claim)
+    kx, ng = sum(col), len(claim.groups)
     cols = [j for c, _ in claim.groups for j in c]
-    dig = np.zeros((padded, dig_x.shape[1] + dig_s.shape[1]), dtype=np.int64)
-    dig[:rows, :dig_x.shape[1]] = dig_x
-    dig[:rows, dig_x.shape[1]:] = dig_s
-    vals = np.zeros((padded, len(cols)), dtype=np.int64)
-    vals[:rows] = X[:, cols]
     low, top = _digit_order(claim)
     per = padded // g
-    Y = np.hstack([dig[:, low].reshape(g, per * len(low)), dig[:, top].reshape(g, per * len(top)),
-                   vals.reshape(g, m_x)])
+    wcol = [c if c < kx else c + ng for c in range(kx + sum(claim.widths[1]))]  # digit column -> witness column
+    Y = np.empty((g, m_dig + m_x), dtype=np.int64)
+    off = 0
+    for src, idx in ((W, [wcol[c] for c in low]), (W, [wcol[c] for c in top]), (X, cols)):
+        view = Y[:, off:off + per * len(idx)].reshape(g, per, len(idx))  # node k: records k per .. (k + 1) per - 1
+        for k in range(g):
+            n = max(0, min(per, rows - k * per))
+            view[k, :n] = src[k * per:k * per + n][:, idx]
+            view[k, n:] = 0
+        off += per * len(idx)
     polys, beta = weights(rows, claim, co, p, g)
     z = 0
     if claim.groups:
@@ -287,11 +294,14 @@ def polys(rows: int, claim: Claim, p: int, g: int = flp.ROWS) -> np.ndarray:
     else:
         per = padded // g
         low, _ = _digit_order(claim)
-        top = np.array([digit_roots(w)[-1] for w in _widths(claim) + [lim for _, lim in claim.groups] if w > 0],
-                       dtype=np.int64).reshape(-1, BASE)
-        square_lin = np.array([1, 1] + [0] * (BASE - 2), np.int64)
-        square_roots = np.array([0, 0] + [-1] * (BASE - 2), np.int64)
-        lin = np.vstack([np.ones((m_dig, BASE), np.int64), np.tile(square_lin, (m_x, 1))])
+        one = np.array([0, -1])  # the factor 0 u - (-1) = 1: a top digit's repeated allowed values, the square's pad
+        tops = [_distinct(digit_roots(w)[-1]) for w in _widths(claim) + [lim for _, lim in claim.groups] if w > 0]
+        top_lin = np.array([[1] * len(t) + [0] * (BASE - len(t)) for t in tops], np.int64).reshape(-1, BASE)
+        top = np.array([t + [one[1]] * (BASE - len(t)) for t in tops], np.int64).reshape(-1, BASE)
+        square_lin = np.array([1, 1] + [one[0]] * (BASE - 2), np.int64)
+        square_roots = np.array([0, 0] + [one[1]] * (BASE - 2), np.int64)
+        lin = np.vstack([np.ones((per * len(low), BASE), np.int64), np.tile(top_lin, (per, 1)),
+                         np.tile(square_lin, (m_x, 1))])
         allr = np.vstack([np.tile(np.arange(BASE, dtype=np.int64), (per * len(low), 1)), np.tile(top, (per, 1)),
                           np.tile(square_roots, (m_x, 1))])
         out = flp.column_polys(lin, allr, p)
@@ -299,8 +309,13 @@ def polys(rows: int, claim: Claim, p: int, g: int = flp.ROWS) -> np.ndarray:
     return out
 
 
+def _distinct(values) -> list[int]:
+    """A top digit's allowed values, each once (its polynomial's zeros: the same set, fewer factors)."""
+    return list(dict.fromkeys(int(v) for v in values))
+
+
 def _digit_order(claim: Claim) -> tuple[list[int], list[int]]:
-    """The witness's digit columns (values' then slacks') split into the low digits (allowed values 0..3) and the
+    """The witness's digit columns (values' then slacks') split into the low digits (allowed values 0..7) and the
     top ones, in order: the grid lays each part out on its own (the low digits first, one polynomial for all)."""
     col, grp = claim.widths
     low, top, off = [], [], 0
@@ -351,23 +366,49 @@ def seeded_shares(secret, client: int, M: int, t: int, p: int) -> dict[int, obje
     return out
 
 
+def blind_shares(client: int, M: int, t: int, m: int, p: int) -> tuple[np.ndarray, dict[int, object]]:
+    """``client``'s proof blinds (m uniform field elements) and their degree-t sharing for every other party: a
+    32-byte seed to each of the t + 1 lowest others (their shares are its AES-CTR stream, :func:`expand`, and the
+    blinds the polynomial through them at 0: uniform, unknown to any t of them), the shares that polynomial gives
+    to the rest."""
+    free = seeded(client, M, t + 1)
+    seeds = {j: fresh_bytes(32) for j in free}
+    vals = [expand(seeds[j], (m,), p) for j in free]
+    xs = [j + 1 for j in free]
+    out: dict[int, object] = dict(seeds)
+    for j in range(M):
+        if j != client and j not in free:
+            out[j] = _through(vals, xs, j + 1, p)
+    return _through(vals, xs, 0, p), out
+
+
+def _through(vals, xs, at: int, p: int) -> np.ndarray:
+    """The polynomial of degree len(xs) - 1 through (xs[i], vals[i]) at ``at``."""
+    acc = np.zeros_like(vals[0])
+    for c, v in zip(shamir.lagrange_at(xs, at, p), vals, strict=True):
+        acc = modarith.add_mod(acc, modarith.scalar_mul_mod(v, c, p), p)
+    return acc
+
+
 def expand(seed: bytes, shape, p: int) -> np.ndarray:
     """A seeded party's share: uniform field elements from the seed's AES-CTR stream."""
     return secure_generator(int.from_bytes(seed, "little")).integers(0, p, size=shape, dtype=np.int64)
 
 
-def _received(got, client: int, ctx, shape, p: int) -> np.ndarray:
-    """This party's share of ``client``'s array: expanded from its seed, or as sent."""
-    return expand(got, shape, p) if ctx.pid in seeded(client, ctx.M, ctx.t) else got
+def _received(got, client: int, ctx, shape, p: int, seeded_parties: int | None = None) -> np.ndarray:
+    """This party's share of ``client``'s array: expanded from its seed (the ``seeded_parties`` lowest others get
+    one, t unless given), or as sent."""
+    free = seeded(client, ctx.M, ctx.t if seeded_parties is None else seeded_parties)
+    return expand(got, shape, p) if ctx.pid in free else got
 
 
 def _expected(client: int, ctx, shape, p: int):
-    return wire.digest(32) if ctx.pid in seeded(client, ctx.M, ctx.t) else wire.packed_shares(shape, p)
+    return wire.digest(32) if ctx.pid in seeded(client, ctx.M, ctx.t) else wire.packed_bits(shape, p)
 
 
 def _packed(out: dict, p: int) -> dict:
-    """A sharing for sending: the seeds as they are, the shares packed (:func:`sqm.mpc.net.wire.pack_shares`)."""
-    return {j: v if isinstance(v, bytes) else wire.pack_shares(v, p) for j, v in out.items()}
+    """A sharing for sending: the seeds as they are, the shares packed (:func:`sqm.mpc.net.wire.pack_bits`)."""
+    return {j: v if isinstance(v, bytes) else wire.pack_bits(v, p) for j, v in out.items()}
 
 
 class InputProofs:
@@ -430,18 +471,28 @@ class InputProofs:
         co = {c: coins(seed1, c, rows, self._claim(c), p) for c in ctx.clients}
         # 3. each client's proof of its digits and norms
         proofs_out: dict[int, object] = {j: None for j in range(ctx.M)}
+        cols = {c: max(1, sum(layout(rows, self._claim(c))[1:])) for c in ctx.clients}  # the grid's columns
         if not ctx.is_server:
             x = from_signed(np.asarray(block, dtype=np.int64), p)
             Y, polys, beta, _ = grid(x, mine_w, self._claim(ctx.pid), co[ctx.pid], p)
-            sh = seeded_shares(flp.prove(Y, polys, beta, p, ctx.rng), ctx.pid, ctx.M, ctx.t, p)
+            blinds, bl = blind_shares(ctx.pid, ctx.M, ctx.t, cols[ctx.pid], p)
+            proof = flp.prove(Y, polys, beta, p, blinds)
+            sh = seeded_shares(proof[cols[ctx.pid]:], ctx.pid, ctx.M, ctx.t, p)
             del sh[ctx.pid]  # its own share of its proof: not needed
-            proofs_out.update(_packed(sh, p))
+            sh, bl = _packed(sh, p), _packed(bl, p)
+            proofs_out.update({j: [sh[j], bl[j]] for j in sh})
         expect = {0: wire.nothing}
-        lengths = {c: flp.proof_length(max(1, sum(layout(rows, self._claim(c))[1:])), BASE) for c in ctx.clients}
+        tail = flp.proof_length(0, BASE)  # the proof's values P(0..dG), after the blinds
         for c in ctx.clients:
-            expect[c] = wire.nothing if c == ctx.pid else _expected(c, ctx, (lengths[c],), p)
+            expect[c] = wire.nothing if c == ctx.pid else wire.list_of(
+                [_expected(c, ctx, (tail,), p),
+                 wire.digest(32) if ctx.pid in seeded(c, ctx.M, ctx.t + 1) else wire.packed_bits((cols[c],), p)],
+                "input proof")
         got = await self._exchange(proofs_out, expect, "input proof: proof")
-        got = {c: _received(got[c], c, ctx, (lengths[c],), p) for c in ctx.clients if c != ctx.pid}
+        got = {c: np.concatenate([_received(got[c][1], c, ctx, (cols[c],), p, ctx.t + 1),
+                                  _received(got[c][0], c, ctx, (tail,), p)])
+               for c in ctx.clients if c != ctx.pid}
+        lengths = {c: cols[c] + tail for c in ctx.clients}
         ctx.phase("input proof: proof")
         # 4. reveal the second seeds: the query point; 5. open each client's checks among the others
         seed2 = await self._reveal(seeds[1], commits, 1, "input proof: query point")
@@ -460,9 +511,9 @@ class InputProofs:
         empty = np.zeros(0, dtype=np.int64)
         # a client's checks go to the parties that verify it (not to itself): party i hears from j those of the
         # clients other than i and j
-        out_q = {i: [wire.pack_shares(empty if c == i else mine_q.get(c, empty), p) for c in ctx.clients]
+        out_q = {i: [wire.pack_bits(empty if c == i else mine_q.get(c, empty), p) for c in ctx.clients]
                  for i in range(ctx.M)}
-        expect = {j: wire.list_of([wire.packed_shares((0 if c in (j, ctx.pid) else sizes[c],), p)
+        expect = {j: wire.list_of([wire.packed_bits((0 if c in (j, ctx.pid) else sizes[c],), p)
                                    for c in ctx.clients],
                                   "input proof checks") for j in range(ctx.M)}
         got = await self._exchange(out_q, expect, "input proof: check")

@@ -1,0 +1,102 @@
+"""The fully linear proof's prover and verifier against their definitions in exact Python integers: the proof is
+(a, P(0..dG)) with P = sum_j beta_j g_j(U_j), U_j through the blind a_j at 0 and the grid's column at 1..G."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sqm.mpc.protocols import flp
+from sqm.mpc.shares.field import prime_below
+from sqm.mpc.shares.shamir import lagrange_at
+
+
+def _reference(Y, polys, beta, a, p: int) -> list[int]:
+    """The proof from its definition, one Python integer at a time."""
+    g, m = Y.shape
+    lin, roots = polys
+    d = lin.shape[1]
+    out = [int(v) for v in a]
+    for x in range(d * g + 1):
+        lu = lagrange_at(range(g + 1), x, p)
+        total = 0
+        for j in range(m):
+            u = (lu[0] * int(a[j]) + sum(lu[k + 1] * int(Y[k, j]) for k in range(g))) % p
+            val = 1
+            for i in range(d):
+                val = val * (int(lin[j, i]) * u - int(roots[j, i])) % p
+            total += int(beta[j]) * val
+        out.append(total % p)
+    return out
+
+
+def _instance(p: int, d: int, m_digits: int, m_square: int, spread: int, seed: int):
+    """A grid whose first ``m_digits`` columns are digits in 0..d-1 (the digit polynomial), the next ones values
+    up to ``spread`` in size (the square, padded with linear factors), the last one a top digit (roots of its
+    own); weights and blinds uniform."""
+    rng = np.random.default_rng(seed)
+    g = flp.ROWS
+    top = [0, 7, 11] + [11] * (d - 3)
+    Y = np.hstack([rng.integers(0, d, size=(g, m_digits)), rng.integers(-spread, spread + 1, size=(g, m_square)),
+                   rng.choice(top, size=(g, 1))]) % p
+    lin = np.vstack([np.ones((m_digits, d), np.int64), np.tile([1, 1] + [0] * (d - 2), (m_square, 1)),
+                     np.ones((1, d), np.int64)])
+    roots = np.vstack([np.tile(np.arange(d), (m_digits, 1)), np.tile([0, 0] + [-1] * (d - 2), (m_square, 1)),
+                       np.array([top])])
+    polys = flp.column_polys(lin, roots, p)
+    m = Y.shape[1]
+    return Y, polys, rng.integers(0, p, size=m), rng.integers(0, p, size=m)
+
+
+@pytest.mark.parametrize("bits,d,spread", [(39, 4, 3000), (42, 8, 5000), (45, 8, 3000), (46, 4, 1 << 20),
+                                           (49, 16, 200), (61, 4, 3000), (31, 4, 100)])
+def test_the_proof_is_its_definition(bits, d, spread):
+    """Every path (float products with the blinds in limbs below 2^46, lazy reductions there, the degree-8 digit
+    gadget's three products below 2^44, the field products above; small-integer nodes or not) gives the
+    definition's proof, bit for bit."""
+    p = prime_below(bits)
+    Y, polys, beta, a = _instance(p, d, 9, 4, spread, bits)
+    got = flp.prove(Y, polys, beta, p, a)
+    assert [int(v) for v in got] == _reference(Y, polys, beta, a, p)
+
+
+def test_the_blocks_of_columns_never_change_the_proof(monkeypatch):
+    p = prime_below(40)
+    Y, polys, beta, a = _instance(p, 4, 11, 3, 3000, 5)
+    whole = flp.prove(Y, polys, beta, p, a)
+    monkeypatch.setattr(flp, "BLOCK", 4)
+    assert np.array_equal(flp.prove(Y, polys, beta, p, a), whole)
+
+
+@pytest.mark.parametrize("bits", [39, 61])
+def test_an_honest_proof_passes_and_a_changed_one_fails(bits):
+    """query/decide on the values (a sharing's degree-0 case): the identity holds at a random point for the
+    honest proof and fails once one of its values moves."""
+    p = prime_below(bits)
+    Y, polys, beta, a = _instance(p, 4, 6, 2, 3000, bits)
+    proof = flp.prove(Y, polys, beta, p, a)
+    alpha = np.arange(1, flp.ROWS + 1)
+    r = flp.draw_point(np.random.default_rng(0), p, 4)
+    assert flp.decide(flp.query(Y, proof, alpha, r, p, 4), polys, beta, p)
+    bad = proof.copy()
+    bad[Y.shape[1] + 5] = (bad[Y.shape[1] + 5] + 1) % p
+    assert not flp.decide(flp.query(Y, bad, alpha, r, p, 4), polys, beta, p)
+
+
+@pytest.mark.parametrize("n,x", [(17, 10 ** 9 + 7), (129, 123456789), (5, 5), (65, 2 ** 41)])
+def test_the_lagrange_coefficients_at_consecutive_nodes(n, x):
+    p = prime_below(42)
+    assert flp._lagrange_nodes(n, x, p) == lagrange_at(range(n), x, p)
+
+
+@pytest.mark.parametrize("bits", [39, 42, 45])
+def test_the_lazy_extension_is_the_field_product_up_to_multiples_of_p(bits):
+    p = prime_below(bits)
+    rng = np.random.default_rng(bits)
+    y = rng.integers(-3000, 3001, size=(flp.ROWS, 200)) % p
+    a = rng.integers(0, p, size=200)
+    E = flp._extension(flp.ROWS, 7 * flp.ROWS, p)
+    from sqm.mpc.shares import modarith
+
+    lazy = flp._extend(E, a, y, p, lazy=True)
+    assert lazy.min() >= 0 and lazy.max() < 3 * p
+    assert np.array_equal(lazy % p, modarith.matmul_mod(E, np.vstack([a, y]), p))
