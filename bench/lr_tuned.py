@@ -16,13 +16,15 @@ The protocol, per dataset, epsilon and run (seed ``seed + run``):
 
 Grids: DPSGD (24 points; Opacus, PRV accountant, :func:`sqm.apps.logreg.baselines.dpsgd_fit`) over the
 expected batch q n in {64, 256}, epochs {2, 5}, learning rate {0.5, 2, 8}, clip norm {0.5, sqrt 2} (||w|| <= 8 as
-SQM's sgd schedule, an intercept through a constant column 1).  SQM-LR (216 points, :data:`SQM_GRID`; the moments
-solver, in process, :func:`fit_sqm`): the release's intercept constant c, label weight kappa, gamma and score
-weight beta (:func:`sqm.apps.logreg.estimator.moments_release`), the fit's ridge multiple, and the rows' scale
-before the clients clip them to the unit ball (SQM's clip bound, as DPSGD's clip norm), fitted with the
-estimator's own code (:func:`sqm.apps.logreg.moments.fit_release`).  ``sqm-default`` is SQM-LR with its defaults,
-untuned (chosen by ``python -m bench lr-constants`` on the validation splits of breast_cancer, credit_default and
-adult).  Non-private: scikit-learn's logistic regression with its fixed default regularization (C = 1), no tuning.
+SQM's sgd schedule, an intercept through a constant column 1).  SQM-LR (228 points, :data:`SQM_GRIDS`, both its
+solvers, in process, :func:`fit_sqm`): the moments solver's 216 (:data:`SQM_GRID`: the release's intercept
+constant c, label weight kappa, gamma and score weight beta, :func:`sqm.apps.logreg.estimator.moments_release`,
+the fit's ridge multiple, and the rows' scale before the clients clip them to the unit ball, SQM's clip bound as
+DPSGD's clip norm; fitted with the estimator's own code, :func:`sqm.apps.logreg.moments.fit_release`) and the sgd
+solver's 12 (:data:`SQM_SGD_GRID`: full-batch rounds, one or two epochs, the weights' bound, the rows' scale).
+``sqm-default`` is SQM-LR with its defaults, untuned (chosen by ``python -m bench lr-constants`` on the validation
+splits of breast_cancer, credit_default and adult).  Non-private: scikit-learn's logistic regression with its
+fixed default regularization (C = 1), no tuning.
 
 Tuning's privacy cost is not counted, for any method alike: each reported epsilon is that of the final refit only.
 """
@@ -50,16 +52,24 @@ DPSGD_GRID = dict(batch=(64, 256), epochs=(2, 5), learning_rate=(0.5, 2.0, 8.0),
 # often ranks several points perfectly) go to them
 SQM_GRID = dict(constant=(0.5, 0.35, 1.0), label_weight=(0.5, 0.7, 1.0), gamma=(8192.0, 1024.0),
                 score_weight=(1.5, 0.75), ridge_multiple=(4.0, 16.0), row_scale=(1.0, 2.0, 4.0))
+# SQM-LR's sgd solver in the same grid search (12 points): full-batch rounds (q 1), one or two epochs, the weights'
+# bound and the rows' scale; one round is one noisy gradient at w = 0 (the budget on d numbers, fit_sqm_sgd)
+SQM_SGD_GRID = dict(solver=("sgd",), q=(1.0,), epochs=(1, 2), learning_rate=(1.0,), weight_bound=(0.1, 1.0),
+                    row_scale=(1.0, 2.0, 4.0))
+SQM_GRIDS = (SQM_GRID, SQM_SGD_GRID)  # the moments points first: the grid's first point is the defaults
 DPSGD_WEIGHT_BOUND = 8.0
 NONPRIVATE_C = 1.0
 NOT_COUNTED = ("tuning's privacy cost is not counted, for any method alike: each epsilon is the final refit's; "
                "hyperparameters chosen by a validation score on train -> validation, refitted on train, scored on test")
 
 
-def grid_points(grid: dict) -> list[dict]:
-    """Every combination of ``grid``'s values (name -> values), the first name varying slowest."""
+def grid_points(grid) -> list[dict]:
+    """Every combination of ``grid``'s values (name -> values), the first name varying slowest; a tuple of such
+    grids: their points one grid after the other."""
     import itertools
 
+    if isinstance(grid, (tuple, list)):
+        return [p for g in grid for p in grid_points(g)]
     names = list(grid)
     return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*(grid[n] for n in names))]
 
@@ -99,6 +109,23 @@ _RELEASES: dict = {}
 RELEASES_KEPT = 8
 
 
+def fit_sqm_sgd(Xtr, ytr, p: dict, epsilon: float, delta: float, seed: int, parties: int = 3):
+    """SQM-LR's sgd solver (the per-batch protocol, in process) with ``p``'s sampling rate ``q``, ``epochs``,
+    ``learning_rate`` and ``weight_bound``, on the rows multiplied by ``row_scale`` (as :func:`fit_sqm`); one
+    full-batch round (q 1, one epoch) releases one noisy gradient at w = 0, the direction sum x (1/2 - y): the whole
+    budget on d numbers instead of the moments' (d + 3)^2 / 2."""
+    import numpy as np
+
+    from sqm.apps.logreg.estimator import SQMLogisticRegression
+
+    scale = float(p.get("row_scale", 1.0))
+    m = SQMLogisticRegression(epsilon, delta, sampling_rate=p["q"], epochs=int(p["epochs"]),
+                              learning_rate=p["learning_rate"], weight_bound=p["weight_bound"], backend="plain",
+                              n_parties=parties, seed=seed, solver="sgd")
+    m.fit(scale * np.asarray(Xtr, np.float64), ytr)
+    return (lambda X: m.decision_function(scale * np.asarray(X, np.float64))), m.report_.epsilon_server
+
+
 def fit_sqm(Xtr, ytr, p: dict, epsilon: float, delta: float, seed: int, parties: int = 3):
     """SQM-LR's moments solver, in process, with the release's c, kappa, gamma and (when ``p`` names them) beta
     ``score_weight``, the fit's ``floor_share`` and ``ridge_multiple`` (else the defaults), as the estimator
@@ -112,6 +139,8 @@ def fit_sqm(Xtr, ytr, p: dict, epsilon: float, delta: float, seed: int, parties:
     from sqm.apps.logreg.moments import RIDGE_NOISE_MULTIPLE, SCORE_WEIGHT, VARIANCE_FLOOR_SHARE, fit_release
     from sqm.mechanism.vertical import VerticalData
 
+    if p.get("solver") == "sgd":
+        return fit_sqm_sgd(Xtr, ytr, p, epsilon, delta, seed, parties)
     scale = float(p.get("row_scale", 1.0))
     Xtr, ytr = np.ascontiguousarray(Xtr, np.float64), np.ascontiguousarray(ytr, np.float64)
     key = (hashlib.sha256(Xtr.tobytes() + ytr.tobytes()).hexdigest(), Xtr.shape, scale, p["gamma"], epsilon, delta,
@@ -148,7 +177,7 @@ def fit_nonprivate(Xtr, ytr, p: dict, epsilon: float, delta: float, seed: int):
     return m.decision_function, math.inf
 
 
-METHODS = {"dpsgd": (fit_dpsgd, DPSGD_GRID), "sqm-tuned": (fit_sqm, SQM_GRID), "sqm-default": (fit_sqm_default, None),
+METHODS = {"dpsgd": (fit_dpsgd, DPSGD_GRID), "sqm-tuned": (fit_sqm, SQM_GRIDS), "sqm-default": (fit_sqm_default, None),
            "nonprivate": (fit_nonprivate, None)}
 
 
@@ -267,7 +296,7 @@ def run(datasets=("breast_cancer", "phishing"), epsilons=(1.0,), runs=3, delta=1
                                  chosen=[v["chosen"] for v in vals]))
     return dict(protocol=NOT_COUNTED, select=select, delta=delta, runs=runs, seed=seed,
                 split="stratified 60/20/20 per run",
-                grids={"dpsgd": DPSGD_GRID, "sqm-tuned": SQM_GRID}, dpsgd_weight_bound=DPSGD_WEIGHT_BOUND,
+                grids={"dpsgd": DPSGD_GRID, "sqm-tuned": list(SQM_GRIDS)}, dpsgd_weight_bound=DPSGD_WEIGHT_BOUND,
                 nonprivate_C=NONPRIVATE_C, rows=rows, per_run=per_run, seconds=time.perf_counter() - t0,
                 cpu_seconds=time.process_time() - c0)
 

@@ -149,10 +149,26 @@ def test_the_sqm_grids_first_point_is_the_estimators_defaults():
     from sqm.apps.logreg import moments
     from sqm.apps.logreg.params import LogRegParams
 
-    first = lr_tuned.grid_points(lr_tuned.SQM_GRID)[0]
+    first = lr_tuned.grid_points(lr_tuned.METHODS["sqm-tuned"][1])[0]
     assert first == dict(constant=moments.CONSTANT, label_weight=moments.LABEL_WEIGHT, gamma=LogRegParams().gamma,
                          score_weight=moments.SCORE_WEIGHT, ridge_multiple=moments.RIDGE_NOISE_MULTIPLE, row_scale=1.0)
-    assert len(lr_tuned.grid_points(lr_tuned.SQM_GRID)) == 216
+    assert len(lr_tuned.grid_points(lr_tuned.SQM_GRID)) == 216 and len(lr_tuned.grid_points(lr_tuned.SQM_GRIDS)) == 228
+
+
+def test_an_sgd_grid_point_is_the_estimators_sgd_solver_on_scaled_rows():
+    """The grid's sgd points run SQMLogisticRegression's sgd solver itself (same seed: the same scores) on the rows
+    times the row scale; one full-batch round spends the whole epsilon."""
+    from sqm.apps.logreg import SQMLogisticRegression
+
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(120, 5)) * 0.15
+    y = (X @ np.arange(1, 6) + 0.3 * rng.normal(size=120) > 0).astype(int)
+    p = dict(solver="sgd", q=1.0, epochs=1, learning_rate=1.0, weight_bound=0.1, row_scale=2.0)
+    f, eps = lr_tuned.fit_sqm(X, y, p, 1.0, 1e-5, seed=9)
+    m = SQMLogisticRegression(1.0, 1e-5, sampling_rate=1.0, epochs=1, learning_rate=1.0, weight_bound=0.1,
+                              backend="plain", n_parties=3, seed=9, solver="sgd").fit(2.0 * X, y)
+    assert np.array_equal(f(X), m.decision_function(2.0 * X)) and 0.99 < eps <= 1.0
+    assert lr_tuned.grid_points((dict(a=(1, 2)), dict(b=(3,)))) == [dict(a=1), dict(a=2), dict(b=3)]
 
 
 def test_a_kept_release_fits_exactly_as_a_fresh_one():
