@@ -29,7 +29,10 @@ the error against the blinds and the opening.
 """
 from __future__ import annotations
 
+import ctypes
 import functools
+import importlib.util
+import os
 
 import numpy as np
 
@@ -185,16 +188,111 @@ def _digit_prefix(polys: np.ndarray) -> int:
 def prove(Y, polys, beta, p: int, blinds) -> np.ndarray:
     """The proof (a, P(0..dG)) for the grid ``Y`` (G x m field elements), the columns' polynomials ``polys``
     (:func:`column_polys`) and weights ``beta``; ``blinds``: the m blinds a (uniform field elements), or a
-    generator that draws them."""
+    generator that draws them.  Two provers give the same proof: a compiled one (``_flp_kernel.c`` beside this
+    module, an optional extension, :func:`prover_backend`) and :func:`_prove_numpy`."""
     Y = np.asarray(Y, dtype=np.int64)
     g, m = Y.shape
-    d = degree(polys)
     if isinstance(blinds, np.random.Generator):
         blinds = blinds.integers(0, p, size=m, dtype=np.int64)
     a = np.asarray(blinds, dtype=np.int64)
     if a.shape != (m,):
         raise UsageError(f"a {g} x {m} grid takes {m} blinds, got {a.shape}")
     beta = np.asarray(beta, dtype=np.int64)
+    fn = _compiled()
+    values = None if fn is None else _prove_compiled(fn, Y, polys, beta, p, a)
+    return np.concatenate([a, _prove_numpy(Y, polys, beta, p, a) if values is None else values])
+
+
+def prover_backend() -> str:
+    """Which prover :func:`prove` runs here: "compiled" (``_flp_kernel.c``, where it was built and gives the numpy
+    prover's proofs on a sample) or "numpy".  Both give the same field elements."""
+    return "numpy" if _compiled() is None else "compiled"
+
+
+def _library():
+    """The compiled prover's C function (through ctypes, which releases the GIL while it runs), or None where the
+    extension was not built or does not load."""
+    try:
+        spec = importlib.util.find_spec("sqm.mpc.protocols._flp_kernel")
+        if spec is None or not spec.origin:
+            return None
+        fn = ctypes.CDLL(spec.origin).sqm_flp_prove
+    except (OSError, AttributeError, ImportError):
+        return None
+    fn.restype = ctypes.c_int
+    ptr, i64 = ctypes.c_void_p, ctypes.c_int64
+    fn.argtypes = [ptr, i64, i64, ptr, ptr, ptr, ptr, i64, i64, ptr, i64, ptr]
+    return fn
+
+
+@functools.lru_cache(maxsize=1)
+def _compiled():
+    """:func:`_library`'s prover where it gives :func:`_prove_numpy`'s values on a fixed sample, else None (also
+    where ``SQM_FLP_KERNEL=numpy`` asks for the numpy prover)."""
+    if os.environ.get("SQM_FLP_KERNEL", "").strip().lower() == "numpy":
+        return None
+    fn = _library()
+    if fn is None:
+        return None
+    for Y, polys, beta, p, a in _sample():
+        try:
+            got = _prove_compiled(fn, Y, polys, beta, p, a)
+        except Exception:  # a kernel that fails its first calls: the numpy prover
+            return None
+        if got is None or not np.array_equal(got, _prove_numpy(Y, polys, beta, p, a)):
+            return None
+    return fn
+
+
+def _sample():
+    """Fixed public statements (from a fixed seed: nothing secret) on which the compiled prover must give the numpy
+    prover's values: fields of 13 to 61 bits; digit columns, other ranges' digits, squares and columns of
+    constant factors; grids of small signed integers and of arbitrary field elements; one column, one node, odd
+    degrees."""
+    from sqm.mpc.shares.field import prime_below
+
+    rng = np.random.default_rng(20261)
+    out = []
+    for bits, g, m, d in ((13, 4, 9, 8), (41, ROWS, 70, 8), (47, 3, 5, 8), (61, 5, 11, 8), (31, 1, 1, 2),
+                          (37, 2, 6, 3), (59, 6, 4, 4)):
+        p = prime_below(bits)
+        lin = np.ones((m, d), dtype=np.int64)
+        roots = np.tile(np.arange(d, dtype=np.int64), (m, 1))
+        k = m // 2
+        roots[k:] = rng.integers(0, p, size=(m - k, d))
+        lin[k + 1:, :] = rng.integers(0, 2, size=(m - k - 1, d))
+        if d >= 3 and m - k >= 2:  # a square: lin (1, 1, 0, ..), roots (0, 0, -1, ..)
+            lin[-1], roots[-1] = 0, p - 1
+            lin[-1, :2], roots[-1, :2] = 1, 0
+        small = rng.integers(-4100, 4100, size=(g, m)) % p
+        for Y in (small, rng.integers(0, p, size=(g, m), dtype=np.int64)):
+            out.append((Y.astype(np.int64), column_polys(lin, roots, p), rng.integers(0, p, size=m, dtype=np.int64),
+                        p, rng.integers(0, p, size=m, dtype=np.int64)))
+    return out
+
+
+def _prove_compiled(fn, Y: np.ndarray, polys: np.ndarray, beta: np.ndarray, p: int, a: np.ndarray):
+    """P(0..dG) from the compiled prover, or None where it cannot run (an even or too large p, an odd degree with a
+    digit prefix, a buffer)."""
+    g, m = Y.shape
+    d = degree(polys)
+    if p % 2 == 0 or p >= 1 << 62 or d < 1:
+        return None
+    Y = np.ascontiguousarray(Y, dtype=np.int64)
+    lin, roots = (np.ascontiguousarray(x, dtype=np.int64) for x in polys)
+    E = np.ascontiguousarray(_extension(g, (d - 1) * g, p))
+    a, beta = np.ascontiguousarray(a, dtype=np.int64), np.ascontiguousarray(beta, dtype=np.int64)
+    out = np.empty(d * g + 1, dtype=np.int64)
+    rc = fn(Y.ctypes.data, g, m, a.ctypes.data, E.ctypes.data, lin.ctypes.data, roots.ctypes.data, d,
+            _digit_prefix(polys), beta.ctypes.data, p, out.ctypes.data)
+    return out if rc == 0 else None
+
+
+def _prove_numpy(Y: np.ndarray, polys: np.ndarray, beta: np.ndarray, p: int, a: np.ndarray) -> np.ndarray:
+    """P(0..dG) in numpy: blocks of columns extended (:func:`_extend`) and put through the gadget
+    (:func:`_gadget`)."""
+    g, m = Y.shape
+    d = degree(polys)
     std = _digit_prefix(polys)
     E = _extension(g, (d - 1) * g, p)
     head = np.zeros(1, dtype=np.int64)  # P(0), from the blinds
@@ -210,7 +308,7 @@ def prove(Y, polys, beta, p: int, blinds) -> np.ndarray:
         nodes = modarith.add_mod(nodes, _gadget(y, part, b, p, k) if at_nodes is None else at_nodes, p)
         if E.size:
             tail = modarith.add_mod(tail, _gadget(_extend(E, a[cols], y, p, signed, lazy=True), part, b, p, k), p)
-    return np.concatenate([a, head, nodes, tail])
+    return np.concatenate([head, nodes, tail])
 
 
 def _signed(y: np.ndarray, p: int) -> np.ndarray:
