@@ -114,6 +114,26 @@ def test_the_compiled_prover_gives_the_numpy_provers_values(bits, g, m, d, big_f
     assert np.array_equal(got, flp._prove_numpy(Y, polys, beta, p, a))
 
 
+def test_every_vector_variant_of_the_compiled_prover_gives_the_same_values():
+    """The doubles' path without vector instructions (FMA from the C library), with AVX2 and with AVX-512, where
+    this processor has them: the numpy prover's values each."""
+    fn = flp._library()
+    if fn is None:
+        pytest.skip("the compiled prover was not built here")
+    simd = flp._simd()
+    best = simd(-1)
+    try:
+        for level in range(best + 1):
+            assert simd(level) == level
+            for bits, (g, m, d, big) in ((42, (16, 130, 8, 97)), (31, (3, 64, 4, None)), (50, (16, 65, 16, 60))):
+                p = prime_below(bits)
+                Y, polys, beta, a = _mixed(p, g, m, d, big, bits + level)
+                assert np.array_equal(flp._prove_compiled(fn, Y, polys, beta, p, a),
+                                      flp._prove_numpy(Y, polys, beta, p, a))
+    finally:
+        assert simd(-1) == best
+
+
 def test_the_compiled_prover_is_used_where_it_was_built_unless_numpy_is_asked(monkeypatch):
     if flp._library() is None:
         pytest.skip("the compiled prover was not built here")

@@ -221,18 +221,50 @@ __attribute__((target("avx2,fma"))) static void dblock_fast(const dctx *c, const
 {
     dblock_body(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc);
 }
+
+__attribute__((target("avx512f,avx512dq,avx2,fma,prefer-vector-width=512"))) static void
+dblock_wide(const dctx *c, const int64_t *Y, int64_t m, int64_t j0, int64_t nb, const int64_t *a, const int64_t *beta,
+            int digits, int64_t nf, const double *fl, const double *fr, double *acc)
+{
+    dblock_body(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc);
+}
 #endif
+
+/* the vector instructions this processor has: 0 none, 1 AVX2 and FMA, 2 also AVX-512 */
+static int simd_support(void)
+{
+#ifdef FAST_TARGET
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+        return 0;
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") ? 2 : 1;
+#else
+    return 0;
+#endif
+}
+
+static int simd_level = -1; /* the variant dblock runs (-1: not chosen yet, then the best supported) */
+
+/* Cap the doubles' path at a variant (0 plain, 1 AVX2, 2 AVX-512; -1 the best this processor has) and return the
+ * variant in effect: for tests, which compare every variant's values. */
+int sqm_flp_simd(int level)
+{
+    int best = simd_support();
+    simd_level = level < 0 || level > best ? best : level;
+    return simd_level;
+}
 
 static void dblock(const dctx *c, const int64_t *Y, int64_t m, int64_t j0, int64_t nb, const int64_t *a,
                    const int64_t *beta, int digits, int64_t nf, const double *fl, const double *fr, double *acc)
 {
+    if (simd_level < 0)
+        sqm_flp_simd(-1);
 #ifdef FAST_TARGET
-    static int fast = -1;
-    if (fast < 0) {
-        __builtin_cpu_init();
-        fast = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (simd_level == 2) {
+        dblock_wide(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc);
+        return;
     }
-    if (fast) {
+    if (simd_level == 1) {
         dblock_fast(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc);
         return;
     }

@@ -209,15 +209,31 @@ def prover_backend() -> str:
     return "numpy" if _compiled() is None else "compiled"
 
 
-def _library():
-    """The compiled prover's C function (through ctypes, which releases the GIL while it runs), or None where the
-    extension was not built or does not load."""
+def _kernel(name: str):
+    """The compiled kernel's C function ``name`` (through ctypes, which releases the GIL while it runs), or None
+    where the extension was not built or does not load."""
     try:
         spec = importlib.util.find_spec("sqm.mpc.protocols._flp_kernel")
         if spec is None or not spec.origin:
             return None
-        fn = ctypes.CDLL(spec.origin).sqm_flp_prove
+        return getattr(ctypes.CDLL(spec.origin), name)
     except (OSError, AttributeError, ImportError):
+        return None
+
+
+def _simd():
+    """The compiled kernel's switch of its vector variant (``sqm_flp_simd``: for tests, which compare them), or
+    None."""
+    fn = _kernel("sqm_flp_simd")
+    if fn is not None:
+        fn.restype, fn.argtypes = ctypes.c_int, [ctypes.c_int]
+    return fn
+
+
+def _library():
+    """The compiled prover's C function, or None where the extension was not built or does not load."""
+    fn = _kernel("sqm_flp_prove")
+    if fn is None:
         return None
     fn.restype = ctypes.c_int
     ptr, i64 = ctypes.c_void_p, ctypes.c_int64
