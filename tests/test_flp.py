@@ -65,10 +65,10 @@ def _backend(monkeypatch, backend: str) -> None:
     """Run :func:`flp.prove` on the numpy prover, or on the compiled one (skipped where it was not built)."""
     if backend == "numpy":
         monkeypatch.setattr(flp, "_compiled", lambda: None)
-    elif flp._library() is None:
+    elif flp._kernels() is None:
         pytest.skip("the compiled prover was not built here")
     else:
-        monkeypatch.setattr(flp, "_compiled", flp._library)
+        monkeypatch.setattr(flp, "_compiled", flp._kernels)
 
 
 def _mixed(p: int, g: int, m: int, d: int, big_from: int | None, seed: int):
@@ -112,6 +112,22 @@ def test_the_compiled_prover_gives_the_numpy_provers_values(bits, g, m, d, big_f
     got = flp._prove_compiled(fn, Y, polys, beta, p, a)
     assert got is not None
     assert np.array_equal(got, flp._prove_numpy(Y, polys, beta, p, a))
+
+
+@pytest.mark.parametrize("bits", [13, 31, 42, 50, 59, 61])
+@pytest.mark.parametrize("g,m,d", [(16, 1, 8), (16, 130, 8), (3, 64, 4), (5, 20, 3), (2, 9, 16)])
+def test_the_compiled_verifier_steps_give_the_numpy_values(bits, g, m, d):
+    """The verifiers' U(r) (the combination of the blinds and the grid's rows) and sum_j beta_j g_j(u_j) at one
+    point, bit for bit, for small and arbitrary entries."""
+    k = flp._kernels()
+    if k is None:
+        pytest.skip("the compiled prover was not built here")
+    p = prime_below(bits)
+    Y, polys, beta, a = _mixed(p, g, m, d, m // 3, bits + g + m + d)
+    coef = flp._lagrange_nodes(g + 1, p - 5, p)
+    assert np.array_equal(flp._combine_compiled(k.combine, a, Y, coef, p), flp._combine_numpy(a, Y, coef, p))
+    for u in (Y[0], Y[-1], a):
+        assert flp._gadget_compiled(k.gadget, u, polys, beta, p) == int(flp._gadget(u[None, :], polys, beta, p)[0])
 
 
 def test_every_vector_variant_of_the_compiled_prover_gives_the_same_values():

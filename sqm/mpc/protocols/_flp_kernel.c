@@ -429,6 +429,67 @@ done:
     return rc;
 }
 
+/* sum_j beta_j g_j(u_j) mod p (out[0]) for one point's values u (m field elements; the columns' polynomials as
+ * in sqm_flp_prove): the verifiers' side of the identity.  Returns 0, or -1 for an argument out of range. */
+int sqm_flp_gadget(const int64_t *uv, int64_t m, const int64_t *lin, const int64_t *roots, int64_t d, int64_t std,
+                   const int64_t *beta, int64_t p, int64_t *out)
+{
+    if (p < 3 || !(p & 1) || (uint64_t)p >= (uint64_t)1 << 62 || m < 0 || d < 1 || std < 0 || std > m ||
+        (std && (d % 2)) || d > 64)
+        return -1;
+    field f;
+    field_init(&f, (uint64_t)p);
+    uint64_t pairs[33], fr[64];
+    for (int64_t v = 0; v <= d / 2 && v < 33; v++)
+        pairs[v] = to_mont(&f, (uint64_t)((v * (d - 1 - v)) % p));
+    uint64_t q = (uint64_t)p, dm1 = to_mont(&f, (uint64_t)(d - 1) % q), six = to_mont(&f, 6 % q),
+             c36 = to_mont(&f, 36 % q), one = to_mont(&f, 1);
+    u128 acc = 0;
+    for (int64_t j = 0; j < m; j++) {
+        uint64_t x = to_mont(&f, (uint64_t)uv[j]), val;
+        if (j < std)
+            val = digit_poly(&f, x, d, pairs, dm1, six, c36);
+        else {
+            const int64_t *lj = lin + j * d, *rj = roots + j * d;
+            val = one;
+            for (int64_t k = 0; k < d; k++) {
+                if (!lj[k] && (uint64_t)rj[k] == q - 1)
+                    continue;
+                fr[k] = to_mont(&f, (uint64_t)rj[k]);
+                val = mul(&f, val, lj[k] ? sub(&f, x, fr[k]) : sub(&f, 0, fr[k]));
+            }
+        }
+        acc = fold(&f, acc + (u128)val * to_mont(&f, (uint64_t)beta[j]));
+    }
+    out[0] = (int64_t)redc(&f, redc(&f, acc));
+    return 0;
+}
+
+/* out[j] = (coef[0] a[j] + sum_k coef[k + 1] Y[k, j]) mod p for the G x m row-major grid Y (field elements):
+ * the verifiers' U_j(r).  Returns 0, or -1 for an argument out of range. */
+int sqm_flp_combine(const int64_t *a, const int64_t *Y, int64_t g, int64_t m, const int64_t *coef, int64_t p,
+                    int64_t *out)
+{
+    if (p < 3 || !(p & 1) || (uint64_t)p >= (uint64_t)1 << 62 || g < 0 || m < 0 || g > 1024)
+        return -1;
+    field f;
+    field_init(&f, (uint64_t)p);
+    uint64_t c[1025]; /* coef R^2: a 128-bit sum of their products with plain values, reduced twice, is plain */
+    for (int64_t k = 0; k <= g; k++)
+        c[k] = mul(&f, to_mont(&f, (uint64_t)coef[k]), f.r2);
+    int wide = (u128)(g + 1) * (uint64_t)(p - 1) * (uint64_t)(p - 1) >= ((u128)(uint64_t)p << 64);
+    for (int64_t j = 0; j < m; j++) {
+        u128 t = (u128)c[0] * (uint64_t)a[j];
+        for (int64_t k = 0; k < g; k++) {
+            t += (u128)c[k + 1] * (uint64_t)Y[k * m + j];
+            if (wide)
+                t = fold(&f, t);
+        }
+        out[j] = (int64_t)redc(&f, redc(&f, fold(&f, t)));
+    }
+    return 0;
+}
+
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_flp_kernel",
                                     "The fully linear proof's compiled prover, called through ctypes.", -1, NULL};
 

@@ -33,6 +33,7 @@ import ctypes
 import functools
 import importlib.util
 import os
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -175,8 +176,24 @@ def _weighted_sum(vals: np.ndarray, beta: np.ndarray, p: int) -> np.ndarray:
     return modarith.sum_mod(prod, 1, p)
 
 
+_PREFIXES: dict[int, tuple[np.ndarray, int]] = {}  # id -> (a read-only statement, held; its digit prefix)
+
+
 def _digit_prefix(polys: np.ndarray) -> int:
-    """How many leading columns hold the digit polynomial prod_{v < d} (u - v) (0 for an odd d)."""
+    """How many leading columns hold the digit polynomial prod_{v < d} (u - v) (0 for an odd d); remembered for a
+    read-only array that owns its data (a cached statement: it cannot change, and while held its id is its own)."""
+    hit = _PREFIXES.get(id(polys))
+    if hit is not None and hit[0] is polys:
+        return hit[1]
+    std = _find_digit_prefix(polys)
+    if polys.base is None and not polys.flags.writeable:
+        if len(_PREFIXES) >= 8:
+            _PREFIXES.pop(next(iter(_PREFIXES)))
+        _PREFIXES[id(polys)] = (polys, std)
+    return std
+
+
+def _find_digit_prefix(polys: np.ndarray) -> int:
     lin, roots = polys
     m, d = lin.shape
     if d % 2 or d < 2:
@@ -198,8 +215,8 @@ def prove(Y, polys, beta, p: int, blinds) -> np.ndarray:
     if a.shape != (m,):
         raise UsageError(f"a {g} x {m} grid takes {m} blinds, got {a.shape}")
     beta = np.asarray(beta, dtype=np.int64)
-    fn = _compiled()
-    values = None if fn is None else _prove_compiled(fn, Y, polys, beta, p, a)
+    k = _compiled()
+    values = None if k is None else _prove_compiled(k.prove, Y, polys, beta, p, a)
     return np.concatenate([a, _prove_numpy(Y, polys, beta, p, a) if values is None else values])
 
 
@@ -241,23 +258,77 @@ def _library():
     return fn
 
 
+class _Kernels(NamedTuple):
+    """The compiled kernel's functions: the prover, the gadget at one point, the verifiers' U(r)."""
+
+    prove: Any
+    gadget: Any
+    combine: Any
+
+
+def _kernels() -> _Kernels | None:
+    """The compiled kernel's three functions (unchecked), or None where it was not built or does not load."""
+    prove_fn, gadget_fn, combine_fn = _library(), _kernel("sqm_flp_gadget"), _kernel("sqm_flp_combine")
+    if prove_fn is None or gadget_fn is None or combine_fn is None:
+        return None
+    ptr, i64 = ctypes.c_void_p, ctypes.c_int64
+    gadget_fn.restype = combine_fn.restype = ctypes.c_int
+    gadget_fn.argtypes = [ptr, i64, ptr, ptr, i64, i64, ptr, i64, ptr]
+    combine_fn.argtypes = [ptr, ptr, i64, i64, ptr, i64, ptr]
+    return _Kernels(prove_fn, gadget_fn, combine_fn)
+
+
 @functools.lru_cache(maxsize=1)
-def _compiled():
-    """:func:`_library`'s prover where it gives :func:`_prove_numpy`'s values on a fixed sample, else None (also
-    where ``SQM_FLP_KERNEL=numpy`` asks for the numpy prover)."""
+def _compiled() -> _Kernels | None:
+    """:func:`_kernels` where they give the numpy code's values on a fixed sample (:func:`_prove_numpy`,
+    :func:`_gadget`, :func:`_combine_numpy`), else None (also where ``SQM_FLP_KERNEL=numpy`` asks for numpy)."""
     if os.environ.get("SQM_FLP_KERNEL", "").strip().lower() == "numpy":
         return None
-    fn = _library()
-    if fn is None:
+    k = _kernels()
+    if k is None:
         return None
     for Y, polys, beta, p, a in _sample():
         try:
-            got = _prove_compiled(fn, Y, polys, beta, p, a)
-        except Exception:  # a kernel that fails its first calls: the numpy prover
+            got = _prove_compiled(k.prove, Y, polys, beta, p, a)
+            coef = [int(v) for v in a[:1]] + [int(v) for v in beta[:Y.shape[0]]] * Y.shape[0]
+            coef = coef[:Y.shape[0] + 1]
+            point = _gadget_compiled(k.gadget, Y[-1], polys, beta, p)
+            comb = _combine_compiled(k.combine, a, Y, coef, p)
+        except Exception:  # a kernel that fails its first calls: the numpy code
             return None
         if got is None or not np.array_equal(got, _prove_numpy(Y, polys, beta, p, a)):
             return None
-    return fn
+        if point is None or point != int(_gadget(Y[-1][None, :], polys, beta, p)[0]):
+            return None
+        if comb is None or not np.array_equal(comb, _combine_numpy(a, Y, coef, p)):
+            return None
+    return k
+
+
+def _gadget_compiled(fn, u: np.ndarray, polys: np.ndarray, beta: np.ndarray, p: int) -> int | None:
+    """sum_j beta_j g_j(u_j) from the compiled kernel, or None where it cannot run."""
+    d = degree(polys)
+    if p % 2 == 0 or p >= 1 << 62 or d < 1 or d > 64:
+        return None
+    u = np.ascontiguousarray(u, dtype=np.int64)
+    lin, roots = (np.ascontiguousarray(x, dtype=np.int64) for x in polys)
+    beta = np.ascontiguousarray(beta, dtype=np.int64)
+    out = np.zeros(1, dtype=np.int64)
+    rc = fn(u.ctypes.data, u.size, lin.ctypes.data, roots.ctypes.data, d, _digit_prefix(polys), beta.ctypes.data,
+            p, out.ctypes.data)
+    return int(out[0]) if rc == 0 else None
+
+
+def _combine_compiled(fn, a: np.ndarray, Y: np.ndarray, coef, p: int) -> np.ndarray | None:
+    """:func:`_combine` from the compiled kernel, or None where it cannot run."""
+    g, m = Y.shape
+    if p % 2 == 0 or p >= 1 << 62 or g > 1024:
+        return None
+    a, Y = np.ascontiguousarray(a, dtype=np.int64), np.ascontiguousarray(Y, dtype=np.int64)
+    c = np.array([int(v) % p for v in coef], dtype=np.int64)
+    out = np.empty(m, dtype=np.int64)
+    rc = fn(a.ctypes.data, Y.ctypes.data, g, m, c.ctypes.data, p, out.ctypes.data)
+    return out if rc == 0 else None
 
 
 def _sample():
@@ -469,6 +540,13 @@ def query(Y, proof, alpha, r: int, p: int, d: int) -> np.ndarray:
 
 
 def _combine(a: np.ndarray, Y: np.ndarray, coef, p: int) -> np.ndarray:
+    """(coef_0 a + sum_k coef_{k+1} Y[k]) mod p: compiled (:func:`_compiled`) or :func:`_combine_numpy`."""
+    k = _compiled()
+    out = None if k is None else _combine_compiled(k.combine, a, Y, coef, p)
+    return _combine_numpy(a, Y, coef, p) if out is None else out
+
+
+def _combine_numpy(a: np.ndarray, Y: np.ndarray, coef, p: int) -> np.ndarray:
     """(coef_0 a + sum_k coef_{k+1} Y[k]) mod p: each term reduced (below p), G + 1 of them summed in int64
     (below 2^63 for p < 2^58), reduced once."""
     if (Y.shape[0] + 1) * p >= 1 << 63:
@@ -484,4 +562,8 @@ def decide(opened, polys, beta, p: int) -> bool:
     """The opened (sum, P(r), U(r)) pass the identity check P(r) = sum_j beta_j g_j(U_j(r))."""
     opened = np.asarray(opened, dtype=np.int64)
     ur = opened[2:]
-    return int(_gadget(ur[None, :], polys, beta, p)[0]) == int(opened[1]) % p
+    k = _compiled()
+    value = None if k is None else _gadget_compiled(k.gadget, ur, polys, np.asarray(beta, dtype=np.int64), p)
+    if value is None:
+        value = int(_gadget(ur[None, :], polys, beta, p)[0])
+    return value == int(opened[1]) % p
