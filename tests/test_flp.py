@@ -2,6 +2,8 @@
 (a, P(0..dG)) with P = sum_j beta_j g_j(U_j), U_j through the blind a_j at 0 and the grid's column at 1..G."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -61,12 +63,21 @@ def test_the_proof_is_its_definition(bits, d, spread, backend, monkeypatch):
     assert [int(v) for v in got] == _reference(Y, polys, beta, a, p)
 
 
+def _no_kernel() -> None:
+    """Skip a test of the compiled kernel where it was not built (fail instead under ``SQM_REQUIRE_FLP_KERNEL``,
+    which CI sets)."""
+    if os.environ.get("SQM_REQUIRE_FLP_KERNEL"):
+        pytest.fail("SQM_REQUIRE_FLP_KERNEL is set but the compiled FLP kernel (setup.py) was not built or does "
+                    "not load")
+    pytest.skip("the compiled FLP kernel was not built here")
+
+
 def _backend(monkeypatch, backend: str) -> None:
     """Run :func:`flp.prove` on the numpy prover, or on the compiled one (skipped where it was not built)."""
     if backend == "numpy":
         monkeypatch.setattr(flp, "_compiled", lambda: None)
     elif flp._kernels() is None:
-        pytest.skip("the compiled prover was not built here")
+        _no_kernel()
     else:
         monkeypatch.setattr(flp, "_compiled", flp._kernels)
 
@@ -106,7 +117,7 @@ def test_the_compiled_prover_gives_the_numpy_provers_values(bits, g, m, d, big_f
     nodes than the doubles' path takes."""
     fn = flp._library()
     if fn is None:
-        pytest.skip("the compiled prover was not built here")
+        _no_kernel()
     p = prime_below(bits)
     Y, polys, beta, a = _mixed(p, g, m, d, big_from, bits * 1000 + g * m + d)
     got = flp._prove_compiled(fn, Y, polys, beta, p, a)
@@ -121,7 +132,7 @@ def test_the_compiled_verifier_steps_give_the_numpy_values(bits, g, m, d):
     point, bit for bit, for small and arbitrary entries."""
     k = flp._kernels()
     if k is None:
-        pytest.skip("the compiled prover was not built here")
+        _no_kernel()
     p = prime_below(bits)
     Y, polys, beta, a = _mixed(p, g, m, d, m // 3, bits + g + m + d)
     coef = flp._lagrange_nodes(g + 1, p - 5, p)
@@ -135,7 +146,7 @@ def test_every_vector_variant_of_the_compiled_prover_gives_the_same_values():
     this processor has them: the numpy prover's values each."""
     fn = flp._library()
     if fn is None:
-        pytest.skip("the compiled prover was not built here")
+        _no_kernel()
     simd = flp._simd()
     best = simd(-1)
     try:
@@ -152,7 +163,7 @@ def test_every_vector_variant_of_the_compiled_prover_gives_the_same_values():
 
 def test_the_compiled_prover_is_used_where_it_was_built_unless_numpy_is_asked(monkeypatch):
     if flp._library() is None:
-        pytest.skip("the compiled prover was not built here")
+        _no_kernel()
     flp._compiled.cache_clear()
     try:
         assert flp.prover_backend() == "compiled"
