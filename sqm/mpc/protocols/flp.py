@@ -25,7 +25,9 @@ Cost: the prover extends the columns to (d - 1) G more points (a ((d-1)G x (G+1)
 float64 where it is exact: :func:`_extend`) and evaluates the gadget there, d/2 + 1 products per digit column and
 point (:func:`_gadget`): about (d - 1)(d/2 + 1) products per grid entry, whatever G; each verifier makes G + 1
 scalar products of m values; m + 3 values are opened.  ``G`` (:data:`ROWS`) trades the extension's float work and
-the error against the blinds and the opening.
+the error against the blinds and the opening.  The prover, the verifiers' U(r) and their side of the identity also
+run compiled (``_flp_kernel.c`` beside this module, an optional extension, :func:`prover_backend`): every value is
+an exact field element, so both give the same proof and the same verdict.
 """
 from __future__ import annotations
 
