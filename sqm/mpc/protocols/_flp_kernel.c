@@ -117,7 +117,7 @@ static inline __attribute__((always_inline)) double dred(double p, double u, dou
 typedef struct {
     double p, u, c1;  /* p, 1/p, 2^lw mod p */
     int64_t g, d, n, std, lw;
-    const double *eh, *el, *e0; /* E's limbs (points x G, above and below bit lw) and first column */
+    const double *eh, *el, *e0, *ef; /* E's limbs (points x G, above and below bit lw), first column, whole */
     const double *pairs;        /* v (d-1-v) mod p */
 } dctx;
 
@@ -125,7 +125,7 @@ typedef struct {
  * digits') in doubles: their weighted gadget values at every point added to acc (n doubles in [0, p)) */
 static inline __attribute__((always_inline)) void dblock_body(const dctx *c, const int64_t *Y, int64_t m, int64_t j0, int64_t nb, const int64_t *a,
                           const int64_t *beta, int digits, int64_t nf, const double *fl, const double *fr,
-                          double *acc)
+                          double *acc, int whole)
 {
     const double p = c->p, u = c->u;
     const int64_t g = c->g, d = c->d;
@@ -150,9 +150,21 @@ static inline __attribute__((always_inline)) void dblock_body(const dctx *c, con
                 uv[jj] = yd[(i - 1) * COLS + jj];
         } else { /* the extension: sum_k E[r, k] y_k in two exact limb sums, and the blind's term */
             int64_t r = i - g - 1;
-            const double *eh = c->eh + r * g, *el = c->el + r * g;
+            const double *eh = c->eh + r * g, *el = c->el + r * g, *ef = c->ef + r * g;
+            double e0 = c->e0[r], c1 = c->c1;
             for (int64_t jj = 0; jj < nb; jj++)
                 sh[jj] = sl[jj] = 0;
+            if (whole) {
+                for (int64_t k = 0; k < g; k++) {
+                    double e = ef[k];
+                    for (int64_t jj = 0; jj < nb; jj++)
+                        sh[jj] = fma(e, ys[k * COLS + jj], sh[jj]);
+                }
+                for (int64_t jj = 0; jj < nb; jj++) {
+                    double v = dred(p, u, sh[jj]) + dmul(p, u, ad[jj], e0);
+                    uv[jj] = v >= p ? v - p : v;
+                }
+            } else {
             for (int64_t k = 0; k < g; k++) {
                 double h = eh[k], l = el[k];
                 for (int64_t jj = 0; jj < nb; jj++) {
@@ -160,12 +172,12 @@ static inline __attribute__((always_inline)) void dblock_body(const dctx *c, con
                     sl[jj] = fma(l, ys[k * COLS + jj], sl[jj]);
                 }
             }
-            double e0 = c->e0[r], c1 = c->c1;
             for (int64_t jj = 0; jj < nb; jj++) {
                 double v = dmul(p, u, dred(p, u, sh[jj]), c1) + dred(p, u, sl[jj]);
                 v = v >= p ? v - p : v;
                 v += dmul(p, u, ad[jj], e0);
                 uv[jj] = v >= p ? v - p : v;
+            }
             }
         }
         if (digits && d == 8) {
@@ -208,25 +220,25 @@ static inline __attribute__((always_inline)) void dblock_body(const dctx *c, con
 }
 
 static void dblock_plain(const dctx *c, const int64_t *Y, int64_t m, int64_t j0, int64_t nb, const int64_t *a,
-                         const int64_t *beta, int digits, int64_t nf, const double *fl, const double *fr, double *acc)
+                         const int64_t *beta, int digits, int64_t nf, const double *fl, const double *fr, double *acc, int whole)
 {
-    dblock_body(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc);
+    dblock_body(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, whole);
 }
 
 #ifdef FAST_TARGET
 __attribute__((target("avx2,fma"))) static void dblock_fast(const dctx *c, const int64_t *Y, int64_t m, int64_t j0,
                                                             int64_t nb, const int64_t *a, const int64_t *beta,
                                                             int digits, int64_t nf, const double *fl,
-                                                            const double *fr, double *acc)
+                                                            const double *fr, double *acc, int whole)
 {
-    dblock_body(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc);
+    dblock_body(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, whole);
 }
 
 __attribute__((target("avx512f,avx512dq,avx2,fma,prefer-vector-width=512"))) static void
 dblock_wide(const dctx *c, const int64_t *Y, int64_t m, int64_t j0, int64_t nb, const int64_t *a, const int64_t *beta,
-            int digits, int64_t nf, const double *fl, const double *fr, double *acc)
+            int digits, int64_t nf, const double *fl, const double *fr, double *acc, int whole)
 {
-    dblock_body(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc);
+    dblock_body(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, whole);
 }
 #endif
 
@@ -255,21 +267,21 @@ int sqm_flp_simd(int level)
 }
 
 static void dblock(const dctx *c, const int64_t *Y, int64_t m, int64_t j0, int64_t nb, const int64_t *a,
-                   const int64_t *beta, int digits, int64_t nf, const double *fl, const double *fr, double *acc)
+                   const int64_t *beta, int digits, int64_t nf, const double *fl, const double *fr, double *acc, int whole)
 {
     if (simd_level < 0)
         sqm_flp_simd(-1);
 #ifdef FAST_TARGET
     if (simd_level == 2) {
-        dblock_wide(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc);
+        dblock_wide(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, whole);
         return;
     }
     if (simd_level == 1) {
-        dblock_fast(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc);
+        dblock_fast(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, whole);
         return;
     }
 #endif
-    dblock_plain(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc);
+    dblock_plain(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, whole);
 }
 
 /* one column j's weighted gadget values at every point added to acc (128-bit sums of Montgomery forms), in
@@ -346,6 +358,7 @@ int sqm_flp_prove(const int64_t *Y, int64_t g, int64_t m, const int64_t *a, cons
     size_t es = (size_t)((g + 1) * (points ? points : 1));
     uint64_t *em = malloc(sizeof(uint64_t) * es);
     double *eh = malloc(sizeof(double) * es), *el = malloc(sizeof(double) * es), *e0 = malloc(sizeof(double) * es);
+    double *ef = malloc(sizeof(double) * es);
     uint64_t *u = malloc(sizeof(uint64_t) * (size_t)n);
     u128 *acc = malloc(sizeof(u128) * (size_t)n);
     double *accd = malloc(sizeof(double) * (size_t)n), *dpairs = malloc(sizeof(double) * (size_t)(d / 2 + 1));
@@ -355,7 +368,7 @@ int sqm_flp_prove(const int64_t *Y, int64_t g, int64_t m, const int64_t *a, cons
     double *dfl = malloc(sizeof(double) * (size_t)(d * COLS)), *dfr = malloc(sizeof(double) * (size_t)(d * COLS));
     int64_t *fidx = malloc(sizeof(int64_t) * (size_t)d);
     int rc = -1;
-    if (!em || !eh || !el || !e0 || !u || !acc || !accd || !dpairs || !pairs || !fr || !fl || !dfl || !dfr || !fidx)
+    if (!em || !eh || !el || !e0 || !ef || !u || !acc || !accd || !dpairs || !pairs || !fr || !fl || !dfl || !dfr || !fidx)
         goto done;
     for (int64_t i = 0; i < points * (g + 1); i++)
         em[i] = mul(&f, to_mont(&f, (uint64_t)E[i]), f.r2);
@@ -363,6 +376,7 @@ int sqm_flp_prove(const int64_t *Y, int64_t g, int64_t m, const int64_t *a, cons
         e0[i] = (double)E[i * (g + 1)];
         for (int64_t k = 0; k < g; k++) {
             int64_t e = E[i * (g + 1) + k + 1];
+            ef[i * g + k] = (double)e;
             eh[i * g + k] = (double)(e >> lw);
             el[i * g + k] = (double)(e & (((int64_t)1 << lw) - 1));
         }
@@ -378,7 +392,7 @@ int sqm_flp_prove(const int64_t *Y, int64_t g, int64_t m, const int64_t *a, cons
         accd[i] = 0;
     }
     dctx c = {(double)p, 1.0 / (double)p, (double)(((uint64_t)1 << lw) % (uint64_t)p), g, d, n, std, lw,
-              eh, el, e0, dpairs};
+              eh, el, e0, ef, dpairs};
     /* a block's entries y (signed) qualify when G 2^lw |y| < 2^53: the limb sums stay exact */
     int64_t ymax = use_dbl ? (int64_t)((9007199254740992.0 / (double)g) / (double)((int64_t)1 << lw)) - 1 : 0;
     for (int64_t j0 = 0; j0 < m;) {
@@ -386,10 +400,12 @@ int sqm_flp_prove(const int64_t *Y, int64_t g, int64_t m, const int64_t *a, cons
         if (j0 < std && j0 + nb > std)
             nb = std - j0; /* a block is all digit columns or none */
         int ok = use_dbl;
+        int64_t big = 0; /* the block's largest |entry| */
         for (int64_t k = 0; ok && k < g; k++)
             for (int64_t jj = 0; jj < nb; jj++) {
                 int64_t y = Y[k * m + j0 + jj];
                 int64_t s = y > p / 2 ? p - y : y;
+                big = s > big ? s : big;
                 if (s > ymax) {
                     ok = 0;
                     break;
@@ -412,7 +428,9 @@ int sqm_flp_prove(const int64_t *Y, int64_t g, int64_t m, const int64_t *a, cons
                 }
         }
         if (ok)
-            dblock(&c, Y, m, j0, nb, a, beta, j0 < std, nf, dfl, dfr, accd);
+            /* one exact sum with E whole where G |y| (p - 1) < 2^53 (digits in small fields), else two limbs */
+            dblock(&c, Y, m, j0, nb, a, beta, j0 < std, nf, dfl, dfr, accd,
+                   (double)g * (double)big * (double)(p - 1) < 9007199254740992.0);
         else
             for (int64_t j = j0; j < j0 + nb; j++)
                 mcolumn(&f, Y, g, m, j, a, em, wide, lin, roots, d, std, beta, pairs, u, fr, fl, acc);
@@ -424,7 +442,7 @@ int sqm_flp_prove(const int64_t *Y, int64_t g, int64_t m, const int64_t *a, cons
     }
     rc = 0;
 done:
-    free(em), free(eh), free(el), free(e0), free(u), free(acc), free(accd), free(dpairs), free(pairs), free(fr);
+    free(em), free(eh), free(el), free(e0), free(ef), free(u), free(acc), free(accd), free(dpairs), free(pairs), free(fr);
     free(fl), free(dfl), free(dfr), free(fidx);
     return rc;
 }
