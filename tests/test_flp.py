@@ -164,6 +164,7 @@ def test_every_vector_variant_of_the_compiled_prover_gives_the_same_values():
 def test_the_compiled_prover_is_used_where_it_was_built_unless_numpy_is_asked(monkeypatch):
     if flp._library() is None:
         _no_kernel()
+    monkeypatch.delenv("SQM_FLP_KERNEL", raising=False)
     flp._compiled.cache_clear()
     try:
         assert flp.prover_backend() == "compiled"
