@@ -4,7 +4,8 @@
 
 Each shape runs one release through real party processes (``backend="mpyc"``), without and with ``verify_inputs``
 (:mod:`sqm.mpc.protocols.input_proof`), on the same synthetic data (rows normalised to norm 1, seeded) and seeds.
-Reported per run: bytes sent (all parties, and the most of one party), exchanges, wall seconds, the parties' CPU
+Reported: which FLP prover ran (the compiled kernel or numpy, :func:`sqm.mpc.protocols.flp.prover_backend`), and per
+run: bytes sent (all parties, and the most of one party), exchanges, wall seconds, the parties' CPU
 seconds (summed) and the proof's own phases; the verified run's ratios to the unverified one; and whether both
 released the same integers.  The time is the machine's: say its load beside the figures.
 """
@@ -64,12 +65,15 @@ def run(shapes, clients: int = 2, gamma: float = 4096.0, seed: int = 0) -> dict:
         for k in ("seconds", "bytes", "max_party_bytes", "exchanges", "cpu_seconds"):
             ver[f"{k}_ratio"] = ver[k] / base[k] if base[k] else None
         rows += [base, ver]
+    from sqm.mpc.protocols.flp import prover_backend
+
     return {"rows": rows, "gamma": gamma, "seed": seed, "load_average": os.getloadavg()[0],
-            "seconds": time.perf_counter() - t0}
+            "prover": prover_backend(), "seconds": time.perf_counter() - t0}
 
 
 def print_table(rep: dict) -> None:
-    print(f"verifiable inputs: gamma {rep['gamma']:g}, load average {rep['load_average']:.1f}")
+    print(f"verifiable inputs: gamma {rep['gamma']:g}, load average {rep['load_average']:.1f}, "
+          f"{rep.get('prover', 'numpy')} prover")
     print(f"{'shape':>12} {'proofs':>6} {'MB':>9} {'x':>6} {'exch':>5} {'x':>5} {'wall s':>7} {'x':>5} "
           f"{'cpu s':>7} {'x':>5} {'proof s':>7} {'bits':>4} {'same':>5}")
     for r in rep["rows"]:

@@ -2,6 +2,8 @@
 (a, P(0..dG)) with P = sum_j beta_j g_j(U_j), U_j through the blind a_j at 0 and the grid's column at 1..G."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -49,17 +51,132 @@ def _instance(p: int, d: int, m_digits: int, m_square: int, spread: int, seed: i
 
 @pytest.mark.parametrize("bits,d,spread", [(39, 4, 3000), (42, 8, 5000), (45, 8, 3000), (46, 4, 1 << 20),
                                            (49, 16, 200), (61, 4, 3000), (31, 4, 100)])
-def test_the_proof_is_its_definition(bits, d, spread):
-    """Every path (float products with the blinds in limbs below 2^46, lazy reductions there, the degree-8 digit
-    gadget's three products below 2^44, the field products above; small-integer nodes or not) gives the
-    definition's proof, bit for bit."""
+@pytest.mark.parametrize("backend", ["numpy", "compiled"])
+def test_the_proof_is_its_definition(bits, d, spread, backend, monkeypatch):
+    """Every path of both provers (numpy: float products with the blinds in limbs below 2^46, lazy reductions
+    there, the degree-8 digit gadget's three products below 2^44, the field products above, small-integer nodes or
+    not; compiled: doubles below 2^50, Montgomery products above) gives the definition's proof, bit for bit."""
+    _backend(monkeypatch, backend)
     p = prime_below(bits)
     Y, polys, beta, a = _instance(p, d, 9, 4, spread, bits)
     got = flp.prove(Y, polys, beta, p, a)
     assert [int(v) for v in got] == _reference(Y, polys, beta, a, p)
 
 
+def _no_kernel() -> None:
+    """Skip a test of the compiled kernel where it was not built (fail instead under ``SQM_REQUIRE_FLP_KERNEL``,
+    which CI sets)."""
+    if os.environ.get("SQM_REQUIRE_FLP_KERNEL"):
+        pytest.fail("SQM_REQUIRE_FLP_KERNEL is set but the compiled FLP kernel (setup.py) was not built or does "
+                    "not load")
+    pytest.skip("the compiled FLP kernel was not built here")
+
+
+def _backend(monkeypatch, backend: str) -> None:
+    """Run :func:`flp.prove` on the numpy prover, or on the compiled one (skipped where it was not built)."""
+    if backend == "numpy":
+        monkeypatch.setattr(flp, "_compiled", lambda: None)
+    elif flp._kernels() is None:
+        _no_kernel()
+    else:
+        monkeypatch.setattr(flp, "_compiled", flp._kernels)
+
+
+def _mixed(p: int, g: int, m: int, d: int, big_from: int | None, seed: int):
+    """Random columns: the first half digits (the digit polynomial for an even d), then roots and factors of their
+    own, a square and constant factors; entries small signed integers up to 2^13, with every column from
+    ``big_from`` on holding arbitrary field elements (None: none)."""
+    rng = np.random.default_rng(seed)
+    k = m // 2 if d % 2 == 0 else 0
+    lin = np.ones((m, d), dtype=np.int64)
+    roots = np.tile(np.arange(d, dtype=np.int64), (m, 1))
+    roots[k:] = rng.integers(0, p, size=(m - k, d))
+    lin[k:] = rng.integers(0, 2, size=(m - k, d))
+    if m - k >= 2 and d >= 2:  # a square, then constant factors (lin 0, root -1)
+        lin[-2], roots[-2] = 0, p - 1
+        lin[-2, :2], roots[-2, :2] = 1, 0
+        lin[-1, 1:], roots[-1, 1:] = 0, p - 1
+    Y = rng.integers(-(1 << 13), (1 << 13) + 1, size=(g, m))
+    Y[:, :k] = rng.integers(0, d, size=(g, k))
+    Y %= p
+    if big_from is not None:
+        Y[:, big_from:] = rng.integers(0, p, size=(g, m - big_from))
+    Y[0, :min(m, 3)] = [p - 1, 0, 1][:min(m, 3)]
+    return (Y.astype(np.int64), flp.column_polys(lin, roots, p), rng.integers(0, p, size=m, dtype=np.int64),
+            rng.integers(0, p, size=m, dtype=np.int64))
+
+
+@pytest.mark.parametrize("bits", [13, 23, 31, 41, 42, 46, 47, 49, 50, 51, 59, 61])
+@pytest.mark.parametrize("g,m,d,big_from", [(16, 1, 8, None), (16, 63, 8, None), (16, 130, 8, 97),
+                                            (16, 65, 8, 0), (1, 7, 2, None), (3, 64, 4, 40), (5, 20, 3, None),
+                                            (2, 9, 16, 5), (70, 6, 4, None), (16, 40, 1, None)])
+def test_the_compiled_prover_gives_the_numpy_provers_values(bits, g, m, d, big_from):
+    """Bit for bit on random statements: fields from 13 to 61 bits (the doubles' path below 2^50, Montgomery's
+    above), one column to more than two blocks of 64 with edge counts, blocks of small entries and of arbitrary
+    field elements in one grid (both paths' sums), digit and other columns, odd and even degrees, one node and more
+    nodes than the doubles' path takes."""
+    fn = flp._library()
+    if fn is None:
+        _no_kernel()
+    p = prime_below(bits)
+    Y, polys, beta, a = _mixed(p, g, m, d, big_from, bits * 1000 + g * m + d)
+    got = flp._prove_compiled(fn, Y, polys, beta, p, a)
+    assert got is not None
+    assert np.array_equal(got, flp._prove_numpy(Y, polys, beta, p, a))
+
+
+@pytest.mark.parametrize("bits", [13, 31, 42, 50, 59, 61])
+@pytest.mark.parametrize("g,m,d", [(16, 1, 8), (16, 130, 8), (3, 64, 4), (5, 20, 3), (2, 9, 16)])
+def test_the_compiled_verifier_steps_give_the_numpy_values(bits, g, m, d):
+    """The verifiers' U(r) (the combination of the blinds and the grid's rows) and sum_j beta_j g_j(u_j) at one
+    point, bit for bit, for small and arbitrary entries."""
+    k = flp._kernels()
+    if k is None:
+        _no_kernel()
+    p = prime_below(bits)
+    Y, polys, beta, a = _mixed(p, g, m, d, m // 3, bits + g + m + d)
+    coef = flp._lagrange_nodes(g + 1, p - 5, p)
+    assert np.array_equal(flp._combine_compiled(k.combine, a, Y, coef, p), flp._combine_numpy(a, Y, coef, p))
+    for u in (Y[0], Y[-1], a):
+        assert flp._gadget_compiled(k.gadget, u, polys, beta, p) == int(flp._gadget(u[None, :], polys, beta, p)[0])
+
+
+def test_every_vector_variant_of_the_compiled_prover_gives_the_same_values():
+    """The doubles' path without vector instructions (FMA from the C library), with AVX2 and with AVX-512, where
+    this processor has them: the numpy prover's values each."""
+    fn = flp._library()
+    if fn is None:
+        _no_kernel()
+    simd = flp._simd()
+    best = simd(-1)
+    try:
+        for level in range(best + 1):
+            assert simd(level) == level
+            for bits, (g, m, d, big) in ((42, (16, 130, 8, 97)), (31, (3, 64, 4, None)), (50, (16, 65, 16, 60))):
+                p = prime_below(bits)
+                Y, polys, beta, a = _mixed(p, g, m, d, big, bits + level)
+                assert np.array_equal(flp._prove_compiled(fn, Y, polys, beta, p, a),
+                                      flp._prove_numpy(Y, polys, beta, p, a))
+    finally:
+        assert simd(-1) == best
+
+
+def test_the_compiled_prover_is_used_where_it_was_built_unless_numpy_is_asked(monkeypatch):
+    if flp._library() is None:
+        _no_kernel()
+    monkeypatch.delenv("SQM_FLP_KERNEL", raising=False)
+    flp._compiled.cache_clear()
+    try:
+        assert flp.prover_backend() == "compiled"
+        flp._compiled.cache_clear()
+        monkeypatch.setenv("SQM_FLP_KERNEL", "numpy")
+        assert flp.prover_backend() == "numpy"
+    finally:
+        flp._compiled.cache_clear()
+
+
 def test_the_blocks_of_columns_never_change_the_proof(monkeypatch):
+    _backend(monkeypatch, "numpy")
     p = prime_below(40)
     Y, polys, beta, a = _instance(p, 4, 11, 3, 3000, 5)
     whole = flp.prove(Y, polys, beta, p, a)
@@ -68,9 +185,11 @@ def test_the_blocks_of_columns_never_change_the_proof(monkeypatch):
 
 
 @pytest.mark.parametrize("bits", [39, 61])
-def test_an_honest_proof_passes_and_a_changed_one_fails(bits):
+@pytest.mark.parametrize("backend", ["numpy", "compiled"])
+def test_an_honest_proof_passes_and_a_changed_one_fails(bits, backend, monkeypatch):
     """query/decide on the values (a sharing's degree-0 case): the identity holds at a random point for the
-    honest proof and fails once one of its values moves."""
+    honest proof (of either prover) and fails once one of its values moves."""
+    _backend(monkeypatch, backend)
     p = prime_below(bits)
     Y, polys, beta, a = _instance(p, 4, 6, 2, 3000, bits)
     proof = flp.prove(Y, polys, beta, p, a)

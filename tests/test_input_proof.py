@@ -371,6 +371,7 @@ def test_three_clients_with_the_sharing_check_release_the_same_integers(tmp_path
 
 
 def test_the_provers_blocks_of_columns_never_change_the_proof(monkeypatch):
+    monkeypatch.setattr(flp, "_compiled", lambda: None)  # the numpy prover's blocks
     x = _honest(rows=40)
     W = ip.witness(x, CLAIM)
     co = ip.coins(bytes(32), 1, 40, CLAIM, P)

@@ -25,11 +25,17 @@ Cost: the prover extends the columns to (d - 1) G more points (a ((d-1)G x (G+1)
 float64 where it is exact: :func:`_extend`) and evaluates the gadget there, d/2 + 1 products per digit column and
 point (:func:`_gadget`): about (d - 1)(d/2 + 1) products per grid entry, whatever G; each verifier makes G + 1
 scalar products of m values; m + 3 values are opened.  ``G`` (:data:`ROWS`) trades the extension's float work and
-the error against the blinds and the opening.
+the error against the blinds and the opening.  The prover, the verifiers' U(r) and their side of the identity also
+run compiled (``_flp_kernel.c`` beside this module, an optional extension, :func:`prover_backend`): every value is
+an exact field element, so both give the same proof and the same verdict.
 """
 from __future__ import annotations
 
+import ctypes
 import functools
+import importlib.util
+import os
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -172,8 +178,24 @@ def _weighted_sum(vals: np.ndarray, beta: np.ndarray, p: int) -> np.ndarray:
     return modarith.sum_mod(prod, 1, p)
 
 
+_PREFIXES: dict[int, tuple[np.ndarray, int]] = {}  # id -> (a read-only statement, held; its digit prefix)
+
+
 def _digit_prefix(polys: np.ndarray) -> int:
-    """How many leading columns hold the digit polynomial prod_{v < d} (u - v) (0 for an odd d)."""
+    """How many leading columns hold the digit polynomial prod_{v < d} (u - v) (0 for an odd d); remembered for a
+    read-only array that owns its data (a cached statement: it cannot change, and while held its id is its own)."""
+    hit = _PREFIXES.get(id(polys))
+    if hit is not None and hit[0] is polys:
+        return hit[1]
+    std = _find_digit_prefix(polys)
+    if polys.base is None and not polys.flags.writeable:
+        if len(_PREFIXES) >= 8:
+            _PREFIXES.pop(next(iter(_PREFIXES)))
+        _PREFIXES[id(polys)] = (polys, std)
+    return std
+
+
+def _find_digit_prefix(polys: np.ndarray) -> int:
     lin, roots = polys
     m, d = lin.shape
     if d % 2 or d < 2:
@@ -185,16 +207,181 @@ def _digit_prefix(polys: np.ndarray) -> int:
 def prove(Y, polys, beta, p: int, blinds) -> np.ndarray:
     """The proof (a, P(0..dG)) for the grid ``Y`` (G x m field elements), the columns' polynomials ``polys``
     (:func:`column_polys`) and weights ``beta``; ``blinds``: the m blinds a (uniform field elements), or a
-    generator that draws them."""
+    generator that draws them.  Two provers give the same proof: a compiled one (``_flp_kernel.c`` beside this
+    module, an optional extension, :func:`prover_backend`) and :func:`_prove_numpy`."""
     Y = np.asarray(Y, dtype=np.int64)
     g, m = Y.shape
-    d = degree(polys)
     if isinstance(blinds, np.random.Generator):
         blinds = blinds.integers(0, p, size=m, dtype=np.int64)
     a = np.asarray(blinds, dtype=np.int64)
     if a.shape != (m,):
         raise UsageError(f"a {g} x {m} grid takes {m} blinds, got {a.shape}")
     beta = np.asarray(beta, dtype=np.int64)
+    k = _compiled()
+    values = None if k is None else _prove_compiled(k.prove, Y, polys, beta, p, a)
+    return np.concatenate([a, _prove_numpy(Y, polys, beta, p, a) if values is None else values])
+
+
+def prover_backend() -> str:
+    """Which prover :func:`prove` runs here: "compiled" (``_flp_kernel.c``, where it was built and gives the numpy
+    prover's proofs on a sample) or "numpy".  Both give the same field elements."""
+    return "numpy" if _compiled() is None else "compiled"
+
+
+def _kernel(name: str):
+    """The compiled kernel's C function ``name`` (through ctypes, which releases the GIL while it runs), or None
+    where the extension was not built or does not load."""
+    try:
+        spec = importlib.util.find_spec("sqm.mpc.protocols._flp_kernel")
+        if spec is None or not spec.origin:
+            return None
+        return getattr(ctypes.CDLL(spec.origin), name)
+    except (OSError, AttributeError, ImportError):
+        return None
+
+
+def _simd():
+    """The compiled kernel's switch of its vector variant (``sqm_flp_simd``: for tests, which compare them), or
+    None."""
+    fn = _kernel("sqm_flp_simd")
+    if fn is not None:
+        fn.restype, fn.argtypes = ctypes.c_int, [ctypes.c_int]
+    return fn
+
+
+def _library():
+    """The compiled prover's C function, or None where the extension was not built or does not load."""
+    fn = _kernel("sqm_flp_prove")
+    if fn is None:
+        return None
+    fn.restype = ctypes.c_int
+    ptr, i64 = ctypes.c_void_p, ctypes.c_int64
+    fn.argtypes = [ptr, i64, i64, ptr, ptr, ptr, ptr, i64, i64, ptr, i64, ptr]
+    return fn
+
+
+class _Kernels(NamedTuple):
+    """The compiled kernel's functions: the prover, the gadget at one point, the verifiers' U(r)."""
+
+    prove: Any
+    gadget: Any
+    combine: Any
+
+
+def _kernels() -> _Kernels | None:
+    """The compiled kernel's three functions (unchecked), or None where it was not built or does not load."""
+    prove_fn, gadget_fn, combine_fn = _library(), _kernel("sqm_flp_gadget"), _kernel("sqm_flp_combine")
+    if prove_fn is None or gadget_fn is None or combine_fn is None:
+        return None
+    ptr, i64 = ctypes.c_void_p, ctypes.c_int64
+    gadget_fn.restype = combine_fn.restype = ctypes.c_int
+    gadget_fn.argtypes = [ptr, i64, ptr, ptr, i64, i64, ptr, i64, ptr]
+    combine_fn.argtypes = [ptr, ptr, i64, i64, ptr, i64, ptr]
+    return _Kernels(prove_fn, gadget_fn, combine_fn)
+
+
+@functools.lru_cache(maxsize=1)
+def _compiled() -> _Kernels | None:
+    """:func:`_kernels` where they give the numpy code's values on a fixed sample (:func:`_prove_numpy`,
+    :func:`_gadget`, :func:`_combine_numpy`), else None (also where ``SQM_FLP_KERNEL=numpy`` asks for numpy)."""
+    if os.environ.get("SQM_FLP_KERNEL", "").strip().lower() == "numpy":
+        return None
+    k = _kernels()
+    if k is None:
+        return None
+    for Y, polys, beta, p, a in _sample():
+        try:
+            got = _prove_compiled(k.prove, Y, polys, beta, p, a)
+            coef = [int(v) for v in a[:1]] + [int(v) for v in beta[:Y.shape[0]]] * Y.shape[0]
+            coef = coef[:Y.shape[0] + 1]
+            point = _gadget_compiled(k.gadget, Y[-1], polys, beta, p)
+            comb = _combine_compiled(k.combine, a, Y, coef, p)
+        except Exception:  # a kernel that fails its first calls: the numpy code
+            return None
+        if got is None or not np.array_equal(got, _prove_numpy(Y, polys, beta, p, a)):
+            return None
+        if point is None or point != int(_gadget(Y[-1][None, :], polys, beta, p)[0]):
+            return None
+        if comb is None or not np.array_equal(comb, _combine_numpy(a, Y, coef, p)):
+            return None
+    return k
+
+
+def _gadget_compiled(fn, u: np.ndarray, polys: np.ndarray, beta: np.ndarray, p: int) -> int | None:
+    """sum_j beta_j g_j(u_j) from the compiled kernel, or None where it cannot run."""
+    d = degree(polys)
+    if p % 2 == 0 or p >= 1 << 62 or d < 1 or d > 64:
+        return None
+    u = np.ascontiguousarray(u, dtype=np.int64)
+    lin, roots = (np.ascontiguousarray(x, dtype=np.int64) for x in polys)
+    beta = np.ascontiguousarray(beta, dtype=np.int64)
+    out = np.zeros(1, dtype=np.int64)
+    rc = fn(u.ctypes.data, u.size, lin.ctypes.data, roots.ctypes.data, d, _digit_prefix(polys), beta.ctypes.data,
+            p, out.ctypes.data)
+    return int(out[0]) if rc == 0 else None
+
+
+def _combine_compiled(fn, a: np.ndarray, Y: np.ndarray, coef, p: int) -> np.ndarray | None:
+    """:func:`_combine` from the compiled kernel, or None where it cannot run."""
+    g, m = Y.shape
+    if p % 2 == 0 or p >= 1 << 62 or g > 1024:
+        return None
+    a, Y = np.ascontiguousarray(a, dtype=np.int64), np.ascontiguousarray(Y, dtype=np.int64)
+    c = np.array([int(v) % p for v in coef], dtype=np.int64)
+    out = np.empty(m, dtype=np.int64)
+    rc = fn(a.ctypes.data, Y.ctypes.data, g, m, c.ctypes.data, p, out.ctypes.data)
+    return out if rc == 0 else None
+
+
+def _sample():
+    """Fixed public statements (from a fixed seed: nothing secret) on which the compiled prover must give the numpy
+    prover's values: fields of 13 to 61 bits; digit columns, other ranges' digits, squares and columns of
+    constant factors; grids of small signed integers and of arbitrary field elements; one column, one node, odd
+    degrees."""
+    from sqm.mpc.shares.field import prime_below
+
+    rng = np.random.default_rng(20261)
+    out = []
+    for bits, g, m, d in ((13, 4, 9, 8), (41, ROWS, 70, 8), (47, 3, 5, 8), (61, 5, 11, 8), (31, 1, 1, 2),
+                          (37, 2, 6, 3), (59, 6, 4, 4)):
+        p = prime_below(bits)
+        lin = np.ones((m, d), dtype=np.int64)
+        roots = np.tile(np.arange(d, dtype=np.int64), (m, 1))
+        k = m // 2
+        roots[k:] = rng.integers(0, p, size=(m - k, d))
+        lin[k + 1:, :] = rng.integers(0, 2, size=(m - k - 1, d))
+        if d >= 3 and m - k >= 2:  # a square: lin (1, 1, 0, ..), roots (0, 0, -1, ..)
+            lin[-1], roots[-1] = 0, p - 1
+            lin[-1, :2], roots[-1, :2] = 1, 0
+        small = rng.integers(-4100, 4100, size=(g, m)) % p
+        for Y in (small, rng.integers(0, p, size=(g, m), dtype=np.int64)):
+            out.append((Y.astype(np.int64), column_polys(lin, roots, p), rng.integers(0, p, size=m, dtype=np.int64),
+                        p, rng.integers(0, p, size=m, dtype=np.int64)))
+    return out
+
+
+def _prove_compiled(fn, Y: np.ndarray, polys: np.ndarray, beta: np.ndarray, p: int, a: np.ndarray):
+    """P(0..dG) from the compiled prover, or None where it cannot run (an even or too large p, an odd degree with a
+    digit prefix, a buffer)."""
+    g, m = Y.shape
+    d = degree(polys)
+    if p % 2 == 0 or p >= 1 << 62 or d < 1:
+        return None
+    Y = np.ascontiguousarray(Y, dtype=np.int64)
+    lin, roots = (np.ascontiguousarray(x, dtype=np.int64) for x in polys)
+    E = np.ascontiguousarray(_extension(g, (d - 1) * g, p))
+    a, beta = np.ascontiguousarray(a, dtype=np.int64), np.ascontiguousarray(beta, dtype=np.int64)
+    out = np.empty(d * g + 1, dtype=np.int64)
+    rc = fn(Y.ctypes.data, g, m, a.ctypes.data, E.ctypes.data, lin.ctypes.data, roots.ctypes.data, d,
+            _digit_prefix(polys), beta.ctypes.data, p, out.ctypes.data)
+    return out if rc == 0 else None
+
+
+def _prove_numpy(Y: np.ndarray, polys: np.ndarray, beta: np.ndarray, p: int, a: np.ndarray) -> np.ndarray:
+    """P(0..dG) in numpy: blocks of columns extended (:func:`_extend`) and put through the gadget
+    (:func:`_gadget`)."""
+    g, m = Y.shape
+    d = degree(polys)
     std = _digit_prefix(polys)
     E = _extension(g, (d - 1) * g, p)
     head = np.zeros(1, dtype=np.int64)  # P(0), from the blinds
@@ -210,7 +397,7 @@ def prove(Y, polys, beta, p: int, blinds) -> np.ndarray:
         nodes = modarith.add_mod(nodes, _gadget(y, part, b, p, k) if at_nodes is None else at_nodes, p)
         if E.size:
             tail = modarith.add_mod(tail, _gadget(_extend(E, a[cols], y, p, signed, lazy=True), part, b, p, k), p)
-    return np.concatenate([a, head, nodes, tail])
+    return np.concatenate([head, nodes, tail])
 
 
 def _signed(y: np.ndarray, p: int) -> np.ndarray:
@@ -355,6 +542,13 @@ def query(Y, proof, alpha, r: int, p: int, d: int) -> np.ndarray:
 
 
 def _combine(a: np.ndarray, Y: np.ndarray, coef, p: int) -> np.ndarray:
+    """(coef_0 a + sum_k coef_{k+1} Y[k]) mod p: compiled (:func:`_compiled`) or :func:`_combine_numpy`."""
+    k = _compiled()
+    out = None if k is None else _combine_compiled(k.combine, a, Y, coef, p)
+    return _combine_numpy(a, Y, coef, p) if out is None else out
+
+
+def _combine_numpy(a: np.ndarray, Y: np.ndarray, coef, p: int) -> np.ndarray:
     """(coef_0 a + sum_k coef_{k+1} Y[k]) mod p: each term reduced (below p), G + 1 of them summed in int64
     (below 2^63 for p < 2^58), reduced once."""
     if (Y.shape[0] + 1) * p >= 1 << 63:
@@ -370,4 +564,8 @@ def decide(opened, polys, beta, p: int) -> bool:
     """The opened (sum, P(r), U(r)) pass the identity check P(r) = sum_j beta_j g_j(U_j(r))."""
     opened = np.asarray(opened, dtype=np.int64)
     ur = opened[2:]
-    return int(_gadget(ur[None, :], polys, beta, p)[0]) == int(opened[1]) % p
+    k = _compiled()
+    value = None if k is None else _gadget_compiled(k.gadget, ur, polys, np.asarray(beta, dtype=np.int64), p)
+    if value is None:
+        value = int(_gadget(ur[None, :], polys, beta, p)[0])
+    return value == int(opened[1]) % p

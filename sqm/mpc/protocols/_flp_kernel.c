@@ -1,0 +1,514 @@
+/* The fully linear proof's prover (sqm.mpc.protocols.flp.prove) compiled: per column of the grid, the polynomial
+ * U_j's values at the nodes 0..G (the blind, then the column) extended to the points G+1..dG, the column's
+ * polynomial g_j at every point 0..dG, weighted by beta_j and summed over the columns.  Every value is an exact
+ * field element, so the proof is the numpy prover's, element for element.  Optional: flp loads it through ctypes
+ * only where it was built and agrees with the numpy prover on a sample; otherwise the numpy prover runs.
+ *
+ * Arithmetic mod an odd p < 2^62 in Montgomery form (R = 2^64): a product is one 64 x 64 -> 128-bit
+ * multiplication and a reduction of two more (redc), with no division.  The extension's G + 1 products per point
+ * are summed in 128 bits (folded below p 2^64 whenever the high word reaches p) and reduced once; the weighted
+ * gadget values are summed over the columns the same way.
+ *
+ * For p < 2^50 and grid entries of small absolute value (their signed representatives), blocks of columns are
+ * computed in doubles, one column per vector lane: a product mod p as the exact ab = h + l (a fused
+ * multiply-add), q = floor(h / p) off by at most one, r = ab - q p exact in [-p, 2p) and corrected (:c:func:`dmul`);
+ * the extension's sums with E cut into two limbs of at most 25 bits are exact doubles, reduced once.  The
+ * remaining blocks (large entries) take the Montgomery path, column by column.  The module is a CPython extension only so that
+ * setuptools builds it; its function is called by address through ctypes (which releases the GIL), with
+ * C-contiguous arrays. */
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+/* the processors' vector and fused multiply-add instructions where they have them (AVX2 and FMA, asked of the
+ * processor at run time); the same exact integers either way */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define FAST_TARGET 1
+#endif
+
+#define COLS 64      /* columns at a time in doubles (at most 2^53 / p of them: their sum stays exact) */
+#define DBL_BITS 50  /* the doubles' path takes p < 2^50 */
+
+typedef unsigned __int128 u128;
+
+typedef struct {
+    uint64_t p, pinv, r2; /* p, -p^-1 mod 2^64, R^2 mod p */
+} field;
+
+/* T R^-1 mod p, for T < p 2^64 */
+static inline uint64_t redc(const field *f, u128 t)
+{
+    uint64_t m = (uint64_t)t * f->pinv;
+    uint64_t r = (uint64_t)((t + (u128)m * f->p) >> 64);
+    return r >= f->p ? r - f->p : r;
+}
+
+static inline uint64_t mul(const field *f, uint64_t a, uint64_t b) { return redc(f, (u128)a * b); }
+
+static inline uint64_t add(const field *f, uint64_t a, uint64_t b)
+{
+    uint64_t s = a + b;
+    return s >= f->p ? s - f->p : s;
+}
+
+static inline uint64_t sub(const field *f, uint64_t a, uint64_t b) { return a >= b ? a - b : a + f->p - b; }
+
+/* a 128-bit sum folded below p 2^64 (its high word reduced) */
+static inline u128 fold(const field *f, u128 t)
+{
+    uint64_t hi = (uint64_t)(t >> 64);
+    return hi >= f->p ? ((u128)(hi % f->p) << 64) | (uint64_t)t : t;
+}
+
+static void field_init(field *f, uint64_t p)
+{
+    uint64_t inv = p; /* p^-1 mod 2^64 by Newton's iteration (p odd: correct to 3 bits, doubling each step) */
+    for (int i = 0; i < 6; i++)
+        inv *= 2 - p * inv;
+    f->p = p;
+    f->pinv = (uint64_t)0 - inv;
+    uint64_t r = (uint64_t)(((u128)1 << 64) % p);
+    f->r2 = (uint64_t)(((u128)r * r) % p);
+}
+
+static inline uint64_t to_mont(const field *f, uint64_t a) { return mul(f, a, f->r2); }
+
+/* g_j(u) R for u R: the digit polynomial prod_{v < d} (u - v) (d even), paired as (u - v)(u - (d-1-v)) = w +
+ * v (d-1-v) with w = u (u - d + 1); for d = 8, with z = w + 6, g = (z^2 + 4z)(z^2 - 36) */
+static inline uint64_t digit_poly(const field *f, uint64_t u, int64_t d, const uint64_t *pairs, uint64_t dm1,
+                                  uint64_t six, uint64_t c36)
+{
+    uint64_t w = mul(f, u, sub(f, u, dm1));
+    if (d == 8) {
+        uint64_t z = add(f, w, six);
+        uint64_t t = mul(f, z, z);
+        uint64_t z2 = add(f, z, z);
+        uint64_t z4 = add(f, z2, z2);
+        return mul(f, add(f, t, z4), sub(f, t, c36));
+    }
+    uint64_t acc = w;
+    for (int64_t v = 1; v < d / 2; v++)
+        acc = mul(f, acc, add(f, w, pairs[v]));
+    return acc;
+}
+
+/* r in [-p, 2p) to [0, p) */
+static inline __attribute__((always_inline)) double dfix(double p, double r)
+{
+    r = r < 0 ? r + p : r;
+    return r >= p ? r - p : r;
+}
+
+/* a b mod p for doubles a, b in [0, p), p < 2^50 (u = 1/p): h = fl(ab), l = ab - h exactly (a fused
+ * multiply-add; h and l integers), q = floor(h u) within one of floor(ab / p) (relative error below 2^-51 on a
+ * quotient below 2^50), h - q p an integer below 2^53 computed exactly, r = ab - q p in [-p, 2p) */
+static inline __attribute__((always_inline)) double dmul(double p, double u, double a, double b)
+{
+    double h = a * b;
+    double l = fma(a, b, -h);
+    double q = floor(h * u);
+    return dfix(p, fma(-q, p, h) + l);
+}
+
+/* an integer s with |s| < 2^53 mod p */
+static inline __attribute__((always_inline)) double dred(double p, double u, double s) { return dfix(p, fma(-floor(s * u), p, s)); }
+
+typedef struct {
+    double p, u, c1;  /* p, 1/p, 2^lw mod p */
+    int64_t g, d, n, std, lw;
+    const double *eh, *el, *e0, *ef; /* E's limbs (points x G, above and below bit lw), first column, whole */
+    const double *pairs;        /* v (d-1-v) mod p */
+} dctx;
+
+/* columns j0..j0+nb-1 (nb <= COLS, all of them digit columns or none, ``nf`` factors fl/fr per column beyond the
+ * digits') in doubles: their weighted gadget values at every point added to acc (n doubles in [0, p)) */
+static inline __attribute__((always_inline)) void dblock_body(const dctx *c, const int64_t *Y, int64_t m, int64_t j0, int64_t nb, const int64_t *a,
+                          const int64_t *beta, int digits, int64_t nf, const double *fl, const double *fr,
+                          double *acc, int whole)
+{
+    const double p = c->p, u = c->u;
+    const int64_t g = c->g, d = c->d;
+    double ys[64 * COLS], yd[64 * COLS], ad[COLS], bd[COLS], uv[COLS], gv[COLS], sh[COLS], sl[COLS];
+    for (int64_t k = 0; k < g; k++)
+        for (int64_t jj = 0; jj < nb; jj++) {
+            int64_t y = Y[k * m + j0 + jj];
+            yd[k * COLS + jj] = (double)y;
+            ys[k * COLS + jj] = (double)(y > (int64_t)(p / 2) ? y - (int64_t)p : y);
+        }
+    for (int64_t jj = 0; jj < nb; jj++) {
+        ad[jj] = (double)a[j0 + jj];
+        bd[jj] = (double)beta[j0 + jj];
+    }
+    const double dm1 = fmod((double)(d - 1), p), six = fmod(6.0, p), c36 = fmod(36.0, p);
+    for (int64_t i = 0; i < c->n; i++) {
+        if (i == 0) {
+            for (int64_t jj = 0; jj < nb; jj++)
+                uv[jj] = ad[jj];
+        } else if (i <= g) {
+            for (int64_t jj = 0; jj < nb; jj++)
+                uv[jj] = yd[(i - 1) * COLS + jj];
+        } else { /* the extension: sum_k E[r, k] y_k in two exact limb sums, and the blind's term */
+            int64_t r = i - g - 1;
+            const double *eh = c->eh + r * g, *el = c->el + r * g, *ef = c->ef + r * g;
+            double e0 = c->e0[r], c1 = c->c1;
+            for (int64_t jj = 0; jj < nb; jj++)
+                sh[jj] = sl[jj] = 0;
+            if (whole) {
+                for (int64_t k = 0; k < g; k++) {
+                    double e = ef[k];
+                    for (int64_t jj = 0; jj < nb; jj++)
+                        sh[jj] = fma(e, ys[k * COLS + jj], sh[jj]);
+                }
+                for (int64_t jj = 0; jj < nb; jj++) {
+                    double v = dred(p, u, sh[jj]) + dmul(p, u, ad[jj], e0);
+                    uv[jj] = v >= p ? v - p : v;
+                }
+            } else {
+            for (int64_t k = 0; k < g; k++) {
+                double h = eh[k], l = el[k];
+                for (int64_t jj = 0; jj < nb; jj++) {
+                    sh[jj] = fma(h, ys[k * COLS + jj], sh[jj]);
+                    sl[jj] = fma(l, ys[k * COLS + jj], sl[jj]);
+                }
+            }
+            for (int64_t jj = 0; jj < nb; jj++) {
+                double v = dmul(p, u, dred(p, u, sh[jj]), c1) + dred(p, u, sl[jj]);
+                v = v >= p ? v - p : v;
+                v += dmul(p, u, ad[jj], e0);
+                uv[jj] = v >= p ? v - p : v;
+            }
+            }
+        }
+        if (digits && d == 8) {
+            for (int64_t jj = 0; jj < nb; jj++) {
+                double x = uv[jj], t = x - dm1;
+                double w = dmul(p, u, x, t < 0 ? t + p : t);
+                double z = w + six;
+                z = z >= p ? z - p : z;
+                double zz = dmul(p, u, z, z);
+                double s1 = dred(p, u, zz + 4 * z), s2 = zz - c36;
+                gv[jj] = dmul(p, u, dmul(p, u, s1, s2 < 0 ? s2 + p : s2), bd[jj]);
+            }
+        } else if (digits) {
+            for (int64_t jj = 0; jj < nb; jj++) {
+                double x = uv[jj], t = x - dm1;
+                sh[jj] = gv[jj] = dmul(p, u, x, t < 0 ? t + p : t); /* w, and the product so far */
+            }
+            for (int64_t v = 1; v < d / 2; v++)
+                for (int64_t jj = 0; jj < nb; jj++) {
+                    double f = sh[jj] + c->pairs[v];
+                    gv[jj] = dmul(p, u, gv[jj], f >= p ? f - p : f);
+                }
+            for (int64_t jj = 0; jj < nb; jj++)
+                gv[jj] = dmul(p, u, gv[jj], bd[jj]);
+        } else {
+            for (int64_t jj = 0; jj < nb; jj++)
+                gv[jj] = bd[jj];
+            for (int64_t q = 0; q < nf; q++)
+                for (int64_t jj = 0; jj < nb; jj++) {
+                    double f = fma(fl[q * COLS + jj], uv[jj], -fr[q * COLS + jj]); /* lin u - root, in (-p, p) */
+                    gv[jj] = dmul(p, u, gv[jj], f < 0 ? f + p : f);
+                }
+        }
+        double s = 0;
+        for (int64_t jj = 0; jj < nb; jj++)
+            s += gv[jj];
+        s = acc[i] + dred(p, u, s);
+        acc[i] = s >= p ? s - p : s;
+    }
+}
+
+static void dblock_plain(const dctx *c, const int64_t *Y, int64_t m, int64_t j0, int64_t nb, const int64_t *a,
+                         const int64_t *beta, int digits, int64_t nf, const double *fl, const double *fr, double *acc, int whole)
+{
+    dblock_body(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, whole);
+}
+
+#ifdef FAST_TARGET
+__attribute__((target("avx2,fma"))) static void dblock_fast(const dctx *c, const int64_t *Y, int64_t m, int64_t j0,
+                                                            int64_t nb, const int64_t *a, const int64_t *beta,
+                                                            int digits, int64_t nf, const double *fl,
+                                                            const double *fr, double *acc, int whole)
+{
+    dblock_body(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, whole);
+}
+
+__attribute__((target("avx512f,avx512dq,avx2,fma,prefer-vector-width=512"))) static void
+dblock_wide(const dctx *c, const int64_t *Y, int64_t m, int64_t j0, int64_t nb, const int64_t *a, const int64_t *beta,
+            int digits, int64_t nf, const double *fl, const double *fr, double *acc, int whole)
+{
+    dblock_body(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, whole);
+}
+#endif
+
+/* the vector instructions this processor has: 0 none, 1 AVX2 and FMA, 2 also AVX-512 */
+static int simd_support(void)
+{
+#ifdef FAST_TARGET
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+        return 0;
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") ? 2 : 1;
+#else
+    return 0;
+#endif
+}
+
+static int simd_level = -1; /* the variant dblock runs (-1: not chosen yet, then the best supported) */
+
+/* Cap the doubles' path at a variant (0 plain, 1 AVX2, 2 AVX-512; -1 the best this processor has) and return the
+ * variant in effect: for tests, which compare every variant's values. */
+int sqm_flp_simd(int level)
+{
+    int best = simd_support();
+    simd_level = level < 0 || level > best ? best : level;
+    return simd_level;
+}
+
+static void dblock(const dctx *c, const int64_t *Y, int64_t m, int64_t j0, int64_t nb, const int64_t *a,
+                   const int64_t *beta, int digits, int64_t nf, const double *fl, const double *fr, double *acc, int whole)
+{
+    if (simd_level < 0)
+        sqm_flp_simd(-1);
+#ifdef FAST_TARGET
+    if (simd_level == 2) {
+        dblock_wide(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, whole);
+        return;
+    }
+    if (simd_level == 1) {
+        dblock_fast(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, whole);
+        return;
+    }
+#endif
+    dblock_plain(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, whole);
+}
+
+/* one column j's weighted gadget values at every point added to acc (128-bit sums of Montgomery forms), in
+ * Montgomery arithmetic; u: work space of n values, em: E R^2 (points x (G+1)) */
+static void mcolumn(const field *f, const int64_t *Y, int64_t g, int64_t m, int64_t j, const int64_t *a,
+                    const uint64_t *em, int wide, const int64_t *lin, const int64_t *roots, int64_t d, int64_t std,
+                    const int64_t *beta, const uint64_t *pairs, uint64_t *u, uint64_t *fr, int64_t *fl, u128 *acc)
+{
+    int64_t points = (d - 1) * g, n = d * g + 1;
+    uint64_t p = f->p, dm1 = to_mont(f, (uint64_t)(d - 1) % p), six = to_mont(f, 6 % p), c36 = to_mont(f, 36 % p),
+             one = to_mont(f, 1);
+    /* the nodes (plain), the extension's sums, then every point in Montgomery form */
+    u[0] = (uint64_t)a[j];
+    for (int64_t k = 0; k < g; k++)
+        u[k + 1] = (uint64_t)Y[k * m + j];
+    for (int64_t i = 0; i < points; i++) { /* in registers: G + 1 products and one reduction per point */
+        const uint64_t *row = em + i * (g + 1);
+        u128 t = 0;
+        if (wide)
+            for (int64_t k = 0; k <= g; k++)
+                t = fold(f, t + (u128)row[k] * u[k]);
+        else
+            for (int64_t k = 0; k <= g; k++)
+                t += (u128)row[k] * u[k];
+        u[g + 1 + i] = redc(f, t);
+    }
+    for (int64_t k = 0; k <= g; k++)
+        u[k] = to_mont(f, u[k]);
+    uint64_t bj = to_mont(f, (uint64_t)beta[j]);
+    if (j < std) {
+        for (int64_t i = 0; i < n; i++)
+            acc[i] = fold(f, acc[i] + (u128)digit_poly(f, u[i], d, pairs, dm1, six, c36) * bj);
+        return;
+    }
+    const int64_t *lj = lin + j * d, *rj = roots + j * d;
+    int64_t nf = 0; /* the factors that are not the constant 1 (lin 0, root -1), roots in Montgomery form */
+    for (int64_t q = 0; q < d; q++)
+        if (lj[q] || (uint64_t)rj[q] != p - 1) {
+            fl[nf] = lj[q];
+            fr[nf++] = to_mont(f, (uint64_t)rj[q]);
+        }
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t prod = one;
+        for (int64_t q = 0; q < nf; q++)
+            prod = mul(f, prod, fl[q] ? sub(f, u[i], fr[q]) : sub(f, 0, fr[q]));
+        acc[i] = fold(f, acc[i] + (u128)prod * bj);
+    }
+}
+
+/* The proof's values P(0..dG) (out, dG + 1 field elements) for the G x m row-major grid Y (field elements),
+ * the blinds a (m), the extension matrix E ((d-1)G x (G+1), row i: the Lagrange coefficients of the nodes 0..G
+ * at G + 1 + i), the columns' polynomials (lin, roots: m x d, factor i of column j: lin u - root; the first std
+ * columns the digit polynomial) and weights beta (m).  Returns 0, or -1 where a buffer cannot be allocated or
+ * an argument is out of range. */
+int sqm_flp_prove(const int64_t *Y, int64_t g, int64_t m, const int64_t *a, const int64_t *E, const int64_t *lin,
+                  const int64_t *roots, int64_t d, int64_t std, const int64_t *beta, int64_t p, int64_t *out)
+{
+    if (p < 3 || !(p & 1) || (uint64_t)p >= (uint64_t)1 << 62 || g < 1 || m < 0 || d < 1 || std < 0 || std > m ||
+        (std && (d % 2)))
+        return -1;
+    field f;
+    field_init(&f, (uint64_t)p);
+    int64_t points = (d - 1) * g, n = d * g + 1;
+    int pbits = 0;
+    while (pbits < 63 && ((int64_t)1 << pbits) <= p)
+        pbits++;
+    /* the doubles' path: p < 2^50, at most 64 nodes (its block arrays); blocks whose entries are small */
+    int64_t lw = (pbits + 1) / 2, cols = COLS;
+    while (cols > 1 && (double)cols * (double)p >= 9007199254740992.0)
+        cols /= 2;
+    int use_dbl = pbits <= DBL_BITS && g <= 64 && cols >= 8;
+    /* E in Montgomery form squared (E R^2): a 128-bit sum of its products with plain values, reduced once, is
+     * the extension's value in Montgomery form */
+    size_t es = (size_t)((g + 1) * (points ? points : 1));
+    uint64_t *em = malloc(sizeof(uint64_t) * es);
+    double *eh = malloc(sizeof(double) * es), *el = malloc(sizeof(double) * es), *e0 = malloc(sizeof(double) * es);
+    double *ef = malloc(sizeof(double) * es);
+    uint64_t *u = malloc(sizeof(uint64_t) * (size_t)n);
+    u128 *acc = malloc(sizeof(u128) * (size_t)n);
+    double *accd = malloc(sizeof(double) * (size_t)n), *dpairs = malloc(sizeof(double) * (size_t)(d / 2 + 1));
+    uint64_t *pairs = malloc(sizeof(uint64_t) * (size_t)(d / 2 + 1));
+    uint64_t *fr = malloc(sizeof(uint64_t) * (size_t)d);
+    int64_t *fl = malloc(sizeof(int64_t) * (size_t)d);
+    double *dfl = malloc(sizeof(double) * (size_t)(d * COLS)), *dfr = malloc(sizeof(double) * (size_t)(d * COLS));
+    int64_t *fidx = malloc(sizeof(int64_t) * (size_t)d);
+    int rc = -1;
+    if (!em || !eh || !el || !e0 || !ef || !u || !acc || !accd || !dpairs || !pairs || !fr || !fl || !dfl || !dfr || !fidx)
+        goto done;
+    for (int64_t i = 0; i < points * (g + 1); i++)
+        em[i] = mul(&f, to_mont(&f, (uint64_t)E[i]), f.r2);
+    for (int64_t i = 0; i < points; i++) {
+        e0[i] = (double)E[i * (g + 1)];
+        for (int64_t k = 0; k < g; k++) {
+            int64_t e = E[i * (g + 1) + k + 1];
+            ef[i * g + k] = (double)e;
+            eh[i * g + k] = (double)(e >> lw);
+            el[i * g + k] = (double)(e & (((int64_t)1 << lw) - 1));
+        }
+    }
+    /* G + 1 products below (p - 1)^2 sum below p 2^64 (redc's bound) without folding when p < 2^64 / (G + 1) */
+    int wide = (u128)(g + 1) * (uint64_t)(p - 1) * (uint64_t)(p - 1) >= ((u128)(uint64_t)p << 64);
+    for (int64_t v = 0; v <= d / 2; v++) {
+        pairs[v] = to_mont(&f, (uint64_t)((v * (d - 1 - v)) % p));
+        dpairs[v] = (double)((v * (d - 1 - v)) % p);
+    }
+    for (int64_t i = 0; i < n; i++) {
+        acc[i] = 0;
+        accd[i] = 0;
+    }
+    dctx c = {(double)p, 1.0 / (double)p, (double)(((uint64_t)1 << lw) % (uint64_t)p), g, d, n, std, lw,
+              eh, el, e0, ef, dpairs};
+    /* a block's entries y (signed) qualify when G 2^lw |y| < 2^53: the limb sums stay exact */
+    int64_t ymax = use_dbl ? (int64_t)((9007199254740992.0 / (double)g) / (double)((int64_t)1 << lw)) - 1 : 0;
+    for (int64_t j0 = 0; j0 < m;) {
+        int64_t nb = m - j0 < cols ? m - j0 : cols;
+        if (j0 < std && j0 + nb > std)
+            nb = std - j0; /* a block is all digit columns or none */
+        int ok = use_dbl;
+        int64_t big = 0; /* the block's largest |entry| */
+        for (int64_t k = 0; ok && k < g; k++)
+            for (int64_t jj = 0; jj < nb; jj++) {
+                int64_t y = Y[k * m + j0 + jj];
+                int64_t s = y > p / 2 ? p - y : y;
+                big = s > big ? s : big;
+                if (s > ymax) {
+                    ok = 0;
+                    break;
+                }
+            }
+        int64_t nf = 0;
+        if (ok && j0 >= std) { /* the factors that are not the constant 1 (lin 0, root -1) in every column */
+            for (int64_t q = 0; q < d; q++) {
+                int one = 1;
+                for (int64_t jj = 0; jj < nb; jj++)
+                    if (lin[(j0 + jj) * d + q] || roots[(j0 + jj) * d + q] != p - 1)
+                        one = 0;
+                if (!one)
+                    fidx[nf++] = q;
+            }
+            for (int64_t q = 0; q < nf; q++)
+                for (int64_t jj = 0; jj < nb; jj++) {
+                    dfl[q * COLS + jj] = (double)lin[(j0 + jj) * d + fidx[q]];
+                    dfr[q * COLS + jj] = (double)roots[(j0 + jj) * d + fidx[q]];
+                }
+        }
+        if (ok)
+            /* one exact sum with E whole where G |y| (p - 1) < 2^53 (digits in small fields), else two limbs */
+            dblock(&c, Y, m, j0, nb, a, beta, j0 < std, nf, dfl, dfr, accd,
+                   (double)g * (double)big * (double)(p - 1) < 9007199254740992.0);
+        else
+            for (int64_t j = j0; j < j0 + nb; j++)
+                mcolumn(&f, Y, g, m, j, a, em, wide, lin, roots, d, std, beta, pairs, u, fr, fl, acc);
+        j0 += nb;
+    }
+    for (int64_t i = 0; i < n; i++) { /* (sum g beta R^2) R^-2, plus the doubles' sums */
+        uint64_t v = redc(&f, redc(&f, acc[i])) + (uint64_t)accd[i];
+        out[i] = (int64_t)(v >= (uint64_t)p ? v - (uint64_t)p : v);
+    }
+    rc = 0;
+done:
+    free(em), free(eh), free(el), free(e0), free(ef), free(u), free(acc), free(accd), free(dpairs), free(pairs), free(fr);
+    free(fl), free(dfl), free(dfr), free(fidx);
+    return rc;
+}
+
+/* sum_j beta_j g_j(u_j) mod p (out[0]) for one point's values u (m field elements; the columns' polynomials as
+ * in sqm_flp_prove): the verifiers' side of the identity.  Returns 0, or -1 for an argument out of range. */
+int sqm_flp_gadget(const int64_t *uv, int64_t m, const int64_t *lin, const int64_t *roots, int64_t d, int64_t std,
+                   const int64_t *beta, int64_t p, int64_t *out)
+{
+    if (p < 3 || !(p & 1) || (uint64_t)p >= (uint64_t)1 << 62 || m < 0 || d < 1 || std < 0 || std > m ||
+        (std && (d % 2)) || d > 64)
+        return -1;
+    field f;
+    field_init(&f, (uint64_t)p);
+    uint64_t pairs[33], fr[64];
+    for (int64_t v = 0; v <= d / 2 && v < 33; v++)
+        pairs[v] = to_mont(&f, (uint64_t)((v * (d - 1 - v)) % p));
+    uint64_t q = (uint64_t)p, dm1 = to_mont(&f, (uint64_t)(d - 1) % q), six = to_mont(&f, 6 % q),
+             c36 = to_mont(&f, 36 % q), one = to_mont(&f, 1);
+    u128 acc = 0;
+    for (int64_t j = 0; j < m; j++) {
+        uint64_t x = to_mont(&f, (uint64_t)uv[j]), val;
+        if (j < std)
+            val = digit_poly(&f, x, d, pairs, dm1, six, c36);
+        else {
+            const int64_t *lj = lin + j * d, *rj = roots + j * d;
+            val = one;
+            for (int64_t k = 0; k < d; k++) {
+                if (!lj[k] && (uint64_t)rj[k] == q - 1)
+                    continue;
+                fr[k] = to_mont(&f, (uint64_t)rj[k]);
+                val = mul(&f, val, lj[k] ? sub(&f, x, fr[k]) : sub(&f, 0, fr[k]));
+            }
+        }
+        acc = fold(&f, acc + (u128)val * to_mont(&f, (uint64_t)beta[j]));
+    }
+    out[0] = (int64_t)redc(&f, redc(&f, acc));
+    return 0;
+}
+
+/* out[j] = (coef[0] a[j] + sum_k coef[k + 1] Y[k, j]) mod p for the G x m row-major grid Y (field elements):
+ * the verifiers' U_j(r).  Returns 0, or -1 for an argument out of range. */
+int sqm_flp_combine(const int64_t *a, const int64_t *Y, int64_t g, int64_t m, const int64_t *coef, int64_t p,
+                    int64_t *out)
+{
+    if (p < 3 || !(p & 1) || (uint64_t)p >= (uint64_t)1 << 62 || g < 0 || m < 0 || g > 1024)
+        return -1;
+    field f;
+    field_init(&f, (uint64_t)p);
+    uint64_t c[1025]; /* coef R^2: a 128-bit sum of their products with plain values, reduced twice, is plain */
+    for (int64_t k = 0; k <= g; k++)
+        c[k] = mul(&f, to_mont(&f, (uint64_t)coef[k]), f.r2);
+    int wide = (u128)(g + 1) * (uint64_t)(p - 1) * (uint64_t)(p - 1) >= ((u128)(uint64_t)p << 64);
+    for (int64_t j = 0; j < m; j++) {
+        u128 t = (u128)c[0] * (uint64_t)a[j];
+        for (int64_t k = 0; k < g; k++) {
+            t += (u128)c[k + 1] * (uint64_t)Y[k * m + j];
+            if (wide)
+                t = fold(&f, t);
+        }
+        out[j] = (int64_t)redc(&f, redc(&f, fold(&f, t)));
+    }
+    return 0;
+}
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_flp_kernel",
+                                    "The fully linear proof's compiled prover, called through ctypes.", -1, NULL};
+
+PyMODINIT_FUNC PyInit__flp_kernel(void) { return PyModule_Create(&module); }
