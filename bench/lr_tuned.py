@@ -8,8 +8,8 @@ The protocol, per dataset, epsilon and run (seed ``seed + run``):
 1. a stratified train / validation / test split (60 / 20 / 20) of the dataset's records with that seed;
    breast_cancer and phishing are standardized with the training split's statistics, clipped to +-3 and divided
    by 3 sqrt(d) (every row in the unit ball); credit_default's encoding is public and in the unit ball already;
-2. each private method fits every point of its grid on train and scores it by AUC on validation; the argmax
-   (the first on ties) is its choice;
+2. each private method fits every point of its grid on train and scores it by AUC on validation, the mean over
+   :data:`SELECT_DRAWS` fits with fresh noise; the argmax (the first on ties) is its choice;
 3. the chosen point is refitted on train (a fresh seed); its decision threshold is the one of highest accuracy on
    the validation split (:func:`validation_threshold`, every method alike: a model's intercept is one more
    hyperparameter); it is scored on test (accuracy at that threshold, AUC; the accuracy at threshold 0 too).
@@ -106,7 +106,7 @@ def fit_dpsgd(Xtr, ytr, p: dict, epsilon: float, delta: float, seed: int):
 # that differ only in the fit's knobs (the ridge multiple) post-process one release, exactly as a fresh release with
 # the same seed would give; the few latest are kept (the grid varies the fit's knob and the row scale fastest)
 _RELEASES: dict = {}
-RELEASES_KEPT = 8
+RELEASES_KEPT = 16
 
 
 def fit_sqm_sgd(Xtr, ytr, p: dict, epsilon: float, delta: float, seed: int, parties: int = 3):
@@ -207,13 +207,18 @@ def validation_threshold(y, s) -> float:
 
 
 SELECT = {"auc": 1, "accuracy": 0}  # the validation score a grid search maximizes: index into scores_of
+# each grid point's validation score is its mean over this many fits with fresh noise (every method alike): with one
+# draw per point, a small validation split choosing among many noisy points picks the luckiest draw, whose refit
+# (fresh noise) need not be lucky; on the tuning sets' small subsamples, one draw chose settings whose refit was
+# inverted by the noise in some runs, the mean of 3 did not
+SELECT_DRAWS = 3
 
 
 def run_split(X, y, split, epsilon: float, delta: float, seed: int, methods: dict | None = None,
-              standardize: bool = True, select: str = "auc") -> dict:
+              standardize: bool = True, select: str = "auc", draws: int = SELECT_DRAWS) -> dict:
     """One run of the protocol on records (X, y) with ``split`` = (train, validation, test) indices: method ->
-    {chosen, validation (the chosen point's ``select`` score), accuracy (at the validation threshold), auc,
-    accuracy_at_zero, threshold, epsilon_spent}.  Nothing but train
+    {chosen, validation (the chosen point's ``select`` score, its mean over ``draws`` fits with fresh noise),
+    accuracy (at the validation threshold), auc, accuracy_at_zero, threshold, epsilon_spent}.  Nothing but train
     and validation enters the choice."""
     import numpy as np
 
@@ -234,8 +239,13 @@ def run_split(X, y, split, epsilon: float, delta: float, seed: int, methods: dic
         if grid:
             points = grid_points(grid)
 
-            def validation_score(p, fit=fit, seed=tune_seed):
-                return scores_of(yva, fit(Xtr, ytr, p, epsilon, delta, seed)[0](Xva))[SELECT[select]]
+            tune_seeds = [tune_seed] + [int(s) for s in np.random.default_rng(tune_seed).integers(0, 2 ** 62,
+                                                                                                size=draws - 1)]
+
+            def validation_score(p, fit=fit, seeds=tune_seeds):
+                got = [scores_of(yva, fit(Xtr, ytr, p, epsilon, delta, s)[0](Xva))[SELECT[select]] for s in seeds]
+                got = [v for v in got if not math.isnan(v)]
+                return float(np.mean(got)) if got else math.nan
 
             chosen, vals = grid_search(points, validation_score)
             val = max(v for v in vals if not math.isnan(v)) if any(not math.isnan(v) for v in vals) else math.nan

@@ -197,3 +197,26 @@ def test_a_kept_release_fits_exactly_as_a_fresh_one():
     kept, releases = scores(8)
     assert fresh == kept and none_kept == 0 and releases == 2  # two releases for three points
     assert fresh[0][0] != fresh[1][0] and fresh[0][0] != fresh[2][0]  # the knobs do change the fit
+
+
+def test_each_point_is_scored_by_its_mean_over_draws():
+    """A point that ranks validation perfectly on its first draw and inverted on the others (a lucky draw) wins a
+    one-draw choice and loses to a steady point over three draws; the steady point's score is its mean."""
+    rng = np.random.default_rng(0)
+    y = (rng.random(200) < 0.5).astype(int)
+    X = np.c_[y + rng.normal(0, 0.5, 200), rng.normal(size=200)]
+    split = lr_tuned.split_indices(y, 0)
+    first: dict = {}
+
+    def fit(Xtr, ytr, p, epsilon, delta, seed):
+        if p["kind"] == "lucky":
+            sign = 1.0 if first.setdefault("seed", seed) == seed else -1.0
+            return (lambda X: sign * (X[:, 0] - 0.5)), 1.0
+        return (lambda X: (X[:, 0] - 0.5) + X[:, 1]), 1.0  # a noisier direction, the same every draw
+
+    methods = {"stub": (fit, dict(kind=("lucky", "steady")))}
+    one = lr_tuned.run_split(X, y, split, 1.0, 1e-5, 0, methods, standardize=False, draws=1)["stub"]
+    first.clear()
+    three = lr_tuned.run_split(X, y, split, 1.0, 1e-5, 0, methods, standardize=False, draws=3)["stub"]
+    assert one["chosen"] == dict(kind="lucky") and three["chosen"] == dict(kind="steady")
+    assert 0.5 < three["validation"] < one["validation"]
