@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import os
 from functools import lru_cache
 
@@ -11,6 +10,7 @@ import numpy as np
 from .rng import SeedLike, make_rng
 from .validation import check_finite, check_gamma
 from sqm.errors import UsageError
+from sqm.mpc.shares.kernels import kernel_function
 
 
 def stochastic_round(x, gamma: float = 1.0, seed: SeedLike = None) -> np.ndarray:
@@ -103,19 +103,10 @@ def kernel_backend() -> str:
 
 
 def _library():
-    """The compiled kernel's C function (through ctypes, which releases the GIL while it runs), or None where the
-    extension was not built or does not load."""
-    try:
-        spec = importlib.util.find_spec("sqm.mechanism._dependent_round")
-        if spec is None or not spec.origin:
-            return None
-        fn = ctypes.CDLL(spec.origin).sqm_dependent_round
-    except (OSError, AttributeError, ImportError):
-        return None
-    fn.restype = ctypes.c_int
+    """The compiled kernel's C function, or None where the extension was not built or does not load."""
     ptr, i64 = ctypes.c_void_p, ctypes.c_int64
-    fn.argtypes = [ptr, ptr, i64, i64, ctypes.c_double, ptr, ptr, i64, ptr]
-    return fn
+    return kernel_function("sqm.mechanism._dependent_round", "sqm_dependent_round",
+                           [ptr, ptr, i64, i64, ctypes.c_double, ptr, ptr, i64, ptr])
 
 
 @lru_cache(maxsize=1)

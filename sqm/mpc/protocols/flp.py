@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import importlib.util
 import os
 from typing import Any, NamedTuple
 
@@ -42,6 +41,7 @@ import numpy as np
 from sqm.errors import UsageError
 
 from sqm.mpc.shares import modarith
+from sqm.mpc.shares.kernels import kernel_function
 from sqm.mpc.shares.shamir import lagrange_at
 
 ROWS = 16  # G: the polynomials U_j's degree (the nodes 1..G); see the module docstring for the trade-off
@@ -228,36 +228,20 @@ def prover_backend() -> str:
     return "numpy" if _compiled() is None else "compiled"
 
 
-def _kernel(name: str):
-    """The compiled kernel's C function ``name`` (through ctypes, which releases the GIL while it runs), or None
-    where the extension was not built or does not load."""
-    try:
-        spec = importlib.util.find_spec("sqm.mpc.protocols._flp_kernel")
-        if spec is None or not spec.origin:
-            return None
-        return getattr(ctypes.CDLL(spec.origin), name)
-    except (OSError, AttributeError, ImportError):
-        return None
+_KERNEL = "sqm.mpc.protocols._flp_kernel"  # the compiled kernel's extension module (setup.py)
+_PTR, _I64 = ctypes.c_void_p, ctypes.c_int64
 
 
 def _simd():
     """The compiled kernel's switch of its vector variant (``sqm_flp_simd``: for tests, which compare them), or
     None."""
-    fn = _kernel("sqm_flp_simd")
-    if fn is not None:
-        fn.restype, fn.argtypes = ctypes.c_int, [ctypes.c_int]
-    return fn
+    return kernel_function(_KERNEL, "sqm_flp_simd", [ctypes.c_int])
 
 
 def _library():
     """The compiled prover's C function, or None where the extension was not built or does not load."""
-    fn = _kernel("sqm_flp_prove")
-    if fn is None:
-        return None
-    fn.restype = ctypes.c_int
-    ptr, i64 = ctypes.c_void_p, ctypes.c_int64
-    fn.argtypes = [ptr, i64, i64, ptr, ptr, ptr, ptr, i64, i64, ptr, i64, ptr]
-    return fn
+    return kernel_function(_KERNEL, "sqm_flp_prove", [_PTR, _I64, _I64, _PTR, _PTR, _PTR, _PTR, _I64, _I64, _PTR,
+                                                      _I64, _PTR])
 
 
 class _Kernels(NamedTuple):
@@ -270,13 +254,11 @@ class _Kernels(NamedTuple):
 
 def _kernels() -> _Kernels | None:
     """The compiled kernel's three functions (unchecked), or None where it was not built or does not load."""
-    prove_fn, gadget_fn, combine_fn = _library(), _kernel("sqm_flp_gadget"), _kernel("sqm_flp_combine")
+    prove_fn = _library()
+    gadget_fn = kernel_function(_KERNEL, "sqm_flp_gadget", [_PTR, _I64, _PTR, _PTR, _I64, _I64, _PTR, _I64, _PTR])
+    combine_fn = kernel_function(_KERNEL, "sqm_flp_combine", [_PTR, _PTR, _I64, _I64, _PTR, _I64, _PTR])
     if prove_fn is None or gadget_fn is None or combine_fn is None:
         return None
-    ptr, i64 = ctypes.c_void_p, ctypes.c_int64
-    gadget_fn.restype = combine_fn.restype = ctypes.c_int
-    gadget_fn.argtypes = [ptr, i64, ptr, ptr, i64, i64, ptr, i64, ptr]
-    combine_fn.argtypes = [ptr, ptr, i64, i64, ptr, i64, ptr]
     return _Kernels(prove_fn, gadget_fn, combine_fn)
 
 
