@@ -346,23 +346,12 @@ def seeded_shares(secret, client: int, M: int, t: int, p: int) -> dict[int, obje
     secret = np.asarray(secret, dtype=np.int64)
     free = seeded(client, M, t)
     seeds = {j: fresh_bytes(32) for j in free}
-    vals = {j: expand(seeds[j], secret.shape, p) for j in free}
+    vals = [secret] + [expand(seeds[j], secret.shape, p) for j in free]
     points = [0] + [j + 1 for j in free]
     out: dict[int, object] = dict(seeds)
     for j in range(M):
-        if j in free:
-            continue
-        lag = [c if c <= p // 2 else c - p for c in shamir.lagrange_at(points, j + 1, p)]  # signed
-        if sum(abs(c) for c in lag) * p < 1 << 63:  # small coefficients (few parties): one int64 pass
-            acc = secret * np.int64(lag[0])
-            for c, k in zip(lag[1:], free, strict=True):
-                acc += vals[k] * np.int64(c)
-            out[j] = acc % p
-            continue
-        acc = modarith.scalar_mul_mod(secret, lag[0] % p, p)
-        for c, k in zip(lag[1:], free, strict=True):
-            acc = modarith.add_mod(acc, modarith.scalar_mul_mod(vals[k], c % p, p), p)
-        out[j] = acc
+        if j not in free:
+            out[j] = _through(vals, points, j + 1, p)
     return out
 
 
@@ -383,9 +372,17 @@ def blind_shares(client: int, M: int, t: int, m: int, p: int) -> tuple[np.ndarra
 
 
 def _through(vals, xs, at: int, p: int) -> np.ndarray:
-    """The polynomial of degree len(xs) - 1 through (xs[i], vals[i]) at ``at``."""
+    """The polynomial of degree len(xs) - 1 through (xs[i], vals[i]) (field elements) at ``at``: with small
+    coefficients (few parties) one int64 pass over signed coefficients, else products reduced one at a time."""
+    lag = [int(c) for c in shamir.lagrange_at(xs, at, p)]
+    signed = [c if c <= p // 2 else c - p for c in lag]
+    if sum(abs(c) for c in signed) * p < 1 << 63:
+        acc = vals[0] * np.int64(signed[0])
+        for c, v in zip(signed[1:], vals[1:], strict=True):
+            acc += v * np.int64(c)
+        return acc % p
     acc = np.zeros_like(vals[0])
-    for c, v in zip(shamir.lagrange_at(xs, at, p), vals, strict=True):
+    for c, v in zip(lag, vals, strict=True):
         acc = modarith.add_mod(acc, modarith.scalar_mul_mod(v, c, p), p)
     return acc
 
