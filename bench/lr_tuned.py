@@ -14,14 +14,15 @@ The protocol, per dataset, epsilon and run (seed ``seed + run``):
    the validation split (:func:`validation_threshold`, every method alike: a model's intercept is one more
    hyperparameter); it is scored on test (accuracy at that threshold, AUC; the accuracy at threshold 0 too).
 
-Grids: DPSGD (24 points; Opacus, PRV accountant, :func:`sqm.apps.logreg.baselines.dpsgd_fit`) over the
+Grids: DPSGD (96 points; Opacus, PRV accountant, :func:`sqm.apps.logreg.baselines.dpsgd_fit`) over the
 expected batch q n in {64, 256}, epochs {2, 5}, learning rate {0.5, 2, 8}, clip norm {0.5, sqrt 2} (||w|| <= 8 as
-SQM's sgd schedule, an intercept through a constant column 1).  SQM-LR (228 points, :data:`SQM_GRIDS`, both its
-solvers, in process, :func:`fit_sqm`): the moments solver's 216 (:data:`SQM_GRID`: the release's intercept
+SQM's sgd schedule, an intercept through a constant column 1) and the rows' scale (:data:`ROW_SCALES`, every
+method alike).  SQM-LR (304 points, :data:`SQM_GRIDS`, both its
+solvers, in process, :func:`fit_sqm`): the moments solver's 288 (:data:`SQM_GRID`: the release's intercept
 constant c, label weight kappa, gamma and score weight beta, :func:`sqm.apps.logreg.estimator.moments_release`,
 the fit's ridge multiple, and the rows' scale before the clients clip them to the unit ball, SQM's clip bound as
 DPSGD's clip norm; fitted with the estimator's own code, :func:`sqm.apps.logreg.moments.fit_release`) and the sgd
-solver's 12 (:data:`SQM_SGD_GRID`: full-batch rounds, one or two epochs, the weights' bound, the rows' scale).
+solver's 16 (:data:`SQM_SGD_GRID`: full-batch rounds, one or two epochs, the weights' bound, the rows' scale).
 ``sqm-default`` is SQM-LR with its defaults, untuned (chosen by ``python -m bench lr-constants`` on the validation
 splits of breast_cancer, credit_default and adult).  Non-private: scikit-learn's logistic regression with its
 fixed default regularization (C = 1), no tuning.
@@ -44,18 +45,24 @@ DATASETS = ("breast_cancer", "phishing", "credit_default")
 USED_FOR_DEFAULTS = {"breast_cancer": True, "credit_default": True, "adult": True, "phishing": False}
 STANDARDIZED = ("breast_cancer", "phishing")  # scaled with the training split's statistics (else: public encoding)
 
-DPSGD_GRID = dict(batch=(64, 256), epochs=(2, 5), learning_rate=(0.5, 2.0, 8.0), clip=(0.5, math.sqrt(2.0)))
+# the rows' scale before each method clips (SQM's clients clip the rows to the unit ball, DPSGD clips each example's
+# gradient): the same axis for every method.  Scaled rows clip to their direction, which at small n epsilon gives the
+# noise a larger signal (on the tuning sets' small subsamples, both methods' failures to rank, AUC < 0.6, vanish
+# at scale 4 to 8); without it DPSGD's gradient was mostly the intercept column's
+ROW_SCALES = (1.0, 2.0, 4.0, 8.0)
+DPSGD_GRID = dict(batch=(64, 256), epochs=(2, 5), learning_rate=(0.5, 2.0, 8.0), clip=(0.5, math.sqrt(2.0)),
+                  row_scale=ROW_SCALES)
 # SQM-LR's grid: the release's c, kappa, gamma, beta, the fit's ridge multiple and the rows' scale (SQM's clip
 # bound, fit_sqm); the variance floor's share is left at its default: it only scales the fitted direction and moves
 # the model's own threshold, so neither the AUC nor the accuracy at the validation threshold depends on it.  Each
 # axis lists SQM-LR's default first, so the grid's first point is the defaults and ties (a small validation split
 # often ranks several points perfectly) go to them
 SQM_GRID = dict(constant=(0.5, 0.35, 1.0), label_weight=(0.5, 0.7, 1.0), gamma=(8192.0, 1024.0),
-                score_weight=(1.5, 0.75), ridge_multiple=(4.0, 16.0), row_scale=(1.0, 2.0, 4.0))
-# SQM-LR's sgd solver in the same grid search (12 points): full-batch rounds (q 1), one or two epochs, the weights'
+                score_weight=(1.5, 0.75), ridge_multiple=(4.0, 16.0), row_scale=ROW_SCALES)
+# SQM-LR's sgd solver in the same grid search (16 points): full-batch rounds (q 1), one or two epochs, the weights'
 # bound and the rows' scale; one round is one noisy gradient at w = 0 (the budget on d numbers, fit_sqm_sgd)
 SQM_SGD_GRID = dict(solver=("sgd",), q=(1.0,), epochs=(1, 2), learning_rate=(1.0,), weight_bound=(0.1, 1.0),
-                    row_scale=(1.0, 2.0, 4.0))
+                    row_scale=ROW_SCALES)
 SQM_GRIDS = (SQM_GRID, SQM_SGD_GRID)  # the moments points first: the grid's first point is the defaults
 DPSGD_WEIGHT_BOUND = 8.0
 NONPRIVATE_C = 1.0
@@ -96,10 +103,13 @@ def grid_search(points: Sequence[dict], score: Callable[[dict], float]) -> tuple
 def fit_dpsgd(Xtr, ytr, p: dict, epsilon: float, delta: float, seed: int):
     from sqm.apps.logreg.baselines import dpsgd_fit, with_intercept_column
 
+    import numpy as np
+
+    scale = float(p.get("row_scale", 1.0))  # the rows multiplied by it before the constant column (as fit_sqm)
     q = min(1.0, p["batch"] / len(ytr))
-    w, rep = dpsgd_fit(with_intercept_column(Xtr, 1.0), ytr, epsilon, delta, q, int(p["epochs"]),
-                       p["learning_rate"], DPSGD_WEIGHT_BOUND, max_grad_norm=p["clip"], seed=seed)
-    return (lambda X: with_intercept_column(X, 1.0) @ w), rep.epsilon_server
+    w, rep = dpsgd_fit(with_intercept_column(scale * np.asarray(Xtr, np.float64), 1.0), ytr, epsilon, delta, q,
+                       int(p["epochs"]), p["learning_rate"], DPSGD_WEIGHT_BOUND, max_grad_norm=p["clip"], seed=seed)
+    return (lambda X: with_intercept_column(scale * np.asarray(X, np.float64), 1.0) @ w), rep.epsilon_server
 
 
 # fit_sqm's releases by everything they depend on (the data, the release's parameters, the seed): the grid's points

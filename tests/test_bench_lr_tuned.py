@@ -142,6 +142,25 @@ def test_the_sqm_row_scale_is_applied_before_the_release_and_at_prediction():
     assert np.array_equal(scaled(Xte), doubled(2.0 * Xte)) and not np.array_equal(scaled(Xte), plain(Xte))
 
 
+def test_the_dpsgd_row_scale_is_the_same_axis_and_scales_the_rows_before_the_constant_column():
+    """Every method is offered the same row scales; DPSGD at row scale 4 is DPSGD on the rows times 4 (the constant
+    column still 1), bit for bit with the same seed, and differs from the unscaled fit."""
+    import numpy as np
+
+    assert lr_tuned.DPSGD_GRID["row_scale"] == lr_tuned.SQM_GRID["row_scale"] == lr_tuned.ROW_SCALES
+    assert lr_tuned.SQM_SGD_GRID["row_scale"] == lr_tuned.ROW_SCALES
+    X, y = lr_tuned.load("iris")
+    tr, _, te = lr_tuned.split_indices(y, 0)
+    from sqm.apps.logreg.experiment import standardized_unit_rows
+
+    Xtr, Xte = standardized_unit_rows(X[tr], X[te])
+    p = dict(batch=64, epochs=2, learning_rate=0.5, clip=0.5)
+    scaled, _ = lr_tuned.fit_dpsgd(Xtr, y[tr], dict(p, row_scale=4.0), 1.0, 1e-5, seed=3)
+    times4, _ = lr_tuned.fit_dpsgd(4.0 * Xtr, y[tr], p, 1.0, 1e-5, seed=3)
+    plain, _ = lr_tuned.fit_dpsgd(Xtr, y[tr], p, 1.0, 1e-5, seed=3)
+    assert np.array_equal(scaled(Xte), times4(4.0 * Xte)) and not np.array_equal(scaled(Xte), plain(Xte))
+
+
 def test_the_sqm_grids_first_point_is_the_estimators_defaults():
     """grid_search keeps the first point on ties, so the tuned SQM-LR falls back on its defaults when a small
     validation split ranks several points alike: the grid's first point is the estimator's defaults (row scale 1:
@@ -152,7 +171,7 @@ def test_the_sqm_grids_first_point_is_the_estimators_defaults():
     first = lr_tuned.grid_points(lr_tuned.METHODS["sqm-tuned"][1])[0]
     assert first == dict(constant=moments.CONSTANT, label_weight=moments.LABEL_WEIGHT, gamma=LogRegParams().gamma,
                          score_weight=moments.SCORE_WEIGHT, ridge_multiple=moments.RIDGE_NOISE_MULTIPLE, row_scale=1.0)
-    assert len(lr_tuned.grid_points(lr_tuned.SQM_GRID)) == 216 and len(lr_tuned.grid_points(lr_tuned.SQM_GRIDS)) == 228
+    assert len(lr_tuned.grid_points(lr_tuned.SQM_GRID)) == 288 and len(lr_tuned.grid_points(lr_tuned.SQM_GRIDS)) == 304
 
 
 def test_an_sgd_grid_point_is_the_estimators_sgd_solver_on_scaled_rows():
