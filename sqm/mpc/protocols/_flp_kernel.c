@@ -508,6 +508,170 @@ int sqm_flp_combine(const int64_t *a, const int64_t *Y, int64_t g, int64_t m, co
     return 0;
 }
 
+/* ----- the input proof's steps around the FLP (sqm.mpc.protocols.input_proof): every result an exact field
+ * element or integer, the numpy functions' own ----- */
+
+/* the K base-8 digits of v in [0, width] (input_proof.encode_range): the top one min(floor(v / R) R, width - R + 1)
+ * with R = 8^(K-1), the low ones the base-8 digits of the rest */
+static inline void range_digits(int64_t v, int64_t k, int64_t width, int64_t *o)
+{
+    if (k <= 0)
+        return;
+    int64_t r = (int64_t)1 << (3 * (k - 1)), cap = width - r + 1;
+    int64_t top = v >= cap ? cap : (v / r) * r, rest = v - top;
+    o[k - 1] = top;
+    for (int64_t i = 0; i < k - 1; i++) {
+        o[i] = rest & 7;
+        rest >>= 3;
+    }
+}
+
+/* An honest client's witness (input_proof.witness) for the rows x ncols block x (row-major): per column j the kc[j]
+ * digits of x - lo[j] in [0, hi[j] - lo[j]], then per group q (its columns gcols[goff[q]..goff[q+1]-1]) the
+ * squared norm s, then per group the kg[q] digits of lim[q] - s in [0, lim[q]]; out: rows x width.  Returns 0, 1
+ * where an entry is outside its range, 2 where a norm is above its limit (nothing defined in out then), -1 for an
+ * argument out of range. */
+int sqm_ip_witness(const int64_t *x, int64_t rows, int64_t ncols, const int64_t *lo, const int64_t *hi,
+                   const int64_t *kc, int64_t ng, const int64_t *goff, const int64_t *gcols, const int64_t *lim,
+                   const int64_t *kg, int64_t width, int64_t *out)
+{
+    if (rows < 0 || ncols < 0 || ng < 0 || width < 0 || ng > 4096)
+        return -1;
+    for (int64_t i = 0; i < rows * ncols; i++) {
+        int64_t j = i % ncols;
+        if (x[i] < lo[j] || x[i] > hi[j])
+            return 1;
+    }
+    uint64_t s[4096];
+    for (int64_t i = 0; i < rows; i++) {
+        const int64_t *xi = x + i * ncols;
+        int64_t *o = out + i * width;
+        for (int64_t j = 0; j < ncols; j++) {
+            range_digits(xi[j] - lo[j], kc[j], hi[j] - lo[j], o);
+            o += kc[j];
+        }
+        for (int64_t q = 0; q < ng; q++) {
+            uint64_t t = 0; /* int64 wrapping, as numpy's */
+            for (int64_t c = goff[q]; c < goff[q + 1]; c++)
+                t += (uint64_t)xi[gcols[c]] * (uint64_t)xi[gcols[c]];
+            if ((int64_t)t > lim[q])
+                return 2;
+            s[q] = t;
+            *o++ = (int64_t)t;
+        }
+        for (int64_t q = 0; q < ng; q++) {
+            range_digits(lim[q] - (int64_t)s[q], kg[q], lim[q], o);
+            o += kg[q];
+        }
+    }
+    return 0;
+}
+
+static inline uint64_t reduce_signed(int64_t v, uint64_t p)
+{
+    if (v >= 0 && (uint64_t)v < p)
+        return (uint64_t)v;
+    int64_t r = v % (int64_t)p;
+    return (uint64_t)(r < 0 ? r + (int64_t)p : r);
+}
+
+/* out[i, q] = (add[q] + sum_{k < widths[q]} w[o_q + k] W[i, starts[q] + k]) mod p (o_q = widths[0] + ..
+ * + widths[q-1]) for the rows x stride array W (int64, any integers): per block of digits its weighted sum
+ * (input_proof._weighted, values).  Returns 0, or -1 for an argument out of range. */
+int sqm_ip_weighted(const int64_t *W, int64_t rows, int64_t stride, int64_t n, const int64_t *starts,
+                    const int64_t *widths, const int64_t *w, const int64_t *add, int64_t p, int64_t *out)
+{
+    if (p < 3 || !(p & 1) || (uint64_t)p >= (uint64_t)1 << 62 || rows < 0 || n < 0 || n > 65536)
+        return -1;
+    field f;
+    field_init(&f, (uint64_t)p);
+    uint64_t q = (uint64_t)p;
+    int64_t total = 0;
+    for (int64_t c = 0; c < n; c++)
+        total += widths[c];
+    uint64_t *wm = malloc(sizeof(uint64_t) * (size_t)(total ? total : 1)); /* w R^2 (reduced) */
+    uint64_t *am = malloc(sizeof(uint64_t) * (size_t)(n ? n : 1));        /* add R (reduced) */
+    if (!wm || !am) {
+        free(wm), free(am);
+        return -1;
+    }
+    for (int64_t k = 0; k < total; k++)
+        wm[k] = mul(&f, to_mont(&f, reduce_signed(w[k], q)), f.r2);
+    for (int64_t c = 0; c < n; c++)
+        am[c] = mul(&f, to_mont(&f, reduce_signed(add[c], q)), f.r2);
+    for (int64_t i = 0; i < rows; i++) {
+        const int64_t *wi = W + i * stride;
+        const uint64_t *wk = wm;
+        for (int64_t c = 0; c < n; c++) {
+            const int64_t *d = wi + starts[c];
+            u128 t = am[c];
+            for (int64_t k = 0; k < widths[c]; k++) {
+                uint64_t v = d[k] >= 0 && (uint64_t)d[k] < q ? (uint64_t)d[k] : reduce_signed(d[k], q);
+                t = fold(&f, t + (u128)wk[k] * v);
+            }
+            wk += widths[c];
+            out[i * n + c] = (int64_t)redc(&f, redc(&f, t));
+        }
+    }
+    free(wm), free(am);
+    return 0;
+}
+
+/* Y[k, off + r nidx + c] = src[(k per + r) stride + idx[c]] for the records k per + r < rows, else 0 (k < g,
+ * r < per, c < nidx): one part of the proof's grid (input_proof.grid), records split among the G nodes in order.
+ * Returns 0, or -1 for an argument out of range. */
+int sqm_ip_gather(const int64_t *src, int64_t rows, int64_t stride, const int64_t *idx, int64_t nidx, int64_t g,
+                  int64_t per, int64_t *Y, int64_t ycols, int64_t off)
+{
+    if (rows < 0 || nidx < 0 || g < 1 || per < 0 || off < 0 || off + per * nidx > ycols)
+        return -1;
+    for (int64_t c = 0; c < nidx; c++)
+        if (idx[c] < 0 || idx[c] >= stride)
+            return -1;
+    for (int64_t k = 0; k < g; k++)
+        for (int64_t r = 0; r < per; r++) {
+            int64_t row = k * per + r;
+            int64_t *dst = Y + k * ycols + off + r * nidx;
+            if (row < rows) {
+                const int64_t *s = src + row * stride;
+                for (int64_t c = 0; c < nidx; c++)
+                    dst[c] = s[idx[c]];
+            } else
+                for (int64_t c = 0; c < nidx; c++)
+                    dst[c] = 0;
+        }
+    return 0;
+}
+
+/* out[i] = sum_{k < nv} coef[k] vals[k][i] mod p (n entries; vals: nv pointers to int64 arrays of any integers,
+ * coef in [0, p)): a polynomial's value from its values at other points (input_proof._through).  Returns 0, or -1
+ * for an argument out of range. */
+int sqm_ip_lincomb(const int64_t *const *vals, const int64_t *coef, int64_t nv, int64_t n, int64_t p, int64_t *out)
+{
+    if (p < 3 || (uint64_t)p >= (uint64_t)1 << 62 || nv < 1 || nv > 256 || n < 0)
+        return -1;
+    uint64_t c[256], cs[256], q = (uint64_t)p;
+    for (int64_t k = 0; k < nv; k++) {
+        if (coef[k] < 0 || (uint64_t)coef[k] >= q)
+            return -1;
+        c[k] = (uint64_t)coef[k];
+        cs[k] = (uint64_t)(((u128)c[k] << 64) / q); /* Shoup: c v - floor(cs v / 2^64) p is in [0, 2p) */
+    }
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t acc = 0;
+        for (int64_t k = 0; k < nv; k++) {
+            int64_t sv = vals[k][i];
+            uint64_t v = sv >= 0 ? (uint64_t)sv : reduce_signed(sv, q);
+            uint64_t r = c[k] * v - (uint64_t)(((u128)cs[k] * v) >> 64) * q;
+            r = r >= q ? r - q : r;
+            acc += r;
+            acc = acc >= q ? acc - q : acc;
+        }
+        out[i] = (int64_t)acc;
+    }
+    return 0;
+}
+
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_flp_kernel",
                                     "The fully linear proof's compiled prover, called through ctypes.", -1, NULL};
 
