@@ -29,6 +29,7 @@
 
 #define COLS 64      /* columns at a time in doubles (at most 2^53 / p of them: their sum stays exact) */
 #define DBL_BITS 50  /* the doubles' path takes p < 2^50 */
+#define LAZY_BITS 44 /* below 2^44 its extension and degree-8 digit gadget reduce lazily (dblock_body) */
 
 typedef unsigned __int128 u128;
 
@@ -111,6 +112,19 @@ static inline __attribute__((always_inline)) double dmul(double p, double u, dou
     return dfix(p, fma(-q, p, h) + l);
 }
 
+/* a b mod p up to a multiple of p: in (-p, 2p), for doubles a, b of any signs with |a b| / p < 2^50 (the proof
+ * of dmul: q within one of floor(ab / p), h - q p and r integers below 2^53); no correction */
+static inline __attribute__((always_inline)) double dmul_lazy(double p, double u, double a, double b)
+{
+    double h = a * b;
+    double l = fma(a, b, -h);
+    double q = floor(h * u);
+    return fma(-q, p, h) + l;
+}
+
+/* an integer s with |s| < 2^53 mod p up to a multiple of p: in (-p, 2p) */
+static inline __attribute__((always_inline)) double dred_lazy(double p, double u, double s) { return fma(-floor(s * u), p, s); }
+
 /* an integer s with |s| < 2^53 mod p */
 static inline __attribute__((always_inline)) double dred(double p, double u, double s) { return dfix(p, fma(-floor(s * u), p, s)); }
 
@@ -125,8 +139,12 @@ typedef struct {
  * digits') in doubles: their weighted gadget values at every point added to acc (n doubles in [0, p)) */
 static inline __attribute__((always_inline)) void dblock_body(const dctx *c, const int64_t *Y, int64_t m, int64_t j0, int64_t nb, const int64_t *a,
                           const int64_t *beta, int digits, int64_t nf, const double *fl, const double *fr,
-                          double *acc, int whole)
+                          double *acc, int whole, int lazy, int skip)
 {
+    /* whole: E whole (one exact sum, else two limbs); lazy (p < 2^44): the extension and the degree-8 digit
+     * gadget reduce only up to multiples of p (dmul_lazy, dred_lazy: every value in (-3p, 6p), every product below
+     * 36 p^2 < 2^50 p), corrected once per gadget value; skip: every entry of the block a digit 0..d-1 whose
+     * polynomial vanishes there, so the nodes 1..G add nothing */
     const double p = c->p, u = c->u;
     const int64_t g = c->g, d = c->d;
     double ys[64 * COLS], yd[64 * COLS], ad[COLS], bd[COLS], uv[COLS], gv[COLS], sh[COLS], sl[COLS];
@@ -142,6 +160,8 @@ static inline __attribute__((always_inline)) void dblock_body(const dctx *c, con
     }
     const double dm1 = fmod((double)(d - 1), p), six = fmod(6.0, p), c36 = fmod(36.0, p);
     for (int64_t i = 0; i < c->n; i++) {
+        if (skip && i == 1)
+            i = g + 1;
         if (i == 0) {
             for (int64_t jj = 0; jj < nb; jj++)
                 uv[jj] = ad[jj];
@@ -160,10 +180,14 @@ static inline __attribute__((always_inline)) void dblock_body(const dctx *c, con
                     for (int64_t jj = 0; jj < nb; jj++)
                         sh[jj] = fma(e, ys[k * COLS + jj], sh[jj]);
                 }
-                for (int64_t jj = 0; jj < nb; jj++) {
-                    double v = dred(p, u, sh[jj]) + dmul(p, u, ad[jj], e0);
-                    uv[jj] = v >= p ? v - p : v;
-                }
+                if (lazy)
+                    for (int64_t jj = 0; jj < nb; jj++)
+                        uv[jj] = dred_lazy(p, u, sh[jj]) + dmul_lazy(p, u, ad[jj], e0); /* in (-2p, 4p) */
+                else
+                    for (int64_t jj = 0; jj < nb; jj++) {
+                        double v = dred(p, u, sh[jj]) + dmul(p, u, ad[jj], e0);
+                        uv[jj] = v >= p ? v - p : v;
+                    }
             } else {
             for (int64_t k = 0; k < g; k++) {
                 double h = eh[k], l = el[k];
@@ -172,15 +196,30 @@ static inline __attribute__((always_inline)) void dblock_body(const dctx *c, con
                     sl[jj] = fma(l, ys[k * COLS + jj], sl[jj]);
                 }
             }
-            for (int64_t jj = 0; jj < nb; jj++) {
-                double v = dmul(p, u, dred(p, u, sh[jj]), c1) + dred(p, u, sl[jj]);
-                v = v >= p ? v - p : v;
-                v += dmul(p, u, ad[jj], e0);
-                uv[jj] = v >= p ? v - p : v;
-            }
+            if (lazy)
+                for (int64_t jj = 0; jj < nb; jj++) /* in (-3p, 6p) */
+                    uv[jj] = dmul_lazy(p, u, dred_lazy(p, u, sh[jj]), c1) + dred_lazy(p, u, sl[jj]) + dmul_lazy(p, u, ad[jj], e0);
+            else
+                for (int64_t jj = 0; jj < nb; jj++) {
+                    double v = dmul(p, u, dred(p, u, sh[jj]), c1) + dred(p, u, sl[jj]);
+                    v = v >= p ? v - p : v;
+                    v += dmul(p, u, ad[jj], e0);
+                    uv[jj] = v >= p ? v - p : v;
+                }
             }
         }
-        if (digits && d == 8) {
+        if (lazy && !(digits && d == 8) && i > g) /* the other gadgets take values in [0, p) */
+            for (int64_t jj = 0; jj < nb; jj++)
+                uv[jj] = dred(p, u, uv[jj]);
+        if (lazy && digits && d == 8) {
+            for (int64_t jj = 0; jj < nb; jj++) { /* x in (-3p, 6p); w, zz in (-p, 2p); s1 in (-5p, 14p) */
+                double x = uv[jj];
+                double w = dmul_lazy(p, u, x, x - dm1);
+                double z = w + six;
+                double zz = dmul_lazy(p, u, z, z);
+                gv[jj] = dfix(p, dmul_lazy(p, u, dmul_lazy(p, u, zz + 4 * z, zz - c36), bd[jj]));
+            }
+        } else if (digits && d == 8) {
             for (int64_t jj = 0; jj < nb; jj++) {
                 double x = uv[jj], t = x - dm1;
                 double w = dmul(p, u, x, t < 0 ? t + p : t);
@@ -219,26 +258,36 @@ static inline __attribute__((always_inline)) void dblock_body(const dctx *c, con
     }
 }
 
+/* dblock_body for mode = whole | 2 lazy | 4 skip (its flags), each combination compiled on its own */
+#define DBLOCK_MODES(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, mode)                                    \
+    switch (mode) {                                                                                               \
+    case 0: dblock_body(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, 0, 0, 0); break;                      \
+    case 1: dblock_body(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, 1, 0, 0); break;                      \
+    case 2: dblock_body(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, 0, 1, 0); break;                      \
+    case 3: dblock_body(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, 1, 1, 0); break;                      \
+    default: dblock_body(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, mode & 1, (mode >> 1) & 1, 1); break; \
+    }
+
 static void dblock_plain(const dctx *c, const int64_t *Y, int64_t m, int64_t j0, int64_t nb, const int64_t *a,
-                         const int64_t *beta, int digits, int64_t nf, const double *fl, const double *fr, double *acc, int whole)
+                         const int64_t *beta, int digits, int64_t nf, const double *fl, const double *fr, double *acc, int mode)
 {
-    dblock_body(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, whole);
+    DBLOCK_MODES(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, mode);
 }
 
 #ifdef FAST_TARGET
 __attribute__((target("avx2,fma"))) static void dblock_fast(const dctx *c, const int64_t *Y, int64_t m, int64_t j0,
                                                             int64_t nb, const int64_t *a, const int64_t *beta,
                                                             int digits, int64_t nf, const double *fl,
-                                                            const double *fr, double *acc, int whole)
+                                                            const double *fr, double *acc, int mode)
 {
-    dblock_body(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, whole);
+    DBLOCK_MODES(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, mode);
 }
 
 __attribute__((target("avx512f,avx512dq,avx2,fma,prefer-vector-width=512"))) static void
 dblock_wide(const dctx *c, const int64_t *Y, int64_t m, int64_t j0, int64_t nb, const int64_t *a, const int64_t *beta,
-            int digits, int64_t nf, const double *fl, const double *fr, double *acc, int whole)
+            int digits, int64_t nf, const double *fl, const double *fr, double *acc, int mode)
 {
-    dblock_body(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, whole);
+    DBLOCK_MODES(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, mode);
 }
 #endif
 
@@ -267,21 +316,21 @@ int sqm_flp_simd(int level)
 }
 
 static void dblock(const dctx *c, const int64_t *Y, int64_t m, int64_t j0, int64_t nb, const int64_t *a,
-                   const int64_t *beta, int digits, int64_t nf, const double *fl, const double *fr, double *acc, int whole)
+                   const int64_t *beta, int digits, int64_t nf, const double *fl, const double *fr, double *acc, int mode)
 {
     if (simd_level < 0)
         sqm_flp_simd(-1);
 #ifdef FAST_TARGET
     if (simd_level == 2) {
-        dblock_wide(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, whole);
+        dblock_wide(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, mode);
         return;
     }
     if (simd_level == 1) {
-        dblock_fast(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, whole);
+        dblock_fast(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, mode);
         return;
     }
 #endif
-    dblock_plain(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, whole);
+    dblock_plain(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, mode);
 }
 
 /* one column j's weighted gadget values at every point added to acc (128-bit sums of Montgomery forms), in
@@ -399,13 +448,14 @@ int sqm_flp_prove(const int64_t *Y, int64_t g, int64_t m, const int64_t *a, cons
         int64_t nb = m - j0 < cols ? m - j0 : cols;
         if (j0 < std && j0 + nb > std)
             nb = std - j0; /* a block is all digit columns or none */
-        int ok = use_dbl;
+        int ok = use_dbl, alldig = j0 < std;
         int64_t big = 0; /* the block's largest |entry| */
         for (int64_t k = 0; ok && k < g; k++)
             for (int64_t jj = 0; jj < nb; jj++) {
                 int64_t y = Y[k * m + j0 + jj];
                 int64_t s = y > p / 2 ? p - y : y;
                 big = s > big ? s : big;
+                alldig &= y >= 0 && y < d;
                 if (s > ymax) {
                     ok = 0;
                     break;
@@ -430,7 +480,8 @@ int sqm_flp_prove(const int64_t *Y, int64_t g, int64_t m, const int64_t *a, cons
         if (ok)
             /* one exact sum with E whole where G |y| (p - 1) < 2^53 (digits in small fields), else two limbs */
             dblock(&c, Y, m, j0, nb, a, beta, j0 < std, nf, dfl, dfr, accd,
-                   (double)g * (double)big * (double)(p - 1) < 9007199254740992.0);
+                   ((double)g * (double)big * (double)(p - 1) < 9007199254740992.0) | (pbits <= LAZY_BITS) << 1 |
+                       alldig << 2);
         else
             for (int64_t j = j0; j < j0 + nb; j++)
                 mcolumn(&f, Y, g, m, j, a, em, wide, lin, roots, d, std, beta, pairs, u, fr, fl, acc);
