@@ -399,7 +399,8 @@ def _steps() -> _Steps | None:
             if got is None or not np.array_equal(got, _weighted_numpy(W[:, :sum(col)], col, _widths(claim), p)):
                 return None
             comb = _lincomb_compiled(k.lincomb, vals, lag, p)
-            want = modarith.sum_mod(np.stack([modarith.scalar_mul_mod(v % p, c, p) for v, c in zip(vals, lag)]), 0, p)
+            terms = [modarith.scalar_mul_mod(v % p, c, p) for v, c in zip(vals, lag, strict=True)]
+            want = modarith.sum_mod(np.stack(terms), 0, p)
             if comb is None or not np.array_equal(comb, want):
                 return None
             Y = np.full((3, 2 + 2 * 2), -1, dtype=np.int64)
@@ -430,8 +431,8 @@ def _step_sample():
     for bits, rows, lo, hi in ((13, 5, (-3, 0, 2), (3, 0, 9)), (42, 4, (-4096, -1, 0), (4096, 1, 1 << 20)),
                                (61, 3, (-(1 << 40), 5, -7), (1 << 40, 5, 8))):
         p = prime_below(bits)
-        x = np.stack([rng.integers(a, b + 1, size=rows) for a, b in zip(lo, hi)], axis=1)
-        groups = (((0, 2), max(int(a) ** 2 + int(b) ** 2 for a, b in zip(x[:, 0], x[:, 2])) + 3),
+        x = np.stack([rng.integers(a, b + 1, size=rows) for a, b in zip(lo, hi, strict=True)], axis=1)
+        groups = (((0, 2), max(int(a) ** 2 + int(b) ** 2 for a, b in zip(x[:, 0], x[:, 2], strict=True)) + 3),
                   ((1,), max(lo[1] ** 2, hi[1] ** 2)))
         claim = Claim(lo, hi, groups if Claim(lo, hi, groups).needed_bound() < p else ())
         vals = [rng.integers(0, p, size=7, dtype=np.int64) for _ in range(3)]
@@ -468,9 +469,13 @@ def _weighted_compiled(fn, digits, widths, ranges, p: int, add) -> np.ndarray | 
     digits = np.asarray(digits)
     n = len(widths)
     if p % 2 == 0 or p >= 1 << 62 or n > 65536 or digits.ndim != 2 or digits.dtype != np.int64 or \
-            digits.strides[1] != 8 or digits.shape[1] != sum(widths):
+            digits.shape[1] != sum(widths):
         return None
     rows = digits.shape[0]
+    if rows == 0:
+        return np.zeros((0, n), dtype=np.int64)
+    if digits.shape[1] > 1 and digits.strides[1] != 8:
+        digits = np.ascontiguousarray(digits)
     starts = _c(np.cumsum([0] + list(widths[:-1])) if n else [0])
     w = _c(np.concatenate([range_weights(r) for r in ranges]) if sum(widths) else [0])
     a = _c(np.zeros(n) if add is None else add) if n else _c([0])
@@ -484,9 +489,10 @@ def _weighted_compiled(fn, digits, widths, ranges, p: int, add) -> np.ndarray | 
 def _gather_compiled(fn, src, rows: int, idx, g: int, per: int, Y: np.ndarray, off: int) -> bool:
     """One part of :func:`grid`'s Y (columns ``off`` on) from the compiled kernel; False where it cannot run."""
     src = np.asarray(src)
-    if src.dtype != np.int64 or src.ndim != 2 or src.strides[1] != 8 or not Y.flags.c_contiguous or \
-            src.shape[0] < rows:
+    if src.dtype != np.int64 or src.ndim != 2 or not Y.flags.c_contiguous or src.shape[0] < rows:
         return False
+    if src.shape[1] > 1 and src.strides[1] != 8 or src.strides[0] % 8:
+        src = np.ascontiguousarray(src)
     stride = src.strides[0] // 8 if src.shape[0] > 1 else src.shape[1]
     ix = _c(idx or [0])
     return fn(src.ctypes.data, rows, stride, ix.ctypes.data, len(idx), g, per, Y.ctypes.data, Y.shape[1], off) == 0
