@@ -64,13 +64,13 @@ class Claim:
     hi: tuple[int, ...]
     groups: tuple[tuple[tuple[int, ...], int], ...] = ()
 
-    @property
-    def widths(self) -> tuple[list[int], list[int]]:
-        """Digits per column and per group."""
-        return ([digit_count(h - lo) for lo, h in zip(self.lo, self.hi, strict=True)],
-                [digit_count(lim) for _, lim in self.groups])
+    @functools.cached_property
+    def widths(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """Digits per column and per group (computed once: the claim is frozen)."""
+        return (tuple(digit_count(h - lo) for lo, h in zip(self.lo, self.hi, strict=True)),
+                tuple(digit_count(lim) for _, lim in self.groups))
 
-    @property
+    @functools.cached_property
     def witness_width(self) -> int:
         col, grp = self.widths
         return sum(col) + len(self.groups) + sum(grp)
