@@ -141,10 +141,10 @@ static inline __attribute__((always_inline)) void dblock_body(const dctx *c, con
                           const int64_t *beta, int digits, int64_t nf, const double *fl, const double *fr,
                           double *acc, int whole, int lazy, int skip)
 {
-    /* whole: E whole (one exact sum, else two limbs); lazy (p < 2^44): the extension and the degree-8 digit
-     * gadget reduce only up to multiples of p (dmul_lazy, dred_lazy: every value in (-3p, 6p), every product below
-     * 36 p^2 < 2^50 p), corrected once per gadget value; skip: every entry of the block a digit 0..d-1 whose
-     * polynomial vanishes there, so the nodes 1..G add nothing */
+    /* whole: E whole (one exact sum, else two limbs); lazy (p < 2^44): the extension, the degree-8 digit gadget
+     * and the other columns' factors reduce only up to multiples of p (dmul_lazy, dred_lazy: every value in
+     * (-3p, 6p), every product below 36 p^2 < 2^50 p), corrected once per gadget value; skip: every entry of the
+     * block a digit 0..d-1, whose polynomial vanishes there, so the nodes 1..G add nothing */
     const double p = c->p, u = c->u;
     const int64_t g = c->g, d = c->d;
     double ys[64 * COLS], yd[64 * COLS], ad[COLS], bd[COLS], uv[COLS], gv[COLS], sh[COLS], sl[COLS];
@@ -208,7 +208,7 @@ static inline __attribute__((always_inline)) void dblock_body(const dctx *c, con
                 }
             }
         }
-        if (lazy && !(digits && d == 8) && i > g) /* the other gadgets take values in [0, p) */
+        if (lazy && digits && d != 8 && i > g) /* this gadget takes values in [0, p) */
             for (int64_t jj = 0; jj < nb; jj++)
                 uv[jj] = dred(p, u, uv[jj]);
         if (lazy && digits && d == 8) {
@@ -241,6 +241,14 @@ static inline __attribute__((always_inline)) void dblock_body(const dctx *c, con
                 }
             for (int64_t jj = 0; jj < nb; jj++)
                 gv[jj] = dmul(p, u, gv[jj], bd[jj]);
+        } else if (lazy) { /* u in (-3p, 6p), each factor in (-4p, 6p), the product in (-p, 2p) */
+            for (int64_t jj = 0; jj < nb; jj++)
+                gv[jj] = bd[jj];
+            for (int64_t q = 0; q < nf; q++)
+                for (int64_t jj = 0; jj < nb; jj++)
+                    gv[jj] = dmul_lazy(p, u, gv[jj], fma(fl[q * COLS + jj], uv[jj], -fr[q * COLS + jj]));
+            for (int64_t jj = 0; jj < nb; jj++)
+                gv[jj] = dfix(p, gv[jj]);
         } else {
             for (int64_t jj = 0; jj < nb; jj++)
                 gv[jj] = bd[jj];
