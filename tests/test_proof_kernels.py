@@ -99,11 +99,14 @@ def test_the_compiled_linear_combination_is_the_field_sum(bits, nv):
     rng = np.random.default_rng(bits * nv)
     vals = [rng.integers(0, p, size=(7, 3), dtype=np.int64) for _ in range(nv)]
     vals[0][0, :3] = [p - 1, 0, 1]
+    vals[-1][1, :3] = [p - 1, p - 2, 0]
     coef = [int(c) for c in rng.integers(0, p, size=nv)]
     coef[-1] = p - 1
-    want = sum(int(c) * v.astype(object) for c, v in zip(coef, vals, strict=True)) % p
-    got = ip._lincomb_compiled(k.lincomb, vals, coef, p)
-    assert got.shape == (7, 3) and [int(v) for v in got.reshape(-1)] == [int(v) for v in want.reshape(-1)]
+    small = [(k + 2) % p if k % 2 else p - k - 1 for k in range(nv)]  # small signed: one int64 sum per entry
+    for co in (coef, small):
+        want = sum(int(c) * v.astype(object) for c, v in zip(co, vals, strict=True)) % p
+        got = ip._lincomb_compiled(k.lincomb, vals, co, p)
+        assert got.shape == (7, 3) and [int(v) for v in got.reshape(-1)] == [int(v) for v in want.reshape(-1)]
     empty = ip._lincomb_compiled(k.lincomb, [np.zeros((0, 4), np.int64)] * nv, coef, p)
     assert empty.shape == (0, 4)
 

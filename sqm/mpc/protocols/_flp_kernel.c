@@ -710,11 +710,31 @@ int sqm_ip_lincomb(const int64_t *const *vals, const int64_t *coef, int64_t nv, 
     if (p < 3 || (uint64_t)p >= (uint64_t)1 << 62 || nv < 1 || nv > 256 || n < 0)
         return -1;
     uint64_t c[256], cs[256], q = (uint64_t)p;
+    int64_t sc[256];
+    u128 small = 0; /* sum |c| p over the signed coefficients */
     for (int64_t k = 0; k < nv; k++) {
         if (coef[k] < 0 || (uint64_t)coef[k] >= q)
             return -1;
         c[k] = (uint64_t)coef[k];
         cs[k] = (uint64_t)(((u128)c[k] << 64) / q); /* Shoup: c v - floor(cs v / 2^64) p is in [0, 2p) */
+        sc[k] = coef[k] > p / 2 ? coef[k] - p : coef[k];
+        small += (u128)(uint64_t)(sc[k] < 0 ? -sc[k] : sc[k]) * q;
+    }
+    if (small < (u128)1 << 62 && p < (int64_t)1 << 50) {
+        /* small signed coefficients (few parties): the exact sum in int64 (|s| < 2^62 for values in [0, p)),
+         * reduced once with a double quotient (|s| / p < 2^50: within one of floor(s / p)) */
+        const double u = 1.0 / (double)p;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t t = 0;
+            for (int64_t k = 0; k < nv; k++) {
+                int64_t v = vals[k][i];
+                t += sc[k] * (v >= 0 && v < p ? v : (int64_t)reduce_signed(v, q));
+            }
+            int64_t r = t - (int64_t)floor((double)t * u) * p;
+            r = r < 0 ? r + p : r;
+            out[i] = r >= p ? r - p : r;
+        }
+        return 0;
     }
     for (int64_t i = 0; i < n; i++) {
         uint64_t acc = 0;
