@@ -148,12 +148,16 @@ static inline __attribute__((always_inline)) void dblock_body(const dctx *c, con
     const double p = c->p, u = c->u;
     const int64_t g = c->g, d = c->d;
     double ys[64 * COLS], yd[64 * COLS], ad[COLS], bd[COLS], uv[COLS], gv[COLS], sh[COLS], sl[COLS];
-    for (int64_t k = 0; k < g; k++)
+    const int64_t nb8 = (nb + 7) & ~(int64_t)7; /* the extension's sums take 8 columns at a time */
+    for (int64_t k = 0; k < g; k++) {
         for (int64_t jj = 0; jj < nb; jj++) {
             int64_t y = Y[k * m + j0 + jj];
             yd[k * COLS + jj] = (double)y;
             ys[k * COLS + jj] = (double)(y > (int64_t)(p / 2) ? y - (int64_t)p : y);
         }
+        for (int64_t jj = nb; jj < nb8; jj++)
+            ys[k * COLS + jj] = 0;
+    }
     for (int64_t jj = 0; jj < nb; jj++) {
         ad[jj] = (double)a[j0 + jj];
         bd[jj] = (double)beta[j0 + jj];
@@ -172,13 +176,16 @@ static inline __attribute__((always_inline)) void dblock_body(const dctx *c, con
             int64_t r = i - g - 1;
             const double *eh = c->eh + r * g, *el = c->el + r * g, *ef = c->ef + r * g;
             double e0 = c->e0[r], c1 = c->c1;
-            for (int64_t jj = 0; jj < nb; jj++)
-                sh[jj] = sl[jj] = 0;
-            if (whole) {
-                for (int64_t k = 0; k < g; k++) {
-                    double e = ef[k];
-                    for (int64_t jj = 0; jj < nb; jj++)
-                        sh[jj] = fma(e, ys[k * COLS + jj], sh[jj]);
+            if (whole) { /* 8 columns' sums at a time, held in registers over the nodes */
+                for (int64_t j8 = 0; j8 < nb8; j8 += 8) {
+                    double t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                    for (int64_t k = 0; k < g; k++) {
+                        const double e = ef[k], *y = ys + k * COLS + j8;
+                        for (int q = 0; q < 8; q++)
+                            t[q] = fma(e, y[q], t[q]);
+                    }
+                    for (int q = 0; q < 8; q++)
+                        sh[j8 + q] = t[q];
                 }
                 if (lazy)
                     for (int64_t jj = 0; jj < nb; jj++)
@@ -189,11 +196,18 @@ static inline __attribute__((always_inline)) void dblock_body(const dctx *c, con
                         uv[jj] = v >= p ? v - p : v;
                     }
             } else {
-            for (int64_t k = 0; k < g; k++) {
-                double h = eh[k], l = el[k];
-                for (int64_t jj = 0; jj < nb; jj++) {
-                    sh[jj] = fma(h, ys[k * COLS + jj], sh[jj]);
-                    sl[jj] = fma(l, ys[k * COLS + jj], sl[jj]);
+            for (int64_t j8 = 0; j8 < nb8; j8 += 8) {
+                double th[8] = {0, 0, 0, 0, 0, 0, 0, 0}, tl[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                for (int64_t k = 0; k < g; k++) {
+                    const double h = eh[k], l = el[k], *y = ys + k * COLS + j8;
+                    for (int q = 0; q < 8; q++) {
+                        th[q] = fma(h, y[q], th[q]);
+                        tl[q] = fma(l, y[q], tl[q]);
+                    }
+                }
+                for (int q = 0; q < 8; q++) {
+                    sh[j8 + q] = th[q];
+                    sl[j8 + q] = tl[q];
                 }
             }
             if (lazy)
