@@ -12,10 +12,15 @@
  * For p < 2^50 and grid entries of small absolute value (their signed representatives), blocks of columns are
  * computed in doubles, one column per vector lane: a product mod p as the exact ab = h + l (a fused
  * multiply-add), q = floor(h / p) off by at most one, r = ab - q p exact in [-p, 2p) and corrected (:c:func:`dmul`);
- * the extension's sums with E cut into two limbs of at most 25 bits are exact doubles, reduced once.  The
- * remaining blocks (large entries) take the Montgomery path, column by column.  The module is a CPython extension only so that
- * setuptools builds it; its function is called by address through ctypes (which releases the GIL), with
- * C-contiguous arrays. */
+ * the extension's sums with E cut into two limbs of at most 25 bits are exact doubles, reduced once.  Below 2^44
+ * the values stay unreduced in (-3p, 6p) between products (dmul_lazy), and a block of valid digits skips the nodes,
+ * where its polynomial vanishes.  The remaining blocks (large entries) take the Montgomery path, column by column.
+ *
+ * Beside the prover: the verifiers' steps (sqm_flp_gadget, sqm_flp_combine) and the input proof's steps around it
+ * (sqm_ip_*: the witness, weighted digit sums, the grid's gather, the sharing's linear combinations), each the
+ * numpy function's exact integers, each checked against it at load (flp._compiled, input_proof._steps).  The
+ * module is a CPython extension only so that setuptools builds it; its functions are called by address through
+ * ctypes (which releases the GIL), with C-contiguous arrays. */
 #include <Python.h>
 #include <math.h>
 #include <stdint.h>
