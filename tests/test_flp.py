@@ -106,7 +106,7 @@ def _mixed(p: int, g: int, m: int, d: int, big_from: int | None, seed: int):
             rng.integers(0, p, size=m, dtype=np.int64))
 
 
-@pytest.mark.parametrize("bits", [13, 23, 31, 41, 42, 46, 47, 49, 50, 51, 59, 61])
+@pytest.mark.parametrize("bits", [13, 23, 31, 41, 42, 44, 45, 46, 47, 49, 50, 51, 59, 61])
 @pytest.mark.parametrize("g,m,d,big_from", [(16, 1, 8, None), (16, 63, 8, None), (16, 130, 8, 97),
                                             (16, 65, 8, 0), (1, 7, 2, None), (3, 64, 4, 40), (5, 20, 3, None),
                                             (2, 9, 16, 5), (70, 6, 4, None), (16, 40, 1, None)])
@@ -139,6 +139,42 @@ def test_the_compiled_verifier_steps_give_the_numpy_values(bits, g, m, d):
     assert np.array_equal(flp._combine_compiled(k.combine, a, Y, coef, p), flp._combine_numpy(a, Y, coef, p))
     for u in (Y[0], Y[-1], a):
         assert flp._gadget_compiled(k.gadget, u, polys, beta, p) == int(flp._gadget(u[None, :], polys, beta, p)[0])
+
+
+@pytest.mark.parametrize("bits", [13, 30, 42, 44, 45, 47])
+@pytest.mark.parametrize("spread", [8, 9, 1 << 13, None])
+def test_the_compiled_provers_digit_gadget_gives_the_numpy_values_for_any_digit(bits, spread):
+    """Degree-8 digit columns (three blocks of 64 and an edge one) holding digits 0..7 only (the nodes add nothing:
+    skipped), one 8 among them, signed entries up to 2^13 in size (a cheating client's; two limbs of E) or
+    arbitrary field elements (None), with every entry of one column extreme: the compiled prover's lazy reductions
+    (below 2^44) and exact ones (above) give the numpy prover's values, in every vector variant."""
+    fn, simd = flp._library(), flp._simd()
+    if fn is None or simd is None:
+        _no_kernel()
+    p = prime_below(bits)
+    rng = np.random.default_rng(bits + (spread or 0))
+    g, m, d = flp.ROWS, 3 * 64 + 5, 8
+    if spread is None:
+        Y = rng.integers(0, p, size=(g, m), dtype=np.int64)
+    elif spread <= d:
+        Y = rng.integers(0, spread, size=(g, m)).astype(np.int64)
+        Y[3, 70] = spread - 1
+    else:
+        Y = rng.integers(-spread, spread + 1, size=(g, m)) % p
+        Y[:, 5] = p - spread
+        Y[:, 6] = spread
+    polys = flp.column_polys(np.ones((m, d), np.int64), np.tile(np.arange(d), (m, 1)), p)
+    beta, a = rng.integers(0, p, size=m, dtype=np.int64), rng.integers(0, p, size=m, dtype=np.int64)
+    a[:4] = [0, 1, p - 1, p - 2]
+    beta[4:6] = [p - 1, 0]
+    want = flp._prove_numpy(Y, polys, beta, p, a)
+    best = simd(-1)
+    try:
+        for level in range(best + 1):
+            simd(level)
+            assert np.array_equal(flp._prove_compiled(fn, Y, polys, beta, p, a), want)
+    finally:
+        assert simd(-1) == best
 
 
 def test_every_vector_variant_of_the_compiled_prover_gives_the_same_values():

@@ -25,7 +25,10 @@ a frame of the right form but the wrong dtype, shape or range is refused too.
 """
 from __future__ import annotations
 
+import ctypes
+import functools
 import json
+import os
 import struct
 from typing import Any
 from collections.abc import Callable
@@ -33,6 +36,8 @@ from collections.abc import Callable
 import numpy as np
 
 from sqm.errors import RefusedError
+from sqm.mpc.shares.kernels import kernel_function
+from sqm.mpc.shares.randomness import secure_generator
 
 MAGIC = b"SQMW"
 VERSION = 1
@@ -237,7 +242,16 @@ def pack_bits(a, p: int) -> np.ndarray:
     a = np.ascontiguousarray(np.asarray(a, dtype="<i8")).reshape(-1)
     if int(p) - 1 < 1 << 32:
         return pack_shares(a, p).reshape(-1)
-    h, k, nb, groups, _ = _bit_plan(p, a.size)
+    h, k, nb, groups, total = _bit_plan(p, a.size)
+    fns = _bit_kernel()
+    if fns is not None:
+        out = np.empty(total, dtype=np.uint8)
+        if fns[0](a.ctypes.data, a.size, h, k, nb, out.ctypes.data) == 0:
+            return out
+    return _pack_bits_numpy(a, h, k, nb, groups)
+
+
+def _pack_bits_numpy(a: np.ndarray, h: int, k: int, nb: int, groups: int) -> np.ndarray:
     low = a.astype("<u4").view(np.uint8)  # the low 32 bits (the cast wraps modulo 2^32)
     flat = np.zeros(groups * k, dtype="<u8")
     flat[:a.size] = a >> 32
@@ -260,22 +274,70 @@ def packed_bits(shape, p: int) -> Validator:
     h, k, nb, groups, total = _bit_plan(p, n)
     raw = array(np.uint8, (total,), what="packed shares")
     full = shares(tuple(shape), p)
-    mask = np.uint64((1 << h) - 1)
 
     def check(x):
         b = raw(x)
-        vals = np.frombuffer(b[:4 * n].tobytes(), dtype="<u4").astype(np.int64)  # the low 32 bits
-        words = np.zeros((groups, 8), dtype=np.uint8)
-        words[:, :nb] = b[4 * n:].reshape(groups, nb)
-        word = words.view("<u8").reshape(groups)
-        high = np.empty((k, groups), dtype="<u8")
-        for i in range(k):
-            np.right_shift(word, np.uint64(i * h), out=high[i])
-        high &= mask
-        high <<= np.uint64(32)
-        vals |= high.T.reshape(-1)[:n].view(np.int64)
-        return full(vals.reshape(tuple(shape)))
+        fns = _bit_kernel()
+        if fns is not None:  # compiled: the same integers; any entry not below p is refused by ``full`` below
+            b = np.ascontiguousarray(b)
+            out = np.empty(tuple(shape), dtype=np.int64)
+            if fns[1](b.ctypes.data, n, h, k, nb, p, out.ctypes.data) == 0:
+                return out
+        return full(_unpack_bits_numpy(b, n, h, k, nb, groups).reshape(tuple(shape)))
     return check
+
+
+def _unpack_bits_numpy(b: np.ndarray, n: int, h: int, k: int, nb: int, groups: int) -> np.ndarray:
+    """:func:`pack_bits`'s n elements from its bytes ``b`` (unchecked)."""
+    vals = np.frombuffer(b[:4 * n].tobytes(), dtype="<u4").astype(np.int64)  # the low 32 bits
+    words = np.zeros((groups, 8), dtype=np.uint8)
+    words[:, :nb] = b[4 * n:].reshape(groups, nb)
+    word = words.view("<u8").reshape(groups)
+    high = np.empty((k, groups), dtype="<u8")
+    for i in range(k):
+        np.right_shift(word, np.uint64(i * h), out=high[i])
+    high &= np.uint64((1 << h) - 1)
+    high <<= np.uint64(32)
+    vals |= high.T.reshape(-1)[:n].view(np.int64)
+    return vals
+
+
+_KERNEL = "sqm.mpc.net._wire_kernel"  # the compiled packing's extension module (setup.py)
+
+
+@functools.lru_cache(maxsize=1)
+def _bit_kernel():
+    """The compiled (pack, unpack) of :func:`pack_bits` (``_wire_kernel.c`` beside this module, an optional
+    extension) where it gives the numpy functions' bytes and integers on a fixed public sample, else None (also
+    where ``SQM_WIRE_KERNEL=numpy`` asks for numpy)."""
+    if os.environ.get("SQM_WIRE_KERNEL", "").strip().lower() == "numpy":
+        return None
+    ptr, i64 = ctypes.c_void_p, ctypes.c_int64
+    pack = kernel_function(_KERNEL, "sqm_wire_pack", [ptr, i64, i64, i64, i64, ptr])
+    unpack = kernel_function(_KERNEL, "sqm_wire_unpack", [ptr, i64, i64, i64, i64, i64, ptr], ctypes.c_int64)
+    if pack is None or unpack is None:
+        return None
+    rng = secure_generator(20263)  # a fixed public sample (its seed is here)
+    try:
+        for bits in (33, 36, 40, 42, 48, 49, 56, 61, 62):
+            p = (1 << bits) - 1 - 2 * int(rng.integers(0, 1000))  # an odd modulus of that size (no prime needed)
+            for n in (0, 1, 5, 8, 13):
+                a = rng.integers(0, p, size=n, dtype=np.int64)
+                h, k, nb, groups, total = _bit_plan(p, n)
+                want = _pack_bits_numpy(a, h, k, nb, groups)
+                got = np.empty(total, dtype=np.uint8)
+                if pack(a.ctypes.data, n, h, k, nb, got.ctypes.data) != 0 or not np.array_equal(got, want):
+                    return None
+                noisy = got.copy()
+                noisy[4 * n:] |= rng.integers(0, 256, size=total - 4 * n, dtype=np.uint8) * (groups * k > n)
+                back = np.empty(n, dtype=np.int64)
+                bad = unpack(noisy.ctypes.data, n, h, k, nb, p, back.ctypes.data)
+                if bad != int((_unpack_bits_numpy(noisy, n, h, k, nb, groups) >= p).sum()) or \
+                        not np.array_equal(back, _unpack_bits_numpy(noisy, n, h, k, nb, groups)):
+                    return None
+    except Exception:  # a kernel that fails its first calls: the numpy code
+        return None
+    return pack, unpack
 
 
 def array(dtype, shape=None, lo=None, hi=None, what: str = "array", finite: bool = True) -> Validator:

@@ -12,10 +12,15 @@
  * For p < 2^50 and grid entries of small absolute value (their signed representatives), blocks of columns are
  * computed in doubles, one column per vector lane: a product mod p as the exact ab = h + l (a fused
  * multiply-add), q = floor(h / p) off by at most one, r = ab - q p exact in [-p, 2p) and corrected (:c:func:`dmul`);
- * the extension's sums with E cut into two limbs of at most 25 bits are exact doubles, reduced once.  The
- * remaining blocks (large entries) take the Montgomery path, column by column.  The module is a CPython extension only so that
- * setuptools builds it; its function is called by address through ctypes (which releases the GIL), with
- * C-contiguous arrays. */
+ * the extension's sums with E cut into two limbs of at most 25 bits are exact doubles, reduced once.  Below 2^44
+ * the values stay unreduced in (-3p, 6p) between products (dmul_lazy), and a block of valid digits skips the nodes,
+ * where its polynomial vanishes.  The remaining blocks (large entries) take the Montgomery path, column by column.
+ *
+ * Beside the prover: the verifiers' steps (sqm_flp_gadget, sqm_flp_combine) and the input proof's steps around it
+ * (sqm_ip_*: the witness, weighted digit sums, the grid's gather, the sharing's linear combinations), each the
+ * numpy function's exact integers, each checked against it at load (flp._compiled, input_proof._steps).  The
+ * module is a CPython extension only so that setuptools builds it; its functions are called by address through
+ * ctypes (which releases the GIL), with C-contiguous arrays. */
 #include <Python.h>
 #include <math.h>
 #include <stdint.h>
@@ -29,6 +34,7 @@
 
 #define COLS 64      /* columns at a time in doubles (at most 2^53 / p of them: their sum stays exact) */
 #define DBL_BITS 50  /* the doubles' path takes p < 2^50 */
+#define LAZY_BITS 44 /* below 2^44 its extension and degree-8 digit gadget reduce lazily (dblock_body) */
 
 typedef unsigned __int128 u128;
 
@@ -111,6 +117,19 @@ static inline __attribute__((always_inline)) double dmul(double p, double u, dou
     return dfix(p, fma(-q, p, h) + l);
 }
 
+/* a b mod p up to a multiple of p: in (-p, 2p), for doubles a, b of any signs with |a b| / p < 2^50 (the proof
+ * of dmul: q within one of floor(ab / p), h - q p and r integers below 2^53); no correction */
+static inline __attribute__((always_inline)) double dmul_lazy(double p, double u, double a, double b)
+{
+    double h = a * b;
+    double l = fma(a, b, -h);
+    double q = floor(h * u);
+    return fma(-q, p, h) + l;
+}
+
+/* an integer s with |s| < 2^53 mod p up to a multiple of p: in (-p, 2p) */
+static inline __attribute__((always_inline)) double dred_lazy(double p, double u, double s) { return fma(-floor(s * u), p, s); }
+
 /* an integer s with |s| < 2^53 mod p */
 static inline __attribute__((always_inline)) double dred(double p, double u, double s) { return dfix(p, fma(-floor(s * u), p, s)); }
 
@@ -125,23 +144,33 @@ typedef struct {
  * digits') in doubles: their weighted gadget values at every point added to acc (n doubles in [0, p)) */
 static inline __attribute__((always_inline)) void dblock_body(const dctx *c, const int64_t *Y, int64_t m, int64_t j0, int64_t nb, const int64_t *a,
                           const int64_t *beta, int digits, int64_t nf, const double *fl, const double *fr,
-                          double *acc, int whole)
+                          double *acc, int whole, int lazy, int skip)
 {
+    /* whole: E whole (one exact sum, else two limbs); lazy (p < 2^44): the extension, the degree-8 digit gadget
+     * and the other columns' factors reduce only up to multiples of p (dmul_lazy, dred_lazy: every value in
+     * (-3p, 6p), every product below 36 p^2 < 2^50 p), corrected once per gadget value; skip: every entry of the
+     * block a digit 0..d-1, whose polynomial vanishes there, so the nodes 1..G add nothing */
     const double p = c->p, u = c->u;
     const int64_t g = c->g, d = c->d;
     double ys[64 * COLS], yd[64 * COLS], ad[COLS], bd[COLS], uv[COLS], gv[COLS], sh[COLS], sl[COLS];
-    for (int64_t k = 0; k < g; k++)
+    const int64_t nb8 = (nb + 7) & ~(int64_t)7; /* the extension's sums take 8 columns at a time */
+    for (int64_t k = 0; k < g; k++) {
         for (int64_t jj = 0; jj < nb; jj++) {
             int64_t y = Y[k * m + j0 + jj];
             yd[k * COLS + jj] = (double)y;
             ys[k * COLS + jj] = (double)(y > (int64_t)(p / 2) ? y - (int64_t)p : y);
         }
+        for (int64_t jj = nb; jj < nb8; jj++)
+            ys[k * COLS + jj] = 0;
+    }
     for (int64_t jj = 0; jj < nb; jj++) {
         ad[jj] = (double)a[j0 + jj];
         bd[jj] = (double)beta[j0 + jj];
     }
     const double dm1 = fmod((double)(d - 1), p), six = fmod(6.0, p), c36 = fmod(36.0, p);
     for (int64_t i = 0; i < c->n; i++) {
+        if (skip && i == 1)
+            i = g + 1;
         if (i == 0) {
             for (int64_t jj = 0; jj < nb; jj++)
                 uv[jj] = ad[jj];
@@ -152,35 +181,64 @@ static inline __attribute__((always_inline)) void dblock_body(const dctx *c, con
             int64_t r = i - g - 1;
             const double *eh = c->eh + r * g, *el = c->el + r * g, *ef = c->ef + r * g;
             double e0 = c->e0[r], c1 = c->c1;
-            for (int64_t jj = 0; jj < nb; jj++)
-                sh[jj] = sl[jj] = 0;
-            if (whole) {
-                for (int64_t k = 0; k < g; k++) {
-                    double e = ef[k];
-                    for (int64_t jj = 0; jj < nb; jj++)
-                        sh[jj] = fma(e, ys[k * COLS + jj], sh[jj]);
+            if (whole) { /* 8 columns' sums at a time, held in registers over the nodes */
+                for (int64_t j8 = 0; j8 < nb8; j8 += 8) {
+                    double t[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                    for (int64_t k = 0; k < g; k++) {
+                        const double e = ef[k], *y = ys + k * COLS + j8;
+                        for (int q = 0; q < 8; q++)
+                            t[q] = fma(e, y[q], t[q]);
+                    }
+                    for (int q = 0; q < 8; q++)
+                        sh[j8 + q] = t[q];
                 }
+                if (lazy)
+                    for (int64_t jj = 0; jj < nb; jj++)
+                        uv[jj] = dred_lazy(p, u, sh[jj]) + dmul_lazy(p, u, ad[jj], e0); /* in (-2p, 4p) */
+                else
+                    for (int64_t jj = 0; jj < nb; jj++) {
+                        double v = dred(p, u, sh[jj]) + dmul(p, u, ad[jj], e0);
+                        uv[jj] = v >= p ? v - p : v;
+                    }
+            } else {
+            for (int64_t j8 = 0; j8 < nb8; j8 += 8) {
+                double th[8] = {0, 0, 0, 0, 0, 0, 0, 0}, tl[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                for (int64_t k = 0; k < g; k++) {
+                    const double h = eh[k], l = el[k], *y = ys + k * COLS + j8;
+                    for (int q = 0; q < 8; q++) {
+                        th[q] = fma(h, y[q], th[q]);
+                        tl[q] = fma(l, y[q], tl[q]);
+                    }
+                }
+                for (int q = 0; q < 8; q++) {
+                    sh[j8 + q] = th[q];
+                    sl[j8 + q] = tl[q];
+                }
+            }
+            if (lazy)
+                for (int64_t jj = 0; jj < nb; jj++) /* in (-3p, 6p) */
+                    uv[jj] = dmul_lazy(p, u, dred_lazy(p, u, sh[jj]), c1) + dred_lazy(p, u, sl[jj]) + dmul_lazy(p, u, ad[jj], e0);
+            else
                 for (int64_t jj = 0; jj < nb; jj++) {
-                    double v = dred(p, u, sh[jj]) + dmul(p, u, ad[jj], e0);
+                    double v = dmul(p, u, dred(p, u, sh[jj]), c1) + dred(p, u, sl[jj]);
+                    v = v >= p ? v - p : v;
+                    v += dmul(p, u, ad[jj], e0);
                     uv[jj] = v >= p ? v - p : v;
                 }
-            } else {
-            for (int64_t k = 0; k < g; k++) {
-                double h = eh[k], l = el[k];
-                for (int64_t jj = 0; jj < nb; jj++) {
-                    sh[jj] = fma(h, ys[k * COLS + jj], sh[jj]);
-                    sl[jj] = fma(l, ys[k * COLS + jj], sl[jj]);
-                }
-            }
-            for (int64_t jj = 0; jj < nb; jj++) {
-                double v = dmul(p, u, dred(p, u, sh[jj]), c1) + dred(p, u, sl[jj]);
-                v = v >= p ? v - p : v;
-                v += dmul(p, u, ad[jj], e0);
-                uv[jj] = v >= p ? v - p : v;
-            }
             }
         }
-        if (digits && d == 8) {
+        if (lazy && digits && d != 8 && i > g) /* this gadget takes values in [0, p) */
+            for (int64_t jj = 0; jj < nb; jj++)
+                uv[jj] = dred(p, u, uv[jj]);
+        if (lazy && digits && d == 8) {
+            for (int64_t jj = 0; jj < nb; jj++) { /* x in (-3p, 6p); w, zz in (-p, 2p); s1 in (-5p, 14p) */
+                double x = uv[jj];
+                double w = dmul_lazy(p, u, x, x - dm1);
+                double z = w + six;
+                double zz = dmul_lazy(p, u, z, z);
+                gv[jj] = dfix(p, dmul_lazy(p, u, dmul_lazy(p, u, zz + 4 * z, zz - c36), bd[jj]));
+            }
+        } else if (digits && d == 8) {
             for (int64_t jj = 0; jj < nb; jj++) {
                 double x = uv[jj], t = x - dm1;
                 double w = dmul(p, u, x, t < 0 ? t + p : t);
@@ -202,6 +260,14 @@ static inline __attribute__((always_inline)) void dblock_body(const dctx *c, con
                 }
             for (int64_t jj = 0; jj < nb; jj++)
                 gv[jj] = dmul(p, u, gv[jj], bd[jj]);
+        } else if (lazy) { /* u in (-3p, 6p), each factor in (-4p, 6p), the product in (-p, 2p) */
+            for (int64_t jj = 0; jj < nb; jj++)
+                gv[jj] = bd[jj];
+            for (int64_t q = 0; q < nf; q++)
+                for (int64_t jj = 0; jj < nb; jj++)
+                    gv[jj] = dmul_lazy(p, u, gv[jj], fma(fl[q * COLS + jj], uv[jj], -fr[q * COLS + jj]));
+            for (int64_t jj = 0; jj < nb; jj++)
+                gv[jj] = dfix(p, gv[jj]);
         } else {
             for (int64_t jj = 0; jj < nb; jj++)
                 gv[jj] = bd[jj];
@@ -211,34 +277,51 @@ static inline __attribute__((always_inline)) void dblock_body(const dctx *c, con
                     gv[jj] = dmul(p, u, gv[jj], f < 0 ? f + p : f);
                 }
         }
-        double s = 0;
-        for (int64_t jj = 0; jj < nb; jj++)
+        /* the block's nb values (integers, their sum below 2^53: exact in any order) in 8 running sums */
+        double s8[8] = {0, 0, 0, 0, 0, 0, 0, 0}, s = 0;
+        int64_t full = nb & ~(int64_t)7;
+        for (int64_t j8 = 0; j8 < full; j8 += 8)
+            for (int q = 0; q < 8; q++)
+                s8[q] += gv[j8 + q];
+        for (int64_t jj = full; jj < nb; jj++)
             s += gv[jj];
+        for (int q = 0; q < 8; q++)
+            s += s8[q];
         s = acc[i] + dred(p, u, s);
         acc[i] = s >= p ? s - p : s;
     }
 }
 
+/* dblock_body for mode = whole | 2 lazy | 4 skip (its flags), each combination compiled on its own */
+#define DBLOCK_MODES(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, mode)                                    \
+    switch (mode) {                                                                                               \
+    case 0: dblock_body(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, 0, 0, 0); break;                      \
+    case 1: dblock_body(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, 1, 0, 0); break;                      \
+    case 2: dblock_body(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, 0, 1, 0); break;                      \
+    case 3: dblock_body(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, 1, 1, 0); break;                      \
+    default: dblock_body(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, mode & 1, (mode >> 1) & 1, 1); break; \
+    }
+
 static void dblock_plain(const dctx *c, const int64_t *Y, int64_t m, int64_t j0, int64_t nb, const int64_t *a,
-                         const int64_t *beta, int digits, int64_t nf, const double *fl, const double *fr, double *acc, int whole)
+                         const int64_t *beta, int digits, int64_t nf, const double *fl, const double *fr, double *acc, int mode)
 {
-    dblock_body(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, whole);
+    DBLOCK_MODES(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, mode);
 }
 
 #ifdef FAST_TARGET
 __attribute__((target("avx2,fma"))) static void dblock_fast(const dctx *c, const int64_t *Y, int64_t m, int64_t j0,
                                                             int64_t nb, const int64_t *a, const int64_t *beta,
                                                             int digits, int64_t nf, const double *fl,
-                                                            const double *fr, double *acc, int whole)
+                                                            const double *fr, double *acc, int mode)
 {
-    dblock_body(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, whole);
+    DBLOCK_MODES(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, mode);
 }
 
 __attribute__((target("avx512f,avx512dq,avx2,fma,prefer-vector-width=512"))) static void
 dblock_wide(const dctx *c, const int64_t *Y, int64_t m, int64_t j0, int64_t nb, const int64_t *a, const int64_t *beta,
-            int digits, int64_t nf, const double *fl, const double *fr, double *acc, int whole)
+            int digits, int64_t nf, const double *fl, const double *fr, double *acc, int mode)
 {
-    dblock_body(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, whole);
+    DBLOCK_MODES(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, mode);
 }
 #endif
 
@@ -267,21 +350,21 @@ int sqm_flp_simd(int level)
 }
 
 static void dblock(const dctx *c, const int64_t *Y, int64_t m, int64_t j0, int64_t nb, const int64_t *a,
-                   const int64_t *beta, int digits, int64_t nf, const double *fl, const double *fr, double *acc, int whole)
+                   const int64_t *beta, int digits, int64_t nf, const double *fl, const double *fr, double *acc, int mode)
 {
     if (simd_level < 0)
         sqm_flp_simd(-1);
 #ifdef FAST_TARGET
     if (simd_level == 2) {
-        dblock_wide(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, whole);
+        dblock_wide(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, mode);
         return;
     }
     if (simd_level == 1) {
-        dblock_fast(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, whole);
+        dblock_fast(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, mode);
         return;
     }
 #endif
-    dblock_plain(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, whole);
+    dblock_plain(c, Y, m, j0, nb, a, beta, digits, nf, fl, fr, acc, mode);
 }
 
 /* one column j's weighted gadget values at every point added to acc (128-bit sums of Montgomery forms), in
@@ -399,13 +482,14 @@ int sqm_flp_prove(const int64_t *Y, int64_t g, int64_t m, const int64_t *a, cons
         int64_t nb = m - j0 < cols ? m - j0 : cols;
         if (j0 < std && j0 + nb > std)
             nb = std - j0; /* a block is all digit columns or none */
-        int ok = use_dbl;
+        int ok = use_dbl, alldig = j0 < std;
         int64_t big = 0; /* the block's largest |entry| */
         for (int64_t k = 0; ok && k < g; k++)
             for (int64_t jj = 0; jj < nb; jj++) {
                 int64_t y = Y[k * m + j0 + jj];
                 int64_t s = y > p / 2 ? p - y : y;
                 big = s > big ? s : big;
+                alldig &= y >= 0 && y < d;
                 if (s > ymax) {
                     ok = 0;
                     break;
@@ -430,7 +514,8 @@ int sqm_flp_prove(const int64_t *Y, int64_t g, int64_t m, const int64_t *a, cons
         if (ok)
             /* one exact sum with E whole where G |y| (p - 1) < 2^53 (digits in small fields), else two limbs */
             dblock(&c, Y, m, j0, nb, a, beta, j0 < std, nf, dfl, dfr, accd,
-                   (double)g * (double)big * (double)(p - 1) < 9007199254740992.0);
+                   ((double)g * (double)big * (double)(p - 1) < 9007199254740992.0) | (pbits <= LAZY_BITS) << 1 |
+                       alldig << 2);
         else
             for (int64_t j = j0; j < j0 + nb; j++)
                 mcolumn(&f, Y, g, m, j, a, em, wide, lin, roots, d, std, beta, pairs, u, fr, fl, acc);
@@ -504,6 +589,190 @@ int sqm_flp_combine(const int64_t *a, const int64_t *Y, int64_t g, int64_t m, co
                 t = fold(&f, t);
         }
         out[j] = (int64_t)redc(&f, redc(&f, fold(&f, t)));
+    }
+    return 0;
+}
+
+/* ----- the input proof's steps around the FLP (sqm.mpc.protocols.input_proof): every result an exact field
+ * element or integer, the numpy functions' own ----- */
+
+/* the K base-8 digits of v in [0, width] (input_proof.encode_range): the top one min(floor(v / R) R, width - R + 1)
+ * with R = 8^(K-1), the low ones the base-8 digits of the rest */
+static inline void range_digits(int64_t v, int64_t k, int64_t width, int64_t *o)
+{
+    if (k <= 0)
+        return;
+    int64_t r = (int64_t)1 << (3 * (k - 1)), cap = width - r + 1;
+    int64_t top = v >= cap ? cap : (v / r) * r, rest = v - top;
+    o[k - 1] = top;
+    for (int64_t i = 0; i < k - 1; i++) {
+        o[i] = rest & 7;
+        rest >>= 3;
+    }
+}
+
+/* An honest client's witness (input_proof.witness) for the rows x ncols block x (row-major): per column j the kc[j]
+ * digits of x - lo[j] in [0, hi[j] - lo[j]], then per group q (its columns gcols[goff[q]..goff[q+1]-1]) the
+ * squared norm s, then per group the kg[q] digits of lim[q] - s in [0, lim[q]]; out: rows x width.  Returns 0, 1
+ * where an entry is outside its range, 2 where a norm is above its limit (nothing defined in out then), -1 for an
+ * argument out of range. */
+int sqm_ip_witness(const int64_t *x, int64_t rows, int64_t ncols, const int64_t *lo, const int64_t *hi,
+                   const int64_t *kc, int64_t ng, const int64_t *goff, const int64_t *gcols, const int64_t *lim,
+                   const int64_t *kg, int64_t width, int64_t *out)
+{
+    if (rows < 0 || ncols < 0 || ng < 0 || width < 0 || ng > 4096)
+        return -1;
+    for (int64_t i = 0; i < rows * ncols; i++) {
+        int64_t j = i % ncols;
+        if (x[i] < lo[j] || x[i] > hi[j])
+            return 1;
+    }
+    uint64_t s[4096];
+    for (int64_t i = 0; i < rows; i++) {
+        const int64_t *xi = x + i * ncols;
+        int64_t *o = out + i * width;
+        for (int64_t j = 0; j < ncols; j++) {
+            range_digits(xi[j] - lo[j], kc[j], hi[j] - lo[j], o);
+            o += kc[j];
+        }
+        for (int64_t q = 0; q < ng; q++) {
+            uint64_t t = 0; /* int64 wrapping, as numpy's */
+            for (int64_t c = goff[q]; c < goff[q + 1]; c++)
+                t += (uint64_t)xi[gcols[c]] * (uint64_t)xi[gcols[c]];
+            if ((int64_t)t > lim[q])
+                return 2;
+            s[q] = t;
+            *o++ = (int64_t)t;
+        }
+        for (int64_t q = 0; q < ng; q++) {
+            range_digits(lim[q] - (int64_t)s[q], kg[q], lim[q], o);
+            o += kg[q];
+        }
+    }
+    return 0;
+}
+
+static inline uint64_t reduce_signed(int64_t v, uint64_t p)
+{
+    if (v >= 0 && (uint64_t)v < p)
+        return (uint64_t)v;
+    int64_t r = v % (int64_t)p;
+    return (uint64_t)(r < 0 ? r + (int64_t)p : r);
+}
+
+/* out[i, q] = (add[q] + sum_{k < widths[q]} w[o_q + k] W[i, starts[q] + k]) mod p (o_q = widths[0] + ..
+ * + widths[q-1]) for the rows x stride array W (int64, any integers): per block of digits its weighted sum
+ * (input_proof._weighted, values).  Returns 0, or -1 for an argument out of range. */
+int sqm_ip_weighted(const int64_t *W, int64_t rows, int64_t stride, int64_t n, const int64_t *starts,
+                    const int64_t *widths, const int64_t *w, const int64_t *add, int64_t p, int64_t *out)
+{
+    if (p < 3 || !(p & 1) || (uint64_t)p >= (uint64_t)1 << 62 || rows < 0 || n < 0 || n > 65536)
+        return -1;
+    field f;
+    field_init(&f, (uint64_t)p);
+    uint64_t q = (uint64_t)p;
+    int64_t total = 0;
+    for (int64_t c = 0; c < n; c++)
+        total += widths[c];
+    uint64_t *wm = malloc(sizeof(uint64_t) * (size_t)(total ? total : 1)); /* w R^2 (reduced) */
+    uint64_t *am = malloc(sizeof(uint64_t) * (size_t)(n ? n : 1));        /* add R (reduced) */
+    if (!wm || !am) {
+        free(wm), free(am);
+        return -1;
+    }
+    for (int64_t k = 0; k < total; k++)
+        wm[k] = mul(&f, to_mont(&f, reduce_signed(w[k], q)), f.r2);
+    for (int64_t c = 0; c < n; c++)
+        am[c] = mul(&f, to_mont(&f, reduce_signed(add[c], q)), f.r2);
+    for (int64_t i = 0; i < rows; i++) {
+        const int64_t *wi = W + i * stride;
+        const uint64_t *wk = wm;
+        for (int64_t c = 0; c < n; c++) {
+            const int64_t *d = wi + starts[c];
+            u128 t = am[c];
+            for (int64_t k = 0; k < widths[c]; k++) {
+                uint64_t v = d[k] >= 0 && (uint64_t)d[k] < q ? (uint64_t)d[k] : reduce_signed(d[k], q);
+                t = fold(&f, t + (u128)wk[k] * v);
+            }
+            wk += widths[c];
+            out[i * n + c] = (int64_t)redc(&f, redc(&f, t));
+        }
+    }
+    free(wm), free(am);
+    return 0;
+}
+
+/* Y[k, off + r nidx + c] = src[(k per + r) stride + idx[c]] for the records k per + r < rows, else 0 (k < g,
+ * r < per, c < nidx): one part of the proof's grid (input_proof.grid), records split among the G nodes in order.
+ * Returns 0, or -1 for an argument out of range. */
+int sqm_ip_gather(const int64_t *src, int64_t rows, int64_t stride, const int64_t *idx, int64_t nidx, int64_t g,
+                  int64_t per, int64_t *Y, int64_t ycols, int64_t off)
+{
+    if (rows < 0 || nidx < 0 || g < 1 || per < 0 || off < 0 || off + per * nidx > ycols)
+        return -1;
+    for (int64_t c = 0; c < nidx; c++)
+        if (idx[c] < 0 || idx[c] >= stride)
+            return -1;
+    for (int64_t k = 0; k < g; k++)
+        for (int64_t r = 0; r < per; r++) {
+            int64_t row = k * per + r;
+            int64_t *dst = Y + k * ycols + off + r * nidx;
+            if (row < rows) {
+                const int64_t *s = src + row * stride;
+                for (int64_t c = 0; c < nidx; c++)
+                    dst[c] = s[idx[c]];
+            } else
+                for (int64_t c = 0; c < nidx; c++)
+                    dst[c] = 0;
+        }
+    return 0;
+}
+
+/* out[i] = sum_{k < nv} coef[k] vals[k][i] mod p (n entries; vals: nv pointers to int64 arrays of any integers,
+ * coef in [0, p)): a polynomial's value from its values at other points (input_proof._through).  Returns 0, or -1
+ * for an argument out of range. */
+int sqm_ip_lincomb(const int64_t *const *vals, const int64_t *coef, int64_t nv, int64_t n, int64_t p, int64_t *out)
+{
+    if (p < 3 || (uint64_t)p >= (uint64_t)1 << 62 || nv < 1 || nv > 256 || n < 0)
+        return -1;
+    uint64_t c[256], cs[256], q = (uint64_t)p;
+    int64_t sc[256];
+    u128 small = 0; /* sum |c| p over the signed coefficients */
+    for (int64_t k = 0; k < nv; k++) {
+        if (coef[k] < 0 || (uint64_t)coef[k] >= q)
+            return -1;
+        c[k] = (uint64_t)coef[k];
+        cs[k] = (uint64_t)(((u128)c[k] << 64) / q); /* Shoup: c v - floor(cs v / 2^64) p is in [0, 2p) */
+        sc[k] = coef[k] > p / 2 ? coef[k] - p : coef[k];
+        small += (u128)(uint64_t)(sc[k] < 0 ? -sc[k] : sc[k]) * q;
+    }
+    if (small < (u128)1 << 62 && p < (int64_t)1 << 50) {
+        /* small signed coefficients (few parties): the exact sum in int64 (|s| < 2^62 for values in [0, p)),
+         * reduced once with a double quotient (|s| / p < 2^50: within one of floor(s / p)) */
+        const double u = 1.0 / (double)p;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t t = 0;
+            for (int64_t k = 0; k < nv; k++) {
+                int64_t v = vals[k][i];
+                t += sc[k] * (v >= 0 && v < p ? v : (int64_t)reduce_signed(v, q));
+            }
+            int64_t r = t - (int64_t)floor((double)t * u) * p;
+            r = r < 0 ? r + p : r;
+            out[i] = r >= p ? r - p : r;
+        }
+        return 0;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t acc = 0;
+        for (int64_t k = 0; k < nv; k++) {
+            int64_t sv = vals[k][i];
+            uint64_t v = sv >= 0 ? (uint64_t)sv : reduce_signed(sv, q);
+            uint64_t r = c[k] * v - (uint64_t)(((u128)cs[k] * v) >> 64) * q;
+            r = r >= q ? r - q : r;
+            acc += r;
+            acc = acc >= q ? acc - q : acc;
+        }
+        out[i] = (int64_t)acc;
     }
     return 0;
 }

@@ -62,7 +62,7 @@ def column_polys(lin, roots, p: int) -> np.ndarray:
     in {0, 1}, roots reduced mod p)."""
     lin = np.asarray(lin, dtype=np.int64)
     roots = np.asarray(roots, dtype=np.int64) % p
-    if lin.shape != roots.shape or lin.ndim != 2 or not np.isin(lin, (0, 1)).all():
+    if lin.shape != roots.shape or lin.ndim != 2 or not ((lin == 0) | (lin == 1)).all():
         raise UsageError(f"column polynomials need two equal (m, d) arrays with lin in {{0, 1}}, got {lin.shape} "
                          f"and {roots.shape}")
     return np.stack([lin, roots])

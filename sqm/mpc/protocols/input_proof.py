@@ -34,9 +34,12 @@ field must exceed).
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 import hashlib
+import os
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -48,6 +51,7 @@ from sqm.mpc.protocols import flp
 from sqm.mpc.shares import modarith
 from sqm.mpc.shares import shamir
 from sqm.mpc.shares.field import from_signed
+from sqm.mpc.shares.kernels import kernel_function
 from sqm.mpc.shares.randomness import fresh_bytes, secure_generator
 
 
@@ -60,13 +64,13 @@ class Claim:
     hi: tuple[int, ...]
     groups: tuple[tuple[tuple[int, ...], int], ...] = ()
 
-    @property
-    def widths(self) -> tuple[list[int], list[int]]:
-        """Digits per column and per group."""
-        return ([digit_count(h - lo) for lo, h in zip(self.lo, self.hi, strict=True)],
-                [digit_count(lim) for _, lim in self.groups])
+    @functools.cached_property
+    def widths(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """Digits per column and per group (computed once: the claim is frozen)."""
+        return (tuple(digit_count(h - lo) for lo, h in zip(self.lo, self.hi, strict=True)),
+                tuple(digit_count(lim) for _, lim in self.groups))
 
-    @property
+    @functools.cached_property
     def witness_width(self) -> int:
         col, grp = self.widths
         return sum(col) + len(self.groups) + sum(grp)
@@ -142,7 +146,14 @@ def encode_range(v, width: int) -> np.ndarray:
 def witness(block, claim: Claim) -> np.ndarray:
     """An honest client's witness for its integer ``block`` (records x its columns): the digits of each column's
     value above lo, each group's squared norm, the digits of each group's slack; refused (naming no value) if the
-    block breaks its claim."""
+    block breaks its claim.  Compiled where the kernel is (:func:`_steps`), else :func:`_witness_numpy`: the same
+    integers."""
+    k = _steps()
+    out = None if k is None else _witness_compiled(k.witness, block, claim)
+    return _witness_numpy(block, claim) if out is None else out
+
+
+def _witness_numpy(block, claim: Claim) -> np.ndarray:
     x = np.asarray(block, dtype=np.int64)
     lo, hi = np.array(claim.lo, dtype=np.int64), np.array(claim.hi, dtype=np.int64)
     if x.size and (np.any(x < lo) or np.any(x > hi)):
@@ -170,10 +181,21 @@ def _split(W, claim: Claim):
     return W[:, :kx], W[:, kx:kx + ng], W[:, kx + ng:], col, grp
 
 
-def _weighted(digits, widths, ranges, p: int) -> np.ndarray:
-    """Per block of digits (widths[q] columns each), sum_k w_k digits[:, k] (rows x len(widths)): in int64 when no
-    block's sum can reach 2^63 (digits below p, small weights), else one product with the public matrix of the
-    weights (:func:`sqm.mpc.shares.modarith.matmul_small_mod`)."""
+def _weighted(digits, widths, ranges, p: int, add=None) -> np.ndarray:
+    """Per block of digits (widths[q] columns each), sum_k w_k digits[:, k] (rows x len(widths)), plus ``add``
+    (field elements, one per block) where given: compiled where the kernel is (:func:`_steps`), else
+    :func:`_weighted_numpy`."""
+    k = _steps()
+    out = None if k is None else _weighted_compiled(k.weighted, digits, widths, ranges, p, add)
+    if out is not None:
+        return out
+    out = _weighted_numpy(digits, widths, ranges, p)
+    return out if add is None else modarith.add_mod(out, np.broadcast_to(np.asarray(add, np.int64), out.shape), p)
+
+
+def _weighted_numpy(digits, widths, ranges, p: int) -> np.ndarray:
+    """:func:`_weighted` in numpy: in int64 when no block's sum can reach 2^63 (digits below p, small weights),
+    else one product with the public matrix of the weights (:func:`sqm.mpc.shares.modarith.matmul_small_mod`)."""
     digits = np.asarray(digits, dtype=np.int64)
     rows, n = digits.shape[0], len(widths)
     if sum(widths) == 0:
@@ -229,8 +251,7 @@ def values(W, claim: Claim, p: int) -> np.ndarray:
     """Shares (or values) of the client's integers from its witness: x_ij = lo_j + sum_k w_jk d_ijk (mod p)."""
     digits, _, _, col, _ = _split(W, claim)
     lo = from_signed(np.array(claim.lo, dtype=object), p).astype(np.int64)
-    return modarith.add_mod(_weighted(digits, col, _widths(claim), p), np.broadcast_to(lo, (W.shape[0], lo.size)),
-                            p)
+    return _weighted(digits, col, _widths(claim), p, lo)
 
 
 def _widths(claim: Claim) -> list[int]:
@@ -254,12 +275,14 @@ def grid(X, W, claim: Claim, co, p: int, g: int = flp.ROWS) -> tuple[np.ndarray,
     wcol = [c if c < kx else c + ng for c in range(kx + sum(claim.widths[1]))]  # digit column -> witness column
     Y = np.empty((g, m_dig + m_x), dtype=np.int64)
     off = 0
+    kern = _steps()
     for src, idx in ((W, [wcol[c] for c in low]), (W, [wcol[c] for c in top]), (X, cols)):
-        view = Y[:, off:off + per * len(idx)].reshape(g, per, len(idx))  # node k: records k per .. (k + 1) per - 1
-        for k in range(g):
-            n = max(0, min(per, rows - k * per))
-            view[k, :n] = src[k * per:k * per + n][:, idx]
-            view[k, n:] = 0
+        if kern is None or not _gather_compiled(kern.gather, src, rows, idx, g, per, Y, off):
+            view = Y[:, off:off + per * len(idx)].reshape(g, per, len(idx))  # node k: records k per .. (k+1) per - 1
+            for k in range(g):
+                n = max(0, min(per, rows - k * per))
+                view[k, :n] = src[k * per:k * per + n][:, idx]
+                view[k, n:] = 0
         off += per * len(idx)
     polys, beta = weights(rows, claim, co, p, g)
     z = 0
@@ -331,6 +354,165 @@ def soundness_error(p: int) -> float:
     return 3 / p + flp.error_bound(p, BASE)
 
 
+# ----- the compiled steps (``_flp_kernel.c``, :mod:`sqm.mpc.protocols.flp`'s optional extension) ----------------
+
+_KERNEL = "sqm.mpc.protocols._flp_kernel"
+_PTR, _I64 = ctypes.c_void_p, ctypes.c_int64
+
+
+class _Steps(NamedTuple):
+    """The compiled kernel's functions for the steps around the proof: the witness, the weighted digit sums, the
+    grid's gather and the sharing's linear combinations."""
+
+    witness: Any
+    weighted: Any
+    gather: Any
+    lincomb: Any
+
+
+def _step_functions() -> _Steps | None:
+    """The compiled steps (unchecked), or None where the kernel was not built or does not load."""
+    fns = (kernel_function(_KERNEL, "sqm_ip_witness", [_PTR, _I64, _I64, _PTR, _PTR, _PTR, _I64, _PTR, _PTR, _PTR,
+                                                       _PTR, _I64, _PTR]),
+           kernel_function(_KERNEL, "sqm_ip_weighted", [_PTR, _I64, _I64, _I64, _PTR, _PTR, _PTR, _PTR, _I64, _PTR]),
+           kernel_function(_KERNEL, "sqm_ip_gather", [_PTR, _I64, _I64, _PTR, _I64, _I64, _I64, _PTR, _I64, _I64]),
+           kernel_function(_KERNEL, "sqm_ip_lincomb", [_PTR, _PTR, _I64, _I64, _I64, _PTR]))
+    return None if any(f is None for f in fns) else _Steps(*fns)
+
+
+@functools.lru_cache(maxsize=1)
+def _steps() -> _Steps | None:
+    """:func:`_step_functions` where they give the numpy functions' values on a fixed public sample
+    (:func:`_step_sample`), else None (also where ``SQM_FLP_KERNEL=numpy`` asks for numpy)."""
+    if os.environ.get("SQM_FLP_KERNEL", "").strip().lower() == "numpy":
+        return None
+    k = _step_functions()
+    if k is None:
+        return None
+    try:
+        for block, claim, p, vals, lag in _step_sample():
+            W = _witness_compiled(k.witness, block, claim)
+            if W is None or not np.array_equal(W, _witness_numpy(block, claim)):
+                return None
+            col = claim.widths[0]
+            got = _weighted_compiled(k.weighted, W[:, :sum(col)], col, _widths(claim), p, None)
+            if got is None or not np.array_equal(got, _weighted_numpy(W[:, :sum(col)], col, _widths(claim), p)):
+                return None
+            comb = _lincomb_compiled(k.lincomb, vals, lag, p)
+            terms = [modarith.scalar_mul_mod(v % p, c, p) for v, c in zip(vals, lag, strict=True)]
+            want = modarith.sum_mod(np.stack(terms), 0, p)
+            if comb is None or not np.array_equal(comb, want):
+                return None
+            Y = np.full((3, 2 + 2 * 2), -1, dtype=np.int64)
+            if not _gather_compiled(k.gather, W, W.shape[0], [1, 0], 3, 2, Y, 1) or \
+                    not np.array_equal(Y[:, 1:5].reshape(3, 2, 2), _gather_numpy(W, [1, 0], 3, 2)) or \
+                    (Y[:, 0] != -1).any() or (Y[:, 5] != -1).any():
+                return None
+    except Exception:  # a kernel that fails its first calls: the numpy code
+        return None
+    return k
+
+
+def _gather_numpy(src, idx, g: int, per: int) -> np.ndarray:
+    out = np.zeros((g, per, len(idx)), dtype=np.int64)
+    for k in range(g):
+        n = max(0, min(per, src.shape[0] - k * per))
+        out[k, :n] = src[k * per:k * per + n][:, idx]
+    return out
+
+
+def _step_sample():
+    """Fixed public blocks, claims and combinations (from a fixed seed: nothing secret): fields of 13 to 61 bits,
+    ranges of one value to 2^40, groups of one and several columns."""
+    from sqm.mpc.shares.field import prime_below
+
+    rng = secure_generator(20262)  # a fixed public sample (its seed is here)
+    out = []
+    for bits, rows, lo, hi in ((13, 5, (-3, 0, 2), (3, 0, 9)), (42, 4, (-4096, -1, 0), (4096, 1, 1 << 20)),
+                               (61, 3, (-(1 << 40), 5, -7), (1 << 40, 5, 8))):
+        p = prime_below(bits)
+        x = np.stack([rng.integers(a, b + 1, size=rows) for a, b in zip(lo, hi, strict=True)], axis=1)
+        groups = (((0, 2), max(int(a) ** 2 + int(b) ** 2 for a, b in zip(x[:, 0], x[:, 2], strict=True)) + 3),
+                  ((1,), max(lo[1] ** 2, hi[1] ** 2)))
+        claim = Claim(lo, hi, groups if Claim(lo, hi, groups).needed_bound() < p else ())
+        vals = [rng.integers(0, p, size=7, dtype=np.int64) for _ in range(3)]
+        out.append((x, claim, p, vals, [int(v) for v in rng.integers(0, p, size=3)]))
+    return out
+
+
+def _c(a) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.int64)
+
+
+def _witness_compiled(fn, block, claim: Claim) -> np.ndarray | None:
+    """:func:`_witness_numpy`'s witness from the compiled kernel, or None where it cannot (a block outside its
+    claim: the numpy function names the refusal)."""
+    x = _c(block)
+    if x.ndim != 2 or x.shape[1] != len(claim.lo) or len(claim.groups) > 4096:
+        return None
+    col, grp = claim.widths
+    lo, hi = _c(claim.lo), _c(claim.hi)
+    goff = _c(np.cumsum([0] + [len(c) for c, _ in claim.groups]))
+    gcols = _c([j for c, _ in claim.groups for j in c] or [0])
+    lim = _c([lim for _, lim in claim.groups] or [0])
+    kc, kg = _c(col or [0]), _c(grp or [0])
+    out = np.empty((x.shape[0], claim.witness_width), dtype=np.int64)
+    rc = fn(x.ctypes.data, x.shape[0], x.shape[1], lo.ctypes.data, hi.ctypes.data, kc.ctypes.data,
+            len(claim.groups), goff.ctypes.data, gcols.ctypes.data, lim.ctypes.data, kg.ctypes.data,
+            claim.witness_width, out.ctypes.data)
+    return out if rc == 0 else None
+
+
+def _weighted_compiled(fn, digits, widths, ranges, p: int, add) -> np.ndarray | None:
+    """:func:`_weighted` from the compiled kernel (``add``: None or one field element per block), or None where it
+    cannot run."""
+    digits = np.asarray(digits)
+    n = len(widths)
+    if p % 2 == 0 or p >= 1 << 62 or n > 65536 or digits.ndim != 2 or digits.dtype != np.int64 or \
+            digits.shape[1] != sum(widths):
+        return None
+    rows = digits.shape[0]
+    if rows == 0:
+        return np.zeros((0, n), dtype=np.int64)
+    if digits.shape[1] > 1 and digits.strides[1] != 8:
+        digits = np.ascontiguousarray(digits)
+    starts = _c(np.cumsum([0] + list(widths[:-1])) if n else [0])
+    w = _c(np.concatenate([range_weights(r) for r in ranges]) if sum(widths) else [0])
+    a = _c(np.zeros(n) if add is None else add) if n else _c([0])
+    out = np.empty((rows, n), dtype=np.int64)
+    stride = digits.strides[0] // 8 if rows > 1 else digits.shape[1]
+    rc = fn(digits.ctypes.data, rows, stride, n, starts.ctypes.data, _c(widths or [0]).ctypes.data, w.ctypes.data,
+            a.ctypes.data, p, out.ctypes.data)
+    return out if rc == 0 else None
+
+
+def _gather_compiled(fn, src, rows: int, idx, g: int, per: int, Y: np.ndarray, off: int) -> bool:
+    """One part of :func:`grid`'s Y (columns ``off`` on) from the compiled kernel; False where it cannot run."""
+    src = np.asarray(src)
+    if src.dtype != np.int64 or src.ndim != 2 or not Y.flags.c_contiguous or src.shape[0] < rows:
+        return False
+    if src.shape[1] > 1 and src.strides[1] != 8 or src.strides[0] % 8:
+        src = np.ascontiguousarray(src)
+    stride = src.strides[0] // 8 if src.shape[0] > 1 else src.shape[1]
+    ix = _c(idx or [0])
+    return fn(src.ctypes.data, rows, stride, ix.ctypes.data, len(idx), g, per, Y.ctypes.data, Y.shape[1], off) == 0
+
+
+def _lincomb_compiled(fn, vals, coef, p: int) -> np.ndarray | None:
+    """sum_k coef[k] vals[k] mod p (arrays of one shape, coefficients in [0, p)) from the compiled kernel, or None
+    where it cannot run."""
+    if p % 2 == 0 or p >= 1 << 62 or not 1 <= len(vals) <= 256:
+        return None
+    arrs = [_c(v) for v in vals]
+    if any(a.shape != arrs[0].shape for a in arrs):
+        return None
+    ptrs = (ctypes.c_void_p * len(arrs))(*[a.ctypes.data for a in arrs])
+    c = _c([int(v) % p for v in coef])
+    out = np.empty(arrs[0].shape, dtype=np.int64)
+    rc = fn(ctypes.addressof(ptrs), c.ctypes.data, len(arrs), arrs[0].size, p, out.ctypes.data)
+    return out if rc == 0 else None
+
+
 # ----- the protocol ----------------------------------------------------------------------------------------------
 
 def seeded(client: int, M: int, t: int) -> list[int]:
@@ -375,6 +557,10 @@ def _through(vals, xs, at: int, p: int) -> np.ndarray:
     """The polynomial of degree len(xs) - 1 through (xs[i], vals[i]) (field elements) at ``at``: with small
     coefficients (few parties) one int64 pass over signed coefficients, else products reduced one at a time."""
     lag = [int(c) for c in shamir.lagrange_at(xs, at, p)]
+    k = _steps()
+    out = None if k is None else _lincomb_compiled(k.lincomb, vals, lag, p)
+    if out is not None:
+        return out
     signed = [c if c <= p // 2 else c - p for c in lag]
     if sum(abs(c) for c in signed) * p < 1 << 63:
         acc = vals[0] * np.int64(signed[0])
