@@ -974,8 +974,9 @@ class SkipVerifiedNoise(PartyProgram):
 
 
 class RecordNoise(PartyProgram):
-    """TESTS ONLY: runs ``inner`` as a client that also writes the noise share it adds to ``path`` (``numpy.save``):
-    its own draw (:class:`sqm.mechanism.client.QuantizedRows`), or under verified addends the checked one."""
+    """BENCH AND TESTS ONLY: runs ``inner`` as a client that also writes the noise share it adds to ``path``
+    (``numpy.save``): its own draw (:class:`sqm.mechanism.client.QuantizedRows`), or under verified addends the
+    checked one."""
 
     def __init__(self, inner: PartyProgram, path: str):
         self.inner, self.path = inner, path

@@ -504,18 +504,18 @@ class InputProofs:
             for j in range(ctx.M):
                 out[j].append(mine.get(j))
                 expect[j].append(want[j])
-        ctx.phase("input proof: compute")
+            ctx.phase("input proof: " + STAGES[ch.age])
         names = ", ".join(STAGES[ch.age] for ch in chunks)
         got = await ctx.send_recv(out, list(range(ctx.M)), {j: wire.list_of(v, f"input proof ({names})")
                                                            for j, v in expect.items()}, f"input proof: {names}")
         ctx.phase("input proof: exchange")
         for k, ch in enumerate(chunks):
             self.stages[ch.age][1](ch, {j: got[j][k] for j in range(ctx.M)})
+            ctx.phase("input proof: " + STAGES[ch.age])
             ch.age += 1
         if new is not None:
             self.flight.append(new)
         self.flight = [ch for ch in self.flight if ch.age < len(STAGES)]
-        ctx.phase("input proof: compute")
 
     # ----- the stages (self.stages) ------------------------------------------------------------------------------
 
