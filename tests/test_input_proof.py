@@ -463,6 +463,20 @@ def test_the_ideal_functionality_names_a_client_whose_block_breaks_its_claim():
 
 
 @pytest.mark.slow
+def test_an_honest_job_with_the_row_norm_check_releases_the_same_integers(tmp_path):
+    """With the row norm check (whose comparisons open values masked for inputs within bounds, so the evaluation
+    decides each chunk's proofs before them) an honest job of 3 chunks releases the same integers less the noise."""
+    from sqm.mechanism.polynomial import covariance
+    from sqm.mechanism.release import SQM
+    from sqm.mechanism.vertical import VerticalData
+
+    data = VerticalData(list(_data()))
+    plain, checked = (_less_noise(SQM(covariance(5), 256.0, epsilon=4.0, backend="mpyc", seed=2, row_norm_check=True,
+                                      chunk_rows=12, verify_inputs=v), data, tmp_path)[0] for v in (False, True))
+    assert checked == plain
+
+
+@pytest.mark.slow
 def test_three_clients_with_the_sharing_check_release_the_same_integers(tmp_path):
     """M = 4 (t = 1: one seeded party per client, two with shares), with ``verify_sharing`` too (the integers less
     each client's noise share, as above)."""

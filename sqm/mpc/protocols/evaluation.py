@@ -257,6 +257,8 @@ class Evaluation:
                                                      extra, output=output and last)
             if self.proofs is not None:  # the witness's values: computed on, opened only once every proof passed
                 S = await self.proofs.push(block, rows_k)
+                if self.membership is not None or self.row_limit is not None:  # their comparisons open values
+                    await self.proofs.finish()  # masked for inputs within bounds: each chunk decided first
             if check is not None:
                 check.add_chunk(chunk_base + k, S)
                 if last and own_check:

@@ -7,7 +7,7 @@ of x_ij - lo_j (:func:`encode_range`: K_j digits, K_j the fewest with 8^K_j > hi
 of at most 8 values chosen so that the sums are exactly the integers 0..hi_j - lo_j, :func:`digit_roots`), and per
 record and group g its squared norm s_ig and the digits of L_g - s_ig in [0, L_g].  Then, after joint randomness
 no single party controls (each party commits to a seed with the witness, then reveals it:
-:meth:`InputProofs._reveal`), the parties check on shares:
+:meth:`InputProofs._opened_seed`), the parties check on shares:
 
 - **values**: the client's input shares are its witness's, x_ij = lo_j + sum_k w_jk d_ijk on shares
   (:func:`values`), so the values computed on are the digits' by construction;
@@ -31,6 +31,22 @@ check with probability at most 1/p (slack relations) + 2/p (the bilinear combina
 digits in their sets and x - lo = sum w d in F_p give an integer in [lo, hi] when hi - lo < p; then
 sum_{j in g} x_ij^2 < p and L_g < p make L_g - s = sum w e an integer inequality (:func:`needed_bound`, what the
 field must exceed).
+
+**Pipelined across chunks** (:class:`InputProofs`).  A chunk goes through five stages, one exchange each: the
+witness (each client's shares, and every party's commitments to two fresh seeds), the reveal of the first seeds
+(the coins), the proof, the reveal of the second seeds (the query point), the checks.  Each exchange carries one
+stage of each of the up to five chunks in flight (the newest chunk's witness, the previous one's coins, the one
+before's proof, ...): n chunks take n + 4 exchanges instead of 5 n.  Why the order keeps the soundness: per chunk
+the stages keep their order, each in a later exchange than the one before, and every party sends an exchange's
+message only after it has received every message of the previous one.  So a client's witness (and every party's
+commitments) is fixed before any honest party reveals the seed of that chunk's coins, and its proof before any
+honest party reveals the seed of that chunk's query point; no party can change its own seed after seeing the
+others' (its commitment came with the witness).  Each chunk's coins and point hash fresh seeds of its own, so what
+a party learns of one chunk's (the exchange that reveals them also carries later chunks' witness and proof, and a
+rushing party may read it first) says nothing of another's: each chunk's check keeps the error above.  The
+values of a chunk whose checks are still due are computed on (its moments, on shares; a caller whose per-chunk
+steps open masked values decides each chunk first), and every chunk is decided (:meth:`InputProofs.finish`) before
+any output is reduced or opened.
 """
 from __future__ import annotations
 
@@ -435,22 +451,8 @@ class InputProofs:
     returns when every chunk's checks have passed (else raises naming the failing clients).  Every party holds a
     share of every client's block (every party is a worker).
 
-    **The exchanges.**  A chunk goes through five stages, one exchange each (:data:`STAGES`): the witness (each
-    client's shares, and every party's commitments to two fresh seeds), the reveal of the first seeds (the coins),
-    the proof, the reveal of the second seeds (the query point), the checks.  Each exchange carries one stage of
-    each of the up to five chunks in flight (the newest chunk's witness, the previous one's coins, the one before's
-    proof, ...): a job of n chunks takes n + 4 exchanges instead of 5 n.
-
-    **Why the order keeps the soundness.**  Per chunk the stages keep their order, each in a later exchange than
-    the one before, and every party sends an exchange's message only after it has received every message of the
-    previous exchange.  So a client's witness (and every party's commitments) is fixed, at every honest party,
-    before any honest party reveals the seed of that chunk's coins; the proof before any honest party reveals the
-    seed of that chunk's query point; a deviating party cannot change its own seed after it has seen the others'
-    (its commitment came with the witness).  Each chunk's coins and point hash fresh seeds of its own: what a party
-    learns of one chunk's coins or point (the exchange that reveals them also carries later chunks' witness and
-    proof, and a rushing party may read it first) says nothing of another's, so each chunk's check keeps its own
-    soundness error (:func:`soundness_error`).  The values of a chunk whose checks are still due are computed on
-    (the moments, on shares) but nothing is opened until :meth:`finish` has decided every chunk.
+    A chunk goes through five stages, one exchange each (:data:`STAGES`), and each exchange carries one stage of
+    each chunk in flight (the module docstring, **Pipelined**): a job of n chunks takes n + 4 exchanges.
     """
 
     def __init__(self, ctx, p: int, claims):
