@@ -27,7 +27,8 @@ def _shape(text: str) -> tuple[int, int]:
     return int(rows), int(cols)
 
 
-def run_one(rows: int, cols: int, clients: int, gamma: float, verify: bool, seed: int) -> dict:
+def run_one(rows: int, cols: int, clients: int, gamma: float, verify: bool, seed: int,
+            chunk_rows: int | None = None) -> dict:
     import numpy as np
 
     from bench.faults import RecordNoise
@@ -41,7 +42,8 @@ def run_one(rows: int, cols: int, clients: int, gamma: float, verify: bool, seed
     X /= np.linalg.norm(X, axis=1, keepdims=True)
     split = np.array_split(np.arange(cols), clients)
     data = VerticalData([X[:, s] for s in split])
-    mech = SQM(covariance(cols), gamma, epsilon=1.0, backend="mpyc", seed=seed, verify_inputs=verify)
+    mech = SQM(covariance(cols), gamma, epsilon=1.0, backend="mpyc", seed=seed, verify_inputs=verify,
+               chunk_rows=chunk_rows)
     programs, _ = mech.programs(data)
     with tempfile.TemporaryDirectory() as tmp:  # each client's noise share, as it added it
         paths = [os.path.join(tmp, f"noise-{c}.npy") for c in range(1, len(programs))]
@@ -63,12 +65,12 @@ def run_one(rows: int, cols: int, clients: int, gamma: float, verify: bool, seed
             "less_noise": [int(v) for v in raw - noise]}
 
 
-def run(shapes, clients: int = 2, gamma: float = 4096.0, seed: int = 0) -> dict:
+def run(shapes, clients: int = 2, gamma: float = 4096.0, seed: int = 0, chunk_rows: int | None = None) -> dict:
     t0 = time.perf_counter()
     rows = []
     for r, c in shapes:
-        base = run_one(r, c, clients, gamma, False, seed)
-        ver = run_one(r, c, clients, gamma, True, seed)
+        base = run_one(r, c, clients, gamma, False, seed, chunk_rows)
+        ver = run_one(r, c, clients, gamma, True, seed, chunk_rows)
         same = base.pop("less_noise") == ver.pop("less_noise")
         for rec in (base, ver):
             rec["same_integers_less_noise"] = same
@@ -77,13 +79,13 @@ def run(shapes, clients: int = 2, gamma: float = 4096.0, seed: int = 0) -> dict:
         rows += [base, ver]
     from sqm.mpc.protocols.flp import prover_backend
 
-    return {"rows": rows, "gamma": gamma, "seed": seed, "load_average": os.getloadavg()[0],
+    return {"rows": rows, "gamma": gamma, "seed": seed, "chunk_rows": chunk_rows, "load_average": os.getloadavg()[0],
             "prover": prover_backend(), "seconds": time.perf_counter() - t0}
 
 
 def print_table(rep: dict) -> None:
     print(f"verifiable inputs: gamma {rep['gamma']:g}, load average {rep['load_average']:.1f}, "
-          f"{rep.get('prover', 'numpy')} prover")
+          f"{rep.get('prover', 'numpy')} prover, chunks of {rep.get('chunk_rows') or 'default'} records")
     print(f"{'shape':>12} {'proofs':>6} {'MB':>9} {'x':>6} {'exch':>5} {'x':>5} {'wall s':>7} {'x':>5} "
           f"{'cpu s':>7} {'x':>5} {'proof s':>7} {'peak MB':>7} {'bits':>4} {'less noise':>10}")
     for r in rep["rows"]:
@@ -103,9 +105,11 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--clients", type=int, default=2, help="clients the columns are split among (default 2)")
     ap.add_argument("--gamma", type=float, default=4096.0, help="quantization scale (default 4096)")
     ap.add_argument("--seed", type=int, default=0, help="data and party seed (default 0)")
+    ap.add_argument("--chunk-rows", type=int, help="records per input chunk, both runs (default: the evaluation's, "
+                    "about 4 MiB of shares per chunk)")
     ap.add_argument("--json", help="write the report (JSON) here")
 
 
 def cli(args) -> int:
     shapes = [_shape(s) for s in args.shapes.split(",") if s]
-    return finish(run(shapes, args.clients, args.gamma, args.seed), args, print_table)
+    return finish(run(shapes, args.clients, args.gamma, args.seed, args.chunk_rows), args, print_table)
