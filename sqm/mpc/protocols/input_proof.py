@@ -434,7 +434,7 @@ class _Chunk:
     block: np.ndarray | None = None  # a client's own signed integers, until it has proved them
     own: np.ndarray | None = None  # a client's own witness, until it has proved it
     commits: dict | None = None  # every party's commitments to its two seeds
-    W: dict | None = None  # this party's shares of every client's witness
+    W: dict | None = None  # this party's shares of every other client's witness (of its own, until its values)
     X: dict | None = None  # and of every client's values (:func:`values`)
     co: dict | None = None  # every client's coins, once the first seeds are revealed
     proofs: dict | None = None  # this party's shares of every other client's proof
@@ -545,8 +545,9 @@ class InputProofs:
         for c in ctx.clients:
             if c != ctx.pid:
                 W[c] = _received(got[c][1], c, ctx, (ch.rows, self._claim(c).witness_width), p)
-        ch.W = W
         ch.X = {c: values(W[c], self._claim(c), p) for c in ctx.clients}
+        W.pop(ctx.pid, None)  # a client's share of its own witness: its values are all it needs of it
+        ch.W = W
 
     def _send_coins(self, ch: _Chunk):
         return self._send_seed(ch, 0)
