@@ -274,7 +274,7 @@ class Evaluation:
             self.tr.phase("local moments")
             if self.on_chunk is not None:
                 self.on_chunk(k + 1, n_chunks)
-        if self.proofs is not None:  # every chunk's proofs decided before anything is reduced or opened
+        if self.proofs is not None:  # every chunk's proofs decided before any output is reduced or opened
             await self.proofs.finish()
         if own_check:  # before anything is reduced or opened
             await check.verify()
