@@ -161,16 +161,19 @@ class DeviateRecord(PartyProgram):
         from sqm.mechanism.vertical import ColumnBounds
 
         honest, mode, rec = ColumnBounds.clip, self.mode, self.record
+        seen = [0]  # the records clipped so far: the blocks come chunk by chunk
 
         def clip(self, block, col_counts, party):
             out, k = honest(self, block, col_counts, party)
             out = np.array(out, dtype=np.float64)
             bounds = [b for cols, b in self.local(col_counts, party) for _ in cols]
             cols = [j for cols, _ in self.local(col_counts, party) for j in cols]
-            if mode == "value":
-                out[rec, cols[0]] = 3 * bounds[0]
-            else:
-                out[rec, cols] = bounds
+            at, seen[0] = rec - seen[0], seen[0] + out.shape[0]
+            if 0 <= at < out.shape[0]:
+                if mode == "value":
+                    out[at, cols[0]] = 3 * bounds[0]
+                else:
+                    out[at, cols] = bounds
             return out, k
 
         def cheat(block, claim):
@@ -974,8 +977,9 @@ class SkipVerifiedNoise(PartyProgram):
 
 
 class RecordNoise(PartyProgram):
-    """TESTS ONLY: runs ``inner`` as a client that also writes the noise share it adds to ``path`` (``numpy.save``):
-    its own draw (:class:`sqm.mechanism.client.QuantizedRows`), or under verified addends the checked one."""
+    """BENCH AND TESTS ONLY: runs ``inner`` as a client that also writes the noise share it adds to ``path``
+    (``numpy.save``): its own draw (:class:`sqm.mechanism.client.QuantizedRows`), or under verified addends the
+    checked one."""
 
     def __init__(self, inner: PartyProgram, path: str):
         self.inner, self.path = inner, path

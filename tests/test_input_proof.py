@@ -191,6 +191,91 @@ def test_the_field_must_hold_the_claims():
     assert ip.soundness_error(P) == 3 / P + d * g / (P - d * g - 1)
 
 
+# ----- the pipeline, on the real protocol over in-memory mailboxes ----------------------------------------------
+
+class _Bends(ip.InputProofs):
+    """A client that shares chunk ``bad`` with record 3's column 2 at 100 (above its range), its lowest digit 93
+    above its honest value so that the digits still sum to it, and proves it as if it were honest."""
+
+    def __init__(self, ctx, p, claims, bad: int):
+        super().__init__(ctx, p, claims)
+        self.bad, self.pushed = bad, 0
+
+    def _send_witness(self, ch):
+        if self.pushed == self.bad:
+            col, _ = CLAIM.widths
+            ch.block = ch.block.copy()
+            ch.block[3, 2] = 100
+            ch.own = ch.own.copy()
+            ch.own[3, col[0] + col[1]] += 100 - 7  # its lowest digit (7) now 100: the digits sum to 100
+        self.pushed += 1
+        return super()._send_witness(ch)
+
+
+def _pipeline(chunks: int, M: int = 3, bad: int | None = None, rows: int = 9):
+    """M parties run :class:`InputProofs` over in-memory mailboxes (the real protocol): each client pushes
+    ``chunks`` chunks of ``rows`` records, client M - 1 bending chunk ``bad`` (:class:`_Bends`), then finishes.
+    Returns per party (values' shares per chunk, exchanges made, the exception it stopped with or None)."""
+    import asyncio
+
+    from sqm.mpc.protocols.inprocess import InProcessTransport, _Hub
+
+    hub = _Hub(M)
+    blocks = {c: [_honest(rows, seed=100 * c + k) for k in range(chunks)] for c in range(1, M)}
+    for c in blocks:
+        for b in blocks[c]:
+            b[3, 2] = 7  # the value the bent chunk moves to 100
+
+    async def party(pid: int):
+        ctx = InProcessTransport(hub, pid, np.random.default_rng(pid), ideal=False)
+        claims = [CLAIM] * (M - 1)
+        proofs = _Bends(ctx, P, claims, bad) if pid == M - 1 and bad is not None else ip.InputProofs(ctx, P, claims)
+        got = []
+        try:
+            for k in range(chunks):
+                got.append(await proofs.push(None if pid == 0 else blocks[pid][k], rows))
+            await proofs.finish()
+            err = None
+        except Exception as e:  # noqa: BLE001 - what the party stopped with
+            err = e
+            hub.abort(str(e))
+        hub.done(pid)
+        return got, ctx.exchanges, err
+
+    async def main():
+        return await asyncio.gather(*(party(j) for j in range(M)))
+
+    return asyncio.run(main()), blocks
+
+
+@pytest.mark.parametrize("M", [3, 4])
+@pytest.mark.parametrize("chunks", [1, 2, 7])
+def test_the_pipeline_takes_n_plus_4_exchanges_and_shares_each_chunks_values(M, chunks):
+    """An honest job of n chunks: n + 4 exchanges at every party (each carries one stage of each chunk in flight),
+    every chunk's checks pass, and each chunk's value shares (returned at its push, before its checks) open to the
+    clients' blocks."""
+    out, blocks = _pipeline(chunks, M)
+    assert [(e, err) for _, e, err in out] == [(chunks + 4, None)] * M
+    for k in range(chunks):
+        opened = shamir.reconstruct(np.stack([out[j][0][k] for j in range(M)]), [j + 1 for j in range(M)], P)
+        assert np.array_equal(opened, from_signed(np.hstack([blocks[c][k] for c in range(1, M)]), P))
+
+
+@pytest.mark.parametrize("chunks, bad", [(1, 0), (7, 0), (7, 3), (7, 6), (3, 2)])
+def test_a_bent_chunk_is_named_at_its_checks_wherever_it_is_in_the_pipeline(chunks, bad):
+    """Client 2 bends chunk ``bad`` of ``chunks``: the parties that verify it (the server and client 1) both name it
+    in the exchange that carries that chunk's checks (its fifth: exchange bad + 5, during a later push or in
+    finish), never client 1, and neither gets past it (nothing could be opened after)."""
+    from sqm.mpc.net.abort import ProtocolError
+
+    out, _ = _pipeline(chunks, 3, bad)
+    for got, exchanges, err in out[:2]:
+        assert isinstance(err, ProtocolError) and "the input proof of client 2 failed" in str(err), err
+        assert "client 1 failed" not in str(err)
+        assert exchanges == bad + 5
+        assert len(got) == min(chunks, bad + 4)  # the pushes that returned before it
+
+
 # ----- through real party processes -----------------------------------------------------------------------------
 
 def _data():
@@ -198,11 +283,12 @@ def _data():
     return (rng.normal(size=(30, 2)) * 0.2, rng.normal(size=(30, 3)) * 0.2)
 
 
-def _mech(verify: bool, cols: int = 5):
+def _mech(verify: bool, cols: int = 5, chunk_rows: int | None = None):
     from sqm.mechanism.polynomial import covariance
     from sqm.mechanism.release import SQM
 
-    return SQM(covariance(cols), 1024.0, epsilon=4.0, backend="mpyc", seed=3, verify_inputs=verify)
+    return SQM(covariance(cols), 1024.0, epsilon=4.0, backend="mpyc", seed=3, verify_inputs=verify,
+               chunk_rows=chunk_rows)
 
 
 @pytest.mark.slow
@@ -228,6 +314,26 @@ def test_a_deviating_client_is_named_and_nothing_is_released(mode):
     assert "the input proof of client 1" not in msg
 
 
+@pytest.mark.slow
+def test_a_deviation_in_the_last_of_many_chunks_is_named():
+    """Chunks of 4 records (8 chunks, more than the pipeline's 5 in flight): client 2 bends the last record alone,
+    whose checks come in the exchanges after the last chunk (InputProofs.finish); it is named, nothing released."""
+    from bench.faults import DeviateRecord
+    from sqm.mechanism.vertical import VerticalData
+    from sqm.mpc.net.launch import MPCError, run_parties
+
+    data = VerticalData(list(_data()))
+    programs, _ = _mech(False, chunk_rows=4).programs(data)
+    programs[2] = DeviateRecord(programs[2], "value", record=29)
+    assert run_parties(programs, timeout=60, connect_timeout=30, min_clients=2)[0]["result"].raw is not None
+    programs, _ = _mech(True, chunk_rows=4).programs(data)
+    programs[2] = DeviateRecord(programs[2], "value", record=29)
+    with pytest.raises(MPCError) as err:
+        run_parties(programs, timeout=60, connect_timeout=30, min_clients=2)
+    msg = str(err.value)
+    assert "the input proof of client 2 failed" in msg and "the input proof of client 1" not in msg, msg
+
+
 def _less_noise(mech, data, tmp_path) -> tuple[list[int], int]:
     """(the released integers less the clients' noise shares as each recorded it, the bytes sent): with
     ``verify_inputs`` the noise is drawn from committed keys (tests/test_addend_check.py), the rest is the same."""
@@ -243,14 +349,15 @@ def _less_noise(mech, data, tmp_path) -> tuple[list[int], int]:
 
 
 @pytest.mark.slow
-def test_an_honest_job_releases_the_same_integers_with_the_proofs(tmp_path):
+@pytest.mark.parametrize("chunk_rows", [None, 6])  # one chunk; 7 chunks, more than the pipeline's depth
+def test_an_honest_job_releases_the_same_integers_with_the_proofs(tmp_path, chunk_rows):
     """The same integers less each client's noise share (which verified noise draws from a committed key)."""
     from sqm.mechanism.vertical import VerticalData
 
     rng = np.random.default_rng(4)
     data = VerticalData([rng.normal(size=(40, 2)) * 0.2, rng.normal(size=(40, 3)) * 0.2, rng.normal(size=(40, 1))])
     plain, plain_bytes = _less_noise(_mech(False, 6), data, tmp_path)
-    checked, checked_bytes = _less_noise(_mech(True, 6), data, tmp_path)
+    checked, checked_bytes = _less_noise(_mech(True, 6, chunk_rows), data, tmp_path)
     assert checked == plain
     assert checked_bytes > plain_bytes  # the proofs ran
 
@@ -353,6 +460,20 @@ def test_the_ideal_functionality_names_a_client_whose_block_breaks_its_claim():
     proofs.check_clear([_honest(), _honest()])
     with pytest.raises(ProtocolError, match="the input proof of client 2 failed"):
         proofs.check_clear([_honest(), bad])
+
+
+@pytest.mark.slow
+def test_an_honest_job_with_the_row_norm_check_releases_the_same_integers(tmp_path):
+    """With the row norm check (whose comparisons open values masked for inputs within bounds, so the evaluation
+    decides each chunk's proofs before them) an honest job of 3 chunks releases the same integers less the noise."""
+    from sqm.mechanism.polynomial import covariance
+    from sqm.mechanism.release import SQM
+    from sqm.mechanism.vertical import VerticalData
+
+    data = VerticalData(list(_data()))
+    plain, checked = (_less_noise(SQM(covariance(5), 256.0, epsilon=4.0, backend="mpyc", seed=2, row_norm_check=True,
+                                      chunk_rows=12, verify_inputs=v), data, tmp_path)[0] for v in (False, True))
+    assert checked == plain
 
 
 @pytest.mark.slow

@@ -243,7 +243,7 @@ class Evaluation:
             if feed is not None:
                 assert blocks is not None  # a feed's blocks, made with it above
                 block = next(blocks)
-                # with input proofs a client's shares of its values are its witness's (proofs.check_chunk)
+                # with input proofs a client's shares of its values are its witness's (proofs.push)
                 payload = [from_signed(block, p) if self.proofs is None else np.zeros((block.shape[0], 0), np.int64)]
                 if last and summands:
                     payload += [from_signed(v, p) for v in feed.summands()]
@@ -251,11 +251,14 @@ class Evaluation:
                         payload.append(self.tr.rng.integers(0, p, size=1, dtype=np.int64))
             rows_k = min(rows_per_chunk, n_rows - k * rows_per_chunk) if n_rows else 0
             extra = ((1,),) if own_check and last else ()
-            S, sums = await sharing.input_shares(self.tr, payload, p, widths if self.proofs is None else
-                                                 [0] * len(widths), rows_k, summands if last else (), workers, extra,
-                                                 output=output and last)
-            if self.proofs is not None:  # every client shares and proves this chunk's values before they count
-                S = await self.proofs.check_chunk(block, rows_k)
+            if self.proofs is None or last:  # with the proofs only the summands travel here (the last chunk)
+                S, sums = await sharing.input_shares(self.tr, payload, p, widths if self.proofs is None else
+                                                     [0] * len(widths), rows_k, summands if last else (), workers,
+                                                     extra, output=output and last)
+            if self.proofs is not None:  # the witness's values: computed on, opened only once every proof passed
+                S = await self.proofs.push(block, rows_k)
+                if self.membership is not None or self.row_limit is not None:  # their comparisons open values
+                    await self.proofs.finish()  # masked for inputs within bounds: each chunk decided first
             if check is not None:
                 check.add_chunk(chunk_base + k, S)
                 if last and own_check:
@@ -271,6 +274,8 @@ class Evaluation:
             self.tr.phase("local moments")
             if self.on_chunk is not None:
                 self.on_chunk(k + 1, n_chunks)
+        if self.proofs is not None:  # every chunk's proofs decided before any output is reduced or opened
+            await self.proofs.finish()
         if own_check:  # before anything is reduced or opened
             await check.verify()
             self.tr.phase("sharing check")

@@ -7,7 +7,7 @@ of x_ij - lo_j (:func:`encode_range`: K_j digits, K_j the fewest with 8^K_j > hi
 of at most 8 values chosen so that the sums are exactly the integers 0..hi_j - lo_j, :func:`digit_roots`), and per
 record and group g its squared norm s_ig and the digits of L_g - s_ig in [0, L_g].  Then, after joint randomness
 no single party controls (each party commits to a seed with the witness, then reveals it:
-:meth:`InputProofs._reveal`), the parties check on shares:
+:meth:`InputProofs._opened_seed`), the parties check on shares:
 
 - **values**: the client's input shares are its witness's, x_ij = lo_j + sum_k w_jk d_ijk on shares
   (:func:`values`), so the values computed on are the digits' by construction;
@@ -31,6 +31,22 @@ check with probability at most 1/p (slack relations) + 2/p (the bilinear combina
 digits in their sets and x - lo = sum w d in F_p give an integer in [lo, hi] when hi - lo < p; then
 sum_{j in g} x_ij^2 < p and L_g < p make L_g - s = sum w e an integer inequality (:func:`needed_bound`, what the
 field must exceed).
+
+**Pipelined across chunks** (:class:`InputProofs`).  A chunk goes through five stages, one exchange each: the
+witness (each client's shares, and every party's commitments to two fresh seeds), the reveal of the first seeds
+(the coins), the proof, the reveal of the second seeds (the query point), the checks.  Each exchange carries one
+stage of each of the up to five chunks in flight (the newest chunk's witness, the previous one's coins, the one
+before's proof, ...): n chunks take n + 4 exchanges instead of 5 n.  Why the order keeps the soundness: per chunk
+the stages keep their order, each in a later exchange than the one before, and every party sends an exchange's
+message only after it has received every message of the previous one.  So a client's witness (and every party's
+commitments) is fixed before any honest party reveals the seed of that chunk's coins, and its proof before any
+honest party reveals the seed of that chunk's query point; no party can change its own seed after seeing the
+others' (its commitment came with the witness).  Each chunk's coins and point hash fresh seeds of its own, so what
+a party learns of one chunk's (the exchange that reveals them also carries later chunks' witness and proof, and a
+rushing party may read it first) says nothing of another's: each chunk's check keeps the error above.  The
+values of a chunk whose checks are still due are computed on (its moments, on shares; a caller whose per-chunk
+steps open masked values decides each chunk first), and every chunk is decided (:meth:`InputProofs.finish`) before
+any output is reduced or opened.
 """
 from __future__ import annotations
 
@@ -594,9 +610,36 @@ def _packed(out: dict, p: int) -> dict:
     return {j: v if isinstance(v, bytes) else wire.pack_bits(v, p) for j, v in out.items()}
 
 
+@dataclass
+class _Chunk:
+    """One chunk's proof while it is in flight (:class:`InputProofs`): what this party keeps of it between exchanges.
+    ``age``: the exchanges it has been through (its next stage, :data:`STAGES`)."""
+
+    rows: int
+    seeds: tuple[bytes, bytes]  # this party's seeds of the coins and of the query point, committed with the witness
+    block: np.ndarray | None = None  # a client's own signed integers, until it has proved them
+    own: np.ndarray | None = None  # a client's own witness, until it has proved it
+    commits: dict | None = None  # every party's commitments to its two seeds
+    W: dict | None = None  # this party's shares of every other client's witness (of its own, until its values)
+    X: dict | None = None  # and of every client's values (:func:`values`)
+    co: dict | None = None  # every client's coins, once the first seeds are revealed
+    proofs: dict | None = None  # this party's shares of every other client's proof
+    point_seed: bytes | None = None  # the joint seed of the query points, once the second seeds are revealed
+    age: int = 0
+
+
+STAGES = ("witness", "coins", "proof", "query point", "check")  # a chunk's exchanges, in order (InputProofs)
+
+
 class InputProofs:
-    """The parties' check of every client's claims (:class:`Claim`, one per client, client order), chunk by chunk
-    (:meth:`check_chunk`).  Every party holds a share of every client's block (every party is a worker)."""
+    """The parties' check of every client's claims (:class:`Claim`, one per client, client order), chunk by chunk,
+    pipelined: :meth:`push` shares a chunk and returns this party's shares of its values at once, :meth:`finish`
+    returns when every chunk's checks have passed (else raises naming the failing clients).  Every party holds a
+    share of every client's block (every party is a worker).
+
+    A chunk goes through five stages, one exchange each (:data:`STAGES`), and each exchange carries one stage of
+    each chunk in flight (the module docstring, **Pipelined**): a job of n chunks takes n + 4 exchanges.
+    """
 
     def __init__(self, ctx, p: int, claims):
         self.ctx, self.p = ctx, p
@@ -606,101 +649,173 @@ class InputProofs:
         if needed_bound(self.claims) >= p:
             raise ProtocolError(f"party {ctx.pid}: the field (p = {p}) is too small to check the clients' input "
                                 f"claims (needs more than {needed_bound(self.claims)})")
+        self.flight: list[_Chunk] = []  # the chunks whose checks are not decided yet, oldest first
+        # per stage (STAGES): what this party sends (to each party) and expects (from each), what it takes in
+        self.stages = [(self._send_witness, self._take_witness), (self._send_coins, self._take_coins),
+                       (self._send_proof, self._take_proof), (self._send_query_point, self._take_query_point),
+                       (self._send_check, self._take_check)]
 
     def _claim(self, c: int) -> Claim:
         return self.claims[self.ctx.clients.index(c)]
 
-    async def _exchange(self, mine: dict, expect: dict, step: str) -> dict:
-        """Every party sends ``mine[j]`` to j and hears from every party (itself included)."""
-        ctx = self.ctx
-        got = await ctx.send_recv(mine, list(range(ctx.M)), expect, step)
-        return dict(zip(range(ctx.M), got, strict=True))
-
-    async def check_chunk(self, block, rows: int) -> np.ndarray:
-        """Share and check one chunk of ``rows`` records: each client (``block``: its own signed integers) shares its
-        witness, whose digits define its values (x = lo + sum w d, :func:`values`: a client's input shares are its
-        witness's), and proves its claims.  Returns this party's shares of every client's values side by side
-        (client order).  Raises ProtocolError naming every failing client (other than this party: a client's
-        checks are opened to the parties that verify it, not to itself)."""
-        ctx, p = self.ctx, self.p
+    async def push(self, block, rows: int) -> np.ndarray:
+        """Share the next chunk of ``rows`` records (``block``: a client's own signed integers; None at the server)
+        in one exchange that also carries the later stages of the chunks before it.  Returns this party's shares of
+        every client's values side by side (client order): its witness's (x = lo + sum w d, :func:`values`), not
+        yet checked.  Raises ProtocolError naming every client whose proof of an earlier chunk failed."""
         seeds = (fresh_bytes(32), fresh_bytes(32))
-        commit = hashlib.sha256(seeds[0]).digest() + hashlib.sha256(seeds[1]).digest()
-        # 1. the witness (clients) and commitments to the coins (everyone)
-        mine_w = None
-        out: dict[int, object] = {}
-        if not ctx.is_server:
-            mine_w = witness(block, self._claim(ctx.pid))
-            sh = seeded_shares(mine_w, ctx.pid, ctx.M, ctx.t, p)
+        ch = _Chunk(rows, seeds)
+        if not self.ctx.is_server:
+            ch.block = np.asarray(block, dtype=np.int64)
+            ch.own = witness(ch.block, self._claim(self.ctx.pid))
+        await self._round(ch)
+        assert ch.X is not None  # the witness exchange filled it
+        X = ch.X
+        return np.hstack([X[c] for c in self.ctx.clients]) if X else np.zeros((rows, 0), dtype=np.int64)
+
+    async def finish(self) -> None:
+        """The exchanges left after the last chunk: returns once every chunk's checks have passed; raises
+        ProtocolError naming every failing client (other than this party: a client's checks are opened to the
+        parties that verify it, not to itself)."""
+        while self.flight:
+            await self._round(None)
+
+    async def _round(self, new: _Chunk | None) -> None:
+        """One exchange: each chunk in flight (``new`` with its witness) sends its next stage; then each takes in
+        what it received."""
+        ctx = self.ctx
+        chunks = ([new] if new is not None else []) + self.flight[::-1]  # newest first: stages in order
+        out: dict[int, list] = {j: [] for j in range(ctx.M)}
+        expect: dict[int, list] = {j: [] for j in range(ctx.M)}
+        for ch in chunks:
+            mine, want = self.stages[ch.age][0](ch)
+            for j in range(ctx.M):
+                out[j].append(mine.get(j))
+                expect[j].append(want[j])
+            ctx.phase("input proof: " + STAGES[ch.age])
+        names = ", ".join(STAGES[ch.age] for ch in chunks)
+        got = await ctx.send_recv(out, list(range(ctx.M)), {j: wire.list_of(v, f"input proof ({names})")
+                                                           for j, v in expect.items()}, f"input proof: {names}")
+        ctx.phase("input proof: exchange")
+        for k, ch in enumerate(chunks):
+            self.stages[ch.age][1](ch, {j: got[j][k] for j in range(ctx.M)})
+            ctx.phase("input proof: " + STAGES[ch.age])
+            ch.age += 1
+        if new is not None:
+            self.flight.append(new)
+        self.flight = [ch for ch in self.flight if ch.age < len(STAGES)]
+
+    # ----- the stages (self.stages) ------------------------------------------------------------------------------
+
+    def _send_witness(self, ch: _Chunk):
+        ctx, p = self.ctx, self.p
+        commit = hashlib.sha256(ch.seeds[0]).digest() + hashlib.sha256(ch.seeds[1]).digest()
+        out: dict[int, object] = {j: [commit] for j in range(ctx.M)}
+        if ch.own is not None:
+            sh = seeded_shares(ch.own, ctx.pid, ctx.M, ctx.t, p)
             own = sh.pop(ctx.pid)
-            sh = _packed(sh, p)
-            out = {j: [commit] + ([sh[j]] if j in sh else []) for j in range(ctx.M)}
-        else:
-            out = {j: [commit] for j in range(ctx.M)}
-        expect = {0: wire.list_of([wire.digest(64)], "coin commitment")}
+            ch.W = {ctx.pid: np.asarray(own, dtype=np.int64)}
+            for j, v in _packed(sh, p).items():
+                out[j] = [commit, v]
+        want = {0: wire.list_of([wire.digest(64)], "coin commitment")}
         for c in ctx.clients:
-            shape = (rows, self._claim(c).witness_width)
-            expect[c] = wire.list_of([wire.digest(64)] + ([_expected(c, ctx, shape, p)] if c != ctx.pid else []),
-                                     "input witness")
-        got = await self._exchange(out, expect, "input proof: witness")
-        commits = {j: g[0] for j, g in got.items()}
-        W = {c: _received(got[c][1], c, ctx, (rows, self._claim(c).witness_width), p)
-             for c in ctx.clients if c != ctx.pid}
-        if not ctx.is_server:
-            W[ctx.pid] = np.asarray(own, dtype=np.int64)
-        X = {c: values(W[c], self._claim(c), p) for c in ctx.clients}
-        ctx.phase("input proof: witness")
-        # 2. reveal the first seeds: the coins of the combinations
-        seed1 = await self._reveal(seeds[0], commits, 0, "input proof: coins")
-        co = {c: coins(seed1, c, rows, self._claim(c), p) for c in ctx.clients}
-        # 3. each client's proof of its digits and norms
-        proofs_out: dict[int, object] = {j: None for j in range(ctx.M)}
-        cols = {c: max(1, sum(layout(rows, self._claim(c))[1:])) for c in ctx.clients}  # the grid's columns
-        if not ctx.is_server:
-            x = from_signed(np.asarray(block, dtype=np.int64), p)
-            Y, polys, beta, _ = grid(x, mine_w, self._claim(ctx.pid), co[ctx.pid], p)
-            blinds, bl = blind_shares(ctx.pid, ctx.M, ctx.t, cols[ctx.pid], p)
+            shape = (ch.rows, self._claim(c).witness_width)
+            want[c] = wire.list_of([wire.digest(64)] + ([_expected(c, ctx, shape, self.p)] if c != ctx.pid else []),
+                                   "input witness")
+        return out, want
+
+    def _take_witness(self, ch: _Chunk, got: dict) -> None:
+        ctx, p = self.ctx, self.p
+        ch.commits = {j: g[0] for j, g in got.items()}
+        W = dict(ch.W or {})
+        for c in ctx.clients:
+            if c != ctx.pid:
+                W[c] = _received(got[c][1], c, ctx, (ch.rows, self._claim(c).witness_width), p)
+        ch.X = {c: values(W[c], self._claim(c), p) for c in ctx.clients}
+        W.pop(ctx.pid, None)  # a client's share of its own witness: its values are all it needs of it
+        ch.W = W
+
+    def _send_coins(self, ch: _Chunk):
+        return self._send_seed(ch, 0)
+
+    def _take_coins(self, ch: _Chunk, got: dict) -> None:
+        seed = self._opened_seed(ch, got, 0)
+        ch.co = {c: coins(seed, c, ch.rows, self._claim(c), self.p) for c in self.ctx.clients}
+
+    def _cols(self, c: int, rows: int) -> int:
+        """The columns of client ``c``'s grid (:func:`grid`) for a chunk of ``rows`` records."""
+        return max(1, sum(layout(rows, self._claim(c))[1:]))
+
+    def _send_proof(self, ch: _Chunk):
+        ctx, p = self.ctx, self.p
+        out: dict[int, object] = {}
+        if ch.own is not None:
+            assert ch.co is not None and ch.block is not None  # the coins came before the proof
+            cols = self._cols(ctx.pid, ch.rows)
+            Y, polys, beta, _ = grid(from_signed(ch.block, p), ch.own, self._claim(ctx.pid), ch.co[ctx.pid], p)
+            blinds, bl = blind_shares(ctx.pid, ctx.M, ctx.t, cols, p)
             proof = flp.prove(Y, polys, beta, p, blinds)
-            sh = seeded_shares(proof[cols[ctx.pid]:], ctx.pid, ctx.M, ctx.t, p)
+            sh = seeded_shares(proof[cols:], ctx.pid, ctx.M, ctx.t, p)
             del sh[ctx.pid]  # its own share of its proof: not needed
             sh, bl = _packed(sh, p), _packed(bl, p)
-            proofs_out.update({j: [sh[j], bl[j]] for j in sh})
-        expect = {0: wire.nothing}
+            out = {j: [sh[j], bl[j]] for j in sh}
+            ch.block = ch.own = None  # proved: no longer needed
         tail = flp.proof_length(0, BASE)  # the proof's values P(0..dG), after the blinds
+        want: dict[int, object] = {0: wire.nothing}
         for c in ctx.clients:
-            expect[c] = wire.nothing if c == ctx.pid else wire.list_of(
+            want[c] = wire.nothing if c == ctx.pid else wire.list_of(
                 [_expected(c, ctx, (tail,), p),
-                 wire.digest(32) if ctx.pid in seeded(c, ctx.M, ctx.t + 1) else wire.packed_bits((cols[c],), p)],
-                "input proof")
-        got = await self._exchange(proofs_out, expect, "input proof: proof")
-        got = {c: np.concatenate([_received(got[c][1], c, ctx, (cols[c],), p, ctx.t + 1),
-                                  _received(got[c][0], c, ctx, (tail,), p)])
-               for c in ctx.clients if c != ctx.pid}
-        lengths = {c: cols[c] + tail for c in ctx.clients}
-        ctx.phase("input proof: proof")
-        # 4. reveal the second seeds: the query point; 5. open each client's checks among the others
-        seed2 = await self._reveal(seeds[1], commits, 1, "input proof: query point")
+                 wire.digest(32) if ctx.pid in seeded(c, ctx.M, ctx.t + 1) else
+                 wire.packed_bits((self._cols(c, ch.rows),), p)], "input proof")
+        return out, want
+
+    def _take_proof(self, ch: _Chunk, got: dict) -> None:
+        ctx, p = self.ctx, self.p
+        tail = flp.proof_length(0, BASE)
+        ch.proofs = {c: np.concatenate([_received(got[c][1], c, ctx, (self._cols(c, ch.rows),), p, ctx.t + 1),
+                                        _received(got[c][0], c, ctx, (tail,), p)])
+                     for c in ctx.clients if c != ctx.pid}
+
+    def _send_query_point(self, ch: _Chunk):
+        return self._send_seed(ch, 1)
+
+    def _take_query_point(self, ch: _Chunk, got: dict) -> None:
+        ch.point_seed = self._opened_seed(ch, got, 1)
+
+    def _sizes(self, rows: int) -> dict[int, int]:
+        """The length of each client's opened checks: the slack relations' combination, then the proof's query."""
+        return {c: 1 + 2 + self._cols(c, rows) + flp.proof_length(0, BASE) - BASE * flp.ROWS - 1
+                for c in self.ctx.clients}
+
+    def _send_check(self, ch: _Chunk):
+        """This party's shares of each other client's checks: they go to the parties that verify that client (not
+        to itself): party i hears from j those of the clients other than i and j."""
+        ctx, p = self.ctx, self.p
+        assert ch.W is not None and ch.X is not None and ch.co is not None and ch.proofs is not None
+        assert ch.point_seed is not None
         mine_q = {}
         for c in ctx.clients:
-            claim = self._claim(c)
             if c == ctx.pid:
                 continue
-            Y, _, _, z = grid(X[c], W[c], claim, co[c], p)
+            claim = self._claim(c)
+            Y, _, _, z = grid(ch.X[c], ch.W[c], claim, ch.co[c], p)
             r = flp.draw_point(secure_generator(int.from_bytes(hashlib.sha256(
-                seed2 + int(c).to_bytes(4, "little")).digest(), "little")), p, BASE)
-            q = flp.query(Y, got[c], co[c]["alpha"], r, p, BASE)
+                ch.point_seed + int(c).to_bytes(4, "little")).digest(), "little")), p, BASE)
+            q = flp.query(Y, ch.proofs[c], ch.co[c]["alpha"], r, p, BASE)
             q[0] = (int(q[0]) - z) % p  # the claim: sum alpha_k P(k) - z, zero for an honest client
-            mine_q[c] = np.concatenate([np.array([linear_check(W[c], claim, co[c], p)], dtype=np.int64), q])
-        sizes = {c: 1 + 2 + lengths[c] - BASE * flp.ROWS - 1 for c in ctx.clients}
+            mine_q[c] = np.concatenate([np.array([linear_check(ch.W[c], claim, ch.co[c], p)], dtype=np.int64), q])
+        ch.W = ch.X = ch.proofs = None  # checked: only the openings are left
         empty = np.zeros(0, dtype=np.int64)
-        # a client's checks go to the parties that verify it (not to itself): party i hears from j those of the
-        # clients other than i and j
-        out_q = {i: [wire.pack_bits(empty if c == i else mine_q.get(c, empty), p) for c in ctx.clients]
-                 for i in range(ctx.M)}
-        expect = {j: wire.list_of([wire.packed_bits((0 if c in (j, ctx.pid) else sizes[c],), p)
-                                   for c in ctx.clients],
-                                  "input proof checks") for j in range(ctx.M)}
-        got = await self._exchange(out_q, expect, "input proof: check")
-        ctx.phase("input proof: check")
+        out = {i: [wire.pack_bits(empty if c == i else mine_q.get(c, empty), p) for c in ctx.clients]
+               for i in range(ctx.M)}
+        sizes = self._sizes(ch.rows)
+        want = {j: wire.list_of([wire.packed_bits((0 if c in (j, ctx.pid) else sizes[c],), p)
+                                 for c in ctx.clients], "input proof checks") for j in range(ctx.M)}
+        return out, want
+
+    def _take_check(self, ch: _Chunk, got: dict) -> None:
+        ctx, p = self.ctx, self.p
+        assert ch.co is not None
         bad = []
         for k, c in enumerate(ctx.clients):
             if c == ctx.pid:
@@ -712,11 +827,24 @@ class InputProofs:
                 bad.append(c)
                 continue
             opened = shamir.reconstruct(np.stack(vals), xs, p)
-            polys, beta = weights(rows, self._claim(c), co[c], p)
+            polys, beta = weights(ch.rows, self._claim(c), ch.co[c], p)
             if int(opened[0]) != 0 or int(opened[1]) != 0 or not flp.decide(opened[1:], polys, beta, p):
                 bad.append(c)
         self._refuse(bad)
-        return np.hstack([X[c] for c in ctx.clients]) if X else np.zeros((rows, 0), dtype=np.int64)
+
+    def _send_seed(self, ch: _Chunk, which: int):
+        """Every party reveals its seed ``which`` (0: the coins', 1: the query point's) to every party."""
+        M = self.ctx.M
+        return {j: ch.seeds[which] for j in range(M)}, {j: wire.digest(32) for j in range(M)}
+
+    def _opened_seed(self, ch: _Chunk, got: dict, which: int) -> bytes:
+        """Each revealed seed checked against its commitment; the joint seed is their hash."""
+        assert ch.commits is not None
+        for j, s in got.items():
+            if hashlib.sha256(s).digest() != ch.commits[j][32 * which:32 * (which + 1)]:
+                raise ProtocolError(f"party {self.ctx.pid}: {party_label(j)} revealed a seed that is not the one it "
+                                    f"committed to; job aborted, nothing released")
+        return hashlib.sha256(b"".join(got[j] for j in range(self.ctx.M))).digest()
 
     def _refuse(self, bad) -> None:
         if bad:
@@ -735,14 +863,3 @@ class InputProofs:
             except InputRefused:
                 bad.append(c)
         self._refuse(bad)
-
-    async def _reveal(self, seed: bytes, commits: dict, which: int, step: str) -> bytes:
-        """Every party reveals its seed; each is checked against its commitment; the joint seed is their hash."""
-        ctx = self.ctx
-        got = await self._exchange({j: seed for j in range(ctx.M)}, {j: wire.digest(32) for j in range(ctx.M)},
-                                   step)
-        for j, s in got.items():
-            if hashlib.sha256(s).digest() != commits[j][32 * which:32 * (which + 1)]:
-                raise ProtocolError(f"party {ctx.pid}: {party_label(j)} revealed a seed that is not the one it "
-                                    f"committed to; job aborted, nothing released")
-        return hashlib.sha256(b"".join(got[j] for j in range(ctx.M))).digest()
