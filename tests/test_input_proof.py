@@ -212,7 +212,23 @@ class _Bends(ip.InputProofs):
         return super()._send_witness(ch)
 
 
-def _pipeline(chunks: int, M: int = 3, bad: int | None = None, rows: int = 9):
+class _Equivocates(ip.InputProofs):
+    """A party that, in chunk ``bad``, sends the server another commitment than the one it sends everyone else (a
+    hash of seeds it could later choose between), its witness and proofs honest."""
+
+    def __init__(self, ctx, p, claims, bad: int):
+        super().__init__(ctx, p, claims)
+        self.bad, self.pushed = bad, 0
+
+    def _send_witness(self, ch):
+        out, want = super()._send_witness(ch)
+        if self.pushed == self.bad:
+            out[0] = [bytes(64)] + list(out[0][1:])
+        self.pushed += 1
+        return out, want
+
+
+def _pipeline(chunks: int, M: int = 3, bad: int | None = None, rows: int = 9, liar=_Bends):
     """M parties run :class:`InputProofs` over in-memory mailboxes (the real protocol): each client pushes
     ``chunks`` chunks of ``rows`` records, client M - 1 bending chunk ``bad`` (:class:`_Bends`), then finishes.
     Returns per party (values' shares per chunk, exchanges made, the exception it stopped with or None)."""
@@ -229,7 +245,7 @@ def _pipeline(chunks: int, M: int = 3, bad: int | None = None, rows: int = 9):
     async def party(pid: int):
         ctx = InProcessTransport(hub, pid, np.random.default_rng(pid), ideal=False)
         claims = [CLAIM] * (M - 1)
-        proofs = _Bends(ctx, P, claims, bad) if pid == M - 1 and bad is not None else ip.InputProofs(ctx, P, claims)
+        proofs = liar(ctx, P, claims, bad) if pid == M - 1 and bad is not None else ip.InputProofs(ctx, P, claims)
         got = []
         try:
             for k in range(chunks):
@@ -274,6 +290,20 @@ def test_a_bent_chunk_is_named_at_its_checks_wherever_it_is_in_the_pipeline(chun
         assert "client 1 failed" not in str(err)
         assert exchanges == bad + 5
         assert len(got) == min(chunks, bad + 4)  # the pushes that returned before it
+
+
+@pytest.mark.parametrize("chunks, bad", [(1, 0), (4, 2)])
+def test_a_party_that_sends_different_commitments_is_named_before_any_coin_is_used(chunks, bad):
+    """Client 2 commits to one seed towards the server and to another towards client 1 in chunk ``bad``: with the
+    coins' seeds every party shows the commitments it received, so every party (the liar included) names client 2
+    in that chunk's second exchange (bad + 2), before the coins check anything."""
+    from sqm.mpc.net.abort import ProtocolError
+
+    out, _ = _pipeline(chunks, 3, bad, liar=_Equivocates)
+    for got, exchanges, err in out:
+        assert isinstance(err, ProtocolError) and "client 2 sent different seed commitments" in str(err), err
+        assert "client 1" not in str(err) and "server" not in str(err)
+        assert exchanges == bad + 2
 
 
 # ----- through real party processes -----------------------------------------------------------------------------

@@ -41,7 +41,9 @@ the stages keep their order, each in a later exchange than the one before, and e
 message only after it has received every message of the previous one.  So a client's witness (and every party's
 commitments) is fixed before any honest party reveals the seed of that chunk's coins, and its proof before any
 honest party reveals the seed of that chunk's query point; no party can change its own seed after seeing the
-others' (its commitment came with the witness).  Each chunk's coins and point hash fresh seeds of its own, so what
+others' (its commitment came with the witness).  With the first seeds every party also shows the commitments it
+received, and every party compares them before it uses the coins: a party that sent different commitments to
+different parties (so that verifiers could draw different coins) is named and the job aborts.  Each chunk's coins and point hash fresh seeds of its own, so what
 a party learns of one chunk's (the exchange that reveals them also carries later chunks' witness and proof, and a
 rushing party may read it first) says nothing of another's: each chunk's check keeps the error above.  The
 values of a chunk whose checks are still due are computed on (its moments, on shares; a caller whose per-chunk
@@ -832,14 +834,37 @@ class InputProofs:
                 bad.append(c)
         self._refuse(bad)
 
+    def _received_commitments(self, ch: _Chunk) -> bytes:
+        """Every party's commitments as this party received them, in party order (64 bytes each)."""
+        assert ch.commits is not None
+        return b"".join(ch.commits[j] for j in range(self.ctx.M))
+
     def _send_seed(self, ch: _Chunk, which: int):
-        """Every party reveals its seed ``which`` (0: the coins', 1: the query point's) to every party."""
+        """Every party reveals its seed ``which`` (0: the coins', 1: the query point's) to every party; with the
+        first, the commitments it received (:meth:`_opened_seed` compares them: a party that sent different
+        commitments to different parties could otherwise give them different coins)."""
         M = self.ctx.M
+        if which == 0:
+            echo = self._received_commitments(ch)
+            return ({j: [ch.seeds[0], echo] for j in range(M)},
+                    {j: wire.list_of([wire.digest(32), wire.digest(64 * M)], "coin seed and commitments received")
+                     for j in range(M)})
         return {j: ch.seeds[which] for j in range(M)}, {j: wire.digest(32) for j in range(M)}
 
     def _opened_seed(self, ch: _Chunk, got: dict, which: int) -> bytes:
-        """Each revealed seed checked against its commitment; the joint seed is their hash."""
+        """Each revealed seed checked against its commitment (and, with the first seeds, the commitments every
+        party received against those this party did: all verifiers hold the same commitments, so the same coins;
+        a party whose commitment differs between receivers is named); the joint seed is their hash."""
         assert ch.commits is not None
+        if which == 0:
+            M = self.ctx.M
+            seen = [self._received_commitments(ch)] + [echo for _, echo in got.values()]
+            liars = [k for k in range(M) if len({e[64 * k:64 * (k + 1)] for e in seen}) > 1]
+            if liars:
+                who = ", ".join(party_label(k) for k in liars)
+                raise ProtocolError(f"party {self.ctx.pid}: {who} sent different seed commitments to different "
+                                    f"parties; job aborted, nothing released")
+            got = {j: seed for j, (seed, _) in got.items()}
         for j, s in got.items():
             if hashlib.sha256(s).digest() != ch.commits[j][32 * which:32 * (which + 1)]:
                 raise ProtocolError(f"party {self.ctx.pid}: {party_label(j)} revealed a seed that is not the one it "
