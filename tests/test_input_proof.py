@@ -300,7 +300,7 @@ def test_a_party_that_sends_different_commitments_is_named_before_any_coin_is_us
     from sqm.mpc.net.abort import ProtocolError
 
     out, _ = _pipeline(chunks, 3, bad, liar=_Equivocates)
-    for got, exchanges, err in out:
+    for _, exchanges, err in out:
         assert isinstance(err, ProtocolError) and "client 2 sent different seed commitments" in str(err), err
         assert "client 1" not in str(err) and "server" not in str(err)
         assert exchanges == bad + 2

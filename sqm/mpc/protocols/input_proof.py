@@ -44,11 +44,11 @@ honest party reveals the seed of that chunk's query point; no party can change i
 others' (its commitment came with the witness).  With the first seeds every party also shows the commitments it
 received, and every party compares them before it uses the coins: a party that sent different commitments to
 different parties (so that verifiers could draw different coins) is named and the job aborts.  Each chunk's coins
-and point hash fresh seeds of its own, so what a party learns of one chunk's (the exchange that reveals them also carries later chunks' witness and proof, and a
-rushing party may read it first) says nothing of another's: each chunk's check keeps the error above.  The
-values of a chunk whose checks are still due are computed on (its moments, on shares; a caller whose per-chunk
-steps open masked values decides each chunk first), and every chunk is decided (:meth:`InputProofs.finish`) before
-any output is reduced or opened.
+and point hash fresh seeds of its own, so what a party learns of one chunk's (the exchange that reveals them also
+carries later chunks' witness and proof, and a rushing party may read it first) says nothing of another's: each
+chunk's check keeps the error above.  The values of a chunk whose checks are still due are computed on (its
+moments, on shares; a caller whose per-chunk steps open masked values decides each chunk first), and every chunk is
+decided (:meth:`InputProofs.finish`) before any output is reduced or opened.
 """
 from __future__ import annotations
 
