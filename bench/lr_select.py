@@ -133,10 +133,7 @@ def rule_scores(rule: str, v):
     with np.errstate(all="ignore"):
         if rule == "one":
             return v[:, 0]
-        if rule in ("mean3", "mean3-std", "min3"):
-            w = v[:, :3]
-        else:
-            w = v
+        w = v[:, :3] if rule in ("mean3", "mean3-std", "min3") else v
         if rule == "min3":
             return np.nanmin(w, 1)
         mean = np.nanmean(w, 1)
@@ -168,9 +165,9 @@ def select_cell(X, y, n: int, epsilon: float, draws: int, fits: int, rules=DEFAU
         _, Xev = standardized_unit_rows(X[tr], X[ev])
         seeds = [int(v) for v in np.random.default_rng(s).integers(0, 2 ** 62, size=fits + 1)]
 
-        def val(p, sd):
+        def val(p, sd, Xtr=Xtr, ytr=y[tr], Xva=Xva, yva=y[va]):
             try:
-                return _auc(y[va], lr_tuned.fit_sqm(Xtr, y[tr], p, epsilon, DELTA, sd)[0](Xva))
+                return _auc(yva, lr_tuned.fit_sqm(Xtr, ytr, p, epsilon, DELTA, sd)[0](Xva))
             except Exception:  # a fit the noise breaks scores NaN, as in the grid search
                 return math.nan
 
