@@ -128,8 +128,9 @@ class LRJobTask(JobTask):
 
     def solver_of(self, meta) -> tuple[str, str]:
         """(the solver this job runs, why): the one given, or ``solver="auto"``'s choice from the public record
-        count, the clients' feature column counts and epsilon (:func:`sqm.apps.logreg.estimator.auto_solver`),
-        every party alike."""
+        count (the intersection's size; with membership hidden the S positions the union is placed over, which
+        every party knows, not the intersection, which only the server does), the clients' feature column counts
+        and epsilon (:func:`sqm.apps.logreg.estimator.auto_solver`), every party alike."""
         return self.estimator.resolve_solver(meta.n_records, sum(self.feature_counts(meta)))
 
     def _runner(self, meta) -> SQMLogisticRegression:
