@@ -14,9 +14,10 @@ Per data set, record count n and epsilon, ``--draws`` times (draw s):
 the training rows, scored on the first :data:`SOLVERS_SCORED` records outside the subsample (both standardized
 with the training rows' statistics, :func:`sqm.apps.logreg.experiment.standardized_unit_rows`); each method fitted
 with seed s: the estimator's moments solver with its defaults, one or two full-batch sgd rounds (q 1, learning rate
-1, ||w|| <= 0.1) and DPSGD at a fixed schedule (:data:`SOLVER_METHODS`); the figure is the AUC's mean, spread and
-minimum over the draws.  ``auto`` in the table: what ``solver="auto"`` chooses for the cell
-(:func:`sqm.apps.logreg.estimator.auto_solver`).
+1, ||w|| <= 0.1) and DPSGD at a fixed schedule (:data:`SOLVER_METHODS`); the figures are the AUC's mean, spread and
+minimum over the draws, and the mean accuracy at the model's own threshold (what ``predict`` does; the whole set's
+majority-class rate beside it).  ``auto`` in the table: what ``solver="auto"`` chooses for the cell's
+training rows (:func:`sqm.apps.logreg.estimator.auto_solver` of 60% of n, d and epsilon).
 
 ``--study select``: n records drawn (seeded :data:`SELECT_SEED`), 60% train, the next 20% validation, scored on
 the first :data:`SELECT_SCORED` records outside the subsample; draw s's seeds are ``--fits`` + 1 integers of a
@@ -96,19 +97,22 @@ def _fit_method(method: str, Xtr, ytr, epsilon: float, seed: int):
 
 
 def solvers_cell(X, y, n: int, epsilon: float, draws: int, methods=tuple(SOLVER_METHODS)) -> dict:
-    """method -> the AUCs of its ``draws`` fits (``--study solvers``'s protocol, module docstring)."""
+    """method -> {auc, accuracy: of its ``draws`` fits; the accuracy at the model's own threshold, as ``predict``}
+    (``--study solvers``'s protocol, module docstring)."""
     import numpy as np
 
     from sqm.apps.logreg.experiment import standardized_unit_rows
 
     rng = np.random.default_rng(SOLVERS_SEED)
-    out: dict[str, list[float]] = {m: [] for m in methods}
+    out: dict[str, dict[str, list[float]]] = {m: {"auc": [], "accuracy": []} for m in methods}
     for s in range(draws):
         idx = rng.choice(len(y), n, replace=False)
         tr, sc = idx[: int(TRAIN_SHARE * n)], np.setdiff1d(np.arange(len(y)), idx)[:SOLVERS_SCORED]
         Xtr, Xsc = standardized_unit_rows(X[tr], X[sc])
         for m in methods:
-            out[m].append(_auc(y[sc], _fit_method(m, Xtr, y[tr], epsilon, s)(Xsc)))
+            scores = _fit_method(m, Xtr, y[tr], epsilon, s)(Xsc)
+            out[m]["auc"].append(_auc(y[sc], scores))
+            out[m]["accuracy"].append(float(np.mean((scores > 0) == (y[sc] == 1))))
     return out
 
 
@@ -207,6 +211,7 @@ def run(study: str = "solvers", datasets=("breast_cancer",), records=(150,), eps
     data set's record count (nothing left to score on) are listed under ``skipped``."""
     import warnings
 
+    import numpy as np
     from tqdm import tqdm
 
     from sqm.apps.logreg.estimator import auto_solver
@@ -226,13 +231,16 @@ def run(study: str = "solvers", datasets=("breast_cancer",), records=(150,), eps
             skipped.append(dict(dataset=name, records=n, epsilon=eps, reason=f"{len(y)} records in all"))
             continue
         base = dict(dataset=name, records=n, d=int(X.shape[1]), epsilon=eps, draws=draws)
+        majority = float(max(np.mean(y), 1 - np.mean(y)))  # the whole set's majority-class rate, for reference
         if study == "solvers":
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 got = solvers_cell(X, y, n, eps, draws, methods)
             auto = auto_solver(int(TRAIN_SHARE * n), int(X.shape[1]), eps)[0]
             for m, vals in got.items():
-                rows.append(dict(base, method=m, auto=auto, **_summary(vals), values=vals))
+                rows.append(dict(base, method=m, auto=auto, **_summary(vals["auc"]), values=vals["auc"],
+                                 accuracy=float(np.mean(vals["accuracy"])), accuracies=vals["accuracy"],
+                                 majority=majority))
         else:
             sel = select_cell(X, y, n, eps, draws, fits, rules, max_points)
             for r, res in sel.items():
@@ -253,8 +261,10 @@ def print_table(rep: dict) -> None:
     key = "method" if rep["study"] == "solvers" else "rule"
     table = [{"dataset": r["dataset"], "n": r["records"], "eps": r["epsilon"], key: r[key],
               "AUC": f"{r['auc']:.3f} +- {r['auc_std']:.3f}", "min": f"{r['auc_min']:.3f}",
-              **({"auto": r["auto"]} if key == "method" else {})} for r in rep["rows"]]
-    cols = ["dataset", "n", ("eps", "eps", "g"), key, "AUC", "min"] + (["auto"] if key == "method" else [])
+              **({"accuracy": f"{r['accuracy']:.3f}", "majority": f"{r['majority']:.3f}", "auto": r["auto"]}
+                 if key == "method" else {})} for r in rep["rows"]]
+    cols = ["dataset", "n", ("eps", "eps", "g"), key, "AUC", "min"] + (
+        ["accuracy", "majority", "auto"] if key == "method" else [])
     print(render_table(table, cols))
     for s in rep["skipped"]:
         print(f"  skipped {s['dataset']} n {s['records']}: {s['reason']}")

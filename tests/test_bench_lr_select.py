@@ -44,6 +44,8 @@ def test_solvers_study_report(tmp_path, capsys):
         assert len(r["values"]) == 2 and all(0.0 <= v <= 1.0 for v in r["values"])
         assert r["auc"] == pytest.approx(np.mean(r["values"])) and r["auc_min"] == min(r["values"])
         assert r["auto"] == auto_solver(36, 30, 1.0)[0]  # the training rows: 60% of the subsample
+        assert len(r["accuracies"]) == 2 and r["accuracy"] == pytest.approx(np.mean(r["accuracies"]))
+        assert r["majority"] == pytest.approx(1 - 212 / 569)  # breast_cancer: 357 of 569 in the larger class
     # 600 records: not below breast_cancer's 569, nothing left outside the subsample to score on
     assert rep["skipped"] == [dict(dataset="breast_cancer", records=600, epsilon=1.0, reason="569 records in all")]
     assert "skipped breast_cancer n 600" in capsys.readouterr().out
