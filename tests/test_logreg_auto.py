@@ -98,10 +98,10 @@ def test_the_job_file_and_the_cli_accept_auto(tmp_path, capsys):
     assert main(["logreg", "--backend", "plain", "--no-baselines", "--seed", "0", "--epsilon", "0.5",
                  "--solver", "auto", "-q"]) == 0
     out = capsys.readouterr().out
-    assert "SQM solver sgd (solver auto: n epsilon / d = 426 x 0.5 / 30 = 7.1 < " in out
+    assert "SQM solver sgd (auto: n epsilon / d = 426 x 0.5 / 30 = 7.1 < " in out
 
 
-@pytest.mark.parametrize("solver, ran", [("auto", "solver sgd: n epsilon / d = 40 x 2 / 4 = 20 < "),
+@pytest.mark.parametrize("solver, ran", [("auto", "solver sgd, auto: n epsilon / d = 40 x 2 / 4 = 20 < "),
                                          ("moments", "one release of the second moments (solver moments)")])
 def test_a_job_files_task_block_takes_auto(tmp_path, capsys, solver, ran):
     from sqm.cli.command import main

@@ -55,7 +55,7 @@ def _run_job(args) -> int:
         def server_summary(res) -> dict:
             rep, w = res["report"], np.asarray(res["weights"])
             sch = res["schedule"]
-            why = "" if res.get("solver_reason", "given") == "given" else f": {res['solver_reason']}"
+            why = "" if res.get("solver_reason", "given") == "given" else f", auto: {res['solver_reason']}"
             how = (f"one release of the second moments (solver moments{why})" if sch is None else
                    f"solver sgd{why}; q {sch['q']:.4g}, {sch['epochs']} epochs, {rep.rounds} rounds, batch cap "
                    f"{res['b_max']}, "
@@ -159,7 +159,7 @@ def run(args) -> int:
           f"{Xtr.shape[1]} features, {args.parties} clients (+ server), backend {s['backend']}, {args.runs} run(s)")
     if labels is not None:
         print(f"  labels {labels}; majority-class rate on the test split {max(np.mean(yte), 1 - np.mean(yte)):.4f}")
-    why = "" if s["solver_reason"] == "given" else f" (solver {args.solver}: {s['solver_reason']})"
+    why = "" if s["solver_reason"] == "given" else f" (auto: {s['solver_reason']})"
     if s["solver"] == "sgd":
         sq = s["schedule"]
         print(f"  SQM solver sgd{why}: q {sq['q']:.4g}  epochs {sq['epochs']}  rounds {rep.rounds}  batch cap "
