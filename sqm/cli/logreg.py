@@ -86,6 +86,7 @@ def _run_job(args) -> int:
                   f"job's end (each records it in its ledger): epsilon_client is its guarantee "
                   f"({relation_phrase(rep.neighbouring, 'a client')})")
             return {"columns": cols, "coef": raw, "intercept": float(res["intercept"]), "schedule": sch,
+                    "solver": res.get("solver"), "solver_reason": res.get("solver_reason"),
                     "coef_scaled": {c: float(v) for c, v in zip(cols, res["coef"], strict=False)},
                     "column_scales": scales}
 

@@ -114,7 +114,10 @@ def auto_solver(n_records: int, n_features: int, epsilon: float, robust_noise: i
     column count d (the label and the intercept's constant excluded) and epsilon.  The moments release when
     ``robust_noise`` or ``verify_inputs`` is set (they apply to it only) or n epsilon / d >= :data:`AUTO_THRESHOLD`;
     else one full-batch sgd round (:data:`AUTO_ROUND`), whose single noisy gradient holds more signal than the
-    moments' many noisy entries when few records carry each feature's share of the budget."""
+    moments' many noisy entries when few records carry each feature's share of the budget.  The round ranks records
+    well (its AUC) but its own threshold, one gradient step's intercept, leans to the majority class, while the
+    moments fit places LDA's threshold: the threshold is the largest at which the round's predictions were never
+    less accurate than the moments fit's on the tuning sets, so the round runs only where it wins on both."""
     if robust_noise or verify_inputs:
         given = "robust_noise" if robust_noise else "verify_inputs"
         return "moments", f"{given} applies to the moments release only"

@@ -5,7 +5,7 @@ scikit-learn or SciPy (tests/test_fast_start.py)."""
 # solver="auto" (sqm.apps.logreg.estimator.auto_solver): one full-batch sgd round of this schedule while
 # n epsilon / d is below AUTO_THRESHOLD, else the moments release (declared here so that the help quotes them)
 AUTO_ROUND = {"q": 1.0, "epochs": 1, "learning_rate": 1.0, "weight_bound": 0.1}
-AUTO_THRESHOLD = 50.0
+AUTO_THRESHOLD = 5.0
 
 SOLVER_HELP = (f"auto (default): moments, or one full-batch sgd round (q {AUTO_ROUND['q']:g}, "
                f"{AUTO_ROUND['epochs']} epoch, learning rate {AUTO_ROUND['learning_rate']:g}, ||w|| <= "
