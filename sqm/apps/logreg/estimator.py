@@ -135,7 +135,7 @@ def moments_release(feature_counts, label_party: int, gamma: float, epsilon: flo
     """(the :class:`sqm.mechanism.release.SQM` release of the augmented rows' Gram, its
     :class:`sqm.apps.logreg.moments.MomentsLayout`) for clients holding ``feature_counts`` feature columns (the
     label party's features bounded with the others' by ||x||_2 <= 1, the constant and kappa y each a column of its
-    own): the default solver's one release (:mod:`sqm.apps.logreg.moments`); ``robust_noise``, ``verify_sharing``,
+    own): the moments solver's one release (:mod:`sqm.apps.logreg.moments`); ``robust_noise``, ``verify_sharing``,
     ``verify_inputs``:
     :class:`sqm.mechanism.release.SQM`'s; ``constant``, ``label_weight``, ``score_weight`` None: the defaults
     c, kappa, beta (:mod:`sqm.apps.logreg.moments`)."""
@@ -467,7 +467,7 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
         return plan, report
 
     def moments_plan(self, n_records: int, feature_counts, label_party: int):
-        """(the SQM release, its layout, its privacy report) of the default solver (``solver="moments"``), from
+        """(the SQM release, its layout, its privacy report) of the moments solver (``solver="moments"``), from
         public counts only: one release of the Gram of [features, c, kappa y, beta (1/2 - y)]
         (:mod:`sqm.apps.logreg.moments`)."""
         self.check_params()
