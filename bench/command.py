@@ -51,6 +51,7 @@ BENCHMARKS = {
     "utility": "bench.utility",
     "verify": "bench.verify",
     "pbm-tuned": "bench.pbm_tuned",
+    "lr-select": "bench.lr_select",
 }
 
 

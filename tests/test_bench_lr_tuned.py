@@ -85,7 +85,9 @@ def test_tiny_real_run_prints_and_writes_json(tmp_path, capsys):
 
 
 def test_tuned_sqm_at_the_default_constants_is_the_estimator_bit_for_bit():
-    """The bench's SQM-LR fit (the release with c, kappa, gamma given) at the defaults is the estimator's own."""
+    """The bench's SQM-LR fit (the release with c, kappa, gamma given) at the defaults is the estimator's own
+    moments solver."""
+    from sqm.apps.logreg.estimator import SQMLogisticRegression
     from sqm.apps.logreg.moments import CONSTANT, LABEL_WEIGHT
 
     X, y = lr_tuned.load("breast_cancer")
@@ -95,8 +97,8 @@ def test_tuned_sqm_at_the_default_constants_is_the_estimator_bit_for_bit():
     Xtr, Xte = standardized_unit_rows(X[tr], X[te])
     p = dict(constant=CONSTANT, label_weight=LABEL_WEIGHT, gamma=8192.0)
     ours, eps = lr_tuned.fit_sqm(Xtr, y[tr], p, 1.0, 1e-5, seed=11)
-    theirs, eps_default = lr_tuned.fit_sqm_default(Xtr, y[tr], {}, 1.0, 1e-5, seed=11)
-    assert np.array_equal(ours(Xte), theirs(Xte)) and eps == eps_default <= 1.0
+    m = SQMLogisticRegression(1.0, 1e-5, backend="in-process", seed=11, solver="moments").fit(Xtr, y[tr])
+    assert np.array_equal(ours(Xte), m.decision_function(Xte)) and eps == m.report_.epsilon_server <= 1.0
 
 
 def test_the_threshold_is_the_validation_accuracy_argmax_closest_to_zero():

@@ -433,7 +433,7 @@ def test_prose_option_checks_find_mistakes():
     assert {"pca", "keys request", "budget show", "data example"} <= set(parsers)
     page = ("Run `sqm pca --components 2` with `--epsilon` (default 1) and `--delta` (default 1e-5); "
             "`--connect-timeout`, 60 s by default; `--min-intersection` (default 100), `--max-set-ratio R` (its own, "
-            "default 10), `sqm logreg --solver moments` (the default), `--dataset` (digits by default).")
+            "default 10), `sqm logreg --solver auto` (the default), `--dataset` (digits by default).")
     assert prose_option_errors({"ok": page}, parsers) == []
     bad = ("Run `sqm pca --component 2`, `--epsilon` (default 2), `sqm keys make --out x`, "
            "`--connect-timeout`, 30 s by default, and `--no-such-thing`. `sqm logreg --solver sgd` (the default).")

@@ -100,7 +100,7 @@ def test_schedule_options_belong_to_the_sgd_solver():
         SQMLogisticRegression(sampling_rate=0.5, backend="in-process").fit(X, y)
     with pytest.raises(ValueError, match="solver must be one of"):
         SQMLogisticRegression(solver="newton", backend="in-process").fit(X, y)
-    m = SQMLogisticRegression(epsilon=2.0, gamma=1024.0, backend="in-process", seed=1).fit(X, y)
+    m = SQMLogisticRegression(epsilon=2.0, gamma=1024.0, backend="in-process", seed=1, solver="moments").fit(X, y)
     rep = m.report_
     assert (rep.rounds, rep.sampling_rate) == (1, 1.0) and rep.epsilon_server <= 2.0
     assert "one release of the second moments" in rep.notes
@@ -108,7 +108,7 @@ def test_schedule_options_belong_to_the_sgd_solver():
 
 def test_simulation_equals_real_party_processes_bit_for_bit():
     X, y = _data(120, 4)
-    kw = dict(epsilon=1.0, gamma=1024.0, n_parties=2, seed=7)
+    kw = dict(epsilon=1.0, gamma=1024.0, n_parties=2, seed=7, solver="moments")
     sim = SQMLogisticRegression(backend="in-process", **kw).fit(X, y)
     real = SQMLogisticRegression(backend="mpyc", **kw).fit(X, y)
     assert np.array_equal(sim.moments_, real.moments_)
@@ -124,9 +124,9 @@ def test_job_mode_equals_the_estimator(tmp_path):
 
     X, y = _data(60, 6)
     job = write_party_csvs(np.hstack([X, y[:, None]]), tmp_path, col_counts=[2, 2, 3], min_intersection=1)
-    task = LRJobTask(4.0, 1e-5, 1024.0, label_column="x6", seed=5, insecure_reproducible=True)
+    task = LRJobTask(4.0, 1e-5, 1024.0, label_column="x6", seed=5, insecure_reproducible=True, solver="moments")
     recs = simulate(load_job(job), task, timeout=120)
-    est = SQMLogisticRegression(4.0, 1e-5, 1024.0, backend="in-process", seed=5).fit(
+    est = SQMLogisticRegression(4.0, 1e-5, 1024.0, backend="in-process", seed=5, solver="moments").fit(
         VerticalData([X[:, :2], X[:, 2:4], X[:, 4:]]), y)
     res = recs[0]["result"]
     assert np.array_equal(res["coef"], est.coef_[0]) and res["intercept"] == est.intercept_[0]
@@ -166,7 +166,7 @@ def test_robust_noise_and_the_sharing_check_reach_the_moments_release():
     """SQM-LR's moments release takes the mechanism's options: robust noise (its report says so, its mu is the
     calibrated one) and the sharing check (real processes, 3 clients: the same model as without it)."""
     X, y = _data(90, 6)
-    kw = dict(epsilon=2.0, gamma=1024.0, n_parties=3, seed=2)
+    kw = dict(epsilon=2.0, gamma=1024.0, n_parties=3, seed=2, solver="moments")
     base = SQMLogisticRegression(backend="in-process", **kw).fit(X, y)
     robust = SQMLogisticRegression(backend="in-process", robust_noise=1, **kw).fit(X, y)
     assert robust.report_.mu == base.report_.mu and "up to 1 client(s) add no noise" in robust.report_.notes

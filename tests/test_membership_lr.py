@@ -212,7 +212,7 @@ def _lr_jobs(tmp_path, m=229, common=100, seed=0):
 
 
 def test_hidden_membership_lr_moments_job_equals_the_revealing_job(tmp_path, monkeypatch):
-    """The default solver (one release of the Gram of [features, c, kappa y, beta (1/2 - y)]) over the union, members
+    """The moments solver (one release of the Gram of [features, c, kappa y, beta (1/2 - y)]) over the union, members
     only: the same integers as the revealing job (noise set to zero, rounding to nearest: no coin differs), so the same
     model; the label party's 3/7 labels are mapped from its own records only."""
     from sqm.framework.runners import simulate
@@ -224,7 +224,7 @@ def test_hidden_membership_lr_moments_job_equals_the_revealing_job(tmp_path, mon
     monkeypatch.setattr(client, "dependent_round",
                         lambda x, gamma, groups, rng=None, coins=None: np.rint(np.asarray(x) * gamma).astype(np.int64))
     _, sets, reveal, hide = _lr_jobs(tmp_path)
-    task = dict(label_column="x5", gamma=1024.0, seed=5, insecure_reproducible=True)
+    task = dict(label_column="x5", gamma=1024.0, seed=5, insecure_reproducible=True, solver="moments")
     a = simulate(reveal, LRJobTask(1.0, **task))
     b = simulate(hide, LRJobTask(1.0, **task))
     assert b[0]["result"]["alignment"]["membership"] == "hidden"

@@ -194,7 +194,7 @@ def test_the_logreg_task_agrees_on_the_tuple_it_agreed_on_before(values):
     ({"intercept_scaling": float("inf")}, "intercept_scaling must be > 0, got inf"),
     ({"gamma": 0.5}, "gamma must be a finite number >= 1, got 0.5"),
     ({"label_party": -1}, r"label_party must be an integer >= 0 \(a 0-based client index\), got -1"),
-    ({"solver": "newton"}, "solver must be one of 'moments', 'sgd', got 'newton'"),
+    ({"solver": "newton"}, "solver must be one of 'auto', 'moments', 'sgd', got 'newton'"),
     ({"robust_noise": 1.5}, r"robust_noise must be an integer >= 0 \(clients that may withhold noise\), got 1.5"),
 ])
 def test_the_logreg_parameters_are_checked_by_their_declarations(changes, message):

@@ -45,7 +45,8 @@ def _run_job(args) -> int:
     from sqm.mpc.net.launch import private_folder
 
     with private_folder("sqm-lr-job-") as tmp:
-        path = None if args.quiet or args.solver == "moments" else f"{tmp}/progress"  # moments: one release
+        # moments: one release; auto: one release or one round
+        path = None if args.quiet or args.solver != "sgd" else f"{tmp}/progress"
 
         def make_task():
             return LRJobTask(params=LogRegJobParams.from_options(args), seed=args.seed,
@@ -54,8 +55,10 @@ def _run_job(args) -> int:
         def server_summary(res) -> dict:
             rep, w = res["report"], np.asarray(res["weights"])
             sch = res["schedule"]
-            how = ("one release of the second moments (solver moments)" if sch is None else
-                   f"q {sch['q']:.4g}, {sch['epochs']} epochs, {rep.rounds} rounds, batch cap {res['b_max']}, "
+            why = "" if res.get("solver_reason", "given") == "given" else f", auto: {res['solver_reason']}"
+            how = (f"one release of the second moments (solver moments{why})" if sch is None else
+                   f"solver sgd{why}; q {sch['q']:.4g}, {sch['epochs']} epochs, {rep.rounds} rounds, batch cap "
+                   f"{res['b_max']}, "
                    f"lr {sch['learning_rate']:g}, ||w|| = {np.linalg.norm(w):.4f} <= {sch['weight_bound']:g}")
             print(f"server: logistic-regression weights over {len(res['coef'])} features"
                   f"{' and an intercept' if res['fit_intercept'] else ''} of {res['n_records']} records (clients' "
@@ -83,6 +86,7 @@ def _run_job(args) -> int:
                   f"job's end (each records it in its ledger): epsilon_client is its guarantee "
                   f"({relation_phrase(rep.neighbouring, 'a client')})")
             return {"columns": cols, "coef": raw, "intercept": float(res["intercept"]), "schedule": sch,
+                    "solver": res.get("solver"), "solver_reason": res.get("solver_reason"),
                     "coef_scaled": {c: float(v) for c, v in zip(cols, res["coef"], strict=False)},
                     "column_scales": scales}
 
@@ -156,13 +160,17 @@ def run(args) -> int:
           f"{Xtr.shape[1]} features, {args.parties} clients (+ server), backend {s['backend']}, {args.runs} run(s)")
     if labels is not None:
         print(f"  labels {labels}; majority-class rate on the test split {max(np.mean(yte), 1 - np.mean(yte)):.4f}")
-    if args.solver == "sgd":
-        print(f"  SQM solver sgd: q {q:.4g}  epochs {epochs}  rounds {rep.rounds}  batch cap {s['b_max']}  "
-              f"lr {lr:g}  ||w|| <= {W:g}  gamma {args.gamma:g}  mu {rep.mu:.4g}  "
-              f"intercept {'no' if args.no_intercept else 'yes'}")
+    why = "" if s["solver_reason"] == "given" else f" (auto: {s['solver_reason']})"
+    if s["solver"] == "sgd":
+        sq = s["schedule"]
+        print(f"  SQM solver sgd{why}: q {sq['q']:.4g}  epochs {sq['epochs']}  rounds {rep.rounds}  batch cap "
+              f"{s['b_max']}  lr {sq['learning_rate']:g}  ||w|| <= {sq['weight_bound']:g}  gamma {args.gamma:g}  "
+              f"mu {rep.mu:.4g}  intercept {'no' if args.no_intercept else 'yes'}")
         print(f"  clipped records per client {s['clipped']}  batches truncated {s['batches_truncated']}")
+        if sq != {"q": q, "epochs": epochs, "learning_rate": lr, "weight_bound": W}:
+            print(f"  DPSGD and the Taylor reference: q {q:.4g}  epochs {epochs}  lr {lr:g}  ||w|| <= {W:g}")
     else:
-        print(f"  SQM solver moments: one release of the second moments, gamma {args.gamma:g}  mu {rep.mu:.4g}  "
+        print(f"  SQM solver moments{why}: one release of the second moments, gamma {args.gamma:g}  mu {rep.mu:.4g}  "
               f"intercept {'no' if args.no_intercept else 'yes'}; clipped records per client {s['clipped']}")
         print(f"  DPSGD and the Taylor reference: q {q:.4g}  epochs {epochs}  lr {lr:g}  ||w|| <= {W:g}")
     print(render_table(utility_rows(res) + [{"method": "DPSGD (not run)"}] * bool(not_run), UTILITY_COLUMNS))

@@ -30,6 +30,7 @@ from sqm.apps.logreg import party
 from sqm.apps.logreg.moments import CONSTANT, LABEL_WEIGHT, SCORE_WEIGHT, MomentsLayout, fit_release
 from sqm.apps.logreg.params import EPOCHS, LEARNING_RATE, SAMPLING_RATE, SOLVERS, LogRegParams  # noqa: F401
 from sqm.apps.logreg.party import LRPlan, batch_cap
+from sqm.apps.logreg import texts
 from sqm.apps.logreg.texts import SCHEDULE_HELP, SOLVER_HELP  # noqa: F401 (re-exported)
 from sqm.errors import UsageError
 
@@ -97,6 +98,36 @@ def resolve_schedule(n_records: int, epsilon: float, q=None, epochs=None, learni
 
 
 
+# solver="auto"'s sgd choice: one full-batch round, one noisy gradient at w = 0 (the direction sum x (1/2 - y) and
+# the intercept's): the whole budget on d + 1 numbers where the moments release spreads it over (d + 3)^2 / 2; the
+# small weight bound keeps the round's sensitivity small.  The threshold on n epsilon / d (records times epsilon per
+# feature column) was chosen on the tuning sets' subsamples (python -m bench lr-select --study solvers)
+AUTO_ROUND = Schedule(q=float(texts.AUTO_ROUND["q"]), epochs=int(texts.AUTO_ROUND["epochs"]),
+                      learning_rate=float(texts.AUTO_ROUND["learning_rate"]),
+                      weight_bound=float(texts.AUTO_ROUND["weight_bound"]))
+AUTO_THRESHOLD = texts.AUTO_THRESHOLD
+
+
+def auto_solver(n_records: int, n_features: int, epsilon: float, robust_noise: int = 0,
+                verify_inputs: bool = False) -> tuple[str, str]:
+    """(the solver ``solver="auto"`` runs, why) from public quantities only: the record count n, the feature
+    column count d (the label and the intercept's constant excluded) and epsilon.  The moments release when
+    ``robust_noise`` or ``verify_inputs`` is set (they apply to it only) or n epsilon / d >= :data:`AUTO_THRESHOLD`;
+    else one full-batch sgd round (:data:`AUTO_ROUND`), whose single noisy gradient holds more signal than the
+    moments' many noisy entries when few records carry each feature's share of the budget.  The round ranks records
+    well (its AUC) but its own threshold, one gradient step's intercept, leans to the majority class, while the
+    moments fit places LDA's threshold: the threshold is the largest at which the round's predictions were never
+    less accurate than the moments fit's on the tuning sets, so the round runs only where it wins on both."""
+    if robust_noise or verify_inputs:
+        given = "robust_noise" if robust_noise else "verify_inputs"
+        return "moments", f"{given} applies to the moments release only"
+    ratio = float(n_records) * float(epsilon) / max(1, int(n_features))
+    if ratio < AUTO_THRESHOLD:
+        return "sgd", (f"n epsilon / d = {n_records} x {epsilon:g} / {n_features} = {ratio:.4g} < "
+                       f"{AUTO_THRESHOLD:g}: one full-batch sgd round")
+    return "moments", f"n epsilon / d = {n_records} x {epsilon:g} / {n_features} = {ratio:.4g} >= {AUTO_THRESHOLD:g}"
+
+
 def moments_release(feature_counts, label_party: int, gamma: float, epsilon: float, delta: float,
                     constant: float | None = None, party_bounds=None, backend: str = "plain", seed=None, timeout=3600.0,
                     chunk_rows=None, label_weight=None, robust_noise: int = 0, verify_sharing: bool = False,
@@ -104,7 +135,7 @@ def moments_release(feature_counts, label_party: int, gamma: float, epsilon: flo
     """(the :class:`sqm.mechanism.release.SQM` release of the augmented rows' Gram, its
     :class:`sqm.apps.logreg.moments.MomentsLayout`) for clients holding ``feature_counts`` feature columns (the
     label party's features bounded with the others' by ||x||_2 <= 1, the constant and kappa y each a column of its
-    own): the default solver's one release (:mod:`sqm.apps.logreg.moments`); ``robust_noise``, ``verify_sharing``,
+    own): the moments solver's one release (:mod:`sqm.apps.logreg.moments`); ``robust_noise``, ``verify_sharing``,
     ``verify_inputs``:
     :class:`sqm.mechanism.release.SQM`'s; ``constant``, ``label_weight``, ``score_weight`` None: the defaults
     c, kappa, beta (:mod:`sqm.apps.logreg.moments`)."""
@@ -239,7 +270,10 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
     convention), whose weight times c is ``intercept_``; the sensitivity counts it as a feature (a record's
     row then has norm <= sqrt(1 + c^2)).  The weights, the constant's included, are projected onto
     ||w||_2 <= W.  ``sampling_rate``, ``epochs``, ``learning_rate``, ``weight_bound`` left None are chosen in
-    ``fit`` from the record count by :func:`default_schedule` (``schedule_`` holds what ran).
+    ``fit`` from the record count by :func:`default_schedule` (``schedule_`` holds what ran).  ``solver``: "moments"
+    (one release of the second moments, :mod:`sqm.apps.logreg.moments`), "sgd" (the per-batch protocol below) or
+    "auto" (default: one of them chosen from the record count, the feature column count and epsilon by
+    :func:`auto_solver`); ``solver_`` and ``solver_reason_`` say which ran and why.
     mu is calibrated before training for the server-observed (epsilon, delta) over R = epochs * round(1/q)
     Poisson-subsampled rounds (Eq. 20) with the proven sensitivity of
     :func:`sqm.mechanism.sensitivity.logreg_sensitivity`.  The weights stay at the server (their coefficients are
@@ -299,18 +333,41 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
         if self.solver == "sgd" and self.verify_inputs:
             raise UsageError("verify_inputs applies to the moments solver's release, not to the per-batch sgd "
                              "protocol (its rounds are not proven)")
-        if self.solver == "moments":
+        if self.solver != "sgd":
             given = [n for n in ("sampling_rate", "epochs", "learning_rate", "weight_bound")
                      if getattr(self, n) is not None]
             if given:
-                raise UsageError(f"{', '.join(given)}: the schedule of solver='sgd'; the default solver "
-                                 f"'moments' releases the moments once and has no schedule (set solver='sgd' "
-                                 f"to use one)")
+                what = ("releases the moments once and has no schedule" if self.solver == "moments" else
+                        "runs the moments release or one full-batch sgd round of its own schedule")
+                raise UsageError(f"{', '.join(given)}: the schedule of solver='sgd'; solver '{self.solver}' "
+                                 f"{what} (set solver='sgd' to use one)")
+        if self.solver == "auto" and not self.noise:
+            raise UsageError("noise=False is available with solver='sgd' only (set it: solver 'auto' may run the "
+                             "moments release, which is always noisy)")
         if self.backend not in party.BACKENDS:
             raise UsageError(f"backend must be one of {party.BACKENDS}, got {self.backend!r}")
         if isinstance(self.n_parties, bool) or int(self.n_parties) != self.n_parties or self.n_parties < 2:
             raise UsageError(f"n_parties must be an integer >= 2 (Shamir sharing needs two clients), "
                              f"got {self.n_parties!r}")
+
+    def resolve_solver(self, n_records: int, n_features: int) -> tuple[str, str]:
+        """(the solver a fit on ``n_records`` records of ``n_features`` feature columns runs, why): the one given,
+        or :func:`auto_solver`'s choice from those public counts and epsilon."""
+        self.check_params()
+        if self.solver != "auto":
+            return self.solver, "given"
+        return auto_solver(n_records, n_features, self.epsilon, int(self.robust_noise), bool(self.verify_inputs))
+
+    def for_solver(self, solver: str) -> SQMLogisticRegression:
+        """The estimator that runs ``solver`` (from :meth:`resolve_solver`): this one when it is the one given, else
+        a copy with it set (the sgd solver with :data:`AUTO_ROUND`'s schedule)."""
+        if solver == self.solver:
+            return self
+        from sklearn.base import clone
+
+        extra = dict(sampling_rate=AUTO_ROUND.q, epochs=AUTO_ROUND.epochs, learning_rate=AUTO_ROUND.learning_rate,
+                     weight_bound=AUTO_ROUND.weight_bound) if solver == "sgd" else {}
+        return clone(self).set_params(solver=solver, **extra)
 
     def schedule(self, n_records: int) -> Schedule:
         """The schedule a fit on ``n_records`` records runs: the parameters given, the rest from
@@ -410,7 +467,7 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
         return plan, report
 
     def moments_plan(self, n_records: int, feature_counts, label_party: int):
-        """(the SQM release, its layout, its privacy report) of the default solver (``solver="moments"``), from
+        """(the SQM release, its layout, its privacy report) of the moments solver (``solver="moments"``), from
         public counts only: one release of the Gram of [features, c, kappa y, beta (1/2 - y)]
         (:mod:`sqm.apps.logreg.moments`)."""
         self.check_params()
@@ -453,6 +510,21 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
         loss shown on the progress bar of ``solver="sgd"`` (nothing else is computed from it)."""
         self.check_params()
         blocks, counts, label = self._data(X, y)
+        solver, why = self.resolve_solver(blocks[0].shape[0], sum(counts))
+        run = self.for_solver(solver)
+        if run is not self:
+            run.classes_, run.n_features_in_ = self.classes_, self.n_features_in_
+            run._fit_blocks(blocks, counts, label, eval_set)
+            for name, value in vars(run).items():
+                if name.endswith("_") and not name.startswith("_"):
+                    setattr(self, name, value)
+        else:
+            self._fit_blocks(blocks, counts, label, eval_set)
+        self.solver_, self.solver_reason_ = solver, why
+        return self
+
+    def _fit_blocks(self, blocks, counts, label, eval_set=None) -> SQMLogisticRegression:
+        """Train this estimator's own (explicit) solver on the clients' blocks (:meth:`_data`)."""
         if self.solver == "moments":
             return self._fit_moments(blocks, counts, label)
         plan, report = self.plan(blocks[0].shape[0], counts, label)

@@ -2,6 +2,7 @@
 and the table's rows."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from typing import TYPE_CHECKING
@@ -124,7 +125,8 @@ def compare(Xtr, ytr, Xte, yte, *, epsilon, delta, gamma, parties, backend, seed
         row("sqm", m.decision_function(Xte), t0, m.report_,
             test_loss=logistic_loss(np.r_[m.coef_[0], m.intercept_ / c] if c else m.coef_[0], Xte_c, yte),
             training_seconds=m.seconds_, clipped=m.clipped_, batches_truncated=m.batches_truncated_,
-            b_max=m.plan_.b_max if sgd and m.plan_ is not None else None, backend=m.backend_, solver=solver)
+            b_max=m.plan_.b_max if m.plan_ is not None else None, backend=m.backend_, solver=m.solver_,
+            solver_reason=m.solver_reason_, schedule=None if m.schedule_ is None else dataclasses.asdict(m.schedule_))
         out["sqm"]["bytes_sent"] = int(sum(m.bytes_sent_))
     if "dpsgd" in methods:
         t0 = time.perf_counter()

@@ -126,21 +126,32 @@ class LRJobTask(JobTask):
     def public(self):
         return self.params.public()
 
+    def solver_of(self, meta) -> tuple[str, str]:
+        """(the solver this job runs, why): the one given, or ``solver="auto"``'s choice from the public record
+        count (the intersection's size; with membership hidden the S positions the union is placed over, which
+        every party knows, not the intersection, which only the server does), the clients' feature column counts
+        and epsilon (:func:`sqm.apps.logreg.estimator.auto_solver`), every party alike."""
+        return self.estimator.resolve_solver(meta.n_records, sum(self.feature_counts(meta)))
+
+    def _runner(self, meta) -> SQMLogisticRegression:
+        """The estimator whose plan this job runs (its solver resolved, :meth:`solver_of`)."""
+        return self.estimator.for_solver(self.solver_of(meta)[0])
+
     def _moments(self, meta):
         """(the SQM release, its layout, its report) of the moments solver, from the public counts."""
         if meta not in self._moment_plans:
             label, counts = self.label_index(meta), self.feature_counts(meta)
-            self._moment_plans[meta] = self.estimator.moments_plan(meta.n_records, counts, label)
+            self._moment_plans[meta] = self._runner(meta).moments_plan(meta.n_records, counts, label)
         return self._moment_plans[meta]
 
     def _plan(self, meta) -> tuple[LRPlan, PrivacyReport, int]:
         """The public plan, privacy report and label party from the clients' public counts (every party alike)."""
         label, counts = self.label_index(meta), self.feature_counts(meta)
-        return (*self.estimator.plan(meta.n_records, counts, label, union=meta.union), label)
+        return (*self._runner(meta).plan(meta.n_records, counts, label, union=meta.union), label)
 
     def release(self, meta) -> PrivacyReport:
         """What the job releases (for the server's privacy-budget ledger), from the public counts."""
-        return self._moments(meta)[2] if self.solver == "moments" else self._plan(meta)[1]
+        return self._moments(meta)[2] if self.solver_of(meta)[0] == "moments" else self._plan(meta)[1]
 
     async def _run_moments(self, ctx, table, meta) -> dict:
         """The moments solver's one release (:func:`sqm.mechanism.release.sqm_round` of the Gram of [features, c,
@@ -169,10 +180,10 @@ class LRJobTask(JobTask):
                               bool(self.estimator.fit_intercept))
         return {"weights": np.r_[w, b], "coef": w, "intercept": float(b), "report": report,
                 "secure_mode": self.secure_mode, "fit_intercept": bool(self.estimator.fit_intercept),
-                "solver": "moments", "schedule": None, "b_max": None}
+                "solver": "moments", "solver_reason": self.solver_of(meta)[1], "schedule": None, "b_max": None}
 
     async def run(self, ctx, table, meta) -> dict:
-        if self.solver == "moments":
+        if self.solver_of(meta)[0] == "moments":
             return await self._run_moments(ctx, table, meta)
         plan, report, label = self._plan(meta)
         block, labels = None, None
@@ -190,8 +201,9 @@ class LRJobTask(JobTask):
         if ctx.is_server:
             coef, intercept = split_weights(res["weights"], plan)
             res.update(report=report, secure_mode=self.secure_mode, b_max=plan.b_max, coef=coef[0],
-                       intercept=float(intercept[0]), fit_intercept=plan.has_intercept,
-                       schedule={**dataclasses.asdict(self.estimator.schedule(meta.n_records)),
+                       intercept=float(intercept[0]), fit_intercept=plan.has_intercept, solver="sgd",
+                       solver_reason=self.solver_of(meta)[1],
+                       schedule={**dataclasses.asdict(self._runner(meta).schedule(meta.n_records)),
                                  "rounds": plan.rounds})
         else:
             res["rows"] = table.n_rows  # this client's own clip count over its rows (sqm.framework.party.clip_warning)

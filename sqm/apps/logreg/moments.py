@@ -1,5 +1,6 @@
-"""SQM-LR's default solver: ONE SQM release of the records' second moments, then a model fitted from them at the
-server (post-processing: no further privacy cost).
+"""SQM-LR's moments solver (what the default ``solver="auto"`` runs unless records per feature are few): ONE SQM
+release of the records' second moments, then a model fitted from them at the server (post-processing: no further
+privacy cost).
 
 Why: the per-batch protocol (:mod:`sqm.apps.logreg.party`, ``solver="sgd"``) releases a Taylor
 gradient every round, and every release pays for the worst record under the worst weights: its sensitivity

@@ -32,7 +32,7 @@ from sqm.mechanism.params import (
     verify_sharing_help,
 )
 
-SOLVERS = ("moments", "sgd")
+SOLVERS = ("auto", "moments", "sgd")
 
 SAMPLING_RATE = Param(None, Interval(0, 1, "right"), "Poisson sampling rate (default: chosen from the record count "
                       "n: max(64, sqrt n) / n)", optional=True, option="q", label="sampling rate q")
@@ -50,7 +50,7 @@ FIT_INTERCEPT = Param(True, Boolean(), "fit no intercept (default: an intercept,
                       "appends a public constant column 1, counted in the sensitivity; every baseline fits one too)",
                       option="no_intercept", negate=True)
 INTERCEPT_SCALING = Param(1.0, POSITIVE, option="")
-SOLVER = Param("moments", Choice(*SOLVERS), SOLVER_HELP)
+SOLVER = Param("auto", Choice(*SOLVERS), SOLVER_HELP)
 ROBUST_NOISE_HELP = robust_noise_help("solver moments")
 VERIFY_SHARING_HELP = verify_sharing_help(
     "before the release (with --solver sgd: before every round's opening)",

@@ -1,0 +1,300 @@
+"""SQM-LR at small n on the tuning sets: its solvers' defaults, and how a grid point is selected.
+
+    python -m bench lr-select --study solvers --datasets breast_cancer adult --records 150 3000 --epsilons 0.5
+    python -m bench lr-select --study select --datasets breast_cancer --records 150 --epsilons 0.5 --fits 3
+
+Tuning sets only (:data:`bench.lr_tuned.USED_FOR_DEFAULTS`: breast_cancer, credit_default, adult): the protocol
+choices these studies inform (the sgd points in the LR bench's grid, its mean of several fits per point, the
+estimator's ``solver="auto"`` rule) must never see a held-out set, so any other data set is refused.  Every
+figure is scored on records OUTSIDE a random subsample of n records (never a bench test split).
+
+Per data set, record count n and epsilon, ``--draws`` times (draw s):
+
+``--study solvers``: n records drawn without replacement (generator seeded :data:`SOLVERS_SEED`), the first 60%
+the training rows, scored on the first :data:`SOLVERS_SCORED` records outside the subsample (both standardized
+with the training rows' statistics, :func:`sqm.apps.logreg.experiment.standardized_unit_rows`); each method fitted
+with seed s: the estimator's moments solver with its defaults, one or two full-batch sgd rounds (q 1, learning rate
+1, ||w|| <= 0.1) and DPSGD at a fixed schedule (:data:`SOLVER_METHODS`); the figures are the AUC's mean, spread and
+minimum over the draws, and the mean accuracy at the model's own threshold (what ``predict`` does; the whole set's
+majority-class rate beside it).  ``auto`` in the table: what ``solver="auto"`` chooses for the cell's
+training rows (:func:`sqm.apps.logreg.estimator.auto_solver` of 60% of n, d and epsilon).
+
+``--study select``: n records drawn (seeded :data:`SELECT_SEED`), 60% train, the next 20% validation, scored on
+the first :data:`SELECT_SCORED` records outside the subsample; draw s's seeds are ``--fits`` + 1 integers of a
+generator seeded s; every point of the LR bench's SQM grid (:data:`bench.lr_tuned.SQM_GRIDS`, or ``--max-points``
+of them) is fitted on train with each of the first ``--fits`` seeds and scored by AUC on validation; each rule
+(:data:`RULES`) picks the point of highest rule score (the first on ties), refitted with the last seed and scored
+outside.  The rule ``dpsgd``: DPSGD's grid (:data:`bench.lr_tuned.DPSGD_GRID`) by one fit per point (the first
+seed), for reference.
+
+Tuning's privacy cost is not counted: each figure is one fit's epsilon.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import time
+
+from bench.common import finish
+from bench.lr_tuned import USED_FOR_DEFAULTS
+
+TUNING_SETS = tuple(name for name, used in USED_FOR_DEFAULTS.items() if used)
+STUDIES = ("solvers", "select")
+DELTA = 1e-5
+TRAIN_SHARE, VALIDATION_SHARE = 0.6, 0.2
+
+SOLVERS_SEED, SOLVERS_SCORED = 1, 2000
+# method -> the estimator's parameters (None: DPSGD at DPSGD_SCHEDULE)
+SGD_ROUND = dict(solver="sgd", sampling_rate=1.0, epochs=1, learning_rate=1.0, weight_bound=0.1)
+SOLVER_METHODS = {"moments": dict(solver="moments"), "sgd1": SGD_ROUND, "sgd2": dict(SGD_ROUND, epochs=2),
+                  "dpsgd": None}
+DPSGD_SCHEDULE = dict(batch=64, epochs=2, learning_rate=0.5, clip=0.5)
+
+SELECT_SEED, SELECT_SCORED = 7, 3000
+RULES = ("one", "mean3", "mean3-std", "min3", "mean", "mean-std", "dpsgd")
+RULE_HELP = ("one: the first fit's validation AUC; mean3, mean3-std, min3: the mean, mean minus standard "
+             "deviation, minimum of the first 3 fits'; mean, mean-std: of all --fits fits'; dpsgd: DPSGD's grid by "
+             "one fit per point (reference)")
+DEFAULT_RULES = ("one", "mean3", "mean3-std", "min3", "mean", "mean-std")
+NOT_COUNTED = ("tuning sets only, scored on records outside each subsample; tuning's privacy cost is not counted: "
+               "each figure is one fit's epsilon")
+
+
+def check_tuning_sets(datasets) -> None:
+    """Refuse any data set that is not a tuning set: a held-out set must never inform these choices."""
+    from sqm.errors import UsageError
+
+    bad = [d for d in datasets if d not in TUNING_SETS]
+    if bad:
+        raise UsageError(f"lr-select runs on the tuning sets only ({', '.join(TUNING_SETS)}): {', '.join(bad)} "
+                         f"is held out (never used to choose a protocol or a default)")
+
+
+def _auc(y, s) -> float:
+    from sklearn.metrics import roc_auc_score
+
+    return float(roc_auc_score(y, s))
+
+
+def _load(name: str):
+    import numpy as np
+
+    from bench import lr_tuned
+
+    X, y = lr_tuned.load(name)[:2]
+    return X, np.asarray(y)
+
+
+def _fit_method(method: str, Xtr, ytr, epsilon: float, seed: int):
+    """The scoring function of ``method`` (:data:`SOLVER_METHODS`) fitted on (Xtr, ytr) with ``seed``."""
+    from bench import lr_tuned
+    from sqm.apps.logreg.estimator import SQMLogisticRegression
+
+    params = SOLVER_METHODS[method]
+    if params is None:
+        return lr_tuned.fit_dpsgd(Xtr, ytr, DPSGD_SCHEDULE, epsilon, DELTA, seed)[0]
+    return SQMLogisticRegression(epsilon, DELTA, backend="plain", seed=seed, **params).fit(Xtr, ytr).decision_function
+
+
+def solvers_cell(X, y, n: int, epsilon: float, draws: int, methods=tuple(SOLVER_METHODS)) -> dict:
+    """method -> {auc, accuracy: of its ``draws`` fits; the accuracy at the model's own threshold, as ``predict``}
+    (``--study solvers``'s protocol, module docstring)."""
+    import numpy as np
+
+    from sqm.apps.logreg.experiment import standardized_unit_rows
+
+    rng = np.random.default_rng(SOLVERS_SEED)
+    out: dict[str, dict[str, list[float]]] = {m: {"auc": [], "accuracy": []} for m in methods}
+    for s in range(draws):
+        idx = rng.choice(len(y), n, replace=False)
+        tr, sc = idx[: int(TRAIN_SHARE * n)], np.setdiff1d(np.arange(len(y)), idx)[:SOLVERS_SCORED]
+        Xtr, Xsc = standardized_unit_rows(X[tr], X[sc])
+        for m in methods:
+            scores = _fit_method(m, Xtr, y[tr], epsilon, s)(Xsc)
+            out[m]["auc"].append(_auc(y[sc], scores))
+            out[m]["accuracy"].append(float(np.mean((scores > 0) == (y[sc] == 1))))
+    return out
+
+
+def grid_subset(points: list, max_points: int | None) -> list[int]:
+    """Indices of ``max_points`` points spread evenly over ``points`` (the first and the last among them; all of
+    them when None or at least their number)."""
+    import numpy as np
+
+    if max_points is None or max_points >= len(points):
+        return list(range(len(points)))
+    if max_points < 1:
+        from sqm.errors import UsageError
+
+        raise UsageError(f"--max-points must be >= 1, got {max_points}")
+    return sorted({int(i) for i in np.round(np.linspace(0, len(points) - 1, max_points))})
+
+
+def rule_scores(rule: str, v):
+    """Each grid point's score under ``rule`` from ``v`` (points x fits validation AUCs, NaN: a failed fit)."""
+    import numpy as np
+
+    with np.errstate(all="ignore"):
+        if rule == "one":
+            return v[:, 0]
+        w = v[:, :3] if rule in ("mean3", "mean3-std", "min3") else v
+        if rule == "min3":
+            return np.nanmin(w, 1)
+        mean = np.nanmean(w, 1)
+        return mean - np.nanstd(w, 1) if rule.endswith("-std") else mean
+
+
+def select_cell(X, y, n: int, epsilon: float, draws: int, fits: int, rules=DEFAULT_RULES,
+                max_points: int | None = None) -> dict:
+    """rule -> {auc: the refitted choices' AUCs outside the subsample, chosen: their grid indices} over ``draws``
+    draws (``--study select``'s protocol, module docstring)."""
+    import warnings
+
+    import numpy as np
+
+    from bench import lr_tuned
+    from sqm.apps.logreg.experiment import standardized_unit_rows
+
+    all_points = lr_tuned.grid_points(lr_tuned.SQM_GRIDS)
+    keep = grid_subset(all_points, max_points)
+    points = [all_points[i] for i in keep]
+    rng = np.random.default_rng(SELECT_SEED)
+    out: dict[str, dict[str, list]] = {r: {"auc": [], "chosen": []} for r in rules}
+    for s in range(draws):
+        idx = rng.choice(len(y), n, replace=False)
+        cut1, cut2 = int(TRAIN_SHARE * n), int((TRAIN_SHARE + VALIDATION_SHARE) * n)
+        tr, va = idx[:cut1], idx[cut1:cut2]
+        ev = np.setdiff1d(np.arange(len(y)), idx)[:SELECT_SCORED]
+        Xtr, Xva = standardized_unit_rows(X[tr], X[va])
+        _, Xev = standardized_unit_rows(X[tr], X[ev])
+        seeds = [int(v) for v in np.random.default_rng(s).integers(0, 2 ** 62, size=fits + 1)]
+
+        def val(p, sd, Xtr=Xtr, ytr=y[tr], Xva=Xva, yva=y[va]):
+            try:
+                return _auc(yva, lr_tuned.fit_sqm(Xtr, ytr, p, epsilon, DELTA, sd)[0](Xva))
+            except Exception:  # a fit the noise breaks scores NaN, as in the grid search
+                return math.nan
+
+        sqm_rules = [r for r in rules if r != "dpsgd"]
+        if sqm_rules:
+            v = np.array([[val(p, sd) for sd in seeds[:fits]] for p in points])
+            refit: dict[int, float] = {}
+            for r in sqm_rules:
+                best = int(np.nanargmax(rule_scores(r, v)))
+                if best not in refit:
+                    f, _ = lr_tuned.fit_sqm(Xtr, y[tr], points[best], epsilon, DELTA, seeds[fits])
+                    refit[best] = _auc(y[ev], f(Xev))
+                out[r]["auc"].append(refit[best])
+                out[r]["chosen"].append(keep[best])
+        if "dpsgd" in rules:
+            dpts = lr_tuned.grid_points(lr_tuned.DPSGD_GRID)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                dv = [_auc(y[va], lr_tuned.fit_dpsgd(Xtr, y[tr], p, epsilon, DELTA, seeds[0])[0](Xva)) for p in dpts]
+                best = int(np.argmax(dv))
+                f, _ = lr_tuned.fit_dpsgd(Xtr, y[tr], dpts[best], epsilon, DELTA, seeds[fits])
+            out["dpsgd"]["auc"].append(_auc(y[ev], f(Xev)))
+            out["dpsgd"]["chosen"].append(best)
+    return out
+
+
+def _summary(values) -> dict:
+    import numpy as np
+
+    return dict(auc=float(np.mean(values)), auc_std=float(np.std(values)), auc_min=float(np.min(values)))
+
+
+def run(study: str = "solvers", datasets=("breast_cancer",), records=(150,), epsilons=(0.5,), draws: int = 10,
+        fits: int = 5, rules=DEFAULT_RULES, max_points: int | None = None, methods=tuple(SOLVER_METHODS),
+        progress: bool = True) -> dict:
+    """The study's report: one row per (data set, n, epsilon, method or rule); cells whose n is not below the
+    data set's record count (nothing left to score on) are listed under ``skipped``."""
+    import warnings
+
+    import numpy as np
+    from tqdm import tqdm
+
+    from sqm.apps.logreg.estimator import auto_solver
+
+    check_tuning_sets(datasets)
+    if study not in STUDIES:
+        from sqm.errors import UsageError
+
+        raise UsageError(f"--study must be one of {STUDIES}, got {study!r}")
+    t0, c0 = time.perf_counter(), time.process_time()
+    rows: list[dict] = []
+    skipped: list[dict] = []
+    cells = [(d, n, e) for d in datasets for n in records for e in epsilons]
+    for name, n, eps in tqdm(cells, desc=f"lr-select {study}", disable=not progress, leave=False):
+        X, y = _load(name)
+        if n >= len(y):
+            skipped.append(dict(dataset=name, records=n, epsilon=eps, reason=f"{len(y)} records in all"))
+            continue
+        base = dict(dataset=name, records=n, d=int(X.shape[1]), epsilon=eps, draws=draws)
+        majority = float(max(np.mean(y), 1 - np.mean(y)))  # the whole set's majority-class rate, for reference
+        if study == "solvers":
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                got = solvers_cell(X, y, n, eps, draws, methods)
+            auto = auto_solver(int(TRAIN_SHARE * n), int(X.shape[1]), eps)[0]
+            for m, vals in got.items():
+                rows.append(dict(base, method=m, auto=auto, **_summary(vals["auc"]), values=vals["auc"],
+                                 accuracy=float(np.mean(vals["accuracy"])), accuracies=vals["accuracy"],
+                                 majority=majority))
+        else:
+            sel = select_cell(X, y, n, eps, draws, fits, rules, max_points)
+            for r, res in sel.items():
+                rows.append(dict(base, rule=r, fits=fits, **_summary(res["auc"]), values=res["auc"],
+                                 chosen=res["chosen"]))
+    return dict(study=study, protocol=NOT_COUNTED, delta=DELTA, draws=draws,
+                fits=fits if study == "select" else None, max_points=max_points, rows=rows, skipped=skipped,
+                seconds=time.perf_counter() - t0, cpu_seconds=time.process_time() - c0)
+
+
+def print_table(rep: dict) -> None:
+    from bench.common import relation_note
+    from sqm.cli.tables import render_table
+
+    what = "solvers with their defaults" if rep["study"] == "solvers" else (
+        f"selection rules over the SQM grid ({rep['fits']} fits per point)")
+    print(f"SQM-LR at small n, {what}; AUC over {rep['draws']} draws (delta {rep['delta']:g}); {rep['protocol']}")
+    key = "method" if rep["study"] == "solvers" else "rule"
+    table = [{"dataset": r["dataset"], "n": r["records"], "eps": r["epsilon"], key: r[key],
+              "AUC": f"{r['auc']:.3f} +- {r['auc_std']:.3f}", "min": f"{r['auc_min']:.3f}",
+              **({"accuracy": f"{r['accuracy']:.3f}", "majority": f"{r['majority']:.3f}", "auto": r["auto"]}
+                 if key == "method" else {})} for r in rep["rows"]]
+    cols = ["dataset", "n", ("eps", "eps", "g"), key, "AUC", "min"] + (
+        ["accuracy", "majority", "auto"] if key == "method" else [])
+    print(render_table(table, cols))
+    for s in rep["skipped"]:
+        print(f"  skipped {s['dataset']} n {s['records']}: {s['reason']}")
+    print(relation_note())
+    print(f"{rep['seconds']:.0f} s wall, {rep['cpu_seconds']:.0f} CPU s")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--study", choices=STUDIES, default="solvers",
+                   help="solvers: the estimator's defaults per solver and DPSGD; select: selection rules over the "
+                        "LR bench's SQM grid (default solvers)")
+    p.add_argument("--datasets", nargs="+", default=["breast_cancer"],
+                   help=f"tuning sets only ({', '.join(TUNING_SETS)}; default breast_cancer): held-out sets are "
+                        f"refused, they must never inform a protocol choice or a default")
+    p.add_argument("--records", nargs="+", type=int, default=[150],
+                   help="subsample sizes n (default 150); a cell with n not below the set's size is skipped")
+    p.add_argument("--epsilons", nargs="+", type=float, default=[0.5], help="epsilons (default 0.5)")
+    p.add_argument("--draws", type=int, default=10, help="subsamples (draws) per cell (default 10)")
+    p.add_argument("--fits", type=int, default=5,
+                   help="select: fits with fresh noise per grid point (default 5; the refit uses one more seed)")
+    p.add_argument("--rules", nargs="+", choices=RULES, default=list(DEFAULT_RULES),
+                   help=f"select: the rules compared (default {' '.join(DEFAULT_RULES)}); {RULE_HELP}")
+    p.add_argument("--max-points", type=int, default=None,
+                   help="select: this many grid points, spread evenly over the grid (default all)")
+    p.add_argument("--methods", nargs="+", choices=list(SOLVER_METHODS), default=list(SOLVER_METHODS),
+                   help="solvers: the methods compared (default all: " + ", ".join(SOLVER_METHODS) + ")")
+    p.add_argument("--json", help="write the report here")
+
+
+def cli(args) -> int:
+    rep = run(args.study, tuple(args.datasets), tuple(args.records), tuple(args.epsilons), args.draws, args.fits,
+              tuple(args.rules), args.max_points, tuple(args.methods), progress=not args.quiet)
+    return finish(rep, args, print_table)

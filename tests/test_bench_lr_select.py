@@ -1,0 +1,84 @@
+"""bench lr-select: the tuning sets only (a held-out set refused), the report's structure, the rules' scores, the
+grid subset, and the same numbers twice for a seeded configuration."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from bench import lr_select, lr_tuned
+from bench.command import build_parser, parse
+from sqm.errors import UsageError
+
+
+def _run(tmp_path, name, *extra):
+    out = tmp_path / name
+    args = parse(["lr-select", "--datasets", "breast_cancer", "--records", "60", "600", "--epsilons", "1",
+                  "--draws", "2", "-q", "--json", str(out), *extra])
+    assert args.func(args) == 0
+    return json.loads(out.read_text())
+
+
+def test_held_out_sets_are_refused_and_the_help_says_so(tmp_path):
+    assert lr_select.TUNING_SETS == ("breast_cancer", "credit_default", "adult")
+    for study in ("solvers", "select"):
+        args = parse(["lr-select", "--study", study, "--datasets", "breast_cancer", "phishing", "-q"])
+        with pytest.raises(UsageError, match="tuning sets only .*: phishing is held out"):
+            args.func(args)
+    sub = build_parser()._subparsers._group_actions[0].choices["lr-select"]  # type: ignore[union-attr]
+    assert "held-out sets are refused" in " ".join(sub.format_help().split())
+
+
+def test_solvers_study_report(tmp_path, capsys):
+    doc = _run(tmp_path, "s.json", "--study", "solvers", "--methods", "moments", "sgd1")
+    rep = doc["details"]
+    assert doc["command"] == "bench lr-select" and rep["study"] == "solvers"
+    rows = rep["rows"]
+    assert [r["method"] for r in rows] == ["moments", "sgd1"]
+    from sqm.apps.logreg.estimator import auto_solver
+
+    for r in rows:
+        assert (r["dataset"], r["records"], r["d"], r["epsilon"], r["draws"]) == ("breast_cancer", 60, 30, 1.0, 2)
+        assert len(r["values"]) == 2 and all(0.0 <= v <= 1.0 for v in r["values"])
+        assert r["auc"] == pytest.approx(np.mean(r["values"])) and r["auc_min"] == min(r["values"])
+        assert r["auto"] == auto_solver(36, 30, 1.0)[0]  # the training rows: 60% of the subsample
+        assert len(r["accuracies"]) == 2 and r["accuracy"] == pytest.approx(np.mean(r["accuracies"]))
+        assert r["majority"] == pytest.approx(1 - 212 / 569)  # breast_cancer: 357 of 569 in the larger class
+    # 600 records: not below breast_cancer's 569, nothing left outside the subsample to score on
+    assert rep["skipped"] == [dict(dataset="breast_cancer", records=600, epsilon=1.0, reason="569 records in all")]
+    assert "skipped breast_cancer n 600" in capsys.readouterr().out
+
+
+def test_select_study_report_and_the_same_numbers_twice(tmp_path):
+    extra = ("--study", "select", "--fits", "2", "--rules", "one", "mean", "--max-points", "4")
+    a, b = _run(tmp_path, "a.json", *extra), _run(tmp_path, "b.json", *extra)
+    keep = lr_select.grid_subset(lr_tuned.grid_points(lr_tuned.SQM_GRIDS), 4)
+    rows = a["details"]["rows"]
+    assert [r["rule"] for r in rows] == ["one", "mean"]
+    for r in rows:
+        assert r["fits"] == 2 and len(r["values"]) == 2 and set(r["chosen"]) <= set(keep)
+    # seeded: the same figures and choices, bit for bit
+    assert [(r["values"], r["chosen"]) for r in rows] == [(r["values"], r["chosen"]) for r in b["details"]["rows"]]
+
+
+def test_grid_subset_spreads_over_the_grid_both_solvers_included():
+    points = lr_tuned.grid_points(lr_tuned.SQM_GRIDS)
+    keep = lr_select.grid_subset(points, 4)
+    assert keep[0] == 0 and keep[-1] == len(points) - 1 and len(keep) == 4
+    assert {points[i].get("solver", "moments") for i in keep} == {"moments", "sgd"}
+    assert lr_select.grid_subset(points, None) == lr_select.grid_subset(points, 10 ** 6) == list(range(len(points)))
+    with pytest.raises(UsageError, match="--max-points must be >= 1"):
+        lr_select.grid_subset(points, 0)
+
+
+def test_rule_scores():
+    v = np.array([[0.9, 0.1, 0.2, 0.5], [0.6, 0.6, 0.6, math.nan], [math.nan, 0.7, 0.8, 0.9]])
+    assert lr_select.rule_scores("one", v).tolist()[:2] == [0.9, 0.6]
+    assert np.allclose(lr_select.rule_scores("mean3", v), [0.4, 0.6, 0.75])
+    assert np.allclose(lr_select.rule_scores("min3", v), [0.1, 0.6, 0.7])
+    assert np.allclose(lr_select.rule_scores("mean3-std", v), [0.4 - np.std([0.9, 0.1, 0.2]), 0.6, 0.7])
+    assert np.allclose(lr_select.rule_scores("mean", v), [0.425, 0.6, 0.8])
+    assert np.allclose(lr_select.rule_scores("mean-std", v),
+                       [0.425 - np.std([0.9, 0.1, 0.2, 0.5]), 0.6, 0.8 - np.std([0.7, 0.8, 0.9])])
