@@ -2,6 +2,7 @@
 
     python -m bench lr-select --study solvers --datasets breast_cancer adult --records 150 3000 --epsilons 0.5
     python -m bench lr-select --study select --datasets breast_cancer --records 150 --epsilons 0.5 --fits 3
+    python -m bench lr-select --study rowscale --datasets breast_cancer adult --records 150 400 --epsilons 0.5 1
 
 Tuning sets only (:data:`bench.lr_tuned.USED_FOR_DEFAULTS`: breast_cancer, credit_default, adult): the protocol
 choices these studies inform (the sgd points in the LR bench's grid, its mean of several fits per point, the
@@ -27,6 +28,13 @@ of them) is fitted on train with each of the first ``--fits`` seeds and scored b
 outside.  The rule ``dpsgd``: DPSGD's grid (:data:`bench.lr_tuned.DPSGD_GRID`) by one fit per point (the first
 seed), for reference.
 
+``--study rowscale``: n records drawn (seeded :data:`ROWSCALE_SEED`), 60% train, scored on the first
+:data:`ROWSCALE_SCORED` records outside the subsample; SQM-LR's one full-batch sgd round and DPSGD at a fixed
+schedule (:data:`ROWSCALE_METHODS`) fitted with seed 1000 + s at each row scale (the rows multiplied before each
+method clips, the LR bench's ``row_scale``); the figures are the AUC's mean, spread and minimum, and the share of
+fits whose AUC is below :data:`FAILED_AUC` (the noise broke the direction).  The evidence that every method of the
+LR bench is offered the same row scales, up to 8.
+
 Tuning's privacy cost is not counted: each figure is one fit's epsilon.
 """
 from __future__ import annotations
@@ -39,7 +47,7 @@ from bench.common import finish
 from bench.lr_tuned import USED_FOR_DEFAULTS
 
 TUNING_SETS = tuple(name for name, used in USED_FOR_DEFAULTS.items() if used)
-STUDIES = ("solvers", "select")
+STUDIES = ("solvers", "select", "rowscale")
 DELTA = 1e-5
 TRAIN_SHARE, VALIDATION_SHARE = 0.6, 0.2
 
@@ -58,6 +66,14 @@ RULE_HELP = ("one: the first fit's validation AUC; mean3, mean3-std, min3: the m
 DEFAULT_RULES = ("one", "mean3", "mean3-std", "min3", "mean", "mean-std")
 NOT_COUNTED = ("tuning sets only, scored on records outside each subsample; tuning's privacy cost is not counted: "
                "each figure is one fit's epsilon")
+
+
+ROWSCALE_SEED, ROWSCALE_SCORED = 3, 2000
+# method -> its fixed point, fitted at each row scale (--study rowscale): SQM-LR's one full-batch sgd round (the LR
+# bench's grid point) and DPSGD at a schedule of the bench's grid
+ROWSCALE_METHODS = {"sqm-sgd1": dict(solver="sgd", q=1.0, epochs=1, learning_rate=1.0, weight_bound=0.1),
+                    "dpsgd": dict(batch=256, epochs=2, learning_rate=0.5, clip=0.5)}
+FAILED_AUC = 0.6  # --study rowscale counts the fits that rank worse than this: the noise broke the direction
 
 
 def check_tuning_sets(datasets) -> None:
@@ -116,6 +132,31 @@ def solvers_cell(X, y, n: int, epsilon: float, draws: int, methods=tuple(SOLVER_
     return out
 
 
+def rowscale_cell(X, y, n: int, epsilon: float, draws: int, row_scales) -> dict:
+    """(method, row scale) -> the AUCs of its ``draws`` fits outside the subsample (``--study rowscale``'s
+    protocol, module docstring)."""
+    import warnings
+
+    import numpy as np
+
+    from bench import lr_tuned
+    from sqm.apps.logreg.experiment import standardized_unit_rows
+
+    fits = {"sqm-sgd1": lr_tuned.fit_sqm, "dpsgd": lr_tuned.fit_dpsgd}
+    rng = np.random.default_rng(ROWSCALE_SEED)
+    out: dict[tuple[str, float], list[float]] = {(m, float(r)): [] for m in ROWSCALE_METHODS for r in row_scales}
+    for s in range(draws):
+        idx = rng.choice(len(y), n, replace=False)
+        tr, sc = idx[: int(TRAIN_SHARE * n)], np.setdiff1d(np.arange(len(y)), idx)[:ROWSCALE_SCORED]
+        Xtr, Xsc = standardized_unit_rows(X[tr], X[sc])
+        for (m, r), vals in out.items():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                f, _ = fits[m](Xtr, y[tr], dict(ROWSCALE_METHODS[m], row_scale=r), epsilon, DELTA, 1000 + s)
+            vals.append(_auc(y[sc], f(Xsc)))
+    return out
+
+
 def grid_subset(points: list, max_points: int | None) -> list[int]:
     """Indices of ``max_points`` points spread evenly over ``points`` (the first and the last among them; all of
     them when None or at least their number)."""
@@ -144,8 +185,17 @@ def rule_scores(rule: str, v):
         return mean - np.nanstd(w, 1) if rule.endswith("-std") else mean
 
 
+def _with_row_scales(grid, row_scales):
+    """``grid`` (or a tuple of grids) with its row-scale axis restricted to ``row_scales`` (None: as it is)."""
+    if row_scales is None:
+        return grid
+    if isinstance(grid, (tuple, list)):
+        return tuple(_with_row_scales(g, row_scales) for g in grid)
+    return dict(grid, row_scale=tuple(float(r) for r in row_scales))
+
+
 def select_cell(X, y, n: int, epsilon: float, draws: int, fits: int, rules=DEFAULT_RULES,
-                max_points: int | None = None) -> dict:
+                max_points: int | None = None, row_scales=None) -> dict:
     """rule -> {auc: the refitted choices' AUCs outside the subsample, chosen: their grid indices} over ``draws``
     draws (``--study select``'s protocol, module docstring)."""
     import warnings
@@ -155,7 +205,7 @@ def select_cell(X, y, n: int, epsilon: float, draws: int, fits: int, rules=DEFAU
     from bench import lr_tuned
     from sqm.apps.logreg.experiment import standardized_unit_rows
 
-    all_points = lr_tuned.grid_points(lr_tuned.SQM_GRIDS)
+    all_points = lr_tuned.grid_points(_with_row_scales(lr_tuned.SQM_GRIDS, row_scales))
     keep = grid_subset(all_points, max_points)
     points = [all_points[i] for i in keep]
     rng = np.random.default_rng(SELECT_SEED)
@@ -187,7 +237,7 @@ def select_cell(X, y, n: int, epsilon: float, draws: int, fits: int, rules=DEFAU
                 out[r]["auc"].append(refit[best])
                 out[r]["chosen"].append(keep[best])
         if "dpsgd" in rules:
-            dpts = lr_tuned.grid_points(lr_tuned.DPSGD_GRID)
+            dpts = lr_tuned.grid_points(_with_row_scales(lr_tuned.DPSGD_GRID, row_scales))
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 dv = [_auc(y[va], lr_tuned.fit_dpsgd(Xtr, y[tr], p, epsilon, DELTA, seeds[0])[0](Xva)) for p in dpts]
@@ -206,7 +256,7 @@ def _summary(values) -> dict:
 
 def run(study: str = "solvers", datasets=("breast_cancer",), records=(150,), epsilons=(0.5,), draws: int = 10,
         fits: int = 5, rules=DEFAULT_RULES, max_points: int | None = None, methods=tuple(SOLVER_METHODS),
-        progress: bool = True) -> dict:
+        progress: bool = True, row_scales=None) -> dict:
     """The study's report: one row per (data set, n, epsilon, method or rule); cells whose n is not below the
     data set's record count (nothing left to score on) are listed under ``skipped``."""
     import warnings
@@ -241,12 +291,19 @@ def run(study: str = "solvers", datasets=("breast_cancer",), records=(150,), eps
                 rows.append(dict(base, method=m, auto=auto, **_summary(vals["auc"]), values=vals["auc"],
                                  accuracy=float(np.mean(vals["accuracy"])), accuracies=vals["accuracy"],
                                  majority=majority))
+        elif study == "rowscale":
+            from bench.lr_tuned import ROW_SCALES
+
+            got_rs = rowscale_cell(X, y, n, eps, draws, row_scales or ROW_SCALES)
+            for (m, r), vals in got_rs.items():
+                rows.append(dict(base, method=f"{m} x{r:g}", row_scale=r, **_summary(vals), values=vals,
+                                 failed=float(np.mean(np.asarray(vals) < FAILED_AUC))))
         else:
-            sel = select_cell(X, y, n, eps, draws, fits, rules, max_points)
+            sel = select_cell(X, y, n, eps, draws, fits, rules, max_points, row_scales)
             for r, res in sel.items():
                 rows.append(dict(base, rule=r, fits=fits, **_summary(res["auc"]), values=res["auc"],
                                  chosen=res["chosen"]))
-    return dict(study=study, protocol=NOT_COUNTED, delta=DELTA, draws=draws,
+    return dict(study=study, protocol=NOT_COUNTED, delta=DELTA, draws=draws, row_scales=row_scales,
                 fits=fits if study == "select" else None, max_points=max_points, rows=rows, skipped=skipped,
                 seconds=time.perf_counter() - t0, cpu_seconds=time.process_time() - c0)
 
@@ -255,16 +312,19 @@ def print_table(rep: dict) -> None:
     from bench.common import relation_note
     from sqm.cli.tables import render_table
 
-    what = "solvers with their defaults" if rep["study"] == "solvers" else (
-        f"selection rules over the SQM grid ({rep['fits']} fits per point)")
+    what = {"solvers": "solvers with their defaults",
+            "rowscale": f"fixed points at each row scale (failed: AUC below {FAILED_AUC:g})"}.get(
+        rep["study"], f"selection rules over the SQM grid ({rep['fits']} fits per point)")
     print(f"SQM-LR at small n, {what}; AUC over {rep['draws']} draws (delta {rep['delta']:g}); {rep['protocol']}")
-    key = "method" if rep["study"] == "solvers" else "rule"
+    key = "rule" if rep["study"] == "select" else "method"
     table = [{"dataset": r["dataset"], "n": r["records"], "eps": r["epsilon"], key: r[key],
               "AUC": f"{r['auc']:.3f} +- {r['auc_std']:.3f}", "min": f"{r['auc_min']:.3f}",
               **({"accuracy": f"{r['accuracy']:.3f}", "majority": f"{r['majority']:.3f}", "auto": r["auto"]}
-                 if key == "method" else {})} for r in rep["rows"]]
+                 if rep["study"] == "solvers" else {}),
+              **({"failed": f"{r['failed']:.3f}"} if rep["study"] == "rowscale" else {})} for r in rep["rows"]]
     cols = ["dataset", "n", ("eps", "eps", "g"), key, "AUC", "min"] + (
-        ["accuracy", "majority", "auto"] if key == "method" else [])
+        ["accuracy", "majority", "auto"] if rep["study"] == "solvers" else []) + (
+        ["failed"] if rep["study"] == "rowscale" else [])
     print(render_table(table, cols))
     for s in rep["skipped"]:
         print(f"  skipped {s['dataset']} n {s['records']}: {s['reason']}")
@@ -275,7 +335,8 @@ def print_table(rep: dict) -> None:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--study", choices=STUDIES, default="solvers",
                    help="solvers: the estimator's defaults per solver and DPSGD; select: selection rules over the "
-                        "LR bench's SQM grid (default solvers)")
+                        "LR bench's SQM grid; rowscale: SQM-LR's full-batch round and DPSGD at each row scale "
+                        "(default solvers)")
     p.add_argument("--datasets", nargs="+", default=["breast_cancer"],
                    help=f"tuning sets only ({', '.join(TUNING_SETS)}; default breast_cancer): held-out sets are "
                         f"refused, they must never inform a protocol choice or a default")
@@ -291,10 +352,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="select: this many grid points, spread evenly over the grid (default all)")
     p.add_argument("--methods", nargs="+", choices=list(SOLVER_METHODS), default=list(SOLVER_METHODS),
                    help="solvers: the methods compared (default all: " + ", ".join(SOLVER_METHODS) + ")")
+    p.add_argument("--row-scales", nargs="+", type=float, default=None,
+                   help="select: restrict the grids' row scales to these (default the LR bench's, "
+                        "bench.lr_tuned.ROW_SCALES; 1 2 4 gives the grid before scale 8 joined); rowscale: the "
+                        "scales compared (default the LR bench's)")
     p.add_argument("--json", help="write the report here")
 
 
 def cli(args) -> int:
     rep = run(args.study, tuple(args.datasets), tuple(args.records), tuple(args.epsilons), args.draws, args.fits,
-              tuple(args.rules), args.max_points, tuple(args.methods), progress=not args.quiet)
+              tuple(args.rules), args.max_points, tuple(args.methods), progress=not args.quiet,
+              row_scales=tuple(args.row_scales) if args.row_scales else None)
     return finish(rep, args, print_table)

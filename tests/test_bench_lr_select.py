@@ -23,7 +23,7 @@ def _run(tmp_path, name, *extra):
 
 def test_held_out_sets_are_refused_and_the_help_says_so(tmp_path):
     assert lr_select.TUNING_SETS == ("breast_cancer", "credit_default", "adult")
-    for study in ("solvers", "select"):
+    for study in ("solvers", "select", "rowscale"):
         args = parse(["lr-select", "--study", study, "--datasets", "breast_cancer", "phishing", "-q"])
         with pytest.raises(UsageError, match="tuning sets only .*: phishing is held out"):
             args.func(args)
@@ -82,3 +82,25 @@ def test_rule_scores():
     assert np.allclose(lr_select.rule_scores("mean", v), [0.425, 0.6, 0.8])
     assert np.allclose(lr_select.rule_scores("mean-std", v),
                        [0.425 - np.std([0.9, 0.1, 0.2, 0.5]), 0.6, 0.8 - np.std([0.7, 0.8, 0.9])])
+
+
+def test_rowscale_study_report(tmp_path, capsys):
+    """Each method at each row scale asked for, its AUCs outside the subsample and the share below FAILED_AUC."""
+    doc = _run(tmp_path, "r.json", "--study", "rowscale", "--row-scales", "1", "8")
+    rows = doc["details"]["rows"]
+    assert [(r["method"], r["row_scale"]) for r in rows] == [("sqm-sgd1 x1", 1.0), ("sqm-sgd1 x8", 8.0),
+                                                              ("dpsgd x1", 1.0), ("dpsgd x8", 8.0)]
+    for r in rows:
+        assert len(r["values"]) == 2 and all(0.0 <= v <= 1.0 for v in r["values"])
+        assert r["failed"] == np.mean(np.asarray(r["values"]) < lr_select.FAILED_AUC)
+    assert "failed" in capsys.readouterr().out
+
+
+def test_the_row_scales_option_restricts_the_grids():
+    """--row-scales 1 2 4 gives the grids before scale 8 joined: SQM-LR's 228 points, DPSGD's 24, in their order."""
+    sqm = lr_tuned.grid_points(lr_select._with_row_scales(lr_tuned.SQM_GRIDS, (1, 2, 4)))
+    dp = lr_tuned.grid_points(lr_select._with_row_scales(lr_tuned.DPSGD_GRID, (1,)))
+    assert len(sqm) == 228 and len(dp) == 24
+    full = lr_tuned.grid_points(lr_tuned.SQM_GRIDS)
+    assert sqm == [p for p in full if p["row_scale"] != 8.0]
+    assert lr_select._with_row_scales(lr_tuned.SQM_GRIDS, None) is lr_tuned.SQM_GRIDS
