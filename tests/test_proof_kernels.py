@@ -17,13 +17,18 @@ from sqm.mpc.shares.field import from_signed, prime_below
 BITS = [13, 23, 33, 42, 44, 52, 61]
 
 
-def _steps():
-    k = ip._step_functions()
-    if k is None:
+def _built(fns, what: str):
+    """``fns`` (a compiled kernel's functions), or the test failed (SQM_REQUIRE_FLP_KERNEL set: the kernels must
+    be built) or skipped."""
+    if fns is None:
         if os.environ.get("SQM_REQUIRE_FLP_KERNEL"):
-            pytest.fail("SQM_REQUIRE_FLP_KERNEL is set but the compiled FLP kernel (setup.py) was not built")
-        pytest.skip("the compiled FLP kernel was not built here")
-    return k
+            pytest.fail(f"SQM_REQUIRE_FLP_KERNEL is set but the compiled {what} kernel (setup.py) was not built")
+        pytest.skip(f"the compiled {what} kernel was not built here")
+    return fns
+
+
+def _steps():
+    return _built(ip._step_functions(), "FLP")
 
 
 def _claim(p: int, rng, cols: int = 4) -> ip.Claim:
@@ -158,12 +163,7 @@ def test_the_protocols_steps_are_the_same_with_the_kernel_and_with_numpy(bits, r
 
 
 def _bit_kernel():
-    fns = wire._bit_kernel()
-    if fns is None:
-        if os.environ.get("SQM_REQUIRE_FLP_KERNEL"):
-            pytest.fail("SQM_REQUIRE_FLP_KERNEL is set but the compiled wire kernel (setup.py) was not built")
-        pytest.skip("the compiled wire kernel was not built here")
-    return fns
+    return _built(wire._bit_kernel(), "wire")
 
 
 @pytest.mark.parametrize("bits", [33, 34, 40, 41, 42, 48, 49, 50, 57, 61, 62])
