@@ -28,7 +28,6 @@ from __future__ import annotations
 import ctypes
 import functools
 import json
-import os
 import struct
 from typing import Any
 from collections.abc import Callable
@@ -36,7 +35,7 @@ from collections.abc import Callable
 import numpy as np
 
 from sqm.errors import RefusedError
-from sqm.mpc.shares.kernels import kernel_function
+from sqm.mpc.shares.kernels import kernel_function, numpy_forced
 from sqm.mpc.shares.randomness import secure_generator
 
 MAGIC = b"SQMW"
@@ -310,7 +309,7 @@ def _bit_kernel():
     """The compiled (pack, unpack) of :func:`pack_bits` (``_wire_kernel.c`` beside this module, an optional
     extension) where it gives the numpy functions' bytes and integers on a fixed public sample, else None (also
     where ``SQM_WIRE_KERNEL=numpy`` asks for numpy)."""
-    if os.environ.get("SQM_WIRE_KERNEL", "").strip().lower() == "numpy":
+    if numpy_forced("SQM_WIRE_KERNEL"):
         return None
     ptr, i64 = ctypes.c_void_p, ctypes.c_int64
     pack = kernel_function(_KERNEL, "sqm_wire_pack", [ptr, i64, i64, i64, i64, ptr])

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -41,7 +40,7 @@ import numpy as np
 from sqm.errors import UsageError
 
 from sqm.mpc.shares import modarith
-from sqm.mpc.shares.kernels import kernel_function
+from sqm.mpc.shares.kernels import kernel_function, numpy_forced
 from sqm.mpc.shares.shamir import lagrange_at
 
 ROWS = 16  # G: the polynomials U_j's degree (the nodes 1..G); see the module docstring for the trade-off
@@ -266,7 +265,7 @@ def _kernels() -> _Kernels | None:
 def _compiled() -> _Kernels | None:
     """:func:`_kernels` where they give the numpy code's values on a fixed sample (:func:`_prove_numpy`,
     :func:`_gadget`, :func:`_combine_numpy`), else None (also where ``SQM_FLP_KERNEL=numpy`` asks for numpy)."""
-    if os.environ.get("SQM_FLP_KERNEL", "").strip().lower() == "numpy":
+    if numpy_forced("SQM_FLP_KERNEL"):
         return None
     k = _kernels()
     if k is None:

@@ -55,7 +55,6 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
-import os
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -69,7 +68,7 @@ from sqm.mpc.protocols import flp
 from sqm.mpc.shares import modarith
 from sqm.mpc.shares import shamir
 from sqm.mpc.shares.field import from_signed
-from sqm.mpc.shares.kernels import kernel_function
+from sqm.mpc.shares.kernels import kernel_function, numpy_forced
 from sqm.mpc.shares.randomness import fresh_bytes, secure_generator
 
 
@@ -402,7 +401,7 @@ def _step_functions() -> _Steps | None:
 def _steps() -> _Steps | None:
     """:func:`_step_functions` where they give the numpy functions' values on a fixed public sample
     (:func:`_step_sample`), else None (also where ``SQM_FLP_KERNEL=numpy`` asks for numpy)."""
-    if os.environ.get("SQM_FLP_KERNEL", "").strip().lower() == "numpy":
+    if numpy_forced("SQM_FLP_KERNEL"):
         return None
     k = _step_functions()
     if k is None:

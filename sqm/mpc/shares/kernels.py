@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import importlib.util
+import os
 
 
 def kernel_function(module: str, name: str, argtypes, restype=ctypes.c_int):
@@ -18,3 +19,8 @@ def kernel_function(module: str, name: str, argtypes, restype=ctypes.c_int):
         return None
     fn.restype, fn.argtypes = restype, list(argtypes)
     return fn
+
+
+def numpy_forced(variable: str) -> bool:
+    """Whether the environment ``variable`` asks for the numpy code instead of a compiled kernel (``=numpy``)."""
+    return os.environ.get(variable, "").strip().lower() == "numpy"
