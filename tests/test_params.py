@@ -196,6 +196,8 @@ def test_the_logreg_task_agrees_on_the_tuple_it_agreed_on_before(values):
     ({"label_party": -1}, r"label_party must be an integer >= 0 \(a 0-based client index\), got -1"),
     ({"solver": "newton"}, "solver must be one of 'auto', 'moments', 'sgd', got 'newton'"),
     ({"robust_noise": 1.5}, r"robust_noise must be an integer >= 0 \(clients that may withhold noise\), got 1.5"),
+    ({"base_rate": 1.0}, r"base rate p0 must lie in \(0, 1\), got 1.0"),
+    ({"base_rate": 0}, r"base rate p0 must lie in \(0, 1\), got 0"),
 ])
 def test_the_logreg_parameters_are_checked_by_their_declarations(changes, message):
     from sqm.apps.logreg import LRJobTask, SQMLogisticRegression
@@ -222,7 +224,8 @@ def test_the_logreg_estimator_command_and_task_block_come_from_the_declaration()
     p = _subcommand("logreg")
     assert set(p.get_default("task_params")) == {
         "epsilon", "delta", "gamma", "q", "epochs", "learning_rate", "weight_bound", "label_column", "label_party",
-        "no_intercept", "solver", "robust_noise", "verify_sharing", "verify_inputs"} == set(LogRegJobParams.options())
+        "no_intercept", "solver", "robust_noise", "verify_sharing", "verify_inputs", "base_rate"} == set(
+        LogRegJobParams.options())
     for dest, name in LogRegJobParams.options().items():
         p_ = dict(LogRegJobParams.declared())[name]
         assert p.get_default(dest) == (False if p_.negate else p_.default), dest
@@ -233,6 +236,10 @@ def test_the_logreg_estimator_command_and_task_block_come_from_the_declaration()
     assert task.public() == LRJobTask(1.0, q=0.5, epochs=2, fit_intercept=False, solver="sgd",
                                       label_party=0).public()
     assert task.estimator.get_params()["sampling_rate"] == 0.5 and task.label_party == 0
+    # the base rate enters the agreed tuple only when set (tagged): the tuple without it is the one agreed before
+    tagged = LRJobTask(params=LogRegJobParams.from_options(parse(["logreg", "--solver", "sgd", "--base-rate", "0.1"])))
+    assert tagged.public() == LRJobTask(1.0, solver="sgd").public() + (("base_rate", 0.1),)
+    assert tagged.estimator.get_params()["base_rate"] == 0.1
 
 
 def _estimators():

@@ -159,6 +159,7 @@ DOMAINS = {
     "delta": Interval(0, 1, "neither"),
     "gamma": Interval(1, math.inf, "left"),
     "mu": Interval(0, math.inf, "neither"),
+    "base_rate": Interval(0, 1, "neither"),  # logistic regression's Taylor expansion point sigma(b0) (sensitivity)
 }
 POSITIVE = Interval(0, math.inf, "neither", says="be > 0")  # a bound, a scale, a rate: finite and > 0
 

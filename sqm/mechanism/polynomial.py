@@ -22,7 +22,7 @@ from sqm.errors import UsageError
 from sqm.mpc.protocols.context import PartyContext
 from sqm.mpc.protocols.program import SumProgram
 
-from .sensitivity import general_sensitivity, gram_sensitivity
+from .sensitivity import BASE_RATE, general_sensitivity, gram_sensitivity, taylor_slope
 
 
 @runtime_checkable
@@ -264,12 +264,17 @@ def covariance(n_vars: int) -> CovariancePolynomial:
     return CovariancePolynomial(n_vars)
 
 
-def logreg_gradient(w, label_index: int | None = None) -> Polynomial:
-    """Eq. 19: f(w, (x, y)) = x/2 + <w/4, x> x - y x, the first-order Taylor logistic-regression gradient.
+def logreg_gradient(w, label_index: int | None = None, base_rate: float = BASE_RATE) -> Polynomial:
+    """Eq. 19: f(w, (x, y)) = x/2 + <w/4, x> x - y x, the first-order Taylor logistic-regression gradient; with a
+    ``base_rate`` p0 other than 1/2, the same expansion taken at the intercept-only model sigma(b0) = p0
+    (b0 = logit p0, added to the fitted intercept): sigma(b0 + <w, x>) ~ p0 + p0 (1 - p0) <w, x>, so
+    f = p0 x + p0 (1 - p0) <w, x> x - y x.
 
     Variables are the d features followed by the label (``label_index`` defaults to d); the d outputs are
-    the gradient coordinates.  Coefficients: 1/2 (degree 1), w_k/4 and -1 (degree 2).
+    the gradient coordinates.  Coefficients: p0 (degree 1), p0 (1 - p0) w_k and -1 (degree 2).
     """
+    slope = taylor_slope(base_rate)
+    p0 = float(base_rate)
     w = np.asarray(w, dtype=np.float64).reshape(-1)
     if not np.all(np.isfinite(w)):
         raise UsageError("weights contain NaN or inf")
@@ -285,11 +290,11 @@ def logreg_gradient(w, label_index: int | None = None) -> Polynomial:
     vars_: list[tuple[int, ...]] = []
     for t, j in enumerate(feats):
         outs.append(t)
-        coefs.append(0.5)
+        coefs.append(p0)
         vars_.append((j,))
         for k_pos, k in enumerate(feats):
             outs.append(t)
-            coefs.append(w[k_pos] / 4.0)
+            coefs.append(w[k_pos] * slope)
             vars_.append(tuple(sorted((k, j))))
         outs.append(t)
         coefs.append(-1.0)

@@ -25,7 +25,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .validation import check_gamma, check_positive
+from .validation import check_base_rate, check_gamma, check_positive
 from sqm.errors import UsageError
 
 
@@ -182,8 +182,18 @@ def covariance_l2_paper(gamma: float, row_norm_bound: float, n_vars: int) -> flo
     return gamma * gamma * row_norm_bound ** 2 + n_vars
 
 
+BASE_RATE = 0.5  # Eq. 19's expansion point: the logistic loss expanded at w = 0, where sigma(0) = 1/2
+
+
+def taylor_slope(base_rate: float = BASE_RATE) -> float:
+    """sigma'(b0) = p0 (1 - p0) at the intercept-only model sigma(b0) = p0 = ``base_rate`` (1/4 at 1/2): the slope
+    of logistic regression's first-order Taylor gradient (:func:`sqm.mechanism.polynomial.logreg_gradient`)."""
+    p0 = check_base_rate(base_rate)
+    return p0 * (1.0 - p0)
+
+
 def logreg_sensitivity(gamma: float, d: int, row_norm_bound: float = 1.0, weight_bound: float = 1.0,
-                       party_bounds=None, party_cols=None) -> Sensitivity:
+                       party_bounds=None, party_cols=None, base_rate: float = BASE_RATE) -> Sensitivity:
     """Bound for the compensated Eq. 19 gradient of one record (features ||x|| <= c, label y in {0, 1}).
 
     The compensated gradient is x_hat * s with the scalar
@@ -196,7 +206,13 @@ def logreg_sensitivity(gamma: float, d: int, row_norm_bound: float = 1.0, weight
     D = :func:`dependent_norm_bound_sq` (about (gamma W / 4)^2 + d / 4 + gamma W / 2); the first bound holds for
     any rounding to floor or ceil.
     Leading term 3/4 gamma^3 c^2 (W = c = 1), as in Eq. 22; the overhead is O(gamma^2 sqrt(d)), below Eq. 22's.
+
+    With a ``base_rate`` p0 (the expansion at the intercept-only model sigma(b0) = p0,
+    :func:`sqm.mechanism.polynomial.logreg_gradient`): a_half = SR(gamma^2 p0), a_k = SR(gamma p0 (1 - p0) w_k),
+    so A = max(ceil(gamma^2 p0), ceil(gamma)^2 - floor(gamma^2 p0)) (gamma^2 p0 both exact and as the float product
+    the server rounds) and gamma W p0 (1 - p0) in place of gamma W / 4: at p0 = 1/2 the bound above.
     """
+    slope = Fraction(taylor_slope(base_rate))
     check_gamma(gamma)
     check_positive(row_norm_bound, "row_norm_bound")
     check_positive(weight_bound, "weight_bound")
@@ -204,8 +220,10 @@ def logreg_sensitivity(gamma: float, d: int, row_norm_bound: float = 1.0, weight
         party_bounds, party_cols = [row_norm_bound], [d]
     N = sqrt_up(quantized_norm_bound_sq(gamma, party_bounds, party_cols))
     g = Fraction(gamma)
-    A = max(math.ceil(g * g / 2), math.ceil(g) ** 2 - math.floor(g * g / 2))
-    gw = g * Fraction(weight_bound) / 4
+    # a_half's value before rounding, exact and as the server's float product (compensation.round_scaled)
+    half = (g * g * Fraction(float(base_rate)), Fraction(float(base_rate) * (float(gamma) * float(gamma))))
+    A = max(max(math.ceil(h) for h in half), math.ceil(g) ** 2 - min(math.floor(h) for h in half))
+    gw = g * Fraction(weight_bound) * slope
     coef_norm = min(gw + sqrt_up(d), sqrt_up(dependent_norm_bound_sq(gw, d)))
     l2 = float_up(N * (A + coef_norm * N))
     return Sensitivity(l2=l2, l1=l1_from_l2(l2, d), dim=d, bound="logreg-gradient")

@@ -40,6 +40,11 @@ def check_delta(delta: float) -> None:
     check_param("delta", delta)
 
 
+def check_base_rate(base_rate: float) -> float:
+    """``base_rate`` (logistic regression's expansion point p0, in (0, 1)) as a float, else a UsageError."""
+    return float(check_param("base_rate", base_rate))
+
+
 def check_mu(mu: float) -> None:
     check_param("mu", mu, "mu (the Skellam noise parameter)")
 

@@ -24,6 +24,7 @@ from sqm.mechanism.polynomial import covariance
 from sqm.mechanism.release import SQM
 from sqm.mechanism.report import PrivacyReport
 from sqm.mechanism.rng import spawn_seeds
+from sqm.mechanism.sensitivity import BASE_RATE
 from sqm.mechanism.validation import check_epsilon
 from sqm.mechanism.vertical import ColumnBounds, VerticalData, party_norm_bounds
 from sqm.apps.logreg import party
@@ -163,13 +164,16 @@ def intercept_note(plan: LRPlan) -> str:
 
 def split_weights(w, plan: LRPlan) -> tuple[np.ndarray, np.ndarray]:
     """(coef_ of shape (1, features), intercept_ of shape (1,)) from the protocol's weights (the constant
-    column's weight at ``plan.intercept_index``, times the constant, is the intercept)."""
+    column's weight at ``plan.intercept_index``, times the constant, is the intercept, plus the expansion point's
+    b0 = logit(base_rate): 0 at the default 1/2)."""
     w = np.asarray(w, np.float64)
+    p0 = float(plan.base_rate)
+    b0 = 0.0 if p0 == 0.5 else math.log(p0 / (1.0 - p0))
     if not plan.has_intercept:
-        return w.reshape(1, -1), np.zeros(1)
+        return w.reshape(1, -1), np.array([b0])
     k = plan.intercept_index
     assert k is not None  # a plan with an intercept has its column
-    return np.delete(w, k).reshape(1, -1), np.array([w[k] * plan.intercept])
+    return np.delete(w, k).reshape(1, -1), np.array([w[k] * plan.intercept + b0])
 
 
 def check_labels(y, n: int | None = None) -> np.ndarray:
@@ -301,9 +305,10 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
                  eval_every: int | None = None, timeout: float = 3600.0, fit_intercept: bool = P.fit_intercept,
                  intercept_scaling: float = P.intercept_scaling, solver: str = P.solver,
                  robust_noise: int = P.robust_noise, verify_sharing: bool = P.verify_sharing,
-                 verify_inputs: bool = P.verify_inputs):
+                 verify_inputs: bool = P.verify_inputs, base_rate: float | None = P.base_rate):
         self.epsilon, self.delta, self.gamma = epsilon, delta, gamma
         self.sampling_rate, self.epochs, self.learning_rate = sampling_rate, epochs, learning_rate
+        self.base_rate = base_rate
         self.backend, self.n_parties, self.label_party = backend, n_parties, label_party
         self.weight_bound, self.party_bounds, self.noise = weight_bound, party_bounds, noise
         self.seed, self.progress, self.eval_every, self.timeout = seed, progress, eval_every, timeout
@@ -334,7 +339,7 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
             raise UsageError("verify_inputs applies to the moments solver's release, not to the per-batch sgd "
                              "protocol (its rounds are not proven)")
         if self.solver != "sgd":
-            given = [n for n in ("sampling_rate", "epochs", "learning_rate", "weight_bound")
+            given = [n for n in ("sampling_rate", "epochs", "learning_rate", "weight_bound", "base_rate")
                      if getattr(self, n) is not None]
             if given:
                 what = ("releases the moments once and has no schedule" if self.solver == "moments" else
@@ -435,7 +440,8 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
                       label_party=label_party, gamma=float(self.gamma), mu=0.0, q=q, rounds=R, b_max=b_max,
                       learning_rate=sched.learning_rate, weight_bound=sched.weight_bound,
                       party_bounds=tuple(float(b) for b in bounds), intercept=self.intercept_constant,
-                      verify_sharing=bool(self.verify_sharing), union=int(union))
+                      verify_sharing=bool(self.verify_sharing), union=int(union),
+                      base_rate=BASE_RATE if self.base_rate is None else float(self.base_rate))
         sens = plan.statistic().sensitivity(plan.gamma, plan.column_bounds())
         delta = float(self.delta)
         if self.noise:

@@ -25,7 +25,7 @@ from sqm.mechanism.polynomial import logreg_gradient
 from sqm.mechanism.quantize import dependent_round
 from sqm.mechanism.release import SQMPlan
 from sqm.mechanism.rng import make_rng
-from sqm.mechanism.sensitivity import Sensitivity, logreg_sensitivity
+from sqm.mechanism.sensitivity import BASE_RATE, Sensitivity, logreg_sensitivity, taylor_slope
 from sqm.mechanism.skellam import skellam_tail_bound
 from sqm.mechanism.vertical import ColumnBounds
 
@@ -61,7 +61,8 @@ class LRGradient:
     coefficients never leave it but as Shamir shares (:meth:`kernel`: :func:`secure_gradient`).
 
     Terms in :func:`sqm.mechanism.polynomial.logreg_gradient`'s order: for each output t, x_t / 2 (degree 1), then
-    (w_k / 4) x_k x_t for the features k, then -y x_t.  Labels are 0/1 (the sensitivity assumes it)."""
+    (w_k / 4) x_k x_t for the features k, then -y x_t (with a ``base_rate`` p0: p0 x_t and p0 (1 - p0) w_k x_k x_t).
+    Labels are 0/1 (the sensitivity assumes it)."""
 
     d: int
     label_index: int
@@ -69,6 +70,7 @@ class LRGradient:
     n_parties: int
     w: np.ndarray | None = None
     membership: BatchMembership | None = None  # membership hidden: every party holds one (its own part)
+    base_rate: float = BASE_RATE  # p0: the expansion point sigma(b0) (logreg_gradient); 1/2 is Eq. 19
 
     name = "logreg-gradient"
     public_coefficients = False
@@ -96,13 +98,14 @@ class LRGradient:
         return dataclasses.replace(tmpl, coefs=coefs)
 
     def evaluate(self, X) -> np.ndarray:
-        return logreg_gradient(self.w, self.label_index).evaluate(X)
+        return logreg_gradient(self.w, self.label_index, self.base_rate).evaluate(X)
 
     def needs_preprocessing(self) -> bool:
         return True
 
     def compensate(self, gamma: float, seed=None, preprocess: bool | str = True) -> CompensatedPolynomial:
-        """Algorithm 3 lines 1-3 at the server: the terms' coefficients (1/2, w_k/4, -1) scaled by gamma^2,
+        """Algorithm 3 lines 1-3 at the server: the terms' coefficients (1/2, w_k/4, -1; with a base rate p0:
+        p0, p0 (1 - p0) w_k, -1) scaled by gamma^2,
         gamma, gamma and rounded, each to floor or ceil with the exact mean, as
         :func:`sqm.mechanism.compensation.compensate` rounds them, in the terms' order (output by output).  Each
         output's d weight coefficients gamma w_k / 4 are one group of :func:`sqm.mechanism.quantize.dependent_round`,
@@ -114,8 +117,8 @@ class LRGradient:
         w = np.asarray(self.w, np.float64)
         d, g = self.d, float(gamma)
         rng = make_rng(seed)
-        weights = dependent_round(np.broadcast_to(w / 4.0, (d, d)), g, [np.arange(d)], rng)
-        ends = round_scaled(np.tile([0.5, -1.0], d), np.tile([g * g, g], d), rng)  # gamma^(1 + 2 - 1) for 1/2
+        weights = dependent_round(np.broadcast_to(w * taylor_slope(self.base_rate), (d, d)), g, [np.arange(d)], rng)
+        ends = round_scaled(np.tile([float(self.base_rate), -1.0], d), np.tile([g * g, g], d), rng)  # gamma^2: p0
         ints = np.empty((d, d + 2), dtype=object)
         ints[:, 0], ints[:, 1:d + 1], ints[:, d + 1] = ends[0::2], weights.astype(object), ends[1::2]
         return CompensatedPolynomial(self, g, tuple(int(v) for v in ints.reshape(-1)), g ** 3, True)
@@ -126,7 +129,7 @@ class LRGradient:
         groups = [(len(g), b) for g, b in zip(bounds.groups, bounds.bounds, strict=False) if self.label_index not in g]
         cols, bs = [g for g, _ in groups], [b for _, b in groups]
         return logreg_sensitivity(float(gamma), self.d, math.sqrt(sum(b * b for b in bs)), self.weight_bound,
-                                  bs, cols)
+                                  bs, cols, self.base_rate)
 
     def result_bound(self, plan: SQMPlan, int_coefs=None) -> int:
         """Proven bound on max_t |y_t| for ANY coefficients the server can round (||w||_inf <= ||w||_2 <= W:
@@ -140,7 +143,9 @@ class LRGradient:
         those rows (bounded as above): the field needs nothing more."""
         gamma, b = float(plan.gamma), plan.int_col_bounds()
         bf, by = [b[j] for j in self.feats], b[self.label_index]
-        a_half, a_k, a_y = math.ceil(gamma ** 2 / 2), math.ceil(gamma * self.weight_bound / 4), math.ceil(gamma)
+        p0 = float(self.base_rate)
+        a_half = max(math.ceil(gamma ** 2 * p0), math.ceil(p0 * (gamma * gamma)))  # exact and as rounded
+        a_k, a_y = math.ceil(gamma * self.weight_bound * taylor_slope(p0)), math.ceil(gamma)
         per_row = max(bt * (a_half + a_k * sum(bf) + a_y * by) for bt in bf)
         addend = int(skellam_tail_bound(plan.mu, self.d)) + self.n_parties if plan.mu > 0 else 0
         moments = int(plan.n_records * max(b) ** 2)

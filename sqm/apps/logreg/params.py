@@ -14,6 +14,7 @@ import dataclasses
 from sqm.apps.logreg.texts import SOLVER_HELP
 from sqm.mechanism.params import (
     DELTA,
+    DOMAINS,
     EPSILON,
     GAMMA,
     PARTY_BOUNDS,
@@ -42,6 +43,11 @@ LEARNING_RATE = Param(None, POSITIVE, "learning rate for SQM, DPSGD and the Tayl
                       optional=True)
 WEIGHT_BOUND = Param(None, POSITIVE, "project ||w||_2 <= W (the intercept's weight included) after each step, SQM "
                      "and DPSGD alike; W enters SQM's sensitivity (default 8)", optional=True)
+BASE_RATE = Param(None, DOMAINS["base_rate"], "with --solver sgd: p0, the positive share the gradient's Taylor "
+                  "expansion is taken at (the intercept-only model sigma(b0) = p0, b0 = logit p0 added to the "
+                  "intercept): near the data's positive share, an imbalanced set's one-round direction loses the "
+                  "bias sum x (1/2 - p0) that clipped, uncentered rows carry; public, chosen on validation data "
+                  "(default 1/2, Eq. 19)", optional=True, label="base rate p0", public="tagged")
 LABEL_COLUMN = Param("label", Text(), "with --job or --data FILE: the label column's name (default {default}); any "
                      "two values, the smaller mapped to 0 and the larger to 1 (said in the output)")
 LABEL_PARTY = Param(None, Integer(0, note="a 0-based client index"), "with --job: 0-based client index holding the "
@@ -88,12 +94,14 @@ class _Model(Params):
     robust_noise: int = ROBUST_NOISE.field(public="always", help=ROBUST_NOISE_HELP)
     verify_sharing: bool = VERIFY_SHARING.field(public="always", help=VERIFY_SHARING_HELP)
     verify_inputs: bool = VERIFY_INPUTS.field(help=VERIFY_INPUTS_HELP)
+    base_rate: float | None = BASE_RATE.field()  # the sgd solver's, last: the positional order stays as agreed
 
 
 @dataclasses.dataclass(frozen=True)
 class LogRegParams(_Model, _Schedule):
     """SQM-LR's release parameters (:class:`sqm.apps.logreg.estimator.SQMLogisticRegression`'s): epsilon, delta,
-    gamma, the sgd solver's schedule (``sampling_rate`` q, ``epochs``, ``learning_rate``, ``weight_bound`` W),
+    gamma, the sgd solver's schedule (``sampling_rate`` q, ``epochs``, ``learning_rate``, ``weight_bound`` W,
+    ``base_rate`` p0),
     ``label_party``, ``fit_intercept`` and ``intercept_scaling``, each client's share ``party_bounds``,
     ``solver``, ``robust_noise``, ``verify_sharing`` and ``verify_inputs`` (the moments solver's release only)."""
 

@@ -73,6 +73,7 @@ from sqm.framework.progress import follow_progress, report_progress
 from sqm.apps.logreg.gradient import BatchMembership, LRGradient
 from sqm.mechanism.release import SQMPlan, sqm_round
 from sqm.mechanism.rng import make_rng
+from sqm.mechanism.sensitivity import BASE_RATE
 from sqm.mechanism.vertical import ColumnBounds
 from sqm.mpc import BACKENDS as MPC_BACKENDS
 from sqm.mpc import runner
@@ -120,6 +121,7 @@ class LRPlan:
     # every round checks each client's input sharing (sqm.mpc.protocols.sharing.SharingCheck)
     verify_sharing: bool = False
     union: int = 0  # membership hidden: the S positions the blocks are placed over (0: membership revealed)
+    base_rate: float = BASE_RATE  # p0: the gradient's expansion point sigma(b0) (logreg_gradient; 1/2: Eq. 19)
 
     @property
     def positions(self) -> int:
@@ -186,7 +188,8 @@ class LRPlan:
                        int(self.b_max), True, self.scale, self.d, verify_sharing=bool(self.verify_sharing))
 
     def statistic(self, w=None, membership=None) -> LRGradient:
-        return LRGradient(self.d, self.label_index, float(self.weight_bound), self.n_parties, w, membership)
+        return LRGradient(self.d, self.label_index, float(self.weight_bound), self.n_parties, w, membership,
+                          float(self.base_rate))
 
     def result_bound(self) -> int:
         return self.statistic().result_bound(self.release())
