@@ -3,6 +3,7 @@
     python -m bench lr-select --study solvers --datasets breast_cancer adult --records 150 3000 --epsilons 0.5
     python -m bench lr-select --study select --datasets breast_cancer --records 150 --epsilons 0.5 --fits 3
     python -m bench lr-select --study rowscale --datasets breast_cancer adult --records 150 400 --epsilons 0.5 1
+    python -m bench lr-select --study imbalanced --datasets credit_default --records 2000 --epsilons 0.5 1
 
 Tuning sets only (:data:`bench.lr_tuned.USED_FOR_DEFAULTS`: breast_cancer, credit_default, adult): the protocol
 choices these studies inform (the sgd points in the LR bench's grid, its mean of several fits per point, the
@@ -35,6 +36,15 @@ method clips, the LR bench's ``row_scale``); the figures are the AUC's mean, spr
 fits whose AUC is below :data:`FAILED_AUC` (the noise broke the direction).  The evidence that every method of the
 LR bench is offered the same row scales, up to 8.
 
+``--study imbalanced``: n records drawn (seeded :data:`IMBALANCED_SEED`) with ``--positive-share`` of them positive
+(default :data:`POSITIVE_SHARE`: the rare class of an imbalanced set; each class drawn without replacement), 60%
+train, scored on the first :data:`ROWSCALE_SCORED` records outside the subsample; SQM-LR's one full-batch sgd round
+at each row scale, intercept constant c (:data:`bench.lr_tuned.INTERCEPT_SCALINGS`: the constant column's share of
+the norm bound) and base rate p0 (:data:`BASE_RATES`: the Taylor expansion at sigma(b0) = p0; scaled rows clipped
+to the unit ball are no longer centred, and at p0 = 1/2 the direction sum x (1/2 - y) carries (1/2 - share) sum x),
+and DPSGD at the rowscale study's schedule at each row scale, fitted with seed 1000 + s.  The evidence behind the
+LR bench's sgd axes: c is one (bench.lr_tuned.SQM_SGD_GRID), p0 is not.
+
 Tuning's privacy cost is not counted: each figure is one fit's epsilon.
 """
 from __future__ import annotations
@@ -47,7 +57,7 @@ from bench.common import finish
 from bench.lr_tuned import USED_FOR_DEFAULTS
 
 TUNING_SETS = tuple(name for name, used in USED_FOR_DEFAULTS.items() if used)
-STUDIES = ("solvers", "select", "rowscale")
+STUDIES = ("solvers", "select", "rowscale", "imbalanced")
 DELTA = 1e-5
 TRAIN_SHARE, VALIDATION_SHARE = 0.6, 0.2
 
@@ -74,6 +84,8 @@ ROWSCALE_SEED, ROWSCALE_SCORED = 3, 2000
 ROWSCALE_METHODS = {"sqm-sgd1": dict(solver="sgd", q=1.0, epochs=1, learning_rate=1.0, weight_bound=0.1),
                     "dpsgd": dict(batch=256, epochs=2, learning_rate=0.5, clip=0.5)}
 FAILED_AUC = 0.6  # --study rowscale counts the fits that rank worse than this: the noise broke the direction
+IMBALANCED_SEED, POSITIVE_SHARE = 5, 0.06  # --study imbalanced: the subsamples' generator, their positive share
+BASE_RATES = (0.5, 0.25, 0.1)  # --study imbalanced: the sgd round's base rates p0 (1/2: Eq. 19)
 
 
 def check_tuning_sets(datasets) -> None:
@@ -157,6 +169,50 @@ def rowscale_cell(X, y, n: int, epsilon: float, draws: int, row_scales) -> dict:
     return out
 
 
+def imbalanced_subsample(y, n: int, share: float, rng):
+    """n record indices, round(share n) of them positive (label 1) and the rest negative, each class drawn without
+    replacement in random order; a UsageError where a class has too few records."""
+    import numpy as np
+
+    from sqm.errors import UsageError
+
+    k = int(round(share * n))
+    pos, neg = np.flatnonzero(y == 1), np.flatnonzero(y != 1)
+    if k > len(pos) or n - k > len(neg):
+        raise UsageError(f"{n} records with {k} positive: the set has {len(pos)} positive, {len(neg)} negative")
+    return rng.permutation(np.concatenate([rng.choice(pos, k, replace=False), rng.choice(neg, n - k, replace=False)]))
+
+
+def imbalanced_cell(X, y, n: int, epsilon: float, draws: int, row_scales, share: float = POSITIVE_SHARE) -> dict:
+    """(method, row scale, intercept constant, base rate; None for DPSGD) -> the AUCs of its ``draws`` fits outside
+    the subsample (``--study imbalanced``'s protocol, module docstring)."""
+    import warnings
+
+    import numpy as np
+
+    from bench import lr_tuned
+    from sqm.apps.logreg.experiment import standardized_unit_rows
+
+    rng = np.random.default_rng(IMBALANCED_SEED)
+    keys: list[tuple] = [("sqm-sgd1", float(r), c, p0) for r in row_scales for c in lr_tuned.INTERCEPT_SCALINGS
+                         for p0 in BASE_RATES]
+    keys += [("dpsgd", float(r), None, None) for r in row_scales]
+    out: dict[tuple, list[float]] = {k: [] for k in keys}
+    for s in range(draws):
+        idx = imbalanced_subsample(y, n, share, rng)
+        tr, sc = idx[: int(TRAIN_SHARE * n)], np.setdiff1d(np.arange(len(y)), idx)[:ROWSCALE_SCORED]
+        Xtr, Xsc = standardized_unit_rows(X[tr], X[sc])
+        for (m, r, c, p0), vals in out.items():
+            point = dict(ROWSCALE_METHODS[m], row_scale=r,
+                         **({"intercept_scaling": c, "base_rate": p0} if p0 is not None else {}))
+            fit = lr_tuned.fit_sqm if m == "sqm-sgd1" else lr_tuned.fit_dpsgd
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                f, _ = fit(Xtr, y[tr], point, epsilon, DELTA, 1000 + s)
+            vals.append(_auc(y[sc], f(Xsc)))
+    return out
+
+
 def grid_subset(points: list, max_points: int | None) -> list[int]:
     """Indices of ``max_points`` points spread evenly over ``points`` (the first and the last among them; all of
     them when None or at least their number)."""
@@ -185,17 +241,23 @@ def rule_scores(rule: str, v):
         return mean - np.nanstd(w, 1) if rule.endswith("-std") else mean
 
 
-def _with_row_scales(grid, row_scales):
-    """``grid`` (or a tuple of grids) with its row-scale axis restricted to ``row_scales`` (None: as it is)."""
-    if row_scales is None:
+def _with_row_scales(grid, row_scales, intercept_scalings=None):
+    """``grid`` (or a tuple of grids) with its row-scale axis restricted to ``row_scales`` and, in a grid that has
+    one, its intercept-constant axis to ``intercept_scalings`` (None: as it is)."""
+    if row_scales is None and intercept_scalings is None:
         return grid
     if isinstance(grid, (tuple, list)):
-        return tuple(_with_row_scales(g, row_scales) for g in grid)
-    return dict(grid, row_scale=tuple(float(r) for r in row_scales))
+        return tuple(_with_row_scales(g, row_scales, intercept_scalings) for g in grid)
+    out = dict(grid)
+    if row_scales is not None:
+        out["row_scale"] = tuple(float(r) for r in row_scales)
+    if intercept_scalings is not None and "intercept_scaling" in grid:
+        out["intercept_scaling"] = tuple(float(c) for c in intercept_scalings)
+    return out
 
 
 def select_cell(X, y, n: int, epsilon: float, draws: int, fits: int, rules=DEFAULT_RULES,
-                max_points: int | None = None, row_scales=None) -> dict:
+                max_points: int | None = None, row_scales=None, intercept_scalings=None) -> dict:
     """rule -> {auc: the refitted choices' AUCs outside the subsample, chosen: their grid indices} over ``draws``
     draws (``--study select``'s protocol, module docstring)."""
     import warnings
@@ -205,7 +267,7 @@ def select_cell(X, y, n: int, epsilon: float, draws: int, fits: int, rules=DEFAU
     from bench import lr_tuned
     from sqm.apps.logreg.experiment import standardized_unit_rows
 
-    all_points = lr_tuned.grid_points(_with_row_scales(lr_tuned.SQM_GRIDS, row_scales))
+    all_points = lr_tuned.grid_points(_with_row_scales(lr_tuned.SQM_GRIDS, row_scales, intercept_scalings))
     keep = grid_subset(all_points, max_points)
     points = [all_points[i] for i in keep]
     rng = np.random.default_rng(SELECT_SEED)
@@ -256,7 +318,8 @@ def _summary(values) -> dict:
 
 def run(study: str = "solvers", datasets=("breast_cancer",), records=(150,), epsilons=(0.5,), draws: int = 10,
         fits: int = 5, rules=DEFAULT_RULES, max_points: int | None = None, methods=tuple(SOLVER_METHODS),
-        progress: bool = True, row_scales=None) -> dict:
+        progress: bool = True, row_scales=None, positive_share: float = POSITIVE_SHARE,
+        intercept_scalings=None) -> dict:
     """The study's report: one row per (data set, n, epsilon, method or rule); cells whose n is not below the
     data set's record count (nothing left to score on) are listed under ``skipped``."""
     import warnings
@@ -291,6 +354,14 @@ def run(study: str = "solvers", datasets=("breast_cancer",), records=(150,), eps
                 rows.append(dict(base, method=m, auto=auto, **_summary(vals["auc"]), values=vals["auc"],
                                  accuracy=float(np.mean(vals["accuracy"])), accuracies=vals["accuracy"],
                                  majority=majority))
+        elif study == "imbalanced":
+            from bench.lr_tuned import ROW_SCALES
+
+            got_im = imbalanced_cell(X, y, n, eps, draws, row_scales or ROW_SCALES, positive_share)
+            for (m, r, c, p0), vals in got_im.items():
+                label = f"{m} x{r:g}" + ("" if p0 is None else f" c {c:g} p0 {p0:g}")
+                rows.append(dict(base, method=label, row_scale=r, intercept_scaling=c, base_rate=p0,
+                                 positive_share=positive_share, **_summary(vals), values=vals))
         elif study == "rowscale":
             from bench.lr_tuned import ROW_SCALES
 
@@ -299,7 +370,7 @@ def run(study: str = "solvers", datasets=("breast_cancer",), records=(150,), eps
                 rows.append(dict(base, method=f"{m} x{r:g}", row_scale=r, **_summary(vals), values=vals,
                                  failed=float(np.mean(np.asarray(vals) < FAILED_AUC))))
         else:
-            sel = select_cell(X, y, n, eps, draws, fits, rules, max_points, row_scales)
+            sel = select_cell(X, y, n, eps, draws, fits, rules, max_points, row_scales, intercept_scalings)
             for r, res in sel.items():
                 rows.append(dict(base, rule=r, fits=fits, **_summary(res["auc"]), values=res["auc"],
                                  chosen=res["chosen"]))
@@ -313,6 +384,8 @@ def print_table(rep: dict) -> None:
     from sqm.cli.tables import render_table
 
     what = {"solvers": "solvers with their defaults",
+            "imbalanced": "one sgd round at each row scale, intercept constant c and base rate p0, DPSGD beside, on "
+                          "imbalanced subsamples",
             "rowscale": f"fixed points at each row scale (failed: AUC below {FAILED_AUC:g})"}.get(
         rep["study"], f"selection rules over the SQM grid ({rep['fits']} fits per point)")
     print(f"SQM-LR at small n, {what}; AUC over {rep['draws']} draws (delta {rep['delta']:g}); {rep['protocol']}")
@@ -335,7 +408,9 @@ def print_table(rep: dict) -> None:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--study", choices=STUDIES, default="solvers",
                    help="solvers: the estimator's defaults per solver and DPSGD; select: selection rules over the "
-                        "LR bench's SQM grid; rowscale: SQM-LR's full-batch round and DPSGD at each row scale "
+                        "LR bench's SQM grid; rowscale: SQM-LR's full-batch round and DPSGD at each row scale; "
+                        "imbalanced: the full-batch round at each row scale, intercept constant and base rate on "
+                        "imbalanced subsamples "
                         "(default solvers)")
     p.add_argument("--datasets", nargs="+", default=["breast_cancer"],
                    help=f"tuning sets only ({', '.join(TUNING_SETS)}; default breast_cancer): held-out sets are "
@@ -356,11 +431,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="select: restrict the grids' row scales to these (default the LR bench's, "
                         "bench.lr_tuned.ROW_SCALES; 1 2 4 gives the grid before scale 8 joined); rowscale: the "
                         "scales compared (default the LR bench's)")
+    p.add_argument("--intercept-scalings", nargs="+", type=float, default=None,
+                   help="select: restrict the sgd points' intercept constants to these (default the LR bench's, "
+                        "bench.lr_tuned.INTERCEPT_SCALINGS; 1 with --row-scales 1 2 4 gives the 228-point grid of "
+                        "the earlier select figures)")
+    p.add_argument("--positive-share", type=float, default=POSITIVE_SHARE,
+                   help=f"imbalanced: the positive share of each subsample (default {POSITIVE_SHARE:g})")
     p.add_argument("--json", help="write the report here")
 
 
 def cli(args) -> int:
     rep = run(args.study, tuple(args.datasets), tuple(args.records), tuple(args.epsilons), args.draws, args.fits,
               tuple(args.rules), args.max_points, tuple(args.methods), progress=not args.quiet,
-              row_scales=tuple(args.row_scales) if args.row_scales else None)
+              row_scales=tuple(args.row_scales) if args.row_scales else None, positive_share=args.positive_share,
+              intercept_scalings=tuple(args.intercept_scalings) if args.intercept_scalings else None)
     return finish(rep, args, print_table)

@@ -17,12 +17,13 @@ The protocol, per dataset, epsilon and run (seed ``seed + run``):
 Grids: DPSGD (96 points; Opacus, PRV accountant, :func:`sqm.apps.logreg.baselines.dpsgd_fit`) over the
 expected batch q n in {64, 256}, epochs {2, 5}, learning rate {0.5, 2, 8}, clip norm {0.5, sqrt 2} (||w|| <= 8 as
 SQM's sgd schedule, an intercept through a constant column 1) and the rows' scale (:data:`ROW_SCALES`, every
-method alike).  SQM-LR (304 points, :data:`SQM_GRIDS`, both its
+method alike).  SQM-LR (320 points, :data:`SQM_GRIDS`, both its
 solvers, in process, :func:`fit_sqm`): the moments solver's 288 (:data:`SQM_GRID`: the release's intercept
 constant c, label weight kappa, gamma and score weight beta, :func:`sqm.apps.logreg.estimator.moments_release`,
 the fit's ridge multiple, and the rows' scale before the clients clip them to the unit ball, SQM's clip bound as
 DPSGD's clip norm; fitted with the estimator's own code, :func:`sqm.apps.logreg.moments.fit_release`) and the sgd
-solver's 16 (:data:`SQM_SGD_GRID`: full-batch rounds, one or two epochs, the weights' bound, the rows' scale).
+solver's 32 (:data:`SQM_SGD_GRID`: full-batch rounds, one or two epochs, the weights' bound, the rows' scale, the
+intercept's constant c).
 ``sqm-default`` is SQM-LR with its defaults, untuned (chosen by ``python -m bench lr-constants`` on the validation
 splits of breast_cancer, credit_default and adult).  Non-private: scikit-learn's logistic regression with its
 fixed default regularization (C = 1), no tuning.
@@ -59,10 +60,15 @@ DPSGD_GRID = dict(batch=(64, 256), epochs=(2, 5), learning_rate=(0.5, 2.0, 8.0),
 # often ranks several points perfectly) go to them
 SQM_GRID = dict(constant=(0.5, 0.35, 1.0), label_weight=(0.5, 0.7, 1.0), gamma=(8192.0, 1024.0),
                 score_weight=(1.5, 0.75), ridge_multiple=(4.0, 16.0), row_scale=ROW_SCALES)
-# SQM-LR's sgd solver in the same grid search (16 points): full-batch rounds (q 1), one or two epochs, the weights'
-# bound and the rows' scale; one round is one noisy gradient at w = 0 (the budget on d numbers, fit_sqm_sgd)
+# SQM-LR's sgd solver in the same grid search (32 points): full-batch rounds (q 1), one or two epochs, the weights'
+# bound, the rows' scale and the intercept's constant c (its column's value; the default 1 first); one round is one
+# noisy gradient at w = 0 (the budget on d numbers, fit_sqm_sgd).  The clients clip the scaled rows to the unit ball
+# and the constant column joins them, so at c = 1 the intercept takes half the norm bound the round's noise is
+# calibrated to (the row [x, c] has norm up to sqrt(1 + c^2)); a smaller c gives the direction more of it.  DPSGD
+# sets the same share through its rows' scale (its constant column stays 1 while the rows grow inside its clip)
+INTERCEPT_SCALINGS = (1.0, 0.25)
 SQM_SGD_GRID = dict(solver=("sgd",), q=(1.0,), epochs=(1, 2), learning_rate=(1.0,), weight_bound=(0.1, 1.0),
-                    row_scale=ROW_SCALES)
+                    row_scale=ROW_SCALES, intercept_scaling=INTERCEPT_SCALINGS)
 SQM_GRIDS = (SQM_GRID, SQM_SGD_GRID)  # the moments points first: the grid's first point is the defaults
 DPSGD_WEIGHT_BOUND = 8.0
 NONPRIVATE_C = 1.0
@@ -133,9 +139,10 @@ def _data_digest(X, y) -> str:
 
 def fit_sqm_sgd(Xtr, ytr, p: dict, epsilon: float, delta: float, seed: int, parties: int = 3):
     """SQM-LR's sgd solver (the per-batch protocol, in process) with ``p``'s sampling rate ``q``, ``epochs``,
-    ``learning_rate`` and ``weight_bound``, on the rows multiplied by ``row_scale`` (as :func:`fit_sqm`); one
-    full-batch round (q 1, one epoch) releases one noisy gradient at w = 0, the direction sum x (1/2 - y): the whole
-    budget on d numbers instead of the moments' (d + 3)^2 / 2."""
+    ``learning_rate``, ``weight_bound``, ``base_rate`` (default 1/2) and ``intercept_scaling`` (the intercept's
+    constant c, default 1), on the rows multiplied by ``row_scale`` (as
+    :func:`fit_sqm`); one full-batch round (q 1, one epoch) releases one noisy gradient at the intercept-only model,
+    the direction sum x (p0 - y): the whole budget on d numbers instead of the moments' (d + 3)^2 / 2."""
     import numpy as np
 
     from sqm.apps.logreg.estimator import SQMLogisticRegression
@@ -143,7 +150,8 @@ def fit_sqm_sgd(Xtr, ytr, p: dict, epsilon: float, delta: float, seed: int, part
     scale = float(p.get("row_scale", 1.0))
     m = SQMLogisticRegression(epsilon, delta, sampling_rate=p["q"], epochs=int(p["epochs"]),
                               learning_rate=p["learning_rate"], weight_bound=p["weight_bound"], backend="plain",
-                              n_parties=parties, seed=seed, solver="sgd")
+                              n_parties=parties, seed=seed, solver="sgd", base_rate=p.get("base_rate"),
+                              intercept_scaling=p.get("intercept_scaling", 1.0))
     m.fit(scale * np.asarray(Xtr, np.float64), ytr)
     return (lambda X: m.decision_function(scale * np.asarray(X, np.float64))), m.report_.epsilon_server
 

@@ -97,10 +97,12 @@ def test_rowscale_study_report(tmp_path, capsys):
 
 
 def test_the_row_scales_option_restricts_the_grids():
-    """--row-scales 1 2 4 gives the grids before scale 8 joined: SQM-LR's 228 points, DPSGD's 24, in their order."""
-    sqm = lr_tuned.grid_points(lr_select._with_row_scales(lr_tuned.SQM_GRIDS, (1, 2, 4)))
-    dp = lr_tuned.grid_points(lr_select._with_row_scales(lr_tuned.DPSGD_GRID, (1,)))
+    """--row-scales 1 2 4 with --intercept-scalings 1 gives the grids before scale 8 and the intercept constant
+    joined: SQM-LR's 228 points, DPSGD's 24, in their order (the sgd points keep their c key, at its default 1)."""
+    sqm = lr_tuned.grid_points(lr_select._with_row_scales(lr_tuned.SQM_GRIDS, (1, 2, 4), (1.0,)))
+    dp = lr_tuned.grid_points(lr_select._with_row_scales(lr_tuned.DPSGD_GRID, (1,), (1.0,)))
     assert len(sqm) == 228 and len(dp) == 24
     full = lr_tuned.grid_points(lr_tuned.SQM_GRIDS)
-    assert sqm == [p for p in full if p["row_scale"] != 8.0]
+    assert sqm == [p for p in full if p["row_scale"] != 8.0 and p.get("intercept_scaling", 1.0) == 1.0]
+    assert len(lr_tuned.grid_points(lr_select._with_row_scales(lr_tuned.SQM_GRIDS, (1, 2, 4)))) == 240
     assert lr_select._with_row_scales(lr_tuned.SQM_GRIDS, None) is lr_tuned.SQM_GRIDS

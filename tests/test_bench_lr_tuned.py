@@ -173,7 +173,7 @@ def test_the_sqm_grids_first_point_is_the_estimators_defaults():
     first = lr_tuned.grid_points(lr_tuned.METHODS["sqm-tuned"][1])[0]
     assert first == dict(constant=moments.CONSTANT, label_weight=moments.LABEL_WEIGHT, gamma=LogRegParams().gamma,
                          score_weight=moments.SCORE_WEIGHT, ridge_multiple=moments.RIDGE_NOISE_MULTIPLE, row_scale=1.0)
-    assert len(lr_tuned.grid_points(lr_tuned.SQM_GRID)) == 288 and len(lr_tuned.grid_points(lr_tuned.SQM_GRIDS)) == 304
+    assert len(lr_tuned.grid_points(lr_tuned.SQM_GRID)) == 288 and len(lr_tuned.grid_points(lr_tuned.SQM_GRIDS)) == 320
 
 
 def test_an_sgd_grid_point_is_the_estimators_sgd_solver_on_scaled_rows():
