@@ -144,3 +144,20 @@ def test_simulation_equals_real_party_processes_at_a_base_rate():
         real.plan_.gamma, real.plan_.column_bounds()).l2 > SQMLogisticRegression(
         backend="in-process", **dict(kw, base_rate=0.5)).fit(X, y).report_.l2_sensitivity
     assert real.report_.epsilon_server <= 2.0
+
+
+def test_sqm_logreg_takes_the_base_rate_and_refuses_it_without_the_sgd_solver(capsys):
+    """The local command passes --base-rate to SQM-LR (its noise is calibrated at p0: another mu than at 1/2, said
+    in the solver line) and refuses it with the moments solver, naming the option."""
+    from sqm.cli.command import main
+
+    args = ["logreg", "--backend", "plain", "--no-baselines", "--seed", "0", "--solver", "sgd", "--q", "1",
+            "--epochs", "1", "--learning-rate", "1", "--weight-bound", "0.1"]
+    assert main(args) == 0
+    half = capsys.readouterr().out
+    assert main(args + ["--base-rate", "0.2"]) == 0
+    p0 = capsys.readouterr().out
+    mu = [float(o.split("  mu ")[1].split()[0]) for o in (half, p0)]
+    assert "base rate p0 0.2" in p0 and "base rate" not in half and mu[1] > mu[0]
+    assert main(["logreg", "--backend", "plain", "--no-baselines", "--solver", "moments", "--base-rate", "0.2"]) != 0
+    assert "base_rate: the schedule of solver='sgd'" in capsys.readouterr().err

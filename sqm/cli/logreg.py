@@ -153,7 +153,8 @@ def run(args) -> int:
                             seed=seed, weight_bound=W, methods=methods, groups=groups,
                             progress=not args.quiet, timeout=args.timeout, fit_intercept=not args.no_intercept,
                             solver=args.solver, robust_noise=args.robust_noise,
-                            verify_sharing=args.verify_sharing, verify_inputs=args.verify_inputs))
+                            verify_sharing=args.verify_sharing, verify_inputs=args.verify_inputs,
+                            base_rate=args.base_rate))
     res = _mean(runs)
     s, rep = res["sqm"], res["sqm"]["report"]
     print(f"logistic regression on {name}: {Xtr.shape[0]} train / {Xte.shape[0]} test records, "
@@ -165,7 +166,8 @@ def run(args) -> int:
         sq = s["schedule"]
         print(f"  SQM solver sgd{why}: q {sq['q']:.4g}  epochs {sq['epochs']}  rounds {rep.rounds}  batch cap "
               f"{s['b_max']}  lr {sq['learning_rate']:g}  ||w|| <= {sq['weight_bound']:g}  gamma {args.gamma:g}  "
-              f"mu {rep.mu:.4g}  intercept {'no' if args.no_intercept else 'yes'}")
+              f"mu {rep.mu:.4g}  intercept {'no' if args.no_intercept else 'yes'}"
+              + ("" if args.base_rate is None else f"  base rate p0 {args.base_rate:g}"))
         print(f"  clipped records per client {s['clipped']}  batches truncated {s['batches_truncated']}")
         if sq != {"q": q, "epochs": epochs, "learning_rate": lr, "weight_bound": W}:
             print(f"  DPSGD and the Taylor reference: q {q:.4g}  epochs {epochs}  lr {lr:g}  ||w|| <= {W:g}")

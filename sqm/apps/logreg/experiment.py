@@ -76,14 +76,15 @@ def compare(Xtr, ytr, Xte, yte, *, epsilon, delta, gamma, parties, backend, seed
             learning_rate=None, weight_bound=None, methods=("sqm", "dpsgd", "local", "nonprivate", "taylor"),
             progress=False, groups=None, timeout: float = 3600.0, fit_intercept: bool = True,
             solver: str = "moments", robust_noise: int = 0, verify_sharing: bool = False,
-            verify_inputs: bool = False) -> dict:
+            verify_inputs: bool = False, base_rate: float | None = None) -> dict:
     """Test accuracy and privacy of SQM and each baseline for one seed (an int or None): method -> a row
     ``{"method", "accuracy", "seconds", "bytes_sent", "report": PrivacyReport, ...}``.  ``groups`` (the
     attribute of each column) makes the parties' split and norm bounds follow attributes (:func:`public_split`).
     The schedule (q, epochs, learning rate, ||w|| bound) left None is
     :func:`sqm.apps.logreg.estimator.default_schedule`'s for the training records, the same for SQM, DPSGD and the
     Taylor reference; with ``fit_intercept`` every method fits an intercept (DPSGD and Taylor on the rows with SQM's
-    constant column, clipped at their norm bound sqrt(1 + 1))."""
+    constant column, clipped at their norm bound sqrt(1 + 1)).  ``base_rate``: SQM's only (its sgd solver's
+    expansion point, refused by the estimator with another solver)."""
     import numpy as np
 
     from sqm.mechanism.report import PrivacyReport
@@ -119,7 +120,7 @@ def compare(Xtr, ytr, Xte, yte, *, epsilon, delta, gamma, parties, backend, seed
                                   weight_bound=weight_bound if sgd else None, party_bounds=bounds, seed=sub[0],
                                   progress=progress, timeout=timeout, fit_intercept=fit_intercept,
                                   intercept_scaling=1.0, solver=solver, robust_noise=robust_noise,
-                                  verify_sharing=verify_sharing, verify_inputs=verify_inputs)
+                                  verify_sharing=verify_sharing, verify_inputs=verify_inputs, base_rate=base_rate)
         t0 = time.perf_counter()
         m.fit(data, ytr, eval_set=(Xte, yte) if progress and sgd else None)
         row("sqm", m.decision_function(Xte), t0, m.report_,
