@@ -167,8 +167,7 @@ def split_weights(w, plan: LRPlan) -> tuple[np.ndarray, np.ndarray]:
     column's weight at ``plan.intercept_index``, times the constant, is the intercept, plus the expansion point's
     b0 = logit(base_rate): 0 at the default 1/2)."""
     w = np.asarray(w, np.float64)
-    p0 = float(plan.base_rate)
-    b0 = 0.0 if p0 == 0.5 else math.log(p0 / (1.0 - p0))
+    b0 = math.log(float(plan.base_rate) / (1.0 - float(plan.base_rate)))  # log(1) = 0 at 1/2
     if not plan.has_intercept:
         return w.reshape(1, -1), np.array([b0])
     k = plan.intercept_index

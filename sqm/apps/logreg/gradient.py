@@ -144,7 +144,7 @@ class LRGradient:
         gamma, b = float(plan.gamma), plan.int_col_bounds()
         bf, by = [b[j] for j in self.feats], b[self.label_index]
         p0 = float(self.base_rate)
-        a_half = max(math.ceil(gamma ** 2 * p0), math.ceil(p0 * (gamma * gamma)))  # exact and as rounded
+        a_half = math.ceil(p0 * (gamma * gamma))  # the float product the server rounds (compensate)
         a_k, a_y = math.ceil(gamma * self.weight_bound * taylor_slope(p0)), math.ceil(gamma)
         per_row = max(bt * (a_half + a_k * sum(bf) + a_y * by) for bt in bf)
         addend = int(skellam_tail_bound(plan.mu, self.d)) + self.n_parties if plan.mu > 0 else 0
