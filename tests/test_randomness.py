@@ -9,6 +9,7 @@ import pytest
 from randomgen import AESCounter
 from scipy.stats import chisquare
 
+from sqm.errors import UsageError
 from sqm.mpc.shares import randomness
 from sqm.mpc.shares import shamir
 from sqm.mpc.shares.field import prime_below
@@ -139,6 +140,42 @@ class _QuarterRange:
 
     def integers(self, lo, hi, size=None, dtype=np.int64):
         return self.rng.integers(lo, max(lo + 1, hi // 4), size=size, dtype=dtype)
+
+
+@pytest.mark.parametrize("p_bits", [13, 40, 61])
+def test_field_stream_is_the_aes256_ctr_keystream_masked_and_uniform(p_bits):
+    """A seed's expansion (a seeded party's share): the AES-256-CTR keystream of the key (nonce 0), each 8-byte
+    little-endian word masked to p's bit length, words >= p replaced in order by the next ones below p; uniform
+    mod p (chi-square over 64 bins of 200,000 draws, rejected below p-value 1e-4), the same array for the same key
+    in any shape, another for another key."""
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+    p = prime_below(p_bits)
+    key = hashlib.sha256(b"field stream %d" % p_bits).digest()
+    v = randomness.field_stream(key, (200_000,), p)
+    assert v.dtype == np.int64 and v.min() >= 0 and v.max() < p
+    assert _uniform_pvalue(v, p, 64) > ALPHA
+    assert np.array_equal(randomness.field_stream(key, (400, 500), p).reshape(-1), v)
+    assert not np.array_equal(randomness.field_stream(bytes(32), (200_000,), p), v)
+    # the reference: the keystream's first 200,000 words, masked; those >= p replaced in order by the words after
+    # them that are below p
+    stream = Cipher(algorithms.AES(key), modes.CTR(bytes(16))).encryptor().update(bytes(8 * 300_000))
+    words = (np.frombuffer(stream, dtype="<u8") & np.uint64((1 << p.bit_length()) - 1)).astype(np.int64)
+    want, rest = words[:200_000].copy(), words[200_000:]
+    bad = np.flatnonzero(want >= p)
+    want[bad] = rest[rest < p][:bad.size]
+    assert (p_bits != 13) or bad.size > 0  # the 13-bit field does take the replacement path
+    assert np.array_equal(v, want)
+
+
+def test_field_stream_refuses_a_bad_key_or_field():
+    for key in (b"short", "x" * 32, bytes(31)):
+        with pytest.raises(UsageError, match="32 bytes"):
+            randomness.field_stream(key, (3,), 101)
+    for p in (1, 1 << 63):
+        with pytest.raises(UsageError, match="2 <= p < 2\\^63"):
+            randomness.field_stream(bytes(32), (3,), p)
+    assert randomness.field_stream(bytes(32), (0,), 101).shape == (0,)
 
 
 # ----- per-party seeds -----------------------------------------------------------------------------

@@ -69,7 +69,7 @@ from sqm.mpc.shares import modarith
 from sqm.mpc.shares import shamir
 from sqm.mpc.shares.field import from_signed
 from sqm.mpc.shares.kernels import kernel_function, numpy_forced
-from sqm.mpc.shares.randomness import fresh_bytes, secure_generator
+from sqm.mpc.shares.randomness import field_stream, fresh_bytes, secure_generator
 
 
 @dataclass(frozen=True)
@@ -591,8 +591,9 @@ def _through(vals, xs, at: int, p: int) -> np.ndarray:
 
 
 def expand(seed: bytes, shape, p: int) -> np.ndarray:
-    """A seeded party's share: uniform field elements from the seed's AES-CTR stream."""
-    return secure_generator(int.from_bytes(seed, "little")).integers(0, p, size=shape, dtype=np.int64)
+    """A seeded party's share: uniform field elements from the seed's AES-CTR stream
+    (:func:`sqm.mpc.shares.randomness.field_stream`)."""
+    return field_stream(seed, shape, p)
 
 
 def _received(got, client: int, ctx, shape, p: int, seeded_parties: int | None = None) -> np.ndarray:
