@@ -27,7 +27,9 @@ generator seeded s; every point of the LR bench's SQM grid (:data:`bench.lr_tune
 of them) is fitted on train with each of the first ``--fits`` seeds and scored by AUC on validation; each rule
 (:data:`RULES`) picks the point of highest rule score (the first on ties), refitted with the last seed and scored
 outside.  The rule ``dpsgd``: DPSGD's grid (:data:`bench.lr_tuned.DPSGD_GRID`) by one fit per point (the first
-seed), for reference.
+seed), for reference.  ``--orient``: beside each rule, its refits oriented on validation (a refit whose own
+validation AUC is below 1/2 has its scores negated, as a threshold is chosen there; every rule alike, dpsgd
+included): whether choosing the orientation on validation would help the LR bench.
 
 ``--study rowscale``: n records drawn (seeded :data:`ROWSCALE_SEED`), 60% train, scored on the first
 :data:`ROWSCALE_SCORED` records outside the subsample; SQM-LR's one full-batch sgd round and DPSGD at a fixed
@@ -271,7 +273,7 @@ def select_cell(X, y, n: int, epsilon: float, draws: int, fits: int, rules=DEFAU
     keep = grid_subset(all_points, max_points)
     points = [all_points[i] for i in keep]
     rng = np.random.default_rng(SELECT_SEED)
-    out: dict[str, dict[str, list]] = {r: {"auc": [], "chosen": []} for r in rules}
+    out: dict[str, dict[str, list]] = {r: {"auc": [], "chosen": [], "validation": []} for r in rules}
     for s in range(draws):
         idx = rng.choice(len(y), n, replace=False)
         cut1, cut2 = int(TRAIN_SHARE * n), int((TRAIN_SHARE + VALIDATION_SHARE) * n)
@@ -290,13 +292,14 @@ def select_cell(X, y, n: int, epsilon: float, draws: int, fits: int, rules=DEFAU
         sqm_rules = [r for r in rules if r != "dpsgd"]
         if sqm_rules:
             v = np.array([[val(p, sd) for sd in seeds[:fits]] for p in points])
-            refit: dict[int, float] = {}
+            refit: dict[int, tuple[float, float]] = {}
             for r in sqm_rules:
                 best = int(np.nanargmax(rule_scores(r, v)))
                 if best not in refit:
                     f, _ = lr_tuned.fit_sqm(Xtr, y[tr], points[best], epsilon, DELTA, seeds[fits])
-                    refit[best] = _auc(y[ev], f(Xev))
-                out[r]["auc"].append(refit[best])
+                    refit[best] = (_auc(y[ev], f(Xev)), _auc(y[va], f(Xva)))
+                out[r]["auc"].append(refit[best][0])
+                out[r]["validation"].append(refit[best][1])
                 out[r]["chosen"].append(keep[best])
         if "dpsgd" in rules:
             dpts = lr_tuned.grid_points(_with_row_scales(lr_tuned.DPSGD_GRID, row_scales))
@@ -306,6 +309,7 @@ def select_cell(X, y, n: int, epsilon: float, draws: int, fits: int, rules=DEFAU
                 best = int(np.argmax(dv))
                 f, _ = lr_tuned.fit_dpsgd(Xtr, y[tr], dpts[best], epsilon, DELTA, seeds[fits])
             out["dpsgd"]["auc"].append(_auc(y[ev], f(Xev)))
+            out["dpsgd"]["validation"].append(_auc(y[va], f(Xva)))
             out["dpsgd"]["chosen"].append(best)
     return out
 
@@ -319,9 +323,11 @@ def _summary(values) -> dict:
 def run(study: str = "solvers", datasets=("breast_cancer",), records=(150,), epsilons=(0.5,), draws: int = 10,
         fits: int = 5, rules=DEFAULT_RULES, max_points: int | None = None, methods=tuple(SOLVER_METHODS),
         progress: bool = True, row_scales=None, positive_share: float = POSITIVE_SHARE,
-        intercept_scalings=None) -> dict:
+        intercept_scalings=None, orient: bool = False) -> dict:
     """The study's report: one row per (data set, n, epsilon, method or rule); cells whose n is not below the
-    data set's record count (nothing left to score on) are listed under ``skipped``."""
+    data set's record count (nothing left to score on) are listed under ``skipped``.  ``orient`` (select): each
+    rule's row is followed by its refits oriented on validation (a refit whose validation AUC is below 1/2 has
+    its scores negated)."""
     import warnings
 
     import numpy as np
@@ -373,7 +379,11 @@ def run(study: str = "solvers", datasets=("breast_cancer",), records=(150,), eps
             sel = select_cell(X, y, n, eps, draws, fits, rules, max_points, row_scales, intercept_scalings)
             for r, res in sel.items():
                 rows.append(dict(base, rule=r, fits=fits, **_summary(res["auc"]), values=res["auc"],
-                                 chosen=res["chosen"]))
+                                 chosen=res["chosen"], validation=res["validation"]))
+                if orient:  # the refit's scores negated where its own validation AUC is below 1/2
+                    turned = [1.0 - a if v < 0.5 else a for a, v in zip(res["auc"], res["validation"], strict=True)]
+                    rows.append(dict(base, rule=f"{r} oriented", fits=fits, **_summary(turned), values=turned,
+                                     chosen=res["chosen"], turned=sum(v < 0.5 for v in res["validation"])))
     return dict(study=study, protocol=NOT_COUNTED, delta=DELTA, draws=draws, row_scales=row_scales,
                 fits=fits if study == "select" else None, max_points=max_points, rows=rows, skipped=skipped,
                 seconds=time.perf_counter() - t0, cpu_seconds=time.process_time() - c0)
@@ -435,6 +445,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="select: restrict the sgd points' intercept constants to these (default the LR bench's, "
                         "bench.lr_tuned.INTERCEPT_SCALINGS; 1 with --row-scales 1 2 4 gives the 228-point grid of "
                         "the earlier select figures)")
+    p.add_argument("--orient", action="store_true",
+                   help="select: beside each rule, its refits oriented on validation (the scores of a refit whose "
+                        "validation AUC is below 1/2 negated; every method alike, DPSGD included)")
     p.add_argument("--positive-share", type=float, default=POSITIVE_SHARE,
                    help=f"imbalanced: the positive share of each subsample (default {POSITIVE_SHARE:g})")
     p.add_argument("--json", help="write the report here")
@@ -444,5 +457,6 @@ def cli(args) -> int:
     rep = run(args.study, tuple(args.datasets), tuple(args.records), tuple(args.epsilons), args.draws, args.fits,
               tuple(args.rules), args.max_points, tuple(args.methods), progress=not args.quiet,
               row_scales=tuple(args.row_scales) if args.row_scales else None, positive_share=args.positive_share,
-              intercept_scalings=tuple(args.intercept_scalings) if args.intercept_scalings else None)
+              intercept_scalings=tuple(args.intercept_scalings) if args.intercept_scalings else None,
+              orient=args.orient)
     return finish(rep, args, print_table)

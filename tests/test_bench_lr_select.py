@@ -63,6 +63,20 @@ def test_select_study_report_and_the_same_numbers_twice(tmp_path):
     assert [(r["values"], r["chosen"]) for r in rows] == [(r["values"], r["chosen"]) for r in b["details"]["rows"]]
 
 
+def test_select_study_orients_each_refit_on_its_validation_auc(tmp_path):
+    """--orient: each rule's row is followed by the same refits with the scores of those whose own validation AUC
+    is below 1/2 negated (test AUC a -> 1 - a), counted in ``turned``; the rule's own row is unchanged."""
+    extra = ("--study", "select", "--fits", "1", "--rules", "one", "--max-points", "4")
+    plain = _run(tmp_path, "p.json", *extra)["details"]["rows"]
+    rows = _run(tmp_path, "o.json", *extra, "--orient")["details"]["rows"]
+    assert [r["rule"] for r in rows] == ["one", "one oriented"]
+    base, turned = rows
+    assert base["values"] == plain[0]["values"] and len(base["validation"]) == 2
+    want = [1.0 - a if v < 0.5 else a for a, v in zip(base["values"], base["validation"], strict=True)]
+    assert turned["values"] == want and turned["turned"] == sum(v < 0.5 for v in base["validation"])
+    assert turned["auc"] == pytest.approx(np.mean(want))
+
+
 def test_grid_subset_spreads_over_the_grid_both_solvers_included():
     points = lr_tuned.grid_points(lr_tuned.SQM_GRIDS)
     keep = lr_select.grid_subset(points, 4)
