@@ -420,7 +420,8 @@ def write_page(path: str, rep: dict) -> None:
 def merge(paths) -> dict:
     """One report from the JSON documents of several runs (``--json`` of each): their rows in the bench's order
     (method, then data set as :data:`DATASETS`, then epsilon; a cell in two runs kept from the last), the checks
-    over all of them; runs and records as each row says."""
+    over all of them; runs and records as each row says; the wall and CPU seconds of the runs that still hold a
+    shown cell (a run whose every cell a later one replaced is listed, ``shown`` false, and not timed)."""
     import json
     from pathlib import Path
 
@@ -428,6 +429,8 @@ def merge(paths) -> dict:
     reps = [d["details"] for d in docs]
     first = reps[0]
     cells = {(r["method"], r["dataset"], r["epsilon"]): r for rep in reps for r in rep["rows"]}
+    source = {(r["method"], r["dataset"], r["epsilon"]): i for i, rep in enumerate(reps) for r in rep["rows"]}
+    shown = sorted(set(source.values()))  # the runs that still hold a shown cell: their time is the rows' time
 
     def order(key):
         method, dataset, epsilon = key
@@ -435,9 +438,9 @@ def merge(paths) -> dict:
 
     rows = [cells[k] for k in sorted(cells, key=order)]
     return dict(first, rows=rows, records=max(rep["records"] for rep in reps), all_met=all(r["met"] for r in rows),
-                seconds=sum(rep["seconds"] for rep in reps), cpu_seconds=sum(rep["cpu_seconds"] for rep in reps),
-                merged=[{"file": Path(p).name, "parameters": d["parameters"]}
-                        for p, d in zip(paths, docs, strict=True)])
+                seconds=sum(reps[i]["seconds"] for i in shown), cpu_seconds=sum(reps[i]["cpu_seconds"] for i in shown),
+                merged=[{"file": Path(p).name, "parameters": d["parameters"], "shown": i in shown}
+                        for i, (p, d) in enumerate(zip(paths, docs, strict=True))])
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

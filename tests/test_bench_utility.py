@@ -92,6 +92,15 @@ def test_merge_and_page_show_exactly_what_the_command_prints(tmp_path, capsys):
     text = page.read_text()
     assert "old" not in text and text.endswith(f"{utility.BLOCK[1]}\n\nafter\n")
     assert "```text\n" + utility.printed(rep).strip("\n") + "\n```" in text
+    # a later run replacing every cell of an earlier one: the earlier one is listed, not shown, and not timed
+    doc = json.loads(outs[1].read_text())
+    doc["details"]["seconds"], doc["details"]["cpu_seconds"] = 1000.0, 900.0
+    again = tmp_path / "r1-again.json"
+    again.write_text(json.dumps(doc))
+    runs = [json.loads(p.read_text())["details"] for p in outs]
+    rep = utility.merge([outs[1], outs[0], again])
+    assert [m["shown"] for m in rep["merged"]] == [False, True, True]
+    assert rep["seconds"] == runs[0]["seconds"] + 1000.0 and rep["cpu_seconds"] == runs[0]["cpu_seconds"] + 900.0
 
 
 def test_the_utility_page_shows_its_stored_report():
