@@ -428,15 +428,14 @@ def merge(paths) -> dict:
     docs = [json.loads(Path(p).read_text(encoding="utf-8")) for p in paths]
     reps = [d["details"] for d in docs]
     first = reps[0]
-    cells = {(r["method"], r["dataset"], r["epsilon"]): r for rep in reps for r in rep["rows"]}
-    source = {(r["method"], r["dataset"], r["epsilon"]): i for i, rep in enumerate(reps) for r in rep["rows"]}
-    shown = sorted(set(source.values()))  # the runs that still hold a shown cell: their time is the rows' time
+    cells = {(r["method"], r["dataset"], r["epsilon"]): (i, r) for i, rep in enumerate(reps) for r in rep["rows"]}
+    shown = sorted({i for i, _ in cells.values()})  # the runs that still hold a shown cell: their time is the rows'
 
     def order(key):
         method, dataset, epsilon = key
         return (METHODS.index(method), DATASETS.index(dataset), -1.0 if epsilon is None else epsilon)
 
-    rows = [cells[k] for k in sorted(cells, key=order)]
+    rows = [cells[k][1] for k in sorted(cells, key=order)]
     return dict(first, rows=rows, records=max(rep["records"] for rep in reps), all_met=all(r["met"] for r in rows),
                 seconds=sum(reps[i]["seconds"] for i in shown), cpu_seconds=sum(reps[i]["cpu_seconds"] for i in shown),
                 merged=[{"file": Path(p).name, "parameters": d["parameters"], "shown": i in shown}
