@@ -116,6 +116,42 @@ def test_the_compiled_linear_combination_is_the_field_sum(bits, nv):
     assert empty.shape == (0, 4)
 
 
+@pytest.mark.parametrize("bits", [13, 42, 49, 50, 61])
+def test_the_fast_sums_take_any_integers_in_every_vector_variant(bits):
+    """The int64 paths of the linear combination (small coefficients, a block of entries at a time) and of the
+    weighted sums (small weights) on arrays over several blocks with a few entries outside [0, p) (negative, p,
+    near 2^63), in each vector variant the processor has: the exact field sums."""
+    from sqm.mpc.protocols import flp
+
+    k, simd = _steps(), flp._simd()
+    p = prime_below(bits)
+    rng = np.random.default_rng(bits)
+    n = 3 * 1024 + 77
+    vals = [rng.integers(0, p, size=n, dtype=np.int64) for _ in range(3)]
+    vals[1][[5, 2048, n - 1]] = [-1, p, (1 << 63) - 1]  # in the first, third and last blocks
+    ranges = [4096, 7, (1 << min(bits - 2, 40)) - 3]
+    widths = [ip.digit_count(r) for r in ranges]
+    digits = rng.integers(0, p, size=(700, sum(widths)), dtype=np.int64)
+    digits[[3, 699], [0, 6]] = [-5, p + 3]
+    w = np.concatenate([ip.range_weights(r) for r in ranges])
+    starts = np.cumsum([0] + widths[:-1])
+    want_w = np.array([[sum(int(w[o + i]) * int(row[o + i]) for i in range(kw)) % p
+                        for o, kw in zip(starts, widths, strict=True)] for row in digits], dtype=np.int64)
+    best = simd(-1) if simd is not None else 0
+    try:
+        for level in range(best + 1):
+            if simd is not None:
+                assert simd(level) == level
+            for co in ([p - 1, 2, 0], [p - 2, 3, 1], [int(c) for c in rng.integers(0, p, size=3)]):
+                want = sum(int(c) * v.astype(object) for c, v in zip(co, vals, strict=True)) % p
+                got = ip._lincomb_compiled(k.lincomb, vals, co, p)
+                assert [int(v) for v in got] == [int(v) for v in want]
+            assert np.array_equal(ip._weighted_compiled(k.weighted, digits, widths, ranges, p, None), want_w)
+    finally:
+        if simd is not None:
+            simd(-1)
+
+
 @pytest.mark.parametrize("rows", [0, 1, 15, 16, 17, 50])
 def test_the_compiled_gather_lays_the_records_as_numpy_does(rows):
     k = _steps()

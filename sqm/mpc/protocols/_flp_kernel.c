@@ -602,8 +602,8 @@ static inline void range_digits(int64_t v, int64_t k, int64_t width, int64_t *o)
 {
     if (k <= 0)
         return;
-    int64_t r = (int64_t)1 << (3 * (k - 1)), cap = width - r + 1;
-    int64_t top = v >= cap ? cap : (v / r) * r, rest = v - top;
+    int64_t sh = 3 * (k - 1), r = (int64_t)1 << sh, cap = width - r + 1;
+    int64_t top = v >= cap ? cap : (v >> sh) << sh, rest = v - top; /* v >= 0: floor(v / r) r */
     o[k - 1] = top;
     for (int64_t i = 0; i < k - 1; i++) {
         o[i] = rest & 7;
@@ -622,9 +622,11 @@ int sqm_ip_witness(const int64_t *x, int64_t rows, int64_t ncols, const int64_t 
 {
     if (rows < 0 || ncols < 0 || ng < 0 || width < 0 || ng > 4096)
         return -1;
-    for (int64_t i = 0; i < rows * ncols; i++) {
-        int64_t j = i % ncols;
-        if (x[i] < lo[j] || x[i] > hi[j])
+    for (int64_t i = 0; i < rows; i++) {
+        int bad = 0;
+        for (int64_t j = 0; j < ncols; j++)
+            bad |= (x[i * ncols + j] < lo[j]) | (x[i * ncols + j] > hi[j]);
+        if (bad)
             return 1;
     }
     uint64_t s[4096];
@@ -684,21 +686,57 @@ int sqm_ip_weighted(const int64_t *W, int64_t rows, int64_t stride, int64_t n, c
         wm[k] = mul(&f, to_mont(&f, reduce_signed(w[k], q)), f.r2);
     for (int64_t c = 0; c < n; c++)
         am[c] = mul(&f, to_mont(&f, reduce_signed(add[c], q)), f.r2);
+    /* a block whose weights are >= 0 with (p - 1)(sum w + 1) < 2^62 (p < 2^50): its exact sum in int64 from
+     * values in [0, p), reduced once with a double quotient (within one of the floor), as sqm_ip_lincomb's */
+    int64_t *ap = malloc(sizeof(int64_t) * (size_t)(n ? n : 1)); /* add reduced, or -1: the Montgomery sums */
+    if (!ap) {
+        free(wm), free(am);
+        return -1;
+    }
+    for (int64_t c = 0, o = 0; c < n; o += widths[c], c++) {
+        u128 sw = 1;
+        int ok = q < (uint64_t)1 << DBL_BITS;
+        for (int64_t k = 0; k < widths[c] && ok; k++) {
+            ok = w[o + k] >= 0 && w[o + k] < (int64_t)1 << 62;
+            sw += ok ? (uint64_t)w[o + k] : 0;
+        }
+        ap[c] = ok && (u128)(q - 1) * sw < (u128)1 << 62 ? (int64_t)reduce_signed(add[c], q) : -1;
+    }
+    const double u = 1.0 / (double)q;
     for (int64_t i = 0; i < rows; i++) {
         const int64_t *wi = W + i * stride;
         const uint64_t *wk = wm;
+        const int64_t *wo = w;
         for (int64_t c = 0; c < n; c++) {
             const int64_t *d = wi + starts[c];
-            u128 t = am[c];
-            for (int64_t k = 0; k < widths[c]; k++) {
-                uint64_t v = d[k] >= 0 && (uint64_t)d[k] < q ? (uint64_t)d[k] : reduce_signed(d[k], q);
-                t = fold(&f, t + (u128)wk[k] * v);
+            int64_t kw = widths[c];
+            uint64_t bad = 1;
+            if (ap[c] >= 0) {
+                uint64_t t = (uint64_t)ap[c];
+                bad = 0;
+                for (int64_t k = 0; k < kw; k++) {
+                    t += (uint64_t)wo[k] * (uint64_t)d[k];
+                    bad |= (uint64_t)d[k] >= q;
+                }
+                if (!bad) {
+                    int64_t r = (int64_t)t - (int64_t)floor((double)(int64_t)t * u) * p;
+                    r = r < 0 ? r + p : r;
+                    out[i * n + c] = r >= p ? r - p : r;
+                }
             }
-            wk += widths[c];
-            out[i * n + c] = (int64_t)redc(&f, redc(&f, t));
+            if (bad) {
+                u128 t = am[c];
+                for (int64_t k = 0; k < kw; k++) {
+                    uint64_t v = d[k] >= 0 && (uint64_t)d[k] < q ? (uint64_t)d[k] : reduce_signed(d[k], q);
+                    t = fold(&f, t + (u128)wk[k] * v);
+                }
+                out[i * n + c] = (int64_t)redc(&f, redc(&f, t));
+            }
+            wk += kw;
+            wo += kw;
         }
     }
-    free(wm), free(am);
+    free(wm), free(am), free(ap);
     return 0;
 }
 
@@ -728,6 +766,65 @@ int sqm_ip_gather(const int64_t *src, int64_t rows, int64_t stride, const int64_
     return 0;
 }
 
+#define LC_BLOCK 1024 /* entries a linear combination sums at a time (its int64 sums stay in cache) */
+
+/* sqm_ip_lincomb with small signed coefficients sc (few parties): per entry the exact sum in int64 (|s| < 2^62 for
+ * values in [0, p)), reduced once with a double quotient (|s| / p < 2^50: within one of floor(s / p)).  A block at
+ * a time, one coefficient at a time (loops the compiler vectorizes); a block holding a value outside [0, p) is
+ * summed again entry by entry from the values reduced.  The same integers either way. */
+static inline __attribute__((always_inline)) void lincomb_small_body(const int64_t *const *vals, const int64_t *sc,
+                                                                     int64_t nv, int64_t n, int64_t p, int64_t *out)
+{
+    const double u = 1.0 / (double)p;
+    int64_t acc[LC_BLOCK];
+    for (int64_t i0 = 0; i0 < n; i0 += LC_BLOCK) {
+        int64_t nb = n - i0 < LC_BLOCK ? n - i0 : LC_BLOCK;
+        uint64_t bad = 0;
+        for (int64_t i = 0; i < nb; i++)
+            acc[i] = 0;
+        for (int64_t k = 0; k < nv; k++) {
+            const int64_t *v = vals[k] + i0, c = sc[k];
+            for (int64_t i = 0; i < nb; i++) { /* wrapping (unsigned) where a value is out of range: redone */
+                acc[i] = (int64_t)((uint64_t)acc[i] + (uint64_t)c * (uint64_t)v[i]);
+                bad |= (uint64_t)v[i] >= (uint64_t)p;
+            }
+        }
+        if (bad)
+            for (int64_t i = 0; i < nb; i++) {
+                int64_t t = 0;
+                for (int64_t k = 0; k < nv; k++)
+                    t += sc[k] * (int64_t)reduce_signed(vals[k][i0 + i], (uint64_t)p);
+                acc[i] = t;
+            }
+        int64_t *o = out + i0;
+        for (int64_t i = 0; i < nb; i++) {
+            int64_t r = acc[i] - (int64_t)floor((double)acc[i] * u) * p;
+            r = r < 0 ? r + p : r;
+            o[i] = r >= p ? r - p : r;
+        }
+    }
+}
+
+static void lincomb_small_plain(const int64_t *const *vals, const int64_t *sc, int64_t nv, int64_t n, int64_t p,
+                                int64_t *out)
+{
+    lincomb_small_body(vals, sc, nv, n, p, out);
+}
+
+#ifdef FAST_TARGET
+__attribute__((target("avx2,fma"))) static void lincomb_small_fast(const int64_t *const *vals, const int64_t *sc,
+                                                                   int64_t nv, int64_t n, int64_t p, int64_t *out)
+{
+    lincomb_small_body(vals, sc, nv, n, p, out);
+}
+
+__attribute__((target("avx512f,avx512dq,avx2,fma,prefer-vector-width=512"))) static void
+lincomb_small_wide(const int64_t *const *vals, const int64_t *sc, int64_t nv, int64_t n, int64_t p, int64_t *out)
+{
+    lincomb_small_body(vals, sc, nv, n, p, out);
+}
+#endif
+
 /* out[i] = sum_{k < nv} coef[k] vals[k][i] mod p (n entries; vals: nv pointers to int64 arrays of any integers,
  * coef in [0, p)): a polynomial's value from its values at other points (input_proof._through).  Returns 0, or -1
  * for an argument out of range. */
@@ -747,19 +844,16 @@ int sqm_ip_lincomb(const int64_t *const *vals, const int64_t *coef, int64_t nv, 
         small += (u128)(uint64_t)(sc[k] < 0 ? -sc[k] : sc[k]) * q;
     }
     if (small < (u128)1 << 62 && p < (int64_t)1 << 50) {
-        /* small signed coefficients (few parties): the exact sum in int64 (|s| < 2^62 for values in [0, p)),
-         * reduced once with a double quotient (|s| / p < 2^50: within one of floor(s / p)) */
-        const double u = 1.0 / (double)p;
-        for (int64_t i = 0; i < n; i++) {
-            int64_t t = 0;
-            for (int64_t k = 0; k < nv; k++) {
-                int64_t v = vals[k][i];
-                t += sc[k] * (v >= 0 && v < p ? v : (int64_t)reduce_signed(v, q));
-            }
-            int64_t r = t - (int64_t)floor((double)t * u) * p;
-            r = r < 0 ? r + p : r;
-            out[i] = r >= p ? r - p : r;
-        }
+        if (simd_level < 0)
+            sqm_flp_simd(-1);
+#ifdef FAST_TARGET
+        if (simd_level == 2)
+            lincomb_small_wide(vals, sc, nv, n, p, out);
+        else if (simd_level == 1)
+            lincomb_small_fast(vals, sc, nv, n, p, out);
+        else
+#endif
+            lincomb_small_plain(vals, sc, nv, n, p, out);
         return 0;
     }
     for (int64_t i = 0; i < n; i++) {
