@@ -7,6 +7,7 @@ import os
 import numpy as np
 import pytest
 
+from sqm.errors import UsageError
 from sqm.mpc.protocols import flp
 from sqm.mpc.shares.field import prime_below
 from sqm.mpc.shares.shamir import lagrange_at
@@ -255,3 +256,43 @@ def test_the_lazy_extension_is_the_field_product_up_to_multiples_of_p(bits):
     lazy = flp._extend(E, a, y, p, lazy=True)
     assert lazy.min() >= 0 and lazy.max() < 3 * p
     assert np.array_equal(lazy % p, modarith.matmul_mod(E, np.vstack([a, y]), p))
+
+
+@pytest.mark.parametrize("bits", [39, 61])
+def test_a_statement_in_parts_proves_what_the_whole_grid_does(bits):
+    """split: the trailing squares and top digit of few values apart, at their degree; each part's values are
+    :func:`flp.prove`'s for its own columns; the opened sum is the whole grid's (one part's) sum; the honest proof
+    passes and moving any value of either part fails."""
+    p = prime_below(bits)
+    rng = np.random.default_rng(bits)
+    d, g = 8, flp.ROWS
+    lin = np.vstack([np.ones((5, d), np.int64), np.tile([1, 1] + [0] * (d - 2), (3, 1)),
+                     np.array([[1, 1, 1] + [0] * (d - 3)])])
+    roots = np.vstack([np.tile(np.arange(d), (5, 1)), np.tile([0, 0] + [-1] * (d - 2), (3, 1)),
+                       np.array([[0, 7, 11] + [-1] * (d - 3)])])
+    polys = flp.column_polys(lin, roots, p)
+    Y = np.hstack([rng.integers(0, d, size=(g, 5)), rng.integers(-3000, 3001, size=(g, 3)),
+                   rng.choice([0, 7, 11], size=(g, 1))]) % p
+    beta, a = rng.integers(0, p, size=9), rng.integers(0, p, size=9)
+    st = flp.split(polys, p)
+    assert st.bounds == (0, 5, 9) and [flp.degree(q) for q in st.polys] == [8, 3]
+    assert flp.split(polys[:, :5], p).bounds == (0, 5) and flp.split(polys[:, 5:], p).bounds == (0, 4)
+    assert flp.split(polys[:, ::-1], p).bounds == (0, 9)  # the small columns first: no trailing run
+    proof = flp.prove_statement(Y, st, beta, p, a)
+    assert proof.shape == (flp.statement_length(st),) == (9 + 8 * g + 1 + 3 * g + 1,)
+    assert np.array_equal(proof[:9], a)
+    assert np.array_equal(proof[9:9 + 8 * g + 1], flp.prove(Y[:, :5], st.polys[0], beta[:5], p, a[:5])[5:])
+    assert np.array_equal(proof[9 + 8 * g + 1:], flp.prove(Y[:, 5:], st.polys[1], beta[5:], p, a[5:])[4:])
+    alpha = rng.integers(0, p, size=g)
+    r = flp.draw_point(rng, p, d)
+    q = flp.query_statement(Y, proof, alpha, r, p, st)
+    whole = flp.query(Y, flp.prove(Y, polys, beta, p, a), alpha, r, p, d)
+    assert q[0] == whole[0] and np.array_equal(q[3:], whole[2:])
+    assert flp.decide_statement(q, st, beta, p)
+    for at in (9 + 3, 9 + 8 * g + 1 + 2):
+        bad = proof.copy()
+        bad[at] = (bad[at] + 1) % p
+        assert not flp.decide_statement(flp.query_statement(Y, bad, alpha, r, p, st), st, beta, p)
+    assert flp.statement_error(p, st) == 11 * g / (p - 8 * g - 1)
+    with pytest.raises(UsageError, match="entries"):
+        flp.query_statement(Y, proof[:-1], alpha, r, p, st)

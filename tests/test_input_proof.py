@@ -33,19 +33,20 @@ def _verdict(W, claim=CLAIM, M=3, proof=None, seed=0):
     t = (M - 1) // 2
     W = np.asarray(W, np.int64) % P
     co = ip.coins(bytes(32), 1, W.shape[0], claim, P)
-    Y, polys, beta, _ = ip.grid(ip.values(W, claim, P), W, claim, co, P)
-    proof = flp.prove(Y, polys, beta, P, rng) if proof is None else proof(Y, polys, beta, co)
+    Y, _, beta, _ = ip.grid(ip.values(W, claim, P), W, claim, co, P)
+    st = ip.statement(W.shape[0], claim, P)
+    proof = flp.prove_statement(Y, st, beta, P, rng) if proof is None else proof(Y, st, beta, co)
     Ws, Ps = (shamir.share(a, M, t, P, rng) for a in (W, proof))
     r = flp.draw_point(rng, P, ip.BASE)
     opened = []
     for j in range(M):
         Yj, _, _, zj = ip.grid(ip.values(Ws[j], claim, P), Ws[j], claim, co, P)
-        q = flp.query(Yj, Ps[j], co["alpha"], r, P, ip.BASE)
+        q = flp.query_statement(Yj, Ps[j], co["alpha"], r, P, st)
         q[0] = (int(q[0]) - zj) % P
         opened.append(np.concatenate([[ip.linear_check(Ws[j], claim, co, P)], q]))
     others = [j for j in range(M) if j != 1]
     o = shamir.reconstruct(np.stack([opened[j] for j in others]), [j + 1 for j in others], P)
-    return int(o[0]), int(o[1]), flp.decide(o[1:], polys, beta, P)
+    return int(o[0]), int(o[1]), flp.decide_statement(o[1:], st, beta, P)
 
 
 @pytest.mark.parametrize("width", list(range(0, 70)) + [255, 256, 8192])
@@ -155,11 +156,14 @@ def test_a_proof_that_is_not_the_product_polynomial_fails_the_identity():
     s[0] = 40
     W = np.hstack([W, s[:, None], ip.encode_range(40 - s, 40)])
 
-    def forged(Y, polys, beta, co):
-        pr = flp.prove(Y, polys, beta, P, np.random.default_rng(5))
+    def forged(Y, st, beta, co):
+        pr = flp.prove_statement(Y, st, beta, P, np.random.default_rng(5))
         m, g = Y.shape[1], Y.shape[0]
+        assert len(st.polys) == 2  # the low digits and the top digits of many values; the others and the squares
         z = ip.grid(from_signed(x, P), W % P, CLAIM, co, P)[3]
-        true = int(np.sum(co["alpha"].astype(object) * pr[m + 1:m + 1 + g].astype(object))) % P
+        second = m + flp.degree(st.polys[0]) * g + 1  # where the second part's P(0..) starts
+        true = int(sum(np.sum(co["alpha"].astype(object) * pr[o + 1:o + 1 + g].astype(object))
+                       for o in (m, second))) % P
         inv = pow(int(co["alpha"][0]), -1, P)
         pr[m + 1] = (int(pr[m + 1]) + (z - true) * inv) % P  # sum_k alpha_k P(k) now equals z
         return pr
@@ -174,12 +178,14 @@ def test_the_opened_values_of_an_honest_proof_are_uniform():
     x = _honest(rows=4)
     W = ip.witness(x, CLAIM)
     co = ip.coins(bytes(32), 1, 4, CLAIM, P)
-    Y, polys, beta, _ = ip.grid(from_signed(x, P), W, CLAIM, co, P)
+    Y, _, beta, _ = ip.grid(from_signed(x, P), W, CLAIM, co, P)
+    st = ip.statement(4, CLAIM, P)
     rng = np.random.default_rng(7)
     bits = []
     for _ in range(400):
-        pr = flp.prove(Y, polys, beta, P, rng)
-        bits.append(flp.query(Y, pr, co["alpha"], flp.draw_point(rng, P, ip.BASE), P, ip.BASE)[2:] & 1)
+        pr = flp.prove_statement(Y, st, beta, P, rng)
+        q = flp.query_statement(Y, pr, co["alpha"], flp.draw_point(rng, P, ip.BASE), P, st)
+        bits.append(q[1 + len(st.polys):] & 1)
     mean = np.mean(bits, axis=0)
     assert np.all(np.abs(mean - 0.5) < 5 * 0.5 / np.sqrt(400))
 
@@ -188,7 +194,10 @@ def test_the_field_must_hold_the_claims():
     assert ip.needed_bound([CLAIM]) == 50  # 5^2 + 5^2 over the group
     d, g = ip.BASE, flp.ROWS
     assert flp.error_bound(P, d) == d * g / (P - d * g - 1)
-    assert ip.soundness_error(P) == 3 / P + d * g / (P - d * g - 1)
+    assert ip.soundness_error(P) == 3 / P + (d + 3) * g / (P - d * g - 1)
+    st = ip.statement(40, CLAIM, P)  # the low digits and the slack's top digit (6 values); the values' tops, squares
+    assert [flp.degree(q) for q in st.polys] == [d, 2] and flp.LOW_DEGREE == 3  # 2: squares, tops of 2 values
+    assert flp.statement_error(P, st) == (d + 2) * g / (P - d * g - 1) < ip.soundness_error(P) - 3 / P
 
 
 # ----- the pipeline, on the real protocol over in-memory mailboxes ----------------------------------------------
@@ -430,7 +439,8 @@ def test_the_blinds_are_seeded_at_t_plus_one_parties_and_shared_on_one_polynomia
 @pytest.mark.parametrize("rows", [1, 15, 16, 40])
 def test_the_grid_lays_each_record_at_its_node(rows):
     """Node k holds records k per .. (k + 1) per - 1 (records padded with zeros to G per): first every low digit of
-    each, then every top digit, then the grouped values, each record's columns side by side."""
+    each, then every top digit of many values, then those of few, then the grouped values, each record's columns side
+    by side."""
     g = flp.ROWS
     width = CLAIM.witness_width
     W = (np.arange(rows)[:, None] * 1000 + np.arange(width)[None, :]) + 1
@@ -438,10 +448,11 @@ def test_the_grid_lays_each_record_at_its_node(rows):
     co = ip.coins(bytes(32), 1, rows, CLAIM, P)
     Y, _, _, _ = ip.grid(X, W, CLAIM, co, P)
     per = max(1, -(-rows // g))
-    low, top = ip._digit_order(CLAIM)
+    low, top, few = ip._digit_order(CLAIM)
+    assert len(top) == 1 and len(few) == 3  # the slack's top digit has 6 values, the values' 2
     col, grp = CLAIM.widths
     wcol = [c if c < sum(col) else c + len(grp) for c in range(sum(col) + sum(grp))]
-    parts = [(W, [wcol[c] for c in low]), (W, [wcol[c] for c in top]), (X, [0, 1])]
+    parts = [(W, [wcol[c] for c in low]), (W, [wcol[c] for c in top]), (W, [wcol[c] for c in few]), (X, [0, 1])]
     assert Y.shape == (g, per * sum(len(i) for _, i in parts))
     off = 0
     for src, idx in parts:

@@ -500,6 +500,110 @@ def _lagrange_nodes(n: int, x: int, p: int) -> list[int]:
     return out
 
 
+LOW_DEGREE = 3  # a trailing run of columns whose polynomials have at most this many factors (squares, top digits of
+# few values) is proved apart, at its own degree (:func:`split`)
+
+
+class Statement(NamedTuple):
+    """A grid's columns in consecutive parts, each proved by its own polynomial P_i(x) = sum_{j in part i} beta_j
+    g_j(U_j(x)) of degree d_i G, d_i the part's degree (:func:`split`).  A part of low degree costs its prover
+    (d_i - 1) G extension points per column instead of (d - 1) G; the verifiers open P_i(r) for each part and the
+    sum of alpha_k P_i(k) over all of them."""
+
+    bounds: tuple[int, ...]  # each part's first column, then m
+    polys: tuple[np.ndarray, ...]  # each part's (2, m_i, d_i) column polynomials (read-only)
+
+
+def _owned(a: np.ndarray) -> np.ndarray:
+    """A read-only copy that owns its data (so that :func:`_digit_prefix` remembers it)."""
+    out = np.array(a, dtype=np.int64, copy=True, order="C")
+    out.flags.writeable = False
+    return out
+
+
+def _column_degrees(polys: np.ndarray, p: int) -> np.ndarray:
+    """Per column, 1 + the index of its last factor that is not the constant 1 (lin 0, root -1); 0 for none."""
+    lin, roots = polys
+    real = (lin != 0) | (roots % p != p - 1)
+    d = lin.shape[1]
+    return np.where(real.any(axis=1), d - np.argmax(real[:, ::-1], axis=1), 0)
+
+
+def split(polys: np.ndarray, p: int, low: int = LOW_DEGREE) -> Statement:
+    """The statement of ``polys`` (:func:`column_polys`): the trailing run of columns whose factors beyond the first
+    ``low`` are all the constant 1 as a part of its own, at the degree of its largest (at least 1), where some
+    column before it needs more; else one part."""
+    m, d = polys.shape[1], degree(polys)
+    big = np.flatnonzero(_column_degrees(polys, p) > low)
+    s = int(big[-1]) + 1 if big.size else 0
+    if d <= low or s in (0, m):
+        return Statement((0, m), (polys if polys.base is None and not polys.flags.writeable else _owned(polys),))
+    dl = max(1, int(_column_degrees(polys[:, s:], p).max()))
+    return Statement((0, s, m), (_owned(polys[:, :s]), _owned(polys[:, s:, :dl])))
+
+
+def statement_length(st: Statement, g: int = ROWS) -> int:
+    """The proof's entries: a blind per column, then each part's P_i(0..d_i G)."""
+    return st.bounds[-1] + sum(degree(q) * int(g) + 1 for q in st.polys)
+
+
+def statement_error(p: int, st: Statement, g: int = ROWS) -> float:
+    """The probability that a false statement passes the parts' identity checks at one point drawn outside the
+    nodes of the largest degree: sum_i d_i G / (p - d_max G - 1) (a union bound over the parts)."""
+    top = max(degree(q) for q in st.polys) * g
+    return sum(degree(q) * g for q in st.polys) / (p - top - 1)
+
+
+def prove_statement(Y, st: Statement, beta, p: int, blinds) -> np.ndarray:
+    """The proof (a, P_1(0..d_1 G), P_2(..), ..) of the statement ``st`` for the grid ``Y``: each part proved as
+    :func:`prove` proves a grid, with its own columns' blinds."""
+    Y = np.asarray(Y, dtype=np.int64)
+    g, m = Y.shape
+    if m != st.bounds[-1]:
+        raise UsageError(f"a statement of {st.bounds[-1]} columns, a grid of {m}")
+    if isinstance(blinds, np.random.Generator):
+        blinds = blinds.integers(0, p, size=m, dtype=np.int64)
+    a = np.asarray(blinds, dtype=np.int64)
+    beta = np.asarray(beta, dtype=np.int64)
+    out = [a]
+    for s, e, q in zip(st.bounds[:-1], st.bounds[1:], st.polys, strict=True):
+        y = Y if (s, e) == (0, m) else np.ascontiguousarray(Y[:, s:e])
+        out.append(prove(y, q, beta[s:e], p, a[s:e])[e - s:])
+    return np.concatenate(out)
+
+
+def query_statement(Y, proof, alpha, r: int, p: int, st: Statement) -> np.ndarray:
+    """A verifier's shares of (sum_i sum_k alpha_k P_i(k), P_1(r), .., P_n(r), U(r) (m values)): :func:`query`
+    for every part at once, every step linear."""
+    Y = np.asarray(Y, dtype=np.int64)
+    g, m = Y.shape
+    proof = np.asarray(proof, dtype=np.int64)
+    if m != st.bounds[-1] or proof.shape != (statement_length(st, g),):
+        raise UsageError(f"a proof of this statement for a {g} x {m} grid has {statement_length(st, g)} entries, "
+                         f"got {proof.shape}")
+    ur = _combine(proof[:m], Y, _lagrange_nodes(g + 1, r, p), p)
+    alpha = np.asarray(alpha, dtype=np.int64)
+    total, prs, off = 0, [], m
+    for q in st.polys:
+        n = degree(q) * g + 1
+        pv = proof[off:off + n]
+        off += n
+        lp = np.array(_lagrange_nodes(n, r, p), dtype=np.int64)
+        prs.append(int(modarith.sum_mod(modarith.mul_mod(lp, pv, p), 0, p)))
+        total = (total + int(modarith.sum_mod(modarith.mul_mod(alpha, pv[1:g + 1], p), 0, p))) % p
+    return np.concatenate([np.array([total] + prs, dtype=np.int64), ur])
+
+
+def decide_statement(opened, st: Statement, beta, p: int) -> bool:
+    """The opened (sum, P_1(r), .., P_n(r), U(r)) pass every part's identity check (:func:`decide`)."""
+    opened = np.asarray(opened, dtype=np.int64)
+    k = len(st.polys)
+    ur = opened[1 + k:]
+    beta = np.asarray(beta, dtype=np.int64)
+    return all(decide(np.concatenate([[0, opened[1 + i]], ur[s:e]]), q, beta[s:e], p)
+               for i, (s, e, q) in enumerate(zip(st.bounds[:-1], st.bounds[1:], st.polys, strict=True)))
+
+
 def draw_point(rng: np.random.Generator, p: int, d: int, g: int = ROWS) -> int:
     """A query point uniform outside the nodes 0..dG."""
     return int(rng.integers(d * g + 1, p))

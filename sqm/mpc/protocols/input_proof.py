@@ -18,16 +18,19 @@ no single party controls (each party commits to a seed with the witness, then re
   sum alpha gamma (sum_{j in g} x_ij^2 - s_ig) over every record and group = 0, a bilinear form in the weights that
   is zero for every draw only if every digit is one of its allowed values and every s is its record's norm
   (:func:`grid` lays the digits and values out), proved by the client with a fully linear proof
-  (:mod:`sqm.mpc.protocols.flp`, polynomials of degree 8) shared after the coins and checked at a point drawn after
-  the proof.  The proof's blinds (one per column of the grid) are drawn from seeds the client sends the t + 1
-  lowest other parties (:func:`blind_shares`): uniform and unknown to any t of them, and no shares to send.
+  (:mod:`sqm.mpc.protocols.flp`) shared after the coins and checked at a point drawn after the proof: one polynomial
+  of degree 8 G for the digits of 8 allowed values, one of degree at most 3 G for the squares and the top digits of
+  at most 3 (:func:`statement`: their extension costs the prover 2 G points per column instead of 7 G).  The
+  proof's blinds (one per column of the grid) are drawn from seeds the client sends the t + 1 lowest other parties
+  (:func:`blind_shares`): uniform and unknown to any t of them, and no shares to send.
 
 Every opened value is a linear combination of degree-t sharings (an opening reveals its value alone), and each client's
 values are opened by and to the parties other than that client, so the client cannot bend its own verdict.
 
 **Soundness** (a deviating client, the other parties following the protocol): a false statement passes a chunk's
-check with probability at most 1/p (slack relations) + 2/p (the bilinear combination, Schwartz-Zippel) + 8G/(p - 8G - 1)
-(the proof's identity, :func:`sqm.mpc.protocols.flp.error_bound`; :func:`soundness_error`).  **No wrap-around:**
+check with probability at most 1/p (slack relations) + 2/p (the bilinear combination, Schwartz-Zippel) +
+(8 + 3) G/(p - 8G - 1) (the two polynomials' identities at one point, :func:`sqm.mpc.protocols.flp.statement_error`;
+:func:`soundness_error`).  **No wrap-around:**
 digits in their sets and x - lo = sum w d in F_p give an integer in [lo, hi] when hi - lo < p; then
 sum_{j in g} x_ij^2 < p and L_g < p make L_g - s = sum w e an integer inequality (:func:`needed_bound`, what the
 field must exceed).
@@ -277,23 +280,24 @@ def _widths(claim: Claim) -> list[int]:
 
 def grid(X, W, claim: Claim, co, p: int, g: int = flp.ROWS) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """(Y, polys, beta, z) for :mod:`sqm.mpc.protocols.flp`: the G x m grid of every digit (its polynomial zero at
-    its allowed values: the low digits, then the top ones, :func:`_digit_order`) and of every grouped value
-    (squared), records padded with zeros to R' and split among the G nodes in order; the columns' polynomials and
-    weights (a digit column's from the coins, a value column's the gamma of its record and group: :func:`weights`);
-    and the claim z = sum_k alpha_k sum gamma s over the node's records (the weighted record norms).  Shares in,
-    shares out: every step is linear."""
+    its allowed values: the low digits, then the top ones of many values, then those of few, :func:`_digit_order`)
+    and of every grouped value (squared), records padded with zeros to R' and split among the G nodes in order; the
+    columns' polynomials and weights (a digit column's from the coins, a value column's the gamma of its record and
+    group: :func:`weights`); and the claim z = sum_k alpha_k sum gamma s over the node's records (the weighted
+    record norms).  Shares in, shares out: every step is linear."""
     rows = X.shape[0]
     padded, m_dig, m_x = layout(rows, claim, g)
     _, s, _, col, _ = _split(W, claim)
     kx, ng = sum(col), len(claim.groups)
     cols = [j for c, _ in claim.groups for j in c]
-    low, top = _digit_order(claim)
+    low, top, few = _digit_order(claim)
     per = padded // g
     wcol = [c if c < kx else c + ng for c in range(kx + sum(claim.widths[1]))]  # digit column -> witness column
     Y = np.empty((g, m_dig + m_x), dtype=np.int64)
     off = 0
     kern = _steps()
-    for src, idx in ((W, [wcol[c] for c in low]), (W, [wcol[c] for c in top]), (X, cols)):
+    for src, idx in ((W, [wcol[c] for c in low]), (W, [wcol[c] for c in top]), (W, [wcol[c] for c in few]),
+                     (X, cols)):
         if kern is None or not _gather_compiled(kern.gather, src, rows, idx, g, per, Y, off):
             view = Y[:, off:off + per * len(idx)].reshape(g, per, len(idx))  # node k: records k per .. (k+1) per - 1
             for k in range(g):
@@ -333,17 +337,19 @@ def polys(rows: int, claim: Claim, p: int, g: int = flp.ROWS) -> np.ndarray:
         out = flp.column_polys(np.ones((1, BASE), np.int64), np.arange(BASE)[None, :], p)
     else:
         per = padded // g
-        low, _ = _digit_order(claim)
+        low, _, _ = _digit_order(claim)
         one = np.array([0, -1])  # the factor 0 u - (-1) = 1: a top digit's repeated allowed values, the square's pad
         tops = [_distinct(digit_roots(w)[-1]) for w in _widths(claim) + [lim for _, lim in claim.groups] if w > 0]
-        top_lin = np.array([[1] * len(t) + [0] * (BASE - len(t)) for t in tops], np.int64).reshape(-1, BASE)
-        top = np.array([t + [one[1]] * (BASE - len(t)) for t in tops], np.int64).reshape(-1, BASE)
-        square_lin = np.array([1, 1] + [one[0]] * (BASE - 2), np.int64)
-        square_roots = np.array([0, 0] + [one[1]] * (BASE - 2), np.int64)
-        lin = np.vstack([np.ones((per * len(low), BASE), np.int64), np.tile(top_lin, (per, 1)),
-                         np.tile(square_lin, (m_x, 1))])
-        allr = np.vstack([np.tile(np.arange(BASE, dtype=np.int64), (per * len(low), 1)), np.tile(top, (per, 1)),
-                          np.tile(square_roots, (m_x, 1))])
+        lins, allrs = [np.ones((per * len(low), BASE), np.int64)], [np.tile(np.arange(BASE, dtype=np.int64),
+                                                                            (per * len(low), 1))]
+        for part in ([t for t in tops if len(t) > flp.LOW_DEGREE], [t for t in tops if len(t) <= flp.LOW_DEGREE]):
+            top_lin = np.array([[1] * len(t) + [0] * (BASE - len(t)) for t in part], np.int64).reshape(-1, BASE)
+            top = np.array([t + [one[1]] * (BASE - len(t)) for t in part], np.int64).reshape(-1, BASE)
+            lins.append(np.tile(top_lin, (per, 1)))  # the grid's order (:func:`grid`): per part, record by record
+            allrs.append(np.tile(top, (per, 1)))
+        lins.append(np.tile(np.array([1, 1] + [one[0]] * (BASE - 2), np.int64), (m_x, 1)))  # the squares
+        allrs.append(np.tile(np.array([0, 0] + [one[1]] * (BASE - 2), np.int64), (m_x, 1)))
+        lin, allr = np.vstack(lins), np.vstack(allrs)
         out = flp.column_polys(lin, allr, p)
     out.flags.writeable = False
     return out
@@ -354,21 +360,39 @@ def _distinct(values) -> list[int]:
     return list(dict.fromkeys(int(v) for v in values))
 
 
-def _digit_order(claim: Claim) -> tuple[list[int], list[int]]:
-    """The witness's digit columns (values' then slacks') split into the low digits (allowed values 0..7) and the
-    top ones, in order: the grid lays each part out on its own (the low digits first, one polynomial for all)."""
+@functools.lru_cache(maxsize=16)
+def _digit_order(claim: Claim) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """The witness's digit columns (values' then slacks') split into the low digits (allowed values 0..7), the top
+    ones of more than :data:`sqm.mpc.protocols.flp.LOW_DEGREE` allowed values and the other top ones, each in
+    order: the grid lays each part out on its own (the low digits first, one polynomial for all; the top digits of
+    few values beside the squares, in the statement's part of low degree, :func:`statement`)."""
     col, grp = claim.widths
-    low, top, off = [], [], 0
-    for k in col + grp:
+    low: list[int] = []
+    top: list[int] = []
+    few: list[int] = []
+    off = 0
+    for k, width in zip(col + grp, _widths(claim) + [lim for _, lim in claim.groups], strict=True):
         low += list(range(off, off + k - 1))
-        top += [off + k - 1] * (k > 0)
+        if k:
+            (few if len(_distinct(digit_roots(width)[-1])) <= flp.LOW_DEGREE else top).append(off + k - 1)
         off += k
-    return low, top
+    return tuple(low), tuple(top), tuple(few)
+
+
+@functools.lru_cache(maxsize=8)
+def statement(rows: int, claim: Claim, p: int, g: int = flp.ROWS) -> flp.Statement:
+    """The grid's statement (:func:`sqm.mpc.protocols.flp.split` of :func:`polys`): the low digits and the top
+    digits of many values in a part of degree 8, the top digits of few values and the squares in a part of degree
+    at most 3 where there are both (cached, as :func:`polys`)."""
+    return flp.split(polys(rows, claim, p, g), p)
 
 
 def soundness_error(p: int) -> float:
-    """The probability that a client's false statement passes one chunk's check (the module docstring)."""
-    return 3 / p + flp.error_bound(p, BASE)
+    """The probability that a client's false statement passes one chunk's check (the module docstring): 3/p and
+    the identity checks' error for a statement of a part of degree 8 and one of degree at most 3, an upper bound
+    for every claim (:func:`sqm.mpc.protocols.flp.statement_error`)."""
+    g = flp.ROWS
+    return 3 / p + (BASE + flp.LOW_DEGREE) * g / (p - BASE * g - 1)
 
 
 # ----- the compiled steps (``_flp_kernel.c``, :mod:`sqm.mpc.protocols.flp`'s optional extension) ----------------
@@ -754,28 +778,31 @@ class InputProofs:
         if ch.own is not None:
             assert ch.co is not None and ch.block is not None  # the coins came before the proof
             cols = self._cols(ctx.pid, ch.rows)
-            Y, polys, beta, _ = grid(from_signed(ch.block, p), ch.own, self._claim(ctx.pid), ch.co[ctx.pid], p)
+            claim = self._claim(ctx.pid)
+            Y, _, beta, _ = grid(from_signed(ch.block, p), ch.own, claim, ch.co[ctx.pid], p)
             blinds, bl = blind_shares(ctx.pid, ctx.M, ctx.t, cols, p)
-            proof = flp.prove(Y, polys, beta, p, blinds)
+            proof = flp.prove_statement(Y, statement(ch.rows, claim, p), beta, p, blinds)
             sh = seeded_shares(proof[cols:], ctx.pid, ctx.M, ctx.t, p)
             del sh[ctx.pid]  # its own share of its proof: not needed
             sh, bl = _packed(sh, p), _packed(bl, p)
             out = {j: [sh[j], bl[j]] for j in sh}
             ch.block = ch.own = None  # proved: no longer needed
-        tail = flp.proof_length(0, BASE)  # the proof's values P(0..dG), after the blinds
         want: dict[int, object] = {0: wire.nothing}
         for c in ctx.clients:
             want[c] = wire.nothing if c == ctx.pid else wire.list_of(
-                [_expected(c, ctx, (tail,), p),
+                [_expected(c, ctx, (self._tail(c, ch.rows),), p),
                  wire.digest(32) if ctx.pid in seeded(c, ctx.M, ctx.t + 1) else
                  wire.packed_bits((self._cols(c, ch.rows),), p)], "input proof")
         return out, want
 
+    def _tail(self, c: int, rows: int) -> int:
+        """The length of client ``c``'s proof after its blinds: each part's P_i(0..d_i G) (:func:`statement`)."""
+        return flp.statement_length(statement(rows, self._claim(c), self.p)) - self._cols(c, rows)
+
     def _take_proof(self, ch: _Chunk, got: dict) -> None:
         ctx, p = self.ctx, self.p
-        tail = flp.proof_length(0, BASE)
         ch.proofs = {c: np.concatenate([_received(got[c][1], c, ctx, (self._cols(c, ch.rows),), p, ctx.t + 1),
-                                        _received(got[c][0], c, ctx, (tail,), p)])
+                                        _received(got[c][0], c, ctx, (self._tail(c, ch.rows),), p)])
                      for c in ctx.clients if c != ctx.pid}
 
     def _send_query_point(self, ch: _Chunk):
@@ -785,8 +812,9 @@ class InputProofs:
         ch.point_seed = self._opened_seed(ch, got, 1)
 
     def _sizes(self, rows: int) -> dict[int, int]:
-        """The length of each client's opened checks: the slack relations' combination, then the proof's query."""
-        return {c: 1 + 2 + self._cols(c, rows) + flp.proof_length(0, BASE) - BASE * flp.ROWS - 1
+        """The length of each client's opened checks: the slack relations' combination, then the proof's query (the
+        sum, each part's P_i(r), U(r))."""
+        return {c: 2 + len(statement(rows, self._claim(c), self.p).polys) + self._cols(c, rows)
                 for c in self.ctx.clients}
 
     def _send_check(self, ch: _Chunk):
@@ -803,7 +831,7 @@ class InputProofs:
             Y, _, _, z = grid(ch.X[c], ch.W[c], claim, ch.co[c], p)
             r = flp.draw_point(secure_generator(int.from_bytes(hashlib.sha256(
                 ch.point_seed + int(c).to_bytes(4, "little")).digest(), "little")), p, BASE)
-            q = flp.query(Y, ch.proofs[c], ch.co[c]["alpha"], r, p, BASE)
+            q = flp.query_statement(Y, ch.proofs[c], ch.co[c]["alpha"], r, p, statement(ch.rows, claim, p))
             q[0] = (int(q[0]) - z) % p  # the claim: sum alpha_k P(k) - z, zero for an honest client
             mine_q[c] = np.concatenate([np.array([linear_check(ch.W[c], claim, ch.co[c], p)], dtype=np.int64), q])
         ch.W = ch.X = ch.proofs = None  # checked: only the openings are left
@@ -829,8 +857,9 @@ class InputProofs:
                 bad.append(c)
                 continue
             opened = shamir.reconstruct(np.stack(vals), xs, p)
-            polys, beta = weights(ch.rows, self._claim(c), ch.co[c], p)
-            if int(opened[0]) != 0 or int(opened[1]) != 0 or not flp.decide(opened[1:], polys, beta, p):
+            _, beta = weights(ch.rows, self._claim(c), ch.co[c], p)
+            st = statement(ch.rows, self._claim(c), p)
+            if int(opened[0]) != 0 or int(opened[1]) != 0 or not flp.decide_statement(opened[1:], st, beta, p):
                 bad.append(c)
         self._refuse(bad)
 
