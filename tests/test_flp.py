@@ -273,6 +273,7 @@ def test_a_statement_in_parts_proves_what_the_whole_grid_does(bits):
     polys = flp.column_polys(lin, roots, p)
     Y = np.hstack([rng.integers(0, d, size=(g, 5)), rng.integers(-3000, 3001, size=(g, 3)),
                    rng.choice([0, 7, 11], size=(g, 1))]) % p
+    Y[:, 2] = rng.integers(0, p, size=g)  # a column of arbitrary field elements: the Montgomery columns too
     beta, a = rng.integers(0, p, size=9), rng.integers(0, p, size=9)
     st = flp.split(polys, p)
     assert st.bounds == (0, 5, 9) and [flp.degree(q) for q in st.polys] == [8, 3]
@@ -281,8 +282,14 @@ def test_a_statement_in_parts_proves_what_the_whole_grid_does(bits):
     proof = flp.prove_statement(Y, st, beta, p, a)
     assert proof.shape == (flp.statement_length(st),) == (9 + 8 * g + 1 + 3 * g + 1,)
     assert np.array_equal(proof[:9], a)
-    assert np.array_equal(proof[9:9 + 8 * g + 1], flp.prove(Y[:, :5], st.polys[0], beta[:5], p, a[:5])[5:])
-    assert np.array_equal(proof[9 + 8 * g + 1:], flp.prove(Y[:, 5:], st.polys[1], beta[5:], p, a[5:])[4:])
+    part = [np.ascontiguousarray(Y[:, :5]), np.ascontiguousarray(Y[:, 5:])]  # the kernel reads the slices in place
+    assert np.array_equal(proof[9:9 + 8 * g + 1], flp.prove(part[0], st.polys[0], beta[:5], p, a[:5])[5:])
+    assert np.array_equal(proof[9 + 8 * g + 1:], flp.prove(part[1], st.polys[1], beta[5:], p, a[5:])[4:])
+    fn = flp._library()
+    if fn is not None:
+        for (s, e), q in zip(((0, 5), (5, 9)), st.polys, strict=True):
+            got = flp._prove_compiled(fn, Y[:, s:e], q, beta[s:e], p, a[s:e])
+            assert np.array_equal(got, flp._prove_numpy(np.ascontiguousarray(Y[:, s:e]), q, beta[s:e], p, a[s:e]))
     alpha = rng.integers(0, p, size=g)
     r = flp.draw_point(rng, p, d)
     q = flp.query_statement(Y, proof, alpha, r, p, st)

@@ -414,16 +414,18 @@ static void mcolumn(const field *f, const int64_t *Y, int64_t g, int64_t m, int6
     }
 }
 
-/* The proof's values P(0..dG) (out, dG + 1 field elements) for the G x m row-major grid Y (field elements),
+/* The proof's values P(0..dG) (out, dG + 1 field elements) for the G x m grid Y (field elements; row k at
+ * Y + k ld, ld >= m: a grid's column slice proves without a copy),
  * the blinds a (m), the extension matrix E ((d-1)G x (G+1), row i: the Lagrange coefficients of the nodes 0..G
  * at G + 1 + i), the columns' polynomials (lin, roots: m x d, factor i of column j: lin u - root; the first std
  * columns the digit polynomial) and weights beta (m).  Returns 0, or -1 where a buffer cannot be allocated or
  * an argument is out of range. */
-int sqm_flp_prove(const int64_t *Y, int64_t g, int64_t m, const int64_t *a, const int64_t *E, const int64_t *lin,
-                  const int64_t *roots, int64_t d, int64_t std, const int64_t *beta, int64_t p, int64_t *out)
+int sqm_flp_prove(const int64_t *Y, int64_t g, int64_t m, int64_t ld, const int64_t *a, const int64_t *E,
+                  const int64_t *lin, const int64_t *roots, int64_t d, int64_t std, const int64_t *beta, int64_t p,
+                  int64_t *out)
 {
-    if (p < 3 || !(p & 1) || (uint64_t)p >= (uint64_t)1 << 62 || g < 1 || m < 0 || d < 1 || std < 0 || std > m ||
-        (std && (d % 2)))
+    if (p < 3 || !(p & 1) || (uint64_t)p >= (uint64_t)1 << 62 || g < 1 || m < 0 || ld < m || d < 1 || std < 0 ||
+        std > m || (std && (d % 2)))
         return -1;
     field f;
     field_init(&f, (uint64_t)p);
@@ -486,7 +488,7 @@ int sqm_flp_prove(const int64_t *Y, int64_t g, int64_t m, const int64_t *a, cons
         int64_t big = 0; /* the block's largest |entry| */
         for (int64_t k = 0; ok && k < g; k++)
             for (int64_t jj = 0; jj < nb; jj++) {
-                int64_t y = Y[k * m + j0 + jj];
+                int64_t y = Y[k * ld + j0 + jj];
                 int64_t s = y > p / 2 ? p - y : y;
                 big = s > big ? s : big;
                 alldig &= y >= 0 && y < d;
@@ -513,12 +515,12 @@ int sqm_flp_prove(const int64_t *Y, int64_t g, int64_t m, const int64_t *a, cons
         }
         if (ok)
             /* one exact sum with E whole where G |y| (p - 1) < 2^53 (digits in small fields), else two limbs */
-            dblock(&c, Y, m, j0, nb, a, beta, j0 < std, nf, dfl, dfr, accd,
+            dblock(&c, Y, ld, j0, nb, a, beta, j0 < std, nf, dfl, dfr, accd,
                    ((double)g * (double)big * (double)(p - 1) < 9007199254740992.0) | (pbits <= LAZY_BITS) << 1 |
                        alldig << 2);
         else
             for (int64_t j = j0; j < j0 + nb; j++)
-                mcolumn(&f, Y, g, m, j, a, em, wide, lin, roots, d, std, beta, pairs, u, fr, fl, acc);
+                mcolumn(&f, Y, g, ld, j, a, em, wide, lin, roots, d, std, beta, pairs, u, fr, fl, acc);
         j0 += nb;
     }
     for (int64_t i = 0; i < n; i++) { /* (sum g beta R^2) R^-2, plus the doubles' sums */
@@ -748,21 +750,37 @@ int sqm_ip_gather(const int64_t *src, int64_t rows, int64_t stride, const int64_
 {
     if (rows < 0 || nidx < 0 || g < 1 || per < 0 || off < 0 || off + per * nidx > ycols)
         return -1;
-    for (int64_t c = 0; c < nidx; c++)
+    int64_t runs = 0; /* idx as runs of consecutive columns (the low digits' runs of K - 1, the values' one run) */
+    for (int64_t c = 0; c < nidx; c++) {
         if (idx[c] < 0 || idx[c] >= stride)
             return -1;
+        runs += c == 0 || idx[c] != idx[c - 1] + 1;
+    }
+    int64_t *rs = malloc(sizeof(int64_t) * (size_t)(2 * runs + 1)), *rl = rs + runs; /* run start, length */
+    if (!rs)
+        return -1;
+    for (int64_t c = 0, q = -1; c < nidx; c++) {
+        if (c == 0 || idx[c] != idx[c - 1] + 1)
+            rs[++q] = idx[c], rl[q] = 0;
+        rl[q]++;
+    }
     for (int64_t k = 0; k < g; k++)
         for (int64_t r = 0; r < per; r++) {
             int64_t row = k * per + r;
             int64_t *dst = Y + k * ycols + off + r * nidx;
             if (row < rows) {
                 const int64_t *s = src + row * stride;
-                for (int64_t c = 0; c < nidx; c++)
-                    dst[c] = s[idx[c]];
+                for (int64_t q = 0; q < runs; q++) {
+                    const int64_t *from = s + rs[q];
+                    for (int64_t c = 0; c < rl[q]; c++)
+                        dst[c] = from[c];
+                    dst += rl[q];
+                }
             } else
                 for (int64_t c = 0; c < nidx; c++)
                     dst[c] = 0;
         }
+    free(rs);
     return 0;
 }
 

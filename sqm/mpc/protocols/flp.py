@@ -239,8 +239,8 @@ def _simd():
 
 def _library():
     """The compiled prover's C function, or None where the extension was not built or does not load."""
-    return kernel_function(_KERNEL, "sqm_flp_prove", [_PTR, _I64, _I64, _PTR, _PTR, _PTR, _PTR, _I64, _I64, _PTR,
-                                                      _I64, _PTR])
+    return kernel_function(_KERNEL, "sqm_flp_prove", [_PTR, _I64, _I64, _I64, _PTR, _PTR, _PTR, _PTR, _I64, _I64,
+                                                      _PTR, _I64, _PTR])
 
 
 class _Kernels(NamedTuple):
@@ -348,12 +348,15 @@ def _prove_compiled(fn, Y: np.ndarray, polys: np.ndarray, beta: np.ndarray, p: i
     d = degree(polys)
     if p % 2 == 0 or p >= 1 << 62 or d < 1:
         return None
-    Y = np.ascontiguousarray(Y, dtype=np.int64)
+    Y = np.asarray(Y)
+    if Y.dtype != np.int64 or (m > 1 and Y.strides[1] != 8) or (g > 1 and (Y.strides[0] % 8 or Y.strides[0] < 8 * m)):
+        Y = np.ascontiguousarray(Y, dtype=np.int64)  # rows of m consecutive entries: a column slice as it is
+    ld = Y.strides[0] // 8 if g > 1 else m
     lin, roots = (np.ascontiguousarray(x, dtype=np.int64) for x in polys)
     E = np.ascontiguousarray(_extension(g, (d - 1) * g, p))
     a, beta = np.ascontiguousarray(a, dtype=np.int64), np.ascontiguousarray(beta, dtype=np.int64)
     out = np.empty(d * g + 1, dtype=np.int64)
-    rc = fn(Y.ctypes.data, g, m, a.ctypes.data, E.ctypes.data, lin.ctypes.data, roots.ctypes.data, d,
+    rc = fn(Y.ctypes.data, g, m, ld, a.ctypes.data, E.ctypes.data, lin.ctypes.data, roots.ctypes.data, d,
             _digit_prefix(polys), beta.ctypes.data, p, out.ctypes.data)
     return out if rc == 0 else None
 
@@ -567,8 +570,7 @@ def prove_statement(Y, st: Statement, beta, p: int, blinds) -> np.ndarray:
     beta = np.asarray(beta, dtype=np.int64)
     out = [a]
     for s, e, q in zip(st.bounds[:-1], st.bounds[1:], st.polys, strict=True):
-        y = Y if (s, e) == (0, m) else np.ascontiguousarray(Y[:, s:e])
-        out.append(prove(y, q, beta[s:e], p, a[s:e])[e - s:])
+        out.append(prove(Y[:, s:e], q, beta[s:e], p, a[s:e])[e - s:])  # a slice: the kernel reads it in place
     return np.concatenate(out)
 
 
