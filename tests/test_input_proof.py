@@ -420,6 +420,27 @@ def test_seeded_shares_lie_on_one_polynomial_through_the_secret(M, p):
 
 @pytest.mark.parametrize("M", [3, 4, 5, 6])
 @pytest.mark.parametrize("p", [P, prime_below(62)])
+def test_a_clients_own_values_come_by_linearity_from_its_witness_sharing(M, p, monkeypatch):
+    """witness_shares: the others' shares are seeded_shares' (the same seeds), and the client's own values are
+    values() of its own share of the witness, though that share is never formed."""
+    t = (M - 1) // 2
+    x = _honest(rows=23)
+    W = ip.witness(x, CLAIM)
+    draws: list = []
+    monkeypatch.setattr(ip, "fresh_bytes", lambda n: next(draws[-1]))
+    for client in range(1, M):
+        seeds = [bytes([client, i]) * 16 for i in range(t)]
+        draws.append(iter(seeds))
+        out, mine = ip.witness_shares(W, x, CLAIM, client, M, t, p)
+        draws.append(iter(seeds))
+        ref = ip.seeded_shares(W, client, M, t, p)
+        assert sorted(out) == [j for j in range(M) if j != client]
+        assert all(out[j] == ref[j] if isinstance(ref[j], bytes) else np.array_equal(out[j], ref[j]) for j in out)
+        assert np.array_equal(mine, ip.values(ref[client], CLAIM, p))
+
+
+@pytest.mark.parametrize("M", [3, 4, 5, 6])
+@pytest.mark.parametrize("p", [P, prime_below(62)])
 def test_the_blinds_are_seeded_at_t_plus_one_parties_and_shared_on_one_polynomial(M, p):
     """A client's proof blinds: the t + 1 lowest other parties expand their seeds, the rest get shares; the M - 1
     points lie on one polynomial of degree t through the blinds, and fresh seeds give fresh blinds."""

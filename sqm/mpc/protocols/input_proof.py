@@ -578,6 +578,25 @@ def seeded_shares(secret, client: int, M: int, t: int, p: int) -> dict[int, obje
     return out
 
 
+def witness_shares(W, block, claim: Claim, client: int, M: int, t: int, p: int) -> tuple[dict[int, object], np.ndarray]:
+    """``client``'s sharing of its witness ``W`` for every other party (:func:`seeded_shares`: seeds to the t lowest
+    others, shares to the rest) and its own share of its values (:func:`values` of its own share of W), by
+    linearity instead of through that share: with Lagrange coefficients l_0 (the secret) and l_j (the seeded
+    shares E_j) at its own point (they sum to 1), values(l_0 W + sum l_j E_j) = l_0 x + sum l_j values(E_j), x its
+    integers ``block`` (mod p).  The same field elements, without combining the whole witness once more."""
+    W = np.asarray(W, dtype=np.int64)
+    free = seeded(client, M, t)
+    seeds = {j: fresh_bytes(32) for j in free}
+    vals = [W] + [expand(seeds[j], W.shape, p) for j in free]
+    points = [0] + [j + 1 for j in free]
+    out: dict[int, object] = dict(seeds)
+    for j in range(M):
+        if j not in free and j != client:
+            out[j] = _through(vals, points, j + 1, p)
+    mine = [from_signed(block, p)] + [values(e, claim, p) for e in vals[1:]]
+    return out, _through(mine, points, client + 1, p)
+
+
 def blind_shares(client: int, M: int, t: int, m: int, p: int) -> tuple[np.ndarray, dict[int, object]]:
     """``client``'s proof blinds (m uniform field elements) and their degree-t sharing for every other party: a
     32-byte seed to each of the t + 1 lowest others (their shares are its AES-CTR stream, :func:`expand`, and the
@@ -646,8 +665,9 @@ class _Chunk:
     block: np.ndarray | None = None  # a client's own signed integers, until it has proved them
     own: np.ndarray | None = None  # a client's own witness, until it has proved it
     commits: dict | None = None  # every party's commitments to its two seeds
-    W: dict | None = None  # this party's shares of every other client's witness (of its own, until its values)
+    W: dict | None = None  # this party's shares of every other client's witness
     X: dict | None = None  # and of every client's values (:func:`values`)
+    x_own: np.ndarray | None = None  # a client's share of its own values, until the witness exchange
     co: dict | None = None  # every client's coins, once the first seeds are revealed
     proofs: dict | None = None  # this party's shares of every other client's proof
     point_seed: bytes | None = None  # the joint seed of the query points, once the second seeds are revealed
@@ -738,9 +758,8 @@ class InputProofs:
         commit = hashlib.sha256(ch.seeds[0]).digest() + hashlib.sha256(ch.seeds[1]).digest()
         out: dict[int, object] = {j: [commit] for j in range(ctx.M)}
         if ch.own is not None:
-            sh = seeded_shares(ch.own, ctx.pid, ctx.M, ctx.t, p)
-            own = sh.pop(ctx.pid)
-            ch.W = {ctx.pid: np.asarray(own, dtype=np.int64)}
+            assert ch.block is not None  # a client's chunk: its integers and their witness
+            sh, ch.x_own = witness_shares(ch.own, ch.block, self._claim(ctx.pid), ctx.pid, ctx.M, ctx.t, p)
             for j, v in _packed(sh, p).items():
                 out[j] = [commit, v]
         want = {0: wire.list_of([wire.digest(64)], "coin commitment")}
@@ -753,13 +772,11 @@ class InputProofs:
     def _take_witness(self, ch: _Chunk, got: dict) -> None:
         ctx, p = self.ctx, self.p
         ch.commits = {j: g[0] for j, g in got.items()}
-        W = dict(ch.W or {})
-        for c in ctx.clients:
-            if c != ctx.pid:
-                W[c] = _received(got[c][1], c, ctx, (ch.rows, self._claim(c).witness_width), p)
-        ch.X = {c: values(W[c], self._claim(c), p) for c in ctx.clients}
-        W.pop(ctx.pid, None)  # a client's share of its own witness: its values are all it needs of it
-        ch.W = W
+        W = {c: _received(got[c][1], c, ctx, (ch.rows, self._claim(c).witness_width), p)
+             for c in ctx.clients if c != ctx.pid}
+        ch.X = {c: ch.x_own if c == ctx.pid else values(W[c], self._claim(c), p) for c in ctx.clients}
+        ch.x_own = None
+        ch.W = W  # a client needs no share of its own witness: its values are all it computes on
 
     def _send_coins(self, ch: _Chunk):
         return self._send_seed(ch, 0)
