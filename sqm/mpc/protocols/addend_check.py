@@ -46,7 +46,7 @@ from sqm.mpc.net.abort import ProtocolError, party_label
 from sqm.mpc.shares import modarith
 from sqm.mpc.shares import shamir
 from sqm.mpc.shares.field import from_signed
-from sqm.mpc.shares.randomness import fresh_bytes, secure_generator
+from sqm.mpc.shares.randomness import field_stream, fresh_bytes, secure_generator
 
 SEED_BYTES = 32
 
@@ -78,7 +78,7 @@ def draw(law, key: bytes) -> np.ndarray:
 def weights(coin: bytes, client: int, size: int, p: int) -> np.ndarray:
     """The check's public weights rho for ``client``'s addend, from the second joint coin."""
     h = hashlib.sha256(b"sqm addend weights" + coin + int(client).to_bytes(4, "little")).digest()
-    return secure_generator(int.from_bytes(h, "little")).integers(0, p, size=size, dtype=np.int64)
+    return field_stream(h, (size,), p)
 
 
 def difference(own, recomputed, rho, p: int) -> int:

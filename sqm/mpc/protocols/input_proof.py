@@ -244,15 +244,15 @@ def layout(rows: int, claim: Claim, g: int = flp.ROWS) -> tuple[int, int, int]:
 def coins(seed: bytes, client: int, rows: int, claim: Claim, p: int, g: int = flp.ROWS) -> dict[str, np.ndarray]:
     """The public random coefficients of ``client``'s checks, from a joint seed: ``lin_s`` (the linear relations,
     one per record norm), ``alpha`` (per node), ``beta`` (per digit column of the grid) and ``gamma`` (per record of
-    a node and group)."""
-    rng = secure_generator(int.from_bytes(hashlib.sha256(seed + int(client).to_bytes(4, "little")).digest(),
-                                          "little"))
+    a node and group), in that order from the field stream (:func:`sqm.mpc.shares.randomness.field_stream`) of the
+    hash of the seed and the client."""
     padded, m_bits, _ = layout(rows, claim, g)
     ng = len(claim.groups)
-    return {"lin_s": rng.integers(0, p, size=(rows, ng), dtype=np.int64),
-            "alpha": rng.integers(0, p, size=g, dtype=np.int64),
-            "beta": rng.integers(0, p, size=m_bits, dtype=np.int64),
-            "gamma": rng.integers(0, p, size=(padded // g, ng), dtype=np.int64)}
+    shapes = {"lin_s": (rows, ng), "alpha": (g,), "beta": (m_bits,), "gamma": (padded // g, ng)}
+    sizes = [int(np.prod(s, dtype=np.int64)) for s in shapes.values()]
+    flat = field_stream(hashlib.sha256(seed + int(client).to_bytes(4, "little")).digest(), (sum(sizes),), p)
+    ends = np.cumsum(sizes)
+    return {k: flat[e - n:e].reshape(s) for (k, s), n, e in zip(shapes.items(), sizes, ends, strict=True)}
 
 
 def linear_check(W, claim: Claim, co, p: int) -> int:

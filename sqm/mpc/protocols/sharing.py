@@ -20,7 +20,7 @@ from sqm.mpc.net import wire
 from sqm.mpc.net.abort import ProtocolError, party_label
 from sqm.mpc.shares import modarith
 from sqm.mpc.shares import shamir
-from sqm.mpc.shares.randomness import secure_generator
+from sqm.mpc.shares.randomness import field_stream
 
 
 async def input_shares(ctx, payload, p: int, widths=None, rows: int | None = None, summands=(),
@@ -176,7 +176,7 @@ class SharingCheck:
 
     def _r(self, c: int, k: int, shape) -> np.ndarray:
         key = hashlib.sha256(self.seeds[c] + int(k).to_bytes(8, "little")).digest()
-        return secure_generator(int.from_bytes(key, "little")).integers(0, self.p, size=shape, dtype=np.int64)
+        return field_stream(key, shape, self.p)
 
     def add_chunk(self, k: int, S: np.ndarray, widths=None) -> None:
         """Add this party's shares ``S`` of the clients' k-th chunk (their columns side by side, ``widths`` per
