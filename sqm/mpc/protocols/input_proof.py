@@ -20,7 +20,7 @@ no single party controls (each party commits to a seed with the witness, then re
   (:func:`grid` lays the digits and values out), proved by the client with a fully linear proof
   (:mod:`sqm.mpc.protocols.flp`) shared after the coins and checked at a point drawn after the proof: one polynomial
   of degree 8 G for the digits of 8 allowed values, one of degree at most 3 G for the squares and the top digits of
-  at most 3 (:func:`statement`: their extension costs the prover 2 G points per column instead of 7 G).  The
+  at most 3 (:func:`statement`: their extension costs the prover at most 2 G points per column instead of 7 G).  The
   proof's blinds (one per column of the grid) are drawn from seeds the client sends the t + 1 lowest other parties
   (:func:`blind_shares`): uniform and unknown to any t of them, and no shares to send.
 
