@@ -566,6 +566,12 @@ def seeded_shares(secret, client: int, M: int, t: int, p: int) -> dict[int, obje
     """``client``'s Shamir sharing (degree t) of ``secret`` for every party, itself included: a 32-byte seed to each
     party of :func:`seeded` (its share is the AES-CTR stream of the seed, :func:`expand`), the shares the polynomial
     through the secret and those points gives to the others (the client keeps its own)."""
+    return _seeded_sharing(secret, client, M, t, p, own=True)[0]
+
+
+def _seeded_sharing(secret, client: int, M: int, t: int, p: int, own: bool):
+    """(:func:`seeded_shares`' dict, without the client's own share unless ``own``; the secret and the seeded
+    shares; their points)."""
     secret = np.asarray(secret, dtype=np.int64)
     free = seeded(client, M, t)
     seeds = {j: fresh_bytes(32) for j in free}
@@ -573,9 +579,9 @@ def seeded_shares(secret, client: int, M: int, t: int, p: int) -> dict[int, obje
     points = [0] + [j + 1 for j in free]
     out: dict[int, object] = dict(seeds)
     for j in range(M):
-        if j not in free:
+        if j not in free and (own or j != client):
             out[j] = _through(vals, points, j + 1, p)
-    return out
+    return out, vals, points
 
 
 def witness_shares(W, block, claim: Claim, client: int, M: int, t: int, p: int) -> tuple[dict[int, object], np.ndarray]:
@@ -584,15 +590,7 @@ def witness_shares(W, block, claim: Claim, client: int, M: int, t: int, p: int) 
     linearity instead of through that share: with Lagrange coefficients l_0 (the secret) and l_j (the seeded
     shares E_j) at its own point (they sum to 1), values(l_0 W + sum l_j E_j) = l_0 x + sum l_j values(E_j), x its
     integers ``block`` (mod p).  The same field elements, without combining the whole witness once more."""
-    W = np.asarray(W, dtype=np.int64)
-    free = seeded(client, M, t)
-    seeds = {j: fresh_bytes(32) for j in free}
-    vals = [W] + [expand(seeds[j], W.shape, p) for j in free]
-    points = [0] + [j + 1 for j in free]
-    out: dict[int, object] = dict(seeds)
-    for j in range(M):
-        if j not in free and j != client:
-            out[j] = _through(vals, points, j + 1, p)
+    out, vals, points = _seeded_sharing(W, client, M, t, p, own=False)
     mine = [from_signed(block, p)] + [values(e, claim, p) for e in vals[1:]]
     return out, _through(mine, points, client + 1, p)
 
