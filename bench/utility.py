@@ -30,11 +30,13 @@ Per method and cell (data set x epsilon), ``--runs`` runs for logistic regressio
 The done-when checks of each cell: SQM-PCA >= 99% of central DP; SQM-LR within 2 points of tuned DPSGD in accuracy
 and AUC; SQM linear regression within 0.05 R^2 of AdaSSP and not below the mean; PBM-VFL within 5 points of NPQ.
 Data sets on which a default was chosen are marked (:data:`USED_FOR_DEFAULTS`); the others were never used to
-choose anything.  Tuning's privacy cost is not counted, for any method alike.
+choose anything.  Tuning's privacy cost is not counted, for any method alike.  Every fit runs in one thread
+(:func:`one_thread`).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import time
 
@@ -267,9 +269,39 @@ def pbm_cell(name: str, runs: int) -> dict:
             "epsilon_sample": max(c["epsilon_sample"] for c in cells["pbm"])}
 
 
+@contextlib.contextmanager
+def one_thread():
+    """Every fit in one thread: torch's intra-op pool and BLAS's and OpenMP's (threadpoolctl), restored after.  The
+    cells are many small fits (DPSGD's batches of 64 to 256 records, SQM-LR's d x d solves) that gain nothing from
+    threads, and beside other work a pool's threads wait on each other: one DPSGD fit (3,000 x 30, batches of 64,
+    5 epochs) took 3.29 s with torch's 2 threads and 1.02 s with 1 on this project's 2-core machine while two other
+    cells ran.  Only the order of some float sums depends on it."""
+    from threadpoolctl import threadpool_limits
+
+    try:
+        import torch
+    except ImportError:  # no torch: BLAS and OpenMP alone
+        torch = None
+    before = torch.get_num_threads() if torch is not None else None
+    with threadpool_limits(limits=1):
+        if torch is not None:
+            torch.set_num_threads(1)
+        try:
+            yield
+        finally:
+            if torch is not None and before is not None:
+                torch.set_num_threads(before)
+
+
 def run(datasets=DATASETS, methods=METHODS, epsilons=EPSILONS, runs: int = 10, pbm_runs: int = 5,
         records: int = 5000, delta: float = 1e-5, progress: bool = True, pca_runs: int = 100,
         linreg_runs: int = 100) -> dict:
+    with one_thread():
+        return _run(datasets, methods, epsilons, runs, pbm_runs, records, delta, progress, pca_runs, linreg_runs)
+
+
+def _run(datasets, methods, epsilons, runs: int, pbm_runs: int, records: int, delta: float, progress: bool,
+         pca_runs: int, linreg_runs: int) -> dict:
     from tqdm import tqdm
 
     t0, c0 = time.perf_counter(), time.process_time()

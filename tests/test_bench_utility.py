@@ -141,3 +141,29 @@ def test_the_pbm_cell_runs_the_tuned_protocol_at_the_fixed_epsilon(monkeypatch):
     assert row["gap_points"] == pytest.approx(6.0) and not utility.met("pbm", row)
     assert row["epsilon_spent"] == pytest.approx(199.2) and row["epsilon_sample"] == pytest.approx(1992.0)
     assert row["records"] == 7 and row["setting"]["epsilon"] == pbm_tuned.EPSILON
+
+
+def test_every_fit_runs_in_one_thread_and_the_pools_are_restored(monkeypatch):
+    """run() holds torch's intra-op pool and BLAS's (threadpoolctl) at one thread while the cells run, and gives
+    them back after."""
+    import torch
+    from threadpoolctl import threadpool_info
+
+    from bench import utility
+
+    seen = {}
+
+    def fake_run(*args):
+        seen["torch"] = torch.get_num_threads()
+        seen["pools"] = [p["num_threads"] for p in threadpool_info()]
+        return {"rows": []}
+
+    monkeypatch.setattr(utility, "_run", fake_run)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        assert utility.run(("iris",), ("pca",), (1.0,)) == {"rows": []}
+        assert seen["torch"] == 1 and seen["pools"] and all(n == 1 for n in seen["pools"])
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
