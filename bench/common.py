@@ -1,7 +1,34 @@
 """What every benchmark does with its report: print the table, write the JSON, draw the plot."""
 from __future__ import annotations
 
+import contextlib
+
 ROW_KEYS = ("rows", "runs", "cases")  # where a benchmark's report keeps its table's rows
+
+
+@contextlib.contextmanager
+def one_thread():
+    """Every fit in one thread: torch's intra-op pool and BLAS's and OpenMP's (threadpoolctl), restored after (the
+    utility and logistic-regression benches).  Their cells are many small fits (DPSGD's batches of 64 to 256
+    records, SQM-LR's d x d solves) that gain nothing from threads, and beside other work a pool's threads wait on
+    each other: one DPSGD fit (3,000 x 30, batches of 64,
+    5 epochs) took 3.29 s with torch's 2 threads and 1.02 s with 1 on this project's 2-core machine while two other
+    cells ran.  Only the order of some float sums depends on it."""
+    from threadpoolctl import threadpool_limits
+
+    try:
+        import torch
+    except ImportError:  # no torch: BLAS and OpenMP alone
+        torch = None
+    before = torch.get_num_threads() if torch is not None else None
+    with threadpool_limits(limits=1):
+        if torch is not None:
+            torch.set_num_threads(1)
+        try:
+            yield
+        finally:
+            if torch is not None and before is not None:
+                torch.set_num_threads(before)
 
 
 def results(rep: dict) -> list[dict]:

@@ -33,7 +33,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 
-from bench.common import finish
+from bench.common import finish, one_thread
 
 TUNING_SETS = ("breast_cancer", "credit_default", "adult")
 GRID = dict(constant=(0.35, 0.5, 0.7, 1.0), label_weight=(0.5, 0.7, 1.0, 1.5), score_weight=(0.75, 1.5, 3.0),
@@ -195,6 +195,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cli(args) -> int:
-    rep = run(tuple(args.datasets), tuple(args.epsilons), args.splits, args.seeds, args.records, args.delta,
-              progress=not args.quiet)
+    with one_thread():
+        rep = run(tuple(args.datasets), tuple(args.epsilons), args.splits, args.seeds, args.records, args.delta,
+                  progress=not args.quiet)
     return finish(rep, args, print_table)

@@ -55,7 +55,7 @@ import argparse
 import math
 import time
 
-from bench.common import finish
+from bench.common import finish, one_thread
 from bench.lr_tuned import USED_FOR_DEFAULTS
 
 TUNING_SETS = tuple(name for name, used in USED_FOR_DEFAULTS.items() if used)
@@ -454,9 +454,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cli(args) -> int:
-    rep = run(args.study, tuple(args.datasets), tuple(args.records), tuple(args.epsilons), args.draws, args.fits,
-              tuple(args.rules), args.max_points, tuple(args.methods), progress=not args.quiet,
-              row_scales=tuple(args.row_scales) if args.row_scales else None, positive_share=args.positive_share,
-              intercept_scalings=tuple(args.intercept_scalings) if args.intercept_scalings else None,
-              orient=args.orient)
+    with one_thread():
+        rep = run(args.study, tuple(args.datasets), tuple(args.records), tuple(args.epsilons), args.draws, args.fits,
+                  tuple(args.rules), args.max_points, tuple(args.methods), progress=not args.quiet,
+                  row_scales=tuple(args.row_scales) if args.row_scales else None, positive_share=args.positive_share,
+                  intercept_scalings=tuple(args.intercept_scalings) if args.intercept_scalings else None,
+                  orient=args.orient)
     return finish(rep, args, print_table)

@@ -38,7 +38,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 
-from bench.common import finish
+from bench.common import finish, one_thread
 
 DATASETS = ("breast_cancer", "phishing", "credit_default")
 # the data sets on which SQM-LR's default constants (c, kappa, beta, the ridge, the variance floor) were chosen, on
@@ -382,6 +382,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cli(args) -> int:
-    rep = run(tuple(args.datasets), tuple(args.epsilons), args.runs, args.delta, args.seed, args.max_records,
-              args.methods, progress=not args.quiet, select=args.select)
+    with one_thread():
+        rep = run(tuple(args.datasets), tuple(args.epsilons), args.runs, args.delta, args.seed, args.max_records,
+                  args.methods, progress=not args.quiet, select=args.select)
     return finish(rep, args, print_table)

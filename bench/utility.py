@@ -31,17 +31,16 @@ The done-when checks of each cell: SQM-PCA >= 99% of central DP; SQM-LR within 2
 and AUC; SQM linear regression within 0.05 R^2 of AdaSSP and not below the mean; PBM-VFL within 5 points of NPQ.
 Data sets on which a default was chosen are marked (:data:`USED_FOR_DEFAULTS`); the others were never used to
 choose anything.  Tuning's privacy cost is not counted, for any method alike.  Every fit runs in one thread
-(:func:`one_thread`).
+(:func:`bench.common.one_thread`).
 """
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import time
 
 from bench import linreg_utility, lr_tuned
-from bench.common import finish
+from bench.common import finish, one_thread
 
 DATASETS = ("breast_cancer", "digits", "wine", "iris", "diabetes", "phishing", "credit_default", "adult",
             "citeseer", "adult-imbalanced")
@@ -267,30 +266,6 @@ def pbm_cell(name: str, runs: int) -> dict:
             "sqm": _summary(pbm), "reference": _summary(npq), "reference_name": "NPQ (tuned alike)",
             "gap_points": gap, "epsilon_spent": max(c["epsilon_spent"] for c in cells["pbm"]),
             "epsilon_sample": max(c["epsilon_sample"] for c in cells["pbm"])}
-
-
-@contextlib.contextmanager
-def one_thread():
-    """Every fit in one thread: torch's intra-op pool and BLAS's and OpenMP's (threadpoolctl), restored after.  The
-    cells are many small fits (DPSGD's batches of 64 to 256 records, SQM-LR's d x d solves) that gain nothing from
-    threads, and beside other work a pool's threads wait on each other: one DPSGD fit (3,000 x 30, batches of 64,
-    5 epochs) took 3.29 s with torch's 2 threads and 1.02 s with 1 on this project's 2-core machine while two other
-    cells ran.  Only the order of some float sums depends on it."""
-    from threadpoolctl import threadpool_limits
-
-    try:
-        import torch
-    except ImportError:  # no torch: BLAS and OpenMP alone
-        torch = None
-    before = torch.get_num_threads() if torch is not None else None
-    with threadpool_limits(limits=1):
-        if torch is not None:
-            torch.set_num_threads(1)
-        try:
-            yield
-        finally:
-            if torch is not None and before is not None:
-                torch.set_num_threads(before)
 
 
 def run(datasets=DATASETS, methods=METHODS, epsilons=EPSILONS, runs: int = 10, pbm_runs: int = 5,

@@ -167,3 +167,23 @@ def test_every_fit_runs_in_one_thread_and_the_pools_are_restored(monkeypatch):
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("name,module", [("lr-tuned", "lr_tuned"), ("lr-select", "lr_select"),
+                                         ("lr-constants", "lr_constants")])
+def test_the_logistic_regression_benches_fit_in_one_thread(name, module, monkeypatch):
+    import importlib
+
+    import torch
+
+    mod = importlib.import_module(f"bench.{module}")
+    seen = []
+    monkeypatch.setattr(mod, "run", lambda *a, **k: seen.append(torch.get_num_threads()) or {"rows": []})
+    monkeypatch.setattr(mod, "finish", lambda rep, args, table=None: 0)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        args = parse([name, "-q"])
+        assert args.func(args) == 0 and seen == [1] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
