@@ -337,16 +337,16 @@ def polys(rows: int, claim: Claim, p: int, g: int = flp.ROWS) -> np.ndarray:
         out = flp.column_polys(np.ones((1, BASE), np.int64), np.arange(BASE)[None, :], p)
     else:
         per = padded // g
-        low, _, _ = _digit_order(claim)
+        low, top, few = _digit_order(claim)
+        roots = dict(_top_roots(claim))
         one = np.array([0, -1])  # the factor 0 u - (-1) = 1: a top digit's repeated allowed values, the square's pad
-        tops = [_distinct(digit_roots(w)[-1]) for w in _widths(claim) + [lim for _, lim in claim.groups] if w > 0]
         lins, allrs = [np.ones((per * len(low), BASE), np.int64)], [np.tile(np.arange(BASE, dtype=np.int64),
                                                                             (per * len(low), 1))]
-        for part in ([t for t in tops if len(t) > flp.LOW_DEGREE], [t for t in tops if len(t) <= flp.LOW_DEGREE]):
+        for part in ([list(roots[c]) for c in top], [list(roots[c]) for c in few]):
             top_lin = np.array([[1] * len(t) + [0] * (BASE - len(t)) for t in part], np.int64).reshape(-1, BASE)
-            top = np.array([t + [one[1]] * (BASE - len(t)) for t in part], np.int64).reshape(-1, BASE)
+            top_r = np.array([t + [one[1]] * (BASE - len(t)) for t in part], np.int64).reshape(-1, BASE)
             lins.append(np.tile(top_lin, (per, 1)))  # the grid's order (:func:`grid`): per part, record by record
-            allrs.append(np.tile(top, (per, 1)))
+            allrs.append(np.tile(top_r, (per, 1)))
         lins.append(np.tile(np.array([1, 1] + [one[0]] * (BASE - 2), np.int64), (m_x, 1)))  # the squares
         allrs.append(np.tile(np.array([0, 0] + [one[1]] * (BASE - 2), np.int64), (m_x, 1)))
         lin, allr = np.vstack(lins), np.vstack(allrs)
@@ -368,15 +368,26 @@ def _digit_order(claim: Claim) -> tuple[tuple[int, ...], tuple[int, ...], tuple[
     few values beside the squares, in the statement's part of low degree, :func:`statement`)."""
     col, grp = claim.widths
     low: list[int] = []
-    top: list[int] = []
-    few: list[int] = []
     off = 0
-    for k, width in zip(col + grp, _widths(claim) + [lim for _, lim in claim.groups], strict=True):
+    for k in col + grp:
         low += list(range(off, off + k - 1))
-        if k:
-            (few if len(_distinct(digit_roots(width)[-1])) <= flp.LOW_DEGREE else top).append(off + k - 1)
         off += k
-    return tuple(low), tuple(top), tuple(few)
+    tops = _top_roots(claim)
+    return (tuple(low), tuple(c for c, r in tops if len(r) > flp.LOW_DEGREE),
+            tuple(c for c, r in tops if len(r) <= flp.LOW_DEGREE))
+
+
+@functools.lru_cache(maxsize=16)
+def _top_roots(claim: Claim) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    """Each top digit's witness digit column and its allowed values, each once (:func:`_distinct`), in order: the
+    values' then the slacks'."""
+    col, grp = claim.widths
+    out, off = [], 0
+    for k, width in zip(col + grp, _widths(claim) + [lim for _, lim in claim.groups], strict=True):
+        off += k
+        if k:
+            out.append((off - 1, tuple(_distinct(digit_roots(width)[-1]))))
+    return tuple(out)
 
 
 @functools.lru_cache(maxsize=8)
