@@ -134,19 +134,18 @@ def steps_one(rows: int, cols: int, clients: int, gamma: float, seed: int, bits:
         out.append({"step": name, "ms": ms, "times": times_run, "job_seconds": ms * times_run / 1e3})
         return res
 
-    W = step("witness", lambda: ip.witness(block, claim), 1)
-    sh, _ = step("witness sharing", lambda: ip.witness_shares(W, block, claim, 1, M, t, p), 1)
+    W, x = step("witness", lambda: (ip.witness(block, claim), from_signed(block, p)), 1)  # as push makes them
+    sh, _ = step("witness sharing", lambda: ip.witness_shares(W, x, claim, 1, M, t, p), 1)
     sent = next(v for v in sh.values() if not isinstance(v, bytes))
     frame = step("pack a share", lambda: wire.pack_bits(sent, p), M - 1 - t)
     step("unpack a share", lambda: wire.packed_bits(sent.shape, p)(frame), M - 1 - t)
     step("expand a seed", lambda: ip.expand(bytes(32), W.shape, p), t)
     Xs = step("values", lambda: ip.values(sent, claim, p), M - 1)
     co = ip.coins(bytes(32), 1, n, claim, p)
-    Y, _, beta, _ = step("grid (prover)", lambda: ip.grid(from_signed(block, p), W, claim, co, p), 1)
+    Y, _, beta, _ = step("grid (prover)", lambda: ip.grid(x, W, claim, co, p), 1)
     Yv, _, _, _ = step("grid (verifier)", lambda: ip.grid(Xs, sent, claim, co, p), M - 1)
     st = ip.statement(n, claim, p)
-    blinds, _ = step("blinds", lambda: ip.blind_shares(1, M, t, Y.shape[1], p), 1)
-    a = blinds
+    a, _ = step("blinds", lambda: ip.blind_shares(1, M, t, Y.shape[1], p), 1)
     for i, (lo, hi, q) in enumerate(zip(st.bounds[:-1], st.bounds[1:], st.polys, strict=True)):
         step(f"prove part {i + 1} (degree {flp.degree(q)}, {hi - lo} columns)",
              lambda lo=lo, hi=hi, q=q: flp.prove(Y[:, lo:hi], q, beta[lo:hi], p, a[lo:hi]), 1)

@@ -213,8 +213,8 @@ class _Bends(ip.InputProofs):
     def _send_witness(self, ch):
         if self.pushed == self.bad:
             col, _ = CLAIM.widths
-            ch.block = ch.block.copy()
-            ch.block[3, 2] = 100
+            ch.x = ch.x.copy()
+            ch.x[3, 2] = 100  # a field element: the integer 100
             ch.own = ch.own.copy()
             ch.own[3, col[0] + col[1]] += 100 - 7  # its lowest digit (7) now 100: the digits sum to 100
         self.pushed += 1
@@ -431,7 +431,7 @@ def test_a_clients_own_values_come_by_linearity_from_its_witness_sharing(M, p, m
     for client in range(1, M):
         seeds = [bytes([client, i]) * 16 for i in range(t)]
         draws.append(iter(seeds))
-        out, mine = ip.witness_shares(W, x, CLAIM, client, M, t, p)
+        out, mine = ip.witness_shares(W, from_signed(x, p), CLAIM, client, M, t, p)
         draws.append(iter(seeds))
         ref = ip.seeded_shares(W, client, M, t, p)
         assert sorted(out) == [j for j in range(M) if j != client]

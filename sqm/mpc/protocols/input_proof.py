@@ -595,14 +595,14 @@ def _seeded_sharing(secret, client: int, M: int, t: int, p: int, own: bool):
     return out, vals, points
 
 
-def witness_shares(W, block, claim: Claim, client: int, M: int, t: int, p: int) -> tuple[dict[int, object], np.ndarray]:
+def witness_shares(W, x, claim: Claim, client: int, M: int, t: int, p: int) -> tuple[dict[int, object], np.ndarray]:
     """``client``'s sharing of its witness ``W`` for every other party (:func:`seeded_shares`: seeds to the t lowest
     others, shares to the rest) and its own share of its values (:func:`values` of its own share of W), by
     linearity instead of through that share: with Lagrange coefficients l_0 (the secret) and l_j (the seeded
-    shares E_j) at its own point (they sum to 1), values(l_0 W + sum l_j E_j) = l_0 x + sum l_j values(E_j), x its
-    integers ``block`` (mod p).  The same field elements, without combining the whole witness once more."""
+    shares E_j) at its own point (they sum to 1), values(l_0 W + sum l_j E_j) = l_0 x + sum l_j values(E_j), ``x``
+    its integers as field elements.  The same field elements, without combining the whole witness once more."""
     out, vals, points = _seeded_sharing(W, client, M, t, p, own=False)
-    mine = [from_signed(block, p)] + [values(e, claim, p) for e in vals[1:]]
+    mine = [np.asarray(x, dtype=np.int64)] + [values(e, claim, p) for e in vals[1:]]
     return out, _through(mine, points, client + 1, p)
 
 
@@ -671,7 +671,7 @@ class _Chunk:
 
     rows: int
     seeds: tuple[bytes, bytes]  # this party's seeds of the coins and of the query point, committed with the witness
-    block: np.ndarray | None = None  # a client's own signed integers, until it has proved them
+    x: np.ndarray | None = None  # a client's own integers as field elements, until it has proved them
     own: np.ndarray | None = None  # a client's own witness, until it has proved it
     commits: dict | None = None  # every party's commitments to its two seeds
     W: dict | None = None  # this party's shares of every other client's witness
@@ -721,8 +721,9 @@ class InputProofs:
         seeds = (fresh_bytes(32), fresh_bytes(32))
         ch = _Chunk(rows, seeds)
         if not self.ctx.is_server:
-            ch.block = np.asarray(block, dtype=np.int64)
-            ch.own = witness(ch.block, self._claim(self.ctx.pid))
+            block = np.asarray(block, dtype=np.int64)
+            ch.own = witness(block, self._claim(self.ctx.pid))
+            ch.x = from_signed(block, self.p)
         await self._round(ch)
         assert ch.X is not None  # the witness exchange filled it
         X = ch.X
@@ -767,8 +768,8 @@ class InputProofs:
         commit = hashlib.sha256(ch.seeds[0]).digest() + hashlib.sha256(ch.seeds[1]).digest()
         out: dict[int, object] = {j: [commit] for j in range(ctx.M)}
         if ch.own is not None:
-            assert ch.block is not None  # a client's chunk: its integers and their witness
-            sh, ch.x_own = witness_shares(ch.own, ch.block, self._claim(ctx.pid), ctx.pid, ctx.M, ctx.t, p)
+            assert ch.x is not None  # a client's chunk: its integers and their witness
+            sh, ch.x_own = witness_shares(ch.own, ch.x, self._claim(ctx.pid), ctx.pid, ctx.M, ctx.t, p)
             for j, v in _packed(sh, p).items():
                 out[j] = [commit, v]
         want = {0: wire.list_of([wire.digest(64)], "coin commitment")}
@@ -802,17 +803,17 @@ class InputProofs:
         ctx, p = self.ctx, self.p
         out: dict[int, object] = {}
         if ch.own is not None:
-            assert ch.co is not None and ch.block is not None  # the coins came before the proof
+            assert ch.co is not None and ch.x is not None  # the coins came before the proof
             cols = self._cols(ctx.pid, ch.rows)
             claim = self._claim(ctx.pid)
-            Y, _, beta, _ = grid(from_signed(ch.block, p), ch.own, claim, ch.co[ctx.pid], p)
+            Y, _, beta, _ = grid(ch.x, ch.own, claim, ch.co[ctx.pid], p)
             blinds, bl = blind_shares(ctx.pid, ctx.M, ctx.t, cols, p)
             proof = flp.prove_statement(Y, statement(ch.rows, claim, p), beta, p, blinds)
             sh = seeded_shares(proof[cols:], ctx.pid, ctx.M, ctx.t, p)
             del sh[ctx.pid]  # its own share of its proof: not needed
             sh, bl = _packed(sh, p), _packed(bl, p)
             out = {j: [sh[j], bl[j]] for j in sh}
-            ch.block = ch.own = None  # proved: no longer needed
+            ch.x = ch.own = None  # proved: no longer needed
         want: dict[int, object] = {0: wire.nothing}
         for c in ctx.clients:
             want[c] = wire.nothing if c == ctx.pid else wire.list_of(
