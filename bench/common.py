@@ -11,9 +11,9 @@ def one_thread():
     """Every fit in one thread: torch's intra-op pool and BLAS's and OpenMP's (threadpoolctl), restored after (the
     utility and logistic-regression benches).  Their cells are many small fits (DPSGD's batches of 64 to 256
     records, SQM-LR's d x d solves) that gain nothing from threads, and beside other work a pool's threads wait on
-    each other: one DPSGD fit (3,000 x 30, batches of 64,
-    5 epochs) took 3.29 s with torch's 2 threads and 1.02 s with 1 on this project's 2-core machine while two other
-    cells ran.  Only the order of some float sums depends on it."""
+    each other: one DPSGD fit (3,000 x 30, batches of 64, 5 epochs) took 3.29 s with torch's 2 threads and 1.02 s
+    with 1 on this project's 2-core machine while two other cells ran.  Only the order of some float sums depends
+    on it."""
     from threadpoolctl import threadpool_limits
 
     try:
