@@ -656,6 +656,15 @@ int sqm_ip_witness(const int64_t *x, int64_t rows, int64_t ncols, const int64_t 
     return 0;
 }
 
+/* t mod p for |t| / p < 2^50 (u = 1 / p): a double quotient off by at most one from floor(t / p), corrected once
+ * each way (the int64 sums of sqm_ip_weighted and sqm_ip_lincomb) */
+static inline __attribute__((always_inline)) int64_t reduce_near(int64_t p, double u, int64_t t)
+{
+    int64_t r = t - (int64_t)floor((double)t * u) * p;
+    r = r < 0 ? r + p : r;
+    return r >= p ? r - p : r;
+}
+
 static inline uint64_t reduce_signed(int64_t v, uint64_t p)
 {
     if (v >= 0 && (uint64_t)v < p)
@@ -720,11 +729,8 @@ int sqm_ip_weighted(const int64_t *W, int64_t rows, int64_t stride, int64_t n, c
                     t += (uint64_t)wo[k] * (uint64_t)d[k];
                     bad |= (uint64_t)d[k] >= q;
                 }
-                if (!bad) {
-                    int64_t r = (int64_t)t - (int64_t)floor((double)(int64_t)t * u) * p;
-                    r = r < 0 ? r + p : r;
-                    out[i * n + c] = r >= p ? r - p : r;
-                }
+                if (!bad)
+                    out[i * n + c] = reduce_near(p, u, (int64_t)t);
             }
             if (bad) {
                 u128 t = am[c];
@@ -815,11 +821,8 @@ static inline __attribute__((always_inline)) void lincomb_small_body(const int64
                 acc[i] = t;
             }
         int64_t *o = out + i0;
-        for (int64_t i = 0; i < nb; i++) {
-            int64_t r = acc[i] - (int64_t)floor((double)acc[i] * u) * p;
-            r = r < 0 ? r + p : r;
-            o[i] = r >= p ? r - p : r;
-        }
+        for (int64_t i = 0; i < nb; i++)
+            o[i] = reduce_near(p, u, acc[i]);
     }
 }
 
