@@ -534,6 +534,158 @@ done:
     return rc;
 }
 
+/* ----- a products part (flp.prove_products): P(x) = sum_{i, j} beta_ij U_Aij(x) (c_i - U_Bj(x)) at x = 0..2G ----
+ * Every wire (its blind, then its G entries) is a field element below p < 2^46, cut into two limbs of 23 bits, as
+ * is each extension coefficient: the four limb sums of G + 1 products (each below 2^46) are exact doubles below
+ * 2^53, combined as S00 + 2^23 (S01 + S10) + 2^46 S11 mod p (dred, dmul).  A block of columns of B and each
+ * block of A beside it: U_B at every point held, U_A computed and multiplied in point by point. */
+
+#define PB_BITS 46 /* the products' doubles path: p below 2^46 */
+
+typedef struct {
+    double p, u, c23, c46; /* p, 1/p, 2^23 mod p, 2^46 mod p */
+    int64_t g;
+    const double *e1, *e0; /* the extension's coefficients (G x (G+1), points G+1..2G), above and below bit 23 */
+} pctx;
+
+/* the wires of columns j0..j0+nb-1 (nb <= COLS) of Y (row k at Y + k ld) at every point 0..2G: out[x * COLS + jj] */
+static inline __attribute__((always_inline)) void pwires(const pctx *c, const int64_t *Y, int64_t ld, int64_t j0,
+                                                         int64_t nb, const int64_t *a, double *out)
+{
+    const double p = c->p, u = c->u;
+    const int64_t g = c->g;
+    double w1[65 * COLS], w0[65 * COLS];
+    for (int64_t k = 0; k <= g; k++)
+        for (int64_t jj = 0; jj < nb; jj++) {
+            int64_t v = k == 0 ? a[j0 + jj] : Y[(k - 1) * ld + j0 + jj];
+            out[k * COLS + jj] = (double)v;
+            w1[k * COLS + jj] = (double)(v >> 23);
+            w0[k * COLS + jj] = (double)(v & ((1 << 23) - 1));
+        }
+    for (int64_t r = 0; r < g; r++) {
+        const double *e1 = c->e1 + r * (g + 1), *e0 = c->e0 + r * (g + 1);
+        double s00[COLS], s01[COLS], s11[COLS];
+        for (int64_t jj = 0; jj < nb; jj++)
+            s00[jj] = s01[jj] = s11[jj] = 0;
+        for (int64_t k = 0; k <= g; k++) {
+            const double h = e1[k], l = e0[k], *x1 = w1 + k * COLS, *x0 = w0 + k * COLS;
+            for (int64_t jj = 0; jj < nb; jj++) {
+                s00[jj] = fma(l, x0[jj], s00[jj]);
+                s01[jj] = fma(l, x1[jj], fma(h, x0[jj], s01[jj]));
+                s11[jj] = fma(h, x1[jj], s11[jj]);
+            }
+        }
+        double *o = out + (g + 1 + r) * COLS;
+        for (int64_t jj = 0; jj < nb; jj++) {
+            double v = dred(p, u, s00[jj]) + dmul(p, u, dred(p, u, s01[jj]), c->c23);
+            v = v >= p ? v - p : v;
+            v += dmul(p, u, dred(p, u, s11[jj]), c->c46);
+            o[jj] = v >= p ? v - p : v;
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void pblock_body(const pctx *c, const int64_t *Y, int64_t ld, int64_t n,
+                                                              int64_t k, int64_t j0, int64_t nb, const int64_t *a,
+                                                              const int64_t *beta, const double *cs, double *acc)
+{
+    const double p = c->p, u = c->u;
+    const int64_t pts = 2 * c->g + 1;
+    double ub[129 * COLS], ua[129 * COLS], bd[COLS];
+    pwires(c, Y, ld, j0, nb, a, ub);
+    for (int64_t i = 0; i < k; i++) {
+        int64_t ja = (1 + i) * n + j0;
+        pwires(c, Y, ld, ja, nb, a, ua);
+        for (int64_t jj = 0; jj < nb; jj++)
+            bd[jj] = (double)beta[ja + jj];
+        for (int64_t x = 0; x < pts; x++) {
+            const double *vb = ub + x * COLS, *va = ua + x * COLS;
+            double s = 0;
+            for (int64_t jj = 0; jj < nb; jj++) {
+                double d = cs[i] - vb[jj];
+                s += dmul(p, u, dmul(p, u, va[jj], d < 0 ? d + p : d), bd[jj]); /* nb values below p: < 2^52 */
+            }
+            s = acc[x] + dred(p, u, s);
+            acc[x] = s >= p ? s - p : s;
+        }
+    }
+}
+
+static void pblock_plain(const pctx *c, const int64_t *Y, int64_t ld, int64_t n, int64_t k, int64_t j0, int64_t nb,
+                         const int64_t *a, const int64_t *beta, const double *cs, double *acc)
+{
+    pblock_body(c, Y, ld, n, k, j0, nb, a, beta, cs, acc);
+}
+
+#ifdef FAST_TARGET
+__attribute__((target("avx2,fma"))) static void pblock_fast(const pctx *c, const int64_t *Y, int64_t ld, int64_t n,
+                                                            int64_t k, int64_t j0, int64_t nb, const int64_t *a,
+                                                            const int64_t *beta, const double *cs, double *acc)
+{
+    pblock_body(c, Y, ld, n, k, j0, nb, a, beta, cs, acc);
+}
+
+__attribute__((target("avx512f,avx512dq,avx2,fma,prefer-vector-width=512"))) static void
+pblock_wide(const pctx *c, const int64_t *Y, int64_t ld, int64_t n, int64_t k, int64_t j0, int64_t nb,
+            const int64_t *a, const int64_t *beta, const double *cs, double *acc)
+{
+    pblock_body(c, Y, ld, n, k, j0, nb, a, beta, cs, acc);
+}
+#endif
+
+/* P(0..2G) (out) of a products part for the G x (1 + k) n grid Y (row k at Y + k ld, entries in [0, p)), blinds a
+ * and weights beta ((1 + k) n each), constants cs (k, in [0, p)) and the extension matrix E (G x (G + 1), row r:
+ * the Lagrange coefficients of the nodes 0..G at G + 1 + r).  Returns 0, or -1 for an argument out of range (p
+ * from 2^46 on, G above 64: the numpy prover). */
+int sqm_flp_prove_products(const int64_t *Y, int64_t g, int64_t ld, int64_t n, int64_t k, const int64_t *a,
+                           const int64_t *E, const int64_t *cs, const int64_t *beta, int64_t p, int64_t *out)
+{
+    if (p < 3 || (uint64_t)p >= (uint64_t)1 << PB_BITS || g < 1 || g > 64 || n < 0 || k < 1 || k > 64 ||
+        ld < (1 + k) * n)
+        return -1;
+    for (int64_t i = 0; i < (1 + k) * n; i++)
+        if (a[i] < 0 || a[i] >= p)
+            return -1;
+    for (int64_t r = 0; r < g; r++)
+        for (int64_t j = 0; j < (1 + k) * n; j++)
+            if (Y[r * ld + j] < 0 || Y[r * ld + j] >= p)
+                return -1;
+    size_t es = (size_t)(g * (g + 1));
+    double *e1 = malloc(sizeof(double) * es), *e0 = malloc(sizeof(double) * es), acc[129], csd[64];
+    if (!e1 || !e0) {
+        free(e1), free(e0);
+        return -1;
+    }
+    for (size_t i = 0; i < es; i++) {
+        e1[i] = (double)(E[i] >> 23);
+        e0[i] = (double)(E[i] & ((1 << 23) - 1));
+    }
+    for (int64_t i = 0; i < k; i++)
+        csd[i] = (double)cs[i];
+    double pd = (double)p;
+    pctx c = {pd, 1.0 / pd, (double)(((uint64_t)1 << 23) % (uint64_t)p), (double)(((uint64_t)1 << 46) % (uint64_t)p),
+              g, e1, e0};
+    for (int64_t x = 0; x <= 2 * g; x++)
+        acc[x] = 0;
+    if (simd_level < 0)
+        sqm_flp_simd(-1);
+    for (int64_t j0 = 0; j0 < n; j0 += COLS) {
+        int64_t nb = n - j0 < COLS ? n - j0 : COLS;
+#ifdef FAST_TARGET
+        if (simd_level == 2)
+            pblock_wide(&c, Y, ld, n, k, j0, nb, a, beta, csd, acc);
+        else if (simd_level == 1)
+            pblock_fast(&c, Y, ld, n, k, j0, nb, a, beta, csd, acc);
+        else
+#endif
+            pblock_plain(&c, Y, ld, n, k, j0, nb, a, beta, csd, acc);
+    }
+    for (int64_t x = 0; x <= 2 * g; x++)
+        out[x] = (int64_t)acc[x];
+    free(e1), free(e0);
+    return 0;
+}
+
 /* sum_j beta_j g_j(u_j) mod p (out[0]) for one point's values u (m field elements; the columns' polynomials as
  * in sqm_flp_prove): the verifiers' side of the identity.  Returns 0, or -1 for an argument out of range. */
 int sqm_flp_gadget(const int64_t *uv, int64_t m, const int64_t *lin, const int64_t *roots, int64_t d, int64_t std,
@@ -787,6 +939,49 @@ int sqm_ip_gather(const int64_t *src, int64_t rows, int64_t stride, const int64_
                     dst[c] = 0;
         }
     free(rs);
+    return 0;
+}
+
+/* out[i] = 1 / v[i] mod p (n field elements, none zero): Montgomery's trick, the prefix products, one inversion
+ * (Fermat: x^(p-2)) and the way back (lookup.inverses: 1 / (alpha - t) over a table).  Returns 0, 1 where some
+ * v[i] is 0 mod p (nothing defined in out then), -1 for an argument out of range. */
+int sqm_ip_inverses(const int64_t *v, int64_t n, int64_t p, int64_t *out)
+{
+    if (p < 3 || !(p & 1) || (uint64_t)p >= (uint64_t)1 << 62 || n < 0)
+        return -1;
+    if (n == 0)
+        return 0;
+    field f;
+    field_init(&f, (uint64_t)p);
+    uint64_t *pre = malloc(sizeof(uint64_t) * (size_t)n);
+    if (!pre)
+        return -1;
+    uint64_t acc = to_mont(&f, 1);
+    for (int64_t i = 0; i < n; i++) {
+        if (v[i] < 0 || v[i] >= p) {
+            free(pre);
+            return -1;
+        }
+        if (v[i] == 0) {
+            free(pre);
+            return 1;
+        }
+        pre[i] = acc; /* the product of v[0..i-1], Montgomery form */
+        acc = mul(&f, acc, to_mont(&f, (uint64_t)v[i]));
+    }
+    uint64_t inv = to_mont(&f, 1), base = acc, e = (uint64_t)p - 2; /* acc^(p-2): 1 / (v[0] .. v[n-1]) */
+    while (e) {
+        if (e & 1)
+            inv = mul(&f, inv, base);
+        base = mul(&f, base, base);
+        e >>= 1;
+    }
+    for (int64_t i = n - 1; i >= 0; i--) {
+        uint64_t vm = to_mont(&f, (uint64_t)v[i]);
+        out[i] = (int64_t)redc(&f, mul(&f, inv, pre[i])); /* 1 / v[i], out of Montgomery form */
+        inv = mul(&f, inv, vm);
+    }
+    free(pre);
     return 0;
 }
 

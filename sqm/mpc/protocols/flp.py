@@ -67,8 +67,9 @@ def column_polys(lin, roots, p: int) -> np.ndarray:
     return np.stack([lin, roots])
 
 
-def degree(polys: np.ndarray) -> int:
-    return int(polys.shape[2])
+def degree(polys) -> int:
+    """A part's degree: its column polynomials' (d), 2 for a :class:`Products` part."""
+    return 2 if isinstance(polys, Products) else int(polys.shape[2])
 
 
 @functools.lru_cache(maxsize=16)
@@ -507,6 +508,17 @@ LOW_DEGREE = 3  # a trailing run of columns whose polynomials have at most this 
 # few values) is proved apart, at its own degree (:func:`split`)
 
 
+class Products(NamedTuple):
+    """A part of degree 2 over (1 + k) n columns: n columns B_j, then k blocks of n columns A_ij, with the polynomial
+    P(x) = sum_{i, j} beta_ij U_{A_ij}(x) (c_i - U_{B_j}(x)) for k public constants c_i given with the proof and
+    the check (the B columns' weights are not used).  Its gadget multiplies two wires, which the column polynomials
+    (one wire each) cannot: a lookup argument's h_ij (alpha_i - y_j) = 1 (:mod:`sqm.mpc.protocols.lookup`), with
+    y's wire shared by the k inverses."""
+
+    n: int
+    k: int
+
+
 class Statement(NamedTuple):
     """A grid's columns in consecutive parts, each proved by its own polynomial P_i(x) = sum_{j in part i} beta_j
     g_j(U_j(x)) of degree d_i G, d_i the part's degree (:func:`split`).  A part of low degree costs its prover
@@ -514,7 +526,7 @@ class Statement(NamedTuple):
     sum of alpha_k P_i(k) over all of them."""
 
     bounds: tuple[int, ...]  # each part's first column, then m
-    polys: tuple[np.ndarray, ...]  # each part's (2, m_i, d_i) column polynomials (read-only)
+    polys: tuple  # each part's (2, m_i, d_i) column polynomials (read-only), or a Products part
 
 
 def _owned(a: np.ndarray) -> np.ndarray:
@@ -557,9 +569,10 @@ def statement_error(p: int, st: Statement, g: int = ROWS) -> float:
     return sum(degree(q) * g for q in st.polys) / (p - top - 1)
 
 
-def prove_statement(Y, st: Statement, beta, p: int, blinds) -> np.ndarray:
+def prove_statement(Y, st: Statement, beta, p: int, blinds, consts=()) -> np.ndarray:
     """The proof (a, P_1(0..d_1 G), P_2(..), ..) of the statement ``st`` for the grid ``Y``: each part proved as
-    :func:`prove` proves a grid, with its own columns' blinds."""
+    :func:`prove` proves a grid (a :class:`Products` part as :func:`prove_products` does, with the constants
+    ``consts``), with its own columns' blinds."""
     Y = np.asarray(Y, dtype=np.int64)
     g, m = Y.shape
     if m != st.bounds[-1]:
@@ -570,7 +583,10 @@ def prove_statement(Y, st: Statement, beta, p: int, blinds) -> np.ndarray:
     beta = np.asarray(beta, dtype=np.int64)
     out = [a]
     for s, e, q in zip(st.bounds[:-1], st.bounds[1:], st.polys, strict=True):
-        out.append(prove(Y[:, s:e], q, beta[s:e], p, a[s:e])[e - s:])  # a slice: the kernel reads it in place
+        if isinstance(q, Products):
+            out.append(prove_products(Y[:, s:e], q, beta[s:e], p, a[s:e], consts))
+        else:
+            out.append(prove(Y[:, s:e], q, beta[s:e], p, a[s:e])[e - s:])  # a slice: the kernel reads it in place
     return np.concatenate(out)
 
 
@@ -596,14 +612,140 @@ def query_statement(Y, proof, alpha, r: int, p: int, st: Statement) -> np.ndarra
     return np.concatenate([np.array([total] + prs, dtype=np.int64), ur])
 
 
-def decide_statement(opened, st: Statement, beta, p: int) -> bool:
-    """The opened (sum, P_1(r), .., P_n(r), U(r)) pass every part's identity check (:func:`decide`)."""
+def decide_statement(opened, st: Statement, beta, p: int, consts=()) -> bool:
+    """The opened (sum, P_1(r), .., P_n(r), U(r)) pass every part's identity check (:func:`decide`,
+    :func:`decide_products` with the constants ``consts``)."""
     opened = np.asarray(opened, dtype=np.int64)
     k = len(st.polys)
     ur = opened[1 + k:]
     beta = np.asarray(beta, dtype=np.int64)
-    return all(decide(np.concatenate([[0, opened[1 + i]], ur[s:e]]), q, beta[s:e], p)
+    return all(decide_products(int(opened[1 + i]), ur[s:e], q, beta[s:e], p, consts) if isinstance(q, Products)
+               else decide(np.concatenate([[0, opened[1 + i]], ur[s:e]]), q, beta[s:e], p)
                for i, (s, e, q) in enumerate(zip(st.bounds[:-1], st.bounds[1:], st.polys, strict=True)))
+
+
+def _products_args(m: int, q: Products, consts, p: int) -> np.ndarray:
+    if q.n < 0 or q.k < 1 or m != (1 + q.k) * q.n or len(consts) != q.k:
+        raise UsageError(f"a products part of {q.n} x (1 + {q.k}) columns with {q.k} constants, got {m} columns "
+                         f"and {len(consts)} constants")
+    return np.array([int(c) % p for c in consts], dtype=np.int64)
+
+
+def prove_products(Y, q: Products, beta, p: int, blinds, consts) -> np.ndarray:
+    """P(0..2G) of a :class:`Products` part for its grid ``Y`` (G x (1 + k) n), weights ``beta`` and blinds (one
+    per column): per block of columns each wire at the nodes and extended to G + 1..2G (:func:`_extend_any`), then
+    the products."""
+    Y = np.asarray(Y, dtype=np.int64)
+    c = _products_args(Y.shape[1], q, consts, p)
+    a, beta = np.asarray(blinds, dtype=np.int64), np.asarray(beta, dtype=np.int64)
+    fn = _products_kernel()
+    out = None if fn is None else _prove_products_compiled(fn, Y, q, beta, p, a, c)
+    return _prove_products_numpy(Y, q, beta, p, a, c) if out is None else out
+
+
+def _products_function():
+    return kernel_function(_KERNEL, "sqm_flp_prove_products", [_PTR, _I64, _I64, _I64, _I64, _PTR, _PTR, _PTR, _PTR,
+                                                               _I64, _PTR])
+
+
+@functools.lru_cache(maxsize=1)
+def _products_kernel():
+    """The compiled products prover where it gives :func:`_prove_products_numpy`'s values on a fixed public sample
+    (fields of 13 to 45 bits, small and full-size entries), else None (also where ``SQM_FLP_KERNEL=numpy``)."""
+    if numpy_forced("SQM_FLP_KERNEL"):
+        return None
+    fn = _products_function()
+    if fn is None:
+        return None
+    from sqm.mpc.shares.field import prime_below
+    from sqm.mpc.shares.randomness import secure_generator
+
+    rng = secure_generator(20263)  # a fixed public sample (its seed is here)
+    for bits, g, n, k in ((13, 4, 3, 1), (42, ROWS, 70, 2), (45, 5, 130, 3), (31, 1, 1, 2)):
+        p = prime_below(bits)
+        Y = rng.integers(0, p, size=(g, (1 + k) * n), dtype=np.int64)
+        Y[:, :n] %= 6000
+        a, beta = (rng.integers(0, p, size=(1 + k) * n, dtype=np.int64) for _ in range(2))
+        c = rng.integers(0, p, size=k, dtype=np.int64)
+        try:
+            got = _prove_products_compiled(fn, Y, Products(n, k), beta, p, a, c)
+        except Exception:  # a kernel that fails its first calls: the numpy code
+            return None
+        if got is None or not np.array_equal(got, _prove_products_numpy(Y, Products(n, k), beta, p, a, c)):
+            return None
+    return fn
+
+
+def _prove_products_compiled(fn, Y: np.ndarray, q: Products, beta, p: int, a, c) -> np.ndarray | None:
+    """P(0..2G) from the compiled kernel, or None where it cannot run (p from 2^46 on, G above 64)."""
+    g, m = Y.shape
+    if p >= 1 << 46 or g > 64 or q.k > 64:
+        return None
+    Y = np.asarray(Y)
+    if Y.dtype != np.int64 or (m > 1 and Y.strides[1] != 8) or (g > 1 and (Y.strides[0] % 8 or Y.strides[0] < 8 * m)):
+        Y = np.ascontiguousarray(Y, dtype=np.int64)
+    ld = Y.strides[0] // 8 if g > 1 else m
+    E = np.ascontiguousarray(_extension(g, g, p))
+    a, beta, c = (np.ascontiguousarray(v, dtype=np.int64) for v in (a, beta, c))
+    out = np.empty(2 * g + 1, dtype=np.int64)
+    rc = fn(Y.ctypes.data, g, ld, q.n, q.k, a.ctypes.data, E.ctypes.data, c.ctypes.data, beta.ctypes.data, p,
+            out.ctypes.data)
+    return out if rc == 0 else None
+
+
+def _prove_products_numpy(Y, q: Products, beta, p: int, a, c) -> np.ndarray:
+    g = Y.shape[0]
+    n, k = q.n, q.k
+    E = _extension(g, g, p)
+    out = np.zeros(2 * g + 1, dtype=np.int64)
+    for s in range(0, n, BLOCK):
+        e = min(n, s + BLOCK)
+        ub = _all_points(E, a[s:e], Y[:, s:e], p)
+        for i in range(k):
+            lo, hi = (1 + i) * n + s, (1 + i) * n + e
+            ua = _all_points(E, a[lo:hi], Y[:, lo:hi], p)
+            f = modarith.mul_mod(ua, modarith.sub_mod(np.full(ub.shape, c[i], dtype=np.int64), ub, p), p)
+            out = modarith.add_mod(out, _weighted_sum(f, beta[lo:hi], p), p)
+    return out
+
+
+def _all_points(E: np.ndarray, a: np.ndarray, y: np.ndarray, p: int) -> np.ndarray:
+    """Each column's wire at 0 (its blind), the nodes 1..G and the points G + 1..G + rows(E), in [0, p)."""
+    return np.vstack([a[None, :] % p, y % p, _extend_any(E, a, y, p)])
+
+
+LIMB = 21  # full-size grid entries enter the float extension as two limbs of at most this many bits
+
+
+def _extend_any(E: np.ndarray, a: np.ndarray, y: np.ndarray, p: int) -> np.ndarray:
+    """:func:`_extend` for any field elements: small signed integers as they are; below 2^46 (the float path's
+    bound for 25-bit entries) each entry cut into limbs y = y_1 2^21 + y_0, each extended in floats and the two
+    combined, E U = E U_0 + 2^21 E U_1 (the blinds with U_0); else the field products."""
+    y = np.ascontiguousarray(y, dtype=np.int64)
+    signed = _signed(y, p)
+    big = int(np.abs(signed).max()) if signed.size else 0
+    if big < 1 << LIMB or p >= 1 << (2 * SPLIT):
+        return _extend(E, a, y, p, signed)
+    low = y & ((1 << LIMB) - 1)
+    high = y >> LIMB
+    u0 = _extend(E, a, low, p, low)
+    u1 = _extend(E, np.zeros_like(a), high, p, high)
+    return modarith.add_mod(u0, modarith.scalar_mul_mod(u1, (1 << LIMB) % p, p), p)
+
+
+def decide_products(pr: int, ur, q: Products, beta, p: int, consts) -> bool:
+    """The opened P(r) of a :class:`Products` part equals sum_{i, j} beta_ij U_{A_ij}(r) (c_i - U_{B_j}(r))."""
+    ur = np.asarray(ur, dtype=np.int64)
+    c = _products_args(ur.size, q, consts, p)
+    beta = np.asarray(beta, dtype=np.int64)
+    n = q.n
+    ub = ur[:n]
+    total = 0
+    for i in range(q.k):
+        ua = ur[(1 + i) * n:(2 + i) * n]
+        f = modarith.mul_mod(ua, modarith.sub_mod(np.full(n, c[i], dtype=np.int64), ub, p), p)
+        total = (total + int(_weighted_sum(f[None, :], beta[(1 + i) * n:(2 + i) * n], p)[0])) % p
+    return total == int(pr) % p
 
 
 def draw_point(rng: np.random.Generator, p: int, d: int, g: int = ROWS) -> int:
