@@ -1,0 +1,117 @@
+"""A lookup argument for ranges (LogUp, Haboeck 2022), on secret shares: a client shows that each of its shared
+integers y_1..y_N lies in a table [0, w] by sharing, with the y, the multiplicities m_t (how many y equal t),
+then, after a joint constant alpha it could not foresee, the inverses h_i = 1 / (alpha - y_i).  The parties check
+
+- that h_i (alpha - y_i) = 1 for every i: a product of two wires, proved by the fully linear proof's
+  :class:`sqm.mpc.protocols.flp.Products` part at degree 2;
+- the identity sum_i h_i = sum_t m_t / (alpha - t), linear in the shares of h and m (:func:`table_sum`).
+
+Why it proves the range: F(X) = sum_i 1 / (X - y_i) - sum_t m_t / (X - t) is a rational function fixed before
+alpha (the y and the m were shared first).  A y_i outside the table is a pole of F whose coefficient is the count of
+the y equal to it, not zero mod p as N < p; so F is not zero, its numerator has degree below N + w + 1, and F(alpha)
+= 0 with probability at most (N + w + 1) / (p - w - 1) over alpha drawn outside the table (where an honest h
+exists).  The input proof draws :data:`ALPHAS` independent constants and checks the identity for each: a deviating
+client passes them all with probability at most ((N + w + 1) / (p - w - 1))^ALPHAS (:func:`error`).
+
+Why not digits, for wide ranges: a base-8 digit is one shared entry and a degree-8 polynomial per 3 bits, so a
+13-bit range costs 5 shared entries per value; here a value costs 1 + ALPHAS entries whatever its width, and the
+table's multiplicities w + 1 per chunk, so the input proof uses it for widths from :data:`TABLE_MIN` (where digits
+need 4 or more) to below :data:`TABLE_MAX` (where the table is still small beside a chunk's values)."""
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+
+import numpy as np
+
+from sqm.errors import UsageError
+
+from sqm.mpc.shares import modarith
+from sqm.mpc.shares.kernels import kernel_function, numpy_forced
+from sqm.mpc.shares.randomness import secure_generator
+
+TABLE_MIN = 512  # a range of this width or more is looked up (digits: 4 or more of base 8)
+TABLE_MAX = 1 << 16  # and of less than this (its table's multiplicities are shared with every chunk)
+ALPHAS = 2  # independent constants, each with its own inverses: the error squared (:func:`error`)
+
+
+def looked_up(width: int) -> bool:
+    """Whether a range [lo, lo + width] is checked by this argument (else by digits)."""
+    return TABLE_MIN <= int(width) < TABLE_MAX
+
+
+def alphas(seed: bytes, client: int, top: int, p: int) -> list[int]:
+    """:data:`ALPHAS` constants for ``client``, uniform in [top + 1, p) (outside every table [0, w], w <= top: an
+    honest client's alpha - y is never zero), from the joint seed."""
+    if not 0 <= top < p - 1:
+        raise UsageError(f"tables up to {top} need a field above them, got p = {p}")
+    rng = secure_generator(int.from_bytes(hashlib.sha256(b"lookup" + seed + int(client).to_bytes(4, "little"))
+                                          .digest(), "little"))
+    return [int(rng.integers(top + 1, p)) for _ in range(ALPHAS)]
+
+
+def multiplicities(y, width: int) -> np.ndarray:
+    """How many of the integers ``y`` (all in [0, width]) equal each t = 0..width."""
+    y = np.asarray(y, dtype=np.int64).reshape(-1)
+    if y.size and (int(y.min()) < 0 or int(y.max()) > width):
+        raise UsageError(f"a looked-up value outside [0, {width}]")
+    return np.bincount(y, minlength=int(width) + 1).astype(np.int64)
+
+
+def inverses(alpha: int, width: int, p: int) -> np.ndarray:
+    """1 / (alpha - t) mod p for t = 0..width (alpha outside [0, width]): the table's side of the identity, and
+    an honest client's h = 1 / (alpha - y) by lookup.  Compiled where the kernel is (Montgomery's trick: one
+    inversion), else one inversion per entry."""
+    v = (int(alpha) - np.arange(int(width) + 1, dtype=np.int64)) % p
+    fn = _kernel()
+    if fn is not None:
+        out = np.empty_like(v)
+        rc = fn(v.ctypes.data, v.size, p, out.ctypes.data)
+        if rc == 0:
+            return out
+        if rc == 1:
+            raise UsageError(f"alpha = {alpha} lies in the table [0, {width}]")
+    if (v == 0).any():
+        raise UsageError(f"alpha = {alpha} lies in the table [0, {width}]")
+    return np.array([pow(int(x), -1, p) for x in v], dtype=np.int64)
+
+
+_KERNEL = "sqm.mpc.protocols._flp_kernel"
+
+
+@functools.lru_cache(maxsize=1)
+def _kernel():
+    """The compiled batch inversion where it gives the field's inverses on a fixed sample, else None (also where
+    ``SQM_FLP_KERNEL=numpy``)."""
+    if numpy_forced("SQM_FLP_KERNEL"):
+        return None
+    fn = kernel_function(_KERNEL, "sqm_ip_inverses", [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                                                       ctypes.c_void_p])
+    if fn is None:
+        return None
+    from sqm.mpc.shares.field import prime_below
+
+    for bits in (13, 42, 61):
+        p = prime_below(bits)
+        v = np.array([1, 2, p - 1, p // 3, 12345 % p, p - 2], dtype=np.int64)
+        out = np.empty_like(v)
+        try:
+            if fn(v.ctypes.data, v.size, p, out.ctypes.data) != 0:
+                return None
+        except Exception:  # a kernel that fails its first call: Python's inverses
+            return None
+        if [int(x) for x in out] != [pow(int(x), -1, p) for x in v]:
+            return None
+    return fn
+
+
+def table_sum(m, inv, p: int) -> int:
+    """sum_t m_t inv_t mod p: the table's side of the identity, from shares (or values) of the multiplicities."""
+    return int(modarith.matmul_mod(np.asarray(m, dtype=np.int64)[None, :], np.asarray(inv, dtype=np.int64), p)[0])
+
+
+def error(lookups: int, width: int, p: int) -> float:
+    """The probability that a client with a value outside the table passes every identity: ((N + w + 1) /
+    (p - w - 1))^ALPHAS for N looked-up values (the module docstring)."""
+    return ((int(lookups) + int(width) + 1) / (p - int(width) - 1)) ** ALPHAS
