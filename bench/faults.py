@@ -146,7 +146,8 @@ class DeviateRecord(PartyProgram):
     (one value outside its range); ``"norm"`` sets every column of the record to its bound (each value in range, the
     record's squared norm over its group above the limit: all its energy on one record).  Its witness (whose digits
     define its shared values, :mod:`sqm.mpc.protocols.input_proof`) encodes the bent values, each value's excess
-    over its range added to its lowest digit, and the norms capped at their limits."""
+    over its range added to its lowest digit (or to its looked-up entry), and the norms capped at their limits; its
+    lookups' multiplicities count the entries clipped into their tables, its inverses are those of what it shared."""
 
     def __init__(self, inner: PartyProgram, mode: str = "value", record: int = 0):
         if mode not in ("value", "norm"):
@@ -180,18 +181,37 @@ class DeviateRecord(PartyProgram):
             bent = np.asarray(block, np.int64)
             x = np.clip(bent, claim.lo, claim.hi)
             lo = np.array(claim.lo, dtype=np.int64)
-            parts = [input_proof.encode_range(x[:, j] - lo[j], claim.hi[j] - claim.lo[j]) for j in range(x.shape[1])]
+            parts = [x[:, j:j + 1] - lo[j] if claim.lookups[j] else
+                     input_proof.encode_range(x[:, j] - lo[j], claim.hi[j] - claim.lo[j]) for j in range(x.shape[1])]
             for j, part in enumerate(parts):
                 if part.shape[1]:
-                    part[:, 0] += bent[:, j] - x[:, j]  # the digits now sum to the bent value
+                    part[:, 0] += bent[:, j] - x[:, j]  # the digits (or a looked-up entry) now sum to the bent value
             norms = [np.minimum(np.einsum("ij,ij->i", bent[:, list(c)], bent[:, list(c)]), lim)
                      for c, lim in claim.groups]
             parts += [s[:, None] for s in norms]
             parts += [input_proof.encode_range(lim - s, lim) for (_, lim), s in zip(claim.groups, norms, strict=True)]
             return np.hstack(parts)
 
+        def counts(proofs, ch):  # multiplicities of the entries clipped into their tables: they add up
+            claim = proofs._claim(proofs.ctx.pid)
+            W = np.array(ch.own, dtype=np.int64)
+            for _, wc, t in claim.looked:
+                W[:, wc] = np.clip(W[:, wc], 0, claim.tables[t])
+            return input_proof.table_counts(W, claim)
+
+        def inverses(proofs, ch):  # 1 / (alpha - y) of every shared entry, the bent ones included
+            claim, p = proofs._claim(proofs.ctx.pid), proofs.p
+            nl = len(claim.looked)
+            out = np.empty((ch.rows, len(ch.consts[proofs.ctx.pid]) * nl), dtype=np.int64)
+            for i, a in enumerate(ch.consts[proofs.ctx.pid]):
+                for q, (_, wc, _) in enumerate(claim.looked):
+                    out[:, i * nl + q] = [pow((a - int(y)) % p, -1, p) for y in ch.own[:, wc]]
+            return out
+
         ColumnBounds.clip = clip
         input_proof.witness = cheat
+        input_proof.InputProofs._counts = counts
+        input_proof.InputProofs._inverses = inverses
         _Feed.check_in_memory = lambda self: None
         _Feed._checked = lambda self, chunk, want: np.asarray(chunk, np.int64)
         return await self.inner.run(ctx)

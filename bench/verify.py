@@ -98,6 +98,7 @@ def steps_one(rows: int, cols: int, clients: int, gamma: float, seed: int, bits:
     from sqm.mpc.net import wire
     from sqm.mpc.protocols import flp
     from sqm.mpc.protocols import input_proof as ip
+    from sqm.mpc.protocols import lookup
     from sqm.mpc.protocols.backend import Job
     from sqm.mpc.protocols.stream import chunk_count
     from sqm.mpc.protocols.stream import chunk_rows as default_rows
@@ -141,19 +142,36 @@ def steps_one(rows: int, cols: int, clients: int, gamma: float, seed: int, bits:
     step("unpack a share", lambda: wire.packed_bits(sent.shape, p)(frame), M - 1 - t)
     step("expand a seed", lambda: ip.expand(bytes(32), W.shape, p), t)
     Xs = step("values", lambda: ip.values(sent, claim, p), M - 1)
+    H = Hs = counts = invs = None
+    consts: list[int] = []
+    if claim.tables:  # the lookups: multiplicities, the alphas' tables, the inverses and their sharing
+        counts = step("multiplicities", lambda: ip.table_counts(W, claim), 1)
+        consts = lookup.alphas(bytes(32), 1, max(claim.tables), p)
+        invs = step("tables' inverses", lambda: ip.table_inverses(consts, claim, p), M)
+        H = step("inverses", lambda: ip.inverse_witness(W, claim, invs), 1)
+        hs = step("inverses sharing", lambda: ip._seeded_sharing(H, 1, M, t, p, own=False)[0], 1)
+        Hs = next(v for v in hs.values() if not isinstance(v, bytes))
     co = ip.coins(bytes(32), 1, n, claim, p)
-    Y, _, beta, _ = step("grid (prover)", lambda: ip.grid(x, W, claim, co, p), 1)
-    Yv, _, _, _ = step("grid (verifier)", lambda: ip.grid(Xs, sent, claim, co, p), M - 1)
+    Y, _, beta, _ = step("grid (prover)", lambda: ip.grid(x, W, claim, co, p, H=H), 1)
+    Yv, _, _, _ = step("grid (verifier)", lambda: ip.grid(Xs, sent, claim, co, p, H=Hs), M - 1)
     st = ip.statement(n, claim, p)
     a, _ = step("blinds", lambda: ip.blind_shares(1, M, t, Y.shape[1], p), 1)
     for i, (lo, hi, q) in enumerate(zip(st.bounds[:-1], st.bounds[1:], st.polys, strict=True)):
-        step(f"prove part {i + 1} (degree {flp.degree(q)}, {hi - lo} columns)",
-             lambda lo=lo, hi=hi, q=q: flp.prove(Y[:, lo:hi], q, beta[lo:hi], p, a[lo:hi]), 1)
-    proof = flp.prove_statement(Y, st, beta, p, a)
+        if isinstance(q, flp.Products):
+            step(f"prove part {i + 1} (products, {hi - lo} columns)",
+                 lambda lo=lo, hi=hi, q=q: flp.prove_products(Y[:, lo:hi], q, beta[lo:hi], p, a[lo:hi], consts), 1)
+        else:
+            step(f"prove part {i + 1} (degree {flp.degree(q)}, {hi - lo} columns)",
+                 lambda lo=lo, hi=hi, q=q: flp.prove(Y[:, lo:hi], q, beta[lo:hi], p, a[lo:hi]), 1)
+    proof = flp.prove_statement(Y, st, beta, p, a, consts)
     r = flp.draw_point(np.random.default_rng(seed), p, ip.BASE)
-    q = step("query", lambda: flp.query_statement(Yv, proof, co["alpha"], r, p, st), M - 1)
-    step("decide", lambda: flp.decide_statement(q, st, beta, p), M - 1)
+    step("query", lambda: flp.query_statement(Yv, proof, co["alpha"], r, p, st), M - 1)
+    opened = flp.query_statement(Y, proof, co["alpha"], r, p, st)  # what the verifiers open: the values'
+    if not step("decide", lambda: flp.decide_statement(opened, st, beta, p, consts), M - 1):
+        raise RuntimeError("the honest proof failed its check in the steps' timing")
     step("linear check", lambda: ip.linear_check(sent, claim, co, p), M - 1)
+    if claim.tables:
+        step("lookup check", lambda: ip.lookup_check(Hs, counts, claim, co, invs, p), M - 1)
     for rec in out:
         rec.update(rows=rows, cols=cols, chunk_rows=n, chunks=chunks)
     return out

@@ -7,6 +7,23 @@ import argparse
 from bench import verify
 
 
+def test_with_lookups_the_bench_times_their_steps_too(capsys):
+    """At gamma 1024 the ranges (width about 1,450) are looked up: the multiplicities, the tables' inverses (every
+    party), the inverses and their sharing (the clients), the products part and the lookup check are steps."""
+    rep = verify.run([(300, 6)], clients=2, gamma=1024.0, seed=3, steps=True)
+    plain, checked = rep["rows"]
+    assert checked["same_integers_less_noise"] and checked["exchanges"] == plain["exchanges"] + 12  # 1 + 6 each
+    steps = {s["step"].split(" (")[0]: s for s in rep["steps"]}
+    for name in ("multiplicities", "tables' inverses", "inverses", "inverses sharing", "lookup check"):
+        assert steps[name]["ms"] > 0
+    assert steps["tables' inverses"]["times"] == 3 * 2 and steps["lookup check"]["times"] == 2 * 2
+    parts = [s["step"] for s in rep["steps"] if s["step"].startswith("prove part")]
+    per = -(-300 // 16)  # the records of a node: a column per record and looked-up column, y and its 2 inverses
+    assert parts[-1] == f"prove part {len(parts)} (products, {3 * per * 3} columns)"
+    verify.print_table(rep)
+    assert "lookup check" in capsys.readouterr().out
+
+
 def test_the_bench_runs_both_releases_and_times_each_step(capsys):
     rep = verify.run([(300, 6)], clients=2, gamma=256.0, seed=3, steps=True)
     plain, checked = rep["rows"]

@@ -10,6 +10,7 @@ import pytest
 
 from sqm.mpc.protocols import flp
 from sqm.mpc.protocols import input_proof as ip
+from sqm.mpc.protocols import lookup
 from sqm.mpc.net.abort import InputRefused
 from sqm.mpc.shares import shamir
 from sqm.mpc.shares.field import from_signed, prime_below
@@ -47,6 +48,76 @@ def _verdict(W, claim=CLAIM, M=3, proof=None, seed=0):
     others = [j for j in range(M) if j != 1]
     o = shamir.reconstruct(np.stack([opened[j] for j in others]), [j + 1 for j in others], P)
     return int(o[0]), int(o[1]), flp.decide_statement(o[1:], st, beta, P)
+
+
+def _verdict_lookup(x, claim, W=None, H=None, counts=None, seed=0):
+    """As :func:`_verdict` for a claim with lookups: client 1's witness ``W`` (default: honest for ``x``), its
+    multiplicities and inverses (default: honest), checked on shares of 3 parties, opened by the other two: (the
+    linear checks' combination, the claim, the identities ok)."""
+    rng = np.random.default_rng(seed)
+    W = ip.witness(x, claim) if W is None else W
+    consts = lookup.alphas(bytes(32), 1, max(claim.tables), P)
+    invs = ip.table_inverses(consts, claim, P)
+    H = ip.inverse_witness(W, claim, invs) if H is None else H
+    counts = ip.table_counts(W, claim) if counts is None else counts
+    co = ip.coins(bytes(32), 1, W.shape[0], claim, P)
+    Y, _, beta, _ = ip.grid(from_signed(x, P), W % P, claim, co, P, H=H % P)
+    st = ip.statement(W.shape[0], claim, P)
+    proof = flp.prove_statement(Y, st, beta, P, rng, consts)
+    Ws, Hs, Ms, Ps = (shamir.share(np.asarray(a) % P, 3, 1, P, rng) for a in (W, H, counts, proof))
+    r = flp.draw_point(rng, P, ip.BASE)
+    opened = []
+    for j in range(3):
+        Yj, _, _, zj = ip.grid(ip.values(Ws[j], claim, P), Ws[j], claim, co, P, H=Hs[j])
+        q = flp.query_statement(Yj, Ps[j], co["alpha"], r, P, st)
+        q[0] = (int(q[0]) - zj) % P
+        lin = (ip.linear_check(Ws[j], claim, co, P) + ip.lookup_check(Hs[j], Ms[j], claim, co, invs, P)) % P
+        opened.append(np.concatenate([[lin], q]))
+    o = shamir.reconstruct(np.stack([opened[j] for j in (0, 2)]), [1, 3], P)
+    return int(o[0]), int(o[1]), flp.decide_statement(o[1:], st, beta, P, consts)
+
+
+def test_lookups_on_shares_pass_honest_and_each_check_tells_its_own_deviation():
+    """On shares: an honest chunk passes; a value outside its table (inverses of what was shared, multiplicities
+    of the values clipped into the table) fails the identities alone; an inverse off by one fails the products
+    (and the identities); a multiplicity moved to the next entry fails the identities alone."""
+    x = _looked_block(40, 5)
+    assert _verdict_lookup(x, LOOKED) == (0, 0, True)
+    W = ip.witness(x, LOOKED)
+    W[3, 1] = 1405  # column 1's x - lo: 705, outside [0, 1400]; its values' shares are the bent ones
+    bent = x.copy()
+    bent[3, 1] = 705
+    clipped = W.copy()
+    clipped[3, 1] = 1400
+    consts = lookup.alphas(bytes(32), 1, max(LOOKED.tables), P)
+    H = ip.inverse_witness(clipped, LOOKED, ip.table_inverses(consts, LOOKED, P))
+    H[3, 1], H[3, 3] = (pow(int(a - 1405) % P, -1, P) for a in consts)
+    lin, claim, ok = _verdict_lookup(bent, LOOKED, W=W, H=H, counts=ip.table_counts(clipped, LOOKED))
+    assert lin != 0 and (claim, ok) == (0, True)
+    H = ip.inverse_witness(ip.witness(x, LOOKED), LOOKED, ip.table_inverses(consts, LOOKED, P))
+    H[2, 0] += 1
+    lin, claim, ok = _verdict_lookup(x, LOOKED, H=H)
+    assert lin != 0 and (claim != 0 or not ok)
+    counts = ip.table_counts(ip.witness(x, LOOKED), LOOKED)
+    k = int(np.flatnonzero(counts)[0])
+    counts[k] -= 1
+    counts[k + 1] += 1
+    lin, claim, ok = _verdict_lookup(x, LOOKED, counts=counts)
+    assert lin != 0 and (claim, ok) == (0, True)
+
+
+def test_a_claims_lookups_and_their_soundness():
+    """Widths from 512 to 2^16 - 1 are looked up (one witness entry each), the rest digits; one table per width;
+    the error bound adds the products' part and ((N + w + 1) / (p - w - 1))^2 per table."""
+    claim = ip.Claim(lo=(0, -256, -1000, 0), hi=(511, 256, 1000, 1 << 16), groups=(((1, 2), 10 ** 6),))
+    assert claim.lookups == (False, True, True, False) and claim.tables == (512, 2000)
+    assert claim.widths[0] == (ip.digit_count(511), 1, 1, ip.digit_count(1 << 16))
+    assert [(j, t) for j, _, t in claim.looked] == [(1, 0), (2, 1)]
+    g = flp.ROWS
+    extra = 2 * g / (P - ip.BASE * g - 1) + lookup.error(40, 512, P) + lookup.error(40, 2000, P)
+    assert ip.soundness_error(P, 40, claim) == pytest.approx(ip.soundness_error(P) + extra, rel=1e-12)
+    assert lookup.error(40, 512, P) == ((40 + 513) / (P - 513)) ** 2
+    assert ip.soundness_error(P, 40, CLAIM) == ip.soundness_error(P)  # no lookups
 
 
 @pytest.mark.parametrize("width", list(range(0, 70)) + [255, 256, 8192])
@@ -237,7 +308,83 @@ class _Equivocates(ip.InputProofs):
         return out, want
 
 
-def _pipeline(chunks: int, M: int = 3, bad: int | None = None, rows: int = 9, liar=_Bends):
+LOOKED = ip.Claim(lo=(-300, -700, -3), hi=(300, 700, 3), groups=(((0, 2), 300 ** 2 + 9),))  # two tables, one
+# column of digits; column 1 (looked up) outside every group, so that only its lookup can tell a bent value
+
+
+def _looked_block(rows: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return np.stack([rng.integers(-300, 301, size=rows), rng.integers(-400, 401, size=rows),
+                     rng.integers(-3, 4, size=rows)], axis=1)
+
+
+class _BendsLookup(ip.InputProofs):
+    """A client that shares chunk ``bad`` with record 3's column 1 at 705 (above its range [-700, 700]), its
+    witness entry (x - lo) 1405 outside its table [0, 1400], and proves it as if it were honest: multiplicities of
+    the values clipped into the table (they sum to the number of lookups), inverses 1 / (alpha - y) of the values
+    it shared (the bent one included)."""
+
+    def __init__(self, ctx, p, claims, bad: int):
+        super().__init__(ctx, p, claims)
+        self.bad, self.pushed, self.bent = bad, 0, set()
+
+    def _send_witness(self, ch):
+        if self.pushed == self.bad:
+            ch.x, ch.own = ch.x.copy(), ch.own.copy()
+            ch.x[3, 1] = 705
+            ch.own[3, 1] = 705 + 700
+            self.bent.add(id(ch))
+        self.pushed += 1
+        return super()._send_witness(ch)
+
+    def _counts(self, ch):
+        claim = self._claim(self.ctx.pid)
+        W = ch.own.copy()
+        for _, wc, t in claim.looked:
+            W[:, wc] = np.clip(W[:, wc], 0, claim.tables[t])
+        return ip.table_counts(W, claim)
+
+    def _inverses(self, ch):
+        claim, p = self._claim(self.ctx.pid), self.p
+        nl = len(claim.looked)
+        out = np.empty((ch.rows, 2 * nl), dtype=np.int64)
+        for i, a in enumerate(ch.consts[self.ctx.pid]):
+            for q, (_, wc, _) in enumerate(claim.looked):
+                out[:, i * nl + q] = [pow(int(a - y) % p, -1, p) for y in ch.own[:, wc]]
+        return out
+
+
+class _ForgesLookup(ip.InputProofs):
+    """An honest witness whose lookups are forged in chunk ``bad``: one inverse off by one (``how`` "inverse"), or
+    one multiplicity moved to the next table entry (``how`` "count")."""
+
+    def __init__(self, ctx, p, claims, bad: int, how: str = "inverse"):
+        super().__init__(ctx, p, claims)
+        self.bad, self.pushed, self.how, self.forged = bad, 0, how, None
+
+    def _send_witness(self, ch):
+        if self.pushed == self.bad:
+            self.forged = id(ch)
+        self.pushed += 1
+        return super()._send_witness(ch)
+
+    def _counts(self, ch):
+        out = super()._counts(ch)
+        if self.how == "count" and id(ch) == self.forged:
+            k = int(np.flatnonzero(out)[0])
+            out[k] -= 1
+            out[k + 1] += 1
+        return out
+
+    def _inverses(self, ch):
+        out = super()._inverses(ch)
+        if self.how == "inverse" and id(ch) == self.forged:
+            out[2, 0] = (out[2, 0] + 1) % self.p
+        return out
+
+
+def _pipeline(chunks: int, M: int = 3, bad: int | None = None, rows: int = 9, liar=_Bends, claim=CLAIM,
+              **how):
     """M parties run :class:`InputProofs` over in-memory mailboxes (the real protocol): each client pushes
     ``chunks`` chunks of ``rows`` records, client M - 1 bending chunk ``bad`` (:class:`_Bends`), then finishes.
     Returns per party (values' shares per chunk, exchanges made, the exception it stopped with or None)."""
@@ -246,15 +393,17 @@ def _pipeline(chunks: int, M: int = 3, bad: int | None = None, rows: int = 9, li
     from sqm.mpc.protocols.inprocess import InProcessTransport, _Hub
 
     hub = _Hub(M)
-    blocks = {c: [_honest(rows, seed=100 * c + k) for k in range(chunks)] for c in range(1, M)}
+    make = _honest if claim is CLAIM else _looked_block
+    blocks = {c: [make(rows, seed=100 * c + k) for k in range(chunks)] for c in range(1, M)}
     for c in blocks:
         for b in blocks[c]:
-            b[3, 2] = 7  # the value the bent chunk moves to 100
+            b[3, 2] = 7 if claim is CLAIM else b[3, 2]  # the value the bent chunk moves to 100
 
     async def party(pid: int):
         ctx = InProcessTransport(hub, pid, np.random.default_rng(pid), ideal=False)
-        claims = [CLAIM] * (M - 1)
-        proofs = liar(ctx, P, claims, bad) if pid == M - 1 and bad is not None else ip.InputProofs(ctx, P, claims)
+        claims = [claim] * (M - 1)
+        proofs = liar(ctx, P, claims, bad, **how) if pid == M - 1 and bad is not None else \
+            ip.InputProofs(ctx, P, claims)
         got = []
         try:
             for k in range(chunks):
@@ -299,6 +448,36 @@ def test_a_bent_chunk_is_named_at_its_checks_wherever_it_is_in_the_pipeline(chun
         assert "client 1 failed" not in str(err)
         assert exchanges == bad + 5
         assert len(got) == min(chunks, bad + 4)  # the pushes that returned before it
+
+
+@pytest.mark.parametrize("M", [3, 4])
+@pytest.mark.parametrize("chunks", [1, 2, 9])
+def test_with_lookups_the_pipeline_takes_n_plus_6_exchanges_and_shares_each_chunks_values(M, chunks):
+    """A claim with two tables (widths 600 and 1400) and a column of digits: n + 6 exchanges (the alphas and the
+    inverses before the coins), every chunk's checks pass, the values' shares open to the blocks."""
+    assert LOOKED.tables == (600, 1400) and LOOKED.lookups == (True, True, False)
+    out, blocks = _pipeline(chunks, M, claim=LOOKED)
+    assert [(e, err) for _, e, err in out] == [(chunks + 6, None)] * M
+    for k in range(chunks):
+        opened = shamir.reconstruct(np.stack([out[j][0][k] for j in range(M)]), [j + 1 for j in range(M)], P)
+        assert np.array_equal(opened, from_signed(np.hstack([blocks[c][k] for c in range(1, M)]), P))
+
+
+@pytest.mark.parametrize("liar, how", [(_BendsLookup, {}), (_ForgesLookup, {"how": "inverse"}),
+                                       (_ForgesLookup, {"how": "count"})])
+@pytest.mark.parametrize("chunks, bad", [(1, 0), (9, 4)])
+def test_a_value_outside_its_table_or_a_forged_lookup_is_named(liar, how, chunks, bad):
+    """Client 2 puts one value outside its table (with inverses of what it shared and multiplicities that add up),
+    or forges one inverse, or moves one multiplicity: the server and client 1 name it at that chunk's checks (its
+    seventh exchange), never client 1."""
+    from sqm.mpc.net.abort import ProtocolError
+
+    out, _ = _pipeline(chunks, 3, bad, liar=liar, claim=LOOKED, **how)
+    for got, exchanges, err in out[:2]:
+        assert isinstance(err, ProtocolError) and "the input proof of client 2 failed" in str(err), err
+        assert "client 1 failed" not in str(err)
+        assert exchanges == bad + 7
+        assert len(got) == min(chunks, bad + 6)  # the pushes that returned before it
 
 
 @pytest.mark.parametrize("chunks, bad", [(1, 0), (4, 2)])

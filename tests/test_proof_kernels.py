@@ -12,6 +12,7 @@ import pytest
 from sqm.mpc.net import wire
 from sqm.mpc.net.abort import InputRefused
 from sqm.mpc.protocols import input_proof as ip
+from sqm.mpc.protocols import lookup
 from sqm.mpc.shares.field import from_signed, prime_below
 
 BITS = [13, 23, 33, 42, 44, 52, 61]
@@ -91,9 +92,10 @@ def test_the_compiled_weighted_sums_are_the_numpy_ones(bits, rows):
     wide = rng.integers(0, p, size=(rows, sum(widths) + 3), dtype=np.int64)
     digits = wide[:, 2:2 + sum(widths)]
     add = rng.integers(0, p, size=len(widths), dtype=np.int64)
-    want = ip._weighted_numpy(digits, widths, ranges, p)
-    assert np.array_equal(ip._weighted_compiled(k.weighted, digits, widths, ranges, p, None), want)
-    assert np.array_equal(ip._weighted_compiled(k.weighted, digits, widths, ranges, p, add), (want + add) % p)
+    w = np.concatenate([ip.range_weights(r) for r in ranges])
+    want = ip._weighted_numpy(digits, widths, w, p)
+    assert np.array_equal(ip._weighted_compiled(k.weighted, digits, widths, w, p, None), want)
+    assert np.array_equal(ip._weighted_compiled(k.weighted, digits, widths, w, p, add), (want + add) % p)
 
 
 @pytest.mark.parametrize("bits", BITS)
@@ -146,7 +148,7 @@ def test_the_fast_sums_take_any_integers_in_every_vector_variant(bits):
                 want = sum(int(c) * v.astype(object) for c, v in zip(co, vals, strict=True)) % p
                 got = ip._lincomb_compiled(k.lincomb, vals, co, p)
                 assert [int(v) for v in got] == [int(v) for v in want]
-            assert np.array_equal(ip._weighted_compiled(k.weighted, digits, widths, ranges, p, None), want_w)
+            assert np.array_equal(ip._weighted_compiled(k.weighted, digits, widths, w, p, None), want_w)
     finally:
         if simd is not None:
             simd(-1)
@@ -181,12 +183,17 @@ def test_the_protocols_steps_are_the_same_with_the_kernel_and_with_numpy(bits, r
         W = ip.witness(x, claim)
         co = ip.coins(b"c" * 32, 1, rows, claim, p)
         X = ip.values(W, claim, p)
-        Y, _, beta, z = ip.grid(from_signed(x, p), W, claim, co, p)
-        Yv, *_ = ip.grid(X, W, claim, co, p)
+        consts = lookup.alphas(b"a" * 32, 1, max(claim.tables), p) if claim.tables else []
+        invs = ip.table_inverses(consts, claim, p)
+        H = ip.inverse_witness(W, claim, invs) if claim.tables else None
+        M = ip.table_counts(W, claim)
+        Y, _, beta, z = ip.grid(from_signed(x, p), W, claim, co, p, H=H)
+        Yv, *_ = ip.grid(X, W, claim, co, p, H=H)
         sh = ip.seeded_shares(W, 1, 4, 1, p)
         blinds, bl = ip.blind_shares(1, 4, 1, 5, p)
-        return [W, X, Y, Yv, beta, np.array([z, ip.linear_check(W, claim, co, p)]), blinds] + \
-            [sh[j] for j in sorted(sh)] + [bl[j] for j in sorted(bl)]
+        checks = [z, ip.linear_check(W, claim, co, p), ip.lookup_check(H, M, claim, co, invs, p)]
+        return [W, X, Y, Yv, beta, np.array(checks), blinds] + [sh[j] for j in sorted(sh)] + \
+            [bl[j] for j in sorted(bl)] + ([H, M] if claim.tables else [])
 
     monkeypatch.setattr(ip, "fresh_bytes", lambda n: next(seeds))
     fast = run()

@@ -2,25 +2,34 @@
 shared lies in its declared range [lo_j, hi_j] and that each record's squared norm over each declared column group
 is within the group's limit.  A client whose proof fails is named and nothing is opened.
 
-**What the client shares (its witness, :func:`witness`), per chunk, instead of its block x:** the base-8 digits
-of x_ij - lo_j (:func:`encode_range`: K_j digits, K_j the fewest with 8^K_j > hi_j - lo_j; the top digit takes one
-of at most 8 values chosen so that the sums are exactly the integers 0..hi_j - lo_j, :func:`digit_roots`), and per
-record and group g its squared norm s_ig and the digits of L_g - s_ig in [0, L_g].  Then, after joint randomness
+**What the client shares (its witness, :func:`witness`), per chunk, instead of its block x:** for a column whose
+width hi_j - lo_j is from 512 to below 2^16 (:func:`sqm.mpc.protocols.lookup.looked_up`), x_ij - lo_j itself,
+checked by a lookup argument (below); for the others the base-8 digits of x_ij - lo_j (:func:`encode_range`: K_j
+digits, K_j the fewest with 8^K_j > hi_j - lo_j; the top digit takes one of at most 8 values chosen so that the
+sums are exactly the integers 0..hi_j - lo_j, :func:`digit_roots`); and per record and group g its squared norm
+s_ig and the digits of L_g - s_ig in [0, L_g].  With lookups, beside the witness: the multiplicities of each table
+[0, w] (how many of the chunk's looked-up entries of width w equal each t, :func:`table_counts`), and, after joint
+alphas (two, uniform above every table), the inverses h = 1 / (alpha - (x - lo)) of every looked-up entry
+(:func:`inverse_witness`).  Then, after joint randomness
 no single party controls (each party commits to a seed with the witness, then reveals it:
 :meth:`InputProofs._opened_seed`), the parties check on shares:
 
 - **values**: the client's input shares are its witness's, x_ij = lo_j + sum_k w_jk d_ijk on shares
   (:func:`values`), so the values computed on are the digits' by construction;
-- **slack relations**, by one random combination opened (:func:`linear_check`):
-  sum lambda_ig (L_g - s_ig - sum_k w_gk e_igk) = 0;
+- **slack relations and lookup identities**, by one random combination opened (:func:`linear_check`,
+  :func:`lookup_check`): sum lambda_ig (L_g - s_ig - sum_k w_gk e_igk) = 0 and, per table and alpha,
+  sum h = sum_t m_t / (alpha - t) (:mod:`sqm.mpc.protocols.lookup`: with every h (alpha - y) = 1 it holds for both
+  alphas only if every looked-up entry is in its table, but with probability ((N + w + 1) / (p - w - 1))^2);
 - **digits and norms**, one statement with weights from the coins (alpha per node, beta per digit column, gamma per
   record and group): sum alpha beta prod_{v in D}(d - v) over every digit (D its allowed values, at most 8) plus
   sum alpha gamma (sum_{j in g} x_ij^2 - s_ig) over every record and group = 0, a bilinear form in the weights that
-  is zero for every draw only if every digit is one of its allowed values and every s is its record's norm
-  (:func:`grid` lays the digits and values out), proved by the client with a fully linear proof
+  is zero for every draw only if every digit is one of its allowed values and every s is its record's norm, plus
+  sum alpha beta_h (h (alpha_i - y) - 1) over every looked-up entry and alpha (:func:`grid` lays the digits, values
+  and lookups out), proved by the client with a fully linear proof
   (:mod:`sqm.mpc.protocols.flp`) shared after the coins and checked at a point drawn after the proof: one polynomial
   of degree 8 G for the digits of 8 allowed values, one of degree at most 3 G for the squares and the top digits of
-  at most 3 (:func:`statement`: their extension costs the prover at most 2 G points per column instead of 7 G).  The
+  at most 3 (:func:`statement`: their extension costs the prover at most 2 G points per column instead of 7 G),
+  and one of degree 2 G for the products h (alpha - y) (:class:`sqm.mpc.protocols.flp.Products`).  The
   proof's blinds (one per column of the grid) are drawn from seeds the client sends the t + 1 lowest other parties
   (:func:`blind_shares`): uniform and unknown to any t of them, and no shares to send.
 
@@ -28,22 +37,26 @@ Every opened value is a linear combination of degree-t sharings (an opening reve
 values are opened by and to the parties other than that client, so the client cannot bend its own verdict.
 
 **Soundness** (a deviating client, the other parties following the protocol): a false statement passes a chunk's
-check with probability at most 1/p (slack relations) + 2/p (the bilinear combination, Schwartz-Zippel) +
-(8 + 3) G/(p - 8G - 1) (the two polynomials' identities at one point, :func:`sqm.mpc.protocols.flp.statement_error`;
-:func:`soundness_error`).  **No wrap-around:**
+check with probability at most 1/p (the linear combination) + 2/p (the bilinear combination, Schwartz-Zippel) +
+(8 + 3 + 2) G/(p - 8G - 1) (the polynomials' identities at one point, :func:`sqm.mpc.protocols.flp.statement_error`;
+2 G only with lookups) + per table ((N + w + 1) / (p - w - 1))^2 (N its looked-up entries in the chunk;
+:func:`soundness_error`).  The multiplicities are shared with the witness, before the alphas, and the inverses
+before the coins: F(X) = sum 1 / (X - y) - sum m_t / (X - t) is fixed before alpha is drawn.  **No wrap-around:**
 digits in their sets and x - lo = sum w d in F_p give an integer in [lo, hi] when hi - lo < p; then
 sum_{j in g} x_ij^2 < p and L_g < p make L_g - s = sum w e an integer inequality (:func:`needed_bound`, what the
 field must exceed).
 
 **Pipelined across chunks** (:class:`InputProofs`).  A chunk goes through five stages, one exchange each: the
 witness (each client's shares, and every party's commitments to two fresh seeds), the reveal of the first seeds
-(the coins), the proof, the reveal of the second seeds (the query point), the checks.  Each exchange carries one
-stage of each of the up to five chunks in flight (the newest chunk's witness, the previous one's coins, the one
-before's proof, ...): n chunks take n + 4 exchanges instead of 5 n.  Why the order keeps the soundness: per chunk
-the stages keep their order, each in a later exchange than the one before, and every party sends an exchange's
-message only after it has received every message of the previous one.  So a client's witness (and every party's
-commitments) is fixed before any honest party reveals the seed of that chunk's coins, and its proof before any
-honest party reveals the seed of that chunk's query point; no party can change its own seed after seeing the
+(the coins), the proof, the reveal of the second seeds (the query point), the checks; with lookups seven: the
+reveal of a third seed (the alphas) and the inverses come between the witness and the coins.  Each exchange
+carries one stage of each of the up to five (seven) chunks in flight (the newest chunk's witness, the previous one's
+coins, the one before's proof, ...): n chunks take n + 4 exchanges instead of 5 n (n + 6 instead of 7 n with
+lookups).  Why the order keeps the soundness: per chunk the stages keep their order, each in a later exchange than
+the one before, and every party sends an exchange's message only after it has received every message of the
+previous one.  So a client's witness and multiplicities (and every party's commitments) are fixed before any honest
+party reveals the seed of that chunk's alphas, its inverses before any reveals the seed of its coins, and its proof
+before any honest party reveals the seed of that chunk's query point; no party can change its own seed after seeing the
 others' (its commitment came with the witness).  With the first seeds every party also shows the commitments it
 received, and every party compares them before it uses the coins: a party that sent different commitments to
 different parties (so that verifiers could draw different coins) is named and the job aborts.  Each chunk's coins
@@ -68,6 +81,7 @@ from sqm.errors import UsageError
 from sqm.mpc.net import wire
 from sqm.mpc.net.abort import InputRefused, ProtocolError, party_label
 from sqm.mpc.protocols import flp
+from sqm.mpc.protocols import lookup
 from sqm.mpc.shares import modarith
 from sqm.mpc.shares import shamir
 from sqm.mpc.shares.field import from_signed
@@ -85,10 +99,38 @@ class Claim:
     groups: tuple[tuple[tuple[int, ...], int], ...] = ()
 
     @functools.cached_property
+    def lookups(self) -> tuple[bool, ...]:
+        """Per column, whether its range is checked by the lookup argument (:func:`sqm.mpc.protocols.lookup.looked_up`:
+        its witness holds x - lo itself) rather than by digits."""
+        return tuple(lookup.looked_up(h - lo) for lo, h in zip(self.lo, self.hi, strict=True))
+
+    @functools.cached_property
+    def tables(self) -> tuple[int, ...]:
+        """The looked-up columns' widths, each once, ascending: a table [0, w] (and its multiplicities) each."""
+        return tuple(sorted({h - lo for lo, h, t in zip(self.lo, self.hi, self.lookups, strict=True) if t}))
+
+    @functools.cached_property
     def widths(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """Digits per column and per group (computed once: the claim is frozen)."""
-        return (tuple(digit_count(h - lo) for lo, h in zip(self.lo, self.hi, strict=True)),
+        """Witness entries per column (its digits, or 1 where looked up) and digits per group (computed once: the
+        claim is frozen)."""
+        return (tuple(1 if t else digit_count(h - lo) for lo, h, t in zip(self.lo, self.hi, self.lookups, strict=True)),
                 tuple(digit_count(lim) for _, lim in self.groups))
+
+    @functools.cached_property
+    def value_weights(self) -> np.ndarray:
+        """The weights of each column's witness entries (:func:`range_weights`; 1 where looked up), concatenated."""
+        out = [np.ones(1, np.int64) if t else range_weights(h - lo)
+               for lo, h, t in zip(self.lo, self.hi, self.lookups, strict=True)]
+        w = np.concatenate(out) if out else np.zeros(0, np.int64)
+        w.flags.writeable = False
+        return w
+
+    @functools.cached_property
+    def looked(self) -> tuple[tuple[int, int, int], ...]:
+        """Per looked-up column, in order: (its column, its witness column, its table's index in :attr:`tables`)."""
+        starts = np.cumsum([0] + list(self.widths[0]))
+        return tuple((j, int(starts[j]), self.tables.index(h - lo))
+                     for j, (lo, h, t) in enumerate(zip(self.lo, self.hi, self.lookups, strict=True)) if t)
 
     @functools.cached_property
     def witness_width(self) -> int:
@@ -178,7 +220,8 @@ def _witness_numpy(block, claim: Claim) -> np.ndarray:
     lo, hi = np.array(claim.lo, dtype=np.int64), np.array(claim.hi, dtype=np.int64)
     if x.size and (np.any(x < lo) or np.any(x > hi)):
         raise InputRefused("its integer data is outside its declared ranges")
-    parts = [encode_range(x[:, j] - lo[j], int(hi[j] - lo[j])) for j in range(x.shape[1])]
+    parts = [x[:, j:j + 1] - lo[j] if claim.lookups[j] else encode_range(x[:, j] - lo[j], int(hi[j] - lo[j]))
+             for j in range(x.shape[1])]
     norms = [_norm_sq(x, cols) for cols, _ in claim.groups]
     for (_, lim), s in zip(claim.groups, norms, strict=True):
         if s.size and int(s.max()) > lim:
@@ -201,54 +244,60 @@ def _split(W, claim: Claim):
     return W[:, :kx], W[:, kx:kx + ng], W[:, kx + ng:], col, grp
 
 
-def _weighted(digits, widths, ranges, p: int, add=None) -> np.ndarray:
-    """Per block of digits (widths[q] columns each), sum_k w_k digits[:, k] (rows x len(widths)), plus ``add``
-    (field elements, one per block) where given: compiled where the kernel is (:func:`_steps`), else
-    :func:`_weighted_numpy`."""
+def _weighted(digits, widths, w, p: int, add=None) -> np.ndarray:
+    """Per block of digits (widths[q] columns each), sum_k w_k digits[:, k] (rows x len(widths); ``w`` the blocks'
+    weights, concatenated), plus ``add`` (field elements, one per block) where given: compiled where the kernel is
+    (:func:`_steps`), else :func:`_weighted_numpy`."""
     k = _steps()
-    out = None if k is None else _weighted_compiled(k.weighted, digits, widths, ranges, p, add)
+    out = None if k is None else _weighted_compiled(k.weighted, digits, widths, w, p, add)
     if out is not None:
         return out
-    out = _weighted_numpy(digits, widths, ranges, p)
+    out = _weighted_numpy(digits, widths, w, p)
     return out if add is None else modarith.add_mod(out, np.broadcast_to(np.asarray(add, np.int64), out.shape), p)
 
 
-def _weighted_numpy(digits, widths, ranges, p: int) -> np.ndarray:
+def _weighted_numpy(digits, widths, w, p: int) -> np.ndarray:
     """:func:`_weighted` in numpy: in int64 when no block's sum can reach 2^63 (digits below p, small weights),
     else one product with the public matrix of the weights (:func:`sqm.mpc.shares.modarith.matmul_small_mod`)."""
     digits = np.asarray(digits, dtype=np.int64)
     rows, n = digits.shape[0], len(widths)
     if sum(widths) == 0:
         return np.zeros((rows, n), dtype=np.int64)
-    w = np.concatenate([range_weights(r) for r in ranges])
+    w = np.asarray(w, dtype=np.int64)
     if (p - 1) * int(w.max()) * max(widths) < 1 << 63 and min(widths) > 0:
         starts = np.cumsum([0] + list(widths[:-1]))
         return np.add.reduceat(digits * w, starts, axis=1) % p
     B = np.zeros((sum(widths), n), dtype=np.int64)
     off = 0
-    for q, (k, width) in enumerate(zip(widths, ranges, strict=True)):
-        B[off:off + k, q] = range_weights(width)
+    for q, k in enumerate(widths):
+        B[off:off + k, q] = w[off:off + k]
         off += k
     return modarith.matmul_small_mod(digits, B, p)
 
 
-def layout(rows: int, claim: Claim, g: int = flp.ROWS) -> tuple[int, int, int]:
-    """(R', m_digits, m_x): the records padded to a multiple of G (at least G), and the grid's columns of digits and
-    of the grouped values (:func:`grid`)."""
+def layout(rows: int, claim: Claim, g: int = flp.ROWS) -> tuple[int, int, int, int]:
+    """(R', m_digits, m_x, m_look): the records padded to a multiple of G (at least G), and the grid's columns of
+    digits, of the grouped values and of the lookups (:func:`grid`: each looked-up value and its inverses)."""
     col, grp = claim.widths
     padded = max(1, -(-int(rows) // g)) * g
     per = padded // g
-    return padded, per * (sum(col) + sum(grp)), per * sum(len(cols) for cols, _ in claim.groups)
+    nl = len(claim.looked)
+    return (padded, per * (sum(col) - nl + sum(grp)), per * sum(len(cols) for cols, _ in claim.groups),
+            per * nl * (1 + lookup.ALPHAS))
 
 
 def coins(seed: bytes, client: int, rows: int, claim: Claim, p: int, g: int = flp.ROWS) -> dict[str, np.ndarray]:
     """The public random coefficients of ``client``'s checks, from a joint seed: ``lin_s`` (the linear relations,
-    one per record norm), ``alpha`` (per node), ``beta`` (per digit column of the grid) and ``gamma`` (per record of
-    a node and group), in that order from the field stream (:func:`sqm.mpc.shares.randomness.field_stream`) of the
-    hash of the seed and the client."""
-    padded, m_bits, _ = layout(rows, claim, g)
+    one per record norm), ``alpha`` (per node), ``beta`` (per digit column of the grid), ``gamma`` (per record of
+    a node and group) and, for a claim with lookups, ``lin_h`` (per table and alpha) and ``beta_h`` (per
+    looked-up value of a node and alpha), in that order from the field stream
+    (:func:`sqm.mpc.shares.randomness.field_stream`) of the hash of the seed and the client."""
+    padded, m_bits, _, m_look = layout(rows, claim, g)
     ng = len(claim.groups)
     shapes = {"lin_s": (rows, ng), "alpha": (g,), "beta": (m_bits,), "gamma": (padded // g, ng)}
+    if m_look:  # the lookups' identities (one per table and alpha) and products (one per value and alpha)
+        shapes |= {"lin_h": (len(claim.tables) * lookup.ALPHAS,), "beta_h": (m_look // (1 + lookup.ALPHAS)
+                                                                               * lookup.ALPHAS,)}
     sizes = [int(np.prod(s, dtype=np.int64)) for s in shapes.values()]
     flat = field_stream(hashlib.sha256(seed + int(client).to_bytes(4, "little")).digest(), (sum(sizes),), p)
     ends = np.cumsum(sizes)
@@ -263,7 +312,7 @@ def linear_check(W, claim: Claim, co, p: int) -> int:
         return 0
     lim = np.array([lim for _, lim in claim.groups], dtype=np.int64) % p
     slack = modarith.sub_mod(modarith.sub_mod(np.broadcast_to(lim, s.shape), s, p),
-                             _weighted(digits_s, grp, [lim for _, lim in claim.groups], p), p)
+                             _weighted(digits_s, grp, _slack_weights(claim), p), p)
     return int(modarith.sum_mod(modarith.mul_mod(co["lin_s"], slack, p).reshape(-1), 0, p))
 
 
@@ -271,68 +320,89 @@ def values(W, claim: Claim, p: int) -> np.ndarray:
     """Shares (or values) of the client's integers from its witness: x_ij = lo_j + sum_k w_jk d_ijk (mod p)."""
     digits, _, _, col, _ = _split(W, claim)
     lo = from_signed(np.array(claim.lo, dtype=object), p).astype(np.int64)
-    return _weighted(digits, col, _widths(claim), p, lo)
+    return _weighted(digits, col, claim.value_weights, p, lo)
+
+
+def _slack_weights(claim: Claim) -> np.ndarray:
+    return np.concatenate([range_weights(lim) for _, lim in claim.groups]) if claim.groups else np.zeros(0, np.int64)
 
 
 def _widths(claim: Claim) -> list[int]:
     return [h - lo for lo, h in zip(claim.lo, claim.hi, strict=True)]
 
 
-def grid(X, W, claim: Claim, co, p: int, g: int = flp.ROWS) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+def grid(X, W, claim: Claim, co, p: int, g: int = flp.ROWS, H=None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """(Y, polys, beta, z) for :mod:`sqm.mpc.protocols.flp`: the G x m grid of every digit (its polynomial zero at
     its allowed values: the low digits, then the top ones of many values, then those of few, :func:`_digit_order`)
-    and of every grouped value (squared), records padded with zeros to R' and split among the G nodes in order; the
-    columns' polynomials and weights (a digit column's from the coins, a value column's the gamma of its record and
-    group: :func:`weights`); and the claim z = sum_k alpha_k sum gamma s over the node's records (the weighted
-    record norms).  Shares in, shares out: every step is linear."""
+    and of every grouped value (squared), then, for a claim with lookups, of every looked-up value and of its
+    inverses ``H`` (records x ALPHAS n_l: the :class:`sqm.mpc.protocols.flp.Products` part); records padded with
+    zeros to R' and split among the G nodes in order; the columns' polynomials and weights (a digit column's from
+    the coins, a value column's the gamma of its record and group, an inverse's its beta_h: :func:`weights`); and
+    the claim z = sum_k alpha_k (sum gamma s + sum beta_h) over the node's records (the weighted record norms, and
+    h (alpha - y) = 1 for each real record's lookups).  Shares in, shares out: every step is linear."""
     rows = X.shape[0]
-    padded, m_dig, m_x = layout(rows, claim, g)
+    padded, m_dig, m_x, m_look = layout(rows, claim, g)
     _, s, _, col, _ = _split(W, claim)
     kx, ng = sum(col), len(claim.groups)
     cols = [j for c, _ in claim.groups for j in c]
     low, top, few = _digit_order(claim)
     per = padded // g
+    nl = len(claim.looked)
     wcol = [c if c < kx else c + ng for c in range(kx + sum(claim.widths[1]))]  # digit column -> witness column
-    Y = np.empty((g, m_dig + m_x), dtype=np.int64)
+    base = max(1, m_dig + m_x)  # a zero digit where there is nothing else (:func:`polys`)
+    Y = np.zeros((g, base + m_look), dtype=np.int64)
     off = 0
     kern = _steps()
-    for src, idx in ((W, [wcol[c] for c in low]), (W, [wcol[c] for c in top]), (W, [wcol[c] for c in few]),
-                     (X, cols)):
-        if kern is None or not _gather_compiled(kern.gather, src, rows, idx, g, per, Y, off):
+    parts = [(W, [wcol[c] for c in low]), (W, [wcol[c] for c in top]), (W, [wcol[c] for c in few]), (X, cols)]
+    if m_look:
+        if H is None or H.shape != (rows, lookup.ALPHAS * nl):
+            raise ProtocolError(f"a claim with {nl} looked-up columns needs its inverses ({rows} x "
+                                f"{lookup.ALPHAS * nl})")
+        parts += [(W, [w for _, w, _ in claim.looked])] + [(H, list(range(i * nl, (i + 1) * nl)))
+                                                          for i in range(lookup.ALPHAS)]
+    for src, idx in parts:
+        if idx and (kern is None or not _gather_compiled(kern.gather, src, rows, idx, g, per, Y, off)):
             view = Y[:, off:off + per * len(idx)].reshape(g, per, len(idx))  # node k: records k per .. (k+1) per - 1
             for k in range(g):
                 n = max(0, min(per, rows - k * per))
                 view[k, :n] = src[k * per:k * per + n][:, idx]
                 view[k, n:] = 0
         off += per * len(idx)
+        if off == m_dig + m_x:
+            off = base
     polys, beta = weights(rows, claim, co, p, g)
+    real = np.clip(rows - per * np.arange(g), 0, per)  # the real records of each node
     z = 0
     if claim.groups:
         sp = np.zeros((padded, len(claim.groups)), dtype=np.int64)
         sp[:rows] = s
         per_node = modarith.matmul_mod(sp.reshape(g, -1), co["gamma"].reshape(-1), p)
         z = int(modarith.sum_mod(modarith.mul_mod(co["alpha"], per_node, p), 0, p))
-    if Y.shape[1] == 0:  # nothing to prove: one zero digit
-        Y = np.zeros((g, 1), np.int64)
+    if m_look:  # sum over a node's real records of their beta_h, each h (alpha - y) being 1
+        bh = co["beta_h"].reshape(lookup.ALPHAS, per, nl).sum(axis=(0, 2)) % p  # below 2^63: few alphas, columns
+        run = np.concatenate([[0], np.cumsum(bh) % p]).astype(np.int64)  # per < 2^21: the cumsum stays below 2^63
+        z = (z + int(modarith.sum_mod(modarith.mul_mod(co["alpha"], run[real], p), 0, p))) % p
     return Y, polys, beta, z
 
 
 def weights(rows: int, claim: Claim, co, p: int, g: int = flp.ROWS) -> tuple[np.ndarray, np.ndarray]:
     """The grid's public column polynomials (:func:`polys`) and weights (:func:`grid`): a digit column's from the
-    coins, a value column's the gamma of its record and group."""
-    padded, m_dig, m_x = layout(rows, claim, g)
-    if m_dig + m_x == 0:
-        return polys(rows, claim, p, g), np.zeros(1, np.int64)
-    which = np.array([q for q, (c, _) in enumerate(claim.groups) for _ in c], dtype=np.int64)
-    beta_x = co["gamma"][:, which].reshape(-1)  # per record of a node (row-major) and value column
-    return polys(rows, claim, p, g), np.concatenate([co["beta"], beta_x])
+    coins, a value column's the gamma of its record and group, an inverse's its beta_h (a looked-up value's
+    column: none, 0)."""
+    padded, m_dig, m_x, m_look = layout(rows, claim, g)
+    out = [np.zeros(1, np.int64)] if m_dig + m_x == 0 else [
+        co["beta"], co["gamma"][:, np.array([q for q, (c, _) in enumerate(claim.groups) for _ in c],
+                                            dtype=np.int64)].reshape(-1)]  # per record of a node and value column
+    if m_look:
+        out += [np.zeros(m_look // (1 + lookup.ALPHAS), np.int64), co["beta_h"]]
+    return polys(rows, claim, p, g), np.concatenate(out)
 
 
 @functools.lru_cache(maxsize=8)
 def polys(rows: int, claim: Claim, p: int, g: int = flp.ROWS) -> np.ndarray:
     """The grid's public column polynomials (:func:`sqm.mpc.protocols.flp.column_polys`): a digit's zero at its
     allowed values, a value's the square (the same for every chunk of ``rows`` records: cached, read-only)."""
-    padded, m_dig, m_x = layout(rows, claim, g)
+    padded, m_dig, m_x, _ = layout(rows, claim, g)
     if m_dig + m_x == 0:
         out = flp.column_polys(np.ones((1, BASE), np.int64), np.arange(BASE)[None, :], p)
     else:
@@ -383,9 +453,10 @@ def _top_roots(claim: Claim) -> tuple[tuple[int, tuple[int, ...]], ...]:
     values' then the slacks'."""
     col, grp = claim.widths
     out, off = [], 0
-    for k, width in zip(col + grp, _widths(claim) + [lim for _, lim in claim.groups], strict=True):
+    for k, width, t in zip(col + grp, _widths(claim) + [lim for _, lim in claim.groups],
+                           claim.lookups + (False,) * len(grp), strict=True):
         off += k
-        if k:
+        if k and not t:  # a looked-up column has no digits
             out.append((off - 1, tuple(_distinct(digit_roots(width)[-1]))))
     return tuple(out)
 
@@ -394,16 +465,79 @@ def _top_roots(claim: Claim) -> tuple[tuple[int, tuple[int, ...]], ...]:
 def statement(rows: int, claim: Claim, p: int, g: int = flp.ROWS) -> flp.Statement:
     """The grid's statement (:func:`sqm.mpc.protocols.flp.split` of :func:`polys`): the low digits and the top
     digits of many values in a part of degree 8, the top digits of few values and the squares in a part of degree
-    at most 3 where there are both (cached, as :func:`polys`)."""
-    return flp.split(polys(rows, claim, p, g), p)
+    at most 3 where there are both; then, for a claim with lookups, the products h (alpha - y) of each looked-up
+    value and alpha (a :class:`sqm.mpc.protocols.flp.Products` part; cached, as :func:`polys`)."""
+    st = flp.split(polys(rows, claim, p, g), p)
+    m_look = layout(rows, claim, g)[3]
+    if not m_look:
+        return st
+    return flp.Statement(st.bounds + (st.bounds[-1] + m_look,),
+                         st.polys + (flp.Products(m_look // (1 + lookup.ALPHAS), lookup.ALPHAS),))
 
 
-def soundness_error(p: int) -> float:
+def soundness_error(p: int, rows: int = 0, claim: Claim | None = None) -> float:
     """The probability that a client's false statement passes one chunk's check (the module docstring): 3/p and
-    the identity checks' error for a statement of a part of degree 8 and one of degree at most 3, an upper bound
-    for every claim (:func:`sqm.mpc.protocols.flp.statement_error`)."""
+    the identity checks' error for a statement of a part of degree 8, one of degree at most 3 and, for a claim
+    with lookups (a chunk of ``rows`` records), one of degree 2 (the products) and each table's identities
+    (:func:`sqm.mpc.protocols.lookup.error`): an upper bound for every claim without lookups
+    (:func:`sqm.mpc.protocols.flp.statement_error`)."""
     g = flp.ROWS
-    return 3 / p + (BASE + flp.LOW_DEGREE) * g / (p - BASE * g - 1)
+    out = 3 / p + (BASE + flp.LOW_DEGREE) * g / (p - BASE * g - 1)
+    if claim is not None and claim.tables:
+        out += 2 * g / (p - BASE * g - 1)
+        for t, w in enumerate(claim.tables):
+            out += lookup.error(int(rows) * sum(1 for *_, q in claim.looked if q == t), w, p)
+    return out
+
+
+# ----- the lookups (:mod:`sqm.mpc.protocols.lookup`): a claim's looked-up columns --------------------------------
+
+def table_counts(W, claim: Claim) -> np.ndarray:
+    """An honest client's multiplicities: per table (:attr:`Claim.tables`, in order), how many of its looked-up
+    witness entries (x - lo) equal each t = 0..w, concatenated."""
+    W = np.asarray(W, dtype=np.int64)
+    out = [lookup.multiplicities(W[:, [wc for _, wc, q in claim.looked if q == t]], w)
+           for t, w in enumerate(claim.tables)]
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
+def table_size(claim: Claim) -> int:
+    """The multiplicities' length: sum of w + 1 over the claim's tables."""
+    return sum(w + 1 for w in claim.tables)
+
+
+def table_inverses(consts, claim: Claim, p: int) -> list[list[np.ndarray]]:
+    """Per alpha and table, 1 / (alpha - t) for t = 0..w (:func:`sqm.mpc.protocols.lookup.inverses`)."""
+    return [[lookup.inverses(a, w, p) for w in claim.tables] for a in consts]
+
+
+def inverse_witness(W, claim: Claim, invs) -> np.ndarray:
+    """An honest client's inverses (records x ALPHAS n_l): column i n_l + q holds 1 / (alpha_i - y) for the
+    witness entries y of its q-th looked-up column (a lookup in the table of 1 / (alpha_i - t))."""
+    W = np.asarray(W, dtype=np.int64)
+    nl = len(claim.looked)
+    out = np.empty((W.shape[0], len(invs) * nl), dtype=np.int64)
+    for i, per_table in enumerate(invs):
+        for q, (_, wc, t) in enumerate(claim.looked):
+            out[:, i * nl + q] = per_table[t][W[:, wc]]
+    return out
+
+
+def lookup_check(H, M, claim: Claim, co, invs, p: int) -> int:
+    """Shares (or values) of the random combination (``lin_h``) of the identities sum h = sum_t m_t / (alpha - t),
+    one per table and alpha, over the inverses ``H`` and the multiplicities ``M`` (0 for an honest client)."""
+    if not claim.tables:
+        return 0
+    nl = len(claim.looked)
+    sums = modarith.sum_mod(np.asarray(H, dtype=np.int64), 0, p)  # per column of H
+    starts = np.cumsum([0] + [w + 1 for w in claim.tables])
+    total = 0
+    for i, per_table in enumerate(invs):
+        for t in range(len(claim.tables)):
+            h = sum(int(sums[i * nl + q]) for q, (*_, u) in enumerate(claim.looked) if u == t)
+            term = (h - lookup.table_sum(M[starts[t]:starts[t + 1]], per_table[t], p)) % p
+            total = (total + int(co["lin_h"][i * len(claim.tables) + t]) * term) % p
+    return total
 
 
 # ----- the compiled steps (``_flp_kernel.c``, :mod:`sqm.mpc.protocols.flp`'s optional extension) ----------------
@@ -447,8 +581,8 @@ def _steps() -> _Steps | None:
             if W is None or not np.array_equal(W, _witness_numpy(block, claim)):
                 return None
             col = claim.widths[0]
-            got = _weighted_compiled(k.weighted, W[:, :sum(col)], col, _widths(claim), p, None)
-            if got is None or not np.array_equal(got, _weighted_numpy(W[:, :sum(col)], col, _widths(claim), p)):
+            got = _weighted_compiled(k.weighted, W[:, :sum(col)], col, claim.value_weights, p, None)
+            if got is None or not np.array_equal(got, _weighted_numpy(W[:, :sum(col)], col, claim.value_weights, p)):
                 return None
             comb = _lincomb_compiled(k.lincomb, vals, lag, p)
             terms = [modarith.scalar_mul_mod(v % p, c, p) for v, c in zip(vals, lag, strict=True)]
@@ -515,7 +649,7 @@ def _witness_compiled(fn, block, claim: Claim) -> np.ndarray | None:
     return out if rc == 0 else None
 
 
-def _weighted_compiled(fn, digits, widths, ranges, p: int, add) -> np.ndarray | None:
+def _weighted_compiled(fn, digits, widths, w, p: int, add) -> np.ndarray | None:
     """:func:`_weighted` from the compiled kernel (``add``: None or one field element per block), or None where it
     cannot run."""
     digits = np.asarray(digits)
@@ -529,7 +663,7 @@ def _weighted_compiled(fn, digits, widths, ranges, p: int, add) -> np.ndarray | 
     if digits.shape[1] > 1 and digits.strides[1] != 8:
         digits = np.ascontiguousarray(digits)
     starts = _c(np.cumsum([0] + list(widths[:-1])) if n else [0])
-    w = _c(np.concatenate([range_weights(r) for r in ranges]) if sum(widths) else [0])
+    w = _c(w if sum(widths) else [0])
     a = _c(np.zeros(n) if add is None else add) if n else _c([0])
     out = np.empty((rows, n), dtype=np.int64)
     stride = digits.strides[0] // 8 if rows > 1 else digits.shape[1]
@@ -667,23 +801,29 @@ def _packed(out: dict, p: int) -> dict:
 @dataclass
 class _Chunk:
     """One chunk's proof while it is in flight (:class:`InputProofs`): what this party keeps of it between exchanges.
-    ``age``: the exchanges it has been through (its next stage, :data:`STAGES`)."""
+    ``age``: the exchanges it has been through (its next stage, :attr:`InputProofs.names`)."""
 
     rows: int
-    seeds: tuple[bytes, bytes]  # this party's seeds of the coins and of the query point, committed with the witness
+    seeds: tuple[bytes, ...]  # this party's seeds (the alphas', with lookups; the coins'; the query point's)
     x: np.ndarray | None = None  # a client's own integers as field elements, until it has proved them
     own: np.ndarray | None = None  # a client's own witness, until it has proved it
-    commits: dict | None = None  # every party's commitments to its two seeds
+    own_h: np.ndarray | None = None  # and its inverses (a claim with lookups), until it has proved them
+    commits: dict | None = None  # every party's commitments to its seeds
     W: dict | None = None  # this party's shares of every other client's witness
     X: dict | None = None  # and of every client's values (:func:`values`)
+    M: dict | None = None  # and of every other client's multiplicities (a claim with lookups)
+    H: dict | None = None  # and of its inverses
     x_own: np.ndarray | None = None  # a client's share of its own values, until the witness exchange
-    co: dict | None = None  # every client's coins, once the first seeds are revealed
+    consts: dict | None = None  # every client's alphas (with lookups), once the first seeds are revealed
+    invs: dict | None = None  # and their tables' inverses (:func:`table_inverses`)
+    co: dict | None = None  # every client's coins, once their seeds are revealed
     proofs: dict | None = None  # this party's shares of every other client's proof
-    point_seed: bytes | None = None  # the joint seed of the query points, once the second seeds are revealed
+    point_seed: bytes | None = None  # the joint seed of the query points, once the last seeds are revealed
     age: int = 0
 
 
 STAGES = ("witness", "coins", "proof", "query point", "check")  # a chunk's exchanges, in order (InputProofs)
+LOOKUP_STAGES = ("witness", "alphas", "inverses", "coins", "proof", "query point", "check")  # with lookups
 
 
 class InputProofs:
@@ -692,8 +832,9 @@ class InputProofs:
     returns when every chunk's checks have passed (else raises naming the failing clients).  Every party holds a
     share of every client's block (every party is a worker).
 
-    A chunk goes through five stages, one exchange each (:data:`STAGES`), and each exchange carries one stage of
-    each chunk in flight (the module docstring, **Pipelined**): a job of n chunks takes n + 4 exchanges.
+    A chunk goes through five stages, one exchange each (:data:`STAGES`), seven where a claim has lookups
+    (:data:`LOOKUP_STAGES`: the alphas, then the inverses, before the coins), and each exchange carries one stage of
+    each chunk in flight (the module docstring, **Pipelined**): a job of n chunks takes n + 4 exchanges (n + 6).
     """
 
     def __init__(self, ctx, p: int, claims):
@@ -704,11 +845,20 @@ class InputProofs:
         if needed_bound(self.claims) >= p:
             raise ProtocolError(f"party {ctx.pid}: the field (p = {p}) is too small to check the clients' input "
                                 f"claims (needs more than {needed_bound(self.claims)})")
+        self.lookups = any(c.tables for c in self.claims)
+        if self.lookups and max(max(c.tables, default=0) for c in self.claims) >= p - 2:
+            raise ProtocolError(f"party {ctx.pid}: the field (p = {p}) is too small for the clients' tables")
         self.flight: list[_Chunk] = []  # the chunks whose checks are not decided yet, oldest first
-        # per stage (STAGES): what this party sends (to each party) and expects (from each), what it takes in
-        self.stages = [(self._send_witness, self._take_witness), (self._send_coins, self._take_coins),
-                       (self._send_proof, self._take_proof), (self._send_query_point, self._take_query_point),
-                       (self._send_check, self._take_check)]
+        self.names = LOOKUP_STAGES if self.lookups else STAGES
+        handlers = {"witness": (self._send_witness, self._take_witness),
+                    "alphas": (self._send_alphas, self._take_alphas),
+                    "inverses": (self._send_inverses, self._take_inverses),
+                    "coins": (self._send_coins, self._take_coins), "proof": (self._send_proof, self._take_proof),
+                    "query point": (self._send_query_point, self._take_query_point),
+                    "check": (self._send_check, self._take_check)}
+        # per stage: what this party sends (to each party) and expects (from each), what it takes in
+        self.stages = [handlers[n] for n in self.names]
+        self.seed_of = {n: i for i, n in enumerate(k for k in self.names if k in ("alphas", "coins", "query point"))}
 
     def _claim(self, c: int) -> Claim:
         return self.claims[self.ctx.clients.index(c)]
@@ -718,7 +868,7 @@ class InputProofs:
         in one exchange that also carries the later stages of the chunks before it.  Returns this party's shares of
         every client's values side by side (client order): its witness's (x = lo + sum w d, :func:`values`), not
         yet checked.  Raises ProtocolError naming every client whose proof of an earlier chunk failed."""
-        seeds = (fresh_bytes(32), fresh_bytes(32))
+        seeds = tuple(fresh_bytes(32) for _ in self.seed_of)
         ch = _Chunk(rows, seeds)
         if not self.ctx.is_server:
             block = np.asarray(block, dtype=np.int64)
@@ -748,56 +898,106 @@ class InputProofs:
             for j in range(ctx.M):
                 out[j].append(mine.get(j))
                 expect[j].append(want[j])
-            ctx.phase("input proof: " + STAGES[ch.age])
-        names = ", ".join(STAGES[ch.age] for ch in chunks)
+            ctx.phase("input proof: " + self.names[ch.age])
+        names = ", ".join(self.names[ch.age] for ch in chunks)
         got = await ctx.send_recv(out, list(range(ctx.M)), {j: wire.list_of(v, f"input proof ({names})")
                                                            for j, v in expect.items()}, f"input proof: {names}")
         ctx.phase("input proof: exchange")
         for k, ch in enumerate(chunks):
             self.stages[ch.age][1](ch, {j: got[j][k] for j in range(ctx.M)})
-            ctx.phase("input proof: " + STAGES[ch.age])
+            ctx.phase("input proof: " + self.names[ch.age])
             ch.age += 1
         if new is not None:
             self.flight.append(new)
-        self.flight = [ch for ch in self.flight if ch.age < len(STAGES)]
+        self.flight = [ch for ch in self.flight if ch.age < len(self.names)]
 
     # ----- the stages (self.stages) ------------------------------------------------------------------------------
 
     def _send_witness(self, ch: _Chunk):
         ctx, p = self.ctx, self.p
-        commit = hashlib.sha256(ch.seeds[0]).digest() + hashlib.sha256(ch.seeds[1]).digest()
-        out: dict[int, object] = {j: [commit] for j in range(ctx.M)}
+        commit = b"".join(hashlib.sha256(s).digest() for s in ch.seeds)
+        out: dict[int, list] = {j: [commit] for j in range(ctx.M)}
         if ch.own is not None:
             assert ch.x is not None  # a client's chunk: its integers and their witness
-            sh, ch.x_own = witness_shares(ch.own, ch.x, self._claim(ctx.pid), ctx.pid, ctx.M, ctx.t, p)
+            claim = self._claim(ctx.pid)
+            sh, ch.x_own = witness_shares(ch.own, ch.x, claim, ctx.pid, ctx.M, ctx.t, p)
             for j, v in _packed(sh, p).items():
                 out[j] = [commit, v]
-        want = {0: wire.list_of([wire.digest(64)], "coin commitment")}
+            if claim.tables:  # the multiplicities, shared with the witness (before any alpha)
+                counts = _seeded_sharing(self._counts(ch), ctx.pid, ctx.M, ctx.t, p, own=False)[0]
+                for j, v in _packed(counts, p).items():
+                    out[j].append(v)
+        want = {0: wire.list_of([wire.digest(32 * len(ch.seeds))], "coin commitment")}
         for c in ctx.clients:
-            shape = (ch.rows, self._claim(c).witness_width)
-            want[c] = wire.list_of([wire.digest(64)] + ([_expected(c, ctx, shape, self.p)] if c != ctx.pid else []),
-                                   "input witness")
+            claim = self._claim(c)
+            shapes = [(ch.rows, claim.witness_width)] + ([(table_size(claim),)] if claim.tables else [])
+            want[c] = wire.list_of([wire.digest(32 * len(ch.seeds))] + (
+                [_expected(c, ctx, s, self.p) for s in shapes] if c != ctx.pid else []), "input witness")
         return out, want
 
     def _take_witness(self, ch: _Chunk, got: dict) -> None:
         ctx, p = self.ctx, self.p
         ch.commits = {j: g[0] for j, g in got.items()}
-        W = {c: _received(got[c][1], c, ctx, (ch.rows, self._claim(c).witness_width), p)
-             for c in ctx.clients if c != ctx.pid}
+        others = [c for c in ctx.clients if c != ctx.pid]
+        W = {c: _received(got[c][1], c, ctx, (ch.rows, self._claim(c).witness_width), p) for c in others}
+        ch.M = {c: _received(got[c][2], c, ctx, (table_size(self._claim(c)),), p) for c in others
+                if self._claim(c).tables}
         ch.X = {c: ch.x_own if c == ctx.pid else values(W[c], self._claim(c), p) for c in ctx.clients}
         ch.x_own = None
         ch.W = W  # a client needs no share of its own witness: its values are all it computes on
 
+    def _counts(self, ch: _Chunk) -> np.ndarray:
+        """This client's multiplicities for its chunk (:func:`table_counts`)."""
+        return table_counts(ch.own, self._claim(self.ctx.pid))
+
+    def _inverses(self, ch: _Chunk) -> np.ndarray:
+        """This client's inverses for its chunk, once the alphas are known (:func:`inverse_witness`)."""
+        assert ch.invs is not None
+        return inverse_witness(ch.own, self._claim(self.ctx.pid), ch.invs[self.ctx.pid])
+
+    def _send_alphas(self, ch: _Chunk):
+        return self._send_seed(ch, self.seed_of["alphas"])
+
+    def _take_alphas(self, ch: _Chunk, got: dict) -> None:
+        seed = self._opened_seed(ch, got, self.seed_of["alphas"])
+        with_tables = [c for c in self.ctx.clients if self._claim(c).tables]
+        ch.consts = {c: lookup.alphas(seed, c, max(self._claim(c).tables), self.p) for c in with_tables}
+        ch.invs = {c: table_inverses(ch.consts[c], self._claim(c), self.p) for c in with_tables}
+
+    def _send_inverses(self, ch: _Chunk):
+        """A client with lookups shares its inverses 1 / (alpha - y), now that the alphas are known."""
+        ctx, p = self.ctx, self.p
+        out: dict[int, object] = {}
+        if ch.own is not None and self._claim(ctx.pid).tables:
+            assert ch.invs is not None  # the alphas came before
+            ch.own_h = self._inverses(ch)
+            sh = _seeded_sharing(ch.own_h, ctx.pid, ctx.M, ctx.t, p, own=False)[0]
+            out = {j: [v] for j, v in _packed(sh, p).items()}
+        want: dict[int, object] = {0: wire.nothing}
+        for c in ctx.clients:
+            claim = self._claim(c)
+            want[c] = wire.nothing if c == ctx.pid or not claim.tables else wire.list_of(
+                [_expected(c, ctx, (ch.rows, lookup.ALPHAS * len(claim.looked)), p)], "input inverses")
+        return out, want
+
+    def _take_inverses(self, ch: _Chunk, got: dict) -> None:
+        ctx = self.ctx
+        ch.H = {c: _received(got[c][0], c, ctx, (ch.rows, lookup.ALPHAS * len(self._claim(c).looked)), self.p)
+                for c in ctx.clients if c != ctx.pid and self._claim(c).tables}
+
     def _send_coins(self, ch: _Chunk):
-        return self._send_seed(ch, 0)
+        return self._send_seed(ch, self.seed_of["coins"])
 
     def _take_coins(self, ch: _Chunk, got: dict) -> None:
-        seed = self._opened_seed(ch, got, 0)
+        seed = self._opened_seed(ch, got, self.seed_of["coins"])
         ch.co = {c: coins(seed, c, ch.rows, self._claim(c), self.p) for c in self.ctx.clients}
 
     def _cols(self, c: int, rows: int) -> int:
         """The columns of client ``c``'s grid (:func:`grid`) for a chunk of ``rows`` records."""
-        return max(1, sum(layout(rows, self._claim(c))[1:]))
+        return statement(rows, self._claim(c), self.p).bounds[-1]
+
+    def _consts(self, ch: _Chunk, c: int) -> list[int]:
+        return ch.consts[c] if ch.consts is not None and c in ch.consts else []
 
     def _send_proof(self, ch: _Chunk):
         ctx, p = self.ctx, self.p
@@ -806,14 +1006,14 @@ class InputProofs:
             assert ch.co is not None and ch.x is not None  # the coins came before the proof
             cols = self._cols(ctx.pid, ch.rows)
             claim = self._claim(ctx.pid)
-            Y, _, beta, _ = grid(ch.x, ch.own, claim, ch.co[ctx.pid], p)
+            Y, _, beta, _ = grid(ch.x, ch.own, claim, ch.co[ctx.pid], p, H=ch.own_h)
             blinds, bl = blind_shares(ctx.pid, ctx.M, ctx.t, cols, p)
-            proof = flp.prove_statement(Y, statement(ch.rows, claim, p), beta, p, blinds)
+            proof = flp.prove_statement(Y, statement(ch.rows, claim, p), beta, p, blinds, self._consts(ch, ctx.pid))
             sh = seeded_shares(proof[cols:], ctx.pid, ctx.M, ctx.t, p)
             del sh[ctx.pid]  # its own share of its proof: not needed
             sh, bl = _packed(sh, p), _packed(bl, p)
             out = {j: [sh[j], bl[j]] for j in sh}
-            ch.x = ch.own = None  # proved: no longer needed
+            ch.x = ch.own = ch.own_h = None  # proved: no longer needed
         want: dict[int, object] = {0: wire.nothing}
         for c in ctx.clients:
             want[c] = wire.nothing if c == ctx.pid else wire.list_of(
@@ -833,14 +1033,14 @@ class InputProofs:
                      for c in ctx.clients if c != ctx.pid}
 
     def _send_query_point(self, ch: _Chunk):
-        return self._send_seed(ch, 1)
+        return self._send_seed(ch, self.seed_of["query point"])
 
     def _take_query_point(self, ch: _Chunk, got: dict) -> None:
-        ch.point_seed = self._opened_seed(ch, got, 1)
+        ch.point_seed = self._opened_seed(ch, got, self.seed_of["query point"])
 
     def _sizes(self, rows: int) -> dict[int, int]:
-        """The length of each client's opened checks: the slack relations' combination, then the proof's query (the
-        sum, each part's P_i(r), U(r))."""
+        """The length of each client's opened checks: the linear relations' combination, then the proof's query
+        (the sum, each part's P_i(r), U(r))."""
         return {c: 2 + len(statement(rows, self._claim(c), self.p).polys) + self._cols(c, rows)
                 for c in self.ctx.clients}
 
@@ -855,13 +1055,18 @@ class InputProofs:
             if c == ctx.pid:
                 continue
             claim = self._claim(c)
-            Y, _, _, z = grid(ch.X[c], ch.W[c], claim, ch.co[c], p)
+            H = ch.H.get(c) if ch.H is not None else None
+            Y, _, _, z = grid(ch.X[c], ch.W[c], claim, ch.co[c], p, H=H)
             r = flp.draw_point(secure_generator(int.from_bytes(hashlib.sha256(
                 ch.point_seed + int(c).to_bytes(4, "little")).digest(), "little")), p, BASE)
             q = flp.query_statement(Y, ch.proofs[c], ch.co[c]["alpha"], r, p, statement(ch.rows, claim, p))
             q[0] = (int(q[0]) - z) % p  # the claim: sum alpha_k P(k) - z, zero for an honest client
-            mine_q[c] = np.concatenate([np.array([linear_check(ch.W[c], claim, ch.co[c], p)], dtype=np.int64), q])
-        ch.W = ch.X = ch.proofs = None  # checked: only the openings are left
+            lin = linear_check(ch.W[c], claim, ch.co[c], p)
+            if claim.tables:
+                assert ch.M is not None and ch.invs is not None and H is not None
+                lin = (lin + lookup_check(H, ch.M[c], claim, ch.co[c], ch.invs[c], p)) % p
+            mine_q[c] = np.concatenate([np.array([lin], dtype=np.int64), q])
+        ch.W = ch.X = ch.proofs = ch.H = ch.M = None  # checked: only the openings are left
         empty = np.zeros(0, dtype=np.int64)
         out = {i: [wire.pack_bits(empty if c == i else mine_q.get(c, empty), p) for c in ctx.clients]
                for i in range(ctx.M)}
@@ -886,25 +1091,26 @@ class InputProofs:
             opened = shamir.reconstruct(np.stack(vals), xs, p)
             _, beta = weights(ch.rows, self._claim(c), ch.co[c], p)
             st = statement(ch.rows, self._claim(c), p)
-            if int(opened[0]) != 0 or int(opened[1]) != 0 or not flp.decide_statement(opened[1:], st, beta, p):
+            if int(opened[0]) != 0 or int(opened[1]) != 0 or \
+                    not flp.decide_statement(opened[1:], st, beta, p, self._consts(ch, c)):
                 bad.append(c)
         self._refuse(bad)
 
     def _received_commitments(self, ch: _Chunk) -> bytes:
-        """Every party's commitments as this party received them, in party order (64 bytes each)."""
+        """Every party's commitments as this party received them, in party order (32 bytes per seed each)."""
         assert ch.commits is not None
         return b"".join(ch.commits[j] for j in range(self.ctx.M))
 
     def _send_seed(self, ch: _Chunk, which: int):
-        """Every party reveals its seed ``which`` (0: the coins', 1: the query point's) to every party; with the
-        first, the commitments it received (:meth:`_opened_seed` compares them: a party that sent different
-        commitments to different parties could otherwise give them different coins)."""
+        """Every party reveals its seed ``which`` (in :attr:`seed_of`'s order) to every party; with the first, the
+        commitments it received (:meth:`_opened_seed` compares them: a party that sent different commitments to
+        different parties could otherwise give them different coins)."""
         M = self.ctx.M
         if which == 0:
             echo = self._received_commitments(ch)
             return ({j: [ch.seeds[0], echo] for j in range(M)},
-                    {j: wire.list_of([wire.digest(32), wire.digest(64 * M)], "coin seed and commitments received")
-                     for j in range(M)})
+                    {j: wire.list_of([wire.digest(32), wire.digest(32 * len(ch.seeds) * M)],
+                                     "coin seed and commitments received") for j in range(M)})
         return {j: ch.seeds[which] for j in range(M)}, {j: wire.digest(32) for j in range(M)}
 
     def _opened_seed(self, ch: _Chunk, got: dict, which: int) -> bytes:
@@ -913,9 +1119,9 @@ class InputProofs:
         a party whose commitment differs between receivers is named); the joint seed is their hash."""
         assert ch.commits is not None
         if which == 0:
-            M = self.ctx.M
+            M, size = self.ctx.M, 32 * len(ch.seeds)
             seen = [self._received_commitments(ch)] + [echo for _, echo in got.values()]
-            liars = [k for k in range(M) if len({e[64 * k:64 * (k + 1)] for e in seen}) > 1]
+            liars = [k for k in range(M) if len({e[size * k:size * (k + 1)] for e in seen}) > 1]
             if liars:
                 who = ", ".join(party_label(k) for k in liars)
                 raise ProtocolError(f"party {self.ctx.pid}: {who} sent different seed commitments to different "
