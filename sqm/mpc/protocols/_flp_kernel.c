@@ -555,26 +555,37 @@ static inline __attribute__((always_inline)) void pwires(const pctx *c, const in
     const double p = c->p, u = c->u;
     const int64_t g = c->g;
     double w1[65 * COLS], w0[65 * COLS];
+    int64_t high = 0; /* any entry from 2^23 on (a blind, an inverse); else (looked-up values) two sums suffice */
     for (int64_t k = 0; k <= g; k++)
         for (int64_t jj = 0; jj < nb; jj++) {
             int64_t v = k == 0 ? a[j0 + jj] : Y[(k - 1) * ld + j0 + jj];
             out[k * COLS + jj] = (double)v;
             w1[k * COLS + jj] = (double)(v >> 23);
             w0[k * COLS + jj] = (double)(v & ((1 << 23) - 1));
+            high |= k > 0 ? v >> 23 : 0;
         }
     for (int64_t r = 0; r < g; r++) {
         const double *e1 = c->e1 + r * (g + 1), *e0 = c->e0 + r * (g + 1);
         double s00[COLS], s01[COLS], s11[COLS];
-        for (int64_t jj = 0; jj < nb; jj++)
-            s00[jj] = s01[jj] = s11[jj] = 0;
-        for (int64_t k = 0; k <= g; k++) {
-            const double h = e1[k], l = e0[k], *x1 = w1 + k * COLS, *x0 = w0 + k * COLS;
-            for (int64_t jj = 0; jj < nb; jj++) {
-                s00[jj] = fma(l, x0[jj], s00[jj]);
-                s01[jj] = fma(l, x1[jj], fma(h, x0[jj], s01[jj]));
-                s11[jj] = fma(h, x1[jj], s11[jj]);
+        for (int64_t jj = 0; jj < nb; jj++) /* the blind's four limb products; then the nodes' */
+            s00[jj] = e0[0] * w0[jj], s01[jj] = fma(e0[0], w1[jj], e1[0] * w0[jj]), s11[jj] = e1[0] * w1[jj];
+        if (high)
+            for (int64_t k = 1; k <= g; k++) {
+                const double h = e1[k], l = e0[k], *x1 = w1 + k * COLS, *x0 = w0 + k * COLS;
+                for (int64_t jj = 0; jj < nb; jj++) {
+                    s00[jj] = fma(l, x0[jj], s00[jj]);
+                    s01[jj] = fma(l, x1[jj], fma(h, x0[jj], s01[jj]));
+                    s11[jj] = fma(h, x1[jj], s11[jj]);
+                }
             }
-        }
+        else
+            for (int64_t k = 1; k <= g; k++) {
+                const double h = e1[k], l = e0[k], *x0 = w0 + k * COLS;
+                for (int64_t jj = 0; jj < nb; jj++) {
+                    s00[jj] = fma(l, x0[jj], s00[jj]);
+                    s01[jj] = fma(h, x0[jj], s01[jj]);
+                }
+            }
         double *o = out + (g + 1 + r) * COLS;
         for (int64_t jj = 0; jj < nb; jj++) {
             double v = dred(p, u, s00[jj]) + dmul(p, u, dred(p, u, s01[jj]), c->c23);
