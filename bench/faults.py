@@ -157,7 +157,7 @@ class DeviateRecord(PartyProgram):
     async def run(self, ctx):
         import numpy as np
 
-        from sqm.mpc.protocols import input_proof
+        from sqm.mpc.protocols import input_proof, lookup
         from sqm.mpc.protocols.evaluation import _Feed
         from sqm.mechanism.vertical import ColumnBounds
 
@@ -197,7 +197,7 @@ class DeviateRecord(PartyProgram):
             W = np.array(ch.own, dtype=np.int64)
             for _, wc, t in claim.looked:
                 W[:, wc] = np.clip(W[:, wc], 0, claim.tables[t])
-            return input_proof.table_counts(W, claim)
+            return lookup.table_counts(W, claim)
 
         def inverses(proofs, ch):  # 1 / (alpha - y) of every shared entry, the bent ones included
             claim, p = proofs._claim(proofs.ctx.pid), proofs.p

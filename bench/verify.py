@@ -145,10 +145,10 @@ def steps_one(rows: int, cols: int, clients: int, gamma: float, seed: int, bits:
     H = Hs = counts = invs = None
     consts: list[int] = []
     if claim.tables:  # the lookups: multiplicities, the alphas' tables, the inverses and their sharing
-        counts = step("multiplicities", lambda: ip.table_counts(W, claim), 1)
+        counts = step("multiplicities", lambda: lookup.table_counts(W, claim), 1)
         consts = lookup.alphas(bytes(32), 1, max(claim.tables), p)
-        invs = step("tables' inverses", lambda: ip.table_inverses(consts, claim, p), M)
-        H = step("inverses", lambda: ip.inverse_witness(W, claim, invs), 1)
+        invs = step("tables' inverses", lambda: lookup.table_inverses(consts, claim, p), M)
+        H = step("inverses", lambda: lookup.inverse_witness(W, claim, invs), 1)
         hs = step("inverses sharing", lambda: ip._seeded_sharing(H, 1, M, t, p, own=False)[0], 1)
         Hs = next(v for v in hs.values() if not isinstance(v, bytes))
     co = ip.coins(bytes(32), 1, n, claim, p)
@@ -171,7 +171,7 @@ def steps_one(rows: int, cols: int, clients: int, gamma: float, seed: int, bits:
         raise RuntimeError("the honest proof failed its check in the steps' timing")
     step("linear check", lambda: ip.linear_check(sent, claim, co, p), M - 1)
     if claim.tables:
-        step("lookup check", lambda: ip.lookup_check(Hs, counts, claim, co, invs, p), M - 1)
+        step("lookup check", lambda: lookup.check(Hs, counts, claim, co, invs, p), M - 1)
     for rec in out:
         rec.update(rows=rows, cols=cols, chunk_rows=n, chunks=chunks)
     return out

@@ -57,9 +57,9 @@ def _verdict_lookup(x, claim, W=None, H=None, counts=None, seed=0):
     rng = np.random.default_rng(seed)
     W = ip.witness(x, claim) if W is None else W
     consts = lookup.alphas(bytes(32), 1, max(claim.tables), P)
-    invs = ip.table_inverses(consts, claim, P)
-    H = ip.inverse_witness(W, claim, invs) if H is None else H
-    counts = ip.table_counts(W, claim) if counts is None else counts
+    invs = lookup.table_inverses(consts, claim, P)
+    H = lookup.inverse_witness(W, claim, invs) if H is None else H
+    counts = lookup.table_counts(W, claim) if counts is None else counts
     co = ip.coins(bytes(32), 1, W.shape[0], claim, P)
     Y, _, beta, _ = ip.grid(from_signed(x, P), W % P, claim, co, P, H=H % P)
     st = ip.statement(W.shape[0], claim, P)
@@ -71,7 +71,7 @@ def _verdict_lookup(x, claim, W=None, H=None, counts=None, seed=0):
         Yj, _, _, zj = ip.grid(ip.values(Ws[j], claim, P), Ws[j], claim, co, P, H=Hs[j])
         q = flp.query_statement(Yj, Ps[j], co["alpha"], r, P, st)
         q[0] = (int(q[0]) - zj) % P
-        lin = (ip.linear_check(Ws[j], claim, co, P) + ip.lookup_check(Hs[j], Ms[j], claim, co, invs, P)) % P
+        lin = (ip.linear_check(Ws[j], claim, co, P) + lookup.check(Hs[j], Ms[j], claim, co, invs, P)) % P
         opened.append(np.concatenate([[lin], q]))
     o = shamir.reconstruct(np.stack([opened[j] for j in (0, 2)]), [1, 3], P)
     return int(o[0]), int(o[1]), flp.decide_statement(o[1:], st, beta, P, consts)
@@ -90,15 +90,15 @@ def test_lookups_on_shares_pass_honest_and_each_check_tells_its_own_deviation():
     clipped = W.copy()
     clipped[3, 1] = 1400
     consts = lookup.alphas(bytes(32), 1, max(LOOKED.tables), P)
-    H = ip.inverse_witness(clipped, LOOKED, ip.table_inverses(consts, LOOKED, P))
+    H = lookup.inverse_witness(clipped, LOOKED, lookup.table_inverses(consts, LOOKED, P))
     H[3, 1], H[3, 3] = (pow(int(a - 1405) % P, -1, P) for a in consts)
-    lin, claim, ok = _verdict_lookup(bent, LOOKED, W=W, H=H, counts=ip.table_counts(clipped, LOOKED))
+    lin, claim, ok = _verdict_lookup(bent, LOOKED, W=W, H=H, counts=lookup.table_counts(clipped, LOOKED))
     assert lin != 0 and (claim, ok) == (0, True)
-    H = ip.inverse_witness(ip.witness(x, LOOKED), LOOKED, ip.table_inverses(consts, LOOKED, P))
+    H = lookup.inverse_witness(ip.witness(x, LOOKED), LOOKED, lookup.table_inverses(consts, LOOKED, P))
     H[2, 0] += 1
     lin, claim, ok = _verdict_lookup(x, LOOKED, H=H)
     assert lin != 0 and (claim != 0 or not ok)
-    counts = ip.table_counts(ip.witness(x, LOOKED), LOOKED)
+    counts = lookup.table_counts(ip.witness(x, LOOKED), LOOKED)
     k = int(np.flatnonzero(counts)[0])
     counts[k] -= 1
     counts[k + 1] += 1
@@ -342,7 +342,7 @@ class _BendsLookup(ip.InputProofs):
         W = ch.own.copy()
         for _, wc, t in claim.looked:
             W[:, wc] = np.clip(W[:, wc], 0, claim.tables[t])
-        return ip.table_counts(W, claim)
+        return lookup.table_counts(W, claim)
 
     def _inverses(self, ch):
         claim, p = self._claim(self.ctx.pid), self.p

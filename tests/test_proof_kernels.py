@@ -184,14 +184,14 @@ def test_the_protocols_steps_are_the_same_with_the_kernel_and_with_numpy(bits, r
         co = ip.coins(b"c" * 32, 1, rows, claim, p)
         X = ip.values(W, claim, p)
         consts = lookup.alphas(b"a" * 32, 1, max(claim.tables), p) if claim.tables else []
-        invs = ip.table_inverses(consts, claim, p)
-        H = ip.inverse_witness(W, claim, invs) if claim.tables else None
-        M = ip.table_counts(W, claim)
+        invs = lookup.table_inverses(consts, claim, p)
+        H = lookup.inverse_witness(W, claim, invs) if claim.tables else None
+        M = lookup.table_counts(W, claim)
         Y, _, beta, z = ip.grid(from_signed(x, p), W, claim, co, p, H=H)
         Yv, *_ = ip.grid(X, W, claim, co, p, H=H)
         sh = ip.seeded_shares(W, 1, 4, 1, p)
         blinds, bl = ip.blind_shares(1, 4, 1, 5, p)
-        checks = [z, ip.linear_check(W, claim, co, p), ip.lookup_check(H, M, claim, co, invs, p)]
+        checks = [z, ip.linear_check(W, claim, co, p), lookup.check(H, M, claim, co, invs, p)]
         return [W, X, Y, Yv, beta, np.array(checks), blinds] + [sh[j] for j in sorted(sh)] + \
             [bl[j] for j in sorted(bl)] + ([H, M] if claim.tables else [])
 

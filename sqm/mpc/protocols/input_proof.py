@@ -8,16 +8,17 @@ checked by a lookup argument (below); for the others the base-8 digits of x_ij -
 digits, K_j the fewest with 8^K_j > hi_j - lo_j; the top digit takes one of at most 8 values chosen so that the
 sums are exactly the integers 0..hi_j - lo_j, :func:`digit_roots`); and per record and group g its squared norm
 s_ig and the digits of L_g - s_ig in [0, L_g].  With lookups, beside the witness: the multiplicities of each table
-[0, w] (how many of the chunk's looked-up entries of width w equal each t, :func:`table_counts`), and, after joint
-alphas (two, uniform above every table), the inverses h = 1 / (alpha - (x - lo)) of every looked-up entry
-(:func:`inverse_witness`).  Then, after joint randomness
+[0, w] (how many of the chunk's looked-up entries of width w equal each t,
+:func:`sqm.mpc.protocols.lookup.table_counts`), and, after joint alphas (two, uniform above every table), the
+inverses h = 1 / (alpha - (x - lo)) of every looked-up entry (:func:`sqm.mpc.protocols.lookup.inverse_witness`).
+Then, after joint randomness
 no single party controls (each party commits to a seed with the witness, then reveals it:
 :meth:`InputProofs._opened_seed`), the parties check on shares:
 
 - **values**: the client's input shares are its witness's, x_ij = lo_j + sum_k w_jk d_ijk on shares
   (:func:`values`), so the values computed on are the digits' by construction;
 - **slack relations and lookup identities**, by one random combination opened (:func:`linear_check`,
-  :func:`lookup_check`): sum lambda_ig (L_g - s_ig - sum_k w_gk e_igk) = 0 and, per table and alpha,
+  :func:`sqm.mpc.protocols.lookup.check`): sum lambda_ig (L_g - s_ig - sum_k w_gk e_igk) = 0 and, per table and alpha,
   sum h = sum_t m_t / (alpha - t) (:mod:`sqm.mpc.protocols.lookup`: with every h (alpha - y) = 1 it holds for both
   alphas only if every looked-up entry is in its table, but with probability ((N + w + 1) / (p - w - 1))^2);
 - **digits and norms**, one statement with weights from the coins (alpha per node, beta per digit column, gamma per
@@ -490,56 +491,6 @@ def soundness_error(p: int, rows: int = 0, claim: Claim | None = None) -> float:
     return out
 
 
-# ----- the lookups (:mod:`sqm.mpc.protocols.lookup`): a claim's looked-up columns --------------------------------
-
-def table_counts(W, claim: Claim) -> np.ndarray:
-    """An honest client's multiplicities: per table (:attr:`Claim.tables`, in order), how many of its looked-up
-    witness entries (x - lo) equal each t = 0..w, concatenated."""
-    W = np.asarray(W, dtype=np.int64)
-    out = [lookup.multiplicities(W[:, [wc for _, wc, q in claim.looked if q == t]], w)
-           for t, w in enumerate(claim.tables)]
-    return np.concatenate(out) if out else np.zeros(0, np.int64)
-
-
-def table_size(claim: Claim) -> int:
-    """The multiplicities' length: sum of w + 1 over the claim's tables."""
-    return sum(w + 1 for w in claim.tables)
-
-
-def table_inverses(consts, claim: Claim, p: int) -> list[list[np.ndarray]]:
-    """Per alpha and table, 1 / (alpha - t) for t = 0..w (:func:`sqm.mpc.protocols.lookup.inverses`)."""
-    return [[lookup.inverses(a, w, p) for w in claim.tables] for a in consts]
-
-
-def inverse_witness(W, claim: Claim, invs) -> np.ndarray:
-    """An honest client's inverses (records x ALPHAS n_l): column i n_l + q holds 1 / (alpha_i - y) for the
-    witness entries y of its q-th looked-up column (a lookup in the table of 1 / (alpha_i - t))."""
-    W = np.asarray(W, dtype=np.int64)
-    nl = len(claim.looked)
-    out = np.empty((W.shape[0], len(invs) * nl), dtype=np.int64)
-    for i, per_table in enumerate(invs):
-        for q, (_, wc, t) in enumerate(claim.looked):
-            out[:, i * nl + q] = per_table[t][W[:, wc]]
-    return out
-
-
-def lookup_check(H, M, claim: Claim, co, invs, p: int) -> int:
-    """Shares (or values) of the random combination (``lin_h``) of the identities sum h = sum_t m_t / (alpha - t),
-    one per table and alpha, over the inverses ``H`` and the multiplicities ``M`` (0 for an honest client)."""
-    if not claim.tables:
-        return 0
-    nl = len(claim.looked)
-    sums = modarith.sum_mod(np.asarray(H, dtype=np.int64), 0, p)  # per column of H
-    starts = np.cumsum([0] + [w + 1 for w in claim.tables])
-    total = 0
-    for i, per_table in enumerate(invs):
-        for t in range(len(claim.tables)):
-            h = sum(int(sums[i * nl + q]) for q, (*_, u) in enumerate(claim.looked) if u == t)
-            term = (h - lookup.table_sum(M[starts[t]:starts[t + 1]], per_table[t], p)) % p
-            total = (total + int(co["lin_h"][i * len(claim.tables) + t]) * term) % p
-    return total
-
-
 # ----- the compiled steps (``_flp_kernel.c``, :mod:`sqm.mpc.protocols.flp`'s optional extension) ----------------
 
 _KERNEL = "sqm.mpc.protocols._flp_kernel"
@@ -815,7 +766,7 @@ class _Chunk:
     H: dict | None = None  # and of its inverses
     x_own: np.ndarray | None = None  # a client's share of its own values, until the witness exchange
     consts: dict | None = None  # every client's alphas (with lookups), once the first seeds are revealed
-    invs: dict | None = None  # and their tables' inverses (:func:`table_inverses`)
+    invs: dict | None = None  # and their tables' inverses (:func:`sqm.mpc.protocols.lookup.table_inverses`)
     co: dict | None = None  # every client's coins, once their seeds are revealed
     proofs: dict | None = None  # this party's shares of every other client's proof
     point_seed: bytes | None = None  # the joint seed of the query points, once the last seeds are revealed
@@ -930,7 +881,7 @@ class InputProofs:
         want = {0: wire.list_of([wire.digest(32 * len(ch.seeds))], "coin commitment")}
         for c in ctx.clients:
             claim = self._claim(c)
-            shapes = [(ch.rows, claim.witness_width)] + ([(table_size(claim),)] if claim.tables else [])
+            shapes = [(ch.rows, claim.witness_width)] + ([(lookup.table_size(claim),)] if claim.tables else [])
             want[c] = wire.list_of([wire.digest(32 * len(ch.seeds))] + (
                 [_expected(c, ctx, s, self.p) for s in shapes] if c != ctx.pid else []), "input witness")
         return out, want
@@ -940,20 +891,21 @@ class InputProofs:
         ch.commits = {j: g[0] for j, g in got.items()}
         others = [c for c in ctx.clients if c != ctx.pid]
         W = {c: _received(got[c][1], c, ctx, (ch.rows, self._claim(c).witness_width), p) for c in others}
-        ch.M = {c: _received(got[c][2], c, ctx, (table_size(self._claim(c)),), p) for c in others
+        ch.M = {c: _received(got[c][2], c, ctx, (lookup.table_size(self._claim(c)),), p) for c in others
                 if self._claim(c).tables}
         ch.X = {c: ch.x_own if c == ctx.pid else values(W[c], self._claim(c), p) for c in ctx.clients}
         ch.x_own = None
         ch.W = W  # a client needs no share of its own witness: its values are all it computes on
 
     def _counts(self, ch: _Chunk) -> np.ndarray:
-        """This client's multiplicities for its chunk (:func:`table_counts`)."""
-        return table_counts(ch.own, self._claim(self.ctx.pid))
+        """This client's multiplicities for its chunk (:func:`sqm.mpc.protocols.lookup.table_counts`)."""
+        return lookup.table_counts(ch.own, self._claim(self.ctx.pid))
 
     def _inverses(self, ch: _Chunk) -> np.ndarray:
-        """This client's inverses for its chunk, once the alphas are known (:func:`inverse_witness`)."""
+        """This client's inverses for its chunk, once the alphas are known
+        (:func:`sqm.mpc.protocols.lookup.inverse_witness`)."""
         assert ch.invs is not None
-        return inverse_witness(ch.own, self._claim(self.ctx.pid), ch.invs[self.ctx.pid])
+        return lookup.inverse_witness(ch.own, self._claim(self.ctx.pid), ch.invs[self.ctx.pid])
 
     def _send_alphas(self, ch: _Chunk):
         return self._send_seed(ch, self.seed_of["alphas"])
@@ -962,7 +914,7 @@ class InputProofs:
         seed = self._opened_seed(ch, got, self.seed_of["alphas"])
         with_tables = [c for c in self.ctx.clients if self._claim(c).tables]
         ch.consts = {c: lookup.alphas(seed, c, max(self._claim(c).tables), self.p) for c in with_tables}
-        ch.invs = {c: table_inverses(ch.consts[c], self._claim(c), self.p) for c in with_tables}
+        ch.invs = {c: lookup.table_inverses(ch.consts[c], self._claim(c), self.p) for c in with_tables}
 
     def _send_inverses(self, ch: _Chunk):
         """A client with lookups shares its inverses 1 / (alpha - y), now that the alphas are known."""
@@ -1064,7 +1016,7 @@ class InputProofs:
             lin = linear_check(ch.W[c], claim, ch.co[c], p)
             if claim.tables:
                 assert ch.M is not None and ch.invs is not None and H is not None
-                lin = (lin + lookup_check(H, ch.M[c], claim, ch.co[c], ch.invs[c], p)) % p
+                lin = (lin + lookup.check(H, ch.M[c], claim, ch.co[c], ch.invs[c], p)) % p
             mine_q[c] = np.concatenate([np.array([lin], dtype=np.int64), q])
         ch.W = ch.X = ch.proofs = ch.H = ch.M = None  # checked: only the openings are left
         empty = np.zeros(0, dtype=np.int64)

@@ -115,3 +115,53 @@ def error(lookups: int, width: int, p: int) -> float:
     """The probability that a client with a value outside the table passes every identity: ((N + w + 1) /
     (p - w - 1))^ALPHAS for N looked-up values (the module docstring)."""
     return ((int(lookups) + int(width) + 1) / (p - int(width) - 1)) ** ALPHAS
+
+
+# ----- a claim's looked-up columns (an input proof's Claim: its ``tables`` and ``looked``) ----------------------
+
+def table_counts(W, claim) -> np.ndarray:
+    """An honest client's multiplicities: per table (the claim's ``tables``, in order), how many of its looked-up
+    witness entries (x - lo) equal each t = 0..w, concatenated."""
+    W = np.asarray(W, dtype=np.int64)
+    out = [multiplicities(W[:, [wc for _, wc, q in claim.looked if q == t]], w)
+           for t, w in enumerate(claim.tables)]
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
+def table_size(claim) -> int:
+    """The multiplicities' length: sum of w + 1 over the claim's tables."""
+    return sum(w + 1 for w in claim.tables)
+
+
+def table_inverses(consts, claim, p: int) -> list[list[np.ndarray]]:
+    """Per alpha and table, 1 / (alpha - t) for t = 0..w (:func:`inverses`)."""
+    return [[inverses(a, w, p) for w in claim.tables] for a in consts]
+
+
+def inverse_witness(W, claim, invs) -> np.ndarray:
+    """An honest client's inverses (records x ALPHAS n_l): column i n_l + q holds 1 / (alpha_i - y) for the
+    witness entries y of its q-th looked-up column (a lookup in the table of 1 / (alpha_i - t))."""
+    W = np.asarray(W, dtype=np.int64)
+    nl = len(claim.looked)
+    out = np.empty((W.shape[0], len(invs) * nl), dtype=np.int64)
+    for i, per_table in enumerate(invs):
+        for q, (_, wc, t) in enumerate(claim.looked):
+            out[:, i * nl + q] = per_table[t][W[:, wc]]
+    return out
+
+
+def check(H, M, claim, co, invs, p: int) -> int:
+    """Shares (or values) of the random combination (``lin_h``) of the identities sum h = sum_t m_t / (alpha - t),
+    one per table and alpha, over the inverses ``H`` and the multiplicities ``M`` (0 for an honest client)."""
+    if not claim.tables:
+        return 0
+    nl = len(claim.looked)
+    sums = modarith.sum_mod(np.asarray(H, dtype=np.int64), 0, p)  # per column of H
+    starts = np.cumsum([0] + [w + 1 for w in claim.tables])
+    total = 0
+    for i, per_table in enumerate(invs):
+        for t in range(len(claim.tables)):
+            h = sum(int(sums[i * nl + q]) for q, (*_, u) in enumerate(claim.looked) if u == t)
+            term = (h - table_sum(M[starts[t]:starts[t + 1]], per_table[t], p)) % p
+            total = (total + int(co["lin_h"][i * len(claim.tables) + t]) * term) % p
+    return total
