@@ -314,21 +314,27 @@ def _products_reference(Y, q, beta, a, c, p: int) -> list[int]:
     for x in range(2 * g + 1):
         lu = lagrange_at(range(g + 1), x, p)
         U = [(lu[0] * int(a[j]) + sum(lu[k + 1] * int(Y[k, j]) for k in range(g))) % p for j in range(Y.shape[1])]
-        out.append(sum(int(beta[(1 + i) * q.n + j]) * U[(1 + i) * q.n + j] * (int(c[i]) - U[j])
-                       for i in range(q.k) for j in range(q.n)) % p)
+        off = [int(q.offsets[j % len(q.offsets)]) if q.offsets else 0 for j in range(q.n)]
+        out.append((sum(int(beta[(1 + i) * q.n + j]) * U[(1 + i) * q.n + j] * (int(c[i]) - U[j])
+                        for i in range(q.k) for j in range(q.n)) +
+                    sum(int(beta[j]) * (U[j] + off[j]) ** 2 for j in range(q.n))) % p)
     return out
 
 
 def _products(p: int, g: int, n: int, k: int, seed: int, honest: bool = True):
     """n values y (small) and k blocks of their inverses 1 / (c_i - y) (arbitrary field elements), or (not
-    ``honest``) arbitrary entries; blinds, weights and constants uniform."""
+    ``honest``) arbitrary entries; blinds, weights, constants and 3 offsets of the squares uniform, one B weight in
+    three zero."""
     rng = np.random.default_rng(seed)
     c = [int(v) for v in rng.integers(6000, p, size=k)]
     y = rng.integers(0, 6000, size=(g, n))
     h = [np.array([[pow(ci - int(v), -1, p) for v in row] for row in y], dtype=np.int64) for ci in c]
     Y = np.hstack([y] + h).astype(np.int64) if honest else rng.integers(0, p, size=(g, (1 + k) * n))
     m = (1 + k) * n
-    return Y.astype(np.int64), flp.Products(n, k), rng.integers(0, p, size=m), rng.integers(0, p, size=m), c
+    beta = rng.integers(0, p, size=m)
+    beta[:n:3] = 0
+    q = flp.Products(n, k, tuple(int(v) for v in rng.integers(0, p, size=3)))
+    return Y.astype(np.int64), q, beta, rng.integers(0, p, size=m), c
 
 
 @pytest.mark.parametrize("bits", [13, 31, 42, 45, 46, 61])
@@ -338,7 +344,8 @@ def _products(p: int, g: int, n: int, k: int, seed: int, honest: bool = True):
 def test_the_products_proof_is_its_definition(bits, g, n, k, honest, backend, monkeypatch):
     """Both provers of a products part (numpy: full-size entries extended in two 21-bit limbs below 2^46, field
     products above; compiled: four limb sums in doubles below 2^46, the numpy prover above) give its definition's
-    P(0..2G), for honest inverses and for arbitrary entries, in blocks of columns."""
+    P(0..2G), the B wires' weighted squares with their offsets included, for honest inverses and for arbitrary
+    entries, in blocks of columns."""
     if backend == "numpy":
         monkeypatch.setattr(flp, "_products_kernel", lambda: None)
         monkeypatch.setattr(flp, "BLOCK", 32)
@@ -374,6 +381,7 @@ def test_a_statement_with_products_passes_honest_and_fails_a_wrong_inverse():
     p = prime_below(42)
     Yd, polys, beta_d, _ = _instance(p, 8, 5, 0, 0, 3)
     Yp, q, beta_p, _, c = _products(p, flp.ROWS, 6, 2, 4)
+    beta_p[:6] = 0  # no squares: the nodes' sum is the count of the products' weights
     st = flp.Statement((0, Yd.shape[1], Yd.shape[1] + Yp.shape[1]), (polys, q))
     Y, beta = np.hstack([Yd, Yp]), np.concatenate([beta_d, beta_p])
     rng = np.random.default_rng(0)
@@ -402,3 +410,19 @@ def test_a_products_part_refuses_the_wrong_shape():
         flp.prove_products(np.zeros((4, 7), np.int64), flp.Products(2, 2), np.zeros(7), p, np.zeros(7), [1, 2])
     with pytest.raises(UsageError, match="products part"):
         flp.prove_products(np.zeros((4, 6), np.int64), flp.Products(2, 2), np.zeros(6), p, np.zeros(6), [1])
+
+
+def test_a_products_check_weighs_the_squares_of_its_b_wires():
+    """decide_products on the opened U(r) and the proof's P(r): the definition's value passes (the B wires' squares
+    with their offsets included), one more fails, and a changed offset fails."""
+    p = prime_below(42)
+    Y, q, beta, a, c = _products(p, flp.ROWS, 9, 2, 7)
+    proof = flp.prove_products(Y, q, beta, p, a, c)
+    r = flp.draw_point(np.random.default_rng(1), p, 2)
+    lu = flp._lagrange_nodes(flp.ROWS + 1, r, p)
+    ur = np.array([(lu[0] * int(a[j]) + sum(lu[k + 1] * int(Y[k, j]) for k in range(flp.ROWS))) % p
+                   for j in range(Y.shape[1])], dtype=np.int64)
+    pr = sum(lv * int(v) for lv, v in zip(flp._lagrange_nodes(2 * flp.ROWS + 1, r, p), proof, strict=True)) % p
+    assert flp.decide_products(pr, ur, q, beta, p, c)
+    assert not flp.decide_products(pr + 1, ur, q, beta, p, c)
+    assert not flp.decide_products(pr, ur, q._replace(offsets=q.offsets[:1] + (1,) + q.offsets[2:]), beta, p, c)

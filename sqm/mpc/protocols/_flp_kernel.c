@@ -598,12 +598,31 @@ static inline __attribute__((always_inline)) void pwires(const pctx *c, const in
 
 static inline __attribute__((always_inline)) void pblock_body(const pctx *c, const int64_t *Y, int64_t ld, int64_t n,
                                                               int64_t k, int64_t j0, int64_t nb, const int64_t *a,
-                                                              const int64_t *beta, const double *cs, double *acc)
+                                                              const int64_t *beta, const int64_t *off,
+                                                              const double *cs, double *acc)
 {
     const double p = c->p, u = c->u;
     const int64_t pts = 2 * c->g + 1;
-    double ub[129 * COLS], ua[129 * COLS], bd[COLS];
+    double ub[129 * COLS], ua[129 * COLS], bd[COLS], od[COLS];
     pwires(c, Y, ld, j0, nb, a, ub);
+    int sq = 0; /* the B wires' squares, (U_B + o)^2 weighted by their beta, where any weight is not zero */
+    for (int64_t jj = 0; jj < nb; jj++) {
+        bd[jj] = (double)beta[j0 + jj];
+        od[jj] = (double)off[j0 + jj];
+        sq |= beta[j0 + jj] != 0;
+    }
+    if (sq)
+        for (int64_t x = 0; x < pts; x++) {
+            const double *vb = ub + x * COLS;
+            double s = 0;
+            for (int64_t jj = 0; jj < nb; jj++) {
+                double v = vb[jj] + od[jj];
+                v = v >= p ? v - p : v;
+                s += dmul(p, u, dmul(p, u, v, v), bd[jj]); /* nb values below p: < 2^52 */
+            }
+            s = acc[x] + dred(p, u, s);
+            acc[x] = s >= p ? s - p : s;
+        }
     for (int64_t i = 0; i < k; i++) {
         int64_t ja = (1 + i) * n + j0;
         pwires(c, Y, ld, ja, nb, a, ua);
@@ -623,39 +642,42 @@ static inline __attribute__((always_inline)) void pblock_body(const pctx *c, con
 }
 
 static void pblock_plain(const pctx *c, const int64_t *Y, int64_t ld, int64_t n, int64_t k, int64_t j0, int64_t nb,
-                         const int64_t *a, const int64_t *beta, const double *cs, double *acc)
+                         const int64_t *a, const int64_t *beta, const int64_t *off, const double *cs, double *acc)
 {
-    pblock_body(c, Y, ld, n, k, j0, nb, a, beta, cs, acc);
+    pblock_body(c, Y, ld, n, k, j0, nb, a, beta, off, cs, acc);
 }
 
 #ifdef FAST_TARGET
 __attribute__((target("avx2,fma"))) static void pblock_fast(const pctx *c, const int64_t *Y, int64_t ld, int64_t n,
                                                             int64_t k, int64_t j0, int64_t nb, const int64_t *a,
-                                                            const int64_t *beta, const double *cs, double *acc)
+                                                            const int64_t *beta, const int64_t *off, const double *cs,
+                                                            double *acc)
 {
-    pblock_body(c, Y, ld, n, k, j0, nb, a, beta, cs, acc);
+    pblock_body(c, Y, ld, n, k, j0, nb, a, beta, off, cs, acc);
 }
 
 __attribute__((target("avx512f,avx512dq,avx2,fma,prefer-vector-width=512"))) static void
 pblock_wide(const pctx *c, const int64_t *Y, int64_t ld, int64_t n, int64_t k, int64_t j0, int64_t nb,
-            const int64_t *a, const int64_t *beta, const double *cs, double *acc)
+            const int64_t *a, const int64_t *beta, const int64_t *off, const double *cs, double *acc)
 {
-    pblock_body(c, Y, ld, n, k, j0, nb, a, beta, cs, acc);
+    pblock_body(c, Y, ld, n, k, j0, nb, a, beta, off, cs, acc);
 }
 #endif
 
 /* P(0..2G) (out) of a products part for the G x (1 + k) n grid Y (row k at Y + k ld, entries in [0, p)), blinds a
- * and weights beta ((1 + k) n each), constants cs (k, in [0, p)) and the extension matrix E (G x (G + 1), row r:
- * the Lagrange coefficients of the nodes 0..G at G + 1 + r).  Returns 0, or -1 for an argument out of range (p
- * from 2^46 on, G above 64: the numpy prover). */
+ * and weights beta ((1 + k) n each; the first n weigh the B wires' squares), the B wires' offsets off (n, in [0,
+ * p)), constants cs (k, in [0, p)) and the extension matrix E (G x (G + 1), row r: the Lagrange coefficients of the
+ * nodes 0..G at G + 1 + r).  Returns 0, or -1 for an argument out of range (p from 2^46 on, G above 64: the numpy
+ * prover). */
 int sqm_flp_prove_products(const int64_t *Y, int64_t g, int64_t ld, int64_t n, int64_t k, const int64_t *a,
-                           const int64_t *E, const int64_t *cs, const int64_t *beta, int64_t p, int64_t *out)
+                           const int64_t *E, const int64_t *cs, const int64_t *beta, const int64_t *off, int64_t p,
+                           int64_t *out)
 {
     if (p < 3 || (uint64_t)p >= (uint64_t)1 << PB_BITS || g < 1 || g > 64 || n < 0 || k < 1 || k > 64 ||
         ld < (1 + k) * n)
         return -1;
     for (int64_t i = 0; i < (1 + k) * n; i++)
-        if (a[i] < 0 || a[i] >= p)
+        if (a[i] < 0 || a[i] >= p || beta[i] < 0 || beta[i] >= p || (i < n && (off[i] < 0 || off[i] >= p)))
             return -1;
     for (int64_t r = 0; r < g; r++)
         for (int64_t j = 0; j < (1 + k) * n; j++)
@@ -684,12 +706,12 @@ int sqm_flp_prove_products(const int64_t *Y, int64_t g, int64_t ld, int64_t n, i
         int64_t nb = n - j0 < COLS ? n - j0 : COLS;
 #ifdef FAST_TARGET
         if (simd_level == 2)
-            pblock_wide(&c, Y, ld, n, k, j0, nb, a, beta, csd, acc);
+            pblock_wide(&c, Y, ld, n, k, j0, nb, a, beta, off, csd, acc);
         else if (simd_level == 1)
-            pblock_fast(&c, Y, ld, n, k, j0, nb, a, beta, csd, acc);
+            pblock_fast(&c, Y, ld, n, k, j0, nb, a, beta, off, csd, acc);
         else
 #endif
-            pblock_plain(&c, Y, ld, n, k, j0, nb, a, beta, csd, acc);
+            pblock_plain(&c, Y, ld, n, k, j0, nb, a, beta, off, csd, acc);
     }
     for (int64_t x = 0; x <= 2 * g; x++)
         out[x] = (int64_t)acc[x];

@@ -510,13 +510,22 @@ LOW_DEGREE = 3  # a trailing run of columns whose polynomials have at most this 
 
 class Products(NamedTuple):
     """A part of degree 2 over (1 + k) n columns: n columns B_j, then k blocks of n columns A_ij, with the polynomial
-    P(x) = sum_{i, j} beta_ij U_{A_ij}(x) (c_i - U_{B_j}(x)) for k public constants c_i given with the proof and
-    the check (the B columns' weights are not used).  Its gadget multiplies two wires, which the column polynomials
-    (one wire each) cannot: a lookup argument's h_ij (alpha_i - y_j) = 1 (:mod:`sqm.mpc.protocols.lookup`), with
-    y's wire shared by the k inverses."""
+    P(x) = sum_{i, j} beta_ij U_{A_ij}(x) (c_i - U_{B_j}(x)) + sum_j beta_j (U_{B_j}(x) + o_j)^2 for k public
+    constants c_i given with the proof and the check, and offsets o_j = ``offsets``[j mod len(offsets)] (0 where
+    none).  Its gadget multiplies two wires, which the column polynomials (one wire each) cannot: a lookup argument's
+    h_ij (alpha_i - y_j) = 1 (:mod:`sqm.mpc.protocols.lookup`), with y's wire shared by the k inverses and by the
+    square of its value y + lo (the B weights: zero for a value in no group)."""
 
     n: int
     k: int
+    offsets: tuple[int, ...] = ()
+
+    def offset_array(self, p: int) -> np.ndarray:
+        """o_j for every B column, as field elements."""
+        if not self.offsets:
+            return np.zeros(self.n, dtype=np.int64)
+        o = np.array([int(v) % p for v in self.offsets], dtype=np.int64)
+        return np.resize(o, self.n)
 
 
 class Statement(NamedTuple):
@@ -645,7 +654,7 @@ def prove_products(Y, q: Products, beta, p: int, blinds, consts) -> np.ndarray:
 
 def _products_function():
     return kernel_function(_KERNEL, "sqm_flp_prove_products", [_PTR, _I64, _I64, _I64, _I64, _PTR, _PTR, _PTR, _PTR,
-                                                               _I64, _PTR])
+                                                               _PTR, _I64, _PTR])
 
 
 @functools.lru_cache(maxsize=1)
@@ -667,11 +676,12 @@ def _products_kernel():
         Y[:, :n] %= 6000
         a, beta = (rng.integers(0, p, size=(1 + k) * n, dtype=np.int64) for _ in range(2))
         c = rng.integers(0, p, size=k, dtype=np.int64)
+        q = Products(n, k, tuple(int(v) for v in rng.integers(0, p, size=3)))
         try:
-            got = _prove_products_compiled(fn, Y, Products(n, k), beta, p, a, c)
+            got = _prove_products_compiled(fn, Y, q, beta, p, a, c)
         except Exception:  # a kernel that fails its first calls: the numpy code
             return None
-        if got is None or not np.array_equal(got, _prove_products_numpy(Y, Products(n, k), beta, p, a, c)):
+        if got is None or not np.array_equal(got, _prove_products_numpy(Y, q, beta, p, a, c)):
             return None
     return fn
 
@@ -687,9 +697,10 @@ def _prove_products_compiled(fn, Y: np.ndarray, q: Products, beta, p: int, a, c)
     ld = Y.strides[0] // 8 if g > 1 else m
     E = np.ascontiguousarray(_extension(g, g, p))
     a, beta, c = (np.ascontiguousarray(v, dtype=np.int64) for v in (a, beta, c))
+    off = np.ascontiguousarray(q.offset_array(p))
     out = np.empty(2 * g + 1, dtype=np.int64)
-    rc = fn(Y.ctypes.data, g, ld, q.n, q.k, a.ctypes.data, E.ctypes.data, c.ctypes.data, beta.ctypes.data, p,
-            out.ctypes.data)
+    rc = fn(Y.ctypes.data, g, ld, q.n, q.k, a.ctypes.data, E.ctypes.data, c.ctypes.data, beta.ctypes.data,
+            off.ctypes.data, p, out.ctypes.data)
     return out if rc == 0 else None
 
 
@@ -697,10 +708,13 @@ def _prove_products_numpy(Y, q: Products, beta, p: int, a, c) -> np.ndarray:
     g = Y.shape[0]
     n, k = q.n, q.k
     E = _extension(g, g, p)
+    off = q.offset_array(p)
     out = np.zeros(2 * g + 1, dtype=np.int64)
     for s in range(0, n, BLOCK):
         e = min(n, s + BLOCK)
         ub = _all_points(E, a[s:e], Y[:, s:e], p)
+        v = modarith.add_mod(ub, np.broadcast_to(off[s:e], ub.shape), p)
+        out = modarith.add_mod(out, _weighted_sum(modarith.mul_mod(v, v, p), beta[s:e], p), p)
         for i in range(k):
             lo, hi = (1 + i) * n + s, (1 + i) * n + e
             ua = _all_points(E, a[lo:hi], Y[:, lo:hi], p)
@@ -734,13 +748,15 @@ def _extend_any(E: np.ndarray, a: np.ndarray, y: np.ndarray, p: int) -> np.ndarr
 
 
 def decide_products(pr: int, ur, q: Products, beta, p: int, consts) -> bool:
-    """The opened P(r) of a :class:`Products` part equals sum_{i, j} beta_ij U_{A_ij}(r) (c_i - U_{B_j}(r))."""
+    """The opened P(r) of a :class:`Products` part equals its gadget at the opened U(r): sum_{i, j} beta_ij
+    U_{A_ij}(r) (c_i - U_{B_j}(r)) + sum_j beta_j (U_{B_j}(r) + o_j)^2."""
     ur = np.asarray(ur, dtype=np.int64)
     c = _products_args(ur.size, q, consts, p)
     beta = np.asarray(beta, dtype=np.int64)
     n = q.n
     ub = ur[:n]
-    total = 0
+    v = modarith.add_mod(ub, q.offset_array(p), p)
+    total = int(_weighted_sum(modarith.mul_mod(v, v, p)[None, :], beta[:n], p)[0])
     for i in range(q.k):
         ua = ur[(1 + i) * n:(2 + i) * n]
         f = modarith.mul_mod(ua, modarith.sub_mod(np.full(n, c[i], dtype=np.int64), ub, p), p)

@@ -127,6 +127,12 @@ class Claim:
         return w
 
     @functools.cached_property
+    def squared(self) -> tuple[tuple[int, int], ...]:
+        """(column, group) of each grouped column that is not looked up, in the groups' order: their squares are
+        columns of their own in the grid (a looked-up column's square is on its wire in the products part)."""
+        return tuple((j, q) for q, (cols, _) in enumerate(self.groups) for j in cols if not self.lookups[j])
+
+    @functools.cached_property
     def looked(self) -> tuple[tuple[int, int, int], ...]:
         """Per looked-up column, in order: (its column, its witness column, its table's index in :attr:`tables`)."""
         starts = np.cumsum([0] + list(self.widths[0]))
@@ -278,13 +284,13 @@ def _weighted_numpy(digits, widths, w, p: int) -> np.ndarray:
 
 def layout(rows: int, claim: Claim, g: int = flp.ROWS) -> tuple[int, int, int, int]:
     """(R', m_digits, m_x, m_look): the records padded to a multiple of G (at least G), and the grid's columns of
-    digits, of the grouped values and of the lookups (:func:`grid`: each looked-up value and its inverses)."""
+    digits, of the grouped values not looked up and of the lookups (:func:`grid`: each looked-up value, its square on
+    its wire, and its inverses)."""
     col, grp = claim.widths
     padded = max(1, -(-int(rows) // g)) * g
     per = padded // g
     nl = len(claim.looked)
-    return (padded, per * (sum(col) - nl + sum(grp)), per * sum(len(cols) for cols, _ in claim.groups),
-            per * nl * (1 + lookup.ALPHAS))
+    return padded, per * (sum(col) - nl + sum(grp)), per * len(claim.squared), per * nl * (1 + lookup.ALPHAS)
 
 
 def coins(seed: bytes, client: int, rows: int, claim: Claim, p: int, g: int = flp.ROWS) -> dict[str, np.ndarray]:
@@ -335,17 +341,19 @@ def _widths(claim: Claim) -> list[int]:
 def grid(X, W, claim: Claim, co, p: int, g: int = flp.ROWS, H=None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """(Y, polys, beta, z) for :mod:`sqm.mpc.protocols.flp`: the G x m grid of every digit (its polynomial zero at
     its allowed values: the low digits, then the top ones of many values, then those of few, :func:`_digit_order`)
-    and of every grouped value (squared), then, for a claim with lookups, of every looked-up value and of its
-    inverses ``H`` (records x ALPHAS n_l: the :class:`sqm.mpc.protocols.flp.Products` part); records padded with
-    zeros to R' and split among the G nodes in order; the columns' polynomials and weights (a digit column's from
-    the coins, a value column's the gamma of its record and group, an inverse's its beta_h: :func:`weights`); and
-    the claim z = sum_k alpha_k (sum gamma s + sum beta_h) over the node's records (the weighted record norms, and
-    h (alpha - y) = 1 for each real record's lookups).  Shares in, shares out: every step is linear."""
+    and of every grouped value not looked up (squared), then, for a claim with lookups, of every looked-up entry y
+    (whose wire also carries the square of its value y + lo) and of its inverses ``H`` (records x ALPHAS n_l: the
+    :class:`sqm.mpc.protocols.flp.Products` part); records padded to R' (with zeros, a looked-up entry with -lo:
+    its value 0) and split among the G nodes in order; the columns' polynomials and weights (a digit column's from
+    the coins, a value column's the gamma of its record and group, a looked-up entry's the gammas of its record and
+    groups, an inverse's its beta_h: :func:`weights`); and the claim z = sum_k alpha_k (sum gamma s + sum beta_h)
+    over the node's records (the weighted record norms, and h (alpha - y) = 1 for each real record's lookups).
+    Shares in, shares out: every step is affine (a padded entry is a public constant, every party's share of it)."""
     rows = X.shape[0]
     padded, m_dig, m_x, m_look = layout(rows, claim, g)
     _, s, _, col, _ = _split(W, claim)
     kx, ng = sum(col), len(claim.groups)
-    cols = [j for c, _ in claim.groups for j in c]
+    cols = [j for j, _ in claim.squared]
     low, top, few = _digit_order(claim)
     per = padded // g
     nl = len(claim.looked)
@@ -371,8 +379,13 @@ def grid(X, W, claim: Claim, co, p: int, g: int = flp.ROWS, H=None) -> tuple[np.
         off += per * len(idx)
         if off == m_dig + m_x:
             off = base
-    polys, beta = weights(rows, claim, co, p, g)
     real = np.clip(rows - per * np.arange(g), 0, per)  # the real records of each node
+    if m_look and rows < padded:  # a padded record's looked-up entries: -lo, so that its values' squares are 0
+        pad = np.array([(-claim.lo[j]) % p for j, _, _ in claim.looked], dtype=np.int64)
+        view = Y[:, base:base + per * nl].reshape(g, per, nl)
+        for k in range(g):
+            view[k, real[k]:] = pad
+    polys, beta = weights(rows, claim, co, p, g)
     z = 0
     if claim.groups:
         sp = np.zeros((padded, len(claim.groups)), dtype=np.int64)
@@ -392,10 +405,11 @@ def weights(rows: int, claim: Claim, co, p: int, g: int = flp.ROWS) -> tuple[np.
     column: none, 0)."""
     padded, m_dig, m_x, m_look = layout(rows, claim, g)
     out = [np.zeros(1, np.int64)] if m_dig + m_x == 0 else [
-        co["beta"], co["gamma"][:, np.array([q for q, (c, _) in enumerate(claim.groups) for _ in c],
-                                            dtype=np.int64)].reshape(-1)]  # per record of a node and value column
-    if m_look:
-        out += [np.zeros(m_look // (1 + lookup.ALPHAS), np.int64), co["beta_h"]]
+        co["beta"], co["gamma"][:, np.array([q for _, q in claim.squared], dtype=np.int64)].reshape(-1)]
+    if m_look:  # a looked-up value's wire: the gammas of its record and groups (its square); its inverses': beta_h
+        member = np.array([[int(j in cols) for j, _, _ in claim.looked] for cols, _ in claim.groups],
+                          dtype=np.int64).reshape(len(claim.groups), len(claim.looked))
+        out += [modarith.matmul_small_mod(co["gamma"], member, p).reshape(-1), co["beta_h"]]
     return polys(rows, claim, p, g), np.concatenate(out)
 
 
@@ -473,7 +487,8 @@ def statement(rows: int, claim: Claim, p: int, g: int = flp.ROWS) -> flp.Stateme
     if not m_look:
         return st
     return flp.Statement(st.bounds + (st.bounds[-1] + m_look,),
-                         st.polys + (flp.Products(m_look // (1 + lookup.ALPHAS), lookup.ALPHAS),))
+                         st.polys + (flp.Products(m_look // (1 + lookup.ALPHAS), lookup.ALPHAS,
+                                                  tuple(claim.lo[j] for j, _, _ in claim.looked)),))
 
 
 def soundness_error(p: int, rows: int = 0, claim: Claim | None = None) -> float:
