@@ -64,3 +64,29 @@ def test_the_widths_looked_up_and_the_error():
     assert not lookup.looked_up(1 << 16)
     p = prime_below(42)
     assert lookup.error(260_000, 5794, p) == ((260_000 + 5795) / (p - 5795)) ** 2 < 4e-15
+
+
+@pytest.mark.parametrize("rows", [0, 1, 37])
+def test_the_compiled_gather_of_the_inverses_is_numpys(rows, monkeypatch):
+    """inverse_witness row by row in C and column by column in numpy: the same field elements, for two tables
+    and a column of digits between the looked-up ones; an entry outside its table is refused."""
+    from sqm.mpc.protocols import input_proof as ip
+
+    if lookup._gather_kernel() is None:
+        pytest.skip("the compiled kernel was not built here")
+    p = prime_below(42)
+    claim = ip.Claim(lo=(-300, -3, -700), hi=(300, 3, 700))
+    rng = np.random.default_rng(rows)
+    x = np.stack([rng.integers(-300, 301, size=rows), rng.integers(-3, 4, size=rows),
+                  rng.integers(-700, 701, size=rows)], axis=1)
+    W = ip.witness(x, claim)
+    invs = lookup.table_inverses(lookup.alphas(b"g" * 32, 1, max(claim.tables), p), claim, p)
+    fast = lookup.inverse_witness(W, claim, invs)
+    monkeypatch.setattr(lookup, "_gather_kernel", lambda: None)
+    assert np.array_equal(fast, lookup.inverse_witness(W, claim, invs))
+    assert fast.shape == (rows, 4)
+    if rows:
+        assert int(fast[0, 0]) == pow((lookup.alphas(b"g" * 32, 1, 1400, p)[0] - int(x[0, 0]) - 300) % p, -1, p)
+        W[0, claim.looked[1][1]] = 1401
+        with pytest.raises(UsageError, match="outside"):
+            lookup.inverse_witness(W, claim, invs)

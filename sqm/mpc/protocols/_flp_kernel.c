@@ -1018,6 +1018,32 @@ int sqm_ip_inverses(const int64_t *v, int64_t n, int64_t p, int64_t *out)
     return 0;
 }
 
+/* out[i, a nl + q] = tabs[a tsize + toff[q] + W[i * stride + cols[q]]] (rows x na nl): an honest client's inverses
+ * 1 / (alpha_a - y) looked up in its tables' inverses (lookup.inverse_witness), row by row.  Returns 0, 1 where an
+ * entry is outside its table [0, width[q]] (nothing defined in out then), -1 for an argument out of range. */
+int sqm_ip_table_gather(const int64_t *W, int64_t rows, int64_t stride, const int64_t *cols, const int64_t *toff,
+                        const int64_t *width, int64_t nl, const int64_t *tabs, int64_t tsize, int64_t na,
+                        int64_t *out)
+{
+    if (rows < 0 || nl < 0 || na < 1 || tsize < 0)
+        return -1;
+    for (int64_t q = 0; q < nl; q++)
+        if (cols[q] < 0 || cols[q] >= stride || toff[q] < 0 || width[q] < 0 || toff[q] + width[q] >= tsize)
+            return -1;
+    for (int64_t i = 0; i < rows; i++) {
+        const int64_t *w = W + i * stride;
+        int64_t *o = out + i * na * nl;
+        for (int64_t q = 0; q < nl; q++) {
+            int64_t y = w[cols[q]];
+            if (y < 0 || y > width[q])
+                return 1;
+            for (int64_t a = 0; a < na; a++)
+                o[a * nl + q] = tabs[a * tsize + toff[q] + y];
+        }
+    }
+    return 0;
+}
+
 #define LC_BLOCK 1024 /* entries a linear combination sums at a time (its int64 sums stay in cache) */
 
 /* sqm_ip_lincomb with small signed coefficients sc (few parties): per entry the exact sum in int64 (|s| < 2^62 for

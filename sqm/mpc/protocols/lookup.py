@@ -144,10 +144,33 @@ def inverse_witness(W, claim, invs) -> np.ndarray:
     W = np.asarray(W, dtype=np.int64)
     nl = len(claim.looked)
     out = np.empty((W.shape[0], len(invs) * nl), dtype=np.int64)
-    for i, per_table in enumerate(invs):
-        for q, (_, wc, t) in enumerate(claim.looked):
-            out[:, i * nl + q] = per_table[t][W[:, wc]]
+    fn = _gather_kernel()
+    if fn is not None and W.ndim == 2 and W.shape[0] and nl and W.strides[1] == 8 and W.strides[0] % 8 == 0:
+        starts = np.cumsum([0] + [w + 1 for w in claim.tables])
+        tabs = np.ascontiguousarray(np.concatenate([np.concatenate(per_table) for per_table in invs]))
+        cols = np.array([wc for _, wc, _ in claim.looked], dtype=np.int64)
+        toff = np.array([starts[t] for *_, t in claim.looked], dtype=np.int64)
+        width = np.array([claim.tables[t] for *_, t in claim.looked], dtype=np.int64)
+        if fn(W.ctypes.data, W.shape[0], W.strides[0] // 8, cols.ctypes.data, toff.ctypes.data, width.ctypes.data,
+              nl, tabs.ctypes.data, int(starts[-1]), len(invs), out.ctypes.data) == 0:
+            return out
+    for q, (_, wc, t) in enumerate(claim.looked):  # numpy: a gather per column
+        y = W[:, wc]
+        if y.size and (int(y.min()) < 0 or int(y.max()) > claim.tables[t]):
+            raise UsageError(f"a looked-up value outside [0, {claim.tables[t]}]")
+        for i, per_table in enumerate(invs):
+            out[:, i * nl + q] = per_table[t][y]
     return out
+
+
+@functools.lru_cache(maxsize=1)
+def _gather_kernel():
+    """The compiled row-by-row gather of :func:`inverse_witness`, or None where it was not built (or
+    ``SQM_FLP_KERNEL=numpy``); the tests compare it with the numpy gather."""
+    if numpy_forced("SQM_FLP_KERNEL"):
+        return None
+    ptr, i64 = ctypes.c_void_p, ctypes.c_int64
+    return kernel_function(_KERNEL, "sqm_ip_table_gather", [ptr, i64, i64, ptr, ptr, ptr, i64, ptr, i64, i64, ptr])
 
 
 def check(H, M, claim, co, invs, p: int) -> int:
@@ -156,7 +179,9 @@ def check(H, M, claim, co, invs, p: int) -> int:
     if not claim.tables:
         return 0
     nl = len(claim.looked)
-    sums = modarith.sum_mod(np.asarray(H, dtype=np.int64), 0, p)  # per column of H
+    H = np.asarray(H, dtype=np.int64)
+    # per column of H: in one int64 pass where the sums stay below 2^63 (entries in [0, p))
+    sums = H.sum(axis=0) % p if H.shape[0] * (p - 1) < 1 << 63 else modarith.sum_mod(H, 0, p)
     starts = np.cumsum([0] + [w + 1 for w in claim.tables])
     total = 0
     for i, per_table in enumerate(invs):
