@@ -408,5 +408,6 @@ VERIFY_INPUTS = Param(False, Boolean(), "before the release, every client proves
                       "coins (checked by the next client, which learns that share: the client-observed epsilon "
                       "counts it); "
                       "a client whose proof or noise check fails is named and nothing is released (the server then "
-                      "receives shares of every input, and each chunk costs five more exchanges and about one field "
-                      "element per bit of every value)", public="tagged", mechanism=True)
+                      "receives shares of every input; the checks add about a dozen exchanges to a job, pipelined "
+                      "over its chunks, and send 3 field elements per value whose range is 512 to 65,535 wide, "
+                      "its base-8 digits otherwise)", public="tagged", mechanism=True)
