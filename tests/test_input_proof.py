@@ -303,7 +303,7 @@ class _Equivocates(ip.InputProofs):
     def _send_witness(self, ch):
         out, want = super()._send_witness(ch)
         if self.pushed == self.bad:
-            out[0] = [bytes(64)] + list(out[0][1:])
+            out[0] = [bytes(len(out[0][0]))] + list(out[0][1:])
         self.pushed += 1
         return out, want
 
@@ -480,14 +480,16 @@ def test_a_value_outside_its_table_or_a_forged_lookup_is_named(liar, how, chunks
         assert len(got) == min(chunks, bad + 6)  # the pushes that returned before it
 
 
+@pytest.mark.parametrize("claim", ["digits", "lookups"])
 @pytest.mark.parametrize("chunks, bad", [(1, 0), (4, 2)])
-def test_a_party_that_sends_different_commitments_is_named_before_any_coin_is_used(chunks, bad):
+def test_a_party_that_sends_different_commitments_is_named_before_any_coin_is_used(chunks, bad, claim):
     """Client 2 commits to one seed towards the server and to another towards client 1 in chunk ``bad``: with the
-    coins' seeds every party shows the commitments it received, so every party (the liar included) names client 2
-    in that chunk's second exchange (bad + 2), before the coins check anything."""
+    first seeds (the coins', or the alphas' with lookups) every party shows the commitments it received, so every
+    party (the liar included) names client 2 in that chunk's second exchange (bad + 2), before anything drawn from
+    them checks anything."""
     from sqm.mpc.net.abort import ProtocolError
 
-    out, _ = _pipeline(chunks, 3, bad, liar=_Equivocates)
+    out, _ = _pipeline(chunks, 3, bad, liar=_Equivocates, claim=CLAIM if claim == "digits" else LOOKED)
     for _, exchanges, err in out:
         assert isinstance(err, ProtocolError) and "client 2 sent different seed commitments" in str(err), err
         assert "client 1" not in str(err) and "server" not in str(err)

@@ -145,7 +145,8 @@ def inverse_witness(W, claim, invs) -> np.ndarray:
     nl = len(claim.looked)
     out = np.empty((W.shape[0], len(invs) * nl), dtype=np.int64)
     fn = _gather_kernel()
-    if fn is not None and W.ndim == 2 and W.shape[0] and nl and W.strides[1] == 8 and W.strides[0] % 8 == 0:
+    if fn is not None and W.ndim == 2 and W.shape[0] and nl and W.strides[1] == 8 and W.strides[0] % 8 == 0 and \
+            max(wc for _, wc, _ in claim.looked) < W.shape[1]:
         starts = np.cumsum([0] + [w + 1 for w in claim.tables])
         tabs = np.ascontiguousarray(np.concatenate([np.concatenate(per_table) for per_table in invs]))
         cols = np.array([wc for _, wc, _ in claim.looked], dtype=np.int64)
