@@ -383,6 +383,27 @@ class _ForgesLookup(ip.InputProofs):
         return out
 
 
+class _SwapsSeed(ip.InputProofs):
+    """A party that, in chunk ``bad``, reveals another seed than the one it committed to for its ``which``-th reveal
+    (0: the alphas' with lookups, else the coins'; 1: the coins'; 2: the query point's)."""
+
+    def __init__(self, ctx, p, claims, bad: int, which: int = 1):
+        super().__init__(ctx, p, claims)
+        self.bad, self.pushed, self.which, self.target = bad, 0, which, None
+
+    def _send_witness(self, ch):
+        if self.pushed == self.bad:
+            self.target = id(ch)
+        self.pushed += 1
+        return super()._send_witness(ch)
+
+    def _send_seed(self, ch, which):
+        out, want = super()._send_seed(ch, which)
+        if id(ch) == self.target and which == self.which:
+            out = {j: [bytes(32)] + v[1:] if isinstance(v, list) else bytes(32) for j, v in out.items()}
+        return out, want
+
+
 def _pipeline(chunks: int, M: int = 3, bad: int | None = None, rows: int = 9, liar=_Bends, claim=CLAIM,
               **how):
     """M parties run :class:`InputProofs` over in-memory mailboxes (the real protocol): each client pushes
@@ -450,7 +471,7 @@ def test_a_bent_chunk_is_named_at_its_checks_wherever_it_is_in_the_pipeline(chun
         assert len(got) == min(chunks, bad + 4)  # the pushes that returned before it
 
 
-@pytest.mark.parametrize("M", [3, 4])
+@pytest.mark.parametrize("M", [3, 4, 5])  # t = 1, 1, 2
 @pytest.mark.parametrize("chunks", [1, 2, 9])
 def test_with_lookups_the_pipeline_takes_n_plus_6_exchanges_and_shares_each_chunks_values(M, chunks):
     """A claim with two tables (widths 600 and 1400) and a column of digits: n + 6 exchanges (the alphas and the
@@ -494,6 +515,23 @@ def test_a_party_that_sends_different_commitments_is_named_before_any_coin_is_us
         assert isinstance(err, ProtocolError) and "client 2 sent different seed commitments" in str(err), err
         assert "client 1" not in str(err) and "server" not in str(err)
         assert exchanges == bad + 2
+
+
+@pytest.mark.parametrize("claim, which", [("digits", 0), ("digits", 1), ("lookups", 0), ("lookups", 1),
+                                          ("lookups", 2)])
+def test_a_party_that_reveals_another_seed_than_it_committed_to_is_named(claim, which):
+    """Client 2 reveals a seed other than its committed one (the alphas', the coins' or the query point's) in chunk
+    1 of 3: every other party names it in the exchange of that reveal, before using what it would draw."""
+    from sqm.mpc.net.abort import ProtocolError
+
+    # the chunk's exchange (from 1) that reveals seed ``which``: witness, coins, proof, query point (digits);
+    # witness, alphas, inverses, coins, proof, query point (lookups)
+    stage = {"digits": (2, 4), "lookups": (2, 4, 6)}[claim][which]
+    out, _ = _pipeline(3, 3, 1, liar=_SwapsSeed, claim=CLAIM if claim == "digits" else LOOKED, which=which)
+    for _, exchanges, err in out[:2]:
+        assert isinstance(err, ProtocolError) and "client 2 revealed a seed that is not the one it committed to" \
+            in str(err), err
+        assert exchanges == 1 + stage
 
 
 # ----- through real party processes -----------------------------------------------------------------------------
