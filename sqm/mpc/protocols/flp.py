@@ -342,6 +342,16 @@ def _sample():
     return out
 
 
+def _rows_in_place(Y) -> tuple[np.ndarray, int]:
+    """(Y, ld) for a kernel that reads row k at Y + k ld: rows of consecutive int64 entries as they are (a column
+    slice without a copy), anything else copied."""
+    Y = np.asarray(Y)
+    g, m = Y.shape
+    if Y.dtype != np.int64 or (m > 1 and Y.strides[1] != 8) or (g > 1 and (Y.strides[0] % 8 or Y.strides[0] < 8 * m)):
+        Y = np.ascontiguousarray(Y, dtype=np.int64)
+    return Y, Y.strides[0] // 8 if g > 1 else m
+
+
 def _prove_compiled(fn, Y: np.ndarray, polys: np.ndarray, beta: np.ndarray, p: int, a: np.ndarray):
     """P(0..dG) from the compiled prover, or None where it cannot run (an even or too large p, an odd degree with a
     digit prefix, a buffer)."""
@@ -349,10 +359,7 @@ def _prove_compiled(fn, Y: np.ndarray, polys: np.ndarray, beta: np.ndarray, p: i
     d = degree(polys)
     if p % 2 == 0 or p >= 1 << 62 or d < 1:
         return None
-    Y = np.asarray(Y)
-    if Y.dtype != np.int64 or (m > 1 and Y.strides[1] != 8) or (g > 1 and (Y.strides[0] % 8 or Y.strides[0] < 8 * m)):
-        Y = np.ascontiguousarray(Y, dtype=np.int64)  # rows of m consecutive entries: a column slice as it is
-    ld = Y.strides[0] // 8 if g > 1 else m
+    Y, ld = _rows_in_place(Y)
     lin, roots = (np.ascontiguousarray(x, dtype=np.int64) for x in polys)
     E = np.ascontiguousarray(_extension(g, (d - 1) * g, p))
     a, beta = np.ascontiguousarray(a, dtype=np.int64), np.ascontiguousarray(beta, dtype=np.int64)
@@ -688,13 +695,10 @@ def _products_kernel():
 
 def _prove_products_compiled(fn, Y: np.ndarray, q: Products, beta, p: int, a, c) -> np.ndarray | None:
     """P(0..2G) from the compiled kernel, or None where it cannot run (p from 2^46 on, G above 64)."""
-    g, m = Y.shape
+    g = Y.shape[0]
     if p >= 1 << 46 or g > 64 or q.k > 64:
         return None
-    Y = np.asarray(Y)
-    if Y.dtype != np.int64 or (m > 1 and Y.strides[1] != 8) or (g > 1 and (Y.strides[0] % 8 or Y.strides[0] < 8 * m)):
-        Y = np.ascontiguousarray(Y, dtype=np.int64)
-    ld = Y.strides[0] // 8 if g > 1 else m
+    Y, ld = _rows_in_place(Y)
     E = np.ascontiguousarray(_extension(g, g, p))
     a, beta, c = (np.ascontiguousarray(v, dtype=np.int64) for v in (a, beta, c))
     off = np.ascontiguousarray(q.offset_array(p))
@@ -713,13 +717,22 @@ def _prove_products_numpy(Y, q: Products, beta, p: int, a, c) -> np.ndarray:
     for s in range(0, n, BLOCK):
         e = min(n, s + BLOCK)
         ub = _all_points(E, a[s:e], Y[:, s:e], p)
-        v = modarith.add_mod(ub, np.broadcast_to(off[s:e], ub.shape), p)
-        out = modarith.add_mod(out, _weighted_sum(modarith.mul_mod(v, v, p), beta[s:e], p), p)
-        for i in range(k):
-            lo, hi = (1 + i) * n + s, (1 + i) * n + e
-            ua = _all_points(E, a[lo:hi], Y[:, lo:hi], p)
-            f = modarith.mul_mod(ua, modarith.sub_mod(np.full(ub.shape, c[i], dtype=np.int64), ub, p), p)
-            out = modarith.add_mod(out, _weighted_sum(f, beta[lo:hi], p), p)
+        blocks = [slice((1 + i) * n + s, (1 + i) * n + e) for i in range(k)]
+        uas = (_all_points(E, a[b], Y[:, b], p) for b in blocks)  # one block of A's wires at a time
+        out = modarith.add_mod(out, _products_gadget(ub, uas, beta[s:e], [beta[b] for b in blocks], off[s:e], c, p),
+                               p)
+    return out
+
+
+def _products_gadget(ub, uas, beta_b, beta_as, off, c, p: int) -> np.ndarray:
+    """Per row (a point) of the wires U_B and, for each constant c_i, U_Ai (rows x n each, in [0, p)):
+    sum_j beta_bj (U_Bj + o_j)^2 + sum_{i, j} beta_aij U_Aij (c_i - U_Bj) (the prover's at every point, the
+    verifiers' at r)."""
+    v = modarith.add_mod(ub, np.broadcast_to(off, ub.shape), p)
+    out = _weighted_sum(modarith.mul_mod(v, v, p), beta_b, p)
+    for ua, b, ci in zip(uas, beta_as, c, strict=True):
+        f = modarith.mul_mod(ua, modarith.sub_mod(np.full(ub.shape, ci, dtype=np.int64), ub, p), p)
+        out = modarith.add_mod(out, _weighted_sum(f, b, p), p)
     return out
 
 
@@ -754,14 +767,10 @@ def decide_products(pr: int, ur, q: Products, beta, p: int, consts) -> bool:
     c = _products_args(ur.size, q, consts, p)
     beta = np.asarray(beta, dtype=np.int64)
     n = q.n
-    ub = ur[:n]
-    v = modarith.add_mod(ub, q.offset_array(p), p)
-    total = int(_weighted_sum(modarith.mul_mod(v, v, p)[None, :], beta[:n], p)[0])
-    for i in range(q.k):
-        ua = ur[(1 + i) * n:(2 + i) * n]
-        f = modarith.mul_mod(ua, modarith.sub_mod(np.full(n, c[i], dtype=np.int64), ub, p), p)
-        total = (total + int(_weighted_sum(f[None, :], beta[(1 + i) * n:(2 + i) * n], p)[0])) % p
-    return total == int(pr) % p
+    blocks = [slice((1 + i) * n, (2 + i) * n) for i in range(q.k)]
+    total = _products_gadget(ur[None, :n], [ur[None, b] for b in blocks], beta[:n], [beta[b] for b in blocks],
+                             q.offset_array(p), c, p)
+    return int(total[0]) == int(pr) % p
 
 
 def draw_point(rng: np.random.Generator, p: int, d: int, g: int = ROWS) -> int:
