@@ -401,8 +401,8 @@ def grid(X, W, claim: Claim, co, p: int, g: int = flp.ROWS, H=None) -> tuple[np.
 
 def weights(rows: int, claim: Claim, co, p: int, g: int = flp.ROWS) -> tuple[np.ndarray, np.ndarray]:
     """The grid's public column polynomials (:func:`polys`) and weights (:func:`grid`): a digit column's from the
-    coins, a value column's the gamma of its record and group, an inverse's its beta_h (a looked-up value's
-    column: none, 0)."""
+    coins, a value column's the gamma of its record and group, a looked-up entry's the sum of the gammas of its
+    record and groups (its value's square, on its wire; 0 in no group), an inverse's its beta_h."""
     padded, m_dig, m_x, m_look = layout(rows, claim, g)
     out = [np.zeros(1, np.int64)] if m_dig + m_x == 0 else [
         co["beta"], co["gamma"][:, np.array([q for _, q in claim.squared], dtype=np.int64)].reshape(-1)]
@@ -890,8 +890,7 @@ class InputProofs:
             for j, v in _packed(sh, p).items():
                 out[j] = [commit, v]
             if claim.tables:  # the multiplicities, shared with the witness (before any alpha)
-                counts = _seeded_sharing(self._counts(ch), ctx.pid, ctx.M, ctx.t, p, own=False)[0]
-                for j, v in _packed(counts, p).items():
+                for j, v in self._to_others(self._counts(ch)).items():
                     out[j].append(v)
         want = {0: wire.list_of([wire.digest(32 * len(ch.seeds))], "coin commitment")}
         for c in ctx.clients:
@@ -938,19 +937,27 @@ class InputProofs:
         if ch.own is not None and self._claim(ctx.pid).tables:
             assert ch.invs is not None  # the alphas came before
             ch.own_h = self._inverses(ch)
-            sh = _seeded_sharing(ch.own_h, ctx.pid, ctx.M, ctx.t, p, own=False)[0]
-            out = {j: [v] for j, v in _packed(sh, p).items()}
+            out = {j: [v] for j, v in self._to_others(ch.own_h).items()}
         want: dict[int, object] = {0: wire.nothing}
         for c in ctx.clients:
-            claim = self._claim(c)
-            want[c] = wire.nothing if c == ctx.pid or not claim.tables else wire.list_of(
-                [_expected(c, ctx, (ch.rows, lookup.ALPHAS * len(claim.looked)), p)], "input inverses")
+            want[c] = wire.nothing if c == ctx.pid or not self._claim(c).tables else wire.list_of(
+                [_expected(c, ctx, self._inverses_shape(c, ch.rows), p)], "input inverses")
         return out, want
 
     def _take_inverses(self, ch: _Chunk, got: dict) -> None:
         ctx = self.ctx
-        ch.H = {c: _received(got[c][0], c, ctx, (ch.rows, lookup.ALPHAS * len(self._claim(c).looked)), self.p)
+        ch.H = {c: _received(got[c][0], c, ctx, self._inverses_shape(c, ch.rows), self.p)
                 for c in ctx.clients if c != ctx.pid and self._claim(c).tables}
+
+    def _inverses_shape(self, c: int, rows: int) -> tuple[int, int]:
+        """Client ``c``'s inverses for a chunk of ``rows`` records: one per looked-up entry and alpha."""
+        return rows, lookup.ALPHAS * len(self._claim(c).looked)
+
+    def _to_others(self, secret) -> dict:
+        """This client's sharing of ``secret`` for every other party, ready to send (seeds to the t lowest,
+        packed shares to the rest: :func:`_seeded_sharing`, :func:`_packed`)."""
+        ctx = self.ctx
+        return _packed(_seeded_sharing(secret, ctx.pid, ctx.M, ctx.t, self.p, own=False)[0], self.p)
 
     def _send_coins(self, ch: _Chunk):
         return self._send_seed(ch, self.seed_of["coins"])
@@ -976,9 +983,7 @@ class InputProofs:
             Y, _, beta, _ = grid(ch.x, ch.own, claim, ch.co[ctx.pid], p, H=ch.own_h)
             blinds, bl = blind_shares(ctx.pid, ctx.M, ctx.t, cols, p)
             proof = flp.prove_statement(Y, statement(ch.rows, claim, p), beta, p, blinds, self._consts(ch, ctx.pid))
-            sh = seeded_shares(proof[cols:], ctx.pid, ctx.M, ctx.t, p)
-            del sh[ctx.pid]  # its own share of its proof: not needed
-            sh, bl = _packed(sh, p), _packed(bl, p)
+            sh, bl = self._to_others(proof[cols:]), _packed(bl, p)  # its own share of its proof: not needed
             out = {j: [sh[j], bl[j]] for j in sh}
             ch.x = ch.own = ch.own_h = None  # proved: no longer needed
         want: dict[int, object] = {0: wire.nothing}
