@@ -157,7 +157,7 @@ class DeviateRecord(PartyProgram):
     async def run(self, ctx):
         import numpy as np
 
-        from sqm.mpc.protocols import input_proof, lookup
+        from sqm.mpc.protocols import input_proof
         from sqm.mpc.protocols.evaluation import _Feed
         from sqm.mechanism.vertical import ColumnBounds
 
@@ -192,29 +192,41 @@ class DeviateRecord(PartyProgram):
             parts += [input_proof.encode_range(lim - s, lim) for (_, lim), s in zip(claim.groups, norms, strict=True)]
             return np.hstack(parts)
 
-        def counts(proofs, ch):  # multiplicities of the entries clipped into their tables: they add up
-            claim = proofs._claim(proofs.ctx.pid)
-            W = np.array(ch.own, dtype=np.int64)
-            for _, wc, t in claim.looked:
-                W[:, wc] = np.clip(W[:, wc], 0, claim.tables[t])
-            return lookup.table_counts(W, claim)
-
-        def inverses(proofs, ch):  # 1 / (alpha - y) of every shared entry, the bent ones included
-            claim, p = proofs._claim(proofs.ctx.pid), proofs.p
-            nl = len(claim.looked)
-            out = np.empty((ch.rows, len(ch.consts[proofs.ctx.pid]) * nl), dtype=np.int64)
-            for i, a in enumerate(ch.consts[proofs.ctx.pid]):
-                for q, (_, wc, _) in enumerate(claim.looked):
-                    out[:, i * nl + q] = [pow((a - int(y)) % p, -1, p) for y in ch.own[:, wc]]
-            return out
-
         ColumnBounds.clip = clip
         input_proof.witness = cheat
-        input_proof.InputProofs._counts = counts
-        input_proof.InputProofs._inverses = inverses
+        input_proof.InputProofs._counts = clipped_counts
+        input_proof.InputProofs._inverses = shared_inverses
         _Feed.check_in_memory = lambda self: None
         _Feed._checked = lambda self, chunk, want: np.asarray(chunk, np.int64)
         return await self.inner.run(ctx)
+
+
+def clipped_counts(proofs, ch):
+    """BENCH AND TESTS ONLY, a deviating client's ``InputProofs._counts``: the multiplicities of its looked-up
+    entries clipped into their tables (they add up to the number of lookups, whatever it shared)."""
+    import numpy as np
+
+    from sqm.mpc.protocols import lookup
+
+    claim = proofs._claim(proofs.ctx.pid)
+    W = np.array(ch.own, dtype=np.int64)
+    for _, wc, t in claim.looked:
+        W[:, wc] = np.clip(W[:, wc], 0, claim.tables[t])
+    return lookup.table_counts(W, claim)
+
+
+def shared_inverses(proofs, ch):
+    """BENCH AND TESTS ONLY, a deviating client's ``InputProofs._inverses``: 1 / (alpha - y) of every entry it
+    shared, those outside their tables included (one inversion each)."""
+    import numpy as np
+
+    claim, p, consts = proofs._claim(proofs.ctx.pid), proofs.p, ch.consts[proofs.ctx.pid]
+    nl = len(claim.looked)
+    out = np.empty((ch.rows, len(consts) * nl), dtype=np.int64)
+    for i, a in enumerate(consts):
+        for q, (_, wc, _) in enumerate(claim.looked):
+            out[:, i * nl + q] = [pow((a - int(y)) % p, -1, p) for y in ch.own[:, wc]]
+    return out
 
 
 class WithholdNoise(PartyProgram):

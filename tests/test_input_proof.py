@@ -8,6 +8,7 @@ import itertools
 import numpy as np
 import pytest
 
+from bench import faults
 from sqm.mpc.protocols import flp
 from sqm.mpc.protocols import input_proof as ip
 from sqm.mpc.protocols import lookup
@@ -273,13 +274,26 @@ def test_the_field_must_hold_the_claims():
 
 # ----- the pipeline, on the real protocol over in-memory mailboxes ----------------------------------------------
 
-class _Bends(ip.InputProofs):
-    """A client that shares chunk ``bad`` with record 3's column 2 at 100 (above its range), its lowest digit 93
-    above its honest value so that the digits still sum to it, and proves it as if it were honest."""
+class _AtChunk(ip.InputProofs):
+    """A party that deviates in chunk ``bad`` (its ``bad``-th push): :meth:`_is_bad` tells that chunk."""
 
     def __init__(self, ctx, p, claims, bad: int):
         super().__init__(ctx, p, claims)
-        self.bad, self.pushed = bad, 0
+        self.bad, self.pushed, self.target = bad, 0, None
+
+    def _send_witness(self, ch):
+        if self.pushed == self.bad:
+            self.target = id(ch)
+        self.pushed += 1
+        return super()._send_witness(ch)
+
+    def _is_bad(self, ch) -> bool:
+        return id(ch) == self.target
+
+
+class _Bends(_AtChunk):
+    """A client that shares chunk ``bad`` with record 3's column 2 at 100 (above its range), its lowest digit 93
+    above its honest value so that the digits still sum to it, and proves it as if it were honest."""
 
     def _send_witness(self, ch):
         if self.pushed == self.bad:
@@ -288,23 +302,17 @@ class _Bends(ip.InputProofs):
             ch.x[3, 2] = 100  # a field element: the integer 100
             ch.own = ch.own.copy()
             ch.own[3, col[0] + col[1]] += 100 - 7  # its lowest digit (7) now 100: the digits sum to 100
-        self.pushed += 1
         return super()._send_witness(ch)
 
 
-class _Equivocates(ip.InputProofs):
+class _Equivocates(_AtChunk):
     """A party that, in chunk ``bad``, sends the server another commitment than the one it sends everyone else (a
     hash of seeds it could later choose between), its witness and proofs honest."""
 
-    def __init__(self, ctx, p, claims, bad: int):
-        super().__init__(ctx, p, claims)
-        self.bad, self.pushed = bad, 0
-
     def _send_witness(self, ch):
         out, want = super()._send_witness(ch)
-        if self.pushed == self.bad:
+        if self._is_bad(ch):
             out[0] = [bytes(len(out[0][0]))] + list(out[0][1:])
-        self.pushed += 1
         return out, want
 
 
@@ -318,59 +326,34 @@ def _looked_block(rows: int, seed: int) -> np.ndarray:
                      rng.integers(-3, 4, size=rows)], axis=1)
 
 
-class _BendsLookup(ip.InputProofs):
+class _BendsLookup(_AtChunk):
     """A client that shares chunk ``bad`` with record 3's column 1 at 705 (above its range [-700, 700]), its
     witness entry (x - lo) 1405 outside its table [0, 1400], and proves it as if it were honest: multiplicities of
     the values clipped into the table (they sum to the number of lookups), inverses 1 / (alpha - y) of the values
-    it shared (the bent one included)."""
+    it shared (the bent one included): bench.faults' deviating client's."""
 
-    def __init__(self, ctx, p, claims, bad: int):
-        super().__init__(ctx, p, claims)
-        self.bad, self.pushed, self.bent = bad, 0, set()
+    _counts = faults.clipped_counts
+    _inverses = faults.shared_inverses
 
     def _send_witness(self, ch):
         if self.pushed == self.bad:
             ch.x, ch.own = ch.x.copy(), ch.own.copy()
             ch.x[3, 1] = 705
             ch.own[3, 1] = 705 + 700
-            self.bent.add(id(ch))
-        self.pushed += 1
         return super()._send_witness(ch)
 
-    def _counts(self, ch):
-        claim = self._claim(self.ctx.pid)
-        W = ch.own.copy()
-        for _, wc, t in claim.looked:
-            W[:, wc] = np.clip(W[:, wc], 0, claim.tables[t])
-        return lookup.table_counts(W, claim)
 
-    def _inverses(self, ch):
-        claim, p = self._claim(self.ctx.pid), self.p
-        nl = len(claim.looked)
-        out = np.empty((ch.rows, 2 * nl), dtype=np.int64)
-        for i, a in enumerate(ch.consts[self.ctx.pid]):
-            for q, (_, wc, _) in enumerate(claim.looked):
-                out[:, i * nl + q] = [pow(int(a - y) % p, -1, p) for y in ch.own[:, wc]]
-        return out
-
-
-class _ForgesLookup(ip.InputProofs):
+class _ForgesLookup(_AtChunk):
     """An honest witness whose lookups are forged in chunk ``bad``: one inverse off by one (``how`` "inverse"), or
     one multiplicity moved to the next table entry (``how`` "count")."""
 
     def __init__(self, ctx, p, claims, bad: int, how: str = "inverse"):
-        super().__init__(ctx, p, claims)
-        self.bad, self.pushed, self.how, self.forged = bad, 0, how, None
-
-    def _send_witness(self, ch):
-        if self.pushed == self.bad:
-            self.forged = id(ch)
-        self.pushed += 1
-        return super()._send_witness(ch)
+        super().__init__(ctx, p, claims, bad)
+        self.how = how
 
     def _counts(self, ch):
         out = super()._counts(ch)
-        if self.how == "count" and id(ch) == self.forged:
+        if self.how == "count" and self._is_bad(ch):
             k = int(np.flatnonzero(out)[0])
             out[k] -= 1
             out[k + 1] += 1
@@ -378,28 +361,22 @@ class _ForgesLookup(ip.InputProofs):
 
     def _inverses(self, ch):
         out = super()._inverses(ch)
-        if self.how == "inverse" and id(ch) == self.forged:
+        if self.how == "inverse" and self._is_bad(ch):
             out[2, 0] = (out[2, 0] + 1) % self.p
         return out
 
 
-class _SwapsSeed(ip.InputProofs):
+class _SwapsSeed(_AtChunk):
     """A party that, in chunk ``bad``, reveals another seed than the one it committed to for its ``which``-th reveal
     (0: the alphas' with lookups, else the coins'; 1: the coins'; 2: the query point's)."""
 
     def __init__(self, ctx, p, claims, bad: int, which: int = 1):
-        super().__init__(ctx, p, claims)
-        self.bad, self.pushed, self.which, self.target = bad, 0, which, None
-
-    def _send_witness(self, ch):
-        if self.pushed == self.bad:
-            self.target = id(ch)
-        self.pushed += 1
-        return super()._send_witness(ch)
+        super().__init__(ctx, p, claims, bad)
+        self.which = which
 
     def _send_seed(self, ch, which):
         out, want = super()._send_seed(ch, which)
-        if id(ch) == self.target and which == self.which:
+        if self._is_bad(ch) and which == self.which:
             out = {j: [bytes(32)] + v[1:] if isinstance(v, list) else bytes(32) for j, v in out.items()}
         return out, want
 
