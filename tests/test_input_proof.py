@@ -244,22 +244,45 @@ def test_a_proof_that_is_not_the_product_polynomial_fails_the_identity():
     assert lin == 0 and claim == 0 and not ok
 
 
-def test_the_opened_values_of_an_honest_proof_are_uniform():
+@pytest.mark.parametrize("lookups", [False, True])
+def test_the_opened_values_of_an_honest_proof_are_uniform(lookups):
     """U(r) is masked by the blinds: over 400 proofs of one fixed witness, the lowest bit of each of the m opened
-    values is fair (within 5 standard errors of 1/2)."""
-    x = _honest(rows=4)
-    W = ip.witness(x, CLAIM)
-    co = ip.coins(bytes(32), 1, 4, CLAIM, P)
-    Y, _, beta, _ = ip.grid(from_signed(x, P), W, CLAIM, co, P)
-    st = ip.statement(4, CLAIM, P)
+    values is fair (within 5 standard errors of 1/2); with lookups too, the looked-up entries' and the inverses'
+    wires among them."""
+    claim = LOOKED if lookups else CLAIM
+    x = _looked_block(4, 3) if lookups else _honest(rows=4)
+    W = ip.witness(x, claim)
+    consts = lookup.alphas(bytes(32), 1, max(claim.tables), P) if lookups else []
+    H = lookup.inverse_witness(W, claim, lookup.table_inverses(consts, claim, P)) if lookups else None
+    co = ip.coins(bytes(32), 1, 4, claim, P)
+    Y, _, beta, _ = ip.grid(from_signed(x, P), W, claim, co, P, H=H)
+    st = ip.statement(4, claim, P)
+    assert isinstance(st.polys[-1], flp.Products) == lookups
     rng = np.random.default_rng(7)
     bits = []
     for _ in range(400):
-        pr = flp.prove_statement(Y, st, beta, P, rng)
+        pr = flp.prove_statement(Y, st, beta, P, rng, consts)
         q = flp.query_statement(Y, pr, co["alpha"], flp.draw_point(rng, P, ip.BASE), P, st)
         bits.append(q[1 + len(st.polys):] & 1)
     mean = np.mean(bits, axis=0)
     assert np.all(np.abs(mean - 0.5) < 5 * 0.5 / np.sqrt(400))
+
+
+def test_a_field_below_the_tables_and_a_grid_without_its_inverses_are_refused():
+    """A field too small for a claim's tables stops the parties before any chunk; a claim with lookups cannot lay
+    out its grid without the inverses (or with inverses of another shape)."""
+    from sqm.mpc.net.abort import ProtocolError
+    from sqm.mpc.protocols.inprocess import InProcessTransport, _Hub
+
+    ctx = InProcessTransport(_Hub(3), 0, np.random.default_rng(0), ideal=False)
+    wide = ip.Claim(lo=(0,), hi=(65_520,))  # within the field (p = 65,521), but no alpha above its table
+    with pytest.raises(ProtocolError, match="too small for the clients' tables"):
+        ip.InputProofs(ctx, prime_below(16), [wide, wide])
+    x = _looked_block(5, 1)
+    W, co = ip.witness(x, LOOKED), ip.coins(bytes(32), 1, 5, LOOKED, P)
+    for H in (None, np.zeros((5, 3), np.int64)):
+        with pytest.raises(ProtocolError, match="needs its inverses"):
+            ip.grid(from_signed(x, P), W, LOOKED, co, P, H=H)
 
 
 def test_the_field_must_hold_the_claims():
