@@ -27,7 +27,8 @@ generator seeded s; every point of the LR bench's SQM grid (:data:`bench.lr_tune
 of them) is fitted on train with each of the first ``--fits`` seeds and scored by AUC on validation; each rule
 (:data:`RULES`) picks the point of highest rule score (the first on ties), refitted with the last seed and scored
 outside.  The rule ``dpsgd``: DPSGD's grid (:data:`bench.lr_tuned.DPSGD_GRID`) by one fit per point (the first
-seed), for reference.  ``--orient``: beside each rule, its refits oriented on validation (a refit whose own
+seed), for reference; ``--dpsgd-rules``: DPSGD's grid chosen by each rule too, over as many fits per point with the
+same seeds (rows ``dpsgd RULE``): whether a rule helps every method alike.  ``--orient``: beside each rule, its refits oriented on validation (a refit whose own
 validation AUC is below 1/2 has its scores negated, as a threshold is chosen there; every rule alike, dpsgd
 included): whether choosing the orientation on validation would help the LR bench.
 
@@ -259,9 +260,11 @@ def _with_row_scales(grid, row_scales, intercept_scalings=None):
 
 
 def select_cell(X, y, n: int, epsilon: float, draws: int, fits: int, rules=DEFAULT_RULES,
-                max_points: int | None = None, row_scales=None, intercept_scalings=None) -> dict:
+                max_points: int | None = None, row_scales=None, intercept_scalings=None,
+                dpsgd_rules: bool = False) -> dict:
     """rule -> {auc: the refitted choices' AUCs outside the subsample, chosen: their grid indices} over ``draws``
-    draws (``--study select``'s protocol, module docstring)."""
+    draws (``--study select``'s protocol, module docstring); ``dpsgd_rules``: also "dpsgd RULE" for each rule but
+    ``dpsgd``, DPSGD's grid chosen by that rule over as many fits per point (its seeds SQM-LR's)."""
     import warnings
 
     import numpy as np
@@ -290,6 +293,22 @@ def select_cell(X, y, n: int, epsilon: float, draws: int, fits: int, rules=DEFAU
                 return math.nan
 
         sqm_rules = [r for r in rules if r != "dpsgd"]
+        if dpsgd_rules and sqm_rules:
+            dpts = lr_tuned.grid_points(_with_row_scales(lr_tuned.DPSGD_GRID, row_scales))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                dvs = np.array([[_auc(y[va], lr_tuned.fit_dpsgd(Xtr, y[tr], p, epsilon, DELTA, sd)[0](Xva))
+                                 for sd in seeds[:fits]] for p in dpts])
+                drefit: dict[int, tuple[float, float]] = {}
+                for r in sqm_rules:
+                    best = int(np.nanargmax(rule_scores(r, dvs)))
+                    if best not in drefit:
+                        f, _ = lr_tuned.fit_dpsgd(Xtr, y[tr], dpts[best], epsilon, DELTA, seeds[fits])
+                        drefit[best] = (_auc(y[ev], f(Xev)), _auc(y[va], f(Xva)))
+                    got = out.setdefault(f"dpsgd {r}", {"auc": [], "chosen": [], "validation": []})
+                    got["auc"].append(drefit[best][0])
+                    got["validation"].append(drefit[best][1])
+                    got["chosen"].append(best)
         if sqm_rules:
             v = np.array([[val(p, sd) for sd in seeds[:fits]] for p in points])
             refit: dict[int, tuple[float, float]] = {}
@@ -323,7 +342,7 @@ def _summary(values) -> dict:
 def run(study: str = "solvers", datasets=("breast_cancer",), records=(150,), epsilons=(0.5,), draws: int = 10,
         fits: int = 5, rules=DEFAULT_RULES, max_points: int | None = None, methods=tuple(SOLVER_METHODS),
         progress: bool = True, row_scales=None, positive_share: float = POSITIVE_SHARE,
-        intercept_scalings=None, orient: bool = False) -> dict:
+        intercept_scalings=None, orient: bool = False, dpsgd_rules: bool = False) -> dict:
     """The study's report: one row per (data set, n, epsilon, method or rule); cells whose n is not below the
     data set's record count (nothing left to score on) are listed under ``skipped``.  ``orient`` (select): each
     rule's row is followed by its refits oriented on validation (a refit whose validation AUC is below 1/2 has
@@ -376,7 +395,8 @@ def run(study: str = "solvers", datasets=("breast_cancer",), records=(150,), eps
                 rows.append(dict(base, method=f"{m} x{r:g}", row_scale=r, **_summary(vals), values=vals,
                                  failed=float(np.mean(np.asarray(vals) < FAILED_AUC))))
         else:
-            sel = select_cell(X, y, n, eps, draws, fits, rules, max_points, row_scales, intercept_scalings)
+            sel = select_cell(X, y, n, eps, draws, fits, rules, max_points, row_scales, intercept_scalings,
+                              dpsgd_rules)
             for r, res in sel.items():
                 rows.append(dict(base, rule=r, fits=fits, **_summary(res["auc"]), values=res["auc"],
                                  chosen=res["chosen"], validation=res["validation"]))
@@ -448,6 +468,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--orient", action="store_true",
                    help="select: beside each rule, its refits oriented on validation (the scores of a refit whose "
                         "validation AUC is below 1/2 negated; every method alike, DPSGD included)")
+    p.add_argument("--dpsgd-rules", action="store_true",
+                   help="select: DPSGD's grid chosen by each rule too (rows 'dpsgd RULE'; as many fits per point as "
+                        "SQM-LR's, with its seeds): whether a rule helps every method alike")
     p.add_argument("--positive-share", type=float, default=POSITIVE_SHARE,
                    help=f"imbalanced: the positive share of each subsample (default {POSITIVE_SHARE:g})")
     p.add_argument("--json", help="write the report here")
@@ -459,5 +482,5 @@ def cli(args) -> int:
                   tuple(args.rules), args.max_points, tuple(args.methods), progress=not args.quiet,
                   row_scales=tuple(args.row_scales) if args.row_scales else None, positive_share=args.positive_share,
                   intercept_scalings=tuple(args.intercept_scalings) if args.intercept_scalings else None,
-                  orient=args.orient)
+                  orient=args.orient, dpsgd_rules=args.dpsgd_rules)
     return finish(rep, args, print_table)

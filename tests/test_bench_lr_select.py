@@ -77,6 +77,31 @@ def test_select_study_orients_each_refit_on_its_validation_auc(tmp_path):
     assert turned["auc"] == pytest.approx(np.mean(want))
 
 
+def test_select_study_chooses_dpsgd_by_each_rule_too(tmp_path, monkeypatch):
+    """--dpsgd-rules: a row "dpsgd RULE" per rule, DPSGD's grid scored by as many fits per point with SQM-LR's
+    seeds and chosen by that rule.  A stand-in DPSGD whose second point scores the records along a direction and
+    whose first against it (along it only for a seed divisible by 3), so every rule chooses the second."""
+    calls = []
+
+    def fake(Xtr, ytr, p, epsilon, delta, seed):
+        calls.append((p["batch"], seed))
+        w = np.linalg.lstsq(np.c_[Xtr, np.ones(len(Xtr))], 2.0 * ytr - 1.0, rcond=None)[0][:-1]
+        sign = 1.0 if p["batch"] == 2 else (-1.0 if seed % 3 else 1.0)
+        return (lambda X: sign * (X @ w)), epsilon
+
+    monkeypatch.setattr(lr_tuned, "DPSGD_GRID", dict(batch=(1, 2), epochs=(1,), learning_rate=(1.0,), clip=(1.0,),
+                                                     row_scale=(1.0,)))
+    monkeypatch.setattr(lr_tuned, "fit_dpsgd", fake)
+    extra = ("--study", "select", "--fits", "2", "--rules", "mean3", "min3", "--max-points", "2", "--dpsgd-rules")
+    rows = _run(tmp_path, "d.json", *extra)["details"]["rows"]
+    assert [r["rule"] for r in rows] == ["mean3", "min3", "dpsgd mean3", "dpsgd min3"]
+    for r in rows[2:]:
+        assert r["chosen"] == [1, 1] and len(r["values"]) == 2 and all(v > 0.5 for v in r["values"])
+    # per draw: both points with the first 2 seeds, then one refit of the choice (shared by the rules)
+    assert len(calls) == 2 * (2 * 2 + 1)
+    assert [b for b, _ in calls[:4]] == [1, 1, 2, 2] and calls[0][1] != calls[1][1] and calls[4][0] == 2
+
+
 def test_grid_subset_spreads_over_the_grid_both_solvers_included():
     points = lr_tuned.grid_points(lr_tuned.SQM_GRIDS)
     keep = lr_select.grid_subset(points, 4)
