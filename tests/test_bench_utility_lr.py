@@ -59,3 +59,16 @@ def test_the_real_cell_tunes_sqm_on_a_tiny_grid():
            "pbm_relation": "", "all_met": True, "seconds": 1.0, "cpu_seconds": 1.0}
     text = utility.printed(rep)
     assert "SQM-LR and DPSGD tuned on validation; SQM-LR's defaults beside" in text and "default acc/AUC" in text
+
+
+def test_a_set_with_few_test_records_runs_three_times_as_many_runs(monkeypatch):
+    """Under 50 test records (one record moves the accuracy by more than the 2-point target) a cell runs 3x --runs:
+    wine (36 test records) and iris (30), not breast_cancer (114); the cell reports the runs it made."""
+    for name, want in (("wine", 30), ("iris", 30), ("breast_cancer", 10)):
+        _, y, _ = utility.load(name, 5000)
+        assert utility.lr_runs(y, 10) == want, name
+    seen = []
+    monkeypatch.setattr(utility, "lr_cell", lambda X, y, names, e, delta, runs: seen.append(runs) or {})
+    monkeypatch.setattr(utility, "met", lambda method, row: True)
+    utility.run(datasets=("iris", "breast_cancer"), methods=("lr",), epsilons=(1.0,), runs=2, progress=False)
+    assert seen == [6, 2]
