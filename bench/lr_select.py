@@ -28,9 +28,10 @@ of them) is fitted on train with each of the first ``--fits`` seeds and scored b
 (:data:`RULES`) picks the point of highest rule score (the first on ties), refitted with the last seed and scored
 outside.  The rule ``dpsgd``: DPSGD's grid (:data:`bench.lr_tuned.DPSGD_GRID`) by one fit per point (the first
 seed), for reference; ``--dpsgd-rules``: DPSGD's grid chosen by each rule too, over as many fits per point with the
-same seeds (rows ``dpsgd RULE``): whether a rule helps every method alike.  ``--orient``: beside each rule, its refits oriented on validation (a refit whose own
-validation AUC is below 1/2 has its scores negated, as a threshold is chosen there; every rule alike, dpsgd
-included): whether choosing the orientation on validation would help the LR bench.
+same seeds (rows ``dpsgd RULE``): whether a rule helps every method alike.  ``--orient``: beside each rule, its
+refits oriented on validation (a refit whose own validation AUC is below 1/2 has its scores negated, as a
+threshold is chosen there; every rule alike, dpsgd included): whether choosing the orientation on validation would
+help the LR bench.
 
 ``--study rowscale``: n records drawn (seeded :data:`ROWSCALE_SEED`), 60% train, scored on the first
 :data:`ROWSCALE_SCORED` records outside the subsample; SQM-LR's one full-batch sgd round and DPSGD at a fixed

@@ -36,6 +36,9 @@ def test_the_check_compares_the_tuned_sqm_with_dpsgd_and_reports_the_default_bes
     assert row["gap_auc_points"] == 0.0 and row["gap_accuracy_points"] == 0.0 and utility.met("lr", row)
     assert row["default_gap_auc_points"] > 20 and row["sqm_default_auc"]["mean"] < 0.7
     assert row["sqm_name"] == "SQM-LR tuned on validation" and row["epsilon_spent"] == 1.0
+    for m, summary in (("sqm-tuned", "sqm_auc"), ("dpsgd", "reference_auc")):  # each run's figures, as summarized
+        assert len(row["per_run"][m]["auc"]) == 2 and np.mean(row["per_run"][m]["auc"]) == row[summary]["mean"]
+    assert np.mean(row["per_run"]["sqm-tuned"]["accuracy"]) == row["sqm"]["mean"]
 
 
 def test_the_real_cell_tunes_sqm_on_a_tiny_grid():
