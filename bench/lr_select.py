@@ -4,6 +4,7 @@
     python -m bench lr-select --study select --datasets breast_cancer --records 150 --epsilons 0.5 --fits 3
     python -m bench lr-select --study rowscale --datasets breast_cancer adult --records 150 400 --epsilons 0.5 1
     python -m bench lr-select --study imbalanced --datasets credit_default --records 2000 --epsilons 0.5 1
+    python -m bench lr-select --study clipping --datasets adult --records 150 --epsilons 1 --draws 20 --row-scales 8
 
 Tuning sets only (:data:`bench.lr_tuned.USED_FOR_DEFAULTS`: breast_cancer, credit_default, adult): the protocol
 choices these studies inform (the sgd points in the LR bench's grid, its mean of several fits per point, the
@@ -49,6 +50,14 @@ to the unit ball are no longer centred, and at p0 = 1/2 the direction sum x (1/2
 and DPSGD at the rowscale study's schedule at each row scale, fitted with seed 1000 + s.  The evidence behind the
 LR bench's sgd axes: c is one (bench.lr_tuned.SQM_SGD_GRID), p0 is not.
 
+``--study clipping``: n records drawn as ``--study rowscale`` draws them, at each row scale: SQM-LR's one
+full-batch sgd round (:data:`CLIPPING_ROUND`) with the features split among 3 and among 2 clients, each clipping
+its sub-row to its share of the norm bound (what vertically partitioned clients can do alone: none of them knows a
+record's whole norm), the same round computed with whole rows clipped to the bound (as a curator holding whole rows
+would clip them) and the 3-client round's own noise std per coordinate (:func:`whole_row_round`; not a protocol the
+clients can run, the measure of what clipping sub-rows costs), and DPSGD's one full-batch step
+(:data:`CLIPPING_DPSGD`), each with seed 1000 + s.
+
 Tuning's privacy cost is not counted: each figure is one fit's epsilon.
 """
 from __future__ import annotations
@@ -61,7 +70,7 @@ from bench.common import finish, one_thread
 from bench.lr_tuned import USED_FOR_DEFAULTS
 
 TUNING_SETS = tuple(name for name, used in USED_FOR_DEFAULTS.items() if used)
-STUDIES = ("solvers", "select", "rowscale", "imbalanced")
+STUDIES = ("solvers", "select", "rowscale", "imbalanced", "clipping")
 DELTA = 1e-5
 TRAIN_SHARE, VALIDATION_SHARE = 0.6, 0.2
 
@@ -87,6 +96,9 @@ ROWSCALE_SEED, ROWSCALE_SCORED = 3, 2000
 # bench's grid point) and DPSGD at a schedule of the bench's grid
 ROWSCALE_METHODS = {"sqm-sgd1": dict(solver="sgd", q=1.0, epochs=1, learning_rate=1.0, weight_bound=0.1),
                     "dpsgd": dict(batch=256, epochs=2, learning_rate=0.5, clip=0.5)}
+# --study clipping: the sgd round (the LR bench's best small-n round: c = 0.25) and DPSGD's one full-batch step
+CLIPPING_ROUND = dict(solver="sgd", q=1.0, epochs=1, learning_rate=1.0, weight_bound=0.1, intercept_scaling=0.25)
+CLIPPING_DPSGD = dict(batch=10 ** 9, epochs=1, learning_rate=0.5, clip=0.5)
 FAILED_AUC = 0.6  # --study rowscale counts the fits that rank worse than this: the noise broke the direction
 IMBALANCED_SEED, POSITIVE_SHARE = 5, 0.06  # --study imbalanced: the subsamples' generator, their positive share
 BASE_RATES = (0.5, 0.25, 0.1)  # --study imbalanced: the sgd round's base rates p0 (1/2: Eq. 19)
@@ -170,6 +182,58 @@ def rowscale_cell(X, y, n: int, epsilon: float, draws: int, row_scales) -> dict:
                 warnings.simplefilter("ignore")
                 f, _ = fits[m](Xtr, y[tr], dict(ROWSCALE_METHODS[m], row_scale=r), epsilon, DELTA, 1000 + s)
             vals.append(_auc(y[sc], f(Xsc)))
+    return out
+
+
+def whole_row_round(Xtr, ytr, row_scale: float, constant: float, noise_std: float, seed: int):
+    """The weights' direction of one full-batch round on whole rows: sum_i (1/2 - y_i) [x_i, c] over the rows
+    multiplied by ``row_scale`` and clipped to the unit ball as whole rows, plus Gaussian noise of ``noise_std`` per
+    coordinate (the SQM round's own, :func:`clipping_cell`); the features' part, negated (the round's step)."""
+    import numpy as np
+
+    R = row_scale * np.asarray(Xtr, np.float64)
+    R = R / np.maximum(1.0, np.linalg.norm(R, axis=1, keepdims=True))
+    g = (0.5 - np.asarray(ytr, np.float64)) @ np.c_[R, np.full(len(R), constant)]
+    g = g + np.random.default_rng(seed).normal(0.0, noise_std, g.shape)
+    return -g[:-1]
+
+
+def clipping_cell(X, y, n: int, epsilon: float, draws: int, row_scales) -> dict:
+    """(method, row scale) -> the AUCs of its ``draws`` fits outside the subsample (``--study clipping``'s
+    protocol, module docstring)."""
+    import warnings
+
+    import numpy as np
+
+    from bench import lr_tuned
+    from sqm.apps.logreg.estimator import SQMLogisticRegression
+    from sqm.apps.logreg.experiment import standardized_unit_rows
+
+    names = ("sqm-sgd1 3 clients", "sqm-sgd1 2 clients", "whole rows", "dpsgd 1 step")
+    rng = np.random.default_rng(ROWSCALE_SEED)
+    out: dict[tuple[str, float], list[float]] = {(m, float(r)): [] for m in names for r in row_scales}
+    p = CLIPPING_ROUND
+    for s in range(draws):
+        idx = rng.choice(len(y), n, replace=False)
+        tr, sc = idx[: int(TRAIN_SHARE * n)], np.setdiff1d(np.arange(len(y)), idx)[:ROWSCALE_SCORED]
+        Xtr, Xsc = standardized_unit_rows(X[tr], X[sc])
+        for r in row_scales:
+            std = math.nan
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                for clients in (3, 2):
+                    m = SQMLogisticRegression(epsilon, DELTA, sampling_rate=p["q"], epochs=p["epochs"],
+                                              learning_rate=p["learning_rate"], weight_bound=p["weight_bound"],
+                                              backend="plain", n_parties=clients, seed=1000 + s, solver="sgd",
+                                              intercept_scaling=p["intercept_scaling"])
+                    m.fit(r * Xtr, y[tr])
+                    out[(f"sqm-sgd1 {clients} clients", float(r))].append(_auc(y[sc], m.decision_function(r * Xsc)))
+                    if clients == 3:
+                        std = math.sqrt(2.0 * m.report_.mu) / m.report_.scale
+                f, _ = lr_tuned.fit_dpsgd(Xtr, y[tr], dict(CLIPPING_DPSGD, row_scale=r), epsilon, DELTA, 1000 + s)
+            out[("dpsgd 1 step", float(r))].append(_auc(y[sc], f(Xsc)))
+            w = whole_row_round(Xtr, y[tr], r, p["intercept_scaling"], std, 1000 + s)
+            out[("whole rows", float(r))].append(_auc(y[sc], Xsc @ w))
     return out
 
 
@@ -388,6 +452,12 @@ def run(study: str = "solvers", datasets=("breast_cancer",), records=(150,), eps
                 label = f"{m} x{r:g}" + ("" if p0 is None else f" c {c:g} p0 {p0:g}")
                 rows.append(dict(base, method=label, row_scale=r, intercept_scaling=c, base_rate=p0,
                                  positive_share=positive_share, **_summary(vals), values=vals))
+        elif study == "clipping":
+            from bench.lr_tuned import ROW_SCALES
+
+            got_cl = clipping_cell(X, y, n, eps, draws, row_scales or ROW_SCALES)
+            for (m, r), vals in got_cl.items():
+                rows.append(dict(base, method=f"{m} x{r:g}", row_scale=r, **_summary(vals), values=vals))
         elif study == "rowscale":
             from bench.lr_tuned import ROW_SCALES
 
@@ -417,7 +487,9 @@ def print_table(rep: dict) -> None:
     what = {"solvers": "solvers with their defaults",
             "imbalanced": "one sgd round at each row scale, intercept constant c and base rate p0, DPSGD beside, on "
                           "imbalanced subsamples",
-            "rowscale": f"fixed points at each row scale (failed: AUC below {FAILED_AUC:g})"}.get(
+            "rowscale": f"fixed points at each row scale (failed: AUC below {FAILED_AUC:g})",
+            "clipping": "one round with sub-rows clipped by their clients, whole rows clipped (the same noise), "
+                        "DPSGD's one step"}.get(
         rep["study"], f"selection rules over the SQM grid ({rep['fits']} fits per point)")
     print(f"SQM-LR at small n, {what}; AUC over {rep['draws']} draws (delta {rep['delta']:g}); {rep['protocol']}")
     key = "rule" if rep["study"] == "select" else "method"
@@ -441,7 +513,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="solvers: the estimator's defaults per solver and DPSGD; select: selection rules over the "
                         "LR bench's SQM grid; rowscale: SQM-LR's full-batch round and DPSGD at each row scale; "
                         "imbalanced: the full-batch round at each row scale, intercept constant and base rate on "
-                        "imbalanced subsamples "
+                        "imbalanced subsamples; clipping: one round with each client clipping its sub-row against "
+                        "whole rows clipped at the same noise, and DPSGD's one step "
                         "(default solvers)")
     p.add_argument("--datasets", nargs="+", default=["breast_cancer"],
                    help=f"tuning sets only ({', '.join(TUNING_SETS)}; default breast_cancer): held-out sets are "
@@ -460,8 +533,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="solvers: the methods compared (default all: " + ", ".join(SOLVER_METHODS) + ")")
     p.add_argument("--row-scales", nargs="+", type=float, default=None,
                    help="select: restrict the grids' row scales to these (default the LR bench's, "
-                        "bench.lr_tuned.ROW_SCALES; 1 2 4 gives the grid before scale 8 joined); rowscale: the "
-                        "scales compared (default the LR bench's)")
+                        "bench.lr_tuned.ROW_SCALES; 1 2 4 gives the grid before scale 8 joined); rowscale, clipping: "
+                        "the scales compared (default the LR bench's)")
     p.add_argument("--intercept-scalings", nargs="+", type=float, default=None,
                    help="select: restrict the sgd points' intercept constants to these (default the LR bench's, "
                         "bench.lr_tuned.INTERCEPT_SCALINGS; 1 with --row-scales 1 2 4 gives the 228-point grid of "

@@ -145,3 +145,24 @@ def test_the_row_scales_option_restricts_the_grids():
     assert sqm == [p for p in full if p["row_scale"] != 8.0 and p.get("intercept_scaling", 1.0) == 1.0]
     assert len(lr_tuned.grid_points(lr_select._with_row_scales(lr_tuned.SQM_GRIDS, (1, 2, 4)))) == 240
     assert lr_select._with_row_scales(lr_tuned.SQM_GRIDS, None) is lr_tuned.SQM_GRIDS
+
+
+def test_clipping_study_report_and_the_whole_row_round(tmp_path):
+    """--study clipping: per row scale, the round with 3 and with 2 clients clipping their sub-rows, the round on
+    whole rows at the 3-client round's noise, DPSGD's one step; seeded (the same figures twice).  The whole-row
+    round without noise is the negated sum of (1/2 - y) times each scaled row clipped to the unit ball as a whole."""
+    extra = ("--study", "clipping", "--row-scales", "8")
+    a, b = _run(tmp_path, "a.json", *extra), _run(tmp_path, "b.json", *extra)
+    rows = a["details"]["rows"]
+    assert [r["method"] for r in rows] == ["sqm-sgd1 3 clients x8", "sqm-sgd1 2 clients x8", "whole rows x8",
+                                           "dpsgd 1 step x8"]
+    for r in rows:
+        assert len(r["values"]) == 2 and all(0.0 <= v <= 1.0 for v in r["values"])
+    assert [r["values"] for r in rows] == [r["values"] for r in b["details"]["rows"]]
+    X = np.array([[0.3, 0.4], [0.01, 0.0], [-0.2, 0.1]])
+    y = np.array([1, 0, 0])
+    rows8 = [np.array([0.6, 0.8]), np.array([0.08, 0.0]), np.array([-0.8944272, 0.4472136])]
+    want = -sum((0.5 - t) * r for t, r in zip(y, rows8, strict=True))
+    assert np.allclose(lr_select.whole_row_round(X, y, 8.0, 0.25, 0.0, 0), want)
+    noisy = lr_select.whole_row_round(X, y, 8.0, 0.25, 1.0, 0)
+    assert noisy.shape == (2,) and not np.allclose(noisy, want)
