@@ -181,3 +181,13 @@ def test_failure_probability_enters_delta_with_one_plus_e_epsilon():
         acc.delta_before_failure(1e-5, 8.0, 1e-8)  # (1 + e^8) 1e-8 = 3e-5 > 1e-5
     with pytest.raises(ValueError, match="eta"):
         acc.delta_with_failure(1e-5, 1.0, -1e-9)
+
+
+def test_no_failure_leaves_delta_at_any_epsilon_and_a_huge_one_uses_it_up():
+    """eta = 0 adds nothing even where e^epsilon overflows a float (epsilon 1000: an SQM-LR fit there had raised
+    OverflowError); eta > 0 there makes (1 + e^epsilon) eta infinite: delta_with_failure is vacuous and
+    delta_before_failure refuses with its message."""
+    assert acc.delta_with_failure(1e-5, 1000.0, 0.0) == acc.delta_before_failure(1e-5, 1000.0, 0.0) == 1e-5
+    assert acc.delta_with_failure(1e-5, 1000.0, 1e-12) == math.inf
+    with pytest.raises(ValueError, match=r"uses up delta .*= inf"):
+        acc.delta_before_failure(1e-5, 1000.0, 1e-12)

@@ -179,6 +179,19 @@ def test_calibration_meets_target_epsilon_with_the_batch_cap_in_delta(monkeypatc
     assert rep.events and rep.method == "SQM" and rep.scale == 1024.0 ** 3
 
 
+def test_a_huge_epsilon_fits_the_sgd_round():
+    """Epsilon 1000 (e^epsilon overflows a float): the round fits, calibrated at or below it, and nearly noiseless
+    finds the direction the labels follow (it had raised OverflowError in the failure-probability accounting)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(90, 5))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    y = (X[:, 0] > 0).astype(int)
+    m = SQMLogisticRegression(1000.0, 1e-5, sampling_rate=1.0, epochs=1, learning_rate=1.0, weight_bound=0.1,
+                              backend="plain", n_parties=3, seed=1, solver="sgd").fit(X, y)
+    w = np.asarray(m.coef_).ravel()
+    assert 999.0 < m.report_.epsilon_server <= 1000.0 and np.argmax(np.abs(w)) == 0 and w[0] > 0
+
+
 def test_batch_cap_failure_probability():
     b, p = batch_cap(30000, 0.001, 5000)
     assert 5000 * binom.sf(b, 30000, 0.001) <= 2.0 ** -40

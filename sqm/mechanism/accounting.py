@@ -192,7 +192,7 @@ def delta_with_failure(delta: float, epsilon: float, eta: float) -> float:
     If M equals an (epsilon, delta)-DP mechanism M* except with probability eta, then for every set S,
     P[M(D) in S] <= P[M*(D) in S] + eta <= e^eps (P[M(D') in S] + eta) + delta + eta."""
     _check_failure(epsilon, eta)
-    return float(delta) + (1.0 + math.exp(epsilon)) * float(eta)
+    return float(delta) + _failure_share(epsilon, eta)
 
 
 def delta_before_failure(total_delta: float, epsilon: float, eta: float) -> float:
@@ -200,11 +200,22 @@ def delta_before_failure(total_delta: float, epsilon: float, eta: float) -> floa
     (epsilon, total_delta)-DP: total_delta - (1 + e^epsilon) eta (the inverse of :func:`delta_with_failure`).
     ValueError if nothing is left."""
     _check_failure(epsilon, eta)
-    left = float(total_delta) - (1.0 + math.exp(epsilon)) * float(eta)
+    share = _failure_share(epsilon, eta)
+    left = float(total_delta) - share
     if not left > 0:
         raise UsageError(f"the failure probability {eta:.3g} uses up delta {total_delta:g} at epsilon {epsilon:g} "
-                         f"((1 + e^epsilon) eta = {(1.0 + math.exp(epsilon)) * eta:.3g}); make it smaller")
+                         f"((1 + e^epsilon) eta = {share:.3g}); make it smaller")
     return left
+
+
+def _failure_share(epsilon, eta) -> float:
+    """(1 + e^epsilon) eta: 0 when eta is 0 at any epsilon, inf where e^epsilon overflows a float."""
+    if float(eta) == 0.0:
+        return 0.0
+    try:
+        return (1.0 + math.exp(epsilon)) * float(eta)
+    except OverflowError:
+        return math.inf
 
 
 def _check_failure(epsilon, eta):
