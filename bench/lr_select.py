@@ -364,27 +364,21 @@ def select_cell(X, y, n: int, epsilon: float, draws: int, fits: int, rules=DEFAU
                 warnings.simplefilter("ignore")
                 dvs = np.array([[_auc(y[va], lr_tuned.fit_dpsgd(Xtr, y[tr], p, epsilon, DELTA, sd)[0](Xva))
                                  for sd in seeds[:fits]] for p in dpts])
-                drefit: dict[int, tuple[float, float]] = {}
-                for r in sqm_rules:
-                    best = int(np.nanargmax(rule_scores(r, dvs)))
-                    if best not in drefit:
-                        f, _ = lr_tuned.fit_dpsgd(Xtr, y[tr], dpts[best], epsilon, DELTA, seeds[fits])
-                        drefit[best] = (_auc(y[ev], f(Xev)), _auc(y[va], f(Xva)))
-                    got = out.setdefault(f"dpsgd {r}", {"auc": [], "chosen": [], "validation": []})
-                    got["auc"].append(drefit[best][0])
-                    got["validation"].append(drefit[best][1])
-                    got["chosen"].append(best)
+
+                def dpsgd_refit(i, Xtr=Xtr, ytr=y[tr], Xev=Xev, yev=y[ev], Xva=Xva, yva=y[va], dpts=dpts,
+                                seed=seeds[fits]):
+                    f = lr_tuned.fit_dpsgd(Xtr, ytr, dpts[i], epsilon, DELTA, seed)[0]
+                    return _auc(yev, f(Xev)), _auc(yva, f(Xva))
+
+                _by_rules(sqm_rules, dvs, dpsgd_refit, out, "dpsgd ")
         if sqm_rules:
             v = np.array([[val(p, sd) for sd in seeds[:fits]] for p in points])
-            refit: dict[int, tuple[float, float]] = {}
-            for r in sqm_rules:
-                best = int(np.nanargmax(rule_scores(r, v)))
-                if best not in refit:
-                    f, _ = lr_tuned.fit_sqm(Xtr, y[tr], points[best], epsilon, DELTA, seeds[fits])
-                    refit[best] = (_auc(y[ev], f(Xev)), _auc(y[va], f(Xva)))
-                out[r]["auc"].append(refit[best][0])
-                out[r]["validation"].append(refit[best][1])
-                out[r]["chosen"].append(keep[best])
+
+            def sqm_refit(i, Xtr=Xtr, ytr=y[tr], Xev=Xev, yev=y[ev], Xva=Xva, yva=y[va], seed=seeds[fits]):
+                f = lr_tuned.fit_sqm(Xtr, ytr, points[i], epsilon, DELTA, seed)[0]
+                return _auc(yev, f(Xev)), _auc(yva, f(Xva))
+
+            _by_rules(sqm_rules, v, sqm_refit, out, "", keep)
         if "dpsgd" in rules:
             dpts = lr_tuned.grid_points(_with_row_scales(lr_tuned.DPSGD_GRID, row_scales))
             with warnings.catch_warnings():
@@ -396,6 +390,23 @@ def select_cell(X, y, n: int, epsilon: float, draws: int, fits: int, rules=DEFAU
             out["dpsgd"]["validation"].append(_auc(y[va], f(Xva)))
             out["dpsgd"]["chosen"].append(best)
     return out
+
+
+def _by_rules(rules, v, refit, out: dict, prefix: str = "", index=None) -> None:
+    """Each rule's choice among ``v``'s points (points x fits validation AUCs, :func:`rule_scores`), refitted once
+    per distinct choice (``refit``: point -> (AUC outside the subsample, validation AUC)), appended to ``out``'s
+    entry ``prefix`` + rule, the chosen point as ``index`` maps it (None: as it is)."""
+    import numpy as np
+
+    done: dict[int, tuple[float, float]] = {}
+    for r in rules:
+        best = int(np.nanargmax(rule_scores(r, v)))
+        if best not in done:
+            done[best] = refit(best)
+        got = out.setdefault(prefix + r, {"auc": [], "chosen": [], "validation": []})
+        got["auc"].append(done[best][0])
+        got["validation"].append(done[best][1])
+        got["chosen"].append(best if index is None else index[best])
 
 
 def _summary(values) -> dict:
