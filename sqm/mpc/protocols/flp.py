@@ -228,19 +228,26 @@ def prover_backend() -> str:
     return "numpy" if _compiled() is None else "compiled"
 
 
-_KERNEL = "sqm.mpc.protocols._flp_kernel"  # the compiled kernel's extension module (setup.py)
+KERNEL = "sqm.mpc.protocols._flp_kernel"  # the compiled kernel's extension module (setup.py; lookup, input_proof)
+FORCE_NUMPY = "SQM_FLP_KERNEL"  # set to "numpy": every user of the kernel runs its numpy code
 _PTR, _I64 = ctypes.c_void_p, ctypes.c_int64
+
+
+def kernel(name: str, argtypes):
+    """The kernel's C function ``name`` (unchecked), or None where it was not built, does not load, or
+    ``SQM_FLP_KERNEL=numpy`` asks for numpy."""
+    return None if numpy_forced(FORCE_NUMPY) else kernel_function(KERNEL, name, argtypes)
 
 
 def _simd():
     """The compiled kernel's switch of its vector variant (``sqm_flp_simd``: for tests, which compare them), or
     None."""
-    return kernel_function(_KERNEL, "sqm_flp_simd", [ctypes.c_int])
+    return kernel_function(KERNEL, "sqm_flp_simd", [ctypes.c_int])
 
 
 def _library():
     """The compiled prover's C function, or None where the extension was not built or does not load."""
-    return kernel_function(_KERNEL, "sqm_flp_prove", [_PTR, _I64, _I64, _I64, _PTR, _PTR, _PTR, _PTR, _I64, _I64,
+    return kernel_function(KERNEL, "sqm_flp_prove", [_PTR, _I64, _I64, _I64, _PTR, _PTR, _PTR, _PTR, _I64, _I64,
                                                       _PTR, _I64, _PTR])
 
 
@@ -255,8 +262,8 @@ class _Kernels(NamedTuple):
 def _kernels() -> _Kernels | None:
     """The compiled kernel's three functions (unchecked), or None where it was not built or does not load."""
     prove_fn = _library()
-    gadget_fn = kernel_function(_KERNEL, "sqm_flp_gadget", [_PTR, _I64, _PTR, _PTR, _I64, _I64, _PTR, _I64, _PTR])
-    combine_fn = kernel_function(_KERNEL, "sqm_flp_combine", [_PTR, _PTR, _I64, _I64, _PTR, _I64, _PTR])
+    gadget_fn = kernel_function(KERNEL, "sqm_flp_gadget", [_PTR, _I64, _PTR, _PTR, _I64, _I64, _PTR, _I64, _PTR])
+    combine_fn = kernel_function(KERNEL, "sqm_flp_combine", [_PTR, _PTR, _I64, _I64, _PTR, _I64, _PTR])
     if prove_fn is None or gadget_fn is None or combine_fn is None:
         return None
     return _Kernels(prove_fn, gadget_fn, combine_fn)
@@ -266,7 +273,7 @@ def _kernels() -> _Kernels | None:
 def _compiled() -> _Kernels | None:
     """:func:`_kernels` where they give the numpy code's values on a fixed sample (:func:`_prove_numpy`,
     :func:`_gadget`, :func:`_combine_numpy`), else None (also where ``SQM_FLP_KERNEL=numpy`` asks for numpy)."""
-    if numpy_forced("SQM_FLP_KERNEL"):
+    if numpy_forced(FORCE_NUMPY):
         return None
     k = _kernels()
     if k is None:
@@ -660,7 +667,7 @@ def prove_products(Y, q: Products, beta, p: int, blinds, consts) -> np.ndarray:
 
 
 def _products_function():
-    return kernel_function(_KERNEL, "sqm_flp_prove_products", [_PTR, _I64, _I64, _I64, _I64, _PTR, _PTR, _PTR, _PTR,
+    return kernel_function(KERNEL, "sqm_flp_prove_products", [_PTR, _I64, _I64, _I64, _I64, _PTR, _PTR, _PTR, _PTR,
                                                                _PTR, _I64, _PTR])
 
 
@@ -668,7 +675,7 @@ def _products_function():
 def _products_kernel():
     """The compiled products prover where it gives :func:`_prove_products_numpy`'s values on a fixed public sample
     (fields of 13 to 45 bits, small and full-size entries), else None (also where ``SQM_FLP_KERNEL=numpy``)."""
-    if numpy_forced("SQM_FLP_KERNEL"):
+    if numpy_forced(FORCE_NUMPY):
         return None
     fn = _products_function()
     if fn is None:

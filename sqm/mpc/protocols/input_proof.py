@@ -508,7 +508,6 @@ def soundness_error(p: int, rows: int = 0, claim: Claim | None = None) -> float:
 
 # ----- the compiled steps (``_flp_kernel.c``, :mod:`sqm.mpc.protocols.flp`'s optional extension) ----------------
 
-_KERNEL = "sqm.mpc.protocols._flp_kernel"
 _PTR, _I64 = ctypes.c_void_p, ctypes.c_int64
 
 
@@ -524,11 +523,11 @@ class _Steps(NamedTuple):
 
 def _step_functions() -> _Steps | None:
     """The compiled steps (unchecked), or None where the kernel was not built or does not load."""
-    fns = (kernel_function(_KERNEL, "sqm_ip_witness", [_PTR, _I64, _I64, _PTR, _PTR, _PTR, _I64, _PTR, _PTR, _PTR,
+    fns = (kernel_function(flp.KERNEL, "sqm_ip_witness", [_PTR, _I64, _I64, _PTR, _PTR, _PTR, _I64, _PTR, _PTR, _PTR,
                                                        _PTR, _I64, _PTR]),
-           kernel_function(_KERNEL, "sqm_ip_weighted", [_PTR, _I64, _I64, _I64, _PTR, _PTR, _PTR, _PTR, _I64, _PTR]),
-           kernel_function(_KERNEL, "sqm_ip_gather", [_PTR, _I64, _I64, _PTR, _I64, _I64, _I64, _PTR, _I64, _I64]),
-           kernel_function(_KERNEL, "sqm_ip_lincomb", [_PTR, _PTR, _I64, _I64, _I64, _PTR]))
+           kernel_function(flp.KERNEL, "sqm_ip_weighted", [_PTR, _I64, _I64, _I64, _PTR, _PTR, _PTR, _PTR, _I64, _PTR]),
+           kernel_function(flp.KERNEL, "sqm_ip_gather", [_PTR, _I64, _I64, _PTR, _I64, _I64, _I64, _PTR, _I64, _I64]),
+           kernel_function(flp.KERNEL, "sqm_ip_lincomb", [_PTR, _PTR, _I64, _I64, _I64, _PTR]))
     return None if any(f is None for f in fns) else _Steps(*fns)
 
 
@@ -536,7 +535,7 @@ def _step_functions() -> _Steps | None:
 def _steps() -> _Steps | None:
     """:func:`_step_functions` where they give the numpy functions' values on a fixed public sample
     (:func:`_step_sample`), else None (also where ``SQM_FLP_KERNEL=numpy`` asks for numpy)."""
-    if numpy_forced("SQM_FLP_KERNEL"):
+    if numpy_forced(flp.FORCE_NUMPY):
         return None
     k = _step_functions()
     if k is None:

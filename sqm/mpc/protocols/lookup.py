@@ -27,8 +27,8 @@ import numpy as np
 
 from sqm.errors import UsageError
 
+from sqm.mpc.protocols import flp
 from sqm.mpc.shares import modarith
-from sqm.mpc.shares.kernels import kernel_function, numpy_forced
 from sqm.mpc.shares.randomness import secure_generator
 
 TABLE_MIN = 512  # a range of this width or more is looked up (digits: 4 or more of base 8)
@@ -77,17 +77,11 @@ def inverses(alpha: int, width: int, p: int) -> np.ndarray:
     return np.array([pow(int(x), -1, p) for x in v], dtype=np.int64)
 
 
-_KERNEL = "sqm.mpc.protocols._flp_kernel"
-
-
 @functools.lru_cache(maxsize=1)
 def _kernel():
     """The compiled batch inversion where it gives the field's inverses on a fixed sample, else None (also where
     ``SQM_FLP_KERNEL=numpy``)."""
-    if numpy_forced("SQM_FLP_KERNEL"):
-        return None
-    fn = kernel_function(_KERNEL, "sqm_ip_inverses", [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
-                                                       ctypes.c_void_p])
+    fn = flp.kernel("sqm_ip_inverses", [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p])
     if fn is None:
         return None
     from sqm.mpc.shares.field import prime_below
@@ -128,9 +122,15 @@ def table_counts(W, claim) -> np.ndarray:
     return np.concatenate(out) if out else np.zeros(0, np.int64)
 
 
+def table_starts(claim) -> np.ndarray:
+    """Where each of the claim's tables begins in the multiplicities (and in the concatenated inverses), then
+    their length: the running sums of w + 1."""
+    return np.cumsum([0] + [w + 1 for w in claim.tables])
+
+
 def table_size(claim) -> int:
     """The multiplicities' length: sum of w + 1 over the claim's tables."""
-    return sum(w + 1 for w in claim.tables)
+    return int(table_starts(claim)[-1])
 
 
 def table_inverses(consts, claim, p: int) -> list[list[np.ndarray]]:
@@ -147,7 +147,7 @@ def inverse_witness(W, claim, invs) -> np.ndarray:
     fn = _gather_kernel()
     if fn is not None and W.ndim == 2 and W.shape[0] and nl and W.strides[1] == 8 and W.strides[0] % 8 == 0 and \
             max(wc for _, wc, _ in claim.looked) < W.shape[1]:
-        starts = np.cumsum([0] + [w + 1 for w in claim.tables])
+        starts = table_starts(claim)
         tabs = np.ascontiguousarray(np.concatenate([np.concatenate(per_table) for per_table in invs]))
         cols = np.array([wc for _, wc, _ in claim.looked], dtype=np.int64)
         toff = np.array([starts[t] for *_, t in claim.looked], dtype=np.int64)
@@ -168,10 +168,8 @@ def inverse_witness(W, claim, invs) -> np.ndarray:
 def _gather_kernel():
     """The compiled row-by-row gather of :func:`inverse_witness`, or None where it was not built (or
     ``SQM_FLP_KERNEL=numpy``); the tests compare it with the numpy gather."""
-    if numpy_forced("SQM_FLP_KERNEL"):
-        return None
     ptr, i64 = ctypes.c_void_p, ctypes.c_int64
-    return kernel_function(_KERNEL, "sqm_ip_table_gather", [ptr, i64, i64, ptr, ptr, ptr, i64, ptr, i64, i64, ptr])
+    return flp.kernel("sqm_ip_table_gather", [ptr, i64, i64, ptr, ptr, ptr, i64, ptr, i64, i64, ptr])
 
 
 def check(H, M, claim, co, invs, p: int) -> int:
@@ -183,7 +181,7 @@ def check(H, M, claim, co, invs, p: int) -> int:
     H = np.asarray(H, dtype=np.int64)
     # per column of H: in one int64 pass where the sums stay below 2^63 (entries in [0, p))
     sums = H.sum(axis=0) % p if H.shape[0] * (p - 1) < 1 << 63 else modarith.sum_mod(H, 0, p)
-    starts = np.cumsum([0] + [w + 1 for w in claim.tables])
+    starts = table_starts(claim)
     total = 0
     for i, per_table in enumerate(invs):
         for t in range(len(claim.tables)):
