@@ -206,7 +206,6 @@ def clipping_cell(X, y, n: int, epsilon: float, draws: int, row_scales) -> dict:
     import numpy as np
 
     from bench import lr_tuned
-    from sqm.apps.logreg.estimator import SQMLogisticRegression
     from sqm.apps.logreg.experiment import standardized_unit_rows
 
     names = ("sqm-sgd1 3 clients", "sqm-sgd1 2 clients", "whole rows", "dpsgd 1 step")
@@ -222,11 +221,7 @@ def clipping_cell(X, y, n: int, epsilon: float, draws: int, row_scales) -> dict:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 for clients in (3, 2):
-                    m = SQMLogisticRegression(epsilon, DELTA, sampling_rate=p["q"], epochs=p["epochs"],
-                                              learning_rate=p["learning_rate"], weight_bound=p["weight_bound"],
-                                              backend="plain", n_parties=clients, seed=1000 + s, solver="sgd",
-                                              intercept_scaling=p["intercept_scaling"])
-                    m.fit(r * Xtr, y[tr])
+                    m = lr_tuned.sgd_estimator(p, epsilon, DELTA, 1000 + s, clients).fit(r * Xtr, y[tr])
                     out[(f"sqm-sgd1 {clients} clients", float(r))].append(_auc(y[sc], m.decision_function(r * Xsc)))
                     if clients == 3:
                         std = math.sqrt(2.0 * m.report_.mu) / m.report_.scale

@@ -145,15 +145,19 @@ def fit_sqm_sgd(Xtr, ytr, p: dict, epsilon: float, delta: float, seed: int, part
     the direction sum x (p0 - y): the whole budget on d numbers instead of the moments' (d + 3)^2 / 2."""
     import numpy as np
 
+    scale = float(p.get("row_scale", 1.0))
+    m = sgd_estimator(p, epsilon, delta, seed, parties).fit(scale * np.asarray(Xtr, np.float64), ytr)
+    return (lambda X: m.decision_function(scale * np.asarray(X, np.float64))), m.report_.epsilon_server
+
+
+def sgd_estimator(p: dict, epsilon: float, delta: float, seed: int, parties: int = 3):
+    """The (unfitted, in-process) SQM-LR sgd estimator of :func:`fit_sqm_sgd`'s point ``p`` (its row scale aside)."""
     from sqm.apps.logreg.estimator import SQMLogisticRegression
 
-    scale = float(p.get("row_scale", 1.0))
-    m = SQMLogisticRegression(epsilon, delta, sampling_rate=p["q"], epochs=int(p["epochs"]),
-                              learning_rate=p["learning_rate"], weight_bound=p["weight_bound"], backend="plain",
-                              n_parties=parties, seed=seed, solver="sgd", base_rate=p.get("base_rate"),
-                              intercept_scaling=p.get("intercept_scaling", 1.0))
-    m.fit(scale * np.asarray(Xtr, np.float64), ytr)
-    return (lambda X: m.decision_function(scale * np.asarray(X, np.float64))), m.report_.epsilon_server
+    return SQMLogisticRegression(epsilon, delta, sampling_rate=p["q"], epochs=int(p["epochs"]),
+                                 learning_rate=p["learning_rate"], weight_bound=p["weight_bound"], backend="plain",
+                                 n_parties=parties, seed=seed, solver="sgd", base_rate=p.get("base_rate"),
+                                 intercept_scaling=p.get("intercept_scaling", 1.0))
 
 
 def fit_sqm(Xtr, ytr, p: dict, epsilon: float, delta: float, seed: int, parties: int = 3):
