@@ -32,7 +32,9 @@ seed), for reference; ``--dpsgd-rules``: DPSGD's grid chosen by each rule too, o
 same seeds (rows ``dpsgd RULE``): whether a rule helps every method alike.  ``--orient``: beside each rule, its
 refits oriented on validation (a refit whose own validation AUC is below 1/2 has its scores negated, as a
 threshold is chosen there; every rule alike, dpsgd included): whether choosing the orientation on validation would
-help the LR bench.
+help the LR bench.  ``tied``: the share of draws in which several points shared the rule's top score (mean3-ties
+breaks such ties by :data:`bench.lr_tuned.TIE_DRAWS` further fits of the tied points, seeds from a generator seeded
+(s, 1), the LR bench's rule).
 
 ``--study rowscale``: n records drawn (seeded :data:`ROWSCALE_SEED`), 60% train, scored on the first
 :data:`ROWSCALE_SCORED` records outside the subsample; SQM-LR's one full-batch sgd round and DPSGD at a fixed
@@ -63,6 +65,7 @@ Tuning's privacy cost is not counted: each figure is one fit's epsilon.
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import time
 
@@ -82,10 +85,11 @@ SOLVER_METHODS = {"moments": dict(solver="moments"), "sgd1": SGD_ROUND, "sgd2": 
 DPSGD_SCHEDULE = dict(batch=64, epochs=2, learning_rate=0.5, clip=0.5)
 
 SELECT_SEED, SELECT_SCORED = 7, 3000
-RULES = ("one", "mean3", "mean3-std", "min3", "mean", "mean-std", "dpsgd")
+RULES = ("one", "mean3", "mean3-ties", "mean3-std", "min3", "mean", "mean-std", "dpsgd")
 RULE_HELP = ("one: the first fit's validation AUC; mean3, mean3-std, min3: the mean, mean minus standard "
-             "deviation, minimum of the first 3 fits'; mean, mean-std: of all --fits fits'; dpsgd: DPSGD's grid by "
-             "one fit per point (reference)")
+             "deviation, minimum of the first 3 fits'; mean3-ties: mean3, the points tied at the top each fitted "
+             "bench.lr_tuned.TIE_DRAWS more times and the highest mean of those winning (the LR bench's rule); mean, "
+             "mean-std: of all --fits fits'; dpsgd: DPSGD's grid by one fit per point (reference)")
 DEFAULT_RULES = ("one", "mean3", "mean3-std", "min3", "mean", "mean-std")
 NOT_COUNTED = ("tuning sets only, scored on records outside each subsample; tuning's privacy cost is not counted: "
                "each figure is one fit's epsilon")
@@ -345,6 +349,8 @@ def select_cell(X, y, n: int, epsilon: float, draws: int, fits: int, rules=DEFAU
         Xtr, Xva = standardized_unit_rows(X[tr], X[va])
         _, Xev = standardized_unit_rows(X[tr], X[ev])
         seeds = [int(v) for v in np.random.default_rng(s).integers(0, 2 ** 62, size=fits + 1)]
+        # mean3-ties' further fits of the tied points (lazily, each point's once): the same seeds for every method
+        tie_seeds = [int(v) for v in np.random.default_rng([s, 1]).integers(0, 2 ** 62, size=lr_tuned.TIE_DRAWS)]
 
         def val(p, sd, Xtr=Xtr, ytr=y[tr], Xva=Xva, yva=y[va]):
             try:
@@ -365,7 +371,12 @@ def select_cell(X, y, n: int, epsilon: float, draws: int, fits: int, rules=DEFAU
                     f = lr_tuned.fit_dpsgd(Xtr, ytr, dpts[i], epsilon, DELTA, seed)[0]
                     return _auc(yev, f(Xev)), _auc(yva, f(Xva))
 
-                _by_rules(sqm_rules, dvs, dpsgd_refit, out, "dpsgd ")
+                @functools.cache
+                def dpsgd_more(i, Xtr=Xtr, ytr=y[tr], Xva=Xva, yva=y[va], dpts=dpts, tie_seeds=tie_seeds):
+                    return [_auc(yva, lr_tuned.fit_dpsgd(Xtr, ytr, dpts[i], epsilon, DELTA, sd)[0](Xva))
+                            for sd in tie_seeds]
+
+                _by_rules(sqm_rules, dvs, dpsgd_refit, out, "dpsgd ", more=dpsgd_more)
         if sqm_rules:
             v = np.array([[val(p, sd) for sd in seeds[:fits]] for p in points])
 
@@ -373,7 +384,11 @@ def select_cell(X, y, n: int, epsilon: float, draws: int, fits: int, rules=DEFAU
                 f = lr_tuned.fit_sqm(Xtr, ytr, points[i], epsilon, DELTA, seed)[0]
                 return _auc(yev, f(Xev)), _auc(yva, f(Xva))
 
-            _by_rules(sqm_rules, v, sqm_refit, out, "", keep)
+            @functools.cache
+            def sqm_more(i, tie_seeds=tie_seeds):
+                return [val(points[i], sd) for sd in tie_seeds]
+
+            _by_rules(sqm_rules, v, sqm_refit, out, "", keep, more=sqm_more)
         if "dpsgd" in rules:
             dpts = lr_tuned.grid_points(_with_row_scales(lr_tuned.DPSGD_GRID, row_scales))
             with warnings.catch_warnings():
@@ -387,15 +402,27 @@ def select_cell(X, y, n: int, epsilon: float, draws: int, fits: int, rules=DEFAU
     return out
 
 
-def _by_rules(rules, v, refit, out: dict, prefix: str = "", index=None) -> None:
-    """Each rule's choice among ``v``'s points (points x fits validation AUCs, :func:`rule_scores`), refitted once
-    per distinct choice (``refit``: point -> (AUC outside the subsample, validation AUC)), appended to ``out``'s
-    entry ``prefix`` + rule, the chosen point as ``index`` maps it (None: as it is)."""
+def _by_rules(rules, v, refit, out: dict, prefix: str = "", index=None, more=None) -> None:
+    """Each rule's choice among ``v``'s points (points x fits validation AUCs, :func:`rule_scores`; mean3-ties:
+    mean3's top tied points by the mean of ``more``'s further validation AUCs, point -> array, the first on ties),
+    refitted once per distinct choice (``refit``: point -> (AUC outside the subsample, validation AUC)), appended to
+    ``out``'s entry ``prefix`` + rule (and its ``tied``: how many points shared the top), the chosen point as
+    ``index`` maps it (None: as it is)."""
     import numpy as np
+
+    from bench.lr_tuned import top_tied
 
     done: dict[int, tuple[float, float]] = {}
     for r in rules:
-        best = int(np.nanargmax(rule_scores(r, v)))
+        scores = rule_scores("mean3" if r == "mean3-ties" else r, v)
+        best = int(np.nanargmax(scores))
+        tied = top_tied([float(x) for x in scores])
+        if r == "mean3-ties" and len(tied) > 1:
+            again = [float(np.nanmean(a)) if np.any(~np.isnan(a := np.asarray(more(i), float))) else -math.inf
+                     for i in tied]
+            best = tied[int(np.argmax(again))]
+        out.setdefault(prefix + r, {"auc": [], "chosen": [], "validation": []}).setdefault("tied", []).append(
+            len(tied))
         if best not in done:
             done[best] = refit(best)
         got = out.setdefault(prefix + r, {"auc": [], "chosen": [], "validation": []})
@@ -475,8 +502,10 @@ def run(study: str = "solvers", datasets=("breast_cancer",), records=(150,), eps
             sel = select_cell(X, y, n, eps, draws, fits, rules, max_points, row_scales, intercept_scalings,
                               dpsgd_rules)
             for r, res in sel.items():
+                tied = res.get("tied", [])
                 rows.append(dict(base, rule=r, fits=fits, **_summary(res["auc"]), values=res["auc"],
-                                 chosen=res["chosen"], validation=res["validation"]))
+                                 chosen=res["chosen"], validation=res["validation"], tied=tied,
+                                 tie_share=float(np.mean(np.asarray(tied) > 1)) if tied else math.nan))
                 if orient:  # the refit's scores negated where its own validation AUC is below 1/2
                     turned = [1.0 - a if v < 0.5 else a for a, v in zip(res["auc"], res["validation"], strict=True)]
                     rows.append(dict(base, rule=f"{r} oriented", fits=fits, **_summary(turned), values=turned,
@@ -503,10 +532,12 @@ def print_table(rep: dict) -> None:
               "AUC": f"{r['auc']:.3f} +- {r['auc_std']:.3f}", "min": f"{r['auc_min']:.3f}",
               **({"accuracy": f"{r['accuracy']:.3f}", "majority": f"{r['majority']:.3f}", "auto": r["auto"]}
                  if rep["study"] == "solvers" else {}),
-              **({"failed": f"{r['failed']:.3f}"} if rep["study"] == "rowscale" else {})} for r in rep["rows"]]
+              **({"failed": f"{r['failed']:.3f}"} if rep["study"] == "rowscale" else {}),
+              **({"tied": "-" if math.isnan(r.get("tie_share", math.nan)) else f"{r['tie_share']:.2f}"}
+                 if rep["study"] == "select" else {})} for r in rep["rows"]]
     cols = ["dataset", "n", ("eps", "eps", "g"), key, "AUC", "min"] + (
         ["accuracy", "majority", "auto"] if rep["study"] == "solvers" else []) + (
-        ["failed"] if rep["study"] == "rowscale" else [])
+        ["failed"] if rep["study"] == "rowscale" else []) + (["tied"] if rep["study"] == "select" else [])
     print(render_table(table, cols))
     for s in rep["skipped"]:
         print(f"  skipped {s['dataset']} n {s['records']}: {s['reason']}")

@@ -31,6 +31,48 @@ def test_grid_search_picks_the_argmax_of_validation_scores_first_on_ties():
     assert scores[0] == 0.5 and math.isnan(scores[1])
 
 
+def test_grid_search_breaks_a_tie_at_the_top_by_the_tie_score_only():
+    points = lr_tuned.grid_points(dict(a=(1, 2, 3, 4)))
+    table = {1: 0.5, 2: 0.9, 3: 0.9, 4: 0.9}
+    calls = []
+
+    def again(p):
+        calls.append(p["a"])
+        return {2: 0.7, 3: 0.8, 4: 0.8}[p["a"]]
+
+    best, _ = lr_tuned.grid_search(points, lambda p: table[p["a"]], again)
+    assert best == dict(a=3) and calls == [2, 3, 4]  # only the tied points are scored again; 3 first among 0.8s
+    assert lr_tuned.grid_search(points, lambda p: table[p["a"]])[0] == dict(a=2)  # no tie score: the first
+    calls.clear()
+    assert lr_tuned.grid_search(points, lambda p: p["a"] / 10, again)[0] == dict(a=4) and calls == []  # no tie
+    assert lr_tuned.top_tied([0.2, math.nan, 0.3, 0.3]) == [2, 3] and lr_tuned.top_tied([math.nan]) == []
+
+
+def test_run_split_fits_tied_points_again_with_fresh_seeds():
+    """Two stub points rank validation perfectly with the first draws' seeds; the tie goes to the one the further
+    fits favour, and the result says how many points tied."""
+    rng = np.random.default_rng(0)
+    y = (rng.random(200) < 0.5).astype(int)
+    X = np.c_[y + rng.normal(0, 0.1, 200), rng.normal(size=200)]
+    split = lr_tuned.split_indices(y, 0)
+    seen = []
+
+    def fit(Xtr, ytr, p, epsilon, delta, seed):
+        seen.append((p["w"], seed))
+        flip = p["w"] == 1.0 and len([s for w, s in seen if w == 1.0]) > lr_tuned.SELECT_DRAWS
+        return (lambda X: (-1.0 if flip else 1.0) * (X[:, 0] - 0.5)), 1.0
+
+    res = lr_tuned.run_split(X, y, split, 1.0, 1e-5, 0, {"stub": (fit, dict(w=(1.0, 2.0)))},
+                             standardize=False)["stub"]
+    assert res["tied"] == 2 and res["chosen"] == dict(w=2.0)  # w = 1 broke on its further fits
+    tie_seeds = {s for w, s in seen[2 * lr_tuned.SELECT_DRAWS:2 * lr_tuned.SELECT_DRAWS + lr_tuned.TIE_DRAWS]}
+    assert len(tie_seeds) == lr_tuned.TIE_DRAWS and not tie_seeds & {s for _, s in seen[:lr_tuned.SELECT_DRAWS]}
+    seen.clear()
+    untied = lr_tuned.run_split(X, y, split, 1.0, 1e-5, 0, {"stub": (fit, dict(w=(1.0, 2.0)))}, standardize=False,
+                                tie_draws=0)["stub"]
+    assert untied["tied"] == 2 and untied["chosen"] == dict(w=1.0)  # without further fits: the first
+
+
 def _stub_fit(Xtr, ytr, p, epsilon, delta, seed):
     """A stub 'method': scores records by p["w"] times their first feature (fitting nothing)."""
     return (lambda X: p["w"] * (X[:, 0] - 0.5)), 1.0
