@@ -185,12 +185,13 @@ def lr_cell(X, y, names, epsilon: float, delta: float, runs: int, methods: dict 
     the validation split (``sqm-tuned``: :data:`bench.lr_tuned.SQM_GRID`), SQM-LR with its defaults
     (``sqm-default``) and the non-private model; the check compares the tuned SQM-LR with the tuned DPSGD
     (``methods``: :data:`LR_METHODS` from :data:`bench.lr_tuned.METHODS` unless given, for tests).  ``per_run``: the
-    tuned SQM-LR's and DPSGD's test accuracy and AUC in each run, beside ``sqm_chosen`` and ``reference_chosen``."""
+    tuned SQM-LR's and DPSGD's test accuracy and AUC in each run, and how many grid points tied at the top of its
+    validation scores (1: none; :data:`bench.lr_tuned.TIE_DRAWS`), beside ``sqm_chosen`` and ``reference_chosen``."""
     import numpy as np
 
     y = (y == np.max(y)).astype(np.int64)
     methods = methods or {m: lr_tuned.METHODS[m] for m in LR_METHODS}
-    per: dict[str, dict[str, list]] = {m: {"accuracy": [], "auc": [], "chosen": []} for m in methods}
+    per: dict[str, dict[str, list]] = {m: {"accuracy": [], "auc": [], "chosen": [], "tied": []} for m in methods}
     eps = math.nan
     for r in range(runs):
         split = lr_tuned.split_indices(y, r)
@@ -199,6 +200,7 @@ def lr_cell(X, y, names, epsilon: float, delta: float, runs: int, methods: dict 
             per[m]["accuracy"].append(v["accuracy"])
             per[m]["auc"].append(v["auc"])
             per[m]["chosen"].append(v["chosen"])
+            per[m]["tied"].append(v.get("tied", 0))
         eps = res["sqm-tuned"]["epsilon_spent"]
     sq, sd, dp = per["sqm-tuned"], per["sqm-default"], per["dpsgd"]
     gap_acc = 100 * (np.mean(dp["accuracy"]) - np.mean(sq["accuracy"]))
@@ -214,7 +216,8 @@ def lr_cell(X, y, names, epsilon: float, delta: float, runs: int, methods: dict 
             "default_gap_accuracy_points": float(100 * (np.mean(dp["accuracy"]) - np.mean(sd["accuracy"]))),
             "default_gap_auc_points": float(100 * (np.mean(dp["auc"]) - np.mean(sd["auc"]))), "epsilon_spent": eps,
             "per_run": {m: {"accuracy": [float(v) for v in per[m]["accuracy"]],
-                            "auc": [float(v) for v in per[m]["auc"]]} for m in ("sqm-tuned", "dpsgd")}}
+                            "auc": [float(v) for v in per[m]["auc"]],
+                            "tied": [int(v) for v in per[m]["tied"]]} for m in ("sqm-tuned", "dpsgd")}}
 
 
 def linreg_cell(X, y, names, epsilon: float, delta: float, runs: int, name: str = "") -> dict:

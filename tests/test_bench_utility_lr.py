@@ -39,6 +39,7 @@ def test_the_check_compares_the_tuned_sqm_with_dpsgd_and_reports_the_default_bes
     for m, summary in (("sqm-tuned", "sqm_auc"), ("dpsgd", "reference_auc")):  # each run's figures, as summarized
         assert len(row["per_run"][m]["auc"]) == 2 and np.mean(row["per_run"][m]["auc"]) == row[summary]["mean"]
     assert np.mean(row["per_run"]["sqm-tuned"]["accuracy"]) == row["sqm"]["mean"]
+    assert row["per_run"]["sqm-tuned"]["tied"] == [1, 1] and row["per_run"]["dpsgd"]["tied"] == [1, 1]  # no tie
 
 
 def test_the_real_cell_tunes_sqm_on_a_tiny_grid():
