@@ -157,7 +157,7 @@ class DeviateRecord(PartyProgram):
     async def run(self, ctx):
         import numpy as np
 
-        from sqm.mpc.protocols import input_proof
+        from sqm.mpc.protocols import input_proof, proof_exchange
         from sqm.mpc.protocols.evaluation import _Feed
         from sqm.mechanism.vertical import ColumnBounds
 
@@ -193,9 +193,9 @@ class DeviateRecord(PartyProgram):
             return np.hstack(parts)
 
         ColumnBounds.clip = clip
-        input_proof.witness = cheat
-        input_proof.InputProofs._counts = clipped_counts
-        input_proof.InputProofs._inverses = shared_inverses
+        proof_exchange.witness = cheat  # where the exchanges compute a client's witness
+        proof_exchange.InputProofs._counts = clipped_counts
+        proof_exchange.InputProofs._inverses = shared_inverses
         _Feed.check_in_memory = lambda self: None
         _Feed._checked = lambda self, chunk, want: np.asarray(chunk, np.int64)
         return await self.inner.run(ctx)

@@ -12,6 +12,7 @@ from bench import faults
 from sqm.mpc.protocols import flp
 from sqm.mpc.protocols import input_proof as ip
 from sqm.mpc.protocols import lookup
+from sqm.mpc.protocols import proof_exchange as pe
 from sqm.mpc.net.abort import InputRefused
 from sqm.mpc.shares import shamir
 from sqm.mpc.shares.field import from_signed, prime_below
@@ -28,7 +29,7 @@ def _honest(rows=50, seed=1):
 
 
 def _verdict(W, claim=CLAIM, M=3, proof=None, seed=0):
-    """The checks of :class:`sqm.mpc.protocols.input_proof.InputProofs` for client 1's witness ``W`` (whose digits
+    """The checks of :class:`sqm.mpc.protocols.proof_exchange.InputProofs` for client 1's witness ``W`` (whose digits
     define its values), each of the M parties on its shares, opened by the parties other than client 1: (slack
     relations, claim, identity ok)."""
     rng = np.random.default_rng(seed)
@@ -277,7 +278,7 @@ def test_a_field_below_the_tables_and_a_grid_without_its_inverses_are_refused():
     ctx = InProcessTransport(_Hub(3), 0, np.random.default_rng(0), ideal=False)
     wide = ip.Claim(lo=(0,), hi=(65_520,))  # within the field (p = 65,521), but no alpha above its table
     with pytest.raises(ProtocolError, match="too small for the clients' tables"):
-        ip.InputProofs(ctx, prime_below(16), [wide, wide])
+        pe.InputProofs(ctx, prime_below(16), [wide, wide])
     x = _looked_block(5, 1)
     W, co = ip.witness(x, LOOKED), ip.coins(bytes(32), 1, 5, LOOKED, P)
     for H in (None, np.zeros((5, 3), np.int64)):
@@ -297,7 +298,7 @@ def test_the_field_must_hold_the_claims():
 
 # ----- the pipeline, on the real protocol over in-memory mailboxes ----------------------------------------------
 
-class _AtChunk(ip.InputProofs):
+class _AtChunk(pe.InputProofs):
     """A party that deviates in chunk ``bad`` (its ``bad``-th push): :meth:`_is_bad` tells that chunk."""
 
     def __init__(self, ctx, p, claims, bad: int):
@@ -424,7 +425,7 @@ def _pipeline(chunks: int, M: int = 3, bad: int | None = None, rows: int = 9, li
         ctx = InProcessTransport(hub, pid, np.random.default_rng(pid), ideal=False)
         claims = [claim] * (M - 1)
         proofs = liar(ctx, P, claims, bad, **how) if pid == M - 1 and bad is not None else \
-            ip.InputProofs(ctx, P, claims)
+            pe.InputProofs(ctx, P, claims)
         got = []
         try:
             for k in range(chunks):
@@ -735,7 +736,7 @@ def test_the_ideal_functionality_names_a_client_whose_block_breaks_its_claim():
     from sqm.mpc.net.abort import ProtocolError
 
     ctx = SimpleNamespace(pid=0, M=3, clients=[1, 2])
-    proofs = ip.InputProofs(ctx, P, [CLAIM, CLAIM])
+    proofs = pe.InputProofs(ctx, P, [CLAIM, CLAIM])
     bad = _honest()
     bad[0, :2] = 5
     proofs.check_clear([_honest(), _honest()])

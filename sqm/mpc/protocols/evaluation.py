@@ -33,7 +33,7 @@ import numpy as np
 
 from sqm.mpc.protocols import addend_check
 from sqm.mpc.protocols import compare
-from sqm.mpc.protocols import input_proof
+from sqm.mpc.protocols import proof_exchange
 from sqm.mpc.protocols import sharing
 from sqm.mpc.shares import modarith
 from sqm.mpc.shares import shamir
@@ -59,7 +59,7 @@ class Evaluation:
         self.membership = membership
         self.on_chunk = on_chunk if on_chunk is not None else self._chunk_progress
         self.row_limit = row_limit  # the evaluation's row limit, while it runs
-        self.proofs: input_proof.InputProofs | None = None  # the clients' input proofs, while it runs
+        self.proofs: proof_exchange.InputProofs | None = None  # the clients' input proofs, while it runs
         self.addends: addend_check.AddendCheck | None = None  # the clients' verified addends, while it runs
 
     def _chunk_progress(self, done: int, due: int) -> None:
@@ -118,7 +118,7 @@ class Evaluation:
                 raise ProtocolError(f"party {self.tr.pid}: checking the clients' input proofs needs the job's column "
                                     f"owners (var_owner) and one process per party (no shard workers); refused "
                                     f"before any share was sent")
-            self.proofs = input_proof.InputProofs(self.tr, p, job.claims())
+            self.proofs = proof_exchange.InputProofs(self.tr, p, job.claims())
         self.addends = None
         if _law(job) is not None:
             if self.shards is not None:
