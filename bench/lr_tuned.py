@@ -58,8 +58,8 @@ DPSGD_GRID = dict(batch=(64, 256), epochs=(2, 5), learning_rate=(0.5, 2.0, 8.0),
 # SQM-LR's grid: the release's c, kappa, gamma, beta, the fit's ridge multiple and the rows' scale (SQM's clip
 # bound, fit_sqm); the variance floor's share is left at its default: it only scales the fitted direction and moves
 # the model's own threshold, so neither the AUC nor the accuracy at the validation threshold depends on it.  Each
-# axis lists SQM-LR's default first, so the grid's first point is the defaults and ties (a small validation split
-# often ranks several points perfectly) go to them
+# axis lists SQM-LR's default first, so the grid's first point is the defaults and ties that outlast the further
+# fits (TIE_DRAWS; points that post-process one release can rank a small validation split alike) go to them
 SQM_GRID = dict(constant=(0.5, 0.35, 1.0), label_weight=(0.5, 0.7, 1.0), gamma=(8192.0, 1024.0),
                 score_weight=(1.5, 0.75), ridge_multiple=(4.0, 16.0), row_scale=ROW_SCALES)
 # SQM-LR's sgd solver in the same grid search (32 points): full-batch rounds (q 1), one or two epochs, the weights'

@@ -123,6 +123,25 @@ def test_rule_scores():
                        [0.425 - np.std([0.9, 0.1, 0.2, 0.5]), 0.6, 0.8 - np.std([0.7, 0.8, 0.9])])
 
 
+def test_mean3_ties_fits_only_the_tied_points_again():
+    """mean3-ties keeps mean3's choice without a tie; with one, the tied points' further fits decide (the first on
+    ties), and every rule's row says how many points tied."""
+    v = np.array([[0.9, 0.9, 0.9], [0.5, 0.5, 0.5], [0.9, 0.9, 0.9], [0.8, 0.8, 0.8]])
+    asked: list[int] = []
+
+    def more(i):
+        asked.append(i)
+        return {0: [0.2, 0.4], 2: [0.6, 0.6]}[i]
+
+    out: dict = {}
+    lr_select._by_rules(("mean3", "mean3-ties"), v, lambda i: (float(i), 0.5), out, more=more)
+    assert out["mean3"]["chosen"] == [0] and out["mean3-ties"]["chosen"] == [2] and asked == [0, 2]
+    assert out["mean3"]["tied"] == out["mean3-ties"]["tied"] == [2] and out["mean3-ties"]["auc"] == [2.0]
+    asked.clear()
+    lr_select._by_rules(("mean3-ties",), v[1:], lambda i: (float(i), 0.5), out, more=more)
+    assert out["mean3-ties"]["chosen"][-1] == 1 and out["mean3-ties"]["tied"][-1] == 1 and asked == []
+
+
 def test_rowscale_study_report(tmp_path, capsys):
     """Each method at each row scale asked for, its AUCs outside the subsample and the share below FAILED_AUC."""
     doc = _run(tmp_path, "r.json", "--study", "rowscale", "--row-scales", "1", "8")

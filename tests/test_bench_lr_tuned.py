@@ -206,8 +206,9 @@ def test_the_dpsgd_row_scale_is_the_same_axis_and_scales_the_rows_before_the_con
 
 
 def test_the_sqm_grids_first_point_is_the_estimators_defaults():
-    """grid_search keeps the first point on ties, so the tuned SQM-LR falls back on its defaults when a small
-    validation split ranks several points alike: the grid's first point is the estimator's defaults (row scale 1:
+    """grid_search keeps the first point on ties that outlast the further fits, so the tuned SQM-LR falls back on
+    its defaults when a small validation split ranks several points alike: the grid's first point is the estimator's
+    defaults (row scale 1:
     the rows as given)."""
     from sqm.apps.logreg import moments
     from sqm.apps.logreg.params import LogRegParams
