@@ -34,7 +34,10 @@ refits oriented on validation (a refit whose own validation AUC is below 1/2 has
 threshold is chosen there; every rule alike, dpsgd included): whether choosing the orientation on validation would
 help the LR bench.  ``tied``: the share of draws in which several points shared the rule's top score (mean3-ties
 breaks such ties by :data:`bench.lr_tuned.TIE_DRAWS` further fits of the tied points, seeds from a generator seeded
-(s, 1), the LR bench's rule).
+(s, 1), the LR bench's rule).  ``acc validation``, ``acc widest``: the refits' mean accuracy outside the subsample at
+the threshold the validation split gives by the LR bench's rule (:func:`bench.lr_tuned.validation_threshold`: the
+most accurate, nearest 0 on ties) and at the middle of the widest most accurate interval
+(:func:`bench.lr_tuned.widest_threshold`), every method alike.
 
 ``--study rowscale``: n records drawn (seeded :data:`ROWSCALE_SEED`), 60% train, scored on the first
 :data:`ROWSCALE_SCORED` records outside the subsample; SQM-LR's one full-batch sgd round and DPSGD at a fixed
@@ -369,7 +372,7 @@ def select_cell(X, y, n: int, epsilon: float, draws: int, fits: int, rules=DEFAU
                 def dpsgd_refit(i, Xtr=Xtr, ytr=y[tr], Xev=Xev, yev=y[ev], Xva=Xva, yva=y[va], dpts=dpts,
                                 seed=seeds[fits]):
                     f = lr_tuned.fit_dpsgd(Xtr, ytr, dpts[i], epsilon, DELTA, seed)[0]
-                    return _auc(yev, f(Xev)), _auc(yva, f(Xva))
+                    return _auc(yev, f(Xev)), _auc(yva, f(Xva)), _accuracies(f, Xva, yva, Xev, yev)
 
                 @functools.cache
                 def dpsgd_more(i, Xtr=Xtr, ytr=y[tr], Xva=Xva, yva=y[va], dpts=dpts, tie_seeds=tie_seeds):
@@ -382,7 +385,7 @@ def select_cell(X, y, n: int, epsilon: float, draws: int, fits: int, rules=DEFAU
 
             def sqm_refit(i, Xtr=Xtr, ytr=y[tr], Xev=Xev, yev=y[ev], Xva=Xva, yva=y[va], seed=seeds[fits]):
                 f = lr_tuned.fit_sqm(Xtr, ytr, points[i], epsilon, DELTA, seed)[0]
-                return _auc(yev, f(Xev)), _auc(yva, f(Xva))
+                return _auc(yev, f(Xev)), _auc(yva, f(Xva)), _accuracies(f, Xva, yva, Xev, yev)
 
             @functools.cache
             def sqm_more(i, tie_seeds=tie_seeds):
@@ -400,6 +403,23 @@ def select_cell(X, y, n: int, epsilon: float, draws: int, fits: int, rules=DEFAU
             out["dpsgd"]["validation"].append(_auc(y[va], f(Xva)))
             out["dpsgd"]["chosen"].append(best)
     return out
+
+
+THRESHOLDS = ("validation", "widest")  # --study select: the refit's accuracy outside at each threshold rule
+
+
+def _accuracies(f, Xva, yva, Xev, yev) -> dict[str, float]:
+    """The accuracy outside the subsample of scoring function ``f`` at the threshold each rule (:data:`THRESHOLDS`)
+    takes from the validation split: :func:`bench.lr_tuned.validation_threshold` (the LR bench's: the most accurate,
+    the one nearest 0 on ties) and :func:`bench.lr_tuned.widest_threshold` (the middle of the widest most accurate
+    interval)."""
+    import numpy as np
+
+    from bench import lr_tuned
+
+    s_va, s_ev = f(Xva), np.asarray(f(Xev), np.float64)
+    cuts = {"validation": lr_tuned.validation_threshold(yva, s_va), "widest": lr_tuned.widest_threshold(yva, s_va)}
+    return {k: float(np.mean((s_ev > t) == (np.asarray(yev) == 1))) for k, t in cuts.items()}
 
 
 def _by_rules(rules, v, refit, out: dict, prefix: str = "", index=None, more=None) -> None:
@@ -428,6 +448,8 @@ def _by_rules(rules, v, refit, out: dict, prefix: str = "", index=None, more=Non
         got = out.setdefault(prefix + r, {"auc": [], "chosen": [], "validation": []})
         got["auc"].append(done[best][0])
         got["validation"].append(done[best][1])
+        for rule, acc in (done[best][2] if len(done[best]) > 2 else {}).items():
+            got.setdefault(f"accuracy {rule}", []).append(acc)
         got["chosen"].append(best if index is None else index[best])
 
 
@@ -503,7 +525,9 @@ def run(study: str = "solvers", datasets=("breast_cancer",), records=(150,), eps
                               dpsgd_rules)
             for r, res in sel.items():
                 tied = res.get("tied", [])
-                rows.append(dict(base, rule=r, fits=fits, **_summary(res["auc"]), values=res["auc"],
+                accs = {f"accuracy_{k}": float(np.mean(res[f"accuracy {k}"])) for k in THRESHOLDS
+                        if res.get(f"accuracy {k}")}
+                rows.append(dict(base, rule=r, fits=fits, **_summary(res["auc"]), values=res["auc"], **accs,
                                  chosen=res["chosen"], validation=res["validation"], tied=tied,
                                  tie_share=float(np.mean(np.asarray(tied) > 1)) if tied else math.nan))
                 if orient:  # the refit's scores negated where its own validation AUC is below 1/2
@@ -533,11 +557,13 @@ def print_table(rep: dict) -> None:
               **({"accuracy": f"{r['accuracy']:.3f}", "majority": f"{r['majority']:.3f}", "auto": r["auto"]}
                  if rep["study"] == "solvers" else {}),
               **({"failed": f"{r['failed']:.3f}"} if rep["study"] == "rowscale" else {}),
-              **({"tied": "-" if math.isnan(r.get("tie_share", math.nan)) else f"{r['tie_share']:.2f}"}
+              **({"tied": "-" if math.isnan(r.get("tie_share", math.nan)) else f"{r['tie_share']:.2f}",
+                  **{f"acc {k}": f"{r[f'accuracy_{k}']:.3f}" if f"accuracy_{k}" in r else "-" for k in THRESHOLDS}}
                  if rep["study"] == "select" else {})} for r in rep["rows"]]
     cols = ["dataset", "n", ("eps", "eps", "g"), key, "AUC", "min"] + (
         ["accuracy", "majority", "auto"] if rep["study"] == "solvers" else []) + (
-        ["failed"] if rep["study"] == "rowscale" else []) + (["tied"] if rep["study"] == "select" else [])
+        ["failed"] if rep["study"] == "rowscale" else []) + (
+        ["tied"] + [f"acc {k}" for k in THRESHOLDS] if rep["study"] == "select" else [])
     print(render_table(table, cols))
     for s in rep["skipped"]:
         print(f"  skipped {s['dataset']} n {s['records']}: {s['reason']}")

@@ -256,6 +256,32 @@ def validation_threshold(y, s) -> float:
     return float(cands[best[np.argmin(np.abs(cands[best]))]])
 
 
+def widest_threshold(y, s) -> float:
+    """The middle of the widest interval of thresholds of highest accuracy on validation labels ``y`` with scores
+    ``s`` (the intervals run between consecutive distinct scores; below the lowest and above the highest, 1 beyond
+    it): the largest margin on both sides.  Studied beside :func:`validation_threshold` (``python -m bench lr-select
+    --study select``), not the LR bench's rule."""
+    import numpy as np
+
+    s = np.asarray(s, np.float64)
+    y = np.asarray(y) == 1
+    u = np.unique(s[np.isfinite(s)])
+    if not u.size:
+        return 0.0
+    edges = np.concatenate([u[:1] - 1.0, u, u[-1:] + 1.0])  # a threshold in (edges[k], edges[k + 1]) classifies alike
+    acc = np.array([np.mean((s > t) == y) for t in (edges[1:] + edges[:-1]) / 2])
+    best, pick, width, k = acc == acc.max(), 0.0, -1.0, 0
+    while k < len(acc):
+        if best[k]:
+            a = k
+            while k + 1 < len(acc) and best[k + 1]:
+                k += 1
+            if edges[k + 1] - edges[a] > width:
+                pick, width = float(edges[a] + edges[k + 1]) / 2, float(edges[k + 1] - edges[a])
+        k += 1
+    return pick
+
+
 SELECT = {"auc": 1, "accuracy": 0}  # the validation score a grid search maximizes: index into scores_of
 # each grid point's validation score is its mean over this many fits with fresh noise (every method alike): with one
 # draw per point, a small validation split choosing among many noisy points picks the luckiest draw, whose refit

@@ -151,6 +151,16 @@ def test_the_threshold_is_the_validation_accuracy_argmax_closest_to_zero():
     assert lr_tuned.validation_threshold([0, 1], [2.0, 2.0]) == 0.0  # no threshold separates equal scores
 
 
+def test_the_widest_threshold_is_the_middle_of_the_widest_most_accurate_interval():
+    assert lr_tuned.widest_threshold([0, 0, 1, 1], [-3.0, 1.0, 2.0, 5.0]) == 1.5  # (1, 2) separates them all
+    assert lr_tuned.validation_threshold([0, 1], [-1.0, 1.0]) == 0.0
+    assert lr_tuned.widest_threshold([0, 1], [-1.0, 3.0]) == 1.0  # the middle of (-1, 3), not 0
+    # two most accurate intervals, (0, 1) and (4, 10): the wider wins
+    assert lr_tuned.widest_threshold([0, 1, 0, 1], [0.0, 1.0, 4.0, 10.0]) == 7.0
+    assert lr_tuned.widest_threshold([1, 1, 1], [-5.0, -4.0, -3.0]) == -5.5  # below every score, 1 beyond
+    assert lr_tuned.widest_threshold([0, 1], [math.nan, math.nan]) == 0.0
+
+
 def test_the_reported_accuracy_uses_the_validation_threshold_only():
     """A stub whose scores are shifted by 10: at threshold 0 it predicts one class everywhere; the threshold chosen
     on validation recovers its accuracy, and permuting the test labels does not move the threshold."""
