@@ -364,10 +364,12 @@ def select_cell(X, y, n: int, epsilon: float, draws: int, fits: int, rules=DEFAU
         sqm_rules = [r for r in rules if r != "dpsgd"]
         if dpsgd_rules and sqm_rules:
             dpts = lr_tuned.grid_points(_with_row_scales(lr_tuned.DPSGD_GRID, row_scales))
+            def dval(p, sd, Xtr=Xtr, ytr=y[tr], Xva=Xva, yva=y[va]):
+                return _auc(yva, lr_tuned.fit_dpsgd(Xtr, ytr, p, epsilon, DELTA, sd)[0](Xva))
+
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                dvs = np.array([[_auc(y[va], lr_tuned.fit_dpsgd(Xtr, y[tr], p, epsilon, DELTA, sd)[0](Xva))
-                                 for sd in seeds[:fits]] for p in dpts])
+                dvs = np.array([[dval(p, sd) for sd in seeds[:fits]] for p in dpts])
 
                 def dpsgd_refit(i, Xtr=Xtr, ytr=y[tr], Xev=Xev, yev=y[ev], Xva=Xva, yva=y[va], dpts=dpts,
                                 seed=seeds[fits]):
@@ -375,9 +377,8 @@ def select_cell(X, y, n: int, epsilon: float, draws: int, fits: int, rules=DEFAU
                     return _auc(yev, f(Xev)), _auc(yva, f(Xva)), _accuracies(f, Xva, yva, Xev, yev)
 
                 @functools.cache
-                def dpsgd_more(i, Xtr=Xtr, ytr=y[tr], Xva=Xva, yva=y[va], dpts=dpts, tie_seeds=tie_seeds):
-                    return [_auc(yva, lr_tuned.fit_dpsgd(Xtr, ytr, dpts[i], epsilon, DELTA, sd)[0](Xva))
-                            for sd in tie_seeds]
+                def dpsgd_more(i, dpts=dpts, tie_seeds=tie_seeds, dval=dval):
+                    return [dval(dpts[i], sd) for sd in tie_seeds]
 
                 _by_rules(sqm_rules, dvs, dpsgd_refit, out, "dpsgd ", more=dpsgd_more)
         if sqm_rules:
@@ -430,22 +431,22 @@ def _by_rules(rules, v, refit, out: dict, prefix: str = "", index=None, more=Non
     ``index`` maps it (None: as it is)."""
     import numpy as np
 
-    from bench.lr_tuned import top_tied
+    from bench.lr_tuned import best_index, top_tied
+
+    def tie_mean(i):  # the mean of a tied point's further fits, NaN (never winning) when every one failed
+        a = np.asarray(more(i), np.float64)
+        return float(np.mean(a[~np.isnan(a)])) if np.any(~np.isnan(a)) else math.nan
 
     done: dict[int, tuple[float, float]] = {}
     for r in rules:
-        scores = rule_scores("mean3" if r == "mean3-ties" else r, v)
+        scores = [float(x) for x in rule_scores("mean3" if r == "mean3-ties" else r, v)]
         best = int(np.nanargmax(scores))
-        tied = top_tied([float(x) for x in scores])
-        if r == "mean3-ties" and len(tied) > 1:
-            again = [float(np.nanmean(a)) if np.any(~np.isnan(a := np.asarray(more(i), float))) else -math.inf
-                     for i in tied]
-            best = tied[int(np.argmax(again))]
-        out.setdefault(prefix + r, {"auc": [], "chosen": [], "validation": []}).setdefault("tied", []).append(
-            len(tied))
+        if r == "mean3-ties":
+            best = best_index(scores, tie_mean)  # the LR bench's rule (bench.lr_tuned.grid_search)
         if best not in done:
             done[best] = refit(best)
         got = out.setdefault(prefix + r, {"auc": [], "chosen": [], "validation": []})
+        got.setdefault("tied", []).append(len(top_tied(scores)))
         got["auc"].append(done[best][0])
         got["validation"].append(done[best][1])
         for rule, acc in (done[best][2] if len(done[best]) > 2 else {}).items():

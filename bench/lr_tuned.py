@@ -111,12 +111,19 @@ def grid_search(points: Sequence[dict], score: Callable[[dict], float],
     """(the point of highest ``score``, every point's score): NaN scores never win.  Where several points share
     the highest score and ``tie_score`` is given, the highest ``tie_score`` among them wins; the first on ties."""
     scores = [float(score(p)) for p in points]
-    best = max(range(len(points)), key=lambda i: (-math.inf if math.isnan(scores[i]) else scores[i], -i))
+    best = best_index(scores, None if tie_score is None else (lambda i: tie_score(points[i])))
+    return dict(points[best]), scores
+
+
+def best_index(scores: Sequence[float], tie_score: Callable[[int], float] | None = None) -> int:
+    """The index of the highest of ``scores`` (NaN never wins; the first on ties): where several share the highest
+    and ``tie_score`` (index -> score) is given, the highest ``tie_score`` among them, the first on ties after that."""
+    best = max(range(len(scores)), key=lambda i: (-math.inf if math.isnan(scores[i]) else scores[i], -i))
     tied = top_tied(scores)
     if tie_score is not None and len(tied) > 1:
-        again = {i: float(tie_score(points[i])) for i in tied}
+        again = {i: float(tie_score(i)) for i in tied}
         best = max(tied, key=lambda i: (-math.inf if math.isnan(again[i]) else again[i], -i))
-    return dict(points[best]), scores
+    return best
 
 
 # ----- the methods: fit(Xtr, ytr, params, epsilon, delta, seed) -> a scoring function of X --------------------

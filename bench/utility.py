@@ -200,7 +200,7 @@ def lr_cell(X, y, names, epsilon: float, delta: float, runs: int, methods: dict 
             per[m]["accuracy"].append(v["accuracy"])
             per[m]["auc"].append(v["auc"])
             per[m]["chosen"].append(v["chosen"])
-            per[m]["tied"].append(v.get("tied", 0))
+            per[m]["tied"].append(v["tied"])
         eps = res["sqm-tuned"]["epsilon_spent"]
     sq, sd, dp = per["sqm-tuned"], per["sqm-default"], per["dpsgd"]
     gap_acc = 100 * (np.mean(dp["accuracy"]) - np.mean(sq["accuracy"]))
