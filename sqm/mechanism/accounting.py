@@ -25,6 +25,7 @@ eta (e.g. a batch cap overflowing) enters delta as (1 + e^epsilon) eta (:func:`d
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -257,3 +258,9 @@ def calibrate_mu(target_epsilon: float, delta: float, l1: float, l2: float, q: f
     eps_s, eps_c, conversion = privacy_conversion(hi, delta, l1, l2, q, rounds, n_parties, orders)
     return Calibration(mu=hi, epsilon_server=eps_s, epsilon_client=eps_c, delta=delta, target_epsilon=target_epsilon,
                        conversion=conversion)
+
+
+# the calibration is a pure function of public numbers and a bisection over RDP curves (10 ms to a second): repeated
+# releases with the same parameters (--runs, grid searches, sweeps, job parties in one process) share it; its result
+# is frozen, and a call that raises is not kept
+calibrate_mu_cached = functools.lru_cache(maxsize=256)(calibrate_mu)

@@ -415,8 +415,9 @@ class SQM:
             raise UsageError(f"robust_noise {k}: with {n} clients at least one must add noise (k <= {n - 1})")
         if self.mu is None:
             assert self.epsilon is not None  # the constructor takes mu or a target epsilon
-            cal = accounting.calibrate_mu(self.epsilon, self.delta, sens.l1, sens.l2, q=self.q,
-                                          rounds=self.rounds, n_parties=n if n >= 2 else None)
+            cal = accounting.calibrate_mu_cached(float(self.epsilon), float(self.delta), float(sens.l1),
+                                                 float(sens.l2), q=float(self.q), rounds=int(self.rounds),
+                                                 n_parties=n if n >= 2 else None)
             mu = cal.mu
         else:
             mu = self.mu

@@ -6,7 +6,6 @@ the public plan and privacy report, and the run of the parties' program (:mod:`s
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import time
 from dataclasses import dataclass
@@ -38,11 +37,6 @@ from sqm.errors import UsageError
 PAPER_EPOCHS = {0.5: 2, 1.0: 5, 2.0: 8, 4.0: 10, 8.0: 10}  # Section 6.2
 MODEL_SHARED_NOTE = ("clients observe nothing during training (only Shamir shares); the client-observed epsilon "
                      "is the guarantee of the final model only if the server chooses to share it with them")
-
-
-# the calibration is a pure function of public numbers, and a bisection over RDP curves (about a second):
-# repeated fits with the same parameters (--runs, sweeps, job parties in one process) share it
-_calibrate_mu = functools.lru_cache(maxsize=64)(accounting.calibrate_mu)
 
 
 def paper_epochs(epsilon: float) -> int:
@@ -450,7 +444,7 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
             if cap_delta >= delta / 2:
                 raise UsageError(f"the batch cap's failure probability adds {cap_delta:.3g} to delta: not small "
                                  f"against delta {delta:g}")
-            cal = _calibrate_mu(float(self.epsilon), delta_mu, sens.l1, sens.l2, q=q, rounds=R,
+            cal = accounting.calibrate_mu_cached(float(self.epsilon), delta_mu, sens.l1, sens.l2, q=q, rounds=R,
                                 n_parties=n if n >= 2 else None)
             mu, eps_s, eps_c, conversion = cal.mu, cal.epsilon_server, cal.epsilon_client, cal.conversion
             evs: tuple = (events.server_event(sens.l1, sens.l2, mu, q, R),)  # PrivacyReport.events
