@@ -20,7 +20,9 @@ with seed s: the estimator's moments solver with its defaults, one or two full-b
 1, ||w|| <= 0.1) and DPSGD at a fixed schedule (:data:`SOLVER_METHODS`); the figures are the AUC's mean, spread and
 minimum over the draws, and the mean accuracy at the model's own threshold (what ``predict`` does; the whole set's
 majority-class rate beside it).  ``auto`` in the table: what ``solver="auto"`` chooses for the cell's
-training rows (:func:`sqm.apps.logreg.estimator.auto_solver` of 60% of n, d and epsilon).
+training rows (:func:`sqm.apps.logreg.estimator.auto_solver` of 60% of n, d and epsilon).  ``--features K``: each
+draw keeps K of the set's columns, drawn at random (:func:`feature_subset`), the records drawn as without it: the
+solvers at a small d (the evidence behind auto's floor on d, :data:`sqm.apps.logreg.texts.AUTO_MIN_COLUMNS`).
 
 ``--study select``: n records drawn (seeded :data:`SELECT_SEED`), 60% train, the next 20% validation, scored on
 the first :data:`SELECT_SCORED` records outside the subsample; draw s's seeds are ``--fits`` + 1 integers of a
@@ -34,10 +36,12 @@ refits oriented on validation (a refit whose own validation AUC is below 1/2 has
 threshold is chosen there; every rule alike, dpsgd included): whether choosing the orientation on validation would
 help the LR bench.  ``tied``: the share of draws in which several points shared the rule's top score (mean3-ties
 breaks such ties by :data:`bench.lr_tuned.TIE_DRAWS` further fits of the tied points, seeds from a generator seeded
-(s, 1), the LR bench's rule).  ``acc validation``, ``acc widest``: the refits' mean accuracy outside the subsample at
-the threshold the validation split gives by the LR bench's rule (:func:`bench.lr_tuned.validation_threshold`: the
-most accurate, nearest 0 on ties) and at the middle of the widest most accurate interval
-(:func:`bench.lr_tuned.widest_threshold`), every method alike.
+(s, 1), the LR bench's rule; mean3-topK and mean3-poolK fit the K best points again too).  ``--solvers sgd``: the
+SQM grid without its moments points (the same draws, fits and seeds: each rule's choice were the moments points not
+offered; the evidence behind :func:`bench.lr_tuned.sqm_grids`).  ``acc validation``, ``acc widest``: the refits'
+mean accuracy outside the subsample at the threshold the validation split gives by the LR bench's rule
+(:func:`bench.lr_tuned.validation_threshold`: the most accurate, nearest 0 on ties) and at the middle of the widest
+most accurate interval (:func:`bench.lr_tuned.widest_threshold`), every method alike.
 
 ``--study rowscale``: n records drawn (seeded :data:`ROWSCALE_SEED`), 60% train, scored on the first
 :data:`ROWSCALE_SCORED` records outside the subsample; SQM-LR's one full-batch sgd round and DPSGD at a fixed
@@ -88,10 +92,15 @@ SOLVER_METHODS = {"moments": dict(solver="moments"), "sgd1": SGD_ROUND, "sgd2": 
 DPSGD_SCHEDULE = dict(batch=64, epochs=2, learning_rate=0.5, clip=0.5)
 
 SELECT_SEED, SELECT_SCORED = 7, 3000
-RULES = ("one", "mean3", "mean3-ties", "mean3-std", "min3", "mean", "mean-std", "dpsgd")
+FEATURES_SEED = 11  # --features: each draw's columns (feature_subset)
+FINALIST_RULES = ("mean3-top4", "mean3-top16", "mean3-pool4", "mean3-pool16")
+RULES = ("one", "mean3", "mean3-ties", *FINALIST_RULES, "mean3-std", "min3", "mean", "mean-std", "dpsgd")
 RULE_HELP = ("one: the first fit's validation AUC; mean3, mean3-std, min3: the mean, mean minus standard "
              "deviation, minimum of the first 3 fits'; mean3-ties: mean3, the points tied at the top each fitted "
-             "bench.lr_tuned.TIE_DRAWS more times and the highest mean of those winning (the LR bench's rule); mean, "
+             "bench.lr_tuned.TIE_DRAWS more times and the highest mean of those winning (the LR bench's rule); "
+             "mean3-topK: mean3-ties with the K highest points fitted again beside the tied ones "
+             "(bench.lr_tuned.best_index's finalists); mean3-poolK: as mean3-topK, the finalists ranked by the mean "
+             "of all their fits (the first 3 and the further ones); mean, "
              "mean-std: of all --fits fits'; dpsgd: DPSGD's grid by one fit per point (reference)")
 DEFAULT_RULES = ("one", "mean3", "mean3-std", "min3", "mean", "mean-std")
 NOT_COUNTED = ("tuning sets only, scored on records outside each subsample; tuning's privacy cost is not counted: "
@@ -147,9 +156,21 @@ def _fit_method(method: str, Xtr, ytr, epsilon: float, seed: int):
     return SQMLogisticRegression(epsilon, DELTA, backend="plain", seed=seed, **params).fit(Xtr, ytr).decision_function
 
 
-def solvers_cell(X, y, n: int, epsilon: float, draws: int, methods=tuple(SOLVER_METHODS)) -> dict:
+def feature_subset(d: int, features: int | None, draw: int):
+    """The columns draw ``draw`` keeps of ``d``: ``features`` of them drawn without replacement by a generator seeded
+    (:data:`FEATURES_SEED`, draw), in column order (None, or not below d: every column)."""
+    import numpy as np
+
+    if features is None or features >= d:
+        return np.arange(d)
+    return np.sort(np.random.default_rng([FEATURES_SEED, draw]).choice(d, int(features), replace=False))
+
+
+def solvers_cell(X, y, n: int, epsilon: float, draws: int, methods=tuple(SOLVER_METHODS),
+                 features: int | None = None) -> dict:
     """method -> {auc, accuracy: of its ``draws`` fits; the accuracy at the model's own threshold, as ``predict``}
-    (``--study solvers``'s protocol, module docstring)."""
+    (``--study solvers``'s protocol, module docstring); ``features``: each draw keeps that many columns
+    (:func:`feature_subset`), the records drawn as without it."""
     import numpy as np
 
     from sqm.apps.logreg.experiment import standardized_unit_rows
@@ -159,7 +180,8 @@ def solvers_cell(X, y, n: int, epsilon: float, draws: int, methods=tuple(SOLVER_
     for s in range(draws):
         idx = rng.choice(len(y), n, replace=False)
         tr, sc = idx[: int(TRAIN_SHARE * n)], np.setdiff1d(np.arange(len(y)), idx)[:SOLVERS_SCORED]
-        Xtr, Xsc = standardized_unit_rows(X[tr], X[sc])
+        cols = feature_subset(X.shape[1], features, s)
+        Xtr, Xsc = standardized_unit_rows(X[tr][:, cols], X[sc][:, cols])
         for m in methods:
             scores = _fit_method(m, Xtr, y[tr], epsilon, s)(Xsc)
             out[m]["auc"].append(_auc(y[sc], scores))
@@ -326,9 +348,19 @@ def _with_row_scales(grid, row_scales, intercept_scalings=None):
     return out
 
 
+GRID_SOLVERS = ("moments", "sgd")  # --study select --solvers: the SQM grids offered (bench.lr_tuned.SQM_GRIDS)
+
+
+def solver_grids(solvers=GRID_SOLVERS) -> tuple:
+    """The LR bench's SQM grids (:data:`bench.lr_tuned.SQM_GRIDS`) of the solvers named, in the bench's order."""
+    from bench import lr_tuned
+
+    return tuple(g for g in lr_tuned.SQM_GRIDS if ("sgd" if "sgd" in g.get("solver", ()) else "moments") in solvers)
+
+
 def select_cell(X, y, n: int, epsilon: float, draws: int, fits: int, rules=DEFAULT_RULES,
                 max_points: int | None = None, row_scales=None, intercept_scalings=None,
-                dpsgd_rules: bool = False) -> dict:
+                dpsgd_rules: bool = False, solvers=GRID_SOLVERS) -> dict:
     """rule -> {auc: the refitted choices' AUCs outside the subsample, chosen: their grid indices} over ``draws``
     draws (``--study select``'s protocol, module docstring); ``dpsgd_rules``: also "dpsgd RULE" for each rule but
     ``dpsgd``, DPSGD's grid chosen by that rule over as many fits per point (its seeds SQM-LR's)."""
@@ -339,7 +371,7 @@ def select_cell(X, y, n: int, epsilon: float, draws: int, fits: int, rules=DEFAU
     from bench import lr_tuned
     from sqm.apps.logreg.experiment import standardized_unit_rows
 
-    all_points = lr_tuned.grid_points(_with_row_scales(lr_tuned.SQM_GRIDS, row_scales, intercept_scalings))
+    all_points = lr_tuned.grid_points(_with_row_scales(solver_grids(solvers), row_scales, intercept_scalings))
     keep = grid_subset(all_points, max_points)
     points = [all_points[i] for i in keep]
     rng = np.random.default_rng(SELECT_SEED)
@@ -439,10 +471,18 @@ def _by_rules(rules, v, refit, out: dict, prefix: str = "", index=None, more=Non
 
     done: dict[int, tuple[float, float]] = {}
     for r in rules:
-        scores = [float(x) for x in rule_scores("mean3" if r == "mean3-ties" else r, v)]
+        further = r == "mean3-ties" or r in FINALIST_RULES
+        scores = [float(x) for x in rule_scores("mean3" if further else r, v)]
         best = int(np.nanargmax(scores))
         if r == "mean3-ties":
             best = best_index(scores, tie_mean)  # the LR bench's rule (bench.lr_tuned.grid_search)
+        elif r.startswith("mean3-top"):
+            best = best_index(scores, tie_mean, int(r.removeprefix("mean3-top")))
+        elif r.startswith("mean3-pool"):
+            def pooled(i, scores=scores):  # the mean of the first 3 fits' and the further fits' scores
+                a = np.concatenate([v[i, :3], np.asarray(more(i), np.float64)])
+                return float(np.mean(a[~np.isnan(a)])) if np.any(~np.isnan(a)) else math.nan
+            best = best_index(scores, pooled, int(r.removeprefix("mean3-pool")))
         if best not in done:
             done[best] = refit(best)
         got = out.setdefault(prefix + r, {"auc": [], "chosen": [], "validation": []})
@@ -463,7 +503,8 @@ def _summary(values) -> dict:
 def run(study: str = "solvers", datasets=("breast_cancer",), records=(150,), epsilons=(0.5,), draws: int = 10,
         fits: int = 5, rules=DEFAULT_RULES, max_points: int | None = None, methods=tuple(SOLVER_METHODS),
         progress: bool = True, row_scales=None, positive_share: float = POSITIVE_SHARE,
-        intercept_scalings=None, orient: bool = False, dpsgd_rules: bool = False) -> dict:
+        intercept_scalings=None, orient: bool = False, dpsgd_rules: bool = False,
+        solvers=GRID_SOLVERS, features: int | None = None) -> dict:
     """The study's report: one row per (data set, n, epsilon, method or rule); cells whose n is not below the
     data set's record count (nothing left to score on) are listed under ``skipped``.  ``orient`` (select): each
     rule's row is followed by its refits oriented on validation (a refit whose validation AUC is below 1/2 has
@@ -489,13 +530,14 @@ def run(study: str = "solvers", datasets=("breast_cancer",), records=(150,), eps
         if n >= len(y):
             skipped.append(dict(dataset=name, records=n, epsilon=eps, reason=f"{len(y)} records in all"))
             continue
-        base = dict(dataset=name, records=n, d=int(X.shape[1]), epsilon=eps, draws=draws)
+        d = int(X.shape[1]) if features is None or study != "solvers" else min(int(features), int(X.shape[1]))
+        base = dict(dataset=name, records=n, d=d, epsilon=eps, draws=draws)
         majority = float(max(np.mean(y), 1 - np.mean(y)))  # the whole set's majority-class rate, for reference
         if study == "solvers":
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                got = solvers_cell(X, y, n, eps, draws, methods)
-            auto = auto_solver(int(TRAIN_SHARE * n), int(X.shape[1]), eps)[0]
+                got = solvers_cell(X, y, n, eps, draws, methods, features)
+            auto = auto_solver(int(TRAIN_SHARE * n), d, eps)[0]
             for m, vals in got.items():
                 rows.append(dict(base, method=m, auto=auto, **_summary(vals["auc"]), values=vals["auc"],
                                  accuracy=float(np.mean(vals["accuracy"])), accuracies=vals["accuracy"],
@@ -523,7 +565,7 @@ def run(study: str = "solvers", datasets=("breast_cancer",), records=(150,), eps
                                  failed=float(np.mean(np.asarray(vals) < FAILED_AUC))))
         else:
             sel = select_cell(X, y, n, eps, draws, fits, rules, max_points, row_scales, intercept_scalings,
-                              dpsgd_rules)
+                              dpsgd_rules, solvers)
             for r, res in sel.items():
                 tied = res.get("tied", [])
                 accs = {f"accuracy_{k}": float(np.mean(res[f"accuracy {k}"])) for k in THRESHOLDS
@@ -536,7 +578,9 @@ def run(study: str = "solvers", datasets=("breast_cancer",), records=(150,), eps
                     rows.append(dict(base, rule=f"{r} oriented", fits=fits, **_summary(turned), values=turned,
                                      chosen=res["chosen"], turned=sum(v < 0.5 for v in res["validation"])))
     return dict(study=study, protocol=NOT_COUNTED, delta=DELTA, draws=draws, row_scales=row_scales,
-                fits=fits if study == "select" else None, max_points=max_points, rows=rows, skipped=skipped,
+                fits=fits if study == "select" else None, max_points=max_points,
+                solvers=list(solvers) if study == "select" else None,
+                features=features if study == "solvers" else None, rows=rows, skipped=skipped,
                 seconds=time.perf_counter() - t0, cpu_seconds=time.process_time() - c0)
 
 
@@ -609,6 +653,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dpsgd-rules", action="store_true",
                    help="select: DPSGD's grid chosen by each rule too (rows 'dpsgd RULE'; as many fits per point as "
                         "SQM-LR's, with its seeds): whether a rule helps every method alike")
+    p.add_argument("--solvers", nargs="+", choices=GRID_SOLVERS, default=list(GRID_SOLVERS),
+                   help="select: the SQM grids offered, by solver (default both; the sgd grid alone gives the choice "
+                        "each rule would make were the moments points not offered: the same draws, fits and seeds)")
+    p.add_argument("--features", type=int, default=None,
+                   help="solvers: each draw keeps this many of the set's columns, drawn at random (seeded by the "
+                        "draw; default all): the solvers at a small d on the tuning sets")
     p.add_argument("--positive-share", type=float, default=POSITIVE_SHARE,
                    help=f"imbalanced: the positive share of each subsample (default {POSITIVE_SHARE:g})")
     p.add_argument("--json", help="write the report here")
@@ -620,5 +670,6 @@ def cli(args) -> int:
                   tuple(args.rules), args.max_points, tuple(args.methods), progress=not args.quiet,
                   row_scales=tuple(args.row_scales) if args.row_scales else None, positive_share=args.positive_share,
                   intercept_scalings=tuple(args.intercept_scalings) if args.intercept_scalings else None,
-                  orient=args.orient, dpsgd_rules=args.dpsgd_rules)
+                  orient=args.orient, dpsgd_rules=args.dpsgd_rules, solvers=tuple(args.solvers),
+                  features=args.features)
     return finish(rep, args, print_table)

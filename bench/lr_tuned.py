@@ -107,22 +107,33 @@ def top_tied(scores: Sequence[float]) -> list[int]:
 
 
 def grid_search(points: Sequence[dict], score: Callable[[dict], float],
-                tie_score: Callable[[dict], float] | None = None) -> tuple[dict, list[float]]:
+                tie_score: Callable[[dict], float] | None = None, finalists: int = 1) -> tuple[dict, list[float]]:
     """(the point of highest ``score``, every point's score): NaN scores never win.  Where several points share
-    the highest score and ``tie_score`` is given, the highest ``tie_score`` among them wins; the first on ties."""
+    the highest score, or ``finalists`` > 1, and ``tie_score`` is given, the highest ``tie_score`` among the tied
+    points and the ``finalists`` best wins (:func:`best_index`)."""
     scores = [float(score(p)) for p in points]
-    best = best_index(scores, None if tie_score is None else (lambda i: tie_score(points[i])))
+    best = best_index(scores, None if tie_score is None else (lambda i: tie_score(points[i])), finalists)
     return dict(points[best]), scores
 
 
-def best_index(scores: Sequence[float], tie_score: Callable[[int], float] | None = None) -> int:
-    """The index of the highest of ``scores`` (NaN never wins; the first on ties): where several share the highest
-    and ``tie_score`` (index -> score) is given, the highest ``tie_score`` among them, the first on ties after that."""
+def finalists_of(scores: Sequence[float], finalists: int = 1) -> list[int]:
+    """The indices, in order, of every score equal to the highest and of the ``finalists`` highest (NaN never
+    counts; among equal scores the first)."""
+    ranked = sorted((i for i, v in enumerate(scores) if not math.isnan(v)), key=lambda i: (-scores[i], i))
+    return sorted(set(top_tied(scores)) | set(ranked[:max(0, int(finalists))]))
+
+
+def best_index(scores: Sequence[float], tie_score: Callable[[int], float] | None = None,
+               finalists: int = 1) -> int:
+    """The index of the highest of ``scores`` (NaN never wins; the first on ties).  Where ``tie_score`` (index ->
+    score) is given and more than one point is a finalist (:func:`finalists_of`: those sharing the highest score
+    and the ``finalists`` highest), the finalist of highest ``tie_score`` wins; after that, of highest score, the
+    first on ties.  ``finalists`` 1: only a tie at the top is scored again."""
     best = max(range(len(scores)), key=lambda i: (-math.inf if math.isnan(scores[i]) else scores[i], -i))
-    tied = top_tied(scores)
-    if tie_score is not None and len(tied) > 1:
-        again = {i: float(tie_score(i)) for i in tied}
-        best = max(tied, key=lambda i: (-math.inf if math.isnan(again[i]) else again[i], -i))
+    final = finalists_of(scores, finalists)
+    if tie_score is not None and len(final) > 1:
+        again = {i: float(tie_score(i)) for i in final}
+        best = max(final, key=lambda i: (-math.inf if math.isnan(again[i]) else again[i], scores[i], -i))
     return best
 
 

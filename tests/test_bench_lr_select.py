@@ -51,6 +51,29 @@ def test_solvers_study_report(tmp_path, capsys):
     assert "skipped breast_cancer n 600" in capsys.readouterr().out
 
 
+def test_solvers_study_on_a_feature_subset(tmp_path):
+    """--features: each draw's columns drawn at random (the same for every method), d and auto from that many."""
+    cols = [lr_select.feature_subset(30, 4, s) for s in (0, 1)]
+    assert all(len(c) == 4 and list(c) == sorted(set(c)) and c.max() < 30 for c in cols)
+    assert not np.array_equal(cols[0], cols[1]) and np.array_equal(cols[0], lr_select.feature_subset(30, 4, 0))
+    assert list(lr_select.feature_subset(30, None, 0)) == list(range(30)) == list(lr_select.feature_subset(30, 40, 0))
+    doc = _run(tmp_path, "f.json", "--study", "solvers", "--methods", "moments", "sgd1", "--features", "4")
+    rep = doc["details"]
+    from sqm.apps.logreg.estimator import auto_solver
+
+    assert rep["features"] == 4 and [r["d"] for r in rep["rows"]] == [4, 4]
+    assert all(r["auto"] == auto_solver(36, 4, 1.0)[0] for r in rep["rows"])
+    whole = _run(tmp_path, "w.json", "--study", "solvers", "--methods", "moments", "sgd1")["details"]
+    assert [r["values"] for r in rep["rows"]] != [r["values"] for r in whole["rows"]]
+
+
+def test_select_study_offers_the_grids_of_the_solvers_named():
+    sizes = {s: len(lr_tuned.grid_points(lr_select.solver_grids(s))) for s in (("sgd",), ("moments",))}
+    assert sizes == {("sgd",): 32, ("moments",): 288}
+    assert lr_select.solver_grids() == lr_tuned.SQM_GRIDS
+    assert lr_tuned.grid_points(lr_select.solver_grids(("sgd",))) == lr_tuned.grid_points(lr_tuned.SQM_GRIDS)[288:]
+
+
 def test_select_study_report_and_the_same_numbers_twice(tmp_path):
     extra = ("--study", "select", "--fits", "2", "--rules", "one", "mean", "--max-points", "4")
     a, b = _run(tmp_path, "a.json", *extra), _run(tmp_path, "b.json", *extra)
@@ -140,6 +163,25 @@ def test_mean3_ties_fits_only_the_tied_points_again():
     asked.clear()
     lr_select._by_rules(("mean3-ties",), v[1:], lambda i: (float(i), 0.5), out, more=more)
     assert out["mean3-ties"]["chosen"][-1] == 1 and out["mean3-ties"]["tied"][-1] == 1 and asked == []
+
+
+def test_finalist_rules_fit_the_best_points_again():
+    """mean3-topK: the K best by mean3 each fitted again, the highest mean of the further fits wins; mean3-poolK:
+    the highest mean of all a finalist's fits."""
+    v = np.array([[0.9] * 3, [0.5] * 3, [0.8] * 3, [0.85] * 3, [0.7] * 3])
+    asked: list[int] = []
+
+    def more(i):
+        asked.append(i)
+        return {0: [0.6], 3: [0.65], 2: [0.3], 4: [0.1]}[i]
+
+    out: dict = {}
+    lr_select._by_rules(("mean3", "mean3-ties", "mean3-top4", "mean3-pool4"), v, lambda i: (float(i), 0.5), out,
+                        more=more)
+    assert out["mean3"]["chosen"] == out["mean3-ties"]["chosen"] == [0]  # no tie: no further fit
+    assert out["mean3-top4"]["chosen"] == [3]  # 0.65 against 0.6, 0.3, 0.1
+    assert out["mean3-pool4"]["chosen"] == [0]  # (2.7 + 0.6) / 4 against (2.55 + 0.65) / 4
+    assert set(asked) == {0, 2, 3, 4}  # the finalists only (the study caches each point's further fits)
 
 
 def test_rowscale_study_report(tmp_path, capsys):

@@ -48,6 +48,28 @@ def test_grid_search_breaks_a_tie_at_the_top_by_the_tie_score_only():
     assert lr_tuned.top_tied([0.2, math.nan, 0.3, 0.3]) == [2, 3] and lr_tuned.top_tied([math.nan]) == []
 
 
+def test_finalists_are_the_tied_and_the_best_points_scored_again():
+    scores = [0.5, math.nan, 0.9, 0.7, 0.9, 0.8]
+    assert lr_tuned.finalists_of(scores) == [2, 4] and lr_tuned.finalists_of(scores, 3) == [2, 4, 5]
+    assert lr_tuned.finalists_of([0.3, 0.2, 0.1], 2) == [0, 1] and lr_tuned.finalists_of([0.3, 0.2], 1) == [0]
+    assert lr_tuned.finalists_of([math.nan, math.nan], 4) == []
+    asked = []
+
+    def again(i):
+        asked.append(i)
+        return {2: 0.6, 4: 0.6, 5: 0.95, 3: 0.96}[i]
+
+    assert lr_tuned.best_index(scores, again) == 2 and asked == [2, 4]  # 1 finalist: only the tie; 2 first
+    asked.clear()
+    assert lr_tuned.best_index(scores, again, 3) == 5 and asked == [2, 4, 5]  # the third best wins on its fits
+    asked.clear()
+    assert lr_tuned.best_index(scores, again, 4) == 3 and asked == [2, 3, 4, 5]
+    # equal further scores: the higher first score, then the first
+    assert lr_tuned.best_index([0.9, 0.8, 0.9], lambda i: 0.5, 3) == 0
+    assert lr_tuned.best_index([0.8, 0.9], lambda i: 0.5, 2) == 1
+    assert lr_tuned.best_index([0.1, 0.9], lambda i: math.nan, 2) == 1  # every further fit failed: the first score
+
+
 def test_run_split_fits_tied_points_again_with_fresh_seeds():
     """Two stub points rank validation perfectly with the first draws' seeds; the tie goes to the one the further
     fits favour, and the result says how many points tied."""
