@@ -54,7 +54,8 @@ def test_the_guide_runs_as_written(tmp_path):
     assert (lr["command"], lr["mode"], lr["columns"]) == ("logreg", "job", features)
     assert list(lr["released"]["coef"]) == features and isinstance(lr["released"]["intercept"], float)
     assert lr["released"]["schedule"] is None and lr["parameters"]["solver"] == "auto"  # the default: it chose
-    assert lr["released"]["solver"] == "moments" and lr["released"]["solver_reason"].startswith("n epsilon / d = ")
+    assert lr["released"]["solver"] == "moments"
+    assert lr["released"]["solver_reason"].startswith("n epsilon / max(d, 30) = ")
     assert lr["privacy"][0]["rounds"] == 1 and lr["privacy"][0]["sampling_rate"] == 1.0
     for doc in (pca, lr):
         assert doc["privacy"][0]["epsilon_server"] <= 1.0 and doc["dataset"] == "bank-clinic"

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sqm.apps.logreg.estimator import AUTO_ROUND, AUTO_THRESHOLD, SQMLogisticRegression, auto_solver
+from sqm.apps.logreg.estimator import (AUTO_MIN_COLUMNS, AUTO_ROUND, AUTO_THRESHOLD, SQMLogisticRegression,
+                                      auto_solver)
 from sqm.apps.logreg.params import LogRegJobParams, LogRegParams
 
 
@@ -20,7 +21,7 @@ def _data(n, d, seed=0):
 
 def test_the_rule_on_both_sides_of_the_threshold():
     # n epsilon / d at the threshold: moments; one record fewer: sgd
-    d, eps = 10, 0.5
+    d, eps = 40, 0.5
     n = int(AUTO_THRESHOLD * d / eps)
     assert auto_solver(n, d, eps)[0] == "moments"
     assert auto_solver(n - 1, d, eps)[0] == "sgd"
@@ -28,7 +29,18 @@ def test_the_rule_on_both_sides_of_the_threshold():
     assert auto_solver(2 * n - 1, 2 * d, eps)[0] == "sgd" and auto_solver(2 * n, 2 * d, eps)[0] == "moments"
     assert auto_solver(n - 1, d, 2 * eps)[0] == "moments"
     solver, why = auto_solver(n - 1, d, eps)
-    assert why.startswith(f"n epsilon / d = {n - 1} x 0.5 / 10 = ") and f"< {AUTO_THRESHOLD:g}" in why
+    assert why.startswith(f"n epsilon / max(d, 30) = {n - 1} x 0.5 / 40 = ") and f"< {AUTO_THRESHOLD:g}" in why
+
+
+def test_below_thirty_columns_the_crossover_stays_at_n_epsilon_150():
+    """d is floored at AUTO_MIN_COLUMNS (30): on the tuning sets' feature subsets the moments fit did not catch up
+    at a smaller n epsilon when d was small (iris' 4 columns, 90 training rows, epsilon 0.5: the round)."""
+    assert AUTO_MIN_COLUMNS == 30 and AUTO_THRESHOLD * AUTO_MIN_COLUMNS == 150
+    for d in (1, 4, 13, 29, 30):
+        assert auto_solver(299, d, 0.5)[0] == "sgd" and auto_solver(300, d, 0.5)[0] == "moments"
+    assert auto_solver(90, 4, 0.5) == ("sgd", "n epsilon / max(d, 30) = 90 x 0.5 / 30 = 1.5 < 5: one full-batch "
+                                              "sgd round")
+    assert auto_solver(90, 4, 2.0)[0] == "moments" and auto_solver(309, 31, 0.5)[0] == "sgd"
 
 
 def test_robust_noise_and_verified_inputs_force_the_moments_release():
@@ -43,7 +55,7 @@ def test_robust_noise_and_verified_inputs_force_the_moments_release():
 
 def test_auto_is_the_default_and_runs_the_chosen_solver_bit_for_bit():
     assert LogRegParams().solver == "auto" and LogRegJobParams().solver == "auto"
-    X, y = _data(40, 4)  # n epsilon / d = 40 x 0.4 / 4 = 4: one sgd round
+    X, y = _data(40, 4)  # n epsilon / max(d, 30) = 40 x 0.4 / 30 = 0.53: one sgd round
     kw = dict(epsilon=0.4, gamma=1024.0, backend="in-process", n_parties=2, seed=3)
     auto = SQMLogisticRegression(**kw).fit(X, y)
     assert auto.get_params()["solver"] == "auto" and auto.solver_ == "sgd"
@@ -53,7 +65,7 @@ def test_auto_is_the_default_and_runs_the_chosen_solver_bit_for_bit():
                                 learning_rate=AUTO_ROUND.learning_rate, weight_bound=AUTO_ROUND.weight_bound).fit(X, y)
     assert np.array_equal(auto.coef_, sgd.coef_) and np.array_equal(auto.intercept_, sgd.intercept_)
     assert auto.report_ == sgd.report_ and sgd.solver_reason_ == "given"
-    # 400 records: n epsilon / d = 40, the moments release, the same as asking for it
+    # 400 records: n epsilon / max(d, 30) = 5.33, the moments release, the same as asking for it
     X, y = _data(400, 4)
     auto = SQMLogisticRegression(**kw).fit(X, y)
     moments = SQMLogisticRegression(**kw, solver="moments").fit(X, y)
@@ -62,7 +74,7 @@ def test_auto_is_the_default_and_runs_the_chosen_solver_bit_for_bit():
 
 
 def test_an_explicit_solver_is_honoured_and_the_schedule_needs_sgd():
-    X, y = _data(40, 4)  # auto would run sgd here (n epsilon / d = 4)
+    X, y = _data(40, 4)  # auto would run sgd here (n epsilon / max(d, 30) = 0.53)
     assert auto_solver(40, 4, 0.4)[0] == "sgd"
     m = SQMLogisticRegression(0.4, gamma=1024.0, backend="in-process", n_parties=2, seed=1, solver="moments")
     assert m.fit(X, y).solver_ == "moments" and m.schedule_ is None
@@ -99,13 +111,14 @@ def test_the_job_file_and_the_cli_accept_auto(tmp_path, capsys):
     assert main(["logreg", "--backend", "plain", "--no-baselines", "--seed", "0", "--epsilon", "0.3",
                  "--solver", "auto", "-q"]) == 0
     out = capsys.readouterr().out
-    assert "SQM solver sgd (auto: n epsilon / d = 426 x 0.3 / 30 = 4.26 < 5: one full-batch sgd round)" in out
+    assert "SQM solver sgd (auto: n epsilon / max(d, 30) = 426 x 0.3 / 30 = 4.26 < 5: one full-batch sgd round)" in out
     assert main(["logreg", "--backend", "plain", "--no-baselines", "--seed", "0", "--epsilon", "1", "-q"]) == 0
     out = capsys.readouterr().out
-    assert "SQM solver moments (auto: n epsilon / d = 426 x 1 / 30 = 14.2 >= 5): one release" in out
+    assert "SQM solver moments (auto: n epsilon / max(d, 30) = 426 x 1 / 30 = 14.2 >= 5): one release" in out
 
 
-@pytest.mark.parametrize("solver, ran", [("auto", "solver sgd, auto: n epsilon / d = 40 x 0.4 / 4 = 4 < 5"),
+@pytest.mark.parametrize("solver, ran", [("auto", "solver sgd, auto: n epsilon / max(d, 30) = 40 x 0.4 / 30 = "
+                                                  "0.5333 < 5"),
                                          ("moments", "one release of the second moments (solver moments)")])
 def test_a_job_files_task_block_takes_auto(tmp_path, capsys, solver, ran):
     from sqm.cli.command import main

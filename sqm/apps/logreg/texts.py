@@ -3,13 +3,16 @@ by ``sqm logreg --help``.  Standard library only, so that ``sqm --help`` reads t
 scikit-learn or SciPy (tests/test_fast_start.py)."""
 
 # solver="auto" (sqm.apps.logreg.estimator.auto_solver): one full-batch sgd round of this schedule while
-# n epsilon / d is below AUTO_THRESHOLD, else the moments release (declared here so that the help quotes them)
+# n epsilon / max(d, AUTO_MIN_COLUMNS) is below AUTO_THRESHOLD, else the moments release (declared here so that the
+# help quotes them)
 AUTO_ROUND = {"q": 1.0, "epochs": 1, "learning_rate": 1.0, "weight_bound": 0.1}
 AUTO_THRESHOLD = 5.0
+AUTO_MIN_COLUMNS = 30
 
 SOLVER_HELP = (f"auto (default): moments, or one full-batch sgd round (q {AUTO_ROUND['q']:g}, "
                f"{AUTO_ROUND['epochs']} epoch, learning rate {AUTO_ROUND['learning_rate']:g}, ||w|| <= "
-               f"{AUTO_ROUND['weight_bound']:g}) while n epsilon / d (records, epsilon, feature columns: public) is "
+               f"{AUTO_ROUND['weight_bound']:g}) while n epsilon / max(d, {AUTO_MIN_COLUMNS}) (records, epsilon, "
+               f"feature columns: public) is "
                f"below {AUTO_THRESHOLD:g}; always moments with robust noise or verified inputs; the output says "
                "which ran and why; "
                "moments: one SQM release of the second moments of [features, intercept constant, label], "
