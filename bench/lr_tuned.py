@@ -24,7 +24,8 @@ constant c, label weight kappa, gamma and score weight beta, :func:`sqm.apps.log
 the fit's ridge multiple, and the rows' scale before the clients clip them to the unit ball, SQM's clip bound as
 DPSGD's clip norm; fitted with the estimator's own code, :func:`sqm.apps.logreg.moments.fit_release`) and the sgd
 solver's 32 (:data:`SQM_SGD_GRID`: full-batch rounds, one or two epochs, the weights' bound, the rows' scale, the
-intercept's constant c).
+intercept's constant c); the moments points are offered only where ``solver="auto"`` runs the moments release
+(:func:`sqm_grids`, from the training rows, d and epsilon: public), elsewhere the sgd solver's 32 alone.
 ``sqm-default`` is SQM-LR with its defaults, untuned (chosen by ``python -m bench lr-constants`` on the validation
 splits of breast_cancer, credit_default and adult).  Non-private: scikit-learn's logistic regression with its
 fixed default regularization (C = 1), no tuning.
@@ -72,6 +73,19 @@ INTERCEPT_SCALINGS = (1.0, 0.25)
 SQM_SGD_GRID = dict(solver=("sgd",), q=(1.0,), epochs=(1, 2), learning_rate=(1.0,), weight_bound=(0.1, 1.0),
                     row_scale=ROW_SCALES, intercept_scaling=INTERCEPT_SCALINGS)
 SQM_GRIDS = (SQM_GRID, SQM_SGD_GRID)  # the moments points first: the grid's first point is the defaults
+
+
+def sqm_grids(n_train: int, d: int, epsilon: float) -> tuple:
+    """SQM-LR's grids at a cell of ``n_train`` training rows, ``d`` feature columns and ``epsilon`` (public
+    quantities): the sgd solver's always, the moments solver's (:data:`SQM_GRID`) only where ``solver="auto"``
+    would run the moments release (:func:`sqm.apps.logreg.estimator.auto_solver`).  Below auto's threshold one sgd
+    round beat the moments fit on AUC and accuracy on the tuning sets' subsamples, so there the moments points
+    only give the grid search noisier points to pick: on those subsamples (150 records, epsilon 0.5 and 1, 20 draws
+    each) the sgd points alone chose better in every cell (``python -m bench lr-select --study select --solvers
+    sgd``; docs/changelog.md)."""
+    from sqm.apps.logreg.estimator import auto_solver
+
+    return SQM_GRIDS if auto_solver(int(n_train), int(d), float(epsilon))[0] == "moments" else (SQM_SGD_GRID,)
 DPSGD_WEIGHT_BOUND = 8.0
 NONPRIVATE_C = 1.0
 NOT_COUNTED = ("tuning's privacy cost is not counted, for any method alike: each epsilon is the final refit's; "
@@ -245,7 +259,9 @@ def fit_nonprivate(Xtr, ytr, p: dict, epsilon: float, delta: float, seed: int):
     return m.decision_function, math.inf
 
 
-METHODS = {"dpsgd": (fit_dpsgd, DPSGD_GRID), "sqm-tuned": (fit_sqm, SQM_GRIDS), "sqm-default": (fit_sqm_default, None),
+# a method's grid: the points (a grid, or a tuple of grids), or a function of the cell's public quantities (training
+# rows, feature columns, epsilon) giving them
+METHODS = {"dpsgd": (fit_dpsgd, DPSGD_GRID), "sqm-tuned": (fit_sqm, sqm_grids), "sqm-default": (fit_sqm_default, None),
            "nonprivate": (fit_nonprivate, None)}
 
 
@@ -337,6 +353,8 @@ def run_split(X, y, split, epsilon: float, delta: float, seed: int, methods: dic
         tune_seed, refit_seed = (int(s) for s in rng.integers(0, 2 ** 62, size=2))
         chosen: dict = {}
         val, tied = None, 0
+        if callable(grid):
+            grid = grid(len(tr), X.shape[1], epsilon)
         if grid:
             points = grid_points(grid)
 

@@ -240,15 +240,37 @@ def test_the_dpsgd_row_scale_is_the_same_axis_and_scales_the_rows_before_the_con
 def test_the_sqm_grids_first_point_is_the_estimators_defaults():
     """grid_search keeps the first point on ties that outlast the further fits, so the tuned SQM-LR falls back on
     its defaults when a small validation split ranks several points alike: the grid's first point is the estimator's
-    defaults (row scale 1:
-    the rows as given)."""
-    from sqm.apps.logreg import moments
+    defaults (row scale 1: the rows as given), the moments release's where ``solver="auto"`` runs it and its one
+    sgd round's where auto runs that (only the sgd grid is offered there)."""
+    from sqm.apps.logreg import moments, texts
+    from sqm.apps.logreg.estimator import auto_solver
     from sqm.apps.logreg.params import LogRegParams
 
-    first = lr_tuned.grid_points(lr_tuned.METHODS["sqm-tuned"][1])[0]
+    grids = lr_tuned.METHODS["sqm-tuned"][1]
+    assert callable(grids) and auto_solver(341, 30, 0.5)[0] == "moments" and auto_solver(106, 13, 0.5)[0] == "sgd"
+    first = lr_tuned.grid_points(grids(341, 30, 0.5))[0]
     assert first == dict(constant=moments.CONSTANT, label_weight=moments.LABEL_WEIGHT, gamma=LogRegParams().gamma,
                          score_weight=moments.SCORE_WEIGHT, ridge_multiple=moments.RIDGE_NOISE_MULTIPLE, row_scale=1.0)
+    assert grids(341, 30, 0.5) == lr_tuned.SQM_GRIDS and grids(106, 13, 0.5) == (lr_tuned.SQM_SGD_GRID,)
+    first = lr_tuned.grid_points(grids(106, 13, 0.5))[0]
+    assert first == dict(solver="sgd", **texts.AUTO_ROUND, row_scale=1.0, intercept_scaling=1.0)
     assert len(lr_tuned.grid_points(lr_tuned.SQM_GRID)) == 288 and len(lr_tuned.grid_points(lr_tuned.SQM_GRIDS)) == 320
+
+
+def test_run_split_offers_a_grid_of_the_cells_public_quantities():
+    """A method's grid given as a function gets the training rows, the feature columns and epsilon."""
+    rng = np.random.default_rng(0)
+    y = (rng.random(100) < 0.5).astype(int)
+    X = np.c_[y + rng.normal(0, 0.5, 100), rng.normal(size=100), rng.normal(size=100)]
+    asked = []
+
+    def grid(n, d, epsilon):
+        asked.append((n, d, epsilon))
+        return dict(w=(-1.0, 1.0))
+
+    res = lr_tuned.run_split(X, y, lr_tuned.split_indices(y, 0), 0.7, 1e-5, 0, {"stub": (_stub_fit, grid)},
+                             standardize=False)["stub"]
+    assert asked == [(60, 3, 0.7)] and res["chosen"] == dict(w=1.0)
 
 
 def test_an_sgd_grid_point_is_the_estimators_sgd_solver_on_scaled_rows():
