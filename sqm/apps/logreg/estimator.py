@@ -113,14 +113,13 @@ def auto_solver(n_records: int, n_features: int, epsilon: float, robust_noise: i
     ``robust_noise`` or ``verify_inputs`` is set (they apply to it only) or n epsilon / max(d,
     :data:`AUTO_MIN_COLUMNS`) >= :data:`AUTO_THRESHOLD`; else one full-batch sgd round (:data:`AUTO_ROUND`), whose
     single noisy gradient holds more signal than the moments' many noisy entries when few records carry each
-    feature's share of the budget.  The round ranks records
-    well (its AUC) but its own threshold, one gradient step's intercept, leans to the majority class, while the
-    moments fit places LDA's threshold: the threshold is the largest at which the round's predictions were never
-    less accurate than the moments fit's on the tuning sets, so the round runs only where it wins on both.  On
-    their random subsets of 4, 8 and 16 columns the moments fit fell behind further than n epsilon / d says (breast
-    cancer, 150 records, 8 columns, epsilon 1: AUC 0.816 against the round's 0.947): the floor on d, chosen from
-    {8, 12, 16, 20, 24, 30, 40} as the one of highest mean accuracy over those 72 cells, keeps the round up to
-    n epsilon = 150 for every d <= 30."""
+    feature's share of the budget.  The round ranks records well (its AUC) but its own threshold, one gradient
+    step's intercept, leans to the majority class, while the moments fit places LDA's threshold: the threshold is
+    the largest at which the round's predictions were never less accurate than the moments fit's on the tuning
+    sets, so the round runs only where it wins on both.  On their random subsets of 4, 8 and 16 columns the moments
+    fit fell behind further than n epsilon / d says (breast cancer, 150 records, 8 columns, epsilon 1: AUC 0.816
+    against the round's 0.947): the floor on d, chosen from none and {8, 12, 16, 20, 24, 30, 40} as the one of
+    highest mean accuracy over those 72 cells, keeps the round up to n epsilon = 150 for every d <= 30."""
     if robust_noise or verify_inputs:
         given = "robust_noise" if robust_noise else "verify_inputs"
         return "moments", f"{given} applies to the moments release only"
@@ -454,7 +453,7 @@ class SQMLogisticRegression(ClassifierMixin, BaseEstimator):
                 raise UsageError(f"the batch cap's failure probability adds {cap_delta:.3g} to delta: not small "
                                  f"against delta {delta:g}")
             cal = accounting.calibrate_mu_cached(float(self.epsilon), delta_mu, sens.l1, sens.l2, q=q, rounds=R,
-                                n_parties=n if n >= 2 else None)
+                                                 n_parties=n if n >= 2 else None)
             mu, eps_s, eps_c, conversion = cal.mu, cal.epsilon_server, cal.epsilon_client, cal.conversion
             evs: tuple = (events.server_event(sens.l1, sens.l2, mu, q, R),)  # PrivacyReport.events
             notes = (f"{MODEL_SHARED_NOTE}; {epochs} epochs; {intercept_note(plan)}; batch cap {b_max} "
