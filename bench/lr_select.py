@@ -77,7 +77,7 @@ import math
 import time
 
 from bench.common import finish, one_thread
-from bench.lr_tuned import USED_FOR_DEFAULTS
+from bench.lr_tuned import GRID_SOLVERS, USED_FOR_DEFAULTS, solver_grids  # noqa: F401 (solver_grids: tests)
 
 TUNING_SETS = tuple(name for name, used in USED_FOR_DEFAULTS.items() if used)
 STUDIES = ("solvers", "select", "rowscale", "imbalanced", "clipping")
@@ -348,16 +348,6 @@ def _with_row_scales(grid, row_scales, intercept_scalings=None):
     return out
 
 
-GRID_SOLVERS = ("moments", "sgd")  # --study select --solvers: the SQM grids offered (bench.lr_tuned.SQM_GRIDS)
-
-
-def solver_grids(solvers=GRID_SOLVERS) -> tuple:
-    """The LR bench's SQM grids (:data:`bench.lr_tuned.SQM_GRIDS`) of the solvers named, in the bench's order."""
-    from bench import lr_tuned
-
-    return tuple(g for g in lr_tuned.SQM_GRIDS if ("sgd" if "sgd" in g.get("solver", ()) else "moments") in solvers)
-
-
 def select_cell(X, y, n: int, epsilon: float, draws: int, fits: int, rules=DEFAULT_RULES,
                 max_points: int | None = None, row_scales=None, intercept_scalings=None,
                 dpsgd_rules: bool = False, solvers=GRID_SOLVERS) -> dict:
@@ -406,7 +396,7 @@ def select_cell(X, y, n: int, epsilon: float, draws: int, fits: int, rules=DEFAU
                 def dpsgd_refit(i, Xtr=Xtr, ytr=y[tr], Xev=Xev, yev=y[ev], Xva=Xva, yva=y[va], dpts=dpts,
                                 seed=seeds[fits]):
                     f = lr_tuned.fit_dpsgd(Xtr, ytr, dpts[i], epsilon, DELTA, seed)[0]
-                    return _auc(yev, f(Xev)), _auc(yva, f(Xva)), _accuracies(f, Xva, yva, Xev, yev)
+                    return _refit_scores(f, Xva, yva, Xev, yev)
 
                 @functools.cache
                 def dpsgd_more(i, dpts=dpts, tie_seeds=tie_seeds, dval=dval):
@@ -418,7 +408,7 @@ def select_cell(X, y, n: int, epsilon: float, draws: int, fits: int, rules=DEFAU
 
             def sqm_refit(i, Xtr=Xtr, ytr=y[tr], Xev=Xev, yev=y[ev], Xva=Xva, yva=y[va], seed=seeds[fits]):
                 f = lr_tuned.fit_sqm(Xtr, ytr, points[i], epsilon, DELTA, seed)[0]
-                return _auc(yev, f(Xev)), _auc(yva, f(Xva)), _accuracies(f, Xva, yva, Xev, yev)
+                return _refit_scores(f, Xva, yva, Xev, yev)
 
             @functools.cache
             def sqm_more(i, tie_seeds=tie_seeds):
@@ -441,33 +431,34 @@ def select_cell(X, y, n: int, epsilon: float, draws: int, fits: int, rules=DEFAU
 THRESHOLDS = ("validation", "widest")  # --study select: the refit's accuracy outside at each threshold rule
 
 
-def _accuracies(f, Xva, yva, Xev, yev) -> dict[str, float]:
-    """The accuracy outside the subsample of scoring function ``f`` at the threshold each rule (:data:`THRESHOLDS`)
-    takes from the validation split: :func:`bench.lr_tuned.validation_threshold` (the LR bench's: the most accurate,
-    the one nearest 0 on ties) and :func:`bench.lr_tuned.widest_threshold` (the middle of the widest most accurate
-    interval)."""
+def _refit_scores(f, Xva, yva, Xev, yev) -> tuple[float, float, dict[str, float]]:
+    """A refit's (AUC outside the subsample, validation AUC, accuracy outside the subsample at the threshold each
+    rule (:data:`THRESHOLDS`) takes from the validation split) for its scoring function ``f``, each split scored
+    once: :func:`bench.lr_tuned.validation_threshold` (the LR bench's: the most accurate, the one nearest 0 on ties)
+    and :func:`bench.lr_tuned.widest_threshold` (the middle of the widest most accurate interval)."""
     import numpy as np
 
     from bench import lr_tuned
 
     s_va, s_ev = f(Xva), np.asarray(f(Xev), np.float64)
     cuts = {"validation": lr_tuned.validation_threshold(yva, s_va), "widest": lr_tuned.widest_threshold(yva, s_va)}
-    return {k: float(np.mean((s_ev > t) == (np.asarray(yev) == 1))) for k, t in cuts.items()}
+    accs = {k: float(np.mean((s_ev > t) == (np.asarray(yev) == 1))) for k, t in cuts.items()}
+    return _auc(yev, s_ev), _auc(yva, s_va), accs
 
 
 def _by_rules(rules, v, refit, out: dict, prefix: str = "", index=None, more=None) -> None:
     """Each rule's choice among ``v``'s points (points x fits validation AUCs, :func:`rule_scores`; mean3-ties:
-    mean3's top tied points by the mean of ``more``'s further validation AUCs, point -> array, the first on ties),
-    refitted once per distinct choice (``refit``: point -> (AUC outside the subsample, validation AUC)), appended to
-    ``out``'s entry ``prefix`` + rule (and its ``tied``: how many points shared the top), the chosen point as
-    ``index`` maps it (None: as it is)."""
+    mean3's top tied points by the mean of ``more``'s further validation AUCs, point -> array, the first on ties;
+    mean3-topK and mean3-poolK: the K best beside them, :func:`bench.lr_tuned.best_index`), refitted once per
+    distinct choice (``refit``: point -> :func:`_refit_scores`' tuple, or its first two), appended to ``out``'s
+    entry ``prefix`` + rule (and its ``tied``: how many points shared the top), the chosen point as ``index`` maps
+    it (None: as it is)."""
     import numpy as np
 
-    from bench.lr_tuned import best_index, top_tied
+    from bench.lr_tuned import best_index, mean_of_fits, top_tied
 
-    def tie_mean(i):  # the mean of a tied point's further fits, NaN (never winning) when every one failed
-        a = np.asarray(more(i), np.float64)
-        return float(np.mean(a[~np.isnan(a)])) if np.any(~np.isnan(a)) else math.nan
+    def tie_mean(i):  # the mean of a finalist's further fits
+        return mean_of_fits(more(i))
 
     done: dict[int, tuple[float, float]] = {}
     for r in rules:
@@ -479,9 +470,8 @@ def _by_rules(rules, v, refit, out: dict, prefix: str = "", index=None, more=Non
         elif r.startswith("mean3-top"):
             best = best_index(scores, tie_mean, int(r.removeprefix("mean3-top")))
         elif r.startswith("mean3-pool"):
-            def pooled(i, scores=scores):  # the mean of the first 3 fits' and the further fits' scores
-                a = np.concatenate([v[i, :3], np.asarray(more(i), np.float64)])
-                return float(np.mean(a[~np.isnan(a)])) if np.any(~np.isnan(a)) else math.nan
+            def pooled(i):  # the mean of the first 3 fits' and the further fits' scores
+                return mean_of_fits(np.concatenate([v[i, :3], np.asarray(more(i), np.float64)]))
             best = best_index(scores, pooled, int(r.removeprefix("mean3-pool")))
         if best not in done:
             done[best] = refit(best)

@@ -75,6 +75,14 @@ SQM_SGD_GRID = dict(solver=("sgd",), q=(1.0,), epochs=(1, 2), learning_rate=(1.0
 SQM_GRIDS = (SQM_GRID, SQM_SGD_GRID)  # the moments points first: the grid's first point is the defaults
 
 
+GRID_SOLVERS = ("moments", "sgd")  # the solvers of SQM_GRIDS, in its order
+
+
+def solver_grids(solvers=GRID_SOLVERS) -> tuple:
+    """The grids of :data:`SQM_GRIDS` of the solvers named (:data:`GRID_SOLVERS`), in its order."""
+    return tuple(g for g in SQM_GRIDS if ("sgd" if "sgd" in g.get("solver", ()) else "moments") in solvers)
+
+
 def sqm_grids(n_train: int, d: int, epsilon: float) -> tuple:
     """SQM-LR's grids at a cell of ``n_train`` training rows, ``d`` feature columns and ``epsilon`` (public
     quantities): the sgd solver's always, the moments solver's (:data:`SQM_GRID`) only where ``solver="auto"``
@@ -85,7 +93,8 @@ def sqm_grids(n_train: int, d: int, epsilon: float) -> tuple:
     +0.9 points (``python -m bench lr-select --study select --solvers sgd``; docs/changelog.md)."""
     from sqm.apps.logreg.estimator import auto_solver
 
-    return SQM_GRIDS if auto_solver(int(n_train), int(d), float(epsilon))[0] == "moments" else (SQM_SGD_GRID,)
+    return solver_grids(GRID_SOLVERS if auto_solver(int(n_train), int(d), float(epsilon))[0] == "moments"
+                        else ("sgd",))
 
 
 DPSGD_WEIGHT_BOUND = 8.0
@@ -114,6 +123,16 @@ def split_indices(y, seed: int, validation: float = 0.2, test: float = 0.2):
     rest, te = train_test_split(idx, test_size=test, random_state=seed, stratify=y)
     tr, va = train_test_split(rest, test_size=validation / (1 - test), random_state=seed + 1, stratify=y[rest])
     return np.sort(tr), np.sort(va), np.sort(te)
+
+
+def mean_of_fits(scores) -> float:
+    """The mean of a point's validation scores over its fits, the failed ones (NaN) left out; NaN (never winning)
+    when every fit failed."""
+    import numpy as np
+
+    a = np.asarray(scores, np.float64)
+    a = a[~np.isnan(a)]
+    return float(np.mean(a)) if a.size else math.nan
 
 
 def top_tied(scores: Sequence[float]) -> list[int]:
@@ -366,9 +385,8 @@ def run_split(X, y, split, epsilon: float, delta: float, seed: int, methods: dic
             tie_seeds = [int(s) for s in np.random.default_rng([tune_seed, 1]).integers(0, 2 ** 62, size=tie_draws)]
 
             def validation_score(p, fit=fit, seeds=tune_seeds):
-                got = [scores_of(yva, fit(Xtr, ytr, p, epsilon, delta, s)[0](Xva))[SELECT[select]] for s in seeds]
-                got = [v for v in got if not math.isnan(v)]
-                return float(np.mean(got)) if got else math.nan
+                return mean_of_fits([scores_of(yva, fit(Xtr, ytr, p, epsilon, delta, s)[0](Xva))[SELECT[select]]
+                                     for s in seeds])
 
             tie_score = partial(validation_score, seeds=tie_seeds) if tie_draws else None
             chosen, vals = grid_search(points, validation_score, tie_score)

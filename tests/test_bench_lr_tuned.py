@@ -48,6 +48,16 @@ def test_grid_search_breaks_a_tie_at_the_top_by_the_tie_score_only():
     assert lr_tuned.top_tied([0.2, math.nan, 0.3, 0.3]) == [2, 3] and lr_tuned.top_tied([math.nan]) == []
 
 
+def test_a_points_score_is_the_mean_of_its_fits_that_did_not_fail():
+    assert lr_tuned.mean_of_fits([0.5, math.nan, 0.7]) == pytest.approx(0.6)
+    assert math.isnan(lr_tuned.mean_of_fits([math.nan, math.nan])) and math.isnan(lr_tuned.mean_of_fits([]))
+
+
+def test_the_sqm_grids_by_solver():
+    assert lr_tuned.solver_grids() == lr_tuned.SQM_GRIDS and lr_tuned.solver_grids(("sgd",)) == (lr_tuned.SQM_SGD_GRID,)
+    assert lr_tuned.solver_grids(("moments",)) == (lr_tuned.SQM_GRID,)
+
+
 def test_finalists_are_the_tied_and_the_best_points_scored_again():
     scores = [0.5, math.nan, 0.9, 0.7, 0.9, 0.8]
     assert lr_tuned.finalists_of(scores) == [2, 4] and lr_tuned.finalists_of(scores, 3) == [2, 4, 5]
